@@ -1,0 +1,1 @@
+"""UNO host_datapath package."""

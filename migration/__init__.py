@@ -1,0 +1,1 @@
+"""UNO migration package."""

@@ -1,0 +1,1 @@
+"""UNO nf_agent package."""

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Install what is missing, and nothing else: idempotent and quiet when all is there.
+#   scripts/setup.sh [all|apt|python|java|rust]...
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+say() { printf 'setup: %s\n' "$*" >&2; }
+
+setup_apt() {
+  local missing=()
+  while read -r pkg; do
+    pkg="${pkg%%#*}"; pkg="${pkg// /}"
+    [ -n "$pkg" ] || continue
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+  done < deps/apt.txt
+  [ ${#missing[@]} -eq 0 ] && return 0
+  say "installing Debian packages: ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then say "need root to install: ${missing[*]}"; exit 1; fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # The packages ship system services; UNO runs private instances only.
+  for svc in openvswitch-switch redis-server; do
+    systemctl disable --now "$svc" >/dev/null 2>&1 || true
+    service "$svc" stop >/dev/null 2>&1 || true
+  done
+}
+
+setup_python() {
+  local py="${PYTHON:-python3.11}"
+  command -v "$py" >/dev/null || py=python3
+  if [ ! -x .venv/bin/python ]; then
+    say "creating Python environment .venv"
+    "$py" -m venv .venv
+    .venv/bin/pip install -q --upgrade pip >/dev/null
+  fi
+  if [ ! -f .venv/.uno-installed ] || [ pyproject.toml -nt .venv/.uno-installed ]; then
+    say "installing Python packages into .venv"
+    .venv/bin/pip install -q -e '.[dev]' >/dev/null
+    touch .venv/.uno-installed
+  fi
+}
+
+setup_java() {
+  [ -f pom.xml ] || return 0
+  mkdir -p .stamps
+  local jar
+  jar=$(ls oneswitch/target/oneswitch-*-all.jar 2>/dev/null | head -n1 || true)
+  if [ -z "$jar" ] || [ -n "$(find oneswitch/src pom.xml oneswitch/pom.xml -newer "$jar" -print -quit 2>/dev/null)" ]; then
+    say "building OneSwitch (Maven)"
+    mvn -q -B -DskipTests package >/dev/null
+  fi
+}
+
+setup_rust() {
+  [ -f nfs/Cargo.toml ] || return 0
+  if [ ! -x nfs/target/release/nf ] || [ -n "$(find nfs -path nfs/target -prune -o -newer nfs/target/release/nf -type f -print -quit 2>/dev/null)" ]; then
+    say "building NFs (Cargo, release)"
+    (cd nfs && cargo build -q --release --workspace)
+  fi
+}
+
+parts=("$@")
+[ ${#parts[@]} -eq 0 ] && parts=(all)
+for part in "${parts[@]}"; do
+  case "$part" in
+    all) setup_apt; setup_python; setup_java; setup_rust ;;
+    apt) setup_apt ;;
+    python) setup_python ;;
+    java) setup_java ;;
+    rust) setup_rust ;;
+    *) say "unknown part '$part' (all|apt|python|java|rust)"; exit 2 ;;
+  esac
+done

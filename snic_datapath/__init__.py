@@ -1,0 +1,1 @@
+"""UNO snic_datapath package."""
