@@ -30,14 +30,14 @@ lint-java:
 	@if [ -f pom.xml ]; then $(MVN) -DskipTests -Dfmt.skip=false fmt:check; fi
 
 lint-rust:
-	@if [ -f nfs/Cargo.toml ]; then \
+	@if compgen -G 'nfs/crates/*/Cargo.toml' >/dev/null; then \
 	  cd nfs && $(CARGO) fmt --all -- --check && $(CARGO) clippy -q --workspace --all-targets -- -D warnings; fi
 
 fmt:
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 	@if [ -f pom.xml ]; then $(MVN) fmt:format; fi
-	@if [ -f nfs/Cargo.toml ]; then cd nfs && $(CARGO) fmt --all; fi
+	@if compgen -G 'nfs/crates/*/Cargo.toml' >/dev/null; then cd nfs && $(CARGO) fmt --all; fi
 
 test-python:
 	$(VENV)/bin/pytest -q -ra $(PYTEST_ARGS)
@@ -46,7 +46,7 @@ test-java:
 	@if [ -f pom.xml ]; then mvn -B test 2>&1 | grep -E "Tests run:|FAIL|ERROR|BUILD" ; test $${PIPESTATUS[0]} -eq 0; fi
 
 test-rust:
-	@if [ -f nfs/Cargo.toml ]; then cd nfs && $(CARGO) test -q --workspace; fi
+	@if compgen -G 'nfs/crates/*/Cargo.toml' >/dev/null; then cd nfs && $(CARGO) test -q --workspace; fi
 
 clean:
 	-./uno down --all 2>/dev/null

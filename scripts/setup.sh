@@ -53,7 +53,7 @@ setup_java() {
 }
 
 setup_rust() {
-  [ -f nfs/Cargo.toml ] || return 0
+  compgen -G 'nfs/crates/*/Cargo.toml' >/dev/null || return 0
   if [ ! -x nfs/target/release/nf ] || [ -n "$(find nfs -path nfs/target -prune -o -newer nfs/target/release/nf -type f -print -quit 2>/dev/null)" ]; then
     say "building NFs (Cargo, release)"
     (cd nfs && cargo build -q --release --workspace)
