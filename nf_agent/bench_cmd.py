@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nf_agent.cli import CliError
+from nf_agent.errors import CliError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = REPO_ROOT / "bench"

@@ -10,11 +10,10 @@ import argparse
 import importlib
 import sys
 
+from nf_agent.errors import CliError
+
+__all__ = ["CliError", "build_parser", "main"]
 COMMAND_MODULES: tuple[str, ...] = ("nf_agent.bench_cmd",)
-
-
-class CliError(Exception):
-    """An error meant for the operator: printed as one line, exit status 2, never a traceback."""
 
 
 def build_parser() -> argparse.ArgumentParser:
