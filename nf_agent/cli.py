@@ -13,7 +13,10 @@ import sys
 from nf_agent.errors import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
-COMMAND_MODULES: tuple[str, ...] = ("nf_agent.bench_cmd",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "nf_agent.host_cmd",
+    "nf_agent.bench_cmd",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,42 @@
+"""The host switch: a private userspace OVS in its own namespace with one bridge."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from host_datapath.ovs_instance import OvsInstance
+from host_datapath.switch import SwitchDriver
+from host_datapath.sysutil import netns_add
+
+
+@dataclass
+class HostSwitch:
+    """Namespace `netns`, OVS state in `rundir`, bridge `bridge`."""
+
+    netns: str
+    rundir: Path
+    bridge: str
+
+    def __post_init__(self) -> None:
+        self.ovs = OvsInstance(self.rundir, self.netns)
+        self.driver = SwitchDriver(self.bridge, self.ovs.db_remote, netns=self.netns)
+
+    def up(self) -> None:
+        netns_add(self.netns)
+        self.ovs.start()
+        self.driver.ensure_bridge()
+
+    def down(self) -> None:
+        self.driver.close()
+        self.ovs.stop()
+
+    def status(self) -> dict:
+        return {
+            "netns": self.netns,
+            "bridge": self.bridge,
+            "ovsdb": self.ovs.db_remote,
+            "openflow": f"unix:{self.rundir}/{self.bridge}.mgmt",
+            "pids": self.ovs.pids(),
+            "running": self.ovs.running(),
+        }

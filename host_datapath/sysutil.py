@@ -1,0 +1,161 @@
+"""Thin, checked wrappers over the system tools the drivers need (ip, tc, sysctl, processes).
+
+Every call raises DatapathError with the failing command and its stderr, never a bare CalledProcessError.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+
+class DatapathError(RuntimeError):
+    """A datapath operation failed; the message names the command and what it printed."""
+
+
+def run(
+    cmd: Sequence[str],
+    netns: str | None = None,
+    check: bool = True,
+    timeout: float = 30.0,
+    input_text: str | None = None,
+) -> str:
+    """Run a command (inside `netns` when given), feeding it `input_text`, and return its stdout."""
+    full = ["ip", "netns", "exec", netns, *cmd] if netns else list(cmd)
+    try:
+        proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout, input=input_text)
+    except FileNotFoundError as exc:
+        raise DatapathError(f"command not found: {full[0]} (run `make setup`)") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise DatapathError(f"timed out after {timeout}s: {' '.join(full)}") from exc
+    if check and proc.returncode != 0:
+        raise DatapathError(f"`{' '.join(full)}` failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def netns_list() -> list[str]:
+    out = run(["ip", "netns", "list"], check=False)
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def netns_add(name: str) -> None:
+    if name not in netns_list():
+        run(["ip", "netns", "add", name])
+    run(["ip", "link", "set", "lo", "up"], netns=name)
+
+
+def netns_del(name: str) -> None:
+    if name in netns_list():
+        run(["ip", "netns", "del", name], check=False)
+
+
+def netns_pids(name: str) -> list[int]:
+    out = run(["ip", "netns", "pids", name], check=False)
+    return [int(p) for p in out.split() if p.isdigit()]
+
+
+def link_exists(ifname: str, netns: str | None = None) -> bool:
+    return bool(run(["ip", "-o", "link", "show", "dev", ifname], netns=netns, check=False).strip())
+
+
+def veth_pair(a: str, a_ns: str, b: str, b_ns: str, mtu: int = 1600) -> None:
+    """Create veth a<->b and move each end into its namespace, up, offloads off.
+
+    Checksum/segmentation offload is switched off on both ends: OVS's userspace datapath forwards the
+    partial checksums a veth leaves, and the receiver then drops TCP (ENVIRONMENT.md).
+    MTU 1600 leaves room for a flow-id tag (VLAN or MPLS) on full-size frames.
+    """
+    for name in (a, b):
+        if len(name) > 15:
+            raise DatapathError(f"interface name too long (max 15): {name}")
+    run(["ip", "link", "add", a, "mtu", str(mtu), "type", "veth", "peer", "name", b, "mtu", str(mtu)])
+    run(["ip", "link", "set", a, "netns", a_ns])
+    run(["ip", "link", "set", b, "netns", b_ns])
+    for name, ns in ((a, a_ns), (b, b_ns)):
+        run(["ip", "link", "set", name, "up"], netns=ns)
+        run(
+            ["ethtool", "-K", name, "tx", "off", "rx", "off", "tso", "off", "gso", "off"],
+            netns=ns,
+            check=False,
+        )
+
+
+def shape(ifname: str, netns: str, gbps: float) -> None:
+    """Cap egress of `ifname` to `gbps` with a token bucket (one direction of a full-duplex link)."""
+    rate_kbit = max(1, int(gbps * 1_000_000))
+    burst = max(256 * 1024, int(gbps * 1e9 / 8 / 250))  # >= 4 ms worth of bytes at rate
+    run(
+        ["tc", "qdisc", "replace", "dev", ifname, "root", "tbf", "rate", f"{rate_kbit}kbit",
+         "burst", str(burst), "latency", "10ms"],
+        netns=netns,
+    )  # fmt: skip
+
+
+def read_pidfile(path: Path) -> int | None:
+    try:
+        pid = int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if pid_alive(pid) else None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie still answers kill(0); it is dead for our purposes.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def kill_and_wait(pid: int, timeout: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after `timeout`; returns when the process is gone."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not pid_alive(pid):
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+                return
+            time.sleep(0.02)
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):
+    """Poll `predicate` until it returns a true value; raise DatapathError naming `what` on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise DatapathError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def set_root_sysctls() -> None:
+    """Socket buffers for vswitchd's AF_PACKET sockets (ENVIRONMENT.md: -19 % TCP retransmits).
+
+    Only raised, never lowered; these cannot be set inside a namespace.
+    """
+    for key, want in (("net.core.rmem_max", 8388608), ("net.core.rmem_default", 4194304)):
+        path = Path("/proc/sys") / key.replace(".", "/")
+        try:
+            if int(path.read_text()) < want:
+                path.write_text(str(want))
+        except OSError:
+            pass

@@ -1,0 +1,141 @@
+"""Configuration of the emulated host: YAML, strictly validated (unknown keys and bad values are errors)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nf_agent.errors import CliError
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
+DEFAULT_CONFIG = Path(__file__).with_name("default.yaml")
+
+
+@dataclass(frozen=True)
+class SnicConfig:
+    id: str
+    capacity: float = 36.0  # placement units (DESIGN.md section 3), the sNIC's compute budget
+    cpu_quota: float = 0.5  # host CPU cores the emulation grants NFs placed on this sNIC (cgroup quota)
+    pcie_gbps: float = 40.0  # per direction; 0 = unshaped
+    eth_ports: int = 1
+    backend: str = "emulated"  # emulated | bluefield
+    ovsdb: str | None = None  # bluefield: the DPU's OVSDB remote, e.g. tcp:192.0.2.10:6640
+    openflow: str | None = None  # bluefield: the DPU bridge's OpenFlow listener, e.g. tcp:192.0.2.10:6634
+    bridge: str | None = None  # bluefield: the DPU's bridge name
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    name: str = "uno"
+    vms: int = 2
+    snics: tuple[SnicConfig, ...] = field(default_factory=lambda: (SnicConfig(id="snic0"),))
+    redis_port: int = 0  # 0: pick a free port
+    rundir: Path = Path("/run/uno")
+
+
+_SNIC_TYPES: dict[str, tuple[type, ...]] = {
+    "id": (str,),
+    "capacity": (int, float),
+    "cpu_quota": (int, float),
+    "pcie_gbps": (int, float),
+    "eth_ports": (int,),
+    "backend": (str,),
+    "ovsdb": (str,),
+    "openflow": (str,),
+    "bridge": (str,),
+}
+_TOP_KEYS = {"name", "vms", "snics", "redis", "rundir"}
+
+
+def _fail(where: str, msg: str) -> CliError:
+    return CliError(f"config: {where}: {msg}")
+
+
+def _number(where: str, value: Any, types: tuple[type, ...]) -> Any:
+    if isinstance(value, bool) or not isinstance(value, types):
+        names = " or ".join(t.__name__ for t in types)
+        raise _fail(where, f"expected {names}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def parse_config(data: Any) -> HostConfig:
+    """Validate a parsed YAML document (None = all defaults) into a HostConfig."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise _fail("top level", "expected a mapping")
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise _fail(unknown[0], f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
+    name = _number("name", data.get("name", "uno"), (str,))
+    if not NAME_RE.match(name):
+        raise _fail("name", f"{name!r} must be 1-6 characters [a-z0-9], starting with a letter")
+    vms = _number("vms", data.get("vms", 2), (int,))
+    if not 0 <= vms <= 32:
+        raise _fail("vms", f"{vms} out of range 0..32")
+    redis = data.get("redis", {}) or {}
+    if not isinstance(redis, dict):
+        raise _fail("redis", "expected a mapping")
+    if set(redis) - {"port"}:
+        raise _fail(f"redis.{sorted(set(redis) - {'port'})[0]}", "unknown key (known: port)")
+    redis_port = _number("redis.port", redis.get("port", 0), (int,))
+    if not 0 <= redis_port <= 65535:
+        raise _fail("redis.port", f"{redis_port} out of range 0..65535")
+    rundir = Path(_number("rundir", data.get("rundir", "/run/uno"), (str,)))
+    snics_raw = data.get("snics", [{"id": "snic0"}])
+    if not isinstance(snics_raw, list) or not snics_raw:
+        raise _fail("snics", "expected a non-empty list")
+    if len(snics_raw) > 8:
+        raise _fail("snics", f"{len(snics_raw)} sNICs; at most 8")
+    snics = []
+    for i, raw in enumerate(snics_raw):
+        snics.append(_parse_snic(f"snics[{i}]", i, raw))
+    return HostConfig(name=name, vms=vms, snics=tuple(snics), redis_port=redis_port, rundir=rundir)
+
+
+def _parse_snic(where: str, index: int, raw: Any) -> SnicConfig:
+    if not isinstance(raw, dict):
+        raise _fail(where, "expected a mapping")
+    for key, value in raw.items():
+        if key not in _SNIC_TYPES:
+            raise _fail(f"{where}.{key}", f"unknown key (known: {', '.join(_SNIC_TYPES)})")
+        _number(f"{where}.{key}", value, _SNIC_TYPES[key])
+    snic = SnicConfig(**{"id": f"snic{index}", **raw})
+    if snic.id != f"snic{index}":
+        raise _fail(f"{where}.id", f"must be 'snic{index}' (sNICs are numbered in order)")
+    for key in ("capacity", "cpu_quota", "pcie_gbps"):
+        if getattr(snic, key) < 0:
+            raise _fail(f"{where}.{key}", f"must not be negative, got {getattr(snic, key)}")
+    if snic.cpu_quota == 0:
+        raise _fail(f"{where}.cpu_quota", "must be positive (cores of CPU for NFs on this sNIC)")
+    if not 1 <= snic.eth_ports <= 8:
+        raise _fail(f"{where}.eth_ports", f"{snic.eth_ports} out of range 1..8")
+    if snic.backend not in ("emulated", "bluefield"):
+        raise _fail(f"{where}.backend", f"{snic.backend!r} is not one of: emulated, bluefield")
+    if snic.backend == "bluefield":
+        for key in ("ovsdb", "openflow", "bridge"):
+            if not getattr(snic, key):
+                raise _fail(f"{where}.{key}", "required for the bluefield backend")
+    elif snic.ovsdb or snic.openflow or snic.bridge:
+        raise _fail(where, "ovsdb/openflow/bridge are only for the bluefield backend")
+    return snic
+
+
+def load_config(path: str | Path | None) -> HostConfig:
+    """Load and validate a YAML config file; None loads the shipped defaults."""
+    p = Path(path) if path else DEFAULT_CONFIG
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise CliError(f"config: file not found: {p}") from None
+    except OSError as exc:
+        raise CliError(f"config: cannot read {p}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CliError(f"config: {p} is not valid YAML: {exc}") from None
+    return parse_config(data)

@@ -1,0 +1,349 @@
+"""The emulated UNO host: state tier, host switch, sNICs, PCIe links, VMs and the wire, as ordered components.
+
+`EmulatedHost(config).up()` brings them up in order; `down()` tears them down in reverse and then sweeps by
+name whatever a crashed run left (namespaces, processes in them, cgroups, rundir). Adding a component (e.g.
+OneSwitch, the agent) means appending one object with up/down/status to `components()`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from host_datapath.host_switch import HostSwitch
+from host_datapath.sysutil import (
+    DatapathError,
+    kill_and_wait,
+    link_exists,
+    netns_add,
+    netns_del,
+    netns_list,
+    netns_pids,
+    read_pidfile,
+    run,
+    shape,
+    veth_pair,
+    wait_for,
+)
+from nf_agent.emulated_host import naming as nm
+from nf_agent.emulated_host.config import HostConfig
+from snic_datapath.bluefield import BlueFieldSnic
+from snic_datapath.cgroup import CpuCgroup
+from snic_datapath.emulated import EmulatedSnic
+
+
+class Component(Protocol):
+    key: str
+
+    def up(self) -> None: ...
+    def down(self) -> None: ...
+    def status(self) -> dict | list: ...
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Redis:
+    """The state tier: one redis-server on loopback, no persistence."""
+
+    rundir: Path
+    port: int
+    key: str = "redis"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.rundir / "redis.pid"
+
+    def up(self) -> None:
+        if read_pidfile(self.pidfile):
+            return
+        run(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
+             "--daemonize", "yes", "--pidfile", str(self.pidfile), "--dir", str(self.rundir),
+             "--logfile", str(self.rundir / "redis.log")],
+        )  # fmt: skip
+        wait_for(
+            lambda: read_pidfile(self.pidfile) and _tcp_open(self.port), 10, f"redis on port {self.port}"
+        )
+
+    def down(self) -> None:
+        pid = read_pidfile(self.pidfile)
+        if pid:
+            kill_and_wait(pid)
+
+    def status(self) -> dict:
+        return {
+            "url": f"redis://127.0.0.1:{self.port}/0",
+            "port": self.port,
+            "pid": read_pidfile(self.pidfile),
+        }
+
+
+def _tcp_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass
+class Vms:
+    """VM namespaces, each with one veth to the host bridge."""
+
+    name: str
+    count: int
+    host: HostSwitch
+    key: str = "vms"
+
+    def up(self) -> None:
+        for i in range(self.count):
+            ns = nm.ns_vm(self.name, i)
+            inside, outside = nm.if_vm(self.name, i)
+            netns_add(ns)
+            if not link_exists(inside, ns):
+                veth_pair(inside, ns, outside, self.host.netns)
+            run(["ip", "link", "set", inside, "address", nm.mac(1, 0, i)], netns=ns)
+            run(["ip", "addr", "replace", f"{nm.ip_vm(i)}/16", "dev", inside], netns=ns)
+            self.host.driver.add_port(outside, nm.HOST_VM_OFPORT_BASE + i)
+
+    def down(self) -> None:
+        for i in range(self.count):
+            netns_del(nm.ns_vm(self.name, i))
+
+    def status(self) -> list:
+        return [
+            {
+                "name": f"vm{i}",
+                "netns": nm.ns_vm(self.name, i),
+                "ifname": nm.if_vm(self.name, i)[0],
+                "ip": nm.ip_vm(i),
+                "mac": nm.mac(1, 0, i),
+                "host_port": nm.if_vm(self.name, i)[1],
+                "host_ofport": nm.HOST_VM_OFPORT_BASE + i,
+            }
+            for i in range(self.count)
+        ]
+
+
+@dataclass
+class Snic:
+    """sNIC k: its switch (emulated or BlueField), Ethernet ports to the wire, and its PCIe link to the host."""
+
+    name: str
+    index: int
+    cfg: object
+    host: HostSwitch
+    rundir: Path
+    key: str = "snic"
+    switch: EmulatedSnic | BlueFieldSnic = field(init=False)
+
+    def __post_init__(self) -> None:
+        n, k, c = self.name, self.index, self.cfg
+        if c.backend == "bluefield":
+            self.switch = BlueFieldSnic(c.bridge, c.ovsdb, c.openflow)
+        else:
+            self.switch = EmulatedSnic(
+                netns=nm.ns_snic(n, k),
+                rundir=self.rundir / f"snic{k}",
+                bridge=nm.bridge_snic(n, k),
+                cgroup_name=nm.cgroup_snic(n, k),
+                cpu_quota=c.cpu_quota,
+            )
+
+    @property
+    def emulated(self) -> bool:
+        return isinstance(self.switch, EmulatedSnic)
+
+    def up(self) -> None:
+        n, k, c = self.name, self.index, self.cfg
+        self.switch.up()
+        if not self.emulated:
+            return  # a real DPU's Ethernet ports and PCIe link are hardware
+        drv = self.switch.driver
+        for j in range(c.eth_ports):
+            ons = nm.ns_outside(n, k, j)
+            sw_if, out_if = nm.if_eth(n, k, j)
+            netns_add(ons)
+            if not link_exists(out_if, ons):
+                veth_pair(sw_if, self.switch.netns, out_if, ons)
+            run(["ip", "link", "set", out_if, "address", nm.mac(2, k, j)], netns=ons)
+            run(["ip", "addr", "replace", f"{nm.ip_outside(k, j)}/16", "dev", out_if], netns=ons)
+            drv.add_port(sw_if, nm.SNIC_ETH_OFPORT_BASE + j)
+        h_if, s_if = nm.if_pcie(n, k)
+        if not link_exists(h_if, self.host.netns):
+            veth_pair(h_if, self.host.netns, s_if, self.switch.netns)
+        if c.pcie_gbps > 0:
+            shape(h_if, self.host.netns, c.pcie_gbps)  # host -> sNIC direction
+            shape(s_if, self.switch.netns, c.pcie_gbps)  # sNIC -> host direction
+        self.host.driver.add_port(h_if, nm.HOST_PCIE_OFPORT_BASE + k)
+        drv.add_port(s_if, nm.SNIC_PCIE_OFPORT)
+
+    def down(self) -> None:
+        n, k = self.name, self.index
+        self.switch.down()
+        if self.emulated:
+            for j in range(self.cfg.eth_ports):
+                netns_del(nm.ns_outside(n, k, j))
+            netns_del(self.switch.netns)
+
+    def status(self) -> dict:
+        n, k, c = self.name, self.index, self.cfg
+        out = {"id": c.id, "capacity": c.capacity, **self.switch.status()}
+        if self.emulated:
+            h_if, s_if = nm.if_pcie(n, k)
+            out["pcie"] = {
+                "gbps": c.pcie_gbps,
+                "shaped": c.pcie_gbps > 0,
+                "host_port": h_if,
+                "host_ofport": nm.HOST_PCIE_OFPORT_BASE + k,
+                "snic_port": s_if,
+                "snic_ofport": nm.SNIC_PCIE_OFPORT,
+            }
+            out["eth_ports"] = [
+                {
+                    "port": nm.if_eth(n, k, j)[0],
+                    "ofport": nm.SNIC_ETH_OFPORT_BASE + j,
+                    "outside_netns": nm.ns_outside(n, k, j),
+                    "outside_if": nm.if_eth(n, k, j)[1],
+                    "ip": nm.ip_outside(k, j),
+                    "mac": nm.mac(2, k, j),
+                }
+                for j in range(c.eth_ports)
+            ]
+        return out
+
+
+class AlreadyRunning(Exception):
+    pass
+
+
+class EmulatedHost:
+    """One emulated UNO host named `config.name`; its rundir holds its state file and daemons' files."""
+
+    def __init__(self, config: HostConfig):
+        self.config = config
+        self.name = config.name
+        self.rundir = config.rundir / config.name
+        self.state_file = self.rundir / "state.json"
+
+    # -- the component list ----------------------------------------------------------------------------
+    def components(self, redis_port: int) -> list[Component]:
+        host = HostSwitch(nm.ns_host(self.name), self.rundir / "host", nm.bridge_host(self.name))
+        host.key = "host"  # type: ignore[attr-defined]
+        comps: list = [Redis(self.rundir, redis_port), host]
+        comps += [Snic(self.name, k, c, host, self.rundir) for k, c in enumerate(self.config.snics)]
+        comps.append(Vms(self.name, self.config.vms, host))
+        return comps
+
+    def _saved_state(self) -> dict | None:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def is_up(self) -> bool:
+        """Up = a completed bring-up whose host switch still runs (a crashed host is not up)."""
+        state = self._saved_state()
+        if not state or not state.get("complete"):
+            return False
+        return self._live_components(state)[1].ovs.running()
+
+    def _live_components(self, state: dict) -> list[Component]:
+        return self.components(state["redis_port"])
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def up(self) -> dict:
+        """Bring the host up; raise AlreadyRunning (changing nothing) if it already runs."""
+        if self.is_up():
+            raise AlreadyRunning(f"emulated host '{self.name}' is already up (rundir {self.rundir})")
+        self.down()  # sweep the leftovers of a crashed run first
+        self.rundir.mkdir(parents=True, exist_ok=True)
+        port = self.config.redis_port or free_port()
+        self.state_file.write_text(json.dumps({"name": self.name, "redis_port": port, "complete": False}))
+        comps = self.components(port)
+        try:
+            for comp in comps:
+                comp.up()
+        except BaseException:
+            self.down()
+            raise
+        self.state_file.write_text(json.dumps({"name": self.name, "redis_port": port, "complete": True}))
+        return self.status()
+
+    def down(self) -> None:
+        """Tear down everything this host owns, in reverse order, then sweep by name (idempotent)."""
+        state = self._saved_state()
+        errors: list[str] = []
+        if state:
+            for comp in reversed(self._live_components(state)):
+                try:
+                    comp.down()
+                except Exception as exc:  # keep tearing down; report at the end
+                    errors.append(f"{comp.key}: {exc}")
+        self._sweep()
+        if self.rundir.exists():
+            shutil.rmtree(self.rundir, ignore_errors=True)
+        if errors:
+            raise DatapathError("teardown finished with errors: " + "; ".join(errors))
+
+    def _sweep(self) -> None:
+        # Processes started from our rundir (daemons whose state file was lost).
+        for pidfile in self.rundir.rglob("*.pid") if self.rundir.exists() else []:
+            pid = read_pidfile(pidfile)
+            if pid:
+                kill_and_wait(pid)
+        for ns in nm.owned_namespaces(self.name, netns_list()):
+            for pid in netns_pids(ns):
+                kill_and_wait(pid)
+            netns_del(ns)
+        for k in range(16):
+            cg = CpuCgroup(nm.cgroup_snic(self.name, k))
+            try:
+                if cg.exists():
+                    cg.destroy()
+            except DatapathError:
+                continue
+
+    def status(self) -> dict:
+        state = self._saved_state()
+        if not state:
+            return {"name": self.name, "up": False}
+        comps = self._live_components(state)
+        out: dict = {"name": self.name, "up": bool(state.get("complete")), "rundir": str(self.rundir)}
+        out["redis"] = comps[0].status()
+        out["host"] = comps[1].status()
+        host_drv = comps[1].driver
+        try:
+            out["host"]["ports"] = host_drv.ports()
+        except DatapathError:
+            out["host"]["ports"] = {}
+        out["snics"] = [c.status() for c in comps if isinstance(c, Snic)]
+        for sn, comp in zip(out["snics"], [c for c in comps if isinstance(c, Snic)], strict=True):
+            try:
+                sn["ports"] = comp.switch.driver.ports()
+            except DatapathError:
+                sn["ports"] = {}
+        out["vms"] = comps[-1].status()
+        for c in comps:
+            if hasattr(c, "driver"):
+                c.driver.close()
+            elif isinstance(c, Snic):
+                c.switch.driver.close()
+        return out
+
+
+def ping(netns: str, ip: str, count: int = 3, timeout: float = 10) -> bool:
+    proc = subprocess.run(
+        ["ip", "netns", "exec", netns, "ping", "-c", str(count), "-i", "0.2", "-W", "1", ip],
+        capture_output=True,
+        timeout=timeout,
+    )
+    return proc.returncode == 0

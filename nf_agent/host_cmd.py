@@ -1,0 +1,142 @@
+"""`uno up | down | status | run`: the emulated host's lifecycle from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+
+from host_datapath.sysutil import DatapathError
+from nf_agent.emulated_host import naming as nm
+from nf_agent.emulated_host.config import load_config
+from nf_agent.emulated_host.host import AlreadyRunning, EmulatedHost, ping
+from nf_agent.errors import CliError
+
+
+def _host(args: argparse.Namespace) -> EmulatedHost:
+    cfg = load_config(args.config)
+    if getattr(args, "name", None):
+        from dataclasses import replace
+
+        from nf_agent.emulated_host.config import parse_config
+
+        parse_config({"name": args.name})  # validates the name
+        cfg = replace(cfg, name=args.name)
+    return EmulatedHost(cfg)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    host = _host(args)
+    try:
+        status = host.up()
+    except AlreadyRunning as exc:
+        print(f"uno up: {exc}; nothing changed", file=sys.stderr)
+        return 0
+    except DatapathError as exc:
+        raise CliError(str(exc)) from None
+    _print_status(status, args.json)
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    host = _host(args)
+    try:
+        host.down()
+    except DatapathError as exc:
+        raise CliError(str(exc)) from None
+    print(f"emulated host '{host.name}' is down", file=sys.stderr)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    status = _host(args).status()
+    _print_status(status, args.json)
+    return 0 if status.get("up") else 1
+
+
+def install_bootstrap_flows(status: dict) -> None:
+    """L2 learning on every bridge, for running the host with no controller attached (`uno run`)."""
+    from host_datapath.switch import SwitchDriver
+
+    for sw in [status["host"], *[s for s in status["snics"] if s.get("backend") == "emulated"]]:
+        drv = SwitchDriver(sw["bridge"], sw["ovsdb"], openflow=sw["openflow"])
+        drv.add_flows(["table=0,priority=0,actions=NORMAL"])
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    host = _host(args)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        try:
+            status = host.up()
+        except AlreadyRunning as exc:
+            raise CliError(f"{exc}; run `uno down` first") from None
+        install_bootstrap_flows(status)
+        _print_status(status, json_out=False)
+        snic0 = status["snics"][0]
+        if status["vms"] and snic0.get("eth_ports"):
+            vm, eth = status["vms"][0], snic0["eth_ports"][0]
+            ok = ping(vm["netns"], eth["ip"])
+            print(f"ping {vm['name']} ({vm['ip']}) -> outside ({eth['ip']}) via host switch, PCIe, sNIC: "
+                  f"{'ok' if ok else 'FAILED'}")  # fmt: skip
+            if not ok and args.once:
+                return 1
+        if args.once:
+            return 0
+        print("emulated host is up; Ctrl-C tears it down", flush=True)
+        stop.wait()
+        return 0
+    except DatapathError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        host.down()
+        print(f"emulated host '{host.name}' is down", file=sys.stderr)
+
+
+def _print_status(status: dict, json_out: bool) -> None:
+    if json_out:
+        print(json.dumps(status, indent=2, sort_keys=True))
+        return
+    if not status.get("up"):
+        print(f"emulated host '{status['name']}' is not up")
+        return
+    h, r = status["host"], status["redis"]
+    print(f"emulated host '{status['name']}' (rundir {status['rundir']})")
+    print(f"  redis   {r['url']} pid {r['pid']}")
+    print(
+        f"  host    bridge {h['bridge']} in netns {h['netns']}  openflow {h['openflow']}  ports {h['ports']}"
+    )
+    for s in status["snics"]:
+        line = f"  {s['id']}   {s['backend']} bridge {s['bridge']} capacity {s['capacity']}"
+        if "pcie" in s:
+            line += f"  pcie {s['pcie']['gbps']} Gbit/s/dir  cpu quota {s['cgroup']['cpu_quota']} cores"
+        print(line)
+    for vm in status["vms"]:
+        print(f"  {vm['name']}     netns {vm['netns']} {vm['ip']} on host port {vm['host_ofport']}")
+    _ = nm  # naming documents the numbering printed above
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", help="YAML config (default: the shipped defaults)")
+        p.add_argument("--name", help="instance name (overrides the config's)")
+
+    p = sub.add_parser("up", help="bring up the emulated host (switches, sNICs, PCIe links, VMs, Redis)")
+    common(p)
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
+    p.set_defaults(func=cmd_up)
+    p = sub.add_parser("down", help="tear the emulated host down, leaving nothing behind")
+    common(p)
+    p.set_defaults(func=cmd_down)
+    p = sub.add_parser("status", help="show the emulated host (exit 1 when it is not up)")
+    common(p)
+    p.add_argument("--json", action="store_true", help="one JSON object: host, snics, redis, vms")
+    p.set_defaults(func=cmd_status)
+    p = sub.add_parser("run", help="the main job: bring the host up, show it, run until Ctrl-C, tear down")
+    common(p)
+    p.add_argument("--once", action="store_true", help="a bounded run: up, check the path, down")
+    p.set_defaults(func=cmd_run)

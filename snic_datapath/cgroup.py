@@ -1,0 +1,103 @@
+"""A CPU-quota cgroup for the processes placed on an emulated sNIC (cgroup v1 and v2).
+
+v1: the quota goes in the `cpu` hierarchy and usage is read from `cpuacct`; v2: both from one directory
+(`cpu.max`, `cpu.stat`). The quota is in cores: 0.5 = half of one CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from host_datapath.sysutil import DatapathError, kill_and_wait
+
+ROOT = Path("/sys/fs/cgroup")
+PERIOD_US = 100_000
+
+
+def cgroup_version(root: Path = ROOT) -> int:
+    if (root / "cgroup.controllers").exists():
+        return 2
+    if (root / "cpu").is_dir():
+        return 1
+    raise DatapathError(f"no usable cgroup hierarchy under {root} (need v1 cpu controller or v2)")
+
+
+@dataclass
+class CpuCgroup:
+    name: str
+    root: Path = ROOT
+
+    @property
+    def version(self) -> int:
+        return cgroup_version(self.root)
+
+    def dirs(self) -> list[Path]:
+        if self.version == 2:
+            return [self.root / self.name]
+        dirs = [self.root / "cpu" / self.name]
+        if (self.root / "cpuacct").is_dir() and not (self.root / "cpu").samefile(self.root / "cpuacct"):
+            dirs.append(self.root / "cpuacct" / self.name)
+        return dirs
+
+    def exists(self) -> bool:
+        return self.dirs()[0].is_dir()
+
+    def create(self, cores: float) -> None:
+        if cores <= 0:
+            raise DatapathError(f"cgroup {self.name}: CPU quota must be positive, got {cores}")
+        quota = max(1000, int(cores * PERIOD_US))
+        for d in self.dirs():
+            d.mkdir(exist_ok=True)
+        if self.version == 2:
+            with contextlib.suppress(OSError):
+                (self.root / "cgroup.subtree_control").write_text("+cpu")
+            (self.dirs()[0] / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+        else:
+            d = self.dirs()[0]
+            (d / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+            (d / "cpu.cfs_quota_us").write_text(str(quota))
+
+    def quota_cores(self) -> float | None:
+        if not self.exists():
+            return None
+        if self.version == 2:
+            quota, period = (self.dirs()[0] / "cpu.max").read_text().split()
+            return None if quota == "max" else int(quota) / int(period)
+        d = self.dirs()[0]
+        quota = int((d / "cpu.cfs_quota_us").read_text())
+        return None if quota < 0 else quota / int((d / "cpu.cfs_period_us").read_text())
+
+    def add(self, pid: int) -> None:
+        """Move process `pid` (all its threads) into the cgroup."""
+        for d in self.dirs():
+            (d / "cgroup.procs").write_text(str(pid))
+
+    def pids(self) -> list[int]:
+        if not self.exists():
+            return []
+        return [int(p) for p in (self.dirs()[0] / "cgroup.procs").read_text().split()]
+
+    def usage_seconds(self) -> float:
+        """CPU time used by the cgroup's processes so far."""
+        if self.version == 2:
+            for line in (self.dirs()[0] / "cpu.stat").read_text().splitlines():
+                if line.startswith("usage_usec"):
+                    return int(line.split()[1]) / 1e6
+            return 0.0
+        acct = self.dirs()[-1] / "cpuacct.usage"
+        return int(acct.read_text()) / 1e9 if acct.exists() else 0.0
+
+    def destroy(self) -> None:
+        """Kill what still runs inside, then remove the directories (idempotent)."""
+        for pid in self.pids():
+            if pid != os.getpid():
+                kill_and_wait(pid, timeout=2.0)
+        for d in reversed(self.dirs()):
+            if d.is_dir():
+                try:
+                    d.rmdir()
+                except OSError as exc:
+                    raise DatapathError(f"cannot remove cgroup {d}: {exc.strerror}") from exc

@@ -1,0 +1,50 @@
+"""An emulated SmartNIC: its own namespace, OVS and bridge (a DPU runs its own OS and OVS), Ethernet ports
+as veths to outside namespaces (the wire), and a CPU-quota cgroup for the NFs placed on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from host_datapath.host_switch import HostSwitch
+from snic_datapath.cgroup import CpuCgroup
+
+
+@dataclass
+class EmulatedSnic(HostSwitch):
+    """Same driver as the host switch, plus the sNIC's compute budget as a cgroup."""
+
+    cgroup_name: str = ""
+    cpu_quota: float = 0.5
+    ovsdb_tcp_port: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.cgroup = CpuCgroup(self.cgroup_name)
+
+    def up(self) -> None:
+        from host_datapath.sysutil import netns_add
+
+        netns_add(self.netns)
+        self.ovs.start(ovsdb_tcp_port=self.ovsdb_tcp_port)
+        self.driver.ensure_bridge()
+        self.cgroup.create(self.cpu_quota)
+
+    def down(self) -> None:
+        super().down()
+        self.cgroup.destroy()
+
+    def status(self) -> dict:
+        out = super().status()
+        out["backend"] = "emulated"
+        out["cgroup"] = {
+            "path": str(self.cgroup.dirs()[0]),
+            "version": self.cgroup.version,
+            "cpu_quota": self.cgroup.quota_cores(),
+        }
+        if self.ovsdb_tcp_port:
+            out["ovsdb_tcp"] = f"tcp:127.0.0.1:{self.ovsdb_tcp_port}"
+        return out
+
+
+__all__ = ["EmulatedSnic", "Path"]
