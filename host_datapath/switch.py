@@ -19,8 +19,6 @@ with warnings.catch_warnings():
     from ovsdbapp.backend.ovs_idl import connection as ovs_connection
     from ovsdbapp.schema.open_vswitch import impl_idl
 
-PORT_STAT_KEYS = ("rx_packets", "rx_bytes", "rx_dropped", "tx_packets", "tx_bytes", "tx_dropped")
-
 
 @dataclass(frozen=True)
 class FlowStat:
@@ -106,6 +104,14 @@ class SwitchDriver:
         if got != ofport:
             raise DatapathError(f"port {name}: asked for OpenFlow port {ofport}, OVS gave {got}")
 
+    def keep_own_qdisc(self, port: str) -> None:
+        """Give `port` OVS's linux-noop QoS, so OVS leaves its Linux qdisc (our tc shaping) alone.
+
+        Without it OVS replaces the root qdisc of a port without QoS when it (re)configures the port.
+        """
+        qos = self.api.db_create("QoS", type="linux-noop").execute(check_error=True)
+        self.api.db_set("Port", port, ("qos", qos)).execute(check_error=True)
+
     def del_port(self, name: str) -> None:
         self.api.del_port(name, bridge=self.bridge, if_exists=True).execute(check_error=True)
 
@@ -133,12 +139,12 @@ class SwitchDriver:
         return out
 
     def port_stats(self) -> dict[str, dict[str, int]]:
-        """Per port name: rx/tx packets, bytes and drops, from OVSDB Interface statistics."""
-        stats = {}
-        for name in self.api.list_ports(self.bridge).execute(check_error=True):
-            raw = self.api.db_get("Interface", name, "statistics").execute(check_error=True) or {}
-            stats[name] = {k: int(raw.get(k, 0)) for k in PORT_STAT_KEYS}
-        return stats
+        """Per port name: rx/tx packets, bytes and drops, live from OpenFlow port statistics.
+
+        (OVSDB's Interface statistics lag by vswitchd's stats-update-interval, 5 s by default.)
+        """
+        by_number = parse_dump_ports(self.ofctl("dump-ports"))
+        return {name: by_number[num] for name, num in self.ports().items() if num in by_number}
 
     def set_controller(self, targets: list[str]) -> None:
         """Point the bridge at OpenFlow controllers, out-of-band.
@@ -177,6 +183,37 @@ class SwitchDriver:
         if self.openflow is None:
             raise DatapathError(f"bridge {self.bridge}: no OpenFlow endpoint (call ensure_bridge first)")
         return self.openflow
+
+
+_PORT_LINE = re.compile(r"^\s*port\s+(\S+):\s+rx\s+(.*)$")
+
+
+def parse_dump_ports(text: str) -> dict[int, dict[str, int]]:
+    """Parse `ovs-ofctl -O OpenFlow13 dump-ports`: OpenFlow port number -> counters (LOCAL is skipped)."""
+    out: dict[int, dict[str, int]] = {}
+    current: dict[str, int] | None = None
+    for line in text.splitlines():
+        m = _PORT_LINE.match(line)
+        if m:
+            num, rest = m.groups()
+            current = None
+            if num.isdigit():
+                current = out.setdefault(int(num), {})
+                current.update(_counters("rx", rest))
+            continue
+        stripped = line.strip()
+        if current is not None and stripped.startswith("tx "):
+            current.update(_counters("tx", stripped[3:]))
+    return out
+
+
+def _counters(prefix: str, text: str) -> dict[str, int]:
+    names = {"pkts": "packets", "bytes": "bytes", "drop": "dropped"}
+    vals = {}
+    for key, val in _FIELD.findall(text):
+        if key in names:
+            vals[f"{prefix}_{names[key]}"] = int(val) if val.isdigit() else 0  # "?" = not supported
+    return vals
 
 
 _FIELD = re.compile(r"(\w+)=([^,\s]+)")

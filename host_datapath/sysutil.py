@@ -85,6 +85,11 @@ def veth_pair(a: str, a_ns: str, b: str, b_ns: str, mtu: int = 1600) -> None:
         )
 
 
+def quiet_switch_port(ifname: str, netns: str) -> None:
+    """A switch port is no host interface: no IPv6 link-local address, router or neighbour chatter."""
+    run(["sysctl", "-q", "-w", f"net.ipv6.conf.{ifname}.disable_ipv6=1"], netns=netns, check=False)
+
+
 def shape(ifname: str, netns: str, gbps: float) -> None:
     """Cap egress of `ifname` to `gbps` with a token bucket (one direction of a full-duplex link)."""
     rate_kbit = max(1, int(gbps * 1_000_000))

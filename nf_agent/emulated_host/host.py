@@ -24,6 +24,7 @@ from host_datapath.sysutil import (
     netns_del,
     netns_list,
     netns_pids,
+    quiet_switch_port,
     read_pidfile,
     run,
     shape,
@@ -112,6 +113,7 @@ class Vms:
                 veth_pair(inside, ns, outside, self.host.netns)
             run(["ip", "link", "set", inside, "address", nm.mac(1, 0, i)], netns=ns)
             run(["ip", "addr", "replace", f"{nm.ip_vm(i)}/16", "dev", inside], netns=ns)
+            quiet_switch_port(outside, self.host.netns)
             self.host.driver.add_port(outside, nm.HOST_VM_OFPORT_BASE + i)
 
     def down(self) -> None:
@@ -176,15 +178,20 @@ class Snic:
                 veth_pair(sw_if, self.switch.netns, out_if, ons)
             run(["ip", "link", "set", out_if, "address", nm.mac(2, k, j)], netns=ons)
             run(["ip", "addr", "replace", f"{nm.ip_outside(k, j)}/16", "dev", out_if], netns=ons)
+            quiet_switch_port(sw_if, self.switch.netns)
             drv.add_port(sw_if, nm.SNIC_ETH_OFPORT_BASE + j)
         h_if, s_if = nm.if_pcie(n, k)
         if not link_exists(h_if, self.host.netns):
             veth_pair(h_if, self.host.netns, s_if, self.switch.netns)
-        if c.pcie_gbps > 0:
-            shape(h_if, self.host.netns, c.pcie_gbps)  # host -> sNIC direction
-            shape(s_if, self.switch.netns, c.pcie_gbps)  # sNIC -> host direction
+        quiet_switch_port(h_if, self.host.netns)
+        quiet_switch_port(s_if, self.switch.netns)
         self.host.driver.add_port(h_if, nm.HOST_PCIE_OFPORT_BASE + k)
         drv.add_port(s_if, nm.SNIC_PCIE_OFPORT)
+        if c.pcie_gbps > 0:
+            # Egress shaping on each end: one budget per direction (full duplex, DESIGN.md section 3).
+            for sw, ifname, ns in ((self.host.driver, h_if, self.host.netns), (drv, s_if, self.switch.netns)):
+                sw.keep_own_qdisc(ifname)
+                shape(ifname, ns, c.pcie_gbps)
 
     def down(self) -> None:
         n, k = self.name, self.index

@@ -1,0 +1,71 @@
+"""Fixtures for tests on a real emulated host: unique names, and nothing left behind even when a test fails."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from nf_agent.emulated_host.config import parse_config
+from nf_agent.emulated_host.host import EmulatedHost
+
+
+def have_ovs() -> bool:
+    return os.geteuid() == 0 and shutil.which("ovs-vswitchd") is not None
+
+
+needs_root = pytest.mark.skipif(
+    not have_ovs(), reason="needs root and Open vSwitch (run as root after make setup)"
+)
+
+
+def unique_name() -> str:
+    return "t" + uuid.uuid4().hex[:5]
+
+
+def machine_snapshot(name: str) -> dict:
+    """What a host named `name` could leave behind: namespaces, root links, processes, cgroups, rundir."""
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    procs = subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True).stdout
+    cgroups = [str(p) for p in Path("/sys/fs/cgroup").glob(f"*/uno-{name}-*")]
+    cgroups += [str(p) for p in Path("/sys/fs/cgroup").glob(f"uno-{name}-*")]
+    return {
+        "netns": sorted(line.split()[0] for line in ns.splitlines() if line.startswith(f"{name}-")),
+        "links": sorted(line.split(":")[1].strip() for line in links.splitlines() if f" {name}-" in line),
+        "procs": sorted(
+            line
+            for line in procs.splitlines()
+            if f"/run/uno-test/{name}" in line and not line.startswith("Z")
+        ),
+        "cgroups": sorted(cgroups),
+        "rundir": Path(f"/run/uno-test/{name}").exists(),
+    }
+
+
+EMPTY = {"netns": [], "links": [], "procs": [], "cgroups": [], "rundir": False}
+
+
+def make_host(**overrides) -> EmulatedHost:
+    cfg = {"name": unique_name(), "rundir": "/run/uno-test", **overrides}
+    return EmulatedHost(parse_config(cfg))
+
+
+@pytest.fixture
+def host_factory():
+    """Build emulated hosts; every one is torn down (and checked) at the end, pass or fail."""
+    made: list[EmulatedHost] = []
+
+    def factory(**overrides) -> EmulatedHost:
+        h = make_host(**overrides)
+        made.append(h)
+        return h
+
+    yield factory
+    for h in made:
+        h.down()
+        assert machine_snapshot(h.name) == EMPTY

@@ -1,0 +1,73 @@
+"""Config validation: every bad value is a one-line error naming the field, and nothing starts."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nf_agent.emulated_host.config import load_config, parse_config
+from nf_agent.errors import CliError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_have_one_snic():
+    cfg = load_config(None)
+    assert cfg.name == "uno" and cfg.vms == 2
+    assert [s.id for s in cfg.snics] == ["snic0"]
+    assert cfg.snics[0].capacity == 36 and cfg.snics[0].pcie_gbps == 40
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ({"nmae": "x"}, "nmae"),
+        ({"snics": [{"capacity": -1}]}, "snics[0].capacity"),
+        ({"snics": [{"pcie_gbps": "fast"}]}, "snics[0].pcie_gbps"),
+        ({"snics": [{"colour": "red"}]}, "snics[0].colour"),
+        ({"snics": [{"eth_ports": 0}]}, "snics[0].eth_ports"),
+        ({"snics": [{"backend": "fpga"}]}, "snics[0].backend"),
+        ({"snics": [{"backend": "bluefield"}]}, "snics[0].ovsdb"),
+        ({"snics": [{"id": "snic3"}]}, "snics[0].id"),
+        ({"snics": []}, "snics"),
+        ({"vms": True}, "vms"),
+        ({"vms": -2}, "vms"),
+        ({"name": "Bad-Name"}, "name"),
+        ({"redis": {"port": 70000}}, "redis.port"),
+        ({"redis": {"host": "x"}}, "redis.host"),
+        ([1, 2], "top level"),
+    ],
+)
+def test_bad_values_name_the_field(doc, field):
+    with pytest.raises(CliError) as err:
+        parse_config(doc)
+    assert f"config: {field}:" in str(err.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(CliError, match="file not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_invalid_yaml(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("snics: [\n")
+    with pytest.raises(CliError, match="not valid YAML"):
+        load_config(p)
+
+
+def test_cli_bad_config_starts_nothing(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: zzbad\nsnics:\n  - capacity: -3\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "nf_agent.cli", "up", "--config", str(p)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert "snics[0].capacity" in out.stderr and "Traceback" not in out.stderr
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "zzbad-" not in ns

@@ -1,0 +1,180 @@
+"""The emulated host on real Open vSwitch: lifecycle without leftovers, real packets, tags, shaping, backends."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from host_datapath.switch import SwitchDriver
+from host_datapath.sysutil import netns_add, netns_del, read_pidfile, wait_for
+from nf_agent.emulated_host import naming as nm
+from nf_agent.emulated_host.host import AlreadyRunning, free_port
+from snic_datapath.bluefield import BlueFieldSnic
+from snic_datapath.emulated import EmulatedSnic
+
+from .conftest import EMPTY, machine_snapshot, needs_root, unique_name
+from .traffic import Capture, iperf3_tcp, ping
+
+pytestmark = [pytest.mark.root, needs_root]
+
+
+def drivers(status: dict) -> tuple[SwitchDriver, SwitchDriver]:
+    h, s = status["host"], status["snics"][0]
+    return (
+        SwitchDriver(h["bridge"], h["ovsdb"], openflow=h["openflow"]),
+        SwitchDriver(s["bridge"], s["ovsdb"], openflow=s["openflow"]),
+    )
+
+
+def plain_path_flows(host: SwitchDriver, snic: SwitchDriver) -> None:
+    """vm0 (host port 100) <-> PCIe (host 1 / sNIC 100) <-> Ethernet port 1 of snic0."""
+    host.add_flows(["in_port=100,actions=output:1", "in_port=1,actions=output:100"])
+    snic.add_flows(["in_port=100,actions=output:1", "in_port=1,actions=output:100"])
+
+
+def test_up_down_leaves_nothing_and_second_up_changes_nothing(host_factory):
+    h = host_factory()
+    assert machine_snapshot(h.name) == EMPTY
+    status = h.up()
+    assert status["up"] is True
+    assert set(status) >= {"host", "snics", "redis", "vms"}
+    assert all(status["host"]["pids"].values())
+    snic = status["snics"][0]
+    assert snic["cgroup"]["cpu_quota"] == pytest.approx(0.5)
+    assert snic["pcie"]["host_ofport"] == 1 and snic["pcie"]["snic_ofport"] == 100
+    assert status["host"]["ports"] == {
+        nm.if_pcie(h.name, 0)[0]: 1,
+        nm.if_vm(h.name, 0)[1]: 100,
+        nm.if_vm(h.name, 1)[1]: 101,
+    }
+    before = machine_snapshot(h.name)
+    with pytest.raises(AlreadyRunning):
+        h.up()
+    assert machine_snapshot(h.name) == before
+    h.down()
+    assert machine_snapshot(h.name) == EMPTY
+
+
+def test_recovers_after_kill9_of_a_vswitchd(host_factory):
+    h = host_factory()
+    status = h.up()
+    pid = status["host"]["pids"]["ovs-vswitchd"]
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not h.is_up(), 10, "the host to be seen as down")
+    status = h.up()  # sweeps the crashed run, then comes up afresh
+    assert status["host"]["pids"]["ovs-vswitchd"] != pid
+    host, snic = drivers(status)
+    plain_path_flows(host, snic)
+    assert ping(nm.ns_vm(h.name, 0), nm.ip_outside(0, 0))
+    h.down()
+    assert machine_snapshot(h.name) == EMPTY
+
+
+@pytest.fixture(scope="module")
+def running_host():
+    from .conftest import make_host
+
+    h = make_host(snics=[{"pcie_gbps": 0}])
+    try:
+        status = h.up()
+        yield h, status
+    finally:
+        h.down()
+        assert machine_snapshot(h.name) == EMPTY
+
+
+def test_ping_and_tcp_through_host_pcie_snic(running_host):
+    h, status = running_host
+    host, snic = drivers(status)
+    host.del_flows()
+    snic.del_flows()
+    plain_path_flows(host, snic)
+    assert ping(nm.ns_vm(h.name, 0), nm.ip_outside(0, 0))
+    bps = iperf3_tcp(nm.ns_outside(h.name, 0, 0), nm.ip_outside(0, 0), nm.ns_vm(h.name, 0), seconds=2)
+    assert bps > 10e6  # TCP really flows (checksums survive the userspace datapath)
+    stats = {f.match: f.packets for f in host.flow_stats()}
+    assert stats["in_port=100"] > 0 and stats["in_port=1"] > 0
+    assert host.port_stats()[nm.if_pcie(h.name, 0)[0]]["tx_packets"] > 0
+
+
+TAGS = {
+    "vlan": (
+        # host: tag toward the sNIC, untag from it; sNIC: the mirror image.
+        ["in_port=100,actions=push_vlan:0x8100,set_field:4196->vlan_vid,output:1",
+         "in_port=1,dl_vlan=100,actions=pop_vlan,output:100"],
+        ["in_port=100,dl_vlan=100,actions=pop_vlan,output:1",
+         "in_port=1,actions=push_vlan:0x8100,set_field:4196->vlan_vid,output:100"],
+        "vlan 100",
+    ),
+    "mpls": (
+        ["in_port=100,ip,actions=push_mpls:0x8847,set_field:42->mpls_label,output:1",
+         "in_port=100,arp,actions=push_mpls:0x8847,set_field:43->mpls_label,output:1",
+         "in_port=1,mpls,mpls_label=42,actions=pop_mpls:0x0800,output:100",
+         "in_port=1,mpls,mpls_label=43,actions=pop_mpls:0x0806,output:100"],
+        ["in_port=100,mpls,mpls_label=42,actions=pop_mpls:0x0800,output:1",
+         "in_port=100,mpls,mpls_label=43,actions=pop_mpls:0x0806,output:1",
+         "in_port=1,ip,actions=push_mpls:0x8847,set_field:42->mpls_label,output:100",
+         "in_port=1,arp,actions=push_mpls:0x8847,set_field:43->mpls_label,output:100"],
+        "MPLS",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("carrier", sorted(TAGS))
+def test_flow_id_tag_seen_on_pcie_never_outside(running_host, carrier):
+    h, status = running_host
+    host, snic = drivers(status)
+    host.del_flows()
+    snic.del_flows()
+    host_flows, snic_flows, marker = TAGS[carrier]
+    host.add_flows(host_flows)
+    snic.add_flows(snic_flows)
+    on_link = Capture(nm.ns_snic(h.name, 0), nm.if_pcie(h.name, 0)[1])
+    outside = Capture(nm.ns_outside(h.name, 0, 0), nm.if_eth(h.name, 0, 0)[1])
+    vm_side = Capture(nm.ns_vm(h.name, 0), nm.if_vm(h.name, 0)[0])
+    assert ping(nm.ns_vm(h.name, 0), nm.ip_outside(0, 0))
+    link, out, vm = on_link.lines(), outside.lines(), vm_side.lines()
+    assert link and out and vm
+    tagged = [line for line in link if "ICMP echo" in line or "ARP" in line]
+    assert tagged and all(marker in line for line in tagged), link
+    assert any("ICMP" in line for line in out)
+    assert not any(marker in line for line in out + vm)
+
+
+def test_pcie_shaping_holds(host_factory):
+    h = host_factory(snics=[{"pcie_gbps": 0.1}], vms=1)
+    status = h.up()
+    host, snic = drivers(status)
+    plain_path_flows(host, snic)
+    bps = iperf3_tcp(nm.ns_outside(h.name, 0, 0), nm.ip_outside(0, 0), nm.ns_vm(h.name, 0), seconds=3)
+    assert 0.9 * 0.1e9 <= bps <= 1.1 * 0.1e9, f"{bps / 1e6:.1f} Mbit/s through a 100 Mbit/s link"
+
+
+def test_bluefield_backend_drives_a_switch_over_tcp_ovsdb(tmp_path):
+    name = unique_name()
+    ns = f"{name}-snic0"
+    port = free_port()
+    dpu = EmulatedSnic(netns=ns, rundir=tmp_path / "dpu", bridge=f"{name}-dpu", cgroup_name=f"uno-{name}-snic0",
+                       ovsdb_tcp_port=port)  # fmt: skip
+    try:
+        netns_add(ns)
+        dpu.ovs.start(ovsdb_tcp_port=port)  # the DPU's own OVS; its bridge does not exist yet
+        bf = BlueFieldSnic(bridge=f"{name}-bf", ovsdb=f"tcp:127.0.0.1:{port}",
+                           openflow=f"unix:{tmp_path / 'dpu'}/{name}-bf.mgmt", datapath_type="netdev")  # fmt: skip
+        bf.up()
+        wait_for(lambda: (tmp_path / "dpu" / f"{name}-bf.mgmt").exists(), 10, "the bridge's OpenFlow socket")
+        bf.driver.add_flows(["priority=5,in_port=1,actions=drop"])
+        assert [(f.priority, f.match) for f in bf.driver.flow_stats()] == [(5, "in_port=1")]
+        # What the TCP client did is what the DPU's OVSDB holds, seen through its local socket.
+        local = SwitchDriver(f"{name}-bf", dpu.ovs.db_remote)
+        proto = local.api.db_get("Bridge", f"{name}-bf", "protocols").execute(check_error=True)
+        mode = local.api.db_get("Bridge", f"{name}-bf", "fail_mode").execute(check_error=True)
+        assert proto in ("OpenFlow13", ["OpenFlow13"]) and mode in ("secure", ["secure"])
+        local.close()
+        bf.down()
+    finally:
+        dpu.ovs.stop()
+        netns_del(ns)
+        assert read_pidfile(tmp_path / "dpu" / "ovs-vswitchd.pid") is None
