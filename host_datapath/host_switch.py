@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from host_datapath.of_endpoint import OpenFlowTcpEndpoint
 from host_datapath.ovs_instance import OvsInstance
 from host_datapath.switch import SwitchDriver
 from host_datapath.sysutil import netns_add
@@ -20,14 +21,19 @@ class HostSwitch:
 
     def __post_init__(self) -> None:
         self.ovs = OvsInstance(self.rundir, self.netns)
-        self.driver = SwitchDriver(self.bridge, self.ovs.db_remote, netns=self.netns)
+        self.endpoint = OpenFlowTcpEndpoint(self.rundir, self.bridge)
+        self.driver = SwitchDriver(
+            self.bridge, self.ovs.db_remote, netns=self.netns, listeners=(self.endpoint.controller_target,)
+        )
 
     def up(self) -> None:
         netns_add(self.netns)
         self.ovs.start()
         self.driver.ensure_bridge()
+        self.endpoint.start()
 
     def down(self) -> None:
+        self.endpoint.stop()
         self.driver.close()
         self.ovs.stop()
 
@@ -37,6 +43,8 @@ class HostSwitch:
             "bridge": self.bridge,
             "ovsdb": self.ovs.db_remote,
             "openflow": f"unix:{self.rundir}/{self.bridge}.mgmt",
+            "openflow_tcp": self.endpoint.target(),
+            "openflow_relay_pid": self.endpoint.pid(),
             "pids": self.ovs.pids(),
             "running": self.ovs.running(),
         }

@@ -47,6 +47,7 @@ class SwitchDriver:
     datapath_type: str = "netdev"
     netns: str | None = None
     timeout: float = 10.0
+    listeners: tuple[str, ...] = ()  # passive OpenFlow listeners kept through every set_controller
     _api: impl_idl.OvsdbIdl | None = field(default=None, init=False, repr=False)
 
     # -- OVSDB -------------------------------------------------------------------------------------
@@ -81,6 +82,8 @@ class SwitchDriver:
                     ("other_config", {"disable-in-band": "true"}),
                 )
             )
+        if self.listeners:
+            self.set_controller([])
         if self.openflow is None:
             self.openflow = f"unix:{self.rundir_of_bridge()}/{self.bridge}.mgmt"
 
@@ -147,12 +150,14 @@ class SwitchDriver:
         return {name: by_number[num] for name, num in self.ports().items() if num in by_number}
 
     def set_controller(self, targets: list[str]) -> None:
-        """Point the bridge at OpenFlow controllers, out-of-band.
+        """Point the bridge at OpenFlow controllers (`targets`, e.g. `unix:...`), out-of-band.
 
-        Adding the first controller or removing the last flushes the bridge's flows (ENVIRONMENT.md): set
-        controllers before installing flows.
+        The driver's passive `listeners` are always kept. Adding the first controller or removing the last
+        flushes the bridge's flows (ENVIRONMENT.md); a kept listener counts as one, so with listeners a later
+        change of controllers leaves the flows alone. Without them: set controllers before installing flows.
         """
-        self.api.set_controller(self.bridge, targets).execute(check_error=True)
+        wanted = list(dict.fromkeys([*self.listeners, *targets]))
+        self.api.set_controller(self.bridge, wanted).execute(check_error=True)
         for ctl in self.api.db_get("Bridge", self.bridge, "controller").execute(check_error=True):
             self.api.db_set("Controller", ctl.uuid, ("connection_mode", "out-of-band")).execute(
                 check_error=True
