@@ -44,6 +44,7 @@ class HostSwitch:
             "ovsdb": self.ovs.db_remote,
             "openflow": f"unix:{self.rundir}/{self.bridge}.mgmt",
             "openflow_tcp": self.endpoint.target(),
+            "openflow_tcp_socket": str(self.endpoint.unix_socket),
             "openflow_relay_pid": self.endpoint.pid(),
             "pids": self.ovs.pids(),
             "running": self.ovs.running(),

@@ -4,8 +4,8 @@
 inside the switch's namespace. Instead the bridge gets a passive *controller* listener `punix:` inside the
 vswitchd's rundir (OVS accepts unix sockets only there), and a socat relay in the root namespace forwards
 `tcp:127.0.0.1:PORT` to it. Connections through it are primary controller connections (they receive
-packet-ins and port-status), unlike the `BRIDGE.mgmt` service socket. The listener stays configured for the
-bridge's whole life, so later controller changes never hit OVS's "first/last controller flushes all flows".
+packet-ins and port-status), unlike the `BRIDGE.mgmt` service socket. Being passive, the listener does not
+trigger OVS's "first/last active controller flushes all flows", so it is set once at bring-up, before any flow.
 """
 
 from __future__ import annotations

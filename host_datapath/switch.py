@@ -152,16 +152,21 @@ class SwitchDriver:
     def set_controller(self, targets: list[str]) -> None:
         """Point the bridge at OpenFlow controllers (`targets`, e.g. `unix:...`), out-of-band.
 
-        The driver's passive `listeners` are always kept. Adding the first controller or removing the last
-        flushes the bridge's flows (ENVIRONMENT.md); a kept listener counts as one, so with listeners a later
-        change of controllers leaves the flows alone. Without them: set controllers before installing flows.
+        The driver's passive `listeners` are always kept. Adding the first *active* controller or removing the
+        last one flushes the bridge's flows (ENVIRONMENT.md; passive listeners do not count, measured): set
+        controllers before installing flows.
         """
         wanted = list(dict.fromkeys([*self.listeners, *targets]))
         self.api.set_controller(self.bridge, wanted).execute(check_error=True)
-        for ctl in self.api.db_get("Bridge", self.bridge, "controller").execute(check_error=True):
-            self.api.db_set("Controller", ctl.uuid, ("connection_mode", "out-of-band")).execute(
-                check_error=True
-            )
+        ctls = self.api.db_get("Bridge", self.bridge, "controller").execute(check_error=True)
+        ctls = ctls if isinstance(ctls, list) else [ctls]  # ovsdbapp unwraps a one-element set
+        with self.api.transaction(check_error=True) as txn:
+            for ctl in ctls:
+                txn.add(
+                    self.api.db_set(
+                        "Controller", getattr(ctl, "uuid", ctl), ("connection_mode", "out-of-band")
+                    )
+                )
 
     # -- OpenFlow -------------------------------------------------------------------------------------
     def ofctl(self, *args: str) -> str:

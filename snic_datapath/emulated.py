@@ -28,6 +28,7 @@ class EmulatedSnic(HostSwitch):
         netns_add(self.netns)
         self.ovs.start(ovsdb_tcp_port=self.ovsdb_tcp_port)
         self.driver.ensure_bridge()
+        self.endpoint.start()
         self.cgroup.create(self.cpu_quota)
 
     def down(self) -> None:

@@ -178,3 +178,22 @@ def test_bluefield_backend_drives_a_switch_over_tcp_ovsdb(tmp_path):
         dpu.ovs.stop()
         netns_del(ns)
         assert read_pidfile(tmp_path / "dpu" / "ovs-vswitchd.pid") is None
+
+
+def test_root_namespace_tcp_openflow_endpoint_reaches_each_bridge(running_host):
+    """OneSwitch runs in the root namespace: each bridge's `openflow_tcp` is a controller endpoint it reaches."""
+    h, status = running_host
+    for sw in (status["host"], *status["snics"]):
+        target = sw["openflow_tcp"]
+        assert target and target.startswith("tcp:127.0.0.1:")
+        over_tcp = SwitchDriver(sw["bridge"], sw["ovsdb"], openflow=target)
+        local = SwitchDriver(sw["bridge"], sw["ovsdb"], openflow=sw["openflow"])
+        over_tcp.del_flows()
+        over_tcp.add_flows(["priority=9,in_port=100,actions=drop"])
+        assert [(f.priority, f.match) for f in local.flow_stats()] == [(9, "in_port=100")]
+        # The relay ends in a passive controller listener kept on the bridge (a primary, not service, role).
+        ctls = local.api.db_find("Controller", columns=["target"]).execute(check_error=True)
+        assert {c["target"] for c in ctls} == {f"punix:{sw['openflow_tcp_socket']}"}
+        local.del_flows()
+        local.close()
+        over_tcp.close()
