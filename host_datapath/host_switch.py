@@ -8,7 +8,7 @@ from pathlib import Path
 from host_datapath.of_endpoint import OpenFlowTcpEndpoint
 from host_datapath.ovs_instance import OvsInstance
 from host_datapath.switch import SwitchDriver
-from host_datapath.sysutil import netns_add
+from host_datapath.sysutil import DatapathError, netns_add
 
 
 @dataclass
@@ -37,7 +37,17 @@ class HostSwitch:
         self.driver.close()
         self.ovs.stop()
 
+    key = "host"  # its key in `uno status --json`
+
+    def close(self) -> None:
+        """Drop the OVSDB connection (the switch keeps running)."""
+        self.driver.close()
+
     def status(self) -> dict:
+        try:
+            ports = self.driver.ports() if self.ovs.running() else {}
+        except DatapathError:
+            ports = {}
         return {
             "netns": self.netns,
             "bridge": self.bridge,
@@ -48,4 +58,5 @@ class HostSwitch:
             "openflow_relay_pid": self.endpoint.pid(),
             "pids": self.ovs.pids(),
             "running": self.ovs.running(),
+            "ports": ports,
         }

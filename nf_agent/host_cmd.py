@@ -41,12 +41,19 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    host = _host(args)
-    try:
-        host.down()
-    except DatapathError as exc:
-        raise CliError(str(exc)) from None
-    print(f"emulated host '{host.name}' is down", file=sys.stderr)
+    hosts = [_host(args)]
+    if args.all:
+        from dataclasses import replace
+
+        cfg = hosts[0].config
+        names = sorted(p.name for p in cfg.rundir.iterdir() if p.is_dir()) if cfg.rundir.is_dir() else []
+        hosts = [EmulatedHost(replace(cfg, name=n)) for n in names if nm.valid_name(n)]
+    for host in hosts:
+        try:
+            host.down()
+        except DatapathError as exc:
+            raise CliError(str(exc)) from None
+        print(f"emulated host '{host.name}' is down", file=sys.stderr)
     return 0
 
 
@@ -117,7 +124,6 @@ def _print_status(status: dict, json_out: bool) -> None:
         print(line)
     for vm in status["vms"]:
         print(f"  {vm['name']}     netns {vm['netns']} {vm['ip']} on host port {vm['host_ofport']}")
-    _ = nm  # naming documents the numbering printed above
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -131,6 +137,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_up)
     p = sub.add_parser("down", help="tear the emulated host down, leaving nothing behind")
     common(p)
+    p.add_argument(
+        "--all", action="store_true", help="every emulated host with a rundir under the config's rundir"
+    )
     p.set_defaults(func=cmd_down)
     p = sub.add_parser("status", help="show the emulated host (exit 1 when it is not up)")
     common(p)

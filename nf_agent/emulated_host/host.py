@@ -225,7 +225,18 @@ class Snic:
                 }
                 for j in range(c.eth_ports)
             ]
+        out["ports"] = _ports(self.switch.driver)
         return out
+
+    def close(self) -> None:
+        self.switch.driver.close()
+
+
+def _ports(driver) -> dict[str, int]:
+    try:
+        return driver.ports()
+    except DatapathError:
+        return {}
 
 
 class AlreadyRunning(Exception):
@@ -244,7 +255,6 @@ class EmulatedHost:
     # -- the component list ----------------------------------------------------------------------------
     def components(self, redis_port: int) -> list[Component]:
         host = HostSwitch(nm.ns_host(self.name), self.rundir / "host", nm.bridge_host(self.name))
-        host.key = "host"  # type: ignore[attr-defined]
         comps: list = [Redis(self.rundir, redis_port), host]
         comps += [Snic(self.name, k, c, host, self.rundir) for k, c in enumerate(self.config.snics)]
         comps.append(Vms(self.name, self.config.vms, host))
@@ -261,7 +271,8 @@ class EmulatedHost:
         state = self._saved_state()
         if not state or not state.get("complete"):
             return False
-        return self._live_components(state)[1].ovs.running()
+        host = next(c for c in self._live_components(state) if c.key == "host")
+        return host.ovs.running()  # type: ignore[attr-defined]
 
     def _live_components(self, state: dict) -> list[Component]:
         return self.components(state["redis_port"])
@@ -320,30 +331,23 @@ class EmulatedHost:
                 continue
 
     def status(self) -> dict:
+        """One object: name, up, rundir, then each component's status under its key ("snic" -> "snics")."""
         state = self._saved_state()
         if not state:
             return {"name": self.name, "up": False}
-        comps = self._live_components(state)
         out: dict = {"name": self.name, "up": bool(state.get("complete")), "rundir": str(self.rundir)}
-        out["redis"] = comps[0].status()
-        out["host"] = comps[1].status()
-        host_drv = comps[1].driver
-        try:
-            out["host"]["ports"] = host_drv.ports()
-        except DatapathError:
-            out["host"]["ports"] = {}
-        out["snics"] = [c.status() for c in comps if isinstance(c, Snic)]
-        for sn, comp in zip(out["snics"], [c for c in comps if isinstance(c, Snic)], strict=True):
+        out["snics"] = []
+        for comp in self._live_components(state):
             try:
-                sn["ports"] = comp.switch.driver.ports()
-            except DatapathError:
-                sn["ports"] = {}
-        out["vms"] = comps[-1].status()
-        for c in comps:
-            if hasattr(c, "driver"):
-                c.driver.close()
-            elif isinstance(c, Snic):
-                c.switch.driver.close()
+                st = comp.status()
+            finally:
+                close = getattr(comp, "close", None)
+                if close:
+                    close()
+            if comp.key == "snic":
+                out["snics"].append(st)
+            else:
+                out[comp.key] = st
         return out
 
 

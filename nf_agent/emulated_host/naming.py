@@ -15,6 +15,14 @@ SNIC_PCIE_OFPORT = 100  # sNIC side of its PCIe link
 NF_PORT_BASE = 200
 
 
+NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
+
+
+def valid_name(n: str) -> bool:
+    """Instance names: 1-6 characters [a-z0-9], starting with a letter (the longest derived name fits 15)."""
+    return bool(NAME_RE.match(n))
+
+
 def ns_host(n: str) -> str:
     return f"{n}-host"
 

@@ -1,0 +1,51 @@
+"""`uno up / status / down` as an operator runs them (real OVS), and `down --all`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .conftest import needs_root, unique_name
+
+pytestmark = [pytest.mark.root, needs_root]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def uno(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "nf_agent.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_up_status_json_second_up_and_down_all(tmp_path):
+    rundir = Path(f"/run/uno-test/cli{uuid.uuid4().hex[:6]}")
+    cfg = tmp_path / "host.yaml"
+    cfg.write_text(f"rundir: {rundir}\nvms: 1\nsnics:\n  - pcie_gbps: 0\n")
+    names = [unique_name(), unique_name()]
+    try:
+        for n in names:
+            assert uno("up", "--config", str(cfg), "--name", n).returncode == 0
+        st = uno("status", "--config", str(cfg), "--name", names[0], "--json")
+        assert st.returncode == 0, st.stderr
+        status = json.loads(st.stdout)
+        assert {"host", "snics", "redis", "vms"} <= set(status) and status["up"] is True
+        assert status["host"]["openflow_tcp"].startswith("tcp:127.0.0.1:")
+        again = uno("up", "--config", str(cfg), "--name", names[0])
+        assert again.returncode == 0 and "already up" in again.stderr
+        assert json.loads(uno("status", "--config", str(cfg), "--name", names[0], "--json").stdout) == status
+        down = uno("down", "--config", str(cfg), "--all")
+        assert down.returncode == 0, down.stderr
+        for n in names:
+            assert uno("status", "--config", str(cfg), "--name", n).returncode == 1
+            netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+            assert f"{n}-" not in netns
+    finally:
+        for n in names:
+            uno("down", "--config", str(cfg), "--name", n)
+        if rundir.exists():
+            rundir.rmdir()
