@@ -49,3 +49,15 @@ def test_up_status_json_second_up_and_down_all(tmp_path):
             uno("down", "--config", str(cfg), "--name", n)
         if rundir.exists():
             rundir.rmdir()
+
+
+def test_run_once_pings_through_the_path_and_leaves_nothing(tmp_path):
+    from .conftest import EMPTY, machine_snapshot
+
+    name = unique_name()
+    cfg = tmp_path / "host.yaml"
+    cfg.write_text("rundir: /run/uno-test\nvms: 1\n")
+    out = uno("run", "--config", str(cfg), "--name", name, "--once")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "via host switch, PCIe, sNIC: ok" in out.stdout
+    assert machine_snapshot(name) == EMPTY
