@@ -95,11 +95,74 @@ class OpenFlowTcpEndpoint:
         return f"tcp:127.0.0.1:{port}"
 
     def stop(self) -> None:
-        pid = read_pidfile(self._pidfile)
-        if pid:
-            # socat forks one child per connection, all in the relay's own session: end them together.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGTERM)
-            kill_and_wait(pid)
-        self._pidfile.unlink(missing_ok=True)
+        _stop_group(self._pidfile)
         self._portfile.unlink(missing_ok=True)
+
+
+@dataclass
+class ControllerRelay:
+    """The other direction: the switch connects actively to a controller listening in the root namespace.
+
+    vswitchd (in its namespace) connects to `unix:RUNDIR/ctl-PORT.sock`; a socat in the root namespace
+    forwards each connection to `tcp:HOST:PORT` there. Target for `SwitchDriver.set_controller`.
+    """
+
+    rundir: Path
+    host: str
+    port: int
+
+    @property
+    def unix_socket(self) -> Path:
+        return self.rundir / f"ctl-{self.port}.sock"
+
+    @property
+    def switch_target(self) -> str:
+        return f"unix:{self.unix_socket}"
+
+    @property
+    def _pidfile(self) -> Path:
+        return self.rundir / f"ctl-{self.port}.pid"
+
+    def start(self) -> str:
+        """Start the relay (idempotent); return the target to give the bridge."""
+        if not read_pidfile(self._pidfile):
+            self.unix_socket.unlink(missing_ok=True)
+            proc = subprocess.Popen(
+                ["socat", f"UNIX-LISTEN:{self.unix_socket},fork", f"TCP:{self.host}:{self.port}"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            self._pidfile.write_text(str(proc.pid))
+            try:
+                wait_for(
+                    lambda: proc.poll() is None and self.unix_socket.exists(), 10, f"relay {self.unix_socket}"
+                )
+            except DatapathError:
+                self.stop()
+                raise
+        return self.switch_target
+
+    def stop(self) -> None:
+        _stop_group(self._pidfile)
+        self.unix_socket.unlink(missing_ok=True)
+
+
+def _stop_group(pidfile: Path) -> None:
+    pid = read_pidfile(pidfile)
+    if pid:
+        # socat forks one child per connection, all in the relay's own session: end them together.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+        kill_and_wait(pid)
+    pidfile.unlink(missing_ok=True)
+
+
+def parse_tcp_target(target: str) -> tuple[str, int]:
+    """`tcp:HOST:PORT` -> (HOST, PORT); anything else is a DatapathError naming the target."""
+    kind, _, rest = target.partition(":")
+    host, _, port = rest.rpartition(":")
+    if kind != "tcp" or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise DatapathError(f"controller target {target!r}: expected tcp:HOST:PORT")
+    return host, int(port)

@@ -197,3 +197,47 @@ def test_root_namespace_tcp_openflow_endpoint_reaches_each_bridge(running_host):
         local.del_flows()
         local.close()
         over_tcp.close()
+
+
+def test_switch_connects_actively_to_a_root_namespace_controller(running_host):
+    """A controller listening on the root namespace's loopback gets the switch's OpenFlow 1.3 HELLO."""
+    import socket
+    from pathlib import Path
+
+    from host_datapath.host_switch import HostSwitch
+
+    h, status = running_host
+    hs = status["host"]
+    switch = HostSwitch(hs["netns"], Path(hs["ovsdb"][len("unix:") :]).parent, hs["bridge"])
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        srv.settimeout(15)
+        port = srv.getsockname()[1]
+        try:
+            switch.connect_controllers([f"tcp:127.0.0.1:{port}"])
+            conn, _ = srv.accept()
+            with conn:
+                conn.settimeout(10)
+                hello = conn.recv(8)
+            assert hello[:2] == b"\x04\x00", hello  # OpenFlow 1.3, OFPT_HELLO
+            targets = {
+                c["target"] for c in switch.driver.api.db_find("Controller", columns=["target"]).execute()
+            }
+            assert targets == {f"punix:{hs['openflow_tcp_socket']}", f"unix:{switch.rundir}/ctl-{port}.sock"}
+        finally:
+            switch.connect_controllers([])
+        targets = {c["target"] for c in switch.driver.api.db_find("Controller", columns=["target"]).execute()}
+        assert targets == {f"punix:{hs['openflow_tcp_socket']}"}
+        assert not list(switch.rundir.glob("ctl-*"))
+        switch.close()
+
+
+def test_bad_controller_target_is_an_error():
+    from host_datapath.of_endpoint import parse_tcp_target
+    from host_datapath.sysutil import DatapathError
+
+    assert parse_tcp_target("tcp:127.0.0.1:6653") == ("127.0.0.1", 6653)
+    for bad in ("ssl:1.2.3.4:6653", "tcp:127.0.0.1", "tcp::6653", "tcp:127.0.0.1:0", "tcp:127.0.0.1:x"):
+        with pytest.raises(DatapathError, match="expected tcp:HOST:PORT"):
+            parse_tcp_target(bad)
