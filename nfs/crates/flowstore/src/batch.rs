@@ -1,0 +1,187 @@
+//! Per-batch read set, overlay and write buffer.
+
+use crate::{FlowStore, Key, StoreError, WriteOp};
+use std::collections::HashMap;
+
+/// State of one packet batch: planned reads fetched in one round trip, an overlay so packet k+1
+/// sees packet k's writes, and the writes to flush in one round trip. Reused across batches
+/// (`clear` keeps allocations).
+#[derive(Debug, Default)]
+pub struct BatchState {
+    keys: Vec<Key>,
+    wanted: std::collections::HashSet<Key>,
+    /// What this batch sees: fetched values, then overlaid by its own writes.
+    view: HashMap<Key, Option<Vec<u8>>>,
+    values: Vec<Option<Vec<u8>>>,
+    writes: Vec<WriteOp>,
+}
+
+impl BatchState {
+    pub fn new() -> BatchState {
+        BatchState::default()
+    }
+
+    /// Forget the previous batch.
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.wanted.clear();
+        self.view.clear();
+        self.values.clear();
+        self.writes.clear();
+    }
+
+    /// Add `key` to the read set (duplicates are fetched once).
+    pub fn want(&mut self, key: Key) {
+        if !self.wanted.contains(&key) {
+            self.wanted.insert(key.clone());
+            self.keys.push(key);
+        }
+    }
+
+    /// Keys in the read set.
+    pub fn read_set(&self) -> &[Key] {
+        &self.keys
+    }
+
+    /// Fetch the read set in one round trip (no round trip if it is empty).
+    pub fn fetch(&mut self, store: &mut dyn FlowStore) -> Result<(), StoreError> {
+        if self.keys.is_empty() {
+            return Ok(());
+        }
+        store.get_many(&self.keys, &mut self.values)?;
+        for (k, v) in self.keys.iter().zip(self.values.drain(..)) {
+            self.view.entry(k.clone()).or_insert(v);
+        }
+        Ok(())
+    }
+
+    /// Current value of `key` as seen by this batch. A key outside the fetched read set costs its
+    /// own round trip (counted as an unplanned read) and is then cached for the rest of the batch.
+    pub fn get(
+        &mut self,
+        store: &mut dyn FlowStore,
+        key: &[u8],
+    ) -> Result<Option<&[u8]>, StoreError> {
+        if !self.view.contains_key(key) {
+            store.note_unplanned_read();
+            let mut out = Vec::with_capacity(1);
+            store.get_many(&[key.to_vec()], &mut out)?;
+            self.view.insert(key.to_vec(), out.pop().flatten());
+        }
+        Ok(self.view.get(key).and_then(|v| v.as_deref()))
+    }
+
+    fn insert(&mut self, key: &[u8], v: Option<Vec<u8>>) {
+        self.view.insert(key.to_vec(), v);
+    }
+
+    /// Set `key` to `value` (visible to later packets of this batch; written at flush).
+    pub fn set(&mut self, key: &[u8], value: Vec<u8>) {
+        self.insert(key, Some(value.clone()));
+        self.writes.push(WriteOp::Set {
+            key: key.to_vec(),
+            value,
+        });
+    }
+
+    /// Delete `key`.
+    pub fn del(&mut self, key: &[u8]) {
+        self.insert(key, None);
+        self.writes.push(WriteOp::Del { key: key.to_vec() });
+    }
+
+    /// Schedule (or move) a tier-held timer.
+    pub fn timer_set(&mut self, timers: &[u8], member: Vec<u8>, deadline_ms: u64) {
+        self.writes.push(WriteOp::TimerSet {
+            timers: timers.to_vec(),
+            member,
+            deadline_ms,
+        });
+    }
+
+    /// Cancel a tier-held timer.
+    pub fn timer_cancel(&mut self, timers: &[u8], member: Vec<u8>) {
+        self.writes.push(WriteOp::TimerCancel {
+            timers: timers.to_vec(),
+            member,
+        });
+    }
+
+    /// Pending writes (tests, stats).
+    pub fn pending_writes(&self) -> &[WriteOp] {
+        &self.writes
+    }
+
+    /// Write the batch's changes in one round trip (none if there are none). Repeated writes of
+    /// one key keep only the last; order is otherwise preserved.
+    pub fn flush(&mut self, store: &mut dyn FlowStore) -> Result<(), StoreError> {
+        if self.writes.is_empty() {
+            return Ok(());
+        }
+        let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+        let mut keep = vec![false; self.writes.len()];
+        for (i, w) in self.writes.iter().enumerate().rev() {
+            keep[i] = match w {
+                WriteOp::Set { key, .. } | WriteOp::Del { key } => seen.insert(key.as_slice()),
+                _ => true,
+            };
+        }
+        if keep.iter().all(|k| *k) {
+            store.write_many(&self.writes)?;
+        } else {
+            let ops: Vec<WriteOp> = self
+                .writes
+                .iter()
+                .zip(keep)
+                .filter(|(_, k)| *k)
+                .map(|(w, _)| w.clone())
+                .collect();
+            store.write_many(&ops)?;
+        }
+        self.writes.clear();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LocalStore;
+
+    #[test]
+    fn overlay_and_single_round_trips() {
+        let mut s = LocalStore::new();
+        s.write_many(&[WriteOp::Set {
+            key: b"a".to_vec(),
+            value: b"1".to_vec(),
+        }])
+        .unwrap();
+        let mut b = BatchState::new();
+        b.want(b"a".to_vec());
+        b.want(b"b".to_vec());
+        b.want(b"a".to_vec());
+        assert_eq!(b.read_set().len(), 2);
+        b.fetch(&mut s).unwrap();
+        assert_eq!(b.get(&mut s, b"a").unwrap(), Some(&b"1"[..]));
+        assert_eq!(b.get(&mut s, b"b").unwrap(), None);
+        b.set(b"b", b"2".to_vec());
+        assert_eq!(b.get(&mut s, b"b").unwrap(), Some(&b"2"[..]));
+        b.set(b"b", b"3".to_vec());
+        b.del(b"a");
+        assert_eq!(b.get(&mut s, b"a").unwrap(), None);
+        assert_eq!(s.stats().unplanned_reads, 0);
+        // Not in the read set: one extra read, counted.
+        assert_eq!(b.get(&mut s, b"c").unwrap(), None);
+        assert_eq!(s.stats().unplanned_reads, 1);
+        b.flush(&mut s).unwrap();
+        let mut out = vec![];
+        s.get_many(&[b"a".to_vec(), b"b".to_vec()], &mut out)
+            .unwrap();
+        assert_eq!(out, vec![None, Some(b"3".to_vec())]);
+        assert_eq!(
+            s.stats().keys_written,
+            1 + 2,
+            "the overwritten set of b is dropped"
+        );
+    }
+}

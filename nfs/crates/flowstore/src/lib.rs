@@ -1,0 +1,134 @@
+//! The state-tier client of the UNO network functions.
+//!
+//! Every instance of one logical NF shares its per-flow state through a [`FlowStore`]:
+//! [`RedisStore`] (the stateless mode; Redis or Redis Cluster) or [`LocalStore`] (the in-process
+//! baseline). The runtime drives it per packet batch through a [`BatchState`]:
+//!
+//! 1. the NF names the keys each packet needs ([`BatchState::want`]),
+//! 2. one pipelined round trip fetches them all ([`BatchState::fetch`]),
+//! 3. packets are processed in order; reads see earlier packets' writes of the same batch (overlay),
+//! 4. one pipelined round trip writes the batch's changes ([`BatchState::flush`]).
+//!
+//! Keys follow `nf:<nf_id>:{<flow-hash>}:<table>` ([`KeySpace`]): they name the logical NF, not the
+//! instance, and the hash tag keeps all keys of one flow in one Redis Cluster slot.
+//!
+//! Operations where instances race (NAT port pool, LB backend choice) use atomic primitives that
+//! are single round trips outside the batch: [`FlowStore::pool_pop`], [`FlowStore::compare_and_set`].
+//! Timers (idle expiry) live in the tier as sorted sets; [`FlowStore::timer_claim_due`] removes and
+//! returns due members atomically, so exactly one instance fires each timer.
+
+mod batch;
+mod keys;
+mod local;
+mod redis_store;
+pub mod test_redis;
+
+pub use batch::BatchState;
+pub use keys::KeySpace;
+pub use local::LocalStore;
+pub use redis_store::{RedisConfig, RedisStore};
+
+/// A full key in the tier (bytes; built by [`KeySpace`]).
+pub type Key = Vec<u8>;
+
+/// A write applied at the end of a batch, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOp {
+    Set {
+        key: Key,
+        value: Vec<u8>,
+    },
+    Del {
+        key: Key,
+    },
+    /// Add or move `member` in the timer set `timers` to fire at `deadline_ms`.
+    TimerSet {
+        timers: Key,
+        member: Vec<u8>,
+        deadline_ms: u64,
+    },
+    /// Remove `member` from the timer set `timers`.
+    TimerCancel {
+        timers: Key,
+        member: Vec<u8>,
+    },
+}
+
+/// A tier failure (connection lost, timeout, script error). The store reconnects on the next call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "state tier: {}", self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Client counters (monotonic).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Round trips to the tier (a pipeline counts once).
+    pub round_trips: u64,
+    pub keys_read: u64,
+    pub keys_written: u64,
+    pub errors: u64,
+    pub reconnects: u64,
+    /// Reads that were not in the batch's read set and needed their own round trip.
+    pub unplanned_reads: u64,
+}
+
+/// Per-flow state storage shared by all instances of one NF.
+///
+/// All methods are blocking; every method that talks to a remote tier is exactly one round trip.
+pub trait FlowStore: Send {
+    /// Short name for logs and stats: "redis" or "local".
+    fn kind(&self) -> &'static str;
+
+    /// Fetch `keys` in one round trip; `out` is cleared and gets one entry per key, in order.
+    fn get_many(&mut self, keys: &[Key], out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError>;
+
+    /// Apply `ops` in order in one round trip.
+    fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError>;
+
+    /// Atomically: if the value of `key` equals `expected` (None = absent), set it to `new`
+    /// (None = delete) and return true; otherwise change nothing and return false.
+    fn compare_and_set(
+        &mut self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool, StoreError>;
+
+    /// Atomically add `delta` to the integer at `key` (absent = 0) and return the new value.
+    fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, StoreError>;
+
+    /// Fill the pool `pool` with `items` unless it was initialised before (by any instance).
+    /// Returns true if this call initialised it.
+    fn pool_init(&mut self, pool: &[u8], items: &[Vec<u8>]) -> Result<bool, StoreError>;
+
+    /// Atomically take one item from the pool (None if empty). Two instances never get the same item.
+    fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Return an item to the pool.
+    fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError>;
+
+    /// Number of items in the pool.
+    fn pool_len(&mut self, pool: &[u8]) -> Result<usize, StoreError>;
+
+    /// Atomically remove and return up to `max` members of `timers` whose deadline is <= `now_ms`.
+    /// Each member is returned to exactly one caller.
+    fn timer_claim_due(
+        &mut self,
+        timers: &[u8],
+        now_ms: u64,
+        max: usize,
+    ) -> Result<Vec<Vec<u8>>, StoreError>;
+
+    /// Client counters.
+    fn stats(&self) -> StoreStats;
+
+    /// Count a read that was outside the planned read set (called by [`BatchState`]).
+    fn note_unplanned_read(&mut self);
+}

@@ -1,0 +1,239 @@
+//! The same behaviour from the Redis store (real redis-server) and the local store.
+
+use flowstore::test_redis::TestRedis;
+use flowstore::*;
+use std::collections::HashSet;
+
+fn exercise(s: &mut dyn FlowStore) {
+    let ks = KeySpace::new("t").unwrap();
+    let a = ks.flow(1, "x");
+    let b = ks.flow(2, "x");
+    let mut out = vec![];
+    s.get_many(&[a.clone(), b.clone()], &mut out).unwrap();
+    assert_eq!(out, vec![None, None]);
+    s.write_many(&[
+        WriteOp::Set {
+            key: a.clone(),
+            value: b"1".to_vec(),
+        },
+        WriteOp::Set {
+            key: b.clone(),
+            value: vec![0, 255, 7],
+        },
+        WriteOp::Del { key: a.clone() },
+    ])
+    .unwrap();
+    s.get_many(&[a.clone(), b.clone()], &mut out).unwrap();
+    assert_eq!(out, vec![None, Some(vec![0, 255, 7])]);
+    // Compare-and-set.
+    assert!(s.compare_and_set(&a, None, Some(b"v1")).unwrap());
+    assert!(!s.compare_and_set(&a, None, Some(b"v2")).unwrap());
+    assert!(!s.compare_and_set(&a, Some(b"zz"), Some(b"v2")).unwrap());
+    assert!(s.compare_and_set(&a, Some(b"v1"), None).unwrap());
+    s.get_many(std::slice::from_ref(&a), &mut out).unwrap();
+    assert_eq!(out, vec![None]);
+    assert_eq!(s.incr_by(&ks.flow(3, "n"), 5).unwrap(), 5);
+    assert_eq!(s.incr_by(&ks.flow(3, "n"), -2).unwrap(), 3);
+    // Pool: initialised once, FIFO, push back.
+    let pool = ks.global("pool");
+    assert!(s
+        .pool_init(&pool, &[b"p1".to_vec(), b"p2".to_vec()])
+        .unwrap());
+    assert!(!s.pool_init(&pool, &[b"p3".to_vec()]).unwrap());
+    assert_eq!(s.pool_len(&pool).unwrap(), 2);
+    assert_eq!(s.pool_pop(&pool).unwrap(), Some(b"p1".to_vec()));
+    assert_eq!(s.pool_pop(&pool).unwrap(), Some(b"p2".to_vec()));
+    assert_eq!(s.pool_pop(&pool).unwrap(), None);
+    s.pool_push(&pool, b"p1").unwrap();
+    assert_eq!(s.pool_pop(&pool).unwrap(), Some(b"p1".to_vec()));
+    // Timers: moved deadlines, cancel, claim due only.
+    let tm = ks.global("timers");
+    s.write_many(&[
+        WriteOp::TimerSet {
+            timers: tm.clone(),
+            member: b"f1".to_vec(),
+            deadline_ms: 100,
+        },
+        WriteOp::TimerSet {
+            timers: tm.clone(),
+            member: b"f2".to_vec(),
+            deadline_ms: 200,
+        },
+        WriteOp::TimerSet {
+            timers: tm.clone(),
+            member: b"f3".to_vec(),
+            deadline_ms: 50,
+        },
+        WriteOp::TimerSet {
+            timers: tm.clone(),
+            member: b"f1".to_vec(),
+            deadline_ms: 300,
+        },
+        WriteOp::TimerCancel {
+            timers: tm.clone(),
+            member: b"f3".to_vec(),
+        },
+    ])
+    .unwrap();
+    assert!(s.timer_claim_due(&tm, 150, 10).unwrap().is_empty());
+    assert_eq!(
+        s.timer_claim_due(&tm, 250, 10).unwrap(),
+        vec![b"f2".to_vec()]
+    );
+    assert!(s.timer_claim_due(&tm, 250, 10).unwrap().is_empty());
+    assert_eq!(
+        s.timer_claim_due(&tm, 1000, 10).unwrap(),
+        vec![b"f1".to_vec()]
+    );
+}
+
+#[test]
+fn local_store_semantics() {
+    exercise(&mut LocalStore::new());
+}
+
+#[test]
+fn redis_store_semantics_and_round_trips() {
+    let r = TestRedis::start().expect("redis-server");
+    let mut s = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    exercise(&mut s);
+    // A batch read of many keys and a batch write are one round trip each.
+    let keys: Vec<Key> = (0..100)
+        .map(|i| KeySpace::new("t").unwrap().flow(i, "y"))
+        .collect();
+    let before = s.stats().round_trips;
+    let mut b = BatchState::new();
+    for k in &keys {
+        b.want(k.clone());
+    }
+    b.fetch(&mut s).unwrap();
+    for k in &keys {
+        b.set(k, b"v".to_vec());
+    }
+    b.flush(&mut s).unwrap();
+    assert_eq!(s.stats().round_trips - before, 2);
+}
+
+#[test]
+fn redis_pool_race_gives_each_item_once() {
+    let r = TestRedis::start().expect("redis-server");
+    let url = r.url();
+    let pool = KeySpace::new("race").unwrap().global("pool");
+    let items: Vec<Vec<u8>> = (0..400u32).map(|i| i.to_be_bytes().to_vec()).collect();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let (url, pool, items) = (url.clone(), pool.clone(), items.clone());
+            std::thread::spawn(move || {
+                let mut s = RedisStore::connect(RedisConfig::new(&url)).unwrap();
+                s.pool_init(&pool, &items).unwrap();
+                let mut got = vec![];
+                while let Some(x) = s.pool_pop(&pool).unwrap() {
+                    got.push(x);
+                }
+                got
+            })
+        })
+        .collect();
+    let all: Vec<Vec<u8>> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    assert_eq!(
+        all.len(),
+        400,
+        "pool initialised exactly once, every item handed out"
+    );
+    assert_eq!(
+        all.iter().collect::<HashSet<_>>().len(),
+        400,
+        "no item handed out twice"
+    );
+}
+
+#[test]
+fn redis_timers_fire_once_across_instances() {
+    let r = TestRedis::start().expect("redis-server");
+    let tm = KeySpace::new("tm").unwrap().global("timers");
+    let mut s = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    let ops: Vec<WriteOp> = (0..500u32)
+        .map(|i| WriteOp::TimerSet {
+            timers: tm.clone(),
+            member: i.to_be_bytes().to_vec(),
+            deadline_ms: i as u64,
+        })
+        .collect();
+    s.write_many(&ops).unwrap();
+    let threads: Vec<_> = (0..3)
+        .map(|_| {
+            let (url, tm) = (r.url(), tm.clone());
+            std::thread::spawn(move || {
+                let mut s = RedisStore::connect(RedisConfig::new(&url)).unwrap();
+                let mut got = vec![];
+                for now in (0..=520).step_by(20) {
+                    got.extend(s.timer_claim_due(&tm, now, 7).unwrap());
+                    got.extend(s.timer_claim_due(&tm, now, 7).unwrap());
+                }
+                got.extend(s.timer_claim_due(&tm, 10_000, 1000).unwrap());
+                got
+            })
+        })
+        .collect();
+    let all: Vec<Vec<u8>> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    assert_eq!(all.len(), 500);
+    assert_eq!(all.iter().collect::<HashSet<_>>().len(), 500);
+}
+
+#[test]
+fn redis_failure_is_an_error_then_reconnects() {
+    let mut r = TestRedis::start().expect("redis-server");
+    let port = r.port;
+    let mut s = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    let k = KeySpace::new("f").unwrap().flow(9, "x");
+    let mut out = vec![];
+    s.get_many(std::slice::from_ref(&k), &mut out).unwrap();
+    r.kill();
+    assert!(s.get_many(std::slice::from_ref(&k), &mut out).is_err());
+    assert!(s.get_many(std::slice::from_ref(&k), &mut out).is_err());
+    assert!(s.stats().errors >= 2);
+    // A new server on the same port: the client reconnects by itself.
+    let dir = std::env::temp_dir().join(format!("unonfs-redis-re-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut child = std::process::Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut ok = false;
+    for _ in 0..250 {
+        if s.get_many(std::slice::from_ref(&k), &mut out).is_ok() {
+            ok = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "reconnected");
+    assert!(s.stats().reconnects >= 1);
+}
+
+#[test]
+fn bad_url_is_a_clear_error() {
+    let e = RedisStore::connect(RedisConfig::new("http://nope"))
+        .err()
+        .unwrap();
+    assert!(e.0.contains("bad store URL"), "{e}");
+}

@@ -1,0 +1,132 @@
+//! Packet I/O for the UNO network functions: batches in, batches out, time passed in.
+//!
+//! Backends: [`afpacket::AfPacket`] (AF_PACKET TPACKET_V3 mmap RX ring on an interface),
+//! [`pcap::PcapDevice`] (pcap file in/out, for tests and benchmarks), [`mem::MemDevice`]
+//! (frames from memory, for benchmarks) and [`fault::FaultyDevice`] (wraps any device and drops,
+//! duplicates or reorders packets deterministically). AF_XDP is not implemented: see
+//! [`open_port`] for the fallback message.
+
+pub mod afpacket;
+pub mod fault;
+pub mod mem;
+pub mod pcap;
+
+use std::io;
+
+/// A batch of frames with timestamps. Buffers are reused across batches: `clear` keeps them.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    bufs: Vec<Vec<u8>>,
+    ts_ns: Vec<u64>,
+    len: usize,
+    cap: usize,
+}
+
+impl Batch {
+    /// An empty batch that holds at most `cap` frames (at least 1).
+    pub fn with_capacity(cap: usize) -> Batch {
+        let cap = cap.max(1);
+        Batch {
+            bufs: Vec::with_capacity(cap),
+            ts_ns: Vec::with_capacity(cap),
+            len: 0,
+            cap,
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Maximum frames per batch.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.len >= self.cap
+    }
+
+    /// Append a copy of `frame`; returns false (nothing appended) when full.
+    pub fn push(&mut self, frame: &[u8], ts_ns: u64) -> bool {
+        if self.is_full() {
+            return false;
+        }
+        if self.len == self.bufs.len() {
+            self.bufs.push(Vec::with_capacity(frame.len().max(128)));
+            self.ts_ns.push(0);
+        }
+        let b = &mut self.bufs[self.len];
+        b.clear();
+        b.extend_from_slice(frame);
+        self.ts_ns[self.len] = ts_ns;
+        self.len += 1;
+        true
+    }
+
+    /// Frame `i` (panics if `i >= len`).
+    pub fn frame(&self, i: usize) -> &[u8] {
+        assert!(i < self.len);
+        &self.bufs[i]
+    }
+
+    /// Mutable frame `i`, resizable (e.g. for encapsulation).
+    pub fn frame_mut(&mut self, i: usize) -> &mut Vec<u8> {
+        assert!(i < self.len);
+        &mut self.bufs[i]
+    }
+
+    /// Timestamp of frame `i` in ns (capture time or receive time).
+    pub fn ts_ns(&self, i: usize) -> u64 {
+        assert!(i < self.len);
+        self.ts_ns[i]
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        self.bufs[..self.len].iter().map(|b| b.as_slice())
+    }
+}
+
+/// A port an NF reads from and writes to.
+pub trait Device: Send {
+    /// Human-readable description for logs and stats.
+    fn describe(&self) -> String;
+
+    /// Receive up to `batch.capacity()` frames into `batch` (cleared first). Returns the number
+    /// received; 0 means nothing arrived within the backend's poll timeout. `now_ns` stamps frames
+    /// when the backend has no timestamp of its own.
+    fn recv(&mut self, batch: &mut Batch, now_ns: u64) -> io::Result<usize>;
+
+    /// Transmit frames `i` of `batch` where `keep[i]` is true. Returns the number sent.
+    fn send(&mut self, batch: &Batch, keep: &[bool], now_ns: u64) -> io::Result<usize>;
+
+    /// True once a finite source (pcap, memory) has delivered everything.
+    fn exhausted(&self) -> bool {
+        false
+    }
+
+    /// Flush buffered output (pcap writer).
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Open a live port: AF_PACKET TPACKET_V3 on `iface`. `xdp = true` asks for AF_XDP, which this
+/// build does not implement; it falls back to AF_PACKET and says so on stderr.
+pub fn open_port(iface: &str, xdp: bool, batch: usize) -> io::Result<Box<dyn Device>> {
+    if xdp {
+        eprintln!("netio: AF_XDP backend not implemented in this build; using AF_PACKET TPACKET_V3 on {iface}");
+    }
+    Ok(Box::new(afpacket::AfPacket::open(
+        iface,
+        afpacket::RingConfig::for_batch(batch),
+    )?))
+}

@@ -1,0 +1,112 @@
+//! Config loading (JSON) and validation helpers. Errors name the offending field.
+
+use serde_json::{Map, Value};
+use std::path::Path;
+
+/// Read a JSON object from `path`.
+pub fn load(path: &Path) -> Result<Value, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("config {}: {e}", path.display()))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| format!("config {}: invalid JSON: {e}", path.display()))?;
+    if !v.is_object() {
+        return Err(format!("config {}: must be a JSON object", path.display()));
+    }
+    Ok(v)
+}
+
+/// The object itself; error if `v` is not an object.
+pub fn object<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, String> {
+    v.as_object()
+        .ok_or_else(|| format!("{what} must be an object"))
+}
+
+/// Reject keys not in `allowed` (catches typos).
+pub fn only_keys(obj: &Map<String, Value>, allowed: &[&str], what: &str) -> Result<(), String> {
+    for k in obj.keys() {
+        if !allowed.contains(&k.as_str()) {
+            return Err(format!(
+                "{what}: unknown field {k:?} (allowed: {})",
+                allowed.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Optional unsigned integer field within [min, max].
+pub fn opt_u64(
+    obj: &Map<String, Value>,
+    key: &str,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, String> {
+    match obj.get(key) {
+        None => Ok(default),
+        Some(v) => match v.as_u64() {
+            Some(n) if (min..=max).contains(&n) => Ok(n),
+            _ => Err(format!("{key} must be an integer in [{min}, {max}]")),
+        },
+    }
+}
+
+/// Optional string field.
+pub fn opt_str<'a>(
+    obj: &'a Map<String, Value>,
+    key: &str,
+    default: &'a str,
+) -> Result<&'a str, String> {
+    match obj.get(key) {
+        None => Ok(default),
+        Some(v) => v.as_str().ok_or_else(|| format!("{key} must be a string")),
+    }
+}
+
+/// Runtime options common to all NFs (top level of the config; NFs ignore them).
+#[derive(Debug, Clone, Copy)]
+pub struct RuntimeOptions {
+    pub batch_size: usize,
+    pub fail_mode: crate::FailMode,
+    pub timer_interval_ms: u64,
+}
+
+/// Field names of [`RuntimeOptions`], for `only_keys` lists of NFs.
+pub const RUNTIME_KEYS: &[&str] = &["batch_size", "fail_mode", "timer_interval_ms"];
+
+impl RuntimeOptions {
+    pub fn from_config(cfg: &Value) -> Result<RuntimeOptions, String> {
+        let o = object(cfg, "config")?;
+        Ok(RuntimeOptions {
+            batch_size: opt_u64(o, "batch_size", 32, 1, 1024)? as usize,
+            fail_mode: opt_str(o, "fail_mode", "closed")?.parse()?,
+            timer_interval_ms: opt_u64(o, "timer_interval_ms", 100, 1, 3_600_000)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_options_validate() {
+        let ok = RuntimeOptions::from_config(
+            &serde_json::json!({"batch_size": 64, "fail_mode": "open"}),
+        )
+        .unwrap();
+        assert_eq!(ok.batch_size, 64);
+        assert_eq!(ok.fail_mode, crate::FailMode::Open);
+        for bad in [
+            serde_json::json!({"batch_size": 0}),
+            serde_json::json!({"batch_size": "x"}),
+            serde_json::json!({"fail_mode": "maybe"}),
+            serde_json::json!([1]),
+        ] {
+            assert!(RuntimeOptions::from_config(&bad).is_err(), "{bad}");
+        }
+        let o = serde_json::json!({"a": 1, "zz": 2});
+        let e = only_keys(o.as_object().unwrap(), &["a"], "firewall").unwrap_err();
+        assert!(e.contains("zz"), "{e}");
+    }
+}

@@ -1,0 +1,69 @@
+//! Per-packet access to the state tier, through the batch overlay.
+
+use flowstore::{BatchState, FlowStore, Key, KeySpace, StoreError};
+
+/// What an NF sees while processing one packet (or one timer).
+pub struct Ctx<'a> {
+    /// Packet timestamp (or the time of the timer run), ns since the Unix epoch for live ports.
+    pub now_ns: u64,
+    pub keys: &'a KeySpace,
+    batch: &'a mut BatchState,
+    store: &'a mut dyn FlowStore,
+    timers: &'a Key,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(
+        now_ns: u64,
+        keys: &'a KeySpace,
+        batch: &'a mut BatchState,
+        store: &'a mut dyn FlowStore,
+        timers: &'a Key,
+    ) -> Ctx<'a> {
+        Ctx {
+            now_ns,
+            keys,
+            batch,
+            store,
+            timers,
+        }
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.now_ns / 1_000_000
+    }
+
+    /// Value of `key` as this batch sees it.
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<&[u8]>, StoreError> {
+        self.batch.get(self.store, key)
+    }
+
+    /// Like `get`, but copied out (convenient when the NF also writes in the same step).
+    pub fn get_owned(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.get(key)?.map(|v| v.to_vec()))
+    }
+
+    /// Write `key` (visible at once to this batch, sent to the tier at the end of the batch).
+    pub fn set(&mut self, key: &[u8], value: Vec<u8>) {
+        self.batch.set(key, value)
+    }
+
+    pub fn del(&mut self, key: &[u8]) {
+        self.batch.del(key)
+    }
+
+    /// Set or move the NF's timer `member` to fire at `deadline_ms` (tier-held, NF-wide set).
+    pub fn timer_set(&mut self, member: Vec<u8>, deadline_ms: u64) {
+        self.batch.timer_set(self.timers, member, deadline_ms)
+    }
+
+    pub fn timer_cancel(&mut self, member: Vec<u8>) {
+        self.batch.timer_cancel(self.timers, member)
+    }
+
+    /// The store itself, for atomic operations that must not wait for the batch end
+    /// (pool pop/push, compare-and-set, incr). Each call is one round trip.
+    pub fn store(&mut self) -> &mut dyn FlowStore {
+        self.store
+    }
+}

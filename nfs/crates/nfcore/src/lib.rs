@@ -1,0 +1,90 @@
+//! The NF trait and the batch runtime of the UNO network functions.
+//!
+//! An NF implements [`NetworkFunction`]. Per batch the [`runtime::Runtime`]:
+//! 1. receives a batch from its [`netio::Device`] and parses every frame (malformed frames are
+//!    counted and dropped; non-IP frames are forwarded unchanged and counted),
+//! 2. asks the NF for each packet's read set ([`NetworkFunction::read_set`]),
+//! 3. fetches all keys in one round trip ([`flowstore::BatchState::fetch`]),
+//! 4. calls [`NetworkFunction::process`] for each packet in order, with a [`Ctx`] whose reads see
+//!    the earlier packets' writes of the same batch,
+//! 5. writes the batch's changes in one round trip, then transmits the forwarded packets,
+//! 6. every `timer_interval_ms`, claims due tier-held timers (each fires on exactly one instance)
+//!    and calls [`NetworkFunction::on_timer`].
+//!
+//! A tier failure leads to the configured [`FailMode`] for the whole batch.
+
+pub mod config;
+pub mod ctx;
+pub mod runtime;
+pub mod stats;
+
+pub use ctx::Ctx;
+pub use flowstore::{FlowStore, Key, KeySpace, StoreError};
+pub use packet::Parsed;
+
+/// What happens to a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Transmit (possibly rewritten) on the port.
+    Forward,
+    /// Discard.
+    Drop,
+}
+
+/// Behaviour when the state tier cannot be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailMode {
+    /// Drop packets whose state cannot be read or written (default; security NFs).
+    Closed,
+    /// Forward packets unprocessed.
+    Open,
+}
+
+impl std::str::FromStr for FailMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "closed" => Ok(FailMode::Closed),
+            "open" => Ok(FailMode::Open),
+            _ => Err(format!(
+                "fail_mode must be \"closed\" or \"open\", not {s:?}"
+            )),
+        }
+    }
+}
+
+/// A stateless network function: all per-flow state goes through the [`Ctx`] to the tier, so
+/// any instance can process any packet of any flow.
+pub trait NetworkFunction: Send {
+    /// Type name ("firewall", "nat", ...).
+    fn name(&self) -> &'static str;
+
+    /// One-time setup against the tier (e.g. initialise a shared pool; idempotent across
+    /// instances). Called before the first batch.
+    fn init(&mut self, _store: &mut dyn FlowStore, _keys: &KeySpace) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Push the keys `process` will read for this packet onto `out` (fetched for the whole batch
+    /// in one round trip). Reads of other keys still work but cost a round trip each.
+    fn read_set(&self, keys: &KeySpace, pkt: &Parsed, frame: &[u8], out: &mut Vec<Key>);
+
+    /// Process one packet. `frame` may be rewritten or resized; `pkt` is its parse.
+    /// An `Err` (tier failure) applies the runtime's [`FailMode`] to this packet.
+    fn process(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        frame: &mut Vec<u8>,
+        pkt: &Parsed,
+    ) -> Result<Verdict, StoreError>;
+
+    /// A timer this NF set with [`Ctx::timer_set`] is due; exactly one instance gets each call.
+    fn on_timer(&mut self, _ctx: &mut Ctx<'_>, _member: &[u8]) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// NF-specific counters for the stats endpoint.
+    fn stats(&self) -> serde_json::Value {
+        serde_json::json!({})
+    }
+}
