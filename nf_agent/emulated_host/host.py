@@ -8,6 +8,7 @@ OneSwitch, the agent) means appending one object with up/down/status to `compone
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -318,6 +319,9 @@ class EmulatedHost:
             pid = read_pidfile(pidfile)
             if pid:
                 kill_and_wait(pid)
+        # ... and those whose pidfiles are gone too (rundir removed): found by their command line or cwd.
+        for pid in processes_using(self.rundir):
+            kill_and_wait(pid)
         for ns in nm.owned_namespaces(self.name, netns_list()):
             for pid in netns_pids(ns):
                 kill_and_wait(pid)
@@ -349,6 +353,27 @@ class EmulatedHost:
             else:
                 out[comp.key] = st
         return out
+
+
+def processes_using(rundir: Path, proc: Path = Path("/proc")) -> list[int]:
+    """PIDs whose command line names a path under `rundir`, or whose working directory is in it.
+
+    (redis-server rewrites its command line, but runs in `--dir rundir`; a removed directory shows as
+    "PATH (deleted)".)
+    """
+    prefix = str(rundir).rstrip("/") + "/"
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(entry / "cwd").removesuffix(" (deleted)") + "/"
+        except OSError:
+            continue
+        if prefix in args or cwd.startswith(prefix):
+            found.append(int(entry.name))
+    return found
 
 
 def ping(netns: str, ip: str, count: int = 3, timeout: float = 10) -> bool:

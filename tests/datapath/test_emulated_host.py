@@ -241,3 +241,19 @@ def test_bad_controller_target_is_an_error():
     for bad in ("ssl:1.2.3.4:6653", "tcp:127.0.0.1", "tcp::6653", "tcp:127.0.0.1:0", "tcp:127.0.0.1:x"):
         with pytest.raises(DatapathError, match="expected tcp:HOST:PORT"):
             parse_tcp_target(bad)
+
+
+def test_down_after_the_rundir_was_lost_still_leaves_nothing(host_factory):
+    """A crash that also lost the rundir (state file, pidfiles): down finds everything by name and path."""
+    import shutil
+    import socket
+
+    h = host_factory(vms=1)
+    status = h.up()
+    shutil.rmtree(h.rundir)
+    h.down()
+    assert machine_snapshot(h.name) == EMPTY
+    with socket.socket() as s:  # redis (whose command line names no path) is gone too
+        assert s.connect_ex(("127.0.0.1", status["redis"]["port"])) != 0
+    for sw in (status["host"], status["snics"][0]):
+        assert sw["openflow_relay_pid"] and not os.path.exists(f"/proc/{sw['openflow_relay_pid']}")
