@@ -26,6 +26,7 @@ class SnicConfig:
     ovsdb: str | None = None  # bluefield: the DPU's OVSDB remote, e.g. tcp:192.0.2.10:6640
     openflow: str | None = None  # bluefield: the DPU bridge's OpenFlow listener, e.g. tcp:192.0.2.10:6634
     bridge: str | None = None  # bluefield: the DPU's bridge name
+    datapath_type: str = ""  # bluefield: "" = the DPU's default (kernel/offloaded), or "netdev"
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ _SNIC_TYPES: dict[str, tuple[type, ...]] = {
     "ovsdb": (str,),
     "openflow": (str,),
     "bridge": (str,),
+    "datapath_type": (str,),
 }
 _TOP_KEYS = {"name", "vms", "snics", "redis", "rundir"}
 
@@ -120,8 +122,13 @@ def _parse_snic(where: str, index: int, raw: Any) -> SnicConfig:
         for key in ("ovsdb", "openflow", "bridge"):
             if not getattr(snic, key):
                 raise _fail(f"{where}.{key}", "required for the bluefield backend")
-    elif snic.ovsdb or snic.openflow or snic.bridge:
-        raise _fail(where, "ovsdb/openflow/bridge are only for the bluefield backend")
+        for key in ("ovsdb", "openflow"):
+            if not re.match(r"^(tcp|ssl|unix):\S+$", getattr(snic, key)):
+                raise _fail(f"{where}.{key}", f"{getattr(snic, key)!r} is not an OVS remote (tcp:HOST:PORT)")
+        if snic.datapath_type not in ("", "system", "netdev"):
+            raise _fail(f"{where}.datapath_type", f"{snic.datapath_type!r} is not one of: system, netdev")
+    elif snic.ovsdb or snic.openflow or snic.bridge or snic.datapath_type:
+        raise _fail(where, "ovsdb/openflow/bridge/datapath_type are only for the bluefield backend")
     return snic
 
 

@@ -151,7 +151,7 @@ class Snic:
     def __post_init__(self) -> None:
         n, k, c = self.name, self.index, self.cfg
         if c.backend == "bluefield":
-            self.switch = BlueFieldSnic(c.bridge, c.ovsdb, c.openflow)
+            self.switch = BlueFieldSnic(c.bridge, c.ovsdb, c.openflow, datapath_type=c.datapath_type)
         else:
             self.switch = EmulatedSnic(
                 netns=nm.ns_snic(n, k),

@@ -30,6 +30,24 @@ def test_defaults_have_one_snic():
         ({"snics": [{"backend": "fpga"}]}, "snics[0].backend"),
         ({"snics": [{"backend": "bluefield"}]}, "snics[0].ovsdb"),
         ({"snics": [{"id": "snic3"}]}, "snics[0].id"),
+        (
+            {"snics": [{"backend": "bluefield", "ovsdb": "1.2.3.4", "openflow": "tcp:a:1", "bridge": "b"}]},
+            "snics[0].ovsdb",
+        ),
+        (
+            {
+                "snics": [
+                    {
+                        "backend": "bluefield",
+                        "ovsdb": "tcp:a:1",
+                        "openflow": "tcp:a:2",
+                        "bridge": "b",
+                        "datapath_type": "dpdk",
+                    }
+                ]
+            },
+            "snics[0].datapath_type",
+        ),
         ({"snics": []}, "snics"),
         ({"vms": True}, "vms"),
         ({"vms": -2}, "vms"),

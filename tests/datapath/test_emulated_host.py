@@ -257,3 +257,50 @@ def test_down_after_the_rundir_was_lost_still_leaves_nothing(host_factory):
         assert s.connect_ex(("127.0.0.1", status["redis"]["port"])) != 0
     for sw in (status["host"], status["snics"][0]):
         assert sw["openflow_relay_pid"] and not os.path.exists(f"/proc/{sw['openflow_relay_pid']}")
+
+
+def test_two_snics_each_with_its_own_pcie_link(host_factory):
+    h = host_factory(vms=1, snics=[{"pcie_gbps": 0}, {"pcie_gbps": 0, "eth_ports": 2}])
+    status = h.up()
+    assert status["host"]["ports"] == {nm.if_pcie(h.name, 0)[0]: 1, nm.if_pcie(h.name, 1)[0]: 2,
+                                       nm.if_vm(h.name, 0)[1]: 100}  # fmt: skip
+    s1 = status["snics"][1]
+    assert s1["pcie"]["host_ofport"] == 2 and [e["ofport"] for e in s1["eth_ports"]] == [1, 2]
+    host = SwitchDriver(
+        status["host"]["bridge"], status["host"]["ovsdb"], openflow=status["host"]["openflow"]
+    )
+    snic1 = SwitchDriver(s1["bridge"], s1["ovsdb"], openflow=s1["openflow"])
+    host.add_flows(["in_port=100,actions=output:2", "in_port=2,actions=output:100"])
+    snic1.add_flows(["in_port=100,actions=output:2", "in_port=2,actions=output:100"])
+    assert ping(nm.ns_vm(h.name, 0), nm.ip_outside(1, 1))  # vm0 -> PCIe link 1 -> sNIC 1's second port
+    assert snic1.port_stats()[nm.if_pcie(h.name, 1)[1]]["rx_packets"] > 0
+    host.close()
+    snic1.close()
+
+
+def test_host_with_a_bluefield_snic_from_config(host_factory, tmp_path):
+    """`snics: [{backend: bluefield, ...}]`: the host drives a DPU's OVS it does not own, over TCP OVSDB."""
+    from host_datapath.ovs_instance import OvsInstance
+
+    dpu_ns, port = f"{unique_name()}-dpu", free_port()
+    dpu = OvsInstance(tmp_path / "dpu", dpu_ns)
+    try:
+        netns_add(dpu_ns)
+        dpu.start(ovsdb_tcp_port=port)
+        bridge = f"{unique_name()}-bf"
+        mgmt = tmp_path / "dpu" / f"{bridge}.mgmt"
+        h = host_factory(vms=1, snics=[{"backend": "bluefield", "ovsdb": f"tcp:127.0.0.1:{port}",
+                                        "openflow": f"unix:{mgmt}", "bridge": bridge, "datapath_type": "netdev"}])  # fmt: skip
+        status = h.up()
+        sn = status["snics"][0]
+        assert sn["backend"] == "bluefield" and sn["ovsdb"] == f"tcp:127.0.0.1:{port}" and "pcie" not in sn
+        wait_for(mgmt.exists, 10, "the DPU bridge's OpenFlow socket")
+        drv = SwitchDriver(bridge, sn["ovsdb"], openflow=sn["openflow"])
+        drv.add_flows(["priority=3,actions=drop"])
+        assert [f.priority for f in drv.flow_stats()] == [3]
+        drv.close()
+        h.down()
+        assert dpu.running()  # the DPU's own OVS is not ours to stop
+    finally:
+        dpu.stop()
+        netns_del(dpu_ns)
