@@ -352,6 +352,9 @@ class EmulatedHost:
                 out["snics"].append(st)
             else:
                 out[comp.key] = st
+        # Up = a completed bring-up whose switches still run (after a crash: false, and `uno up` recovers).
+        switches = [out["host"], *[sn for sn in out["snics"] if "running" in sn]]
+        out["up"] = out["up"] and all(sw["running"] for sw in switches)
         return out
 
 

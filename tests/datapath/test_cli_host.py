@@ -61,3 +61,32 @@ def test_run_once_pings_through_the_path_and_leaves_nothing(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "via host switch, PCIe, sNIC: ok" in out.stdout
     assert machine_snapshot(name) == EMPTY
+
+
+def test_run_until_ctrl_c_then_leaves_nothing(tmp_path):
+    """`make run`: up, status, wait; SIGINT (Ctrl-C) tears down."""
+    import signal
+
+    from .conftest import EMPTY, machine_snapshot
+
+    name = unique_name()
+    cfg = tmp_path / "host.yaml"
+    cfg.write_text("rundir: /run/uno-test\nvms: 1\n")
+    proc = subprocess.Popen([sys.executable, "-m", "nf_agent.cli", "run", "--config", str(cfg), "--name", name],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        lines = []
+        for line in proc.stdout:  # bounded by the bring-up's own timeouts; EOF if it dies
+            lines.append(line)
+            if "Ctrl-C" in line:
+                break
+        assert any("Ctrl-C" in line for line in lines), "".join(lines) + proc.stderr.read()
+        assert machine_snapshot(name)["netns"]  # it is really up
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        assert machine_snapshot(name) == EMPTY
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        uno("down", "--config", str(cfg), "--name", name)

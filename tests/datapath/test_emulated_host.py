@@ -63,6 +63,7 @@ def test_recovers_after_kill9_of_a_vswitchd(host_factory):
     pid = status["host"]["pids"]["ovs-vswitchd"]
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not h.is_up(), 10, "the host to be seen as down")
+    assert h.status()["up"] is False and h.status()["host"]["running"] is False
     status = h.up()  # sweeps the crashed run, then comes up afresh
     assert status["host"]["pids"]["ovs-vswitchd"] != pid
     host, snic = drivers(status)
