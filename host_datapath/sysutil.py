@@ -165,3 +165,15 @@ def set_root_sysctls() -> None:
                 path.write_text(str(want))
         except OSError:
             pass
+
+
+def link_counters(ifname: str, netns: str | None = None) -> dict[str, int]:
+    """Kernel counters of one interface: rx/tx bytes, packets, dropped (empty if it does not exist)."""
+    import json
+
+    out = run(["ip", "-j", "-s", "link", "show", "dev", ifname], netns=netns, check=False)
+    try:
+        stats = json.loads(out)[0]["stats64"]
+    except (ValueError, IndexError, KeyError):
+        return {}
+    return {f"{d}_{k}": int(stats[d][k]) for d in ("rx", "tx") for k in ("bytes", "packets", "dropped")}

@@ -20,6 +20,7 @@ from host_datapath.host_switch import HostSwitch
 from host_datapath.sysutil import (
     DatapathError,
     kill_and_wait,
+    link_counters,
     link_exists,
     netns_add,
     netns_del,
@@ -214,6 +215,7 @@ class Snic:
                 "host_ofport": nm.HOST_PCIE_OFPORT_BASE + k,
                 "snic_port": s_if,
                 "snic_ofport": nm.SNIC_PCIE_OFPORT,
+                "host_end_counters": link_counters(h_if, self.host.netns),  # tx = host -> sNIC
             }
             out["eth_ports"] = [
                 {

@@ -98,6 +98,8 @@ def test_ping_and_tcp_through_host_pcie_snic(running_host):
     stats = {f.match: f.packets for f in host.flow_stats()}
     assert stats["in_port=100"] > 0 and stats["in_port=1"] > 0
     assert host.port_stats()[nm.if_pcie(h.name, 0)[0]]["tx_packets"] > 0
+    link = h.status()["snics"][0]["pcie"]["host_end_counters"]
+    assert link["tx_bytes"] > 1_000_000 and link["rx_packets"] > 0  # the iperf3 stream crossed the link
 
 
 TAGS = {
