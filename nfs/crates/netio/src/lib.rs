@@ -130,3 +130,21 @@ pub fn open_port(iface: &str, xdp: bool, batch: usize) -> io::Result<Box<dyn Dev
         afpacket::RingConfig::for_batch(batch),
     )?))
 }
+
+impl<T: Device + ?Sized> Device for Box<T> {
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+    fn recv(&mut self, batch: &mut Batch, now_ns: u64) -> io::Result<usize> {
+        (**self).recv(batch, now_ns)
+    }
+    fn send(&mut self, batch: &Batch, keep: &[bool], now_ns: u64) -> io::Result<usize> {
+        (**self).send(batch, keep, now_ns)
+    }
+    fn exhausted(&self) -> bool {
+        (**self).exhausted()
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        (**self).flush()
+    }
+}

@@ -15,6 +15,7 @@
 
 pub mod config;
 pub mod ctx;
+pub mod harness;
 pub mod runtime;
 pub mod stats;
 

@@ -88,6 +88,11 @@ impl<D: Device> Runtime<D> {
         self.store.as_mut()
     }
 
+    /// Take the runtime apart (tests inspect the NF, store and device afterwards).
+    pub fn into_parts(self) -> (Box<dyn NetworkFunction>, Box<dyn FlowStore>, D) {
+        (self.nf, self.store, self.dev)
+    }
+
     pub fn nf(&self) -> &dyn NetworkFunction {
         self.nf.as_ref()
     }

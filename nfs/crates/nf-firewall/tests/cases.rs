@@ -1,0 +1,86 @@
+//! Case directories under nfs/tests-data/firewall: local and Redis modes, several batch sizes,
+//! and two instances sharing one Redis processing packets alternately.
+
+use flowstore::test_redis::TestRedis;
+use flowstore::{LocalStore, RedisConfig, RedisStore};
+use nf_firewall::Firewall;
+use nfcore::harness::{load_case, run_alternating, run_frames, verdicts};
+use std::path::PathBuf;
+
+fn cases() -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/firewall");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    assert!(!v.is_empty());
+    v
+}
+
+#[test]
+fn cases_same_in_local_and_redis_modes_and_two_instances() {
+    let redis = TestRedis::start().expect("redis-server");
+    for dir in cases() {
+        let case = load_case(&dir).unwrap();
+        let want: Vec<String> = serde_json::from_value(case.expected["verdicts"].clone()).unwrap();
+        let mk = || Box::new(Firewall::from_config(&case.config).unwrap());
+        for batch in [1, 4, 32] {
+            let local = run_frames(
+                mk(),
+                Box::new(LocalStore::new()),
+                "fwl",
+                &case.frames,
+                batch,
+            );
+            assert_eq!(
+                verdicts(&local),
+                want,
+                "{} local batch {batch}",
+                dir.display()
+            );
+            let nf_id = format!("fwr{batch}");
+            let store = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+            let remote = run_frames(mk(), Box::new(store), &nf_id, &case.frames, batch);
+            assert_eq!(remote, local, "{} redis batch {batch}", dir.display());
+        }
+        let alt = run_alternating(
+            || {
+                let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+                (mk(), Box::new(s))
+            },
+            "fwalt",
+            &case.frames,
+        );
+        assert_eq!(
+            verdicts(&alt),
+            want,
+            "{} two instances alternating",
+            dir.display()
+        );
+    }
+}
+
+#[test]
+fn config_errors_name_the_field() {
+    for (cfg, field) in [
+        (
+            serde_json::json!({"rules": [{"action": "maybe"}]}),
+            "rules[0]",
+        ),
+        (
+            serde_json::json!({"rules": [{"action": "allow", "src": "10.0.0.0/33"}]}),
+            "rules[0]",
+        ),
+        (
+            serde_json::json!({"rules": [{"action": "allow", "dst_port": "9-1"}]}),
+            "dst_port",
+        ),
+        (serde_json::json!({"default": "x"}), "default"),
+        (serde_json::json!({"idle_timeout_ms": 0}), "idle_timeout_ms"),
+        (serde_json::json!({"rulez": []}), "rulez"),
+    ] {
+        let e = Firewall::from_config(&cfg).err().unwrap();
+        assert!(e.contains(field), "{cfg}: {e}");
+    }
+}

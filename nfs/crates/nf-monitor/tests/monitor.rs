@@ -1,0 +1,104 @@
+//! Flow monitor: counters per connection in local and Redis modes, and with two instances.
+
+use flowstore::test_redis::TestRedis;
+use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
+use nf_monitor::{FlowRecord, Monitor};
+use nfcore::harness::{load_case, run_alternating, run_frames_full, verdicts};
+use packet::Parsed;
+use std::path::PathBuf;
+
+fn check(store: &mut dyn FlowStore, nf_id: &str, case: &nfcore::harness::Case, what: &str) {
+    let ks = KeySpace::new(nf_id).unwrap();
+    for f in case.expected["flows"].as_array().unwrap() {
+        let i = f["packet"].as_u64().unwrap() as usize;
+        let p = Parsed::new_checked(&case.frames[i].1).unwrap();
+        let mut out = vec![];
+        store.get_many(&[Monitor::key(&ks, &p)], &mut out).unwrap();
+        let r = FlowRecord::decode(out[0].as_deref().unwrap()).unwrap();
+        assert_eq!(
+            r.pkts_fwd + r.pkts_rev,
+            f["pkts"].as_u64().unwrap(),
+            "{what}: flow of packet {i}"
+        );
+        assert_eq!(
+            r.bytes_fwd + r.bytes_rev,
+            f["bytes"].as_u64().unwrap(),
+            "{what}: flow of packet {i}"
+        );
+    }
+}
+
+#[test]
+fn counters_same_in_all_modes() {
+    let redis = TestRedis::start().expect("redis-server");
+    let case = load_case(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/monitor/basic"),
+    )
+    .unwrap();
+    let want: Vec<String> = serde_json::from_value(case.expected["verdicts"].clone()).unwrap();
+    let mk = || Box::new(Monitor::from_config(&case.config).unwrap());
+    for batch in [1, 3, 32] {
+        let (out, _, mut store) =
+            run_frames_full(mk(), Box::new(LocalStore::new()), "m", &case.frames, batch);
+        assert_eq!(verdicts(&out), want);
+        assert_eq!(
+            out.iter().flatten().collect::<Vec<_>>(),
+            case.frames.iter().map(|f| &f.1).collect::<Vec<_>>()
+        );
+        check(store.as_mut(), "m", &case, "local");
+        let id = format!("m{batch}");
+        let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+        let (out, _, mut store) = run_frames_full(mk(), Box::new(s), &id, &case.frames, batch);
+        assert_eq!(verdicts(&out), want);
+        check(store.as_mut(), &id, &case, "redis");
+    }
+    let conn = || RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+    let out = run_alternating(|| (mk(), Box::new(conn())), "malt", &case.frames);
+    assert_eq!(verdicts(&out), want);
+    check(&mut conn(), "malt", &case, "alternating");
+}
+
+/// Tier down: fail-closed drops and counts, fail-open forwards unprocessed; both reconnect.
+#[test]
+fn tier_failure_follows_fail_mode_and_recovers_counters() {
+    use nfcore::config::RuntimeOptions;
+    use nfcore::harness::RecordingDevice;
+    use nfcore::runtime::Runtime;
+    use nfcore::FailMode;
+    use std::sync::atomic::Ordering::Relaxed;
+    let case = load_case(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/monitor/basic"),
+    )
+    .unwrap();
+    for mode in [FailMode::Closed, FailMode::Open] {
+        let mut redis = TestRedis::start().expect("redis-server");
+        let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+        let opts = RuntimeOptions {
+            batch_size: 2,
+            fail_mode: mode,
+            timer_interval_ms: 1000,
+        };
+        let nf = Box::new(Monitor::from_config(&case.config).unwrap());
+        let dev = RecordingDevice::new(case.frames.clone());
+        let mut rt = Runtime::new(nf, Box::new(s), dev, KeySpace::new("mf").unwrap(), opts);
+        rt.init().unwrap();
+        rt.step(0).unwrap();
+        redis.kill();
+        rt.step(0).unwrap();
+        rt.step(0).unwrap();
+        let st = rt.stats();
+        let out = &rt.device().out;
+        assert!(out[0].is_some() && out[1].is_some(), "before the failure");
+        assert!(st.store_errors.load(Relaxed) >= 2);
+        match mode {
+            FailMode::Closed => {
+                assert!(out[2..].iter().all(|o| o.is_none()));
+                assert_eq!(st.fail_closed_dropped.load(Relaxed), 3);
+            }
+            FailMode::Open => {
+                assert!(out[2..].iter().all(|o| o.is_some()));
+                assert_eq!(st.fail_open_forwarded.load(Relaxed), 3);
+            }
+        }
+    }
+}

@@ -1,0 +1,398 @@
+//! Source NAT (thesis Algorithm 5) with a shared pool of public IP:port in the tier.
+//!
+//! Outbound packets (source inside, destination outside) of a new connection take a public
+//! IP:port from the pool (atomic pop: instances never hand out the same pair), the mapping is
+//! claimed with compare-and-set (two instances racing on one new flow agree on one mapping), and
+//! the reverse mapping is written for the return direction. Source (outbound) or destination
+//! (inbound) address and port are rewritten with incremental checksum updates. Inbound packets
+//! without a mapping are dropped. Idle mappings expire by tier-held timers and their pair goes
+//! back to the pool.
+//!
+//! Keys: `nf:<id>:{<hash of the outbound 5-tuple>}:nat-out` -> [`Mapping`];
+//! `nf:<id>:{<hash of the inbound 5-tuple (remote -> public)>}:nat-in` -> original src IP:port;
+//! `nf:<id>:{pool}` (list) -> free public IP:port pairs.
+//!
+//! Config (JSON): `{"inside": ["10.0.0.0/8"], "public_ips": ["198.51.100.1"],
+//! "ports": "20000-20999", "idle_timeout_ms": 60000}` plus the runtime options.
+
+use nf_firewall::rules::Cidr;
+use nfcore::config::{object, only_keys, opt_str, opt_u64, RUNTIME_KEYS};
+use nfcore::{Ctx, FlowStore, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
+use packet::rewrite::{set_dst_ip, set_dst_port, set_src_ip, set_src_port};
+use packet::{FlowKey, L4};
+use serde_json::Value;
+use std::net::IpAddr;
+
+pub const TABLE_OUT: &str = "nat-out";
+pub const TABLE_IN: &str = "nat-in";
+pub const POOL: &str = "pool";
+
+/// Encode an address and port: 4 or 16 address bytes, then the port (big endian).
+pub fn encode_endpoint(ip: IpAddr, port: u16) -> Vec<u8> {
+    let mut v = match ip {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    };
+    v.extend_from_slice(&port.to_be_bytes());
+    v
+}
+
+pub fn decode_endpoint(b: &[u8]) -> Option<(IpAddr, u16)> {
+    let port = |p: &[u8]| u16::from_be_bytes([p[0], p[1]]);
+    match b.len() {
+        6 => Some((
+            IpAddr::from(<[u8; 4]>::try_from(&b[..4]).ok()?),
+            port(&b[4..]),
+        )),
+        18 => Some((
+            IpAddr::from(<[u8; 16]>::try_from(&b[..16]).ok()?),
+            port(&b[16..]),
+        )),
+        _ => None,
+    }
+}
+
+/// The outbound mapping of one connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    pub public: (IpAddr, u16),
+    /// The connection's outbound 5-tuple before translation.
+    pub orig: FlowKey,
+    /// When the idle timer was last moved (ms).
+    pub refreshed_ms: u64,
+}
+
+impl Mapping {
+    pub fn encode(&self) -> Vec<u8> {
+        let ep = encode_endpoint(self.public.0, self.public.1);
+        let mut v = vec![ep.len() as u8];
+        v.extend_from_slice(&ep);
+        v.extend_from_slice(&self.refreshed_ms.to_le_bytes());
+        let o = &self.orig;
+        for (ip, port) in [(o.src, o.src_port), (o.dst, o.dst_port)] {
+            let e = encode_endpoint(ip, port);
+            v.push(e.len() as u8);
+            v.extend_from_slice(&e);
+        }
+        v.push(o.proto);
+        v
+    }
+
+    pub fn decode(b: &[u8]) -> Option<Mapping> {
+        let mut at = 0;
+        let mut ep = |b: &[u8]| -> Option<(IpAddr, u16)> {
+            let n = *b.get(at)? as usize;
+            let r = decode_endpoint(b.get(at + 1..at + 1 + n)?);
+            at += 1 + n;
+            r
+        };
+        let public = ep(b)?;
+        let t = b.get(at..at + 8)?;
+        let refreshed_ms = u64::from_le_bytes(t.try_into().ok()?);
+        at += 8;
+        let mut ep2 = |b: &[u8]| -> Option<(IpAddr, u16)> {
+            let n = *b.get(at)? as usize;
+            let r = decode_endpoint(b.get(at + 1..at + 1 + n)?);
+            at += 1 + n;
+            r
+        };
+        let (s, sp) = ep2(b)?;
+        let (d, dp) = ep2(b)?;
+        let proto = *b.get(at)?;
+        if at + 1 != b.len() {
+            return None;
+        }
+        Some(Mapping {
+            public,
+            orig: FlowKey {
+                src: s,
+                dst: d,
+                src_port: sp,
+                dst_port: dp,
+                proto,
+            },
+            refreshed_ms,
+        })
+    }
+
+    /// The 5-tuple of return traffic (remote -> public).
+    pub fn inbound_key(&self) -> FlowKey {
+        FlowKey {
+            src: self.orig.dst,
+            dst: self.public.0,
+            src_port: self.orig.dst_port,
+            dst_port: self.public.1,
+            proto: self.orig.proto,
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counters {
+    translated_out: u64,
+    translated_in: u64,
+    new_mappings: u64,
+    lost_races: u64,
+    pool_empty: u64,
+    no_mapping: u64,
+    unsupported: u64,
+    passthrough: u64,
+    expired: u64,
+}
+
+/// The NAT NF.
+pub struct Nat {
+    inside: Vec<Cidr>,
+    public_ips: Vec<IpAddr>,
+    ports: (u16, u16),
+    idle_ms: u64,
+    c: Counters,
+}
+
+enum Way {
+    Out,
+    In,
+    Neither,
+}
+
+impl Nat {
+    pub fn from_config(cfg: &Value) -> Result<Nat, String> {
+        let o = object(cfg, "nat config")?;
+        let mut allowed = vec!["inside", "public_ips", "ports", "idle_timeout_ms"];
+        allowed.extend_from_slice(RUNTIME_KEYS);
+        only_keys(o, &allowed, "nat config")?;
+        let list = |k: &str| -> Result<Vec<String>, String> {
+            o.get(k)
+                .and_then(|v| v.as_array())
+                .and_then(|a| {
+                    a.iter()
+                        .map(|x| x.as_str().map(String::from))
+                        .collect::<Option<Vec<_>>>()
+                })
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| format!("{k} must be a non-empty list of strings"))
+        };
+        let inside = list("inside")?
+            .iter()
+            .map(|s| Cidr::parse(s).map_err(|e| format!("inside: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let public_ips = list("public_ips")?
+            .iter()
+            .map(|s| {
+                s.parse::<IpAddr>()
+                    .map_err(|_| format!("public_ips: bad address {s:?}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let r = opt_str(o, "ports", "20000-29999")?;
+        let ports = r
+            .split_once('-')
+            .and_then(|(a, b)| Some((a.parse::<u16>().ok()?, b.parse::<u16>().ok()?)))
+            .filter(|(a, b)| *a >= 1 && a <= b)
+            .ok_or_else(|| {
+                format!("ports must be \"lo-hi\" with 1 <= lo <= hi <= 65535, not {r:?}")
+            })?;
+        if public_ips.len() * (ports.1 - ports.0 + 1) as usize > 1_000_000 {
+            return Err("public_ips x ports must be at most 1000000 pairs".into());
+        }
+        Ok(Nat {
+            inside,
+            public_ips,
+            ports,
+            idle_ms: opt_u64(o, "idle_timeout_ms", 60_000, 1, 86_400_000)?,
+            c: Counters::default(),
+        })
+    }
+
+    fn is_inside(&self, ip: IpAddr) -> bool {
+        self.inside.iter().any(|c| c.contains(ip))
+    }
+
+    fn way(&self, pkt: &Parsed) -> Way {
+        if self.public_ips.contains(&pkt.dst) {
+            Way::In
+        } else if self.is_inside(pkt.src) && !self.is_inside(pkt.dst) {
+            Way::Out
+        } else {
+            Way::Neither
+        }
+    }
+
+    fn translatable(pkt: &Parsed) -> bool {
+        matches!(pkt.l4, L4::Tcp { .. } | L4::Udp { .. })
+    }
+
+    fn touch(&self, ctx: &mut Ctx<'_>, key_out: &Key, m: &mut Mapping) {
+        let now = ctx.now_ms();
+        if now.saturating_sub(m.refreshed_ms) >= self.idle_ms / 4 {
+            m.refreshed_ms = now;
+            ctx.set(key_out, m.encode());
+            ctx.timer_set(key_out.clone(), now + self.idle_ms);
+        }
+    }
+
+    fn outbound(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        frame: &mut [u8],
+        pkt: &Parsed,
+    ) -> Result<Verdict, StoreError> {
+        let fk = pkt.flow_key();
+        let key_out = ctx.keys.flow(fk.stable_hash(), TABLE_OUT);
+        let mut m = match ctx.get(&key_out)?.and_then(Mapping::decode) {
+            Some(m) => m,
+            None => {
+                let pool = ctx.keys.global(POOL);
+                let Some(item) = ctx.store().pool_pop(&pool)? else {
+                    self.c.pool_empty += 1;
+                    return Ok(Verdict::Drop);
+                };
+                let Some(public) = decode_endpoint(&item) else {
+                    self.c.pool_empty += 1;
+                    return Ok(Verdict::Drop);
+                };
+                let now = ctx.now_ms();
+                let cand = Mapping {
+                    public,
+                    orig: fk,
+                    refreshed_ms: now,
+                };
+                let enc = cand.encode();
+                if ctx.store().compare_and_set(&key_out, None, Some(&enc))? {
+                    self.c.new_mappings += 1;
+                    ctx.set(&key_out, enc);
+                    ctx.set(
+                        &ctx.keys.flow(cand.inbound_key().stable_hash(), TABLE_IN),
+                        encode_endpoint(fk.src, fk.src_port),
+                    );
+                    ctx.timer_set(key_out.clone(), now + self.idle_ms);
+                    cand
+                } else {
+                    // Another instance mapped this flow first: use its mapping, return ours.
+                    self.c.lost_races += 1;
+                    ctx.store().pool_push(&pool, &item)?;
+                    let mut v = Vec::new();
+                    ctx.store()
+                        .get_many(std::slice::from_ref(&key_out), &mut v)?;
+                    match v.pop().flatten().as_deref().and_then(Mapping::decode) {
+                        Some(m) => m,
+                        None => return Ok(Verdict::Drop),
+                    }
+                }
+            }
+        };
+        self.touch(ctx, &key_out, &mut m);
+        let Ok(p) = set_src_ip(frame, pkt, m.public.0) else {
+            self.c.unsupported += 1;
+            return Ok(Verdict::Drop);
+        };
+        if set_src_port(frame, &p, m.public.1).is_err() {
+            self.c.unsupported += 1;
+            return Ok(Verdict::Drop);
+        }
+        self.c.translated_out += 1;
+        Ok(Verdict::Forward)
+    }
+
+    fn inbound(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        frame: &mut [u8],
+        pkt: &Parsed,
+    ) -> Result<Verdict, StoreError> {
+        let key_in = ctx.keys.flow(pkt.flow_key().stable_hash(), TABLE_IN);
+        let Some((ip, port)) = ctx.get(&key_in)?.and_then(decode_endpoint) else {
+            self.c.no_mapping += 1;
+            return Ok(Verdict::Drop);
+        };
+        let Ok(p) = set_dst_ip(frame, pkt, ip) else {
+            self.c.unsupported += 1;
+            return Ok(Verdict::Drop);
+        };
+        if set_dst_port(frame, &p, port).is_err() {
+            self.c.unsupported += 1;
+            return Ok(Verdict::Drop);
+        }
+        self.c.translated_in += 1;
+        Ok(Verdict::Forward)
+    }
+}
+
+impl NetworkFunction for Nat {
+    fn name(&self) -> &'static str {
+        "nat"
+    }
+
+    fn init(&mut self, store: &mut dyn FlowStore, keys: &KeySpace) -> Result<(), StoreError> {
+        let mut items = Vec::new();
+        for ip in &self.public_ips {
+            for port in self.ports.0..=self.ports.1 {
+                items.push(encode_endpoint(*ip, port));
+            }
+        }
+        store.pool_init(&keys.global(POOL), &items)?;
+        Ok(())
+    }
+
+    fn read_set(&self, keys: &KeySpace, pkt: &Parsed, _frame: &[u8], out: &mut Vec<Key>) {
+        if !Self::translatable(pkt) {
+            return;
+        }
+        match self.way(pkt) {
+            Way::Out => out.push(keys.flow(pkt.flow_key().stable_hash(), TABLE_OUT)),
+            Way::In => out.push(keys.flow(pkt.flow_key().stable_hash(), TABLE_IN)),
+            Way::Neither => {}
+        }
+    }
+
+    fn process(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        frame: &mut Vec<u8>,
+        pkt: &Parsed,
+    ) -> Result<Verdict, StoreError> {
+        let way = self.way(pkt);
+        if matches!(way, Way::Neither) {
+            self.c.passthrough += 1;
+            return Ok(Verdict::Forward);
+        }
+        if !Self::translatable(pkt) {
+            self.c.unsupported += 1;
+            return Ok(Verdict::Drop);
+        }
+        match way {
+            Way::Out => self.outbound(ctx, frame, pkt),
+            _ => self.inbound(ctx, frame, pkt),
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_>, member: &[u8]) -> Result<(), StoreError> {
+        let Some(cur) = ctx.get_owned(member)? else {
+            return Ok(());
+        };
+        let Some(m) = Mapping::decode(&cur) else {
+            ctx.del(member);
+            return Ok(());
+        };
+        // Delete only the mapping we read (a concurrent refresh wins), then free its pair.
+        if ctx.store().compare_and_set(member, Some(&cur), None)? {
+            self.c.expired += 1;
+            let key_in = ctx.keys.flow(m.inbound_key().stable_hash(), TABLE_IN);
+            ctx.del(member);
+            ctx.del(&key_in);
+            let pool = ctx.keys.global(POOL);
+            ctx.store()
+                .pool_push(&pool, &encode_endpoint(m.public.0, m.public.1))?;
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> Value {
+        let c = &self.c;
+        serde_json::json!({
+            "translated_out": c.translated_out, "translated_in": c.translated_in,
+            "new_mappings": c.new_mappings, "lost_races": c.lost_races, "pool_empty": c.pool_empty,
+            "no_mapping": c.no_mapping, "unsupported": c.unsupported, "passthrough": c.passthrough,
+            "expired": c.expired,
+        })
+    }
+}

@@ -1,0 +1,222 @@
+//! NAT: case directory in local and Redis modes (also two instances alternating), checksums of
+//! rewritten packets, timers returning pairs to the pool exactly once, pool races.
+
+use flowstore::test_redis::TestRedis;
+use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
+use nf_nat::Nat;
+use nfcore::config::RuntimeOptions;
+use nfcore::harness::{load_case, run_alternating, run_frames, verdicts, RecordingDevice};
+use nfcore::runtime::{Runtime, TimeSource};
+use nfcore::FailMode;
+use packet::build::{checksums_valid, FrameSpec, Transport};
+use packet::Parsed;
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+fn case_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/nat/basic")
+}
+
+fn check_case(out: &[Option<Vec<u8>>], expected: &serde_json::Value, what: &str) {
+    let want: Vec<String> = serde_json::from_value(expected["verdicts"].clone()).unwrap();
+    assert_eq!(verdicts(out), want, "{what}");
+    for r in expected["rewritten"].as_array().unwrap() {
+        let i = r["index"].as_u64().unwrap() as usize;
+        let f = out[i].as_ref().unwrap();
+        assert!(checksums_valid(f), "{what}: checksums of packet {i}");
+        let p = Parsed::new_checked(f).unwrap();
+        assert_eq!(
+            p.src.to_string(),
+            r["src"].as_str().unwrap(),
+            "{what}: packet {i}"
+        );
+        assert_eq!(
+            p.dst.to_string(),
+            r["dst"].as_str().unwrap(),
+            "{what}: packet {i}"
+        );
+        assert_eq!(
+            p.ports().0 as u64,
+            r["sport"].as_u64().unwrap(),
+            "{what}: packet {i}"
+        );
+        assert_eq!(
+            p.ports().1 as u64,
+            r["dport"].as_u64().unwrap(),
+            "{what}: packet {i}"
+        );
+    }
+}
+
+#[test]
+fn case_local_redis_and_alternating() {
+    let redis = TestRedis::start().expect("redis-server");
+    let case = load_case(&case_dir()).unwrap();
+    let mk = || Box::new(Nat::from_config(&case.config).unwrap());
+    for batch in [1, 5, 32] {
+        let local = run_frames(
+            mk(),
+            Box::new(LocalStore::new()),
+            "natl",
+            &case.frames,
+            batch,
+        );
+        check_case(&local, &case.expected, &format!("local batch {batch}"));
+        let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+        let remote = run_frames(
+            mk(),
+            Box::new(s),
+            &format!("natr{batch}"),
+            &case.frames,
+            batch,
+        );
+        assert_eq!(remote, local, "redis batch {batch}");
+    }
+    let alt = run_alternating(
+        || {
+            (
+                mk(),
+                Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap()),
+            )
+        },
+        "natalt",
+        &case.frames,
+    );
+    check_case(&alt, &case.expected, "two instances alternating");
+}
+
+fn outbound_frames(n: u32, src_base: u32) -> Vec<(u64, Vec<u8>)> {
+    (0..n)
+        .map(|i| {
+            let src = std::net::Ipv4Addr::from(0x0a00_0000 + src_base + i);
+            let t = Transport::Tcp {
+                seq: 1,
+                ack: 0,
+                flags: packet::TCP_SYN,
+            };
+            (
+                i as u64 * 1000,
+                FrameSpec::new(src.into(), "192.0.2.1".parse().unwrap(), 1000, 80, t).build(),
+            )
+        })
+        .collect()
+}
+
+fn runtime(
+    store: Box<dyn FlowStore>,
+    cfg: &serde_json::Value,
+    frames: Vec<(u64, Vec<u8>)>,
+) -> Runtime<RecordingDevice> {
+    let opts = RuntimeOptions {
+        batch_size: 8,
+        fail_mode: FailMode::Closed,
+        timer_interval_ms: 1_000_000,
+    };
+    let nf = Box::new(Nat::from_config(cfg).unwrap());
+    let mut rt = Runtime::new(
+        nf,
+        store,
+        RecordingDevice::new(frames),
+        KeySpace::new("natt").unwrap(),
+        opts,
+    );
+    rt.init().unwrap();
+    rt
+}
+
+#[test]
+fn expiry_returns_pairs_once_with_two_instances() {
+    let redis = TestRedis::start().expect("redis-server");
+    let cfg = serde_json::json!({"inside": ["10.0.0.0/8"], "public_ips": ["198.51.100.1"], "ports": "100-109",
+                                  "idle_timeout_ms": 1000});
+    let conn = || Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
+    let mut a = runtime(conn(), &cfg, outbound_frames(6, 1));
+    let mut b = runtime(conn(), &cfg, vec![]);
+    a.run(TimeSource::Packets, &AtomicBool::new(false)).unwrap();
+    assert_eq!(a.device().out.iter().filter(|o| o.is_some()).count(), 6);
+    let pool = KeySpace::new("natt").unwrap().global("pool");
+    assert_eq!(a.store_mut().pool_len(&pool).unwrap(), 4);
+    // Not due yet.
+    assert_eq!(b.fire_timers(1_000_000).unwrap(), 0);
+    // Both instances try; each timer fires on exactly one of them.
+    let late = 100_000_000_000;
+    let fired =
+        b.fire_timers(late).unwrap() + a.fire_timers(late).unwrap() + b.fire_timers(late).unwrap();
+    assert_eq!(fired, 6);
+    assert_eq!(
+        a.store_mut().pool_len(&pool).unwrap(),
+        10,
+        "every pair back once"
+    );
+    let expired = |rt: &Runtime<RecordingDevice>| rt.nf().stats()["expired"].as_u64().unwrap();
+    assert_eq!(expired(&a) + expired(&b), 6);
+}
+
+#[test]
+fn pool_race_between_instances_never_reuses_a_pair() {
+    let redis = TestRedis::start().expect("redis-server");
+    let cfg = serde_json::json!({"inside": ["10.0.0.0/8"], "public_ips": ["198.51.100.1", "198.51.100.2"],
+                                  "ports": "5000-5049"});
+    let threads: Vec<_> = (0..2u32)
+        .map(|t| {
+            let (url, cfg) = (redis.url(), cfg.clone());
+            std::thread::spawn(move || {
+                let s = Box::new(RedisStore::connect(RedisConfig::new(&url)).unwrap());
+                let mut rt = runtime(s, &cfg, outbound_frames(70, 1 + t * 1000));
+                rt.run(TimeSource::Packets, &AtomicBool::new(false))
+                    .unwrap();
+                let (_, _, dev) = rt.into_parts();
+                dev.out
+                    .into_iter()
+                    .flatten()
+                    .map(|f| {
+                        let p = Parsed::new_checked(&f).unwrap();
+                        (p.src, p.ports().0)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let all: Vec<_> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    assert_eq!(all.len(), 100, "100 pairs for 140 new flows");
+    assert_eq!(
+        all.iter().collect::<HashSet<_>>().len(),
+        100,
+        "no pair given twice"
+    );
+}
+
+#[test]
+fn local_pool_exhaustion_and_config_errors() {
+    let cfg = serde_json::json!({"inside": ["10.0.0.0/8"], "public_ips": ["198.51.100.1"], "ports": "1-2"});
+    let mut rt = runtime(Box::new(LocalStore::new()), &cfg, outbound_frames(3, 1));
+    rt.run(TimeSource::Packets, &AtomicBool::new(false))
+        .unwrap();
+    assert_eq!(rt.device().out.iter().filter(|o| o.is_some()).count(), 2);
+    assert_eq!(rt.nf().stats()["pool_empty"], 1);
+    for (bad, field) in [
+        (
+            serde_json::json!({"public_ips": ["198.51.100.1"]}),
+            "inside",
+        ),
+        (
+            serde_json::json!({"inside": ["10.0.0.0/8"], "public_ips": ["x"]}),
+            "public_ips",
+        ),
+        (
+            serde_json::json!({"inside": ["10.0.0.0/8"], "public_ips": ["1.2.3.4"], "ports": "9-1"}),
+            "ports",
+        ),
+        (
+            serde_json::json!({"inside": ["10.0.0.0/40"], "public_ips": ["1.2.3.4"]}),
+            "inside",
+        ),
+    ] {
+        let e = Nat::from_config(&bad).err().unwrap();
+        assert!(e.contains(field), "{bad}: {e}");
+    }
+}

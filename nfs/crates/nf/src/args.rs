@@ -1,0 +1,127 @@
+//! Command-line parsing (no dependency; every error names the option).
+
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Args {
+    pub nf_type: String,
+    pub port: Option<String>,
+    pub pcap_in: Option<PathBuf>,
+    pub pcap_out: Option<PathBuf>,
+    pub store: String,
+    pub nf_id: String,
+    pub instance: String,
+    pub config: PathBuf,
+    pub stats: Option<String>,
+    pub xdp: bool,
+}
+
+pub const USAGE: &str = "usage: nf <type> (--port IFACE | --pcap-in FILE [--pcap-out FILE]) \
+--store redis://HOST:PORT|local --nf-id ID --instance ID --config FILE [--stats ADDR] [--xdp]";
+
+pub fn parse(argv: &[String]) -> Result<Args, String> {
+    let mut it = argv.iter();
+    let nf_type = it
+        .next()
+        .filter(|t| !t.starts_with('-'))
+        .ok_or(USAGE)?
+        .clone();
+    let (mut port, mut pin, mut pout, mut store, mut nf_id, mut inst, mut config, mut stats) =
+        (None, None, None, None, None, None, None, None);
+    let mut xdp = false;
+    while let Some(opt) = it.next() {
+        if opt == "--xdp" {
+            xdp = true;
+            continue;
+        }
+        let slot: &mut Option<String> = match opt.as_str() {
+            "--port" => &mut port,
+            "--pcap-in" => &mut pin,
+            "--pcap-out" => &mut pout,
+            "--store" => &mut store,
+            "--nf-id" => &mut nf_id,
+            "--instance" => &mut inst,
+            "--config" => &mut config,
+            "--stats" => &mut stats,
+            _ => return Err(format!("unknown option {opt:?}; {USAGE}")),
+        };
+        let v = it.next().ok_or_else(|| format!("{opt} needs a value"))?;
+        if slot.is_some() {
+            return Err(format!("{opt} given twice"));
+        }
+        *slot = Some(v.clone());
+    }
+    if port.is_some() == pin.is_some() {
+        return Err("give exactly one of --port or --pcap-in".into());
+    }
+    if port.is_some() && pout.is_some() {
+        return Err("--pcap-out only goes with --pcap-in".into());
+    }
+    let store = store.ok_or("--store is required (redis://HOST:PORT or local)")?;
+    if store != "local" && !store.starts_with("redis://") {
+        return Err(format!(
+            "--store must be redis://HOST:PORT or local, not {store:?}"
+        ));
+    }
+    let inst = inst.ok_or("--instance is required")?;
+    if inst.is_empty() {
+        return Err("--instance must not be empty".into());
+    }
+    Ok(Args {
+        nf_type,
+        port,
+        pcap_in: pin.map(PathBuf::from),
+        pcap_out: pout.map(PathBuf::from),
+        store,
+        nf_id: nf_id.ok_or("--nf-id is required")?,
+        instance: inst,
+        config: config.ok_or("--config is required")?.into(),
+        stats,
+        xdp,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<Args, String> {
+        parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn parses_and_rejects() {
+        let a = p("firewall --pcap-in a.pcap --pcap-out b.pcap --store local --nf-id fw --instance i1 --config c.json")
+            .unwrap();
+        assert_eq!(a.nf_type, "firewall");
+        assert_eq!(a.pcap_out, Some(PathBuf::from("b.pcap")));
+        for (bad, word) in [
+            ("", "usage"),
+            (
+                "firewall --store local --nf-id a --instance i --config c",
+                "--port or --pcap-in",
+            ),
+            (
+                "firewall --port x --pcap-in y --store local --nf-id a --instance i --config c",
+                "exactly one",
+            ),
+            (
+                "firewall --port x --store mem --nf-id a --instance i --config c",
+                "--store",
+            ),
+            (
+                "firewall --port x --store local --instance i --config c",
+                "--nf-id",
+            ),
+            (
+                "firewall --port x --store local --nf-id a --instance i --config",
+                "needs a value",
+            ),
+            ("firewall --port x --port y", "twice"),
+            ("firewall --bogus 1", "unknown option"),
+        ] {
+            let e = p(bad).unwrap_err();
+            assert!(e.contains(word), "{bad}: {e}");
+        }
+    }
+}

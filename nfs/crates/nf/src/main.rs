@@ -1,0 +1,81 @@
+//! `nf <type> --port IFACE|--pcap-in F [--pcap-out F] --store redis://...|local --nf-id ID
+//!  --instance ID --config FILE [--stats ADDR] [--xdp]`
+//!
+//! Runs one NF instance until the input ends (pcap) or SIGINT/SIGTERM (live port). Prints the
+//! final stats JSON on stdout. Operator errors: one line on stderr, exit status 2.
+
+mod args;
+mod registry;
+
+use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
+use nfcore::config::RuntimeOptions;
+use nfcore::runtime::{Runtime, TimeSource};
+use nfcore::stats::Identity;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn main() {
+    match run() {
+        Ok(()) => {}
+        Err((code, msg)) => {
+            eprintln!("nf: {msg}");
+            std::process::exit(code);
+        }
+    }
+}
+
+fn run() -> Result<(), (i32, String)> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let a = args::parse(&argv).map_err(|e| (2, e))?;
+    let cfg = nfcore::config::load(&a.config).map_err(|e| (2, e))?;
+    let opts = RuntimeOptions::from_config(&cfg).map_err(|e| (2, format!("config: {e}")))?;
+    let nf = registry::make_nf(&a.nf_type, &cfg).map_err(|e| (2, format!("config: {e}")))?;
+    let keys = KeySpace::new(&a.nf_id).map_err(|e| (2, e))?;
+    let store: Box<dyn FlowStore> = if a.store == "local" {
+        Box::new(LocalStore::new())
+    } else {
+        Box::new(RedisStore::connect(RedisConfig::new(&a.store)).map_err(|e| (1, e.to_string()))?)
+    };
+    let (dev, time, port_desc): (Box<dyn netio::Device>, TimeSource, String) = match &a.port {
+        Some(iface) => (
+            netio::open_port(iface, a.xdp, opts.batch_size).map_err(|e| (1, e.to_string()))?,
+            TimeSource::Wall,
+            iface.clone(),
+        ),
+        None => (
+            Box::new(
+                netio::pcap::PcapDevice::open(a.pcap_in.as_deref(), a.pcap_out.as_deref())
+                    .map_err(|e| (1, e.to_string()))?,
+            ),
+            TimeSource::Packets,
+            "pcap".into(),
+        ),
+    };
+    let id = Identity {
+        nf_type: a.nf_type.clone(),
+        nf_id: a.nf_id.clone(),
+        instance: a.instance.clone(),
+        store_kind: store.kind().into(),
+        port: port_desc,
+    };
+    let mut rt = Runtime::new(nf, store, dev, keys, opts);
+    if let Some(addr) = &a.stats {
+        let bound = nfcore::stats::serve(addr, rt.stats(), id.clone())
+            .map_err(|e| (1, format!("stats {addr}: {e}")))?;
+        eprintln!("nf: stats on http://{bound}/stats");
+    }
+    // SAFETY: installing an async-signal-safe handler (it only stores to an atomic).
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    rt.init().map_err(|e| (1, e.to_string()))?;
+    rt.run(time, &STOP).map_err(|e| (1, e.to_string()))?;
+    println!("{}", rt.stats().to_json(&id));
+    Ok(())
+}

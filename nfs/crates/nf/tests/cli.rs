@@ -1,0 +1,198 @@
+//! The `nf` binary end to end on pcap files: same output in local and Redis modes; operator
+//! errors exit 2 with one line.
+
+use flowstore::test_redis::TestRedis;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("unonfs-cli-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn data(p: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests-data")
+        .join(p)
+}
+
+fn run_nf(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_nf"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn run_case(
+    kind: &str,
+    store: &str,
+    dir: &Path,
+    tmp: &Path,
+    tag: &str,
+) -> (Vec<Vec<u8>>, serde_json::Value) {
+    let case = nfcore::harness::load_case(&data(&format!("{kind}/basic"))).unwrap();
+    let pin = tmp.join(format!("{tag}-in.pcap"));
+    let pout = tmp.join(format!("{tag}-out.pcap"));
+    netio::pcap::write_all(&pin, &case.frames).unwrap();
+    let cfg = dir.join("config.json");
+    let o = run_nf(&[
+        kind,
+        "--pcap-in",
+        pin.to_str().unwrap(),
+        "--pcap-out",
+        pout.to_str().unwrap(),
+        "--store",
+        store,
+        "--nf-id",
+        tag,
+        "--instance",
+        "i1",
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stats: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let out = netio::pcap::read_all(&pout)
+        .unwrap()
+        .into_iter()
+        .map(|(_, f)| f)
+        .collect();
+    (out, stats)
+}
+
+#[test]
+fn pcap_in_out_same_in_both_modes() {
+    let redis = TestRedis::start().expect("redis-server");
+    let tmp = TempDir::new("modes");
+    for kind in ["firewall", "nat", "monitor"] {
+        let dir = data(&format!("{kind}/basic"));
+        let (local, ls) = run_case(kind, "local", &dir, &tmp.0, &format!("{kind}l"));
+        let (remote, rs) = run_case(kind, &redis.url(), &dir, &tmp.0, &format!("{kind}r"));
+        assert_eq!(local, remote, "{kind}");
+        let exp = nfcore::config::load(&dir.join("expected.json")).unwrap();
+        let n_fwd = exp["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| *v == "forward")
+            .count();
+        assert_eq!(local.len(), n_fwd, "{kind}");
+        assert_eq!(ls["counters"]["tx"], n_fwd, "{kind}");
+        assert_eq!(rs["store_kind"], "redis");
+        assert!(rs["store"]["round_trips"].as_u64().unwrap() >= 1);
+    }
+}
+
+#[test]
+fn operator_errors_exit_2_with_one_line() {
+    let tmp = TempDir::new("errs");
+    let bad_cfg = tmp.0.join("bad.json");
+    std::fs::write(
+        &bad_cfg,
+        r#"{"rules": [{"action": "allow", "src": "nonsense"}]}"#,
+    )
+    .unwrap();
+    let good = data("firewall/basic/config.json");
+    let g = good.to_str().unwrap();
+    for (args, word) in [
+        (vec!["firewall"], "--port or --pcap-in"),
+        (
+            vec![
+                "teleporter",
+                "--pcap-in",
+                "x",
+                "--store",
+                "local",
+                "--nf-id",
+                "a",
+                "--instance",
+                "i",
+                "--config",
+                g,
+            ],
+            "unknown NF type",
+        ),
+        (
+            vec![
+                "firewall",
+                "--pcap-in",
+                "x",
+                "--store",
+                "local",
+                "--nf-id",
+                "a",
+                "--instance",
+                "i",
+                "--config",
+                bad_cfg.to_str().unwrap(),
+            ],
+            "rules[0]",
+        ),
+        (
+            vec![
+                "firewall",
+                "--pcap-in",
+                "x",
+                "--store",
+                "local",
+                "--nf-id",
+                "a:b",
+                "--instance",
+                "i",
+                "--config",
+                g,
+            ],
+            "nf-id",
+        ),
+        (
+            vec![
+                "firewall",
+                "--pcap-in",
+                "x",
+                "--store",
+                "local",
+                "--nf-id",
+                "a",
+                "--instance",
+                "i",
+                "--config",
+                "/nonexistent.json",
+            ],
+            "config",
+        ),
+    ] {
+        let o = run_nf(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(word), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    // Missing input file and an unreachable store are runtime errors (exit 1), still one line.
+    let o = run_nf(&[
+        "firewall",
+        "--pcap-in",
+        "/nonexistent.pcap",
+        "--store",
+        "local",
+        "--nf-id",
+        "a",
+        "--instance",
+        "i",
+        "--config",
+        g,
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nonexistent.pcap"));
+}
