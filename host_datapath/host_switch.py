@@ -8,7 +8,7 @@ from pathlib import Path
 from host_datapath.of_endpoint import ControllerRelay, OpenFlowTcpEndpoint, parse_tcp_target
 from host_datapath.ovs_instance import OvsInstance
 from host_datapath.switch import SwitchDriver
-from host_datapath.sysutil import DatapathError, netns_add
+from host_datapath.sysutil import DatapathError, link_exists, netns_add, quiet_switch_port, run, veth_pair
 
 
 @dataclass
@@ -46,6 +46,29 @@ class HostSwitch:
             if f"{pidfile.stem}.sock" not in keep:
                 ControllerRelay(self.rundir, "", int(pidfile.stem.split("-", 1)[1])).stop()
         return [r.switch_target for r in relays]
+
+    def attach_namespace(
+        self, ns: str, inside: str, port: str, ofport: int, ip_cidr: str | None = None
+    ) -> None:
+        """Plug namespace `ns` (an NF or VM; created if missing) into the bridge as OpenFlow port `ofport`.
+
+        A veth `inside` (in `ns`) <-> `port` (on the bridge, in the switch's namespace), offloads off, MTU
+        1600, optional address `ip_cidr` on `inside`. Idempotent. Prefix names with the host's instance name
+        (`NAME-...`): `uno down` then removes them with their namespace.
+        """
+        netns_add(ns)
+        if not link_exists(inside, ns):
+            veth_pair(inside, ns, port, self.netns)
+        if ip_cidr:
+            run(["ip", "addr", "replace", ip_cidr, "dev", inside], netns=ns)
+        quiet_switch_port(port, self.netns)
+        self.driver.add_port(port, ofport)
+
+    def detach(self, port: str) -> None:
+        """Remove bridge port `port` and its veth (the namespace on the other end stays)."""
+        self.driver.del_port(port)
+        if link_exists(port, self.netns):
+            run(["ip", "link", "del", port], netns=self.netns)
 
     def down(self) -> None:
         for pidfile in self.rundir.glob("ctl-*.pid"):

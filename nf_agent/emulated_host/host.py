@@ -263,6 +263,24 @@ class EmulatedHost:
         comps.append(Vms(self.name, self.config.vms, host))
         return comps
 
+    def switches(self) -> dict[str, HostSwitch]:
+        """The running host's switches, to drive from another process: "host", "snic0", ... (emulated only).
+
+        Each is a HostSwitch (sNICs: EmulatedSnic with `.cgroup`) with `.driver`, `attach_namespace()`,
+        `connect_controllers()`; call `close()` on each when done.
+        """
+        state = self._saved_state()
+        if not state:
+            raise DatapathError(f"emulated host '{self.name}' is not up")
+        comps = self._live_components(state)
+        out: dict[str, HostSwitch] = {"host": next(c for c in comps if c.key == "host")}  # type: ignore[misc]
+        for c in comps:
+            if isinstance(c, Snic) and c.emulated:
+                out[c.cfg.id] = c.switch  # type: ignore[assignment]
+        for sw in out.values():
+            sw.driver.openflow = f"unix:{sw.rundir}/{sw.bridge}.mgmt"
+        return out
+
     def _saved_state(self) -> dict | None:
         try:
             return json.loads(self.state_file.read_text())

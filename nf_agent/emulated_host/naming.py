@@ -80,5 +80,6 @@ def mac(kind: int, a: int, b: int) -> str:
 
 
 def owned_namespaces(n: str, existing: list[str]) -> list[str]:
-    pat = re.compile(rf"^{re.escape(n)}-(host|snic\d+|vm\d+|o\d+)$")
+    """Namespaces of host `n`: ours and any the agent/NFs added with the `n-` prefix (names are [a-z0-9])."""
+    pat = re.compile(rf"^{re.escape(n)}-[A-Za-z0-9_.-]+$")
     return [ns for ns in existing if pat.match(ns)]

@@ -307,3 +307,27 @@ def test_host_with_a_bluefield_snic_from_config(host_factory, tmp_path):
     finally:
         dpu.stop()
         netns_del(dpu_ns)
+
+
+def test_nf_namespace_attached_to_the_snic_switch(running_host):
+    """What the agent does for an NF on the sNIC: a namespace on sNIC port 200, reached from vm0 over PCIe."""
+    h, status = running_host
+    sw = h.switches()
+    host, snic = sw["host"], sw["snic0"]
+    nf_ns, nf_if, nf_port = f"{h.name}-nf0", f"{h.name}-n0", f"{h.name}-n0s"
+    try:
+        snic.attach_namespace(nf_ns, nf_if, nf_port, nm.NF_PORT_BASE, ip_cidr="10.77.9.1/16")
+        snic.attach_namespace(nf_ns, nf_if, nf_port, nm.NF_PORT_BASE)  # idempotent
+        assert snic.driver.ports()[nf_port] == nm.NF_PORT_BASE
+        host.driver.del_flows()
+        snic.driver.del_flows()
+        host.driver.add_flows(["in_port=100,actions=output:1", "in_port=1,actions=output:100"])
+        snic.driver.add_flows(["in_port=100,actions=output:200", "in_port=200,actions=output:100"])
+        assert ping(nm.ns_vm(h.name, 0), "10.77.9.1")
+        snic.detach(nf_port)
+        assert nf_port not in snic.driver.ports()
+        assert not ping(nm.ns_vm(h.name, 0), "10.77.9.1", count=1)
+    finally:
+        netns_del(nf_ns)
+        host.close()
+        snic.close()
