@@ -15,11 +15,24 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
 DEFAULT_CONFIG = Path(__file__).with_name("default.yaml")
 
 
+# The emulation's unit mapping: placement capacity units (DESIGN.md section 3) per host CPU core of quota. The
+# default sNIC (capacity 36) gets half a core: a weaker compute domain than the host, on a 2-core machine.
+UNITS_PER_CORE = 72.0
+MIN_QUOTA_CORES = 0.01  # cgroup quotas below 1 ms per 100 ms period are refused by the kernel
+
+
+def quota_cores(capacity: float, cpu_quota: float | None) -> float:
+    """CPU cores of quota for an sNIC: `cpu_quota` if given, else its capacity mapped by UNITS_PER_CORE."""
+    return cpu_quota if cpu_quota is not None else max(MIN_QUOTA_CORES, capacity / UNITS_PER_CORE)
+
+
 @dataclass(frozen=True)
 class SnicConfig:
     id: str
     capacity: float = 36.0  # placement units (DESIGN.md section 3), the sNIC's compute budget
-    cpu_quota: float = 0.5  # host CPU cores the emulation grants NFs placed on this sNIC (cgroup quota)
+    cpu_quota: float | None = (
+        None  # cores for NFs on this sNIC (cgroup quota); None: capacity / UNITS_PER_CORE
+    )
     pcie_gbps: float = 40.0  # per direction; 0 = unshaped
     eth_ports: int = 1
     backend: str = "emulated"  # emulated | bluefield
@@ -109,11 +122,11 @@ def _parse_snic(where: str, index: int, raw: Any) -> SnicConfig:
     snic = SnicConfig(**{"id": f"snic{index}", **raw})
     if snic.id != f"snic{index}":
         raise _fail(f"{where}.id", f"must be 'snic{index}' (sNICs are numbered in order)")
-    for key in ("capacity", "cpu_quota", "pcie_gbps"):
+    for key in ("capacity", "pcie_gbps"):
         if getattr(snic, key) < 0:
             raise _fail(f"{where}.{key}", f"must not be negative, got {getattr(snic, key)}")
-    if snic.cpu_quota == 0:
-        raise _fail(f"{where}.cpu_quota", "must be positive (cores of CPU for NFs on this sNIC)")
+    if snic.cpu_quota is not None and not MIN_QUOTA_CORES <= snic.cpu_quota <= 1024:
+        raise _fail(f"{where}.cpu_quota", f"{snic.cpu_quota} cores: must be in {MIN_QUOTA_CORES}..1024")
     if not 1 <= snic.eth_ports <= 8:
         raise _fail(f"{where}.eth_ports", f"{snic.eth_ports} out of range 1..8")
     if snic.backend not in ("emulated", "bluefield"):

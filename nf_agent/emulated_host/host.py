@@ -34,7 +34,7 @@ from host_datapath.sysutil import (
     wait_for,
 )
 from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.config import HostConfig
+from nf_agent.emulated_host.config import HostConfig, quota_cores
 from snic_datapath.bluefield import BlueFieldSnic
 from snic_datapath.cgroup import CpuCgroup
 from snic_datapath.emulated import EmulatedSnic
@@ -159,7 +159,7 @@ class Snic:
                 rundir=self.rundir / f"snic{k}",
                 bridge=nm.bridge_snic(n, k),
                 cgroup_name=nm.cgroup_snic(n, k),
-                cpu_quota=c.cpu_quota,
+                cpu_quota=quota_cores(c.capacity, c.cpu_quota),
             )
 
     @property

@@ -24,6 +24,8 @@ def test_defaults_have_one_snic():
     [
         ({"nmae": "x"}, "nmae"),
         ({"snics": [{"capacity": -1}]}, "snics[0].capacity"),
+        ({"snics": [{"cpu_quota": 0}]}, "snics[0].cpu_quota"),
+        ({"snics": [{"cpu_quota": -0.5}]}, "snics[0].cpu_quota"),
         ({"snics": [{"pcie_gbps": "fast"}]}, "snics[0].pcie_gbps"),
         ({"snics": [{"colour": "red"}]}, "snics[0].colour"),
         ({"snics": [{"eth_ports": 0}]}, "snics[0].eth_ports"),
@@ -89,3 +91,11 @@ def test_cli_bad_config_starts_nothing(tmp_path):
     assert "snics[0].capacity" in out.stderr and "Traceback" not in out.stderr
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "zzbad-" not in ns
+
+
+def test_cpu_quota_follows_capacity_unless_given():
+    from nf_agent.emulated_host.config import quota_cores
+
+    a, b, c = parse_config({"snics": [{}, {"capacity": 144}, {"capacity": 144, "cpu_quota": 0.25}]}).snics
+    assert [quota_cores(s.capacity, s.cpu_quota) for s in (a, b, c)] == [0.5, 2.0, 0.25]
+    assert quota_cores(0, None) == 0.01  # a zero-capacity sNIC still gets a valid (tiny) quota
