@@ -1,0 +1,114 @@
+//! AF_PACKET TPACKET_V3 on a real veth pair (needs root; skipped with a message otherwise).
+
+use netio::afpacket::{AfPacket, RingConfig};
+use netio::{Batch, Device};
+use packet::build::{FrameSpec, Transport};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Veth(String);
+
+impl Veth {
+    fn create(a: &str, b: &str) -> Option<Veth> {
+        let ok = |args: &[&str]| {
+            Command::new("ip")
+                .args(args)
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false)
+        };
+        if !ok(&["link", "add", a, "type", "veth", "peer", "name", b]) {
+            return None;
+        }
+        let v = Veth(a.to_string());
+        if !(ok(&["link", "set", a, "up"]) && ok(&["link", "set", b, "up"])) {
+            return None;
+        }
+        Some(v)
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn veth_round_trip_batches() {
+    let tag = std::process::id() % 100_000;
+    let (a, b) = (format!("unpA{tag}"), format!("unpB{tag}"));
+    let Some(_veth) = Veth::create(&a, &b) else {
+        eprintln!("SKIP: cannot create a veth pair (not root?)");
+        return;
+    };
+    let mut tx = AfPacket::open(&a, RingConfig::for_batch(64)).unwrap();
+    let mut rx = AfPacket::open(&b, RingConfig::for_batch(64)).unwrap();
+    let mut out = Batch::with_capacity(64);
+    let n_send = 200u32;
+    let mut sent = 0;
+    for i in 0..n_send {
+        let payload = format!("unotest-{i:05}");
+        let mut s = FrameSpec::new(
+            "10.9.0.1".parse().unwrap(),
+            "10.9.0.2".parse().unwrap(),
+            7,
+            9,
+            Transport::Udp,
+        );
+        s.payload = payload.as_bytes();
+        if i % 2 == 0 {
+            s.vlans = &[42];
+        }
+        out.push(&s.build(), 0);
+        if out.is_full() || i + 1 == n_send {
+            let keep = vec![true; out.len()];
+            sent += tx.send(&out, &keep, 0).unwrap();
+            out.clear();
+        }
+    }
+    assert_eq!(sent, n_send as usize);
+    let mut got = std::collections::BTreeMap::new();
+    let mut inb = Batch::with_capacity(64);
+    let t0 = Instant::now();
+    while got.len() < n_send as usize && t0.elapsed() < Duration::from_secs(10) {
+        rx.recv(&mut inb, 0).unwrap();
+        for f in inb.iter() {
+            let Ok(p) = packet::Parsed::new_checked(f) else {
+                continue;
+            };
+            let pl = p.payload(f);
+            if let Some(rest) = pl.strip_prefix(b"unotest-") {
+                let i: u32 = std::str::from_utf8(rest).unwrap().parse().unwrap();
+                got.insert(i, p.vlan_count);
+            }
+        }
+    }
+    assert_eq!(got.len(), n_send as usize, "all frames received");
+    for (i, vlans) in got {
+        assert_eq!(
+            vlans,
+            if i % 2 == 0 { 1 } else { 0 },
+            "VLAN tag of frame {i} kept"
+        );
+    }
+    // Our own transmissions do not come back on the sending socket.
+    let mut echo = 0;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(100) {
+        tx.recv(&mut inb, 0).unwrap();
+        echo += inb
+            .iter()
+            .filter(|f| f.windows(8).any(|w| w == b"unotest-"))
+            .count();
+    }
+    assert_eq!(echo, 0);
+}
+
+#[test]
+fn missing_interface_is_a_clear_error() {
+    let e = AfPacket::open("nosuchif0", RingConfig::for_batch(8))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("nosuchif0"), "{e}");
+}
