@@ -288,12 +288,15 @@ class EmulatedHost:
             return None
 
     def is_up(self) -> bool:
-        """Up = a completed bring-up whose host switch still runs (a crashed host is not up)."""
+        """Up = a completed bring-up whose switches (host and emulated sNICs) all still run."""
         state = self._saved_state()
         if not state or not state.get("complete"):
             return False
-        host = next(c for c in self._live_components(state) if c.key == "host")
-        return host.ovs.running()  # type: ignore[attr-defined]
+        comps = self._live_components(state)
+        switches = [c for c in comps if c.key == "host"] + [
+            c.switch for c in comps if isinstance(c, Snic) and c.emulated
+        ]
+        return all(sw.ovs.running() for sw in switches)  # type: ignore[attr-defined]
 
     def _live_components(self, state: dict) -> list[Component]:
         return self.components(state["redis_port"])

@@ -66,6 +66,11 @@ def test_recovers_after_kill9_of_a_vswitchd(host_factory):
     assert h.status()["up"] is False and h.status()["host"]["running"] is False
     status = h.up()  # sweeps the crashed run, then comes up afresh
     assert status["host"]["pids"]["ovs-vswitchd"] != pid
+    snic_pid = status["snics"][0]["pids"]["ovs-vswitchd"]
+    os.kill(snic_pid, signal.SIGKILL)  # a crashed sNIC switch makes the host not up either
+    wait_for(lambda: not h.is_up(), 10, "the host to be seen as down after the sNIC crash")
+    status = h.up()
+    assert status["up"] and status["snics"][0]["pids"]["ovs-vswitchd"] not in (None, snic_pid)
     host, snic = drivers(status)
     plain_path_flows(host, snic)
     assert ping(nm.ns_vm(h.name, 0), nm.ip_outside(0, 0))
