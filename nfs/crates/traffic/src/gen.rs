@@ -1,0 +1,123 @@
+//! Frame sequence of the generator (pure: timestamps are filled in at send time).
+
+use crate::{Marker, MARKER_LEN};
+use packet::build::{FrameSpec, Transport};
+use packet::{TCP_ACK, TCP_FIN, TCP_PSH, TCP_SYN};
+use std::net::IpAddr;
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct GenConfig {
+    pub run: u32,
+    pub flows: u32,
+    /// Data packets per flow.
+    pub pkts: u32,
+    pub tcp: bool,
+    /// Ethernet frame length without FCS (at least the headers plus the marker).
+    pub frame_len: usize,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    pub dst_port: u16,
+}
+
+/// One frame to send; `data` frames get their marker's timestamp at send time.
+#[derive(Debug, Clone)]
+pub struct GenFrame {
+    pub frame: Vec<u8>,
+    /// Offset of the marker in `frame` (data packets only).
+    pub marker_at: Option<usize>,
+}
+
+fn spec<'a>(
+    c: &GenConfig,
+    flow: u32,
+    reverse: bool,
+    t: Transport,
+    payload: &'a [u8],
+) -> FrameSpec<'a> {
+    let sport = 10_000 + (flow % 50_000) as u16;
+    let mut s = if reverse {
+        FrameSpec::new(c.dst, c.src, c.dst_port, sport, t)
+    } else {
+        FrameSpec::new(c.src, c.dst, sport, c.dst_port, t)
+    };
+    if reverse {
+        s.src_mac = c.dst_mac;
+        s.dst_mac = c.src_mac;
+    } else {
+        s.src_mac = c.src_mac;
+        s.dst_mac = c.dst_mac;
+    }
+    s.payload = payload;
+    s
+}
+
+/// Frames of all flows, interleaved round-robin. TCP flows: SYN, SYN+ACK (from the server side),
+/// ACK, data..., FIN (client), FIN+ACK (server). Data packets carry a [`Marker`].
+pub fn frames(c: &GenConfig) -> Vec<GenFrame> {
+    let hdr = if c.tcp { 54 } else { 42 };
+    let plen = c.frame_len.saturating_sub(hdr).max(MARKER_LEN);
+    let tcp = |seq: u32, flags: u8| Transport::Tcp { seq, ack: 0, flags };
+    let ctrl = |flow: u32, reverse: bool, flags: u8| GenFrame {
+        frame: spec(c, flow, reverse, tcp(0, flags), &[]).build(),
+        marker_at: None,
+    };
+    let mut out = vec![];
+    if c.tcp {
+        for f in 0..c.flows {
+            out.push(ctrl(f, false, TCP_SYN));
+            out.push(ctrl(f, true, TCP_SYN | TCP_ACK));
+            out.push(ctrl(f, false, TCP_ACK));
+        }
+    }
+    let mut payload = vec![0u8; plen];
+    for seq in 0..c.pkts {
+        for f in 0..c.flows {
+            Marker {
+                run: c.run,
+                flow: f,
+                seq,
+                ts_ns: 0,
+            }
+            .write(&mut payload);
+            let t = if c.tcp {
+                tcp(seq, TCP_PSH | TCP_ACK)
+            } else {
+                Transport::Udp
+            };
+            let frame = spec(c, f, false, t, &payload).build();
+            let at = frame.len() - plen;
+            out.push(GenFrame {
+                frame,
+                marker_at: Some(at),
+            });
+        }
+    }
+    if c.tcp {
+        for f in 0..c.flows {
+            out.push(ctrl(f, false, TCP_FIN | TCP_ACK));
+            out.push(ctrl(f, true, TCP_FIN | TCP_ACK));
+        }
+    }
+    out
+}
+
+/// Write the send time into a data frame's marker and fix the transport checksum incrementally.
+pub fn stamp(g: &mut GenFrame, ts_ns: u64) {
+    let Some(at) = g.marker_at else { return };
+    let Ok(p) = packet::Parsed::new_checked(&g.frame) else {
+        return;
+    };
+    let csum_at = p.l4_offset + if p.proto == packet::PROTO_TCP { 16 } else { 6 };
+    let old = g.frame[at + 16..at + 24].to_vec();
+    g.frame[at + 16..at + 24].copy_from_slice(&ts_ns.to_be_bytes());
+    let hc = u16::from_be_bytes([g.frame[csum_at], g.frame[csum_at + 1]]);
+    let mut new = packet::checksum::update_bytes(hc, &old, &ts_ns.to_be_bytes());
+    if new == 0 && p.proto == packet::PROTO_UDP {
+        new = 0xffff;
+    }
+    // Marker offsets are even (headers are 42 or 54 bytes plus VLAN-free), so 16-bit words align.
+    g.frame[csum_at..csum_at + 2].copy_from_slice(&new.to_be_bytes());
+}

@@ -1,0 +1,120 @@
+//! Receive-side accounting (pure): loss, duplicates, reordering, latency percentiles.
+
+use crate::Marker;
+use std::collections::HashMap;
+
+#[derive(Debug, Default)]
+struct FlowSeen {
+    seen: Vec<u64>,
+    max_seq: Option<u32>,
+}
+
+/// Accumulates markers of one run.
+#[derive(Debug, Default)]
+pub struct SinkStats {
+    run: Option<u32>,
+    flows: HashMap<u32, FlowSeen>,
+    received: u64,
+    duplicates: u64,
+    reordered: u64,
+    latencies_ns: Vec<u64>,
+}
+
+impl SinkStats {
+    /// Count only markers of `run` (None: the first run seen).
+    pub fn new(run: Option<u32>) -> SinkStats {
+        SinkStats {
+            run,
+            ..SinkStats::default()
+        }
+    }
+
+    /// Account one received marker at time `now_ns` (same clock as the sender's timestamps).
+    pub fn observe(&mut self, m: &Marker, now_ns: u64) {
+        match self.run {
+            Some(r) if r != m.run => return,
+            None => self.run = Some(m.run),
+            _ => {}
+        }
+        let f = self.flows.entry(m.flow).or_default();
+        let (w, b) = ((m.seq / 64) as usize, m.seq % 64);
+        if f.seen.len() <= w {
+            f.seen.resize(w + 1, 0);
+        }
+        if f.seen[w] & (1 << b) != 0 {
+            self.duplicates += 1;
+            return;
+        }
+        f.seen[w] |= 1 << b;
+        self.received += 1;
+        match f.max_seq {
+            Some(mx) if m.seq < mx => self.reordered += 1,
+            _ => f.max_seq = Some(m.seq),
+        }
+        self.latencies_ns.push(now_ns.saturating_sub(m.ts_ns));
+    }
+
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Report as JSON. `expected`: packets sent (flows x packets), if known; otherwise loss is
+    /// counted up to the highest sequence number seen per flow.
+    pub fn report(&mut self, expected: Option<u64>) -> serde_json::Value {
+        let implied: u64 = self
+            .flows
+            .values()
+            .map(|f| f.max_seq.map_or(0, |m| m as u64 + 1))
+            .sum();
+        let expected = expected.unwrap_or(implied);
+        self.latencies_ns.sort_unstable();
+        let pct = |q: f64| -> f64 {
+            if self.latencies_ns.is_empty() {
+                return 0.0;
+            }
+            let i = ((self.latencies_ns.len() - 1) as f64 * q).round() as usize;
+            (self.latencies_ns[i] as f64 / 100.0).round() / 10.0
+        };
+        serde_json::json!({
+            "run": self.run, "flows": self.flows.len(), "expected": expected, "received": self.received,
+            "lost": expected.saturating_sub(self.received), "duplicates": self.duplicates,
+            "reordered": self.reordered,
+            "latency_us": {"p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "max": pct(1.0)},
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loss_dups_reorder_latency() {
+        let mut s = SinkStats::new(Some(7));
+        let m = |flow, seq, ts| Marker {
+            run: 7,
+            flow,
+            seq,
+            ts_ns: ts,
+        };
+        for (flow, seq) in [(0, 0), (0, 2), (0, 1), (0, 2), (1, 0), (1, 3)] {
+            s.observe(&m(flow, seq, 1_000), 11_000);
+        }
+        s.observe(
+            &Marker {
+                run: 8,
+                flow: 0,
+                seq: 9,
+                ts_ns: 0,
+            },
+            0,
+        );
+        let r = s.report(Some(8));
+        assert_eq!(r["received"], 5);
+        assert_eq!(r["duplicates"], 1);
+        assert_eq!(r["reordered"], 1);
+        assert_eq!(r["lost"], 3);
+        assert_eq!(r["latency_us"]["p50"], 10.0);
+        assert_eq!(s.report(None)["expected"], 3 + 4);
+    }
+}
