@@ -32,6 +32,10 @@ def summarise(results: dict) -> dict:
             "ratio_short64": round(short64["stateless"]["pps"] / short64["local"]["pps"], 3),
             "added_p50_us": round(long64["stateless"]["p50_us"] - long64["local"]["p50_us"], 1),
             "added_p99_us": round(long64["stateless"]["p99_us"] - long64["local"]["p99_us"], 1),
+            # Owner cache (reads of owned flows served locally, writes through): extra figures.
+            "cached_ratio_long": round(long64["cached"]["pps"] / long64["local"]["pps"], 3),
+            "cached_ratio_short64": round(short64["cached"]["pps"] / short64["local"]["pps"], 3),
+            "cached_added_p99_us": round(long64["cached"]["p99_us"] - long64["local"]["p99_us"], 1),
         }
     return out
 
@@ -60,14 +64,15 @@ def main() -> int:
     print(f"batch {data['batch']}, {data['repeats']} repeat(s) per mode (medians), Redis on loopback")
     print(
         f"{'nf':9} {'workload':10} {'local pps':>11} {'stateless pps':>14} {'ratio':>6} "
-        f"{'p50 us l/s':>13} {'p99 us l/s':>15}"
+        f"{'p50 us l/s':>13} {'p99 us l/s':>15} {'cached pps':>11} {'ratio':>6} {'p99 us':>7}"
     )
     for nf, w in data["results"].items():
         for name, r in w.items():
-            lo, st = r["local"], r["stateless"]
+            lo, st, ca = r["local"], r["stateless"], r["cached"]
             print(
                 f"{nf:9} {name:10} {lo['pps']:11.0f} {st['pps']:14.0f} {st['pps'] / lo['pps']:6.2f} "
-                f"{lo['p50_us']:6.1f}/{st['p50_us']:<6.1f} {lo['p99_us']:7.1f}/{st['p99_us']:<7.1f}"
+                f"{lo['p50_us']:6.1f}/{st['p50_us']:<6.1f} {lo['p99_us']:7.1f}/{st['p99_us']:<7.1f} "
+                f"{ca['pps']:11.0f} {ca['pps'] / lo['pps']:6.2f} {ca['p99_us']:7.1f}"
             )
     final_json(summarise(data["results"]))
     return 0

@@ -18,12 +18,14 @@
 //! returns due members atomically, so exactly one instance fires each timer.
 
 mod batch;
+mod cache;
 mod keys;
 mod local;
 mod redis_store;
 pub mod test_redis;
 
 pub use batch::BatchState;
+pub use cache::CachedStore;
 pub use keys::KeySpace;
 pub use local::LocalStore;
 pub use redis_store::{RedisConfig, RedisStore};
@@ -131,4 +133,9 @@ pub trait FlowStore: Send {
 
     /// Count a read that was outside the planned read set (called by [`BatchState`]).
     fn note_unplanned_read(&mut self);
+
+    /// Caching stores: drop cached state if ownership moved (see [`CachedStore`]). Others: no-op.
+    fn check_epoch(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

@@ -43,6 +43,18 @@ fn cases_same_in_local_and_redis_modes_and_two_instances() {
             let store = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
             let remote = run_frames(mk(), Box::new(store), &nf_id, &case.frames, batch);
             assert_eq!(remote, local, "{} redis batch {batch}", dir.display());
+            // Owner cache (one instance owns the flows): same results.
+            let id = format!("fwc{batch}");
+            let epoch = flowstore::KeySpace::new(&id).unwrap().global("epoch");
+            let r = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+            let cached = run_frames(
+                mk(),
+                Box::new(flowstore::CachedStore::new(r, epoch, 1000)),
+                &id,
+                &case.frames,
+                batch,
+            );
+            assert_eq!(cached, local, "{} cached batch {batch}", dir.display());
         }
         let alt = run_alternating(
             || {

@@ -77,6 +77,7 @@ fn tier_failure_follows_fail_mode_and_recovers_counters() {
             batch_size: 2,
             fail_mode: mode,
             timer_interval_ms: 1000,
+            owner_cache: false,
         };
         let nf = Box::new(Monitor::from_config(&case.config).unwrap());
         let dev = RecordingDevice::new(case.frames.clone());

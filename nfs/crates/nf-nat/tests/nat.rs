@@ -112,6 +112,7 @@ fn runtime(
         batch_size: 8,
         fail_mode: FailMode::Closed,
         timer_interval_ms: 1_000_000,
+        owner_cache: false,
     };
     let nf = Box::new(Nat::from_config(cfg).unwrap());
     let mut rt = Runtime::new(

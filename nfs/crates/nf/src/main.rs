@@ -7,7 +7,7 @@
 mod args;
 mod registry;
 
-use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
+use flowstore::{CachedStore, FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
 use nfcore::config::RuntimeOptions;
 use nfcore::runtime::{Runtime, TimeSource};
 use nfcore::stats::Identity;
@@ -39,7 +39,13 @@ fn run() -> Result<(), (i32, String)> {
     let store: Box<dyn FlowStore> = if a.store == "local" {
         Box::new(LocalStore::new())
     } else {
-        Box::new(RedisStore::connect(RedisConfig::new(&a.store)).map_err(|e| (1, e.to_string()))?)
+        let redis =
+            RedisStore::connect(RedisConfig::new(&a.store)).map_err(|e| (1, e.to_string()))?;
+        if opts.owner_cache {
+            Box::new(CachedStore::new(redis, keys.global("epoch"), 1 << 20))
+        } else {
+            Box::new(redis)
+        }
     };
     let (dev, time, port_desc): (Box<dyn netio::Device>, TimeSource, String) = match &a.port {
         Some(iface) => (

@@ -5,7 +5,7 @@
 mod workload;
 
 use flowstore::test_redis::TestRedis;
-use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
+use flowstore::{CachedStore, FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
 use netio::mem::MemDevice;
 use netio::Device;
 use nfcore::config::RuntimeOptions;
@@ -56,6 +56,7 @@ fn run_once(
         batch_size: batch,
         fail_mode: FailMode::Closed,
         timer_interval_ms: 1000,
+        owner_cache: false,
     };
     let dev = MemDevice::new(frames.to_vec(), 1, false);
     let mut rt = Runtime::new(
@@ -133,15 +134,19 @@ fn main() {
             };
             let frames = workload::frames(&shape);
             let mut modes: Vec<(&str, Vec<RunFigures>)> =
-                vec![("local", vec![]), ("stateless", vec![])];
+                vec![("local", vec![]), ("stateless", vec![]), ("cached", vec![])];
             for _ in 0..repeats {
                 for (mode, acc) in modes.iter_mut() {
                     run_id += 1;
                     let nf_id = format!("bench{}-{run_id}", std::process::id());
                     let store: Box<dyn FlowStore> = if *mode == "local" {
                         Box::new(LocalStore::new())
-                    } else {
+                    } else if *mode == "stateless" {
                         Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap())
+                    } else {
+                        let r = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+                        let epoch = KeySpace::new(&nf_id).unwrap().global("epoch");
+                        Box::new(CachedStore::new(r, epoch, 1 << 20))
                     };
                     acc.push(run_once(kind, store, &nf_id, &frames, batch));
                 }

@@ -69,10 +69,17 @@ pub struct RuntimeOptions {
     pub batch_size: usize,
     pub fail_mode: crate::FailMode,
     pub timer_interval_ms: u64,
+    /// Wrap the store in a [`flowstore::CachedStore`] (one instance owns each flow at a time).
+    pub owner_cache: bool,
 }
 
 /// Field names of [`RuntimeOptions`], for `only_keys` lists of NFs.
-pub const RUNTIME_KEYS: &[&str] = &["batch_size", "fail_mode", "timer_interval_ms"];
+pub const RUNTIME_KEYS: &[&str] = &[
+    "batch_size",
+    "fail_mode",
+    "timer_interval_ms",
+    "owner_cache",
+];
 
 impl RuntimeOptions {
     pub fn from_config(cfg: &Value) -> Result<RuntimeOptions, String> {
@@ -81,6 +88,10 @@ impl RuntimeOptions {
             batch_size: opt_u64(o, "batch_size", 32, 1, 1024)? as usize,
             fail_mode: opt_str(o, "fail_mode", "closed")?.parse()?,
             timer_interval_ms: opt_u64(o, "timer_interval_ms", 100, 1, 3_600_000)?,
+            owner_cache: match o.get("owner_cache") {
+                None => false,
+                Some(v) => v.as_bool().ok_or("owner_cache must be true or false")?,
+            },
         })
     }
 }

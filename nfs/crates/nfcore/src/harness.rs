@@ -95,6 +95,7 @@ pub fn run_frames_full(
         batch_size,
         fail_mode: crate::FailMode::Closed,
         timer_interval_ms: 1,
+        owner_cache: false,
     };
     let mut rt = Runtime::new(
         nf,
@@ -124,6 +125,7 @@ pub fn run_alternating(
         batch_size: 1,
         fail_mode: crate::FailMode::Closed,
         timer_interval_ms: 1,
+        owner_cache: false,
     };
     let mut inst: Vec<Runtime<RecordingDevice>> = (0..2)
         .map(|_| {

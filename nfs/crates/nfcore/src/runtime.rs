@@ -273,6 +273,9 @@ impl<D: Device> Runtime<D> {
             if now / 1_000_000 >= self.last_timer_ms + self.opts.timer_interval_ms {
                 // A failure is counted; the loop goes on (the tier may come back).
                 let _ = self.fire_timers(now);
+                if self.store.check_epoch().is_err() {
+                    self.stats.store_errors.fetch_add(1, Relaxed);
+                }
                 self.snapshot();
             }
         }

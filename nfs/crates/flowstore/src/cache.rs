@@ -1,0 +1,221 @@
+//! Optional owner cache: for state that one instance owns (UNO moves an NF's traffic by a port
+//! remap, so one instance at a time sees a flow), reads are served locally and only misses go
+//! to the tier; writes go through. When ownership moves, the agent increments the NF's epoch key
+//! (`nf:<id>:{epoch}`); [`CachedStore::check_epoch`] (called by the runtime on every timer tick)
+//! drops the whole cache when the epoch changed. Not for instances that share flows at the same
+//! time (asymmetric routing): leave the cache off there.
+
+use crate::{FlowStore, Key, StoreError, StoreStats, WriteOp};
+use std::collections::HashMap;
+
+/// A [`FlowStore`] wrapper with a bounded read cache (cleared when full or on a new epoch).
+pub struct CachedStore<S: FlowStore> {
+    inner: S,
+    cache: HashMap<Key, Option<Vec<u8>>>,
+    max_entries: usize,
+    epoch_key: Key,
+    epoch: Option<Vec<u8>>,
+    pub hits: u64,
+    pub misses: u64,
+    pub invalidations: u64,
+    miss_keys: Vec<Key>,
+    miss_vals: Vec<Option<Vec<u8>>>,
+}
+
+impl<S: FlowStore> CachedStore<S> {
+    pub fn new(inner: S, epoch_key: Key, max_entries: usize) -> Self {
+        CachedStore {
+            inner,
+            cache: HashMap::new(),
+            max_entries: max_entries.max(1),
+            epoch_key,
+            epoch: None,
+            hits: 0,
+            misses: 0,
+            invalidations: 0,
+            miss_keys: Vec::new(),
+            miss_vals: Vec::new(),
+        }
+    }
+
+    /// Drop every cached entry.
+    pub fn invalidate(&mut self) {
+        self.cache.clear();
+        self.invalidations += 1;
+    }
+
+    fn put(&mut self, k: &[u8], v: Option<Vec<u8>>) {
+        if self.cache.len() >= self.max_entries && !self.cache.contains_key(k) {
+            self.cache.clear();
+        }
+        self.cache.insert(k.to_vec(), v);
+    }
+}
+
+impl<S: FlowStore> FlowStore for CachedStore<S> {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    fn get_many(&mut self, keys: &[Key], out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError> {
+        out.clear();
+        self.miss_keys.clear();
+        for k in keys {
+            if !self.cache.contains_key(k) {
+                self.miss_keys.push(k.clone());
+            }
+        }
+        if !self.miss_keys.is_empty() {
+            let mk = std::mem::take(&mut self.miss_keys);
+            let mut mv = std::mem::take(&mut self.miss_vals);
+            let r = self.inner.get_many(&mk, &mut mv);
+            if r.is_ok() {
+                for (k, v) in mk.iter().zip(mv.drain(..)) {
+                    self.put(k, v);
+                }
+            }
+            self.miss_keys = mk;
+            self.miss_vals = mv;
+            r?;
+        }
+        self.misses += self.miss_keys.len() as u64;
+        self.hits += (keys.len() - self.miss_keys.len()) as u64;
+        for k in keys {
+            // A key evicted by a clear during this call is re-read (rare: only when full).
+            match self.cache.get(k) {
+                Some(v) => out.push(v.clone()),
+                None => {
+                    let mut one = Vec::new();
+                    self.inner.get_many(std::slice::from_ref(k), &mut one)?;
+                    out.push(one.pop().flatten());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        let r = self.inner.write_many(ops);
+        for op in ops {
+            match op {
+                WriteOp::Set { key, value } if r.is_ok() => self.put(key, Some(value.clone())),
+                // On failure the tier's value is unknown: forget it.
+                WriteOp::Set { key, .. } | WriteOp::Del { key } if r.is_err() => {
+                    self.cache.remove(key);
+                }
+                WriteOp::Del { key } => self.put(key, None),
+                _ => {}
+            }
+        }
+        r
+    }
+
+    fn compare_and_set(
+        &mut self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool, StoreError> {
+        let r = self.inner.compare_and_set(key, expected, new);
+        match r {
+            Ok(true) => self.put(key, new.map(|v| v.to_vec())),
+            _ => {
+                self.cache.remove(key);
+            }
+        }
+        r
+    }
+
+    fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, StoreError> {
+        self.cache.remove(key);
+        self.inner.incr_by(key, delta)
+    }
+
+    fn pool_init(&mut self, pool: &[u8], items: &[Vec<u8>]) -> Result<bool, StoreError> {
+        self.inner.pool_init(pool, items)
+    }
+
+    fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.pool_pop(pool)
+    }
+
+    fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
+        self.inner.pool_push(pool, item)
+    }
+
+    fn pool_len(&mut self, pool: &[u8]) -> Result<usize, StoreError> {
+        self.inner.pool_len(pool)
+    }
+
+    fn timer_claim_due(
+        &mut self,
+        timers: &[u8],
+        now_ms: u64,
+        max: usize,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.inner.timer_claim_due(timers, now_ms, max)
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.inner.stats()
+    }
+
+    fn note_unplanned_read(&mut self) {
+        self.inner.note_unplanned_read()
+    }
+
+    fn check_epoch(&mut self) -> Result<(), StoreError> {
+        let mut v = Vec::with_capacity(1);
+        self.inner
+            .get_many(std::slice::from_ref(&self.epoch_key), &mut v)?;
+        let cur = v.pop().flatten();
+        if cur != self.epoch {
+            self.invalidate();
+            self.epoch = cur;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LocalStore;
+
+    #[test]
+    fn hits_writes_through_and_epoch_invalidates() {
+        let mut s = CachedStore::new(LocalStore::new(), b"ep".to_vec(), 100);
+        let k = b"k".to_vec();
+        let mut out = vec![];
+        s.get_many(std::slice::from_ref(&k), &mut out).unwrap();
+        s.get_many(std::slice::from_ref(&k), &mut out).unwrap();
+        assert_eq!((s.hits, s.misses), (1, 1));
+        s.write_many(&[WriteOp::Set {
+            key: k.clone(),
+            value: b"1".to_vec(),
+        }])
+        .unwrap();
+        s.get_many(std::slice::from_ref(&k), &mut out).unwrap();
+        assert_eq!(out, vec![Some(b"1".to_vec())]);
+        assert_eq!(s.inner.stats().keys_read, 1, "served from the cache");
+        // Another instance changes the value and the agent bumps the epoch.
+        s.inner
+            .write_many(&[WriteOp::Set {
+                key: k.clone(),
+                value: b"2".to_vec(),
+            }])
+            .unwrap();
+        s.get_many(std::slice::from_ref(&k), &mut out).unwrap();
+        assert_eq!(
+            out,
+            vec![Some(b"1".to_vec())],
+            "stale until the epoch moves"
+        );
+        s.check_epoch().unwrap();
+        s.inner.incr_by(b"ep", 1).unwrap();
+        s.check_epoch().unwrap();
+        s.get_many(std::slice::from_ref(&k), &mut out).unwrap();
+        assert_eq!(out, vec![Some(b"2".to_vec())]);
+        assert!(s.invalidations >= 1);
+    }
+}
