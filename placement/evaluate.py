@@ -1,0 +1,70 @@
+"""A placement's costs and feasibility, recomputed from first principles (pure; the tests' oracle)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from placement.model import HOST, Problem
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    host_cost: Fraction
+    snic_load: dict[str, Fraction]
+    pcie: dict[str, dict[str, Fraction]]  # snic -> {"up": sNIC->host, "down": host->sNIC}
+    violations: list[str]
+
+    @property
+    def feasible(self) -> bool:
+        return not self.violations
+
+
+def evaluate(problem: Problem, placement: dict[str, str]) -> Evaluation:
+    load = problem.loads()
+    host_cost = Fraction(0)
+    snic_load = {s.id: Fraction(0) for s in problem.snics}
+    violations = []
+    for i, n in enumerate(problem.nodes):
+        loc = placement[n.id]
+        if loc not in problem.allowed(n):
+            violations.append(f"{n.id} may not be on {loc}")
+        if n.kind != "nf":
+            continue
+        if loc == HOST:
+            host_cost += n.r_host * load[i]
+        else:
+            snic_load[loc] += n.r_nic * load[i]
+    pcie = {s.id: {"up": Fraction(0), "down": Fraction(0)} for s in problem.snics}
+    for e in problem.edges:
+        a, b = placement[e.src], placement[e.dst]
+        if a == b:
+            continue
+        if a != HOST:
+            pcie[a]["up"] += e.gbps  # leaves sNIC a toward the host (and on to b)
+        if b != HOST:
+            pcie[b]["down"] += e.gbps
+    for s in problem.snics:
+        if snic_load[s.id] > s.capacity:
+            violations.append(f"capacity of {s.id}: {float(snic_load[s.id]):g} > {float(s.capacity):g}")
+        up, down = pcie[s.id]["up"], pcie[s.id]["down"]
+        if problem.pcie_model == "shared":
+            if up + down > s.pcie_gbps:
+                violations.append(f"pcie of {s.id}: {float(up + down):g} > {float(s.pcie_gbps):g} Gbit/s")
+        else:
+            for d, v in (("up", up), ("down", down)):
+                if v > s.pcie_gbps:
+                    violations.append(f"pcie of {s.id} ({d}): {float(v):g} > {float(s.pcie_gbps):g} Gbit/s")
+    return Evaluation(host_cost, snic_load, pcie, violations)
+
+
+def pcie_total(ev: Evaluation) -> Fraction:
+    return sum((d["up"] + d["down"] for d in ev.pcie.values()), Fraction(0))
+
+
+def moves(problem: Problem, placement: dict[str, str]) -> list[dict]:
+    return [
+        {"id": n.id, "from": n.location, "to": placement[n.id]}
+        for n in problem.nodes
+        if n.kind == "nf" and n.location is not None and n.location != placement[n.id]
+    ]

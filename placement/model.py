@@ -1,0 +1,163 @@
+"""The placement problem of DESIGN.md section 3: parsing, validation and exact (rational) arithmetic.
+
+Traffic and ratios arrive as JSON numbers; they are read as exact fractions (via their decimal text), so
+costs and budgets are compared without float rounding, and the solver scales them to integers exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+HOST = "host"
+KINDS = ("nf", "vm", "port")
+
+
+class PlacementInputError(ValueError):
+    """Invalid placement instance; the message names the offending field."""
+
+
+@dataclass(frozen=True)
+class Node:
+    id: str
+    kind: str
+    r_host: Fraction = Fraction(0)
+    r_nic: Fraction = Fraction(0)
+    pinned: str | None = None
+    location: str | None = None  # current location, for tie-breaks and move budgets
+
+
+@dataclass(frozen=True)
+class Edge:
+    src: str
+    dst: str
+    gbps: Fraction
+
+
+@dataclass(frozen=True)
+class Snic:
+    id: str
+    capacity: Fraction
+    pcie_gbps: Fraction
+
+
+@dataclass
+class Problem:
+    nodes: list[Node]
+    edges: list[Edge]
+    snics: list[Snic]
+    pcie_model: str = "duplex"  # duplex: a budget per direction; shared: one budget for both (the paper)
+    index: dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.index = {n.id: i for i, n in enumerate(self.nodes)}
+
+    @property
+    def locations(self) -> list[str]:
+        return [HOST] + [s.id for s in self.snics]
+
+    def loads(self) -> list[Fraction]:
+        """load_i = sum of traffic in and out of vertex i (Gbit/s)."""
+        load = [Fraction(0)] * len(self.nodes)
+        for e in self.edges:
+            load[self.index[e.src]] += e.gbps
+            load[self.index[e.dst]] += e.gbps
+        return load
+
+    def allowed(self, node: Node) -> list[str]:
+        """Where a vertex may go: VMs on host, ports on their sNIC, pinned NFs where pinned."""
+        if node.kind == "vm":
+            return [HOST]
+        if node.pinned:
+            return [node.pinned]
+        return self.locations
+
+
+def _exact(where: str, value: Any, *, nonneg: bool = True) -> Fraction:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise PlacementInputError(f"{where}: expected a number, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PlacementInputError(f"{where}: must be finite, got {value}")
+    try:
+        frac = Fraction(str(value)) if not isinstance(value, int) else Fraction(value)
+    except ValueError:
+        raise PlacementInputError(f"{where}: not a number: {value!r}") from None
+    if nonneg and frac < 0:
+        raise PlacementInputError(f"{where}: must not be negative, got {value}")
+    return frac
+
+
+def _keys(where: str, obj: Any, required: set[str], optional: set[str]) -> dict:
+    if not isinstance(obj, dict):
+        raise PlacementInputError(f"{where}: expected an object")
+    missing = sorted(required - set(obj))
+    if missing:
+        raise PlacementInputError(f"{where}.{missing[0]}: missing")
+    unknown = sorted(set(obj) - required - optional)
+    if unknown:
+        raise PlacementInputError(f"{where}.{unknown[0]}: unknown key")
+    return obj
+
+
+def parse_problem(data: Any) -> Problem:
+    """Validate the JSON input of DESIGN.md section 3 into a Problem; PlacementInputError names the field."""
+    _keys("input", data, {"nodes", "edges", "snics"}, {"pcie_model"})
+    pcie_model = data.get("pcie_model", "duplex")
+    if pcie_model not in ("duplex", "shared"):
+        raise PlacementInputError(f"pcie_model: {pcie_model!r} is not 'duplex' or 'shared'")
+    if not isinstance(data["snics"], list):
+        raise PlacementInputError("snics: expected a list")
+    snics: list[Snic] = []
+    for i, s in enumerate(data["snics"]):
+        w = f"snics[{i}]"
+        _keys(w, s, {"id", "capacity", "pcie_gbps"}, set())
+        if not isinstance(s["id"], str) or not s["id"] or s["id"] == HOST:
+            raise PlacementInputError(f"{w}.id: must be a non-empty string other than 'host'")
+        if any(x.id == s["id"] for x in snics):
+            raise PlacementInputError(f"{w}.id: duplicate sNIC id {s['id']!r}")
+        snics.append(
+            Snic(s["id"], _exact(f"{w}.capacity", s["capacity"]), _exact(f"{w}.pcie_gbps", s["pcie_gbps"]))
+        )
+    locations = {HOST, *(s.id for s in snics)}
+    if not isinstance(data["nodes"], list):
+        raise PlacementInputError("nodes: expected a list")
+    nodes: list[Node] = []
+    seen: set[str] = set()
+    for i, n in enumerate(data["nodes"]):
+        w = f"nodes[{i}]"
+        _keys(w, n, {"id", "kind"}, {"r_host", "r_nic", "pinned", "location"})
+        nid = n["id"]
+        if not isinstance(nid, str) or not nid:
+            raise PlacementInputError(f"{w}.id: must be a non-empty string")
+        if nid in seen:
+            raise PlacementInputError(f"{w}.id: duplicate id {nid!r}")
+        seen.add(nid)
+        kind = n["kind"]
+        if kind not in KINDS:
+            raise PlacementInputError(f"{w}.kind: {kind!r} is not one of nf, vm, port")
+        pinned, location = n.get("pinned"), n.get("location")
+        for key, val in (("pinned", pinned), ("location", location)):
+            if val is not None and val not in locations:
+                raise PlacementInputError(f"{w}.{key}: unknown location {val!r} (known: {sorted(locations)})")
+        if kind == "vm" and pinned not in (None, HOST):
+            raise PlacementInputError(f"{w}.pinned: a VM runs on the host, not {pinned!r}")
+        if kind == "port" and (pinned is None or pinned == HOST):
+            raise PlacementInputError(f"{w}.pinned: a port must name its sNIC")
+        r_host = _exact(f"{w}.r_host", n.get("r_host", 0))
+        r_nic = _exact(f"{w}.r_nic", n.get("r_nic", 0))
+        nodes.append(Node(nid, kind, r_host, r_nic, pinned if kind != "vm" else HOST, location))
+    if not isinstance(data["edges"], list):
+        raise PlacementInputError("edges: expected a list")
+    edges: list[Edge] = []
+    for i, e in enumerate(data["edges"]):
+        w = f"edges[{i}]"
+        _keys(w, e, {"src", "dst", "gbps"}, set())
+        for key in ("src", "dst"):
+            if e[key] not in seen:
+                raise PlacementInputError(f"{w}.{key}: unknown vertex {e[key]!r}")
+        if e["src"] == e["dst"]:
+            raise PlacementInputError(f"{w}: an edge from {e['src']!r} to itself")
+        edges.append(Edge(e["src"], e["dst"], _exact(f"{w}.gbps", e["gbps"])))
+    return Problem(nodes, edges, snics, pcie_model)

@@ -1,0 +1,180 @@
+"""Placement scenarios with CSV + PNG output (`uno placement sim fig16|scaling|drift`).
+
+- fig16: UNO Fig. 16 — 9 VMs, 18 DPI NFs (two per VM-to-VM chain), sNIC capacity 36, PCIe budget (shared,
+  as in the paper) swept 10..100 Gbit/s: host cores, sNIC cores, PCIe use.
+- scaling: solve time vs vertex count, CP-SAT (ours) vs OR-Tools MIP (SCIP), same instances.
+- drift: traffic drifting over time; re-placement with vs without hysteresis/dampening: cost and moves.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+import sys
+from pathlib import Path
+
+from placement.generate import chains_instance
+from placement.hysteresis import Dampener
+from placement.model import PlacementInputError, parse_problem
+from placement.profiles import load_profiles
+from placement.solver import solve
+
+
+def progress(done: int, total: int, label: str) -> None:
+    width = 30
+    filled = int(width * done / max(total, 1))
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<30}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def fig16_instance(pcie: float, gbps: float = 2.25) -> dict:
+    dpi = load_profiles()["dpi"]
+    nodes = [{"id": f"vm{i}", "kind": "vm"} for i in range(9)]
+    nodes.append({"id": "eth0", "kind": "port", "pinned": "snic0"})
+    edges = []
+    for i in range(9):
+        a, b = f"dpi{2 * i}", f"dpi{2 * i + 1}"
+        nodes += [{"id": x, "kind": "nf", "r_host": dpi["r_host"], "r_nic": dpi["r_nic"]} for x in (a, b)]
+        edges += [
+            {"src": f"vm{i}", "dst": a, "gbps": gbps},
+            {"src": a, "dst": b, "gbps": gbps},
+            {"src": b, "dst": f"vm{(i + 1) % 9}", "gbps": gbps},
+        ]
+    return {"nodes": nodes, "edges": edges, "snics": [{"id": "snic0", "capacity": 36, "pcie_gbps": pcie}],
+            "pcie_model": "shared"}  # fmt: skip
+
+
+def _plot(path: Path, x, series: dict, xlabel: str, ylabel: str, title: str, logy: bool = False) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, ys in series.items():
+        ax.plot(x, ys, marker="o", label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if logy:
+        ax.set_yscale("log")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def run_fig16(out: Path, quick: bool) -> list[list]:
+    rows = []
+    budgets = list(range(10, 101, 10))
+    for k, pcie in enumerate(budgets):
+        r = solve(parse_problem(fig16_instance(pcie)), solver="cpsat", time_limit=30)
+        rows.append([pcie, r["status"], round(r["host_cost"], 3), round(r["snic_load"]["snic0"], 3),
+                     round(r["pcie_gbps"]["snic0"]["up"] + r["pcie_gbps"]["snic0"]["down"], 3)])  # fmt: skip
+        progress(k + 1, len(budgets), f"fig16 pcie={pcie}")
+    _write_csv(
+        out / "fig16.csv", ["pcie_budget_gbps", "status", "host_cores", "snic_cores", "pcie_gbps"], rows
+    )
+    x = [r[0] for r in rows]
+    _plot(out / "fig16.png", x, {"host cores": [r[2] for r in rows], "sNIC cores": [r[3] for r in rows],
+                                 "PCIe Gbit/s": [r[4] for r in rows]},
+          "PCIe budget (Gbit/s)", "cores / Gbit/s", "DPI placement (UNO Fig. 16 setting)")  # fmt: skip
+    return rows
+
+
+def run_scaling(
+    out: Path, quick: bool, sizes: list[int] | None = None, seeds: int | None = None
+) -> list[list]:
+    sizes = sizes or ([100, 500] if quick else [100, 500, 1000, 2000, 5000])
+    seeds = seeds or (1 if quick else 3)
+    limit = 20 if quick else 60
+    rows = []
+    total, done = len(sizes) * seeds * 2, 0
+    for n in sizes:
+        for seed in range(seeds):
+            problem = parse_problem(chains_instance(n, seed=seed))
+            for name in ("cpsat", "mip"):
+                r = solve(problem, solver=name, time_limit=limit)
+                rows.append([n, seed, name, r["status"], r["solve_seconds"], r.get("host_cost")])
+                done += 1
+                progress(done, total, f"scaling n={n} {name}")
+    _write_csv(out / "scaling.csv", ["vertices", "seed", "solver", "status", "seconds", "host_cost"], rows)
+
+    def med(name: str, n: int) -> float:
+        ts = sorted(r[4] for r in rows if r[0] == n and r[2] == name)
+        return ts[len(ts) // 2]
+
+    _plot(out / "scaling.png", sizes, {"CP-SAT (ours)": [med("cpsat", n) for n in sizes],
+                                       "MIP (SCIP)": [med("mip", n) for n in sizes]},
+          "vertices", "solve time (s, median)", "Placement solve time", logy=True)  # fmt: skip
+    return rows
+
+
+def run_drift(out: Path, quick: bool) -> list[list]:
+    steps = 8 if quick else 24
+    base = chains_instance(120, seed=7)
+    rng = random.Random(3)
+    rows = []
+    current = {"dampened": None, "eager": None}
+    damp = Dampener(rel_threshold=0.03, window=3.0, flap_window=6.0)
+    moves_total = {"dampened": 0, "eager": 0}
+    for t in range(steps):
+        for e in base["edges"]:
+            e["gbps"] = round(max(0.05, e["gbps"] * rng.uniform(0.7, 1.35)), 2)
+        for mode in ("dampened", "eager"):
+            inst = {
+                **base,
+                "nodes": [dict(n, location=(current[mode] or {}).get(n["id"])) for n in base["nodes"]],
+            }
+            problem = parse_problem(inst)
+            r = solve(problem, solver="cpsat", time_limit=20)
+            if r["status"] not in ("optimal", "feasible"):
+                raise PlacementInputError(f"drift step {t}: {r.get('reason')}")
+            new = r["placement"]
+            go = True
+            if mode == "dampened" and current[mode] is not None:
+                from placement.evaluate import evaluate
+
+                cur_cost = float(evaluate(problem, current[mode]).host_cost)
+                cur_ok = evaluate(problem, current[mode]).feasible
+                go, _ = damp.decide(
+                    t, current[mode], cur_cost if cur_ok else float("inf"), new, r["host_cost"]
+                )
+                if go:
+                    damp.record(t, current[mode])
+            moved = len(r["moves"]) if go else 0
+            if go:
+                current[mode] = new
+            moves_total[mode] += moved
+            from placement.evaluate import evaluate as ev
+
+            cost = float(ev(problem, current[mode]).host_cost)
+            rows.append([t, mode, round(cost, 3), moved, moves_total[mode]])
+        progress(t + 1, steps, f"drift step {t}")
+    _write_csv(out / "drift.csv", ["step", "mode", "host_cost", "moves", "moves_total"], rows)
+    xs = list(range(steps))
+    _plot(out / "drift.png", xs, {f"{m} cumulative moves": [r[4] for r in rows if r[1] == m] for m in current},
+          "step", "NFs moved (cumulative)", "Re-placement under traffic drift")  # fmt: skip
+    return rows
+
+
+SCENARIOS = {"fig16": run_fig16, "scaling": run_scaling, "drift": run_drift}
+
+
+def run(scenario: str, out: Path, quick: bool = False) -> list[list]:
+    if scenario not in SCENARIOS:
+        raise PlacementInputError(f"scenario: {scenario!r} is not one of {', '.join(SCENARIOS)}")
+    out.mkdir(parents=True, exist_ok=True)
+    rows = SCENARIOS[scenario](out, quick)
+    print(f"{scenario}: wrote {out / (scenario + '.csv')} and {out / (scenario + '.png')}")
+    return rows

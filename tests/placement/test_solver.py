@@ -1,0 +1,129 @@
+"""Placement on hand-checkable graphs: every constraint binding in turn, infeasible cases, pins, k sNICs."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from placement import parse_problem, solve
+from placement.evaluate import evaluate
+
+SOLVERS = ["cpsat", "mip"]
+
+
+def nf(i, r_host=1, r_nic=1, **kw):
+    return {"id": i, "kind": "nf", "r_host": r_host, "r_nic": r_nic, **kw}
+
+
+def chain(gbps=1.0, capacity=100, pcie=100, snics=1, model="duplex"):
+    """eth (sNIC 0) -> a -> b -> vm."""
+    return {
+        "nodes": [
+            {"id": "eth", "kind": "port", "pinned": "snic0"},
+            nf("a"),
+            nf("b"),
+            {"id": "vm", "kind": "vm"},
+        ],
+        "edges": [
+            {"src": "eth", "dst": "a", "gbps": gbps},
+            {"src": "a", "dst": "b", "gbps": gbps},
+            {"src": "b", "dst": "vm", "gbps": gbps},
+        ],  # fmt: skip
+        "snics": [{"id": f"snic{k}", "capacity": capacity, "pcie_gbps": pcie} for k in range(snics)],
+        "pcie_model": model,
+    }
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_unconstrained_everything_offloaded(solver):
+    r = solve(parse_problem(chain()), solver=solver)
+    assert r["status"] == "optimal"
+    assert r["placement"] == {"eth": "snic0", "a": "snic0", "b": "snic0", "vm": "host"}
+    assert r["host_cost"] == 0 and r["snic_load"] == {"snic0": 4.0}
+    assert r["pcie_gbps"] == {"snic0": {"up": 1.0, "down": 0.0}}
+    assert r["moves"] == []
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_capacity_binds(solver):
+    # Each NF has load 2 -> sNIC cost 2; capacity 3 fits one of them.
+    r = solve(parse_problem(chain(capacity=3)), solver=solver)
+    assert r["status"] == "optimal" and r["host_cost"] == 2.0
+    assert sorted(r["placement"][x] for x in ("a", "b")) == ["host", "snic0"]
+    # Tie-break: 'a' on the sNIC keeps one crossing (a->b), 'b' there would cost three.
+    assert r["placement"]["a"] == "snic0"
+    assert r["pcie_gbps"]["snic0"] == {"up": 1.0, "down": 0.0}
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_pcie_binds_with_east_west_traffic(solver):
+    # vm1 -> x -> vm2: offloading x costs 2 Gbit/s of PCIe (down then up); the duplex budget is 1 each way.
+    inst = {
+        "nodes": [{"id": "vm1", "kind": "vm"}, {"id": "vm2", "kind": "vm"}, nf("x")],
+        "edges": [{"src": "vm1", "dst": "x", "gbps": 2}, {"src": "x", "dst": "vm2", "gbps": 2}],
+        "snics": [{"id": "snic0", "capacity": 100, "pcie_gbps": 1}],
+    }
+    r = solve(parse_problem(inst), solver=solver)
+    assert r["placement"]["x"] == "host" and r["host_cost"] == 4.0
+    inst["snics"][0]["pcie_gbps"] = 2
+    r = solve(parse_problem(inst), solver=solver)
+    assert r["placement"]["x"] == "snic0" and r["pcie_gbps"]["snic0"] == {"up": 2.0, "down": 2.0}
+    inst["pcie_model"] = "shared"  # the paper's single budget: 4 needed
+    r = solve(parse_problem(inst), solver=solver)
+    assert r["placement"]["x"] == "host"
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_pinned_nf_and_infeasible_reasons(solver):
+    inst = chain(capacity=1)
+    inst["nodes"][1]["pinned"] = "snic0"  # 'a' needs 2 on a sNIC of capacity 1
+    r = solve(parse_problem(inst), solver=solver)
+    assert r["status"] == "infeasible" and "capacity of snic0" in r["reason"]
+    inst = chain(pcie=0.5)  # the chain must cross PCIe at least once with 1 Gbit/s
+    r = solve(parse_problem(inst), solver=solver)
+    assert r["status"] == "infeasible" and "PCIe" in r["reason"]
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_two_snics_traffic_between_them_crosses_both_links(solver):
+    inst = {
+        "nodes": [
+            {"id": "e0", "kind": "port", "pinned": "snic0"},
+            {"id": "e1", "kind": "port", "pinned": "snic1"},
+            nf("f", pinned="snic1"),
+        ],  # fmt: skip
+        "edges": [{"src": "e0", "dst": "f", "gbps": 3}],
+        "snics": [
+            {"id": "snic0", "capacity": 100, "pcie_gbps": 10},
+            {"id": "snic1", "capacity": 100, "pcie_gbps": 10},
+        ],
+    }
+    r = solve(parse_problem(inst), solver=solver)
+    assert r["pcie_gbps"] == {"snic0": {"up": 3.0, "down": 0.0}, "snic1": {"up": 0.0, "down": 3.0}}
+    inst["snics"][1]["pcie_gbps"] = 2
+    assert solve(parse_problem(inst), solver=solver)["status"] == "infeasible"
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_moves_budget_and_tie_break_prefers_staying(solver):
+    inst = chain(capacity=3)
+    inst["nodes"][1]["location"] = "host"
+    inst["nodes"][2]["location"] = "snic0"  # b on the sNIC now: same host cost as a, more PCIe
+    r = solve(parse_problem(inst), solver=solver)
+    assert r["placement"]["a"] == "snic0" and len(r["moves"]) == 2  # PCIe tie-break beats moves
+    r = solve(parse_problem(inst), solver=solver, max_moves=0)
+    assert r["placement"]["b"] == "snic0" and r["moves"] == []
+
+
+def test_exact_fractions_no_float_rounding():
+    # 0.1 + 0.2 == 0.3 exactly: capacity exactly met must be feasible.
+    inst = {
+        "nodes": [{"id": "v1", "kind": "vm"}, nf("a", r_host=1, r_nic=0.5), nf("b", r_host=1, r_nic=0.5)],
+        "edges": [{"src": "v1", "dst": "a", "gbps": 0.1}, {"src": "v1", "dst": "b", "gbps": 0.2}],
+        "snics": [{"id": "snic0", "capacity": 0.15, "pcie_gbps": 10}],
+    }
+    r = solve(parse_problem(inst))
+    assert r["placement"]["a"] == r["placement"]["b"] == "snic0"
+    ev = evaluate(parse_problem(inst), r["placement"])
+    assert ev.snic_load["snic0"] == Fraction(3, 20) and ev.feasible
