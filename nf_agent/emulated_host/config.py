@@ -157,5 +157,8 @@ def load_config(path: str | Path | None) -> HostConfig:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise CliError(f"config: {p} is not valid YAML: {exc}") from None
+        where = getattr(exc, "problem_mark", None)
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise CliError(f"config: {p} is not valid YAML{at}: {problem}") from None
     return parse_config(data)

@@ -73,8 +73,10 @@ def test_missing_file(tmp_path):
 def test_invalid_yaml(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("snics: [\n")
-    with pytest.raises(CliError, match="not valid YAML"):
+    with pytest.raises(CliError, match="not valid YAML") as err:
         load_config(p)
+    assert "\n" not in str(err.value)  # one line for the operator, with where it broke
+    assert "line " in str(err.value)
 
 
 def test_cli_bad_config_starts_nothing(tmp_path):
