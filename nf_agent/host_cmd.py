@@ -78,10 +78,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        try:
-            status = host.up()
-        except AlreadyRunning as exc:
-            raise CliError(f"{exc}; run `uno down` first") from None
+        status = host.up()
+    except AlreadyRunning as exc:  # someone else's running host: leave it exactly as it is
+        raise CliError(f"{exc}; run `uno down` first") from None
+    except DatapathError as exc:
+        host.down()  # a failed bring-up leaves nothing behind
+        raise CliError(str(exc)) from None
+    except BaseException:
+        host.down()
+        raise
+    try:
         install_bootstrap_flows(status)
         _print_status(status, json_out=False)
         snic0 = status["snics"][0]

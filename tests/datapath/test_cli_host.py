@@ -63,6 +63,24 @@ def test_run_once_pings_through_the_path_and_leaves_nothing(tmp_path):
     assert machine_snapshot(name) == EMPTY
 
 
+def test_run_on_a_running_host_refuses_and_leaves_it_up(tmp_path):
+    from .conftest import EMPTY, machine_snapshot
+
+    name = unique_name()
+    cfg = tmp_path / "host.yaml"
+    cfg.write_text("rundir: /run/uno-test\nvms: 1\n")
+    try:
+        assert uno("up", "--config", str(cfg), "--name", name).returncode == 0
+        before = machine_snapshot(name)
+        out = uno("run", "--config", str(cfg), "--name", name, "--once")
+        assert out.returncode == 2 and "already up" in out.stderr, out.stdout + out.stderr
+        assert machine_snapshot(name) == before
+        assert uno("status", "--config", str(cfg), "--name", name).returncode == 0
+    finally:
+        uno("down", "--config", str(cfg), "--name", name)
+    assert machine_snapshot(name) == EMPTY
+
+
 def test_run_until_ctrl_c_then_leaves_nothing(tmp_path):
     """`make run`: up, status, wait; SIGINT (Ctrl-C) tears down."""
     import signal
