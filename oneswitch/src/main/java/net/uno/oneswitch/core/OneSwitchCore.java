@@ -784,9 +784,9 @@ public final class OneSwitchCore implements SouthListener {
         });
   }
 
-  private void broadcast(OFMessage m, boolean masterOnly) {
+  private void broadcast(OFMessage m, boolean unusedMasterOnly) {
     for (Session s : sessions) {
-      if (!masterOnly || !s.isSlave()) {
+      if (s.wants(m)) {
         s.send(m);
       }
     }
