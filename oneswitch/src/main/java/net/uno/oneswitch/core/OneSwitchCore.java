@@ -103,6 +103,7 @@ public final class OneSwitchCore implements SouthListener {
   private final Map<VirtualRule.Key, long[]> idle = new HashMap<>();
   private int missSendLen = 128;
   private boolean saveScheduled;
+  private boolean flushPending;
   private boolean idlePollRunning;
 
   private record GroupHolder(int id) {}
@@ -371,7 +372,7 @@ public final class OneSwitchCore implements SouthListener {
       send(p.make);
       send(p.modify);
       send(p.remove);
-      flushAll();
+      scheduleFlush();
       return CompletableFuture.completedFuture(null);
     }
     send(p.make);
@@ -401,7 +402,19 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   private void flushAll() {
+    flushPending = false;
     south.values().forEach(SouthSwitch::flush);
+  }
+
+  /**
+   * Flushes after the tasks already queued on the core thread: a burst of flow-mods from a
+   * controller leaves in few large writes instead of one write per message.
+   */
+  private void scheduleFlush() {
+    if (!flushPending) {
+      flushPending = true;
+      exec.execute(this::flushAll);
+    }
   }
 
   /** Completes when every connected physical switch answered a barrier (errors ignored). */
@@ -1092,29 +1105,44 @@ public final class OneSwitchCore implements SouthListener {
 
   /** Physical counters by cookie, from every connected switch. */
   public CompletableFuture<Map<Long, long[]>> physicalCounters() {
+    return physicalCounters(null);
+  }
+
+  /** Physical counters by cookie of physical {@code tables} (null = all), every switch. */
+  public CompletableFuture<Map<Long, long[]>> physicalCounters(Set<Integer> tables) {
     Map<Long, long[]> out = new HashMap<>();
     List<CompletableFuture<Void>> fs = new ArrayList<>();
     for (SouthSwitch s : south.values()) {
       if (!s.isReady()) {
         continue;
       }
-      fs.add(
-          s.<OFFlowStatsReply>stats(flowStatsAll(s))
-              .thenAccept(
-                  rs -> {
-                    synchronized (out) {
-                      for (OFFlowStatsReply r : rs) {
-                        for (OFFlowStatsEntry e : r.getEntries()) {
-                          out.put(
-                              e.getCookie().getValue(),
-                              new long[] {
-                                e.getPacketCount().getValue(), e.getByteCount().getValue()
-                              });
+      List<org.projectfloodlight.openflow.protocol.OFFlowStatsRequest> reqs = new ArrayList<>();
+      if (tables == null) {
+        reqs.add(flowStatsAll(s));
+      } else {
+        for (int t : tables) {
+          reqs.add(flowStatsAll(s).createBuilder().setTableId(TableId.of(t)).build());
+        }
+      }
+      for (var req : reqs) {
+        fs.add(
+            s.<OFFlowStatsReply>stats(req)
+                .thenAccept(
+                    rs -> {
+                      synchronized (out) {
+                        for (OFFlowStatsReply r : rs) {
+                          for (OFFlowStatsEntry e : r.getEntries()) {
+                            out.put(
+                                e.getCookie().getValue(),
+                                new long[] {
+                                  e.getPacketCount().getValue(), e.getByteCount().getValue()
+                                });
+                          }
                         }
                       }
-                    }
-                  })
-              .exceptionally(e -> null));
+                    })
+                .exceptionally(e -> null));
+      }
     }
     return CompletableFuture.allOf(fs.toArray(new CompletableFuture<?>[0])).thenApply(x -> out);
   }
@@ -1173,17 +1201,19 @@ public final class OneSwitchCore implements SouthListener {
       long now = clock.getAsLong();
       List<VirtualRule> hard = new ArrayList<>();
       boolean anyIdle = false;
+      Set<Integer> idleTables = new HashSet<>();
       for (VirtualRule r : rules.values()) {
         if (r.hardTimeout() > 0 && now - r.installedMillis() >= r.hardTimeout() * 1000L) {
           hard.add(r);
         } else if (r.idleTimeout() > 0) {
           anyIdle = true;
+          idleTables.add(r.table() + 1);
         }
       }
       removeRules(hard, OFFlowRemovedReason.HARD_TIMEOUT);
       if (anyIdle && !idlePollRunning) {
         idlePollRunning = true;
-        physicalCounters()
+        physicalCounters(idleTables)
             .whenCompleteAsync(
                 (c, e) -> {
                   idlePollRunning = false;
