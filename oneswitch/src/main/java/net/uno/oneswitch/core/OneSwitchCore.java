@@ -101,6 +101,7 @@ public final class OneSwitchCore implements SouthListener {
   private final Map<Long, VirtualRule.Key> retiring = new HashMap<>();
   private final Map<Long, Removal> pendingRemoval = new HashMap<>();
   private final Map<VirtualRule.Key, long[]> idle = new HashMap<>();
+  private final Map<Integer, Long> groupCreated = new HashMap<>();
   private int missSendLen = 128;
   private boolean saveScheduled;
   private boolean flushPending;
@@ -557,6 +558,11 @@ public final class OneSwitchCore implements SouthListener {
     return okPort && okGroup;
   }
 
+  /** Milliseconds since group {@code id} was added. */
+  public long groupAgeMillis(int id) {
+    return Math.max(0, clock.getAsLong() - groupCreated.getOrDefault(id, clock.getAsLong()));
+  }
+
   /** Number of virtual rules whose actions use group {@code id}. */
   public int groupRefs(int id) {
     int n = 0;
@@ -707,6 +713,7 @@ public final class OneSwitchCore implements SouthListener {
         removeRules(victims, OFFlowRemovedReason.GROUP_DELETE);
         for (int g : ids) {
           if (groups.remove(g) != null) {
+            groupCreated.remove(g);
             setGroupTranslation(g, null, null);
           }
         }
@@ -734,6 +741,9 @@ public final class OneSwitchCore implements SouthListener {
       throw e;
     }
     groups.put(g.groupId(), g);
+    if (!existed) {
+      groupCreated.put(g.groupId(), clock.getAsLong());
+    }
     setGroupTranslation(g.groupId(), t, used);
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
     refreshDispatch(dirty);

@@ -198,7 +198,7 @@ class OneSwitchTest {
               .skip(0)
               .filter(m -> m.getType() == OFType.FLOW_MOD)
               .count();
-      assertEquals(5, flowMods, "only the initial dispatch rules were ever sent");
+      assertEquals(6, flowMods, "only the initial dispatch rules were ever sent");
       assertTrue(host.logSnapshot().size() + snic.logSnapshot().size() >= before);
     }
   }
