@@ -415,6 +415,9 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   private void flushAll() {
+    if (!flushPending) {
+      return;
+    }
     flushPending = false;
     south.values().forEach(SouthSwitch::flush);
   }
@@ -426,7 +429,8 @@ public final class OneSwitchCore implements SouthListener {
   private void scheduleFlush() {
     if (!flushPending) {
       flushPending = true;
-      exec.execute(this::flushAll);
+      // Coalesce: one write per switch per millisecond of flow-mods (a barrier flushes at once).
+      exec.schedule(this::flushAll, 1, TimeUnit.MILLISECONDS);
     }
   }
 
@@ -1279,7 +1283,7 @@ public final class OneSwitchCore implements SouthListener {
       return;
     }
     saveScheduled = true;
-    exec.schedule(this::saveNow, 200, TimeUnit.MILLISECONDS);
+    exec.schedule(this::saveNow, 1000, TimeUnit.MILLISECONDS);
   }
 
   public void saveNow() {
