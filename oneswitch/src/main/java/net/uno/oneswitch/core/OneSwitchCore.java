@@ -792,10 +792,16 @@ public final class OneSwitchCore implements SouthListener {
             metrics.packetOuts.incrementAndGet();
           }
           if (!used.isEmpty()) {
-            used.forEach(tags::release);
-            Set<PhysRule.Key> d2 = new LinkedHashSet<>();
-            refreshDispatch(d2);
-            apply(d2, Set.of(), false);
+            // Keep the delivery rules while the packet may still be crossing the PCIe link.
+            exec.schedule(
+                () -> {
+                  used.forEach(tags::release);
+                  Set<PhysRule.Key> d2 = new LinkedHashSet<>();
+                  refreshDispatch(d2);
+                  apply(d2, Set.of(), false);
+                },
+                1,
+                TimeUnit.SECONDS);
           }
         },
         exec);
