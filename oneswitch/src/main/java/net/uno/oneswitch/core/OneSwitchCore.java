@@ -807,9 +807,21 @@ public final class OneSwitchCore implements SouthListener {
         exec);
   }
 
+  /** Runs {@code r} on the core thread, logging (never losing) an unexpected exception. */
+  private void onCore(Runnable r) {
+    exec.execute(
+        () -> {
+          try {
+            r.run();
+          } catch (RuntimeException e) {
+            LOG.error("core task failed: {}", e.toString(), e);
+          }
+        });
+  }
+
   @Override
   public void packetIn(SouthSwitch sw, OFPacketIn pin) {
-    exec.execute(
+    onCore(
         () -> {
           PhysicalState.Installed i = phys.byCookie(pin.getCookie().getValue());
           if (i == null || i.owner() == null) {
@@ -839,7 +851,7 @@ public final class OneSwitchCore implements SouthListener {
 
   @Override
   public void flowRemoved(SouthSwitch sw, OFFlowRemoved fr) {
-    exec.execute(
+    onCore(
         () -> {
           long c = fr.getCookie().getValue();
           long p = fr.getPacketCount().getValue();
@@ -908,7 +920,7 @@ public final class OneSwitchCore implements SouthListener {
 
   @Override
   public void portStatus(SouthSwitch sw, OFPortStatus ps) {
-    exec.execute(
+    onCore(
         () ->
             ports
                 .byPhysical(sw.id(), ps.getDesc().getPortNo().getPortNumber())
@@ -1045,8 +1057,8 @@ public final class OneSwitchCore implements SouthListener {
 
   @Override
   public void connected(SouthSwitch sw) {
-    exec.execute(() -> reconcile(sw));
-    exec.execute(
+    onCore(() -> reconcile(sw));
+    onCore(
         () ->
             ports.all().stream()
                 .filter(v -> v.sw().equals(sw.id()))
@@ -1055,7 +1067,7 @@ public final class OneSwitchCore implements SouthListener {
 
   @Override
   public void disconnected(SouthSwitch sw) {
-    exec.execute(
+    onCore(
         () -> {
           phys.forget(sw.id());
           ports.all().stream()
