@@ -119,6 +119,7 @@ class RestAndAsyncTest {
     JsonNode sws = json(get("/v1/switches", true));
     assertEquals("host", sws.get(0).get("id").asText());
     assertTrue(sws.get(0).get("connected").asBoolean());
+    assertTrue(sws.get(0).get("ports").get(0).get("port").isIntegralNumber());
     assertEquals(2, json(get("/v1/ports", true)).size());
     try (OfClient c = client()) {
       String body = "{\"switch\": \"snic0\", \"port\": 200, \"name\": \"nf1\"}";
