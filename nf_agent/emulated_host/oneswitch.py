@@ -129,6 +129,7 @@ class OneSwitch:
         self.state_dir.mkdir(exist_ok=True)
         switches = self.endpoints()  # type: ignore[operator]
         conf = build_config(self.cfg, switches, free_port(), free_port(), self.state_dir)
+        self.config_file.touch(mode=0o600)  # it holds the REST token
         self.config_file.write_text(json.dumps(conf, indent=2))
         with open(self.logfile, "ab") as log:
             proc = subprocess.Popen(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from host_datapath.host_switch import HostSwitch
-from host_datapath.sysutil import kill_and_wait, netns_del, netns_list, netns_pids
+from host_datapath.sysutil import kill_and_wait, netns_del, netns_list, netns_pids, run
 
 from .pktio import Endpoint
 
@@ -23,6 +23,7 @@ RUNDIR = Path("/run/uno-test")
 class RefSwitch:
     name: str  # unique, 1-6 chars [a-z0-9] (as an emulated host name)
     vports: list[int]
+    dpid: str | None = None  # 16 hex digits (as OneSwitch's, for a controller configured by dpid)
     sw: HostSwitch = field(init=False)
 
     def __post_init__(self) -> None:
@@ -37,6 +38,9 @@ class RefSwitch:
     def up(self) -> RefSwitch:
         try:
             self.sw.up()
+            if self.dpid:
+                run(["ovs-vsctl", f"--db={self.sw.ovs.db_remote}", "set", "bridge", self.sw.bridge,
+                     f"other-config:datapath-id={self.dpid}"])  # fmt: skip
             for v in self.vports:
                 ns, inside, port = f"{self.name}-p{v}", f"{self.name}-p{v}", f"{self.name}-p{v}s"
                 self.sw.attach_namespace(ns, inside, port, v)
