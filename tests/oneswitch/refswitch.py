@@ -24,10 +24,11 @@ class RefSwitch:
     name: str  # unique, 1-6 chars [a-z0-9] (as an emulated host name)
     vports: list[int]
     dpid: str | None = None  # 16 hex digits (as OneSwitch's, for a controller configured by dpid)
+    base: Path = RUNDIR
     sw: HostSwitch = field(init=False)
 
     def __post_init__(self) -> None:
-        self.rundir = RUNDIR / self.name
+        self.rundir = self.base / self.name
         self.sw = HostSwitch(f"{self.name}-ref", self.rundir, f"{self.name}-rbr")
 
     @property

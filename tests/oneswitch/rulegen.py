@@ -112,7 +112,9 @@ def _actions(rng: random.Random, vports: list[int], table: int, tables: int, fac
     return acts or ["drop"]
 
 
-def generate(seed: int, vports: list[int], n_rules: int = 30, tables: int = 3, groups: bool = True) -> RuleSet:
+def generate(
+    seed: int, vports: list[int], n_rules: int = 30, tables: int = 3, groups: bool = True, prio_max: int = 999
+) -> RuleSet:
     rng = random.Random(seed)
     group_specs: list[str] = []
     if groups:
@@ -123,9 +125,9 @@ def generate(seed: int, vports: list[int], n_rules: int = 30, tables: int = 3, g
     flows = []
     for _ in range(n_rules):
         table = rng.choices(range(tables), weights=[5, 3, 2][:tables])[0]
-        prio = rng.randint(1, 999)
+        prio = rng.randint(1, prio_max)
         while prio in used[table]:
-            prio = rng.randint(1, 999)
+            prio = rng.randint(1, prio_max)
         used[table].add(prio)
         match, facts = _match(rng, vports, table)
         acts = _actions(rng, vports, table, tables, facts, groups)
