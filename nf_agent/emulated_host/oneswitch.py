@@ -25,8 +25,9 @@ JVM_OPTS = ["-Xms32m", "-Xmx512m", "-XX:+UseSerialGC"]  # 2 cores shared by many
 START_TIMEOUT = 90.0  # JVM start + handshakes with every switch, on a loaded 2-core machine
 
 
-def jar_missing_reason(jar: Path = JAR) -> str | None:
+def jar_missing_reason(jar: Path | None = None) -> str | None:
     """Why OneSwitch cannot start here (None when it can)."""
+    jar = jar or JAR
     if not jar.exists():
         return f"OneSwitch jar {jar} not built (run `scripts/setup.sh java`)"
     from shutil import which
