@@ -193,7 +193,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer rules and repeats (about a minute)")
     args = ap.parse_args()
-    n_rate, repeats = (500, 3) if args.quick else (2000, 5)
+    n_rate, repeats = (2000, 3) if args.quick else (5000, 5)
     n_ratio = 3024
     sizes = [10, 100] if args.quick else [1, 10, 100, 1000]
     print_machine()
