@@ -157,11 +157,15 @@ class OneSwitch:
         except DatapathError as exc:
             raise DatapathError(f"{exc}; log {self.logfile}: {self._log_tail()}") from None
 
-    def _log_tail(self, lines: int = 5) -> str:
+    def _log_tail(self, lines: int = 3) -> str:
+        """The log's first error line (a Java stack trace starts with it) and its last lines."""
         try:
-            return " | ".join(self.logfile.read_text(errors="replace").splitlines()[-lines:])
+            text = self.logfile.read_text(errors="replace").splitlines()
         except OSError:
             return "(no log)"
+        first = next((ln for ln in text if "Exception" in ln or "ERROR" in ln or "error" in ln), None)
+        tail = text[-lines:]
+        return " | ".join(([first] if first and first not in tail else []) + tail)
 
     def down(self) -> None:
         pid = self.pid()
