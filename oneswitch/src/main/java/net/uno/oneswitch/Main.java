@@ -1,10 +1,187 @@
 package net.uno.oneswitch;
 
+import ch.qos.logback.classic.LoggerContext;
+import ch.qos.logback.classic.encoder.PatternLayoutEncoder;
+import ch.qos.logback.core.FileAppender;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.nio.NioEventLoopGroup;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import net.uno.oneswitch.config.Config;
+import net.uno.oneswitch.config.ConfigError;
+import net.uno.oneswitch.core.Metrics;
+import net.uno.oneswitch.core.OneSwitchCore;
+import net.uno.oneswitch.core.Persistence;
+import net.uno.oneswitch.model.Topology;
+import net.uno.oneswitch.model.VPort;
+import net.uno.oneswitch.north.NorthServer;
+import net.uno.oneswitch.rest.RestServer;
+import net.uno.oneswitch.south.SouthSwitch;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
 /** Entry point of the OneSwitch jar. */
 public final class Main {
   private Main() {}
 
+  static final String USAGE =
+      "usage: java -jar oneswitch-0.1.0-all.jar --config FILE.json [--log-file FILE]\n"
+          + "  One virtual OpenFlow 1.3 switch over the host and sNIC switches (see"
+          + " oneswitch/README.md).";
+
   public static void main(String[] args) {
-    System.out.println("oneswitch: not yet wired");
+    String config = null;
+    String logFile = null;
+    for (int i = 0; i < args.length; i++) {
+      switch (args[i]) {
+        case "--help", "-h" -> {
+          System.out.println(USAGE);
+          return;
+        }
+        case "--config" -> {
+          if (++i >= args.length) {
+            fail("--config: missing FILE");
+          }
+          config = args[i];
+        }
+        case "--log-file" -> {
+          if (++i >= args.length) {
+            fail("--log-file: missing FILE");
+          }
+          logFile = args[i];
+        }
+        default -> fail("unknown argument " + args[i] + " (see --help)");
+      }
+    }
+    if (config == null) {
+      fail("--config FILE is required (see --help)");
+    }
+    Config cfg;
+    try {
+      cfg = Config.load(Path.of(config));
+    } catch (ConfigError e) {
+      fail("config: " + e.getMessage());
+      return;
+    }
+    if (logFile != null) {
+      logToFile(logFile);
+    }
+    try {
+      run(cfg);
+    } catch (Exception e) {
+      LoggerFactory.getLogger(Main.class).error("cannot start: {}", e.toString(), e);
+      System.err.println("oneswitch: cannot start: " + e);
+      System.exit(1);
+    }
+  }
+
+  private static void fail(String msg) {
+    System.err.println("oneswitch: " + msg);
+    System.exit(2);
+  }
+
+  private static void logToFile(String f) {
+    LoggerContext ctx = (LoggerContext) LoggerFactory.getILoggerFactory();
+    PatternLayoutEncoder enc = new PatternLayoutEncoder();
+    enc.setContext(ctx);
+    enc.setPattern("%d{yyyy-MM-dd HH:mm:ss.SSS} %-5level %logger{0}: %msg%n");
+    enc.start();
+    FileAppender<ch.qos.logback.classic.spi.ILoggingEvent> fa = new FileAppender<>();
+    fa.setContext(ctx);
+    fa.setFile(f);
+    fa.setEncoder(enc);
+    fa.start();
+    ch.qos.logback.classic.Logger root = ctx.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
+    root.detachAndStopAllAppenders();
+    root.addAppender(fa);
+  }
+
+  /** Starts everything; returns once listening (threads keep the JVM alive). */
+  public static Running run(Config cfg) throws Exception {
+    Logger log = LoggerFactory.getLogger(Main.class);
+    Files.createDirectories(cfg.stateDir());
+    List<Topology.Pcie> links = new ArrayList<>();
+    cfg.pcie().forEach(p -> links.add(new Topology.Pcie(p.snic(), p.hostPort(), p.snicPort())));
+    List<String> ids = new ArrayList<>();
+    cfg.switches().forEach(s -> ids.add(s.id()));
+    Topology topo = new Topology(cfg.hostSwitch(), ids, links);
+    ScheduledExecutorService exec =
+        Executors.newSingleThreadScheduledExecutor(
+            r -> {
+              Thread t = new Thread(r, "oneswitch-core");
+              t.setDaemon(false);
+              return t;
+            });
+    OneSwitchCore core =
+        new OneSwitchCore(
+            topo,
+            cfg.physicalTables(),
+            exec,
+            System::currentTimeMillis,
+            new Metrics(),
+            new Persistence(cfg.stateDir()));
+    EventLoopGroup group = new NioEventLoopGroup(2);
+    exec.submit(
+            () -> {
+              boolean restored = core.restore();
+              if (!restored) {
+                List<VPort> init = new ArrayList<>();
+                cfg.ports()
+                    .forEach(p -> init.add(new VPort(p.vport(), p.sw(), p.port(), p.name())));
+                core.initPorts(init);
+                core.saveNow();
+              }
+              return null;
+            })
+        .get();
+    for (Config.SwitchCfg s : cfg.switches()) {
+      core.addSouth(new SouthSwitch(s.id(), s.openflow(), group, core));
+    }
+    NorthServer north = new NorthServer(core, cfg.dpid(), group);
+    int ofPort = north.listen(cfg.listen());
+    Files.writeString(
+        cfg.stateDir().resolve("listen"), "tcp:" + cfg.listen().host() + ":" + ofPort + "\n");
+    RestServer rest = new RestServer(core, north, cfg.controllers(), cfg.token());
+    int restPort = rest.start(cfg.rest());
+    Files.writeString(cfg.stateDir().resolve("rest"), cfg.rest().host() + ":" + restPort + "\n");
+    core.start();
+    core.south().values().forEach(SouthSwitch::start);
+    north.connect(cfg.controllers());
+    log.info(
+        "OneSwitch dpid {} up: {} virtual tables, switches {}",
+        String.format("%016x", cfg.dpid()),
+        core.virtualTables(),
+        ids);
+    Running r = new Running(core, north, rest, group, exec, ofPort, restPort);
+    Runtime.getRuntime()
+        .addShutdownHook(
+            new Thread(
+                () -> {
+                  exec.submit(core::saveNow);
+                  r.stop();
+                }));
+    return r;
+  }
+
+  /** A running OneSwitch (for tests). */
+  public record Running(
+      OneSwitchCore core,
+      NorthServer north,
+      RestServer rest,
+      EventLoopGroup group,
+      ScheduledExecutorService exec,
+      int ofPort,
+      int restPort) {
+    public void stop() {
+      north.stop();
+      rest.stop();
+      core.south().values().forEach(SouthSwitch::stop);
+      group.shutdownGracefully(0, 1, java.util.concurrent.TimeUnit.SECONDS);
+      exec.shutdown();
+    }
   }
 }

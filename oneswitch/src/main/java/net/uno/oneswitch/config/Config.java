@@ -1,0 +1,272 @@
+package net.uno.oneswitch.config;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Set;
+
+/** The validated OneSwitch configuration (see oneswitch/README.md for the JSON schema). */
+public record Config(
+    long dpid,
+    Endpoint listen,
+    List<Endpoint> controllers,
+    Endpoint rest,
+    String token,
+    Path stateDir,
+    List<SwitchCfg> switches,
+    List<PcieCfg> pcie,
+    List<PortCfg> ports,
+    int physicalTables) {
+
+  /** One physical switch OneSwitch connects to as its controller. */
+  public record SwitchCfg(String id, Endpoint openflow) {}
+
+  /** The PCIe link of one sNIC: port on the host switch and port on the sNIC switch. */
+  public record PcieCfg(String snic, int hostPort, int snicPort) {}
+
+  /** An initial port map entry. */
+  public record PortCfg(int vport, String sw, int port, String name) {}
+
+  private static final Set<String> KEYS =
+      Set.of(
+          "dpid",
+          "listen",
+          "controllers",
+          "rest",
+          "token",
+          "state_dir",
+          "switches",
+          "pcie",
+          "ports",
+          "physical_tables");
+
+  public static Config load(Path file) throws ConfigError {
+    String text;
+    try {
+      text = Files.readString(file);
+    } catch (Exception e) {
+      throw new ConfigError("config", "cannot read " + file + ": " + e.getMessage());
+    }
+    return parse(text);
+  }
+
+  public static Config parse(String json) throws ConfigError {
+    JsonNode root;
+    try {
+      root = new ObjectMapper().readTree(json);
+    } catch (JsonProcessingException e) {
+      throw new ConfigError("config", "invalid JSON: " + e.getOriginalMessage().replace('\n', ' '));
+    }
+    if (root == null || !root.isObject()) {
+      throw new ConfigError("config", "must be a JSON object");
+    }
+    for (Iterator<String> it = root.fieldNames(); it.hasNext(); ) {
+      String k = it.next();
+      if (!KEYS.contains(k)) {
+        throw new ConfigError(k, "unknown key");
+      }
+    }
+    String dpidS = str(root, "dpid", true);
+    if (!dpidS.matches("[0-9a-fA-F]{16}")) {
+      throw new ConfigError("dpid", "expected 16 hex digits, got " + dpidS);
+    }
+    long dpid = Long.parseUnsignedLong(dpidS, 16);
+    Endpoint listen = Endpoint.parsePassive("listen", str(root, "listen", true));
+    List<Endpoint> controllers = new ArrayList<>();
+    JsonNode cs = root.get("controllers");
+    if (cs != null && !cs.isNull()) {
+      if (!cs.isArray()) {
+        throw new ConfigError("controllers", "must be a list");
+      }
+      for (int i = 0; i < cs.size(); i++) {
+        String f = "controllers[" + i + "]";
+        if (!cs.get(i).isTextual()) {
+          throw new ConfigError(f, "must be a string");
+        }
+        controllers.add(Endpoint.parseActive(f, cs.get(i).asText()));
+      }
+    }
+    String restS = str(root, "rest", false);
+    Endpoint rest = Endpoint.parseHostPort("rest", restS == null ? "127.0.0.1:0" : restS);
+    String token = str(root, "token", false);
+    if (token != null && token.isEmpty()) {
+      throw new ConfigError("token", "must not be empty (use null for no token)");
+    }
+    String sd = str(root, "state_dir", true);
+    if (sd.isEmpty()) {
+      throw new ConfigError("state_dir", "must not be empty");
+    }
+    int physTables = 254;
+    JsonNode pt = root.get("physical_tables");
+    if (pt != null && !pt.isNull()) {
+      if (!pt.isInt() || pt.asInt() < 3 || pt.asInt() > 255) {
+        throw new ConfigError("physical_tables", "must be an integer 3..255");
+      }
+      physTables = pt.asInt();
+    }
+    List<SwitchCfg> switches = new ArrayList<>();
+    JsonNode sw = root.get("switches");
+    if (sw == null || !sw.isArray() || sw.isEmpty()) {
+      throw new ConfigError("switches", "must be a non-empty list");
+    }
+    Set<String> ids = new HashSet<>();
+    for (int i = 0; i < sw.size(); i++) {
+      String f = "switches[" + i + "]";
+      JsonNode n = sw.get(i);
+      if (!n.isObject()) {
+        throw new ConfigError(f, "must be an object");
+      }
+      onlyKeys(n, f, Set.of("id", "openflow"));
+      String id = str(n, f + ".id", "id", true);
+      if (!id.matches("[A-Za-z0-9_.-]{1,32}")) {
+        throw new ConfigError(f + ".id", "must be 1-32 chars [A-Za-z0-9_.-], got " + id);
+      }
+      if (!ids.add(id)) {
+        throw new ConfigError(f + ".id", "duplicate switch id " + id);
+      }
+      Endpoint ep =
+          Endpoint.parseActive(f + ".openflow", str(n, f + ".openflow", "openflow", true));
+      switches.add(new SwitchCfg(id, ep));
+    }
+    List<PcieCfg> pcie = new ArrayList<>();
+    JsonNode pc = root.get("pcie");
+    Set<String> snics = new HashSet<>();
+    if (pc != null && !pc.isNull()) {
+      if (!pc.isArray()) {
+        throw new ConfigError("pcie", "must be a list");
+      }
+      for (int i = 0; i < pc.size(); i++) {
+        String f = "pcie[" + i + "]";
+        JsonNode n = pc.get(i);
+        if (!n.isObject()) {
+          throw new ConfigError(f, "must be an object");
+        }
+        onlyKeys(n, f, Set.of("snic", "host_port", "snic_port"));
+        String snic = str(n, f + ".snic", "snic", true);
+        if (!ids.contains(snic)) {
+          throw new ConfigError(f + ".snic", "unknown switch " + snic);
+        }
+        if (!snics.add(snic)) {
+          throw new ConfigError(f + ".snic", "duplicate PCIe link for " + snic);
+        }
+        pcie.add(
+            new PcieCfg(
+                snic,
+                portNum(n, f + ".host_port", "host_port"),
+                portNum(n, f + ".snic_port", "snic_port")));
+      }
+    }
+    if (switches.size() - snics.size() != 1) {
+      throw new ConfigError(
+          "pcie", "every switch but exactly one (the host switch) must have a PCIe link");
+    }
+    String hostId =
+        switches.stream().map(SwitchCfg::id).filter(s -> !snics.contains(s)).findFirst().get();
+    Set<Integer> hostPcie = new HashSet<>();
+    for (int i = 0; i < pcie.size(); i++) {
+      if (!hostPcie.add(pcie.get(i).hostPort())) {
+        throw new ConfigError("pcie[" + i + "].host_port", "host port used twice");
+      }
+    }
+    List<PortCfg> ports = new ArrayList<>();
+    JsonNode ps = root.get("ports");
+    if (ps != null && !ps.isNull()) {
+      if (!ps.isArray()) {
+        throw new ConfigError("ports", "must be a list");
+      }
+      Set<Integer> vports = new HashSet<>();
+      Set<String> phys = new HashSet<>();
+      for (int i = 0; i < ps.size(); i++) {
+        String f = "ports[" + i + "]";
+        JsonNode n = ps.get(i);
+        if (!n.isObject()) {
+          throw new ConfigError(f, "must be an object");
+        }
+        onlyKeys(n, f, Set.of("vport", "switch", "port", "name"));
+        int vport = portNum(n, f + ".vport", "vport");
+        String s = str(n, f + ".switch", "switch", true);
+        if (!ids.contains(s)) {
+          throw new ConfigError(f + ".switch", "unknown switch " + s);
+        }
+        int port = portNum(n, f + ".port", "port");
+        for (PcieCfg p : pcie) {
+          if ((s.equals(p.snic()) && port == p.snicPort())
+              || (s.equals(hostId) && port == p.hostPort())) {
+            throw new ConfigError(f + ".port", "is a PCIe link port");
+          }
+        }
+        if (!vports.add(vport)) {
+          throw new ConfigError(f + ".vport", "duplicate vport " + vport);
+        }
+        if (!phys.add(s + ":" + port)) {
+          throw new ConfigError(f + ".port", "physical port mapped twice");
+        }
+        String name = str(n, f + ".name", "name", false);
+        ports.add(new PortCfg(vport, s, port, name == null ? "v" + vport : name));
+      }
+    }
+    return new Config(
+        dpid,
+        listen,
+        List.copyOf(controllers),
+        rest,
+        token,
+        Path.of(sd),
+        List.copyOf(switches),
+        List.copyOf(pcie),
+        List.copyOf(ports),
+        physTables);
+  }
+
+  private static void onlyKeys(JsonNode n, String f, Set<String> keys) throws ConfigError {
+    for (Iterator<String> it = n.fieldNames(); it.hasNext(); ) {
+      String k = it.next();
+      if (!keys.contains(k)) {
+        throw new ConfigError(f + "." + k, "unknown key");
+      }
+    }
+  }
+
+  private static String str(JsonNode n, String key, boolean required) throws ConfigError {
+    return str(n, key, key, required);
+  }
+
+  private static String str(JsonNode n, String field, String key, boolean required)
+      throws ConfigError {
+    JsonNode v = n.get(key);
+    if (v == null || v.isNull()) {
+      if (required) {
+        throw new ConfigError(field, "is required");
+      }
+      return null;
+    }
+    if (!v.isTextual()) {
+      throw new ConfigError(field, "must be a string");
+    }
+    return v.asText();
+  }
+
+  private static int portNum(JsonNode n, String field, String key) throws ConfigError {
+    JsonNode v = n.get(key);
+    if (v == null || v.isNull()) {
+      throw new ConfigError(field, "is required");
+    }
+    if (!v.isIntegralNumber() || v.asLong() < 1 || v.asLong() > 0xffffff00L) {
+      throw new ConfigError(field, "must be an integer 1..4294967040");
+    }
+    return (int) v.asLong();
+  }
+
+  /** The id of the host switch: the one switch without a PCIe link entry. */
+  public String hostSwitch() {
+    Set<String> snics = new HashSet<>();
+    pcie.forEach(p -> snics.add(p.snic()));
+    return switches.stream().map(SwitchCfg::id).filter(s -> !snics.contains(s)).findFirst().get();
+  }
+}

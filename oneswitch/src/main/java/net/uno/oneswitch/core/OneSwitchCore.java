@@ -1,0 +1,1313 @@
+package net.uno.oneswitch.core;
+
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArraySet;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.function.LongSupplier;
+import net.uno.oneswitch.model.PhysRule;
+import net.uno.oneswitch.model.PortMap;
+import net.uno.oneswitch.model.Topology;
+import net.uno.oneswitch.model.VPort;
+import net.uno.oneswitch.model.VirtualGroup;
+import net.uno.oneswitch.model.VirtualRule;
+import net.uno.oneswitch.south.SouthListener;
+import net.uno.oneswitch.south.SouthSwitch;
+import net.uno.oneswitch.translate.MatchUtil;
+import net.uno.oneswitch.translate.OfError;
+import net.uno.oneswitch.translate.TagAllocator;
+import net.uno.oneswitch.translate.Translator;
+import org.projectfloodlight.openflow.protocol.OFBadRequestCode;
+import org.projectfloodlight.openflow.protocol.OFBucket;
+import org.projectfloodlight.openflow.protocol.OFErrorMsg;
+import org.projectfloodlight.openflow.protocol.OFFactories;
+import org.projectfloodlight.openflow.protocol.OFFactory;
+import org.projectfloodlight.openflow.protocol.OFFlowAdd;
+import org.projectfloodlight.openflow.protocol.OFFlowMod;
+import org.projectfloodlight.openflow.protocol.OFFlowModFailedCode;
+import org.projectfloodlight.openflow.protocol.OFFlowModFlags;
+import org.projectfloodlight.openflow.protocol.OFFlowRemoved;
+import org.projectfloodlight.openflow.protocol.OFFlowRemovedReason;
+import org.projectfloodlight.openflow.protocol.OFFlowStatsEntry;
+import org.projectfloodlight.openflow.protocol.OFFlowStatsReply;
+import org.projectfloodlight.openflow.protocol.OFGroupAdd;
+import org.projectfloodlight.openflow.protocol.OFGroupDescStatsEntry;
+import org.projectfloodlight.openflow.protocol.OFGroupDescStatsReply;
+import org.projectfloodlight.openflow.protocol.OFGroupMod;
+import org.projectfloodlight.openflow.protocol.OFGroupModFailedCode;
+import org.projectfloodlight.openflow.protocol.OFMessage;
+import org.projectfloodlight.openflow.protocol.OFPacketIn;
+import org.projectfloodlight.openflow.protocol.OFPacketOut;
+import org.projectfloodlight.openflow.protocol.OFPortDesc;
+import org.projectfloodlight.openflow.protocol.OFPortReason;
+import org.projectfloodlight.openflow.protocol.OFPortState;
+import org.projectfloodlight.openflow.protocol.OFPortStatus;
+import org.projectfloodlight.openflow.protocol.OFVersion;
+import org.projectfloodlight.openflow.protocol.action.OFAction;
+import org.projectfloodlight.openflow.protocol.action.OFActionGroup;
+import org.projectfloodlight.openflow.protocol.action.OFActionOutput;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstructionApplyActions;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstructionWriteActions;
+import org.projectfloodlight.openflow.types.MacAddress;
+import org.projectfloodlight.openflow.types.OFBufferId;
+import org.projectfloodlight.openflow.types.OFGroup;
+import org.projectfloodlight.openflow.types.OFPort;
+import org.projectfloodlight.openflow.types.TableId;
+import org.projectfloodlight.openflow.types.U64;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The one owner of the virtual switch state. Every method runs on the single core executor ({@link
+ * #exec()}); callers on other threads post to it.
+ */
+public final class OneSwitchCore implements SouthListener {
+  private static final Logger LOG = LoggerFactory.getLogger(OneSwitchCore.class);
+  public static final OFFactory F = OFFactories.getFactory(OFVersion.OF_13);
+
+  private final Topology topo;
+  private final int nVirt;
+  private final ScheduledExecutorService exec;
+  private final LongSupplier clock;
+  private final Metrics metrics;
+  private final Persistence persistence;
+  private final Map<String, SouthSwitch> south = new LinkedHashMap<>();
+  private final Set<Session> sessions = new CopyOnWriteArraySet<>();
+
+  private final LinkedHashMap<VirtualRule.Key, VirtualRule> rules = new LinkedHashMap<>();
+  private final TreeMap<Integer, VirtualGroup> groups = new TreeMap<>();
+  private PortMap ports = PortMap.empty();
+  private final TagAllocator tags = TagAllocator.vlan();
+  private final Map<Object, Set<Integer>> tagHolders = new HashMap<>();
+  private final Map<VirtualRule.Key, List<PhysRule>> trans = new HashMap<>();
+  private final Map<Integer, Map<String, List<OFBucket>>> groupTrans = new HashMap<>();
+  private final Map<PhysRule.Key, PhysRule> desired = new HashMap<>();
+  private final Map<PhysRule.Key, VirtualRule.Key> owners = new HashMap<>();
+  private final Set<PhysRule.Key> dispatchKeys = new HashSet<>();
+  private final PhysicalState phys = new PhysicalState();
+  private final Map<VirtualRule.Key, long[]> retiredCounters = new HashMap<>();
+  private final Map<Long, VirtualRule.Key> retiring = new HashMap<>();
+  private final Map<Long, Removal> pendingRemoval = new HashMap<>();
+  private final Map<VirtualRule.Key, long[]> idle = new HashMap<>();
+  private int missSendLen = 128;
+  private boolean saveScheduled;
+  private boolean idlePollRunning;
+
+  private record GroupHolder(int id) {}
+
+  private record Translated(List<PhysRule> phys, Set<Integer> tagVports) {}
+
+  /** A virtual rule being removed, waiting for its replicas' FLOW_REMOVED counters. */
+  private final class Removal {
+    final VirtualRule rule;
+    final OFFlowRemovedReason reason;
+    long packets;
+    long bytes;
+    int remaining;
+    boolean sent;
+
+    Removal(VirtualRule rule, OFFlowRemovedReason reason, long[] base) {
+      this.rule = rule;
+      this.reason = reason;
+      if (base != null) {
+        packets = base[0];
+        bytes = base[1];
+      }
+    }
+
+    void finish() {
+      if (sent) {
+        return;
+      }
+      sent = true;
+      long dur = Math.max(0, clock.getAsLong() - rule.installedMillis());
+      OFFlowRemoved fr =
+          F.buildFlowRemoved()
+              .setCookie(U64.of(rule.cookie()))
+              .setPriority(rule.priority())
+              .setReason(reason)
+              .setTableId(TableId.of(rule.table()))
+              .setDurationSec(dur / 1000)
+              .setDurationNsec((dur % 1000) * 1_000_000)
+              .setIdleTimeout(rule.idleTimeout())
+              .setHardTimeout(rule.hardTimeout())
+              .setPacketCount(U64.of(packets))
+              .setByteCount(U64.of(bytes))
+              .setMatch(rule.match())
+              .build();
+      broadcast(fr, true);
+    }
+  }
+
+  public OneSwitchCore(
+      Topology topo,
+      int physicalTables,
+      ScheduledExecutorService exec,
+      LongSupplier clock,
+      Metrics metrics,
+      Persistence persistence) {
+    this.topo = topo;
+    this.nVirt = physicalTables - 2;
+    this.exec = exec;
+    this.clock = clock;
+    this.metrics = metrics;
+    this.persistence = persistence;
+  }
+
+  public ScheduledExecutorService exec() {
+    return exec;
+  }
+
+  public Metrics metrics() {
+    return metrics;
+  }
+
+  public int virtualTables() {
+    return nVirt;
+  }
+
+  public Topology topology() {
+    return topo;
+  }
+
+  public void addSouth(SouthSwitch s) {
+    south.put(s.id(), s);
+  }
+
+  public Map<String, SouthSwitch> south() {
+    return south;
+  }
+
+  public void addSession(Session s) {
+    sessions.add(s);
+  }
+
+  public void removeSession(Session s) {
+    sessions.remove(s);
+  }
+
+  public Set<Session> sessions() {
+    return sessions;
+  }
+
+  public int missSendLen() {
+    return missSendLen;
+  }
+
+  public void setMissSendLen(int v) {
+    missSendLen = v;
+  }
+
+  public PortMap ports() {
+    return ports;
+  }
+
+  public Map<VirtualRule.Key, VirtualRule> rules() {
+    return rules;
+  }
+
+  public Map<Integer, VirtualGroup> groups() {
+    return groups;
+  }
+
+  public List<PhysRule> translationOf(VirtualRule.Key k) {
+    return trans.getOrDefault(k, List.of());
+  }
+
+  public PhysicalState physical() {
+    return phys;
+  }
+
+  public Map<Integer, Integer> liveTags() {
+    return tags.live();
+  }
+
+  /** Starts the timeout timer. */
+  public void start() {
+    exec.scheduleWithFixedDelay(this::tick, 1, 1, TimeUnit.SECONDS);
+  }
+
+  // ------------------------------------------------------------------ translation bookkeeping
+
+  private Translator translator(PortMap pm, Set<Integer> used) {
+    return new Translator(
+        topo,
+        pm,
+        nVirt,
+        v -> {
+          if (used.contains(v)) {
+            return tags.tagOf(v).getAsInt();
+          }
+          int t = tags.acquire(v);
+          used.add(v);
+          return t;
+        },
+        groups::containsKey);
+  }
+
+  private Translated translate(VirtualRule r, PortMap pm) throws OfError {
+    Set<Integer> used = new HashSet<>();
+    try {
+      return new Translated(translator(pm, used).rule(r), used);
+    } catch (OfError e) {
+      used.forEach(tags::release);
+      throw e;
+    }
+  }
+
+  private Map<String, List<OFBucket>> translateGroup(VirtualGroup g, PortMap pm, Set<Integer> used)
+      throws OfError {
+    Map<String, List<OFBucket>> out = new LinkedHashMap<>();
+    try {
+      Translator t = translator(pm, used);
+      for (String sw : topo.switches()) {
+        out.put(sw, t.buckets(g, sw));
+      }
+      return out;
+    } catch (OfError e) {
+      used.forEach(tags::release);
+      used.clear();
+      throw e;
+    }
+  }
+
+  private void setTranslation(VirtualRule.Key k, Translated t, Set<PhysRule.Key> dirty) {
+    List<PhysRule> old = trans.remove(k);
+    if (old != null) {
+      for (PhysRule p : old) {
+        desired.remove(p.key());
+        owners.remove(p.key());
+        dirty.add(p.key());
+      }
+    }
+    Set<Integer> oldTags = tagHolders.remove(k);
+    if (t != null) {
+      trans.put(k, t.phys());
+      for (PhysRule p : t.phys()) {
+        desired.put(p.key(), p);
+        owners.put(p.key(), k);
+        dirty.add(p.key());
+      }
+      tagHolders.put(k, t.tagVports());
+    }
+    if (oldTags != null) {
+      oldTags.forEach(tags::release);
+    }
+  }
+
+  private void setGroupTranslation(int id, Map<String, List<OFBucket>> t, Set<Integer> used) {
+    groupTrans.remove(id);
+    Set<Integer> oldTags = tagHolders.remove(new GroupHolder(id));
+    if (t != null) {
+      groupTrans.put(id, t);
+      tagHolders.put(new GroupHolder(id), used);
+    }
+    if (oldTags != null) {
+      oldTags.forEach(tags::release);
+    }
+  }
+
+  private void refreshDispatch(Set<PhysRule.Key> dirty) {
+    for (PhysRule.Key k : dispatchKeys) {
+      desired.remove(k);
+      dirty.add(k);
+    }
+    dispatchKeys.clear();
+    Translator t = new Translator(topo, ports, nVirt, v -> 0, g -> true);
+    for (PhysRule p : t.dispatch(tags.live())) {
+      desired.put(p.key(), p);
+      dispatchKeys.add(p.key());
+      dirty.add(p.key());
+    }
+  }
+
+  private Map<String, Map<Integer, GroupSpec>> desiredGroups() {
+    Map<String, Map<Integer, GroupSpec>> out = new HashMap<>();
+    for (VirtualGroup g : groups.values()) {
+      Map<String, List<OFBucket>> t = groupTrans.get(g.groupId());
+      for (Map.Entry<String, List<OFBucket>> e : t.entrySet()) {
+        out.computeIfAbsent(e.getKey(), k -> new TreeMap<>())
+            .put(g.groupId(), new GroupSpec(g.type(), e.getValue()));
+      }
+    }
+    return out;
+  }
+
+  private Set<String> liveSwitches() {
+    Set<String> out = new LinkedHashSet<>();
+    south.values().stream().filter(SouthSwitch::isReady).forEach(s -> out.add(s.id()));
+    return out;
+  }
+
+  private CompletableFuture<Void> apply(
+      Set<PhysRule.Key> dirty, Set<PhysRule.Key> readd, boolean barriers) {
+    PhysicalState.Plan p =
+        phys.plan(desired, owners, dirty, readd, desiredGroups(), liveSwitches());
+    for (PhysicalState.Installed i : p.deleted) {
+      if (i.owner() != null
+          && rules.containsKey(i.owner())
+          && !pendingRemoval.containsKey(i.cookie())) {
+        retiring.put(i.cookie(), i.owner());
+      }
+    }
+    scheduleSave();
+    return execute(p, barriers);
+  }
+
+  private CompletableFuture<Void> execute(PhysicalState.Plan p, boolean barriers) {
+    if (!barriers) {
+      send(p.make);
+      send(p.modify);
+      send(p.remove);
+      flushAll();
+      return CompletableFuture.completedFuture(null);
+    }
+    send(p.make);
+    return barrierAll()
+        .thenComposeAsync(
+            x -> {
+              send(p.modify);
+              return barrierAll();
+            },
+            exec)
+        .thenComposeAsync(
+            x -> {
+              send(p.remove);
+              return barrierAll();
+            },
+            exec);
+  }
+
+  private void send(List<PhysicalState.Op> ops) {
+    for (PhysicalState.Op op : ops) {
+      SouthSwitch s = south.get(op.sw());
+      if (s != null) {
+        s.send(op.msg().createBuilder().setXid(s.nextXid()).build());
+        metrics.physicalFlowMods.incrementAndGet();
+      }
+    }
+  }
+
+  private void flushAll() {
+    south.values().forEach(SouthSwitch::flush);
+  }
+
+  /** Completes when every connected physical switch answered a barrier (errors ignored). */
+  public CompletableFuture<Void> barrierAll() {
+    List<CompletableFuture<Void>> fs = new ArrayList<>();
+    for (SouthSwitch s : south.values()) {
+      if (s.isReady()) {
+        fs.add(s.barrier().exceptionally(e -> null));
+      }
+    }
+    return CompletableFuture.allOf(fs.toArray(new CompletableFuture<?>[0]));
+  }
+
+  // ------------------------------------------------------------------ flow-mods
+
+  /** Applies a virtual FLOW_MOD; throws the OpenFlow error to answer with (state unchanged). */
+  public void flowMod(OFFlowMod fm) throws OfError {
+    long t0 = System.nanoTime();
+    metrics.flowMods.incrementAndGet();
+    try {
+      switch (fm.getCommand()) {
+        case ADD -> add(fm);
+        case MODIFY -> modify(fm, false);
+        case MODIFY_STRICT -> modify(fm, true);
+        case DELETE -> delete(fm, false);
+        case DELETE_STRICT -> delete(fm, true);
+        default -> throw new OfError(OFFlowModFailedCode.BAD_COMMAND, "" + fm.getCommand());
+      }
+    } catch (OfError e) {
+      metrics.translationErrors.incrementAndGet();
+      throw e;
+    } finally {
+      metrics.flowModLatency((System.nanoTime() - t0) / 1e9);
+    }
+  }
+
+  private int table(OFFlowMod fm, boolean allOk) throws OfError {
+    int t = fm.getTableId().getValue();
+    if (allOk && fm.getTableId().equals(TableId.ALL)) {
+      return -1;
+    }
+    if (t >= nVirt) {
+      throw new OfError(OFFlowModFailedCode.BAD_TABLE_ID, "table " + t);
+    }
+    return t;
+  }
+
+  private void add(OFFlowMod fm) throws OfError {
+    int table = table(fm, false);
+    if (!fm.getBufferId().equals(OFBufferId.NO_BUFFER)) {
+      throw new OfError(OFBadRequestCode.BUFFER_UNKNOWN, "OneSwitch buffers no packets");
+    }
+    VirtualRule r =
+        new VirtualRule(
+            table,
+            fm.getPriority(),
+            fm.getMatch(),
+            fm.getInstructions(),
+            fm.getCookie().getValue(),
+            fm.getIdleTimeout(),
+            fm.getHardTimeout(),
+            Set.copyOf(fm.getFlags()),
+            clock.getAsLong());
+    addRule(r, fm.getFlags().contains(OFFlowModFlags.CHECK_OVERLAP));
+  }
+
+  void addRule(VirtualRule r, boolean checkOverlap) throws OfError {
+    VirtualRule.Key key = r.key();
+    if (checkOverlap) {
+      for (VirtualRule o : rules.values()) {
+        if (o.table() == r.table()
+            && o.priority() == r.priority()
+            && !o.key().equals(key)
+            && MatchUtil.overlaps(o.match(), r.match())) {
+          throw new OfError(OFFlowModFailedCode.OVERLAP, "overlaps an existing entry");
+        }
+      }
+    }
+    Translated t = translate(r, ports);
+    VirtualRule old = rules.remove(key);
+    rules.put(key, r);
+    Set<PhysRule.Key> dirty = new LinkedHashSet<>();
+    setTranslation(key, t, dirty);
+    retiredCounters.remove(key);
+    idle.remove(key);
+    Set<PhysRule.Key> readd = new HashSet<>();
+    if (old != null) {
+      t.phys().forEach(p -> readd.add(p.key())); // ADD over an identical entry clears counters
+    }
+    refreshDispatch(dirty);
+    apply(dirty, readd, false);
+  }
+
+  private static boolean cookieMatches(VirtualRule r, OFFlowMod fm) {
+    long mask = fm.getCookieMask().getValue();
+    return (r.cookie() & mask) == (fm.getCookie().getValue() & mask);
+  }
+
+  private List<VirtualRule> select(OFFlowMod fm, int table, boolean strict, boolean outFilter) {
+    List<VirtualRule> out = new ArrayList<>();
+    String mkey = strict ? MatchUtil.key(fm.getMatch()) : null;
+    for (VirtualRule r : rules.values()) {
+      if (table >= 0 && r.table() != table) {
+        continue;
+      }
+      if (!cookieMatches(r, fm)) {
+        continue;
+      }
+      if (strict) {
+        if (r.priority() != fm.getPriority() || !r.key().match().equals(mkey)) {
+          continue;
+        }
+      } else if (!MatchUtil.isSubset(r.match(), fm.getMatch())) {
+        continue;
+      }
+      if (outFilter && !outputsTo(r, fm.getOutPort(), fm.getOutGroup())) {
+        continue;
+      }
+      out.add(r);
+    }
+    return out;
+  }
+
+  private static boolean outputsTo(VirtualRule r, OFPort port, OFGroup group) {
+    boolean anyPort = port.equals(OFPort.ANY);
+    boolean anyGroup = group.equals(OFGroup.ANY);
+    if (anyPort && anyGroup) {
+      return true;
+    }
+    boolean okPort = anyPort;
+    boolean okGroup = anyGroup;
+    for (OFAction a : actionsOf(r)) {
+      if (a instanceof OFActionOutput o && o.getPort().equals(port)) {
+        okPort = true;
+      }
+      if (a instanceof OFActionGroup g && g.getGroup().equals(group)) {
+        okGroup = true;
+      }
+    }
+    return okPort && okGroup;
+  }
+
+  /** Number of virtual rules whose actions use group {@code id}. */
+  public int groupRefs(int id) {
+    int n = 0;
+    for (VirtualRule r : rules.values()) {
+      for (OFAction a : actionsOf(r)) {
+        if (a instanceof OFActionGroup g && g.getGroup().getGroupNumber() == id) {
+          n++;
+          break;
+        }
+      }
+    }
+    return n;
+  }
+
+  private static List<OFAction> actionsOf(VirtualRule r) {
+    List<OFAction> out = new ArrayList<>();
+    for (OFInstruction i : r.instructions()) {
+      if (i instanceof OFInstructionApplyActions a) {
+        out.addAll(a.getActions());
+      } else if (i instanceof OFInstructionWriteActions w) {
+        out.addAll(w.getActions());
+      }
+    }
+    return out;
+  }
+
+  private void modify(OFFlowMod fm, boolean strict) throws OfError {
+    int table = table(fm, false);
+    List<VirtualRule> sel = select(fm, table, strict, false);
+    Map<VirtualRule.Key, Translated> ts = new LinkedHashMap<>();
+    List<VirtualRule> updated = new ArrayList<>();
+    try {
+      for (VirtualRule r : sel) {
+        VirtualRule n = r.withInstructions(fm.getInstructions());
+        ts.put(n.key(), translate(n, ports));
+        updated.add(n);
+      }
+    } catch (OfError e) {
+      ts.values().forEach(t -> t.tagVports().forEach(tags::release));
+      throw e;
+    }
+    Set<PhysRule.Key> dirty = new LinkedHashSet<>();
+    Set<PhysRule.Key> readd = new HashSet<>();
+    boolean reset = fm.getFlags().contains(OFFlowModFlags.RESET_COUNTS);
+    for (VirtualRule n : updated) {
+      rules.put(n.key(), n);
+      Translated t = ts.get(n.key());
+      setTranslation(n.key(), t, dirty);
+      if (reset) {
+        t.phys().forEach(p -> readd.add(p.key()));
+        retiredCounters.remove(n.key());
+      }
+    }
+    refreshDispatch(dirty);
+    apply(dirty, readd, false);
+  }
+
+  private void delete(OFFlowMod fm, boolean strict) throws OfError {
+    int table = table(fm, true);
+    removeRules(select(fm, table, strict, true), OFFlowRemovedReason.DELETE);
+  }
+
+  private void removeRules(List<VirtualRule> victims, OFFlowRemovedReason reason) {
+    if (victims.isEmpty()) {
+      return;
+    }
+    Set<PhysRule.Key> dirty = new LinkedHashSet<>();
+    List<Removal> reports = new ArrayList<>();
+    for (VirtualRule r : victims) {
+      VirtualRule.Key k = r.key();
+      if (r.flags().contains(OFFlowModFlags.SEND_FLOW_REM)) {
+        Removal rm = new Removal(r, reason, retiredCounters.get(k));
+        for (PhysRule p : trans.getOrDefault(k, List.of())) {
+          PhysicalState.Installed i = phys.flows(p.sw()).get(p.key());
+          if (i != null) {
+            pendingRemoval.put(i.cookie(), rm);
+            rm.remaining++;
+          }
+        }
+        reports.add(rm);
+      }
+      rules.remove(k);
+      setTranslation(k, null, dirty);
+      retiredCounters.remove(k);
+      idle.remove(k);
+    }
+    refreshDispatch(dirty);
+    apply(dirty, Set.of(), false);
+    for (Removal rm : reports) {
+      if (rm.remaining == 0) {
+        rm.finish();
+      } else {
+        exec.schedule(rm::finish, 3, TimeUnit.SECONDS); // a replica's switch went away
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------ groups
+
+  public void groupMod(OFGroupMod gm) throws OfError {
+    metrics.groupMods.incrementAndGet();
+    try {
+      doGroupMod(gm);
+    } catch (OfError e) {
+      metrics.translationErrors.incrementAndGet();
+      throw e;
+    }
+  }
+
+  private void doGroupMod(OFGroupMod gm) throws OfError {
+    int id = gm.getGroup().getGroupNumber();
+    boolean all = gm.getGroup().equals(OFGroup.ALL);
+    if (!all && Integer.compareUnsigned(id, OFGroup.MAX.getGroupNumber()) > 0) {
+      throw new OfError(OFGroupModFailedCode.INVALID_GROUP, "group " + gm.getGroup());
+    }
+    switch (gm.getCommand()) {
+      case ADD, MODIFY -> {
+        if (all) {
+          throw new OfError(OFGroupModFailedCode.INVALID_GROUP, "group ALL");
+        }
+        boolean exists = groups.containsKey(id);
+        if (gm.getCommand() == org.projectfloodlight.openflow.protocol.OFGroupModCommand.ADD
+            && exists) {
+          throw new OfError(OFGroupModFailedCode.GROUP_EXISTS, "group " + id + " exists");
+        }
+        if (gm.getCommand() == org.projectfloodlight.openflow.protocol.OFGroupModCommand.MODIFY
+            && !exists) {
+          throw new OfError(OFGroupModFailedCode.UNKNOWN_GROUP, "group " + id + " unknown");
+        }
+        VirtualGroup g = new VirtualGroup(id, gm.getGroupType(), gm.getBuckets());
+        if (g.type() == org.projectfloodlight.openflow.protocol.OFGroupType.INDIRECT
+            && g.buckets().size() != 1) {
+          throw new OfError(OFGroupModFailedCode.BAD_BUCKET, "indirect group needs one bucket");
+        }
+        putGroup(g);
+      }
+      case DELETE -> {
+        List<Integer> ids = all ? new ArrayList<>(groups.keySet()) : List.of(id);
+        List<VirtualRule> victims = new ArrayList<>();
+        for (VirtualRule r : rules.values()) {
+          for (OFAction a : actionsOf(r)) {
+            if (a instanceof OFActionGroup ag && ids.contains(ag.getGroup().getGroupNumber())) {
+              victims.add(r);
+              break;
+            }
+          }
+        }
+        removeRules(victims, OFFlowRemovedReason.GROUP_DELETE);
+        for (int g : ids) {
+          if (groups.remove(g) != null) {
+            setGroupTranslation(g, null, null);
+          }
+        }
+        Set<PhysRule.Key> dirty = new LinkedHashSet<>();
+        refreshDispatch(dirty);
+        apply(dirty, Set.of(), false);
+      }
+      default -> throw new OfError(OFGroupModFailedCode.BAD_COMMAND, "" + gm.getCommand());
+    }
+  }
+
+  void putGroup(VirtualGroup g) throws OfError {
+    Set<Integer> used = new HashSet<>();
+    boolean existed = groups.containsKey(g.groupId());
+    if (!existed) {
+      groups.put(g.groupId(), g); // a bucket may chain to itself only via validation below
+    }
+    Map<String, List<OFBucket>> t;
+    try {
+      t = translateGroup(g, ports, used);
+    } catch (OfError e) {
+      if (!existed) {
+        groups.remove(g.groupId());
+      }
+      throw e;
+    }
+    groups.put(g.groupId(), g);
+    setGroupTranslation(g.groupId(), t, used);
+    Set<PhysRule.Key> dirty = new LinkedHashSet<>();
+    refreshDispatch(dirty);
+    apply(dirty, Set.of(), false);
+  }
+
+  // ------------------------------------------------------------------ packet-out / packet-in
+
+  public void packetOut(OFPacketOut po) throws OfError {
+    Set<Integer> used = new HashSet<>();
+    Translator.PhysPacketOut out;
+    try {
+      out = translator(ports, used).packetOut(po);
+    } catch (OfError e) {
+      used.forEach(tags::release);
+      metrics.translationErrors.incrementAndGet();
+      throw e;
+    }
+    // Tags used only by this packet: make sure the egress dispatch rules exist first.
+    Set<PhysRule.Key> dirty = new LinkedHashSet<>();
+    refreshDispatch(dirty);
+    CompletableFuture<Void> ready =
+        used.isEmpty() ? CompletableFuture.completedFuture(null) : apply(dirty, Set.of(), true);
+    ready.whenCompleteAsync(
+        (x, e) -> {
+          SouthSwitch s = south.get(out.sw());
+          if (s != null) {
+            s.send(out.msg().createBuilder().setXid(s.nextXid()).build());
+            s.flush();
+            metrics.packetOuts.incrementAndGet();
+          }
+          if (!used.isEmpty()) {
+            used.forEach(tags::release);
+            Set<PhysRule.Key> d2 = new LinkedHashSet<>();
+            refreshDispatch(d2);
+            apply(d2, Set.of(), false);
+          }
+        },
+        exec);
+  }
+
+  @Override
+  public void packetIn(SouthSwitch sw, OFPacketIn pin) {
+    exec.execute(
+        () -> {
+          PhysicalState.Installed i = phys.byCookie(pin.getCookie().getValue());
+          if (i == null || i.owner() == null) {
+            return;
+          }
+          VirtualRule r = rules.get(i.owner());
+          if (r == null) {
+            return;
+          }
+          Translator t = new Translator(topo, ports, nVirt, v -> 0, g -> true);
+          t.packetIn(sw.id(), pin, U64.of(r.cookie()))
+              .ifPresent(
+                  m -> {
+                    metrics.packetIns.incrementAndGet();
+                    broadcast(m, true);
+                  });
+        });
+  }
+
+  private void broadcast(OFMessage m, boolean masterOnly) {
+    for (Session s : sessions) {
+      if (!masterOnly || !s.isSlave()) {
+        s.send(m);
+      }
+    }
+  }
+
+  @Override
+  public void flowRemoved(SouthSwitch sw, OFFlowRemoved fr) {
+    exec.execute(
+        () -> {
+          long c = fr.getCookie().getValue();
+          long p = fr.getPacketCount().getValue();
+          long b = fr.getByteCount().getValue();
+          Removal rm = pendingRemoval.remove(c);
+          if (rm != null) {
+            rm.packets += p;
+            rm.bytes += b;
+            if (--rm.remaining == 0) {
+              rm.finish();
+            }
+            return;
+          }
+          VirtualRule.Key owner = retiring.remove(c);
+          if (owner != null) {
+            if (rules.containsKey(owner)) {
+              long[] base = retiredCounters.computeIfAbsent(owner, k -> new long[2]);
+              base[0] += p;
+              base[1] += b;
+            }
+            return;
+          }
+          PhysicalState.Installed i = phys.byCookie(c);
+          if (i != null) {
+            LOG.warn("switch {}: flow {} removed behind our back, reinstalling", sw.id(), c);
+            apply(Set.of(i.rule().key()), Set.of(i.rule().key()), false);
+          }
+        });
+  }
+
+  @Override
+  public void error(SouthSwitch sw, OFErrorMsg err) {
+    metrics.physicalErrors.incrementAndGet();
+    LOG.warn("switch {}: error {}", sw.id(), err);
+  }
+
+  // ------------------------------------------------------------------ ports
+
+  /** The virtual port description of v (state from its physical port). */
+  public OFPortDesc portDesc(VPort v) {
+    SouthSwitch s = south.get(v.sw());
+    OFPortDesc p = s == null || !s.isReady() ? null : s.ports().get(v.port());
+    String name = v.name().length() > 15 ? v.name().substring(0, 15) : v.name();
+    var b = F.buildPortDesc().setPortNo(OFPort.of(v.vport())).setName(name);
+    if (p == null) {
+      return b.setHwAddr(MacAddress.NONE)
+          .setConfig(Set.of())
+          .setState(EnumSet.of(OFPortState.LINK_DOWN))
+          .build();
+    }
+    return b.setHwAddr(p.getHwAddr())
+        .setConfig(p.getConfig())
+        .setState(p.getState())
+        .setCurr(p.getCurr())
+        .setAdvertised(p.getAdvertised())
+        .setSupported(p.getSupported())
+        .setPeer(p.getPeer())
+        .setCurrSpeed(p.getCurrSpeed())
+        .setMaxSpeed(p.getMaxSpeed())
+        .build();
+  }
+
+  private void portStatus(VPort v, OFPortReason reason) {
+    broadcast(F.buildPortStatus().setReason(reason).setDesc(portDesc(v)).build(), false);
+  }
+
+  @Override
+  public void portStatus(SouthSwitch sw, OFPortStatus ps) {
+    exec.execute(
+        () ->
+            ports
+                .byPhysical(sw.id(), ps.getDesc().getPortNo().getPortNumber())
+                .ifPresent(v -> portStatus(v, OFPortReason.MODIFY)));
+  }
+
+  /** Result of a port-map change. */
+  public record PortChange(int status, VPort from, VPort to, int rules, double durationMs) {}
+
+  /** PUT /v1/ports/{vport}. */
+  public CompletableFuture<PortChange> mapPort(int vport, String sw, int port, String name)
+      throws PortOpError {
+    checkPhysical(vport, sw, port);
+    Optional<VPort> cur = ports.get(vport);
+    if (cur.isPresent()) {
+      if (cur.get().sw().equals(sw) && cur.get().port() == port) {
+        return CompletableFuture.completedFuture(new PortChange(200, cur.get(), cur.get(), 0, 0));
+      }
+      throw new PortOpError(409, "vport", "vport " + vport + " is mapped elsewhere (use remap)");
+    }
+    VPort v =
+        new VPort(vport, sw, port, name == null ? "v" + Integer.toUnsignedString(vport) : name);
+    return changeMap(ports.with(v), null, v, 201)
+        .thenApplyAsync(
+            pc -> {
+              portStatus(v, OFPortReason.ADD);
+              return pc;
+            },
+            exec);
+  }
+
+  /** DELETE /v1/ports/{vport}. */
+  public CompletableFuture<PortChange> unmapPort(int vport) throws PortOpError {
+    VPort cur =
+        ports.get(vport).orElseThrow(() -> new PortOpError(404, "vport", "vport not mapped"));
+    return changeMap(ports.without(vport), cur, null, 200)
+        .thenApplyAsync(
+            pc -> {
+              portStatus(cur, OFPortReason.DELETE);
+              return pc;
+            },
+            exec);
+  }
+
+  /** POST /v1/ports/{vport}/remap: make-before-break. */
+  public CompletableFuture<PortChange> remapPort(int vport, String sw, int port)
+      throws PortOpError {
+    VPort cur =
+        ports.get(vport).orElseThrow(() -> new PortOpError(404, "vport", "vport not mapped"));
+    if (cur.sw().equals(sw) && cur.port() == port) {
+      return CompletableFuture.completedFuture(new PortChange(200, cur, cur, 0, 0));
+    }
+    checkPhysical(vport, sw, port);
+    VPort n = new VPort(vport, sw, port, cur.name());
+    return changeMap(ports.with(n), cur, n, 200)
+        .thenApplyAsync(
+            pc -> {
+              metrics.remaps.incrementAndGet();
+              portStatus(n, OFPortReason.MODIFY);
+              return pc;
+            },
+            exec);
+  }
+
+  private void checkPhysical(int vport, String sw, int port) throws PortOpError {
+    if (vport == 0 || Integer.compareUnsigned(vport, OFPort.MAX.getPortNumber()) > 0) {
+      throw new PortOpError(400, "vport", "vport must be 1..4294967040");
+    }
+    if (!topo.switches().contains(sw)) {
+      throw new PortOpError(400, "switch", "unknown switch " + sw);
+    }
+    if (port == 0 || Integer.compareUnsigned(port, OFPort.MAX.getPortNumber()) > 0) {
+      throw new PortOpError(400, "port", "port must be 1..4294967040");
+    }
+    if (topo.isPciePort(sw, port)) {
+      throw new PortOpError(400, "port", "port " + port + " is a PCIe link port");
+    }
+    Optional<VPort> other = ports.byPhysical(sw, port);
+    if (other.isPresent() && other.get().vport() != vport) {
+      throw new PortOpError(
+          409, "port", "physical port already mapped to vport " + other.get().vport());
+    }
+  }
+
+  /** Re-translates everything for a new port map and applies it make-before-break. */
+  private CompletableFuture<PortChange> changeMap(PortMap next, VPort from, VPort to, int status)
+      throws PortOpError {
+    long t0 = System.nanoTime();
+    Map<VirtualRule.Key, Translated> ts = new LinkedHashMap<>();
+    Map<Integer, Map<String, List<OFBucket>>> gts = new HashMap<>();
+    Map<Integer, Set<Integer>> gused = new HashMap<>();
+    try {
+      for (VirtualGroup g : groups.values()) {
+        Set<Integer> used = new HashSet<>();
+        gts.put(g.groupId(), translateGroup(g, next, used));
+        gused.put(g.groupId(), used);
+      }
+      for (VirtualRule r : rules.values()) {
+        ts.put(r.key(), translate(r, next));
+      }
+    } catch (OfError e) {
+      ts.values().forEach(t -> t.tagVports().forEach(tags::release));
+      gused.values().forEach(u -> u.forEach(tags::release));
+      throw new PortOpError(409, "vport", "cannot re-translate: " + e.getMessage());
+    }
+    int affected = 0;
+    Set<PhysRule.Key> dirty = new LinkedHashSet<>();
+    for (Map.Entry<VirtualRule.Key, Translated> e : ts.entrySet()) {
+      if (!e.getValue().phys().equals(trans.getOrDefault(e.getKey(), List.of()))) {
+        affected++;
+      }
+      setTranslation(e.getKey(), e.getValue(), dirty);
+    }
+    for (Map.Entry<Integer, Map<String, List<OFBucket>>> e : gts.entrySet()) {
+      setGroupTranslation(e.getKey(), e.getValue(), gused.get(e.getKey()));
+    }
+    ports = next;
+    refreshDispatch(dirty);
+    for (String sw : liveSwitches()) {
+      dirty.addAll(phys.flows(sw).keySet());
+    }
+    final int n = affected;
+    return apply(dirty, Set.of(), true)
+        .thenApply(x -> new PortChange(status, from, to, n, (System.nanoTime() - t0) / 1e6));
+  }
+
+  /** Loads the initial port map (config) without touching switches (before start). */
+  public void initPorts(List<VPort> initial) {
+    ports = new PortMap(initial);
+    refreshDispatch(new HashSet<>());
+  }
+
+  // ------------------------------------------------------------------ switch (re)connection
+
+  @Override
+  public void connected(SouthSwitch sw) {
+    exec.execute(() -> reconcile(sw));
+    exec.execute(
+        () ->
+            ports.all().stream()
+                .filter(v -> v.sw().equals(sw.id()))
+                .forEach(v -> portStatus(v, OFPortReason.MODIFY)));
+  }
+
+  @Override
+  public void disconnected(SouthSwitch sw) {
+    exec.execute(
+        () -> {
+          phys.forget(sw.id());
+          ports.all().stream()
+              .filter(v -> v.sw().equals(sw.id()))
+              .forEach(v -> portStatus(v, OFPortReason.MODIFY));
+        });
+  }
+
+  /** Makes a (re)connected switch hold exactly OneSwitch's flows and groups. */
+  private void reconcile(SouthSwitch sw) {
+    String id = sw.id();
+    phys.forget(id);
+    sw.<OFGroupDescStatsReply>stats(F.buildGroupDescStatsRequest().setXid(sw.nextXid()).build())
+        .thenAcceptAsync(
+            replies -> {
+              Map<Integer, GroupSpec> have = phys.groups(id);
+              for (OFGroupDescStatsReply r : replies) {
+                for (OFGroupDescStatsEntry e : r.getEntries()) {
+                  have.put(
+                      e.getGroup().getGroupNumber(),
+                      new GroupSpec(e.getGroupType(), e.getBuckets()));
+                }
+              }
+              Set<PhysRule.Key> dirty = new LinkedHashSet<>();
+              desired.keySet().stream().filter(k -> k.sw().equals(id)).forEach(dirty::add);
+              PhysicalState.Plan p =
+                  phys.plan(desired, owners, dirty, Set.of(), desiredGroups(), Set.of(id));
+              execute(p, true).thenRunAsync(() -> deleteStale(sw), exec);
+            },
+            exec)
+        .exceptionally(
+            e -> {
+              LOG.warn("switch {}: reconcile failed: {}", id, e.toString());
+              return null;
+            });
+  }
+
+  private void deleteStale(SouthSwitch sw) {
+    sw.<OFFlowStatsReply>stats(flowStatsAll(sw))
+        .thenAcceptAsync(
+            replies -> {
+              Set<Long> ours = new HashSet<>();
+              phys.flows(sw.id()).values().forEach(i -> ours.add(i.cookie()));
+              Set<Long> stale = new HashSet<>();
+              for (OFFlowStatsReply r : replies) {
+                for (OFFlowStatsEntry e : r.getEntries()) {
+                  if (!ours.contains(e.getCookie().getValue())) {
+                    stale.add(e.getCookie().getValue());
+                  }
+                }
+              }
+              for (long c : stale) {
+                sw.send(PhysicalState.flowDelete(c).createBuilder().setXid(sw.nextXid()).build());
+              }
+              sw.flush();
+              LOG.info(
+                  "switch {}: reconciled ({} flows ours, {} stale cookies deleted)",
+                  sw.id(),
+                  ours.size(),
+                  stale.size());
+            },
+            exec);
+  }
+
+  private static org.projectfloodlight.openflow.protocol.OFFlowStatsRequest flowStatsAll(
+      SouthSwitch sw) {
+    return F.buildFlowStatsRequest()
+        .setXid(sw.nextXid())
+        .setTableId(TableId.ALL)
+        .setOutPort(OFPort.ANY)
+        .setOutGroup(OFGroup.ANY)
+        .setMatch(F.buildMatch().build())
+        .setCookie(U64.ZERO)
+        .setCookieMask(U64.ZERO)
+        .build();
+  }
+
+  // ------------------------------------------------------------------ counters
+
+  /** Physical counters by cookie, from every connected switch. */
+  public CompletableFuture<Map<Long, long[]>> physicalCounters() {
+    Map<Long, long[]> out = new HashMap<>();
+    List<CompletableFuture<Void>> fs = new ArrayList<>();
+    for (SouthSwitch s : south.values()) {
+      if (!s.isReady()) {
+        continue;
+      }
+      fs.add(
+          s.<OFFlowStatsReply>stats(flowStatsAll(s))
+              .thenAccept(
+                  rs -> {
+                    synchronized (out) {
+                      for (OFFlowStatsReply r : rs) {
+                        for (OFFlowStatsEntry e : r.getEntries()) {
+                          out.put(
+                              e.getCookie().getValue(),
+                              new long[] {
+                                e.getPacketCount().getValue(), e.getByteCount().getValue()
+                              });
+                        }
+                      }
+                    }
+                  })
+              .exceptionally(e -> null));
+    }
+    return CompletableFuture.allOf(fs.toArray(new CompletableFuture<?>[0])).thenApply(x -> out);
+  }
+
+  /** Counters of a virtual rule: retired replicas + live replicas. Call on the core thread. */
+  public long[] countersOf(VirtualRule r, Map<Long, long[]> physCounters) {
+    long[] sum = retiredCounters.getOrDefault(r.key(), new long[2]).clone();
+    for (PhysRule p : trans.getOrDefault(r.key(), List.of())) {
+      PhysicalState.Installed i = phys.flows(p.sw()).get(p.key());
+      if (i != null) {
+        long[] c = physCounters.get(i.cookie());
+        if (c != null) {
+          sum[0] += c[0];
+          sum[1] += c[1];
+        }
+      }
+    }
+    return sum;
+  }
+
+  /** Rules selected by a flow/aggregate stats request. */
+  public List<VirtualRule> selectForStats(
+      TableId table,
+      OFPort outPort,
+      OFGroup outGroup,
+      U64 cookie,
+      U64 mask,
+      org.projectfloodlight.openflow.protocol.match.Match match) {
+    List<VirtualRule> out = new ArrayList<>();
+    for (VirtualRule r : rules.values()) {
+      if (!table.equals(TableId.ALL) && r.table() != table.getValue()) {
+        continue;
+      }
+      if ((r.cookie() & mask.getValue()) != (cookie.getValue() & mask.getValue())) {
+        continue;
+      }
+      if (!MatchUtil.isSubset(r.match(), match)) {
+        continue;
+      }
+      if (!outputsTo(r, outPort, outGroup)) {
+        continue;
+      }
+      out.add(r);
+    }
+    return out;
+  }
+
+  public long now() {
+    return clock.getAsLong();
+  }
+
+  // ------------------------------------------------------------------ timeouts
+
+  private void tick() {
+    try {
+      long now = clock.getAsLong();
+      List<VirtualRule> hard = new ArrayList<>();
+      boolean anyIdle = false;
+      for (VirtualRule r : rules.values()) {
+        if (r.hardTimeout() > 0 && now - r.installedMillis() >= r.hardTimeout() * 1000L) {
+          hard.add(r);
+        } else if (r.idleTimeout() > 0) {
+          anyIdle = true;
+        }
+      }
+      removeRules(hard, OFFlowRemovedReason.HARD_TIMEOUT);
+      if (anyIdle && !idlePollRunning) {
+        idlePollRunning = true;
+        physicalCounters()
+            .whenCompleteAsync(
+                (c, e) -> {
+                  idlePollRunning = false;
+                  if (c != null) {
+                    checkIdle(c);
+                  }
+                },
+                exec);
+      }
+    } catch (RuntimeException e) {
+      LOG.error("timer: {}", e.toString(), e);
+    }
+  }
+
+  private void checkIdle(Map<Long, long[]> counters) {
+    long now = clock.getAsLong();
+    List<VirtualRule> expired = new ArrayList<>();
+    for (VirtualRule r : rules.values()) {
+      if (r.idleTimeout() <= 0) {
+        continue;
+      }
+      long[] c = countersOf(r, counters);
+      long[] st = idle.computeIfAbsent(r.key(), k -> new long[] {-1, r.installedMillis()});
+      if (c[0] != st[0]) {
+        if (st[0] != -1) {
+          st[1] = now;
+        }
+        st[0] = c[0];
+      }
+      if (now - st[1] >= r.idleTimeout() * 1000L) {
+        expired.add(r);
+      }
+    }
+    removeRules(expired, OFFlowRemovedReason.IDLE_TIMEOUT);
+  }
+
+  // ------------------------------------------------------------------ persistence
+
+  private void scheduleSave() {
+    if (persistence == null || saveScheduled) {
+      return;
+    }
+    saveScheduled = true;
+    exec.schedule(this::saveNow, 200, TimeUnit.MILLISECONDS);
+  }
+
+  public void saveNow() {
+    saveScheduled = false;
+    if (persistence == null) {
+      return;
+    }
+    List<OFMessage> fs = new ArrayList<>();
+    for (VirtualRule r : rules.values()) {
+      fs.add(
+          F.buildFlowAdd()
+              .setTableId(TableId.of(r.table()))
+              .setPriority(r.priority())
+              .setMatch(r.match())
+              .setInstructions(r.instructions())
+              .setCookie(U64.of(r.cookie()))
+              .setIdleTimeout(r.idleTimeout())
+              .setHardTimeout(r.hardTimeout())
+              .setFlags(r.flags())
+              .setBufferId(OFBufferId.NO_BUFFER)
+              .build());
+    }
+    List<OFMessage> gs = new ArrayList<>();
+    for (VirtualGroup g : groups.values()) {
+      gs.add(
+          F.buildGroupAdd()
+              .setGroup(OFGroup.of(g.groupId()))
+              .setGroupType(g.type())
+              .setBuckets(g.buckets())
+              .build());
+    }
+    try {
+      persistence.save(new ArrayList<>(ports.all()), fs, gs);
+    } catch (Exception e) {
+      LOG.error("cannot save state to {}: {}", persistence.file(), e.toString());
+    }
+  }
+
+  /** Restores saved state (before any switch connects). Returns false if there was none. */
+  public boolean restore() throws java.io.IOException {
+    Persistence.State st = persistence == null ? null : persistence.load();
+    if (st == null) {
+      return false;
+    }
+    ports = new PortMap(st.ports());
+    for (OFMessage m : st.groups()) {
+      OFGroupAdd g = (OFGroupAdd) m;
+      try {
+        putGroup(new VirtualGroup(g.getGroup().getGroupNumber(), g.getGroupType(), g.getBuckets()));
+      } catch (OfError e) {
+        LOG.error("saved group {} no longer valid: {}", g.getGroup(), e.getMessage());
+      }
+    }
+    for (OFMessage m : st.flows()) {
+      OFFlowAdd f = (OFFlowAdd) m;
+      try {
+        addRule(
+            new VirtualRule(
+                f.getTableId().getValue(),
+                f.getPriority(),
+                f.getMatch(),
+                f.getInstructions(),
+                f.getCookie().getValue(),
+                f.getIdleTimeout(),
+                f.getHardTimeout(),
+                Set.copyOf(f.getFlags()),
+                clock.getAsLong()),
+            false);
+      } catch (OfError e) {
+        LOG.error("saved flow no longer valid: {}", e.getMessage());
+      }
+    }
+    Set<PhysRule.Key> dirty = new HashSet<>();
+    refreshDispatch(dirty);
+    LOG.info(
+        "restored {} ports, {} flows, {} groups from {}",
+        st.ports().size(),
+        rules.size(),
+        groups.size(),
+        persistence.file());
+    return true;
+  }
+}

@@ -1,0 +1,241 @@
+package net.uno.oneswitch.core;
+
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.TreeMap;
+import net.uno.oneswitch.model.PhysRule;
+import net.uno.oneswitch.model.VirtualRule;
+import org.projectfloodlight.openflow.protocol.OFFactory;
+import org.projectfloodlight.openflow.protocol.OFFlowModFlags;
+import org.projectfloodlight.openflow.protocol.OFMessage;
+import org.projectfloodlight.openflow.types.OFBufferId;
+import org.projectfloodlight.openflow.types.OFGroup;
+import org.projectfloodlight.openflow.types.OFPort;
+import org.projectfloodlight.openflow.types.TableId;
+import org.projectfloodlight.openflow.types.U64;
+
+/**
+ * What OneSwitch believes is installed on each physical switch, and the planner that turns a
+ * desired state into ordered OpenFlow messages. Every physical flow gets a unique cookie, so it is
+ * modified/deleted by cookie alone (independent of how the switch normalises matches).
+ */
+public final class PhysicalState {
+  static final OFFactory F = factory();
+
+  private static OFFactory factory() {
+    return org.projectfloodlight.openflow.protocol.OFFactories.getFactory(
+        org.projectfloodlight.openflow.protocol.OFVersion.OF_13);
+  }
+
+  /** An installed physical flow: the rule, its cookie, its owner (null = dispatch). */
+  public record Installed(PhysRule rule, long cookie, VirtualRule.Key owner) {}
+
+  /** One message for one switch. */
+  public record Op(String sw, OFMessage msg) {}
+
+  /** Ordered phases: make (groups, new flows), modify (re-point), break (delete). */
+  public static final class Plan {
+    public final List<Op> make = new ArrayList<>();
+    public final List<Op> modify = new ArrayList<>();
+    public final List<Op> remove = new ArrayList<>();
+
+    /** Installed flows deleted by this plan (cookie -> owner), for counter accounting. */
+    public final List<Installed> deleted = new ArrayList<>();
+
+    public int size() {
+      return make.size() + modify.size() + remove.size();
+    }
+  }
+
+  private final Map<String, Map<PhysRule.Key, Installed>> flows = new HashMap<>();
+  private final Map<Long, Installed> byCookie = new HashMap<>();
+  private final Map<String, Map<Integer, GroupSpec>> groups = new HashMap<>();
+  private final long cookieBase;
+  private long cookieNext = 1;
+
+  public PhysicalState() {
+    this(new SecureRandom().nextInt() & 0x7fffffffL);
+  }
+
+  public PhysicalState(long seed) {
+    // High 32 bits: per-process random, so cookies of a previous run never collide with ours.
+    this.cookieBase = (seed | 0x40000000L) << 32;
+  }
+
+  public Map<PhysRule.Key, Installed> flows(String sw) {
+    return flows.computeIfAbsent(sw, k -> new HashMap<>());
+  }
+
+  public Map<Integer, GroupSpec> groups(String sw) {
+    return groups.computeIfAbsent(sw, k -> new TreeMap<>());
+  }
+
+  public Installed byCookie(long cookie) {
+    return byCookie.get(cookie);
+  }
+
+  public int flowCount() {
+    return byCookie.size();
+  }
+
+  /** Forgets everything about a switch (it disconnected; reconcile reinstalls). */
+  public void forget(String sw) {
+    Map<PhysRule.Key, Installed> m = flows.remove(sw);
+    if (m != null) {
+      m.values().forEach(i -> byCookie.remove(i.cookie()));
+    }
+    groups.remove(sw);
+  }
+
+  private long newCookie() {
+    return cookieBase | (cookieNext++ & 0xffffffffL);
+  }
+
+  /**
+   * Plans the changes that bring keys {@code dirty} to {@code desired} on switches in {@code live};
+   * {@code readd} keys are re-added (fresh counters) even when unchanged. Updates the installed
+   * state as planned.
+   */
+  public Plan plan(
+      Map<PhysRule.Key, PhysRule> desired,
+      Map<PhysRule.Key, VirtualRule.Key> owners,
+      Iterable<PhysRule.Key> dirty,
+      Set<PhysRule.Key> readd,
+      Map<String, Map<Integer, GroupSpec>> desiredGroups,
+      Set<String> live) {
+    Plan p = new Plan();
+    for (String sw : live) {
+      Map<Integer, GroupSpec> want = desiredGroups.getOrDefault(sw, Map.of());
+      Map<Integer, GroupSpec> have = groups(sw);
+      for (Map.Entry<Integer, GroupSpec> e : want.entrySet()) {
+        GroupSpec h = have.get(e.getKey());
+        if (h == null) {
+          p.make.add(new Op(sw, groupAdd(e.getKey(), e.getValue())));
+        } else if (!h.equals(e.getValue())) {
+          p.make.add(new Op(sw, groupModify(e.getKey(), e.getValue())));
+        }
+      }
+      for (Integer g : have.keySet()) {
+        if (!want.containsKey(g)) {
+          p.remove.add(new Op(sw, groupDelete(g)));
+        }
+      }
+      have.clear();
+      have.putAll(want);
+    }
+    List<Op> groupDeletes = new ArrayList<>(p.remove);
+    p.remove.clear();
+    java.util.Set<PhysRule.Key> seen = new java.util.HashSet<>();
+    for (PhysRule.Key k : dirty) {
+      if (!seen.add(k) || !live.contains(k.sw())) {
+        continue;
+      }
+      PhysRule want = desired.get(k);
+      Map<PhysRule.Key, Installed> have = flows(k.sw());
+      Installed cur = have.get(k);
+      VirtualRule.Key owner = owners.get(k);
+      if (want != null && (cur == null || readd.contains(k))) {
+        if (cur != null) {
+          byCookie.remove(cur.cookie());
+        }
+        Installed n = new Installed(want, newCookie(), owner);
+        have.put(k, n);
+        byCookie.put(n.cookie(), n);
+        p.make.add(new Op(k.sw(), flowAdd(n)));
+      } else if (want != null) {
+        if (!Objects.equals(want.instructions(), cur.rule().instructions())
+            || !Objects.equals(owner, cur.owner())) {
+          Installed n = new Installed(want, cur.cookie(), owner);
+          have.put(k, n);
+          byCookie.put(n.cookie(), n);
+          if (!Objects.equals(want.instructions(), cur.rule().instructions())) {
+            p.modify.add(new Op(k.sw(), flowModify(n)));
+          }
+        }
+      } else if (cur != null) {
+        have.remove(k);
+        byCookie.remove(cur.cookie());
+        p.deleted.add(cur);
+        p.remove.add(new Op(k.sw(), flowDelete(cur.cookie())));
+      }
+    }
+    p.remove.addAll(groupDeletes);
+    return p;
+  }
+
+  static OFMessage flowAdd(Installed i) {
+    PhysRule r = i.rule();
+    return F.buildFlowAdd()
+        .setTableId(TableId.of(r.table()))
+        .setPriority(r.priority())
+        .setMatch(r.match())
+        .setInstructions(r.instructions())
+        .setCookie(U64.of(i.cookie()))
+        .setBufferId(OFBufferId.NO_BUFFER)
+        .setOutPort(OFPort.ANY)
+        .setOutGroup(OFGroup.ANY)
+        .setFlags(i.owner() == null ? Set.of() : Set.of(OFFlowModFlags.SEND_FLOW_REM))
+        .build();
+  }
+
+  static OFMessage flowModify(Installed i) {
+    return F.buildFlowModify()
+        .setTableId(TableId.of(i.rule().table()))
+        .setMatch(F.buildMatch().build())
+        .setCookie(U64.of(i.cookie()))
+        .setCookieMask(U64.NO_MASK)
+        .setInstructions(i.rule().instructions())
+        .setOutPort(OFPort.ANY)
+        .setOutGroup(OFGroup.ANY)
+        .setBufferId(OFBufferId.NO_BUFFER)
+        .build();
+  }
+
+  public static OFMessage flowDelete(long cookie) {
+    return F.buildFlowDelete()
+        .setTableId(TableId.ALL)
+        .setMatch(F.buildMatch().build())
+        .setCookie(U64.of(cookie))
+        .setCookieMask(U64.NO_MASK)
+        .setOutPort(OFPort.ANY)
+        .setOutGroup(OFGroup.ANY)
+        .build();
+  }
+
+  static OFMessage groupAdd(int id, GroupSpec g) {
+    return F.buildGroupAdd()
+        .setGroup(OFGroup.of(id))
+        .setGroupType(g.type())
+        .setBuckets(g.buckets())
+        .build();
+  }
+
+  static OFMessage groupModify(int id, GroupSpec g) {
+    return F.buildGroupModify()
+        .setGroup(OFGroup.of(id))
+        .setGroupType(g.type())
+        .setBuckets(g.buckets())
+        .build();
+  }
+
+  public static OFMessage groupDelete(int id) {
+    return F.buildGroupDelete()
+        .setGroup(OFGroup.of(id))
+        .setGroupType(org.projectfloodlight.openflow.protocol.OFGroupType.ALL)
+        .build();
+  }
+
+  /** Re-adds every installed flow of a switch (after it reconnected). */
+  public List<OFMessage> reinstall(String sw) {
+    List<OFMessage> out = new ArrayList<>();
+    for (Installed i : flows(sw).values()) {
+      out.add(flowAdd(i));
+    }
+    return out;
+  }
+}

@@ -1,0 +1,60 @@
+package net.uno.oneswitch.model;
+
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The physical switches: one host switch and sNIC switches, each joined to the host switch by a
+ * PCIe link (a port pair). Traffic between two sNICs crosses the host switch.
+ */
+public final class Topology {
+  /** PCIe link of one sNIC. */
+  public record Pcie(String snic, int hostPort, int snicPort) {}
+
+  private final String host;
+  private final List<String> switches;
+  private final Map<String, Pcie> pcie;
+
+  public Topology(String host, List<String> switches, List<Pcie> links) {
+    this.host = host;
+    this.switches = List.copyOf(switches);
+    Map<String, Pcie> m = new LinkedHashMap<>();
+    links.forEach(l -> m.put(l.snic(), l));
+    this.pcie = m;
+  }
+
+  public String host() {
+    return host;
+  }
+
+  public List<String> switches() {
+    return switches;
+  }
+
+  public Map<String, Pcie> pcie() {
+    return pcie;
+  }
+
+  /** The port on {@code from} through which a packet for a port on {@code to} leaves. */
+  public int nextHopPort(String from, String to) {
+    if (from.equals(to)) {
+      throw new IllegalArgumentException("same switch");
+    }
+    if (from.equals(host)) {
+      return pcie.get(to).hostPort();
+    }
+    return pcie.get(from).snicPort();
+  }
+
+  /** True if (sw, port) is an end of a PCIe link. */
+  public boolean isPciePort(String sw, int port) {
+    for (Pcie p : pcie.values()) {
+      if ((sw.equals(host) && p.hostPort() == port)
+          || (sw.equals(p.snic()) && p.snicPort() == port)) {
+        return true;
+      }
+    }
+    return false;
+  }
+}

@@ -1,0 +1,479 @@
+package net.uno.oneswitch.north;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import net.uno.oneswitch.core.OneSwitchCore;
+import net.uno.oneswitch.model.VPort;
+import net.uno.oneswitch.model.VirtualGroup;
+import net.uno.oneswitch.model.VirtualRule;
+import net.uno.oneswitch.south.SouthSwitch;
+import net.uno.oneswitch.translate.OfError;
+import org.projectfloodlight.openflow.protocol.OFAggregateStatsRequest;
+import org.projectfloodlight.openflow.protocol.OFBadRequestCode;
+import org.projectfloodlight.openflow.protocol.OFBucketCounter;
+import org.projectfloodlight.openflow.protocol.OFFactory;
+import org.projectfloodlight.openflow.protocol.OFFlowStatsEntry;
+import org.projectfloodlight.openflow.protocol.OFFlowStatsRequest;
+import org.projectfloodlight.openflow.protocol.OFGroupDescStatsEntry;
+import org.projectfloodlight.openflow.protocol.OFGroupStatsEntry;
+import org.projectfloodlight.openflow.protocol.OFGroupStatsReply;
+import org.projectfloodlight.openflow.protocol.OFGroupStatsRequest;
+import org.projectfloodlight.openflow.protocol.OFInstructionType;
+import org.projectfloodlight.openflow.protocol.OFMessage;
+import org.projectfloodlight.openflow.protocol.OFPortDesc;
+import org.projectfloodlight.openflow.protocol.OFPortStatsEntry;
+import org.projectfloodlight.openflow.protocol.OFPortStatsReply;
+import org.projectfloodlight.openflow.protocol.OFPortStatsRequest;
+import org.projectfloodlight.openflow.protocol.OFStatsReplyFlags;
+import org.projectfloodlight.openflow.protocol.OFStatsRequest;
+import org.projectfloodlight.openflow.protocol.OFTableFeatureProp;
+import org.projectfloodlight.openflow.protocol.OFTableFeatures;
+import org.projectfloodlight.openflow.protocol.OFTableFeaturesStatsRequest;
+import org.projectfloodlight.openflow.protocol.OFTableStatsEntry;
+import org.projectfloodlight.openflow.protocol.OFTableStatsReply;
+import org.projectfloodlight.openflow.types.OFGroup;
+import org.projectfloodlight.openflow.types.OFPort;
+import org.projectfloodlight.openflow.types.TableId;
+import org.projectfloodlight.openflow.types.U64;
+import org.projectfloodlight.openflow.types.U8;
+
+/** Builds MULTIPART replies of the virtual switch. Methods run on the core thread. */
+final class StatsReplies {
+  private static final OFFactory F = OneSwitchCore.F;
+  private static final int CHUNK = 100;
+  private final OneSwitchCore core;
+
+  StatsReplies(OneSwitchCore core) {
+    this.core = core;
+  }
+
+  /** The replies (one or more parts) to a multipart request, or an OfError. */
+  CompletableFuture<List<OFMessage>> reply(OFStatsRequest<?> req) throws OfError {
+    long xid = req.getXid();
+    switch (req.getStatsType()) {
+      case DESC:
+        return done(
+            List.of(
+                F.buildDescStatsReply()
+                    .setXid(xid)
+                    .setMfrDesc("UNO project")
+                    .setHwDesc("OneSwitch virtual switch")
+                    .setSwDesc("oneswitch 0.1.0")
+                    .setSerialNum("none")
+                    .setDpDesc("OneSwitch over " + String.join(",", core.topology().switches()))
+                    .build()));
+      case PORT_DESC:
+        {
+          List<OFPortDesc> ds = new ArrayList<>();
+          core.ports().all().forEach(v -> ds.add(core.portDesc(v)));
+          List<OFMessage> out = new ArrayList<>();
+          for (List<OFPortDesc> part : chunks(ds)) {
+            out.add(
+                F.buildPortDescStatsReply()
+                    .setXid(xid)
+                    .setEntries(part)
+                    .setFlags(Set.of())
+                    .build());
+          }
+          return done(more(out));
+        }
+      case FLOW:
+        return flow((OFFlowStatsRequest) req);
+      case AGGREGATE:
+        return aggregate((OFAggregateStatsRequest) req);
+      case TABLE:
+        return table(xid);
+      case PORT:
+        return port((OFPortStatsRequest) req);
+      case GROUP_DESC:
+        {
+          List<OFGroupDescStatsEntry> es = new ArrayList<>();
+          for (VirtualGroup g : core.groups().values()) {
+            es.add(
+                F.buildGroupDescStatsEntry()
+                    .setGroup(OFGroup.of(g.groupId()))
+                    .setGroupType(g.type())
+                    .setBuckets(g.buckets())
+                    .build());
+          }
+          List<OFMessage> out = new ArrayList<>();
+          for (List<OFGroupDescStatsEntry> part : chunks(es)) {
+            out.add(F.buildGroupDescStatsReply().setXid(xid).setEntries(part).build());
+          }
+          return done(more(out));
+        }
+      case GROUP:
+        return group((OFGroupStatsRequest) req);
+      case TABLE_FEATURES:
+        if (!((OFTableFeaturesStatsRequest) req).getEntries().isEmpty()) {
+          throw new OfError(OFBadRequestCode.EPERM, "table features are read-only");
+        }
+        return done(tableFeatures(xid));
+      default:
+        throw new OfError(OFBadRequestCode.BAD_STAT, "multipart " + req.getStatsType());
+    }
+  }
+
+  private static CompletableFuture<List<OFMessage>> done(List<OFMessage> l) {
+    return CompletableFuture.completedFuture(l);
+  }
+
+  private static <T> List<List<T>> chunks(List<T> l) {
+    List<List<T>> out = new ArrayList<>();
+    for (int i = 0; i < l.size(); i += CHUNK) {
+      out.add(l.subList(i, Math.min(l.size(), i + CHUNK)));
+    }
+    if (out.isEmpty()) {
+      out.add(List.of());
+    }
+    return out;
+  }
+
+  /** Sets REPLY_MORE on every part but the last. */
+  private static List<OFMessage> more(List<OFMessage> parts) {
+    List<OFMessage> out = new ArrayList<>();
+    for (int i = 0; i < parts.size(); i++) {
+      OFMessage m = parts.get(i);
+      if (i < parts.size() - 1) {
+        var b = m.createBuilder();
+        if (b instanceof org.projectfloodlight.openflow.protocol.OFStatsReply.Builder sb) {
+          sb.setFlags(Set.of(OFStatsReplyFlags.REPLY_MORE));
+          m = sb.build();
+        }
+      }
+      out.add(m);
+    }
+    return out;
+  }
+
+  private CompletableFuture<List<OFMessage>> flow(OFFlowStatsRequest req) {
+    List<VirtualRule> sel =
+        core.selectForStats(
+            req.getTableId(),
+            req.getOutPort(),
+            req.getOutGroup(),
+            req.getCookie(),
+            req.getCookieMask(),
+            req.getMatch());
+    return core.physicalCounters()
+        .thenApplyAsync(
+            counters -> {
+              long now = core.now();
+              List<OFFlowStatsEntry> es = new ArrayList<>();
+              for (VirtualRule r : sel) {
+                if (!core.rules().containsKey(r.key())) {
+                  continue;
+                }
+                long[] c = core.countersOf(r, counters);
+                long d = Math.max(0, now - r.installedMillis());
+                es.add(
+                    F.buildFlowStatsEntry()
+                        .setTableId(TableId.of(r.table()))
+                        .setDurationSec(d / 1000)
+                        .setDurationNsec((d % 1000) * 1_000_000)
+                        .setPriority(r.priority())
+                        .setIdleTimeout(r.idleTimeout())
+                        .setHardTimeout(r.hardTimeout())
+                        .setFlags(r.flags())
+                        .setCookie(U64.of(r.cookie()))
+                        .setPacketCount(U64.of(c[0]))
+                        .setByteCount(U64.of(c[1]))
+                        .setMatch(r.match())
+                        .setInstructions(r.instructions())
+                        .build());
+              }
+              List<OFMessage> out = new ArrayList<>();
+              for (List<OFFlowStatsEntry> part : chunks(es)) {
+                out.add(F.buildFlowStatsReply().setXid(req.getXid()).setEntries(part).build());
+              }
+              return more(out);
+            },
+            core.exec());
+  }
+
+  private CompletableFuture<List<OFMessage>> aggregate(OFAggregateStatsRequest req) {
+    List<VirtualRule> sel =
+        core.selectForStats(
+            req.getTableId(),
+            req.getOutPort(),
+            req.getOutGroup(),
+            req.getCookie(),
+            req.getCookieMask(),
+            req.getMatch());
+    return core.physicalCounters()
+        .thenApplyAsync(
+            counters -> {
+              long p = 0;
+              long b = 0;
+              for (VirtualRule r : sel) {
+                long[] c = core.countersOf(r, counters);
+                p += c[0];
+                b += c[1];
+              }
+              return List.<OFMessage>of(
+                  F.buildAggregateStatsReply()
+                      .setXid(req.getXid())
+                      .setPacketCount(U64.of(p))
+                      .setByteCount(U64.of(b))
+                      .setFlowCount(sel.size())
+                      .build());
+            },
+            core.exec());
+  }
+
+  private CompletableFuture<List<OFMessage>> table(long xid) {
+    Map<Integer, long[]> phys = new HashMap<>();
+    List<CompletableFuture<Void>> fs = new ArrayList<>();
+    for (SouthSwitch s : core.south().values()) {
+      if (!s.isReady()) {
+        continue;
+      }
+      fs.add(
+          s.<OFTableStatsReply>stats(F.buildTableStatsRequest().setXid(s.nextXid()).build())
+              .thenAccept(
+                  rs -> {
+                    synchronized (phys) {
+                      for (OFTableStatsReply r : rs) {
+                        for (OFTableStatsEntry e : r.getEntries()) {
+                          long[] a =
+                              phys.computeIfAbsent(
+                                  (int) e.getTableId().getValue(), k -> new long[2]);
+                          a[0] += e.getLookupCount().getValue();
+                          a[1] += e.getMatchedCount().getValue();
+                        }
+                      }
+                    }
+                  })
+              .exceptionally(e -> null));
+    }
+    return CompletableFuture.allOf(fs.toArray(new CompletableFuture<?>[0]))
+        .thenApplyAsync(
+            x -> {
+              int[] active = new int[core.virtualTables()];
+              core.rules().values().forEach(r -> active[r.table()]++);
+              List<OFTableStatsEntry> es = new ArrayList<>();
+              for (int t = 0; t < core.virtualTables(); t++) {
+                long[] a = phys.getOrDefault(t + 1, new long[2]);
+                es.add(
+                    F.buildTableStatsEntry()
+                        .setTableId(TableId.of(t))
+                        .setActiveCount(active[t])
+                        .setLookupCount(U64.of(a[0]))
+                        .setMatchedCount(U64.of(a[1]))
+                        .build());
+              }
+              List<OFMessage> out = new ArrayList<>();
+              for (List<OFTableStatsEntry> part : chunks(es)) {
+                out.add(F.buildTableStatsReply().setXid(xid).setEntries(part).build());
+              }
+              return more(out);
+            },
+            core.exec());
+  }
+
+  private CompletableFuture<List<OFMessage>> port(OFPortStatsRequest req) {
+    OFPort want = req.getPortNo();
+    List<VPort> sel = new ArrayList<>();
+    for (VPort v : core.ports().all()) {
+      if (want.equals(OFPort.ANY) || want.getPortNumber() == v.vport()) {
+        sel.add(v);
+      }
+    }
+    Map<String, Map<Integer, OFPortStatsEntry>> phys = new HashMap<>();
+    List<CompletableFuture<Void>> fs = new ArrayList<>();
+    for (SouthSwitch s : core.south().values()) {
+      if (!s.isReady() || sel.stream().noneMatch(v -> v.sw().equals(s.id()))) {
+        continue;
+      }
+      fs.add(
+          s.<OFPortStatsReply>stats(
+                  F.buildPortStatsRequest().setXid(s.nextXid()).setPortNo(OFPort.ANY).build())
+              .thenAccept(
+                  rs -> {
+                    synchronized (phys) {
+                      Map<Integer, OFPortStatsEntry> m = new HashMap<>();
+                      rs.forEach(
+                          r ->
+                              r.getEntries().forEach(e -> m.put(e.getPortNo().getPortNumber(), e)));
+                      phys.put(s.id(), m);
+                    }
+                  })
+              .exceptionally(e -> null));
+    }
+    return CompletableFuture.allOf(fs.toArray(new CompletableFuture<?>[0]))
+        .thenApplyAsync(
+            x -> {
+              List<OFPortStatsEntry> es = new ArrayList<>();
+              for (VPort v : sel) {
+                OFPortStatsEntry p = phys.getOrDefault(v.sw(), Map.of()).get(v.port());
+                var b = F.buildPortStatsEntry().setPortNo(OFPort.of(v.vport()));
+                if (p == null) {
+                  b.setRxPackets(U64.ZERO)
+                      .setTxPackets(U64.ZERO)
+                      .setRxBytes(U64.ZERO)
+                      .setTxBytes(U64.ZERO)
+                      .setRxDropped(U64.ZERO)
+                      .setTxDropped(U64.ZERO)
+                      .setRxErrors(U64.ZERO)
+                      .setTxErrors(U64.ZERO)
+                      .setRxFrameErr(U64.ZERO)
+                      .setRxOverErr(U64.ZERO)
+                      .setRxCrcErr(U64.ZERO)
+                      .setCollisions(U64.ZERO);
+                } else {
+                  b.setRxPackets(p.getRxPackets())
+                      .setTxPackets(p.getTxPackets())
+                      .setRxBytes(p.getRxBytes())
+                      .setTxBytes(p.getTxBytes())
+                      .setRxDropped(p.getRxDropped())
+                      .setTxDropped(p.getTxDropped())
+                      .setRxErrors(p.getRxErrors())
+                      .setTxErrors(p.getTxErrors())
+                      .setRxFrameErr(p.getRxFrameErr())
+                      .setRxOverErr(p.getRxOverErr())
+                      .setRxCrcErr(p.getRxCrcErr())
+                      .setCollisions(p.getCollisions())
+                      .setDurationSec(p.getDurationSec())
+                      .setDurationNsec(p.getDurationNsec());
+                }
+                es.add(b.build());
+              }
+              List<OFMessage> out = new ArrayList<>();
+              for (List<OFPortStatsEntry> part : chunks(es)) {
+                out.add(F.buildPortStatsReply().setXid(req.getXid()).setEntries(part).build());
+              }
+              return more(out);
+            },
+            core.exec());
+  }
+
+  private CompletableFuture<List<OFMessage>> group(OFGroupStatsRequest req) {
+    OFGroup want = req.getGroup();
+    Map<Integer, long[]> sums = new HashMap<>();
+    Map<Integer, List<long[]>> buckets = new HashMap<>();
+    List<CompletableFuture<Void>> fs = new ArrayList<>();
+    for (SouthSwitch s : core.south().values()) {
+      if (!s.isReady()) {
+        continue;
+      }
+      fs.add(
+          s.<OFGroupStatsReply>stats(
+                  F.buildGroupStatsRequest().setXid(s.nextXid()).setGroup(OFGroup.ALL).build())
+              .thenAccept(
+                  rs -> {
+                    synchronized (sums) {
+                      for (OFGroupStatsReply r : rs) {
+                        for (OFGroupStatsEntry e : r.getEntries()) {
+                          int g = e.getGroup().getGroupNumber();
+                          long[] a = sums.computeIfAbsent(g, k -> new long[2]);
+                          a[0] += e.getPacketCount().getValue();
+                          a[1] += e.getByteCount().getValue();
+                          List<long[]> bl = buckets.computeIfAbsent(g, k -> new ArrayList<>());
+                          List<OFBucketCounter> bc = e.getBucketStats();
+                          for (int i = 0; i < bc.size(); i++) {
+                            if (bl.size() <= i) {
+                              bl.add(new long[2]);
+                            }
+                            bl.get(i)[0] += bc.get(i).getPacketCount().getValue();
+                            bl.get(i)[1] += bc.get(i).getByteCount().getValue();
+                          }
+                        }
+                      }
+                    }
+                  })
+              .exceptionally(e -> null));
+    }
+    return CompletableFuture.allOf(fs.toArray(new CompletableFuture<?>[0]))
+        .thenApplyAsync(
+            x -> {
+              long now = core.now();
+              List<OFGroupStatsEntry> es = new ArrayList<>();
+              for (VirtualGroup g : core.groups().values()) {
+                if (!want.equals(OFGroup.ALL) && want.getGroupNumber() != g.groupId()) {
+                  continue;
+                }
+                long[] a = sums.getOrDefault(g.groupId(), new long[2]);
+                List<OFBucketCounter> bc = new ArrayList<>();
+                List<long[]> bl = buckets.getOrDefault(g.groupId(), List.of());
+                for (int i = 0; i < g.buckets().size(); i++) {
+                  long[] c = i < bl.size() ? bl.get(i) : new long[2];
+                  bc.add(F.bucketCounter(U64.of(c[0]), U64.of(c[1])));
+                }
+                int refs = core.groupRefs(g.groupId());
+                es.add(
+                    F.buildGroupStatsEntry()
+                        .setGroup(OFGroup.of(g.groupId()))
+                        .setRefCount(refs)
+                        .setPacketCount(U64.of(a[0]))
+                        .setByteCount(U64.of(a[1]))
+                        .setDurationSec(now / 1000)
+                        .setBucketStats(bc)
+                        .build());
+              }
+              List<OFMessage> out = new ArrayList<>();
+              for (List<OFGroupStatsEntry> part : chunks(es)) {
+                out.add(F.buildGroupStatsReply().setXid(req.getXid()).setEntries(part).build());
+              }
+              return more(out);
+            },
+            core.exec());
+  }
+
+  private List<OFMessage> tableFeatures(long xid) {
+    int n = core.virtualTables();
+    List<OFTableFeatures> tfs = new ArrayList<>();
+    for (int t = 0; t < n; t++) {
+      List<U8> next = new ArrayList<>();
+      for (int u = t + 1; u < n; u++) {
+        next.add(U8.of((short) u));
+      }
+      List<OFTableFeatureProp> props = new ArrayList<>();
+      props.add(
+          F.tableFeaturePropInstructions(
+              List.of(
+                  F.instructionIds().applyActions(),
+                  F.instructionIds().writeActions(),
+                  F.instructionIds().clearActions(),
+                  F.instructionIds().writeMetadata(),
+                  F.instructionIds().gotoTable())));
+      props.add(F.tableFeaturePropNextTables(next));
+      props.add(
+          F.tableFeaturePropApplyActions(
+              List.of(
+                  F.actionIds().output(),
+                  F.actionIds().group(),
+                  F.actionIds().setField(),
+                  F.actionIds().pushVlan(),
+                  F.actionIds().popVlan(),
+                  F.actionIds().pushMpls(),
+                  F.actionIds().popMpls(),
+                  F.actionIds().decNwTtl())));
+      tfs.add(
+          F.buildTableFeatures()
+              .setTableId(TableId.of(t))
+              .setName("table" + t)
+              .setMetadataMatch(U64.NO_MASK)
+              .setMetadataWrite(U64.NO_MASK)
+              .setConfig(0)
+              .setMaxEntries(1_000_000)
+              .setProperties(props)
+              .build());
+    }
+    List<OFMessage> out = new ArrayList<>();
+    for (int i = 0; i < tfs.size(); i += 8) {
+      out.add(
+          F.buildTableFeaturesStatsReply()
+              .setXid(xid)
+              .setEntries(tfs.subList(i, Math.min(tfs.size(), i + 8)))
+              .build());
+    }
+    return more(out);
+  }
+
+  @SuppressWarnings("unused")
+  private static final OFInstructionType UNUSED = OFInstructionType.APPLY_ACTIONS;
+}

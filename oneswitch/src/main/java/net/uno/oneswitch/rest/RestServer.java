@@ -1,0 +1,395 @@
+package net.uno.oneswitch.rest;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+import net.uno.oneswitch.config.Endpoint;
+import net.uno.oneswitch.core.OneSwitchCore;
+import net.uno.oneswitch.core.PortOpError;
+import net.uno.oneswitch.model.PhysRule;
+import net.uno.oneswitch.model.VPort;
+import net.uno.oneswitch.model.VirtualRule;
+import net.uno.oneswitch.north.NorthServer;
+import net.uno.oneswitch.south.SouthSwitch;
+import org.projectfloodlight.openflow.protocol.OFPortDesc;
+import org.projectfloodlight.openflow.protocol.OFPortState;
+import org.projectfloodlight.openflow.protocol.match.Match;
+import org.projectfloodlight.openflow.protocol.oxm.OFOxm;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/** The small JSON REST API (see oneswitch/README.md). */
+public final class RestServer {
+  private static final Logger LOG = LoggerFactory.getLogger(RestServer.class);
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private final OneSwitchCore core;
+  private final NorthServer north;
+  private final List<Endpoint> controllers;
+  private final String token;
+  private HttpServer http;
+
+  public RestServer(
+      OneSwitchCore core, NorthServer north, List<Endpoint> controllers, String token) {
+    this.core = core;
+    this.north = north;
+    this.controllers = controllers;
+    this.token = token;
+  }
+
+  /** Starts serving; returns the bound port. */
+  public int start(Endpoint ep) throws IOException {
+    http = HttpServer.create(new InetSocketAddress(ep.host(), ep.port()), 64);
+    http.createContext("/", this::handle);
+    http.setExecutor(Executors.newFixedThreadPool(4));
+    http.start();
+    int port = http.getAddress().getPort();
+    LOG.info("REST API on http://{}:{}", ep.host(), port);
+    return port;
+  }
+
+  public void stop() {
+    if (http != null) {
+      http.stop(0);
+    }
+  }
+
+  /** An HTTP error answer. */
+  static final class HttpError extends Exception {
+    private static final long serialVersionUID = 1L;
+    final int status;
+    final String field;
+
+    HttpError(int status, String field, String msg) {
+      super(msg);
+      this.status = status;
+      this.field = field;
+    }
+  }
+
+  private record Reply(int status, Object body, String contentType) {}
+
+  private void handle(HttpExchange ex) throws IOException {
+    Reply r;
+    try {
+      if (token != null) {
+        String auth = ex.getRequestHeaders().getFirst("Authorization");
+        if (auth == null || !auth.equals("Bearer " + token)) {
+          throw new HttpError(401, "Authorization", "missing or wrong bearer token");
+        }
+      }
+      r = route(ex);
+    } catch (HttpError e) {
+      Map<String, Object> b = new LinkedHashMap<>();
+      b.put("error", e.getMessage());
+      if (e.field != null) {
+        b.put("field", e.field);
+      }
+      r = new Reply(e.status, b, null);
+    } catch (Exception e) {
+      LOG.error("REST {} {}: {}", ex.getRequestMethod(), ex.getRequestURI(), e.toString(), e);
+      r = new Reply(500, Map.of("error", "internal error: " + e), null);
+    }
+    byte[] body;
+    String ct;
+    if (r.contentType() != null) {
+      body = ((String) r.body()).getBytes(StandardCharsets.UTF_8);
+      ct = r.contentType();
+    } else {
+      body = JSON.writeValueAsBytes(r.body());
+      ct = "application/json";
+    }
+    ex.getResponseHeaders().set("Content-Type", ct);
+    ex.sendResponseHeaders(r.status(), body.length);
+    try (OutputStream os = ex.getResponseBody()) {
+      os.write(body);
+    }
+  }
+
+  private Reply route(HttpExchange ex) throws Exception {
+    String path = ex.getRequestURI().getPath();
+    String m = ex.getRequestMethod();
+    if (path.equals("/v1/health")) {
+      only(m, "GET");
+      return ok(onCore(this::health));
+    }
+    if (path.equals("/v1/switches")) {
+      only(m, "GET");
+      return ok(onCore(this::switches));
+    }
+    if (path.equals("/v1/ports")) {
+      only(m, "GET");
+      return ok(onCore(this::portList));
+    }
+    if (path.equals("/v1/rules")) {
+      only(m, "GET");
+      return ok(onCore(this::ruleList));
+    }
+    if (path.equals("/metrics")) {
+      only(m, "GET");
+      String text =
+          onCore(() -> core.metrics().render(core.rules().size(), core.physical().flowCount()));
+      return new Reply(200, text, "text/plain; version=0.0.4");
+    }
+    String[] parts = path.split("/");
+    if (parts.length >= 4 && parts[1].equals("v1") && parts[2].equals("ports")) {
+      int vport = vport(parts[3]);
+      if (parts.length == 4) {
+        if (m.equals("PUT")) {
+          JsonNode b = body(ex, Set.of("switch", "port", "name"));
+          String sw = str(b, "switch", true);
+          int port = portField(b);
+          String name = str(b, "name", false);
+          if (name != null && (name.isEmpty() || name.length() > 15)) {
+            throw new HttpError(400, "name", "name must be 1-15 characters");
+          }
+          return change(() -> core.mapPort(vport, sw, port, name));
+        }
+        if (m.equals("DELETE")) {
+          return change(() -> core.unmapPort(vport));
+        }
+        throw new HttpError(405, null, "method " + m + " not allowed");
+      }
+      if (parts.length == 5 && parts[4].equals("remap")) {
+        only(m, "POST");
+        JsonNode b = body(ex, Set.of("switch", "port"));
+        String sw = str(b, "switch", true);
+        int port = portField(b);
+        return change(() -> core.remapPort(vport, sw, port));
+      }
+    }
+    throw new HttpError(404, null, "no such path: " + path);
+  }
+
+  private static Reply ok(Object body) {
+    return new Reply(200, body, null);
+  }
+
+  private static void only(String m, String want) throws HttpError {
+    if (!m.equals(want)) {
+      throw new HttpError(405, null, "method " + m + " not allowed");
+    }
+  }
+
+  private static int vport(String s) throws HttpError {
+    try {
+      long v = Long.parseLong(s);
+      if (v < 1 || v > 0xffffff00L) {
+        throw new NumberFormatException();
+      }
+      return (int) v;
+    } catch (NumberFormatException e) {
+      throw new HttpError(400, "vport", "vport must be an integer 1..4294967040, got " + s);
+    }
+  }
+
+  private static JsonNode body(HttpExchange ex, Set<String> keys) throws HttpError, IOException {
+    byte[] raw = ex.getRequestBody().readNBytes(65536);
+    JsonNode n;
+    try {
+      n = JSON.readTree(raw);
+    } catch (IOException e) {
+      throw new HttpError(400, "body", "invalid JSON");
+    }
+    if (n == null || !n.isObject()) {
+      throw new HttpError(400, "body", "must be a JSON object");
+    }
+    for (Iterator<String> it = n.fieldNames(); it.hasNext(); ) {
+      String k = it.next();
+      if (!keys.contains(k)) {
+        throw new HttpError(400, k, "unknown field");
+      }
+    }
+    return n;
+  }
+
+  private static String str(JsonNode b, String f, boolean required) throws HttpError {
+    JsonNode v = b.get(f);
+    if (v == null || v.isNull()) {
+      if (required) {
+        throw new HttpError(400, f, "is required");
+      }
+      return null;
+    }
+    if (!v.isTextual()) {
+      throw new HttpError(400, f, "must be a string");
+    }
+    return v.asText();
+  }
+
+  private static int portField(JsonNode b) throws HttpError {
+    JsonNode v = b.get("port");
+    if (v == null || v.isNull()) {
+      throw new HttpError(400, "port", "is required");
+    }
+    if (!v.isIntegralNumber() || v.asLong() < 1 || v.asLong() > 0xffffff00L) {
+      throw new HttpError(400, "port", "must be an integer 1..4294967040");
+    }
+    return (int) v.asLong();
+  }
+
+  private <T> T onCore(Supplier<T> s) throws Exception {
+    try {
+      return CompletableFuture.supplyAsync(s, core.exec()).get(30, TimeUnit.SECONDS);
+    } catch (ExecutionException e) {
+      throw (Exception) e.getCause();
+    }
+  }
+
+  interface PortOp {
+    CompletableFuture<OneSwitchCore.PortChange> run() throws PortOpError;
+  }
+
+  private Reply change(PortOp op) throws Exception {
+    CompletableFuture<CompletableFuture<OneSwitchCore.PortChange>> f = new CompletableFuture<>();
+    core.exec()
+        .execute(
+            () -> {
+              try {
+                f.complete(op.run());
+              } catch (PortOpError e) {
+                f.completeExceptionally(e);
+              } catch (RuntimeException e) {
+                f.completeExceptionally(e);
+              }
+            });
+    OneSwitchCore.PortChange pc;
+    try {
+      pc = f.get(30, TimeUnit.SECONDS).get(60, TimeUnit.SECONDS);
+    } catch (ExecutionException e) {
+      if (e.getCause() instanceof PortOpError p) {
+        throw new HttpError(p.status(), p.field(), p.getMessage());
+      }
+      throw e;
+    }
+    Map<String, Object> b = new LinkedHashMap<>();
+    VPort v = pc.to() != null ? pc.to() : pc.from();
+    b.put("vport", Integer.toUnsignedLong(v.vport()));
+    b.put("from", pc.from() == null ? null : loc(pc.from()));
+    b.put("to", pc.to() == null ? null : loc(pc.to()));
+    b.put("rules", pc.rules());
+    b.put("duration_ms", pc.durationMs());
+    return new Reply(pc.status(), b, null);
+  }
+
+  private static Map<String, Object> loc(VPort v) {
+    Map<String, Object> m = new LinkedHashMap<>();
+    m.put("switch", v.sw());
+    m.put("port", Integer.toUnsignedLong(v.port()));
+    m.put("name", v.name());
+    return m;
+  }
+
+  private Map<String, Object> health() {
+    Map<String, Object> b = new LinkedHashMap<>();
+    Map<String, String> sws = new LinkedHashMap<>();
+    boolean all = true;
+    for (SouthSwitch s : core.south().values()) {
+      sws.put(s.id(), s.isReady() ? "connected" : "disconnected");
+      all &= s.isReady();
+    }
+    b.put("ok", all);
+    b.put("switches", sws);
+    List<Map<String, Object>> cs = new ArrayList<>();
+    Map<Endpoint, Boolean> st = north.controllerStates();
+    for (Endpoint ep : controllers) {
+      cs.add(Map.of("target", "tcp:" + ep, "connected", st.getOrDefault(ep, false)));
+    }
+    b.put("controllers", cs);
+    b.put("sessions", core.sessions().size());
+    return b;
+  }
+
+  private List<Map<String, Object>> switches() {
+    List<Map<String, Object>> out = new ArrayList<>();
+    for (SouthSwitch s : core.south().values()) {
+      Map<String, Object> m = new LinkedHashMap<>();
+      m.put("id", s.id());
+      m.put("connected", s.isReady());
+      m.put("dpid", s.isReady() ? String.format("%016x", s.dpid()) : null);
+      List<Map<String, Object>> ps = new ArrayList<>();
+      for (OFPortDesc d : s.ports().values()) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("port", d.getPortNo().toString());
+        p.put("name", d.getName());
+        p.put("state", d.getState().contains(OFPortState.LINK_DOWN) ? "down" : "up");
+        ps.add(p);
+      }
+      m.put("ports", ps);
+      out.add(m);
+    }
+    return out;
+  }
+
+  private List<Map<String, Object>> portList() {
+    List<Map<String, Object>> out = new ArrayList<>();
+    for (VPort v : core.ports().all()) {
+      Map<String, Object> m = new LinkedHashMap<>();
+      m.put("vport", Integer.toUnsignedLong(v.vport()));
+      m.put("switch", v.sw());
+      m.put("port", Integer.toUnsignedLong(v.port()));
+      m.put("name", v.name());
+      out.add(m);
+    }
+    return out;
+  }
+
+  static String matchText(Match m) {
+    List<String> parts = new ArrayList<>();
+    for (OFOxm<?> o : net.uno.oneswitch.translate.MatchUtil.oxms(m)) {
+      parts.add(
+          o.getMatchField().getName()
+              + "="
+              + o.getValue()
+              + (o.isMasked() ? "/" + o.getMask() : ""));
+    }
+    return String.join(",", parts);
+  }
+
+  private List<Map<String, Object>> ruleList() {
+    List<Map<String, Object>> out = new ArrayList<>();
+    for (VirtualRule r : core.rules().values()) {
+      Map<String, Object> m = new LinkedHashMap<>();
+      m.put("table", r.table());
+      m.put("priority", r.priority());
+      m.put("cookie", String.format("0x%x", r.cookie()));
+      m.put("match", matchText(r.match()));
+      m.put("instructions", r.instructions().toString());
+      boolean wild = net.uno.oneswitch.translate.MatchUtil.inPort(r.match()).isEmpty();
+      List<PhysRule> ps = core.translationOf(r.key());
+      m.put(
+          "expansion",
+          wild
+              ? "wildcard in_port: replicated on every switch with mapped ports (" + ps.size() + ")"
+              : (ps.isEmpty() ? "in_port not mapped: not installed" : "ingress switch only"));
+      List<Map<String, Object>> phys = new ArrayList<>();
+      for (PhysRule p : ps) {
+        Map<String, Object> pm = new LinkedHashMap<>();
+        pm.put("switch", p.sw());
+        pm.put("table", p.table());
+        pm.put("priority", p.priority());
+        pm.put("match", matchText(p.match()));
+        pm.put("actions", p.instructions().toString());
+        phys.add(pm);
+      }
+      m.put("physical", phys);
+      out.add(m);
+    }
+    return out;
+  }
+}

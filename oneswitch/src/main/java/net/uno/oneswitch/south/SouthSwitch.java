@@ -1,0 +1,375 @@
+package net.uno.oneswitch.south;
+
+import io.netty.bootstrap.Bootstrap;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.SimpleChannelInboundHandler;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.channel.socket.nio.NioSocketChannel;
+import io.netty.handler.timeout.IdleStateEvent;
+import io.netty.handler.timeout.IdleStateHandler;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import net.uno.oneswitch.codec.Inbound;
+import net.uno.oneswitch.codec.OfEncoder;
+import net.uno.oneswitch.codec.OfFrameDecoder;
+import net.uno.oneswitch.config.Endpoint;
+import org.projectfloodlight.openflow.protocol.OFBarrierReply;
+import org.projectfloodlight.openflow.protocol.OFEchoReply;
+import org.projectfloodlight.openflow.protocol.OFEchoRequest;
+import org.projectfloodlight.openflow.protocol.OFErrorMsg;
+import org.projectfloodlight.openflow.protocol.OFFactories;
+import org.projectfloodlight.openflow.protocol.OFFactory;
+import org.projectfloodlight.openflow.protocol.OFFeaturesReply;
+import org.projectfloodlight.openflow.protocol.OFFlowRemoved;
+import org.projectfloodlight.openflow.protocol.OFMessage;
+import org.projectfloodlight.openflow.protocol.OFPacketIn;
+import org.projectfloodlight.openflow.protocol.OFPortDesc;
+import org.projectfloodlight.openflow.protocol.OFPortDescStatsReply;
+import org.projectfloodlight.openflow.protocol.OFPortReason;
+import org.projectfloodlight.openflow.protocol.OFPortStatus;
+import org.projectfloodlight.openflow.protocol.OFStatsReply;
+import org.projectfloodlight.openflow.protocol.OFStatsReplyFlags;
+import org.projectfloodlight.openflow.protocol.OFStatsRequest;
+import org.projectfloodlight.openflow.protocol.OFVersion;
+import org.projectfloodlight.openflow.types.U32;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * OneSwitch's controller connection to one physical switch: connect (reconnect with backoff),
+ * handshake (HELLO, FEATURES, SET_CONFIG miss_send_len=0xffff, PORT_DESC), echo keepalive,
+ * xid-matched requests (barriers, multipart with REPLY_MORE).
+ */
+public final class SouthSwitch {
+  private static final Logger LOG = LoggerFactory.getLogger(SouthSwitch.class);
+  static final OFFactory F = OFFactories.getFactory(OFVersion.OF_13);
+
+  private final String id;
+  private final Endpoint ep;
+  private final EventLoopGroup group;
+  private final SouthListener listener;
+  private final AtomicLong xids = new AtomicLong(0x10000);
+  private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
+  private final Map<Integer, OFPortDesc> ports = new ConcurrentHashMap<>();
+  private volatile Channel channel;
+  private volatile boolean ready;
+  private volatile long dpid;
+  private volatile int nTables;
+  private volatile boolean stopped;
+  private long backoffMs = 250;
+
+  private static final class Pending {
+    final CompletableFuture<List<OFMessage>> future = new CompletableFuture<>();
+    final List<OFMessage> parts = new ArrayList<>();
+  }
+
+  public SouthSwitch(String id, Endpoint ep, EventLoopGroup group, SouthListener listener) {
+    this.id = id;
+    this.ep = ep;
+    this.group = group;
+    this.listener = listener;
+  }
+
+  public String id() {
+    return id;
+  }
+
+  public boolean isReady() {
+    return ready;
+  }
+
+  public long dpid() {
+    return dpid;
+  }
+
+  public int nTables() {
+    return nTables;
+  }
+
+  public Map<Integer, OFPortDesc> ports() {
+    return ports;
+  }
+
+  public void start() {
+    connect();
+  }
+
+  public void stop() {
+    stopped = true;
+    Channel c = channel;
+    if (c != null) {
+      c.close();
+    }
+  }
+
+  private void connect() {
+    if (stopped) {
+      return;
+    }
+    Bootstrap b =
+        new Bootstrap()
+            .group(group)
+            .channel(NioSocketChannel.class)
+            .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, 3000)
+            .option(ChannelOption.TCP_NODELAY, true)
+            .handler(
+                new ChannelInitializer<SocketChannel>() {
+                  @Override
+                  protected void initChannel(SocketChannel ch) {
+                    ch.pipeline()
+                        .addLast(new IdleStateHandler(15, 5, 0))
+                        .addLast(new OfFrameDecoder())
+                        .addLast(new OfEncoder())
+                        .addLast(new Handler());
+                  }
+                });
+    b.connect(ep.host(), ep.port())
+        .addListener(
+            f -> {
+              if (!f.isSuccess()) {
+                LOG.debug("switch {}: connect to {} failed: {}", id, ep, f.cause().toString());
+                scheduleReconnect();
+              }
+            });
+  }
+
+  private void scheduleReconnect() {
+    if (stopped) {
+      return;
+    }
+    long d = backoffMs;
+    backoffMs = Math.min(backoffMs * 2, 5000);
+    group.schedule(this::connect, d, TimeUnit.MILLISECONDS);
+  }
+
+  /** Sends a message (no reply expected); dropped when not connected. */
+  public void send(OFMessage m) {
+    Channel c = channel;
+    if (c != null && ready) {
+      c.write(m, c.voidPromise());
+    }
+  }
+
+  public void flush() {
+    Channel c = channel;
+    if (c != null) {
+      c.flush();
+    }
+  }
+
+  public long nextXid() {
+    return xids.incrementAndGet() & 0xffffffffL;
+  }
+
+  /** Sends a request and completes with all its replies (multipart parts collected). */
+  public CompletableFuture<List<OFMessage>> request(OFMessage m) {
+    Pending p = new Pending();
+    Channel c = channel;
+    if (c == null || !ready) {
+      p.future.completeExceptionally(new IllegalStateException("switch " + id + " not connected"));
+      return p.future;
+    }
+    pending.put(m.getXid(), p);
+    c.writeAndFlush(m);
+    return p.future;
+  }
+
+  public CompletableFuture<Void> barrier() {
+    return request(F.buildBarrierRequest().setXid(nextXid()).build()).thenApply(x -> null);
+  }
+
+  /** A multipart request; completes with every reply part. */
+  @SuppressWarnings("unchecked")
+  public <T extends OFStatsReply> CompletableFuture<List<T>> stats(OFStatsRequest<?> req) {
+    return request(req)
+        .thenApply(
+            l -> {
+              List<T> out = new ArrayList<>();
+              for (OFMessage m : l) {
+                out.add((T) m);
+              }
+              return out;
+            });
+  }
+
+  private final class Handler extends SimpleChannelInboundHandler<Object> {
+    private long handshakeXid = -1;
+
+    @Override
+    public void channelActive(ChannelHandlerContext ctx) {
+      channel = ctx.channel();
+      ctx.write(
+          F.buildHello()
+              .setXid(nextXid())
+              .setElements(
+                  List.of(
+                      F.buildHelloElemVersionbitmap().setBitmaps(List.of(U32.of(1 << 4))).build()))
+              .build());
+      handshakeXid = nextXid();
+      ctx.writeAndFlush(F.buildFeaturesRequest().setXid(handshakeXid).build());
+    }
+
+    @Override
+    public void channelInactive(ChannelHandlerContext ctx) {
+      boolean was = ready;
+      ready = false;
+      channel = null;
+      for (Pending p : pending.values()) {
+        p.future.completeExceptionally(new IllegalStateException("switch " + id + " disconnected"));
+      }
+      pending.clear();
+      if (was) {
+        LOG.warn("switch {}: disconnected", id);
+        listener.disconnected(SouthSwitch.this);
+      }
+      scheduleReconnect();
+    }
+
+    @Override
+    public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
+      if (evt instanceof IdleStateEvent e) {
+        if (e.state() == io.netty.handler.timeout.IdleState.READER_IDLE) {
+          LOG.warn("switch {}: no message for 15 s, reconnecting", id);
+          ctx.close();
+        } else {
+          ctx.writeAndFlush(F.buildEchoRequest().setXid(nextXid()).build());
+        }
+      }
+    }
+
+    @Override
+    public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+      LOG.warn("switch {}: {}", id, cause.toString());
+      ctx.close();
+    }
+
+    @Override
+    protected void channelRead0(ChannelHandlerContext ctx, Object in) {
+      if (in instanceof Inbound.Hello h) {
+        if (h.version() < 4 || (h.bitmap() != 0 && (h.bitmap() & (1 << 4)) == 0)) {
+          LOG.error("switch {}: does not speak OpenFlow 1.3 (hello version {})", id, h.version());
+          ctx.close();
+        }
+        return;
+      }
+      if (in instanceof Inbound.Bad b) {
+        LOG.warn("switch {}: undecodable message ({})", id, b.code());
+        if (b.fatal()) {
+          ctx.close();
+        }
+        return;
+      }
+      OFMessage m = ((Inbound.Msg) in).msg();
+      switch (m.getType()) {
+        case ECHO_REQUEST ->
+            ctx.writeAndFlush(
+                F.buildEchoReply()
+                    .setXid(m.getXid())
+                    .setData(((OFEchoRequest) m).getData())
+                    .build());
+        case FEATURES_REPLY -> onFeatures(ctx, (OFFeaturesReply) m);
+        case PACKET_IN -> listener.packetIn(SouthSwitch.this, (OFPacketIn) m);
+        case FLOW_REMOVED -> listener.flowRemoved(SouthSwitch.this, (OFFlowRemoved) m);
+        case PORT_STATUS -> {
+          OFPortStatus ps = (OFPortStatus) m;
+          int no = ps.getDesc().getPortNo().getPortNumber();
+          if (ps.getReason() == OFPortReason.DELETE) {
+            ports.remove(no);
+          } else {
+            ports.put(no, ps.getDesc());
+          }
+          listener.portStatus(SouthSwitch.this, ps);
+        }
+        case ERROR -> {
+          Pending p = pending.remove(m.getXid());
+          if (p != null) {
+            p.future.completeExceptionally(new SwitchError((OFErrorMsg) m));
+          } else {
+            listener.error(SouthSwitch.this, (OFErrorMsg) m);
+          }
+        }
+        case ECHO_REPLY -> {
+          if (m instanceof OFEchoReply) {
+            return;
+          }
+        }
+        default -> reply(m);
+      }
+    }
+
+    private void onFeatures(ChannelHandlerContext ctx, OFFeaturesReply fr) {
+      dpid = fr.getDatapathId().getLong();
+      nTables = fr.getNTables();
+      ctx.write(F.buildSetConfig().setXid(nextXid()).setMissSendLen(0xffff).build());
+      Pending p = new Pending();
+      long x = nextXid();
+      pending.put(x, p);
+      ctx.writeAndFlush(F.buildPortDescStatsRequest().setXid(x).build());
+      p.future.whenComplete(
+          (l, err) -> {
+            if (err != null) {
+              LOG.warn("switch {}: port description failed: {}", id, err.toString());
+              ctx.close();
+              return;
+            }
+            ports.clear();
+            for (OFMessage part : l) {
+              for (OFPortDesc d : ((OFPortDescStatsReply) part).getEntries()) {
+                ports.put(d.getPortNo().getPortNumber(), d);
+              }
+            }
+            ready = true;
+            backoffMs = 250;
+            LOG.info(
+                "switch {}: connected to {} (dpid {}, {} tables, {} ports)",
+                id,
+                ep,
+                fr.getDatapathId(),
+                nTables,
+                ports.size());
+            listener.connected(SouthSwitch.this);
+          });
+    }
+
+    private void reply(OFMessage m) {
+      Pending p = pending.get(m.getXid());
+      if (p == null) {
+        return;
+      }
+      p.parts.add(m);
+      boolean more =
+          m instanceof OFStatsReply sr && sr.getFlags().contains(OFStatsReplyFlags.REPLY_MORE);
+      if (!more) {
+        pending.remove(m.getXid());
+        p.future.complete(p.parts);
+      }
+      if (m instanceof OFBarrierReply) {
+        return;
+      }
+    }
+  }
+
+  /** An OFPT_ERROR answering a request. */
+  public static final class SwitchError extends Exception {
+    private static final long serialVersionUID = 1L;
+    private final transient OFErrorMsg err;
+
+    public SwitchError(OFErrorMsg err) {
+      super(err.toString());
+      this.err = err;
+    }
+
+    public OFErrorMsg error() {
+      return err;
+    }
+  }
+}

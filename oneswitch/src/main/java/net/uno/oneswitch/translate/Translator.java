@@ -1,0 +1,441 @@
+package net.uno.oneswitch.translate;
+
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.function.IntPredicate;
+import net.uno.oneswitch.model.PhysRule;
+import net.uno.oneswitch.model.PortMap;
+import net.uno.oneswitch.model.Topology;
+import net.uno.oneswitch.model.VPort;
+import net.uno.oneswitch.model.VirtualGroup;
+import net.uno.oneswitch.model.VirtualRule;
+import org.projectfloodlight.openflow.protocol.OFBadActionCode;
+import org.projectfloodlight.openflow.protocol.OFBadInstructionCode;
+import org.projectfloodlight.openflow.protocol.OFBadMatchCode;
+import org.projectfloodlight.openflow.protocol.OFBadRequestCode;
+import org.projectfloodlight.openflow.protocol.OFBucket;
+import org.projectfloodlight.openflow.protocol.OFFactory;
+import org.projectfloodlight.openflow.protocol.OFFlowModFailedCode;
+import org.projectfloodlight.openflow.protocol.OFGroupModFailedCode;
+import org.projectfloodlight.openflow.protocol.OFGroupType;
+import org.projectfloodlight.openflow.protocol.OFPacketIn;
+import org.projectfloodlight.openflow.protocol.OFPacketOut;
+import org.projectfloodlight.openflow.protocol.action.OFAction;
+import org.projectfloodlight.openflow.protocol.action.OFActionExperimenter;
+import org.projectfloodlight.openflow.protocol.action.OFActionGroup;
+import org.projectfloodlight.openflow.protocol.action.OFActionOutput;
+import org.projectfloodlight.openflow.protocol.action.OFActionSetField;
+import org.projectfloodlight.openflow.protocol.action.OFActionSetQueue;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstructionApplyActions;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstructionClearActions;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstructionGotoTable;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstructionWriteActions;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstructionWriteMetadata;
+import org.projectfloodlight.openflow.protocol.match.Match;
+import org.projectfloodlight.openflow.protocol.match.MatchField;
+import org.projectfloodlight.openflow.protocol.oxm.OFOxm;
+import org.projectfloodlight.openflow.types.EthType;
+import org.projectfloodlight.openflow.types.OFBufferId;
+import org.projectfloodlight.openflow.types.OFPort;
+import org.projectfloodlight.openflow.types.OFVlanVidMatch;
+import org.projectfloodlight.openflow.types.TableId;
+import org.projectfloodlight.openflow.types.U64;
+
+/**
+ * Pure translation of the virtual switch onto the physical switches (DESIGN.md section 4): the
+ * ingress switch runs the whole virtual pipeline (virtual table t = physical table t+1); a packet
+ * for a virtual port on another switch is tagged with the flow-id of that egress port (VLAN
+ * carrier), sent over the PCIe link and untagged by the egress switch's table 0 before output.
+ */
+public final class Translator {
+  /** Physical table 0: dispatch (reserved). */
+  public static final int DISPATCH_TABLE = 0;
+
+  public static final int PRIO_PORT = 100;
+  public static final int PRIO_TAG = 200;
+
+  /** Hands out the flow-id tag of an egress vport (and records that the caller uses it). */
+  public interface TagSource {
+    int tag(int vport) throws OfError;
+  }
+
+  private static final OFFactory F = MatchUtil.F;
+
+  private final Topology topo;
+  private final PortMap ports;
+  private final int virtualTables;
+  private final TagSource tags;
+  private final IntPredicate groupExists;
+
+  public Translator(
+      Topology topo, PortMap ports, int virtualTables, TagSource tags, IntPredicate groupExists) {
+    this.topo = topo;
+    this.ports = ports;
+    this.virtualTables = virtualTables;
+    this.tags = tags;
+    this.groupExists = groupExists;
+  }
+
+  /** Switches that run the replicated pipeline: those with at least one mapped port. */
+  public List<String> ingressSwitches() {
+    List<String> out = new ArrayList<>();
+    for (String s : topo.switches()) {
+      if (ports.hasPortsOn(s)) {
+        out.add(s);
+      }
+    }
+    return out;
+  }
+
+  // ---------------------------------------------------------------- validation (state-independent)
+
+  /** Checks a virtual rule for things no port map could make valid; throws the OpenFlow error. */
+  public static void validate(VirtualRule r, int virtualTables) throws OfError {
+    if (r.table() < 0 || r.table() >= virtualTables) {
+      throw new OfError(OFFlowModFailedCode.BAD_TABLE_ID, "table " + r.table());
+    }
+    validateMatch(r.match());
+  }
+
+  static void validateMatch(Match m) throws OfError {
+    for (OFOxm<?> o : MatchUtil.oxms(m)) {
+      MatchField<?> f = o.getMatchField();
+      if (f.id == MatchField.IN_PHY_PORT.id) {
+        throw new OfError(OFBadMatchCode.BAD_FIELD, "in_phy_port cannot be carried");
+      }
+      if (f.id == MatchField.IN_PORT.id) {
+        if (o.isMasked()) {
+          throw new OfError(OFBadMatchCode.BAD_MASK, "in_port cannot be masked");
+        }
+        OFPort p = (OFPort) o.getValue();
+        if (!isStandard(p)) {
+          throw new OfError(OFBadMatchCode.BAD_VALUE, "in_port " + p + " is not a port");
+        }
+      }
+    }
+  }
+
+  static boolean isStandard(OFPort p) {
+    return Integer.compareUnsigned(p.getPortNumber(), 0) > 0
+        && Integer.compareUnsigned(p.getPortNumber(), OFPort.MAX.getPortNumber()) <= 0;
+  }
+
+  // ---------------------------------------------------------------- rules
+
+  /** Physical rules of a virtual rule; empty if its in_port is not mapped. */
+  public List<PhysRule> rule(VirtualRule r) throws OfError {
+    validate(r, virtualTables);
+    Optional<OFPort> in = MatchUtil.inPort(r.match());
+    List<PhysRule> out = new ArrayList<>();
+    if (in.isPresent()) {
+      Optional<VPort> vp = ports.get(in.get().getPortNumber());
+      // Check the instructions even when the port is unmapped: errors must not depend on the map.
+      String sw = vp.map(VPort::sw).orElse(topo.host());
+      List<OFInstruction> ins = instructions(r, sw);
+      if (vp.isPresent()) {
+        Match m = MatchUtil.withInPort(r.match(), OFPort.of(vp.get().port()));
+        out.add(new PhysRule(sw, r.table() + 1, r.priority(), m, ins));
+      }
+      return out;
+    }
+    List<String> sws = ingressSwitches();
+    if (sws.isEmpty()) {
+      instructions(r, topo.host()); // validation only
+    }
+    for (String sw : sws) {
+      out.add(new PhysRule(sw, r.table() + 1, r.priority(), r.match(), instructions(r, sw)));
+    }
+    return out;
+  }
+
+  List<OFInstruction> instructions(VirtualRule r, String sw) throws OfError {
+    List<OFInstruction> out = new ArrayList<>();
+    Set<String> seen = new java.util.HashSet<>();
+    for (OFInstruction i : r.instructions()) {
+      if (!seen.add(i.getType().name())) {
+        throw new OfError(OFBadInstructionCode.DUP_INST, "duplicate " + i.getType());
+      }
+      if (i instanceof OFInstructionApplyActions a) {
+        out.add(F.instructions().applyActions(actions(a.getActions(), sw, false)));
+      } else if (i instanceof OFInstructionWriteActions w) {
+        out.add(F.instructions().writeActions(actions(w.getActions(), sw, true)));
+      } else if (i instanceof OFInstructionGotoTable g) {
+        int t = g.getTableId().getValue();
+        if (t <= r.table() || t >= virtualTables) {
+          throw new OfError(OFBadInstructionCode.BAD_TABLE_ID, "goto_table:" + t);
+        }
+        out.add(F.instructions().gotoTable(TableId.of(t + 1)));
+      } else if (i instanceof OFInstructionWriteMetadata
+          || i instanceof OFInstructionClearActions) {
+        out.add(i);
+      } else {
+        throw new OfError(OFBadInstructionCode.UNSUP_INST, "instruction " + i.getType());
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Translates an action list executed on switch {@code sw}. In an action set ({@code set}) an
+   * output to a virtual port is refused: the set holds one output and fixed ordering, which cannot
+   * express "tag, output, untag".
+   */
+  public List<OFAction> actions(List<OFAction> in, String sw, boolean set) throws OfError {
+    List<OFAction> out = new ArrayList<>();
+    for (OFAction a : in) {
+      if (a instanceof OFActionOutput o) {
+        output(o, sw, set, out);
+      } else if (a instanceof OFActionGroup g) {
+        if (!groupExists.test(g.getGroup().getGroupNumber())) {
+          throw new OfError(OFBadActionCode.BAD_OUT_GROUP, "group " + g.getGroup() + " unknown");
+        }
+        out.add(a);
+      } else if (a instanceof OFActionSetField s) {
+        int id = s.getField().getMatchField().id.ordinal();
+        if (id == MatchField.IN_PORT.id.ordinal() || id == MatchField.IN_PHY_PORT.id.ordinal()) {
+          throw new OfError(OFBadActionCode.BAD_SET_TYPE, "set_field on in_port");
+        }
+        out.add(a);
+      } else if (a instanceof OFActionSetQueue) {
+        throw new OfError(OFBadActionCode.BAD_QUEUE, "queues are not virtualised");
+      } else if (a instanceof OFActionExperimenter) {
+        throw new OfError(OFBadActionCode.BAD_EXPERIMENTER, "experimenter action");
+      } else {
+        out.add(a); // push/pop vlan/mpls/pbb, ttl actions: position-independent
+      }
+    }
+    return out;
+  }
+
+  private void output(OFActionOutput o, String sw, boolean set, List<OFAction> out) throws OfError {
+    OFPort p = o.getPort();
+    if (p.equals(OFPort.CONTROLLER) || p.equals(OFPort.IN_PORT)) {
+      out.add(o);
+      return;
+    }
+    if (p.equals(OFPort.FLOOD) || p.equals(OFPort.ALL)) {
+      if (set) {
+        throw new OfError(
+            OFBadActionCode.UNSUPPORTED_ORDER, "flood/all in an action set is not supported");
+      }
+      // Output to the ingress port itself is dropped by the switch, as FLOOD/ALL require.
+      for (VPort v : ports.all()) {
+        emit(v, o.getMaxLen(), sw, out);
+      }
+      return;
+    }
+    if (!isStandard(p)) {
+      throw new OfError(OFBadActionCode.BAD_OUT_PORT, "output:" + p + " is not supported");
+    }
+    if (set) {
+      throw new OfError(
+          OFBadActionCode.UNSUPPORTED_ORDER,
+          "output to a port in write_actions is not supported (use apply_actions)");
+    }
+    Optional<VPort> v = ports.get(p.getPortNumber());
+    if (v.isPresent()) {
+      emit(v.get(), o.getMaxLen(), sw, out);
+    }
+    // Unmapped port: the packet goes nowhere, as on a switch whose port vanished.
+  }
+
+  private void emit(VPort v, int maxLen, String sw, List<OFAction> out) throws OfError {
+    if (v.sw().equals(sw)) {
+      out.add(F.actions().output(OFPort.of(v.port()), maxLen));
+      return;
+    }
+    int tag = tags.tag(v.vport());
+    out.add(F.actions().pushVlan(EthType.VLAN_FRAME));
+    out.add(F.actions().setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan(tag))));
+    out.add(F.actions().output(OFPort.of(topo.nextHopPort(sw, v.sw())), maxLen));
+    out.add(F.actions().popVlan());
+  }
+
+  // ---------------------------------------------------------------- groups
+
+  /** Buckets of a virtual group as installed on {@code sw}. */
+  public List<OFBucket> buckets(VirtualGroup g, String sw) throws OfError {
+    if (g.type() == OFGroupType.FF) {
+      throw new OfError(OFGroupModFailedCode.BAD_TYPE, "fast-failover groups are not supported");
+    }
+    List<OFBucket> out = new ArrayList<>();
+    for (OFBucket b : g.buckets()) {
+      List<OFAction> acts;
+      try {
+        acts = actions(b.getActions(), sw, false);
+      } catch (OfError e) {
+        throw new OfError(OFGroupModFailedCode.BAD_BUCKET, e.getMessage());
+      }
+      out.add(
+          F.buildBucket()
+              .setWeight(b.getWeight())
+              .setWatchPort(OFPort.ANY)
+              .setWatchGroup(org.projectfloodlight.openflow.types.OFGroup.ANY)
+              .setActions(acts)
+              .build());
+    }
+    return out;
+  }
+
+  // ---------------------------------------------------------------- dispatch (physical table 0)
+
+  /** The reserved table-0 rules of every switch for the current port map and live tags. */
+  public List<PhysRule> dispatch(Map<Integer, Integer> liveTags) {
+    List<PhysRule> out = new ArrayList<>();
+    for (String s : topo.switches()) {
+      out.add(new PhysRule(s, DISPATCH_TABLE, 0, MatchUtil.of(List.of()), List.of()));
+    }
+    for (VPort v : ports.all()) {
+      Match m = F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(v.port())).build();
+      out.add(
+          new PhysRule(
+              v.sw(),
+              DISPATCH_TABLE,
+              PRIO_PORT,
+              m,
+              List.of(F.instructions().gotoTable(TableId.of(1)))));
+    }
+    for (Map.Entry<Integer, Integer> e : liveTags.entrySet()) {
+      Optional<VPort> ov = ports.get(e.getKey());
+      if (ov.isEmpty()) {
+        continue;
+      }
+      VPort v = ov.get();
+      int tag = e.getValue();
+      List<OFAction> deliver =
+          List.of(F.actions().popVlan(), F.actions().output(OFPort.of(v.port()), 0xffff));
+      if (v.sw().equals(topo.host())) {
+        for (Topology.Pcie l : topo.pcie().values()) {
+          out.add(tagRule(v.sw(), l.hostPort(), tag, deliver));
+        }
+      } else {
+        out.add(tagRule(v.sw(), topo.pcie().get(v.sw()).snicPort(), tag, deliver));
+        int toward = topo.pcie().get(v.sw()).hostPort();
+        for (Topology.Pcie l : topo.pcie().values()) {
+          if (!l.snic().equals(v.sw())) {
+            out.add(
+                tagRule(
+                    topo.host(),
+                    l.hostPort(),
+                    tag,
+                    List.of(F.actions().output(OFPort.of(toward), 0xffff))));
+          }
+        }
+      }
+    }
+    return out;
+  }
+
+  private static PhysRule tagRule(String sw, int inPort, int tag, List<OFAction> acts) {
+    Match m =
+        F.buildMatch()
+            .setExact(MatchField.IN_PORT, OFPort.of(inPort))
+            .setExact(MatchField.VLAN_VID, OFVlanVidMatch.ofVlan(tag))
+            .build();
+    return new PhysRule(
+        sw, DISPATCH_TABLE, PRIO_TAG, m, List.of(F.instructions().applyActions(acts)));
+  }
+
+  // ---------------------------------------------------------------- packet-in / packet-out
+
+  /** A PACKET_OUT to execute on switch {@code sw}. */
+  public record PhysPacketOut(String sw, OFPacketOut msg) {}
+
+  /** Maps a virtual PACKET_OUT onto the physical switch that executes it. */
+  public PhysPacketOut packetOut(OFPacketOut po) throws OfError {
+    if (!po.getBufferId().equals(OFBufferId.NO_BUFFER)) {
+      throw new OfError(OFBadRequestCode.BUFFER_UNKNOWN, "OneSwitch buffers no packets");
+    }
+    OFPort in = po.getInPort();
+    String sw;
+    OFPort physIn;
+    if (in.equals(OFPort.CONTROLLER) || in.equals(OFPort.ANY)) {
+      sw = firstOutputSwitch(po.getActions());
+      physIn = OFPort.CONTROLLER;
+      for (OFAction a : po.getActions()) {
+        if (a instanceof OFActionOutput o && o.getPort().equals(OFPort.TABLE)) {
+          throw new OfError(
+              OFBadActionCode.BAD_OUT_PORT, "output:TABLE needs a packet-out in_port");
+        }
+      }
+    } else if (isStandard(in)) {
+      Optional<VPort> v = ports.get(in.getPortNumber());
+      if (v.isEmpty()) {
+        throw new OfError(OFBadRequestCode.BAD_PORT, "in_port " + in + " is not mapped");
+      }
+      sw = v.get().sw();
+      physIn = OFPort.of(v.get().port());
+    } else {
+      throw new OfError(OFBadRequestCode.BAD_PORT, "in_port " + in);
+    }
+    List<OFAction> acts = new ArrayList<>();
+    for (OFAction a : po.getActions()) {
+      if (a instanceof OFActionOutput o && o.getPort().equals(OFPort.TABLE)) {
+        acts.add(a); // runs the replicated pipeline from table 0 (dispatch) on this switch
+      } else {
+        acts.addAll(actions(List.of(a), sw, false));
+      }
+    }
+    OFPacketOut msg =
+        F.buildPacketOut()
+            .setBufferId(OFBufferId.NO_BUFFER)
+            .setInPort(physIn)
+            .setActions(acts)
+            .setData(po.getData())
+            .build();
+    return new PhysPacketOut(sw, msg);
+  }
+
+  private String firstOutputSwitch(List<OFAction> acts) {
+    for (OFAction a : acts) {
+      if (a instanceof OFActionOutput o && isStandard(o.getPort())) {
+        Optional<VPort> v = ports.get(o.getPort().getPortNumber());
+        if (v.isPresent()) {
+          return v.get().sw();
+        }
+      }
+    }
+    return topo.host();
+  }
+
+  /**
+   * Maps a physical PACKET_IN back to the virtual switch: physical in_port to its vport, physical
+   * table t to virtual t-1, cookie via {@code virtualCookie}. Empty if it does not belong to the
+   * virtual switch (unmapped port, dispatch table).
+   */
+  public Optional<OFPacketIn> packetIn(String sw, OFPacketIn pin, U64 virtualCookie) {
+    Optional<OFPort> in = MatchUtil.inPort(pin.getMatch());
+    if (in.isEmpty() || pin.getTableId().getValue() < 1) {
+      return Optional.empty();
+    }
+    Optional<VPort> v = ports.byPhysical(sw, in.get().getPortNumber());
+    if (v.isEmpty()) {
+      return Optional.empty();
+    }
+    Match m = MatchUtil.withInPort(pin.getMatch(), OFPort.of(v.get().vport()));
+    return Optional.of(
+        F.buildPacketIn()
+            .setBufferId(OFBufferId.NO_BUFFER)
+            .setTotalLen(pin.getTotalLen())
+            .setReason(pin.getReason())
+            .setTableId(TableId.of(pin.getTableId().getValue() - 1))
+            .setCookie(virtualCookie)
+            .setMatch(m)
+            .setData(pin.getData())
+            .build());
+  }
+
+  /** Flow-mod flags OneSwitch supports on virtual rules. */
+  public static final Set<org.projectfloodlight.openflow.protocol.OFFlowModFlags> FLAGS =
+      EnumSet.of(
+          org.projectfloodlight.openflow.protocol.OFFlowModFlags.SEND_FLOW_REM,
+          org.projectfloodlight.openflow.protocol.OFFlowModFlags.CHECK_OVERLAP,
+          org.projectfloodlight.openflow.protocol.OFFlowModFlags.RESET_COUNTS,
+          org.projectfloodlight.openflow.protocol.OFFlowModFlags.NO_PKT_COUNTS,
+          org.projectfloodlight.openflow.protocol.OFFlowModFlags.NO_BYT_COUNTS);
+}
