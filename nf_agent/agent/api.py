@@ -1,7 +1,8 @@
 """The agent's northbound REST API (`/v1`, JSON) on Flask.
 
 Errors are JSON `{"error": "...", "field": "..."}`: 400 invalid field, 401 token, 404 unknown, 405 method,
-409 conflict, 413 body too large, 500/502 server-side failure (the state is unchanged), 501 not supported.
+409 conflict (also: valid but not supported yet, e.g. scale-out), 413 body too large, 500/502 server-side
+failure (the state is unchanged).
 `/v1/health` and `/v1/openapi.json` are open; everything else needs `Authorization: Bearer TOKEN` when the
 agent has a token.
 """
@@ -40,7 +41,7 @@ def _body(optional: bool = False):
     raw = request.get_data(cache=False)
     if not raw.strip():
         if optional:
-            return None
+            return {}
         raise model.ValidationError("body", "a JSON object is required")
     try:
         return json.loads(raw)
@@ -92,7 +93,7 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
 
     @app.errorhandler(NotImplementedYet)
     def _nyi(exc: NotImplementedYet):
-        return _error(501, str(exc), exc.field)
+        return _error(409, str(exc), exc.field)
 
     @app.errorhandler(AgentError)
     def _failed(exc: AgentError):

@@ -190,9 +190,7 @@ def parse_scale(body: Any) -> int:
 
 
 def parse_run(body: Any) -> bool:
-    """POST /v1/placement/run body (optional): {"force": bool} bypasses the dampening window (not hysteresis)."""
-    if body is None:
-        return False
+    """POST /v1/placement/run body ({} when empty): {"force": bool} bypasses the dampening window only."""
     b = _obj(body, {"force"}, set())
     force = b.get("force", False)
     if not isinstance(force, bool):

@@ -70,8 +70,11 @@ class Monitor:
         self.measurement: Measurement | None = None
 
     def update(self, sample: Sample, wiring: Wiring) -> Measurement | None:
-        prev, self.prev = self.prev, sample
-        if prev is None or sample.t <= prev.t:
+        prev = self.prev
+        if prev is not None and sample.t <= prev.t:
+            return self.measurement  # not newer than what we have: ignored
+        self.prev = sample
+        if prev is None:
             return self.measurement
         dt = sample.t - prev.t
         new = rates(prev, sample, wiring, dt)
@@ -97,12 +100,13 @@ def rates(prev: Sample, cur: Sample, wiring: Wiring, dt: float) -> Measurement:
             continue
         into[nf] = into.get(nf, 0.0) + _gbps(_delta(c["tx_bytes"], p.get("tx_bytes", 0)), dt)
         out[nf] = out.get(nf, 0.0) + _gbps(_delta(c["rx_bytes"], p.get("rx_bytes", 0)), dt)
+    # An edge between two NFs is seen twice (out of one, into the other): same traffic, keep the larger.
     edges: dict[tuple[str, str], float] = {}
     for nf, (src, dst) in wiring.chains.items():
         if src is not None and nf in into:
-            edges[(src, nf)] = edges.get((src, nf), 0.0) + into[nf]
+            edges[(src, nf)] = max(edges.get((src, nf), 0.0), into[nf])
         if dst is not None and nf in out:
-            edges[(nf, dst)] = edges.get((nf, dst), 0.0) + out[nf]
+            edges[(nf, dst)] = max(edges.get((nf, dst), 0.0), out[nf])
     pcie = {}
     for snic, port in wiring.pcie_ports.items():
         c, p = cur.ports.get("host", {}).get(port), prev.ports.get("host", {}).get(port, {})

@@ -247,9 +247,9 @@ def spec() -> dict:
         "/v1/nfs/{id}/scale": {
             "parameters": ID_PARAM,
             "post": {
-                "summary": "Set the number of instances (only the current count is supported yet: 501 otherwise)",
+                "summary": "Set the number of instances (only the current count is supported yet: 409 otherwise)",
                 "requestBody": _body(_ref("Scale")),
-                "responses": {"200": _resp("done", {"type": "object"}), **_errors(400, 401, 404, 501)},
+                "responses": {"200": _resp("done", {"type": "object"}), **_errors(400, 401, 404, 409)},
             },
         },
         "/v1/ports": {

@@ -47,7 +47,8 @@ class AgentError(Exception):
 
 
 class NotImplementedYet(Exception):
-    """HTTP 501: a documented limitation, failing closed."""
+    """A documented limitation, failing closed: HTTP 409 naming the field (the request is valid, but this
+    host cannot do it yet)."""
 
     def __init__(self, message: str, fld: str | None = None):
         super().__init__(message)

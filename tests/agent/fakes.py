@@ -57,7 +57,7 @@ class FakeRuntime:
         return {"rx": 0, "tx": 0} if inst.id in self.running else None
 
     def port_counters(self):
-        return self.counters
+        return {sw: {p: dict(c) for p, c in ports.items()} for sw, ports in self.counters.items()}
 
     def pcie_ports(self):
         return {s: f"x-p{s[4:]}h" for s in self.snics}

@@ -129,6 +129,7 @@ def test_bad_nf_bodies_are_400_naming_the_field_and_change_nothing(env, body, fi
         ("/v1/nfs/NFID/scale", {"instances": "2"}, "instances"),
         ("/v1/placement/run", {"force": "yes"}, "force"),
         ("/v1/placement/run", "{", "body"),
+        ("/v1/placement/run", "null", "body"),
     ],
 )
 def test_other_bad_bodies(env, path, body, field):
@@ -160,7 +161,7 @@ def test_conflicts_are_409(env):
     # scale-out is refused (fails closed), the current count is fine
     assert post(c, "/v1/nfs/n1/scale", {"instances": 1}).status_code == 200
     r = post(c, "/v1/nfs/n1/scale", {"instances": 2})
-    assert r.status_code == 501 and r.get_json()["field"] == "instances"
+    assert r.status_code == 409 and r.get_json()["field"] == "instances"
 
 
 def test_unknown_route_method_and_huge_body_are_json(env):
