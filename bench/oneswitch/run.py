@@ -42,7 +42,7 @@ SPARE = 201  # physical port on snic0 where vport 200 moves
 
 
 def ofctl(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", *args], input=stdin, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "--no-names", *args], input=stdin, capture_output=True, text=True, timeout=600)
     if check and r.returncode != 0:
         raise DatapathError(f"ovs-ofctl {' '.join(args[:2])}: {r.stderr.strip()[:500]}")
     return r

@@ -10,6 +10,7 @@ pidfile; the host's sweep also finds it by its command line, which names the run
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,10 @@ from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.config import HostConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-JAR = REPO_ROOT / "oneswitch" / "target" / "oneswitch-0.1.0-all.jar"
+# UNO_ONESWITCH_JAR: run another build of OneSwitch (e.g. one under test elsewhere) than this checkout's.
+JAR = Path(
+    os.environ.get("UNO_ONESWITCH_JAR") or REPO_ROOT / "oneswitch" / "target" / "oneswitch-0.1.0-all.jar"
+)
 JVM_OPTS = ["-Xms32m", "-Xmx512m", "-XX:+UseSerialGC"]  # 2 cores shared by many: small heap, no GC threads
 START_TIMEOUT = 90.0  # JVM start + handshakes with every switch, on a loaded 2-core machine
 
@@ -223,4 +227,7 @@ def install_flows(listen: str, flows: list[str]) -> None:
     """`ovs-ofctl -O OpenFlow13 add-flows` through OneSwitch's listener (`tcp:127.0.0.1:PORT`)."""
     from host_datapath.sysutil import run
 
-    run(["ovs-ofctl", "-O", "OpenFlow13", "add-flows", listen, "-"], input_text="\n".join(flows) + "\n")
+    run(
+        ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "add-flows", listen, "-"],
+        input_text="\n".join(flows) + "\n",
+    )

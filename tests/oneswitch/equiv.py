@@ -42,8 +42,12 @@ class Target:
         return self.inject.get(vport) or self.endpoints[vport][0]
 
     def ofctl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-        """`ovs-ofctl -O OpenFlow13 CMD TARGET ARGS...` (never raises: callers look at returncode/stderr)."""
-        cmd = ["ovs-ofctl", "-O", "OpenFlow13", "--timeout=20", args[0], self.ofctl_target, *args[1:]]
+        """`ovs-ofctl -O OpenFlow13 CMD TARGET ARGS...` (never raises: callers look at returncode/stderr).
+
+        Numbers only (`--no-names`): names play no part in what is compared here; ovs-ofctl's name lookups
+        (TABLE_FEATURES, PORT_DESC) are tested on their own in test_ofctl.
+        """
+        cmd = ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "--timeout=20", args[0], self.ofctl_target, *args[1:]]
         return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=60)
 
 

@@ -1,8 +1,9 @@
 """Raw Ethernet I/O at interfaces inside network namespaces, from this process (no helper processes).
 
 A socket keeps the network namespace it was created in: we enter the namespace (setns, this thread only),
-open an AF_PACKET socket bound to the interface, and come back. VLAN offloads are turned off on the interface
-so that received frames carry their 802.1Q tag in the bytes (as they were on the wire).
+open an AF_PACKET socket bound to the interface, and come back. The kernel takes the outermost VLAN tag off
+every received frame (skb_vlan_untag, whatever the offload settings) and hands it over as PACKET_AUXDATA:
+we put it back, so a frame's bytes are exactly those on the wire.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import ctypes
 import os
 import select
 import socket
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -20,6 +22,9 @@ from dataclasses import dataclass, field
 CLONE_NEWNET = 0x40000000
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
+SOL_PACKET, PACKET_AUXDATA = 263, 8
+TP_STATUS_VLAN_VALID, TP_STATUS_VLAN_TPID_VALID = 0x10, 0x40
+_AUX = struct.Struct("IIIHHHH")  # struct tpacket_auxdata
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -68,6 +73,7 @@ class Endpoint:
             with in_netns(self.netns):
                 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+                s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
                 s.bind((self.ifname, 0))
             s.setblocking(False)
             self.sock = s
@@ -83,16 +89,27 @@ class Endpoint:
         assert self.sock is not None
         while True:
             try:
-                data, addr = self.sock.recvfrom(65535)
+                data, anc, _, addr = self.sock.recvmsg(65535, socket.CMSG_SPACE(_AUX.size))
             except BlockingIOError:
                 return out
             if addr[2] != PACKET_OUTGOING:
-                out.append(data)
+                out.append(with_vlan(data, anc))
 
     def close(self) -> None:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+
+
+def with_vlan(data: bytes, ancillary: list) -> bytes:
+    """The frame with the VLAN tag the kernel took off (PACKET_AUXDATA) put back after the MAC addresses."""
+    for level, kind, raw in ancillary:
+        if level == SOL_PACKET and kind == PACKET_AUXDATA and len(raw) >= _AUX.size:
+            status, _, _, _, _, tci, tpid = _AUX.unpack_from(raw)
+            if status & TP_STATUS_VLAN_VALID:
+                tpid = tpid if status & TP_STATUS_VLAN_TPID_VALID else 0x8100
+                return data[:12] + struct.pack("!HH", tpid, tci) + data[12:]
+    return data
 
 
 def collect(

@@ -25,9 +25,9 @@ def sw(os_host):
     import subprocess
 
     for cmd in (["del-flows"], ["del-groups"]):
-        subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", cmd[0], os_host.listen], check=True, capture_output=True)
+        subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "--no-names", cmd[0], os_host.listen], check=True, capture_output=True)
     for r in BASE_RULES:
-        subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "add-flow", os_host.listen, r], check=True, capture_output=True)
+        subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "add-flow", os_host.listen, r], check=True, capture_output=True)
     before = (rules_view(os_host), os_host.client.ports())
     yield os_host
     assert os_host.host.oneswitch().running(), "OneSwitch died"

@@ -95,7 +95,7 @@ def test_remap_under_traffic_equivalent_and_lossless(pair):
     assert all(r in loaded.accepted for r in stream_rules), loaded.refused
     check_equivalent(sut, ref, seed, rules, per_port=5)  # before
 
-    old, spare = os_host.nf(0), sut.endpoints.pop("unmapped")[0]  # type: ignore[call-overload]
+    old, spare = sut.endpoints[NF_HOST][0], sut.endpoints.pop("unmapped")[0]  # type: ignore[call-overload]
     sut.endpoints["200@snic0"] = [spare]  # type: ignore[index]  # during: vport 200 at either place
     n = 400
     pkts = [(i, 100, f) for i, f in enumerate(stream_frames(0, n, rulegen.MACS[0]))]

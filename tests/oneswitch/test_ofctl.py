@@ -64,6 +64,29 @@ def test_show_lists_the_virtual_ports(sut, os_host):
     assert f"dpid:{os_host.status['oneswitch']['dpid']}" in r.stdout
 
 
+def test_plain_ovs_ofctl_with_names_table_features(os_host):
+    """ovs-ofctl as an operator types it: it looks up port and table names (PORT_DESC, TABLE_FEATURES)."""
+    import subprocess
+
+    def plain(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", args[0], os_host.listen, *args[1:]],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    tf = plain("dump-table-features")
+    assert tf.returncode == 0 and "WARN" not in tf.stderr, tf.stderr[:500]
+    assert "table 0" in tf.stdout
+    try:
+        add = plain("add-flow", "table=0,priority=5,in_port=vm0,actions=output:snic0-eth0")
+        assert add.returncode == 0, add.stderr[:500]
+        dump = plain("dump-flows")  # not a terminal: numbers
+        assert dump.returncode == 0 and "in_port=100 actions=output:1" in dump.stdout, dump.stdout
+        named = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "--names", "dump-flows", os_host.listen],
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert "in_port=vm0" in named.stdout and "snic0-eth0" in named.stdout, named.stdout + named.stderr
+    finally:
+        plain("del-flows")
+
+
 def test_add_flow_dump_flows_counters_grow_and_del_flows(sut):
     assert sut.ofctl("add-flow", "table=0,priority=100,in_port=100,actions=output:1").returncode == 0
     assert sut.ofctl("add-flow", "table=0,priority=90,in_port=1,actions=output:201").returncode == 0

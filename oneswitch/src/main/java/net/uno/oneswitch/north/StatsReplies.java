@@ -441,17 +441,27 @@ final class StatsReplies {
                   F.instructionIds().writeMetadata(),
                   F.instructionIds().gotoTable())));
       props.add(F.tableFeaturePropNextTables(next));
-      props.add(
-          F.tableFeaturePropApplyActions(
-              List.of(
-                  F.actionIds().output(),
-                  F.actionIds().group(),
-                  F.actionIds().setField(),
-                  F.actionIds().pushVlan(),
-                  F.actionIds().popVlan(),
-                  F.actionIds().pushMpls(),
-                  F.actionIds().popMpls(),
-                  F.actionIds().decNwTtl())));
+      List<org.projectfloodlight.openflow.protocol.actionid.OFActionId> acts =
+          List.of(
+              F.actionIds().output(),
+              F.actionIds().group(),
+              F.actionIds().setField(),
+              F.actionIds().pushVlan(),
+              F.actionIds().popVlan(),
+              F.actionIds().pushMpls(),
+              F.actionIds().popMpls(),
+              F.actionIds().decNwTtl(),
+              F.actionIds().copyTtlIn(),
+              F.actionIds().copyTtlOut(),
+              F.actionIds().setMplsTtl(),
+              F.actionIds().decMplsTtl(),
+              F.actionIds().setNwTtl());
+      props.add(F.tableFeaturePropWriteActions(acts));
+      props.add(F.tableFeaturePropApplyActions(acts));
+      props.add(F.tableFeaturePropMatch(OXM_HEADERS));
+      props.add(F.tableFeaturePropWildcards(OXM_HEADERS));
+      props.add(F.tableFeaturePropWriteSetfield(SETFIELD_HEADERS));
+      props.add(F.tableFeaturePropApplySetfield(SETFIELD_HEADERS));
       tfs.add(
           F.buildTableFeatures()
               .setTableId(TableId.of(t))
@@ -476,4 +486,27 @@ final class StatsReplies {
 
   @SuppressWarnings("unused")
   private static final OFInstructionType UNUSED = OFInstructionType.APPLY_ACTIONS;
+
+  /** OF1.3 OXM field numbers (basic class) with their value lengths; in_phy_port excluded. */
+  private static final int[][] OXM_FIELDS = {
+    {0, 4}, {2, 8}, {3, 6}, {4, 6}, {5, 2}, {6, 2}, {7, 1}, {8, 1}, {9, 1}, {10, 1}, {11, 4},
+    {12, 4}, {13, 2}, {14, 2}, {15, 2}, {16, 2}, {17, 2}, {18, 2}, {19, 1}, {20, 1}, {21, 2},
+    {22, 4}, {23, 4}, {24, 6}, {25, 6}, {26, 16}, {27, 16}, {28, 4}, {29, 1}, {30, 1}, {31, 16},
+    {32, 6}, {33, 6}, {34, 4}, {35, 1}, {36, 1}, {37, 3}, {38, 8}, {39, 2}
+  };
+
+  private static final List<org.projectfloodlight.openflow.types.U32> OXM_HEADERS = headers(false);
+  private static final List<org.projectfloodlight.openflow.types.U32> SETFIELD_HEADERS =
+      headers(true);
+
+  private static List<org.projectfloodlight.openflow.types.U32> headers(boolean settable) {
+    List<org.projectfloodlight.openflow.types.U32> out = new ArrayList<>();
+    for (int[] f : OXM_FIELDS) {
+      if (settable && (f[0] == 0 || f[0] == 2)) {
+        continue; // in_port and metadata are not set-field targets
+      }
+      out.add(org.projectfloodlight.openflow.types.U32.of(0x80000000L | (f[0] << 9) | f[1]));
+    }
+    return out;
+  }
 }

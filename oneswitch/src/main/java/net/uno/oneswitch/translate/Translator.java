@@ -420,6 +420,7 @@ public final class Translator {
     Match m = MatchUtil.withInPort(pin.getMatch(), OFPort.of(v.get().vport()));
     return Optional.of(
         F.buildPacketIn()
+            .setXid(0)
             .setBufferId(OFBufferId.NO_BUFFER)
             .setTotalLen(pin.getTotalLen())
             .setReason(pin.getReason())

@@ -1,0 +1,46 @@
+package net.uno.oneswitch.translate;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.Test;
+
+class TagAllocatorTest {
+  @Test
+  void refcountsKeepTheIdUntilTheLastRelease() throws OfError {
+    TagAllocator a = new TagAllocator(1, 3);
+    int t = a.acquire(10);
+    assertEquals(t, a.acquire(10));
+    assertEquals(2, a.refs(10));
+    a.release(10);
+    assertEquals(t, a.tagOf(10).getAsInt());
+    a.release(10);
+    assertTrue(a.tagOf(10).isEmpty());
+    assertThrows(IllegalStateException.class, () -> a.release(10));
+  }
+
+  @Test
+  void idsAreUniqueAndReusedAfterRelease() throws OfError {
+    TagAllocator a = new TagAllocator(1, 3);
+    int x = a.acquire(1);
+    int y = a.acquire(2);
+    int z = a.acquire(3);
+    assertEquals(3, java.util.Set.of(x, y, z).size());
+    OfError e = assertThrows(OfError.class, () -> a.acquire(4));
+    assertEquals("FlowModFailed/TABLE_FULL", e.typeAndCode());
+    a.release(2);
+    assertEquals(y, a.acquire(4), "freed id reused");
+    assertEquals(java.util.Map.of(1, x, 3, z, 4, y), a.live());
+  }
+
+  @Test
+  void vlanCarrierRange() throws OfError {
+    TagAllocator a = TagAllocator.vlan();
+    for (int v = 0; v < 4094; v++) {
+      int t = a.acquire(v);
+      assertTrue(t >= 1 && t <= 4094);
+    }
+    assertThrows(OfError.class, () -> a.acquire(5000));
+  }
+}

@@ -1,0 +1,380 @@
+package net.uno.oneswitch.translate;
+
+import static net.uno.oneswitch.translate.Fixtures.F;
+import static net.uno.oneswitch.translate.Fixtures.PORTS;
+import static net.uno.oneswitch.translate.Fixtures.TOPO;
+import static net.uno.oneswitch.translate.Fixtures.apply;
+import static net.uno.oneswitch.translate.Fixtures.out;
+import static net.uno.oneswitch.translate.Fixtures.rule;
+import static net.uno.oneswitch.translate.Fixtures.tagged;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.stream.Collectors;
+import net.uno.oneswitch.model.PhysRule;
+import net.uno.oneswitch.model.VirtualGroup;
+import org.junit.jupiter.api.Test;
+import org.projectfloodlight.openflow.protocol.OFBucket;
+import org.projectfloodlight.openflow.protocol.OFGroupType;
+import org.projectfloodlight.openflow.protocol.OFPacketIn;
+import org.projectfloodlight.openflow.protocol.OFPacketInReason;
+import org.projectfloodlight.openflow.protocol.action.OFAction;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstructionApplyActions;
+import org.projectfloodlight.openflow.protocol.match.Match;
+import org.projectfloodlight.openflow.protocol.match.MatchField;
+import org.projectfloodlight.openflow.types.EthType;
+import org.projectfloodlight.openflow.types.IPv4Address;
+import org.projectfloodlight.openflow.types.OFBufferId;
+import org.projectfloodlight.openflow.types.OFGroup;
+import org.projectfloodlight.openflow.types.OFPort;
+import org.projectfloodlight.openflow.types.OFVlanVidMatch;
+import org.projectfloodlight.openflow.types.TableId;
+import org.projectfloodlight.openflow.types.U64;
+
+/** Translation cases of UNO Table 1 and DESIGN.md section 4. */
+class TranslatorTest {
+  private final TagAllocator tags = TagAllocator.vlan();
+  private final Translator t = Fixtures.translator(tags, PORTS);
+
+  private static Match inPort(int v) {
+    return F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(v)).build();
+  }
+
+  private static List<OFAction> actions(PhysRule p) {
+    return ((OFInstructionApplyActions) p.instructions().get(0)).getActions();
+  }
+
+  private static List<OFAction> concat(List<OFAction> a, List<OFAction> b) {
+    List<OFAction> l = new ArrayList<>(a);
+    l.addAll(b);
+    return l;
+  }
+
+  @Test
+  void singleIngressSingleEgressSameSwitch() throws OfError {
+    List<PhysRule> ps = t.rule(rule(0, 10, inPort(2), apply(out(4))));
+    assertEquals(1, ps.size());
+    PhysRule p = ps.get(0);
+    assertEquals("host", p.sw());
+    assertEquals(1, p.table());
+    assertEquals(10, p.priority());
+    assertEquals(OFPort.of(100), p.match().get(MatchField.IN_PORT));
+    assertEquals(List.of(out(101)), actions(p));
+    assertTrue(tags.live().isEmpty(), "no tag for a local output");
+  }
+
+  @Test
+  void singleIngressEgressOnOtherSwitchIsTaggedAndDispatched() throws OfError {
+    PhysRule p = t.rule(rule(0, 10, inPort(1), apply(out(2)))).get(0);
+    assertEquals("snic0", p.sw());
+    assertEquals(OFPort.of(1), p.match().get(MatchField.IN_PORT));
+    int tag = tags.tagOf(2).getAsInt();
+    assertEquals(tagged(tag, 100), actions(p));
+    // The host's table 0 matches the tag on the PCIe port, pops it, outputs to V2's port.
+    PhysRule d =
+        t.dispatch(tags.live()).stream()
+            .filter(r -> r.sw().equals("host") && r.priority() == Translator.PRIO_TAG)
+            .filter(r -> r.match().get(MatchField.IN_PORT).equals(OFPort.of(1)))
+            .findFirst()
+            .orElseThrow();
+    assertEquals(OFVlanVidMatch.ofVlan(tag), d.match().get(MatchField.VLAN_VID));
+    assertEquals(List.of(F.actions().popVlan(), out(100)), actions(d));
+  }
+
+  @Test
+  void snicToSnicCrossesTheHostKeepingTheTag() throws OfError {
+    PhysRule p = t.rule(rule(0, 10, inPort(1), apply(out(3)))).get(0);
+    int tag = tags.tagOf(3).getAsInt();
+    assertEquals(tagged(tag, 100), actions(p));
+    List<PhysRule> d = t.dispatch(tags.live());
+    PhysRule transit =
+        d.stream()
+            .filter(r -> r.sw().equals("host") && r.priority() == Translator.PRIO_TAG)
+            .findFirst()
+            .orElseThrow();
+    assertEquals(OFPort.of(1), transit.match().get(MatchField.IN_PORT));
+    assertEquals(List.of(out(2)), actions(transit), "forwarded toward snic1, tag kept");
+    PhysRule egress =
+        d.stream()
+            .filter(r -> r.sw().equals("snic1") && r.priority() == Translator.PRIO_TAG)
+            .findFirst()
+            .orElseThrow();
+    assertEquals(List.of(F.actions().popVlan(), out(1)), actions(egress));
+  }
+
+  @Test
+  void multiEgressFig6b() throws OfError {
+    // in_port=V1, ip_src=10.0.0.1: set ip_src=1.1.1.1, output V2, output V4 (both on the host).
+    Match m =
+        F.buildMatch()
+            .setExact(MatchField.IN_PORT, OFPort.of(1))
+            .setExact(MatchField.ETH_TYPE, EthType.IPv4)
+            .setExact(MatchField.IPV4_SRC, IPv4Address.of("10.0.0.1"))
+            .build();
+    OFAction set = F.actions().setField(F.oxms().ipv4Src(IPv4Address.of("1.1.1.1")));
+    List<PhysRule> ps = t.rule(rule(0, 10, m, apply(set, out(2), out(4))));
+    assertEquals(1, ps.size(), "only the ingress switch gets the rule");
+    PhysRule p = ps.get(0);
+    assertEquals("snic0", p.sw());
+    assertEquals(IPv4Address.of("10.0.0.1"), p.match().get(MatchField.IPV4_SRC));
+    List<OFAction> want = new ArrayList<>(List.of(set));
+    want.addAll(tagged(tags.tagOf(2).getAsInt(), 100));
+    want.addAll(tagged(tags.tagOf(4).getAsInt(), 100));
+    assertEquals(want, actions(p));
+    assertTrue(tags.tagOf(2).getAsInt() != tags.tagOf(4).getAsInt(), "one flow-id per egress");
+  }
+
+  @Test
+  void multiEgressAcrossSwitches() throws OfError {
+    PhysRule p = t.rule(rule(0, 10, inPort(2), apply(out(4), out(1), out(3)))).get(0);
+    assertEquals("host", p.sw());
+    List<OFAction> want = new ArrayList<>(List.of(out(101)));
+    want.addAll(tagged(tags.tagOf(1).getAsInt(), 1));
+    want.addAll(tagged(tags.tagOf(3).getAsInt(), 2));
+    assertEquals(want, actions(p));
+  }
+
+  @Test
+  void wildcardInPortIsReplicatedOnEverySwitchWithPorts() throws OfError {
+    Match m = F.buildMatch().setExact(MatchField.ETH_TYPE, EthType.ARP).build();
+    List<PhysRule> ps = t.rule(rule(2, 7, m, apply(out(2))));
+    assertEquals(List.of("host", "snic0", "snic1"), ps.stream().map(PhysRule::sw).toList());
+    assertTrue(ps.stream().allMatch(p -> p.table() == 3 && p.priority() == 7));
+    assertEquals(List.of(out(100)), actions(ps.get(0)));
+    assertEquals(tagged(tags.tagOf(2).getAsInt(), 100), actions(ps.get(1)));
+    // Only switches with mapped ports run the pipeline.
+    Translator t2 = Fixtures.translator(tags, PORTS.without(3));
+    assertEquals(2, t2.rule(rule(2, 7, m, apply(out(2)))).size());
+  }
+
+  @Test
+  void floodAndAllExpandToEveryMappedPort() throws OfError {
+    for (OFPort reserved : List.of(OFPort.FLOOD, OFPort.ALL)) {
+      PhysRule p =
+          t.rule(rule(0, 1, inPort(2), apply(F.actions().output(reserved, 0xffff)))).get(0);
+      List<OFAction> want = new ArrayList<>(tagged(tags.tagOf(1).getAsInt(), 1));
+      want.add(out(100)); // the ingress port itself: the switch drops output to in_port
+      want.addAll(tagged(tags.tagOf(3).getAsInt(), 2));
+      want.add(out(101));
+      assertEquals(want, actions(p), reserved.toString());
+    }
+  }
+
+  @Test
+  void reservedPortsControllerAndInPortPassThrough() throws OfError {
+    OFAction ctl = F.actions().output(OFPort.CONTROLLER, 128);
+    OFAction inp = F.actions().output(OFPort.IN_PORT, 0xffff);
+    assertEquals(List.of(ctl, inp), actions(t.rule(rule(0, 1, inPort(1), apply(ctl, inp))).get(0)));
+  }
+
+  @Test
+  void gotoTableAndMetadataMapToPhysicalTables() throws OfError {
+    List<OFInstruction> ins =
+        List.of(
+            F.instructions().writeMetadata(U64.of(5), U64.of(0xff)),
+            F.instructions().gotoTable(TableId.of(3)));
+    PhysRule p = t.rule(rule(1, 1, inPort(2), ins)).get(0);
+    assertEquals(2, p.table());
+    assertEquals(ins.get(0), p.instructions().get(0));
+    assertEquals(F.instructions().gotoTable(TableId.of(4)), p.instructions().get(1));
+  }
+
+  private void refused(String code, Runnable0 r) {
+    OfError e = assertThrows(OfError.class, r::run);
+    assertEquals(code, e.typeAndCode());
+  }
+
+  interface Runnable0 {
+    void run() throws OfError;
+  }
+
+  @Test
+  void refusals() {
+    refused(
+        "BadInstruction/BAD_TABLE_ID",
+        () -> t.rule(rule(2, 1, inPort(2), List.of(F.instructions().gotoTable(TableId.of(2))))));
+    refused(
+        "BadInstruction/BAD_TABLE_ID",
+        () -> t.rule(rule(2, 1, inPort(2), List.of(F.instructions().gotoTable(TableId.of(252))))));
+    refused("FlowModFailed/BAD_TABLE_ID", () -> t.rule(rule(252, 1, inPort(2), apply())));
+    refused(
+        "BadAction/BAD_OUT_PORT",
+        () -> t.rule(rule(0, 1, inPort(2), apply(F.actions().output(OFPort.NORMAL, 0)))));
+    refused(
+        "BadAction/BAD_OUT_PORT",
+        () -> t.rule(rule(0, 1, inPort(2), apply(F.actions().output(OFPort.LOCAL, 0)))));
+    refused(
+        "BadAction/BAD_OUT_PORT",
+        () -> t.rule(rule(0, 1, inPort(2), apply(F.actions().output(OFPort.TABLE, 0)))));
+    refused(
+        "BadAction/BAD_SET_TYPE",
+        () ->
+            t.rule(
+                rule(0, 1, inPort(2), apply(F.actions().setField(F.oxms().inPort(OFPort.of(3)))))));
+    refused(
+        "BadAction/BAD_QUEUE", () -> t.rule(rule(0, 1, inPort(2), apply(F.actions().setQueue(1)))));
+    refused(
+        "BadAction/UNSUPPORTED_ORDER",
+        () ->
+            t.rule(rule(0, 1, inPort(2), List.of(F.instructions().writeActions(List.of(out(1)))))));
+    refused(
+        "BadAction/BAD_OUT_GROUP",
+        () -> t.rule(rule(0, 1, inPort(2), apply(F.actions().group(OFGroup.of(8))))));
+    refused(
+        "BadInstruction/UNSUP_INST",
+        () -> t.rule(rule(0, 1, inPort(2), List.of(F.instructions().meter(1)))));
+    refused(
+        "BadInstruction/DUP_INST",
+        () ->
+            t.rule(
+                rule(
+                    0,
+                    1,
+                    inPort(2),
+                    List.of(
+                        F.instructions().applyActions(List.of()),
+                        F.instructions().applyActions(List.of())))));
+    refused(
+        "BadMatch/BAD_FIELD",
+        () ->
+            t.rule(
+                rule(
+                    0,
+                    1,
+                    F.buildMatch()
+                        .setExact(MatchField.IN_PORT, OFPort.of(2))
+                        .setExact(MatchField.IN_PHY_PORT, OFPort.of(2))
+                        .build(),
+                    apply())));
+    refused(
+        "BadMatch/BAD_VALUE",
+        () -> t.rule(rule(0, 1, inPort(OFPort.CONTROLLER.getPortNumber()), apply())));
+    refused(
+        "GroupModFailed/BAD_TYPE",
+        () -> t.buckets(new VirtualGroup(1, OFGroupType.FF, List.of()), "host"));
+    assertTrue(tags.live().isEmpty(), "refusals allocate nothing");
+  }
+
+  @Test
+  void allowedWriteActionsPassThrough() throws OfError {
+    OFInstruction w =
+        F.instructions()
+            .writeActions(
+                List.of(
+                    F.actions().output(OFPort.CONTROLLER, 64),
+                    F.actions().group(OFGroup.of(7)),
+                    F.actions().decNwTtl()));
+    assertEquals(List.of(w), t.rule(rule(0, 1, inPort(2), List.of(w))).get(0).instructions());
+  }
+
+  @Test
+  void unmappedInPortInstallsNothingUnmappedOutputDrops() throws OfError {
+    assertEquals(List.of(), t.rule(rule(0, 1, inPort(9), apply(out(2)))));
+    assertEquals(List.of(), actions(t.rule(rule(0, 1, inPort(2), apply(out(9)))).get(0)));
+  }
+
+  @Test
+  void groupsSpanningSwitches() throws OfError {
+    OFBucket b1 = F.buildBucket().setActions(List.of(out(1))).setWeight(1).build();
+    OFBucket b2 = F.buildBucket().setActions(List.of(out(4))).setWeight(2).build();
+    VirtualGroup g = new VirtualGroup(5, OFGroupType.SELECT, List.of(b1, b2));
+    List<OFBucket> host = t.buckets(g, "host");
+    assertEquals(tagged(tags.tagOf(1).getAsInt(), 1), host.get(0).getActions());
+    assertEquals(List.of(out(101)), host.get(1).getActions());
+    assertEquals(2, host.get(1).getWeight());
+    List<OFBucket> snic0 = t.buckets(g, "snic0");
+    assertEquals(List.of(out(1)), snic0.get(0).getActions());
+    assertEquals(tagged(tags.tagOf(4).getAsInt(), 100), snic0.get(1).getActions());
+  }
+
+  @Test
+  void dispatchTableZeroFailsClosed() {
+    List<PhysRule> d = t.dispatch(Map.of());
+    Map<String, List<PhysRule>> by = d.stream().collect(Collectors.groupingBy(PhysRule::sw));
+    for (String sw : TOPO.switches()) {
+      assertTrue(
+          by.get(sw).stream()
+              .anyMatch(r -> r.priority() == 0 && r.instructions().isEmpty() && r.table() == 0),
+          "drop-all on " + sw);
+    }
+    assertEquals(
+        2, by.get("host").stream().filter(r -> r.priority() == Translator.PRIO_PORT).count());
+    assertTrue(d.stream().allMatch(r -> r.table() == 0));
+  }
+
+  @Test
+  void packetInMapsBackToVirtualPortAndTable() {
+    OFPacketIn pin =
+        F.buildPacketIn()
+            .setXid(77)
+            .setBufferId(OFBufferId.NO_BUFFER)
+            .setTotalLen(60)
+            .setReason(OFPacketInReason.ACTION)
+            .setTableId(TableId.of(3))
+            .setCookie(U64.of(0x4242))
+            .setMatch(F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(101)).build())
+            .setData(new byte[60])
+            .build();
+    OFPacketIn v = t.packetIn("host", pin, U64.of(9)).orElseThrow();
+    assertEquals(OFPort.of(4), v.getMatch().get(MatchField.IN_PORT));
+    assertEquals(TableId.of(2), v.getTableId());
+    assertEquals(U64.of(9), v.getCookie());
+    assertEquals(0, v.getXid());
+    // Not part of the virtual switch: PCIe port, dispatch table.
+    OFPacketIn pcie =
+        pin.createBuilder()
+            .setMatch(F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(1)).build())
+            .build();
+    assertEquals(Optional.empty(), t.packetIn("host", pcie, U64.ZERO));
+    assertEquals(
+        Optional.empty(),
+        t.packetIn("host", pin.createBuilder().setTableId(TableId.of(0)).build(), U64.ZERO));
+  }
+
+  @Test
+  void packetOutRunsOnTheIngressSwitch() throws OfError {
+    var po =
+        F.buildPacketOut()
+            .setBufferId(OFBufferId.NO_BUFFER)
+            .setInPort(OFPort.of(1))
+            .setActions(List.of(out(2), F.actions().output(OFPort.TABLE, 0)))
+            .setData(new byte[64])
+            .build();
+    Translator.PhysPacketOut p = t.packetOut(po);
+    assertEquals("snic0", p.sw());
+    assertEquals(OFPort.of(1), p.msg().getInPort());
+    List<OFAction> want = new ArrayList<>(tagged(tags.tagOf(2).getAsInt(), 100));
+    want.add(F.actions().output(OFPort.TABLE, 0));
+    assertEquals(want, p.msg().getActions());
+    var fromCtl =
+        po.createBuilder().setInPort(OFPort.CONTROLLER).setActions(List.of(out(3))).build();
+    Translator.PhysPacketOut q = t.packetOut(fromCtl);
+    assertEquals("snic1", q.sw());
+    assertEquals(List.of(out(1)), q.msg().getActions());
+    refused(
+        "BadRequest/BAD_PORT",
+        () -> t.packetOut(po.createBuilder().setInPort(OFPort.of(9)).build()));
+    refused(
+        "BadRequest/BUFFER_UNKNOWN",
+        () -> t.packetOut(po.createBuilder().setBufferId(OFBufferId.of(3)).build()));
+    refused(
+        "BadAction/BAD_OUT_PORT",
+        () ->
+            t.packetOut(
+                fromCtl
+                    .createBuilder()
+                    .setActions(List.of(F.actions().output(OFPort.TABLE, 0)))
+                    .build()));
+  }
+
+  @SuppressWarnings("unused")
+  private static List<OFAction> unused() {
+    return concat(List.of(), List.of());
+  }
+}
