@@ -204,6 +204,7 @@ class HostRuntime:
             ),
         ]  # fmt: skip
         inst.relay_pids = relays
+        self._wait_listening(relays[0], REDIS_PORT_IN_NS, f["log"])
         inst.pid = self._spawn(
             [str(self.nf_binary), nf.type, "--port", inst.inside_if,
              "--store", f"redis://127.0.0.1:{REDIS_PORT_IN_NS}", "--nf-id", nf.id, "--instance", inst.id,
@@ -213,6 +214,21 @@ class HostRuntime:
         inst.state = "starting"
         self.wait_healthy(inst)
         inst.state = "running"
+
+    def _wait_listening(self, pid: int, port: int, log: Path, timeout: float = 10.0) -> None:
+        """Until process `pid`'s namespace has a TCP listener on 127.0.0.1:`port` (read from its /proc)."""
+        want = f"0100007F:{port:04X}"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                lines = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+            except OSError:
+                lines = []
+            if any(ln.split()[1] == want and ln.split()[3] == "0A" for ln in lines):
+                return
+            if not pid_alive(pid) or time.monotonic() > deadline:
+                raise StartError(f"redis relay on port {port} did not start: {_tail(log)}")
+            time.sleep(0.02)
 
     def wait_healthy(self, inst: Instance, timeout: float = HEALTH_TIMEOUT) -> None:
         f = self._files(inst)

@@ -1,0 +1,206 @@
+"""The agent end to end on a real emulated host (root): `uno agent serve` as a process, OneSwitch, Redis, a
+real `nf firewall` in its own namespace. Ping VM -> firewall -> wire through rules installed on OneSwitch;
+monitoring sees the traffic; a kill -9 of the NF is restarted by the supervisor; migrate host <-> sNIC keeps
+traffic flowing; an agent restart adopts the running NF; DELETE and teardown leave nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from host_datapath.oneswitch_client import OneSwitchClient
+from host_datapath.sysutil import netns_list, pid_alive, run
+from nf_agent.agent import endpoint
+from nf_agent.agent.runtime import NF_BINARY
+from nf_agent.emulated_host import naming as nm
+from nf_agent.emulated_host.host import ping
+from nf_agent.emulated_host.oneswitch import jar_missing_reason
+from snic_datapath.cgroup import CpuCgroup
+from tests.datapath.conftest import EMPTY, machine_snapshot, make_host, needs_root
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = [
+    pytest.mark.root,
+    needs_root,
+    pytest.mark.skipif(bool(jar_missing_reason()), reason=jar_missing_reason() or ""),
+    pytest.mark.skipif(not NF_BINARY.exists(), reason=f"{NF_BINARY} not built (scripts/setup.sh rust)"),
+]
+FW_CONFIG = {"rules": [{"action": "allow", "proto": "icmp", "src": "any", "dst": "any"}], "default": "deny"}
+
+
+def call(base: str, method: str, path: str, body=None, timeout: float = 120) -> tuple[int, dict]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def wait(pred, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class AgentProc:
+    def __init__(self, cfg_file: Path, rundir: Path, log: Path):
+        self.cfg_file, self.rundir, self.log = cfg_file, rundir, log
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> str:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "nf_agent.cli", "agent", "serve", "--config", str(self.cfg_file),
+             "--sample-interval", "0.5", "--replace-interval", "0", "--log-file", str(self.log)],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        url = self.proc.stdout.readline().strip()
+        if not url:
+            raise AssertionError(f"agent did not start: {self.proc.stderr.read()}")
+        entry = wait(lambda: endpoint.status_entry(self.rundir), 30, "agent endpoint file")
+        assert entry["rest"] == url and entry["running"]
+        return url
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("agent")
+    host = make_host(vms=1, oneswitch={"enabled": True})
+    cfg_file = tmp / "host.yaml"
+    cfg_file.write_text(f"name: {host.name}\nrundir: /run/uno-test\nvms: 1\n")
+    agent = AgentProc(cfg_file, host.rundir, tmp / "agent.log")
+    try:
+        status = host.up()
+        url = agent.start()
+        yield host, status, agent, url
+    finally:
+        agent.stop()
+        host.down()
+        assert machine_snapshot(host.name) == EMPTY
+
+
+def agent_state(host) -> dict:
+    return json.loads((host.rundir / "agent" / "state.json").read_text())
+
+
+def instance(host, nf_id: str) -> dict:
+    return agent_state(host)["nfs"][nf_id]["instances"][0]
+
+
+def ofctl(status: dict, *args: str) -> str:
+    return run(["ovs-ofctl", "-O", "OpenFlow13", *args])
+
+
+def test_create_traffic_supervise_migrate_restart_delete(env):
+    host, status, agent, url = env
+    n = host.name
+    client = OneSwitchClient(status["oneswitch"]["rest"])
+    listen = status["oneswitch"]["listen"]
+
+    code, vm = call(url, "POST", "/v1/vms", {"id": "web"})
+    assert code == 201 and vm == {"id": "web", "vport": nm.vport_vm(0)}
+    code, body = call(url, "POST", "/v1/nfs", {"type": "firewall", "id": "fw1", "config": FW_CONFIG,
+                                               "expected": {"gbps": 0.5, "dst": "web"}})  # fmt: skip
+    assert code == 201, body
+    assert set(body) == {"id", "vport"}
+    vport = body["vport"]
+    inst = instance(host, "fw1")
+    assert inst["netns"] in netns_list() and pid_alive(inst["pid"])
+    mapping = {p.vport: (p.switch, p.port) for p in client.ports()}
+    assert mapping[vport] == (inst["switch"], inst["ofport"])
+    first_loc = inst["location"]
+    assert first_loc == "snic0"  # a light firewall costs no host CPU on the sNIC (r_nic load fits)
+    assert CpuCgroup(nm.cgroup_snic(n, 0)).pids().count(inst["pid"]) == 1
+
+    # The controller's rules on the ONE virtual switch: VM <-> firewall <-> wire (one-arm NF: by source MAC).
+    vm_mac, out_mac = nm.mac(1, 0, 0), nm.mac(2, 0, 0)
+    eth = nm.vport_eth(0, 0)
+    flows = [
+        f"in_port={vm['vport']},actions=output:{vport}",
+        f"in_port={eth},actions=output:{vport}",
+        f"in_port={vport},dl_src={vm_mac},actions=output:{eth}",
+        f"in_port={vport},dl_src={out_mac},actions=output:{vm['vport']}",
+    ]
+    for f in flows:
+        ofctl(status, "add-flow", listen, f)
+    vm_ns, out_ip = nm.ns_vm(n, 0), nm.ip_outside(0, 0)
+    assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping through the firewall on the sNIC")
+
+    # monitoring: the NF port's counters appear as the chain's edges and the NF's load
+    def measured():
+        m = call(url, "GET", "/v1/placement")[1]["measured"]
+        return m if m and m["nf_load_gbps"].get("fw1", 0) > 0 else None
+
+    ping(vm_ns, out_ip, count=5)
+    m = wait(measured, 30, "measured NF load")
+    assert {e["src"] for e in m["edges"] if e["dst"] == "fw1"} == {"snic0-eth0"}
+    assert {e["dst"] for e in m["edges"] if e["src"] == "fw1"} == {"web"}
+
+    # supervisor: kill -9 the NF, it comes back (same namespace and port) and traffic passes again
+    os.kill(inst["pid"], signal.SIGKILL)
+    wait(
+        lambda: instance(host, "fw1")["restarts"] == 1 and instance(host, "fw1")["state"] == "running",
+        60,
+        "restart",
+    )
+    assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping after restart")
+
+    # migrate to the host and back: new instance, remapped port, old namespace gone, traffic flows
+    for target in ("host", "snic0"):
+        old = instance(host, "fw1")
+        code, res = call(url, "POST", "/v1/nfs/fw1/migrate", {"to": target})
+        assert code == 200 and res["moved"] is True, res
+        new = instance(host, "fw1")
+        assert new["location"] == target and new["netns"] != old["netns"]
+        assert old["netns"] not in netns_list() and not pid_alive(old["pid"])
+        assert {p.vport: (p.switch, p.port) for p in client.ports()}[vport] == (new["switch"], new["ofport"])
+        assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, f"ping after migrating to {target}")
+
+    # agent restart: the running NF is adopted, not restarted; traffic is not disturbed
+    pid = instance(host, "fw1")["pid"]
+    agent.stop()
+    assert pid_alive(pid)
+    assert ping(vm_ns, out_ip, count=2)
+    url = agent.start()
+    assert instance(host, "fw1")["pid"] == pid
+    code, nf = call(url, "GET", "/v1/nfs/fw1")
+    assert code == 200 and nf["instances"][0]["state"] == "running"
+
+    # DELETE: process, namespace, bridge port, mapping all gone
+    last = instance(host, "fw1")
+    code, _ = call(url, "DELETE", "/v1/nfs/fw1")
+    assert code == 200
+    assert not pid_alive(last["pid"]) and last["netns"] not in netns_list()
+    assert vport not in {p.vport for p in client.ports()}
+    switches = host.switches()
+    try:
+        assert last["port_if"] not in switches[last["switch"]].driver.ports()
+    finally:
+        for sw in switches.values():
+            sw.close()
+    assert call(url, "GET", "/v1/nfs")[1] == []
+    assert not any(ns.startswith(f"{n}-i") for ns in netns_list())
