@@ -63,10 +63,10 @@ class AgentProc:
         self.cfg_file, self.rundir, self.log = cfg_file, rundir, log
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> str:
+    def start(self, *extra: str) -> str:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "nf_agent.cli", "agent", "serve", "--config", str(self.cfg_file),
-             "--sample-interval", "0.5", "--replace-interval", "0", "--log-file", str(self.log)],
+             "--sample-interval", "0.5", "--replace-interval", "0", "--log-file", str(self.log), *extra],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         url = self.proc.stdout.readline().strip()
@@ -204,3 +204,59 @@ def test_create_traffic_supervise_migrate_restart_delete(env):
             sw.close()
     assert call(url, "GET", "/v1/nfs")[1] == []
     assert not any(ns.startswith(f"{n}-i") for ns in netns_list())
+
+
+def test_traffic_shift_triggers_replacement(env, tmp_path):
+    """A firewall placed on the sNIC while idle; real traffic then overloads the sNIC under the (test) profile,
+    and POST /v1/placement/run moves it to the host, as the solver predicted; traffic keeps flowing."""
+    host, status, agent, url = env
+    n = host.name
+    profiles = tmp_path / "profiles.json"
+    # 100000 sNIC units per Gbit/s: a few Mbit/s of ping overload the 36-unit sNIC (the host costs 0.05/Gbit/s)
+    profiles.write_text(json.dumps({"firewall": {"r_host": 0.05, "r_nic": 100000}}))
+    agent.stop()
+    url = agent.start("--profiles", str(profiles), "--dampening", "0")
+    env_url = url
+    if call(env_url, "GET", "/v1/vms/web")[0] == 404:
+        assert call(env_url, "POST", "/v1/vms", {"id": "web"})[0] == 201
+    code, body = call(env_url, "POST", "/v1/nfs", {"type": "firewall", "id": "fw2", "config": FW_CONFIG,
+                                                   "expected": {"gbps": 0, "dst": "web"},
+                                                   "hints": {"prefer": "snic0"}})  # fmt: skip
+    assert code == 201, body
+    vport = body["vport"]
+    assert instance(host, "fw2")["location"] == "snic0"
+    listen = status["oneswitch"]["listen"]
+    vm_mac, out_mac, eth, vmp = nm.mac(1, 0, 0), nm.mac(2, 0, 0), nm.vport_eth(0, 0), nm.vport_vm(0)
+    ofctl(status, "del-flows", listen)
+    for f in (f"in_port={vmp},actions=output:{vport}", f"in_port={eth},actions=output:{vport}",
+              f"in_port={vport},dl_src={vm_mac},actions=output:{eth}",
+              f"in_port={vport},dl_src={out_mac},actions=output:{vmp}"):  # fmt: skip
+        ofctl(status, "add-flow", listen, f)
+    vm_ns, out_ip = nm.ns_vm(n, 0), nm.ip_outside(0, 0)
+    assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping through fw2")
+    # nothing to do while idle
+    code, d = call(env_url, "POST", "/v1/placement/run", {})
+    assert code == 200 and d["go"] is False, d
+    # traffic shift: ~5 Mbit/s each way for a few seconds
+    flood = subprocess.Popen(["ip", "netns", "exec", vm_ns, "ping", "-q", "-i", "0.002", "-s", "1200", "-w", "8",
+                              out_ip], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+
+        def loaded():
+            m = call(env_url, "GET", "/v1/placement")[1]
+            return m if (m["predicted"] or {}).get("violations") else None
+
+        view = wait(loaded, 30, "measured load to overload the sNIC in the model")
+        assert any("capacity of snic0" in v for v in view["predicted"]["violations"])
+        code, d = call(env_url, "POST", "/v1/placement/run", {})
+        assert code == 200 and d["go"] is True, d
+        assert d["moves"] == [{"id": "fw2", "from": "snic0", "to": "host"}]
+        assert d["solve"]["placement"]["fw2"] == "host"
+    finally:
+        flood.wait(timeout=30)
+    inst = instance(host, "fw2")
+    assert inst["location"] == "host" and pid_alive(inst["pid"])
+    assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping after the re-placement")
+    hist = [h["event"] for h in call(env_url, "GET", "/v1/placement")[1]["history"]]
+    assert "nf-migrate" in hist and hist[-1] == "placement-run"
+    assert call(env_url, "DELETE", "/v1/nfs/fw2")[0] == 200
