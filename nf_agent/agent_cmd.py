@@ -41,8 +41,9 @@ def _token(args: argparse.Namespace) -> str | None:
 class Loops:
     """Monitoring (sample + supervise every `sample_s`) and re-placement (every `replace_s`) in one thread."""
 
-    def __init__(self, agent, sample_s: float, replace_s: float):
+    def __init__(self, agent, sample_s: float, replace_s: float, host_gone=None, on_host_gone=None):
         self.agent, self.sample_s, self.replace_s = agent, sample_s, replace_s
+        self.host_gone, self.on_host_gone = host_gone, on_host_gone
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="agent-loops", daemon=True)
 
@@ -52,6 +53,10 @@ class Loops:
         log = logging.getLogger("uno.agent")
         next_replace = time.monotonic() + self.replace_s
         while not self.stop.wait(self.sample_s):
+            if self.host_gone and self.host_gone():
+                log.info("host is down: agent stops")
+                self.on_host_gone()
+                return
             try:
                 self.agent.sample()
                 self.agent.supervise()

@@ -19,6 +19,7 @@ from typing import Protocol
 from nf_agent.agent import graph, store
 from nf_agent.agent.decide import Decision, decide
 from nf_agent.agent.model import (
+    HOST,
     Conflict,
     Instance,
     Nf,
@@ -211,14 +212,7 @@ class Agent:
             )  # fmt: skip
             if nf.pin and nf.pin not in self.locations:
                 raise ValidationError("pin", f"no location {nf.pin!r} on this host")
-            existing = list(self.state.nfs.values())
-            res = self.solver(self.problem([*existing, nf], fixed={n.id for n in existing}))
-            self.counters.solves += 1
-            if res.get("status") not in ("optimal", "feasible"):
-                raise Conflict(
-                    f"no placement for {nf_id}: {res.get('reason', res.get('status'))}", "expected.gbps"
-                )
-            loc = res["placement"][nf_id]
+            loc = self._place_new(nf)
             inst = self.runtime.new_instance(
                 nf, loc, self.state.new_instance_seq(), self.state.used_ofports(loc)
             )
@@ -241,6 +235,30 @@ class Agent:
             self.counters.provisions += 1
             self.counters.last_provision_ms = round((time.monotonic() - t0) * 1000, 1)
             return nf
+
+    def _place_new(self, nf: Nf) -> str:
+        """Where a new NF goes: solved with every existing NF held where it is (creating never migrates).
+
+        When the existing NFs alone already break a budget under the measured traffic (re-placement has not
+        caught up yet), the new NF goes to the first location that adds no violation of its own.
+        """
+        existing = list(self.state.nfs.values())
+        problem_json = self.problem([*existing, nf], fixed={n.id for n in existing})
+        res = self.solver(problem_json)
+        self.counters.solves += 1
+        if res.get("status") in ("optimal", "feasible"):
+            return res["placement"][nf.id]
+        problem = parse_problem(problem_json)
+        base = {n.id: n.location or problem.allowed(n)[0] for n in problem.nodes if n.id != nf.id}
+        already = set(evaluate(parse_problem(self.problem(existing)), base).violations) if existing else set()
+        if already:
+            for loc in [nf.pin] if nf.pin else [nf.prefer or HOST, *self.locations]:
+                if set(evaluate(problem, {**base, nf.id: loc}).violations) <= already:
+                    log.warning(
+                        "placed on an over-budget host", extra={"fields": {"nf": nf.id, "location": loc}}
+                    )
+                    return loc
+        raise Conflict(f"no placement for {nf.id}: {res.get('reason', res.get('status'))}", "expected.gbps")
 
     def _start(self, nf: Nf, inst: Instance) -> None:
         from nf_agent.agent.runtime import StartError
@@ -321,16 +339,15 @@ class Agent:
                 raise Conflict(f"NF {nf_id} is pinned to {nf.pin}", "to")
             if nf.location == target:
                 return {"id": nf_id, "location": target, "moved": False}
-            placement = {**self.current_placement(), nf_id: target}
+            before = self.current_placement()
+            placement = {**before, nf_id: target}
             problem = parse_problem(self.problem(list(self.state.nfs.values())))
             full = {n.id: placement.get(n.id, problem.allowed(n)[0]) for n in problem.nodes}
             ev = evaluate(problem, full)
             if ev.violations:
                 raise Conflict(f"moving {nf_id} to {target} violates " + "; ".join(ev.violations), "to")
             ms = self.migrate(nf, target)
-            self.cfg.dampener.record(
-                self.clock(), {k: v for k, v in placement.items() if k != nf_id} | {nf_id: nf.location}
-            )
+            self.cfg.dampener.record(self.clock(), before)  # an operator's move counts for dampening too
             return {"id": nf_id, "location": target, "moved": True, "remap_ms": ms}
 
     def scale(self, nf_id: str, n: int) -> dict:

@@ -83,8 +83,7 @@ class AgentState:
 
 
 def save(state: AgentState, path: Path) -> None:
-    """Write `state` to `path` atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write `state` to `path` atomically (its directory must exist: a removed host is not re-created)."""
     fd, tmp = tempfile.mkstemp(prefix=".state-", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:

@@ -76,6 +76,13 @@ class AgentProc:
         assert entry["rest"] == url and entry["running"]
         return url
 
+    def wait_exit(self, timeout: float) -> bool:
+        try:
+            self.proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -98,8 +105,10 @@ def env(tmp_path_factory):
         url = agent.start()
         yield host, status, agent, url
     finally:
+        host.down()  # with the agent still running: it notices and stops by itself
+        exited = agent.proc is None or agent.wait_exit(30)
         agent.stop()
-        host.down()
+        assert exited, "the agent kept running after `uno down`"
         assert machine_snapshot(host.name) == EMPTY
 
 

@@ -180,3 +180,23 @@ def test_supervisor_restarts_then_gives_up(tmp_path):
     agent.supervise()
     assert inst.state == "failed" and agent.health()["ok"] is False
     clock.t += 1
+
+
+def test_create_on_an_over_budget_host_still_places_the_new_nf(tmp_path):
+    """Existing NFs already overload the sNIC (measured): a new NF goes where it adds no violation."""
+    from nf_agent.agent.model import Conflict, NfRequest
+
+    agent, rt, mp, clock = make_agent(tmp_path, capacity=1.0)
+    agent.create_nf(NfRequest("ips1", "ips", {}, 0.0, None, None, "snic0", None))
+    port = agent.state.nfs["ips1"].instances[0].port_if
+    rt.counters["snic0"][port] = {"tx_bytes": 0, "rx_bytes": 0}
+    agent.sample()
+    clock.t += 1
+    rt.counters["snic0"][port] = {"tx_bytes": int(2 * G), "rx_bytes": int(2 * G)}  # 4 Gbit/s: 2.2 > 1 unit
+    agent.sample()
+    assert agent.placement_view()["predicted"]["violations"]
+    nf = agent.create_nf(NfRequest("fw", "firewall", {}, 1.0, None, None, None, "snic0"))
+    assert nf.location == "host"  # snic0 would add load to the overloaded sNIC
+    with pytest.raises(Conflict):  # pinned to the overloaded sNIC: refused
+        agent.create_nf(NfRequest("fw2", "firewall", {}, 1.0, None, None, "snic0", None))
+    assert set(agent.state.nfs) == {"ips1", "fw"}
