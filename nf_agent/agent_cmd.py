@@ -88,6 +88,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError("--listen: a non-loopback address needs --token-file (the API would be open)")
     if args.sample_interval <= 0 or args.replace_interval < 0:
         raise CliError("--sample-interval must be > 0 and --replace-interval >= 0")
+    if args.max_moves is not None and args.max_moves < 0:
+        raise CliError("--max-moves must be >= 0")
+    if args.solve_time_limit <= 0:
+        raise CliError("--solve-time-limit must be > 0")
     host: EmulatedHost = _host(args)
     if not host.is_up():
         raise CliError(f"emulated host '{host.name}' is not up (run `uno up` first)")
@@ -118,6 +122,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         vm_slots=host.config.vms,
         profiles=profiles,
         dampener=Dampener(threshold=args.threshold, rel_threshold=args.rel_threshold, window=args.dampening),
+        solve_time_limit=args.solve_time_limit,
+        max_moves=args.max_moves,
     )
     try:
         runtime.open()
@@ -169,6 +175,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--threshold", type=float, default=0.0, help="hysteresis: minimum saving, host cores")
     s.add_argument("--rel-threshold", type=float, default=0.05, help="hysteresis: minimum relative saving")
     s.add_argument("--dampening", type=float, default=30.0, help="seconds between migrations")
+    s.add_argument(
+        "--max-moves", type=int, default=None, help="incremental re-placement: at most N NFs move per run"
+    )
+    s.add_argument("--solve-time-limit", type=float, default=5.0, help="placement solver time limit, s")
     s.add_argument("--log-file", help="JSON log file (default RUNDIR/NAME/agent/agent.log; - = stderr)")
     s.set_defaults(func=cmd_serve)
     p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
