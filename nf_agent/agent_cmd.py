@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import ipaddress
 import os
 import signal
@@ -136,8 +137,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server = make_server(addr, port, app, threaded=True)
     url = f"http://{addr}:{server.server_port}"
     endpoint.write(host.rundir, url, os.getpid())
-    loops = Loops(agent, args.sample_interval, args.replace_interval)
-    loops.thread.start()
     print(url, flush=True)
     print(
         f"uno agent: serving {url} for host '{host.name}' ({len(agent.state.nfs)} NFs; {actions})",
@@ -147,8 +146,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     def _stop(*_):
         threading.Thread(target=server.shutdown, daemon=True).start()
 
+    # `uno down` removes the host's rundir (and sweeps the NFs): the agent then stops by itself.
+    loops = Loops(agent, args.sample_interval, args.replace_interval, lambda: not adir.exists(), _stop)
+    loops.thread.start()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _stop)
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 PID`: every thread's stack on stderr
     try:
         server.serve_forever()
     finally:
