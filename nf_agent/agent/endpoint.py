@@ -30,10 +30,21 @@ def remove(host_rundir: Path) -> None:
 
 
 def status_entry(host_rundir: Path) -> dict | None:
-    """{"rest": URL, "pid": PID, "running": bool} of the host's agent, None when none was started."""
+    """{"rest": URL, "pid": PID, "running": bool, "nfs": {id: location}} of the host's agent, None when no
+    agent was started for it. (`nfs` is read from the agent's state file: what runs where.)"""
     try:
         data = json.loads((agent_dir(host_rundir) / "endpoint.json").read_text())
     except (OSError, ValueError):
         return None
     pid = data.get("pid")
-    return {"rest": data.get("rest"), "pid": pid, "running": bool(pid) and pid_alive(int(pid))}
+    try:
+        state = json.loads((agent_dir(host_rundir) / "state.json").read_text())
+        nfs = {k: n.get("location") for k, n in state.get("nfs", {}).items()}
+    except (OSError, ValueError, AttributeError):
+        nfs = {}
+    return {
+        "rest": data.get("rest"),
+        "pid": pid,
+        "running": bool(pid) and pid_alive(int(pid)),
+        "nfs": nfs,
+    }

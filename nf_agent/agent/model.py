@@ -108,7 +108,10 @@ def _obj(body: Any, allowed: set[str], required: set[str], where: str = "") -> d
         raise ValidationError(where.rstrip(".") or "body", "expected a JSON object")
     for k in body:
         if k not in allowed:
-            raise ValidationError(f"{where}{k}", f"unknown field (known: {', '.join(sorted(allowed))})")
+            known = ", ".join(sorted(allowed))
+            if not k:  # an empty key cannot name itself
+                raise ValidationError(where.rstrip(".") or "body", f'unknown field "" (known: {known})')
+            raise ValidationError(f"{where}{k}", f"unknown field (known: {known})")
     for k in sorted(required):
         if k not in body:
             raise ValidationError(f"{where}{k}", "required")
