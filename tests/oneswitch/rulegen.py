@@ -37,7 +37,7 @@ class RuleSet:
         return "\n".join([f"seed {self.seed}", *self.groups, *self.flows])
 
 
-def _match(rng: random.Random, vports: list[int], table: int) -> tuple[list[str], dict]:
+def _match(rng: random.Random, vports: list[int], table: int, vlans: bool = True) -> tuple[list[str], dict]:
     """Match fields, and what they imply for actions (has ip / l4 proto / vlan / no vlan)."""
     m: list[str] = []
     facts: dict = {"ip": False, "l4": None, "vlan": False, "novlan": False}
@@ -47,7 +47,7 @@ def _match(rng: random.Random, vports: list[int], table: int) -> tuple[list[str]
         m.append(f"dl_src={rng.choice(MACS[:3])}")
     if rng.random() < 0.3:
         m.append(f"dl_dst={rng.choice(MACS)}")
-    r = rng.random()
+    r = rng.random() if vlans else 1.0
     if r < 0.15:
         m.append(f"dl_vlan={rng.choice(VLANS)}")
         facts["vlan"] = True
@@ -88,13 +88,15 @@ def _set_fields(rng: random.Random, facts: dict) -> list[str]:
     return rng.sample(options, k=rng.randint(1, 2))
 
 
-def _actions(rng: random.Random, vports: list[int], table: int, tables: int, facts: dict, groups: bool) -> list[str]:
+def _actions(
+    rng: random.Random, vports: list[int], table: int, tables: int, facts: dict, groups: bool, vlans: bool = True
+) -> list[str]:
     acts: list[str] = []
     if rng.random() < 0.35:
         acts += _set_fields(rng, facts)
     if facts["vlan"] and rng.random() < 0.35:
         acts.append("pop_vlan")
-    elif rng.random() < 0.15:
+    elif vlans and rng.random() < 0.15:
         acts += ["push_vlan:0x8100", f"set_field:{4096 + rng.choice(VLANS)}->vlan_vid"]
     r = rng.random()
     if groups and r < 0.15:
@@ -113,8 +115,15 @@ def _actions(rng: random.Random, vports: list[int], table: int, tables: int, fac
 
 
 def generate(
-    seed: int, vports: list[int], n_rules: int = 30, tables: int = 3, groups: bool = True, prio_max: int = 999
+    seed: int,
+    vports: list[int],
+    n_rules: int = 30,
+    tables: int = 3,
+    groups: bool = True,
+    prio_max: int = 999,
+    vlans: bool = True,
 ) -> RuleSet:
+    """`vlans=False`: no VLAN match or push/pop (rules a VLAN-carried flow-id tag cannot clash with)."""
     rng = random.Random(seed)
     group_specs: list[str] = []
     if groups:
@@ -129,8 +138,8 @@ def generate(
         while prio in used[table]:
             prio = rng.randint(1, prio_max)
         used[table].add(prio)
-        match, facts = _match(rng, vports, table)
-        acts = _actions(rng, vports, table, tables, facts, groups)
+        match, facts = _match(rng, vports, table, vlans)
+        acts = _actions(rng, vports, table, tables, facts, groups, vlans)
         flows.append(",".join([f"table={table}", f"priority={prio}", *match]) + ",actions=" + ",".join(acts))
     return RuleSet(seed=seed, groups=tuple(group_specs), flows=tuple(flows))
 
@@ -146,7 +155,7 @@ def marker_id(frame: bytes) -> int | None:
     return struct.unpack("!I", frame[i + len(MARK) : i + len(MARK) + 4])[0]
 
 
-def packet(rng: random.Random, pid: int) -> bytes:
+def packet(rng: random.Random, pid: int, vlans: bool = True) -> bytes:
     """One random frame from the same pools as the rules, with marker `pid`."""
     from scapy.layers.inet import ICMP, IP, TCP, UDP
     from scapy.layers.l2 import ARP, Dot1Q, Ether
@@ -154,7 +163,7 @@ def packet(rng: random.Random, pid: int) -> bytes:
 
     payload = Raw(marker(pid) + bytes(rng.randrange(256) for _ in range(rng.choice([8, 30]))))
     eth = Ether(src=rng.choice(MACS[:3]), dst=rng.choice(MACS))
-    if rng.random() < 0.3:
+    if rng.random() < 0.3 and vlans:
         eth = eth / Dot1Q(vlan=rng.choice(VLANS))
     r = rng.random()
     if r < 0.8:
@@ -175,13 +184,13 @@ def packet(rng: random.Random, pid: int) -> bytes:
     return bytes(pkt)
 
 
-def packets(seed: int, vports: list[int], per_port: int) -> list[tuple[int, int, bytes]]:
+def packets(seed: int, vports: list[int], per_port: int, vlans: bool = True) -> list[tuple[int, int, bytes]]:
     """(id, ingress vport, frame) for `per_port` packets at each vport, interleaved."""
     rng = random.Random(seed ^ 0x5EED)
     out = []
     pid = 0
     for _ in range(per_port):
         for v in vports:
-            out.append((pid, v, packet(rng, pid)))
+            out.append((pid, v, packet(rng, pid, vlans)))
             pid += 1
     return out

@@ -22,7 +22,13 @@ from . import equiv, rulegen
 from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT, VPORTS
 
 pytestmark = ONESWITCH
-SEEDS = [int(s) for s in os.environ.get("UNO_EQ_SEEDS", "101,102,103,104").split(",")]
+SEEDS = [int(s) for s in os.environ.get("UNO_EQ_SEEDS", "1,2,3,4").split(",")]
+# Known OneSwitch bug (os-java ab5abc6), kept visible: with the VLAN flow-id carrier, a frame that already has
+# a VLAN tag (its own or pushed by the rule) loses one when it crosses PCIe through a group bucket or with two
+# tags (minimal: group ALL with a bucket output:100 (host), rule dl_dst=...,ip -> group:1, VLAN-10 frame in
+# at vport 201 (snic0): leaves untagged). DESIGN.md section 4 carries the tag in MPLS when the controller uses
+# VLANs; OneSwitch does not yet. Strict: the test fails once the bug is fixed, so the mark is removed then.
+VLAN_TAG_LOSS = {1, 2, 4}
 REFUSALS: list[tuple[int, str, str]] = []
 
 
@@ -42,8 +48,10 @@ def pair(os_host, ref):
             print(f"  seed {seed}: {spec}\n    {err.splitlines()[0] if err else ''}")
 
 
-def check_equivalent(sut: equiv.Target, ref: equiv.Target, seed: int, rules: rulegen.RuleSet, per_port: int = 8):
-    pkts = rulegen.packets(seed, VPORTS, per_port=per_port)
+def check_equivalent(
+    sut: equiv.Target, ref: equiv.Target, seed: int, rules: rulegen.RuleSet, per_port: int = 8, vlans: bool = True
+):
+    pkts = rulegen.packets(seed, VPORTS, per_port=per_port, vlans=vlans)
     got_ref = equiv.run_packets(ref, pkts)
     got_sut = equiv.run_packets(sut, pkts)
     diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
@@ -64,13 +72,28 @@ def load_checked(rules: rulegen.RuleSet, sut: equiv.Target, ref: equiv.Target) -
     return loaded
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_random_rules_equivalent(pair, seed):
+def _cases() -> list:
+    out = []
+    for seed in SEEDS:
+        out.append(pytest.param(seed, False, id=f"{seed}-no-vlan"))
+        marks = ()
+        if seed in VLAN_TAG_LOSS and "UNO_EQ_SEEDS" not in os.environ:
+            marks = pytest.mark.xfail(
+                strict=True, raises=AssertionError, reason="OneSwitch loses a VLAN tag across PCIe (VLAN carrier)"
+            )
+        out.append(pytest.param(seed, True, id=f"{seed}-vlan", marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("seed,vlans", _cases())
+def test_random_rules_equivalent(pair, seed, vlans):
+    """Without VLANs in rules and packets, and with (where the flow-id tag must not clash with the
+    controller's own VLANs: DESIGN.md section 4 carries it in MPLS then)."""
     _, sut, ref = pair
-    rules = rulegen.generate(seed, VPORTS, n_rules=30)
+    rules = rulegen.generate(seed, VPORTS, n_rules=30, vlans=vlans)
     loaded = load_checked(rules, sut, ref)
     assert len(loaded.accepted) >= len(rules.flows) // 2, f"seed {seed}: most rules refused: {loaded.refused}"
-    out = check_equivalent(sut, ref, seed, rules)
+    out = check_equivalent(sut, ref, seed, rules, vlans=vlans)
     assert sum(sum(c.values()) for c in out.values()) > 0, f"seed {seed}: no packet left the reference"
 
 

@@ -101,8 +101,10 @@ public final class OneSwitchCore implements SouthListener {
   private final Map<Long, VirtualRule.Key> retiring = new HashMap<>();
   private final Map<Long, Removal> pendingRemoval = new HashMap<>();
   private final Map<VirtualRule.Key, long[]> idle = new HashMap<>();
+  private final Map<Integer, Long> groupCreated = new HashMap<>();
   private int missSendLen = 128;
   private boolean saveScheduled;
+  private boolean flushPending;
   private boolean idlePollRunning;
 
   private record GroupHolder(int id) {}
@@ -371,7 +373,7 @@ public final class OneSwitchCore implements SouthListener {
       send(p.make);
       send(p.modify);
       send(p.remove);
-      flushAll();
+      scheduleFlush();
       return CompletableFuture.completedFuture(null);
     }
     send(p.make);
@@ -401,7 +403,19 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   private void flushAll() {
+    flushPending = false;
     south.values().forEach(SouthSwitch::flush);
+  }
+
+  /**
+   * Flushes after the tasks already queued on the core thread: a burst of flow-mods from a
+   * controller leaves in few large writes instead of one write per message.
+   */
+  private void scheduleFlush() {
+    if (!flushPending) {
+      flushPending = true;
+      exec.execute(this::flushAll);
+    }
   }
 
   /** Completes when every connected physical switch answered a barrier (errors ignored). */
@@ -542,6 +556,11 @@ public final class OneSwitchCore implements SouthListener {
       }
     }
     return okPort && okGroup;
+  }
+
+  /** Milliseconds since group {@code id} was added. */
+  public long groupAgeMillis(int id) {
+    return Math.max(0, clock.getAsLong() - groupCreated.getOrDefault(id, clock.getAsLong()));
   }
 
   /** Number of virtual rules whose actions use group {@code id}. */
@@ -694,6 +713,7 @@ public final class OneSwitchCore implements SouthListener {
         removeRules(victims, OFFlowRemovedReason.GROUP_DELETE);
         for (int g : ids) {
           if (groups.remove(g) != null) {
+            groupCreated.remove(g);
             setGroupTranslation(g, null, null);
           }
         }
@@ -721,6 +741,9 @@ public final class OneSwitchCore implements SouthListener {
       throw e;
     }
     groups.put(g.groupId(), g);
+    if (!existed) {
+      groupCreated.put(g.groupId(), clock.getAsLong());
+    }
     setGroupTranslation(g.groupId(), t, used);
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
     refreshDispatch(dirty);
@@ -784,9 +807,9 @@ public final class OneSwitchCore implements SouthListener {
         });
   }
 
-  private void broadcast(OFMessage m, boolean masterOnly) {
+  private void broadcast(OFMessage m, boolean unusedMasterOnly) {
     for (Session s : sessions) {
-      if (!masterOnly || !s.isSlave()) {
+      if (s.wants(m)) {
         s.send(m);
       }
     }
@@ -1092,29 +1115,44 @@ public final class OneSwitchCore implements SouthListener {
 
   /** Physical counters by cookie, from every connected switch. */
   public CompletableFuture<Map<Long, long[]>> physicalCounters() {
+    return physicalCounters(null);
+  }
+
+  /** Physical counters by cookie of physical {@code tables} (null = all), every switch. */
+  public CompletableFuture<Map<Long, long[]>> physicalCounters(Set<Integer> tables) {
     Map<Long, long[]> out = new HashMap<>();
     List<CompletableFuture<Void>> fs = new ArrayList<>();
     for (SouthSwitch s : south.values()) {
       if (!s.isReady()) {
         continue;
       }
-      fs.add(
-          s.<OFFlowStatsReply>stats(flowStatsAll(s))
-              .thenAccept(
-                  rs -> {
-                    synchronized (out) {
-                      for (OFFlowStatsReply r : rs) {
-                        for (OFFlowStatsEntry e : r.getEntries()) {
-                          out.put(
-                              e.getCookie().getValue(),
-                              new long[] {
-                                e.getPacketCount().getValue(), e.getByteCount().getValue()
-                              });
+      List<org.projectfloodlight.openflow.protocol.OFFlowStatsRequest> reqs = new ArrayList<>();
+      if (tables == null) {
+        reqs.add(flowStatsAll(s));
+      } else {
+        for (int t : tables) {
+          reqs.add(flowStatsAll(s).createBuilder().setTableId(TableId.of(t)).build());
+        }
+      }
+      for (var req : reqs) {
+        fs.add(
+            s.<OFFlowStatsReply>stats(req)
+                .thenAccept(
+                    rs -> {
+                      synchronized (out) {
+                        for (OFFlowStatsReply r : rs) {
+                          for (OFFlowStatsEntry e : r.getEntries()) {
+                            out.put(
+                                e.getCookie().getValue(),
+                                new long[] {
+                                  e.getPacketCount().getValue(), e.getByteCount().getValue()
+                                });
+                          }
                         }
                       }
-                    }
-                  })
-              .exceptionally(e -> null));
+                    })
+                .exceptionally(e -> null));
+      }
     }
     return CompletableFuture.allOf(fs.toArray(new CompletableFuture<?>[0])).thenApply(x -> out);
   }
@@ -1173,17 +1211,19 @@ public final class OneSwitchCore implements SouthListener {
       long now = clock.getAsLong();
       List<VirtualRule> hard = new ArrayList<>();
       boolean anyIdle = false;
+      Set<Integer> idleTables = new HashSet<>();
       for (VirtualRule r : rules.values()) {
         if (r.hardTimeout() > 0 && now - r.installedMillis() >= r.hardTimeout() * 1000L) {
           hard.add(r);
         } else if (r.idleTimeout() > 0) {
           anyIdle = true;
+          idleTables.add(r.table() + 1);
         }
       }
       removeRules(hard, OFFlowRemovedReason.HARD_TIMEOUT);
       if (anyIdle && !idlePollRunning) {
         idlePollRunning = true;
-        physicalCounters()
+        physicalCounters(idleTables)
             .whenCompleteAsync(
                 (c, e) -> {
                   idlePollRunning = false;

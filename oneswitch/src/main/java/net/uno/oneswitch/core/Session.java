@@ -7,8 +7,11 @@ import org.projectfloodlight.openflow.protocol.OFMessage;
 public interface Session {
   void send(OFMessage m);
 
-  /** True if the controller took the SLAVE role (no modifications, no async messages). */
+  /** True if the controller took the SLAVE role (no modifications). */
   boolean isSlave();
+
+  /** True if this connection's role and async configuration (SET_ASYNC) admit async {@code m}. */
+  boolean wants(OFMessage m);
 
   String name();
 

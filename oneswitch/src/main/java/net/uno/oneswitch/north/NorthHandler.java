@@ -47,6 +47,10 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
   private volatile OFControllerRole role = OFControllerRole.ROLE_EQUAL;
   private CompletableFuture<Void> tail = CompletableFuture.completedFuture(null);
   private String name = "?";
+  // OF1.3 async masks, [equal/master, slave]: defaults of the spec (section A.3.10).
+  private volatile long[] pktInMask = {0x3, 0x0};
+  private volatile long[] portStatusMask = {0x7, 0x7};
+  private volatile long[] flowRemovedMask = {0xf, 0x0};
 
   public NorthHandler(OneSwitchCore core, long dpid) {
     this.core = core;
@@ -76,6 +80,36 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
   @Override
   public boolean isSlave() {
     return role == OFControllerRole.ROLE_SLAVE;
+  }
+
+  @Override
+  public boolean wants(OFMessage m) {
+    int i = isSlave() ? 1 : 0;
+    if (m instanceof org.projectfloodlight.openflow.protocol.OFPacketIn p) {
+      return bit(pktInMask[i], p.getReason().name(), "NO_MATCH", "ACTION", "INVALID_TTL");
+    }
+    if (m instanceof org.projectfloodlight.openflow.protocol.OFPortStatus p) {
+      return bit(portStatusMask[i], p.getReason().name(), "ADD", "DELETE", "MODIFY");
+    }
+    if (m instanceof org.projectfloodlight.openflow.protocol.OFFlowRemoved f) {
+      return bit(
+          flowRemovedMask[i],
+          f.getReason().name(),
+          "IDLE_TIMEOUT",
+          "HARD_TIMEOUT",
+          "DELETE",
+          "GROUP_DELETE");
+    }
+    return true;
+  }
+
+  private static boolean bit(long mask, String reason, String... names) {
+    for (int b = 0; b < names.length; b++) {
+      if (names[b].equals(reason)) {
+        return (mask & (1L << b)) != 0;
+      }
+    }
+    return false;
   }
 
   @Override
@@ -219,6 +253,24 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
               core.barrierAll()
                   .thenApply(x -> List.of(F.buildBarrierReply().setXid(m.getXid()).build())));
       case ROLE_REQUEST -> role((OFRoleRequest) m);
+      case SET_ASYNC -> {
+        var a = (org.projectfloodlight.openflow.protocol.OFAsyncSet) m;
+        pktInMask = new long[] {a.getPacketInMaskEqualMaster(), a.getPacketInMaskSlave()};
+        portStatusMask = new long[] {a.getPortStatusMaskEqualMaster(), a.getPortStatusMaskSlave()};
+        flowRemovedMask =
+            new long[] {a.getFlowRemovedMaskEqualMaster(), a.getFlowRemovedMaskSlave()};
+      }
+      case GET_ASYNC_REQUEST ->
+          send(
+              F.buildAsyncGetReply()
+                  .setXid(m.getXid())
+                  .setPacketInMaskEqualMaster(pktInMask[0])
+                  .setPacketInMaskSlave(pktInMask[1])
+                  .setPortStatusMaskEqualMaster(portStatusMask[0])
+                  .setPortStatusMaskSlave(portStatusMask[1])
+                  .setFlowRemovedMaskEqualMaster(flowRemovedMask[0])
+                  .setFlowRemovedMaskSlave(flowRemovedMask[1])
+                  .build());
       case FLOW_MOD -> {
         if (!slaveCheck(im)) {
           try {

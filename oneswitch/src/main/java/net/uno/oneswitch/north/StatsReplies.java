@@ -390,7 +390,6 @@ final class StatsReplies {
     return CompletableFuture.allOf(fs.toArray(new CompletableFuture<?>[0]))
         .thenApplyAsync(
             x -> {
-              long now = core.now();
               List<OFGroupStatsEntry> es = new ArrayList<>();
               for (VirtualGroup g : core.groups().values()) {
                 if (!want.equals(OFGroup.ALL) && want.getGroupNumber() != g.groupId()) {
@@ -410,7 +409,8 @@ final class StatsReplies {
                         .setRefCount(refs)
                         .setPacketCount(U64.of(a[0]))
                         .setByteCount(U64.of(a[1]))
-                        .setDurationSec(now / 1000)
+                        .setDurationSec(core.groupAgeMillis(g.groupId()) / 1000)
+                        .setDurationNsec((core.groupAgeMillis(g.groupId()) % 1000) * 1_000_000)
                         .setBucketStats(bc)
                         .build());
               }

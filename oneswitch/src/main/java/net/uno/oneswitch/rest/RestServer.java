@@ -368,8 +368,8 @@ public final class RestServer {
       m.put("table", r.table());
       m.put("priority", r.priority());
       m.put("cookie", String.format("0x%x", r.cookie()));
-      m.put("match", matchText(r.match()));
-      m.put("instructions", r.instructions().toString());
+      m.put("match", OfText.match(r.match()));
+      m.put("instructions", OfText.instructions(r.instructions()));
       boolean wild = net.uno.oneswitch.translate.MatchUtil.inPort(r.match()).isEmpty();
       List<PhysRule> ps = core.translationOf(r.key());
       m.put(
@@ -383,8 +383,8 @@ public final class RestServer {
         pm.put("switch", p.sw());
         pm.put("table", p.table());
         pm.put("priority", p.priority());
-        pm.put("match", matchText(p.match()));
-        pm.put("actions", p.instructions().toString());
+        pm.put("match", OfText.match(p.match()));
+        pm.put("actions", OfText.instructions(p.instructions()));
         phys.add(pm);
       }
       m.put("physical", phys);

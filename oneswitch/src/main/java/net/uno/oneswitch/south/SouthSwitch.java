@@ -151,19 +151,41 @@ public final class SouthSwitch {
     group.schedule(this::connect, d, TimeUnit.MILLISECONDS);
   }
 
-  /** Sends a message (no reply expected); dropped when not connected. */
-  public void send(OFMessage m) {
-    Channel c = channel;
-    if (c != null && ready) {
-      c.write(m, c.voidPromise());
+  private List<OFMessage> outq = new ArrayList<>();
+
+  /** Queues a message (no reply expected) until {@link #flush}; dropped when not connected. */
+  public synchronized void send(OFMessage m) {
+    if (channel != null && ready) {
+      outq.add(m);
     }
   }
 
-  public void flush() {
+  /** Writes the queued messages in one event-loop task (order kept), then {@code extra}. */
+  private synchronized void drain(OFMessage extra) {
     Channel c = channel;
-    if (c != null) {
-      c.flush();
+    List<OFMessage> batch = outq;
+    outq = new ArrayList<>();
+    if (c == null) {
+      return;
     }
+    if (extra != null) {
+      batch.add(extra);
+    }
+    if (batch.isEmpty()) {
+      return;
+    }
+    c.eventLoop()
+        .execute(
+            () -> {
+              for (OFMessage m : batch) {
+                c.write(m, c.voidPromise());
+              }
+              c.flush();
+            });
+  }
+
+  public void flush() {
+    drain(null);
   }
 
   public long nextXid() {
@@ -179,7 +201,7 @@ public final class SouthSwitch {
       return p.future;
     }
     pending.put(m.getXid(), p);
-    c.writeAndFlush(m);
+    drain(m); // after every queued message
     return p.future;
   }
 
@@ -222,7 +244,10 @@ public final class SouthSwitch {
     public void channelInactive(ChannelHandlerContext ctx) {
       boolean was = ready;
       ready = false;
-      channel = null;
+      synchronized (SouthSwitch.this) {
+        channel = null;
+        outq = new ArrayList<>();
+      }
       for (Pending p : pending.values()) {
         p.future.completeExceptionally(new IllegalStateException("switch " + id + " disconnected"));
       }

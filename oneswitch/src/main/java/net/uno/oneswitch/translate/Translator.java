@@ -92,6 +92,18 @@ public final class Translator {
     return out;
   }
 
+  /**
+   * The switch that runs the pipeline for PACKET_OUTs from CONTROLLER with output:TABLE: the host
+   * switch if it has mapped ports, else the first switch that has; empty if none has.
+   */
+  public Optional<String> controllerSwitch() {
+    if (ports.hasPortsOn(topo.host())) {
+      return Optional.of(topo.host());
+    }
+    List<String> sws = ingressSwitches();
+    return sws.isEmpty() ? Optional.empty() : Optional.of(sws.get(0));
+  }
+
   // ---------------------------------------------------------------- validation (state-independent)
 
   /** Checks a virtual rule for things no port map could make valid; throws the OpenFlow error. */
@@ -300,6 +312,16 @@ public final class Translator {
               m,
               List.of(F.instructions().gotoTable(TableId.of(1)))));
     }
+    controllerSwitch()
+        .ifPresent(
+            sw ->
+                out.add(
+                    new PhysRule(
+                        sw,
+                        DISPATCH_TABLE,
+                        PRIO_PORT,
+                        F.buildMatch().setExact(MatchField.IN_PORT, OFPort.CONTROLLER).build(),
+                        List.of(F.instructions().gotoTable(TableId.of(1))))));
     for (Map.Entry<Integer, Integer> e : liveTags.entrySet()) {
       Optional<VPort> ov = ports.get(e.getKey());
       if (ov.isEmpty()) {
@@ -359,8 +381,13 @@ public final class Translator {
       physIn = OFPort.CONTROLLER;
       for (OFAction a : po.getActions()) {
         if (a instanceof OFActionOutput o && o.getPort().equals(OFPort.TABLE)) {
-          throw new OfError(
-              OFBadActionCode.BAD_OUT_PORT, "output:TABLE needs a packet-out in_port");
+          // The pipeline runs where table 0 sends in_port=CONTROLLER to table 1.
+          sw =
+              controllerSwitch()
+                  .orElseThrow(
+                      () ->
+                          new OfError(
+                              OFBadActionCode.BAD_OUT_PORT, "output:TABLE: no port is mapped"));
         }
       }
     } else if (isStandard(in)) {

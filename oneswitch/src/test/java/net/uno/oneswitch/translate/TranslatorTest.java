@@ -304,7 +304,9 @@ class TranslatorTest {
           "drop-all on " + sw);
     }
     assertEquals(
-        2, by.get("host").stream().filter(r -> r.priority() == Translator.PRIO_PORT).count());
+        3,
+        by.get("host").stream().filter(r -> r.priority() == Translator.PRIO_PORT).count(),
+        "vm0, vm1 and in_port=CONTROLLER (packet-out through the pipeline)");
     assertTrue(d.stream().allMatch(r -> r.table() == 0));
   }
 
@@ -363,14 +365,21 @@ class TranslatorTest {
     refused(
         "BadRequest/BUFFER_UNKNOWN",
         () -> t.packetOut(po.createBuilder().setBufferId(OFBufferId.of(3)).build()));
-    refused(
-        "BadAction/BAD_OUT_PORT",
-        () ->
-            t.packetOut(
-                fromCtl
-                    .createBuilder()
-                    .setActions(List.of(F.actions().output(OFPort.TABLE, 0)))
-                    .build()));
+    // From CONTROLLER through the pipeline: on the host (it has ports), in_port=CONTROLLER.
+    Translator.PhysPacketOut r =
+        t.packetOut(
+            fromCtl
+                .createBuilder()
+                .setActions(List.of(F.actions().output(OFPort.TABLE, 0)))
+                .build());
+    assertEquals("host", r.sw());
+    assertEquals(OFPort.CONTROLLER, r.msg().getInPort());
+    assertTrue(
+        t.dispatch(Map.of()).stream()
+            .anyMatch(
+                d ->
+                    d.sw().equals("host")
+                        && OFPort.CONTROLLER.equals(d.match().get(MatchField.IN_PORT))));
   }
 
   @SuppressWarnings("unused")

@@ -1,0 +1,53 @@
+package net.uno.oneswitch.config;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import org.junit.jupiter.api.Test;
+
+class ConfigTest {
+  private static final String OK =
+      """
+      {"dpid": "0000000000000001", "listen": "ptcp:6654:127.0.0.1",
+       "controllers": ["tcp:127.0.0.1:6653"], "rest": "127.0.0.1:0", "token": null,
+       "state_dir": "/tmp/x",
+       "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:41234"},
+                    {"id": "snic0", "openflow": "tcp:127.0.0.1:41235"}],
+       "pcie": [{"snic": "snic0", "host_port": 1, "snic_port": 100}],
+       "ports": [{"vport": 1, "switch": "snic0", "port": 1, "name": "eth0"}]}
+      """;
+
+  @Test
+  void parsesTheContractExample() throws ConfigError {
+    Config c = Config.parse(OK);
+    assertEquals(1, c.dpid());
+    assertEquals(6654, c.listen().port());
+    assertEquals("host", c.hostSwitch());
+    assertEquals(1, c.ports().size());
+    assertEquals(254, c.physicalTables());
+  }
+
+  private static void bad(String field, String from, String to) {
+    ConfigError e = assertThrows(ConfigError.class, () -> Config.parse(OK.replace(from, to)));
+    assertEquals(field, e.field(), e.getMessage());
+  }
+
+  @Test
+  void badFieldsAreNamed() {
+    bad("dpid", "0000000000000001", "12");
+    bad("listen", "ptcp:6654:127.0.0.1", "tcp:1:2");
+    bad("controllers[0]", "tcp:127.0.0.1:6653", "tcp:127.0.0.1:x");
+    bad("rest", "127.0.0.1:0", "nope");
+    bad("switches[1].id", "\"snic0\", \"openflow\"", "\"host\", \"openflow\"");
+    bad("pcie[0].snic", "\"snic\": \"snic0\"", "\"snic\": \"snic9\"");
+    bad("ports[0].switch", "\"switch\": \"snic0\"", "\"switch\": \"x\"");
+    bad("ports[0].port", "\"port\": 1, \"name\"", "\"port\": 100, \"name\"");
+    bad("ports[0].vport", "\"vport\": 1", "\"vport\": -3");
+    bad("bogus", "\"token\": null", "\"bogus\": 1");
+    bad("config", "{\"dpid\"", "[{\"dpid\"");
+    bad(
+        "pcie",
+        "\"pcie\": [{\"snic\": \"snic0\", \"host_port\": 1, \"snic_port\": 100}]",
+        "\"pcie\": []");
+  }
+}

@@ -1,0 +1,249 @@
+package net.uno.oneswitch.it;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import java.io.DataInputStream;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.projectfloodlight.openflow.protocol.OFFactories;
+import org.projectfloodlight.openflow.protocol.OFFactory;
+import org.projectfloodlight.openflow.protocol.OFFlowAdd;
+import org.projectfloodlight.openflow.protocol.OFFlowDelete;
+import org.projectfloodlight.openflow.protocol.OFFlowMod;
+import org.projectfloodlight.openflow.protocol.OFFlowModify;
+import org.projectfloodlight.openflow.protocol.OFFlowStatsEntry;
+import org.projectfloodlight.openflow.protocol.OFMessage;
+import org.projectfloodlight.openflow.protocol.OFPortDesc;
+import org.projectfloodlight.openflow.protocol.OFVersion;
+import org.projectfloodlight.openflow.types.DatapathId;
+import org.projectfloodlight.openflow.types.MacAddress;
+import org.projectfloodlight.openflow.types.OFPort;
+import org.projectfloodlight.openflow.types.U64;
+
+/**
+ * A small fake OpenFlow 1.3 physical switch for tests: a passive listener that answers the
+ * handshake, keeps a flow table by cookie, answers flow/group-desc stats and barriers (which a test
+ * can hold back), and logs every message it receives.
+ */
+final class FakeSwitch implements AutoCloseable {
+  static final OFFactory F = OFFactories.getFactory(OFVersion.OF_13);
+  private final ServerSocket server;
+  private final long dpid;
+  private final List<Integer> ports;
+  final List<OFMessage> log = new ArrayList<>();
+
+  /** Every fake switch's received messages in one global order: (switch dpid, message). */
+  static final List<Map.Entry<Long, OFMessage>> GLOBAL =
+      java.util.Collections.synchronizedList(new ArrayList<>());
+
+  final Map<Long, OFFlowMod> flows = new ConcurrentHashMap<>();
+  private volatile Socket sock;
+  private volatile CountDownLatch barrierGate;
+  private volatile int connections;
+  private final Thread acceptor;
+
+  FakeSwitch(long dpid, List<Integer> ports) throws IOException {
+    this.server = new ServerSocket(0, 5, InetAddress.getLoopbackAddress());
+    this.dpid = dpid;
+    this.ports = ports;
+    acceptor = new Thread(this::acceptLoop, "fake-switch-" + dpid);
+    acceptor.setDaemon(true);
+    acceptor.start();
+  }
+
+  int port() {
+    return server.getLocalPort();
+  }
+
+  int connections() {
+    return connections;
+  }
+
+  void holdBarriers() {
+    barrierGate = new CountDownLatch(1);
+  }
+
+  void releaseBarriers() {
+    CountDownLatch g = barrierGate;
+    barrierGate = null;
+    if (g != null) {
+      g.countDown();
+    }
+  }
+
+  synchronized List<OFMessage> logSnapshot() {
+    return new ArrayList<>(log);
+  }
+
+  /** Drops the current connection (OneSwitch should reconnect). */
+  void disconnect() throws IOException {
+    Socket s = sock;
+    if (s != null) {
+      s.close();
+    }
+  }
+
+  private void acceptLoop() {
+    while (!server.isClosed()) {
+      try {
+        Socket s = server.accept();
+        sock = s;
+        connections++;
+        Thread t = new Thread(() -> serve(s), "fake-conn");
+        t.setDaemon(true);
+        t.start();
+      } catch (IOException e) {
+        return;
+      }
+    }
+  }
+
+  private synchronized void write(Socket s, OFMessage m) throws IOException {
+    ByteBuf b = Unpooled.buffer();
+    m.writeTo(b);
+    byte[] out = new byte[b.readableBytes()];
+    b.readBytes(out);
+    OutputStream os = s.getOutputStream();
+    os.write(out);
+    os.flush();
+  }
+
+  private void serve(Socket s) {
+    try {
+      DataInputStream in = new DataInputStream(s.getInputStream());
+      write(s, F.buildHello().setXid(1).build());
+      while (true) {
+        byte[] hdr = new byte[8];
+        in.readFully(hdr);
+        int len = ((hdr[2] & 0xff) << 8) | (hdr[3] & 0xff);
+        byte[] all = new byte[len];
+        System.arraycopy(hdr, 0, all, 0, 8);
+        in.readFully(all, 8, len - 8);
+        OFMessage m = OFFactories.getGenericReader().readFrom(Unpooled.wrappedBuffer(all));
+        synchronized (this) {
+          log.add(m);
+        }
+        GLOBAL.add(Map.entry(dpid, m));
+        handle(s, m);
+      }
+    } catch (Exception e) {
+      // connection closed
+    }
+  }
+
+  private void handle(Socket s, OFMessage m) throws Exception {
+    switch (m.getType()) {
+      case FEATURES_REQUEST ->
+          write(
+              s,
+              F.buildFeaturesReply()
+                  .setXid(m.getXid())
+                  .setDatapathId(DatapathId.of(dpid))
+                  .setNTables((short) 254)
+                  .setNBuffers(0)
+                  .build());
+      case ECHO_REQUEST -> write(s, F.buildEchoReply().setXid(m.getXid()).build());
+      case BARRIER_REQUEST -> {
+        CountDownLatch g = barrierGate;
+        if (g != null) {
+          Thread t =
+              new Thread(
+                  () -> {
+                    try {
+                      g.await(30, TimeUnit.SECONDS);
+                      write(s, F.buildBarrierReply().setXid(m.getXid()).build());
+                    } catch (Exception e) {
+                      // closed
+                    }
+                  });
+          t.setDaemon(true);
+          t.start();
+        } else {
+          write(s, F.buildBarrierReply().setXid(m.getXid()).build());
+        }
+      }
+      case FLOW_MOD -> {
+        OFFlowMod fm = (OFFlowMod) m;
+        long c = fm.getCookie().getValue();
+        if (fm instanceof OFFlowAdd) {
+          flows.put(c, fm);
+        } else if (fm instanceof OFFlowModify) {
+          OFFlowMod old = flows.get(c);
+          if (old != null) {
+            flows.put(c, old.createBuilder().setInstructions(fm.getInstructions()).build());
+          }
+        } else if (fm instanceof OFFlowDelete) {
+          flows.remove(c);
+        }
+      }
+      case STATS_REQUEST -> {
+        switch (((org.projectfloodlight.openflow.protocol.OFStatsRequest<?>) m).getStatsType()) {
+          case PORT_DESC -> {
+            List<OFPortDesc> ds = new ArrayList<>();
+            for (int p : ports) {
+              ds.add(
+                  F.buildPortDesc()
+                      .setPortNo(OFPort.of(p))
+                      .setName("p" + p)
+                      .setHwAddr(MacAddress.of(0x020000000000L + p))
+                      .build());
+            }
+            write(s, F.buildPortDescStatsReply().setXid(m.getXid()).setEntries(ds).build());
+          }
+          case GROUP_DESC -> write(s, F.buildGroupDescStatsReply().setXid(m.getXid()).build());
+          case FLOW -> {
+            List<OFFlowStatsEntry> es = new ArrayList<>();
+            for (OFFlowMod fm : flows.values()) {
+              es.add(
+                  F.buildFlowStatsEntry()
+                      .setTableId(fm.getTableId())
+                      .setPriority(fm.getPriority())
+                      .setMatch(fm.getMatch())
+                      .setCookie(fm.getCookie())
+                      .setInstructions(fm.getInstructions())
+                      .setPacketCount(U64.of(10))
+                      .setByteCount(U64.of(1000))
+                      .build());
+            }
+            write(s, F.buildFlowStatsReply().setXid(m.getXid()).setEntries(es).build());
+          }
+          default ->
+              write(
+                  s,
+                  F.errorMsgs()
+                      .buildBadRequestErrorMsg()
+                      .setXid(m.getXid())
+                      .setCode(org.projectfloodlight.openflow.protocol.OFBadRequestCode.BAD_STAT)
+                      .build());
+        }
+      }
+      default -> {}
+    }
+  }
+
+  /** Adds a flow the way a previous controller would have left it. */
+  void addStale(long cookie) {
+    flows.put(
+        cookie,
+        F.buildFlowAdd()
+            .setCookie(U64.of(cookie))
+            .setPriority(5)
+            .setMatch(F.buildMatch().build())
+            .build());
+  }
+
+  @Override
+  public void close() throws IOException {
+    server.close();
+    disconnect();
+  }
+}

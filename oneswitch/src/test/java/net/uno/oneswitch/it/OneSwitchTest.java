@@ -1,0 +1,392 @@
+package net.uno.oneswitch.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import net.uno.oneswitch.Main;
+import net.uno.oneswitch.config.Config;
+import net.uno.oneswitch.core.OneSwitchCore;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.projectfloodlight.openflow.protocol.OFBadActionCode;
+import org.projectfloodlight.openflow.protocol.OFBadRequestCode;
+import org.projectfloodlight.openflow.protocol.OFFactory;
+import org.projectfloodlight.openflow.protocol.OFFeaturesReply;
+import org.projectfloodlight.openflow.protocol.OFFlowAdd;
+import org.projectfloodlight.openflow.protocol.OFFlowDelete;
+import org.projectfloodlight.openflow.protocol.OFFlowMod;
+import org.projectfloodlight.openflow.protocol.OFFlowModify;
+import org.projectfloodlight.openflow.protocol.OFFlowStatsReply;
+import org.projectfloodlight.openflow.protocol.OFMessage;
+import org.projectfloodlight.openflow.protocol.OFPortDescStatsReply;
+import org.projectfloodlight.openflow.protocol.OFType;
+import org.projectfloodlight.openflow.protocol.action.OFAction;
+import org.projectfloodlight.openflow.protocol.errormsg.OFBadActionErrorMsg;
+import org.projectfloodlight.openflow.protocol.errormsg.OFBadRequestErrorMsg;
+import org.projectfloodlight.openflow.protocol.match.MatchField;
+import org.projectfloodlight.openflow.types.OFGroup;
+import org.projectfloodlight.openflow.types.OFPort;
+import org.projectfloodlight.openflow.types.TableId;
+import org.projectfloodlight.openflow.types.U64;
+
+/**
+ * OneSwitch end to end against two fake physical switches and a raw OpenFlow client: handshake,
+ * translation on the wire, barrier ordering, reconnect + reconcile, remap ordering, bad input.
+ */
+class OneSwitchTest {
+  private static final OFFactory F = FakeSwitch.F;
+  private FakeSwitch host;
+  private FakeSwitch snic;
+  private Main.Running os;
+  private Path dir;
+
+  @BeforeEach
+  void up() throws Exception {
+    host = new FakeSwitch(0xa, List.of(1, 100, 101));
+    snic = new FakeSwitch(0xb, List.of(1, 100, 200));
+    dir = Files.createTempDirectory("oneswitch-test");
+    Config cfg =
+        Config.parse(
+                """
+            {"dpid": "00000000000000ee", "listen": "ptcp:0:127.0.0.1", "rest": "127.0.0.1:0",
+             "state_dir": "%s",
+             "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:%d"},
+                          {"id": "snic0", "openflow": "tcp:127.0.0.1:%d"}],
+             "pcie": [{"snic": "snic0", "host_port": 1, "snic_port": 100}],
+             "ports": [{"vport": 1, "switch": "snic0", "port": 1, "name": "eth0"},
+                       {"vport": 2, "switch": "host", "port": 100, "name": "vm0"},
+                       {"vport": 3, "switch": "host", "port": 101, "name": "vm1"}]}
+            """
+                .formatted(dir, host.port(), snic.port()));
+    os = Main.run(cfg);
+    waitFor(() -> onCore(() -> os.core().south().values().stream().allMatch(s -> s.isReady())));
+    // reconciled: dispatch rules present on both
+    waitFor(() -> host.flows.size() >= 3 && snic.flows.size() >= 2);
+  }
+
+  @AfterEach
+  void down() throws Exception {
+    os.stop();
+    host.close();
+    snic.close();
+    try (var s = Files.walk(dir)) {
+      s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    }
+  }
+
+  private <T> T onCore(java.util.concurrent.Callable<T> c) {
+    try {
+      return os.core().exec().submit(c).get(10, TimeUnit.SECONDS);
+    } catch (Exception e) {
+      throw new RuntimeException(e);
+    }
+  }
+
+  private static void waitFor(BooleanSupplier c) throws InterruptedException {
+    long end = System.currentTimeMillis() + 20000;
+    while (!c.getAsBoolean()) {
+      if (System.currentTimeMillis() > end) {
+        throw new AssertionError("condition not reached in 20 s");
+      }
+      Thread.sleep(20);
+    }
+  }
+
+  private OfClient client() throws Exception {
+    OfClient c = new OfClient(os.ofPort());
+    c.send(F.buildHello().setXid(1).build());
+    assertNotNull(c.expect(OFType.HELLO, -1, 5000));
+    return c;
+  }
+
+  private static OFFlowAdd flow(int table, int prio, Integer inPort, OFAction... acts) {
+    var m = F.buildMatch();
+    if (inPort != null) {
+      m.setExact(MatchField.IN_PORT, OFPort.of(inPort));
+    }
+    return F.buildFlowAdd()
+        .setXid(50)
+        .setTableId(TableId.of(table))
+        .setPriority(prio)
+        .setMatch(m.build())
+        .setInstructions(List.of(F.instructions().applyActions(List.of(acts))))
+        .build();
+  }
+
+  private static OFAction out(int p) {
+    return F.actions().output(OFPort.of(p), 0xffff);
+  }
+
+  private void barrier(OfClient c, long xid) throws Exception {
+    c.send(F.buildBarrierRequest().setXid(xid).build());
+    assertNotNull(c.expect(OFType.BARRIER_REPLY, xid, 10000));
+  }
+
+  @Test
+  void handshakeFeaturesAndPortDesc() throws Exception {
+    try (OfClient c = client()) {
+      c.send(F.buildFeaturesRequest().setXid(2).build());
+      OFFeaturesReply fr = (OFFeaturesReply) c.expect(OFType.FEATURES_REPLY, 2, 5000);
+      assertEquals(0xeeL, fr.getDatapathId().getLong());
+      assertEquals(252, fr.getNTables());
+      c.send(F.buildPortDescStatsRequest().setXid(3).build());
+      OFPortDescStatsReply pd = (OFPortDescStatsReply) c.expect(OFType.STATS_REPLY, 3, 5000);
+      assertEquals(
+          List.of(1, 2, 3),
+          pd.getEntries().stream().map(d -> d.getPortNo().getPortNumber()).toList());
+      assertEquals("vm0", pd.getEntries().get(1).getName());
+    }
+  }
+
+  @Test
+  void barrierAnsweredOnlyAfterEveryPhysicalBarrier() throws Exception {
+    try (OfClient c = client()) {
+      host.holdBarriers();
+      c.send(flow(0, 10, 1, out(2))); // ingress snic0, egress host: touches both switches
+      c.send(F.buildBarrierRequest().setXid(99).build());
+      waitFor(
+          () ->
+              snic.flows.values().stream()
+                  .anyMatch(f -> f.getTableId().getValue() == 1 && f.getPriority() == 10));
+      assertNull(c.expect(OFType.BARRIER_REPLY, 99, 700), "barrier reply before host's barrier");
+      host.releaseBarriers();
+      assertNotNull(c.expect(OFType.BARRIER_REPLY, 99, 10000));
+      OFFlowMod phys =
+          snic.flows.values().stream()
+              .filter(f -> f.getTableId().getValue() == 1)
+              .findFirst()
+              .orElseThrow();
+      assertEquals(OFPort.of(1), phys.getMatch().get(MatchField.IN_PORT));
+      String acts = phys.getInstructions().toString();
+      assertTrue(acts.contains("pushVlan") || acts.contains("PushVlan"), acts);
+      // the host got the tag dispatch rule: in_port=PCIe, vlan -> pop, output 100
+      assertTrue(
+          host.flows.values().stream()
+              .anyMatch(
+                  f ->
+                      f.getTableId().getValue() == 0
+                          && f.getPriority() == 200
+                          && f.getMatch().get(MatchField.IN_PORT).equals(OFPort.of(1))));
+    }
+  }
+
+  @Test
+  void refusedFlowModAnswersErrorAndChangesNothing() throws Exception {
+    try (OfClient c = client()) {
+      int before = host.logSnapshot().size() + snic.logSnapshot().size();
+      c.send(
+          flow(0, 10, 2, F.actions().output(OFPort.NORMAL, 0)).createBuilder().setXid(7).build());
+      OFMessage e = c.expect(OFType.ERROR, 7, 5000);
+      assertEquals(OFBadActionCode.BAD_OUT_PORT, ((OFBadActionErrorMsg) e).getCode());
+      barrier(c, 8);
+      assertEquals(0, (int) onCore(() -> os.core().rules().size()));
+      long flowMods =
+          java.util.stream.Stream.concat(host.logSnapshot().stream(), snic.logSnapshot().stream())
+              .skip(0)
+              .filter(m -> m.getType() == OFType.FLOW_MOD)
+              .count();
+      assertEquals(6, flowMods, "only the initial dispatch rules were ever sent");
+      assertTrue(host.logSnapshot().size() + snic.logSnapshot().size() >= before);
+    }
+  }
+
+  @Test
+  void flowStatsSumReplicaCounters() throws Exception {
+    try (OfClient c = client()) {
+      c.send(flow(0, 3, null, out(2))); // wildcard in_port: replicated on host and snic0
+      barrier(c, 9);
+      c.send(
+          F.buildFlowStatsRequest()
+              .setXid(10)
+              .setTableId(TableId.ALL)
+              .setOutPort(OFPort.ANY)
+              .setOutGroup(OFGroup.ANY)
+              .setMatch(F.buildMatch().build())
+              .setCookie(U64.ZERO)
+              .setCookieMask(U64.ZERO)
+              .build());
+      OFFlowStatsReply r = (OFFlowStatsReply) c.expect(OFType.STATS_REPLY, 10, 5000);
+      assertEquals(1, r.getEntries().size());
+      assertEquals(20, r.getEntries().get(0).getPacketCount().getValue(), "10 per replica");
+      assertEquals(2000, r.getEntries().get(0).getByteCount().getValue());
+      assertEquals(0, r.getEntries().get(0).getTableId().getValue());
+    }
+  }
+
+  @Test
+  void reconnectReconcilesDeletingStaleAndReinstalling() throws Exception {
+    try (OfClient c = client()) {
+      c.send(flow(0, 10, 1, out(3)));
+      barrier(c, 11);
+      int before = snic.connections();
+      snic.flows.clear(); // the switch restarted empty...
+      snic.addStale(0x99); // ...with a leftover flow of someone else
+      snic.disconnect();
+      waitFor(() -> snic.connections() > before);
+      waitFor(
+          () ->
+              !snic.flows.containsKey(0x99L)
+                  && snic.flows.values().stream()
+                      .anyMatch(f -> f.getTableId().getValue() == 1 && f.getPriority() == 10));
+      assertEquals(3, snic.flows.size(), "drop, in_port=1 dispatch, the translated rule");
+    }
+  }
+
+  @Test
+  void remapIsMakeBeforeBreakAcrossSwitches() throws Exception {
+    try (OfClient c = client()) {
+      c.send(flow(0, 10, 3, out(1))); // in_port=V3 (host:101)
+      c.send(flow(0, 5, 1, out(3))); // snic0 -> V3 (tagged toward the host)
+      barrier(c, 12);
+      int mark = FakeSwitch.GLOBAL.size();
+      CompletableFuture<OneSwitchCore.PortChange> f =
+          onCore(() -> os.core().remapPort(3, "snic0", 200));
+      OneSwitchCore.PortChange pc = f.get(20, TimeUnit.SECONDS);
+      assertEquals(2, pc.rules());
+      List<Map.Entry<Long, OFMessage>> seq =
+          new ArrayList<>(FakeSwitch.GLOBAL.subList(mark, FakeSwitch.GLOBAL.size()));
+      int lastAdd = -1;
+      int firstMod = Integer.MAX_VALUE;
+      int lastMod = -1;
+      int firstDel = Integer.MAX_VALUE;
+      for (int i = 0; i < seq.size(); i++) {
+        OFMessage m = seq.get(i).getValue();
+        if (m instanceof OFFlowAdd) {
+          lastAdd = i;
+        } else if (m instanceof OFFlowModify) {
+          firstMod = Math.min(firstMod, i);
+          lastMod = i;
+        } else if (m instanceof OFFlowDelete) {
+          firstDel = Math.min(firstDel, i);
+        }
+      }
+      assertTrue(lastAdd >= 0 && firstMod < Integer.MAX_VALUE && firstDel < Integer.MAX_VALUE);
+      assertTrue(lastAdd < firstMod, "every new rule before any re-pointing");
+      assertTrue(lastMod < firstDel, "old rules deleted last");
+      for (long sw : List.of(0xaL, 0xbL)) {
+        // Each switch answered a barrier after its own phase messages, before the next phase.
+        assertTrue(
+            barrierBetween(seq, sw, lastOf(seq, sw, OFFlowAdd.class), firstMod),
+            "barrier on switch " + sw + " between make and modify");
+        assertTrue(
+            barrierBetween(seq, sw, lastOf(seq, sw, OFFlowModify.class), firstDel),
+            "barrier on switch " + sw + " between modify and break");
+      }
+      // Final state: in_port=200 on snic0 outputs locally to port 1; the host holds no V3 rule.
+      assertTrue(
+          snic.flows.values().stream()
+              .anyMatch(
+                  x ->
+                      x.getTableId().getValue() == 1
+                          && OFPort.of(200).equals(x.getMatch().get(MatchField.IN_PORT))));
+      assertFalse(
+          host.flows.values().stream()
+              .anyMatch(x -> OFPort.of(101).equals(x.getMatch().get(MatchField.IN_PORT))));
+    }
+  }
+
+  private static int lastOf(List<Map.Entry<Long, OFMessage>> seq, long sw, Class<?> type) {
+    int last = -1;
+    for (int i = 0; i < seq.size(); i++) {
+      if (seq.get(i).getKey() == sw && type.isInstance(seq.get(i).getValue())) {
+        last = i;
+      }
+    }
+    return last;
+  }
+
+  private static boolean barrierBetween(
+      List<Map.Entry<Long, OFMessage>> seq, long sw, int from, int to) {
+    for (int i = from + 1; i < to; i++) {
+      if (seq.get(i).getKey() == sw && seq.get(i).getValue().getType() == OFType.BARRIER_REQUEST) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  @Test
+  void garbageAndBadVersionsGetErrorsConnectionSurvivesStateUnchanged() throws Exception {
+    try (OfClient c = client()) {
+      c.send(flow(0, 1, 2, out(3)));
+      barrier(c, 13);
+      Random rnd = new Random(42);
+      int errors = 0;
+      for (int i = 0; i < 200; i++) {
+        int len = 8 + rnd.nextInt(120);
+        byte[] b = new byte[len];
+        rnd.nextBytes(b);
+        b[0] = (byte) (i % 3 == 0 ? 4 : rnd.nextInt(8));
+        b[1] = (byte) (i % 2 == 0 ? 14 : rnd.nextInt(40)); // many garbled FLOW_MODs
+        if (b[1] == 0 || b[1] == 2 || b[1] == 3 || b[1] == 20 || b[1] == 21) {
+          b[1] = 14; // avoid HELLO/ECHO/BARRIER-like frames that legitimately need no error
+        }
+        b[2] = (byte) (len >> 8);
+        b[3] = (byte) len;
+        c.raw(b);
+      }
+      c.send(F.buildEchoRequest().setXid(777).build());
+      OFMessage m;
+      while ((m = c.read(5000)) != null && !(m.getType() == OFType.ECHO_REPLY)) {
+        if (m.getType() == OFType.ERROR) {
+          errors++;
+        }
+      }
+      assertNotNull(m, "connection alive: echo answered");
+      assertTrue(errors > 0, "errors answered");
+      assertEquals(1, (int) onCore(() -> os.core().rules().size()), "virtual state unchanged");
+      // An unknown version after the handshake: BAD_VERSION.
+      byte[] v6 = {6, 5, 0, 8, 0, 0, 0, 5};
+      c.raw(v6);
+      OFMessage e = c.expect(OFType.ERROR, 5, 5000);
+      assertEquals(OFBadRequestCode.BAD_VERSION, ((OFBadRequestErrorMsg) e).getCode());
+      // A length below 8 loses framing: error then close; OneSwitch keeps serving others.
+      c.raw(new byte[] {4, 14, 0, 4, 0, 0, 0, 6});
+      assertNotNull(c.expect(OFType.ERROR, 6, 5000));
+      assertTrue(c.isClosed());
+    }
+    try (OfClient c2 = client()) {
+      barrier(c2, 14);
+    }
+  }
+
+  @Test
+  void restartRestoresVirtualState() throws Exception {
+    try (OfClient c = client()) {
+      c.send(flow(0, 10, 1, out(2)));
+      barrier(c, 15);
+    }
+    onCore(
+        () -> {
+          os.core().saveNow();
+          return null;
+        });
+    Config cfg =
+        Config.parse(
+                """
+            {"dpid": "00000000000000ee", "listen": "ptcp:0:127.0.0.1", "rest": "127.0.0.1:0",
+             "state_dir": "%s",
+             "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:%d"},
+                          {"id": "snic0", "openflow": "tcp:127.0.0.1:%d"}],
+             "pcie": [{"snic": "snic0", "host_port": 1, "snic_port": 100}]}
+            """
+                .formatted(dir, host.port(), snic.port()));
+    os.stop();
+    os = Main.run(cfg);
+    assertEquals(1, (int) onCore(() -> os.core().rules().size()));
+    assertEquals(3, (int) onCore(() -> os.core().ports().all().size()), "port map restored");
+  }
+}
