@@ -168,6 +168,11 @@ def test_create_traffic_supervise_migrate_restart_delete(env):
     m = wait(measured, 30, "measured NF load")
     assert {e["src"] for e in m["edges"] if e["dst"] == "fw1"} == {"snic0-eth0"}
     assert {e["dst"] for e in m["edges"] if e["src"] == "fw1"} == {"web"}
+    # VM (host) -> firewall (sNIC) -> wire: the VM's traffic crosses the PCIe link host -> sNIC
+    assert m["pcie_gbps"]["snic0"]["down"] > 0
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        metrics = r.read().decode()
+    assert 'uno_agent_nf_healthy{nf="fw1"} 1.0' in metrics and "uno_agent_measured_pcie_gbps" in metrics
 
     # supervisor: kill -9 the NF, it comes back (same namespace and port) and traffic passes again
     os.kill(inst["pid"], signal.SIGKILL)
