@@ -196,11 +196,17 @@ def test_create_traffic_supervise_migrate_restart_delete(env):
 
     # agent restart: the running NF is adopted, not restarted; traffic is not disturbed
     pid = instance(host, "fw1")["pid"]
-    agent.stop()
-    assert pid_alive(pid)
-    assert ping(vm_ns, out_ip, count=2)
-    url = agent.start()
-    assert instance(host, "fw1")["pid"] == pid
+    pinger = subprocess.Popen(["ip", "netns", "exec", vm_ns, "ping", "-q", "-i", "0.05", "-w", "60", "-c", "120",
+                               out_ip], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        time.sleep(0.5)
+        agent.stop()
+        assert pid_alive(pid)
+        url = agent.start()
+        assert instance(host, "fw1")["pid"] == pid
+    finally:
+        out = pinger.communicate(timeout=90)[0]
+    assert " 0% packet loss" in out, out  # the restart did not disturb traffic
     code, nf = call(url, "GET", "/v1/nfs/fw1")
     assert code == 200 and nf["instances"][0]["state"] == "running"
 
