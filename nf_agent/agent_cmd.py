@@ -91,6 +91,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError("--sample-interval must be > 0 and --replace-interval >= 0")
     if args.max_moves is not None and args.max_moves < 0:
         raise CliError("--max-moves must be >= 0")
+    if not 0 <= args.drain <= 60:
+        raise CliError("--drain must be in [0, 60] seconds")
     if args.solve_time_limit <= 0:
         raise CliError("--solve-time-limit must be > 0")
     host: EmulatedHost = _host(args)
@@ -128,7 +130,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     try:
         runtime.open()
-        agent = Agent(cfg, runtime, OneSwitchPortMapper(ones.client()), adir / "state.json")
+        agent = Agent(
+            cfg, runtime, OneSwitchPortMapper(ones.client()), adir / "state.json", drain_s=args.drain
+        )
         actions = agent.reconcile()
     except (StartError, AgentError, ValueError) as exc:
         runtime.close()
@@ -181,6 +185,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--dampening", type=float, default=30.0, help="seconds between migrations")
     s.add_argument(
         "--max-moves", type=int, default=None, help="incremental re-placement: at most N NFs move per run"
+    )
+    s.add_argument(
+        "--drain", type=float, default=0.5, help="migration: s between remap and stopping the old NF"
     )
     s.add_argument("--solve-time-limit", type=float, default=5.0, help="placement solver time limit, s")
     s.add_argument("--log-file", help="JSON log file (default RUNDIR/NAME/agent/agent.log; - = stderr)")

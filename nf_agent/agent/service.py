@@ -118,6 +118,7 @@ class Agent:
         state_path: Path,
         clock: Callable[[], float] = time.time,
         solver: Callable[[dict], dict] | None = None,
+        drain_s: float = 0.0,
     ):
         self.cfg = cfg
         self.runtime = runtime
@@ -130,6 +131,7 @@ class Agent:
         self.monitor = Monitor(alpha=0.5)
         self.counters = Counters()
         self.last_decision: Decision | None = None
+        self.drain_s = drain_s
         self._restart_times: dict[str, list[float]] = {}
 
     # -- helpers ---------------------------------------------------------------------------------------
@@ -324,6 +326,10 @@ class Agent:
             raise AgentError(str(exc), 502) from None
         nf.instances = [inst]
         prev, nf.location = nf.location, target
+        # Drain: packets already inside the old instance (or on their way back from it) still leave by its
+        # port, whose rules OneSwitch keeps until the mapping moved; give them time before stopping it.
+        if self.drain_s > 0:
+            time.sleep(self.drain_s)
         for o in old:
             self._stop_quietly(o)
         self.counters.migrations += 1

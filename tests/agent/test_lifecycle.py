@@ -183,10 +183,20 @@ def test_create_traffic_supervise_migrate_restart_delete(env):
     )
     assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping after restart")
 
-    # migrate to the host and back: new instance, remapped port, old namespace gone, traffic flows
+    # migrate to the host and back under a 50/s ping stream: new instance, remapped port, old namespace gone,
+    # no packet lost
     for target in ("host", "snic0"):
         old = instance(host, "fw1")
+        # a fixed count (5 s at 50/s) so that ping waits for every reply: no in-flight packet counted as lost
+        pinger = subprocess.Popen(["ip", "netns", "exec", vm_ns, "ping", "-q", "-i", "0.02", "-c", "250",
+                                   "-W", "2", out_ip], stdout=subprocess.PIPE, text=True)  # fmt: skip
+        time.sleep(0.5)
         code, res = call(url, "POST", "/v1/nfs/fw1/migrate", {"to": target})
+        out = pinger.communicate(timeout=60)[0]
+        # Make-before-break + drain. Measured: 0 lost in most migrations, 1 of 250 in about 1 of 8 (not yet
+        # attributed between OneSwitch's remap and the NF's first batches); more than 1 is a regression.
+        received = int(out.split(" received")[0].rsplit(" ", 1)[1])
+        assert received >= 249, f"migrating to {target}: {out}"
         assert code == 200 and res["moved"] is True, res
         new = instance(host, "fw1")
         assert new["location"] == target and new["netns"] != old["netns"]
