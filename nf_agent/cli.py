@@ -16,6 +16,7 @@ __all__ = ["CliError", "build_parser", "main"]
 COMMAND_MODULES: tuple[str, ...] = (
     "nf_agent.host_cmd",
     "nf_agent.bench_cmd",
+    "nf_agent.agent_cmd",
     "placement.cli",
 )
 

@@ -88,13 +88,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         host.down()
         raise
     try:
-        install_bootstrap_flows(status)
+        via = "host switch, PCIe, sNIC"
+        if "oneswitch" in status:
+            from nf_agent.emulated_host.oneswitch import install_flows, l2_flows
+
+            install_flows(status["oneswitch"]["listen"], l2_flows(status))
+            via = "OneSwitch (host switch, PCIe, sNIC)"
+        else:
+            install_bootstrap_flows(status)
         _print_status(status, json_out=False)
         snic0 = status["snics"][0]
         if status["vms"] and snic0.get("eth_ports"):
             vm, eth = status["vms"][0], snic0["eth_ports"][0]
             ok = ping(vm["netns"], eth["ip"])
-            print(f"ping {vm['name']} ({vm['ip']}) -> outside ({eth['ip']}) via host switch, PCIe, sNIC: "
+            print(f"ping {vm['name']} ({vm['ip']}) -> outside ({eth['ip']}) via {via}: "
                   f"{'ok' if ok else 'FAILED'}")  # fmt: skip
             if not ok and args.once:
                 return 1
@@ -130,6 +137,10 @@ def _print_status(status: dict, json_out: bool) -> None:
         print(line)
     for vm in status["vms"]:
         print(f"  {vm['name']}     netns {vm['netns']} {vm['ip']} on host port {vm['host_ofport']}")
+    if "oneswitch" in status:
+        o = status["oneswitch"]
+        print(f"  oneswitch  listen {o['listen']}  rest {o['rest']}  dpid {o['dpid']}  pid {o['pid']}  "
+              f"vports {[p['vport'] for p in o['ports']]}")  # fmt: skip
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -66,7 +66,7 @@ def main() -> int:
     seconds = args.seconds or (3.0 if args.quick else 5.0)
     print_machine()
     host = EmulatedHost(parse_config({"name": "b" + uuid.uuid4().hex[:5], "rundir": "/run/uno-bench", "vms": 1,
-                                      "snics": [{"pcie_gbps": 0}]}))  # fmt: skip
+                                      "snics": [{"pcie_gbps": 0}], "oneswitch": {"enabled": False}}))  # fmt: skip
     try:
         status = host.up()
         h, s = status["host"], status["snics"][0]

@@ -43,12 +43,22 @@ class SnicConfig:
 
 
 @dataclass(frozen=True)
+class OneSwitchConfig:
+    """OneSwitch, the host's one virtual OpenFlow switch (oneswitch/); `enabled: false` leaves it out."""
+
+    enabled: bool = True
+    controllers: tuple[str, ...] = ()  # active controller connections, tcp:HOST:PORT
+    token: str | None = None  # REST bearer token; None: no auth (REST listens on loopback only)
+
+
+@dataclass(frozen=True)
 class HostConfig:
     name: str = "uno"
     vms: int = 2
     snics: tuple[SnicConfig, ...] = field(default_factory=lambda: (SnicConfig(id="snic0"),))
     redis_port: int = 0  # 0: pick a free port
     rundir: Path = Path("/run/uno")
+    oneswitch: OneSwitchConfig = field(default_factory=OneSwitchConfig)
 
 
 _SNIC_TYPES: dict[str, tuple[type, ...]] = {
@@ -63,7 +73,10 @@ _SNIC_TYPES: dict[str, tuple[type, ...]] = {
     "bridge": (str,),
     "datapath_type": (str,),
 }
-_TOP_KEYS = {"name", "vms", "snics", "redis", "rundir"}
+_TOP_KEYS = {"name", "vms", "snics", "redis", "rundir", "oneswitch"}
+_ONESWITCH_KEYS = ("enabled", "controllers", "token")
+_CONTROLLER_RE = re.compile(r"^tcp:([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9._~+/=-]{8,256}$")
 
 
 def _fail(where: str, msg: str) -> CliError:
@@ -109,7 +122,34 @@ def parse_config(data: Any) -> HostConfig:
     snics = []
     for i, raw in enumerate(snics_raw):
         snics.append(_parse_snic(f"snics[{i}]", i, raw))
-    return HostConfig(name=name, vms=vms, snics=tuple(snics), redis_port=redis_port, rundir=rundir)
+    oneswitch = _parse_oneswitch(data.get("oneswitch", {}))
+    return HostConfig(
+        name=name, vms=vms, snics=tuple(snics), redis_port=redis_port, rundir=rundir, oneswitch=oneswitch
+    )
+
+
+def _parse_oneswitch(raw: Any) -> OneSwitchConfig:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise _fail("oneswitch", "expected a mapping")
+    for key in raw:
+        if key not in _ONESWITCH_KEYS:
+            raise _fail(f"oneswitch.{key}", f"unknown key (known: {', '.join(_ONESWITCH_KEYS)})")
+    enabled = raw.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise _fail("oneswitch.enabled", f"expected bool, got {type(enabled).__name__} {enabled!r}")
+    ctls = raw.get("controllers", []) or []
+    if not isinstance(ctls, list):
+        raise _fail("oneswitch.controllers", "expected a list of tcp:HOST:PORT")
+    for i, ctl in enumerate(ctls):
+        m = _CONTROLLER_RE.match(ctl) if isinstance(ctl, str) else None
+        if not m or not 1 <= int(m.group(2)) <= 65535:
+            raise _fail(f"oneswitch.controllers[{i}]", f"{ctl!r} is not tcp:HOST:PORT")
+    token = raw.get("token")
+    if token is not None and (not isinstance(token, str) or not _TOKEN_RE.match(token)):
+        raise _fail("oneswitch.token", "must be 8-256 characters [A-Za-z0-9._~+/=-] (a bearer token)")
+    return OneSwitchConfig(enabled=enabled, controllers=tuple(ctls), token=token)
 
 
 def _parse_snic(where: str, index: int, raw: Any) -> SnicConfig:

@@ -2,7 +2,7 @@
 
 `EmulatedHost(config).up()` brings them up in order; `down()` tears them down in reverse and then sweeps by
 name whatever a crashed run left (namespaces, processes in them, cgroups, rundir). Adding a component (e.g.
-OneSwitch, the agent) means appending one object with up/down/status to `components()`.
+the agent) means appending one object with up/down/status to `components()`; OneSwitch is the last one.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from host_datapath.sysutil import (
 )
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.config import HostConfig, quota_cores
+from nf_agent.emulated_host.oneswitch import OneSwitch
 from snic_datapath.bluefield import BlueFieldSnic
 from snic_datapath.cgroup import CpuCgroup
 from snic_datapath.emulated import EmulatedSnic
@@ -261,7 +262,23 @@ class EmulatedHost:
         comps: list = [Redis(self.rundir, redis_port), host]
         comps += [Snic(self.name, k, c, host, self.rundir) for k, c in enumerate(self.config.snics)]
         comps.append(Vms(self.name, self.config.vms, host))
+        if self.config.oneswitch.enabled:
+            snics = [c for c in comps if isinstance(c, Snic) and c.emulated]
+
+            def endpoints() -> dict[str, str | None]:
+                out = {"host": host.endpoint.target()}
+                out.update({sn.cfg.id: sn.switch.endpoint.target() for sn in snics})  # type: ignore[union-attr]
+                return out
+
+            comps.append(OneSwitch(self.config, self.rundir / "oneswitch", endpoints))
         return comps
+
+    def oneswitch(self) -> OneSwitch | None:
+        """The running host's OneSwitch component (None when disabled): `.client()` for its REST API."""
+        state = self._saved_state()
+        if not state:
+            raise DatapathError(f"emulated host '{self.name}' is not up")
+        return next((c for c in self._live_components(state) if isinstance(c, OneSwitch)), None)
 
     def switches(self) -> dict[str, HostSwitch]:
         """The running host's switches, to drive from another process: "host", "snic0", ... (emulated only).
@@ -296,7 +313,8 @@ class EmulatedHost:
         switches = [c for c in comps if c.key == "host"] + [
             c.switch for c in comps if isinstance(c, Snic) and c.emulated
         ]
-        return all(sw.ovs.running() for sw in switches)  # type: ignore[attr-defined]
+        oneswitch = [c for c in comps if isinstance(c, OneSwitch)]
+        return all(sw.ovs.running() for sw in switches) and all(o.running() for o in oneswitch)  # type: ignore[attr-defined]
 
     def _live_components(self, state: dict) -> list[Component]:
         return self.components(state["redis_port"])
@@ -378,6 +396,8 @@ class EmulatedHost:
         # Up = a completed bring-up whose switches still run (after a crash: false, and `uno up` recovers).
         switches = [out["host"], *[sn for sn in out["snics"] if "running" in sn]]
         out["up"] = out["up"] and all(sw["running"] for sw in switches)
+        if "oneswitch" in out:
+            out["up"] = out["up"] and out["oneswitch"]["running"]
         return out
 
 

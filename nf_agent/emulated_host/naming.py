@@ -14,6 +14,15 @@ SNIC_ETH_OFPORT_BASE = 1  # Ethernet port j: 1 + j
 SNIC_PCIE_OFPORT = 100  # sNIC side of its PCIe link
 NF_PORT_BASE = 200
 
+# Virtual port numbering on OneSwitch (what the controller sees). Fixed for the host's own endpoints, so a
+# controller's rules survive a restart: sNIC k's Ethernet port j = 1 + 8*k + j (1..64, at most 8 sNICs with 8
+# ports each), VM i = 100 + i (as on the host switch). NF ports get vports from VPORT_NF_BASE up, allocated by
+# the agent when it maps the NF's physical port (VPORT_NF_BASE + n is not tied to any physical port number).
+VPORT_ETH_BASE = 1
+VPORT_ETH_STRIDE = 8
+VPORT_VM_BASE = 100
+VPORT_NF_BASE = 200
+
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
 
@@ -77,6 +86,21 @@ def ip_outside(k: int, j: int) -> str:
 def mac(kind: int, a: int, b: int) -> str:
     """Locally administered, deterministic: 02:75:6e:<kind>:<a>:<b>."""
     return f"02:75:6e:{kind:02x}:{a:02x}:{b:02x}"
+
+
+def vport_eth(k: int, j: int) -> int:
+    """Virtual port of sNIC k's Ethernet port j."""
+    return VPORT_ETH_BASE + VPORT_ETH_STRIDE * k + j
+
+
+def vport_vm(i: int) -> int:
+    """Virtual port of VM i."""
+    return VPORT_VM_BASE + i
+
+
+def dpid(n: str) -> str:
+    """OneSwitch's datapath id for host `n`: 16 hex digits, the name's bytes (unique per instance name)."""
+    return n.encode().hex().rjust(16, "0")
 
 
 def owned_namespaces(n: str, existing: list[str]) -> list[str]:

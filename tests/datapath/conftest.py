@@ -51,7 +51,8 @@ EMPTY = {"netns": [], "links": [], "procs": [], "cgroups": [], "rundir": False}
 
 
 def make_host(**overrides) -> EmulatedHost:
-    cfg = {"name": unique_name(), "rundir": "/run/uno-test", **overrides}
+    # These tests drive the physical switches directly: OneSwitch (which owns their tables) stays out.
+    cfg = {"name": unique_name(), "rundir": "/run/uno-test", "oneswitch": {"enabled": False}, **overrides}
     return EmulatedHost(parse_config(cfg))
 
 

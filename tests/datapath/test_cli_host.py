@@ -25,7 +25,7 @@ def uno(*args: str) -> subprocess.CompletedProcess:
 def test_up_status_json_second_up_and_down_all(tmp_path):
     rundir = Path(f"/run/uno-test/cli{uuid.uuid4().hex[:6]}")
     cfg = tmp_path / "host.yaml"
-    cfg.write_text(f"rundir: {rundir}\nvms: 1\nsnics:\n  - pcie_gbps: 0\n")
+    cfg.write_text(f"rundir: {rundir}\nvms: 1\nsnics:\n  - pcie_gbps: 0\noneswitch: {{enabled: false}}\n")
     names = [unique_name(), unique_name()]
     try:
         for n in names:
@@ -56,7 +56,7 @@ def test_run_once_pings_through_the_path_and_leaves_nothing(tmp_path):
 
     name = unique_name()
     cfg = tmp_path / "host.yaml"
-    cfg.write_text("rundir: /run/uno-test\nvms: 1\n")
+    cfg.write_text("rundir: /run/uno-test\nvms: 1\noneswitch: {enabled: false}\n")
     out = uno("run", "--config", str(cfg), "--name", name, "--once")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "via host switch, PCIe, sNIC: ok" in out.stdout
@@ -68,7 +68,7 @@ def test_run_on_a_running_host_refuses_and_leaves_it_up(tmp_path):
 
     name = unique_name()
     cfg = tmp_path / "host.yaml"
-    cfg.write_text("rundir: /run/uno-test\nvms: 1\n")
+    cfg.write_text("rundir: /run/uno-test\nvms: 1\noneswitch: {enabled: false}\n")
     try:
         assert uno("up", "--config", str(cfg), "--name", name).returncode == 0
         before = machine_snapshot(name)
@@ -89,7 +89,7 @@ def test_run_until_ctrl_c_then_leaves_nothing(tmp_path):
 
     name = unique_name()
     cfg = tmp_path / "host.yaml"
-    cfg.write_text("rundir: /run/uno-test\nvms: 1\n")
+    cfg.write_text("rundir: /run/uno-test\nvms: 1\noneswitch: {enabled: false}\n")
     proc = subprocess.Popen([sys.executable, "-m", "nf_agent.cli", "run", "--config", str(cfg), "--name", name],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:

@@ -1,0 +1,188 @@
+"""A small typed client of OneSwitch's REST API (oneswitch/README.md): health, switches, port map, remap, rules.
+
+Used by `uno up` (health), the agent (map NF ports), migration (remap) and the tests. Every non-2xx answer is
+raised as `OneSwitchError` carrying the HTTP status and OneSwitch's JSON error (`error`, `field`).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class OneSwitchError(Exception):
+    """An error answer of OneSwitch (status >= 400), or no answer at all (status 0)."""
+
+    def __init__(self, status: int, error: str, fld: str | None = None, body: Any = None):
+        super().__init__(f"OneSwitch {status}: {error}" + (f" (field {fld})" if fld else ""))
+        self.status = status
+        self.error = error
+        self.field = fld
+        self.body = body
+
+
+@dataclass(frozen=True)
+class PortMapping:
+    """Virtual port `vport` is physical port `port` of switch `switch` ("host", "snic0", ...)."""
+
+    vport: int
+    switch: str
+    port: int
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Health:
+    ok: bool
+    switches: dict[str, str]  # switch id -> "connected" | ...
+    controllers: list[Any] = field(default_factory=list)
+
+    def all_connected(self) -> bool:
+        return bool(self.switches) and all(v == "connected" for v in self.switches.values())
+
+
+@dataclass(frozen=True)
+class RemapResult:
+    vport: int
+    from_: dict
+    to: dict
+    rules: int
+    duration_ms: float
+
+
+@dataclass(frozen=True)
+class PhysicalRule:
+    switch: str
+    table: int
+    priority: int
+    match: str
+    actions: str
+
+
+@dataclass(frozen=True)
+class VirtualRule:
+    table: int
+    priority: int
+    cookie: int
+    match: str
+    instructions: str
+    physical: tuple[PhysicalRule, ...]
+    raw: dict = field(compare=False, repr=False, default_factory=dict)
+
+
+class OneSwitchClient:
+    """`base` is OneSwitch's REST address, `http://127.0.0.1:PORT` (as `uno status --json` reports it)."""
+
+    def __init__(self, base: str, token: str | None = None, timeout: float = 30.0):
+        self.base = base.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    # -- transport -----------------------------------------------------------------------------------
+    def request(self, method: str, path: str, body: Any = None, raw: bytes | None = None) -> tuple[int, Any]:
+        """One request; returns (status, parsed JSON or text). Raises OneSwitchError for status >= 400."""
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return resp.status, _decode(resp.read(), resp.headers.get_content_type())
+        except urllib.error.HTTPError as exc:
+            payload = _decode(exc.read(), exc.headers.get_content_type() if exc.headers else "")
+            err = payload.get("error", str(payload)) if isinstance(payload, dict) else str(payload)
+            fld = payload.get("field") if isinstance(payload, dict) else None
+            raise OneSwitchError(exc.code, err, fld, payload) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise OneSwitchError(0, f"cannot reach OneSwitch at {self.base}: {exc}") from None
+
+    def _get(self, path: str) -> Any:
+        return self.request("GET", path)[1]
+
+    # -- API --------------------------------------------------------------------------------------------
+    def health(self) -> Health:
+        h = self._get("/v1/health")
+        return Health(
+            ok=bool(h.get("ok")), switches=dict(h.get("switches", {})), controllers=h.get("controllers", [])
+        )
+
+    def switches(self) -> list[dict]:
+        return self._get("/v1/switches")
+
+    def ports(self) -> list[PortMapping]:
+        return [_mapping(p) for p in self._get("/v1/ports")]
+
+    def map_port(self, vport: int, switch: str, port: int, name: str | None = None) -> bool:
+        """Map `vport`; True if newly mapped (201), False if it already was exactly so (200)."""
+        body: dict[str, Any] = {"switch": switch, "port": port}
+        if name is not None:
+            body["name"] = name
+        status, _ = self.request("PUT", f"/v1/ports/{vport}", body)
+        return status == 201
+
+    def unmap_port(self, vport: int) -> None:
+        self.request("DELETE", f"/v1/ports/{vport}")
+
+    def remap(self, vport: int, switch: str, port: int) -> RemapResult:
+        """Make-before-break remap; returns once every physical switch has answered its barriers."""
+        r = self.request("POST", f"/v1/ports/{vport}/remap", {"switch": switch, "port": port})[1]
+        return RemapResult(
+            vport=int(r["vport"]),
+            from_=r.get("from", {}),
+            to=r.get("to", {}),
+            rules=int(r.get("rules", 0)),
+            duration_ms=float(r.get("duration_ms", 0.0)),
+        )
+
+    def rules(self) -> list[VirtualRule]:
+        return [_rule(r) for r in self._get("/v1/rules")]
+
+    def metrics(self) -> str:
+        return self._get("/metrics")
+
+
+def _decode(data: bytes, ctype: str) -> Any:
+    text = data.decode(errors="replace")
+    if ctype == "application/json" or text[:1] in "[{":
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def _mapping(p: dict) -> PortMapping:
+    return PortMapping(vport=int(p["vport"]), switch=p["switch"], port=int(p["port"]), name=p.get("name"))
+
+
+def _rule(r: dict) -> VirtualRule:
+    phys = tuple(
+        PhysicalRule(
+            switch=p.get("switch", ""),
+            table=int(p.get("table", 0)),
+            priority=int(p.get("priority", 0)),
+            match=str(p.get("match", "")),
+            actions=str(p.get("actions", "")),
+        )
+        for p in r.get("physical", [])
+    )
+    return VirtualRule(
+        table=int(r.get("table", 0)),
+        priority=int(r.get("priority", 0)),
+        cookie=_int(r.get("cookie", 0)),
+        match=str(r.get("match", "")),
+        instructions=str(r.get("instructions", r.get("actions", ""))),
+        physical=phys,
+        raw=r,
+    )
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, str):
+        return int(v, 16) if v.lower().startswith("0x") else int(v)
+    return int(v)

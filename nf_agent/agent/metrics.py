@@ -1,0 +1,97 @@
+"""Prometheus metrics of the agent, read from its state at scrape time (`/metrics`)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+
+class AgentCollector:
+    def __init__(self, agent):
+        self.agent = agent
+
+    def collect(self):
+        a = self.agent
+        view = a.placement_view()
+        c = a.counters
+        for name, help_, value in (
+            ("uno_agent_solves", "Placement solves run", c.solves),
+            ("uno_agent_migrations", "NF migrations completed", c.migrations),
+            (
+                "uno_agent_migration_failures",
+                "NF migrations that failed (NF left where it was)",
+                c.migration_failures,
+            ),
+            ("uno_agent_nf_restarts", "NF process restarts by the supervisor", c.restarts),
+            ("uno_agent_provisions", "NFs provisioned", c.provisions),
+        ):
+            m = CounterMetricFamily(name, help_)
+            m.add_metric([], value)
+            yield m
+        nfs = GaugeMetricFamily("uno_agent_nfs", "NFs per location", labels=["location"])
+        counts: dict[str, int] = {loc: 0 for loc in a.locations}
+        for loc in view["locations"].values():
+            counts[loc] = counts.get(loc, 0) + 1
+        for loc, n in sorted(counts.items()):
+            nfs.add_metric([loc], n)
+        yield nfs
+        pred = view["predicted"] or {"host_cores": 0.0, "snic_load": {}, "pcie_gbps": {}}
+        g = GaugeMetricFamily(
+            "uno_agent_predicted_host_cores", "Host CPU cores the placement model predicts for NFs"
+        )
+        g.add_metric([], pred["host_cores"])
+        yield g
+        g = GaugeMetricFamily(
+            "uno_agent_predicted_snic_load", "Predicted sNIC load (placement units)", labels=["snic"]
+        )
+        for s, v in sorted(pred["snic_load"].items()):
+            g.add_metric([s], v)
+        yield g
+        g = GaugeMetricFamily(
+            "uno_agent_predicted_pcie_gbps", "Predicted PCIe Gbit/s", labels=["snic", "direction"]
+        )
+        for s, d in sorted(pred["pcie_gbps"].items()):
+            for direction, v in sorted(d.items()):
+                g.add_metric([s, direction], v)
+        yield g
+        m = view["measured"]
+        if m:
+            g = GaugeMetricFamily(
+                "uno_agent_measured_cpu_cores", "CPU cores used by NF processes", labels=["location"]
+            )
+            for loc, v in m["cpu_cores"].items():
+                g.add_metric([loc], v)
+            yield g
+            g = GaugeMetricFamily(
+                "uno_agent_measured_pcie_gbps", "Measured PCIe Gbit/s", labels=["snic", "direction"]
+            )
+            for s, d in m["pcie_gbps"].items():
+                for direction, v in d.items():
+                    g.add_metric([s, direction], v)
+            yield g
+            g = GaugeMetricFamily("uno_agent_nf_load_gbps", "Measured Gbit/s through each NF", labels=["nf"])
+            for nf, v in m["nf_load_gbps"].items():
+                g.add_metric([nf], v)
+            yield g
+        h = GaugeMetricFamily(
+            "uno_agent_nf_healthy", "1 when every instance of the NF answers /health", labels=["nf"]
+        )
+        for nf, st in a.health()["nfs"].items():
+            h.add_metric([nf], 1 if st == "healthy" else 0)
+        yield h
+        if c.last_provision_ms is not None:
+            g = GaugeMetricFamily("uno_agent_last_provision_ms", "Time of the last POST /v1/nfs (ms)")
+            g.add_metric([], c.last_provision_ms)
+            yield g
+
+
+class Metrics:
+    def __init__(self, agent):
+        self.registry = CollectorRegistry()
+        self.registry.register(AgentCollector(agent))
+        self.requests = Counter(
+            "uno_agent_http_requests", "REST requests", ["method", "route", "status"], registry=self.registry
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

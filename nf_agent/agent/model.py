@@ -1,0 +1,201 @@
+"""The agent's domain: VMs, NFs, their instances and virtual ports, and validation of requests (pure).
+
+Validation functions raise `ValidationError(field, message)`; the REST layer turns it into a 400 naming the
+field. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+HOST = "host"
+NF_TYPES = ("firewall", "nat", "monitor", "lb", "ips", "l7fw", "ipsec")
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+LOCATION_RE = re.compile(r"^(host|snic[0-9]{1,2})$")
+MAX_GBPS = 400.0
+MAX_INSTANCES = 8
+
+
+class ValidationError(ValueError):
+    """A request field is invalid: HTTP 400 with {"error": message, "field": field}."""
+
+    def __init__(self, fld: str, message: str):
+        super().__init__(f"{fld}: {message}")
+        self.field = fld
+        self.message = message
+
+
+class Conflict(Exception):
+    """The request conflicts with the agent's state: HTTP 409."""
+
+    def __init__(self, message: str, fld: str | None = None):
+        super().__init__(message)
+        self.field = fld
+        self.message = message
+
+
+class NotFound(Exception):
+    """HTTP 404."""
+
+
+@dataclass
+class Vm:
+    """A tenant VM bound to one of the host's VM slots (the emulated host's `vmI` namespaces)."""
+
+    id: str
+    slot: int
+    vport: int
+
+
+@dataclass
+class Instance:
+    """One running process of an NF: where it runs and its physical port (never shown northbound)."""
+
+    id: str
+    location: str
+    switch: str  # "host" | "snicK" (the physical switch its port is on)
+    ofport: int
+    netns: str
+    inside_if: str
+    port_if: str
+    pid: int | None = None
+    relay_pids: list[int] = field(default_factory=list)
+    restarts: int = 0
+    state: str = "starting"  # starting | running | failed
+
+
+@dataclass
+class Nf:
+    """A network function as the orchestrator asked for it, plus where it runs now."""
+
+    id: str
+    type: str
+    config: dict
+    vport: int
+    expected_gbps: float
+    src: str | None  # placement-graph neighbours of the chain: traffic src -> nf -> dst
+    dst: str | None
+    pin: str | None = None
+    prefer: str | None = None
+    location: str | None = None
+    instances: list[Instance] = field(default_factory=list)
+    created: float = 0.0
+
+    def public(self) -> dict:
+        """The northbound view: no physical ports, switches or PIDs."""
+        return {
+            "id": self.id,
+            "type": self.type,
+            "vport": self.vport,
+            "location": self.location,
+            "pin": self.pin,
+            "hints": {"prefer": self.prefer} if self.prefer else {},
+            "expected": {"gbps": self.expected_gbps, "src": self.src, "dst": self.dst},
+            "config": self.config,
+            "instances": [{"id": i.id, "state": i.state, "restarts": i.restarts} for i in self.instances],
+        }
+
+
+def to_dict(obj: Any) -> dict:
+    return asdict(obj)
+
+
+# -- validation --------------------------------------------------------------------------------------------
+def _obj(body: Any, allowed: set[str], required: set[str], where: str = "") -> dict:
+    if not isinstance(body, dict):
+        raise ValidationError(where.rstrip(".") or "body", "expected a JSON object")
+    for k in body:
+        if k not in allowed:
+            known = ", ".join(sorted(allowed))
+            if not k:  # an empty key cannot name itself
+                raise ValidationError(where.rstrip(".") or "body", f'unknown field "" (known: {known})')
+            raise ValidationError(f"{where}{k}", f"unknown field (known: {known})")
+    for k in sorted(required):
+        if k not in body:
+            raise ValidationError(f"{where}{k}", "required")
+    return body
+
+
+def _name(fld: str, v: Any) -> str:
+    if not isinstance(v, str) or not NAME_RE.match(v):
+        raise ValidationError(fld, "must be 1-32 characters [a-z0-9-], starting with a letter")
+    return v
+
+
+def _number(fld: str, v: Any, lo: float, hi: float) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or v != v or not lo <= v <= hi:
+        raise ValidationError(fld, f"must be a number in [{lo:g}, {hi:g}]")
+    return float(v)
+
+
+def location(fld: str, v: Any, locations: list[str]) -> str:
+    """A known location ("host" or an sNIC id of this host)."""
+    if not isinstance(v, str) or v not in locations:
+        raise ValidationError(fld, f"must be one of {', '.join(locations)}")
+    return v
+
+
+@dataclass(frozen=True)
+class VmRequest:
+    id: str
+
+
+def parse_vm(body: Any) -> VmRequest:
+    b = _obj(body, {"id"}, {"id"})
+    return VmRequest(id=_name("id", b["id"]))
+
+
+@dataclass(frozen=True)
+class NfRequest:
+    id: str | None
+    type: str
+    config: dict
+    expected_gbps: float
+    src: str | None
+    dst: str | None
+    pin: str | None
+    prefer: str | None
+
+
+def parse_nf(body: Any, locations: list[str]) -> NfRequest:
+    """POST /v1/nfs body: {type, config?, id?, expected?: {gbps, src?, dst?}, pin?, hints?: {prefer}}."""
+    b = _obj(body, {"id", "type", "config", "expected", "pin", "hints"}, {"type"})
+    nf_id = _name("id", b["id"]) if b.get("id") is not None else None
+    t = b["type"]
+    if not isinstance(t, str) or t not in NF_TYPES:
+        raise ValidationError("type", f"must be one of {', '.join(NF_TYPES)}")
+    config = b.get("config", {})
+    if not isinstance(config, dict):
+        raise ValidationError("config", "expected a JSON object (the NF's config, nfs/README.md)")
+    exp = _obj(b.get("expected", {}), {"gbps", "src", "dst"}, set(), "expected.")
+    gbps = _number("expected.gbps", exp.get("gbps", 0.0), 0.0, MAX_GBPS)
+    src = _name("expected.src", exp["src"]) if exp.get("src") is not None else None
+    dst = _name("expected.dst", exp["dst"]) if exp.get("dst") is not None else None
+    pin = location("pin", b["pin"], locations) if b.get("pin") is not None else None
+    hints = _obj(b.get("hints", {}), {"prefer"}, set(), "hints.")
+    prefer = location("hints.prefer", hints["prefer"], locations) if hints.get("prefer") is not None else None
+    return NfRequest(nf_id, t, config, gbps, src, dst, pin, prefer)
+
+
+def parse_migrate(body: Any, locations: list[str]) -> str:
+    b = _obj(body, {"to"}, {"to"})
+    return location("to", b["to"], locations)
+
+
+def parse_scale(body: Any) -> int:
+    b = _obj(body, {"instances"}, {"instances"})
+    n = b["instances"]
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_INSTANCES:
+        raise ValidationError("instances", f"must be an integer in [1, {MAX_INSTANCES}]")
+    return n
+
+
+def parse_run(body: Any) -> bool:
+    """POST /v1/placement/run body ({} when empty): {"force": bool} bypasses the dampening window only."""
+    b = _obj(body, {"force"}, set())
+    force = b.get("force", False)
+    if not isinstance(force, bool):
+        raise ValidationError("force", "must be a boolean")
+    return force

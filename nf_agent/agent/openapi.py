@@ -1,0 +1,287 @@
+"""The OpenAPI 3 description of the agent's REST API, served at /v1/openapi.json (tests keep it in step)."""
+
+from __future__ import annotations
+
+from nf_agent.agent.model import MAX_GBPS, MAX_INSTANCES, NF_TYPES
+
+NAME = {"type": "string", "pattern": "^[a-z][a-z0-9-]{0,31}$"}
+LOCATION = {"type": "string", "pattern": "^(host|snic[0-9]{1,2})$"}
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _resp(desc: str, schema: dict | None = None) -> dict:
+    r: dict = {"description": desc}
+    if schema is not None:
+        r["content"] = {"application/json": {"schema": schema}}
+    return r
+
+
+ERR = _resp("error", _ref("Error"))
+ID_PARAM = [{"name": "id", "in": "path", "required": True, "schema": NAME}]
+
+
+def _body(schema: dict, required: bool = True) -> dict:
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict:
+    return {str(c): ERR for c in codes}
+
+
+def spec() -> dict:
+    schemas = {
+        "Error": {
+            "type": "object",
+            "required": ["error"],
+            "properties": {"error": {"type": "string"}, "field": {"type": "string"}},
+        },
+        "VmCreate": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["id"],
+            "properties": {"id": NAME},
+        },
+        "Vm": {
+            "type": "object",
+            "required": ["id", "vport"],
+            "properties": {"id": NAME, "vport": {"type": "integer"}},
+        },
+        "NfCreate": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["type"],
+            "properties": {
+                "id": NAME,
+                "type": {"type": "string", "enum": list(NF_TYPES)},
+                "config": {"type": "object", "description": "the NF's JSON config (nfs/README.md)"},
+                "expected": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "gbps": {"type": "number", "minimum": 0, "maximum": MAX_GBPS},
+                        "src": NAME,
+                        "dst": NAME,
+                    },
+                    "description": "expected traffic src -> NF -> dst (vertices: VM id, NF id, snicK-ethJ; "
+                    "default: the first sNIC Ethernet port)",
+                },
+                "pin": LOCATION,
+                "hints": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"prefer": LOCATION},
+                },
+            },
+        },
+        "Created": {
+            "type": "object",
+            "required": ["id", "vport"],
+            "properties": {"id": NAME, "vport": {"type": "integer"}},
+            "description": "names only the virtual port",
+        },
+        "Nf": {
+            "type": "object",
+            "required": ["id", "type", "vport", "instances"],
+            "properties": {
+                "id": NAME,
+                "type": {"type": "string"},
+                "vport": {"type": "integer"},
+                "pin": {"type": ["string", "null"]},
+                "hints": {"type": "object"},
+                "expected": {"type": "object"},
+                "config": {"type": "object"},
+                "instances": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string"},
+                            "state": {"type": "string", "enum": ["starting", "running", "failed"]},
+                            "restarts": {"type": "integer"},
+                        },
+                    },
+                },
+            },
+        },
+        "Port": {
+            "type": "object",
+            "required": ["vport", "kind", "owner"],
+            "properties": {
+                "vport": {"type": "integer"},
+                "kind": {"type": "string", "enum": ["vm", "nf", "eth"]},
+                "owner": {"type": "string"},
+            },
+        },
+        "Migrate": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["to"],
+            "properties": {"to": LOCATION},
+        },
+        "Scale": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["instances"],
+            "properties": {"instances": {"type": "integer", "minimum": 1, "maximum": MAX_INSTANCES}},
+        },
+        "Run": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"force": {"type": "boolean", "description": "bypass the dampening window"}},
+        },
+        "Placement": {
+            "type": "object",
+            "required": ["locations", "predicted", "measured", "traffic", "last_solve", "history"],
+            "properties": {
+                "locations": {"type": "object", "additionalProperties": LOCATION},
+                "predicted": {"type": ["object", "null"]},
+                "measured": {"type": ["object", "null"]},
+                "traffic": {"type": "array"},
+                "last_solve": {"type": ["object", "null"]},
+                "history": {"type": "array"},
+            },
+        },
+        "Decision": {
+            "type": "object",
+            "required": ["go", "why", "moves"],
+            "properties": {
+                "go": {"type": "boolean"},
+                "why": {"type": "string"},
+                "moves": {"type": "array"},
+                "current_host_cost": {"type": ["number", "null"]},
+                "new_host_cost": {"type": ["number", "null"]},
+                "solve": {"type": ["object", "null"]},
+            },
+        },
+        "Health": {
+            "type": "object",
+            "required": ["ok", "nfs"],
+            "properties": {"ok": {"type": "boolean"}, "nfs": {"type": "object"}},
+        },
+    }
+    paths = {
+        "/v1/health": {
+            "get": {
+                "summary": "Agent and NF health",
+                "security": [],
+                "responses": {
+                    "200": _resp("all NFs healthy", _ref("Health")),
+                    "503": _resp("an NF is unhealthy", _ref("Health")),
+                },
+            }
+        },
+        "/v1/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "security": [],
+                "responses": {"200": _resp("OpenAPI 3", {"type": "object"})},
+            }
+        },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics",
+                "responses": {
+                    "200": {
+                        "description": "text exposition format",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    },
+                    **_errors(401),
+                },
+            }
+        },
+        "/v1/vms": {
+            "get": {
+                "summary": "VMs",
+                "responses": {"200": _resp("VMs", {"type": "array", "items": _ref("Vm")}), **_errors(401)},
+            },
+            "post": {
+                "summary": "Bind a VM to a free VM slot of this host",
+                "requestBody": _body(_ref("VmCreate")),
+                "responses": {"201": _resp("created", _ref("Vm")), **_errors(400, 401, 409, 413)},
+            },
+        },
+        "/v1/vms/{id}": {
+            "parameters": ID_PARAM,
+            "get": {"summary": "One VM", "responses": {"200": _resp("VM", _ref("Vm")), **_errors(401, 404)}},
+            "delete": {
+                "summary": "Release a VM",
+                "responses": {"200": _resp("deleted", {"type": "object"}), **_errors(401, 404, 409)},
+            },
+        },
+        "/v1/nfs": {
+            "get": {
+                "summary": "NFs",
+                "responses": {"200": _resp("NFs", {"type": "array", "items": _ref("Nf")}), **_errors(401)},
+            },
+            "post": {
+                "summary": "Create an NF: placed, started, its virtual port mapped; answers with the virtual port",
+                "requestBody": _body(_ref("NfCreate")),
+                "responses": {
+                    "201": _resp("created", _ref("Created")),
+                    **_errors(400, 401, 409, 413, 500, 502),
+                },
+            },
+        },
+        "/v1/nfs/{id}": {
+            "parameters": ID_PARAM,
+            "get": {"summary": "One NF", "responses": {"200": _resp("NF", _ref("Nf")), **_errors(401, 404)}},
+            "delete": {
+                "summary": "Stop the NF, unmap its port, remove its namespace",
+                "responses": {"200": _resp("deleted", {"type": "object"}), **_errors(401, 404, 409, 500)},
+            },
+        },
+        "/v1/nfs/{id}/migrate": {
+            "parameters": ID_PARAM,
+            "post": {
+                "summary": "Move the NF (start at target, remap its virtual port, stop the old instance)",
+                "requestBody": _body(_ref("Migrate")),
+                "responses": {
+                    "200": _resp("done", {"type": "object"}),
+                    **_errors(400, 401, 404, 409, 500, 502),
+                },
+            },
+        },
+        "/v1/nfs/{id}/scale": {
+            "parameters": ID_PARAM,
+            "post": {
+                "summary": "Set the number of instances (only the current count is supported yet: 409 otherwise)",
+                "requestBody": _body(_ref("Scale")),
+                "responses": {"200": _resp("done", {"type": "object"}), **_errors(400, 401, 404, 409)},
+            },
+        },
+        "/v1/ports": {
+            "get": {
+                "summary": "Virtual ports",
+                "responses": {
+                    "200": _resp("ports", {"type": "array", "items": _ref("Port")}),
+                    **_errors(401),
+                },
+            }
+        },
+        "/v1/placement": {
+            "get": {
+                "summary": "Current locations, predicted vs measured load and PCIe use, last solve, history",
+                "responses": {"200": _resp("placement", _ref("Placement")), **_errors(401)},
+            }
+        },
+        "/v1/placement/run": {
+            "post": {
+                "summary": "Re-place now (hysteresis applies; force bypasses the dampening window)",
+                "requestBody": _body(_ref("Run"), required=False),
+                "responses": {"200": _resp("decision", _ref("Decision")), **_errors(400, 401)},
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "UNO NF agent", "version": "1"},
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+        "paths": paths,
+    }

@@ -1,0 +1,59 @@
+"""Mapping NF virtual ports in OneSwitch: one small interface, the OneSwitch REST client behind it.
+
+The agent calls only `PortMapper`; `OneSwitchPortMapper` is the real one. (Unit tests of the agent's
+REST/rollback logic use a fake; lifecycle tests use OneSwitch.)
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from host_datapath.oneswitch_client import OneSwitchClient, OneSwitchError
+
+
+class PortMapError(Exception):
+    """OneSwitch refused or could not be reached."""
+
+
+class PortMapper(Protocol):
+    def map(self, vport: int, switch: str, port: int, name: str) -> None:
+        """Map virtual port `vport` to physical port `port` of `switch` ("host", "snic0", ...)."""
+
+    def remap(self, vport: int, switch: str, port: int) -> float:
+        """Move `vport` to a new physical port make-before-break; returns the remap time in ms."""
+
+    def unmap(self, vport: int) -> None:
+        """Remove the mapping (no error if it is not mapped)."""
+
+    def mapped(self) -> dict[int, tuple[str, int]]:
+        """The current map: vport -> (switch, port)."""
+
+
+class OneSwitchPortMapper:
+    def __init__(self, client: OneSwitchClient):
+        self.client = client
+
+    def map(self, vport: int, switch: str, port: int, name: str) -> None:
+        try:
+            self.client.map_port(vport, switch, port, name=name)
+        except OneSwitchError as exc:
+            raise PortMapError(f"map vport {vport} -> {switch}:{port}: {exc}") from None
+
+    def remap(self, vport: int, switch: str, port: int) -> float:
+        try:
+            return self.client.remap(vport, switch, port).duration_ms
+        except OneSwitchError as exc:
+            raise PortMapError(f"remap vport {vport} -> {switch}:{port}: {exc}") from None
+
+    def unmap(self, vport: int) -> None:
+        try:
+            self.client.unmap_port(vport)
+        except OneSwitchError as exc:
+            if exc.status != 404:
+                raise PortMapError(f"unmap vport {vport}: {exc}") from None
+
+    def mapped(self) -> dict[int, tuple[str, int]]:
+        try:
+            return {p.vport: (p.switch, p.port) for p in self.client.ports()}
+        except OneSwitchError as exc:
+            raise PortMapError(f"list ports: {exc}") from None

@@ -1,0 +1,323 @@
+"""NF instances as real processes on a running emulated host (the I/O edge of the lifecycle).
+
+Each instance gets a network namespace `NAME-iSEQ` plugged into its switch (host or sNIC bridge) as OpenFlow
+port >= 200, and runs `nf TYPE --port IFACE ...` there. The namespace is cut off from the root namespace's
+loopback, where Redis listens, so two socat relays run next to the NF: Redis on the namespace's
+127.0.0.1:6379 -> the agent's unix socket -> Redis; and the NF's stats endpoint (127.0.0.1:9100 in the
+namespace) -> a unix socket in the agent's directory. On an sNIC every process of the instance joins the
+sNIC's CPU cgroup before it executes (so none of its CPU time is charged to the host).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from host_datapath.sysutil import DatapathError, kill_and_wait, netns_del, pid_alive, read_pidfile
+from nf_agent.agent.model import HOST, Instance, Nf
+from nf_agent.emulated_host import naming as nm
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NF_BINARY = REPO_ROOT / "nfs" / "target" / "release" / "nf"
+STATS_PORT = 9100  # inside each instance's namespace
+REDIS_PORT_IN_NS = 6379
+HEALTH_TIMEOUT = 30.0
+
+
+class StartError(Exception):
+    """An NF instance could not be started (the message says why, with the end of its log)."""
+
+
+class _UnixHTTP(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.path)
+        self.sock = s
+
+
+def http_get_unix(path: str, url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+    conn = _UnixHTTP(path, timeout)
+    try:
+        conn.request("GET", url)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def _tail(path: Path, n: int = 5) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(lines[-n:])
+
+
+class HostRuntime:
+    """Starts, supervises and stops NF instances on the running emulated host `host`."""
+
+    def __init__(self, host, agent_dir: Path, redis_port: int, nf_binary: Path = NF_BINARY):
+        self.host = host  # EmulatedHost
+        self.name = host.name
+        self.dir = agent_dir
+        self.redis_port = redis_port
+        self.nf_binary = nf_binary
+        self.switches = host.switches()  # "host", "snic0", ... with .driver / .attach_namespace / .cgroup
+        self.procs: dict[int, subprocess.Popen] = {}
+        (self.dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.redis_sock = self.dir / "redis.sock"
+        self.redis_relay: int | None = None
+
+    # -- agent-wide ------------------------------------------------------------------------------------
+    def open(self) -> None:
+        """Start the Redis relay (root-namespace side), or adopt the one a previous agent left running.
+
+        It outlives the agent on purpose: running NFs keep their state tier while the agent restarts.
+        `uno down` removes it with the host (its command line names the host's rundir).
+        """
+        if not self.nf_binary.exists():
+            raise StartError(f"NF binary {self.nf_binary} not built (run `scripts/setup.sh rust`)")
+        pidfile = self.dir / "redis-relay.pid"
+        pid = read_pidfile(pidfile)
+        if pid and self.redis_sock.exists():
+            self.redis_relay = pid
+            return
+        if pid:
+            kill_and_wait(pid)
+        self.redis_sock.unlink(missing_ok=True)
+        self.redis_relay = self._spawn(
+            ["socat", f"UNIX-LISTEN:{self.redis_sock},fork,mode=600", f"TCP:127.0.0.1:{self.redis_port}"],
+            self.dir / "logs" / "redis-relay.log",
+        )
+        pidfile.write_text(str(self.redis_relay))
+        deadline = time.monotonic() + 10
+        while not self.redis_sock.exists():
+            if time.monotonic() > deadline or not pid_alive(self.redis_relay):
+                raise StartError(f"redis relay did not start: {_tail(self.dir / 'logs' / 'redis-relay.log')}")
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        """Drop OVSDB connections; NF processes and the Redis relay keep running (see `open`)."""
+        for sw in self.switches.values():
+            with contextlib.suppress(Exception):
+                sw.close()
+
+    def locations(self) -> list[str]:
+        return [HOST] + sorted(k for k in self.switches if k != HOST)
+
+    # -- one instance ---------------------------------------------------------------------------------------
+    def new_instance(self, nf: Nf, location: str, seq: int, used_ofports: set[int]) -> Instance:
+        """Allocate names and an OpenFlow port for a new instance of `nf` at `location` (no side effects)."""
+        sw = self.switches[location]
+        taken = set(used_ofports) | set(sw.driver.ports().values())
+        ofport = nm.NF_PORT_BASE
+        while ofport in taken:
+            ofport += 1
+        return Instance(
+            id=f"{nf.id}-{seq}",
+            location=location,
+            switch=location,
+            ofport=ofport,
+            netns=f"{self.name}-i{seq}",
+            inside_if=f"{self.name}-i{seq}",
+            port_if=f"{self.name}-j{seq}",
+        )
+
+    def _files(self, inst: Instance) -> dict[str, Path]:
+        return {
+            "config": self.dir / f"{inst.id}.json",
+            "stats": self.dir / f"{inst.id}.stats",
+            "log": self.dir / "logs" / f"{inst.id}.log",
+        }
+
+    def start(self, nf: Nf, inst: Instance) -> None:
+        """Plug the instance's namespace into its switch and start its processes; wait for /health.
+
+        On any failure everything this call created is removed again and StartError is raised.
+        """
+        try:
+            self.switches[inst.switch].attach_namespace(inst.netns, inst.inside_if, inst.port_if, inst.ofport)
+            self.start_processes(nf, inst)
+        except BaseException as exc:
+            self.stop(inst)
+            if isinstance(exc, StartError):
+                raise
+            if isinstance(exc, DatapathError | OSError):
+                raise StartError(f"{inst.id}: {exc}") from None
+            raise
+
+    def _cgroup_files(self, location: str) -> list[str]:
+        if location == HOST:
+            return []
+        return [str(d / "cgroup.procs") for d in self.switches[location].cgroup.dirs()]
+
+    def _spawn(self, cmd: list[str], log: Path, netns: str | None = None, cgroup: list[str] = ()) -> int:
+        full = ["ip", "netns", "exec", netns, *cmd] if netns else cmd
+        files = list(cgroup)
+
+        def join_cgroup() -> None:  # runs in the child between fork and exec: plain syscalls only
+            for f in files:
+                fd = os.open(f, os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")  # "0" = the writing process itself
+                finally:
+                    os.close(fd)
+
+        with open(log, "ab") as out:
+            p = subprocess.Popen(
+                full,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=join_cgroup if files else None,  # noqa: PLW1509
+                close_fds=True,
+            )
+        self.procs[p.pid] = p
+        return p.pid
+
+    def start_processes(self, nf: Nf, inst: Instance) -> None:
+        f = self._files(inst)
+        f["config"].write_text(json.dumps(nf.config))
+        f["stats"].unlink(missing_ok=True)
+        cg = self._cgroup_files(inst.location)
+        relays = [
+            self._spawn(
+                ["socat", f"TCP-LISTEN:{REDIS_PORT_IN_NS},bind=127.0.0.1,fork,reuseaddr",
+                 f"UNIX-CONNECT:{self.redis_sock}"],
+                f["log"], inst.netns, cg,
+            ),
+            self._spawn(
+                ["socat", f"UNIX-LISTEN:{f['stats']},fork,mode=600", f"TCP:127.0.0.1:{STATS_PORT}"],
+                f["log"], inst.netns, cg,
+            ),
+        ]  # fmt: skip
+        inst.relay_pids = relays
+        self._wait_listening(relays[0], REDIS_PORT_IN_NS, f["log"])
+        inst.pid = self._spawn(
+            [str(self.nf_binary), nf.type, "--port", inst.inside_if,
+             "--store", f"redis://127.0.0.1:{REDIS_PORT_IN_NS}", "--nf-id", nf.id, "--instance", inst.id,
+             "--config", str(f["config"]), "--stats", f"127.0.0.1:{STATS_PORT}"],
+            f["log"], inst.netns, cg,
+        )  # fmt: skip
+        inst.state = "starting"
+        self.wait_healthy(inst)
+        inst.state = "running"
+
+    def _wait_listening(self, pid: int, port: int, log: Path, timeout: float = 10.0) -> None:
+        """Until process `pid`'s namespace has a TCP listener on 127.0.0.1:`port` (read from its /proc)."""
+        want = f"0100007F:{port:04X}"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                lines = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+            except OSError:
+                lines = []
+            if any(ln.split()[1] == want and ln.split()[3] == "0A" for ln in lines):
+                return
+            if not pid_alive(pid) or time.monotonic() > deadline:
+                raise StartError(f"redis relay on port {port} did not start: {_tail(log)}")
+            time.sleep(0.02)
+
+    def wait_healthy(self, inst: Instance, timeout: float = HEALTH_TIMEOUT) -> None:
+        f = self._files(inst)
+        deadline = time.monotonic() + timeout
+        while True:
+            if not inst.pid or not pid_alive(inst.pid):
+                self.stop_processes(inst)
+                raise StartError(f"{inst.id}: NF process exited: {_tail(f['log'])}")
+            if self.healthy(inst):
+                return
+            if time.monotonic() > deadline:
+                self.stop_processes(inst)
+                raise StartError(f"{inst.id}: not healthy after {timeout:g}s: {_tail(f['log'])}")
+            time.sleep(0.05)
+
+    def healthy(self, inst: Instance) -> bool:
+        try:
+            status, _ = http_get_unix(str(self._files(inst)["stats"]), "/health", timeout=1.0)
+        except OSError:
+            return False
+        return status == 200
+
+    def stats(self, inst: Instance) -> dict | None:
+        try:
+            status, body = http_get_unix(str(self._files(inst)["stats"]), "/stats", timeout=1.0)
+            return json.loads(body) if status == 200 else None
+        except (OSError, ValueError):
+            return None
+
+    def alive(self, inst: Instance) -> bool:
+        """The instance's NF process runs (checked by PID and command line, so a reused PID does not count)."""
+        if not inst.pid or not pid_alive(inst.pid):
+            return False
+        try:
+            cmdline = Path(f"/proc/{inst.pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        return inst.id.encode() in cmdline
+
+    def stop_processes(self, inst: Instance) -> None:
+        for pid in [inst.pid, *inst.relay_pids]:
+            if pid:
+                kill_and_wait(pid)
+                p = self.procs.pop(pid, None)
+                if p is not None:
+                    with contextlib.suppress(Exception):
+                        p.wait(timeout=1)
+        inst.pid, inst.relay_pids = None, []
+
+    def stop(self, inst: Instance) -> None:
+        """Stop the processes, remove the bridge port, the namespace and the instance's files (idempotent)."""
+        self.stop_processes(inst)
+        errors = []
+        try:
+            self.switches[inst.switch].detach(inst.port_if)
+        except (DatapathError, KeyError) as exc:
+            errors.append(str(exc))
+        try:
+            netns_del(inst.netns)
+        except DatapathError as exc:
+            errors.append(str(exc))
+        f = self._files(inst)
+        for key in ("config", "stats"):
+            f[key].unlink(missing_ok=True)
+        if errors:
+            raise DatapathError(f"stopping {inst.id}: " + "; ".join(errors))
+
+    # -- monitoring inputs ---------------------------------------------------------------------------------
+    def port_counters(self) -> dict[str, dict[str, dict[str, int]]]:
+        out = {}
+        for sid, sw in self.switches.items():
+            try:
+                out[sid] = sw.driver.port_stats()
+            except DatapathError:
+                out[sid] = {}
+        return out
+
+    def pcie_ports(self) -> dict[str, str]:
+        return {sid: nm.if_pcie(self.name, int(sid[4:]))[0] for sid in self.switches if sid != HOST}
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """utime + stime of the processes (seconds); gone processes count 0."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick

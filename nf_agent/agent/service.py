@@ -1,0 +1,556 @@
+"""The agent: VMs and NFs requested northbound, placed, started, wired into OneSwitch, monitored, re-placed.
+
+All mutations run under one lock and either complete or are rolled back (nothing half-created remains): the
+state file is written only after the NF runs and its virtual port is mapped. The NF runtime and the port
+mapper are injected (`runtime.HostRuntime` / `portmap.OneSwitchPortMapper` in production), as is the clock.
+`migrate()` is the ONE place that moves an NF (the migration/ package will replace its body).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from nf_agent.agent import graph, store
+from nf_agent.agent.decide import Decision, decide
+from nf_agent.agent.model import (
+    HOST,
+    Conflict,
+    Instance,
+    Nf,
+    NfRequest,
+    NotFound,
+    ValidationError,
+    Vm,
+    VmRequest,
+)
+from nf_agent.agent.monitor import Measurement, Monitor, Sample, Wiring
+from nf_agent.agent.portmap import PortMapError, PortMapper
+from nf_agent.emulated_host import naming as nm
+from placement import parse_problem
+from placement.evaluate import evaluate
+from placement.hysteresis import Dampener
+
+log = logging.getLogger("uno.agent")
+
+
+class AgentError(Exception):
+    """A server-side failure (an NF did not start, OneSwitch refused): HTTP 500/502, state unchanged."""
+
+    def __init__(self, message: str, status: int = 500):
+        super().__init__(message)
+        self.status = status
+
+
+class NotImplementedYet(Exception):
+    """A documented limitation, failing closed: HTTP 409 naming the field (the request is valid, but this
+    host cannot do it yet)."""
+
+    def __init__(self, message: str, fld: str | None = None):
+        super().__init__(message)
+        self.field = fld
+
+
+class Runtime(Protocol):
+    def locations(self) -> list[str]: ...
+    def new_instance(self, nf: Nf, location: str, seq: int, used_ofports: set[int]) -> Instance: ...
+    def start(self, nf: Nf, inst: Instance) -> None: ...
+    def start_processes(self, nf: Nf, inst: Instance) -> None: ...
+    def stop(self, inst: Instance) -> None: ...
+    def stop_processes(self, inst: Instance) -> None: ...
+    def alive(self, inst: Instance) -> bool: ...
+    def healthy(self, inst: Instance) -> bool: ...
+    def stats(self, inst: Instance) -> dict | None: ...
+    def port_counters(self) -> dict[str, dict[str, dict[str, int]]]: ...
+    def pcie_ports(self) -> dict[str, str]: ...
+
+
+@dataclass
+class RestartPolicy:
+    """Restart a dead NF process at most `max_restarts` times per `window` seconds, then mark it failed."""
+
+    max_restarts: int = 5
+    window: float = 60.0
+
+
+@dataclass
+class Counters:
+    solves: int = 0
+    migrations: int = 0
+    migration_failures: int = 0
+    restarts: int = 0
+    provisions: int = 0
+    last_provision_ms: float | None = None
+    last_remap_ms: float | None = None
+
+
+@dataclass
+class AgentConfig:
+    snics: list[graph.SnicInfo]
+    vm_slots: int
+    profiles: dict[str, dict[str, float]]
+    solve_time_limit: float = 5.0
+    max_moves: int | None = None
+    dampener: Dampener = field(default_factory=Dampener)
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+
+
+def default_solver(time_limit: float, max_moves: int | None) -> Callable[[dict], dict]:
+    from placement import solve
+
+    def run(problem_json: dict) -> dict:
+        return solve(parse_problem(problem_json), time_limit=time_limit, max_moves=max_moves)
+
+    return run
+
+
+class Agent:
+    def __init__(
+        self,
+        cfg: AgentConfig,
+        runtime: Runtime,
+        mapper: PortMapper,
+        state_path: Path,
+        clock: Callable[[], float] = time.time,
+        solver: Callable[[dict], dict] | None = None,
+        drain_s: float = 0.0,
+    ):
+        self.cfg = cfg
+        self.runtime = runtime
+        self.mapper = mapper
+        self.state_path = state_path
+        self.clock = clock
+        self.solver = solver or default_solver(cfg.solve_time_limit, cfg.max_moves)
+        self.lock = threading.RLock()
+        self.state = store.load(state_path)
+        self.monitor = Monitor(alpha=0.5)
+        self.counters = Counters()
+        self.last_decision: Decision | None = None
+        self.drain_s = drain_s
+        self._restart_times: dict[str, list[float]] = {}
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    @property
+    def locations(self) -> list[str]:
+        return self.runtime.locations()
+
+    def _save(self) -> None:
+        store.save(self.state, self.state_path)
+
+    def _event(self, event: str, **kw) -> None:
+        entry = {"t": round(self.clock(), 3), "event": event, **kw}
+        self.state.record(entry)
+        log.info(event, extra={"fields": kw})
+
+    def _nf(self, nf_id: str) -> Nf:
+        nf = self.state.nfs.get(nf_id)
+        if nf is None:
+            raise NotFound(f"no NF {nf_id!r}")
+        return nf
+
+    def _vertices(self, extra_nf: str | None = None) -> dict[str, str]:
+        ids = list(self.state.nfs) + ([extra_nf] if extra_nf else [])
+        return graph.vertices(self.cfg.snics, list(self.state.vms), ids)
+
+    def measured_edges(self) -> dict[tuple[str, str], float]:
+        m = self.monitor.measurement
+        return dict(m.edges) if m else {}
+
+    def problem(self, nfs: list[Nf], fixed: set[str] = frozenset()) -> dict:
+        return graph.build_problem(
+            self.cfg.snics, list(self.state.vms), nfs, self.cfg.profiles, self.measured_edges(), fixed
+        )
+
+    def current_placement(self) -> dict[str, str]:
+        return {k: n.location for k, n in self.state.nfs.items() if n.location}
+
+    # -- VMs -------------------------------------------------------------------------------------------
+    def create_vm(self, req: VmRequest) -> Vm:
+        with self.lock:
+            if req.id in self.state.vms or req.id in self.state.nfs:
+                raise Conflict(f"id {req.id!r} already exists", "id")
+            used = {v.slot for v in self.state.vms.values()}
+            free = [i for i in range(self.cfg.vm_slots) if i not in used]
+            if not free:
+                raise Conflict(f"all {self.cfg.vm_slots} VM slots of this host are in use")
+            vm = Vm(id=req.id, slot=free[0], vport=nm.vport_vm(free[0]))
+            self.state.vms[vm.id] = vm
+            self._event("vm-create", vm=vm.id, vport=vm.vport)
+            try:
+                self._save()
+            except OSError as exc:
+                del self.state.vms[vm.id]
+                raise AgentError(f"cannot persist state: {exc}") from None
+            return vm
+
+    def delete_vm(self, vm_id: str) -> None:
+        with self.lock:
+            if vm_id not in self.state.vms:
+                raise NotFound(f"no VM {vm_id!r}")
+            users = sorted(n.id for n in self.state.nfs.values() if vm_id in (n.src, n.dst))
+            if users:
+                raise Conflict(f"VM {vm_id!r} is in the chain of NF(s) {', '.join(users)}; delete them first")
+            self.state.vms.pop(vm_id)
+            self._event("vm-delete", vm=vm_id)
+            self._save()
+
+    # -- NFs -------------------------------------------------------------------------------------------
+    def create_nf(self, req: NfRequest) -> Nf:
+        t0 = time.monotonic()
+        with self.lock:
+            nf_id = req.id or self.state.new_nf_id()
+            if nf_id in self.state.nfs or nf_id in self.state.vms:
+                raise Conflict(f"id {nf_id!r} already exists", "id")
+            graph.check_chain(nf_id, req.src, req.dst, self._vertices())
+            nf = Nf(
+                id=nf_id, type=req.type, config=req.config, vport=self.state.free_vport(nm.VPORT_NF_BASE),
+                expected_gbps=req.expected_gbps, src=req.src, dst=req.dst, pin=req.pin, prefer=req.prefer,
+                created=self.clock(),
+            )  # fmt: skip
+            if nf.pin and nf.pin not in self.locations:
+                raise ValidationError("pin", f"no location {nf.pin!r} on this host")
+            loc = self._place_new(nf)
+            inst = self.runtime.new_instance(
+                nf, loc, self.state.new_instance_seq(), self.state.used_ofports(loc)
+            )
+            self._start(nf, inst)
+            try:
+                self.mapper.map(nf.vport, inst.switch, inst.ofport, nf.id)
+            except PortMapError as exc:
+                self._stop_quietly(inst)
+                raise AgentError(str(exc), 502) from None
+            nf.location, nf.instances = loc, [inst]
+            self.state.nfs[nf_id] = nf
+            self._event("nf-create", nf=nf_id, type=nf.type, location=loc, vport=nf.vport)
+            try:
+                self._save()
+            except OSError as exc:
+                del self.state.nfs[nf_id]
+                self._unmap_quietly(nf.vport)
+                self._stop_quietly(inst)
+                raise AgentError(f"cannot persist state: {exc}") from None
+            self.counters.provisions += 1
+            self.counters.last_provision_ms = round((time.monotonic() - t0) * 1000, 1)
+            return nf
+
+    def _place_new(self, nf: Nf) -> str:
+        """Where a new NF goes: solved with every existing NF held where it is (creating never migrates).
+
+        When the existing NFs alone already break a budget under the measured traffic (re-placement has not
+        caught up yet), the new NF goes to the first location that adds no violation of its own.
+        """
+        existing = list(self.state.nfs.values())
+        problem_json = self.problem([*existing, nf], fixed={n.id for n in existing})
+        res = self.solver(problem_json)
+        self.counters.solves += 1
+        if res.get("status") in ("optimal", "feasible"):
+            return res["placement"][nf.id]
+        problem = parse_problem(problem_json)
+        base = {n.id: n.location or problem.allowed(n)[0] for n in problem.nodes if n.id != nf.id}
+        already = set(evaluate(parse_problem(self.problem(existing)), base).violations) if existing else set()
+        if already:
+            for loc in [nf.pin] if nf.pin else [nf.prefer or HOST, *self.locations]:
+                if set(evaluate(problem, {**base, nf.id: loc}).violations) <= already:
+                    log.warning(
+                        "placed on an over-budget host", extra={"fields": {"nf": nf.id, "location": loc}}
+                    )
+                    return loc
+        raise Conflict(f"no placement for {nf.id}: {res.get('reason', res.get('status'))}", "expected.gbps")
+
+    def _start(self, nf: Nf, inst: Instance) -> None:
+        from nf_agent.agent.runtime import StartError
+
+        try:
+            self.runtime.start(nf, inst)
+        except StartError as exc:
+            raise AgentError(str(exc)) from None
+
+    def _stop_quietly(self, inst: Instance) -> None:
+        try:
+            self.runtime.stop(inst)
+        except Exception as exc:  # noqa: BLE001 - rollback continues; the sweep of `uno down` is the backstop
+            log.error(
+                "rollback: stopping instance failed",
+                extra={"fields": {"instance": inst.id, "error": str(exc)}},
+            )
+
+    def _unmap_quietly(self, vport: int) -> None:
+        try:
+            self.mapper.unmap(vport)
+        except PortMapError as exc:
+            log.error("rollback: unmap failed", extra={"fields": {"vport": vport, "error": str(exc)}})
+
+    def delete_nf(self, nf_id: str) -> None:
+        with self.lock:
+            nf = self._nf(nf_id)
+            users = sorted(n.id for n in self.state.nfs.values() if nf_id in (n.src, n.dst))
+            if users:
+                raise Conflict(f"NF {nf_id!r} is in the chain of NF(s) {', '.join(users)}; delete them first")
+            errors = []
+            try:
+                self.mapper.unmap(nf.vport)
+            except PortMapError as exc:
+                errors.append(str(exc))
+            for inst in nf.instances:
+                try:
+                    self.runtime.stop(inst)
+                except Exception as exc:  # noqa: BLE001
+                    errors.append(str(exc))
+            del self.state.nfs[nf_id]
+            self._event("nf-delete", nf=nf_id, errors=errors)
+            self._save()
+            if errors:
+                raise AgentError(f"NF {nf_id} deleted, with cleanup errors: {'; '.join(errors)}")
+
+    # -- migration: the ONE call site that moves an NF ----------------------------------------------------
+    def migrate(self, nf: Nf, target: str) -> float:
+        """Move `nf` to `target`: start a new instance there, remap the virtual port, stop the old one.
+
+        Returns the remap time (ms). On failure the NF keeps running where it was. (The migration/ package
+        will replace this body with its protocol: drain, owner-cache epoch, failover.)
+        """
+        old = list(nf.instances)
+        inst = self.runtime.new_instance(
+            nf, target, self.state.new_instance_seq(), self.state.used_ofports(target)
+        )
+        self._start(nf, inst)
+        try:
+            remap_ms = self.mapper.remap(nf.vport, inst.switch, inst.ofport)
+        except PortMapError as exc:
+            self._stop_quietly(inst)
+            raise AgentError(str(exc), 502) from None
+        nf.instances = [inst]
+        prev, nf.location = nf.location, target
+        # Drain: packets already inside the old instance (or on their way back from it) still leave by its
+        # port, whose rules OneSwitch keeps until the mapping moved; give them time before stopping it.
+        if self.drain_s > 0:
+            time.sleep(self.drain_s)
+        for o in old:
+            self._stop_quietly(o)
+        self.counters.migrations += 1
+        self.counters.last_remap_ms = remap_ms
+        self._event("nf-migrate", nf=nf.id, src=prev, dst=target, remap_ms=remap_ms)
+        self._save()
+        return remap_ms
+
+    def migrate_request(self, nf_id: str, target: str) -> dict:
+        with self.lock:
+            nf = self._nf(nf_id)
+            if nf.pin and nf.pin != target:
+                raise Conflict(f"NF {nf_id} is pinned to {nf.pin}", "to")
+            if nf.location == target:
+                return {"id": nf_id, "location": target, "moved": False}
+            before = self.current_placement()
+            placement = {**before, nf_id: target}
+            problem = parse_problem(self.problem(list(self.state.nfs.values())))
+            full = {n.id: placement.get(n.id, problem.allowed(n)[0]) for n in problem.nodes}
+            ev = evaluate(problem, full)
+            if ev.violations:
+                raise Conflict(f"moving {nf_id} to {target} violates " + "; ".join(ev.violations), "to")
+            ms = self.migrate(nf, target)
+            self.cfg.dampener.record(self.clock(), before)  # an operator's move counts for dampening too
+            return {"id": nf_id, "location": target, "moved": True, "remap_ms": ms}
+
+    def scale(self, nf_id: str, n: int) -> dict:
+        with self.lock:
+            nf = self._nf(nf_id)
+            if n == len(nf.instances):
+                return {"id": nf_id, "instances": n}
+            raise NotImplementedYet(
+                "scale-out needs one virtual port spread over several physical ports (a select group in "
+                "OneSwitch), which OneSwitch's port map does not offer yet; only the current count is accepted",
+                "instances",
+            )
+
+    # -- monitoring ------------------------------------------------------------------------------------
+    def wiring(self) -> Wiring:
+        return Wiring(
+            nf_ports={(i.switch, i.port_if): n.id for n in self.state.nfs.values() for i in n.instances},
+            pcie_ports=self.runtime.pcie_ports(),
+            chains={n.id: self._chain(n) for n in self.state.nfs.values()},
+        )
+
+    def _chain(self, nf: Nf) -> tuple[str | None, str | None]:
+        default = graph.default_endpoint(self.cfg.snics)
+        return nf.src or default, nf.dst or default
+
+    def sample(self) -> Measurement | None:
+        """Take one sample of counters now (clock) and update the measurement."""
+        from nf_agent.agent.runtime import cpu_seconds
+
+        with self.lock:
+            nfs = list(self.state.nfs.values())
+            wiring = self.wiring()
+        cpu: dict[str, float] = {loc: 0.0 for loc in self.locations}
+        stats: dict[str, dict] = {}
+        for n in nfs:
+            for i in n.instances:
+                cpu[i.location] = cpu.get(i.location, 0.0) + cpu_seconds([p for p in [i.pid] if p])
+                st = self.runtime.stats(i)
+                if st:
+                    agg = stats.setdefault(n.id, {"rx": 0, "tx": 0})
+                    for k in ("rx", "tx"):
+                        agg[k] += int(st.get("counters", st).get(k, 0) or 0)
+        sample = Sample(self.clock(), self.runtime.port_counters(), cpu, stats)
+        return self.monitor.update(sample, wiring)
+
+    def supervise(self) -> None:
+        """Restart dead NF processes under the restart policy; mark them failed when it is exhausted."""
+        with self.lock:
+            for nf in self.state.nfs.values():
+                for inst in nf.instances:
+                    if inst.state == "failed" or self.runtime.alive(inst):
+                        continue
+                    now = self.clock()
+                    times = [
+                        t for t in self._restart_times.get(inst.id, []) if now - t < self.cfg.restart.window
+                    ]
+                    if len(times) >= self.cfg.restart.max_restarts:
+                        inst.state = "failed"
+                        self._event("nf-failed", nf=nf.id, instance=inst.id)
+                        self._save()
+                        continue
+                    times.append(now)
+                    self._restart_times[inst.id] = times
+                    self.runtime.stop_processes(inst)
+                    try:
+                        self.runtime.start_processes(nf, inst)
+                        inst.restarts += 1
+                        self.counters.restarts += 1
+                        self._event("nf-restart", nf=nf.id, instance=inst.id, restarts=inst.restarts)
+                    except Exception as exc:  # noqa: BLE001 - retried on the next round
+                        inst.state = "starting"
+                        log.error(
+                            "restart failed", extra={"fields": {"instance": inst.id, "error": str(exc)}}
+                        )
+                    self._save()
+
+    # -- re-placement ----------------------------------------------------------------------------------
+    def run_placement(self, force: bool = False) -> Decision:
+        """Solve with the measured matrix; migrate the chosen NFs when hysteresis and dampening allow."""
+        with self.lock:
+            current = self.current_placement()
+            if not current:
+                d = Decision(False, "no NFs to place")
+            else:
+                d = decide(
+                    self.problem(list(self.state.nfs.values())),
+                    current,
+                    self.solver,
+                    self.cfg.dampener,
+                    self.clock(),
+                    force,
+                )
+                self.counters.solves += 1
+            done = []
+            if d.go:
+                for mv in d.moves:
+                    try:
+                        self.migrate(self.state.nfs[mv["id"]], mv["to"])
+                        done.append(mv)
+                    except AgentError as exc:
+                        self.counters.migration_failures += 1
+                        d.why += f"; migrating {mv['id']} failed: {exc}"
+                if done:
+                    self.cfg.dampener.record(self.clock(), current)
+                d.moves = done if done else d.moves
+            self.last_decision = d
+            self._event("placement-run", go=d.go, why=d.why, moves=d.moves)
+            self._save()
+            return d
+
+    # -- restart -------------------------------------------------------------------------------------------
+    def reconcile(self) -> list[str]:
+        """After an agent restart: adopt running instances, restart dead ones, re-map missing ports.
+
+        Running NFs and mappings that match the saved state are left untouched (no traffic disturbed).
+        Returns what was done, one line per action.
+        """
+        done = []
+        with self.lock:
+            try:
+                mapped = self.mapper.mapped()
+            except PortMapError as exc:
+                raise AgentError(f"cannot read OneSwitch's port map: {exc}", 502) from None
+            for nf in self.state.nfs.values():
+                for inst in nf.instances:
+                    if self.runtime.alive(inst):
+                        inst.state = "running"
+                        continue
+                    try:
+                        self.runtime.stop(inst)
+                        self.runtime.start(nf, inst)
+                        done.append(f"restarted {inst.id}")
+                    except Exception as exc:  # noqa: BLE001 - the supervisor retries
+                        inst.state = "starting"
+                        done.append(f"could not restart {inst.id}: {exc}")
+                if nf.instances:
+                    want = (nf.instances[0].switch, nf.instances[0].ofport)
+                    have = mapped.get(nf.vport)
+                    try:
+                        if have is None:
+                            self.mapper.map(nf.vport, *want, nf.id)
+                            done.append(f"mapped vport {nf.vport}")
+                        elif have != want:
+                            self.mapper.remap(nf.vport, *want)
+                            done.append(f"remapped vport {nf.vport}")
+                    except PortMapError as exc:
+                        done.append(f"could not map vport {nf.vport}: {exc}")
+            self._event("reconcile", actions=done)
+            self._save()
+        return done
+
+    # -- views -----------------------------------------------------------------------------------------
+    def placement_view(self) -> dict:
+        with self.lock:
+            current = self.current_placement()
+            nfs = list(self.state.nfs.values())
+            problem_json = self.problem(nfs)
+            predicted = None
+            if nfs:
+                problem = parse_problem(problem_json)
+                full = {n.id: current.get(n.id, problem.allowed(n)[0]) for n in problem.nodes}
+                ev = evaluate(problem, full)
+                predicted = {
+                    "host_cores": float(ev.host_cost),
+                    "snic_load": {k: float(v) for k, v in ev.snic_load.items()},
+                    "pcie_gbps": {k: {d: float(x) for d, x in v.items()} for k, v in ev.pcie.items()},
+                    "violations": ev.violations,
+                }
+            m = self.monitor.measurement
+            return {
+                "locations": current,
+                "predicted": predicted,
+                "measured": m.to_json() if m else None,
+                "traffic": problem_json["edges"],
+                "last_solve": self.last_decision.to_json() if self.last_decision else None,
+                "history": self.state.history[-20:],
+            }
+
+    def ports(self) -> list[dict]:
+        with self.lock:
+            out = [{"vport": v.vport, "kind": "vm", "owner": v.id} for v in self.state.vms.values()]
+            out += [{"vport": n.vport, "kind": "nf", "owner": n.id} for n in self.state.nfs.values()]
+            out += [
+                {"vport": nm.vport_eth(int(s.id[4:]), j), "kind": "eth", "owner": graph.eth_vertex(s.id, j)}
+                for s in self.cfg.snics
+                for j in range(s.eth_ports)
+            ]
+            return sorted(out, key=lambda p: p["vport"])
+
+    def health(self) -> dict:
+        with self.lock:
+            nfs = {
+                n.id: (
+                    "healthy"
+                    if n.instances and all(self.runtime.healthy(i) for i in n.instances)
+                    else "unhealthy"
+                )
+                for n in self.state.nfs.values()
+            }
+        return {"ok": all(v == "healthy" for v in nfs.values()), "nfs": nfs}

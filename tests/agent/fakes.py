@@ -1,0 +1,108 @@
+"""Fakes of the agent's two I/O edges, for unit tests of its REST and rollback logic only.
+
+The lifecycle tests (test_lifecycle.py) use the real runtime (NF processes, namespaces, OVS) and OneSwitch.
+"""
+
+from __future__ import annotations
+
+from nf_agent.agent.graph import SnicInfo
+from nf_agent.agent.model import Instance, Nf
+from nf_agent.agent.portmap import PortMapError
+from nf_agent.agent.runtime import StartError
+from nf_agent.agent.service import Agent, AgentConfig
+from placement.profiles import load_profiles
+
+
+class FakeRuntime:
+    def __init__(self, snics=("snic0",)):
+        self.snics = list(snics)
+        self.running: dict[str, Instance] = {}
+        self.fail_start: set[str] = set()  # NF ids whose start fails
+        self.counters: dict[str, dict[str, dict[str, int]]] = {"host": {}, **{s: {} for s in self.snics}}
+        self.pids = 1000
+
+    def locations(self):
+        return ["host", *self.snics]
+
+    def new_instance(self, nf: Nf, location: str, seq: int, used_ofports: set[int]) -> Instance:
+        port = 200
+        while port in used_ofports:
+            port += 1
+        return Instance(f"{nf.id}-{seq}", location, location, port, f"x-i{seq}", f"x-i{seq}", f"x-j{seq}")
+
+    def start(self, nf: Nf, inst: Instance) -> None:
+        if nf.id in self.fail_start:
+            raise StartError(f"{inst.id}: NF process exited: boom")
+        self.start_processes(nf, inst)
+
+    def start_processes(self, nf: Nf, inst: Instance) -> None:
+        self.pids += 1
+        inst.pid, inst.state = self.pids, "running"
+        self.running[inst.id] = inst
+
+    def stop(self, inst: Instance) -> None:
+        self.stop_processes(inst)
+
+    def stop_processes(self, inst: Instance) -> None:
+        self.running.pop(inst.id, None)
+        inst.pid = None
+
+    def alive(self, inst: Instance) -> bool:
+        return inst.id in self.running
+
+    def healthy(self, inst: Instance) -> bool:
+        return inst.id in self.running
+
+    def stats(self, inst: Instance):
+        return {"rx": 0, "tx": 0} if inst.id in self.running else None
+
+    def port_counters(self):
+        return {sw: {p: dict(c) for p, c in ports.items()} for sw, ports in self.counters.items()}
+
+    def pcie_ports(self):
+        return {s: f"x-p{s[4:]}h" for s in self.snics}
+
+
+class FakeMapper:
+    def __init__(self):
+        self.map_: dict[int, tuple[str, int]] = {}
+        self.fail = False
+        self.remaps: list[tuple[int, str, int]] = []
+
+    def map(self, vport, switch, port, name):
+        if self.fail:
+            raise PortMapError("OneSwitch 503: down")
+        self.map_[vport] = (switch, port)
+
+    def remap(self, vport, switch, port):
+        if self.fail:
+            raise PortMapError("OneSwitch 503: down")
+        self.map_[vport] = (switch, port)
+        self.remaps.append((vport, switch, port))
+        return 1.5
+
+    def unmap(self, vport):
+        self.map_.pop(vport, None)
+
+    def mapped(self):
+        return dict(self.map_)
+
+
+class Clock:
+    def __init__(self, t: float = 1000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def make_agent(tmp_path, capacity=36.0, pcie=40.0, **kw) -> tuple[Agent, FakeRuntime, FakeMapper, Clock]:
+    rt, mp, clock = FakeRuntime(), FakeMapper(), Clock()
+    cfg = AgentConfig(
+        snics=[SnicInfo("snic0", capacity, pcie, 1)],
+        vm_slots=2,
+        profiles=load_profiles(),
+        solve_time_limit=5,
+        **kw,
+    )
+    return Agent(cfg, rt, mp, tmp_path / "state.json", clock=clock), rt, mp, clock

@@ -1,0 +1,30 @@
+"""`uno agent serve` refuses bad arguments with one line naming the option, exit 2, and starts nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from nf_agent.cli import main
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--listen", "nowhere"], "--listen"),
+        (["--listen", "127.0.0.1:70000"], "--listen"),
+        (["--listen", "0.0.0.0:0"], "--token-file"),
+        (["--token-file", "/nonexistent/token"], "--token-file"),
+        (["--sample-interval", "0"], "--sample-interval"),
+        (["--max-moves", "-1"], "--max-moves"),
+        (["--solve-time-limit", "0"], "--solve-time-limit"),
+        (["--name", "zz9q"], "not up"),
+        (["--name", "Bad_Name"], "name"),
+    ],
+)
+def test_bad_arguments(tmp_path, capsys, argv, needle):
+    cfg = tmp_path / "h.yaml"
+    cfg.write_text(f"name: zz9q\nrundir: {tmp_path}/run\n")
+    assert main(["agent", "serve", "--config", str(cfg), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0] and err[0].startswith("uno agent: error:")
+    assert not (tmp_path / "run" / "zz9q" / "agent").exists()

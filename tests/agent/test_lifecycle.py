@@ -1,0 +1,292 @@
+"""The agent end to end on a real emulated host (root): `uno agent serve` as a process, OneSwitch, Redis, a
+real `nf firewall` in its own namespace. Ping VM -> firewall -> wire through rules installed on OneSwitch;
+monitoring sees the traffic; a kill -9 of the NF is restarted by the supervisor; migrate host <-> sNIC keeps
+traffic flowing; an agent restart adopts the running NF; DELETE and teardown leave nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from host_datapath.oneswitch_client import OneSwitchClient
+from host_datapath.sysutil import netns_list, pid_alive, run
+from nf_agent.agent import endpoint
+from nf_agent.agent.runtime import NF_BINARY
+from nf_agent.emulated_host import naming as nm
+from nf_agent.emulated_host.host import ping
+from nf_agent.emulated_host.oneswitch import jar_missing_reason
+from snic_datapath.cgroup import CpuCgroup
+from tests.datapath.conftest import EMPTY, machine_snapshot, make_host, needs_root
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = [
+    pytest.mark.root,
+    needs_root,
+    pytest.mark.skipif(bool(jar_missing_reason()), reason=jar_missing_reason() or ""),
+    pytest.mark.skipif(not NF_BINARY.exists(), reason=f"{NF_BINARY} not built (scripts/setup.sh rust)"),
+]
+FW_CONFIG = {"rules": [{"action": "allow", "proto": "icmp", "src": "any", "dst": "any"}], "default": "deny"}
+
+
+def call(base: str, method: str, path: str, body=None, timeout: float = 120) -> tuple[int, dict]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def wait(pred, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class AgentProc:
+    def __init__(self, cfg_file: Path, rundir: Path, log: Path):
+        self.cfg_file, self.rundir, self.log = cfg_file, rundir, log
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, *extra: str) -> str:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "nf_agent.cli", "agent", "serve", "--config", str(self.cfg_file),
+             "--sample-interval", "0.5", "--replace-interval", "0", "--log-file", str(self.log), *extra],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        url = self.proc.stdout.readline().strip()
+        if not url:
+            raise AssertionError(f"agent did not start: {self.proc.stderr.read()}")
+        entry = wait(lambda: endpoint.status_entry(self.rundir), 30, "agent endpoint file")
+        assert entry["rest"] == url and entry["running"]
+        return url
+
+    def wait_exit(self, timeout: float) -> bool:
+        try:
+            self.proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("agent")
+    host = make_host(vms=1, oneswitch={"enabled": True})
+    cfg_file = tmp / "host.yaml"
+    cfg_file.write_text(f"name: {host.name}\nrundir: /run/uno-test\nvms: 1\n")
+    agent = AgentProc(cfg_file, host.rundir, tmp / "agent.log")
+    try:
+        status = host.up()
+        url = agent.start()
+        yield host, status, agent, url
+    finally:
+        host.down()  # with the agent still running: it notices and stops by itself
+        exited = agent.proc is None or agent.wait_exit(30)
+        agent.stop()
+        assert exited, "the agent kept running after `uno down`"
+        assert machine_snapshot(host.name) == EMPTY
+
+
+def agent_state(host) -> dict:
+    return json.loads((host.rundir / "agent" / "state.json").read_text())
+
+
+def instance(host, nf_id: str) -> dict:
+    return agent_state(host)["nfs"][nf_id]["instances"][0]
+
+
+def ofctl(status: dict, *args: str) -> str:
+    return run(["ovs-ofctl", "-O", "OpenFlow13", *args])
+
+
+def test_create_traffic_supervise_migrate_restart_delete(env):
+    host, status, agent, url = env
+    n = host.name
+    client = OneSwitchClient(status["oneswitch"]["rest"])
+    listen = status["oneswitch"]["listen"]
+
+    code, vm = call(url, "POST", "/v1/vms", {"id": "web"})
+    assert code == 201 and vm == {"id": "web", "vport": nm.vport_vm(0)}
+    code, body = call(url, "POST", "/v1/nfs", {"type": "firewall", "id": "fw1", "config": FW_CONFIG,
+                                               "expected": {"gbps": 0.5, "dst": "web"}})  # fmt: skip
+    assert code == 201, body
+    assert set(body) == {"id", "vport"}
+    vport = body["vport"]
+    inst = instance(host, "fw1")
+    assert inst["netns"] in netns_list() and pid_alive(inst["pid"])
+    mapping = {p.vport: (p.switch, p.port) for p in client.ports()}
+    assert mapping[vport] == (inst["switch"], inst["ofport"])
+    first_loc = inst["location"]
+    assert first_loc == "snic0"  # a light firewall costs no host CPU on the sNIC (r_nic load fits)
+    assert CpuCgroup(nm.cgroup_snic(n, 0)).pids().count(inst["pid"]) == 1
+
+    # The controller's rules on the ONE virtual switch: VM <-> firewall <-> wire (one-arm NF: by source MAC).
+    vm_mac, out_mac = nm.mac(1, 0, 0), nm.mac(2, 0, 0)
+    eth = nm.vport_eth(0, 0)
+    flows = [
+        f"in_port={vm['vport']},actions=output:{vport}",
+        f"in_port={eth},actions=output:{vport}",
+        f"in_port={vport},dl_src={vm_mac},actions=output:{eth}",
+        f"in_port={vport},dl_src={out_mac},actions=output:{vm['vport']}",
+    ]
+    for f in flows:
+        ofctl(status, "add-flow", listen, f)
+    vm_ns, out_ip = nm.ns_vm(n, 0), nm.ip_outside(0, 0)
+    assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping through the firewall on the sNIC")
+
+    # monitoring: the NF port's counters appear as the chain's edges and the NF's load
+    def measured():
+        m = call(url, "GET", "/v1/placement")[1]["measured"]
+        return m if m and m["nf_load_gbps"].get("fw1", 0) > 0 else None
+
+    ping(vm_ns, out_ip, count=5)
+    m = wait(measured, 30, "measured NF load")
+    assert {e["src"] for e in m["edges"] if e["dst"] == "fw1"} == {"snic0-eth0"}
+    assert {e["dst"] for e in m["edges"] if e["src"] == "fw1"} == {"web"}
+    # VM (host) -> firewall (sNIC) -> wire: the VM's traffic crosses the PCIe link host -> sNIC
+    assert m["pcie_gbps"]["snic0"]["down"] > 0
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        metrics = r.read().decode()
+    assert 'uno_agent_nf_healthy{nf="fw1"} 1.0' in metrics and "uno_agent_measured_pcie_gbps" in metrics
+
+    # supervisor: kill -9 the NF, it comes back (same namespace and port) and traffic passes again
+    os.kill(inst["pid"], signal.SIGKILL)
+    wait(
+        lambda: instance(host, "fw1")["restarts"] == 1 and instance(host, "fw1")["state"] == "running",
+        60,
+        "restart",
+    )
+    assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping after restart")
+
+    # migrate to the host and back under a 50/s ping stream: new instance, remapped port, old namespace gone,
+    # no packet lost
+    for target in ("host", "snic0"):
+        old = instance(host, "fw1")
+        # a fixed count (5 s at 50/s) so that ping waits for every reply: no in-flight packet counted as lost
+        pinger = subprocess.Popen(["ip", "netns", "exec", vm_ns, "ping", "-q", "-i", "0.02", "-c", "250",
+                                   "-W", "2", out_ip], stdout=subprocess.PIPE, text=True)  # fmt: skip
+        time.sleep(0.5)
+        code, res = call(url, "POST", "/v1/nfs/fw1/migrate", {"to": target})
+        out = pinger.communicate(timeout=60)[0]
+        # Make-before-break + drain. Measured: 0 lost in most migrations, 1 of 250 in about 1 of 8 (not yet
+        # attributed between OneSwitch's remap and the NF's first batches); more than 1 is a regression.
+        received = int(out.split(" received")[0].rsplit(" ", 1)[1])
+        assert received >= 249, f"migrating to {target}: {out}"
+        assert code == 200 and res["moved"] is True, res
+        new = instance(host, "fw1")
+        assert new["location"] == target and new["netns"] != old["netns"]
+        assert old["netns"] not in netns_list() and not pid_alive(old["pid"])
+        assert {p.vport: (p.switch, p.port) for p in client.ports()}[vport] == (new["switch"], new["ofport"])
+        assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, f"ping after migrating to {target}")
+
+    # agent restart: the running NF is adopted, not restarted; traffic is not disturbed
+    pid = instance(host, "fw1")["pid"]
+    pinger = subprocess.Popen(["ip", "netns", "exec", vm_ns, "ping", "-q", "-i", "0.05", "-w", "60", "-c", "120",
+                               out_ip], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        time.sleep(0.5)
+        agent.stop()
+        assert pid_alive(pid)
+        url = agent.start()
+        assert instance(host, "fw1")["pid"] == pid
+    finally:
+        out = pinger.communicate(timeout=90)[0]
+    assert " 0% packet loss" in out, out  # the restart did not disturb traffic
+    code, nf = call(url, "GET", "/v1/nfs/fw1")
+    assert code == 200 and nf["instances"][0]["state"] == "running"
+
+    # DELETE: process, namespace, bridge port, mapping all gone
+    last = instance(host, "fw1")
+    code, _ = call(url, "DELETE", "/v1/nfs/fw1")
+    assert code == 200
+    assert not pid_alive(last["pid"]) and last["netns"] not in netns_list()
+    assert vport not in {p.vport for p in client.ports()}
+    switches = host.switches()
+    try:
+        assert last["port_if"] not in switches[last["switch"]].driver.ports()
+    finally:
+        for sw in switches.values():
+            sw.close()
+    assert call(url, "GET", "/v1/nfs")[1] == []
+    assert not any(ns.startswith(f"{n}-i") for ns in netns_list())
+
+
+def test_traffic_shift_triggers_replacement(env, tmp_path):
+    """A firewall placed on the sNIC while idle; real traffic then overloads the sNIC under the (test) profile,
+    and POST /v1/placement/run moves it to the host, as the solver predicted; traffic keeps flowing."""
+    host, status, agent, url = env
+    n = host.name
+    profiles = tmp_path / "profiles.json"
+    # 100000 sNIC units per Gbit/s: a few Mbit/s of ping overload the 36-unit sNIC (the host costs 0.05/Gbit/s)
+    profiles.write_text(json.dumps({"firewall": {"r_host": 0.05, "r_nic": 100000}}))
+    agent.stop()
+    url = agent.start("--profiles", str(profiles), "--dampening", "0")
+    env_url = url
+    if call(env_url, "GET", "/v1/vms/web")[0] == 404:
+        assert call(env_url, "POST", "/v1/vms", {"id": "web"})[0] == 201
+    code, body = call(env_url, "POST", "/v1/nfs", {"type": "firewall", "id": "fw2", "config": FW_CONFIG,
+                                                   "expected": {"gbps": 0, "dst": "web"},
+                                                   "hints": {"prefer": "snic0"}})  # fmt: skip
+    assert code == 201, body
+    vport = body["vport"]
+    assert instance(host, "fw2")["location"] == "snic0"
+    listen = status["oneswitch"]["listen"]
+    vm_mac, out_mac, eth, vmp = nm.mac(1, 0, 0), nm.mac(2, 0, 0), nm.vport_eth(0, 0), nm.vport_vm(0)
+    ofctl(status, "del-flows", listen)
+    for f in (f"in_port={vmp},actions=output:{vport}", f"in_port={eth},actions=output:{vport}",
+              f"in_port={vport},dl_src={vm_mac},actions=output:{eth}",
+              f"in_port={vport},dl_src={out_mac},actions=output:{vmp}"):  # fmt: skip
+        ofctl(status, "add-flow", listen, f)
+    vm_ns, out_ip = nm.ns_vm(n, 0), nm.ip_outside(0, 0)
+    assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping through fw2")
+    # nothing to do while idle
+    code, d = call(env_url, "POST", "/v1/placement/run", {})
+    assert code == 200 and d["go"] is False, d
+    # traffic shift: ~5 Mbit/s each way for a few seconds
+    flood = subprocess.Popen(["ip", "netns", "exec", vm_ns, "ping", "-q", "-i", "0.002", "-s", "1200", "-w", "8",
+                              out_ip], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+
+        def loaded():
+            m = call(env_url, "GET", "/v1/placement")[1]
+            return m if (m["predicted"] or {}).get("violations") else None
+
+        view = wait(loaded, 30, "measured load to overload the sNIC in the model")
+        assert any("capacity of snic0" in v for v in view["predicted"]["violations"])
+        code, d = call(env_url, "POST", "/v1/placement/run", {})
+        assert code == 200 and d["go"] is True, d
+        assert d["moves"] == [{"id": "fw2", "from": "snic0", "to": "host"}]
+        assert d["solve"]["placement"]["fw2"] == "host"
+    finally:
+        flood.wait(timeout=30)
+    inst = instance(host, "fw2")
+    assert inst["location"] == "host" and pid_alive(inst["pid"])
+    assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping after the re-placement")
+    hist = [h["event"] for h in call(env_url, "GET", "/v1/placement")[1]["history"]]
+    assert "nf-migrate" in hist and hist[-1] == "placement-run"
+    assert call(env_url, "DELETE", "/v1/nfs/fw2")[0] == 200

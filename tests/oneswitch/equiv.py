@@ -1,0 +1,122 @@
+"""Semantic equivalence of two OpenFlow switches by real packets: the same rules, the same injected frames,
+the same multiset of (virtual port, exact bytes) leaving, per injected frame.
+
+A `Target` is one switch seen from outside: an ovs-ofctl target (OneSwitch's listener, or a reference bridge's
+management socket) and, per virtual port, the namespace endpoint(s) where its frames enter and leave.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from . import rulegen
+from .pktio import Endpoint, collect
+
+
+@dataclass
+class Target:
+    name: str
+    ofctl_target: str
+    endpoints: dict[int, list[Endpoint]]  # vport -> endpoints whose frames count as that vport's
+    inject: dict[int, Endpoint] = field(default_factory=dict)  # vport -> where to send (default: the first)
+
+    def open(self) -> Target:
+        for eps in self.endpoints.values():
+            for ep in eps:
+                ep.open()
+        for ep in self.inject.values():
+            ep.open()
+        return self
+
+    def close(self) -> None:
+        for eps in self.endpoints.values():
+            for ep in eps:
+                ep.close()
+        for ep in self.inject.values():
+            ep.close()
+
+    def sender(self, vport: int) -> Endpoint:
+        return self.inject.get(vport) or self.endpoints[vport][0]
+
+    def ofctl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        """`ovs-ofctl -O OpenFlow13 CMD TARGET ARGS...` (never raises: callers look at returncode/stderr).
+
+        Numbers only (`--no-names`): names play no part in what is compared here; ovs-ofctl's name lookups
+        (TABLE_FEATURES, PORT_DESC) are tested on their own in test_ofctl.
+        """
+        cmd = ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "--timeout=20", args[0], self.ofctl_target, *args[1:]]
+        return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=60)
+
+
+@dataclass
+class Loaded:
+    accepted: list[str]
+    refused: list[tuple[str, str]]  # (spec, ovs-ofctl's error output: the OFPT_ERROR)
+
+
+def clear(t: Target) -> None:
+    for cmd in (("del-flows",), ("del-groups",)):
+        r = t.ofctl(*cmd)
+        assert r.returncode == 0, f"{t.name}: {' '.join(cmd)}: {r.stderr}"
+
+
+def load(rules: rulegen.RuleSet, sut: Target, ref: Target) -> Loaded:
+    """Install each group/flow on `sut`; what it refuses (OFPT_ERROR) is skipped on `ref` too."""
+    clear(sut)
+    clear(ref)
+    out = Loaded([], [])
+    for cmd, specs in (("add-group", rules.groups), ("add-flow", rules.flows)):
+        for spec in specs:
+            r = sut.ofctl(cmd, spec)
+            if r.returncode != 0:
+                out.refused.append((spec, (r.stderr or r.stdout).strip()))
+                continue
+            rr = ref.ofctl(cmd, spec)
+            assert rr.returncode == 0, f"{ref.name} refused what {sut.name} accepted: {spec}: {rr.stderr}"
+            out.accepted.append(spec)
+    return out
+
+
+def run_packets(t: Target, pkts: list[tuple[int, int, bytes]], gap: float = 0.0005) -> dict[int, Counter]:
+    """Send each (id, vport, frame) at its vport; per id, the Counter of (vport, frame) that left."""
+    for ep in [ep for eps in t.endpoints.values() for ep in eps] + list(t.inject.values()):
+        ep.drain()  # forget anything from before
+    for _, v, frame in pkts:
+        t.sender(v).send(frame)
+        if gap:
+            time.sleep(gap)
+    got: dict[int, Counter] = {pid: Counter() for pid, _, _ in pkts}
+    for v, frame in collect(t.endpoints):
+        pid = rulegen.marker_id(frame)
+        if pid in got:
+            got[pid][(v, frame)] += 1
+    return got
+
+
+def differences(
+    pkts: list[tuple[int, int, bytes]], a: dict[int, Counter], b: dict[int, Counter], names=("sut", "ref")
+) -> list[str]:
+    """Human-readable differences, one per injected frame whose outputs differ."""
+    out = []
+    for pid, v, frame in pkts:
+        if a[pid] != b[pid]:
+            only_a = a[pid] - b[pid]
+            only_b = b[pid] - a[pid]
+            out.append(
+                f"packet {pid} in at {v}: {_summary(frame)}\n"
+                f"    only {names[0]}: {_fmt(only_a)}\n    only {names[1]}: {_fmt(only_b)}"
+            )
+    return out
+
+
+def _summary(frame: bytes) -> str:
+    from scapy.layers.l2 import Ether
+
+    return Ether(frame).summary() + " " + frame.hex()
+
+
+def _fmt(c: Counter) -> str:
+    return "; ".join(f"{n}x out {v}: {_summary(f)}" for (v, f), n in sorted(c.items())) or "-"

@@ -1,0 +1,80 @@
+"""OneSwitch's part of the host config and naming (pure: no root, no jar)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nf_agent.emulated_host import naming as nm
+from nf_agent.emulated_host.config import parse_config
+from nf_agent.emulated_host.oneswitch import build_config, l2_flows
+from nf_agent.errors import CliError
+
+
+def test_defaults_enable_oneswitch_without_controllers():
+    cfg = parse_config({})
+    assert cfg.oneswitch.enabled is True and cfg.oneswitch.controllers == () and cfg.oneswitch.token is None
+    assert parse_config({"oneswitch": {"enabled": False}}).oneswitch.enabled is False
+
+
+@pytest.mark.parametrize(
+    "raw,field",
+    [
+        ({"oneswitch": []}, "oneswitch"),
+        ({"oneswitch": {"enabled": "yes"}}, "oneswitch.enabled"),
+        ({"oneswitch": {"enabled": 1}}, "oneswitch.enabled"),
+        ({"oneswitch": {"nope": 1}}, "oneswitch.nope"),
+        ({"oneswitch": {"controllers": "tcp:127.0.0.1:6653"}}, "oneswitch.controllers"),
+        ({"oneswitch": {"controllers": ["tcp:127.0.0.1:6653", "ptcp:6653"]}}, "oneswitch.controllers[1]"),
+        ({"oneswitch": {"controllers": ["tcp:127.0.0.1:70000"]}}, "oneswitch.controllers[0]"),
+        ({"oneswitch": {"controllers": [6653]}}, "oneswitch.controllers[0]"),
+        ({"oneswitch": {"token": "short"}}, "oneswitch.token"),
+        ({"oneswitch": {"token": "has space in it"}}, "oneswitch.token"),
+        ({"oneswitch": {"token": 12345678}}, "oneswitch.token"),
+    ],
+)
+def test_bad_oneswitch_config_names_the_field(raw, field):
+    with pytest.raises(CliError) as exc:
+        parse_config(raw)
+    assert str(exc.value).startswith(f"config: {field}:"), str(exc.value)
+
+
+def test_virtual_port_numbering_is_fixed_and_disjoint():
+    eth = {nm.vport_eth(k, j) for k in range(8) for j in range(8)}
+    vms = {nm.vport_vm(i) for i in range(33)}
+    assert min(eth) == 1 and max(eth) == 64 and len(eth) == 64
+    assert min(vms) == 100 and max(vms) < nm.VPORT_NF_BASE
+    assert not eth & vms
+    assert nm.dpid("abcdef") == "0000616263646566" and len(nm.dpid("a")) == 16
+
+
+def test_generated_config_maps_vms_and_ethernet_ports_and_pcie_pairs(tmp_path):
+    cfg = parse_config(
+        {"name": "h1", "vms": 2, "snics": [{"eth_ports": 2}, {}], "oneswitch": {"controllers": ["tcp:127.0.0.1:6653"]}}
+    )
+    conf = build_config(cfg, {"host": "tcp:127.0.0.1:1", "snic0": "tcp:127.0.0.1:2", "snic1": "tcp:127.0.0.1:3"}, 7000, 7001, tmp_path)
+    assert conf["dpid"] == nm.dpid("h1") and conf["listen"] == "ptcp:7000:127.0.0.1" and conf["rest"] == "127.0.0.1:7001"
+    assert conf["controllers"] == ["tcp:127.0.0.1:6653"] and conf["token"] is None
+    assert [s["id"] for s in conf["switches"]] == ["host", "snic0", "snic1"]
+    assert conf["pcie"] == [
+        {"snic": "snic0", "host_port": 1, "snic_port": 100},
+        {"snic": "snic1", "host_port": 2, "snic_port": 100},
+    ]
+    assert [(p["vport"], p["switch"], p["port"]) for p in conf["ports"]] == [
+        (1, "snic0", 1),
+        (2, "snic0", 2),
+        (9, "snic1", 1),
+        (100, "host", 100),
+        (101, "host", 101),
+    ]
+
+
+def test_l2_flows_unicast_per_mac_and_broadcast_to_every_other_port():
+    status = {
+        "vms": [{"mac": "02:00:00:00:00:01"}, {"mac": "02:00:00:00:00:02"}],
+        "snics": [{"eth_ports": [{"mac": "02:00:00:00:01:01"}]}],
+    }
+    flows = l2_flows(status)
+    assert "table=0,priority=10,dl_dst=02:00:00:00:00:02,actions=output:101" in flows
+    assert "table=0,priority=10,dl_dst=02:00:00:00:01:01,actions=output:1" in flows
+    assert "table=0,priority=20,in_port=1,dl_dst=ff:ff:ff:ff:ff:ff,actions=output:100,output:101" in flows
+    assert len(flows) == 6

@@ -1,0 +1,170 @@
+"""Semantic equivalence of OneSwitch (over the host switch, PCIe and snic0) with a real reference OVS bridge:
+seeded random rule sets, random packets injected at every virtual port, the multiset of (virtual port, exact
+bytes) leaving must be identical, per injected packet. Rules OneSwitch refuses (OFPT_ERROR) are skipped on the
+reference too, and reported. Also through a remap of an NF port between host and sNIC under a packet stream.
+
+Seeds: UNO_EQ_SEEDS="1,2,3" overrides the default ones; every failure message starts with its seed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from host_datapath.switch import parse_dump_flows
+from nf_agent.emulated_host import naming as nm
+
+from . import equiv, rulegen
+from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT, VPORTS
+
+pytestmark = ONESWITCH
+SEEDS = [int(s) for s in os.environ.get("UNO_EQ_SEEDS", "1,2,3,4").split(",")]
+# Known OneSwitch bug (os-java ab5abc6), kept visible: with the VLAN flow-id carrier, a frame that already has
+# a VLAN tag (its own or pushed by the rule) loses one when it crosses PCIe through a group bucket or with two
+# tags (minimal: group ALL with a bucket output:100 (host), rule dl_dst=...,ip -> group:1, VLAN-10 frame in
+# at vport 201 (snic0): leaves untagged). DESIGN.md section 4 carries the tag in MPLS when the controller uses
+# VLANs; OneSwitch does not yet. Strict: the test fails once the bug is fixed, so the mark is removed then.
+VLAN_TAG_LOSS = {1, 2, 4}
+REFUSALS: list[tuple[int, str, str]] = []
+
+
+@pytest.fixture(scope="module")
+def pair(os_host, ref):
+    sut = equiv.Target("oneswitch", os_host.listen, os_host.endpoints()).open()
+    # The spare namespace on snic0 is not mapped: anything reaching it is a difference ("unmapped").
+    sut.endpoints["unmapped"] = [os_host.nf(2).open()]  # type: ignore[index]
+    reference = equiv.Target("reference", ref.target, ref.endpoints()).open()
+    yield os_host, sut, reference
+    for t in (sut, reference):
+        equiv.clear(t)
+        t.close()
+    if REFUSALS:
+        print("\nOneSwitch refused (OFPT_ERROR), skipped on both:")
+        for seed, spec, err in REFUSALS:
+            print(f"  seed {seed}: {spec}\n    {err.splitlines()[0] if err else ''}")
+
+
+def check_equivalent(
+    sut: equiv.Target, ref: equiv.Target, seed: int, rules: rulegen.RuleSet, per_port: int = 8, vlans: bool = True
+):
+    pkts = rulegen.packets(seed, VPORTS, per_port=per_port, vlans=vlans)
+    got_ref = equiv.run_packets(ref, pkts)
+    got_sut = equiv.run_packets(sut, pkts)
+    diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
+    assert not diffs, f"seed {seed}: {len(diffs)} of {len(pkts)} packets differ\n{rules.describe()}\n" + "\n".join(
+        diffs[:10]
+    )
+    return got_ref
+
+
+def load_checked(rules: rulegen.RuleSet, sut: equiv.Target, ref: equiv.Target) -> equiv.Loaded:
+    loaded = equiv.load(rules, sut, ref)
+    for spec, err in loaded.refused:
+        REFUSALS.append((rules.seed, spec, err))
+        assert "OFPT_ERROR" in err or "error" in err.lower(), f"seed {rules.seed}: refused without an error: {err}"
+    n_flows = len([s for s in loaded.accepted if "group_id=" not in s])
+    assert len(parse_dump_flows(sut.ofctl("dump-flows").stdout)) == n_flows  # refused rules left no trace
+    assert len(parse_dump_flows(ref.ofctl("dump-flows").stdout)) == n_flows
+    return loaded
+
+
+def _cases() -> list:
+    out = []
+    for seed in SEEDS:
+        out.append(pytest.param(seed, False, id=f"{seed}-no-vlan"))
+        marks = ()
+        if seed in VLAN_TAG_LOSS and "UNO_EQ_SEEDS" not in os.environ:
+            marks = pytest.mark.xfail(
+                strict=True, raises=AssertionError, reason="OneSwitch loses a VLAN tag across PCIe (VLAN carrier)"
+            )
+        out.append(pytest.param(seed, True, id=f"{seed}-vlan", marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("seed,vlans", _cases())
+def test_random_rules_equivalent(pair, seed, vlans):
+    """Without VLANs in rules and packets, and with (where the flow-id tag must not clash with the
+    controller's own VLANs: DESIGN.md section 4 carries it in MPLS then)."""
+    _, sut, ref = pair
+    rules = rulegen.generate(seed, VPORTS, n_rules=30, vlans=vlans)
+    loaded = load_checked(rules, sut, ref)
+    assert len(loaded.accepted) >= len(rules.flows) // 2, f"seed {seed}: most rules refused: {loaded.refused}"
+    out = check_equivalent(sut, ref, seed, rules, vlans=vlans)
+    assert sum(sum(c.values()) for c in out.values()) > 0, f"seed {seed}: no packet left the reference"
+
+
+STREAM_TYPE = 0x88B6  # the stream's own ethertype: no generated rule matches it
+
+
+def stream_frames(first: int, n: int, src_mac: str) -> list[bytes]:
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+
+    return [bytes(Ether(src=src_mac, dst=rulegen.MACS[1], type=STREAM_TYPE) / Raw(rulegen.marker(first + i) + b"s" * 30)) for i in range(n)]
+
+
+def test_remap_under_traffic_equivalent_and_lossless(pair):
+    """vport 200 moves host:200 -> snic0:201 and back, while VM 0 and Ethernet port 0 stream into it."""
+    os_host, sut, ref = pair
+    seed = SEEDS[0] + 1000
+    rules = rulegen.generate(seed, VPORTS, n_rules=25)
+    stream_rules = [f"table=0,priority=1000,in_port={v},dl_type={STREAM_TYPE:#06x},actions=output:{NF_HOST}" for v in (100, 1)]
+    rules = rulegen.RuleSet(seed, rules.groups, (*rules.flows, *stream_rules))
+    loaded = load_checked(rules, sut, ref)
+    assert all(r in loaded.accepted for r in stream_rules), loaded.refused
+    check_equivalent(sut, ref, seed, rules, per_port=5)  # before
+
+    old, spare = sut.endpoints[NF_HOST][0], sut.endpoints.pop("unmapped")[0]  # type: ignore[call-overload]
+    sut.endpoints["200@snic0"] = [spare]  # type: ignore[index]  # during: vport 200 at either place
+    n = 400
+    pkts = [(i, 100, f) for i, f in enumerate(stream_frames(0, n, rulegen.MACS[0]))]
+    pkts += [(n + i, 1, f) for i, f in enumerate(stream_frames(n, n, rulegen.MACS[2]))]
+    pkts.sort(key=lambda p: p[0] % n)  # interleave the two streams
+    got_ref = equiv.run_packets(ref, pkts, gap=0.002)
+
+    results = []
+
+    def remaps():
+        time.sleep(0.4)
+        results.append(os_host.client.remap(NF_HOST, "snic0", SPARE_SNIC_OFPORT))
+        time.sleep(0.4)
+        results.append(os_host.client.remap(NF_HOST, "host", nm.NF_PORT_BASE))
+
+    th = threading.Thread(target=remaps)
+    th.start()
+    try:
+        got_sut = equiv.run_packets(sut, pkts, gap=0.002)
+    finally:
+        th.join()
+    assert len(results) == 2, "a remap failed"
+    at_spare = sum(n for c in got_sut.values() for (v, _), n in c.items() if v == "200@snic0")
+    at_old = sum(n for c in got_sut.values() for (v, _), n in c.items() if v == NF_HOST)
+    got_sut = {pid: Counter({(NF_HOST if v == "200@snic0" else v, f): k for (v, f), k in c.items()}) for pid, c in got_sut.items()}
+    assert results[0].rules >= 2 and results[0].to.get("switch") == "snic0", results[0]
+    # Lossless: every stream packet reached vport 200 exactly once, as on the reference.
+    lost = [pid for pid, _, _ in pkts if sum(got_sut[pid].values()) != 1]
+    assert not lost, f"{len(lost)} of {len(pkts)} packets lost or duplicated during the remaps: {lost[:20]}"
+    diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
+    assert not diffs, f"seed {seed} during remap:\n" + "\n".join(diffs[:10])
+    # Both locations really carried traffic (the stream outlasted each remap).
+    assert at_old > 0 and at_spare > 0, (at_old, at_spare)
+
+    # After: vport 200 back on the host; then on the sNIC, the random rules are equivalent at each location.
+    sut.endpoints.pop("200@snic0")  # type: ignore[call-overload]
+    sut.endpoints["unmapped"] = [spare]  # type: ignore[index]
+    check_equivalent(sut, ref, seed, rules, per_port=5)
+    os_host.client.remap(NF_HOST, "snic0", SPARE_SNIC_OFPORT)
+    try:
+        sut.endpoints[NF_HOST] = [spare]
+        sut.endpoints["unmapped"] = [old]  # type: ignore[index]
+        sut.inject[NF_HOST] = spare
+        check_equivalent(sut, ref, seed, rules, per_port=5)
+    finally:
+        os_host.client.remap(NF_HOST, "host", nm.NF_PORT_BASE)
+        sut.endpoints[NF_HOST] = [old]
+        sut.endpoints["unmapped"] = [spare]  # type: ignore[index]
+        sut.inject.pop(NF_HOST, None)
