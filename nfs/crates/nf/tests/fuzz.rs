@@ -16,7 +16,7 @@ fn nf_packet_paths_survive_mutated_input() {
         rng ^= rng << 17;
         rng
     };
-    for kind in ["firewall", "nat", "monitor"] {
+    for kind in ["firewall", "nat", "monitor", "lb"] {
         let case = load_case(&root.join(kind).join("basic")).unwrap();
         let mut frames = Vec::new();
         for i in 0..3000u64 {
@@ -40,6 +40,7 @@ fn nf_packet_paths_survive_mutated_input() {
         let nf: Box<dyn nfcore::NetworkFunction> = match kind {
             "firewall" => Box::new(nf_firewall::Firewall::from_config(cfg).unwrap()),
             "nat" => Box::new(nf_nat::Nat::from_config(cfg).unwrap()),
+            "lb" => Box::new(nf_lb::LoadBalancer::from_config(cfg).unwrap()),
             _ => Box::new(nf_monitor::Monitor::from_config(cfg).unwrap()),
         };
         let out = run_frames(nf, Box::new(LocalStore::new()), "fuzz", &frames, 16);
