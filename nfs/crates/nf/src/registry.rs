@@ -14,6 +14,7 @@ pub fn make_nf(kind: &str, cfg: &Value) -> Result<Box<dyn NetworkFunction>, Stri
         "nat" => Box::new(nf_nat::Nat::from_config(cfg)?),
         "monitor" => Box::new(nf_monitor::Monitor::from_config(cfg)?),
         "lb" => Box::new(nf_lb::LoadBalancer::from_config(cfg)?),
+        "ips" => Box::new(nf_ips::Ips::from_config(cfg)?),
         _ => {
             return Err(format!(
                 "unknown NF type {kind:?} (known: {})",

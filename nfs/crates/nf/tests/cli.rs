@@ -42,7 +42,7 @@ fn run_case(
     tmp: &Path,
     tag: &str,
 ) -> (Vec<Vec<u8>>, serde_json::Value) {
-    let case = nfcore::harness::load_case(&data(&format!("{kind}/basic"))).unwrap();
+    let case = nfcore::harness::load_case(dir).unwrap();
     let pin = tmp.join(format!("{tag}-in.pcap"));
     let pout = tmp.join(format!("{tag}-out.pcap"));
     netio::pcap::write_all(&pin, &case.frames).unwrap();
@@ -76,8 +76,14 @@ fn run_case(
 fn pcap_in_out_same_in_both_modes() {
     let redis = TestRedis::start().expect("redis-server");
     let tmp = TempDir::new("modes");
-    for kind in ["firewall", "nat", "monitor", "lb"] {
-        let dir = data(&format!("{kind}/basic"));
+    for (kind, case_name) in [
+        ("firewall", "basic"),
+        ("nat", "basic"),
+        ("monitor", "basic"),
+        ("lb", "basic"),
+        ("ips", "split"),
+    ] {
+        let dir = data(&format!("{kind}/{case_name}"));
         let (local, ls) = run_case(kind, "local", &dir, &tmp.0, &format!("{kind}l"));
         let (remote, rs) = run_case(kind, &redis.url(), &dir, &tmp.0, &format!("{kind}r"));
         assert_eq!(local, remote, "{kind}");

@@ -16,8 +16,15 @@ fn nf_packet_paths_survive_mutated_input() {
         rng ^= rng << 17;
         rng
     };
-    for kind in ["firewall", "nat", "monitor", "lb"] {
-        let case = load_case(&root.join(kind).join("basic")).unwrap();
+    for (kind, case_name) in [
+        ("firewall", "basic"),
+        ("nat", "basic"),
+        ("monitor", "basic"),
+        ("lb", "basic"),
+        ("ips", "split"),
+        ("ips", "reordered"),
+    ] {
+        let case = load_case(&root.join(kind).join(case_name)).unwrap();
         let mut frames = Vec::new();
         for i in 0..3000u64 {
             let mut f = case.frames[(next() as usize) % case.frames.len()].1.clone();
@@ -41,6 +48,11 @@ fn nf_packet_paths_survive_mutated_input() {
             "firewall" => Box::new(nf_firewall::Firewall::from_config(cfg).unwrap()),
             "nat" => Box::new(nf_nat::Nat::from_config(cfg).unwrap()),
             "lb" => Box::new(nf_lb::LoadBalancer::from_config(cfg).unwrap()),
+            "ips" => {
+                let mut c = cfg.clone();
+                c["alert_log"] = "/dev/null".into();
+                Box::new(nf_ips::Ips::from_config(&c).unwrap())
+            }
             _ => Box::new(nf_monitor::Monitor::from_config(cfg).unwrap()),
         };
         let out = run_frames(nf, Box::new(LocalStore::new()), "fuzz", &frames, 16);
