@@ -1,1 +1,468 @@
-pub fn x() {}
+//! L7 firewall: classifies each flow's application protocol from its first payload bytes
+//! (TLS SNI, HTTP Host, DNS query name, SSH banner, others by a signature list; [`classify`])
+//! and blocks flows by policy ([`policy`]). The classification (or, while it is not decided, the
+//! bytes seen so far) is one record per connection in the tier (table `l7`, canonical 5-tuple),
+//! so any instance continues a classification another one started.
+//!
+//! - Payload of the direction that sent first is accumulated in sequence order until a detector
+//!   decides, up to `max_inspect_bytes` / `max_inspect_packets` (then: the protocol with its name
+//!   unparsed, or `unknown`). Packets are forwarded while pending; the packet that completes a
+//!   blocked classification and every later packet of the flow (both ways) are dropped, so e.g.
+//!   a TLS server never gets a ClientHello whose SNI is blocked. TCP data out of order while
+//!   pending is dropped (the sender retransmits it); retransmissions pass.
+//! - UDP: the first datagram decides; for DNS every later query on the flow is checked too.
+//!
+//! Config (JSON): `{"block": [{"proto": "tls", "sni": "*.bad.example"}], "allow": [...],
+//! "default": "allow", "unparsed": "block", "signatures": [{"name": "myproto", "offset": 0,
+//! "content": "MYP" | "hex": "4d5950"}], "max_inspect_bytes": 16384, "max_inspect_packets": 8,
+//! "idle_timeout_ms": 60000}` plus the runtime options.
+
+pub mod classify;
+pub mod dns;
+pub mod http;
+pub mod policy;
+pub mod tls;
+
+use classify::{classify, Class, Outcome, SigRule};
+use nfcore::config::{object, only_keys, opt_str, opt_u64, RUNTIME_KEYS};
+use nfcore::{Ctx, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
+use packet::{Direction, L4};
+use policy::{Policy, Rule};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+pub const TABLE: &str = "l7";
+
+/// What the tier holds for a flow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlowState {
+    Pending {
+        /// Direction (0: canonical, 1: reverse) whose bytes are being classified.
+        dir: u8,
+        next_seq: u32,
+        packets: u16,
+        buf: Vec<u8>,
+    },
+    Done {
+        class: Class,
+        blocked: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub refreshed_ms: u64,
+    pub state: FlowState,
+}
+
+fn put_str(v: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        None => v.push(0),
+        Some(s) => {
+            let s = &s.as_bytes()[..s.len().min(255)];
+            v.push(1);
+            v.push(s.len() as u8);
+            v.extend_from_slice(s);
+        }
+    }
+}
+
+fn get_str(b: &[u8], at: &mut usize) -> Option<Option<String>> {
+    match *b.get(*at)? {
+        0 => {
+            *at += 1;
+            Some(None)
+        }
+        1 => {
+            let n = *b.get(*at + 1)? as usize;
+            let s = std::str::from_utf8(b.get(*at + 2..*at + 2 + n)?).ok()?;
+            *at += 2 + n;
+            Some(Some(s.to_string()))
+        }
+        _ => None,
+    }
+}
+
+impl Record {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(&self.refreshed_ms.to_le_bytes());
+        match &self.state {
+            FlowState::Pending {
+                dir,
+                next_seq,
+                packets,
+                buf,
+            } => {
+                v.push(0);
+                v.push(*dir);
+                v.extend_from_slice(&next_seq.to_le_bytes());
+                v.extend_from_slice(&packets.to_le_bytes());
+                v.extend_from_slice(buf);
+            }
+            FlowState::Done { class, blocked } => {
+                v.push(1);
+                v.push(*blocked as u8);
+                put_str(&mut v, Some(&class.proto));
+                put_str(&mut v, class.name.as_deref());
+                put_str(&mut v, class.refused.as_deref());
+            }
+        }
+        v
+    }
+
+    pub fn decode(b: &[u8]) -> Option<Record> {
+        let refreshed_ms = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+        let state = match *b.get(8)? {
+            0 => FlowState::Pending {
+                dir: *b.get(9).filter(|d| **d <= 1)?,
+                next_seq: u32::from_le_bytes(b.get(10..14)?.try_into().ok()?),
+                packets: u16::from_le_bytes(b.get(14..16)?.try_into().ok()?),
+                buf: b[16..].to_vec(),
+            },
+            1 => {
+                let blocked = match *b.get(9)? {
+                    0 => false,
+                    1 => true,
+                    _ => return None,
+                };
+                let mut at = 10;
+                let proto = get_str(b, &mut at)??;
+                let name = get_str(b, &mut at)?;
+                let refused = get_str(b, &mut at)?;
+                if at != b.len() {
+                    return None;
+                }
+                FlowState::Done {
+                    class: Class {
+                        proto,
+                        name,
+                        refused,
+                    },
+                    blocked,
+                }
+            }
+            _ => return None,
+        };
+        Some(Record {
+            refreshed_ms,
+            state,
+        })
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct Counters {
+    classified: BTreeMap<String, u64>,
+    blocked_flows: BTreeMap<String, u64>,
+    blocked_packets: u64,
+    unparsed: u64,
+    pending_ooo_dropped: u64,
+    corrupt_state: u64,
+    expired: u64,
+}
+
+/// The L7 firewall NF.
+pub struct L7Firewall {
+    policy: Policy,
+    sigs: Vec<SigRule>,
+    max_bytes: usize,
+    max_packets: u16,
+    idle_ms: u64,
+    c: Counters,
+}
+
+fn sig_rule(v: &Value, i: usize) -> Result<SigRule, String> {
+    let what = format!("signatures[{i}]");
+    let o = object(v, &what)?;
+    only_keys(o, &["name", "offset", "content", "hex"], &what)?;
+    let name = o
+        .get("name")
+        .and_then(|n| n.as_str())
+        .filter(|n| {
+            !n.is_empty()
+                && n.len() <= 32
+                && n.bytes()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_')
+        })
+        .ok_or_else(|| format!("{what}.name must be 1-32 characters of a-z, 0-9, '-', '_'"))?;
+    if classify::BUILTIN.contains(&name) || name == "any" {
+        return Err(format!("{what}.name {name:?} is a built-in protocol"));
+    }
+    let offset = opt_u64(o, "offset", 0, 0, 1024).map_err(|e| format!("{what}.{e}"))? as usize;
+    let bytes = match (o.get("content"), o.get("hex")) {
+        (Some(c), None) => c.as_str().map(|s| s.as_bytes().to_vec()),
+        (None, Some(h)) => h.as_str().and_then(|s| {
+            let d: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+            if !d.len().is_multiple_of(2) {
+                return None;
+            }
+            (0..d.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(d.get(i..i + 2)?, 16).ok())
+                .collect()
+        }),
+        _ => return Err(format!("{what}: give exactly one of content or hex")),
+    }
+    .filter(|b| !b.is_empty() && b.len() <= 256)
+    .ok_or_else(|| format!("{what}: content/hex must be 1-256 bytes"))?;
+    Ok(SigRule {
+        name: name.to_string(),
+        offset,
+        bytes,
+    })
+}
+
+impl L7Firewall {
+    pub fn from_config(cfg: &Value) -> Result<L7Firewall, String> {
+        let o = object(cfg, "l7fw config")?;
+        let mut allowed = vec![
+            "block",
+            "allow",
+            "default",
+            "unparsed",
+            "signatures",
+            "max_inspect_bytes",
+            "max_inspect_packets",
+            "idle_timeout_ms",
+        ];
+        allowed.extend_from_slice(RUNTIME_KEYS);
+        only_keys(o, &allowed, "l7fw config")?;
+        let mut sigs = classify::default_signatures();
+        if let Some(s) = o.get("signatures") {
+            let a = s.as_array().ok_or("signatures must be a list")?;
+            for (i, v) in a.iter().enumerate() {
+                sigs.push(sig_rule(v, i)?);
+            }
+        }
+        let mut known: Vec<String> = classify::BUILTIN.iter().map(|s| s.to_string()).collect();
+        for s in &sigs {
+            if !known.contains(&s.name) {
+                known.push(s.name.clone());
+            }
+        }
+        let rules = |k: &str| -> Result<Vec<Rule>, String> {
+            match o.get(k) {
+                None => Ok(vec![]),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| Rule::from_json(r, &format!("{k}[{i}]"), &known))
+                    .collect(),
+                Some(_) => Err(format!("{k} must be a list of rules")),
+            }
+        };
+        let choice = |k: &str, d: &str| -> Result<bool, String> {
+            match opt_str(o, k, d)? {
+                "block" => Ok(true),
+                "allow" => Ok(false),
+                x => Err(format!("{k} must be \"allow\" or \"block\", not {x:?}")),
+            }
+        };
+        Ok(L7Firewall {
+            policy: Policy {
+                allow: rules("allow")?,
+                block: rules("block")?,
+                default_block: choice("default", "allow")?,
+                unparsed_block: choice("unparsed", "block")?,
+            },
+            sigs,
+            max_bytes: opt_u64(o, "max_inspect_bytes", 16_384, 16, 65_536)? as usize,
+            max_packets: opt_u64(o, "max_inspect_packets", 8, 1, 64)? as u16,
+            idle_ms: opt_u64(o, "idle_timeout_ms", 60_000, 1, 86_400_000)?,
+            c: Counters::default(),
+        })
+    }
+
+    fn key(keys: &KeySpace, pkt: &Parsed) -> Key {
+        keys.flow(pkt.flow_key().bidirectional_hash(), TABLE)
+    }
+
+    /// A classification is final: count it and decide.
+    fn decided(&mut self, class: Class) -> FlowState {
+        let blocked = self.policy.blocks(&class);
+        *self.c.classified.entry(class.proto.clone()).or_default() += 1;
+        if class.refused.is_some() {
+            self.c.unparsed += 1;
+        }
+        if blocked {
+            *self.c.blocked_flows.entry(class.proto.clone()).or_default() += 1;
+        }
+        FlowState::Done { class, blocked }
+    }
+
+    /// Write `rec` if `force` or when its idle timer moves (a quarter of the timeout passed, or
+    /// the record is `new`).
+    fn save(&self, ctx: &mut Ctx<'_>, key: &Key, mut rec: Record, force: bool, new: bool) {
+        let now = ctx.now_ms();
+        let move_timer = new || now.saturating_sub(rec.refreshed_ms) >= self.idle_ms / 4;
+        if move_timer {
+            rec.refreshed_ms = now;
+            ctx.timer_set(key.clone(), now + self.idle_ms);
+        }
+        if move_timer || force {
+            ctx.set(key, rec.encode());
+        }
+    }
+}
+
+impl NetworkFunction for L7Firewall {
+    fn name(&self) -> &'static str {
+        "l7fw"
+    }
+
+    fn read_set(&self, keys: &KeySpace, pkt: &Parsed, _frame: &[u8], out: &mut Vec<Key>) {
+        if matches!(pkt.l4, L4::Tcp { .. } | L4::Udp { .. }) {
+            out.push(Self::key(keys, pkt));
+        }
+    }
+
+    fn process(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        frame: &mut Vec<u8>,
+        pkt: &Parsed,
+    ) -> Result<Verdict, StoreError> {
+        let (tcp, seq) = match pkt.l4 {
+            L4::Tcp { seq, .. } => (true, seq),
+            L4::Udp { .. } => (false, 0),
+            _ => return Ok(Verdict::Forward),
+        };
+        let key = Self::key(ctx.keys, pkt);
+        let dir = match pkt.flow_key().canonical().1 {
+            Direction::Forward => 0u8,
+            Direction::Reverse => 1,
+        };
+        let payload = pkt.payload(frame);
+        let existing = ctx.get(&key)?.map(Record::decode);
+        let is_new = existing.is_none();
+        let rec = match existing {
+            Some(Some(r)) => r,
+            Some(None) => {
+                self.c.corrupt_state += 1;
+                return Ok(Verdict::Drop);
+            }
+            None if payload.is_empty() => return Ok(Verdict::Forward),
+            None => Record {
+                refreshed_ms: 0,
+                state: FlowState::Pending {
+                    dir,
+                    next_seq: seq,
+                    packets: 0,
+                    buf: Vec::new(),
+                },
+            },
+        };
+        match rec.state {
+            FlowState::Done { blocked: true, .. } => {
+                self.c.blocked_packets += 1;
+                Ok(Verdict::Drop)
+            }
+            FlowState::Done { ref class, .. } => {
+                // DNS over UDP: every query on the flow is checked, not only the first.
+                if !tcp && class.proto == "dns" && !payload.is_empty() {
+                    if let Ok(name) = dns::query_name(payload) {
+                        let q = Class {
+                            proto: "dns".into(),
+                            name: Some(name),
+                            refused: None,
+                        };
+                        if self.policy.blocks(&q) {
+                            *self.c.blocked_flows.entry("dns".into()).or_default() += 1;
+                            self.c.blocked_packets += 1;
+                            let r = Record {
+                                refreshed_ms: rec.refreshed_ms,
+                                state: FlowState::Done {
+                                    class: q,
+                                    blocked: true,
+                                },
+                            };
+                            self.save(ctx, &key, r, true, false);
+                            return Ok(Verdict::Drop);
+                        }
+                    }
+                }
+                self.save(ctx, &key, rec, false, false);
+                Ok(Verdict::Forward)
+            }
+            FlowState::Pending {
+                dir: pdir,
+                next_seq,
+                packets,
+                mut buf,
+            } => {
+                if pdir != dir || payload.is_empty() {
+                    let r = Record {
+                        refreshed_ms: rec.refreshed_ms,
+                        state: FlowState::Pending {
+                            dir: pdir,
+                            next_seq,
+                            packets,
+                            buf,
+                        },
+                    };
+                    self.save(ctx, &key, r, is_new, is_new);
+                    return Ok(Verdict::Forward);
+                }
+                let mut next = next_seq;
+                if tcp {
+                    let rel = seq.wrapping_sub(next_seq) as i32;
+                    if rel > 0 {
+                        self.c.pending_ooo_dropped += 1;
+                        return Ok(Verdict::Drop);
+                    }
+                    let skip = rel.unsigned_abs() as usize;
+                    if skip >= payload.len() {
+                        return Ok(Verdict::Forward); // retransmission of inspected bytes
+                    }
+                    let room = self.max_bytes.saturating_sub(buf.len());
+                    let new = &payload[skip..];
+                    buf.extend_from_slice(&new[..new.len().min(room)]);
+                    next = next_seq.wrapping_add(new.len() as u32);
+                } else {
+                    buf = payload[..payload.len().min(self.max_bytes)].to_vec();
+                }
+                let packets = packets.saturating_add(1);
+                let last = !tcp || packets >= self.max_packets || buf.len() >= self.max_bytes;
+                let state = match classify(&buf, tcp, &self.sigs, last) {
+                    Outcome::NeedMore => FlowState::Pending {
+                        dir: pdir,
+                        next_seq: next,
+                        packets,
+                        buf,
+                    },
+                    Outcome::Done(class) => self.decided(class),
+                };
+                let verdict = match state {
+                    FlowState::Done { blocked: true, .. } => {
+                        self.c.blocked_packets += 1;
+                        Verdict::Drop
+                    }
+                    _ => Verdict::Forward,
+                };
+                let r = Record {
+                    refreshed_ms: rec.refreshed_ms,
+                    state,
+                };
+                self.save(ctx, &key, r, true, is_new);
+                Ok(verdict)
+            }
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_>, member: &[u8]) -> Result<(), StoreError> {
+        self.c.expired += 1;
+        ctx.del(member);
+        Ok(())
+    }
+
+    fn stats(&self) -> Value {
+        let c = &self.c;
+        serde_json::json!({
+            "classified": c.classified, "blocked_flows": c.blocked_flows,
+            "blocked_packets": c.blocked_packets, "unparsed": c.unparsed,
+            "pending_ooo_dropped": c.pending_ooo_dropped, "corrupt_state": c.corrupt_state,
+            "expired": c.expired,
+        })
+    }
+}

@@ -15,6 +15,7 @@ pub fn make_nf(kind: &str, cfg: &Value) -> Result<Box<dyn NetworkFunction>, Stri
         "monitor" => Box::new(nf_monitor::Monitor::from_config(cfg)?),
         "lb" => Box::new(nf_lb::LoadBalancer::from_config(cfg)?),
         "ips" => Box::new(nf_ips::Ips::from_config(cfg)?),
+        "l7fw" => Box::new(nf_l7fw::L7Firewall::from_config(cfg)?),
         _ => {
             return Err(format!(
                 "unknown NF type {kind:?} (known: {})",

@@ -82,6 +82,7 @@ fn pcap_in_out_same_in_both_modes() {
         ("monitor", "basic"),
         ("lb", "basic"),
         ("ips", "split"),
+        ("l7fw", "basic"),
     ] {
         let dir = data(&format!("{kind}/{case_name}"));
         let (local, ls) = run_case(kind, "local", &dir, &tmp.0, &format!("{kind}l"));

@@ -23,6 +23,7 @@ fn nf_packet_paths_survive_mutated_input() {
         ("lb", "basic"),
         ("ips", "split"),
         ("ips", "reordered"),
+        ("l7fw", "basic"),
     ] {
         let case = load_case(&root.join(kind).join(case_name)).unwrap();
         let mut frames = Vec::new();
@@ -48,6 +49,7 @@ fn nf_packet_paths_survive_mutated_input() {
             "firewall" => Box::new(nf_firewall::Firewall::from_config(cfg).unwrap()),
             "nat" => Box::new(nf_nat::Nat::from_config(cfg).unwrap()),
             "lb" => Box::new(nf_lb::LoadBalancer::from_config(cfg).unwrap()),
+            "l7fw" => Box::new(nf_l7fw::L7Firewall::from_config(cfg).unwrap()),
             "ips" => {
                 let mut c = cfg.clone();
                 c["alert_log"] = "/dev/null".into();
