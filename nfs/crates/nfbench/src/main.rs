@@ -1,6 +1,7 @@
 //! `nf-bench [--quick] [--batch N] [--nfs firewall,nat,monitor,lb,ips,l7fw]`: packets/s on one core and per-batch latency
 //! of each NF, stateless (Redis on loopback, started here) vs local, side by side, fed from memory.
-//! Prints one JSON object: {nf: {workload: {mode: {pps, p50_us, p99_us}}}}.
+//! Prints one JSON object: {nf: {workload: {mode: {pps, p50_us, p99_us}}}}. With NFBENCH_DEBUG set,
+//! each run also prints its store counters (round trips, keys) and the NF's counters on stderr.
 
 mod workload;
 
@@ -98,6 +99,14 @@ fn run_once(
         lat.push(s.elapsed().as_secs_f64() * 1e6);
     }
     let secs = t0.elapsed().as_secs_f64();
+    if std::env::var("NFBENCH_DEBUG").is_ok() {
+        rt.snapshot();
+        eprintln!(
+            "DEBUG {kind} {:?} {}",
+            rt.store_mut().stats(),
+            rt.nf().stats()
+        );
+    }
     let st = rt.stats();
     let rx = st.rx.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(rx as usize, frames.len());
