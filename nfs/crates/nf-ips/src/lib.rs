@@ -310,7 +310,12 @@ impl Ips {
         };
         let now = ctx.now_ms();
         let syn = flags & TCP_SYN != 0 && flags & TCP_RST == 0;
-        let existing = ctx.get(&key)?.map(Record::decode);
+        // A connection idle past its timeout is gone even if its timer has not fired yet.
+        let idle = self.idle_ms;
+        let existing = ctx
+            .get(&key)?
+            .map(Record::decode)
+            .filter(|r| r.is_none_or(|r| now < r.refreshed_ms + idle));
         let is_new = existing.is_none();
         let mut rec = match existing {
             Some(Some(r)) => r,
@@ -330,7 +335,13 @@ impl Ips {
             }
         };
         if rec.blocked {
+            // Stays blocked while packets keep coming (the idle timer moves as for any flow).
             self.c.blocked_dropped += 1;
+            if now.saturating_sub(rec.refreshed_ms) >= self.idle_ms / 4 {
+                rec.refreshed_ms = now;
+                ctx.timer_set(key.clone(), now + self.idle_ms);
+                ctx.set(&key, rec.encode());
+            }
             return Ok(Verdict::Drop);
         }
         let orig = rec;
@@ -468,8 +479,17 @@ impl NetworkFunction for Ips {
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_>, member: &[u8]) -> Result<(), StoreError> {
+        let Some(cur) = ctx.get_owned(member)? else {
+            return Ok(());
+        };
+        if Record::decode(&cur).is_some_and(|r| ctx.now_ms() < r.refreshed_ms + self.idle_ms) {
+            return Ok(()); // refreshed since the timer was claimed; its new timer is pending
+        }
+        // Delete only what we read: a connection re-created meanwhile stays.
+        if !ctx.store().compare_and_set(member, Some(&cur), None)? {
+            return Ok(());
+        }
         self.c.expired += 1;
-        ctx.del(member);
         // The buffers live next to the record: same hash tag, other table names.
         if let Some(base) = member.strip_suffix(TABLE.as_bytes()) {
             for t in TABLE_OOO {

@@ -334,7 +334,12 @@ impl NetworkFunction for L7Firewall {
             Direction::Reverse => 1,
         };
         let payload = pkt.payload(frame);
-        let existing = ctx.get(&key)?.map(Record::decode);
+        // A flow idle past its timeout is gone even if its timer has not fired yet.
+        let (now, idle) = (ctx.now_ms(), self.idle_ms);
+        let existing = ctx
+            .get(&key)?
+            .map(Record::decode)
+            .filter(|r| r.as_ref().is_none_or(|r| now < r.refreshed_ms + idle));
         let is_new = existing.is_none();
         let rec = match existing {
             Some(Some(r)) => r,
@@ -355,7 +360,9 @@ impl NetworkFunction for L7Firewall {
         };
         match rec.state {
             FlowState::Done { blocked: true, .. } => {
+                // Stays blocked while packets keep coming (the idle timer moves as for any flow).
                 self.c.blocked_packets += 1;
+                self.save(ctx, &key, rec, false, false);
                 Ok(Verdict::Drop)
             }
             FlowState::Done { ref class, .. } => {
@@ -451,8 +458,16 @@ impl NetworkFunction for L7Firewall {
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_>, member: &[u8]) -> Result<(), StoreError> {
-        self.c.expired += 1;
-        ctx.del(member);
+        let Some(cur) = ctx.get_owned(member)? else {
+            return Ok(());
+        };
+        if Record::decode(&cur).is_some_and(|r| ctx.now_ms() < r.refreshed_ms + self.idle_ms) {
+            return Ok(()); // refreshed since the timer was claimed; its new timer is pending
+        }
+        // Delete only what we read: a flow re-created meanwhile stays.
+        if ctx.store().compare_and_set(member, Some(&cur), None)? {
+            self.c.expired += 1;
+        }
         Ok(())
     }
 

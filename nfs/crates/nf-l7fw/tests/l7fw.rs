@@ -202,3 +202,56 @@ fn config_errors_name_the_field() {
                                 "block": [{"proto": "myproto"}]});
     assert!(L7Firewall::from_config(&ok).is_ok());
 }
+
+#[test]
+fn blocked_flow_stays_blocked_while_active_and_expires_when_idle() {
+    let cfg = serde_json::json!({"block": [{"proto": "tls", "sni": "*.bad.example"}], "idle_timeout_ms": 1000});
+    let hello = tls::build_client_hello(Some("a.bad.example"), 0);
+    let mut frames = hello_frames(&hello, &[])[..1].to_vec();
+    let (c, s) = ("10.0.0.1".parse().unwrap(), "192.0.2.1".parse().unwrap());
+    let data = |t_ms: u64, seq: u32| {
+        let t = Transport::Tcp {
+            seq,
+            ack: 1,
+            flags: packet::TCP_ACK,
+        };
+        let mut f = FrameSpec::new(c, s, 5555, 443, t);
+        f.payload = b"more data";
+        (t_ms * 1_000_000, f.build())
+    };
+    // Every 400 ms for 4 s (4x the idle timeout), then 3 s of silence (another flow's packet at
+    // 6 s lets the due timer fire), then one more.
+    for i in 1..=10u64 {
+        frames.push(data(i * 400, 1000 + i as u32));
+    }
+    let mut other = FrameSpec::new(s, c, 53, 53, Transport::Udp);
+    other.payload = b"x";
+    frames.push((6_000_000_000, other.build()));
+    frames.push(data(7000, 2000));
+    for store in ["local", "redis"] {
+        let redis = TestRedis::start().expect("redis-server");
+        let st: Box<dyn flowstore::FlowStore> = if store == "local" {
+            Box::new(LocalStore::new())
+        } else {
+            Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap())
+        };
+        let (out, nf, _) = run_frames_full(
+            Box::new(L7Firewall::from_config(&cfg).unwrap()),
+            st,
+            "l7idle",
+            &frames,
+            1,
+        );
+        let v = verdicts(&out);
+        assert!(v[..11].iter().all(|x| *x == "drop"), "{store}: {v:?}");
+        // The TLS flow (due at 5 s, fired at 6 s) and the UDP one (due at 7 s).
+        assert_eq!(nf.stats()["expired"], 2, "{store}");
+        // After expiry the flow is new to the NF: its mid-stream bytes are "unknown", allowed.
+        assert_eq!(v[12], "forward", "{store}");
+        assert_eq!(
+            nf.stats()["classified"]["unknown"],
+            2,
+            "{store}: the UDP flow and this one"
+        );
+    }
+}
