@@ -15,8 +15,15 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
-fn case_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/lb/basic")
+fn cases() -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/lb");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    assert!(v.len() >= 2);
+    v
 }
 
 fn check_case(out: &[Option<Vec<u8>>], expected: &serde_json::Value, what: &str) {
@@ -44,38 +51,44 @@ fn check_case(out: &[Option<Vec<u8>>], expected: &serde_json::Value, what: &str)
 }
 
 #[test]
-fn case_local_redis_and_alternating() {
+fn cases_local_redis_and_alternating() {
     let redis = TestRedis::start().expect("redis-server");
-    let case = load_case(&case_dir()).unwrap();
-    let mk = || Box::new(LoadBalancer::from_config(&case.config).unwrap());
-    for batch in [1, 4, 32] {
-        let local = run_frames(
-            mk(),
-            Box::new(LocalStore::new()),
-            "lbl",
-            &case.frames,
-            batch,
-        );
-        check_case(&local, &case.expected, &format!("local batch {batch}"));
-        let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
-        let remote = run_frames(
-            mk(),
-            Box::new(s),
-            &format!("lbr{batch}"),
-            &case.frames,
-            batch,
-        );
-        assert_eq!(remote, local, "redis batch {batch}");
-    }
-    let alt = run_alternating(
-        || {
+    for dir in cases() {
+        let name = dir.file_name().unwrap().to_str().unwrap().to_string();
+        let case = load_case(&dir).unwrap();
+        let mk = || Box::new(LoadBalancer::from_config(&case.config).unwrap());
+        for batch in [1, 4, 32] {
+            let local = run_frames(
+                mk(),
+                Box::new(LocalStore::new()),
+                "lbl",
+                &case.frames,
+                batch,
+            );
+            check_case(
+                &local,
+                &case.expected,
+                &format!("{name} local batch {batch}"),
+            );
             let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
-            (mk(), Box::new(s))
-        },
-        "lbalt",
-        &case.frames,
-    );
-    check_case(&alt, &case.expected, "two instances alternating");
+            let id = format!("lbr{name}{batch}");
+            let remote = run_frames(mk(), Box::new(s), &id, &case.frames, batch);
+            assert_eq!(remote, local, "{name} redis batch {batch}");
+        }
+        let alt = run_alternating(
+            || {
+                let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+                (mk(), Box::new(s))
+            },
+            &format!("lbalt{name}"),
+            &case.frames,
+        );
+        check_case(
+            &alt,
+            &case.expected,
+            &format!("{name} two instances alternating"),
+        );
+    }
 }
 
 fn syn(client: u32, t_ms: u64) -> (u64, Vec<u8>) {
