@@ -8,8 +8,9 @@
 //!   decides, up to `max_inspect_bytes` / `max_inspect_packets` (then: the protocol with its name
 //!   unparsed, or `unknown`). Packets are forwarded while pending; the packet that completes a
 //!   blocked classification and every later packet of the flow (both ways) are dropped, so e.g.
-//!   a TLS server never gets a ClientHello whose SNI is blocked. TCP data out of order while
-//!   pending is dropped (the sender retransmits it); retransmissions pass.
+//!   a TLS server never gets a ClientHello whose SNI is blocked. The stream start comes from the
+//!   SYN / SYN-ACK (else the first data); TCP data ahead of what was inspected is dropped while
+//!   pending (the sender retransmits it); retransmissions pass.
 //! - UDP: the first datagram decides; for DNS every later query on the flow is checked too.
 //!
 //! Config (JSON): `{"block": [{"proto": "tls", "sni": "*.bad.example"}], "allow": [...],
@@ -26,7 +27,7 @@ pub mod tls;
 use classify::{classify, Class, Outcome, SigRule};
 use nfcore::config::{object, only_keys, opt_str, opt_u64, RUNTIME_KEYS};
 use nfcore::{Ctx, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
-use packet::{Direction, L4};
+use packet::{Direction, L4, TCP_RST, TCP_SYN};
 use policy::{Policy, Rule};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -37,9 +38,11 @@ pub const TABLE: &str = "l7";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FlowState {
     Pending {
-        /// Direction (0: canonical, 1: reverse) whose bytes are being classified.
-        dir: u8,
-        next_seq: u32,
+        /// Next sequence number per direction (0: canonical, 1: reverse), once known: from the
+        /// SYN / SYN-ACK, or from the first data seen (a flow picked up mid-stream).
+        next: [Option<u32>; 2],
+        /// The direction whose bytes are classified (the first to send data), once known.
+        dir: Option<u8>,
         packets: u16,
         buf: Vec<u8>,
     },
@@ -89,14 +92,19 @@ impl Record {
         v.extend_from_slice(&self.refreshed_ms.to_le_bytes());
         match &self.state {
             FlowState::Pending {
+                next,
                 dir,
-                next_seq,
                 packets,
                 buf,
             } => {
                 v.push(0);
-                v.push(*dir);
-                v.extend_from_slice(&next_seq.to_le_bytes());
+                let bits = next[0].is_some() as u8
+                    | (next[1].is_some() as u8) << 1
+                    | (dir.is_some() as u8) << 2
+                    | (dir == &Some(1)) as u8 * 8;
+                v.push(bits);
+                v.extend_from_slice(&next[0].unwrap_or(0).to_le_bytes());
+                v.extend_from_slice(&next[1].unwrap_or(0).to_le_bytes());
                 v.extend_from_slice(&packets.to_le_bytes());
                 v.extend_from_slice(buf);
             }
@@ -114,12 +122,19 @@ impl Record {
     pub fn decode(b: &[u8]) -> Option<Record> {
         let refreshed_ms = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
         let state = match *b.get(8)? {
-            0 => FlowState::Pending {
-                dir: *b.get(9).filter(|d| **d <= 1)?,
-                next_seq: u32::from_le_bytes(b.get(10..14)?.try_into().ok()?),
-                packets: u16::from_le_bytes(b.get(14..16)?.try_into().ok()?),
-                buf: b[16..].to_vec(),
-            },
+            0 => {
+                let bits = *b.get(9).filter(|x| **x < 16)?;
+                let seq = |at: usize| -> Option<u32> {
+                    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+                };
+                let (n0, n1) = (seq(10)?, seq(14)?);
+                FlowState::Pending {
+                    next: [(bits & 1 != 0).then_some(n0), (bits & 2 != 0).then_some(n1)],
+                    dir: (bits & 4 != 0).then_some((bits >> 3) & 1),
+                    packets: u16::from_le_bytes(b.get(18..20)?.try_into().ok()?),
+                    buf: b[20..].to_vec(),
+                }
+            }
             1 => {
                 let blocked = match *b.get(9)? {
                     0 => false,
@@ -323,14 +338,15 @@ impl NetworkFunction for L7Firewall {
         frame: &mut Vec<u8>,
         pkt: &Parsed,
     ) -> Result<Verdict, StoreError> {
-        let (tcp, seq) = match pkt.l4 {
-            L4::Tcp { seq, .. } => (true, seq),
-            L4::Udp { .. } => (false, 0),
+        let (tcp, seq, flags) = match pkt.l4 {
+            L4::Tcp { seq, flags, .. } => (true, seq, flags),
+            L4::Udp { .. } => (false, 0, 0),
             _ => return Ok(Verdict::Forward),
         };
+        let syn = flags & (TCP_SYN | TCP_RST) == TCP_SYN;
         let key = Self::key(ctx.keys, pkt);
-        let dir = match pkt.flow_key().canonical().1 {
-            Direction::Forward => 0u8,
+        let d = match pkt.flow_key().canonical().1 {
+            Direction::Forward => 0usize,
             Direction::Reverse => 1,
         };
         let payload = pkt.payload(frame);
@@ -347,12 +363,13 @@ impl NetworkFunction for L7Firewall {
                 self.c.corrupt_state += 1;
                 return Ok(Verdict::Drop);
             }
-            None if payload.is_empty() => return Ok(Verdict::Forward),
+            // Nothing to learn from (a SYN is: where the stream starts).
+            None if payload.is_empty() && !syn => return Ok(Verdict::Forward),
             None => Record {
                 refreshed_ms: 0,
                 state: FlowState::Pending {
-                    dir,
-                    next_seq: seq,
+                    next: [None, None],
+                    dir: None,
                     packets: 0,
                     buf: Vec::new(),
                 },
@@ -393,29 +410,52 @@ impl NetworkFunction for L7Firewall {
                 Ok(Verdict::Forward)
             }
             FlowState::Pending {
-                dir: pdir,
-                next_seq,
+                mut next,
+                dir,
                 packets,
                 mut buf,
             } => {
-                if pdir != dir || payload.is_empty() {
+                let this = Some(d as u8);
+                let mut changed = is_new;
+                // The stream of a direction starts after its SYN (until its first byte is seen).
+                if syn && dir != this && next[d] != Some(seq.wrapping_add(1)) {
+                    next[d] = Some(seq.wrapping_add(1));
+                    changed = true;
+                }
+                if payload.is_empty() || (dir.is_some() && dir != this) {
                     let r = Record {
                         refreshed_ms: rec.refreshed_ms,
                         state: FlowState::Pending {
-                            dir: pdir,
-                            next_seq,
+                            next,
+                            dir,
                             packets,
                             buf,
                         },
                     };
-                    self.save(ctx, &key, r, is_new, is_new);
+                    self.save(ctx, &key, r, changed, is_new);
                     return Ok(Verdict::Forward);
                 }
-                let mut next = next_seq;
                 if tcp {
-                    let rel = seq.wrapping_sub(next_seq) as i32;
+                    let data_seq = seq.wrapping_add(syn as u32);
+                    // Without a SYN seen, the flow is picked up where its data starts.
+                    let start = next[d].unwrap_or(data_seq);
+                    let rel = data_seq.wrapping_sub(start) as i32;
                     if rel > 0 {
+                        // Bytes ahead of the stream start (or of what was inspected): the first
+                        // bytes must come first, so the sender retransmits these.
                         self.c.pending_ooo_dropped += 1;
+                        if changed {
+                            let r = Record {
+                                refreshed_ms: rec.refreshed_ms,
+                                state: FlowState::Pending {
+                                    next,
+                                    dir,
+                                    packets,
+                                    buf,
+                                },
+                            };
+                            self.save(ctx, &key, r, true, is_new);
+                        }
                         return Ok(Verdict::Drop);
                     }
                     let skip = rel.unsigned_abs() as usize;
@@ -425,7 +465,7 @@ impl NetworkFunction for L7Firewall {
                     let room = self.max_bytes.saturating_sub(buf.len());
                     let new = &payload[skip..];
                     buf.extend_from_slice(&new[..new.len().min(room)]);
-                    next = next_seq.wrapping_add(new.len() as u32);
+                    next[d] = Some(start.wrapping_add(new.len() as u32));
                 } else {
                     buf = payload[..payload.len().min(self.max_bytes)].to_vec();
                 }
@@ -433,8 +473,8 @@ impl NetworkFunction for L7Firewall {
                 let last = !tcp || packets >= self.max_packets || buf.len() >= self.max_bytes;
                 let state = match classify(&buf, tcp, &self.sigs, last) {
                     Outcome::NeedMore => FlowState::Pending {
-                        dir: pdir,
-                        next_seq: next,
+                        next,
+                        dir: this,
                         packets,
                         buf,
                     },
@@ -479,5 +519,52 @@ impl NetworkFunction for L7Firewall {
             "pending_ooo_dropped": c.pending_ooo_dropped, "corrupt_state": c.corrupt_state,
             "expired": c.expired,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_garbage_is_refused() {
+        let recs = [
+            Record {
+                refreshed_ms: 7,
+                state: FlowState::Pending {
+                    next: [Some(5), None],
+                    dir: Some(1),
+                    packets: 2,
+                    buf: b"GET".to_vec(),
+                },
+            },
+            Record {
+                refreshed_ms: 0,
+                state: FlowState::Pending {
+                    next: [None, Some(u32::MAX)],
+                    dir: None,
+                    packets: 0,
+                    buf: vec![],
+                },
+            },
+            Record {
+                refreshed_ms: 9,
+                state: FlowState::Done {
+                    class: Class {
+                        proto: "tls".into(),
+                        name: Some("a.example".into()),
+                        refused: None,
+                    },
+                    blocked: true,
+                },
+            },
+        ];
+        for r in &recs {
+            assert_eq!(Record::decode(&r.encode()).as_ref(), Some(r));
+        }
+        let mut bad = recs[2].encode();
+        bad.push(0);
+        assert_eq!(Record::decode(&bad), None);
+        assert_eq!(Record::decode(&[1, 2, 3]), None);
     }
 }
