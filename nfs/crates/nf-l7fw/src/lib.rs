@@ -98,10 +98,10 @@ impl Record {
                 buf,
             } => {
                 v.push(0);
-                let bits = next[0].is_some() as u8
-                    | (next[1].is_some() as u8) << 1
-                    | (dir.is_some() as u8) << 2
-                    | (dir == &Some(1)) as u8 * 8;
+                let bits = (next[0].is_some() as u8)
+                    | ((next[1].is_some() as u8) << 1)
+                    | ((dir.is_some() as u8) << 2)
+                    | (((dir == &Some(1)) as u8) << 3);
                 v.push(bits);
                 v.extend_from_slice(&next[0].unwrap_or(0).to_le_bytes());
                 v.extend_from_slice(&next[1].unwrap_or(0).to_le_bytes());
