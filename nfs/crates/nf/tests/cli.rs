@@ -203,3 +203,48 @@ fn operator_errors_exit_2_with_one_line() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("nonexistent.pcap"));
 }
+
+#[test]
+fn lb_backend_marks_a_backend_down_in_the_shared_pool() {
+    let redis = TestRedis::start().expect("redis-server");
+    let tmp = TempDir::new("lbb");
+    let url = redis.url();
+    let mark = |backend: &str, state: &str| {
+        run_nf(&[
+            "lb-backend",
+            "--store",
+            &url,
+            "--nf-id",
+            "lbb",
+            "--backend",
+            backend,
+            "--state",
+            state,
+        ])
+    };
+    let o = mark("10.1.0.2:8080", "down");
+    assert_eq!(o.status.code(), Some(1), "pool not seeded yet");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not initialised"));
+    // An LB instance seeds the pool from its config.
+    let dir = data("lb/basic");
+    run_case("lb", &url, &dir, &tmp.0, "lbb");
+    let o = mark("10.1.0.2:8080", "down");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "10.1.0.1:8080 up\n10.1.0.2:8080 down\n"
+    );
+    for (backend, state, word) in [
+        ("10.9.9.9:1", "down", "not in the pool"),
+        ("10.1.0.2", "down", "--backend"),
+        ("10.1.0.2:8080", "sideways", "--state"),
+    ] {
+        let o = mark(backend, state);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{backend} {state}: {err}");
+        assert!(err.contains(word), "{err}");
+        assert_eq!(err.trim().lines().count(), 1);
+    }
+    let o = run_nf(&["lb-backend", "--store", &url]);
+    assert_eq!(o.status.code(), Some(2));
+}
