@@ -197,7 +197,7 @@ fn two_instances_racing_on_the_same_connections_agree() {
         .collect();
     assert_eq!(loads.iter().sum::<i64>(), 60, "{loads:?}");
     assert!(
-        loads.iter().all(|l| (10..=30).contains(l)),
+        loads.iter().all(|l| (5..=40).contains(l)),
         "spread: {loads:?}"
     );
 }
