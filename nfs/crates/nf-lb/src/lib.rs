@@ -474,6 +474,8 @@ impl NetworkFunction for LoadBalancer {
                 out.push(keys.global(POOL));
                 out.push(self.conn_key(keys, pkt.dst, dp));
             }
+            // The pool may have gained a backend since this instance last read it.
+            Way::Other if pkt.proto == self.proto => out.push(keys.global(POOL)),
             Way::Other => {}
         }
     }
@@ -484,6 +486,10 @@ impl NetworkFunction for LoadBalancer {
         frame: &mut Vec<u8>,
         pkt: &Parsed,
     ) -> Result<Verdict, StoreError> {
+        if pkt.proto == self.proto {
+            // Refresh the parsed pool first: whether a packet is a backend's reply depends on it.
+            let _ = self.pool(ctx)?;
+        }
         match self.way(pkt) {
             Way::ToVip => self.client_packet(ctx, frame, pkt),
             Way::FromBackend => self.backend_packet(ctx, frame, pkt),

@@ -92,6 +92,7 @@ fn cases_local_redis_and_alternating() {
 }
 
 fn syn(client: u32, t_ms: u64) -> (u64, Vec<u8>) {
+    // Client 192.0.2.(client), port 40000.
     let src = IpAddr::V4(std::net::Ipv4Addr::from(0xc000_0200 + client));
     let t = Transport::Tcp {
         seq: 1,
@@ -365,4 +366,47 @@ fn unreadable_pool_fails_closed_and_config_errors_name_the_field() {
         let e = LoadBalancer::from_config(&bad).err().unwrap();
         assert!(e.contains(field), "{bad}: {e}");
     }
+}
+
+#[test]
+fn backend_added_in_the_tier_serves_and_its_replies_are_rewritten() {
+    let redis = TestRedis::start().expect("redis-server");
+    let c = cfg(serde_json::json!({}));
+    let s = Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
+    let mut rt = runtime(s, "lbadd", &c, vec![]);
+    // The operator replaces the pool: only a backend the config never named is up.
+    let keys = KeySpace::new("lbadd").unwrap();
+    rt.store_mut()
+        .write_many(&[flowstore::WriteOp::Set {
+            key: keys.global(nf_lb::POOL),
+            value: b"10.1.0.1:8080 down\n10.1.0.9:9000 up\n".to_vec(),
+        }])
+        .unwrap();
+    let client: IpAddr = "192.0.2.5".parse().unwrap();
+    let t = Transport::Tcp {
+        seq: 1,
+        ack: 2,
+        flags: packet::TCP_SYN | packet::TCP_ACK,
+    };
+    let reply = FrameSpec::new("10.1.0.9".parse().unwrap(), client, 9000, 40000, t).build();
+    *rt.device_mut() = RecordingDevice::new(vec![syn(5, 0)]);
+    rt.run(TimeSource::Packets, &AtomicBool::new(false))
+        .unwrap();
+    assert_eq!(
+        backend_of(&rt.device().out[0]),
+        Some("10.1.0.9:9000".parse().unwrap())
+    );
+    // The reply reaches another instance, which has seen no packet yet (asymmetric routing).
+    let s = Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
+    let mut other = runtime(s, "lbadd", &c, vec![(1_000_000, reply)]);
+    other
+        .run(TimeSource::Packets, &AtomicBool::new(false))
+        .unwrap();
+    let out = other.device().out[0].as_ref().expect("reply forwarded");
+    let r = Parsed::new_checked(out).unwrap();
+    assert_eq!(
+        (r.src.to_string(), r.ports().0),
+        ("10.0.0.100".to_string(), 80)
+    );
+    assert!(checksums_valid(out));
 }
