@@ -34,6 +34,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 pub const TABLE: &str = "ips";
+/// Bound on the summed length of all signatures (keeps the DFA in tens of MB).
+pub const MAX_SIGNATURE_BYTES: usize = 65_536;
 pub const TABLE_OOO: [&str; 2] = ["ips-ooo0", "ips-ooo1"];
 
 /// The per-connection record.
@@ -198,6 +200,13 @@ impl Ips {
             .enumerate()
             .map(|(i, s)| signature(s, i))
             .collect::<Result<Vec<_>, _>>()?;
+        // The DFA grows with the total signature length (states x byte classes).
+        let total: usize = sigs.iter().map(|s| s.content.len()).sum();
+        if total > MAX_SIGNATURE_BYTES {
+            return Err(format!(
+                "signatures: total content must be at most {MAX_SIGNATURE_BYTES} bytes, got {total}"
+            ));
+        }
         let mut ids = std::collections::HashSet::new();
         for (i, s) in sigs.iter().enumerate() {
             if !ids.insert(s.id) {

@@ -6,7 +6,6 @@
 use aho_corasick::automaton::{Automaton, StateID};
 use aho_corasick::dfa::DFA;
 use aho_corasick::{Anchored, MatchKind, StartKind};
-use std::collections::HashSet;
 
 /// One signature.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +25,9 @@ pub struct Hit {
 pub struct Matcher {
     dfa: DFA,
     start: u32,
-    valid: HashSet<u32>,
+    /// Bit set of the reachable state ids.
+    valid: Vec<u64>,
+    states: usize,
     /// Identifies the signature set: stored with each flow's state so a state from another
     /// signature set is never fed to this automaton.
     pub fingerprint: u32,
@@ -45,13 +46,24 @@ impl Matcher {
             .start_state(Anchored::No)
             .map_err(|e| format!("signatures: {e}"))?;
         // Every state a flow can be in is reachable from the start state.
-        let mut valid = HashSet::new();
+        let mut valid: Vec<u64> = Vec::new();
+        let mut insert = |sid: u32| -> bool {
+            let (w, b) = ((sid / 64) as usize, sid % 64);
+            if w >= valid.len() {
+                valid.resize(w + 1, 0);
+            }
+            let new = valid[w] & (1 << b) == 0;
+            valid[w] |= 1 << b;
+            new
+        };
         let mut todo = vec![start];
-        valid.insert(start.as_u32());
+        insert(start.as_u32());
+        let mut states = 1;
         while let Some(s) = todo.pop() {
             for b in 0..=255u8 {
                 let n = dfa.next_state(Anchored::No, s, b);
-                if valid.insert(n.as_u32()) {
+                if insert(n.as_u32()) {
+                    states += 1;
                     todo.push(n);
                 }
             }
@@ -66,6 +78,7 @@ impl Matcher {
             dfa,
             start: start.as_u32(),
             valid,
+            states,
             fingerprint,
             sigs,
         })
@@ -78,12 +91,14 @@ impl Matcher {
 
     /// Whether `state` (from the tier) is a state of this automaton.
     pub fn is_valid(&self, state: u32) -> bool {
-        self.valid.contains(&state)
+        self.valid
+            .get((state / 64) as usize)
+            .is_some_and(|w| w & (1 << (state % 64)) != 0)
     }
 
     /// Number of automaton states (for stats).
     pub fn states(&self) -> usize {
-        self.valid.len()
+        self.states
     }
 
     /// Feed `data` (stream bytes starting at stream offset `offset`) from `state`; push matches

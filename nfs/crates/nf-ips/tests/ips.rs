@@ -211,6 +211,35 @@ fn every_split_and_adjacent_reordering_of_a_signature_is_caught() {
 }
 
 #[test]
+fn largest_signature_set_builds_and_matches_case_insensitively() {
+    // 64 KiB of distinct signatures, the configured maximum.
+    let sigs: Vec<_> = (0..256)
+        .map(|i| {
+            let body: String = (0..252)
+                .map(|k| (b'a' + ((i * 7 + k * 13 + k / 5) % 26) as u8) as char)
+                .collect();
+            serde_json::json!({"id": i, "content": format!("{i:04}{body}")})
+        })
+        .collect();
+    let cfg = serde_json::json!({"signatures": sigs, "alert_log": "/dev/null", "nocase": true,
+                                  "action": "alert"});
+    let target = cfg["signatures"][17]["content"]
+        .as_str()
+        .unwrap()
+        .to_ascii_uppercase();
+    let frames = stream_frames(format!("..{target}..").as_bytes(), &[100], &[0, 1]);
+    let (_, nf, _) = run_frames_full(
+        Box::new(Ips::from_config(&cfg).unwrap()),
+        Box::new(LocalStore::new()),
+        "ipsbig",
+        &frames,
+        4,
+    );
+    assert!(nf.stats()["automaton_states"].as_u64().unwrap() > 10_000);
+    assert_eq!(nf.stats()["alerts"], 1);
+}
+
+#[test]
 fn config_errors_name_the_field() {
     for (bad, field) in [
         (serde_json::json!({}), "signatures"),
@@ -258,6 +287,12 @@ fn config_errors_name_the_field() {
         (
             serde_json::json!({"signatures": [{"id": 1, "content": "a"}], "nocase": "yes"}),
             "nocase",
+        ),
+        (
+            serde_json::json!({"signatures": (0..70)
+                .map(|i| serde_json::json!({"id": i, "content": "x".repeat(1000)}))
+                .collect::<Vec<_>>()}),
+            "total content",
         ),
     ] {
         let e = Ips::from_config(&bad).err().unwrap();
