@@ -96,6 +96,10 @@ fn run() -> Result<(), (i32, String)> {
 fn lb_backend(argv: &[String]) -> Result<(), (i32, String)> {
     const USAGE: &str =
         "usage: nf lb-backend --store redis://HOST:PORT --nf-id ID --backend ADDR:PORT --state up|down";
+    if argv.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let get = |flag: &str| -> Result<String, (i32, String)> {
         let i = argv
             .iter()

@@ -4,7 +4,7 @@
 use nfcore::NetworkFunction;
 use serde_json::Value;
 
-/// Type names accepted on the command line.
+/// Type names accepted on the command line (also listed in `args::USAGE`).
 pub const TYPES: &[&str] = &["firewall", "nat", "monitor", "lb", "ips", "l7fw"];
 
 /// Build the NF `kind` from its validated config.
@@ -23,4 +23,21 @@ pub fn make_nf(kind: &str, cfg: &Value) -> Result<Box<dyn NetworkFunction>, Stri
             ))
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_is_built_and_named_in_the_usage() {
+        for t in TYPES {
+            assert!(crate::args::USAGE.contains(t), "{t} missing from the usage");
+            // An empty config is invalid for some NFs, but never an unknown type.
+            if let Err(e) = make_nf(t, &serde_json::json!({})) {
+                assert!(!e.contains("unknown NF type"), "{t}: {e}");
+            }
+        }
+        assert!(make_nf("teleporter", &serde_json::json!({})).is_err());
+    }
 }
