@@ -383,8 +383,10 @@ impl NetworkFunction for L7Firewall {
                 Ok(Verdict::Drop)
             }
             FlowState::Done { ref class, .. } => {
-                // DNS over UDP: every query on the flow is checked, not only the first.
-                if !tcp && class.proto == "dns" && !payload.is_empty() {
+                // DNS over UDP: every query on the flow is checked, not only the first (also on a
+                // flow that started with something else, e.g. a datagram from the server side).
+                if !tcp && (class.proto == "dns" || class.proto == "unknown") && !payload.is_empty()
+                {
                     if let Ok(name) = dns::query_name(payload) {
                         let q = Class {
                             proto: "dns".into(),
