@@ -44,7 +44,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--nfs", default="firewall,nat,monitor")
+    ap.add_argument("--nfs", default="firewall,nat,monitor,lb,ips,l7fw")
     a = ap.parse_args()
     print_machine()
     build = subprocess.run(

@@ -3,6 +3,9 @@
 //!
 //! Runs one NF instance until the input ends (pcap) or SIGINT/SIGTERM (live port). Prints the
 //! final stats JSON on stdout. Operator errors: one line on stderr, exit status 2.
+//!
+//! `nf lb-backend --store redis://... --nf-id ID --backend ADDR:PORT --state up|down` marks a
+//! load balancer's backend up or down in the tier and prints the pool.
 
 mod args;
 mod registry;
@@ -31,6 +34,9 @@ fn main() {
 
 fn run() -> Result<(), (i32, String)> {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some("lb-backend") {
+        return lb_backend(&argv[1..]);
+    }
     let a = args::parse(&argv).map_err(|e| (2, e))?;
     let cfg = nfcore::config::load(&a.config).map_err(|e| (2, e))?;
     let opts = RuntimeOptions::from_config(&cfg).map_err(|e| (2, format!("config: {e}")))?;
@@ -83,5 +89,66 @@ fn run() -> Result<(), (i32, String)> {
     rt.init().map_err(|e| (1, e.to_string()))?;
     rt.run(time, &STOP).map_err(|e| (1, e.to_string()))?;
     println!("{}", rt.stats().to_json(&id));
+    Ok(())
+}
+
+/// `nf lb-backend`: mark a load balancer backend up or down in the shared pool.
+fn lb_backend(argv: &[String]) -> Result<(), (i32, String)> {
+    const USAGE: &str =
+        "usage: nf lb-backend --store redis://HOST:PORT --nf-id ID --backend ADDR:PORT --state up|down";
+    if argv.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return Ok(());
+    }
+    let get = |flag: &str| -> Result<String, (i32, String)> {
+        let i = argv
+            .iter()
+            .position(|a| a == flag)
+            .ok_or_else(|| (2, format!("missing {flag}; {USAGE}")))?;
+        argv.get(i + 1)
+            .cloned()
+            .ok_or_else(|| (2, format!("{flag} needs a value; {USAGE}")))
+    };
+    let (store, nf_id, backend, state) = (
+        get("--store")?,
+        get("--nf-id")?,
+        get("--backend")?,
+        get("--state")?,
+    );
+    if let Some(a) = argv
+        .iter()
+        .step_by(2)
+        .find(|a| !["--store", "--nf-id", "--backend", "--state"].contains(&a.as_str()))
+    {
+        return Err((2, format!("unknown argument {a:?}; {USAGE}")));
+    }
+    let addr: std::net::SocketAddr = backend
+        .parse()
+        .map_err(|_| (2, format!("--backend must be ADDR:PORT, not {backend:?}")))?;
+    let up = match state.as_str() {
+        "up" => true,
+        "down" => false,
+        s => return Err((2, format!("--state must be up or down, not {s:?}"))),
+    };
+    if !store.starts_with("redis://") {
+        return Err((
+            2,
+            "--store must be redis://HOST:PORT (the shared tier)".into(),
+        ));
+    }
+    let keys = KeySpace::new(&nf_id).map_err(|e| (2, e))?;
+    let mut s = RedisStore::connect(RedisConfig::new(&store)).map_err(|e| (1, e.to_string()))?;
+    match nf_lb::set_backend_state(&mut s, &keys, addr, up) {
+        Ok(true) => {}
+        Ok(false) => return Err((2, format!("--backend {addr} is not in the pool of {nf_id}"))),
+        Err(e) => return Err((1, e)),
+    }
+    let mut v = Vec::new();
+    s.get_many(&[keys.global(nf_lb::POOL)], &mut v)
+        .map_err(|e| (1, e.to_string()))?;
+    print!(
+        "{}",
+        String::from_utf8_lossy(&v.pop().flatten().unwrap_or_default())
+    );
     Ok(())
 }

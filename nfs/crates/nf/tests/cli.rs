@@ -42,7 +42,7 @@ fn run_case(
     tmp: &Path,
     tag: &str,
 ) -> (Vec<Vec<u8>>, serde_json::Value) {
-    let case = nfcore::harness::load_case(&data(&format!("{kind}/basic"))).unwrap();
+    let case = nfcore::harness::load_case(dir).unwrap();
     let pin = tmp.join(format!("{tag}-in.pcap"));
     let pout = tmp.join(format!("{tag}-out.pcap"));
     netio::pcap::write_all(&pin, &case.frames).unwrap();
@@ -76,8 +76,15 @@ fn run_case(
 fn pcap_in_out_same_in_both_modes() {
     let redis = TestRedis::start().expect("redis-server");
     let tmp = TempDir::new("modes");
-    for kind in ["firewall", "nat", "monitor"] {
-        let dir = data(&format!("{kind}/basic"));
+    for (kind, case_name) in [
+        ("firewall", "basic"),
+        ("nat", "basic"),
+        ("monitor", "basic"),
+        ("lb", "basic"),
+        ("ips", "split"),
+        ("l7fw", "basic"),
+    ] {
+        let dir = data(&format!("{kind}/{case_name}"));
         let (local, ls) = run_case(kind, "local", &dir, &tmp.0, &format!("{kind}l"));
         let (remote, rs) = run_case(kind, &redis.url(), &dir, &tmp.0, &format!("{kind}r"));
         assert_eq!(local, remote, "{kind}");
@@ -195,4 +202,49 @@ fn operator_errors_exit_2_with_one_line() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("nonexistent.pcap"));
+}
+
+#[test]
+fn lb_backend_marks_a_backend_down_in_the_shared_pool() {
+    let redis = TestRedis::start().expect("redis-server");
+    let tmp = TempDir::new("lbb");
+    let url = redis.url();
+    let mark = |backend: &str, state: &str| {
+        run_nf(&[
+            "lb-backend",
+            "--store",
+            &url,
+            "--nf-id",
+            "lbb",
+            "--backend",
+            backend,
+            "--state",
+            state,
+        ])
+    };
+    let o = mark("10.1.0.2:8080", "down");
+    assert_eq!(o.status.code(), Some(1), "pool not seeded yet");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not initialised"));
+    // An LB instance seeds the pool from its config.
+    let dir = data("lb/basic");
+    run_case("lb", &url, &dir, &tmp.0, "lbb");
+    let o = mark("10.1.0.2:8080", "down");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "10.1.0.1:8080 up\n10.1.0.2:8080 down\n"
+    );
+    for (backend, state, word) in [
+        ("10.9.9.9:1", "down", "not in the pool"),
+        ("10.1.0.2", "down", "--backend"),
+        ("10.1.0.2:8080", "sideways", "--state"),
+    ] {
+        let o = mark(backend, state);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{backend} {state}: {err}");
+        assert!(err.contains(word), "{err}");
+        assert_eq!(err.trim().lines().count(), 1);
+    }
+    let o = run_nf(&["lb-backend", "--store", &url]);
+    assert_eq!(o.status.code(), Some(2));
 }

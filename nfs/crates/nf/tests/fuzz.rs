@@ -16,8 +16,16 @@ fn nf_packet_paths_survive_mutated_input() {
         rng ^= rng << 17;
         rng
     };
-    for kind in ["firewall", "nat", "monitor"] {
-        let case = load_case(&root.join(kind).join("basic")).unwrap();
+    for (kind, case_name) in [
+        ("firewall", "basic"),
+        ("nat", "basic"),
+        ("monitor", "basic"),
+        ("lb", "basic"),
+        ("ips", "split"),
+        ("ips", "reordered"),
+        ("l7fw", "basic"),
+    ] {
+        let case = load_case(&root.join(kind).join(case_name)).unwrap();
         let mut frames = Vec::new();
         for i in 0..3000u64 {
             let mut f = case.frames[(next() as usize) % case.frames.len()].1.clone();
@@ -40,6 +48,13 @@ fn nf_packet_paths_survive_mutated_input() {
         let nf: Box<dyn nfcore::NetworkFunction> = match kind {
             "firewall" => Box::new(nf_firewall::Firewall::from_config(cfg).unwrap()),
             "nat" => Box::new(nf_nat::Nat::from_config(cfg).unwrap()),
+            "lb" => Box::new(nf_lb::LoadBalancer::from_config(cfg).unwrap()),
+            "l7fw" => Box::new(nf_l7fw::L7Firewall::from_config(cfg).unwrap()),
+            "ips" => {
+                let mut c = cfg.clone();
+                c["alert_log"] = "/dev/null".into();
+                Box::new(nf_ips::Ips::from_config(&c).unwrap())
+            }
             _ => Box::new(nf_monitor::Monitor::from_config(cfg).unwrap()),
         };
         let out = run_frames(nf, Box::new(LocalStore::new()), "fuzz", &frames, 16);

@@ -154,7 +154,7 @@ pub fn run_alternating(
 
 /// One packet of a case's `packets.json`: `{"t_ms": 0, "src": "10.0.0.1", "dst": "10.0.0.2",
 /// "sport": 1000, "dport": 80, "proto": "tcp"|"udp", "flags": "S"|"SA"|"A"|"FA"|"R"|"PA",
-/// "seq": 0, "ack": 0, "payload": "text", "vlans": [10]}`.
+/// "seq": 0, "ack": 0, "payload": "text" (or "payload_hex": "16 03 01"), "vlans": [10]}`.
 pub fn frame_from_json(v: &Value) -> Result<(u64, Vec<u8>), String> {
     let o = crate::config::object(v, "packet")?;
     let ip = |k: &str| -> Result<std::net::IpAddr, String> {
@@ -205,12 +205,14 @@ pub fn frame_from_json(v: &Value) -> Result<(u64, Vec<u8>), String> {
             })
             .ok_or("packet: vlans must be a list")?,
     };
-    let payload = o
-        .get("payload")
-        .and_then(|p| p.as_str())
-        .unwrap_or("")
-        .as_bytes()
-        .to_vec();
+    let payload = match (o.get("payload"), o.get("payload_hex")) {
+        (Some(_), Some(_)) => return Err("packet: give payload or payload_hex, not both".into()),
+        (_, Some(h)) => h
+            .as_str()
+            .and_then(parse_hex)
+            .ok_or("packet: payload_hex must be pairs of hex digits")?,
+        (p, None) => p.and_then(|p| p.as_str()).unwrap_or("").as_bytes().to_vec(),
+    };
     let mut spec = FrameSpec::new(
         ip("src")?,
         ip("dst")?,
@@ -222,6 +224,17 @@ pub fn frame_from_json(v: &Value) -> Result<(u64, Vec<u8>), String> {
     spec.payload = &payload;
     let f = spec.build();
     Ok((num("t_ms", 0)? * 1_000_000, f))
+}
+
+/// Bytes from hex digit pairs (whitespace ignored).
+fn parse_hex(s: &str) -> Option<Vec<u8>> {
+    let d: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
+    if !d.len().is_multiple_of(2) {
+        return None;
+    }
+    d.chunks(2)
+        .map(|p| u8::from_str_radix(std::str::from_utf8(p).ok()?, 16).ok())
+        .collect()
 }
 
 /// A case directory: `config.json`, `packets.json` (list of packets), `expected.json`

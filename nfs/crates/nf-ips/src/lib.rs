@@ -1,0 +1,527 @@
+//! Intrusion prevention (thesis Algorithm 2) fed by TCP reassembly (Algorithm 3), all per-flow
+//! state in the tier.
+//!
+//! Each TCP direction is a byte stream scanned in order by one Aho-Corasick DFA over all
+//! signatures ([`matcher`]); the DFA state, the next expected sequence number and the stream
+//! offset of both directions are one record per connection (table `ips`, canonical 5-tuple), read
+//! and written once per data packet. Segments that arrive ahead of the expected sequence number
+//! are copied into a bounded per-direction buffer in the tier (tables `ips-ooo0`/`ips-ooo1`, read
+//! only when needed) and forwarded; when the gap is filled, the filling segment and the buffered
+//! ones are scanned in stream order. A receiver cannot deliver bytes past a hole, so dropping
+//! the segment that completes a match (and everything after it) keeps the signature from the
+//! application even when its pieces came reordered. Retransmitted bytes are not scanned twice.
+//!
+//! On a match: a JSON line in the alert log and the `alerts` counter; with `action: "drop"` the
+//! packet is dropped and the connection blocked (every later packet, both ways, is dropped).
+//! UDP datagrams are scanned one by one (no stream). TCP packets other than a SYN of a
+//! connection the tier does not know are dropped (Algorithm 3 line 10).
+//!
+//! Config (JSON): `{"signatures": [{"id": 1, "msg": "...", "content": "text" | "hex": "41 42"}],
+//! "nocase": false, "action": "drop"|"alert", "alert_log": "-" (stderr) | PATH,
+//! "max_ooo_segments": 16, "max_ooo_bytes": 65536, "window": 1048576, "idle_timeout_ms": 60000}`
+//! plus the runtime options.
+
+pub mod matcher;
+pub mod reasm;
+
+use matcher::{Hit, Matcher, Signature};
+use nfcore::config::{object, only_keys, opt_str, opt_u64, RUNTIME_KEYS};
+use nfcore::{Ctx, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
+use packet::{Direction, L4, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
+use reasm::{arrival, Arrival, DirState, OooBuffer, Segment, DIR_LEN};
+use serde_json::Value;
+use std::io::Write;
+use std::path::PathBuf;
+
+pub const TABLE: &str = "ips";
+/// Bound on the summed length of all signatures (keeps the DFA in tens of MB).
+pub const MAX_SIGNATURE_BYTES: usize = 65_536;
+pub const TABLE_OOO: [&str; 2] = ["ips-ooo0", "ips-ooo1"];
+
+/// The per-connection record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    /// [`Matcher::fingerprint`] of the signature set the `ac` states belong to.
+    pub fingerprint: u32,
+    pub blocked: bool,
+    /// When the idle timer was last moved (ms).
+    pub refreshed_ms: u64,
+    /// Index 0: the canonical key's direction; 1: the reverse.
+    pub dirs: [DirState; 2],
+}
+
+impl Record {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(13 + 2 * DIR_LEN);
+        v.extend_from_slice(&self.fingerprint.to_le_bytes());
+        v.push(self.blocked as u8);
+        v.extend_from_slice(&self.refreshed_ms.to_le_bytes());
+        for d in &self.dirs {
+            d.encode_into(&mut v);
+        }
+        v
+    }
+
+    pub fn decode(b: &[u8]) -> Option<Record> {
+        if b.len() != 13 + 2 * DIR_LEN || b[4] > 1 {
+            return None;
+        }
+        Some(Record {
+            fingerprint: u32::from_le_bytes(b[0..4].try_into().ok()?),
+            blocked: b[4] == 1,
+            refreshed_ms: u64::from_le_bytes(b[5..13].try_into().ok()?),
+            dirs: [
+                DirState::decode(&b[13..13 + DIR_LEN])?,
+                DirState::decode(&b[13 + DIR_LEN..])?,
+            ],
+        })
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counters {
+    scanned_bytes: u64,
+    alerts: u64,
+    dropped_on_match: u64,
+    blocked_dropped: u64,
+    no_state: u64,
+    retransmissions: u64,
+    ooo_buffered: u64,
+    ooo_overflow: u64,
+    out_of_window: u64,
+    reassembled: u64,
+    corrupt_state: u64,
+    signature_set_changed: u64,
+    udp_scanned: u64,
+    alert_log_errors: u64,
+    expired: u64,
+}
+
+/// Where alerts go: one JSON object per line.
+struct AlertLog {
+    path: Option<PathBuf>,
+    file: Option<std::fs::File>,
+}
+
+impl AlertLog {
+    fn write(&mut self, line: &str) -> std::io::Result<()> {
+        let Some(p) = &self.path else {
+            return writeln!(std::io::stderr(), "{line}");
+        };
+        if self.file.is_none() {
+            self.file = Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)?,
+            );
+        }
+        let f = self.file.as_mut().expect("opened above");
+        f.write_all(format!("{line}\n").as_bytes())
+    }
+}
+
+/// The IPS NF.
+pub struct Ips {
+    m: Matcher,
+    drop_on_match: bool,
+    max_segs: usize,
+    max_bytes: usize,
+    window: u32,
+    idle_ms: u64,
+    log: AlertLog,
+    hits: Vec<Hit>,
+    c: Counters,
+}
+
+fn parse_hex(s: &str) -> Option<Vec<u8>> {
+    let digits: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    if !digits.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..digits.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(digits.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+fn signature(v: &Value, i: usize) -> Result<Signature, String> {
+    let what = format!("signatures[{i}]");
+    let o = object(v, &what)?;
+    only_keys(o, &["id", "msg", "content", "hex"], &what)?;
+    let id = o
+        .get("id")
+        .and_then(|x| x.as_u64())
+        .filter(|x| *x <= u32::MAX as u64)
+        .ok_or_else(|| format!("{what}.id must be an integer in [0, 4294967295]"))?
+        as u32;
+    let msg = opt_str(o, "msg", "")
+        .map_err(|e| format!("{what}.{e}"))?
+        .to_string();
+    let content = match (o.get("content"), o.get("hex")) {
+        (Some(c), None) => c
+            .as_str()
+            .map(|s| s.as_bytes().to_vec())
+            .ok_or_else(|| format!("{what}.content must be a string"))?,
+        (None, Some(h)) => h
+            .as_str()
+            .and_then(parse_hex)
+            .ok_or_else(|| format!("{what}.hex must be hex digit pairs"))?,
+        _ => return Err(format!("{what}: give exactly one of content or hex")),
+    };
+    if content.is_empty() || content.len() > 1024 {
+        return Err(format!("{what}: content must be 1-1024 bytes"));
+    }
+    Ok(Signature { id, msg, content })
+}
+
+impl Ips {
+    pub fn from_config(cfg: &Value) -> Result<Ips, String> {
+        let o = object(cfg, "ips config")?;
+        let mut allowed = vec![
+            "signatures",
+            "nocase",
+            "action",
+            "alert_log",
+            "max_ooo_segments",
+            "max_ooo_bytes",
+            "window",
+            "idle_timeout_ms",
+        ];
+        allowed.extend_from_slice(RUNTIME_KEYS);
+        only_keys(o, &allowed, "ips config")?;
+        let list = o
+            .get("signatures")
+            .and_then(|s| s.as_array())
+            .filter(|a| !a.is_empty() && a.len() <= 10_000)
+            .ok_or("signatures must be a list of 1-10000 signatures")?;
+        let sigs = list
+            .iter()
+            .enumerate()
+            .map(|(i, s)| signature(s, i))
+            .collect::<Result<Vec<_>, _>>()?;
+        // The DFA grows with the total signature length (states x byte classes).
+        let total: usize = sigs.iter().map(|s| s.content.len()).sum();
+        if total > MAX_SIGNATURE_BYTES {
+            return Err(format!(
+                "signatures: total content must be at most {MAX_SIGNATURE_BYTES} bytes, got {total}"
+            ));
+        }
+        let mut ids = std::collections::HashSet::new();
+        for (i, s) in sigs.iter().enumerate() {
+            if !ids.insert(s.id) {
+                return Err(format!("signatures[{i}].id {} is a duplicate", s.id));
+            }
+        }
+        let nocase = match o.get("nocase") {
+            None => false,
+            Some(v) => v.as_bool().ok_or("nocase must be true or false")?,
+        };
+        let drop_on_match = match opt_str(o, "action", "drop")? {
+            "drop" => true,
+            "alert" => false,
+            a => return Err(format!("action must be \"drop\" or \"alert\", not {a:?}")),
+        };
+        let path = match opt_str(o, "alert_log", "-")? {
+            "-" => None,
+            p => {
+                let p = PathBuf::from(p);
+                let dir = p
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .unwrap_or(std::path::Path::new("."));
+                if !dir.is_dir() {
+                    return Err(format!(
+                        "alert_log: directory {} does not exist",
+                        dir.display()
+                    ));
+                }
+                Some(p)
+            }
+        };
+        Ok(Ips {
+            m: Matcher::new(sigs, nocase)?,
+            drop_on_match,
+            max_segs: opt_u64(o, "max_ooo_segments", 16, 0, 1024)? as usize,
+            max_bytes: opt_u64(o, "max_ooo_bytes", 65_536, 0, 16 << 20)? as usize,
+            window: opt_u64(o, "window", 1 << 20, 1, 1 << 30)? as u32,
+            idle_ms: opt_u64(o, "idle_timeout_ms", 60_000, 1, 86_400_000)?,
+            log: AlertLog { path, file: None },
+            hits: Vec::new(),
+            c: Counters::default(),
+        })
+    }
+
+    fn key(keys: &KeySpace, pkt: &Parsed) -> Key {
+        keys.flow(pkt.flow_key().bidirectional_hash(), TABLE)
+    }
+
+    fn alert(&mut self, now_ms: u64, pkt: &Parsed) {
+        for h in std::mem::take(&mut self.hits) {
+            self.c.alerts += 1;
+            let s = &self.m.sigs[h.sig];
+            let (sp, dp) = pkt.ports();
+            let line = serde_json::json!({
+                "ts_ms": now_ms, "sig_id": s.id, "msg": s.msg,
+                "src": pkt.src.to_string(), "sport": sp, "dst": pkt.dst.to_string(), "dport": dp,
+                "proto": pkt.proto, "stream_offset": h.end_offset,
+                "action": if self.drop_on_match { "drop" } else { "alert" },
+            });
+            if self.log.write(&line.to_string()).is_err() {
+                self.c.alert_log_errors += 1;
+            }
+        }
+    }
+
+    /// Deliver `data` (and a FIN) at the direction's expected sequence number.
+    fn deliver(&mut self, d: &mut DirState, data: &[u8], fin: bool) {
+        d.ac = self.m.scan(d.ac, data, d.offset, &mut self.hits);
+        d.offset += data.len() as u64;
+        d.expected = d
+            .expected
+            .wrapping_add(data.len() as u32)
+            .wrapping_add(fin as u32);
+        self.c.scanned_bytes += data.len() as u64;
+    }
+
+    fn read_buffer(&mut self, ctx: &mut Ctx<'_>, bkey: &Key) -> Result<OooBuffer, StoreError> {
+        Ok(match ctx.get(bkey)? {
+            None => OooBuffer::default(),
+            Some(b) => OooBuffer::decode(b).unwrap_or_else(|| {
+                self.c.corrupt_state += 1;
+                OooBuffer::default()
+            }),
+        })
+    }
+
+    fn save_buffer(ctx: &mut Ctx<'_>, bkey: &Key, d: &mut DirState, buf: &OooBuffer) {
+        d.buffered = buf.segs.len() as u16;
+        d.buffered_bytes = buf.bytes() as u32;
+        if buf.segs.is_empty() {
+            ctx.del(bkey);
+        } else {
+            ctx.set(bkey, buf.encode());
+        }
+    }
+
+    fn tcp(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        frame: &[u8],
+        pkt: &Parsed,
+        seq: u32,
+        flags: u8,
+    ) -> Result<Verdict, StoreError> {
+        let key = Self::key(ctx.keys, pkt);
+        let di = match pkt.flow_key().canonical().1 {
+            Direction::Forward => 0,
+            Direction::Reverse => 1,
+        };
+        let now = ctx.now_ms();
+        let syn = flags & TCP_SYN != 0 && flags & TCP_RST == 0;
+        // A connection idle past its timeout is gone even if its timer has not fired yet.
+        let idle = self.idle_ms;
+        let existing = ctx
+            .get(&key)?
+            .map(Record::decode)
+            .filter(|r| r.is_none_or(|r| now < r.refreshed_ms + idle));
+        let is_new = existing.is_none();
+        let mut rec = match existing {
+            Some(Some(r)) => r,
+            Some(None) => {
+                self.c.corrupt_state += 1;
+                return Ok(Verdict::Drop);
+            }
+            None if syn && flags & TCP_ACK == 0 => Record {
+                fingerprint: self.m.fingerprint,
+                blocked: false,
+                refreshed_ms: 0,
+                dirs: [DirState::default(); 2],
+            },
+            None => {
+                self.c.no_state += 1;
+                return Ok(Verdict::Drop);
+            }
+        };
+        if rec.blocked {
+            // Stays blocked while packets keep coming (the idle timer moves as for any flow).
+            self.c.blocked_dropped += 1;
+            if now.saturating_sub(rec.refreshed_ms) >= self.idle_ms / 4 {
+                rec.refreshed_ms = now;
+                ctx.timer_set(key.clone(), now + self.idle_ms);
+                ctx.set(&key, rec.encode());
+            }
+            return Ok(Verdict::Drop);
+        }
+        let orig = rec;
+        if rec.fingerprint != self.m.fingerprint {
+            // Another signature set wrote these states: restart both streams' automata.
+            self.c.signature_set_changed += 1;
+            rec.fingerprint = self.m.fingerprint;
+            for d in &mut rec.dirs {
+                d.ac = self.m.start();
+            }
+        }
+        let mut d = rec.dirs[di];
+        if !self.m.is_valid(d.ac) && d.init {
+            self.c.corrupt_state += 1;
+            return Ok(Verdict::Drop);
+        }
+        let fresh = DirState {
+            init: true,
+            expected: seq.wrapping_add(syn as u32),
+            ac: self.m.start(),
+            ..DirState::default()
+        };
+        // (Re)start the direction on its SYN, unless data was seen (no desynchronising an
+        // established stream); a direction seen first mid-stream starts where it is.
+        if !d.init || (syn && d.offset == 0 && d.buffered == 0) {
+            d = fresh;
+        }
+        let data_seq = seq.wrapping_add(syn as u32);
+        let payload = pkt.payload(frame);
+        let fin = flags & TCP_FIN != 0;
+        let bkey = ctx
+            .keys
+            .flow(pkt.flow_key().bidirectional_hash(), TABLE_OOO[di]);
+        let mut verdict = Verdict::Forward;
+        if !payload.is_empty() || fin {
+            match arrival(d.expected, data_seq, payload.len(), fin, self.window) {
+                Arrival::Deliver { skip } => {
+                    self.deliver(&mut d, &payload[skip..], fin);
+                    if d.buffered > 0 {
+                        let mut buf = self.read_buffer(ctx, &bkey)?;
+                        while let Some((seg, skip)) = buf.take_next(d.expected, self.window) {
+                            self.c.reassembled += 1;
+                            self.deliver(&mut d, &seg.data[skip..], seg.fin);
+                        }
+                        Self::save_buffer(ctx, &bkey, &mut d, &buf);
+                    }
+                }
+                Arrival::Old => self.c.retransmissions += 1,
+                Arrival::Future => {
+                    let mut buf = if d.buffered > 0 {
+                        self.read_buffer(ctx, &bkey)?
+                    } else {
+                        OooBuffer::default()
+                    };
+                    if buf.segs.len() >= self.max_segs
+                        || buf.bytes() + payload.len() > self.max_bytes
+                    {
+                        // Not buffered, so not forwarded: the sender retransmits it later.
+                        self.c.ooo_overflow += 1;
+                        verdict = Verdict::Drop;
+                    } else {
+                        if buf.insert(Segment {
+                            seq: data_seq,
+                            fin,
+                            data: payload.to_vec(),
+                        }) {
+                            self.c.ooo_buffered += 1;
+                        }
+                        Self::save_buffer(ctx, &bkey, &mut d, &buf);
+                    }
+                }
+                Arrival::OutOfWindow => {
+                    self.c.out_of_window += 1;
+                    verdict = Verdict::Drop;
+                }
+            }
+        }
+        rec.dirs[di] = d;
+        if !self.hits.is_empty() {
+            self.alert(now, pkt);
+            if self.drop_on_match {
+                self.c.dropped_on_match += 1;
+                rec.blocked = true;
+                verdict = Verdict::Drop;
+            }
+        }
+        let move_timer = is_new || now.saturating_sub(rec.refreshed_ms) >= self.idle_ms / 4;
+        if move_timer {
+            rec.refreshed_ms = now;
+            ctx.timer_set(key.clone(), now + self.idle_ms);
+        }
+        if rec != orig || is_new {
+            ctx.set(&key, rec.encode());
+        }
+        Ok(verdict)
+    }
+}
+
+impl NetworkFunction for Ips {
+    fn name(&self) -> &'static str {
+        "ips"
+    }
+
+    fn read_set(&self, keys: &KeySpace, pkt: &Parsed, _frame: &[u8], out: &mut Vec<Key>) {
+        if matches!(pkt.l4, L4::Tcp { .. }) {
+            out.push(Self::key(keys, pkt));
+        }
+    }
+
+    fn process(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        frame: &mut Vec<u8>,
+        pkt: &Parsed,
+    ) -> Result<Verdict, StoreError> {
+        match pkt.l4 {
+            L4::Tcp { seq, flags, .. } => self.tcp(ctx, frame, pkt, seq, flags),
+            L4::Udp { .. } => {
+                let payload = pkt.payload(frame);
+                self.c.udp_scanned += 1;
+                self.c.scanned_bytes += payload.len() as u64;
+                self.m.scan(self.m.start(), payload, 0, &mut self.hits);
+                if self.hits.is_empty() {
+                    return Ok(Verdict::Forward);
+                }
+                self.alert(ctx.now_ms(), pkt);
+                if self.drop_on_match {
+                    self.c.dropped_on_match += 1;
+                    return Ok(Verdict::Drop);
+                }
+                Ok(Verdict::Forward)
+            }
+            _ => Ok(Verdict::Forward),
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_>, member: &[u8]) -> Result<(), StoreError> {
+        let Some(cur) = ctx.get_owned(member)? else {
+            return Ok(());
+        };
+        if Record::decode(&cur).is_some_and(|r| ctx.now_ms() < r.refreshed_ms + self.idle_ms) {
+            return Ok(()); // refreshed since the timer was claimed; its new timer is pending
+        }
+        // Delete only what we read: a connection re-created meanwhile stays.
+        if !ctx.store().compare_and_set(member, Some(&cur), None)? {
+            return Ok(());
+        }
+        self.c.expired += 1;
+        // The buffers live next to the record: same hash tag, other table names.
+        if let Some(base) = member.strip_suffix(TABLE.as_bytes()) {
+            for t in TABLE_OOO {
+                let mut k = base.to_vec();
+                k.extend_from_slice(t.as_bytes());
+                ctx.del(&k);
+            }
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> Value {
+        let c = &self.c;
+        serde_json::json!({
+            "signatures": self.m.sigs.len(), "automaton_states": self.m.states(),
+            "scanned_bytes": c.scanned_bytes, "alerts": c.alerts,
+            "dropped_on_match": c.dropped_on_match, "blocked_dropped": c.blocked_dropped,
+            "no_state": c.no_state, "retransmissions": c.retransmissions,
+            "ooo_buffered": c.ooo_buffered, "ooo_overflow": c.ooo_overflow,
+            "out_of_window": c.out_of_window, "reassembled": c.reassembled,
+            "corrupt_state": c.corrupt_state, "signature_set_changed": c.signature_set_changed,
+            "udp_scanned": c.udp_scanned, "alert_log_errors": c.alert_log_errors,
+            "expired": c.expired,
+        })
+    }
+}

@@ -1,0 +1,358 @@
+//! IPS: case directories (signatures split over packets, reordered, retransmitted, overlapping;
+//! buffer bounds) in local and Redis modes and with two instances alternating; alert log
+//! contents; alert-only mode; every split and adjacent reordering of a stream; config errors.
+
+use flowstore::test_redis::TestRedis;
+use flowstore::{LocalStore, RedisConfig, RedisStore};
+use nf_ips::Ips;
+use nfcore::harness::{load_case, run_alternating, run_frames_full, verdicts};
+use packet::build::{FrameSpec, Transport};
+use std::path::{Path, PathBuf};
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("unonfs-ips-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn cases() -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/ips");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    assert!(v.len() >= 2);
+    v
+}
+
+fn with_log(cfg: &serde_json::Value, log: &Path) -> serde_json::Value {
+    let mut c = cfg.clone();
+    c["alert_log"] = log.to_str().unwrap().into();
+    c
+}
+
+fn read_alerts(log: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn cases_same_in_local_and_redis_modes_and_two_instances() {
+    let redis = TestRedis::start().expect("redis-server");
+    let tmp = TempDir::new("cases");
+    for dir in cases() {
+        let name = dir.file_name().unwrap().to_str().unwrap().to_string();
+        let case = load_case(&dir).unwrap();
+        let want: Vec<String> = serde_json::from_value(case.expected["verdicts"].clone()).unwrap();
+        for batch in [1, 4, 32] {
+            for mode in ["local", "redis"] {
+                let log = tmp.0.join(format!("{name}-{mode}-{batch}.jsonl"));
+                let nf = Box::new(Ips::from_config(&with_log(&case.config, &log)).unwrap());
+                let store: Box<dyn flowstore::FlowStore> = if mode == "local" {
+                    Box::new(LocalStore::new())
+                } else {
+                    Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap())
+                };
+                let id = format!("ips{name}{batch}");
+                let (out, nf, _) = run_frames_full(nf, store, &id, &case.frames, batch);
+                let what = format!("{name} {mode} batch {batch}");
+                assert_eq!(verdicts(&out), want, "{what}");
+                let st = nf.stats();
+                for (k, v) in case.expected["counters"].as_object().unwrap() {
+                    assert_eq!(&st[k], v, "{what}: counter {k} in {st}");
+                }
+                let alerts = read_alerts(&log);
+                let exp = case.expected["alerts"].as_array().unwrap();
+                assert_eq!(alerts.len(), exp.len(), "{what}: {alerts:?}");
+                for (a, e) in alerts.iter().zip(exp) {
+                    for (k, v) in e.as_object().unwrap() {
+                        assert_eq!(&a[k], v, "{what}: alert field {k}: {a}");
+                    }
+                    assert_eq!(a["action"], "drop");
+                }
+            }
+        }
+        let log = tmp.0.join(format!("{name}-alt.jsonl"));
+        let cfg = with_log(&case.config, &log);
+        let alt = run_alternating(
+            || {
+                let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+                (Box::new(Ips::from_config(&cfg).unwrap()), Box::new(s))
+            },
+            &format!("ipsalt{name}"),
+            &case.frames,
+        );
+        assert_eq!(verdicts(&alt), want, "{name} two instances alternating");
+        assert_eq!(
+            read_alerts(&log).len(),
+            case.expected["alerts"].as_array().unwrap().len(),
+            "{name}: alerts of both instances"
+        );
+    }
+}
+
+#[test]
+fn alert_only_mode_forwards_and_logs() {
+    let tmp = TempDir::new("alert");
+    let dir = cases().into_iter().find(|d| d.ends_with("split")).unwrap();
+    let case = load_case(&dir).unwrap();
+    let log = tmp.0.join("a.jsonl");
+    let mut cfg = with_log(&case.config, &log);
+    cfg["action"] = "alert".into();
+    let (out, nf, _) = run_frames_full(
+        Box::new(Ips::from_config(&cfg).unwrap()),
+        Box::new(LocalStore::new()),
+        "ipsa",
+        &case.frames,
+        8,
+    );
+    let v = verdicts(&out);
+    // Only the packet of a connection the IPS never saw open is dropped.
+    let dropped: Vec<usize> = (0..v.len()).filter(|i| v[*i] == "drop").collect();
+    assert_eq!(dropped, vec![10]);
+    assert_eq!(nf.stats()["alerts"], 3);
+    let alerts = read_alerts(&log);
+    assert_eq!(alerts.len(), 3);
+    assert!(alerts
+        .iter()
+        .all(|a| a["action"] == "alert" && a["msg"] == "ATTACK in stream"));
+}
+
+/// Frames of one TCP connection whose client stream is `data`, cut at `cuts`, with the data
+/// segments in `order`.
+fn stream_frames(data: &[u8], cuts: &[usize], order: &[usize]) -> Vec<(u64, Vec<u8>)> {
+    let (c, s) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+    let tcp = |seq, flags| Transport::Tcp { seq, ack: 0, flags };
+    let mut out = vec![FrameSpec::new(c, s, 1234, 80, tcp(999, packet::TCP_SYN)).build()];
+    let mut bounds = vec![0];
+    bounds.extend_from_slice(cuts);
+    bounds.push(data.len());
+    let segs: Vec<Vec<u8>> = bounds
+        .windows(2)
+        .map(|w| {
+            let mut f = FrameSpec::new(c, s, 1234, 80, tcp(1000 + w[0] as u32, packet::TCP_ACK));
+            f.payload = &data[w[0]..w[1]];
+            f.build()
+        })
+        .collect();
+    for i in order {
+        out.push(segs[*i].clone());
+    }
+    out.into_iter()
+        .enumerate()
+        .map(|(i, f)| (i as u64 * 1_000_000, f))
+        .collect()
+}
+
+#[test]
+fn every_split_and_adjacent_reordering_of_a_signature_is_caught() {
+    let redis = TestRedis::start().expect("redis-server");
+    let cfg = serde_json::json!({"signatures": [{"id": 1, "content": "MALWARE-SIG"}], "alert_log": "/dev/null"});
+    let clean = b"0123456789abcdefghijMALWARE-SIx0123456789".to_vec();
+    let mut bad = clean.clone();
+    bad[20..31].copy_from_slice(b"MALWARE-SIG");
+    let mut runs = 0;
+    for a in 1..bad.len() - 1 {
+        for b in [a + 1, a + 5, a + 11] {
+            if b >= bad.len() {
+                continue;
+            }
+            for order in [[0, 1, 2], [1, 0, 2], [0, 2, 1], [2, 1, 0]] {
+                for (data, expect_block) in [(&bad, true), (&clean, false)] {
+                    let frames = stream_frames(data, &[a, b], &order);
+                    let store: Box<dyn flowstore::FlowStore> = if runs % 8 == 0 {
+                        Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap())
+                    } else {
+                        Box::new(LocalStore::new())
+                    };
+                    runs += 1;
+                    let (out, nf, _) = run_frames_full(
+                        Box::new(Ips::from_config(&cfg).unwrap()),
+                        store,
+                        &format!("ipsp{runs}"),
+                        &frames,
+                        1 + runs % 3,
+                    );
+                    let st = nf.stats();
+                    let what = format!("cuts {a},{b} order {order:?} block {expect_block}");
+                    if expect_block {
+                        assert_eq!(st["alerts"], 1, "{what}");
+                        // The receiver never gets the whole stream: some segment is dropped.
+                        assert!(out.iter().any(|o| o.is_none()), "{what}");
+                    } else {
+                        assert_eq!(st["alerts"], 0, "{what}");
+                        assert!(out.iter().all(|o| o.is_some()), "{what}");
+                        assert_eq!(
+                            st["scanned_bytes"],
+                            data.len() as u64,
+                            "{what}: each byte once"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(runs > 500);
+}
+
+#[test]
+fn largest_signature_set_builds_and_matches_case_insensitively() {
+    // 64 KiB of distinct signatures, the configured maximum.
+    let sigs: Vec<_> = (0..256)
+        .map(|i| {
+            let body: String = (0..252)
+                .map(|k| (b'a' + ((i * 7 + k * 13 + k / 5) % 26) as u8) as char)
+                .collect();
+            serde_json::json!({"id": i, "content": format!("{i:04}{body}")})
+        })
+        .collect();
+    let cfg = serde_json::json!({"signatures": sigs, "alert_log": "/dev/null", "nocase": true,
+                                  "action": "alert"});
+    let target = cfg["signatures"][17]["content"]
+        .as_str()
+        .unwrap()
+        .to_ascii_uppercase();
+    let frames = stream_frames(format!("..{target}..").as_bytes(), &[100], &[0, 1]);
+    let (_, nf, _) = run_frames_full(
+        Box::new(Ips::from_config(&cfg).unwrap()),
+        Box::new(LocalStore::new()),
+        "ipsbig",
+        &frames,
+        4,
+    );
+    assert!(nf.stats()["automaton_states"].as_u64().unwrap() > 10_000);
+    assert_eq!(nf.stats()["alerts"], 1);
+}
+
+#[test]
+fn config_errors_name_the_field() {
+    for (bad, field) in [
+        (serde_json::json!({}), "signatures"),
+        (serde_json::json!({"signatures": []}), "signatures"),
+        (
+            serde_json::json!({"signatures": [{"id": 1}]}),
+            "signatures[0]",
+        ),
+        (
+            serde_json::json!({"signatures": [{"id": 1, "content": ""}]}),
+            "signatures[0]",
+        ),
+        (
+            serde_json::json!({"signatures": [{"id": 1, "hex": "abc"}]}),
+            "signatures[0].hex",
+        ),
+        (
+            serde_json::json!({"signatures": [{"id": 1, "content": "a", "hex": "61"}]}),
+            "signatures[0]",
+        ),
+        (
+            serde_json::json!({"signatures": [{"content": "a"}]}),
+            "signatures[0].id",
+        ),
+        (
+            serde_json::json!({"signatures": [{"id": 1, "content": "a"}, {"id": 1, "content": "b"}]}),
+            "signatures[1].id",
+        ),
+        (
+            serde_json::json!({"signatures": [{"id": 1, "content": "a", "sid": 2}]}),
+            "sid",
+        ),
+        (
+            serde_json::json!({"signatures": [{"id": 1, "content": "a"}], "action": "block"}),
+            "action",
+        ),
+        (
+            serde_json::json!({"signatures": [{"id": 1, "content": "a"}], "alert_log": "/nonexistent/x.log"}),
+            "alert_log",
+        ),
+        (
+            serde_json::json!({"signatures": [{"id": 1, "content": "a"}], "window": 0}),
+            "window",
+        ),
+        (
+            serde_json::json!({"signatures": [{"id": 1, "content": "a"}], "nocase": "yes"}),
+            "nocase",
+        ),
+        (
+            serde_json::json!({"signatures": (0..70)
+                .map(|i| serde_json::json!({"id": i, "content": "x".repeat(1000)}))
+                .collect::<Vec<_>>()}),
+            "total content",
+        ),
+    ] {
+        let e = Ips::from_config(&bad).err().unwrap();
+        assert!(e.contains(field), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn idle_expiry_removes_record_and_buffer_once_with_two_instances() {
+    use nfcore::config::RuntimeOptions;
+    use nfcore::harness::RecordingDevice;
+    use nfcore::runtime::{Runtime, TimeSource};
+    let redis = TestRedis::start().expect("redis-server");
+    let cfg = serde_json::json!({"signatures": [{"id": 1, "content": "zzz"}], "alert_log": "/dev/null",
+                                  "idle_timeout_ms": 1000});
+    let mk = |frames| {
+        let opts = RuntimeOptions {
+            batch_size: 4,
+            fail_mode: nfcore::FailMode::Closed,
+            timer_interval_ms: 1_000_000,
+            owner_cache: false,
+        };
+        let s = Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
+        let mut rt = Runtime::new(
+            Box::new(Ips::from_config(&cfg).unwrap()),
+            s,
+            RecordingDevice::new(frames),
+            flowstore::KeySpace::new("ipst").unwrap(),
+            opts,
+        );
+        rt.init().unwrap();
+        rt
+    };
+    // SYN, then a segment ahead of the stream (buffered in the tier).
+    let frames = stream_frames(b"hello world", &[5], &[1]);
+    let mut a = mk(frames.clone());
+    let mut b = mk(vec![]);
+    a.run(
+        TimeSource::Packets,
+        &std::sync::atomic::AtomicBool::new(false),
+    )
+    .unwrap();
+    assert_eq!(a.nf().stats()["ooo_buffered"], 1);
+    let keys = flowstore::KeySpace::new("ipst").unwrap();
+    let p = packet::Parsed::new_checked(&frames[0].1).unwrap();
+    let h = p.flow_key().bidirectional_hash();
+    let both = [
+        keys.flow(h, nf_ips::TABLE),
+        keys.flow(h, nf_ips::TABLE_OOO[0]),
+    ];
+    let mut vals = vec![];
+    a.store_mut().get_many(&both, &mut vals).unwrap();
+    assert!(
+        vals.iter().all(|v| v.is_some()),
+        "record and buffer in the tier"
+    );
+    let late = 100_000_000_000;
+    let fired =
+        b.fire_timers(late).unwrap() + a.fire_timers(late).unwrap() + b.fire_timers(late).unwrap();
+    assert_eq!(fired, 1);
+    a.store_mut().get_many(&both, &mut vals).unwrap();
+    assert!(vals.iter().all(|v| v.is_none()), "both removed");
+}

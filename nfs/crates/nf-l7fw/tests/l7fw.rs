@@ -1,0 +1,257 @@
+//! L7 firewall: case directory in local and Redis modes and with two instances alternating
+//! (classification continued across instances); a ClientHello split at every byte and a large
+//! one over several segments; the inspection limit; config errors.
+
+use flowstore::test_redis::TestRedis;
+use flowstore::{LocalStore, RedisConfig, RedisStore};
+use nf_l7fw::{tls, L7Firewall};
+use nfcore::harness::{load_case, run_alternating, run_frames_full, verdicts};
+use packet::build::{FrameSpec, Transport};
+use std::path::PathBuf;
+
+fn case_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/l7fw/basic")
+}
+
+#[test]
+fn case_local_redis_and_alternating() {
+    let redis = TestRedis::start().expect("redis-server");
+    let case = load_case(&case_dir()).unwrap();
+    let want: Vec<String> = serde_json::from_value(case.expected["verdicts"].clone()).unwrap();
+    let mk = || Box::new(L7Firewall::from_config(&case.config).unwrap());
+    for batch in [1, 4, 32] {
+        let (local, nf, _) = run_frames_full(
+            mk(),
+            Box::new(LocalStore::new()),
+            "l7l",
+            &case.frames,
+            batch,
+        );
+        assert_eq!(verdicts(&local), want, "local batch {batch}");
+        let st = nf.stats();
+        for (k, v) in case.expected["counters"].as_object().unwrap() {
+            assert_eq!(&st[k], v, "local batch {batch}: counter {k} in {st}");
+        }
+        let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+        let (remote, nf, _) = run_frames_full(
+            mk(),
+            Box::new(s),
+            &format!("l7r{batch}"),
+            &case.frames,
+            batch,
+        );
+        assert_eq!(remote, local, "redis batch {batch}");
+        assert_eq!(nf.stats(), st, "redis batch {batch}: counters");
+    }
+    let alt = run_alternating(
+        || {
+            let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+            (mk(), Box::new(s))
+        },
+        "l7alt",
+        &case.frames,
+    );
+    assert_eq!(verdicts(&alt), want, "two instances alternating");
+}
+
+/// A TLS connection whose ClientHello is cut at `cuts` (no handshake; the first payload starts
+/// the classification).
+fn hello_frames(hello: &[u8], cuts: &[usize]) -> Vec<(u64, Vec<u8>)> {
+    let (c, s) = ("10.0.0.1".parse().unwrap(), "192.0.2.1".parse().unwrap());
+    let mut bounds = vec![0];
+    bounds.extend_from_slice(cuts);
+    bounds.push(hello.len());
+    let mut out: Vec<Vec<u8>> = bounds
+        .windows(2)
+        .map(|w| {
+            let t = Transport::Tcp {
+                seq: 1 + w[0] as u32,
+                ack: 1,
+                flags: packet::TCP_ACK,
+            };
+            let mut f = FrameSpec::new(c, s, 5555, 443, t);
+            f.payload = &hello[w[0]..w[1]];
+            f.build()
+        })
+        .collect();
+    // Then the server answers.
+    let t = Transport::Tcp {
+        seq: 1,
+        ack: 1,
+        flags: packet::TCP_ACK,
+    };
+    let mut f = FrameSpec::new(s, c, 443, 5555, t);
+    f.payload = b"server hello";
+    out.push(f.build());
+    out.into_iter()
+        .enumerate()
+        .map(|(i, f)| (i as u64 * 1_000_000, f))
+        .collect()
+}
+
+#[test]
+fn client_hello_split_anywhere_is_classified() {
+    let redis = TestRedis::start().expect("redis-server");
+    let cfg = serde_json::json!({"block": [{"proto": "tls", "sni": "*.bad.example"}]});
+    for (sni, blocked) in [("a.bad.example", true), ("a.good.example", false)] {
+        let hello = tls::build_client_hello(Some(sni), 0);
+        for cut in 1..hello.len() {
+            let frames = hello_frames(&hello, &[cut]);
+            let store: Box<dyn flowstore::FlowStore> = if cut % 10 == 0 {
+                Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap())
+            } else {
+                Box::new(LocalStore::new())
+            };
+            let (out, nf, _) = run_frames_full(
+                Box::new(L7Firewall::from_config(&cfg).unwrap()),
+                store,
+                &format!("l7s{cut}{blocked}"),
+                &frames,
+                1 + cut % 3,
+            );
+            let v = verdicts(&out);
+            let want = if blocked {
+                vec!["forward", "drop", "drop"]
+            } else {
+                vec!["forward", "forward", "forward"]
+            };
+            assert_eq!(v, want, "{sni} cut at {cut}");
+            assert_eq!(nf.stats()["classified"]["tls"], 1, "{sni} cut at {cut}");
+        }
+    }
+    // A post-quantum-sized hello over three segments.
+    let big = tls::build_client_hello(Some("x.bad.example"), 2500);
+    let (out, _, _) = run_frames_full(
+        Box::new(L7Firewall::from_config(&cfg).unwrap()),
+        Box::new(LocalStore::new()),
+        "l7big",
+        &hello_frames(&big, &[1000, 2000]),
+        4,
+    );
+    assert_eq!(verdicts(&out), vec!["forward", "forward", "drop", "drop"]);
+}
+
+#[test]
+fn inspection_limit_decides_with_what_it_has() {
+    // An unfinished ClientHello at the packet limit is TLS with an unparsed name.
+    let hello = tls::build_client_hello(Some("x.example"), 0);
+    for (unparsed, last) in [("block", "drop"), ("allow", "forward")] {
+        let cfg = serde_json::json!({"max_inspect_packets": 2, "unparsed": unparsed});
+        let (out, nf, _) = run_frames_full(
+            Box::new(L7Firewall::from_config(&cfg).unwrap()),
+            Box::new(LocalStore::new()),
+            "l7lim",
+            &hello_frames(&hello, &[5, 10]),
+            1,
+        );
+        assert_eq!(
+            verdicts(&out)[..2],
+            ["forward", last],
+            "unparsed {unparsed}"
+        );
+        assert_eq!(nf.stats()["unparsed"], 1);
+        assert_eq!(nf.stats()["classified"]["tls"], 1);
+    }
+}
+
+#[test]
+fn config_errors_name_the_field() {
+    for (bad, field) in [
+        (
+            serde_json::json!({"block": [{"proto": "tls", "host": "x"}]}),
+            "block[0].host",
+        ),
+        (
+            serde_json::json!({"block": [{"proto": "gopher"}]}),
+            "block[0].proto",
+        ),
+        (
+            serde_json::json!({"allow": [{"sni": "x"}]}),
+            "allow[0].proto",
+        ),
+        (serde_json::json!({"block": {"proto": "tls"}}), "block"),
+        (serde_json::json!({"default": "maybe"}), "default"),
+        (serde_json::json!({"unparsed": "x"}), "unparsed"),
+        (
+            serde_json::json!({"signatures": [{"name": "tls", "content": "x"}]}),
+            "signatures[0].name",
+        ),
+        (
+            serde_json::json!({"signatures": [{"name": "Bad Name", "content": "x"}]}),
+            "signatures[0].name",
+        ),
+        (
+            serde_json::json!({"signatures": [{"name": "p", "hex": "zz"}]}),
+            "signatures[0]",
+        ),
+        (
+            serde_json::json!({"signatures": [{"name": "p"}]}),
+            "signatures[0]",
+        ),
+        (
+            serde_json::json!({"max_inspect_bytes": 1}),
+            "max_inspect_bytes",
+        ),
+        (serde_json::json!({"blocks": []}), "blocks"),
+    ] {
+        let e = L7Firewall::from_config(&bad).err().unwrap();
+        assert!(e.contains(field), "{bad}: {e}");
+    }
+    // A configured signature name becomes a protocol rules can name.
+    let ok = serde_json::json!({"signatures": [{"name": "myproto", "hex": "4d5950"}],
+                                "block": [{"proto": "myproto"}]});
+    assert!(L7Firewall::from_config(&ok).is_ok());
+}
+
+#[test]
+fn blocked_flow_stays_blocked_while_active_and_expires_when_idle() {
+    let cfg = serde_json::json!({"block": [{"proto": "tls", "sni": "*.bad.example"}], "idle_timeout_ms": 1000});
+    let hello = tls::build_client_hello(Some("a.bad.example"), 0);
+    let mut frames = hello_frames(&hello, &[])[..1].to_vec();
+    let (c, s) = ("10.0.0.1".parse().unwrap(), "192.0.2.1".parse().unwrap());
+    let data = |t_ms: u64, seq: u32| {
+        let t = Transport::Tcp {
+            seq,
+            ack: 1,
+            flags: packet::TCP_ACK,
+        };
+        let mut f = FrameSpec::new(c, s, 5555, 443, t);
+        f.payload = b"more data";
+        (t_ms * 1_000_000, f.build())
+    };
+    // Every 400 ms for 4 s (4x the idle timeout), then 3 s of silence (another flow's packet at
+    // 6 s lets the due timer fire), then one more.
+    for i in 1..=10u64 {
+        frames.push(data(i * 400, 1000 + i as u32));
+    }
+    let mut other = FrameSpec::new(s, c, 53, 53, Transport::Udp);
+    other.payload = b"x";
+    frames.push((6_000_000_000, other.build()));
+    frames.push(data(7000, 2000));
+    for store in ["local", "redis"] {
+        let redis = TestRedis::start().expect("redis-server");
+        let st: Box<dyn flowstore::FlowStore> = if store == "local" {
+            Box::new(LocalStore::new())
+        } else {
+            Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap())
+        };
+        let (out, nf, _) = run_frames_full(
+            Box::new(L7Firewall::from_config(&cfg).unwrap()),
+            st,
+            "l7idle",
+            &frames,
+            1,
+        );
+        let v = verdicts(&out);
+        assert!(v[..11].iter().all(|x| *x == "drop"), "{store}: {v:?}");
+        // The TLS flow (due at 5 s, fired at 6 s) and the UDP one (due at 7 s).
+        assert_eq!(nf.stats()["expired"], 2, "{store}");
+        // After expiry the flow is new to the NF: its mid-stream bytes are "unknown", allowed.
+        assert_eq!(v[12], "forward", "{store}");
+        assert_eq!(
+            nf.stats()["classified"]["unknown"],
+            2,
+            "{store}: the UDP flow and this one"
+        );
+    }
+}

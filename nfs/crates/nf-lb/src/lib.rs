@@ -1,0 +1,538 @@
+//! Load balancer (thesis Algorithm 1): connections to a virtual IP:port (VIP) are spread over a
+//! backend pool kept in the tier; the choice is stored per connection (affinity) and every later
+//! packet of the connection goes to the same backend, whichever instance handles it.
+//!
+//! - New connection (TCP SYN, or the first UDP datagram): the up backend with the fewest active
+//!   connections, ties by a rendezvous hash of the flow. The choice is claimed with
+//!   compare-and-set, so two instances racing on one new connection agree on one backend (the
+//!   loser uses the winner's). The backend's active-connection counter is INCRBY'd by the winner.
+//! - Client -> VIP packets: destination rewritten to the backend; backend -> client replies:
+//!   source rewritten back to the VIP (incremental checksum updates).
+//! - Health: a backend marked `down` in the tier gets no new connections; packets of existing
+//!   connections to it pass (`on_backend_down: "keep"`, default) or are dropped (`"drop"`).
+//! - TCP packets other than a SYN without a connection are dropped (Algorithm 1 line 13).
+//! - Connections expire by tier-held timers (idle, or `close_timeout_ms` after a FIN/RST); the
+//!   instance that fires the timer deletes the connection (compare-and-set) and decrements the
+//!   backend's counter, exactly once.
+//!
+//! Keys: `nf:<id>:{backends}` (the pool, see [`pool`]), `nf:<id>:{lb-conns:<addr>}` (active
+//! connections of a backend), `nf:<id>:{<hash of client -> VIP 5-tuple>}:lb` -> [`Conn`].
+//!
+//! Config (JSON): `{"vip": "10.0.0.100", "port": 80, "proto": "tcp", "backends":
+//! ["10.1.0.1:8080", "10.1.0.2:8080"], "on_backend_down": "keep", "idle_timeout_ms": 60000,
+//! "close_timeout_ms": 2000}` plus the runtime options.
+
+pub mod pool;
+
+use nfcore::config::{object, only_keys, opt_str, opt_u64, RUNTIME_KEYS};
+use nfcore::{Ctx, FlowStore, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
+use packet::rewrite::{set_dst_ip, set_dst_port, set_src_ip, set_src_port};
+use packet::{FlowKey, PROTO_TCP, PROTO_UDP, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
+use pool::Backend;
+use serde_json::Value;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+
+pub const TABLE: &str = "lb";
+pub const POOL: &str = "backends";
+
+/// Key of a backend's active-connection counter.
+pub fn load_key(keys: &KeySpace, addr: &SocketAddr) -> Key {
+    keys.global(&format!("lb-conns:{addr}"))
+}
+
+/// One connection's affinity record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conn {
+    pub backend: SocketAddr,
+    /// When the timer was last moved (ms).
+    pub refreshed_ms: u64,
+    /// A FIN or RST was seen: the connection expires after the close timeout.
+    pub closing: bool,
+}
+
+impl Conn {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = self.refreshed_ms.to_le_bytes().to_vec();
+        v.push(self.closing as u8);
+        v.extend_from_slice(self.backend.to_string().as_bytes());
+        v
+    }
+
+    pub fn decode(b: &[u8]) -> Option<Conn> {
+        let t = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+        let closing = match *b.get(8)? {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
+        let backend = std::str::from_utf8(b.get(9..)?).ok()?.parse().ok()?;
+        Some(Conn {
+            backend,
+            refreshed_ms: t,
+            closing,
+        })
+    }
+}
+
+/// A pool value parsed (or why it could not be).
+type PoolParse = Result<Vec<Backend>, String>;
+
+/// What an existing connection does when its backend is marked down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnDown {
+    Keep,
+    Drop,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counters {
+    new_conns: u64,
+    lost_races: u64,
+    to_backend: u64,
+    to_client: u64,
+    no_conn: u64,
+    no_backend: u64,
+    backend_down_dropped: u64,
+    bad_pool: u64,
+    passthrough: u64,
+    expired: u64,
+}
+
+/// The load balancer NF.
+pub struct LoadBalancer {
+    vip: IpAddr,
+    port: u16,
+    proto: u8,
+    seed: Vec<Backend>,
+    on_down: OnDown,
+    idle_ms: u64,
+    close_ms: u64,
+    /// Last pool value read from the tier and its parse (parsing once per change, not per packet).
+    pool_cache: RefCell<(Vec<u8>, PoolParse)>,
+    /// Connections this instance opened per backend since it last saw the counter at a value:
+    /// (counter value seen, opened since) so several SYNs in one batch still spread.
+    opened: HashMap<SocketAddr, (i64, i64)>,
+    c: Counters,
+}
+
+enum Way {
+    /// Client -> VIP.
+    ToVip,
+    /// Possibly a backend's reply (source is in the pool).
+    FromBackend,
+    Other,
+}
+
+impl LoadBalancer {
+    pub fn from_config(cfg: &Value) -> Result<LoadBalancer, String> {
+        let o = object(cfg, "lb config")?;
+        let mut allowed = vec![
+            "vip",
+            "port",
+            "proto",
+            "backends",
+            "on_backend_down",
+            "idle_timeout_ms",
+            "close_timeout_ms",
+        ];
+        allowed.extend_from_slice(RUNTIME_KEYS);
+        only_keys(o, &allowed, "lb config")?;
+        let vip: IpAddr = o
+            .get("vip")
+            .and_then(|v| v.as_str())
+            .and_then(|s| s.parse().ok())
+            .ok_or("vip must be an IP address")?;
+        let port = match o.get("port").and_then(|v| v.as_u64()) {
+            Some(p) if (1..=65535).contains(&p) => p as u16,
+            _ => return Err("port must be an integer in [1, 65535]".into()),
+        };
+        let proto = match opt_str(o, "proto", "tcp")? {
+            "tcp" => PROTO_TCP,
+            "udp" => PROTO_UDP,
+            p => return Err(format!("proto must be \"tcp\" or \"udp\", not {p:?}")),
+        };
+        let list = o
+            .get("backends")
+            .and_then(|v| v.as_array())
+            .filter(|a| !a.is_empty() && a.len() <= 1024)
+            .ok_or("backends must be a list of 1-1024 \"ADDR:PORT\" strings")?;
+        let mut seed = Vec::new();
+        for (i, b) in list.iter().enumerate() {
+            let addr: SocketAddr = b
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| format!("backends[{i}] must be \"ADDR:PORT\", not {b}"))?;
+            if addr.is_ipv4() != vip.is_ipv4() {
+                return Err(format!(
+                    "backends[{i}]: address family differs from the vip"
+                ));
+            }
+            if addr.port() == 0 || seed.iter().any(|s: &Backend| s.addr == addr) {
+                return Err(format!("backends[{i}]: port 0 or duplicate backend {addr}"));
+            }
+            if addr.ip() == vip {
+                return Err(format!("backends[{i}]: must not be the vip"));
+            }
+            seed.push(Backend { addr, up: true });
+        }
+        let on_down = match opt_str(o, "on_backend_down", "keep")? {
+            "keep" => OnDown::Keep,
+            "drop" => OnDown::Drop,
+            d => {
+                return Err(format!(
+                    "on_backend_down must be \"keep\" or \"drop\", not {d:?}"
+                ))
+            }
+        };
+        let seed_enc = pool::encode(&seed);
+        Ok(LoadBalancer {
+            vip,
+            port,
+            proto,
+            pool_cache: RefCell::new((seed_enc, Ok(seed.clone()))),
+            seed,
+            on_down,
+            idle_ms: opt_u64(o, "idle_timeout_ms", 60_000, 1, 86_400_000)?,
+            close_ms: opt_u64(o, "close_timeout_ms", 2_000, 1, 86_400_000)?,
+            opened: HashMap::new(),
+            c: Counters::default(),
+        })
+    }
+
+    fn way(&self, pkt: &Parsed) -> Way {
+        if pkt.proto != self.proto {
+            return Way::Other;
+        }
+        let (sp, dp) = pkt.ports();
+        if pkt.dst == self.vip && dp == self.port {
+            return Way::ToVip;
+        }
+        let src = SocketAddr::new(pkt.src, sp);
+        let cache = self.pool_cache.borrow();
+        match &cache.1 {
+            Ok(p) if p.iter().any(|b| b.addr == src) => Way::FromBackend,
+            // An unreadable pool: treat possible replies as replies (they fail closed below).
+            Err(_) => Way::FromBackend,
+            _ => Way::Other,
+        }
+    }
+
+    /// Key of the connection as the client sees it (client -> VIP), for both directions.
+    fn conn_key(&self, keys: &KeySpace, client: IpAddr, client_port: u16) -> Key {
+        let fk = FlowKey {
+            src: client,
+            dst: self.vip,
+            src_port: client_port,
+            dst_port: self.port,
+            proto: self.proto,
+        };
+        keys.flow(fk.stable_hash(), TABLE)
+    }
+
+    /// The pool as this batch sees it (parsed once per distinct value).
+    fn pool(&mut self, ctx: &mut Ctx<'_>) -> Result<PoolParse, StoreError> {
+        let key = ctx.keys.global(POOL);
+        let raw = ctx.get(&key)?;
+        let mut cache = self.pool_cache.borrow_mut();
+        match raw {
+            // Not seeded (init did not run on this tier): the config's pool.
+            None => Ok(Ok(self.seed.clone())),
+            Some(r) => {
+                if cache.0 != r {
+                    *cache = (r.to_vec(), pool::decode(r));
+                }
+                Ok(cache.1.clone())
+            }
+        }
+    }
+
+    fn is_new(&self, pkt: &Parsed) -> bool {
+        self.proto == PROTO_UDP || pkt.tcp_flags() & (TCP_SYN | TCP_ACK | TCP_RST) == TCP_SYN
+    }
+
+    fn touch(&self, ctx: &mut Ctx<'_>, key: &Key, conn: &mut Conn, flags: u8) {
+        let now = ctx.now_ms();
+        let closing = conn.closing || flags & (TCP_FIN | TCP_RST) != 0;
+        let timeout = if closing { self.close_ms } else { self.idle_ms };
+        if closing != conn.closing || now.saturating_sub(conn.refreshed_ms) >= timeout / 4 {
+            conn.closing = closing;
+            conn.refreshed_ms = now;
+            ctx.set(key, conn.encode());
+            ctx.timer_set(key.clone(), now + timeout);
+        }
+    }
+
+    /// Algorithm 1 lines 4-8: choose a backend and claim the connection for it.
+    fn open(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        key: &Key,
+        flow_hash: u64,
+        pool: &[Backend],
+    ) -> Result<Option<Conn>, StoreError> {
+        let mut loads = HashMap::new();
+        for b in pool.iter().filter(|b| b.up) {
+            let k = load_key(ctx.keys, &b.addr);
+            let seen = ctx
+                .get(&k)?
+                .and_then(|v| std::str::from_utf8(v).ok()?.parse::<i64>().ok())
+                .unwrap_or(0);
+            let extra = match self.opened.get(&b.addr) {
+                Some((at, n)) if *at == seen => *n,
+                _ => 0,
+            };
+            loads.insert(b.addr, (seen, seen + extra));
+        }
+        let Some(addr) = pool::choose(pool, |a| loads.get(a).map_or(0, |l| l.1), flow_hash) else {
+            self.c.no_backend += 1;
+            return Ok(None);
+        };
+        let now = ctx.now_ms();
+        let cand = Conn {
+            backend: addr,
+            refreshed_ms: now,
+            closing: false,
+        };
+        let enc = cand.encode();
+        if ctx.store().compare_and_set(key, None, Some(&enc))? {
+            self.c.new_conns += 1;
+            let lk = load_key(ctx.keys, &addr);
+            ctx.store().incr_by(&lk, 1)?;
+            let seen = loads[&addr].0;
+            let e = self.opened.entry(addr).or_insert((seen, 0));
+            if e.0 != seen {
+                *e = (seen, 0);
+            }
+            e.1 += 1;
+            ctx.set(key, enc);
+            ctx.timer_set(key.clone(), now + self.idle_ms);
+            Ok(Some(cand))
+        } else {
+            // Another instance claimed this connection first: use its choice.
+            self.c.lost_races += 1;
+            let mut v = Vec::new();
+            ctx.store().get_many(std::slice::from_ref(key), &mut v)?;
+            let won = v.pop().flatten().as_deref().and_then(Conn::decode);
+            if let Some(c) = won {
+                ctx.set(key, c.encode());
+            }
+            Ok(won)
+        }
+    }
+
+    fn backend_usable(&self, pool: &[Backend], addr: &SocketAddr) -> bool {
+        self.on_down == OnDown::Keep || pool.iter().any(|b| b.addr == *addr && b.up)
+    }
+
+    fn client_packet(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        frame: &mut [u8],
+        pkt: &Parsed,
+    ) -> Result<Verdict, StoreError> {
+        let (sp, _) = pkt.ports();
+        let key = self.conn_key(ctx.keys, pkt.src, sp);
+        let pool = match self.pool(ctx)? {
+            Ok(p) => p,
+            Err(_) => {
+                self.c.bad_pool += 1;
+                return Ok(Verdict::Drop);
+            }
+        };
+        let existing = ctx.get(&key)?.and_then(Conn::decode);
+        let mut conn = match existing {
+            Some(c) => c,
+            None if self.is_new(pkt) => {
+                let h = pkt.flow_key().stable_hash();
+                match self.open(ctx, &key, h, &pool)? {
+                    Some(c) => c,
+                    None => return Ok(Verdict::Drop),
+                }
+            }
+            None => {
+                self.c.no_conn += 1;
+                return Ok(Verdict::Drop);
+            }
+        };
+        if !self.backend_usable(&pool, &conn.backend) {
+            self.c.backend_down_dropped += 1;
+            return Ok(Verdict::Drop);
+        }
+        self.touch(ctx, &key, &mut conn, pkt.tcp_flags());
+        let Ok(p) = set_dst_ip(frame, pkt, conn.backend.ip()) else {
+            return Ok(Verdict::Drop);
+        };
+        if set_dst_port(frame, &p, conn.backend.port()).is_err() {
+            return Ok(Verdict::Drop);
+        }
+        self.c.to_backend += 1;
+        Ok(Verdict::Forward)
+    }
+
+    fn backend_packet(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        frame: &mut [u8],
+        pkt: &Parsed,
+    ) -> Result<Verdict, StoreError> {
+        let (sp, dp) = pkt.ports();
+        let pool = match self.pool(ctx)? {
+            Ok(p) => p,
+            Err(_) => {
+                self.c.bad_pool += 1;
+                return Ok(Verdict::Drop);
+            }
+        };
+        let src = SocketAddr::new(pkt.src, sp);
+        if !pool.iter().any(|b| b.addr == src) {
+            self.c.passthrough += 1;
+            return Ok(Verdict::Forward);
+        }
+        let key = self.conn_key(ctx.keys, pkt.dst, dp);
+        let Some(mut conn) = ctx
+            .get(&key)?
+            .and_then(Conn::decode)
+            .filter(|c| c.backend == src)
+        else {
+            self.c.no_conn += 1;
+            return Ok(Verdict::Drop);
+        };
+        if !self.backend_usable(&pool, &conn.backend) {
+            self.c.backend_down_dropped += 1;
+            return Ok(Verdict::Drop);
+        }
+        self.touch(ctx, &key, &mut conn, pkt.tcp_flags());
+        let Ok(p) = set_src_ip(frame, pkt, self.vip) else {
+            return Ok(Verdict::Drop);
+        };
+        if set_src_port(frame, &p, self.port).is_err() {
+            return Ok(Verdict::Drop);
+        }
+        self.c.to_client += 1;
+        Ok(Verdict::Forward)
+    }
+}
+
+/// Mark `addr` up or down in the pool of the LB `keys` (compare-and-set loop, so concurrent
+/// edits are not lost). Returns false if `addr` is not in the pool.
+pub fn set_backend_state(
+    store: &mut dyn FlowStore,
+    keys: &KeySpace,
+    addr: SocketAddr,
+    up: bool,
+) -> Result<bool, String> {
+    let key = keys.global(POOL);
+    for _ in 0..100 {
+        let mut v = Vec::new();
+        store
+            .get_many(std::slice::from_ref(&key), &mut v)
+            .map_err(|e| e.to_string())?;
+        let cur = v.pop().flatten().ok_or("backend pool not initialised")?;
+        let mut p = pool::decode(&cur)?;
+        let Some(b) = p.iter_mut().find(|b| b.addr == addr) else {
+            return Ok(false);
+        };
+        b.up = up;
+        if store
+            .compare_and_set(&key, Some(&cur), Some(&pool::encode(&p)))
+            .map_err(|e| e.to_string())?
+        {
+            return Ok(true);
+        }
+    }
+    Err("backend pool keeps changing; try again".into())
+}
+
+impl NetworkFunction for LoadBalancer {
+    fn name(&self) -> &'static str {
+        "lb"
+    }
+
+    fn init(&mut self, store: &mut dyn FlowStore, keys: &KeySpace) -> Result<(), StoreError> {
+        // Seed the shared pool once; a pool already in the tier (maybe edited) wins.
+        store.compare_and_set(&keys.global(POOL), None, Some(&pool::encode(&self.seed)))?;
+        Ok(())
+    }
+
+    fn read_set(&self, keys: &KeySpace, pkt: &Parsed, _frame: &[u8], out: &mut Vec<Key>) {
+        let (sp, dp) = pkt.ports();
+        match self.way(pkt) {
+            Way::ToVip => {
+                out.push(keys.global(POOL));
+                out.push(self.conn_key(keys, pkt.src, sp));
+                if self.is_new(pkt) {
+                    if let Ok(p) = &self.pool_cache.borrow().1 {
+                        for b in p.iter().filter(|b| b.up) {
+                            out.push(load_key(keys, &b.addr));
+                        }
+                    }
+                }
+            }
+            Way::FromBackend => {
+                out.push(keys.global(POOL));
+                out.push(self.conn_key(keys, pkt.dst, dp));
+            }
+            // The pool may have gained a backend since this instance last read it.
+            Way::Other if pkt.proto == self.proto => out.push(keys.global(POOL)),
+            Way::Other => {}
+        }
+    }
+
+    fn process(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        frame: &mut Vec<u8>,
+        pkt: &Parsed,
+    ) -> Result<Verdict, StoreError> {
+        if pkt.proto == self.proto {
+            // Refresh the parsed pool first: whether a packet is a backend's reply depends on it.
+            let _ = self.pool(ctx)?;
+        }
+        match self.way(pkt) {
+            Way::ToVip => self.client_packet(ctx, frame, pkt),
+            Way::FromBackend => self.backend_packet(ctx, frame, pkt),
+            Way::Other => {
+                self.c.passthrough += 1;
+                Ok(Verdict::Forward)
+            }
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_>, member: &[u8]) -> Result<(), StoreError> {
+        let Some(cur) = ctx.get_owned(member)? else {
+            return Ok(());
+        };
+        let Some(conn) = Conn::decode(&cur) else {
+            ctx.del(member);
+            return Ok(());
+        };
+        let timeout = if conn.closing {
+            self.close_ms
+        } else {
+            self.idle_ms
+        };
+        if ctx.now_ms() < conn.refreshed_ms + timeout {
+            return Ok(()); // refreshed after the timer was claimed; its new timer is pending
+        }
+        // Delete only what we read (a concurrent refresh wins), then release the backend slot.
+        if ctx.store().compare_and_set(member, Some(&cur), None)? {
+            self.c.expired += 1;
+            ctx.del(member);
+            let lk = load_key(ctx.keys, &conn.backend);
+            ctx.store().incr_by(&lk, -1)?;
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> Value {
+        let c = &self.c;
+        serde_json::json!({
+            "new_conns": c.new_conns, "lost_races": c.lost_races, "to_backend": c.to_backend,
+            "to_client": c.to_client, "no_conn": c.no_conn, "no_backend": c.no_backend,
+            "backend_down_dropped": c.backend_down_dropped, "bad_pool": c.bad_pool,
+            "passthrough": c.passthrough, "expired": c.expired,
+        })
+    }
+}

@@ -1,0 +1,412 @@
+//! Load balancer: case directory in local and Redis modes (also two instances alternating),
+//! checksums of rewritten packets, two instances racing on the same new connections, backend
+//! health from the tier, timers releasing backend slots exactly once, config errors.
+
+use flowstore::test_redis::TestRedis;
+use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
+use nf_lb::{load_key, set_backend_state, LoadBalancer};
+use nfcore::config::RuntimeOptions;
+use nfcore::harness::{load_case, run_alternating, run_frames, verdicts, RecordingDevice};
+use nfcore::runtime::{Runtime, TimeSource};
+use nfcore::FailMode;
+use packet::build::{checksums_valid, FrameSpec, Transport};
+use packet::Parsed;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+fn cases() -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/lb");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    assert!(v.len() >= 2);
+    v
+}
+
+fn check_case(out: &[Option<Vec<u8>>], expected: &serde_json::Value, what: &str) {
+    let want: Vec<String> = serde_json::from_value(expected["verdicts"].clone()).unwrap();
+    assert_eq!(verdicts(out), want, "{what}");
+    for r in expected["rewritten"].as_array().unwrap() {
+        let i = r["index"].as_u64().unwrap() as usize;
+        let f = out[i].as_ref().unwrap();
+        assert!(checksums_valid(f), "{what}: checksums of packet {i}");
+        let p = Parsed::new_checked(f).unwrap();
+        let got = (
+            p.src.to_string(),
+            p.ports().0,
+            p.dst.to_string(),
+            p.ports().1,
+        );
+        let want = (
+            r["src"].as_str().unwrap().to_string(),
+            r["sport"].as_u64().unwrap() as u16,
+            r["dst"].as_str().unwrap().to_string(),
+            r["dport"].as_u64().unwrap() as u16,
+        );
+        assert_eq!(got, want, "{what}: packet {i}");
+    }
+}
+
+#[test]
+fn cases_local_redis_and_alternating() {
+    let redis = TestRedis::start().expect("redis-server");
+    for dir in cases() {
+        let name = dir.file_name().unwrap().to_str().unwrap().to_string();
+        let case = load_case(&dir).unwrap();
+        let mk = || Box::new(LoadBalancer::from_config(&case.config).unwrap());
+        for batch in [1, 4, 32] {
+            let local = run_frames(
+                mk(),
+                Box::new(LocalStore::new()),
+                "lbl",
+                &case.frames,
+                batch,
+            );
+            check_case(
+                &local,
+                &case.expected,
+                &format!("{name} local batch {batch}"),
+            );
+            let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+            let id = format!("lbr{name}{batch}");
+            let remote = run_frames(mk(), Box::new(s), &id, &case.frames, batch);
+            assert_eq!(remote, local, "{name} redis batch {batch}");
+        }
+        let alt = run_alternating(
+            || {
+                let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+                (mk(), Box::new(s))
+            },
+            &format!("lbalt{name}"),
+            &case.frames,
+        );
+        check_case(
+            &alt,
+            &case.expected,
+            &format!("{name} two instances alternating"),
+        );
+    }
+}
+
+fn syn(client: u32, t_ms: u64) -> (u64, Vec<u8>) {
+    // Client 192.0.2.(client), port 40000.
+    let src = IpAddr::V4(std::net::Ipv4Addr::from(0xc000_0200 + client));
+    let t = Transport::Tcp {
+        seq: 1,
+        ack: 0,
+        flags: packet::TCP_SYN,
+    };
+    let f = FrameSpec::new(src, "10.0.0.100".parse().unwrap(), 40000, 80, t).build();
+    (t_ms * 1_000_000, f)
+}
+
+fn data(client: u32, t_ms: u64) -> (u64, Vec<u8>) {
+    let src = IpAddr::V4(std::net::Ipv4Addr::from(0xc000_0200 + client));
+    let t = Transport::Tcp {
+        seq: 2,
+        ack: 1,
+        flags: packet::TCP_ACK,
+    };
+    let f = FrameSpec::new(src, "10.0.0.100".parse().unwrap(), 40000, 80, t).build();
+    (t_ms * 1_000_000, f)
+}
+
+fn cfg(extra: serde_json::Value) -> serde_json::Value {
+    let mut c = serde_json::json!({"vip": "10.0.0.100", "port": 80,
+        "backends": ["10.1.0.1:8080", "10.1.0.2:8080", "10.1.0.3:8080"], "idle_timeout_ms": 1000});
+    for (k, v) in extra.as_object().unwrap() {
+        c[k] = v.clone();
+    }
+    c
+}
+
+fn runtime(
+    store: Box<dyn FlowStore>,
+    nf_id: &str,
+    cfg: &serde_json::Value,
+    frames: Vec<(u64, Vec<u8>)>,
+) -> Runtime<RecordingDevice> {
+    let opts = RuntimeOptions {
+        batch_size: 8,
+        fail_mode: FailMode::Closed,
+        timer_interval_ms: 1_000_000,
+        owner_cache: false,
+    };
+    let nf = Box::new(LoadBalancer::from_config(cfg).unwrap());
+    let mut rt = Runtime::new(
+        nf,
+        store,
+        RecordingDevice::new(frames),
+        KeySpace::new(nf_id).unwrap(),
+        opts,
+    );
+    rt.init().unwrap();
+    rt
+}
+
+fn backend_of(f: &Option<Vec<u8>>) -> Option<SocketAddr> {
+    f.as_ref().map(|f| {
+        let p = Parsed::new_checked(f).unwrap();
+        SocketAddr::new(p.dst, p.ports().1)
+    })
+}
+
+fn load(store: &mut dyn FlowStore, addr: &str) -> i64 {
+    let k = load_key(&KeySpace::new("lbt").unwrap(), &addr.parse().unwrap());
+    store.incr_by(&k, 0).unwrap()
+}
+
+#[test]
+fn two_instances_racing_on_the_same_connections_agree() {
+    let redis = TestRedis::start().expect("redis-server");
+    let c = cfg(serde_json::json!({}));
+    let frames: Vec<_> = (0..60).map(|i| syn(i, 0)).collect();
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (url, c, frames) = (redis.url(), c.clone(), frames.clone());
+            std::thread::spawn(move || {
+                let s = Box::new(RedisStore::connect(RedisConfig::new(&url)).unwrap());
+                let mut rt = runtime(s, "lbt", &c, frames);
+                rt.run(TimeSource::Packets, &AtomicBool::new(false))
+                    .unwrap();
+                let st = rt.nf().stats();
+                let (_, _, dev) = rt.into_parts();
+                (dev.out.iter().map(backend_of).collect::<Vec<_>>(), st)
+            })
+        })
+        .collect();
+    let res: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(
+        res[0].0, res[1].0,
+        "both instances send each connection to one backend"
+    );
+    assert!(res[0].0.iter().all(|b| b.is_some()));
+    let won: u64 = res.iter().map(|r| r.1["new_conns"].as_u64().unwrap()).sum();
+    let lost: u64 = res
+        .iter()
+        .map(|r| r.1["lost_races"].as_u64().unwrap())
+        .sum();
+    assert_eq!(won, 60, "each connection claimed once");
+    assert!(lost <= 60);
+    let mut s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+    let loads: Vec<i64> = ["10.1.0.1:8080", "10.1.0.2:8080", "10.1.0.3:8080"]
+        .iter()
+        .map(|a| load(&mut s, a))
+        .collect();
+    assert_eq!(loads.iter().sum::<i64>(), 60, "{loads:?}");
+    assert!(
+        loads.iter().all(|l| (5..=40).contains(l)),
+        "spread: {loads:?}"
+    );
+}
+
+/// Open 3 connections (one per backend), mark the backend of connection 0 down, then send data
+/// on all three and open 6 more.
+fn health_run(
+    store: Box<dyn FlowStore>,
+    on_down: &str,
+) -> (Vec<Option<SocketAddr>>, Vec<Option<SocketAddr>>) {
+    let c = cfg(serde_json::json!({"on_backend_down": on_down}));
+    let mut rt = runtime(
+        store,
+        &format!("lbh{on_down}"),
+        &c,
+        (0..3).map(|i| syn(i, 0)).collect(),
+    );
+    rt.run(TimeSource::Packets, &AtomicBool::new(false))
+        .unwrap();
+    let first: Vec<_> = rt.device().out.iter().map(backend_of).collect();
+    let down = first[0].unwrap();
+    let keys = KeySpace::new(&format!("lbh{on_down}")).unwrap();
+    assert!(set_backend_state(rt.store_mut(), &keys, down, false).unwrap());
+    let mut later: Vec<_> = (0..3).map(|i| data(i, 1)).collect();
+    later.extend((3..9).map(|i| syn(i, 1)));
+    *rt.device_mut() = RecordingDevice::new(later);
+    rt.run(TimeSource::Packets, &AtomicBool::new(false))
+        .unwrap();
+    let second: Vec<_> = rt.device().out.iter().map(backend_of).collect();
+    (first, second)
+}
+
+#[test]
+fn backend_marked_down_gets_no_new_connections() {
+    let redis = TestRedis::start().expect("redis-server");
+    for on_down in ["keep", "drop"] {
+        let stores: Vec<Box<dyn FlowStore>> = vec![
+            Box::new(LocalStore::new()),
+            Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap()),
+        ];
+        for store in stores {
+            let kind = store.kind();
+            let (first, second) = health_run(store, on_down);
+            let down = first[0].unwrap();
+            let distinct: std::collections::HashSet<_> = first.iter().collect();
+            assert_eq!(
+                distinct.len(),
+                3,
+                "{kind}: one connection per backend: {first:?}"
+            );
+            for (i, b) in second[..3].iter().enumerate() {
+                if on_down == "drop" && i == 0 {
+                    assert_eq!(
+                        *b, None,
+                        "{kind} {on_down}: connection to the down backend dropped"
+                    );
+                } else {
+                    assert_eq!(*b, first[i], "{kind} {on_down}: affinity of connection {i}");
+                }
+            }
+            for b in &second[3..] {
+                assert!(
+                    b.is_some() && *b != Some(down),
+                    "{kind} {on_down}: new connection to {b:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn expiry_releases_backend_slots_once_with_two_instances() {
+    let redis = TestRedis::start().expect("redis-server");
+    let c = cfg(serde_json::json!({}));
+    let conn = || Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
+    let mut a = runtime(conn(), "lbt", &c, (0..9).map(|i| syn(i, 0)).collect());
+    let mut b = runtime(conn(), "lbt", &c, vec![]);
+    a.run(TimeSource::Packets, &AtomicBool::new(false)).unwrap();
+    let total = |s: &mut dyn FlowStore| {
+        ["10.1.0.1:8080", "10.1.0.2:8080", "10.1.0.3:8080"]
+            .iter()
+            .map(|x| load(s, x))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        total(a.store_mut()),
+        vec![3, 3, 3],
+        "least connections spreads evenly"
+    );
+    assert_eq!(b.fire_timers(500_000_000).unwrap(), 0, "not due yet");
+    let late = 10_000_000_000;
+    let fired =
+        b.fire_timers(late).unwrap() + a.fire_timers(late).unwrap() + b.fire_timers(late).unwrap();
+    assert_eq!(fired, 9);
+    assert_eq!(
+        total(a.store_mut()),
+        vec![0, 0, 0],
+        "every slot released once"
+    );
+    let expired = |rt: &Runtime<RecordingDevice>| rt.nf().stats()["expired"].as_u64().unwrap();
+    assert_eq!(expired(&a) + expired(&b), 9);
+    // The connection is gone: a data packet without a SYN is dropped.
+    *a.device_mut() = RecordingDevice::new(vec![data(0, 20_000)]);
+    a.run(TimeSource::Packets, &AtomicBool::new(false)).unwrap();
+    assert_eq!(a.device().out, vec![None]);
+}
+
+#[test]
+fn unreadable_pool_fails_closed_and_config_errors_name_the_field() {
+    let mut s = LocalStore::new();
+    let keys = KeySpace::new("lbt").unwrap();
+    s.write_many(&[flowstore::WriteOp::Set {
+        key: keys.global(nf_lb::POOL),
+        value: b"10.1.0.1:8080 sideways\n".to_vec(),
+    }])
+    .unwrap();
+    let mut rt = runtime(
+        Box::new(s),
+        "lbt",
+        &cfg(serde_json::json!({})),
+        vec![syn(0, 0)],
+    );
+    rt.run(TimeSource::Packets, &AtomicBool::new(false))
+        .unwrap();
+    assert_eq!(rt.device().out, vec![None]);
+    assert_eq!(rt.nf().stats()["bad_pool"], 1);
+    for (bad, field) in [
+        (
+            serde_json::json!({"port": 80, "backends": ["10.1.0.1:1"]}),
+            "vip",
+        ),
+        (
+            serde_json::json!({"vip": "10.0.0.1", "port": 0, "backends": ["10.1.0.1:1"]}),
+            "port",
+        ),
+        (
+            serde_json::json!({"vip": "10.0.0.1", "port": 80, "backends": []}),
+            "backends",
+        ),
+        (
+            serde_json::json!({"vip": "10.0.0.1", "port": 80, "backends": ["10.1.0.1"]}),
+            "backends[0]",
+        ),
+        (
+            serde_json::json!({"vip": "10.0.0.1", "port": 80, "backends": ["[fd00::1]:80"]}),
+            "backends[0]",
+        ),
+        (
+            serde_json::json!({"vip": "10.0.0.1", "port": 80, "backends": ["10.1.0.1:1", "10.1.0.1:1"]}),
+            "backends[1]",
+        ),
+        (
+            serde_json::json!({"vip": "10.0.0.1", "port": 80, "backends": ["10.1.0.1:1"], "proto": "sctp"}),
+            "proto",
+        ),
+        (
+            serde_json::json!({"vip": "10.0.0.1", "port": 80, "backends": ["10.1.0.1:1"], "on_backend_down": "x"}),
+            "on_backend_down",
+        ),
+        (
+            serde_json::json!({"vip": "10.0.0.1", "port": 80, "backends": ["10.1.0.1:1"], "vips": 1}),
+            "vips",
+        ),
+    ] {
+        let e = LoadBalancer::from_config(&bad).err().unwrap();
+        assert!(e.contains(field), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn backend_added_in_the_tier_serves_and_its_replies_are_rewritten() {
+    let redis = TestRedis::start().expect("redis-server");
+    let c = cfg(serde_json::json!({}));
+    let s = Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
+    let mut rt = runtime(s, "lbadd", &c, vec![]);
+    // The operator replaces the pool: only a backend the config never named is up.
+    let keys = KeySpace::new("lbadd").unwrap();
+    rt.store_mut()
+        .write_many(&[flowstore::WriteOp::Set {
+            key: keys.global(nf_lb::POOL),
+            value: b"10.1.0.1:8080 down\n10.1.0.9:9000 up\n".to_vec(),
+        }])
+        .unwrap();
+    let client: IpAddr = "192.0.2.5".parse().unwrap();
+    let t = Transport::Tcp {
+        seq: 1,
+        ack: 2,
+        flags: packet::TCP_SYN | packet::TCP_ACK,
+    };
+    let reply = FrameSpec::new("10.1.0.9".parse().unwrap(), client, 9000, 40000, t).build();
+    *rt.device_mut() = RecordingDevice::new(vec![syn(5, 0)]);
+    rt.run(TimeSource::Packets, &AtomicBool::new(false))
+        .unwrap();
+    assert_eq!(
+        backend_of(&rt.device().out[0]),
+        Some("10.1.0.9:9000".parse().unwrap())
+    );
+    // The reply reaches another instance, which has seen no packet yet (asymmetric routing).
+    let s = Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
+    let mut other = runtime(s, "lbadd", &c, vec![(1_000_000, reply)]);
+    other
+        .run(TimeSource::Packets, &AtomicBool::new(false))
+        .unwrap();
+    let out = other.device().out[0].as_ref().expect("reply forwarded");
+    let r = Parsed::new_checked(out).unwrap();
+    assert_eq!(
+        (r.src.to_string(), r.ports().0),
+        ("10.0.0.100".to_string(), 80)
+    );
+    assert!(checksums_valid(out));
+}
