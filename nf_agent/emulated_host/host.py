@@ -398,6 +398,11 @@ class EmulatedHost:
         out["up"] = out["up"] and all(sw["running"] for sw in switches)
         if "oneswitch" in out:
             out["up"] = out["up"] and out["oneswitch"]["running"]
+        from nf_agent.agent.endpoint import status_entry  # the agent imports this module: import late
+
+        agent = status_entry(self.rundir)
+        if agent is not None:
+            out["agent"] = agent
         return out
 
 

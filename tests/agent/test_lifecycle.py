@@ -137,6 +137,8 @@ def test_create_traffic_supervise_migrate_restart_delete(env):
     assert code == 201, body
     assert set(body) == {"id", "vport"}
     vport = body["vport"]
+    agent_status = host.status()["agent"]  # `uno status --json` names the agent and what runs where
+    assert agent_status["rest"] == url and agent_status["running"] and "fw1" in agent_status["nfs"]
     inst = instance(host, "fw1")
     assert inst["netns"] in netns_list() and pid_alive(inst["pid"])
     mapping = {p.vport: (p.switch, p.port) for p in client.ports()}
