@@ -67,7 +67,10 @@ class OvsInstance:
                 env,
             )  # fmt: skip
             wait_for(self.db_sock.exists, 10, f"ovsdb-server socket {self.db_sock}")
-            run(["ovs-vsctl", f"--db={self.db_remote}", "--no-wait", "init"])
+            # vlan-limit 0: parse every VLAN header (OVS parses 2), so a frame that already carries the
+            # controller's VLAN keeps it under OneSwitch's flow-id tag (QinQ) and pop_vlan removes only ours.
+            run(["ovs-vsctl", f"--db={self.db_remote}", "--no-wait", "init", "--",
+                 "set", "Open_vSwitch", ".", "other_config:vlan-limit=0"])  # fmt: skip
         if not read_pidfile(self._pidfile("ovs-vswitchd")):
             set_root_sysctls()
             _daemon(

@@ -23,12 +23,13 @@ from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT, VPORTS
 
 pytestmark = ONESWITCH
 SEEDS = [int(s) for s in os.environ.get("UNO_EQ_SEEDS", "1,2,3,4").split(",")]
-# Known OneSwitch bug (os-java ab5abc6), kept visible: with the VLAN flow-id carrier, a frame that already has
-# a VLAN tag (its own or pushed by the rule) loses one when it crosses PCIe through a group bucket or with two
-# tags (minimal: group ALL with a bucket output:100 (host), rule dl_dst=...,ip -> group:1, VLAN-10 frame in
-# at vport 201 (snic0): leaves untagged). DESIGN.md section 4 carries the tag in MPLS when the controller uses
-# VLANs; OneSwitch does not yet. Strict: the test fails once the bug is fixed, so the mark is removed then.
-VLAN_TAG_LOSS = {1, 2, 4}
+# Known limit, kept visible: a frame that leaves the controller's actions with TWO VLAN headers (its own
+# tag plus one the rule pushes) gets OneSwitch's VLAN flow-id tag as a third when it crosses PCIe, and OVS
+# handles at most two VLAN headers (FLOW_MAX_VLAN_HEADERS), so the innermost is lost. DESIGN.md section 4
+# carries the tag in MPLS when the controller uses VLANs; OneSwitch does not yet. (Seed 1 was a different bug,
+# fixed: group buckets are action sets in OVS, so the trailing pop of the tag ran first.) Strict: the test
+# fails once the limit is lifted, so the mark is removed then.
+VLAN_TAG_LOSS = {2, 4}
 REFUSALS: list[tuple[int, str, str]] = []
 
 
@@ -49,14 +50,20 @@ def pair(os_host, ref):
 
 
 def check_equivalent(
-    sut: equiv.Target, ref: equiv.Target, seed: int, rules: rulegen.RuleSet, per_port: int = 8, vlans: bool = True
+    sut: equiv.Target,
+    ref: equiv.Target,
+    seed: int,
+    rules: rulegen.RuleSet,
+    per_port: int = 8,
+    vlans: bool = True,
 ):
     pkts = rulegen.packets(seed, VPORTS, per_port=per_port, vlans=vlans)
     got_ref = equiv.run_packets(ref, pkts)
     got_sut = equiv.run_packets(sut, pkts)
     diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
-    assert not diffs, f"seed {seed}: {len(diffs)} of {len(pkts)} packets differ\n{rules.describe()}\n" + "\n".join(
-        diffs[:10]
+    assert not diffs, (
+        f"seed {seed}: {len(diffs)} of {len(pkts)} packets differ\n{rules.describe()}\n"
+        + "\n".join(diffs[:10])
     )
     return got_ref
 
@@ -65,7 +72,9 @@ def load_checked(rules: rulegen.RuleSet, sut: equiv.Target, ref: equiv.Target) -
     loaded = equiv.load(rules, sut, ref)
     for spec, err in loaded.refused:
         REFUSALS.append((rules.seed, spec, err))
-        assert "OFPT_ERROR" in err or "error" in err.lower(), f"seed {rules.seed}: refused without an error: {err}"
+        assert "OFPT_ERROR" in err or "error" in err.lower(), (
+            f"seed {rules.seed}: refused without an error: {err}"
+        )
     n_flows = len([s for s in loaded.accepted if "group_id=" not in s])
     assert len(parse_dump_flows(sut.ofctl("dump-flows").stdout)) == n_flows  # refused rules left no trace
     assert len(parse_dump_flows(ref.ofctl("dump-flows").stdout)) == n_flows
@@ -79,7 +88,9 @@ def _cases() -> list:
         marks = ()
         if seed in VLAN_TAG_LOSS and "UNO_EQ_SEEDS" not in os.environ:
             marks = pytest.mark.xfail(
-                strict=True, raises=AssertionError, reason="OneSwitch loses a VLAN tag across PCIe (VLAN carrier)"
+                strict=True,
+                raises=AssertionError,
+                reason="a third VLAN header (the flow-id tag) is more than OVS handles",
             )
         out.append(pytest.param(seed, True, id=f"{seed}-vlan", marks=marks))
     return out
@@ -104,7 +115,13 @@ def stream_frames(first: int, n: int, src_mac: str) -> list[bytes]:
     from scapy.layers.l2 import Ether
     from scapy.packet import Raw
 
-    return [bytes(Ether(src=src_mac, dst=rulegen.MACS[1], type=STREAM_TYPE) / Raw(rulegen.marker(first + i) + b"s" * 30)) for i in range(n)]
+    return [
+        bytes(
+            Ether(src=src_mac, dst=rulegen.MACS[1], type=STREAM_TYPE)
+            / Raw(rulegen.marker(first + i) + b"s" * 30)
+        )
+        for i in range(n)
+    ]
 
 
 def test_remap_under_traffic_equivalent_and_lossless(pair):
@@ -112,7 +129,10 @@ def test_remap_under_traffic_equivalent_and_lossless(pair):
     os_host, sut, ref = pair
     seed = SEEDS[0] + 1000
     rules = rulegen.generate(seed, VPORTS, n_rules=25)
-    stream_rules = [f"table=0,priority=1000,in_port={v},dl_type={STREAM_TYPE:#06x},actions=output:{NF_HOST}" for v in (100, 1)]
+    stream_rules = [
+        f"table=0,priority=1000,in_port={v},dl_type={STREAM_TYPE:#06x},actions=output:{NF_HOST}"
+        for v in (100, 1)
+    ]
     rules = rulegen.RuleSet(seed, rules.groups, (*rules.flows, *stream_rules))
     loaded = load_checked(rules, sut, ref)
     assert all(r in loaded.accepted for r in stream_rules), loaded.refused
@@ -143,7 +163,10 @@ def test_remap_under_traffic_equivalent_and_lossless(pair):
     assert len(results) == 2, "a remap failed"
     at_spare = sum(n for c in got_sut.values() for (v, _), n in c.items() if v == "200@snic0")
     at_old = sum(n for c in got_sut.values() for (v, _), n in c.items() if v == NF_HOST)
-    got_sut = {pid: Counter({(NF_HOST if v == "200@snic0" else v, f): k for (v, f), k in c.items()}) for pid, c in got_sut.items()}
+    got_sut = {
+        pid: Counter({(NF_HOST if v == "200@snic0" else v, f): k for (v, f), k in c.items()})
+        for pid, c in got_sut.items()
+    }
     assert results[0].rules >= 2 and results[0].to.get("switch") == "snic0", results[0]
     # Lossless: every stream packet reached vport 200 exactly once, as on the reference.
     lost = [pid for pid, _, _ in pkts if sum(got_sut[pid].values()) != 1]

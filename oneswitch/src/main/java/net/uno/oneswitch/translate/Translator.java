@@ -13,6 +13,7 @@ import net.uno.oneswitch.model.Topology;
 import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.model.VirtualGroup;
 import net.uno.oneswitch.model.VirtualRule;
+import org.projectfloodlight.openflow.protocol.OFActionType;
 import org.projectfloodlight.openflow.protocol.OFBadActionCode;
 import org.projectfloodlight.openflow.protocol.OFBadInstructionCode;
 import org.projectfloodlight.openflow.protocol.OFBadMatchCode;
@@ -279,7 +280,7 @@ public final class Translator {
     for (OFBucket b : g.buckets()) {
       List<OFAction> acts;
       try {
-        acts = actions(b.getActions(), sw, false);
+        acts = bucketActions(b.getActions(), sw);
       } catch (OfError e) {
         throw new OfError(OFGroupModFailedCode.BAD_BUCKET, e.getMessage());
       }
@@ -290,6 +291,63 @@ public final class Translator {
               .setWatchGroup(org.projectfloodlight.openflow.types.OFGroup.ANY)
               .setActions(acts)
               .build());
+    }
+    return out;
+  }
+
+  /**
+   * Translates a bucket's actions. OVS executes a bucket as an action SET (ovs-actions(7), "The
+   * group action"): pops run before pushes, set_fields before the one output, duplicates collapse.
+   * So a remote output becomes push tag + set tag + output with no trailing pop (each bucket works
+   * on its own copy of the packet), and anything whose meaning the tag would change is refused: the
+   * controller's own VLAN push/set in a bucket that crosses PCIe (one push_vlan and one vlan_vid
+   * slot in the set), more than one output, FLOOD/ALL.
+   */
+  List<OFAction> bucketActions(List<OFAction> in, String sw) throws OfError {
+    List<OFAction> out = new ArrayList<>();
+    boolean remote = false;
+    boolean vlanOwn = false;
+    int outputs = 0;
+    for (OFAction a : in) {
+      if (a instanceof OFActionOutput o) {
+        outputs++;
+        OFPort p = o.getPort();
+        if (p.equals(OFPort.FLOOD) || p.equals(OFPort.ALL)) {
+          throw new OfError(
+              OFBadActionCode.UNSUPPORTED_ORDER, "flood/all in a group bucket is not supported");
+        }
+        if (isStandard(p)) {
+          Optional<VPort> v = ports.get(p.getPortNumber());
+          if (v.isPresent() && !v.get().sw().equals(sw)) {
+            remote = true;
+            out.add(F.actions().pushVlan(EthType.VLAN_FRAME));
+            out.add(
+                F.actions()
+                    .setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan(tags.tag(v.get().vport())))));
+            out.add(
+                F.actions().output(OFPort.of(topo.nextHopPort(sw, v.get().sw())), o.getMaxLen()));
+            continue;
+          }
+        }
+        out.addAll(actions(List.of(a), sw, false));
+      } else {
+        if (a.getType() == OFActionType.PUSH_VLAN) {
+          vlanOwn = true;
+        } else if (a instanceof OFActionSetField f) {
+          MatchField<?> mf = f.getField().getMatchField();
+          vlanOwn |= mf.equals(MatchField.VLAN_VID) || mf.equals(MatchField.VLAN_PCP);
+        }
+        out.addAll(actions(List.of(a), sw, false));
+      }
+    }
+    if (outputs > 1) {
+      throw new OfError(
+          OFBadActionCode.TOO_MANY, "a group bucket (an action set) holds one output");
+    }
+    if (remote && vlanOwn) {
+      throw new OfError(
+          OFBadActionCode.UNSUPPORTED_ORDER,
+          "VLAN push/set_field in a bucket whose output crosses PCIe (the VLAN flow-id tag)");
     }
     return out;
   }

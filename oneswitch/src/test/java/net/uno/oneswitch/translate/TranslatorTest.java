@@ -7,6 +7,7 @@ import static net.uno.oneswitch.translate.Fixtures.apply;
 import static net.uno.oneswitch.translate.Fixtures.out;
 import static net.uno.oneswitch.translate.Fixtures.rule;
 import static net.uno.oneswitch.translate.Fixtures.tagged;
+import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -285,12 +286,45 @@ class TranslatorTest {
     OFBucket b2 = F.buildBucket().setActions(List.of(out(4))).setWeight(2).build();
     VirtualGroup g = new VirtualGroup(5, OFGroupType.SELECT, List.of(b1, b2));
     List<OFBucket> host = t.buckets(g, "host");
-    assertEquals(tagged(tags.tagOf(1).getAsInt(), 1), host.get(0).getActions());
+    // A bucket is an action set in OVS: tag pushed and set, one output, no trailing pop.
+    assertEquals(bucketTagged(tags.tagOf(1).getAsInt(), 1), host.get(0).getActions());
     assertEquals(List.of(out(101)), host.get(1).getActions());
     assertEquals(2, host.get(1).getWeight());
     List<OFBucket> snic0 = t.buckets(g, "snic0");
     assertEquals(List.of(out(1)), snic0.get(0).getActions());
-    assertEquals(tagged(tags.tagOf(4).getAsInt(), 100), snic0.get(1).getActions());
+    assertEquals(bucketTagged(tags.tagOf(4).getAsInt(), 100), snic0.get(1).getActions());
+  }
+
+  private static List<OFAction> bucketTagged(int tag, int pcie) {
+    List<OFAction> l = tagged(tag, pcie);
+    return l.subList(0, l.size() - 1);
+  }
+
+  @Test
+  void bucketsThatWouldClashWithTheTagAreRefused() {
+    OFBucket ownVlan =
+        F.buildBucket()
+            .setActions(
+                List.of(
+                    F.actions().pushVlan(org.projectfloodlight.openflow.types.EthType.VLAN_FRAME),
+                    out(1)))
+            .build();
+    OFBucket twoOutputs = F.buildBucket().setActions(List.of(out(1), out(2))).build();
+    OFBucket flood = F.buildBucket().setActions(List.of(out(OFPort.FLOOD.getPortNumber()))).build();
+    for (OFBucket b : List.of(ownVlan, twoOutputs, flood)) {
+      VirtualGroup g = new VirtualGroup(6, OFGroupType.ALL, List.of(b));
+      assertThrows(OfError.class, () -> t.buckets(g, "host"), b.toString());
+    }
+    // The controller's own VLAN push is fine while the bucket stays on its switch.
+    OFBucket local =
+        F.buildBucket()
+            .setActions(
+                List.of(
+                    F.actions().pushVlan(org.projectfloodlight.openflow.types.EthType.VLAN_FRAME),
+                    out(2)))
+            .build();
+    assertDoesNotThrow(
+        () -> t.buckets(new VirtualGroup(7, OFGroupType.ALL, List.of(local)), "host"));
   }
 
   @Test
