@@ -105,6 +105,12 @@ pub trait Device: Send {
     /// when the backend has no timestamp of its own.
     fn recv(&mut self, batch: &mut Batch, now_ns: u64) -> io::Result<usize>;
 
+    /// Like `recv`, but never waits: 0 when nothing is ready now. Used while batches are in
+    /// flight to the state tier. Sources that never wait (memory, pcap) need not implement it.
+    fn recv_nowait(&mut self, batch: &mut Batch, now_ns: u64) -> io::Result<usize> {
+        self.recv(batch, now_ns)
+    }
+
     /// Transmit frames `i` of `batch` where `keep[i]` is true. Returns the number sent.
     fn send(&mut self, batch: &Batch, keep: &[bool], now_ns: u64) -> io::Result<usize>;
 
@@ -137,6 +143,9 @@ impl<T: Device + ?Sized> Device for Box<T> {
     }
     fn recv(&mut self, batch: &mut Batch, now_ns: u64) -> io::Result<usize> {
         (**self).recv(batch, now_ns)
+    }
+    fn recv_nowait(&mut self, batch: &mut Batch, now_ns: u64) -> io::Result<usize> {
+        (**self).recv_nowait(batch, now_ns)
     }
     fn send(&mut self, batch: &Batch, keep: &[bool], now_ns: u64) -> io::Result<usize> {
         (**self).send(batch, keep, now_ns)

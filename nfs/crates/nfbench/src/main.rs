@@ -1,7 +1,10 @@
-//! `nf-bench [--quick] [--batch N] [--nfs firewall,nat,monitor]`: packets/s on one core and per-batch latency
+//! `nf-bench [--quick] [--batch N] [--depth N] [--nfs firewall,nat,monitor] [--modes local,sync,stateless,cached]
+//!  [--workloads long64,long1500,short64,short1500] [--paced-load 0.5]`: packets/s on one core and per-batch latency
 //! of each NF, stateless (Redis on loopback, started here) vs local, side by side, fed from memory.
-//! Prints one JSON object: {nf: {workload: {mode: {pps, p50_us, p99_us}}}}.
+//! Prints one JSON object: {nf: {workload: {mode: {pps, p50_us, p99_us}, paced: {offered_pps,
+//! mode: {p50_us, p99_us}}}}} (paced: long64 and short64 offered at a fraction of local's rate).
 
+mod paced;
 mod workload;
 
 use flowstore::test_redis::TestRedis;
@@ -9,9 +12,10 @@ use flowstore::{CachedStore, FlowStore, KeySpace, LocalStore, RedisConfig, Redis
 use netio::mem::MemDevice;
 use netio::Device;
 use nfcore::config::RuntimeOptions;
-use nfcore::runtime::Runtime;
+use nfcore::runtime::{Runtime, TimeSource};
 use nfcore::{FailMode, NetworkFunction};
 use serde_json::{json, Value};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 use workload::Shape;
 
@@ -43,22 +47,50 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
-/// One run: returns (packets/s, p50 us, p99 us of the per-batch processing time, which every
-/// packet of the batch experiences between receive and transmit).
+/// One run: returns (packets/s, p50 us, p99 us). Unpaced (`pps` None): frames as fast as the NF
+/// takes them; latency = per-batch receive-to-transmit time (every packet of the batch waits
+/// for it) at saturation. Paced: full batches offered at `pps`; latency = arrival to transmit.
 fn run_once(
     kind: &str,
     store: Box<dyn FlowStore>,
     nf_id: &str,
     frames: &[Vec<u8>],
     batch: usize,
-) -> (f64, f64, f64) {
+    depth: usize,
+    pps: Option<f64>,
+) -> RunFigures {
+    let (rate, mut lat) = match pps {
+        None => {
+            let dev = MemDevice::new(frames.to_vec(), 1, false);
+            let (rate, lat, _) = run_dev(kind, store, nf_id, dev, frames.len(), batch, depth);
+            (rate, lat)
+        }
+        Some(r) => {
+            let dev = paced::PacedDevice::new(frames.to_vec(), batch, r);
+            let (rate, _, dev) = run_dev(kind, store, nf_id, dev, frames.len(), batch, depth);
+            (rate, dev.lat_us)
+        }
+    };
+    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (rate, percentile(&lat, 0.5), percentile(&lat, 0.99))
+}
+
+/// Run the NF over `dev` to its end: (packets/s, per-batch receive-to-transmit us, the device).
+fn run_dev<D: Device>(
+    kind: &str,
+    store: Box<dyn FlowStore>,
+    nf_id: &str,
+    dev: D,
+    n_frames: usize,
+    batch: usize,
+    depth: usize,
+) -> (f64, Vec<f64>, D) {
     let opts = RuntimeOptions {
         batch_size: batch,
         fail_mode: FailMode::Closed,
         timer_interval_ms: 1000,
         owner_cache: false,
     };
-    let dev = MemDevice::new(frames.to_vec(), 1, false);
     let mut rt = Runtime::new(
         make_nf(kind),
         store,
@@ -67,29 +99,42 @@ fn run_once(
         opts,
     );
     rt.init().expect("init");
-    let mut lat = Vec::with_capacity(frames.len() / batch + 1);
+    rt.set_pipeline_depth(depth);
+    rt.record_latencies(true);
     let t0 = Instant::now();
-    let now = nfcore::runtime::wall_ns();
-    while !rt.device().exhausted() {
-        let s = Instant::now();
-        rt.step(now).expect("step");
-        lat.push(s.elapsed().as_secs_f64() * 1e6);
-    }
+    rt.run(TimeSource::Wall, &AtomicBool::new(false))
+        .expect("run");
     let secs = t0.elapsed().as_secs_f64();
     let st = rt.stats();
     let rx = st.rx.load(std::sync::atomic::Ordering::Relaxed);
-    assert_eq!(rx as usize, frames.len());
+    assert_eq!(rx as usize, n_frames);
     assert_eq!(
         st.store_errors.load(std::sync::atomic::Ordering::Relaxed),
         0,
         "store errors in {kind}"
     );
-    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (
-        rx as f64 / secs,
-        percentile(&lat, 0.5),
-        percentile(&lat, 0.99),
-    )
+    let lat = rt.take_latencies();
+    let (_, _, dev) = rt.into_parts();
+    (rx as f64 / secs, lat, dev)
+}
+
+/// With two or more CPUs: the NF (this process) on CPU 0 and Redis on CPU 1, so each mode runs
+/// on one core with the tier beside it rather than wherever the scheduler puts them. Returns
+/// whether both were pinned.
+fn pin(redis_pid: u32) -> bool {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if n < 2 {
+        return false;
+    }
+    let set = |pid: libc::pid_t, cpu: usize| -> bool {
+        // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; pid is a process id.
+        unsafe {
+            let mut s: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut s);
+            libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &s) == 0
+        }
+    };
+    set(0, 0) & set(redis_pid as libc::pid_t, 1)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -114,7 +159,30 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .map(|b| b.parse().expect("--batch N"))
         .unwrap_or(32);
+    let only_modes: Option<Vec<String>> = args
+        .iter()
+        .position(|a| a == "--modes")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.split(',').map(String::from).collect());
+    let only_workloads: Option<Vec<String>> = args
+        .iter()
+        .position(|a| a == "--workloads")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.split(',').map(String::from).collect());
+    let depth: usize = args
+        .iter()
+        .position(|a| a == "--depth")
+        .and_then(|i| args.get(i + 1))
+        .map(|b| b.parse().expect("--depth N"))
+        .unwrap_or(nfcore::runtime::DEFAULT_PIPELINE_DEPTH);
+    let paced_load: f64 = args
+        .iter()
+        .position(|a| a == "--paced-load")
+        .and_then(|i| args.get(i + 1))
+        .map(|b| b.parse().expect("--paced-load FRACTION"))
+        .unwrap_or(0.5);
     let redis = TestRedis::start().expect("redis-server (is it installed?)");
+    let pinned = pin(redis.pid());
     let mut result = serde_json::Map::new();
     let mut run_id = 0u32;
     for kind in &nfs {
@@ -125,6 +193,12 @@ fn main() {
             ("short64", false, 60),
             ("short1500", false, 1514),
         ] {
+            if only_workloads
+                .as_ref()
+                .is_some_and(|o| !o.iter().any(|x| x == wname))
+            {
+                continue;
+            }
             let shape = Shape {
                 flows: if long { 16 } else { 1000 * scale },
                 pkts_per_flow: if long { 1000 * scale } else { 20 },
@@ -133,22 +207,76 @@ fn main() {
                 one_way: kind == "nat",
             };
             let frames = workload::frames(&shape);
-            let mut modes: Vec<(&str, Vec<RunFigures>)> =
-                vec![("local", vec![]), ("stateless", vec![]), ("cached", vec![])];
+            let mut modes: Vec<(&str, Vec<RunFigures>)> = ["local", "sync", "stateless", "cached"]
+                .into_iter()
+                .filter(|m| only_modes.as_ref().is_none_or(|o| o.iter().any(|x| x == m)))
+                .map(|m| (m, vec![]))
+                .collect();
+            let make_store = |mode: &str, nf_id: &str| -> Box<dyn FlowStore> {
+                match mode {
+                    "local" => Box::new(LocalStore::new()),
+                    "stateless" | "sync" => {
+                        Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap())
+                    }
+                    _ => {
+                        let r = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+                        let epoch = KeySpace::new(nf_id).unwrap().global("epoch");
+                        Box::new(CachedStore::new(r, epoch, 1 << 20))
+                    }
+                }
+            };
+            // sync: batch by batch (two round trips per batch, nothing in flight between batches),
+            // the client before pipelining; stateless and cached: pipelined when the store can.
+            let depth_of = |mode: &str| if mode == "sync" { 1 } else { depth };
             for _ in 0..repeats {
                 for (mode, acc) in modes.iter_mut() {
                     run_id += 1;
                     let nf_id = format!("bench{}-{run_id}", std::process::id());
-                    let store: Box<dyn FlowStore> = if *mode == "local" {
-                        Box::new(LocalStore::new())
-                    } else if *mode == "stateless" {
-                        Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap())
-                    } else {
-                        let r = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
-                        let epoch = KeySpace::new(&nf_id).unwrap().global("epoch");
-                        Box::new(CachedStore::new(r, epoch, 1 << 20))
-                    };
-                    acc.push(run_once(kind, store, &nf_id, &frames, batch));
+                    let store = make_store(mode, &nf_id);
+                    acc.push(run_once(
+                        kind,
+                        store,
+                        &nf_id,
+                        &frames,
+                        batch,
+                        depth_of(mode),
+                        None,
+                    ));
+                }
+            }
+            let local_pps = modes
+                .iter()
+                .find(|(m, _)| *m == "local")
+                .map(|(_, acc)| median(acc.iter().map(|r| r.0).collect()));
+            // Latency at a fixed offered load (a fraction of the local baseline's rate).
+            let mut paced = serde_json::Map::new();
+            if let (Some(lp), true) = (local_pps, wname.starts_with("long64") || wname == "short64")
+            {
+                let rate = lp * paced_load;
+                paced.insert("offered_pps".into(), json!(rate.round()));
+                for (mode, _) in &modes {
+                    let mut acc = vec![];
+                    for _ in 0..repeats {
+                        run_id += 1;
+                        let nf_id = format!("bench{}-{run_id}", std::process::id());
+                        let store = make_store(mode, &nf_id);
+                        acc.push(run_once(
+                            kind,
+                            store,
+                            &nf_id,
+                            &frames,
+                            batch,
+                            depth_of(mode),
+                            Some(rate),
+                        ));
+                    }
+                    paced.insert(
+                        (*mode).into(),
+                        json!({
+                            "p50_us": (median(acc.iter().map(|r| r.1).collect()) * 10.0).round() / 10.0,
+                            "p99_us": (median(acc.iter().map(|r| r.2).collect()) * 10.0).round() / 10.0,
+                        }),
+                    );
                 }
             }
             let mut w = serde_json::Map::new();
@@ -163,6 +291,9 @@ fn main() {
                 );
             }
             w.insert("packets".into(), json!(frames.len()));
+            if !paced.is_empty() {
+                w.insert("paced".into(), Value::Object(paced));
+            }
             eprintln!("{kind} {wname}: {}", Value::Object(w.clone()));
             per_nf.insert(wname.into(), Value::Object(w));
         }
@@ -170,6 +301,6 @@ fn main() {
     }
     println!(
         "{}",
-        json!({"batch": batch, "repeats": repeats, "results": result})
+        json!({"batch": batch, "depth": depth, "pinned": pinned, "paced_load": paced_load, "repeats": repeats, "results": result})
     );
 }
