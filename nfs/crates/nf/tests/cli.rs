@@ -76,7 +76,7 @@ fn run_case(
 fn pcap_in_out_same_in_both_modes() {
     let redis = TestRedis::start().expect("redis-server");
     let tmp = TempDir::new("modes");
-    for kind in ["firewall", "nat", "monitor"] {
+    for kind in ["firewall", "nat", "monitor", "ipsec"] {
         let dir = data(&format!("{kind}/basic"));
         let (local, ls) = run_case(kind, "local", &dir, &tmp.0, &format!("{kind}l"));
         let (remote, rs) = run_case(kind, &redis.url(), &dir, &tmp.0, &format!("{kind}r"));

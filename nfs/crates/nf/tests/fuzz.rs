@@ -16,8 +16,25 @@ fn nf_packet_paths_survive_mutated_input() {
         rng ^= rng << 17;
         rng
     };
-    for kind in ["firewall", "nat", "monitor"] {
-        let case = load_case(&root.join(kind).join("basic")).unwrap();
+    for kind in ["firewall", "nat", "monitor", "ipsec", "ipsec-peer"] {
+        let dir = root.join(kind.trim_end_matches("-peer")).join("basic");
+        let mut case = load_case(&dir).unwrap();
+        if kind.starts_with("ipsec") {
+            // Seeds include valid ESP: gateway A's output for the case's packets.
+            let a = nf_ipsec::Ipsec::from_config(&case.config).unwrap();
+            let out = run_frames(
+                Box::new(a),
+                Box::new(LocalStore::new()),
+                "seed",
+                &case.frames,
+                8,
+            );
+            let esp: Vec<(u64, Vec<u8>)> = out.into_iter().flatten().map(|f| (0, f)).collect();
+            case.frames.extend(esp);
+            if kind == "ipsec-peer" {
+                case.config = nfcore::config::load(&dir.join("peer.json")).unwrap();
+            }
+        }
         let mut frames = Vec::new();
         for i in 0..3000u64 {
             let mut f = case.frames[(next() as usize) % case.frames.len()].1.clone();
@@ -40,6 +57,7 @@ fn nf_packet_paths_survive_mutated_input() {
         let nf: Box<dyn nfcore::NetworkFunction> = match kind {
             "firewall" => Box::new(nf_firewall::Firewall::from_config(cfg).unwrap()),
             "nat" => Box::new(nf_nat::Nat::from_config(cfg).unwrap()),
+            "ipsec" | "ipsec-peer" => Box::new(nf_ipsec::Ipsec::from_config(cfg).unwrap()),
             _ => Box::new(nf_monitor::Monitor::from_config(cfg).unwrap()),
         };
         let out = run_frames(nf, Box::new(LocalStore::new()), "fuzz", &frames, 16);
