@@ -111,6 +111,8 @@ pub struct RedisStore {
     conn: Option<Conn>,
     /// Groups sent (or buffered) whose replies have not been read.
     in_flight: VecDeque<Group>,
+    /// How many of the oldest groups in flight have been written to the socket.
+    flushed: usize,
     /// Replies of groups collected early by a blocking call, oldest first.
     stash: VecDeque<Vec<Option<Vec<u8>>>>,
     stats: StoreStats,
@@ -131,6 +133,7 @@ impl RedisStore {
             db,
             conn: None,
             in_flight: VecDeque::new(),
+            flushed: 0,
             stash: VecDeque::new(),
             stats: StoreStats::default(),
         };
@@ -163,6 +166,7 @@ impl RedisStore {
         self.stats.errors += 1;
         self.conn = None;
         self.in_flight.clear();
+        self.flushed = 0;
         self.stash.clear();
         e
     }
@@ -173,6 +177,7 @@ impl RedisStore {
             .in_flight
             .pop_front()
             .ok_or_else(|| StoreError("no pipeline group in flight".into()))?;
+        self.flushed = self.flushed.saturating_sub(1);
         let conn = self.conn.as_mut().ok_or_else(|| err("not connected"))?;
         let mut out = Vec::new();
         let mut first_err = None;
@@ -215,6 +220,7 @@ impl RedisStore {
                 .ok_or_else(|| err("not connected"))?
                 .flush()
                 .map_err(err)?;
+            self.flushed = self.in_flight.len();
             while !self.in_flight.is_empty() {
                 let v = self.read_group()?;
                 self.stash.push_back(v);
@@ -359,6 +365,7 @@ impl FlowStore for RedisStore {
             Self::encode_reads(&mut c.out, keys);
             c.flush().map_err(err)?;
             self.in_flight.push_back(Group::Reads(keys.len()));
+            self.flushed = self.in_flight.len();
             self.read_group()
         })();
         self.stats.round_trips += 1;
@@ -378,6 +385,7 @@ impl FlowStore for RedisStore {
             let n = Self::encode_writes(&mut c.out, ops);
             c.flush().map_err(err)?;
             self.in_flight.push_back(Group::Writes(n));
+            self.flushed = self.in_flight.len();
             self.read_group()
         })();
         self.stats.round_trips += 1;
@@ -496,6 +504,7 @@ impl Pipeline for RedisStore {
             Some(c) => c.flush().map_err(err),
             None => Ok(()),
         };
+        self.flushed = self.in_flight.len();
         r.map_err(|e| self.fail(e))
     }
 
@@ -508,7 +517,10 @@ impl Pipeline for RedisStore {
         if self.in_flight.is_empty() {
             return Err(StoreError("no pipeline group in flight".into()));
         }
-        self.flush()?;
+        // Push queued groups only if the one awaited has not been sent yet.
+        if self.flushed == 0 {
+            self.flush()?;
+        }
         match self.read_group() {
             Ok(v) => {
                 out.extend(v);

@@ -1,7 +1,7 @@
 //! The pipelined runtime (several batches in flight on one Redis connection) gives the same
 //! packets out and the same state in the tier as the local baseline, on traffic where later
 //! batches read what earlier ones wrote (handshakes, counters, NAT mappings made by
-//! compare-and-set), at several depths and batch sizes.
+//! compare-and-set), at several depths and batch sizes, with and without the owner cache.
 
 use flowstore::test_redis::TestRedis;
 use flowstore::{FlowStore, Key, KeySpace, LocalStore, RedisConfig, RedisStore};
@@ -97,16 +97,23 @@ fn pipelined_matches_local_outputs_and_state() {
                 1,
             );
             assert!(want.iter().filter(|o| o.is_some()).count() > frames.len() / 2);
-            for depth in [2, 8] {
+            for (depth, cached) in [(2, false), (8, false), (8, true)] {
                 run += 1;
                 let nf_id = format!("p{run}");
-                let store = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+                let r = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+                let store: Box<dyn FlowStore> = if cached {
+                    // Owner cache: reads of cached keys complete without the tier.
+                    let epoch = KeySpace::new(&nf_id).unwrap().global("epoch");
+                    Box::new(flowstore::CachedStore::new(r, epoch, 1 << 16))
+                } else {
+                    Box::new(r)
+                };
                 let (got, _, mut remote) =
-                    run_frames_depth(make(kind), Box::new(store), &nf_id, &frames, batch, depth);
+                    run_frames_depth(make(kind), store, &nf_id, &frames, batch, depth);
                 let first_diff = got.iter().zip(&want).position(|(a, b)| a != b);
                 assert_eq!(
                     first_diff, None,
-                    "{kind} batch {batch} depth {depth}: first packet out that differs"
+                    "{kind} batch {batch} depth {depth} cached {cached}: first packet out that differs"
                 );
                 assert_eq!(got.len(), want.len());
                 assert_eq!(remote.stats().errors, 0);

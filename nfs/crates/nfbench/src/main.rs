@@ -2,7 +2,8 @@
 //!  [--workloads long64,long1500,short64,short1500] [--paced-load 0.5]`: packets/s on one core and per-batch latency
 //! of each NF, stateless (Redis on loopback, started here) vs local, side by side, fed from memory.
 //! Prints one JSON object: {nf: {workload: {mode: {pps, p50_us, p99_us}, paced: {offered_pps,
-//! mode: {p50_us, p99_us}}}}} (paced: long64 and short64 offered at a fraction of local's rate).
+//! mode: {p50_us, p99_us}}}}} (paced: long64 and short64 offered at a fraction of the lower of the
+//! local and stateless saturation rates).
 
 mod paced;
 mod workload;
@@ -244,10 +245,18 @@ fn main() {
                     ));
                 }
             }
-            let local_pps = modes
-                .iter()
-                .find(|(m, _)| *m == "local")
-                .map(|(_, acc)| median(acc.iter().map(|r| r.0).collect()));
+            // Offered load for the latency runs: a fraction of what both local and stateless
+            // carry (above a mode's capacity its queue, and so its latency, grows without bound).
+            let sat = |name: &str| {
+                modes
+                    .iter()
+                    .find(|(m, _)| *m == name)
+                    .map(|(_, acc)| median(acc.iter().map(|r| r.0).collect()))
+            };
+            let local_pps = match (sat("local"), sat("stateless")) {
+                (Some(l), Some(s)) => Some(l.min(s)),
+                (l, s) => l.or(s),
+            };
             // Latency at a fixed offered load (a fraction of the local baseline's rate).
             let mut paced = serde_json::Map::new();
             if let (Some(lp), true) = (local_pps, wname.starts_with("long64") || wname == "short64")

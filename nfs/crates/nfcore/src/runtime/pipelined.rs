@@ -359,7 +359,6 @@ impl<D: Device> Runtime<D> {
             return Ok(());
         };
         let mut vals = std::mem::take(&mut self.pipe.values);
-        self.pipe.unflushed = 0; // recv pushes queued groups first
         let r = pipe(self.store.as_mut()).recv(&mut vals);
         if r.is_err() {
             self.pipe.values = vals;
