@@ -1,5 +1,5 @@
 //! `nf-bench [--quick] [--batch N] [--depth N] [--nfs firewall,nat,monitor] [--modes local,sync,stateless,cached]
-//!  [--workloads long64,long1500,short64,short1500] [--paced-load 0.5]`: packets/s on one core and per-batch latency
+//!  [--workloads long64,long1500,short64,short1500] [--paced-load 0.5 (0: no latency runs)] [--no-pin]`: packets/s on one core and per-batch latency
 //! of each NF, stateless (Redis on loopback, started here) vs local, side by side, fed from memory.
 //! Prints one JSON object: {nf: {workload: {mode: {pps, p50_us, p99_us}, paced: {offered_pps,
 //! mode: {p50_us, p99_us}}}}} (paced: long64 and short64 offered at a fraction of the lower of the
@@ -183,7 +183,7 @@ fn main() {
         .map(|b| b.parse().expect("--paced-load FRACTION"))
         .unwrap_or(0.5);
     let redis = TestRedis::start().expect("redis-server (is it installed?)");
-    let pinned = pin(redis.pid());
+    let pinned = !args.iter().any(|a| a == "--no-pin") && pin(redis.pid());
     let mut result = serde_json::Map::new();
     let mut run_id = 0u32;
     for kind in &nfs {

@@ -80,7 +80,14 @@ pub const RUNTIME_KEYS: &[&str] = &[
     "timer_interval_ms",
     "owner_cache",
     "pipeline_depth",
+    "spin_us",
 ];
+
+/// `spin_us` (0-10000, default 200): how long the Redis client spins for a reply before sleeping.
+/// An NF with a core of its own should spin; one under a CPU quota (an sNIC cgroup) may prefer 0.
+pub fn spin_us(cfg: &Value) -> Result<u64, String> {
+    opt_u64(object(cfg, "config")?, "spin_us", 200, 0, 10_000)
+}
 
 /// `pipeline_depth` (1-64, default [`crate::runtime::DEFAULT_PIPELINE_DEPTH`]): batches in
 /// flight at once on a pipelined store (kept apart from [`RuntimeOptions`] so code that builds
