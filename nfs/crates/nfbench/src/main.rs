@@ -1,4 +1,4 @@
-//! `nf-bench [--quick] [--batch N] [--depth N] [--nfs firewall,nat,monitor] [--modes local,sync,stateless,cached]
+//! `nf-bench [--quick] [--batch N] [--depth N] [--nfs firewall,nat,monitor,ipsec-out,ipsec-in] [--modes local,sync,stateless,cached]
 //!  [--workloads long64,long1500,short64,short1500] [--paced-load 0.5 (0: no latency runs)] [--no-pin]`: packets/s on one core and per-batch latency
 //! of each NF, stateless (Redis on loopback, started here) vs local, side by side, fed from memory.
 //! Prints one JSON object: {nf: {workload: {mode: {pps, p50_us, p99_us}, paced: {offered_pps,
@@ -34,8 +34,36 @@ fn make_nf(kind: &str) -> Box<dyn NetworkFunction> {
             .unwrap(),
         ),
         "monitor" => Box::new(nf_monitor::Monitor::from_config(&json!({})).unwrap()),
+        // IPsec gateway A encapsulating (sequence numbers from the tier in blocks), and gateway B
+        // decapsulating A's output (anti-replay window read and written every batch).
+        "ipsec-out" => Box::new(nf_ipsec::Ipsec::from_config(&ipsec_config(true)).unwrap()),
+        "ipsec-in" => Box::new(nf_ipsec::Ipsec::from_config(&ipsec_config(false)).unwrap()),
         _ => panic!("unknown NF {kind}"),
     }
+}
+
+/// One SA carrying the workload's traffic (10/8 -> 192.0.2/24) from gateway A to gateway B.
+fn ipsec_config(gateway_a: bool) -> serde_json::Value {
+    json!({"sas": [{"dir": if gateway_a { "out" } else { "in" }, "spi": 4097,
+        "key": "000102030405060708090a0b0c0d0e0f", "salt": "01020304",
+        "tunnel_src": "203.0.113.1", "tunnel_dst": "203.0.113.2",
+        "selectors": [{"src": "10.0.0.0/8", "dst": "192.0.2.0/24"}]}],
+        "replay_window": 1024, "seq_block": 256})
+}
+
+/// Gateway A's ESP output for `frames` (the input of the ipsec-in benchmark).
+fn encapsulated(frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let input: Vec<(u64, Vec<u8>)> = frames.iter().map(|f| (0, f.clone())).collect();
+    nfcore::harness::run_frames(
+        make_nf("ipsec-out"),
+        Box::new(LocalStore::new()),
+        "seed",
+        &input,
+        256,
+    )
+    .into_iter()
+    .map(|o| o.expect("every workload packet is protected"))
+    .collect()
 }
 
 /// (packets/s, p50 us, p99 us) of one run.
@@ -205,9 +233,12 @@ fn main() {
                 pkts_per_flow: if long { 1000 * scale } else { 20 },
                 window: if long { 16 } else { 64 },
                 frame_len: len,
-                one_way: kind == "nat",
+                one_way: kind == "nat" || kind.starts_with("ipsec"),
             };
-            let frames = workload::frames(&shape);
+            let mut frames = workload::frames(&shape);
+            if kind == "ipsec-in" {
+                frames = encapsulated(&frames);
+            }
             let mut modes: Vec<(&str, Vec<RunFigures>)> = ["local", "sync", "stateless", "cached"]
                 .into_iter()
                 .filter(|m| only_modes.as_ref().is_none_or(|o| o.iter().any(|x| x == m)))
@@ -259,8 +290,8 @@ fn main() {
             };
             // Latency at a fixed offered load (a fraction of the local baseline's rate).
             let mut paced = serde_json::Map::new();
-            if let (Some(lp), true) = (local_pps, wname.starts_with("long64") || wname == "short64")
-            {
+            let latency_run = paced_load > 0.0 && (wname == "long64" || wname == "short64");
+            if let (Some(lp), true) = (local_pps, latency_run) {
                 let rate = lp * paced_load;
                 paced.insert("offered_pps".into(), json!(rate.round()));
                 for (mode, _) in &modes {
