@@ -422,8 +422,14 @@ impl FlowStore for RedisStore {
         let mut marker = pool.to_vec();
         marker.extend_from_slice(b":init");
         let args: Vec<&[u8]> = items.iter().map(|i| i.as_slice()).collect();
-        let r = self.eval(POOL_INIT, &[pool, &marker], &args)?;
-        Ok(int_reply(r)? == 1)
+        // One-time setup that may carry 10^5 items: allow it more than the per-batch timeout.
+        let long = self.cfg.timeout.max(Duration::from_secs(10));
+        let _ = self.ensure_conn()?.set_read_timeout(long);
+        let r = self.eval(POOL_INIT, &[pool, &marker], &args);
+        if let Some(c) = self.conn.as_mut() {
+            let _ = c.set_read_timeout(self.cfg.timeout);
+        }
+        Ok(int_reply(r?)? == 1)
     }
 
     fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {

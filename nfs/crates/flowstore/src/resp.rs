@@ -240,6 +240,11 @@ impl Conn {
         self.sock.read(&mut self.inbuf[self.end..])
     }
 
+    /// Change the read timeout (e.g. longer for a one-time bulk command).
+    pub fn set_read_timeout(&mut self, d: Duration) -> io::Result<()> {
+        self.sock.set_read_timeout(Some(d))
+    }
+
     /// Spin up to `d` for replies before sleeping (0: always sleep).
     pub fn set_spin(&mut self, d: Duration) {
         self.spin = d;

@@ -30,7 +30,7 @@ fn make_nf(kind: &str) -> Box<dyn NetworkFunction> {
         ),
         "nat" => Box::new(
             nf_nat::Nat::from_config(&json!({"inside": ["10.0.0.0/8"],
-                "public_ips": ["198.51.100.1", "198.51.100.2"], "ports": "1024-65535"}))
+                "public_ips": ["198.51.100.1"], "ports": "10000-29999"}))
             .unwrap(),
         ),
         "monitor" => Box::new(nf_monitor::Monitor::from_config(&json!({})).unwrap()),
