@@ -179,7 +179,11 @@ fn main() {
         .position(|a| a == "--nfs")
         .and_then(|i| args.get(i + 1))
         .map(|s| s.split(',').map(String::from).collect())
-        .unwrap_or_else(|| vec!["firewall".into(), "nat".into(), "monitor".into()]);
+        .unwrap_or_else(|| {
+            ["firewall", "nat", "monitor", "ipsec-out", "ipsec-in"]
+                .map(String::from)
+                .to_vec()
+        });
     let repeats = if quick { 1 } else { 3 };
     let scale = if quick { 1 } else { 4 };
     let batch: usize = args
