@@ -400,6 +400,7 @@ impl<D: Device> Runtime<D> {
         }
         let fail = self.opts.fail_mode;
         self.pipe.touched.clear();
+        let mut tier_failed = false;
         for i in 0..slot.batch.len() {
             let Some(p) = slot.parsed[i] else { continue };
             let ts = slot.batch.ts_ns(i);
@@ -422,8 +423,16 @@ impl<D: Device> Runtime<D> {
                 Err(_) => {
                     self.stats.store_errors.fetch_add(1, Relaxed);
                     fail_packet(&mut slot.keep[i], fail, &self.stats);
+                    tier_failed = true;
                 }
             }
+        }
+        if tier_failed {
+            // A failed call dropped the connection and every group in flight on it: fail them
+            // all (this batch's writes were never sent, so it counts as unacknowledged).
+            slot.acked = false;
+            self.pipe.writing.push_back(slot);
+            return self.fail_in_flight();
         }
         let ord = self.pipe.processed;
         self.pipe.processed += 1;
