@@ -174,12 +174,19 @@ impl netio::Device for KillingDevice {
 /// the tier, nothing panics, and every packet is accounted for.
 #[test]
 fn pipelined_tier_failure_fails_closed() {
+    // monitor: the failure shows on the pipeline; nat: also inside process (pool pop, CAS).
+    for kind in ["monitor", "nat"] {
+        tier_failure_fails_closed(kind);
+    }
+}
+
+fn tier_failure_fails_closed(kind: &str) {
     use nfcore::config::RuntimeOptions;
     use nfcore::runtime::{Runtime, TimeSource};
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
     let redis = TestRedis::start().expect("redis-server");
     let store = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
-    let frames = traffic(40, 10, 8, false);
+    let frames = traffic(40, 10, 8, kind == "nat");
     let (batch, kill_at) = (4, 40);
     let dev = KillingDevice {
         inner: nfcore::harness::RecordingDevice::new(frames.clone()),
@@ -194,7 +201,7 @@ fn pipelined_tier_failure_fails_closed() {
         owner_cache: false,
     };
     let mut rt = Runtime::new(
-        make("monitor"),
+        make(kind),
         Box::new(store),
         dev,
         KeySpace::new("pk").unwrap(),
@@ -207,7 +214,10 @@ fn pipelined_tier_failure_fails_closed() {
     let st = rt.stats();
     let out = &rt.device().inner.out;
     let sent = out.iter().filter(|o| o.is_some()).count();
-    assert!(sent > 0, "batches done before the failure are forwarded");
+    assert!(
+        sent > 0,
+        "{kind}: batches done before the failure are forwarded"
+    );
     // Batches received from the kill on cannot have their state read: all dropped.
     assert!(out[(kill_at - 1) * batch..].iter().all(|o| o.is_none()));
     assert!(st.store_errors.load(Relaxed) >= 1);
@@ -216,6 +226,6 @@ fn pipelined_tier_failure_fails_closed() {
     assert_eq!(
         sent + st.fail_closed_dropped.load(Relaxed) as usize,
         frames.len(),
-        "every packet forwarded or dropped by the fail mode"
+        "{kind}: every packet forwarded or dropped by the fail mode"
     );
 }
