@@ -237,3 +237,52 @@ fn bad_url_is_a_clear_error() {
         .unwrap();
     assert!(e.0.contains("bad store URL"), "{e}");
 }
+
+/// The pipelined interface: groups complete in send order, a read sent after a write sees it,
+/// a blocking call made with groups in flight gets its own answer and leaves theirs for `recv`,
+/// and the owner cache completes fully cached reads without the tier.
+#[test]
+fn redis_pipeline_order_and_blocking_calls_in_between() {
+    use flowstore::{CachedStore, Pipeline, WriteOp};
+    let r = TestRedis::start().expect("redis-server");
+    let mut s = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    let k = |n: u64| KeySpace::new("pl").unwrap().flow(n, "v");
+    let set = |n: u64, v: &str| WriteOp::Set {
+        key: k(n),
+        value: v.as_bytes().to_vec(),
+    };
+    let p = s.pipeline().expect("redis pipelines");
+    p.send_reads(&[k(1), k(2)]).unwrap();
+    p.send_writes(&[set(1, "a"), set(2, "b"), WriteOp::Del { key: k(3) }])
+        .unwrap();
+    p.send_reads(&[k(2), k(1), k(3)]).unwrap();
+    p.flush().unwrap();
+    assert_eq!(p.in_flight(), 3);
+    // A blocking call with three groups in flight.
+    assert_eq!(s.incr_by(b"pl-counter", 5).unwrap(), 5);
+    let p = s.pipeline().unwrap();
+    let mut out = vec![];
+    p.recv(&mut out).unwrap();
+    assert_eq!(out, vec![None, None], "read before the write");
+    p.recv(&mut out).unwrap();
+    assert!(out.is_empty(), "write group");
+    p.recv(&mut out).unwrap();
+    assert_eq!(out, vec![Some(b"b".to_vec()), Some(b"a".to_vec()), None]);
+    assert_eq!(p.in_flight(), 0);
+    assert!(p.recv(&mut out).is_err(), "nothing in flight");
+
+    // Owner cache: a second read of the same keys is answered locally.
+    let inner = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    let mut c = CachedStore::new(inner, b"pl-epoch".to_vec(), 100);
+    let p = c.pipeline().expect("cache over redis pipelines");
+    p.send_reads(&[k(1), k(9)]).unwrap();
+    p.recv(&mut out).unwrap();
+    assert_eq!(out, vec![Some(b"a".to_vec()), None]);
+    let trips = c.stats().round_trips;
+    let p = c.pipeline().unwrap();
+    p.send_reads(&[k(9), k(1)]).unwrap();
+    p.recv(&mut out).unwrap();
+    assert_eq!(out, vec![None, Some(b"a".to_vec())]);
+    assert_eq!(c.stats().round_trips, trips, "served from the cache");
+    assert_eq!((c.hits, c.misses), (2, 2));
+}
