@@ -243,7 +243,7 @@ fn bad_url_is_a_clear_error() {
 /// and the owner cache completes fully cached reads without the tier.
 #[test]
 fn redis_pipeline_order_and_blocking_calls_in_between() {
-    use flowstore::{CachedStore, Pipeline, WriteOp};
+    use flowstore::{CachedStore, WriteOp};
     let r = TestRedis::start().expect("redis-server");
     let mut s = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
     let k = |n: u64| KeySpace::new("pl").unwrap().flow(n, "v");
