@@ -390,18 +390,31 @@ impl AfXdp {
             queue_id: 0,
             shared_umem_fd: 0,
         };
-        // SAFETY: sa is a sockaddr_xdp of the size passed.
-        let r = unsafe {
-            libc::bind(
-                sock.0,
-                &sa as *const SockaddrXdp as *const libc::sockaddr,
-                std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
-            )
+        // A socket on this queue that was just closed (an NF restarted or moved) is torn down
+        // asynchronously by the kernel: bind fails with EBUSY for a moment. Retry for up to 2 s.
+        let t0 = std::time::Instant::now();
+        let r = loop {
+            // SAFETY: sa is a sockaddr_xdp of the size passed.
+            let r = unsafe {
+                libc::bind(
+                    sock.0,
+                    &sa as *const SockaddrXdp as *const libc::sockaddr,
+                    std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
+                )
+            };
+            let busy = r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EBUSY);
+            if !busy || t0.elapsed() > std::time::Duration::from_secs(2) {
+                break r;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
         };
         if r < 0 {
             let e = io::Error::last_os_error();
             drop((rx, tx, fill, comp));
-            return Err(unmap(io::Error::new(e.kind(), format!("bind XSK to {iface}: {e}"))));
+            return Err(unmap(io::Error::new(
+                e.kind(),
+                format!("bind XSK to {iface}: {e}"),
+            )));
         }
         let redirect = match attach_redirect(ifindex, sock.0) {
             Ok(r) => r,

@@ -104,7 +104,10 @@ fn afxdp_veth_both_directions() {
     assert_eq!(xsk.tx_dropped, 0);
     drop(xsk);
     // The program is gone with the socket: the interface has no XDP attached.
-    let show = Command::new("ip").args(["link", "show", &a]).output().unwrap();
+    let show = Command::new("ip")
+        .args(["link", "show", &a])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&show.stdout);
     assert!(!text.contains("xdp"), "{text}");
 }
