@@ -63,7 +63,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--depth", type=int, default=4, help="batches in flight (pipelined stateless/cached)")
+    ap.add_argument("--depth", type=int, default=8, help="batches in flight (pipelined stateless/cached)")
     ap.add_argument("--nfs", default="firewall,nat,monitor,ipsec-out,ipsec-in")
     a = ap.parse_args()
     print_machine()

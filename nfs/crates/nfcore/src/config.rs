@@ -138,7 +138,7 @@ mod tests {
         ] {
             assert!(RuntimeOptions::from_config(&bad).is_err(), "{bad}");
         }
-        assert_eq!(pipeline_depth(&serde_json::json!({})).unwrap(), 4);
+        assert_eq!(pipeline_depth(&serde_json::json!({})).unwrap(), 8);
         assert_eq!(
             pipeline_depth(&serde_json::json!({"pipeline_depth": 16})).unwrap(),
             16

@@ -13,7 +13,7 @@ use std::sync::Arc;
 mod pipelined;
 
 /// Default number of batches in flight on a pipelined store (see [`Runtime::set_pipeline_depth`]).
-pub const DEFAULT_PIPELINE_DEPTH: usize = 4;
+pub const DEFAULT_PIPELINE_DEPTH: usize = 8;
 /// Upper bound of the pipeline depth.
 pub const MAX_PIPELINE_DEPTH: usize = 64;
 
