@@ -179,7 +179,7 @@ impl Config {
         if !replay_window.is_multiple_of(64) {
             return Err("replay_window must be a multiple of 64".into());
         }
-        let seq_block = opt_u64(o, "seq_block", 256, 1, 1 << 20)? as u32;
+        let seq_block = opt_u64(o, "seq_block", 4096, 1, 1 << 20)? as u32;
         let unprotected = match o.get("unprotected").map(|u| u.as_str()) {
             None | Some(Some("bypass")) => Unprotected::Bypass,
             Some(Some("drop")) => Unprotected::Drop,

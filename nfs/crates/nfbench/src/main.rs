@@ -48,7 +48,7 @@ fn ipsec_config(gateway_a: bool) -> serde_json::Value {
         "key": "000102030405060708090a0b0c0d0e0f", "salt": "01020304",
         "tunnel_src": "203.0.113.1", "tunnel_dst": "203.0.113.2",
         "selectors": [{"src": "10.0.0.0/8", "dst": "192.0.2.0/24"}]}],
-        "replay_window": 1024, "seq_block": 256})
+        "replay_window": 1024})
 }
 
 /// Gateway A's ESP output for `frames` (the input of the ipsec-in benchmark).
