@@ -307,6 +307,13 @@ impl<S: FlowStore> Pipeline for CachedStore<S> {
     fn in_flight(&self) -> usize {
         self.pending.len()
     }
+
+    fn reset(&mut self) {
+        self.fail();
+        if let Some(p) = self.inner.pipeline() {
+            p.reset();
+        }
+    }
 }
 
 impl<S: FlowStore> CachedStore<S> {

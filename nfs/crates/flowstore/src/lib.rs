@@ -164,4 +164,6 @@ pub trait Pipeline {
     fn recv(&mut self, out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError>;
     /// Groups sent and not yet received.
     fn in_flight(&self) -> usize;
+    /// Forget every group in flight (the caller failed them); the next call starts afresh.
+    fn reset(&mut self);
 }

@@ -9,7 +9,7 @@
 
 use crate::resp::{self, Conn, Reply};
 use crate::{FlowStore, Key, Pipeline, StoreError, StoreStats, WriteOp};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 /// Connection settings.
@@ -115,6 +115,14 @@ pub struct RedisStore {
     flushed: usize,
     /// Replies of groups collected early by a blocking call, oldest first.
     stash: VecDeque<Vec<Option<Vec<u8>>>>,
+    /// Keys written by the write groups in flight (count per key), and each write group's keys
+    /// (oldest first) to release them when its replies are read.
+    pending: HashMap<Key, u32>,
+    write_keys: VecDeque<Vec<Key>>,
+    /// Second connection for blocking calls made while groups are in flight on keys none of
+    /// them writes: such a call cannot be reordered against a write of ours, so it need not
+    /// wait for the pipeline (NAT pool pop and mapping CAS, IPsec sequence blocks, re-reads).
+    side: Option<Conn>,
     stats: StoreStats,
 }
 
@@ -135,24 +143,32 @@ impl RedisStore {
             in_flight: VecDeque::new(),
             flushed: 0,
             stash: VecDeque::new(),
+            pending: HashMap::new(),
+            write_keys: VecDeque::new(),
+            side: None,
             stats: StoreStats::default(),
         };
         s.ensure_conn()?;
         Ok(s)
     }
 
+    fn new_conn(&self) -> Result<Conn, StoreError> {
+        let mut c = Conn::connect(&self.addr, self.cfg.timeout)
+            .map_err(|e| StoreError(format!("connect {}: {e}", self.cfg.url)))?;
+        c.set_spin(self.cfg.spin);
+        if let Some(db) = self.db {
+            resp::encode(&mut c.out, &[b"SELECT", db.to_string().as_bytes()]);
+            c.flush().map_err(err)?;
+            if let Reply::Error(e) = c.read_reply().map_err(err)? {
+                return Err(StoreError(format!("SELECT {db}: {e}")));
+            }
+        }
+        Ok(c)
+    }
+
     fn ensure_conn(&mut self) -> Result<&mut Conn, StoreError> {
         if self.conn.is_none() {
-            let mut c = Conn::connect(&self.addr, self.cfg.timeout)
-                .map_err(|e| StoreError(format!("connect {}: {e}", self.cfg.url)))?;
-            c.set_spin(self.cfg.spin);
-            if let Some(db) = self.db {
-                resp::encode(&mut c.out, &[b"SELECT", db.to_string().as_bytes()]);
-                c.flush().map_err(err)?;
-                if let Reply::Error(e) = c.read_reply().map_err(err)? {
-                    return Err(StoreError(format!("SELECT {db}: {e}")));
-                }
-            }
+            let c = self.new_conn()?;
             if self.stats.round_trips > 0 || self.stats.errors > 0 {
                 self.stats.reconnects += 1;
             }
@@ -161,12 +177,42 @@ impl RedisStore {
         Ok(self.conn.as_mut().expect("connected"))
     }
 
+    /// Whether a blocking call on `keys` may use the side connection: groups are in flight on
+    /// the main one and none of them writes any of `keys`.
+    fn side_ok(&self, keys: &[&[u8]]) -> bool {
+        !self.in_flight.is_empty() && keys.iter().all(|k| !self.pending.contains_key(*k))
+    }
+
+    /// One command on the side connection (connected on first use).
+    fn side_call(&mut self, args: &[&[u8]]) -> Result<Reply, StoreError> {
+        let r = (|| {
+            if self.side.is_none() {
+                self.side = Some(self.new_conn()?);
+            }
+            let c = self.side.as_mut().expect("connected");
+            resp::encode(&mut c.out, args);
+            c.flush().map_err(err)?;
+            match c.read_reply().map_err(err)? {
+                Reply::Error(e) => Err(StoreError(e)),
+                r => Ok(r),
+            }
+        })();
+        self.stats.round_trips += 1;
+        if r.is_err() {
+            self.stats.errors += 1;
+            self.side = None;
+        }
+        r
+    }
+
     /// Forget the connection and everything in flight on it (reconnect on the next call).
     fn fail(&mut self, e: StoreError) -> StoreError {
         self.stats.errors += 1;
         self.conn = None;
         self.in_flight.clear();
         self.flushed = 0;
+        self.pending.clear();
+        self.write_keys.clear();
         self.stash.clear();
         e
     }
@@ -178,6 +224,16 @@ impl RedisStore {
             .pop_front()
             .ok_or_else(|| StoreError("no pipeline group in flight".into()))?;
         self.flushed = self.flushed.saturating_sub(1);
+        if let Group::Writes(_) = g {
+            for k in self.write_keys.pop_front().unwrap_or_default() {
+                if let Some(c) = self.pending.get_mut(&k) {
+                    *c -= 1;
+                    if *c == 0 {
+                        self.pending.remove(&k);
+                    }
+                }
+            }
+        }
         let conn = self.conn.as_mut().ok_or_else(|| err("not connected"))?;
         let mut out = Vec::new();
         let mut first_err = None;
@@ -230,8 +286,13 @@ impl RedisStore {
         r.map_err(|e| self.fail(e))
     }
 
-    /// One blocking command: its reply (an error reply is a [`StoreError`]).
-    fn call(&mut self, args: &[&[u8]]) -> Result<Reply, StoreError> {
+    /// One blocking command on `keys`: its reply (an error reply is a [`StoreError`]). On the
+    /// side connection when allowed ([`RedisStore::side_ok`]), else after collecting the
+    /// replies of the groups in flight.
+    fn call(&mut self, args: &[&[u8]], keys: &[&[u8]]) -> Result<Reply, StoreError> {
+        if self.side_ok(keys) {
+            return self.side_call(args);
+        }
         self.drain_in_flight()?;
         let r = (|| {
             let c = self.ensure_conn()?;
@@ -323,7 +384,19 @@ impl RedisStore {
         let mut v: Vec<&[u8]> = vec![b"EVAL", script, nk.as_bytes()];
         v.extend_from_slice(keys);
         v.extend_from_slice(args);
-        self.call(&v)
+        self.call(&v, keys)
+    }
+
+    /// Keys a write group changes (data keys and timer sets).
+    fn keys_of(ops: &[WriteOp]) -> Vec<Key> {
+        ops.iter()
+            .map(|op| match op {
+                WriteOp::Set { key, .. } | WriteOp::Del { key } => key.clone(),
+                WriteOp::TimerSet { timers, .. } | WriteOp::TimerCancel { timers, .. } => {
+                    timers.clone()
+                }
+            })
+            .collect()
     }
 }
 
@@ -359,6 +432,23 @@ impl FlowStore for RedisStore {
         if keys.is_empty() {
             return Ok(());
         }
+        let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+        if self.side_ok(&refs) {
+            let mut args: Vec<&[u8]> = Vec::with_capacity(keys.len() + 1);
+            args.push(b"MGET");
+            args.extend_from_slice(&refs);
+            match self.side_call(&args)? {
+                Reply::Array(items) if items.len() == keys.len() => {
+                    out.extend(items.into_iter().map(|it| match it {
+                        Reply::Bulk(b) => Some(b),
+                        _ => None,
+                    }));
+                    self.stats.keys_read += keys.len() as u64;
+                    return Ok(());
+                }
+                r => return Err(StoreError(format!("unexpected MGET reply {r:?}"))),
+            }
+        }
         self.drain_in_flight()?;
         let r = (|| {
             let c = self.ensure_conn()?;
@@ -385,6 +475,7 @@ impl FlowStore for RedisStore {
             let n = Self::encode_writes(&mut c.out, ops);
             c.flush().map_err(err)?;
             self.in_flight.push_back(Group::Writes(n));
+            self.write_keys.push_back(Vec::new());
             self.flushed = self.in_flight.len();
             self.read_group()
         })();
@@ -415,7 +506,7 @@ impl FlowStore for RedisStore {
 
     fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, StoreError> {
         let d = delta.to_string();
-        int_reply(self.call(&[b"INCRBY", key, d.as_bytes()])?)
+        int_reply(self.call(&[b"INCRBY", key, d.as_bytes()], &[key])?)
     }
 
     fn pool_init(&mut self, pool: &[u8], items: &[Vec<u8>]) -> Result<bool, StoreError> {
@@ -433,7 +524,7 @@ impl FlowStore for RedisStore {
     }
 
     fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        match self.call(&[b"LPOP", pool])? {
+        match self.call(&[b"LPOP", pool], &[pool])? {
             Reply::Bulk(b) => Ok(Some(b)),
             Reply::Nil => Ok(None),
             r => Err(StoreError(format!("LPOP: unexpected reply {r:?}"))),
@@ -441,11 +532,11 @@ impl FlowStore for RedisStore {
     }
 
     fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
-        self.call(&[b"RPUSH", pool, item]).map(|_| ())
+        self.call(&[b"RPUSH", pool, item], &[pool]).map(|_| ())
     }
 
     fn pool_len(&mut self, pool: &[u8]) -> Result<usize, StoreError> {
-        Ok(int_reply(self.call(&[b"LLEN", pool])?)?.max(0) as usize)
+        Ok(int_reply(self.call(&[b"LLEN", pool], &[pool])?)?.max(0) as usize)
     }
 
     fn timer_claim_due(
@@ -501,6 +592,11 @@ impl Pipeline for RedisStore {
         };
         let n = Self::encode_writes(&mut c.out, ops);
         self.in_flight.push_back(Group::Writes(n));
+        let keys = Self::keys_of(ops);
+        for k in &keys {
+            *self.pending.entry(k.clone()).or_insert(0) += 1;
+        }
+        self.write_keys.push_back(keys);
         self.stats.keys_written += ops.len() as u64;
         Ok(())
     }
@@ -538,6 +634,16 @@ impl Pipeline for RedisStore {
 
     fn in_flight(&self) -> usize {
         self.in_flight.len() + self.stash.len()
+    }
+
+    fn reset(&mut self) {
+        // Replies still on the way belong to groups the caller gave up: drop the connection.
+        self.conn = None;
+        self.in_flight.clear();
+        self.flushed = 0;
+        self.stash.clear();
+        self.pending.clear();
+        self.write_keys.clear();
     }
 }
 

@@ -508,6 +508,11 @@ impl<D: Device> Runtime<D> {
     fn fail_in_flight(&mut self) -> io::Result<()> {
         self.stats.store_errors.fetch_add(1, Relaxed);
         let fail = self.opts.fail_mode;
+        // The store may still hold groups (a failure on its side connection leaves the main one
+        // up): they are given up here, so it must forget them too.
+        if let Some(p) = self.store.pipeline() {
+            p.reset();
+        }
         self.pipe.expect.clear();
         self.pipe.recent.clear();
         self.pipe.unflushed = 0;
