@@ -39,7 +39,9 @@ fn ip(args: &[&str]) -> bool {
 fn http_get(port: u16, path: &str) -> Option<String> {
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     c.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+    // One write: the request must not depend on how the server's reads are split.
+    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .ok()?;
     let mut s = String::new();
     c.read_to_string(&mut s).ok()?;
     Some(s)

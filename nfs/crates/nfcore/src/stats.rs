@@ -64,9 +64,7 @@ pub fn serve(addr: &str, stats: Arc<Stats>, id: Identity) -> std::io::Result<std
         for conn in l.incoming() {
             let Ok(mut c) = conn else { continue };
             let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(2)));
-            let mut buf = [0u8; 1024];
-            let n = c.read(&mut buf).unwrap_or(0);
-            let req = String::from_utf8_lossy(&buf[..n]);
+            let req = read_request_head(&mut c);
             let path = req.split_whitespace().nth(1).unwrap_or("/");
             let (code, body) = match path {
                 "/health" => {
@@ -85,4 +83,20 @@ pub fn serve(addr: &str, stats: Arc<Stats>, id: Identity) -> std::io::Result<std
         }
     })?;
     Ok(bound)
+}
+
+/// Read a request head up to its blank line (bounded, so a slow or hostile client cannot hold the
+/// thread or make it allocate). The whole head is consumed before answering: closing a socket
+/// with unread request bytes makes the kernel send a reset, which can destroy the answer in flight.
+fn read_request_head(c: &mut std::net::TcpStream) -> String {
+    const MAX: usize = 8192;
+    let mut head = Vec::with_capacity(256);
+    let mut buf = [0u8; 1024];
+    while head.len() < MAX && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&head).into_owned()
 }
