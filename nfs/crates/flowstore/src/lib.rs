@@ -1,8 +1,10 @@
 //! The state-tier client of the UNO network functions.
 //!
 //! Every instance of one logical NF shares its per-flow state through a [`FlowStore`]:
-//! [`RedisStore`] (the stateless mode; Redis or Redis Cluster) or [`LocalStore`] (the in-process
-//! baseline). The runtime drives it per packet batch through a [`BatchState`]:
+//! [`RedisStore`] (the stateless mode) or [`LocalStore`] (the in-process baseline). Stores that
+//! talk to a remote tier may also offer a [`Pipeline`] (several batches in flight on one ordered
+//! connection; the runtime's pipelined loop uses it). Batch by batch, the runtime drives a store
+//! through a [`BatchState`]:
 //!
 //! 1. the NF names the keys each packet needs ([`BatchState::want`]),
 //! 2. one pipelined round trip fetches them all ([`BatchState::fetch`]),

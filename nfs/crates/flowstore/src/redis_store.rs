@@ -5,7 +5,10 @@
 //! It also implements [`Pipeline`]: read and write groups are sent without waiting for replies,
 //! so the runtime keeps several batches in flight on the one connection. Redis executes the
 //! commands of one connection in order, so a read sent after a write sees it. A blocking call
-//! made while groups are in flight first collects their replies (kept for [`Pipeline::recv`]).
+//! made while groups are in flight goes over a second (side) connection when none of the write
+//! groups in flight touches its keys, since then no write of ours can be reordered against it;
+//! otherwise it first collects the replies of the groups in flight (kept for
+//! [`Pipeline::recv`]) and runs on the main connection.
 
 use crate::resp::{self, Conn, Reply};
 use crate::{FlowStore, Key, Pipeline, StoreError, StoreStats, WriteOp};
