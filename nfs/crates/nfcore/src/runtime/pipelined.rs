@@ -249,27 +249,17 @@ impl<D: Device> Runtime<D> {
                     &self.stats,
                 );
                 slot.sent_at = self.pipe.processed;
-                slot.reads_pending = false;
                 slot.acked = false;
-                let keys = slot.state.read_set();
-                let sent = if keys.is_empty() {
-                    Ok(())
+                let has_reads = !slot.state.read_set().is_empty();
+                let sent = if has_reads {
+                    pipe(self.store.as_mut()).send_reads(slot.state.read_set())
                 } else {
-                    pipe(self.store.as_mut()).send_reads(keys)
+                    Ok(())
                 };
+                slot.reads_pending = has_reads && sent.is_ok();
                 self.pipe.reading.push_back(slot);
                 match sent {
-                    Ok(())
-                        if !self
-                            .pipe
-                            .reading
-                            .back()
-                            .expect("pushed")
-                            .state
-                            .read_set()
-                            .is_empty() =>
-                    {
-                        self.pipe.reading.back_mut().expect("pushed").reads_pending = true;
+                    Ok(()) if has_reads => {
                         self.pipe.expect.push_back(Expect::Reads);
                         self.pipe.unflushed += 1;
                     }
