@@ -38,6 +38,11 @@ impl BatchState {
         }
     }
 
+    /// Whether `key` is in the read set.
+    pub fn in_read_set(&self, key: &[u8]) -> bool {
+        self.wanted.contains(key)
+    }
+
     /// Keys in the read set.
     pub fn read_set(&self) -> &[Key] {
         &self.keys
@@ -112,11 +117,11 @@ impl BatchState {
         &self.writes
     }
 
-    /// Write the batch's changes in one round trip (none if there are none). Repeated writes of
-    /// one key keep only the last; order is otherwise preserved.
-    pub fn flush(&mut self, store: &mut dyn FlowStore) -> Result<(), StoreError> {
-        if self.writes.is_empty() {
-            return Ok(());
+    /// Drop writes made redundant by later ones: repeated writes of one key keep only the last;
+    /// order is otherwise preserved.
+    pub fn coalesce(&mut self) {
+        if self.writes.len() < 2 {
+            return;
         }
         let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
         let mut keep = vec![false; self.writes.len()];
@@ -127,17 +132,38 @@ impl BatchState {
             };
         }
         if keep.iter().all(|k| *k) {
-            store.write_many(&self.writes)?;
-        } else {
-            let ops: Vec<WriteOp> = self
-                .writes
-                .iter()
-                .zip(keep)
-                .filter(|(_, k)| *k)
-                .map(|(w, _)| w.clone())
-                .collect();
-            store.write_many(&ops)?;
+            return;
         }
+        let mut it = keep.into_iter();
+        self.writes.retain(|_| it.next().unwrap_or(true));
+    }
+
+    /// Install fetched values for the read set (one per key of [`BatchState::read_set`], in
+    /// order), as [`BatchState::fetch`] does after its round trip.
+    pub fn install(&mut self, values: &mut Vec<Option<Vec<u8>>>) {
+        for (k, v) in self.keys.iter().zip(values.drain(..)) {
+            self.view.entry(k.clone()).or_insert(v);
+        }
+    }
+
+    /// Replace what this batch sees for `key` (a newer value this instance wrote after the
+    /// batch's reads were sent).
+    pub fn override_value(&mut self, key: &[u8], value: Option<Vec<u8>>) {
+        self.insert(key, value);
+    }
+
+    /// Forget the fetched value of `key`: the next read of it goes to the tier.
+    pub fn forget(&mut self, key: &[u8]) {
+        self.view.remove(key);
+    }
+
+    /// Write the batch's changes in one round trip (none if there are none), coalesced.
+    pub fn flush(&mut self, store: &mut dyn FlowStore) -> Result<(), StoreError> {
+        if self.writes.is_empty() {
+            return Ok(());
+        }
+        self.coalesce();
+        store.write_many(&self.writes)?;
         self.writes.clear();
         Ok(())
     }

@@ -5,8 +5,21 @@
 //! drops the whole cache when the epoch changed. Not for instances that share flows at the same
 //! time (asymmetric routing): leave the cache off there.
 
-use crate::{FlowStore, Key, StoreError, StoreStats, WriteOp};
-use std::collections::HashMap;
+use crate::{FlowStore, Key, Pipeline, StoreError, StoreStats, WriteOp};
+use std::collections::{HashMap, HashSet, VecDeque};
+
+/// A group sent through the cache's [`Pipeline`], oldest first.
+enum Pending {
+    /// Every key was cached: the values, returned in turn without asking the tier.
+    Ready(Vec<Option<Vec<u8>>>),
+    /// Values with holes at `miss` (positions), filled by the inner store's group.
+    Reads {
+        keys: Vec<Key>,
+        vals: Vec<Option<Vec<u8>>>,
+        miss: Vec<usize>,
+    },
+    Writes,
+}
 
 /// A [`FlowStore`] wrapper with a bounded read cache (cleared when full or on a new epoch).
 pub struct CachedStore<S: FlowStore> {
@@ -20,6 +33,10 @@ pub struct CachedStore<S: FlowStore> {
     pub invalidations: u64,
     miss_keys: Vec<Key>,
     miss_vals: Vec<Option<Vec<u8>>>,
+    pending: VecDeque<Pending>,
+    /// Keys changed by an atomic operation (result not known here) while reads were in flight:
+    /// values fetched by those reads may predate the change, so they are not cached.
+    changed_in_flight: HashSet<Key>,
 }
 
 impl<S: FlowStore> CachedStore<S> {
@@ -35,6 +52,16 @@ impl<S: FlowStore> CachedStore<S> {
             invalidations: 0,
             miss_keys: Vec::new(),
             miss_vals: Vec::new(),
+            pending: VecDeque::new(),
+            changed_in_flight: HashSet::new(),
+        }
+    }
+
+    /// Forget `key`: its value in the tier changed in a way not known here.
+    fn forget(&mut self, key: &[u8]) {
+        self.cache.remove(key);
+        if !self.pending.is_empty() {
+            self.changed_in_flight.insert(key.to_vec());
         }
     }
 
@@ -119,15 +146,13 @@ impl<S: FlowStore> FlowStore for CachedStore<S> {
         let r = self.inner.compare_and_set(key, expected, new);
         match r {
             Ok(true) => self.put(key, new.map(|v| v.to_vec())),
-            _ => {
-                self.cache.remove(key);
-            }
+            _ => self.forget(key),
         }
         r
     }
 
     fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, StoreError> {
-        self.cache.remove(key);
+        self.forget(key);
         self.inner.incr_by(key, delta)
     }
 
@@ -164,6 +189,14 @@ impl<S: FlowStore> FlowStore for CachedStore<S> {
         self.inner.note_unplanned_read()
     }
 
+    fn pipeline(&mut self) -> Option<&mut dyn Pipeline> {
+        if self.inner.pipeline().is_some() {
+            Some(self)
+        } else {
+            None
+        }
+    }
+
     fn check_epoch(&mut self) -> Result<(), StoreError> {
         let mut v = Vec::with_capacity(1);
         self.inner
@@ -174,6 +207,135 @@ impl<S: FlowStore> FlowStore for CachedStore<S> {
             self.epoch = cur;
         }
         Ok(())
+    }
+}
+
+/// Pipelined access through the cache: read groups whose keys are all cached complete without
+/// the tier; others fetch only their misses; writes go through (and into the cache at once, so
+/// later groups see them). After a tier failure the whole cache is dropped.
+impl<S: FlowStore> Pipeline for CachedStore<S> {
+    fn send_reads(&mut self, keys: &[Key]) -> Result<(), StoreError> {
+        let mut vals = Vec::with_capacity(keys.len());
+        let mut miss = Vec::new();
+        self.miss_keys.clear();
+        for (i, k) in keys.iter().enumerate() {
+            match self.cache.get(k) {
+                Some(v) => vals.push(v.clone()),
+                None => {
+                    vals.push(None);
+                    miss.push(i);
+                    self.miss_keys.push(k.clone());
+                }
+            }
+        }
+        self.hits += (keys.len() - miss.len()) as u64;
+        self.misses += miss.len() as u64;
+        if miss.is_empty() {
+            self.pending.push_back(Pending::Ready(vals));
+            return Ok(());
+        }
+        let inner = self.inner.pipeline().expect("checked in pipeline()");
+        if let Err(e) = inner.send_reads(&self.miss_keys) {
+            self.fail();
+            return Err(e);
+        }
+        self.pending.push_back(Pending::Reads {
+            keys: std::mem::take(&mut self.miss_keys),
+            vals,
+            miss,
+        });
+        Ok(())
+    }
+
+    fn send_writes(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        for op in ops {
+            match op {
+                WriteOp::Set { key, value } => self.put(key, Some(value.clone())),
+                WriteOp::Del { key } => self.put(key, None),
+                _ => {}
+            }
+        }
+        let inner = self.inner.pipeline().expect("checked in pipeline()");
+        if let Err(e) = inner.send_writes(ops) {
+            self.fail();
+            return Err(e);
+        }
+        self.pending.push_back(Pending::Writes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        let r = self
+            .inner
+            .pipeline()
+            .expect("checked in pipeline()")
+            .flush();
+        if r.is_err() {
+            self.fail();
+        }
+        r
+    }
+
+    fn recv(&mut self, out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError> {
+        out.clear();
+        let Some(p) = self.pending.pop_front() else {
+            return Err(StoreError("no pipeline group in flight".into()));
+        };
+        match p {
+            Pending::Ready(v) => out.extend(v),
+            Pending::Writes => {
+                let inner = self.inner.pipeline().expect("checked in pipeline()");
+                if let Err(e) = inner.recv(&mut self.miss_vals) {
+                    self.fail();
+                    return Err(e);
+                }
+            }
+            Pending::Reads {
+                keys,
+                mut vals,
+                miss,
+            } => {
+                let inner = self.inner.pipeline().expect("checked in pipeline()");
+                if let Err(e) = inner.recv(&mut self.miss_vals) {
+                    self.fail();
+                    return Err(e);
+                }
+                let fetched = std::mem::take(&mut self.miss_vals);
+                for ((k, v), i) in keys.iter().zip(fetched).zip(miss) {
+                    // A write sent after this read is newer than the fetched value: keep it.
+                    // A key changed atomically meanwhile: the fetched value may be older.
+                    if !self.cache.contains_key(k) && !self.changed_in_flight.contains(k) {
+                        self.put(k, v.clone());
+                    }
+                    vals[i] = v;
+                }
+                out.extend(vals);
+            }
+        }
+        if self.pending.is_empty() {
+            self.changed_in_flight.clear();
+        }
+        Ok(())
+    }
+
+    fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn reset(&mut self) {
+        self.fail();
+        if let Some(p) = self.inner.pipeline() {
+            p.reset();
+        }
+    }
+}
+
+impl<S: FlowStore> CachedStore<S> {
+    /// The tier failed with groups in flight: their writes may or may not have happened.
+    fn fail(&mut self) {
+        self.pending.clear();
+        self.changed_in_flight.clear();
+        self.invalidate();
     }
 }
 

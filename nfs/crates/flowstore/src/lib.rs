@@ -1,8 +1,10 @@
 //! The state-tier client of the UNO network functions.
 //!
 //! Every instance of one logical NF shares its per-flow state through a [`FlowStore`]:
-//! [`RedisStore`] (the stateless mode; Redis or Redis Cluster) or [`LocalStore`] (the in-process
-//! baseline). The runtime drives it per packet batch through a [`BatchState`]:
+//! [`RedisStore`] (the stateless mode) or [`LocalStore`] (the in-process baseline). Stores that
+//! talk to a remote tier may also offer a [`Pipeline`] (several batches in flight on one ordered
+//! connection; the runtime's pipelined loop uses it). Batch by batch, the runtime drives a store
+//! through a [`BatchState`]:
 //!
 //! 1. the NF names the keys each packet needs ([`BatchState::want`]),
 //! 2. one pipelined round trip fetches them all ([`BatchState::fetch`]),
@@ -22,6 +24,7 @@ mod cache;
 mod keys;
 mod local;
 mod redis_store;
+pub mod resp;
 pub mod test_redis;
 
 pub use batch::BatchState;
@@ -134,8 +137,35 @@ pub trait FlowStore: Send {
     /// Count a read that was outside the planned read set (called by [`BatchState`]).
     fn note_unplanned_read(&mut self);
 
+    /// The non-blocking interface, when this store has one (Redis). The runtime then keeps
+    /// several batches in flight (see [`Pipeline`]); other stores run batch by batch.
+    fn pipeline(&mut self) -> Option<&mut dyn Pipeline> {
+        None
+    }
+
     /// Caching stores: drop cached state if ownership moved (see [`CachedStore`]). Others: no-op.
     fn check_epoch(&mut self) -> Result<(), StoreError> {
         Ok(())
     }
+}
+
+/// Non-blocking access to a remote tier over one ordered connection: groups of reads and writes
+/// are sent without waiting; their replies come back in the order the groups were sent. Because
+/// the tier executes one connection's commands in order, a read group sent after a write group
+/// sees those writes. Blocking [`FlowStore`] calls stay valid at any time (they first collect the
+/// replies of the groups in flight, which `recv` then returns).
+pub trait Pipeline {
+    /// Queue an MGET-like read of `keys` (one group; `recv` returns one value per key).
+    fn send_reads(&mut self, keys: &[Key]) -> Result<(), StoreError>;
+    /// Queue `ops` (one group; `recv` returns no values).
+    fn send_writes(&mut self, ops: &[WriteOp]) -> Result<(), StoreError>;
+    /// Push queued groups to the tier.
+    fn flush(&mut self) -> Result<(), StoreError>;
+    /// Wait for the oldest group's replies (`out` gets its values; empty for a write group).
+    /// After an error every group in flight is lost (`in_flight` is 0).
+    fn recv(&mut self, out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError>;
+    /// Groups sent and not yet received.
+    fn in_flight(&self) -> usize;
+    /// Forget every group in flight (the caller failed them); the next call starts afresh.
+    fn reset(&mut self);
 }

@@ -1,7 +1,18 @@
-//! Redis implementation of [`FlowStore`]: one pipelined round trip per batch read and per batch
-//! write; atomic primitives as Lua scripts; reconnect after failures.
+//! Redis implementation of [`FlowStore`] on its own RESP connection ([`crate::resp`]): a batch
+//! read is one MGET, a batch write one pipeline of MSET/DEL/ZADD/ZREM runs; atomic primitives are
+//! Lua scripts (EVAL); failures drop the connection and the next call reconnects.
+//!
+//! It also implements [`Pipeline`]: read and write groups are sent without waiting for replies,
+//! so the runtime keeps several batches in flight on the one connection. Redis executes the
+//! commands of one connection in order, so a read sent after a write sees it. A blocking call
+//! made while groups are in flight goes over a second (side) connection when none of the write
+//! groups in flight touches its keys, since then no write of ours can be reordered against it;
+//! otherwise it first collects the replies of the groups in flight (kept for
+//! [`Pipeline::recv`]) and runs on the main connection.
 
-use crate::{FlowStore, Key, StoreError, StoreStats, WriteOp};
+use crate::resp::{self, Conn, Reply};
+use crate::{FlowStore, Key, Pipeline, StoreError, StoreStats, WriteOp};
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 /// Connection settings.
@@ -11,6 +22,8 @@ pub struct RedisConfig {
     pub url: String,
     /// Connect and per-command I/O timeout: a dead tier costs at most this per batch.
     pub timeout: Duration,
+    /// How long to spin for a reply before sleeping (an NF core polls anyway; 0 = never spin).
+    pub spin: Duration,
 }
 
 impl RedisConfig {
@@ -18,11 +31,12 @@ impl RedisConfig {
         RedisConfig {
             url: url.to_string(),
             timeout: Duration::from_millis(200),
+            spin: Duration::from_micros(200),
         }
     }
 }
 
-const CAS: &str = r#"
+const CAS: &[u8] = br#"
 local cur = redis.call('GET', KEYS[1])
 local exp_absent = ARGV[1] == '0'
 if (exp_absent and cur) or ((not exp_absent) and cur ~= ARGV[2]) then return 0 end
@@ -31,59 +45,133 @@ return 1
 "#;
 
 // KEYS[1] = pool list, KEYS[2] = init marker (same hash tag as the pool).
-const POOL_INIT: &str = r#"
+const POOL_INIT: &[u8] = br#"
 if redis.call('SETNX', KEYS[2], '1') == 0 then return 0 end
 for i = 1, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
 return 1
 "#;
 
-const CLAIM_DUE: &str = r#"
+const CLAIM_DUE: &[u8] = br#"
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 for i = 1, #due do redis.call('ZREM', KEYS[1], due[i]) end
 return due
 "#;
 
-/// [`FlowStore`] on Redis (sync client; one connection per instance).
+/// Parse `redis://host[:port][/db]` into (host:port, db).
+fn parse_url(url: &str) -> Result<(String, Option<u32>), String> {
+    let rest = url
+        .strip_prefix("redis://")
+        .ok_or_else(|| format!("bad store URL {url:?}: must start with redis://"))?;
+    let (hostport, db) = match rest.split_once('/') {
+        None => (rest, None),
+        Some((h, "")) => (h, None),
+        Some((h, d)) => (
+            h,
+            Some(
+                d.parse::<u32>()
+                    .map_err(|_| format!("bad store URL {url:?}: database must be a number"))?,
+            ),
+        ),
+    };
+    if hostport.is_empty() || hostport.contains('@') {
+        return Err(format!(
+            "bad store URL {url:?}: expected redis://HOST[:PORT][/DB] (no credentials)"
+        ));
+    }
+    let hp = if let Some(v6) = hostport.strip_prefix('[') {
+        match v6.split_once("]:") {
+            Some((_, p)) => {
+                p.parse::<u16>()
+                    .map_err(|_| format!("bad store URL {url:?}: port must be a number"))?;
+                hostport.to_string()
+            }
+            None => format!("{hostport}:6379"),
+        }
+    } else if let Some((_, p)) = hostport.rsplit_once(':') {
+        p.parse::<u16>()
+            .map_err(|_| format!("bad store URL {url:?}: port must be a number"))?;
+        hostport.to_string()
+    } else {
+        format!("{hostport}:6379")
+    };
+    Ok((hp, db))
+}
+
+/// What a group of commands in flight returns.
+#[derive(Debug, Clone, Copy)]
+enum Group {
+    /// One MGET of this many keys.
+    Reads(usize),
+    /// This many write commands.
+    Writes(usize),
+}
+
+/// [`FlowStore`] on Redis (one connection per instance).
 pub struct RedisStore {
     cfg: RedisConfig,
-    client: redis::Client,
-    conn: Option<redis::Connection>,
-    pipe: redis::Pipeline,
-    cas: redis::Script,
-    pool_init: redis::Script,
-    claim_due: redis::Script,
+    addr: String,
+    db: Option<u32>,
+    conn: Option<Conn>,
+    /// Groups sent (or buffered) whose replies have not been read.
+    in_flight: VecDeque<Group>,
+    /// How many of the oldest groups in flight have been written to the socket.
+    flushed: usize,
+    /// Replies of groups collected early by a blocking call, oldest first.
+    stash: VecDeque<Vec<Option<Vec<u8>>>>,
+    /// Keys written by the write groups in flight (count per key), and each write group's keys
+    /// (oldest first) to release them when its replies are read.
+    pending: HashMap<Key, u32>,
+    write_keys: VecDeque<Vec<Key>>,
+    /// Second connection for blocking calls made while groups are in flight on keys none of
+    /// them writes: such a call cannot be reordered against a write of ours, so it need not
+    /// wait for the pipeline (NAT pool pop and mapping CAS, IPsec sequence blocks, re-reads).
+    side: Option<Conn>,
     stats: StoreStats,
+}
+
+fn err(e: impl std::fmt::Display) -> StoreError {
+    StoreError(e.to_string())
 }
 
 impl RedisStore {
     /// Validate the URL and connect. A tier that is down at start is an error (the caller decides
     /// whether to retry); later failures reconnect transparently on the next call.
     pub fn connect(cfg: RedisConfig) -> Result<RedisStore, StoreError> {
-        let client = redis::Client::open(cfg.url.as_str())
-            .map_err(|e| StoreError(format!("bad store URL {:?}: {e}", cfg.url)))?;
+        let (addr, db) = parse_url(&cfg.url).map_err(StoreError)?;
         let mut s = RedisStore {
             cfg,
-            client,
+            addr,
+            db,
             conn: None,
-            pipe: redis::pipe(),
-            cas: redis::Script::new(CAS),
-            pool_init: redis::Script::new(POOL_INIT),
-            claim_due: redis::Script::new(CLAIM_DUE),
+            in_flight: VecDeque::new(),
+            flushed: 0,
+            stash: VecDeque::new(),
+            pending: HashMap::new(),
+            write_keys: VecDeque::new(),
+            side: None,
             stats: StoreStats::default(),
         };
         s.ensure_conn()?;
         Ok(s)
     }
 
-    fn ensure_conn(&mut self) -> Result<&mut redis::Connection, StoreError> {
+    fn new_conn(&self) -> Result<Conn, StoreError> {
+        let mut c = Conn::connect(&self.addr, self.cfg.timeout)
+            .map_err(|e| StoreError(format!("connect {}: {e}", self.cfg.url)))?;
+        c.set_spin(self.cfg.spin);
+        if let Some(db) = self.db {
+            resp::encode(&mut c.out, &[b"SELECT", db.to_string().as_bytes()]);
+            c.flush().map_err(err)?;
+            if let Reply::Error(e) = c.read_reply().map_err(err)? {
+                return Err(StoreError(format!("SELECT {db}: {e}")));
+            }
+        }
+        Ok(c)
+    }
+
+    fn ensure_conn(&mut self) -> Result<&mut Conn, StoreError> {
         if self.conn.is_none() {
-            let c = self
-                .client
-                .get_connection_with_timeout(self.cfg.timeout)
-                .map_err(|e| StoreError(format!("connect {}: {e}", self.cfg.url)))?;
-            c.set_read_timeout(Some(self.cfg.timeout))
-                .and_then(|_| c.set_write_timeout(Some(self.cfg.timeout)))
-                .map_err(|e| StoreError(format!("socket timeout: {e}")))?;
+            let c = self.new_conn()?;
             if self.stats.round_trips > 0 || self.stats.errors > 0 {
                 self.stats.reconnects += 1;
             }
@@ -92,43 +180,249 @@ impl RedisStore {
         Ok(self.conn.as_mut().expect("connected"))
     }
 
-    /// Run `f` on the connection as one round trip; on failure drop the connection (reconnect next
-    /// time) and count the error.
-    fn run<T>(
-        &mut self,
-        f: impl FnOnce(&mut redis::Connection, &mut redis::Pipeline, &Scripts) -> redis::RedisResult<T>,
-    ) -> Result<T, StoreError> {
-        let r = match self.ensure_conn() {
-            Ok(_) => {
-                let scripts = Scripts {
-                    cas: &self.cas,
-                    pool_init: &self.pool_init,
-                    claim_due: &self.claim_due,
-                };
-                let conn = self.conn.as_mut().expect("connected");
-                f(conn, &mut self.pipe, &scripts).map_err(|e| StoreError(e.to_string()))
+    /// Whether a blocking call on `keys` may use the side connection: groups are in flight on
+    /// the main one and none of them writes any of `keys`.
+    fn side_ok(&self, keys: &[&[u8]]) -> bool {
+        !self.in_flight.is_empty() && keys.iter().all(|k| !self.pending.contains_key(*k))
+    }
+
+    /// One command on the side connection (connected on first use).
+    fn side_call(&mut self, args: &[&[u8]]) -> Result<Reply, StoreError> {
+        let r = (|| {
+            if self.side.is_none() {
+                self.side = Some(self.new_conn()?);
             }
-            Err(e) => Err(e),
-        };
+            let c = self.side.as_mut().expect("connected");
+            resp::encode(&mut c.out, args);
+            c.flush().map_err(err)?;
+            match c.read_reply().map_err(err)? {
+                Reply::Error(e) => Err(StoreError(e)),
+                r => Ok(r),
+            }
+        })();
         self.stats.round_trips += 1;
         if r.is_err() {
             self.stats.errors += 1;
-            self.conn = None;
+            self.side = None;
         }
         r
     }
+
+    /// Forget the connection and everything in flight on it (reconnect on the next call).
+    fn fail(&mut self, e: StoreError) -> StoreError {
+        self.stats.errors += 1;
+        self.conn = None;
+        self.in_flight.clear();
+        self.flushed = 0;
+        self.pending.clear();
+        self.write_keys.clear();
+        self.stash.clear();
+        e
+    }
+
+    /// Read the replies of the oldest group in flight.
+    fn read_group(&mut self) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let g = self
+            .in_flight
+            .pop_front()
+            .ok_or_else(|| StoreError("no pipeline group in flight".into()))?;
+        self.flushed = self.flushed.saturating_sub(1);
+        if let Group::Writes(_) = g {
+            for k in self.write_keys.pop_front().unwrap_or_default() {
+                if let Some(c) = self.pending.get_mut(&k) {
+                    *c -= 1;
+                    if *c == 0 {
+                        self.pending.remove(&k);
+                    }
+                }
+            }
+        }
+        let conn = self.conn.as_mut().ok_or_else(|| err("not connected"))?;
+        let mut out = Vec::new();
+        let mut first_err = None;
+        match g {
+            Group::Reads(n) => match conn.read_reply().map_err(err)? {
+                Reply::Array(items) if items.len() == n => {
+                    out.reserve(n);
+                    for it in items {
+                        out.push(match it {
+                            Reply::Bulk(b) => Some(b),
+                            _ => None,
+                        });
+                    }
+                }
+                Reply::Error(e) => first_err = Some(e),
+                r => first_err = Some(format!("unexpected MGET reply {r:?}")),
+            },
+            Group::Writes(n) => {
+                for _ in 0..n {
+                    if let Reply::Error(e) = conn.read_reply().map_err(err)? {
+                        first_err.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(StoreError(e)),
+            None => Ok(out),
+        }
+    }
+
+    /// Collect the replies of every group in flight into the stash (before a blocking call).
+    fn drain_in_flight(&mut self) -> Result<(), StoreError> {
+        if self.in_flight.is_empty() {
+            return Ok(());
+        }
+        let r = (|| {
+            self.conn
+                .as_mut()
+                .ok_or_else(|| err("not connected"))?
+                .flush()
+                .map_err(err)?;
+            self.flushed = self.in_flight.len();
+            while !self.in_flight.is_empty() {
+                let v = self.read_group()?;
+                self.stash.push_back(v);
+            }
+            Ok(())
+        })();
+        r.map_err(|e| self.fail(e))
+    }
+
+    /// One blocking command on `keys`: its reply (an error reply is a [`StoreError`]). On the
+    /// side connection when allowed ([`RedisStore::side_ok`]), else after collecting the
+    /// replies of the groups in flight.
+    fn call(&mut self, args: &[&[u8]], keys: &[&[u8]]) -> Result<Reply, StoreError> {
+        if self.side_ok(keys) {
+            return self.side_call(args);
+        }
+        self.drain_in_flight()?;
+        let r = (|| {
+            let c = self.ensure_conn()?;
+            resp::encode(&mut c.out, args);
+            c.flush().map_err(err)?;
+            match c.read_reply().map_err(err)? {
+                Reply::Error(e) => Err(StoreError(e)),
+                r => Ok(r),
+            }
+        })();
+        self.stats.round_trips += 1;
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn encode_reads(out: &mut Vec<u8>, keys: &[Key]) {
+        resp::encode_header(out, keys.len() + 1);
+        resp::encode_arg(out, b"MGET");
+        for k in keys {
+            resp::encode_arg(out, k);
+        }
+    }
+
+    /// Encode `ops` as runs of MSET / DEL / ZADD / ZREM (order kept); returns the command count.
+    fn encode_writes(out: &mut Vec<u8>, ops: &[WriteOp]) -> usize {
+        let mut cmds = 0;
+        let mut i = 0;
+        while i < ops.len() {
+            // A run of ops of one kind (and one timer set) becomes one command.
+            let mut j = i + 1;
+            while j < ops.len() && same_run(&ops[i], &ops[j]) {
+                j += 1;
+            }
+            let run = &ops[i..j];
+            match &ops[i] {
+                WriteOp::Set { .. } => {
+                    resp::encode_header(out, 1 + 2 * run.len());
+                    resp::encode_arg(out, b"MSET");
+                    for op in run {
+                        if let WriteOp::Set { key, value } = op {
+                            resp::encode_arg(out, key);
+                            resp::encode_arg(out, value);
+                        }
+                    }
+                }
+                WriteOp::Del { .. } => {
+                    resp::encode_header(out, 1 + run.len());
+                    resp::encode_arg(out, b"DEL");
+                    for op in run {
+                        if let WriteOp::Del { key } = op {
+                            resp::encode_arg(out, key);
+                        }
+                    }
+                }
+                WriteOp::TimerSet { timers, .. } => {
+                    resp::encode_header(out, 2 + 2 * run.len());
+                    resp::encode_arg(out, b"ZADD");
+                    resp::encode_arg(out, timers);
+                    for op in run {
+                        if let WriteOp::TimerSet {
+                            member,
+                            deadline_ms,
+                            ..
+                        } = op
+                        {
+                            resp::encode_int_arg(out, *deadline_ms as i64);
+                            resp::encode_arg(out, member);
+                        }
+                    }
+                }
+                WriteOp::TimerCancel { timers, .. } => {
+                    resp::encode_header(out, 2 + run.len());
+                    resp::encode_arg(out, b"ZREM");
+                    resp::encode_arg(out, timers);
+                    for op in run {
+                        if let WriteOp::TimerCancel { member, .. } = op {
+                            resp::encode_arg(out, member);
+                        }
+                    }
+                }
+            }
+            cmds += 1;
+            i = j;
+        }
+        cmds
+    }
+
+    fn eval(&mut self, script: &[u8], keys: &[&[u8]], args: &[&[u8]]) -> Result<Reply, StoreError> {
+        let nk = keys.len().to_string();
+        let mut v: Vec<&[u8]> = vec![b"EVAL", script, nk.as_bytes()];
+        v.extend_from_slice(keys);
+        v.extend_from_slice(args);
+        self.call(&v, keys)
+    }
+
+    /// Keys a write group changes (data keys and timer sets).
+    fn keys_of(ops: &[WriteOp]) -> Vec<Key> {
+        ops.iter()
+            .map(|op| match op {
+                WriteOp::Set { key, .. } | WriteOp::Del { key } => key.clone(),
+                WriteOp::TimerSet { timers, .. } | WriteOp::TimerCancel { timers, .. } => {
+                    timers.clone()
+                }
+            })
+            .collect()
+    }
 }
 
-struct Scripts<'a> {
-    cas: &'a redis::Script,
-    pool_init: &'a redis::Script,
-    claim_due: &'a redis::Script,
+/// Whether `b` continues the run started by `a` (same command, same timer set). A ZADD with the
+/// same member twice would keep the last score, as separate commands would.
+fn same_run(a: &WriteOp, b: &WriteOp) -> bool {
+    match (a, b) {
+        (WriteOp::Set { .. }, WriteOp::Set { .. }) | (WriteOp::Del { .. }, WriteOp::Del { .. }) => {
+            true
+        }
+        (WriteOp::TimerSet { timers: x, .. }, WriteOp::TimerSet { timers: y, .. })
+        | (WriteOp::TimerCancel { timers: x, .. }, WriteOp::TimerCancel { timers: y, .. }) => {
+            x == y
+        }
+        _ => false,
+    }
 }
 
-fn pool_marker(pool: &[u8]) -> Vec<u8> {
-    let mut m = pool.to_vec();
-    m.extend_from_slice(b":init");
-    m
+fn int_reply(r: Reply) -> Result<i64, StoreError> {
+    match r {
+        Reply::Int(n) => Ok(n),
+        r => Err(StoreError(format!("expected an integer reply, got {r:?}"))),
+    }
 }
 
 impl FlowStore for RedisStore {
@@ -141,14 +435,34 @@ impl FlowStore for RedisStore {
         if keys.is_empty() {
             return Ok(());
         }
-        // GETs in one pipeline rather than MGET: works on Redis Cluster across slots too.
-        let vals: Vec<Option<Vec<u8>>> = self.run(|c, pipe, _| {
-            pipe.clear();
-            for k in keys {
-                pipe.cmd("GET").arg(k.as_slice());
+        let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+        if self.side_ok(&refs) {
+            let mut args: Vec<&[u8]> = Vec::with_capacity(keys.len() + 1);
+            args.push(b"MGET");
+            args.extend_from_slice(&refs);
+            match self.side_call(&args)? {
+                Reply::Array(items) if items.len() == keys.len() => {
+                    out.extend(items.into_iter().map(|it| match it {
+                        Reply::Bulk(b) => Some(b),
+                        _ => None,
+                    }));
+                    self.stats.keys_read += keys.len() as u64;
+                    return Ok(());
+                }
+                r => return Err(StoreError(format!("unexpected MGET reply {r:?}"))),
             }
-            pipe.query(c)
-        })?;
+        }
+        self.drain_in_flight()?;
+        let r = (|| {
+            let c = self.ensure_conn()?;
+            Self::encode_reads(&mut c.out, keys);
+            c.flush().map_err(err)?;
+            self.in_flight.push_back(Group::Reads(keys.len()));
+            self.flushed = self.in_flight.len();
+            self.read_group()
+        })();
+        self.stats.round_trips += 1;
+        let vals = r.map_err(|e| self.fail(e))?;
         self.stats.keys_read += keys.len() as u64;
         out.extend(vals);
         Ok(())
@@ -158,32 +472,18 @@ impl FlowStore for RedisStore {
         if ops.is_empty() {
             return Ok(());
         }
-        self.run(|c, pipe, _| {
-            pipe.clear();
-            for op in ops {
-                match op {
-                    WriteOp::Set { key, value } => {
-                        pipe.cmd("SET").arg(key.as_slice()).arg(value.as_slice())
-                    }
-                    WriteOp::Del { key } => pipe.cmd("DEL").arg(key.as_slice()),
-                    WriteOp::TimerSet {
-                        timers,
-                        member,
-                        deadline_ms,
-                    } => pipe
-                        .cmd("ZADD")
-                        .arg(timers.as_slice())
-                        .arg(*deadline_ms)
-                        .arg(member.as_slice()),
-                    WriteOp::TimerCancel { timers, member } => pipe
-                        .cmd("ZREM")
-                        .arg(timers.as_slice())
-                        .arg(member.as_slice()),
-                }
-                .ignore();
-            }
-            pipe.query::<()>(c)
-        })?;
+        self.drain_in_flight()?;
+        let r = (|| {
+            let c = self.ensure_conn()?;
+            let n = Self::encode_writes(&mut c.out, ops);
+            c.flush().map_err(err)?;
+            self.in_flight.push_back(Group::Writes(n));
+            self.write_keys.push_back(Vec::new());
+            self.flushed = self.in_flight.len();
+            self.read_group()
+        })();
+        self.stats.round_trips += 1;
+        r.map_err(|e| self.fail(e))?;
         self.stats.keys_written += ops.len() as u64;
         Ok(())
     }
@@ -194,45 +494,52 @@ impl FlowStore for RedisStore {
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> Result<bool, StoreError> {
-        let r: i64 = self.run(|c, _, s| {
-            s.cas
-                .key(key)
-                .arg(if expected.is_some() { "1" } else { "0" })
-                .arg(expected.unwrap_or(b""))
-                .arg(if new.is_some() { "1" } else { "0" })
-                .arg(new.unwrap_or(b""))
-                .invoke(c)
-        })?;
-        Ok(r == 1)
+        let r = self.eval(
+            CAS,
+            &[key],
+            &[
+                if expected.is_some() { b"1" } else { b"0" },
+                expected.unwrap_or(b""),
+                if new.is_some() { b"1" } else { b"0" },
+                new.unwrap_or(b""),
+            ],
+        )?;
+        Ok(int_reply(r)? == 1)
     }
 
     fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, StoreError> {
-        self.run(|c, _, _| redis::cmd("INCRBY").arg(key).arg(delta).query(c))
+        let d = delta.to_string();
+        int_reply(self.call(&[b"INCRBY", key, d.as_bytes()], &[key])?)
     }
 
     fn pool_init(&mut self, pool: &[u8], items: &[Vec<u8>]) -> Result<bool, StoreError> {
-        let marker = pool_marker(pool);
-        let r: i64 = self.run(|c, _, s| {
-            let mut inv = s.pool_init.key(pool);
-            inv.key(marker.as_slice());
-            for it in items {
-                inv.arg(it.as_slice());
-            }
-            inv.invoke(c)
-        })?;
-        Ok(r == 1)
+        let mut marker = pool.to_vec();
+        marker.extend_from_slice(b":init");
+        let args: Vec<&[u8]> = items.iter().map(|i| i.as_slice()).collect();
+        // One-time setup that may carry 10^5 items: allow it more than the per-batch timeout.
+        let long = self.cfg.timeout.max(Duration::from_secs(10));
+        let _ = self.ensure_conn()?.set_read_timeout(long);
+        let r = self.eval(POOL_INIT, &[pool, &marker], &args);
+        if let Some(c) = self.conn.as_mut() {
+            let _ = c.set_read_timeout(self.cfg.timeout);
+        }
+        Ok(int_reply(r?)? == 1)
     }
 
     fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.run(|c, _, _| redis::cmd("LPOP").arg(pool).query(c))
+        match self.call(&[b"LPOP", pool], &[pool])? {
+            Reply::Bulk(b) => Ok(Some(b)),
+            Reply::Nil => Ok(None),
+            r => Err(StoreError(format!("LPOP: unexpected reply {r:?}"))),
+        }
     }
 
     fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
-        self.run(|c, _, _| redis::cmd("RPUSH").arg(pool).arg(item).query::<()>(c))
+        self.call(&[b"RPUSH", pool, item], &[pool]).map(|_| ())
     }
 
     fn pool_len(&mut self, pool: &[u8]) -> Result<usize, StoreError> {
-        self.run(|c, _, _| redis::cmd("LLEN").arg(pool).query(c))
+        Ok(int_reply(self.call(&[b"LLEN", pool], &[pool])?)?.max(0) as usize)
     }
 
     fn timer_claim_due(
@@ -241,7 +548,18 @@ impl FlowStore for RedisStore {
         now_ms: u64,
         max: usize,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.run(|c, _, s| s.claim_due.key(timers).arg(now_ms).arg(max).invoke(c))
+        let (now, max) = (now_ms.to_string(), max.to_string());
+        match self.eval(CLAIM_DUE, &[timers], &[now.as_bytes(), max.as_bytes()])? {
+            Reply::Array(items) => Ok(items
+                .into_iter()
+                .filter_map(|r| match r {
+                    Reply::Bulk(b) => Some(b),
+                    _ => None,
+                })
+                .collect()),
+            Reply::Nil => Ok(vec![]),
+            r => Err(StoreError(format!("claim timers: unexpected reply {r:?}"))),
+        }
     }
 
     fn stats(&self) -> StoreStats {
@@ -250,5 +568,142 @@ impl FlowStore for RedisStore {
 
     fn note_unplanned_read(&mut self) {
         self.stats.unplanned_reads += 1;
+    }
+
+    fn pipeline(&mut self) -> Option<&mut dyn Pipeline> {
+        Some(self)
+    }
+}
+
+impl Pipeline for RedisStore {
+    fn send_reads(&mut self, keys: &[Key]) -> Result<(), StoreError> {
+        let c = match self.ensure_conn() {
+            Ok(c) => c,
+            Err(e) => return Err(self.fail(e)),
+        };
+        Self::encode_reads(&mut c.out, keys);
+        self.in_flight.push_back(Group::Reads(keys.len()));
+        self.stats.keys_read += keys.len() as u64;
+        self.stats.round_trips += 1;
+        Ok(())
+    }
+
+    fn send_writes(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        let c = match self.ensure_conn() {
+            Ok(c) => c,
+            Err(e) => return Err(self.fail(e)),
+        };
+        let n = Self::encode_writes(&mut c.out, ops);
+        self.in_flight.push_back(Group::Writes(n));
+        let keys = Self::keys_of(ops);
+        for k in &keys {
+            *self.pending.entry(k.clone()).or_insert(0) += 1;
+        }
+        self.write_keys.push_back(keys);
+        self.stats.keys_written += ops.len() as u64;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        let r = match self.conn.as_mut() {
+            Some(c) => c.flush().map_err(err),
+            None => Ok(()),
+        };
+        self.flushed = self.in_flight.len();
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn recv(&mut self, out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError> {
+        out.clear();
+        if let Some(v) = self.stash.pop_front() {
+            out.extend(v);
+            return Ok(());
+        }
+        if self.in_flight.is_empty() {
+            return Err(StoreError("no pipeline group in flight".into()));
+        }
+        // Push queued groups only if the one awaited has not been sent yet.
+        if self.flushed == 0 {
+            self.flush()?;
+        }
+        match self.read_group() {
+            Ok(v) => {
+                out.extend(v);
+                Ok(())
+            }
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight.len() + self.stash.len()
+    }
+
+    fn reset(&mut self) {
+        // Replies still on the way belong to groups the caller gave up: drop the connection.
+        self.conn = None;
+        self.in_flight.clear();
+        self.flushed = 0;
+        self.stash.clear();
+        self.pending.clear();
+        self.write_keys.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            parse_url("redis://127.0.0.1:7000").unwrap(),
+            ("127.0.0.1:7000".into(), None)
+        );
+        assert_eq!(
+            parse_url("redis://localhost/3").unwrap(),
+            ("localhost:6379".into(), Some(3))
+        );
+        assert_eq!(
+            parse_url("redis://[::1]:7000/").unwrap(),
+            ("[::1]:7000".into(), None)
+        );
+        for bad in [
+            "http://x",
+            "redis://",
+            "redis://h:port",
+            "redis://h/x",
+            "redis://u:p@h:1",
+        ] {
+            assert!(parse_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn write_runs() {
+        let set = |k: &str| WriteOp::Set {
+            key: k.as_bytes().to_vec(),
+            value: b"v".to_vec(),
+        };
+        let t = |m: &str| WriteOp::TimerSet {
+            timers: b"T".to_vec(),
+            member: m.as_bytes().to_vec(),
+            deadline_ms: 5,
+        };
+        let mut out = vec![];
+        let ops = [
+            set("a"),
+            set("b"),
+            t("x"),
+            t("y"),
+            WriteOp::Del { key: b"c".to_vec() },
+        ];
+        assert_eq!(RedisStore::encode_writes(&mut out, &ops), 3);
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.starts_with("*5\r\n$4\r\nMSET\r\n"), "{s}");
+        assert!(
+            s.contains("*6\r\n$4\r\nZADD\r\n$1\r\nT\r\n$1\r\n5\r\n$1\r\nx\r\n"),
+            "{s}"
+        );
     }
 }

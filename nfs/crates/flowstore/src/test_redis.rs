@@ -58,16 +58,21 @@ impl TestRedis {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
             }
-            if let Ok(c) = redis::Client::open(self.url()) {
-                if let Ok(mut conn) = c.get_connection_with_timeout(Duration::from_millis(200)) {
-                    if redis::cmd("PING").query::<String>(&mut conn).is_ok() {
-                        return true;
-                    }
+            let addr = format!("127.0.0.1:{}", self.port);
+            if let Ok(mut c) = crate::resp::Conn::connect(&addr, Duration::from_millis(200)) {
+                crate::resp::encode(&mut c.out, &[b"PING"]);
+                if c.flush().is_ok() && c.read_reply().is_ok() {
+                    return true;
                 }
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         false
+    }
+
+    /// Process id of the server.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// `redis://127.0.0.1:<port>`.

@@ -237,3 +237,89 @@ fn bad_url_is_a_clear_error() {
         .unwrap();
     assert!(e.0.contains("bad store URL"), "{e}");
 }
+
+/// The pipelined interface: groups complete in send order, a read sent after a write sees it,
+/// a blocking call made with groups in flight gets its own answer and leaves theirs for `recv`,
+/// and the owner cache completes fully cached reads without the tier.
+#[test]
+fn redis_pipeline_order_and_blocking_calls_in_between() {
+    use flowstore::{CachedStore, WriteOp};
+    let r = TestRedis::start().expect("redis-server");
+    let mut s = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    let k = |n: u64| KeySpace::new("pl").unwrap().flow(n, "v");
+    let set = |n: u64, v: &str| WriteOp::Set {
+        key: k(n),
+        value: v.as_bytes().to_vec(),
+    };
+    let p = s.pipeline().expect("redis pipelines");
+    p.send_reads(&[k(1), k(2)]).unwrap();
+    p.send_writes(&[set(1, "a"), set(2, "b"), WriteOp::Del { key: k(3) }])
+        .unwrap();
+    p.send_reads(&[k(2), k(1), k(3)]).unwrap();
+    p.flush().unwrap();
+    assert_eq!(p.in_flight(), 3);
+    // A blocking call with three groups in flight.
+    assert_eq!(s.incr_by(b"pl-counter", 5).unwrap(), 5);
+    let p = s.pipeline().unwrap();
+    let mut out = vec![];
+    p.recv(&mut out).unwrap();
+    assert_eq!(out, vec![None, None], "read before the write");
+    p.recv(&mut out).unwrap();
+    assert!(out.is_empty(), "write group");
+    p.recv(&mut out).unwrap();
+    assert_eq!(out, vec![Some(b"b".to_vec()), Some(b"a".to_vec()), None]);
+    assert_eq!(p.in_flight(), 0);
+    assert!(p.recv(&mut out).is_err(), "nothing in flight");
+
+    // Owner cache: a second read of the same keys is answered locally.
+    let inner = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    let mut c = CachedStore::new(inner, b"pl-epoch".to_vec(), 100);
+    let p = c.pipeline().expect("cache over redis pipelines");
+    p.send_reads(&[k(1), k(9)]).unwrap();
+    p.recv(&mut out).unwrap();
+    assert_eq!(out, vec![Some(b"a".to_vec()), None]);
+    let trips = c.stats().round_trips;
+    let p = c.pipeline().unwrap();
+    p.send_reads(&[k(9), k(1)]).unwrap();
+    p.recv(&mut out).unwrap();
+    assert_eq!(out, vec![None, Some(b"a".to_vec())]);
+    assert_eq!(c.stats().round_trips, trips, "served from the cache");
+    assert_eq!((c.hits, c.misses), (2, 2));
+}
+
+/// Blocking calls with groups in flight: on a key a write group in flight changes, the call waits
+/// for the pipeline (it must see that write); on other keys it goes ahead on the side
+/// connection without collecting the pipeline's replies.
+#[test]
+fn redis_blocking_calls_respect_writes_in_flight() {
+    use flowstore::WriteOp;
+    let r = TestRedis::start().expect("redis-server");
+    let mut s = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    let k = |n: u64| KeySpace::new("sd").unwrap().flow(n, "v");
+    let p = s.pipeline().unwrap();
+    // Queued, not even flushed: only a call that pushes the pipeline first can see it.
+    p.send_writes(&[WriteOp::Set {
+        key: k(1),
+        value: b"1".to_vec(),
+    }])
+    .unwrap();
+    p.send_reads(&[k(1), k(2)]).unwrap();
+    // Key 2 is not written by anything in flight: side connection, pipeline untouched.
+    assert!(s.compare_and_set(&k(2), None, Some(b"x")).unwrap());
+    assert_eq!(s.pipeline().unwrap().in_flight(), 2);
+    // Key 1 is: the call waits for the write, so the CAS sees "1".
+    assert!(s.compare_and_set(&k(1), Some(b"1"), Some(b"2")).unwrap());
+    let p = s.pipeline().unwrap();
+    let mut out = vec![];
+    p.recv(&mut out).unwrap();
+    assert!(out.is_empty());
+    p.recv(&mut out).unwrap();
+    assert_eq!(out, vec![Some(b"1".to_vec()), Some(b"x".to_vec())]);
+    // After a reset the store starts afresh.
+    p.send_reads(&[k(1)]).unwrap();
+    p.reset();
+    assert_eq!(p.in_flight(), 0);
+    let mut v = vec![];
+    s.get_many(&[k(1)], &mut v).unwrap();
+    assert_eq!(v, vec![Some(b"2".to_vec())]);
+}

@@ -194,45 +194,11 @@ impl AfPacket {
         unsafe { std::ptr::read_volatile(p.add(off) as *const u16) }
     }
 
-    fn block_status(&self) -> u32 {
-        Self::rd32(self.block_ptr(self.block), 8)
-    }
-
-    fn release_block(&mut self) {
-        let p = self.block_ptr(self.block);
-        fence(Ordering::Release);
-        // SAFETY: block_status lives at offset 8 of the block descriptor.
-        unsafe { std::ptr::write_volatile(p.add(8) as *mut u32, TP_STATUS_KERNEL) };
-        self.block = (self.block + 1) % self.cfg.block_nr;
-    }
-
-    fn wait_readable(&self) -> io::Result<bool> {
-        let mut pfd = libc::pollfd {
-            fd: self.fd,
-            events: libc::POLLIN | libc::POLLERR,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let r = unsafe { libc::poll(&mut pfd, 1, self.cfg.poll_ms) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                return Ok(false);
-            }
-            return Err(e);
-        }
-        Ok(r > 0)
-    }
-}
-
-impl Device for AfPacket {
-    fn describe(&self) -> String {
-        format!("af_packet(tpacket_v3) {}", self.iface)
-    }
-
-    fn recv(&mut self, batch: &mut Batch, _now_ns: u64) -> io::Result<usize> {
+    /// Take up to a batch from the ring; when it is empty and `wait`, poll once (`poll_ms`).
+    fn recv_impl(&mut self, batch: &mut Batch, wait: bool) -> io::Result<usize> {
         batch.clear();
-        let mut waited = false;
+        let mut waited = !wait;
+
         while !batch.is_full() {
             if self.pkts_left == 0 {
                 if self.block_status() & TP_STATUS_USER == 0 {
@@ -293,6 +259,50 @@ impl Device for AfPacket {
             }
         }
         Ok(batch.len())
+    }
+
+    fn block_status(&self) -> u32 {
+        Self::rd32(self.block_ptr(self.block), 8)
+    }
+
+    fn release_block(&mut self) {
+        let p = self.block_ptr(self.block);
+        fence(Ordering::Release);
+        // SAFETY: block_status lives at offset 8 of the block descriptor.
+        unsafe { std::ptr::write_volatile(p.add(8) as *mut u32, TP_STATUS_KERNEL) };
+        self.block = (self.block + 1) % self.cfg.block_nr;
+    }
+
+    fn wait_readable(&self) -> io::Result<bool> {
+        let mut pfd = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN | libc::POLLERR,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut pfd, 1, self.cfg.poll_ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(e);
+        }
+        Ok(r > 0)
+    }
+}
+
+impl Device for AfPacket {
+    fn describe(&self) -> String {
+        format!("af_packet(tpacket_v3) {}", self.iface)
+    }
+
+    fn recv(&mut self, batch: &mut Batch, _now_ns: u64) -> io::Result<usize> {
+        self.recv_impl(batch, true)
+    }
+
+    fn recv_nowait(&mut self, batch: &mut Batch, _now_ns: u64) -> io::Result<usize> {
+        self.recv_impl(batch, false)
     }
 
     fn send(&mut self, batch: &Batch, keep: &[bool], _now_ns: u64) -> io::Result<usize> {

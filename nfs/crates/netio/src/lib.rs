@@ -7,6 +7,7 @@
 //! [`open_port`] for the fallback message.
 
 pub mod afpacket;
+pub mod afxdp;
 pub mod fault;
 pub mod mem;
 pub mod pcap;
@@ -105,6 +106,12 @@ pub trait Device: Send {
     /// when the backend has no timestamp of its own.
     fn recv(&mut self, batch: &mut Batch, now_ns: u64) -> io::Result<usize>;
 
+    /// Like `recv`, but never waits: 0 when nothing is ready now. Used while batches are in
+    /// flight to the state tier. Sources that never wait (memory, pcap) need not implement it.
+    fn recv_nowait(&mut self, batch: &mut Batch, now_ns: u64) -> io::Result<usize> {
+        self.recv(batch, now_ns)
+    }
+
     /// Transmit frames `i` of `batch` where `keep[i]` is true. Returns the number sent.
     fn send(&mut self, batch: &Batch, keep: &[bool], now_ns: u64) -> io::Result<usize>;
 
@@ -119,11 +126,17 @@ pub trait Device: Send {
     }
 }
 
-/// Open a live port: AF_PACKET TPACKET_V3 on `iface`. `xdp = true` asks for AF_XDP, which this
-/// build does not implement; it falls back to AF_PACKET and says so on stderr.
+/// Open a live port: AF_PACKET TPACKET_V3 on `iface`, or with `xdp` AF_XDP (copy mode, generic
+/// XDP, queue 0) where the kernel allows it; if it does not, says why on stderr and uses
+/// AF_PACKET.
 pub fn open_port(iface: &str, xdp: bool, batch: usize) -> io::Result<Box<dyn Device>> {
     if xdp {
-        eprintln!("netio: AF_XDP backend not implemented in this build; using AF_PACKET TPACKET_V3 on {iface}");
+        match afxdp::AfXdp::open(iface) {
+            Ok(d) => return Ok(Box::new(d)),
+            Err(e) => eprintln!(
+                "netio: AF_XDP on {iface} not available ({e}); using AF_PACKET TPACKET_V3"
+            ),
+        }
     }
     Ok(Box::new(afpacket::AfPacket::open(
         iface,
@@ -137,6 +150,9 @@ impl<T: Device + ?Sized> Device for Box<T> {
     }
     fn recv(&mut self, batch: &mut Batch, now_ns: u64) -> io::Result<usize> {
         (**self).recv(batch, now_ns)
+    }
+    fn recv_nowait(&mut self, batch: &mut Batch, now_ns: u64) -> io::Result<usize> {
+        (**self).recv_nowait(batch, now_ns)
     }
     fn send(&mut self, batch: &Batch, keep: &[bool], now_ns: u64) -> io::Result<usize> {
         (**self).send(batch, keep, now_ns)

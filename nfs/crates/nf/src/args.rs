@@ -18,7 +18,7 @@ pub struct Args {
 
 pub const USAGE: &str = "usage: nf <type> (--port IFACE | --pcap-in FILE [--pcap-out FILE]) \
 --store redis://HOST:PORT|local --nf-id ID --instance ID --config FILE [--stats ADDR] [--xdp] \
-(types: firewall, nat, monitor, lb, ips, l7fw); or nf lb-backend --help";
+(types: firewall, nat, monitor, lb, ips, l7fw, ipsec); or nf lb-backend --help";
 
 pub fn parse(argv: &[String]) -> Result<Args, String> {
     let mut it = argv.iter();

@@ -40,13 +40,16 @@ fn run() -> Result<(), (i32, String)> {
     let a = args::parse(&argv).map_err(|e| (2, e))?;
     let cfg = nfcore::config::load(&a.config).map_err(|e| (2, e))?;
     let opts = RuntimeOptions::from_config(&cfg).map_err(|e| (2, format!("config: {e}")))?;
+    let depth = nfcore::config::pipeline_depth(&cfg).map_err(|e| (2, format!("config: {e}")))?;
+    let spin = nfcore::config::spin_us(&cfg).map_err(|e| (2, format!("config: {e}")))?;
     let nf = registry::make_nf(&a.nf_type, &cfg).map_err(|e| (2, format!("config: {e}")))?;
     let keys = KeySpace::new(&a.nf_id).map_err(|e| (2, e))?;
     let store: Box<dyn FlowStore> = if a.store == "local" {
         Box::new(LocalStore::new())
     } else {
-        let redis =
-            RedisStore::connect(RedisConfig::new(&a.store)).map_err(|e| (1, e.to_string()))?;
+        let mut rc = RedisConfig::new(&a.store);
+        rc.spin = std::time::Duration::from_micros(spin);
+        let redis = RedisStore::connect(rc).map_err(|e| (1, e.to_string()))?;
         if opts.owner_cache {
             Box::new(CachedStore::new(redis, keys.global("epoch"), 1 << 20))
         } else {
@@ -76,6 +79,7 @@ fn run() -> Result<(), (i32, String)> {
         port: port_desc,
     };
     let mut rt = Runtime::new(nf, store, dev, keys, opts);
+    rt.set_pipeline_depth(depth);
     if let Some(addr) = &a.stats {
         let bound = nfcore::stats::serve(addr, rt.stats(), id.clone())
             .map_err(|e| (1, format!("stats {addr}: {e}")))?;

@@ -5,7 +5,7 @@ use nfcore::NetworkFunction;
 use serde_json::Value;
 
 /// Type names accepted on the command line (also listed in `args::USAGE`).
-pub const TYPES: &[&str] = &["firewall", "nat", "monitor", "lb", "ips", "l7fw"];
+pub const TYPES: &[&str] = &["firewall", "nat", "monitor", "lb", "ips", "l7fw", "ipsec"];
 
 /// Build the NF `kind` from its validated config.
 pub fn make_nf(kind: &str, cfg: &Value) -> Result<Box<dyn NetworkFunction>, String> {
@@ -16,6 +16,7 @@ pub fn make_nf(kind: &str, cfg: &Value) -> Result<Box<dyn NetworkFunction>, Stri
         "lb" => Box::new(nf_lb::LoadBalancer::from_config(cfg)?),
         "ips" => Box::new(nf_ips::Ips::from_config(cfg)?),
         "l7fw" => Box::new(nf_l7fw::L7Firewall::from_config(cfg)?),
+        "ipsec" => Box::new(nf_ipsec::Ipsec::from_config(cfg)?),
         _ => {
             return Err(format!(
                 "unknown NF type {kind:?} (known: {})",

@@ -83,6 +83,7 @@ fn pcap_in_out_same_in_both_modes() {
         ("lb", "basic"),
         ("ips", "split"),
         ("l7fw", "basic"),
+        ("ipsec", "basic"),
     ] {
         let dir = data(&format!("{kind}/{case_name}"));
         let (local, ls) = run_case(kind, "local", &dir, &tmp.0, &format!("{kind}l"));

@@ -24,8 +24,27 @@ fn nf_packet_paths_survive_mutated_input() {
         ("ips", "split"),
         ("ips", "reordered"),
         ("l7fw", "basic"),
+        ("ipsec", "basic"),
+        ("ipsec-peer", "basic"),
     ] {
-        let case = load_case(&root.join(kind).join(case_name)).unwrap();
+        let dir = root.join(kind.trim_end_matches("-peer")).join(case_name);
+        let mut case = load_case(&dir).unwrap();
+        if kind.starts_with("ipsec") {
+            // Seeds include valid ESP: gateway A's output for the case's packets.
+            let a = nf_ipsec::Ipsec::from_config(&case.config).unwrap();
+            let out = run_frames(
+                Box::new(a),
+                Box::new(LocalStore::new()),
+                "seed",
+                &case.frames,
+                8,
+            );
+            let esp: Vec<(u64, Vec<u8>)> = out.into_iter().flatten().map(|f| (0, f)).collect();
+            case.frames.extend(esp);
+            if kind == "ipsec-peer" {
+                case.config = nfcore::config::load(&dir.join("peer.json")).unwrap();
+            }
+        }
         let mut frames = Vec::new();
         for i in 0..3000u64 {
             let mut f = case.frames[(next() as usize) % case.frames.len()].1.clone();
@@ -55,6 +74,7 @@ fn nf_packet_paths_survive_mutated_input() {
                 c["alert_log"] = "/dev/null".into();
                 Box::new(nf_ips::Ips::from_config(&c).unwrap())
             }
+            "ipsec" | "ipsec-peer" => Box::new(nf_ipsec::Ipsec::from_config(cfg).unwrap()),
             _ => Box::new(nf_monitor::Monitor::from_config(cfg).unwrap()),
         };
         let out = run_frames(nf, Box::new(LocalStore::new()), "fuzz", &frames, 16);

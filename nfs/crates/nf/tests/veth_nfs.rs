@@ -174,8 +174,15 @@ fn run_on_veth(
         rx.recv(&mut inb, 0).unwrap();
         for f in inb.iter() {
             if let Ok(p) = Parsed::new_checked(f) {
+                // Only the frames sent (by source port and id): the host's stack may put its own
+                // TCP packets (e.g. replies to these SYNs) on the veth too.
                 if let L4::Tcp { seq, .. } = p.l4 {
-                    got.insert(seq, f.to_vec());
+                    if frames
+                        .iter()
+                        .any(|s| s.seq == seq && s.sport == p.ports().0)
+                    {
+                        got.insert(seq, f.to_vec());
+                    }
                 }
             }
         }

@@ -1,8 +1,12 @@
-//! `nf-bench [--quick] [--batch N] [--nfs firewall,nat,monitor,lb,ips,l7fw]`: packets/s on one core and per-batch latency
+//! `nf-bench [--quick] [--batch N] [--depth N] [--nfs firewall,nat,monitor,lb,ips,l7fw,ipsec-out,ipsec-in] [--modes local,sync,stateless,cached]
+//!  [--workloads long64,long1500,short64,short1500] [--paced-load 0.5 (0: no latency runs)] [--no-pin]`: packets/s on one core and per-batch latency
 //! of each NF, stateless (Redis on loopback, started here) vs local, side by side, fed from memory.
-//! Prints one JSON object: {nf: {workload: {mode: {pps, p50_us, p99_us}}}}. With NFBENCH_DEBUG set,
-//! each run also prints its store counters (round trips, keys) and the NF's counters on stderr.
+//! Prints one JSON object: {nf: {workload: {mode: {pps, p50_us, p99_us}, paced: {offered_pps,
+//! mode: {p50_us, p99_us}}}}} (paced: long64 and short64 offered at a fraction of the lower of the
+//! local and stateless saturation rates). With NFBENCH_DEBUG set, each run also prints its store
+//! counters (round trips, keys) and the NF's counters on stderr.
 
+mod paced;
 mod workload;
 
 use flowstore::test_redis::TestRedis;
@@ -10,9 +14,10 @@ use flowstore::{CachedStore, FlowStore, KeySpace, LocalStore, RedisConfig, Redis
 use netio::mem::MemDevice;
 use netio::Device;
 use nfcore::config::RuntimeOptions;
-use nfcore::runtime::Runtime;
+use nfcore::runtime::{Runtime, TimeSource};
 use nfcore::{FailMode, NetworkFunction};
 use serde_json::{json, Value};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 use workload::Shape;
 
@@ -26,7 +31,7 @@ fn make_nf(kind: &str) -> Box<dyn NetworkFunction> {
         ),
         "nat" => Box::new(
             nf_nat::Nat::from_config(&json!({"inside": ["10.0.0.0/8"],
-                "public_ips": ["198.51.100.1", "198.51.100.2"], "ports": "1024-65535"}))
+                "public_ips": ["198.51.100.1"], "ports": "10000-29999"}))
             .unwrap(),
         ),
         "monitor" => Box::new(nf_monitor::Monitor::from_config(&json!({})).unwrap()),
@@ -49,12 +54,40 @@ fn make_nf(kind: &str) -> Box<dyn NetworkFunction> {
                 "default": "allow"}))
             .unwrap(),
         ),
+        // IPsec gateway A encapsulating (sequence numbers from the tier in blocks), and gateway B
+        // decapsulating A's output (anti-replay window read and written every batch).
+        "ipsec-out" => Box::new(nf_ipsec::Ipsec::from_config(&ipsec_config(true)).unwrap()),
+        "ipsec-in" => Box::new(nf_ipsec::Ipsec::from_config(&ipsec_config(false)).unwrap()),
         _ => panic!("unknown NF {kind}"),
     }
 }
 
 const LB_VIP: &str = "10.0.0.100";
 const HTTP_REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: bench.example\r\n\r\n";
+
+/// One SA carrying the workload's traffic (10/8 -> 192.0.2/24) from gateway A to gateway B.
+fn ipsec_config(gateway_a: bool) -> serde_json::Value {
+    json!({"sas": [{"dir": if gateway_a { "out" } else { "in" }, "spi": 4097,
+        "key": "000102030405060708090a0b0c0d0e0f", "salt": "01020304",
+        "tunnel_src": "203.0.113.1", "tunnel_dst": "203.0.113.2",
+        "selectors": [{"src": "10.0.0.0/8", "dst": "192.0.2.0/24"}]}],
+        "replay_window": 1024})
+}
+
+/// Gateway A's ESP output for `frames` (the input of the ipsec-in benchmark).
+fn encapsulated(frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let input: Vec<(u64, Vec<u8>)> = frames.iter().map(|f| (0, f.clone())).collect();
+    nfcore::harness::run_frames(
+        make_nf("ipsec-out"),
+        Box::new(LocalStore::new()),
+        "seed",
+        &input,
+        256,
+    )
+    .into_iter()
+    .map(|o| o.expect("every workload packet is protected"))
+    .collect()
+}
 
 /// (packets/s, p50 us, p99 us) of one run.
 type RunFigures = (f64, f64, f64);
@@ -66,22 +99,50 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
-/// One run: returns (packets/s, p50 us, p99 us of the per-batch processing time, which every
-/// packet of the batch experiences between receive and transmit).
+/// One run: returns (packets/s, p50 us, p99 us). Unpaced (`pps` None): frames as fast as the NF
+/// takes them; latency = per-batch receive-to-transmit time (every packet of the batch waits
+/// for it) at saturation. Paced: full batches offered at `pps`; latency = arrival to transmit.
 fn run_once(
     kind: &str,
     store: Box<dyn FlowStore>,
     nf_id: &str,
     frames: &[Vec<u8>],
     batch: usize,
-) -> (f64, f64, f64) {
+    depth: usize,
+    pps: Option<f64>,
+) -> RunFigures {
+    let (rate, mut lat) = match pps {
+        None => {
+            let dev = MemDevice::new(frames.to_vec(), 1, false);
+            let (rate, lat, _) = run_dev(kind, store, nf_id, dev, frames.len(), batch, depth);
+            (rate, lat)
+        }
+        Some(r) => {
+            let dev = paced::PacedDevice::new(frames.to_vec(), batch, r);
+            let (rate, _, dev) = run_dev(kind, store, nf_id, dev, frames.len(), batch, depth);
+            (rate, dev.lat_us)
+        }
+    };
+    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (rate, percentile(&lat, 0.5), percentile(&lat, 0.99))
+}
+
+/// Run the NF over `dev` to its end: (packets/s, per-batch receive-to-transmit us, the device).
+fn run_dev<D: Device>(
+    kind: &str,
+    store: Box<dyn FlowStore>,
+    nf_id: &str,
+    dev: D,
+    n_frames: usize,
+    batch: usize,
+    depth: usize,
+) -> (f64, Vec<f64>, D) {
     let opts = RuntimeOptions {
         batch_size: batch,
         fail_mode: FailMode::Closed,
         timer_interval_ms: 1000,
         owner_cache: false,
     };
-    let dev = MemDevice::new(frames.to_vec(), 1, false);
     let mut rt = Runtime::new(
         make_nf(kind),
         store,
@@ -90,21 +151,18 @@ fn run_once(
         opts,
     );
     // A loaded machine can push NAT's pool fill (one Lua call, 129k entries) past the client's
-    // 200 ms timeout; the script still completes in Redis and init is idempotent, so retry.
+    // timeout; the script still completes in Redis and init is idempotent, so retry.
     let mut tries = 0;
     while let Err(e) = rt.init() {
         tries += 1;
         assert!(tries < 5, "init of {kind}: {e}");
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
-    let mut lat = Vec::with_capacity(frames.len() / batch + 1);
+    rt.set_pipeline_depth(depth);
+    rt.record_latencies(true);
     let t0 = Instant::now();
-    let now = nfcore::runtime::wall_ns();
-    while !rt.device().exhausted() {
-        let s = Instant::now();
-        rt.step(now).expect("step");
-        lat.push(s.elapsed().as_secs_f64() * 1e6);
-    }
+    rt.run(TimeSource::Wall, &AtomicBool::new(false))
+        .expect("run");
     let secs = t0.elapsed().as_secs_f64();
     if std::env::var("NFBENCH_DEBUG").is_ok() {
         rt.snapshot();
@@ -116,24 +174,48 @@ fn run_once(
     }
     let st = rt.stats();
     let rx = st.rx.load(std::sync::atomic::Ordering::Relaxed);
-    assert_eq!(rx as usize, frames.len());
+    assert_eq!(rx as usize, n_frames);
     assert_eq!(
         st.store_errors.load(std::sync::atomic::Ordering::Relaxed),
         0,
         "store errors in {kind}"
     );
-    // The new NFs must pass the whole workload, or the figures measure a broken run (e.g. an
+    // These NFs must pass the whole workload, or the figures measure a broken run (e.g. an
     // IPS buffering a stream with gaps).
     if ["lb", "ips", "l7fw"].contains(&kind) {
         let dropped = st.dropped_by_nf.load(std::sync::atomic::Ordering::Relaxed);
         assert_eq!(dropped, 0, "{kind} dropped packets: {}", rt.nf().stats());
     }
-    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (
-        rx as f64 / secs,
-        percentile(&lat, 0.5),
-        percentile(&lat, 0.99),
-    )
+    let lat = rt.take_latencies();
+    let (_, _, dev) = rt.into_parts();
+    (rx as f64 / secs, lat, dev)
+}
+
+/// Client settings for the benchmark: a 2 s timeout, so a stall of this shared machine is measured
+/// as latency rather than turned into a tier failure (the default 200 ms is for live NFs).
+fn bench_redis(url: &str) -> RedisConfig {
+    let mut c = RedisConfig::new(url);
+    c.timeout = std::time::Duration::from_secs(2);
+    c
+}
+
+/// With two or more CPUs: the NF (this process) on CPU 0 and Redis on CPU 1, so each mode runs
+/// on one core with the tier beside it rather than wherever the scheduler puts them. Returns
+/// whether both were pinned.
+fn pin(redis_pid: u32) -> bool {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if n < 2 {
+        return false;
+    }
+    let set = |pid: libc::pid_t, cpu: usize| -> bool {
+        // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; pid is a process id.
+        unsafe {
+            let mut s: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut s);
+            libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &s) == 0
+        }
+    };
+    set(0, 0) & set(redis_pid as libc::pid_t, 1)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -150,9 +232,18 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .map(|s| s.split(',').map(String::from).collect())
         .unwrap_or_else(|| {
-            ["firewall", "nat", "monitor", "lb", "ips", "l7fw"]
-                .map(String::from)
-                .to_vec()
+            [
+                "firewall",
+                "nat",
+                "monitor",
+                "lb",
+                "ips",
+                "l7fw",
+                "ipsec-out",
+                "ipsec-in",
+            ]
+            .map(String::from)
+            .to_vec()
         });
     let repeats = if quick { 1 } else { 3 };
     let scale = if quick { 1 } else { 4 };
@@ -162,7 +253,30 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .map(|b| b.parse().expect("--batch N"))
         .unwrap_or(32);
+    let only_modes: Option<Vec<String>> = args
+        .iter()
+        .position(|a| a == "--modes")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.split(',').map(String::from).collect());
+    let only_workloads: Option<Vec<String>> = args
+        .iter()
+        .position(|a| a == "--workloads")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.split(',').map(String::from).collect());
+    let depth: usize = args
+        .iter()
+        .position(|a| a == "--depth")
+        .and_then(|i| args.get(i + 1))
+        .map(|b| b.parse().expect("--depth N"))
+        .unwrap_or(nfcore::runtime::DEFAULT_PIPELINE_DEPTH);
+    let paced_load: f64 = args
+        .iter()
+        .position(|a| a == "--paced-load")
+        .and_then(|i| args.get(i + 1))
+        .map(|b| b.parse().expect("--paced-load FRACTION"))
+        .unwrap_or(0.5);
     let redis = TestRedis::start().expect("redis-server (is it installed?)");
+    let pinned = !args.iter().any(|a| a == "--no-pin") && pin(redis.pid());
     let mut result = serde_json::Map::new();
     let mut run_id = 0u32;
     for kind in &nfs {
@@ -173,32 +287,103 @@ fn main() {
             ("short64", false, 60),
             ("short1500", false, 1514),
         ] {
+            if only_workloads
+                .as_ref()
+                .is_some_and(|o| !o.iter().any(|x| x == wname))
+            {
+                continue;
+            }
             let shape = Shape {
                 flows: if long { 16 } else { 1000 * scale },
                 pkts_per_flow: if long { 1000 * scale } else { 20 },
                 window: if long { 16 } else { 64 },
                 frame_len: len,
-                one_way: kind == "nat" || kind == "lb",
+                one_way: kind == "nat" || kind == "lb" || kind.starts_with("ipsec"),
                 server: (kind == "lb").then(|| LB_VIP.parse().unwrap()),
                 first_payload: (kind == "l7fw").then_some(HTTP_REQUEST),
             };
-            let frames = workload::frames(&shape);
-            let mut modes: Vec<(&str, Vec<RunFigures>)> =
-                vec![("local", vec![]), ("stateless", vec![]), ("cached", vec![])];
+            let mut frames = workload::frames(&shape);
+            if kind == "ipsec-in" {
+                frames = encapsulated(&frames);
+            }
+            let mut modes: Vec<(&str, Vec<RunFigures>)> = ["local", "sync", "stateless", "cached"]
+                .into_iter()
+                .filter(|m| only_modes.as_ref().is_none_or(|o| o.iter().any(|x| x == m)))
+                .map(|m| (m, vec![]))
+                .collect();
+            let make_store = |mode: &str, nf_id: &str| -> Box<dyn FlowStore> {
+                match mode {
+                    "local" => Box::new(LocalStore::new()),
+                    "stateless" | "sync" => {
+                        Box::new(RedisStore::connect(bench_redis(&redis.url())).unwrap())
+                    }
+                    _ => {
+                        let r = RedisStore::connect(bench_redis(&redis.url())).unwrap();
+                        let epoch = KeySpace::new(nf_id).unwrap().global("epoch");
+                        Box::new(CachedStore::new(r, epoch, 1 << 20))
+                    }
+                }
+            };
+            // sync: batch by batch (two round trips per batch, nothing in flight between batches),
+            // the client before pipelining; stateless and cached: pipelined when the store can.
+            let depth_of = |mode: &str| if mode == "sync" { 1 } else { depth };
             for _ in 0..repeats {
                 for (mode, acc) in modes.iter_mut() {
                     run_id += 1;
                     let nf_id = format!("bench{}-{run_id}", std::process::id());
-                    let store: Box<dyn FlowStore> = if *mode == "local" {
-                        Box::new(LocalStore::new())
-                    } else if *mode == "stateless" {
-                        Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap())
-                    } else {
-                        let r = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
-                        let epoch = KeySpace::new(&nf_id).unwrap().global("epoch");
-                        Box::new(CachedStore::new(r, epoch, 1 << 20))
-                    };
-                    acc.push(run_once(kind, store, &nf_id, &frames, batch));
+                    let store = make_store(mode, &nf_id);
+                    acc.push(run_once(
+                        kind,
+                        store,
+                        &nf_id,
+                        &frames,
+                        batch,
+                        depth_of(mode),
+                        None,
+                    ));
+                }
+            }
+            // Offered load for the latency runs: a fraction of what both local and stateless
+            // carry (above a mode's capacity its queue, and so its latency, grows without bound).
+            let sat = |name: &str| {
+                modes
+                    .iter()
+                    .find(|(m, _)| *m == name)
+                    .map(|(_, acc)| median(acc.iter().map(|r| r.0).collect()))
+            };
+            let local_pps = match (sat("local"), sat("stateless")) {
+                (Some(l), Some(s)) => Some(l.min(s)),
+                (l, s) => l.or(s),
+            };
+            // Latency at a fixed offered load (a fraction of the local baseline's rate).
+            let mut paced = serde_json::Map::new();
+            let latency_run = paced_load > 0.0 && (wname == "long64" || wname == "short64");
+            if let (Some(lp), true) = (local_pps, latency_run) {
+                let rate = lp * paced_load;
+                paced.insert("offered_pps".into(), json!(rate.round()));
+                for (mode, _) in &modes {
+                    let mut acc = vec![];
+                    for _ in 0..repeats {
+                        run_id += 1;
+                        let nf_id = format!("bench{}-{run_id}", std::process::id());
+                        let store = make_store(mode, &nf_id);
+                        acc.push(run_once(
+                            kind,
+                            store,
+                            &nf_id,
+                            &frames,
+                            batch,
+                            depth_of(mode),
+                            Some(rate),
+                        ));
+                    }
+                    paced.insert(
+                        (*mode).into(),
+                        json!({
+                            "p50_us": (median(acc.iter().map(|r| r.1).collect()) * 10.0).round() / 10.0,
+                            "p99_us": (median(acc.iter().map(|r| r.2).collect()) * 10.0).round() / 10.0,
+                        }),
+                    );
                 }
             }
             let mut w = serde_json::Map::new();
@@ -213,6 +398,9 @@ fn main() {
                 );
             }
             w.insert("packets".into(), json!(frames.len()));
+            if !paced.is_empty() {
+                w.insert("paced".into(), Value::Object(paced));
+            }
             eprintln!("{kind} {wname}: {}", Value::Object(w.clone()));
             per_nf.insert(wname.into(), Value::Object(w));
         }
@@ -220,6 +408,6 @@ fn main() {
     }
     println!(
         "{}",
-        json!({"batch": batch, "repeats": repeats, "results": result})
+        json!({"batch": batch, "depth": depth, "pinned": pinned, "paced_load": paced_load, "repeats": repeats, "results": result})
     );
 }

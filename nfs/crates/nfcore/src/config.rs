@@ -79,7 +79,29 @@ pub const RUNTIME_KEYS: &[&str] = &[
     "fail_mode",
     "timer_interval_ms",
     "owner_cache",
+    "pipeline_depth",
+    "spin_us",
 ];
+
+/// `spin_us` (0-10000, default 200): how long the Redis client spins for a reply before sleeping.
+/// An NF with a core of its own should spin; one under a CPU quota (an sNIC cgroup) may prefer 0.
+pub fn spin_us(cfg: &Value) -> Result<u64, String> {
+    opt_u64(object(cfg, "config")?, "spin_us", 200, 0, 10_000)
+}
+
+/// `pipeline_depth` (1-64, default [`crate::runtime::DEFAULT_PIPELINE_DEPTH`]): batches in
+/// flight at once on a pipelined store (kept apart from [`RuntimeOptions`] so code that builds
+/// that struct literally keeps compiling).
+pub fn pipeline_depth(cfg: &Value) -> Result<usize, String> {
+    let o = object(cfg, "config")?;
+    Ok(opt_u64(
+        o,
+        "pipeline_depth",
+        crate::runtime::DEFAULT_PIPELINE_DEPTH as u64,
+        1,
+        crate::runtime::MAX_PIPELINE_DEPTH as u64,
+    )? as usize)
+}
 
 impl RuntimeOptions {
     pub fn from_config(cfg: &Value) -> Result<RuntimeOptions, String> {
@@ -115,6 +137,15 @@ mod tests {
             serde_json::json!([1]),
         ] {
             assert!(RuntimeOptions::from_config(&bad).is_err(), "{bad}");
+        }
+        assert_eq!(pipeline_depth(&serde_json::json!({})).unwrap(), 8);
+        assert_eq!(
+            pipeline_depth(&serde_json::json!({"pipeline_depth": 16})).unwrap(),
+            16
+        );
+        for bad in [0, 65] {
+            let e = pipeline_depth(&serde_json::json!({ "pipeline_depth": bad })).unwrap_err();
+            assert!(e.contains("pipeline_depth"), "{e}");
         }
         let o = serde_json::json!({"a": 1, "zz": 2});
         let e = only_keys(o.as_object().unwrap(), &["a"], "firewall").unwrap_err();

@@ -15,7 +15,9 @@ use std::path::Path;
 pub struct RecordingDevice {
     input: Vec<(u64, Vec<u8>)>,
     pos: usize,
-    batch_start: usize,
+    /// First input index of each batch received and not yet sent (batches leave in order;
+    /// a pipelined runtime receives several before sending the first).
+    batch_starts: std::collections::VecDeque<usize>,
     /// Output per input index.
     pub out: Vec<Option<Vec<u8>>>,
 }
@@ -26,7 +28,7 @@ impl RecordingDevice {
         RecordingDevice {
             input,
             pos: 0,
-            batch_start: 0,
+            batch_starts: std::collections::VecDeque::new(),
             out: vec![None; n],
         }
     }
@@ -39,20 +41,24 @@ impl Device for RecordingDevice {
 
     fn recv(&mut self, batch: &mut Batch, _now_ns: u64) -> io::Result<usize> {
         batch.clear();
-        self.batch_start = self.pos;
+        let start = self.pos;
         while !batch.is_full() && self.pos < self.input.len() {
             let (ts, f) = &self.input[self.pos];
             batch.push(f, *ts);
             self.pos += 1;
         }
+        if !batch.is_empty() {
+            self.batch_starts.push_back(start);
+        }
         Ok(batch.len())
     }
 
     fn send(&mut self, batch: &Batch, keep: &[bool], _now_ns: u64) -> io::Result<usize> {
+        let start = self.batch_starts.pop_front().unwrap_or(self.pos);
         let mut n = 0;
         for (i, f) in batch.iter().enumerate() {
             if keep.get(i).copied().unwrap_or(false) {
-                self.out[self.batch_start + i] = Some(f.to_vec());
+                self.out[start + i] = Some(f.to_vec());
                 n += 1;
             }
         }
@@ -104,6 +110,40 @@ pub fn run_frames_full(
         KeySpace::new(nf_id).unwrap(),
         opts,
     );
+    rt.init().expect("init");
+    rt.run(
+        crate::runtime::TimeSource::Packets,
+        &std::sync::atomic::AtomicBool::new(false),
+    )
+    .expect("run");
+    let (nf, store, dev) = rt.into_parts();
+    (dev.out, nf, store)
+}
+
+/// Like [`run_frames_full`] with the runtime's pipeline depth set (batches in flight at once on
+/// a pipelined store; 1 = batch by batch).
+pub fn run_frames_depth(
+    nf: Box<dyn NetworkFunction>,
+    store: Box<dyn FlowStore>,
+    nf_id: &str,
+    frames: &[(u64, Vec<u8>)],
+    batch_size: usize,
+    depth: usize,
+) -> RunResult {
+    let opts = RuntimeOptions {
+        batch_size,
+        fail_mode: crate::FailMode::Closed,
+        timer_interval_ms: 1,
+        owner_cache: false,
+    };
+    let mut rt = Runtime::new(
+        nf,
+        store,
+        RecordingDevice::new(frames.to_vec()),
+        KeySpace::new(nf_id).unwrap(),
+        opts,
+    );
+    rt.set_pipeline_depth(depth);
     rt.init().expect("init");
     rt.run(
         crate::runtime::TimeSource::Packets,

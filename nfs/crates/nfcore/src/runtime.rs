@@ -5,10 +5,17 @@ use crate::stats::Stats;
 use crate::{Ctx, FailMode, NetworkFunction, Verdict};
 use flowstore::{BatchState, FlowStore, Key, KeySpace, StoreError};
 use netio::{Batch, Device};
-use packet::{ParseError, Parsed};
+use packet::Parsed;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
+
+mod pipelined;
+
+/// Default number of batches in flight on a pipelined store (see [`Runtime::set_pipeline_depth`]).
+pub const DEFAULT_PIPELINE_DEPTH: usize = 8;
+/// Upper bound of the pipeline depth.
+pub const MAX_PIPELINE_DEPTH: usize = 64;
 
 /// Where the runtime's notion of "now" comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +50,11 @@ pub struct Runtime<D: Device> {
     readset: Vec<Key>,
     last_timer_ms: u64,
     batches_since_snapshot: u32,
+    /// Batches whose reads may be in flight at once (pipelined stores); 1 = batch by batch.
+    depth: usize,
+    pipe: pipelined::PipeState,
+    /// Per-batch receive-to-transmit times in us, when recording (benchmarks).
+    latencies: Option<Vec<f64>>,
 }
 
 impl<D: Device> Runtime<D> {
@@ -69,7 +81,34 @@ impl<D: Device> Runtime<D> {
             readset: Vec::new(),
             last_timer_ms: 0,
             batches_since_snapshot: 0,
+            depth: DEFAULT_PIPELINE_DEPTH,
+            pipe: pipelined::PipeState::default(),
+            latencies: None,
         }
+    }
+
+    /// Batches in flight at once when the store supports pipelining (1 = batch by batch: two
+    /// round trips per batch, nothing in flight between batches). Default
+    /// [`DEFAULT_PIPELINE_DEPTH`]. [`Runtime::step`] always runs one batch to completion.
+    pub fn set_pipeline_depth(&mut self, depth: usize) {
+        self.depth = depth.clamp(1, MAX_PIPELINE_DEPTH);
+    }
+
+    pub fn pipeline_depth(&self) -> usize {
+        self.depth
+    }
+
+    /// Start (or stop) recording each batch's receive-to-transmit time.
+    pub fn record_latencies(&mut self, on: bool) {
+        self.latencies = if on { Some(Vec::new()) } else { None };
+    }
+
+    /// The recorded per-batch latencies in us (cleared).
+    pub fn take_latencies(&mut self) -> Vec<f64> {
+        self.latencies
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     pub fn stats(&self) -> Arc<Stats> {
@@ -128,36 +167,20 @@ impl<D: Device> Runtime<D> {
         if n == 0 {
             return Ok(0);
         }
+        let t_recv = std::time::Instant::now();
         let st = &self.stats;
         st.rx.fetch_add(n as u64, Relaxed);
         st.batches.fetch_add(1, Relaxed);
-        self.state.clear();
-        self.parsed.clear();
-        self.keep.clear();
-        for i in 0..n {
-            let f = self.batch.frame(i);
-            match Parsed::new_checked(f) {
-                Ok(p) => {
-                    self.readset.clear();
-                    self.nf.read_set(&self.keys, &p, f, &mut self.readset);
-                    for k in self.readset.drain(..) {
-                        self.state.want(k);
-                    }
-                    self.parsed.push(Some(p));
-                    self.keep.push(false);
-                }
-                Err(ParseError::UnsupportedEthertype(_)) => {
-                    st.non_ip.fetch_add(1, Relaxed);
-                    self.parsed.push(None);
-                    self.keep.push(true);
-                }
-                Err(_) => {
-                    st.malformed.fetch_add(1, Relaxed);
-                    self.parsed.push(None);
-                    self.keep.push(false);
-                }
-            }
-        }
+        pipelined::classify(
+            self.nf.as_ref(),
+            &self.keys,
+            &self.batch,
+            &mut self.parsed,
+            &mut self.keep,
+            &mut self.state,
+            &mut self.readset,
+            st,
+        );
         let fail = self.opts.fail_mode;
         let fetched = self.state.fetch(self.store.as_mut());
         if fetched.is_err() {
@@ -204,6 +227,9 @@ impl<D: Device> Runtime<D> {
         }
         let sent = self.dev.send(&self.batch, &self.keep, now_ns)?;
         self.stats.tx.fetch_add(sent as u64, Relaxed);
+        if let Some(l) = self.latencies.as_mut() {
+            l.push(t_recv.elapsed().as_secs_f64() * 1e6);
+        }
         self.batches_since_snapshot += 1;
         if self.batches_since_snapshot >= 256 {
             self.snapshot();
@@ -212,16 +238,7 @@ impl<D: Device> Runtime<D> {
     }
 
     fn fail_packet(&mut self, i: usize, fail: FailMode) {
-        match fail {
-            FailMode::Closed => {
-                self.keep[i] = false;
-                self.stats.fail_closed_dropped.fetch_add(1, Relaxed);
-            }
-            FailMode::Open => {
-                self.keep[i] = true;
-                self.stats.fail_open_forwarded.fetch_add(1, Relaxed);
-            }
-        }
+        pipelined::fail_packet(&mut self.keep[i], fail, &self.stats);
     }
 
     /// Claim and fire due timers (each claimed by exactly one instance). Returns how many fired.
@@ -254,8 +271,12 @@ impl<D: Device> Runtime<D> {
         Ok(due.len())
     }
 
-    /// Run until the device is exhausted or `stop` is set.
+    /// Run until the device is exhausted or `stop` is set: pipelined when the store supports it
+    /// and the depth is above 1, else batch by batch.
     pub fn run(&mut self, time: TimeSource, stop: &AtomicBool) -> io::Result<()> {
+        if self.depth > 1 && self.store.pipeline().is_some() {
+            return self.run_pipelined(time, stop);
+        }
         let mut clock_ns = 0u64;
         while !stop.load(Relaxed) && !self.dev.exhausted() {
             let now = match time {

@@ -1,0 +1,536 @@
+//! The pipelined batch loop (stores with a [`flowstore::Pipeline`]): up to `depth` batches have
+//! their reads in flight while the oldest is processed, and a processed batch's writes travel in
+//! the same pipeline as later batches' reads, so each batch costs one round trip's worth of
+//! commands and the NF core rarely waits.
+//!
+//! Correctness, per instance:
+//! - Redis runs one connection's commands in order: a read sent after a write sees it.
+//! - A read sent BEFORE an earlier batch was processed cannot see that batch's writes; the loop
+//!   keeps the values this instance wrote since (`recent`) and overlays them on the fetched
+//!   values before processing. Keys changed by atomic operations (compare-and-set, incr) whose
+//!   result is not known locally are re-read from the tier.
+//! - A batch is transmitted only after its writes are acknowledged, and batches leave in arrival
+//!   order, so another instance that sees a later packet of the flow also sees its state, and
+//!   per-flow packet order is kept.
+//! - Timers and the owner-cache epoch are handled with nothing in flight (the pipeline is drained
+//!   first), as in the batch-by-batch loop.
+
+use super::{Runtime, TimeSource};
+use crate::stats::Stats;
+use crate::{Ctx, FailMode, NetworkFunction, Verdict};
+use flowstore::{BatchState, FlowStore, Key, KeySpace, Pipeline, StoreError, StoreStats, WriteOp};
+use netio::{Batch, Device};
+use packet::{ParseError, Parsed};
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Instant;
+
+/// A value this instance wrote after some batches' reads were sent.
+#[derive(Debug)]
+enum Recent {
+    Value(Option<Vec<u8>>),
+    /// Changed by an atomic operation: read it again.
+    Unknown,
+}
+
+/// One batch moving through the pipeline.
+pub(super) struct Slot {
+    batch: Batch,
+    parsed: Vec<Option<Parsed>>,
+    keep: Vec<bool>,
+    state: BatchState,
+    /// Batches processed when this one's reads were sent (their writes are in its values).
+    sent_at: u64,
+    reads_pending: bool,
+    /// Writes acknowledged (or none): may be transmitted once every earlier batch is.
+    acked: bool,
+    now_ns: u64,
+    t_recv: Instant,
+}
+
+/// What the next reply group on the connection belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Reads,
+    Writes,
+}
+
+/// Pipeline bookkeeping kept in the runtime (buffers reused across batches).
+#[derive(Default)]
+pub(super) struct PipeState {
+    /// Reads sent, not processed yet (arrival order).
+    reading: VecDeque<Slot>,
+    /// Processed, waiting for write acknowledgement and earlier batches (arrival order).
+    writing: VecDeque<Slot>,
+    free: Vec<Slot>,
+    expect: VecDeque<Expect>,
+    /// key -> (ordinal of the batch that last changed it, what it is now).
+    recent: HashMap<Key, (u64, Recent)>,
+    processed: u64,
+    /// Groups queued on the connection but not pushed to the tier yet.
+    unflushed: usize,
+    values: Vec<Option<Vec<u8>>>,
+    touched: Vec<Key>,
+}
+
+/// Parse every frame of `batch`, collect the read set into `state` and the initial verdicts:
+/// malformed frames are dropped, non-IP frames forwarded unprocessed.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn classify(
+    nf: &dyn NetworkFunction,
+    keys: &KeySpace,
+    batch: &Batch,
+    parsed: &mut Vec<Option<Parsed>>,
+    keep: &mut Vec<bool>,
+    state: &mut BatchState,
+    readset: &mut Vec<Key>,
+    st: &Stats,
+) {
+    state.clear();
+    parsed.clear();
+    keep.clear();
+    for i in 0..batch.len() {
+        let f = batch.frame(i);
+        match Parsed::new_checked(f) {
+            Ok(p) => {
+                readset.clear();
+                nf.read_set(keys, &p, f, readset);
+                for k in readset.drain(..) {
+                    state.want(k);
+                }
+                parsed.push(Some(p));
+                keep.push(false);
+            }
+            Err(ParseError::UnsupportedEthertype(_)) => {
+                st.non_ip.fetch_add(1, Relaxed);
+                parsed.push(None);
+                keep.push(true);
+            }
+            Err(_) => {
+                st.malformed.fetch_add(1, Relaxed);
+                parsed.push(None);
+                keep.push(false);
+            }
+        }
+    }
+}
+
+/// Apply the fail mode to a packet whose state could not be read (or written).
+pub(super) fn fail_packet(keep: &mut bool, fail: FailMode, st: &Stats) {
+    match fail {
+        FailMode::Closed => {
+            *keep = false;
+            st.fail_closed_dropped.fetch_add(1, Relaxed);
+        }
+        FailMode::Open => {
+            *keep = true;
+            st.fail_open_forwarded.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// The store as the NF sees it during a pipelined batch: records the keys that atomic
+/// operations change, so batches whose reads were already sent re-read them.
+struct Tracking<'a> {
+    inner: &'a mut dyn FlowStore,
+    touched: &'a mut Vec<Key>,
+}
+
+impl FlowStore for Tracking<'_> {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+    fn get_many(&mut self, keys: &[Key], out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError> {
+        self.inner.get_many(keys, out)
+    }
+    fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        for op in ops {
+            if let WriteOp::Set { key, .. } | WriteOp::Del { key } = op {
+                self.touched.push(key.clone());
+            }
+        }
+        self.inner.write_many(ops)
+    }
+    fn compare_and_set(
+        &mut self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool, StoreError> {
+        self.touched.push(key.to_vec());
+        self.inner.compare_and_set(key, expected, new)
+    }
+    fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, StoreError> {
+        self.touched.push(key.to_vec());
+        self.inner.incr_by(key, delta)
+    }
+    fn pool_init(&mut self, pool: &[u8], items: &[Vec<u8>]) -> Result<bool, StoreError> {
+        self.inner.pool_init(pool, items)
+    }
+    fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.pool_pop(pool)
+    }
+    fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
+        self.inner.pool_push(pool, item)
+    }
+    fn pool_len(&mut self, pool: &[u8]) -> Result<usize, StoreError> {
+        self.inner.pool_len(pool)
+    }
+    fn timer_claim_due(
+        &mut self,
+        timers: &[u8],
+        now_ms: u64,
+        max: usize,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.inner.timer_claim_due(timers, now_ms, max)
+    }
+    fn stats(&self) -> StoreStats {
+        self.inner.stats()
+    }
+    fn note_unplanned_read(&mut self) {
+        self.inner.note_unplanned_read()
+    }
+}
+
+fn pipe(store: &mut dyn FlowStore) -> &mut dyn Pipeline {
+    store.pipeline().expect("pipelined store")
+}
+
+impl<D: Device> Runtime<D> {
+    /// The pipelined loop (see the module docs).
+    pub(super) fn run_pipelined(&mut self, time: TimeSource, stop: &AtomicBool) -> io::Result<()> {
+        let mut clock_ns = 0u64;
+        let now = |clock: u64| match time {
+            TimeSource::Wall => super::wall_ns(),
+            TimeSource::Packets => clock,
+        };
+        while !stop.load(Relaxed) {
+            // 1. Receive batches and send their reads, up to the depth.
+            while self.pipe.reading.len() < self.depth && !self.dev.exhausted() {
+                let mut slot = self.pipe.free.pop().unwrap_or_else(|| Slot {
+                    batch: Batch::with_capacity(self.opts.batch_size),
+                    parsed: Vec::new(),
+                    keep: Vec::new(),
+                    state: BatchState::new(),
+                    sent_at: 0,
+                    reads_pending: false,
+                    acked: false,
+                    now_ns: 0,
+                    t_recv: Instant::now(),
+                });
+                let t = now(clock_ns);
+                // Never wait on the port while batches are in flight: their replies may be in.
+                let busy = !self.pipe.reading.is_empty() || !self.pipe.writing.is_empty();
+                let n = if busy {
+                    self.dev.recv_nowait(&mut slot.batch, t)?
+                } else {
+                    self.dev.recv(&mut slot.batch, t)?
+                };
+                if n == 0 {
+                    self.pipe.free.push(slot);
+                    break;
+                }
+                slot.t_recv = Instant::now();
+                slot.now_ns = t;
+                if time == TimeSource::Packets {
+                    clock_ns = clock_ns.max(slot.batch.ts_ns(n - 1));
+                }
+                self.stats.rx.fetch_add(n as u64, Relaxed);
+                self.stats.batches.fetch_add(1, Relaxed);
+                classify(
+                    self.nf.as_ref(),
+                    &self.keys,
+                    &slot.batch,
+                    &mut slot.parsed,
+                    &mut slot.keep,
+                    &mut slot.state,
+                    &mut self.readset,
+                    &self.stats,
+                );
+                slot.sent_at = self.pipe.processed;
+                slot.acked = false;
+                let has_reads = !slot.state.read_set().is_empty();
+                let sent = if has_reads {
+                    pipe(self.store.as_mut()).send_reads(slot.state.read_set())
+                } else {
+                    Ok(())
+                };
+                slot.reads_pending = has_reads && sent.is_ok();
+                self.pipe.reading.push_back(slot);
+                match sent {
+                    Ok(()) if has_reads => {
+                        self.pipe.expect.push_back(Expect::Reads);
+                        self.pipe.unflushed += 1;
+                    }
+                    Ok(()) => {}
+                    Err(_) => self.fail_in_flight()?,
+                }
+                // A batch that reaches a timer tick is the last one taken before the timers run
+                // (as in the batch-by-batch loop): a later batch must see the expiries due by then.
+                // Matters for packet time, where one receive loop can span seconds of traffic.
+                if now(clock_ns) / 1_000_000 >= self.last_timer_ms + self.opts.timer_interval_ms {
+                    break;
+                }
+            }
+            // Push queued groups once enough have gathered: a send is a syscall that, on loopback,
+            // also runs the tier's receive path on this core. A blocking receive flushes anyway.
+            if self.pipe.unflushed >= (self.depth / 2).max(1) {
+                self.flush_pipe()?;
+            }
+            if self.pipe.reading.is_empty() && self.pipe.writing.is_empty() {
+                if self.dev.exhausted() {
+                    break;
+                }
+            } else {
+                // 2. Process the oldest batch once its values are in, else take one reply.
+                let ready = self
+                    .pipe
+                    .reading
+                    .front()
+                    .map(|s| !s.reads_pending)
+                    .unwrap_or(false);
+                if ready {
+                    self.process_front()?;
+                } else if !self.pipe.expect.is_empty() {
+                    self.receive_one()?;
+                }
+                // 3. Transmit what is acknowledged, in order.
+                self.transmit_ready()?;
+            }
+            let t = now(clock_ns);
+            if t / 1_000_000 >= self.last_timer_ms + self.opts.timer_interval_ms {
+                self.drain()?;
+                let _ = self.fire_timers(t);
+                if self.store.check_epoch().is_err() {
+                    self.stats.store_errors.fetch_add(1, Relaxed);
+                }
+                self.snapshot();
+            }
+        }
+        self.drain()?;
+        self.dev.flush()?;
+        self.snapshot();
+        Ok(())
+    }
+
+    /// Finish every batch in flight (process, wait for acknowledgements, transmit).
+    fn drain(&mut self) -> io::Result<()> {
+        while !self.pipe.reading.is_empty() || !self.pipe.writing.is_empty() {
+            let ready = self
+                .pipe
+                .reading
+                .front()
+                .map(|s| !s.reads_pending)
+                .unwrap_or(false);
+            if ready {
+                self.process_front()?;
+                self.flush_pipe()?;
+            } else if !self.pipe.expect.is_empty() {
+                self.receive_one()?;
+            }
+            self.transmit_ready()?;
+            if self.pipe.expect.is_empty()
+                && self.pipe.reading.is_empty()
+                && self.pipe.writing.iter().any(|s| !s.acked)
+            {
+                // Cannot happen (every unacked batch has a write group expected); be safe.
+                self.fail_in_flight()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush_pipe(&mut self) -> io::Result<()> {
+        self.pipe.unflushed = 0;
+        if pipe(self.store.as_mut()).flush().is_err() {
+            self.fail_in_flight()?;
+        }
+        Ok(())
+    }
+
+    /// Take the replies of the oldest group in flight and hand them to their batch.
+    fn receive_one(&mut self) -> io::Result<()> {
+        let Some(kind) = self.pipe.expect.pop_front() else {
+            return Ok(());
+        };
+        let mut vals = std::mem::take(&mut self.pipe.values);
+        let r = pipe(self.store.as_mut()).recv(&mut vals);
+        if r.is_err() {
+            self.pipe.values = vals;
+            // The reply was lost with everything else in flight.
+            self.pipe.expect.push_front(kind);
+            return self.fail_in_flight();
+        }
+        match kind {
+            Expect::Reads => {
+                if let Some(s) = self.pipe.reading.iter_mut().find(|s| s.reads_pending) {
+                    s.state.install(&mut vals);
+                    s.reads_pending = false;
+                }
+            }
+            Expect::Writes => {
+                if let Some(s) = self.pipe.writing.iter_mut().find(|s| !s.acked) {
+                    s.acked = true;
+                }
+            }
+        }
+        vals.clear();
+        self.pipe.values = vals;
+        Ok(())
+    }
+
+    /// Process the oldest batch (its values are in) and queue its writes.
+    fn process_front(&mut self) -> io::Result<()> {
+        let mut slot = self.pipe.reading.pop_front().expect("a batch");
+        // Values this instance changed after the batch's reads were sent.
+        if !self.pipe.recent.is_empty() {
+            for (k, (ord, r)) in &self.pipe.recent {
+                if *ord >= slot.sent_at && slot.state.in_read_set(k) {
+                    match r {
+                        Recent::Value(v) => slot.state.override_value(k, v.clone()),
+                        Recent::Unknown => slot.state.forget(k),
+                    }
+                }
+            }
+        }
+        let fail = self.opts.fail_mode;
+        self.pipe.touched.clear();
+        let mut tier_failed = false;
+        for i in 0..slot.batch.len() {
+            let Some(p) = slot.parsed[i] else { continue };
+            let ts = slot.batch.ts_ns(i);
+            let mut tracking = Tracking {
+                inner: self.store.as_mut(),
+                touched: &mut self.pipe.touched,
+            };
+            let mut ctx = Ctx::new(
+                ts,
+                &self.keys,
+                &mut slot.state,
+                &mut tracking,
+                &self.timers_key,
+            );
+            match self.nf.process(&mut ctx, slot.batch.frame_mut(i), &p) {
+                Ok(Verdict::Forward) => slot.keep[i] = true,
+                Ok(Verdict::Drop) => {
+                    self.stats.dropped_by_nf.fetch_add(1, Relaxed);
+                }
+                Err(_) => {
+                    self.stats.store_errors.fetch_add(1, Relaxed);
+                    fail_packet(&mut slot.keep[i], fail, &self.stats);
+                    tier_failed = true;
+                }
+            }
+        }
+        if tier_failed {
+            // A failed call dropped the connection and every group in flight on it: fail them
+            // all (this batch's writes were never sent, so it counts as unacknowledged).
+            slot.acked = false;
+            self.pipe.writing.push_back(slot);
+            return self.fail_in_flight();
+        }
+        let ord = self.pipe.processed;
+        self.pipe.processed += 1;
+        for k in self.pipe.touched.drain(..) {
+            self.pipe.recent.insert(k, (ord, Recent::Unknown));
+        }
+        slot.state.coalesce();
+        for w in slot.state.pending_writes() {
+            match w {
+                WriteOp::Set { key, value } => {
+                    self.pipe
+                        .recent
+                        .insert(key.clone(), (ord, Recent::Value(Some(value.clone()))));
+                }
+                WriteOp::Del { key } => {
+                    self.pipe
+                        .recent
+                        .insert(key.clone(), (ord, Recent::Value(None)));
+                }
+                _ => {}
+            }
+        }
+        // Entries older than every batch still to be processed are no longer needed.
+        match self.pipe.reading.iter().map(|s| s.sent_at).min() {
+            None => self.pipe.recent.clear(),
+            Some(oldest) => self.pipe.recent.retain(|_, (o, _)| *o >= oldest),
+        }
+        let has_writes = !slot.state.pending_writes().is_empty();
+        let sent = if has_writes {
+            pipe(self.store.as_mut()).send_writes(slot.state.pending_writes())
+        } else {
+            Ok(())
+        };
+        slot.acked = !has_writes;
+        self.pipe.writing.push_back(slot);
+        match sent {
+            Ok(()) if has_writes => {
+                self.pipe.expect.push_back(Expect::Writes);
+                self.pipe.unflushed += 1;
+            }
+            Ok(()) => {}
+            Err(_) => self.fail_in_flight()?,
+        }
+        Ok(())
+    }
+
+    /// Transmit acknowledged batches from the front, in arrival order.
+    fn transmit_ready(&mut self) -> io::Result<()> {
+        while self.pipe.writing.front().map(|s| s.acked).unwrap_or(false) {
+            let slot = self.pipe.writing.pop_front().expect("a batch");
+            self.transmit(slot)?;
+        }
+        Ok(())
+    }
+
+    fn transmit(&mut self, slot: Slot) -> io::Result<()> {
+        let sent = self.dev.send(&slot.batch, &slot.keep, slot.now_ns)?;
+        self.stats.tx.fetch_add(sent as u64, Relaxed);
+        if let Some(l) = self.latencies.as_mut() {
+            l.push(slot.t_recv.elapsed().as_secs_f64() * 1e6);
+        }
+        self.batches_since_snapshot += 1;
+        if self.batches_since_snapshot >= 256 {
+            self.snapshot();
+        }
+        self.pipe.free.push(slot);
+        Ok(())
+    }
+
+    /// The tier failed: everything in flight is lost. Batches not processed get the fail mode
+    /// for every packet; processed batches whose writes were not acknowledged lose their
+    /// packets in fail-closed mode (their state is not in the tier). All leave in order.
+    fn fail_in_flight(&mut self) -> io::Result<()> {
+        self.stats.store_errors.fetch_add(1, Relaxed);
+        let fail = self.opts.fail_mode;
+        // The store may still hold groups (a failure on its side connection leaves the main one
+        // up): they are given up here, so it must forget them too.
+        if let Some(p) = self.store.pipeline() {
+            p.reset();
+        }
+        self.pipe.expect.clear();
+        self.pipe.recent.clear();
+        self.pipe.unflushed = 0;
+        while let Some(mut slot) = self.pipe.writing.pop_front() {
+            if !slot.acked && fail == FailMode::Closed {
+                for i in 0..slot.batch.len() {
+                    if slot.parsed[i].is_some() && slot.keep[i] {
+                        slot.keep[i] = false;
+                        self.stats.fail_closed_dropped.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+            self.transmit(slot)?;
+        }
+        while let Some(mut slot) = self.pipe.reading.pop_front() {
+            for i in 0..slot.batch.len() {
+                if slot.parsed[i].is_some() {
+                    fail_packet(&mut slot.keep[i], fail, &self.stats);
+                }
+            }
+            self.transmit(slot)?;
+        }
+        Ok(())
+    }
+}
