@@ -26,6 +26,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from placement.evaluate import Evaluation
 from placement.model import Problem
 
 SAFE = 2**60  # every integer sum we form stays below this (int64, and CP-SAT's overflow checks)
@@ -50,10 +51,40 @@ class Groups:
     cost_const: Fraction  # primary cost of the fixed vertices (host cost of NFs pinned to the host)
     cost_unit: Fraction  # one cost unit in host-cost units
     current: np.ndarray  # per group: configuration index (global) of the current placement, or -1
+    exact: dict  # unscaled integer data for `evaluation` (host, nic, needs, edges and their units)
 
     @property
     def n_groups(self) -> int:
         return len(self.group_nodes)
+
+    def evaluation(self, problem: Problem, placement: dict[str, str]) -> Evaluation:
+        """The same figures as evaluate.evaluate, from the exact integers (no per-term Fraction work)."""
+        x = self.exact
+        ix = {loc: k for k, loc in enumerate(self.locations)}
+        loc = np.array([ix[placement[n.id]] for n in problem.nodes], dtype=np.int64)
+        where = loc.tolist()
+        host_cost = Fraction(sum(h for h, k in zip(x["host"], where, strict=True) if k == 0), x["host_den"])
+        snic_load, used, pcie = {}, {}, {}
+        la, lb, g = loc[x["src"]], loc[x["dst"]], x["g"]
+        for k, s in enumerate(problem.snics, start=1):
+            snic_load[s.id] = Fraction(
+                sum(v for v, w in zip(x["nic"], where, strict=True) if w == k), x["nic_den"]
+            )
+            used[s.id] = {r: Fraction(sum(v for v, w in zip(c, where, strict=True) if w == k), den)
+                          for r, (c, den) in x["needs"].items()}  # fmt: skip
+            pcie[s.id] = {"up": Fraction(int(g[(la == k) & (lb != k)].sum()), x["G"]),
+                          "down": Fraction(int(g[(lb == k) & (la != k)].sum()), x["G"])}  # fmt: skip
+        violations = []
+        for s in problem.snics:
+            if snic_load[s.id] > s.capacity:
+                violations.append(f"capacity of {s.id}")
+            violations += [
+                f"resource {r} of {s.id}" for r, have in s.resources.items() if used[s.id][r] > have
+            ]
+            up, down = pcie[s.id]["up"], pcie[s.id]["down"]
+            if (up + down if problem.pcie_model == "shared" else max(up, down)) > s.pcie_gbps:
+                violations.append(f"pcie of {s.id}")
+        return Evaluation(host_cost, snic_load, pcie, violations, used)
 
     def placement(self, problem: Problem, chosen: list[int]) -> dict[str, str]:
         """Placement from one chosen configuration (global index) per group."""
@@ -63,6 +94,11 @@ class Groups:
             for i, loc in zip(self.group_nodes[g].tolist(), row.tolist(), strict=True):
                 out[problem.nodes[i].id] = self.locations[loc]
         return {n.id: out[n.id] for n in problem.nodes}
+
+
+def _times(v: Fraction, den: int) -> int:
+    """v * den as an int, for den a multiple of v's denominator (no Fraction arithmetic)."""
+    return v.numerator * (den // v.denominator)
 
 
 def _lcm_den(values) -> int:
@@ -109,7 +145,7 @@ def prepare(
     G = _lcm_den([e.gbps for e in edges] + [s.pcie_gbps for s in p.snics])
     src = np.fromiter((p.index[e.src] for e in edges), dtype=np.int64, count=len(edges))
     dst = np.fromiter((p.index[e.dst] for e in edges), dtype=np.int64, count=len(edges))
-    g_int = [int(e.gbps * G) for e in edges]
+    g_int = [_times(e.gbps, G) for e in edges]
     load = [0] * n_nodes
     for a, b, g in zip(src.tolist(), dst.tolist(), g_int, strict=True):
         load[a] += g
@@ -119,7 +155,7 @@ def prepare(
     R = _lcm_den([p.nodes[i].r_host for i in nfs] + [move_cost])
     host = [0] * n_nodes
     for i in nfs:
-        host[i] = int(p.nodes[i].r_host * R) * load[i]
+        host[i] = _times(p.nodes[i].r_host, R) * load[i]
     mc = int(move_cost * R * G)
     div = 0
     for i in movable:
@@ -128,6 +164,7 @@ def prepare(
         div = math.gcd(div, mc)
     div = div or 1
     cost_const = Fraction(sum(host[i] for i, loc in fixed.items() if loc == 0), div)  # reported only
+    host_raw = host
     host = [h // div for h in host] if div > 1 else host
     mc //= div
     cost_unit = Fraction(div, R * G)
@@ -136,30 +173,33 @@ def prepare(
     row_names: list[str] = []
     node_rows: list[tuple[int, list[int]]] = []  # (sNIC location index, per-node coefficient)
     budgets: list[int] = []
+    needs_raw: dict[str, tuple[list[int], int]] = {}
     Rn = _lcm_den([p.nodes[i].r_nic for i in nfs] + [s.capacity for s in p.snics])
+    nic = [0] * n_nodes
+    for i in nfs:
+        nic[i] = _times(p.nodes[i].r_nic, Rn) * load[i]
     for k, s in enumerate(p.snics):
-        coef = [0] * n_nodes
-        for i in nfs:
-            coef[i] = int(p.nodes[i].r_nic * Rn) * load[i]
+        coef = nic
         row_names.append(f"capacity of {s.id}")
         node_rows.append((k + 1, coef))
-        budgets.append(int(s.capacity * Rn * G))
+        budgets.append(_times(s.capacity, Rn) * G)
     for r in p.resource_names:
         Rr = _lcm_den([p.nodes[i].needs.get(r, Fraction(0)) for i in nfs] + [s.resources[r] for s in p.snics])
+        coef = [0] * n_nodes
+        for i in nfs:
+            coef[i] = _times(p.nodes[i].needs.get(r, Fraction(0)), Rr)
+        needs_raw[r] = (coef, Rr)
         for k, s in enumerate(p.snics):
-            coef = [0] * n_nodes
-            for i in nfs:
-                coef[i] = int(p.nodes[i].needs.get(r, Fraction(0)) * Rr)
             row_names.append(f"resource {r} of {s.id}")
             node_rows.append((k + 1, coef))
-            budgets.append(int(s.resources[r] * Rr))
+            budgets.append(_times(s.resources[r], Rr))
     pcie_rows: list[tuple[int, str]] = []  # (sNIC location index, "up"|"down"|"both")
     for k, s in enumerate(p.snics):
         dirs = ["both"] if p.pcie_model == "shared" else ["up", "down"]
         for d in dirs:
             pcie_rows.append((k + 1, d))
             row_names.append(f"PCIe budget of {s.id}" + ("" if d == "both" else f" ({d})"))
-            budgets.append(int(s.pcie_gbps * G))
+            budgets.append(_times(s.pcie_gbps, G))
     move_row = max_moves is not None
     if move_row:
         # A pinned NF whose current location is elsewhere moves anyway: it uses the budget too.
@@ -302,6 +342,17 @@ def prepare(
         cost_const=cost_const,
         cost_unit=cost_unit,
         current=np.array(current, dtype=np.int64),
+        exact={
+            "host": host_raw,
+            "host_den": R * G,
+            "nic": nic,
+            "nic_den": Rn * G,
+            "needs": needs_raw,
+            "src": src,
+            "dst": dst,
+            "g": g_arr,
+            "G": G,
+        },  # fmt: skip
     )
 
 

@@ -169,14 +169,14 @@ def _lp(gr: Groups, alive: np.ndarray, obj: np.ndarray, eqs: list[tuple[np.ndarr
     m = mbh.ModelBuilderHelper()
     m.add_var_array_with_bounds(np.zeros(n), np.ones(n), np.zeros(n, dtype=bool), "y")
     m.set_objective_coefficients(list(range(n)), obj[cfg].astype(float).tolist())
+    ys = [mbh.Variable(m, k) for k in range(n)]
     grp = np.repeat(np.arange(gr.n_groups), np.diff(gr.start))[cfg]
     bounds = np.searchsorted(grp, np.arange(gr.n_groups + 1)).tolist()
     for g in range(gr.n_groups):
         c = m.add_linear_constraint()
         m.set_constraint_lower_bound(c, 1.0)
         m.set_constraint_upper_bound(c, 1.0)
-        for k in range(bounds[g], bounds[g + 1]):
-            m.set_constraint_coefficient(c, k, 1.0)
+        m.add_terms_to_constraint(c, ys[bounds[g] : bounds[g + 1]], [1.0] * (bounds[g + 1] - bounds[g]))
     rows = []
     specs = [(gr.use[cfg, r], -math.inf, float(b)) for r, b in enumerate(gr.budget)]
     specs += [(coef[cfg], float(rhs), float(rhs)) for coef, rhs in eqs]
@@ -186,8 +186,7 @@ def _lp(gr: Groups, alive: np.ndarray, obj: np.ndarray, eqs: list[tuple[np.ndarr
         m.set_constraint_lower_bound(c, lo)
         m.set_constraint_upper_bound(c, hi)
         nz = np.nonzero(col)[0]
-        for k, v in zip(nz.tolist(), col[nz].tolist(), strict=True):
-            m.set_constraint_coefficient(c, k, float(v))
+        m.add_terms_to_constraint(c, [ys[k] for k in nz.tolist()], col[nz].astype(float).tolist())
     solver = mbh.ModelSolverHelper("glop")
     solver.solve(m)
     if solver.status() != mbh.SolveStatus.OPTIMAL:

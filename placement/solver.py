@@ -17,7 +17,7 @@ from fractions import Fraction
 
 from placement.decompose import prepare
 from placement.engine import solve_groups
-from placement.evaluate import evaluate, moves
+from placement.evaluate import Evaluation, evaluate, moves
 from placement.model import HOST, PlacementInputError, Problem
 
 INT_LIMIT = 2**53  # keep every scaled sum exactly representable for both backends
@@ -263,7 +263,10 @@ def _solve_engine(
     if oc.status in ("infeasible", "unknown"):
         return _no_placement(problem, opts, oc.status, t0, _diagnose)
     placement = gr.placement(problem, oc.chosen)
-    out = result(problem, placement, oc.status, time.monotonic() - t0, oc.gap)
+    ev = gr.evaluation(problem, placement)
+    if ev.violations:  # cannot happen unless the engine is wrong: never hand out a violating placement
+        raise RuntimeError(f"placement engine produced an infeasible placement: {ev.violations}")
+    out = result(problem, placement, oc.status, time.monotonic() - t0, oc.gap, ev)
     if oc.status == "optimal" and not oc.tiebreak_proven:
         out["tiebreak"] = "best-effort"  # host cost proven optimal; fewer PCIe/moves not proven minimal
     return out
@@ -334,9 +337,14 @@ def _gap(obj: float | None, bound: float | None) -> float:
 
 
 def result(
-    problem: Problem, placement: dict[str, str], status: str, seconds: float, gap: float = 0.0
+    problem: Problem,
+    placement: dict[str, str],
+    status: str,
+    seconds: float,
+    gap: float = 0.0,
+    ev: Evaluation | None = None,
 ) -> dict:
-    ev = evaluate(problem, placement)
+    ev = ev or evaluate(problem, placement)
     out = {
         "status": status,
         "placement": placement,
