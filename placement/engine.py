@@ -340,18 +340,32 @@ def solve_groups(
     if all(not int(reb.max(initial=0)) for st in tb_stages for reb, _ in st):
         return Outcome("optimal", best, 0.0, 0, tiebreak_proven=True)
     eq = [(gr.cost, p1)]
+    tb_deadline = min(deadline, time.monotonic() + max(tiebreak_time, time.monotonic() - t0))
     if len(full) == 1 and gr.n_groups and reduce:
         lp2 = _lp(gr, alive, folded0, eq)
         if lp2 is not None:
-            lam2, mu2, _ = lp2
+            lam2, mu2, y2 = lp2
             lb2, den2, d2 = _bound(gr, alive, folded0, lam2, eq, mu2)
+            if not lb2 > den2 * (_sum(folded0, best) - 1):
+                # A better incumbent for the tie-break from a small core around the second LP.
+                restricted = _restricted(gr, d2, y2, alive)
+                restricted[np.array(best, dtype=np.int64)] = True
+                core = _Core(gr, restricted, workers, linearization)
+                core.m.add(core.objective(gr.cost) <= p1 - core.const(gr.cost))
+                core.m.minimize(core.objective(folded0))
+                status, ch, _, _ = core.solve(tb_deadline, best)
+                if status in ("optimal", "feasible") and _sum(folded0, ch) <= _sum(folded0, best):
+                    best = ch
+                if status != "optimal":
+                    restricted = None
             pf = _sum(folded0, best)
+            if lb2 > den2 * (pf - 1):
+                return Outcome("optimal", best, 0.0, 0, tiebreak_proven=True)  # the bound meets it
             alive = alive & (lb2 + d2 <= den2 * (pf - 1))
             alive[np.array(best, dtype=np.int64)] = True
             if restricted is not None and not (alive & ~restricted).any():
                 # Nothing outside the restricted core can beat its optimum: that is the optimum.
                 return Outcome("optimal", best, 0.0, 0, tiebreak_proven=True)
-    tb_deadline = min(deadline, time.monotonic() + max(tiebreak_time, time.monotonic() - t0))
     core = _Core(gr, alive, workers, linearization)
     core.m.add(core.objective(gr.cost) <= p1 - core.const(gr.cost))
     tb_proven = True
