@@ -244,6 +244,9 @@ def _dp_no_better(gr: Groups, alive: np.ndarray, row: int, limit: int) -> bool |
     f[t] = least use of the row over the groups seen so far with cost exactly (sum of group minima) + t.
     """
     start = gr.start
+    counts = np.add.reduceat(alive.astype(np.int64), start[:-1]) if gr.n_groups else np.zeros(0)
+    if (counts == 0).any():
+        return True  # some group has no usable configuration at all
     cmin = _reduce(np.where(alive, gr.cost, BIG), start, np.minimum)
     span = limit - int(cmin.sum())
     if span < 0:
@@ -255,17 +258,21 @@ def _dp_no_better(gr: Groups, alive: np.ndarray, row: int, limit: int) -> bool |
     f[0] = 0
     base = 0
     w_all = gr.use[:, row]
-    counts = np.add.reduceat(alive.astype(np.int64), start[:-1])
     for g in range(gr.n_groups):
         lo, hi = int(start[g]), int(start[g + 1])
         ks = np.nonzero(alive[lo:hi])[0] + lo
         if counts[g] == 1:
             base += int(w_all[ks[0]])
             continue
-        extra = (gr.cost[ks] - cmin[g]).tolist()
-        new = np.full(span + 1, inf, dtype=np.int64)
-        for e, w in zip(extra, w_all[ks].tolist(), strict=True):
-            if e <= span:
+        new = None
+        for e, w in zip((gr.cost[ks] - cmin[g]).tolist(), w_all[ks].tolist(), strict=True):
+            if e > span:
+                continue
+            if new is None:
+                new = np.full(span + 1, inf, dtype=np.int64) if e else f + w
+                if e:
+                    np.add(f[: span + 1 - e], w, out=new[e:])
+            else:
                 np.minimum(new[e:], f[: span + 1 - e] + w, out=new[e:])
         np.minimum(new, inf, out=new)
         f = new
@@ -317,7 +324,9 @@ def solve_groups(
                 # The LP bound is fractional below p1: decide "primary <= p1 - 1" exactly on the
                 # relaxation keeping only the most binding budget row (dynamic programme over cost).
                 row = int(np.argmax(lam * np.array(gr.budget, dtype=float)))
-                proven = _dp_no_better(gr, alive, row, p1 - 1) is True
+                # Only configurations whose bound allows cost p1 - 1 can be in such a selection.
+                useful = alive & (lb1 + d1 <= den1 * (p1 - 1))
+                proven = _dp_no_better(gr, useful, row, p1 - 1) is True
             if status != "optimal":
                 restricted = None
         else:
