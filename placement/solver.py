@@ -198,7 +198,10 @@ class _Model:
         from ortools.linear_solver import pywraplp
 
         self.m.SetTimeLimit(int(remaining * 1000))
-        st = self.m.Solve()
+        params = pywraplp.MPSolverParameters()
+        # pywraplp stops at a 1e-4 relative gap by default: not a proof of optimality. Ask for 0.
+        params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, 0.0)
+        st = self.m.Solve(params)
         self.value = lambda v: v if isinstance(v, int) else round(v.solution_value())
         status = {
             pywraplp.Solver.OPTIMAL: "optimal",
