@@ -153,3 +153,25 @@ def test_tie_break_across_groups_prefers_less_pcie_then_fewer_moves():
         r = solve(parse_problem(inst), **kw)
         assert r["placement"]["c"] == "snic0" and r["placement"]["a"] == "host", (kw, r)
         assert r["moves"] == [] and "tiebreak" not in r
+
+
+def test_incremental_replacement_on_a_generated_graph_matches_the_mip():
+    # Regression: on this instance the exact bound exceeded int64 while fixing (OverflowError).
+    import random
+
+    from placement.generate import chains_instance
+
+    inst = chains_instance(500, seed=0)
+    first = solve(parse_problem(inst), time_limit=60)
+    rng = random.Random(0)
+    for e in inst["edges"]:
+        e["gbps"] = round(e["gbps"] * rng.uniform(0.8, 1.2), 2)
+    for n in inst["nodes"]:
+        n["location"] = first["placement"][n["id"]] if n["kind"] == "nf" else None
+    problem = parse_problem(inst)
+    ours = solve(problem, time_limit=60, max_moves=10)
+    mip = solve(problem, solver="mip", time_limit=60, max_moves=10)
+    assert ours["status"] == mip["status"] == "optimal"
+    ev = evaluate(problem, ours["placement"])
+    assert ev.feasible and float(ev.host_cost) == ours["host_cost"] == mip["host_cost"]
+    assert len(ours["moves"]) <= 10
