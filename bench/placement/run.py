@@ -30,7 +30,7 @@ def main() -> int:
     figures: dict = {"sizes": sizes, "ours_s": [], "mip_s": [], "ours_proven": [], "mip_proven": [],
                      "ours_tiebreak_proven": [], "mip_tiebreak_proven": []}  # fmt: skip
     print(
-        f"{'vertices':>8} {'ours (CP-SAT) s':>16} {'MIP (SCIP) s':>14}   proven optimal ours/mip"
+        f"{'vertices':>8} {'ours s':>16} {'MIP (SCIP) s':>14}   proven optimal ours/mip"
         "   tie-break proven ours/mip"
     )
     for n in sizes:
