@@ -14,6 +14,7 @@ class Evaluation:
     snic_load: dict[str, Fraction]
     pcie: dict[str, dict[str, Fraction]]  # snic -> {"up": sNIC->host, "down": host->sNIC}
     violations: list[str]
+    snic_resources: dict[str, dict[str, Fraction]]  # snic -> resource -> amount used (multi-resource)
 
     @property
     def feasible(self) -> bool:
@@ -24,6 +25,7 @@ def evaluate(problem: Problem, placement: dict[str, str]) -> Evaluation:
     load = problem.loads()
     host_cost = Fraction(0)
     snic_load = {s.id: Fraction(0) for s in problem.snics}
+    used = {s.id: {r: Fraction(0) for r in problem.resource_names} for s in problem.snics}
     violations = []
     for i, n in enumerate(problem.nodes):
         loc = placement[n.id]
@@ -35,6 +37,8 @@ def evaluate(problem: Problem, placement: dict[str, str]) -> Evaluation:
             host_cost += n.r_host * load[i]
         else:
             snic_load[loc] += n.r_nic * load[i]
+            for r, amount in n.needs.items():
+                used[loc][r] += amount
     pcie = {s.id: {"up": Fraction(0), "down": Fraction(0)} for s in problem.snics}
     for e in problem.edges:
         a, b = placement[e.src], placement[e.dst]
@@ -47,6 +51,9 @@ def evaluate(problem: Problem, placement: dict[str, str]) -> Evaluation:
     for s in problem.snics:
         if snic_load[s.id] > s.capacity:
             violations.append(f"capacity of {s.id}: {float(snic_load[s.id]):g} > {float(s.capacity):g}")
+        for r, have in s.resources.items():
+            if used[s.id][r] > have:
+                violations.append(f"resource {r} of {s.id}: {float(used[s.id][r]):g} > {float(have):g}")
         up, down = pcie[s.id]["up"], pcie[s.id]["down"]
         if problem.pcie_model == "shared":
             if up + down > s.pcie_gbps:
@@ -55,7 +62,7 @@ def evaluate(problem: Problem, placement: dict[str, str]) -> Evaluation:
             for d, v in (("up", up), ("down", down)):
                 if v > s.pcie_gbps:
                     violations.append(f"pcie of {s.id} ({d}): {float(v):g} > {float(s.pcie_gbps):g} Gbit/s")
-    return Evaluation(host_cost, snic_load, pcie, violations)
+    return Evaluation(host_cost, snic_load, pcie, violations, used)
 
 
 def pcie_total(ev: Evaluation) -> Fraction:

@@ -27,10 +27,15 @@ class Dampener:
         return tuple(sorted(placement.items()))
 
     def decide(self, now: float, current: dict[str, str], current_cost: float, new: dict[str, str],
-               new_cost: float) -> tuple[bool, str]:  # fmt: skip
-        """(go, why): whether to migrate from `current` to `new` at time `now`."""
+               new_cost: float, current_feasible: bool = True) -> tuple[bool, str]:  # fmt: skip
+        """(go, why): whether to migrate from `current` to `new` at time `now`.
+
+        A current placement that violates a budget (traffic grew) is always left: hysteresis, dampening
+        and anti-flap only hold back moves that merely save cost."""
         if self.key(new) == self.key(current):
             return False, "already optimal"
+        if not current_feasible:
+            return True, "current placement violates a budget"
         saving = current_cost - new_cost
         if saving <= self.threshold or saving <= self.rel_threshold * abs(current_cost):
             return False, f"saving {saving:.3g} below hysteresis threshold"

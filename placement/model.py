@@ -27,6 +27,7 @@ class Node:
     r_nic: Fraction = Fraction(0)
     pinned: str | None = None
     location: str | None = None  # current location, for tie-breaks and move budgets
+    needs: dict[str, Fraction] = field(default_factory=dict)  # other sNIC resources (e.g. memory) it uses
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class Snic:
     id: str
     capacity: Fraction
     pcie_gbps: Fraction
+    resources: dict[str, Fraction] = field(default_factory=dict)  # further capacities, e.g. {"mem_gb": 8}
 
 
 @dataclass
@@ -53,6 +55,11 @@ class Problem:
 
     def __post_init__(self) -> None:
         self.index = {n.id: i for i, n in enumerate(self.nodes)}
+
+    @property
+    def resource_names(self) -> list[str]:
+        """Resources besides `capacity` that every sNIC declares (multi-resource capacity)."""
+        return sorted(self.snics[0].resources) if self.snics else []
 
     @property
     def locations(self) -> list[str]:
@@ -89,6 +96,17 @@ def _exact(where: str, value: Any, *, nonneg: bool = True) -> Fraction:
     return frac
 
 
+def _amounts(where: str, obj: Any) -> dict[str, Fraction]:
+    if not isinstance(obj, dict):
+        raise PlacementInputError(f"{where}: expected an object of resource name -> amount")
+    out = {}
+    for name, val in obj.items():
+        if not name:
+            raise PlacementInputError(f"{where}: empty resource name")
+        out[name] = _exact(f"{where}.{name}", val)
+    return out
+
+
 def _keys(where: str, obj: Any, required: set[str], optional: set[str]) -> dict:
     if not isinstance(obj, dict):
         raise PlacementInputError(f"{where}: expected an object")
@@ -112,14 +130,22 @@ def parse_problem(data: Any) -> Problem:
     snics: list[Snic] = []
     for i, s in enumerate(data["snics"]):
         w = f"snics[{i}]"
-        _keys(w, s, {"id", "capacity", "pcie_gbps"}, set())
+        _keys(w, s, {"id", "capacity", "pcie_gbps"}, {"resources"})
         if not isinstance(s["id"], str) or not s["id"] or s["id"] == HOST:
             raise PlacementInputError(f"{w}.id: must be a non-empty string other than 'host'")
         if any(x.id == s["id"] for x in snics):
             raise PlacementInputError(f"{w}.id: duplicate sNIC id {s['id']!r}")
+        resources = _amounts(f"{w}.resources", s.get("resources", {}))
         snics.append(
-            Snic(s["id"], _exact(f"{w}.capacity", s["capacity"]), _exact(f"{w}.pcie_gbps", s["pcie_gbps"]))
-        )
+            Snic(s["id"], _exact(f"{w}.capacity", s["capacity"]), _exact(f"{w}.pcie_gbps", s["pcie_gbps"]),
+                 resources)
+        )  # fmt: skip
+    declared = set(snics[0].resources) if snics else set()
+    for i, sn in enumerate(snics):
+        if set(sn.resources) != declared:
+            raise PlacementInputError(
+                f"snics[{i}].resources: every sNIC must declare the same resources ({sorted(declared)})"
+            )
     locations = {HOST, *(s.id for s in snics)}
     if not isinstance(data["nodes"], list):
         raise PlacementInputError("nodes: expected a list")
@@ -127,7 +153,7 @@ def parse_problem(data: Any) -> Problem:
     seen: set[str] = set()
     for i, n in enumerate(data["nodes"]):
         w = f"nodes[{i}]"
-        _keys(w, n, {"id", "kind"}, {"r_host", "r_nic", "pinned", "location"})
+        _keys(w, n, {"id", "kind"}, {"r_host", "r_nic", "pinned", "location", "needs"})
         nid = n["id"]
         if not isinstance(nid, str) or not nid:
             raise PlacementInputError(f"{w}.id: must be a non-empty string")
@@ -147,7 +173,13 @@ def parse_problem(data: Any) -> Problem:
             raise PlacementInputError(f"{w}.pinned: a port must name its sNIC")
         r_host = _exact(f"{w}.r_host", n.get("r_host", 0))
         r_nic = _exact(f"{w}.r_nic", n.get("r_nic", 0))
-        nodes.append(Node(nid, kind, r_host, r_nic, pinned if kind != "vm" else HOST, location))
+        needs = _amounts(f"{w}.needs", n.get("needs", {}))
+        if needs and kind != "nf":
+            raise PlacementInputError(f"{w}.needs: only an NF uses sNIC resources")
+        for res in needs:
+            if res not in declared:
+                raise PlacementInputError(f"{w}.needs.{res}: no sNIC declares resource {res!r}")
+        nodes.append(Node(nid, kind, r_host, r_nic, pinned if kind != "vm" else HOST, location, needs))
     if not isinstance(data["edges"], list):
         raise PlacementInputError("edges: expected a list")
     edges: list[Edge] = []

@@ -15,7 +15,9 @@ import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from placement.evaluate import evaluate, moves
+from placement.decompose import prepare
+from placement.engine import solve_groups
+from placement.evaluate import Evaluation, evaluate, moves
 from placement.model import HOST, PlacementInputError, Problem
 
 INT_LIMIT = 2**53  # keep every scaled sum exactly representable for both backends
@@ -27,8 +29,9 @@ class Options:
     time_limit: float = 10.0
     max_moves: int | None = None  # incremental re-placement: at most this many NFs change location
     move_cost: float | Fraction = 0  # host-cost units charged per moved NF (stage 1)
-    workers: int = 2  # measured on 2 cores: 1-2 workers with linearization 2 beat 8 workers
+    workers: int = 1  # measured on 2 loaded cores: 1 worker beats 2 (and 8) on the engine's small cores
     linearization: int = 2
+    reduce: bool = True  # cpsat: LP-bound fixing before CP-SAT (False: CP-SAT on all configurations)
 
 
 def _scale(values: list[Fraction]) -> tuple[list[int], int]:
@@ -110,18 +113,29 @@ class _Model:
         self.stage1_const = sum(c * v for c, v in host_terms + move_terms if isinstance(v, int))
         if self.opts.max_moves is not None:
             mv = [v for v in self.moved.values() if not isinstance(v, int)]
+            forced = sum(1 for n in p.nodes if n.kind == "nf" and len(p.allowed(n)) == 1
+                         and n.location not in (None, p.allowed(n)[0]))  # fmt: skip
             if mv:
-                self.add(sum(mv) <= self.opts.max_moves)
-        # sNIC capacity.
-        for s in p.snics:
-            terms = [(p.nodes[i].r_nic * load[i], self.on(i, s.id)) for i in nfs]
-            ints, _ = _scale([c for c, _ in terms] + [s.capacity])
+                self.add(sum(mv) <= self.opts.max_moves - forced)
+            elif forced > self.opts.max_moves:
+                self.add(self.boolvar("never") + 1 <= 0)
+        # sNIC capacity (cores from load) and further resources (fixed needs per NF).
+        rows = [
+            (s, [(p.nodes[i].r_nic * load[i], self.on(i, s.id)) for i in nfs], s.capacity) for s in p.snics
+        ]
+        rows += [(s, [(p.nodes[i].needs.get(r, Fraction(0)), self.on(i, s.id)) for i in nfs], s.resources[r])
+                 for s in p.snics for r in p.resource_names]  # fmt: skip
+        for _s, terms, budget in rows:
+            ints, _ = _scale([c for c, _ in terms] + [budget])
             cap = ints[-1]
             const = sum(c for c, (_, v) in zip(ints, terms, strict=False) if isinstance(v, int) and v)
             var_terms = [
                 (c, v) for c, (_, v) in zip(ints, terms, strict=False) if c and not isinstance(v, int)
             ]
-            self.add(sum(c * v for c, v in var_terms) + const <= cap)
+            if var_terms:
+                self.add(sum(c * v for c, v in var_terms) + const <= cap)
+            elif const > cap:
+                self.add(self.boolvar("never") + 1 <= 0)  # pinned NFs alone exceed it
         # PCIe crossings.
         self.pcie_terms: list[tuple[Fraction, object]] = []
         for s in p.snics:
@@ -184,7 +198,10 @@ class _Model:
         from ortools.linear_solver import pywraplp
 
         self.m.SetTimeLimit(int(remaining * 1000))
-        st = self.m.Solve()
+        params = pywraplp.MPSolverParameters()
+        # pywraplp stops at a 1e-4 relative gap by default: not a proof of optimality. Ask for 0.
+        params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, 0.0)
+        st = self.m.Solve(params)
         self.value = lambda v: v if isinstance(v, int) else round(v.solution_value())
         status = {
             pywraplp.Solver.OPTIMAL: "optimal",
@@ -223,20 +240,58 @@ def solve(problem: Problem, options: Options | None = None, _diagnose: bool = Tr
     opts = options or Options(**kwargs)
     if opts.time_limit <= 0:
         raise PlacementInputError(f"time_limit: must be positive, got {opts.time_limit}")
+    if opts.max_moves is not None and opts.max_moves < 0:
+        raise PlacementInputError(f"max_moves: must not be negative, got {opts.max_moves}")
+    if Fraction(str(opts.move_cost or 0)) < 0:
+        raise PlacementInputError(f"move_cost: must not be negative, got {opts.move_cost}")
     t0 = time.monotonic()
     deadline = t0 + opts.time_limit
+    if opts.solver == "cpsat":
+        out = _solve_engine(problem, opts, t0, deadline, _diagnose)
+        if out is not None:
+            return out
+    return _solve_model(problem, opts, t0, deadline, _diagnose)
+
+
+def _solve_engine(
+    problem: Problem, opts: Options, t0: float, deadline: float, _diagnose: bool = True
+) -> dict | None:
+    """Our engine (decompose.py + engine.py); None when the instance does not decompose into small groups."""
+    gr = prepare(problem, move_cost=Fraction(str(opts.move_cost or 0)), max_moves=opts.max_moves)
+    if gr is None:
+        return None
+    oc = solve_groups(
+        gr, deadline, workers=opts.workers, linearization=opts.linearization, reduce=opts.reduce
+    )
+    if oc.status in ("infeasible", "unknown"):
+        return _no_placement(problem, opts, oc.status, t0, _diagnose)
+    placement = gr.placement(problem, oc.chosen)
+    ev = gr.evaluation(problem, placement)
+    if ev.violations:  # cannot happen unless the engine is wrong: never hand out a violating placement
+        raise RuntimeError(f"placement engine produced an infeasible placement: {ev.violations}")
+    out = result(problem, placement, oc.status, time.monotonic() - t0, oc.gap, ev)
+    if oc.status == "optimal" and not oc.tiebreak_proven:
+        out["tiebreak"] = "best-effort"  # host cost proven optimal; fewer PCIe/moves not proven minimal
+    return out
+
+
+def _no_placement(problem: Problem, opts: Options, status: str, t0: float, why: bool = True) -> dict:
+    out = {"status": status, "placement": {}}
+    if status != "infeasible":
+        out["reason"] = "time limit hit before any placement was found"
+    else:
+        out["reason"] = diagnose(problem, opts) if why else "infeasible"
+    out["solve_seconds"] = round(time.monotonic() - t0, 4)
+    return out
+
+
+def _solve_model(problem: Problem, opts: Options, t0: float, deadline: float, _diagnose: bool = True) -> dict:
+    """The plain model (a variable per NF and location): the MIP baseline, and CP-SAT's fallback."""
     model = _Model(problem, opts)
     model.minimize(model.stage1)
     status, obj, bound = model.solve(deadline, hint=_current_hint(model))
     if status in ("infeasible", "unknown"):
-        out = {"status": "infeasible" if status == "infeasible" else "unknown", "placement": {}}
-        out["reason"] = (
-            diagnose(problem, opts)
-            if status == "infeasible"
-            else "time limit hit before any placement was found"
-        )
-        out["solve_seconds"] = round(time.monotonic() - t0, 4)
-        return out
+        return _no_placement(problem, opts, status, t0, _diagnose)
     placement = model.placement()
     gap = 0.0 if status == "optimal" else _gap(obj, bound)
     tiebreak_proven = True
@@ -285,9 +340,14 @@ def _gap(obj: float | None, bound: float | None) -> float:
 
 
 def result(
-    problem: Problem, placement: dict[str, str], status: str, seconds: float, gap: float = 0.0
+    problem: Problem,
+    placement: dict[str, str],
+    status: str,
+    seconds: float,
+    gap: float = 0.0,
+    ev: Evaluation | None = None,
 ) -> dict:
-    ev = evaluate(problem, placement)
+    ev = ev or evaluate(problem, placement)
     out = {
         "status": status,
         "placement": placement,
@@ -305,36 +365,35 @@ def result(
 def diagnose(problem: Problem, opts: Options) -> str:
     """Name the constraint that cannot be met.
 
-    First what fixed vertices alone violate (pinned NFs' sNIC load; traffic between vertices that cannot
-    move); otherwise the family of constraints whose removal makes the instance feasible.
+    First what fixed vertices alone violate (pinned NFs' sNIC capacity or resources; traffic between
+    vertices that cannot move); otherwise the family of constraints whose removal makes the instance
+    feasible (each trial is solved without a further diagnosis).
     """
     fixed = {n.id for n in problem.nodes if len(problem.allowed(n)) == 1}
-    load = problem.loads()
-    for sn in problem.snics:
-        pinned = sum(
-            (n.r_nic * load[i] for i, n in enumerate(problem.nodes) if n.kind == "nf" and n.pinned == sn.id),
-            Fraction(0),
-        )
-        if pinned > sn.capacity:
-            return (
-                f"pinned NFs alone exceed the capacity of {sn.id}: {float(pinned):g} > {float(sn.capacity):g}"
-            )
     base = {n.id: problem.allowed(n)[0] if n.id in fixed else HOST for n in problem.nodes}
     only_fixed = Problem(problem.nodes, [e for e in problem.edges if e.src in fixed and e.dst in fixed],
                          problem.snics, problem.pcie_model)  # fmt: skip
+    # With every movable NF on the host, sNIC capacity and resources hold only pinned NFs.
+    for v in evaluate(problem, base).violations:
+        if not v.startswith("pcie"):
+            return f"pinned NFs alone exceed the {v}"
     for v in evaluate(only_fixed, base).violations:
-        if v.startswith("pcie"):
-            return f"traffic between pinned vertices alone exceeds the {v}"
+        return f"traffic between pinned vertices alone exceeds the {v}"
+    forced = [n.id for n in problem.nodes if n.id in fixed and n.location not in (None, base[n.id])]
+    if opts.max_moves is not None and len(forced) > opts.max_moves:
+        return f"pinned NFs must move ({len(forced)}), more than max_moves={opts.max_moves}"
     if opts.max_moves is not None:
         return f"no placement within max_moves={opts.max_moves} meets the capacity and PCIe budgets"
-    for family, relaxed in (
-        ("PCIe budget", [replace(s, pcie_gbps=Fraction(10**9)) for s in problem.snics]),
-        ("sNIC capacity", [replace(s, capacity=Fraction(10**9)) for s in problem.snics]),
-    ):
+    big = Fraction(10**9)
+    families = [
+        ("PCIe budget", [replace(s, pcie_gbps=big) for s in problem.snics]),
+        ("sNIC capacity", [replace(s, capacity=big) for s in problem.snics]),
+    ]
+    families += [(f"sNIC resource {r}", [replace(s, resources={**s.resources, r: big}) for s in problem.snics])
+                 for r in problem.resource_names]  # fmt: skip
+    trial_opts = replace(opts, time_limit=max(1.0, opts.time_limit / 4))
+    for family, relaxed in families:
         trial = Problem(problem.nodes, problem.edges, relaxed, problem.pcie_model)
-        if (
-            solve(trial, Options(solver=opts.solver, time_limit=max(1.0, opts.time_limit / 4)))["status"]
-            != "infeasible"
-        ):
+        if solve(trial, trial_opts, _diagnose=False)["status"] != "infeasible":
             return f"the {family} cannot be met: the instance is feasible without it, infeasible with it"
-    return "the sNIC capacity and PCIe budgets cannot be met together"
+    return "the sNIC capacity, resources and PCIe budgets cannot be met together"

@@ -1,0 +1,376 @@
+"""Exact integer data of a placement problem, split into independent choice groups (numpy, vectorised).
+
+A *group* is a connected component of the traffic graph restricted to the NFs that can move (an edge to a
+fixed vertex - VM, port, pinned NF - does not connect two groups). A group's only interaction with the rest
+is through the shared budgets (sNIC capacity and resources, PCIe per link, the move budget). So a group is
+replaced by the list of its *configurations* (one location per NF in it) with, per configuration:
+
+- ``cost``: primary objective (host cost plus the per-move cost), exact integer units;
+- ``pcie``: PCIe Gbit/s it puts on all links (the first tie-break), exact integer units;
+- ``moves``: NFs it moves away from the current placement (the second tie-break);
+- ``use``: its use of every shared budget row (capacity, resources, PCIe up/down or shared, moves).
+
+A configuration is dropped when another one of the same group is no worse in the lexicographic objective
+(cost, pcie, moves) and uses no more of any budget (dominance; exact: swapping it in keeps every solution
+feasible and no worse). Chains of the UNO placement graph give groups of 1-3 NFs, i.e. 2-8 configurations
+with one sNIC. Components too large to enumerate make ``prepare`` return None (the caller then uses the
+plain variable-per-NF model).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from placement.evaluate import Evaluation
+from placement.model import Problem
+
+SAFE = 2**60  # every integer sum we form stays below this (int64, and CP-SAT's overflow checks)
+
+
+@dataclass
+class Groups:
+    """Flattened configurations of all groups (arrays indexed by configuration, sorted by group)."""
+
+    locations: list[str]
+    fixed: dict[int, int]  # node index -> location index, for every vertex that cannot move
+    group_nodes: list[np.ndarray]  # per group: the movable node indices, in column order
+    group_table: list[np.ndarray]  # per group: (L**m, m) location table of all configurations
+    start: np.ndarray  # configurations of group g are start[g]:start[g+1]
+    config: np.ndarray  # row of the configuration in its group's table
+    cost: np.ndarray
+    pcie: np.ndarray
+    moves: np.ndarray
+    use: np.ndarray  # (configs, rows)
+    budget: list[int]  # per row: what is left once the fixed vertices are accounted for
+    row_names: list[str]
+    cost_const: Fraction  # primary cost of the fixed vertices (host cost of NFs pinned to the host)
+    cost_unit: Fraction  # one cost unit in host-cost units
+    current: np.ndarray  # per group: configuration index (global) of the current placement, or -1
+    exact: dict  # unscaled integer data for `evaluation` (host, nic, needs, edges and their units)
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.group_nodes)
+
+    def evaluation(self, problem: Problem, placement: dict[str, str]) -> Evaluation:
+        """The same figures as evaluate.evaluate, from the exact integers (no per-term Fraction work)."""
+        x = self.exact
+        ix = {loc: k for k, loc in enumerate(self.locations)}
+        loc = np.array([ix[placement[n.id]] for n in problem.nodes], dtype=np.int64)
+        where = loc.tolist()
+        host_cost = Fraction(sum(h for h, k in zip(x["host"], where, strict=True) if k == 0), x["host_den"])
+        snic_load, used, pcie = {}, {}, {}
+        la, lb, g = loc[x["src"]], loc[x["dst"]], x["g"]
+        for k, s in enumerate(problem.snics, start=1):
+            snic_load[s.id] = Fraction(
+                sum(v for v, w in zip(x["nic"], where, strict=True) if w == k), x["nic_den"]
+            )
+            used[s.id] = {r: Fraction(sum(v for v, w in zip(c, where, strict=True) if w == k), den)
+                          for r, (c, den) in x["needs"].items()}  # fmt: skip
+            pcie[s.id] = {"up": Fraction(int(g[(la == k) & (lb != k)].sum()), x["G"]),
+                          "down": Fraction(int(g[(lb == k) & (la != k)].sum()), x["G"])}  # fmt: skip
+        violations = []
+        for s in problem.snics:
+            if snic_load[s.id] > s.capacity:
+                violations.append(f"capacity of {s.id}")
+            violations += [
+                f"resource {r} of {s.id}" for r, have in s.resources.items() if used[s.id][r] > have
+            ]
+            up, down = pcie[s.id]["up"], pcie[s.id]["down"]
+            if (up + down if problem.pcie_model == "shared" else max(up, down)) > s.pcie_gbps:
+                violations.append(f"pcie of {s.id}")
+        return Evaluation(host_cost, snic_load, pcie, violations, used)
+
+    def placement(self, problem: Problem, chosen: list[int]) -> dict[str, str]:
+        """Placement from one chosen configuration (global index) per group."""
+        out = {problem.nodes[i].id: self.locations[loc] for i, loc in self.fixed.items()}
+        for g, c in enumerate(chosen):
+            row = self.group_table[g][self.config[c]]
+            for i, loc in zip(self.group_nodes[g].tolist(), row.tolist(), strict=True):
+                out[problem.nodes[i].id] = self.locations[loc]
+        return {n.id: out[n.id] for n in problem.nodes}
+
+
+def _times(v: Fraction, den: int) -> int:
+    """v * den as an int, for den a multiple of v's denominator (no Fraction arithmetic)."""
+    return v.numerator * (den // v.denominator)
+
+
+def _lcm_den(values) -> int:
+    den = 1
+    for v in values:
+        den = den * v.denominator // math.gcd(den, v.denominator)
+    return den
+
+
+def _find(parent: list[int], i: int) -> int:
+    while parent[i] != i:
+        parent[i] = parent[parent[i]]
+        i = parent[i]
+    return i
+
+
+def prepare(
+    problem: Problem,
+    move_cost: Fraction = Fraction(0),
+    max_moves: int | None = None,
+    max_configs: int = 256,
+) -> Groups | None:
+    """Integer data and dominance-pruned configurations, or None when a group is too large or a sum
+    would not fit in 60 bits."""
+    p = problem
+    locs = p.locations
+    loc_ix = {loc: k for k, loc in enumerate(locs)}
+    n_nodes, n_snic = len(p.nodes), len(p.snics)
+    fixed: dict[int, int] = {}
+    movable: list[int] = []
+    for i, n in enumerate(p.nodes):
+        allowed = p.allowed(n)
+        if len(allowed) == 1:
+            fixed[i] = loc_ix[allowed[0]]
+        else:
+            movable.append(i)
+    cur = np.full(n_nodes, -1, dtype=np.int64)
+    for i in movable:
+        if p.nodes[i].location is not None:
+            cur[i] = loc_ix[p.nodes[i].location]
+
+    # Exact scaling: traffic in units of 1/G (G also makes every PCIe budget integral).
+    edges = [e for e in p.edges if e.gbps]
+    G = _lcm_den([e.gbps for e in edges] + [s.pcie_gbps for s in p.snics])
+    src = np.fromiter((p.index[e.src] for e in edges), dtype=np.int64, count=len(edges))
+    dst = np.fromiter((p.index[e.dst] for e in edges), dtype=np.int64, count=len(edges))
+    g_int = [_times(e.gbps, G) for e in edges]
+    load = [0] * n_nodes
+    for a, b, g in zip(src.tolist(), dst.tolist(), g_int, strict=True):
+        load[a] += g
+        load[b] += g
+    nfs = [i for i, n in enumerate(p.nodes) if n.kind == "nf"]
+    # Primary cost: r_host * load (+ move_cost per move), units 1/(R*G), reduced by the common gcd.
+    R = _lcm_den([p.nodes[i].r_host for i in nfs] + [move_cost])
+    host = [0] * n_nodes
+    for i in nfs:
+        host[i] = _times(p.nodes[i].r_host, R) * load[i]
+    mc = int(move_cost * R * G)
+    div = 0
+    for i in movable:
+        div = math.gcd(div, host[i])
+    if any(cur[i] >= 0 for i in movable):
+        div = math.gcd(div, mc)
+    div = div or 1
+    cost_const = Fraction(sum(host[i] for i, loc in fixed.items() if loc == 0), div)  # reported only
+    host_raw = host
+    host = [h // div for h in host] if div > 1 else host
+    mc //= div
+    cost_unit = Fraction(div, R * G)
+
+    # Budget rows: per sNIC capacity, per sNIC x resource, PCIe per link (and direction), moves.
+    row_names: list[str] = []
+    node_rows: list[tuple[int, list[int]]] = []  # (sNIC location index, per-node coefficient)
+    budgets: list[int] = []
+    needs_raw: dict[str, tuple[list[int], int]] = {}
+    Rn = _lcm_den([p.nodes[i].r_nic for i in nfs] + [s.capacity for s in p.snics])
+    nic = [0] * n_nodes
+    for i in nfs:
+        nic[i] = _times(p.nodes[i].r_nic, Rn) * load[i]
+    for k, s in enumerate(p.snics):
+        coef = nic
+        row_names.append(f"capacity of {s.id}")
+        node_rows.append((k + 1, coef))
+        budgets.append(_times(s.capacity, Rn) * G)
+    for r in p.resource_names:
+        Rr = _lcm_den([p.nodes[i].needs.get(r, Fraction(0)) for i in nfs] + [s.resources[r] for s in p.snics])
+        coef = [0] * n_nodes
+        for i in nfs:
+            coef[i] = _times(p.nodes[i].needs.get(r, Fraction(0)), Rr)
+        needs_raw[r] = (coef, Rr)
+        for k, s in enumerate(p.snics):
+            row_names.append(f"resource {r} of {s.id}")
+            node_rows.append((k + 1, coef))
+            budgets.append(_times(s.resources[r], Rr))
+    pcie_rows: list[tuple[int, str]] = []  # (sNIC location index, "up"|"down"|"both")
+    for k, s in enumerate(p.snics):
+        dirs = ["both"] if p.pcie_model == "shared" else ["up", "down"]
+        for d in dirs:
+            pcie_rows.append((k + 1, d))
+            row_names.append(f"PCIe budget of {s.id}" + ("" if d == "both" else f" ({d})"))
+            budgets.append(_times(s.pcie_gbps, G))
+    move_row = max_moves is not None
+    if move_row:
+        # A pinned NF whose current location is elsewhere moves anyway: it uses the budget too.
+        forced = sum(1 for i, loc in fixed.items() if p.nodes[i].location not in (None, locs[loc]))
+        row_names.append(f"max_moves={max_moves}")
+        budgets.append(int(max_moves) - forced)
+    n_rows = len(row_names)
+    n_node_rows = len(node_rows)
+
+    limit_terms = [sum(host), mc * len(movable), sum(g_int) * 2 * max(n_snic, 1)]
+    limit_terms += [sum(c) for _, c in node_rows] + [abs(b) for b in budgets]
+    if max(limit_terms, default=0) >= SAFE:
+        return None
+
+    # Fixed vertices' share of every budget.
+    for r, (k, coef) in enumerate(node_rows):
+        budgets[r] -= sum(coef[i] for i, loc in fixed.items() if loc == k)
+    is_mov = np.zeros(n_nodes, dtype=bool)
+    is_mov[movable] = True
+    g_arr = np.array(g_int, dtype=np.int64)
+    both_fixed = ~is_mov[src] & ~is_mov[dst] if len(edges) else np.zeros(0, dtype=bool)
+    floc = np.zeros(n_nodes, dtype=np.int64)
+    for i, loc in fixed.items():
+        floc[i] = loc
+    for r, (k, d) in enumerate(pcie_rows):
+        la, lb, g = floc[src[both_fixed]], floc[dst[both_fixed]], g_arr[both_fixed]
+        up = int(g[(la == k) & (lb != k)].sum())
+        down = int(g[(lb == k) & (la != k)].sum())
+        budgets[n_node_rows + r] -= {"up": up, "down": down, "both": up + down}[d]
+
+    # Components of the movable NFs.
+    parent = list(range(n_nodes))
+    for a, b in zip(src.tolist(), dst.tolist(), strict=True):
+        if is_mov[a] and is_mov[b]:
+            ra, rb = _find(parent, a), _find(parent, b)
+            if ra != rb:
+                parent[ra] = rb
+    comps: dict[int, list[int]] = {}
+    for i in movable:
+        comps.setdefault(_find(parent, i), []).append(i)
+    L = len(locs)
+    by_size: dict[int, list[list[int]]] = {}
+    for members in comps.values():
+        if L ** len(members) > max_configs:
+            return None
+        by_size.setdefault(len(members), []).append(members)
+
+    host_a = np.array(host, dtype=np.int64)
+    coef_a = [np.array(c, dtype=np.int64) for _, c in node_rows]
+    group_nodes: list[np.ndarray] = []
+    group_table: list[np.ndarray] = []
+    parts = []  # per size class: (keep mask, config arrays)
+    # Node -> (row in its size class, column) and edge -> size class.
+    where_row = np.full(n_nodes, -1, dtype=np.int64)
+    where_col = np.full(n_nodes, -1, dtype=np.int64)
+    where_m = np.full(n_nodes, -1, dtype=np.int64)
+    for m, members_list in by_size.items():
+        mat = np.array(members_list, dtype=np.int64)
+        where_row[mat] = np.arange(len(mat))[:, None]
+        where_col[mat] = np.arange(m)[None, :]
+        where_m[mat] = m
+    edge_mov = ~both_fixed
+    e_m = np.where(is_mov[src], where_m[src], where_m[dst])
+    for m in sorted(by_size):
+        members_list = by_size[m]
+        mat = np.array(members_list, dtype=np.int64)  # (nc, m)
+        nc = len(mat)
+        table = np.array(list(itertools.product(range(L), repeat=m)), dtype=np.int64)  # (K, m)
+        K = len(table)
+        on_host = (table == 0).astype(np.int64)
+        cost = host_a[mat] @ on_host.T  # (nc, K)
+        cur_m = cur[mat]
+        moved = ((cur_m[:, None, :] >= 0) & (table[None, :, :] != cur_m[:, None, :])).sum(-1)
+        cost = cost + mc * moved
+        use = np.zeros((nc, K, n_rows), dtype=np.int64)
+        for r, (k, _) in enumerate(node_rows):
+            use[:, :, r] = coef_a[r][mat] @ (table == k).astype(np.int64).T
+        sel = edge_mov & (e_m == m)
+        es, ed, eg = src[sel], dst[sel], g_arr[sel]
+        row = np.where(is_mov[es], where_row[es], where_row[ed])
+        la = np.where(is_mov[es][:, None], table[:, where_col[es]].T, floc[es][:, None])  # (ne, K)
+        lb = np.where(is_mov[ed][:, None], table[:, where_col[ed]].T, floc[ed][:, None])
+        pcie = np.zeros((nc, K), dtype=np.int64)
+        for r, (k, d) in enumerate(pcie_rows):
+            up = eg[:, None] * ((la == k) & (lb != k))
+            down = eg[:, None] * ((lb == k) & (la != k))
+            contrib = {"up": up, "down": down, "both": up + down}[d]
+            acc = np.zeros((nc, K), dtype=np.int64)
+            np.add.at(acc, row, contrib)
+            use[:, :, n_node_rows + r] = acc
+            pcie += acc  # a "both" row already counts up + down
+        if move_row:
+            use[:, :, n_rows - 1] = moved
+        keep = _undominated(cost, pcie, moved, use) if K <= 81 else np.ones((nc, K), dtype=bool)
+        parts.append((mat, table, keep, cost, pcie, moved, use))
+
+    starts = [0]
+    cfg, cost_l, pcie_l, moves_l, use_l, current = [], [], [], [], [], []
+    for mat, table, keep, cost, pcie, moved, use in parts:
+        counts = keep.sum(1)
+        ks = np.nonzero(keep)  # row-major: grouped by component
+        cfg.append(ks[1])
+        cost_l.append(cost[ks])
+        pcie_l.append(pcie[ks])
+        moves_l.append(moved[ks])
+        use_l.append(use[ks])
+        # Current configuration's row in the table (mixed radix, first column most significant).
+        cur_m = cur[mat]
+        known = (cur_m >= 0).all(1)
+        radix = L ** np.arange(table.shape[1] - 1, -1, -1)
+        cur_row = np.where(known, (np.maximum(cur_m, 0) * radix).sum(1), -1)
+        base = starts[-1]
+        ends = base + np.cumsum(counts)
+        for c in range(len(mat)):
+            group_nodes.append(mat[c])
+            group_table.append(table)
+            s0 = int(ends[c] - counts[c])
+            hit = -1
+            if cur_row[c] >= 0 and keep[c, cur_row[c]]:
+                hit = s0 + int(keep[c, : cur_row[c]].sum())
+            current.append(hit)
+        starts.extend(ends.tolist())
+
+    def cat(xs, shape=(0,)):
+        return np.concatenate(xs) if xs else np.zeros(shape, dtype=np.int64)
+
+    return Groups(
+        locations=locs,
+        fixed=fixed,
+        group_nodes=group_nodes,
+        group_table=group_table,
+        start=np.array(starts, dtype=np.int64),
+        config=cat(cfg),
+        cost=cat(cost_l),
+        pcie=cat(pcie_l),
+        moves=cat(moves_l),
+        use=cat(use_l, (0, n_rows)),
+        budget=budgets,
+        row_names=row_names,
+        cost_const=cost_const,
+        cost_unit=cost_unit,
+        current=np.array(current, dtype=np.int64),
+        exact={
+            "host": host_raw,
+            "host_den": R * G,
+            "nic": nic,
+            "nic_den": Rn * G,
+            "needs": needs_raw,
+            "src": src,
+            "dst": dst,
+            "g": g_arr,
+            "G": G,
+        },  # fmt: skip
+    )
+
+
+def _undominated(cost, pcie, moves, use) -> np.ndarray:
+    """(nc, K) mask of configurations no other one of the same group dominates (see module doc).
+
+    j dominates k: objective (cost, pcie, moves) lexicographically <= and every use <=, and strictly
+    better somewhere or (all equal and j < k). Such a relation has no cycles, so every group keeps one.
+    """
+    c1, c2 = cost[:, :, None], cost[:, None, :]  # [.., k, j]
+    p1, p2 = pcie[:, :, None], pcie[:, None, :]
+    m1, m2 = moves[:, :, None], moves[:, None, :]
+    lex_lt = (c2 < c1) | ((c2 == c1) & ((p2 < p1) | ((p2 == p1) & (m2 < m1))))
+    lex_eq = (c2 == c1) & (p2 == p1) & (m2 == m1)
+    u1, u2 = use[:, :, None, :], use[:, None, :, :]
+    le = (u2 <= u1).all(-1)
+    lt_some = (u2 < u1).any(-1)
+    K = cost.shape[1]
+    idx_lt = np.arange(K)[None, :] < np.arange(K)[:, None]  # [k, j]: j < k
+    dominated = le & (lex_lt | (lex_eq & (lt_some | idx_lt[None])))
+    return ~dominated.any(-1)
