@@ -330,8 +330,8 @@ def solve_groups(
         core = _Core(gr, restricted, workers, linearization)
         core.m.minimize(core.objective(folded0))
         # Only an incumbent is needed here (any feasible one makes the fixing below valid): time-box it.
-        remaining = deadline - time.monotonic()
-        status, inc, _, _ = core.solve(time.monotonic() + min(remaining, max(0.1, 0.02 * remaining)), hint)
+        now = time.monotonic()
+        status, inc, _, _ = core.solve(min(deadline, now + max(0.1, now - t0)), hint)
         if status in ("optimal", "feasible"):
             best = inc
             p1 = _sum(gr.cost, inc)
