@@ -326,7 +326,13 @@ def solve_groups(
         lam, _, y = lp1
         lb1, den1, d1 = _bound(gr, alive, gr.cost, lam, [], np.zeros(0))
         lower = Fraction(lb1, den1)
-        restricted = _restricted(gr, d1, y, alive)
+        if len(full) == 1:
+            # Choose the core by reduced costs of the folded objective (same prices, scaled by the cost
+            # weight): configurations tied on cost (e.g. the same NF on either of two sNICs) then differ.
+            _, _, df = _bound(gr, alive, folded0, lam * full[0][0][1], [], np.zeros(0))
+            restricted = _restricted(gr, df, y, alive)
+        else:
+            restricted = _restricted(gr, d1, y, alive)
         core = _Core(gr, restricted, workers, linearization)
         core.m.minimize(core.objective(folded0))
         # Only an incumbent is needed here (any feasible one makes the fixing below valid): time-box it.
