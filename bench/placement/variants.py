@@ -3,7 +3,7 @@
 (SCIP, gap 0) on the same seeded instances, 3 seeds each, 30 s limit; median solve seconds, statuses, how
 many tie-breaks stayed best-effort, and host costs (equal where both prove optimality).
 
-    .venv/bin/python -m bench.placement.variants [--sizes 500,5000]
+    .venv/bin/python -m bench.placement.variants [--sizes 500,5000] [--solvers cpsat,mip]
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ import statistics
 from placement import parse_problem, solve
 from placement.generate import chains_instance
 
+SOLVERS = ["cpsat", "mip"]
+
 
 def run(label: str, insts: list[dict], **kw) -> None:
-    for name in ("cpsat", "mip"):
+    for name in SOLVERS:
         ts, st, hc, tb = [], [], [], 0
         for inst in insts:
             r = solve(parse_problem(inst), solver=name, time_limit=30, **kw)
@@ -33,7 +35,10 @@ def run(label: str, insts: list[dict], **kw) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="500,5000")
-    sizes = [int(x) for x in ap.parse_args().sizes.split(",")]
+    ap.add_argument("--solvers", default="cpsat,mip", help="cpsat (ours) and/or mip")
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    SOLVERS[:] = args.solvers.split(",")
     for name in ("cpsat", "mip"):  # warm-up
         solve(parse_problem(chains_instance(30, seed=99)), solver=name)
     for n in sizes:
