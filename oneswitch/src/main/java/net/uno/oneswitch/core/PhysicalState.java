@@ -183,10 +183,16 @@ public final class PhysicalState {
         .build();
   }
 
+  /**
+   * Re-points one installed flow in place. Strict, with the flow's own priority and match (plus its
+   * cookie): OVS checks the new actions against the flow_mod's match, so an empty match would make
+   * it refuse e.g. pop_vlan (MATCH_INCONSISTENT) although the installed flow matches a VLAN.
+   */
   static OFMessage flowModify(Installed i) {
-    return F.buildFlowModify()
+    return F.buildFlowModifyStrict()
         .setTableId(TableId.of(i.rule().table()))
-        .setMatch(F.buildMatch().build())
+        .setPriority(i.rule().priority())
+        .setMatch(i.rule().match())
         .setCookie(U64.of(i.cookie()))
         .setCookieMask(U64.NO_MASK)
         .setInstructions(i.rule().instructions())

@@ -19,7 +19,7 @@ import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.OFFlowAdd;
 import org.projectfloodlight.openflow.protocol.OFFlowDelete;
 import org.projectfloodlight.openflow.protocol.OFFlowMod;
-import org.projectfloodlight.openflow.protocol.OFFlowModify;
+import org.projectfloodlight.openflow.protocol.OFFlowModifyStrict;
 import org.projectfloodlight.openflow.protocol.OFFlowStatsEntry;
 import org.projectfloodlight.openflow.protocol.OFMessage;
 import org.projectfloodlight.openflow.protocol.OFPortDesc;
@@ -176,7 +176,7 @@ final class FakeSwitch implements AutoCloseable {
         long c = fm.getCookie().getValue();
         if (fm instanceof OFFlowAdd) {
           flows.put(c, fm);
-        } else if (fm instanceof OFFlowModify) {
+        } else if (fm instanceof OFFlowModifyStrict) {
           OFFlowMod old = flows.get(c);
           if (old != null) {
             flows.put(c, old.createBuilder().setInstructions(fm.getInstructions()).build());

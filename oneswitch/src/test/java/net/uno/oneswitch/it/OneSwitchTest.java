@@ -28,7 +28,7 @@ import org.projectfloodlight.openflow.protocol.OFFeaturesReply;
 import org.projectfloodlight.openflow.protocol.OFFlowAdd;
 import org.projectfloodlight.openflow.protocol.OFFlowDelete;
 import org.projectfloodlight.openflow.protocol.OFFlowMod;
-import org.projectfloodlight.openflow.protocol.OFFlowModify;
+import org.projectfloodlight.openflow.protocol.OFFlowModifyStrict;
 import org.projectfloodlight.openflow.protocol.OFFlowStatsReply;
 import org.projectfloodlight.openflow.protocol.OFMessage;
 import org.projectfloodlight.openflow.protocol.OFPortDescStatsReply;
@@ -266,7 +266,7 @@ class OneSwitchTest {
         OFMessage m = seq.get(i).getValue();
         if (m instanceof OFFlowAdd) {
           lastAdd = i;
-        } else if (m instanceof OFFlowModify) {
+        } else if (m instanceof OFFlowModifyStrict) {
           firstMod = Math.min(firstMod, i);
           lastMod = i;
         } else if (m instanceof OFFlowDelete) {
@@ -282,7 +282,7 @@ class OneSwitchTest {
             barrierBetween(seq, sw, lastOf(seq, sw, OFFlowAdd.class), firstMod),
             "barrier on switch " + sw + " between make and modify");
         assertTrue(
-            barrierBetween(seq, sw, lastOf(seq, sw, OFFlowModify.class), firstDel),
+            barrierBetween(seq, sw, lastOf(seq, sw, OFFlowModifyStrict.class), firstDel),
             "barrier on switch " + sw + " between modify and break");
       }
       // Final state: in_port=200 on snic0 outputs locally to port 1; the host holds no V3 rule.
