@@ -47,10 +47,13 @@ def test_faucet_drives_oneswitch_hosts_ping_across_host_and_snic(tmp_path):
         failed = []
         for a, b in pairs:
             # The first packets teach Faucet where the hosts are (packet-in); allow it a few tries.
-            ok = any(ping(ns[a][0], ns[b][1], count=2) for _ in range(3))
+            ok = any(ping(ns[a][0], ns[b][1], count=2) for _ in range(5))
             if not ok:
                 failed.append(f"{a} -> {b}")
-        assert not failed, f"pings failed: {failed}\n{faucet.tail()}"
+        if failed:
+            log = host.oneswitch().logfile.read_text(errors="replace").splitlines()[-30:]
+            rules = "\n".join(f"  t{r.table} p{r.priority} {r.match} -> {r.instructions}" for r in client.rules())
+            raise AssertionError(f"pings failed: {failed}\n{faucet.tail(40)}\n--- OneSwitch log\n" + "\n".join(log) + f"\n--- virtual rules\n{rules}")
         rules = client.rules()
         tables = {r.table for r in rules}
         assert len(tables) >= 3, tables  # Faucet's multi-table pipeline went through OneSwitch
