@@ -19,7 +19,7 @@ from host_datapath.switch import parse_dump_flows
 from nf_agent.emulated_host import naming as nm
 
 from . import equiv, rulegen
-from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT, VPORTS
+from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT, VPORTS, physical_errors
 
 pytestmark = ONESWITCH
 SEEDS = [int(s) for s in os.environ.get("UNO_EQ_SEEDS", "1,2,3,4").split(",")]
@@ -89,9 +89,11 @@ def _cases() -> list:
 def test_random_rules_equivalent(pair, seed, vlans):
     """Without VLANs in rules and packets, and with (where the flow-id tag must not clash with the
     controller's own VLANs: DESIGN.md section 4 carries it in MPLS then)."""
-    _, sut, ref = pair
+    os_host, sut, ref = pair
+    errors_before = physical_errors(os_host.client)
     rules = rulegen.generate(seed, VPORTS, n_rules=30, vlans=vlans)
     loaded = load_checked(rules, sut, ref)
+    assert physical_errors(os_host.client) == errors_before, f"seed {seed}: a physical switch refused a translation"
     assert len(loaded.accepted) >= len(rules.flows) // 2, f"seed {seed}: most rules refused: {loaded.refused}"
     out = check_equivalent(sut, ref, seed, rules, vlans=vlans)
     assert sum(sum(c.values()) for c in out.values()) > 0, f"seed {seed}: no packet left the reference"
