@@ -161,7 +161,11 @@ public final class Main {
         .addShutdownHook(
             new Thread(
                 () -> {
-                  exec.submit(core::saveNow);
+                  try {
+                    exec.submit(core::saveNow).get(5, java.util.concurrent.TimeUnit.SECONDS);
+                  } catch (Exception e) {
+                    log.warn("final save failed: {}", e.toString());
+                  }
                   r.stop();
                 }));
     return r;

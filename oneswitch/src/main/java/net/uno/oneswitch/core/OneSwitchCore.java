@@ -96,6 +96,9 @@ public final class OneSwitchCore implements SouthListener {
   private final Map<PhysRule.Key, PhysRule> desired = new HashMap<>();
   private final Map<PhysRule.Key, VirtualRule.Key> owners = new HashMap<>();
   private final Set<PhysRule.Key> dispatchKeys = new HashSet<>();
+  private PortMap dispatchPorts;
+  private Map<Integer, Integer> dispatchTags = Map.of();
+  private final Map<VirtualRule.Key, Map.Entry<VirtualRule, String>> saveCache = new HashMap<>();
   private final PhysicalState phys = new PhysicalState();
   private final Map<VirtualRule.Key, long[]> retiredCounters = new HashMap<>();
   private final Map<Long, VirtualRule.Key> retiring = new HashMap<>();
@@ -289,18 +292,20 @@ public final class OneSwitchCore implements SouthListener {
     List<PhysRule> old = trans.remove(k);
     if (old != null) {
       for (PhysRule p : old) {
-        desired.remove(p.key());
-        owners.remove(p.key());
-        dirty.add(p.key());
+        PhysRule.Key pk = p.key();
+        desired.remove(pk);
+        owners.remove(pk);
+        dirty.add(pk);
       }
     }
     Set<Integer> oldTags = tagHolders.remove(k);
     if (t != null) {
       trans.put(k, t.phys());
       for (PhysRule p : t.phys()) {
-        desired.put(p.key(), p);
-        owners.put(p.key(), k);
-        dirty.add(p.key());
+        PhysRule.Key pk = p.key();
+        desired.put(pk, p);
+        owners.put(pk, k);
+        dirty.add(pk);
       }
       tagHolders.put(k, t.tagVports());
     }
@@ -322,16 +327,23 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   private void refreshDispatch(Set<PhysRule.Key> dirty) {
+    Map<Integer, Integer> live = tags.live();
+    if (ports == dispatchPorts && live.equals(dispatchTags)) {
+      return; // same port map and tags: same dispatch rules
+    }
+    dispatchPorts = ports;
+    dispatchTags = live;
     for (PhysRule.Key k : dispatchKeys) {
       desired.remove(k);
       dirty.add(k);
     }
     dispatchKeys.clear();
     Translator t = new Translator(topo, ports, nVirt, v -> 0, g -> true);
-    for (PhysRule p : t.dispatch(tags.live())) {
-      desired.put(p.key(), p);
-      dispatchKeys.add(p.key());
-      dirty.add(p.key());
+    for (PhysRule p : t.dispatch(live)) {
+      PhysRule.Key pk = p.key();
+      desired.put(pk, p);
+      dispatchKeys.add(pk);
+      dirty.add(pk);
     }
   }
 
@@ -403,6 +415,9 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   private void flushAll() {
+    if (!flushPending) {
+      return;
+    }
     flushPending = false;
     south.values().forEach(SouthSwitch::flush);
   }
@@ -414,7 +429,8 @@ public final class OneSwitchCore implements SouthListener {
   private void scheduleFlush() {
     if (!flushPending) {
       flushPending = true;
-      exec.execute(this::flushAll);
+      // Coalesce: one write per switch per millisecond of flow-mods (a barrier flushes at once).
+      exec.schedule(this::flushAll, 1, TimeUnit.MILLISECONDS);
     }
   }
 
@@ -776,18 +792,36 @@ public final class OneSwitchCore implements SouthListener {
             metrics.packetOuts.incrementAndGet();
           }
           if (!used.isEmpty()) {
-            used.forEach(tags::release);
-            Set<PhysRule.Key> d2 = new LinkedHashSet<>();
-            refreshDispatch(d2);
-            apply(d2, Set.of(), false);
+            // Keep the delivery rules while the packet may still be crossing the PCIe link.
+            exec.schedule(
+                () -> {
+                  used.forEach(tags::release);
+                  Set<PhysRule.Key> d2 = new LinkedHashSet<>();
+                  refreshDispatch(d2);
+                  apply(d2, Set.of(), false);
+                },
+                1,
+                TimeUnit.SECONDS);
           }
         },
         exec);
   }
 
+  /** Runs {@code r} on the core thread, logging (never losing) an unexpected exception. */
+  private void onCore(Runnable r) {
+    exec.execute(
+        () -> {
+          try {
+            r.run();
+          } catch (RuntimeException e) {
+            LOG.error("core task failed: {}", e.toString(), e);
+          }
+        });
+  }
+
   @Override
   public void packetIn(SouthSwitch sw, OFPacketIn pin) {
-    exec.execute(
+    onCore(
         () -> {
           PhysicalState.Installed i = phys.byCookie(pin.getCookie().getValue());
           if (i == null || i.owner() == null) {
@@ -817,7 +851,7 @@ public final class OneSwitchCore implements SouthListener {
 
   @Override
   public void flowRemoved(SouthSwitch sw, OFFlowRemoved fr) {
-    exec.execute(
+    onCore(
         () -> {
           long c = fr.getCookie().getValue();
           long p = fr.getPacketCount().getValue();
@@ -886,7 +920,7 @@ public final class OneSwitchCore implements SouthListener {
 
   @Override
   public void portStatus(SouthSwitch sw, OFPortStatus ps) {
-    exec.execute(
+    onCore(
         () ->
             ports
                 .byPhysical(sw.id(), ps.getDesc().getPortNo().getPortNumber())
@@ -1023,8 +1057,8 @@ public final class OneSwitchCore implements SouthListener {
 
   @Override
   public void connected(SouthSwitch sw) {
-    exec.execute(() -> reconcile(sw));
-    exec.execute(
+    onCore(() -> reconcile(sw));
+    onCore(
         () ->
             ports.all().stream()
                 .filter(v -> v.sw().equals(sw.id()))
@@ -1033,7 +1067,7 @@ public final class OneSwitchCore implements SouthListener {
 
   @Override
   public void disconnected(SouthSwitch sw) {
-    exec.execute(
+    onCore(
         () -> {
           phys.forget(sw.id());
           ports.all().stream()
@@ -1267,7 +1301,7 @@ public final class OneSwitchCore implements SouthListener {
       return;
     }
     saveScheduled = true;
-    exec.schedule(this::saveNow, 200, TimeUnit.MILLISECONDS);
+    exec.schedule(this::saveNow, 1000, TimeUnit.MILLISECONDS);
   }
 
   public void saveNow() {
@@ -1275,9 +1309,15 @@ public final class OneSwitchCore implements SouthListener {
     if (persistence == null) {
       return;
     }
-    List<OFMessage> fs = new ArrayList<>();
+    List<String> hex = new ArrayList<>();
+    saveCache.keySet().retainAll(rules.keySet());
     for (VirtualRule r : rules.values()) {
-      fs.add(
+      Map.Entry<VirtualRule, String> c = saveCache.get(r.key());
+      if (c != null && c.getKey() == r) {
+        hex.add(c.getValue());
+        continue;
+      }
+      OFMessage m =
           F.buildFlowAdd()
               .setTableId(TableId.of(r.table()))
               .setPriority(r.priority())
@@ -1288,7 +1328,10 @@ public final class OneSwitchCore implements SouthListener {
               .setHardTimeout(r.hardTimeout())
               .setFlags(r.flags())
               .setBufferId(OFBufferId.NO_BUFFER)
-              .build());
+              .build();
+      String h = Persistence.hex(m);
+      saveCache.put(r.key(), Map.entry(r, h));
+      hex.add(h);
     }
     List<OFMessage> gs = new ArrayList<>();
     for (VirtualGroup g : groups.values()) {
@@ -1300,7 +1343,7 @@ public final class OneSwitchCore implements SouthListener {
               .build());
     }
     try {
-      persistence.save(new ArrayList<>(ports.all()), fs, gs);
+      persistence.saveHex(new ArrayList<>(ports.all()), hex, gs);
     } catch (Exception e) {
       LOG.error("cannot save state to {}: {}", persistence.file(), e.toString());
     }

@@ -40,6 +40,14 @@ public final class Persistence {
 
   public void save(List<VPort> ports, List<OFMessage> flows, List<OFMessage> groups)
       throws IOException {
+    List<String> hex = new ArrayList<>();
+    flows.forEach(m -> hex.add(hex(m)));
+    saveHex(ports, hex, groups);
+  }
+
+  /** As {@link #save}, with the flows already hex-encoded. */
+  public void saveHex(List<VPort> ports, List<String> flowsHex, List<OFMessage> groups)
+      throws IOException {
     ObjectNode root = JSON.createObjectNode();
     root.put("version", 1);
     ArrayNode ps = root.putArray("ports");
@@ -51,7 +59,7 @@ public final class Persistence {
       n.put("name", p.name());
     }
     ArrayNode fs = root.putArray("flows");
-    flows.forEach(m -> fs.add(hex(m)));
+    flowsHex.forEach(fs::add);
     ArrayNode gs = root.putArray("groups");
     groups.forEach(m -> gs.add(hex(m)));
     Files.createDirectories(file.getParent());
@@ -86,7 +94,7 @@ public final class Persistence {
     return new State(ports, flows, groups);
   }
 
-  private static String hex(OFMessage m) {
+  static String hex(OFMessage m) {
     ByteBuf b = Unpooled.buffer();
     m.writeTo(b);
     String s = ByteBufUtil.hexDump(b);

@@ -304,7 +304,13 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
       }
       case STATS_REQUEST -> {
         try {
-          ordered(stats.reply((OFStatsRequest<?>) m));
+          ordered(
+              stats
+                  .reply((OFStatsRequest<?>) m)
+                  .exceptionally(
+                      e ->
+                          List.of(
+                              OfError.build(F, OFBadRequestCode.EPERM, m.getXid(), im.head()))));
         } catch (OfError e) {
           core.metrics().translationErrors.incrementAndGet();
           send(e.toMessage(F, m.getXid(), im.head()));

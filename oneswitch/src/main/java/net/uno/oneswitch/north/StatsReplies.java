@@ -54,6 +54,15 @@ final class StatsReplies {
   /** The replies (one or more parts) to a multipart request, or an OfError. */
   CompletableFuture<List<OFMessage>> reply(OFStatsRequest<?> req) throws OfError {
     long xid = req.getXid();
+    TableId t = null;
+    if (req instanceof OFFlowStatsRequest f) {
+      t = f.getTableId();
+    } else if (req instanceof OFAggregateStatsRequest a) {
+      t = a.getTableId();
+    }
+    if (t != null && !t.equals(TableId.ALL) && t.getValue() >= core.virtualTables()) {
+      throw new OfError(OFBadRequestCode.BAD_TABLE_ID, "table " + t.getValue());
+    }
     switch (req.getStatsType()) {
       case DESC:
         return done(

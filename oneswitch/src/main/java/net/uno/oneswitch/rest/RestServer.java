@@ -29,8 +29,6 @@ import net.uno.oneswitch.north.NorthServer;
 import net.uno.oneswitch.south.SouthSwitch;
 import org.projectfloodlight.openflow.protocol.OFPortDesc;
 import org.projectfloodlight.openflow.protocol.OFPortState;
-import org.projectfloodlight.openflow.protocol.match.Match;
-import org.projectfloodlight.openflow.protocol.oxm.OFOxm;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -325,7 +323,12 @@ public final class RestServer {
       List<Map<String, Object>> ps = new ArrayList<>();
       for (OFPortDesc d : s.ports().values()) {
         Map<String, Object> p = new LinkedHashMap<>();
-        p.put("port", d.getPortNo().toString());
+        int no = d.getPortNo().getPortNumber();
+        boolean standard =
+            Integer.compareUnsigned(
+                    no, org.projectfloodlight.openflow.types.OFPort.MAX.getPortNumber())
+                <= 0;
+        p.put("port", standard ? (Object) Integer.toUnsignedLong(no) : d.getPortNo().toString());
         p.put("name", d.getName());
         p.put("state", d.getState().contains(OFPortState.LINK_DOWN) ? "down" : "up");
         ps.add(p);
@@ -347,18 +350,6 @@ public final class RestServer {
       out.add(m);
     }
     return out;
-  }
-
-  static String matchText(Match m) {
-    List<String> parts = new ArrayList<>();
-    for (OFOxm<?> o : net.uno.oneswitch.translate.MatchUtil.oxms(m)) {
-      parts.add(
-          o.getMatchField().getName()
-              + "="
-              + o.getValue()
-              + (o.isMasked() ? "/" + o.getMask() : ""));
-    }
-    return String.join(",", parts);
   }
 
   private List<Map<String, Object>> ruleList() {

@@ -182,7 +182,22 @@ final class FakeSwitch implements AutoCloseable {
             flows.put(c, old.createBuilder().setInstructions(fm.getInstructions()).build());
           }
         } else if (fm instanceof OFFlowDelete) {
-          flows.remove(c);
+          OFFlowMod old = flows.remove(c);
+          if (old != null
+              && old.getFlags()
+                  .contains(org.projectfloodlight.openflow.protocol.OFFlowModFlags.SEND_FLOW_REM)) {
+            write(
+                s,
+                F.buildFlowRemoved()
+                    .setCookie(old.getCookie())
+                    .setPriority(old.getPriority())
+                    .setTableId(old.getTableId())
+                    .setMatch(old.getMatch())
+                    .setReason(org.projectfloodlight.openflow.protocol.OFFlowRemovedReason.DELETE)
+                    .setPacketCount(U64.of(10))
+                    .setByteCount(U64.of(1000))
+                    .build());
+          }
         }
       }
       case STATS_REQUEST -> {

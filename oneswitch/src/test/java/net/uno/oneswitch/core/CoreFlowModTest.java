@@ -1,0 +1,260 @@
+package net.uno.oneswitch.core;
+
+import static net.uno.oneswitch.translate.Fixtures.F;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.Callable;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import net.uno.oneswitch.model.VPort;
+import net.uno.oneswitch.model.VirtualRule;
+import net.uno.oneswitch.translate.Fixtures;
+import net.uno.oneswitch.translate.OfError;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.projectfloodlight.openflow.protocol.OFFlowMod;
+import org.projectfloodlight.openflow.protocol.OFFlowModFlags;
+import org.projectfloodlight.openflow.protocol.OFGroupType;
+import org.projectfloodlight.openflow.protocol.match.Match;
+import org.projectfloodlight.openflow.protocol.match.MatchField;
+import org.projectfloodlight.openflow.types.EthType;
+import org.projectfloodlight.openflow.types.IPv4Address;
+import org.projectfloodlight.openflow.types.IPv4AddressWithMask;
+import org.projectfloodlight.openflow.types.OFGroup;
+import org.projectfloodlight.openflow.types.OFPort;
+import org.projectfloodlight.openflow.types.TableId;
+import org.projectfloodlight.openflow.types.U64;
+
+/** Virtual flow-table semantics of the core (no physical switch connected). */
+class CoreFlowModTest {
+  private ScheduledExecutorService exec;
+  private OneSwitchCore core;
+  private final AtomicLong clock = new AtomicLong(1_000_000);
+
+  @BeforeEach
+  void setUp() throws Exception {
+    exec = Executors.newSingleThreadScheduledExecutor();
+    core = new OneSwitchCore(Fixtures.TOPO, 254, exec, clock::get, new Metrics(), null);
+    on(
+        () -> {
+          core.initPorts(List.copyOf(Fixtures.PORTS.all()));
+          return null;
+        });
+  }
+
+  @AfterEach
+  void tearDown() {
+    exec.shutdownNow();
+  }
+
+  private <T> T on(Callable<T> c) throws Exception {
+    return exec.submit(c).get(10, TimeUnit.SECONDS);
+  }
+
+  private static Match ip(String cidr, Integer inPort) {
+    var b = F.buildMatch().setExact(MatchField.ETH_TYPE, EthType.IPv4);
+    if (inPort != null) {
+      b.setExact(MatchField.IN_PORT, OFPort.of(inPort));
+    }
+    IPv4AddressWithMask m = IPv4AddressWithMask.of(cidr);
+    if (m.getMask().equals(IPv4Address.NO_MASK)) {
+      b.setExact(MatchField.IPV4_SRC, m.getValue());
+    } else {
+      b.setMasked(MatchField.IPV4_SRC, m);
+    }
+    return b.build();
+  }
+
+  private static OFFlowMod add(int prio, Match m, long cookie, int outPort, OFFlowModFlags... f) {
+    return F.buildFlowAdd()
+        .setTableId(TableId.of(0))
+        .setPriority(prio)
+        .setMatch(m)
+        .setCookie(U64.of(cookie))
+        .setFlags(f.length == 0 ? Set.of() : Set.of(f))
+        .setInstructions(Fixtures.apply(Fixtures.out(outPort)))
+        .build();
+  }
+
+  private void mod(OFFlowMod fm) throws Exception {
+    on(
+        () -> {
+          core.flowMod(fm);
+          return null;
+        });
+  }
+
+  private OfError refused(OFFlowMod fm) throws Exception {
+    return on(() -> assertThrows(OfError.class, () -> core.flowMod(fm)));
+  }
+
+  private int count() throws Exception {
+    return on(() -> core.rules().size());
+  }
+
+  @Test
+  void addReplaceModifyDeleteWithCookiesAndFilters() throws Exception {
+    mod(add(10, ip("10.0.0.1/32", 2), 0x11, 4));
+    mod(add(10, ip("10.0.0.2/32", 2), 0x12, 1));
+    mod(add(20, ip("10.0.0.0/8", null), 0x21, 3));
+    assertEquals(3, count());
+    // ADD over an identical entry replaces it.
+    mod(add(10, ip("10.0.0.1/32", 2), 0x13, 4));
+    assertEquals(3, count());
+    // CHECK_OVERLAP against a same-priority overlapping entry.
+    OfError ov = refused(add(20, ip("10.1.0.0/16", null), 0, 1, OFFlowModFlags.CHECK_OVERLAP));
+    assertEquals("FlowModFailed/OVERLAP", ov.typeAndCode());
+    mod(add(21, ip("10.1.0.0/16", null), 0, 1, OFFlowModFlags.CHECK_OVERLAP)); // other priority
+    assertEquals(4, count());
+    // Non-strict MODIFY of 10.0.0.0/8 with cookie mask 0xf0 == 0x10: the two priority-10 rules.
+    mod(
+        F.buildFlowModify()
+            .setTableId(TableId.of(0))
+            .setMatch(ip("10.0.0.0/8", null))
+            .setCookie(U64.of(0x10))
+            .setCookieMask(U64.of(0xf0))
+            .setInstructions(Fixtures.apply(Fixtures.out(3)))
+            .build());
+    long changed =
+        on(
+            () ->
+                core.rules().values().stream()
+                    .filter(r -> r.instructions().equals(Fixtures.apply(Fixtures.out(3))))
+                    .count());
+    assertEquals(3, changed, "two cookie-0x1x rules + the one that already output to 3");
+    // DELETE with out_port filter: only rules outputting to 3 at priority 20/10.
+    mod(
+        F.buildFlowDelete()
+            .setTableId(TableId.ALL)
+            .setMatch(F.buildMatch().build())
+            .setOutPort(OFPort.of(1))
+            .setOutGroup(OFGroup.ANY)
+            .build());
+    assertEquals(3, count(), "only the 10.1/16 rule output to 1");
+    // DELETE_STRICT needs the exact priority and match.
+    mod(
+        F.buildFlowDeleteStrict()
+            .setTableId(TableId.of(0))
+            .setPriority(11)
+            .setMatch(ip("10.0.0.1/32", 2))
+            .setOutPort(OFPort.ANY)
+            .setOutGroup(OFGroup.ANY)
+            .build());
+    assertEquals(3, count());
+    mod(
+        F.buildFlowDeleteStrict()
+            .setTableId(TableId.of(0))
+            .setPriority(10)
+            .setMatch(ip("10.0.0.1/32", 2))
+            .setOutPort(OFPort.ANY)
+            .setOutGroup(OFGroup.ANY)
+            .build());
+    assertEquals(2, count());
+    mod(
+        F.buildFlowDelete()
+            .setTableId(TableId.ALL)
+            .setMatch(F.buildMatch().build())
+            .setOutPort(OFPort.ANY)
+            .setOutGroup(OFGroup.ANY)
+            .build());
+    assertEquals(0, count());
+    assertTrue(on(() -> core.liveTags().isEmpty()), "every tag released with its rules");
+  }
+
+  @Test
+  void refusedModifyLeavesEverythingAsItWas() throws Exception {
+    mod(add(10, ip("10.0.0.1/32", 2), 1, 1));
+    List<VirtualRule> before = on(() -> List.copyOf(core.rules().values()));
+    var tagsBefore = on(() -> core.liveTags());
+    OfError e =
+        refused(
+            F.buildFlowModify()
+                .setTableId(TableId.of(0))
+                .setMatch(F.buildMatch().build())
+                .setInstructions(
+                    Fixtures.apply(Fixtures.out(3), F.actions().output(OFPort.NORMAL, 0)))
+                .build());
+    assertEquals("BadAction/BAD_OUT_PORT", e.typeAndCode());
+    assertEquals(before, on(() -> List.copyOf(core.rules().values())));
+    assertEquals(
+        tagsBefore, on(() -> core.liveTags()), "tags acquired for the failed modify freed");
+    assertEquals(
+        "FlowModFailed/BAD_TABLE_ID",
+        refused(
+                add(10, ip("10.0.0.1/32", 2), 1, 1)
+                    .createBuilder()
+                    .setTableId(TableId.of(252))
+                    .build())
+            .typeAndCode());
+  }
+
+  @Test
+  void groupDeleteRemovesTheFlowsThatUseIt() throws Exception {
+    on(
+        () -> {
+          core.groupMod(
+              F.buildGroupAdd()
+                  .setGroup(OFGroup.of(3))
+                  .setGroupType(OFGroupType.ALL)
+                  .setBuckets(
+                      List.of(
+                          F.buildBucket().setActions(List.of(Fixtures.out(1))).build(),
+                          F.buildBucket().setActions(List.of(Fixtures.out(3))).build()))
+                  .build());
+          return null;
+        });
+    mod(
+        F.buildFlowAdd()
+            .setTableId(TableId.of(0))
+            .setPriority(5)
+            .setMatch(ip("10.0.0.1/32", 2))
+            .setInstructions(Fixtures.apply(F.actions().group(OFGroup.of(3))))
+            .build());
+    mod(add(6, ip("10.0.0.2/32", 2), 0, 4));
+    assertEquals(2, count());
+    assertTrue(on(() -> core.liveTags().keySet().containsAll(Set.of(1, 3))));
+    OfError exists =
+        on(
+            () ->
+                assertThrows(
+                    OfError.class,
+                    () ->
+                        core.groupMod(
+                            F.buildGroupAdd()
+                                .setGroup(OFGroup.of(3))
+                                .setGroupType(OFGroupType.ALL)
+                                .setBuckets(List.of())
+                                .build())));
+    assertEquals("GroupModFailed/GROUP_EXISTS", exists.typeAndCode());
+    on(
+        () -> {
+          core.groupMod(
+              F.buildGroupDelete().setGroup(OFGroup.ALL).setGroupType(OFGroupType.ALL).build());
+          return null;
+        });
+    assertEquals(1, count(), "the flow using group 3 went with it");
+    assertTrue(on(() -> core.liveTags().isEmpty()));
+  }
+
+  @Test
+  void remapRetranslatesAndCountsAffectedRules() throws Exception {
+    mod(add(10, ip("10.0.0.1/32", 2), 0, 4)); // host-local today
+    mod(add(11, ip("10.0.0.2/32", 1), 0, 3)); // unaffected by V4
+    var pc = on(() -> core.remapPort(4, "snic0", 7)).get(10, TimeUnit.SECONDS);
+    assertEquals(1, pc.rules());
+    assertEquals(new VPort(4, "snic0", 7, "vm1"), pc.to());
+    var phys = on(() -> core.translationOf(core.rules().keySet().iterator().next()).get(0));
+    assertTrue(phys.instructions().toString().contains("PushVlan"), phys.toString());
+    assertTrue(phys.instructions().toString().contains("port=1,"), "toward snic0 over PCIe");
+    PortOpError conflict =
+        on(() -> assertThrows(PortOpError.class, () -> core.mapPort(9, "snic0", 7, null)));
+    assertEquals(409, conflict.status());
+  }
+}

@@ -1,0 +1,219 @@
+package net.uno.oneswitch.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import net.uno.oneswitch.Main;
+import net.uno.oneswitch.config.Config;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.projectfloodlight.openflow.protocol.OFFactory;
+import org.projectfloodlight.openflow.protocol.OFFlowAdd;
+import org.projectfloodlight.openflow.protocol.OFFlowModFlags;
+import org.projectfloodlight.openflow.protocol.OFFlowRemoved;
+import org.projectfloodlight.openflow.protocol.OFFlowRemovedReason;
+import org.projectfloodlight.openflow.protocol.OFPortReason;
+import org.projectfloodlight.openflow.protocol.OFPortStatus;
+import org.projectfloodlight.openflow.protocol.OFType;
+import org.projectfloodlight.openflow.types.OFGroup;
+import org.projectfloodlight.openflow.types.OFPort;
+import org.projectfloodlight.openflow.types.TableId;
+import org.projectfloodlight.openflow.types.U64;
+
+/** The REST contract (with a token) and OneSwitch's own async messages, on fake switches. */
+class RestAndAsyncTest {
+  private static final OFFactory F = FakeSwitch.F;
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private FakeSwitch host;
+  private FakeSwitch snic;
+  private Main.Running os;
+  private Path dir;
+  private final HttpClient http = HttpClient.newHttpClient();
+
+  @BeforeEach
+  void up() throws Exception {
+    host = new FakeSwitch(0xa, List.of(1, 100, 101));
+    snic = new FakeSwitch(0xb, List.of(1, 100, 200));
+    dir = Files.createTempDirectory("oneswitch-rest");
+    os =
+        Main.run(
+            Config.parse(
+                    """
+                {"dpid": "00000000000000ee", "listen": "ptcp:0:127.0.0.1", "rest": "127.0.0.1:0",
+                 "token": "s3cret", "state_dir": "%s",
+                 "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:%d"},
+                              {"id": "snic0", "openflow": "tcp:127.0.0.1:%d"}],
+                 "pcie": [{"snic": "snic0", "host_port": 1, "snic_port": 100}],
+                 "ports": [{"vport": 1, "switch": "snic0", "port": 1, "name": "eth0"},
+                           {"vport": 2, "switch": "host", "port": 100, "name": "vm0"}]}
+                """
+                    .formatted(dir, host.port(), snic.port())));
+    long end = System.currentTimeMillis() + 20000;
+    while (!get("/v1/health", true).body().contains("\"ok\":true")) {
+      assertTrue(System.currentTimeMillis() < end, "switches never connected");
+      Thread.sleep(50);
+    }
+  }
+
+  @AfterEach
+  void down() throws Exception {
+    os.stop();
+    host.close();
+    snic.close();
+    try (var s = Files.walk(dir)) {
+      s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    }
+  }
+
+  private HttpResponse<String> call(String method, String path, String body, boolean auth)
+      throws Exception {
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + os.restPort() + path))
+            .method(
+                method,
+                body == null
+                    ? HttpRequest.BodyPublishers.noBody()
+                    : HttpRequest.BodyPublishers.ofString(body));
+    if (auth) {
+      b.header("Authorization", "Bearer s3cret");
+    }
+    return http.send(b.build(), HttpResponse.BodyHandlers.ofString());
+  }
+
+  private HttpResponse<String> get(String path, boolean auth) throws Exception {
+    return call("GET", path, null, auth);
+  }
+
+  private static JsonNode json(HttpResponse<String> r) throws Exception {
+    return JSON.readTree(r.body());
+  }
+
+  private OfClient client() throws Exception {
+    OfClient c = new OfClient(os.ofPort());
+    c.send(F.buildHello().setXid(1).build());
+    assertNotNull(c.expect(OFType.HELLO, -1, 5000));
+    c.send(F.buildBarrierRequest().setXid(2).build());
+    assertNotNull(c.expect(OFType.BARRIER_REPLY, 2, 5000)); // session registered
+    return c;
+  }
+
+  @Test
+  void restContract() throws Exception {
+    assertEquals(401, get("/v1/ports", false).statusCode());
+    assertEquals("Authorization", json(get("/v1/ports", false)).get("field").asText());
+    assertEquals(404, get("/v1/nope", true).statusCode());
+    assertEquals(405, call("POST", "/v1/ports", "{}", true).statusCode());
+    JsonNode sws = json(get("/v1/switches", true));
+    assertEquals("host", sws.get(0).get("id").asText());
+    assertTrue(sws.get(0).get("connected").asBoolean());
+    assertTrue(sws.get(0).get("ports").get(0).get("port").isIntegralNumber());
+    assertEquals(2, json(get("/v1/ports", true)).size());
+    try (OfClient c = client()) {
+      String body = "{\"switch\": \"snic0\", \"port\": 200, \"name\": \"nf1\"}";
+      HttpResponse<String> r = call("PUT", "/v1/ports/5", body, true);
+      assertEquals(201, r.statusCode(), r.body());
+      OFPortStatus ps = (OFPortStatus) c.expect(OFType.PORT_STATUS, -1, 5000);
+      assertEquals(OFPortReason.ADD, ps.getReason());
+      assertEquals(OFPort.of(5), ps.getDesc().getPortNo());
+      assertEquals(200, call("PUT", "/v1/ports/5", body, true).statusCode(), "idempotent");
+      HttpResponse<String> moved =
+          call("PUT", "/v1/ports/5", "{\"switch\": \"host\", \"port\": 101}", true);
+      assertEquals(409, moved.statusCode());
+      HttpResponse<String> unknown =
+          call("PUT", "/v1/ports/6", "{\"switch\": \"nope\", \"port\": 3}", true);
+      assertEquals(400, unknown.statusCode());
+      assertEquals("switch", json(unknown).get("field").asText());
+      assertEquals(
+          "port",
+          json(call("PUT", "/v1/ports/6", "{\"switch\": \"host\", \"port\": 1}", true))
+              .get("field")
+              .asText(),
+          "PCIe port refused");
+      assertEquals(
+          "colour",
+          json(call(
+                  "PUT", "/v1/ports/6", "{\"switch\": \"host\", \"port\": 3, \"colour\": 1}", true))
+              .get("field")
+              .asText());
+      assertEquals("vport", json(call("PUT", "/v1/ports/abc", "{}", true)).get("field").asText());
+      assertEquals(400, call("PUT", "/v1/ports/6", "not json", true).statusCode());
+      JsonNode rm =
+          json(call("POST", "/v1/ports/5/remap", "{\"switch\": \"host\", \"port\": 101}", true));
+      assertEquals(5, rm.get("vport").asInt());
+      assertEquals("snic0", rm.get("from").get("switch").asText());
+      assertEquals(101, rm.get("to").get("port").asInt());
+      assertTrue(rm.has("rules") && rm.has("duration_ms"));
+      assertEquals(200, call("DELETE", "/v1/ports/5", null, true).statusCode());
+      assertEquals(404, call("DELETE", "/v1/ports/5", null, true).statusCode());
+      OFPortStatus del;
+      do {
+        del = (OFPortStatus) c.expect(OFType.PORT_STATUS, -1, 5000);
+      } while (del != null && del.getReason() != OFPortReason.DELETE);
+      assertNotNull(del);
+    }
+    String metrics = get("/metrics", true).body();
+    assertTrue(metrics.contains("oneswitch_remaps_total 1"), metrics);
+    assertTrue(metrics.contains("oneswitch_flow_mod_latency_seconds_count"));
+  }
+
+  private static OFFlowAdd flow(int prio, int hardTimeout) {
+    return F.buildFlowAdd()
+        .setXid(40)
+        .setTableId(TableId.of(0))
+        .setPriority(prio)
+        .setMatch(F.buildMatch().build())
+        .setHardTimeout(hardTimeout)
+        .setCookie(U64.of(0xc0ffee))
+        .setFlags(Set.of(OFFlowModFlags.SEND_FLOW_REM))
+        .setInstructions(
+            List.of(
+                F.instructions().applyActions(List.of(F.actions().output(OFPort.of(2), 0xffff)))))
+        .build();
+  }
+
+  @Test
+  void flowRemovedCarriesSummedReplicaCountersAndHardTimeoutExpires() throws Exception {
+    try (OfClient c = client()) {
+      c.send(flow(9, 0)); // wildcard in_port: one replica per switch
+      c.send(F.buildBarrierRequest().setXid(41).build());
+      assertNotNull(c.expect(OFType.BARRIER_REPLY, 41, 5000));
+      c.send(
+          F.buildFlowDeleteStrict()
+              .setXid(42)
+              .setTableId(TableId.of(0))
+              .setPriority(9)
+              .setMatch(F.buildMatch().build())
+              .setOutPort(OFPort.ANY)
+              .setOutGroup(OFGroup.ANY)
+              .build());
+      OFFlowRemoved fr = (OFFlowRemoved) c.expect(OFType.FLOW_REMOVED, -1, 10000);
+      assertNotNull(fr);
+      assertEquals(OFFlowRemovedReason.DELETE, fr.getReason());
+      assertEquals(0xc0ffeeL, fr.getCookie().getValue());
+      assertEquals(20, fr.getPacketCount().getValue(), "10 per replica, 2 replicas");
+      assertEquals(2000, fr.getByteCount().getValue());
+
+      c.send(flow(8, 1));
+      OFFlowRemoved hard = (OFFlowRemoved) c.expect(OFType.FLOW_REMOVED, -1, 10000);
+      assertNotNull(hard);
+      assertEquals(OFFlowRemovedReason.HARD_TIMEOUT, hard.getReason());
+      assertEquals(8, hard.getPriority());
+      assertEquals(
+          0,
+          (int) os.core().exec().submit(() -> os.core().rules().size()).get(5, TimeUnit.SECONDS));
+    }
+  }
+}
