@@ -170,3 +170,33 @@ def test_remap_under_traffic_equivalent_and_lossless(pair):
         sut.endpoints[NF_HOST] = [old]
         sut.endpoints["unmapped"] = [spare]  # type: ignore[index]
         sut.inject.pop(NF_HOST, None)
+
+
+# Rule kinds OneSwitch refuses (oneswitch/README.md), each with the error ovs-ofctl must show.
+REFUSED = {
+    "table=0,priority=1000,in_port=100,actions=NORMAL": "OFPBAC_BAD_OUT_PORT",
+    "table=0,priority=1001,in_port=101,actions=LOCAL": "OFPBAC_BAD_OUT_PORT",
+    "table=0,priority=1002,in_port=1,actions=write_actions(output:2)": "OFPBAC_UNSUPPORTED_ORDER",
+    "table=0,priority=1003,in_port=2,actions=set_queue:1,output:1": "OFPBAC_BAD_QUEUE",
+    "table=0,priority=1004,in_port=200,actions=meter:1,output:1": "OFPBIC_UNSUP_INST",
+}
+REFUSED_GROUPS = {"group_id=9,type=ff,bucket=watch_port:1,output:1": "OFPGMFC_BAD_TYPE"}
+
+
+def test_refused_rule_kinds_are_skipped_on_both(pair):
+    """Mixed into a random rule set, each refused kind gets its OFPT_ERROR from OneSwitch, is not loaded on the
+    reference either, and the rest stays equivalent."""
+    os_host, sut, ref = pair
+    seed = 3
+    base = rulegen.generate(seed, VPORTS, n_rules=20, vlans=False)
+    rules = rulegen.RuleSet(seed, (*base.groups, *REFUSED_GROUPS), (*base.flows, *REFUSED))
+    errors_before = physical_errors(os_host.client)
+    loaded = load_checked(rules, sut, ref)
+    refused = dict(loaded.refused)
+    for spec, code in {**REFUSED, **REFUSED_GROUPS}.items():
+        assert spec in refused, f"OneSwitch accepted {spec}"
+        assert "OFPT_ERROR" in refused[spec] and code in refused[spec], refused[spec]
+    expected = set(REFUSED) | set(REFUSED_GROUPS)
+    assert set(refused) == expected, f"refused beyond the expected: {set(refused) - expected}"
+    assert physical_errors(os_host.client) == errors_before
+    check_equivalent(sut, ref, seed, rules, per_port=5, vlans=False)
