@@ -62,6 +62,14 @@ class OsHost:
         }
 
 
+def physical_errors(client: OneSwitchClient) -> int:
+    """OFPT_ERRORs OneSwitch received from the physical switches so far (its /metrics)."""
+    for line in client.metrics().splitlines():
+        if line.startswith("oneswitch_physical_errors_total "):
+            return int(float(line.split()[1]))
+    raise AssertionError("oneswitch_physical_errors_total missing from /metrics")
+
+
 def bring_up(**cfg) -> tuple[EmulatedHost, dict]:
     conf = {
         "name": unique_name(),

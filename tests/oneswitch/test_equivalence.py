@@ -19,7 +19,7 @@ from host_datapath.switch import parse_dump_flows
 from nf_agent.emulated_host import naming as nm
 
 from . import equiv, rulegen
-from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT, VPORTS
+from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT, VPORTS, physical_errors
 
 pytestmark = ONESWITCH
 SEEDS = [int(s) for s in os.environ.get("UNO_EQ_SEEDS", "1,2,3,4").split(",")]
@@ -100,9 +100,11 @@ def _cases() -> list:
 def test_random_rules_equivalent(pair, seed, vlans):
     """Without VLANs in rules and packets, and with (where the flow-id tag must not clash with the
     controller's own VLANs: DESIGN.md section 4 carries it in MPLS then)."""
-    _, sut, ref = pair
+    os_host, sut, ref = pair
+    errors_before = physical_errors(os_host.client)
     rules = rulegen.generate(seed, VPORTS, n_rules=30, vlans=vlans)
     loaded = load_checked(rules, sut, ref)
+    assert physical_errors(os_host.client) == errors_before, f"seed {seed}: a physical switch refused a translation"
     assert len(loaded.accepted) >= len(rules.flows) // 2, f"seed {seed}: most rules refused: {loaded.refused}"
     out = check_equivalent(sut, ref, seed, rules, vlans=vlans)
     assert sum(sum(c.values()) for c in out.values()) > 0, f"seed {seed}: no packet left the reference"
@@ -191,3 +193,33 @@ def test_remap_under_traffic_equivalent_and_lossless(pair):
         sut.endpoints[NF_HOST] = [old]
         sut.endpoints["unmapped"] = [spare]  # type: ignore[index]
         sut.inject.pop(NF_HOST, None)
+
+
+# Rule kinds OneSwitch refuses (oneswitch/README.md), each with the error ovs-ofctl must show.
+REFUSED = {
+    "table=0,priority=1000,in_port=100,actions=NORMAL": "OFPBAC_BAD_OUT_PORT",
+    "table=0,priority=1001,in_port=101,actions=LOCAL": "OFPBAC_BAD_OUT_PORT",
+    "table=0,priority=1002,in_port=1,actions=write_actions(output:2)": "OFPBAC_UNSUPPORTED_ORDER",
+    "table=0,priority=1003,in_port=2,actions=set_queue:1,output:1": "OFPBAC_BAD_QUEUE",
+    "table=0,priority=1004,in_port=200,actions=meter:1,output:1": "OFPBIC_UNSUP_INST",
+}
+REFUSED_GROUPS = {"group_id=9,type=ff,bucket=watch_port:1,output:1": "OFPGMFC_BAD_TYPE"}
+
+
+def test_refused_rule_kinds_are_skipped_on_both(pair):
+    """Mixed into a random rule set, each refused kind gets its OFPT_ERROR from OneSwitch, is not loaded on the
+    reference either, and the rest stays equivalent."""
+    os_host, sut, ref = pair
+    seed = 3
+    base = rulegen.generate(seed, VPORTS, n_rules=20, vlans=False)
+    rules = rulegen.RuleSet(seed, (*base.groups, *REFUSED_GROUPS), (*base.flows, *REFUSED))
+    errors_before = physical_errors(os_host.client)
+    loaded = load_checked(rules, sut, ref)
+    refused = dict(loaded.refused)
+    for spec, code in {**REFUSED, **REFUSED_GROUPS}.items():
+        assert spec in refused, f"OneSwitch accepted {spec}"
+        assert "OFPT_ERROR" in refused[spec] and code in refused[spec], refused[spec]
+    expected = set(REFUSED) | set(REFUSED_GROUPS)
+    assert set(refused) == expected, f"refused beyond the expected: {set(refused) - expected}"
+    assert physical_errors(os_host.client) == errors_before
+    check_equivalent(sut, ref, seed, rules, per_port=5, vlans=False)

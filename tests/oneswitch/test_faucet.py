@@ -8,32 +8,48 @@ import subprocess
 
 import pytest
 
+from host_datapath.sysutil import wait_for
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.host import ping
+from tests.datapath.conftest import unique_name
 
-from .conftest import ONESWITCH, SPARE_SNIC_OFPORT, attach_nfs, bring_up, teardown
+from .conftest import ONESWITCH, SPARE_SNIC_OFPORT, attach_nfs, bring_up, physical_errors, teardown
 from .faucet import Faucet
 
 pytestmark = ONESWITCH
 VPORTS = [1, 2, 100, 101, 200, 201]
 NF_IPS = {0: "10.77.5.1", 1: "10.77.5.2"}  # nf0 on the host switch (vport 200), nf1 on snic0 (vport 201)
+PAIRS = [("vm0", "out0"), ("vm0", "vm1"), ("vm1", "nf_snic"), ("out0", "nf_host"), ("nf_host", "nf_snic"),
+         ("out1", "vm1"), ("nf_snic", "out1")]  # fmt: skip
 
 
-def test_faucet_drives_oneswitch_hosts_ping_across_host_and_snic(tmp_path):
-    from tests.datapath.conftest import unique_name
+def faucet_programmed(client) -> bool:
+    """Faucet has pushed its pipeline (rules in at least 3 virtual tables)."""
+    return len({r.table for r in client.rules()}) >= 3
 
+
+def scenario(tmp_path, nf_ports_first: bool) -> None:
+    """`nf_ports_first`: the NF ports are mapped before Faucet starts (it sees all ports at once); else Faucet
+    programs OneSwitch first and the NF ports appear later (PORT_STATUS ADD), as when the agent adds NFs."""
     name = unique_name()
-    faucet = Faucet(tmp_path / "faucet", int(nm.dpid(name), 16), VPORTS).start()
+    faucet = Faucet(tmp_path / "faucet", int(nm.dpid(name), 16), VPORTS)
     host = None
     try:
-        host, status = bring_up(name=name, oneswitch={"controllers": [faucet.target]})
+        if not nf_ports_first:
+            faucet.start()
+        host, _ = bring_up(name=name, oneswitch={"controllers": [faucet.target]})
         attach_nfs(host)
         for i, ip in NF_IPS.items():
             subprocess.run(["ip", "-n", f"{name}-nf{i}", "addr", "add", f"{ip}/16", "dev", f"{name}-n{i}"], check=True)
         client = host.oneswitch().client(timeout=30)
+        if not nf_ports_first:
+            wait_for(lambda: faucet_programmed(client), 60, "Faucet to program OneSwitch")
         assert client.map_port(200, "host", nm.NF_PORT_BASE, "nf0")
         assert client.map_port(201, "snic0", nm.NF_PORT_BASE, "nf1")
         assert SPARE_SNIC_OFPORT not in {p.port for p in client.ports() if p.switch == "snic0"}
+        if nf_ports_first:
+            faucet.start()  # OneSwitch reconnects to it (backoff at most 5 s)
+            wait_for(lambda: faucet_programmed(client), 60, "Faucet to program OneSwitch")
         ns = {
             "vm0": (nm.ns_vm(name, 0), nm.ip_vm(0)),
             "vm1": (nm.ns_vm(name, 1), nm.ip_vm(1)),
@@ -42,18 +58,21 @@ def test_faucet_drives_oneswitch_hosts_ping_across_host_and_snic(tmp_path):
             "nf_host": (f"{name}-nf0", NF_IPS[0]),
             "nf_snic": (f"{name}-nf1", NF_IPS[1]),
         }
-        pairs = [("vm0", "out0"), ("vm0", "vm1"), ("vm1", "nf_snic"), ("out0", "nf_host"), ("nf_host", "nf_snic"),
-                 ("out1", "vm1"), ("nf_snic", "out1")]  # fmt: skip
         failed = []
-        for a, b in pairs:
+        for a, b in PAIRS:
             # The first packets teach Faucet where the hosts are (packet-in); allow it a few tries.
-            ok = any(ping(ns[a][0], ns[b][1], count=2) for _ in range(3))
-            if not ok:
+            if not any(ping(ns[a][0], ns[b][1], count=2) for _ in range(5)):
                 failed.append(f"{a} -> {b}")
-        assert not failed, f"pings failed: {failed}\n{faucet.tail()}"
+        if failed:
+            log = [ln for ln in host.oneswitch().logfile.read_text(errors="replace").splitlines() if "WARN" in ln]
+            raise AssertionError(
+                f"pings failed: {failed}\n{faucet.tail(20)}\n--- OneSwitch warnings\n" + "\n".join(log[-10:])
+            )
+        # Every translated rule was taken by the physical switches (OVS refuses inconsistent ones).
+        warns = [ln for ln in host.oneswitch().logfile.read_text(errors="replace").splitlines() if "error" in ln]
+        assert physical_errors(client) == 0, "\n".join(warns[:5])
         rules = client.rules()
-        tables = {r.table for r in rules}
-        assert len(tables) >= 3, tables  # Faucet's multi-table pipeline went through OneSwitch
+        assert len({r.table for r in rules}) >= 3  # Faucet's multi-table pipeline went through OneSwitch
         assert any(p.switch == "snic0" for r in rules for p in r.physical)  # and was spread onto the sNIC
     finally:
         try:
@@ -61,3 +80,18 @@ def test_faucet_drives_oneswitch_hosts_ping_across_host_and_snic(tmp_path):
                 teardown(host)
         finally:
             faucet.stop()
+
+
+def test_faucet_drives_oneswitch_hosts_ping_across_host_and_snic(tmp_path):
+    scenario(tmp_path, nf_ports_first=True)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="OneSwitch (os-java ab5abc6) turns Faucet's non-strict FLOW_MOD MODIFY of its flood rules (after "
+    "PORT_STATUS ADD) into a physical MODIFY with the virtual match, and OVS refuses its pop_vlan for "
+    "MATCH_INCONSISTENT: floods keep the old port set",
+)
+def test_faucet_with_nf_ports_mapped_while_it_runs(tmp_path):
+    scenario(tmp_path, nf_ports_first=False)

@@ -150,3 +150,26 @@ def test_packet_out_from_a_virtual_in_port_runs_the_table(sut):
     r = sut.ofctl("packet-out", f"in_port=2,packet={frame.hex()},actions=output:table")
     assert r.returncode == 0, r.stderr
     assert received(sut) == {100: [frame]}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="OneSwitch (os-java 7a2c14a) accepts a non-strict MODIFY whose actions need the match's VLAN "
+    "(pop_vlan) but its physical MODIFY is refused by OVS (MATCH_INCONSISTENT): virtual and physical diverge",
+)
+def test_mod_flows_non_strict_takes_effect_on_the_switches(sut, os_host):
+    from .conftest import physical_errors
+
+    errors = physical_errors(os_host.client)
+    assert sut.ofctl("add-flow", "table=0,priority=50,in_port=100,dl_vlan=10,actions=pop_vlan,output:1").returncode == 0
+    r = sut.ofctl("mod-flows", "table=0,in_port=100,dl_vlan=10,actions=pop_vlan,output:2")
+    assert r.returncode == 0, r.stderr
+    from scapy.layers.l2 import Dot1Q, Ether
+    from scapy.packet import Raw
+
+    frame = bytes(Ether(src=rulegen.MACS[0], dst=rulegen.MACS[1]) / Dot1Q(vlan=10) / Raw(rulegen.marker(80) + b"m" * 30))
+    send(sut, 100, [frame])
+    got = received(sut)
+    assert physical_errors(os_host.client) == errors, "a physical switch refused the translated MODIFY"
+    assert set(got) == {2}, got  # the modified actions, untagged
