@@ -152,12 +152,6 @@ def test_packet_out_from_a_virtual_in_port_runs_the_table(sut):
     assert received(sut) == {100: [frame]}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="OneSwitch (os-java 7a2c14a) accepts a non-strict MODIFY whose actions need the match's VLAN "
-    "(pop_vlan) but its physical MODIFY is refused by OVS (MATCH_INCONSISTENT): virtual and physical diverge",
-)
 def test_mod_flows_non_strict_takes_effect_on_the_switches(sut, os_host):
     from .conftest import physical_errors
 
