@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import subprocess
 
-import pytest
-
 from host_datapath.sysutil import wait_for
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.host import ping
@@ -86,12 +84,5 @@ def test_faucet_drives_oneswitch_hosts_ping_across_host_and_snic(tmp_path):
     scenario(tmp_path, nf_ports_first=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="OneSwitch (os-java ab5abc6) turns Faucet's non-strict FLOW_MOD MODIFY of its flood rules (after "
-    "PORT_STATUS ADD) into a physical MODIFY with the virtual match, and OVS refuses its pop_vlan for "
-    "MATCH_INCONSISTENT: floods keep the old port set",
-)
 def test_faucet_with_nf_ports_mapped_while_it_runs(tmp_path):
     scenario(tmp_path, nf_ports_first=False)
