@@ -5,47 +5,13 @@
 use flowstore::test_redis::TestRedis;
 use netio::afpacket::{AfPacket, RingConfig};
 use netio::{Batch, Device};
-use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use traffic::gen::{frames, stamp, GenConfig};
 use traffic::Marker;
 
-struct Veth(String);
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &self.0]).status();
-    }
-}
-
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    c.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    // One write: the request must not depend on how the server's reads are split.
-    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-        .ok()?;
-    let mut s = String::new();
-    c.read_to_string(&mut s).ok()?;
-    Some(s)
-}
+mod common;
+use common::{http_get, ip, Child, Veth};
 
 #[test]
 fn firewall_on_veth_with_redis_passes_only_allowed_flows() {

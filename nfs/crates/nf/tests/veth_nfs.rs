@@ -11,54 +11,12 @@ use netio::{Batch, Device};
 use packet::build::{checksums_valid, FrameSpec, Transport};
 use packet::{Parsed, L4, TCP_ACK, TCP_SYN};
 use std::collections::HashMap;
-use std::io::{Read, Write};
 use std::net::IpAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Veth(String);
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &self.0]).status();
-    }
-}
-
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    c.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    // One write: the request must not depend on how the server's reads are split.
-    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-        .ok()?;
-    let mut s = String::new();
-    c.read_to_string(&mut s).ok()?;
-    Some(s)
-}
+mod common;
+use common::{http_get, ip, Child, TempDir, Veth};
 
 /// One frame to send: TCP from `src:sport` to `dst:dport` with a unique `seq` (its id).
 struct Send {

@@ -9,30 +9,8 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Veth(String);
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &self.0]).status();
-    }
-}
-
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
+mod common;
+use common::{ip, Child, Veth};
 
 fn syn(sport: u16, dport: u16) -> Vec<u8> {
     let t = Transport::Tcp {
