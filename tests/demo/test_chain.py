@@ -74,7 +74,7 @@ def test_view_counts_saving_from_the_sNIC_placement():
     view = {
         "locations": {"ips": "snic0", "l7fw": "host"},
         "measured": {"nf_load_gbps": {"ips": 0.01, "l7fw": 0.01}, "nf_pps": {"ips": 900.0},
-                     "cpu_cores": {"ips": 0.02, "l7fw": 0.03}, "pcie_gbps": {"snic0": {"down": 0.005, "up": 0.004}}},
+                     "cpu_cores": {"snic0": 0.02, "host": 0.03}, "pcie_gbps": {"snic0": {"down": 0.005, "up": 0.004}}},
         "predicted": {"pcie_gbps": {"snic0": {"down": 0.005, "up": 0.004}}, "violations": []},
     }  # fmt: skip
     nfs = {"ips": {"type": "ips"}, "l7fw": {"type": "l7fw"}}
