@@ -126,11 +126,11 @@ def _run_demo(host: EmulatedHost, args: argparse.Namespace) -> int:
     def _interrupt(*_):
         raise KeyboardInterrupt
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, _interrupt)
     demo = Demo(host, args.config, args.once, out=lambda line: print(line, flush=True))
     stop = threading.Event()
     try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, _interrupt)
         return demo.run(stop.wait)
     except KeyboardInterrupt:
         print("interrupted: tearing down", file=sys.stderr)
@@ -140,8 +140,8 @@ def _run_demo(host: EmulatedHost, args: argparse.Namespace) -> int:
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_IGN)  # the teardown itself is not interruptible
-        demo.teardown()
-        print(f"emulated host '{host.name}' is down (agent, controller and NFs stopped)", file=sys.stderr)
+        if demo.teardown():
+            print(f"emulated host '{host.name}' is down (agent, controller and NFs stopped)", file=sys.stderr)
 
 
 def _print_status(status: dict, json_out: bool) -> None:

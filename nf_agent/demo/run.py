@@ -291,13 +291,16 @@ class Demo:
         except (OSError, ValueError, OneSwitchError):
             return False
 
-    def teardown(self) -> None:
+    def teardown(self) -> bool:
+        """Stop everything this run started; True when it had brought the host up (and took it down)."""
         for p in self.procs:
             _stop_proc(p, signal.SIGKILL)
         self.procs = []
         _stop_proc(self.agent)
+        took_down = self.host_started
         if self.host_started:
             self.host.down()
             self.host_started = False
         _stop_proc(self.controller)
         shutil.rmtree(self.tmp, ignore_errors=True)
+        return took_down

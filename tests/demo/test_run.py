@@ -116,3 +116,24 @@ def test_ctrl_c_during_bring_up_tears_down(tmp_path):
             proc.kill()
             proc.wait()
     assert leftovers(name) == NOTHING
+
+
+def test_run_on_a_running_host_refuses_and_leaves_it_up(tmp_path):
+    name = unique_name()
+    cfg = tmp_path / "host.yaml"
+    cfg.write_text("rundir: /run/uno-test\nvms: 1\n")
+    cli = [sys.executable, "-m", "nf_agent.cli"]
+    common = ["--config", str(cfg), "--name", name]
+    try:
+        assert (
+            subprocess.run([*cli, "up", *common], cwd=REPO, capture_output=True, timeout=180).returncode == 0
+        )
+        before = machine_snapshot(name)
+        out = subprocess.run([*cli, "run", *common, "--once"], cwd=REPO, capture_output=True, text=True,
+                             timeout=180)  # fmt: skip
+        assert out.returncode == 2 and "already up" in out.stderr, out.stdout + out.stderr
+        assert machine_snapshot(name) == before
+        assert leftovers(name)["demo_procs"] == [] and leftovers(name)["demo_tmp"] == []
+    finally:
+        subprocess.run([*cli, "down", *common], cwd=REPO, capture_output=True, timeout=180)
+    assert leftovers(name) == NOTHING
