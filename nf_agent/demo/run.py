@@ -28,6 +28,7 @@ from nf_agent.demo.view import format_view
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.host import AlreadyRunning, EmulatedHost, ping
 from nf_agent.errors import CliError
+from snic_datapath.cgroup import CpuCgroup
 
 REPO = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("osken_chain.py")
@@ -100,6 +101,7 @@ class Demo:
         self.procs: list[subprocess.Popen] = []  # traffic helpers
         self.url = ""
         self.host_started = False
+        self._cg_last: tuple[float, float] | None = None
 
     # -- bring-up ----------------------------------------------------------------------------------------
     def start_controller(self) -> None:
@@ -208,13 +210,14 @@ class Demo:
         return cli
 
     @staticmethod
-    def iperf_result(cli: subprocess.Popen, timeout: float) -> float:
-        """Received Mbit/s of a finished iperf3 client (0 when it failed)."""
+    def iperf_result(cli: subprocess.Popen, timeout: float) -> tuple[float, list[float]]:
+        """Received Mbit/s of a finished iperf3 client and the sender's Mbit/s per second (0, [] if it failed)."""
         try:
-            out = cli.communicate(timeout=timeout)[0]
-            return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+            res = json.loads(cli.communicate(timeout=timeout)[0])
+            per_s = [i["sum"]["bits_per_second"] / 1e6 for i in res["intervals"]]
+            return res["end"]["sum_received"]["bits_per_second"] / 1e6, per_s
         except (ValueError, KeyError, TypeError, subprocess.TimeoutExpired):
-            return 0.0
+            return 0.0, []
 
     def show(self) -> dict:
         view = call(self.url, "GET", "/v1/placement")[1]
@@ -222,7 +225,21 @@ class Demo:
         prof = json.loads((self.tmp / "profiles.json").read_text())
         for line in format_view(view, nfs, prof):
             self.out(line)
+        self.show_cgroup()
         return view
+
+    def show_cgroup(self) -> None:
+        """The sNIC's cgroup CPU accounting since the previous refresh (what sNIC-placed NFs used there)."""
+        cg = CpuCgroup(nm.cgroup_snic(self.name, 0))
+        try:
+            now, used = time.monotonic(), cg.usage_seconds()
+        except OSError:
+            return
+        if self._cg_last is not None:
+            t0, u0 = self._cg_last
+            self.out(f"  sNIC snic0 cgroup CPU (NFs placed there): {(used - u0) / max(now - t0, 1e-6):.4f} cores "
+                     f"over the last {now - t0:.1f} s")  # fmt: skip
+        self._cg_last = (now, used)
 
     def shift(self) -> tuple[dict, float]:
         """iperf3 through the chain until the model sees the sNIC overloaded; run the agent's re-placement
@@ -243,8 +260,9 @@ class Demo:
             raise CliError(f"POST /v1/placement/run: {code} {d}")
         moves = ", ".join(f"{m['id']} {m['from']} -> {m['to']}" for m in d.get("moves", [])) or "none"
         self.out(f"agent re-placement (POST /v1/placement/run): go={d['go']}, moves: {moves}")
-        rate = self.iperf_result(cli, seconds + 60)
-        self.out(f"iperf3 TCP through the chain, across the re-placement: {rate:.0f} Mbit/s received")
+        rate, per_s = self.iperf_result(cli, seconds + 60)
+        self.out(f"iperf3 TCP through the chain, across the re-placement: {rate:.0f} Mbit/s received; "
+                 f"per second: {' '.join(f'{x:.0f}' for x in per_s)}")  # fmt: skip
         return d, rate
 
     # -- the whole run -----------------------------------------------------------------------------------
@@ -271,7 +289,9 @@ class Demo:
         ok = ok and moved and rate > 0
         pinged = wait_for(lambda: ping(nm.ns_vm(self.name, 0), nm.ip_outside(0, 0), count=2), 30,
                           "ping after the re-placement")  # fmt: skip
-        self.out(f"ping after the re-placement: {'ok' if pinged else 'FAILED'}")
+        http = self.http_get("ok.example")
+        self.out(f"after the re-placement: ping {'ok' if pinged else 'FAILED'}, HTTP Host ok.example: {http}")
+        ok = ok and http == "200"
         self.show()
         if self.once:
             self.out(f"demo {'ok' if ok else 'FAILED'}")

@@ -77,7 +77,7 @@ def test_run_once_chain_traffic_replacement_and_nothing_left(tmp_path):
     assert "GET /EVIL-DEMO-PAYLOAD: no answer (ips drops)" in out
     assert "capacity of snic0" in out
     assert "moves: ips snic0 -> host" in out
-    assert "ping after the re-placement: ok" in out
+    assert "after the re-placement: ping ok, HTTP Host ok.example: 200" in out
     assert "host CPU for NFs, predicted:" in out and "PCIe snic0: measured" in out
     assert out.rstrip().endswith("demo ok")
     assert leftovers(name) == NOTHING
