@@ -296,13 +296,27 @@ class Demo:
         if self.once:
             self.out(f"demo {'ok' if ok else 'FAILED'}")
             return 0 if ok else 1
-        self.out("demo is up: light traffic (ping 5/s), status every 5 s; Ctrl-C tears it all down")
+        self.out("demo is up: ping 5/s, every 30 s a 10 s iperf3 burst; every 5 s the view and the agent's "
+                 "re-placement; Ctrl-C tears it all down")  # fmt: skip
         pinger = subprocess.Popen(self.ns("vm", "ping", "-q", "-i", "0.2", nm.ip_outside(0, 0)),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         self.procs.append(pinger)
+        tick, burst = 0, None
         while not stop_wait(5.0):
+            tick += 1
             self.out(f"--- {time.strftime('%H:%M:%S')}")
+            if burst is None and tick % 6 == 0:
+                self.out("traffic shift: iperf3 TCP web -> outside for 10 s")
+                burst = self.iperf_start(10)
+            elif burst is not None and burst.poll() is not None:
+                rate, _ = self.iperf_result(burst, 5)
+                self.out(f"iperf3 burst done: {rate:.0f} Mbit/s received; back to ping only")
+                burst = None
             self.show()
+            code, d = call(self.url, "POST", "/v1/placement/run", {})
+            if code == 200 and d.get("go"):
+                moves = ", ".join(f"{m['id']} {m['from']} -> {m['to']}" for m in d.get("moves", []))
+                self.out(f"agent re-placement: {moves}")
         return 0
 
     def _controller_connected(self) -> bool:
