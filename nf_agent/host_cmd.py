@@ -74,6 +74,8 @@ def install_bootstrap_flows(status: dict) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     host = _host(args)
+    if host.config.oneswitch.enabled:
+        return _run_demo(host, args)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -115,6 +117,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         host.down()
         print(f"emulated host '{host.name}' is down", file=sys.stderr)
+
+
+def _run_demo(host: EmulatedHost, args: argparse.Namespace) -> int:
+    """The demo service chain (nf_agent/demo): controller, host, agent, NFs; always torn down."""
+    from nf_agent.demo.run import Demo
+
+    def _interrupt(*_):
+        raise KeyboardInterrupt
+
+    demo = Demo(host, args.config, args.once, out=lambda line: print(line, flush=True))
+    stop = threading.Event()
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, _interrupt)
+        return demo.run(stop.wait)
+    except KeyboardInterrupt:
+        print("interrupted: tearing down", file=sys.stderr)
+        return 0 if not args.once else 130
+    except DatapathError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)  # the teardown itself is not interruptible
+        if demo.teardown():
+            print(f"emulated host '{host.name}' is down (agent, controller and NFs stopped)", file=sys.stderr)
 
 
 def _print_status(status: dict, json_out: bool) -> None:

@@ -1,6 +1,7 @@
 """`uno up / status / down / run` with OneSwitch, as an operator runs them: it starts with the host, every
 switch connected, reported in `status --json`; a crashed OneSwitch makes the host not up, and `down` still
-removes everything; `uno run --once` pings VM -> outside through L2 rules installed via OneSwitch."""
+removes everything; `uno run --once` (the demo chain, tests/demo) pings VM -> outside through the chain's rules,
+installed on OneSwitch by the os-ken controller it connects to."""
 
 from __future__ import annotations
 
@@ -70,6 +71,6 @@ def test_run_once_pings_through_oneswitch_and_leaves_nothing(tmp_path):
     cfg.write_text("rundir: /run/uno-test\nvms: 1\n")  # OneSwitch is on by default
     out = uno("run", "--config", str(cfg), "--name", name, "--once")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "via OneSwitch (host switch, PCIe, sNIC): ok" in out.stdout, out.stdout
-    assert "oneswitch  listen tcp:127.0.0.1:" in out.stdout
+    assert "via ips, l7fw: ok" in out.stdout, out.stdout
+    assert "OneSwitch tcp:127.0.0.1:" in out.stdout and "connected to controller" in out.stdout
     assert machine_snapshot(name) == EMPTY

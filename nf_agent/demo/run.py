@@ -1,0 +1,340 @@
+"""`uno run` with OneSwitch: the demo service chain, end to end, on real parts.
+
+Brings up an os-ken controller (nf_agent/demo/osken_chain.py), the emulated host with OneSwitch connected to
+it, and `uno agent serve`; provisions through the agent's REST API a VM and the chain
+outside -> L7 firewall -> IPS -> VM (placed by the agent); writes the chain's description, which the
+controller turns into steering rules on OneSwitch; drives traffic (ping, iperf3 TCP, HTTP allowed and blocked);
+shows what runs where, host CPU saved, PCIe use and traffic per NF; then floods the chain so that the agent's
+re-placement moves the IPS from the sNIC to the host, and shows that. Teardown always runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from host_datapath.oneswitch_client import OneSwitchError
+from nf_agent.demo.view import format_view
+from nf_agent.emulated_host import naming as nm
+from nf_agent.emulated_host.host import AlreadyRunning, EmulatedHost, ping
+from nf_agent.errors import CliError
+from snic_datapath.cgroup import CpuCgroup
+
+REPO = Path(__file__).resolve().parents[2]
+APP = Path(__file__).with_name("osken_chain.py")
+PROFILES = REPO / "placement" / "profiles.json"
+# Demo profile: the IPS costs 100000 sNIC units per Gbit/s, so a few Mbit/s of ping overload the sNIC and the
+# re-placement has something to move within the demo's seconds (real profiles need Gbit/s for that).
+IPS_DEMO_R_NIC = 100000.0
+IPS_CONFIG = {
+    "signatures": [{"id": 1001, "msg": "demo exploit", "content": "EVIL-DEMO-PAYLOAD"}],
+    "action": "drop",
+}
+L7FW_CONFIG = {"block": [{"proto": "http", "host": "evil.example"}], "default": "allow", "unparsed": "allow"}
+# outside -> l7fw -> ips -> VM: created in this order; steered VM-side first
+CHAIN = [("l7fw", "l7fw", L7FW_CONFIG, "host"), ("ips", "ips", IPS_CONFIG, "snic0")]
+HTTP_PORT = 8080
+
+
+def call(base: str, method: str, path: str, body=None, timeout: float = 120) -> tuple[int, dict]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred: Callable[[], object], timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.3)
+    raise CliError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def _stop_proc(proc: subprocess.Popen | None, sig: int = signal.SIGTERM) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+class Demo:
+    """One demo run. `run()` returns the exit code; `teardown()` (idempotent) removes everything it started."""
+
+    def __init__(self, host: EmulatedHost, config: str | None, once: bool, out=print):
+        self.once, self.out, self.config = once, out, config
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"uno-demo-{host.name}-"))
+        self.port = free_port()
+        cfg = host.config
+        ctl = f"tcp:127.0.0.1:{self.port}"
+        self.host = EmulatedHost(replace(cfg, oneswitch=replace(cfg.oneswitch, controllers=(ctl,))))
+        self.name = host.name
+        self.chain_file = self.tmp / "chain.json"
+        self.controller: subprocess.Popen | None = None
+        self.agent: subprocess.Popen | None = None
+        self.procs: list[subprocess.Popen] = []  # traffic helpers
+        self.url = ""
+        self.host_started = False
+        self._cg_last: tuple[float, float] | None = None
+
+    # -- bring-up ----------------------------------------------------------------------------------------
+    def start_controller(self) -> None:
+        mgr = Path(sys.executable).with_name("osken-manager")
+        if not mgr.exists():
+            raise CliError(f"{mgr} not found (scripts/setup.sh python installs os-ken with faucet)")
+        log = open(self.tmp / "controller.log", "w")  # noqa: SIM115 - closed with the process
+        self.controller = subprocess.Popen(
+            [str(mgr), "--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(self.port), str(APP)],
+            cwd=REPO, env={"UNO_DEMO_CHAIN": str(self.chain_file), "PATH": "/usr/bin:/bin",
+                           "PYTHONPATH": str(REPO)},
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        log.close()
+
+        def listening() -> bool:
+            if self.controller.poll() is not None:
+                raise CliError(f"controller exited: {(self.tmp / 'controller.log').read_text()[-500:]}")
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+        wait_for(listening, 30, "the os-ken controller to listen")
+
+    def start_agent(self) -> None:
+        prof = json.loads(PROFILES.read_text())
+        prof["ips"] = {**prof["ips"], "r_nic": IPS_DEMO_R_NIC}
+        (self.tmp / "profiles.json").write_text(json.dumps(prof))
+        cmd = [sys.executable, "-m", "nf_agent.cli", "agent", "serve", "--name", self.name,
+               "--profiles", str(self.tmp / "profiles.json"), "--sample-interval", "1",
+               "--replace-interval", "0", "--dampening", "0", "--log-file", str(self.tmp / "agent.log")]  # fmt: skip
+        if self.config:
+            cmd[5:5] = ["--config", self.config]
+        self.agent = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      start_new_session=True)  # fmt: skip
+        self.url = self.agent.stdout.readline().strip()
+        if not self.url:
+            raise CliError(f"the agent did not start: {self.agent.stderr.read()[-500:]}")
+
+    def provision(self) -> dict[str, int]:
+        code, body = call(self.url, "POST", "/v1/vms", {"id": "web"})
+        if code != 201:
+            raise CliError(f"POST /v1/vms: {code} {body}")
+        vports = {}
+        for nf_id, typ, config, prefer in CHAIN:
+            req = {"type": typ, "id": nf_id, "config": config, "expected": {"gbps": 0, "dst": "web"},
+                   "hints": {"prefer": prefer}}  # fmt: skip
+            code, body = call(self.url, "POST", "/v1/nfs", req)
+            if code != 201:
+                raise CliError(f"POST /v1/nfs {nf_id}: {code} {body}")
+            vports[nf_id] = body["vport"]
+        chain = {"vm_port": nm.vport_vm(0), "vm_mac": nm.mac(1, 0, 0), "out_port": nm.vport_eth(0, 0),
+                 "out_mac": nm.mac(2, 0, 0), "nf_ports": [vports[c[0]] for c in reversed(CHAIN)]}  # fmt: skip
+        tmp = self.chain_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(chain))
+        tmp.replace(self.chain_file)
+        mtime = self.chain_file.stat().st_mtime
+        installed = Path(f"{self.chain_file}.installed")
+
+        def done():
+            err = Path(f"{self.chain_file}.error")
+            if err.exists():
+                raise CliError(f"controller: {err.read_text().strip()}")
+            return installed.exists() and json.loads(installed.read_text())["mtime"] == mtime
+
+        wait_for(done, 60, "the controller to install the chain on OneSwitch")
+        self.out(f"controller (os-ken, {APP.name}) installed {json.loads(installed.read_text())['rules']} "
+                 f"steering rules on OneSwitch: VM -> ips -> l7fw -> outside and back")  # fmt: skip
+        return vports
+
+    # -- traffic -----------------------------------------------------------------------------------------
+    def ns(self, which: str, *cmd: str) -> list[str]:
+        netns = nm.ns_vm(self.name, 0) if which == "vm" else nm.ns_outside(self.name, 0, 0)
+        return ["ip", "netns", "exec", netns, *cmd]
+
+    def http_get(self, host_header: str, path: str = "/") -> str:
+        url = f"http://{nm.ip_outside(0, 0)}:{HTTP_PORT}{path}"
+        r = subprocess.run(self.ns("vm", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-m", "3",
+                                   "-H", f"Host: {host_header}", url), capture_output=True, text=True)  # fmt: skip
+        return r.stdout.strip() if r.stdout.strip() not in ("", "000") else "no answer"
+
+    def traffic_checks(self) -> bool:
+        out_ip = nm.ip_outside(0, 0)
+        ok = wait_for(lambda: ping(nm.ns_vm(self.name, 0), out_ip, count=2), 30, "ping through the chain")
+        self.out(f"ping web ({nm.ip_vm(0)}) -> outside ({out_ip}) via ips, l7fw: {'ok' if ok else 'FAILED'}")
+        srv = subprocess.Popen(self.ns("outside", sys.executable, "-m", "http.server", "-b", out_ip,
+                                       str(HTTP_PORT)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               cwd=self.tmp)  # fmt: skip
+        self.procs.append(srv)
+        wait_for(lambda: self.http_get("ok.example") == "200", 20, "the HTTP server in the outside namespace")
+        good, evil = self.http_get("ok.example"), self.http_get("evil.example")
+        attack = self.http_get("ok.example", "/EVIL-DEMO-PAYLOAD")
+        self.out(f"HTTP Host ok.example: {good}; Host evil.example: {evil} (l7fw blocks); "
+                 f"GET /EVIL-DEMO-PAYLOAD: {attack} (ips drops)")  # fmt: skip
+        return good == "200" and evil == "no answer" and attack == "no answer"
+
+    def iperf_start(self, seconds: int) -> subprocess.Popen:
+        """iperf3 TCP web -> outside through the chain, in the background; `iperf_result` reads it."""
+        ip = nm.ip_outside(0, 0)
+        srv = subprocess.Popen(self.ns("outside", "iperf3", "-s", "-1", "-B", ip, "-p", "5399"),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        self.procs.append(srv)
+        time.sleep(0.5)
+        cli = subprocess.Popen(self.ns("vm", "iperf3", "-c", ip, "-p", "5399", "-t", str(seconds), "-J"),
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+        self.procs.append(cli)
+        return cli
+
+    @staticmethod
+    def iperf_result(cli: subprocess.Popen, timeout: float) -> tuple[float, list[float]]:
+        """Received Mbit/s of a finished iperf3 client and the sender's Mbit/s per second (0, [] if it failed)."""
+        try:
+            res = json.loads(cli.communicate(timeout=timeout)[0])
+            per_s = [i["sum"]["bits_per_second"] / 1e6 for i in res["intervals"]]
+            return res["end"]["sum_received"]["bits_per_second"] / 1e6, per_s
+        except (ValueError, KeyError, TypeError, subprocess.TimeoutExpired):
+            return 0.0, []
+
+    def show(self) -> dict:
+        view = call(self.url, "GET", "/v1/placement")[1]
+        nfs = {n["id"]: n for n in call(self.url, "GET", "/v1/nfs")[1]}
+        prof = json.loads((self.tmp / "profiles.json").read_text())
+        for line in format_view(view, nfs, prof):
+            self.out(line)
+        self.show_cgroup()
+        return view
+
+    def show_cgroup(self) -> None:
+        """The sNIC's cgroup CPU accounting since the previous refresh (what sNIC-placed NFs used there)."""
+        cg = CpuCgroup(nm.cgroup_snic(self.name, 0))
+        try:
+            now, used = time.monotonic(), cg.usage_seconds()
+        except OSError:
+            return
+        if self._cg_last is not None:
+            t0, u0 = self._cg_last
+            self.out(f"  sNIC snic0 cgroup CPU (NFs placed there): {(used - u0) / max(now - t0, 1e-6):.4f} cores "
+                     f"over the last {now - t0:.1f} s")  # fmt: skip
+        self._cg_last = (now, used)
+
+    def shift(self) -> tuple[dict, float]:
+        """iperf3 through the chain until the model sees the sNIC overloaded; run the agent's re-placement
+        while the stream goes on. Returns the decision and the stream's received Mbit/s."""
+        seconds = 10
+        self.out(f"traffic shift: iperf3 TCP web -> outside through the chain for {seconds} s")
+        cli = self.iperf_start(seconds)
+
+        def overloaded():
+            v = call(self.url, "GET", "/v1/placement")[1]
+            return v if (v["predicted"] or {}).get("violations") else None
+
+        view = wait_for(overloaded, 30, "the measured load to overload the sNIC in the agent's model")
+        self.out(f"agent's model: {'; '.join(view['predicted']['violations'])}")
+        self.show()
+        code, d = call(self.url, "POST", "/v1/placement/run", {})
+        if code != 200:
+            raise CliError(f"POST /v1/placement/run: {code} {d}")
+        moves = ", ".join(f"{m['id']} {m['from']} -> {m['to']}" for m in d.get("moves", [])) or "none"
+        self.out(f"agent re-placement (POST /v1/placement/run): go={d['go']}, moves: {moves}")
+        rate, per_s = self.iperf_result(cli, seconds + 60)
+        self.out(f"iperf3 TCP through the chain, across the re-placement: {rate:.0f} Mbit/s received; "
+                 f"per second: {' '.join(f'{x:.0f}' for x in per_s)}")  # fmt: skip
+        return d, rate
+
+    # -- the whole run -----------------------------------------------------------------------------------
+    def run(self, stop_wait: Callable[[float], bool]) -> int:
+        self.start_controller()
+        self.host_started = True  # a failed bring-up is torn down too
+        try:
+            status = self.host.up()
+        except AlreadyRunning as exc:  # someone else's running host: leave it exactly as it is
+            self.host_started = False
+            raise CliError(f"{exc}; run `uno down` first") from None
+        self.out(f"emulated host '{self.name}' is up; OneSwitch {status['oneswitch']['listen']} connected to "
+                 f"controller tcp:127.0.0.1:{self.port}")  # fmt: skip
+        wait_for(self._controller_connected, 60, "OneSwitch to connect to the controller")
+        self.start_agent()
+        self.out(f"agent {self.url} (demo profiles: ips r_nic {IPS_DEMO_R_NIC:g} units per Gbit/s)")
+        self.provision()
+        ok = self.traffic_checks()
+        time.sleep(2)  # a few monitoring samples of the light traffic
+        self.out("light traffic (ping, HTTP):")
+        self.show()
+        d, rate = self.shift()
+        moved = any(m["id"] == "ips" and m["to"] == "host" for m in d.get("moves", []))
+        ok = ok and moved and rate > 0
+        pinged = wait_for(lambda: ping(nm.ns_vm(self.name, 0), nm.ip_outside(0, 0), count=2), 30,
+                          "ping after the re-placement")  # fmt: skip
+        http = self.http_get("ok.example")
+        self.out(f"after the re-placement: ping {'ok' if pinged else 'FAILED'}, HTTP Host ok.example: {http}")
+        ok = ok and http == "200"
+        self.show()
+        if self.once:
+            self.out(f"demo {'ok' if ok else 'FAILED'}")
+            return 0 if ok else 1
+        self.out("demo is up: ping 5/s, every 30 s a 10 s iperf3 burst; every 5 s the view and the agent's "
+                 "re-placement; Ctrl-C tears it all down")  # fmt: skip
+        pinger = subprocess.Popen(self.ns("vm", "ping", "-q", "-i", "0.2", nm.ip_outside(0, 0)),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        self.procs.append(pinger)
+        tick, burst = 0, None
+        while not stop_wait(5.0):
+            tick += 1
+            self.out(f"--- {time.strftime('%H:%M:%S')}")
+            if burst is None and tick % 6 == 0:
+                self.out("traffic shift: iperf3 TCP web -> outside for 10 s")
+                burst = self.iperf_start(10)
+            elif burst is not None and burst.poll() is not None:
+                rate, _ = self.iperf_result(burst, 5)
+                self.out(f"iperf3 burst done: {rate:.0f} Mbit/s received; back to ping only")
+                burst = None
+            self.show()
+            code, d = call(self.url, "POST", "/v1/placement/run", {})
+            if code == 200 and d.get("go"):
+                moves = ", ".join(f"{m['id']} {m['from']} -> {m['to']}" for m in d.get("moves", []))
+                self.out(f"agent re-placement: {moves}")
+        return 0
+
+    def _controller_connected(self) -> bool:
+        try:
+            return any(c.get("connected") for c in self.host.oneswitch().client().health().controllers)
+        except (OSError, ValueError, OneSwitchError):
+            return False
+
+    def teardown(self) -> bool:
+        """Stop everything this run started; True when it had brought the host up (and took it down)."""
+        for p in self.procs:
+            _stop_proc(p, signal.SIGKILL)
+        self.procs = []
+        _stop_proc(self.agent)
+        took_down = self.host_started
+        if self.host_started:
+            self.host.down()
+            self.host_started = False
+        _stop_proc(self.controller)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        return took_down

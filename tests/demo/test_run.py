@@ -1,0 +1,139 @@
+"""`uno run` (= `make run`) end to end as an operator runs it, on real parts: os-ken controller, emulated host
+with OneSwitch, the agent, real l7fw and IPS processes, real traffic. `--once` passes and leaves nothing behind;
+the live mode refreshes until Ctrl-C and then leaves nothing behind; a Ctrl-C during the bring-up too."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nf_agent.agent.runtime import NF_BINARY
+from nf_agent.emulated_host.oneswitch import jar_missing_reason
+from tests.datapath.conftest import EMPTY, machine_snapshot, needs_root, unique_name
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = [
+    pytest.mark.root,
+    needs_root,
+    pytest.mark.skipif(bool(jar_missing_reason()), reason=jar_missing_reason() or ""),
+    pytest.mark.skipif(not NF_BINARY.exists(), reason=f"{NF_BINARY} not built (scripts/setup.sh rust)"),
+    pytest.mark.skipif(
+        not Path(sys.executable).with_name("osken-manager").exists(), reason="osken-manager not in the venv"
+    ),
+]
+
+
+def leftovers(name: str) -> dict:
+    """machine_snapshot plus what the demo itself starts: controller, agent, traffic tools, its temp dir."""
+    snap = machine_snapshot(name)
+    procs = subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True).stdout
+    snap["demo_procs"] = sorted(
+        line
+        for line in procs.splitlines()
+        if (f"uno-demo-{name}-" in line or f"--name {name} " in line or f"exec {name}-" in line)
+        and not line.startswith("Z")
+    )
+    snap["demo_tmp"] = sorted(str(p) for p in Path("/tmp").glob(f"uno-demo-{name}-*"))
+    return snap
+
+
+NOTHING = {**EMPTY, "demo_procs": [], "demo_tmp": []}
+
+
+def start(tmp_path: Path, name: str, *extra: str) -> subprocess.Popen:
+    cfg = tmp_path / "host.yaml"
+    cfg.write_text("rundir: /run/uno-test\nvms: 1\n")
+    return subprocess.Popen([sys.executable, "-m", "nf_agent.cli", "run", "--config", str(cfg), "--name", name,
+                             *extra], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def read_until(proc: subprocess.Popen, marker: str, lines: list[str]) -> bool:
+    for line in proc.stdout:  # bounded by the demo's own timeouts; EOF if it exits
+        lines.append(line)
+        if marker in line:
+            return True
+    return False
+
+
+def test_run_once_chain_traffic_replacement_and_nothing_left(tmp_path):
+    name = unique_name()
+    proc = start(tmp_path, name, "--once")
+    try:
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out + err
+    assert "connected to controller tcp:127.0.0.1:" in out
+    assert "installed 6 steering rules on OneSwitch" in out
+    assert "via ips, l7fw: ok" in out
+    assert "HTTP Host ok.example: 200; Host evil.example: no answer" in out
+    assert "GET /EVIL-DEMO-PAYLOAD: no answer (ips drops)" in out
+    assert "capacity of snic0" in out
+    assert "moves: ips snic0 -> host" in out
+    assert "after the re-placement: ping ok, HTTP Host ok.example: 200" in out
+    assert "host CPU for NFs, predicted:" in out and "PCIe snic0: measured" in out
+    assert out.rstrip().endswith("demo ok")
+    assert leftovers(name) == NOTHING
+
+
+def test_live_mode_refreshes_until_ctrl_c_then_nothing_left(tmp_path):
+    name = unique_name()
+    proc = start(tmp_path, name)
+    lines: list[str] = []
+    try:
+        assert read_until(proc, "Ctrl-C", lines), "".join(lines) + proc.stderr.read()
+        assert read_until(proc, "--- ", lines), "".join(lines)  # one live refresh
+        assert read_until(proc, "PCIe snic0", lines), "".join(lines)
+        assert machine_snapshot(name)["netns"]  # really up
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert leftovers(name) == NOTHING
+
+
+def test_ctrl_c_during_bring_up_tears_down(tmp_path):
+    name = unique_name()
+    proc = start(tmp_path, name, "--once")
+    lines: list[str] = []
+    try:
+        assert read_until(proc, "agent http://", lines), "".join(lines) + proc.stderr.read()
+        time.sleep(0.5)  # provisioning under way
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130
+        assert "interrupted: tearing down" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert leftovers(name) == NOTHING
+
+
+def test_run_on_a_running_host_refuses_and_leaves_it_up(tmp_path):
+    name = unique_name()
+    cfg = tmp_path / "host.yaml"
+    cfg.write_text("rundir: /run/uno-test\nvms: 1\n")
+    cli = [sys.executable, "-m", "nf_agent.cli"]
+    common = ["--config", str(cfg), "--name", name]
+    try:
+        assert (
+            subprocess.run([*cli, "up", *common], cwd=REPO, capture_output=True, timeout=180).returncode == 0
+        )
+        before = machine_snapshot(name)
+        out = subprocess.run([*cli, "run", *common, "--once"], cwd=REPO, capture_output=True, text=True,
+                             timeout=180)  # fmt: skip
+        assert out.returncode == 2 and "already up" in out.stderr, out.stdout + out.stderr
+        assert machine_snapshot(name) == before
+        assert leftovers(name)["demo_procs"] == [] and leftovers(name)["demo_tmp"] == []
+    finally:
+        subprocess.run([*cli, "down", *common], cwd=REPO, capture_output=True, timeout=180)
+    assert leftovers(name) == NOTHING
