@@ -3,7 +3,7 @@
 All mutations run under one lock and either complete or are rolled back (nothing half-created remains): the
 state file is written only after the NF runs and its virtual port is mapped. The NF runtime and the port
 mapper are injected (`runtime.HostRuntime` / `portmap.OneSwitchPortMapper` in production), as is the clock.
-`migrate()` is the ONE place that moves an NF (the migration/ package will replace its body).
+`migrate()` is the ONE place that moves an NF (its protocol: migration/protocol.py).
 """
 
 from __future__ import annotations
@@ -133,6 +133,7 @@ class Agent:
         self.last_decision: Decision | None = None
         self.drain_s = drain_s
         self._restart_times: dict[str, list[float]] = {}
+        self.last_migration = None  # migration.protocol.MigrationResult of the last move
 
     # -- helpers ---------------------------------------------------------------------------------------
     @property
@@ -309,34 +310,38 @@ class Agent:
 
     # -- migration: the ONE call site that moves an NF ----------------------------------------------------
     def migrate(self, nf: Nf, target: str) -> float:
-        """Move `nf` to `target`: start a new instance there, remap the virtual port, stop the old one.
+        """Move `nf` to `target` with the protocol of `migration.protocol` (start, ready, make-before-break
+        remap, verify, drain, stop, release). Returns the remap time (ms).
 
-        Returns the remap time (ms). On failure the NF keeps running where it was. (The migration/ package
-        will replace this body with its protocol: drain, owner-cache epoch, failover.)
+        On failure (AgentError: 502 when OneSwitch refused, 500 otherwise) the NF keeps running where it was.
         """
+        from migration.protocol import MigrationConfig, MigrationError
+        from migration.protocol import migrate as run_protocol
+
         old = list(nf.instances)
         inst = self.runtime.new_instance(
             nf, target, self.state.new_instance_seq(), self.state.used_ofports(target)
         )
-        self._start(nf, inst)
+        cfg = MigrationConfig(drain_timeout_s=self.drain_s)
         try:
-            remap_ms = self.mapper.remap(nf.vport, inst.switch, inst.ofport)
-        except PortMapError as exc:
-            self._stop_quietly(inst)
-            raise AgentError(str(exc), 502) from None
+            res = run_protocol(nf, old, inst, self.runtime, self.mapper, cfg)
+        except MigrationError as exc:
+            self.counters.migration_failures += 1
+            self._event(
+                "nf-migrate-failed", nf=nf.id, dst=target, step=exc.step, steps=exc.result.to_json()["steps"]
+            )
+            raise AgentError(str(exc), 502 if exc.step == "remap" else 500) from None
         nf.instances = [inst]
         prev, nf.location = nf.location, target
-        # Drain: packets already inside the old instance (or on their way back from it) still leave by its
-        # port, whose rules OneSwitch keeps until the mapping moved; give them time before stopping it.
-        if self.drain_s > 0:
-            time.sleep(self.drain_s)
-        for o in old:
-            self._stop_quietly(o)
         self.counters.migrations += 1
-        self.counters.last_remap_ms = remap_ms
-        self._event("nf-migrate", nf=nf.id, src=prev, dst=target, remap_ms=remap_ms)
+        self.counters.last_remap_ms = res.remap_ms
+        self.last_migration = res
+        self._event(
+            "nf-migrate", nf=nf.id, src=prev, dst=target, remap_ms=res.remap_ms,
+            duration_ms=round(res.duration_ms, 1), drained=res.drained, cleanup_errors=res.cleanup_errors,
+        )  # fmt: skip
         self._save()
-        return remap_ms
+        return res.remap_ms
 
     def migrate_request(self, nf_id: str, target: str) -> dict:
         with self.lock:
@@ -453,8 +458,7 @@ class Agent:
                     try:
                         self.migrate(self.state.nfs[mv["id"]], mv["to"])
                         done.append(mv)
-                    except AgentError as exc:
-                        self.counters.migration_failures += 1
+                    except AgentError as exc:  # counted in migration_failures by migrate()
                         d.why += f"; migrating {mv['id']} failed: {exc}"
                 if done:
                     self.cfg.dampener.record(self.clock(), current)
