@@ -84,6 +84,7 @@ class Counters:
     migrations: int = 0
     migration_failures: int = 0
     restarts: int = 0
+    failovers: int = 0
     provisions: int = 0
     last_provision_ms: float | None = None
     last_remap_ms: float | None = None
@@ -98,6 +99,9 @@ class AgentConfig:
     max_moves: int | None = None
     dampener: Dampener = field(default_factory=Dampener)
     restart: RestartPolicy = field(default_factory=RestartPolicy)
+    failover: bool = (
+        False  # supervisor: replace a dead instance by a new one (remap) instead of restarting it
+    )
 
 
 def default_solver(time_limit: float, max_moves: int | None) -> Callable[[dict], dict]:
@@ -405,12 +409,24 @@ class Agent:
         return self.monitor.update(sample, wiring)
 
     def supervise(self) -> None:
-        """Restart dead NF processes under the restart policy; mark them failed when it is exhausted."""
+        """Restart dead NF processes under the restart policy; mark them failed when it is exhausted.
+
+        With `cfg.failover`, a dead instance is instead replaced by a new one and the vport remapped
+        (`failover`), which also covers an instance whose namespace or port is gone.
+        """
         with self.lock:
-            for nf in self.state.nfs.values():
-                for inst in nf.instances:
+            for nf in list(self.state.nfs.values()):
+                for inst in list(nf.instances):
                     if inst.state == "failed" or self.runtime.alive(inst):
                         continue
+                    if self.cfg.failover:
+                        try:
+                            self.failover(nf.id, inst.id, "dead")
+                            continue
+                        except AgentError as exc:
+                            log.error(
+                                "failover failed, restarting in place", extra={"fields": {"error": str(exc)}}
+                            )
                     now = self.clock()
                     times = [
                         t for t in self._restart_times.get(inst.id, []) if now - t < self.cfg.restart.window
@@ -434,6 +450,37 @@ class Agent:
                             "restart failed", extra={"fields": {"instance": inst.id, "error": str(exc)}}
                         )
                     self._save()
+
+    def probe(self) -> dict[str, tuple[bool, bool]]:
+        """Every instance's (alive, healthy), for the failover watchdog (migration.failover.Watchdog)."""
+        with self.lock:
+            insts = [i for n in self.state.nfs.values() for i in n.instances if i.state != "failed"]
+        return {i.id: (self.runtime.alive(i), self.runtime.healthy(i)) for i in insts}
+
+    def failover(self, nf_id: str, inst_id: str, reason: str) -> dict:
+        """Replace instance `inst_id` of `nf_id` (dead or stuck) by a new instance at the same location and
+        remap the vport to it (migration.failover). Unknown ids (already replaced) are a no-op."""
+        from migration.failover import FailoverError
+        from migration.failover import failover as run_failover
+
+        with self.lock:
+            nf = self.state.nfs.get(nf_id)
+            failed = next((i for i in nf.instances if i.id == inst_id), None) if nf else None
+            if nf is None or failed is None:
+                return {}
+            new = self.runtime.new_instance(
+                nf, failed.location, self.state.new_instance_seq(), self.state.used_ofports(failed.location)
+            )
+            try:
+                res = run_failover(nf, failed, new, self.runtime, self.mapper, reason)
+            except FailoverError as exc:
+                self._event("nf-failover-failed", nf=nf_id, instance=inst_id, reason=reason, error=str(exc))
+                raise AgentError(str(exc), 502) from None
+            nf.instances = [new if i.id == inst_id else i for i in nf.instances]
+            self.counters.failovers += 1
+            self._event("nf-failover", **res.to_json())
+            self._save()
+            return res.to_json()
 
     # -- re-placement ----------------------------------------------------------------------------------
     def run_placement(self, force: bool = False) -> Decision:

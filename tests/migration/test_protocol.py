@@ -114,3 +114,38 @@ def test_agent_migrate_failure_counts_and_keeps_location(tmp_path):
     mp.fail = False
     agent.migrate(nf, other)
     assert nf.location == other and agent.last_migration.drained is None  # drain 0: skipped
+
+
+def test_detector_dead_at_once_stuck_after_misses():
+    from migration.failover import DetectorConfig, FailureDetector
+
+    d = FailureDetector(DetectorConfig(max_misses=3))
+    assert d.observe("a", True, True) is None
+    assert [d.observe("a", True, False) for _ in range(3)] == [None, None, "stuck"]
+    assert d.observe("a", True, False) is None  # counting again after a detection
+    d.observe("a", True, True)
+    assert d.observe("a", True, False) is None  # a healthy probe resets the count
+    assert d.observe("b", False, False) == "dead"
+
+
+def test_agent_failover_replaces_and_remaps(tmp_path):
+    from migration.failover import Watchdog
+    from nf_agent.agent.model import NfRequest
+    from tests.agent.fakes import make_agent
+
+    agent, rt, mp, _ = make_agent(tmp_path)
+    nf = agent.create_nf(NfRequest(id="f", type="firewall", config={}, expected_gbps=0.1, src=None, dst=None,
+                                   pin=None, prefer="host"))  # fmt: skip
+    old = nf.instances[0]
+    rt.running.pop(old.id)  # the process died
+    wd = Watchdog(agent.probe, lambda i, r: agent.failover("f", i, r))
+    assert wd.step() == [(old.id, "dead")]
+    new = nf.instances[0]
+    assert new.id != old.id and new.location == old.location and mp.map_[nf.vport] == (new.switch, new.ofport)
+    assert agent.counters.failovers == 1 and agent.state.history[-1]["event"] == "nf-failover"
+    assert wd.step() == []
+    # the supervisor's failover path (cfg.failover) does the same instead of restarting in place
+    agent.cfg.failover = True
+    rt.running.pop(new.id)
+    agent.supervise()
+    assert nf.instances[0].id not in (old.id, new.id) and agent.counters.restarts == 0
