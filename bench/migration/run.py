@@ -11,7 +11,8 @@ packets), a stateful firewall (state in Redis) on the host:
 - failover: kill -9 the firewall under a 1000 packets/s stream on an established connection (wire -> VM);
   failover_ms = kill -> first packet counted by the replacement (watchdog at 30 ms probes, new instance
   started, port remapped). broken_conns: of the connections opened before the kill, how many no longer pass
-  after it (1 tested per store): with the state in Redis and with `--store local` side by side.
+  after it (1 tested per store): with the state in Redis and with `--store local` side by side; and with a
+  pre-started standby (failover_ms_standby: no start on the failover path).
 
     ./uno bench migration [--quick]
 """
@@ -69,11 +70,13 @@ def one_migration(tb: Testbed, flows: int, target: str) -> dict:
     }  # fmt: skip
 
 
-def failover_run(store: str) -> dict:
+def failover_run(store: str, standby: bool = False) -> dict:
     with Testbed(rundir=RUNDIR, store=store, drain_s=0.5) as tb:
         tb.add_firewall(at="host")
         burst(tb, "vm", EST_PORT)
         ok_before = burst(tb, "out", EST_PORT)["received"] == 50
+        if standby:
+            tb.agent.start_standby("fw")
         tb.start_watchdog()
         nf = tb.agent.state.nfs["fw"]
         old = nf.instances[0]
@@ -98,7 +101,7 @@ def failover_run(store: str) -> dict:
         ev = next(h for h in reversed(tb.agent.state.history) if h["event"] == "nf-failover")
         passes_after = burst(tb, "out", EST_PORT, expect_none=True)["received"] > 0
         return {
-            "store": store, "failover_ms": round(restored, 1) if restored else None,
+            "store": store, "standby": standby, "failover_ms": round(restored, 1) if restored else None,
             "failover_start_ms": ev["start_ms"], "failover_remap_ms": ev["remap_ms"],
             "stream_lost": got["lost"], "broken_conns": int(ok_before and not passes_after),
         }  # fmt: skip
@@ -126,6 +129,7 @@ def main() -> int:
                 rows.append(r)
                 print("migration " + " ".join(f"{k}={v}" for k, v in r.items()), flush=True)
     fo = {s: failover_run(s) for s in ("redis", "local")}
+    fo["standby"] = failover_run("redis", standby=True)
     for r in fo.values():
         print("failover " + " ".join(f"{k}={v}" for k, v in r.items()), flush=True)
 
@@ -142,6 +146,9 @@ def main() -> int:
         "repeats": repeats,
         "failover_ms": fo["redis"]["failover_ms"],
         "failover_ms_local": fo["local"]["failover_ms"],
+        "failover_ms_standby": fo["standby"]["failover_ms"],
+        "stream_lost_failover": fo["redis"]["stream_lost"],
+        "stream_lost_failover_standby": fo["standby"]["stream_lost"],
         "broken_conns": fo["redis"]["broken_conns"],
         "broken_conns_local": fo["local"]["broken_conns"],
     })  # fmt: skip

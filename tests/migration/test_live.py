@@ -125,9 +125,11 @@ def test_target_dies_after_remap_old_keeps_serving(redis_bed):
     assert burst(tb, "out", EST_PORT)["received"] == 50
 
 
-def kill_under_load(tb: Testbed) -> tuple[dict, dict]:
+def kill_under_load(tb: Testbed, standby: bool = False) -> tuple[dict, dict]:
     """kill -9 the firewall while the wire side sends on the established connection; the failover event and
     the sink's report of that stream."""
+    if standby:
+        tb.agent.start_standby("fw")
     tb.start_watchdog()
     nf = tb.agent.state.nfs["fw"]
     old = nf.instances[0]
@@ -140,7 +142,7 @@ def kill_under_load(tb: Testbed) -> tuple[dict, dict]:
     report(gen)
     got = report(sink)
     ev = next(h for h in reversed(tb.agent.state.history) if h["event"] == "nf-failover")
-    assert ev["failed"] == old.id and ev["reason"] == "dead"
+    assert ev["failed"] == old.id and ev["reason"] == "dead" and ev["used_standby"] is standby
     assert tb.runtime.alive(nf.instances[0]) and not tb.runtime.alive(old)
     assert tb.agent.mapper.mapped()[nf.vport] == (nf.instances[0].switch, nf.instances[0].ofport)
     tb.watchdog.stop()
@@ -151,6 +153,10 @@ def test_kill9_failover_redis_keeps_connections(redis_bed):
     ev, got = kill_under_load(redis_bed)
     assert got["received"] > 0
     # established before the kill, still passing via the replacement (state in Redis)
+    assert burst(redis_bed, "out", EST_PORT)["received"] == 50
+    # again with a pre-started standby taking over (no start on the failover path)
+    ev, got = kill_under_load(redis_bed, standby=True)
+    assert ev["start_ms"] == 0 and got["received"] > 0
     assert burst(redis_bed, "out", EST_PORT)["received"] == 50
 
 

@@ -149,3 +149,28 @@ def test_agent_failover_replaces_and_remaps(tmp_path):
     rt.running.pop(new.id)
     agent.supervise()
     assert nf.instances[0].id not in (old.id, new.id) and agent.counters.restarts == 0
+
+
+def test_agent_failover_prefers_a_running_standby(tmp_path):
+    from nf_agent.agent.model import NfRequest
+    from tests.agent.fakes import make_agent
+
+    agent, rt, mp, _ = make_agent(tmp_path)
+    nf = agent.create_nf(NfRequest(id="f", type="firewall", config={}, expected_gbps=0.1, src=None, dst=None,
+                                   pin=None, prefer="host"))  # fmt: skip
+    sb = agent.start_standby("f")
+    assert sb.ofport != nf.instances[0].ofport and mp.map_[nf.vport] != (sb.switch, sb.ofport)
+    old = nf.instances[0]
+    rt.running.pop(old.id)
+    res = agent.failover("f", old.id, "dead")
+    assert res["used_standby"] is True and res["start_ms"] == 0 and nf.instances == [sb]
+    assert mp.map_[nf.vport] == (sb.switch, sb.ofport) and agent.standbys == {}
+    # a dead standby is not used: a new instance is started instead
+    sb2 = agent.start_standby("f")
+    rt.running.pop(sb2.id)
+    rt.running.pop(sb.id)
+    res = agent.failover("f", sb.id, "dead")
+    assert res["used_standby"] is False and nf.instances[0].id not in (sb.id, sb2.id)
+    agent.start_standby("f")
+    agent.delete_nf("f")
+    assert rt.running == {}  # the standby is stopped with its NF
