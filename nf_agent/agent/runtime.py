@@ -252,9 +252,10 @@ class HostRuntime:
                 raise StartError(f"{inst.id}: not healthy after {timeout:g}s: {_tail(f['log'])}")
             time.sleep(0.05)
 
-    def healthy(self, inst: Instance) -> bool:
+    def healthy(self, inst: Instance, timeout: float = 1.0) -> bool:
+        """GET /health answered 200 within `timeout` s (short for the failover watchdog's probes)."""
         try:
-            status, _ = http_get_unix(str(self._files(inst)["stats"]), "/health", timeout=1.0)
+            status, _ = http_get_unix(str(self._files(inst)["stats"]), "/health", timeout=timeout)
         except OSError:
             return False
         return status == 200

@@ -174,3 +174,24 @@ def test_kill9_failover_local_store_breaks_connections():
     finally:
         tb.close()
         assert machine_snapshot(tb.name) == EMPTY
+
+
+def test_stuck_instance_detected_by_missed_health_and_replaced(redis_bed):
+    """SIGSTOP: the process exists but answers no /health; after `max_misses` probes it is replaced."""
+    from migration.failover import DetectorConfig
+
+    tb = redis_bed
+    nf = tb.agent.state.nfs["fw"]
+    old = nf.instances[0]
+    tb.start_watchdog(DetectorConfig(interval_s=0.03, max_misses=3))
+    try:
+        os.kill(old.pid, signal.SIGSTOP)
+        wait(lambda: nf.instances[0].id != old.id, 60, "failover of the stuck instance")
+    finally:
+        tb.watchdog.stop()
+        if tb.runtime.alive(old):
+            os.kill(old.pid, signal.SIGCONT)
+    ev = next(h for h in reversed(tb.agent.state.history) if h["event"] == "nf-failover")
+    assert ev["failed"] == old.id and ev["reason"] == "stuck"
+    assert not tb.runtime.alive(old) and old.netns not in netns_list()
+    assert burst(tb, "out", EST_PORT)["received"] == 50  # established connection passes via the replacement
