@@ -3,7 +3,9 @@ the firewall (stateful: the wire side only gets through on a connection the VM o
 sequenced UDP streams from `traffic gen` to `traffic sink` through it.
 
 - host -> sNIC -> host under a stream: zero packets lost, a connection opened before still passes after.
-- the target killed right after the remap: the migration aborts, the old instance keeps serving.
+- the target killed before / right after the remap: the migration aborts (at ready / verify), the mapping
+  is (back) on the old instance, which keeps serving; nothing of the target remains.
+- a stuck (SIGSTOPped) instance: missed /health probes -> replaced.
 - kill -9 under load: the watchdog replaces the instance; with the state in Redis the connection opened
   before the kill still passes, with `--store local` it does not (the replacement has no state).
 """
@@ -195,3 +197,28 @@ def test_stuck_instance_detected_by_missed_health_and_replaced(redis_bed):
     assert ev["failed"] == old.id and ev["reason"] == "stuck"
     assert not tb.runtime.alive(old) and old.netns not in netns_list()
     assert burst(tb, "out", EST_PORT)["received"] == 50  # established connection passes via the replacement
+
+
+def test_target_dies_before_remap_old_keeps_serving(redis_bed):
+    tb = redis_bed
+    nf = tb.agent.state.nfs["fw"]
+    old, before = nf.instances[0], tb.agent.mapper.mapped()[nf.vport]
+    real_start = tb.runtime.start
+    started = []
+
+    def start_then_die(nf_, inst):
+        real_start(nf_, inst)
+        started.append(inst)
+        os.kill(inst.pid, signal.SIGKILL)  # dies between its start and the remap
+        wait(lambda: not tb.runtime.alive(inst), 10, "target dead")
+
+    tb.runtime.start = start_then_die
+    try:
+        with pytest.raises(AgentError, match="ready"):
+            tb.agent.migrate(nf, "snic0")
+    finally:
+        tb.runtime.start = real_start
+    assert nf.instances == [old] and tb.runtime.alive(old)
+    assert tb.agent.mapper.mapped()[nf.vport] == before  # never remapped
+    assert started[-1].netns not in netns_list()
+    assert burst(tb, "out", EST_PORT)["received"] == 50
