@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import urllib.request
 
 import pytest
 
@@ -57,6 +58,8 @@ def test_agent_watchdog_fails_over_a_killed_nf(tmp_path):
         ev = next(h for h in reversed(hist) if h["event"] == "nf-failover")
         assert ev["failed"] == old["id"] and ev["reason"] == "dead"
         assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping after the failover")
+        with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+            assert "uno_agent_nf_failovers_total 1.0" in r.read().decode()
         assert call(url, "DELETE", "/v1/nfs/fw")[0] == 200
     finally:
         host.down()
