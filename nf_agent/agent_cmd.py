@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import ipaddress
+import logging
 import os
 import signal
 import sys
@@ -95,6 +96,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError("--drain must be in [0, 60] seconds")
     if args.solve_time_limit <= 0:
         raise CliError("--solve-time-limit must be > 0")
+    if args.failover_interval != 0 and not 10 <= args.failover_interval <= 10_000:
+        raise CliError("--failover-interval must be 0 (off) or in [10, 10000] ms")
     host: EmulatedHost = _host(args)
     if not host.is_up():
         raise CliError(f"emulated host '{host.name}' is not up (run `uno up` first)")
@@ -127,6 +130,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         dampener=Dampener(threshold=args.threshold, rel_threshold=args.rel_threshold, window=args.dampening),
         solve_time_limit=args.solve_time_limit,
         max_moves=args.max_moves,
+        failover=args.failover_interval > 0,
     )
     try:
         runtime.open()
@@ -153,6 +157,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # `uno down` removes the host's rundir (and sweeps the NFs): the agent then stops by itself.
     loops = Loops(agent, args.sample_interval, args.replace_interval, lambda: not adir.exists(), _stop)
     loops.thread.start()
+    watchdog = None
+    if args.failover_interval > 0:
+        from migration.failover import DetectorConfig, Watchdog
+
+        def on_failure(inst_id: str, reason: str) -> None:
+            with agent.lock:
+                nf_id = next(
+                    (n.id for n in agent.state.nfs.values() for i in n.instances if i.id == inst_id), None
+                )
+            if nf_id:
+                try:
+                    agent.failover(nf_id, inst_id, reason)
+                except AgentError as exc:  # recorded (nf-failover-failed); the next probe retries
+                    logging.getLogger("uno.agent").error(
+                        "failover failed", extra={"fields": {"error": str(exc)}}
+                    )
+
+        watchdog = Watchdog(agent.probe, on_failure, DetectorConfig(interval_s=args.failover_interval / 1000))
+        watchdog.start()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _stop)
@@ -160,6 +183,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         server.serve_forever()
     finally:
+        if watchdog:
+            watchdog.stop()
         loops.stop.set()
         loops.thread.join(timeout=10)
         endpoint.remove(host.rundir)
@@ -187,8 +212,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--max-moves", type=int, default=None, help="incremental re-placement: at most N NFs move per run"
     )
     s.add_argument(
-        "--drain", type=float, default=0.5, help="migration: s between remap and stopping the old NF"
+        "--drain",
+        type=float,
+        default=0.5,
+        help="migration: drain bound, s (old NF stopped once quiet or then)",
     )
+    s.add_argument(
+        "--failover-interval", type=float, default=0,
+        help="failover watchdog probe period, ms (dead or stuck NF -> new instance, port remapped); 0 = off: "
+        "a dead NF is restarted in place",
+    )  # fmt: skip
     s.add_argument("--solve-time-limit", type=float, default=5.0, help="placement solver time limit, s")
     s.add_argument("--log-file", help="JSON log file (default RUNDIR/NAME/agent/agent.log; - = stderr)")
     s.set_defaults(func=cmd_serve)

@@ -23,6 +23,7 @@ class AgentCollector:
                 c.migration_failures,
             ),
             ("uno_agent_nf_restarts", "NF process restarts by the supervisor", c.restarts),
+            ("uno_agent_nf_failovers", "NF instances replaced by failover (vport remapped)", c.failovers),
             ("uno_agent_provisions", "NFs provisioned", c.provisions),
         ):
             m = CounterMetricFamily(name, help_)

@@ -67,7 +67,14 @@ def _tail(path: Path, n: int = 5) -> str:
 class HostRuntime:
     """Starts, supervises and stops NF instances on the running emulated host `host`."""
 
-    def __init__(self, host, agent_dir: Path, redis_port: int, nf_binary: Path = NF_BINARY):
+    def __init__(
+        self, host, agent_dir: Path, redis_port: int, nf_binary: Path = NF_BINARY, store: str = "redis"
+    ):
+        """`store`: "redis" (the stateless mode, state in the host's Redis) or "local" (in-process state:
+        the baseline that shows what a failover loses)."""
+        if store not in ("redis", "local"):
+            raise ValueError(f"store must be 'redis' or 'local', not {store!r}")
+        self.store = store
         self.host = host  # EmulatedHost
         self.name = host.name
         self.dir = agent_dir
@@ -205,9 +212,10 @@ class HostRuntime:
         ]  # fmt: skip
         inst.relay_pids = relays
         self._wait_listening(relays[0], REDIS_PORT_IN_NS, f["log"])
+        store = f"redis://127.0.0.1:{REDIS_PORT_IN_NS}" if self.store == "redis" else "local"
         inst.pid = self._spawn(
             [str(self.nf_binary), nf.type, "--port", inst.inside_if,
-             "--store", f"redis://127.0.0.1:{REDIS_PORT_IN_NS}", "--nf-id", nf.id, "--instance", inst.id,
+             "--store", store, "--nf-id", nf.id, "--instance", inst.id,
              "--config", str(f["config"]), "--stats", f"127.0.0.1:{STATS_PORT}"],
             f["log"], inst.netns, cg,
         )  # fmt: skip
@@ -244,9 +252,10 @@ class HostRuntime:
                 raise StartError(f"{inst.id}: not healthy after {timeout:g}s: {_tail(f['log'])}")
             time.sleep(0.05)
 
-    def healthy(self, inst: Instance) -> bool:
+    def healthy(self, inst: Instance, timeout: float = 1.0) -> bool:
+        """GET /health answered 200 within `timeout` s (short for the failover watchdog's probes)."""
         try:
-            status, _ = http_get_unix(str(self._files(inst)["stats"]), "/health", timeout=1.0)
+            status, _ = http_get_unix(str(self._files(inst)["stats"]), "/health", timeout=timeout)
         except OSError:
             return False
         return status == 200

@@ -3,7 +3,7 @@
 All mutations run under one lock and either complete or are rolled back (nothing half-created remains): the
 state file is written only after the NF runs and its virtual port is mapped. The NF runtime and the port
 mapper are injected (`runtime.HostRuntime` / `portmap.OneSwitchPortMapper` in production), as is the clock.
-`migrate()` is the ONE place that moves an NF (the migration/ package will replace its body).
+`migrate()` is the ONE place that moves an NF (its protocol: migration/protocol.py).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class Runtime(Protocol):
     def stop(self, inst: Instance) -> None: ...
     def stop_processes(self, inst: Instance) -> None: ...
     def alive(self, inst: Instance) -> bool: ...
-    def healthy(self, inst: Instance) -> bool: ...
+    def healthy(self, inst: Instance, timeout: float = 1.0) -> bool: ...
     def stats(self, inst: Instance) -> dict | None: ...
     def port_counters(self) -> dict[str, dict[str, dict[str, int]]]: ...
     def pcie_ports(self) -> dict[str, str]: ...
@@ -84,6 +84,7 @@ class Counters:
     migrations: int = 0
     migration_failures: int = 0
     restarts: int = 0
+    failovers: int = 0
     provisions: int = 0
     last_provision_ms: float | None = None
     last_remap_ms: float | None = None
@@ -98,6 +99,9 @@ class AgentConfig:
     max_moves: int | None = None
     dampener: Dampener = field(default_factory=Dampener)
     restart: RestartPolicy = field(default_factory=RestartPolicy)
+    failover: bool = (
+        False  # supervisor: replace a dead instance by a new one (remap) instead of restarting it
+    )
 
 
 def default_solver(time_limit: float, max_moves: int | None) -> Callable[[dict], dict]:
@@ -133,6 +137,10 @@ class Agent:
         self.last_decision: Decision | None = None
         self.drain_s = drain_s
         self._restart_times: dict[str, list[float]] = {}
+        self.last_migration = None  # migration.protocol.MigrationResult of the last move
+        # Pre-started standby instances (failover without a start): kept in memory only, not in the state
+        # file; an agent restart loses track of them and `uno down` sweeps their namespaces.
+        self.standbys: dict[str, Instance] = {}
 
     # -- helpers ---------------------------------------------------------------------------------------
     @property
@@ -296,7 +304,8 @@ class Agent:
                 self.mapper.unmap(nf.vport)
             except PortMapError as exc:
                 errors.append(str(exc))
-            for inst in nf.instances:
+            sb = self.standbys.pop(nf_id, None)
+            for inst in [*nf.instances, *([sb] if sb else [])]:
                 try:
                     self.runtime.stop(inst)
                 except Exception as exc:  # noqa: BLE001
@@ -309,34 +318,38 @@ class Agent:
 
     # -- migration: the ONE call site that moves an NF ----------------------------------------------------
     def migrate(self, nf: Nf, target: str) -> float:
-        """Move `nf` to `target`: start a new instance there, remap the virtual port, stop the old one.
+        """Move `nf` to `target` with the protocol of `migration.protocol` (start, ready, make-before-break
+        remap, verify, drain, stop, release). Returns the remap time (ms).
 
-        Returns the remap time (ms). On failure the NF keeps running where it was. (The migration/ package
-        will replace this body with its protocol: drain, owner-cache epoch, failover.)
+        On failure (AgentError: 502 when OneSwitch refused, 500 otherwise) the NF keeps running where it was.
         """
+        from migration.protocol import MigrationConfig, MigrationError
+        from migration.protocol import migrate as run_protocol
+
         old = list(nf.instances)
         inst = self.runtime.new_instance(
-            nf, target, self.state.new_instance_seq(), self.state.used_ofports(target)
+            nf, target, self.state.new_instance_seq(), self._used_ofports(target)
         )
-        self._start(nf, inst)
+        cfg = MigrationConfig(drain_timeout_s=self.drain_s)
         try:
-            remap_ms = self.mapper.remap(nf.vport, inst.switch, inst.ofport)
-        except PortMapError as exc:
-            self._stop_quietly(inst)
-            raise AgentError(str(exc), 502) from None
+            res = run_protocol(nf, old, inst, self.runtime, self.mapper, cfg)
+        except MigrationError as exc:
+            self.counters.migration_failures += 1
+            self._event(
+                "nf-migrate-failed", nf=nf.id, dst=target, step=exc.step, steps=exc.result.to_json()["steps"]
+            )
+            raise AgentError(str(exc), 502 if exc.step == "remap" else 500) from None
         nf.instances = [inst]
         prev, nf.location = nf.location, target
-        # Drain: packets already inside the old instance (or on their way back from it) still leave by its
-        # port, whose rules OneSwitch keeps until the mapping moved; give them time before stopping it.
-        if self.drain_s > 0:
-            time.sleep(self.drain_s)
-        for o in old:
-            self._stop_quietly(o)
         self.counters.migrations += 1
-        self.counters.last_remap_ms = remap_ms
-        self._event("nf-migrate", nf=nf.id, src=prev, dst=target, remap_ms=remap_ms)
+        self.counters.last_remap_ms = res.remap_ms
+        self.last_migration = res
+        self._event(
+            "nf-migrate", nf=nf.id, src=prev, dst=target, remap_ms=res.remap_ms,
+            duration_ms=round(res.duration_ms, 1), drained=res.drained, cleanup_errors=res.cleanup_errors,
+        )  # fmt: skip
         self._save()
-        return remap_ms
+        return res.remap_ms
 
     def migrate_request(self, nf_id: str, target: str) -> dict:
         with self.lock:
@@ -400,12 +413,24 @@ class Agent:
         return self.monitor.update(sample, wiring)
 
     def supervise(self) -> None:
-        """Restart dead NF processes under the restart policy; mark them failed when it is exhausted."""
+        """Restart dead NF processes under the restart policy; mark them failed when it is exhausted.
+
+        With `cfg.failover`, a dead instance is instead replaced by a new one and the vport remapped
+        (`failover`), which also covers an instance whose namespace or port is gone.
+        """
         with self.lock:
-            for nf in self.state.nfs.values():
-                for inst in nf.instances:
+            for nf in list(self.state.nfs.values()):
+                for inst in list(nf.instances):
                     if inst.state == "failed" or self.runtime.alive(inst):
                         continue
+                    if self.cfg.failover:
+                        try:
+                            self.failover(nf.id, inst.id, "dead")
+                            continue
+                        except AgentError as exc:
+                            log.error(
+                                "failover failed, restarting in place", extra={"fields": {"error": str(exc)}}
+                            )
                     now = self.clock()
                     times = [
                         t for t in self._restart_times.get(inst.id, []) if now - t < self.cfg.restart.window
@@ -430,6 +455,64 @@ class Agent:
                         )
                     self._save()
 
+    def probe(self, health_timeout: float = 0.1) -> dict[str, tuple[bool, bool]]:
+        """Every instance's (alive, healthy), for the failover watchdog (migration.failover.Watchdog); a
+        /health answer slower than `health_timeout` s counts as a miss."""
+        with self.lock:
+            insts = [i for n in self.state.nfs.values() for i in n.instances if i.state != "failed"]
+        return {i.id: (self.runtime.alive(i), self.runtime.healthy(i, health_timeout)) for i in insts}
+
+    def start_standby(self, nf_id: str, location: str | None = None) -> Instance:
+        """Pre-start a standby instance of `nf_id` (not mapped, no traffic) for a faster failover."""
+        with self.lock:
+            nf = self._nf(nf_id)
+            if nf_id in self.standbys:
+                raise Conflict(f"NF {nf_id} already has a standby", "standby")
+            loc = location or nf.location
+            inst = self.runtime.new_instance(nf, loc, self.state.new_instance_seq(), self._used_ofports(loc))
+            self._start(nf, inst)
+            self.standbys[nf_id] = inst
+            self._event("nf-standby", nf=nf_id, instance=inst.id, location=loc)
+            return inst
+
+    def _used_ofports(self, loc: str) -> set[int]:
+        return self.state.used_ofports(loc) | {i.ofport for i in self.standbys.values() if i.switch == loc}
+
+    def failover(self, nf_id: str, inst_id: str, reason: str) -> dict:
+        """Replace instance `inst_id` of `nf_id` (dead or stuck) by its running standby if it has one, else by a
+        new instance at the same location, and remap the vport to it (migration.failover). Unknown ids
+        (already replaced) are a no-op."""
+        from migration.failover import FailoverError
+        from migration.failover import failover as run_failover
+
+        with self.lock:
+            nf = self.state.nfs.get(nf_id)
+            failed = next((i for i in nf.instances if i.id == inst_id), None) if nf else None
+            if nf is None or failed is None:
+                return {}
+            new = self.standbys.pop(nf_id, None)
+            if new is not None and not self.runtime.alive(new):
+                self._stop_quietly(new)
+                new = None
+            standby = new is not None
+            if new is None:
+                new = self.runtime.new_instance(
+                    nf, failed.location, self.state.new_instance_seq(), self._used_ofports(failed.location)
+                )
+            try:
+                res = run_failover(nf, failed, new, self.runtime, self.mapper, reason, standby=standby)
+            except FailoverError as exc:
+                if standby:
+                    self.standbys[nf_id] = new
+                self._event("nf-failover-failed", nf=nf_id, instance=inst_id, reason=reason, error=str(exc))
+                raise AgentError(str(exc), 502) from None
+            nf.instances = [new if i.id == inst_id else i for i in nf.instances]
+            nf.location = new.location
+            self.counters.failovers += 1
+            self._event("nf-failover", **res.to_json())
+            self._save()
+            return res.to_json()
+
     # -- re-placement ----------------------------------------------------------------------------------
     def run_placement(self, force: bool = False) -> Decision:
         """Solve with the measured matrix; migrate the chosen NFs when hysteresis and dampening allow."""
@@ -453,8 +536,7 @@ class Agent:
                     try:
                         self.migrate(self.state.nfs[mv["id"]], mv["to"])
                         done.append(mv)
-                    except AgentError as exc:
-                        self.counters.migration_failures += 1
+                    except AgentError as exc:  # counted in migration_failures by migrate()
                         d.why += f"; migrating {mv['id']} failed: {exc}"
                 if done:
                     self.cfg.dampener.record(self.clock(), current)

@@ -50,7 +50,7 @@ class FakeRuntime:
     def alive(self, inst: Instance) -> bool:
         return inst.id in self.running
 
-    def healthy(self, inst: Instance) -> bool:
+    def healthy(self, inst: Instance, timeout: float = 1.0) -> bool:
         return inst.id in self.running
 
     def stats(self, inst: Instance):

@@ -17,6 +17,8 @@ from nf_agent.cli import main
         (["--sample-interval", "0"], "--sample-interval"),
         (["--max-moves", "-1"], "--max-moves"),
         (["--solve-time-limit", "0"], "--solve-time-limit"),
+        (["--failover-interval", "5"], "--failover-interval"),
+        (["--failover-interval", "-1"], "--failover-interval"),
         (["--name", "zz9q"], "not up"),
         (["--name", "Bad_Name"], "name"),
     ],

@@ -1,0 +1,220 @@
+"""Moving one NF instance to another location: the protocol as a small state machine.
+
+Steps (each one recorded as a `StepEvent` with its duration):
+
+    start   - start the target instance in its domain + cgroup (namespace, port, processes)
+    ready   - wait until the target answers /health (the runtime's start already waits; re-checked here)
+    remap   - move the NF's virtual port to the target's physical port in OneSwitch, make-before-break
+    verify  - the target is still alive after the remap (else: remap back, the old one keeps serving)
+    drain   - let packets already in/behind the old instance leave: until its rx counter is quiet for
+              `quiet_s` or `drain_timeout_s` elapsed
+    stop    - stop the old instance's processes
+    release - remove its port and namespace (done with `stop` by the runtime: one call, idempotent)
+
+Abort rules (nothing half-done): a failure before the remap stops the target and leaves the mapping and the
+old instance untouched; a failure of the target right after the remap maps the port back to the old instance
+(still running: it is stopped only after the drain) and stops the target. Once traffic has moved and the
+target is verified, the migration is committed: cleanup errors on the old instance are reported in the result,
+not raised (the old instance no longer carries traffic).
+
+The I/O edges (runtime, port mapper, clock, sleep) are passed in; the agent's `Agent.migrate` is the one
+caller.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from nf_agent.agent.model import Instance, Nf
+
+STEPS = ("start", "ready", "remap", "verify", "drain", "stop", "release")
+
+
+class MigrationRuntime(Protocol):
+    def start(self, nf: Nf, inst: Instance) -> None: ...
+    def stop(self, inst: Instance) -> None: ...
+    def alive(self, inst: Instance) -> bool: ...
+    def healthy(self, inst: Instance) -> bool: ...
+    def stats(self, inst: Instance) -> dict | None: ...
+
+
+class MigrationMapper(Protocol):
+    def remap(self, vport: int, switch: str, port: int) -> float: ...
+
+
+class MigrationError(Exception):
+    """The migration was aborted at `step`; the NF still runs on its old instance, mapping unchanged."""
+
+    def __init__(self, step: str, message: str, result: MigrationResult):
+        super().__init__(f"migration aborted at {step}: {message}")
+        self.step = step
+        self.result = result
+
+
+@dataclass
+class MigrationConfig:
+    drain_timeout_s: float = 0.5  # upper bound of the drain; 0 = no drain
+    quiet_s: float = 0.1  # the old instance's rx counter unchanged this long = drained
+    poll_s: float = 0.02
+
+
+@dataclass
+class StepEvent:
+    step: str
+    ok: bool
+    ms: float
+    detail: str = ""
+
+    def to_json(self) -> dict:
+        return {"step": self.step, "ok": self.ok, "ms": round(self.ms, 2), "detail": self.detail}
+
+
+@dataclass
+class MigrationResult:
+    nf: str
+    src: str | None
+    dst: str
+    steps: list[StepEvent] = field(default_factory=list)
+    remap_ms: float | None = None
+    drained: bool | None = None  # True: quiet within the bound; False: timeout hit
+    aborted_at: str | None = None
+    cleanup_errors: list[str] = field(default_factory=list)
+
+    @property
+    def duration_ms(self) -> float:
+        return sum(s.ms for s in self.steps)
+
+    def step_ms(self, step: str) -> float | None:
+        return next((s.ms for s in self.steps if s.step == step), None)
+
+    def to_json(self) -> dict:
+        return {
+            "nf": self.nf, "src": self.src, "dst": self.dst, "duration_ms": round(self.duration_ms, 2),
+            "remap_ms": self.remap_ms, "drained": self.drained, "aborted_at": self.aborted_at,
+            "cleanup_errors": self.cleanup_errors, "steps": [s.to_json() for s in self.steps],
+        }  # fmt: skip
+
+
+def _rx(stats: dict | None) -> int | None:
+    if not stats:
+        return None
+    c = stats.get("counters", stats)
+    try:
+        return int(c.get("rx", 0) or 0)
+    except (TypeError, ValueError):
+        return None
+
+
+def drain_done(samples: list[tuple[float, int | None]], quiet_s: float) -> bool:
+    """Pure: the rx samples (t, rx) show no change over the last `quiet_s` (an unreadable counter = gone)."""
+    if not samples:
+        return False
+    t_last, rx_last = samples[-1]
+    if rx_last is None:
+        return True  # stats gone: nothing can still be leaving through it
+    for t, rx in reversed(samples):
+        if rx != rx_last:
+            return False
+        if t_last - t >= quiet_s:
+            return True
+    return False
+
+
+def migrate(
+    nf: Nf,
+    old: list[Instance],
+    target: Instance,
+    runtime: MigrationRuntime,
+    mapper: MigrationMapper,
+    cfg: MigrationConfig | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    on_event: Callable[[StepEvent], None] | None = None,
+) -> MigrationResult:
+    """Move `nf` from its `old` instances to the not yet started instance `target`.
+
+    Returns the result (steps, durations, drain outcome) or raises MigrationError (old instances serving).
+    The caller updates its own state (nf.instances/location) only after a successful return.
+    """
+    cfg = cfg or MigrationConfig()
+    res = MigrationResult(nf.id, old[0].location if old else None, target.location)
+
+    def record(step: str, ok: bool, t0: float, detail: str = "") -> None:
+        ev = StepEvent(step, ok, (clock() - t0) * 1000, detail)
+        res.steps.append(ev)
+        if on_event:
+            on_event(ev)
+
+    def abort(step: str, t0: float, msg: str, stop_target: bool = True) -> MigrationError:
+        record(step, False, t0, msg)
+        res.aborted_at = step
+        if stop_target:
+            try:
+                runtime.stop(target)
+            except Exception as exc:  # noqa: BLE001 - reported; `uno down` sweeps what remains
+                res.cleanup_errors.append(f"stopping target {target.id}: {exc}")
+        return MigrationError(step, msg, res)
+
+    # start
+    t0 = clock()
+    try:
+        runtime.start(nf, target)
+    except Exception as exc:  # noqa: BLE001 - runtime.start already removed what it created
+        raise abort("start", t0, str(exc), stop_target=False) from None
+    record("start", True, t0)
+    # ready
+    t0 = clock()
+    if not runtime.healthy(target):
+        raise abort("ready", t0, f"{target.id} not healthy after start")
+    record("ready", True, t0)
+    # remap (make-before-break in OneSwitch)
+    t0 = clock()
+    try:
+        res.remap_ms = mapper.remap(nf.vport, target.switch, target.ofport)
+    except Exception as exc:  # noqa: BLE001 - PortMapError or a transport error: mapping unchanged
+        raise abort("remap", t0, str(exc)) from None
+    record("remap", True, t0, f"{target.switch}:{target.ofport}")
+    # verify: the target survived the switch-over, else traffic goes back to the old instance
+    t0 = clock()
+    if not runtime.alive(target):
+        back = old[0] if old else None
+        msg = f"{target.id} died after the remap"
+        if back is not None:
+            try:
+                mapper.remap(nf.vport, back.switch, back.ofport)
+                msg += f"; vport {nf.vport} mapped back to {back.id}"
+            except Exception as exc:  # noqa: BLE001
+                msg += f"; mapping back to {back.id} FAILED: {exc}"
+        raise abort("verify", t0, msg)
+    record("verify", True, t0)
+    # drain the old instances (committed from here on)
+    t0 = clock()
+    if cfg.drain_timeout_s > 0 and old:
+        samples: dict[str, list[tuple[float, int | None]]] = {o.id: [] for o in old}
+        deadline = clock() + cfg.drain_timeout_s
+        while True:
+            now = clock()
+            for o in old:
+                samples[o.id].append((now, _rx(runtime.stats(o))))
+            if all(drain_done(s, cfg.quiet_s) for s in samples.values()):
+                res.drained = True
+                break
+            if now >= deadline:
+                res.drained = False
+                break
+            sleep(cfg.poll_s)
+    record("drain", True, t0, "" if res.drained is None else ("quiet" if res.drained else "timeout"))
+    # stop + release (runtime.stop does both; timed as one, reported as two steps)
+    t0 = clock()
+    for o in old:
+        try:
+            runtime.stop(o)
+        except Exception as exc:  # noqa: BLE001 - committed: report, do not undo
+            res.cleanup_errors.append(f"stopping {o.id}: {exc}")
+    record("stop", not res.cleanup_errors, t0, "; ".join(res.cleanup_errors))
+    t0 = clock()
+    record("release", not res.cleanup_errors, t0, "port and namespace removed with stop")
+    return res

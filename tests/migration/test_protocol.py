@@ -1,0 +1,176 @@
+"""The migration state machine's decisions and abort paths (fakes of runtime/mapper: logic only; the real
+processes, OneSwitch and packets are in test_live.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from migration.protocol import MigrationConfig, MigrationError, drain_done, migrate
+from nf_agent.agent.model import Instance, Nf
+from tests.agent.fakes import FakeMapper, FakeRuntime
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+    def sleep(self, s):
+        self.t += s
+
+
+def setup():
+    rt, mp = FakeRuntime(), FakeMapper()
+    nf = Nf(id="fw", type="firewall", config={}, vport=1000, expected_gbps=0.1, src=None, dst=None)
+    old = Instance("fw-1", "host", "host", 200, "n-i1", "n-i1", "n-j1")
+    rt.start(nf, old)
+    mp.map(1000, "host", 200, "fw")
+    new = Instance("fw-2", "snic0", "snic0", 200, "n-i2", "n-i2", "n-j2")
+    return rt, mp, nf, old, new
+
+
+def test_drain_done_pure():
+    assert not drain_done([], 0.1)
+    assert drain_done([(0.0, 5), (0.05, 5), (0.1, 5)], 0.1)
+    assert not drain_done([(0.0, 4), (0.05, 5), (0.1, 5)], 0.1)
+    assert drain_done([(0.0, 4), (0.1, None)], 0.1)  # stats gone
+
+
+def test_success_steps_in_order_and_old_released():
+    rt, mp, nf, old, new = setup()
+    clock = Clock()
+    events = []
+    res = migrate(nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=1, quiet_s=0.1), clock, clock.sleep,
+                  events.append)  # fmt: skip
+    assert [e.step for e in res.steps] == ["start", "ready", "remap", "verify", "drain", "stop", "release"]
+    assert events == res.steps and res.drained is True and res.aborted_at is None
+    assert mp.map_[1000] == ("snic0", 200) and "fw-1" not in rt.running and "fw-2" in rt.running
+
+
+def test_drain_waits_for_quiet_and_is_bounded():
+    rt, mp, nf, old, new = setup()
+    clock = Clock()
+    n = {"rx": 0}
+
+    def busy_stats(inst):
+        n["rx"] += 1  # the old instance keeps receiving: never quiet
+        return {"counters": {"rx": n["rx"]}}
+
+    rt.stats = busy_stats
+    res = migrate(
+        nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=0.5, quiet_s=0.1), clock, clock.sleep
+    )
+    assert res.drained is False and 0.5 <= clock.t < 0.6
+    assert "fw-1" not in rt.running  # stopped after the bound anyway
+
+
+@pytest.mark.parametrize("where", ["start", "ready", "remap", "verify"])
+def test_abort_keeps_old_serving(where):
+    rt, mp, nf, old, new = setup()
+    if where == "start":
+        rt.fail_start.add("fw")
+    elif where == "ready":
+        rt.healthy = lambda inst: inst.id != "fw-2"
+    elif where == "remap":
+        mp.fail = True
+    else:  # the target dies right after the remap
+        real = mp.remap
+
+        def remap_then_die(vport, switch, port):
+            r = real(vport, switch, port)
+            if switch == "snic0":
+                rt.running.pop("fw-2", None)
+            return r
+
+        mp.remap = remap_then_die
+    with pytest.raises(MigrationError) as exc:
+        migrate(nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=0.1), Clock(), lambda s: None)
+    assert exc.value.step == where and exc.value.result.aborted_at == where
+    assert mp.map_[1000] == ("host", 200)  # mapping unchanged / mapped back
+    assert "fw-1" in rt.running and "fw-2" not in rt.running  # old serves, nothing of the target remains
+
+
+def test_agent_migrate_failure_counts_and_keeps_location(tmp_path):
+    from nf_agent.agent.model import NfRequest
+    from tests.agent.fakes import make_agent
+
+    agent, rt, mp, _ = make_agent(tmp_path)
+    nf = agent.create_nf(
+        NfRequest(
+            id="f", type="firewall", config={}, expected_gbps=0.1, src=None, dst=None, pin=None, prefer="host"
+        )
+    )
+    loc = nf.location
+    other = "snic0" if loc == "host" else "host"
+    mp.fail = True
+    from nf_agent.agent.service import AgentError
+
+    with pytest.raises(AgentError) as exc:
+        agent.migrate(nf, other)
+    assert exc.value.status == 502 and nf.location == loc and agent.counters.migration_failures == 1
+    assert agent.state.history[-1]["event"] == "nf-migrate-failed"
+    mp.fail = False
+    agent.migrate(nf, other)
+    assert nf.location == other and agent.last_migration.drained is None  # drain 0: skipped
+
+
+def test_detector_dead_at_once_stuck_after_misses():
+    from migration.failover import DetectorConfig, FailureDetector
+
+    d = FailureDetector(DetectorConfig(max_misses=3))
+    assert d.observe("a", True, True) is None
+    assert [d.observe("a", True, False) for _ in range(3)] == [None, None, "stuck"]
+    assert d.observe("a", True, False) is None  # counting again after a detection
+    d.observe("a", True, True)
+    assert d.observe("a", True, False) is None  # a healthy probe resets the count
+    assert d.observe("b", False, False) == "dead"
+
+
+def test_agent_failover_replaces_and_remaps(tmp_path):
+    from migration.failover import Watchdog
+    from nf_agent.agent.model import NfRequest
+    from tests.agent.fakes import make_agent
+
+    agent, rt, mp, _ = make_agent(tmp_path)
+    nf = agent.create_nf(NfRequest(id="f", type="firewall", config={}, expected_gbps=0.1, src=None, dst=None,
+                                   pin=None, prefer="host"))  # fmt: skip
+    old = nf.instances[0]
+    rt.running.pop(old.id)  # the process died
+    wd = Watchdog(agent.probe, lambda i, r: agent.failover("f", i, r))
+    assert wd.step() == [(old.id, "dead")]
+    new = nf.instances[0]
+    assert new.id != old.id and new.location == old.location and mp.map_[nf.vport] == (new.switch, new.ofport)
+    assert agent.counters.failovers == 1 and agent.state.history[-1]["event"] == "nf-failover"
+    assert wd.step() == []
+    # the supervisor's failover path (cfg.failover) does the same instead of restarting in place
+    agent.cfg.failover = True
+    rt.running.pop(new.id)
+    agent.supervise()
+    assert nf.instances[0].id not in (old.id, new.id) and agent.counters.restarts == 0
+
+
+def test_agent_failover_prefers_a_running_standby(tmp_path):
+    from nf_agent.agent.model import NfRequest
+    from tests.agent.fakes import make_agent
+
+    agent, rt, mp, _ = make_agent(tmp_path)
+    nf = agent.create_nf(NfRequest(id="f", type="firewall", config={}, expected_gbps=0.1, src=None, dst=None,
+                                   pin=None, prefer="host"))  # fmt: skip
+    sb = agent.start_standby("f")
+    assert sb.ofport != nf.instances[0].ofport and mp.map_[nf.vport] != (sb.switch, sb.ofport)
+    old = nf.instances[0]
+    rt.running.pop(old.id)
+    res = agent.failover("f", old.id, "dead")
+    assert res["used_standby"] is True and res["start_ms"] == 0 and nf.instances == [sb]
+    assert mp.map_[nf.vport] == (sb.switch, sb.ofport) and agent.standbys == {}
+    # a dead standby is not used: a new instance is started instead
+    sb2 = agent.start_standby("f")
+    rt.running.pop(sb2.id)
+    rt.running.pop(sb.id)
+    res = agent.failover("f", sb.id, "dead")
+    assert res["used_standby"] is False and nf.instances[0].id not in (sb.id, sb2.id)
+    agent.start_standby("f")
+    agent.delete_nf("f")
+    assert rt.running == {}  # the standby is stopped with its NF
