@@ -7,7 +7,9 @@ v1: the quota goes in the `cpu` hierarchy and usage is read from `cpuacct`; v2: 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,9 +78,13 @@ class CpuCgroup:
             (d / "cgroup.procs").write_text(str(pid))
 
     def pids(self) -> list[int]:
-        if not self.exists():
-            return []
-        return [int(p) for p in (self.dirs()[0] / "cgroup.procs").read_text().split()]
+        """Processes in the group: on v1 the union over its controllers' directories (a process can sit in
+        one and not the other, and any one of them keeps its directory from being removed)."""
+        found: set[int] = set()
+        for d in self.dirs():
+            with contextlib.suppress(FileNotFoundError):
+                found.update(int(p) for p in (d / "cgroup.procs").read_text().split())
+        return sorted(found)
 
     def usage_seconds(self) -> float:
         """CPU time used by the cgroup's processes so far."""
@@ -90,14 +96,22 @@ class CpuCgroup:
         acct = self.dirs()[-1] / "cpuacct.usage"
         return int(acct.read_text()) / 1e9 if acct.exists() else 0.0
 
-    def destroy(self) -> None:
-        """Kill what still runs inside, then remove the directories (idempotent)."""
-        for pid in self.pids():
-            if pid != os.getpid():
-                kill_and_wait(pid, timeout=2.0)
-        for d in reversed(self.dirs()):
-            if d.is_dir():
-                try:
-                    d.rmdir()
-                except OSError as exc:
+    def destroy(self, timeout: float = 5.0) -> None:
+        """Kill what still runs inside, then remove the directories (idempotent).
+
+        Retried for a few seconds: a supervisor may start a process into the group while it is torn down,
+        and a killed process keeps the group busy (EBUSY) until its parent has reaped it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for pid in self.pids():
+                if pid != os.getpid():
+                    kill_and_wait(pid, timeout=2.0)
+            try:
+                for d in reversed(self.dirs()):
+                    if d.is_dir():
+                        d.rmdir()
+                return
+            except OSError as exc:
+                if exc.errno != errno.EBUSY or time.monotonic() > deadline:
                     raise DatapathError(f"cannot remove cgroup {d}: {exc.strerror}") from exc
+                time.sleep(0.05)

@@ -67,3 +67,25 @@ def test_no_hierarchy_and_bad_quota_are_errors(tmp_path):
     (tmp_path / "cpu").mkdir()
     with pytest.raises(DatapathError, match="positive"):
         CpuCgroup("uno-x-snic2", root=tmp_path).create(0)
+
+
+@pytest.mark.root
+@needs_root
+def test_destroy_finds_a_process_in_one_v1_controller_only():
+    """A process in cpuacct but not cpu (v1) still counts, and destroy kills it and removes both directories."""
+    cg = CpuCgroup(f"uno-{unique_name()}-snic0")
+    if cg.version != 1 or len(cg.dirs()) < 2:
+        pytest.skip("needs cgroup v1 with separate cpu and cpuacct hierarchies")
+    cg.create(0.5)
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        (cg.dirs()[1] / "cgroup.procs").write_text(str(proc.pid))
+        assert cg.pids() == [proc.pid]
+        cg.destroy()
+        assert not any(d.exists() for d in cg.dirs())
+        assert not pid_alive(proc.pid)  # (destroy reaped it: it is our child)
+    finally:
+        proc.kill()
+        proc.wait()
+        if cg.exists():
+            cg.destroy()
