@@ -140,6 +140,23 @@ class OneSwitchTest {
   }
 
   @Test
+  void aBarrierWaitsOnlyForSwitchesThatWereSentSomething() throws Exception {
+    try (OfClient c = client()) {
+      barrier(c, 60);
+      int mark = FakeSwitch.GLOBAL.size();
+      c.send(flow(0, 10, 2, out(3))); // host:100 -> host:101: only the host is touched
+      barrier(c, 61);
+      List<Map.Entry<Long, OFMessage>> seq =
+          new ArrayList<>(FakeSwitch.GLOBAL.subList(mark, FakeSwitch.GLOBAL.size()));
+      assertTrue(
+          seq.stream()
+              .anyMatch(
+                  e -> e.getKey() == 0xaL && e.getValue().getType() == OFType.BARRIER_REQUEST));
+      assertTrue(seq.stream().noneMatch(e -> e.getKey() == 0xbL), "the sNIC got nothing: " + seq);
+    }
+  }
+
+  @Test
   void physicalRefusalAnswersTheControllerAndRollsBackEverySwitch() throws Exception {
     snic.refuse = fm -> fm.getPriority() == 77;
     try (OfClient c = client()) {
