@@ -218,8 +218,13 @@ public final class SouthSwitch {
    * barrier: that barrier's answer covers it, so no new round trip (a controller's BARRIER after a
    * flow-mod that touched one switch waits for that switch only).
    */
-  public synchronized CompletableFuture<Void> barrier() {
-    if (lastBarrier != null && barrierCovers == sent) {
+  public CompletableFuture<Void> barrier() {
+    return barrier(false);
+  }
+
+  /** As {@link #barrier()}; {@code fresh}: always a new round trip (remap phases). */
+  public synchronized CompletableFuture<Void> barrier(boolean fresh) {
+    if (!fresh && lastBarrier != null && barrierCovers == sent) {
       return lastBarrier;
     }
     lastBarrier = request(F.buildBarrierRequest().setXid(nextXid()).build()).thenApply(x -> null);
