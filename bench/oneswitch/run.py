@@ -5,9 +5,13 @@ the host (vport 200), snic0 (201) and snic1 (202), plus a spare port on snic0 fo
 OVS bridge (own instance) reached the same way OneSwitch reaches its switches (TCP relay to its controller
 socket).
 
-(a) rules/s: `ovs-ofctl -O OpenFlow13 add-flows TARGET FILE` (all flow-mods, then one barrier; timed until the
-    barrier reply) of N rules to OneSwitch vs the same N rules to the plain OVS, alternating, medians:
-    rate_ratio = OneSwitch / OVS.
+(a) rules/s: `ovs-ofctl -O OpenFlow13 add-flows TARGET FILE` of N rules to OneSwitch vs the same N rules to
+    the plain OVS, alternating, medians: rate_ratio = OneSwitch / OVS. NOTE: ovs-ofctl (3.1) sends a BARRIER
+    after EVERY flow-mod and waits for its reply (checked on the wire), so this is a flow-mod + barrier round
+    trip rate; OneSwitch's virtual barrier needs a physical barrier round trip (through the same relay as the
+    plain OVS) before it can answer, so it is latency-bound.
+(a2) pipelined: a raw OF1.3 client sends the same N FLOW_MODs back to back, then ONE barrier, timed to its
+    reply (no error allowed, all N installed): rate_ratio_pipelined = OneSwitch / OVS (throughput).
 (b) 3,024 random OF1.3 virtual rules (tests/oneswitch/rulegen.py, 3 tables, one ALL group, 7 vports on 3
     switches): phys_virt_ratio = physical flows on all three switches (dump-flows, everything OneSwitch
     installed) / accepted virtual rules; also the ratio without OneSwitch's fixed rules (those present with no
@@ -81,6 +85,66 @@ def bench_rate(listen: str, direct: str, n: int, repeats: int, workdir: Path) ->
             assert count_flows(target) == n, f"{key}: not all {n} rules installed"
             rates[key].append(n / secs)
             print(f"  (a) {key}: {n} rules in {secs:.3f} s = {n / secs:.0f} rules/s", file=sys.stderr, flush=True)
+        ofctl("del-flows", listen)
+    return {k: median(v) for k, v in rates.items()}
+
+
+def rate_flow_mods(n: int, seed: int) -> list[bytes]:
+    """The rules of rate_rules(n, seed) as OF1.3 FLOW_MOD ADDs (xids 1..n), for the pipelined run."""
+    import struct
+
+    from tests.oneswitch import ofraw
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        in_port, out_port = rng.choice(VPORTS), rng.choice(VPORTS)
+        fixed = struct.pack("!QQBBHHHIIIH2x", 0, 0, 0, 0, 0, 0, 1000 + i, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+        oxms = struct.pack("!II", 0x80000004, in_port) + struct.pack("!IH", 0x80000A02, 0x0800)
+        oxms += struct.pack("!I4B", 0x80001804, 10, (i >> 8) & 255, i & 255, 1)
+        match = struct.pack("!HH", 1, 4 + len(oxms)) + oxms
+        match += b"\0" * (-len(match) % 8)
+        action = struct.pack("!HHIH6x", 0, 16, out_port, 0xFFFF)
+        instr = struct.pack("!HH4x", 4, 8 + len(action)) + action
+        body = fixed + match + instr
+        out.append(ofraw.header(ofraw.FLOW_MOD, 8 + len(body), i + 1) + body)
+    return out
+
+
+def timed_pipelined(target: str, msgs: list[bytes]) -> float:
+    """Every flow-mod back to back, then ONE barrier; seconds until its reply (no error allowed)."""
+    from tests.oneswitch import ofraw
+
+    c = ofraw.Conn(int(target.rsplit(":", 1)[1]), timeout=60)
+    try:
+        c.hello()
+        t0 = time.perf_counter()
+        c.send(b"".join(msgs))
+        c.send(ofraw.msg(ofraw.BARRIER_REQUEST, xid=0xFFFFFF))
+        got = c.until(0xFFFFFF, ofraw.BARRIER_REPLY, timeout=300)
+        secs = time.perf_counter() - t0
+    finally:
+        c.close()
+    assert got and got[-1].type == ofraw.BARRIER_REPLY, "no barrier reply"
+    errors = [r for r in got if r.type == ofraw.ERROR]
+    assert not errors, f"{len(errors)} errors, first {errors[0]}"
+    return secs
+
+
+def bench_rate_pipelined(listen: str, direct: str, n: int, repeats: int) -> dict:
+    """(a2) as (a) but pipelined: a controller that sends all flow-mods, then one barrier."""
+    msgs = rate_flow_mods(n, 7)
+    rates: dict[str, list[float]] = {"oneswitch": [], "ovs": []}
+    for rep in range(repeats):
+        order = [("oneswitch", listen), ("ovs", direct)]
+        if rep % 2:
+            order.reverse()
+        for key, target in order:
+            ofctl("del-flows", target)
+            secs = timed_pipelined(target, msgs)
+            assert count_flows(target) == n, f"{key}: not all {n} rules installed"
+            rates[key].append(n / secs)
+            print(f"  (a2) {key}: {n} rules in {secs:.3f} s = {n / secs:.0f} rules/s", file=sys.stderr, flush=True)
         ofctl("del-flows", listen)
     return {k: median(v) for k, v in rates.items()}
 
@@ -228,6 +292,10 @@ def main() -> int:
         rate = bench_rate(listen, direct, n_rate, repeats, workdir)
         rate_ratio = rate["oneswitch"] / rate["ovs"]
         print(f"    OneSwitch {rate['oneswitch']:.0f} rules/s, OVS {rate['ovs']:.0f} rules/s: ratio {rate_ratio:.3f}")
+        print(f"(a2) pipelined install, {n_rate} flow-mods then one barrier, {repeats} repeats each", flush=True)
+        piped = bench_rate_pipelined(listen, direct, n_rate, repeats)
+        piped_ratio = piped["oneswitch"] / piped["ovs"]
+        print(f"    OneSwitch {piped['oneswitch']:.0f} rules/s, OVS {piped['ovs']:.0f} rules/s: ratio {piped_ratio:.3f}")
         print(f"(b) {n_ratio} random virtual rules over host + 2 sNICs", flush=True)
         ratio = bench_ratio(listen, physical, n_ratio, workdir)
         print(f"    {ratio}")
@@ -241,6 +309,9 @@ def main() -> int:
                 "rate_oneswitch_rps": round(rate["oneswitch"]),
                 "rate_ovs_rps": round(rate["ovs"]),
                 "rate_rules": n_rate,
+                "rate_ratio_pipelined": round(piped_ratio, 3),
+                "rate_oneswitch_pipelined_rps": round(piped["oneswitch"]),
+                "rate_ovs_pipelined_rps": round(piped["ovs"]),
                 "phys_virt_ratio": ratio["phys_virt_ratio"],
                 "phys_virt_ratio_without_fixed": ratio["phys_virt_ratio_without_fixed"],
                 "virtual_rules": ratio["virtual_dumped"],

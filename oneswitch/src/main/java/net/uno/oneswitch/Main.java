@@ -9,7 +9,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import net.uno.oneswitch.config.Config;
 import net.uno.oneswitch.config.ConfigError;
@@ -109,13 +108,19 @@ public final class Main {
     List<String> ids = new ArrayList<>();
     cfg.switches().forEach(s -> ids.add(s.id()));
     Topology topo = new Topology(cfg.hostSwitch(), ids, links);
-    ScheduledExecutorService exec =
-        Executors.newSingleThreadScheduledExecutor(
+    // One thread runs the core AND every OpenFlow connection (north and south): a flow-mod read,
+    // translated, written south, its barrier answered and the reply written north cost no thread
+    // hand-off (each a wake-up on a loaded machine; they dominated a flow-mod + barrier round
+    // trip).
+    EventLoopGroup group =
+        new NioEventLoopGroup(
+            1,
             r -> {
-              Thread t = new Thread(r, "oneswitch-core");
+              Thread t = new io.netty.util.concurrent.FastThreadLocalThread(r, "oneswitch-core");
               t.setDaemon(false);
               return t;
             });
+    ScheduledExecutorService exec = group.next();
     OneSwitchCore core =
         new OneSwitchCore(
             topo,
@@ -124,7 +129,6 @@ public final class Main {
             System::currentTimeMillis,
             new Metrics(),
             new Persistence(cfg.stateDir()));
-    EventLoopGroup group = new NioEventLoopGroup(2);
     exec.submit(
             () -> {
               boolean restored = core.restore();

@@ -10,6 +10,7 @@ public final class Metrics {
   public final AtomicLong translationErrors = new AtomicLong();
   public final AtomicLong physicalErrors = new AtomicLong();
   public final AtomicLong physicalFlowMods = new AtomicLong();
+  public final AtomicLong physicalRefusals = new AtomicLong();
   public final AtomicLong remaps = new AtomicLong();
   public final AtomicLong packetIns = new AtomicLong();
   public final AtomicLong packetOuts = new AtomicLong();
@@ -40,6 +41,11 @@ public final class Metrics {
         "oneswitch_physical_errors_total",
         "OFPT_ERRORs received from physical switches",
         physicalErrors.get());
+    counter(
+        b,
+        "oneswitch_physical_refusals_total",
+        "Controller messages refused by a physical switch (answered with an error, rolled back)",
+        physicalRefusals.get());
     counter(
         b,
         "oneswitch_physical_flow_mods_total",

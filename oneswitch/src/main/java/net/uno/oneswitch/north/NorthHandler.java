@@ -274,7 +274,7 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
       case FLOW_MOD -> {
         if (!slaveCheck(im)) {
           try {
-            core.flowMod((OFFlowMod) m);
+            core.flowMod((OFFlowMod) m, new OneSwitchCore.Origin(this, m.getXid(), im.head()));
           } catch (OfError e) {
             LOG.info(
                 "controller {}: flow-mod refused: {} ({})", name, e.typeAndCode(), e.getMessage());
@@ -285,7 +285,7 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
       case GROUP_MOD -> {
         if (!slaveCheck(im)) {
           try {
-            core.groupMod((OFGroupMod) m);
+            core.groupMod((OFGroupMod) m, new OneSwitchCore.Origin(this, m.getXid(), im.head()));
           } catch (OfError e) {
             LOG.info(
                 "controller {}: group-mod refused: {} ({})", name, e.typeAndCode(), e.getMessage());

@@ -153,10 +153,17 @@ public final class SouthSwitch {
 
   private List<OFMessage> outq = new ArrayList<>();
 
+  /** Messages handed to this connection so far, and the last barrier's count and answer. */
+  private long sent;
+
+  private long barrierCovers = -1;
+  private CompletableFuture<Void> lastBarrier;
+
   /** Queues a message (no reply expected) until {@link #flush}; dropped when not connected. */
   public synchronized void send(OFMessage m) {
     if (channel != null && ready) {
       outq.add(m);
+      sent++;
     }
   }
 
@@ -193,7 +200,8 @@ public final class SouthSwitch {
   }
 
   /** Sends a request and completes with all its replies (multipart parts collected). */
-  public CompletableFuture<List<OFMessage>> request(OFMessage m) {
+  public synchronized CompletableFuture<List<OFMessage>> request(OFMessage m) {
+    sent++;
     Pending p = new Pending();
     Channel c = channel;
     if (c == null || !ready) {
@@ -205,8 +213,23 @@ public final class SouthSwitch {
     return p.future;
   }
 
+  /**
+   * Completes when the switch processed every message sent before. Nothing sent since the last
+   * barrier: that barrier's answer covers it, so no new round trip (a controller's BARRIER after a
+   * flow-mod that touched one switch waits for that switch only).
+   */
   public CompletableFuture<Void> barrier() {
-    return request(F.buildBarrierRequest().setXid(nextXid()).build()).thenApply(x -> null);
+    return barrier(false);
+  }
+
+  /** As {@link #barrier()}; {@code fresh}: always a new round trip (remap phases). */
+  public synchronized CompletableFuture<Void> barrier(boolean fresh) {
+    if (!fresh && lastBarrier != null && barrierCovers == sent) {
+      return lastBarrier;
+    }
+    lastBarrier = request(F.buildBarrierRequest().setXid(nextXid()).build()).thenApply(x -> null);
+    barrierCovers = sent;
+    return lastBarrier;
   }
 
   /** A multipart request; completes with every reply part. */
@@ -247,6 +270,7 @@ public final class SouthSwitch {
       synchronized (SouthSwitch.this) {
         channel = null;
         outq = new ArrayList<>();
+        lastBarrier = null;
       }
       for (Pending p : pending.values()) {
         p.future.completeExceptionally(new IllegalStateException("switch " + id + " disconnected"));

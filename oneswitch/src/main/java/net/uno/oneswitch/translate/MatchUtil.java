@@ -154,4 +154,16 @@ public final class MatchUtil {
     }
     return true;
   }
+
+  /** True if {@code m} only matches packets with a VLAN header (vlan_vid with the present bit). */
+  public static boolean vlanPresent(Match m) {
+    if (m.isExact(MatchField.VLAN_VID)) {
+      return (m.get(MatchField.VLAN_VID).getRawVid() & 0x1000) != 0;
+    }
+    if (m.isPartiallyMasked(MatchField.VLAN_VID)) {
+      var mv = m.getMasked(MatchField.VLAN_VID);
+      return (mv.getMask().getRawVid() & mv.getValue().getRawVid() & 0x1000) != 0;
+    }
+    return false;
+  }
 }

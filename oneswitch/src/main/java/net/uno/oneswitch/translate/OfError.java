@@ -10,6 +10,12 @@ import org.projectfloodlight.openflow.protocol.OFFlowModFailedCode;
 import org.projectfloodlight.openflow.protocol.OFGroupModFailedCode;
 import org.projectfloodlight.openflow.protocol.OFHelloFailedCode;
 import org.projectfloodlight.openflow.protocol.OFPortModFailedCode;
+import org.projectfloodlight.openflow.protocol.errormsg.OFBadActionErrorMsg;
+import org.projectfloodlight.openflow.protocol.errormsg.OFBadInstructionErrorMsg;
+import org.projectfloodlight.openflow.protocol.errormsg.OFBadMatchErrorMsg;
+import org.projectfloodlight.openflow.protocol.errormsg.OFBadRequestErrorMsg;
+import org.projectfloodlight.openflow.protocol.errormsg.OFFlowModFailedErrorMsg;
+import org.projectfloodlight.openflow.protocol.errormsg.OFGroupModFailedErrorMsg;
 import org.projectfloodlight.openflow.types.OFErrorCauseData;
 
 /** An OpenFlow error (type + code) with a human-readable reason, raised by translation/core. */
@@ -35,6 +41,27 @@ public final class OfError extends Exception {
   /** Builds the OFPT_ERROR for request bytes {@code data} with request xid. */
   public OFErrorMsg toMessage(OFFactory f, long xid, byte[] data) {
     return build(f, code, xid, data);
+  }
+
+  /**
+   * The type/code of a physical switch's error, to pass on to the controller whose message caused
+   * it; BAD_REQUEST/EPERM for an error type a flow-mod or group-mod cannot cause.
+   */
+  public static Enum<?> codeOf(OFErrorMsg e) {
+    if (e instanceof OFBadActionErrorMsg m) {
+      return m.getCode();
+    } else if (e instanceof OFBadInstructionErrorMsg m) {
+      return m.getCode();
+    } else if (e instanceof OFBadMatchErrorMsg m) {
+      return m.getCode();
+    } else if (e instanceof OFBadRequestErrorMsg m) {
+      return m.getCode();
+    } else if (e instanceof OFFlowModFailedErrorMsg m) {
+      return m.getCode();
+    } else if (e instanceof OFGroupModFailedErrorMsg m) {
+      return m.getCode();
+    }
+    return OFBadRequestCode.EPERM;
   }
 
   public static OFErrorMsg build(OFFactory f, Enum<?> code, long xid, byte[] data) {

@@ -174,6 +174,7 @@ public final class Translator {
         throw new OfError(OFBadInstructionCode.DUP_INST, "duplicate " + i.getType());
       }
       if (i instanceof OFInstructionApplyActions a) {
+        checkVlanDepth(r.match(), a.getActions(), sw);
         out.add(F.instructions().applyActions(actions(a.getActions(), sw, false)));
       } else if (i instanceof OFInstructionWriteActions w) {
         out.add(F.instructions().writeActions(actions(w.getActions(), sw, true)));
@@ -191,6 +192,48 @@ public final class Translator {
       }
     }
     return out;
+  }
+
+  /** OVS (like the 802.1ad model it follows) handles at most this many VLAN headers. */
+  static final int MAX_VLAN_HEADERS = 2;
+
+  /**
+   * Refuses up front what the physical switch would refuse: a packet known (from the match and the
+   * actions before) to carry 2 VLAN headers cannot take the carrier VLAN tag of an output across
+   * the PCIe link (a third header: OVS answers BAD_TAG), nor a third push_vlan of its own.
+   */
+  void checkVlanDepth(Match m, List<OFAction> acts, String sw) throws OfError {
+    int depth = MatchUtil.vlanPresent(m) ? 1 : 0;
+    for (OFAction a : acts) {
+      switch (a.getType()) {
+        case PUSH_VLAN -> {
+          if (++depth > MAX_VLAN_HEADERS) {
+            throw new OfError(OFBadActionCode.BAD_TAG, "push_vlan onto 2 VLAN headers");
+          }
+        }
+        case POP_VLAN -> depth = Math.max(0, depth - 1);
+        case OUTPUT -> {
+          if (depth >= MAX_VLAN_HEADERS && crossesPcie(((OFActionOutput) a).getPort(), sw)) {
+            throw new OfError(
+                OFBadActionCode.UNSUPPORTED_ORDER,
+                "output:"
+                    + ((OFActionOutput) a).getPort()
+                    + " crosses the PCIe link, whose carrier tag would be a third VLAN header");
+          }
+        }
+        default -> {}
+      }
+    }
+  }
+
+  private boolean crossesPcie(OFPort p, String sw) {
+    if (p.equals(OFPort.FLOOD) || p.equals(OFPort.ALL)) {
+      return ports.all().stream().anyMatch(v -> !v.sw().equals(sw));
+    }
+    if (!isStandard(p)) {
+      return false;
+    }
+    return ports.get(p.getPortNumber()).map(v -> !v.sw().equals(sw)).orElse(false);
   }
 
   /**

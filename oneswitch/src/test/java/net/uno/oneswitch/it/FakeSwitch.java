@@ -48,6 +48,10 @@ final class FakeSwitch implements AutoCloseable {
   final Map<Long, OFFlowMod> flows = new ConcurrentHashMap<>();
   private volatile Socket sock;
   private volatile CountDownLatch barrierGate;
+
+  /** FLOW_MODs this switch refuses with BAD_ACTION/BAD_TAG (as OVS does a third VLAN header). */
+  volatile java.util.function.Predicate<OFFlowMod> refuse = fm -> false;
+
   private volatile int connections;
   private final Thread acceptor;
 
@@ -174,6 +178,19 @@ final class FakeSwitch implements AutoCloseable {
       case FLOW_MOD -> {
         OFFlowMod fm = (OFFlowMod) m;
         long c = fm.getCookie().getValue();
+        if (refuse.test(fm)) {
+          write(
+              s,
+              F.errorMsgs()
+                  .buildBadActionErrorMsg()
+                  .setXid(m.getXid())
+                  .setCode(org.projectfloodlight.openflow.protocol.OFBadActionCode.BAD_TAG)
+                  .setData(
+                      org.projectfloodlight.openflow.types.OFErrorCauseData.of(
+                          new byte[0], OFVersion.OF_13))
+                  .build());
+          return;
+        }
         if (fm instanceof OFFlowAdd) {
           flows.put(c, fm);
         } else if (fm instanceof OFFlowModifyStrict) {

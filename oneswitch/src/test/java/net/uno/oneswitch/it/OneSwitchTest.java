@@ -135,6 +135,84 @@ class OneSwitchTest {
     assertNotNull(c.expect(OFType.BARRIER_REPLY, xid, 10000));
   }
 
+  private long flowsWithPriority(FakeSwitch sw, int prio) {
+    return sw.flows.values().stream().filter(f -> f.getPriority() == prio).count();
+  }
+
+  @Test
+  void aBarrierWaitsOnlyForSwitchesThatWereSentSomething() throws Exception {
+    try (OfClient c = client()) {
+      barrier(c, 60);
+      int mark = FakeSwitch.GLOBAL.size();
+      c.send(flow(0, 10, 2, out(3))); // host:100 -> host:101: only the host is touched
+      barrier(c, 61);
+      List<Map.Entry<Long, OFMessage>> seq =
+          new ArrayList<>(FakeSwitch.GLOBAL.subList(mark, FakeSwitch.GLOBAL.size()));
+      assertTrue(
+          seq.stream()
+              .anyMatch(
+                  e -> e.getKey() == 0xaL && e.getValue().getType() == OFType.BARRIER_REQUEST));
+      assertTrue(seq.stream().noneMatch(e -> e.getKey() == 0xbL), "the sNIC got nothing: " + seq);
+    }
+  }
+
+  @Test
+  void physicalRefusalAnswersTheControllerAndRollsBackEverySwitch() throws Exception {
+    snic.refuse = fm -> fm.getPriority() == 77;
+    try (OfClient c = client()) {
+      // No in_port: one replica per switch; the sNIC refuses its replica, the host accepts its.
+      c.send(flow(0, 77, null, out(2)));
+      c.send(F.buildBarrierRequest().setXid(51).build());
+      assertNotNull(c.expect(OFType.BARRIER_REPLY, 51, 10000));
+      int err = -1;
+      int bar = -1;
+      for (int i = 0; i < c.seen.size(); i++) {
+        OFMessage m = c.seen.get(i);
+        if (m.getType() == OFType.ERROR && m.getXid() == 50) {
+          err = i;
+          assertEquals(OFBadActionCode.BAD_TAG, ((OFBadActionErrorMsg) m).getCode());
+        } else if (m.getType() == OFType.BARRIER_REPLY && m.getXid() == 51) {
+          bar = i;
+        }
+      }
+      assertTrue(err >= 0, "the controller got no error for its flow-mod: " + c.seen);
+      assertTrue(err < bar, "the error must come before the barrier reply covering it");
+      assertTrue(onCore(() -> os.core().rules().isEmpty()), "virtual rule rolled back");
+      waitFor(() -> flowsWithPriority(host, 77) == 0); // the host's replica removed
+      assertEquals(0, flowsWithPriority(snic, 77));
+      assertEquals(1, os.core().metrics().physicalRefusals.get());
+
+      // A MODIFY the sNIC refuses: the rule's previous actions come back on both switches.
+      snic.refuse = fm -> false;
+      c.send(flow(0, 78, null, out(2)));
+      barrier(c, 52);
+      snic.refuse = fm -> fm.getPriority() == 78;
+      c.send(
+          F.buildFlowModifyStrict()
+              .setXid(53)
+              .setTableId(TableId.of(0))
+              .setPriority(78)
+              .setMatch(F.buildMatch().build())
+              .setInstructions(List.of(F.instructions().applyActions(List.of(out(3)))))
+              .build());
+      c.send(F.buildBarrierRequest().setXid(54).build());
+      assertNotNull(c.expect(OFType.BARRIER_REPLY, 54, 10000));
+      assertTrue(c.seen.stream().anyMatch(m -> m.getType() == OFType.ERROR && m.getXid() == 53));
+      snic.refuse = fm -> false;
+      barrier(c, 55);
+      assertTrue(
+          onCore(
+              () ->
+                  os.core().rules().values().stream()
+                      .allMatch(r -> r.instructions().toString().contains("port=2"))));
+      waitFor(
+          () ->
+              host.flows.values().stream()
+                  .filter(f -> f.getPriority() == 78)
+                  .allMatch(f -> f.getInstructions().toString().contains("port=100")));
+    }
+  }
+
   @Test
   void handshakeFeaturesAndPortDesc() throws Exception {
     try (OfClient c = client()) {
@@ -285,6 +363,7 @@ class OneSwitchTest {
             barrierBetween(seq, sw, lastOf(seq, sw, OFFlowModifyStrict.class), firstDel),
             "barrier on switch " + sw + " between modify and break");
       }
+      assertTrue(lastOf(seq, 0xbL, OFFlowAdd.class) >= 0, "snic0 got the new rules");
       // Final state: in_port=200 on snic0 outputs locally to port 1; the host holds no V3 rule.
       assertTrue(
           snic.flows.values().stream()

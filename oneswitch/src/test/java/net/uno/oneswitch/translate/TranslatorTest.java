@@ -109,6 +109,35 @@ class TranslatorTest {
     assertEquals(List.of(F.actions().popVlan(), out(1)), actions(egress));
   }
 
+  private static Match vlan10(int inPort) {
+    return F.buildMatch()
+        .setExact(MatchField.IN_PORT, OFPort.of(inPort))
+        .setExact(MatchField.VLAN_VID, OFVlanVidMatch.ofVlan(10))
+        .build();
+  }
+
+  @Test
+  void aThirdVlanHeaderIsRefusedUpFront() throws OfError {
+    OFAction push = F.actions().pushVlan(EthType.VLAN_FRAME);
+    OFAction pop = F.actions().popVlan();
+    // VLAN packet + own push + carrier tag across PCIe = 3 headers: OVS would answer BAD_TAG.
+    OfError e =
+        assertThrows(OfError.class, () -> t.rule(rule(0, 10, vlan10(2), apply(push, out(1)))));
+    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    e = assertThrows(OfError.class, () -> t.rule(rule(0, 10, vlan10(2), apply(push, push))));
+    assertEquals("BadAction/BAD_TAG", e.typeAndCode());
+    e =
+        assertThrows(
+            OfError.class,
+            () -> t.rule(rule(0, 10, vlan10(2), apply(push, F.actions().output(OFPort.FLOOD, 0)))));
+    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    // Two headers staying on the switch, a pop before crossing, or an untagged match: fine.
+    assertDoesNotThrow(() -> t.rule(rule(0, 10, vlan10(2), apply(push, out(4)))));
+    assertDoesNotThrow(() -> t.rule(rule(0, 10, vlan10(2), apply(push, pop, out(1)))));
+    assertDoesNotThrow(() -> t.rule(rule(0, 10, inPort(2), apply(push, out(1)))));
+    assertDoesNotThrow(() -> t.rule(rule(0, 10, vlan10(2), apply(out(1)))));
+  }
+
   @Test
   void multiEgressFig6b() throws OfError {
     // in_port=V1, ip_src=10.0.0.1: set ip_src=1.1.1.1, output V2, output V4 (both on the host).
