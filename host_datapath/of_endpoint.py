@@ -79,7 +79,13 @@ class OpenFlowTcpEndpoint:
         wait_for(self.unix_socket.exists, 10, f"OpenFlow listener {self.unix_socket}")
         port = free_port()
         proc = subprocess.Popen(
-            ["socat", f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork", f"UNIX-CONNECT:{self.unix_socket}"],
+            # nodelay: OpenFlow is small request/reply messages; with Nagle a barrier reply waited up to ~40 ms
+            # for a delayed ACK (measured: a 1-rule remap 45 ms -> 3 ms).
+            [
+                "socat",
+                f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,nodelay",
+                f"UNIX-CONNECT:{self.unix_socket}",
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -128,7 +134,7 @@ class ControllerRelay:
         if not read_pidfile(self._pidfile):
             self.unix_socket.unlink(missing_ok=True)
             proc = subprocess.Popen(
-                ["socat", f"UNIX-LISTEN:{self.unix_socket},fork", f"TCP:{self.host}:{self.port}"],
+                ["socat", f"UNIX-LISTEN:{self.unix_socket},fork", f"TCP:{self.host}:{self.port},nodelay"],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
