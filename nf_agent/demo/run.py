@@ -332,9 +332,11 @@ class Demo:
         self.procs = []
         _stop_proc(self.agent)
         took_down = self.host_started
-        if self.host_started:
-            self.host.down()
-            self.host_started = False
-        _stop_proc(self.controller)
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        try:
+            if self.host_started:
+                self.host_started = False
+                self.host.down()
+        finally:  # a failed host teardown must not leave the controller or the temp dir behind
+            _stop_proc(self.controller)
+            shutil.rmtree(self.tmp, ignore_errors=True)
         return took_down
