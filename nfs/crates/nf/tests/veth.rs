@@ -11,7 +11,7 @@ use traffic::gen::{frames, stamp, GenConfig};
 use traffic::Marker;
 
 mod common;
-use common::{http_get, ip, Child, Veth};
+use common::{http_get, ip, wait_ready, Child, Veth};
 
 #[test]
 fn firewall_on_veth_with_redis_passes_only_allowed_flows() {
@@ -55,14 +55,7 @@ fn firewall_on_veth_with_redis_passes_only_allowed_flows() {
             .spawn()
             .unwrap(),
     );
-    let t0 = Instant::now();
-    while !http_get(stats_port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200")) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "nf did not become ready"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_ready(stats_port, Duration::from_secs(10), "firewall");
     let mut rx = AfPacket::open(&a, RingConfig::for_batch(64)).unwrap();
     let mut tx = AfPacket::open(&a, RingConfig::for_batch(64)).unwrap();
     let mk = |run, port| GenConfig {

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{http_get, ip, Child, TempDir, Veth};
+use common::{ip, wait_ready, Child, TempDir, Veth};
 
 /// One frame to send: TCP from `src:sport` to `dst:dport` with a unique `seq` (its id).
 struct Send {
@@ -93,14 +93,7 @@ fn run_on_veth(
             .spawn()
             .unwrap(),
     );
-    let t0 = Instant::now();
-    while !http_get(stats_port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200")) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "{kind}: nf did not become ready"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_ready(stats_port, Duration::from_secs(20), kind);
     let mut rx = AfPacket::open(&a, RingConfig::for_batch(64)).unwrap();
     let mut tx = AfPacket::open(&a, RingConfig::for_batch(64)).unwrap();
     let mut one = Batch::with_capacity(1);

@@ -54,3 +54,12 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
     c.read_to_string(&mut s).ok()?;
     Some(s)
 }
+
+/// Polls the NF's `/health` until it answers 200; panics naming `what` after `timeout`.
+pub fn wait_ready(stats_port: u16, timeout: Duration, what: &str) {
+    let t0 = std::time::Instant::now();
+    while !http_get(stats_port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200")) {
+        assert!(t0.elapsed() < timeout, "{what}: nf did not become ready");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
