@@ -46,7 +46,13 @@ SPARE = 201  # physical port on snic0 where vport 200 moves
 
 
 def ofctl(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "--no-names", *args], input=stdin, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if check and r.returncode != 0:
         raise DatapathError(f"ovs-ofctl {' '.join(args[:2])}: {r.stderr.strip()[:500]}")
     return r
@@ -74,6 +80,12 @@ def rate_rules(n: int, seed: int) -> list[str]:
 def bench_rate(listen: str, direct: str, n: int, repeats: int, workdir: Path) -> dict:
     path = workdir / "rate.flows"
     path.write_text("\n".join(rate_rules(n, 7)) + "\n")
+    return _alternating_rates("(a)", listen, direct, n, repeats, lambda target: timed_add_flows(target, path))
+
+
+def _alternating_rates(label: str, listen: str, direct: str, n: int, repeats: int, install) -> dict:
+    """Rules/s of `install(target)` (seconds for n rules) on OneSwitch and plain OVS, alternating which goes
+    first, medians per side."""
     rates: dict[str, list[float]] = {"oneswitch": [], "ovs": []}
     for rep in range(repeats):
         order = [("oneswitch", listen), ("ovs", direct)]
@@ -81,10 +93,14 @@ def bench_rate(listen: str, direct: str, n: int, repeats: int, workdir: Path) ->
             order.reverse()
         for key, target in order:
             ofctl("del-flows", target)
-            secs = timed_add_flows(target, path)
+            secs = install(target)
             assert count_flows(target) == n, f"{key}: not all {n} rules installed"
             rates[key].append(n / secs)
-            print(f"  (a) {key}: {n} rules in {secs:.3f} s = {n / secs:.0f} rules/s", file=sys.stderr, flush=True)
+            print(
+                f"  {label} {key}: {n} rules in {secs:.3f} s = {n / secs:.0f} rules/s",
+                file=sys.stderr,
+                flush=True,
+            )
         ofctl("del-flows", listen)
     return {k: median(v) for k, v in rates.items()}
 
@@ -99,7 +115,9 @@ def rate_flow_mods(n: int, seed: int) -> list[bytes]:
     out = []
     for i in range(n):
         in_port, out_port = rng.choice(VPORTS), rng.choice(VPORTS)
-        fixed = struct.pack("!QQBBHHHIIIH2x", 0, 0, 0, 0, 0, 0, 1000 + i, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+        fixed = struct.pack(
+            "!QQBBHHHIIIH2x", 0, 0, 0, 0, 0, 0, 1000 + i, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0
+        )
         oxms = struct.pack("!II", 0x80000004, in_port) + struct.pack("!IH", 0x80000A02, 0x0800)
         oxms += struct.pack("!I4B", 0x80001804, 10, (i >> 8) & 255, i & 255, 1)
         match = struct.pack("!HH", 1, 4 + len(oxms)) + oxms
@@ -134,19 +152,9 @@ def timed_pipelined(target: str, msgs: list[bytes]) -> float:
 def bench_rate_pipelined(listen: str, direct: str, n: int, repeats: int) -> dict:
     """(a2) as (a) but pipelined: a controller that sends all flow-mods, then one barrier."""
     msgs = rate_flow_mods(n, 7)
-    rates: dict[str, list[float]] = {"oneswitch": [], "ovs": []}
-    for rep in range(repeats):
-        order = [("oneswitch", listen), ("ovs", direct)]
-        if rep % 2:
-            order.reverse()
-        for key, target in order:
-            ofctl("del-flows", target)
-            secs = timed_pipelined(target, msgs)
-            assert count_flows(target) == n, f"{key}: not all {n} rules installed"
-            rates[key].append(n / secs)
-            print(f"  (a2) {key}: {n} rules in {secs:.3f} s = {n / secs:.0f} rules/s", file=sys.stderr, flush=True)
-        ofctl("del-flows", listen)
-    return {k: median(v) for k, v in rates.items()}
+    return _alternating_rates(
+        "(a2)", listen, direct, n, repeats, lambda target: timed_pipelined(target, msgs)
+    )
 
 
 def install_chunked(listen: str, rules: rulegen.RuleSet, workdir: Path) -> tuple[int, list[str]]:
@@ -234,7 +242,7 @@ def bench_remap(client, listen: str, sizes: list[int], repeats: int, workdir: Pa
         path.write_text("\n".join(rules) + "\n")
         ofctl("add-flows", listen, str(path))
         durations, walls, counts = [], [], []
-        for rep in range(repeats):
+        for _ in range(repeats):
             for switch, port in (("snic0", SPARE), ("host", nm.NF_PORT_BASE)):
                 t0 = time.perf_counter()
                 r = client.remap(200, switch, port)
@@ -291,11 +299,17 @@ def main() -> int:
         print(f"(a) install rate, {n_rate} rules, {repeats} repeats each, alternating", flush=True)
         rate = bench_rate(listen, direct, n_rate, repeats, workdir)
         rate_ratio = rate["oneswitch"] / rate["ovs"]
-        print(f"    OneSwitch {rate['oneswitch']:.0f} rules/s, OVS {rate['ovs']:.0f} rules/s: ratio {rate_ratio:.3f}")
-        print(f"(a2) pipelined install, {n_rate} flow-mods then one barrier, {repeats} repeats each", flush=True)
+        print(
+            f"    OneSwitch {rate['oneswitch']:.0f} rules/s, OVS {rate['ovs']:.0f} rules/s: ratio {rate_ratio:.3f}"
+        )
+        print(
+            f"(a2) pipelined install, {n_rate} flow-mods then one barrier, {repeats} repeats each", flush=True
+        )
         piped = bench_rate_pipelined(listen, direct, n_rate, repeats)
         piped_ratio = piped["oneswitch"] / piped["ovs"]
-        print(f"    OneSwitch {piped['oneswitch']:.0f} rules/s, OVS {piped['ovs']:.0f} rules/s: ratio {piped_ratio:.3f}")
+        print(
+            f"    OneSwitch {piped['oneswitch']:.0f} rules/s, OVS {piped['ovs']:.0f} rules/s: ratio {piped_ratio:.3f}"
+        )
         print(f"(b) {n_ratio} random virtual rules over host + 2 sNICs", flush=True)
         ratio = bench_ratio(listen, physical, n_ratio, workdir)
         print(f"    {ratio}")
