@@ -47,7 +47,16 @@ class Target:
         Numbers only (`--no-names`): names play no part in what is compared here; ovs-ofctl's name lookups
         (TABLE_FEATURES, PORT_DESC) are tested on their own in test_ofctl.
         """
-        cmd = ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "--timeout=20", args[0], self.ofctl_target, *args[1:]]
+        cmd = [
+            "ovs-ofctl",
+            "-O",
+            "OpenFlow13",
+            "--no-names",
+            "--timeout=20",
+            args[0],
+            self.ofctl_target,
+            *args[1:],
+        ]
         return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=60)
 
 

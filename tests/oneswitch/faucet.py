@@ -55,14 +55,20 @@ class Faucet:
             FAUCET_PROMETHEUS_PORT=str(free_port()),
         )
         self.proc = subprocess.Popen(
-            [str(VENV_BIN / "faucet"), "--ryu-ofp-listen-host=127.0.0.1", f"--ryu-ofp-tcp-listen-port={self.port}"],
+            [
+                str(VENV_BIN / "faucet"),
+                "--ryu-ofp-listen-host=127.0.0.1",
+                f"--ryu-ofp-tcp-listen-port={self.port}",
+            ],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=open(self.workdir / "faucet.out", "wb"),  # noqa: SIM115 (the child owns it)
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        wait_for(lambda: self.proc.poll() is not None or tcp_open(self.port), 60, f"Faucet on port {self.port}")
+        wait_for(
+            lambda: self.proc.poll() is not None or tcp_open(self.port), 60, f"Faucet on port {self.port}"
+        )
         assert self.proc.poll() is None, self.tail()
         return self
 

@@ -22,7 +22,9 @@ def msg(mtype: int, body: bytes = b"", xid: int = 1, version: int = OFP13) -> by
 
 def flow_mod(in_port: int, out_port: int, priority: int = 100, xid: int = 1, command: int = 0) -> bytes:
     """FLOW_MOD ADD table 0: in_port=IN -> apply-actions output:OUT (88 bytes)."""
-    fixed = struct.pack("!QQBBHHHIIIH2x", 0, 0, 0, command, 0, 0, priority, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    fixed = struct.pack(
+        "!QQBBHHHIIIH2x", 0, 0, 0, command, 0, 0, priority, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0
+    )
     oxm = struct.pack("!II", 0x80000004, in_port)
     match = struct.pack("!HH", 1, 4 + len(oxm)) + oxm
     match += b"\0" * (-len(match) % 8)

@@ -84,12 +84,21 @@ def _set_fields(rng: random.Random, facts: dict) -> list[str]:
         options += [f"set_field:{rng.choice(IPS)}->ip_src", f"set_field:{rng.choice(IPS)}->ip_dst"]
     if facts["l4"]:
         name = "tcp" if facts["l4"] == 6 else "udp"
-        options += [f"set_field:{rng.choice(TP_PORTS)}->{name}_dst", f"set_field:{rng.choice(TP_PORTS)}->{name}_src"]
+        options += [
+            f"set_field:{rng.choice(TP_PORTS)}->{name}_dst",
+            f"set_field:{rng.choice(TP_PORTS)}->{name}_src",
+        ]
     return rng.sample(options, k=rng.randint(1, 2))
 
 
 def _actions(
-    rng: random.Random, vports: list[int], table: int, tables: int, facts: dict, groups: bool, vlans: bool = True
+    rng: random.Random,
+    vports: list[int],
+    table: int,
+    tables: int,
+    facts: dict,
+    groups: bool,
+    vlans: bool = True,
 ) -> list[str]:
     acts: list[str] = []
     if rng.random() < 0.35:
@@ -128,7 +137,9 @@ def generate(
     group_specs: list[str] = []
     if groups:
         buckets = [f"bucket=output:{v}" for v in rng.sample(vports, k=min(2, len(vports)))]
-        buckets.insert(rng.randint(0, len(buckets)), f"bucket=set_field:{MACS[2]}->eth_dst,output:{rng.choice(vports)}")
+        buckets.insert(
+            rng.randint(0, len(buckets)), f"bucket=set_field:{MACS[2]}->eth_dst,output:{rng.choice(vports)}"
+        )
         group_specs.append(f"group_id={GROUP_ID},type=all," + ",".join(buckets))
     used: dict[int, set[int]] = {t: set() for t in range(tables)}
     flows = []

@@ -16,7 +16,10 @@ from . import ofraw
 from .conftest import ONESWITCH
 
 pytestmark = ONESWITCH
-BASE_RULES = ["table=0,priority=10,in_port=100,actions=output:1", "table=0,priority=10,in_port=1,actions=output:100"]
+BASE_RULES = [
+    "table=0,priority=10,in_port=100,actions=output:1",
+    "table=0,priority=10,in_port=1,actions=output:100",
+]
 
 
 @pytest.fixture
@@ -25,9 +28,17 @@ def sw(os_host):
     import subprocess
 
     for cmd in (["del-flows"], ["del-groups"]):
-        subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "--no-names", cmd[0], os_host.listen], check=True, capture_output=True)
+        subprocess.run(
+            ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", cmd[0], os_host.listen],
+            check=True,
+            capture_output=True,
+        )
     for r in BASE_RULES:
-        subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "add-flow", os_host.listen, r], check=True, capture_output=True)
+        subprocess.run(
+            ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "add-flow", os_host.listen, r],
+            check=True,
+            capture_output=True,
+        )
     before = (rules_view(os_host), os_host.client.ports())
     yield os_host
     assert os_host.host.oneswitch().running(), "OneSwitch died"
@@ -71,7 +82,9 @@ def test_malformed_messages_get_errors_and_the_connection_survives(sw):
         c.close()
 
 
-@pytest.mark.parametrize("in_port,out_port", [(150, 2), (100, 150)], ids=["unmapped-in_port", "unmapped-output"])
+@pytest.mark.parametrize(
+    "in_port,out_port", [(150, 2), (100, 150)], ids=["unmapped-in_port", "unmapped-output"]
+)
 def test_flow_mod_naming_an_unmapped_port_is_kept_virtual_and_never_widens(os_host, in_port, out_port):
     """Decision (issue 4, "unmappable ports"): a valid port number that is not mapped YET is accepted, as OVS
     accepts an output to a port that does not exist yet, because the agent maps an NF's virtual port after the
@@ -101,7 +114,11 @@ def test_framing_errors_and_wrong_versions(sw):
     port = listen_port(sw)
     # Length field below the header size (framing is lost), a message of another version mid-connection:
     # an error and/or a closed connection, no crash.
-    for data in (ofraw.header(ofraw.FLOW_MOD, 4, 1), ofraw.header(ofraw.HELLO, 0, 1), ofraw.msg(2, xid=1, version=5)):
+    for data in (
+        ofraw.header(ofraw.FLOW_MOD, 4, 1),
+        ofraw.header(ofraw.HELLO, 0, 1),
+        ofraw.msg(2, xid=1, version=5),
+    ):
         c = ofraw.Conn(port)
         try:
             c.hello()
@@ -114,7 +131,10 @@ def test_framing_errors_and_wrong_versions(sw):
     c = ofraw.Conn(port)
     try:
         c.hello()
-        c.send(ofraw.header(ofraw.FLOW_MOD, 0xFFFF, 3) + bytes(random.Random(3).randrange(256) for _ in range(0xFFFF - 8)))
+        c.send(
+            ofraw.header(ofraw.FLOW_MOD, 0xFFFF, 3)
+            + bytes(random.Random(3).randrange(256) for _ in range(0xFFFF - 8))
+        )
         replies = probe(c, 8)
         assert any(r.type == ofraw.ERROR for r in replies) or c.closed, replies
     finally:
@@ -146,7 +166,12 @@ def test_seeded_fuzz_of_the_decoder(sw):
             kind = rng.random()
             if kind < 0.5:
                 body = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 120)))
-                data = ofraw.header(rng.choice([5, 6, 14, 15, 16, 18, 24, 29, rng.randrange(256)]), 8 + len(body), i) + body
+                data = (
+                    ofraw.header(
+                        rng.choice([5, 6, 14, 15, 16, 18, 24, 29, rng.randrange(256)]), 8 + len(body), i
+                    )
+                    + body
+                )
             else:
                 fm = ofraw.flow_mod(100, 2, xid=i)
                 cut = rng.randrange(49, 60)  # inside the match: never a well-formed message

@@ -49,10 +49,25 @@ def test_virtual_port_numbering_is_fixed_and_disjoint():
 
 def test_generated_config_maps_vms_and_ethernet_ports_and_pcie_pairs(tmp_path):
     cfg = parse_config(
-        {"name": "h1", "vms": 2, "snics": [{"eth_ports": 2}, {}], "oneswitch": {"controllers": ["tcp:127.0.0.1:6653"]}}
+        {
+            "name": "h1",
+            "vms": 2,
+            "snics": [{"eth_ports": 2}, {}],
+            "oneswitch": {"controllers": ["tcp:127.0.0.1:6653"]},
+        }
     )
-    conf = build_config(cfg, {"host": "tcp:127.0.0.1:1", "snic0": "tcp:127.0.0.1:2", "snic1": "tcp:127.0.0.1:3"}, 7000, 7001, tmp_path)
-    assert conf["dpid"] == nm.dpid("h1") and conf["listen"] == "ptcp:7000:127.0.0.1" and conf["rest"] == "127.0.0.1:7001"
+    conf = build_config(
+        cfg,
+        {"host": "tcp:127.0.0.1:1", "snic0": "tcp:127.0.0.1:2", "snic1": "tcp:127.0.0.1:3"},
+        7000,
+        7001,
+        tmp_path,
+    )
+    assert (
+        conf["dpid"] == nm.dpid("h1")
+        and conf["listen"] == "ptcp:7000:127.0.0.1"
+        and conf["rest"] == "127.0.0.1:7001"
+    )
     assert conf["controllers"] == ["tcp:127.0.0.1:6653"] and conf["token"] is None
     assert [s["id"] for s in conf["switches"]] == ["host", "snic0", "snic1"]
     assert conf["pcie"] == [

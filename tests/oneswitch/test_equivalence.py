@@ -104,7 +104,9 @@ def test_random_rules_equivalent(pair, seed, vlans):
     errors_before = physical_errors(os_host.client)
     rules = rulegen.generate(seed, VPORTS, n_rules=30, vlans=vlans)
     loaded = load_checked(rules, sut, ref)
-    assert physical_errors(os_host.client) == errors_before, f"seed {seed}: a physical switch refused a translation"
+    assert physical_errors(os_host.client) == errors_before, (
+        f"seed {seed}: a physical switch refused a translation"
+    )
     assert len(loaded.accepted) >= len(rules.flows) // 2, f"seed {seed}: most rules refused: {loaded.refused}"
     out = check_equivalent(sut, ref, seed, rules, vlans=vlans)
     assert sum(sum(c.values()) for c in out.values()) > 0, f"seed {seed}: no packet left the reference"

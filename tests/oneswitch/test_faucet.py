@@ -38,7 +38,9 @@ def scenario(tmp_path, nf_ports_first: bool) -> None:
         host, _ = bring_up(name=name, oneswitch={"controllers": [faucet.target]})
         attach_nfs(host)
         for i, ip in NF_IPS.items():
-            subprocess.run(["ip", "-n", f"{name}-nf{i}", "addr", "add", f"{ip}/16", "dev", f"{name}-n{i}"], check=True)
+            subprocess.run(
+                ["ip", "-n", f"{name}-nf{i}", "addr", "add", f"{ip}/16", "dev", f"{name}-n{i}"], check=True
+            )
         client = host.oneswitch().client(timeout=30)
         if not nf_ports_first:
             wait_for(lambda: faucet_programmed(client), 60, "Faucet to program OneSwitch")
@@ -62,12 +64,16 @@ def scenario(tmp_path, nf_ports_first: bool) -> None:
             if not any(ping(ns[a][0], ns[b][1], count=2) for _ in range(5)):
                 failed.append(f"{a} -> {b}")
         if failed:
-            log = [ln for ln in host.oneswitch().logfile.read_text(errors="replace").splitlines() if "WARN" in ln]
+            log = [
+                ln for ln in host.oneswitch().logfile.read_text(errors="replace").splitlines() if "WARN" in ln
+            ]
             raise AssertionError(
                 f"pings failed: {failed}\n{faucet.tail(20)}\n--- OneSwitch warnings\n" + "\n".join(log[-10:])
             )
         # Every translated rule was taken by the physical switches (OVS refuses inconsistent ones).
-        warns = [ln for ln in host.oneswitch().logfile.read_text(errors="replace").splitlines() if "error" in ln]
+        warns = [
+            ln for ln in host.oneswitch().logfile.read_text(errors="replace").splitlines() if "error" in ln
+        ]
         assert physical_errors(client) == 0, "\n".join(warns[:5])
         rules = client.rules()
         assert len({r.table for r in rules}) >= 3  # Faucet's multi-table pipeline went through OneSwitch

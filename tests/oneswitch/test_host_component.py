@@ -25,14 +25,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 def uno(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "nf_agent.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "nf_agent.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
 def test_up_status_crash_and_down(tmp_path):
     name = unique_name()
     cfg = tmp_path / "host.yaml"
-    cfg.write_text("rundir: /run/uno-test\nvms: 1\nsnics:\n  - pcie_gbps: 0\noneswitch:\n  token: s3cret-t0ken\n")
+    cfg.write_text(
+        "rundir: /run/uno-test\nvms: 1\nsnics:\n  - pcie_gbps: 0\noneswitch:\n  token: s3cret-t0ken\n"
+    )
     try:
         up = uno("up", "--config", str(cfg), "--name", name)
         assert up.returncode == 0, up.stderr
@@ -41,7 +47,10 @@ def test_up_status_crash_and_down(tmp_path):
         o = json.loads(st.stdout)["oneswitch"]
         assert o["running"] and o["pid"] and o["dpid"] == nm.dpid(name)
         assert o["listen"].startswith("tcp:127.0.0.1:") and o["rest"].startswith("http://127.0.0.1:")
-        assert {(p["vport"], p["switch"], p["port"]) for p in o["ports"]} == {(1, "snic0", 1), (100, "host", 100)}
+        assert {(p["vport"], p["switch"], p["port"]) for p in o["ports"]} == {
+            (1, "snic0", 1),
+            (100, "host", 100),
+        }
         assert o["switches"] == {"host": "connected", "snic0": "connected"}
         # The token is required by the REST API, and not printed in the status.
         assert "s3cret-t0ken" not in st.stdout
@@ -53,12 +62,21 @@ def test_up_status_crash_and_down(tmp_path):
         except OneSwitchError as exc:
             assert exc.status == 401, exc
         assert len(OneSwitchClient(o["rest"], token="s3cret-t0ken").ports()) == 2
-        show = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "show", o["listen"]], capture_output=True, text=True)
+        show = subprocess.run(
+            ["ovs-ofctl", "-O", "OpenFlow13", "show", o["listen"]], capture_output=True, text=True
+        )
         assert show.returncode == 0 and "100(" in show.stdout, show.stderr
         # A crashed OneSwitch: the host is not up any more; `down` removes everything all the same.
         os.kill(o["pid"], signal.SIGKILL)
-        wait_for(lambda: uno("status", "--config", str(cfg), "--name", name).returncode == 1, 30, "status: not up")
-        assert json.loads(uno("status", "--config", str(cfg), "--name", name, "--json").stdout)["oneswitch"]["running"] is False
+        wait_for(
+            lambda: uno("status", "--config", str(cfg), "--name", name).returncode == 1, 30, "status: not up"
+        )
+        assert (
+            json.loads(uno("status", "--config", str(cfg), "--name", name, "--json").stdout)["oneswitch"][
+                "running"
+            ]
+            is False
+        )
     finally:
         down = uno("down", "--config", str(cfg), "--name", name)
     assert down.returncode == 0, down.stderr

@@ -156,13 +156,20 @@ def test_mod_flows_non_strict_takes_effect_on_the_switches(sut, os_host):
     from .conftest import physical_errors
 
     errors = physical_errors(os_host.client)
-    assert sut.ofctl("add-flow", "table=0,priority=50,in_port=100,dl_vlan=10,actions=pop_vlan,output:1").returncode == 0
+    assert (
+        sut.ofctl(
+            "add-flow", "table=0,priority=50,in_port=100,dl_vlan=10,actions=pop_vlan,output:1"
+        ).returncode
+        == 0
+    )
     r = sut.ofctl("mod-flows", "table=0,in_port=100,dl_vlan=10,actions=pop_vlan,output:2")
     assert r.returncode == 0, r.stderr
     from scapy.layers.l2 import Dot1Q, Ether
     from scapy.packet import Raw
 
-    frame = bytes(Ether(src=rulegen.MACS[0], dst=rulegen.MACS[1]) / Dot1Q(vlan=10) / Raw(rulegen.marker(80) + b"m" * 30))
+    frame = bytes(
+        Ether(src=rulegen.MACS[0], dst=rulegen.MACS[1]) / Dot1Q(vlan=10) / Raw(rulegen.marker(80) + b"m" * 30)
+    )
     send(sut, 100, [frame])
     got = received(sut)
     assert physical_errors(os_host.client) == errors, "a physical switch refused the translated MODIFY"

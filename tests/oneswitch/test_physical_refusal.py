@@ -34,7 +34,10 @@ def physical_view(os_host) -> dict[str, list[tuple]]:
     """Every physical switch's flows without counters: what a leftover would change."""
     sws = os_host.host.switches()
     try:
-        return {n: sorted((f.table, f.priority, f.match, f.actions) for f in s.driver.flow_stats()) for n, s in sws.items()}
+        return {
+            n: sorted((f.table, f.priority, f.match, f.actions) for f in s.driver.flow_stats())
+            for n, s in sws.items()
+        }
     finally:
         for s in sws.values():
             s.close()

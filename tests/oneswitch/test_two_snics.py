@@ -59,7 +59,9 @@ def test_snic_to_snic_equivalent(pair, seed):
 
     for i, v in enumerate([1, 9, 1, 9]):  # sNIC <-> sNIC frames the two rules above carry
         pid = 10_000 + i
-        frame = Ether(src=rulegen.MACS[i % 3], dst=rulegen.MACS[3], type=0x88B5) / Raw(rulegen.marker(pid) + b"t" * 20)
+        frame = Ether(src=rulegen.MACS[i % 3], dst=rulegen.MACS[3], type=0x88B5) / Raw(
+            rulegen.marker(pid) + b"t" * 20
+        )
         pkts.append((pid, v, bytes(frame)))
     got_ref, got_sut = equiv.run_packets(ref, pkts), equiv.run_packets(sut, pkts)
     diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
