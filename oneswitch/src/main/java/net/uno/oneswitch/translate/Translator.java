@@ -423,6 +423,12 @@ public final class Translator {
                         PRIO_PORT,
                         F.buildMatch().setExact(MatchField.IN_PORT, OFPort.CONTROLLER).build(),
                         List.of(F.instructions().gotoTable(TableId.of(1))))));
+    // Every switch routes every live tag from every PCIe port: delivered where the vport is, else
+    // sent on toward it (back out of the port it came in by when that is the way). After a remap,
+    // a frame still crossing PCIe under the old map (in a shaped link's queue, say) is forwarded
+    // to the vport's new place instead of dropped: the break phase re-points these rules, never
+    // deletes them while the tag is live.
+    OFAction back = F.actions().output(OFPort.IN_PORT, 0xffff);
     for (Map.Entry<Integer, Integer> e : liveTags.entrySet()) {
       Optional<VPort> ov = ports.get(e.getKey());
       if (ov.isEmpty()) {
@@ -432,23 +438,21 @@ public final class Translator {
       int tag = e.getValue();
       List<OFAction> deliver =
           List.of(F.actions().popVlan(), F.actions().output(OFPort.of(v.port()), 0xffff));
-      if (v.sw().equals(topo.host())) {
-        for (Topology.Pcie l : topo.pcie().values()) {
-          out.add(tagRule(v.sw(), l.hostPort(), tag, deliver));
+      boolean onHost = v.sw().equals(topo.host());
+      for (Topology.Pcie l : topo.pcie().values()) {
+        List<OFAction> atHost;
+        if (onHost) {
+          atHost = deliver;
+        } else if (l.snic().equals(v.sw())) {
+          atHost = List.of(back);
+        } else {
+          atHost =
+              List.of(F.actions().output(OFPort.of(topo.pcie().get(v.sw()).hostPort()), 0xffff));
         }
-      } else {
-        out.add(tagRule(v.sw(), topo.pcie().get(v.sw()).snicPort(), tag, deliver));
-        int toward = topo.pcie().get(v.sw()).hostPort();
-        for (Topology.Pcie l : topo.pcie().values()) {
-          if (!l.snic().equals(v.sw())) {
-            out.add(
-                tagRule(
-                    topo.host(),
-                    l.hostPort(),
-                    tag,
-                    List.of(F.actions().output(OFPort.of(toward), 0xffff))));
-          }
-        }
+        out.add(tagRule(topo.host(), l.hostPort(), tag, atHost));
+        out.add(
+            tagRule(
+                l.snic(), l.snicPort(), tag, l.snic().equals(v.sw()) ? deliver : List.of(back)));
       }
     }
     return out;

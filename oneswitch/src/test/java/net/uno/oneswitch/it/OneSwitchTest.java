@@ -326,7 +326,10 @@ class OneSwitchTest {
               !snic.flows.containsKey(0x99L)
                   && snic.flows.values().stream()
                       .anyMatch(f -> f.getTableId().getValue() == 1 && f.getPriority() == 10));
-      assertEquals(3, snic.flows.size(), "drop, in_port=1 dispatch, the translated rule");
+      assertEquals(
+          4,
+          snic.flows.size(),
+          "drop, in_port=1 dispatch, the translated rule, the PCIe tag rule toward V3");
     }
   }
 

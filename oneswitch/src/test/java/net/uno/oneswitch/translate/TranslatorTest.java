@@ -97,9 +97,9 @@ class TranslatorTest {
     PhysRule transit =
         d.stream()
             .filter(r -> r.sw().equals("host") && r.priority() == Translator.PRIO_TAG)
+            .filter(r -> r.match().get(MatchField.IN_PORT).equals(OFPort.of(1)))
             .findFirst()
             .orElseThrow();
-    assertEquals(OFPort.of(1), transit.match().get(MatchField.IN_PORT));
     assertEquals(List.of(out(2)), actions(transit), "forwarded toward snic1, tag kept");
     PhysRule egress =
         d.stream()
@@ -107,6 +107,32 @@ class TranslatorTest {
             .findFirst()
             .orElseThrow();
     assertEquals(List.of(F.actions().popVlan(), out(1)), actions(egress));
+  }
+
+  @Test
+  void everyTagIsRoutedFromEveryPcieSideSoInFlightFramesSurviveARemap() throws OfError {
+    t.rule(rule(0, 10, inPort(1), apply(out(3)))); // a tag for V3 (on snic1)
+    int tag = tags.tagOf(3).getAsInt();
+    List<PhysRule> d = t.dispatch(tags.live());
+    OFAction back = F.actions().output(OFPort.IN_PORT, 0xffff);
+    // snic0 is not where V3 is: a tagged frame reaching it goes back to the host ...
+    PhysRule atSnic0 =
+        d.stream()
+            .filter(r -> r.sw().equals("snic0") && r.priority() == Translator.PRIO_TAG)
+            .findFirst()
+            .orElseThrow();
+    assertEquals(OFVlanVidMatch.ofVlan(tag), atSnic0.match().get(MatchField.VLAN_VID));
+    assertEquals(List.of(back), actions(atSnic0));
+    // ... and the host sends one arriving from snic1's own link back to snic1.
+    PhysRule fromSnic1 =
+        d.stream()
+            .filter(r -> r.sw().equals("host") && r.priority() == Translator.PRIO_TAG)
+            .filter(r -> r.match().get(MatchField.IN_PORT).equals(OFPort.of(2)))
+            .findFirst()
+            .orElseThrow();
+    assertEquals(List.of(back), actions(fromSnic1));
+    // One rule per tag per PCIe side: 2 links x (host end + sNIC end).
+    assertEquals(4, d.stream().filter(r -> r.priority() == Translator.PRIO_TAG).count());
   }
 
   private static Match vlan10(int inPort) {

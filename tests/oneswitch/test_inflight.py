@@ -1,0 +1,86 @@
+"""A frame still crossing the PCIe link under the old port map (a remap moved its vport meanwhile) is
+forwarded to the vport's place, never dropped: every switch routes every live flow-id tag from every PCIe
+side, back out of the link it came in by when that is the way. Real switches, real frames: the frame is
+injected tagged at the wrong end of the link with a packet-out on the physical switch itself."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from .conftest import NF_HOST, NF_SNIC, ONESWITCH
+from .test_physical_refusal import ofctl
+
+pytestmark = ONESWITCH
+MARK = b"uno-inflight-0123456789"
+
+
+@pytest.fixture
+def clean(os_host):
+    for cmd in ("del-flows", "del-groups"):
+        assert ofctl(os_host, cmd).returncode == 0
+    yield os_host
+    for cmd in ("del-flows", "del-groups"):
+        ofctl(os_host, cmd)
+
+
+def tagged_output(sw) -> tuple[int, int]:
+    """(tag, PCIe port) of the one translated rule on physical switch `sw`: it pushes the tag."""
+    for f in sw.driver.flow_stats():
+        if f.table == 1:
+            m = re.search(r"set_field:(\d+)->vlan_vid.*output:(\d+)", f.actions)
+            if m:
+                return int(m.group(1)) & 0xFFF, int(m.group(2))
+    raise AssertionError("no tagged translation")
+
+
+def frame(tag: int) -> bytes:
+    from scapy.layers.l2 import Dot1Q, Ether
+    from scapy.packet import Raw
+
+    return bytes(
+        Ether(src="02:00:00:00:00:aa", dst="02:00:00:00:00:bb") / Dot1Q(vlan=tag, type=0x88B6) / Raw(MARK)
+    )
+
+
+def received(ep, n_tries: int = 40) -> list[bytes]:
+    got: list[bytes] = []
+    for _ in range(n_tries):
+        got += [f for f in ep.drain() if MARK in f]
+        if got:
+            return got
+        time.sleep(0.05)
+    return got
+
+
+@pytest.mark.parametrize("where", ["snic", "host"])
+def test_tagged_frame_at_the_wrong_end_reaches_the_vport(clean, where):
+    """where=snic: the vport (201) is on snic0 but the frame reached the host; the host sends it back.
+    where=host: the vport (200) is on the host but the frame reached snic0; snic0 sends it back."""
+    os_host = clean
+    sws = os_host.host.switches()
+    try:
+        if where == "snic":
+            vport, ingress_v, sw, ns = NF_SNIC, 100, sws["host"], os_host.nf(1)
+        else:
+            vport, ingress_v, sw, ns = NF_HOST, 1, sws["snic0"], os_host.nf(0)
+        # A rule that crosses PCIe toward the vport makes its tag live; read tag and link port off the switch.
+        assert ofctl(os_host, "add-flow", f"in_port={ingress_v},actions=output:{vport}").returncode == 0
+        ofctl(os_host, "dump-flows")  # a barrier round: installed everywhere
+        tag, pcie = tagged_output(sw)
+        ep = ns.open()
+        try:
+            ep.drain()
+            # As if the frame had just come in over PCIe at the switch where the vport is NOT (the
+            # ingress switch itself: its rule sends the frame away over this link).
+            sw.driver.ofctl("packet-out", f"in_port={pcie},packet={frame(tag).hex()},actions=output:table")
+            got = received(ep)
+        finally:
+            ep.close()
+        assert len(got) == 1, f"expected the frame once at vport {vport}, got {len(got)}"
+        assert got[0][12:14] == b"\x88\xb6", "delivered without the flow-id tag"
+    finally:
+        for s in sws.values():
+            s.close()
