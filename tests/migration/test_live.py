@@ -87,7 +87,7 @@ def test_migration_host_snic_host_no_loss_state_kept(redis_bed):
         assert not tb.runtime.alive(old)
     report(gen)
     got = report(sink)
-    assert got["lost"] == 0 and got["duplicates"] == 0, got
+    assert got["lost"] == 0 and got["duplicates"] == 0, (got, [m.to_json() for m in moves])
     assert [m.aborted_at for m in moves] == [None, None]
     assert all(m.drained is not None for m in moves)
     # the connection opened before both moves still passes (its state is in Redis)
