@@ -1,6 +1,7 @@
 """OneSwitch as a component of the emulated host: its config, its process, its status.
 
-`up()` writes `RUNDIR/NAME/oneswitch/config.json` (dpid from the name, listen/rest on free loopback ports, the
+`up()` writes `RUNDIR/NAME/oneswitch/config.json` (dpid from the name, listen/rest on free loopback ports (the
+same ones again when it restarts after a crash), the
 switches' root-namespace OpenFlow endpoints, the PCIe port pairs, the fixed virtual ports of VMs and Ethernet
 ports), starts `java -jar oneswitch/target/oneswitch-0.1.0-all.jar --config F` in its own session (pid and log
 in that directory) and waits until its REST health reports every switch connected. `down()` stops it (by
@@ -133,7 +134,8 @@ class OneSwitch:
         self.rundir.mkdir(parents=True, exist_ok=True)
         self.state_dir.mkdir(exist_ok=True)
         switches = self.endpoints()  # type: ignore[operator]
-        conf = build_config(self.cfg, switches, free_port(), free_port(), self.state_dir)
+        listen, rest = self._previous_ports() or (free_port(), free_port())
+        conf = build_config(self.cfg, switches, listen, rest, self.state_dir)
         self.config_file.touch(mode=0o600)  # it holds the REST token
         self.config_file.write_text(json.dumps(conf, indent=2))
         with open(self.logfile, "ab") as log:
@@ -160,6 +162,17 @@ class OneSwitch:
             wait_for(healthy, START_TIMEOUT, "OneSwitch to connect every switch", interval=0.25)
         except DatapathError as exc:
             raise DatapathError(f"{exc}; log {self.logfile}: {self._log_tail()}") from None
+
+    def _previous_ports(self) -> tuple[int, int] | None:
+        """(listen, rest) ports of this host's earlier OneSwitch (a restart after a crash keeps them, so
+        controllers and the agent find it where it was), or None on a first start."""
+        c = self._config()
+        try:
+            listen = int(c["listen"].split(":")[1])  # type: ignore[index]
+            rest = int(c["rest"].rsplit(":", 1)[1])  # type: ignore[index]
+        except (TypeError, KeyError, IndexError, ValueError, AttributeError):
+            return None
+        return (listen, rest) if listen > 0 and rest > 0 else None
 
     def _log_tail(self, lines: int = 3) -> str:
         """The log's first error line (a Java stack trace starts with it) and its last lines."""
