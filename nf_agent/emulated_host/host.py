@@ -263,11 +263,17 @@ class EmulatedHost:
         comps += [Snic(self.name, k, c, host, self.rundir) for k, c in enumerate(self.config.snics)]
         comps.append(Vms(self.name, self.config.vms, host))
         if self.config.oneswitch.enabled:
-            snics = [c for c in comps if isinstance(c, Snic) and c.emulated]
+            snics = [c for c in comps if isinstance(c, Snic)]
 
             def endpoints() -> dict[str, str | None]:
+                # Emulated sNICs: their root-namespace relay; a BlueField: its bridge's own tcp:HOST:PORT.
                 out = {"host": host.endpoint.target()}
-                out.update({sn.cfg.id: sn.switch.endpoint.target() for sn in snics})  # type: ignore[union-attr]
+                out.update(
+                    {
+                        sn.cfg.id: sn.switch.endpoint.target() if sn.emulated else sn.cfg.openflow
+                        for sn in snics
+                    }  # type: ignore[union-attr]
+                )
                 return out
 
             comps.append(OneSwitch(self.config, self.rundir / "oneswitch", endpoints))
