@@ -76,6 +76,9 @@ _SNIC_TYPES: dict[str, tuple[type, ...]] = {
 _TOP_KEYS = {"name", "vms", "snics", "redis", "rundir", "oneswitch"}
 _ONESWITCH_KEYS = ("enabled", "controllers", "token")
 _CONTROLLER_RE = re.compile(r"^tcp:([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")
+_TCP_TARGET_RE = re.compile(
+    r"^tcp:[A-Za-z0-9.-]+:([1-9]\d{0,4})$"
+)  # what OneSwitch dials (oneswitch/README.md)
 _TOKEN_RE = re.compile(r"^[A-Za-z0-9._~+/=-]{8,256}$")
 
 
@@ -123,6 +126,14 @@ def parse_config(data: Any) -> HostConfig:
     for i, raw in enumerate(snics_raw):
         snics.append(_parse_snic(f"snics[{i}]", i, raw))
     oneswitch = _parse_oneswitch(data.get("oneswitch", {}))
+    if oneswitch.enabled:
+        for i, sn in enumerate(snics):
+            if sn.backend == "bluefield" and not _TCP_TARGET_RE.match(sn.openflow or ""):
+                raise _fail(
+                    f"snics[{i}].openflow",
+                    f"{sn.openflow!r}: OneSwitch reaches a BlueField's bridge at tcp:HOST:PORT (its OpenFlow "
+                    "listener); or set `oneswitch: {enabled: false}`",
+                )
     return HostConfig(
         name=name, vms=vms, snics=tuple(snics), redis_port=redis_port, rundir=rundir, oneswitch=oneswitch
     )

@@ -263,11 +263,17 @@ class EmulatedHost:
         comps += [Snic(self.name, k, c, host, self.rundir) for k, c in enumerate(self.config.snics)]
         comps.append(Vms(self.name, self.config.vms, host))
         if self.config.oneswitch.enabled:
-            snics = [c for c in comps if isinstance(c, Snic) and c.emulated]
+            snics = [c for c in comps if isinstance(c, Snic)]
 
             def endpoints() -> dict[str, str | None]:
+                # Emulated sNICs: their root-namespace relay; a BlueField: its bridge's own tcp:HOST:PORT.
                 out = {"host": host.endpoint.target()}
-                out.update({sn.cfg.id: sn.switch.endpoint.target() for sn in snics})  # type: ignore[union-attr]
+                out.update(
+                    {
+                        sn.cfg.id: sn.switch.endpoint.target() if sn.emulated else sn.cfg.openflow
+                        for sn in snics
+                    }  # type: ignore[union-attr]
+                )
                 return out
 
             comps.append(OneSwitch(self.config, self.rundir / "oneswitch", endpoints))
@@ -324,6 +330,8 @@ class EmulatedHost:
         """Bring the host up; raise AlreadyRunning (changing nothing) if it already runs."""
         if self.is_up():
             raise AlreadyRunning(f"emulated host '{self.name}' is already up (rundir {self.rundir})")
+        if self._oneswitch_only_down():
+            return self._restart_oneswitch()
         self.down()  # sweep the leftovers of a crashed run first
         self.rundir.mkdir(parents=True, exist_ok=True)
         port = self.config.redis_port or free_port()
@@ -336,6 +344,29 @@ class EmulatedHost:
             self.down()
             raise
         self.state_file.write_text(json.dumps({"name": self.name, "redis_port": port, "complete": True}))
+        return self.status()
+
+    def _oneswitch_only_down(self) -> bool:
+        """A completed bring-up whose switches all run and whose OneSwitch alone is gone (it crashed)."""
+        state = self._saved_state()
+        if not state or not state.get("complete"):
+            return False
+        comps = self._live_components(state)
+        oneswitch = [c for c in comps if isinstance(c, OneSwitch)]
+        switches = [c for c in comps if c.key == "host"] + [
+            c.switch for c in comps if isinstance(c, Snic) and c.emulated
+        ]
+        return bool(oneswitch) and not oneswitch[0].running() and all(sw.ovs.running() for sw in switches)  # type: ignore[attr-defined]
+
+    def _restart_oneswitch(self) -> dict:
+        """Start OneSwitch again and nothing else: it reloads its persisted virtual rules and port map
+        (`state/state.json`), keeps its listen/REST ports, and reconciles the switches without a gap (each wanted
+        flow re-added in place, then the stale ones deleted), so installed flows keep forwarding throughout.
+        A failure leaves the host as it is (`uno down` removes it)."""
+        state = self._saved_state()
+        assert state is not None
+        comp = next(c for c in self._live_components(state) if isinstance(c, OneSwitch))
+        comp.up()
         return self.status()
 
     def down(self) -> None:

@@ -1,6 +1,7 @@
 """OneSwitch as a component of the emulated host: its config, its process, its status.
 
-`up()` writes `RUNDIR/NAME/oneswitch/config.json` (dpid from the name, listen/rest on free loopback ports, the
+`up()` writes `RUNDIR/NAME/oneswitch/config.json` (dpid from the name, listen/rest on free loopback ports (the
+same ones again when it restarts after a crash), the
 switches' root-namespace OpenFlow endpoints, the PCIe port pairs, the fixed virtual ports of VMs and Ethernet
 ports), starts `java -jar oneswitch/target/oneswitch-0.1.0-all.jar --config F` in its own session (pid and log
 in that directory) and waits until its REST health reports every switch connected. `down()` stops it (by
@@ -44,15 +45,16 @@ def jar_missing_reason(jar: Path | None = None) -> str | None:
 def build_config(cfg: HostConfig, switches: dict[str, str], listen: int, rest: int, state_dir: Path) -> dict:
     """OneSwitch's JSON config (oneswitch/README.md) for host `cfg` (pure).
 
-    `switches`: switch id ("host", "snic0", ...) -> its `tcp:127.0.0.1:PORT` OpenFlow endpoint. Only emulated
-    sNICs take part (their PCIe port pair is known); a BlueField's would need its own port pair.
+    `switches`: switch id ("host", "snic0", ...) -> its `tcp:HOST:PORT` OpenFlow endpoint. Every sNIC takes
+    part, emulated or BlueField, with the same port numbering: on the host switch sNIC k's PCIe link is port
+    1+k; on the sNIC's bridge the PCIe link is port 100 and Ethernet port j is 1+j.
     """
-    emulated = [k for k, s in enumerate(cfg.snics) if s.backend == "emulated"]
+    snics = range(len(cfg.snics))
     ports = [
         {"vport": nm.vport_vm(i), "switch": "host", "port": nm.HOST_VM_OFPORT_BASE + i, "name": f"vm{i}"}
         for i in range(cfg.vms)
     ]
-    for k in emulated:
+    for k in snics:
         ports += [
             {
                 "vport": nm.vport_eth(k, j),
@@ -72,7 +74,7 @@ def build_config(cfg: HostConfig, switches: dict[str, str], listen: int, rest: i
         "switches": [{"id": sid, "openflow": target} for sid, target in switches.items()],
         "pcie": [
             {"snic": f"snic{k}", "host_port": nm.HOST_PCIE_OFPORT_BASE + k, "snic_port": nm.SNIC_PCIE_OFPORT}
-            for k in emulated
+            for k in snics
         ],
         "ports": sorted(ports, key=lambda p: p["vport"]),
     }
@@ -133,7 +135,8 @@ class OneSwitch:
         self.rundir.mkdir(parents=True, exist_ok=True)
         self.state_dir.mkdir(exist_ok=True)
         switches = self.endpoints()  # type: ignore[operator]
-        conf = build_config(self.cfg, switches, free_port(), free_port(), self.state_dir)
+        listen, rest = self._previous_ports() or (free_port(), free_port())
+        conf = build_config(self.cfg, switches, listen, rest, self.state_dir)
         self.config_file.touch(mode=0o600)  # it holds the REST token
         self.config_file.write_text(json.dumps(conf, indent=2))
         with open(self.logfile, "ab") as log:
@@ -147,19 +150,36 @@ class OneSwitch:
             )
         self.pidfile.write_text(str(proc.pid))
         client = self.client(timeout=2.0)
+        missing: list[str] = []
 
         def healthy() -> bool:
             if proc.poll() is not None:
                 raise DatapathError(f"OneSwitch exited with {proc.returncode} at start: {self._log_tail()}")
             try:
-                return client.health().all_connected()
+                health = client.health()
             except OneSwitchError:
                 return False
+            missing[:] = [
+                f"{sid} ({switches.get(sid)})" for sid, st in health.switches.items() if st != "connected"
+            ]
+            return health.all_connected()
 
         try:
             wait_for(healthy, START_TIMEOUT, "OneSwitch to connect every switch", interval=0.25)
         except DatapathError as exc:
-            raise DatapathError(f"{exc}; log {self.logfile}: {self._log_tail()}") from None
+            unreached = f" (not connected: {', '.join(missing)})" if missing else ""
+            raise DatapathError(f"{exc}{unreached}; log {self.logfile}: {self._log_tail()}") from None
+
+    def _previous_ports(self) -> tuple[int, int] | None:
+        """(listen, rest) ports of this host's earlier OneSwitch (a restart after a crash keeps them, so
+        controllers and the agent find it where it was), or None on a first start."""
+        c = self._config()
+        try:
+            listen = int(c["listen"].split(":")[1])  # type: ignore[index]
+            rest = int(c["rest"].rsplit(":", 1)[1])  # type: ignore[index]
+        except (TypeError, KeyError, IndexError, ValueError, AttributeError):
+            return None
+        return (listen, rest) if listen > 0 and rest > 0 else None
 
     def _log_tail(self, lines: int = 3) -> str:
         """The log's first error line (a Java stack trace starts with it) and its last lines."""

@@ -93,3 +93,35 @@ def test_l2_flows_unicast_per_mac_and_broadcast_to_every_other_port():
     assert "table=0,priority=10,dl_dst=02:00:00:00:01:01,actions=output:1" in flows
     assert "table=0,priority=20,in_port=1,dl_dst=ff:ff:ff:ff:ff:ff,actions=output:100,output:101" in flows
     assert len(flows) == 6
+
+
+def _bluefield(openflow: str) -> dict:
+    return {"backend": "bluefield", "ovsdb": "tcp:192.0.2.10:6640", "openflow": openflow, "bridge": "br-dpu"}
+
+
+@pytest.mark.parametrize(
+    "openflow", ["unix:/run/dpu/br-dpu.mgmt", "ssl:192.0.2.10:6634", "tcp:192.0.2.10:0", "tcp:[::1]:6634"]
+)
+def test_bluefield_given_to_oneswitch_needs_a_tcp_openflow_listener(openflow):
+    with pytest.raises(CliError) as exc:
+        parse_config({"snics": [{}, _bluefield(openflow)]})
+    assert str(exc.value).startswith("config: snics[1].openflow:"), str(exc.value)
+    assert "tcp:HOST:PORT" in str(exc.value)
+    # Without OneSwitch the host drives the DPU itself, over any OVS remote.
+    parse_config({"snics": [_bluefield(openflow)], "oneswitch": {"enabled": False}})
+
+
+def test_generated_config_gives_a_bluefield_snic_to_oneswitch_like_an_emulated_one(tmp_path):
+    cfg = parse_config(
+        {"name": "h2", "vms": 1, "snics": [{}, {**_bluefield("tcp:192.0.2.10:6634"), "eth_ports": 2}]}
+    )
+    switches = {"host": "tcp:127.0.0.1:1", "snic0": "tcp:127.0.0.1:2", "snic1": "tcp:192.0.2.10:6634"}
+    conf = build_config(cfg, switches, 7000, 7001, tmp_path)
+    assert conf["switches"][2] == {"id": "snic1", "openflow": "tcp:192.0.2.10:6634"}
+    assert conf["pcie"][1] == {"snic": "snic1", "host_port": 2, "snic_port": 100}
+    assert [(p["vport"], p["switch"], p["port"]) for p in conf["ports"]] == [
+        (1, "snic0", 1),
+        (9, "snic1", 1),
+        (10, "snic1", 2),
+        (100, "host", 100),
+    ]
