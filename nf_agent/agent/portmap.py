@@ -15,6 +15,10 @@ class PortMapError(Exception):
     """OneSwitch refused or could not be reached."""
 
 
+class ScaleUnsupported(PortMapError):
+    """This OneSwitch cannot spread one virtual port over several physical ports (no instances endpoint)."""
+
+
 class PortMapper(Protocol):
     def map(self, vport: int, switch: str, port: int, name: str) -> None:
         """Map virtual port `vport` to physical port `port` of `switch` ("host", "snic0", ...)."""
@@ -26,7 +30,15 @@ class PortMapper(Protocol):
         """Remove the mapping (no error if it is not mapped)."""
 
     def mapped(self) -> dict[int, tuple[str, int]]:
-        """The current map: vport -> (switch, port)."""
+        """The current map: vport -> (switch, port) (the first instance when the vport has several)."""
+
+    def set_instances(self, vport: int, instances: list[tuple[str, int]]) -> float:
+        """Spread `vport` over several physical ports (OneSwitch: an OVS select group, per-flow hash),
+        make-before-break; the vport must be mapped. Returns OneSwitch's time in ms. ScaleUnsupported when
+        OneSwitch has no such endpoint."""
+
+    def instances(self) -> dict[int, list[tuple[str, int]]]:
+        """vport -> all (switch, port)s it spreads over (one entry for a plainly mapped vport)."""
 
 
 class OneSwitchPortMapper:
@@ -57,3 +69,26 @@ class OneSwitchPortMapper:
             return {p.vport: (p.switch, p.port) for p in self.client.ports()}
         except OneSwitchError as exc:
             raise PortMapError(f"list ports: {exc}") from None
+
+    def set_instances(self, vport: int, instances: list[tuple[str, int]]) -> float:
+        # The REST contract (PUT /v1/ports/V/instances), so this does not depend on the client's helper.
+        body = {"instances": [{"switch": sw, "port": p} for sw, p in instances]}
+        try:
+            r = self.client.request("PUT", f"/v1/ports/{vport}/instances", body)[1]
+        except OneSwitchError as exc:
+            if exc.status in (404, 405) and exc.field is None:  # no such path/method: an older OneSwitch
+                raise ScaleUnsupported(f"OneSwitch cannot spread vport {vport}: {exc}") from None
+            raise PortMapError(f"set instances of vport {vport}: {exc}") from None
+        return float(r.get("ms", r.get("duration_ms", 0.0))) if isinstance(r, dict) else 0.0
+
+    def instances(self) -> dict[int, list[tuple[str, int]]]:
+        try:
+            _, raw = self.client.request("GET", "/v1/ports")
+        except OneSwitchError as exc:
+            raise PortMapError(f"list ports: {exc}") from None
+        rows = raw.get("ports", raw) if isinstance(raw, dict) else raw
+        out = {}
+        for p in rows or []:
+            inst = p.get("instances") or [{"switch": p["switch"], "port": p["port"]}]
+            out[int(p["vport"])] = [(i["switch"], int(i["port"])) for i in inst]
+        return out
