@@ -219,7 +219,7 @@ class CoreFlowModTest {
             .build());
     mod(add(6, ip("10.0.0.2/32", 2), 0, 4));
     assertEquals(2, count());
-    assertTrue(on(() -> core.liveTags().keySet().containsAll(Set.of(1, 3))));
+    assertTrue(on(() -> core.liveTags().keySet().containsAll(Set.of(1L, 3L))));
     OfError exists =
         on(
             () ->
