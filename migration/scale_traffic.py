@@ -125,7 +125,7 @@ def run_schedule(tb: Testbed, phases: list[Phase], flows: int = 64, nf_id: str =
             sink = tb.sink(
                 "out", run, expect=flows * pkts, idle_ms=2500, duration_ms=int(ph.secs * 1000) + 60_000
             )
-            gen = _gen_tcp(tb, run, flows, pkts, ph.rate)
+            gen = _gen_tcp(tb, run, flows, pkts, ph.rate, 5001 + k)  # fresh connections per phase
             scale_ms = set_ms = t_resize = None
             if len(tb.agent.state.nfs[nf_id].instances) != ph.instances:
                 time.sleep(resize_after)
@@ -155,9 +155,11 @@ def run_schedule(tb: Testbed, phases: list[Phase], flows: int = 64, nf_id: str =
     return out
 
 
-def _gen_tcp(tb: Testbed, run: int, flows: int, pkts: int, rate: float) -> subprocess.Popen:
+def _gen_tcp(
+    tb: Testbed, run: int, flows: int, pkts: int, rate: float, dst_port: int = 5001
+) -> subprocess.Popen:
     """`traffic gen` of TCP-like flows from the VM to the wire (Testbed.gen sends UDP)."""
     return tb._spawn(tb.vm_ns, ["gen", "--port", tb.vm_if, "--run", str(run), "--flows", str(flows),
                                 "--pkts", str(pkts), "--rate", str(rate), "--size", "64",
                                 "--src", nm.ip_vm(0), "--dst", nm.ip_outside(0, 0), "--src-mac", GEN_VM_MAC,
-                                "--dst-mac", GEN_OUT_MAC, "--dst-port", "5001"])  # fmt: skip
+                                "--dst-mac", GEN_OUT_MAC, "--dst-port", str(dst_port)])  # fmt: skip

@@ -71,24 +71,15 @@ class OneSwitchPortMapper:
             raise PortMapError(f"list ports: {exc}") from None
 
     def set_instances(self, vport: int, instances: list[tuple[str, int]]) -> float:
-        # The REST contract (PUT /v1/ports/V/instances), so this does not depend on the client's helper.
-        body = {"instances": [{"switch": sw, "port": p} for sw, p in instances]}
         try:
-            r = self.client.request("PUT", f"/v1/ports/{vport}/instances", body)[1]
+            return self.client.set_instances(vport, list(instances)).duration_ms
         except OneSwitchError as exc:
             if exc.status in (404, 405) and exc.field is None:  # no such path/method: an older OneSwitch
                 raise ScaleUnsupported(f"OneSwitch cannot spread vport {vport}: {exc}") from None
             raise PortMapError(f"set instances of vport {vport}: {exc}") from None
-        return float(r.get("ms", r.get("duration_ms", 0.0))) if isinstance(r, dict) else 0.0
 
     def instances(self) -> dict[int, list[tuple[str, int]]]:
         try:
-            _, raw = self.client.request("GET", "/v1/ports")
+            return {p.vport: list(p.instances) for p in self.client.ports()}
         except OneSwitchError as exc:
             raise PortMapError(f"list ports: {exc}") from None
-        rows = raw.get("ports", raw) if isinstance(raw, dict) else raw
-        out = {}
-        for p in rows or []:
-            inst = p.get("instances") or [{"switch": p["switch"], "port": p["port"]}]
-            out[int(p["vport"])] = [(i["switch"], int(i["port"])) for i in inst]
-        return out
