@@ -224,6 +224,8 @@ def test_rest_scale_1_2_4_1_one_vport_state_persisted(env):
     assert r.status_code == 200 and r.get_json()["instances"] == 1
     assert list(rt.running) == [first] and mp.sets[200] == [mp.map_[200]]
     assert post(c, "/v1/nfs/fw/scale", {"instances": 1}).get_json()["changed"] is False
+    metrics = c.get("/metrics").get_data(as_text=True)
+    assert "uno_agent_nf_scales_total 3.0" in metrics and 'uno_agent_nf_instances{nf="fw"} 1.0' in metrics
     assert len(store.load(tmp / "state.json").nfs["fw"].instances) == 1
 
 
