@@ -100,8 +100,10 @@ class _Counters:
 
 
 def run_schedule(tb: Testbed, phases: list[Phase], flows: int = 64, nf_id: str = "fw",
-                 resize_after: float = 0.6, sample_s: float = 0.25, run_base: int = 5000) -> ScaleRun:  # fmt: skip
-    """Drive `phases` through the NF `nf_id` of `tb`; resize during each phase; sample the rates."""
+                 resize_after: float | None = None, sample_s: float = 0.25, run_base: int = 5000) -> ScaleRun:  # fmt: skip
+    """Drive `phases` through the NF `nf_id` of `tb`; resize during each phase (`resize_after` s into it;
+    default: once the handshakes of all flows went out, so every connection is established first); sample
+    the rates."""
     out = ScaleRun()
     vm, wire = _Counters(tb.vm_ns, tb.vm_if), _Counters(tb.out_ns, tb.out_if)
     stop = threading.Event()
@@ -128,7 +130,7 @@ def run_schedule(tb: Testbed, phases: list[Phase], flows: int = 64, nf_id: str =
             gen = _gen_tcp(tb, run, flows, pkts, ph.rate, 5001 + k)  # fresh connections per phase
             scale_ms = set_ms = t_resize = None
             if len(tb.agent.state.nfs[nf_id].instances) != ph.instances:
-                time.sleep(resize_after)
+                time.sleep(resize_after if resize_after is not None else 3 * flows / ph.rate + 0.2)
                 t_resize = time.monotonic() - t0
                 ts = time.monotonic()
                 r = tb.agent.scale(nf_id, ph.instances)

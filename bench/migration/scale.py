@@ -17,9 +17,9 @@ from bench.common import median
 from migration.scale_traffic import Phase, ScaleRun, add_tcp_firewall, run_schedule
 from migration.testbed import Testbed
 
-FULL = [Phase(500, 3, 1), Phase(1000, 3, 2), Phase(2000, 3, 4), Phase(3000, 3, 4), Phase(1500, 3, 2),
-        Phase(500, 3, 1)]  # fmt: skip
-QUICK = [Phase(500, 1.5, 1), Phase(1000, 1.5, 2), Phase(2000, 1.5, 4), Phase(500, 1.5, 1)]
+FULL = [Phase(500, 4, 1), Phase(1000, 4, 2), Phase(2000, 4, 4), Phase(3000, 4, 4), Phase(1500, 4, 2),
+        Phase(800, 4, 1)]  # fmt: skip
+QUICK = [Phase(500, 2.5, 1), Phase(1000, 2.5, 2), Phase(2000, 2.5, 4), Phase(800, 2.5, 1)]
 
 
 def _one(store: str, phases: list[Phase], rundir: str) -> ScaleRun:
