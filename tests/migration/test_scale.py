@@ -4,6 +4,8 @@ sequenced data at a rising then falling rate (migration.scale_traffic).
 
 - state in Redis: no packet lost by the system at any resize (every established connection keeps passing,
   whichever instance its flow hashes to after the resize), the removed instances leave nothing behind;
+- one of three instances killed (-9): the supervisor (failover mode) replaces it in the vport's set, and
+  connections opened after keep passing through all three with no loss;
 - `--store local`: the same schedule breaks connections on split and merge (flows that land on an instance
   without their state are dropped): the difference the state tier makes.
 
@@ -12,6 +14,9 @@ OneSwitch without it.
 """
 
 from __future__ import annotations
+
+import os
+import signal
 
 import pytest
 
@@ -53,12 +58,12 @@ def _bed(store: str):
         assert machine_snapshot(tb.name) == EMPTY
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def redis_bed():
     yield from _bed("redis")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def local_bed():
     yield from _bed("local")
 
@@ -85,3 +90,22 @@ def test_scale_with_local_state_breaks_connections(local_bed):
     split, _, merge = res.phases
     # flows hashed to a new instance (split) or moved off a removed one (merge) have no state there
     assert split.lost > 0 and merge.lost > 0, res.phases
+
+
+def test_killed_instance_of_several_is_replaced_in_the_set(redis_bed):
+    tb = redis_bed
+    nf = tb.agent.state.nfs["fw"]
+    tb.agent.scale("fw", 3)
+    victim = nf.instances[1]
+    os.kill(victim.pid, signal.SIGKILL)
+    tb.agent.cfg.failover = True
+    try:
+        tb.agent.supervise()
+    finally:
+        tb.agent.cfg.failover = False
+    ids = [i.id for i in nf.instances]
+    assert len(ids) == 3 and victim.id not in ids and all(tb.runtime.alive(i) for i in nf.instances)
+    assert tb.agent.mapper.instances()[nf.vport] == [(i.switch, i.ofport) for i in nf.instances]
+    assert victim.netns not in netns_list()
+    res = run_schedule(tb, [Phase(800, 2.0, 1)], flows=64, run_base=6000)  # and back to one instance
+    assert res.phases[0].lost == 0, res.phases
