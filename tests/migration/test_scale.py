@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -98,6 +99,9 @@ def test_killed_instance_of_several_is_replaced_in_the_set(redis_bed):
     tb.agent.scale("fw", 3)
     victim = nf.instances[1]
     os.kill(victim.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while tb.runtime.alive(victim) and time.monotonic() < deadline:  # the kill takes effect
+        time.sleep(0.02)
     tb.agent.cfg.failover = True
     try:
         tb.agent.supervise()
