@@ -20,6 +20,7 @@ import pytest
 
 from nf_agent.emulated_host import naming as nm
 
+from . import ofraw
 from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT
 from .pktio import Endpoint, collect
 
@@ -31,8 +32,8 @@ TWO = [("host", nm.NF_PORT_BASE), ("snic0", SPARE_SNIC_OFPORT)]
 ONE = [("host", nm.NF_PORT_BASE)]
 
 
-def frame(pid: int, sport: int, src_mac: str, src_ip: str) -> bytes:
-    """A UDP/IPv4 frame of flow (src_ip, sport -> 10.9.9.9:7777) carrying packet id `pid`."""
+def frame(pid: int, sport: int, src_mac: str, src_ip: str, dport: int = UDP_DST) -> bytes:
+    """A UDP/IPv4 frame of flow (src_ip, sport -> 10.9.9.9:dport) carrying packet id `pid`."""
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
     from scapy.packet import Raw
@@ -40,7 +41,7 @@ def frame(pid: int, sport: int, src_mac: str, src_ip: str) -> bytes:
     return bytes(
         Ether(src=src_mac, dst="02:00:00:00:09:09")
         / IP(src=src_ip, dst="10.9.9.9")
-        / UDP(sport=sport, dport=UDP_DST)
+        / UDP(sport=sport, dport=dport)
         / Raw(MAGIC + struct.pack("!I", pid) + b"x" * 20)
     )
 
@@ -216,3 +217,31 @@ def test_resize_one_two_one_under_traffic_loses_nothing(os_host, bench):
     where = Counter(got[5000 + i][0] for i in range(n))
     assert set(where) <= {"a", "b"}, where
     assert where["b"] > 0 and where["a"] > where["b"], where  # the second instance served only in between
+
+
+def test_packet_in_from_either_instance_carries_the_vport(os_host, bench):
+    os_host.client.set_instances(NF_HOST, TWO)
+    port = int(os_host.listen.rsplit(":", 1)[1])
+    conn = ofraw.Conn(port)
+    try:
+        conn.hello()
+        conn.send(ofraw.flow_mod(NF_HOST, 0xFFFFFFFD, priority=50, xid=80))  # in_port=200 -> CONTROLLER
+        conn.send(ofraw.msg(ofraw.BARRIER_REQUEST, xid=81))
+        assert not [r.error for r in conn.until(81, ofraw.BARRIER_REPLY) if r.error]
+        for i, ep in enumerate((bench.a, bench.b)):
+            ep.send(frame(9000 + i, 50000 + i, "02:00:00:00:00:40", "10.0.0.40", dport=7778))
+        in_ports = {}
+        deadline = time.monotonic() + 15
+        while len(in_ports) < 2 and time.monotonic() < deadline:
+            r = conn.recv(1.0)
+            if r is None or r.type != 10:  # OFPT_PACKET_IN
+                continue
+            mlen = struct.unpack_from("!H", r.body, 18)[0]  # buffer_id, total_len, reason, table, cookie
+            oxm, value = struct.unpack_from("!II", r.body, 20)
+            data = r.body[16 + mlen + (-mlen % 8) + 2 :]
+            if oxm == 0x80000004 and pid_of(data) is not None:
+                in_ports[pid_of(data)] = value
+        assert in_ports == {9000: NF_HOST, 9001: NF_HOST}, in_ports
+    finally:
+        conn.close()
+        bench.ofctl("del-flows", "--strict", f"priority=50,in_port={NF_HOST}")
