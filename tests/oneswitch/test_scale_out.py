@@ -147,6 +147,8 @@ def test_two_instances_spread_flows_each_sticking_to_one(os_host, bench):
     assert r.vport == NF_HOST and r.rules >= 2, r
     m = {p.vport: p for p in os_host.client.ports()}[NF_HOST]
     assert m.instances == TWO and (m.switch, m.port) == TWO[0]
+    st = {p["vport"]: p for p in os_host.host.oneswitch().status()["ports"]}  # what `uno status --json` shows
+    assert st[NF_HOST]["instances"] == [list(i) for i in TWO] and "instances" not in st[100]
     pkts, flow_of = flows(n_flows=64, per_flow=3)
     eps = {"vm0": bench.vm0, "eth0": bench.eth0}
     got = send(bench, [(eps[k[0]], f) for k, f in pkts])
