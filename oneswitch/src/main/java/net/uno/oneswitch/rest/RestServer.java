@@ -440,7 +440,11 @@ public final class RestServer {
           "expansion",
           wild
               ? "wildcard in_port: replicated on every switch with mapped ports (" + ps.size() + ")"
-              : (ps.isEmpty() ? "in_port not mapped: not installed" : "ingress switch only"));
+              : (ps.isEmpty()
+                  ? "in_port not mapped: not installed"
+                  : ps.size() > 1
+                      ? "in_port served by " + ps.size() + " instances: one replica each"
+                      : "ingress switch only"));
       List<Map<String, Object>> phys = new ArrayList<>();
       for (PhysRule p : ps) {
         Map<String, Object> pm = new LinkedHashMap<>();
