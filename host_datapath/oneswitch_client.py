@@ -26,12 +26,17 @@ class OneSwitchError(Exception):
 
 @dataclass(frozen=True)
 class PortMapping:
-    """Virtual port `vport` is physical port `port` of switch `switch` ("host", "snic0", ...)."""
+    """Virtual port `vport` is physical port `port` of switch `switch` ("host", "snic0", ...).
+
+    `instances`: every (switch, port) serving the vport; more than one when it is scaled out
+    (`set_instances`), and then (`switch`, `port`) is the first of them.
+    """
 
     vport: int
     switch: str
     port: int
     name: str | None = None
+    instances: list[tuple[str, int]] = field(default_factory=list, hash=False)
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,21 @@ class OneSwitchClient:
             duration_ms=float(r.get("duration_ms", 0.0)),
         )
 
+    def set_instances(self, vport: int, instances: list[tuple[str, int]]) -> RemapResult:
+        """Serve `vport` by every (switch, port) of `instances` (1..16, distinct): OneSwitch's select group
+        spreads the flows sent to it, one flow sticking to one instance. Applied make-before-break like
+        `remap` and returns once every switch answered its barriers; one instance is a plain remap.
+        `RemapResult.to` is {"instances": [{"switch", "port"}, ...]}, `from_` is empty."""
+        body = {"instances": [{"switch": sw, "port": port} for sw, port in instances]}
+        r = self.request("PUT", f"/v1/ports/{vport}/instances", body)[1]
+        return RemapResult(
+            vport=int(r["vport"]),
+            from_={},
+            to={"instances": r.get("instances", [])},
+            rules=int(r.get("rules", 0)),
+            duration_ms=float(r.get("ms", 0.0)),
+        )
+
     def rules(self) -> list[VirtualRule]:
         return [_rule(r) for r in self._get("/v1/rules")]
 
@@ -157,7 +177,14 @@ def _decode(data: bytes, ctype: str) -> Any:
 
 
 def _mapping(p: dict) -> PortMapping:
-    return PortMapping(vport=int(p["vport"]), switch=p["switch"], port=int(p["port"]), name=p.get("name"))
+    inst = [(str(i["switch"]), int(i["port"])) for i in p.get("instances") or []]
+    return PortMapping(
+        vport=int(p["vport"]),
+        switch=p["switch"],
+        port=int(p["port"]),
+        name=p.get("name"),
+        instances=inst or [(p["switch"], int(p["port"]))],
+    )
 
 
 def _rule(r: dict) -> VirtualRule:

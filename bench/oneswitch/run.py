@@ -18,6 +18,8 @@ socket).
     virtual rule).
 (c) remap time of vport 200 (host <-> snic0) vs the number of virtual rules on it (half match in_port=200,
     half output to it): OneSwitch's duration_ms (all barriers answered), medians; remap_ms = at 100 rules.
+    In the same loop, scale-out: PUT instances host:200 + snic0 spare (1 -> 2) and back (2 -> 1), OneSwitch's
+    `ms`, medians; scale_to_2_ms = at 100 rules.
 
     ./uno bench oneswitch [--quick]
 """
@@ -242,6 +244,7 @@ def bench_remap(client, listen: str, sizes: list[int], repeats: int, workdir: Pa
         path.write_text("\n".join(rules) + "\n")
         ofctl("add-flows", listen, str(path))
         durations, walls, counts = [], [], []
+        grow, shrink = [], []  # side by side: scale-out to 2 instances (host + snic0 spare) and back
         for _ in range(repeats):
             for switch, port in (("snic0", SPARE), ("host", nm.NF_PORT_BASE)):
                 t0 = time.perf_counter()
@@ -249,14 +252,19 @@ def bench_remap(client, listen: str, sizes: list[int], repeats: int, workdir: Pa
                 walls.append((time.perf_counter() - t0) * 1e3)
                 durations.append(r.duration_ms)
                 counts.append(r.rules)
+            grow.append(client.set_instances(200, [("host", nm.NF_PORT_BASE), ("snic0", SPARE)]).duration_ms)
+            shrink.append(client.set_instances(200, [("host", nm.NF_PORT_BASE)]).duration_ms)
         out[n] = {
             "duration_ms": round(median(durations), 2),
             "wall_ms": round(median(walls), 2),
             "rules_reported": int(median(counts)),
             "remaps": len(durations),
+            "to_2_instances_ms": round(median(grow), 2),
+            "to_1_instance_ms": round(median(shrink), 2),
         }
         print(f"  (c) {n} rules on vport 200: remap {out[n]['duration_ms']} ms (OneSwitch), {out[n]['wall_ms']} ms (client), "
-              f"{len(durations)} remaps", file=sys.stderr, flush=True)  # fmt: skip
+              f"{len(durations)} remaps; 1->2 instances {out[n]['to_2_instances_ms']} ms, "
+              f"2->1 {out[n]['to_1_instance_ms']} ms", file=sys.stderr, flush=True)  # fmt: skip
     ofctl("del-flows", listen)
     return out
 
@@ -316,7 +324,10 @@ def main() -> int:
         print(f"(c) remap vport 200 host <-> snic0 vs rules on it, {repeats} round trips each", flush=True)
         remap = bench_remap(client, listen, sizes, repeats, workdir)
         for n, r in remap.items():
-            print(f"    {n:5d} rules: {r['duration_ms']} ms")
+            print(
+                f"    {n:5d} rules: {r['duration_ms']} ms; to 2 instances {r['to_2_instances_ms']} ms, "
+                f"back to 1 {r['to_1_instance_ms']} ms"
+            )
         final_json(
             {
                 "rate_ratio": round(rate_ratio, 3),
@@ -333,6 +344,8 @@ def main() -> int:
                 "refused": ratio["refused"],
                 "remap_ms": remap.get(100, {}).get("duration_ms"),
                 "remap_ms_by_rules": {str(n): r["duration_ms"] for n, r in remap.items()},
+                "scale_to_2_ms": remap.get(100, {}).get("to_2_instances_ms"),
+                "scale_to_2_ms_by_rules": {str(n): r["to_2_instances_ms"] for n, r in remap.items()},
             }
         )
         return 0

@@ -218,7 +218,15 @@ class OneSwitch:
             try:
                 cl = self.client(timeout=5.0)
                 out["ports"] = [
-                    {"vport": p.vport, "switch": p.switch, "port": p.port, "name": p.name} for p in cl.ports()
+                    {
+                        "vport": p.vport,
+                        "switch": p.switch,
+                        "port": p.port,
+                        "name": p.name,
+                        # a scaled-out port: every instance (switch/port above are the first)
+                        **({"instances": [list(i) for i in p.instances]} if len(p.instances) > 1 else {}),
+                    }
+                    for p in cl.ports()
                 ]
                 out["switches"] = cl.health().switches
             except OneSwitchError as exc:

@@ -46,6 +46,7 @@ import org.projectfloodlight.openflow.protocol.OFGroupDescStatsEntry;
 import org.projectfloodlight.openflow.protocol.OFGroupDescStatsReply;
 import org.projectfloodlight.openflow.protocol.OFGroupMod;
 import org.projectfloodlight.openflow.protocol.OFGroupModFailedCode;
+import org.projectfloodlight.openflow.protocol.OFGroupType;
 import org.projectfloodlight.openflow.protocol.OFMessage;
 import org.projectfloodlight.openflow.protocol.OFPacketIn;
 import org.projectfloodlight.openflow.protocol.OFPacketOut;
@@ -90,14 +91,21 @@ public final class OneSwitchCore implements SouthListener {
   private final TreeMap<Integer, VirtualGroup> groups = new TreeMap<>();
   private PortMap ports = PortMap.empty();
   private final TagAllocator tags = TagAllocator.vlan();
-  private final Map<Object, Set<Integer>> tagHolders = new HashMap<>();
+  private final Map<Object, Set<Long>> tagHolders = new HashMap<>();
+
+  /** Ids (offsets from Translator.SCALE_GROUP_BASE) of the SELECT groups of scaled-out vports. */
+  private final TagAllocator scaleIds = new TagAllocator(0, Translator.SCALE_GROUP_COUNT - 1);
+
+  /** vport -> group id of OneSwitch's SELECT group, for every vport with several instances. */
+  private final Map<Integer, Integer> scaleGroups = new HashMap<>();
+
   private final Map<VirtualRule.Key, List<PhysRule>> trans = new HashMap<>();
   private final Map<Integer, Map<String, List<OFBucket>>> groupTrans = new HashMap<>();
   private final Map<PhysRule.Key, PhysRule> desired = new HashMap<>();
   private final Map<PhysRule.Key, VirtualRule.Key> owners = new HashMap<>();
   private final Set<PhysRule.Key> dispatchKeys = new HashSet<>();
   private PortMap dispatchPorts;
-  private Map<Integer, Integer> dispatchTags = Map.of();
+  private Map<Long, Integer> dispatchTags = Map.of();
   private final Map<VirtualRule.Key, Map.Entry<VirtualRule, String>> saveCache = new HashMap<>();
   private final PhysicalState phys = new PhysicalState();
   private final Map<VirtualRule.Key, long[]> retiredCounters = new HashMap<>();
@@ -135,7 +143,7 @@ public final class OneSwitchCore implements SouthListener {
   /** Per switch: physical xid sent for a controller message -> its undo, until a barrier. */
   private final Map<String, TreeMap<Long, Undo>> inflight = new HashMap<>();
 
-  private record Translated(List<PhysRule> phys, Set<Integer> tagVports) {}
+  private record Translated(List<PhysRule> phys, Set<Long> tagVports) {}
 
   /** A virtual rule being removed, waiting for its replicas' FLOW_REMOVED counters. */
   private final class Removal {
@@ -258,8 +266,14 @@ public final class OneSwitchCore implements SouthListener {
     return phys;
   }
 
-  public Map<Integer, Integer> liveTags() {
+  /** Live flow-id tags: tag key (Translator.tagKey: vport, instance slot) -> tag. */
+  public Map<Long, Integer> liveTags() {
     return tags.live();
+  }
+
+  /** vport -> id of OneSwitch's SELECT group, for the vports with several instances. */
+  public Map<Integer, Integer> scaleGroups() {
+    return Map.copyOf(scaleGroups);
   }
 
   /** Starts the timeout timer. */
@@ -269,7 +283,7 @@ public final class OneSwitchCore implements SouthListener {
 
   // ------------------------------------------------------------------ translation bookkeeping
 
-  private Translator translator(PortMap pm, Set<Integer> used) {
+  private Translator translator(PortMap pm, Set<Long> used) {
     return new Translator(
         topo,
         pm,
@@ -282,11 +296,17 @@ public final class OneSwitchCore implements SouthListener {
           used.add(v);
           return t;
         },
-        groups::containsKey);
+        groups::containsKey,
+        scaleGroups);
+  }
+
+  /** A translator for lookups only (dispatch, packet-in, scale group buckets). */
+  private Translator plainTranslator() {
+    return new Translator(topo, ports, nVirt, v -> 0, g -> true, scaleGroups);
   }
 
   private Translated translate(VirtualRule r, PortMap pm) throws OfError {
-    Set<Integer> used = new HashSet<>();
+    Set<Long> used = new HashSet<>();
     try {
       return new Translated(translator(pm, used).rule(r), used);
     } catch (OfError e) {
@@ -295,7 +315,7 @@ public final class OneSwitchCore implements SouthListener {
     }
   }
 
-  private Map<String, List<OFBucket>> translateGroup(VirtualGroup g, PortMap pm, Set<Integer> used)
+  private Map<String, List<OFBucket>> translateGroup(VirtualGroup g, PortMap pm, Set<Long> used)
       throws OfError {
     Map<String, List<OFBucket>> out = new LinkedHashMap<>();
     try {
@@ -321,7 +341,7 @@ public final class OneSwitchCore implements SouthListener {
         dirty.add(pk);
       }
     }
-    Set<Integer> oldTags = tagHolders.remove(k);
+    Set<Long> oldTags = tagHolders.remove(k);
     if (t != null) {
       trans.put(k, t.phys());
       for (PhysRule p : t.phys()) {
@@ -337,9 +357,9 @@ public final class OneSwitchCore implements SouthListener {
     }
   }
 
-  private void setGroupTranslation(int id, Map<String, List<OFBucket>> t, Set<Integer> used) {
+  private void setGroupTranslation(int id, Map<String, List<OFBucket>> t, Set<Long> used) {
     groupTrans.remove(id);
-    Set<Integer> oldTags = tagHolders.remove(new GroupHolder(id));
+    Set<Long> oldTags = tagHolders.remove(new GroupHolder(id));
     if (t != null) {
       groupTrans.put(id, t);
       tagHolders.put(new GroupHolder(id), used);
@@ -350,7 +370,7 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   private void refreshDispatch(Set<PhysRule.Key> dirty) {
-    Map<Integer, Integer> live = tags.live();
+    Map<Long, Integer> live = tags.live();
     if (ports == dispatchPorts && live.equals(dispatchTags)) {
       return; // same port map and tags: same dispatch rules
     }
@@ -361,7 +381,7 @@ public final class OneSwitchCore implements SouthListener {
       dirty.add(k);
     }
     dispatchKeys.clear();
-    Translator t = new Translator(topo, ports, nVirt, v -> 0, g -> true);
+    Translator t = plainTranslator();
     for (PhysRule p : t.dispatch(live)) {
       PhysRule.Key pk = p.key();
       desired.put(pk, p);
@@ -379,7 +399,55 @@ public final class OneSwitchCore implements SouthListener {
             .put(g.groupId(), new GroupSpec(g.type(), e.getValue()));
       }
     }
+    // OneSwitch's SELECT group of each scaled-out vport, on every switch whose tags are live.
+    Translator t = plainTranslator();
+    for (Map.Entry<Integer, Integer> e : scaleGroups.entrySet()) {
+      Optional<VPort> v = ports.get(e.getKey());
+      if (v.isEmpty() || v.get().k() < 2) {
+        continue;
+      }
+      for (String sw : topo.switches()) {
+        t.scaleBuckets(v.get(), sw, tags::tagOf)
+            .ifPresent(
+                b ->
+                    out.computeIfAbsent(sw, k -> new TreeMap<>())
+                        .put(e.getValue(), new GroupSpec(OFGroupType.SELECT, b)));
+      }
+    }
     return out;
+  }
+
+  /** Gives every scaled-out vport of {@code pm} a group id; returns the vports newly given one. */
+  private List<Integer> ensureScaleIds(PortMap pm) throws OfError {
+    List<Integer> added = new ArrayList<>();
+    for (VPort v : pm.all()) {
+      if (v.k() > 1 && !scaleGroups.containsKey(v.vport())) {
+        try {
+          int id = Translator.SCALE_GROUP_BASE + scaleIds.acquire(v.vport());
+          scaleGroups.put(v.vport(), id);
+          added.add(v.vport());
+        } catch (OfError e) {
+          added.forEach(this::releaseScaleId);
+          throw new OfError(OFGroupModFailedCode.OUT_OF_GROUPS, "scale group ids exhausted");
+        }
+      }
+    }
+    return added;
+  }
+
+  private void releaseScaleId(int vport) {
+    if (scaleGroups.remove(vport) != null) {
+      scaleIds.release(vport);
+    }
+  }
+
+  /** Frees the group ids of vports that no longer have several instances. */
+  private void releaseUnusedScaleIds() {
+    for (Integer v : List.copyOf(scaleGroups.keySet())) {
+      if (ports.get(v).map(p -> p.k() < 2).orElse(true)) {
+        releaseScaleId(v);
+      }
+    }
   }
 
   private Set<String> liveSwitches() {
@@ -826,6 +894,15 @@ public final class OneSwitchCore implements SouthListener {
     if (!all && Integer.compareUnsigned(id, OFGroup.MAX.getGroupNumber()) > 0) {
       throw new OfError(OFGroupModFailedCode.INVALID_GROUP, "group " + gm.getGroup());
     }
+    if (Translator.isScaleGroup(id)) {
+      throw new OfError(
+          OFGroupModFailedCode.INVALID_GROUP,
+          "group ids 0x"
+              + Integer.toHexString(Translator.SCALE_GROUP_BASE)
+              + "..+"
+              + Translator.SCALE_GROUP_COUNT
+              + " are reserved for OneSwitch");
+    }
     switch (gm.getCommand()) {
       case ADD, MODIFY -> {
         if (all) {
@@ -875,7 +952,7 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   void putGroup(VirtualGroup g) throws OfError {
-    Set<Integer> used = new HashSet<>();
+    Set<Long> used = new HashSet<>();
     boolean existed = groups.containsKey(g.groupId());
     VirtualGroup old = groups.get(g.groupId());
     if (!existed) {
@@ -919,7 +996,7 @@ public final class OneSwitchCore implements SouthListener {
   // ------------------------------------------------------------------ packet-out / packet-in
 
   public void packetOut(OFPacketOut po) throws OfError {
-    Set<Integer> used = new HashSet<>();
+    Set<Long> used = new HashSet<>();
     Translator.PhysPacketOut out;
     try {
       out = translator(ports, used).packetOut(po);
@@ -981,7 +1058,7 @@ public final class OneSwitchCore implements SouthListener {
           if (r == null) {
             return;
           }
-          Translator t = new Translator(topo, ports, nVirt, v -> 0, g -> true);
+          Translator t = plainTranslator();
           t.packetIn(sw.id(), pin, U64.of(r.cookie()))
               .ifPresent(
                   m -> {
@@ -1113,7 +1190,7 @@ public final class OneSwitchCore implements SouthListener {
     checkPhysical(vport, sw, port);
     Optional<VPort> cur = ports.get(vport);
     if (cur.isPresent()) {
-      if (cur.get().sw().equals(sw) && cur.get().port() == port) {
+      if (cur.get().k() == 1 && cur.get().sw().equals(sw) && cur.get().port() == port) {
         return CompletableFuture.completedFuture(new PortChange(200, cur.get(), cur.get(), 0, 0));
       }
       throw new PortOpError(409, "vport", "vport " + vport + " is mapped elsewhere (use remap)");
@@ -1147,11 +1224,51 @@ public final class OneSwitchCore implements SouthListener {
       throws PortOpError {
     VPort cur =
         ports.get(vport).orElseThrow(() -> new PortOpError(404, "vport", "vport not mapped"));
-    if (cur.sw().equals(sw) && cur.port() == port) {
+    if (cur.k() == 1 && cur.sw().equals(sw) && cur.port() == port) {
       return CompletableFuture.completedFuture(new PortChange(200, cur, cur, 0, 0));
     }
     checkPhysical(vport, sw, port);
     VPort n = new VPort(vport, sw, port, cur.name());
+    return changeMap(ports.with(n), cur, n, 200)
+        .thenApplyAsync(
+            pc -> {
+              metrics.remaps.incrementAndGet();
+              portStatus(n, OFPortReason.MODIFY);
+              return pc;
+            },
+            exec);
+  }
+
+  /**
+   * PUT /v1/ports/{vport}/instances: {@code vport} is served by {@code instances} (1..16, distinct,
+   * each checked like a remap target), applied make-before-break like a remap. One instance is a
+   * plain remap. A field error names {@code instances[i].switch|port}.
+   */
+  public CompletableFuture<PortChange> setInstances(int vport, List<VPort.Loc> instances)
+      throws PortOpError {
+    VPort cur =
+        ports.get(vport).orElseThrow(() -> new PortOpError(404, "vport", "vport not mapped"));
+    if (instances.isEmpty() || instances.size() > Translator.MAX_INSTANCES) {
+      throw new PortOpError(
+          400, "instances", "must list 1.." + Translator.MAX_INSTANCES + " instances");
+    }
+    Set<VPort.Loc> seen = new HashSet<>();
+    for (int i = 0; i < instances.size(); i++) {
+      VPort.Loc l = instances.get(i);
+      String f = "instances[" + i + "]";
+      if (!seen.add(l)) {
+        throw new PortOpError(400, f, "duplicate instance " + l.sw() + ":" + l.port());
+      }
+      try {
+        checkPhysical(vport, l.sw(), l.port());
+      } catch (PortOpError e) {
+        throw new PortOpError(e.status(), f + "." + e.field(), e.getMessage());
+      }
+    }
+    if (cur.instances().equals(instances)) {
+      return CompletableFuture.completedFuture(new PortChange(200, cur, cur, 0, 0));
+    }
+    VPort n = VPort.of(vport, cur.name(), instances);
     return changeMap(ports.with(n), cur, n, 200)
         .thenApplyAsync(
             pc -> {
@@ -1188,10 +1305,16 @@ public final class OneSwitchCore implements SouthListener {
     long t0 = System.nanoTime();
     Map<VirtualRule.Key, Translated> ts = new LinkedHashMap<>();
     Map<Integer, Map<String, List<OFBucket>>> gts = new HashMap<>();
-    Map<Integer, Set<Integer>> gused = new HashMap<>();
+    Map<Integer, Set<Long>> gused = new HashMap<>();
+    List<Integer> newIds;
+    try {
+      newIds = ensureScaleIds(next);
+    } catch (OfError e) {
+      throw new PortOpError(409, "instances", e.getMessage());
+    }
     try {
       for (VirtualGroup g : groups.values()) {
-        Set<Integer> used = new HashSet<>();
+        Set<Long> used = new HashSet<>();
         gts.put(g.groupId(), translateGroup(g, next, used));
         gused.put(g.groupId(), used);
       }
@@ -1201,7 +1324,27 @@ public final class OneSwitchCore implements SouthListener {
     } catch (OfError e) {
       ts.values().forEach(t -> t.tagVports().forEach(tags::release));
       gused.values().forEach(u -> u.forEach(tags::release));
-      throw new PortOpError(409, "vport", "cannot re-translate: " + e.getMessage());
+      newIds.forEach(this::releaseScaleId);
+      throw new PortOpError(
+          409,
+          to != null && to.k() > 1 ? "instances" : "vport",
+          "cannot re-translate: " + e.getMessage());
+    }
+    // Tags of instance slots a shrink removes stay live (routed to slot mod k) for a moment:
+    // a frame already crossing PCIe with one still reaches the vport (see Translator.dispatch).
+    List<Long> linger = new ArrayList<>();
+    if (from != null && to != null && to.k() < from.k()) {
+      for (int i = to.k(); i < from.k(); i++) {
+        long key = Translator.tagKey(from.vport(), i);
+        if (tags.tagOf(key).isPresent()) {
+          try {
+            tags.acquire(key);
+            linger.add(key);
+          } catch (OfError e) {
+            throw new IllegalStateException(e); // live: never allocates
+          }
+        }
+      }
     }
     int affected = 0;
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
@@ -1221,12 +1364,35 @@ public final class OneSwitchCore implements SouthListener {
     }
     final int n = affected;
     return apply(dirty, Set.of(), true)
-        .thenApply(x -> new PortChange(status, from, to, n, (System.nanoTime() - t0) / 1e6));
+        .thenApplyAsync(
+            x -> {
+              if (!linger.isEmpty()) {
+                exec.schedule(() -> releaseTags(linger), LINGER_MS, TimeUnit.MILLISECONDS);
+              }
+              releaseUnusedScaleIds();
+              return new PortChange(status, from, to, n, (System.nanoTime() - t0) / 1e6);
+            },
+            exec);
+  }
+
+  /** How long the tag of a removed instance stays routed after a shrink. */
+  static final long LINGER_MS = 2000;
+
+  private void releaseTags(List<Long> keys) {
+    keys.forEach(tags::release);
+    Set<PhysRule.Key> d = new LinkedHashSet<>();
+    refreshDispatch(d);
+    apply(d, Set.of(), false);
   }
 
   /** Loads the initial port map (config) without touching switches (before start). */
   public void initPorts(List<VPort> initial) {
     ports = new PortMap(initial);
+    try {
+      ensureScaleIds(ports);
+    } catch (OfError e) {
+      throw new IllegalArgumentException(e.getMessage());
+    }
     refreshDispatch(new HashSet<>());
   }
 
@@ -1238,7 +1404,7 @@ public final class OneSwitchCore implements SouthListener {
     onCore(
         () ->
             ports.all().stream()
-                .filter(v -> v.sw().equals(sw.id()))
+                .filter(v -> v.on(sw.id()))
                 .forEach(v -> portStatus(v, OFPortReason.MODIFY)));
   }
 
@@ -1248,7 +1414,7 @@ public final class OneSwitchCore implements SouthListener {
         () -> {
           phys.forget(sw.id());
           ports.all().stream()
-              .filter(v -> v.sw().equals(sw.id()))
+              .filter(v -> v.on(sw.id()))
               .forEach(v -> portStatus(v, OFPortReason.MODIFY));
         });
   }
@@ -1536,6 +1702,11 @@ public final class OneSwitchCore implements SouthListener {
       return false;
     }
     ports = new PortMap(st.ports());
+    try {
+      ensureScaleIds(ports);
+    } catch (OfError e) {
+      throw new java.io.IOException("saved port map: " + e.getMessage(), e);
+    }
     for (OFMessage m : st.groups()) {
       OFGroupAdd g = (OFGroupAdd) m;
       try {

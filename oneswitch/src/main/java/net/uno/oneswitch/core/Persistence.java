@@ -57,6 +57,12 @@ public final class Persistence {
       n.put("switch", p.sw());
       n.put("port", Integer.toUnsignedLong(p.port()));
       n.put("name", p.name());
+      if (p.k() > 1) {
+        ArrayNode is = n.putArray("instances");
+        for (VPort.Loc l : p.instances()) {
+          is.addObject().put("switch", l.sw()).put("port", Integer.toUnsignedLong(l.port()));
+        }
+      }
     }
     ArrayNode fs = root.putArray("flows");
     flowsHex.forEach(fs::add);
@@ -76,12 +82,16 @@ public final class Persistence {
     JsonNode root = JSON.readTree(file.toFile());
     List<VPort> ports = new ArrayList<>();
     for (JsonNode n : root.path("ports")) {
-      ports.add(
-          new VPort(
-              (int) n.get("vport").asLong(),
-              n.get("switch").asText(),
-              (int) n.get("port").asLong(),
-              n.get("name").asText()));
+      List<VPort.Loc> inst = new ArrayList<>();
+      for (JsonNode i : n.path("instances")) {
+        inst.add(new VPort.Loc(i.get("switch").asText(), (int) i.get("port").asLong()));
+      }
+      String sw = n.get("switch").asText();
+      int port = (int) n.get("port").asLong();
+      if (!inst.isEmpty() && !inst.get(0).equals(new VPort.Loc(sw, port))) {
+        throw new IOException("corrupt state: vport " + n.get("vport") + " instances[0] != port");
+      }
+      ports.add(new VPort((int) n.get("vport").asLong(), sw, port, n.get("name").asText(), inst));
     }
     List<OFMessage> flows = new ArrayList<>();
     for (JsonNode n : root.path("flows")) {

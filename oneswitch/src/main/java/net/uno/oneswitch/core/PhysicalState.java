@@ -38,7 +38,7 @@ public final class PhysicalState {
   /** One message for one switch. */
   public record Op(String sw, OFMessage msg) {}
 
-  /** Ordered phases: make (groups, new flows), modify (re-point), break (delete). */
+  /** Ordered phases: make (new groups, new flows), modify (groups, re-point), break (delete). */
   public static final class Plan {
     public final List<Op> make = new ArrayList<>();
     public final List<Op> modify = new ArrayList<>();
@@ -109,6 +109,7 @@ public final class PhysicalState {
       Map<String, Map<Integer, GroupSpec>> desiredGroups,
       Set<String> live) {
     Plan p = new Plan();
+    List<Op> groupModifies = new ArrayList<>();
     for (String sw : live) {
       Map<Integer, GroupSpec> want = desiredGroups.getOrDefault(sw, Map.of());
       Map<Integer, GroupSpec> have = groups(sw);
@@ -117,7 +118,9 @@ public final class PhysicalState {
         if (h == null) {
           p.make.add(new Op(sw, groupAdd(e.getKey(), e.getValue())));
         } else if (!h.equals(e.getValue())) {
-          p.make.add(new Op(sw, groupModify(e.getKey(), e.getValue())));
+          // In the modify phase, with the flows re-pointed: new buckets may send to tag-delivery
+          // rules of other switches that the make phase installs.
+          groupModifies.add(new Op(sw, groupModify(e.getKey(), e.getValue())));
         }
       }
       for (Integer g : have.keySet()) {
@@ -130,6 +133,7 @@ public final class PhysicalState {
     }
     List<Op> groupDeletes = new ArrayList<>(p.remove);
     p.remove.clear();
+    p.modify.addAll(groupModifies);
     java.util.Set<PhysRule.Key> seen = new java.util.HashSet<>();
     for (PhysRule.Key k : dirty) {
       if (!seen.add(k) || !live.contains(k.sw())) {

@@ -26,9 +26,9 @@ public final class PortMap {
     return Optional.ofNullable(byVport.get(vport));
   }
 
-  /** The virtual port behind physical (sw, port), if any. */
+  /** The virtual port behind physical (sw, port) (any of its instances), if any. */
   public Optional<VPort> byPhysical(String sw, int port) {
-    return byVport.values().stream().filter(p -> p.sw().equals(sw) && p.port() == port).findFirst();
+    return byVport.values().stream().filter(p -> p.has(sw, port)).findFirst();
   }
 
   /** All mapped ports, ascending by vport. */
@@ -37,7 +37,7 @@ public final class PortMap {
   }
 
   public boolean hasPortsOn(String sw) {
-    return byVport.values().stream().anyMatch(p -> p.sw().equals(sw));
+    return byVport.values().stream().anyMatch(p -> p.on(sw));
   }
 
   public PortMap with(VPort p) {

@@ -284,6 +284,47 @@ final class StatsReplies {
             core.exec());
   }
 
+  /** Counters of {@code v}: its physical port's, summed over the instances; null if none. */
+  private static OFPortStatsEntry sum(VPort v, Map<String, Map<Integer, OFPortStatsEntry>> phys) {
+    OFPortStatsEntry first = null;
+    long[] c = new long[12];
+    for (VPort.Loc l : v.instances()) {
+      OFPortStatsEntry e = phys.getOrDefault(l.sw(), Map.of()).get(l.port());
+      if (e == null) {
+        continue;
+      }
+      if (first == null) {
+        first = e;
+      }
+      U64[] f = {
+        e.getRxPackets(), e.getTxPackets(), e.getRxBytes(), e.getTxBytes(),
+        e.getRxDropped(), e.getTxDropped(), e.getRxErrors(), e.getTxErrors(),
+        e.getRxFrameErr(), e.getRxOverErr(), e.getRxCrcErr(), e.getCollisions()
+      };
+      for (int i = 0; i < f.length; i++) {
+        c[i] += f[i].getValue();
+      }
+    }
+    if (first == null || v.k() == 1) {
+      return first;
+    }
+    return first
+        .createBuilder()
+        .setRxPackets(U64.of(c[0]))
+        .setTxPackets(U64.of(c[1]))
+        .setRxBytes(U64.of(c[2]))
+        .setTxBytes(U64.of(c[3]))
+        .setRxDropped(U64.of(c[4]))
+        .setTxDropped(U64.of(c[5]))
+        .setRxErrors(U64.of(c[6]))
+        .setTxErrors(U64.of(c[7]))
+        .setRxFrameErr(U64.of(c[8]))
+        .setRxOverErr(U64.of(c[9]))
+        .setRxCrcErr(U64.of(c[10]))
+        .setCollisions(U64.of(c[11]))
+        .build();
+  }
+
   private CompletableFuture<List<OFMessage>> port(OFPortStatsRequest req) {
     OFPort want = req.getPortNo();
     List<VPort> sel = new ArrayList<>();
@@ -295,7 +336,7 @@ final class StatsReplies {
     Map<String, Map<Integer, OFPortStatsEntry>> phys = new HashMap<>();
     List<CompletableFuture<Void>> fs = new ArrayList<>();
     for (SouthSwitch s : core.south().values()) {
-      if (!s.isReady() || sel.stream().noneMatch(v -> v.sw().equals(s.id()))) {
+      if (!s.isReady() || sel.stream().noneMatch(v -> v.on(s.id()))) {
         continue;
       }
       fs.add(
@@ -318,7 +359,7 @@ final class StatsReplies {
             x -> {
               List<OFPortStatsEntry> es = new ArrayList<>();
               for (VPort v : sel) {
-                OFPortStatsEntry p = phys.getOrDefault(v.sw(), Map.of()).get(v.port());
+                OFPortStatsEntry p = sum(v, phys); // a scaled-out vport: over its instances
                 var b = F.buildPortStatsEntry().setPortNo(OFPort.of(v.vport()));
                 if (p == null) {
                   b.setRxPackets(U64.ZERO)

@@ -27,6 +27,7 @@ import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.model.VirtualRule;
 import net.uno.oneswitch.north.NorthServer;
 import net.uno.oneswitch.south.SouthSwitch;
+import net.uno.oneswitch.translate.Translator;
 import org.projectfloodlight.openflow.protocol.OFPortDesc;
 import org.projectfloodlight.openflow.protocol.OFPortState;
 import org.slf4j.Logger;
@@ -170,6 +171,11 @@ public final class RestServer {
         int port = portField(b);
         return change(() -> core.remapPort(vport, sw, port));
       }
+      if (parts.length == 5 && parts[4].equals("instances")) {
+        only(m, "PUT");
+        List<VPort.Loc> inst = instances(body(ex, Set.of("instances")));
+        return scale(vport, () -> core.setInstances(vport, inst));
+      }
     }
     throw new HttpError(404, null, "no such path: " + path);
   }
@@ -231,14 +237,75 @@ public final class RestServer {
   }
 
   private static int portField(JsonNode b) throws HttpError {
-    JsonNode v = b.get("port");
+    return portField(b, "port", "port");
+  }
+
+  private static int portField(JsonNode b, String key, String field) throws HttpError {
+    JsonNode v = b.get(key);
     if (v == null || v.isNull()) {
-      throw new HttpError(400, "port", "is required");
+      throw new HttpError(400, field, "is required");
     }
     if (!v.isIntegralNumber() || v.asLong() < 1 || v.asLong() > 0xffffff00L) {
-      throw new HttpError(400, "port", "must be an integer 1..4294967040");
+      throw new HttpError(400, field, "must be an integer 1..4294967040");
     }
     return (int) v.asLong();
+  }
+
+  /** The body of PUT /v1/ports/{vport}/instances: shape only (the core checks the ports). */
+  private static List<VPort.Loc> instances(JsonNode b) throws HttpError {
+    JsonNode a = b.get("instances");
+    if (a == null || a.isNull()) {
+      throw new HttpError(400, "instances", "is required");
+    }
+    if (!a.isArray() || a.size() < 1 || a.size() > Translator.MAX_INSTANCES) {
+      throw new HttpError(
+          400, "instances", "must be an array of 1.." + Translator.MAX_INSTANCES + " instances");
+    }
+    List<VPort.Loc> out = new ArrayList<>();
+    for (int i = 0; i < a.size(); i++) {
+      JsonNode n = a.get(i);
+      String f = "instances[" + i + "]";
+      if (!n.isObject()) {
+        throw new HttpError(400, f, "must be an object {switch, port}");
+      }
+      for (Iterator<String> it = n.fieldNames(); it.hasNext(); ) {
+        String k = it.next();
+        if (!k.equals("switch") && !k.equals("port")) {
+          throw new HttpError(400, f + "." + k, "unknown field");
+        }
+      }
+      JsonNode sw = n.get("switch");
+      if (sw == null || sw.isNull()) {
+        throw new HttpError(400, f + ".switch", "is required");
+      }
+      if (!sw.isTextual()) {
+        throw new HttpError(400, f + ".switch", "must be a string");
+      }
+      out.add(new VPort.Loc(sw.asText(), portField(n, "port", f + ".port")));
+    }
+    return out;
+  }
+
+  private static List<Map<String, Object>> locs(VPort v) {
+    List<Map<String, Object>> out = new ArrayList<>();
+    for (VPort.Loc l : v.instances()) {
+      Map<String, Object> m = new LinkedHashMap<>();
+      m.put("switch", l.sw());
+      m.put("port", Integer.toUnsignedLong(l.port()));
+      out.add(m);
+    }
+    return out;
+  }
+
+  /** Runs a set-instances change: {"vport", "instances", "rules", "ms"}. */
+  private Reply scale(int vport, PortOp op) throws Exception {
+    OneSwitchCore.PortChange pc = await(op);
+    Map<String, Object> b = new LinkedHashMap<>();
+    b.put("vport", Integer.toUnsignedLong(vport));
+    b.put("instances", locs(pc.to()));
+    b.put("rules", pc.rules());
+    b.put("ms", pc.durationMs());
+    return new Reply(pc.status(), b, null);
   }
 
   private <T> T onCore(Supplier<T> s) throws Exception {
@@ -254,6 +321,18 @@ public final class RestServer {
   }
 
   private Reply change(PortOp op) throws Exception {
+    OneSwitchCore.PortChange pc = await(op);
+    Map<String, Object> b = new LinkedHashMap<>();
+    VPort v = pc.to() != null ? pc.to() : pc.from();
+    b.put("vport", Integer.toUnsignedLong(v.vport()));
+    b.put("from", pc.from() == null ? null : loc(pc.from()));
+    b.put("to", pc.to() == null ? null : loc(pc.to()));
+    b.put("rules", pc.rules());
+    b.put("duration_ms", pc.durationMs());
+    return new Reply(pc.status(), b, null);
+  }
+
+  private OneSwitchCore.PortChange await(PortOp op) throws Exception {
     CompletableFuture<CompletableFuture<OneSwitchCore.PortChange>> f = new CompletableFuture<>();
     core.exec()
         .execute(
@@ -275,14 +354,7 @@ public final class RestServer {
       }
       throw e;
     }
-    Map<String, Object> b = new LinkedHashMap<>();
-    VPort v = pc.to() != null ? pc.to() : pc.from();
-    b.put("vport", Integer.toUnsignedLong(v.vport()));
-    b.put("from", pc.from() == null ? null : loc(pc.from()));
-    b.put("to", pc.to() == null ? null : loc(pc.to()));
-    b.put("rules", pc.rules());
-    b.put("duration_ms", pc.durationMs());
-    return new Reply(pc.status(), b, null);
+    return pc;
   }
 
   private static Map<String, Object> loc(VPort v) {
@@ -347,6 +419,7 @@ public final class RestServer {
       m.put("switch", v.sw());
       m.put("port", Integer.toUnsignedLong(v.port()));
       m.put("name", v.name());
+      m.put("instances", locs(v));
       out.add(m);
     }
     return out;
@@ -367,7 +440,11 @@ public final class RestServer {
           "expansion",
           wild
               ? "wildcard in_port: replicated on every switch with mapped ports (" + ps.size() + ")"
-              : (ps.isEmpty() ? "in_port not mapped: not installed" : "ingress switch only"));
+              : (ps.isEmpty()
+                  ? "in_port not mapped: not installed"
+                  : ps.size() > 1
+                      ? "in_port served by " + ps.size() + " instances: one replica each"
+                      : "ingress switch only"));
       List<Map<String, Object>> phys = new ArrayList<>();
       for (PhysRule p : ps) {
         Map<String, Object> pm = new LinkedHashMap<>();

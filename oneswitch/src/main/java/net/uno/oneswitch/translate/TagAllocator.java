@@ -8,14 +8,15 @@ import java.util.TreeSet;
 import org.projectfloodlight.openflow.protocol.OFFlowModFailedCode;
 
 /**
- * Flow-id tags keyed by the egress virtual port, with reference counts. An id is never shared by
- * two live keys (no hashing, no collisions); it is freed when its last reference goes.
+ * Ids keyed by a long (flow-id tags: {@link Translator#tagKey(int, int)}, the egress virtual port
+ * and instance slot), with reference counts. An id is never shared by two live keys (no hashing, no
+ * collisions); it is freed when its last reference goes.
  */
 public final class TagAllocator {
   private final int min;
   private final int max;
-  private final Map<Integer, Integer> tagOf = new HashMap<>();
-  private final Map<Integer, Integer> refs = new HashMap<>();
+  private final Map<Long, Integer> tagOf = new HashMap<>();
+  private final Map<Long, Integer> refs = new HashMap<>();
   private final TreeSet<Integer> free = new TreeSet<>();
   private int next;
 
@@ -30,9 +31,9 @@ public final class TagAllocator {
     this.next = min;
   }
 
-  /** Takes a reference on the tag of {@code vport}, allocating one if needed. */
-  public int acquire(int vport) throws OfError {
-    Integer t = tagOf.get(vport);
+  /** Takes a reference on the id of {@code key}, allocating one if needed. */
+  public int acquire(long key) throws OfError {
+    Integer t = tagOf.get(key);
     if (t == null) {
       if (!free.isEmpty()) {
         t = free.pollFirst();
@@ -42,37 +43,37 @@ public final class TagAllocator {
         throw new OfError(
             OFFlowModFailedCode.TABLE_FULL, "flow-id tags exhausted (" + (max - min + 1) + ")");
       }
-      tagOf.put(vport, t);
+      tagOf.put(key, t);
     }
-    refs.merge(vport, 1, Integer::sum);
+    refs.merge(key, 1, Integer::sum);
     return t;
   }
 
   /** Drops one reference; the id is freed when none is left. */
-  public void release(int vport) {
-    Integer r = refs.get(vport);
+  public void release(long key) {
+    Integer r = refs.get(key);
     if (r == null) {
-      throw new IllegalStateException("release of unreferenced tag for vport " + vport);
+      throw new IllegalStateException("release of unreferenced tag for key " + key);
     }
     if (r == 1) {
-      refs.remove(vport);
-      free.add(tagOf.remove(vport));
+      refs.remove(key);
+      free.add(tagOf.remove(key));
     } else {
-      refs.put(vport, r - 1);
+      refs.put(key, r - 1);
     }
   }
 
-  public OptionalInt tagOf(int vport) {
-    Integer t = tagOf.get(vport);
+  public OptionalInt tagOf(long key) {
+    Integer t = tagOf.get(key);
     return t == null ? OptionalInt.empty() : OptionalInt.of(t);
   }
 
-  public int refs(int vport) {
-    return refs.getOrDefault(vport, 0);
+  public int refs(long key) {
+    return refs.getOrDefault(key, 0);
   }
 
-  /** Live tags: vport -> tag, ascending by vport. */
-  public Map<Integer, Integer> live() {
+  /** Live ids: key -> id, ascending by key. */
+  public Map<Long, Integer> live() {
     return new TreeMap<>(tagOf);
   }
 }

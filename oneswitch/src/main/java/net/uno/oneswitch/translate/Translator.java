@@ -60,9 +60,53 @@ public final class Translator {
   public static final int PRIO_PORT = 100;
   public static final int PRIO_TAG = 200;
 
-  /** Hands out the flow-id tag of an egress vport (and records that the caller uses it). */
+  /**
+   * OneSwitch's own SELECT groups (one per scaled-out vport) use ids SCALE_GROUP_BASE ..
+   * SCALE_GROUP_BASE + SCALE_GROUP_COUNT - 1; a controller cannot use them (INVALID_GROUP).
+   */
+  public static final int SCALE_GROUP_BASE = 0xfff00000;
+
+  public static final int SCALE_GROUP_COUNT = 4096;
+
+  /** Most instances one virtual port may have. */
+  public static final int MAX_INSTANCES = 16;
+
+  /** True if {@code group} is in OneSwitch's reserved range. */
+  public static boolean isScaleGroup(int group) {
+    return Integer.compareUnsigned(group, SCALE_GROUP_BASE) >= 0
+        && Integer.compareUnsigned(group, SCALE_GROUP_BASE + SCALE_GROUP_COUNT) < 0;
+  }
+
+  /**
+   * The flow-id tag key of instance {@code slot} of egress vport {@code vport}. Slot 0 is the vport
+   * itself, so a single-instance port keeps its tag across a remap (frames in flight follow it).
+   */
+  public static long tagKey(int vport, int slot) {
+    return Integer.toUnsignedLong(vport) | ((long) slot << 32);
+  }
+
+  /** The vport of a tag key. */
+  public static int tagVport(long key) {
+    return (int) key;
+  }
+
+  /** The instance slot of a tag key. */
+  public static int tagSlot(long key) {
+    return (int) (key >>> 32);
+  }
+
+  /** Hands out the flow-id tag of a {@link #tagKey} (and records that the caller uses it). */
   public interface TagSource {
-    int tag(int vport) throws OfError;
+    int tag(long key) throws OfError;
+  }
+
+  /**
+   * Where the packet a rule handles came in: vport {@code vport} through physical {@code port} (the
+   * rule matches in_port); {@link #NONE} for a packet-out from CONTROLLER; null = unknown (a rule
+   * with a wildcard in_port).
+   */
+  public record Ingress(int vport, int port) {
+    public static final Ingress NONE = new Ingress(0, 0);
   }
 
   private static final OFFactory F = MatchUtil.F;
@@ -72,14 +116,29 @@ public final class Translator {
   private final int virtualTables;
   private final TagSource tags;
   private final IntPredicate groupExists;
+  private final Map<Integer, Integer> scaleGroups;
 
   public Translator(
       Topology topo, PortMap ports, int virtualTables, TagSource tags, IntPredicate groupExists) {
+    this(topo, ports, virtualTables, tags, groupExists, Map.of());
+  }
+
+  /**
+   * {@code scaleGroups}: the id of OneSwitch's SELECT group of each vport with several instances.
+   */
+  public Translator(
+      Topology topo,
+      PortMap ports,
+      int virtualTables,
+      TagSource tags,
+      IntPredicate groupExists,
+      Map<Integer, Integer> scaleGroups) {
     this.topo = topo;
     this.ports = ports;
     this.virtualTables = virtualTables;
     this.tags = tags;
     this.groupExists = groupExists;
+    this.scaleGroups = scaleGroups;
   }
 
   /** Switches that run the replicated pipeline: those with at least one mapped port. */
@@ -146,27 +205,34 @@ public final class Translator {
     Optional<OFPort> in = MatchUtil.inPort(r.match());
     List<PhysRule> out = new ArrayList<>();
     if (in.isPresent()) {
-      Optional<VPort> vp = ports.get(in.get().getPortNumber());
-      // Check the instructions even when the port is unmapped: errors must not depend on the map.
-      String sw = vp.map(VPort::sw).orElse(topo.host());
-      List<OFInstruction> ins = instructions(r, sw);
-      if (vp.isPresent()) {
-        Match m = MatchUtil.withInPort(r.match(), OFPort.of(vp.get().port()));
-        out.add(new PhysRule(sw, r.table() + 1, r.priority(), m, ins));
+      int vport = in.get().getPortNumber();
+      Optional<VPort> vp = ports.get(vport);
+      if (vp.isEmpty()) {
+        // Check the instructions even when the port is unmapped: errors must not depend on the map.
+        instructions(r, topo.host(), new Ingress(vport, 0));
+        return out;
+      }
+      // One replica per instance (like a wildcard in_port over several switches): each matches
+      // its own physical port and knows it, so output:V back to V stays the dropped output to
+      // in_port it is on the virtual switch.
+      for (VPort.Loc l : vp.get().instances()) {
+        Match m = MatchUtil.withInPort(r.match(), OFPort.of(l.port()));
+        List<OFInstruction> ins = instructions(r, l.sw(), new Ingress(vport, l.port()));
+        out.add(new PhysRule(l.sw(), r.table() + 1, r.priority(), m, ins));
       }
       return out;
     }
     List<String> sws = ingressSwitches();
     if (sws.isEmpty()) {
-      instructions(r, topo.host()); // validation only
+      instructions(r, topo.host(), null); // validation only
     }
     for (String sw : sws) {
-      out.add(new PhysRule(sw, r.table() + 1, r.priority(), r.match(), instructions(r, sw)));
+      out.add(new PhysRule(sw, r.table() + 1, r.priority(), r.match(), instructions(r, sw, null)));
     }
     return out;
   }
 
-  List<OFInstruction> instructions(VirtualRule r, String sw) throws OfError {
+  List<OFInstruction> instructions(VirtualRule r, String sw, Ingress ing) throws OfError {
     List<OFInstruction> out = new ArrayList<>();
     Set<String> seen = new java.util.HashSet<>();
     for (OFInstruction i : r.instructions()) {
@@ -175,9 +241,9 @@ public final class Translator {
       }
       if (i instanceof OFInstructionApplyActions a) {
         checkVlanDepth(r.match(), a.getActions(), sw);
-        out.add(F.instructions().applyActions(actions(a.getActions(), sw, false)));
+        out.add(F.instructions().applyActions(actions(a.getActions(), sw, false, ing)));
       } else if (i instanceof OFInstructionWriteActions w) {
-        out.add(F.instructions().writeActions(actions(w.getActions(), sw, true)));
+        out.add(F.instructions().writeActions(actions(w.getActions(), sw, true, ing)));
       } else if (i instanceof OFInstructionGotoTable g) {
         int t = g.getTableId().getValue();
         if (t <= r.table() || t >= virtualTables) {
@@ -228,12 +294,16 @@ public final class Translator {
 
   private boolean crossesPcie(OFPort p, String sw) {
     if (p.equals(OFPort.FLOOD) || p.equals(OFPort.ALL)) {
-      return ports.all().stream().anyMatch(v -> !v.sw().equals(sw));
+      return ports.all().stream()
+          .anyMatch(v -> v.instances().stream().anyMatch(l -> !l.sw().equals(sw)));
     }
     if (!isStandard(p)) {
       return false;
     }
-    return ports.get(p.getPortNumber()).map(v -> !v.sw().equals(sw)).orElse(false);
+    return ports
+        .get(p.getPortNumber())
+        .map(v -> v.instances().stream().anyMatch(l -> !l.sw().equals(sw)))
+        .orElse(false);
   }
 
   /**
@@ -241,11 +311,12 @@ public final class Translator {
    * output to a virtual port is refused: the set holds one output and fixed ordering, which cannot
    * express "tag, output, untag".
    */
-  public List<OFAction> actions(List<OFAction> in, String sw, boolean set) throws OfError {
+  public List<OFAction> actions(List<OFAction> in, String sw, boolean set, Ingress ing)
+      throws OfError {
     List<OFAction> out = new ArrayList<>();
     for (OFAction a : in) {
       if (a instanceof OFActionOutput o) {
-        output(o, sw, set, out);
+        output(o, sw, set, ing, out);
       } else if (a instanceof OFActionGroup g) {
         if (!groupExists.test(g.getGroup().getGroupNumber())) {
           throw new OfError(OFBadActionCode.BAD_OUT_GROUP, "group " + g.getGroup() + " unknown");
@@ -268,7 +339,8 @@ public final class Translator {
     return out;
   }
 
-  private void output(OFActionOutput o, String sw, boolean set, List<OFAction> out) throws OfError {
+  private void output(OFActionOutput o, String sw, boolean set, Ingress ing, List<OFAction> out)
+      throws OfError {
     OFPort p = o.getPort();
     if (p.equals(OFPort.CONTROLLER) || p.equals(OFPort.IN_PORT)) {
       out.add(o);
@@ -281,7 +353,7 @@ public final class Translator {
       }
       // Output to the ingress port itself is dropped by the switch, as FLOOD/ALL require.
       for (VPort v : ports.all()) {
-        emit(v, o.getMaxLen(), sw, out);
+        emit(v, o.getMaxLen(), sw, ing, out);
       }
       return;
     }
@@ -295,21 +367,96 @@ public final class Translator {
     }
     Optional<VPort> v = ports.get(p.getPortNumber());
     if (v.isPresent()) {
-      emit(v.get(), o.getMaxLen(), sw, out);
+      emit(v.get(), o.getMaxLen(), sw, ing, out);
     }
     // Unmapped port: the packet goes nowhere, as on a switch whose port vanished.
   }
 
-  private void emit(VPort v, int maxLen, String sw, List<OFAction> out) throws OfError {
+  private void emit(VPort v, int maxLen, String sw, Ingress ing, List<OFAction> out)
+      throws OfError {
+    if (v.k() > 1) {
+      emitScaled(v, sw, ing, out);
+      return;
+    }
     if (v.sw().equals(sw)) {
       out.add(F.actions().output(OFPort.of(v.port()), maxLen));
       return;
     }
-    int tag = tags.tag(v.vport());
+    int tag = tags.tag(tagKey(v.vport(), 0));
     out.add(F.actions().pushVlan(EthType.VLAN_FRAME));
     out.add(F.actions().setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan(tag))));
     out.add(F.actions().output(OFPort.of(topo.nextHopPort(sw, v.sw())), maxLen));
     out.add(F.actions().popVlan());
+  }
+
+  /**
+   * Output to a vport served by several instances: OneSwitch's SELECT group of the vport on this
+   * switch (OVS hashes the flow, so a flow sticks to one instance while the set is unchanged).
+   */
+  private void emitScaled(VPort v, String sw, Ingress ing, List<OFAction> out) throws OfError {
+    if (ing == null) {
+      throw new OfError(
+          OFBadActionCode.BAD_OUT_PORT,
+          "output to vport "
+              + Integer.toUnsignedString(v.vport())
+              + " (served by "
+              + v.k()
+              + " instances) from a rule without in_port: a packet that came in through it would"
+              + " reach another instance, where the virtual switch drops it (match in_port)");
+    }
+    if (ing.vport() == v.vport()) {
+      // Back to the port it came in by: the switch drops output to in_port, as the virtual one.
+      out.add(F.actions().output(OFPort.of(ing.port()), 0xffff));
+      return;
+    }
+    Integer g = scaleGroups.get(v.vport());
+    if (g == null) {
+      throw new OfError(
+          OFFlowModFailedCode.TABLE_FULL, "no group id for vport " + v.vport() + " (internal)");
+    }
+    for (int i = 0; i < v.k(); i++) {
+      if (!v.instances().get(i).sw().equals(sw)) {
+        tags.tag(tagKey(v.vport(), i)); // the group's bucket toward instance i carries this tag
+      }
+    }
+    out.add(F.actions().group(org.projectfloodlight.openflow.types.OFGroup.of(g)));
+  }
+
+  /**
+   * Buckets of OneSwitch's SELECT group of scaled-out {@code v} on switch {@code sw}: one bucket of
+   * weight 1 per instance, a local output or the instance's own flow-id tag toward its switch (each
+   * instance has its tag, so the ingress switch alone chooses: chained selects on several switches
+   * would hash the flow with the same function and skew). Empty if a tag is not live (then no rule
+   * on {@code sw} uses the group).
+   */
+  public Optional<List<OFBucket>> scaleBuckets(
+      VPort v, String sw, java.util.function.LongFunction<java.util.OptionalInt> tagOf) {
+    List<OFBucket> out = new ArrayList<>();
+    for (int i = 0; i < v.k(); i++) {
+      VPort.Loc l = v.instances().get(i);
+      List<OFAction> acts;
+      if (l.sw().equals(sw)) {
+        acts = List.of(F.actions().output(OFPort.of(l.port()), 0xffff));
+      } else {
+        java.util.OptionalInt t = tagOf.apply(tagKey(v.vport(), i));
+        if (t.isEmpty()) {
+          return Optional.empty();
+        }
+        acts =
+            List.of(
+                F.actions().pushVlan(EthType.VLAN_FRAME),
+                F.actions().setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan(t.getAsInt()))),
+                F.actions().output(OFPort.of(topo.nextHopPort(sw, l.sw())), 0xffff));
+      }
+      out.add(
+          F.buildBucket()
+              .setWeight(1)
+              .setWatchPort(OFPort.ANY)
+              .setWatchGroup(org.projectfloodlight.openflow.types.OFGroup.ANY)
+              .setActions(acts)
+              .build());
+    }
+    return Optional.of(out);
   }
 
   // ---------------------------------------------------------------- groups
@@ -361,18 +508,30 @@ public final class Translator {
         }
         if (isStandard(p)) {
           Optional<VPort> v = ports.get(p.getPortNumber());
+          if (v.isPresent() && v.get().k() > 1) {
+            // A group is shared by rules of any in_port, and a nested select would be needed.
+            throw new OfError(
+                OFBadActionCode.BAD_OUT_PORT,
+                "vport "
+                    + Integer.toUnsignedString(v.get().vport())
+                    + " is served by "
+                    + v.get().k()
+                    + " instances: output to it in a group bucket is not supported");
+          }
           if (v.isPresent() && !v.get().sw().equals(sw)) {
             remote = true;
             out.add(F.actions().pushVlan(EthType.VLAN_FRAME));
             out.add(
                 F.actions()
-                    .setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan(tags.tag(v.get().vport())))));
+                    .setField(
+                        F.oxms()
+                            .vlanVid(OFVlanVidMatch.ofVlan(tags.tag(tagKey(v.get().vport(), 0))))));
             out.add(
                 F.actions().output(OFPort.of(topo.nextHopPort(sw, v.get().sw())), o.getMaxLen()));
             continue;
           }
         }
-        out.addAll(actions(List.of(a), sw, false));
+        out.addAll(actions(List.of(a), sw, false, Ingress.NONE));
       } else {
         if (a.getType() == OFActionType.PUSH_VLAN) {
           vlanOwn = true;
@@ -380,7 +539,7 @@ public final class Translator {
           MatchField<?> mf = f.getField().getMatchField();
           vlanOwn |= mf.equals(MatchField.VLAN_VID) || mf.equals(MatchField.VLAN_PCP);
         }
-        out.addAll(actions(List.of(a), sw, false));
+        out.addAll(actions(List.of(a), sw, false, Ingress.NONE));
       }
     }
     if (outputs > 1) {
@@ -398,20 +557,22 @@ public final class Translator {
   // ---------------------------------------------------------------- dispatch (physical table 0)
 
   /** The reserved table-0 rules of every switch for the current port map and live tags. */
-  public List<PhysRule> dispatch(Map<Integer, Integer> liveTags) {
+  public List<PhysRule> dispatch(Map<Long, Integer> liveTags) {
     List<PhysRule> out = new ArrayList<>();
     for (String s : topo.switches()) {
       out.add(new PhysRule(s, DISPATCH_TABLE, 0, MatchUtil.of(List.of()), List.of()));
     }
     for (VPort v : ports.all()) {
-      Match m = F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(v.port())).build();
-      out.add(
-          new PhysRule(
-              v.sw(),
-              DISPATCH_TABLE,
-              PRIO_PORT,
-              m,
-              List.of(F.instructions().gotoTable(TableId.of(1)))));
+      for (VPort.Loc l : v.instances()) {
+        Match m = F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(l.port())).build();
+        out.add(
+            new PhysRule(
+                l.sw(),
+                DISPATCH_TABLE,
+                PRIO_PORT,
+                m,
+                List.of(F.instructions().gotoTable(TableId.of(1)))));
+      }
     }
     controllerSwitch()
         .ifPresent(
@@ -429,12 +590,14 @@ public final class Translator {
     // to the vport's new place instead of dropped: the break phase re-points these rules, never
     // deletes them while the tag is live.
     OFAction back = F.actions().output(OFPort.IN_PORT, 0xffff);
-    for (Map.Entry<Integer, Integer> e : liveTags.entrySet()) {
-      Optional<VPort> ov = ports.get(e.getKey());
+    // Each instance of a scaled-out vport has its own tag (slot); a slot beyond the current
+    // instances (kept live a moment after a shrink, for frames in flight) goes to slot mod k.
+    for (Map.Entry<Long, Integer> e : liveTags.entrySet()) {
+      Optional<VPort> ov = ports.get(tagVport(e.getKey()));
       if (ov.isEmpty()) {
         continue;
       }
-      VPort v = ov.get();
+      VPort.Loc v = ov.get().instances().get(tagSlot(e.getKey()) % ov.get().k());
       int tag = e.getValue();
       List<OFAction> deliver =
           List.of(F.actions().popVlan(), F.actions().output(OFPort.of(v.port()), 0xffff));
@@ -500,17 +663,21 @@ public final class Translator {
       if (v.isEmpty()) {
         throw new OfError(OFBadRequestCode.BAD_PORT, "in_port " + in + " is not mapped");
       }
-      sw = v.get().sw();
+      sw = v.get().sw(); // a scaled-out vport: its first instance
       physIn = OFPort.of(v.get().port());
     } else {
       throw new OfError(OFBadRequestCode.BAD_PORT, "in_port " + in);
     }
+    Ingress ing =
+        physIn.equals(OFPort.CONTROLLER)
+            ? Ingress.NONE
+            : new Ingress(in.getPortNumber(), physIn.getPortNumber());
     List<OFAction> acts = new ArrayList<>();
     for (OFAction a : po.getActions()) {
       if (a instanceof OFActionOutput o && o.getPort().equals(OFPort.TABLE)) {
         acts.add(a); // runs the replicated pipeline from table 0 (dispatch) on this switch
       } else {
-        acts.addAll(actions(List.of(a), sw, false));
+        acts.addAll(actions(List.of(a), sw, false, ing));
       }
     }
     OFPacketOut msg =

@@ -219,7 +219,7 @@ class CoreFlowModTest {
             .build());
     mod(add(6, ip("10.0.0.2/32", 2), 0, 4));
     assertEquals(2, count());
-    assertTrue(on(() -> core.liveTags().keySet().containsAll(Set.of(1, 3))));
+    assertTrue(on(() -> core.liveTags().keySet().containsAll(Set.of(1L, 3L))));
     OfError exists =
         on(
             () ->
@@ -256,5 +256,36 @@ class CoreFlowModTest {
     PortOpError conflict =
         on(() -> assertThrows(PortOpError.class, () -> core.mapPort(9, "snic0", 7, null)));
     assertEquals(409, conflict.status());
+  }
+
+  @Test
+  void shrinkKeepsTheRemovedInstancesTagRoutedForAMomentAndFreesTheGroupId() throws Exception {
+    mod(add(10, ip("10.0.0.1/32", 1), 0, 4)); // snic0 wire -> V4 (host:101)
+    List<VPort.Loc> two = List.of(new VPort.Loc("host", 101), new VPort.Loc("snic1", 7));
+    var pc = on(() -> core.setInstances(4, two)).get(10, TimeUnit.SECONDS);
+    assertEquals(1, pc.rules());
+    long slot1 = net.uno.oneswitch.translate.Translator.tagKey(4, 1);
+    assertTrue(
+        on(() -> core.liveTags().containsKey(slot1)), "snic0 reaches snic1's instance by tag");
+    int gid = on(() -> core.scaleGroups().get(4));
+    assertTrue(net.uno.oneswitch.translate.Translator.isScaleGroup(gid));
+    on(() -> core.setInstances(4, List.of(new VPort.Loc("host", 101)))).get(10, TimeUnit.SECONDS);
+    assertTrue(on(() -> core.scaleGroups().isEmpty()), "group id freed with the second instance");
+    assertTrue(on(() -> core.liveTags().containsKey(slot1)), "still routed just after the shrink");
+    long end = System.currentTimeMillis() + 10_000;
+    while (on(() -> core.liveTags().containsKey(slot1))) {
+      assertTrue(System.currentTimeMillis() < end, "the removed instance's tag was never released");
+      Thread.sleep(100);
+    }
+    assertEquals(Set.of(4L), on(() -> core.liveTags().keySet()), "slot 0 (the vport's tag) stays");
+    PortOpError dup =
+        on(
+            () ->
+                assertThrows(
+                    PortOpError.class,
+                    () ->
+                        core.setInstances(
+                            4, List.of(new VPort.Loc("host", 101), new VPort.Loc("host", 101)))));
+    assertEquals("instances[1]", dup.field());
   }
 }

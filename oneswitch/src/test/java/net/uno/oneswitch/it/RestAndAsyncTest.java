@@ -38,6 +38,7 @@ class RestAndAsyncTest {
   private static final OFFactory F = FakeSwitch.F;
   private static final ObjectMapper JSON = new ObjectMapper();
   private FakeSwitch host;
+
   private FakeSwitch snic;
   private Main.Running os;
   private Path dir;
@@ -48,10 +49,8 @@ class RestAndAsyncTest {
     host = new FakeSwitch(0xa, List.of(1, 100, 101));
     snic = new FakeSwitch(0xb, List.of(1, 100, 200));
     dir = Files.createTempDirectory("oneswitch-rest");
-    os =
-        Main.run(
-            Config.parse(
-                    """
+    config =
+            """
                 {"dpid": "00000000000000ee", "listen": "ptcp:0:127.0.0.1", "rest": "127.0.0.1:0",
                  "token": "s3cret", "state_dir": "%s",
                  "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:%d"},
@@ -60,7 +59,14 @@ class RestAndAsyncTest {
                  "ports": [{"vport": 1, "switch": "snic0", "port": 1, "name": "eth0"},
                            {"vport": 2, "switch": "host", "port": 100, "name": "vm0"}]}
                 """
-                    .formatted(dir, host.port(), snic.port())));
+            .formatted(dir, host.port(), snic.port());
+    start();
+  }
+
+  private String config;
+
+  private void start() throws Exception {
+    os = Main.run(Config.parse(config));
     long end = System.currentTimeMillis() + 20000;
     while (!get("/v1/health", true).body().contains("\"ok\":true")) {
       assertTrue(System.currentTimeMillis() < end, "switches never connected");
@@ -215,5 +221,161 @@ class RestAndAsyncTest {
           0,
           (int) os.core().exec().submit(() -> os.core().rules().size()).get(5, TimeUnit.SECONDS));
     }
+  }
+
+  private HttpResponse<String> inst(int vport, String instances) throws Exception {
+    return call(
+        "PUT", "/v1/ports/" + vport + "/instances", "{\"instances\": " + instances + "}", true);
+  }
+
+  private static String field(HttpResponse<String> r) throws Exception {
+    return r.statusCode() + " " + json(r).path("field").asText();
+  }
+
+  private static OFFlowAdd fromTo(int in, int outPort, boolean wildcard) {
+    var m = F.buildMatch();
+    if (!wildcard) {
+      m.setExact(org.projectfloodlight.openflow.protocol.match.MatchField.IN_PORT, OFPort.of(in));
+    }
+    return F.buildFlowAdd()
+        .setXid(60 + in)
+        .setTableId(TableId.of(0))
+        .setPriority(wildcard ? 5 : 10)
+        .setMatch(m.build())
+        .setInstructions(
+            List.of(
+                F.instructions()
+                    .applyActions(List.of(F.actions().output(OFPort.of(outPort), 0xffff)))))
+        .build();
+  }
+
+  @Test
+  void instancesContractValidationGroupIdsAndPersistence() throws Exception {
+    assertEquals(
+        201,
+        call("PUT", "/v1/ports/5", "{\"switch\": \"snic0\", \"port\": 200}", true).statusCode());
+    String two = "[{\"switch\": \"snic0\", \"port\": 200}, {\"switch\": \"host\", \"port\": 101}]";
+    assertEquals("404 vport", field(inst(9, two)), "the vport must be mapped");
+    assertEquals("400 instances", field(call("PUT", "/v1/ports/5/instances", "{}", true)));
+    assertEquals("400 instances", field(inst(5, "[]")));
+    assertEquals("400 instances", field(inst(5, "{}")));
+    StringBuilder many = new StringBuilder("[");
+    for (int i = 0; i < 17; i++) {
+      many.append(i == 0 ? "" : ",")
+          .append("{\"switch\": \"host\", \"port\": ")
+          .append(300 + i)
+          .append("}");
+    }
+    assertEquals("400 instances", field(inst(5, many + "]")), "at most 16");
+    assertEquals(
+        "400 extra",
+        field(
+            call(
+                "PUT",
+                "/v1/ports/5/instances",
+                "{\"instances\": " + two + ", \"extra\": 1}",
+                true)));
+    assertEquals("400 instances[0]", field(inst(5, "[3]")));
+    assertEquals(
+        "400 instances[0].switch", field(inst(5, "[{\"switch\": \"nope\", \"port\": 3}]")));
+    assertEquals("400 instances[0].switch", field(inst(5, "[{\"port\": 3}]")));
+    assertEquals("400 instances[0].port", field(inst(5, "[{\"switch\": \"host\", \"port\": 0}]")));
+    assertEquals(
+        "400 instances[0].colour",
+        field(inst(5, "[{\"switch\": \"host\", \"port\": 3, \"colour\": 1}]")));
+    assertEquals(
+        "400 instances[1].port",
+        field(
+            inst(
+                5,
+                "[{\"switch\": \"snic0\", \"port\": 200}, {\"switch\": \"host\", \"port\": 1}]")),
+        "a PCIe port");
+    assertEquals(
+        "409 instances[1].port",
+        field(
+            inst(
+                5,
+                "[{\"switch\": \"snic0\", \"port\": 200}, {\"switch\": \"host\", \"port\": 100}]")),
+        "mapped to vport 2");
+    assertEquals(
+        "400 instances[1]",
+        field(
+            inst(
+                5,
+                "[{\"switch\": \"host\", \"port\": 101}, {\"switch\": \"host\", \"port\": 101}]")),
+        "duplicate");
+    assertEquals(405, call("POST", "/v1/ports/5/instances", "{}", true).statusCode());
+    try (OfClient c = client()) {
+      c.send(fromTo(2, 5, false));
+      c.send(F.buildBarrierRequest().setXid(70).build());
+      assertNotNull(c.expect(OFType.BARRIER_REPLY, 70, 5000));
+      HttpResponse<String> r = inst(5, two);
+      assertEquals(200, r.statusCode(), r.body());
+      JsonNode b = json(r);
+      assertEquals(5, b.get("vport").asInt());
+      assertEquals(2, b.get("instances").size());
+      assertEquals("host", b.get("instances").get(1).get("switch").asText());
+      assertEquals(1, b.get("rules").asInt(), "the in_port=2 rule now uses the group");
+      assertTrue(b.get("ms").isNumber());
+      OFPortStatus ps = (OFPortStatus) c.expect(OFType.PORT_STATUS, -1, 5000);
+      assertEquals(OFPortReason.MODIFY, ps.getReason());
+      int gid =
+          os.core().exec().submit(() -> os.core().scaleGroups().get(5)).get(5, TimeUnit.SECONDS);
+      assertTrue(net.uno.oneswitch.translate.Translator.isScaleGroup(gid));
+      // A controller cannot use the reserved group ids.
+      c.send(
+          F.buildGroupAdd()
+              .setXid(71)
+              .setGroup(OFGroup.of(gid))
+              .setGroupType(org.projectfloodlight.openflow.protocol.OFGroupType.ALL)
+              .setBuckets(List.of())
+              .build());
+      var err =
+          (org.projectfloodlight.openflow.protocol.OFErrorMsg) c.expect(OFType.ERROR, 71, 5000);
+      assertNotNull(err);
+      assertTrue(err.toString().contains("INVALID_GROUP"), err.toString());
+      // A wildcard in_port rule that outputs to the scaled port is refused (not faithful).
+      c.send(fromTo(0, 5, true));
+      var bad =
+          (org.projectfloodlight.openflow.protocol.OFErrorMsg) c.expect(OFType.ERROR, 60, 5000);
+      assertNotNull(bad);
+      assertTrue(bad.toString().contains("BAD_OUT_PORT"), bad.toString());
+    }
+    JsonNode ports = json(get("/v1/ports", true));
+    JsonNode v5 = null;
+    for (JsonNode p : ports) {
+      assertTrue(p.get("instances").size() >= 1, "every mapping lists instances");
+      if (p.get("vport").asInt() == 5) {
+        v5 = p;
+      }
+    }
+    assertNotNull(v5);
+    assertEquals("snic0", v5.get("switch").asText(), "switch/port = the first instance");
+    assertEquals(200, v5.get("port").asInt());
+    assertEquals(2, v5.get("instances").size());
+    // Restart: the instances come back from state.json.
+    os.core().exec().submit(os.core()::saveNow).get(5, TimeUnit.SECONDS); // as on shutdown
+    os.stop();
+    start();
+    HttpResponse<String> again = get("/v1/ports", true);
+    assertTrue(again.body().contains("{\"switch\":\"host\",\"port\":101}"), again.body());
+    // Back to one instance: a plain remap; the group id is freed.
+    HttpResponse<String> one = inst(5, "[{\"switch\": \"host\", \"port\": 101}]");
+    assertEquals(200, one.statusCode(), one.body());
+    assertEquals(1, json(one).get("instances").size());
+    assertTrue(
+        os.core().exec().submit(() -> os.core().scaleGroups().isEmpty()).get(5, TimeUnit.SECONDS));
+    // A wildcard rule outputting to vport 5 exists now: growing again is refused with 409.
+    try (OfClient c = client()) {
+      c.send(fromTo(0, 5, true));
+      c.send(F.buildBarrierRequest().setXid(72).build());
+      assertNotNull(c.expect(OFType.BARRIER_REPLY, 72, 5000));
+    }
+    HttpResponse<String> refused = inst(5, two);
+    assertEquals("409 instances", field(refused));
+    assertTrue(json(refused).get("error").asText().contains("in_port"), refused.body());
+    assertTrue(
+        os.core().exec().submit(() -> os.core().scaleGroups().isEmpty()).get(5, TimeUnit.SECONDS),
+        "nothing changed");
   }
 }

@@ -31,7 +31,7 @@ class TagAllocatorTest {
     assertEquals("FlowModFailed/TABLE_FULL", e.typeAndCode());
     a.release(2);
     assertEquals(y, a.acquire(4), "freed id reused");
-    assertEquals(java.util.Map.of(1, x, 3, z, 4, y), a.live());
+    assertEquals(java.util.Map.of(1L, x, 3L, z, 4L, y), a.live());
   }
 
   @Test

@@ -1,0 +1,249 @@
+"""One virtual port served by several instances (issue 7 scale-out), on the real emulated host.
+
+Vport 200 is served by the host NF namespace (host:200) and the spare namespace on snic0 (snic0:201) through
+`PUT /v1/ports/200/instances`: OneSwitch's select group on each ingress switch spreads the flows sent to it,
+each flow sticking to one instance. Real frames, real Open vSwitch, real OneSwitch.
+
+OVS's default select method (dp_hash over a symmetric L3/L4 hash) hashes the IP addresses and TCP/SCTP ports
+but not UDP ports, so the UDP flows here differ in their source address.
+"""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import threading
+import time
+from collections import Counter, defaultdict
+
+import pytest
+
+from nf_agent.emulated_host import naming as nm
+
+from . import ofraw
+from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT
+from .pktio import Endpoint, collect
+
+pytestmark = ONESWITCH
+
+MAGIC = b"SCALEOUT"
+UDP_DST = 7777
+TWO = [("host", nm.NF_PORT_BASE), ("snic0", SPARE_SNIC_OFPORT)]
+ONE = [("host", nm.NF_PORT_BASE)]
+
+
+def frame(pid: int, sport: int, src_mac: str, src_ip: str, dport: int = UDP_DST) -> bytes:
+    """A UDP/IPv4 frame of flow (src_ip, sport -> 10.9.9.9:dport) carrying packet id `pid`."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+
+    return bytes(
+        Ether(src=src_mac, dst="02:00:00:00:09:09")
+        / IP(src=src_ip, dst="10.9.9.9")
+        / UDP(sport=sport, dport=dport)
+        / Raw(MAGIC + struct.pack("!I", pid) + b"x" * 20)
+    )
+
+
+def pid_of(f: bytes) -> int | None:
+    i = f.find(MAGIC)
+    return struct.unpack_from("!I", f, i + len(MAGIC))[0] if i >= 0 else None
+
+
+class Bench:
+    """ovs-ofctl against OneSwitch and raw sockets at the ports of the test."""
+
+    def __init__(self, os_host):
+        self.os = os_host
+        n = os_host.name
+        self.vm0 = Endpoint(nm.ns_vm(n, 0), nm.if_vm(n, 0)[0]).open()
+        self.vm1 = Endpoint(nm.ns_vm(n, 1), nm.if_vm(n, 1)[0]).open()
+        self.eth0 = Endpoint(nm.ns_outside(n, 0, 0), nm.if_eth(n, 0, 0)[1]).open()
+        self.a = os_host.nf(0).open()  # instance host:200
+        self.b = os_host.nf(2).open()  # instance snic0:201
+        self.other = os_host.nf(1).open()  # vport 201: nothing for it must arrive
+
+    def ofctl(self, *args: str) -> str:
+        r = subprocess.run(
+            ["ovs-ofctl", "-O", "OpenFlow13", args[0], self.os.listen, *args[1:]],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0, f"ovs-ofctl {args}: {r.stderr}"
+        return r.stdout
+
+    def sinks(self) -> dict[str, list[Endpoint]]:
+        return {"a": [self.a], "b": [self.b], "vm1": [self.vm1], "other": [self.other]}
+
+    def drain(self) -> None:
+        for ep in (self.vm0, self.vm1, self.eth0, self.a, self.b, self.other):
+            ep.drain()
+
+    def close(self) -> None:
+        for ep in (self.vm0, self.vm1, self.eth0, self.a, self.b, self.other):
+            ep.close()
+
+
+@pytest.fixture(scope="module")
+def bench(os_host):
+    b = Bench(os_host)
+    b.ofctl("del-flows")
+    b.ofctl("del-groups")
+    for f in (
+        f"in_port=100,udp,tp_dst={UDP_DST},actions=output:{NF_HOST}",
+        f"in_port=1,udp,tp_dst={UDP_DST},actions=output:{NF_HOST}",
+        f"in_port={NF_HOST},udp,tp_dst={UDP_DST},actions=output:101",
+    ):
+        b.ofctl("add-flow", f)
+    try:
+        yield b
+    finally:
+        try:
+            os_host.client.set_instances(NF_HOST, ONE)
+            b.ofctl("del-flows")
+        finally:
+            b.close()
+
+
+def send(b: Bench, pkts: list[tuple[Endpoint, bytes]], gap: float = 0.0) -> dict[int, list[str]]:
+    """Sends the frames (with `gap` seconds between them); returns packet id -> sinks it arrived at."""
+    b.drain()
+    got: dict[int, list[str]] = defaultdict(list)
+    for ep, f in pkts:
+        ep.send(f)
+        if gap:
+            time.sleep(gap)
+    for key, f in collect(b.sinks(), quiet=0.8):
+        p = pid_of(f)
+        if p is not None:
+            got[p].append(str(key))
+    return got
+
+
+def src_of(i: int) -> tuple[str, str]:
+    """Source MAC and IP of flow i: even flows from VM 0 (host switch), odd ones from Ethernet port 0 (snic0)."""
+    return (
+        "02:00:00:00:00:10" if i % 2 == 0 else "02:00:00:00:00:20"
+    ), f"10.{i % 2}.{i // 250}.{i % 250 + 1}"
+
+
+def flows(n_flows: int, per_flow: int, first_pid: int = 0) -> tuple[list, dict[int, tuple]]:
+    """Frames of n_flows UDP flows, per_flow packets each, interleaved."""
+    pkts, flow_of = [], {}
+    pid = first_pid
+    for _ in range(per_flow):
+        for i in range(n_flows):
+            key = ("vm0" if i % 2 == 0 else "eth0", 20000 + i)
+            pkts.append((key, frame(pid, 20000 + i, *src_of(i))))
+            flow_of[pid] = key
+            pid += 1
+    return pkts, flow_of
+
+
+def test_two_instances_spread_flows_each_sticking_to_one(os_host, bench):
+    r = os_host.client.set_instances(NF_HOST, TWO)
+    assert r.vport == NF_HOST and r.rules >= 2, r
+    m = {p.vport: p for p in os_host.client.ports()}[NF_HOST]
+    assert m.instances == TWO and (m.switch, m.port) == TWO[0]
+    st = {p["vport"]: p for p in os_host.host.oneswitch().status()["ports"]}  # what `uno status --json` shows
+    assert st[NF_HOST]["instances"] == [list(i) for i in TWO] and "instances" not in st[100]
+    pkts, flow_of = flows(n_flows=64, per_flow=3)
+    eps = {"vm0": bench.vm0, "eth0": bench.eth0}
+    got = send(bench, [(eps[k[0]], f) for k, f in pkts])
+    lost = [p for p in flow_of if len(got.get(p, [])) != 1]
+    assert not lost, (
+        f"{len(lost)} of {len(flow_of)} not delivered exactly once: {[got.get(p) for p in lost[:10]]}"
+    )
+    assert all(got[p][0] in ("a", "b") for p in flow_of), Counter(got[p][0] for p in flow_of)
+    per_flow: dict[tuple, set[str]] = defaultdict(set)
+    for p, key in flow_of.items():
+        per_flow[key].add(got[p][0])
+    assert all(len(s) == 1 for s in per_flow.values()), "a flow hit two instances"
+    where = Counter(next(iter(s)) for s in per_flow.values())
+    assert where["a"] > 0 and where["b"] > 0, where
+    for src in ("vm0", "eth0"):  # from the host switch and from the sNIC switch alike
+        assert {next(iter(per_flow[k])) for k in per_flow if k[0] == src} == {"a", "b"}, (src, per_flow)
+
+
+def test_in_port_of_the_scaled_port_matches_both_instances_and_port_stats_sum(os_host, bench):
+    os_host.client.set_instances(NF_HOST, TWO)
+
+    def rx() -> int:
+        out = bench.ofctl("dump-ports", str(NF_HOST))
+        line = next(x for x in out.splitlines() if "rx pkts=" in x)
+        return int(line.split("rx pkts=")[1].split(",")[0])
+
+    n = 20
+    before = rx()
+    got = send(
+        bench, [(bench.a, frame(1000 + i, 30000 + i, "02:00:00:00:00:30", "10.0.0.30")) for i in range(n)]
+    )
+    mid = rx()
+    got.update(
+        send(
+            bench, [(bench.b, frame(2000 + i, 30000 + i, "02:00:00:00:00:31", "10.0.0.31")) for i in range(n)]
+        )
+    )
+    after = rx()
+    for base in (1000, 2000):
+        assert [got.get(base + i) for i in range(n)] == [["vm1"]] * n, "in_port=200 from each instance -> vm1"
+    # The virtual port's counters sum its instances: frames into either physical port count.
+    assert mid - before >= n and after - mid >= n, (before, mid, after)
+
+
+def test_resize_one_two_one_under_traffic_loses_nothing(os_host, bench):
+    os_host.client.set_instances(NF_HOST, ONE)
+    n = 600
+    pkts = []
+    for i in range(n):  # every packet its own flow: spread as soon as there are two instances
+        pkts.append((bench.vm0 if i % 2 == 0 else bench.eth0, frame(5000 + i, 40000 + i, *src_of(i))))
+    results = []
+
+    def resize():
+        time.sleep(0.3)
+        results.append(os_host.client.set_instances(NF_HOST, TWO))
+        time.sleep(0.5)
+        results.append(os_host.client.set_instances(NF_HOST, ONE))
+
+    th = threading.Thread(target=resize)
+    th.start()
+    try:
+        got = send(bench, pkts, gap=0.002)
+    finally:
+        th.join()
+    assert len(results) == 2, "a resize failed"
+    lost = [5000 + i for i in range(n) if len(got.get(5000 + i, [])) != 1]
+    assert not lost, f"{len(lost)} of {n} lost or duplicated during 1->2->1: {lost[:20]}"
+    where = Counter(got[5000 + i][0] for i in range(n))
+    assert set(where) <= {"a", "b"}, where
+    assert where["b"] > 0 and where["a"] > where["b"], where  # the second instance served only in between
+
+
+def test_packet_in_from_either_instance_carries_the_vport(os_host, bench):
+    os_host.client.set_instances(NF_HOST, TWO)
+    port = int(os_host.listen.rsplit(":", 1)[1])
+    conn = ofraw.Conn(port)
+    try:
+        conn.hello()
+        conn.send(ofraw.flow_mod(NF_HOST, 0xFFFFFFFD, priority=50, xid=80))  # in_port=200 -> CONTROLLER
+        conn.send(ofraw.msg(ofraw.BARRIER_REQUEST, xid=81))
+        assert not [r.error for r in conn.until(81, ofraw.BARRIER_REPLY) if r.error]
+        for i, ep in enumerate((bench.a, bench.b)):
+            ep.send(frame(9000 + i, 50000 + i, "02:00:00:00:00:40", "10.0.0.40", dport=7778))
+        in_ports = {}
+        deadline = time.monotonic() + 15
+        while len(in_ports) < 2 and time.monotonic() < deadline:
+            r = conn.recv(1.0)
+            if r is None or r.type != 10:  # OFPT_PACKET_IN
+                continue
+            mlen = struct.unpack_from("!H", r.body, 18)[0]  # buffer_id, total_len, reason, table, cookie
+            oxm, value = struct.unpack_from("!II", r.body, 20)
+            data = r.body[16 + mlen + (-mlen % 8) + 2 :]
+            if oxm == 0x80000004 and pid_of(data) is not None:
+                in_ports[pid_of(data)] = value
+        assert in_ports == {9000: NF_HOST, 9001: NF_HOST}, in_ports
+    finally:
+        conn.close()
+        bench.ofctl("del-flows", "--strict", f"priority=50,in_port={NF_HOST}")
