@@ -1,7 +1,8 @@
 """Per-NF-type resource profiles (r_host, r_nic: cores per Gbit/s of load), shipped defaults + overrides.
 
 A profile file maps an NF type to `{"r_host", "r_nic", "measured"?}`; `measured` is provenance, per side
-(`"r_host"`/`"r_nic"`): `{"date", "command", "cores", "load_gbps"}` of the measurement the value came from.
+(`"r_host"`/`"r_nic"`): `{"date", "command", "used", "load_gbps"}` of the measurement the value came from
+(`used`: host cores for r_host, sNIC placement units for r_nic).
 Keys starting with `_` are comments and are kept when a file is updated."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from placement.model import PlacementInputError
 DEFAULT_PROFILES = Path(__file__).with_name("profiles.json")
 # Measured on the emulated host (bench/agent/run.py --profile): r_nic in cores of the sNIC's CPU cgroup
 EMULATED_PROFILES = Path(__file__).with_name("profiles-emulated.json")
-_PROVENANCE = {"date", "command", "cores", "load_gbps"}
+_PROVENANCE = {"date", "command", "used", "load_gbps"}
 
 
 def load_profiles(path: str | Path | None = None) -> dict[str, dict]:
@@ -67,7 +68,7 @@ def _validate_provenance(name: str, val: object) -> None:
         for k in ("date", "command"):
             if not isinstance(rec[k], str) or not rec[k]:
                 raise PlacementInputError(f"{where}.{k}: must be a non-empty string")
-        for k in ("cores", "load_gbps"):
+        for k in ("used", "load_gbps"):
             if isinstance(rec[k], bool) or not isinstance(rec[k], int | float) or rec[k] < 0:
                 raise PlacementInputError(f"{where}.{k}: must be a non-negative number")
 
@@ -90,7 +91,7 @@ def record_measurement(
     entry = from_measurement(cores, gbps_through, on)
     side = f"r_{on}"
     old = raw.get(nf_type, {})
-    prov = {**old.get("measured", {}), side: {"date": date, "command": command, "cores": round(cores, 6),
+    prov = {**old.get("measured", {}), side: {"date": date, "command": command, "used": round(cores, 6),
                                               "load_gbps": round(2 * gbps_through, 6)}}  # fmt: skip
     out = {**raw, nf_type: {**old, **entry, "measured": prov}}
     validate_profile(nf_type, out[nf_type])
