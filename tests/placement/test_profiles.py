@@ -27,7 +27,7 @@ def test_record_measurement_sets_r_and_provenance_and_keeps_the_rest():
     assert out["_about"] == "x" and out["ips"]["r_nic"] == 2.0
     assert out["ips"]["r_host"] == pytest.approx(0.25)  # 0.05 cores / (2 x 0.1 Gbit/s)
     assert out["ips"]["measured"] == {
-        "r_host": {"date": "2026-11-23T15:00:00Z", "command": "bench", "cores": 0.05, "load_gbps": 0.2}
+        "r_host": {"date": "2026-11-23T15:00:00Z", "command": "bench", "used": 0.05, "load_gbps": 0.2}
     }
     out2 = record_measurement(out, "ips", "nic", 3.6, 0.1, "d2", "c2")
     assert set(out2["ips"]["measured"]) == {"r_host", "r_nic"} and out2["ips"]["r_nic"] == pytest.approx(18)
@@ -72,10 +72,10 @@ def test_cli_measure_bad_input_is_one_line_and_writes_nothing(tmp_path, args, ms
         ({"ips": {"r_host": -1}}, "profiles.ips.r_host"),
         ({"ips": {"r_gpu": 1}}, "profiles.ips"),
         ({"ips": {"r_host": 1, "measured": {"r_host": {"date": "d"}}}}, "profiles.ips.measured.r_host"),
-        ({"ips": {"measured": {"r_host": {"date": "", "command": "c", "cores": 1, "load_gbps": 1}}}},
+        ({"ips": {"measured": {"r_host": {"date": "", "command": "c", "used": 1, "load_gbps": 1}}}},
          "profiles.ips.measured.r_host.date"),
-        ({"ips": {"measured": {"r_host": {"date": "d", "command": "c", "cores": True, "load_gbps": 1}}}},
-         "profiles.ips.measured.r_host.cores"),
+        ({"ips": {"measured": {"r_host": {"date": "d", "command": "c", "used": True, "load_gbps": 1}}}},
+         "profiles.ips.measured.r_host.used"),
         ([], "expected a JSON object"),
     ],
 )  # fmt: skip
