@@ -43,17 +43,38 @@ def cmd_sim(args: argparse.Namespace) -> int:
     return 0
 
 
+def _number(what: str, text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise CliError(f"--measure {what}: expected a number, got {text!r}") from None
+    if v != v or v in (float("inf"), float("-inf")):
+        raise CliError(f"--measure {what}: expected a finite number, got {text!r}")
+    return v
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
-    from placement.profiles import from_measurement, load_profiles
+    import time
+
+    from placement.profiles import load_profiles, read_profile_file, record_measurement
 
     try:
-        profiles = load_profiles(args.file)
         if args.measure:
             nf_type, on, cores, gbps = args.measure
-            entry = from_measurement(float(cores), float(gbps), on)
-            profiles[nf_type] = {**profiles.get(nf_type, {}), **entry}
+            raw = read_profile_file(args.file) if args.file else {}
+            date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            source = args.source or f"uno placement profile --measure {nf_type} {on} {cores} {gbps}"
+            raw = record_measurement(
+                raw, nf_type, on, _number("CORES", cores), _number("GBPS", gbps), date, source
+            )
             if args.file:
-                Path(args.file).write_text(json.dumps(profiles, indent=2) + "\n")
+                tmp = Path(f"{args.file}.tmp")
+                tmp.write_text(json.dumps(raw, indent=2) + "\n")
+                tmp.replace(args.file)
+            profiles = {**load_profiles(args.file), nf_type: {**load_profiles(args.file).get(nf_type, {}),
+                                                              **raw[nf_type]}}  # fmt: skip
+        else:
+            profiles = load_profiles(args.file)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     print(json.dumps(profiles, indent=2))
@@ -78,5 +99,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.set_defaults(func=cmd_sim)
     f = psub.add_parser("profile", help="show NF profiles; --measure TYPE host|nic CORES GBPS updates FILE")
     f.add_argument("--file", help="profiles JSON overlaying the shipped defaults")
-    f.add_argument("--measure", nargs=4, metavar=("TYPE", "ON", "CORES", "GBPS"))
+    f.add_argument(
+        "--measure",
+        nargs=4,
+        metavar=("TYPE", "ON", "CORES", "GBPS"),
+        help="CORES used while GBPS passed through the NF (load = 2 x GBPS); ON is host or nic",
+    )
+    f.add_argument("--source", help="provenance: the command that measured it (default: this command)")
     f.set_defaults(func=cmd_profile)

@@ -1,10 +1,13 @@
-"""The demo chain's description (written by the demo, read by the controller app) and its steering rules.
+"""The demo chains' description (written by the demo, read by the controller app) and their steering rules.
 
 NFs are one-arm: a packet goes out of the NF's virtual port and comes back on it with its source MAC
-unchanged, so the direction of a returning packet is told by its source MAC (VM's = towards the outside)."""
+unchanged, so the direction of a returning packet is told by its source MAC (VM's = towards the outside).
+Several chains (one per VM) share the outside port: a frame from the outside goes to the chain of the VM
+whose MAC is its destination, anything else (broadcasts, other MACs) to the first chain."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 _MAC_HEX = set("0123456789abcdef")
@@ -58,20 +61,65 @@ def parse_chain(raw: object) -> Chain:
     return chain
 
 
+MAX_CHAINS = 8
+
+
+def parse_chains(raw: object) -> tuple[Chain, ...]:
+    """One chain object, or {"chains": [chain, ...]} (VMs, MACs and NF ports all distinct, one outside port)."""
+    if not isinstance(raw, dict) or "chains" not in raw:
+        return (parse_chain(raw),)
+    if set(raw) != {"chains"}:
+        raise ChainError(f"{sorted(set(raw) - {'chains'})[0]}: unknown field")
+    items = raw["chains"]
+    if not isinstance(items, list) or not 1 <= len(items) <= MAX_CHAINS:
+        raise ChainError(f"chains: expected a list of 1 to {MAX_CHAINS} chains")
+    chains = []
+    for i, item in enumerate(items):
+        try:
+            chains.append(parse_chain(item))
+        except ChainError as exc:
+            raise ChainError(f"chains[{i}].{exc}") from None
+    for i, c in enumerate(chains[1:], 1):
+        if (c.out_port, c.out_mac) != (chains[0].out_port, chains[0].out_mac):
+            raise ChainError(f"chains[{i}].out_port: every chain must use the same outside port and MAC")
+    seen_ports: set[int] = set()
+    seen_macs: set[str] = set()
+    for i, c in enumerate(chains):
+        own = {c.vm_port, *c.nf_ports}
+        if own & seen_ports:
+            raise ChainError(f"chains[{i}].nf_ports: a VM or NF port is in two chains")
+        if c.vm_mac in seen_macs:
+            raise ChainError(f"chains[{i}].vm_mac: two chains have the same VM MAC")
+        seen_ports |= own
+        seen_macs.add(c.vm_mac)
+    return tuple(chains)
+
+
 @dataclass(frozen=True)
 class Rule:
     priority: int
     in_port: int
     eth_src: str | None
     out_port: int
+    eth_dst: str | None = None
 
 
-def steering_rules(chain: Chain) -> list[Rule]:
-    """VM -> nf_ports[0] -> ... -> nf_ports[-1] -> outside, and the reverse path back to the VM."""
-    hops = [chain.vm_port, *chain.nf_ports, chain.out_port]
+def steering_rules(chains: Chain | Sequence[Chain]) -> list[Rule]:
+    """Per chain: VM -> nf_ports[0] -> ... -> nf_ports[-1] -> outside, and the reverse path back to the VM."""
+    chains = (chains,) if isinstance(chains, Chain) else tuple(chains)
     rules = []
-    for direction, mac in ((hops, chain.vm_mac), (hops[::-1], chain.out_mac)):
-        rules.append(Rule(100, direction[0], None, direction[1]))  # from the endpoint: no MAC needed
-        for i in range(1, len(direction) - 1):
-            rules.append(Rule(200, direction[i], mac, direction[i + 1]))
+    for chain in chains:
+        hops = [chain.vm_port, *chain.nf_ports, chain.out_port]
+        for direction, mac in ((hops, chain.vm_mac), (hops[::-1], chain.out_mac)):
+            if direction[0] != chain.out_port:
+                rules.append(Rule(100, direction[0], None, direction[1]))  # from the VM: no MAC needed
+            elif len(chains) == 1:
+                rules.append(Rule(100, direction[0], None, direction[1]))
+            else:  # the outside port is shared: by destination MAC
+                rules.append(Rule(150, direction[0], None, direction[1], chain.vm_mac))
+            for i in range(1, len(direction) - 1):
+                rules.append(Rule(200, direction[i], mac, direction[i + 1]))
+    if len(chains) > 1:  # broadcasts and frames for no VM of a chain: the first chain
+        first = [chains[0].vm_port, *chains[0].nf_ports][-1]
+        rules.append(Rule(100, chains[0].out_port, None, first))
     return rules

@@ -19,7 +19,7 @@ from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev
 from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
-from nf_agent.demo.chain import ChainError, parse_chain, steering_rules
+from nf_agent.demo.chain import ChainError, parse_chains, steering_rules
 
 
 class ChainSteering(app_manager.OSKenApp):
@@ -56,16 +56,17 @@ class ChainSteering(app_manager.OSKenApp):
         ofp, parser = dp.ofproto, dp.ofproto_parser
         try:
             mtime = self.path.stat().st_mtime
-            chain = parse_chain(json.loads(self.path.read_text()))
+            chains = parse_chains(json.loads(self.path.read_text()))
         except (OSError, ValueError, ChainError) as exc:
             Path(f"{self.path}.error").write_text(f"{exc}\n")
             self.logger.error("chain %s: %s", self.path, exc)
             return
         dp.send_msg(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL,
                                       out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY))  # fmt: skip
-        rules = steering_rules(chain)
+        rules = steering_rules(chains)
         for r in rules:
             fields = {"in_port": r.in_port} | ({"eth_src": r.eth_src} if r.eth_src else {})
+            fields |= {"eth_dst": r.eth_dst} if r.eth_dst else {}
             actions = [parser.OFPActionOutput(r.out_port)]
             inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
             dp.send_msg(parser.OFPFlowMod(dp, priority=r.priority, match=parser.OFPMatch(**fields),

@@ -1,0 +1,94 @@
+"""Profiles: the measured-profile update path (`uno placement profile --measure`) with provenance, and
+validation of profile files (a bad field is named, nothing is written)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from placement.model import PlacementInputError
+from placement.profiles import EMULATED_PROFILES, load_profiles, read_profile_file, record_measurement
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def uno(*args):
+    return subprocess.run([sys.executable, "-m", "nf_agent.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+def test_record_measurement_sets_r_and_provenance_and_keeps_the_rest():
+    raw = {"_about": "x", "ips": {"r_host": 1.0, "r_nic": 2.0}}
+    out = record_measurement(raw, "ips", "host", 0.05, 0.1, "2026-11-23T15:00:00Z", "bench")
+    assert out["_about"] == "x" and out["ips"]["r_nic"] == 2.0
+    assert out["ips"]["r_host"] == pytest.approx(0.25)  # 0.05 cores / (2 x 0.1 Gbit/s)
+    assert out["ips"]["measured"] == {
+        "r_host": {"date": "2026-11-23T15:00:00Z", "command": "bench", "used": 0.05, "load_gbps": 0.2}
+    }
+    out2 = record_measurement(out, "ips", "nic", 3.6, 0.1, "d2", "c2")
+    assert set(out2["ips"]["measured"]) == {"r_host", "r_nic"} and out2["ips"]["r_nic"] == pytest.approx(18)
+    assert raw == {"_about": "x", "ips": {"r_host": 1.0, "r_nic": 2.0}}  # not mutated
+
+
+def test_cli_measure_writes_the_file_with_provenance(tmp_path):
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"_about": "kept", "firewall": {"r_host": 9}}))
+    out = uno("placement", "profile", "--file", str(f), "--measure", "firewall", "host", "0.02", "0.1",
+              "--source", "./uno bench agent --profile firewall")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    raw = json.loads(f.read_text())
+    assert raw["_about"] == "kept" and raw["firewall"]["r_host"] == pytest.approx(0.1)
+    prov = raw["firewall"]["measured"]["r_host"]
+    assert prov["command"] == "./uno bench agent --profile firewall" and prov["date"].endswith("Z")
+    assert json.loads(out.stdout)["firewall"]["r_host"] == pytest.approx(0.1)
+    assert load_profiles(f)["firewall"]["r_host"] == pytest.approx(0.1)  # the agent's --profiles reads it
+
+
+@pytest.mark.parametrize(
+    ("args", "msg"),
+    [
+        (["firewall", "host", "0.1", "0"], "gbps_through > 0"),
+        (["firewall", "gpu", "0.1", "1"], "measurement.on"),
+        (["Bad type", "host", "0.1", "1"], "measurement.type"),
+        (["firewall", "host", "abc", "1"], "--measure CORES: expected a number"),
+        (["firewall", "host", "1", "nan"], "--measure GBPS: expected a finite number"),
+    ],
+)
+def test_cli_measure_bad_input_is_one_line_and_writes_nothing(tmp_path, args, msg):
+    f = tmp_path / "p.json"
+    f.write_text("{}")
+    out = uno("placement", "profile", "--file", str(f), "--measure", *args)
+    assert out.returncode == 2 and msg in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert f.read_text() == "{}"
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({"ips": {"r_host": -1}}, "profiles.ips.r_host"),
+        ({"ips": {"r_gpu": 1}}, "profiles.ips"),
+        ({"ips": {"r_host": 1, "measured": {"r_host": {"date": "d"}}}}, "profiles.ips.measured.r_host"),
+        ({"ips": {"measured": {"r_host": {"date": "", "command": "c", "used": 1, "load_gbps": 1}}}},
+         "profiles.ips.measured.r_host.date"),
+        ({"ips": {"measured": {"r_host": {"date": "d", "command": "c", "used": True, "load_gbps": 1}}}},
+         "profiles.ips.measured.r_host.used"),
+        ([], "expected a JSON object"),
+    ],
+)  # fmt: skip
+def test_bad_profile_files_name_the_field(tmp_path, raw, field):
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(raw))
+    with pytest.raises(PlacementInputError, match=field.replace(".", r"\.")):
+        read_profile_file(f)
+
+
+def test_shipped_emulated_profiles_are_valid_and_measured():
+    raw = read_profile_file(EMULATED_PROFILES)
+    for name, prof in raw.items():
+        if name.startswith("_"):
+            continue
+        assert set(prof["measured"]) == {"r_host", "r_nic"}, name  # every value has its provenance
