@@ -297,7 +297,8 @@ public final class OneSwitchCore implements SouthListener {
           return t;
         },
         groups::containsKey,
-        scaleGroups);
+        scaleGroups,
+        groups::get);
   }
 
   /** A translator for lookups only (dispatch, packet-in, scale group buckets). */
@@ -954,19 +955,24 @@ public final class OneSwitchCore implements SouthListener {
     Set<Long> used = new HashSet<>();
     boolean existed = groups.containsKey(g.groupId());
     VirtualGroup old = groups.get(g.groupId());
-    if (!existed) {
-      groups.put(g.groupId(), g); // a bucket may chain to itself only via validation below
-    }
+    groups.put(g.groupId(), g); // translation and the check of its rules see the new buckets
     Map<String, List<OFBucket>> t;
     try {
       t = translateGroup(g, ports, used);
+      try {
+        checkRulesUsing(g.groupId());
+      } catch (OfError e) {
+        used.forEach(tags::release);
+        throw new OfError(OFGroupModFailedCode.BAD_BUCKET, e.getMessage());
+      }
     } catch (OfError e) {
-      if (!existed) {
+      if (existed) {
+        groups.put(g.groupId(), old);
+      } else {
         groups.remove(g.groupId());
       }
       throw e;
     }
-    groups.put(g.groupId(), g);
     if (!existed) {
       groupCreated.put(g.groupId(), clock.getAsLong());
     }
@@ -990,6 +996,18 @@ public final class OneSwitchCore implements SouthListener {
           }
         });
     apply(dirty, Set.of(), false);
+  }
+
+  /** Throws if a rule using group {@code id} no longer translates (dry run, tags given back). */
+  private void checkRulesUsing(int id) throws OfError {
+    for (VirtualRule r : rules.values()) {
+      for (OFAction a : actionsOf(r)) {
+        if (a instanceof OFActionGroup ag && ag.getGroup().getGroupNumber() == id) {
+          translate(r, ports).tagVports().forEach(tags::release);
+          break;
+        }
+      }
+    }
   }
 
   // ------------------------------------------------------------------ packet-out / packet-in
