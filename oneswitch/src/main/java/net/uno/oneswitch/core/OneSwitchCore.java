@@ -1440,6 +1440,7 @@ public final class OneSwitchCore implements SouthListener {
   private void reconcile(SouthSwitch sw) {
     String id = sw.id();
     phys.forget(id);
+    long mark = phys.cookieMark();
     sw.<OFGroupDescStatsReply>stats(F.buildGroupDescStatsRequest().setXid(sw.nextXid()).build())
         .thenAcceptAsync(
             replies -> {
@@ -1455,7 +1456,7 @@ public final class OneSwitchCore implements SouthListener {
               desired.keySet().stream().filter(k -> k.sw().equals(id)).forEach(dirty::add);
               PhysicalState.Plan p =
                   phys.plan(desired, owners, dirty, Set.of(), desiredGroups(), Set.of(id));
-              execute(p, true).thenRunAsync(() -> deleteStale(sw), exec);
+              execute(p, true).thenRunAsync(() -> deleteStale(sw, mark), exec);
             },
             exec)
         .exceptionally(
@@ -1465,7 +1466,13 @@ public final class OneSwitchCore implements SouthListener {
             });
   }
 
-  private void deleteStale(SouthSwitch sw) {
+  /**
+   * Deletes the flows on {@code sw} that are not OneSwitch's. A flow installed since the reconcile
+   * began ({@code mark}) but no longer in the physical state is one a plan is deleting right now
+   * (e.g. the break phase of a remap still waiting for its barrier): left to that plan, so the dump
+   * cannot delete an old rule before its replacement is barriered.
+   */
+  private void deleteStale(SouthSwitch sw, long mark) {
     sw.<OFFlowStatsReply>stats(flowStatsAll(sw))
         .thenAcceptAsync(
             replies -> {
@@ -1474,7 +1481,8 @@ public final class OneSwitchCore implements SouthListener {
               Set<Long> stale = new HashSet<>();
               for (OFFlowStatsReply r : replies) {
                 for (OFFlowStatsEntry e : r.getEntries()) {
-                  if (!ours.contains(e.getCookie().getValue())) {
+                  long c = e.getCookie().getValue();
+                  if (!ours.contains(c) && !phys.issuedSince(c, mark)) {
                     stale.add(e.getCookie().getValue());
                   }
                 }
