@@ -247,3 +247,31 @@ def test_packet_in_from_either_instance_carries_the_vport(os_host, bench):
     finally:
         conn.close()
         bench.ofctl("del-flows", "--strict", f"priority=50,in_port={NF_HOST}")
+
+
+def test_copies_beside_the_scaled_port_and_a_controller_group_chained_to_it(os_host, bench):
+    """in_port=1: output:200 then output:101 in one list; in_port=100: a controller ALL group with buckets
+    output:200 and output:101 (chained to OneSwitch's select group). Each frame reaches one instance of 200
+    and VM 1, once each."""
+    os_host.client.set_instances(NF_HOST, TWO)
+    bench.ofctl("add-group", "group_id=5,type=all,bucket=output:200,bucket=output:101")
+    rules = (
+        f"priority=40000,in_port=100,udp,tp_dst={UDP_DST},actions=group:5",
+        f"priority=40000,in_port=1,udp,tp_dst={UDP_DST},actions=output:{NF_HOST},output:101",
+    )
+    for f in rules:
+        bench.ofctl("add-flow", f)
+    try:
+        pkts, flow_of = flows(n_flows=32, per_flow=2, first_pid=60000)
+        eps = {"vm0": bench.vm0, "eth0": bench.eth0}
+        got = send(bench, [(eps[k[0]], f) for k, f in pkts])
+        bad = {p: got.get(p) for p in flow_of if sorted(got.get(p, [])) not in (["a", "vm1"], ["b", "vm1"])}
+        assert not bad, (
+            f"{len(bad)} of {len(flow_of)} frames not at one instance + vm1: {list(bad.items())[:8]}"
+        )
+        where = Counter(next(x for x in got[p] if x != "vm1") for p in flow_of)
+        assert where["a"] > 0 and where["b"] > 0, where
+    finally:
+        for f in rules:
+            bench.ofctl("del-flows", "--strict", f.split(",actions")[0])
+        bench.ofctl("del-groups", "group_id=5")

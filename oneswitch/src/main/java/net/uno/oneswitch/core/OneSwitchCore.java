@@ -297,7 +297,8 @@ public final class OneSwitchCore implements SouthListener {
           return t;
         },
         groups::containsKey,
-        scaleGroups);
+        scaleGroups,
+        groups::get);
   }
 
   /** A translator for lookups only (dispatch, packet-in, scale group buckets). */
@@ -955,19 +956,24 @@ public final class OneSwitchCore implements SouthListener {
     Set<Long> used = new HashSet<>();
     boolean existed = groups.containsKey(g.groupId());
     VirtualGroup old = groups.get(g.groupId());
-    if (!existed) {
-      groups.put(g.groupId(), g); // a bucket may chain to itself only via validation below
-    }
+    groups.put(g.groupId(), g); // translation and the check of its rules see the new buckets
     Map<String, List<OFBucket>> t;
     try {
       t = translateGroup(g, ports, used);
+      try {
+        checkRulesUsing(g.groupId());
+      } catch (OfError e) {
+        used.forEach(tags::release);
+        throw new OfError(OFGroupModFailedCode.BAD_BUCKET, e.getMessage());
+      }
     } catch (OfError e) {
-      if (!existed) {
+      if (existed) {
+        groups.put(g.groupId(), old);
+      } else {
         groups.remove(g.groupId());
       }
       throw e;
     }
-    groups.put(g.groupId(), g);
     if (!existed) {
       groupCreated.put(g.groupId(), clock.getAsLong());
     }
@@ -991,6 +997,18 @@ public final class OneSwitchCore implements SouthListener {
           }
         });
     apply(dirty, Set.of(), false);
+  }
+
+  /** Throws if a rule using group {@code id} no longer translates (dry run, tags given back). */
+  private void checkRulesUsing(int id) throws OfError {
+    for (VirtualRule r : rules.values()) {
+      for (OFAction a : actionsOf(r)) {
+        if (a instanceof OFActionGroup ag && ag.getGroup().getGroupNumber() == id) {
+          translate(r, ports).tagVports().forEach(tags::release);
+          break;
+        }
+      }
+    }
   }
 
   // ------------------------------------------------------------------ packet-out / packet-in
@@ -1423,6 +1441,7 @@ public final class OneSwitchCore implements SouthListener {
   private void reconcile(SouthSwitch sw) {
     String id = sw.id();
     phys.forget(id);
+    long mark = phys.cookieMark();
     sw.<OFGroupDescStatsReply>stats(F.buildGroupDescStatsRequest().setXid(sw.nextXid()).build())
         .thenAcceptAsync(
             replies -> {
@@ -1438,7 +1457,7 @@ public final class OneSwitchCore implements SouthListener {
               desired.keySet().stream().filter(k -> k.sw().equals(id)).forEach(dirty::add);
               PhysicalState.Plan p =
                   phys.plan(desired, owners, dirty, Set.of(), desiredGroups(), Set.of(id));
-              execute(p, true).thenRunAsync(() -> deleteStale(sw), exec);
+              execute(p, true).thenRunAsync(() -> deleteStale(sw, mark), exec);
             },
             exec)
         .exceptionally(
@@ -1448,7 +1467,13 @@ public final class OneSwitchCore implements SouthListener {
             });
   }
 
-  private void deleteStale(SouthSwitch sw) {
+  /**
+   * Deletes the flows on {@code sw} that are not OneSwitch's. A flow installed since the reconcile
+   * began ({@code mark}) but no longer in the physical state is one a plan is deleting right now
+   * (e.g. the break phase of a remap still waiting for its barrier): left to that plan, so the dump
+   * cannot delete an old rule before its replacement is barriered.
+   */
+  private void deleteStale(SouthSwitch sw, long mark) {
     sw.<OFFlowStatsReply>stats(flowStatsAll(sw))
         .thenAcceptAsync(
             replies -> {
@@ -1457,7 +1482,8 @@ public final class OneSwitchCore implements SouthListener {
               Set<Long> stale = new HashSet<>();
               for (OFFlowStatsReply r : replies) {
                 for (OFFlowStatsEntry e : r.getEntries()) {
-                  if (!ours.contains(e.getCookie().getValue())) {
+                  long c = e.getCookie().getValue();
+                  if (!ours.contains(c) && !phys.issuedSince(c, mark)) {
                     stale.add(e.getCookie().getValue());
                   }
                 }

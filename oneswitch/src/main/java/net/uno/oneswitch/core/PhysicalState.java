@@ -92,6 +92,19 @@ public final class PhysicalState {
     groups.remove(sw);
   }
 
+  /** The cookie the next installed flow will get (see {@link #issuedSince}). */
+  public long cookieMark() {
+    return cookieBase | (cookieNext & 0xffffffffL);
+  }
+
+  /**
+   * True if this process issued {@code cookie} at or after {@code mark} (a {@link #cookieMark}).
+   */
+  public boolean issuedSince(long cookie, long mark) {
+    return (cookie & 0xffffffff00000000L) == cookieBase
+        && (cookie & 0xffffffffL) >= (mark & 0xffffffffL);
+  }
+
   private long newCookie() {
     return cookieBase | (cookieNext++ & 0xffffffffL);
   }

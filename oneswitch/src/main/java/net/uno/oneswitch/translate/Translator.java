@@ -117,6 +117,7 @@ public final class Translator {
   private final TagSource tags;
   private final IntPredicate groupExists;
   private final Map<Integer, Integer> scaleGroups;
+  private final java.util.function.IntFunction<VirtualGroup> groupOf;
 
   public Translator(
       Topology topo, PortMap ports, int virtualTables, TagSource tags, IntPredicate groupExists) {
@@ -133,6 +134,22 @@ public final class Translator {
       TagSource tags,
       IntPredicate groupExists,
       Map<Integer, Integer> scaleGroups) {
+    this(topo, ports, virtualTables, tags, groupExists, scaleGroups, g -> null);
+  }
+
+  /**
+   * {@code groupOf}: the controller's group by id (null if none), to check that a rule using a
+   * group whose buckets output to a scaled-out vport cannot have come in through that vport.
+   */
+  public Translator(
+      Topology topo,
+      PortMap ports,
+      int virtualTables,
+      TagSource tags,
+      IntPredicate groupExists,
+      Map<Integer, Integer> scaleGroups,
+      java.util.function.IntFunction<VirtualGroup> groupOf) {
+    this.groupOf = groupOf;
     this.topo = topo;
     this.ports = ports;
     this.virtualTables = virtualTables;
@@ -321,6 +338,7 @@ public final class Translator {
         if (!groupExists.test(g.getGroup().getGroupNumber())) {
           throw new OfError(OFBadActionCode.BAD_OUT_GROUP, "group " + g.getGroup() + " unknown");
         }
+        checkGroupIngress(g.getGroup().getGroupNumber(), ing);
         out.add(a);
       } else if (a instanceof OFActionSetField s) {
         int id = s.getField().getMatchField().id.ordinal();
@@ -387,6 +405,38 @@ public final class Translator {
     out.add(F.actions().setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan(tag))));
     out.add(F.actions().output(OFPort.of(topo.nextHopPort(sw, v.sw())), maxLen));
     out.add(F.actions().popVlan());
+  }
+
+  /**
+   * A controller group whose bucket outputs to a scaled-out vport W reaches one instance of W by
+   * OneSwitch's select group; that is faithful only if the packet did not come in through W (the
+   * virtual switch drops output to in_port, another instance would not). So the rule using the
+   * group must match an in_port other than W.
+   */
+  private void checkGroupIngress(int group, Ingress ing) throws OfError {
+    VirtualGroup g = groupOf.apply(group);
+    if (g == null) {
+      return;
+    }
+    for (OFBucket b : g.buckets()) {
+      for (OFAction a : b.getActions()) {
+        if (a instanceof OFActionOutput o && isStandard(o.getPort())) {
+          Optional<VPort> w = ports.get(o.getPort().getPortNumber());
+          if (w.isPresent() && w.get().k() > 1 && (ing == null || ing.vport() == w.get().vport())) {
+            throw new OfError(
+                OFBadActionCode.BAD_OUT_PORT,
+                "group "
+                    + Integer.toUnsignedString(group)
+                    + " outputs to vport "
+                    + Integer.toUnsignedString(w.get().vport())
+                    + " (served by "
+                    + w.get().k()
+                    + " instances): a rule using it must match an in_port other than "
+                    + Integer.toUnsignedString(w.get().vport()));
+          }
+        }
+      }
+    }
   }
 
   /**
@@ -509,14 +559,21 @@ public final class Translator {
         if (isStandard(p)) {
           Optional<VPort> v = ports.get(p.getPortNumber());
           if (v.isPresent() && v.get().k() > 1) {
-            // A group is shared by rules of any in_port, and a nested select would be needed.
-            throw new OfError(
-                OFBadActionCode.BAD_OUT_PORT,
-                "vport "
-                    + Integer.toUnsignedString(v.get().vport())
-                    + " is served by "
-                    + v.get().k()
-                    + " instances: output to it in a group bucket is not supported");
+            // Chained to OneSwitch's select group of the vport (the rules using this group are
+            // checked to have another in_port: checkGroupIngress).
+            Integer sg = scaleGroups.get(v.get().vport());
+            if (sg == null) {
+              throw new OfError(
+                  OFFlowModFailedCode.TABLE_FULL, "no group id for vport " + v.get().vport());
+            }
+            for (int i = 0; i < v.get().k(); i++) {
+              if (!v.get().instances().get(i).sw().equals(sw)) {
+                remote = true; // its bucket toward instance i pushes the carrier tag
+                tags.tag(tagKey(v.get().vport(), i));
+              }
+            }
+            out.add(F.actions().group(org.projectfloodlight.openflow.types.OFGroup.of(sg)));
+            continue;
           }
           if (v.isPresent() && !v.get().sw().equals(sw)) {
             remote = true;

@@ -288,4 +288,48 @@ class CoreFlowModTest {
                             4, List.of(new VPort.Loc("host", 101), new VPort.Loc("host", 101)))));
     assertEquals("instances[1]", dup.field());
   }
+
+  @Test
+  void aGroupChangeThatWouldMakeARuleUnfaithfulIsRefused() throws Exception {
+    on(() -> core.setInstances(4, List.of(new VPort.Loc("host", 101), new VPort.Loc("snic1", 7))))
+        .get(10, TimeUnit.SECONDS);
+    var bucket1 = F.buildBucket().setActions(List.of(Fixtures.out(1))).build();
+    on(
+        () -> {
+          core.groupMod(
+              F.buildGroupAdd()
+                  .setGroup(OFGroup.of(3))
+                  .setGroupType(OFGroupType.ALL)
+                  .setBuckets(List.of(bucket1))
+                  .build());
+          return null;
+        });
+    mod(
+        F.buildFlowAdd() // no in_port: fine while group 3 does not output to the scaled V4
+            .setTableId(TableId.of(0))
+            .setPriority(5)
+            .setMatch(ip("10.0.0.1/32", null))
+            .setInstructions(Fixtures.apply(F.actions().group(OFGroup.of(3))))
+            .build());
+    OfError e =
+        on(
+            () ->
+                assertThrows(
+                    OfError.class,
+                    () ->
+                        core.groupMod(
+                            F.buildGroupModify()
+                                .setGroup(OFGroup.of(3))
+                                .setGroupType(OFGroupType.ALL)
+                                .setBuckets(
+                                    List.of(
+                                        bucket1,
+                                        F.buildBucket()
+                                            .setActions(List.of(Fixtures.out(4)))
+                                            .build()))
+                                .build())));
+    assertEquals("GroupModFailed/BAD_BUCKET", e.typeAndCode());
+    assertEquals(
+        List.of(bucket1), on(() -> core.groups().get(3).buckets()), "the old buckets stand");
+  }
 }

@@ -363,7 +363,17 @@ class OneSwitchTest {
       }
       assertTrue(lastAdd >= 0 && firstMod < Integer.MAX_VALUE && firstDel < Integer.MAX_VALUE);
       assertTrue(lastAdd < firstMod, "every new rule before any re-pointing");
-      assertTrue(lastMod < firstDel, "old rules deleted last");
+      assertTrue(
+          lastMod < firstDel,
+          "old rules deleted last: "
+              + seq.stream()
+                  .map(
+                      e ->
+                          Long.toHexString(e.getKey())
+                              + ":"
+                              + e.getValue().getType()
+                              + e.getValue().getClass().getSimpleName().replace("OFFlow", ""))
+                  .toList());
       for (long sw : List.of(0xaL, 0xbL)) {
         // Each switch answered a barrier after its own phase messages, before the next phase.
         assertTrue(

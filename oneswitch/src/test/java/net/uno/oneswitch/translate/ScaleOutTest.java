@@ -234,11 +234,6 @@ class ScaleOutTest {
             OfError.class,
             () -> tr.rule(rule(0, 1, any, apply(F.actions().output(OFPort.FLOOD, 0xffff)))));
     assertEquals("BadAction/BAD_OUT_PORT", e.typeAndCode());
-    VirtualGroup g =
-        new VirtualGroup(
-            7, OFGroupType.ALL, List.of(F.buildBucket().setActions(List.of(out(V))).build()));
-    e = assertThrows(OfError.class, () -> tr.buckets(g, "host"));
-    assertEquals("GroupModFailed/BAD_BUCKET", e.typeAndCode());
   }
 
   @Test
@@ -263,5 +258,48 @@ class ScaleOutTest {
             .getMatch()
             .get(MatchField.IN_PORT));
     assertTrue(tr.packetIn("host", pin, U64.of(5)).isEmpty(), "host port 201 is no instance");
+  }
+
+  @Test
+  void aControllerGroupBucketToAScaledPortChainsToTheSelectGroupForRulesOfAnotherInPort()
+      throws OfError {
+    PortMap pm = with(new Loc("host", 200), new Loc("snic0", 201));
+    VirtualGroup g =
+        new VirtualGroup(
+            7,
+            OFGroupType.ALL,
+            List.of(
+                F.buildBucket().setActions(List.of(out(V))).build(),
+                F.buildBucket().setActions(List.of(out(4))).build()));
+    Translator tr =
+        new Translator(
+            TOPO, pm, 252, tags::acquire, id -> id == 7, Map.of(V, G), id -> id == 7 ? g : null);
+    List<OFBucket> host = tr.buckets(g, "host");
+    assertEquals(List.of(F.actions().group(OFGroup.of(G))), bucket(host.get(0)));
+    assertEquals(List.of(out(101)), bucket(host.get(1)));
+    assertTrue(
+        tags.tagOf(Translator.tagKey(V, 1)).isPresent(), "the chained group's remote bucket");
+    // A rule using the group from another in_port is faithful; without in_port or from V it is not.
+    List<PhysRule> ok = tr.rule(rule(0, 10, inPort(2), apply(F.actions().group(OFGroup.of(7)))));
+    assertEquals(List.of(F.actions().group(OFGroup.of(7))), actions(ok.get(0)));
+    for (Match m : List.of(F.buildMatch().build(), inPort(V))) {
+      OfError e =
+          assertThrows(
+              OfError.class,
+              () -> tr.rule(rule(0, 10, m, apply(F.actions().group(OFGroup.of(7))))));
+      assertEquals("BadAction/BAD_OUT_PORT", e.typeAndCode());
+      assertTrue(e.getMessage().contains("in_port other than 200"), e.getMessage());
+    }
+    // Its own VLAN push in a bucket whose chained group may cross PCIe: refused as for a tag.
+    VirtualGroup vlan =
+        new VirtualGroup(
+            8,
+            OFGroupType.ALL,
+            List.of(
+                F.buildBucket()
+                    .setActions(List.of(F.actions().pushVlan(EthType.VLAN_FRAME), out(V)))
+                    .build()));
+    OfError e = assertThrows(OfError.class, () -> tr.buckets(vlan, "host"));
+    assertEquals("GroupModFailed/BAD_BUCKET", e.typeAndCode());
   }
 }
