@@ -138,6 +138,9 @@ class Agent:
         self.drain_s = drain_s
         self._restart_times: dict[str, list[float]] = {}
         self.last_migration = None  # migration.protocol.MigrationResult of the last move
+        # NFs with local state (runtime store "local") move with their state (migration.localstate);
+        # False = a plain remap, which loses it (kept for the side-by-side tests and benchmark).
+        self.move_state = True
         # Pre-started standby instances (failover without a start): kept in memory only, not in the state
         # file; an agent restart loses track of them and `uno down` sweeps their namespaces.
         self.standbys: dict[str, Instance] = {}
@@ -323,6 +326,7 @@ class Agent:
 
         On failure (AgentError: 502 when OneSwitch refused, 500 otherwise) the NF keeps running where it was.
         """
+        from migration.localstate import LocalMoveConfig, migrate_local
         from migration.protocol import MigrationConfig, MigrationError
         from migration.protocol import migrate as run_protocol
 
@@ -330,9 +334,16 @@ class Agent:
         inst = self.runtime.new_instance(
             nf, target, self.state.new_instance_seq(), self._used_ofports(target)
         )
-        cfg = MigrationConfig(drain_timeout_s=self.drain_s)
+        # The protocol follows where the NF keeps its state: in the tier (a remap suffices) or in its
+        # process (OpenNF-style: buffer at the target, move the state, replay).
+        local = getattr(self.runtime, "store", "redis") == "local" and self.move_state and len(old) == 1
         try:
-            res = run_protocol(nf, old, inst, self.runtime, self.mapper, cfg)
+            if local:
+                lcfg = LocalMoveConfig(drain_timeout_s=max(self.drain_s, 0.5))
+                res = migrate_local(nf, old, inst, self.runtime, self.mapper, lcfg)
+            else:
+                cfg = MigrationConfig(drain_timeout_s=self.drain_s)
+                res = run_protocol(nf, old, inst, self.runtime, self.mapper, cfg)
         except MigrationError as exc:
             self.counters.migration_failures += 1
             self._event(
@@ -347,6 +358,8 @@ class Agent:
         self._event(
             "nf-migrate", nf=nf.id, src=prev, dst=target, remap_ms=res.remap_ms,
             duration_ms=round(res.duration_ms, 1), drained=res.drained, cleanup_errors=res.cleanup_errors,
+            **({"protocol": "local-state", "state_bytes": res.state_bytes, "replayed": res.replayed,
+                "buffer_overflow": res.buffer_overflow} if local else {}),
         )  # fmt: skip
         self._save()
         return res.remap_ms
