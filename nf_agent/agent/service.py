@@ -475,6 +475,16 @@ class Agent:
             insts = [i for n in self.state.nfs.values() for i in n.instances if i.state != "failed"]
         return {i.id: (self.runtime.alive(i), self.runtime.healthy(i, health_timeout)) for i in insts}
 
+    def instance_pids(self) -> dict[str, int]:
+        """{instance: pid} of the NF processes the failover watchdog watches for an exit."""
+        with self.lock:
+            return {
+                i.id: i.pid
+                for n in self.state.nfs.values()
+                for i in n.instances
+                if i.state != "failed" and i.pid
+            }
+
     def start_standby(self, nf_id: str, location: str | None = None) -> Instance:
         """Pre-start a standby instance of `nf_id` (not mapped, no traffic) for a faster failover."""
         with self.lock:
@@ -512,15 +522,20 @@ class Agent:
                 new = self.runtime.new_instance(
                     nf, failed.location, self.state.new_instance_seq(), self._used_ofports(failed.location)
                 )
+
+            def switched() -> None:  # traffic is on the replacement: record it before the old one is released
+                nf.instances = [new if i.id == inst_id else i for i in nf.instances]
+                nf.location = new.location
+
             try:
-                res = run_failover(nf, failed, new, self.runtime, self.mapper, reason, standby=standby)
+                res = run_failover(
+                    nf, failed, new, self.runtime, self.mapper, reason, standby=standby, on_switched=switched
+                )
             except FailoverError as exc:
                 if standby:
                     self.standbys[nf_id] = new
                 self._event("nf-failover-failed", nf=nf_id, instance=inst_id, reason=reason, error=str(exc))
                 raise AgentError(str(exc), 502) from None
-            nf.instances = [new if i.id == inst_id else i for i in nf.instances]
-            nf.location = new.location
             self.counters.failovers += 1
             self._event("nf-failover", **res.to_json())
             self._save()
