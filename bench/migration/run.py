@@ -17,7 +17,8 @@ packets), a stateful firewall (state in Redis) on the host:
   failover_ms = kill -> first packet counted by the replacement (watchdog at 30 ms probes, new instance
   started, port remapped). broken_conns: of the connections opened before the kill, how many no longer pass
   after it (1 tested per store): with the state in Redis and with `--store local` side by side; and with a
-  pre-started standby (failover_ms_standby: no start on the failover path).
+  pre-started standby (failover_ms_standby: no start on the failover path). outage_ms: the packets of
+  the 1000/s stream lost around the kill, in ms (the traffic's own view of the gap).
 
     ./uno bench migration [--quick]
 """
@@ -141,7 +142,8 @@ def failover_run(store: str, standby: bool = False) -> dict:
         return {
             "store": store, "standby": standby, "failover_ms": round(restored, 1) if restored else None,
             "failover_start_ms": ev["start_ms"], "failover_remap_ms": ev["remap_ms"],
-            "stream_lost": got["lost"], "broken_conns": int(ok_before and not passes_after),
+            "stream_lost": got["lost"], "outage_ms": got["lost"],  # 1000 packets/s: 1 lost packet = 1 ms
+            "broken_conns": int(ok_before and not passes_after),
         }  # fmt: skip
 
 
@@ -179,6 +181,8 @@ def main() -> int:
         "failover_ms_standby": fo["standby"]["failover_ms"],
         "stream_lost_failover": fo["redis"]["stream_lost"],
         "stream_lost_failover_standby": fo["standby"]["stream_lost"],
+        "outage_ms": fo["redis"]["outage_ms"],
+        "outage_ms_standby": fo["standby"]["outage_ms"],
         "broken_conns": fo["redis"]["broken_conns"],
         "broken_conns_local": fo["local"]["broken_conns"],
         "local_duration_ms": [med(n, "duration_ms", lrows) for n in flow_counts],

@@ -302,6 +302,17 @@ class HostRuntime:
         except ValueError:
             raise StateError(f"{inst.id}: PUT /state: answer is not JSON") from None
 
+    def bump_epoch(self, nf_id: str) -> int:
+        """INCR the NF's owner-cache epoch (`nf:<id>:{epoch}`) in the host's Redis: instances running with
+        `owner_cache` drop their cache at their next timer tick. Returns the new epoch."""
+        import redis
+
+        r = redis.Redis(host="127.0.0.1", port=self.redis_port, socket_timeout=2, socket_connect_timeout=2)
+        try:
+            return int(r.incr(f"nf:{nf_id}:{{epoch}}"))
+        finally:
+            r.close()
+
     def alive(self, inst: Instance) -> bool:
         """The instance's NF process runs (checked by PID and command line, so a reused PID does not count)."""
         if not inst.pid or not pid_alive(inst.pid):

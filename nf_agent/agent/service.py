@@ -85,6 +85,7 @@ class Counters:
     migration_failures: int = 0
     restarts: int = 0
     failovers: int = 0
+    epoch_bumps: int = 0
     provisions: int = 0
     last_provision_ms: float | None = None
     last_remap_ms: float | None = None
@@ -352,7 +353,14 @@ class Agent:
             raise AgentError(str(exc), 502 if exc.step == "remap" else 500) from None
         nf.instances = [inst]
         prev, nf.location = nf.location, target
-        self.counters.migrations += 1
+        if not local and nf.config.get("owner_cache") and hasattr(self.runtime, "bump_epoch"):
+            # Ownership moved: the new owner must not keep reads cached while the old one still wrote (the
+            # drain); bumped after the old instance stopped, so nothing writes behind it any more.
+            try:
+                self.runtime.bump_epoch(nf.id)
+                self.counters.epoch_bumps += 1
+            except Exception as exc:  # noqa: BLE001 - committed move; reported
+                res.cleanup_errors.append(f"owner-cache epoch not bumped: {exc}")
         self.counters.last_remap_ms = res.remap_ms
         self.last_migration = res
         self._event(
