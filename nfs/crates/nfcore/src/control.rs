@@ -2,6 +2,7 @@
 //! export the per-flow state, import it (and leave buffering mode). Used by the OpenNF-style
 //! move of local-state NFs (`GET /state`, `PUT /state`); see [`crate::runtime::Runtime::serve_control`].
 
+use flowstore::FlowStore;
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -10,13 +11,25 @@ use std::time::Duration;
 pub const MAX_STATE_BYTES: usize = 256 << 20;
 
 /// What the HTTP thread asks of the runtime.
-#[derive(Debug)]
 pub enum Request {
     /// Serialise the store (between two batches: a consistent snapshot).
     Export,
-    /// Replace the store by this serialised state, then process the buffered packets in order and
-    /// leave buffering mode.
-    Import(Vec<u8>),
+    /// Replace the store by this one (decoded and built by the HTTP thread from `PUT /state`, so
+    /// the runtime thread, which must keep draining its port's ring, only swaps it in), then process
+    /// the buffered packets in order and leave buffering mode.
+    Install {
+        store: Box<dyn FlowStore>,
+        entries: usize,
+    },
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Request::Export => write!(f, "Export"),
+            Request::Install { entries, .. } => write!(f, "Install({entries} entries)"),
+        }
+    }
 }
 
 /// The runtime's answer.

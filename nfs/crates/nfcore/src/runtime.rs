@@ -144,14 +144,18 @@ impl<D: Device> Runtime<D> {
                         format!("store {}: the state is not held by this process", self.store.kind()),
                     )),
                 },
-                Request::Import(_) if self.buffer.is_none() => Err(ControlError::new(
+                Request::Install { .. } if self.buffer.is_none() => Err(ControlError::new(
                     409,
                     "state can only be imported by an instance waiting for it (started with --buffer)",
                 )),
-                Request::Import(data) => {
-                    match self.store.import_state(&data, self.keys.prefix().as_bytes()) {
-                        Err(e) => Err(ControlError::new(400, e)),
-                        Ok(entries) => {
+                Request::Install { store, entries } => {
+                    match store.kind() == self.store.kind() {
+                        false => Err(ControlError::new(
+                            409,
+                            format!("a {} store cannot replace a {} store", store.kind(), self.store.kind()),
+                        )),
+                        true => {
+                            self.store = store;
                             self.stats.state_imports.fetch_add(1, Relaxed);
                             let overflow = self.stats.buffer_overflow.load(Relaxed);
                             match self.replay(now_ns) {
