@@ -302,16 +302,6 @@ class HostRuntime:
         except ValueError:
             raise StateError(f"{inst.id}: PUT /state: answer is not JSON") from None
 
-    def delivered(self, inst: Instance) -> int | None:
-        """Packets the switch has sent into the instance's port (its OpenFlow tx counter), None if unknown."""
-        from host_datapath.switch import parse_dump_ports
-
-        try:
-            text = self.switches[inst.switch].driver.ofctl("dump-ports", str(inst.ofport))
-        except (DatapathError, KeyError, OSError):
-            return None
-        return parse_dump_ports(text).get(inst.ofport, {}).get("tx_packets")
-
     def bump_epoch(self, nf_id: str) -> int:
         """INCR the NF's owner-cache epoch (`nf:<id>:{epoch}`) in the host's Redis: instances running with
         `owner_cache` drop their cache at their next timer tick. Returns the new epoch."""

@@ -134,15 +134,19 @@ impl<D: Device> Runtime<D> {
         };
         for (req, reply) in reqs {
             let ans = match req {
-                Request::Export => match self.store.export_state() {
-                    Some(b) => {
-                        self.stats.state_exports.fetch_add(1, Relaxed);
-                        Ok(Reply::State(b))
+                Request::Export => match self.flush_port(now_ns).map(|_| self.store.export_state()) {
+                    Err(e) => {
+                        let _ = reply.send(Err(ControlError::new(500, e.to_string())));
+                        return Err(e);
                     }
-                    None => Err(ControlError::new(
+                    Ok(None) => Err(ControlError::new(
                         409,
                         format!("store {}: the state is not held by this process", self.store.kind()),
                     )),
+                    Ok(Some(b)) => {
+                        self.stats.state_exports.fetch_add(1, Relaxed);
+                        Ok(Reply::State(b))
+                    }
                 },
                 Request::Install { .. } if self.buffer.is_none() => Err(ControlError::new(
                     409,
@@ -203,6 +207,24 @@ impl<D: Device> Runtime<D> {
         self.stats.buffering.store(false, Relaxed);
         self.snapshot();
         Ok(done)
+    }
+
+    /// Take in what already sits in the port's receive ring (never waits; bounded), so that an
+    /// export includes the effect of every packet that reached this instance before it.
+    fn flush_port(&mut self, now_ns: u64) -> io::Result<()> {
+        for _ in 0..4096 {
+            let n = self.dev.recv_nowait(&mut self.batch, now_ns)?;
+            if n == 0 {
+                break;
+            }
+            self.stats.rx.fetch_add(n as u64, Relaxed);
+            if self.buffer.is_some() {
+                self.enqueue(n);
+            } else {
+                self.process_batch(n, now_ns)?;
+            }
+        }
+        Ok(())
     }
 
     fn enqueue(&mut self, n: usize) {
