@@ -506,6 +506,16 @@ class Agent:
             self._event("nf-standby", nf=nf_id, instance=inst.id, location=loc)
             return inst
 
+    def stop_standby(self, nf_id: str) -> None:
+        """Stop and release `nf_id`'s standby (404 when it has none)."""
+        with self.lock:
+            self._nf(nf_id)
+            inst = self.standbys.pop(nf_id, None)
+            if inst is None:
+                raise NotFound(f"NF {nf_id!r} has no standby")
+            self._stop_quietly(inst)
+            self._event("nf-standby-stopped", nf=nf_id, instance=inst.id)
+
     def _used_ofports(self, loc: str) -> set[int]:
         return self.state.used_ofports(loc) | {i.ofport for i in self.standbys.values() if i.switch == loc}
 
