@@ -7,12 +7,15 @@
   now; the vport is remapped to it in OneSwitch; the failed instance is stopped and its port/namespace
   released. Flows keep their state when the NF keeps it in Redis; with `--store local` it is lost.
 - `Watchdog`: the probing loop (a thread) that calls a handler on a detection; the clock and sleep are
-  passed in.
+  passed in. Given the instances' PIDs it also waits on their pidfds between probes, so a process exit is
+  handled the moment it happens instead of at the next probe.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -78,8 +81,12 @@ def failover(
     reason: str,
     standby: bool = False,
     clock: Callable[[], float] = time.monotonic,
+    on_switched: Callable[[], None] | None = None,
 ) -> FailoverResult:
-    """Move `nf`'s vport from `failed` to `replacement` (a running standby if `standby`, else started now)."""
+    """Move `nf`'s vport from `failed` to `replacement` (a running standby if `standby`, else started now).
+
+    `on_switched` runs right after the remap, before the failed instance is released (its stop, port and
+    namespace removal take ~100 ms and are off the traffic's path): the caller records the new instance."""
     t0 = clock()
     start_ms = 0.0
     if standby:
@@ -101,6 +108,8 @@ def failover(
         raise FailoverError(f"remapping vport {nf.vport} to {replacement.id}: {exc}") from None
     remap_wall = (clock() - t1) * 1000
     total_ms = (clock() - t0) * 1000
+    if on_switched:
+        on_switched()
     errors = []
     try:
         runtime.stop(failed)
@@ -115,6 +124,8 @@ class Watchdog:
     """Probes instances every `cfg.interval_s`; calls `on_failure(inst_id, reason)` once per detection.
 
     `probe()` returns {instance_id: (alive, healthy)}; instances that disappear from it are forgotten.
+    `pids()` (optional) returns {instance_id: pid}: between probes the thread then waits on the processes'
+    pidfds (Linux >= 5.3), so an exit is reported at once ("dead") rather than up to one interval later.
     """
 
     def __init__(
@@ -123,9 +134,12 @@ class Watchdog:
         on_failure: Callable[[str, str], None],
         cfg: DetectorConfig | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        pids: Callable[[], dict[str, int]] | None = None,
     ):
         self.detector = FailureDetector(cfg or DetectorConfig())
         self.probe, self.on_failure, self.sleep = probe, on_failure, sleep
+        self.pids = pids if pids is not None and hasattr(os, "pidfd_open") else None
+        self._fds: dict[str, tuple[int, int]] = {}  # instance -> (pid, pidfd)
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="uno-failover-watchdog", daemon=True)
 
@@ -139,10 +153,47 @@ class Watchdog:
                 self.on_failure(inst_id, reason)
         return found
 
+    def wait_exits(self, timeout_s: float) -> list[str]:
+        """Wait up to `timeout_s` for a watched process to exit; report each exit ("dead") and return the
+        instances. Without `pids` this is a plain sleep."""
+        if self.pids is None:
+            self.sleep(timeout_s)
+            return []
+        want = self.pids()
+        for iid in [i for i in self._fds if self._fds[i][0] != want.get(i)]:
+            os.close(self._fds.pop(iid)[1])
+        for iid, pid in want.items():
+            if iid not in self._fds and pid:
+                try:
+                    self._fds[iid] = (pid, os.pidfd_open(pid))
+                except OSError:
+                    continue  # already gone: the next probe finds it dead
+        if not self._fds:
+            self.sleep(timeout_s)
+            return []
+        poller = select.poll()
+        by_fd = {fd: iid for iid, (_, fd) in self._fds.items()}
+        for fd in by_fd:
+            poller.register(fd, select.POLLIN)
+        exited = []
+        for fd, _ in poller.poll(timeout_s * 1000):
+            iid = by_fd[fd]
+            os.close(self._fds.pop(iid)[1])
+            if self.detector.observe(iid, False, False) == "dead":
+                exited.append(iid)
+                self.on_failure(iid, "dead")
+        return exited
+
     def _run(self) -> None:
-        while not self._stop.is_set():
-            self.step()
-            self.sleep(self.detector.cfg.interval_s)
+        try:
+            while not self._stop.is_set():
+                self.step()
+                self.wait_exits(self.detector.cfg.interval_s)
+        finally:
+            for _, fd in self._fds.values():
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._fds.clear()
 
     def start(self) -> Watchdog:
         self.thread.start()

@@ -114,7 +114,7 @@ class Testbed:
                 with contextlib.suppress(Exception):  # recorded as nf-failover-failed; retried next probe
                     agent.failover(nf_id, inst_id, reason)
 
-        self.watchdog = Watchdog(agent.probe, on_failure, cfg).start()
+        self.watchdog = Watchdog(agent.probe, on_failure, cfg, pids=agent.instance_pids).start()
         return self.watchdog
 
     def close(self) -> None:

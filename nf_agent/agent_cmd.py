@@ -174,7 +174,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                         "failover failed", extra={"fields": {"error": str(exc)}}
                     )
 
-        watchdog = Watchdog(agent.probe, on_failure, DetectorConfig(interval_s=args.failover_interval / 1000))
+        watchdog = Watchdog(
+            agent.probe,
+            on_failure,
+            DetectorConfig(interval_s=args.failover_interval / 1000),
+            pids=agent.instance_pids,
+        )
         watchdog.start()
 
     for sig in (signal.SIGINT, signal.SIGTERM):

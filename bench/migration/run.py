@@ -3,16 +3,22 @@
 On an emulated host with OneSwitch and Redis (migration.testbed: agent in-process, real NF processes and
 packets), a stateful firewall (state in Redis) on the host:
 
-- per N active flows (100, 1,000, 10,000; --quick: 100, 1,000): N connections opened from the VM, then a
-  sequenced UDP stream over the same N flows (traffic gen -> sink, ~1500 packets/s); 1 s in, the firewall is
-  migrated host <-> sNIC (alternating). duration_ms = the protocol's start..release, remap_ms = OneSwitch's
-  remap, lost = packets the sink did not get, latency_during_ms = the stream's max one-way latency.
-  Medians over the repeats. The state stays in Redis: duration should not grow with N.
+- per N active flows (100, 1,000, 10,000, 100,000; --quick: 100, 1,000): N connections opened from the VM,
+  then a sequenced UDP stream over min(N, 1000) of them (traffic gen -> sink, 6000 packets at ~1500/s); 1 s
+  in, the firewall is migrated host <-> sNIC (alternating). duration_ms = the protocol's start..release,
+  remap_ms = OneSwitch's remap, lost = packets the sink did not get, latency_during_ms = the stream's max
+  one-way latency. Medians over the repeats. The state stays in Redis: duration should not grow with N.
+- the same, side by side, with the firewall run with `--store local` (its connection table in its process),
+  moved OpenNF-style (migration/localstate.py: the target buffers, the state is exported from the old
+  instance and imported into the target, which replays its buffer): local_* figures, plus the state's size
+  and the export/import times; these grow with N. conn_kept / local_conn_kept: a connection opened from the
+  VM before the moves passes from the wire after each of them (1 = every move kept it).
 - failover: kill -9 the firewall under a 1000 packets/s stream on an established connection (wire -> VM);
   failover_ms = kill -> first packet counted by the replacement (watchdog at 30 ms probes, new instance
   started, port remapped). broken_conns: of the connections opened before the kill, how many no longer pass
   after it (1 tested per store): with the state in Redis and with `--store local` side by side; and with a
-  pre-started standby (failover_ms_standby: no start on the failover path).
+  pre-started standby (failover_ms_standby: no start on the failover path). outage_ms: the packets of
+  the 1000/s stream lost around the kill, in ms (the traffic's own view of the gap).
 
 - (d) scale-out/in: goodput vs offered rate over time, 1 -> 2 -> 4 -> 1 instances under a rising then
   falling rate, Redis vs `--store local` (bench/migration/scale.py; plot in bench/out/migration/scale.png).
@@ -55,22 +61,56 @@ def burst(tb: Testbed, side: str, dst_port: int, pkts: int = 50, flows: int = 1,
     return report(sink)
 
 
-def one_migration(tb: Testbed, flows: int, target: str) -> dict:
-    burst(tb, "vm", 5001, pkts=1, flows=flows)  # open the N connections
-    pkts = max(2, 6000 // flows)
+def open_flows(tb: Testbed, flows: int) -> None:
+    """N connections (one packet each) from the VM; a slower rate for large N so the NF keeps up."""
     run = next(RUN)
-    sink = tb.sink("out", run, expect=flows * pkts, idle_ms=3000)
-    gen = tb.gen("vm", run, flows=flows, pkts=pkts, rate=1500)
+    sink = tb.sink("out", run, expect=flows, idle_ms=2000)
+    report(tb.gen("vm", run, flows=flows, pkts=1, rate=5000 if flows <= 10_000 else 8000), timeout=600)
+    report(sink, timeout=600)
+
+
+def one_migration(tb: Testbed, flows: int, target: str) -> dict:
+    open_flows(tb, flows)
+    sflows = min(flows, 1000)
+    pkts = max(2, 6000 // sflows)
+    run = next(RUN)
+    sink = tb.sink("out", run, expect=sflows * pkts, idle_ms=3000)
+    gen = tb.gen("vm", run, flows=sflows, pkts=pkts, rate=1500)
     time.sleep(1.0)
     tb.agent.migrate(tb.agent.state.nfs["fw"], target)
     res = tb.agent.last_migration
     report(gen)
     got = report(sink)
-    return {
+    row = {
         "flows": flows, "target": target, "duration_ms": round(res.duration_ms, 1), "remap_ms": res.remap_ms,
         "drain_ms": round(res.step_ms("drain") or 0, 1), "start_ms": round(res.step_ms("start") or 0, 1),
         "sent": got["expected"], "lost": got["lost"], "latency_max_ms": round(got["latency_us"]["max"] / 1000, 2),
     }  # fmt: skip
+    if getattr(res, "protocol", None) == "local-state":
+        row.update({
+            "export_ms": round(res.step_ms("export") or 0, 1), "import_ms": round(res.step_ms("import") or 0, 1),
+            "state_bytes": res.state_bytes, "state_entries": res.state_entries, "replayed": res.replayed,
+            "buffer_overflow": res.buffer_overflow,
+        })  # fmt: skip
+    return row
+
+
+def move_series(store: str, flow_counts: list[int], repeats: int) -> tuple[list[dict], int]:
+    """Moves host <-> sNIC per N; returns the rows and whether the connection opened first passed from the
+    wire after every move (checked after each one, which also keeps it from idling out: 60 s)."""
+    rows = []
+    with Testbed(rundir=RUNDIR, store=store, drain_s=0.5) as tb:
+        tb.add_firewall(at="host")
+        burst(tb, "vm", EST_PORT)
+        i = 0
+        for n in flow_counts:
+            for _ in range(repeats):
+                r = one_migration(tb, n, "snic0" if i % 2 == 0 else "host")
+                r["conn_kept"] = int(burst(tb, "out", EST_PORT, expect_none=True)["received"] == 50)
+                i += 1
+                rows.append(r)
+                print(f"migration store={store} " + " ".join(f"{k}={v}" for k, v in r.items()), flush=True)
+    return rows, min((r["conn_kept"] for r in rows), default=0)
 
 
 def failover_run(store: str, standby: bool = False) -> dict:
@@ -106,7 +146,8 @@ def failover_run(store: str, standby: bool = False) -> dict:
         return {
             "store": store, "standby": standby, "failover_ms": round(restored, 1) if restored else None,
             "failover_start_ms": ev["start_ms"], "failover_remap_ms": ev["remap_ms"],
-            "stream_lost": got["lost"], "broken_conns": int(ok_before and not passes_after),
+            "stream_lost": got["lost"], "outage_ms": got["lost"],  # 1000 packets/s: 1 lost packet = 1 ms
+            "broken_conns": int(ok_before and not passes_after),
         }  # fmt: skip
 
 
@@ -119,7 +160,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("bench migration: needs root (namespaces, OVS)", file=sys.stderr)
         return 2
-    flow_counts = [100, 1000] if args.quick else [100, 1000, 10_000]
+    flow_counts = [100, 1000] if args.quick else [100, 1000, 10_000, 100_000]
     repeats = args.repeats or (1 if args.quick else 3)
     print_machine()
     from bench.migration.scale import run_part as scale_part
@@ -127,24 +168,16 @@ def main() -> int:
     if args.part == "d":
         final_json(scale_part(args.quick, RUNDIR))
         return 0
-    rows = []
-    with Testbed(rundir=RUNDIR, store="redis", drain_s=0.5) as tb:
-        tb.add_firewall(at="host")
-        i = 0
-        for n in flow_counts:
-            for _ in range(repeats):
-                r = one_migration(tb, n, "snic0" if i % 2 == 0 else "host")
-                i += 1
-                rows.append(r)
-                print("migration " + " ".join(f"{k}={v}" for k, v in r.items()), flush=True)
+    rows, kept = move_series("redis", flow_counts, repeats)
+    lrows, lkept = move_series("local", flow_counts, repeats)
     fo = {s: failover_run(s) for s in ("redis", "local")}
     fo["standby"] = failover_run("redis", standby=True)
     for r in fo.values():
         print("failover " + " ".join(f"{k}={v}" for k, v in r.items()), flush=True)
     scale = scale_part(args.quick, RUNDIR)
 
-    def med(n: int, key: str) -> float:
-        return median([r[key] for r in rows if r["flows"] == n])
+    def med(n: int, key: str, rs: list[dict] = rows) -> float:
+        return median([r[key] for r in rs if r["flows"] == n])
 
     final_json({
         "flows": flow_counts,
@@ -159,9 +192,22 @@ def main() -> int:
         "failover_ms_standby": fo["standby"]["failover_ms"],
         "stream_lost_failover": fo["redis"]["stream_lost"],
         "stream_lost_failover_standby": fo["standby"]["stream_lost"],
+        "outage_ms": fo["redis"]["outage_ms"],
+        "outage_ms_standby": fo["standby"]["outage_ms"],
         "broken_conns": fo["redis"]["broken_conns"],
         "broken_conns_local": fo["local"]["broken_conns"],
         **scale,
+        "local_duration_ms": [med(n, "duration_ms", lrows) for n in flow_counts],
+        "local_remap_ms": [med(n, "remap_ms", lrows) for n in flow_counts],
+        "local_export_ms": [med(n, "export_ms", lrows) for n in flow_counts],
+        "local_import_ms": [med(n, "import_ms", lrows) for n in flow_counts],
+        "local_state_bytes": [med(n, "state_bytes", lrows) for n in flow_counts],
+        "local_lost": [sum(r["lost"] for r in lrows if r["flows"] == n) for n in flow_counts],
+        "local_buffer_overflow": [sum(r["buffer_overflow"] for r in lrows if r["flows"] == n) for n in flow_counts],
+        "local_sent": [sum(r["sent"] for r in lrows if r["flows"] == n) for n in flow_counts],
+        "local_latency_during_ms": [med(n, "latency_max_ms", lrows) for n in flow_counts],
+        "conn_kept": kept,
+        "local_conn_kept": lkept,
     })  # fmt: skip
     return 0
 

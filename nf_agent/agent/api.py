@@ -166,6 +166,19 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
         agent.delete_nf(nf_id)
         return _json({"deleted": nf_id})
 
+    @app.post("/v1/nfs/<nf_id>/standby")
+    def start_standby(nf_id: str):
+        with agent.lock:
+            agent._nf(nf_id)  # 404 before 400
+        loc = model.parse_standby(_body(optional=True), agent.locations)
+        agent.start_standby(nf_id, loc)
+        return _json({"id": nf_id, "standby": True}, 201)
+
+    @app.delete("/v1/nfs/<nf_id>/standby")
+    def stop_standby(nf_id: str):
+        agent.stop_standby(nf_id)
+        return _json({"id": nf_id, "standby": False})
+
     @app.post("/v1/nfs/<nf_id>/migrate")
     def migrate(nf_id: str):
         with agent.lock:

@@ -188,6 +188,13 @@ def parse_migrate(body: Any, locations: list[str]) -> str:
     return location("to", b["to"], locations)
 
 
+def parse_standby(body: Any, locations: list[str]) -> str | None:
+    """POST /v1/nfs/ID/standby body ({} when empty): {"location"?}: where the standby runs (default: the NF's
+    current location)."""
+    b = _obj(body, {"location"}, set())
+    return location("location", b["location"], locations) if "location" in b else None
+
+
 def parse_scale(body: Any) -> int:
     b = _obj(body, {"instances"}, {"instances"})
     n = b["instances"]

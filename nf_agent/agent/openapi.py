@@ -123,6 +123,11 @@ def spec() -> dict:
             "required": ["to"],
             "properties": {"to": LOCATION},
         },
+        "Standby": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"location": LOCATION},
+        },
         "Scale": {
             "type": "object",
             "additionalProperties": False,
@@ -247,6 +252,21 @@ def spec() -> dict:
             "delete": {
                 "summary": "Stop the NF, unmap its port, remove its namespace",
                 "responses": {"200": _resp("deleted", {"type": "object"}), **_errors(401, 404, 409, 500)},
+            },
+        },
+        "/v1/nfs/{id}/standby": {
+            "parameters": ID_PARAM,
+            "post": {
+                "summary": "Pre-start a standby instance (unmapped) that a failover takes over without a start",
+                "requestBody": _body(_ref("Standby"), required=False),
+                "responses": {
+                    "201": _resp("started", {"type": "object"}),
+                    **_errors(400, 401, 404, 409, 500),
+                },
+            },
+            "delete": {
+                "summary": "Stop the NF's standby",
+                "responses": {"200": _resp("stopped", {"type": "object"}), **_errors(401, 404)},
             },
         },
         "/v1/nfs/{id}/migrate": {

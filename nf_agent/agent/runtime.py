@@ -34,6 +34,10 @@ class StartError(Exception):
     """An NF instance could not be started (the message says why, with the end of its log)."""
 
 
+class StateError(Exception):
+    """A state export/import of a local-state NF failed (the message names the instance and the answer)."""
+
+
 class _UnixHTTP(http.client.HTTPConnection):
     def __init__(self, path: str, timeout: float):
         super().__init__("localhost", timeout=timeout)
@@ -47,9 +51,13 @@ class _UnixHTTP(http.client.HTTPConnection):
 
 
 def http_get_unix(path: str, url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+    return http_unix(path, "GET", url, None, timeout)
+
+
+def http_unix(path: str, method: str, url: str, body: bytes | None, timeout: float) -> tuple[int, bytes]:
     conn = _UnixHTTP(path, timeout)
     try:
-        conn.request("GET", url)
+        conn.request(method, url, body=body)
         resp = conn.getresponse()
         return resp.status, resp.read()
     finally:
@@ -148,14 +156,16 @@ class HostRuntime:
             "log": self.dir / "logs" / f"{inst.id}.log",
         }
 
-    def start(self, nf: Nf, inst: Instance) -> None:
+    def start(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
         """Plug the instance's namespace into its switch and start its processes; wait for /health.
+        `buffer` > 0 (local store only): the NF starts in buffering mode (`nf --buffer`), queueing up to
+        that many packets until its state arrives (`put_state`).
 
         On any failure everything this call created is removed again and StartError is raised.
         """
         try:
             self.switches[inst.switch].attach_namespace(inst.netns, inst.inside_if, inst.port_if, inst.ofport)
-            self.start_processes(nf, inst)
+            self.start_processes(nf, inst, buffer)
         except BaseException as exc:
             self.stop(inst)
             if isinstance(exc, StartError):
@@ -194,7 +204,7 @@ class HostRuntime:
         self.procs[p.pid] = p
         return p.pid
 
-    def start_processes(self, nf: Nf, inst: Instance) -> None:
+    def start_processes(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
         f = self._files(inst)
         f["config"].write_text(json.dumps(nf.config))
         f["stats"].unlink(missing_ok=True)
@@ -216,7 +226,8 @@ class HostRuntime:
         inst.pid = self._spawn(
             [str(self.nf_binary), nf.type, "--port", inst.inside_if,
              "--store", store, "--nf-id", nf.id, "--instance", inst.id,
-             "--config", str(f["config"]), "--stats", f"127.0.0.1:{STATS_PORT}"],
+             "--config", str(f["config"]), "--stats", f"127.0.0.1:{STATS_PORT}",
+             *(["--buffer", str(buffer)] if buffer > 0 else [])],
             f["log"], inst.netns, cg,
         )  # fmt: skip
         inst.state = "starting"
@@ -250,7 +261,7 @@ class HostRuntime:
             if time.monotonic() > deadline:
                 self.stop_processes(inst)
                 raise StartError(f"{inst.id}: not healthy after {timeout:g}s: {_tail(f['log'])}")
-            time.sleep(0.05)
+            time.sleep(0.01)  # on the failover path (no standby): every ms counts
 
     def healthy(self, inst: Instance, timeout: float = 1.0) -> bool:
         """GET /health answered 200 within `timeout` s (short for the failover watchdog's probes)."""
@@ -266,6 +277,41 @@ class HostRuntime:
             return json.loads(body) if status == 200 else None
         except (OSError, ValueError):
             return None
+
+    def get_state(self, inst: Instance, timeout: float = 60.0) -> bytes:
+        """The instance's serialised per-flow state (`GET /state`; local store only). Raises StateError."""
+        try:
+            status, body = http_unix(str(self._files(inst)["stats"]), "GET", "/state", None, timeout)
+        except OSError as exc:
+            raise StateError(f"{inst.id}: GET /state: {exc}") from None
+        if status != 200:
+            raise StateError(f"{inst.id}: GET /state: {status} {body[:200].decode(errors='replace')}")
+        return body
+
+    def put_state(self, inst: Instance, data: bytes, timeout: float = 60.0) -> dict:
+        """Import `data` into a buffering instance, which then replays its buffer (`PUT /state`):
+        {"imported", "replayed", "buffer_overflow"}. Raises StateError."""
+        try:
+            status, body = http_unix(str(self._files(inst)["stats"]), "PUT", "/state", data, timeout)
+        except OSError as exc:
+            raise StateError(f"{inst.id}: PUT /state: {exc}") from None
+        if status != 200:
+            raise StateError(f"{inst.id}: PUT /state: {status} {body[:200].decode(errors='replace')}")
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise StateError(f"{inst.id}: PUT /state: answer is not JSON") from None
+
+    def bump_epoch(self, nf_id: str) -> int:
+        """INCR the NF's owner-cache epoch (`nf:<id>:{epoch}`) in the host's Redis: instances running with
+        `owner_cache` drop their cache at their next timer tick. Returns the new epoch."""
+        import redis
+
+        r = redis.Redis(host="127.0.0.1", port=self.redis_port, socket_timeout=2, socket_connect_timeout=2)
+        try:
+            return int(r.incr(f"nf:{nf_id}:{{epoch}}"))
+        finally:
+            r.close()
 
     def alive(self, inst: Instance) -> bool:
         """The instance's NF process runs (checked by PID and command line, so a reused PID does not count)."""

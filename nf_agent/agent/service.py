@@ -87,6 +87,7 @@ class Counters:
     failovers: int = 0
     scales: int = 0
     scale_failures: int = 0
+    epoch_bumps: int = 0
     provisions: int = 0
     last_provision_ms: float | None = None
     last_remap_ms: float | None = None
@@ -141,6 +142,9 @@ class Agent:
         self._restart_times: dict[str, list[float]] = {}
         self.last_migration = None  # migration.protocol.MigrationResult of the last move
         self.last_scale = None  # migration.scale.ScaleResult of the last resize
+        # NFs with local state (runtime store "local") move with their state (migration.localstate);
+        # False = a plain remap, which loses it (kept for the side-by-side tests and benchmark).
+        self.move_state = True
         # Pre-started standby instances (failover without a start): kept in memory only, not in the state
         # file; an agent restart loses track of them and `uno down` sweeps their namespaces.
         self.standbys: dict[str, Instance] = {}
@@ -326,6 +330,7 @@ class Agent:
 
         On failure (AgentError: 502 when OneSwitch refused, 500 otherwise) the NF keeps running where it was.
         """
+        from migration.localstate import LocalMoveConfig, migrate_local
         from migration.protocol import MigrationConfig, MigrationError
         from migration.protocol import migrate as run_protocol
 
@@ -333,9 +338,16 @@ class Agent:
         inst = self.runtime.new_instance(
             nf, target, self.state.new_instance_seq(), self._used_ofports(target)
         )
-        cfg = MigrationConfig(drain_timeout_s=self.drain_s)
+        # The protocol follows where the NF keeps its state: in the tier (a remap suffices) or in its
+        # process (OpenNF-style: buffer at the target, move the state, replay).
+        local = getattr(self.runtime, "store", "redis") == "local" and self.move_state and len(old) == 1
         try:
-            res = run_protocol(nf, old, inst, self.runtime, self.mapper, cfg)
+            if local:
+                lcfg = LocalMoveConfig(drain_timeout_s=max(self.drain_s, 0.5))
+                res = migrate_local(nf, old, inst, self.runtime, self.mapper, lcfg)
+            else:
+                cfg = MigrationConfig(drain_timeout_s=self.drain_s)
+                res = run_protocol(nf, old, inst, self.runtime, self.mapper, cfg)
         except MigrationError as exc:
             self.counters.migration_failures += 1
             self._event(
@@ -344,12 +356,21 @@ class Agent:
             raise AgentError(str(exc), 502 if exc.step == "remap" else 500) from None
         nf.instances = [inst]
         prev, nf.location = nf.location, target
-        self.counters.migrations += 1
+        if not local and nf.config.get("owner_cache") and hasattr(self.runtime, "bump_epoch"):
+            # Ownership moved: the new owner must not keep reads cached while the old one still wrote (the
+            # drain); bumped after the old instance stopped, so nothing writes behind it any more.
+            try:
+                self.runtime.bump_epoch(nf.id)
+                self.counters.epoch_bumps += 1
+            except Exception as exc:  # noqa: BLE001 - committed move; reported
+                res.cleanup_errors.append(f"owner-cache epoch not bumped: {exc}")
         self.counters.last_remap_ms = res.remap_ms
         self.last_migration = res
         self._event(
             "nf-migrate", nf=nf.id, src=prev, dst=target, remap_ms=res.remap_ms,
             duration_ms=round(res.duration_ms, 1), drained=res.drained, cleanup_errors=res.cleanup_errors,
+            **({"protocol": "local-state", "state_bytes": res.state_bytes, "replayed": res.replayed,
+                "buffer_overflow": res.buffer_overflow} if local else {}),
         )  # fmt: skip
         self._save()
         return res.remap_ms
@@ -545,6 +566,16 @@ class Agent:
             insts = [i for n in self.state.nfs.values() for i in n.instances if i.state != "failed"]
         return {i.id: (self.runtime.alive(i), self.runtime.healthy(i, health_timeout)) for i in insts}
 
+    def instance_pids(self) -> dict[str, int]:
+        """{instance: pid} of the NF processes the failover watchdog watches for an exit."""
+        with self.lock:
+            return {
+                i.id: i.pid
+                for n in self.state.nfs.values()
+                for i in n.instances
+                if i.state != "failed" and i.pid
+            }
+
     def start_standby(self, nf_id: str, location: str | None = None) -> Instance:
         """Pre-start a standby instance of `nf_id` (not mapped, no traffic) for a faster failover."""
         with self.lock:
@@ -557,6 +588,16 @@ class Agent:
             self.standbys[nf_id] = inst
             self._event("nf-standby", nf=nf_id, instance=inst.id, location=loc)
             return inst
+
+    def stop_standby(self, nf_id: str) -> None:
+        """Stop and release `nf_id`'s standby (404 when it has none)."""
+        with self.lock:
+            self._nf(nf_id)
+            inst = self.standbys.pop(nf_id, None)
+            if inst is None:
+                raise NotFound(f"NF {nf_id!r} has no standby")
+            self._stop_quietly(inst)
+            self._event("nf-standby-stopped", nf=nf_id, instance=inst.id)
 
     def _used_ofports(self, loc: str) -> set[int]:
         return self.state.used_ofports(loc) | {i.ofport for i in self.standbys.values() if i.switch == loc}
@@ -584,15 +625,20 @@ class Agent:
                 )
             if len(nf.instances) > 1:
                 return self._failover_in_set(nf, failed, new, reason, standby)
+
+            def switched() -> None:  # traffic is on the replacement: record it before the old one is released
+                nf.instances = [new if i.id == inst_id else i for i in nf.instances]
+                nf.location = new.location
+
             try:
-                res = run_failover(nf, failed, new, self.runtime, self.mapper, reason, standby=standby)
+                res = run_failover(
+                    nf, failed, new, self.runtime, self.mapper, reason, standby=standby, on_switched=switched
+                )
             except FailoverError as exc:
                 if standby:
                     self.standbys[nf_id] = new
                 self._event("nf-failover-failed", nf=nf_id, instance=inst_id, reason=reason, error=str(exc))
                 raise AgentError(str(exc), 502) from None
-            nf.instances = [new if i.id == inst_id else i for i in nf.instances]
-            nf.location = new.location
             self.counters.failovers += 1
             self._event("nf-failover", **res.to_json())
             self._save()

@@ -140,7 +140,8 @@ def kill_under_load(tb: Testbed, standby: bool = False) -> tuple[dict, dict]:
     gen = tb.gen("out", run, flows=1, pkts=2000, rate=1000, dst_port=EST_PORT)
     time.sleep(0.5)
     os.kill(old.pid, signal.SIGKILL)
-    wait(lambda: nf.instances[0].id != old.id, 60, "failover")
+    wait(lambda: any(h["event"] == "nf-failover" and h["failed"] == old.id for h in tb.agent.state.history), 60,
+         "failover")  # fmt: skip
     report(gen)
     got = report(sink)
     ev = next(h for h in reversed(tb.agent.state.history) if h["event"] == "nf-failover")
@@ -188,7 +189,14 @@ def test_stuck_instance_detected_by_missed_health_and_replaced(redis_bed):
     tb.start_watchdog(DetectorConfig(interval_s=0.03, max_misses=3))
     try:
         os.kill(old.pid, signal.SIGSTOP)
-        wait(lambda: nf.instances[0].id != old.id, 60, "failover of the stuck instance")
+        # the event is recorded once the stuck instance is also released (nf.instances changes before)
+        wait(
+            lambda: any(
+                h["event"] == "nf-failover" and h["failed"] == old.id for h in tb.agent.state.history
+            ),
+            60,
+            "failover of the stuck instance",
+        )
     finally:
         tb.watchdog.stop()
         if tb.runtime.alive(old):

@@ -25,6 +25,7 @@ mod keys;
 mod local;
 mod redis_store;
 pub mod resp;
+pub mod snapshot;
 pub mod test_redis;
 
 pub use batch::BatchState;
@@ -146,6 +147,18 @@ pub trait FlowStore: Send {
     /// Caching stores: drop cached state if ownership moved (see [`CachedStore`]). Others: no-op.
     fn check_epoch(&mut self) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    /// Serialise every entry ([`snapshot`] format) for a state move; None when the state is not
+    /// held by this process (Redis: it is in the tier already).
+    fn export_state(&self) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// Replace the whole content by a serialised store (from [`FlowStore::export_state`]) whose
+    /// keys all start with `prefix`; all or nothing. Returns the number of entries imported.
+    fn import_state(&mut self, _data: &[u8], _prefix: &[u8]) -> Result<usize, String> {
+        Err("this store does not hold its state in the process".into())
     }
 }
 

@@ -1,5 +1,6 @@
 //! In-process store: the baseline (no tier round trips). Same semantics as [`crate::RedisStore`].
 
+use crate::snapshot::Snapshot;
 use crate::{FlowStore, Key, StoreError, StoreStats, WriteOp};
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -165,5 +166,137 @@ impl FlowStore for LocalStore {
 
     fn note_unplanned_read(&mut self) {
         self.stats.unplanned_reads += 1;
+    }
+
+    fn export_state(&self) -> Option<Vec<u8>> {
+        Some(self.snapshot().encode())
+    }
+
+    fn import_state(&mut self, data: &[u8], prefix: &[u8]) -> Result<usize, String> {
+        let snap = Snapshot::decode(data, prefix)?;
+        let n = snap.entries();
+        self.restore(snap);
+        Ok(n)
+    }
+}
+
+impl LocalStore {
+    /// Everything held, in key order (deterministic output).
+    pub fn snapshot(&self) -> Snapshot {
+        let mut kv: Vec<_> = self
+            .kv
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        kv.sort_unstable();
+        let names: BTreeSet<&Key> = self.pools.keys().chain(&self.pools_initialised).collect();
+        let pools = names
+            .into_iter()
+            .map(|k| {
+                let items = self
+                    .pools
+                    .get(k)
+                    .map(|q| q.iter().cloned().collect())
+                    .unwrap_or_default();
+                (k.clone(), self.pools_initialised.contains(k), items)
+            })
+            .collect();
+        let mut timers: Vec<_> = self
+            .timers
+            .iter()
+            .filter(|(_, (set, _))| !set.is_empty())
+            .map(|(k, (set, _))| (k.clone(), set.iter().cloned().collect::<Vec<_>>()))
+            .collect();
+        timers.sort_unstable();
+        Snapshot { kv, pools, timers }
+    }
+
+    /// Replace the content by `snap` (the client counters stay).
+    pub fn restore(&mut self, snap: Snapshot) {
+        self.kv = snap.kv.into_iter().collect();
+        self.pools.clear();
+        self.pools_initialised.clear();
+        for (k, init, items) in snap.pools {
+            if init {
+                self.pools_initialised.insert(k.clone());
+            }
+            self.pools.insert(k, items.into());
+        }
+        self.timers.clear();
+        for (k, members) in snap.timers {
+            for (d, m) in members {
+                self.timer_set(&k, &m, d);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn export_import_moves_everything() {
+        let mut a = LocalStore::new();
+        a.write_many(&[
+            WriteOp::Set {
+                key: b"nf:fw:{1}:c".to_vec(),
+                value: b"est".to_vec(),
+            },
+            WriteOp::TimerSet {
+                timers: b"nf:fw:{timers}".to_vec(),
+                member: b"m1".to_vec(),
+                deadline_ms: 50,
+            },
+        ])
+        .unwrap();
+        a.pool_init(b"nf:fw:{ports}", &[b"1".to_vec(), b"2".to_vec()])
+            .unwrap();
+        a.pool_pop(b"nf:fw:{ports}").unwrap();
+        let data = a.export_state().unwrap();
+
+        let mut b = LocalStore::new();
+        b.write_many(&[WriteOp::Set {
+            key: b"nf:fw:{9}:c".to_vec(),
+            value: b"stale".to_vec(),
+        }])
+        .unwrap();
+        assert_eq!(b.import_state(&data, b"nf:fw:").unwrap(), 3);
+        let mut out = vec![];
+        b.get_many(
+            &[b"nf:fw:{1}:c".to_vec(), b"nf:fw:{9}:c".to_vec()],
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out, vec![Some(b"est".to_vec()), None]); // replaced, not merged
+        assert!(!b.pool_init(b"nf:fw:{ports}", &[b"x".to_vec()]).unwrap());
+        assert_eq!(b.pool_pop(b"nf:fw:{ports}").unwrap(), Some(b"2".to_vec()));
+        assert_eq!(
+            b.timer_claim_due(b"nf:fw:{timers}", 100, 10).unwrap(),
+            vec![b"m1".to_vec()]
+        );
+        assert_eq!(b.snapshot(), {
+            let mut c = LocalStore::new();
+            c.import_state(&b.export_state().unwrap(), b"nf:fw:")
+                .unwrap();
+            c.snapshot()
+        });
+    }
+
+    #[test]
+    fn bad_import_changes_nothing() {
+        let mut a = LocalStore::new();
+        a.write_many(&[WriteOp::Set {
+            key: b"nf:fw:{1}:c".to_vec(),
+            value: b"keep".to_vec(),
+        }])
+        .unwrap();
+        let mut data = a.export_state().unwrap();
+        data.push(0);
+        assert!(a.import_state(&data, b"nf:fw:").is_err());
+        assert!(a
+            .import_state(&data[..data.len() - 1], b"nf:other:")
+            .is_err());
+        assert_eq!(a.len(), 1);
     }
 }

@@ -14,10 +14,17 @@ pub struct Args {
     pub config: PathBuf,
     pub stats: Option<String>,
     pub xdp: bool,
+    /// Start in buffering mode (a local-state move's target): queue up to this many packets until
+    /// the state is imported with `PUT /state`.
+    pub buffer: Option<usize>,
 }
+
+/// Upper bound of `--buffer` (packets; each is held as a copy until the state arrives).
+pub const MAX_BUFFER: usize = 1_000_000;
 
 pub const USAGE: &str = "usage: nf <type> (--port IFACE | --pcap-in FILE [--pcap-out FILE]) \
 --store redis://HOST:PORT|local --nf-id ID --instance ID --config FILE [--stats ADDR] [--xdp] \
+[--buffer PACKETS (with --store local and --stats)] \
 (types: firewall, nat, monitor, lb, ips, l7fw, ipsec); or nf lb-backend --help";
 
 pub fn parse(argv: &[String]) -> Result<Args, String> {
@@ -29,6 +36,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
         .clone();
     let (mut port, mut pin, mut pout, mut store, mut nf_id, mut inst, mut config, mut stats) =
         (None, None, None, None, None, None, None, None);
+    let mut buffer = None;
     let mut xdp = false;
     while let Some(opt) = it.next() {
         if opt == "--xdp" {
@@ -44,6 +52,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             "--instance" => &mut inst,
             "--config" => &mut config,
             "--stats" => &mut stats,
+            "--buffer" => &mut buffer,
             _ => return Err(format!("unknown option {opt:?}; {USAGE}")),
         };
         let v = it.next().ok_or_else(|| format!("{opt} needs a value"))?;
@@ -64,6 +73,25 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             "--store must be redis://HOST:PORT or local, not {store:?}"
         ));
     }
+    let buffer = match buffer {
+        None => None,
+        Some(b) => {
+            let n = b
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=MAX_BUFFER).contains(n))
+                .ok_or_else(|| format!("--buffer must be 1-{MAX_BUFFER} packets, not {b:?}"))?;
+            if store != "local" {
+                return Err(
+                    "--buffer needs --store local (a Redis NF's state is in the tier)".into(),
+                );
+            }
+            if stats.is_none() {
+                return Err("--buffer needs --stats (the state arrives by PUT /state)".into());
+            }
+            Some(n)
+        }
+    };
     let inst = inst.ok_or("--instance is required")?;
     if inst.is_empty() {
         return Err("--instance must not be empty".into());
@@ -79,6 +107,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
         config: config.ok_or("--config is required")?.into(),
         stats,
         xdp,
+        buffer,
     })
 }
 
@@ -120,6 +149,22 @@ mod tests {
             ),
             ("firewall --port x --port y", "twice"),
             ("firewall --bogus 1", "unknown option"),
+            (
+                "firewall --port x --store local --nf-id a --instance i --config c --stats s --buffer 0",
+                "--buffer must be",
+            ),
+            (
+                "firewall --port x --store local --nf-id a --instance i --config c --stats s --buffer x",
+                "--buffer must be",
+            ),
+            (
+                "firewall --port x --store redis://h:1 --nf-id a --instance i --config c --stats s --buffer 9",
+                "--store local",
+            ),
+            (
+                "firewall --port x --store local --nf-id a --instance i --config c --buffer 9",
+                "--stats",
+            ),
         ] {
             let e = p(bad).unwrap_err();
             assert!(e.contains(word), "{bad}: {e}");

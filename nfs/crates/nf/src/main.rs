@@ -1,5 +1,5 @@
 //! `nf <type> --port IFACE|--pcap-in F [--pcap-out F] --store redis://...|local --nf-id ID
-//!  --instance ID --config FILE [--stats ADDR] [--xdp]`
+//!  --instance ID --config FILE [--stats ADDR] [--xdp] [--buffer PACKETS]`
 //!
 //! Runs one NF instance until the input ends (pcap) or SIGINT/SIGTERM (live port). Prints the
 //! final stats JSON on stdout. Operator errors: one line on stderr, exit status 2.
@@ -78,10 +78,16 @@ fn run() -> Result<(), (i32, String)> {
         store_kind: store.kind().into(),
         port: port_desc,
     };
+    let local = a.store == "local";
     let mut rt = Runtime::new(nf, store, dev, keys, opts);
     rt.set_pipeline_depth(depth);
+    if let Some(cap) = a.buffer {
+        rt.set_buffering(cap);
+    }
     if let Some(addr) = &a.stats {
-        let bound = nfcore::stats::serve(addr, rt.stats(), id.clone())
+        // Local state can be moved: GET/PUT /state, answered by the runtime between batches.
+        let control = local.then(|| rt.control_handle());
+        let bound = nfcore::stats::serve_with_control(addr, rt.stats(), id.clone(), control)
             .map_err(|e| (1, format!("stats {addr}: {e}")))?;
         eprintln!("nf: stats on http://{bound}/stats");
     }

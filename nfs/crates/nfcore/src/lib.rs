@@ -14,6 +14,7 @@
 //! A tier failure leads to the configured [`FailMode`] for the whole batch.
 
 pub mod config;
+pub mod control;
 pub mod ctx;
 pub mod harness;
 pub mod runtime;

@@ -1,11 +1,13 @@
 //! The batch loop: read set -> one store round trip -> process -> one write round trip -> send.
 
 use crate::config::RuntimeOptions;
+use crate::control::{ControlError, ControlHandle, Envelope, Reply, Request};
 use crate::stats::Stats;
 use crate::{Ctx, FailMode, NetworkFunction, Verdict};
 use flowstore::{BatchState, FlowStore, Key, KeySpace, StoreError};
 use netio::{Batch, Device};
 use packet::Parsed;
+use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -55,6 +57,17 @@ pub struct Runtime<D: Device> {
     pipe: pipelined::PipeState,
     /// Per-batch receive-to-transmit times in us, when recording (benchmarks).
     latencies: Option<Vec<f64>>,
+    /// Buffering mode (a move's target waiting for its state): frames queued, not processed.
+    buffer: Option<PacketBuffer>,
+    /// Requests of the HTTP thread (state export/import), when a handle was made.
+    control: Option<std::sync::mpsc::Receiver<Envelope>>,
+}
+
+/// Frames received while buffering, in arrival order, at most `cap` (the rest counted as overflow).
+#[derive(Debug)]
+struct PacketBuffer {
+    frames: VecDeque<(Vec<u8>, u64)>,
+    cap: usize,
 }
 
 impl<D: Device> Runtime<D> {
@@ -84,6 +97,147 @@ impl<D: Device> Runtime<D> {
             depth: DEFAULT_PIPELINE_DEPTH,
             pipe: pipelined::PipeState::default(),
             latencies: None,
+            buffer: None,
+            control: None,
+        }
+    }
+
+    /// Enter buffering mode: received frames are queued (at most `cap`; more are dropped and
+    /// counted as `buffer_overflow`) instead of processed, until a state import
+    /// ([`Request::Import`]) replays them in order. Only for stores that hold their state in the
+    /// process (the batch-by-batch loop serves the requests).
+    pub fn set_buffering(&mut self, cap: usize) {
+        self.buffer = Some(PacketBuffer {
+            frames: VecDeque::new(),
+            cap,
+        });
+        self.stats.buffering.store(true, Relaxed);
+    }
+
+    pub fn buffering(&self) -> bool {
+        self.buffer.is_some()
+    }
+
+    /// A handle for the HTTP thread's state requests (served between batches by
+    /// [`Runtime::serve_control`]); replaces an earlier one.
+    pub fn control_handle(&mut self) -> ControlHandle {
+        let (h, rx) = ControlHandle::channel();
+        self.control = Some(rx);
+        h
+    }
+
+    /// Answer pending control requests (between batches, so an export is a consistent snapshot).
+    pub fn serve_control(&mut self, now_ns: u64) -> io::Result<()> {
+        let reqs: Vec<Envelope> = match &self.control {
+            Some(rx) => rx.try_iter().collect(),
+            None => return Ok(()),
+        };
+        for (req, reply) in reqs {
+            let ans = match req {
+                Request::Export => match self.flush_port(now_ns).map(|_| self.store.export_state()) {
+                    Err(e) => {
+                        let _ = reply.send(Err(ControlError::new(500, e.to_string())));
+                        return Err(e);
+                    }
+                    Ok(None) => Err(ControlError::new(
+                        409,
+                        format!("store {}: the state is not held by this process", self.store.kind()),
+                    )),
+                    Ok(Some(b)) => {
+                        self.stats.state_exports.fetch_add(1, Relaxed);
+                        Ok(Reply::State(b))
+                    }
+                },
+                Request::Install { .. } if self.buffer.is_none() => Err(ControlError::new(
+                    409,
+                    "state can only be imported by an instance waiting for it (started with --buffer)",
+                )),
+                Request::Install { store, entries } => {
+                    match store.kind() == self.store.kind() {
+                        false => Err(ControlError::new(
+                            409,
+                            format!("a {} store cannot replace a {} store", store.kind(), self.store.kind()),
+                        )),
+                        true => {
+                            self.store = store;
+                            self.stats.state_imports.fetch_add(1, Relaxed);
+                            let overflow = self.stats.buffer_overflow.load(Relaxed);
+                            match self.replay(now_ns) {
+                                Ok(replayed) => Ok(Reply::Imported {
+                                    entries,
+                                    replayed,
+                                    overflow,
+                                }),
+                                Err(e) => {
+                                    let _ = reply.send(Err(ControlError::new(500, e.to_string())));
+                                    return Err(e);
+                                }
+                            }
+                        }
+                    }
+                }
+            };
+            let _ = reply.send(ans);
+        }
+        Ok(())
+    }
+
+    /// Leave buffering mode: process the queued frames in arrival order. Returns how many.
+    fn replay(&mut self, now_ns: u64) -> io::Result<u64> {
+        let Some(buf) = self.buffer.take() else {
+            return Ok(0);
+        };
+        let mut it = buf.frames.into_iter();
+        let mut done = 0u64;
+        loop {
+            self.batch.clear();
+            while !self.batch.is_full() {
+                let Some((f, ts)) = it.next() else { break };
+                self.batch.push(&f, ts);
+            }
+            let n = self.batch.len();
+            if n == 0 {
+                break;
+            }
+            self.process_batch(n, now_ns)?;
+            done += n as u64;
+            self.stats.replayed.fetch_add(n as u64, Relaxed);
+            self.stats.buffered_now.fetch_sub(n as u64, Relaxed);
+        }
+        self.stats.buffering.store(false, Relaxed);
+        self.snapshot();
+        Ok(done)
+    }
+
+    /// Take in what already sits in the port's receive ring (never waits; bounded), so that an
+    /// export includes the effect of every packet that reached this instance before it.
+    fn flush_port(&mut self, now_ns: u64) -> io::Result<()> {
+        for _ in 0..4096 {
+            let n = self.dev.recv_nowait(&mut self.batch, now_ns)?;
+            if n == 0 {
+                break;
+            }
+            self.stats.rx.fetch_add(n as u64, Relaxed);
+            if self.buffer.is_some() {
+                self.enqueue(n);
+            } else {
+                self.process_batch(n, now_ns)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn enqueue(&mut self, n: usize) {
+        let buf = self.buffer.as_mut().expect("buffering");
+        for i in 0..n {
+            if buf.frames.len() < buf.cap {
+                buf.frames
+                    .push_back((self.batch.frame(i).to_vec(), self.batch.ts_ns(i)));
+                self.stats.buffered.fetch_add(1, Relaxed);
+                self.stats.buffered_now.fetch_add(1, Relaxed);
+            } else {
+                self.stats.buffer_overflow.fetch_add(1, Relaxed);
+            }
         }
     }
 
@@ -167,9 +321,19 @@ impl<D: Device> Runtime<D> {
         if n == 0 {
             return Ok(0);
         }
+        self.stats.rx.fetch_add(n as u64, Relaxed);
+        if self.buffer.is_some() {
+            self.enqueue(n);
+            return Ok(n);
+        }
+        self.process_batch(n, now_ns)?;
+        Ok(n)
+    }
+
+    /// Process the `n` frames in `self.batch` and transmit the forwarded ones.
+    fn process_batch(&mut self, n: usize, now_ns: u64) -> io::Result<()> {
         let t_recv = std::time::Instant::now();
         let st = &self.stats;
-        st.rx.fetch_add(n as u64, Relaxed);
         st.batches.fetch_add(1, Relaxed);
         pipelined::classify(
             self.nf.as_ref(),
@@ -234,7 +398,7 @@ impl<D: Device> Runtime<D> {
         if self.batches_since_snapshot >= 256 {
             self.snapshot();
         }
-        Ok(n)
+        Ok(())
     }
 
     fn fail_packet(&mut self, i: usize, fail: FailMode) {
@@ -284,6 +448,7 @@ impl<D: Device> Runtime<D> {
                 TimeSource::Packets => clock_ns,
             };
             let n = self.step(now)?;
+            self.serve_control(now)?;
             if time == TimeSource::Packets && n > 0 {
                 clock_ns = clock_ns.max(self.batch.ts_ns(n - 1));
             }
