@@ -81,14 +81,3 @@ def test_up_status_crash_and_down(tmp_path):
         down = uno("down", "--config", str(cfg), "--name", name)
     assert down.returncode == 0, down.stderr
     assert machine_snapshot(name) == EMPTY
-
-
-def test_run_once_pings_through_oneswitch_and_leaves_nothing(tmp_path):
-    name = unique_name()
-    cfg = tmp_path / "host.yaml"
-    cfg.write_text("rundir: /run/uno-test\nvms: 1\n")  # OneSwitch is on by default
-    out = uno("run", "--config", str(cfg), "--name", name, "--once")
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "via ips, l7fw: ok" in out.stdout, out.stdout
-    assert "OneSwitch tcp:127.0.0.1:" in out.stdout and "connected to controller" in out.stdout
-    assert machine_snapshot(name) == EMPTY
