@@ -144,6 +144,13 @@ impl<D: Device> Runtime<D> {
         Ok(())
     }
 
+    /// Stop cleanly: the NF gives back what it holds of shared resources (after [`Runtime::run`]).
+    pub fn release(&mut self) -> Result<(), StoreError> {
+        let r = self.nf.release(self.store.as_mut(), &self.keys);
+        self.snapshot();
+        r
+    }
+
     /// Copy store and NF counters into the stats endpoint's snapshot.
     pub fn snapshot(&mut self) {
         let s = self.store.stats();

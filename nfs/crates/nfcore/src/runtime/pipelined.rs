@@ -146,7 +146,8 @@ impl FlowStore for Tracking<'_> {
     }
     fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
         for op in ops {
-            if let WriteOp::Set { key, .. } | WriteOp::Del { key } = op {
+            if let WriteOp::Set { key, .. } | WriteOp::Del { key } | WriteOp::Hash { key, .. } = op
+            {
                 self.touched.push(key.clone());
             }
         }
@@ -170,6 +171,12 @@ impl FlowStore for Tracking<'_> {
     }
     fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         self.inner.pool_pop(pool)
+    }
+    fn pool_pop_many(&mut self, pool: &[u8], max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.inner.pool_pop_many(pool, max)
+    }
+    fn hash_get_all(&mut self, key: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+        self.inner.hash_get_all(key)
     }
     fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
         self.inner.pool_push(pool, item)
@@ -447,6 +454,10 @@ impl<D: Device> Runtime<D> {
                     self.pipe
                         .recent
                         .insert(key.clone(), (ord, Recent::Value(None)));
+                }
+                // Applied by the tier: its value is known only there.
+                WriteOp::Hash { key, .. } => {
+                    self.pipe.recent.insert(key.clone(), (ord, Recent::Unknown));
                 }
                 _ => {}
             }
