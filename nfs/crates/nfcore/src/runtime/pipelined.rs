@@ -291,13 +291,16 @@ impl<D: Device> Runtime<D> {
                 }
             } else {
                 // 2. Process the oldest batch once its values are in, else take one reply.
+                // At most `depth` processed batches wait for acknowledgements: an NF that writes
+                // without reading always has a batch ready and would otherwise never collect
+                // the replies (its batches would leave only at the end of the input).
                 let ready = self
                     .pipe
                     .reading
                     .front()
                     .map(|s| !s.reads_pending)
                     .unwrap_or(false);
-                if ready {
+                if ready && self.pipe.writing.len() < self.depth {
                     self.process_front()?;
                 } else if !self.pipe.expect.is_empty() {
                     self.receive_one()?;
