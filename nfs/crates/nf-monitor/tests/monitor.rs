@@ -3,7 +3,7 @@
 use flowstore::test_redis::TestRedis;
 use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
 use nf_monitor::{FlowRecord, Monitor};
-use nfcore::harness::{load_case, run_alternating, run_frames_full, verdicts};
+use nfcore::harness::{load_case, run_alternating, run_frames_depth, run_frames_full, verdicts};
 use packet::Parsed;
 use std::path::PathBuf;
 
@@ -124,6 +124,12 @@ fn counters_same_in_all_modes_with(case: &nfcore::harness::Case) {
         let (out, _, mut store) = run_frames_full(mk(), Box::new(s), &id, &case.frames, batch);
         assert_eq!(verdicts(&out), want);
         check(store.as_mut(), &id, case, "redis");
+        // Pipelined: up to 8 batches in flight.
+        let id = format!("mp{batch}");
+        let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+        let (out, _, mut store) = run_frames_depth(mk(), Box::new(s), &id, &case.frames, batch, 8);
+        assert_eq!(verdicts(&out), want);
+        check(store.as_mut(), &id, case, "redis pipelined");
     }
     let conn = || RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
     let out = run_alternating(|| (mk(), Box::new(conn())), "malt", &case.frames);
