@@ -161,7 +161,7 @@ impl BatchState {
         }
         // (key, field) -> index of the op later ones of the same field merge into.
         let mut first: HashMap<(Key, Vec<u8>), usize> = HashMap::new();
-        let mut drop = vec![false; self.writes.len()];
+        let mut merged_away: Vec<usize> = Vec::new();
         for i in 0..self.writes.len() {
             let (key, field, op) = match &self.writes[i] {
                 WriteOp::Set { key, .. } | WriteOp::Del { key } => {
@@ -188,13 +188,17 @@ impl BatchState {
             match merged {
                 Some(m) => {
                     *into = m;
-                    drop[i] = true;
+                    merged_away.push(i);
                 }
                 // Different kinds on one field: keep both in order; later ones merge here.
                 None => {
                     first.insert((key, field), i);
                 }
             }
+        }
+        let mut drop = vec![false; self.writes.len()];
+        for i in merged_away {
+            drop[i] = true;
         }
         let mut it = drop.into_iter();
         self.writes.retain(|_| !it.next().unwrap_or(false));

@@ -5,7 +5,7 @@
 //! drops the whole cache when the epoch changed. Not for instances that share flows at the same
 //! time (asymmetric routing): leave the cache off there.
 
-use crate::{FlowStore, Key, Pipeline, StoreError, StoreStats, WriteOp};
+use crate::{FlowStore, HashFields, Key, Pipeline, StoreError, StoreStats, WriteOp};
 use std::collections::{HashMap, HashSet, VecDeque};
 
 /// A group sent through the cache's [`Pipeline`], oldest first.
@@ -140,7 +140,7 @@ impl<S: FlowStore> FlowStore for CachedStore<S> {
         r
     }
 
-    fn hash_get_all(&mut self, key: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
         self.inner.hash_get_all(key)
     }
 

@@ -36,6 +36,9 @@ pub use redis_store::{RedisConfig, RedisStore};
 /// A full key in the tier (bytes; built by [`KeySpace`]).
 pub type Key = Vec<u8>;
 
+/// The fields of a hash and their values, sorted by field ([`FlowStore::hash_get_all`]).
+pub type HashFields = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// A write applied at the end of a batch, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteOp {
@@ -163,7 +166,7 @@ pub trait FlowStore: Send {
     ) -> Result<Vec<Vec<u8>>, StoreError>;
 
     /// Every field of the hash at `key` (one round trip; empty if absent).
-    fn hash_get_all(&mut self, _key: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    fn hash_get_all(&mut self, _key: &[u8]) -> Result<HashFields, StoreError> {
         Err(StoreError("hashes are not supported by this store".into()))
     }
 

@@ -1,6 +1,6 @@
 //! In-process store: the baseline (no tier round trips). Same semantics as [`crate::RedisStore`].
 
-use crate::{FlowStore, HashOp, Key, StoreError, StoreStats, WriteOp};
+use crate::{FlowStore, HashFields, HashOp, Key, StoreError, StoreStats, WriteOp};
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 /// One timer set: (deadline, member) in deadline order, plus member -> deadline.
@@ -144,7 +144,7 @@ impl FlowStore for LocalStore {
         Ok(self.pools.get_mut(pool).and_then(|p| p.pop_front()))
     }
 
-    fn hash_get_all(&mut self, key: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
         self.stats.round_trips += 1;
         let mut v: Vec<_> = self
             .hashes

@@ -11,7 +11,7 @@
 //! [`Pipeline::recv`]) and runs on the main connection.
 
 use crate::resp::{self, Conn, Reply};
-use crate::{FlowStore, HashOp, Key, Pipeline, StoreError, StoreStats, WriteOp};
+use crate::{FlowStore, HashFields, HashOp, Key, Pipeline, StoreError, StoreStats, WriteOp};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
@@ -548,7 +548,7 @@ impl FlowStore for RedisStore {
         }
     }
 
-    fn hash_get_all(&mut self, key: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
         match self.call(&[b"HGETALL", key], &[key])? {
             Reply::Array(items) => {
                 let mut flat = items.into_iter().map(|r| match r {

@@ -18,7 +18,9 @@
 use super::{Runtime, TimeSource};
 use crate::stats::Stats;
 use crate::{Ctx, FailMode, NetworkFunction, Verdict};
-use flowstore::{BatchState, FlowStore, Key, KeySpace, Pipeline, StoreError, StoreStats, WriteOp};
+use flowstore::{
+    BatchState, FlowStore, HashFields, Key, KeySpace, Pipeline, StoreError, StoreStats, WriteOp,
+};
 use netio::{Batch, Device};
 use packet::{ParseError, Parsed};
 use std::collections::{HashMap, VecDeque};
@@ -175,7 +177,7 @@ impl FlowStore for Tracking<'_> {
     fn pool_pop_many(&mut self, pool: &[u8], max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
         self.inner.pool_pop_many(pool, max)
     }
-    fn hash_get_all(&mut self, key: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
         self.inner.hash_get_all(key)
     }
     fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
