@@ -64,7 +64,10 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--depth", type=int, default=8, help="batches in flight (pipelined stateless/cached)")
-    ap.add_argument("--nfs", default="firewall,nat,monitor,lb,ips,l7fw,ipsec-out,ipsec-in")
+    ap.add_argument(
+        "--nfs",
+        default="firewall,nat,nat-pipelined,monitor,monitor-inc,monitor-wb,lb,ips,l7fw,ipsec-out,ipsec-in",
+    )
     a = ap.parse_args()
     print_machine()
     build = subprocess.run(

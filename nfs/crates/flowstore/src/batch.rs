@@ -1,6 +1,6 @@
 //! Per-batch read set, overlay and write buffer.
 
-use crate::{FlowStore, Key, StoreError, WriteOp};
+use crate::{FlowStore, HashOp, Key, StoreError, WriteOp};
 use std::collections::HashMap;
 
 /// State of one packet batch: planned reads fetched in one round trip, an overlay so packet k+1
@@ -112,17 +112,30 @@ impl BatchState {
         });
     }
 
+    /// Change one field of the hash at `key` in the tier (not visible through [`BatchState::get`]:
+    /// a hash is read with [`FlowStore::hash_get_all`]).
+    pub fn hash_op(&mut self, key: &[u8], field: &[u8], op: HashOp) {
+        self.writes.push(WriteOp::Hash {
+            key: key.to_vec(),
+            field: field.to_vec(),
+            op,
+        });
+    }
+
     /// Pending writes (tests, stats).
     pub fn pending_writes(&self) -> &[WriteOp] {
         &self.writes
     }
 
     /// Drop writes made redundant by later ones: repeated writes of one key keep only the last;
-    /// order is otherwise preserved.
+    /// hash field updates of one field between two writes of its key merge into the first
+    /// (increments add up, the last set wins, the first set-if-absent stays); order is otherwise
+    /// preserved.
     pub fn coalesce(&mut self) {
         if self.writes.len() < 2 {
             return;
         }
+        self.merge_hash_ops();
         let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
         let mut keep = vec![false; self.writes.len()];
         for (i, w) in self.writes.iter().enumerate().rev() {
@@ -136,6 +149,59 @@ impl BatchState {
         }
         let mut it = keep.into_iter();
         self.writes.retain(|_| it.next().unwrap_or(true));
+    }
+
+    fn merge_hash_ops(&mut self) {
+        if !self
+            .writes
+            .iter()
+            .any(|w| matches!(w, WriteOp::Hash { .. }))
+        {
+            return;
+        }
+        // (key, field) -> index of the op later ones of the same field merge into.
+        let mut first: HashMap<(Key, Vec<u8>), usize> = HashMap::new();
+        let mut merged_away: Vec<usize> = Vec::new();
+        for i in 0..self.writes.len() {
+            let (key, field, op) = match &self.writes[i] {
+                WriteOp::Set { key, .. } | WriteOp::Del { key } => {
+                    // A whole-key write orders the field updates around it: no merging across.
+                    first.retain(|(k, _), _| k != key);
+                    continue;
+                }
+                WriteOp::Hash { key, field, op } => (key.clone(), field.clone(), op.clone()),
+                _ => continue,
+            };
+            let Some(&j) = first.get(&(key.clone(), field.clone())) else {
+                first.insert((key, field), i);
+                continue;
+            };
+            let WriteOp::Hash { op: into, .. } = &mut self.writes[j] else {
+                unreachable!("indexes point at hash ops")
+            };
+            let merged = match (into.clone(), op) {
+                (HashOp::Incr(a), HashOp::Incr(b)) => Some(HashOp::Incr(a.wrapping_add(b))),
+                (HashOp::Set(_), HashOp::Set(v)) => Some(HashOp::Set(v)),
+                (HashOp::SetNx(v), HashOp::SetNx(_)) => Some(HashOp::SetNx(v)),
+                _ => None,
+            };
+            match merged {
+                Some(m) => {
+                    *into = m;
+                    merged_away.push(i);
+                }
+                // Different kinds on one field: keep both in order; later ones merge here.
+                None => {
+                    first.insert((key, field), i);
+                }
+            }
+        }
+        let mut drop = vec![false; self.writes.len()];
+        for i in merged_away {
+            drop[i] = true;
+        }
+        let mut it = drop.into_iter();
+        self.writes.retain(|_| !it.next().unwrap_or(false));
     }
 
     /// Install fetched values for the read set (one per key of [`BatchState::read_set`], in
@@ -173,6 +239,37 @@ impl BatchState {
 mod tests {
     use super::*;
     use crate::LocalStore;
+
+    #[test]
+    fn hash_ops_merge_per_field_between_whole_key_writes() {
+        let mut b = BatchState::new();
+        b.hash_op(b"h", b"n", HashOp::Incr(1));
+        b.hash_op(b"h", b"last", HashOp::Set(b"1".to_vec()));
+        b.hash_op(b"h", b"first", HashOp::SetNx(b"1".to_vec()));
+        b.hash_op(b"g", b"n", HashOp::Incr(5));
+        b.hash_op(b"h", b"n", HashOp::Incr(2));
+        b.hash_op(b"h", b"last", HashOp::Set(b"2".to_vec()));
+        b.hash_op(b"h", b"first", HashOp::SetNx(b"2".to_vec()));
+        b.del(b"h");
+        b.hash_op(b"h", b"n", HashOp::Incr(4));
+        b.hash_op(b"h", b"n", HashOp::Incr(8));
+        let mut s = LocalStore::new();
+        let mut unmerged = LocalStore::new();
+        unmerged.write_many(b.pending_writes()).unwrap();
+        b.coalesce();
+        assert_eq!(b.pending_writes().len(), 6, "{:?}", b.pending_writes());
+        s.write_many(b.pending_writes()).unwrap();
+        for k in [&b"h"[..], b"g"] {
+            assert_eq!(
+                s.hash_get_all(k).unwrap(),
+                unmerged.hash_get_all(k).unwrap()
+            );
+        }
+        assert_eq!(
+            s.hash_get_all(b"h").unwrap(),
+            vec![(b"n".to_vec(), b"12".to_vec())]
+        );
+    }
 
     #[test]
     fn overlay_and_single_round_trips() {

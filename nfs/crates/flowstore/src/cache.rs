@@ -5,7 +5,7 @@
 //! drops the whole cache when the epoch changed. Not for instances that share flows at the same
 //! time (asymmetric routing): leave the cache off there.
 
-use crate::{FlowStore, Key, Pipeline, StoreError, StoreStats, WriteOp};
+use crate::{FlowStore, HashFields, Key, Pipeline, StoreError, StoreStats, WriteOp};
 use std::collections::{HashMap, HashSet, VecDeque};
 
 /// A group sent through the cache's [`Pipeline`], oldest first.
@@ -131,10 +131,17 @@ impl<S: FlowStore> FlowStore for CachedStore<S> {
                     self.cache.remove(key);
                 }
                 WriteOp::Del { key } => self.put(key, None),
+                WriteOp::Hash { key, .. } => {
+                    self.cache.remove(key);
+                }
                 _ => {}
             }
         }
         r
+    }
+
+    fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
+        self.inner.hash_get_all(key)
     }
 
     fn compare_and_set(
@@ -162,6 +169,10 @@ impl<S: FlowStore> FlowStore for CachedStore<S> {
 
     fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         self.inner.pool_pop(pool)
+    }
+
+    fn pool_pop_many(&mut self, pool: &[u8], max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.inner.pool_pop_many(pool, max)
     }
 
     fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
@@ -252,6 +263,9 @@ impl<S: FlowStore> Pipeline for CachedStore<S> {
             match op {
                 WriteOp::Set { key, value } => self.put(key, Some(value.clone())),
                 WriteOp::Del { key } => self.put(key, None),
+                WriteOp::Hash { key, .. } => {
+                    self.cache.remove(key);
+                }
                 _ => {}
             }
         }

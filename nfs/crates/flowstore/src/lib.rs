@@ -37,6 +37,9 @@ pub use redis_store::{RedisConfig, RedisStore};
 /// A full key in the tier (bytes; built by [`KeySpace`]).
 pub type Key = Vec<u8>;
 
+/// The fields of a hash and their values, sorted by field ([`FlowStore::hash_get_all`]).
+pub type HashFields = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// A write applied at the end of a batch, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteOp {
@@ -58,6 +61,24 @@ pub enum WriteOp {
         timers: Key,
         member: Vec<u8>,
     },
+    /// Change one field of the hash at `key` (Redis HINCRBY / HSET / HSETNX): the tier applies
+    /// it without the NF reading the value, so instances can add to one record concurrently.
+    Hash {
+        key: Key,
+        field: Vec<u8>,
+        op: HashOp,
+    },
+}
+
+/// An update of one hash field ([`WriteOp::Hash`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashOp {
+    /// Add to the integer field (absent = 0).
+    Incr(i64),
+    /// Set the field.
+    Set(Vec<u8>),
+    /// Set the field unless it exists.
+    SetNx(Vec<u8>),
 }
 
 /// A tier failure (connection lost, timeout, script error). The store reconnects on the next call.
@@ -117,6 +138,19 @@ pub trait FlowStore: Send {
     /// Atomically take one item from the pool (None if empty). Two instances never get the same item.
     fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
 
+    /// Atomically take up to `max` items from the pool in one round trip (fewer if it holds
+    /// fewer; empty if it is empty). Two instances never get the same item.
+    fn pool_pop_many(&mut self, pool: &[u8], max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+        let mut v = Vec::new();
+        while v.len() < max {
+            match self.pool_pop(pool)? {
+                Some(x) => v.push(x),
+                None => break,
+            }
+        }
+        Ok(v)
+    }
+
     /// Return an item to the pool.
     fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError>;
 
@@ -131,6 +165,11 @@ pub trait FlowStore: Send {
         now_ms: u64,
         max: usize,
     ) -> Result<Vec<Vec<u8>>, StoreError>;
+
+    /// Every field of the hash at `key` (one round trip; empty if absent).
+    fn hash_get_all(&mut self, _key: &[u8]) -> Result<HashFields, StoreError> {
+        Err(StoreError("hashes are not supported by this store".into()))
+    }
 
     /// Client counters.
     fn stats(&self) -> StoreStats;

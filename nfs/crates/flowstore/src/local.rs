@@ -1,7 +1,7 @@
 //! In-process store: the baseline (no tier round trips). Same semantics as [`crate::RedisStore`].
 
 use crate::snapshot::Snapshot;
-use crate::{FlowStore, Key, StoreError, StoreStats, WriteOp};
+use crate::{FlowStore, HashFields, HashOp, Key, StoreError, StoreStats, WriteOp};
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 /// One timer set: (deadline, member) in deadline order, plus member -> deadline.
@@ -11,6 +11,7 @@ type TimerSet = (BTreeSet<(u64, Vec<u8>)>, HashMap<Vec<u8>, u64>);
 #[derive(Debug, Default)]
 pub struct LocalStore {
     kv: HashMap<Key, Vec<u8>>,
+    hashes: HashMap<Key, HashMap<Vec<u8>, Vec<u8>>>,
     pools: HashMap<Key, VecDeque<Vec<u8>>>,
     pools_initialised: HashSet<Key>,
     timers: HashMap<Key, TimerSet>,
@@ -68,6 +69,25 @@ impl FlowStore for LocalStore {
                 }
                 WriteOp::Del { key } => {
                     self.kv.remove(key);
+                    self.hashes.remove(key);
+                }
+                WriteOp::Hash { key, field, op } => {
+                    let h = self.hashes.entry(key.clone()).or_default();
+                    match op {
+                        HashOp::Incr(d) => {
+                            let cur = h
+                                .get(field)
+                                .and_then(|v| std::str::from_utf8(v).ok()?.parse::<i64>().ok())
+                                .unwrap_or(0);
+                            h.insert(field.clone(), cur.wrapping_add(*d).to_string().into_bytes());
+                        }
+                        HashOp::Set(v) => {
+                            h.insert(field.clone(), v.clone());
+                        }
+                        HashOp::SetNx(v) => {
+                            h.entry(field.clone()).or_insert_with(|| v.clone());
+                        }
+                    }
                 }
                 WriteOp::TimerSet {
                     timers,
@@ -125,6 +145,24 @@ impl FlowStore for LocalStore {
         Ok(self.pools.get_mut(pool).and_then(|p| p.pop_front()))
     }
 
+    fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
+        self.stats.round_trips += 1;
+        let mut v: Vec<_> = self
+            .hashes
+            .get(key)
+            .map(|h| h.iter().map(|(f, x)| (f.clone(), x.clone())).collect())
+            .unwrap_or_default();
+        v.sort();
+        Ok(v)
+    }
+
+    fn pool_pop_many(&mut self, pool: &[u8], max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+        Ok(match self.pools.get_mut(pool) {
+            Some(p) => p.drain(..max.min(p.len())).collect(),
+            None => Vec::new(),
+        })
+    }
+
     fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
         self.pools
             .entry(pool.to_vec())
@@ -169,6 +207,11 @@ impl FlowStore for LocalStore {
     }
 
     fn export_state(&self) -> Option<Vec<u8>> {
+        // The snapshot format does not carry hash records (the monitor's "increments" counters):
+        // refuse the export (the move aborts, the old instance keeps serving) rather than drop them.
+        if !self.hashes.is_empty() {
+            return None;
+        }
         Some(self.snapshot().encode())
     }
 

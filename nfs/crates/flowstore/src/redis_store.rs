@@ -11,7 +11,7 @@
 //! [`Pipeline::recv`]) and runs on the main connection.
 
 use crate::resp::{self, Conn, Reply};
-use crate::{FlowStore, Key, Pipeline, StoreError, StoreStats, WriteOp};
+use crate::{FlowStore, HashFields, HashOp, Key, Pipeline, StoreError, StoreStats, WriteOp};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
@@ -365,6 +365,18 @@ impl RedisStore {
                         }
                     }
                 }
+                WriteOp::Hash { key, field, op } => {
+                    let (cmd, v): (&[u8], std::borrow::Cow<[u8]>) = match op {
+                        HashOp::Incr(d) => (b"HINCRBY", d.to_string().into_bytes().into()),
+                        HashOp::Set(v) => (b"HSET", v.as_slice().into()),
+                        HashOp::SetNx(v) => (b"HSETNX", v.as_slice().into()),
+                    };
+                    resp::encode_header(out, 4);
+                    resp::encode_arg(out, cmd);
+                    resp::encode_arg(out, key);
+                    resp::encode_arg(out, field);
+                    resp::encode_arg(out, &v);
+                }
                 WriteOp::TimerCancel { timers, .. } => {
                     resp::encode_header(out, 2 + run.len());
                     resp::encode_arg(out, b"ZREM");
@@ -394,7 +406,9 @@ impl RedisStore {
     fn keys_of(ops: &[WriteOp]) -> Vec<Key> {
         ops.iter()
             .map(|op| match op {
-                WriteOp::Set { key, .. } | WriteOp::Del { key } => key.clone(),
+                WriteOp::Set { key, .. } | WriteOp::Del { key } | WriteOp::Hash { key, .. } => {
+                    key.clone()
+                }
                 WriteOp::TimerSet { timers, .. } | WriteOp::TimerCancel { timers, .. } => {
                     timers.clone()
                 }
@@ -530,6 +544,43 @@ impl FlowStore for RedisStore {
         match self.call(&[b"LPOP", pool], &[pool])? {
             Reply::Bulk(b) => Ok(Some(b)),
             Reply::Nil => Ok(None),
+            r => Err(StoreError(format!("LPOP: unexpected reply {r:?}"))),
+        }
+    }
+
+    fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
+        match self.call(&[b"HGETALL", key], &[key])? {
+            Reply::Array(items) => {
+                let mut flat = items.into_iter().map(|r| match r {
+                    Reply::Bulk(b) => Ok(b),
+                    r => Err(StoreError(format!("HGETALL: unexpected item {r:?}"))),
+                });
+                let mut v = Vec::new();
+                while let (Some(f), Some(x)) = (flat.next(), flat.next()) {
+                    v.push((f?, x?));
+                }
+                v.sort();
+                Ok(v)
+            }
+            r => Err(StoreError(format!("HGETALL: unexpected reply {r:?}"))),
+        }
+    }
+
+    fn pool_pop_many(&mut self, pool: &[u8], max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        // LPOP with a count (Redis >= 6.2): one atomic pop of up to `max` items.
+        let n = max.to_string();
+        match self.call(&[b"LPOP", pool, n.as_bytes()], &[pool])? {
+            Reply::Array(items) => items
+                .into_iter()
+                .map(|r| match r {
+                    Reply::Bulk(b) => Ok(b),
+                    r => Err(StoreError(format!("LPOP: unexpected item {r:?}"))),
+                })
+                .collect(),
+            Reply::Nil => Ok(Vec::new()),
             r => Err(StoreError(format!("LPOP: unexpected reply {r:?}"))),
         }
     }

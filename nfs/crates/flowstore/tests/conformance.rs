@@ -46,6 +46,43 @@ fn exercise(s: &mut dyn FlowStore) {
     assert_eq!(s.pool_pop(&pool).unwrap(), None);
     s.pool_push(&pool, b"p1").unwrap();
     assert_eq!(s.pool_pop(&pool).unwrap(), Some(b"p1".to_vec()));
+    // Blocks: up to `max` in pool order, fewer when the pool holds fewer.
+    for p in [b"q1", b"q2", b"q3"] {
+        s.pool_push(&pool, p).unwrap();
+    }
+    assert_eq!(
+        s.pool_pop_many(&pool, 2).unwrap(),
+        vec![b"q1".to_vec(), b"q2".to_vec()]
+    );
+    assert_eq!(s.pool_pop_many(&pool, 5).unwrap(), vec![b"q3".to_vec()]);
+    assert!(s.pool_pop_many(&pool, 5).unwrap().is_empty());
+    // Hash fields: increments, set, set-if-absent; DEL removes the hash.
+    let h = ks.flow(4, "h");
+    assert!(s.hash_get_all(&h).unwrap().is_empty());
+    let hop = |field: &[u8], op: HashOp| WriteOp::Hash {
+        key: h.clone(),
+        field: field.to_vec(),
+        op,
+    };
+    s.write_many(&[
+        hop(b"n", HashOp::Incr(3)),
+        hop(b"n", HashOp::Incr(-1)),
+        hop(b"first", HashOp::SetNx(b"10".to_vec())),
+        hop(b"first", HashOp::SetNx(b"20".to_vec())),
+        hop(b"last", HashOp::Set(b"10".to_vec())),
+        hop(b"last", HashOp::Set(b"20".to_vec())),
+    ])
+    .unwrap();
+    assert_eq!(
+        s.hash_get_all(&h).unwrap(),
+        vec![
+            (b"first".to_vec(), b"10".to_vec()),
+            (b"last".to_vec(), b"20".to_vec()),
+            (b"n".to_vec(), b"2".to_vec()),
+        ]
+    );
+    s.write_many(&[WriteOp::Del { key: h.clone() }]).unwrap();
+    assert!(s.hash_get_all(&h).unwrap().is_empty());
     // Timers: moved deadlines, cancel, claim due only.
     let tm = ks.global("timers");
     s.write_many(&[

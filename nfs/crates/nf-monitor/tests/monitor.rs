@@ -3,18 +3,31 @@
 use flowstore::test_redis::TestRedis;
 use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
 use nf_monitor::{FlowRecord, Monitor};
-use nfcore::harness::{load_case, run_alternating, run_frames_full, verdicts};
+use nfcore::harness::{load_case, run_alternating, run_frames_depth, run_frames_full, verdicts};
 use packet::Parsed;
 use std::path::PathBuf;
 
-fn check(store: &mut dyn FlowStore, nf_id: &str, case: &nfcore::harness::Case, what: &str) {
+/// The record of the flow of packet `i` in either layout (None: not in the tier).
+fn record(store: &mut dyn FlowStore, nf_id: &str, frame: &[u8]) -> Option<FlowRecord> {
     let ks = KeySpace::new(nf_id).unwrap();
+    let key = Monitor::key(&ks, &Parsed::new_checked(frame).unwrap());
+    let mut out = vec![];
+    store
+        .get_many(std::slice::from_ref(&key), &mut out)
+        .unwrap();
+    match out[0].as_deref() {
+        Some(b) => FlowRecord::decode(b),
+        None => {
+            let h = store.hash_get_all(&key).unwrap();
+            (!h.is_empty()).then(|| FlowRecord::from_hash(&h).unwrap())
+        }
+    }
+}
+
+fn check(store: &mut dyn FlowStore, nf_id: &str, case: &nfcore::harness::Case, what: &str) {
     for f in case.expected["flows"].as_array().unwrap() {
         let i = f["packet"].as_u64().unwrap() as usize;
-        let p = Parsed::new_checked(&case.frames[i].1).unwrap();
-        let mut out = vec![];
-        store.get_many(&[Monitor::key(&ks, &p)], &mut out).unwrap();
-        let r = FlowRecord::decode(out[0].as_deref().unwrap()).unwrap();
+        let r = record(store, nf_id, &case.frames[i].1).unwrap();
         assert_eq!(
             r.pkts_fwd + r.pkts_rev,
             f["pkts"].as_u64().unwrap(),
@@ -30,11 +43,71 @@ fn check(store: &mut dyn FlowStore, nf_id: &str, case: &nfcore::harness::Case, w
 
 #[test]
 fn counters_same_in_all_modes() {
+    let mut case = load_case(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/monitor/basic"),
+    )
+    .unwrap();
+    counters_same_in_all_modes_with(&case);
+    // The counters as hash increments, flushed with every batch: the same counts.
+    case.config["counters"] = "increments".into();
+    counters_same_in_all_modes_with(&case);
+}
+
+/// Write-behind (`flush_ms` > 0): packets leave before their counts are written; the counts are
+/// complete after a clean stop, and a crash loses only what was not flushed.
+#[test]
+fn write_behind_flushes_on_interval_and_release() {
     let redis = TestRedis::start().expect("redis-server");
     let case = load_case(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/monitor/basic"),
     )
     .unwrap();
+    let mut cfg = case.config.clone();
+    cfg["counters"] = "increments".into();
+    cfg["flush_ms"] = 60_000.into();
+    let want: Vec<String> = serde_json::from_value(case.expected["verdicts"].clone()).unwrap();
+    for local in [true, false] {
+        let store: Box<dyn FlowStore> = if local {
+            Box::new(LocalStore::new())
+        } else {
+            Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap())
+        };
+        let nf = Box::new(Monitor::from_config(&cfg).unwrap());
+        let (out, mut nf, mut store) = run_frames_full(nf, store, "mwb", &case.frames, 2);
+        assert_eq!(verdicts(&out), want);
+        // Flushed at the first packet only (the interval has not passed since): a crash now
+        // would lose the rest.
+        assert_eq!(nf.stats()["flushes"], 1);
+        assert!(nf.stats()["pending_flows"].as_u64().unwrap() > 0);
+        let first = &case.frames[0].1;
+        let r = record(store.as_mut(), "mwb", first).unwrap();
+        assert_eq!(r.pkts_fwd + r.pkts_rev, 1);
+        nf.release(store.as_mut(), &KeySpace::new("mwb").unwrap())
+            .unwrap();
+        assert_eq!(nf.stats()["pending_flows"], 0);
+        check(store.as_mut(), "mwb", &case, "write-behind after release");
+        // The flows' timers are in the tier.
+        let tm = KeySpace::new("mwb").unwrap().global("timers");
+        assert_eq!(
+            store.timer_claim_due(&tm, u64::MAX / 2, 100).unwrap().len(),
+            2
+        );
+    }
+    for bad in [
+        serde_json::json!({"counters": "deltas"}),
+        serde_json::json!({"flush_ms": 5}),
+        serde_json::json!({"counters": "increments", "flush_ms": -1}),
+    ] {
+        let e = Monitor::from_config(&bad).err().unwrap();
+        assert!(
+            e.contains("counters") || e.contains("flush_ms"),
+            "{bad}: {e}"
+        );
+    }
+}
+
+fn counters_same_in_all_modes_with(case: &nfcore::harness::Case) {
+    let redis = TestRedis::start().expect("redis-server");
     let want: Vec<String> = serde_json::from_value(case.expected["verdicts"].clone()).unwrap();
     let mk = || Box::new(Monitor::from_config(&case.config).unwrap());
     for batch in [1, 3, 32] {
@@ -45,17 +118,23 @@ fn counters_same_in_all_modes() {
             out.iter().flatten().collect::<Vec<_>>(),
             case.frames.iter().map(|f| &f.1).collect::<Vec<_>>()
         );
-        check(store.as_mut(), "m", &case, "local");
+        check(store.as_mut(), "m", case, "local");
         let id = format!("m{batch}");
         let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
         let (out, _, mut store) = run_frames_full(mk(), Box::new(s), &id, &case.frames, batch);
         assert_eq!(verdicts(&out), want);
-        check(store.as_mut(), &id, &case, "redis");
+        check(store.as_mut(), &id, case, "redis");
+        // Pipelined: up to 8 batches in flight.
+        let id = format!("mp{batch}");
+        let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+        let (out, _, mut store) = run_frames_depth(mk(), Box::new(s), &id, &case.frames, batch, 8);
+        assert_eq!(verdicts(&out), want);
+        check(store.as_mut(), &id, case, "redis pipelined");
     }
     let conn = || RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
     let out = run_alternating(|| (mk(), Box::new(conn())), "malt", &case.frames);
     assert_eq!(verdicts(&out), want);
-    check(&mut conn(), "malt", &case, "alternating");
+    check(&mut conn(), "malt", case, "alternating");
 }
 
 /// Tier down: fail-closed drops and counts, fail-open forwards unprocessed; both reconnect.

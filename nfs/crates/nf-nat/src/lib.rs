@@ -1,19 +1,32 @@
 //! Source NAT (thesis Algorithm 5) with a shared pool of public IP:port in the tier.
 //!
 //! Outbound packets (source inside, destination outside) of a new connection take a public
-//! IP:port from the pool (atomic pop: instances never hand out the same pair), the mapping is
-//! claimed with compare-and-set (two instances racing on one new flow agree on one mapping), and
-//! the reverse mapping is written for the return direction. Source (outbound) or destination
-//! (inbound) address and port are rewritten with incremental checksum updates. Inbound packets
-//! without a mapping are dropped. Idle mappings expire by tier-held timers and their pair goes
-//! back to the pool.
+//! IP:port from the pool and the reverse mapping is written for the return direction. Source
+//! (outbound) or destination (inbound) address and port are rewritten with incremental checksum
+//! updates. Inbound packets without a mapping are dropped. Idle mappings expire by tier-held
+//! timers and their pair goes back to the pool.
+//!
+//! Port blocks: an instance takes `port_block` pairs from the shared pool with one atomic pop
+//! (instances never get the same pair) and hands them out locally, so a new connection costs a
+//! pool round trip only once per block. An instance that stops cleanly (SIGTERM) pushes its
+//! unused pairs back; one that crashes loses them (at most `port_block` per instance; the
+//! default block is 1/1024 of the pool, at most 256).
+//!
+//! Mapping claim (`mapping_claim`): `"atomic"` (default) claims the outbound mapping with a
+//! compare-and-set round trip, so two instances that see the first packets of one connection
+//! at the same instant agree on one mapping; `"pipelined"` writes it with the batch (no round
+//! trip on the packet path), valid while one instance handles a connection at a time, as when
+//! UNO moves an NF by remapping its port (the owner cache's assumption). If two instances did
+//! map one connection at once, the later write wins for later packets and the other pair stays
+//! out of the pool.
 //!
 //! Keys: `nf:<id>:{<hash of the outbound 5-tuple>}:nat-out` -> [`Mapping`];
 //! `nf:<id>:{<hash of the inbound 5-tuple (remote -> public)>}:nat-in` -> original src IP:port;
 //! `nf:<id>:{pool}` (list) -> free public IP:port pairs.
 //!
 //! Config (JSON): `{"inside": ["10.0.0.0/8"], "public_ips": ["198.51.100.1"],
-//! "ports": "20000-20999", "idle_timeout_ms": 60000}` plus the runtime options.
+//! "ports": "20000-20999", "idle_timeout_ms": 60000, "port_block": 1..4096 (default: pairs / 1024,
+//! 1..256), "mapping_claim": "atomic"|"pipelined"}` plus the runtime options.
 
 use nf_firewall::rules::Cidr;
 use nfcore::config::{object, only_keys, opt_str, opt_u64, RUNTIME_KEYS};
@@ -134,10 +147,20 @@ struct Counters {
     new_mappings: u64,
     lost_races: u64,
     pool_empty: u64,
+    blocks: u64,
     no_mapping: u64,
     unsupported: u64,
     passthrough: u64,
     expired: u64,
+}
+
+/// How a new connection's outbound mapping is claimed in the tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Compare-and-set round trip: concurrent instances agree on one mapping.
+    Atomic,
+    /// Written with the batch: one instance per connection at a time.
+    Pipelined,
 }
 
 /// The NAT NF.
@@ -146,6 +169,10 @@ pub struct Nat {
     public_ips: Vec<IpAddr>,
     ports: (u16, u16),
     idle_ms: u64,
+    block: usize,
+    claim: Claim,
+    /// Pairs taken from the pool and not handed out yet (this instance's block).
+    free: Vec<Vec<u8>>,
     c: Counters,
 }
 
@@ -158,7 +185,14 @@ enum Way {
 impl Nat {
     pub fn from_config(cfg: &Value) -> Result<Nat, String> {
         let o = object(cfg, "nat config")?;
-        let mut allowed = vec!["inside", "public_ips", "ports", "idle_timeout_ms"];
+        let mut allowed = vec![
+            "inside",
+            "public_ips",
+            "ports",
+            "idle_timeout_ms",
+            "port_block",
+            "mapping_claim",
+        ];
         allowed.extend_from_slice(RUNTIME_KEYS);
         only_keys(o, &allowed, "nat config")?;
         let list = |k: &str| -> Result<Vec<String>, String> {
@@ -191,14 +225,28 @@ impl Nat {
             .ok_or_else(|| {
                 format!("ports must be \"lo-hi\" with 1 <= lo <= hi <= 65535, not {r:?}")
             })?;
-        if public_ips.len() * (ports.1 - ports.0 + 1) as usize > 1_000_000 {
+        let pairs = public_ips.len() * (ports.1 - ports.0 + 1) as usize;
+        if pairs > 1_000_000 {
             return Err("public_ips x ports must be at most 1000000 pairs".into());
         }
+        let auto_block = (pairs / 1024).clamp(1, 256) as u64;
+        let claim = match opt_str(o, "mapping_claim", "atomic")? {
+            "atomic" => Claim::Atomic,
+            "pipelined" => Claim::Pipelined,
+            other => {
+                return Err(format!(
+                    "mapping_claim must be \"atomic\" or \"pipelined\", not {other:?}"
+                ))
+            }
+        };
         Ok(Nat {
             inside,
             public_ips,
             ports,
             idle_ms: opt_u64(o, "idle_timeout_ms", 60_000, 1, 86_400_000)?,
+            block: opt_u64(o, "port_block", auto_block, 1, 4096)? as usize,
+            claim,
+            free: Vec::new(),
             c: Counters::default(),
         })
     }
@@ -242,7 +290,7 @@ impl Nat {
             Some(m) => m,
             None => {
                 let pool = ctx.keys.global(POOL);
-                let Some(item) = ctx.store().pool_pop(&pool)? else {
+                let Some(item) = self.take_pair(ctx, &pool)? else {
                     self.c.pool_empty += 1;
                     return Ok(Verdict::Drop);
                 };
@@ -257,7 +305,11 @@ impl Nat {
                     refreshed_ms: now,
                 };
                 let enc = cand.encode();
-                if ctx.store().compare_and_set(&key_out, None, Some(&enc))? {
+                let claimed = match self.claim {
+                    Claim::Pipelined => true,
+                    Claim::Atomic => ctx.store().compare_and_set(&key_out, None, Some(&enc))?,
+                };
+                if claimed {
                     self.c.new_mappings += 1;
                     ctx.set(&key_out, enc);
                     ctx.set(
@@ -269,7 +321,7 @@ impl Nat {
                 } else {
                     // Another instance mapped this flow first: use its mapping, return ours.
                     self.c.lost_races += 1;
-                    ctx.store().pool_push(&pool, &item)?;
+                    self.free.push(item);
                     let mut v = Vec::new();
                     ctx.store()
                         .get_many(std::slice::from_ref(&key_out), &mut v)?;
@@ -291,6 +343,20 @@ impl Nat {
         }
         self.c.translated_out += 1;
         Ok(Verdict::Forward)
+    }
+
+    /// A free pair: from this instance's block, refilled with one atomic pop of `block` pairs.
+    fn take_pair(&mut self, ctx: &mut Ctx<'_>, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        if self.free.is_empty() {
+            let mut got = ctx.store().pool_pop_many(pool, self.block)?;
+            if !got.is_empty() {
+                self.c.blocks += 1;
+            }
+            // Hand out in pool order.
+            got.reverse();
+            self.free = got;
+        }
+        Ok(self.free.pop())
     }
 
     fn inbound(
@@ -386,11 +452,23 @@ impl NetworkFunction for Nat {
         Ok(())
     }
 
+    fn release(&mut self, store: &mut dyn FlowStore, keys: &KeySpace) -> Result<(), StoreError> {
+        let pool = keys.global(POOL);
+        while let Some(item) = self.free.pop() {
+            if let Err(e) = store.pool_push(&pool, &item) {
+                self.free.push(item);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     fn stats(&self) -> Value {
         let c = &self.c;
         serde_json::json!({
             "translated_out": c.translated_out, "translated_in": c.translated_in,
             "new_mappings": c.new_mappings, "lost_races": c.lost_races, "pool_empty": c.pool_empty,
+            "port_blocks": c.blocks, "block_free": self.free.len(),
             "no_mapping": c.no_mapping, "unsupported": c.unsupported, "passthrough": c.passthrough,
             "expired": c.expired,
         })

@@ -84,6 +84,104 @@ fn case_local_redis_and_alternating() {
         &case.frames,
     );
     check_case(&alt, &case.expected, "two instances alternating");
+    // The mapping written with the batch (no compare-and-set round trip): the same packets.
+    let mut cfg = case.config.clone();
+    cfg["mapping_claim"] = "pipelined".into();
+    let mk = || Box::new(Nat::from_config(&cfg).unwrap());
+    for batch in [1, 32] {
+        let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+        let out = run_frames(
+            mk(),
+            Box::new(s),
+            &format!("natp{batch}"),
+            &case.frames,
+            batch,
+        );
+        check_case(
+            &out,
+            &case.expected,
+            &format!("pipelined claim, batch {batch}"),
+        );
+    }
+    let alt = run_alternating(
+        || {
+            (
+                mk(),
+                Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap()),
+            )
+        },
+        "natpalt",
+        &case.frames,
+    );
+    check_case(
+        &alt,
+        &case.expected,
+        "pipelined claim, two instances alternating",
+    );
+}
+
+/// Port blocks: two instances take blocks of 8 pairs concurrently; every new flow of both gets
+/// a pair, no pair twice, one pool round trip per block; a clean stop returns the unused pairs.
+#[test]
+fn port_blocks_are_disjoint_and_returned_on_release() {
+    let redis = TestRedis::start().expect("redis-server");
+    for claim in ["atomic", "pipelined"] {
+        let cfg = serde_json::json!({"inside": ["10.0.0.0/8"], "public_ips": ["198.51.100.1"],
+                                      "ports": "5000-5099", "port_block": 8, "mapping_claim": claim});
+        let id = format!("natb{claim}");
+        let threads: Vec<_> = (0..2u32)
+            .map(|t| {
+                let (url, cfg, id) = (redis.url(), cfg.clone(), id.clone());
+                std::thread::spawn(move || {
+                    let s = Box::new(RedisStore::connect(RedisConfig::new(&url)).unwrap());
+                    let mut rt = runtime_in(&id, s, &cfg, outbound_frames(43, 1 + t * 1000));
+                    rt.run(TimeSource::Packets, &AtomicBool::new(false))
+                        .unwrap();
+                    let st = rt.nf().stats();
+                    assert_eq!(st["port_blocks"], 6, "{claim}: 43 flows = 6 blocks of 8");
+                    assert_eq!(st["block_free"], 5);
+                    rt.release().unwrap();
+                    assert_eq!(rt.nf().stats()["block_free"], 0);
+                    let (_, _, dev) = rt.into_parts();
+                    dev.out
+                        .into_iter()
+                        .flatten()
+                        .map(|f| {
+                            let p = Parsed::new_checked(&f).unwrap();
+                            (p.src, p.ports().0)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let all: Vec<_> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        assert_eq!(all.len(), 86, "{claim}: every flow mapped");
+        assert_eq!(
+            all.iter().collect::<HashSet<_>>().len(),
+            86,
+            "{claim}: no pair twice"
+        );
+        let mut s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+        let pool = KeySpace::new(&id).unwrap().global("pool");
+        assert_eq!(
+            s.pool_len(&pool).unwrap(),
+            100 - 86,
+            "{claim}: unused pairs back"
+        );
+    }
+    // The default block is 1/1024 of the pool (at least 1): small pools behave as before.
+    let cfg = serde_json::json!({"inside": ["10.0.0.0/8"], "public_ips": ["198.51.100.1"], "ports": "1-2048"});
+    let mut rt = runtime(Box::new(LocalStore::new()), &cfg, outbound_frames(1, 1));
+    rt.run(TimeSource::Packets, &AtomicBool::new(false))
+        .unwrap();
+    assert_eq!(
+        rt.nf().stats()["block_free"],
+        1,
+        "block of 2 for 2048 pairs"
+    );
 }
 
 fn outbound_frames(n: u32, src_base: u32) -> Vec<(u64, Vec<u8>)> {
@@ -108,6 +206,15 @@ fn runtime(
     cfg: &serde_json::Value,
     frames: Vec<(u64, Vec<u8>)>,
 ) -> Runtime<RecordingDevice> {
+    runtime_in("natt", store, cfg, frames)
+}
+
+fn runtime_in(
+    nf_id: &str,
+    store: Box<dyn FlowStore>,
+    cfg: &serde_json::Value,
+    frames: Vec<(u64, Vec<u8>)>,
+) -> Runtime<RecordingDevice> {
     let opts = RuntimeOptions {
         batch_size: 8,
         fail_mode: FailMode::Closed,
@@ -119,7 +226,7 @@ fn runtime(
         nf,
         store,
         RecordingDevice::new(frames),
-        KeySpace::new("natt").unwrap(),
+        KeySpace::new(nf_id).unwrap(),
         opts,
     );
     rt.init().unwrap();
@@ -215,6 +322,14 @@ fn local_pool_exhaustion_and_config_errors() {
         (
             serde_json::json!({"inside": ["10.0.0.0/40"], "public_ips": ["1.2.3.4"]}),
             "inside",
+        ),
+        (
+            serde_json::json!({"inside": ["10.0.0.0/8"], "public_ips": ["1.2.3.4"], "port_block": 0}),
+            "port_block",
+        ),
+        (
+            serde_json::json!({"inside": ["10.0.0.0/8"], "public_ips": ["1.2.3.4"], "mapping_claim": "cas"}),
+            "mapping_claim",
         ),
     ] {
         let e = Nat::from_config(&bad).err().unwrap();

@@ -98,6 +98,9 @@ fn run() -> Result<(), (i32, String)> {
     }
     rt.init().map_err(|e| (1, e.to_string()))?;
     rt.run(time, &STOP).map_err(|e| (1, e.to_string()))?;
+    if let Err(e) = rt.release() {
+        eprintln!("nf: release on stop: {e}");
+    }
     println!("{}", rt.stats().to_json(&id));
     Ok(())
 }

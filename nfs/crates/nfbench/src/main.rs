@@ -34,7 +34,21 @@ fn make_nf(kind: &str) -> Box<dyn NetworkFunction> {
                 "public_ips": ["198.51.100.1"], "ports": "10000-29999"}))
             .unwrap(),
         ),
+        // NAT with the mapping written with the batch (no compare-and-set round trip per new flow).
+        "nat-pipelined" => Box::new(
+            nf_nat::Nat::from_config(&json!({"inside": ["10.0.0.0/8"],
+                "public_ips": ["198.51.100.1"], "ports": "10000-29999", "mapping_claim": "pipelined"}))
+            .unwrap(),
+        ),
         "monitor" => Box::new(nf_monitor::Monitor::from_config(&json!({})).unwrap()),
+        // Counters as hash increments, flushed with every batch / write-behind every 1 ms.
+        "monitor-inc" => Box::new(
+            nf_monitor::Monitor::from_config(&json!({"counters": "increments"})).unwrap(),
+        ),
+        "monitor-wb" => Box::new(
+            nf_monitor::Monitor::from_config(&json!({"counters": "increments", "flush_ms": 1}))
+                .unwrap(),
+        ),
         "lb" => Box::new(
             nf_lb::LoadBalancer::from_config(&json!({"vip": LB_VIP, "port": 80,
                 "backends": ["10.1.0.1:8080", "10.1.0.2:8080", "10.1.0.3:8080", "10.1.0.4:8080"]}))
@@ -298,7 +312,7 @@ fn main() {
                 pkts_per_flow: if long { 1000 * scale } else { 20 },
                 window: if long { 16 } else { 64 },
                 frame_len: len,
-                one_way: kind == "nat" || kind == "lb" || kind.starts_with("ipsec"),
+                one_way: kind.starts_with("nat") || kind == "lb" || kind.starts_with("ipsec"),
                 server: (kind == "lb").then(|| LB_VIP.parse().unwrap()),
                 first_payload: (kind == "l7fw").then_some(HTTP_REQUEST),
             };

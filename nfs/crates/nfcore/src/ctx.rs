@@ -1,6 +1,6 @@
 //! Per-packet access to the state tier, through the batch overlay.
 
-use flowstore::{BatchState, FlowStore, Key, KeySpace, StoreError};
+use flowstore::{BatchState, FlowStore, HashOp, Key, KeySpace, StoreError};
 
 /// What an NF sees while processing one packet (or one timer).
 pub struct Ctx<'a> {
@@ -50,6 +50,12 @@ impl<'a> Ctx<'a> {
 
     pub fn del(&mut self, key: &[u8]) {
         self.batch.del(key)
+    }
+
+    /// Change one field of the hash at `key` in the tier with the batch's writes, without
+    /// reading it (the tier applies it; several instances may add to one hash).
+    pub fn hash_op(&mut self, key: &[u8], field: &[u8], op: HashOp) {
+        self.batch.hash_op(key, field, op)
     }
 
     /// Set or move the NF's timer `member` to fire at `deadline_ms` (tier-held, NF-wide set).

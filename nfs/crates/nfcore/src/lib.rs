@@ -21,7 +21,7 @@ pub mod runtime;
 pub mod stats;
 
 pub use ctx::Ctx;
-pub use flowstore::{FlowStore, Key, KeySpace, StoreError};
+pub use flowstore::{FlowStore, HashOp, Key, KeySpace, StoreError};
 pub use packet::Parsed;
 
 /// What happens to a packet.
@@ -82,6 +82,12 @@ pub trait NetworkFunction: Send {
 
     /// A timer this NF set with [`Ctx::timer_set`] is due; exactly one instance gets each call.
     fn on_timer(&mut self, _ctx: &mut Ctx<'_>, _member: &[u8]) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// The instance stops cleanly: give back shared resources it holds locally (NAT: the unused
+    /// pairs of its port block). Not called on a crash.
+    fn release(&mut self, _store: &mut dyn FlowStore, _keys: &KeySpace) -> Result<(), StoreError> {
         Ok(())
     }
 

@@ -141,7 +141,7 @@ impl<D: Device> Runtime<D> {
                     }
                     Ok(None) => Err(ControlError::new(
                         409,
-                        format!("store {}: the state is not held by this process", self.store.kind()),
+                        format!("store {}: cannot export its state (not held by this process, or records the snapshot does not carry)", self.store.kind()),
                     )),
                     Ok(Some(b)) => {
                         self.stats.state_exports.fetch_add(1, Relaxed);
@@ -296,6 +296,13 @@ impl<D: Device> Runtime<D> {
         self.stats.ready.store(true, Relaxed);
         self.snapshot();
         Ok(())
+    }
+
+    /// Stop cleanly: the NF gives back what it holds of shared resources (after [`Runtime::run`]).
+    pub fn release(&mut self) -> Result<(), StoreError> {
+        let r = self.nf.release(self.store.as_mut(), &self.keys);
+        self.snapshot();
+        r
     }
 
     /// Copy store and NF counters into the stats endpoint's snapshot.

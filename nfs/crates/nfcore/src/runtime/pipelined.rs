@@ -18,7 +18,9 @@
 use super::{Runtime, TimeSource};
 use crate::stats::Stats;
 use crate::{Ctx, FailMode, NetworkFunction, Verdict};
-use flowstore::{BatchState, FlowStore, Key, KeySpace, Pipeline, StoreError, StoreStats, WriteOp};
+use flowstore::{
+    BatchState, FlowStore, HashFields, Key, KeySpace, Pipeline, StoreError, StoreStats, WriteOp,
+};
 use netio::{Batch, Device};
 use packet::{ParseError, Parsed};
 use std::collections::{HashMap, VecDeque};
@@ -146,7 +148,8 @@ impl FlowStore for Tracking<'_> {
     }
     fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
         for op in ops {
-            if let WriteOp::Set { key, .. } | WriteOp::Del { key } = op {
+            if let WriteOp::Set { key, .. } | WriteOp::Del { key } | WriteOp::Hash { key, .. } = op
+            {
                 self.touched.push(key.clone());
             }
         }
@@ -170,6 +173,12 @@ impl FlowStore for Tracking<'_> {
     }
     fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         self.inner.pool_pop(pool)
+    }
+    fn pool_pop_many(&mut self, pool: &[u8], max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.inner.pool_pop_many(pool, max)
+    }
+    fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
+        self.inner.hash_get_all(key)
     }
     fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
         self.inner.pool_push(pool, item)
@@ -284,13 +293,16 @@ impl<D: Device> Runtime<D> {
                 }
             } else {
                 // 2. Process the oldest batch once its values are in, else take one reply.
+                // At most `depth` processed batches wait for acknowledgements: an NF that writes
+                // without reading always has a batch ready and would otherwise never collect
+                // the replies (its batches would leave only at the end of the input).
                 let ready = self
                     .pipe
                     .reading
                     .front()
                     .map(|s| !s.reads_pending)
                     .unwrap_or(false);
-                if ready {
+                if ready && self.pipe.writing.len() < self.depth {
                     self.process_front()?;
                 } else if !self.pipe.expect.is_empty() {
                     self.receive_one()?;
@@ -447,6 +459,10 @@ impl<D: Device> Runtime<D> {
                     self.pipe
                         .recent
                         .insert(key.clone(), (ord, Recent::Value(None)));
+                }
+                // Applied by the tier: its value is known only there.
+                WriteOp::Hash { key, .. } => {
+                    self.pipe.recent.insert(key.clone(), (ord, Recent::Unknown));
                 }
                 _ => {}
             }
