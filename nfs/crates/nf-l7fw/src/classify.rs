@@ -164,8 +164,13 @@ pub fn classify(b: &[u8], tcp: bool, sigs: &[SigRule], last: bool) -> Outcome {
             Det::No => {}
         }
     }
-    if let Some(s) = sigs.iter().find(|s| signature(b, s)) {
-        return done(&s.name, None, None);
+    // A signature decides only where no detector knows the protocol and waits for its name:
+    // else splitting e.g. an HTTP request after bytes that look like a signature would decide
+    // the flow before its Host header arrives (and segmentation would choose the class).
+    if !matches!(pending, Some(Some(_))) {
+        if let Some(s) = sigs.iter().find(|s| signature(b, s)) {
+            return done(&s.name, None, None);
+        }
     }
     if pending.is_none() && sigs.iter().any(|s| signature_pending(b, s)) {
         pending = Some(None);
@@ -254,6 +259,36 @@ mod tests {
                 let _ = classify(&b, i % 2 == 0, &sigs, last);
             }
         }
+    }
+
+    /// Fuzz regression (nfs/fuzz, l7_classify): an HTTP request whose path holds an SMB
+    /// signature was classified `smb` when cut after the request line, `http` when whole, so a
+    /// blocked Host could pass by splitting the request.
+    #[test]
+    fn signature_does_not_preempt_a_pending_detector() {
+        let sigs = default_signatures();
+        let req = b"GET \xffSMB/ HTTP/1.1\r\nHost: evil.example\r\n\r\n";
+        let whole = classify(req, true, &sigs, false);
+        assert_eq!(
+            proto(whole.clone()),
+            ("http".into(), Some("evil.example".into()), false)
+        );
+        for n in 0..req.len() {
+            match classify(&req[..n], true, &sigs, false) {
+                Outcome::NeedMore => {}
+                d => assert_eq!(d, whole, "decided differently on {n} bytes"),
+            }
+        }
+        assert_eq!(
+            proto(classify(&req[..20], true, &sigs, true)),
+            ("http".into(), None, true),
+            "incomplete at the limit: unparsed, not smb"
+        );
+        // A signature alone still decides.
+        assert_eq!(
+            proto(classify(b"\x00\x00\x00\x50\xffSMBx", true, &sigs, false)).0,
+            "smb"
+        );
     }
 
     #[test]
