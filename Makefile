@@ -39,7 +39,7 @@ fmt:
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 	@if [ -f pom.xml ]; then $(MVN) fmt:format; fi
-	@if compgen -G 'nfs/crates/*/Cargo.toml' >/dev/null; then cd nfs && $(CARGO) fmt --all; fi
+	@if compgen -G 'nfs/crates/*/Cargo.toml' >/dev/null; then cd nfs && $(CARGO) fmt --all && (cd fuzz && $(CARGO) fmt); fi
 
 test-python:
 	$(VENV)/bin/pytest -q -ra $(PYTEST_ARGS)

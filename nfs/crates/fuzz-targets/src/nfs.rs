@@ -3,10 +3,10 @@
 //! configs of the case directories (`nfs/tests-data`).
 
 use crate::input::{frames, Input};
+use crate::parsers::csum_valid;
 use flowstore::LocalStore;
 use nfcore::harness::run_frames_full;
 use nfcore::NetworkFunction;
-use packet::build::checksums_valid;
 use packet::{FlowKey, ParseError, Parsed, L4, PROTO_UDP};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -82,8 +82,8 @@ fn run(nf: Box<dyn NetworkFunction>, data: &[u8], out_check: Out) -> Run {
                 }
                 assert_eq!(o.len(), f.len(), "frame {i}: length changed");
                 assert_eq!(q.payload(o), p.payload(f), "frame {i}: payload changed");
-                if checksums_valid(f) {
-                    assert!(checksums_valid(o), "frame {i}: rewrite broke the checksums");
+                if csum_valid(f, p) {
+                    assert!(csum_valid(o, &q), "frame {i}: rewrite broke the checksums");
                     if p.proto == PROTO_UDP && matches!(p.l4, L4::Udp { .. }) {
                         let c = |b: &[u8], at: usize| u16::from_be_bytes([b[at + 6], b[at + 7]]);
                         if c(f, p.l4_offset) != 0 {
