@@ -142,7 +142,8 @@ pub fn classify(b: &[u8], tcp: bool, sigs: &[SigRule], last: bool) -> Outcome {
         })
     };
     let mut pending: Option<Option<&'static str>> = None;
-    let tls_det = if tls::looks_like_tls(b) {
+    // TLS runs over TCP only: a UDP datagram starting 16 03 is e.g. a DNS query with that ID.
+    let tls_det = if tcp && tls::looks_like_tls(b) {
         match tls::parse_client_hello(b) {
             tls::Parse::Hello { sni } => Det::Yes("tls", sni),
             tls::Parse::NeedMore => Det::More(Some("tls")),
@@ -289,6 +290,21 @@ mod tests {
             proto(classify(b"\x00\x00\x00\x50\xffSMBx", true, &sigs, false)).0,
             "smb"
         );
+    }
+
+    /// Fuzz regression (nfs/fuzz, l7_classify): a DNS query whose ID is 0x1603 was taken for a
+    /// malformed TLS record (refused: unparsed, blocked by default; with `unparsed: allow` a
+    /// blocked query name passed).
+    #[test]
+    fn udp_is_never_tls() {
+        let sigs = default_signatures();
+        let q = dns::build_query("a.tracker.example", 0x1603);
+        assert_eq!(
+            proto(classify(&q, false, &sigs, true)),
+            ("dns".into(), Some("a.tracker.example".into()), false)
+        );
+        let hello = tls::build_client_hello(Some("x.example"), 0);
+        assert_eq!(proto(classify(&hello, false, &sigs, true)).0, "unknown");
     }
 
     #[test]
