@@ -36,8 +36,8 @@ pub fn esp(data: &[u8]) {
         let _ = decapsulate(&sa, &mut f, &p, &mut out);
     }
     // The frame as cleartext: encapsulate, then decapsulate gives it back.
-    if p.frame_len - p.l3_offset > 65_535 - 60 {
-        return; // does not fit an outer IPv4 packet; the NF's MTU is far below
+    if !nf_ipsec::esp::fits(&p) {
+        return; // too long for one outer IPv4 packet: the gateway drops it (too_big)
     }
     let mut esp = Vec::new();
     encapsulate(&sa, seq, frame, &p, &mut esp);
