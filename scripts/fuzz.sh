@@ -61,7 +61,7 @@ for t in "${targets[@]}"; do
   log="fuzz/work/$t.log"
   if ! cargo +nightly fuzz run "${build[@]}" "$t" "fuzz/work/$t" "fuzz/corpus/$t" -- \
       -max_total_time="$secs" -print_final_stats=1 >"$log" 2>&1; then
-    grep -v '^#[0-9]' "$log" | tail -40 >&2
+    grep -av "^#[0-9]" "$log" | tail -40 >&2
     art=$(ls -t "fuzz/artifacts/$t"/* 2>/dev/null | head -n1 || true)
     say "target $t FAILED; input: nfs/${art:-fuzz/artifacts/$t/}"
     say "reproduce: (cd nfs && cargo +nightly fuzz run ${build[*]} $t ${art:-fuzz/artifacts/$t/INPUT})"
@@ -69,7 +69,7 @@ for t in "${targets[@]}"; do
   fi
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n1)
-  done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n1 || true)
+  done_line=$(grep -aE '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n1 || true)
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$done_line")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$done_line")
   corp=$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$done_line")
