@@ -98,6 +98,10 @@ fn ssh(b: &[u8]) -> Det {
             Det::More(Some("ssh"))
         };
     };
+    if end > 255 {
+        // As without a newline: how the banner was segmented must not change the decision.
+        return Det::Refused("ssh", "banner longer than 255 bytes");
+    }
     let line = &b[..end];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     // SSH-protoversion-softwareversion [SP comments]
@@ -305,6 +309,23 @@ mod tests {
         );
         let hello = tls::build_client_hello(Some("x.example"), 0);
         assert_eq!(proto(classify(&hello, false, &sigs, true)).0, "unknown");
+    }
+
+    /// Fuzz regression (nfs/fuzz, l7_classify): a 265-byte SSH banner line was accepted when
+    /// whole but refused when its first 256 bytes came alone.
+    #[test]
+    fn long_ssh_banner_is_refused_however_it_is_cut() {
+        let sigs = default_signatures();
+        let mut b = b"SSH-2.0-OpenSSH_9".to_vec();
+        b.resize(265, b'0');
+        b.extend_from_slice(b"\r\n");
+        let whole = classify(&b, true, &sigs, false);
+        assert_eq!(proto(whole.clone()), ("ssh".into(), None, true));
+        assert_eq!(classify(&b[..256], true, &sigs, false), whole);
+        let mut ok = b"SSH-2.0-OpenSSH_9".to_vec();
+        ok.resize(253, b'0');
+        ok.extend_from_slice(b"\r\n");
+        assert!(!proto(classify(&ok, true, &sigs, false)).2);
     }
 
     #[test]
