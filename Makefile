@@ -5,8 +5,9 @@ PY    := $(VENV)/bin/python
 CARGO ?= cargo
 MVN   ?= mvn -q -B
 PYTEST_ARGS ?=
+FUZZ_TIME ?= 120
 
-.PHONY: all setup build run test lint fmt clean test-python test-java test-rust lint-python lint-java lint-rust
+.PHONY: all setup build run test lint fmt clean test-python test-java test-rust test-fuzz fuzz lint-python lint-java lint-rust
 
 all: build
 
@@ -18,7 +19,7 @@ build: setup
 run: setup
 	./uno run
 
-test: setup lint test-python test-java test-rust
+test: setup lint test-python test-java test-rust test-fuzz
 
 lint: lint-python lint-java lint-rust
 
@@ -31,13 +32,14 @@ lint-java:
 
 lint-rust:
 	@if compgen -G 'nfs/crates/*/Cargo.toml' >/dev/null; then \
-	  cd nfs && $(CARGO) fmt --all -- --check && $(CARGO) clippy -q --workspace --all-targets -- -D warnings; fi
+	  cd nfs && $(CARGO) fmt --all -- --check && $(CARGO) clippy -q --workspace --all-targets -- -D warnings \
+	  && (cd fuzz && $(CARGO) fmt -- --check); fi
 
 fmt:
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 	@if [ -f pom.xml ]; then $(MVN) fmt:format; fi
-	@if compgen -G 'nfs/crates/*/Cargo.toml' >/dev/null; then cd nfs && $(CARGO) fmt --all; fi
+	@if compgen -G 'nfs/crates/*/Cargo.toml' >/dev/null; then cd nfs && $(CARGO) fmt --all && (cd fuzz && $(CARGO) fmt); fi
 
 test-python:
 	$(VENV)/bin/pytest -q -ra $(PYTEST_ARGS)
@@ -48,6 +50,15 @@ test-java:
 test-rust:
 	@if compgen -G 'nfs/crates/*/Cargo.toml' >/dev/null; then cd nfs && $(CARGO) test -q --workspace; fi
 
+# Short bounded fuzz pass: only when nightly and cargo-fuzz are already there (else a note).
+test-fuzz:
+	@if [ -d nfs/fuzz ]; then scripts/fuzz.sh --short; fi
+
+# Long bounded fuzz pass: FUZZ_TIME seconds per target (installs cargo-fuzz on demand).
+fuzz:
+	scripts/setup.sh fuzz
+	scripts/fuzz.sh --time $(FUZZ_TIME)
+
 clean:
 	-./uno down --all 2>/dev/null
-	rm -rf .venv .stamps oneswitch/target nfs/target .pytest_cache .ruff_cache build bench/out
+	rm -rf .venv .stamps oneswitch/target nfs/target nfs/fuzz/target nfs/fuzz/work nfs/fuzz/artifacts .pytest_cache .ruff_cache build bench/out

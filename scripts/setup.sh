@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what is missing, and nothing else: idempotent and quiet when all is there.
-#   scripts/setup.sh [all|apt|python|java|rust]...
+#   scripts/setup.sh [all|apt|python|java|rust|fuzz]...
+# (fuzz is not part of all: the nightly toolchain and cargo-fuzz for `make fuzz`)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -60,6 +61,18 @@ setup_rust() {
   fi
 }
 
+setup_fuzz() {
+  # cargo-fuzz drives libFuzzer with sanitizers, which need a nightly toolchain.
+  if ! cargo +nightly --version >/dev/null 2>&1; then
+    say "cargo-fuzz needs a nightly Rust toolchain: rustup toolchain install nightly --profile minimal"
+    exit 1
+  fi
+  if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    say "installing cargo-fuzz (cargo install cargo-fuzz --locked)"
+    cargo install -q cargo-fuzz --locked
+  fi
+}
+
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(all)
 for part in "${parts[@]}"; do
@@ -69,6 +82,7 @@ for part in "${parts[@]}"; do
     python) setup_python ;;
     java) setup_java ;;
     rust) setup_rust ;;
-    *) say "unknown part '$part' (all|apt|python|java|rust)"; exit 2 ;;
+    fuzz) setup_fuzz ;;
+    *) say "unknown part '$part' (all|apt|python|java|rust|fuzz)"; exit 2 ;;
   esac
 done

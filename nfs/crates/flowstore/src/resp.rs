@@ -79,8 +79,16 @@ pub fn encode_int_arg(out: &mut Vec<u8>, v: i64) {
     encode_arg(out, &b[..n]);
 }
 
+/// Arrays nested deeper than this are refused (our commands' replies nest at most 2 deep; the
+/// parser recurses, so a deeper reply could overflow the stack).
+pub const MAX_DEPTH: usize = 32;
+
 /// Parse one reply from `buf`. `Ok(None)`: incomplete, read more. `Err`: protocol violation.
 pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, String> {
+    parse_at(buf, 0)
+}
+
+fn parse_at(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, String> {
     let Some(line_end) = find_crlf(buf) else {
         return Ok(None);
     };
@@ -118,10 +126,13 @@ pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, String> {
             if n < 0 {
                 return Ok(Some((Reply::Nil, after)));
             }
+            if depth >= MAX_DEPTH {
+                return Err(format!("reply nested deeper than {MAX_DEPTH} arrays"));
+            }
             let mut items = Vec::with_capacity((n as usize).min(4096));
             let mut pos = after;
             for _ in 0..n {
-                match parse(&buf[pos..])? {
+                match parse_at(&buf[pos..], depth + 1)? {
                     None => return Ok(None),
                     Some((r, used)) => {
                         items.push(r);
@@ -322,6 +333,28 @@ mod tests {
         assert!(parse(b"?x\r\n").is_err());
         assert!(parse(b":zz\r\n").is_err());
         assert!(parse(b"$2\r\nabXY").is_err());
+    }
+
+    /// Fuzz finding (nfs/fuzz, resp): 200000 nested arrays overflowed the stack (the
+    /// parser recurses); now refused past MAX_DEPTH, on a small stack too.
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let ok = b"*1\r\n".repeat(MAX_DEPTH);
+        let deep = b"*1\r\n".repeat(200_000);
+        let r = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let mut a = ok.clone();
+                a.extend_from_slice(b":1\r\n");
+                let mut b = deep.clone();
+                b.extend_from_slice(b":1\r\n");
+                (parse(&a).map(|r| r.map(|x| x.1)), parse(&b).is_err())
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(r.0, Ok(Some(4 * MAX_DEPTH + 4)));
+        assert!(r.1);
     }
 
     #[test]

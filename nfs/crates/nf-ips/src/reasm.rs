@@ -128,10 +128,17 @@ impl OooBuffer {
         self.segs.iter().map(|s| s.data.len()).sum()
     }
 
-    /// Add a segment unless one with the same start is buffered (first copy wins).
+    /// Add a segment. One with the same start as a buffered one only adds the bytes (and FIN)
+    /// past that one's end: the first copy of a byte wins, but a longer copy's tail is kept,
+    /// since it was forwarded and the receiver will deliver it. False if nothing was added.
     pub fn insert(&mut self, seg: Segment) -> bool {
-        if self.segs.iter().any(|s| s.seq == seg.seq) {
-            return false;
+        if let Some(s) = self.segs.iter_mut().find(|s| s.seq == seg.seq) {
+            if seg.data.len() <= s.data.len() {
+                return false;
+            }
+            s.data.extend_from_slice(&seg.data[s.data.len()..]);
+            s.fin = seg.fin;
+            return true;
         }
         self.segs.push(seg);
         true
@@ -190,6 +197,26 @@ mod tests {
         assert_eq!(arrival(100, 100, 0, false, 1000), Arrival::Old);
     }
 
+    /// Fuzz regression (nfs/fuzz, reasm): a longer copy of a buffered segment (same start) was
+    /// dropped from the buffer but forwarded, so its tail reached the receiver unscanned.
+    #[test]
+    fn longer_copy_with_the_same_start_keeps_its_tail() {
+        let seg = |d: &[u8], fin| Segment {
+            seq: 10,
+            fin,
+            data: d.to_vec(),
+        };
+        let mut b = OooBuffer::default();
+        assert!(b.insert(seg(b"AT", false)));
+        assert!(b.insert(seg(b"XXTACK", true)));
+        assert_eq!(
+            b.segs,
+            vec![seg(b"ATTACK", true)],
+            "first copy's bytes, longer tail"
+        );
+        assert_eq!(b.bytes(), 6);
+    }
+
     #[test]
     fn buffer_round_trip_first_copy_wins_and_drains_in_order() {
         let mut b = OooBuffer::default();
@@ -201,6 +228,7 @@ mod tests {
         assert!(b.insert(seg(20, b"cc")));
         assert!(b.insert(seg(10, b"bbbbb")));
         assert!(!b.insert(seg(10, b"XXXXX")));
+        assert!(!b.insert(seg(10, b"XX")));
         assert!(b.insert(seg(5, b"aa")));
         assert_eq!(OooBuffer::decode(&b.encode()).unwrap(), b);
         assert_eq!(b.bytes(), 9);

@@ -118,8 +118,19 @@ pub fn esp_header(frame: &[u8], p: &Parsed) -> Option<(u32, u32)> {
     Some((spi, seq))
 }
 
+/// Most bytes encapsulation adds to the inner IP packet: outer IPv4 header, SPI, sequence
+/// number, IV, padding (up to 3), pad length, next header, ICV.
+pub const MAX_OVERHEAD: usize = 20 + ESP_HDR_LEN + IV_LEN + 3 + 2 + ICV_LEN;
+
+/// Whether the IP packet of `p` fits one outer IPv4 packet (total length <= 65535) once
+/// encapsulated; [`encapsulate`] requires it.
+pub fn fits(p: &Parsed) -> bool {
+    p.frame_len - p.l3_offset + MAX_OVERHEAD <= u16::MAX as usize
+}
+
 /// Encapsulate the IP packet of `frame` (parsed as `p`) with sequence number `seq`; the result
-/// is written to `out` (cleared first). Link-layer header and VLAN tags are kept.
+/// is written to `out` (cleared first). Link-layer header and VLAN tags are kept. The packet
+/// must [`fits`].
 pub fn encapsulate(sa: &SaCrypto<'_>, seq: u32, frame: &[u8], p: &Parsed, out: &mut Vec<u8>) {
     let l3 = p.l3_offset;
     let inner = &frame[l3..p.frame_len];
@@ -131,6 +142,10 @@ pub fn encapsulate(sa: &SaCrypto<'_>, seq: u32, frame: &[u8], p: &Parsed, out: &
     let ct_len = inner.len() + pad + 2;
     let esp_len = ESP_HDR_LEN + IV_LEN + ct_len + ICV_LEN;
     let total = 20 + esp_len;
+    debug_assert!(
+        total <= u16::MAX as usize,
+        "encapsulate: check fits() first"
+    );
     out.clear();
     out.reserve(l3 + total);
     out.extend_from_slice(&frame[..l3]);
@@ -227,6 +242,41 @@ mod tests {
     /// Known answer: "The Galois/Counter Mode of Operation" (McGrew, Viega; the NIST GCM
     /// submission) test cases 4 (AES-128) and 16 (AES-256), 96-bit IV = salt | explicit IV as
     /// in RFC 4106, with AAD.
+    /// A 64 KB inner packet (e.g. a GRO super-packet read from AF_PACKET) does not fit an outer
+    /// IPv4 packet: its total length field wrapped around and the gateway sent a corrupt frame.
+    /// Up to the limit the ESP frame parses with its full length.
+    #[test]
+    fn largest_inner_packet_that_fits() {
+        use packet::build::{FrameSpec, Transport};
+        let cipher = Cipher::new(&[7u8; 16]).unwrap();
+        let sa = SaCrypto {
+            spi: 300,
+            cipher: &cipher,
+            salt: &[1, 2, 3, 4],
+            tunnel_src: Ipv4Addr::new(203, 0, 113, 1),
+            tunnel_dst: Ipv4Addr::new(203, 0, 113, 2),
+        };
+        let (s, d) = ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        let max_inner = u16::MAX as usize - MAX_OVERHEAD;
+        for (extra, ok) in [(0usize, true), (1, false), (57, false)] {
+            let payload = vec![0x5a; max_inner + extra - 40 - 8];
+            let mut spec = FrameSpec::new(s, d, 1, 2, Transport::Udp);
+            spec.payload = &payload;
+            let f = spec.build();
+            let p = Parsed::new_checked(&f).unwrap_or_else(|e| panic!("{e} len {}", f.len()));
+            assert_eq!(fits(&p), ok, "inner {} bytes", max_inner + extra);
+            if ok {
+                let mut out = Vec::new();
+                encapsulate(&sa, 9, &f, &p, &mut out);
+                let q = Parsed::new_checked(&out).expect("the ESP frame parses");
+                assert_eq!(q.frame_len, out.len());
+                let mut inner = Vec::new();
+                decapsulate(&sa, &mut out, &q, &mut inner).unwrap();
+                assert_eq!(inner, f);
+            }
+        }
+    }
+
     #[test]
     fn aes_gcm_known_answers() {
         let p = hex(

@@ -47,6 +47,8 @@ pub struct Counters {
     pub seq_exhausted: u64,
     pub seq_blocks: u64,
     pub bad_state: u64,
+    /// Cleartext too long for one outer IPv4 packet (dropped; fragmentation is not done).
+    pub too_big: u64,
 }
 
 /// The IPsec gateway.
@@ -222,6 +224,10 @@ impl NetworkFunction for Ipsec {
             };
         }
         if let Some(i) = self.outbound_sa(pkt) {
+            if !esp::fits(pkt) {
+                self.c.too_big += 1;
+                return Ok(Verdict::Drop);
+            }
             let Some(seq) = self.next_seq(ctx, i)? else {
                 self.c.seq_exhausted += 1;
                 return Ok(Verdict::Drop);
@@ -266,6 +272,7 @@ impl NetworkFunction for Ipsec {
             "replay_dropped": c.replay_dropped, "auth_failed": c.auth_failed,
             "malformed_esp": c.malformed_esp, "policy_mismatch": c.policy_mismatch,
             "seq_exhausted": c.seq_exhausted, "seq_blocks": c.seq_blocks, "bad_state": c.bad_state,
+            "too_big": c.too_big,
         })
     }
 }

@@ -98,6 +98,10 @@ fn ssh(b: &[u8]) -> Det {
             Det::More(Some("ssh"))
         };
     };
+    if end > 255 {
+        // As without a newline: how the banner was segmented must not change the decision.
+        return Det::Refused("ssh", "banner longer than 255 bytes");
+    }
     let line = &b[..end];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     // SSH-protoversion-softwareversion [SP comments]
@@ -142,7 +146,8 @@ pub fn classify(b: &[u8], tcp: bool, sigs: &[SigRule], last: bool) -> Outcome {
         })
     };
     let mut pending: Option<Option<&'static str>> = None;
-    let tls_det = if tls::looks_like_tls(b) {
+    // TLS runs over TCP only: a UDP datagram starting 16 03 is e.g. a DNS query with that ID.
+    let tls_det = if tcp && tls::looks_like_tls(b) {
         match tls::parse_client_hello(b) {
             tls::Parse::Hello { sni } => Det::Yes("tls", sni),
             tls::Parse::NeedMore => Det::More(Some("tls")),
@@ -164,8 +169,13 @@ pub fn classify(b: &[u8], tcp: bool, sigs: &[SigRule], last: bool) -> Outcome {
             Det::No => {}
         }
     }
-    if let Some(s) = sigs.iter().find(|s| signature(b, s)) {
-        return done(&s.name, None, None);
+    // A signature decides only where no detector knows the protocol and waits for its name:
+    // else splitting e.g. an HTTP request after bytes that look like a signature would decide
+    // the flow before its Host header arrives (and segmentation would choose the class).
+    if !matches!(pending, Some(Some(_))) {
+        if let Some(s) = sigs.iter().find(|s| signature(b, s)) {
+            return done(&s.name, None, None);
+        }
     }
     if pending.is_none() && sigs.iter().any(|s| signature_pending(b, s)) {
         pending = Some(None);
@@ -254,6 +264,68 @@ mod tests {
                 let _ = classify(&b, i % 2 == 0, &sigs, last);
             }
         }
+    }
+
+    /// Fuzz regression (nfs/fuzz, l7_classify): an HTTP request whose path holds an SMB
+    /// signature was classified `smb` when cut after the request line, `http` when whole, so a
+    /// blocked Host could pass by splitting the request.
+    #[test]
+    fn signature_does_not_preempt_a_pending_detector() {
+        let sigs = default_signatures();
+        let req = b"GET \xffSMB/ HTTP/1.1\r\nHost: evil.example\r\n\r\n";
+        let whole = classify(req, true, &sigs, false);
+        assert_eq!(
+            proto(whole.clone()),
+            ("http".into(), Some("evil.example".into()), false)
+        );
+        for n in 0..req.len() {
+            match classify(&req[..n], true, &sigs, false) {
+                Outcome::NeedMore => {}
+                d => assert_eq!(d, whole, "decided differently on {n} bytes"),
+            }
+        }
+        assert_eq!(
+            proto(classify(&req[..20], true, &sigs, true)),
+            ("http".into(), None, true),
+            "incomplete at the limit: unparsed, not smb"
+        );
+        // A signature alone still decides.
+        assert_eq!(
+            proto(classify(b"\x00\x00\x00\x50\xffSMBx", true, &sigs, false)).0,
+            "smb"
+        );
+    }
+
+    /// Fuzz regression (nfs/fuzz, l7_classify): a DNS query whose ID is 0x1603 was taken for a
+    /// malformed TLS record (refused: unparsed, blocked by default; with `unparsed: allow` a
+    /// blocked query name passed).
+    #[test]
+    fn udp_is_never_tls() {
+        let sigs = default_signatures();
+        let q = dns::build_query("a.tracker.example", 0x1603);
+        assert_eq!(
+            proto(classify(&q, false, &sigs, true)),
+            ("dns".into(), Some("a.tracker.example".into()), false)
+        );
+        let hello = tls::build_client_hello(Some("x.example"), 0);
+        assert_eq!(proto(classify(&hello, false, &sigs, true)).0, "unknown");
+    }
+
+    /// Fuzz regression (nfs/fuzz, l7_classify): a 265-byte SSH banner line was accepted when
+    /// whole but refused when its first 256 bytes came alone.
+    #[test]
+    fn long_ssh_banner_is_refused_however_it_is_cut() {
+        let sigs = default_signatures();
+        let mut b = b"SSH-2.0-OpenSSH_9".to_vec();
+        b.resize(265, b'0');
+        b.extend_from_slice(b"\r\n");
+        let whole = classify(&b, true, &sigs, false);
+        assert_eq!(proto(whole.clone()), ("ssh".into(), None, true));
+        assert_eq!(classify(&b[..256], true, &sigs, false), whole);
+        let mut ok = b"SSH-2.0-OpenSSH_9".to_vec();
+        ok.resize(253, b'0');
+        ok.extend_from_slice(b"\r\n");
+        assert!(!proto(classify(&ok, true, &sigs, false)).2);
     }
 
     #[test]
