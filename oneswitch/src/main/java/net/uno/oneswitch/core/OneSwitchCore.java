@@ -16,6 +16,7 @@ import java.util.concurrent.CopyOnWriteArraySet;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
+import net.uno.oneswitch.model.Drain;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.PortMap;
 import net.uno.oneswitch.model.Topology;
@@ -1236,9 +1237,19 @@ public final class OneSwitchCore implements SouthListener {
             exec);
   }
 
-  /** POST /v1/ports/{vport}/remap: make-before-break. */
+  /** POST /v1/ports/{vport}/remap without a drain window (the old port is gone at once). */
   public CompletableFuture<PortChange> remapPort(int vport, String sw, int port)
       throws PortOpError {
+    return remapPort(vport, sw, port, 0);
+  }
+
+  /**
+   * POST /v1/ports/{vport}/remap: make-before-break. The old port stays an ingress-only (draining)
+   * port of {@code vport} for {@code drainMs} (0 = none).
+   */
+  public CompletableFuture<PortChange> remapPort(int vport, String sw, int port, long drainMs)
+      throws PortOpError {
+    checkDrainMs(drainMs);
     VPort cur =
         ports.get(vport).orElseThrow(() -> new PortOpError(404, "vport", "vport not mapped"));
     if (cur.k() == 1 && cur.sw().equals(sw) && cur.port() == port) {
@@ -1246,7 +1257,7 @@ public final class OneSwitchCore implements SouthListener {
     }
     checkPhysical(vport, sw, port);
     VPort n = new VPort(vport, sw, port, cur.name());
-    return changeMap(ports.with(n), cur, n, 200)
+    return changeMap(withLeavers(ports.with(n), cur, n, drainMs), cur, n, 200)
         .thenApplyAsync(
             pc -> {
               metrics.remaps.incrementAndGet();
@@ -1263,6 +1274,13 @@ public final class OneSwitchCore implements SouthListener {
    */
   public CompletableFuture<PortChange> setInstances(int vport, List<VPort.Loc> instances)
       throws PortOpError {
+    return setInstances(vport, instances, 0);
+  }
+
+  /** As {@link #setInstances(int, List)}; a removed instance drains for {@code drainMs}. */
+  public CompletableFuture<PortChange> setInstances(
+      int vport, List<VPort.Loc> instances, long drainMs) throws PortOpError {
+    checkDrainMs(drainMs);
     VPort cur =
         ports.get(vport).orElseThrow(() -> new PortOpError(404, "vport", "vport not mapped"));
     if (instances.isEmpty() || instances.size() > Translator.MAX_INSTANCES) {
@@ -1286,7 +1304,7 @@ public final class OneSwitchCore implements SouthListener {
       return CompletableFuture.completedFuture(new PortChange(200, cur, cur, 0, 0));
     }
     VPort n = VPort.of(vport, cur.name(), instances);
-    return changeMap(ports.with(n), cur, n, 200)
+    return changeMap(withLeavers(ports.with(n), cur, n, drainMs), cur, n, 200)
         .thenApplyAsync(
             pc -> {
               metrics.remaps.incrementAndGet();
@@ -1294,6 +1312,59 @@ public final class OneSwitchCore implements SouthListener {
               return pc;
             },
             exec);
+  }
+
+  /** Longest drain window a remap or set-instances call may ask for. */
+  public static final long MAX_DRAIN_MS = 60_000;
+
+  private static void checkDrainMs(long drainMs) throws PortOpError {
+    if (drainMs < 0 || drainMs > MAX_DRAIN_MS) {
+      throw new PortOpError(400, "drain_ms", "must be 0.." + MAX_DRAIN_MS);
+    }
+  }
+
+  /**
+   * {@code next} with the ports {@code cur} had and {@code n} has not as draining ports of the
+   * vport for {@code drainMs}; the expiry is scheduled. A port mapped again is no drain (PortMap).
+   */
+  private PortMap withLeavers(PortMap next, VPort cur, VPort n, long drainMs) {
+    if (drainMs <= 0) {
+      return next;
+    }
+    long until = clock.getAsLong() + drainMs;
+    List<Drain> d = new ArrayList<>();
+    for (VPort.Loc l : cur.instances()) {
+      if (!n.instances().contains(l)) {
+        d.add(new Drain(cur.vport(), l, until));
+      }
+    }
+    if (d.isEmpty()) {
+      return next;
+    }
+    exec.schedule(this::expireDrains, drainMs + 1, TimeUnit.MILLISECONDS);
+    return next.withDrains(d);
+  }
+
+  /**
+   * Ends the drain windows that are over: a normal re-translation (barriered, make-before-break)
+   * removes their replicas and dispatch entries. Runs on the core thread (its timer and tick).
+   */
+  void expireDrains() {
+    PortMap next = ports.withoutDrainsUntil(clock.getAsLong());
+    if (next.equals(ports)) {
+      return;
+    }
+    try {
+      changeMap(next, null, null, 200)
+          .whenComplete(
+              (pc, e) -> {
+                if (e != null) {
+                  LOG.warn("drain expiry: {}", e.toString());
+                }
+              });
+    } catch (PortOpError e) {
+      LOG.warn("drain expiry: cannot re-translate ({}); retried on the next tick", e.getMessage());
+    }
   }
 
   private void checkPhysical(int vport, String sw, int port) throws PortOpError {
@@ -1623,6 +1694,9 @@ public final class OneSwitchCore implements SouthListener {
         }
       }
       removeRules(hard, OFFlowRemovedReason.HARD_TIMEOUT);
+      if (!ports.drains().isEmpty()) {
+        expireDrains(); // a safety net for the per-drain timer
+      }
       if (inflight.values().stream().anyMatch(x -> !x.isEmpty())) {
         barrierAll(); // forgets messages the switches accepted, for controllers sending no barriers
       }
