@@ -14,7 +14,10 @@ packets), a stateful firewall (state in Redis) on the host:
   after it (1 tested per store): with the state in Redis and with `--store local` side by side; and with a
   pre-started standby (failover_ms_standby: no start on the failover path).
 
-    ./uno bench migration [--quick]
+- (d) scale-out/in: goodput vs offered rate over time, 1 -> 2 -> 4 -> 1 instances under a rising then
+  falling rate, Redis vs `--store local` (bench/migration/scale.py; plot in bench/out/migration/scale.png).
+
+    ./uno bench migration [--quick] [--part d]
 """
 
 from __future__ import annotations
@@ -111,6 +114,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--part", choices=["all", "d"], default="all", help="d: only scale-out/in")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("bench migration: needs root (namespaces, OVS)", file=sys.stderr)
@@ -118,6 +122,11 @@ def main() -> int:
     flow_counts = [100, 1000] if args.quick else [100, 1000, 10_000]
     repeats = args.repeats or (1 if args.quick else 3)
     print_machine()
+    from bench.migration.scale import run_part as scale_part
+
+    if args.part == "d":
+        final_json(scale_part(args.quick, RUNDIR))
+        return 0
     rows = []
     with Testbed(rundir=RUNDIR, store="redis", drain_s=0.5) as tb:
         tb.add_firewall(at="host")
@@ -132,6 +141,7 @@ def main() -> int:
     fo["standby"] = failover_run("redis", standby=True)
     for r in fo.values():
         print("failover " + " ".join(f"{k}={v}" for k, v in r.items()), flush=True)
+    scale = scale_part(args.quick, RUNDIR)
 
     def med(n: int, key: str) -> float:
         return median([r[key] for r in rows if r["flows"] == n])
@@ -151,6 +161,7 @@ def main() -> int:
         "stream_lost_failover_standby": fo["standby"]["stream_lost"],
         "broken_conns": fo["redis"]["broken_conns"],
         "broken_conns_local": fo["local"]["broken_conns"],
+        **scale,
     })  # fmt: skip
     return 0
 

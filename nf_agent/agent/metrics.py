@@ -25,10 +25,21 @@ class AgentCollector:
             ("uno_agent_nf_restarts", "NF process restarts by the supervisor", c.restarts),
             ("uno_agent_nf_failovers", "NF instances replaced by failover (vport remapped)", c.failovers),
             ("uno_agent_provisions", "NFs provisioned", c.provisions),
+            ("uno_agent_nf_scales", "NF resizes (scale out/in) completed", c.scales),
+            (
+                "uno_agent_nf_scale_failures",
+                "NF resizes that failed (previous set serving)",
+                c.scale_failures,
+            ),
         ):
             m = CounterMetricFamily(name, help_)
             m.add_metric([], value)
             yield m
+        inst = GaugeMetricFamily("uno_agent_nf_instances", "Instances behind each NF's vport", labels=["nf"])
+        with a.lock:
+            for nf in a.state.nfs.values():
+                inst.add_metric([nf.id], len(nf.instances))
+        yield inst
         nfs = GaugeMetricFamily("uno_agent_nfs", "NFs per location", labels=["location"])
         counts: dict[str, int] = {loc: 0 for loc in a.locations}
         for loc in view["locations"].values():

@@ -15,7 +15,7 @@ NF_TYPES = ("firewall", "nat", "monitor", "lb", "ips", "l7fw", "ipsec")
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 LOCATION_RE = re.compile(r"^(host|snic[0-9]{1,2})$")
 MAX_GBPS = 400.0
-MAX_INSTANCES = 8
+MAX_INSTANCES = 16  # instances of one NF behind its vport (scale-out)
 
 
 class ValidationError(ValueError):
@@ -94,7 +94,11 @@ class Nf:
             "hints": {"prefer": self.prefer} if self.prefer else {},
             "expected": {"gbps": self.expected_gbps, "src": self.src, "dst": self.dst},
             "config": self.config,
-            "instances": [{"id": i.id, "state": i.state, "restarts": i.restarts} for i in self.instances],
+            "instance_count": len(self.instances),
+            "instances": [
+                {"id": i.id, "location": i.location, "state": i.state, "restarts": i.restarts}
+                for i in self.instances
+            ],
         }
 
 

@@ -93,12 +93,14 @@ def spec() -> dict:
                 "hints": {"type": "object"},
                 "expected": {"type": "object"},
                 "config": {"type": "object"},
+                "instance_count": {"type": "integer", "minimum": 0, "maximum": MAX_INSTANCES},
                 "instances": {
                     "type": "array",
                     "items": {
                         "type": "object",
                         "properties": {
                             "id": {"type": "string"},
+                            "location": LOCATION,
                             "state": {"type": "string", "enum": ["starting", "running", "failed"]},
                             "restarts": {"type": "integer"},
                         },
@@ -126,6 +128,20 @@ def spec() -> dict:
             "additionalProperties": False,
             "required": ["instances"],
             "properties": {"instances": {"type": "integer", "minimum": 1, "maximum": MAX_INSTANCES}},
+        },
+        "Scaled": {
+            "type": "object",
+            "required": ["id", "instances", "locations", "changed"],
+            "properties": {
+                "id": NAME,
+                "instances": {"type": "integer", "minimum": 1, "maximum": MAX_INSTANCES},
+                "locations": {"type": "array", "items": LOCATION},
+                "changed": {"type": "boolean"},
+                "set_ms": {
+                    "type": ["number", "null"],
+                    "description": "OneSwitch's time to re-spread the vport",
+                },
+            },
         },
         "Run": {
             "type": "object",
@@ -247,9 +263,13 @@ def spec() -> dict:
         "/v1/nfs/{id}/scale": {
             "parameters": ID_PARAM,
             "post": {
-                "summary": "Set the number of instances (only the current count is supported yet: 409 otherwise)",
+                "summary": "Set the number of instances behind the NF's one virtual port (scale out/in); 409 when "
+                "no location can take them or OneSwitch cannot spread a port; 500/502: the previous set serves",
                 "requestBody": _body(_ref("Scale")),
-                "responses": {"200": _resp("done", {"type": "object"}), **_errors(400, 401, 404, 409)},
+                "responses": {
+                    "200": _resp("resized (or already that size)", _ref("Scaled")),
+                    **_errors(400, 401, 404, 409, 500, 502),
+                },
             },
         },
         "/v1/ports": {

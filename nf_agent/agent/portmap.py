@@ -15,6 +15,10 @@ class PortMapError(Exception):
     """OneSwitch refused or could not be reached."""
 
 
+class ScaleUnsupported(PortMapError):
+    """This OneSwitch cannot spread one virtual port over several physical ports (no instances endpoint)."""
+
+
 class PortMapper(Protocol):
     def map(self, vport: int, switch: str, port: int, name: str) -> None:
         """Map virtual port `vport` to physical port `port` of `switch` ("host", "snic0", ...)."""
@@ -26,7 +30,15 @@ class PortMapper(Protocol):
         """Remove the mapping (no error if it is not mapped)."""
 
     def mapped(self) -> dict[int, tuple[str, int]]:
-        """The current map: vport -> (switch, port)."""
+        """The current map: vport -> (switch, port) (the first instance when the vport has several)."""
+
+    def set_instances(self, vport: int, instances: list[tuple[str, int]]) -> float:
+        """Spread `vport` over several physical ports (OneSwitch: an OVS select group, per-flow hash),
+        make-before-break; the vport must be mapped. Returns OneSwitch's time in ms. ScaleUnsupported when
+        OneSwitch has no such endpoint."""
+
+    def instances(self) -> dict[int, list[tuple[str, int]]]:
+        """vport -> all (switch, port)s it spreads over (one entry for a plainly mapped vport)."""
 
 
 class OneSwitchPortMapper:
@@ -55,5 +67,19 @@ class OneSwitchPortMapper:
     def mapped(self) -> dict[int, tuple[str, int]]:
         try:
             return {p.vport: (p.switch, p.port) for p in self.client.ports()}
+        except OneSwitchError as exc:
+            raise PortMapError(f"list ports: {exc}") from None
+
+    def set_instances(self, vport: int, instances: list[tuple[str, int]]) -> float:
+        try:
+            return self.client.set_instances(vport, list(instances)).duration_ms
+        except OneSwitchError as exc:
+            if exc.status in (404, 405) and exc.field is None:  # no such path/method: an older OneSwitch
+                raise ScaleUnsupported(f"OneSwitch cannot spread vport {vport}: {exc}") from None
+            raise PortMapError(f"set instances of vport {vport}: {exc}") from None
+
+    def instances(self) -> dict[int, list[tuple[str, int]]]:
+        try:
+            return {p.vport: list(p.instances) for p in self.client.ports()}
         except OneSwitchError as exc:
             raise PortMapError(f"list ports: {exc}") from None

@@ -85,6 +85,8 @@ class Counters:
     migration_failures: int = 0
     restarts: int = 0
     failovers: int = 0
+    scales: int = 0
+    scale_failures: int = 0
     provisions: int = 0
     last_provision_ms: float | None = None
     last_remap_ms: float | None = None
@@ -138,6 +140,7 @@ class Agent:
         self.drain_s = drain_s
         self._restart_times: dict[str, list[float]] = {}
         self.last_migration = None  # migration.protocol.MigrationResult of the last move
+        self.last_scale = None  # migration.scale.ScaleResult of the last resize
         # Pre-started standby instances (failover without a start): kept in memory only, not in the state
         # file; an agent restart loses track of them and `uno down` sweeps their namespaces.
         self.standbys: dict[str, Instance] = {}
@@ -356,6 +359,10 @@ class Agent:
             nf = self._nf(nf_id)
             if nf.pin and nf.pin != target:
                 raise Conflict(f"NF {nf_id} is pinned to {nf.pin}", "to")
+            if len(nf.instances) > 1:
+                raise Conflict(
+                    f"NF {nf_id} runs {len(nf.instances)} instances; scale it in to 1 before moving it", "to"
+                )
             if nf.location == target:
                 return {"id": nf_id, "location": target, "moved": False}
             before = self.current_placement()
@@ -370,15 +377,91 @@ class Agent:
             return {"id": nf_id, "location": target, "moved": True, "remap_ms": ms}
 
     def scale(self, nf_id: str, n: int) -> dict:
+        """Resize `nf_id` to `n` instances behind its one virtual port (migration.scale): out = start the new
+        instances where `place_instances` puts them, wait /health, spread the vport over all (OneSwitch select
+        group, make-before-break); in = take the leaving ones out of the set, drain, stop, release.
+
+        409 when the location cannot take them or OneSwitch cannot spread a vport; AgentError (502 when
+        OneSwitch refused, 500 otherwise) leaves the previous instance set serving.
+        """
+        from migration.protocol import MigrationConfig
+        from migration.scale import NoRoom, ScaleError
+        from migration.scale import scale as run_scale
+        from nf_agent.agent.portmap import ScaleUnsupported
+
         with self.lock:
             nf = self._nf(nf_id)
-            if n == len(nf.instances):
-                return {"id": nf_id, "instances": n}
-            raise NotImplementedYet(
-                "scale-out needs one virtual port spread over several physical ports (a select group in "
-                "OneSwitch), which OneSwitch's port map does not offer yet; only the current count is accepted",
-                "instances",
-            )
+            before = len(nf.instances)
+            if n == before:
+                return self._scale_view(nf, changed=False)
+            if n > before:
+                try:
+                    locs = self._scale_locations(nf, n)
+                except NoRoom as exc:
+                    raise Conflict(str(exc), "instances") from None
+            else:
+                locs = []
+
+            def allocate(k: int) -> list[Instance]:
+                out: list[Instance] = []
+                for loc in locs[:k]:
+                    used = self._used_ofports(loc) | {i.ofport for i in out if i.switch == loc}
+                    out.append(self.runtime.new_instance(nf, loc, self.state.new_instance_seq(), used))
+                return out
+
+            cfg = MigrationConfig(drain_timeout_s=self.drain_s)
+            try:
+                res, insts = run_scale(nf, n, self.runtime, self.mapper, allocate, cfg)
+            except ScaleError as exc:
+                self.counters.scale_failures += 1
+                self._event(
+                    "nf-scale-failed", nf=nf.id, to=n, step=exc.step, steps=exc.result.to_json()["steps"]
+                )
+                if isinstance(exc.cause, ScaleUnsupported):
+                    raise NotImplementedYet(str(exc), "instances") from None
+                raise AgentError(str(exc), 502 if exc.step == "set" else 500) from None
+            nf.instances = insts
+            nf.location = insts[0].location
+            self.counters.scales += 1
+            self.last_scale = res
+            self._event(
+                "nf-scale", nf=nf.id, before=before, after=n, added=res.added, removed=res.removed,
+                set_ms=res.set_ms, duration_ms=round(res.duration_ms, 1), drained=res.drained,
+                cleanup_errors=res.cleanup_errors,
+            )  # fmt: skip
+            self._save()
+            return {**self._scale_view(nf, changed=True), "set_ms": res.set_ms}
+
+    def _scale_view(self, nf: Nf, changed: bool) -> dict:
+        return {
+            "id": nf.id,
+            "instances": len(nf.instances),
+            "locations": [i.location for i in nf.instances],
+            "changed": changed,
+        }
+
+    def _scale_locations(self, nf: Nf, n: int) -> list[str]:
+        """Where the n - current new instances go: `migration.scale.place_instances` on the model's sNIC
+        headroom (capacity minus the predicted load) and one instance's share of the NF's sNIC cost."""
+        from migration.scale import per_instance_cost, place_instances
+
+        problem_json = self.problem(list(self.state.nfs.values()))
+        problem = parse_problem(problem_json)
+        current = self.current_placement()
+        full = {x.id: current.get(x.id, problem.allowed(x)[0]) for x in problem.nodes}
+        ev = evaluate(problem, full)
+        load = sum(e["gbps"] for e in problem_json["edges"] if nf.id in (e["src"], e["dst"]))
+        r_nic = self.cfg.profiles.get(nf.type, {}).get("r_nic", 0.0)
+        share = per_instance_cost(r_nic, load, n)
+        # The model counts the whole NF at nf.location; spread evenly over n instances, each costs `share`
+        # on the sNIC it runs on: take the NF's own load out, put its staying instances' shares back.
+        free = {}
+        for s in self.cfg.snics:
+            used = float(ev.snic_load.get(s.id, 0.0)) - (r_nic * load if nf.location == s.id else 0.0)
+            used += share * sum(1 for i in nf.instances if i.location == s.id)
+            free[s.id] = s.capacity - used
+        cost = {s.id: share for s in self.cfg.snics}
+        return place_instances(n - len(nf.instances), self.locations, free, cost, nf.pin)
 
     # -- monitoring ------------------------------------------------------------------------------------
     def wiring(self) -> Wiring:
@@ -499,6 +582,8 @@ class Agent:
                 new = self.runtime.new_instance(
                     nf, failed.location, self.state.new_instance_seq(), self._used_ofports(failed.location)
                 )
+            if len(nf.instances) > 1:
+                return self._failover_in_set(nf, failed, new, reason, standby)
             try:
                 res = run_failover(nf, failed, new, self.runtime, self.mapper, reason, standby=standby)
             except FailoverError as exc:
@@ -512,6 +597,49 @@ class Agent:
             self._event("nf-failover", **res.to_json())
             self._save()
             return res.to_json()
+
+    def _failover_in_set(self, nf: Nf, failed: Instance, new: Instance, reason: str, standby: bool) -> dict:
+        """One of several instances failed: the replacement takes its place in the vport's set; when no
+        replacement starts, the failed one is only removed from the set (the others carry its flows)."""
+        t0 = time.monotonic()
+        others = [i for i in nf.instances if i.id != failed.id]
+        replaced = None
+        if standby or self._try_start(nf, new):
+            replaced = new
+        want = [replaced if i.id == failed.id else i for i in nf.instances] if replaced else others
+        try:
+            ms = self.mapper.set_instances(nf.vport, [(i.switch, i.ofport) for i in want])
+        except PortMapError as exc:
+            if replaced is not None and not standby:
+                self._stop_quietly(replaced)
+            elif standby:
+                self.standbys[nf.id] = new
+            self._event("nf-failover-failed", nf=nf.id, instance=failed.id, reason=reason, error=str(exc))
+            raise AgentError(f"failover of {failed.id}: {exc}", 502) from None
+        errors = []
+        try:
+            self.runtime.stop(failed)
+        except Exception as exc:  # noqa: BLE001 - traffic already moved; reported
+            errors.append(f"stopping {failed.id}: {exc}")
+        nf.instances = want
+        nf.location = nf.instances[0].location
+        self.counters.failovers += 1
+        out = {
+            "nf": nf.id, "failed": failed.id, "replacement": replaced.id if replaced else None,
+            "reason": reason, "used_standby": standby, "set_ms": ms, "instances": len(nf.instances),
+            "total_ms": round((time.monotonic() - t0) * 1000, 2), "cleanup_errors": errors,
+        }  # fmt: skip
+        self._event("nf-failover", **out)
+        self._save()
+        return out
+
+    def _try_start(self, nf: Nf, inst: Instance) -> bool:
+        try:
+            self.runtime.start(nf, inst)
+            return True
+        except Exception as exc:  # noqa: BLE001 - runtime.start cleaned up; the set shrinks instead
+            log.error("replacement did not start", extra={"fields": {"instance": inst.id, "error": str(exc)}})
+            return False
 
     # -- re-placement ----------------------------------------------------------------------------------
     def run_placement(self, force: bool = False) -> Decision:
@@ -533,6 +661,9 @@ class Agent:
             done = []
             if d.go:
                 for mv in d.moves:
+                    if len(self.state.nfs[mv["id"]].instances) > 1:  # a scaled-out NF is not moved
+                        d.why += f"; {mv['id']} not moved: it runs several instances"
+                        continue
                     try:
                         self.migrate(self.state.nfs[mv["id"]], mv["to"])
                         done.append(mv)
@@ -571,7 +702,18 @@ class Agent:
                     except Exception as exc:  # noqa: BLE001 - the supervisor retries
                         inst.state = "starting"
                         done.append(f"could not restart {inst.id}: {exc}")
-                if nf.instances:
+                if len(nf.instances) > 1:
+                    want_all = [(i.switch, i.ofport) for i in nf.instances]
+                    try:
+                        have_all = self.mapper.instances().get(nf.vport)
+                        if have_all is None:
+                            self.mapper.map(nf.vport, *want_all[0], nf.id)
+                        if have_all != want_all:
+                            self.mapper.set_instances(nf.vport, want_all)
+                            done.append(f"set {len(want_all)} instances of vport {nf.vport}")
+                    except PortMapError as exc:
+                        done.append(f"could not set the instances of vport {nf.vport}: {exc}")
+                elif nf.instances:
                     want = (nf.instances[0].switch, nf.instances[0].ofport)
                     have = mapped.get(nf.vport)
                     try:

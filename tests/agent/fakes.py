@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from nf_agent.agent.graph import SnicInfo
 from nf_agent.agent.model import Instance, Nf
-from nf_agent.agent.portmap import PortMapError
+from nf_agent.agent.portmap import PortMapError, ScaleUnsupported
 from nf_agent.agent.runtime import StartError
 from nf_agent.agent.service import Agent, AgentConfig
 from placement.profiles import load_profiles
@@ -68,6 +68,10 @@ class FakeMapper:
         self.map_: dict[int, tuple[str, int]] = {}
         self.fail = False
         self.remaps: list[tuple[int, str, int]] = []
+        self.sets: dict[int, list[tuple[str, int]]] = {}  # vports spread over several ports
+        self.set_calls: list[tuple[int, list[tuple[str, int]]]] = []
+        self.fail_set = False
+        self.unsupported = False
 
     def map(self, vport, switch, port, name):
         if self.fail:
@@ -78,14 +82,31 @@ class FakeMapper:
         if self.fail:
             raise PortMapError("OneSwitch 503: down")
         self.map_[vport] = (switch, port)
+        self.sets.pop(vport, None)
         self.remaps.append((vport, switch, port))
         return 1.5
 
     def unmap(self, vport):
         self.map_.pop(vport, None)
+        self.sets.pop(vport, None)
 
     def mapped(self):
         return dict(self.map_)
+
+    def set_instances(self, vport, instances):
+        if self.unsupported:
+            raise ScaleUnsupported("OneSwitch 404: no such path")
+        if self.fail or self.fail_set:
+            raise PortMapError("OneSwitch 503: down")
+        if vport not in self.map_:
+            raise PortMapError("OneSwitch 404: vport not mapped (field vport)")
+        self.set_calls.append((vport, list(instances)))
+        self.map_[vport] = tuple(instances[0])
+        self.sets[vport] = list(instances)
+        return 2.5
+
+    def instances(self):
+        return {v: list(self.sets.get(v, [m])) for v, m in self.map_.items()}
 
 
 class Clock:

@@ -1,0 +1,296 @@
+"""Scaling one NF out and in: several instances behind its ONE virtual port (a select group in OneSwitch).
+
+The NF stays one NF with one virtual port to the controller and the orchestrator; OneSwitch spreads the
+traffic sent to the vport over the instances' physical ports per flow (an OVS select group, hash of the
+flow). With per-flow state in the tier (Redis) any instance can take any flow, so a resize moves flows
+between instances without breaking them; with local state, a flow that lands on another instance loses it.
+
+Steps (each one a `StepEvent`, as in migration/protocol.py):
+
+  scale out (k new instances):
+    start   - start the new instances (their domains + cgroups), one after the other
+    ready   - all of them answer /health
+    set     - OneSwitch: the vport now spreads over old + new instances (make-before-break)
+    verify  - the new instances are still alive (else: the set goes back to the old instances)
+  scale in (k leaving instances):
+    set     - OneSwitch: the vport spreads over the staying instances only (make-before-break)
+    drain   - until each leaving instance's rx counter is quiet for `quiet_s` (bounded by `drain_timeout_s`)
+    stop    - stop the leaving instances' processes
+    release - their ports and namespaces (done with stop by the runtime)
+
+Abort rules (nothing half-done): a failed start/ready stops every instance this call started and leaves the
+mapping untouched; a failed `set` leaves the previous instance set serving (OneSwitch changes nothing on an
+error) and stops what was started; a new instance dead right after the set maps the vport back to the old
+set. A scale-in is committed once its `set` succeeded: cleanup errors on leaving instances are reported.
+
+Pure decisions (no I/O): `place_instances` (where new instances go), `choose_leaving` (which ones go).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from migration.protocol import MigrationConfig, MigrationRuntime, StepEvent, _rx, drain_done
+from nf_agent.agent.model import HOST, Instance, Nf
+
+
+class ScaleMapper(Protocol):
+    def set_instances(self, vport: int, instances: list[tuple[str, int]]) -> float:
+        """Spread `vport` over these (switch, port)s, make-before-break; returns the OneSwitch time in ms."""
+
+
+class ScaleError(Exception):
+    """The resize was aborted at `step`; the previous instance set still serves the vport."""
+
+    def __init__(self, step: str, message: str, result: ScaleResult, cause: Exception | None = None):
+        super().__init__(f"scale aborted at {step}: {message}")
+        self.step = step
+        self.result = result
+        self.cause = cause  # the mapper's or runtime's exception, if one
+
+
+class NoRoom(Exception):
+    """No location can take the requested instances (a 409 for the agent)."""
+
+
+@dataclass
+class ScaleResult:
+    nf: str
+    before: int
+    after: int
+    added: list[str] = field(default_factory=list)  # instance ids started
+    removed: list[str] = field(default_factory=list)  # instance ids stopped
+    steps: list[StepEvent] = field(default_factory=list)
+    set_ms: float | None = None
+    drained: bool | None = None
+    aborted_at: str | None = None
+    cleanup_errors: list[str] = field(default_factory=list)
+
+    @property
+    def duration_ms(self) -> float:
+        return sum(s.ms for s in self.steps)
+
+    def to_json(self) -> dict:
+        return {
+            "nf": self.nf, "before": self.before, "after": self.after, "added": self.added,
+            "removed": self.removed, "duration_ms": round(self.duration_ms, 2), "set_ms": self.set_ms,
+            "drained": self.drained, "aborted_at": self.aborted_at, "cleanup_errors": self.cleanup_errors,
+            "steps": [s.to_json() for s in self.steps],
+        }  # fmt: skip
+
+
+# -- pure decisions -----------------------------------------------------------------------------------------
+def place_instances(
+    k: int,
+    locations: list[str],
+    snic_free: dict[str, float],
+    nic_cost: dict[str, float],
+    pin: str | None = None,
+) -> list[str]:
+    """Where `k` new instances go (pure).
+
+    UNO's objective is host CPU: an instance goes to the sNIC with the most free capacity that can still
+    carry one more instance's share (`nic_cost[snic]` units: the NF's r_nic x its load / new count), else
+    to the host (no capacity bound in the model). A pinned NF only scales at its pin; NoRoom when that is
+    an sNIC without room. `snic_free` is not modified.
+    """
+    free = dict(snic_free)
+    out = []
+    for _ in range(k):
+        cands = [pin] if pin else [loc for loc in locations if loc != HOST] + [HOST]
+        pick = None
+        for loc in sorted(cands, key=lambda c: (c == HOST, -free.get(c, 0.0), c)):
+            if loc == HOST:
+                pick = loc
+                break
+            cost = nic_cost.get(loc, 0.0)
+            if loc in free and free[loc] + 1e-9 >= cost:
+                free[loc] -= cost
+                pick = loc
+                break
+        if pick is None:
+            raise NoRoom(f"no room for another instance at {pin or 'any location'}")
+        out.append(pick)
+    return out
+
+
+def choose_leaving(instances: list[Instance], n: int) -> list[Instance]:
+    """Which instances leave when scaling to `n` (pure): failed ones first, then the newest; the first
+    (oldest) instance stays, so the NF's location does not change on a scale-in."""
+    if n >= len(instances):
+        return []
+    k = len(instances) - n
+    order = sorted(
+        range(1, len(instances)), key=lambda i: (instances[i].state != "failed", -i)
+    )  # failed first, then newest
+    return [instances[i] for i in sorted(order[:k])]
+
+
+def per_instance_cost(r_nic: float, load_gbps: float, n: int) -> float:
+    """sNIC units one of `n` instances costs when the NF's load is spread evenly (pure)."""
+    return r_nic * load_gbps / max(1, n)
+
+
+# -- the state machine ------------------------------------------------------------------------------------
+def _ports(insts: list[Instance]) -> list[tuple[str, int]]:
+    return [(i.switch, i.ofport) for i in insts]
+
+
+def scale_out(
+    nf: Nf,
+    current: list[Instance],
+    new: list[Instance],
+    runtime: MigrationRuntime,
+    mapper: ScaleMapper,
+    clock: Callable[[], float] = time.monotonic,
+    on_event: Callable[[StepEvent], None] | None = None,
+) -> ScaleResult:
+    """Start the not yet started `new` instances and spread the vport over current + new.
+
+    Raises ScaleError (current set serving, every new instance stopped) or returns the result; the caller
+    updates nf.instances only after a successful return.
+    """
+    res = ScaleResult(nf.id, len(current), len(current) + len(new))
+    started: list[Instance] = []
+
+    def record(step: str, ok: bool, t0: float, detail: str = "") -> None:
+        ev = StepEvent(step, ok, (clock() - t0) * 1000, detail)
+        res.steps.append(ev)
+        if on_event:
+            on_event(ev)
+
+    def abort(step: str, t0: float, msg: str, cause: Exception | None = None) -> ScaleError:
+        record(step, False, t0, msg)
+        res.aborted_at = step
+        for inst in started:
+            try:
+                runtime.stop(inst)
+            except Exception as exc:  # noqa: BLE001 - reported; `uno down` sweeps what remains
+                res.cleanup_errors.append(f"stopping {inst.id}: {exc}")
+        return ScaleError(step, msg, res, cause)
+
+    t0 = clock()
+    for inst in new:
+        try:
+            runtime.start(nf, inst)
+        except Exception as exc:  # noqa: BLE001 - runtime.start removed what it created
+            raise abort("start", t0, f"{inst.id}: {exc}") from None
+        started.append(inst)
+    record("start", True, t0, ",".join(i.id for i in new))
+    t0 = clock()
+    sick = [i.id for i in new if not runtime.healthy(i)]
+    if sick:
+        raise abort("ready", t0, f"not healthy after start: {', '.join(sick)}")
+    record("ready", True, t0)
+    t0 = clock()
+    try:
+        res.set_ms = mapper.set_instances(nf.vport, _ports(current + new))
+    except Exception as exc:  # noqa: BLE001 - OneSwitch refused: the old set is unchanged
+        raise abort("set", t0, str(exc), exc) from None
+    record("set", True, t0, " ".join(f"{s}:{p}" for s, p in _ports(current + new)))
+    t0 = clock()
+    dead = [i.id for i in new if not runtime.alive(i)]
+    if dead:
+        msg = f"died after the set: {', '.join(dead)}"
+        try:
+            mapper.set_instances(nf.vport, _ports(current))
+            msg += f"; vport {nf.vport} back on {len(current)} instance(s)"
+        except Exception as exc:  # noqa: BLE001
+            msg += f"; setting the old instances back FAILED: {exc}"
+        raise abort("verify", t0, msg)
+    record("verify", True, t0)
+    res.added = [i.id for i in new]
+    return res
+
+
+def scale_in(
+    nf: Nf,
+    staying: list[Instance],
+    leaving: list[Instance],
+    runtime: MigrationRuntime,
+    mapper: ScaleMapper,
+    cfg: MigrationConfig | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    on_event: Callable[[StepEvent], None] | None = None,
+) -> ScaleResult:
+    """Take `leaving` out of the vport's set, drain them, stop and release them.
+
+    ScaleError only at `set` (nothing changed); after it the scale-in is committed.
+    """
+    cfg = cfg or MigrationConfig()
+    res = ScaleResult(nf.id, len(staying) + len(leaving), len(staying))
+
+    def record(step: str, ok: bool, t0: float, detail: str = "") -> None:
+        ev = StepEvent(step, ok, (clock() - t0) * 1000, detail)
+        res.steps.append(ev)
+        if on_event:
+            on_event(ev)
+
+    if not staying:
+        raise ValueError("scale_in needs at least one staying instance")
+    t0 = clock()
+    try:
+        res.set_ms = mapper.set_instances(nf.vport, _ports(staying))
+    except Exception as exc:  # noqa: BLE001
+        record("set", False, t0, str(exc))
+        res.aborted_at = "set"
+        raise ScaleError("set", str(exc), res, exc) from None
+    record("set", True, t0, " ".join(f"{s}:{p}" for s, p in _ports(staying)))
+    t0 = clock()
+    if cfg.drain_timeout_s > 0 and leaving:
+        samples: dict[str, list[tuple[float, int | None]]] = {o.id: [] for o in leaving}
+        deadline = clock() + cfg.drain_timeout_s
+        while True:
+            now = clock()
+            for o in leaving:
+                samples[o.id].append((now, _rx(runtime.stats(o))))
+            if all(drain_done(s, cfg.quiet_s) for s in samples.values()):
+                res.drained = True
+                break
+            if now >= deadline:
+                res.drained = False
+                break
+            sleep(cfg.poll_s)
+    record("drain", True, t0, "" if res.drained is None else ("quiet" if res.drained else "timeout"))
+    t0 = clock()
+    for o in leaving:
+        try:
+            runtime.stop(o)
+        except Exception as exc:  # noqa: BLE001 - committed: report, do not undo
+            res.cleanup_errors.append(f"stopping {o.id}: {exc}")
+    record("stop", not res.cleanup_errors, t0, "; ".join(res.cleanup_errors))
+    t0 = clock()
+    record("release", not res.cleanup_errors, t0, "ports and namespaces removed with stop")
+    res.removed = [o.id for o in leaving]
+    return res
+
+
+def scale(
+    nf: Nf,
+    n: int,
+    runtime: MigrationRuntime,
+    mapper: ScaleMapper,
+    new_instances: Callable[[int], list[Instance]],
+    cfg: MigrationConfig | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    on_event: Callable[[StepEvent], None] | None = None,
+) -> tuple[ScaleResult, list[Instance]]:
+    """Resize `nf` to `n` instances: out (`new_instances(k)` allocates k not yet started instances) or in
+    (`choose_leaving`). Returns the result and the new instance list (the caller stores it); ScaleError
+    leaves `nf.instances` serving as they were."""
+    cur = list(nf.instances)
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    if n > len(cur):
+        new = new_instances(n - len(cur))
+        return scale_out(nf, cur, new, runtime, mapper, clock, on_event), cur + new
+    leaving = choose_leaving(cur, n)
+    if not leaving:
+        return ScaleResult(nf.id, len(cur), len(cur)), cur
+    staying = [i for i in cur if i not in leaving]
+    return scale_in(nf, staying, leaving, runtime, mapper, cfg, clock, sleep, on_event), staying

@@ -1,0 +1,311 @@
+"""Scale-out/in: the pure decisions, the state machine's steps and abort paths, and the agent's REST/state
+handling of `POST /v1/nfs/ID/scale` (fakes of runtime/mapper: logic only; real processes, OneSwitch's
+select group and packets are in test_scale.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from migration.protocol import MigrationConfig
+from migration.scale import (
+    NoRoom,
+    ScaleError,
+    choose_leaving,
+    per_instance_cost,
+    place_instances,
+    scale,
+    scale_in,
+    scale_out,
+)
+from nf_agent.agent import store
+from nf_agent.agent.api import create_app
+from nf_agent.agent.model import Instance, Nf
+from tests.agent.fakes import FakeMapper, FakeRuntime, make_agent
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+    def sleep(self, s):
+        self.t += s
+
+
+def inst(seq: int, loc: str = "host", state: str = "running") -> Instance:
+    i = Instance(f"fw-{seq}", loc, loc, 200 + seq, f"n-i{seq}", f"n-i{seq}", f"n-j{seq}")
+    i.state = state
+    return i
+
+
+def bed(n: int = 1):
+    rt, mp = FakeRuntime(), FakeMapper()
+    nf = Nf(id="fw", type="firewall", config={}, vport=1000, expected_gbps=0.1, src=None, dst=None)
+    nf.instances = [inst(k) for k in range(1, n + 1)]
+    for i in nf.instances:
+        rt.start(nf, i)
+    mp.map(1000, "host", 201, "fw")
+    if n > 1:
+        mp.set_instances(1000, [(i.switch, i.ofport) for i in nf.instances])
+    return rt, mp, nf
+
+
+# -- pure decisions ---------------------------------------------------------------------------------------
+def test_place_instances_prefers_snic_with_room_then_host():
+    locs = ["host", "snic0", "snic1"]
+    assert place_instances(3, locs, {"snic0": 10, "snic1": 4}, {"snic0": 4, "snic1": 4}) == [
+        "snic0",
+        "snic0",
+        "snic1",
+    ]
+    assert place_instances(2, locs, {"snic0": 1, "snic1": 0}, {"snic0": 4, "snic1": 4}) == ["host", "host"]
+    assert place_instances(2, ["host"], {}, {}) == ["host", "host"]
+    free = {"snic0": 8.0}
+    place_instances(2, locs, free, {"snic0": 4})
+    assert free == {"snic0": 8.0}  # not modified
+
+
+def test_place_instances_pinned():
+    assert place_instances(2, ["host", "snic0"], {"snic0": 100}, {"snic0": 1}, pin="host") == ["host", "host"]
+    assert place_instances(1, ["host", "snic0"], {"snic0": 5}, {"snic0": 5}, pin="snic0") == ["snic0"]
+    with pytest.raises(NoRoom):
+        place_instances(2, ["host", "snic0"], {"snic0": 5}, {"snic0": 5}, pin="snic0")
+
+
+def test_per_instance_cost():
+    assert per_instance_cost(2.0, 3.0, 2) == 3.0
+    assert per_instance_cost(2.0, 3.0, 0) == 6.0
+
+
+def test_choose_leaving_failed_first_then_newest_first_stays():
+    insts = [inst(1), inst(2), inst(3), inst(4)]
+    assert [i.id for i in choose_leaving(insts, 1)] == ["fw-2", "fw-3", "fw-4"]
+    assert [i.id for i in choose_leaving(insts, 3)] == ["fw-4"]
+    insts[1].state = "failed"
+    assert [i.id for i in choose_leaving(insts, 3)] == ["fw-2"]
+    assert choose_leaving(insts, 4) == [] and choose_leaving(insts, 9) == []
+
+
+# -- state machine --------------------------------------------------------------------------------------------
+def test_scale_out_steps_and_set():
+    rt, mp, nf = bed(1)
+    new = [inst(2, "snic0"), inst(3)]
+    events = []
+    res = scale_out(nf, nf.instances, new, rt, mp, Clock(), events.append)
+    assert [e.step for e in res.steps] == ["start", "ready", "set", "verify"] and events == res.steps
+    assert mp.sets[1000] == [("host", 201), ("snic0", 202), ("host", 203)]
+    assert res.added == ["fw-2", "fw-3"] and res.set_ms == 2.5 and res.aborted_at is None
+    assert set(rt.running) == {"fw-1", "fw-2", "fw-3"}
+
+
+def test_scale_out_start_failure_stops_what_started_mapping_untouched():
+    rt, mp, nf = bed(1)
+    new = [inst(2), inst(3)]
+    real = rt.start
+
+    def start(nf_, i):
+        if i.id == "fw-3":
+            raise RuntimeError("boom")
+        real(nf_, i)
+
+    rt.start = start
+    with pytest.raises(ScaleError) as e:
+        scale_out(nf, nf.instances, new, rt, mp)
+    assert e.value.step == "start" and e.value.result.aborted_at == "start"
+    assert set(rt.running) == {"fw-1"} and mp.set_calls == [] and mp.map_[1000] == ("host", 201)
+
+
+def test_scale_out_set_refused_old_set_serves():
+    rt, mp, nf = bed(2)
+    mp.fail_set = True
+    with pytest.raises(ScaleError) as e:
+        scale_out(nf, nf.instances, [inst(3)], rt, mp)
+    assert e.value.step == "set" and isinstance(e.value.cause, Exception)
+    assert set(rt.running) == {"fw-1", "fw-2"} and mp.sets[1000] == [("host", 201), ("host", 202)]
+
+
+def test_scale_out_new_dies_after_set_goes_back():
+    rt, mp, nf = bed(1)
+    new = inst(2)
+    real = mp.set_instances
+
+    def set_then_kill(vport, insts):
+        ms = real(vport, insts)
+        if len(insts) == 2:
+            rt.running.pop("fw-2")
+        return ms
+
+    mp.set_instances = set_then_kill
+    with pytest.raises(ScaleError) as e:
+        scale_out(nf, nf.instances, [new], rt, mp)
+    assert e.value.step == "verify" and "back on 1" in str(e.value)
+    assert mp.sets[1000] == [("host", 201)] and set(rt.running) == {"fw-1"}
+
+
+def test_scale_in_set_drain_stop_release():
+    rt, mp, nf = bed(4)
+    clock = Clock()
+    res = scale_in(
+        nf, nf.instances[:1], nf.instances[1:], rt, mp, MigrationConfig(1, 0.1), clock, clock.sleep
+    )
+    assert [e.step for e in res.steps] == ["set", "drain", "stop", "release"]
+    assert res.drained is True and res.removed == ["fw-2", "fw-3", "fw-4"]
+    assert mp.sets[1000] == [("host", 201)] and set(rt.running) == {"fw-1"}
+
+
+def test_scale_in_drain_bounded_and_set_failure_changes_nothing():
+    rt, mp, nf = bed(2)
+    clock = Clock()
+    n = {"rx": 0}
+
+    def busy(i):
+        n["rx"] += 1
+        return {"counters": {"rx": n["rx"]}}
+
+    rt.stats = busy
+    res = scale_in(
+        nf, nf.instances[:1], nf.instances[1:], rt, mp, MigrationConfig(0.3, 0.1), clock, clock.sleep
+    )
+    assert res.drained is False and 0.3 <= clock.t < 0.4
+    rt2, mp2, nf2 = bed(2)
+    mp2.fail_set = True
+    with pytest.raises(ScaleError) as e:
+        scale_in(nf2, nf2.instances[:1], nf2.instances[1:], rt2, mp2)
+    assert e.value.step == "set" and set(rt2.running) == {"fw-1", "fw-2"}
+
+
+def test_scale_dispatch():
+    rt, mp, nf = bed(1)
+    seq = iter(range(2, 10))
+    res, insts = scale(nf, 3, rt, mp, lambda k: [inst(next(seq)) for _ in range(k)])
+    assert res.after == 3 and [i.id for i in insts] == ["fw-1", "fw-2", "fw-3"]
+    nf.instances = insts
+    res, insts = scale(nf, 1, rt, mp, lambda k: [], MigrationConfig(0))
+    assert res.removed == ["fw-2", "fw-3"] and [i.id for i in insts] == ["fw-1"]
+    nf.instances = insts
+    res, insts = scale(nf, 1, rt, mp, lambda k: [])
+    assert res.steps == [] and insts == nf.instances
+
+
+# -- the agent and its REST call -------------------------------------------------------------------------------
+@pytest.fixture
+def env(tmp_path):
+    agent, rt, mp, clock = make_agent(tmp_path)
+    return agent, rt, mp, create_app(agent).test_client(), tmp_path
+
+
+def post(c, path, body):
+    return c.post(path, data=json.dumps(body), content_type="application/json")
+
+
+def test_rest_scale_1_2_4_1_one_vport_state_persisted(env):
+    agent, rt, mp, c, tmp = env
+    nf = post(c, "/v1/nfs", {"type": "firewall", "id": "fw", "hints": {"prefer": "host"}}).get_json()
+    assert nf["vport"] == 200
+    for n in (2, 4):
+        r = post(c, "/v1/nfs/fw/scale", {"instances": n})
+        assert r.status_code == 200, r.get_json()
+        body = r.get_json()
+        assert body["instances"] == n and body["changed"] and len(body["locations"]) == n
+        assert len(mp.sets[200]) == n and len(rt.running) == n
+        assert len(set(mp.sets[200])) == n  # distinct physical ports
+    got = c.get("/v1/nfs/fw").get_json()
+    assert got["instance_count"] == 4 and got["vport"] == 200 and "ofport" not in json.dumps(got)
+    assert [p["vport"] for p in c.get("/v1/ports").get_json() if p["kind"] == "nf"] == [200]  # one vport
+    saved = store.load(tmp / "state.json")
+    assert len(saved.nfs["fw"].instances) == 4
+    first = agent.state.nfs["fw"].instances[0].id
+    r = post(c, "/v1/nfs/fw/scale", {"instances": 1})
+    assert r.status_code == 200 and r.get_json()["instances"] == 1
+    assert list(rt.running) == [first] and mp.sets[200] == [mp.map_[200]]
+    assert post(c, "/v1/nfs/fw/scale", {"instances": 1}).get_json()["changed"] is False
+    metrics = c.get("/metrics").get_data(as_text=True)
+    assert "uno_agent_nf_scales_total 3.0" in metrics and 'uno_agent_nf_instances{nf="fw"} 1.0' in metrics
+    assert len(store.load(tmp / "state.json").nfs["fw"].instances) == 1
+
+
+def test_rest_scale_errors(env):
+    agent, rt, mp, c, tmp = env
+    post(c, "/v1/nfs", {"type": "firewall", "id": "fw"})
+    for bad in ({"instances": 0}, {"instances": 17}, {"instances": True}, {"n": 2}, {}):
+        r = post(c, "/v1/nfs/fw/scale", bad)
+        assert r.status_code == 400, bad
+        assert r.get_json()["field"] in ("instances", "n")
+    assert post(c, "/v1/nfs/ghost/scale", {"instances": 2}).status_code == 404
+    before = json.dumps(agent.state.to_json(), sort_keys=True)
+    mp.unsupported = True  # an older OneSwitch: fail closed, nothing left running
+    r = post(c, "/v1/nfs/fw/scale", {"instances": 2})
+    assert r.status_code == 409 and r.get_json()["field"] == "instances"
+    assert len(rt.running) == 1
+    mp.unsupported, mp.fail_set = False, True
+    r = post(c, "/v1/nfs/fw/scale", {"instances": 3})
+    assert r.status_code == 502 and len(rt.running) == 1
+    mp.fail_set = False
+    rt.fail_start.add("fw")
+    assert post(c, "/v1/nfs/fw/scale", {"instances": 2}).status_code == 500 and len(rt.running) == 1
+    rt.fail_start.clear()
+    state = json.loads(before)
+    after = agent.state.to_json()
+    assert state["nfs"] == after["nfs"]  # only history/sequence numbers moved
+    # an sNIC-pinned NF spread over more instances there costs the same sNIC units (linear model): fits
+    post(c, "/v1/nfs", {"type": "ips", "id": "ips", "pin": "snic0", "expected": {"gbps": 30}})
+    r = post(c, "/v1/nfs/ips/scale", {"instances": 3})
+    assert r.status_code == 200 and r.get_json()["locations"] == ["snic0"] * 3
+    # ... but not beyond the sNIC's budget (capacity now below the NF's load): 409, nothing started
+    agent.cfg.snics[0] = dataclasses.replace(agent.cfg.snics[0], capacity=10.0)
+    n = len(rt.running)
+    r = post(c, "/v1/nfs/ips/scale", {"instances": 4})
+    assert r.status_code == 409 and r.get_json()["field"] == "instances" and len(rt.running) == n
+    # a scaled NF is not moved
+    assert post(c, "/v1/nfs/fw/scale", {"instances": 2}).status_code == 200
+    r = post(c, "/v1/nfs/fw/migrate", {"to": "snic0"})
+    assert r.status_code == 409 and r.get_json()["field"] == "to"
+
+
+def test_delete_stops_every_instance(env):
+    agent, rt, mp, c, _ = env
+    post(c, "/v1/nfs", {"type": "monitor", "id": "m"})
+    post(c, "/v1/nfs/m/scale", {"instances": 3})
+    assert len(rt.running) == 3
+    assert c.delete("/v1/nfs/m").status_code == 200
+    assert rt.running == {} and mp.map_ == {} and mp.sets == {}
+
+
+def test_failover_of_one_of_several_replaces_it_in_the_set(tmp_path):
+    agent, rt, mp, clock = make_agent(tmp_path, failover=True)
+    create_app(agent)
+    from nf_agent.agent.model import NfRequest
+
+    agent.create_nf(NfRequest("fw", "firewall", {}, 0.1, None, None, "host", None))
+    agent.scale("fw", 3)
+    nf = agent.state.nfs["fw"]
+    dead = nf.instances[1]
+    rt.running.pop(dead.id)  # died
+    agent.supervise()
+    assert len(nf.instances) == 3 and dead.id not in [i.id for i in nf.instances]
+    assert mp.sets[200] == [(i.switch, i.ofport) for i in nf.instances]
+    # no replacement can start: the dead one only leaves the set
+    dead = nf.instances[2]
+    rt.running.pop(dead.id)
+    rt.fail_start.add("fw")
+    agent.supervise()
+    assert len(nf.instances) == 2 and mp.sets[200] == [(i.switch, i.ofport) for i in nf.instances]
+    assert agent.counters.failovers == 2
+
+
+def test_reconcile_sets_missing_instances(tmp_path):
+    agent, rt, mp, clock = make_agent(tmp_path)
+    from nf_agent.agent.model import NfRequest
+
+    agent.create_nf(NfRequest("fw", "firewall", {}, 0.1, None, None, "host", None))
+    agent.scale("fw", 2)
+    mp.sets.clear()  # OneSwitch restarted with only the first port mapped
+    done = agent.reconcile()
+    assert any("set 2 instances" in d for d in done)
+    assert len(mp.sets[200]) == 2
+    assert not any("set" in d for d in agent.reconcile())  # in step: nothing to do
