@@ -23,7 +23,9 @@ from .pktio import Endpoint, collect
 pytestmark = ONESWITCH
 
 MAGIC = b"DRAINWIN"
-WINDOW_MS = 5000  # generous: the in-window checks must finish inside it on a loaded machine
+WINDOW_MS = (
+    10_000  # generous: the in-window frames are sent within ~1 s of the remap even on a loaded machine
+)
 
 
 def frame(pid: int, src_mac: str) -> bytes:
@@ -109,9 +111,9 @@ def test_old_port_is_ingress_only_for_the_window_then_dropped(bed):
     eps["old"].send(frame(1, "02:00:00:00:00:a1"))  # the leaving instance emits a late frame
     eps["new"].send(frame(2, "02:00:00:00:00:a2"))  # the new instance too
     eps["vm0"].send(frame(3, "02:00:00:00:00:10"))  # to vport 200: the new instance only
+    sent_ms = time.time() * 1000
     got = arrivals(eps)
-    in_window = (time.time() * 1000) < p.draining[0][2]
-    assert in_window, "the machine was too slow to check inside the window; rerun"
+    assert sent_ms < p.draining[0][2] - 1000, "sent too late to be inside the window (a stalled machine?)"
     assert got == {1: ["vm1"], 2: ["vm1"], 3: ["new"]}, got
 
     deadline = time.monotonic() + 30
