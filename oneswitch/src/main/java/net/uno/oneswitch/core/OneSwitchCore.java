@@ -1338,11 +1338,33 @@ public final class OneSwitchCore implements SouthListener {
         d.add(new Drain(cur.vport(), l, until));
       }
     }
-    if (d.isEmpty()) {
-      return next;
+    return d.isEmpty() ? next : next.withDrains(d);
+  }
+
+  /** The one pending drain-expiry timer (core thread only), null if none. */
+  private java.util.concurrent.ScheduledFuture<?> drainTimer;
+
+  /** Arms the drain timer for the earliest window end (keeps an earlier one). */
+  private void scheduleDrainExpiry() {
+    java.util.OptionalLong first = ports.drains().stream().mapToLong(Drain::untilMs).min();
+    if (first.isEmpty()) {
+      return;
     }
-    exec.schedule(this::expireDrains, drainMs + 1, TimeUnit.MILLISECONDS);
-    return next.withDrains(d);
+    long delay = Math.max(1, first.getAsLong() - clock.getAsLong() + 1);
+    if (drainTimer != null && !drainTimer.isDone()) {
+      if (drainTimer.getDelay(TimeUnit.MILLISECONDS) <= delay) {
+        return;
+      }
+      drainTimer.cancel(false);
+    }
+    drainTimer =
+        exec.schedule(
+            () -> {
+              drainTimer = null;
+              expireDrains();
+            },
+            delay,
+            TimeUnit.MILLISECONDS);
   }
 
   /**
@@ -1352,6 +1374,7 @@ public final class OneSwitchCore implements SouthListener {
   void expireDrains() {
     PortMap next = ports.withoutDrainsUntil(clock.getAsLong());
     if (next.equals(ports)) {
+      scheduleDrainExpiry(); // none over yet (the timer fired early by the clock): re-arm
       return;
     }
     try {
@@ -1446,6 +1469,7 @@ public final class OneSwitchCore implements SouthListener {
       setGroupTranslation(e.getKey(), e.getValue(), gused.get(e.getKey()));
     }
     ports = next;
+    scheduleDrainExpiry();
     refreshDispatch(dirty);
     for (String sw : liveSwitches()) {
       dirty.addAll(phys.flows(sw).keySet());
