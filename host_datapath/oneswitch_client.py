@@ -37,6 +37,8 @@ class PortMapping:
     port: int
     name: str | None = None
     instances: list[tuple[str, int]] = field(default_factory=list, hash=False)
+    # (switch, port, until_ms): ports that left the vport and stay ingress-only (draining) until then
+    draining: list[tuple[str, int, int]] = field(default_factory=list, hash=False)
 
 
 @dataclass(frozen=True)
@@ -133,9 +135,15 @@ class OneSwitchClient:
     def unmap_port(self, vport: int) -> None:
         self.request("DELETE", f"/v1/ports/{vport}")
 
-    def remap(self, vport: int, switch: str, port: int) -> RemapResult:
-        """Make-before-break remap; returns once every physical switch has answered its barriers."""
-        r = self.request("POST", f"/v1/ports/{vport}/remap", {"switch": switch, "port": port})[1]
+    def remap(self, vport: int, switch: str, port: int, drain_ms: int | None = None) -> RemapResult:
+        """Make-before-break remap; returns once every physical switch has answered its barriers.
+
+        The old port stays an ingress-only (draining) port of `vport` for `drain_ms` (0..60000; None =
+        OneSwitch's default, 2000): what the old instance still emits is forwarded as in_port=vport."""
+        body: dict[str, Any] = {"switch": switch, "port": port}
+        if drain_ms is not None:
+            body["drain_ms"] = drain_ms
+        r = self.request("POST", f"/v1/ports/{vport}/remap", body)[1]
         return RemapResult(
             vport=int(r["vport"]),
             from_=r.get("from", {}),
@@ -144,12 +152,17 @@ class OneSwitchClient:
             duration_ms=float(r.get("duration_ms", 0.0)),
         )
 
-    def set_instances(self, vport: int, instances: list[tuple[str, int]]) -> RemapResult:
+    def set_instances(
+        self, vport: int, instances: list[tuple[str, int]], drain_ms: int | None = None
+    ) -> RemapResult:
         """Serve `vport` by every (switch, port) of `instances` (1..16, distinct): OneSwitch's select group
         spreads the flows sent to it, one flow sticking to one instance. Applied make-before-break like
         `remap` and returns once every switch answered its barriers; one instance is a plain remap.
-        `RemapResult.to` is {"instances": [{"switch", "port"}, ...]}, `from_` is empty."""
-        body = {"instances": [{"switch": sw, "port": port} for sw, port in instances]}
+        `RemapResult.to` is {"instances": [{"switch", "port"}, ...]}, `from_` is empty. A removed instance's
+        port drains for `drain_ms` as in `remap`."""
+        body: dict[str, Any] = {"instances": [{"switch": sw, "port": port} for sw, port in instances]}
+        if drain_ms is not None:
+            body["drain_ms"] = drain_ms
         r = self.request("PUT", f"/v1/ports/{vport}/instances", body)[1]
         return RemapResult(
             vport=int(r["vport"]),
@@ -184,6 +197,7 @@ def _mapping(p: dict) -> PortMapping:
         port=int(p["port"]),
         name=p.get("name"),
         instances=inst or [(p["switch"], int(p["port"]))],
+        draining=[(str(d["switch"]), int(d["port"]), int(d["until_ms"])) for d in p.get("draining") or []],
     )
 
 

@@ -7,7 +7,9 @@ Steps (each one recorded as a `StepEvent` with its duration):
     remap   - move the NF's virtual port to the target's physical port in OneSwitch, make-before-break
     verify  - the target is still alive after the remap (else: remap back, the old one keeps serving)
     drain   - let packets already in/behind the old instance leave: until its rx counter is quiet for
-              `quiet_s` or `drain_timeout_s` elapsed
+              `quiet_s` AND it has nothing in flight (`in_flight`), or `drain_timeout_s` elapsed. OneSwitch
+              keeps the old port ingress-only for `oneswitch_drain_ms` (the remap's `drain_ms`), so what
+              it still emits is forwarded as coming from the NF's vport
     stop    - stop the old instance's processes
     release - remove its port and namespace (done with `stop` by the runtime: one call, idempotent)
 
@@ -23,6 +25,7 @@ caller.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,7 +45,7 @@ class MigrationRuntime(Protocol):
 
 
 class MigrationMapper(Protocol):
-    def remap(self, vport: int, switch: str, port: int) -> float: ...
+    def remap(self, vport: int, switch: str, port: int, drain_ms: int | None = None) -> float: ...
 
 
 class MigrationError(Exception):
@@ -106,6 +109,47 @@ def _rx(stats: dict | None) -> int | None:
         return int(c.get("rx", 0) or 0)
     except (TypeError, ValueError):
         return None
+
+
+# OneSwitch keeps a leaving port ingress-only this much longer than the drain's own bound: the drain step
+# ends at the latest after `drain_timeout_s`, then `stop` kills the old instance (its last frames are in
+# the switch well within this margin, also on a loaded machine).
+DRAIN_MARGIN_MS = 2000
+
+
+def oneswitch_drain_ms(drain_timeout_s: float) -> int:
+    """Pure: the OneSwitch drain window (`drain_ms`, 0..60000) covering a drain bounded by `drain_timeout_s`."""
+    return min(60_000, max(0, math.ceil(drain_timeout_s * 1000)) + DRAIN_MARGIN_MS)
+
+
+# Where a frame an NF received ends (nfs/crates/nfcore runtime.rs, runtime/pipelined.rs): exactly one of
+# tx (sent; non-IP frames and fail-open forwards are sent, so they are in tx too), dropped_by_nf (verdict
+# Drop), malformed (does not parse), fail_closed_dropped (store failure, fail-closed). A frame the socket
+# refused on send (transient: queue full) is counted in none: then the instance never looks idle and the
+# drain ends at its bound.
+_ENDS = ("tx", "dropped_by_nf", "malformed", "fail_closed_dropped")
+
+
+def in_flight(stats: dict | None) -> int | None:
+    """Pure: frames the instance received (rx) and has not yet sent or dropped, from its /stats answer.
+
+    <= 0 means nothing in flight (the counters are read one by one while the NF runs, so a batch finishing
+    between two reads can make it negative). None: no counters to tell (stats unreadable or an old NF)."""
+    if not stats:
+        return None
+    c = stats.get("counters", stats)
+    try:
+        if "rx" not in c or "tx" not in c:
+            return None
+        return int(c["rx"] or 0) - sum(int(c.get(k, 0) or 0) for k in _ENDS)
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def drained(samples: list[tuple[float, int | None]], quiet_s: float, pending: int | None) -> bool:
+    """Pure: rx quiet for `quiet_s` (`drain_done`) and nothing in flight (`pending` from `in_flight`; None
+    = unknown, the rx rule alone decides)."""
+    return drain_done(samples, quiet_s) and (pending is None or pending <= 0)
 
 
 def drain_done(samples: list[tuple[float, int | None]], quiet_s: float) -> bool:
@@ -173,7 +217,9 @@ def migrate(
     # remap (make-before-break in OneSwitch)
     t0 = clock()
     try:
-        res.remap_ms = mapper.remap(nf.vport, target.switch, target.ofport)
+        res.remap_ms = mapper.remap(
+            nf.vport, target.switch, target.ofport, drain_ms=oneswitch_drain_ms(cfg.drain_timeout_s)
+        )
     except Exception as exc:  # noqa: BLE001 - PortMapError or a transport error: mapping unchanged
         raise abort("remap", t0, str(exc)) from None
     record("remap", True, t0, f"{target.switch}:{target.ofport}")
@@ -194,12 +240,15 @@ def migrate(
     t0 = clock()
     if cfg.drain_timeout_s > 0 and old:
         samples: dict[str, list[tuple[float, int | None]]] = {o.id: [] for o in old}
+        pending: dict[str, int | None] = {}
         deadline = clock() + cfg.drain_timeout_s
         while True:
             now = clock()
             for o in old:
-                samples[o.id].append((now, _rx(runtime.stats(o))))
-            if all(drain_done(s, cfg.quiet_s) for s in samples.values()):
+                st = runtime.stats(o)
+                samples[o.id].append((now, _rx(st)))
+                pending[o.id] = in_flight(st)
+            if all(drained(s, cfg.quiet_s, pending[i]) for i, s in samples.items()):
                 res.drained = True
                 break
             if now >= deadline:

@@ -14,7 +14,8 @@ Steps (each one a `StepEvent`, as in migration/protocol.py):
     verify  - the new instances are still alive (else: the set goes back to the old instances)
   scale in (k leaving instances):
     set     - OneSwitch: the vport spreads over the staying instances only (make-before-break)
-    drain   - until each leaving instance's rx counter is quiet for `quiet_s` (bounded by `drain_timeout_s`)
+    drain   - until each leaving instance's rx counter is quiet for `quiet_s` and it has nothing in flight
+              (bounded by `drain_timeout_s`); OneSwitch keeps the leaving ports ingress-only meanwhile
     stop    - stop the leaving instances' processes
     release - their ports and namespaces (done with stop by the runtime)
 
@@ -33,13 +34,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from migration.protocol import MigrationConfig, MigrationRuntime, StepEvent, _rx, drain_done
+from migration.protocol import (
+    MigrationConfig,
+    MigrationRuntime,
+    StepEvent,
+    _rx,
+    drained,
+    in_flight,
+    oneswitch_drain_ms,
+)
 from nf_agent.agent.model import HOST, Instance, Nf
 
 
 class ScaleMapper(Protocol):
-    def set_instances(self, vport: int, instances: list[tuple[str, int]]) -> float:
-        """Spread `vport` over these (switch, port)s, make-before-break; returns the OneSwitch time in ms."""
+    def set_instances(
+        self, vport: int, instances: list[tuple[str, int]], drain_ms: int | None = None
+    ) -> float:
+        """Spread `vport` over these (switch, port)s, make-before-break; returns the OneSwitch time in ms. A
+        removed instance's port stays ingress-only for `drain_ms`."""
 
 
 class ScaleError(Exception):
@@ -234,7 +246,9 @@ def scale_in(
         raise ValueError("scale_in needs at least one staying instance")
     t0 = clock()
     try:
-        res.set_ms = mapper.set_instances(nf.vport, _ports(staying))
+        res.set_ms = mapper.set_instances(
+            nf.vport, _ports(staying), drain_ms=oneswitch_drain_ms(cfg.drain_timeout_s)
+        )
     except Exception as exc:  # noqa: BLE001
         record("set", False, t0, str(exc))
         res.aborted_at = "set"
@@ -243,12 +257,15 @@ def scale_in(
     t0 = clock()
     if cfg.drain_timeout_s > 0 and leaving:
         samples: dict[str, list[tuple[float, int | None]]] = {o.id: [] for o in leaving}
+        pending: dict[str, int | None] = {}
         deadline = clock() + cfg.drain_timeout_s
         while True:
             now = clock()
             for o in leaving:
-                samples[o.id].append((now, _rx(runtime.stats(o))))
-            if all(drain_done(s, cfg.quiet_s) for s in samples.values()):
+                st = runtime.stats(o)
+                samples[o.id].append((now, _rx(st)))
+                pending[o.id] = in_flight(st)
+            if all(drained(s, cfg.quiet_s, pending[i]) for i, s in samples.items()):
                 res.drained = True
                 break
             if now >= deadline:

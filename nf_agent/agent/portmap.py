@@ -23,8 +23,9 @@ class PortMapper(Protocol):
     def map(self, vport: int, switch: str, port: int, name: str) -> None:
         """Map virtual port `vport` to physical port `port` of `switch` ("host", "snic0", ...)."""
 
-    def remap(self, vport: int, switch: str, port: int) -> float:
-        """Move `vport` to a new physical port make-before-break; returns the remap time in ms."""
+    def remap(self, vport: int, switch: str, port: int, drain_ms: int | None = None) -> float:
+        """Move `vport` to a new physical port make-before-break; returns the remap time in ms. The old port
+        stays ingress-only (draining) for `drain_ms` (None: OneSwitch's default)."""
 
     def unmap(self, vport: int) -> None:
         """Remove the mapping (no error if it is not mapped)."""
@@ -32,10 +33,12 @@ class PortMapper(Protocol):
     def mapped(self) -> dict[int, tuple[str, int]]:
         """The current map: vport -> (switch, port) (the first instance when the vport has several)."""
 
-    def set_instances(self, vport: int, instances: list[tuple[str, int]]) -> float:
+    def set_instances(
+        self, vport: int, instances: list[tuple[str, int]], drain_ms: int | None = None
+    ) -> float:
         """Spread `vport` over several physical ports (OneSwitch: an OVS select group, per-flow hash),
         make-before-break; the vport must be mapped. Returns OneSwitch's time in ms. ScaleUnsupported when
-        OneSwitch has no such endpoint."""
+        OneSwitch has no such endpoint. A removed instance's port drains for `drain_ms` as in `remap`."""
 
     def instances(self) -> dict[int, list[tuple[str, int]]]:
         """vport -> all (switch, port)s it spreads over (one entry for a plainly mapped vport)."""
@@ -51,9 +54,9 @@ class OneSwitchPortMapper:
         except OneSwitchError as exc:
             raise PortMapError(f"map vport {vport} -> {switch}:{port}: {exc}") from None
 
-    def remap(self, vport: int, switch: str, port: int) -> float:
+    def remap(self, vport: int, switch: str, port: int, drain_ms: int | None = None) -> float:
         try:
-            return self.client.remap(vport, switch, port).duration_ms
+            return self.client.remap(vport, switch, port, drain_ms=drain_ms).duration_ms
         except OneSwitchError as exc:
             raise PortMapError(f"remap vport {vport} -> {switch}:{port}: {exc}") from None
 
@@ -70,9 +73,11 @@ class OneSwitchPortMapper:
         except OneSwitchError as exc:
             raise PortMapError(f"list ports: {exc}") from None
 
-    def set_instances(self, vport: int, instances: list[tuple[str, int]]) -> float:
+    def set_instances(
+        self, vport: int, instances: list[tuple[str, int]], drain_ms: int | None = None
+    ) -> float:
         try:
-            return self.client.set_instances(vport, list(instances)).duration_ms
+            return self.client.set_instances(vport, list(instances), drain_ms=drain_ms).duration_ms
         except OneSwitchError as exc:
             if exc.status in (404, 405) and exc.field is None:  # no such path/method: an older OneSwitch
                 raise ScaleUnsupported(f"OneSwitch cannot spread vport {vport}: {exc}") from None

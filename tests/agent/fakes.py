@@ -68,6 +68,7 @@ class FakeMapper:
         self.map_: dict[int, tuple[str, int]] = {}
         self.fail = False
         self.remaps: list[tuple[int, str, int]] = []
+        self.drain_ms: list[int | None] = []  # the drain_ms of every remap / set_instances call
         self.sets: dict[int, list[tuple[str, int]]] = {}  # vports spread over several ports
         self.set_calls: list[tuple[int, list[tuple[str, int]]]] = []
         self.fail_set = False
@@ -78,12 +79,13 @@ class FakeMapper:
             raise PortMapError("OneSwitch 503: down")
         self.map_[vport] = (switch, port)
 
-    def remap(self, vport, switch, port):
+    def remap(self, vport, switch, port, drain_ms=None):
         if self.fail:
             raise PortMapError("OneSwitch 503: down")
         self.map_[vport] = (switch, port)
         self.sets.pop(vport, None)
         self.remaps.append((vport, switch, port))
+        self.drain_ms.append(drain_ms)
         return 1.5
 
     def unmap(self, vport):
@@ -93,7 +95,7 @@ class FakeMapper:
     def mapped(self):
         return dict(self.map_)
 
-    def set_instances(self, vport, instances):
+    def set_instances(self, vport, instances, drain_ms=None):
         if self.unsupported:
             raise ScaleUnsupported("OneSwitch 404: no such path")
         if self.fail or self.fail_set:
@@ -101,6 +103,7 @@ class FakeMapper:
         if vport not in self.map_:
             raise PortMapError("OneSwitch 404: vport not mapped (field vport)")
         self.set_calls.append((vport, list(instances)))
+        self.drain_ms.append(drain_ms)
         self.map_[vport] = tuple(instances[0])
         self.sets[vport] = list(instances)
         return 2.5

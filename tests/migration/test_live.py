@@ -105,8 +105,8 @@ def test_target_dies_after_remap_old_keeps_serving(redis_bed):
         real_start(nf_, inst)
         started.append(inst)
 
-    def remap_then_kill(vport, switch, port):
-        ms = real_remap(vport, switch, port)
+    def remap_then_kill(vport, switch, port, drain_ms=None):
+        ms = real_remap(vport, switch, port, drain_ms)
         if switch == "snic0":  # the new instance dies right after the switch-over
             os.kill(started[-1].pid, signal.SIGKILL)
             wait(lambda: not tb.runtime.alive(started[-1]), 10, "target dead")

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from migration.protocol import MigrationConfig, MigrationError, drain_done, migrate
+from migration.protocol import (
+    MigrationConfig,
+    MigrationError,
+    drain_done,
+    drained,
+    in_flight,
+    migrate,
+    oneswitch_drain_ms,
+)
 from nf_agent.agent.model import Instance, Nf
 from tests.agent.fakes import FakeMapper, FakeRuntime
 
@@ -66,6 +74,47 @@ def test_drain_waits_for_quiet_and_is_bounded():
     assert "fw-1" not in rt.running  # stopped after the bound anyway
 
 
+def test_in_flight_is_rx_minus_where_received_frames_end():
+    c = {"rx": 100, "tx": 90, "dropped_by_nf": 4, "malformed": 1, "fail_closed_dropped": 2, "non_ip": 7,
+         "fail_open_forwarded": 3, "store_errors": 9, "batches": 50}  # fmt: skip
+    assert in_flight({"counters": c}) == 3  # non_ip / fail-open frames are sent (in tx); errors are no frames
+    assert in_flight({"counters": {**c, "tx": 93}}) == 0
+    assert in_flight({"counters": {**c, "tx": 95}}) == -2  # a batch ended between two reads: nothing pending
+    assert in_flight({"rx": 5, "tx": 5}) == 0  # flat counters (as the fakes give)
+    assert in_flight(None) is None and in_flight({}) is None
+    assert in_flight({"counters": {"rx": 5}}) is None  # no tx: cannot tell
+    assert in_flight({"counters": {"rx": "x", "tx": 1}}) is None
+
+
+def test_drained_needs_quiet_rx_and_nothing_in_flight():
+    quiet = [(0.0, 5), (0.1, 5)]
+    assert drained(quiet, 0.1, 0) and drained(quiet, 0.1, -1) and drained(quiet, 0.1, None)
+    assert not drained(quiet, 0.1, 2)  # rx quiet, yet 2 frames still inside (a CPU-starved instance)
+    assert not drained([(0.0, 4), (0.1, 5)], 0.1, 0)
+
+
+def test_oneswitch_drain_window_covers_the_drain_bound():
+    assert oneswitch_drain_ms(0.5) == 2500 and oneswitch_drain_ms(0) == 2000
+    assert oneswitch_drain_ms(0.0001) == 2001  # rounded up, never below the bound
+    assert oneswitch_drain_ms(1000) == 60_000  # OneSwitch's maximum
+
+
+def test_drain_waits_until_nothing_is_in_flight_and_passes_the_window():
+    rt, mp, nf, old, new = setup()
+    clock = Clock()
+    backlog = {"n": 6}  # received, still being processed: rx is already quiet
+
+    def stats(inst):
+        backlog["n"] = max(0, backlog["n"] - 1)  # one frame leaves per poll
+        return {"counters": {"rx": 50, "tx": 44 - backlog["n"], "dropped_by_nf": 6}}
+
+    rt.stats = stats
+    res = migrate(nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=1, quiet_s=0.02, poll_s=0.01),
+                  clock, clock.sleep)  # fmt: skip
+    assert res.drained is True and clock.t >= 0.05  # waited for the 5 polls, not just the quiet 0.02 s
+    assert mp.drain_ms == [oneswitch_drain_ms(1)]  # the remap asked OneSwitch to keep the old port
+
+
 @pytest.mark.parametrize("where", ["start", "ready", "remap", "verify"])
 def test_abort_keeps_old_serving(where):
     rt, mp, nf, old, new = setup()
@@ -78,8 +127,8 @@ def test_abort_keeps_old_serving(where):
     else:  # the target dies right after the remap
         real = mp.remap
 
-        def remap_then_die(vport, switch, port):
-            r = real(vport, switch, port)
+        def remap_then_die(vport, switch, port, drain_ms=None):
+            r = real(vport, switch, port, drain_ms)
             if switch == "snic0":
                 rt.running.pop("fw-2", None)
             return r

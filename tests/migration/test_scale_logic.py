@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from migration.protocol import MigrationConfig
+from migration.protocol import MigrationConfig, oneswitch_drain_ms
 from migration.scale import (
     NoRoom,
     ScaleError,
@@ -177,6 +177,24 @@ def test_scale_in_drain_bounded_and_set_failure_changes_nothing():
     with pytest.raises(ScaleError) as e:
         scale_in(nf2, nf2.instances[:1], nf2.instances[1:], rt2, mp2)
     assert e.value.step == "set" and set(rt2.running) == {"fw-1", "fw-2"}
+
+
+def test_scale_in_waits_for_the_leaving_instances_in_flight_frames():
+    rt, mp, nf = bed(2)
+    clock = Clock()
+    backlog = {"n": 4}
+
+    def stats(i):
+        if i.id == "fw-1":
+            return {"counters": {"rx": 9, "tx": 9}}
+        backlog["n"] = max(0, backlog["n"] - 1)  # rx already quiet; its frames leave one per poll
+        return {"counters": {"rx": 30, "tx": 30 - backlog["n"]}}
+
+    rt.stats = stats
+    cfg = MigrationConfig(drain_timeout_s=1, quiet_s=0.02, poll_s=0.01)
+    res = scale_in(nf, nf.instances[:1], nf.instances[1:], rt, mp, cfg, clock, clock.sleep)
+    assert res.drained is True and clock.t >= 0.03
+    assert mp.drain_ms[-1] == oneswitch_drain_ms(1)  # OneSwitch keeps fw-2's port ingress-only meanwhile
 
 
 def test_scale_dispatch():

@@ -16,6 +16,7 @@ import java.util.concurrent.CopyOnWriteArraySet;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
+import net.uno.oneswitch.model.Drain;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.PortMap;
 import net.uno.oneswitch.model.Topology;
@@ -1237,9 +1238,19 @@ public final class OneSwitchCore implements SouthListener {
             exec);
   }
 
-  /** POST /v1/ports/{vport}/remap: make-before-break. */
+  /** POST /v1/ports/{vport}/remap without a drain window (the old port is gone at once). */
   public CompletableFuture<PortChange> remapPort(int vport, String sw, int port)
       throws PortOpError {
+    return remapPort(vport, sw, port, 0);
+  }
+
+  /**
+   * POST /v1/ports/{vport}/remap: make-before-break. The old port stays an ingress-only (draining)
+   * port of {@code vport} for {@code drainMs} (0 = none).
+   */
+  public CompletableFuture<PortChange> remapPort(int vport, String sw, int port, long drainMs)
+      throws PortOpError {
+    checkDrainMs(drainMs);
     VPort cur =
         ports.get(vport).orElseThrow(() -> new PortOpError(404, "vport", "vport not mapped"));
     if (cur.k() == 1 && cur.sw().equals(sw) && cur.port() == port) {
@@ -1247,7 +1258,7 @@ public final class OneSwitchCore implements SouthListener {
     }
     checkPhysical(vport, sw, port);
     VPort n = new VPort(vport, sw, port, cur.name());
-    return changeMap(ports.with(n), cur, n, 200)
+    return changeMap(withLeavers(ports.with(n), cur, n, drainMs), cur, n, 200)
         .thenApplyAsync(
             pc -> {
               metrics.remaps.incrementAndGet();
@@ -1264,6 +1275,13 @@ public final class OneSwitchCore implements SouthListener {
    */
   public CompletableFuture<PortChange> setInstances(int vport, List<VPort.Loc> instances)
       throws PortOpError {
+    return setInstances(vport, instances, 0);
+  }
+
+  /** As {@link #setInstances(int, List)}; a removed instance drains for {@code drainMs}. */
+  public CompletableFuture<PortChange> setInstances(
+      int vport, List<VPort.Loc> instances, long drainMs) throws PortOpError {
+    checkDrainMs(drainMs);
     VPort cur =
         ports.get(vport).orElseThrow(() -> new PortOpError(404, "vport", "vport not mapped"));
     if (instances.isEmpty() || instances.size() > Translator.MAX_INSTANCES) {
@@ -1287,7 +1305,7 @@ public final class OneSwitchCore implements SouthListener {
       return CompletableFuture.completedFuture(new PortChange(200, cur, cur, 0, 0));
     }
     VPort n = VPort.of(vport, cur.name(), instances);
-    return changeMap(ports.with(n), cur, n, 200)
+    return changeMap(withLeavers(ports.with(n), cur, n, drainMs), cur, n, 200)
         .thenApplyAsync(
             pc -> {
               metrics.remaps.incrementAndGet();
@@ -1295,6 +1313,82 @@ public final class OneSwitchCore implements SouthListener {
               return pc;
             },
             exec);
+  }
+
+  /** Longest drain window a remap or set-instances call may ask for. */
+  public static final long MAX_DRAIN_MS = 60_000;
+
+  private static void checkDrainMs(long drainMs) throws PortOpError {
+    if (drainMs < 0 || drainMs > MAX_DRAIN_MS) {
+      throw new PortOpError(400, "drain_ms", "must be 0.." + MAX_DRAIN_MS);
+    }
+  }
+
+  /**
+   * {@code next} with the ports {@code cur} had and {@code n} has not as draining ports of the
+   * vport for {@code drainMs}; the expiry is scheduled. A port mapped again is no drain (PortMap).
+   */
+  private PortMap withLeavers(PortMap next, VPort cur, VPort n, long drainMs) {
+    if (drainMs <= 0) {
+      return next;
+    }
+    long until = clock.getAsLong() + drainMs;
+    List<Drain> d = new ArrayList<>();
+    for (VPort.Loc l : cur.instances()) {
+      if (!n.instances().contains(l)) {
+        d.add(new Drain(cur.vport(), l, until));
+      }
+    }
+    return d.isEmpty() ? next : next.withDrains(d);
+  }
+
+  /** The one pending drain-expiry timer (core thread only), null if none. */
+  private java.util.concurrent.ScheduledFuture<?> drainTimer;
+
+  /** Arms the drain timer for the earliest window end (keeps an earlier one). */
+  private void scheduleDrainExpiry() {
+    java.util.OptionalLong first = ports.drains().stream().mapToLong(Drain::untilMs).min();
+    if (first.isEmpty()) {
+      return;
+    }
+    long delay = Math.max(1, first.getAsLong() - clock.getAsLong() + 1);
+    if (drainTimer != null && !drainTimer.isDone()) {
+      if (drainTimer.getDelay(TimeUnit.MILLISECONDS) <= delay) {
+        return;
+      }
+      drainTimer.cancel(false);
+    }
+    drainTimer =
+        exec.schedule(
+            () -> {
+              drainTimer = null;
+              expireDrains();
+            },
+            delay,
+            TimeUnit.MILLISECONDS);
+  }
+
+  /**
+   * Ends the drain windows that are over: a normal re-translation (barriered, make-before-break)
+   * removes their replicas and dispatch entries. Runs on the core thread (its timer and tick).
+   */
+  void expireDrains() {
+    PortMap next = ports.withoutDrainsUntil(clock.getAsLong());
+    if (next.equals(ports)) {
+      scheduleDrainExpiry(); // none over yet (the timer fired early by the clock): re-arm
+      return;
+    }
+    try {
+      changeMap(next, null, null, 200)
+          .whenComplete(
+              (pc, e) -> {
+                if (e != null) {
+                  LOG.warn("drain expiry: {}", e.toString());
+                }
+              });
+    } catch (PortOpError e) {
+      LOG.warn("drain expiry: cannot re-translate ({}); retried on the next tick", e.getMessage());
+    }
   }
 
   private void checkPhysical(int vport, String sw, int port) throws PortOpError {
@@ -1376,6 +1470,7 @@ public final class OneSwitchCore implements SouthListener {
       setGroupTranslation(e.getKey(), e.getValue(), gused.get(e.getKey()));
     }
     ports = next;
+    scheduleDrainExpiry();
     refreshDispatch(dirty);
     for (String sw : liveSwitches()) {
       dirty.addAll(phys.flows(sw).keySet());
@@ -1624,6 +1719,9 @@ public final class OneSwitchCore implements SouthListener {
         }
       }
       removeRules(hard, OFFlowRemovedReason.HARD_TIMEOUT);
+      if (!ports.drains().isEmpty()) {
+        expireDrains(); // a safety net for the per-drain timer
+      }
       if (inflight.values().stream().anyMatch(x -> !x.isEmpty())) {
         barrierAll(); // forgets messages the switches accepted, for controllers sending no barriers
       }

@@ -22,6 +22,7 @@ import java.util.function.Supplier;
 import net.uno.oneswitch.config.Endpoint;
 import net.uno.oneswitch.core.OneSwitchCore;
 import net.uno.oneswitch.core.PortOpError;
+import net.uno.oneswitch.model.Drain;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.model.VirtualRule;
@@ -166,15 +167,18 @@ public final class RestServer {
       }
       if (parts.length == 5 && parts[4].equals("remap")) {
         only(m, "POST");
-        JsonNode b = body(ex, Set.of("switch", "port"));
+        JsonNode b = body(ex, Set.of("switch", "port", "drain_ms"));
         String sw = str(b, "switch", true);
         int port = portField(b);
-        return change(() -> core.remapPort(vport, sw, port));
+        long drain = drainMs(b);
+        return change(() -> core.remapPort(vport, sw, port, drain));
       }
       if (parts.length == 5 && parts[4].equals("instances")) {
         only(m, "PUT");
-        List<VPort.Loc> inst = instances(body(ex, Set.of("instances")));
-        return scale(vport, () -> core.setInstances(vport, inst));
+        JsonNode b = body(ex, Set.of("instances", "drain_ms"));
+        List<VPort.Loc> inst = instances(b);
+        long drain = drainMs(b);
+        return scale(vport, () -> core.setInstances(vport, inst, drain));
       }
     }
     throw new HttpError(404, null, "no such path: " + path);
@@ -234,6 +238,22 @@ public final class RestServer {
       throw new HttpError(400, f, "must be a string");
     }
     return v.asText();
+  }
+
+  /** How long a port leaving a vport stays an ingress-only (draining) port when not given. */
+  static final long DEFAULT_DRAIN_MS = 2000;
+
+  /** The optional {@code drain_ms} field: 0..60000, default {@link #DEFAULT_DRAIN_MS}. */
+  private static long drainMs(JsonNode b) throws HttpError {
+    JsonNode v = b.get("drain_ms");
+    if (v == null || v.isNull()) {
+      return DEFAULT_DRAIN_MS;
+    }
+    if (!v.isIntegralNumber() || v.asLong() < 0 || v.asLong() > OneSwitchCore.MAX_DRAIN_MS) {
+      throw new HttpError(
+          400, "drain_ms", "must be an integer 0.." + OneSwitchCore.MAX_DRAIN_MS + " (ms)");
+    }
+    return v.asLong();
   }
 
   private static int portField(JsonNode b) throws HttpError {
@@ -420,6 +440,15 @@ public final class RestServer {
       m.put("port", Integer.toUnsignedLong(v.port()));
       m.put("name", v.name());
       m.put("instances", locs(v));
+      List<Map<String, Object>> dr = new ArrayList<>();
+      for (Drain d : core.ports().drainsOf(v.vport())) {
+        Map<String, Object> e = new LinkedHashMap<>();
+        e.put("switch", d.loc().sw());
+        e.put("port", Integer.toUnsignedLong(d.loc().port()));
+        e.put("until_ms", d.untilMs());
+        dr.add(e);
+      }
+      m.put("draining", dr);
       out.add(m);
     }
     return out;

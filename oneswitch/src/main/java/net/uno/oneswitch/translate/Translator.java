@@ -7,6 +7,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.function.IntPredicate;
+import net.uno.oneswitch.model.Drain;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.PortMap;
 import net.uno.oneswitch.model.Topology;
@@ -232,7 +233,11 @@ public final class Translator {
       // One replica per instance (like a wildcard in_port over several switches): each matches
       // its own physical port and knows it, so output:V back to V stays the dropped output to
       // in_port it is on the virtual switch.
-      for (VPort.Loc l : vp.get().instances()) {
+      // A draining port (it left V a moment ago) gets its replica too: what the leaving instance
+      // still emits is in_port=V. Nothing is ever sent to it (outputs use the instances only).
+      List<VPort.Loc> ingress = new ArrayList<>(vp.get().instances());
+      ports.drainsOf(vport).forEach(d -> ingress.add(d.loc()));
+      for (VPort.Loc l : ingress) {
         Match m = MatchUtil.withInPort(r.match(), OFPort.of(l.port()));
         List<OFInstruction> ins = instructions(r, l.sw(), new Ingress(vport, l.port()));
         out.add(new PhysRule(l.sw(), r.table() + 1, r.priority(), m, ins));
@@ -394,6 +399,12 @@ public final class Translator {
       throws OfError {
     if (v.k() > 1) {
       emitScaled(v, sw, ing, out);
+      return;
+    }
+    if (ing != null && ing.vport() == v.vport() && ing.port() != 0) {
+      // Back to the port it came in by (a draining port's replica too): the switch drops output
+      // to in_port, as the virtual switch does.
+      out.add(F.actions().output(OFPort.of(ing.port()), maxLen));
       return;
     }
     if (v.sw().equals(sw)) {
@@ -631,6 +642,16 @@ public final class Translator {
                 List.of(F.instructions().gotoTable(TableId.of(1)))));
       }
     }
+    for (Drain d : ports.drains()) {
+      Match m = F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(d.loc().port())).build();
+      out.add(
+          new PhysRule(
+              d.loc().sw(),
+              DISPATCH_TABLE,
+              PRIO_PORT,
+              m,
+              List.of(F.instructions().gotoTable(TableId.of(1)))));
+    }
     controllerSwitch()
         .ifPresent(
             sw ->
@@ -769,7 +790,7 @@ public final class Translator {
     if (in.isEmpty() || pin.getTableId().getValue() < 1) {
       return Optional.empty();
     }
-    Optional<VPort> v = ports.byPhysical(sw, in.get().getPortNumber());
+    Optional<VPort> v = ports.byIngress(sw, in.get().getPortNumber());
     if (v.isEmpty()) {
       return Optional.empty();
     }

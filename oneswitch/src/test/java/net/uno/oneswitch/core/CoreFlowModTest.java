@@ -259,6 +259,34 @@ class CoreFlowModTest {
   }
 
   @Test
+  void aDrainWindowKeepsTheOldPortAsIngressThenItsExpiryRetranslates() throws Exception {
+    mod(add(10, ip("10.0.0.1/32", 4), 0, 2)); // from V4 (host:101) to vm0
+    var pc = on(() -> core.remapPort(4, "snic0", 7, 300)).get(10, TimeUnit.SECONDS);
+    assertEquals(1, pc.rules());
+    VirtualRule.Key k = on(() -> core.rules().keySet().iterator().next());
+    assertEquals(2, on(() -> core.translationOf(k).size()), "new port + draining port");
+    assertEquals(1, on(() -> core.ports().drains().size()));
+    PortOpError bad =
+        on(() -> assertThrows(PortOpError.class, () -> core.remapPort(4, "snic0", 8, 60_001)));
+    assertEquals("drain_ms", bad.field());
+    clock.addAndGet(301); // the window is over by the core's clock when its timer fires
+    long end = System.currentTimeMillis() + 10_000;
+    while (on(() -> core.translationOf(k).size()) != 1) {
+      assertTrue(System.currentTimeMillis() < end, "the drain never expired");
+      Thread.sleep(50);
+    }
+    assertTrue(on(() -> core.ports().drains().isEmpty()));
+    assertEquals("snic0", on(() -> core.translationOf(k).get(0).sw()));
+    // Mapping another vport onto a draining port ends that drain (no 409).
+    on(() -> core.remapPort(4, "host", 101, 5000)).get(10, TimeUnit.SECONDS);
+    assertEquals(1, on(() -> core.ports().drainsOf(4).size()));
+    assertEquals(
+        201, on(() -> core.mapPort(9, "snic0", 7, null)).get(10, TimeUnit.SECONDS).status());
+    assertTrue(on(() -> core.ports().drains().isEmpty()));
+    assertEquals(1, on(() -> core.translationOf(k).size()));
+  }
+
+  @Test
   void shrinkKeepsTheRemovedInstancesTagRoutedForAMomentAndFreesTheGroupId() throws Exception {
     mod(add(10, ip("10.0.0.1/32", 1), 0, 4)); // snic0 wire -> V4 (host:101)
     List<VPort.Loc> two = List.of(new VPort.Loc("host", 101), new VPort.Loc("snic1", 7));

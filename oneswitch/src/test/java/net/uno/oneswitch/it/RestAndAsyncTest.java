@@ -249,6 +249,93 @@ class RestAndAsyncTest {
         .build();
   }
 
+  private boolean dispatches(FakeSwitch sw, int port) {
+    return sw.flows.values().stream()
+        .anyMatch(
+            fm ->
+                fm.getTableId().getValue() == 0
+                    && OFPort.of(port)
+                        .equals(
+                            fm.getMatch()
+                                .get(
+                                    org.projectfloodlight.openflow.protocol.match.MatchField
+                                        .IN_PORT)));
+  }
+
+  @Test
+  void drainWindowFieldsListingAndExpiry() throws Exception {
+    assertEquals(
+        201,
+        call("PUT", "/v1/ports/5", "{\"switch\": \"snic0\", \"port\": 200}", true).statusCode());
+    for (String bad : List.of("-1", "60001", "1.5", "\"2\"", "true")) {
+      HttpResponse<String> r =
+          call(
+              "POST",
+              "/v1/ports/5/remap",
+              "{\"switch\": \"host\", \"port\": 101, \"drain_ms\": " + bad + "}",
+              true);
+      assertEquals("400 drain_ms", field(r), bad);
+      assertEquals(
+          "400 drain_ms",
+          field(
+              call(
+                  "PUT",
+                  "/v1/ports/5/instances",
+                  "{\"instances\": [{\"switch\": \"host\", \"port\": 101}], \"drain_ms\": "
+                      + bad
+                      + "}",
+                  true)),
+          bad);
+    }
+    assertEquals("snic0", json(get("/v1/ports", true)).get(2).get("switch").asText(), "unchanged");
+    long t0 = System.currentTimeMillis();
+    HttpResponse<String> rm =
+        call(
+            "POST",
+            "/v1/ports/5/remap",
+            "{\"switch\": \"host\", \"port\": 101, \"drain_ms\": 1500}",
+            true);
+    assertEquals(200, rm.statusCode(), rm.body());
+    JsonNode p5 = json(get("/v1/ports", true)).get(2);
+    assertEquals(1, p5.get("draining").size(), p5.toString());
+    assertEquals("snic0", p5.get("draining").get(0).get("switch").asText());
+    assertEquals(200, p5.get("draining").get(0).get("port").asInt());
+    long until = p5.get("draining").get(0).get("until_ms").asLong();
+    assertTrue(until >= t0 + 1500 && until <= System.currentTimeMillis() + 1500, p5.toString());
+    assertTrue(dispatches(snic, 200), "the old port still enters the pipeline");
+    assertTrue(dispatches(host, 101));
+    long end = System.currentTimeMillis() + 15_000;
+    while (json(get("/v1/ports", true)).get(2).get("draining").size() > 0
+        || dispatches(snic, 200)) {
+      assertTrue(System.currentTimeMillis() < end, "the drain never ended");
+      Thread.sleep(100);
+    }
+    // drain_ms 0: the old port is gone at once; the instances call takes the field too.
+    assertEquals(
+        200,
+        call(
+                "POST",
+                "/v1/ports/5/remap",
+                "{\"switch\": \"snic0\", \"port\": 200, \"drain_ms\": 0}",
+                true)
+            .statusCode());
+    assertEquals(0, json(get("/v1/ports", true)).get(2).get("draining").size());
+    assertEquals(
+        200,
+        call(
+                "PUT",
+                "/v1/ports/5/instances",
+                "{\"instances\": [{\"switch\": \"host\", \"port\": 101}], \"drain_ms\": 60000}",
+                true)
+            .statusCode());
+    assertEquals(1, json(get("/v1/ports", true)).get(2).get("draining").size());
+    // Mapping another vport onto the draining port ends the drain: no 409.
+    assertEquals(
+        201,
+        call("PUT", "/v1/ports/6", "{\"switch\": \"snic0\", \"port\": 200}", true).statusCode());
+    assertEquals(0, json(get("/v1/ports", true)).get(2).get("draining").size());
+  }
+
   @Test
   void instancesContractValidationGroupIdsAndPersistence() throws Exception {
     assertEquals(
