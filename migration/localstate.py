@@ -40,7 +40,9 @@ from migration.protocol import (
     MigrationResult,
     StepEvent,
     _rx,
-    drain_done,
+    drained,
+    in_flight,
+    oneswitch_drain_ms,
 )
 from nf_agent.agent.model import Instance, Nf
 
@@ -145,7 +147,10 @@ def migrate_local(
     record("ready", True, t0)
     t0 = clock()
     try:
-        res.remap_ms = mapper.remap(nf.vport, target.switch, target.ofport)
+        # OneSwitch keeps the old port ingress-only meanwhile: what the old instance still emits is forwarded.
+        res.remap_ms = mapper.remap(
+            nf.vport, target.switch, target.ofport, drain_ms=oneswitch_drain_ms(cfg.drain_timeout_s)
+        )
     except Exception as exc:  # noqa: BLE001 - mapping unchanged
         raise abort("remap", t0, str(exc)) from None
     record("remap", True, t0, f"{target.switch}:{target.ofport}")
@@ -159,10 +164,11 @@ def migrate_local(
     deadline = clock() + max(cfg.drain_timeout_s, 0.0)
     while True:
         now = clock()
-        samples.append((now, _rx(runtime.stats(src))))
+        st = runtime.stats(src)
+        samples.append((now, _rx(st)))
         # Quiet can also be a starved process with packets still in its socket (an sNIC instance under its
         # CPU quota): the NF processes what is in its ring before it serialises its state (GET /state).
-        if drain_done(samples, cfg.quiet_s):
+        if drained(samples, cfg.quiet_s, in_flight(st)):
             res.drained = True
             break
         if now >= deadline:
