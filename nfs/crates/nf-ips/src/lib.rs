@@ -95,6 +95,8 @@ struct Counters {
     udp_scanned: u64,
     alert_log_errors: u64,
     expired: u64,
+    resyncs: u64,
+    resync_gap_bytes: u64,
 }
 
 /// Where alerts go: one JSON object per line.
@@ -304,12 +306,73 @@ impl Ips {
         }
     }
 
+    /// The receiver of direction `o` acknowledged bytes up to `ack`, past the expected sequence
+    /// number this record holds. It can only have them if they crossed the IPS, scanned by an
+    /// instance whose record update this one has not seen (a move or failover raced the tier:
+    /// the old instance's last write landed late, or was overwritten by a stale one). Without
+    /// this, the direction waits forever for bytes the sender never resends (it got the ACK), its
+    /// later segments fill the out-of-order buffer and then everything is dropped. So skip the
+    /// gap: the automaton restarts after it (a signature spanning the gap is not seen; counted
+    /// in `resyncs`/`resync_gap_bytes`), and buffered segments now in order are scanned.
+    fn resync_on_ack(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        pkt: &Parsed,
+        od: &mut DirState,
+        o: usize,
+        ack: u32,
+    ) -> Result<(), StoreError> {
+        let rel = ack.wrapping_sub(od.expected) as i32;
+        if !od.init || rel <= 0 || rel as u32 > self.window {
+            return Ok(());
+        }
+        self.c.resyncs += 1;
+        let okey = ctx
+            .keys
+            .flow(pkt.flow_key().bidirectional_hash(), TABLE_OOO[o]);
+        let mut buf = if od.buffered > 0 {
+            self.read_buffer(ctx, &okey)?
+        } else {
+            OooBuffer::default()
+        };
+        // Jump over each hole only: bytes this instance buffered itself are scanned in order.
+        loop {
+            let rel = ack.wrapping_sub(od.expected) as i32;
+            if rel <= 0 {
+                break;
+            }
+            let next = buf
+                .segs
+                .iter()
+                .map(|sg| sg.seq.wrapping_sub(od.expected) as i32)
+                .filter(|r| *r > 0)
+                .min();
+            let gap = match next {
+                Some(r) if r < rel => r,
+                _ => rel,
+            };
+            self.c.resync_gap_bytes += gap as u64;
+            od.expected = od.expected.wrapping_add(gap as u32);
+            od.offset += gap as u64;
+            od.ac = self.m.start();
+            while let Some((seg, skip)) = buf.take_next(od.expected, self.window) {
+                self.c.reassembled += 1;
+                self.deliver(od, &seg.data[skip..], seg.fin);
+            }
+        }
+        if od.buffered > 0 {
+            Self::save_buffer(ctx, &okey, od, &buf);
+        }
+        Ok(())
+    }
+
     fn tcp(
         &mut self,
         ctx: &mut Ctx<'_>,
         frame: &[u8],
         pkt: &Parsed,
         seq: u32,
+        ack: u32,
         flags: u8,
     ) -> Result<Verdict, StoreError> {
         let key = Self::key(ctx.keys, pkt);
@@ -361,6 +424,9 @@ impl Ips {
             for d in &mut rec.dirs {
                 d.ac = self.m.start();
             }
+        }
+        if flags & TCP_ACK != 0 {
+            self.resync_on_ack(ctx, pkt, &mut rec.dirs[1 - di], 1 - di, ack)?;
         }
         let mut d = rec.dirs[di];
         if !self.m.is_valid(d.ac) && d.init {
@@ -467,7 +533,9 @@ impl NetworkFunction for Ips {
         pkt: &Parsed,
     ) -> Result<Verdict, StoreError> {
         match pkt.l4 {
-            L4::Tcp { seq, flags, .. } => self.tcp(ctx, frame, pkt, seq, flags),
+            L4::Tcp {
+                seq, ack, flags, ..
+            } => self.tcp(ctx, frame, pkt, seq, ack, flags),
             L4::Udp { .. } => {
                 let payload = pkt.payload(frame);
                 self.c.udp_scanned += 1;
@@ -521,7 +589,7 @@ impl NetworkFunction for Ips {
             "out_of_window": c.out_of_window, "reassembled": c.reassembled,
             "corrupt_state": c.corrupt_state, "signature_set_changed": c.signature_set_changed,
             "udp_scanned": c.udp_scanned, "alert_log_errors": c.alert_log_errors,
-            "expired": c.expired,
+            "expired": c.expired, "resyncs": c.resyncs, "resync_gap_bytes": c.resync_gap_bytes,
         })
     }
 }
