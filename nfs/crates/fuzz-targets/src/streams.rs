@@ -59,7 +59,10 @@ pub fn reasm(data: &[u8]) {
         } else {
             (srv, cli, 80, 40000)
         };
-        let mut spec = FrameSpec::new(s, t, sp, dp, Transport::Tcp { seq, ack: 0, flags });
+        // The ACK covers the other side's SYN only: never past what crossed the IPS (a receiver
+        // cannot acknowledge more), so the IPS's ACK resync stays out of this invariant.
+        let ack = isn[1 - d].wrapping_add(1);
+        let mut spec = FrameSpec::new(s, t, sp, dp, Transport::Tcp { seq, ack, flags });
         spec.payload = payload;
         spec.build()
     };

@@ -18,7 +18,8 @@
 //!
 //! Config (JSON): `{"signatures": [{"id": 1, "msg": "...", "content": "text" | "hex": "41 42"}],
 //! "nocase": false, "action": "drop"|"alert", "alert_log": "-" (stderr) | PATH,
-//! "max_ooo_segments": 16, "max_ooo_bytes": 65536, "window": 1048576, "idle_timeout_ms": 60000}`
+//! "max_ooo_segments": 16, "max_ooo_bytes": 65536, "window": 1048576, "idle_timeout_ms": 60000,
+//! "resync_on_ack": true}`
 //! plus the runtime options.
 
 pub mod matcher;
@@ -130,6 +131,8 @@ pub struct Ips {
     max_segs: usize,
     max_bytes: usize,
     window: u32,
+    /// Resynchronise on the receiver's ACK (`resync_on_ack`, default true).
+    resync: bool,
     idle_ms: u64,
     log: AlertLog,
     hits: Vec<Hit>,
@@ -189,6 +192,7 @@ impl Ips {
             "max_ooo_bytes",
             "window",
             "idle_timeout_ms",
+            "resync_on_ack",
         ];
         allowed.extend_from_slice(RUNTIME_KEYS);
         only_keys(o, &allowed, "ips config")?;
@@ -219,6 +223,10 @@ impl Ips {
             None => false,
             Some(v) => v.as_bool().ok_or("nocase must be true or false")?,
         };
+        let resync = match o.get("resync_on_ack") {
+            None => true,
+            Some(v) => v.as_bool().ok_or("resync_on_ack must be true or false")?,
+        };
         let drop_on_match = match opt_str(o, "action", "drop")? {
             "drop" => true,
             "alert" => false,
@@ -248,6 +256,7 @@ impl Ips {
             max_bytes: opt_u64(o, "max_ooo_bytes", 65_536, 0, 16 << 20)? as usize,
             window: opt_u64(o, "window", 1 << 20, 1, 1 << 30)? as u32,
             idle_ms: opt_u64(o, "idle_timeout_ms", 60_000, 1, 86_400_000)?,
+            resync,
             log: AlertLog { path, file: None },
             hits: Vec::new(),
             c: Counters::default(),
@@ -323,7 +332,8 @@ impl Ips {
         ack: u32,
     ) -> Result<(), StoreError> {
         let rel = ack.wrapping_sub(od.expected) as i32;
-        if !od.init || rel <= 0 || rel as u32 > self.window {
+        // Only a direction that is stuck: it holds segments ahead of a hole (the stall's symptom).
+        if !self.resync || !od.init || od.buffered == 0 || rel <= 0 || rel as u32 > self.window {
             return Ok(());
         }
         self.c.resyncs += 1;
