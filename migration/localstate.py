@@ -39,10 +39,8 @@ from migration.protocol import (
     MigrationMapper,
     MigrationResult,
     StepEvent,
-    _rx,
-    drained,
-    in_flight,
     oneswitch_drain_ms,
+    wait_drained,
 )
 from nf_agent.agent.model import Instance, Nf
 
@@ -160,21 +158,9 @@ def migrate_local(
     record("verify", True, t0)
     # drain: the old instance must have processed everything sent to it before its state is taken
     t0 = clock()
-    samples: list[tuple[float, int | None]] = []
-    deadline = clock() + max(cfg.drain_timeout_s, 0.0)
-    while True:
-        now = clock()
-        st = runtime.stats(src)
-        samples.append((now, _rx(st)))
-        # Quiet can also be a starved process with packets still in its socket (an sNIC instance under its
-        # CPU quota): the NF processes what is in its ring before it serialises its state (GET /state).
-        if drained(samples, cfg.quiet_s, in_flight(st)):
-            res.drained = True
-            break
-        if now >= deadline:
-            res.drained = False
-            break
-        sleep(cfg.poll_s)
+    # Quiet can also be a starved process with packets still in its socket (an sNIC instance under its
+    # CPU quota): the NF processes what is in its ring before it serialises its state (GET /state).
+    res.drained = wait_drained([src], runtime, cfg.drain_timeout_s, cfg.quiet_s, cfg.poll_s, clock, sleep)
     record("drain", True, t0, "quiet" if res.drained else "timeout")
     t0 = clock()
     try:

@@ -152,6 +152,44 @@ def drained(samples: list[tuple[float, int | None]], quiet_s: float, pending: in
     return drain_done(samples, quiet_s) and (pending is None or pending <= 0)
 
 
+def wait_drained(
+    instances: list[Instance],
+    runtime: MigrationRuntime,
+    timeout_s: float,
+    quiet_s: float,
+    poll_s: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> bool:
+    """Poll the instances' /stats until every one is `drained` (True) or `timeout_s` elapsed (False; a
+    timeout <= 0 takes one sample)."""
+    samples: dict[str, list[tuple[float, int | None]]] = {o.id: [] for o in instances}
+    pending: dict[str, int | None] = {}
+    deadline = clock() + max(timeout_s, 0.0)
+    while True:
+        now = clock()
+        for o in instances:
+            st = runtime.stats(o)
+            samples[o.id].append((now, _rx(st)))
+            pending[o.id] = in_flight(st)
+        if all(drained(s, quiet_s, pending[i]) for i, s in samples.items()):
+            return True
+        if now >= deadline:
+            return False
+        sleep(poll_s)
+
+
+def stop_all(instances: list[Instance], runtime: MigrationRuntime) -> list[str]:
+    """Stop (and release) every instance; the errors, one line each (committed steps report, never undo)."""
+    errors = []
+    for o in instances:
+        try:
+            runtime.stop(o)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"stopping {o.id}: {exc}")
+    return errors
+
+
 def drain_done(samples: list[tuple[float, int | None]], quiet_s: float) -> bool:
     """Pure: the rx samples (t, rx) show no change over the last `quiet_s` (an unreadable counter = gone)."""
     if not samples:
@@ -239,30 +277,11 @@ def migrate(
     # drain the old instances (committed from here on)
     t0 = clock()
     if cfg.drain_timeout_s > 0 and old:
-        samples: dict[str, list[tuple[float, int | None]]] = {o.id: [] for o in old}
-        pending: dict[str, int | None] = {}
-        deadline = clock() + cfg.drain_timeout_s
-        while True:
-            now = clock()
-            for o in old:
-                st = runtime.stats(o)
-                samples[o.id].append((now, _rx(st)))
-                pending[o.id] = in_flight(st)
-            if all(drained(s, cfg.quiet_s, pending[i]) for i, s in samples.items()):
-                res.drained = True
-                break
-            if now >= deadline:
-                res.drained = False
-                break
-            sleep(cfg.poll_s)
+        res.drained = wait_drained(old, runtime, cfg.drain_timeout_s, cfg.quiet_s, cfg.poll_s, clock, sleep)
     record("drain", True, t0, "" if res.drained is None else ("quiet" if res.drained else "timeout"))
     # stop + release (runtime.stop does both; timed as one, reported as two steps)
     t0 = clock()
-    for o in old:
-        try:
-            runtime.stop(o)
-        except Exception as exc:  # noqa: BLE001 - committed: report, do not undo
-            res.cleanup_errors.append(f"stopping {o.id}: {exc}")
+    res.cleanup_errors += stop_all(old, runtime)
     record("stop", not res.cleanup_errors, t0, "; ".join(res.cleanup_errors))
     t0 = clock()
     record("release", not res.cleanup_errors, t0, "port and namespace removed with stop")

@@ -38,10 +38,9 @@ from migration.protocol import (
     MigrationConfig,
     MigrationRuntime,
     StepEvent,
-    _rx,
-    drained,
-    in_flight,
     oneswitch_drain_ms,
+    stop_all,
+    wait_drained,
 )
 from nf_agent.agent.model import HOST, Instance, Nf
 
@@ -256,29 +255,12 @@ def scale_in(
     record("set", True, t0, " ".join(f"{s}:{p}" for s, p in _ports(staying)))
     t0 = clock()
     if cfg.drain_timeout_s > 0 and leaving:
-        samples: dict[str, list[tuple[float, int | None]]] = {o.id: [] for o in leaving}
-        pending: dict[str, int | None] = {}
-        deadline = clock() + cfg.drain_timeout_s
-        while True:
-            now = clock()
-            for o in leaving:
-                st = runtime.stats(o)
-                samples[o.id].append((now, _rx(st)))
-                pending[o.id] = in_flight(st)
-            if all(drained(s, cfg.quiet_s, pending[i]) for i, s in samples.items()):
-                res.drained = True
-                break
-            if now >= deadline:
-                res.drained = False
-                break
-            sleep(cfg.poll_s)
+        res.drained = wait_drained(
+            leaving, runtime, cfg.drain_timeout_s, cfg.quiet_s, cfg.poll_s, clock, sleep
+        )
     record("drain", True, t0, "" if res.drained is None else ("quiet" if res.drained else "timeout"))
     t0 = clock()
-    for o in leaving:
-        try:
-            runtime.stop(o)
-        except Exception as exc:  # noqa: BLE001 - committed: report, do not undo
-            res.cleanup_errors.append(f"stopping {o.id}: {exc}")
+    res.cleanup_errors += stop_all(leaving, runtime)
     record("stop", not res.cleanup_errors, t0, "; ".join(res.cleanup_errors))
     t0 = clock()
     record("release", not res.cleanup_errors, t0, "ports and namespaces removed with stop")
