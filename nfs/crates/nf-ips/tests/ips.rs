@@ -382,41 +382,41 @@ fn a_lagging_record_resyncs_on_the_receivers_ack_and_scanning_resumes() {
     let to_client = |seq: u32, ack: u32, flags: u8| {
         FrameSpec::new(s, c, 80, 1234, Transport::Tcp { seq, ack, flags }).build()
     };
-    let frames: Vec<Vec<u8>> = vec![
-        FrameSpec::new(
-            c,
-            s,
-            1234,
-            80,
-            Transport::Tcp {
-                seq: 999,
-                ack: 0,
-                flags: packet::TCP_SYN,
-            },
-        )
-        .build(),
+    let syn = || {
+        let t = Transport::Tcp {
+            seq: 999,
+            ack: 0,
+            flags: packet::TCP_SYN,
+        };
+        FrameSpec::new(c, s, 1234, 80, t).build()
+    };
+    // One packet per batch, 1 ms apart, through a fresh IPS and local store: verdicts and stats.
+    let run = |frames: Vec<Vec<u8>>| {
+        let frames: Vec<(u64, Vec<u8>)> = frames
+            .into_iter()
+            .enumerate()
+            .map(|(i, f)| (i as u64 * 1_000_000, f))
+            .collect();
+        let (out, nf, _) = run_frames_full(
+            Box::new(Ips::from_config(&cfg).unwrap()),
+            Box::new(LocalStore::new()),
+            "ipsr",
+            &frames,
+            1,
+        );
+        (verdicts(&out), nf.stats())
+    };
+    let (v, st) = run(vec![
+        syn(),
         to_client(4999, 1000, packet::TCP_SYN | packet::TCP_ACK),
         data(1000, 5000, b""),
         // Bytes 1000..1010 went through the OLD instance: this one never saw them. Next segment:
         data(1010, 5000, b"0123456789"), // ahead of the lagging record: buffered, forwarded
         to_client(5000, 1020, packet::TCP_ACK), // the server has everything up to 1020
         data(1020, 5000, b"xxMALWARE-SIGxx"), // in order again: scanned, caught
-    ];
-    let frames: Vec<(u64, Vec<u8>)> = frames
-        .into_iter()
-        .enumerate()
-        .map(|(i, f)| (i as u64 * 1_000_000, f))
-        .collect();
-    let (out, nf, _) = run_frames_full(
-        Box::new(Ips::from_config(&cfg).unwrap()),
-        Box::new(LocalStore::new()),
-        "ipsr",
-        &frames,
-        1,
-    );
-    let st = nf.stats();
+    ]);
     assert_eq!(
-        verdicts(&out),
+        v,
         vec!["forward", "forward", "forward", "forward", "forward", "drop"]
     );
     assert_eq!(st["resyncs"], 1, "{st}");
@@ -424,33 +424,11 @@ fn a_lagging_record_resyncs_on_the_receivers_ack_and_scanning_resumes() {
     assert_eq!(st["alerts"], 1, "{st}");
     assert_eq!(st["ooo_overflow"], 0, "{st}");
     // An ACK that does not pass the expected sequence number changes nothing (normal traffic).
-    let normal: Vec<(u64, Vec<u8>)> = vec![
-        FrameSpec::new(
-            c,
-            s,
-            1234,
-            80,
-            Transport::Tcp {
-                seq: 999,
-                ack: 0,
-                flags: packet::TCP_SYN,
-            },
-        )
-        .build(),
+    let (_, st) = run(vec![
+        syn(),
         to_client(4999, 1000, packet::TCP_SYN | packet::TCP_ACK),
         data(1000, 5000, b"hello"),
         to_client(5000, 1005, packet::TCP_ACK),
-    ]
-    .into_iter()
-    .enumerate()
-    .map(|(i, f)| (i as u64 * 1_000_000, f))
-    .collect();
-    let (_, nf, _) = run_frames_full(
-        Box::new(Ips::from_config(&cfg).unwrap()),
-        Box::new(LocalStore::new()),
-        "ipsn",
-        &normal,
-        1,
-    );
-    assert_eq!(nf.stats()["resyncs"], 0);
+    ]);
+    assert_eq!(st["resyncs"], 0);
 }
