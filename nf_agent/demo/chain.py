@@ -3,10 +3,17 @@
 NFs are one-arm: a packet goes out of the NF's virtual port and comes back on it with its source MAC
 unchanged, so the direction of a returning packet is told by its source MAC (VM's = towards the outside).
 Several chains (one per VM) share the outside port: a frame from the outside goes to the chain of the VM
-whose MAC is its destination, anything else (broadcasts, other MACs) to the first chain."""
+whose MAC is its destination, anything else (broadcasts, other MACs) to the first chain.
+
+The optional LB path ({"chains": [...], "lb": {...}}): TCP to the virtual IP:port from the outside goes to the
+LB (`nf lb`, DNAT to a backend); what comes back from it towards a backend's address gets that backend VM's MAC
+as destination and goes to the VM; the backend's replies (its address and service port as source) go to the LB
+(which puts the VIP back as source) and from there to the outside. These rules take precedence over the
+chains, so the service's traffic bypasses the VMs' chains in both directions."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -96,16 +103,122 @@ def parse_chains(raw: object) -> tuple[Chain, ...]:
 
 
 @dataclass(frozen=True)
+class Backend:
+    vm_port: int
+    vm_mac: str
+    ip: str
+    port: int
+
+
+@dataclass(frozen=True)
+class LbPath:
+    port: int  # the LB NF's virtual port
+    vip: str
+    vip_port: int
+    backends: tuple[Backend, ...]
+
+
+@dataclass(frozen=True)
+class Demo:
+    chains: tuple[Chain, ...]
+    lb: LbPath | None = None
+
+
+def _ipv4(raw: dict, key: str) -> str:
+    v = raw.get(key)
+    try:
+        if isinstance(v, str):
+            return str(ipaddress.IPv4Address(v))
+    except ValueError:
+        pass
+    raise ChainError(f"{key}: expected an IPv4 address, got {v!r}")
+
+
+def _tcp_port(raw: dict, key: str) -> int:
+    v = raw.get(key)
+    if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 65535:
+        raise ChainError(f"{key}: expected a TCP port 1-65535, got {v!r}")
+    return v
+
+
+MAX_BACKENDS = 8
+
+
+def parse_lb(raw: object, chains: Sequence[Chain]) -> LbPath:
+    """The LB path; every backend is one of the chains' VMs (its port and MAC), the LB's port is no other."""
+    if not isinstance(raw, dict):
+        raise ChainError("lb: expected a JSON object")
+    unknown = set(raw) - {"port", "vip", "vip_port", "backends"}
+    if unknown:
+        raise ChainError(f"lb.{sorted(unknown)[0]}: unknown field")
+    try:
+        port, vip, vip_port = _port(raw, "port"), _ipv4(raw, "vip"), _tcp_port(raw, "vip_port")
+    except ChainError as exc:
+        raise ChainError(f"lb.{exc}") from None
+    items = raw.get("backends")
+    if not isinstance(items, list) or not 1 <= len(items) <= MAX_BACKENDS:
+        raise ChainError(f"lb.backends: expected a list of 1 to {MAX_BACKENDS} backends")
+    vms = {c.vm_port: c.vm_mac for c in chains}
+    if port in {p for c in chains for p in (c.vm_port, c.out_port, *c.nf_ports)}:
+        raise ChainError("lb.port: the LB's port must differ from every VM, outside and NF port")
+    backends = []
+    for i, b in enumerate(items):
+        if not isinstance(b, dict):
+            raise ChainError(f"lb.backends[{i}]: expected a JSON object")
+        try:
+            extra = set(b) - {"vm_port", "vm_mac", "ip", "port"}
+            if extra:
+                raise ChainError(f"{sorted(extra)[0]}: unknown field")
+            be = Backend(_port(b, "vm_port"), _mac(b, "vm_mac"), _ipv4(b, "ip"), _tcp_port(b, "port"))
+            if vms.get(be.vm_port) != be.vm_mac:
+                raise ChainError(f"vm_port: {be.vm_port} with MAC {be.vm_mac} is not a chain's VM")
+        except ChainError as exc:
+            raise ChainError(f"lb.backends[{i}].{exc}") from None
+        if be.ip == vip or any(x.ip == be.ip or x.vm_port == be.vm_port for x in backends):
+            raise ChainError(f"lb.backends[{i}].ip: backends need distinct VMs and addresses, none the VIP")
+        backends.append(be)
+    return LbPath(port, vip, vip_port, tuple(backends))
+
+
+def parse_demo(raw: object) -> Demo:
+    """parse_chains' input, plus an optional "lb" next to "chains"."""
+    if isinstance(raw, dict) and "chains" in raw and "lb" in raw:
+        chains = parse_chains({k: v for k, v in raw.items() if k != "lb"})
+        return Demo(chains, parse_lb(raw["lb"], chains))
+    return Demo(parse_chains(raw))
+
+
+@dataclass(frozen=True)
 class Rule:
     priority: int
     in_port: int
     eth_src: str | None
     out_port: int
     eth_dst: str | None = None
+    match: tuple[tuple[str, int | str], ...] = ()  # further OXM fields (os-ken names)
+    set_eth_dst: str | None = None  # rewrite the destination MAC before the output
 
 
-def steering_rules(chains: Chain | Sequence[Chain]) -> list[Rule]:
-    """Per chain: VM -> nf_ports[0] -> ... -> nf_ports[-1] -> outside, and the reverse path back to the VM."""
+def lb_rules(lb: LbPath, out_port: int, out_mac: str) -> list[Rule]:
+    """outside -> LB -> backend VM (MAC set for the VM), backend -> LB -> outside; TCP only, above the chains."""
+    tcp = (("eth_type", 0x0800), ("ip_proto", 6))
+    rules = [Rule(300, out_port, None, lb.port, match=(*tcp, ("ipv4_dst", lb.vip), ("tcp_dst", lb.vip_port)))]
+    for b in lb.backends:
+        rules += [
+            Rule(300, lb.port, out_mac, b.vm_port, match=(*tcp, ("ipv4_dst", b.ip), ("tcp_dst", b.port)),
+                 set_eth_dst=b.vm_mac),
+            Rule(300, b.vm_port, None, lb.port, match=(*tcp, ("ipv4_src", b.ip), ("tcp_src", b.port))),
+            Rule(300, lb.port, b.vm_mac, out_port, match=(*tcp, ("ipv4_src", lb.vip), ("tcp_src", lb.vip_port))),
+        ]  # fmt: skip
+    return rules
+
+
+def steering_rules(chains: Chain | Sequence[Chain] | Demo) -> list[Rule]:
+    """Per chain: VM -> nf_ports[0] -> ... -> nf_ports[-1] -> outside, and the reverse path back to the VM;
+    then the LB path's rules, if any."""
+    if isinstance(chains, Demo):
+        lb = lb_rules(chains.lb, chains.chains[0].out_port, chains.chains[0].out_mac) if chains.lb else []
+        return steering_rules(chains.chains) + lb
     chains = (chains,) if isinstance(chains, Chain) else tuple(chains)
     rules = []
     for chain in chains:

@@ -5,7 +5,7 @@
 
 It polls the chain file (written by `uno run`); on a change, and whenever the switch (re)connects, it replaces
 the switch's table with the chain's rules, then writes `<chain>.installed` = {"mtime", "rules", "dpid"} once
-the switch has answered a barrier. A malformed file installs nothing and is reported in `<chain>.error`."""
+the switch has answered a barrier. The file may add an LB path (chain.py: VIP traffic through the LB NF). A malformed file installs nothing and is reported in `<chain>.error`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev
 from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
-from nf_agent.demo.chain import ChainError, parse_chains, steering_rules
+from nf_agent.demo.chain import ChainError, parse_demo, steering_rules
 
 
 class ChainSteering(app_manager.OSKenApp):
@@ -56,18 +56,19 @@ class ChainSteering(app_manager.OSKenApp):
         ofp, parser = dp.ofproto, dp.ofproto_parser
         try:
             mtime = self.path.stat().st_mtime
-            chains = parse_chains(json.loads(self.path.read_text()))
+            demo = parse_demo(json.loads(self.path.read_text()))
         except (OSError, ValueError, ChainError) as exc:
             Path(f"{self.path}.error").write_text(f"{exc}\n")
             self.logger.error("chain %s: %s", self.path, exc)
             return
         dp.send_msg(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL,
                                       out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY))  # fmt: skip
-        rules = steering_rules(chains)
+        rules = steering_rules(demo)
         for r in rules:
             fields = {"in_port": r.in_port} | ({"eth_src": r.eth_src} if r.eth_src else {})
-            fields |= {"eth_dst": r.eth_dst} if r.eth_dst else {}
-            actions = [parser.OFPActionOutput(r.out_port)]
+            fields |= ({"eth_dst": r.eth_dst} if r.eth_dst else {}) | dict(r.match)
+            actions = [parser.OFPActionSetField(eth_dst=r.set_eth_dst)] if r.set_eth_dst else []
+            actions.append(parser.OFPActionOutput(r.out_port))
             inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
             dp.send_msg(parser.OFPFlowMod(dp, priority=r.priority, match=parser.OFPMatch(**fields),
                                           instructions=inst))  # fmt: skip

@@ -2,10 +2,12 @@
 
 Brings up an os-ken controller (nf_agent/demo/osken_chain.py), the emulated host with OneSwitch connected to
 it, and `uno agent serve`; provisions through the agent's REST API two VMs and two chains (placed by the
-agent): outside -> IPsec gateway -> L7 firewall -> IPS -> VM `web`, and VM `app` -> NAT -> outside; writes the
-chains' description, which the controller turns into steering rules on OneSwitch; drives traffic (ping, HTTP
-allowed and blocked, ESP from a remote site's gateway through the IPsec gateway, HTTP through the NAT); shows
-what runs where, host CPU saved, PCIe use and traffic per NF; then floods the web chain so that the agent's
+agent): outside -> IPsec gateway -> L7 firewall -> IPS -> VM `web`, VM `app` -> NAT -> outside, and a load
+balancer (`nf lb`) whose virtual IP spreads TCP connections from the outside over HTTP servers in both VMs;
+writes the chains' description, which the controller turns into steering rules on OneSwitch; drives traffic
+(ping, HTTP allowed and blocked, ESP from a remote site's gateway through the IPsec gateway, HTTP through the
+NAT, connections to the VIP spread over both backends, and all on one when the other is marked down in the
+LB's pool); shows what runs where, host CPU saved, PCIe use and traffic per NF; then floods the web chain so that the agent's
 re-placement moves the IPS from the sNIC to the host, and shows that. Teardown always runs."""
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 from host_datapath.oneswitch_client import OneSwitchError
 from nf_agent.agent.runtime import NF_BINARY
 from nf_agent.demo import esp
+from nf_agent.demo import lb as lbp
 from nf_agent.demo.view import format_view
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.host import AlreadyRunning, EmulatedHost, ping
@@ -54,6 +57,8 @@ NAT_CONFIG = {"inside": ["10.77.0.0/24"], "public_ips": [PUBLIC_IP], "ports": "2
 # (id, type, hint); the IPsec gateway's config is made per run (fresh keys)
 CHAIN = [("ipsec", "ipsec", "snic0"), ("l7fw", "l7fw", "host"), ("ips", "ips", "snic0")]
 NAT_CHAIN = [("nat", "nat", "host")]  # VM app -> nat -> outside
+LB = ("lb", "lb", "snic0")  # outside -> VIP -> lb -> web or app, and back through lb
+BACKENDS = (("web", 0), ("app", 1))  # (VM id, VM index): an HTTP server on each behind the LB's VIP
 HTTP_PORT = 8080
 
 
@@ -100,7 +105,9 @@ class Demo:
 
     def __init__(self, host: EmulatedHost, config: str | None, once: bool, out=print):
         if host.config.vms < 2:
-            raise CliError("the demo needs vms >= 2 (VM web behind the IPsec chain, VM app behind the NAT)")
+            raise CliError(
+                "the demo needs vms >= 2 (VM web behind the IPsec chain, VM app behind the NAT, both behind the LB)"
+            )
         self.once, self.out = once, out
         self.config = config
         self.tmp = Path(tempfile.mkdtemp(prefix=f"uno-demo-{host.name}-"))
@@ -117,7 +124,9 @@ class Demo:
         self.host_started = False
         self._cg_last: tuple[float, float] | None = None
         self.ipsec_gw, self.ipsec_peer = esp.sa_configs(nm.ip_vm(0), nm.ip_outside(0, 0))
-        self.configs = {"ipsec": self.ipsec_gw, "l7fw": L7FW_CONFIG, "ips": IPS_CONFIG, "nat": NAT_CONFIG}
+        self.configs = {"ipsec": self.ipsec_gw, "l7fw": L7FW_CONFIG, "ips": IPS_CONFIG, "nat": NAT_CONFIG,
+                        "lb": lbp.lb_config(nm.ip_vm(i) for _, i in BACKENDS)}  # fmt: skip
+        self.redis_url = ""
 
     # -- bring-up ----------------------------------------------------------------------------------------
     def start_controller(self) -> None:
@@ -163,7 +172,7 @@ class Demo:
             if code != 201:
                 raise CliError(f"POST /v1/vms {vm}: {code} {body}")
         vports = {}
-        for chain, expected in ((CHAIN, {"dst": "web"}), (NAT_CHAIN, {"src": "app"})):
+        for chain, expected in ((CHAIN, {"dst": "web"}), (NAT_CHAIN, {"src": "app"}), ([LB], {})):
             for nf_id, typ, prefer in chain:
                 req = {"type": typ, "id": nf_id, "config": self.configs[nf_id], "expected": {"gbps": 0, **expected},
                        "hints": {"prefer": prefer}}  # fmt: skip
@@ -176,7 +185,10 @@ class Demo:
                "nf_ports": [vports[c[0]] for c in reversed(CHAIN)]}  # fmt: skip
         app = {"vm_port": nm.vport_vm(1), "vm_mac": nm.mac(1, 0, 1), **out,
                "nf_ports": [vports[c[0]] for c in NAT_CHAIN]}  # fmt: skip
-        chain = {"chains": [web, app]}
+        backends = [{"vm_port": nm.vport_vm(i), "vm_mac": nm.mac(1, 0, i), "ip": nm.ip_vm(i),
+                     "port": lbp.BACKEND_PORT} for _, i in BACKENDS]  # fmt: skip
+        lb = {"port": vports["lb"], "vip": lbp.VIP, "vip_port": lbp.VIP_PORT, "backends": backends}
+        chain = {"chains": [web, app], "lb": lb}
         tmp = self.chain_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(chain))
         tmp.replace(self.chain_file)
@@ -192,7 +204,7 @@ class Demo:
         wait_for(done, 60, "the controller to install the chain on OneSwitch")
         self.out(f"controller (os-ken, {APP.name}) installed {json.loads(installed.read_text())['rules']} "
                  f"steering rules on OneSwitch: web -> ips -> l7fw -> ipsec -> outside, app -> nat -> outside, "
-                 f"and back")  # fmt: skip
+                 f"and back; outside -> VIP {lbp.VIP}:{lbp.VIP_PORT} -> lb -> web | app, and back through lb")  # fmt: skip
         return vports
 
     # -- traffic -----------------------------------------------------------------------------------------
@@ -224,8 +236,8 @@ class Demo:
         self.out(f"HTTP Host ok.example: {good}; Host evil.example: {evil} (l7fw blocks); "
                  f"GET /EVIL-DEMO-PAYLOAD: {attack} (ips drops)")  # fmt: skip
         ok = good == "200" and evil == "no answer" and attack == "no answer"
-        nat = self.nat_check()
-        return self.ipsec_check() and nat and ok
+        nat, ipsec, lb = self.nat_check(), self.ipsec_check(), self.lb_check()
+        return ok and nat and ipsec and lb
 
     def nat_check(self) -> bool:
         """HTTP from VM app through the NAT: the server must see the public address."""
@@ -240,6 +252,56 @@ class Demo:
         self.out(f"NAT: HTTP app ({nm.ip_vm(1)}) -> outside: {code}; the server saw the client as "
                  f"{seen[-1] if seen else 'nobody'} (nat's public address {PUBLIC_IP})")  # fmt: skip
         return code == "200" and bool(seen) and seen[-1] == PUBLIC_IP
+
+    # -- the LB path ---------------------------------------------------------------------------------------
+    def vip_get(self, *paths: str) -> list[tuple[str, str]]:
+        """GET the paths from the outside over one connection to the VIP; the backends' answers."""
+        urls = [f"http://{lbp.VIP}:{lbp.VIP_PORT}{p}" for p in paths]
+        r = subprocess.run(self.ns("outside", "curl", "-s", "-m", "3", *urls), capture_output=True, text=True)
+        return lbp.parse_answers(r.stdout, [b for b, _ in BACKENDS])
+
+    def vip_connections(self, n: int) -> dict[str, int]:
+        """n connections to the VIP, one after the other; connections per backend."""
+        answers = [a for _ in range(n) for a in self.vip_get("/")]
+        return lbp.spread(answers, [b for b, _ in BACKENDS])
+
+    def lb_backend(self, vm_index: int, state: str) -> str:
+        """Mark a backend up/down in the LB's pool (Redis) with `nf lb-backend`; the pool it prints."""
+        r = subprocess.run([str(NF_BINARY), "lb-backend", "--store", self.redis_url, "--nf-id", LB[0],
+                            "--backend", f"{nm.ip_vm(vm_index)}:{lbp.BACKEND_PORT}", "--state", state],
+                           capture_output=True, text=True, timeout=30)  # fmt: skip
+        if r.returncode != 0:
+            raise CliError(f"nf lb-backend --state {state}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+        return " | ".join(ln.strip() for ln in r.stdout.splitlines() if ln.strip())
+
+    def lb_check(self) -> bool:
+        """An HTTP server in each VM behind the VIP: the outside's connections spread over both, a connection
+        stays on its backend, and with web marked down in the pool new connections all go to app."""
+        for vm, i in BACKENDS:
+            self.procs.append(subprocess.Popen(
+                self.ns("vm" if i == 0 else "app", sys.executable, "-c", lbp.BACKEND_SERVER, vm, nm.ip_vm(i),
+                        str(lbp.BACKEND_PORT)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+        out_if = nm.if_eth(self.name, 0, 0)[1]
+        subprocess.run(self.ns("outside", "ip", "neigh", "replace", lbp.VIP, "lladdr", lbp.VIP_MAC, "dev", out_if),
+                       check=True, capture_output=True)  # fmt: skip
+        wait_for(lambda: self.vip_get("/"), 30, f"the VIP {lbp.VIP}:{lbp.VIP_PORT} to answer through the LB")
+        one = self.vip_get("/a", "/b")
+        same = len(one) == 2 and one[0] == one[1]
+        self.out(f"LB: one connection, 2 requests to VIP {lbp.VIP}:{lbp.VIP_PORT}: answered by "
+                 f"{' and '.join(f'{b} (client {c})' for b, c in one) or 'nobody'}: "
+                 f"{'same backend' if same else 'FAILED'}")  # fmt: skip
+        n = 6
+        counts = self.vip_connections(n)
+        spread_ok = sum(counts.values()) == n and all(counts.values())
+        self.out(f"LB: {n} connections to VIP {lbp.VIP}:{lbp.VIP_PORT} -> {lbp.format_spread(counts)} "
+                 f"(fewest active connections first): {'ok' if spread_ok else 'FAILED'}")  # fmt: skip
+        pool = self.lb_backend(0, "down")
+        down = self.vip_connections(4)
+        self.lb_backend(0, "up")
+        down_ok = down == {"web": 0, "app": 4}
+        self.out(f"LB: web marked down in the pool ({pool}): 4 new connections -> {lbp.format_spread(down)}: "
+                 f"{'ok' if down_ok else 'FAILED'}; web marked up again")  # fmt: skip
+        return same and spread_ok and down_ok
 
     def ipsec_check(self) -> bool:
         """Site-to-site ESP: the remote site's gateway (nf ipsec in pcap mode, esp.py) encapsulates a datagram
@@ -370,6 +432,7 @@ class Demo:
         self.host_started = True  # a failed bring-up is torn down too
         try:
             status = self.host.up()
+            self.redis_url = status["redis"]["url"]
         except AlreadyRunning as exc:  # someone else's running host: leave it exactly as it is
             self.host_started = False
             raise CliError(f"{exc}; run `uno down` first") from None
@@ -413,6 +476,11 @@ class Demo:
                 rate, _ = self.iperf_result(burst, 5)
                 self.out(f"iperf3 burst done: {rate:.0f} Mbit/s received; back to ping only")
                 burst = None
+            where = {n["id"]: n for n in call(self.url, "GET", "/v1/nfs")[1]}.get(LB[0], {}).get(
+                "location", "?"
+            )
+            self.out(f"LB (on {where}): 4 connections to VIP {lbp.VIP}:{lbp.VIP_PORT} -> "
+                     f"{lbp.format_spread(self.vip_connections(4))}")  # fmt: skip
             self.show()
             code, d = call(self.url, "POST", "/v1/placement/run", {})
             if code == 200 and d.get("go"):

@@ -8,8 +8,17 @@ import random
 
 import pytest
 
-from nf_agent.demo import esp
-from nf_agent.demo.chain import Chain, ChainError, Rule, parse_chain, parse_chains, steering_rules
+from nf_agent.demo import esp, lb
+from nf_agent.demo.chain import (
+    Chain,
+    ChainError,
+    Demo,
+    Rule,
+    parse_chain,
+    parse_chains,
+    parse_demo,
+    steering_rules,
+)
 from nf_agent.demo.view import format_view
 
 VM, OUT = "02:00:00:00:00:01", "02:00:00:00:00:02"
@@ -150,3 +159,117 @@ def test_esp_helpers_frame_pcap_round_trip():
     gw, peer = esp.sa_configs("10.77.0.10", "10.77.1.1", ("00" * 16, "11" * 16))
     assert [(s["dir"], s["spi"]) for s in gw["sas"]] == [("in", esp.SPI_IN), ("out", esp.SPI_OUT)]
     assert [(s["dir"], s["spi"]) for s in peer["sas"]] == [("out", esp.SPI_IN), ("in", esp.SPI_OUT)]
+
+
+LB = {"port": 103, "vip": "10.77.0.100", "vip_port": 80,
+      "backends": [{"vm_port": 65, "vm_mac": VM, "ip": "10.77.0.10", "port": 8000},
+                   {"vm_port": 66, "vm_mac": APP, "ip": "10.77.0.11", "port": 8000}]}  # fmt: skip
+WITH_LB = {**TWO, "lb": LB}
+TCP = (("eth_type", 0x0800), ("ip_proto", 6))
+
+
+def test_lb_path_rules_steer_vip_traffic_through_the_lb_to_each_backend_and_back():
+    demo = parse_demo(WITH_LB)
+    rules = steering_rules(demo)
+    assert rules[:11] == steering_rules(parse_chains(TWO))  # the chains are unchanged
+    lb_rules = rules[11:]
+    assert lb_rules[0] == Rule(300, 1, None, 103, match=(*TCP, ("ipv4_dst", "10.77.0.100"), ("tcp_dst", 80)))
+    for port, mac, ip in ((65, VM, "10.77.0.10"), (66, APP, "10.77.0.11")):
+        assert (
+            Rule(300, 103, OUT, port, match=(*TCP, ("ipv4_dst", ip), ("tcp_dst", 8000)), set_eth_dst=mac)
+            in rules
+        )
+        assert Rule(300, port, None, 103, match=(*TCP, ("ipv4_src", ip), ("tcp_src", 8000))) in rules
+        assert Rule(300, 103, mac, 1, match=(*TCP, ("ipv4_src", "10.77.0.100"), ("tcp_src", 80))) in rules
+    assert len(lb_rules) == 1 + 3 * 2
+    assert parse_demo(TWO) == Demo(parse_chains(TWO))  # no "lb": the chains only
+
+
+def _lb(**change):
+    return {**TWO, "lb": {**LB, **change}}
+
+
+def _backend(i, **change):
+    bs = [dict(b) for b in LB["backends"]]
+    bs[i].update(change)
+    return _lb(backends=bs)
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({**TWO, "lb": []}, "lb"),
+        (_lb(port=101), r"lb\.port"),
+        (_lb(port=1), r"lb\.port"),
+        (_lb(port=0), r"lb\.port"),
+        (_lb(vip="10.77.0.300"), r"lb\.vip"),
+        (_lb(vip=None), r"lb\.vip"),
+        (_lb(vip_port=0), r"lb\.vip_port"),
+        (_lb(vip_port=65536), r"lb\.vip_port"),
+        (_lb(extra=1), r"lb\.extra"),
+        (_lb(backends=[]), r"lb\.backends"),
+        (_lb(backends=[LB["backends"][0]] * 9), r"lb\.backends"),
+        (_lb(backends=[1]), r"lb\.backends\[0\]"),
+        (_backend(1, vm_port=67), r"lb\.backends\[1\]\.vm_port"),
+        (_backend(1, vm_mac=VM), r"lb\.backends\[1\]\.vm_port"),
+        (_backend(0, ip="10.77.0.100"), r"lb\.backends\[0\]\.ip"),
+        (_backend(1, ip="10.77.0.10"), r"lb\.backends\[1\]\.ip"),
+        (_backend(1, vm_port=65, vm_mac=VM, ip="10.77.0.12"), r"lb\.backends\[1\]\.ip"),
+        (_backend(0, port=-1), r"lb\.backends\[0\]\.port"),
+        (_backend(0, junk=1), r"lb\.backends\[0\]\.junk"),
+        ({**_lb(), "chains": []}, "chains"),
+    ],
+)
+def test_bad_lb_paths_name_the_field(raw, field):
+    with pytest.raises(ChainError, match=f"^{field}:"):
+        parse_demo(raw)
+
+
+def test_fuzz_lb_path_rules_stay_within_the_ports():
+    rnd = random.Random(13)
+    values = [
+        0,
+        1,
+        65,
+        66,
+        103,
+        None,
+        "x",
+        [],
+        {},
+        VM,
+        APP,
+        "10.77.0.10",
+        "10.77.0.100",
+        80,
+        8000,
+        True,
+        2**16,
+    ]
+    for _ in range(1000):
+        raw = json.loads(json.dumps(WITH_LB))
+        for _ in range(rnd.randint(1, 3)):
+            bs = raw["lb"]["backends"]
+            target = rnd.choice(
+                [raw["lb"], *(b for b in bs if isinstance(b, dict))] if isinstance(bs, list) else [raw["lb"]]
+            )
+            keys = [*LB, "junk"] if target is raw["lb"] else [*LB["backends"][0], "junk"]
+            target[rnd.choice(keys)] = rnd.choice(values)
+        try:
+            demo = parse_demo(raw)
+        except ChainError:
+            continue
+        ports = {p for c in demo.chains for p in (c.vm_port, c.out_port, *c.nf_ports)} | {demo.lb.port}
+        for r in steering_rules(demo):
+            assert r.in_port in ports and r.out_port in ports and r.in_port != r.out_port
+
+
+def test_lb_answers_parse_and_spread():
+    text = "web 10.77.1.1:40000\napp 10.77.1.1:40002\ngarbage\nother 1.2.3.4:5\nweb 10.77.1.1:40004\n"
+    answers = lb.parse_answers(text, ["web", "app"])
+    assert answers == [("web", "10.77.1.1:40000"), ("app", "10.77.1.1:40002"), ("web", "10.77.1.1:40004")]
+    assert lb.spread(answers, ["web", "app"]) == {"web": 2, "app": 1}
+    assert lb.spread([], ["web", "app"]) == {"web": 0, "app": 0}
+    assert lb.format_spread({"web": 2, "app": 1}) == "web 2, app 1"
+    cfg = lb.lb_config(["10.77.0.10", "10.77.0.11"])
+    assert cfg["backends"] == ["10.77.0.10:8000", "10.77.0.11:8000"] and cfg["vip"] == lb.VIP

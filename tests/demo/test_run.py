@@ -72,12 +72,20 @@ def test_run_once_chain_traffic_replacement_and_nothing_left(tmp_path):
             proc.wait()
     assert proc.returncode == 0, out + err
     assert "connected to controller tcp:127.0.0.1:" in out
-    assert "installed 13 steering rules on OneSwitch" in out
+    assert "installed 20 steering rules on OneSwitch" in out  # 13 for the chains, 7 for the LB path
     assert "via ips, l7fw, ipsec: ok" in out
     assert "the server saw the client as 198.51.100.1" in out  # through the NAT
     assert "ESP (SPI 0x2001) from the remote site's gateway" in out and "(SPI 0x2002, no cleartext)" in out
     assert "HTTP Host ok.example: 200; Host evil.example: no answer" in out
     assert "GET /EVIL-DEMO-PAYLOAD: no answer (ips drops)" in out
+    # the LB path: a connection stays on one backend, connections spread over both, web down -> all to app
+    assert re.search(r"one connection, 2 requests to VIP 10\.77\.0\.100:80: answered by (web|app) \(client "
+                     r"10\.77\.1\.1:(\d+)\) and \1 \(client 10\.77\.1\.1:\2\): same backend", out)  # fmt: skip
+    spread = re.search(r"LB: 6 connections to VIP 10\.77\.0\.100:80 -> web (\d+), app (\d+) .*: ok", out)
+    assert spread and int(spread[1]) > 0 and int(spread[2]) > 0 and int(spread[1]) + int(spread[2]) == 6
+    assert re.search(r"LB: web marked down in the pool \(.*10\.77\.0\.10:8000 down.*\): 4 new connections -> "
+                     r"web 0, app 4: ok", out)  # fmt: skip
+    assert re.search(r"^  lb +lb +(host|snic0) ", out, re.M)  # the live view shows the LB and where it runs
     assert "capacity of snic0" in out
     assert re.search(r"moves: .*\b\w+ snic0 -> host", out)  # the overloaded sNIC is relieved
     assert "after the re-placement: ping ok, HTTP Host ok.example: 200" in out
@@ -93,6 +101,8 @@ def test_live_mode_refreshes_until_ctrl_c_then_nothing_left(tmp_path):
     try:
         assert read_until(proc, "Ctrl-C", lines), "".join(lines) + proc.stderr.read()
         assert read_until(proc, "--- ", lines), "".join(lines)  # one live refresh
+        assert read_until(proc, "4 connections to VIP 10.77.0.100:80 -> ", lines), "".join(lines)
+        assert re.search(r"LB \(on (host|snic0)\): 4 connections .* -> web \d, app \d", lines[-1]), lines[-1]
         assert read_until(proc, "PCIe snic0", lines), "".join(lines)
         assert machine_snapshot(name)["netns"]  # really up
         proc.send_signal(signal.SIGINT)
@@ -148,5 +158,7 @@ def test_demo_needs_two_vms_and_starts_nothing(tmp_path):
     cfg.write_text("rundir: /run/uno-test\nvms: 1\n")
     out = subprocess.run([sys.executable, "-m", "nf_agent.cli", "run", "--once", "--config", str(cfg), "--name", name],
                          cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert out.returncode == 2 and "needs vms >= 2" in out.stderr, out.stdout + out.stderr
+    assert out.returncode == 2 and "needs vms >= 2" in out.stderr and "the LB" in out.stderr, (
+        out.stdout + out.stderr
+    )
     assert leftovers(name) == NOTHING
