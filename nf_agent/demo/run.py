@@ -432,7 +432,7 @@ class Demo:
         self.host_started = True  # a failed bring-up is torn down too
         try:
             status = self.host.up()
-            self.redis_url = status["redis"]["url"]
+            self.redis_url = f"redis://127.0.0.1:{status['redis']['port']}"
         except AlreadyRunning as exc:  # someone else's running host: leave it exactly as it is
             self.host_started = False
             raise CliError(f"{exc}; run `uno down` first") from None
