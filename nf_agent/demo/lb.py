@@ -61,3 +61,25 @@ def spread(answers: Iterable[tuple[str, str]], names: Iterable[str]) -> dict[str
 
 def format_spread(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {c}" for n, c in counts.items())
+
+
+def pool_keys(nf_id: str, addrs: Iterable[str]) -> tuple[str, dict[str, str]]:
+    """The LB's pool key and its active-connection counter keys by backend address (nfs/README.md, `lb`)."""
+    return f"nf:{nf_id}:{{backends}}", {a: f"nf:{nf_id}:{{lb-conns:{a}}}" for a in addrs}
+
+
+def format_pool(pool: bytes | None, active: dict[str, bytes | None], names: dict[str, str]) -> str:
+    """The pool as one line, e.g. `web 10.77.0.10:8000 up, 1 active; ...` (backend names by address)."""
+    if pool is None:
+        return "pool not seeded yet"
+    states = {}
+    for line in pool.decode(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            states[parts[0]] = parts[1]
+    out = []
+    for addr, name in names.items():
+        raw = active.get(addr)
+        n = raw.decode(errors="replace") if raw is not None else "0"
+        out.append(f"{name} {addr} {states.get(addr, 'not in pool')}, {n} active")
+    return "; ".join(out)

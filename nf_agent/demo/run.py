@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import redis
+
 from host_datapath.oneswitch_client import OneSwitchError
 from nf_agent.agent.runtime import NF_BINARY
 from nf_agent.demo import esp
@@ -274,6 +276,18 @@ class Demo:
             raise CliError(f"nf lb-backend --state {state}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
         return " | ".join(ln.strip() for ln in r.stdout.splitlines() if ln.strip())
 
+    def lb_pool(self) -> str:
+        """The LB's backend pool and active-connection counters, read from the host's Redis."""
+        addrs = {f"{nm.ip_vm(i)}:{lbp.BACKEND_PORT}": vm for vm, i in BACKENDS}
+        pool_key, conn_keys = lbp.pool_keys(LB[0], addrs)
+        try:
+            r = redis.Redis.from_url(self.redis_url, socket_timeout=2, socket_connect_timeout=2)
+            with r:
+                values = r.mget([pool_key, *conn_keys.values()])
+        except redis.RedisError as exc:
+            return f"Redis: {exc}"
+        return lbp.format_pool(values[0], dict(zip(conn_keys, values[1:], strict=True)), addrs)
+
     def lb_check(self) -> bool:
         """An HTTP server in each VM behind the VIP: the outside's connections spread over both, a connection
         stays on its backend, and with web marked down in the pool new connections all go to app."""
@@ -295,6 +309,7 @@ class Demo:
         spread_ok = sum(counts.values()) == n and all(counts.values())
         self.out(f"LB: {n} connections to VIP {lbp.VIP}:{lbp.VIP_PORT} -> {lbp.format_spread(counts)} "
                  f"(fewest active connections first): {'ok' if spread_ok else 'FAILED'}")  # fmt: skip
+        self.out(f"LB pool in Redis: {self.lb_pool()} (closed connections count until their close timeout)")
         pool = self.lb_backend(0, "down")
         down = self.vip_connections(4)
         self.lb_backend(0, "up")
@@ -480,7 +495,7 @@ class Demo:
                 "location", "?"
             )
             self.out(f"LB (on {where}): 4 connections to VIP {lbp.VIP}:{lbp.VIP_PORT} -> "
-                     f"{lbp.format_spread(self.vip_connections(4))}")  # fmt: skip
+                     f"{lbp.format_spread(self.vip_connections(4))}; pool: {self.lb_pool()}")  # fmt: skip
             self.show()
             code, d = call(self.url, "POST", "/v1/placement/run", {})
             if code == 200 and d.get("go"):

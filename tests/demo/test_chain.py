@@ -273,3 +273,14 @@ def test_lb_answers_parse_and_spread():
     assert lb.format_spread({"web": 2, "app": 1}) == "web 2, app 1"
     cfg = lb.lb_config(["10.77.0.10", "10.77.0.11"])
     assert cfg["backends"] == ["10.77.0.10:8000", "10.77.0.11:8000"] and cfg["vip"] == lb.VIP
+
+
+def test_lb_pool_keys_and_view():
+    pool_key, conns = lb.pool_keys("lb", ["10.77.0.10:8000"])
+    assert pool_key == "nf:lb:{backends}" and conns == {"10.77.0.10:8000": "nf:lb:{lb-conns:10.77.0.10:8000}"}
+    names = {"10.77.0.10:8000": "web", "10.77.0.11:8000": "app"}
+    pool = b"10.77.0.10:8000 down\n10.77.0.11:8000 up\n"
+    text = lb.format_pool(pool, {"10.77.0.10:8000": b"2", "10.77.0.11:8000": None}, names)
+    assert text == "web 10.77.0.10:8000 down, 2 active; app 10.77.0.11:8000 up, 0 active"
+    assert lb.format_pool(None, {}, names) == "pool not seeded yet"
+    assert "app 10.77.0.11:8000 not in pool" in lb.format_pool(b"10.77.0.10:8000 up\ngarbage\n", {}, names)

@@ -85,6 +85,9 @@ def test_run_once_chain_traffic_replacement_and_nothing_left(tmp_path):
     assert spread and int(spread[1]) > 0 and int(spread[2]) > 0 and int(spread[1]) + int(spread[2]) == 6
     assert re.search(r"LB: web marked down in the pool \(.*10\.77\.0\.10:8000 down.*\): 4 new connections -> "
                      r"web 0, app 4: ok", out)  # fmt: skip
+    assert re.search(
+        r"LB pool in Redis: web 10\.77\.0\.10:8000 up, \d+ active; app 10\.77\.0\.11:8000 up, \d+ active", out
+    )
     assert re.search(r"^  lb +lb +(host|snic0) ", out, re.M)  # the live view shows the LB and where it runs
     assert "capacity of snic0" in out
     assert re.search(r"moves: .*\b\w+ snic0 -> host", out)  # the overloaded sNIC is relieved
@@ -102,7 +105,9 @@ def test_live_mode_refreshes_until_ctrl_c_then_nothing_left(tmp_path):
         assert read_until(proc, "Ctrl-C", lines), "".join(lines) + proc.stderr.read()
         assert read_until(proc, "--- ", lines), "".join(lines)  # one live refresh
         assert read_until(proc, "4 connections to VIP 10.77.0.100:80 -> ", lines), "".join(lines)
-        assert re.search(r"LB \(on (host|snic0)\): 4 connections .* -> web \d, app \d", lines[-1]), lines[-1]
+        assert re.search(
+            r"LB \(on (host|snic0)\): 4 connections .* -> web \d, app \d; pool: web .* up", lines[-1]
+        ), lines[-1]
         assert read_until(proc, "PCIe snic0", lines), "".join(lines)
         assert machine_snapshot(name)["netns"]  # really up
         proc.send_signal(signal.SIGINT)
