@@ -25,10 +25,12 @@ import net.uno.oneswitch.model.VirtualGroup;
 import net.uno.oneswitch.model.VirtualRule;
 import net.uno.oneswitch.south.SouthListener;
 import net.uno.oneswitch.south.SouthSwitch;
+import net.uno.oneswitch.translate.ActionSetOrder;
 import net.uno.oneswitch.translate.MatchUtil;
 import net.uno.oneswitch.translate.OfError;
 import net.uno.oneswitch.translate.TagAllocator;
 import net.uno.oneswitch.translate.Translator;
+import net.uno.oneswitch.translate.WriteActionSet;
 import org.projectfloodlight.openflow.protocol.OFBadRequestCode;
 import org.projectfloodlight.openflow.protocol.OFBucket;
 import org.projectfloodlight.openflow.protocol.OFErrorMsg;
@@ -99,6 +101,9 @@ public final class OneSwitchCore implements SouthListener {
 
   /** vport -> group id of OneSwitch's SELECT group, for every vport with several instances. */
   private final Map<Integer, Integer> scaleGroups = new HashMap<>();
+
+  /** The carrier groups of write_actions outputs the translated rules use, per switch. */
+  private final CarrierRefs carriers = new CarrierRefs();
 
   private final Map<VirtualRule.Key, List<PhysRule>> trans = new HashMap<>();
   private final Map<Integer, Map<String, List<OFBucket>>> groupTrans = new HashMap<>();
@@ -337,6 +342,7 @@ public final class OneSwitchCore implements SouthListener {
     List<PhysRule> old = trans.remove(k);
     if (old != null) {
       for (PhysRule p : old) {
+        carriers.unref(p);
         PhysRule.Key pk = p.key();
         desired.remove(pk);
         owners.remove(pk);
@@ -347,6 +353,7 @@ public final class OneSwitchCore implements SouthListener {
     if (t != null) {
       trans.put(k, t.phys());
       for (PhysRule p : t.phys()) {
+        carriers.ref(p);
         PhysRule.Key pk = p.key();
         desired.put(pk, p);
         owners.put(pk, k);
@@ -392,6 +399,11 @@ public final class OneSwitchCore implements SouthListener {
     }
   }
 
+  /** The groups each switch should hold now (tests). */
+  Map<String, Map<Integer, GroupSpec>> plannedGroups() {
+    return desiredGroups();
+  }
+
   private Map<String, Map<Integer, GroupSpec>> desiredGroups() {
     Map<String, Map<Integer, GroupSpec>> out = new HashMap<>();
     for (VirtualGroup g : groups.values()) {
@@ -401,6 +413,7 @@ public final class OneSwitchCore implements SouthListener {
             .put(g.groupId(), new GroupSpec(g.type(), e.getValue()));
       }
     }
+    carriers.addGroups(topo, ports, scaleGroups, tags::tagOf, out);
     // OneSwitch's SELECT group of each scaled-out vport, on every switch whose tags are live.
     Translator t = plainTranslator();
     for (Map.Entry<Integer, Integer> e : scaleGroups.entrySet()) {
@@ -693,6 +706,7 @@ public final class OneSwitchCore implements SouthListener {
         }
       }
     }
+    ActionSetOrder.check(r, rules.values());
     Translated t = translate(r, ports);
     VirtualRule old = rules.remove(key);
     rules.put(key, r);
@@ -807,6 +821,7 @@ public final class OneSwitchCore implements SouthListener {
     try {
       for (VirtualRule r : sel) {
         VirtualRule n = r.withInstructions(fm.getInstructions());
+        ActionSetOrder.check(n, rules.values());
         ts.put(n.key(), translate(n, ports));
         updated.add(n);
       }
@@ -896,7 +911,7 @@ public final class OneSwitchCore implements SouthListener {
     if (!all && Integer.compareUnsigned(id, OFGroup.MAX.getGroupNumber()) > 0) {
       throw new OfError(OFGroupModFailedCode.INVALID_GROUP, "group " + gm.getGroup());
     }
-    if (Translator.isScaleGroup(id)) {
+    if (Translator.isScaleGroup(id) || WriteActionSet.isCarrierGroup(id)) {
       throw new OfError(
           OFGroupModFailedCode.INVALID_GROUP,
           "group ids 0x"
