@@ -260,6 +260,11 @@ def test_write_actions_outputs_equivalent(pair, seed):
     _load_write_rules(os_host, sut, ref, rules)
     out = check_equivalent(sut, ref, seed, rules, vlans=False)
     assert sum(sum(c.values()) for c in out.values()) > 0, f"seed {seed}: no packet left the reference"
+    # The controller sees only its own group; the carrier groups are OneSwitch's.
+    for cmd in ("dump-groups", "dump-group-stats"):
+        listed = sut.ofctl(cmd).stdout
+        assert "group_id=0xfff" not in listed and "group_id=429" not in listed, listed
+        assert f"group_id={rulegen.GROUP_ID}," in listed, listed
 
 
 def test_write_actions_equivalent_across_remap(pair):
