@@ -618,6 +618,7 @@ public final class OneSwitchCore implements SouthListener {
   private void reinstall(VirtualRule old) {
     VirtualRule.Key key = old.key();
     try {
+      ActionSetOrder.check(old, rules.values()); // a rule added since may conflict with the old one
       Translated t = translate(old, ports);
       rules.put(key, old);
       Set<PhysRule.Key> dirty = new LinkedHashSet<>();

@@ -142,7 +142,10 @@ public final class WriteActionSet {
     }
     Optional<VPort> ov = ports.get(vport);
     if (ov.isEmpty()) {
-      return; // not mapped: the packet goes nowhere, as on the apply path
+      // Not mapped: the carrier drops. It still replaces an output or group written earlier, as the
+      // output to a missing port does in the virtual set.
+      out.add(F.actions().group(OFGroup.of(CARRIER_GROUP_BASE + vport)));
+      return;
     }
     VPort v = ov.get();
     if (ing != null && ing.vport() == vport && ing.port() != 0) {
@@ -230,9 +233,10 @@ public final class WriteActionSet {
   // ---------------------------------------------------------------- the carrier groups
 
   /**
-   * The carrier group {@code id} as installed on {@code sw}: INDIRECT for a vport carrier, ALL for
-   * {@link #FLOOD_CARRIER}. Empty if the vport is not mapped with one instance, or a tag it needs
-   * is not live (then no rule on {@code sw} uses it).
+   * The carrier group {@code id} as installed on {@code sw}: INDIRECT for a vport carrier (one
+   * empty bucket, a drop, while the vport is not mapped), ALL for {@link #FLOOD_CARRIER}. Empty if
+   * the vport has several instances, or a tag it needs is not live (then no rule on {@code sw} uses
+   * it).
    */
   public static Optional<Map.Entry<OFGroupType, List<OFBucket>>> carrier(
       Topology topo,
@@ -253,7 +257,10 @@ public final class WriteActionSet {
       return Optional.of(Map.entry(OFGroupType.ALL, out));
     }
     Optional<VPort> v = ports.get(id - CARRIER_GROUP_BASE);
-    if (v.isEmpty() || v.get().k() > 1) {
+    if (v.isEmpty()) {
+      return Optional.of(Map.entry(OFGroupType.INDIRECT, List.of(bucketOf(List.of()))));
+    }
+    if (v.get().k() > 1) {
       return Optional.empty();
     }
     return bucket(topo, scaleGroups, v.get(), sw, tagOf)

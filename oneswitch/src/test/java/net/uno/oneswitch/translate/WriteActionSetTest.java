@@ -207,8 +207,12 @@ class WriteActionSetTest {
     assertTrue(!WriteActionSet.isCarrierGroup(Translator.SCALE_GROUP_BASE));
     PhysRule p = t.rule(rule(0, 1, inPort(2), write(out(1)))).get(0);
     assertEquals(java.util.Set.of(carrier(1)), WriteActionSet.carriersOf(p));
-    assertEquals(
-        Optional.empty(), carrierOn(PORTS, carrier(9), "host"), "an unmapped vport has none");
+    // An unmapped vport's carrier drops, and still replaces what an earlier table wrote.
+    PhysRule u = t.rule(rule(0, 1, inPort(2), write(out(9)))).get(0);
+    assertEquals(List.of(group(carrier(9))), set(u));
+    var drop = carrierOn(PORTS, carrier(9), "host").orElseThrow();
+    assertEquals(OFGroupType.INDIRECT, drop.getKey());
+    assertEquals(List.of(), bucket(drop, 0));
   }
 
   @Test
