@@ -102,6 +102,9 @@ public final class OneSwitchCore implements SouthListener {
   /** vport -> group id of OneSwitch's SELECT group, for every vport with several instances. */
   private final Map<Integer, Integer> scaleGroups = new HashMap<>();
 
+  /** What the rules write into the action set, per table (WriteActionSet's order check). */
+  private final ActionSetOrder setOrder = new ActionSetOrder();
+
   /** The carrier groups of write_actions outputs the translated rules use, per switch. */
   private final CarrierRefs carriers = new CarrierRefs();
 
@@ -615,12 +618,28 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   /** Puts {@code old} back in place of whatever rule holds its key; drops the key if it fails. */
+  /**
+   * Every change of {@code rules} goes through here and {@link #removeRule} (setOrder's counts).
+   */
+  private VirtualRule putRule(VirtualRule r) {
+    VirtualRule old = rules.put(r.key(), r);
+    setOrder.remove(old);
+    setOrder.add(r);
+    return old;
+  }
+
+  private VirtualRule removeRule(VirtualRule.Key k) {
+    VirtualRule old = rules.remove(k);
+    setOrder.remove(old);
+    return old;
+  }
+
   private void reinstall(VirtualRule old) {
     VirtualRule.Key key = old.key();
     try {
-      ActionSetOrder.check(old, rules.values()); // a rule added since may conflict with the old one
+      setOrder.check(old); // a rule added since may conflict with the old one
       Translated t = translate(old, ports);
-      rules.put(key, old);
+      putRule(old);
       Set<PhysRule.Key> dirty = new LinkedHashSet<>();
       setTranslation(key, t, dirty);
       refreshDispatch(dirty);
@@ -633,7 +652,7 @@ public final class OneSwitchCore implements SouthListener {
 
   /** Removes a virtual rule without FLOW_REMOVED (the controller was told its ADD failed). */
   private void dropRule(VirtualRule.Key key) {
-    if (rules.remove(key) == null) {
+    if (removeRule(key) == null) {
       return;
     }
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
@@ -707,10 +726,10 @@ public final class OneSwitchCore implements SouthListener {
         }
       }
     }
-    ActionSetOrder.check(r, rules.values());
+    setOrder.check(r);
     Translated t = translate(r, ports);
-    VirtualRule old = rules.remove(key);
-    rules.put(key, r);
+    VirtualRule old = removeRule(key);
+    putRule(r);
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
     setTranslation(key, t, dirty);
     retiredCounters.remove(key);
@@ -822,7 +841,7 @@ public final class OneSwitchCore implements SouthListener {
     try {
       for (VirtualRule r : sel) {
         VirtualRule n = r.withInstructions(fm.getInstructions());
-        ActionSetOrder.check(n, rules.values());
+        setOrder.check(n);
         ts.put(n.key(), translate(n, ports));
         updated.add(n);
       }
@@ -842,7 +861,7 @@ public final class OneSwitchCore implements SouthListener {
               reinstall(was);
             }
           });
-      rules.put(n.key(), n);
+      putRule(n);
       Translated t = ts.get(n.key());
       setTranslation(n.key(), t, dirty);
       if (reset) {
@@ -878,7 +897,7 @@ public final class OneSwitchCore implements SouthListener {
         }
         reports.add(rm);
       }
-      rules.remove(k);
+      removeRule(k);
       setTranslation(k, null, dirty);
       retiredCounters.remove(k);
       idle.remove(k);

@@ -241,5 +241,20 @@ class WriteActionSetTest {
     ActionSetOrder.check(
         out1, List.of(rule(0, 1, inPort(2), write(F.actions().output(OFPort.CONTROLLER, 64)))));
     ActionSetOrder.check(out1, List.of(rule(1, 1, inPort(4), write(group(7)))));
+    // The core's incremental counts: a conflict lasts exactly while both rules are installed.
+    ActionSetOrder idx = new ActionSetOrder();
+    idx.add(g0);
+    idx.add(g0);
+    assertThrows(OfError.class, () -> idx.check(out1));
+    idx.remove(g0);
+    assertThrows(OfError.class, () -> idx.check(out1));
+    idx.remove(g0);
+    idx.check(out1);
+    idx.add(out1);
+    assertThrows(OfError.class, () -> idx.check(ctl2));
+    assertThrows(OfError.class, () -> idx.check(g0));
+    idx.remove(out1);
+    idx.check(ctl2);
+    idx.check(g0);
   }
 }
