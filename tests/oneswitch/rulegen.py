@@ -2,7 +2,9 @@
 
 Rules: matches over in_port, dl_src/dl_dst, dl_vlan (or "no VLAN"), ip/arp, nw_src/nw_dst (exact or /24),
 nw_proto, tp_src/tp_dst, metadata; actions output (1-2 ports, also IN_PORT), set_field on eth/ip/tcp/udp
-fields, push_vlan+set vid / pop_vlan, group (ALL), write_metadata, goto_table. Priorities are unique within a
+fields, push_vlan+set vid / pop_vlan, group (ALL), write_metadata, goto_table; with `write_outputs`, also
+write_actions sets (output to a port or FLOOD, set_field, the group, CONTROLLER-free) that later tables may
+overwrite. Priorities are unique within a
 table, so that which rule wins never depends on an implementation's tie-break (OpenFlow leaves it undefined).
 Every match meets the prerequisites of its actions, as ovs-ofctl demands. Field values come from small pools
 shared with the packet generator, so rules do match packets.
@@ -99,8 +101,11 @@ def _actions(
     facts: dict,
     groups: bool,
     vlans: bool = True,
+    write_outputs: bool = False,
 ) -> list[str]:
     acts: list[str] = []
+    if write_outputs and rng.random() < 0.45:
+        return _write_actions(rng, vports, table, tables, facts, groups)
     if rng.random() < 0.35:
         acts += _set_fields(rng, facts)
     if facts["vlan"] and rng.random() < 0.35:
@@ -123,6 +128,26 @@ def _actions(
     return acts or ["drop"]
 
 
+def _write_actions(
+    rng: random.Random, vports: list[int], table: int, tables: int, facts: dict, groups: bool
+) -> list[str]:
+    """An action set: the output runs at the end of the pipeline (unless a later table writes another)."""
+    acts: list[str] = []
+    if rng.random() < 0.3:
+        acts += _set_fields(rng, facts)[:1]
+    r = rng.random()
+    if groups and r < 0.1:
+        acts.append(f"group:{GROUP_ID}")
+    elif r < 0.25:
+        acts.append("output:FLOOD")
+    else:
+        acts.append(f"output:{rng.choice(vports)}")
+    out = [f"write_actions({','.join(acts)})"]
+    if table + 1 < tables and rng.random() < 0.5:
+        out.append(f"goto_table:{rng.randint(table + 1, tables - 1)}")
+    return out
+
+
 def generate(
     seed: int,
     vports: list[int],
@@ -131,8 +156,10 @@ def generate(
     groups: bool = True,
     prio_max: int = 999,
     vlans: bool = True,
+    write_outputs: bool = False,
 ) -> RuleSet:
-    """`vlans=False`: no VLAN match or push/pop (rules a VLAN-carried flow-id tag cannot clash with)."""
+    """`vlans=False`: no VLAN match or push/pop (rules a VLAN-carried flow-id tag cannot clash with).
+    `write_outputs`: some rules write their output into the action set instead."""
     rng = random.Random(seed)
     group_specs: list[str] = []
     if groups:
@@ -150,7 +177,7 @@ def generate(
             prio = rng.randint(1, prio_max)
         used[table].add(prio)
         match, facts = _match(rng, vports, table, vlans)
-        acts = _actions(rng, vports, table, tables, facts, groups, vlans)
+        acts = _actions(rng, vports, table, tables, facts, groups, vlans, write_outputs)
         flows.append(",".join([f"table={table}", f"priority={prio}", *match]) + ",actions=" + ",".join(acts))
     return RuleSet(seed=seed, groups=tuple(group_specs), flows=tuple(flows))
 

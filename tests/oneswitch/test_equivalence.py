@@ -133,9 +133,10 @@ def test_remap_under_traffic_equivalent_and_lossless(pair):
     os_host, sut, ref = pair
     seed = SEEDS[0] + 1000
     rules = rulegen.generate(seed, VPORTS, n_rules=25)
+    # One stream by the apply path, one by an action set (OneSwitch's carrier group, re-pointed by the remap).
     stream_rules = [
-        f"table=0,priority=1000,in_port={v},dl_type={STREAM_TYPE:#06x},actions=output:{NF_HOST}"
-        for v in (100, 1)
+        f"table=0,priority=1000,in_port=100,dl_type={STREAM_TYPE:#06x},actions=output:{NF_HOST}",
+        f"table=0,priority=1000,in_port=1,dl_type={STREAM_TYPE:#06x},actions=write_actions(output:{NF_HOST})",
     ]
     rules = rulegen.RuleSet(seed, rules.groups, (*rules.flows, *stream_rules))
     loaded = load_checked(rules, sut, ref)
@@ -201,10 +202,13 @@ def test_remap_under_traffic_equivalent_and_lossless(pair):
 REFUSED = {
     "table=0,priority=1000,in_port=100,actions=NORMAL": "OFPBAC_BAD_OUT_PORT",
     "table=0,priority=1001,in_port=101,actions=LOCAL": "OFPBAC_BAD_OUT_PORT",
-    "table=0,priority=1002,in_port=1,actions=write_actions(output:2)": "OFPBAC_UNSUPPORTED_ORDER",
+    # After ORDER_HELPER's group in table 0, an action-set output in table 1 would run OneSwitch's carrier group
+    # instead of the controller's (a group in the set wins over an output): refused.
+    "table=1,priority=1002,in_port=1,actions=write_actions(output:2)": "OFPBAC_UNSUPPORTED_ORDER",
     "table=0,priority=1003,in_port=2,actions=set_queue:1,output:1": "OFPBAC_BAD_QUEUE",
     "table=0,priority=1004,in_port=200,actions=meter:1,output:1": "OFPBIC_UNSUP_INST",
 }
+ORDER_HELPER = f"table=0,priority=1005,in_port=1,actions=write_actions(group:{rulegen.GROUP_ID}),goto_table:1"
 REFUSED_GROUPS = {"group_id=9,type=ff,bucket=watch_port:1,output:1": "OFPGMFC_BAD_TYPE"}
 
 
@@ -214,7 +218,7 @@ def test_refused_rule_kinds_are_skipped_on_both(pair):
     os_host, sut, ref = pair
     seed = 3
     base = rulegen.generate(seed, VPORTS, n_rules=20, vlans=False)
-    rules = rulegen.RuleSet(seed, (*base.groups, *REFUSED_GROUPS), (*base.flows, *REFUSED))
+    rules = rulegen.RuleSet(seed, (*base.groups, *REFUSED_GROUPS), (*base.flows, ORDER_HELPER, *REFUSED))
     errors_before = physical_errors(os_host.client)
     loaded = load_checked(rules, sut, ref)
     refused = dict(loaded.refused)
@@ -224,4 +228,61 @@ def test_refused_rule_kinds_are_skipped_on_both(pair):
     expected = set(REFUSED) | set(REFUSED_GROUPS)
     assert set(refused) == expected, f"refused beyond the expected: {set(refused) - expected}"
     assert physical_errors(os_host.client) == errors_before
+    check_equivalent(sut, ref, seed, rules, per_port=5, vlans=False)
+
+
+WRITE_SEEDS = [int(s) for s in os.environ.get("UNO_EQ_WRITE_SEEDS", "11,12,13").split(",")]
+
+
+def _write_rules(seed: int) -> rulegen.RuleSet:
+    return rulegen.generate(seed, VPORTS, n_rules=30, vlans=False, write_outputs=True)
+
+
+def _load_write_rules(os_host, sut, ref, rules: rulegen.RuleSet) -> equiv.Loaded:
+    errors_before = physical_errors(os_host.client)
+    loaded = load_checked(rules, sut, ref)
+    assert physical_errors(os_host.client) == errors_before, (
+        f"seed {rules.seed}: a physical switch refused a translation"
+    )
+    outs = [f for f in loaded.accepted if "write_actions(" in f and "output:" in f.split("write_actions(")[1]]
+    assert any("output:FLOOD" in f for f in outs) or rules.seed != WRITE_SEEDS[0], outs
+    assert len(outs) >= 3, f"seed {rules.seed}: too few write_actions outputs accepted: {loaded.refused}"
+    for spec, err in loaded.refused:  # only the action-set order check may refuse these rule sets
+        assert "OFPBAC_UNSUPPORTED_ORDER" in err, f"seed {rules.seed}: {spec}: {err}"
+    return loaded
+
+
+@pytest.mark.parametrize("seed", WRITE_SEEDS)
+def test_write_actions_outputs_equivalent(pair, seed):
+    """Outputs to local and remote vports and FLOOD inside write_actions (OneSwitch's carrier groups)."""
+    os_host, sut, ref = pair
+    rules = _write_rules(seed)
+    _load_write_rules(os_host, sut, ref, rules)
+    out = check_equivalent(sut, ref, seed, rules, vlans=False)
+    assert sum(sum(c.values()) for c in out.values()) > 0, f"seed {seed}: no packet left the reference"
+    # The controller sees only its own group; the carrier groups are OneSwitch's.
+    for cmd in ("dump-groups", "dump-group-stats"):
+        listed = sut.ofctl(cmd).stdout
+        assert "group_id=0xfff" not in listed and "group_id=429" not in listed, listed
+        assert f"group_id={rulegen.GROUP_ID}," in listed, listed
+
+
+def test_write_actions_equivalent_across_remap(pair):
+    """The same with vport 200 on the host, remapped to snic0 (its carriers re-pointed), and back."""
+    os_host, sut, ref = pair
+    seed = WRITE_SEEDS[0] + 100
+    rules = _write_rules(seed)
+    loaded = _load_write_rules(os_host, sut, ref, rules)
+    assert any(f"output:{NF_HOST})" in f for f in loaded.accepted), "no action set outputs to vport 200"
+    check_equivalent(sut, ref, seed, rules, per_port=5, vlans=False)
+    old, spare = sut.endpoints[NF_HOST][0], sut.endpoints["unmapped"][0]  # type: ignore[index]
+    os_host.client.remap(NF_HOST, "snic0", SPARE_SNIC_OFPORT)
+    try:
+        sut.endpoints[NF_HOST] = [spare]
+        sut.endpoints["unmapped"] = [old]  # type: ignore[index]
+        check_equivalent(sut, ref, seed, rules, per_port=5, vlans=False)
+    finally:
+        os_host.client.remap(NF_HOST, "host", nm.NF_PORT_BASE)
+        sut.endpoints[NF_HOST] = [old]
+        sut.endpoints["unmapped"] = [spare]  # type: ignore[index]
     check_equivalent(sut, ref, seed, rules, per_port=5, vlans=False)

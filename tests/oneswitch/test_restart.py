@@ -25,6 +25,10 @@ from .conftest import ONESWITCH
 
 pytestmark = ONESWITCH
 REPO = Path(__file__).resolve().parents[2]
+# An action-set output from vm1 (host switch) to the wire (vport 1, on the sNIC): OneSwitch's carrier group of
+# vport 1 on the host switch (oneswitch/README.md "Outputs in write_actions").
+WRITE_FLOW = "table=0,priority=4,in_port=101,ip,nw_dst=10.9.9.8,actions=write_actions(output:1)"
+CARRIER_1 = 0xFFF10000 + 1
 _VOLATILE = re.compile(r"\b(cookie|duration|n_packets|n_bytes|idle_age|hard_age)=[^,\s]+,?\s*")
 
 
@@ -55,6 +59,17 @@ def flows(target: str, keep_cookie: bool = False) -> list[str]:
     return sorted(_VOLATILE.sub("", ln) for ln in lines)
 
 
+def groups(target: str) -> list[str]:
+    out = subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "dump-groups", target],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    return sorted(ln.strip() for ln in out.splitlines() if "group_id=" in ln)
+
+
 def physical(status: dict) -> dict[str, list[str]]:
     out = {"host": flows(status["host"]["openflow"])}
     out.update({sn["id"]: flows(sn["openflow"]) for sn in status["snics"]})
@@ -73,7 +88,7 @@ def test_kill_9_under_traffic_then_up_again_reuses_state(tmp_path):
         o = status["oneswitch"]
         subprocess.run(
             ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "add-flows", o["listen"], "-"],
-            input="\n".join(l2_flows(status)) + "\n",
+            input="\n".join([*l2_flows(status), WRITE_FLOW]) + "\n",
             text=True,
             check=True,
             timeout=60,
@@ -82,7 +97,9 @@ def test_kill_9_under_traffic_then_up_again_reuses_state(tmp_path):
         virt_before = flows(o["listen"], keep_cookie=True)
         ports_before = client.ports()
         phys_before = physical(status)
-        assert len(virt_before) == len(l2_flows(status))
+        assert len(virt_before) == len(l2_flows(status)) + 1
+        groups_before = groups(status["host"]["openflow"])
+        assert any(f"group_id={CARRIER_1}," in g for g in groups_before), groups_before
         # vm0 -> outside crosses the PCIe link (VLAN tag out of the host switch, popped on the sNIC): 100/s.
         ping = subprocess.Popen(
             ["ip", "netns", "exec", nm.ns_vm(name, 0), "ping", "-n", "-q", "-i", "0.01", "-W", "1",
@@ -95,6 +112,13 @@ def test_kill_9_under_traffic_then_up_again_reuses_state(tmp_path):
         os.kill(o["pid"], signal.SIGKILL)
         wait_for(lambda: not Path(f"/proc/{o['pid']}").exists(), 30, "the jar to die")
         time.sleep(1)  # the switches run on their own meanwhile
+        # The carrier group vanishes from the host switch meanwhile (with the flow using it): the restart's
+        # reconcile must recreate both.
+        subprocess.run(
+            ["ovs-ofctl", "-O", "OpenFlow13", "del-groups", status["host"]["openflow"], f"group_id={CARRIER_1}"],
+            check=True,
+            timeout=60,
+        )  # fmt: skip
         again = uno("up", "--config", str(cfg), "--name", name, "--json")
         assert again.returncode == 0, again.stderr
         after = json.loads(again.stdout)
@@ -114,6 +138,7 @@ def test_kill_9_under_traffic_then_up_again_reuses_state(tmp_path):
         assert flows(o["listen"], keep_cookie=True) == virt_before
         assert client.ports() == ports_before
         assert physical(after) == phys_before
+        assert groups(after["host"]["openflow"]) == groups_before
         # ... and it is still the switches' controller: a new rule reaches the host switch.
         subprocess.run(
             ["ovs-ofctl", "-O", "OpenFlow13", "add-flow", a["listen"],

@@ -275,3 +275,29 @@ def test_copies_beside_the_scaled_port_and_a_controller_group_chained_to_it(os_h
         for f in rules:
             bench.ofctl("del-flows", "--strict", f.split(",actions")[0])
         bench.ofctl("del-groups", "group_id=5")
+
+
+def test_write_actions_output_to_the_scaled_port_uses_its_select_group(os_host, bench):
+    """`output:101, write_actions(output:200)` from VM 0 (host switch) and Ethernet port 0 (snic0): the action set
+    reaches OneSwitch's select group of vport 200 at the end of the pipeline. Each frame reaches one instance
+    of 200 and VM 1, once each, and both instances are used."""
+    os_host.client.set_instances(NF_HOST, TWO)
+    rules = tuple(
+        f"priority=40000,in_port={v},udp,tp_dst={UDP_DST},actions=output:101,write_actions(output:{NF_HOST})"
+        for v in (100, 1)
+    )
+    for f in rules:
+        bench.ofctl("add-flow", f)
+    try:
+        pkts, flow_of = flows(n_flows=32, per_flow=2, first_pid=70000)
+        eps = {"vm0": bench.vm0, "eth0": bench.eth0}
+        got = send(bench, [(eps[k[0]], f) for k, f in pkts])
+        bad = {p: got.get(p) for p in flow_of if sorted(got.get(p, [])) not in (["a", "vm1"], ["b", "vm1"])}
+        assert not bad, (
+            f"{len(bad)} of {len(flow_of)} frames not at one instance + vm1: {list(bad.items())[:8]}"
+        )
+        where = Counter(next(x for x in got[p] if x != "vm1") for p in flow_of)
+        assert where["a"] > 0 and where["b"] > 0, where
+    finally:
+        for f in rules:
+            bench.ofctl("del-flows", "--strict", f.split(",actions")[0])

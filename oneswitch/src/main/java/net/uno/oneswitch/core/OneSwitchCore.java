@@ -25,10 +25,12 @@ import net.uno.oneswitch.model.VirtualGroup;
 import net.uno.oneswitch.model.VirtualRule;
 import net.uno.oneswitch.south.SouthListener;
 import net.uno.oneswitch.south.SouthSwitch;
+import net.uno.oneswitch.translate.ActionSetOrder;
 import net.uno.oneswitch.translate.MatchUtil;
 import net.uno.oneswitch.translate.OfError;
 import net.uno.oneswitch.translate.TagAllocator;
 import net.uno.oneswitch.translate.Translator;
+import net.uno.oneswitch.translate.WriteActionSet;
 import org.projectfloodlight.openflow.protocol.OFBadRequestCode;
 import org.projectfloodlight.openflow.protocol.OFBucket;
 import org.projectfloodlight.openflow.protocol.OFErrorMsg;
@@ -99,6 +101,12 @@ public final class OneSwitchCore implements SouthListener {
 
   /** vport -> group id of OneSwitch's SELECT group, for every vport with several instances. */
   private final Map<Integer, Integer> scaleGroups = new HashMap<>();
+
+  /** What the rules write into the action set, per table (WriteActionSet's order check). */
+  private final ActionSetOrder setOrder = new ActionSetOrder();
+
+  /** The carrier groups of write_actions outputs the translated rules use, per switch. */
+  private final CarrierRefs carriers = new CarrierRefs();
 
   private final Map<VirtualRule.Key, List<PhysRule>> trans = new HashMap<>();
   private final Map<Integer, Map<String, List<OFBucket>>> groupTrans = new HashMap<>();
@@ -337,6 +345,7 @@ public final class OneSwitchCore implements SouthListener {
     List<PhysRule> old = trans.remove(k);
     if (old != null) {
       for (PhysRule p : old) {
+        carriers.unref(p);
         PhysRule.Key pk = p.key();
         desired.remove(pk);
         owners.remove(pk);
@@ -347,6 +356,7 @@ public final class OneSwitchCore implements SouthListener {
     if (t != null) {
       trans.put(k, t.phys());
       for (PhysRule p : t.phys()) {
+        carriers.ref(p);
         PhysRule.Key pk = p.key();
         desired.put(pk, p);
         owners.put(pk, k);
@@ -392,6 +402,11 @@ public final class OneSwitchCore implements SouthListener {
     }
   }
 
+  /** The groups each switch should hold now (tests). */
+  Map<String, Map<Integer, GroupSpec>> plannedGroups() {
+    return desiredGroups();
+  }
+
   private Map<String, Map<Integer, GroupSpec>> desiredGroups() {
     Map<String, Map<Integer, GroupSpec>> out = new HashMap<>();
     for (VirtualGroup g : groups.values()) {
@@ -401,6 +416,7 @@ public final class OneSwitchCore implements SouthListener {
             .put(g.groupId(), new GroupSpec(g.type(), e.getValue()));
       }
     }
+    carriers.addGroups(topo, ports, scaleGroups, tags::tagOf, out);
     // OneSwitch's SELECT group of each scaled-out vport, on every switch whose tags are live.
     Translator t = plainTranslator();
     for (Map.Entry<Integer, Integer> e : scaleGroups.entrySet()) {
@@ -602,11 +618,28 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   /** Puts {@code old} back in place of whatever rule holds its key; drops the key if it fails. */
+  /**
+   * Every change of {@code rules} goes through here and {@link #removeRule} (setOrder's counts).
+   */
+  private VirtualRule putRule(VirtualRule r) {
+    VirtualRule old = rules.put(r.key(), r);
+    setOrder.remove(old);
+    setOrder.add(r);
+    return old;
+  }
+
+  private VirtualRule removeRule(VirtualRule.Key k) {
+    VirtualRule old = rules.remove(k);
+    setOrder.remove(old);
+    return old;
+  }
+
   private void reinstall(VirtualRule old) {
     VirtualRule.Key key = old.key();
     try {
+      setOrder.check(old); // a rule added since may conflict with the old one
       Translated t = translate(old, ports);
-      rules.put(key, old);
+      putRule(old);
       Set<PhysRule.Key> dirty = new LinkedHashSet<>();
       setTranslation(key, t, dirty);
       refreshDispatch(dirty);
@@ -619,7 +652,7 @@ public final class OneSwitchCore implements SouthListener {
 
   /** Removes a virtual rule without FLOW_REMOVED (the controller was told its ADD failed). */
   private void dropRule(VirtualRule.Key key) {
-    if (rules.remove(key) == null) {
+    if (removeRule(key) == null) {
       return;
     }
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
@@ -693,9 +726,10 @@ public final class OneSwitchCore implements SouthListener {
         }
       }
     }
+    setOrder.check(r);
     Translated t = translate(r, ports);
-    VirtualRule old = rules.remove(key);
-    rules.put(key, r);
+    VirtualRule old = removeRule(key);
+    putRule(r);
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
     setTranslation(key, t, dirty);
     retiredCounters.remove(key);
@@ -807,6 +841,7 @@ public final class OneSwitchCore implements SouthListener {
     try {
       for (VirtualRule r : sel) {
         VirtualRule n = r.withInstructions(fm.getInstructions());
+        setOrder.check(n);
         ts.put(n.key(), translate(n, ports));
         updated.add(n);
       }
@@ -826,7 +861,7 @@ public final class OneSwitchCore implements SouthListener {
               reinstall(was);
             }
           });
-      rules.put(n.key(), n);
+      putRule(n);
       Translated t = ts.get(n.key());
       setTranslation(n.key(), t, dirty);
       if (reset) {
@@ -862,7 +897,7 @@ public final class OneSwitchCore implements SouthListener {
         }
         reports.add(rm);
       }
-      rules.remove(k);
+      removeRule(k);
       setTranslation(k, null, dirty);
       retiredCounters.remove(k);
       idle.remove(k);
@@ -896,7 +931,7 @@ public final class OneSwitchCore implements SouthListener {
     if (!all && Integer.compareUnsigned(id, OFGroup.MAX.getGroupNumber()) > 0) {
       throw new OfError(OFGroupModFailedCode.INVALID_GROUP, "group " + gm.getGroup());
     }
-    if (Translator.isScaleGroup(id)) {
+    if (Translator.isScaleGroup(id) || WriteActionSet.isCarrierGroup(id)) {
       throw new OfError(
           OFGroupModFailedCode.INVALID_GROUP,
           "group ids 0x"

@@ -159,6 +159,11 @@ public final class Translator {
     this.scaleGroups = scaleGroups;
   }
 
+  /** Takes flow-id tag {@code key} for the rule being translated. */
+  int tag(long key) throws OfError {
+    return tags.tag(key);
+  }
+
   /** Switches that run the replicated pipeline: those with at least one mapped port. */
   public List<String> ingressSwitches() {
     List<String> out = new ArrayList<>();
@@ -265,7 +270,11 @@ public final class Translator {
         checkVlanDepth(r.match(), a.getActions(), sw);
         out.add(F.instructions().applyActions(actions(a.getActions(), sw, false, ing)));
       } else if (i instanceof OFInstructionWriteActions w) {
-        out.add(F.instructions().writeActions(actions(w.getActions(), sw, true, ing)));
+        List<OFAction> set =
+            new WriteActionSet(this, topo, ports)
+                .translate(
+                    r.match(), WriteActionSet.applyOf(r.instructions()), w.getActions(), sw, ing);
+        out.add(F.instructions().writeActions(set));
       } else if (i instanceof OFInstructionGotoTable g) {
         int t = g.getTableId().getValue();
         if (t <= r.table() || t >= virtualTables) {
@@ -329,9 +338,8 @@ public final class Translator {
   }
 
   /**
-   * Translates an action list executed on switch {@code sw}. In an action set ({@code set}) an
-   * output to a virtual port is refused: the set holds one output and fixed ordering, which cannot
-   * express "tag, output, untag".
+   * Translates an action list executed on switch {@code sw}. An output to a virtual port, FLOOD or
+   * ALL in an action set ({@code set}) is refused here: {@link WriteActionSet} carries those.
    */
   public List<OFAction> actions(List<OFAction> in, String sw, boolean set, Ingress ing)
       throws OfError {
@@ -454,7 +462,7 @@ public final class Translator {
    * Output to a vport served by several instances: OneSwitch's SELECT group of the vport on this
    * switch (OVS hashes the flow, so a flow sticks to one instance while the set is unchanged).
    */
-  private void emitScaled(VPort v, String sw, Ingress ing, List<OFAction> out) throws OfError {
+  void emitScaled(VPort v, String sw, Ingress ing, List<OFAction> out) throws OfError {
     if (ing == null) {
       throw new OfError(
           OFBadActionCode.BAD_OUT_PORT,

@@ -276,9 +276,11 @@ class TranslatorTest {
     refused(
         "BadAction/BAD_QUEUE", () -> t.rule(rule(0, 1, inPort(2), apply(F.actions().setQueue(1)))));
     refused(
-        "BadAction/UNSUPPORTED_ORDER",
+        "BadAction/BAD_OUT_PORT",
         () ->
-            t.rule(rule(0, 1, inPort(2), List.of(F.instructions().writeActions(List.of(out(1)))))));
+            t.rule(
+                rule(
+                    0, 1, inPort(2), List.of(F.instructions().writeActions(List.of(out(70000)))))));
     refused(
         "BadAction/BAD_OUT_GROUP",
         () -> t.rule(rule(0, 1, inPort(2), apply(F.actions().group(OFGroup.of(8))))));
