@@ -163,9 +163,9 @@ def run_veth(a: argparse.Namespace) -> dict | None:
     print(
         f"veth + OVS: nf on a veth (AF_{'XDP' if a.xdp else 'PACKET'}) behind an OVS userspace bridge, "
         f"traffic gen -> OVS -> nf -> OVS -> traffic sink; Redis {a.veth_redis}; {a.veth_repeats} run(s) per "
-        "mode, alternating, medians; pps = data packets/s (offered: sent, delivered: received by the sink, "
-        "both over the generator's sending time); cpu us/p = NF process CPU per received packet; redis = "
-        "Redis CPU per NF packet",
+        "mode, alternating, medians; pps = data packets/s (offered: sent over the generator's sending time, "
+        "delivered: received over the sink's receive window); cpu us/p = NF process CPU per received packet; "
+        "redis = Redis CPU per NF packet",
         flush=True,
     )
     print(veth.header(), flush=True)

@@ -4,9 +4,10 @@ datapath), fed by `traffic gen` and measured by `traffic sink` (bench/nfs/veth_t
 Per NF: local (in-process store, the baseline) vs stateless (Redis, pipelined client) vs cached (stateless
 + owner cache), alternating run by run in one session, medians over the repeats, for each workload:
 - saturation: the generator sends as fast as it can (offered above what the path sustains); reported are the
-  offered and delivered data packets/s (received by the sink / the generator's sending time), the loss, and
-  the NF process's CPU time per packet it received (utime + stime from /proc, which holds on a loaded machine
-  where wall-clock rates do not) and Redis's CPU time per packet;
+  offered data packets/s (sent / the generator's sending time), delivered data packets/s (received by the
+  sink / its receive window, first to last), the loss, and the NF process's CPU time per packet it received
+  (/proc schedstat of its threads, which holds on a loaded machine where wall-clock rates do not) and
+  Redis's CPU time per NF packet;
 - paced: long flows of 64 B at a stated offered load below saturation (half the lower of local's and
   stateless's delivered rate in this run), sink latency p50/p99 (generator send to sink receive, so OVS and
   the veths are in it for both modes); added latency = stateless minus local.
@@ -147,10 +148,14 @@ def run_figures(
     """Figures of one run from the generator's, the sink's and the NF's reports (pure)."""
     secs = max(gen["seconds"], 1e-9)
     sent_frac = gen["sent"] / max(gen["frames"], 1)
+    # Delivered over the sink's receive window (first to last data packet): at saturation the queues in
+    # the veths and OVS drain after the generator stops, so its sending time would overstate the rate.
+    span = sink.get("rx_span_s", 0.0)
+    rx_secs = span if span > 0 and sink["received"] > 1 else secs
     rx = stats.get("counters", stats).get("rx", 0) or 0
     return {
         "offered_pps": round(wl.data_packets * sent_frac / secs),
-        "delivered_pps": round(sink["received"] / secs),
+        "delivered_pps": round(sink["received"] / rx_secs),
         "loss": round(sink["lost"] / max(sink["expected"], 1), 4),
         "p50_us": sink["latency_us"]["p50"],
         "p99_us": sink["latency_us"]["p99"],

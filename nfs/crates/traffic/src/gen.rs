@@ -152,8 +152,12 @@ mod tests {
                 let p = packet::Parsed::new_checked(&g.frame).unwrap();
                 let t = &g.frame[p.l4_offset..];
                 let sport = u16::from_be_bytes([t[0], t[1]]);
-                (sport == 10_000)
-                    .then(|| (u32::from_be_bytes(t[4..8].try_into().unwrap()), p.payload(&g.frame).len()))
+                (sport == 10_000).then(|| {
+                    (
+                        u32::from_be_bytes(t[4..8].try_into().unwrap()),
+                        p.payload(&g.frame).len(),
+                    )
+                })
             })
             .collect();
         assert_eq!(
