@@ -148,10 +148,11 @@ def run_figures(
     """Figures of one run from the generator's, the sink's and the NF's reports (pure)."""
     secs = max(gen["seconds"], 1e-9)
     sent_frac = gen["sent"] / max(gen["frames"], 1)
-    # Delivered over the sink's receive window (first to last data packet): at saturation the queues in
-    # the veths and OVS drain after the generator stops, so its sending time would overstate the rate.
-    span = sink.get("rx_span_s", 0.0)
-    rx_secs = span if span > 0 and sink["received"] > 1 else secs
+    # Delivered over the sink's receive window (first to last data packet) when that is longer than the
+    # sending time: at saturation the queues in the veths and OVS drain after the generator stops, so the
+    # sending time alone would overstate the rate; a few packets in a short window (near-total loss) would
+    # overstate it too, so never less than the sending time.
+    rx_secs = max(sink.get("rx_span_s", 0.0), secs)
     rx = stats.get("counters", stats).get("rx", 0) or 0
     return {
         "offered_pps": round(wl.data_packets * sent_frac / secs),

@@ -37,6 +37,8 @@ def test_run_figures_from_reports():
     assert veth.run_figures(wl, gen, sink, {"counters": {"rx": 0}}, 0.1, 0.1)["nf_cpu_us_per_pkt"] is None
     # With the sink's receive window, delivered is over that window (queues drained after the sender stopped).
     assert veth.run_figures(wl, gen, {**sink, "rx_span_s": 0.6}, stats, 0.0, 0.0)["delivered_pps"] == 1500
+    # A few packets in a short window (near-total loss): never more than received / sending time.
+    assert veth.run_figures(wl, gen, {**sink, "rx_span_s": 0.01}, stats, 0.0, 0.0)["delivered_pps"] == 1800
 
 
 def _m(pps, p50=10.0, p99=50.0, cpu=1.0):
