@@ -1,11 +1,16 @@
 """NF benchmark: packets/s on one core and per-batch latency, stateless (Redis on loopback) vs local
 baseline side by side in one run, long flows (thousands of packets) and short flows (20 packets),
-64 B and 1500 B, fed from memory so the NF and its state client are measured (no NIC, no OVS).
+64 B and 1500 B, in two variants (`--path`, both by default, memory first):
 
-Builds and runs the Rust harness nfs/crates/nfbench (`nf-bench`). Last line: one JSON object, per NF
-`stateless_pps`, `local_pps` (long flows, 64 B), `ratio_long` and `ratio_short64` (stateless/local
-packets/s), `added_p50_us`, `added_p99_us` (stateless minus local latency, long flows 64 B, at the same
-offered load), and the same for the batch-by-batch client (`sync_*`) and the owner cache (`cached_*`).
+- `memory`: fed from memory so the NF and its state client are measured (no NIC, no OVS): builds and runs
+  the Rust harness nfs/crates/nfbench (`nf-bench`);
+- `veth`: the `nf` binary on a veth behind a real OVS bridge, fed by `traffic gen`, measured by
+  `traffic sink` (bench/nfs/veth.py; needs root and Open vSwitch).
+
+Last line: one JSON object, per NF `stateless_pps`, `local_pps` (long flows, 64 B), `ratio_long` and
+`ratio_short64` (stateless/local packets/s), `added_p50_us`, `added_p99_us` (stateless minus local latency,
+long flows 64 B, at the same offered load), and the same for the batch-by-batch client (`sync_*`) and the
+owner cache (`cached_*`); the veth variant's figures per NF under the key `veth` (bench/nfs/veth.py).
 """
 
 from __future__ import annotations
@@ -14,9 +19,12 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from bench.common import final_json, print_machine
+from bench.nfs import veth
+from bench.nfs.veth_testbed import Testbed
 
 NFS_DIR = Path(__file__).resolve().parent.parent.parent / "nfs"
 
@@ -59,7 +67,7 @@ def summarise(results: dict) -> dict:
     return out
 
 
-def main() -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--batch", type=int, default=32)
@@ -67,15 +75,41 @@ def main() -> int:
     ap.add_argument(
         "--nfs",
         default="firewall,nat,nat-pipelined,monitor,monitor-inc,monitor-wb,lb,ips,l7fw,ipsec-out,ipsec-in",
+        help="NFs of the memory variant",
     )
-    a = ap.parse_args()
-    print_machine()
+    ap.add_argument("--path", default="memory,veth", help="variants to run: memory, veth or both (default)")
+    ap.add_argument("--veth-nfs", default=",".join(veth.NF_TYPES), help="NFs of the veth variant")
+    ap.add_argument("--veth-repeats", type=int, default=None, help="veth runs per mode (default 3, quick 1)")
+    ap.add_argument("--veth-redis", default="relay", choices=("relay", "direct"),
+                    help="relay: through the agent's socat relays (default); direct: Redis in the NF's namespace")  # fmt: skip
+    ap.add_argument(
+        "--xdp", action="store_true", help="veth variant: the NF uses AF_XDP (AF_PACKET if refused)"
+    )
+    ap.add_argument("--rundir", default="/run/uno-bench", help="veth variant: where its run directory goes")
+    a = ap.parse_args(argv)
+    paths = [p for p in a.path.split(",") if p]
+    bad = [p for p in paths if p not in ("memory", "veth")]
+    if bad or not paths:
+        ap.error(f"--path: unknown variant {bad[0] if bad else a.path!r} (memory, veth)")
+    a.paths = paths
+    a.veth_nfs_list = [n for n in a.veth_nfs.split(",") if n]
+    bad = [n for n in a.veth_nfs_list if n not in veth.NF_TYPES]
+    if bad or not a.veth_nfs_list:
+        ap.error(f"--veth-nfs: unknown NF {bad[0] if bad else a.veth_nfs!r} ({', '.join(veth.NF_TYPES)})")
+    if a.veth_repeats is None:
+        a.veth_repeats = 1 if a.quick else 3
+    if not 1 <= a.veth_repeats <= 50:
+        ap.error("--veth-repeats: must be 1-50")
+    return a
+
+
+def run_memory(a: argparse.Namespace) -> dict | None:
     build = subprocess.run(
         ["cargo", "build", "--release", "-q", "-p", "nfbench"], cwd=NFS_DIR, capture_output=True, text=True
     )
     if build.returncode != 0:
         print(build.stderr, file=sys.stderr)
-        return 1
+        return None
     cmd = [
         str(NFS_DIR / "target/release/nf-bench"),
         "--batch",
@@ -90,7 +124,7 @@ def main() -> int:
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if run.returncode != 0:
         print(run.stderr, file=sys.stderr)
-        return 1
+        return None
     data = json.loads(run.stdout.strip().splitlines()[-1])
     print(
         f"batch {data['batch']}, depth {data['depth']}, {data['repeats']} repeat(s) per mode (medians), "
@@ -113,7 +147,50 @@ def main() -> int:
                 p = r["paced"]
                 lat = " ".join(f"{m} {p[m]['p50_us']:.0f}/{p[m]['p99_us']:.0f}" for m in modes)
                 print(f"{'':9} {'':10} at {p['offered_pps']:.0f} pps offered: {lat}")
-    final_json(summarise(data["results"]))
+    return summarise(data["results"])
+
+
+def run_veth(a: argparse.Namespace) -> dict | None:
+    build = subprocess.run(
+        ["cargo", "build", "--release", "-q", "-p", "nf", "-p", "traffic"], cwd=NFS_DIR, capture_output=True,
+        text=True,
+    )  # fmt: skip
+    if build.returncode != 0:
+        print(build.stderr, file=sys.stderr)
+        return None
+    bins = veth.Binaries(NFS_DIR / "target/release/nf", NFS_DIR / "target/release/traffic")
+    t0 = time.monotonic()
+    print(
+        f"veth + OVS: nf on a veth (AF_{'XDP' if a.xdp else 'PACKET'}) behind an OVS userspace bridge, "
+        f"traffic gen -> OVS -> nf -> OVS -> traffic sink; Redis {a.veth_redis}; {a.veth_repeats} run(s) per "
+        "mode, alternating, medians; pps = data packets/s (offered: sent over the generator's sending time, "
+        "delivered: received over the sink's receive window); cpu us/p = NF process CPU per received packet; "
+        "redis = Redis CPU per NF packet",
+        flush=True,
+    )
+    print(veth.header(), flush=True)
+    with Testbed(rundir=a.rundir, redis=a.veth_redis) as tb:
+        results = veth.run(tb, bins, a.veth_nfs_list, a.quick, a.veth_repeats, a.xdp,
+                           log=lambda s: print(s, flush=True))  # fmt: skip
+    print(f"veth variant: {time.monotonic() - t0:.0f} s", flush=True)
+    return veth.summarise(results)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parse(argv)
+    print_machine()
+    figures: dict = {}
+    if "memory" in a.paths:
+        mem = run_memory(a)
+        if mem is None:
+            return 1
+        figures.update(mem)
+    if "veth" in a.paths:
+        v = run_veth(a)
+        if v is None:
+            return 1
+        figures["veth"] = v
+    final_json(figures)
     return 0
 
 

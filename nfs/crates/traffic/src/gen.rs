@@ -55,21 +55,24 @@ fn spec<'a>(
 }
 
 /// Frames of all flows, interleaved round-robin. TCP flows: SYN, SYN+ACK (from the server side),
-/// ACK, data..., FIN (client), FIN+ACK (server). Data packets carry a [`Marker`].
+/// ACK, data..., FIN (client), FIN+ACK (server). Data packets carry a [`Marker`]. TCP sequence
+/// numbers are byte offsets as a real stream's (the SYN takes 0, data starts at 1 and is
+/// contiguous), so a reassembling NF (the IPS) scans every payload byte.
 pub fn frames(c: &GenConfig) -> Vec<GenFrame> {
     let hdr = if c.tcp { 54 } else { 42 };
     let plen = c.frame_len.saturating_sub(hdr).max(MARKER_LEN);
     let tcp = |seq: u32, flags: u8| Transport::Tcp { seq, ack: 0, flags };
-    let ctrl = |flow: u32, reverse: bool, flags: u8| GenFrame {
-        frame: spec(c, flow, reverse, tcp(0, flags), &[]).build(),
+    let ctrl = |flow: u32, reverse: bool, seq: u32, flags: u8| GenFrame {
+        frame: spec(c, flow, reverse, tcp(seq, flags), &[]).build(),
         marker_at: None,
     };
+    let data_seq = |i: u32| 1u32.wrapping_add(i.wrapping_mul(plen as u32));
     let mut out = vec![];
     if c.tcp {
         for f in 0..c.flows {
-            out.push(ctrl(f, false, TCP_SYN));
-            out.push(ctrl(f, true, TCP_SYN | TCP_ACK));
-            out.push(ctrl(f, false, TCP_ACK));
+            out.push(ctrl(f, false, 0, TCP_SYN));
+            out.push(ctrl(f, true, 0, TCP_SYN | TCP_ACK));
+            out.push(ctrl(f, false, 1, TCP_ACK));
         }
     }
     let mut payload = vec![0u8; plen];
@@ -83,7 +86,7 @@ pub fn frames(c: &GenConfig) -> Vec<GenFrame> {
             }
             .write(&mut payload);
             let t = if c.tcp {
-                tcp(seq, TCP_PSH | TCP_ACK)
+                tcp(data_seq(seq), TCP_PSH | TCP_ACK)
             } else {
                 Transport::Udp
             };
@@ -97,8 +100,8 @@ pub fn frames(c: &GenConfig) -> Vec<GenFrame> {
     }
     if c.tcp {
         for f in 0..c.flows {
-            out.push(ctrl(f, false, TCP_FIN | TCP_ACK));
-            out.push(ctrl(f, true, TCP_FIN | TCP_ACK));
+            out.push(ctrl(f, false, data_seq(c.pkts), TCP_FIN | TCP_ACK));
+            out.push(ctrl(f, true, 1, TCP_FIN | TCP_ACK));
         }
     }
     out
@@ -120,4 +123,46 @@ pub fn stamp(g: &mut GenFrame, ts_ns: u64) {
     }
     // Marker offsets are even (headers are 42 or 54 bytes plus VLAN-free), so 16-bit words align.
     g.frame[csum_at..csum_at + 2].copy_from_slice(&new.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcp_sequence_numbers_are_contiguous_byte_offsets() {
+        let c = GenConfig {
+            run: 1,
+            flows: 2,
+            pkts: 3,
+            tcp: true,
+            frame_len: 100,
+            src: "10.0.0.1".parse().unwrap(),
+            dst: "10.0.0.2".parse().unwrap(),
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            dst_port: 80,
+        };
+        let fr = frames(&c);
+        assert_eq!(fr.len(), 2 * 3 + 2 * 5);
+        // Client side of flow 0: SYN 0, ACK 1, data 1, 47, 93 (46-byte payloads), FIN 139.
+        let seqs: Vec<(u32, usize)> = fr
+            .iter()
+            .filter_map(|g| {
+                let p = packet::Parsed::new_checked(&g.frame).unwrap();
+                let t = &g.frame[p.l4_offset..];
+                let sport = u16::from_be_bytes([t[0], t[1]]);
+                (sport == 10_000).then(|| {
+                    (
+                        u32::from_be_bytes(t[4..8].try_into().unwrap()),
+                        p.payload(&g.frame).len(),
+                    )
+                })
+            })
+            .collect();
+        assert_eq!(
+            seqs,
+            vec![(0, 0), (1, 0), (1, 46), (47, 46), (93, 46), (139, 0)]
+        );
+    }
 }

@@ -18,6 +18,9 @@ pub struct SinkStats {
     duplicates: u64,
     reordered: u64,
     latencies_ns: Vec<u64>,
+    /// Receive times of the first and the last counted marker (the delivered rate's window).
+    first_ns: Option<u64>,
+    last_ns: u64,
 }
 
 impl SinkStats {
@@ -52,6 +55,8 @@ impl SinkStats {
             _ => f.max_seq = Some(m.seq),
         }
         self.latencies_ns.push(now_ns.saturating_sub(m.ts_ns));
+        self.first_ns.get_or_insert(now_ns);
+        self.last_ns = now_ns;
     }
 
     pub fn received(&self) -> u64 {
@@ -79,6 +84,7 @@ impl SinkStats {
             "run": self.run, "flows": self.flows.len(), "expected": expected, "received": self.received,
             "lost": expected.saturating_sub(self.received), "duplicates": self.duplicates,
             "reordered": self.reordered,
+            "rx_span_s": self.first_ns.map_or(0.0, |f| self.last_ns.saturating_sub(f) as f64 / 1e9),
             "latency_us": {"p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "max": pct(1.0)},
         })
     }
@@ -115,6 +121,9 @@ mod tests {
         assert_eq!(r["reordered"], 1);
         assert_eq!(r["lost"], 3);
         assert_eq!(r["latency_us"]["p50"], 10.0);
+        assert_eq!(r["rx_span_s"], 0.0);
         assert_eq!(s.report(None)["expected"], 3 + 4);
+        s.observe(&m(1, 4, 1_000), 2_000_011_000);
+        assert_eq!(s.report(Some(8))["rx_span_s"], 2.0);
     }
 }
