@@ -152,6 +152,9 @@ class HostRuntime:
                 raise StartError(f"redis relay did not start: {_tail(self.dir / 'logs' / 'redis-relay.log')}")
             time.sleep(0.02)
         self.clean_stale_slots()
+        for sw in self.switches.values():  # connect OVSDB here, not racing the refill thread's first use
+            with contextlib.suppress(Exception):
+                getattr(sw.driver, "api", None)
         self.pool.start()
 
     def close(self) -> list[str]:
@@ -205,6 +208,11 @@ class HostRuntime:
             if p is not None:
                 with contextlib.suppress(Exception):
                     p.wait(timeout=1)
+        if slot.netns not in netns_list():
+            # never made, or swept with its veth by `uno down` (whose switches may be gone: no OVSDB call)
+            Path(slot.stats_sock).unlink(missing_ok=True)
+            self._slot_file(slot.key).unlink(missing_ok=True)
+            return
         errors = []
         try:
             self.switches[slot.location].detach(slot.port_if)
