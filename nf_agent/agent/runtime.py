@@ -248,15 +248,21 @@ class HostRuntime:
     def _take_slot(self, inst: Instance) -> bool:
         """Move a free slot at the instance's location under `inst` (its names, port and relays)."""
         slot = self.pool.take(inst.switch)
+        while slot is not None and not (
+            all(pid_alive(p) for p in slot.relay_pids) and Path(slot.stats_sock).exists()
+        ):  # a relay died while the slot waited: drop it, try the next (or start cold)
+            with contextlib.suppress(Exception):
+                self.destroy_slot(slot)
+            slot = self.pool.take(inst.switch)
         if slot is None:
             return False
+        self._slot_file(slot.key).unlink(missing_ok=True)  # the instance owns it now (stop() removes it)
         inst.netns, inst.inside_if, inst.port_if, inst.ofport = (
             slot.netns, slot.inside_if, slot.port_if, slot.ofport,
         )  # fmt: skip
         inst.relay_pids = list(slot.relay_pids)
         # The relay keeps listening on the renamed socket: the instance's stats path reaches it.
         os.rename(slot.stats_sock, self._files(inst)["stats"])
-        self._slot_file(slot.key).unlink(missing_ok=True)
         return True
 
     def locations(self) -> list[str]:
@@ -302,11 +308,8 @@ class HostRuntime:
         try:
             if self._take_slot(inst):
                 self.last_start["slot"] = True
-                try:
-                    self.config_files(nf, inst)
-                    self.start_nf(nf, inst, buffer)
-                finally:
-                    self.pool.refill()
+                self.config_files(nf, inst)
+                self.start_nf(nf, inst, buffer)
             else:
                 self.switches[inst.switch].attach_namespace(
                     inst.netns, inst.inside_if, inst.port_if, inst.ofport
@@ -321,6 +324,8 @@ class HostRuntime:
             if isinstance(exc, DatapathError | OSError):
                 raise StartError(f"{inst.id}: {exc}") from None
             raise
+        finally:
+            self.pool.refill()  # after this start (a no-op when the pool is full or disabled)
 
     def _cgroup_files(self, location: str) -> list[str]:
         if location == HOST:
