@@ -126,13 +126,22 @@ class HostRuntime:
 
     # -- agent-wide ------------------------------------------------------------------------------------
     def open(self) -> None:
-        """Start the Redis relay (root-namespace side), or adopt the one a previous agent left running.
+        """Start the Redis relay (root-namespace side), or adopt the one a previous agent left running;
+        remove the warm slots a previous agent left; start filling the pool.
 
-        It outlives the agent on purpose: running NFs keep their state tier while the agent restarts.
+        The relay outlives the agent on purpose: running NFs keep their state tier while the agent restarts.
         `uno down` removes it with the host (its command line names the host's rundir).
         """
         if not self.nf_binary.exists():
             raise StartError(f"NF binary {self.nf_binary} not built (run `scripts/setup.sh rust`)")
+        self._open_redis_relay()
+        self.clean_stale_slots()
+        for sw in self.switches.values():  # connect OVSDB here, not racing the refill thread's first use
+            with contextlib.suppress(Exception):
+                getattr(sw.driver, "api", None)
+        self.pool.start()
+
+    def _open_redis_relay(self) -> None:
         pidfile = self.dir / "redis-relay.pid"
         pid = read_pidfile(pidfile)
         if pid and self.redis_sock.exists():
@@ -151,11 +160,6 @@ class HostRuntime:
             if time.monotonic() > deadline or not pid_alive(self.redis_relay):
                 raise StartError(f"redis relay did not start: {_tail(self.dir / 'logs' / 'redis-relay.log')}")
             time.sleep(0.02)
-        self.clean_stale_slots()
-        for sw in self.switches.values():  # connect OVSDB here, not racing the refill thread's first use
-            with contextlib.suppress(Exception):
-                getattr(sw.driver, "api", None)
-        self.pool.start()
 
     def close(self) -> list[str]:
         """Destroy the free warm slots and drop OVSDB connections; NF processes and the Redis relay keep

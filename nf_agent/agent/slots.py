@@ -137,12 +137,16 @@ class SlotPool:
             self._wake.clear()
             self._closed.wait(self.refill_delay_s)
 
-    def close(self) -> list[str]:
-        """Stop refilling and destroy every free slot; returns the errors (nothing is left on success)."""
+    def stop(self) -> None:
+        """Stop refilling (waits for a slot being built); the free slots stay, as after a crash."""
         self._closed.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=60)
+
+    def close(self) -> list[str]:
+        """Stop refilling and destroy every free slot; returns the errors (nothing is left on success)."""
+        self.stop()
         with self.lock:
             slots = [s for loc in self.free.values() for s in loc]
             for loc in self.free.values():

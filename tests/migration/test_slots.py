@@ -13,6 +13,7 @@ from migration.testbed import EST_PORT, TRAFFIC, Testbed
 from nf_agent.agent import endpoint
 from nf_agent.agent.model import Nf
 from nf_agent.agent.runtime import NF_BINARY, SLOT_PORT_BASE, HostRuntime, StartError
+from nf_agent.agent.slots import SlotPool
 from nf_agent.emulated_host.oneswitch import jar_missing_reason
 from tests.datapath.conftest import EMPTY, machine_snapshot, needs_root
 from tests.migration.test_live import burst, kill_under_load, wait
@@ -120,11 +121,10 @@ def test_failed_start_in_a_slot_and_failed_slot_creation_leave_nothing(bed, monk
 def test_a_restarted_agent_removes_the_previous_slots_then_close_releases_all(bed):
     rt = bed.runtime
     wait(lambda: rt.pool.counts() == FULL, 60, "the pool filled")
+    assert burst(bed, "vm", EST_PORT)["received"] == 50
+    rt.pool.stop()  # the agent "dies": no more refills, its free slots and their files stay behind
     old = free_slots(bed)
-    with rt.pool.lock:  # the agent "dies": its pool forgets the slots, their files stay behind
-        for loc in rt.pool.free.values():
-            loc.clear()
-    assert slot_files(bed) == sorted(f"{s.key}.json" for s in old)
+    assert len(old) == 2 and slot_files(bed) == sorted(f"{s.key}.json" for s in old)
     adir = endpoint.agent_dir(bed.host.rundir)
     again = HostRuntime(bed.host, adir, bed.host.status()["redis"]["port"], warm_slots=0)
     try:
@@ -138,8 +138,8 @@ def test_a_restarted_agent_removes_the_previous_slots_then_close_releases_all(be
     # the running NF was not touched
     assert rt.alive(bed.agent.state.nfs["fw"].instances[0])
     assert burst(bed, "out", EST_PORT)["received"] == 50
-    # closing the (real) pool releases every free slot and stops refilling
-    rt.pool.refill()
+    # a new pool fills again; closing it releases every free slot and stops refilling
+    rt.pool = SlotPool(rt.create_slot, rt.destroy_slot, rt.locations(), 1).start()
     wait(lambda: rt.pool.counts() == FULL, 60, "refill")
     live = free_slots(bed)
     assert rt.pool.close() == []
