@@ -20,6 +20,7 @@ import contextlib
 import http.client
 import json
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -122,6 +123,7 @@ class HostRuntime:
         self.slot_dir = self.dir / "slots"
         self.pool = SlotPool(self.create_slot, self.destroy_slot, self.locations(), warm_slots)
         self._slot_lock = threading.Lock()  # slot names and ports (the refill thread vs cleanup)
+        self._slot_seq = 0  # next warm slot key (see create_slot)
         self.last_start: dict = {}  # step times of the last `start` (profiling; bench/migration)
 
     # -- agent-wide ------------------------------------------------------------------------------------
@@ -179,10 +181,14 @@ class HostRuntime:
         Its slot file is written first, so a crash half-way is cleaned up by the next `open`."""
         with self._slot_lock:
             self.slot_dir.mkdir(parents=True, exist_ok=True)
-            used = set(netns_list())
-            key = 0
-            while f"{self.name}-w{key}" in used or self._slot_file(key).exists():
+            # Keys only grow (also past the names instances took over): a released slot's namespace name
+            # does not come back at once as a new slot (observers would take it for a leftover).
+            pat = re.compile(rf"^{re.escape(self.name)}-w(\d+)$")
+            used = [int(m.group(1)) for ns in netns_list() if (m := pat.match(ns))]
+            key = max([self._slot_seq, *(k + 1 for k in used)])
+            while self._slot_file(key).exists():
                 key += 1
+            self._slot_seq = key + 1
             sw = self.switches[location]
             taken = set(sw.driver.ports().values())
             ofport = SLOT_PORT_BASE
