@@ -180,6 +180,8 @@ class HostRuntime:
         """A new warm slot at `location`: namespace + veth + bridge port + both relays (no NF, not mapped).
         Its slot file is written first, so a crash half-way is cleaned up by the next `open`."""
         with self._slot_lock:
+            if not self.dir.exists():  # `uno down` removed the host: build nothing it would not sweep
+                raise StartError(f"agent directory {self.dir} is gone (host down)")
             self.slot_dir.mkdir(parents=True, exist_ok=True)
             # Keys only grow (also past the names instances took over): a released slot's namespace name
             # does not come back at once as a new slot (observers would take it for a leftover).
@@ -203,7 +205,9 @@ class HostRuntime:
             sw.attach_namespace(slot.netns, slot.inside_if, slot.port_if, slot.ofport)
             log = self.dir / "logs" / f"slot-{key}.log"
             slot.relay_pids = self._spawn_relays(slot.netns, Path(slot.stats_sock), log, location)
-            self._slot_file(key).write_text(json.dumps(slot.to_json()))
+            self._slot_file(key).write_text(
+                json.dumps(slot.to_json())
+            )  # raises when `uno down` ran meanwhile
         except BaseException:
             with contextlib.suppress(Exception):
                 self.destroy_slot(slot)
