@@ -229,7 +229,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="failover watchdog probe period, ms (dead or stuck NF -> new instance, port remapped); 0 = off: "
         "a dead NF is restarted in place",
     )  # fmt: skip
-    p.add_argument(
+    s.add_argument(
         "--warm-slots", type=int, default=1,
         help="pre-created NF slots (namespace, bridge port, relays) kept free per location (host and each "
         "sNIC), taken by new instances so only the NF process starts; 0 = off (default 1)",
