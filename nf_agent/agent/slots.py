@@ -130,10 +130,12 @@ class SlotPool:
         return self
 
     def _run(self) -> None:
+        streak = 0  # rounds in a row with a failure: the retry backs off (x2, at most 30 s)
         while not self._closed.is_set():
             failed = self.fill_once()
+            streak = streak + 1 if failed else 0
             # after a failure retry later (not in a tight loop); else sleep until the next refill()
-            self._wake.wait(self.retry_s if failed else None)
+            self._wake.wait(min(self.retry_s * 2 ** (streak - 1), 30.0) if failed else None)
             self._wake.clear()
             self._closed.wait(self.refill_delay_s)
 
