@@ -20,10 +20,15 @@ packets), a stateful firewall (state in Redis) on the host:
   pre-started standby (failover_ms_standby: no start on the failover path). outage_ms: the packets of
   the 1000/s stream lost around the kill, in ms (the traffic's own view of the gap).
 
+- warm slots (`--part fo` alone, or in the full run): failover (kill -9, new instance) cold and into a warm
+  slot (nf_agent/agent/slots.py), alternating, and the stateless move without and with slots at the first two
+  N: failover_ms_cold/_slot, failover_start_ms_*, outage_ms_*, duration_ms_cold/_slot, start_ms_*; each row
+  also has the start's step times (attach, relays, nf spawn, health) and the remap's OneSwitch vs call time.
+
 - (d) scale-out/in: goodput vs offered rate over time, 1 -> 2 -> 4 -> 1 instances under a rising then
   falling rate, Redis vs `--store local` (bench/migration/scale.py; plot in bench/out/migration/scale.png).
 
-    ./uno bench migration [--quick] [--part d]
+    ./uno bench migration [--quick] [--repeats N] [--part d|fo]
 """
 
 from __future__ import annotations
