@@ -67,6 +67,7 @@ class FailoverResult:
     remap_ms: float
     total_ms: float  # from the call (= detection) to the port remapped
     cleanup_errors: list[str] = field(default_factory=list)
+    remap_wall_ms: float = 0.0  # the agent's whole remap call (REST round trip included)
 
     def to_json(self) -> dict:
         return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
@@ -116,7 +117,16 @@ def failover(
     except Exception as exc:  # noqa: BLE001 - traffic already moved; reported
         errors.append(f"stopping {failed.id}: {exc}")
     return FailoverResult(
-        nf.id, failed.id, replacement.id, reason, standby, start_ms, remap_ms or remap_wall, total_ms, errors
+        nf.id,
+        failed.id,
+        replacement.id,
+        reason,
+        standby,
+        start_ms,
+        remap_ms or remap_wall,
+        total_ms,
+        errors,
+        remap_wall,
     )
 
 

@@ -40,12 +40,15 @@ EST_PORT = 10000
 class Testbed:
     __test__ = False  # not a pytest class
 
-    def __init__(self, rundir: str = "/run/uno-test", store: str = "redis", drain_s: float = 0.5):
+    def __init__(
+        self, rundir: str = "/run/uno-test", store: str = "redis", drain_s: float = 0.5, warm_slots: int = 0
+    ):
+        """`warm_slots`: pre-created NF slots per location (HostRuntime; 0 = every start is cold)."""
         self.name = "m" + uuid.uuid4().hex[:5]
         self.host = EmulatedHost(
             parse_config({"name": self.name, "rundir": rundir, "vms": 1, "oneswitch": {"enabled": True}})
         )
-        self.store, self.drain_s = store, drain_s
+        self.store, self.drain_s, self.warm_slots = store, drain_s, warm_slots
         self.runtime: HostRuntime | None = None
         self.agent: Agent | None = None
         self.watchdog: Watchdog | None = None
@@ -59,7 +62,9 @@ class Testbed:
         status = self.host.up()
         adir = endpoint.agent_dir(self.host.rundir)
         adir.mkdir(parents=True, exist_ok=True)
-        self.runtime = HostRuntime(self.host, adir, status["redis"]["port"], store=self.store)
+        self.runtime = HostRuntime(
+            self.host, adir, status["redis"]["port"], store=self.store, warm_slots=self.warm_slots
+        )
         self.runtime.open()
         snics = [
             SnicInfo(s.id, float(s.capacity), float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4, s.eth_ports)

@@ -96,6 +96,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError("--drain must be in [0, 60] seconds")
     if args.solve_time_limit <= 0:
         raise CliError("--solve-time-limit must be > 0")
+    if not 0 <= args.warm_slots <= 8:
+        raise CliError("--warm-slots must be in [0, 8]")
     if args.failover_interval != 0 and not 10 <= args.failover_interval <= 10_000:
         raise CliError("--failover-interval must be 0 (off) or in [10, 10000] ms")
     host: EmulatedHost = _host(args)
@@ -117,7 +119,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         adir / "agent.log" if args.log_file is None else (args.log_file if args.log_file != "-" else None)
     )
     status = host.status()
-    runtime = HostRuntime(host, adir, status["redis"]["port"])
+    runtime = HostRuntime(host, adir, status["redis"]["port"], warm_slots=args.warm_slots)
     snics = [
         SnicInfo(s.id, float(s.capacity), float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4, s.eth_ports)
         for s in host.config.snics
@@ -226,6 +228,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--failover-interval", type=float, default=0,
         help="failover watchdog probe period, ms (dead or stuck NF -> new instance, port remapped); 0 = off: "
         "a dead NF is restarted in place",
+    )  # fmt: skip
+    s.add_argument(
+        "--warm-slots", type=int, default=1,
+        help="pre-created NF slots (namespace, bridge port, relays) kept free per location (host and each "
+        "sNIC), taken by new instances so only the NF process starts; 0 = off (default 1)",
     )  # fmt: skip
     s.add_argument("--solve-time-limit", type=float, default=5.0, help="placement solver time limit, s")
     s.add_argument("--log-file", help="JSON log file (default RUNDIR/NAME/agent/agent.log; - = stderr)")

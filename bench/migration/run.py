@@ -20,10 +20,15 @@ packets), a stateful firewall (state in Redis) on the host:
   pre-started standby (failover_ms_standby: no start on the failover path). outage_ms: the packets of
   the 1000/s stream lost around the kill, in ms (the traffic's own view of the gap).
 
+- warm slots (`--part fo` alone, or in the full run): failover (kill -9, new instance) cold and into a warm
+  slot (nf_agent/agent/slots.py), alternating, and the stateless move without and with slots at the first two
+  N: failover_ms_cold/_slot, failover_start_ms_*, outage_ms_*, duration_ms_cold/_slot, start_ms_*; each row
+  also has the start's step times (attach, relays, nf spawn, health) and the remap's OneSwitch vs call time.
+
 - (d) scale-out/in: goodput vs offered rate over time, 1 -> 2 -> 4 -> 1 instances under a rising then
   falling rate, Redis vs `--store local` (bench/migration/scale.py; plot in bench/out/migration/scale.png).
 
-    ./uno bench migration [--quick] [--part d]
+    ./uno bench migration [--quick] [--repeats N] [--part d|fo]
 """
 
 from __future__ import annotations
@@ -83,7 +88,7 @@ def one_migration(tb: Testbed, flows: int, target: str) -> dict:
     got = report(sink)
     row = {
         "flows": flows, "target": target, "duration_ms": round(res.duration_ms, 1), "remap_ms": res.remap_ms,
-        "drain_ms": round(res.step_ms("drain") or 0, 1), "start_ms": round(res.step_ms("start") or 0, 1),
+        "remap_wall_ms": round(res.step_ms("remap") or 0, 1), "drain_ms": round(res.step_ms("drain") or 0, 1), "start_ms": round(res.step_ms("start") or 0, 1),
         "sent": got["expected"], "lost": got["lost"], "latency_max_ms": round(got["latency_us"]["max"] / 1000, 2),
     }  # fmt: skip
     if getattr(res, "protocol", None) == "local-state":
@@ -95,17 +100,30 @@ def one_migration(tb: Testbed, flows: int, target: str) -> dict:
     return row
 
 
-def move_series(store: str, flow_counts: list[int], repeats: int) -> tuple[list[dict], int]:
+def wait_slots(tb: Testbed, timeout: float = 60) -> None:
+    """Until every location has its warm slot(s) (no-op without slots)."""
+    pool = tb.runtime.pool
+    deadline = time.monotonic() + timeout
+    while pool.per_domain and min(pool.counts().values()) < pool.per_domain:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"warm slots not refilled: {pool.counts()}")
+        time.sleep(0.05)
+
+
+def move_series(store: str, flow_counts: list[int], repeats: int, slots: int = 0) -> tuple[list[dict], int]:
     """Moves host <-> sNIC per N; returns the rows and whether the connection opened first passed from the
-    wire after every move (checked after each one, which also keeps it from idling out: 60 s)."""
+    wire after every move (checked after each one, which also keeps it from idling out: 60 s).
+    `slots`: warm slots per location (the target then takes one; refilled before each move)."""
     rows = []
-    with Testbed(rundir=RUNDIR, store=store, drain_s=0.5) as tb:
+    with Testbed(rundir=RUNDIR, store=store, drain_s=0.5, warm_slots=slots) as tb:
         tb.add_firewall(at="host")
         burst(tb, "vm", EST_PORT)
         i = 0
         for n in flow_counts:
             for _ in range(repeats):
+                wait_slots(tb)
                 r = one_migration(tb, n, "snic0" if i % 2 == 0 else "host")
+                r["slot"] = int(tb.runtime.last_start.get("slot", False))
                 r["conn_kept"] = int(burst(tb, "out", EST_PORT, expect_none=True)["received"] == 50)
                 i += 1
                 rows.append(r)
@@ -113,13 +131,14 @@ def move_series(store: str, flow_counts: list[int], repeats: int) -> tuple[list[
     return rows, min((r["conn_kept"] for r in rows), default=0)
 
 
-def failover_run(store: str, standby: bool = False) -> dict:
-    with Testbed(rundir=RUNDIR, store=store, drain_s=0.5) as tb:
+def failover_run(store: str, standby: bool = False, slots: int = 0) -> dict:
+    with Testbed(rundir=RUNDIR, store=store, drain_s=0.5, warm_slots=slots) as tb:
         tb.add_firewall(at="host")
         burst(tb, "vm", EST_PORT)
         ok_before = burst(tb, "out", EST_PORT)["received"] == 50
         if standby:
             tb.agent.start_standby("fw")
+        wait_slots(tb)
         tb.start_watchdog()
         nf = tb.agent.state.nfs["fw"]
         old = nf.instances[0]
@@ -144,18 +163,56 @@ def failover_run(store: str, standby: bool = False) -> dict:
         ev = next(h for h in reversed(tb.agent.state.history) if h["event"] == "nf-failover")
         passes_after = burst(tb, "out", EST_PORT, expect_none=True)["received"] > 0
         return {
-            "store": store, "standby": standby, "failover_ms": round(restored, 1) if restored else None,
+            "store": store, "standby": standby, "slots": slots, "start": dict(tb.runtime.last_start),
+            "failover_ms": round(restored, 1) if restored else None,
             "failover_start_ms": ev["start_ms"], "failover_remap_ms": ev["remap_ms"],
+            "failover_remap_wall_ms": ev.get("remap_wall_ms"), "failover_total_ms": ev["total_ms"],
             "stream_lost": got["lost"], "outage_ms": got["lost"],  # 1000 packets/s: 1 lost packet = 1 ms
             "broken_conns": int(ok_before and not passes_after),
         }  # fmt: skip
+
+
+def slots_part(flow_counts: list[int], repeats: int) -> dict:
+    """Side by side in one run: failover (kill -9, new instance) cold and into a warm slot, alternating, and
+    the stateless move without and with slots (N = `flow_counts`)."""
+    fos: dict[int, list[dict]] = {0: [], 1: []}
+    for _ in range(repeats):
+        for slots in (0, 1):
+            r = failover_run("redis", slots=slots)
+            print("failover " + " ".join(f"{k}={v}" for k, v in r.items()), flush=True)
+            fos[slots].append(r)
+    moves = {slots: move_series("redis", flow_counts, repeats, slots=slots)[0] for slots in (0, 1)}
+
+    def fmed(slots: int, key: str) -> float | None:
+        vals = [r[key] for r in fos[slots] if r[key] is not None]
+        return median(vals) if vals else None
+
+    def mmed(slots: int, key: str) -> list[float]:
+        return [median([r[key] for r in moves[slots] if r["flows"] == n]) for n in flow_counts]
+
+    return {
+        "failover_ms_cold": fmed(0, "failover_ms"), "failover_ms_slot": fmed(1, "failover_ms"),
+        "failover_start_ms_cold": fmed(0, "failover_start_ms"), "failover_start_ms_slot": fmed(1, "failover_start_ms"),
+        "failover_remap_ms_cold": fmed(0, "failover_remap_ms"), "failover_remap_ms_slot": fmed(1, "failover_remap_ms"),
+        "outage_ms_cold": fmed(0, "outage_ms"), "outage_ms_slot": fmed(1, "outage_ms"),
+        "broken_conns_slot": sum(r["broken_conns"] for r in fos[1]),
+        "slot_flows": flow_counts,
+        "duration_ms_cold": mmed(0, "duration_ms"), "duration_ms_slot": mmed(1, "duration_ms"),
+        "start_ms_cold": mmed(0, "start_ms"), "start_ms_slot": mmed(1, "start_ms"),
+        "remap_ms_slot": mmed(1, "remap_ms"), "remap_wall_ms_slot": mmed(1, "remap_wall_ms"),
+        "failover_remap_wall_ms_slot": fmed(1, "failover_remap_wall_ms"),
+        "lost_slot": sum(r["lost"] for r in moves[1]), "moves_in_slot": sum(r["slot"] for r in moves[1]),
+    }  # fmt: skip
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeats", type=int, default=None)
-    ap.add_argument("--part", choices=["all", "d"], default="all", help="d: only scale-out/in")
+    ap.add_argument(
+        "--part", choices=["all", "d", "fo"], default="all",
+        help="d: only scale-out/in; fo: only failover and moves with and without warm slots (N = 100, 1000)",
+    )  # fmt: skip
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("bench migration: needs root (namespaces, OVS)", file=sys.stderr)
@@ -168,12 +225,16 @@ def main() -> int:
     if args.part == "d":
         final_json(scale_part(args.quick, RUNDIR))
         return 0
+    if args.part == "fo":
+        final_json(slots_part(flow_counts[:2], repeats))
+        return 0
     rows, kept = move_series("redis", flow_counts, repeats)
     lrows, lkept = move_series("local", flow_counts, repeats)
     fo = {s: failover_run(s) for s in ("redis", "local")}
     fo["standby"] = failover_run("redis", standby=True)
     for r in fo.values():
         print("failover " + " ".join(f"{k}={v}" for k, v in r.items()), flush=True)
+    slots = slots_part(flow_counts[:2], repeats)
     scale = scale_part(args.quick, RUNDIR)
 
     def med(n: int, key: str, rs: list[dict] = rows) -> float:
@@ -196,6 +257,7 @@ def main() -> int:
         "outage_ms_standby": fo["standby"]["outage_ms"],
         "broken_conns": fo["redis"]["broken_conns"],
         "broken_conns_local": fo["local"]["broken_conns"],
+        **slots,
         **scale,
         "local_duration_ms": [med(n, "duration_ms", lrows) for n in flow_counts],
         "local_remap_ms": [med(n, "remap_ms", lrows) for n in flow_counts],

@@ -6,6 +6,12 @@ loopback, where Redis listens, so two socat relays run next to the NF: Redis on 
 127.0.0.1:6379 -> the agent's unix socket -> Redis; and the NF's stats endpoint (127.0.0.1:9100 in the
 namespace) -> a unix socket in the agent's directory. On an sNIC every process of the instance joins the
 sNIC's CPU cgroup before it executes (so none of its CPU time is charged to the host).
+
+Warm slots (`warm_slots` per location, nf_agent/agent/slots.py): namespaces `NAME-wK` already plugged into
+their switch (ofport >= SLOT_PORT_BASE) with both relays running; `start` takes one when its location has
+one free and then only starts `nf` and waits for /health. Slot files `slots/K.json` in the agent directory
+are written before a slot's resources are made and removed when it is taken or destroyed, so `open()` removes
+what a previous agent left (crash included) and `uno down` sweeps the rest by name.
 """
 
 from __future__ import annotations
@@ -14,13 +20,24 @@ import contextlib
 import http.client
 import json
 import os
+import re
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
-from host_datapath.sysutil import DatapathError, kill_and_wait, netns_del, pid_alive, read_pidfile
+from host_datapath.sysutil import (
+    DatapathError,
+    kill_and_wait,
+    netns_del,
+    netns_list,
+    netns_pids,
+    pid_alive,
+    read_pidfile,
+)
 from nf_agent.agent.model import HOST, Instance, Nf
+from nf_agent.agent.slots import Slot, SlotPool
 from nf_agent.emulated_host import naming as nm
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +45,7 @@ NF_BINARY = REPO_ROOT / "nfs" / "target" / "release" / "nf"
 STATS_PORT = 9100  # inside each instance's namespace
 REDIS_PORT_IN_NS = 6379
 HEALTH_TIMEOUT = 30.0
+SLOT_PORT_BASE = 700  # warm slots' OpenFlow ports (instances allocate from NF_PORT_BASE = 200 up)
 
 
 class StartError(Exception):
@@ -76,12 +94,21 @@ class HostRuntime:
     """Starts, supervises and stops NF instances on the running emulated host `host`."""
 
     def __init__(
-        self, host, agent_dir: Path, redis_port: int, nf_binary: Path = NF_BINARY, store: str = "redis"
+        self,
+        host,
+        agent_dir: Path,
+        redis_port: int,
+        nf_binary: Path = NF_BINARY,
+        store: str = "redis",
+        warm_slots: int = 0,
     ):
         """`store`: "redis" (the stateless mode, state in the host's Redis) or "local" (in-process state:
-        the baseline that shows what a failover loses)."""
+        the baseline that shows what a failover loses). `warm_slots`: free pre-created slots kept per
+        location (0 = none; the agent's `--warm-slots`, default 1)."""
         if store not in ("redis", "local"):
             raise ValueError(f"store must be 'redis' or 'local', not {store!r}")
+        if not 0 <= warm_slots <= 8:
+            raise ValueError(f"warm_slots must be in [0, 8], not {warm_slots!r}")
         self.store = store
         self.host = host  # EmulatedHost
         self.name = host.name
@@ -93,16 +120,30 @@ class HostRuntime:
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)
         self.redis_sock = self.dir / "redis.sock"
         self.redis_relay: int | None = None
+        self.slot_dir = self.dir / "slots"
+        self.pool = SlotPool(self.create_slot, self.destroy_slot, self.locations(), warm_slots)
+        self._slot_lock = threading.Lock()  # slot names and ports (the refill thread vs cleanup)
+        self._slot_seq = 0  # next warm slot key (see create_slot)
+        self.last_start: dict = {}  # step times of the last `start` (profiling; bench/migration)
 
     # -- agent-wide ------------------------------------------------------------------------------------
     def open(self) -> None:
-        """Start the Redis relay (root-namespace side), or adopt the one a previous agent left running.
+        """Start the Redis relay (root-namespace side), or adopt the one a previous agent left running;
+        remove the warm slots a previous agent left; start filling the pool.
 
-        It outlives the agent on purpose: running NFs keep their state tier while the agent restarts.
+        The relay outlives the agent on purpose: running NFs keep their state tier while the agent restarts.
         `uno down` removes it with the host (its command line names the host's rundir).
         """
         if not self.nf_binary.exists():
             raise StartError(f"NF binary {self.nf_binary} not built (run `scripts/setup.sh rust`)")
+        self._open_redis_relay()
+        self.clean_stale_slots()
+        for sw in self.switches.values():  # connect OVSDB here, not racing the refill thread's first use
+            with contextlib.suppress(Exception):
+                getattr(sw.driver, "api", None)
+        self.pool.start()
+
+    def _open_redis_relay(self) -> None:
         pidfile = self.dir / "redis-relay.pid"
         pid = read_pidfile(pidfile)
         if pid and self.redis_sock.exists():
@@ -122,11 +163,121 @@ class HostRuntime:
                 raise StartError(f"redis relay did not start: {_tail(self.dir / 'logs' / 'redis-relay.log')}")
             time.sleep(0.02)
 
-    def close(self) -> None:
-        """Drop OVSDB connections; NF processes and the Redis relay keep running (see `open`)."""
+    def close(self) -> list[str]:
+        """Destroy the free warm slots and drop OVSDB connections; NF processes and the Redis relay keep
+        running (see `open`). Returns the slot cleanup errors."""
+        errors = self.pool.close()
         for sw in self.switches.values():
             with contextlib.suppress(Exception):
                 sw.close()
+        return errors
+
+    # -- warm slots -----------------------------------------------------------------------------------
+    def _slot_file(self, key: int) -> Path:
+        return self.slot_dir / f"{key}.json"
+
+    def create_slot(self, location: str) -> Slot:
+        """A new warm slot at `location`: namespace + veth + bridge port + both relays (no NF, not mapped).
+        Its slot file is written first, so a crash half-way is cleaned up by the next `open`."""
+        with self._slot_lock:
+            if not self.dir.exists():  # `uno down` removed the host: build nothing it would not sweep
+                raise StartError(f"agent directory {self.dir} is gone (host down)")
+            self.slot_dir.mkdir(parents=True, exist_ok=True)
+            # Keys only grow (also past the names instances took over): a released slot's namespace name
+            # does not come back at once as a new slot (observers would take it for a leftover).
+            pat = re.compile(rf"^{re.escape(self.name)}-w(\d+)$")
+            used = [int(m.group(1)) for ns in netns_list() if (m := pat.match(ns))]
+            key = max([self._slot_seq, *(k + 1 for k in used)])
+            while self._slot_file(key).exists():
+                key += 1
+            self._slot_seq = key + 1
+            sw = self.switches[location]
+            taken = set(sw.driver.ports().values())
+            ofport = SLOT_PORT_BASE
+            while ofport in taken:
+                ofport += 1
+            slot = Slot(
+                key, location, f"{self.name}-w{key}", f"{self.name}-w{key}", f"{self.name}-x{key}", ofport,
+                str(self.slot_dir / f"{key}.stats"),
+            )  # fmt: skip
+            self._slot_file(key).write_text(json.dumps(slot.to_json()))
+        try:
+            sw.attach_namespace(slot.netns, slot.inside_if, slot.port_if, slot.ofport)
+            log = self.dir / "logs" / f"slot-{key}.log"
+            slot.relay_pids = self._spawn_relays(slot.netns, Path(slot.stats_sock), log, location)
+            self._slot_file(key).write_text(
+                json.dumps(slot.to_json())
+            )  # raises when `uno down` ran meanwhile
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.destroy_slot(slot)
+            raise
+        return slot
+
+    def destroy_slot(self, slot: Slot) -> None:
+        """Remove a slot that no instance took: its processes, bridge port, namespace and files (idempotent)."""
+        for pid in {*slot.relay_pids, *netns_pids(slot.netns)}:
+            kill_and_wait(pid)
+            p = self.procs.pop(pid, None)
+            if p is not None:
+                with contextlib.suppress(Exception):
+                    p.wait(timeout=1)
+        if slot.netns not in netns_list():
+            # never made, or swept with its veth by `uno down` (whose switches may be gone: no OVSDB call)
+            Path(slot.stats_sock).unlink(missing_ok=True)
+            self._slot_file(slot.key).unlink(missing_ok=True)
+            return
+        errors = []
+        try:
+            self.switches[slot.location].detach(slot.port_if)
+        except (DatapathError, KeyError) as exc:
+            errors.append(str(exc))
+        try:
+            netns_del(slot.netns)
+        except DatapathError as exc:
+            errors.append(str(exc))
+        Path(slot.stats_sock).unlink(missing_ok=True)
+        self._slot_file(slot.key).unlink(missing_ok=True)
+        if errors:
+            raise DatapathError(f"removing slot {slot.netns}: " + "; ".join(errors))
+
+    def clean_stale_slots(self) -> list[str]:
+        """Destroy the free slots a previous agent left (their files); returns the errors."""
+        errors = []
+        for f in sorted(self.slot_dir.glob("*.json")) if self.slot_dir.exists() else []:
+            try:
+                slot = Slot.from_json(json.loads(f.read_text()))
+                if slot.location not in self.switches:
+                    raise KeyError(slot.location)
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                errors.append(f"{f.name}: unreadable slot file ({exc}); removed")
+                f.unlink(missing_ok=True)
+                continue
+            try:
+                self.destroy_slot(slot)
+            except DatapathError as exc:
+                errors.append(str(exc))
+        return errors
+
+    def _take_slot(self, inst: Instance) -> bool:
+        """Move a free slot at the instance's location under `inst` (its names, port and relays)."""
+        slot = self.pool.take(inst.switch)
+        while slot is not None and not (
+            all(pid_alive(p) for p in slot.relay_pids) and Path(slot.stats_sock).exists()
+        ):  # a relay died while the slot waited: drop it, try the next (or start cold)
+            with contextlib.suppress(Exception):
+                self.destroy_slot(slot)
+            slot = self.pool.take(inst.switch)
+        if slot is None:
+            return False
+        self._slot_file(slot.key).unlink(missing_ok=True)  # the instance owns it now (stop() removes it)
+        inst.netns, inst.inside_if, inst.port_if, inst.ofport = (
+            slot.netns, slot.inside_if, slot.port_if, slot.ofport,
+        )  # fmt: skip
+        inst.relay_pids = list(slot.relay_pids)
+        # The relay keeps listening on the renamed socket: the instance's stats path reaches it.
+        os.rename(slot.stats_sock, self._files(inst)["stats"])
+        return True
 
     def locations(self) -> list[str]:
         return [HOST] + sorted(k for k in self.switches if k != HOST)
@@ -161,11 +312,25 @@ class HostRuntime:
         `buffer` > 0 (local store only): the NF starts in buffering mode (`nf --buffer`), queueing up to
         that many packets until its state arrives (`put_state`).
 
-        On any failure everything this call created is removed again and StartError is raised.
+        With a warm slot free at the instance's location the instance takes it (its netns, interfaces and
+        ofport become the slot's) and only `nf` starts here.
+        On any failure everything this call created (or took) is removed again and StartError is raised.
+        `last_start` keeps the step times of the last call (ms: attach, relays, nf_spawn, health, total).
         """
+        t0 = time.monotonic()
+        self.last_start = {"slot": False}
         try:
-            self.switches[inst.switch].attach_namespace(inst.netns, inst.inside_if, inst.port_if, inst.ofport)
-            self.start_processes(nf, inst, buffer)
+            if self._take_slot(inst):
+                self.last_start["slot"] = True
+                self.config_files(nf, inst)
+                self.start_nf(nf, inst, buffer)
+            else:
+                self.switches[inst.switch].attach_namespace(
+                    inst.netns, inst.inside_if, inst.port_if, inst.ofport
+                )
+                self.last_start["attach_ms"] = round((time.monotonic() - t0) * 1000, 2)
+                self.start_processes(nf, inst, buffer)
+            self.last_start["total_ms"] = round((time.monotonic() - t0) * 1000, 2)
         except BaseException as exc:
             self.stop(inst)
             if isinstance(exc, StartError):
@@ -173,6 +338,8 @@ class HostRuntime:
             if isinstance(exc, DatapathError | OSError):
                 raise StartError(f"{inst.id}: {exc}") from None
             raise
+        finally:
+            self.pool.refill()  # after this start (a no-op when the pool is full or disabled)
 
     def _cgroup_files(self, location: str) -> list[str]:
         if location == HOST:
@@ -204,24 +371,47 @@ class HostRuntime:
         self.procs[p.pid] = p
         return p.pid
 
-    def start_processes(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
-        f = self._files(inst)
-        f["config"].write_text(json.dumps(nf.config))
-        f["stats"].unlink(missing_ok=True)
-        cg = self._cgroup_files(inst.location)
+    def config_files(self, nf: Nf, inst: Instance) -> None:
+        self._files(inst)["config"].write_text(json.dumps(nf.config))
+
+    def _spawn_relays(self, netns: str, stats_sock: Path, log: Path, location: str) -> list[int]:
+        """The instance's two relays in `netns` (Redis in, stats out); returns once the Redis one listens."""
+        stats_sock.unlink(missing_ok=True)
+        cg = self._cgroup_files(location)
         relays = [
             self._spawn(
                 ["socat", f"TCP-LISTEN:{REDIS_PORT_IN_NS},bind=127.0.0.1,fork,reuseaddr",
                  f"UNIX-CONNECT:{self.redis_sock}"],
-                f["log"], inst.netns, cg,
-            ),
-            self._spawn(
-                ["socat", f"UNIX-LISTEN:{f['stats']},fork,mode=600", f"TCP:127.0.0.1:{STATS_PORT}"],
-                f["log"], inst.netns, cg,
+                log, netns, cg,
             ),
         ]  # fmt: skip
-        inst.relay_pids = relays
-        self._wait_listening(relays[0], REDIS_PORT_IN_NS, f["log"])
+        try:
+            relays.append(
+                self._spawn(
+                    ["socat", f"UNIX-LISTEN:{stats_sock},fork,mode=600", f"TCP:127.0.0.1:{STATS_PORT}"],
+                    log, netns, cg,
+                )
+            )  # fmt: skip
+            self._wait_listening(relays[0], REDIS_PORT_IN_NS, log)
+        except BaseException:
+            for pid in relays:
+                kill_and_wait(pid)
+            raise
+        return relays
+
+    def start_processes(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
+        f = self._files(inst)
+        self.config_files(nf, inst)
+        t0 = time.monotonic()
+        inst.relay_pids = self._spawn_relays(inst.netns, f["stats"], f["log"], inst.location)
+        self.last_start["relays_ms"] = round((time.monotonic() - t0) * 1000, 2)
+        self.start_nf(nf, inst, buffer)
+
+    def start_nf(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
+        """Start `nf` in the instance's namespace (its relays already run) and wait for /health."""
+        f = self._files(inst)
+        cg = self._cgroup_files(inst.location)
+        t0 = time.monotonic()
         store = f"redis://127.0.0.1:{REDIS_PORT_IN_NS}" if self.store == "redis" else "local"
         inst.pid = self._spawn(
             [str(self.nf_binary), nf.type, "--port", inst.inside_if,
@@ -231,8 +421,11 @@ class HostRuntime:
             f["log"], inst.netns, cg,
         )  # fmt: skip
         inst.state = "starting"
+        t1 = time.monotonic()
         self.wait_healthy(inst)
         inst.state = "running"
+        self.last_start["nf_spawn_ms"] = round((t1 - t0) * 1000, 2)
+        self.last_start["health_ms"] = round((time.monotonic() - t1) * 1000, 2)
 
     def _wait_listening(self, pid: int, port: int, log: Path, timeout: float = 10.0) -> None:
         """Until process `pid`'s namespace has a TCP listener on 127.0.0.1:`port` (read from its /proc)."""
@@ -261,7 +454,7 @@ class HostRuntime:
             if time.monotonic() > deadline:
                 self.stop_processes(inst)
                 raise StartError(f"{inst.id}: not healthy after {timeout:g}s: {_tail(f['log'])}")
-            time.sleep(0.01)  # on the failover path (no standby): every ms counts
+            time.sleep(0.003)  # on the failover path (no standby): every ms counts (a probe is ~1 ms)
 
     def healthy(self, inst: Instance, timeout: float = 1.0) -> bool:
         """GET /health answered 200 within `timeout` s (short for the failover watchdog's probes)."""

@@ -19,6 +19,8 @@ from nf_agent.cli import main
         (["--solve-time-limit", "0"], "--solve-time-limit"),
         (["--failover-interval", "5"], "--failover-interval"),
         (["--failover-interval", "-1"], "--failover-interval"),
+        (["--warm-slots", "-1"], "--warm-slots"),
+        (["--warm-slots", "9"], "--warm-slots"),
         (["--name", "zz9q"], "not up"),
         (["--name", "Bad_Name"], "name"),
     ],
