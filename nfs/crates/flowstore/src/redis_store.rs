@@ -377,6 +377,12 @@ impl RedisStore {
                     resp::encode_arg(out, field);
                     resp::encode_arg(out, &v);
                 }
+                WriteOp::Incr { key, delta } => {
+                    resp::encode_header(out, 3);
+                    resp::encode_arg(out, b"INCRBY");
+                    resp::encode_arg(out, key);
+                    resp::encode_int_arg(out, *delta);
+                }
                 WriteOp::TimerCancel { timers, .. } => {
                     resp::encode_header(out, 2 + run.len());
                     resp::encode_arg(out, b"ZREM");
@@ -406,9 +412,10 @@ impl RedisStore {
     fn keys_of(ops: &[WriteOp]) -> Vec<Key> {
         ops.iter()
             .map(|op| match op {
-                WriteOp::Set { key, .. } | WriteOp::Del { key } | WriteOp::Hash { key, .. } => {
-                    key.clone()
-                }
+                WriteOp::Set { key, .. }
+                | WriteOp::Del { key }
+                | WriteOp::Hash { key, .. }
+                | WriteOp::Incr { key, .. } => key.clone(),
                 WriteOp::TimerSet { timers, .. } | WriteOp::TimerCancel { timers, .. } => {
                     timers.clone()
                 }

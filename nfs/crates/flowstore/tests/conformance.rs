@@ -34,6 +34,38 @@ fn exercise(s: &mut dyn FlowStore) {
     assert_eq!(out, vec![None]);
     assert_eq!(s.incr_by(&ks.flow(3, "n"), 5).unwrap(), 5);
     assert_eq!(s.incr_by(&ks.flow(3, "n"), -2).unwrap(), 3);
+    // Increments with the batch's writes: absent = 0, in order with the other writes.
+    let c = ks.flow(5, "c");
+    s.write_many(&[
+        WriteOp::Incr {
+            key: c.clone(),
+            delta: 4,
+        },
+        WriteOp::Incr {
+            key: c.clone(),
+            delta: -1,
+        },
+        WriteOp::Incr {
+            key: ks.flow(3, "n"),
+            delta: 7,
+        },
+    ])
+    .unwrap();
+    s.get_many(&[c.clone()], &mut out).unwrap();
+    assert_eq!(out, vec![Some(b"3".to_vec())]);
+    assert_eq!(s.incr_by(&ks.flow(3, "n"), 0).unwrap(), 10);
+    s.write_many(&[
+        WriteOp::Set {
+            key: c.clone(),
+            value: b"40".to_vec(),
+        },
+        WriteOp::Incr {
+            key: c.clone(),
+            delta: 2,
+        },
+    ])
+    .unwrap();
+    assert_eq!(s.incr_by(&c, 0).unwrap(), 42);
     // Pool: initialised once, FIFO, push back.
     let pool = ks.global("pool");
     assert!(s
