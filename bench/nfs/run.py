@@ -66,7 +66,7 @@ def main() -> int:
     ap.add_argument("--depth", type=int, default=8, help="batches in flight (pipelined stateless/cached)")
     ap.add_argument(
         "--nfs",
-        default="firewall,nat,nat-pipelined,monitor,monitor-inc,monitor-wb,lb,ips,l7fw,ipsec-out,ipsec-in",
+        default="firewall,nat,nat-pipelined,monitor,monitor-inc,monitor-wb,lb,lb-pipelined,ips,l7fw,ipsec-out,ipsec-in",
     )
     a = ap.parse_args()
     print_machine()
