@@ -51,7 +51,7 @@ fn exercise(s: &mut dyn FlowStore) {
         },
     ])
     .unwrap();
-    s.get_many(&[c.clone()], &mut out).unwrap();
+    s.get_many(std::slice::from_ref(&c), &mut out).unwrap();
     assert_eq!(out, vec![Some(b"3".to_vec())]);
     assert_eq!(s.incr_by(&ks.flow(3, "n"), 0).unwrap(), 10);
     s.write_many(&[
