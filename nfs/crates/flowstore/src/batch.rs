@@ -122,6 +122,22 @@ impl BatchState {
         });
     }
 
+    /// Add `delta` to the integer at `key` in the tier with the batch's writes. The batch no
+    /// longer knows the value: a later [`BatchState::get`] of `key` reads it again.
+    pub fn incr(&mut self, key: &[u8], delta: i64) {
+        self.view.remove(key);
+        self.writes.push(WriteOp::Incr {
+            key: key.to_vec(),
+            delta,
+        });
+    }
+
+    /// The value of `key` if this batch knows it (fetched or written), without a round trip:
+    /// `None` when it would have to be read.
+    pub fn peek(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        self.view.get(key).map(|v| v.as_deref())
+    }
+
     /// Pending writes (tests, stats).
     pub fn pending_writes(&self) -> &[WriteOp] {
         &self.writes
@@ -296,14 +312,20 @@ mod tests {
         // Not in the read set: one extra read, counted.
         assert_eq!(b.get(&mut s, b"c").unwrap(), None);
         assert_eq!(s.stats().unplanned_reads, 1);
+        // An increment: the batch no longer knows the value (peek None, get reads it again).
+        assert_eq!(b.peek(b"b"), Some(Some(&b"3"[..])));
+        assert_eq!(b.peek(b"zz"), None);
+        b.incr(b"n", 2);
+        assert_eq!(b.peek(b"n"), None);
         b.flush(&mut s).unwrap();
+        assert_eq!(s.incr_by(b"n", 0).unwrap(), 2);
         let mut out = vec![];
         s.get_many(&[b"a".to_vec(), b"b".to_vec()], &mut out)
             .unwrap();
         assert_eq!(out, vec![None, Some(b"3".to_vec())]);
         assert_eq!(
             s.stats().keys_written,
-            1 + 2,
+            1 + 3,
             "the overwritten set of b is dropped"
         );
     }

@@ -131,7 +131,7 @@ impl<S: FlowStore> FlowStore for CachedStore<S> {
                     self.cache.remove(key);
                 }
                 WriteOp::Del { key } => self.put(key, None),
-                WriteOp::Hash { key, .. } => {
+                WriteOp::Hash { key, .. } | WriteOp::Incr { key, .. } => {
                     self.cache.remove(key);
                 }
                 _ => {}
@@ -263,7 +263,7 @@ impl<S: FlowStore> Pipeline for CachedStore<S> {
             match op {
                 WriteOp::Set { key, value } => self.put(key, Some(value.clone())),
                 WriteOp::Del { key } => self.put(key, None),
-                WriteOp::Hash { key, .. } => {
+                WriteOp::Hash { key, .. } | WriteOp::Incr { key, .. } => {
                     self.cache.remove(key);
                 }
                 _ => {}

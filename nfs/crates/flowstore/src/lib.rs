@@ -68,6 +68,13 @@ pub enum WriteOp {
         field: Vec<u8>,
         op: HashOp,
     },
+    /// Add `delta` to the integer at `key` (Redis INCRBY; absent = 0) without reading it: the
+    /// batch-path form of [`FlowStore::incr_by`] for counters whose new value the NF does not
+    /// need at once (the value is unknown to this batch until read again).
+    Incr {
+        key: Key,
+        delta: i64,
+    },
 }
 
 /// An update of one hash field ([`WriteOp::Hash`]).

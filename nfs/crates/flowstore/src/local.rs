@@ -89,6 +89,19 @@ impl FlowStore for LocalStore {
                         }
                     }
                 }
+                WriteOp::Incr { key, delta } => {
+                    // Like Redis, a value that is not an integer is left alone (INCRBY errors).
+                    let cur = match self.kv.get(key) {
+                        None => Some(0),
+                        Some(v) => std::str::from_utf8(v)
+                            .ok()
+                            .and_then(|s| s.parse::<i64>().ok()),
+                    };
+                    if let Some(c) = cur {
+                        self.kv
+                            .insert(key.clone(), c.wrapping_add(*delta).to_string().into_bytes());
+                    }
+                }
                 WriteOp::TimerSet {
                     timers,
                     member,

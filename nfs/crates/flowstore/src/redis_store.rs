@@ -318,18 +318,30 @@ impl RedisStore {
         }
     }
 
-    /// Encode `ops` as runs of MSET / DEL / ZADD / ZREM (order kept); returns the command count.
+    /// Encode `ops` as runs of MSET / DEL / ZADD / ZREM; returns the command count. Ops are
+    /// grouped by command first when that changes no outcome ([`grouped`]), so a batch whose
+    /// packets each wrote a record and moved its timer costs one MSET and one ZADD, not two
+    /// commands per packet.
     fn encode_writes(out: &mut Vec<u8>, ops: &[WriteOp]) -> usize {
+        match grouped(ops) {
+            Some(g) => Self::encode_runs(out, &g),
+            None => Self::encode_runs(out, ops),
+        }
+    }
+
+    /// Encode consecutive runs of one command (order kept).
+    fn encode_runs<W: std::borrow::Borrow<WriteOp>>(out: &mut Vec<u8>, ops: &[W]) -> usize {
+        let ops: Vec<&WriteOp> = ops.iter().map(|o| o.borrow()).collect();
         let mut cmds = 0;
         let mut i = 0;
         while i < ops.len() {
             // A run of ops of one kind (and one timer set) becomes one command.
             let mut j = i + 1;
-            while j < ops.len() && same_run(&ops[i], &ops[j]) {
+            while j < ops.len() && same_run(ops[i], ops[j]) {
                 j += 1;
             }
             let run = &ops[i..j];
-            match &ops[i] {
+            match ops[i] {
                 WriteOp::Set { .. } => {
                     resp::encode_header(out, 1 + 2 * run.len());
                     resp::encode_arg(out, b"MSET");
@@ -377,6 +389,12 @@ impl RedisStore {
                     resp::encode_arg(out, field);
                     resp::encode_arg(out, &v);
                 }
+                WriteOp::Incr { key, delta } => {
+                    resp::encode_header(out, 3);
+                    resp::encode_arg(out, b"INCRBY");
+                    resp::encode_arg(out, key);
+                    resp::encode_int_arg(out, *delta);
+                }
                 WriteOp::TimerCancel { timers, .. } => {
                     resp::encode_header(out, 2 + run.len());
                     resp::encode_arg(out, b"ZREM");
@@ -406,14 +424,78 @@ impl RedisStore {
     fn keys_of(ops: &[WriteOp]) -> Vec<Key> {
         ops.iter()
             .map(|op| match op {
-                WriteOp::Set { key, .. } | WriteOp::Del { key } | WriteOp::Hash { key, .. } => {
-                    key.clone()
-                }
+                WriteOp::Set { key, .. }
+                | WriteOp::Del { key }
+                | WriteOp::Hash { key, .. }
+                | WriteOp::Incr { key, .. } => key.clone(),
                 WriteOp::TimerSet { timers, .. } | WriteOp::TimerCancel { timers, .. } => {
                     timers.clone()
                 }
             })
             .collect()
+    }
+}
+
+/// `ops` stably grouped by command (MSET, DEL, hash ops, INCRBY, then ZADD and ZREM per timer set),
+/// or None when grouping could change an outcome: a key written by two kinds of command (e.g.
+/// a hash update and a DEL of the same key, or a data key that is also a timer set), or one timer
+/// member both set and cancelled. Otherwise each key is touched by one kind only, and the order
+/// within a kind is kept, so the final state is the same; commands of one pipeline are never
+/// atomic for other clients, and the runtime transmits a batch only after all are acknowledged.
+fn grouped(ops: &[WriteOp]) -> Option<Vec<&WriteOp>> {
+    let class = write_class;
+    if ops.len() < 3 {
+        return None;
+    }
+    let mut owner: HashMap<&[u8], u8> = HashMap::with_capacity(ops.len());
+    let mut member: HashMap<(&[u8], &[u8]), u8> = HashMap::new();
+    let mut already_grouped = true;
+    for (i, op) in ops.iter().enumerate() {
+        let (c, _) = class(op);
+        if i > 0 && !same_run(&ops[i - 1], op) && class(&ops[i - 1]).0 > c {
+            already_grouped = false;
+        }
+        let key: &[u8] = match op {
+            WriteOp::Set { key, .. }
+            | WriteOp::Del { key }
+            | WriteOp::Hash { key, .. }
+            | WriteOp::Incr { key, .. } => key,
+            WriteOp::TimerSet {
+                timers, member: m, ..
+            }
+            | WriteOp::TimerCancel { timers, member: m } => {
+                if *member.entry((timers, m)).or_insert(c) != c {
+                    return None;
+                }
+                // The timer set itself is touched by the timer kinds only.
+                let t = *owner.entry(timers).or_insert(4);
+                if t != 4 {
+                    return None;
+                }
+                continue;
+            }
+        };
+        if *owner.entry(key).or_insert(c) != c {
+            return None;
+        }
+    }
+    if already_grouped {
+        return None;
+    }
+    let mut v: Vec<&WriteOp> = ops.iter().collect();
+    v.sort_by(|a, b| class(a).cmp(&class(b)));
+    Some(v)
+}
+
+/// The command kind of a write (grouping order) and, for timers, its timer set.
+fn write_class(op: &WriteOp) -> (u8, &[u8]) {
+    match op {
+        WriteOp::Set { .. } => (0, b""),
+        WriteOp::Del { .. } => (1, b""),
+        WriteOp::Hash { .. } => (2, b""),
+        WriteOp::Incr { .. } => (3, b""),
+        WriteOp::TimerSet { timers, .. } => (4, timers),
+        WriteOp::TimerCancel { timers, .. } => (5, timers),
     }
 }
 
@@ -756,5 +838,44 @@ mod tests {
             s.contains("*6\r\n$4\r\nZADD\r\n$1\r\nT\r\n$1\r\n5\r\n$1\r\nx\r\n"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn writes_grouped_by_command_when_no_key_has_two_kinds() {
+        let set = |k: &str| WriteOp::Set {
+            key: k.as_bytes().to_vec(),
+            value: b"v".to_vec(),
+        };
+        let t = |m: &str| WriteOp::TimerSet {
+            timers: b"T".to_vec(),
+            member: m.as_bytes().to_vec(),
+            deadline_ms: 5,
+        };
+        let tc = |m: &str| WriteOp::TimerCancel {
+            timers: b"T".to_vec(),
+            member: m.as_bytes().to_vec(),
+        };
+        let mut out = vec![];
+        // Three packets each writing a record and moving its timer: one MSET, one ZADD.
+        let ops = [set("a"), t("a"), set("b"), t("b"), set("c"), t("c")];
+        assert_eq!(RedisStore::encode_writes(&mut out, &ops), 2);
+        let s = String::from_utf8(out.clone()).unwrap();
+        assert!(s.starts_with("*7\r\n$4\r\nMSET\r\n"), "{s}");
+        // One member set then cancelled: the order is kept (4 commands).
+        out.clear();
+        let ops = [set("a"), t("a"), set("b"), tc("a")];
+        assert!(grouped(&ops).is_none());
+        assert_eq!(RedisStore::encode_writes(&mut out, &ops), 4);
+        // A key both hash-updated and deleted: kept in order.
+        let h = WriteOp::Hash {
+            key: b"a".to_vec(),
+            field: b"f".to_vec(),
+            op: HashOp::Incr(1),
+        };
+        assert!(grouped(&[set("b"), h.clone(), WriteOp::Del { key: b"a".to_vec() }]).is_none());
+        // A data write to the timer set's key: kept in order.
+        assert!(grouped(&[t("x"), set("T"), t("y")]).is_none());
+        // Already grouped: nothing to do.
+        assert!(grouped(&[set("a"), set("b"), t("a")]).is_none());
     }
 }

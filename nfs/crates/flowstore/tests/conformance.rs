@@ -34,6 +34,38 @@ fn exercise(s: &mut dyn FlowStore) {
     assert_eq!(out, vec![None]);
     assert_eq!(s.incr_by(&ks.flow(3, "n"), 5).unwrap(), 5);
     assert_eq!(s.incr_by(&ks.flow(3, "n"), -2).unwrap(), 3);
+    // Increments with the batch's writes: absent = 0, in order with the other writes.
+    let c = ks.flow(5, "c");
+    s.write_many(&[
+        WriteOp::Incr {
+            key: c.clone(),
+            delta: 4,
+        },
+        WriteOp::Incr {
+            key: c.clone(),
+            delta: -1,
+        },
+        WriteOp::Incr {
+            key: ks.flow(3, "n"),
+            delta: 7,
+        },
+    ])
+    .unwrap();
+    s.get_many(std::slice::from_ref(&c), &mut out).unwrap();
+    assert_eq!(out, vec![Some(b"3".to_vec())]);
+    assert_eq!(s.incr_by(&ks.flow(3, "n"), 0).unwrap(), 10);
+    s.write_many(&[
+        WriteOp::Set {
+            key: c.clone(),
+            value: b"40".to_vec(),
+        },
+        WriteOp::Incr {
+            key: c.clone(),
+            delta: 2,
+        },
+    ])
+    .unwrap();
+    assert_eq!(s.incr_by(&c, 0).unwrap(), 42);
     // Pool: initialised once, FIFO, push back.
     let pool = ks.global("pool");
     assert!(s
@@ -359,4 +391,71 @@ fn redis_blocking_calls_respect_writes_in_flight() {
     let mut v = vec![];
     s.get_many(&[k(1)], &mut v).unwrap();
     assert_eq!(v, vec![Some(b"2".to_vec())]);
+}
+
+/// Random write batches (few keys and timer members, every kind of write, interleaved) give the
+/// same tier state applied by Redis (which groups them by command when that is safe) as applied
+/// in order by the local store.
+#[test]
+fn redis_write_grouping_keeps_outcomes() {
+    let redis = TestRedis::start().expect("redis-server");
+    let mut r = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+    let mut l = LocalStore::new();
+    let ks = KeySpace::new("grp").unwrap();
+    let timers = ks.global("timers");
+    let keys: Vec<Key> = (0..6).map(|i| ks.flow(i, "k")).collect();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for round in 0..300 {
+        let mut ops = vec![];
+        for _ in 0..(1 + next(8)) {
+            let k = keys[next(6) as usize].clone();
+            let m = format!("m{}", next(4)).into_bytes();
+            ops.push(match next(6) {
+                0 => WriteOp::Set {
+                    key: k,
+                    value: format!("{}", next(100)).into_bytes(),
+                },
+                1 => WriteOp::Del { key: k },
+                2 => WriteOp::Incr {
+                    key: k,
+                    delta: next(5) as i64,
+                },
+                3 => WriteOp::TimerSet {
+                    timers: timers.clone(),
+                    member: m,
+                    deadline_ms: next(10),
+                },
+                4 => WriteOp::TimerCancel {
+                    timers: timers.clone(),
+                    member: m,
+                },
+                // Values stay integers (INCRBY of anything else is an error in Redis).
+                _ => WriteOp::Set {
+                    key: k,
+                    value: b"-7".to_vec(),
+                },
+            });
+        }
+        r.write_many(&ops).unwrap();
+        l.write_many(&ops).unwrap();
+        let (mut a, mut b) = (vec![], vec![]);
+        r.get_many(&keys, &mut a).unwrap();
+        l.get_many(&keys, &mut b).unwrap();
+        assert_eq!(a, b, "round {round}: {ops:?}");
+        if round % 50 == 49 {
+            for now in [3, 6, 100] {
+                let mut x = r.timer_claim_due(&timers, now, 100).unwrap();
+                let mut y = l.timer_claim_due(&timers, now, 100).unwrap();
+                x.sort();
+                y.sort();
+                assert_eq!(x, y, "round {round}: timers due at {now}");
+            }
+        }
+    }
 }

@@ -15,12 +15,20 @@
 //!   instance that fires the timer deletes the connection (compare-and-set) and decrements the
 //!   backend's counter, exactly once.
 //!
+//! - `conn_claim: "pipelined"` (option; default `"atomic"`): a new connection's record and the
+//!   backend's counter increment (INCRBY) are written with the batch, no round trip of their own,
+//!   and the choice uses the counters this instance last read (a batch whose reads were sent
+//!   before this instance's last increments does not read them again). Valid only while one
+//!   instance handles a connection at a time (UNO moves traffic by a port remap): two instances
+//!   seeing one SYN at the same instant could choose different backends. Same assumption as the
+//!   NAT's `mapping_claim: "pipelined"`.
+//!
 //! Keys: `nf:<id>:{backends}` (the pool, see [`pool`]), `nf:<id>:{lb-conns:<addr>}` (active
 //! connections of a backend), `nf:<id>:{<hash of client -> VIP 5-tuple>}:lb` -> [`Conn`].
 //!
 //! Config (JSON): `{"vip": "10.0.0.100", "port": 80, "proto": "tcp", "backends":
 //! ["10.1.0.1:8080", "10.1.0.2:8080"], "on_backend_down": "keep", "idle_timeout_ms": 60000,
-//! "close_timeout_ms": 2000}` plus the runtime options.
+//! "close_timeout_ms": 2000, "conn_claim": "atomic"}` plus the runtime options.
 
 pub mod pool;
 
@@ -76,6 +84,16 @@ impl Conn {
     }
 }
 
+/// How a new connection's backend choice is claimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Compare-and-set, then INCRBY of the backend's counter: two blocking round trips; safe when
+    /// instances race on one connection.
+    Atomic,
+    /// Written with the batch (SET + INCRBY); one instance per connection at a time.
+    Pipelined,
+}
+
 /// A pool value parsed (or why it could not be).
 type PoolParse = Result<Vec<Backend>, String>;
 
@@ -109,6 +127,9 @@ pub struct LoadBalancer {
     on_down: OnDown,
     idle_ms: u64,
     close_ms: u64,
+    claim: Claim,
+    /// Pipelined claim: each backend's counter as last read (used when a batch does not know it).
+    last_load: HashMap<SocketAddr, i64>,
     /// Last pool value read from the tier and its parse (parsing once per change, not per packet).
     pool_cache: RefCell<(Vec<u8>, PoolParse)>,
     /// Connections this instance opened per backend since it last saw the counter at a value:
@@ -136,6 +157,7 @@ impl LoadBalancer {
             "on_backend_down",
             "idle_timeout_ms",
             "close_timeout_ms",
+            "conn_claim",
         ];
         allowed.extend_from_slice(RUNTIME_KEYS);
         only_keys(o, &allowed, "lb config")?;
@@ -186,6 +208,15 @@ impl LoadBalancer {
                 ))
             }
         };
+        let claim = match opt_str(o, "conn_claim", "atomic")? {
+            "atomic" => Claim::Atomic,
+            "pipelined" => Claim::Pipelined,
+            c => {
+                return Err(format!(
+                    "conn_claim must be \"atomic\" or \"pipelined\", not {c:?}"
+                ))
+            }
+        };
         let seed_enc = pool::encode(&seed);
         Ok(LoadBalancer {
             vip,
@@ -196,6 +227,8 @@ impl LoadBalancer {
             on_down,
             idle_ms: opt_u64(o, "idle_timeout_ms", 60_000, 1, 86_400_000)?,
             close_ms: opt_u64(o, "close_timeout_ms", 2_000, 1, 86_400_000)?,
+            claim,
+            last_load: HashMap::new(),
             opened: HashMap::new(),
             c: Counters::default(),
         })
@@ -275,10 +308,22 @@ impl LoadBalancer {
         let mut loads = HashMap::new();
         for b in pool.iter().filter(|b| b.up) {
             let k = load_key(ctx.keys, &b.addr);
-            let seen = ctx
-                .get(&k)?
-                .and_then(|v| std::str::from_utf8(v).ok()?.parse::<i64>().ok())
-                .unwrap_or(0);
+            let parse = |v: Option<&[u8]>| {
+                v.and_then(|v| std::str::from_utf8(v).ok()?.parse::<i64>().ok())
+                    .unwrap_or(0)
+            };
+            let seen = match self.claim {
+                Claim::Atomic => parse(ctx.get(&k)?),
+                // Advisory: the last value this instance saw when the batch does not know it.
+                Claim::Pipelined => match ctx.peek(&k) {
+                    Some(v) => {
+                        let n = parse(v);
+                        self.last_load.insert(b.addr, n);
+                        n
+                    }
+                    None => self.last_load.get(&b.addr).copied().unwrap_or(0),
+                },
+            };
             let extra = match self.opened.get(&b.addr) {
                 Some((at, n)) if *at == seen => *n,
                 _ => 0,
@@ -296,10 +341,19 @@ impl LoadBalancer {
             closing: false,
         };
         let enc = cand.encode();
-        if ctx.store().compare_and_set(key, None, Some(&enc))? {
+        let lk = load_key(ctx.keys, &addr);
+        let claimed = match self.claim {
+            Claim::Atomic => ctx.store().compare_and_set(key, None, Some(&enc))?,
+            Claim::Pipelined => true,
+        };
+        if claimed {
             self.c.new_conns += 1;
-            let lk = load_key(ctx.keys, &addr);
-            ctx.store().incr_by(&lk, 1)?;
+            match self.claim {
+                Claim::Atomic => {
+                    ctx.store().incr_by(&lk, 1)?;
+                }
+                Claim::Pipelined => ctx.incr(&lk, 1),
+            }
             let seen = loads[&addr].0;
             let e = self.opened.entry(addr).or_insert((seen, 0));
             if e.0 != seen {

@@ -88,6 +88,38 @@ fn cases_local_redis_and_alternating() {
             &case.expected,
             &format!("{name} two instances alternating"),
         );
+        // Connection record and counter written with the batch: the same packets.
+        let mut pcfg = case.config.clone();
+        pcfg["conn_claim"] = "pipelined".into();
+        let mkp = || Box::new(LoadBalancer::from_config(&pcfg).unwrap());
+        for batch in [1, 32] {
+            let local = run_frames(
+                mkp(),
+                Box::new(LocalStore::new()),
+                "lbpl",
+                &case.frames,
+                batch,
+            );
+            let what = format!("{name} pipelined claim local batch {batch}");
+            check_case(&local, &case.expected, &what);
+            let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+            let id = format!("lbpr{name}{batch}");
+            let remote = run_frames(mkp(), Box::new(s), &id, &case.frames, batch);
+            assert_eq!(remote, local, "{name} pipelined claim redis batch {batch}");
+        }
+        let alt = run_alternating(
+            || {
+                let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+                (mkp(), Box::new(s))
+            },
+            &format!("lbpalt{name}"),
+            &case.frames,
+        );
+        check_case(
+            &alt,
+            &case.expected,
+            &format!("{name} pipelined claim, two instances alternating"),
+        );
     }
 }
 
@@ -272,7 +304,16 @@ fn backend_marked_down_gets_no_new_connections() {
 #[test]
 fn expiry_releases_backend_slots_once_with_two_instances() {
     let redis = TestRedis::start().expect("redis-server");
-    let c = cfg(serde_json::json!({}));
+    for claim in ["atomic", "pipelined"] {
+        // The atomic run leaves every counter at 0 and no connection: the next starts clean.
+        expiry_run(&redis, claim);
+    }
+}
+
+/// Nine connections opened by one instance (counters written atomically or with the batch),
+/// expired by two.
+fn expiry_run(redis: &TestRedis, claim: &str) {
+    let c = cfg(serde_json::json!({ "conn_claim": claim }));
     let conn = || Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
     let mut a = runtime(conn(), "lbt", &c, (0..9).map(|i| syn(i, 0)).collect());
     let mut b = runtime(conn(), "lbt", &c, vec![]);
@@ -357,6 +398,10 @@ fn unreadable_pool_fails_closed_and_config_errors_name_the_field() {
         (
             serde_json::json!({"vip": "10.0.0.1", "port": 80, "backends": ["10.1.0.1:1"], "on_backend_down": "x"}),
             "on_backend_down",
+        ),
+        (
+            serde_json::json!({"vip": "10.0.0.1", "port": 80, "backends": ["10.1.0.1:1"], "conn_claim": "cas"}),
+            "conn_claim",
         ),
         (
             serde_json::json!({"vip": "10.0.0.1", "port": 80, "backends": ["10.1.0.1:1"], "vips": 1}),

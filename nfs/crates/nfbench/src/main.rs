@@ -1,4 +1,4 @@
-//! `nf-bench [--quick] [--batch N] [--depth N] [--nfs firewall,nat,monitor,lb,ips,l7fw,ipsec-out,ipsec-in] [--modes local,sync,stateless,cached]
+//! `nf-bench [--quick] [--batch N] [--depth N] [--nfs firewall,nat,monitor,lb,lb-pipelined,ips,l7fw,ipsec-out,ipsec-in] [--modes local,sync,stateless,cached]
 //!  [--workloads long64,long1500,short64,short1500] [--paced-load 0.5 (0: no latency runs)] [--no-pin]`: packets/s on one core and per-batch latency
 //! of each NF, stateless (Redis on loopback, started here) vs local, side by side, fed from memory.
 //! Prints one JSON object: {nf: {workload: {mode: {pps, p50_us, p99_us}, paced: {offered_pps,
@@ -52,6 +52,13 @@ fn make_nf(kind: &str) -> Box<dyn NetworkFunction> {
         "lb" => Box::new(
             nf_lb::LoadBalancer::from_config(&json!({"vip": LB_VIP, "port": 80,
                 "backends": ["10.1.0.1:8080", "10.1.0.2:8080", "10.1.0.3:8080", "10.1.0.4:8080"]}))
+            .unwrap(),
+        ),
+        // LB with the connection record and counter increment written with the batch.
+        "lb-pipelined" => Box::new(
+            nf_lb::LoadBalancer::from_config(&json!({"vip": LB_VIP, "port": 80,
+                "backends": ["10.1.0.1:8080", "10.1.0.2:8080", "10.1.0.3:8080", "10.1.0.4:8080"],
+                "conn_claim": "pipelined"}))
             .unwrap(),
         ),
         // 64 signatures (none occurs in the workload's payload, so every byte is scanned).
@@ -141,6 +148,18 @@ fn run_once(
     (rate, percentile(&lat, 0.5), percentile(&lat, 0.99))
 }
 
+/// CPU time of this thread (user + system, us) and its voluntary context switches (waits).
+fn thread_usage() -> (f64, i64) {
+    // SAFETY: getrusage writes the struct it is given; a zeroed rusage is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage owned by this frame.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return (f64::NAN, 0);
+    }
+    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    (us(ru.ru_utime) + us(ru.ru_stime), ru.ru_nvcsw)
+}
+
 /// Run the NF over `dev` to its end: (packets/s, per-batch receive-to-transmit us, the device).
 fn run_dev<D: Device>(
     kind: &str,
@@ -174,16 +193,27 @@ fn run_dev<D: Device>(
     }
     rt.set_pipeline_depth(depth);
     rt.record_latencies(true);
+    let ru0 = thread_usage();
     let t0 = Instant::now();
     rt.run(TimeSource::Wall, &AtomicBool::new(false))
         .expect("run");
     let secs = t0.elapsed().as_secs_f64();
+    let ru1 = thread_usage();
     if std::env::var("NFBENCH_DEBUG").is_ok() {
         rt.snapshot();
+        let s = rt.store_mut().stats();
+        // Load-independent figures: CPU time of the NF thread (not wall time), and the store
+        // traffic per packet.
+        let n = n_frames.max(1) as f64;
         eprintln!(
-            "DEBUG {kind} {:?} {}",
-            rt.store_mut().stats(),
-            rt.nf().stats()
+            "DEBUG {kind} {s:?} {} | per pkt: cpu_us {:.3} keys_read {:.3} keys_written {:.3} | \
+             round_trips/1000 pkts {:.1} | voluntary ctx switches/1000 pkts {:.1}",
+            rt.nf().stats(),
+            (ru1.0 - ru0.0) / n,
+            s.keys_read as f64 / n,
+            s.keys_written as f64 / n,
+            s.round_trips as f64 * 1000.0 / n,
+            (ru1.1 - ru0.1) as f64 * 1000.0 / n,
         );
     }
     let st = rt.stats();
@@ -196,7 +226,7 @@ fn run_dev<D: Device>(
     );
     // These NFs must pass the whole workload, or the figures measure a broken run (e.g. an
     // IPS buffering a stream with gaps).
-    if ["lb", "ips", "l7fw"].contains(&kind) {
+    if ["lb", "lb-pipelined", "ips", "l7fw"].contains(&kind) {
         let dropped = st.dropped_by_nf.load(std::sync::atomic::Ordering::Relaxed);
         assert_eq!(dropped, 0, "{kind} dropped packets: {}", rt.nf().stats());
     }
@@ -312,8 +342,10 @@ fn main() {
                 pkts_per_flow: if long { 1000 * scale } else { 20 },
                 window: if long { 16 } else { 64 },
                 frame_len: len,
-                one_way: kind.starts_with("nat") || kind == "lb" || kind.starts_with("ipsec"),
-                server: (kind == "lb").then(|| LB_VIP.parse().unwrap()),
+                one_way: kind.starts_with("nat")
+                    || kind.starts_with("lb")
+                    || kind.starts_with("ipsec"),
+                server: kind.starts_with("lb").then(|| LB_VIP.parse().unwrap()),
                 first_payload: (kind == "l7fw").then_some(HTTP_REQUEST),
             };
             let mut frames = workload::frames(&shape);

@@ -58,6 +58,18 @@ impl<'a> Ctx<'a> {
         self.batch.hash_op(key, field, op)
     }
 
+    /// Add `delta` to the integer at `key` in the tier with the batch's writes (INCRBY, no round
+    /// trip of its own; the batch forgets the value, a later `get` reads it again).
+    pub fn incr(&mut self, key: &[u8], delta: i64) {
+        self.batch.incr(key, delta)
+    }
+
+    /// Value of `key` if this batch already knows it (no round trip); `None` if it would have
+    /// to be read. For values where the NF can do with the last one it saw (advisory counters).
+    pub fn peek(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        self.batch.peek(key)
+    }
+
     /// Set or move the NF's timer `member` to fire at `deadline_ms` (tier-held, NF-wide set).
     pub fn timer_set(&mut self, member: Vec<u8>, deadline_ms: u64) {
         self.batch.timer_set(self.timers, member, deadline_ms)

@@ -148,7 +148,10 @@ impl FlowStore for Tracking<'_> {
     }
     fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
         for op in ops {
-            if let WriteOp::Set { key, .. } | WriteOp::Del { key } | WriteOp::Hash { key, .. } = op
+            if let WriteOp::Set { key, .. }
+            | WriteOp::Del { key }
+            | WriteOp::Hash { key, .. }
+            | WriteOp::Incr { key, .. } = op
             {
                 self.touched.push(key.clone());
             }
@@ -461,7 +464,7 @@ impl<D: Device> Runtime<D> {
                         .insert(key.clone(), (ord, Recent::Value(None)));
                 }
                 // Applied by the tier: its value is known only there.
-                WriteOp::Hash { key, .. } => {
+                WriteOp::Hash { key, .. } | WriteOp::Incr { key, .. } => {
                     self.pipe.recent.insert(key.clone(), (ord, Recent::Unknown));
                 }
                 _ => {}
