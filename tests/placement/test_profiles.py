@@ -131,8 +131,7 @@ def test_record_fit_sets_base_and_slope_and_a_single_point_clears_the_base():
     assert prof["b_nic"] + prof["r_nic"] * 0.2 == pytest.approx(5.0, abs=1e-5)
     assert [p["load_gbps"] for p in prof["measured"]["r_nic"]["points"]] == [0.06, 0.2]
     assert prof["measured"]["r_nic"]["residual"] == pytest.approx(0, abs=1e-6)
-    read_profile_file_ok = out  # the written shape validates
-    record_measurement(read_profile_file_ok, "ips", "host", 0.1, 0.1, "d", "c")
+    record_measurement(out, "ips", "host", 0.1, 0.1, "d", "c")  # the fitted entry validates when updated
     again = record_measurement(out, "ips", "nic", 5.0, 0.1, "d", "c")
     assert "b_nic" not in again["ips"] and again["ips"]["r_nic"] == pytest.approx(25)
     assert node_costs(prof) == {"r_host": 0.0, "r_nic": prof["r_nic"], "b_nic": prof["b_nic"]}
