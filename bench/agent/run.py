@@ -334,7 +334,7 @@ def main() -> int:
         listen = status["oneswitch"]["listen"]
         agent = subprocess.Popen(
             [sys.executable, "-m", "nf_agent.cli", "agent", "serve", "--config", str(cfg), "--replace-interval", "0",
-             "--sample-interval", "1", "--dampening", "0", "--profiles", args.profiles],
+             "--sample-interval", "1", "--dampening", "0", "--flap-window", "0", "--profiles", args.profiles],
             cwd=REPO, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         url = agent.stdout.readline().strip()
