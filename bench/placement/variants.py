@@ -43,6 +43,15 @@ def with_base(inst: dict, b_host: float = 0.05, b_nic: float = 0.1) -> dict:
     return {**inst, "nodes": nodes, "snics": snics}
 
 
+def varied_r_host(inst: dict) -> dict:
+    """The instance with r_host varied by NF (x1, x1.13, x0.87 in turn): still linear, no longer proportional
+    to load across all NFs."""
+    mult = (1.0, 1.13, 0.87)
+    nodes = [{**n, "r_host": round(n["r_host"] * mult[int(n["id"][2:]) % 3], 4)} if n["kind"] == "nf" else n
+             for n in inst["nodes"]]  # fmt: skip
+    return {**inst, "nodes": nodes}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="500,5000")
@@ -56,6 +65,7 @@ def main() -> None:
     for n in sizes:
         plain = [chains_instance(n, seed=s) for s in range(3)]
         run(f"{n} linear (no base)", plain)
+        run(f"{n} linear, r_host varied", [varied_r_host(i) for i in plain])
         run(f"{n} base costs", [with_base(i) for i in plain])
         if args.only == "base":
             continue
