@@ -10,14 +10,16 @@ forked per-connection children) from /proc on the host, or the sNIC's CPU cgroup
 
 - provision_ms: POST /v1/nfs (firewall) -> rules installed on OneSwitch -> first ping through the NF
   answered (median over repeats; api_ms is the POST alone).
-- `--profile TYPES`: per type, the NF alone on the host, then on the sNIC, under the load; r = cores / load
-  (Gbit/s in + out of the NF as the agent measures it; r_nic in sNIC units, 72 per core of quota); stored with `uno placement profile --file F --measure`
-  (provenance: date, this command) into `--write` (default placement/profiles-emulated.json).
+- `--profile TYPES [--rates 30,60,100]`: per type, the NF alone on the host, then on the sNIC, at each offered
+  rate; cost = base + slope x load fitted by least squares (load: Gbit/s in + out of the NF as the agent
+  measures it; sNIC side in units, 72 per core of quota); stored with `uno placement profile --file F
+  --measure TYPE SIDE CORES GBPS ...` (provenance: date, this command, points, residual) into `--write`
+  (default placement/profiles-emulated.json).
 - Saving, per chain (`demo`: l7fw -> ips; `dpi`: ips -> l7fw -> ips): the chain all on the host, then the
   agent's placement (POST /v1/placement/run under the load); measured_saving = host cores of the NFs' processes
   all-on-host minus under the agent's placement; predicted_saving = the agent's model (GET /v1/placement
-  `predicted.host_cores`, profile r_host x measured load) for the same two placements; delivered throughput
-  of both phases is printed to show they match.
+  `predicted.host_cores`, profile b_host + r_host x measured load) for the same two placements; delivered
+  throughput of both phases is printed, and `same_throughput` says whether they match within 5 %.
 
     ./uno bench agent [--quick] [--mbps 100] [--profiles F] [--profile firewall,ips,l7fw,monitor [--write F]]
 """
