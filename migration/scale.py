@@ -104,7 +104,7 @@ def place_instances(
     """Where `k` new instances go (pure).
 
     UNO's objective is host CPU: an instance goes to the sNIC with the most free capacity that can still
-    carry one more instance's share (`nic_cost[snic]` units: the NF's r_nic x its load / new count), else
+    carry one more instance's share (`nic_cost[snic]` units: b_nic + the NF's r_nic x its load / new count), else
     to the host (no capacity bound in the model). A pinned NF only scales at its pin; NoRoom when that is
     an sNIC without room. `snic_free` is not modified.
     """
@@ -140,9 +140,10 @@ def choose_leaving(instances: list[Instance], n: int) -> list[Instance]:
     return [instances[i] for i in sorted(order[:k])]
 
 
-def per_instance_cost(r_nic: float, load_gbps: float, n: int) -> float:
-    """sNIC units one of `n` instances costs when the NF's load is spread evenly (pure)."""
-    return r_nic * load_gbps / max(1, n)
+def per_instance_cost(r_nic: float, load_gbps: float, n: int, b_nic: float = 0.0) -> float:
+    """sNIC units one of `n` instances costs when the NF's load is spread evenly (pure): its base cost
+    `b_nic` plus its share of r_nic x load."""
+    return b_nic + r_nic * load_gbps / max(1, n)
 
 
 # -- the state machine ------------------------------------------------------------------------------------

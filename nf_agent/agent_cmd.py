@@ -92,6 +92,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError("--sample-interval must be > 0 and --replace-interval >= 0")
     if args.max_moves is not None and args.max_moves < 0:
         raise CliError("--max-moves must be >= 0")
+    if not args.flap_window >= 0:
+        raise CliError("--flap-window must be >= 0 seconds")
     if not 0 <= args.drain <= 60:
         raise CliError("--drain must be in [0, 60] seconds")
     if args.solve_time_limit <= 0:
@@ -129,7 +131,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         snics=snics,
         vm_slots=host.config.vms,
         profiles=profiles,
-        dampener=Dampener(threshold=args.threshold, rel_threshold=args.rel_threshold, window=args.dampening),
+        dampener=Dampener(
+            threshold=args.threshold,
+            rel_threshold=args.rel_threshold,
+            window=args.dampening,
+            flap_window=args.flap_window,
+        ),
         solve_time_limit=args.solve_time_limit,
         max_moves=args.max_moves,
         failover=args.failover_interval > 0,
@@ -215,6 +222,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--threshold", type=float, default=0.0, help="hysteresis: minimum saving, host cores")
     s.add_argument("--rel-threshold", type=float, default=0.05, help="hysteresis: minimum relative saving")
     s.add_argument("--dampening", type=float, default=30.0, help="seconds between migrations")
+    s.add_argument(
+        "--flap-window",
+        type=float,
+        default=300.0,
+        help="seconds before returning to a placement left (anti-flap)",
+    )
     s.add_argument(
         "--max-moves", type=int, default=None, help="incremental re-placement: at most N NFs move per run"
     )

@@ -60,13 +60,16 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     try:
         if args.measure:
-            nf_type, on, cores, gbps = args.measure
+            if len(args.measure) < 4 or len(args.measure) % 2:
+                raise CliError("--measure: expected TYPE ON CORES GBPS [CORES GBPS ...]")
+            nf_type, on, *vals = args.measure
+            points = [
+                (_number("CORES", c), _number("GBPS", g)) for c, g in zip(vals[::2], vals[1::2], strict=True)
+            ]
             raw = read_profile_file(args.file) if args.file else {}
             date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            source = args.source or f"uno placement profile --measure {nf_type} {on} {cores} {gbps}"
-            raw = record_measurement(
-                raw, nf_type, on, _number("CORES", cores), _number("GBPS", gbps), date, source
-            )
+            source = args.source or "uno placement profile --measure " + " ".join(args.measure)
+            raw = record_measurement(raw, nf_type, on, points, None, date, source)
             if args.file:
                 tmp = Path(f"{args.file}.tmp")
                 tmp.write_text(json.dumps(raw, indent=2) + "\n")
@@ -97,13 +100,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--out", default="bench/out/placement", help="output directory")
     m.add_argument("--quick", action="store_true")
     m.set_defaults(func=cmd_sim)
-    f = psub.add_parser("profile", help="show NF profiles; --measure TYPE host|nic CORES GBPS updates FILE")
+    f = psub.add_parser(
+        "profile", help="show NF profiles; --measure TYPE host|nic CORES GBPS [CORES GBPS ...] updates FILE"
+    )
     f.add_argument("--file", help="profiles JSON overlaying the shipped defaults")
     f.add_argument(
         "--measure",
-        nargs=4,
-        metavar=("TYPE", "ON", "CORES", "GBPS"),
-        help="CORES used while GBPS passed through the NF (load = 2 x GBPS); ON is host or nic",
+        nargs="+",
+        metavar="ARG",
+        help="TYPE ON CORES GBPS [CORES GBPS ...]: CORES used while GBPS passed through the NF (load = 2 x "
+        "GBPS); ON is host or nic. Two or more rates: base (b_host/b_nic) + slope by least squares",
     )
     f.add_argument("--source", help="provenance: the command that measured it (default: this command)")
     f.set_defaults(func=cmd_profile)

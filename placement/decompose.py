@@ -151,11 +151,13 @@ def prepare(
         load[a] += g
         load[b] += g
     nfs = [i for i, n in enumerate(p.nodes) if n.kind == "nf"]
-    # Primary cost: r_host * load (+ move_cost per move), units 1/(R*G), reduced by the common gcd.
-    R = _lcm_den([p.nodes[i].r_host for i in nfs] + [move_cost])
+    # Primary cost: b_host x instances + r_host x load (+ move_cost per move), units 1/(R*G), reduced by
+    # the common gcd.
+    R = _lcm_den([p.nodes[i].r_host for i in nfs] + [p.nodes[i].b_host for i in nfs] + [move_cost])
     host = [0] * n_nodes
     for i in nfs:
-        host[i] = _times(p.nodes[i].r_host, R) * load[i]
+        nd = p.nodes[i]
+        host[i] = _times(nd.r_host, R) * load[i] + _times(nd.b_host, R) * G * nd.instances
     mc = int(move_cost * R * G)
     div = 0
     for i in movable:
@@ -174,10 +176,12 @@ def prepare(
     node_rows: list[tuple[int, list[int]]] = []  # (sNIC location index, per-node coefficient)
     budgets: list[int] = []
     needs_raw: dict[str, tuple[list[int], int]] = {}
-    Rn = _lcm_den([p.nodes[i].r_nic for i in nfs] + [s.capacity for s in p.snics])
+    Rn = _lcm_den([p.nodes[i].r_nic for i in nfs] + [p.nodes[i].b_nic for i in nfs]
+                  + [s.capacity for s in p.snics])  # fmt: skip
     nic = [0] * n_nodes
     for i in nfs:
-        nic[i] = _times(p.nodes[i].r_nic, Rn) * load[i]
+        nd = p.nodes[i]
+        nic[i] = _times(nd.r_nic, Rn) * load[i] + _times(nd.b_nic, Rn) * G * nd.instances
     for k, s in enumerate(p.snics):
         coef = nic
         row_names.append(f"capacity of {s.id}")

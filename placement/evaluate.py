@@ -22,7 +22,7 @@ class Evaluation:
 
 
 def evaluate(problem: Problem, placement: dict[str, str]) -> Evaluation:
-    load = problem.loads()
+    hcost, ncost = problem.host_costs(), problem.nic_costs()
     host_cost = Fraction(0)
     snic_load = {s.id: Fraction(0) for s in problem.snics}
     used = {s.id: {r: Fraction(0) for r in problem.resource_names} for s in problem.snics}
@@ -34,9 +34,9 @@ def evaluate(problem: Problem, placement: dict[str, str]) -> Evaluation:
         if n.kind != "nf":
             continue
         if loc == HOST:
-            host_cost += n.r_host * load[i]
+            host_cost += hcost[i]
         else:
-            snic_load[loc] += n.r_nic * load[i]
+            snic_load[loc] += ncost[i]
             for r, amount in n.needs.items():
                 used[loc][r] += amount
     pcie = {s.id: {"up": Fraction(0), "down": Fraction(0)} for s in problem.snics}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from placement.profiles import load_profiles
+from placement.profiles import load_profiles, node_costs
 
 
 def chains_instance(
@@ -45,9 +45,7 @@ def chains_instance(
                 t = rng.choice(types)
                 nid = f"nf{nf}"
                 nf += 1
-                nodes.append(
-                    {"id": nid, "kind": "nf", "r_host": prof[t]["r_host"], "r_nic": prof[t]["r_nic"]}
-                )
+                nodes.append({"id": nid, "kind": "nf", **node_costs(prof[t])})
                 edges.append({"src": prev, "dst": nid, "gbps": gbps})
                 edges.append({"src": nid, "dst": prev, "gbps": round(gbps / 10, 2)})
                 prev = nid
@@ -61,7 +59,7 @@ def chains_instance(
             load[e["dst"]] += e["gbps"]
         for n in nodes:
             if n["kind"] == "nf":
-                need += n["r_nic"] * load[n["id"]]
+                need += n.get("b_nic", 0) + n["r_nic"] * load[n["id"]]
         capacity = round(0.4 * need / snics, 1)
     if pcie_gbps is None:
         pcie_gbps = round(1.5 * must_cross / snics, 1)

@@ -28,6 +28,9 @@ class Node:
     pinned: str | None = None
     location: str | None = None  # current location, for tie-breaks and move budgets
     needs: dict[str, Fraction] = field(default_factory=dict)  # other sNIC resources (e.g. memory) it uses
+    b_host: Fraction = Fraction(0)  # host cores per running instance, whatever the load (affine cost)
+    b_nic: Fraction = Fraction(0)  # sNIC units per running instance
+    instances: int = 1
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,20 @@ class Problem:
             load[self.index[e.src]] += e.gbps
             load[self.index[e.dst]] += e.gbps
         return load
+
+    def host_costs(self) -> list[Fraction]:
+        """Per vertex: host cores it costs on the host (NFs: b_host x instances + r_host x load; else 0)."""
+        return [
+            n.b_host * n.instances + n.r_host * ld if n.kind == "nf" else Fraction(0)
+            for n, ld in zip(self.nodes, self.loads(), strict=True)
+        ]
+
+    def nic_costs(self) -> list[Fraction]:
+        """Per vertex: sNIC capacity units it uses on an sNIC (NFs: b_nic x instances + r_nic x load)."""
+        return [
+            n.b_nic * n.instances + n.r_nic * ld if n.kind == "nf" else Fraction(0)
+            for n, ld in zip(self.nodes, self.loads(), strict=True)
+        ]
 
     def allowed(self, node: Node) -> list[str]:
         """Where a vertex may go: VMs on host, ports on their sNIC, pinned NFs where pinned."""
@@ -153,7 +170,10 @@ def parse_problem(data: Any) -> Problem:
     seen: set[str] = set()
     for i, n in enumerate(data["nodes"]):
         w = f"nodes[{i}]"
-        _keys(w, n, {"id", "kind"}, {"r_host", "r_nic", "pinned", "location", "needs"})
+        _keys(
+            w, n, {"id", "kind"},
+            {"r_host", "r_nic", "b_host", "b_nic", "instances", "pinned", "location", "needs"},
+        )  # fmt: skip
         nid = n["id"]
         if not isinstance(nid, str) or not nid:
             raise PlacementInputError(f"{w}.id: must be a non-empty string")
@@ -173,13 +193,22 @@ def parse_problem(data: Any) -> Problem:
             raise PlacementInputError(f"{w}.pinned: a port must name its sNIC")
         r_host = _exact(f"{w}.r_host", n.get("r_host", 0))
         r_nic = _exact(f"{w}.r_nic", n.get("r_nic", 0))
+        b_host = _exact(f"{w}.b_host", n.get("b_host", 0))
+        b_nic = _exact(f"{w}.b_nic", n.get("b_nic", 0))
+        instances = n.get("instances", 1)
+        if isinstance(instances, bool) or not isinstance(instances, int) or not 1 <= instances <= 1024:
+            raise PlacementInputError(f"{w}.instances: must be an integer 1..1024, got {instances!r}")
+        for key in ("b_host", "b_nic", "instances"):
+            if key in n and kind != "nf":
+                raise PlacementInputError(f"{w}.{key}: only an NF has base costs and instances")
         needs = _amounts(f"{w}.needs", n.get("needs", {}))
         if needs and kind != "nf":
             raise PlacementInputError(f"{w}.needs: only an NF uses sNIC resources")
         for res in needs:
             if res not in declared:
                 raise PlacementInputError(f"{w}.needs.{res}: no sNIC declares resource {res!r}")
-        nodes.append(Node(nid, kind, r_host, r_nic, pinned if kind != "vm" else HOST, location, needs))
+        nodes.append(Node(nid, kind, r_host, r_nic, pinned if kind != "vm" else HOST, location, needs,
+                          b_host, b_nic, instances))  # fmt: skip
     if not isinstance(data["edges"], list):
         raise PlacementInputError("edges: expected a list")
     edges: list[Edge] = []

@@ -1,9 +1,12 @@
-"""Per-NF-type resource profiles (r_host, r_nic: cores per Gbit/s of load), shipped defaults + overrides.
+"""Per-NF-type resource profiles, shipped defaults + overrides.
 
-A profile file maps an NF type to `{"r_host", "r_nic", "measured"?}`; `measured` is provenance, per side
-(`"r_host"`/`"r_nic"`): `{"date", "command", "used", "load_gbps"}` of the measurement the value came from
-(`used`: host cores for r_host, sNIC placement units for r_nic).
-Keys starting with `_` are comments and are kept when a file is updated."""
+Cost is affine per side: host cores = b_host x instances + r_host x load, sNIC units = b_nic x instances +
+r_nic x load (load: Gbit/s in + out). A profile file maps an NF type to `{"r_host", "r_nic", "b_host"?,
+"b_nic"?, "measured"?}` (b_* default 0). `measured` is provenance, per side (`"r_host"`/`"r_nic"`): either
+one point `{"date", "command", "used", "load_gbps"}` (r = used / load, base 0) or a least-squares fit of
+base + slope over several rates `{"date", "command", "points": [{"used", "load_gbps"}, ...], "residual"}`
+(`residual`: root mean square of used - fit, same unit as `used`: host cores for r_host, sNIC placement
+units for r_nic). Keys starting with `_` are comments and are kept when a file is updated."""
 
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ DEFAULT_PROFILES = Path(__file__).with_name("profiles.json")
 # Measured on the emulated host (bench/agent/run.py --profile): r_nic in cores of the sNIC's CPU cgroup
 EMULATED_PROFILES = Path(__file__).with_name("profiles-emulated.json")
 _PROVENANCE = {"date", "command", "used", "load_gbps"}
+_FIT_PROVENANCE = {"date", "command", "points", "residual"}
+_KEYS = {"r_host", "r_nic", "b_host", "b_nic", "measured"}
 
 
 def load_profiles(path: str | Path | None = None) -> dict[str, dict]:
@@ -27,6 +32,13 @@ def load_profiles(path: str | Path | None = None) -> dict[str, dict]:
             if not name.startswith("_"):
                 data[name] = {**data.get(name, {}), **prof}
     return data
+
+
+def node_costs(prof: dict) -> dict[str, float]:
+    """The cost fields of a placement NF vertex from a profile: r_host, r_nic, and b_host/b_nic when set."""
+    out = {"r_host": prof.get("r_host", 0.0), "r_nic": prof.get("r_nic", 0.0)}
+    out |= {k: prof[k] for k in ("b_host", "b_nic") if prof.get(k)}
+    return out
 
 
 def read_profile_file(path: str | Path) -> dict:
@@ -47,9 +59,9 @@ def read_profile_file(path: str | Path) -> dict:
 
 
 def validate_profile(name: str, prof: object) -> None:
-    if not isinstance(prof, dict) or set(prof) - {"r_host", "r_nic", "measured"}:
+    if not isinstance(prof, dict) or set(prof) - _KEYS:
         raise PlacementInputError(
-            f"profiles.{name}: expected an object with r_host and/or r_nic (and measured)"
+            f"profiles.{name}: expected an object with r_host and/or r_nic (and b_host, b_nic, measured)"
         )
     for key, val in prof.items():
         if key == "measured":
@@ -63,14 +75,57 @@ def _validate_provenance(name: str, val: object) -> None:
         raise PlacementInputError(f"profiles.{name}.measured: expected an object with r_host and/or r_nic")
     for side, rec in val.items():
         where = f"profiles.{name}.measured.{side}"
-        if not isinstance(rec, dict) or set(rec) != _PROVENANCE:
-            raise PlacementInputError(f"{where}: expected exactly {', '.join(sorted(_PROVENANCE))}")
+        if not isinstance(rec, dict) or set(rec) not in (_PROVENANCE, _FIT_PROVENANCE):
+            raise PlacementInputError(
+                f"{where}: expected exactly {', '.join(sorted(_PROVENANCE))} "
+                f"or {', '.join(sorted(_FIT_PROVENANCE))}"
+            )
         for k in ("date", "command"):
             if not isinstance(rec[k], str) or not rec[k]:
                 raise PlacementInputError(f"{where}.{k}: must be a non-empty string")
-        for k in ("used", "load_gbps"):
-            if isinstance(rec[k], bool) or not isinstance(rec[k], int | float) or rec[k] < 0:
-                raise PlacementInputError(f"{where}.{k}: must be a non-negative number")
+        if "points" in rec:
+            pts = rec["points"]
+            if not isinstance(pts, list) or len(pts) < 2:
+                raise PlacementInputError(f"{where}.points: expected a list of at least two points")
+            for j, pt in enumerate(pts):
+                if not isinstance(pt, dict) or set(pt) != {"used", "load_gbps"}:
+                    raise PlacementInputError(f"{where}.points[{j}]: expected exactly load_gbps, used")
+                for k in ("used", "load_gbps"):
+                    _nonneg(f"{where}.points[{j}].{k}", pt[k])
+            _nonneg(f"{where}.residual", rec["residual"])
+        else:
+            for k in ("used", "load_gbps"):
+                _nonneg(f"{where}.{k}", rec[k])
+
+
+def _nonneg(where: str, v: object) -> None:
+    if isinstance(v, bool) or not isinstance(v, int | float) or v != v or v < 0 or v == float("inf"):
+        raise PlacementInputError(f"{where}: must be a non-negative number")
+
+
+def fit_affine(points: list[tuple[float, float]]) -> tuple[float, float, float]:
+    """(base, slope, residual) of used = base + slope x load over `points` of (used, load) by least squares,
+    with base >= 0 and slope >= 0 (a negative one is refitted at 0); residual = RMS of used - fit.
+    One point: slope through the origin (base 0, residual 0)."""
+    if not points:
+        raise PlacementInputError("measurement: no points")
+    for used, load in points:
+        if not (used >= 0 and load > 0) or used == float("inf") or load == float("inf"):
+            raise PlacementInputError("measurement: need cores >= 0 and gbps_through > 0 at every point")
+    n = len(points)
+    if n == 1 or len({round(ld, 9) for _, ld in points}) == 1:
+        slope, base = sum(u for u, _ in points) / sum(ld for _, ld in points), 0.0
+    else:
+        mu = sum(u for u, _ in points) / n
+        ml = sum(ld for _, ld in points) / n
+        slope = sum((ld - ml) * (u - mu) for u, ld in points) / sum((ld - ml) ** 2 for _, ld in points)
+        base = mu - slope * ml
+        if base < 0:  # through the origin
+            slope, base = sum(u * ld for u, ld in points) / sum(ld * ld for _, ld in points), 0.0
+        elif slope < 0:  # flat: all base
+            slope, base = 0.0, mu
+    res = (sum((u - base - slope * ld) ** 2 for u, ld in points) / n) ** 0.5
+    return base, slope, res
 
 
 def from_measurement(cores: float, gbps_through: float, on: str) -> dict[str, float]:
@@ -83,16 +138,43 @@ def from_measurement(cores: float, gbps_through: float, on: str) -> dict[str, fl
 
 
 def record_measurement(
-    raw: dict, nf_type: str, on: str, cores: float, gbps_through: float, date: str, command: str
+    raw: dict,
+    nf_type: str,
+    on: str,
+    cores: float | list[tuple[float, float]],
+    gbps_through: float | None,
+    date: str,
+    command: str,
 ) -> dict:
-    """`raw` (a profile file's content) with the measured r_host/r_nic of `nf_type` and its provenance."""
+    """`raw` (a profile file's content) with the measured r_host/r_nic of `nf_type` and its provenance.
+
+    `cores` and `gbps_through`: one measurement (r = cores / load, the side's base cost set to 0), or
+    `cores` a list of (cores, gbps_through) at two or more rates and `gbps_through` None: base b_host/b_nic
+    and slope fitted by least squares (`fit_affine`), the residual kept in the provenance."""
     if not isinstance(nf_type, str) or not re.fullmatch(r"[a-z][a-z0-9_-]{0,31}", nf_type):
         raise PlacementInputError(f"measurement.type: {nf_type!r} is not an NF type name ([a-z][a-z0-9_-]*)")
-    entry = from_measurement(cores, gbps_through, on)
-    side = f"r_{on}"
+    if on not in ("host", "nic"):
+        raise PlacementInputError(f"measurement.on: {on!r} is not 'host' or 'nic'")
+    side, base_key = f"r_{on}", f"b_{on}"
     old = raw.get(nf_type, {})
-    prov = {**old.get("measured", {}), side: {"date": date, "command": command, "used": round(cores, 6),
-                                              "load_gbps": round(2 * gbps_through, 6)}}  # fmt: skip
-    out = {**raw, nf_type: {**old, **entry, "measured": prov}}
+    if isinstance(cores, list) and len(cores) >= 2:
+        pts = [(u, 2 * g) for u, g in cores]
+        base, slope, res = fit_affine(pts)
+        entry = {side: round(slope, 6), base_key: round(base, 6)}
+        rec = {"date": date, "command": command, "residual": round(res, 6),
+               "points": [{"used": round(u, 6), "load_gbps": round(ld, 6)} for u, ld in pts]}  # fmt: skip
+    else:
+        if isinstance(cores, list):
+            if not cores:
+                raise PlacementInputError("measurement: no points")
+            ((cores, gbps_through),) = cores
+        entry = {**from_measurement(cores, gbps_through, on), base_key: 0.0}
+        rec = {"date": date, "command": command, "used": round(cores, 6),
+               "load_gbps": round(2 * gbps_through, 6)}  # fmt: skip
+    prov = {**old.get("measured", {}), side: rec}
+    merged = {**old, **entry, "measured": prov}
+    if not merged[base_key]:
+        del merged[base_key]  # a single-point profile keeps the old file shape
+    out = {**raw, nf_type: merged}
     validate_profile(nf_type, out[nf_type])
     return out

@@ -16,7 +16,7 @@ from pathlib import Path
 from placement.generate import chains_instance
 from placement.hysteresis import Dampener
 from placement.model import PlacementInputError, parse_problem
-from placement.profiles import load_profiles
+from placement.profiles import load_profiles, node_costs
 from placement.solver import solve
 
 
@@ -36,7 +36,7 @@ def fig16_instance(pcie: float, gbps: float = 2.25) -> dict:
     edges = []
     for i in range(9):
         a, b = f"dpi{2 * i}", f"dpi{2 * i + 1}"
-        nodes += [{"id": x, "kind": "nf", "r_host": dpi["r_host"], "r_nic": dpi["r_nic"]} for x in (a, b)]
+        nodes += [{"id": x, "kind": "nf", **node_costs(dpi)} for x in (a, b)]
         edges += [
             {"src": f"vm{i}", "dst": a, "gbps": gbps},
             {"src": a, "dst": b, "gbps": gbps},

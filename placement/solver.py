@@ -89,7 +89,7 @@ class _Model:
 
     def build(self) -> None:
         p = self.p
-        load = p.loads()
+        hcost, ncost = p.host_costs(), p.nic_costs()  # affine: base per instance + r x load
         for i, n in enumerate(p.nodes):
             allowed = p.allowed(n)
             if len(allowed) > 1:
@@ -105,7 +105,7 @@ class _Model:
             if n.location is not None and len(p.allowed(n)) > 1:
                 stay = self.on(i, n.location)
                 self.moved[i] = (1 - stay) if not isinstance(stay, int) else 1 - stay
-        coeffs = [p.nodes[i].r_host * load[i] for i in nfs] + [move_cost] * len(self.moved)
+        coeffs = [hcost[i] for i in nfs] + [move_cost] * len(self.moved)
         ints, self.cost_scale = _scale(coeffs + [Fraction(1)])
         host_terms = [(ints[k], self.on(i, HOST)) for k, i in enumerate(nfs)]
         move_terms = [(ints[len(nfs) + k], mv) for k, mv in enumerate(self.moved.values())]
@@ -120,9 +120,7 @@ class _Model:
             elif forced > self.opts.max_moves:
                 self.add(self.boolvar("never") + 1 <= 0)
         # sNIC capacity (cores from load) and further resources (fixed needs per NF).
-        rows = [
-            (s, [(p.nodes[i].r_nic * load[i], self.on(i, s.id)) for i in nfs], s.capacity) for s in p.snics
-        ]
+        rows = [(s, [(ncost[i], self.on(i, s.id)) for i in nfs], s.capacity) for s in p.snics]
         rows += [(s, [(p.nodes[i].needs.get(r, Fraction(0)), self.on(i, s.id)) for i in nfs], s.resources[r])
                  for s in p.snics for r in p.resource_names]  # fmt: skip
         for _s, terms, budget in rows:

@@ -10,14 +10,16 @@ forked per-connection children) from /proc on the host, or the sNIC's CPU cgroup
 
 - provision_ms: POST /v1/nfs (firewall) -> rules installed on OneSwitch -> first ping through the NF
   answered (median over repeats; api_ms is the POST alone).
-- `--profile TYPES`: per type, the NF alone on the host, then on the sNIC, under the load; r = cores / load
-  (Gbit/s in + out of the NF as the agent measures it; r_nic in sNIC units, 72 per core of quota); stored with `uno placement profile --file F --measure`
-  (provenance: date, this command) into `--write` (default placement/profiles-emulated.json).
+- `--profile TYPES [--rates 30,60,100]`: per type, the NF alone on the host, then on the sNIC, at each offered
+  rate; cost = base + slope x load fitted by least squares (load: Gbit/s in + out of the NF as the agent
+  measures it; sNIC side in units, 72 per core of quota); stored with `uno placement profile --file F
+  --measure TYPE SIDE CORES GBPS ...` (provenance: date, this command, points, residual) into `--write`
+  (default placement/profiles-emulated.json).
 - Saving, per chain (`demo`: l7fw -> ips; `dpi`: ips -> l7fw -> ips): the chain all on the host, then the
   agent's placement (POST /v1/placement/run under the load); measured_saving = host cores of the NFs' processes
   all-on-host minus under the agent's placement; predicted_saving = the agent's model (GET /v1/placement
-  `predicted.host_cores`, profile r_host x measured load) for the same two placements; delivered throughput
-  of both phases is printed to show they match.
+  `predicted.host_cores`, profile b_host + r_host x measured load) for the same two placements; delivered
+  throughput of both phases is printed, and `same_throughput` says whether they match within 5 %.
 
     ./uno bench agent [--quick] [--mbps 100] [--profiles F] [--profile firewall,ips,l7fw,monitor [--write F]]
 """
@@ -224,22 +226,32 @@ def profile_types(url, rundir, cg, name, listen, types, args, out_file: Path) ->
         found[typ] = {}
         for loc, side in (("host", "host"), ("snic0", "nic")):
             migrate(url, rundir, "prof", loc)
-            r = measure(url, rundir, cg, name, ["prof"], args.mbps, args.seconds, gen=typ in GEN_TYPES)
-            cores = r["host_cores"] if loc == "host" else r["snic_cores"]
-            load = r["load_gbps"]["prof"]
-            print(f"[profile {typ} on {loc}] {cores:.4f} cores at {load:.4f} Gbit/s of load, "
-                  f"delivered {r['rx_mbps']:.1f} Mbit/s", file=sys.stderr)  # fmt: skip
-            if load <= 0:
-                raise RuntimeError(f"{typ} on {loc}: the agent measured no load")
-            # r_nic is in the sNIC's placement units: UNITS_PER_CORE units = one core of its CPU quota
-            amount = cores if side == "host" else cores * UNITS_PER_CORE
-            found[typ][f"r_{side}"] = round(amount / load, 4)
-            found[typ][f"rx_mbps_{side}"] = r["rx_mbps"]
-            subprocess.run(
+            points = []  # (amount, Gbit/s through) per rate
+            for mbps in args.rates:
+                r = measure(url, rundir, cg, name, ["prof"], mbps, args.seconds, gen=typ in GEN_TYPES)
+                cores = r["host_cores"] if loc == "host" else r["snic_cores"]
+                load = r["load_gbps"]["prof"]
+                print(f"[profile {typ} on {loc} at {mbps:g} Mbit/s] {cores:.4f} cores at {load:.4f} Gbit/s of "
+                      f"load, delivered {r['rx_mbps']:.1f} Mbit/s", file=sys.stderr)  # fmt: skip
+                if load <= 0:
+                    raise RuntimeError(f"{typ} on {loc}: the agent measured no load")
+                # r_nic is in the sNIC's placement units: UNITS_PER_CORE units = one core of its CPU quota
+                amount = cores if side == "host" else cores * UNITS_PER_CORE
+                points.append((amount, load / 2))
+                found[typ].setdefault(f"points_{side}", []).append(
+                    {"mbps": mbps, "used": round(amount, 4), "load_gbps": load, "rx_mbps": r["rx_mbps"]}
+                )
+            vals = [f"{v:.6f}" for a, g in points for v in (a, g)]
+            out = subprocess.run(
                 [sys.executable, "-m", "nf_agent.cli", "placement", "profile", "--file", str(out_file), "--measure",
-                 typ, side, f"{amount:.6f}", f"{load / 2:.6f}", "--source", source],
-                cwd=REPO, check=True, capture_output=True,
+                 typ, side, *vals, "--source", source],
+                cwd=REPO, check=True, capture_output=True, text=True,
             )  # fmt: skip
+            prof = json.loads(out.stdout)[typ]
+            found[typ][f"r_{side}"] = prof[f"r_{side}"]
+            found[typ][f"b_{side}"] = prof.get(f"b_{side}", 0.0)
+            rec = prof["measured"][f"r_{side}"]
+            found[typ][f"residual_{side}"] = rec.get("residual", 0.0)
         assert call(url, "DELETE", "/v1/nfs/prof")[0] == 200
     return found
 
@@ -273,7 +285,10 @@ def chain_saving(url, rundir, cg, name, listen, chain_id, args) -> dict:
         assert call(url, "DELETE", f"/v1/nfs/{nf}")[0] == 200
     measured = all_host["host_cores"] - placed["host_cores"]
     predicted = all_host["predicted_host_cores"] - placed["predicted_host_cores"]
-    return {"all_host": all_host, "placed": placed, "moves": decision.get("moves", []),
+    rx_a, rx_p = all_host["rx_mbps"], placed["rx_mbps"]
+    # A saving only means something at the same delivered throughput (within 5 %).
+    same = rx_a > 0 and abs(rx_a - rx_p) <= 0.05 * rx_a
+    return {"all_host": all_host, "placed": placed, "moves": decision.get("moves", []), "same_throughput": same,
             "measured_saving": round(measured, 4), "predicted_saving": round(predicted, 4),
             "saving_ratio": round(measured / predicted, 2) if predicted > 0 else None}  # fmt: skip
 
@@ -285,6 +300,8 @@ def main() -> int:
     ap.add_argument("--profiles", default=str(EMULATED_PROFILES), help="profiles the agent predicts with")
     ap.add_argument("--profile", help="comma-separated NF types to measure profiles of (no saving run)")
     ap.add_argument("--write", default=str(EMULATED_PROFILES), help="profile file --profile updates")
+    ap.add_argument("--rates", default="30,60,100",
+                    help="--profile: offered Mbit/s to measure at (two or more: base + slope fitted)")  # fmt: skip
     ap.add_argument("--chains", default="demo,dpi", help=f"chains of the saving run ({', '.join(CHAINS)})")
     args = ap.parse_args()
     types = [t for t in (args.profile or "").split(",") if t]
@@ -292,6 +309,14 @@ def main() -> int:
         if t not in CONFIGS:
             print(f"--profile: unknown NF type {t!r} (known: {', '.join(CONFIGS)})", file=sys.stderr)
             return 2
+    try:
+        args.rates = [float(x) for x in args.rates.split(",") if x]
+    except ValueError:
+        print(f"--rates: expected comma-separated Mbit/s, got {args.rates!r}", file=sys.stderr)
+        return 2
+    if not args.rates or any(not 0 < r <= 10000 for r in args.rates):
+        print("--rates: expected one or more rates in (0, 10000] Mbit/s", file=sys.stderr)
+        return 2
     chains = [c for c in args.chains.split(",") if c]
     for c in chains:
         if c not in CHAINS:
@@ -311,7 +336,7 @@ def main() -> int:
         listen = status["oneswitch"]["listen"]
         agent = subprocess.Popen(
             [sys.executable, "-m", "nf_agent.cli", "agent", "serve", "--config", str(cfg), "--replace-interval", "0",
-             "--sample-interval", "1", "--dampening", "0", "--profiles", args.profiles],
+             "--sample-interval", "1", "--dampening", "0", "--flap-window", "0", "--profiles", args.profiles],
             cwd=REPO, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         url = agent.stdout.readline().strip()
@@ -322,7 +347,7 @@ def main() -> int:
         if types:
             found = profile_types(url, host.rundir, cg, name, listen, types, args, Path(args.write))
             print(f"profiles (cores per Gbit/s of load) written to {args.write}: {json.dumps(found)}")
-            final_json({"profiles": found, "mbps": args.mbps})
+            final_json({"profiles": found, "rates_mbps": args.rates})
             return 0
 
         # -- provisioning time ---------------------------------------------------------------------------
@@ -356,7 +381,8 @@ def main() -> int:
                   f"delivered {a['rx_mbps']:.1f} (all on host) vs {p['rx_mbps']:.1f} Mbit/s (agent: {p['where']}); "
                   f"host cores {a['host_cores']:.4f} -> {p['host_cores']:.4f}, sNIC cgroup {p['snic_cores']:.4f}; "
                   f"saving measured {r['measured_saving']:.4f} vs predicted {r['predicted_saving']:.4f} "
-                  f"(ratio {r['saving_ratio']})")  # fmt: skip
+                  f"(ratio {r['saving_ratio']})"
+                  + ("" if r["same_throughput"] else "; NOT at the same delivered throughput"))  # fmt: skip
         first = res[chains[0]] if chains else {}
         final_json({
             "provision_ms": round(median(prov), 1),
@@ -366,7 +392,8 @@ def main() -> int:
             "saving_ratio": first.get("saving_ratio"),
             "chains": {c: {k: r[k] for k in ("measured_saving", "predicted_saving", "saving_ratio")} |
                        {"rx_mbps_host": r["all_host"]["rx_mbps"], "rx_mbps_placed": r["placed"]["rx_mbps"],
-                        "placement": r["placed"]["where"]} for c, r in res.items()},
+                        "placement": r["placed"]["where"], "same_throughput": r["same_throughput"],
+                        "mbps": args.mbps} for c, r in res.items()},
         })  # fmt: skip
         return 0
     finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nf_agent.agent.model import HOST, Nf, ValidationError
+from placement.profiles import node_costs
 
 GBPS_DECIMALS = 4  # 0.1 Mbit/s: keeps the solver's exact integer scaling small
 
@@ -91,8 +92,8 @@ def build_problem(
             {
                 "id": nf.id,
                 "kind": "nf",
-                "r_host": prof.get("r_host", 0.0),
-                "r_nic": prof.get("r_nic", 0.0),
+                **node_costs(prof),
+                **({"instances": len(nf.instances)} if len(nf.instances) > 1 else {}),
                 "pinned": pinned,
                 "location": nf.location or nf.prefer,
             }

@@ -472,13 +472,15 @@ class Agent:
         full = {x.id: current.get(x.id, problem.allowed(x)[0]) for x in problem.nodes}
         ev = evaluate(problem, full)
         load = sum(e["gbps"] for e in problem_json["edges"] if nf.id in (e["src"], e["dst"]))
-        r_nic = self.cfg.profiles.get(nf.type, {}).get("r_nic", 0.0)
-        share = per_instance_cost(r_nic, load, n)
+        prof = self.cfg.profiles.get(nf.type, {})
+        r_nic, b_nic = prof.get("r_nic", 0.0), prof.get("b_nic", 0.0)
+        share = per_instance_cost(r_nic, load, n, b_nic)
         # The model counts the whole NF at nf.location; spread evenly over n instances, each costs `share`
         # on the sNIC it runs on: take the NF's own load out, put its staying instances' shares back.
         free = {}
         for s in self.cfg.snics:
-            used = float(ev.snic_load.get(s.id, 0.0)) - (r_nic * load if nf.location == s.id else 0.0)
+            own = b_nic * len(nf.instances) + r_nic * load  # the model's whole-NF cost at nf.location
+            used = float(ev.snic_load.get(s.id, 0.0)) - (own if nf.location == s.id else 0.0)
             used += share * sum(1 for i in nf.instances if i.location == s.id)
             free[s.id] = s.capacity - used
         cost = {s.id: share for s in self.cfg.snics}

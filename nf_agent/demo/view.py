@@ -6,8 +6,8 @@ from __future__ import annotations
 def format_view(view: dict, nfs: dict[str, dict], profiles: dict[str, dict]) -> list[str]:
     """Lines for one refresh, from the agent's GET /v1/placement (`view`), GET /v1/nfs (by id), the profiles.
 
-    Predicted host CPU = profile r_host (cores per Gbit/s of load) x measured load, summed over the NFs on the
-    host; all-on-host sums it over every NF. Measured = CPU of the NFs' processes per location (agent
+    Predicted host CPU = profile b_host (cores per running instance) x instances + r_host (cores per Gbit/s
+    of load) x measured load, summed over the NFs on the host; all-on-host sums it over every NF. Measured = CPU of the NFs' processes per location (agent
     monitoring): what the NFs on sNICs use there is what all-on-host would have added to the host."""
     m = view.get("measured") or {}
     loads, pps, cpu = m.get("nf_load_gbps", {}), m.get("nf_pps", {}), m.get("cpu_cores", {})
@@ -19,7 +19,9 @@ def format_view(view: dict, nfs: dict[str, dict], profiles: dict[str, dict]) -> 
     for nf_id in sorted(nfs):
         typ, loc = nfs[nf_id].get("type", "?"), where.get(nf_id, "?")
         load = float(loads.get(nf_id, 0.0))
-        cost = float(profiles.get(typ, {}).get("r_host", 0.0)) * load
+        prof = profiles.get(typ, {})
+        instances = max(1, len(nfs[nf_id].get("instances") or []))  # GET /v1/nfs lists them
+        cost = float(prof.get("b_host", 0.0)) * instances + float(prof.get("r_host", 0.0)) * load
         pred_all += cost
         if loc == "host":
             pred_host += cost

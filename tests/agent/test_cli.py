@@ -16,6 +16,8 @@ from nf_agent.cli import main
         (["--token-file", "/nonexistent/token"], "--token-file"),
         (["--sample-interval", "0"], "--sample-interval"),
         (["--max-moves", "-1"], "--max-moves"),
+        (["--flap-window", "-1"], "--flap-window"),
+        (["--flap-window", "nan"], "--flap-window"),
         (["--solve-time-limit", "0"], "--solve-time-limit"),
         (["--failover-interval", "5"], "--failover-interval"),
         (["--failover-interval", "-1"], "--failover-interval"),

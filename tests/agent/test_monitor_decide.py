@@ -91,6 +91,30 @@ def test_graph_uses_measured_rates_over_expected_and_fixes_existing():
     parse_problem(p)  # valid input for the solver
 
 
+def test_graph_carries_base_costs_and_instance_count():
+    from nf_agent.agent.model import Instance
+
+    a = nf("a", "ips", "host", 0.05)
+    b = nf("b", "l7fw", "host", 0.05)
+    b.instances = [Instance(f"b{k}", "host", "host", k, "ns", "i", "p") for k in range(2)]
+    profiles = {"ips": {"r_host": 0.5, "r_nic": 30, "b_host": 0.05, "b_nic": 2.5}, "l7fw": {"r_host": 0.4}}
+    p = build_problem(SNICS, [], [a, b], profiles)
+    nodes = {n["id"]: n for n in p["nodes"]}
+    assert (nodes["a"]["b_host"], nodes["a"]["b_nic"], nodes["a"].get("instances", 1)) == (0.05, 2.5, 1)
+    assert "b_host" not in nodes["b"] and nodes["b"]["instances"] == 2
+    prob = parse_problem(p)
+    hc = dict(zip((n.id for n in prob.nodes), prob.host_costs(), strict=True))
+    assert float(hc["a"]) == pytest.approx(0.05 + 0.5 * 0.1)  # base + r x (in + out)
+
+
+def test_nf_under_an_snic_quota_does_not_spin_unless_configured():
+    from nf_agent.agent.runtime import run_config
+
+    assert run_config({"rules": []}, "snic0") == {"rules": [], "spin_us": 0}
+    assert run_config({"rules": []}, "host") == {"rules": []}
+    assert run_config({"spin_us": 50}, "snic0") == {"spin_us": 50}
+
+
 def solver(p):
     return solve(parse_problem(p), time_limit=5)
 

@@ -95,6 +95,11 @@ def test_view_counts_saving_from_the_sNIC_placement():
     assert "PCIe snic0: measured down 5.000 up 4.000 Mbit/s" in text
     assert any(line.split()[:3] == ["ips", "ips", "snic0"] for line in lines)
 
+    # affine profiles: a base cost per running instance counts even without load
+    nfs["l7fw"]["instances"] = [{"id": "a"}, {"id": "b"}]
+    lines = format_view(view, nfs, {"ips": {"r_host": 1.0}, "l7fw": {"r_host": 2.0, "b_host": 0.5}})
+    assert "predicted: 1.02000 cores vs all-on-host 1.03000 -> saved 0.01000" in "\n".join(lines)
+
 
 APP = "02:00:00:00:00:03"
 TWO = {"chains": [GOOD, {"vm_port": 66, "vm_mac": APP, "out_port": 1, "out_mac": OUT, "nf_ports": [102]}]}

@@ -80,6 +80,7 @@ def test_place_instances_pinned():
 def test_per_instance_cost():
     assert per_instance_cost(2.0, 3.0, 2) == 3.0
     assert per_instance_cost(2.0, 3.0, 0) == 6.0
+    assert per_instance_cost(2.0, 3.0, 2, b_nic=0.5) == 3.5  # every instance carries its base
 
 
 def test_choose_leaving_failed_first_then_newest_first_stays():

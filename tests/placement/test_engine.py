@@ -29,6 +29,10 @@ def instances(draw):
              "location": draw(st.sampled_from([None, *locs]))}  # fmt: skip
         if with_mem:
             n["needs"] = {"mem": draw(st.sampled_from([0, 1, 2]))}
+        if draw(st.booleans()):  # affine costs: a base per instance on either side
+            n["b_host"] = draw(st.sampled_from([0, 0.25, 1]))
+            n["b_nic"] = draw(st.sampled_from([0, 0.5, 2]))
+            n["instances"] = draw(st.sampled_from([1, 1, 2]))
         nodes.append(n)
     ids = [n["id"] for n in nodes]
     edges = []

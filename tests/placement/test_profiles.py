@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from placement.model import PlacementInputError
-from placement.profiles import EMULATED_PROFILES, load_profiles, read_profile_file, record_measurement
+from placement.profiles import (
+    EMULATED_PROFILES,
+    fit_affine,
+    load_profiles,
+    node_costs,
+    read_profile_file,
+    record_measurement,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,6 +63,8 @@ def test_cli_measure_writes_the_file_with_provenance(tmp_path):
         (["Bad type", "host", "0.1", "1"], "measurement.type"),
         (["firewall", "host", "abc", "1"], "--measure CORES: expected a number"),
         (["firewall", "host", "1", "nan"], "--measure GBPS: expected a finite number"),
+        (["firewall", "host", "0.1", "0.05", "0.2"], "--measure: expected TYPE ON CORES GBPS"),
+        (["firewall", "host", "0.1", "0.05", "0.2", "-1"], "gbps_through > 0"),
     ],
 )
 def test_cli_measure_bad_input_is_one_line_and_writes_nothing(tmp_path, args, msg):
@@ -76,13 +85,22 @@ def test_cli_measure_bad_input_is_one_line_and_writes_nothing(tmp_path, args, ms
          "profiles.ips.measured.r_host.date"),
         ({"ips": {"measured": {"r_host": {"date": "d", "command": "c", "used": True, "load_gbps": 1}}}},
          "profiles.ips.measured.r_host.used"),
+        ({"ips": {"r_host": 1, "b_host": -0.1}}, "profiles.ips.b_host"),
+        ({"ips": {"measured": {"r_nic": {"date": "d", "command": "c", "points": [{"used": 1, "load_gbps": 1}],
+                                         "residual": 0}}}}, "profiles.ips.measured.r_nic.points"),
+        ({"ips": {"measured": {"r_nic": {"date": "d", "command": "c", "residual": 0,
+                                         "points": [{"used": 1, "load_gbps": 1}, {"used": -1, "load_gbps": 2}]}}}},
+         "profiles.ips.measured.r_nic.points[1].used"),
+        ({"ips": {"measured": {"r_nic": {"date": "d", "command": "c", "residual": "x",
+                                         "points": [{"used": 1, "load_gbps": 1}, {"used": 1, "load_gbps": 2}]}}}},
+         "profiles.ips.measured.r_nic.residual"),
         ([], "expected a JSON object"),
     ],
 )  # fmt: skip
 def test_bad_profile_files_name_the_field(tmp_path, raw, field):
     f = tmp_path / "p.json"
     f.write_text(json.dumps(raw))
-    with pytest.raises(PlacementInputError, match=field.replace(".", r"\.")):
+    with pytest.raises(PlacementInputError, match=field.replace(".", r"\.").replace("[", r"\[")):
         read_profile_file(f)
 
 
@@ -92,3 +110,41 @@ def test_shipped_emulated_profiles_are_valid_and_measured():
         if name.startswith("_"):
             continue
         assert set(prof["measured"]) == {"r_host", "r_nic"}, name  # every value has its provenance
+
+
+def test_fit_affine_least_squares_and_residual():
+    base, slope, res = fit_affine([(0.05 + 0.3 * ld, ld) for ld in (0.06, 0.2, 0.4)])
+    assert base == pytest.approx(0.05) and slope == pytest.approx(0.3) and res == pytest.approx(0, abs=1e-12)
+    base, slope, res = fit_affine([(1.0, 1.0), (2.0, 2.0), (2.0, 3.0)])  # not on a line
+    assert slope == pytest.approx(0.5) and base == pytest.approx(2 / 3) and res > 0
+    assert fit_affine([(0.0, 1.0), (2.0, 2.0)])[:2] == pytest.approx(
+        (0.0, 0.8)
+    )  # base < 0: through the origin
+    assert fit_affine([(2.0, 1.0), (1.0, 2.0)])[:2] == pytest.approx((1.5, 0.0))  # slope < 0: flat
+    assert fit_affine([(0.5, 1.0)]) == pytest.approx((0.0, 0.5, 0.0))
+
+
+def test_record_fit_sets_base_and_slope_and_a_single_point_clears_the_base():
+    out = record_measurement({}, "ips", "nic", [(2.0, 0.03), (5.0, 0.1)], None, "d", "c")
+    prof = out["ips"]
+    assert prof["b_nic"] > 0 and prof["r_nic"] > 0 and "b_host" not in prof
+    assert prof["b_nic"] + prof["r_nic"] * 0.2 == pytest.approx(5.0, abs=1e-5)
+    assert [p["load_gbps"] for p in prof["measured"]["r_nic"]["points"]] == [0.06, 0.2]
+    assert prof["measured"]["r_nic"]["residual"] == pytest.approx(0, abs=1e-6)
+    record_measurement(out, "ips", "host", 0.1, 0.1, "d", "c")  # the fitted entry validates when updated
+    again = record_measurement(out, "ips", "nic", 5.0, 0.1, "d", "c")
+    assert "b_nic" not in again["ips"] and again["ips"]["r_nic"] == pytest.approx(25)
+    assert node_costs(prof) == {"r_host": 0.0, "r_nic": prof["r_nic"], "b_nic": prof["b_nic"]}
+
+
+def test_cli_measure_two_rates_fits_base_and_slope(tmp_path):
+    f = tmp_path / "p.json"
+    out = uno(
+        "placement", "profile", "--file", str(f), "--measure", "ips", "host", "0.08", "0.03", "0.12", "0.1"
+    )
+    assert out.returncode == 0, out.stderr
+    prof = json.loads(f.read_text())["ips"]
+    assert prof["r_host"] == pytest.approx(0.04 / 0.14, rel=1e-4)
+    assert prof["b_host"] == pytest.approx(0.08 - 0.06 * 0.04 / 0.14, rel=1e-4)
+    assert len(prof["measured"]["r_host"]["points"]) == 2
+    assert load_profiles(f)["ips"]["b_host"] == prof["b_host"]

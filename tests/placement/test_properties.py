@@ -22,6 +22,7 @@ def instances(draw):
     for i in range(n_nf):
         nodes.append({"id": f"f{i}", "kind": "nf", "r_host": draw(st.sampled_from([0.5, 1, 2])),
                       "r_nic": draw(st.sampled_from([0.25, 1, 3])),
+                      "b_host": draw(st.sampled_from([0, 0, 0.5])), "b_nic": draw(st.sampled_from([0, 0, 1])),
                       "pinned": draw(st.sampled_from([None, None, None, "host", "snic0"]))})  # fmt: skip
     ids = [n["id"] for n in nodes]
     edges = []

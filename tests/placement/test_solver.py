@@ -127,3 +127,80 @@ def test_exact_fractions_no_float_rounding():
     assert r["placement"]["a"] == r["placement"]["b"] == "snic0"
     ev = evaluate(parse_problem(inst), r["placement"])
     assert ev.snic_load["snic0"] == Fraction(3, 20) and ev.feasible
+
+
+def two_chains(b_a=None, b_b=None, capacity=2):
+    """eth -> a -> vm and eth -> b -> vm at 1 Gbit/s (load 2 each); room on the sNIC for one of them."""
+    a, b = nf("a", r_host=1, r_nic=1, **(b_a or {})), nf("b", r_host=0.9, r_nic=1, **(b_b or {}))
+    return {
+        "nodes": [{"id": "eth", "kind": "port", "pinned": "snic0"}, a, b, {"id": "vm", "kind": "vm"}],
+        "edges": [
+            {"src": s, "dst": d, "gbps": 1} for s, d in (("eth", "a"), ("a", "vm"), ("eth", "b"), ("b", "vm"))
+        ],
+        "snics": [{"id": "snic0", "capacity": capacity, "pcie_gbps": 100}],
+    }
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_base_cost_changes_the_optimal_placement(solver):
+    # Linear: a saves 2 host cores on the sNIC, b 1.8: a goes.
+    r = solve(parse_problem(two_chains()), solver=solver)
+    assert r["placement"]["a"] == "snic0" and r["placement"]["b"] == "host"
+    assert r["host_cost"] == pytest.approx(1.8)
+    # b's base cost on the host (0.5 core per instance, e.g. its relays and polling): b now saves 2.3.
+    r = solve(parse_problem(two_chains(b_b={"b_host": 0.5})), solver=solver)
+    assert r["placement"]["b"] == "snic0" and r["placement"]["a"] == "host"
+    assert r["host_cost"] == pytest.approx(2.0)
+    assert r["snic_load"]["snic0"] == pytest.approx(2.0)
+    # a's base cost on the sNIC: a no longer fits (2 + 0.5 > 2), b does.
+    r = solve(parse_problem(two_chains(b_a={"b_nic": 0.5})), solver=solver)
+    assert r["placement"] == {"eth": "snic0", "a": "host", "b": "snic0", "vm": "host"}
+    # Per running instance: two instances of b at 0.5 each make 2.8, more than a's 2 + a base of 0.7.
+    p = parse_problem(two_chains(b_a={"b_host": 0.7}, b_b={"b_host": 0.5, "instances": 2}))
+    r = solve(p, solver=solver)
+    assert r["placement"]["b"] == "snic0" and r["host_cost"] == pytest.approx(2.7)
+    ev = evaluate(p, {"eth": "snic0", "a": "host", "b": "host", "vm": "host"})
+    assert ev.host_cost == Fraction(27, 10) + Fraction(28, 10)
+
+
+def test_base_cost_alone_exceeds_capacity_of_pinned_nf():
+    inst = two_chains(b_a={"b_nic": 3, "pinned": "snic0"})
+    r = solve(parse_problem(inst))
+    assert r["status"] == "infeasible" and "capacity of snic0" in r["reason"]
+
+
+def test_zero_load_nf_still_costs_its_base():
+    inst = two_chains(b_a={"b_host": 0.25})
+    inst["edges"] = [e for e in inst["edges"] if "a" not in (e["src"], e["dst"])]
+    p = parse_problem(inst)
+    assert evaluate(
+        p, {n.id: "host" if n.kind != "port" else "snic0" for n in p.nodes}
+    ).host_cost == Fraction(1, 4) + Fraction(18, 10)
+
+
+@pytest.mark.parametrize(
+    "node, field",
+    [
+        ({"b_host": -1}, "nodes[1].b_host"),
+        ({"b_nic": "x"}, "nodes[1].b_nic"),
+        ({"b_nic": float("inf")}, "nodes[1].b_nic"),
+        ({"instances": 0}, "nodes[1].instances"),
+        ({"instances": 1.5}, "nodes[1].instances"),
+        ({"instances": True}, "nodes[1].instances"),
+    ],
+)
+def test_base_cost_fields_validated(node, field):
+    from placement.model import PlacementInputError
+
+    with pytest.raises(PlacementInputError) as exc:
+        parse_problem(two_chains(b_a=node))
+    assert str(exc.value).startswith(field + ":")
+
+
+def test_base_cost_only_on_nfs():
+    from placement.model import PlacementInputError
+
+    inst = two_chains()
+    inst["nodes"][3]["b_host"] = 1
+    with pytest.raises(PlacementInputError, match=r"nodes\[3\].b_host: only an NF"):
+        parse_problem(inst)
