@@ -25,6 +25,7 @@ import net.uno.oneswitch.model.VirtualGroup;
 import net.uno.oneswitch.model.VirtualRule;
 import net.uno.oneswitch.south.SouthListener;
 import net.uno.oneswitch.south.SouthSwitch;
+import net.uno.oneswitch.translate.CarrierTags;
 import net.uno.oneswitch.translate.MatchUtil;
 import net.uno.oneswitch.translate.OfError;
 import net.uno.oneswitch.translate.TagAllocator;
@@ -91,7 +92,7 @@ public final class OneSwitchCore implements SouthListener {
   private final LinkedHashMap<VirtualRule.Key, VirtualRule> rules = new LinkedHashMap<>();
   private final TreeMap<Integer, VirtualGroup> groups = new TreeMap<>();
   private PortMap ports = PortMap.empty();
-  private final TagAllocator tags = TagAllocator.vlan();
+  private final CarrierTags tags = new CarrierTags();
   private final Map<Object, Set<Long>> tagHolders = new HashMap<>();
 
   /** Ids (offsets from Translator.SCALE_GROUP_BASE) of the SELECT groups of scaled-out vports. */
