@@ -17,7 +17,8 @@ import org.projectfloodlight.openflow.types.U32;
  * The flow-id carrier of a frame crossing the PCIe link (pure). VLAN by default (the tag is pushed
  * outermost, popped by the egress dispatch); an MPLS label where the VLAN carrier cannot carry the
  * frame faithfully: the frame is known to carry 2 VLAN headers (a carrier tag would be a third,
- * more than OVS handles) or the 4094 VLAN ids are exhausted.
+ * more than OVS handles), or it is known to be VLAN-tagged (OF1.3 cannot match a second, inner
+ * header, so it may be QinQ already), or the 4094 VLAN ids are exhausted.
  *
  * <p>On OVS (checked on 3.1, OF1.3) {@code push_mpls} inserts the shim after every VLAN header,
  * right before the L3 header, and {@code pop_mpls:ET} puts ET back there, so a QinQ frame crosses
@@ -114,6 +115,10 @@ public final class Carrier {
                 + " mpls before the output)");
       }
       mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
+      return;
+    }
+    if (f.vlans() >= 1 && f.ethType() >= 0) {
+      mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out); // tagged: maybe QinQ already
       return;
     }
     int tag;

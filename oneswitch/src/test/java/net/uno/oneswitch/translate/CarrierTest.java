@@ -95,10 +95,15 @@ class CarrierTest {
     assertEquals(16, tags.tagOf(Carrier.mplsKey(1, IPV4)).getAsInt());
     assertEquals(17, tags.tagOf(Carrier.mplsKey(1, 0x86dd)).getAsInt());
     assertEquals(18, tags.tagOf(Carrier.mplsKey(3, IPV4)).getAsInt());
-    // One VLAN header (or one popped before the output): the VLAN carrier, as before.
+    // One known VLAN header (maybe QinQ: OF1.3 cannot match the inner one): MPLS as well.
     t.rule(rule(0, 14, vlan10(IPV4), apply(out(1))));
     t.rule(rule(0, 15, vlan10(IPV4), apply(PUSH, F.actions().popVlan(), out(1))));
-    assertEquals(2, tags.refs(Translator.tagKey(1, 0)));
+    assertEquals(4, tags.refs(Carrier.mplsKey(1, IPV4)));
+    // One VLAN header and an unknown ethertype, or none known: the VLAN carrier, as before.
+    t.rule(rule(0, 16, vlan10(null), apply(out(1))));
+    t.rule(rule(0, 17, inPort(2, IPV4), apply(out(1))));
+    t.rule(rule(0, 18, vlan10(IPV4), apply(F.actions().popVlan(), out(1))));
+    assertEquals(3, tags.refs(Translator.tagKey(1, 0)));
     assertEquals(1, tags.tagOf(Translator.tagKey(1, 0)).getAsInt());
   }
 
