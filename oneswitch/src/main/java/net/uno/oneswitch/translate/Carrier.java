@@ -18,7 +18,7 @@ import org.projectfloodlight.openflow.types.U32;
  * outermost, popped by the egress dispatch); an MPLS label where the VLAN carrier cannot carry the
  * frame faithfully: the frame is known to carry 2 VLAN headers (a carrier tag would be a third,
  * more than OVS handles), or it is known to be VLAN-tagged (OF1.3 cannot match a second, inner
- * header, so it may be QinQ already), or the 4094 VLAN ids are exhausted.
+ * header, so it may be QinQ already), or it is itself MPLS, or the 4094 VLAN ids are exhausted.
  *
  * <p>On OVS (checked on 3.1, OF1.3) {@code push_mpls} inserts the shim after every VLAN header,
  * right before the L3 header, and {@code pop_mpls:ET} puts ET back there, so a QinQ frame crosses
@@ -117,8 +117,10 @@ public final class Carrier {
       mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
       return;
     }
-    if (f.vlans() >= 1 && f.ethType() >= 0) {
-      mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out); // tagged: maybe QinQ already
+    if (f.ethType() >= 0 && (f.vlans() >= 1 || isMplsType(f.ethType()))) {
+      // Tagged: maybe QinQ already. MPLS: our label on top of the controller's stack, so no frame
+      // under a VLAN carrier tag could look like a label of ours to the egress dispatch.
+      mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
       return;
     }
     int tag;
@@ -155,6 +157,10 @@ public final class Carrier {
     if (undo) {
       out.add(F.actions().popMpls(EthType.of(et)));
     }
+  }
+
+  static boolean isMplsType(int et) {
+    return et == 0x8847 || et == 0x8848;
   }
 
   /** Match of the dispatch rule for tag {@code tag} of {@code key} arriving on {@code inPort}. */

@@ -99,6 +99,9 @@ class CarrierTest {
     t.rule(rule(0, 14, vlan10(IPV4), apply(out(1))));
     t.rule(rule(0, 15, vlan10(IPV4), apply(PUSH, F.actions().popVlan(), out(1))));
     assertEquals(4, tags.refs(Carrier.mplsKey(1, IPV4)));
+    // An MPLS frame: our label goes on top of its stack, pop_mpls:0x8847 restores it.
+    List<PhysRule> p = t.rule(rule(0, 19, inPort(2, 0x8847), apply(out(1))));
+    assertEquals(mplsSend(19, 1, 0x8847), actions(p.get(0)));
     // One VLAN header and an unknown ethertype, or none known: the VLAN carrier, as before.
     t.rule(rule(0, 16, vlan10(null), apply(out(1))));
     t.rule(rule(0, 17, inPort(2, IPV4), apply(out(1))));
