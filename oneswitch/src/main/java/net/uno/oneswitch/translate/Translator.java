@@ -333,6 +333,7 @@ public final class Translator {
           throw new OfError(OFBadActionCode.BAD_OUT_GROUP, "group " + g.getGroup() + " unknown");
         }
         checkGroupIngress(g.getGroup().getGroupNumber(), ing);
+        checkGroupVlans(g.getGroup().getGroupNumber(), before, sw);
         out.add(a);
       } else if (a instanceof OFActionSetField s) {
         int id = s.getField().getMatchField().id.ordinal();
@@ -411,6 +412,34 @@ public final class Translator {
       return;
     }
     Carrier.send(f, v.vport(), tags, topo.nextHopPort(sw, v.sw()), maxLen, true, out);
+  }
+
+  /**
+   * A group's remote buckets carry the VLAN flow-id tag (a bucket is an action set: no MPLS push
+   * and pop around its output), so a frame known to carry 2 VLAN headers cannot use one.
+   */
+  private void checkGroupVlans(int group, Carrier.Frame f, String sw) throws OfError {
+    VirtualGroup g = groupOf.apply(group);
+    if (g == null || f.vlans() < MAX_VLAN_HEADERS) {
+      return;
+    }
+    for (OFBucket b : g.buckets()) {
+      for (OFAction a : b.getActions()) {
+        if (a instanceof OFActionOutput o
+            && isStandard(o.getPort())
+            && ports
+                .get(o.getPort().getPortNumber())
+                .map(v -> v.instances().stream().anyMatch(l -> !l.sw().equals(sw)))
+                .orElse(false)) {
+          throw new OfError(
+              OFBadActionCode.UNSUPPORTED_ORDER,
+              "group "
+                  + Integer.toUnsignedString(group)
+                  + " sends a frame with 2 VLAN headers across the PCIe link, whose VLAN carrier"
+                  + " tag would be a third");
+        }
+      }
+    }
   }
 
   /**

@@ -16,12 +16,16 @@ import java.util.Map;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.PortMap;
 import net.uno.oneswitch.model.VPort;
+import net.uno.oneswitch.model.VirtualGroup;
 import org.junit.jupiter.api.Test;
+import org.projectfloodlight.openflow.protocol.OFBucket;
+import org.projectfloodlight.openflow.protocol.OFGroupType;
 import org.projectfloodlight.openflow.protocol.action.OFAction;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstructionApplyActions;
 import org.projectfloodlight.openflow.protocol.match.Match;
 import org.projectfloodlight.openflow.protocol.match.MatchField;
 import org.projectfloodlight.openflow.types.EthType;
+import org.projectfloodlight.openflow.types.OFGroup;
 import org.projectfloodlight.openflow.types.OFPort;
 import org.projectfloodlight.openflow.types.OFVlanVidMatch;
 import org.projectfloodlight.openflow.types.U32;
@@ -212,6 +216,32 @@ class CarrierTest {
     OfError e =
         assertThrows(OfError.class, () -> t.rule(rule(0, 10, vlan10(IPV4), apply(PUSH, out(1)))));
     assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+  }
+
+  @Test
+  void groupWithARemoteBucketRefusesTwoVlans() throws OfError {
+    OFBucket toV1 =
+        F.buildBucket()
+            .setWeight(0)
+            .setWatchPort(OFPort.ANY)
+            .setWatchGroup(OFGroup.ANY)
+            .setActions(List.of(out(1)))
+            .build();
+    VirtualGroup g = new VirtualGroup(7, OFGroupType.ALL, List.of(toV1));
+    Translator t =
+        new Translator(TOPO, PORTS, 252, tags::acquire, id -> id == 7, Map.of(), id -> g);
+    OFAction group = F.actions().group(OFGroup.of(7));
+    OfError e =
+        assertThrows(OfError.class, () -> t.rule(rule(0, 10, vlan10(IPV4), apply(PUSH, group))));
+    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    t.rule(rule(0, 10, vlan10(IPV4), apply(group))); // one header: the bucket's VLAN tag is fine
+    // The bucket stays on snic0 for a rule there (in_port=V1): 2 headers are fine.
+    Match atSnic0 =
+        F.buildMatch()
+            .setExact(MatchField.IN_PORT, OFPort.of(1))
+            .setExact(MatchField.VLAN_VID, OFVlanVidMatch.ofVlan(10))
+            .build();
+    t.rule(rule(0, 10, atSnic0, apply(PUSH, group)));
   }
 
   @Test
