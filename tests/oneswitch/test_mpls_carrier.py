@@ -6,6 +6,7 @@ QinQ streams come in from both sides (every frame delivered once, identical to t
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -15,7 +16,7 @@ import pytest
 from nf_agent.emulated_host import naming as nm
 
 from . import equiv, rulegen
-from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT, physical_errors
+from .conftest import NF_HOST, NF_SNIC, ONESWITCH, SPARE_SNIC_OFPORT, physical_errors
 
 pytestmark = ONESWITCH
 
@@ -136,3 +137,53 @@ def test_remap_under_qinq_stream_is_lossless_and_identical(pair):
         sut.endpoints.pop("200@snic0", None)  # type: ignore[call-overload]
         sut.endpoints["unmapped"] = [spare]  # type: ignore[index]
         sut.endpoints[NF_HOST] = [old]
+
+
+def labelled_output(sw) -> tuple[int, int]:
+    """(label, PCIe port) of the translated rule on physical switch `sw` that pushes an MPLS label."""
+    for f in sw.driver.flow_stats():
+        if f.table == 1:
+            m = re.search(r"set_field:(0x[0-9a-f]+|\d+)->mpls_label.*output:(\d+)", f.actions)
+            if m:
+                return int(m.group(1), 0), int(m.group(2))
+    raise AssertionError("no labelled translation")
+
+
+@pytest.mark.parametrize("where", ["snic", "host"])
+def test_labelled_frame_at_the_wrong_end_reaches_the_vport(os_host, where):
+    """A QinQ frame still crossing under a label after a remap moved its vport: the switch where the vport
+    is NOT sends it on (back out of the link), the other pops the label; it arrives as QinQ IPv4."""
+    from .test_inflight import MARK, received
+    from .test_physical_refusal import ofctl
+
+    for cmd in ("del-flows", "del-groups"):
+        assert ofctl(os_host, cmd).returncode == 0
+    sws = os_host.host.switches()
+    try:
+        if where == "snic":
+            vport, ingress_v, sw, ns = NF_SNIC, 100, sws["host"], os_host.nf(1)
+        else:
+            vport, ingress_v, sw, ns = NF_HOST, 1, sws["snic0"], os_host.nf(0)
+        spec = f"in_port={ingress_v},dl_vlan=30,dl_type=0x0800,actions=output:{vport}"
+        assert ofctl(os_host, "add-flow", spec).returncode == 0
+        ofctl(os_host, "dump-flows")  # a barrier round: installed everywhere
+        label, pcie = labelled_output(sw)
+        plain = qinq(0, 30, 40) + MARK  # dst, src, 88a8 tag, 8100 tag (20 bytes), 0800, IPv4
+        assert plain[12:14] == b"\x88\xa8" and plain[20:22] == b"\x08\x00"
+        shim = label << 12 | 1 << 8 | 64  # bos=1, ttl 64
+        labelled = plain[:20] + b"\x88\x47" + shim.to_bytes(4, "big") + plain[22:]  # as push_mpls makes it
+        ep = ns.open()
+        try:
+            ep.drain()
+            sw.driver.ofctl("packet-out", f"in_port={pcie},packet={labelled.hex()},actions=output:table")
+            got = received(ep)
+        finally:
+            ep.close()
+        assert len(got) == 1, f"expected the frame once at vport {vport}, got {len(got)}"
+        assert got[0][12:14] == b"\x88\xa8" and got[0][16:18] == b"\x81\x00", got[0].hex()
+        assert got[0] == plain, f"not the frame before the label: {got[0].hex()}"
+    finally:
+        for s in sws.values():
+            s.close()
+        for cmd in ("del-flows", "del-groups"):
+            ofctl(os_host, cmd)
