@@ -43,6 +43,28 @@ public final class Carrier {
 
   private Carrier() {}
 
+  /**
+   * Which carrier an output across PCIe takes (config {@code carrier}). AUTO: the VLAN tag, an MPLS
+   * label where the VLAN tag cannot carry the frame faithfully (see the class doc). VLAN: never a
+   * label (such outputs are refused, VLAN exhaustion gives TABLE_FULL). MPLS: a label wherever the
+   * ethertype is known, else the VLAN tag where it fits.
+   */
+  public enum Mode {
+    VLAN,
+    MPLS,
+    AUTO;
+
+    /** The mode of a config value {@code vlan|mpls|auto}; empty if none. */
+    public static java.util.Optional<Mode> parse(String s) {
+      for (Mode m : values()) {
+        if (m.name().toLowerCase(java.util.Locale.ROOT).equals(s)) {
+          return java.util.Optional.of(m);
+        }
+      }
+      return java.util.Optional.empty();
+    }
+  }
+
   /** The tag key of the MPLS label toward vport {@code vport} for payload ethertype {@code et}. */
   public static long mplsKey(int vport, int et) {
     return Integer.toUnsignedLong(vport) | ((long) (et & 0xffff) << 40) | MPLS_BIT;
@@ -96,6 +118,7 @@ public final class Carrier {
    * apply-actions list see it unchanged). Refuses what no carrier carries faithfully.
    */
   public static void send(
+      Mode mode,
       Frame f,
       int vport,
       Translator.TagSource tags,
@@ -104,8 +127,9 @@ public final class Carrier {
       boolean undo,
       List<OFAction> out)
       throws OfError {
+    boolean known = f.ethType() >= 0 && mode != Mode.VLAN;
     if (f.vlans() >= Translator.MAX_VLAN_HEADERS) {
-      if (f.ethType() < 0) {
+      if (!known) {
         throw new OfError(
             OFBadActionCode.UNSUPPORTED_ORDER,
             "output to vport "
@@ -117,7 +141,7 @@ public final class Carrier {
       mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
       return;
     }
-    if (f.ethType() >= 0 && (f.vlans() >= 1 || isMplsType(f.ethType()))) {
+    if (known && (mode == Mode.MPLS || f.vlans() >= 1 || isMplsType(f.ethType()))) {
       // Tagged: maybe QinQ already. MPLS: our label on top of the controller's stack, so no frame
       // under a VLAN carrier tag could look like a label of ours to the egress dispatch.
       mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
@@ -127,7 +151,7 @@ public final class Carrier {
     try {
       tag = tags.tag(Translator.tagKey(vport, 0));
     } catch (OfError e) {
-      if (e.code() != OFFlowModFailedCode.TABLE_FULL || f.ethType() < 0) {
+      if (e.code() != OFFlowModFailedCode.TABLE_FULL || !known) {
         throw e;
       }
       mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out); // VLAN ids exhausted

@@ -119,6 +119,7 @@ public final class Translator {
   private final IntPredicate groupExists;
   private final Map<Integer, Integer> scaleGroups;
   private final java.util.function.IntFunction<VirtualGroup> groupOf;
+  private Carrier.Mode carrierMode = Carrier.Mode.AUTO;
 
   public Translator(
       Topology topo, PortMap ports, int virtualTables, TagSource tags, IntPredicate groupExists) {
@@ -157,6 +158,12 @@ public final class Translator {
     this.tags = tags;
     this.groupExists = groupExists;
     this.scaleGroups = scaleGroups;
+  }
+
+  /** Sets the flow-id carrier mode (default AUTO); returns this. */
+  public Translator carrier(Carrier.Mode mode) {
+    this.carrierMode = mode;
+    return this;
   }
 
   /** Switches that run the replicated pipeline: those with at least one mapped port. */
@@ -411,7 +418,7 @@ public final class Translator {
       out.add(F.actions().output(OFPort.of(v.port()), maxLen));
       return;
     }
-    Carrier.send(f, v.vport(), tags, topo.nextHopPort(sw, v.sw()), maxLen, true, out);
+    Carrier.send(carrierMode, f, v.vport(), tags, topo.nextHopPort(sw, v.sw()), maxLen, true, out);
   }
 
   /**

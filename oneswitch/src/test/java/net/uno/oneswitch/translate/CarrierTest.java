@@ -245,6 +245,32 @@ class CarrierTest {
   }
 
   @Test
+  void modeVlanNeverLabelsModeMplsLabelsWhereverTheEthertypeIsKnown() throws OfError {
+    Translator vlan = translator(tags, PORTS).carrier(Carrier.Mode.VLAN);
+    OfError e =
+        assertThrows(
+            OfError.class, () -> vlan.rule(rule(0, 10, vlan10(IPV4), apply(PUSH, out(1)))));
+    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertEquals(
+        Fixtures.tagged(1, 1), actions(vlan.rule(rule(0, 10, vlan10(IPV4), apply(out(1)))).get(0)));
+    Translator mpls = translator(tags, PORTS).carrier(Carrier.Mode.MPLS);
+    assertEquals(
+        mplsSend(16, 1, IPV4),
+        actions(mpls.rule(rule(0, 10, inPort(2, IPV4), apply(out(1)))).get(0)));
+    // Unknown ethertype: the VLAN tag where it fits.
+    assertEquals(
+        Fixtures.tagged(1, 1),
+        actions(mpls.rule(rule(0, 10, inPort(2, null), apply(out(1)))).get(0)));
+    CarrierTags small = new CarrierTags(new TagAllocator(1, 1), new TagAllocator(16, 17));
+    Translator v2 = translator(small, PORTS).carrier(Carrier.Mode.VLAN);
+    v2.rule(rule(0, 10, inPort(2, null), apply(out(1))));
+    e = assertThrows(OfError.class, () -> v2.rule(rule(0, 10, inPort(2, IPV4), apply(out(3)))));
+    assertEquals("FlowModFailed/TABLE_FULL", e.typeAndCode());
+    assertEquals(Carrier.Mode.MPLS, Carrier.Mode.parse("mpls").orElseThrow());
+    assertTrue(Carrier.Mode.parse("MPLS").isEmpty());
+  }
+
+  @Test
   void frameTracksVlansAndEthertype() {
     Carrier.Frame f = Carrier.Frame.of(vlan10(IPV4));
     assertEquals(new Carrier.Frame(1, IPV4), f);
