@@ -26,6 +26,8 @@ import net.uno.oneswitch.model.VirtualRule;
 import net.uno.oneswitch.south.SouthListener;
 import net.uno.oneswitch.south.SouthSwitch;
 import net.uno.oneswitch.translate.ActionSetOrder;
+import net.uno.oneswitch.translate.Carrier;
+import net.uno.oneswitch.translate.CarrierTags;
 import net.uno.oneswitch.translate.MatchUtil;
 import net.uno.oneswitch.translate.OfError;
 import net.uno.oneswitch.translate.TagAllocator;
@@ -93,7 +95,8 @@ public final class OneSwitchCore implements SouthListener {
   private final LinkedHashMap<VirtualRule.Key, VirtualRule> rules = new LinkedHashMap<>();
   private final TreeMap<Integer, VirtualGroup> groups = new TreeMap<>();
   private PortMap ports = PortMap.empty();
-  private final TagAllocator tags = TagAllocator.vlan();
+  private final CarrierTags tags = new CarrierTags();
+  private final Carrier.Mode carrierMode;
   private final Map<Object, Set<Long>> tagHolders = new HashMap<>();
 
   /** Ids (offsets from Translator.SCALE_GROUP_BASE) of the SELECT groups of scaled-out vports. */
@@ -203,6 +206,19 @@ public final class OneSwitchCore implements SouthListener {
       LongSupplier clock,
       Metrics metrics,
       Persistence persistence) {
+    this(topo, physicalTables, exec, clock, metrics, persistence, Carrier.Mode.AUTO);
+  }
+
+  /** {@code carrierMode}: the flow-id carrier (config {@code carrier}). */
+  public OneSwitchCore(
+      Topology topo,
+      int physicalTables,
+      ScheduledExecutorService exec,
+      LongSupplier clock,
+      Metrics metrics,
+      Persistence persistence,
+      Carrier.Mode carrierMode) {
+    this.carrierMode = carrierMode;
     this.topo = topo;
     this.nVirt = physicalTables - 2;
     this.exec = exec;
@@ -294,20 +310,21 @@ public final class OneSwitchCore implements SouthListener {
 
   private Translator translator(PortMap pm, Set<Long> used) {
     return new Translator(
-        topo,
-        pm,
-        nVirt,
-        v -> {
-          if (used.contains(v)) {
-            return tags.tagOf(v).getAsInt();
-          }
-          int t = tags.acquire(v);
-          used.add(v);
-          return t;
-        },
-        groups::containsKey,
-        scaleGroups,
-        groups::get);
+            topo,
+            pm,
+            nVirt,
+            v -> {
+              if (used.contains(v)) {
+                return tags.tagOf(v).getAsInt();
+              }
+              int t = tags.acquire(v);
+              used.add(v);
+              return t;
+            },
+            groups::containsKey,
+            scaleGroups,
+            groups::get)
+        .carrier(carrierMode);
   }
 
   /** A translator for lookups only (dispatch, packet-in, scale group buckets). */
