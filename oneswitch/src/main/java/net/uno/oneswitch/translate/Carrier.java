@@ -165,6 +165,17 @@ public final class Carrier {
     }
   }
 
+  /**
+   * True if {@link #send} would not take the VLAN tag for frame {@code f} (it takes an MPLS label
+   * or refuses), VLAN ids exhaustion aside. The VLAN-only paths (write_actions carrier groups)
+   * refuse such outputs across PCIe, so every path agrees on when a VLAN tag is faithful.
+   */
+  public static boolean needsMoreThanVlan(Mode mode, Frame f) {
+    boolean known = f.ethType() >= 0 && mode != Mode.VLAN;
+    return f.vlans() >= Translator.MAX_VLAN_HEADERS
+        || (known && (mode == Mode.MPLS || f.vlans() >= 1 || isMplsType(f.ethType())));
+  }
+
   private static void mpls(
       int et,
       int vport,

@@ -171,6 +171,11 @@ public final class Translator {
     return this;
   }
 
+  /** The flow-id carrier mode. */
+  Carrier.Mode carrierMode() {
+    return carrierMode;
+  }
+
   /** Switches that run the replicated pipeline: those with at least one mapped port. */
   public List<String> ingressSwitches() {
     List<String> out = new ArrayList<>();

@@ -298,4 +298,102 @@ class CarrierTest {
     assertTrue(tags.live().isEmpty());
     assertThrows(IllegalStateException.class, () -> tags.release(m));
   }
+
+  // ------------------------------------------------- write_actions carrier groups (VLAN only)
+
+  private static List<org.projectfloodlight.openflow.protocol.instruction.OFInstruction> write(
+      OFAction... a) {
+    return List.of(F.instructions().writeActions(List.of(a)));
+  }
+
+  private static void assertRefused(Translator t, Match m, OFAction... set) {
+    OfError e = assertThrows(OfError.class, () -> t.rule(rule(0, 10, m, write(set))));
+    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+  }
+
+  @Test
+  void writeActionsOutputAcrossPcieIsRefusedWhereTheApplyPathTakesALabel() throws OfError {
+    Translator t = translator(tags, PORTS);
+    // A write_actions output to remote V1 (its carrier group bucket carries only the VLAN tag) of
+    // a frame the apply path would label is refused, never sent under a third VLAN header.
+    assertRefused(t, vlan10(IPV4), PUSH, out(1)); // 2 headers (the set's push)
+    assertRefused(t, vlan10(IPV4), out(1)); // tagged, type known: the apply path labels it
+    assertRefused(t, inPort(2, IPV4), PUSH, out(1)); // the set's push: tagged, type known
+    assertRefused(t, inPort(2, 0x8847), out(1)); // an MPLS frame: labelled on the apply path
+    assertRefused(t, vlan10(null), PUSH, out(1)); // 2 headers, type unknown: no carrier fits
+    assertRefused(t, vlan10(IPV4), PUSH, F.actions().output(OFPort.FLOOD, 0)); // FLOOD reaches V1
+    // The apply-actions before the set count: push in apply + match VLAN = 2 headers.
+    OfError e =
+        assertThrows(
+            OfError.class,
+            () ->
+                t.rule(
+                    rule(
+                        0,
+                        10,
+                        vlan10(null),
+                        List.of(
+                            F.instructions().applyActions(List.of(PUSH)),
+                            F.instructions().writeActions(List.of(out(1)))))));
+    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertTrue(tags.live().isEmpty(), "a refused set takes no tag");
+    // The apply path carries the same frame under a label.
+    assertTrue(
+        actions(t.rule(rule(0, 10, vlan10(IPV4), apply(PUSH, out(1)))).get(0)).stream()
+            .anyMatch(
+                a ->
+                    a.getType() == org.projectfloodlight.openflow.protocol.OFActionType.PUSH_MPLS));
+  }
+
+  @Test
+  void writeActionsOutputWhereTheVlanCarrierIsFaithfulIsAccepted() throws OfError {
+    Translator t = translator(tags, PORTS);
+    int c1 = WriteActionSet.CARRIER_GROUP_BASE + 1;
+    int c4 = WriteActionSet.CARRIER_GROUP_BASE + 4;
+    // Local V4: no carrier tag at all, any depth.
+    PhysRule local = t.rule(rule(0, 10, vlan10(IPV4), write(PUSH, out(4)))).get(0);
+    assertTrue(WriteActionSet.carriersOf(local).contains(c4));
+    // Untagged (or type unknown, one header): the VLAN carrier, as on the apply path.
+    assertTrue(
+        WriteActionSet.carriersOf(t.rule(rule(0, 10, inPort(2, IPV4), write(out(1)))).get(0))
+            .contains(c1));
+    assertTrue(
+        WriteActionSet.carriersOf(t.rule(rule(0, 10, vlan10(null), write(out(1)))).get(0))
+            .contains(c1));
+    // The set's pop_vlan runs before its carrier group: 1 header left, type unknown -> VLAN.
+    Match two = vlan10(null);
+    t.rule(
+        rule(
+            0,
+            10,
+            two,
+            List.of(
+                F.instructions().applyActions(List.of(PUSH)),
+                F.instructions().writeActions(List.of(F.actions().popVlan(), out(1))))));
+    // carrier: vlan never labels: a tagged frame with a known type keeps the VLAN carrier.
+    Translator vlan = translator(tags, PORTS).carrier(Carrier.Mode.VLAN);
+    assertTrue(
+        WriteActionSet.carriersOf(vlan.rule(rule(0, 10, vlan10(IPV4), write(out(1)))).get(0))
+            .contains(c1));
+    assertRefused(vlan, vlan10(IPV4), PUSH, out(1)); // but 2 headers still are refused
+    // carrier: mpls labels every known type: its set output across PCIe is refused.
+    assertRefused(translator(tags, PORTS).carrier(Carrier.Mode.MPLS), inPort(2, IPV4), out(1));
+  }
+
+  @Test
+  void groupInWriteActionsSeesTheSetsPushes() throws OfError {
+    OFBucket toV1 =
+        F.buildBucket()
+            .setWeight(0)
+            .setWatchPort(OFPort.ANY)
+            .setWatchGroup(OFGroup.ANY)
+            .setActions(List.of(out(1)))
+            .build();
+    VirtualGroup g = new VirtualGroup(7, OFGroupType.ALL, List.of(toV1));
+    Translator t =
+        new Translator(TOPO, PORTS, 252, tags::acquire, id -> id == 7, Map.of(), id -> g);
+    OFAction group = F.actions().group(OFGroup.of(7));
+    assertRefused(t, vlan10(IPV4), PUSH, group); // match VLAN + the set's push = 2 headers
+    t.rule(rule(0, 10, vlan10(IPV4), write(group))); // one header: the bucket's tag is fine
+  }
 }
