@@ -187,3 +187,67 @@ def test_labelled_frame_at_the_wrong_end_reaches_the_vport(os_host, where):
             s.close()
         for cmd in ("del-flows", "del-groups"):
             ofctl(os_host, cmd)
+
+
+def untagged(pid: int) -> bytes:
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+
+    eth = Ether(src=rulegen.MACS[1], dst=rulegen.MACS[0])
+    return bytes(
+        eth
+        / IP(src="10.0.0.2", dst="10.0.0.1")
+        / UDP(sport=2000 + pid % 50, dport=53)
+        / Raw(rulegen.marker(pid))
+    )
+
+
+# Outputs inside write_actions go through OneSwitch's carrier groups, whose bucket across PCIe carries only the
+# VLAN tag: where the apply path would take an MPLS label (or refuse), a set output across PCIe is refused.
+SET_ACCEPTED = [
+    # QinQ made by the set itself, to local VM 1: the carrier group's bucket is a plain output, no tag.
+    "table=0,priority=20,in_port=100,dl_vlan=10,dl_type=0x0800,"
+    "actions=write_actions(push_vlan:0x88a8,set_field:4116->vlan_vid,output:101)",
+    # Untagged IPv4 to Ethernet port 1 (snic0): the VLAN carrier is faithful.
+    "table=0,priority=20,in_port=101,dl_type=0x0800,actions=write_actions(output:1)",
+]
+SET_REFUSED = [
+    # Tagged with a known type: the apply path labels it (it may be QinQ already).
+    "table=0,priority=30,in_port=100,dl_vlan=10,dl_type=0x0800,actions=write_actions(output:1)",
+    # Two known headers: the VLAN carrier would be a third.
+    "table=0,priority=31,in_port=100,dl_vlan=10,"
+    "actions=write_actions(push_vlan:0x88a8,set_field:4116->vlan_vid,output:1)",
+    # The same through FLOOD (its ALL carrier group reaches port 1 across PCIe).
+    "table=0,priority=32,in_port=100,dl_vlan=10,dl_type=0x0800,"
+    "actions=write_actions(push_vlan:0x88a8,set_field:4116->vlan_vid,output:FLOOD)",
+]
+
+
+def test_write_actions_output_needing_a_label_is_refused_and_the_rest_identical(pair):
+    """A set output across PCIe of a frame the apply path would label is refused with OFPT_ERROR (no third VLAN
+    header, no lost inner one), nothing reaches a physical switch; the accepted set outputs (local QinQ, untagged
+    across PCIe) deliver exactly what the reference OVS delivers."""
+    os_host, sut, ref = pair
+    errors_before = physical_errors(os_host.client)
+    loaded = equiv.load(rulegen.RuleSet(0, (), tuple(SET_ACCEPTED + SET_REFUSED)), sut, ref)
+    assert loaded.accepted == SET_ACCEPTED, loaded.refused
+    assert [s for s, _ in loaded.refused] == SET_REFUSED
+    for spec, err in loaded.refused:
+        assert "OFPT_ERROR" in err and "OFPBAC_UNSUPPORTED_ORDER" in err, (spec, err)
+    acts = physical_actions(os_host)
+    assert not any("push_mpls" in a for a in acts), acts
+    assert any("write_actions(group:" in a for a in acts), acts  # the carrier groups really are used
+    pkts = []
+    for i in range(6):
+        pkts.append((300 + i, 100, qinq(300 + i, 10, None)))  # -> VM 1 as QinQ (local carrier)
+        pkts.append((400 + i, 101, untagged(400 + i)))  # -> port 1 across PCIe (VLAN carrier, popped)
+    got_ref = equiv.run_packets(ref, pkts)
+    got_sut = equiv.run_packets(sut, pkts)
+    diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
+    assert not diffs, "\n".join(diffs[:10])
+    at1 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 1]
+    assert len(at1) == 6 and all(f[12:14] == b"\x08\x00" for f in at1), [f[:18].hex() for f in at1]
+    at101 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 101]
+    assert len(at101) == 6 and all(f[12:14] == b"\x88\xa8" and f[16:18] == b"\x81\x00" for f in at101)
+    assert physical_errors(os_host.client) == errors_before
