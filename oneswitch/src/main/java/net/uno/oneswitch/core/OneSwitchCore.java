@@ -32,6 +32,7 @@ import net.uno.oneswitch.translate.MatchUtil;
 import net.uno.oneswitch.translate.OfError;
 import net.uno.oneswitch.translate.TagAllocator;
 import net.uno.oneswitch.translate.Translator;
+import net.uno.oneswitch.translate.VlanPushOrder;
 import net.uno.oneswitch.translate.WriteActionSet;
 import org.projectfloodlight.openflow.protocol.OFBadRequestCode;
 import org.projectfloodlight.openflow.protocol.OFBucket;
@@ -107,6 +108,9 @@ public final class OneSwitchCore implements SouthListener {
 
   /** What the rules write into the action set, per table (WriteActionSet's order check). */
   private final ActionSetOrder setOrder = new ActionSetOrder();
+
+  /** Which tables push VLANs / rely on none being pushed before them (VlanPushOrder). */
+  private final VlanPushOrder pushOrder = new VlanPushOrder();
 
   /** The carrier groups of write_actions outputs the translated rules use, per switch. */
   private final CarrierRefs carriers = new CarrierRefs();
@@ -324,7 +328,8 @@ public final class OneSwitchCore implements SouthListener {
             groups::containsKey,
             scaleGroups,
             groups::get)
-        .carrier(carrierMode);
+        .carrier(carrierMode)
+        .pushedBefore(pushOrder::pushesBefore);
   }
 
   /** A translator for lookups only (dispatch, packet-in, scale group buckets). */
@@ -642,12 +647,15 @@ public final class OneSwitchCore implements SouthListener {
     VirtualRule old = rules.put(r.key(), r);
     setOrder.remove(old);
     setOrder.add(r);
+    pushOrder.remove(old);
+    pushOrder.add(r);
     return old;
   }
 
   private VirtualRule removeRule(VirtualRule.Key k) {
     VirtualRule old = rules.remove(k);
     setOrder.remove(old);
+    pushOrder.remove(old);
     return old;
   }
 
@@ -655,6 +663,7 @@ public final class OneSwitchCore implements SouthListener {
     VirtualRule.Key key = old.key();
     try {
       setOrder.check(old); // a rule added since may conflict with the old one
+      pushOrder.check(old);
       Translated t = translate(old, ports);
       putRule(old);
       Set<PhysRule.Key> dirty = new LinkedHashSet<>();
@@ -744,6 +753,7 @@ public final class OneSwitchCore implements SouthListener {
       }
     }
     setOrder.check(r);
+    pushOrder.check(r);
     Translated t = translate(r, ports);
     VirtualRule old = removeRule(key);
     putRule(r);
@@ -859,6 +869,7 @@ public final class OneSwitchCore implements SouthListener {
       for (VirtualRule r : sel) {
         VirtualRule n = r.withInstructions(fm.getInstructions());
         setOrder.check(n);
+        pushOrder.check(n);
         ts.put(n.key(), translate(n, ports));
         updated.add(n);
       }

@@ -81,11 +81,23 @@ public final class Carrier {
 
   /**
    * What is known statically about the frame at one point of an action list: the VLAN headers it
-   * surely carries ({@code vlans}) and its ethertype after them ({@code ethType}, -1 if unknown).
+   * surely carries ({@code vlans}), its ethertype after them ({@code ethType}, -1 if unknown), and
+   * whether it may carry more VLAN headers than that, pushed by an earlier table that the rule's
+   * match does not see ({@code deeper}: the rule matches no VLAN while an earlier table pushes
+   * one). A deeper frame never takes the VLAN carrier: it may be QinQ already.
    */
-  public record Frame(int vlans, int ethType) {
+  public record Frame(int vlans, int ethType, boolean deeper) {
     /** Nothing known (group buckets, packet-outs): VLAN carrier, as before. */
     public static final Frame UNKNOWN = new Frame(0, -1);
+
+    public Frame(int vlans, int ethType) {
+      this(vlans, ethType, false);
+    }
+
+    /** The same frame, possibly deeper (see the record doc). */
+    public Frame deeper(boolean maybe) {
+      return new Frame(vlans, ethType, deeper || maybe);
+    }
 
     /** The frame a rule with match {@code m} sees before its actions. */
     public static Frame of(Match m) {
@@ -103,10 +115,10 @@ public final class Carrier {
     public Frame after(OFAction a) {
       OFActionType t = a.getType();
       return switch (t) {
-        case PUSH_VLAN -> new Frame(vlans + 1, ethType);
-        case POP_VLAN -> new Frame(Math.max(0, vlans - 1), ethType);
+        case PUSH_VLAN -> new Frame(vlans + 1, ethType, deeper);
+        case POP_VLAN -> new Frame(Math.max(0, vlans - 1), ethType, deeper);
           // The controller's own MPLS/PBB: the payload type is no longer the matched one.
-        case PUSH_MPLS, POP_MPLS, PUSH_PBB, POP_PBB -> new Frame(vlans, -1);
+        case PUSH_MPLS, POP_MPLS, PUSH_PBB, POP_PBB -> new Frame(vlans, -1, deeper);
         default -> this;
       };
     }
@@ -141,7 +153,16 @@ public final class Carrier {
       mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
       return;
     }
-    if (known && (mode == Mode.MPLS || f.vlans() >= 1 || isMplsType(f.ethType()))) {
+    if (f.deeper() && !known) {
+      throw new OfError(
+          OFBadActionCode.UNSUPPORTED_ORDER,
+          "output to vport "
+              + Integer.toUnsignedString(vport)
+              + " crosses the PCIe link with a frame an earlier table may have tagged (the rule"
+              + " matches no vlan_vid): the VLAN carrier could be a third header and the MPLS"
+              + " carrier needs a known eth_type (match vlan_vid or eth_type exactly)");
+    }
+    if (known && (mode == Mode.MPLS || f.vlans() >= 1 || f.deeper() || isMplsType(f.ethType()))) {
       // Tagged: maybe QinQ already. MPLS: our label on top of the controller's stack, so no frame
       // under a VLAN carrier tag could look like a label of ours to the egress dispatch.
       mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
@@ -173,6 +194,7 @@ public final class Carrier {
   public static boolean needsMoreThanVlan(Mode mode, Frame f) {
     boolean known = f.ethType() >= 0 && mode != Mode.VLAN;
     return f.vlans() >= Translator.MAX_VLAN_HEADERS
+        || f.deeper()
         || (known && (mode == Mode.MPLS || f.vlans() >= 1 || isMplsType(f.ethType())));
   }
 

@@ -120,6 +120,7 @@ public final class Translator {
   private final Map<Integer, Integer> scaleGroups;
   private final java.util.function.IntFunction<VirtualGroup> groupOf;
   private Carrier.Mode carrierMode = Carrier.Mode.AUTO;
+  private IntPredicate pushedBefore = t -> false;
 
   public Translator(
       Topology topo, PortMap ports, int virtualTables, TagSource tags, IntPredicate groupExists) {
@@ -174,6 +175,21 @@ public final class Translator {
   /** The flow-id carrier mode. */
   Carrier.Mode carrierMode() {
     return carrierMode;
+  }
+
+  /**
+   * Sets which virtual tables may see a frame a lower table pushed a VLAN onto ({@link
+   * VlanPushOrder#pushesBefore}); returns this. Default: none.
+   */
+  public Translator pushedBefore(IntPredicate p) {
+    this.pushedBefore = p;
+    return this;
+  }
+
+  /** The frame rule {@code r} sees: its match, deeper if an earlier table may push a VLAN. */
+  Carrier.Frame frameOf(VirtualRule r) {
+    return Carrier.Frame.of(r.match())
+        .deeper(!VlanPushOrder.matchesVlan(r.match()) && pushedBefore.test(r.table()));
   }
 
   /** Switches that run the replicated pipeline: those with at least one mapped port. */
@@ -280,15 +296,12 @@ public final class Translator {
       }
       if (i instanceof OFInstructionApplyActions a) {
         checkVlanDepth(r.match(), a.getActions());
-        out.add(
-            F.instructions()
-                .applyActions(
-                    actions(a.getActions(), sw, false, ing, Carrier.Frame.of(r.match()))));
+        out.add(F.instructions().applyActions(actions(a.getActions(), sw, false, ing, frameOf(r))));
       } else if (i instanceof OFInstructionWriteActions w) {
         List<OFAction> set =
             new WriteActionSet(this, topo, ports)
                 .translate(
-                    r.match(), WriteActionSet.applyOf(r.instructions()), w.getActions(), sw, ing);
+                    frameOf(r), WriteActionSet.applyOf(r.instructions()), w.getActions(), sw, ing);
         out.add(F.instructions().writeActions(set));
       } else if (i instanceof OFInstructionGotoTable g) {
         int t = g.getTableId().getValue();
@@ -410,7 +423,7 @@ public final class Translator {
       VPort v, int maxLen, String sw, Ingress ing, Carrier.Frame f, List<OFAction> out)
       throws OfError {
     if (v.k() > 1) {
-      if (f.vlans() >= MAX_VLAN_HEADERS
+      if ((f.vlans() >= MAX_VLAN_HEADERS || f.deeper())
           && v.instances().stream().anyMatch(l -> !l.sw().equals(sw))) {
         throw new OfError(
             OFBadActionCode.UNSUPPORTED_ORDER,
@@ -440,7 +453,7 @@ public final class Translator {
    */
   private void checkGroupVlans(int group, Carrier.Frame f, String sw) throws OfError {
     VirtualGroup g = groupOf.apply(group);
-    if (g == null || f.vlans() < MAX_VLAN_HEADERS) {
+    if (g == null || (f.vlans() < MAX_VLAN_HEADERS && !f.deeper())) {
       return;
     }
     for (OFBucket b : g.buckets()) {
@@ -455,8 +468,11 @@ public final class Translator {
               OFBadActionCode.UNSUPPORTED_ORDER,
               "group "
                   + Integer.toUnsignedString(group)
-                  + " sends a frame with 2 VLAN headers across the PCIe link, whose VLAN carrier"
-                  + " tag would be a third");
+                  + (f.deeper()
+                      ? " sends a frame an earlier table may have tagged (the rule matches no"
+                          + " vlan_vid)"
+                      : " sends a frame with 2 VLAN headers")
+                  + " across the PCIe link, whose VLAN carrier tag could be a third");
         }
       }
     }

@@ -23,7 +23,6 @@ import org.projectfloodlight.openflow.protocol.action.OFActionOutput;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstructionApplyActions;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstructionWriteActions;
-import org.projectfloodlight.openflow.protocol.match.Match;
 import org.projectfloodlight.openflow.types.EthType;
 import org.projectfloodlight.openflow.types.OFGroup;
 import org.projectfloodlight.openflow.types.OFPort;
@@ -102,7 +101,11 @@ public final class WriteActionSet {
    * apply}) run on switch {@code sw}.
    */
   List<OFAction> translate(
-      Match m, List<OFAction> apply, List<OFAction> in, String sw, Translator.Ingress ing)
+      Carrier.Frame start,
+      List<OFAction> apply,
+      List<OFAction> in,
+      String sw,
+      Translator.Ingress ing)
       throws OfError {
     boolean hasGroup = in.stream().anyMatch(a -> a instanceof OFActionGroup);
     OFAction last = null;
@@ -111,7 +114,7 @@ public final class WriteActionSet {
         last = a;
       }
     }
-    Carrier.Frame f = frameAtSet(m, apply, in);
+    Carrier.Frame f = frameAtSet(start, apply, in);
     List<OFAction> out = new ArrayList<>();
     for (OFAction a : in) {
       if (isVportOutput(a) && (hasGroup || a != last)) {
@@ -208,18 +211,21 @@ public final class WriteActionSet {
             + " crosses the PCIe link with "
             + (f.vlans() >= Translator.MAX_VLAN_HEADERS
                 ? "2 VLAN headers, whose VLAN carrier tag would be a third"
-                : "a frame the apply path carries under an MPLS label (VLAN-tagged or MPLS with a"
-                    + " known eth_type)")
+                : f.deeper()
+                    ? "a frame an earlier table may have tagged (the rule matches no vlan_vid)"
+                    : "a frame the apply path carries under an MPLS label (VLAN-tagged or MPLS"
+                        + " with a known eth_type)")
             + "; a set's carrier group carries only the VLAN tag (use apply_actions)");
   }
 
   /**
-   * What is known of the frame when the set runs: the match, this rule's apply-actions, then the
-   * set's own pops and pushes (a set runs pops, push_mpls, push_pbb, push_vlan in that order).
+   * What is known of the frame when the set runs: {@code start} (the rule's match), this rule's
+   * apply-actions, then the set's own pops and pushes (a set runs pops, push_mpls, push_pbb,
+   * push_vlan in that order).
    */
-  static Carrier.Frame frameAtSet(Match m, List<OFAction> apply, List<OFAction> set)
+  static Carrier.Frame frameAtSet(Carrier.Frame start, List<OFAction> apply, List<OFAction> set)
       throws OfError {
-    Carrier.Frame f = Carrier.Frame.of(m);
+    Carrier.Frame f = start;
     for (OFAction a : apply) {
       f = f.after(a);
     }
