@@ -186,10 +186,15 @@ public final class Translator {
     return this;
   }
 
-  /** The frame rule {@code r} sees: its match, deeper if an earlier table may push a VLAN. */
+  /**
+   * The frame rule {@code r} sees: its match; deeper if it matches no vlan_vid and an earlier table
+   * or its own actions push a VLAN (a frame that came in tagged is then QinQ after its push).
+   */
   Carrier.Frame frameOf(VirtualRule r) {
     return Carrier.Frame.of(r.match())
-        .deeper(!VlanPushOrder.matchesVlan(r.match()) && pushedBefore.test(r.table()));
+        .deeper(
+            !VlanPushOrder.matchesVlan(r.match())
+                && (VlanPushOrder.pushes(r) || pushedBefore.test(r.table())));
   }
 
   /** Switches that run the replicated pipeline: those with at least one mapped port. */

@@ -8,7 +8,6 @@ import org.projectfloodlight.openflow.protocol.OFActionType;
 import org.projectfloodlight.openflow.protocol.OFBadActionCode;
 import org.projectfloodlight.openflow.protocol.action.OFAction;
 import org.projectfloodlight.openflow.protocol.action.OFActionGroup;
-import org.projectfloodlight.openflow.protocol.action.OFActionOutput;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstructionApplyActions;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstructionWriteActions;
@@ -59,11 +58,12 @@ public final class VlanPushOrder {
 
   /**
    * True if {@code r}'s translation depends on whether a lower table pushes: it matches no vlan_vid
-   * and outputs to a port or a group (any output may cross PCIe after some remap).
+   * and outputs to a vport, FLOOD/ALL or a group (any of them may cross PCIe after some remap;
+   * CONTROLLER and IN_PORT never take a carrier).
    */
   static boolean reliesOnDepth(VirtualRule r) {
     return !matchesVlan(r.match())
-        && any(r, a -> a instanceof OFActionOutput || a instanceof OFActionGroup);
+        && any(r, a -> WriteActionSet.isVportOutput(a) || a instanceof OFActionGroup);
   }
 
   public void add(VirtualRule r) {

@@ -105,6 +105,33 @@ class VlanPushOrderTest {
   }
 
   @Test
+  void ownPushOnAFrameMatchingNoVlanIsJudgedDeeper() throws OfError {
+    // A frame that came in tagged is QinQ after the push: the VLAN carrier would be a third header.
+    OfError e =
+        assertThrows(OfError.class, () -> t.rule(rule(0, 10, m(null, false), apply(PUSH, out(1)))));
+    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertThrows(
+        OfError.class,
+        () ->
+            t.rule(
+                rule(
+                    0,
+                    10,
+                    m(null, false),
+                    apply(
+                        PUSH,
+                        F.actions().group(org.projectfloodlight.openflow.types.OFGroup.of(7))))));
+    assertTrue(labels(t.rule(rule(0, 10, m(0x0800, false), apply(PUSH, out(1))))));
+    // Matching "no VLAN" exactly: one header after the push, the VLAN carrier is fine.
+    Match none =
+        F.buildMatch()
+            .setExact(MatchField.IN_PORT, OFPort.of(2))
+            .setExact(MatchField.VLAN_VID, OFVlanVidMatch.UNTAGGED)
+            .build();
+    assertFalse(labels(t.rule(rule(0, 10, none, apply(PUSH, out(1))))));
+  }
+
+  @Test
   void aFirstPushBeforeARelyingTableIsRefusedAfterItIsNot() throws OfError {
     VirtualRule rely = rule(1, 10, m(null, false), apply(out(1)));
     order.add(rely);
