@@ -23,13 +23,12 @@ from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT, VPORTS, physical_er
 
 pytestmark = ONESWITCH
 SEEDS = [int(s) for s in os.environ.get("UNO_EQ_SEEDS", "1,2,3,4").split(",")]
-# Known limit, kept visible: a frame that leaves the controller's actions with TWO VLAN headers (its own
-# tag plus one the rule pushes) gets OneSwitch's VLAN flow-id tag as a third when it crosses PCIe, and OVS
-# handles at most two VLAN headers (FLOW_MAX_VLAN_HEADERS), so the innermost is lost. DESIGN.md section 4
-# carries the tag in MPLS when the controller uses VLANs; OneSwitch does not yet. (Seed 1 was a different bug,
-# fixed: group buckets are action sets in OVS, so the trailing pop of the tag ran first.) Strict: the test
-# fails once the limit is lifted, so the mark is removed then.
-VLAN_TAG_LOSS = {2, 4}
+# Seed 2 was a known limit (strict xfail), lifted: its rule matches no VLAN, pushes one and sends to a group
+# with a bucket across PCIe; a frame that came in tagged left QinQ, and the VLAN flow-id tag was a third header
+# (OVS handles two: the innermost was lost). Such a rule (no vlan_vid match, and a push of its own or in an
+# earlier table: translate/VlanPushOrder) now takes the MPLS label or is refused. Seed 4 passes under the MPLS
+# carrier. Empty set kept for a future known limit: a strict xfail fails once the limit is lifted.
+VLAN_TAG_LOSS: set[int] = set()
 REFUSALS: list[tuple[int, str, str]] = []
 
 

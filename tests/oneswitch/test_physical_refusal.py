@@ -1,5 +1,5 @@
 """A physical refusal is never silent: what OVS cannot do is refused up front in translation (a third VLAN
-header across the PCIe link), and what a physical OVS still refuses is answered to the controller with an
+header across the PCIe link where the MPLS carrier cannot be used), and what a physical OVS still refuses is answered to the controller with an
 OFPT_ERROR for ITS message (before the barrier reply covering it) and rolled back on every switch, so the
 virtual rules (GET /v1/rules) and the physical flow tables are as before."""
 
@@ -64,8 +64,9 @@ def clean(os_host):
 def test_third_vlan_header_across_pcie_is_refused_up_front(clean):
     os_host = clean
     rules, phys, errors = rules_view(os_host), physical_view(os_host), physical_errors(os_host.client)
+    # No eth_type in the match: the MPLS carrier (pop_mpls needs the payload type) cannot take it either.
     r = ofctl(os_host, "add-flow",
-              "dl_vlan=10,arp,actions=push_vlan:0x8100,set_field:4106->vlan_vid,output:200,output:1")  # fmt: skip
+              "dl_vlan=10,actions=push_vlan:0x8100,set_field:4106->vlan_vid,output:200,output:1")  # fmt: skip
     assert r.returncode != 0
     assert "OFPT_ERROR" in r.stderr and "OFPBAC_UNSUPPORTED_ORDER" in r.stderr, r.stderr
     assert rules_view(os_host) == rules
@@ -73,6 +74,10 @@ def test_third_vlan_header_across_pcie_is_refused_up_front(clean):
     assert physical_errors(os_host.client) == errors, "refused up front: nothing reached a physical switch"
     # Two headers that stay on one switch are fine (in_port=100 and vport 101 are both on the host).
     ok = ofctl(os_host, "add-flow", "in_port=100,dl_vlan=10,actions=push_vlan:0x8100,output:101")
+    assert ok.returncode == 0, ok.stderr
+    # With the ethertype known, the crossing takes the MPLS carrier (test_mpls_carrier.py) instead.
+    ok = ofctl(os_host, "add-flow",
+               "dl_vlan=10,arp,actions=push_vlan:0x8100,set_field:4106->vlan_vid,output:200,output:1")  # fmt: skip
     assert ok.returncode == 0, ok.stderr
 
 
@@ -110,3 +115,32 @@ def test_physical_refusal_reaches_the_controller_and_is_rolled_back(clean):
     assert physical_view(os_host) == phys, "a physical leftover"
     assert physical_errors(os_host.client) > errors
     assert metric(os_host, "oneswitch_physical_refusals_total") == refusals + 1
+
+
+def test_vlan_pushed_by_an_earlier_table_is_never_carried_under_a_third_header(clean):
+    """Cross-table (VlanPushOrder): a rule matching no vlan_vid after a table that pushes one may see a QinQ
+    frame. Its output across PCIe takes the MPLS label (known eth_type) or is refused; the first push below
+    such a rule already installed is refused. Refusals change nothing, virtual or physical."""
+    os_host = clean
+    relying = "table=1,priority=10,in_port=100,actions=output:1"
+    push = "table=0,priority=20,in_port=100,actions=push_vlan:0x8100,set_field:4106->vlan_vid,goto_table:1"
+    assert ofctl(os_host, "add-flow", relying).returncode == 0
+    rules, phys, errors = rules_view(os_host), physical_view(os_host), physical_errors(os_host.client)
+    r = ofctl(os_host, "add-flow", push)
+    assert r.returncode != 0 and "OFPBAC_UNSUPPORTED_ORDER" in r.stderr, r.stderr
+    assert (rules_view(os_host), physical_view(os_host)) == (rules, phys), "a refused push left a trace"
+    assert physical_errors(os_host.client) == errors
+    # The other order: push first, then the rule matching no VLAN is judged deeper.
+    assert ofctl(os_host, "del-flows", "table=1").returncode == 0
+    ok = ofctl(os_host, "add-flow", push)
+    assert ok.returncode == 0, ok.stderr
+    r = ofctl(os_host, "add-flow", relying)
+    assert r.returncode != 0 and "OFPBAC_UNSUPPORTED_ORDER" in r.stderr, r.stderr
+    ok = ofctl(os_host, "add-flow", "table=1,priority=10,in_port=100,ip,actions=output:1")
+    assert ok.returncode == 0, ok.stderr
+    acts = [p.actions for r in os_host.client.rules() for p in r.physical]
+    assert any("push_mpls:0x8847" in a and "pop_mpls:0x800" in a for a in acts), acts
+    # A vlan_vid match sees the push: judged by its match, as before (one header, known type: label).
+    ok = ofctl(os_host, "add-flow", "table=1,priority=11,in_port=100,dl_vlan=10,actions=output:1")
+    assert ok.returncode == 0, ok.stderr
+    assert physical_errors(os_host.client) == errors

@@ -128,7 +128,8 @@ public final class Main {
             exec,
             System::currentTimeMillis,
             new Metrics(),
-            new Persistence(cfg.stateDir()));
+            new Persistence(cfg.stateDir()),
+            cfg.carrier());
     exec.submit(
             () -> {
               boolean restored = core.restore();

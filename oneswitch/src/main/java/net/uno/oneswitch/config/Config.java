@@ -10,6 +10,7 @@ import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Set;
+import net.uno.oneswitch.translate.Carrier;
 
 /** The validated OneSwitch configuration (see oneswitch/README.md for the JSON schema). */
 public record Config(
@@ -22,7 +23,8 @@ public record Config(
     List<SwitchCfg> switches,
     List<PcieCfg> pcie,
     List<PortCfg> ports,
-    int physicalTables) {
+    int physicalTables,
+    Carrier.Mode carrier) {
 
   /** One physical switch OneSwitch connects to as its controller. */
   public record SwitchCfg(String id, Endpoint openflow) {}
@@ -44,7 +46,8 @@ public record Config(
           "switches",
           "pcie",
           "ports",
-          "physical_tables");
+          "physical_tables",
+          "carrier");
 
   public static Config load(Path file) throws ConfigError {
     String text;
@@ -109,6 +112,13 @@ public record Config(
         throw new ConfigError("physical_tables", "must be an integer 3..255");
       }
       physTables = pt.asInt();
+    }
+    String cm = str(root, "carrier", false);
+    Carrier.Mode carrier = Carrier.Mode.AUTO;
+    if (cm != null) {
+      carrier =
+          Carrier.Mode.parse(cm)
+              .orElseThrow(() -> new ConfigError("carrier", "must be vlan, mpls or auto"));
     }
     List<SwitchCfg> switches = new ArrayList<>();
     JsonNode sw = root.get("switches");
@@ -221,7 +231,8 @@ public record Config(
         List.copyOf(switches),
         List.copyOf(pcie),
         List.copyOf(ports),
-        physTables);
+        physTables,
+        carrier);
   }
 
   private static void onlyKeys(JsonNode n, String f, Set<String> keys) throws ConfigError {

@@ -26,10 +26,13 @@ import net.uno.oneswitch.model.VirtualRule;
 import net.uno.oneswitch.south.SouthListener;
 import net.uno.oneswitch.south.SouthSwitch;
 import net.uno.oneswitch.translate.ActionSetOrder;
+import net.uno.oneswitch.translate.Carrier;
+import net.uno.oneswitch.translate.CarrierTags;
 import net.uno.oneswitch.translate.MatchUtil;
 import net.uno.oneswitch.translate.OfError;
 import net.uno.oneswitch.translate.TagAllocator;
 import net.uno.oneswitch.translate.Translator;
+import net.uno.oneswitch.translate.VlanPushOrder;
 import net.uno.oneswitch.translate.WriteActionSet;
 import org.projectfloodlight.openflow.protocol.OFBadRequestCode;
 import org.projectfloodlight.openflow.protocol.OFBucket;
@@ -93,7 +96,8 @@ public final class OneSwitchCore implements SouthListener {
   private final LinkedHashMap<VirtualRule.Key, VirtualRule> rules = new LinkedHashMap<>();
   private final TreeMap<Integer, VirtualGroup> groups = new TreeMap<>();
   private PortMap ports = PortMap.empty();
-  private final TagAllocator tags = TagAllocator.vlan();
+  private final CarrierTags tags = new CarrierTags();
+  private final Carrier.Mode carrierMode;
   private final Map<Object, Set<Long>> tagHolders = new HashMap<>();
 
   /** Ids (offsets from Translator.SCALE_GROUP_BASE) of the SELECT groups of scaled-out vports. */
@@ -104,6 +108,9 @@ public final class OneSwitchCore implements SouthListener {
 
   /** What the rules write into the action set, per table (WriteActionSet's order check). */
   private final ActionSetOrder setOrder = new ActionSetOrder();
+
+  /** Which tables push VLANs / rely on none being pushed before them (VlanPushOrder). */
+  private final VlanPushOrder pushOrder = new VlanPushOrder();
 
   /** The carrier groups of write_actions outputs the translated rules use, per switch. */
   private final CarrierRefs carriers = new CarrierRefs();
@@ -203,6 +210,19 @@ public final class OneSwitchCore implements SouthListener {
       LongSupplier clock,
       Metrics metrics,
       Persistence persistence) {
+    this(topo, physicalTables, exec, clock, metrics, persistence, Carrier.Mode.AUTO);
+  }
+
+  /** {@code carrierMode}: the flow-id carrier (config {@code carrier}). */
+  public OneSwitchCore(
+      Topology topo,
+      int physicalTables,
+      ScheduledExecutorService exec,
+      LongSupplier clock,
+      Metrics metrics,
+      Persistence persistence,
+      Carrier.Mode carrierMode) {
+    this.carrierMode = carrierMode;
     this.topo = topo;
     this.nVirt = physicalTables - 2;
     this.exec = exec;
@@ -294,20 +314,22 @@ public final class OneSwitchCore implements SouthListener {
 
   private Translator translator(PortMap pm, Set<Long> used) {
     return new Translator(
-        topo,
-        pm,
-        nVirt,
-        v -> {
-          if (used.contains(v)) {
-            return tags.tagOf(v).getAsInt();
-          }
-          int t = tags.acquire(v);
-          used.add(v);
-          return t;
-        },
-        groups::containsKey,
-        scaleGroups,
-        groups::get);
+            topo,
+            pm,
+            nVirt,
+            v -> {
+              if (used.contains(v)) {
+                return tags.tagOf(v).getAsInt();
+              }
+              int t = tags.acquire(v);
+              used.add(v);
+              return t;
+            },
+            groups::containsKey,
+            scaleGroups,
+            groups::get)
+        .carrier(carrierMode)
+        .pushedBefore(pushOrder::pushesBefore);
   }
 
   /** A translator for lookups only (dispatch, packet-in, scale group buckets). */
@@ -625,12 +647,15 @@ public final class OneSwitchCore implements SouthListener {
     VirtualRule old = rules.put(r.key(), r);
     setOrder.remove(old);
     setOrder.add(r);
+    pushOrder.remove(old);
+    pushOrder.add(r);
     return old;
   }
 
   private VirtualRule removeRule(VirtualRule.Key k) {
     VirtualRule old = rules.remove(k);
     setOrder.remove(old);
+    pushOrder.remove(old);
     return old;
   }
 
@@ -638,6 +663,7 @@ public final class OneSwitchCore implements SouthListener {
     VirtualRule.Key key = old.key();
     try {
       setOrder.check(old); // a rule added since may conflict with the old one
+      pushOrder.check(old);
       Translated t = translate(old, ports);
       putRule(old);
       Set<PhysRule.Key> dirty = new LinkedHashSet<>();
@@ -727,6 +753,7 @@ public final class OneSwitchCore implements SouthListener {
       }
     }
     setOrder.check(r);
+    pushOrder.check(r);
     Translated t = translate(r, ports);
     VirtualRule old = removeRule(key);
     putRule(r);
@@ -842,6 +869,7 @@ public final class OneSwitchCore implements SouthListener {
       for (VirtualRule r : sel) {
         VirtualRule n = r.withInstructions(fm.getInstructions());
         setOrder.check(n);
+        pushOrder.check(n);
         ts.put(n.key(), translate(n, ports));
         updated.add(n);
       }

@@ -93,7 +93,7 @@ public final class Translator {
 
   /** The instance slot of a tag key. */
   public static int tagSlot(long key) {
-    return (int) (key >>> 32);
+    return (int) ((key >>> 32) & 0xff); // above: the MPLS carrier's bits (Carrier.mplsKey)
   }
 
   /** Hands out the flow-id tag of a {@link #tagKey} (and records that the caller uses it). */
@@ -119,6 +119,8 @@ public final class Translator {
   private final IntPredicate groupExists;
   private final Map<Integer, Integer> scaleGroups;
   private final java.util.function.IntFunction<VirtualGroup> groupOf;
+  private Carrier.Mode carrierMode = Carrier.Mode.AUTO;
+  private IntPredicate pushedBefore = t -> false;
 
   public Translator(
       Topology topo, PortMap ports, int virtualTables, TagSource tags, IntPredicate groupExists) {
@@ -162,6 +164,37 @@ public final class Translator {
   /** Takes flow-id tag {@code key} for the rule being translated. */
   int tag(long key) throws OfError {
     return tags.tag(key);
+  }
+
+  /** Sets the flow-id carrier mode (default AUTO); returns this. */
+  public Translator carrier(Carrier.Mode mode) {
+    this.carrierMode = mode;
+    return this;
+  }
+
+  /** The flow-id carrier mode. */
+  Carrier.Mode carrierMode() {
+    return carrierMode;
+  }
+
+  /**
+   * Sets which virtual tables may see a frame a lower table pushed a VLAN onto ({@link
+   * VlanPushOrder#pushesBefore}); returns this. Default: none.
+   */
+  public Translator pushedBefore(IntPredicate p) {
+    this.pushedBefore = p;
+    return this;
+  }
+
+  /**
+   * The frame rule {@code r} sees: its match; deeper if it matches no vlan_vid and an earlier table
+   * or its own actions push a VLAN (a frame that came in tagged is then QinQ after its push).
+   */
+  Carrier.Frame frameOf(VirtualRule r) {
+    return Carrier.Frame.of(r.match())
+        .deeper(
+            !VlanPushOrder.matchesVlan(r.match())
+                && (VlanPushOrder.pushes(r) || pushedBefore.test(r.table())));
   }
 
   /** Switches that run the replicated pipeline: those with at least one mapped port. */
@@ -267,13 +300,13 @@ public final class Translator {
         throw new OfError(OFBadInstructionCode.DUP_INST, "duplicate " + i.getType());
       }
       if (i instanceof OFInstructionApplyActions a) {
-        checkVlanDepth(r.match(), a.getActions(), sw);
-        out.add(F.instructions().applyActions(actions(a.getActions(), sw, false, ing)));
+        checkVlanDepth(r.match(), a.getActions());
+        out.add(F.instructions().applyActions(actions(a.getActions(), sw, false, ing, frameOf(r))));
       } else if (i instanceof OFInstructionWriteActions w) {
         List<OFAction> set =
             new WriteActionSet(this, topo, ports)
                 .translate(
-                    r.match(), WriteActionSet.applyOf(r.instructions()), w.getActions(), sw, ing);
+                    frameOf(r), WriteActionSet.applyOf(r.instructions()), w.getActions(), sw, ing);
         out.add(F.instructions().writeActions(set));
       } else if (i instanceof OFInstructionGotoTable g) {
         int t = g.getTableId().getValue();
@@ -296,10 +329,10 @@ public final class Translator {
 
   /**
    * Refuses up front what the physical switch would refuse: a packet known (from the match and the
-   * actions before) to carry 2 VLAN headers cannot take the carrier VLAN tag of an output across
-   * the PCIe link (a third header: OVS answers BAD_TAG), nor a third push_vlan of its own.
+   * actions before) to carry 2 VLAN headers cannot take a third push_vlan of its own. (Its output
+   * across PCIe takes the MPLS carrier or is refused: {@link Carrier#send}.)
    */
-  void checkVlanDepth(Match m, List<OFAction> acts, String sw) throws OfError {
+  void checkVlanDepth(Match m, List<OFAction> acts) throws OfError {
     int depth = MatchUtil.vlanPresent(m) ? 1 : 0;
     for (OFAction a : acts) {
       switch (a.getType()) {
@@ -309,32 +342,9 @@ public final class Translator {
           }
         }
         case POP_VLAN -> depth = Math.max(0, depth - 1);
-        case OUTPUT -> {
-          if (depth >= MAX_VLAN_HEADERS && crossesPcie(((OFActionOutput) a).getPort(), sw)) {
-            throw new OfError(
-                OFBadActionCode.UNSUPPORTED_ORDER,
-                "output:"
-                    + ((OFActionOutput) a).getPort()
-                    + " crosses the PCIe link, whose carrier tag would be a third VLAN header");
-          }
-        }
         default -> {}
       }
     }
-  }
-
-  private boolean crossesPcie(OFPort p, String sw) {
-    if (p.equals(OFPort.FLOOD) || p.equals(OFPort.ALL)) {
-      return ports.all().stream()
-          .anyMatch(v -> v.instances().stream().anyMatch(l -> !l.sw().equals(sw)));
-    }
-    if (!isStandard(p)) {
-      return false;
-    }
-    return ports
-        .get(p.getPortNumber())
-        .map(v -> v.instances().stream().anyMatch(l -> !l.sw().equals(sw)))
-        .orElse(false);
   }
 
   /**
@@ -343,15 +353,25 @@ public final class Translator {
    */
   public List<OFAction> actions(List<OFAction> in, String sw, boolean set, Ingress ing)
       throws OfError {
+    return actions(in, sw, set, ing, Carrier.Frame.UNKNOWN);
+  }
+
+  /** As above, for a frame known to be {@code frame} before the first action. */
+  List<OFAction> actions(
+      List<OFAction> in, String sw, boolean set, Ingress ing, Carrier.Frame frame) throws OfError {
     List<OFAction> out = new ArrayList<>();
+    Carrier.Frame f = frame;
     for (OFAction a : in) {
+      Carrier.Frame before = f;
+      f = f.after(a);
       if (a instanceof OFActionOutput o) {
-        output(o, sw, set, ing, out);
+        output(o, sw, set, ing, before, out);
       } else if (a instanceof OFActionGroup g) {
         if (!groupExists.test(g.getGroup().getGroupNumber())) {
           throw new OfError(OFBadActionCode.BAD_OUT_GROUP, "group " + g.getGroup() + " unknown");
         }
         checkGroupIngress(g.getGroup().getGroupNumber(), ing);
+        checkGroupVlans(g.getGroup().getGroupNumber(), before, sw);
         out.add(a);
       } else if (a instanceof OFActionSetField s) {
         int id = s.getField().getMatchField().id.ordinal();
@@ -370,7 +390,8 @@ public final class Translator {
     return out;
   }
 
-  private void output(OFActionOutput o, String sw, boolean set, Ingress ing, List<OFAction> out)
+  private void output(
+      OFActionOutput o, String sw, boolean set, Ingress ing, Carrier.Frame f, List<OFAction> out)
       throws OfError {
     OFPort p = o.getPort();
     if (p.equals(OFPort.CONTROLLER) || p.equals(OFPort.IN_PORT)) {
@@ -384,7 +405,7 @@ public final class Translator {
       }
       // Output to the ingress port itself is dropped by the switch, as FLOOD/ALL require.
       for (VPort v : ports.all()) {
-        emit(v, o.getMaxLen(), sw, ing, out);
+        emit(v, o.getMaxLen(), sw, ing, f, out);
       }
       return;
     }
@@ -398,14 +419,23 @@ public final class Translator {
     }
     Optional<VPort> v = ports.get(p.getPortNumber());
     if (v.isPresent()) {
-      emit(v.get(), o.getMaxLen(), sw, ing, out);
+      emit(v.get(), o.getMaxLen(), sw, ing, f, out);
     }
     // Unmapped port: the packet goes nowhere, as on a switch whose port vanished.
   }
 
-  private void emit(VPort v, int maxLen, String sw, Ingress ing, List<OFAction> out)
+  private void emit(
+      VPort v, int maxLen, String sw, Ingress ing, Carrier.Frame f, List<OFAction> out)
       throws OfError {
     if (v.k() > 1) {
+      if ((f.vlans() >= MAX_VLAN_HEADERS || f.deeper())
+          && v.instances().stream().anyMatch(l -> !l.sw().equals(sw))) {
+        throw new OfError(
+            OFBadActionCode.UNSUPPORTED_ORDER,
+            "output to scaled-out vport "
+                + Integer.toUnsignedString(v.vport())
+                + " with 2 VLAN headers: its select group's VLAN carrier would be a third");
+      }
       emitScaled(v, sw, ing, out);
       return;
     }
@@ -419,11 +449,38 @@ public final class Translator {
       out.add(F.actions().output(OFPort.of(v.port()), maxLen));
       return;
     }
-    int tag = tags.tag(tagKey(v.vport(), 0));
-    out.add(F.actions().pushVlan(EthType.VLAN_FRAME));
-    out.add(F.actions().setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan(tag))));
-    out.add(F.actions().output(OFPort.of(topo.nextHopPort(sw, v.sw())), maxLen));
-    out.add(F.actions().popVlan());
+    Carrier.send(carrierMode, f, v.vport(), tags, topo.nextHopPort(sw, v.sw()), maxLen, true, out);
+  }
+
+  /**
+   * A group's remote buckets carry the VLAN flow-id tag (a bucket is an action set: no MPLS push
+   * and pop around its output), so a frame known to carry 2 VLAN headers cannot use one.
+   */
+  private void checkGroupVlans(int group, Carrier.Frame f, String sw) throws OfError {
+    VirtualGroup g = groupOf.apply(group);
+    if (g == null || (f.vlans() < MAX_VLAN_HEADERS && !f.deeper())) {
+      return;
+    }
+    for (OFBucket b : g.buckets()) {
+      for (OFAction a : b.getActions()) {
+        if (a instanceof OFActionOutput o
+            && isStandard(o.getPort())
+            && ports
+                .get(o.getPort().getPortNumber())
+                .map(v -> v.instances().stream().anyMatch(l -> !l.sw().equals(sw)))
+                .orElse(false)) {
+          throw new OfError(
+              OFBadActionCode.UNSUPPORTED_ORDER,
+              "group "
+                  + Integer.toUnsignedString(group)
+                  + (f.deeper()
+                      ? " sends a frame an earlier table may have tagged (the rule matches no"
+                          + " vlan_vid)"
+                      : " sends a frame with 2 VLAN headers")
+                  + " across the PCIe link, whose VLAN carrier tag could be a third");
+        }
+      }
+    }
   }
 
   /**
@@ -684,9 +741,9 @@ public final class Translator {
         continue;
       }
       VPort.Loc v = ov.get().instances().get(tagSlot(e.getKey()) % ov.get().k());
+      long key = e.getKey();
       int tag = e.getValue();
-      List<OFAction> deliver =
-          List.of(F.actions().popVlan(), F.actions().output(OFPort.of(v.port()), 0xffff));
+      List<OFAction> deliver = Carrier.deliver(key, v.port());
       boolean onHost = v.sw().equals(topo.host());
       for (Topology.Pcie l : topo.pcie().values()) {
         List<OFAction> atHost;
@@ -698,23 +755,26 @@ public final class Translator {
           atHost =
               List.of(F.actions().output(OFPort.of(topo.pcie().get(v.sw()).hostPort()), 0xffff));
         }
-        out.add(tagRule(topo.host(), l.hostPort(), tag, atHost));
+        out.add(tagRule(topo.host(), l.hostPort(), key, tag, atHost));
         out.add(
             tagRule(
-                l.snic(), l.snicPort(), tag, l.snic().equals(v.sw()) ? deliver : List.of(back)));
+                l.snic(),
+                l.snicPort(),
+                key,
+                tag,
+                l.snic().equals(v.sw()) ? deliver : List.of(back)));
       }
     }
     return out;
   }
 
-  private static PhysRule tagRule(String sw, int inPort, int tag, List<OFAction> acts) {
-    Match m =
-        F.buildMatch()
-            .setExact(MatchField.IN_PORT, OFPort.of(inPort))
-            .setExact(MatchField.VLAN_VID, OFVlanVidMatch.ofVlan(tag))
-            .build();
+  private static PhysRule tagRule(String sw, int inPort, long key, int tag, List<OFAction> acts) {
     return new PhysRule(
-        sw, DISPATCH_TABLE, PRIO_TAG, m, List.of(F.instructions().applyActions(acts)));
+        sw,
+        DISPATCH_TABLE,
+        Carrier.priority(key),
+        Carrier.tagMatch(key, inPort, tag),
+        List.of(F.instructions().applyActions(acts)));
   }
 
   // ---------------------------------------------------------------- packet-in / packet-out

@@ -12,6 +12,7 @@ import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.PortMap;
 import net.uno.oneswitch.model.Topology;
 import net.uno.oneswitch.model.VPort;
+import org.projectfloodlight.openflow.protocol.OFActionType;
 import org.projectfloodlight.openflow.protocol.OFBadActionCode;
 import org.projectfloodlight.openflow.protocol.OFBucket;
 import org.projectfloodlight.openflow.protocol.OFFactory;
@@ -22,7 +23,6 @@ import org.projectfloodlight.openflow.protocol.action.OFActionOutput;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstructionApplyActions;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstructionWriteActions;
-import org.projectfloodlight.openflow.protocol.match.Match;
 import org.projectfloodlight.openflow.types.EthType;
 import org.projectfloodlight.openflow.types.OFGroup;
 import org.projectfloodlight.openflow.types.OFPort;
@@ -101,7 +101,11 @@ public final class WriteActionSet {
    * apply}) run on switch {@code sw}.
    */
   List<OFAction> translate(
-      Match m, List<OFAction> apply, List<OFAction> in, String sw, Translator.Ingress ing)
+      Carrier.Frame start,
+      List<OFAction> apply,
+      List<OFAction> in,
+      String sw,
+      Translator.Ingress ing)
       throws OfError {
     boolean hasGroup = in.stream().anyMatch(a -> a instanceof OFActionGroup);
     OFAction last = null;
@@ -110,6 +114,7 @@ public final class WriteActionSet {
         last = a;
       }
     }
+    Carrier.Frame f = frameAtSet(start, apply, in);
     List<OFAction> out = new ArrayList<>();
     for (OFAction a : in) {
       if (isVportOutput(a) && (hasGroup || a != last)) {
@@ -117,20 +122,21 @@ public final class WriteActionSet {
       }
       if (isVportOutput(a)) {
         OFPort p = ((OFActionOutput) a).getPort();
-        int depth = vlanDepth(m, apply, in);
         if (p.equals(OFPort.FLOOD) || p.equals(OFPort.ALL)) {
-          flood(sw, ing, depth, out);
+          flood(sw, ing, f, out);
         } else {
-          vport(p.getPortNumber(), sw, ing, depth, out);
+          vport(p.getPortNumber(), sw, ing, f, out);
         }
       } else {
-        out.addAll(t.actions(List.of(a), sw, true, ing));
+        // A group in the set sees the frame after the set's pops and pushes (its buckets: VLAN).
+        out.addAll(t.actions(List.of(a), sw, true, ing, f));
       }
     }
     return out;
   }
 
-  private void vport(int vport, String sw, Translator.Ingress ing, int depth, List<OFAction> out)
+  private void vport(
+      int vport, String sw, Translator.Ingress ing, Carrier.Frame f, List<OFAction> out)
       throws OfError {
     if (Integer.compareUnsigned(vport, MAX_CARRIER_VPORT) > 0) {
       throw new OfError(
@@ -153,7 +159,7 @@ public final class WriteActionSet {
       out.add(F.actions().output(OFPort.of(ing.port()), 0xffff));
       return;
     }
-    checkDepth(v, sw, depth);
+    checkCarrier(v, sw, f);
     if (v.k() > 1) {
       t.emitScaled(v, sw, ing, out); // its SELECT group (checks the ingress)
       return;
@@ -164,10 +170,10 @@ public final class WriteActionSet {
     out.add(F.actions().group(OFGroup.of(CARRIER_GROUP_BASE + vport)));
   }
 
-  private void flood(String sw, Translator.Ingress ing, int depth, List<OFAction> out)
+  private void flood(String sw, Translator.Ingress ing, Carrier.Frame f, List<OFAction> out)
       throws OfError {
     for (VPort v : ports.all()) {
-      checkDepth(v, sw, depth);
+      checkCarrier(v, sw, f);
       if (v.k() > 1) {
         if (ing != null && ing.vport() == v.vport()) {
           throw new OfError(
@@ -186,38 +192,62 @@ public final class WriteActionSet {
     out.add(F.actions().group(OFGroup.of(FLOOD_CARRIER)));
   }
 
-  private void checkDepth(VPort v, String sw, int depth) throws OfError {
+  /**
+   * The carrier bucket toward a remote vport is VLAN only. Where the apply path ({@link
+   * Carrier#send}) would not take the VLAN tag (2 known VLAN headers: a third; or, by the carrier
+   * mode, a frame that may be QinQ or is MPLS: an MPLS label), a set output across PCIe is refused
+   * the same way, as the apply path refuses a group whose buckets cross PCIe: never a silent third
+   * VLAN header or a lost inner one.
+   */
+  private void checkCarrier(VPort v, String sw, Carrier.Frame f) throws OfError {
     boolean remote = v.instances().stream().anyMatch(l -> !l.sw().equals(sw));
-    if (remote && depth >= Translator.MAX_VLAN_HEADERS) {
-      throw new OfError(
-          OFBadActionCode.UNSUPPORTED_ORDER,
-          "write_actions output to vport "
-              + Integer.toUnsignedString(v.vport())
-              + " crosses the PCIe link, whose carrier tag would be a third VLAN header");
+    if (!remote || !Carrier.needsMoreThanVlan(t.carrierMode(), f)) {
+      return;
     }
+    throw new OfError(
+        OFBadActionCode.UNSUPPORTED_ORDER,
+        "write_actions output to vport "
+            + Integer.toUnsignedString(v.vport())
+            + " crosses the PCIe link with "
+            + (f.vlans() >= Translator.MAX_VLAN_HEADERS
+                ? "2 VLAN headers, whose VLAN carrier tag would be a third"
+                : f.deeper()
+                    ? "a frame an earlier table may have tagged (the rule matches no vlan_vid)"
+                    : "a frame the apply path carries under an MPLS label (VLAN-tagged or MPLS"
+                        + " with a known eth_type)")
+            + "; a set's carrier group carries only the VLAN tag (use apply_actions)");
   }
 
-  /** VLAN headers known to be on the packet when the set runs (pops before pushes in a set). */
-  private static int vlanDepth(Match m, List<OFAction> apply, List<OFAction> set) throws OfError {
-    int depth = MatchUtil.vlanPresent(m) ? 1 : 0;
+  /**
+   * What is known of the frame when the set runs: {@code start} (the rule's match), this rule's
+   * apply-actions, then the set's own pops and pushes (a set runs pops, push_mpls, push_pbb,
+   * push_vlan in that order).
+   */
+  static Carrier.Frame frameAtSet(Carrier.Frame start, List<OFAction> apply, List<OFAction> set)
+      throws OfError {
+    Carrier.Frame f = start;
     for (OFAction a : apply) {
-      switch (a.getType()) {
-        case PUSH_VLAN -> depth++;
-        case POP_VLAN -> depth = Math.max(0, depth - 1);
-        default -> {}
+      f = f.after(a);
+    }
+    for (OFActionType ty :
+        List.of(
+            OFActionType.POP_VLAN,
+            OFActionType.POP_MPLS,
+            OFActionType.POP_PBB,
+            OFActionType.PUSH_MPLS,
+            OFActionType.PUSH_PBB,
+            OFActionType.PUSH_VLAN)) {
+      for (OFAction a : set) {
+        if (a.getType() == ty) {
+          if (ty == OFActionType.PUSH_VLAN && f.vlans() >= Translator.MAX_VLAN_HEADERS) {
+            throw new OfError(OFBadActionCode.BAD_TAG, "push_vlan onto 2 VLAN headers");
+          }
+          f = f.after(a);
+          break; // a set holds one action of each type
+        }
       }
     }
-    boolean pop = false;
-    boolean push = false;
-    for (OFAction a : set) {
-      pop |= a.getType() == org.projectfloodlight.openflow.protocol.OFActionType.POP_VLAN;
-      push |= a.getType() == org.projectfloodlight.openflow.protocol.OFActionType.PUSH_VLAN;
-    }
-    depth = Math.max(0, depth - (pop ? 1 : 0)) + (push ? 1 : 0);
-    if (depth > Translator.MAX_VLAN_HEADERS) {
-      throw new OfError(OFBadActionCode.BAD_TAG, "push_vlan onto 2 VLAN headers");
-    }
-    return depth;
+    return f;
   }
 
   /** The apply-actions of a rule's instructions (they run before its action set). */

@@ -3,6 +3,7 @@ package net.uno.oneswitch.config;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import net.uno.oneswitch.translate.Carrier;
 import org.junit.jupiter.api.Test;
 
 class ConfigTest {
@@ -25,6 +26,11 @@ class ConfigTest {
     assertEquals("host", c.hostSwitch());
     assertEquals(1, c.ports().size());
     assertEquals(254, c.physicalTables());
+    assertEquals(Carrier.Mode.AUTO, c.carrier());
+    for (String m : new String[] {"vlan", "mpls", "auto"}) {
+      String json = OK.replace("\"token\": null", "\"token\": null, \"carrier\": \"" + m + "\"");
+      assertEquals(m.toUpperCase(java.util.Locale.ROOT), Config.parse(json).carrier().name());
+    }
   }
 
   private static void bad(String field, String from, String to) {
@@ -44,6 +50,8 @@ class ConfigTest {
     bad("ports[0].port", "\"port\": 1, \"name\"", "\"port\": 100, \"name\"");
     bad("ports[0].vport", "\"vport\": 1", "\"vport\": -3");
     bad("bogus", "\"token\": null", "\"bogus\": 1");
+    bad("carrier", "\"token\": null", "\"carrier\": \"MPLS\"");
+    bad("carrier", "\"token\": null", "\"carrier\": 1");
     bad("config", "{\"dpid\"", "[{\"dpid\"");
     bad(
         "pcie",

@@ -160,7 +160,15 @@ class TranslatorTest {
     // Two headers staying on the switch, a pop before crossing, or an untagged match: fine.
     assertDoesNotThrow(() -> t.rule(rule(0, 10, vlan10(2), apply(push, out(4)))));
     assertDoesNotThrow(() -> t.rule(rule(0, 10, vlan10(2), apply(push, pop, out(1)))));
-    assertDoesNotThrow(() -> t.rule(rule(0, 10, inPort(2), apply(push, out(1)))));
+    Match untagged =
+        F.buildMatch()
+            .setExact(MatchField.IN_PORT, OFPort.of(2))
+            .setExact(MatchField.VLAN_VID, OFVlanVidMatch.UNTAGGED)
+            .build();
+    assertDoesNotThrow(() -> t.rule(rule(0, 10, untagged, apply(push, out(1)))));
+    // No vlan_vid match: the frame may have come in tagged (QinQ after the push; VlanPushOrder).
+    e = assertThrows(OfError.class, () -> t.rule(rule(0, 10, inPort(2), apply(push, out(1)))));
+    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
     assertDoesNotThrow(() -> t.rule(rule(0, 10, vlan10(2), apply(out(1)))));
   }
 

@@ -85,7 +85,13 @@ class WriteActionSetTest {
   void remoteOutputTagsInTheCarrierBucketAndKeepsTheSetsOwnActions() throws OfError {
     OFAction push = F.actions().pushVlan(EthType.VLAN_FRAME);
     OFAction vid = F.actions().setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan(5)));
-    PhysRule p = t.rule(rule(0, 1, inPort(2), write(push, vid, out(1)))).get(0);
+    // Untagged (matched exactly): one header after the set's push, the VLAN carrier fits.
+    Match untagged =
+        F.buildMatch()
+            .setExact(MatchField.IN_PORT, OFPort.of(2))
+            .setExact(MatchField.VLAN_VID, OFVlanVidMatch.UNTAGGED)
+            .build();
+    PhysRule p = t.rule(rule(0, 1, untagged, write(push, vid, out(1)))).get(0);
     // The set's own push/set_field run before the group: the carrier tag ends outermost.
     assertEquals(List.of(push, vid, group(carrier(1))), set(p));
     int tag = tags.tagOf(1).getAsInt();

@@ -1,0 +1,249 @@
+package net.uno.oneswitch.translate;
+
+import java.util.List;
+import org.projectfloodlight.openflow.protocol.OFActionType;
+import org.projectfloodlight.openflow.protocol.OFBadActionCode;
+import org.projectfloodlight.openflow.protocol.OFFactory;
+import org.projectfloodlight.openflow.protocol.OFFlowModFailedCode;
+import org.projectfloodlight.openflow.protocol.action.OFAction;
+import org.projectfloodlight.openflow.protocol.match.Match;
+import org.projectfloodlight.openflow.protocol.match.MatchField;
+import org.projectfloodlight.openflow.types.EthType;
+import org.projectfloodlight.openflow.types.OFPort;
+import org.projectfloodlight.openflow.types.OFVlanVidMatch;
+import org.projectfloodlight.openflow.types.U32;
+
+/**
+ * The flow-id carrier of a frame crossing the PCIe link (pure). VLAN by default (the tag is pushed
+ * outermost, popped by the egress dispatch); an MPLS label where the VLAN carrier cannot carry the
+ * frame faithfully: the frame is known to carry 2 VLAN headers (a carrier tag would be a third,
+ * more than OVS handles), or it is known to be VLAN-tagged (OF1.3 cannot match a second, inner
+ * header, so it may be QinQ already), or it is itself MPLS, or the 4094 VLAN ids are exhausted.
+ *
+ * <p>On OVS (checked on 3.1, OF1.3) {@code push_mpls} inserts the shim after every VLAN header,
+ * right before the L3 header, and {@code pop_mpls:ET} puts ET back there, so a QinQ frame crosses
+ * as {@code 88a8/8100/8847/payload} and leaves identical. {@code pop_mpls} needs the payload
+ * ethertype, so MPLS labels are keyed by (egress vport, ethertype), and MPLS is used only where
+ * that ethertype is known statically: the rule matches eth_type exactly and no action before the
+ * output changes it. Otherwise the output is refused, as before (fail closed).
+ */
+public final class Carrier {
+  /** Flag bit of an MPLS tag key; the ethertype sits in bits 40..55, the vport in bits 0..31. */
+  static final long MPLS_BIT = 1L << 63;
+
+  /** MPLS carrier labels (0..15 are reserved by RFC 3032). */
+  public static final int MIN_LABEL = 16;
+
+  public static final int MAX_LABEL = 1048575;
+
+  /** MPLS tag rules are above the VLAN ones: a QinQ frame under a label has a VLAN id outermost. */
+  public static final int PRIO_MPLS = Translator.PRIO_TAG + 1;
+
+  private static final OFFactory F = MatchUtil.F;
+
+  private Carrier() {}
+
+  /**
+   * Which carrier an output across PCIe takes (config {@code carrier}). AUTO: the VLAN tag, an MPLS
+   * label where the VLAN tag cannot carry the frame faithfully (see the class doc). VLAN: never a
+   * label (such outputs are refused, VLAN exhaustion gives TABLE_FULL). MPLS: a label wherever the
+   * ethertype is known, else the VLAN tag where it fits.
+   */
+  public enum Mode {
+    VLAN,
+    MPLS,
+    AUTO;
+
+    /** The mode of a config value {@code vlan|mpls|auto}; empty if none. */
+    public static java.util.Optional<Mode> parse(String s) {
+      for (Mode m : values()) {
+        if (m.name().toLowerCase(java.util.Locale.ROOT).equals(s)) {
+          return java.util.Optional.of(m);
+        }
+      }
+      return java.util.Optional.empty();
+    }
+  }
+
+  /** The tag key of the MPLS label toward vport {@code vport} for payload ethertype {@code et}. */
+  public static long mplsKey(int vport, int et) {
+    return Integer.toUnsignedLong(vport) | ((long) (et & 0xffff) << 40) | MPLS_BIT;
+  }
+
+  public static boolean isMpls(long key) {
+    return (key & MPLS_BIT) != 0;
+  }
+
+  /** The payload ethertype of an MPLS key. */
+  public static int ethType(long key) {
+    return (int) ((key >>> 40) & 0xffff);
+  }
+
+  /**
+   * What is known statically about the frame at one point of an action list: the VLAN headers it
+   * surely carries ({@code vlans}), its ethertype after them ({@code ethType}, -1 if unknown), and
+   * whether it may carry more VLAN headers than that, pushed by an earlier table that the rule's
+   * match does not see ({@code deeper}: the rule matches no VLAN while an earlier table pushes
+   * one). A deeper frame never takes the VLAN carrier: it may be QinQ already.
+   */
+  public record Frame(int vlans, int ethType, boolean deeper) {
+    /** Nothing known (group buckets, packet-outs): VLAN carrier, as before. */
+    public static final Frame UNKNOWN = new Frame(0, -1);
+
+    public Frame(int vlans, int ethType) {
+      this(vlans, ethType, false);
+    }
+
+    /** The same frame, possibly deeper (see the record doc). */
+    public Frame deeper(boolean maybe) {
+      return new Frame(vlans, ethType, deeper || maybe);
+    }
+
+    /** The frame a rule with match {@code m} sees before its actions. */
+    public static Frame of(Match m) {
+      int et = -1;
+      if (m.isExact(MatchField.ETH_TYPE)) {
+        et = m.get(MatchField.ETH_TYPE).getValue();
+        if (et == 0x8100 || et == 0x88a8 || et == 0x9100) {
+          et = -1; // a third VLAN header's TPID: not a payload pop_mpls can restore
+        }
+      }
+      return new Frame(MatchUtil.vlanPresent(m) ? 1 : 0, et);
+    }
+
+    /** The frame after action {@code a}. */
+    public Frame after(OFAction a) {
+      OFActionType t = a.getType();
+      return switch (t) {
+        case PUSH_VLAN -> new Frame(vlans + 1, ethType, deeper);
+        case POP_VLAN -> new Frame(Math.max(0, vlans - 1), ethType, deeper);
+          // The controller's own MPLS/PBB: the payload type is no longer the matched one.
+        case PUSH_MPLS, POP_MPLS, PUSH_PBB, POP_PBB -> new Frame(vlans, -1, deeper);
+        default -> this;
+      };
+    }
+  }
+
+  /**
+   * Appends the actions sending the frame {@code f} to remote vport {@code vport} through PCIe port
+   * {@code pcie} with its flow-id tag, then restoring the frame ({@code undo}: later actions of an
+   * apply-actions list see it unchanged). Refuses what no carrier carries faithfully.
+   */
+  public static void send(
+      Mode mode,
+      Frame f,
+      int vport,
+      Translator.TagSource tags,
+      int pcie,
+      int maxLen,
+      boolean undo,
+      List<OFAction> out)
+      throws OfError {
+    boolean known = f.ethType() >= 0 && mode != Mode.VLAN;
+    if (f.vlans() >= Translator.MAX_VLAN_HEADERS) {
+      if (!known) {
+        throw new OfError(
+            OFBadActionCode.UNSUPPORTED_ORDER,
+            "output to vport "
+                + Integer.toUnsignedString(vport)
+                + " crosses the PCIe link with 2 VLAN headers: the VLAN carrier would be a third"
+                + " and the MPLS carrier needs a known eth_type (match it exactly; no push/pop"
+                + " mpls before the output)");
+      }
+      mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
+      return;
+    }
+    if (f.deeper() && !known) {
+      throw new OfError(
+          OFBadActionCode.UNSUPPORTED_ORDER,
+          "output to vport "
+              + Integer.toUnsignedString(vport)
+              + " crosses the PCIe link with a frame an earlier table may have tagged (the rule"
+              + " matches no vlan_vid): the VLAN carrier could be a third header and the MPLS"
+              + " carrier needs a known eth_type (match vlan_vid or eth_type exactly)");
+    }
+    if (known && (mode == Mode.MPLS || f.vlans() >= 1 || f.deeper() || isMplsType(f.ethType()))) {
+      // Tagged: maybe QinQ already. MPLS: our label on top of the controller's stack, so no frame
+      // under a VLAN carrier tag could look like a label of ours to the egress dispatch.
+      mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
+      return;
+    }
+    int tag;
+    try {
+      tag = tags.tag(Translator.tagKey(vport, 0));
+    } catch (OfError e) {
+      if (e.code() != OFFlowModFailedCode.TABLE_FULL || !known) {
+        throw e;
+      }
+      mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out); // VLAN ids exhausted
+      return;
+    }
+    out.add(F.actions().pushVlan(EthType.VLAN_FRAME));
+    out.add(F.actions().setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan(tag))));
+    out.add(F.actions().output(OFPort.of(pcie), maxLen));
+    if (undo) {
+      out.add(F.actions().popVlan());
+    }
+  }
+
+  /**
+   * True if {@link #send} would not take the VLAN tag for frame {@code f} (it takes an MPLS label
+   * or refuses), VLAN ids exhaustion aside. The VLAN-only paths (write_actions carrier groups)
+   * refuse such outputs across PCIe, so every path agrees on when a VLAN tag is faithful.
+   */
+  public static boolean needsMoreThanVlan(Mode mode, Frame f) {
+    boolean known = f.ethType() >= 0 && mode != Mode.VLAN;
+    return f.vlans() >= Translator.MAX_VLAN_HEADERS
+        || f.deeper()
+        || (known && (mode == Mode.MPLS || f.vlans() >= 1 || isMplsType(f.ethType())));
+  }
+
+  private static void mpls(
+      int et,
+      int vport,
+      Translator.TagSource tags,
+      int pcie,
+      int maxLen,
+      boolean undo,
+      List<OFAction> out)
+      throws OfError {
+    int label = tags.tag(mplsKey(vport, et));
+    out.add(F.actions().pushMpls(EthType.MPLS_UNICAST));
+    out.add(F.actions().setField(F.oxms().mplsLabel(U32.of(label))));
+    out.add(F.actions().output(OFPort.of(pcie), maxLen));
+    if (undo) {
+      out.add(F.actions().popMpls(EthType.of(et)));
+    }
+  }
+
+  static boolean isMplsType(int et) {
+    return et == 0x8847 || et == 0x8848;
+  }
+
+  /** Match of the dispatch rule for tag {@code tag} of {@code key} arriving on {@code inPort}. */
+  public static Match tagMatch(long key, int inPort, int tag) {
+    if (isMpls(key)) {
+      return F.buildMatch()
+          .setExact(MatchField.IN_PORT, OFPort.of(inPort))
+          .setExact(MatchField.ETH_TYPE, EthType.MPLS_UNICAST)
+          .setExact(MatchField.MPLS_LABEL, U32.of(tag))
+          .build();
+    }
+    return F.buildMatch()
+        .setExact(MatchField.IN_PORT, OFPort.of(inPort))
+        .setExact(MatchField.VLAN_VID, OFVlanVidMatch.ofVlan(tag))
+        .build();
+  }
+
+  /** Priority of the dispatch rules of {@code key}. */
+  public static int priority(long key) {
+    return isMpls(key) ? PRIO_MPLS : Translator.PRIO_TAG;
+  }
+
+  /** Delivery at the egress switch: remove the carrier, output to {@code port}. */
+  public static List<OFAction> deliver(long key, int port) {
+    OFAction pop =
+        isMpls(key) ? F.actions().popMpls(EthType.of(ethType(key))) : F.actions().popVlan();
+    return List.of(pop, F.actions().output(OFPort.of(port), 0xffff));
+  }
+}

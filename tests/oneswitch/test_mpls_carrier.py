@@ -1,0 +1,253 @@
+"""The MPLS flow-id carrier on real OVS: a QinQ frame (802.1ad outer + 802.1Q inner, IPv4) crossing the PCIe
+link host <-> snic0 takes an MPLS label (a VLAN carrier tag would be a third header, more than OVS handles),
+and leaves the virtual port byte-identical to the reference OVS bridge holding the same rules; later actions
+of the list see the frame unchanged. Also under a remap of the egress NF port host -> snic0 -> host while
+QinQ streams come in from both sides (every frame delivered once, identical to the reference)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from nf_agent.emulated_host import naming as nm
+
+from . import equiv, rulegen
+from .conftest import NF_HOST, NF_SNIC, ONESWITCH, SPARE_SNIC_OFPORT, physical_errors
+
+pytestmark = ONESWITCH
+
+RULES = [
+    # A tagged IPv4 frame from VM 0 (host) to Ethernet port 1 (snic0) and VM 1: OF1.3 cannot tell a QinQ
+    # frame from a single-tagged one, so with the ethertype known the crossing takes the MPLS carrier.
+    "table=0,priority=20,in_port=100,dl_vlan=10,dl_type=0x0800,actions=output:1,output:101",
+    # The rule makes the frame QinQ itself (known 2 headers): MPLS across PCIe, then the QinQ copy to VM 0.
+    "table=0,priority=20,in_port=101,dl_vlan=10,dl_type=0x0800,"
+    "actions=push_vlan:0x88a8,set_field:4116->vlan_vid,output:1,output:100",
+    # QinQ streams into NF port 200 for the remap, from the sNIC side and from the host side.
+    "table=0,priority=30,in_port=1,dl_vlan=30,dl_type=0x0800,actions=output:200",
+    "table=0,priority=30,in_port=100,dl_vlan=30,dl_type=0x0800,actions=output:200",
+]
+
+
+def qinq(pid: int, outer: int, inner: int | None, src: str = rulegen.MACS[0]) -> bytes:
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
+    from scapy.packet import Raw
+
+    eth = Ether(src=src, dst=rulegen.MACS[1])
+    tags = Dot1AD(vlan=outer) / Dot1Q(vlan=inner) if inner is not None else Dot1Q(vlan=outer)
+    return bytes(
+        eth
+        / tags
+        / IP(src="10.0.0.1", dst="10.0.0.2")
+        / UDP(sport=1000 + pid % 50, dport=53)
+        / Raw(rulegen.marker(pid))
+    )
+
+
+@pytest.fixture(scope="module")
+def pair(os_host, ref):
+    sut = equiv.Target("oneswitch", os_host.listen, os_host.endpoints()).open()
+    sut.endpoints["unmapped"] = [os_host.nf(2).open()]  # type: ignore[index]
+    reference = equiv.Target("reference", ref.target, ref.endpoints()).open()
+    try:
+        rules = rulegen.RuleSet(0, (), tuple(RULES))
+        loaded = equiv.load(rules, sut, reference)
+        assert not loaded.refused, loaded.refused
+        yield os_host, sut, reference
+    finally:
+        for t in (sut, reference):
+            equiv.clear(t)
+            t.close()
+
+
+def physical_actions(os_host) -> list[str]:
+    return [p.actions for r in os_host.client.rules() for p in r.physical]
+
+
+def test_qinq_crosses_pcie_under_mpls_identical_to_reference(pair):
+    os_host, sut, ref = pair
+    errors_before = physical_errors(os_host.client)
+    acts = physical_actions(os_host)
+    # The carrier really is MPLS (and popped back to IPv4), not a third VLAN header.
+    assert any("push_mpls:0x8847" in a and "pop_mpls:0x800" in a for a in acts), acts
+    pkts = []
+    for i in range(6):
+        pkts.append((i, 100, qinq(i, 10, 20 + i)))  # QinQ in, matched as dl_vlan=10
+        pkts.append((100 + i, 100, qinq(100 + i, 10, None)))  # single-tagged, same rule
+        pkts.append((200 + i, 101, qinq(200 + i, 10, None)))  # the rule pushes the 802.1ad header
+    got_ref = equiv.run_packets(ref, pkts)
+    got_sut = equiv.run_packets(sut, pkts)
+    diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
+    assert not diffs, "\n".join(diffs[:10])
+    at1 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 1]
+    assert len(at1) == len(pkts), "not every frame crossed to Ethernet port 1"
+    assert sum(1 for f in at1 if f[12:14] == b"\x88\xa8" and f[16:18] == b"\x81\x00") == 12  # QinQ kept
+    assert physical_errors(os_host.client) == errors_before
+
+
+def stream(first: int, n: int, src: str) -> list[bytes]:
+    return [qinq(first + i, 30, 40, src) for i in range(n)]
+
+
+def test_remap_under_qinq_stream_is_lossless_and_identical(pair):
+    """vport 200 moves host:200 -> snic0:201 -> host while QinQ frames stream in at vports 100 and 1."""
+    os_host, sut, ref = pair
+    old, spare = sut.endpoints[NF_HOST][0], sut.endpoints.pop("unmapped")[0]  # type: ignore[call-overload]
+    sut.endpoints["200@snic0"] = [spare]  # type: ignore[index]
+    n = 300
+    pkts = [(1000 + i, 100, f) for i, f in enumerate(stream(1000, n, rulegen.MACS[0]))]
+    pkts += [(2000 + i, 1, f) for i, f in enumerate(stream(2000, n, rulegen.MACS[2]))]
+    pkts.sort(key=lambda p: p[0] % 1000)
+    try:
+        got_ref = equiv.run_packets(ref, pkts, gap=0.002)
+        results = []
+
+        def remaps():
+            time.sleep(0.3)
+            results.append(os_host.client.remap(NF_HOST, "snic0", SPARE_SNIC_OFPORT))
+            time.sleep(0.4)
+            results.append(os_host.client.remap(NF_HOST, "host", nm.NF_PORT_BASE))
+
+        th = threading.Thread(target=remaps)
+        th.start()
+        try:
+            got_sut = equiv.run_packets(sut, pkts, gap=0.002)
+        finally:
+            th.join()
+        assert len(results) == 2, "a remap failed"
+        at_spare = sum(k for c in got_sut.values() for (v, _), k in c.items() if v == "200@snic0")
+        at_old = sum(k for c in got_sut.values() for (v, _), k in c.items() if v == NF_HOST)
+        got_sut = {
+            pid: Counter({(NF_HOST if v == "200@snic0" else v, f): k for (v, f), k in c.items()})
+            for pid, c in got_sut.items()
+        }
+        lost = [pid for pid, _, _ in pkts if sum(got_sut[pid].values()) != 1]
+        assert not lost, f"{len(lost)} of {len(pkts)} lost or duplicated during the remaps: {lost[:20]}"
+        diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
+        assert not diffs, "\n".join(diffs[:10])
+        assert at_old > 0 and at_spare > 0, (at_old, at_spare)
+        # Labels followed the port both ways: while on snic0, the host side's stream crossed under MPLS.
+        assert any("push_mpls:0x8847" in a for a in physical_actions(os_host))
+    finally:
+        sut.endpoints.pop("200@snic0", None)  # type: ignore[call-overload]
+        sut.endpoints["unmapped"] = [spare]  # type: ignore[index]
+        sut.endpoints[NF_HOST] = [old]
+
+
+def labelled_output(sw) -> tuple[int, int]:
+    """(label, PCIe port) of the translated rule on physical switch `sw` that pushes an MPLS label."""
+    for f in sw.driver.flow_stats():
+        if f.table == 1:
+            m = re.search(r"set_field:(0x[0-9a-f]+|\d+)->mpls_label.*output:(\d+)", f.actions)
+            if m:
+                return int(m.group(1), 0), int(m.group(2))
+    raise AssertionError("no labelled translation")
+
+
+@pytest.mark.parametrize("where", ["snic", "host"])
+def test_labelled_frame_at_the_wrong_end_reaches_the_vport(os_host, where):
+    """A QinQ frame still crossing under a label after a remap moved its vport: the switch where the vport
+    is NOT sends it on (back out of the link), the other pops the label; it arrives as QinQ IPv4."""
+    from .test_inflight import MARK, received
+    from .test_physical_refusal import ofctl
+
+    for cmd in ("del-flows", "del-groups"):
+        assert ofctl(os_host, cmd).returncode == 0
+    sws = os_host.host.switches()
+    try:
+        if where == "snic":
+            vport, ingress_v, sw, ns = NF_SNIC, 100, sws["host"], os_host.nf(1)
+        else:
+            vport, ingress_v, sw, ns = NF_HOST, 1, sws["snic0"], os_host.nf(0)
+        spec = f"in_port={ingress_v},dl_vlan=30,dl_type=0x0800,actions=output:{vport}"
+        assert ofctl(os_host, "add-flow", spec).returncode == 0
+        ofctl(os_host, "dump-flows")  # a barrier round: installed everywhere
+        label, pcie = labelled_output(sw)
+        plain = qinq(0, 30, 40) + MARK  # dst, src, 88a8 tag, 8100 tag (20 bytes), 0800, IPv4
+        assert plain[12:14] == b"\x88\xa8" and plain[20:22] == b"\x08\x00"
+        shim = label << 12 | 1 << 8 | 64  # bos=1, ttl 64
+        labelled = plain[:20] + b"\x88\x47" + shim.to_bytes(4, "big") + plain[22:]  # as push_mpls makes it
+        ep = ns.open()
+        try:
+            ep.drain()
+            sw.driver.ofctl("packet-out", f"in_port={pcie},packet={labelled.hex()},actions=output:table")
+            got = received(ep)
+        finally:
+            ep.close()
+        assert len(got) == 1, f"expected the frame once at vport {vport}, got {len(got)}"
+        assert got[0][12:14] == b"\x88\xa8" and got[0][16:18] == b"\x81\x00", got[0].hex()
+        assert got[0] == plain, f"not the frame before the label: {got[0].hex()}"
+    finally:
+        for s in sws.values():
+            s.close()
+        for cmd in ("del-flows", "del-groups"):
+            ofctl(os_host, cmd)
+
+
+def untagged(pid: int) -> bytes:
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+
+    eth = Ether(src=rulegen.MACS[1], dst=rulegen.MACS[0])
+    return bytes(
+        eth
+        / IP(src="10.0.0.2", dst="10.0.0.1")
+        / UDP(sport=2000 + pid % 50, dport=53)
+        / Raw(rulegen.marker(pid))
+    )
+
+
+# Outputs inside write_actions go through OneSwitch's carrier groups, whose bucket across PCIe carries only the
+# VLAN tag: where the apply path would take an MPLS label (or refuse), a set output across PCIe is refused.
+SET_ACCEPTED = [
+    # QinQ made by the set itself, to local VM 1: the carrier group's bucket is a plain output, no tag.
+    "table=0,priority=20,in_port=100,dl_vlan=10,dl_type=0x0800,"
+    "actions=write_actions(push_vlan:0x88a8,set_field:4116->vlan_vid,output:101)",
+    # Untagged IPv4 to Ethernet port 1 (snic0): the VLAN carrier is faithful.
+    "table=0,priority=20,in_port=101,dl_type=0x0800,actions=write_actions(output:1)",
+]
+SET_REFUSED = [
+    # Tagged with a known type: the apply path labels it (it may be QinQ already).
+    "table=0,priority=30,in_port=100,dl_vlan=10,dl_type=0x0800,actions=write_actions(output:1)",
+    # Two known headers: the VLAN carrier would be a third.
+    "table=0,priority=31,in_port=100,dl_vlan=10,"
+    "actions=write_actions(push_vlan:0x88a8,set_field:4116->vlan_vid,output:1)",
+    # The same through FLOOD (its ALL carrier group reaches port 1 across PCIe).
+    "table=0,priority=32,in_port=100,dl_vlan=10,dl_type=0x0800,"
+    "actions=write_actions(push_vlan:0x88a8,set_field:4116->vlan_vid,output:FLOOD)",
+]
+
+
+def test_write_actions_output_needing_a_label_is_refused_and_the_rest_identical(pair):
+    """A set output across PCIe of a frame the apply path would label is refused with OFPT_ERROR (no third VLAN
+    header, no lost inner one), nothing reaches a physical switch; the accepted set outputs (local QinQ, untagged
+    across PCIe) deliver exactly what the reference OVS delivers."""
+    os_host, sut, ref = pair
+    errors_before = physical_errors(os_host.client)
+    loaded = equiv.load(rulegen.RuleSet(0, (), tuple(SET_ACCEPTED + SET_REFUSED)), sut, ref)
+    assert loaded.accepted == SET_ACCEPTED, loaded.refused
+    assert [s for s, _ in loaded.refused] == SET_REFUSED
+    for spec, err in loaded.refused:
+        assert "OFPT_ERROR" in err and "OFPBAC_UNSUPPORTED_ORDER" in err, (spec, err)
+    acts = physical_actions(os_host)
+    assert not any("push_mpls" in a for a in acts), acts
+    assert any("write_actions(group:" in a for a in acts), acts  # the carrier groups really are used
+    pkts = []
+    for i in range(6):
+        pkts.append((300 + i, 100, qinq(300 + i, 10, None)))  # -> VM 1 as QinQ (local carrier)
+        pkts.append((400 + i, 101, untagged(400 + i)))  # -> port 1 across PCIe (VLAN carrier, popped)
+    got_ref = equiv.run_packets(ref, pkts)
+    got_sut = equiv.run_packets(sut, pkts)
+    diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
+    assert not diffs, "\n".join(diffs[:10])
+    at1 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 1]
+    assert len(at1) == 6 and all(f[12:14] == b"\x08\x00" for f in at1), [f[:18].hex() for f in at1]
+    at101 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 101]
+    assert len(at101) == 6 and all(f[12:14] == b"\x88\xa8" and f[16:18] == b"\x81\x00" for f in at101)
+    assert physical_errors(os_host.client) == errors_before
