@@ -73,7 +73,10 @@ class MigrationError(Exception):
 @dataclass
 class MigrationConfig:
     drain_timeout_s: float = 0.5  # upper bound of the drain; 0 = no drain
-    quiet_s: float = 0.1  # the old instance's rx counter unchanged this long = drained
+    # The old instance's rx counter unchanged this long = drained. Above the cgroup CPU period (100 ms): a
+    # throttled sNIC instance may not run for a whole period while frames wait in its port's ring, which
+    # its counters do not show (0.1 s let the move stop it with frames still queued: holes in TCP streams).
+    quiet_s: float = 0.25
     poll_s: float = 0.02
     # The target queues up to this many packets between the remap and the end of the old instance's drain
     # (`nf --buffer`), so the two never process one flow at once; 0 = process at once (make-before-break
@@ -287,6 +290,7 @@ def migrate(
     except Exception as exc:  # noqa: BLE001 - PortMapError or a transport error: mapping unchanged
         raise abort("remap", t0, str(exc)) from None
     record("remap", True, t0, f"{target.switch}:{target.ofport}")
+
     def map_back(msg: str) -> str:
         back = old[0] if old else None
         if back is not None:

@@ -59,6 +59,9 @@ pub struct Runtime<D: Device> {
     latencies: Option<Vec<f64>>,
     /// Buffering mode (a move's target waiting for its state): frames queued, not processed.
     buffer: Option<PacketBuffer>,
+    /// Released frames not processed yet (a pipelined store: the pipelined loop takes them before
+    /// anything new from the port, so arrival order is kept).
+    backlog: VecDeque<(Vec<u8>, u64)>,
     /// Requests of the HTTP thread (state export/import), when a handle was made.
     control: Option<std::sync::mpsc::Receiver<Envelope>>,
 }
@@ -98,6 +101,7 @@ impl<D: Device> Runtime<D> {
             pipe: pipelined::PipeState::default(),
             latencies: None,
             buffer: None,
+            backlog: VecDeque::new(),
             control: None,
         }
     }
@@ -153,6 +157,16 @@ impl<D: Device> Runtime<D> {
                     409,
                     "not buffering: nothing to release (started without --buffer, or released already)",
                 )),
+                Request::Release if self.depth > 1 && self.store.pipeline().is_some() => {
+                    // Handed to the pipelined loop (one round trip per batch, not two per batch
+                    // here, which on a CPU-throttled sNIC left the port's ring to overflow).
+                    let overflow = self.stats.buffer_overflow.load(Relaxed);
+                    let buf = self.buffer.take().expect("buffering");
+                    let replayed = buf.frames.len() as u64;
+                    self.backlog = buf.frames;
+                    self.stats.buffering.store(false, Relaxed);
+                    Ok(Reply::Released { replayed, overflow })
+                }
                 Request::Release => {
                     let overflow = self.stats.buffer_overflow.load(Relaxed);
                     match self.replay(now_ns) {
