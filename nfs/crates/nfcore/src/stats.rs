@@ -242,10 +242,16 @@ fn state_request(
 /// (JSON `{"replayed", "buffer_overflow"}`); 409 when it is not buffering (or has no control).
 fn release_request(method: &str, control: Option<&ControlHandle>) -> Response {
     if method != "POST" {
-        return Response::error(405, &format!("method {method} not allowed on /release (POST)"));
+        return Response::error(
+            405,
+            &format!("method {method} not allowed on /release (POST)"),
+        );
     }
     let Some(control) = control else {
-        return Response::error(409, "not buffering: nothing to release (started without --buffer)");
+        return Response::error(
+            409,
+            "not buffering: nothing to release (started without --buffer)",
+        );
     };
     match control.call(Request::Release, Duration::from_secs(60)) {
         Ok(Reply::Released { replayed, overflow }) => Response::json(
