@@ -2,7 +2,9 @@
 
 Steps (each one recorded as a `StepEvent` with its duration):
 
-    start   - start the target instance in its domain + cgroup (namespace, port, processes)
+    start   - start the target instance in its domain + cgroup (namespace, port, processes); for an NF type
+              in `buffer_types` (default: the IPS), with `buffer_packets` > 0 and a runtime that can
+              `release`, in buffering mode: it queues what it receives and processes nothing until `resume`
     ready   - wait until the target answers /health (the runtime's start already waits; re-checked here)
     remap   - move the NF's virtual port to the target's physical port in OneSwitch, make-before-break
     verify  - the target is still alive after the remap (else: remap back, the old one keeps serving)
@@ -10,12 +12,17 @@ Steps (each one recorded as a `StepEvent` with its duration):
               `quiet_s` AND it has nothing in flight (`in_flight`), or `drain_timeout_s` elapsed. OneSwitch
               keeps the old port ingress-only for `oneswitch_drain_ms` (the remap's `drain_ms`), so what
               it still emits is forwarded as coming from the NF's vport
+    resume  - (buffered move) `release` the target: it processes its queue in arrival order, then goes on.
+              Only now does it read the flows' records, so it sees every write the old instance made:
+              two instances never update one flow's record at once (an NF that keeps a stream's state,
+              such as the IPS's expected sequence number, would otherwise lose updates and stall TCP)
     stop    - stop the old instance's processes
     release - remove its port and namespace (done with `stop` by the runtime: one call, idempotent)
 
 Abort rules (nothing half-done): a failure before the remap stops the target and leaves the mapping and the
-old instance untouched; a failure of the target right after the remap maps the port back to the old instance
-(still running: it is stopped only after the drain) and stops the target. Once traffic has moved and the
+old instance untouched; a failure of the target right after the remap, or a refused `release` (buffered
+move), maps the port back to the old instance (still running: it is stopped only after the resume) and stops
+the target (the packets it had queued are lost and reported). Once traffic has moved and the
 target is verified, the migration is committed: cleanup errors on the old instance are reported in the result,
 not raised (the old instance no longer carries traffic).
 
@@ -33,15 +40,21 @@ from typing import Protocol
 
 from nf_agent.agent.model import Instance, Nf
 
-STEPS = ("start", "ready", "remap", "verify", "drain", "stop", "release")
+STEPS = ("start", "ready", "remap", "verify", "drain", "resume", "stop", "release")
 
 
 class MigrationRuntime(Protocol):
-    def start(self, nf: Nf, inst: Instance) -> None: ...
+    def start(self, nf: Nf, inst: Instance, buffer: int = 0) -> None: ...
     def stop(self, inst: Instance) -> None: ...
     def alive(self, inst: Instance) -> bool: ...
     def healthy(self, inst: Instance) -> bool: ...
     def stats(self, inst: Instance) -> dict | None: ...
+
+
+class BufferingRuntime(MigrationRuntime, Protocol):
+    """A runtime that can start a target buffering and release it (an order-preserving move)."""
+
+    def release(self, inst: Instance) -> dict: ...
 
 
 class MigrationMapper(Protocol):
@@ -60,8 +73,19 @@ class MigrationError(Exception):
 @dataclass
 class MigrationConfig:
     drain_timeout_s: float = 0.5  # upper bound of the drain; 0 = no drain
-    quiet_s: float = 0.1  # the old instance's rx counter unchanged this long = drained
+    # The old instance's rx counter unchanged this long = drained. Above the cgroup CPU period (100 ms): a
+    # throttled sNIC instance may not run for a whole period while frames wait in its port's ring, which
+    # its counters do not show (0.1 s let the move stop it with frames still queued: holes in TCP streams).
+    quiet_s: float = 0.25
     poll_s: float = 0.02
+    # The target queues up to this many packets between the remap and the end of the old instance's drain
+    # (`nf --buffer`), so the two never process one flow at once; 0 = process at once (make-before-break
+    # with both instances live during the drain).
+    buffer_packets: int = 100_000
+    # NF types moved buffered. Only those whose per-flow record changes on (nearly) every packet in stream
+    # order: the IPS (expected sequence number + automaton state; two live instances lose updates and stall
+    # TCP). The others keep the plain make-before-break move: no hold, latency during a move unchanged.
+    buffer_types: frozenset[str] = frozenset({"ips"})
 
 
 @dataclass
@@ -83,6 +107,9 @@ class MigrationResult:
     steps: list[StepEvent] = field(default_factory=list)
     remap_ms: float | None = None
     drained: bool | None = None  # True: quiet within the bound; False: timeout hit
+    buffered: bool = False  # the target queued packets until the old instance drained
+    replayed: int = 0  # packets the target queued and processed at `resume`
+    buffer_overflow: int = 0  # packets the target dropped because its queue was full (= loss)
     aborted_at: str | None = None
     cleanup_errors: list[str] = field(default_factory=list)
 
@@ -97,6 +124,7 @@ class MigrationResult:
         return {
             "nf": self.nf, "src": self.src, "dst": self.dst, "duration_ms": round(self.duration_ms, 2),
             "remap_ms": self.remap_ms, "drained": self.drained, "aborted_at": self.aborted_at,
+            "buffered": self.buffered, "replayed": self.replayed, "buffer_overflow": self.buffer_overflow,
             "cleanup_errors": self.cleanup_errors, "steps": [s.to_json() for s in self.steps],
         }  # fmt: skip
 
@@ -223,6 +251,11 @@ def migrate(
     """
     cfg = cfg or MigrationConfig()
     res = MigrationResult(nf.id, old[0].location if old else None, target.location)
+    # Buffer only for the NF types that need it, when there is an old instance to wait for and the runtime
+    # can release the target.
+    res.buffered = (
+        cfg.buffer_packets > 0 and nf.type in cfg.buffer_types and bool(old) and hasattr(runtime, "release")
+    )
 
     def record(step: str, ok: bool, t0: float, detail: str = "") -> None:
         ev = StepEvent(step, ok, (clock() - t0) * 1000, detail)
@@ -243,7 +276,10 @@ def migrate(
     # start
     t0 = clock()
     try:
-        runtime.start(nf, target)
+        if res.buffered:
+            runtime.start(nf, target, buffer=cfg.buffer_packets)
+        else:
+            runtime.start(nf, target)
     except Exception as exc:  # noqa: BLE001 - runtime.start already removed what it created
         raise abort("start", t0, str(exc), stop_target=False) from None
     record("start", True, t0)
@@ -261,24 +297,37 @@ def migrate(
     except Exception as exc:  # noqa: BLE001 - PortMapError or a transport error: mapping unchanged
         raise abort("remap", t0, str(exc)) from None
     record("remap", True, t0, f"{target.switch}:{target.ofport}")
-    # verify: the target survived the switch-over, else traffic goes back to the old instance
-    t0 = clock()
-    if not runtime.alive(target):
+
+    def map_back(msg: str) -> str:
         back = old[0] if old else None
-        msg = f"{target.id} died after the remap"
         if back is not None:
             try:
                 mapper.remap(nf.vport, back.switch, back.ofport)
                 msg += f"; vport {nf.vport} mapped back to {back.id}"
             except Exception as exc:  # noqa: BLE001
                 msg += f"; mapping back to {back.id} FAILED: {exc}"
-        raise abort("verify", t0, msg)
+        return msg
+
+    # verify: the target survived the switch-over, else traffic goes back to the old instance
+    t0 = clock()
+    if not runtime.alive(target):
+        raise abort("verify", t0, map_back(f"{target.id} died after the remap"))
     record("verify", True, t0)
-    # drain the old instances (committed from here on)
+    # drain the old instances (committed from here on when not buffered)
     t0 = clock()
     if cfg.drain_timeout_s > 0 and old:
         res.drained = wait_drained(old, runtime, cfg.drain_timeout_s, cfg.quiet_s, cfg.poll_s, clock, sleep)
     record("drain", True, t0, "" if res.drained is None else ("quiet" if res.drained else "timeout"))
+    # resume: the target processes its queue (every write of the old instance is in the tier by now)
+    if res.buffered:
+        t0 = clock()
+        try:
+            ans = runtime.release(target)
+            res.replayed = int(ans.get("replayed", 0) or 0)
+            res.buffer_overflow = int(ans.get("buffer_overflow", 0) or 0)
+        except Exception as exc:  # noqa: BLE001 - the old instance still runs: traffic goes back to it
+            raise abort("resume", t0, map_back(f"releasing {target.id}: {exc}")) from None
+        record("resume", True, t0, f"replayed {res.replayed}, overflow {res.buffer_overflow}")
     # stop + release (runtime.stop does both; timed as one, reported as two steps)
     t0 = clock()
     res.cleanup_errors += stop_all(old, runtime)

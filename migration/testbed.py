@@ -78,6 +78,10 @@ class Testbed:
         return self
 
     def add_firewall(self, nf_id: str = "fw", at: str = "host") -> int:
+        return self.add_nf(nf_id, "firewall", FW_CONFIG, at)
+
+    def add_nf(self, nf_id: str, nf_type: str, config: dict, at: str = "host") -> int:
+        """One NF of `nf_type` at `at`, chained VM <-> NF <-> wire; returns its virtual port."""
         from nf_agent.agent.model import VmRequest
 
         if not self.agent.state.vms:
@@ -85,8 +89,8 @@ class Testbed:
         nf = self.agent.create_nf(
             NfRequest(
                 id=nf_id,
-                type="firewall",
-                config=FW_CONFIG,
+                type=nf_type,
+                config=config,
                 expected_gbps=0.1,
                 src=None,
                 dst="web",

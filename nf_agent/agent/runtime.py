@@ -63,7 +63,8 @@ class StartError(Exception):
 
 
 class StateError(Exception):
-    """A state export/import of a local-state NF failed (the message names the instance and the answer)."""
+    """A state export/import or a release of a buffering NF failed (the message names the instance and the
+    answer)."""
 
 
 class _UnixHTTP(http.client.HTTPConnection):
@@ -319,8 +320,8 @@ class HostRuntime:
 
     def start(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
         """Plug the instance's namespace into its switch and start its processes; wait for /health.
-        `buffer` > 0 (local store only): the NF starts in buffering mode (`nf --buffer`), queueing up to
-        that many packets until its state arrives (`put_state`).
+        `buffer` > 0: the NF starts in buffering mode (`nf --buffer`), queueing up to that many packets
+        until its state arrives (`put_state`, local store) or it is released (`release`, state in the tier).
 
         With a warm slot free at the instance's location the instance takes it (its netns, interfaces and
         ofport become the slot's) and only `nf` starts here.
@@ -504,6 +505,20 @@ class HostRuntime:
             return json.loads(body)
         except ValueError:
             raise StateError(f"{inst.id}: PUT /state: answer is not JSON") from None
+
+    def release(self, inst: Instance, timeout: float = 60.0) -> dict:
+        """A buffering instance processes its queue in order and goes on normally (`POST /release`):
+        {"replayed", "buffer_overflow"}. Raises StateError."""
+        try:
+            status, body = http_unix(str(self._files(inst)["stats"]), "POST", "/release", b"", timeout)
+        except OSError as exc:
+            raise StateError(f"{inst.id}: POST /release: {exc}") from None
+        if status != 200:
+            raise StateError(f"{inst.id}: POST /release: {status} {body[:200].decode(errors='replace')}")
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise StateError(f"{inst.id}: POST /release: answer is not JSON") from None
 
     def bump_epoch(self, nf_id: str) -> int:
         """INCR the NF's owner-cache epoch (`nf:<id>:{epoch}`) in the host's Redis: instances running with

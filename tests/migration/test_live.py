@@ -101,8 +101,8 @@ def test_target_dies_after_remap_old_keeps_serving(redis_bed):
     real_remap, real_start = tb.agent.mapper.remap, tb.runtime.start
     started = []
 
-    def start(nf_, inst):
-        real_start(nf_, inst)
+    def start(nf_, inst, **kw):
+        real_start(nf_, inst, **kw)
         started.append(inst)
 
     def remap_then_kill(vport, switch, port, drain_ms=None):
@@ -214,8 +214,8 @@ def test_target_dies_before_remap_old_keeps_serving(redis_bed):
     real_start = tb.runtime.start
     started = []
 
-    def start_then_die(nf_, inst):
-        real_start(nf_, inst)
+    def start_then_die(nf_, inst, **kw):
+        real_start(nf_, inst, **kw)
         started.append(inst)
         os.kill(inst.pid, signal.SIGKILL)  # dies between its start and the remap
         wait(lambda: not tb.runtime.alive(inst), 10, "target dead")

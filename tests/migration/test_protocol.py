@@ -223,3 +223,56 @@ def test_agent_failover_prefers_a_running_standby(tmp_path):
     agent.start_standby("f")
     agent.delete_nf("f")
     assert rt.running == {}  # the standby is stopped with its NF
+
+
+class BufferingRuntime(FakeRuntime):
+    """A fake runtime that can start a target buffering and release it (records the calls)."""
+
+    def __init__(self, refuse_release: bool = False):
+        super().__init__()
+        self.buffers: dict[str, int] = {}
+        self.released: list[str] = []
+        self.refuse_release = refuse_release
+
+    def start(self, nf, inst, buffer: int = 0):
+        super().start(nf, inst)
+        self.buffers[inst.id] = buffer
+
+    def release(self, inst):
+        if self.refuse_release:
+            raise RuntimeError("409: not buffering")
+        self.released.append(inst.id)
+        return {"replayed": 7, "buffer_overflow": 0}
+
+
+def _buffered_setup(nf_type: str, refuse_release: bool = False):
+    rt, mp = BufferingRuntime(refuse_release), FakeMapper()
+    nf = Nf(id="x", type=nf_type, config={}, vport=1000, expected_gbps=0.1, src=None, dst=None)
+    old = Instance("x-1", "snic0", "snic0", 200, "n-i1", "n-i1", "n-j1")
+    rt.start(nf, old)
+    mp.map(1000, "snic0", 200, "x")
+    return rt, mp, nf, old, Instance("x-2", "host", "host", 200, "n-i2", "n-i2", "n-j2")
+
+
+def test_only_the_buffer_types_are_held_until_the_old_instance_drained():
+    for typ, held in (("ips", True), ("firewall", False), ("nat", False)):
+        rt, mp, nf, old, new = _buffered_setup(typ)
+        clock = Clock()
+        res = migrate(
+            nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=1, quiet_s=0.1), clock, clock.sleep
+        )
+        steps = [e.step for e in res.steps]
+        assert res.buffered is held and (rt.buffers["x-2"] > 0) is held, typ
+        assert ("resume" in steps) is held and rt.released == (["x-2"] if held else []), typ
+        if held:  # released only after the drain, before the old instance stops
+            assert steps.index("drain") < steps.index("resume") < steps.index("stop") and res.replayed == 7
+        assert mp.map_[1000] == ("host", 200) and "x-1" not in rt.running
+
+
+def test_a_refused_release_maps_back_to_the_old_instance():
+    rt, mp, nf, old, new = _buffered_setup("ips", refuse_release=True)
+    clock = Clock()
+    with pytest.raises(MigrationError) as e:
+        migrate(nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=1, quiet_s=0.1), clock, clock.sleep)
+    assert e.value.result.aborted_at == "resume"
+    assert mp.map_[1000] == ("snic0", 200) and "x-1" in rt.running and "x-2" not in rt.running

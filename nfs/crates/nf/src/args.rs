@@ -14,8 +14,9 @@ pub struct Args {
     pub config: PathBuf,
     pub stats: Option<String>,
     pub xdp: bool,
-    /// Start in buffering mode (a local-state move's target): queue up to this many packets until
-    /// the state is imported with `PUT /state`.
+    /// Start in buffering mode (a move's target): queue up to this many packets until the state
+    /// is imported with `PUT /state` (local store) or the queue is released with `POST /release`
+    /// (state in the tier: the old instance has drained, so every write of it is in the tier).
     pub buffer: Option<usize>,
 }
 
@@ -24,7 +25,7 @@ pub const MAX_BUFFER: usize = 1_000_000;
 
 pub const USAGE: &str = "usage: nf <type> (--port IFACE | --pcap-in FILE [--pcap-out FILE]) \
 --store redis://HOST:PORT|local --nf-id ID --instance ID --config FILE [--stats ADDR] [--xdp] \
-[--buffer PACKETS (with --store local and --stats)] \
+[--buffer PACKETS (with --stats)] \
 (types: firewall, nat, monitor, lb, ips, l7fw, ipsec); or nf lb-backend --help";
 
 pub fn parse(argv: &[String]) -> Result<Args, String> {
@@ -81,13 +82,10 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
                 .ok()
                 .filter(|n| (1..=MAX_BUFFER).contains(n))
                 .ok_or_else(|| format!("--buffer must be 1-{MAX_BUFFER} packets, not {b:?}"))?;
-            if store != "local" {
-                return Err(
-                    "--buffer needs --store local (a Redis NF's state is in the tier)".into(),
-                );
-            }
             if stats.is_none() {
-                return Err("--buffer needs --stats (the state arrives by PUT /state)".into());
+                return Err(
+                    "--buffer needs --stats (released by PUT /state or POST /release)".into(),
+                );
             }
             Some(n)
         }
@@ -125,6 +123,10 @@ mod tests {
             .unwrap();
         assert_eq!(a.nf_type, "firewall");
         assert_eq!(a.pcap_out, Some(PathBuf::from("b.pcap")));
+        // A tier NF may start buffering too (released by POST /release after the old one drained).
+        let a = p("ips --port x --store redis://h:1 --nf-id a --instance i --config c --stats s --buffer 9")
+            .unwrap();
+        assert_eq!(a.buffer, Some(9));
         for (bad, word) in [
             ("", "usage"),
             (
@@ -156,10 +158,6 @@ mod tests {
             (
                 "firewall --port x --store local --nf-id a --instance i --config c --stats s --buffer x",
                 "--buffer must be",
-            ),
-            (
-                "firewall --port x --store redis://h:1 --nf-id a --instance i --config c --stats s --buffer 9",
-                "--store local",
             ),
             (
                 "firewall --port x --store local --nf-id a --instance i --config c --buffer 9",

@@ -85,8 +85,9 @@ fn run() -> Result<(), (i32, String)> {
         rt.set_buffering(cap);
     }
     if let Some(addr) = &a.stats {
-        // Local state can be moved: GET/PUT /state, answered by the runtime between batches.
-        let control = local.then(|| rt.control_handle());
+        // Local state can be moved (GET/PUT /state) and a buffering instance released (POST
+        // /release), answered by the runtime between batches.
+        let control = (local || a.buffer.is_some()).then(|| rt.control_handle());
         let bound = nfcore::stats::serve_with_control(addr, rt.stats(), id.clone(), control)
             .map_err(|e| (1, format!("stats {addr}: {e}")))?;
         eprintln!("nf: stats on http://{bound}/stats");

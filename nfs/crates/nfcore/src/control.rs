@@ -1,6 +1,8 @@
 //! Control requests from the stats/health HTTP thread to the runtime thread, which owns the store:
 //! export the per-flow state, import it (and leave buffering mode). Used by the OpenNF-style
-//! move of local-state NFs (`GET /state`, `PUT /state`); see [`crate::runtime::Runtime::serve_control`].
+//! move of local-state NFs (`GET /state`, `PUT /state`), and leave buffering mode without a state
+//! (`POST /release`: the order-preserving move of an NF whose state is in the tier); see
+//! [`crate::runtime::Runtime::serve_control`].
 
 use flowstore::FlowStore;
 use std::sync::mpsc;
@@ -21,6 +23,9 @@ pub enum Request {
         store: Box<dyn FlowStore>,
         entries: usize,
     },
+    /// Leave buffering mode keeping the store (state in the tier): process the buffered packets
+    /// in order, then go on as a normal instance.
+    Release,
 }
 
 impl std::fmt::Debug for Request {
@@ -28,6 +33,7 @@ impl std::fmt::Debug for Request {
         match self {
             Request::Export => write!(f, "Export"),
             Request::Install { entries, .. } => write!(f, "Install({entries} entries)"),
+            Request::Release => write!(f, "Release"),
         }
     }
 }
@@ -38,6 +44,10 @@ pub enum Reply {
     State(Vec<u8>),
     Imported {
         entries: usize,
+        replayed: u64,
+        overflow: u64,
+    },
+    Released {
         replayed: u64,
         overflow: u64,
     },

@@ -59,6 +59,9 @@ pub struct Runtime<D: Device> {
     latencies: Option<Vec<f64>>,
     /// Buffering mode (a move's target waiting for its state): frames queued, not processed.
     buffer: Option<PacketBuffer>,
+    /// Released frames not processed yet (a pipelined store: the pipelined loop takes them before
+    /// anything new from the port, so arrival order is kept).
+    backlog: VecDeque<(Vec<u8>, u64)>,
     /// Requests of the HTTP thread (state export/import), when a handle was made.
     control: Option<std::sync::mpsc::Receiver<Envelope>>,
 }
@@ -98,14 +101,16 @@ impl<D: Device> Runtime<D> {
             pipe: pipelined::PipeState::default(),
             latencies: None,
             buffer: None,
+            backlog: VecDeque::new(),
             control: None,
         }
     }
 
     /// Enter buffering mode: received frames are queued (at most `cap`; more are dropped and
     /// counted as `buffer_overflow`) instead of processed, until a state import
-    /// ([`Request::Import`]) replays them in order. Only for stores that hold their state in the
-    /// process (the batch-by-batch loop serves the requests).
+    /// ([`Request::Install`], local store) or a release ([`Request::Release`], state in the tier)
+    /// replays them in order. While buffering, [`Runtime::run`] goes batch by batch (that loop
+    /// serves the requests), pipelined after the release when the store can.
     pub fn set_buffering(&mut self, cap: usize) {
         self.buffer = Some(PacketBuffer {
             frames: VecDeque::new(),
@@ -148,6 +153,30 @@ impl<D: Device> Runtime<D> {
                         Ok(Reply::State(b))
                     }
                 },
+                Request::Release if self.buffer.is_none() => Err(ControlError::new(
+                    409,
+                    "not buffering: nothing to release (started without --buffer, or released already)",
+                )),
+                Request::Release if self.depth > 1 && self.store.pipeline().is_some() => {
+                    // Handed to the pipelined loop (one round trip per batch, not two per batch
+                    // here, which on a CPU-throttled sNIC left the port's ring to overflow).
+                    let overflow = self.stats.buffer_overflow.load(Relaxed);
+                    let buf = self.buffer.take().expect("buffering");
+                    let replayed = buf.frames.len() as u64;
+                    self.backlog = buf.frames;
+                    self.stats.buffering.store(false, Relaxed);
+                    Ok(Reply::Released { replayed, overflow })
+                }
+                Request::Release => {
+                    let overflow = self.stats.buffer_overflow.load(Relaxed);
+                    match self.replay(now_ns) {
+                        Ok(replayed) => Ok(Reply::Released { replayed, overflow }),
+                        Err(e) => {
+                            let _ = reply.send(Err(ControlError::new(500, e.to_string())));
+                            return Err(e);
+                        }
+                    }
+                }
                 Request::Install { .. } if self.buffer.is_none() => Err(ControlError::new(
                     409,
                     "state can only be imported by an instance waiting for it (started with --buffer)",
@@ -445,11 +474,16 @@ impl<D: Device> Runtime<D> {
     /// Run until the device is exhausted or `stop` is set: pipelined when the store supports it
     /// and the depth is above 1, else batch by batch.
     pub fn run(&mut self, time: TimeSource, stop: &AtomicBool) -> io::Result<()> {
-        if self.depth > 1 && self.store.pipeline().is_some() {
+        let pipelined = self.depth > 1 && self.store.pipeline().is_some();
+        if pipelined && self.buffer.is_none() {
             return self.run_pipelined(time, stop);
         }
         let mut clock_ns = 0u64;
         while !stop.load(Relaxed) && !self.dev.exhausted() {
+            if pipelined && self.buffer.is_none() {
+                // Released (the buffer is processed and nothing is in flight): pipelined from here.
+                return self.run_pipelined(time, stop);
+            }
             let now = match time {
                 TimeSource::Wall => wall_ns(),
                 TimeSource::Packets => clock_ns,

@@ -115,6 +115,7 @@ pub fn serve_with_control(
                     }
                     "/" | "/stats" => Response::json("200 OK", stats.to_json(&id)),
                     "/state" => state_request(&mut c, &method, &head, rest, control.as_ref(), &id),
+                    "/release" => release_request(&method, control.as_ref()),
                     _ => Response::json("404 Not Found", json!({"error": "not found"})),
                 };
                 let _ = resp.write(&mut c);
@@ -237,6 +238,31 @@ fn state_request(
     }
 }
 
+/// `POST /release`: a buffering instance processes its queue in order and goes on normally
+/// (JSON `{"replayed", "buffer_overflow"}`); 409 when it is not buffering (or has no control).
+fn release_request(method: &str, control: Option<&ControlHandle>) -> Response {
+    if method != "POST" {
+        return Response::error(
+            405,
+            &format!("method {method} not allowed on /release (POST)"),
+        );
+    }
+    let Some(control) = control else {
+        return Response::error(
+            409,
+            "not buffering: nothing to release (started without --buffer)",
+        );
+    };
+    match control.call(Request::Release, Duration::from_secs(60)) {
+        Ok(Reply::Released { replayed, overflow }) => Response::json(
+            "200 OK",
+            json!({"replayed": replayed, "buffer_overflow": overflow}),
+        ),
+        Ok(_) => Response::error(500, "unexpected reply"),
+        Err(e) => Response::error(e.status, &e.message),
+    }
+}
+
 /// The request body announced by Content-Length (required; at most [`MAX_STATE_BYTES`]).
 fn read_body(
     c: &mut std::net::TcpStream,
@@ -351,6 +377,10 @@ mod tests {
         assert!(r.starts_with("HTTP/1.1 400") && r.contains("magic"), "{r}");
         let r = req(local, "POST /state HTTP/1.1\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 405"), "{r}");
+        let r = req(local, "GET /release HTTP/1.1\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 405"), "{r}");
+        let r = req(redis, "POST /release HTTP/1.1\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 409"), "{r}");
         let r = req(local, "GET /health HTTP/1.1\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 503"), "not ready yet: {r}");
     }

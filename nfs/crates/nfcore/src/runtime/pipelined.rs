@@ -234,7 +234,21 @@ impl<D: Device> Runtime<D> {
                 let t = now(clock_ns);
                 // Never wait on the port while batches are in flight: their replies may be in.
                 let busy = !self.pipe.reading.is_empty() || !self.pipe.writing.is_empty();
-                let n = if busy {
+                // Released frames of a move's target first (counted in rx when they arrived).
+                let from_backlog = !self.backlog.is_empty();
+                let n = if from_backlog {
+                    slot.batch.clear();
+                    while !slot.batch.is_full() {
+                        let Some((f, ts)) = self.backlog.pop_front() else {
+                            break;
+                        };
+                        slot.batch.push(&f, ts);
+                    }
+                    let n = slot.batch.len();
+                    self.stats.replayed.fetch_add(n as u64, Relaxed);
+                    self.stats.buffered_now.fetch_sub(n as u64, Relaxed);
+                    n
+                } else if busy {
                     self.dev.recv_nowait(&mut slot.batch, t)?
                 } else {
                     self.dev.recv(&mut slot.batch, t)?
@@ -248,7 +262,9 @@ impl<D: Device> Runtime<D> {
                 if time == TimeSource::Packets {
                     clock_ns = clock_ns.max(slot.batch.ts_ns(n - 1));
                 }
-                self.stats.rx.fetch_add(n as u64, Relaxed);
+                if !from_backlog {
+                    self.stats.rx.fetch_add(n as u64, Relaxed);
+                }
                 self.stats.batches.fetch_add(1, Relaxed);
                 classify(
                     self.nf.as_ref(),
