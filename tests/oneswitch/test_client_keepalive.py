@@ -21,6 +21,12 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     connections = 0
     close_after_reply = False  # answer with Connection: close (the server drops the connection)
+    drop_next = False  # close the connection on the next request without answering it
+    requests = 0
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.socks: list[socket.socket] = []
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -30,6 +36,7 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.server.connections += 1
+        self.server.socks.append(self.connection)
 
     def log_message(self, *args) -> None:  # quiet
         pass
@@ -45,13 +52,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def parse_request(self) -> bool:
+        if self.server.drop_next:  # the request line was read: drop the connection unanswered
+            self.server.drop_next = False
+            self.close_connection = True
+            return False
+        return super().parse_request()
+
     def do_GET(self) -> None:
+        self.server.requests += 1
         if self.path == "/v1/health":
             self._reply(200, {"ok": True, "switches": {"host": "connected"}})
         else:
             self._reply(404, {"error": "no such path", "field": "path"})
 
     def do_POST(self) -> None:
+        self.server.requests += 1
         n = int(self.headers.get("Content-Length", "0"))
         body = json.loads(self.rfile.read(n))
         vport = int(self.path.split("/")[3])
@@ -110,6 +126,31 @@ def test_dropped_idle_connection_is_reopened(server):
     idle.sock.shutdown(socket.SHUT_RDWR)
     assert c.remap(7, "host", 3).vport == 7
     assert server.connections == 2
+
+
+def test_connection_closed_by_the_server_while_idle_is_replaced(server):
+    c = _client(server)
+    assert c.health().ok
+    server.socks[-1].shutdown(socket.SHUT_RDWR)  # as OneSwitch's idle timeout does
+    assert c.remap(8, "host", 3).vport == 8
+    assert server.connections == 2 and server.requests == 2
+
+
+def test_connection_dropped_during_the_request_is_retried_once(server):
+    c = _client(server)
+    assert c.health().ok
+    server.drop_next = True
+    assert c.health().ok  # sent on the kept connection, dropped unanswered, sent again on a new one
+    assert server.connections == 2 and server.requests == 2
+
+
+def test_fresh_connection_dropped_is_an_error_not_a_retry(server):
+    c = OneSwitchClient(f"http://127.0.0.1:{server.server_address[1]}", timeout=10, pool_size=0)
+    server.drop_next = True
+    with pytest.raises(OneSwitchError) as e:
+        c.health()
+    assert e.value.status == 0
+    assert c.health().ok and server.connections == 2  # pool_size=0: a new connection for each call
 
 
 def test_threads_share_the_client(server):
