@@ -169,7 +169,48 @@ def failover_run(store: str, standby: bool = False, slots: int = 0) -> dict:
             "failover_remap_wall_ms": ev.get("remap_wall_ms"), "failover_total_ms": ev["total_ms"],
             "stream_lost": got["lost"], "outage_ms": got["lost"],  # 1000 packets/s: 1 lost packet = 1 ms
             "broken_conns": int(ok_before and not passes_after),
+            "health_ms": tb.runtime.last_start.get("health_ms"),
         }  # fmt: skip
+
+
+def rest_remap_run(calls: int = 20) -> dict:
+    """The agent's remap call over REST, side by side: a new TCP connection per call (as before) vs the
+    kept-alive connection (OneSwitchClient's pool), alternating, same vport moved between its port and a warm
+    slot's port on the host switch. Per call: wall time, OneSwitch's own `duration_ms`, their difference (REST)."""
+    from host_datapath.oneswitch_client import OneSwitchClient
+
+    with Testbed(rundir=RUNDIR, store="redis", drain_s=0.5, warm_slots=1) as tb:
+        tb.add_firewall(at="host")
+        wait_slots(tb)
+        nf = tb.agent.state.nfs["fw"]
+        base = tb.host.oneswitch().client()
+        cur = next(p for p in base.ports() if p.vport == nf.vport)
+        slot = tb.runtime.pool.take("host")
+        assert slot is not None
+        try:
+            clients = {
+                "fresh": OneSwitchClient(base.base, token=base.token, pool_size=0),
+                "kept": OneSwitchClient(base.base, token=base.token),
+            }
+            clients["kept"].health()  # the connection a running agent already has open
+            rows: dict[str, list[tuple[float, float]]] = {"fresh": [], "kept": []}
+            targets = [("host", slot.ofport), (cur.switch, cur.port)]
+            for _ in range(calls):
+                for kind, c in clients.items():
+                    for sw, port in targets:
+                        t0 = time.perf_counter()
+                        r = c.remap(nf.vport, sw, port, drain_ms=0)
+                        rows[kind].append(((time.perf_counter() - t0) * 1000, r.duration_ms))
+            clients["kept"].close()
+        finally:
+            tb.runtime.destroy_slot(slot)
+    out: dict = {"rest_remap_calls": calls * 2}
+    for kind, rs in rows.items():
+        out[f"rest_remap_wall_ms_{kind}"] = round(median([w for w, _ in rs]), 2)
+        out[f"rest_remap_os_ms_{kind}"] = round(median([d for _, d in rs]), 2)
+        out[f"rest_overhead_ms_{kind}"] = round(median([w - d for w, d in rs]), 2)
+    print("rest " + " ".join(f"{k}={v}" for k, v in out.items()), flush=True)
+    return out
 
 
 def slots_part(flow_counts: list[int], repeats: int) -> dict:
@@ -182,6 +223,7 @@ def slots_part(flow_counts: list[int], repeats: int) -> dict:
             print("failover " + " ".join(f"{k}={v}" for k, v in r.items()), flush=True)
             fos[slots].append(r)
     moves = {slots: move_series("redis", flow_counts, repeats, slots=slots)[0] for slots in (0, 1)}
+    rest = rest_remap_run()
 
     def fmed(slots: int, key: str) -> float | None:
         vals = [r[key] for r in fos[slots] if r[key] is not None]
@@ -202,6 +244,8 @@ def slots_part(flow_counts: list[int], repeats: int) -> dict:
         "remap_ms_slot": mmed(1, "remap_ms"), "remap_wall_ms_slot": mmed(1, "remap_wall_ms"),
         "failover_remap_wall_ms_slot": fmed(1, "failover_remap_wall_ms"),
         "lost_slot": sum(r["lost"] for r in moves[1]), "moves_in_slot": sum(r["slot"] for r in moves[1]),
+        "failover_health_ms_slot": fmed(1, "health_ms"), "failover_total_ms_slot": fmed(1, "failover_total_ms"),
+        **rest,
     }  # fmt: skip
 
 

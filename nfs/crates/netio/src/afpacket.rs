@@ -95,11 +95,11 @@ impl AfPacket {
                     format!("interface {iface:?} does not exist"),
                 ));
             }
-            let fd = libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW,
-                ETH_P_ALL.to_be() as libc::c_int,
-            );
+            // Protocol 0: no packet hook until `bind` below names the protocol and the interface.
+            // Opened with ETH_P_ALL, the socket is hooked to every interface at once and `bind`
+            // must unhook it first, which waits for an RCU grace period (synchronize_net: 7-15 ms
+            // measured, on a failover's start path); it also saw other interfaces' packets until then.
+            let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
             if fd < 0 {
                 return Err(os_err("socket", iface));
             }

@@ -44,33 +44,41 @@ fn run() -> Result<(), (i32, String)> {
     let spin = nfcore::config::spin_us(&cfg).map_err(|e| (2, format!("config: {e}")))?;
     let nf = registry::make_nf(&a.nf_type, &cfg).map_err(|e| (2, format!("config: {e}")))?;
     let keys = KeySpace::new(&a.nf_id).map_err(|e| (2, e))?;
-    let store: Box<dyn FlowStore> = if a.store == "local" {
-        Box::new(LocalStore::new())
-    } else {
-        let mut rc = RedisConfig::new(&a.store);
-        rc.spin = std::time::Duration::from_micros(spin);
-        let redis = RedisStore::connect(rc).map_err(|e| (1, e.to_string()))?;
-        if opts.owner_cache {
+    // Start-up is on the failover path (a replacement in a warm slot is ready when /health answers):
+    // the Redis connect (through the namespace's relay) and the port set-up (AF_PACKET ring) are
+    // independent I/O, so they run in parallel. Ready (/health 200) still comes only after both and the
+    // NF's init, i.e. when packets can be processed. Phase times go to stderr (the instance's log).
+    let t0 = std::time::Instant::now();
+    let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
+    let (store_res, port_res, store_ms) = std::thread::scope(|sc| {
+        let redis = (a.store != "local").then(|| {
+            let mut rc = RedisConfig::new(&a.store);
+            rc.spin = std::time::Duration::from_micros(spin);
+            sc.spawn(move || {
+                let t = std::time::Instant::now();
+                let r = RedisStore::connect(rc).map_err(|e| (1, e.to_string()));
+                (r, ms(t))
+            })
+        });
+        let port = open_device(&a, opts.batch_size);
+        let (store, store_ms) = match redis {
+            None => (Ok(None), 0.0),
+            Some(h) => match h.join() {
+                Ok((r, t)) => (r.map(Some), t),
+                Err(_) => (Err((1, "redis connect thread panicked".to_string())), 0.0),
+            },
+        };
+        (store, port, store_ms)
+    });
+    let port_ms = ms(t0);
+    let store: Box<dyn FlowStore> = match store_res? {
+        None => Box::new(LocalStore::new()),
+        Some(redis) if opts.owner_cache => {
             Box::new(CachedStore::new(redis, keys.global("epoch"), 1 << 20))
-        } else {
-            Box::new(redis)
         }
+        Some(redis) => Box::new(redis),
     };
-    let (dev, time, port_desc): (Box<dyn netio::Device>, TimeSource, String) = match &a.port {
-        Some(iface) => (
-            netio::open_port(iface, a.xdp, opts.batch_size).map_err(|e| (1, e.to_string()))?,
-            TimeSource::Wall,
-            iface.clone(),
-        ),
-        None => (
-            Box::new(
-                netio::pcap::PcapDevice::open(a.pcap_in.as_deref(), a.pcap_out.as_deref())
-                    .map_err(|e| (1, e.to_string()))?,
-            ),
-            TimeSource::Packets,
-            "pcap".into(),
-        ),
-    };
+    let (dev, time, port_desc) = port_res?;
     let id = Identity {
         nf_type: a.nf_type.clone(),
         nf_id: a.nf_id.clone(),
@@ -92,18 +100,46 @@ fn run() -> Result<(), (i32, String)> {
             .map_err(|e| (1, format!("stats {addr}: {e}")))?;
         eprintln!("nf: stats on http://{bound}/stats");
     }
+    let serve_ms = ms(t0);
     // SAFETY: installing an async-signal-safe handler (it only stores to an atomic).
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
     rt.init().map_err(|e| (1, e.to_string()))?;
+    eprintln!(
+        "nf: ready in {:.1} ms (store connect {store_ms:.1}, store+port {port_ms:.1}, stats server {:.1}, init {:.1})",
+        ms(t0),
+        serve_ms - port_ms,
+        ms(t0) - serve_ms,
+    );
     rt.run(time, &STOP).map_err(|e| (1, e.to_string()))?;
     if let Err(e) = rt.release() {
         eprintln!("nf: release on stop: {e}");
     }
     println!("{}", rt.stats().to_json(&id));
     Ok(())
+}
+
+type Opened = (Box<dyn netio::Device>, TimeSource, String);
+
+/// The packet device: the live port `--port` (AF_PACKET or XDP) or the pcap files.
+fn open_device(a: &args::Args, batch: usize) -> Result<Opened, (i32, String)> {
+    Ok(match &a.port {
+        Some(iface) => (
+            netio::open_port(iface, a.xdp, batch).map_err(|e| (1, e.to_string()))?,
+            TimeSource::Wall,
+            iface.clone(),
+        ),
+        None => (
+            Box::new(
+                netio::pcap::PcapDevice::open(a.pcap_in.as_deref(), a.pcap_out.as_deref())
+                    .map_err(|e| (1, e.to_string()))?,
+            ),
+            TimeSource::Packets,
+            "pcap".into(),
+        ),
+    })
 }
 
 /// `nf lb-backend`: mark a load balancer backend up or down in the shared pool.

@@ -54,6 +54,14 @@ public final class RestServer {
 
   /** Starts serving; returns the bound port. */
   public int start(Endpoint ep) throws IOException {
+    // Keep-alive clients (the agent's OneSwitchClient) send the next request on the same
+    // connection; the server writes headers and body in two writes, so with Nagle the body would
+    // wait for the client's delayed ACK (up to 40 ms). Read once by the JDK server when its first
+    // instance is made; HTTP/1.1 keep-alive itself is the JDK server's default (fixed-length
+    // replies, idle connections kept 30 s).
+    if (System.getProperty("sun.net.httpserver.nodelay") == null) {
+      System.setProperty("sun.net.httpserver.nodelay", "true");
+    }
     http = HttpServer.create(new InetSocketAddress(ep.host(), ep.port()), 64);
     http.createContext("/", this::handle);
     http.setExecutor(Executors.newFixedThreadPool(4));
