@@ -6,6 +6,9 @@ from nf_agent.agent.model import MAX_GBPS, MAX_INSTANCES, NF_TYPES
 
 NAME = {"type": "string", "pattern": "^[a-z][a-z0-9-]{0,31}$"}
 LOCATION = {"type": "string", "pattern": "^(host|snic[0-9]{1,2})$"}
+# Optional request fields where the API takes null as "not given" (model.parse_nf): the spec says so.
+OPT_NAME = {**NAME, "type": ["string", "null"]}
+OPT_LOCATION = {**LOCATION, "type": ["string", "null"]}
 
 
 def _ref(name: str) -> dict:
@@ -54,7 +57,7 @@ def spec() -> dict:
             "additionalProperties": False,
             "required": ["type"],
             "properties": {
-                "id": NAME,
+                "id": OPT_NAME,
                 "type": {"type": "string", "enum": list(NF_TYPES)},
                 "config": {"type": "object", "description": "the NF's JSON config (nfs/README.md)"},
                 "expected": {
@@ -62,17 +65,17 @@ def spec() -> dict:
                     "additionalProperties": False,
                     "properties": {
                         "gbps": {"type": "number", "minimum": 0, "maximum": MAX_GBPS},
-                        "src": NAME,
-                        "dst": NAME,
+                        "src": OPT_NAME,
+                        "dst": OPT_NAME,
                     },
                     "description": "expected traffic src -> NF -> dst (vertices: VM id, NF id, snicK-ethJ; "
                     "default: the first sNIC Ethernet port)",
                 },
-                "pin": LOCATION,
+                "pin": OPT_LOCATION,
                 "hints": {
                     "type": "object",
                     "additionalProperties": False,
-                    "properties": {"prefer": LOCATION},
+                    "properties": {"prefer": OPT_LOCATION},
                 },
             },
         },
