@@ -19,20 +19,12 @@ import time
 import pytest
 
 from host_datapath.sysutil import netns_list
-from migration.testbed import EST_PORT, TRAFFIC, Testbed, report
-from nf_agent.agent.runtime import NF_BINARY
+from migration.testbed import EST_PORT, Testbed, report
 from nf_agent.agent.service import AgentError
-from nf_agent.emulated_host.oneswitch import jar_missing_reason
-from tests.datapath.conftest import EMPTY, machine_snapshot, needs_root
+from tests.datapath.conftest import EMPTY, machine_snapshot
+from tests.migration.live import LIVE_MARKS
 
-pytestmark = [
-    pytest.mark.root,
-    needs_root,
-    pytest.mark.skipif(bool(jar_missing_reason()), reason=jar_missing_reason() or ""),
-    pytest.mark.skipif(
-        not NF_BINARY.exists() or not TRAFFIC.exists(), reason="nfs not built (setup.sh rust)"
-    ),
-]
+pytestmark = LIVE_MARKS
 _run = iter(range(100, 10_000))
 
 

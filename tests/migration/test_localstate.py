@@ -12,22 +12,12 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
-from migration.testbed import EST_PORT, TRAFFIC, Testbed, report
-from nf_agent.agent.runtime import NF_BINARY
-from nf_agent.emulated_host.oneswitch import jar_missing_reason
-from tests.datapath.conftest import EMPTY, machine_snapshot, needs_root
+from migration.testbed import EST_PORT, Testbed, report
+from tests.datapath.conftest import EMPTY, machine_snapshot
+from tests.migration.live import LIVE_MARKS
 from tests.migration.test_live import burst
 
-pytestmark = [
-    pytest.mark.root,
-    needs_root,
-    pytest.mark.skipif(bool(jar_missing_reason()), reason=jar_missing_reason() or ""),
-    pytest.mark.skipif(
-        not NF_BINARY.exists() or not TRAFFIC.exists(), reason="nfs not built (setup.sh rust)"
-    ),
-]
+pytestmark = LIVE_MARKS
 
 
 def test_local_state_move_keeps_connections_and_plain_remap_breaks_them():

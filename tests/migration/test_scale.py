@@ -23,20 +23,12 @@ import pytest
 
 from host_datapath.sysutil import netns_list
 from migration.scale_traffic import Phase, add_tcp_firewall, run_schedule
-from migration.testbed import TRAFFIC, Testbed
+from migration.testbed import Testbed
 from nf_agent.agent.portmap import PortMapError, ScaleUnsupported
-from nf_agent.agent.runtime import NF_BINARY
-from nf_agent.emulated_host.oneswitch import jar_missing_reason
-from tests.datapath.conftest import EMPTY, machine_snapshot, needs_root
+from tests.datapath.conftest import EMPTY, machine_snapshot
+from tests.migration.live import LIVE_MARKS
 
-pytestmark = [
-    pytest.mark.root,
-    needs_root,
-    pytest.mark.skipif(bool(jar_missing_reason()), reason=jar_missing_reason() or ""),
-    pytest.mark.skipif(
-        not NF_BINARY.exists() or not TRAFFIC.exists(), reason="nfs not built (setup.sh rust)"
-    ),
-]
+pytestmark = LIVE_MARKS
 
 # rising then falling offered rate; the NF starts with 1 instance
 SCHEDULE = [Phase(rate=600, secs=2.0, instances=2), Phase(1500, 2.0, 4), Phase(600, 2.0, 1)]

@@ -9,23 +9,16 @@ from __future__ import annotations
 import pytest
 
 from host_datapath.sysutil import netns_list, pid_alive
-from migration.testbed import EST_PORT, TRAFFIC, Testbed
+from migration.testbed import EST_PORT, Testbed
 from nf_agent.agent import endpoint
 from nf_agent.agent.model import Nf
-from nf_agent.agent.runtime import NF_BINARY, SLOT_PORT_BASE, HostRuntime, StartError
+from nf_agent.agent.runtime import SLOT_PORT_BASE, HostRuntime, StartError
 from nf_agent.agent.slots import SlotPool
-from nf_agent.emulated_host.oneswitch import jar_missing_reason
-from tests.datapath.conftest import EMPTY, machine_snapshot, needs_root
+from tests.datapath.conftest import EMPTY, machine_snapshot
+from tests.migration.live import LIVE_MARKS
 from tests.migration.test_live import burst, kill_under_load, wait
 
-pytestmark = [
-    pytest.mark.root,
-    needs_root,
-    pytest.mark.skipif(bool(jar_missing_reason()), reason=jar_missing_reason() or ""),
-    pytest.mark.skipif(
-        not NF_BINARY.exists() or not TRAFFIC.exists(), reason="nfs not built (setup.sh rust)"
-    ),
-]
+pytestmark = LIVE_MARKS
 FULL = {"host": 1, "snic0": 1}
 
 

@@ -18,22 +18,12 @@ import json
 import subprocess
 import time
 
-import pytest
-
-from migration.testbed import OUT_MAC, TRAFFIC, VM_MAC, Testbed
-from nf_agent.agent.runtime import NF_BINARY
+from migration.testbed import OUT_MAC, VM_MAC, Testbed
 from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.oneswitch import jar_missing_reason
-from tests.datapath.conftest import EMPTY, machine_snapshot, needs_root
+from tests.datapath.conftest import EMPTY, machine_snapshot
+from tests.migration.live import LIVE_MARKS
 
-pytestmark = [
-    pytest.mark.root,
-    needs_root,
-    pytest.mark.skipif(bool(jar_missing_reason()), reason=jar_missing_reason() or ""),
-    pytest.mark.skipif(
-        not NF_BINARY.exists() or not TRAFFIC.exists(), reason="nfs not built (setup.sh rust)"
-    ),
-]
+pytestmark = LIVE_MARKS
 IPS_CONFIG = {"signatures": [{"id": 1, "msg": "x", "content": "EVIL-DEMO-PAYLOAD"}], "action": "drop"}
 STREAM_BYTES = 200 << 20  # a few seconds at this machine's rate through the IPS
 # What a record that lost updates shows: the receiver ACKs bytes the record says were never seen (`resyncs`),
