@@ -113,11 +113,16 @@ class FakeMapper:
 
 
 class Clock:
+    """A clock passed in: `clock()` reads it, `clock.sleep(s)` advances it (the sleep of the code under test)."""
+
     def __init__(self, t: float = 1000.0):
         self.t = t
 
     def __call__(self) -> float:
         return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
 
 
 def make_agent(tmp_path, capacity=36.0, pcie=40.0, **kw) -> tuple[Agent, FakeRuntime, FakeMapper, Clock]:

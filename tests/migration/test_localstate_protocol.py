@@ -9,8 +9,7 @@ from migration.localstate import LocalMoveConfig, migrate_local
 from migration.protocol import MigrationError
 from nf_agent.agent.model import Instance, Nf
 from nf_agent.agent.runtime import StateError
-from tests.agent.fakes import FakeMapper, FakeRuntime
-from tests.migration.test_protocol import Clock
+from tests.agent.fakes import Clock, FakeMapper, FakeRuntime
 
 
 class StateRuntime(FakeRuntime):
@@ -57,7 +56,7 @@ def setup():
 
 def test_state_moves_after_drain_then_old_stopped():
     rt, mp, nf, old, new = setup()
-    clock = Clock()
+    clock = Clock(0.0)
     res = migrate_local(nf, [old], new, rt, mp, LocalMoveConfig(drain_timeout_s=1, buffer_packets=50),
                         clock, clock.sleep)  # fmt: skip
     assert [s.step for s in res.steps] == [
@@ -73,7 +72,7 @@ def test_state_moves_after_drain_then_old_stopped():
 def test_state_transfer_failure_maps_back_to_the_old_instance(where):
     rt, mp, nf, old, new = setup()
     rt.fail.add(where)
-    clock = Clock()
+    clock = Clock(0.0)
     with pytest.raises(MigrationError) as ei:
         migrate_local(nf, [old], new, rt, mp, LocalMoveConfig(drain_timeout_s=1), clock, clock.sleep)
     assert ei.value.step == where

@@ -15,18 +15,7 @@ from migration.protocol import (
     oneswitch_drain_ms,
 )
 from nf_agent.agent.model import Instance, Nf
-from tests.agent.fakes import FakeMapper, FakeRuntime
-
-
-class Clock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
-
-    def sleep(self, s):
-        self.t += s
+from tests.agent.fakes import Clock, FakeMapper, FakeRuntime
 
 
 def setup():
@@ -48,7 +37,7 @@ def test_drain_done_pure():
 
 def test_success_steps_in_order_and_old_released():
     rt, mp, nf, old, new = setup()
-    clock = Clock()
+    clock = Clock(0.0)
     events = []
     res = migrate(nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=1, quiet_s=0.1), clock, clock.sleep,
                   events.append)  # fmt: skip
@@ -59,7 +48,7 @@ def test_success_steps_in_order_and_old_released():
 
 def test_drain_waits_for_quiet_and_is_bounded():
     rt, mp, nf, old, new = setup()
-    clock = Clock()
+    clock = Clock(0.0)
     n = {"rx": 0}
 
     def busy_stats(inst):
@@ -101,7 +90,7 @@ def test_oneswitch_drain_window_covers_the_drain_bound():
 
 def test_drain_waits_until_nothing_is_in_flight_and_passes_the_window():
     rt, mp, nf, old, new = setup()
-    clock = Clock()
+    clock = Clock(0.0)
     backlog = {"n": 6}  # received, still being processed: rx is already quiet
 
     def stats(inst):
@@ -135,7 +124,7 @@ def test_abort_keeps_old_serving(where):
 
         mp.remap = remap_then_die
     with pytest.raises(MigrationError) as exc:
-        migrate(nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=0.1), Clock(), lambda s: None)
+        migrate(nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=0.1), Clock(0.0), lambda s: None)
     assert exc.value.step == where and exc.value.result.aborted_at == where
     assert mp.map_[1000] == ("host", 200)  # mapping unchanged / mapped back
     assert "fw-1" in rt.running and "fw-2" not in rt.running  # old serves, nothing of the target remains
@@ -257,7 +246,7 @@ def _buffered_setup(nf_type: str, refuse_release: bool = False):
 def test_only_the_buffer_types_are_held_until_the_old_instance_drained():
     for typ, held in (("ips", True), ("firewall", False), ("nat", False)):
         rt, mp, nf, old, new = _buffered_setup(typ)
-        clock = Clock()
+        clock = Clock(0.0)
         res = migrate(
             nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=1, quiet_s=0.1), clock, clock.sleep
         )
@@ -271,7 +260,7 @@ def test_only_the_buffer_types_are_held_until_the_old_instance_drained():
 
 def test_a_refused_release_maps_back_to_the_old_instance():
     rt, mp, nf, old, new = _buffered_setup("ips", refuse_release=True)
-    clock = Clock()
+    clock = Clock(0.0)
     with pytest.raises(MigrationError) as e:
         migrate(nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=1, quiet_s=0.1), clock, clock.sleep)
     assert e.value.result.aborted_at == "resume"

@@ -23,18 +23,7 @@ from migration.scale import (
 from nf_agent.agent import store
 from nf_agent.agent.api import create_app
 from nf_agent.agent.model import Instance, Nf
-from tests.agent.fakes import FakeMapper, FakeRuntime, make_agent
-
-
-class Clock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
-
-    def sleep(self, s):
-        self.t += s
+from tests.agent.fakes import Clock, FakeMapper, FakeRuntime, make_agent
 
 
 def inst(seq: int, loc: str = "host", state: str = "running") -> Instance:
@@ -97,7 +86,7 @@ def test_scale_out_steps_and_set():
     rt, mp, nf = bed(1)
     new = [inst(2, "snic0"), inst(3)]
     events = []
-    res = scale_out(nf, nf.instances, new, rt, mp, Clock(), events.append)
+    res = scale_out(nf, nf.instances, new, rt, mp, Clock(0.0), events.append)
     assert [e.step for e in res.steps] == ["start", "ready", "set", "verify"] and events == res.steps
     assert mp.sets[1000] == [("host", 201), ("snic0", 202), ("host", 203)]
     assert res.added == ["fw-2", "fw-3"] and res.set_ms == 2.5 and res.aborted_at is None
@@ -150,7 +139,7 @@ def test_scale_out_new_dies_after_set_goes_back():
 
 def test_scale_in_set_drain_stop_release():
     rt, mp, nf = bed(4)
-    clock = Clock()
+    clock = Clock(0.0)
     res = scale_in(
         nf, nf.instances[:1], nf.instances[1:], rt, mp, MigrationConfig(1, 0.1), clock, clock.sleep
     )
@@ -161,7 +150,7 @@ def test_scale_in_set_drain_stop_release():
 
 def test_scale_in_drain_bounded_and_set_failure_changes_nothing():
     rt, mp, nf = bed(2)
-    clock = Clock()
+    clock = Clock(0.0)
     n = {"rx": 0}
 
     def busy(i):
@@ -182,7 +171,7 @@ def test_scale_in_drain_bounded_and_set_failure_changes_nothing():
 
 def test_scale_in_waits_for_the_leaving_instances_in_flight_frames():
     rt, mp, nf = bed(2)
-    clock = Clock()
+    clock = Clock(0.0)
     backlog = {"n": 4}
 
     def stats(i):
