@@ -39,7 +39,10 @@ from migration.protocol import (
     MigrationMapper,
     MigrationResult,
     StepEvent,
+    map_back,
     oneswitch_drain_ms,
+    step_recorder,
+    stop_all,
     wait_drained,
 )
 from nf_agent.agent.model import Instance, Nf
@@ -108,20 +111,12 @@ def migrate_local(
     src = old[0]
     res = LocalMigrationResult(nf.id, src.location, target.location)
 
-    def record(step: str, ok: bool, t0: float, detail: str = "") -> None:
-        ev = StepEvent(step, ok, (clock() - t0) * 1000, detail)
-        res.steps.append(ev)
-        if on_event:
-            on_event(ev)
+    record = step_recorder(res.steps, clock, on_event)
 
-    def abort(step: str, t0: float, msg: str, stop_target: bool = True, map_back: bool = False):
-        if map_back:
+    def abort(step: str, t0: float, msg: str, stop_target: bool = True, back: bool = False):
+        if back:
             queued = _counter(runtime.stats(target), "buffered")
-            try:
-                mapper.remap(nf.vport, src.switch, src.ofport)
-                msg += f"; vport {nf.vport} mapped back to {src.id}"
-            except Exception as exc:  # noqa: BLE001
-                msg += f"; mapping back to {src.id} FAILED: {exc}"
+            msg = map_back(mapper, nf.vport, src, msg)
             if queued:
                 msg += f"; {queued} packets queued at the target are lost"
         record(step, False, t0, msg)
@@ -154,7 +149,7 @@ def migrate_local(
     record("remap", True, t0, f"{target.switch}:{target.ofport}")
     t0 = clock()
     if not runtime.alive(target):
-        raise abort("verify", t0, f"{target.id} died after the remap", map_back=True)
+        raise abort("verify", t0, f"{target.id} died after the remap", back=True)
     record("verify", True, t0)
     # drain: the old instance must have processed everything sent to it before its state is taken
     t0 = clock()
@@ -166,14 +161,14 @@ def migrate_local(
     try:
         state = runtime.get_state(src, timeout=cfg.state_timeout_s)
     except Exception as exc:  # noqa: BLE001 - StateError or transport
-        raise abort("export", t0, str(exc), map_back=True) from None
+        raise abort("export", t0, str(exc), back=True) from None
     res.state_bytes = len(state)
     record("export", True, t0, f"{len(state)} bytes")
     t0 = clock()
     try:
         ans = runtime.put_state(target, state, timeout=cfg.state_timeout_s)
     except Exception as exc:  # noqa: BLE001
-        raise abort("import", t0, str(exc), map_back=True) from None
+        raise abort("import", t0, str(exc), back=True) from None
     res.state_entries = int(ans.get("imported", 0) or 0)
     res.replayed = int(ans.get("replayed", 0) or 0)
     res.buffer_overflow = int(ans.get("buffer_overflow", 0) or 0)
@@ -182,10 +177,7 @@ def migrate_local(
     record("import", True, t0, f"{res.state_entries} entries, {res.replayed} packets replayed")
     # committed: stop + release the old instance
     t0 = clock()
-    try:
-        runtime.stop(src)
-    except Exception as exc:  # noqa: BLE001 - committed: report, do not undo
-        res.cleanup_errors.append(f"stopping {src.id}: {exc}")
+    res.cleanup_errors += stop_all([src], runtime)  # committed: report, do not undo
     record("stop", not res.cleanup_errors, t0, "; ".join(res.cleanup_errors))
     t0 = clock()
     record("release", not res.cleanup_errors, t0, "port and namespace removed with stop")

@@ -207,6 +207,32 @@ def wait_drained(
         sleep(poll_s)
 
 
+def step_recorder(
+    steps: list[StepEvent], clock: Callable[[], float], on_event: Callable[[StepEvent], None] | None
+) -> Callable[..., None]:
+    """`record(step, ok, t0, detail="")`: append the step's outcome and duration since `t0` to `steps` and
+    tell `on_event` (the step log of a move, a scale-out/in, a local-state move)."""
+
+    def record(step: str, ok: bool, t0: float, detail: str = "") -> None:
+        ev = StepEvent(step, ok, (clock() - t0) * 1000, detail)
+        steps.append(ev)
+        if on_event:
+            on_event(ev)
+
+    return record
+
+
+def map_back(mapper: MigrationMapper, vport: int, back: Instance | None, msg: str) -> str:
+    """Abort after the remap: map `vport` back to the `back` instance (still running); `msg` + what happened."""
+    if back is not None:
+        try:
+            mapper.remap(vport, back.switch, back.ofport)
+            msg += f"; vport {vport} mapped back to {back.id}"
+        except Exception as exc:  # noqa: BLE001
+            msg += f"; mapping back to {back.id} FAILED: {exc}"
+    return msg
+
+
 def stop_all(instances: list[Instance], runtime: MigrationRuntime) -> list[str]:
     """Stop (and release) every instance; the errors, one line each (committed steps report, never undo)."""
     errors = []
@@ -257,11 +283,7 @@ def migrate(
         cfg.buffer_packets > 0 and nf.type in cfg.buffer_types and bool(old) and hasattr(runtime, "release")
     )
 
-    def record(step: str, ok: bool, t0: float, detail: str = "") -> None:
-        ev = StepEvent(step, ok, (clock() - t0) * 1000, detail)
-        res.steps.append(ev)
-        if on_event:
-            on_event(ev)
+    record = step_recorder(res.steps, clock, on_event)
 
     def abort(step: str, t0: float, msg: str, stop_target: bool = True) -> MigrationError:
         record(step, False, t0, msg)
@@ -298,20 +320,11 @@ def migrate(
         raise abort("remap", t0, str(exc)) from None
     record("remap", True, t0, f"{target.switch}:{target.ofport}")
 
-    def map_back(msg: str) -> str:
-        back = old[0] if old else None
-        if back is not None:
-            try:
-                mapper.remap(nf.vport, back.switch, back.ofport)
-                msg += f"; vport {nf.vport} mapped back to {back.id}"
-            except Exception as exc:  # noqa: BLE001
-                msg += f"; mapping back to {back.id} FAILED: {exc}"
-        return msg
-
     # verify: the target survived the switch-over, else traffic goes back to the old instance
+    back = old[0] if old else None
     t0 = clock()
     if not runtime.alive(target):
-        raise abort("verify", t0, map_back(f"{target.id} died after the remap"))
+        raise abort("verify", t0, map_back(mapper, nf.vport, back, f"{target.id} died after the remap"))
     record("verify", True, t0)
     # drain the old instances (committed from here on when not buffered)
     t0 = clock()
@@ -326,7 +339,9 @@ def migrate(
             res.replayed = int(ans.get("replayed", 0) or 0)
             res.buffer_overflow = int(ans.get("buffer_overflow", 0) or 0)
         except Exception as exc:  # noqa: BLE001 - the old instance still runs: traffic goes back to it
-            raise abort("resume", t0, map_back(f"releasing {target.id}: {exc}")) from None
+            raise abort(
+                "resume", t0, map_back(mapper, nf.vport, back, f"releasing {target.id}: {exc}")
+            ) from None
         record("resume", True, t0, f"replayed {res.replayed}, overflow {res.buffer_overflow}")
     # stop + release (runtime.stop does both; timed as one, reported as two steps)
     t0 = clock()

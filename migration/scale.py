@@ -39,6 +39,7 @@ from migration.protocol import (
     MigrationRuntime,
     StepEvent,
     oneswitch_drain_ms,
+    step_recorder,
     stop_all,
     wait_drained,
 )
@@ -168,20 +169,12 @@ def scale_out(
     res = ScaleResult(nf.id, len(current), len(current) + len(new))
     started: list[Instance] = []
 
-    def record(step: str, ok: bool, t0: float, detail: str = "") -> None:
-        ev = StepEvent(step, ok, (clock() - t0) * 1000, detail)
-        res.steps.append(ev)
-        if on_event:
-            on_event(ev)
+    record = step_recorder(res.steps, clock, on_event)
 
     def abort(step: str, t0: float, msg: str, cause: Exception | None = None) -> ScaleError:
         record(step, False, t0, msg)
         res.aborted_at = step
-        for inst in started:
-            try:
-                runtime.stop(inst)
-            except Exception as exc:  # noqa: BLE001 - reported; `uno down` sweeps what remains
-                res.cleanup_errors.append(f"stopping {inst.id}: {exc}")
+        res.cleanup_errors += stop_all(started, runtime)  # reported; `uno down` sweeps what remains
         return ScaleError(step, msg, res, cause)
 
     t0 = clock()
@@ -236,11 +229,7 @@ def scale_in(
     cfg = cfg or MigrationConfig()
     res = ScaleResult(nf.id, len(staying) + len(leaving), len(staying))
 
-    def record(step: str, ok: bool, t0: float, detail: str = "") -> None:
-        ev = StepEvent(step, ok, (clock() - t0) * 1000, detail)
-        res.steps.append(ev)
-        if on_event:
-            on_event(ev)
+    record = step_recorder(res.steps, clock, on_event)
 
     if not staying:
         raise ValueError("scale_in needs at least one staying instance")
