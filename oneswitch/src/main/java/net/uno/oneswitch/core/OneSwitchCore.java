@@ -1320,7 +1320,15 @@ public final class OneSwitchCore implements SouthListener {
       return CompletableFuture.completedFuture(new PortChange(200, cur, cur, 0, 0));
     }
     checkPhysical(vport, sw, port);
-    VPort n = new VPort(vport, sw, port, cur.name());
+    return moveTo(cur, new VPort(vport, sw, port, cur.name()), drainMs);
+  }
+
+  /**
+   * A remap or set-instances: {@code cur} becomes {@code n} make-before-break, ports leaving it
+   * drain for {@code drainMs}; counted as a remap, PORT_STATUS(MODIFY) once applied.
+   */
+  private CompletableFuture<PortChange> moveTo(VPort cur, VPort n, long drainMs)
+      throws PortOpError {
     return changeMap(withLeavers(ports.with(n), cur, n, drainMs), cur, n, 200)
         .thenApplyAsync(
             pc -> {
@@ -1367,15 +1375,7 @@ public final class OneSwitchCore implements SouthListener {
     if (cur.instances().equals(instances)) {
       return CompletableFuture.completedFuture(new PortChange(200, cur, cur, 0, 0));
     }
-    VPort n = VPort.of(vport, cur.name(), instances);
-    return changeMap(withLeavers(ports.with(n), cur, n, drainMs), cur, n, 200)
-        .thenApplyAsync(
-            pc -> {
-              metrics.remaps.incrementAndGet();
-              portStatus(n, OFPortReason.MODIFY);
-              return pc;
-            },
-            exec);
+    return moveTo(cur, VPort.of(vport, cur.name(), instances), drainMs);
   }
 
   /** Longest drain window a remap or set-instances call may ask for. */
