@@ -35,7 +35,7 @@ public final class ActionSetOrder {
   private static final int VOUT_KEEP = 2;
   private static final int ROUT_KEEP = 3;
 
-  private final java.util.TreeMap<Integer, int[]> counts = new java.util.TreeMap<>();
+  private final TableCounts counts = new TableCounts(4);
 
   /** What a rule's write_actions put in the set as its final action. */
   enum Kind {
@@ -100,30 +100,16 @@ public final class ActionSetOrder {
       return;
     }
     boolean keep = !clears(r);
-    int[] c = counts.computeIfAbsent(r.table(), t -> new int[4]);
+    int t = r.table();
     switch (k) {
-      case GROUP -> c[GROUP] += d;
+      case GROUP -> counts.add(t, GROUP, d);
       case VPORT_OUTPUT -> {
-        c[VOUT] += d;
-        c[VOUT_KEEP] += keep ? d : 0;
+        counts.add(t, VOUT, d);
+        counts.add(t, VOUT_KEEP, keep ? d : 0);
       }
-      case RESERVED_OUTPUT -> c[ROUT_KEEP] += keep ? d : 0;
+      case RESERVED_OUTPUT -> counts.add(t, ROUT_KEEP, keep ? d : 0);
       default -> {}
     }
-    if (java.util.Arrays.stream(c).allMatch(x -> x == 0)) {
-      counts.remove(r.table());
-    }
-  }
-
-  /** The first table before (or after) {@code table} with a non-zero {@code slot}, or -1. */
-  private int find(int table, boolean before, int slot) {
-    var m = before ? counts.headMap(table, false) : counts.tailMap(table, false);
-    for (var e : m.entrySet()) {
-      if (e.getValue()[slot] > 0) {
-        return e.getKey();
-      }
-    }
-    return -1;
   }
 
   /**
@@ -137,21 +123,21 @@ public final class ActionSetOrder {
     int t = cand.table();
     switch (k) {
       case GROUP ->
-          refuseIf(t, find(t, false, VOUT_KEEP), "a group", "an output to a virtual port");
+          refuseIf(t, counts.first(t, false, VOUT_KEEP), "a group", "an output to a virtual port");
       case VPORT_OUTPUT -> {
         if (keep) {
-          refuseIf(find(t, true, GROUP), t, "a group", "an output to a virtual port");
+          refuseIf(counts.first(t, true, GROUP), t, "a group", "an output to a virtual port");
         }
         refuseIf(
             t,
-            find(t, false, ROUT_KEEP),
+            counts.first(t, false, ROUT_KEEP),
             "an output to a virtual port",
             "an output to a reserved port");
       }
       case RESERVED_OUTPUT -> {
         if (keep) {
           refuseIf(
-              find(t, true, VOUT),
+              counts.first(t, true, VOUT),
               t,
               "an output to a virtual port",
               "an output to a reserved port");

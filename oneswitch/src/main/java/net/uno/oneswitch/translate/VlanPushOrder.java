@@ -1,8 +1,5 @@
 package net.uno.oneswitch.translate;
 
-import java.util.Arrays;
-import java.util.Map;
-import java.util.TreeMap;
 import net.uno.oneswitch.model.VirtualRule;
 import org.projectfloodlight.openflow.protocol.OFActionType;
 import org.projectfloodlight.openflow.protocol.OFBadActionCode;
@@ -31,7 +28,7 @@ public final class VlanPushOrder {
   private static final int PUSH = 0;
   private static final int RELY = 1;
 
-  private final TreeMap<Integer, int[]> counts = new TreeMap<>();
+  private final TableCounts counts = new TableCounts(2);
 
   /** True if {@code m} matches vlan_vid at all (exact or masked: present, absent or an id). */
   public static boolean matchesVlan(Match m) {
@@ -83,22 +80,13 @@ public final class VlanPushOrder {
     if (!push && !rely) {
       return;
     }
-    int[] c = counts.computeIfAbsent(r.table(), t -> new int[2]);
-    c[PUSH] += push ? d : 0;
-    c[RELY] += rely ? d : 0;
-    if (Arrays.stream(c).allMatch(x -> x == 0)) {
-      counts.remove(r.table());
-    }
+    counts.add(r.table(), PUSH, push ? d : 0);
+    counts.add(r.table(), RELY, rely ? d : 0);
   }
 
   /** True if a table below {@code table} holds a rule that pushes a VLAN. */
   public boolean pushesBefore(int table) {
-    for (Map.Entry<Integer, int[]> e : counts.headMap(table, false).entrySet()) {
-      if (e.getValue()[PUSH] > 0) {
-        return true;
-      }
-    }
-    return false;
+    return counts.first(table, true, PUSH) >= 0;
   }
 
   /**
@@ -110,22 +98,21 @@ public final class VlanPushOrder {
       return;
     }
     int t = cand.table();
-    for (Map.Entry<Integer, int[]> e : counts.tailMap(t, false).entrySet()) {
-      if (pushesBefore(e.getKey())) {
-        return; // this table and every higher one already see a possibly pushed frame
-      }
-      if (e.getValue()[RELY] > 0) {
-        throw new OfError(
-            OFBadActionCode.UNSUPPORTED_ORDER,
-            "table "
-                + t
-                + " would push a VLAN before table "
-                + e.getKey()
-                + ", whose rules match no vlan_vid and were translated as if no table before"
-                + " pushed one (their flow-id carrier could become a third VLAN header); add the"
-                + " push first, or match vlan_vid in table "
-                + e.getKey());
-      }
+    // The first higher table with such a rule: if a push below it exists already, it (and every
+    // higher table) was translated for a possibly pushed frame.
+    int u = counts.first(t, false, RELY);
+    if (u < 0 || pushesBefore(u)) {
+      return;
     }
+    throw new OfError(
+        OFBadActionCode.UNSUPPORTED_ORDER,
+        "table "
+            + t
+            + " would push a VLAN before table "
+            + u
+            + ", whose rules match no vlan_vid and were translated as if no table before"
+            + " pushed one (their flow-id carrier could become a third VLAN header); add the"
+            + " push first, or match vlan_vid in table "
+            + u);
   }
 }
