@@ -140,8 +140,14 @@ public final class Carrier {
       List<OFAction> out)
       throws OfError {
     boolean known = f.ethType() >= 0 && mode != Mode.VLAN;
-    if (f.vlans() >= Translator.MAX_VLAN_HEADERS) {
-      if (!known) {
+    if (needsMoreThanVlan(mode, f)) {
+      if (known) {
+        // Tagged: maybe QinQ already. MPLS: our label on top of the controller's stack, so no frame
+        // under a VLAN carrier tag could look like a label of ours to the egress dispatch.
+        mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
+        return;
+      }
+      if (f.vlans() >= Translator.MAX_VLAN_HEADERS) {
         throw new OfError(
             OFBadActionCode.UNSUPPORTED_ORDER,
             "output to vport "
@@ -150,10 +156,6 @@ public final class Carrier {
                 + " and the MPLS carrier needs a known eth_type (match it exactly; no push/pop"
                 + " mpls before the output)");
       }
-      mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
-      return;
-    }
-    if (f.deeper() && !known) {
       throw new OfError(
           OFBadActionCode.UNSUPPORTED_ORDER,
           "output to vport "
@@ -161,12 +163,6 @@ public final class Carrier {
               + " crosses the PCIe link with a frame an earlier table may have tagged (the rule"
               + " matches no vlan_vid): the VLAN carrier could be a third header and the MPLS"
               + " carrier needs a known eth_type (match vlan_vid or eth_type exactly)");
-    }
-    if (known && (mode == Mode.MPLS || f.vlans() >= 1 || f.deeper() || isMplsType(f.ethType()))) {
-      // Tagged: maybe QinQ already. MPLS: our label on top of the controller's stack, so no frame
-      // under a VLAN carrier tag could look like a label of ours to the egress dispatch.
-      mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
-      return;
     }
     int tag;
     try {
@@ -187,9 +183,9 @@ public final class Carrier {
   }
 
   /**
-   * True if {@link #send} would not take the VLAN tag for frame {@code f} (it takes an MPLS label
-   * or refuses), VLAN ids exhaustion aside. The VLAN-only paths (write_actions carrier groups)
-   * refuse such outputs across PCIe, so every path agrees on when a VLAN tag is faithful.
+   * True if the VLAN tag is not faithful for frame {@code f} (VLAN ids exhaustion aside): {@link
+   * #send} takes an MPLS label (known eth_type) or refuses, and the VLAN-only paths (write_actions
+   * carrier groups) refuse such outputs across PCIe. The one place this decision is made.
    */
   public static boolean needsMoreThanVlan(Mode mode, Frame f) {
     boolean known = f.ethType() >= 0 && mode != Mode.VLAN;
