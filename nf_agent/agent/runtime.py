@@ -238,15 +238,7 @@ class HostRuntime:
             Path(slot.stats_sock).unlink(missing_ok=True)
             self._slot_file(slot.key).unlink(missing_ok=True)
             return
-        errors = []
-        try:
-            self.switches[slot.location].detach(slot.port_if)
-        except (DatapathError, KeyError) as exc:
-            errors.append(str(exc))
-        try:
-            netns_del(slot.netns)
-        except DatapathError as exc:
-            errors.append(str(exc))
+        errors = self._unplug(slot.location, slot.port_if, slot.netns)
         Path(slot.stats_sock).unlink(missing_ok=True)
         self._slot_file(slot.key).unlink(missing_ok=True)
         if errors:
@@ -551,18 +543,23 @@ class HostRuntime:
                         p.wait(timeout=1)
         inst.pid, inst.relay_pids = None, []
 
-    def stop(self, inst: Instance) -> None:
-        """Stop the processes, remove the bridge port, the namespace and the instance's files (idempotent)."""
-        self.stop_processes(inst)
+    def _unplug(self, switch: str, port_if: str, netns: str) -> list[str]:
+        """Remove a namespace's bridge port and the namespace (an instance's or a slot's); the errors."""
         errors = []
         try:
-            self.switches[inst.switch].detach(inst.port_if)
+            self.switches[switch].detach(port_if)
         except (DatapathError, KeyError) as exc:
             errors.append(str(exc))
         try:
-            netns_del(inst.netns)
+            netns_del(netns)
         except DatapathError as exc:
             errors.append(str(exc))
+        return errors
+
+    def stop(self, inst: Instance) -> None:
+        """Stop the processes, remove the bridge port, the namespace and the instance's files (idempotent)."""
+        self.stop_processes(inst)
+        errors = self._unplug(inst.switch, inst.port_if, inst.netns)
         f = self._files(inst)
         for key in ("config", "stats"):
             f[key].unlink(missing_ok=True)
