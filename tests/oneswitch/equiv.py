@@ -8,6 +8,7 @@ management socket) and, per virtual port, the namespace endpoint(s) where its fr
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -103,6 +104,38 @@ def run_packets(t: Target, pkts: list[tuple[int, int, bytes]], gap: float = 0.00
         if pid in got:
             got[pid][(v, frame)] += 1
     return got
+
+
+def run_across_remaps(
+    client, t: Target, pkts: list[tuple[int, int, bytes]], vport: int, back: tuple[str, int],
+    spare: tuple[str, int], first_delay: float,
+) -> tuple[dict[int, Counter], int, int, list]:  # fmt: skip
+    """`run_packets` while another thread remaps `vport` to the `spare` (switch, port) after `first_delay` s
+    and `back` 0.4 s later; `t.endpoints[f"{vport}@snic0"]` must be the spare's port. Returns the outputs
+    with the spare's folded onto `vport`, how many left at the old place and at the spare, and the two remap
+    answers (asserted both came)."""
+    at = f"{vport}@snic0"
+    results: list = []
+
+    def remaps() -> None:
+        time.sleep(first_delay)
+        results.append(client.remap(vport, *spare))
+        time.sleep(0.4)
+        results.append(client.remap(vport, *back))
+
+    th = threading.Thread(target=remaps)
+    th.start()
+    try:
+        got = run_packets(t, pkts, gap=0.002)
+    finally:
+        th.join()
+    assert len(results) == 2, "a remap failed"
+    at_spare = sum(k for c in got.values() for (v, _), k in c.items() if v == at)
+    at_old = sum(k for c in got.values() for (v, _), k in c.items() if v == vport)
+    folded = {
+        pid: Counter({(vport if v == at else v, f): k for (v, f), k in c.items()}) for pid, c in got.items()
+    }
+    return folded, at_old, at_spare, results
 
 
 def differences(

@@ -9,9 +9,6 @@ Seeds: UNO_EQ_SEEDS="1,2,3" overrides the default ones; every failure message st
 from __future__ import annotations
 
 import os
-import threading
-import time
-from collections import Counter
 
 import pytest
 
@@ -149,28 +146,9 @@ def test_remap_under_traffic_equivalent_and_lossless(pair):
     pkts += [(n + i, 1, f) for i, f in enumerate(stream_frames(n, n, rulegen.MACS[2]))]
     pkts.sort(key=lambda p: p[0] % n)  # interleave the two streams
     got_ref = equiv.run_packets(ref, pkts, gap=0.002)
-
-    results = []
-
-    def remaps():
-        time.sleep(0.4)
-        results.append(os_host.client.remap(NF_HOST, "snic0", SPARE_SNIC_OFPORT))
-        time.sleep(0.4)
-        results.append(os_host.client.remap(NF_HOST, "host", nm.NF_PORT_BASE))
-
-    th = threading.Thread(target=remaps)
-    th.start()
-    try:
-        got_sut = equiv.run_packets(sut, pkts, gap=0.002)
-    finally:
-        th.join()
-    assert len(results) == 2, "a remap failed"
-    at_spare = sum(n for c in got_sut.values() for (v, _), n in c.items() if v == "200@snic0")
-    at_old = sum(n for c in got_sut.values() for (v, _), n in c.items() if v == NF_HOST)
-    got_sut = {
-        pid: Counter({(NF_HOST if v == "200@snic0" else v, f): k for (v, f), k in c.items()})
-        for pid, c in got_sut.items()
-    }
+    got_sut, at_old, at_spare, results = equiv.run_across_remaps(
+        os_host.client, sut, pkts, NF_HOST, ("host", nm.NF_PORT_BASE), ("snic0", SPARE_SNIC_OFPORT), 0.4
+    )
     assert results[0].rules >= 2 and results[0].to.get("switch") == "snic0", results[0]
     # Lossless: every stream packet reached vport 200 exactly once, as on the reference.
     lost = [pid for pid, _, _ in pkts if sum(got_sut[pid].values()) != 1]

@@ -7,9 +7,6 @@ QinQ streams come in from both sides (every frame delivered once, identical to t
 from __future__ import annotations
 
 import re
-import threading
-import time
-from collections import Counter
 
 import pytest
 
@@ -105,27 +102,9 @@ def test_remap_under_qinq_stream_is_lossless_and_identical(pair):
     pkts.sort(key=lambda p: p[0] % 1000)
     try:
         got_ref = equiv.run_packets(ref, pkts, gap=0.002)
-        results = []
-
-        def remaps():
-            time.sleep(0.3)
-            results.append(os_host.client.remap(NF_HOST, "snic0", SPARE_SNIC_OFPORT))
-            time.sleep(0.4)
-            results.append(os_host.client.remap(NF_HOST, "host", nm.NF_PORT_BASE))
-
-        th = threading.Thread(target=remaps)
-        th.start()
-        try:
-            got_sut = equiv.run_packets(sut, pkts, gap=0.002)
-        finally:
-            th.join()
-        assert len(results) == 2, "a remap failed"
-        at_spare = sum(k for c in got_sut.values() for (v, _), k in c.items() if v == "200@snic0")
-        at_old = sum(k for c in got_sut.values() for (v, _), k in c.items() if v == NF_HOST)
-        got_sut = {
-            pid: Counter({(NF_HOST if v == "200@snic0" else v, f): k for (v, f), k in c.items()})
-            for pid, c in got_sut.items()
-        }
+        got_sut, at_old, at_spare, _ = equiv.run_across_remaps(
+            os_host.client, sut, pkts, NF_HOST, ("host", nm.NF_PORT_BASE), ("snic0", SPARE_SNIC_OFPORT), 0.3
+        )
         lost = [pid for pid, _, _ in pkts if sum(got_sut[pid].values()) != 1]
         assert not lost, f"{len(lost)} of {len(pkts)} lost or duplicated during the remaps: {lost[:20]}"
         diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
