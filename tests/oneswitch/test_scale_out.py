@@ -249,6 +249,18 @@ def test_packet_in_from_either_instance_carries_the_vport(os_host, bench):
         bench.ofctl("del-flows", "--strict", f"priority=50,in_port={NF_HOST}")
 
 
+def assert_one_instance_and_vm1(bench, first_pid: int) -> None:
+    """32 flows x 2 frames from VM 0 and Ethernet port 0: each frame reaches one instance of vport 200 and
+    VM 1, once each, and both instances are used."""
+    pkts, flow_of = flows(n_flows=32, per_flow=2, first_pid=first_pid)
+    eps = {"vm0": bench.vm0, "eth0": bench.eth0}
+    got = send(bench, [(eps[k[0]], f) for k, f in pkts])
+    bad = {p: got.get(p) for p in flow_of if sorted(got.get(p, [])) not in (["a", "vm1"], ["b", "vm1"])}
+    assert not bad, f"{len(bad)} of {len(flow_of)} frames not at one instance + vm1: {list(bad.items())[:8]}"
+    where = Counter(next(x for x in got[p] if x != "vm1") for p in flow_of)
+    assert where["a"] > 0 and where["b"] > 0, where
+
+
 def test_copies_beside_the_scaled_port_and_a_controller_group_chained_to_it(os_host, bench):
     """in_port=1: output:200 then output:101 in one list; in_port=100: a controller ALL group with buckets
     output:200 and output:101 (chained to OneSwitch's select group). Each frame reaches one instance of 200
@@ -262,15 +274,7 @@ def test_copies_beside_the_scaled_port_and_a_controller_group_chained_to_it(os_h
     for f in rules:
         bench.ofctl("add-flow", f)
     try:
-        pkts, flow_of = flows(n_flows=32, per_flow=2, first_pid=60000)
-        eps = {"vm0": bench.vm0, "eth0": bench.eth0}
-        got = send(bench, [(eps[k[0]], f) for k, f in pkts])
-        bad = {p: got.get(p) for p in flow_of if sorted(got.get(p, [])) not in (["a", "vm1"], ["b", "vm1"])}
-        assert not bad, (
-            f"{len(bad)} of {len(flow_of)} frames not at one instance + vm1: {list(bad.items())[:8]}"
-        )
-        where = Counter(next(x for x in got[p] if x != "vm1") for p in flow_of)
-        assert where["a"] > 0 and where["b"] > 0, where
+        assert_one_instance_and_vm1(bench, first_pid=60000)
     finally:
         for f in rules:
             bench.ofctl("del-flows", "--strict", f.split(",actions")[0])
@@ -289,15 +293,7 @@ def test_write_actions_output_to_the_scaled_port_uses_its_select_group(os_host, 
     for f in rules:
         bench.ofctl("add-flow", f)
     try:
-        pkts, flow_of = flows(n_flows=32, per_flow=2, first_pid=70000)
-        eps = {"vm0": bench.vm0, "eth0": bench.eth0}
-        got = send(bench, [(eps[k[0]], f) for k, f in pkts])
-        bad = {p: got.get(p) for p in flow_of if sorted(got.get(p, [])) not in (["a", "vm1"], ["b", "vm1"])}
-        assert not bad, (
-            f"{len(bad)} of {len(flow_of)} frames not at one instance + vm1: {list(bad.items())[:8]}"
-        )
-        where = Counter(next(x for x in got[p] if x != "vm1") for p in flow_of)
-        assert where["a"] > 0 and where["b"] > 0, where
+        assert_one_instance_and_vm1(bench, first_pid=70000)
     finally:
         for f in rules:
             bench.ofctl("del-flows", "--strict", f.split(",actions")[0])
