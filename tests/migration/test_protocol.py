@@ -272,9 +272,13 @@ def test_a_refused_release_reports_the_target_queue_lost():
     """The one abort rule of both protocols (MoveSteps): after the remap, map back and report what the
     buffering target had queued (the local-state move did; the tier move now does too)."""
     rt, mp, nf, old, new = _buffered_setup("ips", refuse_release=True)
-    rt.stats = lambda inst: {"counters": {"rx": 12, "tx": 0, "buffered": 12}} if inst.id in rt.running else None
+    rt.stats = lambda inst: (
+        {"counters": {"rx": 12, "tx": 0, "buffered": 12}} if inst.id in rt.running else None
+    )
     clock = Clock(0.0)
     with pytest.raises(MigrationError) as e:
-        migrate(nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=0.1, quiet_s=0.02), clock, clock.sleep)
+        migrate(
+            nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=0.1, quiet_s=0.02), clock, clock.sleep
+        )
     assert "12 packets queued at the target are lost" in e.value.result.steps[-1].detail
     assert [s.step for s in e.value.result.steps][-1] == "resume" and "x-2" not in rt.running
