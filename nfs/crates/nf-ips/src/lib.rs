@@ -382,12 +382,17 @@ impl Ips {
         d: &mut DirState,
     ) -> Result<(), StoreError> {
         let mut buf = self.read_buffer(ctx, hash, dir, d)?;
+        self.deliver_in_order(d, &mut buf);
+        Self::save_buffer(ctx, hash, dir, d, &buf);
+        Ok(())
+    }
+
+    /// Deliver the buffered segments that are in order at `d.expected`, one after the other.
+    fn deliver_in_order(&mut self, d: &mut DirState, buf: &mut OooBuffer) {
         while let Some((seg, skip)) = buf.take_next(d.expected, self.window) {
             self.c.reassembled += 1;
             self.deliver(d, &seg.data[skip..], seg.fin);
         }
-        Self::save_buffer(ctx, hash, dir, d, &buf);
-        Ok(())
     }
 
     /// The receiver of direction `o` acknowledged bytes up to `ack`, past the expected sequence
@@ -434,10 +439,7 @@ impl Ips {
             od.expected = od.expected.wrapping_add(gap as u32);
             od.offset += gap as u64;
             od.ac = self.m.start();
-            while let Some((seg, skip)) = buf.take_next(od.expected, self.window) {
-                self.c.reassembled += 1;
-                self.deliver(od, &seg.data[skip..], seg.fin);
-            }
+            self.deliver_in_order(od, &mut buf);
         }
         Self::save_buffer(ctx, hash, o, od, &buf);
         Ok(())
