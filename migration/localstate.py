@@ -35,15 +35,11 @@ from typing import Protocol
 
 from migration.protocol import (
     MigrationConfig,
-    MigrationError,
     MigrationMapper,
     MigrationResult,
+    MoveSteps,
     StepEvent,
-    map_back,
-    oneswitch_drain_ms,
-    step_recorder,
-    stop_all,
-    wait_drained,
+    replayed_detail,
 )
 from nf_agent.agent.model import Instance, Nf
 
@@ -83,13 +79,6 @@ class LocalMigrationResult(MigrationResult):
         }  # fmt: skip
 
 
-def _counter(stats: dict | None, name: str) -> int:
-    try:
-        return int(((stats or {}).get("counters") or {}).get(name, 0) or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
 def migrate_local(
     nf: Nf,
     old: list[Instance],
@@ -110,75 +99,27 @@ def migrate_local(
         raise ValueError(f"a local-state move needs exactly one old instance, got {len(old)}")
     src = old[0]
     res = LocalMigrationResult(nf.id, src.location, target.location)
+    mv = MoveSteps(nf, old, target, runtime, mapper, cfg, res, clock, sleep, on_event)
+    mv.switch_over(buffer=cfg.buffer_packets, start_detail=f"buffering up to {cfg.buffer_packets} packets")
+    # drain: the old instance must have processed everything sent to it before its state is taken. Quiet can
+    # also be a starved process with packets still in its socket (an sNIC instance under its CPU quota): the
+    # NF processes what is in its ring before it serialises its state (GET /state).
+    mv.drain(always=True)
 
-    record = step_recorder(res.steps, clock, on_event)
+    def exported(state: bytes) -> str:
+        res.state_bytes = len(state)
+        return f"{len(state)} bytes"
 
-    def abort(step: str, t0: float, msg: str, stop_target: bool = True, back: bool = False):
-        if back:
-            queued = _counter(runtime.stats(target), "buffered")
-            msg = map_back(mapper, nf.vport, src, msg)
-            if queued:
-                msg += f"; {queued} packets queued at the target are lost"
-        record(step, False, t0, msg)
-        res.aborted_at = step
-        if stop_target:
-            try:
-                runtime.stop(target)
-            except Exception as exc:  # noqa: BLE001 - reported; `uno down` sweeps what remains
-                res.cleanup_errors.append(f"stopping target {target.id}: {exc}")
-        return MigrationError(step, msg, res)
+    state = mv.step("export", lambda: runtime.get_state(src, timeout=cfg.state_timeout_s), exported)
+    replayed = replayed_detail(res)
 
-    t0 = clock()
-    try:
-        runtime.start(nf, target, buffer=cfg.buffer_packets)
-    except Exception as exc:  # noqa: BLE001 - runtime.start already removed what it created
-        raise abort("start", t0, str(exc), stop_target=False) from None
-    record("start", True, t0, f"buffering up to {cfg.buffer_packets} packets")
-    t0 = clock()
-    if not runtime.healthy(target):
-        raise abort("ready", t0, f"{target.id} not healthy after start")
-    record("ready", True, t0)
-    t0 = clock()
-    try:
-        # OneSwitch keeps the old port ingress-only meanwhile: what the old instance still emits is forwarded.
-        res.remap_ms = mapper.remap(
-            nf.vport, target.switch, target.ofport, drain_ms=oneswitch_drain_ms(cfg.drain_timeout_s)
-        )
-    except Exception as exc:  # noqa: BLE001 - mapping unchanged
-        raise abort("remap", t0, str(exc)) from None
-    record("remap", True, t0, f"{target.switch}:{target.ofport}")
-    t0 = clock()
-    if not runtime.alive(target):
-        raise abort("verify", t0, f"{target.id} died after the remap", back=True)
-    record("verify", True, t0)
-    # drain: the old instance must have processed everything sent to it before its state is taken
-    t0 = clock()
-    # Quiet can also be a starved process with packets still in its socket (an sNIC instance under its
-    # CPU quota): the NF processes what is in its ring before it serialises its state (GET /state).
-    res.drained = wait_drained([src], runtime, cfg.drain_timeout_s, cfg.quiet_s, cfg.poll_s, clock, sleep)
-    record("drain", True, t0, "quiet" if res.drained else "timeout")
-    t0 = clock()
-    try:
-        state = runtime.get_state(src, timeout=cfg.state_timeout_s)
-    except Exception as exc:  # noqa: BLE001 - StateError or transport
-        raise abort("export", t0, str(exc), back=True) from None
-    res.state_bytes = len(state)
-    record("export", True, t0, f"{len(state)} bytes")
-    t0 = clock()
-    try:
-        ans = runtime.put_state(target, state, timeout=cfg.state_timeout_s)
-    except Exception as exc:  # noqa: BLE001
-        raise abort("import", t0, str(exc), back=True) from None
-    res.state_entries = int(ans.get("imported", 0) or 0)
-    res.replayed = int(ans.get("replayed", 0) or 0)
-    res.buffer_overflow = int(ans.get("buffer_overflow", 0) or 0)
-    if res.buffer_overflow:
-        res.notes.append(f"{res.buffer_overflow} packets dropped: the target's buffer was full")
-    record("import", True, t0, f"{res.state_entries} entries, {res.replayed} packets replayed")
-    # committed: stop + release the old instance
-    t0 = clock()
-    res.cleanup_errors += stop_all([src], runtime)  # committed: report, do not undo
-    record("stop", not res.cleanup_errors, t0, "; ".join(res.cleanup_errors))
-    t0 = clock()
-    record("release", not res.cleanup_errors, t0, "port and namespace removed with stop")
+    def imported(ans: dict) -> str:
+        res.state_entries = int(ans.get("imported", 0) or 0)
+        replayed(ans)
+        if res.buffer_overflow:
+            res.notes.append(f"{res.buffer_overflow} packets dropped: the target's buffer was full")
+        return f"{res.state_entries} entries, {res.replayed} packets replayed"
+
+    mv.step("import", lambda: runtime.put_state(target, state, timeout=cfg.state_timeout_s), imported)
+    mv.commit()  # committed: stop + release the old instance (errors reported, not undone)
     return res

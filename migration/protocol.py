@@ -36,10 +36,11 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from nf_agent.agent.model import Instance, Nf
 
+T = TypeVar("T")
 STEPS = ("start", "ready", "remap", "verify", "drain", "resume", "stop", "release")
 
 
@@ -259,6 +260,120 @@ def drain_done(samples: list[tuple[float, int | None]], quiet_s: float) -> bool:
     return False
 
 
+class MoveSteps:
+    """The steps every move of one NF to a new instance shares, and their abort rules, for both protocols
+    (this module's `migrate`, state in the tier; `migration.localstate.migrate_local`, state in the process):
+    `switch_over` (start -> ready -> remap -> verify), `drain`, the protocol's own steps through `step`
+    (resume; export, import), then `commit` (stop -> release of the old instances).
+
+    Abort: before the remap the target is stopped (if it started), mapping and old instances untouched; from
+    `verify` on (`back=True`) the vport is first mapped back to the old instance (still running) and the
+    packets the target had queued (a buffering target) are reported lost. `MigrationError.result` holds the
+    steps so far."""
+
+    def __init__(
+        self,
+        nf: Nf,
+        old: list[Instance],
+        target: Instance,
+        runtime: MigrationRuntime,
+        mapper: MigrationMapper,
+        cfg: MigrationConfig,
+        res: MigrationResult,
+        clock: Callable[[], float],
+        sleep: Callable[[float], None],
+        on_event: Callable[[StepEvent], None] | None,
+    ):
+        self.nf, self.old, self.target, self.runtime, self.mapper = nf, old, target, runtime, mapper
+        self.cfg, self.res, self.clock, self.sleep = cfg, res, clock, sleep
+        self.record = step_recorder(res.steps, clock, on_event)
+
+    def abort(
+        self, step: str, t0: float, msg: str, stop_target: bool = True, back: bool = False
+    ) -> MigrationError:
+        """Record `step` as failed, undo as the abort rules say; the error to raise."""
+        if back:
+            queued = _queued(self.runtime.stats(self.target))
+            msg = map_back(self.mapper, self.nf.vport, self.old[0] if self.old else None, msg)
+            if queued:
+                msg += f"; {queued} packets queued at the target are lost"
+        self.record(step, False, t0, msg)
+        self.res.aborted_at = step
+        if stop_target:
+            try:
+                self.runtime.stop(self.target)
+            except Exception as exc:  # noqa: BLE001 - reported; `uno down` sweeps what remains
+                self.res.cleanup_errors.append(f"stopping target {self.target.id}: {exc}")
+        return MigrationError(step, msg, self.res)
+
+    def step(
+        self,
+        name: str,
+        fn: Callable[[], T],
+        detail: Callable[[T], str] = lambda _: "",
+        what: str = "",
+        stop_target: bool = True,
+        back: bool = True,
+    ) -> T:
+        """Run one step: `fn()`'s value, recorded with `detail(value)`; any exception aborts the move at
+        `name` (message `what: exc`, undone as `stop_target` / `back` say)."""
+        t0 = self.clock()
+        try:
+            value = fn()
+        except Exception as exc:  # noqa: BLE001 - each step's failure is the move's abort, never a crash
+            raise self.abort(name, t0, f"{what}: {exc}" if what else str(exc), stop_target, back) from None
+        self.record(name, True, t0, detail(value))
+        return value
+
+    def switch_over(self, buffer: int = 0, start_detail: str = "") -> None:
+        """start (the target; buffering up to `buffer` packets when > 0) -> ready -> remap (make-before-break;
+        OneSwitch keeps the old port ingress-only for the drain) -> verify (the target survived the remap)."""
+        t, rt = self.target, self.runtime
+        self.step("start", lambda: rt.start(self.nf, t, buffer=buffer) if buffer else rt.start(self.nf, t),
+                  lambda _: start_detail, stop_target=False, back=False)  # fmt: skip
+        self.step("ready", lambda: _check(rt.healthy(t), f"{t.id} not healthy after start"), back=False)
+        drain_ms = oneswitch_drain_ms(self.cfg.drain_timeout_s)
+        self.res.remap_ms = self.step(
+            "remap", lambda: self.mapper.remap(self.nf.vport, t.switch, t.ofport, drain_ms=drain_ms),
+            lambda _: f"{t.switch}:{t.ofport}", back=False,
+        )  # fmt: skip
+        self.step("verify", lambda: _check(rt.alive(t), f"{t.id} died after the remap"))
+
+    def drain(self, always: bool = False) -> None:
+        """Wait until the old instances drained (`wait_drained`), bounded by `drain_timeout_s`; skipped when
+        that is 0 (or no old instance) unless `always` (then a 0 bound takes one sample)."""
+        t0 = self.clock()
+        if always or (self.cfg.drain_timeout_s > 0 and self.old):
+            c = self.cfg
+            self.res.drained = wait_drained(
+                self.old, self.runtime, c.drain_timeout_s, c.quiet_s, c.poll_s, self.clock, self.sleep
+            )
+        outcome = {None: "", True: "quiet", False: "timeout"}[self.res.drained]
+        self.record("drain", True, t0, outcome)
+
+    def commit(self) -> None:
+        """stop + release the old instances (runtime.stop does both; timed as one, reported as two steps).
+        Committed: errors are reported in the result, never undone."""
+        t0 = self.clock()
+        self.res.cleanup_errors += stop_all(self.old, self.runtime)
+        self.record("stop", not self.res.cleanup_errors, t0, "; ".join(self.res.cleanup_errors))
+        t0 = self.clock()
+        self.record("release", not self.res.cleanup_errors, t0, "port and namespace removed with stop")
+
+
+def _check(ok: bool, msg: str) -> None:
+    if not ok:
+        raise RuntimeError(msg)
+
+
+def _queued(stats: dict | None) -> int:
+    """Packets a buffering instance took into its queue (its `buffered` counter; 0 if unreadable)."""
+    try:
+        return int(((stats or {}).get("counters") or {}).get("buffered", 0) or 0)
+    except (TypeError, ValueError, AttributeError):
+        return 0
+
+
 def migrate(
     nf: Nf,
     old: list[Instance],
@@ -282,71 +397,24 @@ def migrate(
     res.buffered = (
         cfg.buffer_packets > 0 and nf.type in cfg.buffer_types and bool(old) and hasattr(runtime, "release")
     )
-
-    record = step_recorder(res.steps, clock, on_event)
-
-    def abort(step: str, t0: float, msg: str, stop_target: bool = True) -> MigrationError:
-        record(step, False, t0, msg)
-        res.aborted_at = step
-        if stop_target:
-            try:
-                runtime.stop(target)
-            except Exception as exc:  # noqa: BLE001 - reported; `uno down` sweeps what remains
-                res.cleanup_errors.append(f"stopping target {target.id}: {exc}")
-        return MigrationError(step, msg, res)
-
-    # start
-    t0 = clock()
-    try:
-        if res.buffered:
-            runtime.start(nf, target, buffer=cfg.buffer_packets)
-        else:
-            runtime.start(nf, target)
-    except Exception as exc:  # noqa: BLE001 - runtime.start already removed what it created
-        raise abort("start", t0, str(exc), stop_target=False) from None
-    record("start", True, t0)
-    # ready
-    t0 = clock()
-    if not runtime.healthy(target):
-        raise abort("ready", t0, f"{target.id} not healthy after start")
-    record("ready", True, t0)
-    # remap (make-before-break in OneSwitch)
-    t0 = clock()
-    try:
-        res.remap_ms = mapper.remap(
-            nf.vport, target.switch, target.ofport, drain_ms=oneswitch_drain_ms(cfg.drain_timeout_s)
-        )
-    except Exception as exc:  # noqa: BLE001 - PortMapError or a transport error: mapping unchanged
-        raise abort("remap", t0, str(exc)) from None
-    record("remap", True, t0, f"{target.switch}:{target.ofport}")
-
-    # verify: the target survived the switch-over, else traffic goes back to the old instance
-    back = old[0] if old else None
-    t0 = clock()
-    if not runtime.alive(target):
-        raise abort("verify", t0, map_back(mapper, nf.vport, back, f"{target.id} died after the remap"))
-    record("verify", True, t0)
-    # drain the old instances (committed from here on when not buffered)
-    t0 = clock()
-    if cfg.drain_timeout_s > 0 and old:
-        res.drained = wait_drained(old, runtime, cfg.drain_timeout_s, cfg.quiet_s, cfg.poll_s, clock, sleep)
-    record("drain", True, t0, "" if res.drained is None else ("quiet" if res.drained else "timeout"))
-    # resume: the target processes its queue (every write of the old instance is in the tier by now)
+    mv = MoveSteps(nf, old, target, runtime, mapper, cfg, res, clock, sleep, on_event)
+    mv.switch_over(buffer=cfg.buffer_packets if res.buffered else 0)
+    mv.drain()  # committed from here on when not buffered
     if res.buffered:
-        t0 = clock()
-        try:
-            ans = runtime.release(target)
-            res.replayed = int(ans.get("replayed", 0) or 0)
-            res.buffer_overflow = int(ans.get("buffer_overflow", 0) or 0)
-        except Exception as exc:  # noqa: BLE001 - the old instance still runs: traffic goes back to it
-            raise abort(
-                "resume", t0, map_back(mapper, nf.vport, back, f"releasing {target.id}: {exc}")
-            ) from None
-        record("resume", True, t0, f"replayed {res.replayed}, overflow {res.buffer_overflow}")
-    # stop + release (runtime.stop does both; timed as one, reported as two steps)
-    t0 = clock()
-    res.cleanup_errors += stop_all(old, runtime)
-    record("stop", not res.cleanup_errors, t0, "; ".join(res.cleanup_errors))
-    t0 = clock()
-    record("release", not res.cleanup_errors, t0, "port and namespace removed with stop")
+        # resume: the target processes its queue (every write of the old instance is in the tier by now);
+        # refused: the old instance still runs, traffic goes back to it
+        mv.step("resume", lambda: runtime.release(target), replayed_detail(res), f"releasing {target.id}")
+    mv.commit()
     return res
+
+
+def replayed_detail(res: MigrationResult) -> Callable[[dict], str]:
+    """The detail of the step that ends a target's buffering (resume, import): takes the target's answer's
+    `replayed` / `buffer_overflow` into `res`."""
+
+    def detail(ans: dict) -> str:
+        res.replayed = int(ans.get("replayed", 0) or 0)
+        res.buffer_overflow = int(ans.get("buffer_overflow", 0) or 0)
+        return f"replayed {res.replayed}, overflow {res.buffer_overflow}"
+
+    return detail

@@ -369,8 +369,9 @@ class Agent:
         self._event(
             "nf-migrate", nf=nf.id, src=prev, dst=target, remap_ms=res.remap_ms,
             duration_ms=round(res.duration_ms, 1), drained=res.drained, cleanup_errors=res.cleanup_errors,
-            **({"protocol": "local-state", "state_bytes": res.state_bytes, "replayed": res.replayed,
-                "buffer_overflow": res.buffer_overflow} if local else {}),
+            buffered=res.buffered, replayed=res.replayed, buffer_overflow=res.buffer_overflow,
+            steps=[s.to_json() for s in res.steps],
+            **({"protocol": "local-state", "state_bytes": res.state_bytes} if local else {}),
         )  # fmt: skip
         self._save()
         return res.remap_ms
@@ -714,7 +715,8 @@ class Agent:
                         continue
                     try:
                         self.migrate(self.state.nfs[mv["id"]], mv["to"])
-                        done.append(mv)
+                        # the move's steps with their times (ms) go back with the decision
+                        done.append({**mv, "migration": self.last_migration.to_json()})
                     except AgentError as exc:  # counted in migration_failures by migrate()
                         d.why += f"; migrating {mv['id']} failed: {exc}"
                 if done:

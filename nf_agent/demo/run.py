@@ -32,7 +32,7 @@ from host_datapath.oneswitch_client import OneSwitchError
 from nf_agent.agent.runtime import NF_BINARY
 from nf_agent.demo import esp
 from nf_agent.demo import lb as lbp
-from nf_agent.demo.view import format_view
+from nf_agent.demo.view import format_move, format_view
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.host import AlreadyRunning, EmulatedHost, ping
 from nf_agent.errors import CliError
@@ -436,6 +436,8 @@ class Demo:
             raise CliError(f"POST /v1/placement/run: {code} {d}")
         moves = ", ".join(f"{m['id']} {m['from']} -> {m['to']}" for m in d.get("moves", [])) or "none"
         self.out(f"agent re-placement (POST /v1/placement/run): go={d['go']}, moves: {moves}")
+        for m in d.get("moves", []) if d.get("go") else []:
+            self.out(format_move(m))  # each step's time (ms): what the stream waited for
         rate, per_s = self.iperf_result(cli, seconds + 60)
         self.out(f"iperf3 TCP through the chain, across the re-placement: {rate:.0f} Mbit/s received; "
                  f"per second: {' '.join(f'{x:.0f}' for x in per_s)}")  # fmt: skip

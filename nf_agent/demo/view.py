@@ -44,3 +44,18 @@ def format_view(view: dict, nfs: dict[str, dict], profiles: dict[str, dict]) -> 
     for v in (view.get("predicted") or {}).get("violations", []):
         lines.append(f"  model: {v}")
     return lines
+
+
+def format_move(move: dict) -> str:
+    """One line for a move of the agent's re-placement (POST /v1/placement/run's `moves[i]`): where from and
+    to, then each step of the migration with its time (ms) and detail, e.g. the drain's outcome or the
+    packets the target held and replayed."""
+    head = f"  {move.get('id', '?')} {move.get('from', '?')} -> {move.get('to', '?')}"
+    mig = move.get("migration") or {}
+    steps = []
+    for s in mig.get("steps", []):
+        detail = f" ({s['detail']})" if s.get("detail") and s["step"] in ("drain", "resume") else ""
+        steps.append(f"{s['step']} {float(s.get('ms', 0)):.0f}{detail}")
+    if not steps:
+        return head
+    return f"{head}: {float(mig.get('duration_ms', 0)):.0f} ms; " + ", ".join(steps)

@@ -282,7 +282,11 @@ def test_traffic_shift_triggers_replacement(env, tmp_path):
         assert any("capacity of snic0" in v for v in view["predicted"]["violations"])
         code, d = call(env_url, "POST", "/v1/placement/run", {})
         assert code == 200 and d["go"] is True, d
-        assert d["moves"] == [{"id": "fw2", "from": "snic0", "to": "host"}]
+        assert [{k: m[k] for k in ("id", "from", "to")} for m in d["moves"]] == [
+            {"id": "fw2", "from": "snic0", "to": "host"}
+        ]
+        steps = [s["step"] for s in d["moves"][0]["migration"]["steps"]]  # the move's step times come back
+        assert steps == ["start", "ready", "remap", "verify", "drain", "stop", "release"], d["moves"]
         assert d["solve"]["placement"]["fw2"] == "host"
     finally:
         flood.wait(timeout=30)

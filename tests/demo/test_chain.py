@@ -19,7 +19,7 @@ from nf_agent.demo.chain import (
     parse_demo,
     steering_rules,
 )
-from nf_agent.demo.view import format_view
+from nf_agent.demo.view import format_move, format_view
 
 VM, OUT = "02:00:00:00:00:01", "02:00:00:00:00:02"
 GOOD = {"vm_port": 65, "vm_mac": VM, "out_port": 1, "out_mac": OUT, "nf_ports": [100, 101]}
@@ -99,6 +99,21 @@ def test_view_counts_saving_from_the_sNIC_placement():
     nfs["l7fw"]["instances"] = [{"id": "a"}, {"id": "b"}]
     lines = format_view(view, nfs, {"ips": {"r_host": 1.0}, "l7fw": {"r_host": 2.0, "b_host": 0.5}})
     assert "predicted: 1.02000 cores vs all-on-host 1.03000 -> saved 0.01000" in "\n".join(lines)
+
+
+def test_a_move_line_shows_each_step_time_and_the_hold():
+    steps = [("start", 116.2, ""), ("ready", 3.0, ""), ("remap", 289.4, "host:200"), ("verify", 0.1, ""),
+             ("drain", 273.0, "quiet"), ("resume", 9.0, "replayed 170, overflow 0"), ("stop", 251.0, ""),
+             ("release", 0.0, "port and namespace removed with stop")]  # fmt: skip
+    move = {"id": "ips", "from": "snic0", "to": "host",
+            "migration": {"duration_ms": 941.7, "steps": [{"step": n, "ok": True, "ms": ms, "detail": d}
+                                                          for n, ms, d in steps]}}  # fmt: skip
+    assert format_move(move) == (
+        "  ips snic0 -> host: 942 ms; start 116, ready 3, remap 289, verify 0, drain 273 (quiet), "
+        "resume 9 (replayed 170, overflow 0), stop 251, release 0"
+    )
+    no_steps = {"id": "ips", "from": "snic0", "to": "host"}
+    assert format_move(no_steps) == "  ips snic0 -> host"
 
 
 APP = "02:00:00:00:00:03"

@@ -265,3 +265,20 @@ def test_a_refused_release_maps_back_to_the_old_instance():
         migrate(nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=1, quiet_s=0.1), clock, clock.sleep)
     assert e.value.result.aborted_at == "resume"
     assert mp.map_[1000] == ("snic0", 200) and "x-1" in rt.running and "x-2" not in rt.running
+    assert "releasing x-2: 409: not buffering; vport 1000 mapped back to x-1" in str(e.value)
+
+
+def test_a_refused_release_reports_the_target_queue_lost():
+    """The one abort rule of both protocols (MoveSteps): after the remap, map back and report what the
+    buffering target had queued (the local-state move did; the tier move now does too)."""
+    rt, mp, nf, old, new = _buffered_setup("ips", refuse_release=True)
+    rt.stats = lambda inst: (
+        {"counters": {"rx": 12, "tx": 0, "buffered": 12}} if inst.id in rt.running else None
+    )
+    clock = Clock(0.0)
+    with pytest.raises(MigrationError) as e:
+        migrate(
+            nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=0.1, quiet_s=0.02), clock, clock.sleep
+        )
+    assert "12 packets queued at the target are lost" in e.value.result.steps[-1].detail
+    assert [s.step for s in e.value.result.steps][-1] == "resume" and "x-2" not in rt.running

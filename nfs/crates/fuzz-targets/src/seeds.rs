@@ -234,6 +234,8 @@ fn state_seeds() -> Vec<Vec<u8>> {
         offset: 77,
         buffered: 1,
         buffered_bytes: 5,
+        slots: 1,
+        ooo_next: 12350,
     };
     let mut dir_b = vec![];
     dir.encode_into(&mut dir_b);

@@ -5,7 +5,7 @@
 //! signatures ([`matcher`]); the DFA state, the next expected sequence number and the stream
 //! offset of both directions are one record per connection (table `ips`, canonical 5-tuple), read
 //! and written once per data packet. Segments that arrive ahead of the expected sequence number
-//! are copied into a bounded per-direction buffer in the tier (tables `ips-ooo0`/`ips-ooo1`, read
+//! are copied into a bounded per-direction buffer in the tier (tables `ips-ooo0.N`/`ips-ooo1.N`, read
 //! only when needed) and forwarded; when the gap is filled, the filling segment and the buffered
 //! ones are scanned in stream order. A receiver cannot deliver bytes past a hole, so dropping
 //! the segment that completes a match (and everything after it) keeps the signature from the
@@ -18,7 +18,7 @@
 //!
 //! Config (JSON): `{"signatures": [{"id": 1, "msg": "...", "content": "text" | "hex": "41 42"}],
 //! "nocase": false, "action": "drop"|"alert", "alert_log": "-" (stderr) | PATH,
-//! "max_ooo_segments": 16, "max_ooo_bytes": 65536, "window": 1048576, "idle_timeout_ms": 60000,
+//! "max_ooo_segments": 4096, "max_ooo_bytes": 4194304, "window": 4194304, "idle_timeout_ms": 60000,
 //! "resync_on_ack": true}`
 //! plus the runtime options.
 
@@ -38,6 +38,22 @@ pub const TABLE: &str = "ips";
 /// Bound on the summed length of all signatures (keeps the DFA in tens of MB).
 pub const MAX_SIGNATURE_BYTES: usize = 65_536;
 pub const TABLE_OOO: [&str; 2] = ["ips-ooo0", "ips-ooo1"];
+/// How far ahead of the expected sequence number a segment may start (`window`), and the
+/// out-of-order buffer's bounds per direction. A hole (one segment lost before the IPS, e.g. its
+/// full port ring) leaves the sender's whole window behind it: every in-window segment the IPS
+/// cannot hold it drops (unscanned, so not forwarded), and a window of several hundred segments
+/// then collapsed into an RTO with backoff (the demo's 3 s at 0 Mbit/s after a move, with 16
+/// segments / 64 KiB). Measured here: up to ~900 segments of 1548 bytes (1.4 MB) in flight, a
+/// receiver window of 3.3 MB. So the defaults hold 4 MiB: the cost is tier memory, up to
+/// `max_ooo_bytes` per direction of a connection with a hole (lower it where that matters).
+pub const DEFAULT_WINDOW: u64 = 4 << 20;
+pub const DEFAULT_MAX_OOO_BYTES: u64 = 4 << 20;
+pub const DEFAULT_MAX_OOO_SEGMENTS: u64 = 4096;
+
+/// Table name of slot `slot` of direction `dir`'s out-of-order buffer (`ips-ooo<dir>.<slot>`).
+pub fn ooo_table(dir: usize, slot: u16) -> String {
+    format!("{}.{slot}", TABLE_OOO[dir])
+}
 
 /// The per-connection record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,9 +268,9 @@ impl Ips {
         Ok(Ips {
             m: Matcher::new(sigs, nocase)?,
             drop_on_match,
-            max_segs: opt_u64(o, "max_ooo_segments", 16, 0, 1024)? as usize,
-            max_bytes: opt_u64(o, "max_ooo_bytes", 65_536, 0, 16 << 20)? as usize,
-            window: opt_u64(o, "window", 1 << 20, 1, 1 << 30)? as u32,
+            max_segs: opt_u64(o, "max_ooo_segments", DEFAULT_MAX_OOO_SEGMENTS, 0, 65_535)? as usize,
+            max_bytes: opt_u64(o, "max_ooo_bytes", DEFAULT_MAX_OOO_BYTES, 0, 16 << 20)? as usize,
+            window: opt_u64(o, "window", DEFAULT_WINDOW, 1, 1 << 30)? as u32,
             idle_ms: opt_u64(o, "idle_timeout_ms", 60_000, 1, 86_400_000)?,
             resync,
             log: AlertLog { path, file: None },
@@ -295,23 +311,87 @@ impl Ips {
         self.c.scanned_bytes += data.len() as u64;
     }
 
-    fn read_buffer(&mut self, ctx: &mut Ctx<'_>, bkey: &Key) -> Result<OooBuffer, StoreError> {
-        Ok(match ctx.get(bkey)? {
-            None => OooBuffer::default(),
-            Some(b) => OooBuffer::decode(b).unwrap_or_else(|| {
-                self.c.corrupt_state += 1;
-                OooBuffer::default()
-            }),
-        })
+    /// The out-of-order buffer of direction `dir`: every slot, in the order they were written
+    /// (one round trip for those this batch has not seen), merged as [`OooBuffer::insert`] does
+    /// (the first copy of a byte wins). An undecodable slot counts as `corrupt_state`, skipped.
+    fn read_buffer(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        hash: u64,
+        dir: usize,
+        d: &DirState,
+    ) -> Result<OooBuffer, StoreError> {
+        let keys: Vec<Key> = (0..d.slots)
+            .map(|i| ctx.keys.flow(hash, &ooo_table(dir, i)))
+            .collect();
+        let missing: Vec<Key> = keys
+            .iter()
+            .filter(|k| ctx.peek(k).is_none())
+            .cloned()
+            .collect();
+        let mut fetched = Vec::with_capacity(missing.len());
+        if !missing.is_empty() {
+            ctx.store().note_unplanned_read();
+            ctx.store().get_many(&missing, &mut fetched)?;
+        }
+        let mut fetched = fetched.into_iter();
+        let mut buf = OooBuffer::default();
+        for k in &keys {
+            let raw = match ctx.peek(k) {
+                Some(v) => v.map(|v| v.to_vec()),
+                None => fetched.next().flatten(),
+            };
+            match raw.as_deref().map(OooBuffer::decode) {
+                Some(Some(slot)) => slot.segs.into_iter().for_each(|s| {
+                    buf.insert(s);
+                }),
+                Some(None) => self.c.corrupt_state += 1,
+                None => {}
+            }
+        }
+        Ok(buf)
     }
 
-    fn save_buffer(ctx: &mut Ctx<'_>, bkey: &Key, d: &mut DirState, buf: &OooBuffer) {
-        d.buffered = buf.segs.len() as u16;
-        d.buffered_bytes = buf.bytes() as u32;
-        if buf.segs.is_empty() {
-            ctx.del(bkey);
-        } else {
-            ctx.set(bkey, buf.encode());
+    /// Append one out-of-order segment to direction `dir`'s buffer as a slot of its own: one
+    /// write, no read (the buffer is read only when the gap before it is filled).
+    fn append_segment(ctx: &mut Ctx<'_>, hash: u64, dir: usize, d: &mut DirState, seg: Segment) {
+        let key = ctx.keys.flow(hash, &ooo_table(dir, d.slots));
+        d.appended(seg.seq, seg.data.len());
+        ctx.set(&key, OooBuffer { segs: vec![seg] }.encode());
+    }
+
+    /// Write back what is left of the buffer after a delivery: one slot, the others deleted.
+    fn save_buffer(ctx: &mut Ctx<'_>, hash: u64, dir: usize, d: &mut DirState, rest: &OooBuffer) {
+        let old_slots = d.slots;
+        d.rewritten(rest);
+        if d.slots > 0 {
+            ctx.set(&ctx.keys.flow(hash, &ooo_table(dir, 0)), rest.encode());
+        }
+        for i in d.slots..old_slots {
+            ctx.del(&ctx.keys.flow(hash, &ooo_table(dir, i)));
+        }
+    }
+
+    /// Deliver what the buffer holds that is now in order (after `d.expected` moved), and write
+    /// back the rest.
+    fn deliver_buffered(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        hash: u64,
+        dir: usize,
+        d: &mut DirState,
+    ) -> Result<(), StoreError> {
+        let mut buf = self.read_buffer(ctx, hash, dir, d)?;
+        self.deliver_in_order(d, &mut buf);
+        Self::save_buffer(ctx, hash, dir, d, &buf);
+        Ok(())
+    }
+
+    /// Deliver the buffered segments that are in order at `d.expected`, one after the other.
+    fn deliver_in_order(&mut self, d: &mut DirState, buf: &mut OooBuffer) {
+        while let Some((seg, skip)) = buf.take_next(d.expected, self.window) {
+            self.c.reassembled += 1;
+            self.deliver(d, &seg.data[skip..], seg.fin);
         }
     }
 
@@ -337,14 +417,8 @@ impl Ips {
             return Ok(());
         }
         self.c.resyncs += 1;
-        let okey = ctx
-            .keys
-            .flow(pkt.flow_key().bidirectional_hash(), TABLE_OOO[o]);
-        let mut buf = if od.buffered > 0 {
-            self.read_buffer(ctx, &okey)?
-        } else {
-            OooBuffer::default()
-        };
+        let hash = pkt.flow_key().bidirectional_hash();
+        let mut buf = self.read_buffer(ctx, hash, o, od)?;
         // Jump over each hole only: bytes this instance buffered itself are scanned in order.
         loop {
             let rel = ack.wrapping_sub(od.expected) as i32;
@@ -365,14 +439,9 @@ impl Ips {
             od.expected = od.expected.wrapping_add(gap as u32);
             od.offset += gap as u64;
             od.ac = self.m.start();
-            while let Some((seg, skip)) = buf.take_next(od.expected, self.window) {
-                self.c.reassembled += 1;
-                self.deliver(od, &seg.data[skip..], seg.fin);
-            }
+            self.deliver_in_order(od, &mut buf);
         }
-        if od.buffered > 0 {
-            Self::save_buffer(ctx, &okey, od, &buf);
-        }
+        Self::save_buffer(ctx, hash, o, od, &buf);
         Ok(())
     }
 
@@ -457,45 +526,32 @@ impl Ips {
         let data_seq = seq.wrapping_add(syn as u32);
         let payload = pkt.payload(frame);
         let fin = flags & TCP_FIN != 0;
-        let bkey = ctx
-            .keys
-            .flow(pkt.flow_key().bidirectional_hash(), TABLE_OOO[di]);
+        let hash = pkt.flow_key().bidirectional_hash();
         let mut verdict = Verdict::Forward;
         if !payload.is_empty() || fin {
             match arrival(d.expected, data_seq, payload.len(), fin, self.window) {
                 Arrival::Deliver { skip } => {
                     self.deliver(&mut d, &payload[skip..], fin);
-                    if d.buffered > 0 {
-                        let mut buf = self.read_buffer(ctx, &bkey)?;
-                        while let Some((seg, skip)) = buf.take_next(d.expected, self.window) {
-                            self.c.reassembled += 1;
-                            self.deliver(&mut d, &seg.data[skip..], seg.fin);
-                        }
-                        Self::save_buffer(ctx, &bkey, &mut d, &buf);
+                    if d.buffer_due() {
+                        self.deliver_buffered(ctx, hash, di, &mut d)?;
                     }
                 }
                 Arrival::Old => self.c.retransmissions += 1,
                 Arrival::Future => {
-                    let mut buf = if d.buffered > 0 {
-                        self.read_buffer(ctx, &bkey)?
-                    } else {
-                        OooBuffer::default()
-                    };
-                    if buf.segs.len() >= self.max_segs
-                        || buf.bytes() + payload.len() > self.max_bytes
+                    if usize::from(d.buffered) >= self.max_segs
+                        || d.buffered_bytes as usize + payload.len() > self.max_bytes
                     {
                         // Not buffered, so not forwarded: the sender retransmits it later.
                         self.c.ooo_overflow += 1;
                         verdict = Verdict::Drop;
                     } else {
-                        if buf.insert(Segment {
+                        self.c.ooo_buffered += 1;
+                        let seg = Segment {
                             seq: data_seq,
                             fin,
                             data: payload.to_vec(),
-                        }) {
-                            self.c.ooo_buffered += 1;
-                        }
-                        Self::save_buffer(ctx, &bkey, &mut d, &buf);
+                        };
+                        Self::append_segment(ctx, hash, di, &mut d, seg);
                     }
                 }
                 Arrival::OutOfWindow => {
@@ -577,12 +633,17 @@ impl NetworkFunction for Ips {
             return Ok(());
         }
         self.c.expired += 1;
-        // The buffers live next to the record: same hash tag, other table names.
-        if let Some(base) = member.strip_suffix(TABLE.as_bytes()) {
-            for t in TABLE_OOO {
-                let mut k = base.to_vec();
-                k.extend_from_slice(t.as_bytes());
-                ctx.del(&k);
+        // The buffers' slots live next to the record: same hash tag, other table names; the
+        // record says how many (an undecodable record has none we could name).
+        if let (Some(base), Some(rec)) =
+            (member.strip_suffix(TABLE.as_bytes()), Record::decode(&cur))
+        {
+            for (dir, d) in rec.dirs.iter().enumerate() {
+                for slot in 0..d.slots {
+                    let mut k = base.to_vec();
+                    k.extend_from_slice(ooo_table(dir, slot).as_bytes());
+                    ctx.del(&k);
+                }
             }
         }
         Ok(())

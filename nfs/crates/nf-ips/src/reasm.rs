@@ -20,9 +20,16 @@ pub struct DirState {
     /// Segments and bytes in the out-of-order buffer.
     pub buffered: u16,
     pub buffered_bytes: u32,
+    /// Where the buffer lies in the tier: keys (slots) `0..slots`, each an encoded [`OooBuffer`]
+    /// (a segment that arrived out of order is appended as a slot of its own, without reading
+    /// the others).
+    pub slots: u16,
+    /// Start of the earliest buffered segment (meaningful while `buffered > 0`): the buffer is
+    /// read only once the expected sequence number reaches it.
+    pub ooo_next: u32,
 }
 
-pub const DIR_LEN: usize = 1 + 4 + 4 + 8 + 2 + 4;
+pub const DIR_LEN: usize = 1 + 4 + 4 + 8 + 2 + 4 + 2 + 4;
 
 impl DirState {
     pub fn encode_into(&self, v: &mut Vec<u8>) {
@@ -32,6 +39,8 @@ impl DirState {
         v.extend_from_slice(&self.offset.to_le_bytes());
         v.extend_from_slice(&self.buffered.to_le_bytes());
         v.extend_from_slice(&self.buffered_bytes.to_le_bytes());
+        v.extend_from_slice(&self.slots.to_le_bytes());
+        v.extend_from_slice(&self.ooo_next.to_le_bytes());
     }
 
     pub fn decode(b: &[u8]) -> Option<DirState> {
@@ -45,8 +54,39 @@ impl DirState {
             offset: u64::from_le_bytes(b[9..17].try_into().ok()?),
             buffered: u16::from_le_bytes(b[17..19].try_into().ok()?),
             buffered_bytes: u32::from_le_bytes(b[19..23].try_into().ok()?),
+            slots: u16::from_le_bytes(b[23..25].try_into().ok()?),
+            ooo_next: u32::from_le_bytes(b[25..29].try_into().ok()?),
         })
     }
+
+    /// The buffer must be read: something buffered may now be deliverable (the expected
+    /// sequence number reached the earliest buffered segment).
+    pub fn buffer_due(&self) -> bool {
+        self.buffered > 0 && !before(self.expected, self.ooo_next)
+    }
+
+    /// Account for one segment appended as a new slot.
+    pub fn appended(&mut self, seq: u32, len: usize) {
+        if self.buffered == 0 || before(seq, self.ooo_next) {
+            self.ooo_next = seq;
+        }
+        self.buffered += 1;
+        self.slots += 1;
+        self.buffered_bytes += len as u32;
+    }
+
+    /// Account for the buffer as rewritten after a delivery: `rest` in one slot (none if empty).
+    pub fn rewritten(&mut self, rest: &OooBuffer) {
+        self.buffered = rest.segs.len() as u16;
+        self.buffered_bytes = rest.bytes() as u32;
+        self.slots = (!rest.segs.is_empty()) as u16;
+        self.ooo_next = rest.first_seq().unwrap_or(0);
+    }
+}
+
+/// `a` comes before `b` in sequence space (both within 2^31 of each other).
+pub fn before(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
 }
 
 /// Where a segment (first data byte at `seq`, `len` bytes, plus FIN) falls.
@@ -126,6 +166,14 @@ impl OooBuffer {
 
     pub fn bytes(&self) -> usize {
         self.segs.iter().map(|s| s.data.len()).sum()
+    }
+
+    /// Start of the earliest segment in sequence space.
+    pub fn first_seq(&self) -> Option<u32> {
+        self.segs
+            .iter()
+            .map(|s| s.seq)
+            .reduce(|a, b| if before(b, a) { b } else { a })
     }
 
     /// Add a segment. One with the same start as a buffered one only adds the bytes (and FIN)
