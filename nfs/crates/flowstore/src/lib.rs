@@ -32,7 +32,8 @@ pub use batch::BatchState;
 pub use cache::CachedStore;
 pub use keys::KeySpace;
 pub use local::LocalStore;
-pub use redis_store::{RedisConfig, RedisStore};
+pub use redis_store::{parse_url, RedisConfig, RedisStore};
+pub use resp::Endpoint;
 
 /// A full key in the tier (bytes; built by [`KeySpace`]).
 pub type Key = Vec<u8>;

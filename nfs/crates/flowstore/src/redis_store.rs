@@ -10,7 +10,7 @@
 //! otherwise it first collects the replies of the groups in flight (kept for
 //! [`Pipeline::recv`]) and runs on the main connection.
 
-use crate::resp::{self, Conn, Reply};
+use crate::resp::{self, Conn, Endpoint, Reply};
 use crate::{FlowStore, HashFields, HashOp, Key, Pipeline, StoreError, StoreStats, WriteOp};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -18,7 +18,7 @@ use std::time::Duration;
 /// Connection settings.
 #[derive(Debug, Clone)]
 pub struct RedisConfig {
-    /// `redis://host:port[/db]`.
+    /// `redis://host:port[/db]` or `unix:///path[?db=N]` ([`parse_url`]).
     pub url: String,
     /// Connect and per-command I/O timeout: a dead tier costs at most this per batch.
     pub timeout: Duration,
@@ -57,21 +57,25 @@ for i = 1, #due do redis.call('ZREM', KEYS[1], due[i]) end
 return due
 "#;
 
-/// Parse `redis://host[:port][/db]` into (host:port, db).
-fn parse_url(url: &str) -> Result<(String, Option<u32>), String> {
-    let rest = url
-        .strip_prefix("redis://")
-        .ok_or_else(|| format!("bad store URL {url:?}: must start with redis://"))?;
+/// Longest unix socket path the kernel takes (`sun_path` is 108 bytes with its NUL).
+const MAX_UNIX_PATH: usize = 107;
+
+/// Parse a store URL into (endpoint, db): `redis://HOST[:PORT][/DB]` (TCP, port 6379 by default)
+/// or `unix:///ABSOLUTE/PATH[?db=N]` (also spelled `redis+unix://`; the tier's unix socket).
+pub fn parse_url(url: &str) -> Result<(Endpoint, Option<u32>), String> {
+    if let Some(rest) = url
+        .strip_prefix("unix://")
+        .or_else(|| url.strip_prefix("redis+unix://"))
+    {
+        return parse_unix(url, rest);
+    }
+    let rest = url.strip_prefix("redis://").ok_or_else(|| {
+        format!("bad store URL {url:?}: must start with redis:// or unix:// (a socket path)")
+    })?;
     let (hostport, db) = match rest.split_once('/') {
         None => (rest, None),
         Some((h, "")) => (h, None),
-        Some((h, d)) => (
-            h,
-            Some(
-                d.parse::<u32>()
-                    .map_err(|_| format!("bad store URL {url:?}: database must be a number"))?,
-            ),
-        ),
+        Some((h, d)) => (h, Some(parse_db(url, d)?)),
     };
     if hostport.is_empty() || hostport.contains('@') {
         return Err(format!(
@@ -94,7 +98,42 @@ fn parse_url(url: &str) -> Result<(String, Option<u32>), String> {
     } else {
         format!("{hostport}:6379")
     };
-    Ok((hp, db))
+    Ok((Endpoint::Tcp(hp), db))
+}
+
+fn parse_db(url: &str, d: &str) -> Result<u32, String> {
+    d.parse::<u32>()
+        .map_err(|_| format!("bad store URL {url:?}: database must be a number"))
+}
+
+/// The part of a unix URL after `unix://`: an absolute path, optionally `?db=N`.
+fn parse_unix(url: &str, rest: &str) -> Result<(Endpoint, Option<u32>), String> {
+    let (path, query) = match rest.split_once('?') {
+        None => (rest, None),
+        Some((p, q)) => (p, Some(q)),
+    };
+    let db = match query {
+        None | Some("") => None,
+        Some(q) => match q.strip_prefix("db=") {
+            Some(d) => Some(parse_db(url, d)?),
+            None => {
+                return Err(format!(
+                    "bad store URL {url:?}: the only query parameter is db=N"
+                ))
+            }
+        },
+    };
+    if !path.starts_with('/') {
+        return Err(format!(
+            "bad store URL {url:?}: expected unix:///ABSOLUTE/PATH[?db=N] (no host, no credentials)"
+        ));
+    }
+    if path.len() > MAX_UNIX_PATH || path.contains('\0') {
+        return Err(format!(
+            "bad store URL {url:?}: a unix socket path has at most {MAX_UNIX_PATH} bytes and no NUL"
+        ));
+    }
+    Ok((Endpoint::Unix(path.into()), db))
 }
 
 /// What a group of commands in flight returns.
@@ -109,7 +148,7 @@ enum Group {
 /// [`FlowStore`] on Redis (one connection per instance).
 pub struct RedisStore {
     cfg: RedisConfig,
-    addr: String,
+    addr: Endpoint,
     db: Option<u32>,
     conn: Option<Conn>,
     /// Groups sent (or buffered) whose replies have not been read.
@@ -789,27 +828,59 @@ mod tests {
 
     #[test]
     fn urls() {
+        let tcp = |a: &str| Endpoint::Tcp(a.into());
+        let unix = |p: &str| Endpoint::Unix(p.into());
         assert_eq!(
             parse_url("redis://127.0.0.1:7000").unwrap(),
-            ("127.0.0.1:7000".into(), None)
+            (tcp("127.0.0.1:7000"), None)
         );
         assert_eq!(
             parse_url("redis://localhost/3").unwrap(),
-            ("localhost:6379".into(), Some(3))
+            (tcp("localhost:6379"), Some(3))
         );
         assert_eq!(
             parse_url("redis://[::1]:7000/").unwrap(),
-            ("[::1]:7000".into(), None)
+            (tcp("[::1]:7000"), None)
         );
+        assert_eq!(
+            parse_url("unix:///run/uno/redis.sock").unwrap(),
+            (unix("/run/uno/redis.sock"), None)
+        );
+        assert_eq!(
+            parse_url("redis+unix:///r.sock?db=2").unwrap(),
+            (unix("/r.sock"), Some(2))
+        );
+        let long = format!("unix:///{}", "a".repeat(MAX_UNIX_PATH));
         for bad in [
             "http://x",
             "redis://",
             "redis://h:port",
             "redis://h/x",
             "redis://u:p@h:1",
+            "unix://",
+            "unix://relative/path",
+            "unix://u:p@/x.sock",
+            "unix:///x.sock?db=x",
+            "unix:///x.sock?password=y",
+            "unix:/x.sock",
+            long.as_str(),
         ] {
-            assert!(parse_url(bad).is_err(), "{bad}");
+            let e = parse_url(bad).unwrap_err();
+            assert!(e.contains(bad), "{bad}: {e}");
         }
+    }
+
+    /// A tier that is not there is a clear error naming the URL, for either transport.
+    #[test]
+    fn connect_errors_name_the_url() {
+        let dir = std::env::temp_dir().join(format!("unonfs-nosock-{}", std::process::id()));
+        let url = format!("unix://{}/none.sock", dir.display());
+        let e = RedisStore::connect(RedisConfig::new(&url)).err().unwrap();
+        assert!(e.0.contains(&url), "{e}");
+        let e = RedisStore::connect(RedisConfig::new("unix://rel"))
+            .err()
+            .unwrap();
+        assert!(e.0.contains("ABSOLUTE"), "{e}");
     }
 
     #[test]

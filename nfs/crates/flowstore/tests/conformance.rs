@@ -161,10 +161,18 @@ fn local_store_semantics() {
     exercise(&mut LocalStore::new());
 }
 
+/// Over TCP loopback and over the server's unix socket (each run in its own database, so the
+/// second starts from an empty tier).
 #[test]
 fn redis_store_semantics_and_round_trips() {
     let r = TestRedis::start().expect("redis-server");
-    let mut s = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    for url in [format!("{}/0", r.url()), format!("{}?db=1", r.unix_url())] {
+        redis_semantics(&url);
+    }
+}
+
+fn redis_semantics(url: &str) {
+    let mut s = RedisStore::connect(RedisConfig::new(url)).unwrap();
     exercise(&mut s);
     // A batch read of many keys and a batch write are one round trip each.
     let keys: Vec<Key> = (0..100)
@@ -255,11 +263,30 @@ fn redis_timers_fire_once_across_instances() {
     assert_eq!(all.iter().collect::<HashSet<_>>().len(), 500);
 }
 
+/// Over TCP (a new server on the same port) and over the unix socket (a new server on the same
+/// path): the client reconnects by itself.
 #[test]
 fn redis_failure_is_an_error_then_reconnects() {
+    for unix in [false, true] {
+        failure_then_reconnect(unix);
+    }
+}
+
+fn failure_then_reconnect(unix: bool) {
     let mut r = TestRedis::start().expect("redis-server");
     let port = r.port;
-    let mut s = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    let sock = std::env::temp_dir().join(format!("unonfs-re-{}-{port}.sock", std::process::id()));
+    let url = if unix {
+        format!("unix://{}", sock.display())
+    } else {
+        r.url()
+    };
+    // The unix case: the test server's socket is reached through a path the restarted server
+    // will take over (a symlink now, the new server's own socket later).
+    if unix {
+        std::os::unix::fs::symlink(r.socket_path(), &sock).unwrap();
+    }
+    let mut s = RedisStore::connect(RedisConfig::new(&url)).unwrap();
     let k = KeySpace::new("f").unwrap().flow(9, "x");
     let mut out = vec![];
     s.get_many(std::slice::from_ref(&k), &mut out).unwrap();
@@ -267,7 +294,7 @@ fn redis_failure_is_an_error_then_reconnects() {
     assert!(s.get_many(std::slice::from_ref(&k), &mut out).is_err());
     assert!(s.get_many(std::slice::from_ref(&k), &mut out).is_err());
     assert!(s.stats().errors >= 2);
-    // A new server on the same port: the client reconnects by itself.
+    let _ = std::fs::remove_file(&sock);
     let dir = std::env::temp_dir().join(format!("unonfs-redis-re-{}-{port}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut child = std::process::Command::new("redis-server")
@@ -278,7 +305,9 @@ fn redis_failure_is_an_error_then_reconnects() {
             "127.0.0.1",
             "--save",
             "",
+            "--unixsocket",
         ])
+        .arg(&sock)
         .arg("--dir")
         .arg(&dir)
         .stdout(std::process::Stdio::null())
@@ -295,7 +324,8 @@ fn redis_failure_is_an_error_then_reconnects() {
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(ok, "reconnected");
+    let _ = std::fs::remove_file(&sock);
+    assert!(ok, "reconnected (unix: {unix})");
     assert!(s.stats().reconnects >= 1);
 }
 
@@ -312,9 +342,15 @@ fn bad_url_is_a_clear_error() {
 /// and the owner cache completes fully cached reads without the tier.
 #[test]
 fn redis_pipeline_order_and_blocking_calls_in_between() {
-    use flowstore::{CachedStore, WriteOp};
     let r = TestRedis::start().expect("redis-server");
-    let mut s = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    pipeline_order(&r.url());
+    let r = TestRedis::start().expect("redis-server");
+    pipeline_order(&r.unix_url());
+}
+
+fn pipeline_order(url: &str) {
+    use flowstore::{CachedStore, WriteOp};
+    let mut s = RedisStore::connect(RedisConfig::new(url)).unwrap();
     let k = |n: u64| KeySpace::new("pl").unwrap().flow(n, "v");
     let set = |n: u64, v: &str| WriteOp::Set {
         key: k(n),
@@ -341,7 +377,7 @@ fn redis_pipeline_order_and_blocking_calls_in_between() {
     assert!(p.recv(&mut out).is_err(), "nothing in flight");
 
     // Owner cache: a second read of the same keys is answered locally.
-    let inner = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    let inner = RedisStore::connect(RedisConfig::new(url)).unwrap();
     let mut c = CachedStore::new(inner, b"pl-epoch".to_vec(), 100);
     let p = c.pipeline().expect("cache over redis pipelines");
     p.send_reads(&[k(1), k(9)]).unwrap();

@@ -89,6 +89,10 @@ fn pcap_in_out_same_in_both_modes() {
         let (local, ls) = run_case(kind, "local", &dir, &tmp.0, &format!("{kind}l"));
         let (remote, rs) = run_case(kind, &redis.url(), &dir, &tmp.0, &format!("{kind}r"));
         assert_eq!(local, remote, "{kind}");
+        // Over the server's unix socket: the same packets.
+        let (unix, us) = run_case(kind, &redis.unix_url(), &dir, &tmp.0, &format!("{kind}u"));
+        assert_eq!(local, unix, "{kind} over the unix socket");
+        assert_eq!(us["store_kind"], "redis");
         let exp = nfcore::config::load(&dir.join("expected.json")).unwrap();
         let n_fwd = exp["verdicts"]
             .as_array()
@@ -180,6 +184,40 @@ fn operator_errors_exit_2_with_one_line() {
             ],
             "config",
         ),
+        (
+            vec![
+                "firewall",
+                "--pcap-in",
+                "x",
+                "--store",
+                "unix://redis.sock",
+                "--nf-id",
+                "a",
+                "--instance",
+                "i",
+                "--config",
+                g,
+            ],
+            "unix:///ABSOLUTE/PATH",
+        ),
+        (
+            vec![
+                "firewall",
+                "--pcap-in",
+                "x",
+                "--store",
+                "local",
+                "--nf-id",
+                "a",
+                "--instance",
+                "i",
+                "--config",
+                g,
+                "--stats",
+                "unix://x.sock",
+            ],
+            "--stats",
+        ),
     ] {
         let o = run_nf(&args);
         let err = String::from_utf8_lossy(&o.stderr);
@@ -203,6 +241,28 @@ fn operator_errors_exit_2_with_one_line() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("nonexistent.pcap"));
+    let gone = format!("unix://{}", tmp.0.join("no-redis.sock").display());
+    let pcap = tmp.0.join("empty.pcap");
+    netio::pcap::write_all(&pcap, &[]).unwrap();
+    let o = run_nf(&[
+        "firewall",
+        "--pcap-in",
+        pcap.to_str().unwrap(),
+        "--store",
+        &gone,
+        "--nf-id",
+        "a",
+        "--instance",
+        "i",
+        "--config",
+        g,
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&gone) && err.trim().lines().count() == 1,
+        "{err}"
+    );
 }
 
 #[test]
