@@ -112,6 +112,8 @@ pub struct StoreStats {
     pub reconnects: u64,
     /// Reads that were not in the batch's read set and needed their own round trip.
     pub unplanned_reads: u64,
+    /// Time the client spun waiting for replies (ns): CPU spent waiting, not working.
+    pub spin_ns: u64,
 }
 
 /// Per-flow state storage shared by all instances of one NF.

@@ -242,15 +242,24 @@ impl RedisStore {
         self.stats.round_trips += 1;
         if r.is_err() {
             self.stats.errors += 1;
-            self.side = None;
+            let c = self.side.take();
+            self.retire(c);
         }
         r
+    }
+
+    /// Keep the counters of a connection that is dropped.
+    fn retire(&mut self, c: Option<Conn>) {
+        if let Some(c) = c {
+            self.stats.spin_ns += c.spun_ns;
+        }
     }
 
     /// Forget the connection and everything in flight on it (reconnect on the next call).
     fn fail(&mut self, e: StoreError) -> StoreError {
         self.stats.errors += 1;
-        self.conn = None;
+        let c = self.conn.take();
+        self.retire(c);
         self.in_flight.clear();
         self.flushed = 0;
         self.pending.clear();
@@ -735,7 +744,12 @@ impl FlowStore for RedisStore {
     }
 
     fn stats(&self) -> StoreStats {
-        self.stats
+        let mut s = self.stats;
+        s.spin_ns += [&self.conn, &self.side]
+            .iter()
+            .filter_map(|c| c.as_ref().map(|c| c.spun_ns))
+            .sum::<u64>();
+        s
     }
 
     fn note_unplanned_read(&mut self) {
@@ -813,7 +827,8 @@ impl Pipeline for RedisStore {
 
     fn reset(&mut self) {
         // Replies still on the way belong to groups the caller gave up: drop the connection.
-        self.conn = None;
+        let c = self.conn.take();
+        self.retire(c);
         self.in_flight.clear();
         self.flushed = 0;
         self.stash.clear();

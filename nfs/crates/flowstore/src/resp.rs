@@ -252,6 +252,8 @@ pub struct Conn {
     start: usize,
     end: usize,
     spin: Duration,
+    /// Time spent spinning for replies (ns): CPU burnt waiting, not working.
+    pub spun_ns: u64,
 }
 
 impl Conn {
@@ -271,6 +273,7 @@ impl Conn {
             start: 0,
             end: 0,
             spin: Duration::ZERO,
+            spun_ns: 0,
         })
     }
 
@@ -316,7 +319,9 @@ impl Conn {
                         libc::MSG_DONTWAIT,
                     )
                 };
+                let spun = t0.elapsed();
                 if r >= 0 {
+                    self.spun_ns += spun.as_nanos() as u64;
                     return Ok(r as usize);
                 }
                 let e = io::Error::last_os_error();
@@ -324,7 +329,8 @@ impl Conn {
                     io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => {}
                     _ => return Err(e),
                 }
-                if t0.elapsed() >= self.spin {
+                if spun >= self.spin {
+                    self.spun_ns += spun.as_nanos() as u64;
                     break;
                 }
                 std::hint::spin_loop();
