@@ -31,7 +31,7 @@ from pathlib import Path
 
 from bench.common import final_json, print_machine
 from bench.nfs import veth
-from bench.nfs.veth_testbed import Testbed
+from bench.nfs.veth_testbed import REDIS_MODES, Testbed
 
 NFS_DIR = Path(__file__).resolve().parent.parent.parent / "nfs"
 
@@ -96,8 +96,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--path", default="memory,veth", help="variants to run: memory, veth or both (default)")
     ap.add_argument("--veth-nfs", default=",".join(veth.NF_TYPES), help="NFs of the veth variant")
     ap.add_argument("--veth-repeats", type=int, default=None, help="veth runs per mode (default 3, quick 1)")
-    ap.add_argument("--veth-redis", default="relay", choices=("relay", "direct"),
-                    help="relay: through the agent's socat relays (default); direct: Redis in the NF's namespace")  # fmt: skip
+    ap.add_argument("--veth-redis", default="unix", choices=REDIS_MODES,
+                    help="unix: Redis's own unix socket, as the agent runs NFs (default); relay: through the two "
+                         "socat relays the agent used before; direct: Redis on TCP in the NF's namespace")  # fmt: skip
     ap.add_argument(
         "--xdp", action="store_true", help="veth variant: the NF uses AF_XDP (AF_PACKET if refused)"
     )

@@ -83,8 +83,10 @@ def _left(tb: Testbed) -> list[str]:
 
 @needs_root
 @needs_bins
-def test_tiny_run_through_ovs_and_nothing_left():
-    tb = Testbed(rundir=RUNDIR)
+@pytest.mark.parametrize("redis", ["unix", "relay"])
+def test_tiny_run_through_ovs_and_nothing_left(redis):
+    """Redis over its own unix socket (as the agent runs NFs) and through the two relays used before."""
+    tb = Testbed(rundir=RUNDIR, redis=redis)
     with tb:
         vb = veth.VethBench(tb, veth.Binaries(NF_BINARY, TRAFFIC))
         figs = {m: vb.measure("firewall", m, TINY, rate=2000) for m in veth.MODES}
