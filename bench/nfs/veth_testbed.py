@@ -56,6 +56,7 @@ class Testbed:
         self.name = name or "nv" + uuid.uuid4().hex[:5]
         self.dir = Path(rundir) / self.name
         self.redis_mode = redis
+        self.relay_sessions: set[int] = set()
         self.ns = {k: f"{self.name}-{k}" for k in ("sw", "gen", "nf", "snk")}
         # veth ends: `<name><k>0` in the endpoint's namespace, `<name><k>1` a bridge port.
         self.ifs = {k: (f"{self.name}{k[0]}0", f"{self.name}{k[0]}1") for k in ("gen", "nf", "snk")}
@@ -143,7 +144,7 @@ class Testbed:
         if self.redis_mode != "relay":
             return
         relay_sock = self.dir / "redis-relay.sock"
-        self._spawn(["socat", f"UNIX-LISTEN:{relay_sock},fork,mode=600", f"TCP:127.0.0.1:{port}"], log)
+        root = self._spawn(["socat", f"UNIX-LISTEN:{relay_sock},fork,mode=600", f"TCP:127.0.0.1:{port}"], log)
         wait_for(relay_sock.exists, 20, "redis relay (root side)")
         relay = self._spawn(
             ["socat", f"TCP-LISTEN:{REDIS_PORT_IN_NS},bind=127.0.0.1,fork,reuseaddr", f"UNIX-CONNECT:{relay_sock}"],
@@ -151,6 +152,7 @@ class Testbed:
         )  # fmt: skip
         want = f"0100007F:{REDIS_PORT_IN_NS:04X}"
         wait_for(lambda: want in Path(f"/proc/{relay.pid}/net/tcp").read_text(), 20, "redis relay (NF side)")
+        self.relay_sessions = {root.pid, relay.pid}
 
     def close(self) -> None:
         """Stop everything started here; safe to call twice and after a partial `up`."""
@@ -176,6 +178,21 @@ class Testbed:
 
     def redis_cpu_s(self) -> float:
         return proc_cpu_s(self.redis.pid)
+
+    def relay_cpu_s(self) -> float | None:
+        """CPU seconds of the relays (`redis="relay"`: both socat and the child each forks per connection,
+        all in the sessions the relays lead), None without relays."""
+        if not self.relay_sessions:
+            return None
+        total = 0.0
+        for d in Path("/proc").iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):  # not a process, or it exited
+                if (
+                    d.name.isdigit()
+                    and int((d / "stat").read_text().rsplit(")", 1)[1].split()[3]) in self.relay_sessions
+                ):
+                    total += proc_cpu_s(int(d.name))
+        return total
 
     @property
     def store_url(self) -> str:

@@ -97,6 +97,9 @@ def test_tiny_run_through_ovs_and_nothing_left(redis):
         assert f["nf_cpu_us_per_pkt"] is not None and f["p50_us"] > 0, (m, f)
     # Redis served the stateless and cached runs (its CPU moved), not the local one's store.
     assert figs["stateless"]["redis_cpu_us_per_pkt"] is not None
+    # The relays' CPU is measured when there are relays (only then).
+    assert (figs["stateless"]["relay_cpu_us_per_pkt"] is not None) == (redis == "relay")
+    assert figs["local"]["relay_cpu_us_per_pkt"] is None
     assert _left(tb) == []
 
 

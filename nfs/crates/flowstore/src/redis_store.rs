@@ -808,8 +808,20 @@ impl Pipeline for RedisStore {
         if self.in_flight.is_empty() {
             return Err(StoreError("no pipeline group in flight".into()));
         }
-        // Push queued groups only if the one awaited has not been sent yet.
-        if self.flushed == 0 {
+        // Push queued groups if the one awaited has not been sent yet, or if its reply is not in
+        // yet: the wait is the time they would otherwise sit here (a batch's reads then go out as
+        // soon as its packets arrive, not one round trip later). When the reply is already in, the
+        // queue waits for more groups (fewer sends; see the runtime's flush policy).
+        let waiting = match self.conn.as_mut() {
+            Some(c) if self.flushed > 0 && self.flushed < self.in_flight.len() => {
+                match c.reply_ready() {
+                    Ok(ready) => !ready,
+                    Err(e) => return Err(self.fail(err(e))),
+                }
+            }
+            _ => false,
+        };
+        if self.flushed == 0 || waiting {
             self.flush()?;
         }
         match self.read_group() {

@@ -254,6 +254,8 @@ pub struct Conn {
     spin: Duration,
     /// Time spent spinning for replies (ns): CPU burnt waiting, not working.
     pub spun_ns: u64,
+    /// A reply parsed by [`Conn::reply_ready`], not yet returned by [`Conn::read_reply`].
+    parsed: Option<Reply>,
 }
 
 impl Conn {
@@ -274,6 +276,7 @@ impl Conn {
             end: 0,
             spin: Duration::ZERO,
             spun_ns: 0,
+            parsed: None,
         })
     }
 
@@ -353,36 +356,94 @@ impl Conn {
     /// so the replies of several pipelined groups usually cost one syscall.
     pub fn read_reply(&mut self) -> io::Result<Reply> {
         loop {
-            match parse(&self.inbuf[self.start..self.end]) {
-                Ok(Some((r, used))) => {
-                    self.start += used;
-                    if self.start == self.end {
-                        self.start = 0;
-                        self.end = 0;
-                    }
-                    return Ok(r);
-                }
-                Ok(None) => {}
-                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+            if let Some(r) = self.take_buffered()? {
+                return Ok(r);
             }
-            if self.start > 0 {
-                self.inbuf.copy_within(self.start..self.end, 0);
-                self.end -= self.start;
-                self.start = 0;
-            }
-            if self.end == self.inbuf.len() {
-                let n = self.inbuf.len() * 2;
-                self.inbuf.resize(n, 0);
-            }
+            self.make_room();
             let n = self.fill()?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "connection closed by the tier",
-                ));
-            }
-            self.end += n;
+            self.took(n)?;
         }
+    }
+
+    /// Whether the next reply is complete once what has already arrived is taken in; never waits
+    /// (one non-blocking read at most). A caller about to wait for a reply that is not there yet
+    /// can first send what it holds back.
+    pub fn reply_ready(&mut self) -> io::Result<bool> {
+        if self.parsed.is_some() {
+            return Ok(true);
+        }
+        if let Some(r) = self.take_buffered()? {
+            self.parsed = Some(r);
+            return Ok(true);
+        }
+        self.make_room();
+        let buf = &mut self.inbuf[self.end..];
+        // SAFETY: `buf` is valid for writes of its length for the duration of the call.
+        let r = unsafe {
+            libc::recv(
+                self.sock.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(false),
+                _ => Err(e),
+            };
+        }
+        self.took(r as usize)?;
+        if let Some(r) = self.take_buffered()? {
+            self.parsed = Some(r);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// The next reply if it is complete in the input buffer (consumed).
+    fn take_buffered(&mut self) -> io::Result<Option<Reply>> {
+        if let Some(r) = self.parsed.take() {
+            return Ok(Some(r));
+        }
+        match parse(&self.inbuf[self.start..self.end]) {
+            Ok(Some((r, used))) => {
+                self.start += used;
+                if self.start == self.end {
+                    self.start = 0;
+                    self.end = 0;
+                }
+                Ok(Some(r))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+        }
+    }
+
+    /// Move the unparsed bytes to the front; grow the buffer when it is full.
+    fn make_room(&mut self) {
+        if self.start > 0 {
+            self.inbuf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.end == self.inbuf.len() {
+            let n = self.inbuf.len() * 2;
+            self.inbuf.resize(n, 0);
+        }
+    }
+
+    /// Account `n` bytes read into the buffer (0: the tier closed the connection).
+    fn took(&mut self, n: usize) -> io::Result<()> {
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed by the tier",
+            ));
+        }
+        self.end += n;
+        Ok(())
     }
 }
 
@@ -443,6 +504,36 @@ mod tests {
             .unwrap();
         assert_eq!(r.0, Ok(Some(4 * MAX_DEPTH + 4)));
         assert!(r.1);
+    }
+
+    /// `reply_ready` never waits: false until a whole reply is in (taken in pieces), then the
+    /// reply is returned once by `read_reply`; a closed peer is an error.
+    #[test]
+    fn reply_ready_never_waits() {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let mut c = Conn {
+            sock: Sock::Unix(a),
+            out: Vec::new(),
+            inbuf: vec![0; 8],
+            start: 0,
+            end: 0,
+            spin: Duration::ZERO,
+            spun_ns: 0,
+            parsed: None,
+        };
+        assert!(!c.reply_ready().unwrap());
+        b.write_all(b"*2\r\n$5\r\nhel").unwrap();
+        assert!(!c.reply_ready().unwrap());
+        b.write_all(b"lo\r\n:7\r\n+OK\r\n").unwrap();
+        // The buffer (8 bytes) grows as the pieces come in.
+        while !c.reply_ready().unwrap() {}
+        assert!(c.reply_ready().unwrap(), "still ready until read");
+        let want = Reply::Array(vec![Reply::Bulk(b"hello".to_vec()), Reply::Int(7)]);
+        assert_eq!(c.read_reply().unwrap(), want);
+        assert!(c.reply_ready().unwrap());
+        assert_eq!(c.read_reply().unwrap(), Reply::Status);
+        drop(b);
+        assert!(c.reply_ready().is_err());
     }
 
     #[test]
