@@ -18,7 +18,9 @@ enum Pending {
         vals: Vec<Option<Vec<u8>>>,
         miss: Vec<usize>,
     },
-    Writes,
+    /// A write group; the keys of its conditional writes, in order (forgotten if one did not
+    /// apply: the cache assumed it did).
+    Writes(Vec<Key>),
 }
 
 /// A [`FlowStore`] wrapper with a bounded read cache (cleared when full or on a new epoch).
@@ -122,9 +124,24 @@ impl<S: FlowStore> FlowStore for CachedStore<S> {
     }
 
     fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
-        let r = self.inner.write_many(ops);
-        for op in ops {
+        let mut failed = Vec::new();
+        self.write_checked(ops, &mut failed)
+    }
+
+    fn write_checked(
+        &mut self,
+        ops: &[WriteOp],
+        failed: &mut Vec<usize>,
+    ) -> Result<(), StoreError> {
+        let r = self.inner.write_checked(ops, failed);
+        for (i, op) in ops.iter().enumerate() {
             match op {
+                WriteOp::SetIf { key, value, .. } if r.is_ok() && !failed.contains(&i) => {
+                    self.put(key, value.clone())
+                }
+                WriteOp::SetIf { key, .. } => {
+                    self.cache.remove(key);
+                }
                 WriteOp::Set { key, value } if r.is_ok() => self.put(key, Some(value.clone())),
                 // On failure the tier's value is unknown: forget it.
                 WriteOp::Set { key, .. } | WriteOp::Del { key } if r.is_err() => {
@@ -259,9 +276,15 @@ impl<S: FlowStore> Pipeline for CachedStore<S> {
     }
 
     fn send_writes(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        let mut conds = Vec::new();
         for op in ops {
             match op {
                 WriteOp::Set { key, value } => self.put(key, Some(value.clone())),
+                // Assumed to apply (as this instance's later batches do); undone if not.
+                WriteOp::SetIf { key, value, .. } => {
+                    self.put(key, value.clone());
+                    conds.push(key.clone());
+                }
                 WriteOp::Del { key } => self.put(key, None),
                 WriteOp::Hash { key, .. } | WriteOp::Incr { key, .. } => {
                     self.cache.remove(key);
@@ -274,7 +297,7 @@ impl<S: FlowStore> Pipeline for CachedStore<S> {
             self.fail();
             return Err(e);
         }
-        self.pending.push_back(Pending::Writes);
+        self.pending.push_back(Pending::Writes(conds));
         Ok(())
     }
 
@@ -297,11 +320,16 @@ impl<S: FlowStore> Pipeline for CachedStore<S> {
         };
         match p {
             Pending::Ready(v) => out.extend(v),
-            Pending::Writes => {
+            Pending::Writes(conds) => {
                 let inner = self.inner.pipeline().expect("checked in pipeline()");
-                if let Err(e) = inner.recv(&mut self.miss_vals) {
+                if let Err(e) = inner.recv(out) {
                     self.fail();
                     return Err(e);
+                }
+                for (k, applied) in conds.iter().zip(out.iter()) {
+                    if applied.is_none() {
+                        self.forget(k);
+                    }
                 }
             }
             Pending::Reads {

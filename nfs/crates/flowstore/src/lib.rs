@@ -76,6 +76,30 @@ pub enum WriteOp {
         key: Key,
         delta: i64,
     },
+    /// Conditional write: if the value of `key` equals `expect` (None = absent), set it to
+    /// `value` (None = delete); otherwise change nothing. Its outcome is reported
+    /// ([`FlowStore::write_checked`], [`Pipeline::recv`]). A pipelined claim (`expect` None) is
+    /// `SET key value NX` on Redis: the first instance to claim a key wins, and the loser learns
+    /// it when its batch's writes are acknowledged, before its packets leave.
+    SetIf {
+        key: Key,
+        expect: Option<Vec<u8>>,
+        value: Option<Vec<u8>>,
+    },
+}
+
+impl WriteOp {
+    /// The data key this op writes (a timer op: its timer set).
+    pub fn key(&self) -> &Key {
+        match self {
+            WriteOp::Set { key, .. }
+            | WriteOp::Del { key }
+            | WriteOp::Hash { key, .. }
+            | WriteOp::Incr { key, .. }
+            | WriteOp::SetIf { key, .. } => key,
+            WriteOp::TimerSet { timers, .. } | WriteOp::TimerCancel { timers, .. } => timers,
+        }
+    }
 }
 
 /// An update of one hash field ([`WriteOp::Hash`]).
@@ -126,8 +150,26 @@ pub trait FlowStore: Send {
     /// Fetch `keys` in one round trip; `out` is cleared and gets one entry per key, in order.
     fn get_many(&mut self, keys: &[Key], out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError>;
 
-    /// Apply `ops` in order in one round trip.
+    /// Apply `ops` in order in one round trip (conditional ops that do not apply are skipped).
     fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError>;
+
+    /// [`FlowStore::write_many`], reporting in `failed` the positions in `ops` of the
+    /// [`WriteOp::SetIf`] ops that did not apply (cleared first). Stores that cannot apply a
+    /// conditional write atomically refuse batches with them.
+    fn write_checked(
+        &mut self,
+        ops: &[WriteOp],
+        failed: &mut Vec<usize>,
+    ) -> Result<(), StoreError> {
+        failed.clear();
+        if ops.iter().any(|o| matches!(o, WriteOp::SetIf { .. })) {
+            return Err(StoreError(format!(
+                "{} store: conditional writes are not supported",
+                self.kind()
+            )));
+        }
+        self.write_many(ops)
+    }
 
     /// Atomically: if the value of `key` equals `expected` (None = absent), set it to `new`
     /// (None = delete) and return true; otherwise change nothing and return false.
@@ -223,8 +265,9 @@ pub trait Pipeline {
     fn send_writes(&mut self, ops: &[WriteOp]) -> Result<(), StoreError>;
     /// Push queued groups to the tier.
     fn flush(&mut self) -> Result<(), StoreError>;
-    /// Wait for the oldest group's replies (`out` gets its values; empty for a write group).
-    /// After an error every group in flight is lost (`in_flight` is 0).
+    /// Wait for the oldest group's replies (`out` gets its values; for a write group one entry
+    /// per [`WriteOp::SetIf`] op, in order: `Some(empty)` applied, `None` not applied). After an
+    /// error every group in flight is lost (`in_flight` is 0).
     fn recv(&mut self, out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError>;
     /// Groups sent and not yet received.
     fn in_flight(&self) -> usize;

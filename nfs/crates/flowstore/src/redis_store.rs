@@ -136,13 +136,29 @@ fn parse_unix(url: &str, rest: &str) -> Result<(Endpoint, Option<u32>), String> 
     Ok((Endpoint::Unix(path.into()), db))
 }
 
+/// How the reply of a conditional write ([`WriteOp::SetIf`]) says whether it applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cond {
+    /// `SET key value NX`: `+OK` applied, nil not.
+    Nx,
+    /// The compare-and-set script: `:1` applied, `:0` not.
+    Cas,
+}
+
+/// The write commands of one group: how many, and which of them are conditional (command
+/// index and reply kind, in order).
+#[derive(Debug, Clone, Default)]
+struct WriteCmds {
+    n: usize,
+    conds: Vec<(usize, Cond)>,
+}
+
 /// What a group of commands in flight returns.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Group {
     /// One MGET of this many keys.
     Reads(usize),
-    /// This many write commands.
-    Writes(usize),
+    Writes(WriteCmds),
 }
 
 /// [`FlowStore`] on Redis (one connection per instance).
@@ -302,10 +318,21 @@ impl RedisStore {
                 Reply::Error(e) => first_err = Some(e),
                 r => first_err = Some(format!("unexpected MGET reply {r:?}")),
             },
-            Group::Writes(n) => {
-                for _ in 0..n {
-                    if let Reply::Error(e) = conn.read_reply().map_err(err)? {
+            Group::Writes(w) => {
+                let mut conds = w.conds.iter().peekable();
+                for i in 0..w.n {
+                    let r = conn.read_reply().map_err(err)?;
+                    if let Reply::Error(e) = r {
                         first_err.get_or_insert(e);
+                        if conds.next_if(|c| c.0 == i).is_some() {
+                            out.push(None);
+                        }
+                    } else if let Some(&(_, kind)) = conds.next_if(|c| c.0 == i) {
+                        let applied = match kind {
+                            Cond::Nx => r == Reply::Status,
+                            Cond::Cas => r == Reply::Int(1),
+                        };
+                        out.push(applied.then(Vec::new));
                     }
                 }
             }
@@ -366,11 +393,11 @@ impl RedisStore {
         }
     }
 
-    /// Encode `ops` as runs of MSET / DEL / ZADD / ZREM; returns the command count. Ops are
-    /// grouped by command first when that changes no outcome ([`grouped`]), so a batch whose
-    /// packets each wrote a record and moved its timer costs one MSET and one ZADD, not two
-    /// commands per packet.
-    fn encode_writes(out: &mut Vec<u8>, ops: &[WriteOp]) -> usize {
+    /// Encode `ops` as runs of MSET / DEL / ZADD / ZREM (a conditional write is a command of
+    /// its own); returns the commands. Ops are grouped by command first when that changes no
+    /// outcome ([`grouped`]), so a batch whose packets each wrote a record and moved its timer
+    /// costs one MSET and one ZADD, not two commands per packet.
+    fn encode_writes(out: &mut Vec<u8>, ops: &[WriteOp]) -> WriteCmds {
         match grouped(ops) {
             Some(g) => Self::encode_runs(out, &g),
             None => Self::encode_runs(out, ops),
@@ -378,9 +405,9 @@ impl RedisStore {
     }
 
     /// Encode consecutive runs of one command (order kept).
-    fn encode_runs<W: std::borrow::Borrow<WriteOp>>(out: &mut Vec<u8>, ops: &[W]) -> usize {
+    fn encode_runs<W: std::borrow::Borrow<WriteOp>>(out: &mut Vec<u8>, ops: &[W]) -> WriteCmds {
         let ops: Vec<&WriteOp> = ops.iter().map(|o| o.borrow()).collect();
-        let mut cmds = 0;
+        let mut cmds = WriteCmds::default();
         let mut i = 0;
         while i < ops.len() {
             // A run of ops of one kind (and one timer set) becomes one command.
@@ -453,8 +480,33 @@ impl RedisStore {
                         }
                     }
                 }
+                WriteOp::SetIf {
+                    key,
+                    expect: None,
+                    value: Some(v),
+                } => {
+                    resp::encode(out, &[b"SET", key, v, b"NX"]);
+                    cmds.conds.push((cmds.n, Cond::Nx));
+                }
+                WriteOp::SetIf { key, expect, value } => {
+                    let flag = |o: &Option<Vec<u8>>| if o.is_some() { &b"1"[..] } else { b"0" };
+                    resp::encode(
+                        out,
+                        &[
+                            b"EVAL",
+                            CAS,
+                            b"1",
+                            key,
+                            flag(expect),
+                            expect.as_deref().unwrap_or(b""),
+                            flag(value),
+                            value.as_deref().unwrap_or(b""),
+                        ],
+                    );
+                    cmds.conds.push((cmds.n, Cond::Cas));
+                }
             }
-            cmds += 1;
+            cmds.n += 1;
             i = j;
         }
         cmds
@@ -470,17 +522,7 @@ impl RedisStore {
 
     /// Keys a write group changes (data keys and timer sets).
     fn keys_of(ops: &[WriteOp]) -> Vec<Key> {
-        ops.iter()
-            .map(|op| match op {
-                WriteOp::Set { key, .. }
-                | WriteOp::Del { key }
-                | WriteOp::Hash { key, .. }
-                | WriteOp::Incr { key, .. } => key.clone(),
-                WriteOp::TimerSet { timers, .. } | WriteOp::TimerCancel { timers, .. } => {
-                    timers.clone()
-                }
-            })
-            .collect()
+        ops.iter().map(|op| op.key().clone()).collect()
     }
 }
 
@@ -492,7 +534,8 @@ impl RedisStore {
 /// atomic for other clients, and the runtime transmits a batch only after all are acknowledged.
 fn grouped(ops: &[WriteOp]) -> Option<Vec<&WriteOp>> {
     let class = write_class;
-    if ops.len() < 3 {
+    // Conditional writes keep the order (their outcomes are reported in it).
+    if ops.len() < 3 || ops.iter().any(|o| matches!(o, WriteOp::SetIf { .. })) {
         return None;
     }
     let mut owner: HashMap<&[u8], u8> = HashMap::with_capacity(ops.len());
@@ -507,7 +550,8 @@ fn grouped(ops: &[WriteOp]) -> Option<Vec<&WriteOp>> {
             WriteOp::Set { key, .. }
             | WriteOp::Del { key }
             | WriteOp::Hash { key, .. }
-            | WriteOp::Incr { key, .. } => key,
+            | WriteOp::Incr { key, .. }
+            | WriteOp::SetIf { key, .. } => key,
             WriteOp::TimerSet {
                 timers, member: m, ..
             }
@@ -544,6 +588,7 @@ fn write_class(op: &WriteOp) -> (u8, &[u8]) {
         WriteOp::Incr { .. } => (3, b""),
         WriteOp::TimerSet { timers, .. } => (4, timers),
         WriteOp::TimerCancel { timers, .. } => (5, timers),
+        WriteOp::SetIf { .. } => (6, b""),
     }
 }
 
@@ -613,22 +658,42 @@ impl FlowStore for RedisStore {
     }
 
     fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        let mut failed = Vec::new();
+        self.write_checked(ops, &mut failed)
+    }
+
+    fn write_checked(
+        &mut self,
+        ops: &[WriteOp],
+        failed: &mut Vec<usize>,
+    ) -> Result<(), StoreError> {
+        failed.clear();
         if ops.is_empty() {
             return Ok(());
         }
         self.drain_in_flight()?;
         let r = (|| {
             let c = self.ensure_conn()?;
-            let n = Self::encode_writes(&mut c.out, ops);
+            let cmds = Self::encode_writes(&mut c.out, ops);
             c.flush().map_err(err)?;
-            self.in_flight.push_back(Group::Writes(n));
+            self.in_flight.push_back(Group::Writes(cmds));
             self.write_keys.push_back(Vec::new());
             self.flushed = self.in_flight.len();
             self.read_group()
         })();
         self.stats.round_trips += 1;
-        r.map_err(|e| self.fail(e))?;
+        let outcomes = r.map_err(|e| self.fail(e))?;
         self.stats.keys_written += ops.len() as u64;
+        // Conditional writes are encoded in order, one command each: their outcomes map back.
+        let conds = ops
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| matches!(o, WriteOp::SetIf { .. }));
+        for ((i, _), applied) in conds.zip(outcomes) {
+            if applied.is_none() {
+                failed.push(i);
+            }
+        }
         Ok(())
     }
 
@@ -779,8 +844,8 @@ impl Pipeline for RedisStore {
             Ok(c) => c,
             Err(e) => return Err(self.fail(e)),
         };
-        let n = Self::encode_writes(&mut c.out, ops);
-        self.in_flight.push_back(Group::Writes(n));
+        let cmds = Self::encode_writes(&mut c.out, ops);
+        self.in_flight.push_back(Group::Writes(cmds));
         let keys = Self::keys_of(ops);
         for k in &keys {
             *self.pending.entry(k.clone()).or_insert(0) += 1;
@@ -929,7 +994,7 @@ mod tests {
             t("y"),
             WriteOp::Del { key: b"c".to_vec() },
         ];
-        assert_eq!(RedisStore::encode_writes(&mut out, &ops), 3);
+        assert_eq!(RedisStore::encode_writes(&mut out, &ops).n, 3);
         let s = String::from_utf8(out).unwrap();
         assert!(s.starts_with("*5\r\n$4\r\nMSET\r\n"), "{s}");
         assert!(
@@ -956,14 +1021,14 @@ mod tests {
         let mut out = vec![];
         // Three packets each writing a record and moving its timer: one MSET, one ZADD.
         let ops = [set("a"), t("a"), set("b"), t("b"), set("c"), t("c")];
-        assert_eq!(RedisStore::encode_writes(&mut out, &ops), 2);
+        assert_eq!(RedisStore::encode_writes(&mut out, &ops).n, 2);
         let s = String::from_utf8(out.clone()).unwrap();
         assert!(s.starts_with("*7\r\n$4\r\nMSET\r\n"), "{s}");
         // One member set then cancelled: the order is kept (4 commands).
         out.clear();
         let ops = [set("a"), t("a"), set("b"), tc("a")];
         assert!(grouped(&ops).is_none());
-        assert_eq!(RedisStore::encode_writes(&mut out, &ops), 4);
+        assert_eq!(RedisStore::encode_writes(&mut out, &ops).n, 4);
         // A key both hash-updated and deleted: kept in order.
         let h = WriteOp::Hash {
             key: b"a".to_vec(),

@@ -495,3 +495,54 @@ fn redis_write_grouping_keeps_outcomes() {
         }
     }
 }
+
+/// Conditional writes ([`WriteOp::SetIf`]): applied in order only where the value is the one
+/// expected (a claim: absent), the others reported by `write_checked` (local and Redis, SET NX
+/// and the compare-and-set script) and by the pipeline's `recv`; the owner cache, which assumed
+/// they applied, forgets the values of those that did not.
+#[test]
+fn conditional_writes_report_outcomes() {
+    let k = |n: u64| KeySpace::new("cw").unwrap().flow(n, "v");
+    let set_if = |n: u64, expect: Option<&str>, value: Option<&str>| WriteOp::SetIf {
+        key: k(n),
+        expect: expect.map(|v| v.as_bytes().to_vec()),
+        value: value.map(|v| v.as_bytes().to_vec()),
+    };
+    let ops = [
+        WriteOp::Set {
+            key: k(2),
+            value: b"b".to_vec(),
+        },
+        set_if(1, None, Some("a")), // claim of an absent key: applies
+        set_if(2, None, Some("x")), // claim of a present key: not
+        set_if(1, Some("a"), Some("a2")), // conditional on the claim just made: applies
+        set_if(2, Some("zz"), Some("y")), // wrong expectation: not
+        set_if(2, Some("b"), None), // delete if "b": applies
+        set_if(3, Some("q"), None), // delete of an absent key expected present: not
+    ];
+    let want = vec![Some(b"a2".to_vec()), None, None];
+    let r = TestRedis::start().expect("redis-server");
+    let mut local = LocalStore::new();
+    let mut redis = RedisStore::connect(RedisConfig::new(&r.unix_url())).unwrap();
+    for s in [&mut local as &mut dyn FlowStore, &mut redis] {
+        let mut failed = vec![];
+        s.write_checked(&ops, &mut failed).unwrap();
+        assert_eq!(failed, vec![2, 4, 6], "{}", s.kind());
+        let mut out = vec![];
+        s.get_many(&[k(1), k(2), k(3)], &mut out).unwrap();
+        assert_eq!(out, want, "{}", s.kind());
+    }
+    // Pipelined, behind the owner cache: outcomes per conditional op, in order.
+    let inner = RedisStore::connect(RedisConfig::new(&r.unix_url())).unwrap();
+    let mut c = CachedStore::new(inner, b"cw-epoch".to_vec(), 100);
+    let p = c.pipeline().unwrap();
+    p.send_writes(&[set_if(1, None, Some("lost")), set_if(9, None, Some("won"))])
+        .unwrap();
+    let mut out = vec![];
+    p.recv(&mut out).unwrap();
+    assert_eq!(out, vec![None, Some(vec![])]);
+    // The cache does not keep the losing value.
+    let mut v = vec![];
+    c.get_many(&[k(1), k(9)], &mut v).unwrap();
+    assert_eq!(v, vec![Some(b"a2".to_vec()), Some(b"won".to_vec())]);
+}

@@ -24,6 +24,10 @@ pub struct Stats {
     pub fail_closed_dropped: AtomicU64,
     pub fail_open_forwarded: AtomicU64,
     pub timers_fired: AtomicU64,
+    /// Claims ([`crate::Ctx::claim`]) another instance won, and the forwarded packets dropped
+    /// because they (or a packet of their batch) depended on one.
+    pub claims_lost: AtomicU64,
+    pub claim_dropped: AtomicU64,
     pub ready: AtomicBool,
     /// Buffering mode (a move's target waiting for its state) and its counters.
     pub buffering: AtomicBool,
@@ -63,6 +67,7 @@ impl Stats {
                 "fail_closed_dropped": g(&self.fail_closed_dropped),
                 "fail_open_forwarded": g(&self.fail_open_forwarded),
                 "timers_fired": g(&self.timers_fired),
+                "claims_lost": g(&self.claims_lost), "claim_dropped": g(&self.claim_dropped),
                 "buffered": g(&self.buffered), "buffered_now": g(&self.buffered_now),
                 "buffer_overflow": g(&self.buffer_overflow), "replayed": g(&self.replayed),
                 "state_exports": g(&self.state_exports), "state_imports": g(&self.state_imports),

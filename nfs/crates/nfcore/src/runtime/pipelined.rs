@@ -14,8 +14,13 @@
 //!   per-flow packet order is kept.
 //! - Timers and the owner-cache epoch are handled with nothing in flight (the pipeline is drained
 //!   first), as in the batch-by-batch loop.
+//! - Claims ([`crate::Ctx::claim`], `SET NX` in the write group) are assumed won until their
+//!   acknowledgement: later batches see the claimed value, and their writes of a claimed key are
+//!   conditional on it (`unconfirmed`). A lost claim drops every forwarded packet of its batch
+//!   and of the batches processed after it (none has left: they wait for it), makes batches
+//!   still reading re-read the key, and lets the NF undo what it tied to the claim.
 
-use super::{Runtime, TimeSource};
+use super::{drop_claim_dependents, Runtime, TimeSource};
 use crate::stats::Stats;
 use crate::{Ctx, FailMode, NetworkFunction, Verdict};
 use flowstore::{
@@ -47,6 +52,8 @@ pub(super) struct Slot {
     reads_pending: bool,
     /// Writes acknowledged (or none): may be transmitted once every earlier batch is.
     acked: bool,
+    /// Ordinal of the batch among the processed ones (set when processed).
+    ord: u64,
     now_ns: u64,
     t_recv: Instant,
 }
@@ -74,6 +81,9 @@ pub(super) struct PipeState {
     unflushed: usize,
     values: Vec<Option<Vec<u8>>>,
     touched: Vec<Key>,
+    /// Keys claimed (or written conditionally) by processed batches whose writes are not
+    /// acknowledged: the batch that last did, and the value expected in the tier.
+    unconfirmed: HashMap<Key, (u64, Option<Vec<u8>>)>,
 }
 
 /// Parse every frame of `batch`, collect the read set into `state` and the initial verdicts:
@@ -147,16 +157,20 @@ impl FlowStore for Tracking<'_> {
         self.inner.get_many(keys, out)
     }
     fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        let mut failed = Vec::new();
+        self.write_checked(ops, &mut failed)
+    }
+    fn write_checked(
+        &mut self,
+        ops: &[WriteOp],
+        failed: &mut Vec<usize>,
+    ) -> Result<(), StoreError> {
         for op in ops {
-            if let WriteOp::Set { key, .. }
-            | WriteOp::Del { key }
-            | WriteOp::Hash { key, .. }
-            | WriteOp::Incr { key, .. } = op
-            {
-                self.touched.push(key.clone());
+            if !matches!(op, WriteOp::TimerSet { .. } | WriteOp::TimerCancel { .. }) {
+                self.touched.push(op.key().clone());
             }
         }
-        self.inner.write_many(ops)
+        self.inner.write_checked(ops, failed)
     }
     fn compare_and_set(
         &mut self,
@@ -228,6 +242,7 @@ impl<D: Device> Runtime<D> {
                     sent_at: 0,
                     reads_pending: false,
                     acked: false,
+                    ord: 0,
                     now_ns: 0,
                     t_recv: Instant::now(),
                 });
@@ -401,14 +416,76 @@ impl<D: Device> Runtime<D> {
                 }
             }
             Expect::Writes => {
-                if let Some(s) = self.pipe.writing.iter_mut().find(|s| !s.acked) {
-                    s.acked = true;
+                if let Some(i) = self.pipe.writing.iter().position(|s| !s.acked) {
+                    self.pipe.writing[i].acked = true;
+                    let lost = self.settle_conditionals(i, &vals);
+                    if !lost.is_empty() {
+                        self.claims_lost(i, &lost);
+                    }
                 }
             }
         }
         vals.clear();
         self.pipe.values = vals;
         Ok(())
+    }
+
+    /// Match the outcomes of the conditional writes of batch `writing[i]` (in order) to them:
+    /// applied ones are confirmed; returns those that did not apply.
+    fn settle_conditionals(&mut self, i: usize, outcomes: &[Option<Vec<u8>>]) -> Vec<WriteOp> {
+        let slot = &self.pipe.writing[i];
+        let conds = slot
+            .state
+            .pending_writes()
+            .iter()
+            .filter(|w| matches!(w, WriteOp::SetIf { .. }));
+        let mut lost = Vec::new();
+        for (w, applied) in conds.zip(outcomes) {
+            if applied.is_none() {
+                lost.push(w.clone());
+            } else if self
+                .pipe
+                .unconfirmed
+                .get(w.key())
+                .is_some_and(|(o, _)| *o == slot.ord)
+            {
+                self.pipe.unconfirmed.remove(w.key());
+            }
+        }
+        lost
+    }
+
+    /// Conditional writes of batch `writing[i]` did not apply (another instance claimed a key
+    /// first): drop the forwarded packets of it and of every batch processed after it, make
+    /// batches still reading forget those keys, and let the NF undo its lost claims.
+    fn claims_lost(&mut self, i: usize, lost: &[WriteOp]) {
+        for s in self.pipe.writing.iter_mut().skip(i) {
+            drop_claim_dependents(&s.parsed, &mut s.keep, &self.stats);
+        }
+        for w in lost {
+            self.pipe.unconfirmed.remove(w.key());
+            // Every batch still reading re-reads it (whenever its reads were sent).
+            self.pipe
+                .recent
+                .insert(w.key().clone(), (u64::MAX, Recent::Unknown));
+        }
+        let now = self.pipe.writing[i].now_ns;
+        match self.undo_lost(lost, now) {
+            Ok(undo) => {
+                for w in undo {
+                    let v = match &w {
+                        WriteOp::Set { value, .. } => Recent::Value(Some(value.clone())),
+                        WriteOp::Del { .. } => Recent::Value(None),
+                        _ => Recent::Unknown,
+                    };
+                    self.pipe.recent.insert(w.key().clone(), (u64::MAX, v));
+                }
+            }
+            Err(_) => {
+                // The undo's writes are not known to have applied: re-read what they touch.
+                self.stats.store_errors.fetch_add(1, Relaxed);
+            }
+        }
     }
 
     /// Process the oldest batch (its values are in) and queue its writes.
@@ -424,6 +501,10 @@ impl<D: Device> Runtime<D> {
                     }
                 }
             }
+        }
+        // Writes of keys whose claim is not acknowledged yet are conditional on it.
+        for (k, (_, v)) in &self.pipe.unconfirmed {
+            slot.state.guard(k, v.clone());
         }
         let fail = self.opts.fail_mode;
         self.pipe.touched.clear();
@@ -463,6 +544,7 @@ impl<D: Device> Runtime<D> {
         }
         let ord = self.pipe.processed;
         self.pipe.processed += 1;
+        slot.ord = ord;
         for k in self.pipe.touched.drain(..) {
             self.pipe.recent.insert(k, (ord, Recent::Unknown));
         }
@@ -478,6 +560,15 @@ impl<D: Device> Runtime<D> {
                     self.pipe
                         .recent
                         .insert(key.clone(), (ord, Recent::Value(None)));
+                }
+                // Assumed to apply until acknowledged (undone then if not).
+                WriteOp::SetIf { key, value, .. } => {
+                    self.pipe
+                        .recent
+                        .insert(key.clone(), (ord, Recent::Value(value.clone())));
+                    self.pipe
+                        .unconfirmed
+                        .insert(key.clone(), (ord, value.clone()));
                 }
                 // Applied by the tier: its value is known only there.
                 WriteOp::Hash { key, .. } | WriteOp::Incr { key, .. } => {
@@ -546,6 +637,7 @@ impl<D: Device> Runtime<D> {
         }
         self.pipe.expect.clear();
         self.pipe.recent.clear();
+        self.pipe.unconfirmed.clear();
         self.pipe.unflushed = 0;
         while let Some(mut slot) = self.pipe.writing.pop_front() {
             if !slot.acked && fail == FailMode::Closed {
