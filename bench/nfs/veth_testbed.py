@@ -132,6 +132,7 @@ class Testbed:
         self.redis_sock = self.dir / "redis.sock"  # Redis's own unix socket (FLUSHALL, the relay's target)
         direct = self.redis_mode == "direct"
         port = REDIS_PORT_IN_NS if direct else _free_port()
+        self.redis_port = port  # in the NF's namespace (direct) or the root namespace
         self.redis = self._spawn(
             ["taskset", "-c", REDIS_CPU, "redis-server", "--bind", "127.0.0.1", "--port", str(port),
              "--unixsocket", str(self.redis_sock), "--unixsocketperm", "700", "--save", "", "--appendonly", "no",

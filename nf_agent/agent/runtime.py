@@ -42,11 +42,11 @@ from host_datapath.sysutil import (
 from nf_agent.agent.model import HOST, Instance, Nf
 from nf_agent.agent.slots import Slot, SlotPool
 from nf_agent.emulated_host import naming as nm
+from nf_agent.emulated_host.naming import MAX_UNIX_PATH
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NF_BINARY = REPO_ROOT / "nfs" / "target" / "release" / "nf"
 HEALTH_TIMEOUT = 30.0
-MAX_UNIX_PATH = 107  # longest unix socket path the kernel takes (sun_path: 108 bytes with its NUL)
 SLOT_PORT_BASE = 700  # warm slots' OpenFlow ports (instances allocate from NF_PORT_BASE = 200 up)
 
 
@@ -352,8 +352,7 @@ class HostRuntime:
                     inst.netns, inst.inside_if, inst.port_if, inst.ofport
                 )
                 self.last_start["attach_ms"] = round((time.monotonic() - t0) * 1000, 2)
-            self.config_files(nf, inst)
-            self.start_nf(nf, inst, buffer)
+            self.start_processes(nf, inst, buffer)
             self.last_start["total_ms"] = round((time.monotonic() - t0) * 1000, 2)
         except BaseException as exc:
             self.stop(inst)
@@ -397,6 +396,12 @@ class HostRuntime:
 
     def config_files(self, nf: Nf, inst: Instance) -> None:
         self._files(inst)["config"].write_text(json.dumps(run_config(nf.type, nf.config, inst.location)))
+
+    def start_processes(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
+        """(Re)start the instance's processes in its existing namespace: its config file, then `nf` (the
+        supervisor's restart in place after the NF died; a socket file it left is replaced)."""
+        self.config_files(nf, inst)
+        self.start_nf(nf, inst, buffer)
 
     def start_nf(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
         """Start `nf` in the instance's namespace (Redis and its stats endpoint on unix sockets) and wait for

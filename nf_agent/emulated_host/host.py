@@ -35,6 +35,7 @@ from host_datapath.sysutil import (
 )
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.config import HostConfig, quota_cores
+from nf_agent.emulated_host.naming import MAX_UNIX_PATH
 from nf_agent.emulated_host.oneswitch import OneSwitch
 from snic_datapath.bluefield import BlueFieldSnic
 from snic_datapath.cgroup import CpuCgroup
@@ -53,10 +54,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-# Longest unix socket path the kernel takes (sun_path is 108 bytes with its NUL).
-MAX_UNIX_PATH = 107
 
 
 @dataclass

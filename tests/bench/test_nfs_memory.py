@@ -1,6 +1,6 @@
 """The memory variant's summary (bench/nfs/run.py `summarise`): ratios, added latency and the CPU figures per
-NF from the harness's JSON, for every transport. Pure; the harness itself runs in `cargo test` (nf-bench
-builds) and `./uno bench nfs`."""
+NF from the harness's JSON, for every transport; and the relay round-trip probe's parser (bench/nfs/relay_rtt.py).
+Pure; the harness itself runs in `cargo test` (nf-bench builds) and `./uno bench nfs`."""
 
 from __future__ import annotations
 
@@ -34,3 +34,13 @@ def test_summary_per_transport_with_cpu_figures():
     # Without latency runs (--paced-load 0) there are no added-latency figures.
     del long64["paced"]
     assert "added_p99_us" not in nfs_run.summarise({"nat": {"long64": long64, "short64": short64}})["nat"]
+
+
+def test_relay_rtt_reads_redis_benchmark_csv():
+    from bench.nfs.relay_rtt import parse_csv
+
+    text = (
+        '"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms",'
+        '"max_latency_ms"\n"GET","21000.50","0.045","0.020","0.043","0.060","0.091","1.200"\n'
+    )
+    assert parse_csv(text) == {"rps": 21000.5, "p50_us": 43.0, "p99_us": 91.0}

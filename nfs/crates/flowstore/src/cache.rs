@@ -5,7 +5,7 @@
 //! drops the whole cache when the epoch changed. Not for instances that share flows at the same
 //! time (asymmetric routing): leave the cache off there.
 
-use crate::{FlowStore, HashFields, Key, Pipeline, StoreError, StoreStats, WriteOp};
+use crate::{FlowStore, Key, Pipeline, StoreError, WriteOp};
 use std::collections::{HashMap, HashSet, VecDeque};
 
 /// A group sent through the cache's [`Pipeline`], oldest first.
@@ -82,9 +82,8 @@ impl<S: FlowStore> CachedStore<S> {
 }
 
 impl<S: FlowStore> FlowStore for CachedStore<S> {
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
+    crate::forward_store!(inner; kind, hash_get_all, pool_init, pool_pop, pool_pop_many, pool_push,
+        pool_len, timer_claim_due, stats, note_unplanned_read);
 
     fn get_many(&mut self, keys: &[Key], out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError> {
         out.clear();
@@ -123,11 +122,6 @@ impl<S: FlowStore> FlowStore for CachedStore<S> {
         Ok(())
     }
 
-    fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
-        let mut failed = Vec::new();
-        self.write_checked(ops, &mut failed)
-    }
-
     fn write_checked(
         &mut self,
         ops: &[WriteOp],
@@ -157,10 +151,6 @@ impl<S: FlowStore> FlowStore for CachedStore<S> {
         r
     }
 
-    fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
-        self.inner.hash_get_all(key)
-    }
-
     fn compare_and_set(
         &mut self,
         key: &[u8],
@@ -178,43 +168,6 @@ impl<S: FlowStore> FlowStore for CachedStore<S> {
     fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, StoreError> {
         self.forget(key);
         self.inner.incr_by(key, delta)
-    }
-
-    fn pool_init(&mut self, pool: &[u8], items: &[Vec<u8>]) -> Result<bool, StoreError> {
-        self.inner.pool_init(pool, items)
-    }
-
-    fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.pool_pop(pool)
-    }
-
-    fn pool_pop_many(&mut self, pool: &[u8], max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.pool_pop_many(pool, max)
-    }
-
-    fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
-        self.inner.pool_push(pool, item)
-    }
-
-    fn pool_len(&mut self, pool: &[u8]) -> Result<usize, StoreError> {
-        self.inner.pool_len(pool)
-    }
-
-    fn timer_claim_due(
-        &mut self,
-        timers: &[u8],
-        now_ms: u64,
-        max: usize,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.timer_claim_due(timers, now_ms, max)
-    }
-
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
-    }
-
-    fn note_unplanned_read(&mut self) {
-        self.inner.note_unplanned_read()
     }
 
     fn pipeline(&mut self) -> Option<&mut dyn Pipeline> {

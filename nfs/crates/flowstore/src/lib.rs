@@ -151,25 +151,15 @@ pub trait FlowStore: Send {
     fn get_many(&mut self, keys: &[Key], out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError>;
 
     /// Apply `ops` in order in one round trip (conditional ops that do not apply are skipped).
-    fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError>;
+    fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        let mut failed = Vec::new();
+        self.write_checked(ops, &mut failed)
+    }
 
     /// [`FlowStore::write_many`], reporting in `failed` the positions in `ops` of the
-    /// [`WriteOp::SetIf`] ops that did not apply (cleared first). Stores that cannot apply a
-    /// conditional write atomically refuse batches with them.
-    fn write_checked(
-        &mut self,
-        ops: &[WriteOp],
-        failed: &mut Vec<usize>,
-    ) -> Result<(), StoreError> {
-        failed.clear();
-        if ops.iter().any(|o| matches!(o, WriteOp::SetIf { .. })) {
-            return Err(StoreError(format!(
-                "{} store: conditional writes are not supported",
-                self.kind()
-            )));
-        }
-        self.write_many(ops)
-    }
+    /// [`WriteOp::SetIf`] ops that did not apply (cleared first).
+    fn write_checked(&mut self, ops: &[WriteOp], failed: &mut Vec<usize>)
+        -> Result<(), StoreError>;
 
     /// Atomically: if the value of `key` equals `expected` (None = absent), set it to `new`
     /// (None = delete) and return true; otherwise change nothing and return false.
@@ -251,6 +241,79 @@ pub trait FlowStore: Send {
     fn import_state(&mut self, _data: &[u8], _prefix: &[u8]) -> Result<usize, String> {
         Err("this store does not hold its state in the process".into())
     }
+}
+
+/// Implements the named [`FlowStore`] methods by forwarding them to the store in field `$inner`:
+/// for wrappers that change a few methods and pass the others through.
+#[macro_export]
+macro_rules! forward_store {
+    ($inner:ident; $($m:ident),+ $(,)?) => { $( $crate::forward_store!(@ $inner $m); )+ };
+    (@ $i:ident kind) => {
+        fn kind(&self) -> &'static str { self.$i.kind() }
+    };
+    (@ $i:ident get_many) => {
+        fn get_many(
+            &mut self, keys: &[$crate::Key], out: &mut Vec<Option<Vec<u8>>>,
+        ) -> Result<(), $crate::StoreError> { self.$i.get_many(keys, out) }
+    };
+    (@ $i:ident write_checked) => {
+        fn write_checked(
+            &mut self, ops: &[$crate::WriteOp], failed: &mut Vec<usize>,
+        ) -> Result<(), $crate::StoreError> { self.$i.write_checked(ops, failed) }
+    };
+    (@ $i:ident compare_and_set) => {
+        fn compare_and_set(
+            &mut self, key: &[u8], expected: Option<&[u8]>, new: Option<&[u8]>,
+        ) -> Result<bool, $crate::StoreError> { self.$i.compare_and_set(key, expected, new) }
+    };
+    (@ $i:ident incr_by) => {
+        fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, $crate::StoreError> {
+            self.$i.incr_by(key, delta)
+        }
+    };
+    (@ $i:ident pool_init) => {
+        fn pool_init(
+            &mut self, pool: &[u8], items: &[Vec<u8>],
+        ) -> Result<bool, $crate::StoreError> { self.$i.pool_init(pool, items) }
+    };
+    (@ $i:ident pool_pop) => {
+        fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, $crate::StoreError> {
+            self.$i.pool_pop(pool)
+        }
+    };
+    (@ $i:ident pool_pop_many) => {
+        fn pool_pop_many(
+            &mut self, pool: &[u8], max: usize,
+        ) -> Result<Vec<Vec<u8>>, $crate::StoreError> { self.$i.pool_pop_many(pool, max) }
+    };
+    (@ $i:ident pool_push) => {
+        fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), $crate::StoreError> {
+            self.$i.pool_push(pool, item)
+        }
+    };
+    (@ $i:ident pool_len) => {
+        fn pool_len(&mut self, pool: &[u8]) -> Result<usize, $crate::StoreError> {
+            self.$i.pool_len(pool)
+        }
+    };
+    (@ $i:ident timer_claim_due) => {
+        fn timer_claim_due(
+            &mut self, timers: &[u8], now_ms: u64, max: usize,
+        ) -> Result<Vec<Vec<u8>>, $crate::StoreError> {
+            self.$i.timer_claim_due(timers, now_ms, max)
+        }
+    };
+    (@ $i:ident hash_get_all) => {
+        fn hash_get_all(
+            &mut self, key: &[u8],
+        ) -> Result<$crate::HashFields, $crate::StoreError> { self.$i.hash_get_all(key) }
+    };
+    (@ $i:ident stats) => {
+        fn stats(&self) -> $crate::StoreStats { self.$i.stats() }
+    };
+    (@ $i:ident note_unplanned_read) => {
+        fn note_unplanned_read(&mut self) { self.$i.note_unplanned_read() }
+    };
 }
 
 /// Non-blocking access to a remote tier over one ordered connection: groups of reads and writes

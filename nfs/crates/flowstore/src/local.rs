@@ -61,11 +61,6 @@ impl FlowStore for LocalStore {
         Ok(())
     }
 
-    fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
-        let mut failed = Vec::new();
-        self.write_checked(ops, &mut failed)
-    }
-
     fn write_checked(
         &mut self,
         ops: &[WriteOp],

@@ -10,7 +10,7 @@
 //! otherwise it first collects the replies of the groups in flight (kept for
 //! [`Pipeline::recv`]) and runs on the main connection.
 
-use crate::resp::{self, Conn, Endpoint, Reply};
+use crate::resp::{self, Conn, Endpoint, Reply, MAX_UNIX_PATH};
 use crate::{FlowStore, HashFields, HashOp, Key, Pipeline, StoreError, StoreStats, WriteOp};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -56,9 +56,6 @@ local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, to
 for i = 1, #due do redis.call('ZREM', KEYS[1], due[i]) end
 return due
 "#;
-
-/// Longest unix socket path the kernel takes (`sun_path` is 108 bytes with its NUL).
-const MAX_UNIX_PATH: usize = 107;
 
 /// Parse a store URL into (endpoint, db): `redis://HOST[:PORT][/DB]` (TCP, port 6379 by default)
 /// or `unix:///ABSOLUTE/PATH[?db=N]` (also spelled `redis+unix://`; the tier's unix socket).
@@ -655,11 +652,6 @@ impl FlowStore for RedisStore {
         self.stats.keys_read += keys.len() as u64;
         out.extend(vals);
         Ok(())
-    }
-
-    fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
-        let mut failed = Vec::new();
-        self.write_checked(ops, &mut failed)
     }
 
     fn write_checked(

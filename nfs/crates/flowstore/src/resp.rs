@@ -10,6 +10,9 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Longest unix socket path the kernel takes (`sun_path` is 108 bytes with its NUL).
+pub const MAX_UNIX_PATH: usize = 107;
+
 /// Where the tier listens: TCP `host:port`, or a unix socket path (reachable from every network
 /// namespace of the machine, and cheaper per round trip than loopback TCP: no TCP stack).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,8 +10,8 @@
 use flowstore::resp::{encode, Conn, Reply};
 use flowstore::test_redis::TestRedis;
 use flowstore::{
-    CachedStore, Endpoint, FlowStore, HashFields, Key, KeySpace, Pipeline, RedisConfig, RedisStore,
-    StoreError, StoreStats, WriteOp,
+    CachedStore, Endpoint, FlowStore, Key, KeySpace, Pipeline, RedisConfig, RedisStore, StoreError,
+    WriteOp,
 };
 use nfcore::harness::run_frames_depth;
 use nfcore::NetworkFunction;
@@ -37,66 +37,14 @@ impl RaceAfterFirstRead {
 }
 
 impl FlowStore for RaceAfterFirstRead {
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
+    flowstore::forward_store!(inner; kind, write_checked, compare_and_set, incr_by, pool_init,
+        pool_pop, pool_pop_many, pool_push, pool_len, timer_claim_due, hash_get_all, stats,
+        note_unplanned_read);
+
     fn get_many(&mut self, keys: &[Key], out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError> {
         self.inner.get_many(keys, out)?;
         self.after_read(out);
         Ok(())
-    }
-    fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
-        self.inner.write_many(ops)
-    }
-    fn write_checked(
-        &mut self,
-        ops: &[WriteOp],
-        failed: &mut Vec<usize>,
-    ) -> Result<(), StoreError> {
-        self.inner.write_checked(ops, failed)
-    }
-    fn compare_and_set(
-        &mut self,
-        key: &[u8],
-        expected: Option<&[u8]>,
-        new: Option<&[u8]>,
-    ) -> Result<bool, StoreError> {
-        self.inner.compare_and_set(key, expected, new)
-    }
-    fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, StoreError> {
-        self.inner.incr_by(key, delta)
-    }
-    fn pool_init(&mut self, pool: &[u8], items: &[Vec<u8>]) -> Result<bool, StoreError> {
-        self.inner.pool_init(pool, items)
-    }
-    fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.pool_pop(pool)
-    }
-    fn pool_pop_many(&mut self, pool: &[u8], max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.pool_pop_many(pool, max)
-    }
-    fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
-        self.inner.pool_push(pool, item)
-    }
-    fn pool_len(&mut self, pool: &[u8]) -> Result<usize, StoreError> {
-        self.inner.pool_len(pool)
-    }
-    fn timer_claim_due(
-        &mut self,
-        timers: &[u8],
-        now_ms: u64,
-        max: usize,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.timer_claim_due(timers, now_ms, max)
-    }
-    fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
-        self.inner.hash_get_all(key)
-    }
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
-    }
-    fn note_unplanned_read(&mut self) {
-        self.inner.note_unplanned_read()
     }
     fn pipeline(&mut self) -> Option<&mut dyn Pipeline> {
         Some(self)

@@ -181,33 +181,23 @@ fn run_once(
     pps: Option<f64>,
     redis_pid: u32,
 ) -> RunFigures {
+    let spec = RunSpec {
+        kind,
+        nf_id,
+        n_frames: frames.len(),
+        batch,
+        depth,
+        redis_pid,
+    };
     let (mut fig, mut lat) = match pps {
         None => {
             let dev = MemDevice::new(frames.to_vec(), 1, false);
-            let (fig, lat, _) = run_dev(
-                kind,
-                store,
-                nf_id,
-                dev,
-                frames.len(),
-                batch,
-                depth,
-                redis_pid,
-            );
+            let (fig, lat, _) = run_dev(&spec, store, dev);
             (fig, lat)
         }
         Some(r) => {
             let dev = paced::PacedDevice::new(frames.to_vec(), r);
-            let (fig, _, dev) = run_dev(
-                kind,
-                store,
-                nf_id,
-                dev,
-                frames.len(),
-                batch,
-                depth,
-                redis_pid,
-            );
+            let (fig, _, dev) = run_dev(&spec, store, dev);
             (fig, dev.lat_us)
         }
     };
@@ -217,19 +207,31 @@ fn run_once(
     fig
 }
 
-/// Run the NF over `dev` to its end: (figures without latency, per-batch receive-to-transmit
-/// us, the device).
-#[allow(clippy::too_many_arguments)]
-fn run_dev<D: Device>(
-    kind: &str,
-    store: Box<dyn FlowStore>,
-    nf_id: &str,
-    dev: D,
+/// What one run runs.
+struct RunSpec<'a> {
+    kind: &'a str,
+    nf_id: &'a str,
     n_frames: usize,
     batch: usize,
     depth: usize,
     redis_pid: u32,
+}
+
+/// Run the NF over `dev` to its end: (figures without latency, per-batch receive-to-transmit
+/// us, the device).
+fn run_dev<D: Device>(
+    spec: &RunSpec,
+    store: Box<dyn FlowStore>,
+    dev: D,
 ) -> (RunFigures, Vec<f64>, D) {
+    let &RunSpec {
+        kind,
+        nf_id,
+        n_frames,
+        batch,
+        depth,
+        redis_pid,
+    } = spec;
     let opts = RuntimeOptions {
         batch_size: batch,
         fail_mode: FailMode::Closed,

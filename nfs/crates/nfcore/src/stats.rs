@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::control::{ControlHandle, Reply, Request, MAX_STATE_BYTES};
+use flowstore::resp::MAX_UNIX_PATH;
 use serde_json::json;
 
 /// Counters shared between the runtime thread and the HTTP thread.
@@ -87,9 +88,6 @@ pub enum StatsAddr {
     /// machine, so an agent in the root namespace reads an NF in its own namespace with no relay.
     Unix(PathBuf),
 }
-
-/// Longest unix socket path the kernel takes (`sun_path` is 108 bytes with its NUL).
-const MAX_UNIX_PATH: usize = 107;
 
 impl StatsAddr {
     /// `HOST:PORT` or `unix:///ABSOLUTE/PATH`; the error names the value.

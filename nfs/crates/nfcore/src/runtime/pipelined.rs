@@ -23,9 +23,7 @@
 use super::{drop_claim_dependents, Runtime, TimeSource};
 use crate::stats::Stats;
 use crate::{Ctx, FailMode, NetworkFunction, Verdict};
-use flowstore::{
-    BatchState, FlowStore, HashFields, Key, KeySpace, Pipeline, StoreError, StoreStats, WriteOp,
-};
+use flowstore::{BatchState, FlowStore, Key, KeySpace, Pipeline, StoreError, WriteOp};
 use netio::{Batch, Device};
 use packet::{ParseError, Parsed};
 use std::collections::{HashMap, VecDeque};
@@ -150,12 +148,9 @@ struct Tracking<'a> {
 }
 
 impl FlowStore for Tracking<'_> {
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
-    fn get_many(&mut self, keys: &[Key], out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError> {
-        self.inner.get_many(keys, out)
-    }
+    flowstore::forward_store!(inner; kind, get_many, pool_init, pool_pop, pool_pop_many,
+        hash_get_all, pool_push, pool_len, timer_claim_due, stats, note_unplanned_read);
+
     fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
         let mut failed = Vec::new();
         self.write_checked(ops, &mut failed)
@@ -184,38 +179,6 @@ impl FlowStore for Tracking<'_> {
     fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, StoreError> {
         self.touched.push(key.to_vec());
         self.inner.incr_by(key, delta)
-    }
-    fn pool_init(&mut self, pool: &[u8], items: &[Vec<u8>]) -> Result<bool, StoreError> {
-        self.inner.pool_init(pool, items)
-    }
-    fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.pool_pop(pool)
-    }
-    fn pool_pop_many(&mut self, pool: &[u8], max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.pool_pop_many(pool, max)
-    }
-    fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
-        self.inner.hash_get_all(key)
-    }
-    fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
-        self.inner.pool_push(pool, item)
-    }
-    fn pool_len(&mut self, pool: &[u8]) -> Result<usize, StoreError> {
-        self.inner.pool_len(pool)
-    }
-    fn timer_claim_due(
-        &mut self,
-        timers: &[u8],
-        now_ms: u64,
-        max: usize,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.timer_claim_due(timers, now_ms, max)
-    }
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
-    }
-    fn note_unplanned_read(&mut self) {
-        self.inner.note_unplanned_read()
     }
 }
 
