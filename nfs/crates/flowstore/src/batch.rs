@@ -3,6 +3,15 @@
 use crate::{FlowStore, HashOp, Key, StoreError, WriteOp};
 use std::collections::HashMap;
 
+/// A value of a key newer than the one a batch fetched ([`BatchState::refresh`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Newer<'a> {
+    /// This instance wrote it (None: deleted) after the batch's reads were sent.
+    Value(&'a Option<Vec<u8>>),
+    /// Changed in a way only the tier knows (an increment, an atomic call, a lost claim).
+    Unknown,
+}
+
 /// State of one packet batch: planned reads fetched in one round trip, an overlay so packet k+1
 /// sees packet k's writes, and the writes to flush in one round trip. Reused across batches
 /// (`clear` keeps allocations).
@@ -83,7 +92,13 @@ impl BatchState {
     }
 
     fn insert(&mut self, key: &[u8], v: Option<Vec<u8>>) {
-        self.view.insert(key.to_vec(), v);
+        // The key is usually in the view already (fetched): no copy of it then.
+        match self.view.get_mut(key) {
+            Some(e) => *e = v,
+            None => {
+                self.view.insert(key.to_vec(), v);
+            }
+        }
     }
 
     /// Set `key` to `value` (visible to later packets of this batch; written at flush).
@@ -293,6 +308,32 @@ impl BatchState {
     /// Forget the fetched value of `key`: the next read of it goes to the tier.
     pub fn forget(&mut self, key: &[u8]) {
         self.view.remove(key);
+    }
+
+    /// What this instance knows of `key` that is newer than the fetched value.
+    pub fn refresh_one(&mut self, key: &[u8], newer: Newer<'_>) {
+        match newer {
+            Newer::Value(v) => self.override_value(key, v.clone()),
+            Newer::Unknown => self.forget(key),
+        }
+    }
+
+    /// [`BatchState::refresh_one`] for every key of the read set `newer` knows something of.
+    pub fn refresh<'n>(&mut self, mut newer: impl FnMut(&[u8]) -> Option<Newer<'n>>) {
+        for k in &self.keys {
+            match newer(k) {
+                Some(Newer::Value(v)) => match self.view.get_mut(k.as_slice()) {
+                    Some(e) => *e = v.clone(),
+                    None => {
+                        self.view.insert(k.clone(), v.clone());
+                    }
+                },
+                Some(Newer::Unknown) => {
+                    self.view.remove(k);
+                }
+                None => {}
+            }
+        }
     }
 
     /// Write the batch's changes in one round trip (none if there are none), coalesced.

@@ -28,7 +28,7 @@ pub mod resp;
 pub mod snapshot;
 pub mod test_redis;
 
-pub use batch::BatchState;
+pub use batch::{BatchState, Newer};
 pub use cache::CachedStore;
 pub use keys::KeySpace;
 pub use local::LocalStore;

@@ -133,6 +133,14 @@ fn parse_unix(url: &str, rest: &str) -> Result<(Endpoint, Option<u32>), String> 
     Ok((Endpoint::Unix(path.into()), db))
 }
 
+/// A cheap 64-bit fingerprint of a key (FNV-1a): for the side-connection check, where a
+/// collision only costs a wait, never a wrong result.
+fn fingerprint(key: &[u8]) -> u64 {
+    key.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// How the reply of a conditional write ([`WriteOp::SetIf`]) says whether it applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cond {
@@ -170,10 +178,10 @@ pub struct RedisStore {
     flushed: usize,
     /// Replies of groups collected early by a blocking call, oldest first.
     stash: VecDeque<Vec<Option<Vec<u8>>>>,
-    /// Keys written by the write groups in flight (count per key), and each write group's keys
-    /// (oldest first) to release them when its replies are read.
-    pending: HashMap<Key, u32>,
-    write_keys: VecDeque<Vec<Key>>,
+    /// Fingerprints of the keys written by each write group in flight, oldest first (dropped
+    /// when its replies are read): a blocking call on a key none of them matches may use the side
+    /// connection. A fingerprint collision only sends the call the slow way (after the pipeline).
+    write_keys: VecDeque<Vec<u64>>,
     /// Second connection for blocking calls made while groups are in flight on keys none of
     /// them writes: such a call cannot be reordered against a write of ours, so it need not
     /// wait for the pipeline (NAT pool pop and mapping CAS, IPsec sequence blocks, re-reads).
@@ -198,7 +206,6 @@ impl RedisStore {
             in_flight: VecDeque::new(),
             flushed: 0,
             stash: VecDeque::new(),
-            pending: HashMap::new(),
             write_keys: VecDeque::new(),
             side: None,
             stats: StoreStats::default(),
@@ -235,7 +242,11 @@ impl RedisStore {
     /// Whether a blocking call on `keys` may use the side connection: groups are in flight on
     /// the main one and none of them writes any of `keys`.
     fn side_ok(&self, keys: &[&[u8]]) -> bool {
-        !self.in_flight.is_empty() && keys.iter().all(|k| !self.pending.contains_key(*k))
+        !self.in_flight.is_empty()
+            && keys.iter().all(|k| {
+                let f = fingerprint(k);
+                !self.write_keys.iter().any(|g| g.contains(&f))
+            })
     }
 
     /// One command on the side connection (connected on first use).
@@ -275,7 +286,6 @@ impl RedisStore {
         self.retire(c);
         self.in_flight.clear();
         self.flushed = 0;
-        self.pending.clear();
         self.write_keys.clear();
         self.stash.clear();
         e
@@ -289,14 +299,7 @@ impl RedisStore {
             .ok_or_else(|| StoreError("no pipeline group in flight".into()))?;
         self.flushed = self.flushed.saturating_sub(1);
         if let Group::Writes(_) = g {
-            for k in self.write_keys.pop_front().unwrap_or_default() {
-                if let Some(c) = self.pending.get_mut(&k) {
-                    *c -= 1;
-                    if *c == 0 {
-                        self.pending.remove(&k);
-                    }
-                }
-            }
+            self.write_keys.pop_front();
         }
         let conn = self.conn.as_mut().ok_or_else(|| err("not connected"))?;
         let mut out = Vec::new();
@@ -516,11 +519,6 @@ impl RedisStore {
         v.extend_from_slice(args);
         self.call(&v, keys)
     }
-
-    /// Keys a write group changes (data keys and timer sets).
-    fn keys_of(ops: &[WriteOp]) -> Vec<Key> {
-        ops.iter().map(|op| op.key().clone()).collect()
-    }
 }
 
 /// `ops` stably grouped by command (MSET, DEL, hash ops, INCRBY, then ZADD and ZREM per timer set),
@@ -535,14 +533,18 @@ fn grouped(ops: &[WriteOp]) -> Option<Vec<&WriteOp>> {
     if ops.len() < 3 || ops.iter().any(|o| matches!(o, WriteOp::SetIf { .. })) {
         return None;
     }
+    // Already in class order (a batch of record writes only, say): nothing to regroup, and no
+    // need to hash every key to find out whether regrouping would be safe.
+    let already_grouped = ops
+        .windows(2)
+        .all(|w| same_run(&w[0], &w[1]) || class(&w[0]).0 <= class(&w[1]).0);
+    if already_grouped {
+        return None;
+    }
     let mut owner: HashMap<&[u8], u8> = HashMap::with_capacity(ops.len());
     let mut member: HashMap<(&[u8], &[u8]), u8> = HashMap::new();
-    let mut already_grouped = true;
-    for (i, op) in ops.iter().enumerate() {
+    for op in ops {
         let (c, _) = class(op);
-        if i > 0 && !same_run(&ops[i - 1], op) && class(&ops[i - 1]).0 > c {
-            already_grouped = false;
-        }
         let key: &[u8] = match op {
             WriteOp::Set { key, .. }
             | WriteOp::Del { key }
@@ -567,9 +569,6 @@ fn grouped(ops: &[WriteOp]) -> Option<Vec<&WriteOp>> {
         if *owner.entry(key).or_insert(c) != c {
             return None;
         }
-    }
-    if already_grouped {
-        return None;
     }
     let mut v: Vec<&WriteOp> = ops.iter().collect();
     v.sort_by(|a, b| class(a).cmp(&class(b)));
@@ -838,11 +837,8 @@ impl Pipeline for RedisStore {
         };
         let cmds = Self::encode_writes(&mut c.out, ops);
         self.in_flight.push_back(Group::Writes(cmds));
-        let keys = Self::keys_of(ops);
-        for k in &keys {
-            *self.pending.entry(k.clone()).or_insert(0) += 1;
-        }
-        self.write_keys.push_back(keys);
+        self.write_keys
+            .push_back(ops.iter().map(|op| fingerprint(op.key())).collect());
         self.stats.keys_written += ops.len() as u64;
         Ok(())
     }
@@ -901,7 +897,6 @@ impl Pipeline for RedisStore {
         self.in_flight.clear();
         self.flushed = 0;
         self.stash.clear();
-        self.pending.clear();
         self.write_keys.clear();
     }
 }

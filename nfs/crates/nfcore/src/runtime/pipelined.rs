@@ -23,7 +23,7 @@
 use super::{drop_claim_dependents, Runtime, TimeSource};
 use crate::stats::Stats;
 use crate::{Ctx, FailMode, NetworkFunction, Verdict};
-use flowstore::{BatchState, FlowStore, Key, KeySpace, Pipeline, StoreError, WriteOp};
+use flowstore::{BatchState, FlowStore, Key, KeySpace, Newer, Pipeline, StoreError, WriteOp};
 use netio::{Batch, Device};
 use packet::{ParseError, Parsed};
 use std::collections::{HashMap, VecDeque};
@@ -37,6 +37,15 @@ enum Recent {
     Value(Option<Vec<u8>>),
     /// Changed by an atomic operation: read it again.
     Unknown,
+}
+
+impl Recent {
+    fn newer(&self) -> Newer<'_> {
+        match self {
+            Recent::Value(v) => Newer::Value(v),
+            Recent::Unknown => Newer::Unknown,
+        }
+    }
 }
 
 /// One batch moving through the pipeline.
@@ -179,6 +188,17 @@ impl FlowStore for Tracking<'_> {
     fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, StoreError> {
         self.touched.push(key.to_vec());
         self.inner.incr_by(key, delta)
+    }
+}
+
+/// Set `key`'s entry to `(ord, v)` (its key is copied only when new: a flow's key is usually
+/// there already, written by the batch before).
+fn note<V>(map: &mut HashMap<Key, (u64, V)>, key: &Key, ord: u64, v: V) {
+    match map.get_mut(key) {
+        Some(e) => *e = (ord, v),
+        None => {
+            map.insert(key.clone(), (ord, v));
+        }
     }
 }
 
@@ -454,14 +474,19 @@ impl<D: Device> Runtime<D> {
     /// Process the oldest batch (its values are in) and queue its writes.
     fn process_front(&mut self) -> io::Result<()> {
         let mut slot = self.pipe.reading.pop_front().expect("a batch");
-        // Values this instance changed after the batch's reads were sent.
-        if !self.pipe.recent.is_empty() {
-            for (k, (ord, r)) in &self.pipe.recent {
-                if *ord >= slot.sent_at && slot.state.in_read_set(k) {
-                    match r {
-                        Recent::Value(v) => slot.state.override_value(k, v.clone()),
-                        Recent::Unknown => slot.state.forget(k),
-                    }
+        // Values this instance changed after the batch's reads were sent (walking the smaller of
+        // the two: both hold up to a few hundred keys at depth 8, and each probe hashes a key).
+        let recent = &self.pipe.recent;
+        let sent_at = slot.sent_at;
+        if recent.len() > slot.state.read_set().len() {
+            slot.state.refresh(|k| match recent.get(k) {
+                Some((ord, r)) if *ord >= sent_at => Some(r.newer()),
+                _ => None,
+            });
+        } else {
+            for (k, (ord, r)) in recent {
+                if *ord >= sent_at && slot.state.in_read_set(k) {
+                    slot.state.refresh_one(k, r.newer());
                 }
             }
         }
@@ -508,42 +533,38 @@ impl<D: Device> Runtime<D> {
         let ord = self.pipe.processed;
         self.pipe.processed += 1;
         slot.ord = ord;
-        for k in self.pipe.touched.drain(..) {
-            self.pipe.recent.insert(k, (ord, Recent::Unknown));
-        }
         slot.state.coalesce();
-        for w in slot.state.pending_writes() {
-            match w {
-                WriteOp::Set { key, value } => {
-                    self.pipe
-                        .recent
-                        .insert(key.clone(), (ord, Recent::Value(Some(value.clone()))));
-                }
-                WriteOp::Del { key } => {
-                    self.pipe
-                        .recent
-                        .insert(key.clone(), (ord, Recent::Value(None)));
-                }
-                // Assumed to apply until acknowledged (undone then if not).
-                WriteOp::SetIf { key, value, .. } => {
-                    self.pipe
-                        .recent
-                        .insert(key.clone(), (ord, Recent::Value(value.clone())));
-                    self.pipe
-                        .unconfirmed
-                        .insert(key.clone(), (ord, value.clone()));
-                }
-                // Applied by the tier: its value is known only there.
-                WriteOp::Hash { key, .. } | WriteOp::Incr { key, .. } => {
-                    self.pipe.recent.insert(key.clone(), (ord, Recent::Unknown));
-                }
-                _ => {}
+        // What later batches must see over the values they fetched: only batches still reading
+        // (their reads may have been sent before this batch's writes); none: nothing to keep.
+        let oldest = self.pipe.reading.iter().map(|s| s.sent_at).min();
+        let recent = &mut self.pipe.recent;
+        match oldest {
+            None => recent.clear(),
+            // Entries older than every batch still to be processed are no longer needed.
+            Some(oldest) => recent.retain(|_, (o, _)| *o >= oldest),
+        }
+        for k in self.pipe.touched.drain(..) {
+            if oldest.is_some() {
+                note(recent, &k, ord, Recent::Unknown);
             }
         }
-        // Entries older than every batch still to be processed are no longer needed.
-        match self.pipe.reading.iter().map(|s| s.sent_at).min() {
-            None => self.pipe.recent.clear(),
-            Some(oldest) => self.pipe.recent.retain(|_, (o, _)| *o >= oldest),
+        for w in slot.state.pending_writes() {
+            if let WriteOp::SetIf { key, value, .. } = w {
+                // Assumed to apply until acknowledged (undone then if not).
+                note(&mut self.pipe.unconfirmed, key, ord, value.clone());
+            }
+            if oldest.is_none() {
+                continue;
+            }
+            let r = match w {
+                WriteOp::Set { value, .. } => Recent::Value(Some(value.clone())),
+                WriteOp::Del { .. } => Recent::Value(None),
+                WriteOp::SetIf { value, .. } => Recent::Value(value.clone()),
+                // Applied by the tier: its value is known only there.
+                WriteOp::Hash { .. } | WriteOp::Incr { .. } => Recent::Unknown,
+                WriteOp::TimerSet { .. } | WriteOp::TimerCancel { .. } => continue,
+            };
+            note(recent, w.key(), ord, r);
         }
         let has_writes = !slot.state.pending_writes().is_empty();
         let sent = if has_writes {
