@@ -521,7 +521,8 @@ impl RedisStore {
     }
 }
 
-/// `ops` stably grouped by command (MSET, DEL, hash ops, INCRBY, then ZADD and ZREM per timer set),
+/// `ops` stably grouped by command (MSET, DEL, hash ops, INCRBY, then ZADD and ZREM per timer set,
+/// then the conditional writes, one command each, in their order: outcomes are reported in it),
 /// or None when grouping could change an outcome: a key written by two kinds of command (e.g.
 /// a hash update and a DEL of the same key, or a data key that is also a timer set), or one timer
 /// member both set and cancelled. Otherwise each key is touched by one kind only, and the order
@@ -529,8 +530,7 @@ impl RedisStore {
 /// atomic for other clients, and the runtime transmits a batch only after all are acknowledged.
 fn grouped(ops: &[WriteOp]) -> Option<Vec<&WriteOp>> {
     let class = write_class;
-    // Conditional writes keep the order (their outcomes are reported in it).
-    if ops.len() < 3 || ops.iter().any(|o| matches!(o, WriteOp::SetIf { .. })) {
+    if ops.len() < 3 {
         return None;
     }
     // Already in class order (a batch of record writes only, say): nothing to regroup, and no

@@ -429,9 +429,9 @@ fn redis_blocking_calls_respect_writes_in_flight() {
     assert_eq!(v, vec![Some(b"2".to_vec())]);
 }
 
-/// Random write batches (few keys and timer members, every kind of write, interleaved) give the
-/// same tier state applied by Redis (which groups them by command when that is safe) as applied
-/// in order by the local store.
+/// Random write batches (few keys and timer members, every kind of write incl. conditional ones,
+/// interleaved) give the same tier state and the same conditional outcomes applied by Redis (which
+/// groups them by command when that is safe) as applied in order by the local store.
 #[test]
 fn redis_write_grouping_keeps_outcomes() {
     let redis = TestRedis::start().expect("redis-server");
@@ -452,7 +452,18 @@ fn redis_write_grouping_keeps_outcomes() {
         for _ in 0..(1 + next(8)) {
             let k = keys[next(6) as usize].clone();
             let m = format!("m{}", next(4)).into_bytes();
-            ops.push(match next(6) {
+            ops.push(match next(8) {
+                // Claims and conditional writes (their outcomes compared below).
+                6 => WriteOp::SetIf {
+                    key: k,
+                    expect: None,
+                    value: Some(b"-3".to_vec()),
+                },
+                7 => WriteOp::SetIf {
+                    key: k,
+                    expect: Some(b"-3".to_vec()),
+                    value: [None, Some(b"-4".to_vec())][next(2) as usize].clone(),
+                },
                 0 => WriteOp::Set {
                     key: k,
                     value: format!("{}", next(100)).into_bytes(),
@@ -478,8 +489,10 @@ fn redis_write_grouping_keeps_outcomes() {
                 },
             });
         }
-        r.write_many(&ops).unwrap();
-        l.write_many(&ops).unwrap();
+        let (mut fr, mut fl) = (vec![], vec![]);
+        r.write_checked(&ops, &mut fr).unwrap();
+        l.write_checked(&ops, &mut fl).unwrap();
+        assert_eq!(fr, fl, "round {round}: conditional outcomes of {ops:?}");
         let (mut a, mut b) = (vec![], vec![]);
         r.get_many(&keys, &mut a).unwrap();
         l.get_many(&keys, &mut b).unwrap();
