@@ -216,7 +216,7 @@ impl<D: Device> Runtime<D> {
         };
         while !stop.load(Relaxed) {
             // 1. Receive batches and send their reads, up to the depth.
-            while self.pipe.reading.len() < self.depth && !self.dev.exhausted() {
+            while self.room(&self.pipe.reading) && !self.dev.exhausted() {
                 let mut slot = self.pipe.free.pop().unwrap_or_else(|| Slot {
                     batch: Batch::with_capacity(self.opts.batch_size),
                     parsed: Vec::new(),
@@ -319,7 +319,7 @@ impl<D: Device> Runtime<D> {
                     .front()
                     .map(|s| !s.reads_pending)
                     .unwrap_or(false);
-                if ready && self.pipe.writing.len() < self.depth {
+                if ready && self.room(&self.pipe.writing) {
                     self.process_front()?;
                 } else if !self.pipe.expect.is_empty() {
                     self.receive_one()?;
@@ -341,6 +341,18 @@ impl<D: Device> Runtime<D> {
         self.dev.flush()?;
         self.snapshot();
         Ok(())
+    }
+
+    /// Whether `queue` (batches reading, or processed and waiting for acknowledgements) may take
+    /// one more batch: up to `depth` full batches' worth of packets, in at most
+    /// [`super::MAX_PIPELINE_DEPTH`] batches. Below saturation batches are as small as the backlog
+    /// (a receive takes what has arrived), so counting batches alone would cap the packets in
+    /// flight at `depth` small batches per round trip and queue the rest at a fraction of the
+    /// rate the pipeline carries with full batches.
+    fn room(&self, queue: &VecDeque<Slot>) -> bool {
+        let packets: usize = queue.iter().map(|s| s.batch.len()).sum();
+        queue.len() < super::MAX_PIPELINE_DEPTH
+            && packets + self.opts.batch_size <= self.depth * self.opts.batch_size
     }
 
     /// Finish every batch in flight (process, wait for acknowledgements, transmit).
