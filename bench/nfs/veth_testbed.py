@@ -18,6 +18,7 @@ OVS instance, the run directory) is removed on exit, also after an exception, SI
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -181,18 +182,22 @@ class Testbed:
         return proc_cpu_s(self.redis.pid)
 
     def relay_cpu_s(self) -> float | None:
-        """CPU seconds of the relays (`redis="relay"`: both socat and the child each forks per connection,
-        all in the sessions the relays lead), None without relays."""
+        """CPU seconds of the relays (`redis="relay"`): both socat and the child each forks per connection (all
+        in the sessions the relays lead), the children that ended included (their time is in their parent's
+        cutime/cstime once reaped, in clock ticks); None without relays."""
         if not self.relay_sessions:
             return None
+        tick = os.sysconf("SC_CLK_TCK")
         total = 0.0
         for d in Path("/proc").iterdir():
             with contextlib.suppress(OSError, ValueError, IndexError):  # not a process, or it exited
-                if (
-                    d.name.isdigit()
-                    and int((d / "stat").read_text().rsplit(")", 1)[1].split()[3]) in self.relay_sessions
-                ):
+                if not d.name.isdigit():
+                    continue
+                f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(f[3]) in self.relay_sessions:
                     total += proc_cpu_s(int(d.name))
+                    if int(d.name) in self.relay_sessions:
+                        total += (int(f[13]) + int(f[14])) / tick  # cutime + cstime: reaped children
         return total
 
     @property
