@@ -136,7 +136,7 @@ pub struct StoreStats {
     pub reconnects: u64,
     /// Reads that were not in the batch's read set and needed their own round trip.
     pub unplanned_reads: u64,
-    /// Time the client spun waiting for replies (ns): CPU spent waiting, not working.
+    /// CPU time the client spent spinning for replies (ns): waiting, not working.
     pub spin_ns: u64,
 }
 

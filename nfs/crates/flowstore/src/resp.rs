@@ -10,6 +10,17 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// CPU time of the calling thread (ns).
+fn thread_cpu_ns() -> u64 {
+    // SAFETY: clock_gettime writes the timespec it is given; a zeroed timespec is a valid value.
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a timespec owned by this frame.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
+        return 0;
+    }
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 /// Longest unix socket path the kernel takes (`sun_path` is 108 bytes with its NUL).
 pub const MAX_UNIX_PATH: usize = 107;
 
@@ -255,7 +266,7 @@ pub struct Conn {
     start: usize,
     end: usize,
     spin: Duration,
-    /// Time spent spinning for replies (ns): CPU burnt waiting, not working.
+    /// CPU time spent spinning for replies (ns): burnt waiting, not working.
     pub spun_ns: u64,
     /// A reply parsed by [`Conn::reply_ready`], not yet returned by [`Conn::read_reply`].
     parsed: Option<Reply>,
@@ -314,6 +325,9 @@ impl Conn {
         if !self.spin.is_zero() {
             let t0 = std::time::Instant::now();
             let fd = self.sock.as_raw_fd();
+            // CPU time of this thread when the spin began (the first read found nothing): the
+            // spin is counted in CPU time, not wall time, which also covers descheduled periods.
+            let mut cpu0 = None;
             loop {
                 let buf = &mut self.inbuf[self.end..];
                 // SAFETY: `buf` is valid for writes of its length for the duration of the call.
@@ -325,9 +339,8 @@ impl Conn {
                         libc::MSG_DONTWAIT,
                     )
                 };
-                let spun = t0.elapsed();
                 if r >= 0 {
-                    self.spun_ns += spun.as_nanos() as u64;
+                    self.spun_ns += cpu0.map_or(0, |c| thread_cpu_ns().saturating_sub(c));
                     return Ok(r as usize);
                 }
                 let e = io::Error::last_os_error();
@@ -335,8 +348,9 @@ impl Conn {
                     io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => {}
                     _ => return Err(e),
                 }
-                if spun >= self.spin {
-                    self.spun_ns += spun.as_nanos() as u64;
+                let c0 = *cpu0.get_or_insert_with(thread_cpu_ns);
+                if t0.elapsed() >= self.spin {
+                    self.spun_ns += thread_cpu_ns().saturating_sub(c0);
                     break;
                 }
                 std::hint::spin_loop();
