@@ -62,9 +62,11 @@ class Testbed:
         status = self.host.up()
         adir = endpoint.agent_dir(self.host.rundir)
         adir.mkdir(parents=True, exist_ok=True)
+        redis = status["redis"]
         self.runtime = HostRuntime(
-            self.host, adir, status["redis"]["port"], store=self.store, warm_slots=self.warm_slots
-        )
+            self.host, adir, redis["port"], store=self.store, warm_slots=self.warm_slots,
+            redis_socket=redis.get("unix_socket"),
+        )  # fmt: skip
         self.runtime.open()
         snics = [
             SnicInfo(s.id, float(s.capacity), float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4, s.eth_ports)

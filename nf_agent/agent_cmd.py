@@ -121,7 +121,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         adir / "agent.log" if args.log_file is None else (args.log_file if args.log_file != "-" else None)
     )
     status = host.status()
-    runtime = HostRuntime(host, adir, status["redis"]["port"], warm_slots=args.warm_slots)
+    redis = status["redis"]
+    runtime = HostRuntime(
+        host, adir, redis["port"], warm_slots=args.warm_slots, redis_socket=redis.get("unix_socket")
+    )
     snics = [
         SnicInfo(s.id, float(s.capacity), float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4, s.eth_ports)
         for s in host.config.snics

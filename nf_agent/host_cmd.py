@@ -153,7 +153,7 @@ def _print_status(status: dict, json_out: bool) -> None:
         return
     h, r = status["host"], status["redis"]
     print(f"emulated host '{status['name']}' (rundir {status['rundir']})")
-    print(f"  redis   {r['url']} pid {r['pid']}")
+    print(f"  redis   {r['url']} unix socket {r.get('unix_socket')} pid {r['pid']}")
     print(
         f"  host    bridge {h['bridge']} in netns {h['netns']}  openflow {h['openflow']}  ports {h['ports']}"
     )

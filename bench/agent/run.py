@@ -5,8 +5,10 @@ On an emulated host with OneSwitch (one VM, the default sNIC: capacity 36 units 
 unshaped), `uno agent serve` runs as a process; the steering rules (VM <-> NFs <-> wire, one-arm NFs told
 apart by source MAC, nf_agent/demo/chain.py) go through OneSwitch with ovs-ofctl. Traffic: iperf3 TCP
 VM -> outside at a fixed rate (`--mbps`), so the L7 firewall and the IPS really parse and reassemble streams.
-CPU of an NF = its instance's processes (`nf` and the two socat relays in its namespace, with the relays'
-forked per-connection children) from /proc on the host, or the sNIC's CPU cgroup when it runs there.
+CPU of an NF = its instance's processes (`nf`; an instance started by an agent from before the NFs used unix
+sockets also has two socat relays, counted with their forked per-connection children) from /proc on the host,
+or the sNIC's CPU cgroup when it runs there. The profiles in placement/profiles-emulated.json were measured
+with the relays (they included their CPU: 0.8-1.7 us per packet, bench/RESULTS.md nfs).
 
 - provision_ms: POST /v1/nfs (firewall) -> rules installed on OneSwitch -> first ping through the NF
   answered (median over repeats; api_ms is the POST alone).

@@ -9,8 +9,15 @@ baseline side by side in one run, long flows (thousands of packets) and short fl
 
 Last line: one JSON object, per NF `stateless_pps`, `local_pps` (long flows, 64 B), `ratio_long` and
 `ratio_short64` (stateless/local packets/s), `added_p50_us`, `added_p99_us` (stateless minus local latency,
-long flows 64 B, at the same offered load), and the same for the batch-by-batch client (`sync_*`) and the
-owner cache (`cached_*`); the veth variant's figures per NF under the key `veth` (bench/nfs/veth.py).
+long flows 64 B, at the same offered load), and the same for the batch-by-batch client (`sync_*`), the
+owner cache (`cached_*`) and the pipelined client over TCP loopback (`tcp_*`); CPU per packet (long flows,
+64 B: `local_cpu_us_per_pkt`, `stateless_busy_cpu_us_per_pkt` = the NF thread's CPU without its spinning
+for replies, `stateless_redis_cpu_us_per_pkt`, `stateless_round_trips_per_1000`); the round-trip probe under
+`rtt`; the veth variant's figures per NF under the key `veth` (bench/nfs/veth.py).
+
+Transport: `stateless`, `sync` and `cached` reach Redis over its unix socket, the configuration the agent
+deploys (Redis on the same machine as the NF; `tcp_*` is the same client over TCP loopback, for a tier
+reached by TCP: a remote Redis or Redis Cluster).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from pathlib import Path
 
 from bench.common import final_json, print_machine
 from bench.nfs import veth
-from bench.nfs.veth_testbed import Testbed
+from bench.nfs.veth_testbed import REDIS_MODES, Testbed
 
 NFS_DIR = Path(__file__).resolve().parent.parent.parent / "nfs"
 
@@ -33,36 +40,45 @@ def _ratio(w: dict, mode: str) -> float:
     return round(w[mode]["pps"] / w["local"]["pps"], 3)
 
 
+# The harness's modes, in print order (see nfs/crates/nfbench).
+MODES = ["local", "sync", "stateless", "stateless-tcp", "cached"]
+
+
 def summarise(results: dict) -> dict:
     """Per-NF headline figures from the harness's {nf: {workload: {mode: {...}, paced: {...}}}}.
 
-    stateless = Redis, pipelined (the default client); sync = Redis batch by batch (the client before
-    pipelining); cached = pipelined with the owner cache. Added latency = stateless minus local at the
-    same offered load (`paced`: half of what both carry), p50 and p99; `sat_added_*` = the same at
-    saturation (every batch queues behind the ones in flight).
+    stateless = Redis over its unix socket, pipelined (the default client); sync = the same batch by batch
+    (the client before pipelining); cached = pipelined with the owner cache; stateless-tcp (`tcp_*`) =
+    pipelined over TCP loopback. Added latency = stateless minus local at the same offered load (`paced`:
+    half of what both carry, packets arriving one by one), p50 and p99; `sat_added_*` = the same per batch
+    at saturation (every batch queues behind the ones in flight).
     """
     out = {}
     for nf, w in results.items():
         long64, short64 = w["long64"], w["short64"]
         paced = long64.get("paced", {})
+        st = long64["stateless"]
         row = {
-            "stateless_pps": long64["stateless"]["pps"],
+            "stateless_pps": st["pps"],
             "local_pps": long64["local"]["pps"],
             "ratio_long": _ratio(long64, "stateless"),
             "ratio_short64": _ratio(short64, "stateless"),
-            "sat_added_p50_us": round(long64["stateless"]["p50_us"] - long64["local"]["p50_us"], 1),
-            "sat_added_p99_us": round(long64["stateless"]["p99_us"] - long64["local"]["p99_us"], 1),
-            "sync_ratio_long": _ratio(long64, "sync"),
-            "sync_ratio_short64": _ratio(short64, "sync"),
-            "cached_ratio_long": _ratio(long64, "cached"),
-            "cached_ratio_short64": _ratio(short64, "cached"),
+            "sat_added_p50_us": round(st["p50_us"] - long64["local"]["p50_us"], 1),
+            "sat_added_p99_us": round(st["p99_us"] - long64["local"]["p99_us"], 1),
+            "local_cpu_us_per_pkt": long64["local"]["cpu_us_per_pkt"],
+            "stateless_busy_cpu_us_per_pkt": st["busy_cpu_us_per_pkt"],
+            "stateless_redis_cpu_us_per_pkt": st["redis_cpu_us_per_pkt"],
+            "stateless_round_trips_per_1000": st["round_trips_per_1000"],
         }
+        for prefix, mode in (("sync_", "sync"), ("cached_", "cached"), ("tcp_", "stateless-tcp")):
+            row[prefix + "ratio_long"] = _ratio(long64, mode)
+            row[prefix + "ratio_short64"] = _ratio(short64, mode)
         if paced:
             row["offered_pps"] = paced["offered_pps"]
             row["added_p50_us"] = round(paced["stateless"]["p50_us"] - paced["local"]["p50_us"], 1)
             row["added_p99_us"] = round(paced["stateless"]["p99_us"] - paced["local"]["p99_us"], 1)
-            row["sync_added_p99_us"] = round(paced["sync"]["p99_us"] - paced["local"]["p99_us"], 1)
-            row["cached_added_p99_us"] = round(paced["cached"]["p99_us"] - paced["local"]["p99_us"], 1)
+            for prefix, mode in (("sync_", "sync"), ("cached_", "cached"), ("tcp_", "stateless-tcp")):
+                row[prefix + "added_p99_us"] = round(paced[mode]["p99_us"] - paced["local"]["p99_us"], 1)
         out[nf] = row
     return out
 
@@ -80,8 +96,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--path", default="memory,veth", help="variants to run: memory, veth or both (default)")
     ap.add_argument("--veth-nfs", default=",".join(veth.NF_TYPES), help="NFs of the veth variant")
     ap.add_argument("--veth-repeats", type=int, default=None, help="veth runs per mode (default 3, quick 1)")
-    ap.add_argument("--veth-redis", default="relay", choices=("relay", "direct"),
-                    help="relay: through the agent's socat relays (default); direct: Redis in the NF's namespace")  # fmt: skip
+    ap.add_argument("--veth-redis", default="unix", choices=REDIS_MODES,
+                    help="unix: Redis's own unix socket, as the agent runs NFs (default); relay: through the two "
+                         "socat relays the agent used before; direct: Redis on TCP in the NF's namespace")  # fmt: skip
     ap.add_argument(
         "--xdp", action="store_true", help="veth variant: the NF uses AF_XDP (AF_PACKET if refused)"
     )
@@ -128,26 +145,46 @@ def run_memory(a: argparse.Namespace) -> dict | None:
     data = json.loads(run.stdout.strip().splitlines()[-1])
     print(
         f"batch {data['batch']}, depth {data['depth']}, {data['repeats']} repeat(s) per mode (medians), "
-        f"Redis on loopback, pinned: {data['pinned']}; sync = Redis batch by batch, stateless = pipelined, "
-        "cached = pipelined + owner cache; latency p50/p99 us"
+        f"Redis on this machine, pinned: {data['pinned']}; sync = Redis batch by batch, stateless = pipelined, "
+        "cached = pipelined + owner cache (these over Redis's unix socket), stateless-tcp = pipelined over TCP "
+        "loopback; latency p50/p99 us; cpu = NF thread us/pkt without spinning for replies (busy), redis = "
+        "Redis us/pkt, rt = round trips per 1000 packets"
     )
-    modes = ["local", "sync", "stateless", "cached"]
+    for tr, r in data.get("rtt", {}).items():
+        print(
+            f"round trip ({tr}, one-key MGET, blocking): "
+            + "; ".join(
+                f"{k}: p50/p99 {v['p50_us']}/{v['p99_us']} us, client cpu {v['client_cpu_us']} us, "
+                f"redis cpu {v['redis_cpu_us']} us"
+                for k, v in r.items()
+            )
+        )
+    modes = [m for m in MODES if all(m in w for nf in data["results"].values() for w in nf.values())]
     print(
-        f"{'nf':9} {'workload':10} " + " ".join(f"{m + ' pps':>14} {'x':>5} {'p50/p99':>13}" for m in modes)
+        f"{'nf':9} {'workload':10} " + " ".join(f"{m + ' pps':>18} {'x':>5} {'p50/p99':>13}" for m in modes)
     )
     for nf, w in data["results"].items():
         for name, r in w.items():
             lo = r["local"]["pps"]
             cells = " ".join(
-                f"{r[m]['pps']:14.0f} {r[m]['pps'] / lo:5.2f} {r[m]['p50_us']:6.0f}/{r[m]['p99_us']:<6.0f}"
+                f"{r[m]['pps']:18.0f} {r[m]['pps'] / lo:5.2f} {r[m]['p50_us']:6.0f}/{r[m]['p99_us']:<6.0f}"
                 for m in modes
             )
             print(f"{nf:9} {name:10} {cells}")
+            cpu = "  ".join(
+                f"{m} {r[m]['busy_cpu_us_per_pkt']:.3f}/{r[m]['redis_cpu_us_per_pkt']:.3f}/"
+                f"{r[m]['round_trips_per_1000']:.0f}"
+                for m in modes
+            )
+            print(f"{'':9} {'':10} cpu/redis us per pkt, rt: {cpu}")
             if "paced" in r:
                 p = r["paced"]
                 lat = " ".join(f"{m} {p[m]['p50_us']:.0f}/{p[m]['p99_us']:.0f}" for m in modes)
                 print(f"{'':9} {'':10} at {p['offered_pps']:.0f} pps offered: {lat}")
-    return summarise(data["results"])
+    out = summarise(data["results"])
+    if data.get("rtt"):
+        out["rtt"] = data["rtt"]
+    return out
 
 
 def run_veth(a: argparse.Namespace) -> dict | None:

@@ -122,14 +122,14 @@ class VethBench:
             ready = sink.stdout.readline()
             if '"ready"' not in ready:
                 raise RuntimeError(f"traffic sink did not start: {ready!r}")
-            cpu0, rcpu0 = proc_cpu_s(proc.pid), tb.redis_cpu_s()
+            cpu0, rcpu0, lcpu0 = proc_cpu_s(proc.pid), tb.redis_cpu_s(), tb.relay_cpu_s()
             gen = tb.traffic(self.bins.traffic, "gen", [
                 "--run", str(self.run_id), "--flows", str(wl.flows), "--pkts", str(wl.pkts),
                 "--rate", f"{rate:.0f}", "--size", str(wl.size), "--dst", NF_DST.get(nf, "10.0.0.2"),
                 "--dst-port", "80"])  # fmt: skip
             g = _last_json(wait_exit(gen, 600))
             s = _last_json(wait_exit(sink, 600))
-            cpu1, rcpu1 = proc_cpu_s(proc.pid), tb.redis_cpu_s()
+            cpu1, rcpu1, lcpu1 = proc_cpu_s(proc.pid), tb.redis_cpu_s(), tb.relay_cpu_s()
         finally:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -139,13 +139,21 @@ class VethBench:
                 proc.kill()
                 out, _ = proc.communicate()
         stats = _last_json(out.decode() if isinstance(out, bytes) else out)
-        return run_figures(wl, g, s, stats, cpu1 - cpu0, rcpu1 - rcpu0)
+        relay = None if lcpu0 is None or lcpu1 is None or mode == "local" else lcpu1 - lcpu0
+        return run_figures(wl, g, s, stats, cpu1 - cpu0, rcpu1 - rcpu0, relay)
 
 
 def run_figures(
-    wl: Workload, gen: dict, sink: dict, stats: dict, nf_cpu_s: float, redis_cpu_s: float
+    wl: Workload,
+    gen: dict,
+    sink: dict,
+    stats: dict,
+    nf_cpu_s: float,
+    redis_cpu_s: float,
+    relay_cpu_s: float | None = None,
 ) -> dict:
-    """Figures of one run from the generator's, the sink's and the NF's reports (pure)."""
+    """Figures of one run from the generator's, the sink's and the NF's reports (pure); `relay_cpu_s`: the
+    Redis relays' CPU (`--veth-redis relay` only)."""
     secs = max(gen["seconds"], 1e-9)
     sent_frac = gen["sent"] / max(gen["frames"], 1)
     # Delivered over the sink's receive window (first to last data packet) when that is longer than the
@@ -163,6 +171,7 @@ def run_figures(
         "nf_rx": rx,
         "nf_cpu_us_per_pkt": round(nf_cpu_s * 1e6 / rx, 3) if rx else None,
         "redis_cpu_us_per_pkt": round(redis_cpu_s * 1e6 / rx, 3) if rx else None,
+        "relay_cpu_us_per_pkt": round(relay_cpu_s * 1e6 / rx, 3) if rx and relay_cpu_s is not None else None,
     }
 
 
@@ -174,6 +183,7 @@ FIGURES = (
     "p99_us",
     "nf_cpu_us_per_pkt",
     "redis_cpu_us_per_pkt",
+    "relay_cpu_us_per_pkt",
 )
 
 
@@ -217,6 +227,8 @@ def summarise(results: dict) -> dict:
             row[f"{mode}_short64_cpu_us_per_pkt"] = short64[mode]["nf_cpu_us_per_pkt"]
         for mode in ("stateless", "cached"):
             row[f"{mode}_redis_cpu_us_per_pkt"] = long64[mode]["redis_cpu_us_per_pkt"]
+            if long64[mode].get("relay_cpu_us_per_pkt") is not None:
+                row[f"{mode}_relay_cpu_us_per_pkt"] = long64[mode]["relay_cpu_us_per_pkt"]
         paced = w.get("paced")
         if paced:
             row["paced_offered_pps"] = paced["offered_pps"]

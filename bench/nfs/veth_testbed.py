@@ -5,9 +5,11 @@ Namespaces (all named `<name>-...`): `-sw` runs ovs-vswitchd (ENVIRONMENT.md: on
 namespace), `-gen` the traffic generator, `-nf` the NF, `-snk` the traffic sink. Each of gen/nf/snk has one
 veth whose peer is a port of the bridge; OpenFlow rules steer gen (ofport 1) -> NF (2), NF -> sink (3); the NF
 is one-arm (packets leave by the port they came in on). Redis runs in the root namespace on 127.0.0.1 and is
-reached through the agent's two relays (nf_agent/agent/runtime.py): TCP 127.0.0.1:6379 in the NF's namespace
--> a unix socket -> TCP to Redis (`redis="relay"`, the default), or `redis="direct"`: Redis on the NF
-namespace's own loopback (no relay: what the state client costs without the agent's plumbing).
+reached as the agent's NFs reach it (nf_agent/agent/runtime.py): over Redis's own unix socket
+(`redis="unix"`, the default); `redis="relay"`: through the two socat relays the agent used before (TCP
+127.0.0.1:6379 in the NF's namespace -> a unix socket -> TCP to Redis), to measure what they cost;
+`redis="direct"`: Redis on the NF namespace's own loopback over TCP. The NF serves its stats endpoint on a unix
+socket in the run directory, as under the agent.
 
 `Testbed` is a context manager: everything it started (processes, namespaces and with them the veths, the
 OVS instance, the run directory) is removed on exit, also after an exception, SIGINT or SIGTERM.
@@ -16,6 +18,7 @@ OVS instance, the run directory) is removed on exit, also after an exception, SI
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -34,9 +37,10 @@ from host_datapath.sysutil import (
     veth_pair,
     wait_for,
 )
+from nf_agent.agent.runtime import http_get_unix
 
 REDIS_PORT_IN_NS = 6379
-STATS_PORT = 9100
+REDIS_MODES = ("unix", "relay", "direct")
 # NF pinned to CPU 0, Redis to CPU 1: the memory variant's setup (one core for the NF, the tier elsewhere).
 NF_CPU, REDIS_CPU = "0", "1"
 GEN_MAC, SINK_MAC = "02:00:00:00:00:01", "02:00:00:00:00:02"
@@ -47,12 +51,13 @@ class Testbed:
 
     __test__ = False  # not a pytest class
 
-    def __init__(self, rundir: Path | str = "/run/uno-bench", redis: str = "relay", name: str | None = None):
-        if redis not in ("relay", "direct"):
-            raise ValueError(f"redis must be relay or direct, not {redis!r}")
+    def __init__(self, rundir: Path | str = "/run/uno-bench", redis: str = "unix", name: str | None = None):
+        if redis not in REDIS_MODES:
+            raise ValueError(f"redis must be one of {', '.join(REDIS_MODES)}, not {redis!r}")
         self.name = name or "nv" + uuid.uuid4().hex[:5]
         self.dir = Path(rundir) / self.name
         self.redis_mode = redis
+        self.relay_sessions: set[int] = set()
         self.ns = {k: f"{self.name}-{k}" for k in ("sw", "gen", "nf", "snk")}
         # veth ends: `<name><k>0` in the endpoint's namespace, `<name><k>1` a bridge port.
         self.ifs = {k: (f"{self.name}{k[0]}0", f"{self.name}{k[0]}1") for k in ("gen", "nf", "snk")}
@@ -128,6 +133,7 @@ class Testbed:
         self.redis_sock = self.dir / "redis.sock"  # Redis's own unix socket (FLUSHALL, the relay's target)
         direct = self.redis_mode == "direct"
         port = REDIS_PORT_IN_NS if direct else _free_port()
+        self.redis_port = port  # in the NF's namespace (direct) or the root namespace
         self.redis = self._spawn(
             ["taskset", "-c", REDIS_CPU, "redis-server", "--bind", "127.0.0.1", "--port", str(port),
              "--unixsocket", str(self.redis_sock), "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
@@ -137,10 +143,10 @@ class Testbed:
         wait_for(lambda: self.redis_sock.exists() or not pid_alive(self.redis.pid), 20, "redis-server")
         if not pid_alive(self.redis.pid):
             raise DatapathError(f"redis-server did not start: {log.read_text()[-500:]}")
-        if direct:
+        if self.redis_mode != "relay":
             return
         relay_sock = self.dir / "redis-relay.sock"
-        self._spawn(["socat", f"UNIX-LISTEN:{relay_sock},fork,mode=600", f"TCP:127.0.0.1:{port}"], log)
+        root = self._spawn(["socat", f"UNIX-LISTEN:{relay_sock},fork,mode=600", f"TCP:127.0.0.1:{port}"], log)
         wait_for(relay_sock.exists, 20, "redis relay (root side)")
         relay = self._spawn(
             ["socat", f"TCP-LISTEN:{REDIS_PORT_IN_NS},bind=127.0.0.1,fork,reuseaddr", f"UNIX-CONNECT:{relay_sock}"],
@@ -148,6 +154,7 @@ class Testbed:
         )  # fmt: skip
         want = f"0100007F:{REDIS_PORT_IN_NS:04X}"
         wait_for(lambda: want in Path(f"/proc/{relay.pid}/net/tcp").read_text(), 20, "redis relay (NF side)")
+        self.relay_sessions = {root.pid, relay.pid}
 
     def close(self) -> None:
         """Stop everything started here; safe to call twice and after a partial `up`."""
@@ -174,8 +181,29 @@ class Testbed:
     def redis_cpu_s(self) -> float:
         return proc_cpu_s(self.redis.pid)
 
+    def relay_cpu_s(self) -> float | None:
+        """CPU seconds of the relays (`redis="relay"`): both socat and the child each forks per connection (all
+        in the sessions the relays lead), the children that ended included (their time is in their parent's
+        cutime/cstime once reaped, in clock ticks); None without relays."""
+        if not self.relay_sessions:
+            return None
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0.0
+        for d in Path("/proc").iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):  # not a process, or it exited
+                if not d.name.isdigit():
+                    continue
+                f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(f[3]) in self.relay_sessions:
+                    total += proc_cpu_s(int(d.name))
+                    if int(d.name) in self.relay_sessions:
+                        total += (int(f[13]) + int(f[14])) / tick  # cutime + cstime: reaped children
+        return total
+
     @property
     def store_url(self) -> str:
+        if self.redis_mode == "unix":
+            return f"unix://{self.redis_sock}"
         return f"redis://127.0.0.1:{REDIS_PORT_IN_NS}"
 
     # -- processes -----------------------------------------------------------------------------------------
@@ -184,18 +212,21 @@ class Testbed:
     ) -> subprocess.Popen:
         """The NF on its veth (AF_PACKET, or AF_XDP with `xdp`), pinned to one CPU; returns once healthy."""
         log = self.dir / "nf.log"
+        stats = self.dir / "nf.stats"
         p = self._spawn(
             ["taskset", "-c", NF_CPU, str(binary), nf_type, "--port", self.ifs["nf"][0], "--store", store,
              "--nf-id", f"bench-{nf_type}", "--instance", "veth", "--config", str(config),
-             "--stats", f"127.0.0.1:{STATS_PORT}", *(["--xdp"] if xdp else [])],
+             "--stats", f"unix://{stats}", *(["--xdp"] if xdp else [])],
             log, self.ns["nf"], stdout=subprocess.PIPE,
         )  # fmt: skip
-        url = f"http://127.0.0.1:{STATS_PORT}/health"
 
         def healthy() -> bool:
             if p.poll() is not None:
                 raise DatapathError(f"nf {nf_type} exited {p.returncode}: {log.read_text()[-500:]}")
-            return run(["curl", "-sf", "-m", "2", url], netns=self.ns["nf"], check=False) != ""
+            try:
+                return http_get_unix(str(stats), "/health")[0] == 200
+            except OSError:
+                return False
 
         wait_for(healthy, 60, f"nf {nf_type} to become healthy", interval=0.1)
         return p

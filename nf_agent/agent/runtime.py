@@ -2,16 +2,19 @@
 
 Each instance gets a network namespace `NAME-iSEQ` plugged into its switch (host or sNIC bridge) as OpenFlow
 port >= 200, and runs `nf TYPE --port IFACE ...` there. The namespace is cut off from the root namespace's
-loopback, where Redis listens, so two socat relays run next to the NF: Redis on the namespace's
-127.0.0.1:6379 -> the agent's unix socket -> Redis; and the NF's stats endpoint (127.0.0.1:9100 in the
-namespace) -> a unix socket in the agent's directory. On an sNIC every process of the instance joins the
-sNIC's CPU cgroup before it executes (so none of its CPU time is charged to the host).
+loopback, but not from the file system: the NF reaches Redis through Redis's own unix socket
+(`--store unix://RUNDIR/redis.sock`) and serves its stats endpoint on a unix socket in the agent's directory
+(`--stats unix://AGENT_DIR/ID.stats`), so no relay runs next to it (a loopback round trip through the two
+socat relays used before cost 4 more wake-ups and copies, inside the sNIC's CPU quota for sNIC NFs). Only a
+Redis without a unix socket (a host brought up by an older version) is reached through one relay in the root
+namespace: the agent's unix socket -> TCP to Redis. On an sNIC the NF process joins the sNIC's CPU cgroup
+before it executes (so none of its CPU time is charged to the host).
 
 Warm slots (`warm_slots` per location, nf_agent/agent/slots.py): namespaces `NAME-wK` already plugged into
-their switch (ofport >= SLOT_PORT_BASE) with both relays running; `start` takes one when its location has
-one free and then only starts `nf` and waits for /health. Slot files `slots/K.json` in the agent directory
-are written before a slot's resources are made and removed when it is taken or destroyed, so `open()` removes
-what a previous agent left (crash included) and `uno down` sweeps the rest by name.
+their switch (ofport >= SLOT_PORT_BASE); `start` takes one when its location has one free and then only
+starts `nf` and waits for /health. Slot files `slots/K.json` in the agent directory are written before a
+slot's resources are made and removed when it is taken or destroyed, so `open()` removes what a previous
+agent left (crash included) and `uno down` sweeps the rest by name.
 """
 
 from __future__ import annotations
@@ -39,23 +42,37 @@ from host_datapath.sysutil import (
 from nf_agent.agent.model import HOST, Instance, Nf
 from nf_agent.agent.slots import Slot, SlotPool
 from nf_agent.emulated_host import naming as nm
+from nf_agent.emulated_host.naming import MAX_UNIX_PATH
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NF_BINARY = REPO_ROOT / "nfs" / "target" / "release" / "nf"
-STATS_PORT = 9100  # inside each instance's namespace
-REDIS_PORT_IN_NS = 6379
 HEALTH_TIMEOUT = 30.0
 SLOT_PORT_BASE = 700  # warm slots' OpenFlow ports (instances allocate from NF_PORT_BASE = 200 up)
 
 
-def run_config(config: dict, location: str) -> dict:
-    """The config an NF instance starts with: under an sNIC's CPU quota the Redis client does not spin for
-    replies (`spin_us: 0`) unless the config says otherwise. The reply comes through the socat relays of
-    the NF's own namespace, which run in the same cgroup: spinning (200 us per read by default) burns the
-    quota those relays need to deliver the reply, and it costs per batch, not per byte."""
-    if location == HOST or "spin_us" in config:
-        return config
-    return {**config, "spin_us": 0}
+# Claim options the agent sets for NFs whose config leaves them out: the pipelined claim (written with the
+# batch, no round trip per new connection; checked when the writes are acknowledged, so two instances that
+# race on one connection still end with one mapping / backend) instead of a compare-and-set round trip.
+PIPELINED_CLAIMS = {"nat": "mapping_claim", "lb": "conn_claim"}
+
+
+def run_config(nf_type: str, config: dict, location: str) -> dict:
+    """The config an NF instance starts with. NAT and LB claim new connections pipelined
+    (`PIPELINED_CLAIMS`) unless the config says otherwise: the atomic claim costs a blocking round trip per
+    new connection (NAT short flows at 64 B: 0.23x the local baseline against 0.55x pipelined,
+    bench/RESULTS.md); both keep one mapping per connection when instances race (a move's or a resize's
+    make-before-break window), the pipelined one by dropping the losing instance's packets of that
+    connection before they leave (a retransmission takes the winner's mapping) where the atomic one adopts
+    the winner's at once. Under an sNIC's CPU quota the Redis client does not spin for replies
+    (`spin_us: 0`) unless the config says otherwise: spinning (200 us per read by default) burns the quota
+    the NF's own work needs, per batch, not per byte."""
+    out = dict(config)
+    claim = PIPELINED_CLAIMS.get(nf_type)
+    if claim and claim not in out:
+        out[claim] = "pipelined"
+    if location != HOST and "spin_us" not in out:
+        out["spin_us"] = 0
+    return out
 
 
 class StartError(Exception):
@@ -112,10 +129,13 @@ class HostRuntime:
         nf_binary: Path = NF_BINARY,
         store: str = "redis",
         warm_slots: int = 0,
+        redis_socket: str | Path | None = None,
     ):
         """`store`: "redis" (the stateless mode, state in the host's Redis) or "local" (in-process state:
         the baseline that shows what a failover loses). `warm_slots`: free pre-created slots kept per
-        location (0 = none; the agent's `--warm-slots`, default 1)."""
+        location (0 = none; the agent's `--warm-slots`, default 1). `redis_socket`: Redis's own unix socket
+        (the host status's `redis.unix_socket`); None: Redis is reached by TCP on `redis_port` through the
+        agent's relay."""
         if store not in ("redis", "local"):
             raise ValueError(f"store must be 'redis' or 'local', not {store!r}")
         if not 0 <= warm_slots <= 8:
@@ -129,7 +149,8 @@ class HostRuntime:
         self.switches = host.switches()  # "host", "snic0", ... with .driver / .attach_namespace / .cgroup
         self.procs: dict[int, subprocess.Popen] = {}
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)
-        self.redis_sock = self.dir / "redis.sock"
+        self.redis_socket = Path(redis_socket) if redis_socket else None
+        self.redis_sock = self.dir / "redis.sock"  # the relay's socket (no `redis_socket`)
         self.redis_relay: int | None = None
         self.slot_dir = self.dir / "slots"
         self.pool = SlotPool(self.create_slot, self.destroy_slot, self.locations(), warm_slots)
@@ -139,15 +160,22 @@ class HostRuntime:
 
     # -- agent-wide ------------------------------------------------------------------------------------
     def open(self) -> None:
-        """Start the Redis relay (root-namespace side), or adopt the one a previous agent left running;
-        remove the warm slots a previous agent left; start filling the pool.
+        """Check Redis's unix socket, or (a Redis without one) start the Redis relay, or adopt the one a
+        previous agent left running; remove the warm slots a previous agent left; start filling the pool.
 
-        The relay outlives the agent on purpose: running NFs keep their state tier while the agent restarts.
-        `uno down` removes it with the host (its command line names the host's rundir).
+        A relay outlives the agent on purpose: running NFs keep their state tier while the agent restarts.
+        `uno down` removes it with the host (its command line names the host's rundir). One left by an
+        older agent stays up too when Redis has a unix socket: the instances that agent started use it.
         """
         if not self.nf_binary.exists():
             raise StartError(f"NF binary {self.nf_binary} not built (run `scripts/setup.sh rust`)")
-        self._open_redis_relay()
+        sock = self.store_socket()
+        if len(str(sock)) > MAX_UNIX_PATH:
+            raise StartError(f"Redis socket path {sock} is longer than {MAX_UNIX_PATH} bytes")
+        if self.redis_socket is None:
+            self._open_redis_relay()
+        elif not self.redis_socket.exists():
+            raise StartError(f"Redis's unix socket {self.redis_socket} does not exist (is the host up?)")
         self.clean_stale_slots()
         for sw in self.switches.values():  # connect OVSDB here, not racing the refill thread's first use
             with contextlib.suppress(Exception):
@@ -174,9 +202,13 @@ class HostRuntime:
                 raise StartError(f"redis relay did not start: {_tail(self.dir / 'logs' / 'redis-relay.log')}")
             time.sleep(0.02)
 
+    def store_socket(self) -> Path:
+        """The unix socket NFs reach Redis on: its own, else the agent's relay."""
+        return self.redis_socket if self.redis_socket is not None else self.redis_sock
+
     def close(self) -> list[str]:
-        """Destroy the free warm slots and drop OVSDB connections; NF processes and the Redis relay keep
-        running (see `open`). Returns the slot cleanup errors."""
+        """Destroy the free warm slots and drop OVSDB connections; NF processes and the Redis relay (if any)
+        keep running (see `open`). Returns the slot cleanup errors."""
         errors = self.pool.close()
         for sw in self.switches.values():
             with contextlib.suppress(Exception):
@@ -188,8 +220,8 @@ class HostRuntime:
         return self.slot_dir / f"{key}.json"
 
     def create_slot(self, location: str) -> Slot:
-        """A new warm slot at `location`: namespace + veth + bridge port + both relays (no NF, not mapped).
-        Its slot file is written first, so a crash half-way is cleaned up by the next `open`."""
+        """A new warm slot at `location`: namespace + veth + bridge port (no NF, not mapped). Its slot file is
+        written first, so a crash half-way is cleaned up by the next `open`."""
         with self._slot_lock:
             if not self.dir.exists():  # `uno down` removed the host: build nothing it would not sweep
                 raise StartError(f"agent directory {self.dir} is gone (host down)")
@@ -208,17 +240,13 @@ class HostRuntime:
             while ofport in taken:
                 ofport += 1
             slot = Slot(
-                key, location, f"{self.name}-w{key}", f"{self.name}-w{key}", f"{self.name}-x{key}", ofport,
-                str(self.slot_dir / f"{key}.stats"),
-            )  # fmt: skip
+                key, location, f"{self.name}-w{key}", f"{self.name}-w{key}", f"{self.name}-x{key}", ofport
+            )
             self._slot_file(key).write_text(json.dumps(slot.to_json()))
         try:
             sw.attach_namespace(slot.netns, slot.inside_if, slot.port_if, slot.ofport)
-            log = self.dir / "logs" / f"slot-{key}.log"
-            slot.relay_pids = self._spawn_relays(slot.netns, Path(slot.stats_sock), log, location)
-            self._slot_file(key).write_text(
-                json.dumps(slot.to_json())
-            )  # raises when `uno down` ran meanwhile
+            if not self._slot_file(key).exists():  # `uno down` ran meanwhile: it sweeps by name, we raise
+                raise StartError(f"slot {slot.netns}: agent directory removed while it was made")
         except BaseException:
             with contextlib.suppress(Exception):
                 self.destroy_slot(slot)
@@ -226,8 +254,8 @@ class HostRuntime:
         return slot
 
     def destroy_slot(self, slot: Slot) -> None:
-        """Remove a slot that no instance took: its processes, bridge port, namespace and files (idempotent)."""
-        for pid in {*slot.relay_pids, *netns_pids(slot.netns)}:
+        """Remove a slot that no instance took: its processes, bridge port, namespace and file (idempotent)."""
+        for pid in netns_pids(slot.netns):
             kill_and_wait(pid)
             p = self.procs.pop(pid, None)
             if p is not None:
@@ -235,11 +263,9 @@ class HostRuntime:
                     p.wait(timeout=1)
         if slot.netns not in netns_list():
             # never made, or swept with its veth by `uno down` (whose switches may be gone: no OVSDB call)
-            Path(slot.stats_sock).unlink(missing_ok=True)
             self._slot_file(slot.key).unlink(missing_ok=True)
             return
         errors = self._unplug(slot.location, slot.port_if, slot.netns)
-        Path(slot.stats_sock).unlink(missing_ok=True)
         self._slot_file(slot.key).unlink(missing_ok=True)
         if errors:
             raise DatapathError(f"removing slot {slot.netns}: " + "; ".join(errors))
@@ -263,11 +289,10 @@ class HostRuntime:
         return errors
 
     def _take_slot(self, inst: Instance) -> bool:
-        """Move a free slot at the instance's location under `inst` (its names, port and relays)."""
+        """Move a free slot at the instance's location under `inst` (its names and port)."""
         slot = self.pool.take(inst.switch)
-        while slot is not None and not (
-            all(pid_alive(p) for p in slot.relay_pids) and Path(slot.stats_sock).exists()
-        ):  # a relay died while the slot waited: drop it, try the next (or start cold)
+        while slot is not None and slot.netns not in netns_list():
+            # swept while it waited (an operator, a crashed bring-up): drop it, try the next (or start cold)
             with contextlib.suppress(Exception):
                 self.destroy_slot(slot)
             slot = self.pool.take(inst.switch)
@@ -277,9 +302,6 @@ class HostRuntime:
         inst.netns, inst.inside_if, inst.port_if, inst.ofport = (
             slot.netns, slot.inside_if, slot.port_if, slot.ofport,
         )  # fmt: skip
-        inst.relay_pids = list(slot.relay_pids)
-        # The relay keeps listening on the renamed socket: the instance's stats path reaches it.
-        os.rename(slot.stats_sock, self._files(inst)["stats"])
         return True
 
     def locations(self) -> list[str]:
@@ -318,21 +340,19 @@ class HostRuntime:
         With a warm slot free at the instance's location the instance takes it (its netns, interfaces and
         ofport become the slot's) and only `nf` starts here.
         On any failure everything this call created (or took) is removed again and StartError is raised.
-        `last_start` keeps the step times of the last call (ms: attach, relays, nf_spawn, health, total).
+        `last_start` keeps the step times of the last call (ms: attach, nf_spawn, health, total).
         """
         t0 = time.monotonic()
         self.last_start = {"slot": False}
         try:
             if self._take_slot(inst):
                 self.last_start["slot"] = True
-                self.config_files(nf, inst)
-                self.start_nf(nf, inst, buffer)
             else:
                 self.switches[inst.switch].attach_namespace(
                     inst.netns, inst.inside_if, inst.port_if, inst.ofport
                 )
                 self.last_start["attach_ms"] = round((time.monotonic() - t0) * 1000, 2)
-                self.start_processes(nf, inst, buffer)
+            self.start_processes(nf, inst, buffer)
             self.last_start["total_ms"] = round((time.monotonic() - t0) * 1000, 2)
         except BaseException as exc:
             self.stop(inst)
@@ -375,51 +395,29 @@ class HostRuntime:
         return p.pid
 
     def config_files(self, nf: Nf, inst: Instance) -> None:
-        self._files(inst)["config"].write_text(json.dumps(run_config(nf.config, inst.location)))
-
-    def _spawn_relays(self, netns: str, stats_sock: Path, log: Path, location: str) -> list[int]:
-        """The instance's two relays in `netns` (Redis in, stats out); returns once the Redis one listens."""
-        stats_sock.unlink(missing_ok=True)
-        cg = self._cgroup_files(location)
-        relays = [
-            self._spawn(
-                ["socat", f"TCP-LISTEN:{REDIS_PORT_IN_NS},bind=127.0.0.1,fork,reuseaddr",
-                 f"UNIX-CONNECT:{self.redis_sock}"],
-                log, netns, cg,
-            ),
-        ]  # fmt: skip
-        try:
-            relays.append(
-                self._spawn(
-                    ["socat", f"UNIX-LISTEN:{stats_sock},fork,mode=600", f"TCP:127.0.0.1:{STATS_PORT}"],
-                    log, netns, cg,
-                )
-            )  # fmt: skip
-            self._wait_listening(relays[0], REDIS_PORT_IN_NS, log)
-        except BaseException:
-            for pid in relays:
-                kill_and_wait(pid)
-            raise
-        return relays
+        self._files(inst)["config"].write_text(json.dumps(run_config(nf.type, nf.config, inst.location)))
 
     def start_processes(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
-        f = self._files(inst)
+        """(Re)start the instance's processes in its existing namespace: its config file, then `nf` (the
+        supervisor's restart in place after the NF died; a socket file it left is replaced)."""
         self.config_files(nf, inst)
-        t0 = time.monotonic()
-        inst.relay_pids = self._spawn_relays(inst.netns, f["stats"], f["log"], inst.location)
-        self.last_start["relays_ms"] = round((time.monotonic() - t0) * 1000, 2)
         self.start_nf(nf, inst, buffer)
 
     def start_nf(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
-        """Start `nf` in the instance's namespace (its relays already run) and wait for /health."""
+        """Start `nf` in the instance's namespace (Redis and its stats endpoint on unix sockets) and wait for
+        /health."""
         f = self._files(inst)
+        if len(str(f["stats"])) > MAX_UNIX_PATH:
+            raise StartError(
+                f"{inst.id}: stats socket path {f['stats']} is longer than {MAX_UNIX_PATH} bytes"
+            )
         cg = self._cgroup_files(inst.location)
         t0 = time.monotonic()
-        store = f"redis://127.0.0.1:{REDIS_PORT_IN_NS}" if self.store == "redis" else "local"
+        store = f"unix://{self.store_socket()}" if self.store == "redis" else "local"
         inst.pid = self._spawn(
             [str(self.nf_binary), nf.type, "--port", inst.inside_if,
              "--store", store, "--nf-id", nf.id, "--instance", inst.id,
-             "--config", str(f["config"]), "--stats", f"127.0.0.1:{STATS_PORT}",
+             "--config", str(f["config"]), "--stats", f"unix://{f['stats']}",
              *(["--buffer", str(buffer)] if buffer > 0 else [])],
             f["log"], inst.netns, cg,
         )  # fmt: skip
@@ -429,21 +427,6 @@ class HostRuntime:
         inst.state = "running"
         self.last_start["nf_spawn_ms"] = round((t1 - t0) * 1000, 2)
         self.last_start["health_ms"] = round((time.monotonic() - t1) * 1000, 2)
-
-    def _wait_listening(self, pid: int, port: int, log: Path, timeout: float = 10.0) -> None:
-        """Until process `pid`'s namespace has a TCP listener on 127.0.0.1:`port` (read from its /proc)."""
-        want = f"0100007F:{port:04X}"
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                lines = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
-            except OSError:
-                lines = []
-            if any(ln.split()[1] == want and ln.split()[3] == "0A" for ln in lines):
-                return
-            if not pid_alive(pid) or time.monotonic() > deadline:
-                raise StartError(f"redis relay on port {port} did not start: {_tail(log)}")
-            time.sleep(0.02)
 
     def wait_healthy(self, inst: Instance, timeout: float = HEALTH_TIMEOUT) -> None:
         f = self._files(inst)
@@ -534,6 +517,7 @@ class HostRuntime:
         return inst.id.encode() in cmdline
 
     def stop_processes(self, inst: Instance) -> None:
+        # relay_pids: only instances started by an agent from before the NFs served unix sockets
         for pid in [inst.pid, *inst.relay_pids]:
             if pid:
                 kill_and_wait(pid)

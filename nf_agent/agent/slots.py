@@ -1,10 +1,11 @@
-"""Warm NF slots: pre-created namespace + veth + bridge port + relays, waiting for an instance to take them.
+"""Warm NF slots: pre-created namespace + veth + bridge port, waiting for an instance to take them.
 
-Starting an instance cold costs its namespace, veth pair, bridge port and the two socat relays (~150 ms on
-the shared test machine) before `nf` itself starts. A slot has all of that ready, not running an NF and not
-mapped in OneSwitch; `HostRuntime.start` takes one when its location has one free, so only `nf` start +
-/health remain on the failover, migration, scale-out and create paths. `SlotPool` keeps `per_domain` free
-slots per location (host and each sNIC), refilled by a background thread after each take.
+Starting an instance cold costs its namespace, veth pair and bridge port (87-304 ms on the shared test
+machine) before `nf` itself starts. A slot has all of that ready, not running an NF and not mapped in
+OneSwitch; `HostRuntime.start` takes one when its location has one free, so only `nf` start + /health remain
+on the failover, migration, scale-out and create paths. `SlotPool` keeps `per_domain` free slots per location
+(host and each sNIC), refilled by a background thread after each take. (No process runs in a slot: the NF
+reaches Redis and serves its stats endpoint on unix sockets, so there are no relays to pre-start.)
 
 The pool is the bookkeeping and the thread; creating and destroying a slot (the I/O) are the runtime's
 (`HostRuntime.create_slot` / `destroy_slot`), passed in. `missing()` is the pure refill decision.
@@ -15,14 +16,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 log = logging.getLogger("uno.agent.slots")
 
 
 @dataclass
 class Slot:
-    """One warm slot: the names an instance takes over, and the relays already running in `netns`."""
+    """One warm slot: the names an instance takes over."""
 
     key: int
     location: str  # "host" | "snicK" (also the switch its port is on)
@@ -30,15 +31,15 @@ class Slot:
     inside_if: str
     port_if: str
     ofport: int
-    stats_sock: str  # the stats relay's unix socket (renamed to the instance's path when taken)
-    relay_pids: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_json(cls, d: dict) -> Slot:
-        return cls(**d)
+        """A slot file; the relay fields of files an older agent wrote (its relays ran in the slot's namespace,
+        whose processes `destroy_slot` ends) are ignored."""
+        return cls(**{k: v for k, v in d.items() if k not in ("stats_sock", "relay_pids")})
 
 
 def missing(free: dict[str, int], locations: list[str], per_domain: int) -> list[str]:
@@ -65,7 +66,7 @@ class SlotPool:
         refill_delay_s: float = 0.3,
     ):
         """`refill_delay_s`: how long after `refill()` the thread starts building (the caller's start and
-        remap, on the 2 shared cores, should not compete with the slot's namespace and relays)."""
+        remap, on the 2 shared cores, should not compete with the slot's namespace and bridge port)."""
         if per_domain < 0:
             raise ValueError("per_domain must be >= 0")
         self.create, self.destroy = create, destroy

@@ -35,6 +35,7 @@ from host_datapath.sysutil import (
 )
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.config import HostConfig, quota_cores
+from nf_agent.emulated_host.naming import MAX_UNIX_PATH
 from nf_agent.emulated_host.oneswitch import OneSwitch
 from snic_datapath.bluefield import BlueFieldSnic
 from snic_datapath.cgroup import CpuCgroup
@@ -57,7 +58,8 @@ def free_port() -> int:
 
 @dataclass
 class Redis:
-    """The state tier: one redis-server on loopback, no persistence."""
+    """The state tier: one redis-server on loopback TCP and on a unix socket in the rundir (mode 700; NFs in
+    any network namespace reach it there without a relay), no persistence."""
 
     rundir: Path
     port: int
@@ -67,16 +69,28 @@ class Redis:
     def pidfile(self) -> Path:
         return self.rundir / "redis.pid"
 
+    @property
+    def socket(self) -> Path:
+        return self.rundir / "redis.sock"
+
     def up(self) -> None:
         if read_pidfile(self.pidfile):
             return
+        if len(str(self.socket)) > MAX_UNIX_PATH:
+            raise DatapathError(
+                f"redis: unix socket path {self.socket} is longer than {MAX_UNIX_PATH} bytes (use a shorter "
+                "rundir or host name)"
+            )
         run(
             ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
+             "--unixsocket", str(self.socket), "--unixsocketperm", "700",
              "--daemonize", "yes", "--pidfile", str(self.pidfile), "--dir", str(self.rundir),
              "--logfile", str(self.rundir / "redis.log")],
         )  # fmt: skip
         wait_for(
-            lambda: read_pidfile(self.pidfile) and _tcp_open(self.port), 10, f"redis on port {self.port}"
+            lambda: read_pidfile(self.pidfile) and _tcp_open(self.port) and self.socket.exists(),
+            10,
+            f"redis on port {self.port} and {self.socket}",
         )
 
     def down(self) -> None:
@@ -85,9 +99,12 @@ class Redis:
             kill_and_wait(pid)
 
     def status(self) -> dict:
+        """`unix_socket` is null for a Redis started without one (by an older version: NFs then reach it by
+        TCP through the agent's relay)."""
         return {
             "url": f"redis://127.0.0.1:{self.port}/0",
             "port": self.port,
+            "unix_socket": str(self.socket) if self.socket.exists() else None,
             "pid": read_pidfile(self.pidfile),
         }
 

@@ -24,6 +24,10 @@ VPORT_VM_BASE = 100
 VPORT_NF_BASE = 200
 
 
+# Longest unix socket path the kernel takes (sun_path is 108 bytes with its NUL): Redis's socket in the rundir
+# and the NFs' stats sockets in the agent directory must fit.
+MAX_UNIX_PATH = 107
+
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
 
 

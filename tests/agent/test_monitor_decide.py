@@ -107,12 +107,19 @@ def test_graph_carries_base_costs_and_instance_count():
     assert float(hc["a"]) == pytest.approx(0.05 + 0.5 * 0.1)  # base + r x (in + out)
 
 
-def test_nf_under_an_snic_quota_does_not_spin_unless_configured():
+def test_run_config_no_spin_under_a_quota_and_pipelined_claims():
     from nf_agent.agent.runtime import run_config
 
-    assert run_config({"rules": []}, "snic0") == {"rules": [], "spin_us": 0}
-    assert run_config({"rules": []}, "host") == {"rules": []}
-    assert run_config({"spin_us": 50}, "snic0") == {"spin_us": 50}
+    assert run_config("firewall", {"rules": []}, "snic0") == {"rules": [], "spin_us": 0}
+    assert run_config("firewall", {"rules": []}, "host") == {"rules": []}
+    assert run_config("firewall", {"spin_us": 50}, "snic0") == {"spin_us": 50}
+    # NAT and LB claim new connections pipelined unless their config says otherwise.
+    assert run_config("nat", {"inside": []}, "host") == {"inside": [], "mapping_claim": "pipelined"}
+    assert run_config("nat", {"mapping_claim": "atomic"}, "host") == {"mapping_claim": "atomic"}
+    assert run_config("lb", {}, "snic1") == {"conn_claim": "pipelined", "spin_us": 0}
+    cfg = {"vip": "10.0.0.1"}
+    run_config("lb", cfg, "host")
+    assert cfg == {"vip": "10.0.0.1"}, "the NF's own config is not changed"
 
 
 def solver(p):

@@ -83,8 +83,10 @@ def _left(tb: Testbed) -> list[str]:
 
 @needs_root
 @needs_bins
-def test_tiny_run_through_ovs_and_nothing_left():
-    tb = Testbed(rundir=RUNDIR)
+@pytest.mark.parametrize("redis", ["unix", "relay"])
+def test_tiny_run_through_ovs_and_nothing_left(redis):
+    """Redis over its own unix socket (as the agent runs NFs) and through the two relays used before."""
+    tb = Testbed(rundir=RUNDIR, redis=redis)
     with tb:
         vb = veth.VethBench(tb, veth.Binaries(NF_BINARY, TRAFFIC))
         figs = {m: vb.measure("firewall", m, TINY, rate=2000) for m in veth.MODES}
@@ -95,6 +97,9 @@ def test_tiny_run_through_ovs_and_nothing_left():
         assert f["nf_cpu_us_per_pkt"] is not None and f["p50_us"] > 0, (m, f)
     # Redis served the stateless and cached runs (its CPU moved), not the local one's store.
     assert figs["stateless"]["redis_cpu_us_per_pkt"] is not None
+    # The relays' CPU is measured when there are relays (only then).
+    assert (figs["stateless"]["relay_cpu_us_per_pkt"] is not None) == (redis == "relay")
+    assert figs["local"]["relay_cpu_us_per_pkt"] is None
     assert _left(tb) == []
 
 

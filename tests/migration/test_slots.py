@@ -1,14 +1,18 @@
-"""Warm NF slots with real namespaces, bridge ports, relays and NF processes (root; nf_agent/agent/slots.py,
-HostRuntime): the pool fills per location, a new instance takes a slot (create, migration, failover), the
-pool refills, a failed start or slot creation leaves nothing, a restarted agent removes the slots of the one
+"""Warm NF slots with real namespaces, bridge ports and NF processes (root; nf_agent/agent/slots.py,
+HostRuntime): the pool fills per location (a slot runs no process), a new instance takes a slot (create,
+migration, failover) and runs only `nf` in it (Redis and its stats endpoint on unix sockets), the pool
+refills, a failed start or slot creation leaves nothing, a restarted agent removes the slots of the one
 before, closing the pool releases every free slot; kill -9 under a stream fails over into a slot with the
-connection opened before still passing."""
+connection opened before still passing; an agent for a Redis without a unix socket starts NFs through its
+one relay."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from host_datapath.sysutil import netns_list, pid_alive
+from host_datapath.sysutil import kill_and_wait, netns_list, netns_pids, pid_alive
 from migration.testbed import EST_PORT, Testbed
 from nf_agent.agent import endpoint
 from nf_agent.agent.model import Nf
@@ -46,13 +50,30 @@ def slot_files(tb: Testbed) -> list[str]:
 def assert_slot_live(tb: Testbed, slot) -> None:
     assert slot.netns in netns_list()
     assert tb.runtime.switches[slot.location].driver.ports()[slot.port_if] == slot.ofport >= SLOT_PORT_BASE
-    assert all(pid_alive(p) for p in slot.relay_pids) and len(slot.relay_pids) == 2
+    assert netns_pids(slot.netns) == []  # nothing runs in a slot (no relays any more)
+
+
+def nf_arg(pid: int, flag: str) -> str:
+    """The value of `flag` on process `pid`'s command line."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    return argv[argv.index(flag) + 1]
+
+
+def assert_only_nf_runs(tb: Testbed, inst) -> None:
+    """The instance's namespace runs its `nf` and nothing else; it reaches Redis's own unix socket and serves
+    its stats endpoint on the agent's unix socket path."""
+    assert netns_pids(inst.netns) == [inst.pid] and inst.relay_pids == []
+    assert nf_arg(inst.pid, "--store") == f"unix://{tb.host.rundir / 'redis.sock'}"
+    assert nf_arg(inst.pid, "--stats") == f"unix://{tb.runtime.dir / (inst.id + '.stats')}"
+    assert tb.runtime.stats(inst)["store"]["round_trips"] > 0
 
 
 def test_instances_take_slots_and_the_pool_refills(bed):
     nf = bed.agent.state.nfs["fw"]
     inst = nf.instances[0]
     assert inst.netns.startswith(f"{bed.name}-w") and inst.ofport >= SLOT_PORT_BASE  # create took one
+    assert_only_nf_runs(bed, inst)
+    assert not (bed.runtime.dir / "redis-relay.pid").exists()  # Redis has a unix socket: no relay
     wait(lambda: bed.runtime.pool.counts() == FULL, 60, "refill after the create")
     for s in free_slots(bed):
         assert_slot_live(bed, s)
@@ -64,6 +85,7 @@ def test_instances_take_slots_and_the_pool_refills(bed):
     bed.agent.migrate(nf, "snic0")
     new = nf.instances[0]
     assert new.location == "snic0" and new.netns.startswith(f"{bed.name}-w")
+    assert_only_nf_runs(bed, new)
     assert bed.runtime.pool.taken == taken + 1 and inst.netns not in netns_list()
     assert bed.agent.mapper.mapped()[nf.vport] == ("snic0", new.ofport)
     assert burst(bed, "out", EST_PORT)["received"] == 50  # the connection (state in Redis) still passes
@@ -94,16 +116,18 @@ def test_failed_start_in_a_slot_and_failed_slot_creation_leave_nothing(bed, monk
         rt.start(bogus, inst)  # nf exits at once: everything the slot had is removed with the instance
     assert inst.netns == slot.netns and slot.netns not in netns_list()
     assert slot.port_if not in rt.switches["host"].driver.ports()
-    assert not any(pid_alive(p) for p in slot.relay_pids)
     assert f"{slot.key}.json" not in slot_files(bed)
     wait(lambda: rt.pool.counts() == FULL, 60, "refill after the failed start")
-    # a slot whose relays do not start: its namespace, port and file are removed again
+    # a slot that fails once its namespace and port exist: they and its file are removed again
     before = set(netns_list())
+    sw = rt.switches["snic0"]
+    attach = sw.attach_namespace
 
-    def no_relays(*_a, **_k):
-        raise StartError("injected: relay did not start")
+    def attach_then_fail(*a, **k):
+        attach(*a, **k)
+        raise StartError("injected: failure after the attach")
 
-    monkeypatch.setattr(rt, "_spawn_relays", no_relays)
+    monkeypatch.setattr(sw, "attach_namespace", attach_then_fail)
     with pytest.raises(StartError):
         rt.create_slot("snic0")
     monkeypatch.undo()
@@ -119,13 +143,14 @@ def test_a_restarted_agent_removes_the_previous_slots_then_close_releases_all(be
     old = free_slots(bed)
     assert len(old) == 2 and slot_files(bed) == sorted(f"{s.key}.json" for s in old)
     adir = endpoint.agent_dir(bed.host.rundir)
-    again = HostRuntime(bed.host, adir, bed.host.status()["redis"]["port"], warm_slots=0)
+    redis = bed.host.status()["redis"]
+    again = HostRuntime(bed.host, adir, redis["port"], warm_slots=0, redis_socket=redis["unix_socket"])
     try:
-        again.open()  # adopts the Redis relay, removes the stale slots
+        again.open()  # removes the stale slots
     finally:
         assert again.close() == []
     for s in old:
-        assert s.netns not in netns_list() and not any(pid_alive(p) for p in s.relay_pids)
+        assert s.netns not in netns_list()
         assert s.port_if not in rt.switches[s.location].driver.ports()
     assert slot_files(bed) == []
     # the running NF was not touched
@@ -137,5 +162,29 @@ def test_a_restarted_agent_removes_the_previous_slots_then_close_releases_all(be
     live = free_slots(bed)
     assert rt.pool.close() == []
     for s in live:
-        assert s.netns not in netns_list() and not any(pid_alive(p) for p in s.relay_pids)
+        assert s.netns not in netns_list()
     assert slot_files(bed) == [] and rt.pool.take("host") is None
+
+
+def test_without_a_redis_socket_nfs_go_through_the_agents_relay(bed, tmp_path):
+    """A Redis started without a unix socket (a host brought up by an older version): the agent opens its one
+    relay (unix socket -> TCP to Redis, root namespace) and the NF reaches Redis through it."""
+    redis = bed.host.status()["redis"]
+    rt = HostRuntime(bed.host, tmp_path, redis["port"], warm_slots=0, redis_socket=None)
+    fw = Nf(
+        id="fw-relay", type="firewall", config={"rules": []}, vport=0, expected_gbps=0.1, src=None, dst=None
+    )
+    inst = rt.new_instance(fw, "host", 9100, set(bed.agent.state.used_ofports("host")))
+    try:
+        rt.open()
+        assert pid_alive(rt.redis_relay) and rt.redis_sock.exists()
+        rt.start(fw, inst)
+        assert nf_arg(inst.pid, "--store") == f"unix://{tmp_path / 'redis.sock'}"
+        wait(lambda: (rt.stats(inst) or {}).get("store", {}).get("round_trips", 0) > 0, 10, "a round trip")
+        assert netns_pids(inst.netns) == [inst.pid]
+    finally:
+        rt.stop(inst)
+        assert rt.close() == []
+        if rt.redis_relay:
+            kill_and_wait(rt.redis_relay)
+    assert inst.netns not in netns_list()

@@ -3,6 +3,15 @@
 use crate::{FlowStore, HashOp, Key, StoreError, WriteOp};
 use std::collections::HashMap;
 
+/// A value of a key newer than the one a batch fetched ([`BatchState::refresh`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Newer<'a> {
+    /// This instance wrote it (None: deleted) after the batch's reads were sent.
+    Value(&'a Option<Vec<u8>>),
+    /// Changed in a way only the tier knows (an increment, an atomic call, a lost claim).
+    Unknown,
+}
+
 /// State of one packet batch: planned reads fetched in one round trip, an overlay so packet k+1
 /// sees packet k's writes, and the writes to flush in one round trip. Reused across batches
 /// (`clear` keeps allocations).
@@ -14,6 +23,11 @@ pub struct BatchState {
     view: HashMap<Key, Option<Vec<u8>>>,
     values: Vec<Option<Vec<u8>>>,
     writes: Vec<WriteOp>,
+    /// Keys whose value in the tier is not confirmed yet (this instance's claim, or a write
+    /// conditional on one, not acknowledged), with the value this instance expects there:
+    /// writes of them are conditional on it ([`WriteOp::SetIf`]), so a lost claim is never
+    /// overwritten.
+    guards: HashMap<Key, Option<Vec<u8>>>,
 }
 
 impl BatchState {
@@ -28,6 +42,7 @@ impl BatchState {
         self.view.clear();
         self.values.clear();
         self.writes.clear();
+        self.guards.clear();
     }
 
     /// Add `key` to the read set (duplicates are fetched once).
@@ -77,12 +92,21 @@ impl BatchState {
     }
 
     fn insert(&mut self, key: &[u8], v: Option<Vec<u8>>) {
-        self.view.insert(key.to_vec(), v);
+        // The key is usually in the view already (fetched): no copy of it then.
+        match self.view.get_mut(key) {
+            Some(e) => *e = v,
+            None => {
+                self.view.insert(key.to_vec(), v);
+            }
+        }
     }
 
     /// Set `key` to `value` (visible to later packets of this batch; written at flush).
     pub fn set(&mut self, key: &[u8], value: Vec<u8>) {
         self.insert(key, Some(value.clone()));
+        if self.guarded(key, Some(&value)) {
+            return;
+        }
         self.writes.push(WriteOp::Set {
             key: key.to_vec(),
             value,
@@ -92,7 +116,48 @@ impl BatchState {
     /// Delete `key`.
     pub fn del(&mut self, key: &[u8]) {
         self.insert(key, None);
+        if self.guarded(key, None) {
+            return;
+        }
         self.writes.push(WriteOp::Del { key: key.to_vec() });
+    }
+
+    /// A write of a guarded key becomes conditional on the value expected there (true: done).
+    fn guarded(&mut self, key: &[u8], value: Option<&Vec<u8>>) -> bool {
+        let Some(expect) = self.guards.get_mut(key) else {
+            return false;
+        };
+        let value = value.cloned();
+        let expect = std::mem::replace(expect, value.clone());
+        self.writes.push(WriteOp::SetIf {
+            key: key.to_vec(),
+            expect,
+            value,
+        });
+        true
+    }
+
+    /// Claim `key` for `value` if it is absent in the tier, with the batch's writes (no round
+    /// trip of its own): visible at once to this batch as if it applied. Whether it did is known
+    /// when the writes are acknowledged; a pipelined runtime does not let packets that depended
+    /// on a lost claim leave ([`crate::WriteOp::SetIf`]).
+    pub fn claim(&mut self, key: &[u8], value: Vec<u8>) {
+        self.insert(key, Some(value.clone()));
+        if self.guarded(key, Some(&value)) {
+            return;
+        }
+        self.guards.insert(key.to_vec(), Some(value.clone()));
+        self.writes.push(WriteOp::SetIf {
+            key: key.to_vec(),
+            expect: None,
+            value: Some(value),
+        });
+    }
+
+    /// Make writes of `key` in this batch conditional on its value in the tier being `expect`
+    /// (a claim or conditional write of an earlier batch, not acknowledged yet).
+    pub fn guard(&mut self, key: &[u8], expect: Option<Vec<u8>>) {
+        self.guards.insert(key.to_vec(), expect);
     }
 
     /// Schedule (or move) a tier-held timer.
@@ -153,6 +218,12 @@ impl BatchState {
         }
         self.merge_hash_ops();
         let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+        // Keys with conditional writes keep every write (each outcome is reported and matters).
+        for w in &self.writes {
+            if let WriteOp::SetIf { key, .. } = w {
+                seen.insert(key.as_slice());
+            }
+        }
         let mut keep = vec![false; self.writes.len()];
         for (i, w) in self.writes.iter().enumerate().rev() {
             keep[i] = match w {
@@ -239,15 +310,45 @@ impl BatchState {
         self.view.remove(key);
     }
 
+    /// What this instance knows of `key` that is newer than the fetched value.
+    pub fn refresh_one(&mut self, key: &[u8], newer: Newer<'_>) {
+        match newer {
+            Newer::Value(v) => self.override_value(key, v.clone()),
+            Newer::Unknown => self.forget(key),
+        }
+    }
+
+    /// [`BatchState::refresh_one`] for every key of the read set `newer` knows something of.
+    pub fn refresh<'n>(&mut self, mut newer: impl FnMut(&[u8]) -> Option<Newer<'n>>) {
+        for k in &self.keys {
+            match newer(k) {
+                Some(Newer::Value(v)) => match self.view.get_mut(k.as_slice()) {
+                    Some(e) => *e = v.clone(),
+                    None => {
+                        self.view.insert(k.clone(), v.clone());
+                    }
+                },
+                Some(Newer::Unknown) => {
+                    self.view.remove(k);
+                }
+                None => {}
+            }
+        }
+    }
+
     /// Write the batch's changes in one round trip (none if there are none), coalesced.
-    pub fn flush(&mut self, store: &mut dyn FlowStore) -> Result<(), StoreError> {
+    /// Returns the conditional writes that did not apply (a lost claim: the caller must not let
+    /// the packets that depended on it leave).
+    pub fn flush(&mut self, store: &mut dyn FlowStore) -> Result<Vec<WriteOp>, StoreError> {
         if self.writes.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         self.coalesce();
-        store.write_many(&self.writes)?;
+        let mut failed = Vec::new();
+        store.write_checked(&self.writes, &mut failed)?;
+        let lost = failed.iter().map(|&i| self.writes[i].clone()).collect();
         self.writes.clear();
-        Ok(())
+        Ok(lost)
     }
 }
 
@@ -328,5 +429,60 @@ mod tests {
             1 + 3,
             "the overwritten set of b is dropped"
         );
+    }
+
+    /// Claims and guards: a claim is a conditional write of an absent key, seen at once by the
+    /// batch; writes of a claimed or guarded key are conditional on the value expected there
+    /// (chained within the batch), and coalescing keeps every write of such a key.
+    #[test]
+    fn claims_and_guarded_writes_are_conditional() {
+        let mut b = BatchState::new();
+        b.guard(b"g", Some(b"old".to_vec()));
+        b.claim(b"c", b"1".to_vec());
+        assert_eq!(b.peek(b"c"), Some(Some(&b"1"[..])));
+        b.set(b"c", b"2".to_vec());
+        b.set(b"g", b"new".to_vec());
+        b.del(b"g");
+        b.set(b"x", b"1".to_vec());
+        b.set(b"x", b"2".to_vec());
+        b.coalesce();
+        let si = |k: &str, e: Option<&str>, v: Option<&str>| WriteOp::SetIf {
+            key: k.as_bytes().to_vec(),
+            expect: e.map(|x| x.as_bytes().to_vec()),
+            value: v.map(|x| x.as_bytes().to_vec()),
+        };
+        assert_eq!(
+            b.pending_writes(),
+            &[
+                si("c", None, Some("1")),
+                si("c", Some("1"), Some("2")),
+                si("g", Some("old"), Some("new")),
+                si("g", Some("new"), None),
+                WriteOp::Set {
+                    key: b"x".to_vec(),
+                    value: b"2".to_vec()
+                },
+            ]
+        );
+        // Through a store where "g" is no longer "old": the claim chain applies, the guarded
+        // writes do not, and the flush says which.
+        let mut s = LocalStore::new();
+        s.write_many(&[WriteOp::Set {
+            key: b"g".to_vec(),
+            value: b"other".to_vec(),
+        }])
+        .unwrap();
+        let lost = b.flush(&mut s).unwrap();
+        assert_eq!(
+            lost,
+            vec![
+                si("g", Some("old"), Some("new")),
+                si("g", Some("new"), None)
+            ]
+        );
+        let mut out = vec![];
+        s.get_many(&[b"c".to_vec(), b"g".to_vec()], &mut out)
+            .unwrap();
+        assert_eq!(out, vec![Some(b"2".to_vec()), Some(b"other".to_vec())]);
     }
 }

@@ -5,7 +5,7 @@
 //! drops the whole cache when the epoch changed. Not for instances that share flows at the same
 //! time (asymmetric routing): leave the cache off there.
 
-use crate::{FlowStore, HashFields, Key, Pipeline, StoreError, StoreStats, WriteOp};
+use crate::{FlowStore, Key, Pipeline, StoreError, WriteOp};
 use std::collections::{HashMap, HashSet, VecDeque};
 
 /// A group sent through the cache's [`Pipeline`], oldest first.
@@ -18,7 +18,9 @@ enum Pending {
         vals: Vec<Option<Vec<u8>>>,
         miss: Vec<usize>,
     },
-    Writes,
+    /// A write group; the keys of its conditional writes, in order (forgotten if one did not
+    /// apply: the cache assumed it did).
+    Writes(Vec<Key>),
 }
 
 /// A [`FlowStore`] wrapper with a bounded read cache (cleared when full or on a new epoch).
@@ -80,9 +82,8 @@ impl<S: FlowStore> CachedStore<S> {
 }
 
 impl<S: FlowStore> FlowStore for CachedStore<S> {
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
+    crate::forward_store!(inner; kind, hash_get_all, pool_init, pool_pop, pool_pop_many, pool_push,
+        pool_len, timer_claim_due, stats, note_unplanned_read);
 
     fn get_many(&mut self, keys: &[Key], out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError> {
         out.clear();
@@ -121,10 +122,20 @@ impl<S: FlowStore> FlowStore for CachedStore<S> {
         Ok(())
     }
 
-    fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
-        let r = self.inner.write_many(ops);
-        for op in ops {
+    fn write_checked(
+        &mut self,
+        ops: &[WriteOp],
+        failed: &mut Vec<usize>,
+    ) -> Result<(), StoreError> {
+        let r = self.inner.write_checked(ops, failed);
+        for (i, op) in ops.iter().enumerate() {
             match op {
+                WriteOp::SetIf { key, value, .. } if r.is_ok() && !failed.contains(&i) => {
+                    self.put(key, value.clone())
+                }
+                WriteOp::SetIf { key, .. } => {
+                    self.cache.remove(key);
+                }
                 WriteOp::Set { key, value } if r.is_ok() => self.put(key, Some(value.clone())),
                 // On failure the tier's value is unknown: forget it.
                 WriteOp::Set { key, .. } | WriteOp::Del { key } if r.is_err() => {
@@ -138,10 +149,6 @@ impl<S: FlowStore> FlowStore for CachedStore<S> {
             }
         }
         r
-    }
-
-    fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
-        self.inner.hash_get_all(key)
     }
 
     fn compare_and_set(
@@ -161,43 +168,6 @@ impl<S: FlowStore> FlowStore for CachedStore<S> {
     fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, StoreError> {
         self.forget(key);
         self.inner.incr_by(key, delta)
-    }
-
-    fn pool_init(&mut self, pool: &[u8], items: &[Vec<u8>]) -> Result<bool, StoreError> {
-        self.inner.pool_init(pool, items)
-    }
-
-    fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.pool_pop(pool)
-    }
-
-    fn pool_pop_many(&mut self, pool: &[u8], max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.pool_pop_many(pool, max)
-    }
-
-    fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
-        self.inner.pool_push(pool, item)
-    }
-
-    fn pool_len(&mut self, pool: &[u8]) -> Result<usize, StoreError> {
-        self.inner.pool_len(pool)
-    }
-
-    fn timer_claim_due(
-        &mut self,
-        timers: &[u8],
-        now_ms: u64,
-        max: usize,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.timer_claim_due(timers, now_ms, max)
-    }
-
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
-    }
-
-    fn note_unplanned_read(&mut self) {
-        self.inner.note_unplanned_read()
     }
 
     fn pipeline(&mut self) -> Option<&mut dyn Pipeline> {
@@ -259,9 +229,15 @@ impl<S: FlowStore> Pipeline for CachedStore<S> {
     }
 
     fn send_writes(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        let mut conds = Vec::new();
         for op in ops {
             match op {
                 WriteOp::Set { key, value } => self.put(key, Some(value.clone())),
+                // Assumed to apply (as this instance's later batches do); undone if not.
+                WriteOp::SetIf { key, value, .. } => {
+                    self.put(key, value.clone());
+                    conds.push(key.clone());
+                }
                 WriteOp::Del { key } => self.put(key, None),
                 WriteOp::Hash { key, .. } | WriteOp::Incr { key, .. } => {
                     self.cache.remove(key);
@@ -274,7 +250,7 @@ impl<S: FlowStore> Pipeline for CachedStore<S> {
             self.fail();
             return Err(e);
         }
-        self.pending.push_back(Pending::Writes);
+        self.pending.push_back(Pending::Writes(conds));
         Ok(())
     }
 
@@ -297,11 +273,16 @@ impl<S: FlowStore> Pipeline for CachedStore<S> {
         };
         match p {
             Pending::Ready(v) => out.extend(v),
-            Pending::Writes => {
+            Pending::Writes(conds) => {
                 let inner = self.inner.pipeline().expect("checked in pipeline()");
-                if let Err(e) = inner.recv(&mut self.miss_vals) {
+                if let Err(e) = inner.recv(out) {
                     self.fail();
                     return Err(e);
+                }
+                for (k, applied) in conds.iter().zip(out.iter()) {
+                    if applied.is_none() {
+                        self.forget(k);
+                    }
                 }
             }
             Pending::Reads {

@@ -28,11 +28,12 @@ pub mod resp;
 pub mod snapshot;
 pub mod test_redis;
 
-pub use batch::BatchState;
+pub use batch::{BatchState, Newer};
 pub use cache::CachedStore;
 pub use keys::KeySpace;
 pub use local::LocalStore;
-pub use redis_store::{RedisConfig, RedisStore};
+pub use redis_store::{parse_url, RedisConfig, RedisStore};
+pub use resp::Endpoint;
 
 /// A full key in the tier (bytes; built by [`KeySpace`]).
 pub type Key = Vec<u8>;
@@ -75,6 +76,30 @@ pub enum WriteOp {
         key: Key,
         delta: i64,
     },
+    /// Conditional write: if the value of `key` equals `expect` (None = absent), set it to
+    /// `value` (None = delete); otherwise change nothing. Its outcome is reported
+    /// ([`FlowStore::write_checked`], [`Pipeline::recv`]). A pipelined claim (`expect` None) is
+    /// `SET key value NX` on Redis: the first instance to claim a key wins, and the loser learns
+    /// it when its batch's writes are acknowledged, before its packets leave.
+    SetIf {
+        key: Key,
+        expect: Option<Vec<u8>>,
+        value: Option<Vec<u8>>,
+    },
+}
+
+impl WriteOp {
+    /// The data key this op writes (a timer op: its timer set).
+    pub fn key(&self) -> &Key {
+        match self {
+            WriteOp::Set { key, .. }
+            | WriteOp::Del { key }
+            | WriteOp::Hash { key, .. }
+            | WriteOp::Incr { key, .. }
+            | WriteOp::SetIf { key, .. } => key,
+            WriteOp::TimerSet { timers, .. } | WriteOp::TimerCancel { timers, .. } => timers,
+        }
+    }
 }
 
 /// An update of one hash field ([`WriteOp::Hash`]).
@@ -111,6 +136,8 @@ pub struct StoreStats {
     pub reconnects: u64,
     /// Reads that were not in the batch's read set and needed their own round trip.
     pub unplanned_reads: u64,
+    /// CPU time the client spent spinning for replies (ns): waiting, not working.
+    pub spin_ns: u64,
 }
 
 /// Per-flow state storage shared by all instances of one NF.
@@ -123,8 +150,16 @@ pub trait FlowStore: Send {
     /// Fetch `keys` in one round trip; `out` is cleared and gets one entry per key, in order.
     fn get_many(&mut self, keys: &[Key], out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError>;
 
-    /// Apply `ops` in order in one round trip.
-    fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError>;
+    /// Apply `ops` in order in one round trip (conditional ops that do not apply are skipped).
+    fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        let mut failed = Vec::new();
+        self.write_checked(ops, &mut failed)
+    }
+
+    /// [`FlowStore::write_many`], reporting in `failed` the positions in `ops` of the
+    /// [`WriteOp::SetIf`] ops that did not apply (cleared first).
+    fn write_checked(&mut self, ops: &[WriteOp], failed: &mut Vec<usize>)
+        -> Result<(), StoreError>;
 
     /// Atomically: if the value of `key` equals `expected` (None = absent), set it to `new`
     /// (None = delete) and return true; otherwise change nothing and return false.
@@ -208,6 +243,79 @@ pub trait FlowStore: Send {
     }
 }
 
+/// Implements the named [`FlowStore`] methods by forwarding them to the store in field `$inner`:
+/// for wrappers that change a few methods and pass the others through.
+#[macro_export]
+macro_rules! forward_store {
+    ($inner:ident; $($m:ident),+ $(,)?) => { $( $crate::forward_store!(@ $inner $m); )+ };
+    (@ $i:ident kind) => {
+        fn kind(&self) -> &'static str { self.$i.kind() }
+    };
+    (@ $i:ident get_many) => {
+        fn get_many(
+            &mut self, keys: &[$crate::Key], out: &mut Vec<Option<Vec<u8>>>,
+        ) -> Result<(), $crate::StoreError> { self.$i.get_many(keys, out) }
+    };
+    (@ $i:ident write_checked) => {
+        fn write_checked(
+            &mut self, ops: &[$crate::WriteOp], failed: &mut Vec<usize>,
+        ) -> Result<(), $crate::StoreError> { self.$i.write_checked(ops, failed) }
+    };
+    (@ $i:ident compare_and_set) => {
+        fn compare_and_set(
+            &mut self, key: &[u8], expected: Option<&[u8]>, new: Option<&[u8]>,
+        ) -> Result<bool, $crate::StoreError> { self.$i.compare_and_set(key, expected, new) }
+    };
+    (@ $i:ident incr_by) => {
+        fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, $crate::StoreError> {
+            self.$i.incr_by(key, delta)
+        }
+    };
+    (@ $i:ident pool_init) => {
+        fn pool_init(
+            &mut self, pool: &[u8], items: &[Vec<u8>],
+        ) -> Result<bool, $crate::StoreError> { self.$i.pool_init(pool, items) }
+    };
+    (@ $i:ident pool_pop) => {
+        fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, $crate::StoreError> {
+            self.$i.pool_pop(pool)
+        }
+    };
+    (@ $i:ident pool_pop_many) => {
+        fn pool_pop_many(
+            &mut self, pool: &[u8], max: usize,
+        ) -> Result<Vec<Vec<u8>>, $crate::StoreError> { self.$i.pool_pop_many(pool, max) }
+    };
+    (@ $i:ident pool_push) => {
+        fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), $crate::StoreError> {
+            self.$i.pool_push(pool, item)
+        }
+    };
+    (@ $i:ident pool_len) => {
+        fn pool_len(&mut self, pool: &[u8]) -> Result<usize, $crate::StoreError> {
+            self.$i.pool_len(pool)
+        }
+    };
+    (@ $i:ident timer_claim_due) => {
+        fn timer_claim_due(
+            &mut self, timers: &[u8], now_ms: u64, max: usize,
+        ) -> Result<Vec<Vec<u8>>, $crate::StoreError> {
+            self.$i.timer_claim_due(timers, now_ms, max)
+        }
+    };
+    (@ $i:ident hash_get_all) => {
+        fn hash_get_all(
+            &mut self, key: &[u8],
+        ) -> Result<$crate::HashFields, $crate::StoreError> { self.$i.hash_get_all(key) }
+    };
+    (@ $i:ident stats) => {
+        fn stats(&self) -> $crate::StoreStats { self.$i.stats() }
+    };
+    (@ $i:ident note_unplanned_read) => {
+        fn note_unplanned_read(&mut self) { self.$i.note_unplanned_read() }
+    };
+}
+
 /// Non-blocking access to a remote tier over one ordered connection: groups of reads and writes
 /// are sent without waiting; their replies come back in the order the groups were sent. Because
 /// the tier executes one connection's commands in order, a read group sent after a write group
@@ -220,8 +328,9 @@ pub trait Pipeline {
     fn send_writes(&mut self, ops: &[WriteOp]) -> Result<(), StoreError>;
     /// Push queued groups to the tier.
     fn flush(&mut self) -> Result<(), StoreError>;
-    /// Wait for the oldest group's replies (`out` gets its values; empty for a write group).
-    /// After an error every group in flight is lost (`in_flight` is 0).
+    /// Wait for the oldest group's replies (`out` gets its values; for a write group one entry
+    /// per [`WriteOp::SetIf`] op, in order: `Some(empty)` applied, `None` not applied). After an
+    /// error every group in flight is lost (`in_flight` is 0).
     fn recv(&mut self, out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError>;
     /// Groups sent and not yet received.
     fn in_flight(&self) -> usize;

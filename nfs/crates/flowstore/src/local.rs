@@ -61,9 +61,24 @@ impl FlowStore for LocalStore {
         Ok(())
     }
 
-    fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
-        for op in ops {
+    fn write_checked(
+        &mut self,
+        ops: &[WriteOp],
+        failed: &mut Vec<usize>,
+    ) -> Result<(), StoreError> {
+        failed.clear();
+        for (i, op) in ops.iter().enumerate() {
             match op {
+                WriteOp::SetIf { key, expect, value } => {
+                    if self.kv.get(key) != expect.as_ref() {
+                        failed.push(i);
+                        continue;
+                    }
+                    match value {
+                        Some(v) => self.kv.insert(key.clone(), v.clone()),
+                        None => self.kv.remove(key),
+                    };
+                }
                 WriteOp::Set { key, value } => {
                     self.kv.insert(key.clone(), value.clone());
                 }

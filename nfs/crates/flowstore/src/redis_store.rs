@@ -10,7 +10,7 @@
 //! otherwise it first collects the replies of the groups in flight (kept for
 //! [`Pipeline::recv`]) and runs on the main connection.
 
-use crate::resp::{self, Conn, Reply};
+use crate::resp::{self, Conn, Endpoint, Reply, MAX_UNIX_PATH};
 use crate::{FlowStore, HashFields, HashOp, Key, Pipeline, StoreError, StoreStats, WriteOp};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -18,7 +18,7 @@ use std::time::Duration;
 /// Connection settings.
 #[derive(Debug, Clone)]
 pub struct RedisConfig {
-    /// `redis://host:port[/db]`.
+    /// `redis://host:port[/db]` or `unix:///path[?db=N]` ([`parse_url`]).
     pub url: String,
     /// Connect and per-command I/O timeout: a dead tier costs at most this per batch.
     pub timeout: Duration,
@@ -57,21 +57,22 @@ for i = 1, #due do redis.call('ZREM', KEYS[1], due[i]) end
 return due
 "#;
 
-/// Parse `redis://host[:port][/db]` into (host:port, db).
-fn parse_url(url: &str) -> Result<(String, Option<u32>), String> {
-    let rest = url
-        .strip_prefix("redis://")
-        .ok_or_else(|| format!("bad store URL {url:?}: must start with redis://"))?;
+/// Parse a store URL into (endpoint, db): `redis://HOST[:PORT][/DB]` (TCP, port 6379 by default)
+/// or `unix:///ABSOLUTE/PATH[?db=N]` (also spelled `redis+unix://`; the tier's unix socket).
+pub fn parse_url(url: &str) -> Result<(Endpoint, Option<u32>), String> {
+    if let Some(rest) = url
+        .strip_prefix("unix://")
+        .or_else(|| url.strip_prefix("redis+unix://"))
+    {
+        return parse_unix(url, rest);
+    }
+    let rest = url.strip_prefix("redis://").ok_or_else(|| {
+        format!("bad store URL {url:?}: must start with redis:// or unix:// (a socket path)")
+    })?;
     let (hostport, db) = match rest.split_once('/') {
         None => (rest, None),
         Some((h, "")) => (h, None),
-        Some((h, d)) => (
-            h,
-            Some(
-                d.parse::<u32>()
-                    .map_err(|_| format!("bad store URL {url:?}: database must be a number"))?,
-            ),
-        ),
+        Some((h, d)) => (h, Some(parse_db(url, d)?)),
     };
     if hostport.is_empty() || hostport.contains('@') {
         return Err(format!(
@@ -94,22 +95,81 @@ fn parse_url(url: &str) -> Result<(String, Option<u32>), String> {
     } else {
         format!("{hostport}:6379")
     };
-    Ok((hp, db))
+    Ok((Endpoint::Tcp(hp), db))
+}
+
+fn parse_db(url: &str, d: &str) -> Result<u32, String> {
+    d.parse::<u32>()
+        .map_err(|_| format!("bad store URL {url:?}: database must be a number"))
+}
+
+/// The part of a unix URL after `unix://`: an absolute path, optionally `?db=N`.
+fn parse_unix(url: &str, rest: &str) -> Result<(Endpoint, Option<u32>), String> {
+    let (path, query) = match rest.split_once('?') {
+        None => (rest, None),
+        Some((p, q)) => (p, Some(q)),
+    };
+    let db = match query {
+        None | Some("") => None,
+        Some(q) => match q.strip_prefix("db=") {
+            Some(d) => Some(parse_db(url, d)?),
+            None => {
+                return Err(format!(
+                    "bad store URL {url:?}: the only query parameter is db=N"
+                ))
+            }
+        },
+    };
+    if !path.starts_with('/') {
+        return Err(format!(
+            "bad store URL {url:?}: expected unix:///ABSOLUTE/PATH[?db=N] (no host, no credentials)"
+        ));
+    }
+    if path.len() > MAX_UNIX_PATH || path.contains('\0') {
+        return Err(format!(
+            "bad store URL {url:?}: a unix socket path has at most {MAX_UNIX_PATH} bytes and no NUL"
+        ));
+    }
+    Ok((Endpoint::Unix(path.into()), db))
+}
+
+/// A cheap 64-bit fingerprint of a key (FNV-1a): for the side-connection check, where a
+/// collision only costs a wait, never a wrong result.
+fn fingerprint(key: &[u8]) -> u64 {
+    key.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// How the reply of a conditional write ([`WriteOp::SetIf`]) says whether it applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cond {
+    /// `SET key value NX`: `+OK` applied, nil not.
+    Nx,
+    /// The compare-and-set script: `:1` applied, `:0` not.
+    Cas,
+}
+
+/// The write commands of one group: how many, and which of them are conditional (command
+/// index and reply kind, in order).
+#[derive(Debug, Clone, Default)]
+struct WriteCmds {
+    n: usize,
+    conds: Vec<(usize, Cond)>,
 }
 
 /// What a group of commands in flight returns.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Group {
     /// One MGET of this many keys.
     Reads(usize),
-    /// This many write commands.
-    Writes(usize),
+    Writes(WriteCmds),
 }
 
 /// [`FlowStore`] on Redis (one connection per instance).
 pub struct RedisStore {
     cfg: RedisConfig,
-    addr: String,
+    addr: Endpoint,
     db: Option<u32>,
     conn: Option<Conn>,
     /// Groups sent (or buffered) whose replies have not been read.
@@ -118,10 +178,10 @@ pub struct RedisStore {
     flushed: usize,
     /// Replies of groups collected early by a blocking call, oldest first.
     stash: VecDeque<Vec<Option<Vec<u8>>>>,
-    /// Keys written by the write groups in flight (count per key), and each write group's keys
-    /// (oldest first) to release them when its replies are read.
-    pending: HashMap<Key, u32>,
-    write_keys: VecDeque<Vec<Key>>,
+    /// Fingerprints of the keys written by each write group in flight, oldest first (dropped
+    /// when its replies are read): a blocking call on a key none of them matches may use the side
+    /// connection. A fingerprint collision only sends the call the slow way (after the pipeline).
+    write_keys: VecDeque<Vec<u64>>,
     /// Second connection for blocking calls made while groups are in flight on keys none of
     /// them writes: such a call cannot be reordered against a write of ours, so it need not
     /// wait for the pipeline (NAT pool pop and mapping CAS, IPsec sequence blocks, re-reads).
@@ -146,7 +206,6 @@ impl RedisStore {
             in_flight: VecDeque::new(),
             flushed: 0,
             stash: VecDeque::new(),
-            pending: HashMap::new(),
             write_keys: VecDeque::new(),
             side: None,
             stats: StoreStats::default(),
@@ -183,7 +242,11 @@ impl RedisStore {
     /// Whether a blocking call on `keys` may use the side connection: groups are in flight on
     /// the main one and none of them writes any of `keys`.
     fn side_ok(&self, keys: &[&[u8]]) -> bool {
-        !self.in_flight.is_empty() && keys.iter().all(|k| !self.pending.contains_key(*k))
+        !self.in_flight.is_empty()
+            && keys.iter().all(|k| {
+                let f = fingerprint(k);
+                !self.write_keys.iter().any(|g| g.contains(&f))
+            })
     }
 
     /// One command on the side connection (connected on first use).
@@ -203,18 +266,26 @@ impl RedisStore {
         self.stats.round_trips += 1;
         if r.is_err() {
             self.stats.errors += 1;
-            self.side = None;
+            let c = self.side.take();
+            self.retire(c);
         }
         r
+    }
+
+    /// Keep the counters of a connection that is dropped.
+    fn retire(&mut self, c: Option<Conn>) {
+        if let Some(c) = c {
+            self.stats.spin_ns += c.spun_ns;
+        }
     }
 
     /// Forget the connection and everything in flight on it (reconnect on the next call).
     fn fail(&mut self, e: StoreError) -> StoreError {
         self.stats.errors += 1;
-        self.conn = None;
+        let c = self.conn.take();
+        self.retire(c);
         self.in_flight.clear();
         self.flushed = 0;
-        self.pending.clear();
         self.write_keys.clear();
         self.stash.clear();
         e
@@ -228,14 +299,7 @@ impl RedisStore {
             .ok_or_else(|| StoreError("no pipeline group in flight".into()))?;
         self.flushed = self.flushed.saturating_sub(1);
         if let Group::Writes(_) = g {
-            for k in self.write_keys.pop_front().unwrap_or_default() {
-                if let Some(c) = self.pending.get_mut(&k) {
-                    *c -= 1;
-                    if *c == 0 {
-                        self.pending.remove(&k);
-                    }
-                }
-            }
+            self.write_keys.pop_front();
         }
         let conn = self.conn.as_mut().ok_or_else(|| err("not connected"))?;
         let mut out = Vec::new();
@@ -254,10 +318,21 @@ impl RedisStore {
                 Reply::Error(e) => first_err = Some(e),
                 r => first_err = Some(format!("unexpected MGET reply {r:?}")),
             },
-            Group::Writes(n) => {
-                for _ in 0..n {
-                    if let Reply::Error(e) = conn.read_reply().map_err(err)? {
+            Group::Writes(w) => {
+                let mut conds = w.conds.iter().peekable();
+                for i in 0..w.n {
+                    let r = conn.read_reply().map_err(err)?;
+                    if let Reply::Error(e) = r {
                         first_err.get_or_insert(e);
+                        if conds.next_if(|c| c.0 == i).is_some() {
+                            out.push(None);
+                        }
+                    } else if let Some(&(_, kind)) = conds.next_if(|c| c.0 == i) {
+                        let applied = match kind {
+                            Cond::Nx => r == Reply::Status,
+                            Cond::Cas => r == Reply::Int(1),
+                        };
+                        out.push(applied.then(Vec::new));
                     }
                 }
             }
@@ -318,11 +393,11 @@ impl RedisStore {
         }
     }
 
-    /// Encode `ops` as runs of MSET / DEL / ZADD / ZREM; returns the command count. Ops are
-    /// grouped by command first when that changes no outcome ([`grouped`]), so a batch whose
-    /// packets each wrote a record and moved its timer costs one MSET and one ZADD, not two
-    /// commands per packet.
-    fn encode_writes(out: &mut Vec<u8>, ops: &[WriteOp]) -> usize {
+    /// Encode `ops` as runs of MSET / DEL / ZADD / ZREM (a conditional write is a command of
+    /// its own); returns the commands. Ops are grouped by command first when that changes no
+    /// outcome ([`grouped`]), so a batch whose packets each wrote a record and moved its timer
+    /// costs one MSET and one ZADD, not two commands per packet.
+    fn encode_writes(out: &mut Vec<u8>, ops: &[WriteOp]) -> WriteCmds {
         match grouped(ops) {
             Some(g) => Self::encode_runs(out, &g),
             None => Self::encode_runs(out, ops),
@@ -330,9 +405,9 @@ impl RedisStore {
     }
 
     /// Encode consecutive runs of one command (order kept).
-    fn encode_runs<W: std::borrow::Borrow<WriteOp>>(out: &mut Vec<u8>, ops: &[W]) -> usize {
+    fn encode_runs<W: std::borrow::Borrow<WriteOp>>(out: &mut Vec<u8>, ops: &[W]) -> WriteCmds {
         let ops: Vec<&WriteOp> = ops.iter().map(|o| o.borrow()).collect();
-        let mut cmds = 0;
+        let mut cmds = WriteCmds::default();
         let mut i = 0;
         while i < ops.len() {
             // A run of ops of one kind (and one timer set) becomes one command.
@@ -405,8 +480,33 @@ impl RedisStore {
                         }
                     }
                 }
+                WriteOp::SetIf {
+                    key,
+                    expect: None,
+                    value: Some(v),
+                } => {
+                    resp::encode(out, &[b"SET", key, v, b"NX"]);
+                    cmds.conds.push((cmds.n, Cond::Nx));
+                }
+                WriteOp::SetIf { key, expect, value } => {
+                    let flag = |o: &Option<Vec<u8>>| if o.is_some() { &b"1"[..] } else { b"0" };
+                    resp::encode(
+                        out,
+                        &[
+                            b"EVAL",
+                            CAS,
+                            b"1",
+                            key,
+                            flag(expect),
+                            expect.as_deref().unwrap_or(b""),
+                            flag(value),
+                            value.as_deref().unwrap_or(b""),
+                        ],
+                    );
+                    cmds.conds.push((cmds.n, Cond::Cas));
+                }
             }
-            cmds += 1;
+            cmds.n += 1;
             i = j;
         }
         cmds
@@ -419,24 +519,10 @@ impl RedisStore {
         v.extend_from_slice(args);
         self.call(&v, keys)
     }
-
-    /// Keys a write group changes (data keys and timer sets).
-    fn keys_of(ops: &[WriteOp]) -> Vec<Key> {
-        ops.iter()
-            .map(|op| match op {
-                WriteOp::Set { key, .. }
-                | WriteOp::Del { key }
-                | WriteOp::Hash { key, .. }
-                | WriteOp::Incr { key, .. } => key.clone(),
-                WriteOp::TimerSet { timers, .. } | WriteOp::TimerCancel { timers, .. } => {
-                    timers.clone()
-                }
-            })
-            .collect()
-    }
 }
 
-/// `ops` stably grouped by command (MSET, DEL, hash ops, INCRBY, then ZADD and ZREM per timer set),
+/// `ops` stably grouped by command (MSET, DEL, hash ops, INCRBY, then ZADD and ZREM per timer set,
+/// then the conditional writes, one command each, in their order: outcomes are reported in it),
 /// or None when grouping could change an outcome: a key written by two kinds of command (e.g.
 /// a hash update and a DEL of the same key, or a data key that is also a timer set), or one timer
 /// member both set and cancelled. Otherwise each key is touched by one kind only, and the order
@@ -447,19 +533,24 @@ fn grouped(ops: &[WriteOp]) -> Option<Vec<&WriteOp>> {
     if ops.len() < 3 {
         return None;
     }
+    // Already in class order (a batch of record writes only, say): nothing to regroup, and no
+    // need to hash every key to find out whether regrouping would be safe.
+    let already_grouped = ops
+        .windows(2)
+        .all(|w| same_run(&w[0], &w[1]) || class(&w[0]).0 <= class(&w[1]).0);
+    if already_grouped {
+        return None;
+    }
     let mut owner: HashMap<&[u8], u8> = HashMap::with_capacity(ops.len());
     let mut member: HashMap<(&[u8], &[u8]), u8> = HashMap::new();
-    let mut already_grouped = true;
-    for (i, op) in ops.iter().enumerate() {
+    for op in ops {
         let (c, _) = class(op);
-        if i > 0 && !same_run(&ops[i - 1], op) && class(&ops[i - 1]).0 > c {
-            already_grouped = false;
-        }
         let key: &[u8] = match op {
             WriteOp::Set { key, .. }
             | WriteOp::Del { key }
             | WriteOp::Hash { key, .. }
-            | WriteOp::Incr { key, .. } => key,
+            | WriteOp::Incr { key, .. }
+            | WriteOp::SetIf { key, .. } => key,
             WriteOp::TimerSet {
                 timers, member: m, ..
             }
@@ -479,9 +570,6 @@ fn grouped(ops: &[WriteOp]) -> Option<Vec<&WriteOp>> {
             return None;
         }
     }
-    if already_grouped {
-        return None;
-    }
     let mut v: Vec<&WriteOp> = ops.iter().collect();
     v.sort_by(|a, b| class(a).cmp(&class(b)));
     Some(v)
@@ -496,6 +584,7 @@ fn write_class(op: &WriteOp) -> (u8, &[u8]) {
         WriteOp::Incr { .. } => (3, b""),
         WriteOp::TimerSet { timers, .. } => (4, timers),
         WriteOp::TimerCancel { timers, .. } => (5, timers),
+        WriteOp::SetIf { .. } => (6, b""),
     }
 }
 
@@ -564,23 +653,38 @@ impl FlowStore for RedisStore {
         Ok(())
     }
 
-    fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
+    fn write_checked(
+        &mut self,
+        ops: &[WriteOp],
+        failed: &mut Vec<usize>,
+    ) -> Result<(), StoreError> {
+        failed.clear();
         if ops.is_empty() {
             return Ok(());
         }
         self.drain_in_flight()?;
         let r = (|| {
             let c = self.ensure_conn()?;
-            let n = Self::encode_writes(&mut c.out, ops);
+            let cmds = Self::encode_writes(&mut c.out, ops);
             c.flush().map_err(err)?;
-            self.in_flight.push_back(Group::Writes(n));
+            self.in_flight.push_back(Group::Writes(cmds));
             self.write_keys.push_back(Vec::new());
             self.flushed = self.in_flight.len();
             self.read_group()
         })();
         self.stats.round_trips += 1;
-        r.map_err(|e| self.fail(e))?;
+        let outcomes = r.map_err(|e| self.fail(e))?;
         self.stats.keys_written += ops.len() as u64;
+        // Conditional writes are encoded in order, one command each: their outcomes map back.
+        let conds = ops
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| matches!(o, WriteOp::SetIf { .. }));
+        for ((i, _), applied) in conds.zip(outcomes) {
+            if applied.is_none() {
+                failed.push(i);
+            }
+        }
         Ok(())
     }
 
@@ -696,7 +800,12 @@ impl FlowStore for RedisStore {
     }
 
     fn stats(&self) -> StoreStats {
-        self.stats
+        let mut s = self.stats;
+        s.spin_ns += [&self.conn, &self.side]
+            .iter()
+            .filter_map(|c| c.as_ref().map(|c| c.spun_ns))
+            .sum::<u64>();
+        s
     }
 
     fn note_unplanned_read(&mut self) {
@@ -726,13 +835,10 @@ impl Pipeline for RedisStore {
             Ok(c) => c,
             Err(e) => return Err(self.fail(e)),
         };
-        let n = Self::encode_writes(&mut c.out, ops);
-        self.in_flight.push_back(Group::Writes(n));
-        let keys = Self::keys_of(ops);
-        for k in &keys {
-            *self.pending.entry(k.clone()).or_insert(0) += 1;
-        }
-        self.write_keys.push_back(keys);
+        let cmds = Self::encode_writes(&mut c.out, ops);
+        self.in_flight.push_back(Group::Writes(cmds));
+        self.write_keys
+            .push_back(ops.iter().map(|op| fingerprint(op.key())).collect());
         self.stats.keys_written += ops.len() as u64;
         Ok(())
     }
@@ -755,8 +861,20 @@ impl Pipeline for RedisStore {
         if self.in_flight.is_empty() {
             return Err(StoreError("no pipeline group in flight".into()));
         }
-        // Push queued groups only if the one awaited has not been sent yet.
-        if self.flushed == 0 {
+        // Push queued groups if the one awaited has not been sent yet, or if its reply is not in
+        // yet: the wait is the time they would otherwise sit here (a batch's reads then go out as
+        // soon as its packets arrive, not one round trip later). When the reply is already in, the
+        // queue waits for more groups (fewer sends; see the runtime's flush policy).
+        let waiting = match self.conn.as_mut() {
+            Some(c) if self.flushed > 0 && self.flushed < self.in_flight.len() => {
+                match c.reply_ready() {
+                    Ok(ready) => !ready,
+                    Err(e) => return Err(self.fail(err(e))),
+                }
+            }
+            _ => false,
+        };
+        if self.flushed == 0 || waiting {
             self.flush()?;
         }
         match self.read_group() {
@@ -774,11 +892,11 @@ impl Pipeline for RedisStore {
 
     fn reset(&mut self) {
         // Replies still on the way belong to groups the caller gave up: drop the connection.
-        self.conn = None;
+        let c = self.conn.take();
+        self.retire(c);
         self.in_flight.clear();
         self.flushed = 0;
         self.stash.clear();
-        self.pending.clear();
         self.write_keys.clear();
     }
 }
@@ -789,27 +907,59 @@ mod tests {
 
     #[test]
     fn urls() {
+        let tcp = |a: &str| Endpoint::Tcp(a.into());
+        let unix = |p: &str| Endpoint::Unix(p.into());
         assert_eq!(
             parse_url("redis://127.0.0.1:7000").unwrap(),
-            ("127.0.0.1:7000".into(), None)
+            (tcp("127.0.0.1:7000"), None)
         );
         assert_eq!(
             parse_url("redis://localhost/3").unwrap(),
-            ("localhost:6379".into(), Some(3))
+            (tcp("localhost:6379"), Some(3))
         );
         assert_eq!(
             parse_url("redis://[::1]:7000/").unwrap(),
-            ("[::1]:7000".into(), None)
+            (tcp("[::1]:7000"), None)
         );
+        assert_eq!(
+            parse_url("unix:///run/uno/redis.sock").unwrap(),
+            (unix("/run/uno/redis.sock"), None)
+        );
+        assert_eq!(
+            parse_url("redis+unix:///r.sock?db=2").unwrap(),
+            (unix("/r.sock"), Some(2))
+        );
+        let long = format!("unix:///{}", "a".repeat(MAX_UNIX_PATH));
         for bad in [
             "http://x",
             "redis://",
             "redis://h:port",
             "redis://h/x",
             "redis://u:p@h:1",
+            "unix://",
+            "unix://relative/path",
+            "unix://u:p@/x.sock",
+            "unix:///x.sock?db=x",
+            "unix:///x.sock?password=y",
+            "unix:/x.sock",
+            long.as_str(),
         ] {
-            assert!(parse_url(bad).is_err(), "{bad}");
+            let e = parse_url(bad).unwrap_err();
+            assert!(e.contains(bad), "{bad}: {e}");
         }
+    }
+
+    /// A tier that is not there is a clear error naming the URL, for either transport.
+    #[test]
+    fn connect_errors_name_the_url() {
+        let dir = std::env::temp_dir().join(format!("unonfs-nosock-{}", std::process::id()));
+        let url = format!("unix://{}/none.sock", dir.display());
+        let e = RedisStore::connect(RedisConfig::new(&url)).err().unwrap();
+        assert!(e.0.contains(&url), "{e}");
+        let e = RedisStore::connect(RedisConfig::new("unix://rel"))
+            .err()
+            .unwrap();
+        assert!(e.0.contains("ABSOLUTE"), "{e}");
     }
 
     #[test]
@@ -831,7 +981,7 @@ mod tests {
             t("y"),
             WriteOp::Del { key: b"c".to_vec() },
         ];
-        assert_eq!(RedisStore::encode_writes(&mut out, &ops), 3);
+        assert_eq!(RedisStore::encode_writes(&mut out, &ops).n, 3);
         let s = String::from_utf8(out).unwrap();
         assert!(s.starts_with("*5\r\n$4\r\nMSET\r\n"), "{s}");
         assert!(
@@ -858,14 +1008,14 @@ mod tests {
         let mut out = vec![];
         // Three packets each writing a record and moving its timer: one MSET, one ZADD.
         let ops = [set("a"), t("a"), set("b"), t("b"), set("c"), t("c")];
-        assert_eq!(RedisStore::encode_writes(&mut out, &ops), 2);
+        assert_eq!(RedisStore::encode_writes(&mut out, &ops).n, 2);
         let s = String::from_utf8(out.clone()).unwrap();
         assert!(s.starts_with("*7\r\n$4\r\nMSET\r\n"), "{s}");
         // One member set then cancelled: the order is kept (4 commands).
         out.clear();
         let ops = [set("a"), t("a"), set("b"), tc("a")];
         assert!(grouped(&ops).is_none());
-        assert_eq!(RedisStore::encode_writes(&mut out, &ops), 4);
+        assert_eq!(RedisStore::encode_writes(&mut out, &ops).n, 4);
         // A key both hash-updated and deleted: kept in order.
         let h = WriteOp::Hash {
             key: b"a".to_vec(),

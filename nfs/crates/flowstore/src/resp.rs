@@ -5,7 +5,94 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// CPU time of the calling thread (ns).
+fn thread_cpu_ns() -> u64 {
+    // SAFETY: clock_gettime writes the timespec it is given; a zeroed timespec is a valid value.
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a timespec owned by this frame.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
+        return 0;
+    }
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// Longest unix socket path the kernel takes (`sun_path` is 108 bytes with its NUL).
+pub const MAX_UNIX_PATH: usize = 107;
+
+/// Where the tier listens: TCP `host:port`, or a unix socket path (reachable from every network
+/// namespace of the machine, and cheaper per round trip than loopback TCP: no TCP stack).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    Tcp(String),
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Tcp(a) => write!(f, "{a}"),
+            Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// The connected socket of either kind.
+enum Sock {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Sock {
+    fn set_read_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+        match self {
+            Sock::Tcp(s) => s.set_read_timeout(d),
+            Sock::Unix(s) => s.set_read_timeout(d),
+        }
+    }
+
+    fn set_write_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+        match self {
+            Sock::Tcp(s) => s.set_write_timeout(d),
+            Sock::Unix(s) => s.set_write_timeout(d),
+        }
+    }
+}
+
+impl AsRawFd for Sock {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Sock::Tcp(s) => s.as_raw_fd(),
+            Sock::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+impl Read for Sock {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Sock::Tcp(s) => s.read(buf),
+            Sock::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Sock {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sock::Tcp(s) => s.write(buf),
+            Sock::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
 
 /// One parsed reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,33 +259,48 @@ fn parse_int(s: &[u8]) -> Result<i64, String> {
 
 /// A connection: buffered output, incremental input.
 pub struct Conn {
-    sock: TcpStream,
+    sock: Sock,
     pub out: Vec<u8>,
     /// Received bytes are `inbuf[start..end]` (the buffer is allocated and zeroed once).
     inbuf: Vec<u8>,
     start: usize,
     end: usize,
     spin: Duration,
+    /// CPU time spent spinning for replies (ns): burnt waiting, not working.
+    pub spun_ns: u64,
+    /// A reply parsed by [`Conn::reply_ready`], not yet returned by [`Conn::read_reply`].
+    parsed: Option<Reply>,
 }
 
 impl Conn {
-    /// Connect to `host:port` with `timeout` for connect, reads and writes.
-    pub fn connect(addr: &str, timeout: Duration) -> io::Result<Conn> {
+    /// Connect to `ep` with `timeout` for connect (TCP; a unix socket connects or fails at once),
+    /// reads and writes.
+    pub fn connect(ep: &Endpoint, timeout: Duration) -> io::Result<Conn> {
+        let sock = match ep {
+            Endpoint::Tcp(addr) => Sock::Tcp(Self::connect_tcp(addr, timeout)?),
+            Endpoint::Unix(path) => Sock::Unix(UnixStream::connect(path)?),
+        };
+        sock.set_read_timeout(Some(timeout))?;
+        sock.set_write_timeout(Some(timeout))?;
+        Ok(Conn {
+            sock,
+            out: Vec::with_capacity(16 * 1024),
+            inbuf: vec![0; 256 * 1024],
+            start: 0,
+            end: 0,
+            spin: Duration::ZERO,
+            spun_ns: 0,
+            parsed: None,
+        })
+    }
+
+    fn connect_tcp(addr: &str, timeout: Duration) -> io::Result<TcpStream> {
         let mut last = io::Error::new(io::ErrorKind::NotFound, format!("no address for {addr}"));
         for a in std::net::ToSocketAddrs::to_socket_addrs(addr)? {
             match TcpStream::connect_timeout(&a, timeout) {
                 Ok(s) => {
                     s.set_nodelay(true)?;
-                    s.set_read_timeout(Some(timeout))?;
-                    s.set_write_timeout(Some(timeout))?;
-                    return Ok(Conn {
-                        sock: s,
-                        out: Vec::with_capacity(16 * 1024),
-                        inbuf: vec![0; 256 * 1024],
-                        start: 0,
-                        end: 0,
-                        spin: Duration::ZERO,
-                    });
+                    return Ok(s);
                 }
                 Err(e) => last = e,
             }
@@ -222,7 +324,10 @@ impl Conn {
     fn fill(&mut self) -> io::Result<usize> {
         if !self.spin.is_zero() {
             let t0 = std::time::Instant::now();
-            let fd = std::os::fd::AsRawFd::as_raw_fd(&self.sock);
+            let fd = self.sock.as_raw_fd();
+            // CPU time of this thread when the spin began (the first read found nothing): the
+            // spin is counted in CPU time, not wall time, which also covers descheduled periods.
+            let mut cpu0 = None;
             loop {
                 let buf = &mut self.inbuf[self.end..];
                 // SAFETY: `buf` is valid for writes of its length for the duration of the call.
@@ -235,6 +340,7 @@ impl Conn {
                     )
                 };
                 if r >= 0 {
+                    self.spun_ns += cpu0.map_or(0, |c| thread_cpu_ns().saturating_sub(c));
                     return Ok(r as usize);
                 }
                 let e = io::Error::last_os_error();
@@ -242,7 +348,9 @@ impl Conn {
                     io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => {}
                     _ => return Err(e),
                 }
+                let c0 = *cpu0.get_or_insert_with(thread_cpu_ns);
                 if t0.elapsed() >= self.spin {
+                    self.spun_ns += thread_cpu_ns().saturating_sub(c0);
                     break;
                 }
                 std::hint::spin_loop();
@@ -265,36 +373,94 @@ impl Conn {
     /// so the replies of several pipelined groups usually cost one syscall.
     pub fn read_reply(&mut self) -> io::Result<Reply> {
         loop {
-            match parse(&self.inbuf[self.start..self.end]) {
-                Ok(Some((r, used))) => {
-                    self.start += used;
-                    if self.start == self.end {
-                        self.start = 0;
-                        self.end = 0;
-                    }
-                    return Ok(r);
-                }
-                Ok(None) => {}
-                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+            if let Some(r) = self.take_buffered()? {
+                return Ok(r);
             }
-            if self.start > 0 {
-                self.inbuf.copy_within(self.start..self.end, 0);
-                self.end -= self.start;
-                self.start = 0;
-            }
-            if self.end == self.inbuf.len() {
-                let n = self.inbuf.len() * 2;
-                self.inbuf.resize(n, 0);
-            }
+            self.make_room();
             let n = self.fill()?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "connection closed by the tier",
-                ));
-            }
-            self.end += n;
+            self.took(n)?;
         }
+    }
+
+    /// Whether the next reply is complete once what has already arrived is taken in; never waits
+    /// (one non-blocking read at most). A caller about to wait for a reply that is not there yet
+    /// can first send what it holds back.
+    pub fn reply_ready(&mut self) -> io::Result<bool> {
+        if self.parsed.is_some() {
+            return Ok(true);
+        }
+        if let Some(r) = self.take_buffered()? {
+            self.parsed = Some(r);
+            return Ok(true);
+        }
+        self.make_room();
+        let buf = &mut self.inbuf[self.end..];
+        // SAFETY: `buf` is valid for writes of its length for the duration of the call.
+        let r = unsafe {
+            libc::recv(
+                self.sock.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(false),
+                _ => Err(e),
+            };
+        }
+        self.took(r as usize)?;
+        if let Some(r) = self.take_buffered()? {
+            self.parsed = Some(r);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// The next reply if it is complete in the input buffer (consumed).
+    fn take_buffered(&mut self) -> io::Result<Option<Reply>> {
+        if let Some(r) = self.parsed.take() {
+            return Ok(Some(r));
+        }
+        match parse(&self.inbuf[self.start..self.end]) {
+            Ok(Some((r, used))) => {
+                self.start += used;
+                if self.start == self.end {
+                    self.start = 0;
+                    self.end = 0;
+                }
+                Ok(Some(r))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+        }
+    }
+
+    /// Move the unparsed bytes to the front; grow the buffer when it is full.
+    fn make_room(&mut self) {
+        if self.start > 0 {
+            self.inbuf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.end == self.inbuf.len() {
+            let n = self.inbuf.len() * 2;
+            self.inbuf.resize(n, 0);
+        }
+    }
+
+    /// Account `n` bytes read into the buffer (0: the tier closed the connection).
+    fn took(&mut self, n: usize) -> io::Result<()> {
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed by the tier",
+            ));
+        }
+        self.end += n;
+        Ok(())
     }
 }
 
@@ -355,6 +521,36 @@ mod tests {
             .unwrap();
         assert_eq!(r.0, Ok(Some(4 * MAX_DEPTH + 4)));
         assert!(r.1);
+    }
+
+    /// `reply_ready` never waits: false until a whole reply is in (taken in pieces), then the
+    /// reply is returned once by `read_reply`; a closed peer is an error.
+    #[test]
+    fn reply_ready_never_waits() {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let mut c = Conn {
+            sock: Sock::Unix(a),
+            out: Vec::new(),
+            inbuf: vec![0; 8],
+            start: 0,
+            end: 0,
+            spin: Duration::ZERO,
+            spun_ns: 0,
+            parsed: None,
+        };
+        assert!(!c.reply_ready().unwrap());
+        b.write_all(b"*2\r\n$5\r\nhel").unwrap();
+        assert!(!c.reply_ready().unwrap());
+        b.write_all(b"lo\r\n:7\r\n+OK\r\n").unwrap();
+        // The buffer (8 bytes) grows as the pieces come in.
+        while !c.reply_ready().unwrap() {}
+        assert!(c.reply_ready().unwrap(), "still ready until read");
+        let want = Reply::Array(vec![Reply::Bulk(b"hello".to_vec()), Reply::Int(7)]);
+        assert_eq!(c.read_reply().unwrap(), want);
+        assert!(c.reply_ready().unwrap());
+        assert_eq!(c.read_reply().unwrap(), Reply::Status);
+        drop(b);
+        assert!(c.reply_ready().is_err());
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! A private redis-server for tests: free port, temp dir, stopped and removed on drop (also when
-//! the test panics).
+//! A private redis-server for tests: free port and a unix socket in its temp dir, stopped and
+//! removed on drop (also when the test panics).
 
+use crate::resp::{encode, Conn, Endpoint};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -34,7 +35,11 @@ impl TestRedis {
                     "127.0.0.1",
                     "--save",
                     "",
+                    "--unixsocketperm",
+                    "700",
+                    "--unixsocket",
                 ])
+                .arg(dir.join("redis.sock"))
                 .args(["--appendonly", "no", "--dir"])
                 .arg(&dir)
                 .stdout(Stdio::null())
@@ -58,12 +63,19 @@ impl TestRedis {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
             }
-            let addr = format!("127.0.0.1:{}", self.port);
-            if let Ok(mut c) = crate::resp::Conn::connect(&addr, Duration::from_millis(200)) {
-                crate::resp::encode(&mut c.out, &[b"PING"]);
-                if c.flush().is_ok() && c.read_reply().is_ok() {
-                    return true;
-                }
+            // Ready when both listeners answer.
+            let eps = [
+                Endpoint::Tcp(format!("127.0.0.1:{}", self.port)),
+                Endpoint::Unix(self.socket_path()),
+            ];
+            if eps.iter().all(|ep| {
+                let Ok(mut c) = Conn::connect(ep, Duration::from_millis(200)) else {
+                    return false;
+                };
+                encode(&mut c.out, &[b"PING"]);
+                c.flush().is_ok() && c.read_reply().is_ok()
+            }) {
+                return true;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -78,6 +90,16 @@ impl TestRedis {
     /// `redis://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's unix socket.
+    pub fn socket_path(&self) -> PathBuf {
+        self.dir.join("redis.sock")
+    }
+
+    /// `unix://<socket path>`.
+    pub fn unix_url(&self) -> String {
+        format!("unix://{}", self.socket_path().display())
     }
 
     /// Stop the server (simulates a tier failure); `Drop` still cleans up.

@@ -161,10 +161,18 @@ fn local_store_semantics() {
     exercise(&mut LocalStore::new());
 }
 
+/// Over TCP loopback and over the server's unix socket (each run in its own database, so the
+/// second starts from an empty tier).
 #[test]
 fn redis_store_semantics_and_round_trips() {
     let r = TestRedis::start().expect("redis-server");
-    let mut s = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    for url in [format!("{}/0", r.url()), format!("{}?db=1", r.unix_url())] {
+        redis_semantics(&url);
+    }
+}
+
+fn redis_semantics(url: &str) {
+    let mut s = RedisStore::connect(RedisConfig::new(url)).unwrap();
     exercise(&mut s);
     // A batch read of many keys and a batch write are one round trip each.
     let keys: Vec<Key> = (0..100)
@@ -255,11 +263,30 @@ fn redis_timers_fire_once_across_instances() {
     assert_eq!(all.iter().collect::<HashSet<_>>().len(), 500);
 }
 
+/// Over TCP (a new server on the same port) and over the unix socket (a new server on the same
+/// path): the client reconnects by itself.
 #[test]
 fn redis_failure_is_an_error_then_reconnects() {
+    for unix in [false, true] {
+        failure_then_reconnect(unix);
+    }
+}
+
+fn failure_then_reconnect(unix: bool) {
     let mut r = TestRedis::start().expect("redis-server");
     let port = r.port;
-    let mut s = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    let sock = std::env::temp_dir().join(format!("unonfs-re-{}-{port}.sock", std::process::id()));
+    let url = if unix {
+        format!("unix://{}", sock.display())
+    } else {
+        r.url()
+    };
+    // The unix case: the test server's socket is reached through a path the restarted server
+    // will take over (a symlink now, the new server's own socket later).
+    if unix {
+        std::os::unix::fs::symlink(r.socket_path(), &sock).unwrap();
+    }
+    let mut s = RedisStore::connect(RedisConfig::new(&url)).unwrap();
     let k = KeySpace::new("f").unwrap().flow(9, "x");
     let mut out = vec![];
     s.get_many(std::slice::from_ref(&k), &mut out).unwrap();
@@ -267,7 +294,7 @@ fn redis_failure_is_an_error_then_reconnects() {
     assert!(s.get_many(std::slice::from_ref(&k), &mut out).is_err());
     assert!(s.get_many(std::slice::from_ref(&k), &mut out).is_err());
     assert!(s.stats().errors >= 2);
-    // A new server on the same port: the client reconnects by itself.
+    let _ = std::fs::remove_file(&sock);
     let dir = std::env::temp_dir().join(format!("unonfs-redis-re-{}-{port}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut child = std::process::Command::new("redis-server")
@@ -278,7 +305,9 @@ fn redis_failure_is_an_error_then_reconnects() {
             "127.0.0.1",
             "--save",
             "",
+            "--unixsocket",
         ])
+        .arg(&sock)
         .arg("--dir")
         .arg(&dir)
         .stdout(std::process::Stdio::null())
@@ -295,7 +324,8 @@ fn redis_failure_is_an_error_then_reconnects() {
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(ok, "reconnected");
+    let _ = std::fs::remove_file(&sock);
+    assert!(ok, "reconnected (unix: {unix})");
     assert!(s.stats().reconnects >= 1);
 }
 
@@ -312,9 +342,15 @@ fn bad_url_is_a_clear_error() {
 /// and the owner cache completes fully cached reads without the tier.
 #[test]
 fn redis_pipeline_order_and_blocking_calls_in_between() {
-    use flowstore::{CachedStore, WriteOp};
     let r = TestRedis::start().expect("redis-server");
-    let mut s = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    pipeline_order(&r.url());
+    let r = TestRedis::start().expect("redis-server");
+    pipeline_order(&r.unix_url());
+}
+
+fn pipeline_order(url: &str) {
+    use flowstore::{CachedStore, WriteOp};
+    let mut s = RedisStore::connect(RedisConfig::new(url)).unwrap();
     let k = |n: u64| KeySpace::new("pl").unwrap().flow(n, "v");
     let set = |n: u64, v: &str| WriteOp::Set {
         key: k(n),
@@ -341,7 +377,7 @@ fn redis_pipeline_order_and_blocking_calls_in_between() {
     assert!(p.recv(&mut out).is_err(), "nothing in flight");
 
     // Owner cache: a second read of the same keys is answered locally.
-    let inner = RedisStore::connect(RedisConfig::new(&r.url())).unwrap();
+    let inner = RedisStore::connect(RedisConfig::new(url)).unwrap();
     let mut c = CachedStore::new(inner, b"pl-epoch".to_vec(), 100);
     let p = c.pipeline().expect("cache over redis pipelines");
     p.send_reads(&[k(1), k(9)]).unwrap();
@@ -393,9 +429,9 @@ fn redis_blocking_calls_respect_writes_in_flight() {
     assert_eq!(v, vec![Some(b"2".to_vec())]);
 }
 
-/// Random write batches (few keys and timer members, every kind of write, interleaved) give the
-/// same tier state applied by Redis (which groups them by command when that is safe) as applied
-/// in order by the local store.
+/// Random write batches (few keys and timer members, every kind of write incl. conditional ones,
+/// interleaved) give the same tier state and the same conditional outcomes applied by Redis (which
+/// groups them by command when that is safe) as applied in order by the local store.
 #[test]
 fn redis_write_grouping_keeps_outcomes() {
     let redis = TestRedis::start().expect("redis-server");
@@ -416,7 +452,18 @@ fn redis_write_grouping_keeps_outcomes() {
         for _ in 0..(1 + next(8)) {
             let k = keys[next(6) as usize].clone();
             let m = format!("m{}", next(4)).into_bytes();
-            ops.push(match next(6) {
+            ops.push(match next(8) {
+                // Claims and conditional writes (their outcomes compared below).
+                6 => WriteOp::SetIf {
+                    key: k,
+                    expect: None,
+                    value: Some(b"-3".to_vec()),
+                },
+                7 => WriteOp::SetIf {
+                    key: k,
+                    expect: Some(b"-3".to_vec()),
+                    value: [None, Some(b"-4".to_vec())][next(2) as usize].clone(),
+                },
                 0 => WriteOp::Set {
                     key: k,
                     value: format!("{}", next(100)).into_bytes(),
@@ -442,8 +489,10 @@ fn redis_write_grouping_keeps_outcomes() {
                 },
             });
         }
-        r.write_many(&ops).unwrap();
-        l.write_many(&ops).unwrap();
+        let (mut fr, mut fl) = (vec![], vec![]);
+        r.write_checked(&ops, &mut fr).unwrap();
+        l.write_checked(&ops, &mut fl).unwrap();
+        assert_eq!(fr, fl, "round {round}: conditional outcomes of {ops:?}");
         let (mut a, mut b) = (vec![], vec![]);
         r.get_many(&keys, &mut a).unwrap();
         l.get_many(&keys, &mut b).unwrap();
@@ -458,4 +507,55 @@ fn redis_write_grouping_keeps_outcomes() {
             }
         }
     }
+}
+
+/// Conditional writes ([`WriteOp::SetIf`]): applied in order only where the value is the one
+/// expected (a claim: absent), the others reported by `write_checked` (local and Redis, SET NX
+/// and the compare-and-set script) and by the pipeline's `recv`; the owner cache, which assumed
+/// they applied, forgets the values of those that did not.
+#[test]
+fn conditional_writes_report_outcomes() {
+    let k = |n: u64| KeySpace::new("cw").unwrap().flow(n, "v");
+    let set_if = |n: u64, expect: Option<&str>, value: Option<&str>| WriteOp::SetIf {
+        key: k(n),
+        expect: expect.map(|v| v.as_bytes().to_vec()),
+        value: value.map(|v| v.as_bytes().to_vec()),
+    };
+    let ops = [
+        WriteOp::Set {
+            key: k(2),
+            value: b"b".to_vec(),
+        },
+        set_if(1, None, Some("a")), // claim of an absent key: applies
+        set_if(2, None, Some("x")), // claim of a present key: not
+        set_if(1, Some("a"), Some("a2")), // conditional on the claim just made: applies
+        set_if(2, Some("zz"), Some("y")), // wrong expectation: not
+        set_if(2, Some("b"), None), // delete if "b": applies
+        set_if(3, Some("q"), None), // delete of an absent key expected present: not
+    ];
+    let want = vec![Some(b"a2".to_vec()), None, None];
+    let r = TestRedis::start().expect("redis-server");
+    let mut local = LocalStore::new();
+    let mut redis = RedisStore::connect(RedisConfig::new(&r.unix_url())).unwrap();
+    for s in [&mut local as &mut dyn FlowStore, &mut redis] {
+        let mut failed = vec![];
+        s.write_checked(&ops, &mut failed).unwrap();
+        assert_eq!(failed, vec![2, 4, 6], "{}", s.kind());
+        let mut out = vec![];
+        s.get_many(&[k(1), k(2), k(3)], &mut out).unwrap();
+        assert_eq!(out, want, "{}", s.kind());
+    }
+    // Pipelined, behind the owner cache: outcomes per conditional op, in order.
+    let inner = RedisStore::connect(RedisConfig::new(&r.unix_url())).unwrap();
+    let mut c = CachedStore::new(inner, b"cw-epoch".to_vec(), 100);
+    let p = c.pipeline().unwrap();
+    p.send_writes(&[set_if(1, None, Some("lost")), set_if(9, None, Some("won"))])
+        .unwrap();
+    let mut out = vec![];
+    p.recv(&mut out).unwrap();
+    assert_eq!(out, vec![None, Some(vec![])]);
+    // The cache does not keep the losing value.
+    let mut v = vec![];
+    c.get_many(&[k(1), k(9)], &mut v).unwrap();
+    assert_eq!(v, vec![Some(b"a2".to_vec()), Some(b"won".to_vec())]);
 }

@@ -15,13 +15,14 @@
 //!   instance that fires the timer deletes the connection (compare-and-set) and decrements the
 //!   backend's counter, exactly once.
 //!
-//! - `conn_claim: "pipelined"` (option; default `"atomic"`): a new connection's record and the
-//!   backend's counter increment (INCRBY) are written with the batch, no round trip of their own,
-//!   and the choice uses the counters this instance last read (a batch whose reads were sent
-//!   before this instance's last increments does not read them again). Valid only while one
-//!   instance handles a connection at a time (UNO moves traffic by a port remap): two instances
-//!   seeing one SYN at the same instant could choose different backends. Same assumption as the
-//!   NAT's `mapping_claim: "pipelined"`.
+//! - `conn_claim: "pipelined"` (option; default `"atomic"`): a new connection's record is
+//!   claimed (`SET NX`) and the backend's counter increment (INCRBY) written with the batch, no
+//!   round trip of their own, and the choice uses the counters this instance last read (a batch
+//!   whose reads were sent before this instance's last increments does not read them again).
+//!   Two instances seeing one SYN at the same instant: the one whose claim lands second has its
+//!   packets dropped before they leave (the runtime checks the claim at acknowledgement; the
+//!   retransmitted SYN follows the winner's choice) and takes its increment back (`claim_lost`),
+//!   so one backend per connection and one count, as with `"atomic"`.
 //!
 //! Keys: `nf:<id>:{backends}` (the pool, see [`pool`]), `nf:<id>:{lb-conns:<addr>}` (active
 //! connections of a backend), `nf:<id>:{<hash of client -> VIP 5-tuple>}:lb` -> [`Conn`].
@@ -360,7 +361,10 @@ impl LoadBalancer {
                 *e = (seen, 0);
             }
             e.1 += 1;
-            ctx.set(key, enc);
+            match self.claim {
+                Claim::Atomic => ctx.set(key, enc),
+                Claim::Pipelined => ctx.claim(key, enc),
+            }
             ctx.timer_set(key.clone(), now + self.idle_ms);
             Ok(Some(cand))
         } else {
@@ -576,6 +580,23 @@ impl NetworkFunction for LoadBalancer {
             ctx.del(member);
             let lk = load_key(ctx.keys, &conn.backend);
             ctx.store().incr_by(&lk, -1)?;
+        }
+        Ok(())
+    }
+
+    /// A pipelined claim of a connection was lost: take back the backend count it added.
+    fn claim_lost(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        _key: &[u8],
+        value: &[u8],
+    ) -> Result<(), StoreError> {
+        self.c.lost_races += 1;
+        if let Some(conn) = Conn::decode(value) {
+            ctx.incr(&load_key(ctx.keys, &conn.backend), -1);
+            if let Some(e) = self.opened.get_mut(&conn.backend) {
+                e.1 = e.1.saturating_sub(1);
+            }
         }
         Ok(())
     }

@@ -306,7 +306,7 @@ impl NetworkFunction for Monitor {
         let mut batch = BatchState::new();
         let mut ctx = Ctx::new(now_ms * 1_000_000, keys, &mut batch, store, &timers);
         self.flush(&mut ctx);
-        batch.flush(store)
+        batch.flush(store).map(|_| ())
     }
 
     fn stats(&self) -> Value {

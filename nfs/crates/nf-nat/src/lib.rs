@@ -14,11 +14,12 @@
 //!
 //! Mapping claim (`mapping_claim`): `"atomic"` (default) claims the outbound mapping with a
 //! compare-and-set round trip, so two instances that see the first packets of one connection
-//! at the same instant agree on one mapping; `"pipelined"` writes it with the batch (no round
-//! trip on the packet path), valid while one instance handles a connection at a time, as when
-//! UNO moves an NF by remapping its port (the owner cache's assumption). If two instances did
-//! map one connection at once, the later write wins for later packets and the other pair stays
-//! out of the pool.
+//! at the same instant agree on one mapping (the loser adopts the winner's); `"pipelined"`
+//! claims it with the batch's writes (`SET NX`, no round trip on the packet path), checked when
+//! the writes are acknowledged: if another instance claimed the connection first, the packets
+//! that went with the losing mapping are dropped before they leave (the runtime; a retransmission
+//! then gets the winner's mapping), the reverse mapping is deleted and the pair goes back to this
+//! instance's block ([`Nat`]'s `claim_lost`). Both keep one mapping per connection.
 //!
 //! Keys: `nf:<id>:{<hash of the outbound 5-tuple>}:nat-out` -> [`Mapping`];
 //! `nf:<id>:{<hash of the inbound 5-tuple (remote -> public)>}:nat-in` -> original src IP:port;
@@ -306,12 +307,17 @@ impl Nat {
                 };
                 let enc = cand.encode();
                 let claimed = match self.claim {
-                    Claim::Pipelined => true,
+                    Claim::Pipelined => {
+                        ctx.claim(&key_out, enc.clone());
+                        true
+                    }
                     Claim::Atomic => ctx.store().compare_and_set(&key_out, None, Some(&enc))?,
                 };
                 if claimed {
                     self.c.new_mappings += 1;
-                    ctx.set(&key_out, enc);
+                    if self.claim == Claim::Atomic {
+                        ctx.set(&key_out, enc);
+                    }
                     ctx.set(
                         &ctx.keys.flow(cand.inbound_key().stable_hash(), TABLE_IN),
                         encode_endpoint(fk.src, fk.src_port),
@@ -448,6 +454,22 @@ impl NetworkFunction for Nat {
             let pool = ctx.keys.global(POOL);
             ctx.store()
                 .pool_push(&pool, &encode_endpoint(m.public.0, m.public.1))?;
+        }
+        Ok(())
+    }
+
+    /// A pipelined claim of `key` (an outbound mapping) was lost: its reverse mapping goes and
+    /// its pair comes back to this instance's block (the winner's mapping stays).
+    fn claim_lost(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        _key: &[u8],
+        value: &[u8],
+    ) -> Result<(), StoreError> {
+        self.c.lost_races += 1;
+        if let Some(m) = Mapping::decode(value) {
+            ctx.del(&ctx.keys.flow(m.inbound_key().stable_hash(), TABLE_IN));
+            self.free.push(encode_endpoint(m.public.0, m.public.1));
         }
         Ok(())
     }

@@ -1,5 +1,6 @@
 //! Command-line parsing (no dependency; every error names the option).
 
+use nfcore::stats::StatsAddr;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,7 +13,7 @@ pub struct Args {
     pub nf_id: String,
     pub instance: String,
     pub config: PathBuf,
-    pub stats: Option<String>,
+    pub stats: Option<StatsAddr>,
     pub xdp: bool,
     /// Start in buffering mode (a move's target): queue up to this many packets until the state
     /// is imported with `PUT /state` (local store) or the queue is released with `POST /release`
@@ -24,7 +25,8 @@ pub struct Args {
 pub const MAX_BUFFER: usize = 1_000_000;
 
 pub const USAGE: &str = "usage: nf <type> (--port IFACE | --pcap-in FILE [--pcap-out FILE]) \
---store redis://HOST:PORT|local --nf-id ID --instance ID --config FILE [--stats ADDR] [--xdp] \
+--store redis://HOST:PORT|unix:///SOCKET|local --nf-id ID --instance ID --config FILE \
+[--stats HOST:PORT|unix:///PATH] [--xdp] \
 [--buffer PACKETS (with --stats)] \
 (types: firewall, nat, monitor, lb, ips, l7fw, ipsec); or nf lb-backend --help";
 
@@ -68,12 +70,11 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
     if port.is_some() && pout.is_some() {
         return Err("--pcap-out only goes with --pcap-in".into());
     }
-    let store = store.ok_or("--store is required (redis://HOST:PORT or local)")?;
-    if store != "local" && !store.starts_with("redis://") {
-        return Err(format!(
-            "--store must be redis://HOST:PORT or local, not {store:?}"
-        ));
+    let store = store.ok_or("--store is required (redis://HOST:PORT, unix:///SOCKET or local)")?;
+    if store != "local" {
+        flowstore::parse_url(&store).map_err(|e| format!("--store: {e} (or local)"))?;
     }
+    let stats = stats.map(|s| StatsAddr::parse(&s)).transpose()?;
     let buffer = match buffer {
         None => None,
         Some(b) => {
@@ -124,9 +125,13 @@ mod tests {
         assert_eq!(a.nf_type, "firewall");
         assert_eq!(a.pcap_out, Some(PathBuf::from("b.pcap")));
         // A tier NF may start buffering too (released by POST /release after the old one drained).
-        let a = p("ips --port x --store redis://h:1 --nf-id a --instance i --config c --stats s --buffer 9")
+        let a = p("ips --port x --store redis://h:1 --nf-id a --instance i --config c --stats unix:///r/i.stats --buffer 9")
             .unwrap();
         assert_eq!(a.buffer, Some(9));
+        assert_eq!(a.stats, Some(StatsAddr::Unix("/r/i.stats".into())));
+        let a = p("nat --port x --store unix:///r/redis.sock --nf-id a --instance i --config c --stats 127.0.0.1:0")
+            .unwrap();
+        assert_eq!(a.store, "unix:///r/redis.sock");
         for (bad, word) in [
             ("", "usage"),
             (
@@ -152,11 +157,19 @@ mod tests {
             ("firewall --port x --port y", "twice"),
             ("firewall --bogus 1", "unknown option"),
             (
-                "firewall --port x --store local --nf-id a --instance i --config c --stats s --buffer 0",
+                "firewall --port x --store unix://rel --nf-id a --instance i --config c",
+                "ABSOLUTE",
+            ),
+            (
+                "firewall --port x --store local --nf-id a --instance i --config c --stats s",
+                "--stats",
+            ),
+            (
+                "firewall --port x --store local --nf-id a --instance i --config c --stats h:1 --buffer 0",
                 "--buffer must be",
             ),
             (
-                "firewall --port x --store local --nf-id a --instance i --config c --stats s --buffer x",
+                "firewall --port x --store local --nf-id a --instance i --config c --stats h:1 --buffer x",
                 "--buffer must be",
             ),
             (

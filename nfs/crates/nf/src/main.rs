@@ -1,10 +1,10 @@
-//! `nf <type> --port IFACE|--pcap-in F [--pcap-out F] --store redis://...|local --nf-id ID
-//!  --instance ID --config FILE [--stats ADDR] [--xdp] [--buffer PACKETS]`
+//! `nf <type> --port IFACE|--pcap-in F [--pcap-out F] --store redis://...|unix:///...|local
+//!  --nf-id ID --instance ID --config FILE [--stats HOST:PORT|unix:///PATH] [--xdp] [--buffer PACKETS]`
 //!
 //! Runs one NF instance until the input ends (pcap) or SIGINT/SIGTERM (live port). Prints the
 //! final stats JSON on stdout. Operator errors: one line on stderr, exit status 2.
 //!
-//! `nf lb-backend --store redis://... --nf-id ID --backend ADDR:PORT --state up|down` marks a
+//! `nf lb-backend --store redis://...|unix:///... --nf-id ID --backend ADDR:PORT --state up|down` marks a
 //! load balancer's backend up or down in the tier and prints the pool.
 
 mod args;
@@ -92,13 +92,15 @@ fn run() -> Result<(), (i32, String)> {
     if let Some(cap) = a.buffer {
         rt.set_buffering(cap);
     }
+    let mut stats_bound = None;
     if let Some(addr) = &a.stats {
         // Local state can be moved (GET/PUT /state) and a buffering instance released (POST
         // /release), answered by the runtime between batches.
         let control = (local || a.buffer.is_some()).then(|| rt.control_handle());
         let bound = nfcore::stats::serve_with_control(addr, rt.stats(), id.clone(), control)
-            .map_err(|e| (1, format!("stats {addr}: {e}")))?;
-        eprintln!("nf: stats on http://{bound}/stats");
+            .map_err(|e| (1, format!("stats {addr:?}: {e}")))?;
+        eprintln!("nf: stats on {bound} (/stats, /health)");
+        stats_bound = Some(bound);
     }
     let serve_ms = ms(t0);
     // SAFETY: installing an async-signal-safe handler (it only stores to an atomic).
@@ -118,6 +120,10 @@ fn run() -> Result<(), (i32, String)> {
         eprintln!("nf: release on stop: {e}");
     }
     println!("{}", rt.stats().to_json(&id));
+    // A clean stop removes its endpoint's socket file (after a crash the next bind replaces it).
+    if let Some(nfcore::stats::Bound::Unix(p)) = stats_bound {
+        let _ = std::fs::remove_file(p);
+    }
     Ok(())
 }
 
@@ -144,8 +150,8 @@ fn open_device(a: &args::Args, batch: usize) -> Result<Opened, (i32, String)> {
 
 /// `nf lb-backend`: mark a load balancer backend up or down in the shared pool.
 fn lb_backend(argv: &[String]) -> Result<(), (i32, String)> {
-    const USAGE: &str =
-        "usage: nf lb-backend --store redis://HOST:PORT --nf-id ID --backend ADDR:PORT --state up|down";
+    const USAGE: &str = "usage: nf lb-backend --store redis://HOST:PORT|unix:///SOCKET --nf-id ID \
+        --backend ADDR:PORT --state up|down";
     if argv.iter().any(|a| a == "--help" || a == "-h") {
         println!("{USAGE}");
         return Ok(());
@@ -180,12 +186,7 @@ fn lb_backend(argv: &[String]) -> Result<(), (i32, String)> {
         "down" => false,
         s => return Err((2, format!("--state must be up or down, not {s:?}"))),
     };
-    if !store.starts_with("redis://") {
-        return Err((
-            2,
-            "--store must be redis://HOST:PORT (the shared tier)".into(),
-        ));
-    }
+    flowstore::parse_url(&store).map_err(|e| (2, format!("--store (the shared tier): {e}")))?;
     let keys = KeySpace::new(&nf_id).map_err(|e| (2, e))?;
     let mut s = RedisStore::connect(RedisConfig::new(&store)).map_err(|e| (1, e.to_string()))?;
     match nf_lb::set_backend_state(&mut s, &keys, addr, up) {

@@ -89,6 +89,10 @@ fn pcap_in_out_same_in_both_modes() {
         let (local, ls) = run_case(kind, "local", &dir, &tmp.0, &format!("{kind}l"));
         let (remote, rs) = run_case(kind, &redis.url(), &dir, &tmp.0, &format!("{kind}r"));
         assert_eq!(local, remote, "{kind}");
+        // Over the server's unix socket: the same packets.
+        let (unix, us) = run_case(kind, &redis.unix_url(), &dir, &tmp.0, &format!("{kind}u"));
+        assert_eq!(local, unix, "{kind} over the unix socket");
+        assert_eq!(us["store_kind"], "redis");
         let exp = nfcore::config::load(&dir.join("expected.json")).unwrap();
         let n_fwd = exp["verdicts"]
             .as_array()
@@ -103,6 +107,32 @@ fn pcap_in_out_same_in_both_modes() {
     }
 }
 
+/// `nf TYPE --pcap-in PCAP --store STORE --nf-id ID --instance i --config CFG`, then `extra`.
+fn nf_args<'a>(
+    kind: &'a str,
+    pcap: &'a str,
+    store: &'a str,
+    id: &'a str,
+    cfg: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut v = vec![
+        kind,
+        "--pcap-in",
+        pcap,
+        "--store",
+        store,
+        "--nf-id",
+        id,
+        "--instance",
+        "i",
+        "--config",
+        cfg,
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
 #[test]
 fn operator_errors_exit_2_with_one_line() {
     let tmp = TempDir::new("errs");
@@ -114,71 +144,33 @@ fn operator_errors_exit_2_with_one_line() {
     .unwrap();
     let good = data("firewall/basic/config.json");
     let g = good.to_str().unwrap();
+    let bad = bad_cfg.to_str().unwrap();
     for (args, word) in [
         (vec!["firewall"], "--port or --pcap-in"),
         (
-            vec![
-                "teleporter",
-                "--pcap-in",
-                "x",
-                "--store",
-                "local",
-                "--nf-id",
-                "a",
-                "--instance",
-                "i",
-                "--config",
-                g,
-            ],
+            nf_args("teleporter", "x", "local", "a", g, &[]),
             "unknown NF type",
         ),
+        (nf_args("firewall", "x", "local", "a", bad, &[]), "rules[0]"),
+        (nf_args("firewall", "x", "local", "a:b", g, &[]), "nf-id"),
         (
-            vec![
-                "firewall",
-                "--pcap-in",
-                "x",
-                "--store",
-                "local",
-                "--nf-id",
-                "a",
-                "--instance",
-                "i",
-                "--config",
-                bad_cfg.to_str().unwrap(),
-            ],
-            "rules[0]",
-        ),
-        (
-            vec![
-                "firewall",
-                "--pcap-in",
-                "x",
-                "--store",
-                "local",
-                "--nf-id",
-                "a:b",
-                "--instance",
-                "i",
-                "--config",
-                g,
-            ],
-            "nf-id",
-        ),
-        (
-            vec![
-                "firewall",
-                "--pcap-in",
-                "x",
-                "--store",
-                "local",
-                "--nf-id",
-                "a",
-                "--instance",
-                "i",
-                "--config",
-                "/nonexistent.json",
-            ],
+            nf_args("firewall", "x", "local", "a", "/nonexistent.json", &[]),
             "config",
+        ),
+        (
+            nf_args("firewall", "x", "unix://redis.sock", "a", g, &[]),
+            "unix:///ABSOLUTE/PATH",
+        ),
+        (
+            nf_args(
+                "firewall",
+                "x",
+                "local",
+                "a",
+                g,
+                &["--stats", "unix://x.sock"],
+            ),
+            "--stats",
         ),
     ] {
         let o = run_nf(&args);
@@ -188,21 +180,33 @@ fn operator_errors_exit_2_with_one_line() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
     // Missing input file and an unreachable store are runtime errors (exit 1), still one line.
-    let o = run_nf(&[
+    let o = run_nf(&nf_args(
         "firewall",
-        "--pcap-in",
         "/nonexistent.pcap",
-        "--store",
         "local",
-        "--nf-id",
         "a",
-        "--instance",
-        "i",
-        "--config",
         g,
-    ]);
+        &[],
+    ));
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("nonexistent.pcap"));
+    let gone = format!("unix://{}", tmp.0.join("no-redis.sock").display());
+    let pcap = tmp.0.join("empty.pcap");
+    netio::pcap::write_all(&pcap, &[]).unwrap();
+    let o = run_nf(&nf_args(
+        "firewall",
+        pcap.to_str().unwrap(),
+        &gone,
+        "a",
+        g,
+        &[],
+    ));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&gone) && err.trim().lines().count() == 1,
+        "{err}"
+    );
 }
 
 #[test]

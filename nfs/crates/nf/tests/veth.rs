@@ -1,6 +1,8 @@
 //! The `nf` binary on a real AF_PACKET port with a real Redis: a firewall on one end of a veth
 //! pair (one-arm: it sends what it forwards back out of its port); generated TCP flows enter from
-//! the other end, and only the allowed flows' data comes back. Needs root (SKIP otherwise).
+//! the other end, and only the allowed flows' data comes back. As the agent runs it: Redis over
+//! its unix socket, the stats endpoint on a unix socket (removed on a clean stop). Needs root
+//! (SKIP otherwise).
 
 use flowstore::test_redis::TestRedis;
 use netio::afpacket::{AfPacket, RingConfig};
@@ -32,30 +34,26 @@ fn firewall_on_veth_with_redis_passes_only_allowed_flows() {
         r#"{"rules": [{"action": "allow", "proto": "tcp", "src": "10.0.0.0/8", "dst_port": 80}], "batch_size": 16}"#,
     )
     .unwrap();
-    let stats_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let nf = Child(
+    let stats_sock = dir.join("t1.stats");
+    let mut nf = Child(
         Command::new(env!("CARGO_BIN_EXE_nf"))
             .args([
                 "firewall",
                 "--port",
                 &b,
                 "--store",
-                &redis.url(),
+                &redis.unix_url(),
                 "--nf-id",
                 &format!("vfw{tag}"),
             ])
             .args(["--instance", "t1", "--config", cfg.to_str().unwrap()])
-            .args(["--stats", &format!("127.0.0.1:{stats_port}")])
+            .args(["--stats", &format!("unix://{}", stats_sock.display())])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
     );
-    wait_ready(stats_port, Duration::from_secs(10), "firewall");
+    wait_ready(stats_sock.as_path(), Duration::from_secs(10), "firewall");
     let mut rx = AfPacket::open(&a, RingConfig::for_batch(64)).unwrap();
     let mut tx = AfPacket::open(&a, RingConfig::for_batch(64)).unwrap();
     let mk = |run, port| GenConfig {
@@ -110,7 +108,7 @@ fn firewall_on_veth_with_redis_passes_only_allowed_flows() {
     }
     assert_eq!(got[1], 120, "allowed flows' data came back through the NF");
     assert_eq!(got[2], 0, "denied flows dropped");
-    let stats = http_get(stats_port, "/stats").unwrap();
+    let stats = http_get(stats_sock.as_path(), "/stats").unwrap();
     let body = stats.split("\r\n\r\n").nth(1).unwrap();
     let v: serde_json::Value = serde_json::from_str(body).unwrap();
     assert_eq!(v["store_kind"], "redis");
@@ -119,6 +117,13 @@ fn firewall_on_veth_with_redis_passes_only_allowed_flows() {
         "{v}"
     );
     assert!(v["store"]["round_trips"].as_u64().unwrap() >= 2, "{v}");
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(nf.0.id() as libc::pid_t, libc::SIGTERM) };
+    assert!(nf.0.wait().unwrap().success());
+    assert!(
+        !stats_sock.exists(),
+        "a clean stop removes the endpoint's socket"
+    );
     drop(nf);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,10 +1,17 @@
-//! `nf-bench [--quick] [--batch N] [--depth N] [--nfs firewall,nat,monitor,lb,lb-pipelined,ips,l7fw,ipsec-out,ipsec-in] [--modes local,sync,stateless,cached]
-//!  [--workloads long64,long1500,short64,short1500] [--paced-load 0.5 (0: no latency runs)] [--no-pin]`: packets/s on one core and per-batch latency
-//! of each NF, stateless (Redis on loopback, started here) vs local, side by side, fed from memory.
-//! Prints one JSON object: {nf: {workload: {mode: {pps, p50_us, p99_us}, paced: {offered_pps,
-//! mode: {p50_us, p99_us}}}}} (paced: long64 and short64 offered at a fraction of the lower of the
-//! local and stateless saturation rates). With NFBENCH_DEBUG set, each run also prints its store
-//! counters (round trips, keys) and the NF's counters on stderr.
+//! `nf-bench [--quick] [--batch N] [--depth N] [--scale N] [--nfs firewall,nat,monitor,lb,lb-pipelined,ips,l7fw,ipsec-out,ipsec-in]
+//!  [--modes local,sync,stateless,stateless-tcp,cached] [--workloads long64,long1500,short64,short1500]
+//!  [--paced-load 0.5 (0: no latency runs)] [--rtt N (0: no round-trip probe)] [--no-pin]`:
+//! packets/s on one core, CPU per packet and latency of each NF, stateless (Redis on the same
+//! machine, started here) vs local, side by side, fed from memory. Redis is reached over its unix
+//! socket (the deployed configuration: the agent starts NFs on it) except in `stateless-tcp`
+//! (the same pipelined client over TCP loopback).
+//! Prints one JSON object: {rtt: {unix|tcp: {...}}, results: {nf: {workload: {mode: {pps,
+//! p50_us, p99_us, cpu_us_per_pkt, busy_cpu_us_per_pkt (without the client's spinning for
+//! replies), redis_cpu_us_per_pkt, round_trips_per_1000}, paced: {offered_pps, mode: {p50_us,
+//! p99_us, redis_cpu_us_per_pkt, round_trips_per_1000}}}}}} (paced: long64 and short64 offered
+//! at a fraction of the lower of the local and stateless saturation rates, packets arriving one
+//! by one). With NFBENCH_DEBUG set, each run also prints its store counters (round trips, keys)
+//! and the NF's counters on stderr.
 
 mod paced;
 mod workload;
@@ -110,8 +117,48 @@ fn encapsulated(frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
     .collect()
 }
 
-/// (packets/s, p50 us, p99 us) of one run.
-type RunFigures = (f64, f64, f64);
+/// The figures of one run.
+#[derive(Debug, Clone, Copy)]
+struct RunFigures {
+    pps: f64,
+    p50_us: f64,
+    p99_us: f64,
+    /// On-CPU time of the NF thread per packet (load-independent, unlike `pps`).
+    cpu_us: f64,
+    /// The same without the time the client spun waiting for replies (the work).
+    busy_cpu_us: f64,
+    /// On-CPU time of Redis per packet.
+    redis_cpu_us: f64,
+    /// Blocking round trips per 1000 packets (a pipelined batch counts once).
+    round_trips_per_1000: f64,
+}
+
+/// On-CPU time (ns) of a CPU-time clock, the running slice included (a schedstat file lags by up
+/// to a scheduler tick, as long as a whole quick run).
+fn clock_ns(clk: libc::clockid_t) -> u64 {
+    // SAFETY: clock_gettime writes the timespec it is given.
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a timespec owned by this frame.
+    if unsafe { libc::clock_gettime(clk, &mut t) } != 0 {
+        return 0;
+    }
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// On-CPU time (ns) of this thread.
+fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// On-CPU time (ns) of every thread of process `pid` (0 if it cannot be read).
+fn process_cpu_ns(pid: u32) -> u64 {
+    let mut clk: libc::clockid_t = 0;
+    // SAFETY: writes the clock id of process `pid` into `clk`.
+    if unsafe { libc::clock_getcpuclockid(pid as libc::pid_t, &mut clk) } != 0 {
+        return 0;
+    }
+    clock_ns(clk)
+}
 
 fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
@@ -120,9 +167,10 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
-/// One run: returns (packets/s, p50 us, p99 us). Unpaced (`pps` None): frames as fast as the NF
-/// takes them; latency = per-batch receive-to-transmit time (every packet of the batch waits
-/// for it) at saturation. Paced: full batches offered at `pps`; latency = arrival to transmit.
+/// One run. Unpaced (`pps` None): frames as fast as the NF takes them; latency = per-batch
+/// receive-to-transmit time (every packet of the batch waits for it) at saturation. Paced:
+/// packets arriving one by one at `pps`; latency = each packet's arrival to transmit.
+#[allow(clippy::too_many_arguments)]
 fn run_once(
     kind: &str,
     store: Box<dyn FlowStore>,
@@ -131,45 +179,59 @@ fn run_once(
     batch: usize,
     depth: usize,
     pps: Option<f64>,
+    redis_pid: u32,
 ) -> RunFigures {
-    let (rate, mut lat) = match pps {
+    let spec = RunSpec {
+        kind,
+        nf_id,
+        n_frames: frames.len(),
+        batch,
+        depth,
+        redis_pid,
+    };
+    let (mut fig, mut lat) = match pps {
         None => {
             let dev = MemDevice::new(frames.to_vec(), 1, false);
-            let (rate, lat, _) = run_dev(kind, store, nf_id, dev, frames.len(), batch, depth);
-            (rate, lat)
+            let (fig, lat, _) = run_dev(&spec, store, dev);
+            (fig, lat)
         }
         Some(r) => {
-            let dev = paced::PacedDevice::new(frames.to_vec(), batch, r);
-            let (rate, _, dev) = run_dev(kind, store, nf_id, dev, frames.len(), batch, depth);
-            (rate, dev.lat_us)
+            let dev = paced::PacedDevice::new(frames.to_vec(), r);
+            let (fig, _, dev) = run_dev(&spec, store, dev);
+            (fig, dev.lat_us)
         }
     };
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (rate, percentile(&lat, 0.5), percentile(&lat, 0.99))
+    fig.p50_us = percentile(&lat, 0.5);
+    fig.p99_us = percentile(&lat, 0.99);
+    fig
 }
 
-/// CPU time of this thread (user + system, us) and its voluntary context switches (waits).
-fn thread_usage() -> (f64, i64) {
-    // SAFETY: getrusage writes the struct it is given; a zeroed rusage is a valid value.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer to a rusage owned by this frame.
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
-        return (f64::NAN, 0);
-    }
-    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
-    (us(ru.ru_utime) + us(ru.ru_stime), ru.ru_nvcsw)
-}
-
-/// Run the NF over `dev` to its end: (packets/s, per-batch receive-to-transmit us, the device).
-fn run_dev<D: Device>(
-    kind: &str,
-    store: Box<dyn FlowStore>,
-    nf_id: &str,
-    dev: D,
+/// What one run runs.
+struct RunSpec<'a> {
+    kind: &'a str,
+    nf_id: &'a str,
     n_frames: usize,
     batch: usize,
     depth: usize,
-) -> (f64, Vec<f64>, D) {
+    redis_pid: u32,
+}
+
+/// Run the NF over `dev` to its end: (figures without latency, per-batch receive-to-transmit
+/// us, the device).
+fn run_dev<D: Device>(
+    spec: &RunSpec,
+    store: Box<dyn FlowStore>,
+    dev: D,
+) -> (RunFigures, Vec<f64>, D) {
+    let &RunSpec {
+        kind,
+        nf_id,
+        n_frames,
+        batch,
+        depth,
+        redis_pid,
+    } = spec;
     let opts = RuntimeOptions {
         batch_size: batch,
         fail_mode: FailMode::Closed,
@@ -193,27 +255,46 @@ fn run_dev<D: Device>(
     }
     rt.set_pipeline_depth(depth);
     rt.record_latencies(true);
-    let ru0 = thread_usage();
+    let s0 = rt.store_mut().stats();
+    let (cpu0, rcpu0, ctx0) = (
+        thread_cpu_ns(),
+        process_cpu_ns(redis_pid),
+        voluntary_waits(),
+    );
     let t0 = Instant::now();
     rt.run(TimeSource::Wall, &AtomicBool::new(false))
         .expect("run");
     let secs = t0.elapsed().as_secs_f64();
-    let ru1 = thread_usage();
+    let (cpu1, rcpu1, ctx1) = (
+        thread_cpu_ns(),
+        process_cpu_ns(redis_pid),
+        voluntary_waits(),
+    );
+    let n = n_frames.max(1) as f64;
+    let s = rt.store_mut().stats();
+    let fig = RunFigures {
+        pps: n / secs,
+        p50_us: f64::NAN,
+        p99_us: f64::NAN,
+        cpu_us: cpu1.saturating_sub(cpu0) as f64 / 1e3 / n,
+        busy_cpu_us: (cpu1.saturating_sub(cpu0) as f64 - (s.spin_ns - s0.spin_ns) as f64) / 1e3 / n,
+        redis_cpu_us: rcpu1.saturating_sub(rcpu0) as f64 / 1e3 / n,
+        round_trips_per_1000: (s.round_trips - s0.round_trips) as f64 * 1000.0 / n,
+    };
     if std::env::var("NFBENCH_DEBUG").is_ok() {
         rt.snapshot();
-        let s = rt.store_mut().stats();
-        // Load-independent figures: CPU time of the NF thread (not wall time), and the store
-        // traffic per packet.
-        let n = n_frames.max(1) as f64;
         eprintln!(
-            "DEBUG {kind} {s:?} {} | per pkt: cpu_us {:.3} keys_read {:.3} keys_written {:.3} | \
-             round_trips/1000 pkts {:.1} | voluntary ctx switches/1000 pkts {:.1}",
+            "DEBUG {kind} {s:?} {} | per pkt: cpu_us {:.3} busy_cpu_us {:.3} redis_cpu_us {:.3} \
+             keys_read {:.3} keys_written {:.3} | round_trips/1000 pkts {:.1} | voluntary ctx \
+             switches/1000 pkts {:.1}",
             rt.nf().stats(),
-            (ru1.0 - ru0.0) / n,
+            fig.cpu_us,
+            fig.busy_cpu_us,
+            fig.redis_cpu_us,
             s.keys_read as f64 / n,
             s.keys_written as f64 / n,
-            s.round_trips as f64 * 1000.0 / n,
-            (ru1.1 - ru0.1) as f64 * 1000.0 / n,
+            fig.round_trips_per_1000,
+            (ctx1 - ctx0) as f64 * 1000.0 / n,
         );
     }
     let st = rt.stats();
@@ -232,7 +313,54 @@ fn run_dev<D: Device>(
     }
     let lat = rt.take_latencies();
     let (_, _, dev) = rt.into_parts();
-    (rx as f64 / secs, lat, dev)
+    (fig, lat, dev)
+}
+
+/// Voluntary context switches of this thread (waits).
+fn voluntary_waits() -> i64 {
+    // SAFETY: getrusage writes the struct it is given; a zeroed rusage is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage owned by this frame.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return 0;
+    }
+    ru.ru_nvcsw
+}
+
+/// Round trips of a one-key MGET (blocking, nothing else in flight) to the tier at `url`:
+/// latency percentiles and the on-CPU time per round trip of this thread and of Redis, with the
+/// client's default spin and without spinning.
+fn rtt_probe(url: &str, redis_pid: u32, n: usize) -> Value {
+    let mut out = serde_json::Map::new();
+    for (name, spin_us) in [("spin", 200u64), ("nospin", 0)] {
+        let mut cfg = bench_redis(url);
+        cfg.spin = std::time::Duration::from_micros(spin_us);
+        let mut s = RedisStore::connect(cfg).expect("connect");
+        let key = vec![KeySpace::new("rtt").unwrap().flow(1, "x")];
+        let mut vals = Vec::new();
+        for _ in 0..n / 10 {
+            s.get_many(&key, &mut vals).expect("warm-up");
+        }
+        let mut lat = Vec::with_capacity(n);
+        let (cpu0, rcpu0) = (thread_cpu_ns(), process_cpu_ns(redis_pid));
+        for _ in 0..n {
+            let t = Instant::now();
+            s.get_many(&key, &mut vals).expect("round trip");
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        let (cpu1, rcpu1) = (thread_cpu_ns(), process_cpu_ns(redis_pid));
+        lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let r1 = |v: f64| (v * 100.0).round() / 100.0;
+        out.insert(
+            name.into(),
+            json!({
+                "p50_us": r1(percentile(&lat, 0.5)), "p99_us": r1(percentile(&lat, 0.99)),
+                "client_cpu_us": r1(cpu1.saturating_sub(cpu0) as f64 / 1e3 / n as f64),
+                "redis_cpu_us": r1(rcpu1.saturating_sub(rcpu0) as f64 / 1e3 / n as f64),
+            }),
+        );
+    }
+    Value::Object(out)
 }
 
 /// Client settings for the benchmark: a 2 s timeout, so a stall of this shared machine is measured
@@ -267,60 +395,89 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The value after `flag`, parsed (`what` names it in the panic message of a bad value).
+fn flag<T: std::str::FromStr>(args: &[String], name: &str, what: &str) -> Option<T> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name} {what}: bad value {v:?}"))
+        })
+}
+
+/// A comma-separated list after `name`.
+fn flag_list(args: &[String], name: &str) -> Option<Vec<String>> {
+    flag::<String>(args, name, "LIST").map(|s| s.split(',').map(String::from).collect())
+}
+
+/// The modes a run compares (stateless modes over the unix socket unless named `-tcp`).
+const MODES: [&str; 5] = ["local", "sync", "stateless", "stateless-tcp", "cached"];
+
+/// Median of each figure over repeats (latencies rounded to 0.1 us).
+fn medians(acc: &[RunFigures]) -> Value {
+    let m = |f: fn(&RunFigures) -> f64| median(acc.iter().map(f).collect());
+    let r = |v: f64, k: f64| (v * k).round() / k;
+    json!({
+        "pps": m(|r| r.pps).round(),
+        "p50_us": r(m(|r| r.p50_us), 10.0),
+        "p99_us": r(m(|r| r.p99_us), 10.0),
+        "cpu_us_per_pkt": r(m(|r| r.cpu_us), 1000.0),
+        "busy_cpu_us_per_pkt": r(m(|r| r.busy_cpu_us), 1000.0),
+        "redis_cpu_us_per_pkt": r(m(|r| r.redis_cpu_us), 1000.0),
+        "round_trips_per_1000": r(m(|r| r.round_trips_per_1000), 10.0),
+    })
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let nfs: Vec<String> = args
-        .iter()
-        .position(|a| a == "--nfs")
-        .and_then(|i| args.get(i + 1))
-        .map(|s| s.split(',').map(String::from).collect())
-        .unwrap_or_else(|| {
-            [
-                "firewall",
-                "nat",
-                "monitor",
-                "lb",
-                "ips",
-                "l7fw",
-                "ipsec-out",
-                "ipsec-in",
-            ]
-            .map(String::from)
-            .to_vec()
-        });
+    let nfs: Vec<String> = flag_list(&args, "--nfs").unwrap_or_else(|| {
+        [
+            "firewall",
+            "nat",
+            "monitor",
+            "lb",
+            "ips",
+            "l7fw",
+            "ipsec-out",
+            "ipsec-in",
+        ]
+        .map(String::from)
+        .to_vec()
+    });
     let repeats = if quick { 1 } else { 3 };
-    let scale = if quick { 1 } else { 4 };
-    let batch: usize = args
+    let scale: u32 = flag(&args, "--scale", "N").unwrap_or(if quick { 1 } else { 4 });
+    let batch: usize = flag(&args, "--batch", "N").unwrap_or(32);
+    let only_modes = flag_list(&args, "--modes");
+    if let Some(bad) = only_modes
         .iter()
-        .position(|a| a == "--batch")
-        .and_then(|i| args.get(i + 1))
-        .map(|b| b.parse().expect("--batch N"))
-        .unwrap_or(32);
-    let only_modes: Option<Vec<String>> = args
-        .iter()
-        .position(|a| a == "--modes")
-        .and_then(|i| args.get(i + 1))
-        .map(|s| s.split(',').map(String::from).collect());
-    let only_workloads: Option<Vec<String>> = args
-        .iter()
-        .position(|a| a == "--workloads")
-        .and_then(|i| args.get(i + 1))
-        .map(|s| s.split(',').map(String::from).collect());
-    let depth: usize = args
-        .iter()
-        .position(|a| a == "--depth")
-        .and_then(|i| args.get(i + 1))
-        .map(|b| b.parse().expect("--depth N"))
-        .unwrap_or(nfcore::runtime::DEFAULT_PIPELINE_DEPTH);
-    let paced_load: f64 = args
-        .iter()
-        .position(|a| a == "--paced-load")
-        .and_then(|i| args.get(i + 1))
-        .map(|b| b.parse().expect("--paced-load FRACTION"))
-        .unwrap_or(0.5);
+        .flatten()
+        .find(|m| !MODES.contains(&m.as_str()))
+    {
+        panic!("--modes: unknown mode {bad:?} ({})", MODES.join(", "));
+    }
+    let only_workloads = flag_list(&args, "--workloads");
+    let depth: usize =
+        flag(&args, "--depth", "N").unwrap_or(nfcore::runtime::DEFAULT_PIPELINE_DEPTH);
+    let paced_load: f64 = flag(&args, "--paced-load", "FRACTION").unwrap_or(0.5);
+    let rtt_n: usize = flag(&args, "--rtt", "N").unwrap_or(if quick { 5_000 } else { 20_000 });
     let redis = TestRedis::start().expect("redis-server (is it installed?)");
     let pinned = !args.iter().any(|a| a == "--no-pin") && pin(redis.pid());
+    let url_of = |mode: &str| {
+        if mode.ends_with("-tcp") {
+            redis.url()
+        } else {
+            redis.unix_url()
+        }
+    };
+    let mut rtt = serde_json::Map::new();
+    if rtt_n > 0 {
+        for (name, url) in [("unix", redis.unix_url()), ("tcp", redis.url())] {
+            rtt.insert(name.into(), rtt_probe(&url, redis.pid(), rtt_n));
+        }
+        eprintln!("rtt: {}", Value::Object(rtt.clone()));
+    }
     let mut result = serde_json::Map::new();
     let mut run_id = 0u32;
     for kind in &nfs {
@@ -352,41 +509,43 @@ fn main() {
             if kind == "ipsec-in" {
                 frames = encapsulated(&frames);
             }
-            let mut modes: Vec<(&str, Vec<RunFigures>)> = ["local", "sync", "stateless", "cached"]
+            let mut modes: Vec<(&str, Vec<RunFigures>)> = MODES
                 .into_iter()
                 .filter(|m| only_modes.as_ref().is_none_or(|o| o.iter().any(|x| x == m)))
                 .map(|m| (m, vec![]))
                 .collect();
             let make_store = |mode: &str, nf_id: &str| -> Box<dyn FlowStore> {
-                match mode {
-                    "local" => Box::new(LocalStore::new()),
-                    "stateless" | "sync" => {
-                        Box::new(RedisStore::connect(bench_redis(&redis.url())).unwrap())
-                    }
-                    _ => {
-                        let r = RedisStore::connect(bench_redis(&redis.url())).unwrap();
-                        let epoch = KeySpace::new(nf_id).unwrap().global("epoch");
-                        Box::new(CachedStore::new(r, epoch, 1 << 20))
-                    }
+                if mode == "local" {
+                    return Box::new(LocalStore::new());
                 }
+                let r = RedisStore::connect(bench_redis(&url_of(mode))).unwrap();
+                if mode == "cached" {
+                    let epoch = KeySpace::new(nf_id).unwrap().global("epoch");
+                    return Box::new(CachedStore::new(r, epoch, 1 << 20));
+                }
+                Box::new(r)
             };
             // sync: batch by batch (two round trips per batch, nothing in flight between batches),
-            // the client before pipelining; stateless and cached: pipelined when the store can.
+            // the client before pipelining; the others: pipelined when the store can.
             let depth_of = |mode: &str| if mode == "sync" { 1 } else { depth };
+            let mut run = |mode: &str, pps: Option<f64>| {
+                run_id += 1;
+                let nf_id = format!("bench{}-{run_id}", std::process::id());
+                let store = make_store(mode, &nf_id);
+                run_once(
+                    kind,
+                    store,
+                    &nf_id,
+                    &frames,
+                    batch,
+                    depth_of(mode),
+                    pps,
+                    redis.pid(),
+                )
+            };
             for _ in 0..repeats {
                 for (mode, acc) in modes.iter_mut() {
-                    run_id += 1;
-                    let nf_id = format!("bench{}-{run_id}", std::process::id());
-                    let store = make_store(mode, &nf_id);
-                    acc.push(run_once(
-                        kind,
-                        store,
-                        &nf_id,
-                        &frames,
-                        batch,
-                        depth_of(mode),
-                        None,
-                    ));
+                    acc.push(run(mode, None));
                 }
             }
             // Offered load for the latency runs: a fraction of what both local and stateless
@@ -395,53 +554,31 @@ fn main() {
                 modes
                     .iter()
                     .find(|(m, _)| *m == name)
-                    .map(|(_, acc)| median(acc.iter().map(|r| r.0).collect()))
+                    .map(|(_, acc)| median(acc.iter().map(|r| r.pps).collect()))
             };
             let local_pps = match (sat("local"), sat("stateless")) {
                 (Some(l), Some(s)) => Some(l.min(s)),
                 (l, s) => l.or(s),
             };
-            // Latency at a fixed offered load (a fraction of the local baseline's rate).
             let mut paced = serde_json::Map::new();
             let latency_run = paced_load > 0.0 && (wname == "long64" || wname == "short64");
             if let (Some(lp), true) = (local_pps, latency_run) {
                 let rate = lp * paced_load;
                 paced.insert("offered_pps".into(), json!(rate.round()));
                 for (mode, _) in &modes {
-                    let mut acc = vec![];
-                    for _ in 0..repeats {
-                        run_id += 1;
-                        let nf_id = format!("bench{}-{run_id}", std::process::id());
-                        let store = make_store(mode, &nf_id);
-                        acc.push(run_once(
-                            kind,
-                            store,
-                            &nf_id,
-                            &frames,
-                            batch,
-                            depth_of(mode),
-                            Some(rate),
-                        ));
+                    let acc: Vec<RunFigures> =
+                        (0..repeats).map(|_| run(mode, Some(rate))).collect();
+                    // The NF's CPU is not a figure here: it polls its port while idle.
+                    let mut m = medians(&acc);
+                    for k in ["pps", "cpu_us_per_pkt", "busy_cpu_us_per_pkt"] {
+                        m.as_object_mut().unwrap().remove(k);
                     }
-                    paced.insert(
-                        (*mode).into(),
-                        json!({
-                            "p50_us": (median(acc.iter().map(|r| r.1).collect()) * 10.0).round() / 10.0,
-                            "p99_us": (median(acc.iter().map(|r| r.2).collect()) * 10.0).round() / 10.0,
-                        }),
-                    );
+                    paced.insert((*mode).into(), m);
                 }
             }
             let mut w = serde_json::Map::new();
-            for (mode, acc) in modes {
-                w.insert(
-                    mode.into(),
-                    json!({
-                        "pps": median(acc.iter().map(|r| r.0).collect()).round(),
-                        "p50_us": (median(acc.iter().map(|r| r.1).collect()) * 10.0).round() / 10.0,
-                        "p99_us": (median(acc.iter().map(|r| r.2).collect()) * 10.0).round() / 10.0,
-                    }),
-                );
+            for (mode, acc) in &modes {
+                w.insert((*mode).into(), medians(acc));
             }
             w.insert("packets".into(), json!(frames.len()));
             if !paced.is_empty() {
@@ -454,6 +591,7 @@ fn main() {
     }
     println!(
         "{}",
-        json!({"batch": batch, "depth": depth, "pinned": pinned, "paced_load": paced_load, "repeats": repeats, "results": result})
+        json!({"batch": batch, "depth": depth, "pinned": pinned, "paced_load": paced_load,
+               "repeats": repeats, "scale": scale, "rtt": rtt, "results": result})
     );
 }

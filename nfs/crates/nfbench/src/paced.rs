@@ -1,6 +1,8 @@
-//! A memory-fed port that offers full batches at a fixed rate (like a NIC at a given load) and
-//! records, per transmitted batch, the time from its arrival (the frames' timestamp) to its
-//! transmission: the latency a packet sees at that load, queueing included.
+//! A memory-fed port that offers packets at a fixed rate, each at its own arrival time (packet i
+//! arrives at start + i / rate, like a NIC at a given load): a receive takes the packets that
+//! have arrived by then (at most a batch), so batches are as large as the backlog. Records, per
+//! packet, the time from its arrival to the moment its batch is transmitted: the latency a
+//! packet sees at that load, queueing included.
 
 use netio::{Batch, Device};
 use nfcore::runtime::wall_ns;
@@ -9,37 +11,42 @@ use std::io;
 pub struct PacedDevice {
     frames: Vec<Vec<u8>>,
     pos: usize,
-    batch: usize,
-    interval_ns: u64,
+    gap_ns: f64,
     start_ns: u64,
-    /// Arrival-to-transmit time of each batch, us.
+    /// Arrival-to-transmit time of each packet, us.
     pub lat_us: Vec<f64>,
 }
 
 impl PacedDevice {
-    /// Offer `frames` in batches of `batch` at `pps` packets/s.
-    pub fn new(frames: Vec<Vec<u8>>, batch: usize, pps: f64) -> PacedDevice {
+    /// Offer `frames` at `pps` packets/s.
+    pub fn new(frames: Vec<Vec<u8>>, pps: f64) -> PacedDevice {
+        let n = frames.len();
         PacedDevice {
             frames,
             pos: 0,
-            batch,
-            interval_ns: (batch as f64 / pps * 1e9) as u64,
+            gap_ns: 1e9 / pps,
             start_ns: 0,
-            lat_us: Vec::new(),
+            lat_us: Vec::with_capacity(n),
         }
     }
 
-    fn due_ns(&mut self) -> u64 {
+    fn arrival_ns(&mut self, i: usize) -> u64 {
         if self.start_ns == 0 {
             self.start_ns = wall_ns();
         }
-        self.start_ns + (self.pos / self.batch) as u64 * self.interval_ns
+        self.start_ns + (i as f64 * self.gap_ns) as u64
     }
 
-    fn take(&mut self, batch: &mut Batch, due: u64) -> usize {
+    /// The packets arrived by now, at most a batch.
+    fn take(&mut self, batch: &mut Batch) -> usize {
         batch.clear();
+        let now = wall_ns();
         while !batch.is_full() && self.pos < self.frames.len() {
-            batch.push(&self.frames[self.pos], due);
+            let t = self.arrival_ns(self.pos);
+            if t > now {
+                break;
+            }
+            batch.push(&self.frames[self.pos], t);
             self.pos += 1;
         }
         batch.len()
@@ -52,27 +59,24 @@ impl Device for PacedDevice {
     }
 
     fn recv(&mut self, batch: &mut Batch, _now_ns: u64) -> io::Result<usize> {
-        let due = self.due_ns();
-        while wall_ns() < due {
-            std::hint::spin_loop();
+        if self.pos < self.frames.len() {
+            let due = self.arrival_ns(self.pos);
+            while wall_ns() < due {
+                std::hint::spin_loop();
+            }
         }
-        Ok(self.take(batch, due))
+        Ok(self.take(batch))
     }
 
     fn recv_nowait(&mut self, batch: &mut Batch, _now_ns: u64) -> io::Result<usize> {
-        let due = self.due_ns();
-        if wall_ns() < due {
-            batch.clear();
-            return Ok(0);
-        }
-        Ok(self.take(batch, due))
+        Ok(self.take(batch))
     }
 
     fn send(&mut self, batch: &Batch, keep: &[bool], _now_ns: u64) -> io::Result<usize> {
-        if !batch.is_empty() {
-            let arrived = batch.ts_ns(0);
+        let now = wall_ns();
+        for i in 0..batch.len() {
             self.lat_us
-                .push(wall_ns().saturating_sub(arrived) as f64 / 1e3);
+                .push(now.saturating_sub(batch.ts_ns(i)) as f64 / 1e3);
         }
         Ok(keep.iter().filter(|k| **k).count())
     }

@@ -52,6 +52,14 @@ impl<'a> Ctx<'a> {
         self.batch.del(key)
     }
 
+    /// Claim `key` for `value` if it is absent in the tier, with the batch's writes (no round
+    /// trip): this batch sees it at once. If another instance claimed it first, the packets that
+    /// depended on the claim are dropped when the writes are acknowledged (none leave with a
+    /// losing value) and [`crate::NetworkFunction::claim_lost`] undoes the rest.
+    pub fn claim(&mut self, key: &[u8], value: Vec<u8>) {
+        self.batch.claim(key, value)
+    }
+
     /// Change one field of the hash at `key` in the tier with the batch's writes, without
     /// reading it (the tier applies it; several instances may add to one hash).
     pub fn hash_op(&mut self, key: &[u8], field: &[u8], op: HashOp) {

@@ -85,6 +85,19 @@ pub trait NetworkFunction: Send {
         Ok(())
     }
 
+    /// A claim this NF made with [`Ctx::claim`] was lost: another instance claimed `key` first.
+    /// The packets that depended on it were dropped (none left with it); undo what this
+    /// instance tied to `value` (NAT: its reverse mapping, and the pair goes back to its block).
+    /// The next packet of the flow reads the winner's value.
+    fn claim_lost(
+        &mut self,
+        _ctx: &mut Ctx<'_>,
+        _key: &[u8],
+        _value: &[u8],
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// The instance stops cleanly: give back shared resources it holds locally (NAT: the unused
     /// pairs of its port block). Not called on a crash.
     fn release(&mut self, _store: &mut dyn FlowStore, _keys: &KeySpace) -> Result<(), StoreError> {

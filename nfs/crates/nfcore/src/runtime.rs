@@ -4,7 +4,7 @@ use crate::config::RuntimeOptions;
 use crate::control::{ControlError, ControlHandle, Envelope, Reply, Request};
 use crate::stats::Stats;
 use crate::{Ctx, FailMode, NetworkFunction, Verdict};
-use flowstore::{BatchState, FlowStore, Key, KeySpace, StoreError};
+use flowstore::{BatchState, FlowStore, Key, KeySpace, StoreError, WriteOp};
 use netio::{Batch, Device};
 use packet::Parsed;
 use std::collections::VecDeque;
@@ -13,6 +13,19 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
 mod pipelined;
+
+/// A claim of this batch (or one it relied on) was lost: none of its forwarded packets may
+/// leave. Conservative (a packet of another flow is dropped too): which packets read the
+/// claimed value is not tracked, and the race is rare (two instances opening one connection at
+/// the same instant, during a move or a resize).
+fn drop_claim_dependents(parsed: &[Option<Parsed>], keep: &mut [bool], st: &Stats) {
+    for (p, k) in parsed.iter().zip(keep.iter_mut()) {
+        if p.is_some() && *k {
+            *k = false;
+            st.claim_dropped.fetch_add(1, Relaxed);
+        }
+    }
+}
 
 /// Default number of batches in flight on a pipelined store (see [`Runtime::set_pipeline_depth`]).
 pub const DEFAULT_PIPELINE_DEPTH: usize = 8;
@@ -412,17 +425,24 @@ impl<D: Device> Runtime<D> {
                     }
                 }
             }
-            if self.state.flush(self.store.as_mut()).is_err() {
-                self.stats.store_errors.fetch_add(1, Relaxed);
-                if fail == FailMode::Closed {
-                    // State of this batch is not in the tier: do not let its packets through.
-                    for i in 0..n {
-                        if self.parsed[i].is_some() && self.keep[i] {
-                            self.keep[i] = false;
-                            self.stats.fail_closed_dropped.fetch_add(1, Relaxed);
+            match self.state.flush(self.store.as_mut()) {
+                Err(_) => {
+                    self.stats.store_errors.fetch_add(1, Relaxed);
+                    if fail == FailMode::Closed {
+                        // State of this batch is not in the tier: do not let its packets through.
+                        for i in 0..n {
+                            if self.parsed[i].is_some() && self.keep[i] {
+                                self.keep[i] = false;
+                                self.stats.fail_closed_dropped.fetch_add(1, Relaxed);
+                            }
                         }
                     }
                 }
+                Ok(lost) if !lost.is_empty() => {
+                    drop_claim_dependents(&self.parsed, &mut self.keep, &self.stats);
+                    let _ = self.undo_lost(&lost, now_ns);
+                }
+                Ok(_) => {}
             }
         }
         let sent = self.dev.send(&self.batch, &self.keep, now_ns)?;
@@ -439,6 +459,38 @@ impl<D: Device> Runtime<D> {
 
     fn fail_packet(&mut self, i: usize, fail: FailMode) {
         pipelined::fail_packet(&mut self.keep[i], fail, &self.stats);
+    }
+
+    /// Conditional writes that did not apply: for each lost claim the NF undoes what it tied to
+    /// its value ([`NetworkFunction::claim_lost`]), written at once. Returns those writes (the
+    /// pipelined loop overlays them on batches still reading).
+    fn undo_lost(&mut self, lost: &[WriteOp], now_ns: u64) -> Result<Vec<WriteOp>, StoreError> {
+        let mut undo = BatchState::new();
+        for op in lost {
+            if let WriteOp::SetIf {
+                key,
+                expect: None,
+                value: Some(v),
+            } = op
+            {
+                self.stats.claims_lost.fetch_add(1, Relaxed);
+                let mut ctx = Ctx::new(
+                    now_ns,
+                    &self.keys,
+                    &mut undo,
+                    self.store.as_mut(),
+                    &self.timers_key,
+                );
+                self.nf.claim_lost(&mut ctx, key, v)?;
+            }
+        }
+        undo.coalesce();
+        let writes = undo.pending_writes().to_vec();
+        let r = undo.flush(self.store.as_mut());
+        if r.is_err() {
+            self.stats.store_errors.fetch_add(1, Relaxed);
+        }
+        r.map(|_| writes)
     }
 
     /// Claim and fire due timers (each claimed by exactly one instance). Returns how many fired.

@@ -1,12 +1,15 @@
 //! Runtime counters and the stats/health HTTP endpoint (JSON).
 
 use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::control::{ControlHandle, Reply, Request, MAX_STATE_BYTES};
+use flowstore::resp::MAX_UNIX_PATH;
 use serde_json::json;
 
 /// Counters shared between the runtime thread and the HTTP thread.
@@ -22,6 +25,10 @@ pub struct Stats {
     pub fail_closed_dropped: AtomicU64,
     pub fail_open_forwarded: AtomicU64,
     pub timers_fired: AtomicU64,
+    /// Claims ([`crate::Ctx::claim`]) another instance won, and the forwarded packets dropped
+    /// because they (or a packet of their batch) depended on one.
+    pub claims_lost: AtomicU64,
+    pub claim_dropped: AtomicU64,
     pub ready: AtomicBool,
     /// Buffering mode (a move's target waiting for its state) and its counters.
     pub buffering: AtomicBool,
@@ -61,6 +68,7 @@ impl Stats {
                 "fail_closed_dropped": g(&self.fail_closed_dropped),
                 "fail_open_forwarded": g(&self.fail_open_forwarded),
                 "timers_fired": g(&self.timers_fired),
+                "claims_lost": g(&self.claims_lost), "claim_dropped": g(&self.claim_dropped),
                 "buffered": g(&self.buffered), "buffered_now": g(&self.buffered_now),
                 "buffer_overflow": g(&self.buffer_overflow), "replayed": g(&self.replayed),
                 "state_exports": g(&self.state_exports), "state_imports": g(&self.state_imports),
@@ -71,10 +79,103 @@ impl Stats {
     }
 }
 
+/// Where the endpoint listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatsAddr {
+    /// `HOST:PORT` (port 0 picks a free one).
+    Tcp(String),
+    /// `unix:///PATH`: a unix socket (mode 0600), reachable from any network namespace of the
+    /// machine, so an agent in the root namespace reads an NF in its own namespace with no relay.
+    Unix(PathBuf),
+}
+
+impl StatsAddr {
+    /// `HOST:PORT` or `unix:///ABSOLUTE/PATH`; the error names the value.
+    pub fn parse(s: &str) -> Result<StatsAddr, String> {
+        match s.strip_prefix("unix://") {
+            Some(p) if p.starts_with('/') && p.len() <= MAX_UNIX_PATH && !p.ends_with('/') => {
+                Ok(StatsAddr::Unix(p.into()))
+            }
+            Some(_) => Err(format!(
+                "--stats {s:?}: expected unix:///ABSOLUTE/PATH (at most {MAX_UNIX_PATH} bytes) or HOST:PORT"
+            )),
+            None if s.rsplit_once(':').is_some_and(|(h, p)| {
+                !h.is_empty() && p.parse::<u16>().is_ok()
+            }) =>
+            {
+                Ok(StatsAddr::Tcp(s.into()))
+            }
+            None => Err(format!(
+                "--stats {s:?}: expected HOST:PORT or unix:///ABSOLUTE/PATH"
+            )),
+        }
+    }
+}
+
+/// Where a started endpoint listens (a TCP port 0 resolved).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bound {
+    Tcp(std::net::SocketAddr),
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bound::Tcp(a) => write!(f, "http://{a}"),
+            Bound::Unix(p) => write!(f, "unix://{}", p.display()),
+        }
+    }
+}
+
+/// A connection the endpoint answers on (TCP or unix).
+trait Stream: Read + Write {
+    fn set_timeout(&self, d: Duration);
+}
+
+impl Stream for TcpStream {
+    fn set_timeout(&self, d: Duration) {
+        let _ = self.set_read_timeout(Some(d));
+    }
+}
+
+impl Stream for UnixStream {
+    fn set_timeout(&self, d: Duration) {
+        let _ = self.set_read_timeout(Some(d));
+    }
+}
+
 /// Serve `GET /stats` (and `/health`: 200 when ready, 503 otherwise) on `addr` in a background
 /// thread. Returns the bound address (port 0 picks a free one).
 pub fn serve(addr: &str, stats: Arc<Stats>, id: Identity) -> std::io::Result<std::net::SocketAddr> {
-    serve_with_control(addr, stats, id, None)
+    match serve_with_control(&StatsAddr::Tcp(addr.into()), stats, id, None)? {
+        Bound::Tcp(a) => Ok(a),
+        Bound::Unix(_) => unreachable!("a TCP address binds a TCP listener"),
+    }
+}
+
+/// Bind a unix socket at `path`: a socket file nobody answers on (left by a crashed process) is
+/// replaced; one that answers, or any other kind of file, is an error. Mode 0600.
+fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.file_type().is_socket() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!("{} exists and is not a socket", path.display()),
+            ));
+        }
+        if UnixStream::connect(path).is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!("{} is served by another process", path.display()),
+            ));
+        }
+        std::fs::remove_file(path)?;
+    }
+    let l = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(l)
 }
 
 /// [`serve`], plus `GET /state` (the serialised per-flow state, `application/octet-stream`) and
@@ -83,45 +184,69 @@ pub fn serve(addr: &str, stats: Arc<Stats>, id: Identity) -> std::io::Result<std
 /// `control`. Without `control` (state held in the tier) `/state` is 409. Bad bodies are 400
 /// with `{"error", "field"}`, bodies over [`MAX_STATE_BYTES`] 413, other methods 405.
 pub fn serve_with_control(
-    addr: &str,
+    addr: &StatsAddr,
     stats: Arc<Stats>,
     id: Identity,
     control: Option<ControlHandle>,
-) -> std::io::Result<std::net::SocketAddr> {
-    let l = TcpListener::bind(addr)?;
-    let bound = l.local_addr()?;
-    std::thread::Builder::new()
-        .name("nf-stats".into())
-        .spawn(move || {
-            for conn in l.incoming() {
-                let Ok(mut c) = conn else { continue };
-                let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
-                let (head, rest) = read_request_head(&mut c);
-                let mut words = head.split_whitespace();
-                let method = words.next().unwrap_or("GET").to_string();
-                let path = words.next().unwrap_or("/");
-                let path = path.split('?').next().unwrap_or(path).to_string();
-                let resp = match path.as_str() {
-                    "/health" => {
-                        let ready = stats.ready.load(Relaxed);
-                        Response::json(
-                            if ready {
-                                "200 OK"
-                            } else {
-                                "503 Service Unavailable"
-                            },
-                            json!({"ready": ready}),
-                        )
-                    }
-                    "/" | "/stats" => Response::json("200 OK", stats.to_json(&id)),
-                    "/state" => state_request(&mut c, &method, &head, rest, control.as_ref(), &id),
-                    "/release" => release_request(&method, control.as_ref()),
-                    _ => Response::json("404 Not Found", json!({"error": "not found"})),
-                };
-                let _ = resp.write(&mut c);
+) -> std::io::Result<Bound> {
+    let server = Server { stats, id, control };
+    let thread = std::thread::Builder::new().name("nf-stats".into());
+    match addr {
+        StatsAddr::Tcp(a) => {
+            let l = TcpListener::bind(a)?;
+            let bound = l.local_addr()?;
+            thread.spawn(move || server.run(l.incoming()))?;
+            Ok(Bound::Tcp(bound))
+        }
+        StatsAddr::Unix(p) => {
+            let l = bind_unix(p)?;
+            thread.spawn(move || server.run(l.incoming()))?;
+            Ok(Bound::Unix(p.clone()))
+        }
+    }
+}
+
+/// What the endpoint thread answers from.
+struct Server {
+    stats: Arc<Stats>,
+    id: Identity,
+    control: Option<ControlHandle>,
+}
+
+impl Server {
+    fn run<S: Stream>(&self, incoming: impl Iterator<Item = std::io::Result<S>>) {
+        for conn in incoming {
+            let Ok(mut c) = conn else { continue };
+            c.set_timeout(Duration::from_secs(2));
+            let resp = self.answer(&mut c);
+            let _ = resp.write(&mut c);
+        }
+    }
+
+    fn answer<S: Stream>(&self, c: &mut S) -> Response {
+        let (head, rest) = read_request_head(c);
+        let mut words = head.split_whitespace();
+        let method = words.next().unwrap_or("GET").to_string();
+        let path = words.next().unwrap_or("/");
+        let path = path.split('?').next().unwrap_or(path);
+        match path {
+            "/health" => {
+                let ready = self.stats.ready.load(Relaxed);
+                Response::json(
+                    if ready {
+                        "200 OK"
+                    } else {
+                        "503 Service Unavailable"
+                    },
+                    json!({"ready": ready}),
+                )
             }
-        })?;
-    Ok(bound)
+            "/" | "/stats" => Response::json("200 OK", self.stats.to_json(&self.id)),
+            "/state" => state_request(c, &method, &head, rest, self.control.as_ref(), &self.id),
+            "/release" => release_request(&method, self.control.as_ref()),
+            _ => Response::json("404 Not Found", json!({"error": "not found"})),
+        }
+    }
 }
 
 struct Response {
@@ -155,7 +280,7 @@ impl Response {
         )
     }
 
-    fn write(&self, c: &mut std::net::TcpStream) -> std::io::Result<()> {
+    fn write(&self, c: &mut impl Write) -> std::io::Result<()> {
         write!(
             c,
             "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -168,7 +293,7 @@ impl Response {
 }
 
 fn state_request(
-    c: &mut std::net::TcpStream,
+    c: &mut impl Read,
     method: &str,
     head: &str,
     rest: Vec<u8>,
@@ -264,11 +389,7 @@ fn release_request(method: &str, control: Option<&ControlHandle>) -> Response {
 }
 
 /// The request body announced by Content-Length (required; at most [`MAX_STATE_BYTES`]).
-fn read_body(
-    c: &mut std::net::TcpStream,
-    head: &str,
-    mut body: Vec<u8>,
-) -> Result<Vec<u8>, Response> {
+fn read_body(c: &mut impl Read, head: &str, mut body: Vec<u8>) -> Result<Vec<u8>, Response> {
     let len = head
         .lines()
         .filter_map(|l| l.split_once(':'))
@@ -303,7 +424,7 @@ fn read_body(
 /// Read a request head up to its blank line (bounded, so a slow or hostile client cannot hold the
 /// thread or make it allocate). The whole head is consumed before answering: closing a socket
 /// with unread request bytes makes the kernel send a reset, which can destroy the answer in flight.
-fn read_request_head(c: &mut std::net::TcpStream) -> (String, Vec<u8>) {
+fn read_request_head(c: &mut impl Read) -> (String, Vec<u8>) {
     const MAX: usize = 8192;
     let mut head = Vec::with_capacity(256);
     let mut buf = [0u8; 1024];
@@ -327,13 +448,22 @@ fn read_request_head(c: &mut std::net::TcpStream) -> (String, Vec<u8>) {
 mod tests {
     use super::*;
 
-    fn req(addr: std::net::SocketAddr, raw: &str) -> String {
-        let mut c = std::net::TcpStream::connect(addr).unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        c.write_all(raw.as_bytes()).unwrap();
-        let mut s = String::new();
-        let _ = c.read_to_string(&mut s);
-        s
+    fn req(addr: &Bound, raw: &str) -> String {
+        fn talk(mut c: impl Stream, raw: &str) -> String {
+            c.set_timeout(Duration::from_secs(10));
+            c.write_all(raw.as_bytes()).unwrap();
+            let mut s = String::new();
+            let _ = c.read_to_string(&mut s);
+            s
+        }
+        match addr {
+            Bound::Tcp(a) => talk(TcpStream::connect(a).unwrap(), raw),
+            Bound::Unix(p) => talk(UnixStream::connect(p).unwrap(), raw),
+        }
+    }
+
+    fn tcp0() -> StatsAddr {
+        StatsAddr::Tcp("127.0.0.1:0".into())
     }
 
     fn id(store: &str) -> Identity {
@@ -349,7 +479,7 @@ mod tests {
     #[test]
     fn state_endpoint_refuses_cleanly() {
         let st = Arc::new(Stats::default());
-        let redis = serve_with_control("127.0.0.1:0", st.clone(), id("redis"), None).unwrap();
+        let redis = &serve_with_control(&tcp0(), st.clone(), id("redis"), None).unwrap();
         let r = req(redis, "GET /state HTTP/1.1\r\n\r\n");
         assert!(
             r.starts_with("HTTP/1.1 409") && r.contains("\"field\":\"state\""),
@@ -357,7 +487,7 @@ mod tests {
         );
         // A local store whose runtime answers nothing here: length checks come first.
         let (h, _rx) = ControlHandle::channel();
-        let local = serve_with_control("127.0.0.1:0", st, id("local"), Some(h)).unwrap();
+        let local = &serve_with_control(&tcp0(), st, id("local"), Some(h)).unwrap();
         let r = req(local, "PUT /state HTTP/1.1\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 411"), "{r}");
         let r = req(local, "PUT /state HTTP/1.1\r\nContent-Length: x\r\n\r\n");
@@ -383,5 +513,66 @@ mod tests {
         assert!(r.starts_with("HTTP/1.1 409"), "{r}");
         let r = req(local, "GET /health HTTP/1.1\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 503"), "not ready yet: {r}");
+    }
+
+    #[test]
+    fn stats_addresses() {
+        assert_eq!(
+            StatsAddr::parse("127.0.0.1:9100").unwrap(),
+            StatsAddr::Tcp("127.0.0.1:9100".into())
+        );
+        assert_eq!(
+            StatsAddr::parse("unix:///run/x/i1.stats").unwrap(),
+            StatsAddr::Unix("/run/x/i1.stats".into())
+        );
+        let long = format!("unix:///{}", "a".repeat(MAX_UNIX_PATH));
+        for bad in [
+            "",
+            "9100",
+            "host",
+            ":80",
+            "h:99999",
+            "unix://rel",
+            "unix:///d/",
+            &long,
+        ] {
+            let e = StatsAddr::parse(bad).unwrap_err();
+            assert!(e.contains("--stats"), "{bad}: {e}");
+        }
+    }
+
+    /// On a unix socket: the same answers; mode 0600; a stale socket file is replaced, a live one
+    /// (another endpoint) or a regular file is refused and left alone.
+    #[test]
+    fn unix_endpoint() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("unonfs-stats-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("i.stats");
+        // A stale socket: bound once, its listener dropped.
+        drop(UnixListener::bind(&path).unwrap());
+        let st = Arc::new(Stats::default());
+        let addr = StatsAddr::Unix(path.clone());
+        let b = serve_with_control(&addr, st.clone(), id("redis"), None).unwrap();
+        assert_eq!(b.to_string(), format!("unix://{}", path.display()));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let r = req(&b, "GET /health HTTP/1.1\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 503"), "{r}");
+        st.ready.store(true, Relaxed);
+        let r = req(&b, "GET /stats HTTP/1.1\r\n\r\n");
+        assert!(
+            r.starts_with("HTTP/1.1 200") && r.contains("\"instance\":\"i\""),
+            "{r}"
+        );
+        let e = serve_with_control(&addr, st.clone(), id("redis"), None).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{e}");
+        let file = dir.join("plain");
+        std::fs::write(&file, b"x").unwrap();
+        let e =
+            serve_with_control(&StatsAddr::Unix(file.clone()), st, id("redis"), None).unwrap_err();
+        assert!(e.to_string().contains("not a socket"), "{e}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"x");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

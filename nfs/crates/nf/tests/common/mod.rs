@@ -43,22 +43,55 @@ pub fn ip(args: &[&str]) -> bool {
         .unwrap_or(false)
 }
 
-/// GET `path` from the NF's stats endpoint on loopback; the whole response, or None.
-pub fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    c.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    // One write: the request must not depend on how the server's reads are split.
-    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-        .ok()?;
-    let mut s = String::new();
-    c.read_to_string(&mut s).ok()?;
-    Some(s)
+/// Where a test reaches the NF's stats endpoint: a loopback port or a unix socket.
+#[derive(Clone)]
+pub enum StatsAt {
+    Tcp(u16),
+    Unix(std::path::PathBuf),
+}
+
+impl From<u16> for StatsAt {
+    fn from(port: u16) -> StatsAt {
+        StatsAt::Tcp(port)
+    }
+}
+
+impl From<&std::path::Path> for StatsAt {
+    fn from(p: &std::path::Path) -> StatsAt {
+        StatsAt::Unix(p.to_path_buf())
+    }
+}
+
+/// GET `path` from the NF's stats endpoint; the whole response, or None.
+pub fn http_get(at: impl Into<StatsAt>, path: &str) -> Option<String> {
+    fn talk(mut c: impl Read + Write, path: &str) -> Option<String> {
+        // One write: the request must not depend on how the server's reads are split.
+        c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .ok()?;
+        let mut s = String::new();
+        c.read_to_string(&mut s).ok()?;
+        Some(s)
+    }
+    let t = Some(Duration::from_secs(2));
+    match at.into() {
+        StatsAt::Tcp(port) => {
+            let c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+            c.set_read_timeout(t).ok()?;
+            talk(c, path)
+        }
+        StatsAt::Unix(p) => {
+            let c = std::os::unix::net::UnixStream::connect(p).ok()?;
+            c.set_read_timeout(t).ok()?;
+            talk(c, path)
+        }
+    }
 }
 
 /// Polls the NF's `/health` until it answers 200; panics naming `what` after `timeout`.
-pub fn wait_ready(stats_port: u16, timeout: Duration, what: &str) {
+pub fn wait_ready(at: impl Into<StatsAt>, timeout: Duration, what: &str) {
+    let at = at.into();
     let t0 = std::time::Instant::now();
-    while !http_get(stats_port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200")) {
+    while !http_get(at.clone(), "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200")) {
         assert!(t0.elapsed() < timeout, "{what}: nf did not become ready");
         std::thread::sleep(Duration::from_millis(20));
     }

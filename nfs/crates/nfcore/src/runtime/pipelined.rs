@@ -14,13 +14,16 @@
 //!   per-flow packet order is kept.
 //! - Timers and the owner-cache epoch are handled with nothing in flight (the pipeline is drained
 //!   first), as in the batch-by-batch loop.
+//! - Claims ([`crate::Ctx::claim`], `SET NX` in the write group) are assumed won until their
+//!   acknowledgement: later batches see the claimed value, and their writes of a claimed key are
+//!   conditional on it (`unconfirmed`). A lost claim drops every forwarded packet of its batch
+//!   and of the batches processed after it (none has left: they wait for it), makes batches
+//!   still reading re-read the key, and lets the NF undo what it tied to the claim.
 
-use super::{Runtime, TimeSource};
+use super::{drop_claim_dependents, Runtime, TimeSource};
 use crate::stats::Stats;
 use crate::{Ctx, FailMode, NetworkFunction, Verdict};
-use flowstore::{
-    BatchState, FlowStore, HashFields, Key, KeySpace, Pipeline, StoreError, StoreStats, WriteOp,
-};
+use flowstore::{BatchState, FlowStore, Key, KeySpace, Newer, Pipeline, StoreError, WriteOp};
 use netio::{Batch, Device};
 use packet::{ParseError, Parsed};
 use std::collections::{HashMap, VecDeque};
@@ -36,6 +39,15 @@ enum Recent {
     Unknown,
 }
 
+impl Recent {
+    fn newer(&self) -> Newer<'_> {
+        match self {
+            Recent::Value(v) => Newer::Value(v),
+            Recent::Unknown => Newer::Unknown,
+        }
+    }
+}
+
 /// One batch moving through the pipeline.
 pub(super) struct Slot {
     batch: Batch,
@@ -47,6 +59,8 @@ pub(super) struct Slot {
     reads_pending: bool,
     /// Writes acknowledged (or none): may be transmitted once every earlier batch is.
     acked: bool,
+    /// Ordinal of the batch among the processed ones (set when processed).
+    ord: u64,
     now_ns: u64,
     t_recv: Instant,
 }
@@ -74,6 +88,9 @@ pub(super) struct PipeState {
     unflushed: usize,
     values: Vec<Option<Vec<u8>>>,
     touched: Vec<Key>,
+    /// Keys claimed (or written conditionally) by processed batches whose writes are not
+    /// acknowledged: the batch that last did, and the value expected in the tier.
+    unconfirmed: HashMap<Key, (u64, Option<Vec<u8>>)>,
 }
 
 /// Parse every frame of `batch`, collect the read set into `state` and the initial verdicts:
@@ -140,23 +157,24 @@ struct Tracking<'a> {
 }
 
 impl FlowStore for Tracking<'_> {
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
-    fn get_many(&mut self, keys: &[Key], out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError> {
-        self.inner.get_many(keys, out)
-    }
+    flowstore::forward_store!(inner; kind, get_many, pool_init, pool_pop, pool_pop_many,
+        hash_get_all, pool_push, pool_len, timer_claim_due, stats, note_unplanned_read);
+
     fn write_many(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        let mut failed = Vec::new();
+        self.write_checked(ops, &mut failed)
+    }
+    fn write_checked(
+        &mut self,
+        ops: &[WriteOp],
+        failed: &mut Vec<usize>,
+    ) -> Result<(), StoreError> {
         for op in ops {
-            if let WriteOp::Set { key, .. }
-            | WriteOp::Del { key }
-            | WriteOp::Hash { key, .. }
-            | WriteOp::Incr { key, .. } = op
-            {
-                self.touched.push(key.clone());
+            if !matches!(op, WriteOp::TimerSet { .. } | WriteOp::TimerCancel { .. }) {
+                self.touched.push(op.key().clone());
             }
         }
-        self.inner.write_many(ops)
+        self.inner.write_checked(ops, failed)
     }
     fn compare_and_set(
         &mut self,
@@ -171,37 +189,16 @@ impl FlowStore for Tracking<'_> {
         self.touched.push(key.to_vec());
         self.inner.incr_by(key, delta)
     }
-    fn pool_init(&mut self, pool: &[u8], items: &[Vec<u8>]) -> Result<bool, StoreError> {
-        self.inner.pool_init(pool, items)
-    }
-    fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.pool_pop(pool)
-    }
-    fn pool_pop_many(&mut self, pool: &[u8], max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.pool_pop_many(pool, max)
-    }
-    fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
-        self.inner.hash_get_all(key)
-    }
-    fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
-        self.inner.pool_push(pool, item)
-    }
-    fn pool_len(&mut self, pool: &[u8]) -> Result<usize, StoreError> {
-        self.inner.pool_len(pool)
-    }
-    fn timer_claim_due(
-        &mut self,
-        timers: &[u8],
-        now_ms: u64,
-        max: usize,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.timer_claim_due(timers, now_ms, max)
-    }
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
-    }
-    fn note_unplanned_read(&mut self) {
-        self.inner.note_unplanned_read()
+}
+
+/// Set `key`'s entry to `(ord, v)` (its key is copied only when new: a flow's key is usually
+/// there already, written by the batch before).
+fn note<V>(map: &mut HashMap<Key, (u64, V)>, key: &Key, ord: u64, v: V) {
+    match map.get_mut(key) {
+        Some(e) => *e = (ord, v),
+        None => {
+            map.insert(key.clone(), (ord, v));
+        }
     }
 }
 
@@ -219,7 +216,7 @@ impl<D: Device> Runtime<D> {
         };
         while !stop.load(Relaxed) {
             // 1. Receive batches and send their reads, up to the depth.
-            while self.pipe.reading.len() < self.depth && !self.dev.exhausted() {
+            while self.room(&self.pipe.reading) && !self.dev.exhausted() {
                 let mut slot = self.pipe.free.pop().unwrap_or_else(|| Slot {
                     batch: Batch::with_capacity(self.opts.batch_size),
                     parsed: Vec::new(),
@@ -228,6 +225,7 @@ impl<D: Device> Runtime<D> {
                     sent_at: 0,
                     reads_pending: false,
                     acked: false,
+                    ord: 0,
                     now_ns: 0,
                     t_recv: Instant::now(),
                 });
@@ -321,7 +319,7 @@ impl<D: Device> Runtime<D> {
                     .front()
                     .map(|s| !s.reads_pending)
                     .unwrap_or(false);
-                if ready && self.pipe.writing.len() < self.depth {
+                if ready && self.room(&self.pipe.writing) {
                     self.process_front()?;
                 } else if !self.pipe.expect.is_empty() {
                     self.receive_one()?;
@@ -343,6 +341,18 @@ impl<D: Device> Runtime<D> {
         self.dev.flush()?;
         self.snapshot();
         Ok(())
+    }
+
+    /// Whether `queue` (batches reading, or processed and waiting for acknowledgements) may take
+    /// one more batch: up to `depth` full batches' worth of packets, in at most
+    /// [`super::MAX_PIPELINE_DEPTH`] batches. Below saturation batches are as small as the backlog
+    /// (a receive takes what has arrived), so counting batches alone would cap the packets in
+    /// flight at `depth` small batches per round trip and queue the rest at a fraction of the
+    /// rate the pipeline carries with full batches.
+    fn room(&self, queue: &VecDeque<Slot>) -> bool {
+        let packets: usize = queue.iter().map(|s| s.batch.len()).sum();
+        queue.len() < super::MAX_PIPELINE_DEPTH
+            && packets + self.opts.batch_size <= self.depth * self.opts.batch_size
     }
 
     /// Finish every batch in flight (process, wait for acknowledgements, transmit).
@@ -401,8 +411,12 @@ impl<D: Device> Runtime<D> {
                 }
             }
             Expect::Writes => {
-                if let Some(s) = self.pipe.writing.iter_mut().find(|s| !s.acked) {
-                    s.acked = true;
+                if let Some(i) = self.pipe.writing.iter().position(|s| !s.acked) {
+                    self.pipe.writing[i].acked = true;
+                    let lost = self.settle_conditionals(i, &vals);
+                    if !lost.is_empty() {
+                        self.claims_lost(i, &lost);
+                    }
                 }
             }
         }
@@ -411,19 +425,86 @@ impl<D: Device> Runtime<D> {
         Ok(())
     }
 
+    /// Match the outcomes of the conditional writes of batch `writing[i]` (in order) to them:
+    /// applied ones are confirmed; returns those that did not apply.
+    fn settle_conditionals(&mut self, i: usize, outcomes: &[Option<Vec<u8>>]) -> Vec<WriteOp> {
+        let slot = &self.pipe.writing[i];
+        let conds = slot
+            .state
+            .pending_writes()
+            .iter()
+            .filter(|w| matches!(w, WriteOp::SetIf { .. }));
+        let mut lost = Vec::new();
+        for (w, applied) in conds.zip(outcomes) {
+            if applied.is_none() {
+                lost.push(w.clone());
+            } else if self
+                .pipe
+                .unconfirmed
+                .get(w.key())
+                .is_some_and(|(o, _)| *o == slot.ord)
+            {
+                self.pipe.unconfirmed.remove(w.key());
+            }
+        }
+        lost
+    }
+
+    /// Conditional writes of batch `writing[i]` did not apply (another instance claimed a key
+    /// first): drop the forwarded packets of it and of every batch processed after it, make
+    /// batches still reading forget those keys, and let the NF undo its lost claims.
+    fn claims_lost(&mut self, i: usize, lost: &[WriteOp]) {
+        for s in self.pipe.writing.iter_mut().skip(i) {
+            drop_claim_dependents(&s.parsed, &mut s.keep, &self.stats);
+        }
+        for w in lost {
+            self.pipe.unconfirmed.remove(w.key());
+            // Every batch still reading re-reads it (whenever its reads were sent).
+            self.pipe
+                .recent
+                .insert(w.key().clone(), (u64::MAX, Recent::Unknown));
+        }
+        let now = self.pipe.writing[i].now_ns;
+        match self.undo_lost(lost, now) {
+            Ok(undo) => {
+                for w in undo {
+                    let v = match &w {
+                        WriteOp::Set { value, .. } => Recent::Value(Some(value.clone())),
+                        WriteOp::Del { .. } => Recent::Value(None),
+                        _ => Recent::Unknown,
+                    };
+                    self.pipe.recent.insert(w.key().clone(), (u64::MAX, v));
+                }
+            }
+            Err(_) => {
+                // The undo's writes are not known to have applied: re-read what they touch.
+                self.stats.store_errors.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
     /// Process the oldest batch (its values are in) and queue its writes.
     fn process_front(&mut self) -> io::Result<()> {
         let mut slot = self.pipe.reading.pop_front().expect("a batch");
-        // Values this instance changed after the batch's reads were sent.
-        if !self.pipe.recent.is_empty() {
-            for (k, (ord, r)) in &self.pipe.recent {
-                if *ord >= slot.sent_at && slot.state.in_read_set(k) {
-                    match r {
-                        Recent::Value(v) => slot.state.override_value(k, v.clone()),
-                        Recent::Unknown => slot.state.forget(k),
-                    }
+        // Values this instance changed after the batch's reads were sent (walking the smaller of
+        // the two: both hold up to a few hundred keys at depth 8, and each probe hashes a key).
+        let recent = &self.pipe.recent;
+        let sent_at = slot.sent_at;
+        if recent.len() > slot.state.read_set().len() {
+            slot.state.refresh(|k| match recent.get(k) {
+                Some((ord, r)) if *ord >= sent_at => Some(r.newer()),
+                _ => None,
+            });
+        } else {
+            for (k, (ord, r)) in recent {
+                if *ord >= sent_at && slot.state.in_read_set(k) {
+                    slot.state.refresh_one(k, r.newer());
                 }
             }
+        }
+        // Writes of keys whose claim is not acknowledged yet are conditional on it.
+        for (k, (_, v)) in &self.pipe.unconfirmed {
+            slot.state.guard(k, v.clone());
         }
         let fail = self.opts.fail_mode;
         self.pipe.touched.clear();
@@ -463,33 +544,39 @@ impl<D: Device> Runtime<D> {
         }
         let ord = self.pipe.processed;
         self.pipe.processed += 1;
-        for k in self.pipe.touched.drain(..) {
-            self.pipe.recent.insert(k, (ord, Recent::Unknown));
-        }
+        slot.ord = ord;
         slot.state.coalesce();
-        for w in slot.state.pending_writes() {
-            match w {
-                WriteOp::Set { key, value } => {
-                    self.pipe
-                        .recent
-                        .insert(key.clone(), (ord, Recent::Value(Some(value.clone()))));
-                }
-                WriteOp::Del { key } => {
-                    self.pipe
-                        .recent
-                        .insert(key.clone(), (ord, Recent::Value(None)));
-                }
-                // Applied by the tier: its value is known only there.
-                WriteOp::Hash { key, .. } | WriteOp::Incr { key, .. } => {
-                    self.pipe.recent.insert(key.clone(), (ord, Recent::Unknown));
-                }
-                _ => {}
+        // What later batches must see over the values they fetched: only batches still reading
+        // (their reads may have been sent before this batch's writes); none: nothing to keep.
+        let oldest = self.pipe.reading.iter().map(|s| s.sent_at).min();
+        let recent = &mut self.pipe.recent;
+        match oldest {
+            None => recent.clear(),
+            // Entries older than every batch still to be processed are no longer needed.
+            Some(oldest) => recent.retain(|_, (o, _)| *o >= oldest),
+        }
+        for k in self.pipe.touched.drain(..) {
+            if oldest.is_some() {
+                note(recent, &k, ord, Recent::Unknown);
             }
         }
-        // Entries older than every batch still to be processed are no longer needed.
-        match self.pipe.reading.iter().map(|s| s.sent_at).min() {
-            None => self.pipe.recent.clear(),
-            Some(oldest) => self.pipe.recent.retain(|_, (o, _)| *o >= oldest),
+        for w in slot.state.pending_writes() {
+            if let WriteOp::SetIf { key, value, .. } = w {
+                // Assumed to apply until acknowledged (undone then if not).
+                note(&mut self.pipe.unconfirmed, key, ord, value.clone());
+            }
+            if oldest.is_none() {
+                continue;
+            }
+            let r = match w {
+                WriteOp::Set { value, .. } => Recent::Value(Some(value.clone())),
+                WriteOp::Del { .. } => Recent::Value(None),
+                WriteOp::SetIf { value, .. } => Recent::Value(value.clone()),
+                // Applied by the tier: its value is known only there.
+                WriteOp::Hash { .. } | WriteOp::Incr { .. } => Recent::Unknown,
+                WriteOp::TimerSet { .. } | WriteOp::TimerCancel { .. } => continue,
+            };
+            note(recent, w.key(), ord, r);
         }
         let has_writes = !slot.state.pending_writes().is_empty();
         let sent = if has_writes {
@@ -546,6 +633,7 @@ impl<D: Device> Runtime<D> {
         }
         self.pipe.expect.clear();
         self.pipe.recent.clear();
+        self.pipe.unconfirmed.clear();
         self.pipe.unflushed = 0;
         while let Some(mut slot) = self.pipe.writing.pop_front() {
             if !slot.acked && fail == FailMode::Closed {
