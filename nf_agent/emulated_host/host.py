@@ -266,11 +266,15 @@ class EmulatedHost:
             snics = [c for c in comps if isinstance(c, Snic)]
 
             def endpoints() -> dict[str, str | None]:
-                # Emulated sNICs: their root-namespace relay; a BlueField: its bridge's own tcp:HOST:PORT.
-                out = {"host": host.endpoint.target()}
+                # Emulated switches: their bridge's passive unix listener, straight (a path reaches into the
+                # switch's namespace; no TCP stack, no relay process per message: bench/RESULTS.md oneswitch).
+                # A BlueField: its bridge's own tcp:HOST:PORT.
+                out = {"host": f"unix:{host.endpoint.unix_socket}"}
                 out.update(
                     {
-                        sn.cfg.id: sn.switch.endpoint.target() if sn.emulated else sn.cfg.openflow
+                        sn.cfg.id: f"unix:{sn.switch.endpoint.unix_socket}"
+                        if sn.emulated
+                        else sn.cfg.openflow
                         for sn in snics
                     }  # type: ignore[union-attr]
                 )

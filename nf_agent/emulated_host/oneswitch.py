@@ -2,7 +2,7 @@
 
 `up()` writes `RUNDIR/NAME/oneswitch/config.json` (dpid from the name, listen/rest on free loopback ports (the
 same ones again when it restarts after a crash), the
-switches' root-namespace OpenFlow endpoints, the PCIe port pairs, the fixed virtual ports of VMs and Ethernet
+switches' OpenFlow endpoints (an emulated bridge's unix listener, a BlueField's TCP address), the PCIe port pairs, the fixed virtual ports of VMs and Ethernet
 ports), starts `java -jar oneswitch/target/oneswitch-0.1.0-all.jar --config F` in its own session (pid and log
 in that directory) and waits until its REST health reports every switch connected. `down()` stops it (by
 pidfile; the host's sweep also finds it by its command line, which names the rundir).
@@ -45,7 +45,8 @@ def jar_missing_reason(jar: Path | None = None) -> str | None:
 def build_config(cfg: HostConfig, switches: dict[str, str], listen: int, rest: int, state_dir: Path) -> dict:
     """OneSwitch's JSON config (oneswitch/README.md) for host `cfg` (pure).
 
-    `switches`: switch id ("host", "snic0", ...) -> its `tcp:HOST:PORT` OpenFlow endpoint. Every sNIC takes
+    `switches`: switch id ("host", "snic0", ...) -> its OpenFlow endpoint, `unix:PATH` (an emulated switch's
+    bridge listener) or `tcp:HOST:PORT` (a BlueField). Every sNIC takes
     part, emulated or BlueField, with the same port numbering: on the host switch sNIC k's PCIe link is port
     1+k; on the sNIC's bridge the PCIe link is port 100 and Ethernet port j is 1+j.
     """
@@ -86,7 +87,9 @@ class OneSwitch:
 
     cfg: HostConfig
     rundir: Path
-    endpoints: object  # callable () -> {switch id: tcp target}, evaluated at up() (switches are up by then)
+    endpoints: (
+        object  # callable () -> {switch id: unix:/tcp: target}, evaluated at up() (switches are up by then)
+    )
     key: str = "oneswitch"
 
     @property
