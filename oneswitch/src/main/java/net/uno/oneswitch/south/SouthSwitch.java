@@ -155,7 +155,7 @@ public final class SouthSwitch {
     group.schedule(this::connect, d, TimeUnit.MILLISECONDS);
   }
 
-  private List<OFMessage> outq = new ArrayList<>();
+  private List<Object> outq = new ArrayList<>(); // OFMessage or OfEncoder.WithXid
 
   /** Messages handed to this connection so far, and the last barrier's count and answer. */
   private long sent;
@@ -165,6 +165,15 @@ public final class SouthSwitch {
 
   /** Queues a message (no reply expected) until {@link #flush}; dropped when not connected. */
   public synchronized void send(OFMessage m) {
+    queue(m);
+  }
+
+  /** As {@link #send(OFMessage)}, the message going out with transaction id {@code xid}. */
+  public synchronized void send(OFMessage m, long xid) {
+    queue(new OfEncoder.WithXid(m, xid));
+  }
+
+  private void queue(Object m) {
     if (channel != null && ready) {
       outq.add(m);
       sent++;
@@ -174,7 +183,7 @@ public final class SouthSwitch {
   /** Writes the queued messages in one event-loop task (order kept), then {@code extra}. */
   private synchronized void drain(OFMessage extra) {
     Channel c = channel;
-    List<OFMessage> batch = outq;
+    List<Object> batch = outq;
     outq = new ArrayList<>();
     if (c == null) {
       return;
@@ -188,7 +197,7 @@ public final class SouthSwitch {
     c.eventLoop()
         .execute(
             () -> {
-              for (OFMessage m : batch) {
+              for (Object m : batch) {
                 c.write(m, c.voidPromise());
               }
               c.flush();
