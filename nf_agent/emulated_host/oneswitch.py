@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from host_datapath.of_endpoint import OpenFlowTcpEndpoint
 from host_datapath.oneswitch_client import OneSwitchClient, OneSwitchError
 from host_datapath.sysutil import DatapathError, kill_and_wait, pid_alive, read_pidfile, wait_for
 from nf_agent.emulated_host import naming as nm
@@ -26,7 +28,24 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 JAR = Path(
     os.environ.get("UNO_ONESWITCH_JAR") or REPO_ROOT / "oneswitch" / "target" / "oneswitch-0.1.0-all.jar"
 )
-JVM_OPTS = ["-Xms32m", "-Xmx512m", "-XX:+UseSerialGC"]  # 2 cores shared by many: small heap, no GC threads
+
+
+def south_target(mode: str | None) -> Callable[[OpenFlowTcpEndpoint], str | None]:
+    """How OneSwitch reaches an emulated bridge (env UNO_ONESWITCH_SOUTH): `unix` (default) its punix listener
+    `unix:PATH`; `tcp` the socat relay in front of it, `tcp:127.0.0.1:PORT` (as before unix endpoints: to run
+    an older jar, e.g. for an A/B benchmark)."""
+    if mode in (None, "", "unix"):
+        return lambda ep: f"unix:{ep.unix_socket}"
+    if mode == "tcp":
+        return lambda ep: ep.target()
+    raise DatapathError(f"UNO_ONESWITCH_SOUTH={mode!r}: expected unix or tcp")
+
+
+# 2 cores shared by many: serial GC (no GC threads). A 64 MB young generation: with -Xms32m (a ~10 MB one) an
+# install of thousands of rules spent more CPU in young and full collections than in translating (13-15 vs
+# 2-3 us per flow-mod, bench/RESULTS.md oneswitch). Compiler threads kept (not started and ended on demand), so
+# their CPU stays visible per thread in /proc (the bench's warm-up watches the JIT).
+JVM_OPTS = ["-Xms128m", "-Xmn64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:-UseDynamicNumberOfCompilerThreads"]
 START_TIMEOUT = 90.0  # JVM start + handshakes with every switch, on a loaded 2-core machine
 
 
