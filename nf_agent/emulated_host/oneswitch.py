@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,7 +46,14 @@ def south_target(mode: str | None) -> Callable[[OpenFlowTcpEndpoint], str | None
 # install of thousands of rules spent more CPU in young and full collections than in translating (13-15 vs
 # 2-3 us per flow-mod, bench/RESULTS.md oneswitch). Compiler threads kept (not started and ended on demand), so
 # their CPU stays visible per thread in /proc (the bench's warm-up watches the JIT).
-JVM_OPTS = ["-Xms128m", "-Xmn64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:-UseDynamicNumberOfCompilerThreads"]
+# UNO_ONESWITCH_JVM_OPTS (shell words) replaces them, e.g. to run an A/B benchmark with the earlier options.
+JVM_OPTS = shlex.split(os.environ.get("UNO_ONESWITCH_JVM_OPTS", "")) or [
+    "-Xms128m",
+    "-Xmn64m",
+    "-Xmx512m",
+    "-XX:+UseSerialGC",
+    "-XX:-UseDynamicNumberOfCompilerThreads",
+]
 START_TIMEOUT = 90.0  # JVM start + handshakes with every switch, on a loaded 2-core machine
 
 
