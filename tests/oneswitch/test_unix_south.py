@@ -7,33 +7,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 
-from host_datapath.sysutil import pid_alive, wait_for
+from host_datapath.sysutil import pid_alive, run, wait_for
 
 from .conftest import ONESWITCH, bring_up, teardown
 
 pytestmark = ONESWITCH
 
 
-def dump(target: str) -> str:
-    return subprocess.run(
-        ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "dump-flows", target],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-
-
-def add_flow(listen: str, flow: str) -> None:
-    subprocess.run(
-        ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "add-flow", listen, flow],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
+def ofctl(*args: str) -> str:
+    return run(["ovs-ofctl", "-O", "OpenFlow13", "--no-names", *args], timeout=60)
 
 
 def test_switches_over_unix_sockets_and_a_restarted_vswitchd_is_reconciled():
@@ -48,8 +31,8 @@ def test_switches_over_unix_sockets_and_a_restarted_vswitchd_is_reconciled():
         client = host.oneswitch().client(timeout=30)
         listen = status["oneswitch"]["listen"]
         # vport 1 is snic0's Ethernet port 0 (physical 1), vport 100 the first VM on the host switch.
-        add_flow(listen, "table=0,priority=77,in_port=1,ip,nw_dst=10.7.7.7,actions=output:100")
-        wait_for(lambda: "nw_dst=10.7.7.7" in dump(snic["openflow"]), 10, "the rule on snic0")
+        ofctl("add-flow", listen, "table=0,priority=77,in_port=1,ip,nw_dst=10.7.7.7,actions=output:100")
+        wait_for(lambda: "nw_dst=10.7.7.7" in ofctl("dump-flows", snic["openflow"]), 10, "the rule on snic0")
 
         old = snic["pids"]["ovs-vswitchd"]
         os.kill(old, signal.SIGKILL)
@@ -62,8 +45,12 @@ def test_switches_over_unix_sockets_and_a_restarted_vswitchd_is_reconciled():
             for s in sw.values():
                 s.close()
         wait_for(lambda: client.health().all_connected(), 30, "OneSwitch to reconnect over the unix socket")
-        wait_for(lambda: "nw_dst=10.7.7.7" in dump(snic["openflow"]), 30, "the rule reinstalled (reconcile)")
-        add_flow(listen, "table=0,priority=78,in_port=1,ip,nw_dst=10.7.7.8,actions=output:100")
-        assert "nw_dst=10.7.7.8" in dump(snic["openflow"])  # add-flow waited for the barrier
+        wait_for(
+            lambda: "nw_dst=10.7.7.7" in ofctl("dump-flows", snic["openflow"]),
+            30,
+            "the rule reinstalled (reconcile)",
+        )
+        ofctl("add-flow", listen, "table=0,priority=78,in_port=1,ip,nw_dst=10.7.7.8,actions=output:100")
+        assert "nw_dst=10.7.7.8" in ofctl("dump-flows", snic["openflow"])  # add-flow waited for the barrier
     finally:
         teardown(host)

@@ -66,6 +66,9 @@ public final class Main {
     } catch (ConfigError e) {
       fail("config: " + e.getMessage());
       return;
+    } catch (IllegalArgumentException | IllegalStateException e) {
+      fail(e.getMessage()); // a bad or unusable -Doneswitch.transport
+      return;
     }
     if (logFile != null) {
       logToFile(logFile);

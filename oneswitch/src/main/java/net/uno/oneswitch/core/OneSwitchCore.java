@@ -124,8 +124,8 @@ public final class OneSwitchCore implements SouthListener {
   private PortMap dispatchPorts;
   private Map<Long, Integer> dispatchTags = Map.of();
   private long dispatchGeneration = -1;
-  private Set<String> live = Set.of();
-  private long liveMask = -1;
+  private Set<String> liveSwitchSet = Set.of();
+  private long liveSwitchMask = -1;
   private final Map<VirtualRule.Key, Map.Entry<VirtualRule, String>> saveCache = new HashMap<>();
   private final PhysicalState phys = new PhysicalState();
   private final Map<VirtualRule.Key, long[]> retiredCounters = new HashMap<>();
@@ -509,17 +509,17 @@ public final class OneSwitchCore implements SouthListener {
       }
       i++;
     }
-    if (mask != liveMask || south.size() > 63) {
+    if (mask != liveSwitchMask || south.size() > 63) {
       Set<String> out = new LinkedHashSet<>();
       for (SouthSwitch s : south.values()) {
         if (s.isReady()) {
           out.add(s.id());
         }
       }
-      live = Collections.unmodifiableSet(out);
-      liveMask = mask;
+      liveSwitchSet = Collections.unmodifiableSet(out);
+      liveSwitchMask = mask;
     }
-    return live;
+    return liveSwitchSet;
   }
 
   private CompletableFuture<Void> apply(

@@ -1,5 +1,6 @@
 package net.uno.oneswitch.it;
 
+import static net.uno.oneswitch.it.Wait.waitFor;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -10,7 +11,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import net.uno.oneswitch.Main;
 import net.uno.oneswitch.config.Config;
 import net.uno.oneswitch.config.ConfigError;
@@ -83,16 +83,6 @@ class UnixSouthTest {
           .get(10, TimeUnit.SECONDS);
     } catch (Exception e) {
       throw new RuntimeException(e);
-    }
-  }
-
-  private static void waitFor(BooleanSupplier c) throws InterruptedException {
-    long end = System.currentTimeMillis() + 20000;
-    while (!c.getAsBoolean()) {
-      if (System.currentTimeMillis() > end) {
-        throw new AssertionError("condition not reached in 20 s");
-      }
-      Thread.sleep(20);
     }
   }
 
