@@ -44,3 +44,40 @@ def print_machine() -> None:
 def final_json(figures: dict) -> None:
     """The last line of every benchmark's output: one JSON object of its figures."""
     print(json.dumps(figures, sort_keys=True), flush=True)
+
+
+def tree_cpu_seconds(roots: list[int]) -> float:
+    """CPU seconds of the processes and all their descendants (socat forks a child per connection), with the
+    time of children they already reaped."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    stat: dict[int, list[str]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parent[int(d.name)], stat[int(d.name)] = int(fields[1]), fields
+    want = {p for p in roots if p in stat}
+    grew = True
+    while grew:
+        new = {p for p, pp in parent.items() if pp in want and p not in want}
+        want |= new
+        grew = bool(new)
+    return sum(sum(int(stat[p][i]) for i in (11, 12, 13, 14)) for p in want) / tick
+
+
+def thread_cpu_seconds(pid: int, name: str) -> float:
+    """CPU seconds (utime + stime) of the threads of process `pid` named `name` (their `comm`); 0 if gone."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            if (task / "comm").read_text().strip() == name:
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError):
+            continue
+    return total / tick

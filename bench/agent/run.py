@@ -41,7 +41,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from bench.common import final_json, median, print_machine
+from bench.common import final_json, median, print_machine, tree_cpu_seconds
 from nf_agent.demo.chain import Chain, steering_rules
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.config import UNITS_PER_CORE, parse_config
@@ -100,29 +100,6 @@ def chain_rules(listen: str, vports_vm_first: list[int]) -> None:
 
 def instance(rundir: Path, nf: str) -> dict:
     return json.loads((rundir / "agent" / "state.json").read_text())["nfs"][nf]["instances"][0]
-
-
-def tree_cpu_seconds(roots: list[int]) -> float:
-    """CPU seconds of the processes and all their descendants (socat forks a child per connection), with the
-    time of children they already reaped."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parent: dict[int, int] = {}
-    stat: dict[int, list[str]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        parent[int(d.name)], stat[int(d.name)] = int(fields[1]), fields
-    want = {p for p in roots if p in stat}
-    grew = True
-    while grew:
-        new = {p for p, pp in parent.items() if pp in want and p not in want}
-        want |= new
-        grew = bool(new)
-    return sum(sum(int(stat[p][i]) for i in (11, 12, 13, 14)) for p in want) / tick
 
 
 def inst_roots(rundir: Path, nf: str) -> list[int]:

@@ -1,17 +1,20 @@
 """OneSwitch: rule install rate vs plain OVS, physical/virtual rule ratio, remap time.
 
-One emulated host (2 VMs, two sNICs with one Ethernet port each, unshaped PCIe) with OneSwitch, NF ports on
-the host (vport 200), snic0 (201) and snic1 (202), plus a spare port on snic0 for remaps; and, for (a), a plain
-OVS bridge (own instance) reached the same way OneSwitch reaches its switches (TCP relay to its controller
-socket).
+One emulated host (2 VMs, two sNICs with one Ethernet port each, unshaped PCIe) with OneSwitch (it reaches each
+switch over the bridge's unix socket), NF ports on the host (vport 200), snic0 (201) and snic1 (202), plus a
+spare port on snic0 for remaps; and, for (a), a plain OVS bridge (own instance, the same kind as the host's).
 
-(a) rules/s: `ovs-ofctl -O OpenFlow13 add-flows TARGET FILE` of N rules to OneSwitch vs the same N rules to
-    the plain OVS, alternating, medians: rate_ratio = OneSwitch / OVS. NOTE: ovs-ofctl (3.1) sends a BARRIER
-    after EVERY flow-mod and waits for its reply (checked on the wire), so this is a flow-mod + barrier round
-    trip rate; OneSwitch's virtual barrier needs a physical barrier round trip (through the same relay as the
-    plain OVS) before it can answer, so it is latency-bound.
+(a) rules/s: `ovs-ofctl -O OpenFlow13 add-flows TARGET FILE` of N rules, side by side (bench/oneswitch/rate.py):
+    `oneswitch` (its TCP listener) and the plain OVS reached straight: `ovs` (its unix listener, the shortest
+    path), `ovs_tcp` (TCP, the client in the bridge's namespace: the transport the controller uses to OneSwitch)
+    and `ovs_relay` (through a socat TCP relay: one zero-logic forwarder hop). Every side is warmed up first
+    (JIT), then the repeats rotate the order; medians. rate_ratio = OneSwitch / `ovs`; rate_ratio_tcp and
+    rate_ratio_relay against the other two. NOTE: ovs-ofctl (3.1) sends a BARRIER after EVERY flow-mod and waits
+    for its reply (checked on the wire), so this is a flow-mod + barrier round-trip rate; OneSwitch's virtual
+    barrier needs a physical barrier round trip before it can answer, so it is latency-bound. Each run also
+    takes the CPU per rule of every process on the path (`cpu_us_per_rule`).
 (a2) pipelined: a raw OF1.3 client sends the same N FLOW_MODs back to back, then ONE barrier, timed to its
-    reply (no error allowed, all N installed): rate_ratio_pipelined = OneSwitch / OVS (throughput).
+    reply (no error allowed, all N installed): rate_ratio_pipelined = OneSwitch / `ovs` (throughput).
 (b) 3,024 random OF1.3 virtual rules (tests/oneswitch/rulegen.py, 3 tables, one ALL group, 7 vports on 3
     switches): phys_virt_ratio = physical flows on all three switches (dump-flows, everything OneSwitch
     installed) / accepted virtual rules; also the ratio without OneSwitch's fixed rules (those present with no
@@ -27,8 +30,6 @@ socket).
 from __future__ import annotations
 
 import argparse
-import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,127 +37,28 @@ import uuid
 from pathlib import Path
 
 from bench.common import final_json, median, print_machine
-from host_datapath.sysutil import DatapathError
+from bench.oneswitch.rate import (
+    VPORTS,
+    Side,
+    bench_rate,
+    bench_rate_pipelined,
+    count_flows,
+    ofctl,
+    warm_up,
+)
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.config import parse_config
 from nf_agent.emulated_host.host import EmulatedHost
 from tests.oneswitch import rulegen
 from tests.oneswitch.refswitch import RefSwitch
 
-VPORTS = [1, 9, 100, 101, 200, 201, 202]
 SPARE = 201  # physical port on snic0 where vport 200 moves
-
-
-def ofctl(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run(
-        ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if check and r.returncode != 0:
-        raise DatapathError(f"ovs-ofctl {' '.join(args[:2])}: {r.stderr.strip()[:500]}")
-    return r
-
-
-def count_flows(target: str) -> int:
-    return sum(1 for line in ofctl("dump-flows", target).stdout.splitlines() if "actions=" in line)
-
-
-def timed_add_flows(target: str, path: Path) -> float:
-    t0 = time.perf_counter()
-    ofctl("add-flows", target, str(path))
-    return time.perf_counter() - t0
-
-
-def rate_rules(n: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return [
-        f"table=0,priority={1000 + i},in_port={rng.choice(VPORTS)},ip,nw_dst=10.{(i >> 8) & 255}.{i & 255}.1,"
-        f"actions=output:{rng.choice(VPORTS)}"
-        for i in range(n)
-    ]
-
-
-def bench_rate(listen: str, direct: str, n: int, repeats: int, workdir: Path) -> dict:
-    path = workdir / "rate.flows"
-    path.write_text("\n".join(rate_rules(n, 7)) + "\n")
-    return _alternating_rates("(a)", listen, direct, n, repeats, lambda target: timed_add_flows(target, path))
-
-
-def _alternating_rates(label: str, listen: str, direct: str, n: int, repeats: int, install) -> dict:
-    """Rules/s of `install(target)` (seconds for n rules) on OneSwitch and plain OVS, alternating which goes
-    first, medians per side."""
-    rates: dict[str, list[float]] = {"oneswitch": [], "ovs": []}
-    for rep in range(repeats):
-        order = [("oneswitch", listen), ("ovs", direct)]
-        if rep % 2:
-            order.reverse()
-        for key, target in order:
-            ofctl("del-flows", target)
-            secs = install(target)
-            assert count_flows(target) == n, f"{key}: not all {n} rules installed"
-            rates[key].append(n / secs)
-            print(
-                f"  {label} {key}: {n} rules in {secs:.3f} s = {n / secs:.0f} rules/s",
-                file=sys.stderr,
-                flush=True,
-            )
-        ofctl("del-flows", listen)
-    return {k: median(v) for k, v in rates.items()}
-
-
-def rate_flow_mods(n: int, seed: int) -> list[bytes]:
-    """The rules of rate_rules(n, seed) as OF1.3 FLOW_MOD ADDs (xids 1..n), for the pipelined run."""
-    import struct
-
-    from tests.oneswitch import ofraw
-
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        in_port, out_port = rng.choice(VPORTS), rng.choice(VPORTS)
-        fixed = struct.pack(
-            "!QQBBHHHIIIH2x", 0, 0, 0, 0, 0, 0, 1000 + i, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0
-        )
-        oxms = struct.pack("!II", 0x80000004, in_port) + struct.pack("!IH", 0x80000A02, 0x0800)
-        oxms += struct.pack("!I4B", 0x80001804, 10, (i >> 8) & 255, i & 255, 1)
-        match = struct.pack("!HH", 1, 4 + len(oxms)) + oxms
-        match += b"\0" * (-len(match) % 8)
-        action = struct.pack("!HHIH6x", 0, 16, out_port, 0xFFFF)
-        instr = struct.pack("!HH4x", 4, 8 + len(action)) + action
-        body = fixed + match + instr
-        out.append(ofraw.header(ofraw.FLOW_MOD, 8 + len(body), i + 1) + body)
-    return out
-
-
-def timed_pipelined(target: str, msgs: list[bytes]) -> float:
-    """Every flow-mod back to back, then ONE barrier; seconds until its reply (no error allowed)."""
-    from tests.oneswitch import ofraw
-
-    c = ofraw.Conn(int(target.rsplit(":", 1)[1]), timeout=60)
-    try:
-        c.hello()
-        t0 = time.perf_counter()
-        c.send(b"".join(msgs))
-        c.send(ofraw.msg(ofraw.BARRIER_REQUEST, xid=0xFFFFFF))
-        got = c.until(0xFFFFFF, ofraw.BARRIER_REPLY, timeout=300)
-        secs = time.perf_counter() - t0
-    finally:
-        c.close()
-    assert got and got[-1].type == ofraw.BARRIER_REPLY, "no barrier reply"
-    errors = [r for r in got if r.type == ofraw.ERROR]
-    assert not errors, f"{len(errors)} errors, first {errors[0]}"
-    return secs
-
-
-def bench_rate_pipelined(listen: str, direct: str, n: int, repeats: int) -> dict:
-    """(a2) as (a) but pipelined: a controller that sends all flow-mods, then one barrier."""
-    msgs = rate_flow_mods(n, 7)
-    return _alternating_rates(
-        "(a2)", listen, direct, n, repeats, lambda target: timed_pipelined(target, msgs)
-    )
+REF_TCP_PORT = 6653  # the plain OVS's ptcp listener, inside its own network namespace
+JIT = "C2 CompilerThre"  # the JVM's optimising compiler thread (comm is cut at 15 chars): warm = near 0
+# Unmeasured runs per side (least, most): until OneSwitch's JIT compiler is nearly idle (Side.warm). First the
+# pipelined flow-mod + barrier pairs (fast), then a few of each measured kind.
+WARM_UP = (5, 60)
+WARMUPS = (2, 6)
 
 
 def install_chunked(listen: str, rules: rulegen.RuleSet, workdir: Path) -> tuple[int, list[str]]:
@@ -269,11 +171,48 @@ def bench_remap(client, listen: str, sizes: list[int], repeats: int, workdir: Pa
     return out
 
 
+def rate_sides(status: dict, ref: RefSwitch) -> list[Side]:
+    """OneSwitch and the plain OVS straight (unix, TCP in its namespace, through a socat relay), with the
+    processes on each path."""
+    oneswitch_pid = status["oneswitch"]["pid"]
+    switches = [status["host"], *status["snics"]]
+    ref_vswitchd = ref.sw.ovs.pids()["ovs-vswitchd"]
+    ref.sw.driver.set_controller([f"ptcp:{REF_TCP_PORT}:127.0.0.1"])  # passive: no flush, listeners kept
+    direct = {"vswitchd": [ref_vswitchd]}
+    return [
+        Side(
+            "oneswitch",
+            status["oneswitch"]["listen"],
+            procs={
+                "oneswitch": [oneswitch_pid],
+                **{f"vswitchd_{sw.get('id', 'host')}": [sw["pids"]["ovs-vswitchd"]] for sw in switches},
+                # The socat relays: on the path only with UNO_ONESWITCH_SOUTH=tcp (an old jar's A/B).
+                "relays": [sw["openflow_relay_pid"] for sw in switches if sw.get("openflow_relay_pid")],
+            },
+            threads={"oneswitch_core": (oneswitch_pid, "oneswitch-core")},
+            jit=(oneswitch_pid, JIT),
+        ),
+        Side("ovs", f"unix:{ref.sw.endpoint.unix_socket}", procs=direct),
+        Side("ovs_tcp", f"tcp:127.0.0.1:{REF_TCP_PORT}", netns=ref.sw.netns, procs=direct),
+        Side("ovs_relay", ref.sw.endpoint.target(), procs={**direct, "relay": [ref.sw.endpoint.pid()]}),
+    ]
+
+
+def report(label: str, res: dict[str, dict]) -> dict[str, float]:
+    """Prints one line per side and the ratios; returns OneSwitch / each OVS side."""
+    for key, r in res.items():
+        cpu = ", ".join(f"{k} {v:g}" for k, v in r["cpu_us"].items())
+        print(f"    {label} {key:9s} {r['rps']:8.0f} rules/s (median); CPU us/rule (all repeats): {cpu}")
+    ratios = {key: res["oneswitch"]["rps"] / r["rps"] for key, r in res.items() if key != "oneswitch"}
+    print(f"    {label} OneSwitch / " + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items()), flush=True)
+    return ratios
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer rules and repeats (about a minute)")
     args = ap.parse_args()
-    n_rate, repeats = (2000, 3) if args.quick else (5000, 5)
+    n_rate, repeats = (2000, 5) if args.quick else (5000, 7)
     n_ratio = 3024
     sizes = [10, 100] if args.quick else [1, 10, 100, 1000]
     print_machine()
@@ -302,22 +241,18 @@ def main() -> int:
         client.map_port(202, "snic1", nm.NF_PORT_BASE)
         listen = status["oneswitch"]["listen"]
         physical = {"host": status["host"]["openflow"], **{s["id"]: s["openflow"] for s in status["snics"]}}
-        direct = ref.sw.endpoint.target()
+        sides = rate_sides(status, ref)
 
-        print(f"(a) install rate, {n_rate} rules, {repeats} repeats each, alternating", flush=True)
-        rate = bench_rate(listen, direct, n_rate, repeats, workdir)
-        rate_ratio = rate["oneswitch"] / rate["ovs"]
-        print(
-            f"    OneSwitch {rate['oneswitch']:.0f} rules/s, OVS {rate['ovs']:.0f} rules/s: ratio {rate_ratio:.3f}"
-        )
+        runs = warm_up(sides, n_rate, WARM_UP)
+        print(f"warm-up: {n_rate} flow-mod + barrier pairs pipelined, runs per side {runs}", flush=True)
+        print(f"(a) install rate, {n_rate} rules, {repeats} repeats each, rotating", flush=True)
+        rate = bench_rate(sides, n_rate, repeats, WARMUPS, workdir)
+        rate_ratios = report("(a)", rate)
         print(
             f"(a2) pipelined install, {n_rate} flow-mods then one barrier, {repeats} repeats each", flush=True
         )
-        piped = bench_rate_pipelined(listen, direct, n_rate, repeats)
-        piped_ratio = piped["oneswitch"] / piped["ovs"]
-        print(
-            f"    OneSwitch {piped['oneswitch']:.0f} rules/s, OVS {piped['ovs']:.0f} rules/s: ratio {piped_ratio:.3f}"
-        )
+        piped = bench_rate_pipelined(sides, n_rate, repeats, WARMUPS)
+        piped_ratios = report("(a2)", piped)
         print(f"(b) {n_ratio} random virtual rules over host + 2 sNICs", flush=True)
         ratio = bench_ratio(listen, physical, n_ratio, workdir)
         print(f"    {ratio}")
@@ -330,13 +265,17 @@ def main() -> int:
             )
         final_json(
             {
-                "rate_ratio": round(rate_ratio, 3),
-                "rate_oneswitch_rps": round(rate["oneswitch"]),
-                "rate_ovs_rps": round(rate["ovs"]),
+                "rate_ratio": round(rate_ratios["ovs"], 3),
+                "rate_ratio_tcp": round(rate_ratios["ovs_tcp"], 3),
+                "rate_ratio_relay": round(rate_ratios["ovs_relay"], 3),
+                "rate_oneswitch_rps": round(rate["oneswitch"]["rps"]),
+                "rate_ovs_rps": round(rate["ovs"]["rps"]),
                 "rate_rules": n_rate,
-                "rate_ratio_pipelined": round(piped_ratio, 3),
-                "rate_oneswitch_pipelined_rps": round(piped["oneswitch"]),
-                "rate_ovs_pipelined_rps": round(piped["ovs"]),
+                "rate_ratio_pipelined": round(piped_ratios["ovs"], 3),
+                "rate_oneswitch_pipelined_rps": round(piped["oneswitch"]["rps"]),
+                "rate_ovs_pipelined_rps": round(piped["ovs"]["rps"]),
+                "cpu_us_per_rule": {key: r["cpu_us"] for key, r in rate.items()},
+                "cpu_us_per_rule_pipelined": {key: r["cpu_us"] for key, r in piped.items()},
                 "phys_virt_ratio": ratio["phys_virt_ratio"],
                 "phys_virt_ratio_without_fixed": ratio["phys_virt_ratio_without_fixed"],
                 "virtual_rules": ratio["virtual_dumped"],

@@ -36,7 +36,7 @@ from host_datapath.sysutil import (
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.config import HostConfig, quota_cores
 from nf_agent.emulated_host.naming import MAX_UNIX_PATH
-from nf_agent.emulated_host.oneswitch import OneSwitch
+from nf_agent.emulated_host.oneswitch import OneSwitch, south_target
 from snic_datapath.bluefield import BlueFieldSnic
 from snic_datapath.cgroup import CpuCgroup
 from snic_datapath.emulated import EmulatedSnic
@@ -283,14 +283,13 @@ class EmulatedHost:
             snics = [c for c in comps if isinstance(c, Snic)]
 
             def endpoints() -> dict[str, str | None]:
-                # Emulated sNICs: their root-namespace relay; a BlueField: its bridge's own tcp:HOST:PORT.
-                out = {"host": host.endpoint.target()}
-                out.update(
-                    {
-                        sn.cfg.id: sn.switch.endpoint.target() if sn.emulated else sn.cfg.openflow
-                        for sn in snics
-                    }  # type: ignore[union-attr]
-                )
+                # Emulated switches: their bridge's passive unix listener, straight (a path reaches into the
+                # switch's namespace; no TCP stack, no relay process per message: bench/RESULTS.md oneswitch),
+                # or its socat TCP relay with UNO_ONESWITCH_SOUTH=tcp. A BlueField: its bridge's tcp:HOST:PORT.
+                local = south_target(os.environ.get("UNO_ONESWITCH_SOUTH"))
+                out = {"host": local(host.endpoint)}
+                for sn in snics:
+                    out[sn.cfg.id] = local(sn.switch.endpoint) if sn.emulated else sn.cfg.openflow  # type: ignore[union-attr]
                 return out
 
             comps.append(OneSwitch(self.config, self.rundir / "oneswitch", endpoints))

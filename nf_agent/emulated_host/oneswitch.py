@@ -2,7 +2,7 @@
 
 `up()` writes `RUNDIR/NAME/oneswitch/config.json` (dpid from the name, listen/rest on free loopback ports (the
 same ones again when it restarts after a crash), the
-switches' root-namespace OpenFlow endpoints, the PCIe port pairs, the fixed virtual ports of VMs and Ethernet
+switches' OpenFlow endpoints (an emulated bridge's unix listener, a BlueField's TCP address), the PCIe port pairs, the fixed virtual ports of VMs and Ethernet
 ports), starts `java -jar oneswitch/target/oneswitch-0.1.0-all.jar --config F` in its own session (pid and log
 in that directory) and waits until its REST health reports every switch connected. `down()` stops it (by
 pidfile; the host's sweep also finds it by its command line, which names the rundir).
@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from host_datapath.of_endpoint import OpenFlowTcpEndpoint
 from host_datapath.oneswitch_client import OneSwitchClient, OneSwitchError
 from host_datapath.sysutil import DatapathError, kill_and_wait, pid_alive, read_pidfile, wait_for
 from nf_agent.emulated_host import naming as nm
@@ -26,7 +29,31 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 JAR = Path(
     os.environ.get("UNO_ONESWITCH_JAR") or REPO_ROOT / "oneswitch" / "target" / "oneswitch-0.1.0-all.jar"
 )
-JVM_OPTS = ["-Xms32m", "-Xmx512m", "-XX:+UseSerialGC"]  # 2 cores shared by many: small heap, no GC threads
+
+
+def south_target(mode: str | None) -> Callable[[OpenFlowTcpEndpoint], str | None]:
+    """How OneSwitch reaches an emulated bridge (env UNO_ONESWITCH_SOUTH): `unix` (default) its punix listener
+    `unix:PATH`; `tcp` the socat relay in front of it, `tcp:127.0.0.1:PORT` (as before unix endpoints: to run
+    an older jar, e.g. for an A/B benchmark)."""
+    if mode in (None, "", "unix"):
+        return lambda ep: f"unix:{ep.unix_socket}"
+    if mode == "tcp":
+        return lambda ep: ep.target()
+    raise DatapathError(f"UNO_ONESWITCH_SOUTH={mode!r}: expected unix or tcp")
+
+
+# 2 cores shared by many: serial GC (no GC threads). A 64 MB young generation: with -Xms32m (a ~10 MB one) an
+# install of thousands of rules spent more CPU in young and full collections than in translating (13-15 vs
+# 2-3 us per flow-mod, bench/RESULTS.md oneswitch). Compiler threads kept (not started and ended on demand), so
+# their CPU stays visible per thread in /proc (the bench's warm-up watches the JIT).
+# UNO_ONESWITCH_JVM_OPTS (shell words) replaces them, e.g. to run an A/B benchmark with the earlier options.
+JVM_OPTS = shlex.split(os.environ.get("UNO_ONESWITCH_JVM_OPTS", "")) or [
+    "-Xms128m",
+    "-Xmn64m",
+    "-Xmx512m",
+    "-XX:+UseSerialGC",
+    "-XX:-UseDynamicNumberOfCompilerThreads",
+]
 START_TIMEOUT = 90.0  # JVM start + handshakes with every switch, on a loaded 2-core machine
 
 
@@ -45,7 +72,8 @@ def jar_missing_reason(jar: Path | None = None) -> str | None:
 def build_config(cfg: HostConfig, switches: dict[str, str], listen: int, rest: int, state_dir: Path) -> dict:
     """OneSwitch's JSON config (oneswitch/README.md) for host `cfg` (pure).
 
-    `switches`: switch id ("host", "snic0", ...) -> its `tcp:HOST:PORT` OpenFlow endpoint. Every sNIC takes
+    `switches`: switch id ("host", "snic0", ...) -> its OpenFlow endpoint, `unix:PATH` (an emulated switch's
+    bridge listener) or `tcp:HOST:PORT` (a BlueField). Every sNIC takes
     part, emulated or BlueField, with the same port numbering: on the host switch sNIC k's PCIe link is port
     1+k; on the sNIC's bridge the PCIe link is port 100 and Ethernet port j is 1+j.
     """
@@ -86,7 +114,9 @@ class OneSwitch:
 
     cfg: HostConfig
     rundir: Path
-    endpoints: object  # callable () -> {switch id: tcp target}, evaluated at up() (switches are up by then)
+    endpoints: (
+        object  # callable () -> {switch id: unix:/tcp: target}, evaluated at up() (switches are up by then)
+    )
     key: str = "oneswitch"
 
     @property

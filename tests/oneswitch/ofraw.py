@@ -48,10 +48,11 @@ class Reply:
 
 
 class Conn:
-    """One TCP connection to a switch's OpenFlow listener, as a controller."""
+    """One connection to a switch's OpenFlow listener, as a controller: TCP to 127.0.0.1:`port`, or `sock`
+    already connected (e.g. a unix socket)."""
 
-    def __init__(self, port: int, timeout: float = 10.0):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port: int = 0, timeout: float = 10.0, sock: socket.socket | None = None):
+        self.sock = sock or socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.buf = b""
         self.closed = False
 

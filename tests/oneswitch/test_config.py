@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from nf_agent.emulated_host import naming as nm
@@ -125,3 +127,18 @@ def test_generated_config_gives_a_bluefield_snic_to_oneswitch_like_an_emulated_o
         (10, "snic1", 2),
         (100, "host", 100),
     ]
+
+
+def test_oneswitch_reaches_an_emulated_bridge_by_its_unix_listener_or_its_relay(tmp_path):
+    from host_datapath.of_endpoint import OpenFlowTcpEndpoint
+    from host_datapath.sysutil import DatapathError
+    from nf_agent.emulated_host.oneswitch import south_target
+
+    ep = OpenFlowTcpEndpoint(tmp_path, "h1-hbr")
+    for mode in (None, "", "unix"):
+        assert south_target(mode)(ep) == f"unix:{tmp_path}/h1-hbr.ctl"
+    (tmp_path / "of-relay.port").write_text("4321")
+    (tmp_path / "of-relay.pid").write_text(str(os.getpid()))  # a live pid: the relay "runs"
+    assert south_target("tcp")(ep) == "tcp:127.0.0.1:4321"
+    with pytest.raises(DatapathError, match="UNO_ONESWITCH_SOUTH='udp'"):
+        south_target("udp")

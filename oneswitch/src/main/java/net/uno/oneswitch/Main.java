@@ -4,7 +4,6 @@ import ch.qos.logback.classic.LoggerContext;
 import ch.qos.logback.classic.encoder.PatternLayoutEncoder;
 import ch.qos.logback.core.FileAppender;
 import io.netty.channel.EventLoopGroup;
-import io.netty.channel.nio.NioEventLoopGroup;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -15,6 +14,7 @@ import net.uno.oneswitch.config.ConfigError;
 import net.uno.oneswitch.core.Metrics;
 import net.uno.oneswitch.core.OneSwitchCore;
 import net.uno.oneswitch.core.Persistence;
+import net.uno.oneswitch.io.Transport;
 import net.uno.oneswitch.model.Topology;
 import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.north.NorthServer;
@@ -62,8 +62,12 @@ public final class Main {
     Config cfg;
     try {
       cfg = Config.load(Path.of(config));
+      transportFor(cfg);
     } catch (ConfigError e) {
       fail("config: " + e.getMessage());
+      return;
+    } catch (IllegalArgumentException | IllegalStateException e) {
+      fail(e.getMessage()); // a bad or unusable -Doneswitch.transport
       return;
     }
     if (logFile != null) {
@@ -99,9 +103,25 @@ public final class Main {
     root.addAppender(fa);
   }
 
+  /**
+   * The I/O transport for {@code cfg} ({@link Transport#detect}); a switch it cannot reach is a
+   * config error naming that switch.
+   */
+  static Transport transportFor(Config cfg) throws ConfigError {
+    Transport t = Transport.detect();
+    for (int i = 0; i < cfg.switches().size(); i++) {
+      String why = t.unsupported(cfg.switches().get(i).openflow());
+      if (why != null) {
+        throw new ConfigError("switches[" + i + "].openflow", why);
+      }
+    }
+    return t;
+  }
+
   /** Starts everything; returns once listening (threads keep the JVM alive). */
   public static Running run(Config cfg) throws Exception {
     Logger log = LoggerFactory.getLogger(Main.class);
+    Transport transport = transportFor(cfg);
     Files.createDirectories(cfg.stateDir());
     List<Topology.Pcie> links = new ArrayList<>();
     cfg.pcie().forEach(p -> links.add(new Topology.Pcie(p.snic(), p.hostPort(), p.snicPort())));
@@ -113,7 +133,7 @@ public final class Main {
     // hand-off (each a wake-up on a loaded machine; they dominated a flow-mod + barrier round
     // trip).
     EventLoopGroup group =
-        new NioEventLoopGroup(
+        transport.group(
             1,
             r -> {
               Thread t = new io.netty.util.concurrent.FastThreadLocalThread(r, "oneswitch-core");
@@ -144,9 +164,9 @@ public final class Main {
             })
         .get();
     for (Config.SwitchCfg s : cfg.switches()) {
-      core.addSouth(new SouthSwitch(s.id(), s.openflow(), group, core));
+      core.addSouth(new SouthSwitch(s.id(), s.openflow(), transport, group, core));
     }
-    NorthServer north = new NorthServer(core, cfg.dpid(), group);
+    NorthServer north = new NorthServer(core, cfg.dpid(), transport, group);
     int ofPort = north.listen(cfg.listen());
     Files.writeString(
         cfg.stateDir().resolve("listen"), "tcp:" + cfg.listen().host() + ":" + ofPort + "\n");
@@ -157,10 +177,11 @@ public final class Main {
     core.south().values().forEach(SouthSwitch::start);
     north.connect(cfg.controllers());
     log.info(
-        "OneSwitch dpid {} up: {} virtual tables, switches {}",
+        "OneSwitch dpid {} up: {} virtual tables, switches {}, {} transport",
         String.format("%016x", cfg.dpid()),
         core.virtualTables(),
-        ids);
+        ids,
+        transport.name().toLowerCase(java.util.Locale.ROOT));
     Running r = new Running(core, north, rest, group, exec, ofPort, restPort);
     Runtime.getRuntime()
         .addShutdownHook(

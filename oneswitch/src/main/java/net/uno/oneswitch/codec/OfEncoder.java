@@ -5,10 +5,27 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.MessageToByteEncoder;
 import org.projectfloodlight.openflow.protocol.OFMessage;
 
-/** Writes openflowj messages. */
-public final class OfEncoder extends MessageToByteEncoder<OFMessage> {
+/** Writes openflowj messages, and {@link WithXid}s. */
+public final class OfEncoder extends MessageToByteEncoder<Object> {
+  /**
+   * {@code msg} under transaction id {@code xid}, written into its encoded header: one message
+   * planned once goes out with the xid of its connection, without a copy of the message per send.
+   */
+  public record WithXid(OFMessage msg, long xid) {}
+
   @Override
-  protected void encode(ChannelHandlerContext ctx, OFMessage msg, ByteBuf out) {
-    msg.writeTo(out);
+  public boolean acceptOutboundMessage(Object msg) {
+    return msg instanceof OFMessage || msg instanceof WithXid;
+  }
+
+  @Override
+  protected void encode(ChannelHandlerContext ctx, Object msg, ByteBuf out) {
+    if (msg instanceof WithXid w) {
+      int start = out.writerIndex();
+      w.msg().writeTo(out);
+      out.setInt(start + 4, (int) w.xid()); // OpenFlow header: version, type, length, xid
+    } else {
+      ((OFMessage) msg).writeTo(out);
+    }
   }
 }

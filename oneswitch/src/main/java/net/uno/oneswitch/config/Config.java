@@ -27,7 +27,7 @@ public record Config(
     Carrier.Mode carrier) {
 
   /** One physical switch OneSwitch connects to as its controller. */
-  public record SwitchCfg(String id, Endpoint openflow) {}
+  public record SwitchCfg(String id, SwitchTarget openflow) {}
 
   /** The PCIe link of one sNIC: port on the host switch and port on the sNIC switch. */
   public record PcieCfg(String snic, int hostPort, int snicPort) {}
@@ -140,9 +140,9 @@ public record Config(
       if (!ids.add(id)) {
         throw new ConfigError(f + ".id", "duplicate switch id " + id);
       }
-      Endpoint ep =
-          Endpoint.parseActive(f + ".openflow", str(n, f + ".openflow", "openflow", true));
-      switches.add(new SwitchCfg(id, ep));
+      SwitchTarget target =
+          SwitchTarget.parse(f + ".openflow", str(n, f + ".openflow", "openflow", true));
+      switches.add(new SwitchCfg(id, target));
     }
     List<PcieCfg> pcie = new ArrayList<>();
     JsonNode pc = root.get("pcie");

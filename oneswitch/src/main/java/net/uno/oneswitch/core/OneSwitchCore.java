@@ -1,6 +1,7 @@
 package net.uno.oneswitch.core;
 
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -122,6 +123,9 @@ public final class OneSwitchCore implements SouthListener {
   private final Set<PhysRule.Key> dispatchKeys = new HashSet<>();
   private PortMap dispatchPorts;
   private Map<Long, Integer> dispatchTags = Map.of();
+  private long dispatchGeneration = -1;
+  private Set<String> liveSwitchSet = Set.of();
+  private long liveSwitchMask = -1;
   private final Map<VirtualRule.Key, Map.Entry<VirtualRule, String>> saveCache = new HashMap<>();
   private final PhysicalState phys = new PhysicalState();
   private final Map<VirtualRule.Key, long[]> retiredCounters = new HashMap<>();
@@ -404,6 +408,11 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   private void refreshDispatch(Set<PhysRule.Key> dirty) {
+    long gen = tags.generation();
+    if (ports == dispatchPorts && gen == dispatchGeneration) {
+      return; // no tag came or went since the last look (most flow-mods): no copy of the tags
+    }
+    dispatchGeneration = gen;
     Map<Long, Integer> live = tags.live();
     if (ports == dispatchPorts && live.equals(dispatchTags)) {
       return; // same port map and tags: same dispatch rules
@@ -490,10 +499,27 @@ public final class OneSwitchCore implements SouthListener {
     }
   }
 
+  /** The switches connected now (read-only; rebuilt only when one came or went). */
   private Set<String> liveSwitches() {
-    Set<String> out = new LinkedHashSet<>();
-    south.values().stream().filter(SouthSwitch::isReady).forEach(s -> out.add(s.id()));
-    return out;
+    long mask = 0; // which switches are ready, in order: runs for every flow-mod, allocates nothing
+    int i = 0;
+    for (SouthSwitch s : south.values()) {
+      if (s.isReady()) {
+        mask |= 1L << Math.min(i, 63);
+      }
+      i++;
+    }
+    if (mask != liveSwitchMask || south.size() > 63) {
+      Set<String> out = new LinkedHashSet<>();
+      for (SouthSwitch s : south.values()) {
+        if (s.isReady()) {
+          out.add(s.id());
+        }
+      }
+      liveSwitchSet = Collections.unmodifiableSet(out);
+      liveSwitchMask = mask;
+    }
+    return liveSwitchSet;
   }
 
   private CompletableFuture<Void> apply(
@@ -543,7 +569,7 @@ public final class OneSwitchCore implements SouthListener {
         if (current != null) {
           inflight.computeIfAbsent(op.sw(), k -> new TreeMap<>()).put(xid, current);
         }
-        s.send(op.msg().createBuilder().setXid(xid).build());
+        s.send(op.msg(), xid);
         metrics.physicalFlowMods.incrementAndGet();
       }
     }
@@ -1096,7 +1122,7 @@ public final class OneSwitchCore implements SouthListener {
         (x, e) -> {
           SouthSwitch s = south.get(out.sw());
           if (s != null) {
-            s.send(out.msg().createBuilder().setXid(s.nextXid()).build());
+            s.send(out.msg(), s.nextXid());
             s.flush();
             metrics.packetOuts.incrementAndGet();
           }
@@ -1647,7 +1673,7 @@ public final class OneSwitchCore implements SouthListener {
                 }
               }
               for (long c : stale) {
-                sw.send(PhysicalState.flowDelete(c).createBuilder().setXid(sw.nextXid()).build());
+                sw.send(PhysicalState.flowDelete(c), sw.nextXid());
               }
               sw.flush();
               LOG.info(

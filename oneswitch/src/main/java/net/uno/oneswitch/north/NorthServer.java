@@ -7,8 +7,6 @@ import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
-import io.netty.channel.socket.nio.NioServerSocketChannel;
-import io.netty.channel.socket.nio.NioSocketChannel;
 import io.netty.handler.timeout.IdleStateHandler;
 import java.net.InetSocketAddress;
 import java.util.List;
@@ -19,6 +17,7 @@ import net.uno.oneswitch.codec.OfEncoder;
 import net.uno.oneswitch.codec.OfFrameDecoder;
 import net.uno.oneswitch.config.Endpoint;
 import net.uno.oneswitch.core.OneSwitchCore;
+import net.uno.oneswitch.io.Transport;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -27,15 +26,18 @@ public final class NorthServer {
   private static final Logger LOG = LoggerFactory.getLogger(NorthServer.class);
   private final OneSwitchCore core;
   private final long dpid;
+  private final Transport transport;
   private final EventLoopGroup group;
   private final Map<Endpoint, NorthHandler> active = new ConcurrentHashMap<>();
   private final Map<Endpoint, Long> backoff = new ConcurrentHashMap<>();
   private Channel server;
   private volatile boolean stopped;
 
-  public NorthServer(OneSwitchCore core, long dpid, EventLoopGroup group) {
+  /** {@code group}: an event loop group of {@code transport}. */
+  public NorthServer(OneSwitchCore core, long dpid, Transport transport, EventLoopGroup group) {
     this.core = core;
     this.dpid = dpid;
+    this.transport = transport;
     this.group = group;
   }
 
@@ -61,7 +63,7 @@ public final class NorthServer {
     server =
         new ServerBootstrap()
             .group(group)
-            .channel(NioServerSocketChannel.class)
+            .channel(transport.serverChannel())
             .childOption(ChannelOption.TCP_NODELAY, true)
             .childHandler(init(null))
             .bind(ep.host(), ep.port())
@@ -83,7 +85,7 @@ public final class NorthServer {
     }
     new Bootstrap()
         .group(group)
-        .channel(NioSocketChannel.class)
+        .channel(transport.tcpChannel())
         .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, 3000)
         .option(ChannelOption.TCP_NODELAY, true)
         .handler(init(ep))

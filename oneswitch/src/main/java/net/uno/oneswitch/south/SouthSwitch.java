@@ -1,14 +1,11 @@
 package net.uno.oneswitch.south;
 
-import io.netty.bootstrap.Bootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.SimpleChannelInboundHandler;
-import io.netty.channel.socket.SocketChannel;
-import io.netty.channel.socket.nio.NioSocketChannel;
 import io.netty.handler.timeout.IdleStateEvent;
 import io.netty.handler.timeout.IdleStateHandler;
 import java.util.ArrayList;
@@ -21,7 +18,8 @@ import java.util.concurrent.atomic.AtomicLong;
 import net.uno.oneswitch.codec.Inbound;
 import net.uno.oneswitch.codec.OfEncoder;
 import net.uno.oneswitch.codec.OfFrameDecoder;
-import net.uno.oneswitch.config.Endpoint;
+import net.uno.oneswitch.config.SwitchTarget;
+import net.uno.oneswitch.io.Transport;
 import org.projectfloodlight.openflow.protocol.OFBarrierReply;
 import org.projectfloodlight.openflow.protocol.OFEchoReply;
 import org.projectfloodlight.openflow.protocol.OFEchoRequest;
@@ -54,7 +52,8 @@ public final class SouthSwitch {
   static final OFFactory F = OFFactories.getFactory(OFVersion.OF_13);
 
   private final String id;
-  private final Endpoint ep;
+  private final SwitchTarget ep;
+  private final Transport transport;
   private final EventLoopGroup group;
   private final SouthListener listener;
   private final AtomicLong xids = new AtomicLong(0x10000);
@@ -72,9 +71,16 @@ public final class SouthSwitch {
     final List<OFMessage> parts = new ArrayList<>();
   }
 
-  public SouthSwitch(String id, Endpoint ep, EventLoopGroup group, SouthListener listener) {
+  /** {@code group}: an event loop group of {@code transport}. */
+  public SouthSwitch(
+      String id,
+      SwitchTarget ep,
+      Transport transport,
+      EventLoopGroup group,
+      SouthListener listener) {
     this.id = id;
     this.ep = ep;
+    this.transport = transport;
     this.group = group;
     this.listener = listener;
   }
@@ -115,16 +121,14 @@ public final class SouthSwitch {
     if (stopped) {
       return;
     }
-    Bootstrap b =
-        new Bootstrap()
-            .group(group)
-            .channel(NioSocketChannel.class)
+    var b =
+        transport
+            .client(group, ep)
             .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, 3000)
-            .option(ChannelOption.TCP_NODELAY, true)
             .handler(
-                new ChannelInitializer<SocketChannel>() {
+                new ChannelInitializer<Channel>() {
                   @Override
-                  protected void initChannel(SocketChannel ch) {
+                  protected void initChannel(Channel ch) {
                     ch.pipeline()
                         .addLast(new IdleStateHandler(15, 5, 0))
                         .addLast(new OfFrameDecoder())
@@ -132,7 +136,7 @@ public final class SouthSwitch {
                         .addLast(new Handler());
                   }
                 });
-    b.connect(ep.host(), ep.port())
+    Transport.connect(b, ep)
         .addListener(
             f -> {
               if (!f.isSuccess()) {
@@ -151,7 +155,7 @@ public final class SouthSwitch {
     group.schedule(this::connect, d, TimeUnit.MILLISECONDS);
   }
 
-  private List<OFMessage> outq = new ArrayList<>();
+  private List<Object> outq = new ArrayList<>(); // OFMessage or OfEncoder.WithXid
 
   /** Messages handed to this connection so far, and the last barrier's count and answer. */
   private long sent;
@@ -161,6 +165,15 @@ public final class SouthSwitch {
 
   /** Queues a message (no reply expected) until {@link #flush}; dropped when not connected. */
   public synchronized void send(OFMessage m) {
+    queue(m);
+  }
+
+  /** As {@link #send(OFMessage)}, the message going out with transaction id {@code xid}. */
+  public synchronized void send(OFMessage m, long xid) {
+    queue(new OfEncoder.WithXid(m, xid));
+  }
+
+  private void queue(Object m) {
     if (channel != null && ready) {
       outq.add(m);
       sent++;
@@ -170,7 +183,7 @@ public final class SouthSwitch {
   /** Writes the queued messages in one event-loop task (order kept), then {@code extra}. */
   private synchronized void drain(OFMessage extra) {
     Channel c = channel;
-    List<OFMessage> batch = outq;
+    List<Object> batch = outq;
     outq = new ArrayList<>();
     if (c == null) {
       return;
@@ -184,7 +197,7 @@ public final class SouthSwitch {
     c.eventLoop()
         .execute(
             () -> {
-              for (OFMessage m : batch) {
+              for (Object m : batch) {
                 c.write(m, c.voidPromise());
               }
               c.flush();

@@ -44,6 +44,11 @@ public final class CarrierTags {
     return of(key).refs(key);
   }
 
+  /** Grows whenever {@link #live} may have changed (see {@link TagAllocator#generation}). */
+  public long generation() {
+    return vlan.generation() + mpls.generation();
+  }
+
   /** Live ids of both carriers: key -> id. */
   public Map<Long, Integer> live() {
     Map<Long, Integer> out = new TreeMap<>(vlan.live());

@@ -1,8 +1,10 @@
 package net.uno.oneswitch.translate;
 
+import com.google.common.collect.MapMaker;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.ConcurrentMap;
 import org.projectfloodlight.openflow.protocol.OFFactories;
 import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.OFMatchV3;
@@ -22,20 +24,40 @@ public final class MatchUtil {
 
   public static List<OFOxm<?>> oxms(Match m) {
     List<OFOxm<?>> out = new ArrayList<>();
-    if (m instanceof OFMatchV3 v3) {
-      v3.getOxmList().forEach(out::add);
-    }
+    each(m).forEach(out::add);
     return out;
+  }
+
+  /** The match's OXMs, read in place (no copy: lookups run several times per flow-mod). */
+  private static Iterable<OFOxm<?>> each(Match m) {
+    return m instanceof OFMatchV3 v3 ? v3.getOxmList() : List.of();
   }
 
   public static Match of(List<OFOxm<?>> oxms) {
     return F.buildMatchV3().setOxmList(OFOxmList.ofList(oxms)).build();
   }
 
+  /**
+   * Keys of live matches, by identity, weakly held (gone with their match). The same rule's match
+   * is keyed again and again: adding, replacing, deleting, re-translating (building the key was a
+   * fifth of OneSwitch's allocation per flow-mod). Matches are immutable: the same object, the same
+   * key.
+   */
+  private static final ConcurrentMap<Match, String> KEYS = new MapMaker().weakKeys().makeMap();
+
   /** A canonical text key of a match (order-independent). */
   public static String key(Match m) {
+    String k = KEYS.get(m);
+    if (k == null) {
+      k = computeKey(m);
+      KEYS.put(m, k);
+    }
+    return k;
+  }
+
+  private static String computeKey(Match m) {
     List<String> parts = new ArrayList<>();
-    for (OFOxm<?> o : oxms(m)) {
+    for (OFOxm<?> o : each(m)) {
       parts.add(
           o.getMatchField().getName()
               + "="
@@ -47,7 +69,7 @@ public final class MatchUtil {
   }
 
   public static Optional<OFOxm<?>> find(Match m, MatchField<?> f) {
-    for (OFOxm<?> o : oxms(m)) {
+    for (OFOxm<?> o : each(m)) {
       if (o.getMatchField().id == f.id) {
         return Optional.of(o);
       }
@@ -64,7 +86,7 @@ public final class MatchUtil {
   public static Match withInPort(Match m, OFPort port) {
     List<OFOxm<?>> out = new ArrayList<>();
     boolean done = false;
-    for (OFOxm<?> o : oxms(m)) {
+    for (OFOxm<?> o : each(m)) {
       if (o.getMatchField().id == MatchField.IN_PHY_PORT.id) {
         continue;
       }
@@ -94,7 +116,7 @@ public final class MatchUtil {
    */
   @SuppressWarnings({"rawtypes", "unchecked"})
   public static boolean isSubset(Match rule, Match filter) {
-    for (OFOxm<?> fo : oxms(filter)) {
+    for (OFOxm<?> fo : each(filter)) {
       Optional<OFOxm<?>> ro = find(rule, fo.getMatchField());
       if (ro.isEmpty()) {
         return false;
@@ -125,7 +147,7 @@ public final class MatchUtil {
   /** True if some packet can match both {@code a} and {@code b}. */
   @SuppressWarnings({"rawtypes"})
   public static boolean overlaps(Match a, Match b) {
-    for (OFOxm<?> ao : oxms(a)) {
+    for (OFOxm<?> ao : each(a)) {
       Optional<OFOxm<?>> bo = find(b, ao.getMatchField());
       if (bo.isEmpty()) {
         continue;

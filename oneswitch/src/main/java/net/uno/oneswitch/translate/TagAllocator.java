@@ -19,6 +19,7 @@ public final class TagAllocator {
   private final Map<Long, Integer> refs = new HashMap<>();
   private final TreeSet<Integer> free = new TreeSet<>();
   private int next;
+  private long generation;
 
   /** VLAN carrier: ids 1..4094. */
   public static TagAllocator vlan() {
@@ -44,6 +45,7 @@ public final class TagAllocator {
             OFFlowModFailedCode.TABLE_FULL, "flow-id tags exhausted (" + (max - min + 1) + ")");
       }
       tagOf.put(key, t);
+      generation++;
     }
     refs.merge(key, 1, Integer::sum);
     return t;
@@ -58,6 +60,7 @@ public final class TagAllocator {
     if (r == 1) {
       refs.remove(key);
       free.add(tagOf.remove(key));
+      generation++;
     } else {
       refs.put(key, r - 1);
     }
@@ -70,6 +73,11 @@ public final class TagAllocator {
 
   public int refs(long key) {
     return refs.getOrDefault(key, 0);
+  }
+
+  /** Grows whenever a key gets an id or loses it: {@link #live} can differ only if this moved. */
+  public long generation() {
+    return generation;
   }
 
   /** Live ids: key -> id, ascending by key. */

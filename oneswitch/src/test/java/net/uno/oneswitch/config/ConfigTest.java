@@ -33,6 +33,32 @@ class ConfigTest {
     }
   }
 
+  @Test
+  void switchesAreReachedOverTcpOrUnixSockets() throws ConfigError {
+    Config c = Config.parse(OK.replace("tcp:127.0.0.1:41235", "unix:/run/uno/h/snic0/br.ctl"));
+    assertEquals(
+        new SwitchTarget.Tcp(new Endpoint("127.0.0.1", 41234)), c.switches().get(0).openflow());
+    assertEquals(
+        new SwitchTarget.Unix(java.nio.file.Path.of("/run/uno/h/snic0/br.ctl")),
+        c.switches().get(1).openflow());
+    assertEquals("unix:/run/uno/h/snic0/br.ctl", c.switches().get(1).openflow().toString());
+    String longest = "/" + "x".repeat(SwitchTarget.MAX_UNIX_PATH_BYTES - 1);
+    Config.parse(OK.replace("tcp:127.0.0.1:41235", "unix:" + longest));
+    for (String bad :
+        new String[] {
+          "unix:",
+          "unix:relative/br.ctl",
+          "unix:" + longest + "y",
+          "unix:/run/a\\u0000b",
+          "punix:/run/br.ctl",
+          "udp:127.0.0.1:1",
+          "127.0.0.1:41235",
+          "tcp:127.0.0.1:0"
+        }) {
+      bad("switches[1].openflow", "tcp:127.0.0.1:41235", bad);
+    }
+  }
+
   private static void bad(String field, String from, String to) {
     ConfigError e = assertThrows(ConfigError.class, () -> Config.parse(OK.replace(from, to)));
     assertEquals(field, e.field(), e.getMessage());

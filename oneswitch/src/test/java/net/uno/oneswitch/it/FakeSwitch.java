@@ -2,12 +2,16 @@ package net.uno.oneswitch.it;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
-import java.io.DataInputStream;
 import java.io.IOException;
-import java.io.OutputStream;
 import java.net.InetAddress;
-import java.net.ServerSocket;
-import java.net.Socket;
+import java.net.InetSocketAddress;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -30,13 +34,14 @@ import org.projectfloodlight.openflow.types.OFPort;
 import org.projectfloodlight.openflow.types.U64;
 
 /**
- * A small fake OpenFlow 1.3 physical switch for tests: a passive listener that answers the
- * handshake, keeps a flow table by cookie, answers flow/group-desc stats and barriers (which a test
- * can hold back), and logs every message it receives.
+ * A small fake OpenFlow 1.3 physical switch for tests: a passive listener (TCP on loopback, or a
+ * unix socket) that answers the handshake, keeps a flow table by cookie, answers flow/group-desc
+ * stats and barriers (which a test can hold back), and logs every message it receives.
  */
 final class FakeSwitch implements AutoCloseable {
   static final OFFactory F = OFFactories.getFactory(OFVersion.OF_13);
-  private final ServerSocket server;
+  private final ServerSocketChannel server;
+  private final Path unixPath;
   private final long dpid;
   private final List<Integer> ports;
   final List<OFMessage> log = new ArrayList<>();
@@ -46,7 +51,7 @@ final class FakeSwitch implements AutoCloseable {
       java.util.Collections.synchronizedList(new ArrayList<>());
 
   final Map<Long, OFFlowMod> flows = new ConcurrentHashMap<>();
-  private volatile Socket sock;
+  private volatile SocketChannel sock;
   private volatile CountDownLatch barrierGate;
 
   /** FLOW_MODs this switch refuses with BAD_ACTION/BAD_TAG (as OVS does a third VLAN header). */
@@ -56,7 +61,19 @@ final class FakeSwitch implements AutoCloseable {
   private final Thread acceptor;
 
   FakeSwitch(long dpid, List<Integer> ports) throws IOException {
-    this.server = new ServerSocket(0, 5, InetAddress.getLoopbackAddress());
+    this(dpid, ports, null);
+  }
+
+  /** {@code unixPath}: listen on that unix socket (created now), else on a loopback TCP port. */
+  FakeSwitch(long dpid, List<Integer> ports, Path unixPath) throws IOException {
+    this.unixPath = unixPath;
+    if (unixPath == null) {
+      server = ServerSocketChannel.open();
+      server.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 5);
+    } else {
+      server = ServerSocketChannel.open(StandardProtocolFamily.UNIX);
+      server.bind(UnixDomainSocketAddress.of(unixPath), 5);
+    }
     this.dpid = dpid;
     this.ports = ports;
     acceptor = new Thread(this::acceptLoop, "fake-switch-" + dpid);
@@ -64,8 +81,8 @@ final class FakeSwitch implements AutoCloseable {
     acceptor.start();
   }
 
-  int port() {
-    return server.getLocalPort();
+  int port() throws IOException {
+    return ((InetSocketAddress) server.getLocalAddress()).getPort();
   }
 
   int connections() {
@@ -90,16 +107,16 @@ final class FakeSwitch implements AutoCloseable {
 
   /** Drops the current connection (OneSwitch should reconnect). */
   void disconnect() throws IOException {
-    Socket s = sock;
+    SocketChannel s = sock;
     if (s != null) {
       s.close();
     }
   }
 
   private void acceptLoop() {
-    while (!server.isClosed()) {
+    while (server.isOpen()) {
       try {
-        Socket s = server.accept();
+        SocketChannel s = server.accept();
         sock = s;
         connections++;
         Thread t = new Thread(() -> serve(s), "fake-conn");
@@ -111,28 +128,35 @@ final class FakeSwitch implements AutoCloseable {
     }
   }
 
-  private synchronized void write(Socket s, OFMessage m) throws IOException {
+  // Channel read and write take separate locks, so a barrier released from another thread can be
+  // written while the serving thread blocks in a read (the Channels streams share one lock).
+  private synchronized void write(SocketChannel s, OFMessage m) throws IOException {
     ByteBuf b = Unpooled.buffer();
     m.writeTo(b);
-    byte[] out = new byte[b.readableBytes()];
-    b.readBytes(out);
-    OutputStream os = s.getOutputStream();
-    os.write(out);
-    os.flush();
+    ByteBuffer out = b.nioBuffer();
+    while (out.hasRemaining()) {
+      s.write(out);
+    }
   }
 
-  private void serve(Socket s) {
+  private static void readFully(SocketChannel s, ByteBuffer into) throws IOException {
+    while (into.hasRemaining()) {
+      if (s.read(into) < 0) {
+        throw new IOException("closed");
+      }
+    }
+  }
+
+  private void serve(SocketChannel s) {
     try {
-      DataInputStream in = new DataInputStream(s.getInputStream());
       write(s, F.buildHello().setXid(1).build());
       while (true) {
-        byte[] hdr = new byte[8];
-        in.readFully(hdr);
-        int len = ((hdr[2] & 0xff) << 8) | (hdr[3] & 0xff);
-        byte[] all = new byte[len];
-        System.arraycopy(hdr, 0, all, 0, 8);
-        in.readFully(all, 8, len - 8);
-        OFMessage m = OFFactories.getGenericReader().readFrom(Unpooled.wrappedBuffer(all));
+        ByteBuffer hdr = ByteBuffer.allocate(8);
+        readFully(s, hdr);
+        int len = hdr.getShort(2) & 0xffff;
+        ByteBuffer all = ByteBuffer.allocate(len).put(hdr.flip());
+        readFully(s, all);
+        OFMessage m = OFFactories.getGenericReader().readFrom(Unpooled.wrappedBuffer(all.flip()));
         synchronized (this) {
           log.add(m);
         }
@@ -144,7 +168,7 @@ final class FakeSwitch implements AutoCloseable {
     }
   }
 
-  private void handle(Socket s, OFMessage m) throws Exception {
+  private void handle(SocketChannel s, OFMessage m) throws Exception {
     switch (m.getType()) {
       case FEATURES_REQUEST ->
           write(
@@ -277,5 +301,8 @@ final class FakeSwitch implements AutoCloseable {
   public void close() throws IOException {
     server.close();
     disconnect();
+    if (unixPath != null) {
+      Files.deleteIfExists(unixPath);
+    }
   }
 }

@@ -1,5 +1,6 @@
 package net.uno.oneswitch.it;
 
+import static net.uno.oneswitch.it.Wait.waitFor;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -14,7 +15,6 @@ import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import net.uno.oneswitch.Main;
 import net.uno.oneswitch.config.Config;
 import net.uno.oneswitch.core.OneSwitchCore;
@@ -92,16 +92,6 @@ class OneSwitchTest {
       return os.core().exec().submit(c).get(10, TimeUnit.SECONDS);
     } catch (Exception e) {
       throw new RuntimeException(e);
-    }
-  }
-
-  private static void waitFor(BooleanSupplier c) throws InterruptedException {
-    long end = System.currentTimeMillis() + 20000;
-    while (!c.getAsBoolean()) {
-      if (System.currentTimeMillis() > end) {
-        throw new AssertionError("condition not reached in 20 s");
-      }
-      Thread.sleep(20);
     }
   }
 

@@ -43,4 +43,25 @@ class TagAllocatorTest {
     }
     assertThrows(OfError.class, () -> a.acquire(5000));
   }
+
+  @Test
+  void generationMovesExactlyWhenTheLiveIdsChange() throws OfError {
+    CarrierTags tags = new CarrierTags();
+    long g = tags.generation();
+    tags.acquire(Translator.tagKey(200, 0));
+    assertTrue(tags.generation() != g, "a new id");
+    g = tags.generation();
+    java.util.Map<Long, Integer> live = tags.live();
+    tags.acquire(Translator.tagKey(200, 0)); // one more reference: same ids
+    tags.release(Translator.tagKey(200, 0));
+    assertEquals(g, tags.generation());
+    assertEquals(live, tags.live());
+    long label = Carrier.mplsKey(201, 0x0800);
+    tags.acquire(label);
+    assertTrue(tags.generation() != g, "a new label");
+    g = tags.generation();
+    tags.release(label);
+    assertTrue(tags.generation() != g, "a freed label");
+    assertEquals(live, tags.live());
+  }
 }
