@@ -181,6 +181,14 @@ public final class RestServer {
         long drain = drainMs(b);
         return change(() -> core.remapPort(vport, sw, port, drain));
       }
+      if (parts.length == 5 && parts[4].equals("prepare")) {
+        only(m, "POST");
+        JsonNode b = body(ex, Set.of("switch", "port", "ms"));
+        String sw = str(b, "switch", true);
+        int port = portField(b);
+        long ms = prepareMs(b);
+        return prepared(vport, sw, port, () -> core.preparePort(vport, sw, port, ms));
+      }
       if (parts.length == 5 && parts[4].equals("instances")) {
         only(m, "PUT");
         JsonNode b = body(ex, Set.of("instances", "drain_ms"));
@@ -264,6 +272,22 @@ public final class RestServer {
     return v.asLong();
   }
 
+  /** How long a prepared port waits for its remap when not given. */
+  static final long DEFAULT_PREPARE_MS = 10_000;
+
+  /** The optional {@code ms} field of a prepare: 1..60000, default {@link #DEFAULT_PREPARE_MS}. */
+  private static long prepareMs(JsonNode b) throws HttpError {
+    JsonNode v = b.get("ms");
+    if (v == null || v.isNull()) {
+      return DEFAULT_PREPARE_MS;
+    }
+    if (!v.isIntegralNumber() || v.asLong() < 1 || v.asLong() > OneSwitchCore.MAX_DRAIN_MS) {
+      throw new HttpError(
+          400, "ms", "must be an integer 1.." + OneSwitchCore.MAX_DRAIN_MS + " (ms)");
+    }
+    return v.asLong();
+  }
+
   private static int portField(JsonNode b) throws HttpError {
     return portField(b, "port", "port");
   }
@@ -333,7 +357,16 @@ public final class RestServer {
     b.put("instances", locs(pc.to()));
     b.put("rules", pc.rules());
     b.put("ms", pc.durationMs());
+    timing(b, pc);
     return new Reply(pc.status(), b, null);
+  }
+
+  /** Where the change's time went ({@link OneSwitchCore.PortChange#trace}): plan_ms and phases. */
+  private static void timing(Map<String, Object> b, OneSwitchCore.PortChange pc) {
+    if (pc.trace() != null) {
+      b.put("plan_ms", pc.trace().planMs());
+      b.put("phases", pc.trace().phaseMaps());
+    }
   }
 
   private <T> T onCore(Supplier<T> s) throws Exception {
@@ -357,6 +390,29 @@ public final class RestServer {
     b.put("to", pc.to() == null ? null : loc(pc.to()));
     b.put("rules", pc.rules());
     b.put("duration_ms", pc.durationMs());
+    timing(b, pc);
+    return new Reply(pc.status(), b, null);
+  }
+
+  /** Runs a prepare: {"vport", "switch", "port", "until_ms", "rules", "duration_ms"}. */
+  private Reply prepared(int vport, String sw, int port, PortOp op) throws Exception {
+    OneSwitchCore.PortChange pc = await(op);
+    Map<String, Object> b = new LinkedHashMap<>();
+    b.put("vport", Integer.toUnsignedLong(vport));
+    b.put("switch", sw);
+    b.put("port", Integer.toUnsignedLong(port));
+    Long until =
+        onCore(
+            () ->
+                core.ports().drainsOf(vport).stream()
+                    .filter(d -> d.loc().sw().equals(sw) && d.loc().port() == port)
+                    .map(Drain::untilMs)
+                    .findFirst()
+                    .orElse(null));
+    b.put("until_ms", until);
+    b.put("rules", pc.rules());
+    b.put("duration_ms", pc.durationMs());
+    timing(b, pc);
     return new Reply(pc.status(), b, null);
   }
 
@@ -449,14 +505,16 @@ public final class RestServer {
       m.put("name", v.name());
       m.put("instances", locs(v));
       List<Map<String, Object>> dr = new ArrayList<>();
+      List<Map<String, Object>> prep = new ArrayList<>();
       for (Drain d : core.ports().drainsOf(v.vport())) {
         Map<String, Object> e = new LinkedHashMap<>();
         e.put("switch", d.loc().sw());
         e.put("port", Integer.toUnsignedLong(d.loc().port()));
         e.put("until_ms", d.untilMs());
-        dr.add(e);
+        (d.prepared() ? prep : dr).add(e);
       }
       m.put("draining", dr);
+      m.put("prepared", prep);
       out.add(m);
     }
     return out;

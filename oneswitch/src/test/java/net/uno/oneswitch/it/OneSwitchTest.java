@@ -12,6 +12,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
@@ -375,14 +376,28 @@ class OneSwitchTest {
                               + e.getValue().getClass().getSimpleName().replace("OFFlow", ""))
                   .toList());
       for (long sw : List.of(0xaL, 0xbL)) {
-        // Each switch answered a barrier after its own phase messages, before the next phase.
+        // A switch sent new rules answered a barrier after them, before any re-pointing; EVERY
+        // switch answered a fresh barrier after the re-pointing, before the break (the round trip
+        // that also lets frames still crossing PCIe under the old rules arrive).
+        int swAdd = lastOf(seq, sw, OFFlowAdd.class);
         assertTrue(
-            barrierBetween(seq, sw, lastOf(seq, sw, OFFlowAdd.class), firstMod),
+            swAdd < 0 || barrierBetween(seq, sw, swAdd, firstMod),
             "barrier on switch " + sw + " between make and modify");
+        int swMod = lastOf(seq, sw, OFFlowModifyStrict.class);
         assertTrue(
-            barrierBetween(seq, sw, lastOf(seq, sw, OFFlowModifyStrict.class), firstDel),
+            barrierBetween(seq, sw, Math.max(swMod, swAdd), firstDel),
             "barrier on switch " + sw + " between modify and break");
       }
+      // The core saw both switches answer the modify phase's (fresh) barriers.
+      assertEquals(
+          Set.of("host", "snic0"),
+          pc.trace().phases().stream()
+              .filter(p -> p.name().equals("modify"))
+              .findFirst()
+              .orElseThrow()
+              .barrierMs()
+              .keySet(),
+          pc.trace().toString());
       assertTrue(lastOf(seq, 0xbL, OFFlowAdd.class) >= 0, "snic0 got the new rules");
       // Final state: in_port=200 on snic0 outputs locally to port 1; the host holds no V3 rule.
       assertTrue(
@@ -394,6 +409,168 @@ class OneSwitchTest {
       assertFalse(
           host.flows.values().stream()
               .anyMatch(x -> OFPort.of(101).equals(x.getMatch().get(MatchField.IN_PORT))));
+    }
+  }
+
+  /** The messages the fake switches received since {@code mark}. */
+  private static List<Map.Entry<Long, OFMessage>> since(int mark) {
+    synchronized (FakeSwitch.GLOBAL) {
+      return new ArrayList<>(FakeSwitch.GLOBAL.subList(mark, FakeSwitch.GLOBAL.size()));
+    }
+  }
+
+  private static long count(List<Map.Entry<Long, OFMessage>> seq, long sw, Class<?> type) {
+    return seq.stream().filter(e -> e.getKey() == sw && type.isInstance(e.getValue())).count();
+  }
+
+  /**
+   * Every barrier in {@code seq} confirms something: the switch was sent a message since its
+   * previous barrier (no round trip spent on a switch that has nothing unanswered).
+   */
+  private static void assertBarriersOnlyAfterMessages(List<Map.Entry<Long, OFMessage>> seq) {
+    Map<Long, Boolean> unanswered = new java.util.HashMap<>();
+    for (Map.Entry<Long, OFMessage> e : seq) {
+      if (e.getValue().getType() == OFType.BARRIER_REQUEST) {
+        assertTrue(
+            unanswered.getOrDefault(e.getKey(), false),
+            "barrier on switch " + e.getKey() + " with nothing to confirm: " + names(seq));
+        unanswered.put(e.getKey(), false);
+      } else {
+        unanswered.put(e.getKey(), true);
+      }
+    }
+  }
+
+  private static List<String> names(List<Map.Entry<Long, OFMessage>> seq) {
+    return seq.stream()
+        .map(
+            e ->
+                Long.toHexString(e.getKey())
+                    + ":"
+                    + e.getValue()
+                        .getClass()
+                        .getSimpleName()
+                        .replace("OFFlow", "")
+                        .replace("Ver13", ""))
+        .toList();
+  }
+
+  @Test
+  void remapWithDrainWindowIsTwoRoundsAndBarriersOnlyWhatItSent() throws Exception {
+    try (OfClient c = client()) {
+      c.send(flow(0, 10, 3, out(1))); // in_port=V3 (host:101)
+      c.send(flow(0, 5, 1, out(3))); // snic0 -> V3 (tagged toward the host)
+      barrier(c, 16);
+      int mark = FakeSwitch.GLOBAL.size();
+      OneSwitchCore.PortChange pc =
+          onCore(() -> os.core().remapPort(3, "snic0", 200, 1000)).get(20, TimeUnit.SECONDS);
+      List<Map.Entry<Long, OFMessage>> seq = since(mark);
+      // The old port drains: nothing is deleted, so there is no break phase and no third round.
+      assertEquals(0, seq.stream().filter(e -> e.getValue() instanceof OFFlowDelete).count());
+      assertEquals(
+          List.of("make", "modify"),
+          pc.trace().phases().stream().map(p -> p.name()).toList(),
+          pc.trace().toString());
+      assertBarriersOnlyAfterMessages(seq);
+      int firstMod = -1;
+      for (int i = 0; i < seq.size() && firstMod < 0; i++) {
+        if (seq.get(i).getValue() instanceof OFFlowModifyStrict) {
+          firstMod = i;
+        }
+      }
+      assertTrue(firstMod > 0, names(seq).toString());
+      for (long sw : List.of(0xaL, 0xbL)) {
+        int lastAdd = lastOf(seq, sw, OFFlowAdd.class);
+        assertTrue(
+            lastAdd < 0 || barrierBetween(seq, sw, lastAdd, firstMod),
+            "make confirmed on " + sw + " before any re-pointing: " + names(seq));
+        long msgs = seq.stream().filter(e -> e.getKey() == sw).count();
+        long barriers =
+            seq.stream()
+                .filter(e -> e.getKey() == sw && e.getValue().getType() == OFType.BARRIER_REQUEST)
+                .count();
+        assertTrue(barriers <= 2 && (msgs == 0 || barriers >= 1), names(seq).toString());
+      }
+    }
+  }
+
+  @Test
+  void preparedRemapOnlyRepointsInOneRound() throws Exception {
+    try (OfClient c = client()) {
+      c.send(flow(0, 10, 3, out(1))); // in_port=V3 (host:101)
+      c.send(flow(0, 5, 1, out(3))); // snic0 -> V3 (tagged toward the host)
+      barrier(c, 17);
+      int mark = FakeSwitch.GLOBAL.size();
+      OneSwitchCore.PortChange prep =
+          onCore(() -> os.core().preparePort(3, "snic0", 200, 5000)).get(20, TimeUnit.SECONDS);
+      List<Map.Entry<Long, OFMessage>> pseq = since(mark);
+      assertTrue(count(pseq, 0xbL, OFFlowAdd.class) >= 2, "replica + dispatch: " + names(pseq));
+      assertEquals(
+          0,
+          count(pseq, 0xaL, OFFlowModifyStrict.class)
+              + count(pseq, 0xbL, OFFlowModifyStrict.class));
+      assertEquals(
+          0, count(pseq, 0xaL, OFFlowDelete.class) + count(pseq, 0xbL, OFFlowDelete.class));
+      assertEquals(200, prep.status());
+      assertEquals("host", onCore(() -> os.core().ports().get(3).get().sw()), "not moved yet");
+      java.util.Set<Long> cookies = new java.util.HashSet<>(snic.flows.keySet());
+
+      mark = FakeSwitch.GLOBAL.size();
+      OneSwitchCore.PortChange pc =
+          onCore(() -> os.core().remapPort(3, "snic0", 200, 1000)).get(20, TimeUnit.SECONDS);
+      List<Map.Entry<Long, OFMessage>> seq = since(mark);
+      assertEquals(
+          0,
+          count(seq, 0xaL, OFFlowAdd.class) + count(seq, 0xbL, OFFlowAdd.class),
+          names(seq).toString());
+      assertEquals(0, count(seq, 0xaL, OFFlowDelete.class) + count(seq, 0xbL, OFFlowDelete.class));
+      assertTrue(count(seq, 0xaL, OFFlowModifyStrict.class) >= 1, "the host's sender re-pointed");
+      assertEquals(
+          List.of("modify"),
+          pc.trace().phases().stream().map(p -> p.name()).toList(),
+          pc.trace().toString());
+      assertBarriersOnlyAfterMessages(seq);
+      assertTrue(snic.flows.keySet().containsAll(cookies), "the prepared flows are the final ones");
+      assertEquals("snic0", onCore(() -> os.core().ports().get(3).get().sw()));
+      assertTrue(
+          snic.flows.values().stream()
+              .anyMatch(
+                  x ->
+                      x.getTableId().getValue() == 1
+                          && OFPort.of(200).equals(x.getMatch().get(MatchField.IN_PORT))));
+    }
+  }
+
+  @Test
+  void preparedRemapStillWaitsForEarlierUnansweredMessages() throws Exception {
+    try (OfClient c = client()) {
+      c.send(flow(0, 10, 3, out(1)));
+      c.send(flow(0, 5, 1, out(3)));
+      barrier(c, 18);
+      onCore(() -> os.core().preparePort(3, "snic0", 200, 5000)).get(20, TimeUnit.SECONDS);
+      int mark = FakeSwitch.GLOBAL.size();
+      c.send(flow(0, 6, 1, out(2))); // snic0 -> V2 on the host: no barrier from the controller
+      waitFor(() -> count(since(mark), 0xbL, OFFlowAdd.class) >= 1);
+      onCore(() -> os.core().remapPort(3, "snic0", 200, 1000)).get(20, TimeUnit.SECONDS);
+      List<Map.Entry<Long, OFMessage>> seq = since(mark);
+      int firstMod = -1;
+      for (int i = 0; i < seq.size() && firstMod < 0; i++) {
+        if (seq.get(i).getValue() instanceof OFFlowModifyStrict) {
+          firstMod = i;
+        }
+      }
+      assertTrue(firstMod > 0, names(seq).toString());
+      for (long sw : List.of(0xaL, 0xbL)) {
+        int lastAdd = -1;
+        for (int i = 0; i < firstMod; i++) {
+          if (seq.get(i).getKey() == sw && seq.get(i).getValue() instanceof OFFlowAdd) {
+            lastAdd = i;
+          }
+        }
+        assertTrue(
+            lastAdd < 0 || barrierBetween(seq, sw, lastAdd, firstMod),
+            "the controller's unanswered flow-mod on " + sw + " confirmed first: " + names(seq));
+      }
     }
   }
 
