@@ -40,7 +40,7 @@ from typing import Protocol
 
 from nf_agent.agent.model import Instance, Nf
 
-STEPS = ("start", "ready", "remap", "verify", "drain", "resume", "stop", "release")
+STEPS = ("start", "ready", "prepare", "remap", "verify", "drain", "resume", "stop", "release")
 
 
 class MigrationRuntime(Protocol):
@@ -59,6 +59,10 @@ class BufferingRuntime(MigrationRuntime, Protocol):
 
 class MigrationMapper(Protocol):
     def remap(self, vport: int, switch: str, port: int, drain_ms: int | None = None) -> float: ...
+
+    # Optional (`prepare` step skipped without it): install the vport's rules for the target port ahead, an
+    # ingress-only port for `ms`, so the remap only re-points the senders; returns the time in ms.
+    # def prepare(self, vport: int, switch: str, port: int, ms: int | None = None) -> float: ...
 
 
 class MigrationError(Exception):
@@ -106,6 +110,7 @@ class MigrationResult:
     dst: str
     steps: list[StepEvent] = field(default_factory=list)
     remap_ms: float | None = None
+    prepare_ms: float | None = None  # OneSwitch's time to install the target's rules ahead of the remap
     drained: bool | None = None  # True: quiet within the bound; False: timeout hit
     buffered: bool = False  # the target queued packets until the old instance drained
     replayed: int = 0  # packets the target queued and processed at `resume`
@@ -123,7 +128,8 @@ class MigrationResult:
     def to_json(self) -> dict:
         return {
             "nf": self.nf, "src": self.src, "dst": self.dst, "duration_ms": round(self.duration_ms, 2),
-            "remap_ms": self.remap_ms, "drained": self.drained, "aborted_at": self.aborted_at,
+            "remap_ms": self.remap_ms, "prepare_ms": self.prepare_ms, "drained": self.drained,
+            "aborted_at": self.aborted_at,
             "buffered": self.buffered, "replayed": self.replayed, "buffer_overflow": self.buffer_overflow,
             "cleanup_errors": self.cleanup_errors, "steps": [s.to_json() for s in self.steps],
         }  # fmt: skip
@@ -143,6 +149,11 @@ def _rx(stats: dict | None) -> int | None:
 # ends at the latest after `drain_timeout_s`, then `stop` kills the old instance (its last frames are in
 # the switch well within this margin, also on a loaded machine).
 DRAIN_MARGIN_MS = 2000
+
+
+# How long a prepared target port waits for its remap (OneSwitch `ms`); the remap follows at once, and if it
+# never comes (abort) the ingress-only entry of the stopped target lapses by itself.
+PREPARE_MS = 5000
 
 
 def oneswitch_drain_ms(drain_timeout_s: float) -> int:
@@ -310,6 +321,17 @@ def migrate(
     if not runtime.healthy(target):
         raise abort("ready", t0, f"{target.id} not healthy after start")
     record("ready", True, t0)
+    # prepare: the target's rules go in ahead (OneSwitch: an ingress-only port of the vport, barriered; it
+    # expires by itself if no remap follows), so the remap below only re-points the senders: one barrier
+    # round at the switch-over instead of two
+    prepare = getattr(mapper, "prepare", None)
+    if prepare is not None:
+        t0 = clock()
+        try:
+            res.prepare_ms = prepare(nf.vport, target.switch, target.ofport, ms=PREPARE_MS)
+        except Exception as exc:  # noqa: BLE001 - PortMapError or a transport error: mapping unchanged
+            raise abort("prepare", t0, str(exc)) from None
+        record("prepare", True, t0, f"{target.switch}:{target.ofport}")
     # remap (make-before-break in OneSwitch)
     t0 = clock()
     try:

@@ -60,6 +60,14 @@ class OneSwitchPortMapper:
         except OneSwitchError as exc:
             raise PortMapError(f"remap vport {vport} -> {switch}:{port}: {exc}") from None
 
+    def prepare(self, vport: int, switch: str, port: int, ms: int | None = None) -> float:
+        """Install `vport`'s rules for the coming remap to (switch, port) ahead (an ingress-only port for `ms`);
+        returns OneSwitch's time in ms."""
+        try:
+            return self.client.prepare(vport, switch, port, ms=ms).duration_ms
+        except OneSwitchError as exc:
+            raise PortMapError(f"prepare vport {vport} -> {switch}:{port}: {exc}") from None
+
     def unmap(self, vport: int) -> None:
         try:
             self.client.unmap_port(vport)
