@@ -6,6 +6,8 @@ Steps (each a `StepEvent`, as in migration.protocol):
     start   - start the target in *buffering* mode (`nf --buffer N`): it receives and queues packets, does
               not process them
     ready   - the target answers /health
+    prepare - OneSwitch installs the target's rules ahead (an ingress-only port, barriered; skipped when the
+              mapper cannot), so the remap only re-points the senders
     remap   - OneSwitch moves the vport to the target (make-before-break): new packets queue at the target
     verify  - the target is still alive (else: mapped back, the old instance keeps serving)
     drain   - the old instance finishes the packets already sent to it (rx quiet for `quiet_s`); the export
@@ -41,13 +43,14 @@ from migration.protocol import (
     StepEvent,
     map_back,
     oneswitch_drain_ms,
+    prepare_step,
     step_recorder,
     stop_all,
     wait_drained,
 )
 from nf_agent.agent.model import Instance, Nf
 
-STEPS = ("start", "ready", "remap", "verify", "drain", "export", "import", "stop", "release")
+STEPS = ("start", "ready", "prepare", "remap", "verify", "drain", "export", "import", "stop", "release")
 
 
 class LocalStateRuntime(Protocol):
@@ -138,6 +141,7 @@ def migrate_local(
     if not runtime.healthy(target):
         raise abort("ready", t0, f"{target.id} not healthy after start")
     record("ready", True, t0)
+    prepare_step(mapper, nf.vport, target, res, record, abort, clock)
     t0 = clock()
     try:
         # OneSwitch keeps the old port ingress-only meanwhile: what the old instance still emits is forwarded.

@@ -6,6 +6,8 @@ Steps (each one recorded as a `StepEvent` with its duration):
               in `buffer_types` (default: the IPS), with `buffer_packets` > 0 and a runtime that can
               `release`, in buffering mode: it queues what it receives and processes nothing until `resume`
     ready   - wait until the target answers /health (the runtime's start already waits; re-checked here)
+    prepare - OneSwitch installs the target's rules ahead (an ingress-only port of the vport for PREPARE_MS,
+              barriered; skipped when the mapper cannot), so the remap only re-points the senders
     remap   - move the NF's virtual port to the target's physical port in OneSwitch, make-before-break
     verify  - the target is still alive after the remap (else: remap back, the old one keeps serving)
     drain   - let packets already in/behind the old instance leave: until its rx counter is quiet for
@@ -154,6 +156,30 @@ DRAIN_MARGIN_MS = 2000
 # How long a prepared target port waits for its remap (OneSwitch `ms`); the remap follows at once, and if it
 # never comes (abort) the ingress-only entry of the stopped target lapses by itself.
 PREPARE_MS = 5000
+
+
+def prepare_step(
+    mapper: MigrationMapper,
+    vport: int,
+    target: Instance,
+    res: MigrationResult,
+    record: Callable[..., None],
+    abort: Callable[..., MigrationError],
+    clock: Callable[[], float],
+) -> None:
+    """The `prepare` step (skipped when the mapper has no `prepare`): the target's rules go in ahead
+    (OneSwitch: an ingress-only port of the vport for PREPARE_MS, barriered; it lapses by itself if no remap
+    follows), so the remap only re-points the senders: one barrier round at the switch-over instead of two.
+    A failure aborts like a failed remap (`abort("prepare", ...)`: target stopped, mapping unchanged)."""
+    prepare = getattr(mapper, "prepare", None)
+    if prepare is None:
+        return
+    t0 = clock()
+    try:
+        res.prepare_ms = prepare(vport, target.switch, target.ofport, ms=PREPARE_MS)
+    except Exception as exc:  # noqa: BLE001 - PortMapError or a transport error: mapping unchanged
+        raise abort("prepare", t0, str(exc)) from None
+    record("prepare", True, t0, f"{target.switch}:{target.ofport}")
 
 
 def oneswitch_drain_ms(drain_timeout_s: float) -> int:
@@ -321,17 +347,7 @@ def migrate(
     if not runtime.healthy(target):
         raise abort("ready", t0, f"{target.id} not healthy after start")
     record("ready", True, t0)
-    # prepare: the target's rules go in ahead (OneSwitch: an ingress-only port of the vport, barriered; it
-    # expires by itself if no remap follows), so the remap below only re-points the senders: one barrier
-    # round at the switch-over instead of two
-    prepare = getattr(mapper, "prepare", None)
-    if prepare is not None:
-        t0 = clock()
-        try:
-            res.prepare_ms = prepare(nf.vport, target.switch, target.ofport, ms=PREPARE_MS)
-        except Exception as exc:  # noqa: BLE001 - PortMapError or a transport error: mapping unchanged
-            raise abort("prepare", t0, str(exc)) from None
-        record("prepare", True, t0, f"{target.switch}:{target.ofport}")
+    prepare_step(mapper, nf.vport, target, res, record, abort, clock)
     # remap (make-before-break in OneSwitch)
     t0 = clock()
     try:
