@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from nf_agent.agent.model import Instance, Nf
+from nf_agent.agent.portmap import PrepareUnsupported
 
 STEPS = ("start", "ready", "prepare", "remap", "verify", "drain", "resume", "stop", "release")
 
@@ -167,7 +168,7 @@ def prepare_step(
     abort: Callable[..., MigrationError],
     clock: Callable[[], float],
 ) -> None:
-    """The `prepare` step (skipped when the mapper has no `prepare`): the target's rules go in ahead
+    """The `prepare` step (skipped when the mapper or OneSwitch has no `prepare`): the target's rules go in ahead
     (OneSwitch: an ingress-only port of the vport for PREPARE_MS, barriered; it lapses by itself if no remap
     follows), so the remap only re-points the senders: one barrier round at the switch-over instead of two.
     A failure aborts like a failed remap (`abort("prepare", ...)`: target stopped, mapping unchanged)."""
@@ -177,6 +178,8 @@ def prepare_step(
     t0 = clock()
     try:
         res.prepare_ms = prepare(vport, target.switch, target.ofport, ms=PREPARE_MS)
+    except PrepareUnsupported:
+        return  # an older OneSwitch: the remap makes the target's rules itself
     except Exception as exc:  # noqa: BLE001 - PortMapError or a transport error: mapping unchanged
         raise abort("prepare", t0, str(exc)) from None
     record("prepare", True, t0, f"{target.switch}:{target.ofport}")

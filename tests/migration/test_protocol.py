@@ -52,6 +52,20 @@ def test_success_steps_in_order_and_old_released():
     assert res.to_json()["prepare_ms"] == 1.0
 
 
+def test_an_older_oneswitch_without_prepare_is_remapped_directly():
+    from nf_agent.agent.portmap import PrepareUnsupported
+
+    rt, mp, nf, old, new = setup()
+
+    def no_endpoint(vport, switch, port, ms=None):
+        raise PrepareUnsupported("OneSwitch 404: no such path")
+
+    mp.prepare = no_endpoint
+    res = migrate(nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=0), Clock(0.0), lambda s: None)
+    assert "prepare" not in [e.step for e in res.steps] and res.prepare_ms is None and res.aborted_at is None
+    assert mp.map_[1000] == ("snic0", 200)
+
+
 def test_a_mapper_without_prepare_remaps_directly():
     rt, mp, nf, old, new = setup()
 

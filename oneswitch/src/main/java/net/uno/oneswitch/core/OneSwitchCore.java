@@ -1624,7 +1624,12 @@ public final class OneSwitchCore implements SouthListener {
     return apply(dirty, Set.of(), true, trace)
         .thenApplyAsync(
             x -> {
-              LOG.info("port change {} -> {}: {} ms ({})", from, to, ms(t0), trace);
+              LOG.info(
+                  "port change {} -> {}: {} ms ({})",
+                  from == null && to == null ? "(drain expiry)" : from,
+                  to,
+                  String.format("%.2f", ms(t0)),
+                  trace);
               if (!linger.isEmpty()) {
                 exec.schedule(() -> releaseTags(linger), LINGER_MS, TimeUnit.MILLISECONDS);
               }
