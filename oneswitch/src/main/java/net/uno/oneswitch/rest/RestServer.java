@@ -261,15 +261,7 @@ public final class RestServer {
 
   /** The optional {@code drain_ms} field: 0..60000, default {@link #DEFAULT_DRAIN_MS}. */
   private static long drainMs(JsonNode b) throws HttpError {
-    JsonNode v = b.get("drain_ms");
-    if (v == null || v.isNull()) {
-      return DEFAULT_DRAIN_MS;
-    }
-    if (!v.isIntegralNumber() || v.asLong() < 0 || v.asLong() > OneSwitchCore.MAX_DRAIN_MS) {
-      throw new HttpError(
-          400, "drain_ms", "must be an integer 0.." + OneSwitchCore.MAX_DRAIN_MS + " (ms)");
-    }
-    return v.asLong();
+    return msField(b, "drain_ms", 0, DEFAULT_DRAIN_MS);
   }
 
   /** How long a prepared port waits for its remap when not given. */
@@ -277,13 +269,18 @@ public final class RestServer {
 
   /** The optional {@code ms} field of a prepare: 1..60000, default {@link #DEFAULT_PREPARE_MS}. */
   private static long prepareMs(JsonNode b) throws HttpError {
-    JsonNode v = b.get("ms");
+    return msField(b, "ms", 1, DEFAULT_PREPARE_MS);
+  }
+
+  /** An optional duration field {@code f}: an integer min..MAX_DRAIN_MS, {@code dflt} if absent. */
+  private static long msField(JsonNode b, String f, long min, long dflt) throws HttpError {
+    JsonNode v = b.get(f);
     if (v == null || v.isNull()) {
-      return DEFAULT_PREPARE_MS;
+      return dflt;
     }
-    if (!v.isIntegralNumber() || v.asLong() < 1 || v.asLong() > OneSwitchCore.MAX_DRAIN_MS) {
+    if (!v.isIntegralNumber() || v.asLong() < min || v.asLong() > OneSwitchCore.MAX_DRAIN_MS) {
       throw new HttpError(
-          400, "ms", "must be an integer 1.." + OneSwitchCore.MAX_DRAIN_MS + " (ms)");
+          400, f, "must be an integer " + min + ".." + OneSwitchCore.MAX_DRAIN_MS + " (ms)");
     }
     return v.asLong();
   }

@@ -264,9 +264,7 @@ class RestAndAsyncTest {
 
   @Test
   void drainWindowFieldsListingAndExpiry() throws Exception {
-    assertEquals(
-        201,
-        call("PUT", "/v1/ports/5", "{\"switch\": \"snic0\", \"port\": 200}", true).statusCode());
+    mapV5AtSnic0();
     for (String bad : List.of("-1", "60001", "1.5", "\"2\"", "true")) {
       HttpResponse<String> r =
           call(
@@ -304,12 +302,7 @@ class RestAndAsyncTest {
     assertTrue(until >= t0 + 1500 && until <= System.currentTimeMillis() + 1500, p5.toString());
     assertTrue(dispatches(snic, 200), "the old port still enters the pipeline");
     assertTrue(dispatches(host, 101));
-    long end = System.currentTimeMillis() + 15_000;
-    while (json(get("/v1/ports", true)).get(2).get("draining").size() > 0
-        || dispatches(snic, 200)) {
-      assertTrue(System.currentTimeMillis() < end, "the drain never ended");
-      Thread.sleep(100);
-    }
+    awaitEnded("draining", "the drain never ended");
     // drain_ms 0: the old port is gone at once; the instances call takes the field too.
     assertEquals(
         200,
@@ -338,9 +331,7 @@ class RestAndAsyncTest {
 
   @Test
   void prepareContractListingRemapAndExpiry() throws Exception {
-    assertEquals(
-        201,
-        call("PUT", "/v1/ports/5", "{\"switch\": \"snic0\", \"port\": 200}", true).statusCode());
+    mapV5AtSnic0();
     String ok = "{\"switch\": \"host\", \"port\": 101";
     for (String bad : List.of("0", "-1", "60001", "1.5", "\"2\"", "true")) {
       assertEquals("400 ms", field(prepare(5, ok + ", \"ms\": " + bad + "}")), bad);
@@ -392,10 +383,23 @@ class RestAndAsyncTest {
     assertEquals(
         200, prepare(5, "{\"switch\": \"snic0\", \"port\": 200, \"ms\": 300}").statusCode());
     assertTrue(dispatches(snic, 200));
+    awaitEnded("prepared", "the prepared port never expired");
+  }
+
+  /** Maps vport 5 to snic0:200 (201). */
+  private void mapV5AtSnic0() throws Exception {
+    assertEquals(
+        201,
+        call("PUT", "/v1/ports/5", "{\"switch\": \"snic0\", \"port\": 200}", true).statusCode());
+  }
+
+  /**
+   * Waits until vport 5 lists no {@code kind} ("draining"/"prepared") port and snic0:200 is gone.
+   */
+  private void awaitEnded(String kind, String failure) throws Exception {
     long end = System.currentTimeMillis() + 15_000;
-    while (json(get("/v1/ports", true)).get(2).get("prepared").size() > 0
-        || dispatches(snic, 200)) {
-      assertTrue(System.currentTimeMillis() < end, "the prepared port never expired");
+    while (json(get("/v1/ports", true)).get(2).get(kind).size() > 0 || dispatches(snic, 200)) {
+      assertTrue(System.currentTimeMillis() < end, failure);
       Thread.sleep(100);
     }
   }
@@ -406,9 +410,7 @@ class RestAndAsyncTest {
 
   @Test
   void instancesContractValidationGroupIdsAndPersistence() throws Exception {
-    assertEquals(
-        201,
-        call("PUT", "/v1/ports/5", "{\"switch\": \"snic0\", \"port\": 200}", true).statusCode());
+    mapV5AtSnic0();
     String two = "[{\"switch\": \"snic0\", \"port\": 200}, {\"switch\": \"host\", \"port\": 101}]";
     assertEquals("404 vport", field(inst(9, two)), "the vport must be mapped");
     assertEquals("400 instances", field(call("PUT", "/v1/ports/5/instances", "{}", true)));
