@@ -47,19 +47,22 @@ def frame(tag: int) -> bytes:
     )
 
 
-def inject_at(sw, in_port: int, tag: int, ns) -> bytes:
-    """Inject a frame tagged `tag` at switch `sw` as if it had just come in over PCIe port `in_port`; the one
-    frame endpoint `ns` receives (asserted once, without the flow-id tag)."""
+def inject_at(sw, in_port: int, frame_bytes: bytes, ns) -> bytes:
+    """Inject `frame_bytes` at switch `sw` as if it had just come in over PCIe port `in_port`; returns the one
+    frame endpoint `ns` receives (asserted: exactly one carrying MARK)."""
     ep = ns.open()
     try:
         ep.drain()
-        sw.driver.ofctl("packet-out", f"in_port={in_port},packet={frame(tag).hex()},actions=output:table")
+        sw.driver.ofctl("packet-out", f"in_port={in_port},packet={frame_bytes.hex()},actions=output:table")
         got = received(ep)
     finally:
         ep.close()
     assert len(got) == 1, f"expected the frame once at {ns}, got {len(got)}"
-    assert got[0][12:14] == b"\x88\xb6", "delivered without the flow-id tag"
     return got[0]
+
+
+def untagged(got: bytes) -> None:
+    assert got[12:14] == b"\x88\xb6", "delivered without the flow-id tag"
 
 
 def received(ep, n_tries: int = 40) -> list[bytes]:
@@ -89,7 +92,7 @@ def test_tagged_frame_at_the_wrong_end_reaches_the_vport(clean, where):
         tag, pcie = tagged_output(sw)
         # As if the frame had just come in over PCIe at the switch where the vport is NOT (the ingress
         # switch itself: its rule sends the frame away over this link).
-        inject_at(sw, pcie, tag, ns)
+        untagged(inject_at(sw, pcie, frame(tag), ns))
     finally:
         for s in sws.values():
             s.close()
@@ -112,7 +115,7 @@ def test_tag_the_remap_stopped_using_still_reaches_the_new_place(clean):
         try:
             with pytest.raises(AssertionError):
                 tagged_output(sws["snic0"])  # the sender now outputs locally: nothing uses the tag
-            inject_at(sws["host"], nm.HOST_PCIE_OFPORT_BASE, tag, os_host.nf(2))  # the spare port
+            untagged(inject_at(sws["host"], nm.HOST_PCIE_OFPORT_BASE, frame(tag), os_host.nf(2)))  # the spare
         finally:
             c.remap(NF_HOST, "host", nm.NF_PORT_BASE, drain_ms=0)
     finally:

@@ -336,12 +336,10 @@ class OneSwitchTest {
   @Test
   void remapIsMakeBeforeBreakAcrossSwitches() throws Exception {
     try (OfClient c = client()) {
-      v3Rules(c, 12);
-      int mark = FakeSwitch.GLOBAL.size();
-      OneSwitchCore.PortChange pc = remapV3(0);
+      Remapped r = v3RulesThenRemap(c, 12, 0);
+      OneSwitchCore.PortChange pc = r.pc();
       assertEquals(2, pc.rules());
-      List<Map.Entry<Long, OFMessage>> seq =
-          new ArrayList<>(FakeSwitch.GLOBAL.subList(mark, FakeSwitch.GLOBAL.size()));
+      List<Map.Entry<Long, OFMessage>> seq = r.seq();
       int lastAdd = -1;
       int firstMod = Integer.MAX_VALUE;
       int lastMod = -1;
@@ -395,12 +393,7 @@ class OneSwitchTest {
           pc.trace().toString());
       assertTrue(lastOf(seq, 0xbL, OFFlowAdd.class) >= 0, "snic0 got the new rules");
       // Final state: in_port=200 on snic0 outputs locally to port 1; the host holds no V3 rule.
-      assertTrue(
-          snic.flows.values().stream()
-              .anyMatch(
-                  x ->
-                      x.getTableId().getValue() == 1
-                          && OFPort.of(200).equals(x.getMatch().get(MatchField.IN_PORT))));
+      assertTrue(snicHasV3RuleAt200(), "in_port=200 translated on snic0");
       assertFalse(
           host.flows.values().stream()
               .anyMatch(x -> OFPort.of(101).equals(x.getMatch().get(MatchField.IN_PORT))));
@@ -417,6 +410,25 @@ class OneSwitchTest {
   /** V3 moves to snic0:200 with {@code drainMs}. */
   private OneSwitchCore.PortChange remapV3(long drainMs) throws Exception {
     return onCore(() -> os.core().remapPort(3, "snic0", 200, drainMs)).get(20, TimeUnit.SECONDS);
+  }
+
+  private boolean snicHasV3RuleAt200() {
+    return snic.flows.values().stream()
+        .anyMatch(
+            x ->
+                x.getTableId().getValue() == 1
+                    && OFPort.of(200).equals(x.getMatch().get(MatchField.IN_PORT)));
+  }
+
+  /** A remap's answer and what the fake switches received meanwhile. */
+  private record Remapped(OneSwitchCore.PortChange pc, List<Map.Entry<Long, OFMessage>> seq) {}
+
+  /** With the V3 rules installed, V3 moves to snic0:200 with {@code drainMs}. */
+  private Remapped v3RulesThenRemap(OfClient c, long xid, long drainMs) throws Exception {
+    v3Rules(c, xid);
+    int mark = FakeSwitch.GLOBAL.size();
+    OneSwitchCore.PortChange pc = remapV3(drainMs);
+    return new Remapped(pc, since(mark));
   }
 
   private static int firstOf(List<Map.Entry<Long, OFMessage>> seq, Class<?> type) {
@@ -493,10 +505,9 @@ class OneSwitchTest {
   @Test
   void remapWithDrainWindowIsTwoRoundsAndBarriersOnlyWhatItSent() throws Exception {
     try (OfClient c = client()) {
-      v3Rules(c, 16);
-      int mark = FakeSwitch.GLOBAL.size();
-      OneSwitchCore.PortChange pc = remapV3(1000);
-      List<Map.Entry<Long, OFMessage>> seq = since(mark);
+      Remapped r = v3RulesThenRemap(c, 16, 1000);
+      OneSwitchCore.PortChange pc = r.pc();
+      List<Map.Entry<Long, OFMessage>> seq = r.seq();
       // The old port drains: nothing is deleted, so there is no break phase and no third round.
       assertEquals(0, countAll(seq, OFFlowDelete.class), names(seq).toString());
       assertEquals(
@@ -542,12 +553,7 @@ class OneSwitchTest {
       assertBarriersOnlyAfterMessages(seq);
       assertTrue(snic.flows.keySet().containsAll(cookies), "the prepared flows are the final ones");
       assertEquals("snic0", onCore(() -> os.core().ports().get(3).get().sw()));
-      assertTrue(
-          snic.flows.values().stream()
-              .anyMatch(
-                  x ->
-                      x.getTableId().getValue() == 1
-                          && OFPort.of(200).equals(x.getMatch().get(MatchField.IN_PORT))));
+      assertTrue(snicHasV3RuleAt200(), "in_port=200 translated on snic0");
     }
   }
 
