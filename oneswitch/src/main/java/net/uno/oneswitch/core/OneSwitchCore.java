@@ -1624,17 +1624,20 @@ public final class OneSwitchCore implements SouthListener {
     return apply(dirty, Set.of(), true, trace)
         .thenApplyAsync(
             x -> {
-              LOG.info(
-                  "port change {} -> {}: {} ms ({})",
-                  from == null && to == null ? "(drain expiry)" : from,
-                  to,
-                  String.format("%.2f", ms(t0)),
-                  trace);
+              double ms = ms(t0);
               if (!linger.isEmpty()) {
                 exec.schedule(() -> releaseTags(linger), LINGER_MS, TimeUnit.MILLISECONDS);
               }
               releaseUnusedScaleIds();
-              return new PortChange(status, from, to, n, ms(t0), trace);
+              exec.execute( // after the answer: logging is no part of the change
+                  () ->
+                      LOG.info(
+                          "port change {} -> {}: {} ms ({})",
+                          from == null && to == null ? "(drain expiry)" : from,
+                          to,
+                          Math.round(ms * 100) / 100.0,
+                          trace));
+              return new PortChange(status, from, to, n, ms, trace);
             },
             exec);
   }
