@@ -130,6 +130,10 @@ public final class OneSwitchCore implements SouthListener {
   private final Map<VirtualRule.Key, long[]> idle = new HashMap<>();
   private final Map<Integer, Long> groupCreated = new HashMap<>();
   private int missSendLen = 128;
+
+  /** A scratch core (WarmUp): its port changes are not logged. */
+  boolean quiet;
+
   private boolean saveScheduled;
   private boolean flushPending;
   private boolean idlePollRunning;
@@ -308,6 +312,7 @@ public final class OneSwitchCore implements SouthListener {
   /** Starts the timeout timer. */
   public void start() {
     exec.scheduleWithFixedDelay(this::tick, 1, 1, TimeUnit.SECONDS);
+    exec.execute(() -> WarmUp.run(topo, nVirt + 2, exec));
   }
 
   // ------------------------------------------------------------------ translation bookkeeping
@@ -1629,6 +1634,9 @@ public final class OneSwitchCore implements SouthListener {
                 exec.schedule(() -> releaseTags(linger), LINGER_MS, TimeUnit.MILLISECONDS);
               }
               releaseUnusedScaleIds();
+              if (quiet) {
+                return new PortChange(status, from, to, n, ms, trace);
+              }
               exec.execute( // after the answer: logging is no part of the change
                   () ->
                       LOG.info(
