@@ -174,20 +174,15 @@ public final class RestServer {
         throw new HttpError(405, null, "method " + m + " not allowed");
       }
       if (parts.length == 5 && parts[4].equals("remap")) {
-        only(m, "POST");
-        JsonNode b = body(ex, Set.of("switch", "port", "drain_ms"));
-        String sw = str(b, "switch", true);
-        int port = portField(b);
-        long drain = drainMs(b);
-        return change(() -> core.remapPort(vport, sw, port, drain));
+        Target t = target(ex, m, "drain_ms");
+        long drain = drainMs(t.body());
+        return change(() -> core.remapPort(vport, t.sw(), t.port(), drain));
       }
       if (parts.length == 5 && parts[4].equals("prepare")) {
-        only(m, "POST");
-        JsonNode b = body(ex, Set.of("switch", "port", "ms"));
-        String sw = str(b, "switch", true);
-        int port = portField(b);
-        long ms = prepareMs(b);
-        return prepared(vport, sw, port, () -> core.preparePort(vport, sw, port, ms));
+        Target t = target(ex, m, "ms");
+        long ms = prepareMs(t.body());
+        return prepared(
+            vport, t.sw(), t.port(), () -> core.preparePort(vport, t.sw(), t.port(), ms));
       }
       if (parts.length == 5 && parts[4].equals("instances")) {
         only(m, "PUT");
@@ -198,6 +193,17 @@ public final class RestServer {
       }
     }
     throw new HttpError(404, null, "no such path: " + path);
+  }
+
+  /** A POST body naming a physical port: {"switch", "port", extra?}. */
+  private record Target(String sw, int port, JsonNode body) {}
+
+  private static Target target(HttpExchange ex, String m, String extra)
+      throws HttpError, IOException {
+    only(m, "POST");
+    JsonNode b = body(ex, Set.of("switch", "port", extra));
+    String sw = str(b, "switch", true);
+    return new Target(sw, portField(b), b);
   }
 
   private static Reply ok(Object body) {
