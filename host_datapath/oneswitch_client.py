@@ -67,6 +67,22 @@ class RemapResult:
     to: dict
     rules: int
     duration_ms: float
+    # Where OneSwitch's time went: translating + planning until the first physical message, then per barriered
+    # phase {"phase", "ms", "messages": {switch: n}, "barrier_ms": {switch: ms}} (absent from older OneSwitch).
+    plan_ms: float | None = None
+    phases: tuple = ()
+
+
+def _remap_result(r: dict, from_: dict, to: dict, ms_key: str = "duration_ms") -> RemapResult:
+    return RemapResult(
+        vport=int(r["vport"]),
+        from_=from_,
+        to=to,
+        rules=int(r.get("rules", 0)),
+        duration_ms=float(r.get(ms_key, 0.0)),
+        plan_ms=r.get("plan_ms"),
+        phases=tuple(r.get("phases", ())),
+    )
 
 
 @dataclass(frozen=True)
@@ -221,13 +237,18 @@ class OneSwitchClient:
         if drain_ms is not None:
             body["drain_ms"] = drain_ms
         r = self.request("POST", f"/v1/ports/{vport}/remap", body)[1]
-        return RemapResult(
-            vport=int(r["vport"]),
-            from_=r.get("from", {}),
-            to=r.get("to", {}),
-            rules=int(r.get("rules", 0)),
-            duration_ms=float(r.get("duration_ms", 0.0)),
-        )
+        return _remap_result(r, r.get("from", {}), r.get("to", {}))
+
+    def prepare(self, vport: int, switch: str, port: int, ms: int | None = None) -> RemapResult:
+        """Make (switch, port) an ingress-only port of `vport` for `ms` (1..60000; None = OneSwitch's default,
+        10000) ahead of a remap to it: its rules are installed and barriered now, so the remap only re-points
+        the senders (one barrier round). Returns once every switch sent something has answered its barrier;
+        `to` is {"switch", "port", "until_ms"}."""
+        body: dict[str, Any] = {"switch": switch, "port": port}
+        if ms is not None:
+            body["ms"] = ms
+        r = self.request("POST", f"/v1/ports/{vport}/prepare", body)[1]
+        return _remap_result(r, {}, {k: r.get(k) for k in ("switch", "port", "until_ms")})
 
     def set_instances(
         self, vport: int, instances: list[tuple[str, int]], drain_ms: int | None = None
@@ -241,13 +262,7 @@ class OneSwitchClient:
         if drain_ms is not None:
             body["drain_ms"] = drain_ms
         r = self.request("PUT", f"/v1/ports/{vport}/instances", body)[1]
-        return RemapResult(
-            vport=int(r["vport"]),
-            from_={},
-            to={"instances": r.get("instances", [])},
-            rules=int(r.get("rules", 0)),
-            duration_ms=float(r.get("ms", 0.0)),
-        )
+        return _remap_result(r, {}, {"instances": r.get("instances", [])}, ms_key="ms")
 
     def rules(self) -> list[VirtualRule]:
         return [_rule(r) for r in self._get("/v1/rules")]

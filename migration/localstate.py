@@ -6,6 +6,8 @@ Steps (each a `StepEvent`, as in migration.protocol):
     start   - start the target in *buffering* mode (`nf --buffer N`): it receives and queues packets, does
               not process them
     ready   - the target answers /health
+    prepare - OneSwitch installs the target's rules ahead (an ingress-only port, barriered; skipped when the
+              mapper cannot), so the remap only re-points the senders
     remap   - OneSwitch moves the vport to the target (make-before-break): new packets queue at the target
     verify  - the target is still alive (else: mapped back, the old instance keeps serving)
     drain   - the old instance finishes the packets already sent to it (rx quiet for `quiet_s`); the export
@@ -43,7 +45,7 @@ from migration.protocol import (
 )
 from nf_agent.agent.model import Instance, Nf
 
-STEPS = ("start", "ready", "remap", "verify", "drain", "export", "import", "stop", "release")
+STEPS = ("start", "ready", "prepare", "remap", "verify", "drain", "export", "import", "stop", "release")
 
 
 class LocalStateRuntime(Protocol):

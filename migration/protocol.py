@@ -6,6 +6,8 @@ Steps (each one recorded as a `StepEvent` with its duration):
               in `buffer_types` (default: the IPS), with `buffer_packets` > 0 and a runtime that can
               `release`, in buffering mode: it queues what it receives and processes nothing until `resume`
     ready   - wait until the target answers /health (the runtime's start already waits; re-checked here)
+    prepare - OneSwitch installs the target's rules ahead (an ingress-only port of the vport for PREPARE_MS,
+              barriered; skipped when the mapper cannot), so the remap only re-points the senders
     remap   - move the NF's virtual port to the target's physical port in OneSwitch, make-before-break
     verify  - the target is still alive after the remap (else: remap back, the old one keeps serving)
     drain   - let packets already in/behind the old instance leave: until its rx counter is quiet for
@@ -39,9 +41,10 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from nf_agent.agent.model import Instance, Nf
+from nf_agent.agent.portmap import PrepareUnsupported
 
 T = TypeVar("T")
-STEPS = ("start", "ready", "remap", "verify", "drain", "resume", "stop", "release")
+STEPS = ("start", "ready", "prepare", "remap", "verify", "drain", "resume", "stop", "release")
 
 
 class MigrationRuntime(Protocol):
@@ -60,6 +63,10 @@ class BufferingRuntime(MigrationRuntime, Protocol):
 
 class MigrationMapper(Protocol):
     def remap(self, vport: int, switch: str, port: int, drain_ms: int | None = None) -> float: ...
+
+    # Optional (`prepare` step skipped without it): install the vport's rules for the target port ahead, an
+    # ingress-only port for `ms`, so the remap only re-points the senders; returns the time in ms.
+    # def prepare(self, vport: int, switch: str, port: int, ms: int | None = None) -> float: ...
 
 
 class MigrationError(Exception):
@@ -107,6 +114,7 @@ class MigrationResult:
     dst: str
     steps: list[StepEvent] = field(default_factory=list)
     remap_ms: float | None = None
+    prepare_ms: float | None = None  # OneSwitch's time to install the target's rules ahead of the remap
     drained: bool | None = None  # True: quiet within the bound; False: timeout hit
     buffered: bool = False  # the target queued packets until the old instance drained
     replayed: int = 0  # packets the target queued and processed at `resume`
@@ -124,7 +132,8 @@ class MigrationResult:
     def to_json(self) -> dict:
         return {
             "nf": self.nf, "src": self.src, "dst": self.dst, "duration_ms": round(self.duration_ms, 2),
-            "remap_ms": self.remap_ms, "drained": self.drained, "aborted_at": self.aborted_at,
+            "remap_ms": self.remap_ms, "prepare_ms": self.prepare_ms, "drained": self.drained,
+            "aborted_at": self.aborted_at,
             "buffered": self.buffered, "replayed": self.replayed, "buffer_overflow": self.buffer_overflow,
             "cleanup_errors": self.cleanup_errors, "steps": [s.to_json() for s in self.steps],
         }  # fmt: skip
@@ -144,6 +153,11 @@ def _rx(stats: dict | None) -> int | None:
 # ends at the latest after `drain_timeout_s`, then `stop` kills the old instance (its last frames are in
 # the switch well within this margin, also on a loaded machine).
 DRAIN_MARGIN_MS = 2000
+
+
+# How long a prepared target port waits for its remap (OneSwitch `ms`); the remap follows at once, and if it
+# never comes (abort) the ingress-only entry of the stopped target lapses by itself.
+PREPARE_MS = 5000
 
 
 def oneswitch_drain_ms(drain_timeout_s: float) -> int:
@@ -326,18 +340,38 @@ class MoveSteps:
         return value
 
     def switch_over(self, buffer: int = 0, start_detail: str = "") -> None:
-        """start (the target; buffering up to `buffer` packets when > 0) -> ready -> remap (make-before-break;
-        OneSwitch keeps the old port ingress-only for the drain) -> verify (the target survived the remap)."""
+        """start (the target; buffering up to `buffer` packets when > 0) -> ready -> prepare -> remap
+        (make-before-break; OneSwitch keeps the old port ingress-only for the drain) -> verify (the target
+        survived the remap)."""
         t, rt = self.target, self.runtime
         self.step("start", lambda: rt.start(self.nf, t, buffer=buffer) if buffer else rt.start(self.nf, t),
                   lambda _: start_detail, stop_target=False, back=False)  # fmt: skip
         self.step("ready", lambda: _check(rt.healthy(t), f"{t.id} not healthy after start"), back=False)
+        self.prepare()
         drain_ms = oneswitch_drain_ms(self.cfg.drain_timeout_s)
         self.res.remap_ms = self.step(
             "remap", lambda: self.mapper.remap(self.nf.vport, t.switch, t.ofport, drain_ms=drain_ms),
             lambda _: f"{t.switch}:{t.ofport}", back=False,
         )  # fmt: skip
         self.step("verify", lambda: _check(rt.alive(t), f"{t.id} died after the remap"))
+
+    def prepare(self) -> None:
+        """The `prepare` step (skipped when the mapper or OneSwitch has no `prepare`): the target's rules go in
+        ahead (OneSwitch: an ingress-only port of the vport for PREPARE_MS, barriered; it lapses by itself if no
+        remap follows), so the remap only re-points the senders: one barrier round at the switch-over instead of
+        two. A failure aborts like a failed remap (target stopped, mapping unchanged)."""
+        prepare = getattr(self.mapper, "prepare", None)
+        if prepare is None:
+            return
+        t = self.target
+        t0 = self.clock()
+        try:
+            self.res.prepare_ms = prepare(self.nf.vport, t.switch, t.ofport, ms=PREPARE_MS)
+        except PrepareUnsupported:
+            return  # an older OneSwitch: the remap makes the target's rules itself
+        except Exception as exc:  # noqa: BLE001 - PortMapError or a transport error: mapping unchanged
+            raise self.abort("prepare", t0, str(exc)) from None
+        self.record("prepare", True, t0, f"{t.switch}:{t.ofport}")
 
     def drain(self, always: bool = False) -> None:
         """Wait until the old instances drained (`wait_drained`), bounded by `drain_timeout_s`; skipped when

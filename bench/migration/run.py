@@ -6,8 +6,9 @@ packets), a stateful firewall (state in Redis) on the host:
 - per N active flows (100, 1,000, 10,000, 100,000; --quick: 100, 1,000): N connections opened from the VM,
   then a sequenced UDP stream over min(N, 1000) of them (traffic gen -> sink, 6000 packets at ~1500/s); 1 s
   in, the firewall is migrated host <-> sNIC (alternating). duration_ms = the protocol's start..release,
-  remap_ms = OneSwitch's remap, lost = packets the sink did not get, latency_during_ms = the stream's max
-  one-way latency. Medians over the repeats. The state stays in Redis: duration should not grow with N.
+  remap_ms = OneSwitch's remap (the switch-over: after the `prepare` step installed the target's rules,
+  prepare_ms), lost = packets the sink did not get, latency_during_ms = the stream's max one-way latency.
+  Medians over the repeats. The state stays in Redis: duration should not grow with N.
 - the same, side by side, with the firewall run with `--store local` (its connection table in its process),
   moved OpenNF-style (migration/localstate.py: the target buffers, the state is exported from the old
   instance and imported into the target, which replays its buffer): local_* figures, plus the state's size
@@ -89,6 +90,7 @@ def one_migration(tb: Testbed, flows: int, target: str) -> dict:
     row = {
         "flows": flows, "target": target, "duration_ms": round(res.duration_ms, 1), "remap_ms": res.remap_ms,
         "remap_wall_ms": round(res.step_ms("remap") or 0, 1), "drain_ms": round(res.step_ms("drain") or 0, 1), "start_ms": round(res.step_ms("start") or 0, 1),
+        "prepare_ms": res.prepare_ms, "prepare_wall_ms": round(res.step_ms("prepare") or 0, 1),
         "sent": got["expected"], "lost": got["lost"], "latency_max_ms": round(got["latency_us"]["max"] / 1000, 2),
     }  # fmt: skip
     if getattr(res, "protocol", None) == "local-state":
@@ -288,6 +290,7 @@ def main() -> int:
         "flows": flow_counts,
         "duration_ms": [med(n, "duration_ms") for n in flow_counts],
         "remap_ms": [med(n, "remap_ms") for n in flow_counts],
+        "prepare_ms": [med(n, "prepare_ms") for n in flow_counts],
         "lost": [sum(r["lost"] for r in rows if r["flows"] == n) for n in flow_counts],
         "sent": [sum(r["sent"] for r in rows if r["flows"] == n) for n in flow_counts],
         "latency_during_ms": [med(n, "latency_max_ms") for n in flow_counts],
@@ -305,6 +308,7 @@ def main() -> int:
         **scale,
         "local_duration_ms": [med(n, "duration_ms", lrows) for n in flow_counts],
         "local_remap_ms": [med(n, "remap_ms", lrows) for n in flow_counts],
+        "local_prepare_ms": [med(n, "prepare_ms", lrows) for n in flow_counts],
         "local_export_ms": [med(n, "export_ms", lrows) for n in flow_counts],
         "local_import_ms": [med(n, "import_ms", lrows) for n in flow_counts],
         "local_state_bytes": [med(n, "state_bytes", lrows) for n in flow_counts],

@@ -22,7 +22,9 @@ spare port on snic0 for remaps; and, for (a), a plain OVS bridge (own instance, 
 (c) remap time of vport 200 (host <-> snic0) vs the number of virtual rules on it (half match in_port=200,
     half output to it): OneSwitch's duration_ms (all barriers answered), medians; remap_ms = at 100 rules.
     In the same loop, scale-out: PUT instances host:200 + snic0 spare (1 -> 2) and back (2 -> 1), OneSwitch's
-    `ms`, medians; scale_to_2_ms = at 100 rules.
+    `ms`, medians; scale_to_2_ms = at 100 rules. Then, side by side, remaps with drain_ms 0 (the old port's
+    rules deleted at once: a break phase; remap_nodrain_ms_by_rules) and prepared remaps (POST
+    .../prepare, then the remap: only the re-pointing; remap_prepared_ms_by_rules, prepare_ms_by_rules).
 
     ./uno bench oneswitch [--quick]
 """
@@ -46,6 +48,7 @@ from bench.oneswitch.rate import (
     ofctl,
     warm_up,
 )
+from host_datapath.oneswitch_client import OneSwitchError
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.config import parse_config
 from nf_agent.emulated_host.host import EmulatedHost
@@ -156,6 +159,23 @@ def bench_remap(client, listen: str, sizes: list[int], repeats: int, workdir: Pa
                 counts.append(r.rules)
             grow.append(client.set_instances(200, [("host", nm.NF_PORT_BASE), ("snic0", SPARE)]).duration_ms)
             shrink.append(client.set_instances(200, [("host", nm.NF_PORT_BASE)]).duration_ms)
+        # Side by side, each remap to a port that is not draining (a drain-0 round trip first ends the
+        # windows the remaps above left): drain 0 (make, modify, and the break of the old port's rules) and
+        # prepared (POST .../prepare, then the remap: only the re-pointing).
+        nodrain, prepared, prep = [], [], []
+        for i in range(repeats + 1):
+            for switch, port in (("snic0", SPARE), ("host", nm.NF_PORT_BASE)):
+                r = client.remap(200, switch, port, drain_ms=0)
+                if i:
+                    nodrain.append(r.duration_ms)
+            for switch, port in (("snic0", SPARE), ("host", nm.NF_PORT_BASE)) if i else ():
+                try:
+                    prep.append(client.prepare(200, switch, port).duration_ms)
+                except OneSwitchError as exc:  # an older OneSwitch without the endpoint: not measured
+                    if exc.status != 404 or exc.field is not None:
+                        raise
+                    break
+                prepared.append(client.remap(200, switch, port, drain_ms=0).duration_ms)
         out[n] = {
             "duration_ms": round(median(durations), 2),
             "wall_ms": round(median(walls), 2),
@@ -163,10 +183,15 @@ def bench_remap(client, listen: str, sizes: list[int], repeats: int, workdir: Pa
             "remaps": len(durations),
             "to_2_instances_ms": round(median(grow), 2),
             "to_1_instance_ms": round(median(shrink), 2),
+            "nodrain_ms": round(median(nodrain), 2),
+            "prepared_ms": round(median(prepared), 2) if prepared else None,
+            "prepare_ms": round(median(prep), 2) if prep else None,
         }
         print(f"  (c) {n} rules on vport 200: remap {out[n]['duration_ms']} ms (OneSwitch), {out[n]['wall_ms']} ms (client), "
               f"{len(durations)} remaps; 1->2 instances {out[n]['to_2_instances_ms']} ms, "
-              f"2->1 {out[n]['to_1_instance_ms']} ms", file=sys.stderr, flush=True)  # fmt: skip
+              f"2->1 {out[n]['to_1_instance_ms']} ms; drain 0: {out[n]['nodrain_ms']} ms; prepared: "
+              f"{out[n]['prepared_ms']} ms (prepare {out[n]['prepare_ms']} ms before)", file=sys.stderr,
+              flush=True)  # fmt: skip
     ofctl("del-flows", listen)
     return out
 
@@ -285,6 +310,9 @@ def main() -> int:
                 "remap_ms_by_rules": {str(n): r["duration_ms"] for n, r in remap.items()},
                 "scale_to_2_ms": remap.get(100, {}).get("to_2_instances_ms"),
                 "scale_to_2_ms_by_rules": {str(n): r["to_2_instances_ms"] for n, r in remap.items()},
+                "remap_nodrain_ms_by_rules": {str(n): r["nodrain_ms"] for n, r in remap.items()},
+                "remap_prepared_ms_by_rules": {str(n): r["prepared_ms"] for n, r in remap.items()},
+                "prepare_ms_by_rules": {str(n): r["prepare_ms"] for n, r in remap.items()},
             }
         )
         return 0

@@ -19,6 +19,10 @@ class ScaleUnsupported(PortMapError):
     """This OneSwitch cannot spread one virtual port over several physical ports (no instances endpoint)."""
 
 
+class PrepareUnsupported(PortMapError):
+    """This OneSwitch cannot install a remap's target ahead (no prepare endpoint): remap directly."""
+
+
 class PortMapper(Protocol):
     def map(self, vport: int, switch: str, port: int, name: str) -> None:
         """Map virtual port `vport` to physical port `port` of `switch` ("host", "snic0", ...)."""
@@ -59,6 +63,16 @@ class OneSwitchPortMapper:
             return self.client.remap(vport, switch, port, drain_ms=drain_ms).duration_ms
         except OneSwitchError as exc:
             raise PortMapError(f"remap vport {vport} -> {switch}:{port}: {exc}") from None
+
+    def prepare(self, vport: int, switch: str, port: int, ms: int | None = None) -> float:
+        """Install `vport`'s rules for the coming remap to (switch, port) ahead (an ingress-only port for `ms`);
+        returns OneSwitch's time in ms. PrepareUnsupported when OneSwitch has no such endpoint."""
+        try:
+            return self.client.prepare(vport, switch, port, ms=ms).duration_ms
+        except OneSwitchError as exc:
+            if exc.status in (404, 405) and exc.field is None:  # no such path/method: an older OneSwitch
+                raise PrepareUnsupported(f"OneSwitch cannot prepare vport {vport}: {exc}") from None
+            raise PortMapError(f"prepare vport {vport} -> {switch}:{port}: {exc}") from None
 
     def unmap(self, vport: int) -> None:
         try:

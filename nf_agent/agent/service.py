@@ -353,7 +353,7 @@ class Agent:
             self._event(
                 "nf-migrate-failed", nf=nf.id, dst=target, step=exc.step, steps=exc.result.to_json()["steps"]
             )
-            raise AgentError(str(exc), 502 if exc.step == "remap" else 500) from None
+            raise AgentError(str(exc), 502 if exc.step in ("prepare", "remap") else 500) from None
         nf.instances = [inst]
         prev, nf.location = nf.location, target
         if not local and nf.config.get("owner_cache") and hasattr(self.runtime, "bump_epoch"):

@@ -73,6 +73,8 @@ class FakeMapper:
         self.set_calls: list[tuple[int, list[tuple[str, int]]]] = []
         self.fail_set = False
         self.unsupported = False
+        self.fail_prepare = False
+        self.prepared: list[tuple[int, str, int, int | None]] = []  # (vport, switch, port, ms) per prepare
 
     def map(self, vport, switch, port, name):
         if self.fail:
@@ -87,6 +89,14 @@ class FakeMapper:
         self.remaps.append((vport, switch, port))
         self.drain_ms.append(drain_ms)
         return 1.5
+
+    def prepare(self, vport, switch, port, ms=None):
+        if self.fail_prepare:
+            raise PortMapError("OneSwitch 503: down")
+        if vport not in self.map_:
+            raise PortMapError("OneSwitch 404: vport not mapped (field vport)")
+        self.prepared.append((vport, switch, port, ms))
+        return 1.0
 
     def unmap(self, vport):
         self.map_.pop(vport, None)

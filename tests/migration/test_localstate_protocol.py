@@ -60,8 +60,9 @@ def test_state_moves_after_drain_then_old_stopped():
     res = migrate_local(nf, [old], new, rt, mp, LocalMoveConfig(drain_timeout_s=1, buffer_packets=50),
                         clock, clock.sleep)  # fmt: skip
     assert [s.step for s in res.steps] == [
-        "start", "ready", "remap", "verify", "drain", "export", "import", "stop", "release"
+        "start", "ready", "prepare", "remap", "verify", "drain", "export", "import", "stop", "release"
     ]  # fmt: skip
+    assert mp.prepared == [(1000, "snic0", 200, 5000)]  # the target's rules went in ahead
     assert rt.state["fw-2"] == b"UNOLST-flows" and "fw-2" not in rt.buffering
     assert res.state_bytes == 12 and res.replayed == 7 and res.buffer_overflow == 0 and res.drained
     assert mp.map_[1000] == ("snic0", 200) and "fw-1" not in rt.running

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from migration.protocol import (
+    PREPARE_MS,
     MigrationConfig,
     MigrationError,
     drain_done,
@@ -41,9 +42,41 @@ def test_success_steps_in_order_and_old_released():
     events = []
     res = migrate(nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=1, quiet_s=0.1), clock, clock.sleep,
                   events.append)  # fmt: skip
-    assert [e.step for e in res.steps] == ["start", "ready", "remap", "verify", "drain", "stop", "release"]
+    assert [e.step for e in res.steps] == [
+        "start", "ready", "prepare", "remap", "verify", "drain", "stop", "release"
+    ]  # fmt: skip
     assert events == res.steps and res.drained is True and res.aborted_at is None
     assert mp.map_[1000] == ("snic0", 200) and "fw-1" not in rt.running and "fw-2" in rt.running
+    # the target's rules went in ahead of the remap, for a bounded window
+    assert mp.prepared == [(1000, "snic0", 200, PREPARE_MS)] and res.prepare_ms == 1.0
+    assert res.to_json()["prepare_ms"] == 1.0
+
+
+def test_an_older_oneswitch_without_prepare_is_remapped_directly():
+    from nf_agent.agent.portmap import PrepareUnsupported
+
+    rt, mp, nf, old, new = setup()
+
+    def no_endpoint(vport, switch, port, ms=None):
+        raise PrepareUnsupported("OneSwitch 404: no such path")
+
+    mp.prepare = no_endpoint
+    res = migrate(nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=0), Clock(0.0), lambda s: None)
+    assert "prepare" not in [e.step for e in res.steps] and res.prepare_ms is None and res.aborted_at is None
+    assert mp.map_[1000] == ("snic0", 200)
+
+
+def test_a_mapper_without_prepare_remaps_directly():
+    rt, mp, nf, old, new = setup()
+
+    class NoPrepare:  # an older mapper: remap only
+        remap = staticmethod(mp.remap)
+
+    res = migrate(
+        nf, [old], new, rt, NoPrepare(), MigrationConfig(drain_timeout_s=0), Clock(0.0), lambda s: None
+    )
+    assert [e.step for e in res.steps][:4] == ["start", "ready", "remap", "verify"] and res.prepare_ms is None
+    assert mp.map_[1000] == ("snic0", 200) and mp.prepared == []
 
 
 def test_drain_waits_for_quiet_and_is_bounded():
@@ -104,13 +137,15 @@ def test_drain_waits_until_nothing_is_in_flight_and_passes_the_window():
     assert mp.drain_ms == [oneswitch_drain_ms(1)]  # the remap asked OneSwitch to keep the old port
 
 
-@pytest.mark.parametrize("where", ["start", "ready", "remap", "verify"])
+@pytest.mark.parametrize("where", ["start", "ready", "prepare", "remap", "verify"])
 def test_abort_keeps_old_serving(where):
     rt, mp, nf, old, new = setup()
     if where == "start":
         rt.fail_start.add("fw")
     elif where == "ready":
         rt.healthy = lambda inst: inst.id != "fw-2"
+    elif where == "prepare":
+        mp.fail_prepare = True
     elif where == "remap":
         mp.fail = True
     else:  # the target dies right after the remap

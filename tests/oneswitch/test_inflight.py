@@ -10,7 +10,9 @@ import time
 
 import pytest
 
-from .conftest import NF_HOST, NF_SNIC, ONESWITCH
+from nf_agent.emulated_host import naming as nm
+
+from .conftest import NF_HOST, NF_SNIC, ONESWITCH, SPARE_SNIC_OFPORT
 from .test_physical_refusal import ofctl
 
 pytestmark = ONESWITCH
@@ -45,6 +47,24 @@ def frame(tag: int) -> bytes:
     )
 
 
+def inject_at(sw, in_port: int, frame_bytes: bytes, ns) -> bytes:
+    """Inject `frame_bytes` at switch `sw` as if it had just come in over PCIe port `in_port`; returns the one
+    frame endpoint `ns` receives (asserted: exactly one carrying MARK)."""
+    ep = ns.open()
+    try:
+        ep.drain()
+        sw.driver.ofctl("packet-out", f"in_port={in_port},packet={frame_bytes.hex()},actions=output:table")
+        got = received(ep)
+    finally:
+        ep.close()
+    assert len(got) == 1, f"expected the frame once at {ns}, got {len(got)}"
+    return got[0]
+
+
+def untagged(got: bytes) -> None:
+    assert got[12:14] == b"\x88\xb6", "delivered without the flow-id tag"
+
+
 def received(ep, n_tries: int = 40) -> list[bytes]:
     got: list[bytes] = []
     for _ in range(n_tries):
@@ -70,17 +90,34 @@ def test_tagged_frame_at_the_wrong_end_reaches_the_vport(clean, where):
         assert ofctl(os_host, "add-flow", f"in_port={ingress_v},actions=output:{vport}").returncode == 0
         ofctl(os_host, "dump-flows")  # a barrier round: installed everywhere
         tag, pcie = tagged_output(sw)
-        ep = ns.open()
+        # As if the frame had just come in over PCIe at the switch where the vport is NOT (the ingress
+        # switch itself: its rule sends the frame away over this link).
+        untagged(inject_at(sw, pcie, frame(tag), ns))
+    finally:
+        for s in sws.values():
+            s.close()
+
+
+def test_tag_the_remap_stopped_using_still_reaches_the_new_place(clean):
+    """A remap that leaves no rule sending to the vport across PCIe keeps its tag routed for a moment
+    (OneSwitchCore.LINGER_MS) toward the vport's new place: a frame the old sender tagged just before the
+    switch-over (still on the link, or sent by a datapath still on its old megaflows) is delivered there,
+    not dropped by a deleted tag rule. Vport 200 (host) moves to the spare port on snic0, next to its only
+    sender (snic0's wire port, vport 1); the frame carrying its old tag reaches the host from the link."""
+    os_host = clean
+    sws = os_host.host.switches()
+    c = os_host.client
+    try:
+        assert ofctl(os_host, "add-flow", f"in_port=1,actions=output:{NF_HOST}").returncode == 0
+        ofctl(os_host, "dump-flows")  # a barrier round: installed everywhere
+        tag, _ = tagged_output(sws["snic0"])  # snic0 tags toward vport 200 on the host
+        c.remap(NF_HOST, "snic0", SPARE_SNIC_OFPORT, drain_ms=0)
         try:
-            ep.drain()
-            # As if the frame had just come in over PCIe at the switch where the vport is NOT (the
-            # ingress switch itself: its rule sends the frame away over this link).
-            sw.driver.ofctl("packet-out", f"in_port={pcie},packet={frame(tag).hex()},actions=output:table")
-            got = received(ep)
+            with pytest.raises(AssertionError):
+                tagged_output(sws["snic0"])  # the sender now outputs locally: nothing uses the tag
+            untagged(inject_at(sws["host"], nm.HOST_PCIE_OFPORT_BASE, frame(tag), os_host.nf(2)))  # the spare
         finally:
-            ep.close()
-        assert len(got) == 1, f"expected the frame once at vport {vport}, got {len(got)}"
-        assert got[0][12:14] == b"\x88\xb6", "delivered without the flow-id tag"
+            c.remap(NF_HOST, "host", nm.NF_PORT_BASE, drain_ms=0)
     finally:
         for s in sws.values():
             s.close()

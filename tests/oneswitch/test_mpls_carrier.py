@@ -132,7 +132,7 @@ def labelled_output(sw) -> tuple[int, int]:
 def test_labelled_frame_at_the_wrong_end_reaches_the_vport(os_host, where):
     """A QinQ frame still crossing under a label after a remap moved its vport: the switch where the vport
     is NOT sends it on (back out of the link), the other pops the label; it arrives as QinQ IPv4."""
-    from .test_inflight import MARK, received
+    from .test_inflight import MARK, inject_at
     from .test_physical_refusal import ofctl
 
     for cmd in ("del-flows", "del-groups"):
@@ -151,16 +151,9 @@ def test_labelled_frame_at_the_wrong_end_reaches_the_vport(os_host, where):
         assert plain[12:14] == b"\x88\xa8" and plain[20:22] == b"\x08\x00"
         shim = label << 12 | 1 << 8 | 64  # bos=1, ttl 64
         labelled = plain[:20] + b"\x88\x47" + shim.to_bytes(4, "big") + plain[22:]  # as push_mpls makes it
-        ep = ns.open()
-        try:
-            ep.drain()
-            sw.driver.ofctl("packet-out", f"in_port={pcie},packet={labelled.hex()},actions=output:table")
-            got = received(ep)
-        finally:
-            ep.close()
-        assert len(got) == 1, f"expected the frame once at vport {vport}, got {len(got)}"
-        assert got[0][12:14] == b"\x88\xa8" and got[0][16:18] == b"\x81\x00", got[0].hex()
-        assert got[0] == plain, f"not the frame before the label: {got[0].hex()}"
+        got = inject_at(sw, pcie, labelled, ns)
+        assert got[12:14] == b"\x88\xa8" and got[16:18] == b"\x81\x00", got.hex()
+        assert got == plain, f"not the frame before the label: {got.hex()}"
     finally:
         for s in sws.values():
             s.close()

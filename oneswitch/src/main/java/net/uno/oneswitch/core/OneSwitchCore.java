@@ -134,6 +134,10 @@ public final class OneSwitchCore implements SouthListener {
   private final Map<VirtualRule.Key, long[]> idle = new HashMap<>();
   private final Map<Integer, Long> groupCreated = new HashMap<>();
   private int missSendLen = 128;
+
+  /** A scratch core (WarmUp): its port changes are not logged. */
+  boolean quiet;
+
   private boolean saveScheduled;
   private boolean flushPending;
   private boolean idlePollRunning;
@@ -312,6 +316,7 @@ public final class OneSwitchCore implements SouthListener {
   /** Starts the timeout timer. */
   public void start() {
     exec.scheduleWithFixedDelay(this::tick, 1, 1, TimeUnit.SECONDS);
+    exec.execute(() -> WarmUp.run(topo, nVirt + 2, exec));
   }
 
   // ------------------------------------------------------------------ translation bookkeeping
@@ -524,6 +529,12 @@ public final class OneSwitchCore implements SouthListener {
 
   private CompletableFuture<Void> apply(
       Set<PhysRule.Key> dirty, Set<PhysRule.Key> readd, boolean barriers) {
+    return apply(dirty, readd, barriers, null);
+  }
+
+  /** As {@link #apply(Set, Set, boolean)}; a barriered apply's time goes into {@code trace}. */
+  private CompletableFuture<Void> apply(
+      Set<PhysRule.Key> dirty, Set<PhysRule.Key> readd, boolean barriers, ApplyTrace trace) {
     PhysicalState.Plan p =
         phys.plan(desired, owners, dirty, readd, desiredGroups(), liveSwitches());
     for (PhysicalState.Installed i : p.deleted) {
@@ -533,11 +544,28 @@ public final class OneSwitchCore implements SouthListener {
         retiring.put(i.cookie(), i.owner());
       }
     }
+    if (trace != null) {
+      trace.planned();
+    }
     scheduleSave();
-    return execute(p, barriers);
+    return execute(p, barriers, trace);
   }
 
   private CompletableFuture<Void> execute(PhysicalState.Plan p, boolean barriers) {
+    return execute(p, barriers, null);
+  }
+
+  /**
+   * Sends a plan. Barriered: make-before-break in three phases (make, modify, break), each sent
+   * only once every switch has answered a barrier covering everything sent to it before (the
+   * previous phase and any earlier message). A round trip is spent only where it confirms
+   * something: on the switches a phase (or an earlier message) went to; an empty phase costs none.
+   * The phase right before a break barriers every live switch afresh (see {@link
+   * #barrierAll(boolean)}: that round trip also gives frames still crossing PCIe under the old
+   * rules time to arrive).
+   */
+  private CompletableFuture<Void> execute(
+      PhysicalState.Plan p, boolean barriers, ApplyTrace trace) {
     if (!barriers) {
       send(p.make);
       send(p.modify);
@@ -545,26 +573,47 @@ public final class OneSwitchCore implements SouthListener {
       scheduleFlush();
       return CompletableFuture.completedFuture(null);
     }
-    send(p.make);
-    return barrierAll(true)
-        .thenComposeAsync(
-            x -> {
-              send(p.modify);
-              return barrierAll(true);
-            },
-            exec)
-        .thenComposeAsync(
-            x -> {
-              send(p.remove);
-              return barrierAll(true);
-            },
-            exec);
+    boolean breaks = !p.remove.isEmpty();
+    boolean makeFresh = breaks && p.modify.isEmpty() && !p.make.isEmpty();
+    boolean modifyFresh = breaks && !p.modify.isEmpty();
+    return phase("make", p.make, makeFresh, trace)
+        .thenComposeAsync(x -> phase("modify", p.modify, modifyFresh, trace), exec)
+        .thenComposeAsync(x -> phase("break", p.remove, false, trace), exec);
+  }
+
+  /**
+   * Sends one phase; completes when every switch answered a barrier sent after it ({@code fresh}: a
+   * new round trip on every switch, else only where something is unanswered).
+   */
+  private CompletableFuture<Void> phase(
+      String name, List<PhysicalState.Op> ops, boolean fresh, ApplyTrace trace) {
+    if (ops.isEmpty()) {
+      return barrierAll(fresh, null);
+    }
+    if (trace != null) {
+      trace.begin(name);
+    }
+    send(ops, trace);
+    return barrierAll(fresh, trace)
+        .thenRun(
+            () -> {
+              if (trace != null) {
+                trace.end();
+              }
+            });
   }
 
   private void send(List<PhysicalState.Op> ops) {
+    send(ops, null);
+  }
+
+  private void send(List<PhysicalState.Op> ops, ApplyTrace trace) {
     for (PhysicalState.Op op : ops) {
       SouthSwitch s = south.get(op.sw());
       if (s != null) {
+        if (trace != null) {
+          trace.message(op.sw());
+        }
         long xid = s.nextXid();
         if (current != null) {
           inflight.computeIfAbsent(op.sw(), k -> new TreeMap<>()).put(xid, current);
@@ -607,20 +656,29 @@ public final class OneSwitchCore implements SouthListener {
 
   /**
    * As {@link #barrierAll()}; {@code fresh}: a new barrier round trip on every switch, also one
-   * sent nothing since its last barrier. The remap phases use it: that round trip also gives
-   * packets still crossing the PCIe link under the old rules time to arrive before the break phase
-   * (with barriers only on the switches touched, remap-under-traffic lost 1 of 800 packets in 1 of
-   * 4 runs).
+   * sent nothing since its last barrier. The phase before a remap's break uses it: that round trip
+   * also gives packets still crossing the PCIe link under the old rules time to arrive before the
+   * break (with barriers only on the switches touched, remap-under-traffic lost 1 of 800 packets in
+   * 1 of 4 runs).
    */
   private CompletableFuture<Void> barrierAll(boolean fresh) {
+    return barrierAll(fresh, null);
+  }
+
+  /** As {@link #barrierAll(boolean)}; the round trips it starts are timed into {@code trace}. */
+  private CompletableFuture<Void> barrierAll(boolean fresh, ApplyTrace trace) {
     List<CompletableFuture<Void>> fs = new ArrayList<>();
     for (SouthSwitch s : south.values()) {
       if (s.isReady()) {
         long mark = s.nextXid(); // every message sent before this barrier has a smaller xid
         String id = s.id();
+        long sent = System.nanoTime();
+        CompletableFuture<Void> b = s.barrier(fresh);
+        if (trace != null && !b.isDone()) {
+          b = b.whenComplete((x, e) -> trace.barrier(id, sent));
+        }
         fs.add(
-            s.barrier(fresh)
-                .exceptionally(e -> null)
+            b.exceptionally(e -> null)
                 .thenRunAsync(
                     () -> {
                       TreeMap<Long, Undo> m = inflight.get(id);
@@ -1290,7 +1348,12 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   /** Result of a port-map change. */
-  public record PortChange(int status, VPort from, VPort to, int rules, double durationMs) {}
+  public record PortChange(
+      int status, VPort from, VPort to, int rules, double durationMs, ApplyTrace trace) {
+    PortChange(int status, VPort from, VPort to, int rules, double durationMs) {
+      this(status, from, to, rules, durationMs, null);
+    }
+  }
 
   /** PUT /v1/ports/{vport}. */
   public CompletableFuture<PortChange> mapPort(int vport, String sw, int port, String name)
@@ -1347,6 +1410,35 @@ public final class OneSwitchCore implements SouthListener {
     }
     checkPhysical(vport, sw, port);
     return moveTo(cur, new VPort(vport, sw, port, cur.name()), drainMs);
+  }
+
+  /**
+   * POST /v1/ports/{vport}/prepare: physical (sw, port) becomes an ingress-only port of {@code
+   * vport} for {@code ms} (a prepared port: frames from it are in_port=vport, nothing is sent to
+   * it), applied and barriered like a remap. A remap or set-instances to it within the window finds
+   * its replicas, dispatch entry and tags in place: its make phase is empty and the switch-over is
+   * one barrier round (the re-pointing). Without one it expires like a drain. Checked like a remap
+   * target; a port the vport already uses is left as it is.
+   */
+  public CompletableFuture<PortChange> preparePort(int vport, String sw, int port, long ms)
+      throws PortOpError {
+    if (ms < 1 || ms > MAX_DRAIN_MS) {
+      throw new PortOpError(400, "ms", "must be 1.." + MAX_DRAIN_MS);
+    }
+    VPort cur =
+        ports.get(vport).orElseThrow(() -> new PortOpError(404, "vport", "vport not mapped"));
+    checkPhysical(vport, sw, port);
+    if (cur.has(sw, port)) {
+      return CompletableFuture.completedFuture(new PortChange(200, cur, cur, 0, 0));
+    }
+    VPort.Loc loc = new VPort.Loc(sw, port);
+    long until = clock.getAsLong() + ms;
+    for (Drain d : ports.drainsOf(vport)) {
+      if (d.loc().equals(loc)) {
+        until = Math.max(until, d.untilMs()); // a drain still running is not cut short
+      }
+    }
+    return changeMap(ports.withDrains(List.of(new Drain(vport, loc, until, true))), cur, cur, 200);
   }
 
   /**
@@ -1504,6 +1596,7 @@ public final class OneSwitchCore implements SouthListener {
   private CompletableFuture<PortChange> changeMap(PortMap next, VPort from, VPort to, int status)
       throws PortOpError {
     long t0 = System.nanoTime();
+    ApplyTrace trace = new ApplyTrace();
     Map<VirtualRule.Key, Translated> ts = new LinkedHashMap<>();
     Map<Integer, Map<String, List<OFBucket>>> gts = new HashMap<>();
     Map<Integer, Set<Long>> gused = new HashMap<>();
@@ -1531,20 +1624,13 @@ public final class OneSwitchCore implements SouthListener {
           to != null && to.k() > 1 ? "instances" : "vport",
           "cannot re-translate: " + e.getMessage());
     }
-    // Tags of instance slots a shrink removes stay live (routed to slot mod k) for a moment:
-    // a frame already crossing PCIe with one still reaches the vport (see Translator.dispatch).
-    List<Long> linger = new ArrayList<>();
-    if (from != null && to != null && to.k() < from.k()) {
-      for (int i = to.k(); i < from.k(); i++) {
-        long key = Translator.tagKey(from.vport(), i);
-        if (tags.tagOf(key).isPresent()) {
-          try {
-            tags.acquire(key);
-            linger.add(key);
-          } catch (OfError e) {
-            throw new IllegalStateException(e); // live: never allocates
-          }
-        }
+    // Every tag live before the change keeps a reference across it (see keepOrLinger).
+    List<Long> held = new ArrayList<>(tags.live().keySet());
+    for (long key : held) {
+      try {
+        tags.acquire(key);
+      } catch (OfError e) {
+        throw new IllegalStateException(e); // live: never allocates
       }
     }
     int affected = 0;
@@ -1558,6 +1644,7 @@ public final class OneSwitchCore implements SouthListener {
     for (Map.Entry<Integer, Map<String, List<OFBucket>>> e : gts.entrySet()) {
       setGroupTranslation(e.getKey(), e.getValue(), gused.get(e.getKey()));
     }
+    List<Long> linger = keepOrLinger(held);
     ports = next;
     scheduleDrainExpiry();
     refreshDispatch(dirty);
@@ -1565,19 +1652,55 @@ public final class OneSwitchCore implements SouthListener {
       dirty.addAll(phys.flows(sw).keySet());
     }
     final int n = affected;
-    return apply(dirty, Set.of(), true)
+    return apply(dirty, Set.of(), true, trace)
         .thenApplyAsync(
             x -> {
+              double ms = ms(t0);
               if (!linger.isEmpty()) {
                 exec.schedule(() -> releaseTags(linger), LINGER_MS, TimeUnit.MILLISECONDS);
               }
               releaseUnusedScaleIds();
-              return new PortChange(status, from, to, n, (System.nanoTime() - t0) / 1e6);
+              if (quiet) {
+                return new PortChange(status, from, to, n, ms, trace);
+              }
+              exec.execute( // after the answer: logging is no part of the change
+                  () ->
+                      LOG.info(
+                          "port change {} -> {}: {} ms ({})",
+                          from == null && to == null ? "(drain expiry)" : from,
+                          to,
+                          Math.round(ms * 100) / 100.0,
+                          trace));
+              return new PortChange(status, from, to, n, ms, trace);
             },
             exec);
   }
 
-  /** How long the tag of a removed instance stays routed after a shrink. */
+  /**
+   * Gives back the extra reference a port change took on each tag in {@code held}, except on the
+   * tags the new translation no longer uses: these stay live (their dispatch rules lead to the
+   * vport's new place; a removed instance slot's to slot mod k) for {@link #LINGER_MS}, returned. A
+   * frame already crossing PCIe with such a tag, or sent by a switch whose datapath still runs the
+   * old actions for a moment, is delivered instead of dropped, and the deletion of its rules leaves
+   * the remap's critical path (no break round for it).
+   */
+  private List<Long> keepOrLinger(List<Long> held) {
+    List<Long> linger = new ArrayList<>();
+    for (long key : held) {
+      if (tags.refs(key) > 1) {
+        tags.release(key);
+      } else {
+        linger.add(key);
+      }
+    }
+    return linger;
+  }
+
+  private static double ms(long t0) {
+    return (System.nanoTime() - t0) / 1e6;
+  }
+
+  /** How long a tag a port change stopped using stays routed (removed instance slots too). */
   static final long LINGER_MS = 2000;
 
   private void releaseTags(List<Long> keys) {

@@ -253,6 +253,32 @@ public final class PhysicalState {
         .build();
   }
 
+  /**
+   * Builds and encodes one of each message a plan sends (OneSwitchCore.warmUp): loads and links
+   * their classes before the first remap needs them.
+   */
+  static void encodeOneOfEach() {
+    Installed i =
+        new Installed(new PhysRule("warm-up", 1, 1, F.buildMatch().build(), List.of()), 0, null);
+    GroupSpec g = new GroupSpec(org.projectfloodlight.openflow.protocol.OFGroupType.ALL, List.of());
+    io.netty.buffer.ByteBuf b = io.netty.buffer.Unpooled.buffer();
+    try {
+      for (OFMessage m :
+          List.of(
+              flowAdd(i),
+              flowModify(i),
+              flowDelete(1),
+              groupAdd(1, g),
+              groupModify(1, g),
+              groupDelete(1),
+              F.buildBarrierRequest().setXid(1).build())) {
+        m.createBuilder().setXid(1).build().writeTo(b);
+      }
+    } finally {
+      b.release();
+    }
+  }
+
   /** Re-adds every installed flow of a switch (after it reconnected). */
   public List<OFMessage> reinstall(String sw) {
     List<OFMessage> out = new ArrayList<>();

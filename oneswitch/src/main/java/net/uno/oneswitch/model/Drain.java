@@ -1,9 +1,15 @@
 package net.uno.oneswitch.model;
 
 /**
- * A physical port that left virtual port {@code vport} (remap, or an instance removed) and stays an
- * ingress-only port of it until {@code untilMs} (epoch ms): frames the leaving NF instance still
- * emits (packets it received before the switch-over) are in_port=vport, while OneSwitch never sends
- * anything to it.
+ * An ingress-only port of virtual port {@code vport} until {@code untilMs} (epoch ms): frames from
+ * it are in_port=vport, while OneSwitch never sends anything to it. Either a port that left the
+ * vport (remap, or an instance removed: the leaving NF instance still emits packets it received
+ * before the switch-over), or, {@code prepared}, one a coming remap will move the vport to (its
+ * rules are installed ahead, so the remap only re-points the senders).
  */
-public record Drain(int vport, VPort.Loc loc, long untilMs) {}
+public record Drain(int vport, VPort.Loc loc, long untilMs, boolean prepared) {
+  /** A draining (leaving) port. */
+  public Drain(int vport, VPort.Loc loc, long untilMs) {
+    this(vport, loc, untilMs, false);
+  }
+}

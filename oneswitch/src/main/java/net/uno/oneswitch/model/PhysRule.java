@@ -1,7 +1,6 @@
 package net.uno.oneswitch.model;
 
 import java.util.List;
-import net.uno.oneswitch.translate.MatchUtil;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
 import org.projectfloodlight.openflow.protocol.match.Match;
 
@@ -13,6 +12,6 @@ public record PhysRule(
   public record Key(String sw, int table, int priority, String match) {}
 
   public Key key() {
-    return new Key(sw, table, priority, MatchUtil.key(match));
+    return new Key(sw, table, priority, MatchKeys.of(match));
   }
 }

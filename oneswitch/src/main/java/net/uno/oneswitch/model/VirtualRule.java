@@ -2,7 +2,6 @@ package net.uno.oneswitch.model;
 
 import java.util.List;
 import java.util.Set;
-import net.uno.oneswitch.translate.MatchUtil;
 import org.projectfloodlight.openflow.protocol.OFFlowModFlags;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
 import org.projectfloodlight.openflow.protocol.match.Match;
@@ -23,7 +22,7 @@ public record VirtualRule(
   public record Key(int table, int priority, String match) {}
 
   public Key key() {
-    return new Key(table, priority, MatchUtil.key(match));
+    return new Key(table, priority, MatchKeys.of(match));
   }
 
   public VirtualRule withInstructions(List<OFInstruction> ins) {

@@ -174,12 +174,15 @@ public final class RestServer {
         throw new HttpError(405, null, "method " + m + " not allowed");
       }
       if (parts.length == 5 && parts[4].equals("remap")) {
-        only(m, "POST");
-        JsonNode b = body(ex, Set.of("switch", "port", "drain_ms"));
-        String sw = str(b, "switch", true);
-        int port = portField(b);
-        long drain = drainMs(b);
-        return change(() -> core.remapPort(vport, sw, port, drain));
+        Target t = target(ex, m, "drain_ms");
+        long drain = drainMs(t.body());
+        return change(() -> core.remapPort(vport, t.sw(), t.port(), drain));
+      }
+      if (parts.length == 5 && parts[4].equals("prepare")) {
+        Target t = target(ex, m, "ms");
+        long ms = prepareMs(t.body());
+        return prepared(
+            vport, t.sw(), t.port(), () -> core.preparePort(vport, t.sw(), t.port(), ms));
       }
       if (parts.length == 5 && parts[4].equals("instances")) {
         only(m, "PUT");
@@ -190,6 +193,17 @@ public final class RestServer {
       }
     }
     throw new HttpError(404, null, "no such path: " + path);
+  }
+
+  /** A POST body naming a physical port: {"switch", "port", extra?}. */
+  private record Target(String sw, int port, JsonNode body) {}
+
+  private static Target target(HttpExchange ex, String m, String extra)
+      throws HttpError, IOException {
+    only(m, "POST");
+    JsonNode b = body(ex, Set.of("switch", "port", extra));
+    String sw = str(b, "switch", true);
+    return new Target(sw, portField(b), b);
   }
 
   private static Reply ok(Object body) {
@@ -253,13 +267,26 @@ public final class RestServer {
 
   /** The optional {@code drain_ms} field: 0..60000, default {@link #DEFAULT_DRAIN_MS}. */
   private static long drainMs(JsonNode b) throws HttpError {
-    JsonNode v = b.get("drain_ms");
+    return msField(b, "drain_ms", 0, DEFAULT_DRAIN_MS);
+  }
+
+  /** How long a prepared port waits for its remap when not given. */
+  static final long DEFAULT_PREPARE_MS = 10_000;
+
+  /** The optional {@code ms} field of a prepare: 1..60000, default {@link #DEFAULT_PREPARE_MS}. */
+  private static long prepareMs(JsonNode b) throws HttpError {
+    return msField(b, "ms", 1, DEFAULT_PREPARE_MS);
+  }
+
+  /** An optional duration field {@code f}: an integer min..MAX_DRAIN_MS, {@code dflt} if absent. */
+  private static long msField(JsonNode b, String f, long min, long dflt) throws HttpError {
+    JsonNode v = b.get(f);
     if (v == null || v.isNull()) {
-      return DEFAULT_DRAIN_MS;
+      return dflt;
     }
-    if (!v.isIntegralNumber() || v.asLong() < 0 || v.asLong() > OneSwitchCore.MAX_DRAIN_MS) {
+    if (!v.isIntegralNumber() || v.asLong() < min || v.asLong() > OneSwitchCore.MAX_DRAIN_MS) {
       throw new HttpError(
-          400, "drain_ms", "must be an integer 0.." + OneSwitchCore.MAX_DRAIN_MS + " (ms)");
+          400, f, "must be an integer " + min + ".." + OneSwitchCore.MAX_DRAIN_MS + " (ms)");
     }
     return v.asLong();
   }
@@ -333,7 +360,16 @@ public final class RestServer {
     b.put("instances", locs(pc.to()));
     b.put("rules", pc.rules());
     b.put("ms", pc.durationMs());
+    timing(b, pc);
     return new Reply(pc.status(), b, null);
+  }
+
+  /** Where the change's time went ({@link OneSwitchCore.PortChange#trace}): plan_ms and phases. */
+  private static void timing(Map<String, Object> b, OneSwitchCore.PortChange pc) {
+    if (pc.trace() != null) {
+      b.put("plan_ms", pc.trace().planMs());
+      b.put("phases", pc.trace().phaseMaps());
+    }
   }
 
   private <T> T onCore(Supplier<T> s) throws Exception {
@@ -357,6 +393,29 @@ public final class RestServer {
     b.put("to", pc.to() == null ? null : loc(pc.to()));
     b.put("rules", pc.rules());
     b.put("duration_ms", pc.durationMs());
+    timing(b, pc);
+    return new Reply(pc.status(), b, null);
+  }
+
+  /** Runs a prepare: {"vport", "switch", "port", "until_ms", "rules", "duration_ms"}. */
+  private Reply prepared(int vport, String sw, int port, PortOp op) throws Exception {
+    OneSwitchCore.PortChange pc = await(op);
+    Map<String, Object> b = new LinkedHashMap<>();
+    b.put("vport", Integer.toUnsignedLong(vport));
+    b.put("switch", sw);
+    b.put("port", Integer.toUnsignedLong(port));
+    Long until =
+        onCore(
+            () ->
+                core.ports().drainsOf(vport).stream()
+                    .filter(d -> d.loc().sw().equals(sw) && d.loc().port() == port)
+                    .map(Drain::untilMs)
+                    .findFirst()
+                    .orElse(null));
+    b.put("until_ms", until);
+    b.put("rules", pc.rules());
+    b.put("duration_ms", pc.durationMs());
+    timing(b, pc);
     return new Reply(pc.status(), b, null);
   }
 
@@ -449,14 +508,16 @@ public final class RestServer {
       m.put("name", v.name());
       m.put("instances", locs(v));
       List<Map<String, Object>> dr = new ArrayList<>();
+      List<Map<String, Object>> prep = new ArrayList<>();
       for (Drain d : core.ports().drainsOf(v.vport())) {
         Map<String, Object> e = new LinkedHashMap<>();
         e.put("switch", d.loc().sw());
         e.put("port", Integer.toUnsignedLong(d.loc().port()));
         e.put("until_ms", d.untilMs());
-        dr.add(e);
+        (d.prepared() ? prep : dr).add(e);
       }
       m.put("draining", dr);
+      m.put("prepared", prep);
       out.add(m);
     }
     return out;

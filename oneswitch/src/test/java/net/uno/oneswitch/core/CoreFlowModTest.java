@@ -287,6 +287,25 @@ class CoreFlowModTest {
   }
 
   @Test
+  void aTagARemapStopsUsingStaysRoutedToTheNewPlaceForAMoment() throws Exception {
+    mod(add(10, ip("10.0.0.1/32", 1), 0, 4)); // snic0 wire -> V4 (host:101): tagged over PCIe
+    assertEquals(Set.of(4L), on(() -> core.liveTags().keySet()));
+    int tag = on(() -> core.liveTags().get(4L));
+    // V4 moves next to the wire: the sender outputs locally, no rule needs V4's tag any more.
+    var pc = on(() -> core.remapPort(4, "snic0", 7, 0)).get(10, TimeUnit.SECONDS);
+    assertEquals(1, pc.rules());
+    assertEquals(tag, on(() -> core.liveTags().get(4L)), "still live just after the remap");
+    // (Translator.dispatch routes every live tag to its vport's current place: the host sends
+    // it back over PCIe to snic0, so a frame still crossing PCIe with it reaches the new port.)
+    long end = System.currentTimeMillis() + 10_000;
+    while (on(() -> core.liveTags().containsKey(4L))) {
+      assertTrue(System.currentTimeMillis() < end, "the unused tag was never released");
+      Thread.sleep(100);
+    }
+    assertTrue(on(() -> core.liveTags().isEmpty()));
+  }
+
+  @Test
   void shrinkKeepsTheRemovedInstancesTagRoutedForAMomentAndFreesTheGroupId() throws Exception {
     mod(add(10, ip("10.0.0.1/32", 1), 0, 4)); // snic0 wire -> V4 (host:101)
     List<VPort.Loc> two = List.of(new VPort.Loc("host", 101), new VPort.Loc("snic1", 7));

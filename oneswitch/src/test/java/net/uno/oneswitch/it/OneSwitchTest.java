@@ -13,7 +13,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-import java.util.concurrent.CompletableFuture;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import net.uno.oneswitch.Main;
 import net.uno.oneswitch.config.Config;
@@ -326,16 +326,10 @@ class OneSwitchTest {
   @Test
   void remapIsMakeBeforeBreakAcrossSwitches() throws Exception {
     try (OfClient c = client()) {
-      c.send(flow(0, 10, 3, out(1))); // in_port=V3 (host:101)
-      c.send(flow(0, 5, 1, out(3))); // snic0 -> V3 (tagged toward the host)
-      barrier(c, 12);
-      int mark = FakeSwitch.GLOBAL.size();
-      CompletableFuture<OneSwitchCore.PortChange> f =
-          onCore(() -> os.core().remapPort(3, "snic0", 200));
-      OneSwitchCore.PortChange pc = f.get(20, TimeUnit.SECONDS);
+      Remapped r = v3RulesThenRemap(c, 12, 0);
+      OneSwitchCore.PortChange pc = r.pc();
       assertEquals(2, pc.rules());
-      List<Map.Entry<Long, OFMessage>> seq =
-          new ArrayList<>(FakeSwitch.GLOBAL.subList(mark, FakeSwitch.GLOBAL.size()));
+      List<Map.Entry<Long, OFMessage>> seq = r.seq();
       int lastAdd = -1;
       int firstMod = Integer.MAX_VALUE;
       int lastMod = -1;
@@ -365,25 +359,204 @@ class OneSwitchTest {
                               + e.getValue().getClass().getSimpleName().replace("OFFlow", ""))
                   .toList());
       for (long sw : List.of(0xaL, 0xbL)) {
-        // Each switch answered a barrier after its own phase messages, before the next phase.
+        // A switch sent new rules answered a barrier after them, before any re-pointing; EVERY
+        // switch answered a fresh barrier after the re-pointing, before the break (the round trip
+        // that also lets frames still crossing PCIe under the old rules arrive).
+        int swAdd = lastOf(seq, sw, OFFlowAdd.class);
         assertTrue(
-            barrierBetween(seq, sw, lastOf(seq, sw, OFFlowAdd.class), firstMod),
+            swAdd < 0 || barrierBetween(seq, sw, swAdd, firstMod),
             "barrier on switch " + sw + " between make and modify");
+        int swMod = lastOf(seq, sw, OFFlowModifyStrict.class);
         assertTrue(
-            barrierBetween(seq, sw, lastOf(seq, sw, OFFlowModifyStrict.class), firstDel),
+            barrierBetween(seq, sw, Math.max(swMod, swAdd), firstDel),
             "barrier on switch " + sw + " between modify and break");
       }
+      // The core saw both switches answer the modify phase's (fresh) barriers.
+      assertEquals(
+          Set.of("host", "snic0"),
+          pc.trace().phases().stream()
+              .filter(p -> p.name().equals("modify"))
+              .findFirst()
+              .orElseThrow()
+              .barrierMs()
+              .keySet(),
+          pc.trace().toString());
       assertTrue(lastOf(seq, 0xbL, OFFlowAdd.class) >= 0, "snic0 got the new rules");
       // Final state: in_port=200 on snic0 outputs locally to port 1; the host holds no V3 rule.
-      assertTrue(
-          snic.flows.values().stream()
-              .anyMatch(
-                  x ->
-                      x.getTableId().getValue() == 1
-                          && OFPort.of(200).equals(x.getMatch().get(MatchField.IN_PORT))));
+      assertTrue(snicHasV3RuleAt200(), "in_port=200 translated on snic0");
       assertFalse(
           host.flows.values().stream()
               .anyMatch(x -> OFPort.of(101).equals(x.getMatch().get(MatchField.IN_PORT))));
+    }
+  }
+
+  /** in_port=V3 (host:101) -> eth0 and eth0 (snic0) -> V3 (tagged toward the host), barriered. */
+  private void v3Rules(OfClient c, long xid) throws Exception {
+    c.send(flow(0, 10, 3, out(1)));
+    c.send(flow(0, 5, 1, out(3)));
+    barrier(c, xid);
+  }
+
+  /** V3 moves to snic0:200 with {@code drainMs}. */
+  private OneSwitchCore.PortChange remapV3(long drainMs) throws Exception {
+    return onCore(() -> os.core().remapPort(3, "snic0", 200, drainMs)).get(20, TimeUnit.SECONDS);
+  }
+
+  private boolean snicHasV3RuleAt200() {
+    return snic.flows.values().stream()
+        .anyMatch(
+            x ->
+                x.getTableId().getValue() == 1
+                    && OFPort.of(200).equals(x.getMatch().get(MatchField.IN_PORT)));
+  }
+
+  /** A remap's answer and what the fake switches received meanwhile. */
+  private record Remapped(OneSwitchCore.PortChange pc, List<Map.Entry<Long, OFMessage>> seq) {}
+
+  /** With the V3 rules installed, V3 moves to snic0:200 with {@code drainMs}. */
+  private Remapped v3RulesThenRemap(OfClient c, long xid, long drainMs) throws Exception {
+    v3Rules(c, xid);
+    int mark = FakeSwitch.GLOBAL.size();
+    OneSwitchCore.PortChange pc = remapV3(drainMs);
+    return new Remapped(pc, since(mark));
+  }
+
+  private static int firstOf(List<Map.Entry<Long, OFMessage>> seq, Class<?> type) {
+    for (int i = 0; i < seq.size(); i++) {
+      if (type.isInstance(seq.get(i).getValue())) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  /** Messages of {@code type} to either switch. */
+  private static long countAll(List<Map.Entry<Long, OFMessage>> seq, Class<?> type) {
+    return count(seq, 0xaL, type) + count(seq, 0xbL, type);
+  }
+
+  /**
+   * Each switch sent a flow before the first re-pointing answered a barrier after it, before it.
+   */
+  private static void assertConfirmedBeforeRepointing(List<Map.Entry<Long, OFMessage>> seq) {
+    int firstMod = firstOf(seq, OFFlowModifyStrict.class);
+    assertTrue(firstMod > 0, names(seq).toString());
+    for (long sw : List.of(0xaL, 0xbL)) {
+      int lastAdd = lastOf(seq.subList(0, firstMod), sw, OFFlowAdd.class);
+      assertTrue(
+          lastAdd < 0 || barrierBetween(seq, sw, lastAdd, firstMod),
+          "flows on " + sw + " confirmed before any re-pointing: " + names(seq));
+    }
+  }
+
+  /** The messages the fake switches received since {@code mark}. */
+  private static List<Map.Entry<Long, OFMessage>> since(int mark) {
+    synchronized (FakeSwitch.GLOBAL) {
+      return new ArrayList<>(FakeSwitch.GLOBAL.subList(mark, FakeSwitch.GLOBAL.size()));
+    }
+  }
+
+  private static long count(List<Map.Entry<Long, OFMessage>> seq, long sw, Class<?> type) {
+    return seq.stream().filter(e -> e.getKey() == sw && type.isInstance(e.getValue())).count();
+  }
+
+  /**
+   * Every barrier in {@code seq} confirms something: the switch was sent a message since its
+   * previous barrier (no round trip spent on a switch that has nothing unanswered).
+   */
+  private static void assertBarriersOnlyAfterMessages(List<Map.Entry<Long, OFMessage>> seq) {
+    Map<Long, Boolean> unanswered = new java.util.HashMap<>();
+    for (Map.Entry<Long, OFMessage> e : seq) {
+      if (e.getValue().getType() == OFType.BARRIER_REQUEST) {
+        assertTrue(
+            unanswered.getOrDefault(e.getKey(), false),
+            "barrier on switch " + e.getKey() + " with nothing to confirm: " + names(seq));
+        unanswered.put(e.getKey(), false);
+      } else {
+        unanswered.put(e.getKey(), true);
+      }
+    }
+  }
+
+  private static List<String> names(List<Map.Entry<Long, OFMessage>> seq) {
+    return seq.stream()
+        .map(
+            e ->
+                Long.toHexString(e.getKey())
+                    + ":"
+                    + e.getValue()
+                        .getClass()
+                        .getSimpleName()
+                        .replace("OFFlow", "")
+                        .replace("Ver13", ""))
+        .toList();
+  }
+
+  @Test
+  void remapWithDrainWindowIsTwoRoundsAndBarriersOnlyWhatItSent() throws Exception {
+    try (OfClient c = client()) {
+      Remapped r = v3RulesThenRemap(c, 16, 1000);
+      OneSwitchCore.PortChange pc = r.pc();
+      List<Map.Entry<Long, OFMessage>> seq = r.seq();
+      // The old port drains: nothing is deleted, so there is no break phase and no third round.
+      assertEquals(0, countAll(seq, OFFlowDelete.class), names(seq).toString());
+      assertEquals(
+          List.of("make", "modify"),
+          pc.trace().phases().stream().map(p -> p.name()).toList(),
+          pc.trace().toString());
+      assertBarriersOnlyAfterMessages(seq);
+      assertConfirmedBeforeRepointing(seq);
+      for (long sw : List.of(0xaL, 0xbL)) {
+        long barriers =
+            seq.stream()
+                .filter(e -> e.getKey() == sw && e.getValue().getType() == OFType.BARRIER_REQUEST)
+                .count();
+        assertTrue(barriers <= 2, "at most one round per phase: " + names(seq));
+      }
+    }
+  }
+
+  @Test
+  void preparedRemapOnlyRepointsInOneRound() throws Exception {
+    try (OfClient c = client()) {
+      v3Rules(c, 17);
+      int mark = FakeSwitch.GLOBAL.size();
+      OneSwitchCore.PortChange prep =
+          onCore(() -> os.core().preparePort(3, "snic0", 200, 5000)).get(20, TimeUnit.SECONDS);
+      List<Map.Entry<Long, OFMessage>> pseq = since(mark);
+      assertTrue(count(pseq, 0xbL, OFFlowAdd.class) >= 2, "replica + dispatch: " + names(pseq));
+      assertEquals(
+          0, countAll(pseq, OFFlowModifyStrict.class) + countAll(pseq, OFFlowDelete.class));
+      assertEquals(200, prep.status());
+      assertEquals("host", onCore(() -> os.core().ports().get(3).get().sw()), "not moved yet");
+      java.util.Set<Long> cookies = new java.util.HashSet<>(snic.flows.keySet());
+
+      mark = FakeSwitch.GLOBAL.size();
+      OneSwitchCore.PortChange pc = remapV3(1000);
+      List<Map.Entry<Long, OFMessage>> seq = since(mark);
+      assertEquals(0, countAll(seq, OFFlowAdd.class) + countAll(seq, OFFlowDelete.class));
+      assertTrue(count(seq, 0xaL, OFFlowModifyStrict.class) >= 1, "the host's sender re-pointed");
+      assertEquals(
+          List.of("modify"),
+          pc.trace().phases().stream().map(p -> p.name()).toList(),
+          pc.trace().toString());
+      assertBarriersOnlyAfterMessages(seq);
+      assertTrue(snic.flows.keySet().containsAll(cookies), "the prepared flows are the final ones");
+      assertEquals("snic0", onCore(() -> os.core().ports().get(3).get().sw()));
+      assertTrue(snicHasV3RuleAt200(), "in_port=200 translated on snic0");
+    }
+  }
+
+  @Test
+  void preparedRemapStillWaitsForEarlierUnansweredMessages() throws Exception {
+    try (OfClient c = client()) {
+      v3Rules(c, 18);
+      onCore(() -> os.core().preparePort(3, "snic0", 200, 5000)).get(20, TimeUnit.SECONDS);
+      int mark = FakeSwitch.GLOBAL.size();
+      c.send(flow(0, 6, 1, out(2))); // snic0 -> V2 on the host: no barrier from the controller
+      waitFor(() -> count(since(mark), 0xbL, OFFlowAdd.class) >= 1);
+      remapV3(1000);
+      assertConfirmedBeforeRepointing(since(mark)); // the controller's adds, then the modifies
     }
   }
 

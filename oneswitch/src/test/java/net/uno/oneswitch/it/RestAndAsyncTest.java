@@ -264,9 +264,7 @@ class RestAndAsyncTest {
 
   @Test
   void drainWindowFieldsListingAndExpiry() throws Exception {
-    assertEquals(
-        201,
-        call("PUT", "/v1/ports/5", "{\"switch\": \"snic0\", \"port\": 200}", true).statusCode());
+    mapV5AtSnic0();
     for (String bad : List.of("-1", "60001", "1.5", "\"2\"", "true")) {
       HttpResponse<String> r =
           call(
@@ -304,12 +302,7 @@ class RestAndAsyncTest {
     assertTrue(until >= t0 + 1500 && until <= System.currentTimeMillis() + 1500, p5.toString());
     assertTrue(dispatches(snic, 200), "the old port still enters the pipeline");
     assertTrue(dispatches(host, 101));
-    long end = System.currentTimeMillis() + 15_000;
-    while (json(get("/v1/ports", true)).get(2).get("draining").size() > 0
-        || dispatches(snic, 200)) {
-      assertTrue(System.currentTimeMillis() < end, "the drain never ended");
-      Thread.sleep(100);
-    }
+    awaitEnded("draining", "the drain never ended");
     // drain_ms 0: the old port is gone at once; the instances call takes the field too.
     assertEquals(
         200,
@@ -337,10 +330,87 @@ class RestAndAsyncTest {
   }
 
   @Test
-  void instancesContractValidationGroupIdsAndPersistence() throws Exception {
+  void prepareContractListingRemapAndExpiry() throws Exception {
+    mapV5AtSnic0();
+    String ok = "{\"switch\": \"host\", \"port\": 101";
+    for (String bad : List.of("0", "-1", "60001", "1.5", "\"2\"", "true")) {
+      assertEquals("400 ms", field(prepare(5, ok + ", \"ms\": " + bad + "}")), bad);
+    }
+    assertEquals("404 vport", field(prepare(9, ok + "}")), "the vport must be mapped");
+    assertEquals("400 switch", field(prepare(5, "{\"switch\": \"nope\", \"port\": 3}")));
+    assertEquals("400 port", field(prepare(5, "{\"switch\": \"host\", \"port\": 1}")), "PCIe");
+    assertEquals("409 port", field(prepare(5, "{\"switch\": \"host\", \"port\": 100}")));
+    assertEquals("400 port", field(prepare(5, "{\"switch\": \"host\"}")), "port required");
+    assertEquals("400 colour", field(prepare(5, ok + ", \"colour\": 1}")));
+    assertEquals(405, call("GET", "/v1/ports/5/prepare", null, true).statusCode());
+    assertEquals(0, json(get("/v1/ports", true)).get(2).get("prepared").size(), "nothing changed");
+    assertTrue(!dispatches(host, 101), "nothing installed by a refused prepare");
+
+    long t0 = System.currentTimeMillis();
+    HttpResponse<String> r = prepare(5, ok + ", \"ms\": 1500}");
+    assertEquals(200, r.statusCode(), r.body());
+    JsonNode a = json(r);
+    assertEquals(5, a.get("vport").asInt());
+    assertEquals("host", a.get("switch").asText());
+    assertEquals(101, a.get("port").asInt());
+    long until = a.get("until_ms").asLong();
+    assertTrue(until >= t0 + 1500 && until <= System.currentTimeMillis() + 1500, a.toString());
+    assertTrue(a.has("rules") && a.has("duration_ms") && a.has("plan_ms"), a.toString());
+    assertTrue(a.get("phases").size() >= 1, "the prepared port's entry was installed: " + a);
+    JsonNode p5 = json(get("/v1/ports", true)).get(2);
+    assertEquals(1, p5.get("prepared").size(), p5.toString());
+    assertEquals(0, p5.get("draining").size(), p5.toString());
+    assertEquals("snic0", p5.get("switch").asText(), "still served where it was");
+    assertTrue(dispatches(host, 101), "frames from the prepared port enter the pipeline");
+    // The remap to the prepared port finds its entry in place: no new flow, the make phase empty.
+    HttpResponse<String> rm =
+        call(
+            "POST",
+            "/v1/ports/5/remap",
+            "{\"switch\": \"host\", \"port\": 101, \"drain_ms\": 0}",
+            true);
+    assertEquals(200, rm.statusCode(), rm.body());
+    for (JsonNode ph : json(rm).get("phases")) {
+      assertTrue(!ph.get("phase").asText().equals("make"), "no make phase: " + rm.body());
+    }
+    p5 = json(get("/v1/ports", true)).get(2);
+    assertEquals("host", p5.get("switch").asText());
+    assertEquals(0, p5.get("prepared").size(), "mapping the port ends its window: " + p5);
+    // Preparing a port the vport already uses changes nothing; a prepare not followed by a remap
+    // expires like a drain.
+    JsonNode same = json(prepare(5, ok + "}"));
+    assertEquals(0, same.get("rules").asInt(), same.toString());
+    assertEquals(
+        200, prepare(5, "{\"switch\": \"snic0\", \"port\": 200, \"ms\": 300}").statusCode());
+    assertTrue(dispatches(snic, 200));
+    awaitEnded("prepared", "the prepared port never expired");
+  }
+
+  /** Maps vport 5 to snic0:200 (201). */
+  private void mapV5AtSnic0() throws Exception {
     assertEquals(
         201,
         call("PUT", "/v1/ports/5", "{\"switch\": \"snic0\", \"port\": 200}", true).statusCode());
+  }
+
+  /**
+   * Waits until vport 5 lists no {@code kind} ("draining"/"prepared") port and snic0:200 is gone.
+   */
+  private void awaitEnded(String kind, String failure) throws Exception {
+    long end = System.currentTimeMillis() + 15_000;
+    while (json(get("/v1/ports", true)).get(2).get(kind).size() > 0 || dispatches(snic, 200)) {
+      assertTrue(System.currentTimeMillis() < end, failure);
+      Thread.sleep(100);
+    }
+  }
+
+  private HttpResponse<String> prepare(int vport, String body) throws Exception {
+    return call("POST", "/v1/ports/" + vport + "/prepare", body, true);
+  }
+
+  @Test
+  void instancesContractValidationGroupIdsAndPersistence() throws Exception {
+    mapV5AtSnic0();
     String two = "[{\"switch\": \"snic0\", \"port\": 200}, {\"switch\": \"host\", \"port\": 101}]";
     assertEquals("404 vport", field(inst(9, two)), "the vport must be mapped");
     assertEquals("400 instances", field(call("PUT", "/v1/ports/5/instances", "{}", true)));
