@@ -18,6 +18,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
 import net.uno.oneswitch.model.Drain;
+import net.uno.oneswitch.model.MatchKeys;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.PortMap;
 import net.uno.oneswitch.model.Topology;
@@ -871,7 +872,7 @@ public final class OneSwitchCore implements SouthListener {
 
   private List<VirtualRule> select(OFFlowMod fm, int table, boolean strict, boolean outFilter) {
     List<VirtualRule> out = new ArrayList<>();
-    String mkey = strict ? MatchUtil.key(fm.getMatch()) : null;
+    String mkey = strict ? MatchKeys.of(fm.getMatch()) : null;
     for (VirtualRule r : rules.values()) {
       if (table >= 0 && r.table() != table) {
         continue;

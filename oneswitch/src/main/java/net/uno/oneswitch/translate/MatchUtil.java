@@ -1,10 +1,8 @@
 package net.uno.oneswitch.translate;
 
-import com.google.common.collect.MapMaker;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
-import java.util.concurrent.ConcurrentMap;
 import org.projectfloodlight.openflow.protocol.OFFactories;
 import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.OFMatchV3;
@@ -38,24 +36,10 @@ public final class MatchUtil {
   }
 
   /**
-   * Keys of live matches, by identity, weakly held (gone with their match). The same rule's match
-   * is keyed again and again: adding, replacing, deleting, re-translating (building the key was a
-   * fifth of OneSwitch's allocation per flow-mod). Matches are immutable: the same object, the same
-   * key.
+   * A canonical text key of a match (order-independent). Computed each time: callers that key the
+   * same rules again and again go through {@link net.uno.oneswitch.model.MatchKeys#of}.
    */
-  private static final ConcurrentMap<Match, String> KEYS = new MapMaker().weakKeys().makeMap();
-
-  /** A canonical text key of a match (order-independent). */
   public static String key(Match m) {
-    String k = KEYS.get(m);
-    if (k == null) {
-      k = computeKey(m);
-      KEYS.put(m, k);
-    }
-    return k;
-  }
-
-  private static String computeKey(Match m) {
     List<String> parts = new ArrayList<>();
     for (OFOxm<?> o : each(m)) {
       parts.add(
