@@ -12,21 +12,25 @@ socket).
     plain OVS) before it can answer, so it is latency-bound.
 (a2) pipelined: a raw OF1.3 client sends the same N FLOW_MODs back to back, then ONE barrier, timed to its
     reply (no error allowed, all N installed): rate_ratio_pipelined = OneSwitch / OVS (throughput).
-(b) 3,024 random OF1.3 virtual rules (tests/oneswitch/rulegen.py, 3 tables, one ALL group, 7 vports on 3
-    switches): phys_virt_ratio = physical flows on all three switches (dump-flows, everything OneSwitch
+(b) 3,024 random OF1.3 virtual rules (tests/oneswitch/rulegen.py seed 2024, 3 tables, one ALL group, 7 vports
+    on 3 switches): phys_virt_ratio = physical flows on all three switches (dump-flows, everything OneSwitch
     installed) / accepted virtual rules; also the ratio without OneSwitch's fixed rules (those present with no
-    virtual rule).
+    virtual rule); refusals by OneSwitch's reason. Then every accepted rule is checked for equivalence with a
+    reference OVS by real packets (tests/oneswitch/fullcheck.py): `checked` rules, `exercised` (a frame took
+    it on the reference), `differences` (frames whose outputs differ, twice). `--quick` stops after 25 rounds of
+    uncovering shadowed rules, so it checks a part of them (says so). Per-rule report: --equiv-report PATH.
 (c) remap time of vport 200 (host <-> snic0) vs the number of virtual rules on it (half match in_port=200,
     half output to it): OneSwitch's duration_ms (all barriers answered), medians; remap_ms = at 100 rules.
     In the same loop, scale-out: PUT instances host:200 + snic0 spare (1 -> 2) and back (2 -> 1), OneSwitch's
     `ms`, medians; scale_to_2_ms = at 100 rules.
 
-    ./uno bench oneswitch [--quick]
+    ./uno bench oneswitch [--quick] [--parts abc] [--equiv-report PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import subprocess
 import sys
@@ -40,11 +44,12 @@ from host_datapath.sysutil import DatapathError
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.config import parse_config
 from nf_agent.emulated_host.host import EmulatedHost
-from tests.oneswitch import rulegen
+from tests.oneswitch import equiv, fullcheck, rulegen
+from tests.oneswitch.ovstrace import Tracer
 from tests.oneswitch.refswitch import RefSwitch
 
-VPORTS = [1, 9, 100, 101, 200, 201, 202]
-SPARE = 201  # physical port on snic0 where vport 200 moves
+VPORTS = fullcheck.VPORTS
+SPARE = fullcheck.SPARE  # physical port on snic0 where vport 200 moves
 
 
 def ofctl(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -159,29 +164,6 @@ def bench_rate_pipelined(listen: str, direct: str, n: int, repeats: int) -> dict
     )
 
 
-def install_chunked(listen: str, rules: rulegen.RuleSet, workdir: Path) -> tuple[int, list[str]]:
-    """Groups, then flows in chunks of 200 (a chunk with a refused rule is retried rule by rule)."""
-    refused = []
-    for g in rules.groups:
-        if ofctl("add-group", listen, g, check=False).returncode != 0:
-            refused.append(g)
-    flows = list(rules.flows)
-    accepted = 0
-    for i in range(0, len(flows), 200):
-        chunk = flows[i : i + 200]
-        path = workdir / "chunk.flows"
-        path.write_text("\n".join(chunk) + "\n")
-        if ofctl("add-flows", listen, str(path), check=False).returncode == 0:
-            accepted += len(chunk)
-            continue
-        for f in chunk:  # which ones: an OFPT_ERROR each
-            if ofctl("add-flow", listen, f, check=False).returncode == 0:
-                accepted += 1
-            else:
-                refused.append(f)
-    return accepted, refused
-
-
 def distribution(rules: rulegen.RuleSet) -> dict:
     fl = rules.flows
     share = lambda pred: round(sum(1 for f in fl if pred(f)) / len(fl), 3)  # noqa: E731
@@ -200,31 +182,49 @@ def distribution(rules: rulegen.RuleSet) -> dict:
     }
 
 
-def bench_ratio(listen: str, physical: dict[str, str], n: int, workdir: Path) -> dict:
+def bench_ratio(listen: str, physical: dict[str, str], n: int, check: dict, report: Path) -> dict:
+    """(b): install the n rules through OneSwitch, count the physical rules, then check every accepted rule
+    against the reference by real packets (tests/oneswitch/fullcheck.py; `check`: its arguments)."""
     ofctl("del-flows", listen)
     ofctl("del-groups", listen)
     base = {sw: count_flows(t) for sw, t in physical.items()}
     rules = rulegen.generate(2024, VPORTS, n_rules=n, tables=3, groups=True, prio_max=60000)
+    counted: dict = {}
+
+    def count(accepted: list[str]) -> None:
+        counted["physical"] = {sw: count_flows(t) for sw, t in physical.items()}
+        counted["virtual"] = count_flows(listen)
+
     t0 = time.perf_counter()
-    accepted, refused = install_chunked(listen, rules, workdir)
+    res = fullcheck.check(rules, after_install=count, **check)
     secs = time.perf_counter() - t0
-    phys = {sw: count_flows(t) for sw, t in physical.items()}
-    virt = count_flows(listen)
+    phys, virt = counted["physical"], counted["virtual"]
     total, fixed = sum(phys.values()), sum(base.values())
+    summary = res.summary()
     out = {
         "virtual_generated": n,
-        "virtual_accepted": accepted,
+        "virtual_accepted": len(res.accepted),
         "virtual_dumped": virt,
-        "refused": len(refused),
+        "refused": len(res.refused),
+        "refused_by_reason": summary["refused_by_reason"],
         "physical": phys,
         "physical_fixed": base,
         "phys_virt_ratio": round(total / max(virt, 1), 3),
         "phys_virt_ratio_without_fixed": round((total - fixed) / max(virt, 1), 3),
-        "install_s": round(secs, 2),
+        "install_s": summary["seconds"]["install"],
+        "checked": summary["checked"],
+        "exercised": summary["exercised"],
+        "differences": summary["differences"],
+        "check": {
+            k: summary[k]
+            for k in ("exercised_first_round", "rounds", "frames", "flaky", "counter_mismatches", "unreached")
+        },  # fmt: skip
+        "check_s": round(secs, 1),
         "distribution": distribution(rules),
     }
-    if refused:
-        out["refused_examples"] = refused[:5]
+    for d in res.differences[:10]:
+        print(d.text(), file=sys.stderr)
+    report.write_text(json.dumps(res.report(), indent=1))
     ofctl("del-flows", listen)
     ofctl("del-groups", listen)
     return out
@@ -272,64 +272,50 @@ def bench_remap(client, listen: str, sizes: list[int], repeats: int, workdir: Pa
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer rules and repeats (about a minute)")
+    ap.add_argument("--parts", default="abc", help="which parts to run (default abc; a includes a2)")
+    ap.add_argument("--equiv-report", type=Path, help="(b): write the per-rule check report (JSON) here")
     args = ap.parse_args()
     n_rate, repeats = (2000, 3) if args.quick else (5000, 5)
     n_ratio = 3024
+    # --quick: few rounds of uncovering shadowed rules (the rules reached by then are checked).
+    max_rounds = 25 if args.quick else None
     sizes = [10, 100] if args.quick else [1, 10, 100, 1000]
     print_machine()
     name = "b" + uuid.uuid4().hex[:5]
-    cfg = parse_config(
-        {"name": name, "rundir": "/run/uno-bench", "vms": 2, "snics": [{"pcie_gbps": 0}, {"pcie_gbps": 0}]}
-    )
+    cfg = parse_config({"name": name, "rundir": "/run/uno-bench", **fullcheck.HOST_CONFIG})
     host = EmulatedHost(cfg)
     ref = RefSwitch("r" + uuid.uuid4().hex[:5], VPORTS, base=Path("/run/uno-bench"))
     workdir = Path(tempfile.mkdtemp(prefix="uno-bench-os-"))
+    figures: dict = {}
+    targets: list[equiv.Target] = []
+    tracer = None
     try:
         status = host.up()
         ref.up()
-        sw = host.switches()
-        try:
-            sw["host"].attach_namespace(f"{name}-nf0", f"{name}-n0", f"{name}-n0p", nm.NF_PORT_BASE)
-            sw["snic0"].attach_namespace(f"{name}-nf1", f"{name}-n1", f"{name}-n1p", nm.NF_PORT_BASE)
-            sw["snic1"].attach_namespace(f"{name}-nf2", f"{name}-n2", f"{name}-n2p", nm.NF_PORT_BASE)
-            sw["snic0"].attach_namespace(f"{name}-nf3", f"{name}-n3", f"{name}-n3p", SPARE)
-        finally:
-            for s in sw.values():
-                s.close()
+        fullcheck.attach_nfs(host)
         client = host.oneswitch().client(timeout=300)
-        client.map_port(200, "host", nm.NF_PORT_BASE)
-        client.map_port(201, "snic0", nm.NF_PORT_BASE)
-        client.map_port(202, "snic1", nm.NF_PORT_BASE)
+        fullcheck.map_nfs(client)
         listen = status["oneswitch"]["listen"]
         physical = {"host": status["host"]["openflow"], **{s["id"]: s["openflow"] for s in status["snics"]}}
         direct = ref.sw.endpoint.target()
 
-        print(f"(a) install rate, {n_rate} rules, {repeats} repeats each, alternating", flush=True)
-        rate = bench_rate(listen, direct, n_rate, repeats, workdir)
-        rate_ratio = rate["oneswitch"] / rate["ovs"]
-        print(
-            f"    OneSwitch {rate['oneswitch']:.0f} rules/s, OVS {rate['ovs']:.0f} rules/s: ratio {rate_ratio:.3f}"
-        )
-        print(
-            f"(a2) pipelined install, {n_rate} flow-mods then one barrier, {repeats} repeats each", flush=True
-        )
-        piped = bench_rate_pipelined(listen, direct, n_rate, repeats)
-        piped_ratio = piped["oneswitch"] / piped["ovs"]
-        print(
-            f"    OneSwitch {piped['oneswitch']:.0f} rules/s, OVS {piped['ovs']:.0f} rules/s: ratio {piped_ratio:.3f}"
-        )
-        print(f"(b) {n_ratio} random virtual rules over host + 2 sNICs", flush=True)
-        ratio = bench_ratio(listen, physical, n_ratio, workdir)
-        print(f"    {ratio}")
-        print(f"(c) remap vport 200 host <-> snic0 vs rules on it, {repeats} round trips each", flush=True)
-        remap = bench_remap(client, listen, sizes, repeats, workdir)
-        for n, r in remap.items():
+        if "a" in args.parts:
+            print(f"(a) install rate, {n_rate} rules, {repeats} repeats each, alternating", flush=True)
+            rate = bench_rate(listen, direct, n_rate, repeats, workdir)
+            rate_ratio = rate["oneswitch"] / rate["ovs"]
             print(
-                f"    {n:5d} rules: {r['duration_ms']} ms; to 2 instances {r['to_2_instances_ms']} ms, "
-                f"back to 1 {r['to_1_instance_ms']} ms"
+                f"    OneSwitch {rate['oneswitch']:.0f} rules/s, OVS {rate['ovs']:.0f} rules/s: ratio {rate_ratio:.3f}"
             )
-        final_json(
-            {
+            print(
+                f"(a2) pipelined install, {n_rate} flow-mods then one barrier, {repeats} repeats each",
+                flush=True,
+            )
+            piped = bench_rate_pipelined(listen, direct, n_rate, repeats)
+            piped_ratio = piped["oneswitch"] / piped["ovs"]
+            print(
+                f"    OneSwitch {piped['oneswitch']:.0f} rules/s, OVS {piped['ovs']:.0f} rules/s: ratio {piped_ratio:.3f}"
+            )
+            figures |= {
                 "rate_ratio": round(rate_ratio, 3),
                 "rate_oneswitch_rps": round(rate["oneswitch"]),
                 "rate_ovs_rps": round(rate["ovs"]),
@@ -337,23 +323,75 @@ def main() -> int:
                 "rate_ratio_pipelined": round(piped_ratio, 3),
                 "rate_oneswitch_pipelined_rps": round(piped["oneswitch"]),
                 "rate_ovs_pipelined_rps": round(piped["ovs"]),
+            }
+        if "b" in args.parts:
+            scope = (
+                f"quick: only {max_rounds} rounds (a part of the rules)"
+                if args.quick
+                else "every accepted rule"
+            )
+            print(
+                f"(b) {n_ratio} random virtual rules over host + 2 sNICs; equivalence check: {scope}",
+                flush=True,
+            )
+            targets = [
+                equiv.Target("oneswitch", listen, fullcheck.endpoints(name)).open(),
+                equiv.Target("reference", ref.target, ref.endpoints()).open(),
+            ]
+            tracer = Tracer(ref.sw.ovs.rundir / "ovs-vswitchd.ctl", ref.sw.bridge)
+            report = args.equiv_report or workdir / "equiv-2024.json"
+            check = {
+                "sut": targets[0],
+                "ref": targets[1],
+                "tracer": tracer,
+                "ports": (_port(listen), _port(direct)),
+                "log": host.oneswitch().logfile,
+                "max_rounds": max_rounds,
+            }
+            ratio = bench_ratio(listen, physical, n_ratio, check, report)
+            print(f"    {ratio}")
+            print(f"    per-rule report: {report}")
+            figures |= {
                 "phys_virt_ratio": ratio["phys_virt_ratio"],
                 "phys_virt_ratio_without_fixed": ratio["phys_virt_ratio_without_fixed"],
                 "virtual_rules": ratio["virtual_dumped"],
                 "physical_rules": sum(ratio["physical"].values()),
                 "refused": ratio["refused"],
+                "checked": ratio["checked"],
+                "exercised": ratio["exercised"],
+                "differences": ratio["differences"],
+            }
+        if "c" in args.parts:
+            print(
+                f"(c) remap vport 200 host <-> snic0 vs rules on it, {repeats} round trips each", flush=True
+            )
+            remap = bench_remap(client, listen, sizes, repeats, workdir)
+            for n, r in remap.items():
+                print(
+                    f"    {n:5d} rules: {r['duration_ms']} ms; to 2 instances {r['to_2_instances_ms']} ms, "
+                    f"back to 1 {r['to_1_instance_ms']} ms"
+                )
+            figures |= {
                 "remap_ms": remap.get(100, {}).get("duration_ms"),
                 "remap_ms_by_rules": {str(n): r["duration_ms"] for n, r in remap.items()},
                 "scale_to_2_ms": remap.get(100, {}).get("to_2_instances_ms"),
                 "scale_to_2_ms_by_rules": {str(n): r["to_2_instances_ms"] for n, r in remap.items()},
             }
-        )
+        final_json(figures)
         return 0
     finally:
         try:
+            for t in targets:
+                t.close()
+            if tracer is not None:
+                tracer.close()
             host.down()
         finally:
             ref.down()
+
+
+def _port(target: str) -> int:
+    return int(target.rsplit(":", 1)[1])
 
 
 if __name__ == "__main__":

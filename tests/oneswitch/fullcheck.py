@@ -322,8 +322,13 @@ def check(
             run.delete(blockers, msgs, ports)
             installed -= blockers
             chooser.remove(blockers)
+    why = (
+        f"not reached within {max_rounds} rounds"
+        if max_rounds is not None and res.rounds >= max_rounds
+        else "no frame found that takes it (shadowed, or no goto chain leads to it)"
+    )
     for spec in pending:
-        res.unreached[spec] = "no frame found that takes it (shadowed, or no goto chain leads to it)"
+        res.unreached[spec] = why
     for t in (sut, ref):
         assert _count_flows(t) == len(installed), f"{t.name}: not the {len(installed)} remaining flows"
     res.seconds = {"install": round(t1 - t0, 1), "rounds": round(time.perf_counter() - t1, 1)}
