@@ -230,3 +230,41 @@ def test_write_actions_output_needing_a_label_is_refused_and_the_rest_identical(
     at101 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 101]
     assert len(at101) == 6 and all(f[12:14] == b"\x88\xa8" and f[16:18] == b"\x81\x00" for f in at101)
     assert physical_errors(os_host.client) == errors_before
+
+
+RELABELLED = [
+    # Matches no vlan_vid, installed first: the VLAN tag carries it across PCIe.
+    "table=1,priority=10,in_port=100,ip,actions=output:1,output:101",
+    "table=0,priority=5,in_port=100,actions=goto_table:1",
+    # A push that reaches table 1 (a tagged frame leaves it QinQ): accepted, and the rule above is
+    # re-translated under the MPLS label (translate/VlanPushOrder; before, this push was refused).
+    "table=0,priority=10,in_port=100,actions=push_vlan:0x8100,set_field:4106->vlan_vid,goto_table:1",
+]
+
+
+def test_a_push_relabels_the_rules_it_reaches_identical_to_reference(pair):
+    """The rule of table 1 goes under the MPLS label when the push arrives and back to the VLAN tag when it
+    goes; tagged and untagged IPv4 frames from VM 0 leave as on the reference OVS every time."""
+    os_host, sut, ref = pair
+    errors_before = physical_errors(os_host.client)
+    loaded = equiv.load(rulegen.RuleSet(0, (), tuple(RELABELLED)), sut, ref)
+    assert loaded.accepted == RELABELLED, loaded.refused
+
+    def same(first: int) -> list[bytes]:
+        pkts = [
+            (first + i, 100, qinq(first + i, 20, None) if i % 2 else untagged(first + i)) for i in range(8)
+        ]
+        got_ref, got_sut = equiv.run_packets(ref, pkts), equiv.run_packets(sut, pkts)
+        diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
+        assert not diffs, "\n".join(diffs[:10])
+        return [f for c in got_sut.values() for (v, f), n in c.items() if v == 1]
+
+    assert any("push_mpls:0x8847" in a and "pop_mpls:0x800" in a for a in physical_actions(os_host))
+    at1 = same(500)
+    assert len(at1) == 8 and sum(1 for f in at1 if f[16:18] == b"\x81\x00") == 4  # QinQ kept across PCIe
+    for t in (sut, ref):
+        r = t.ofctl("del-flows", RELABELLED[2].split(",actions=")[0], "--strict")
+        assert r.returncode == 0, r.stderr
+    assert not any("push_mpls" in a for a in physical_actions(os_host))  # the VLAN tag again
+    assert len(same(600)) == 8
+    assert physical_errors(os_host.client) == errors_before

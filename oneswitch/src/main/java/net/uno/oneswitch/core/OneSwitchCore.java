@@ -347,6 +347,85 @@ public final class OneSwitchCore implements SouthListener {
     }
   }
 
+  /**
+   * Translations of {@code adds} (replacing {@code olds}) and of the rules whose frame depth
+   * changes with them: when the lowest table a VLAN push reaches moves ({@link VlanPushOrder}), the
+   * relying rules of the tables in between are re-translated, deeper or back. Leaves the rules and
+   * pushOrder as they were; on a failure gives the tags back and throws: a change that would make a
+   * relying rule deeper than it can be carried is refused, naming that rule.
+   */
+  private Map<VirtualRule.Key, Translated> translateChange(
+      List<VirtualRule> olds, List<VirtualRule> adds) throws OfError {
+    int before = pushOrder.firstPushed();
+    olds.forEach(pushOrder::remove);
+    adds.forEach(pushOrder::add);
+    Map<VirtualRule.Key, Translated> out = new LinkedHashMap<>();
+    try {
+      for (VirtualRule r : adds) {
+        out.put(r.key(), translate(r, ports));
+      }
+      int after = pushOrder.firstPushed();
+      for (VirtualRule r : relyingBetween(before, after)) {
+        if (out.containsKey(r.key())) {
+          continue;
+        }
+        try {
+          out.put(r.key(), translate(r, ports));
+        } catch (OfError e) {
+          if (after > before) {
+            continue; // shallower than it was: its deeper translation is still faithful
+          }
+          throw new OfError(
+              e.code(),
+              "a VLAN pushed here would reach table "
+                  + r.table()
+                  + ", whose rule priority="
+                  + r.priority()
+                  + " matches no vlan_vid and cannot then be carried: "
+                  + e.getMessage());
+        }
+      }
+      return out;
+    } catch (OfError e) {
+      out.values().forEach(t -> t.tagVports().forEach(tags::release));
+      throw e;
+    } finally {
+      adds.forEach(pushOrder::remove);
+      olds.forEach(pushOrder::add);
+    }
+  }
+
+  /** The rules relying on the frame depth in the tables between two lowest pushed tables. */
+  private List<VirtualRule> relyingBetween(int a, int b) {
+    int lo = Math.min(a, b);
+    int hi = Math.max(a, b);
+    if (lo == hi || !pushOrder.reliesIn(lo, hi)) {
+      return List.of();
+    }
+    List<VirtualRule> out = new ArrayList<>();
+    for (VirtualRule r : rules.values()) {
+      if (r.table() >= lo && r.table() < hi && VlanPushOrder.reliesOnDepth(r)) {
+        out.add(r);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * After rules were removed: re-translates the relying rules of tables a push reached before
+   * ({@code pushed}: the lowest then) and reaches no more (the VLAN carrier again where it fits). A
+   * rule that fails keeps its deeper translation, which stays faithful.
+   */
+  private void retranslateShallower(int pushed, Set<PhysRule.Key> dirty) {
+    for (VirtualRule r : relyingBetween(pushed, pushOrder.firstPushed())) {
+      try {
+        setTranslation(r.key(), translate(r, ports), dirty);
+      } catch (OfError e) {
+        LOG.debug("rule {} keeps its deeper translation: {}", r.key(), e.getMessage());
+      }
+    }
+  }
+
   private Map<String, List<OFBucket>> translateGroup(VirtualGroup g, PortMap pm, Set<Long> used)
       throws OfError {
     Map<String, List<OFBucket>> out = new LinkedHashMap<>();
@@ -663,11 +742,12 @@ public final class OneSwitchCore implements SouthListener {
     VirtualRule.Key key = old.key();
     try {
       setOrder.check(old); // a rule added since may conflict with the old one
-      pushOrder.check(old);
-      Translated t = translate(old, ports);
+      VirtualRule cur = rules.get(key);
+      Map<VirtualRule.Key, Translated> ts =
+          translateChange(cur == null ? List.of() : List.of(cur), List.of(old));
       putRule(old);
       Set<PhysRule.Key> dirty = new LinkedHashSet<>();
-      setTranslation(key, t, dirty);
+      ts.forEach((k, t) -> setTranslation(k, t, dirty));
       refreshDispatch(dirty);
       apply(dirty, Set.of(), false);
     } catch (OfError e) {
@@ -678,6 +758,7 @@ public final class OneSwitchCore implements SouthListener {
 
   /** Removes a virtual rule without FLOW_REMOVED (the controller was told its ADD failed). */
   private void dropRule(VirtualRule.Key key) {
+    int pushed = pushOrder.firstPushed();
     if (removeRule(key) == null) {
       return;
     }
@@ -685,6 +766,7 @@ public final class OneSwitchCore implements SouthListener {
     setTranslation(key, null, dirty);
     retiredCounters.remove(key);
     idle.remove(key);
+    retranslateShallower(pushed, dirty);
     refreshDispatch(dirty);
     apply(dirty, Set.of(), false);
   }
@@ -753,12 +835,14 @@ public final class OneSwitchCore implements SouthListener {
       }
     }
     setOrder.check(r);
-    pushOrder.check(r);
-    Translated t = translate(r, ports);
+    VirtualRule prev = rules.get(key);
+    Map<VirtualRule.Key, Translated> ts =
+        translateChange(prev == null ? List.of() : List.of(prev), List.of(r));
+    Translated t = ts.get(key);
     VirtualRule old = removeRule(key);
     putRule(r);
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
-    setTranslation(key, t, dirty);
+    ts.forEach((k, tr) -> setTranslation(k, tr, dirty));
     retiredCounters.remove(key);
     idle.remove(key);
     Set<PhysRule.Key> readd = new HashSet<>();
@@ -863,20 +947,13 @@ public final class OneSwitchCore implements SouthListener {
   private void modify(OFFlowMod fm, boolean strict) throws OfError {
     int table = table(fm, false);
     List<VirtualRule> sel = select(fm, table, strict, false);
-    Map<VirtualRule.Key, Translated> ts = new LinkedHashMap<>();
     List<VirtualRule> updated = new ArrayList<>();
-    try {
-      for (VirtualRule r : sel) {
-        VirtualRule n = r.withInstructions(fm.getInstructions());
-        setOrder.check(n);
-        pushOrder.check(n);
-        ts.put(n.key(), translate(n, ports));
-        updated.add(n);
-      }
-    } catch (OfError e) {
-      ts.values().forEach(t -> t.tagVports().forEach(tags::release));
-      throw e;
+    for (VirtualRule r : sel) {
+      VirtualRule n = r.withInstructions(fm.getInstructions());
+      setOrder.check(n);
+      updated.add(n);
     }
+    Map<VirtualRule.Key, Translated> ts = translateChange(sel, updated);
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
     Set<PhysRule.Key> readd = new HashSet<>();
     boolean reset = fm.getFlags().contains(OFFlowModFlags.RESET_COUNTS);
@@ -890,13 +967,14 @@ public final class OneSwitchCore implements SouthListener {
             }
           });
       putRule(n);
-      Translated t = ts.get(n.key());
+      Translated t = ts.remove(n.key());
       setTranslation(n.key(), t, dirty);
       if (reset) {
         t.phys().forEach(p -> readd.add(p.key()));
         retiredCounters.remove(n.key());
       }
     }
+    ts.forEach((k, t) -> setTranslation(k, t, dirty)); // relying rules re-translated
     refreshDispatch(dirty);
     apply(dirty, readd, false);
   }
@@ -912,6 +990,7 @@ public final class OneSwitchCore implements SouthListener {
     }
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
     List<Removal> reports = new ArrayList<>();
+    int pushed = pushOrder.firstPushed();
     for (VirtualRule r : victims) {
       VirtualRule.Key k = r.key();
       if (r.flags().contains(OFFlowModFlags.SEND_FLOW_REM)) {
@@ -930,6 +1009,7 @@ public final class OneSwitchCore implements SouthListener {
       retiredCounters.remove(k);
       idle.remove(k);
     }
+    retranslateShallower(pushed, dirty);
     refreshDispatch(dirty);
     apply(dirty, Set.of(), false);
     for (Removal rm : reports) {

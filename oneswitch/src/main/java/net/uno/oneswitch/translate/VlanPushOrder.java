@@ -1,30 +1,40 @@
 package net.uno.oneswitch.translate;
 
+import java.util.List;
+import java.util.function.Predicate;
 import net.uno.oneswitch.model.VirtualRule;
 import org.projectfloodlight.openflow.protocol.OFActionType;
-import org.projectfloodlight.openflow.protocol.OFBadActionCode;
 import org.projectfloodlight.openflow.protocol.action.OFAction;
 import org.projectfloodlight.openflow.protocol.action.OFActionGroup;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstructionApplyActions;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstructionGotoTable;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstructionWriteActions;
 import org.projectfloodlight.openflow.protocol.match.Match;
 import org.projectfloodlight.openflow.protocol.match.MatchField;
 
 /**
- * The cross-table VLAN check of the flow-id carrier (pure, incremental like {@link
+ * The cross-table VLAN bookkeeping of the flow-id carrier (pure, incremental like {@link
  * ActionSetOrder}). A rule that matches no {@code vlan_vid} cannot tell how many VLAN headers its
- * frame carries; if a lower table pushes a VLAN, the frame may be QinQ and a VLAN carrier tag would
- * be a third header (the inner one lost). So such a rule in a table after a pushing table is
- * translated with a <em>deeper</em> frame ({@link Carrier.Frame#deeper}): an output across PCIe
- * takes the MPLS carrier (known eth_type) or is refused. And a flow-mod that would add the first
- * push before a table holding such a rule (one already translated as if nothing was pushed) is
- * refused with BAD_ACTION/UNSUPPORTED_ORDER: fail closed. Static (any rule in a lower table may
- * precede one in a higher table; matches are ignored) and independent of the port map, so a remap
- * never changes what it decides.
+ * frame carries; if an earlier table may hand it a frame made QinQ by a push (one that came in
+ * tagged, tagged again), a VLAN carrier tag would be a third header (the inner one lost). So such a
+ * rule in a table a QinQ frame may reach is translated with a <em>deeper</em> frame ({@link
+ * Carrier.Frame#deeper}): an output across PCIe takes the MPLS carrier (known eth_type) or is
+ * refused.
+ *
+ * <p>Which tables a push reaches: a rule whose apply-actions may leave 2 VLAN headers (its match
+ * and its pushes/pops: a rule matching "no VLAN" that pushes once leaves exactly one) and that goes
+ * to table g makes tables g and above deeper (any of them may follow g); without goto_table its
+ * frame reaches no other table. A push in an action set runs only at the end of the pipeline; it is
+ * taken, conservatively, to reach every later table. Matches are ignored otherwise (static) and the
+ * port map plays no part.
+ *
+ * <p>When the lowest reached table changes (a push added or removed), the core re-translates the
+ * relying rules ({@link #reliesOnDepth}) of the tables in between; a push whose re-translations
+ * cannot all be carried is refused (OneSwitchCore).
  */
 public final class VlanPushOrder {
-  // Per virtual table, how many rules push a VLAN; how many rely (see reliesOnDepth).
+  // Per virtual table: pushes whose frame first reaches it; rules that rely (see reliesOnDepth).
   private static final int PUSH = 0;
   private static final int RELY = 1;
 
@@ -35,13 +45,15 @@ public final class VlanPushOrder {
     return m.isExact(MatchField.VLAN_VID) || m.isPartiallyMasked(MatchField.VLAN_VID);
   }
 
-  private static boolean any(VirtualRule r, java.util.function.Predicate<OFAction> p) {
+  private static List<OFAction> actions(OFInstruction i) {
+    return i instanceof OFInstructionApplyActions a
+        ? a.getActions()
+        : i instanceof OFInstructionWriteActions w ? w.getActions() : List.of();
+  }
+
+  private static boolean any(VirtualRule r, Predicate<OFAction> p) {
     for (OFInstruction i : r.instructions()) {
-      java.util.List<OFAction> acts =
-          i instanceof OFInstructionApplyActions a
-              ? a.getActions()
-              : i instanceof OFInstructionWriteActions w ? w.getActions() : java.util.List.of();
-      if (acts.stream().anyMatch(p)) {
+      if (actions(i).stream().anyMatch(p)) {
         return true;
       }
     }
@@ -54,13 +66,43 @@ public final class VlanPushOrder {
   }
 
   /**
-   * True if {@code r}'s translation depends on whether a lower table pushes: it matches no vlan_vid
-   * and outputs to a vport, FLOOD/ALL or a group (any of them may cross PCIe after some remap;
-   * CONTROLLER and IN_PORT never take a carrier).
+   * True if {@code r}'s translation depends on whether a QinQ frame may reach its table: it matches
+   * no vlan_vid and outputs to a vport, FLOOD/ALL or a group (any of them may cross PCIe after some
+   * remap; CONTROLLER and IN_PORT never take a carrier).
    */
-  static boolean reliesOnDepth(VirtualRule r) {
+  public static boolean reliesOnDepth(VirtualRule r) {
     return !matchesVlan(r.match())
         && any(r, a -> WriteActionSet.isVportOutput(a) || a instanceof OFActionGroup);
+  }
+
+  /**
+   * The lowest table whose rules may see a frame {@code r} pushed a VLAN onto while it carried one
+   * already, or -1 (see the class doc).
+   */
+  static int firstReached(VirtualRule r) {
+    int first = -1;
+    int depth = MatchUtil.vlanPresent(r.match()) || !MatchUtil.vlanAbsent(r.match()) ? 1 : 0;
+    for (OFInstruction i : r.instructions()) {
+      if (i instanceof OFInstructionApplyActions a) {
+        for (OFAction x : a.getActions()) {
+          if (x.getType() == OFActionType.PUSH_VLAN) {
+            depth++;
+          } else if (x.getType() == OFActionType.POP_VLAN) {
+            depth = Math.max(0, depth - 1);
+          }
+        }
+      } else if (i instanceof OFInstructionWriteActions w
+          && w.getActions().stream().anyMatch(x -> x.getType() == OFActionType.PUSH_VLAN)) {
+        first = r.table() + 1;
+      }
+    }
+    for (OFInstruction i : r.instructions()) {
+      if (i instanceof OFInstructionGotoTable g && depth >= Translator.MAX_VLAN_HEADERS) {
+        int t = g.getTableId().getValue();
+        first = first < 0 ? t : Math.min(first, t);
+      }
+    }
+    return first;
   }
 
   public void add(VirtualRule r) {
@@ -75,44 +117,29 @@ public final class VlanPushOrder {
     if (r == null) {
       return;
     }
-    boolean push = pushes(r);
-    boolean rely = reliesOnDepth(r);
-    if (!push && !rely) {
-      return;
+    int first = firstReached(r);
+    if (first >= 0) {
+      counts.add(first, PUSH, d);
     }
-    counts.add(r.table(), PUSH, push ? d : 0);
-    counts.add(r.table(), RELY, rely ? d : 0);
+    if (reliesOnDepth(r)) {
+      counts.add(r.table(), RELY, d);
+    }
   }
 
-  /** True if a table below {@code table} holds a rule that pushes a VLAN. */
+  /** True if a QinQ frame pushed by an earlier table may reach {@code table}. */
   public boolean pushesBefore(int table) {
-    return counts.first(table, true, PUSH) >= 0;
+    return counts.first(table + 1, true, PUSH) >= 0;
   }
 
-  /**
-   * Refuses {@code cand} if it pushes a VLAN and a higher table holds a rule translated as if no
-   * lower table pushed (matching no vlan_vid, with an output or group, and no push below it yet).
-   */
-  public void check(VirtualRule cand) throws OfError {
-    if (!pushes(cand)) {
-      return;
-    }
-    int t = cand.table();
-    // The first higher table with such a rule: if a push below it exists already, it (and every
-    // higher table) was translated for a possibly pushed frame.
-    int u = counts.first(t, false, RELY);
-    if (u < 0 || pushesBefore(u)) {
-      return;
-    }
-    throw new OfError(
-        OFBadActionCode.UNSUPPORTED_ORDER,
-        "table "
-            + t
-            + " would push a VLAN before table "
-            + u
-            + ", whose rules match no vlan_vid and were translated as if no table before"
-            + " pushed one (their flow-id carrier could become a third VLAN header); add the"
-            + " push first, or match vlan_vid in table "
-            + u);
+  /** The lowest table a push reaches ({@link Integer#MAX_VALUE} if none). */
+  public int firstPushed() {
+    int t = counts.first(-1, false, PUSH);
+    return t < 0 ? Integer.MAX_VALUE : t;
+  }
+
+  /** True if a table in [{@code from}, {@code to}) holds a rule that relies on the depth. */
+  public boolean reliesIn(int from, int to) {
+    int t = counts.first(from - 1, false, RELY);
+    return t >= 0 && t < to;
   }
 }

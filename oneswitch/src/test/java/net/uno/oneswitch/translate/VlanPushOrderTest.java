@@ -24,7 +24,10 @@ import org.projectfloodlight.openflow.types.OFPort;
 import org.projectfloodlight.openflow.types.OFVlanVidMatch;
 import org.projectfloodlight.openflow.types.TableId;
 
-/** Seed 2 of test_equivalence: a VLAN pushed by an earlier table that a later match cannot see. */
+/**
+ * Seed 2 of test_equivalence: a VLAN pushed by an earlier table that a later match cannot see;
+ * which tables such a push reaches.
+ */
 class VlanPushOrderTest {
   private static final OFAction PUSH = F.actions().pushVlan(EthType.VLAN_FRAME);
 
@@ -84,7 +87,6 @@ class VlanPushOrderTest {
   @Test
   void afterAnEarlierPushAnUnmatchedFrameTakesTheLabelOrIsRefused() throws OfError {
     VirtualRule push = pushInTable0();
-    order.check(push);
     order.add(push);
     assertTrue(order.pushesBefore(1));
     assertFalse(order.pushesBefore(0));
@@ -131,25 +133,60 @@ class VlanPushOrderTest {
     assertFalse(labels(t.rule(rule(0, 10, none, apply(PUSH, out(1))))));
   }
 
+  private static VirtualRule pushing(Match m, int gotoTable, OFAction... acts) {
+    List<org.projectfloodlight.openflow.protocol.instruction.OFInstruction> ins =
+        new java.util.ArrayList<>(apply(acts));
+    if (gotoTable >= 0) {
+      ins.add(F.instructions().gotoTable(TableId.of(gotoTable)));
+    }
+    return rule(0, 10, m, ins);
+  }
+
+  private static final Match NO_VLAN =
+      F.buildMatch().setExact(MatchField.VLAN_VID, OFVlanVidMatch.UNTAGGED).build();
+
   @Test
-  void aFirstPushBeforeARelyingTableIsRefusedAfterItIsNot() throws OfError {
-    VirtualRule rely = rule(1, 10, m(null, false), apply(out(1)));
+  void aPushReachesTheTablesItsGotoLeadsToWhenTheFrameMayBeQinQ() {
+    // Matching no vlan_vid, a push may make a tagged frame QinQ: tables 1 and above.
+    assertEquals(1, VlanPushOrder.firstReached(pushInTable0()));
+    // Without goto_table the pushed frame reaches no other table.
+    assertEquals(-1, VlanPushOrder.firstReached(pushing(m(null, false), -1, PUSH, out(1))));
+    // "No VLAN" matched: one header after the push; two pushes: QinQ.
+    assertEquals(-1, VlanPushOrder.firstReached(pushing(NO_VLAN, 2, PUSH)));
+    assertEquals(2, VlanPushOrder.firstReached(pushing(NO_VLAN, 2, PUSH, PUSH)));
+    // A matched VLAN plus a push: QinQ. A push undone by a pop: as it came.
+    assertEquals(2, VlanPushOrder.firstReached(pushing(m(null, true), 2, PUSH)));
+    assertEquals(
+        -1, VlanPushOrder.firstReached(pushing(m(null, false), 2, PUSH, F.actions().popVlan())));
+    // A push in the action set runs at the end: taken to reach every later table.
+    VirtualRule written =
+        rule(
+            1,
+            10,
+            m(null, false),
+            List.of(
+                F.instructions().writeActions(List.of(PUSH)),
+                F.instructions().gotoTable(TableId.of(2))));
+    assertEquals(2, VlanPushOrder.firstReached(written));
+  }
+
+  @Test
+  void theLowestReachedTableAndTheRelyingTablesAreCounted() {
+    assertEquals(Integer.MAX_VALUE, order.firstPushed());
+    VirtualRule rely = rule(2, 10, m(null, false), apply(out(1)));
     order.add(rely);
-    OfError e = assertThrows(OfError.class, () -> order.check(pushInTable0()));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
-    // A push in the same or a later table cannot precede it.
-    order.check(rule(1, 11, m(null, false), apply(PUSH, out(4))));
-    order.check(rule(2, 10, m(null, false), apply(PUSH, out(4))));
-    // A vlan_vid match does not rely; once removed, the push is fine.
+    order.add(rule(1, 10, m(null, true), apply(out(1)))); // a vlan_vid match does not rely
+    assertTrue(order.reliesIn(2, 3));
+    assertFalse(order.reliesIn(0, 2));
+    order.add(pushing(m(null, false), 2, PUSH));
+    assertEquals(2, order.firstPushed());
+    order.add(pushInTable0());
+    assertEquals(1, order.firstPushed());
+    assertTrue(order.pushesBefore(2) && order.pushesBefore(1) && !order.pushesBefore(0));
+    order.remove(pushInTable0());
+    assertEquals(2, order.firstPushed());
+    assertFalse(order.pushesBefore(1));
     order.remove(rely);
-    order.add(rule(1, 10, m(null, true), apply(out(1))));
-    order.check(pushInTable0());
-    // With a push already below the relying table, its rules were translated deeper: more pushes
-    // ok.
-    order.add(rule(0, 5, m(null, false), apply(PUSH, out(4))));
-    order.add(rely);
-    order.check(pushInTable0());
-    order.remove(rule(0, 5, m(null, false), apply(PUSH, out(4))));
-    assertThrows(OfError.class, () -> order.check(pushInTable0()));
+    assertFalse(order.reliesIn(0, 3));
   }
 }
