@@ -217,7 +217,15 @@ def bench_ratio(listen: str, physical: dict[str, str], n: int, check: dict, repo
         "differences": summary["differences"],
         "check": {
             k: summary[k]
-            for k in ("exercised_first_round", "rounds", "frames", "flaky", "counter_mismatches", "unreached")
+            for k in (
+                "exercised_first_round",
+                "rounds",
+                "frames",
+                "flaky",
+                "stale",
+                "counter_mismatches",
+                "unreached",
+            )
         },  # fmt: skip
         "check_s": round(secs, 1),
         "distribution": distribution(rules),
@@ -347,6 +355,7 @@ def main() -> int:
                 "ports": (_port(listen), _port(direct)),
                 "log": host.oneswitch().logfile,
                 "max_rounds": max_rounds,
+                "caches": fullcheck.vswitchd_ctls(host),
             }
             ratio = bench_ratio(listen, physical, n_ratio, check, report)
             print(f"    {ratio}")

@@ -35,7 +35,7 @@ from nf_agent.emulated_host import naming as nm
 
 from . import equiv, framegen, ofencode, rulegen
 from .flowspec import parse
-from .ovstrace import Tracer
+from .ovstrace import Tracer, Unixctl
 from .pktio import Endpoint
 
 VPORTS = [1, 9, 100, 101, 200, 201, 202]
@@ -52,6 +52,16 @@ def attach_nfs(host) -> None:
         for i, (s, port) in enumerate([("host", nm.NF_PORT_BASE), ("snic0", nm.NF_PORT_BASE),
                                        ("snic1", nm.NF_PORT_BASE), ("snic0", SPARE)]):  # fmt: skip
             sw[s].attach_namespace(f"{n}-nf{i}", f"{n}-n{i}", f"{n}-n{i}p", port)
+    finally:
+        for s in sw.values():
+            s.close()
+
+
+def vswitchd_ctls(host) -> list[Path]:
+    """The unixctl sockets of the host's physical switches (host and sNICs)."""
+    sw = host.switches()
+    try:
+        return [s.ovs.rundir / "ovs-vswitchd.ctl" for s in sw.values()]
     finally:
         for s in sw.values():
             s.close()
@@ -110,7 +120,8 @@ class Result:
     exercised: dict[str, int] = field(default_factory=dict)  # spec -> round in which a frame took it
     frames: int = 0  # frames sent (derived + random), to each switch
     rounds: int = 0
-    flaky: int = 0
+    flaky: int = 0  # frames whose outputs differed once, not when sent again
+    stale: int = 0  # frames whose outputs differed twice, not after every datapath cache was emptied
     differences: list[Difference] = field(default_factory=list)
     counter_mismatches: list[dict] = field(default_factory=list)
     unreached: dict[str, str] = field(default_factory=dict)  # checked rule not exercised -> why
@@ -124,7 +135,7 @@ class Result:
             "checked": len(self.checked), "exercised": sum(1 for s in self.checked if s in self.exercised),
             "exercised_first_round": sum(1 for r in self.exercised.values() if r == 1),
             "rounds": self.rounds, "frames": self.frames, "differences": len(self.differences),
-            "flaky": self.flaky, "counter_mismatches": len(self.counter_mismatches),
+            "flaky": self.flaky, "stale": self.stale, "counter_mismatches": len(self.counter_mismatches),
             "unreached": dict(Counter(self.unreached.values()).most_common()), "seconds": self.seconds,
         }  # fmt: skip
 
@@ -202,8 +213,16 @@ def _remark(frame: bytes, pid: int) -> bytes:
 class _Run:
     """The state of one check between rounds."""
 
-    def __init__(self, res: Result, sut: equiv.Target, ref: equiv.Target, tracer: Tracer, gap: float):
-        self.res, self.sut, self.ref, self.tracer, self.gap = res, sut, ref, tracer, gap
+    def __init__(
+        self,
+        res: Result,
+        sut: equiv.Target,
+        ref: equiv.Target,
+        tracer: Tracer,
+        caches: list[Unixctl],
+        gap: float,
+    ):
+        self.res, self.sut, self.ref, self.tracer, self.caches, self.gap = res, sut, ref, tracer, caches, gap
         self.by_cookie = {_cookie(s): s for s in res.accepted}
 
     def send(self, pkts: list[tuple[int, int, bytes]], rnd: int) -> set[str]:
@@ -215,9 +234,14 @@ class _Run:
         differing = [p for p in pkts if got_sut[p[0]] != got_ref[p[0]]]
         if differing:  # again, both: a lost frame does not repeat, a translation bug does
             again_sut, again_ref = equiv.run_packets_on([self.sut, self.ref], differing, gap=0.002)
-            for pid, v, frame in differing:
+            still = [p for p in differing if again_sut[p[0]] != again_ref[p[0]]]
+            self.res.flaky += len(differing) - len(still)
+            if still:  # and with every datapath cache emptied: a stale cache entry does not repeat either
+                self.purge()
+                again_sut, again_ref = equiv.run_packets_on([self.sut, self.ref], still, gap=0.002)
+                self.res.stale += sum(1 for p in still if again_sut[p[0]] == again_ref[p[0]])
+            for pid, v, frame in still:
                 if again_sut[pid] == again_ref[pid]:
-                    self.res.flaky += 1
                     continue
                 rules = [self.by_cookie.get(c, f"cookie {c:#x}") for c in taken[pid]]
                 self.res.differences.append(
@@ -239,6 +263,77 @@ class _Run:
         for port, t in zip(ports, (self.sut, self.ref), strict=True):
             errors = ofencode.install(port, dels)
             assert not errors, f"{t.name}: delete refused: {errors}"
+        self.purge()
+
+    def purge(self) -> None:
+        """Empties the datapath flow caches of every vswitchd (the reference's and OneSwitch's switches'): a
+        cached flow of a rule just deleted must not answer for the tables (seen once under load, > 1 s)."""
+        for u in [self.tracer, *self.caches]:
+            u.purge()
+
+    def rounds(
+        self,
+        msgs: dict[str, bytes],
+        ports: tuple[int, int],
+        chooser: framegen.Chooser,
+        extra: list[tuple[int, int, bytes]],
+        max_rounds: int | None,
+    ) -> set[str]:
+        """The rounds of check() (see there): frames for the rules that can be reached now, then the blockers
+        deleted; `extra` frames (random) go with round 1. Returns the rules still installed."""
+        res = self.res
+        pending, installed = set(res.checked), set(res.accepted)
+        tries: Counter = Counter()
+        before = (_counters(self.sut), _counters(self.ref))
+        renewed = False
+        while pending and (max_rounds is None or res.rounds < max_rounds):
+            res.rounds += 1
+            reach, _ = chooser.plan(pending, set())
+            pkts: list[tuple[int, int, bytes]] = []
+            for spec, cand in reach.items():
+                tries[spec] += 1
+                for p in chooser.ports(cand):
+                    pkts.append((res.frames + len(pkts), p, cand.frame(res.frames + len(pkts))))
+            if res.rounds == 1:
+                for _, v, frame in extra:
+                    pkts.append((res.frames + len(pkts), v, _remark(frame, res.frames + len(pkts))))
+            for spec in self.send(pkts, res.rounds) if pkts else ():
+                res.exercised.setdefault(spec, res.rounds)
+            pending -= set(res.exercised)
+            for spec in [s for s in pending if tries[s] >= 2]:  # the local model is wrong about it: give up
+                pending.discard(spec)
+                res.unreached[spec] = "the reference's trace did not take it where the local model did"
+            if res.rounds == 1:
+                self.compare_counters(before)
+            _, blockers = chooser.plan(pending, set(res.exercised) & installed)
+            if not pkts and not blockers:
+                if renewed:
+                    break
+                chooser.renew(pending)  # other chains and fills, once
+                renewed = True
+                continue
+            renewed = False
+            if blockers:
+                self.delete(blockers, msgs, ports)
+                installed -= blockers
+                chooser.remove(blockers)
+        why = (
+            f"not reached within {max_rounds} rounds"
+            if max_rounds is not None and res.rounds >= max_rounds
+            else "no frame found that takes it (shadowed, or no goto chain leads to it)"
+        )
+        for spec in pending:
+            res.unreached[spec] = why
+        return installed
+
+    def compare_counters(self, before: tuple[dict[int, int], dict[int, int]]) -> None:
+        """Per-rule packet counters of both switches since `before` must be equal."""
+        time.sleep(2.5)  # OVS brings flow counters up to date about once a second
+        after = (_counters(self.sut), _counters(self.ref))
+        for c in sorted(set(after[0]) | set(after[1])):
+            d_sut, d_ref = (a.get(c, 0) - b.get(c, 0) for a, b in zip(after, before, strict=True))
+            if d_sut != d_ref:
+                self.res.counter_mismatches.append({"cookie": c, "oneswitch": d_sut, "reference": d_ref})
 
 
 def _delete_strict(flow_mod: bytes) -> bytes:
@@ -260,11 +355,14 @@ def check(
     random_per_port: int = 20,
     gap: float = 0.0005,
     after_install: Callable[[list[str]], None] | None = None,
+    caches: list[Path] = (),  # type: ignore[assignment]
 ) -> Result:
     """The full check of `rules` (see the module doc). `ports`: the OpenFlow listeners (TCP, 127.0.0.1) of
     OneSwitch and of the reference; `log`: OneSwitch's log file (for the reasons of refusals); `sample`: derive
     frames for that many accepted rules only (at random), None = all; `max_rounds`: stop uncovering shadowed
-    rules after that many rounds; `after_install(accepted specs)` runs once all are installed, before any frame.
+    rules after that many rounds; `after_install(accepted specs)` runs once all are installed, before any frame;
+    `caches`: the unixctl sockets of OneSwitch's physical vswitchds (their datapath caches are emptied with the
+    reference's after deletions).
 
     Round 1 runs on the whole accepted rule set. A rule of higher priority that takes every frame meant for a
     rule (it shadows it, on both switches alike) hides that rule's translation; so after each round the
@@ -279,56 +377,14 @@ def check(
     res = Result(rules.seed, len(rules.flows), accepted, refused)
     rng = random.Random(rules.seed ^ 0xF00D)
     res.checked = accepted if sample is None or sample >= len(accepted) else rng.sample(accepted, sample)
-    run = _Run(res, sut, ref, tracer, gap)
-    chooser = framegen.Chooser([parse(s) for s in accepted], vports, rng)
-    pending, installed = set(res.checked), set(accepted)
-    tries: Counter = Counter()
+    run = _Run(res, sut, ref, tracer, [Unixctl(c) for c in caches], gap)
     t1 = time.perf_counter()
-    before = (_counters(sut), _counters(ref))
-    renewed = False
-    while pending and (max_rounds is None or res.rounds < max_rounds):
-        res.rounds += 1
-        reach, _ = chooser.plan(pending, set())
-        pkts: list[tuple[int, int, bytes]] = []
-        for spec, cand in reach.items():
-            tries[spec] += 1
-            for p in chooser.ports(cand):
-                pkts.append((res.frames + len(pkts), p, cand.frame(res.frames + len(pkts))))
-        if res.rounds == 1:
-            for _, v, frame in rulegen.packets(rules.seed, vports, random_per_port):
-                pkts.append((res.frames + len(pkts), v, _remark(frame, res.frames + len(pkts))))
-        for spec in run.send(pkts, res.rounds) if pkts else ():
-            res.exercised.setdefault(spec, res.rounds)
-        pending -= set(res.exercised)
-        for spec in [s for s in pending if tries[s] >= 2]:  # the local model is wrong about it: give up
-            pending.discard(spec)
-            res.unreached[spec] = "the reference's trace did not take it where the local model did"
-        if res.rounds == 1:
-            time.sleep(2.5)  # OVS brings flow counters up to date about once a second
-            after = (_counters(sut), _counters(ref))
-            for c in sorted(set(after[0]) | set(after[1])):
-                d_sut, d_ref = (a.get(c, 0) - b.get(c, 0) for a, b in zip(after, before, strict=True))
-                if d_sut != d_ref:
-                    res.counter_mismatches.append({"cookie": c, "oneswitch": d_sut, "reference": d_ref})
-        _, blockers = chooser.plan(pending, set(res.exercised) & installed)
-        if not pkts and not blockers:
-            if renewed:
-                break
-            chooser.renew(pending)  # other chains and fills, once
-            renewed = True
-            continue
-        renewed = False
-        if blockers:
-            run.delete(blockers, msgs, ports)
-            installed -= blockers
-            chooser.remove(blockers)
-    why = (
-        f"not reached within {max_rounds} rounds"
-        if max_rounds is not None and res.rounds >= max_rounds
-        else "no frame found that takes it (shadowed, or no goto chain leads to it)"
-    )
-    for spec in pending:
-        res.unreached[spec] = why
+    try:
+        installed = run.rounds(msgs, ports, framegen.Chooser([parse(s) for s in accepted], vports, rng),
+                               rulegen.packets(rules.seed, vports, random_per_port), max_rounds)  # fmt: skip
+    finally:
+        for u in run.caches:
+            u.close()
     for t in (sut, ref):
         assert _count_flows(t) == len(installed), f"{t.name}: not the {len(installed)} remaining flows"
     res.seconds = {"install": round(t1 - t0, 1), "rounds": round(time.perf_counter() - t1, 1)}

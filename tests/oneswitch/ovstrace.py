@@ -13,8 +13,10 @@ from pathlib import Path
 _RULE = re.compile(r"^\s*\d+\. .*\bpriority \d+(?:, cookie (0x[0-9a-f]+))?\s*$")
 
 
-class Tracer:
-    def __init__(self, ctl: Path, bridge: str):
+class Unixctl:
+    """One persistent unixctl connection to an ovs-vswitchd."""
+
+    def __init__(self, ctl: Path):
         with warnings.catch_warnings():  # the package's optional eventlet support warns on import
             warnings.simplefilter("ignore")
             import ovs.unixctl.client
@@ -22,23 +24,35 @@ class Tracer:
         err, self._client = ovs.unixctl.client.UnixctlClient.create(str(ctl))
         if err:
             raise OSError(err, f"unixctl {ctl}")
+
+    def transact(self, command: str, *args: str) -> str:
+        """The command's answer. ovs-vswitchd 3.1 hands some answers back in the reply's error member (python
+        ovs 4.0): callers judge the text."""
+        err, reply_error, result = self._client.transact(command, list(args))
+        if err:
+            raise OSError(err, f"{command}: no answer")
+        return result if result is not None else reply_error or ""
+
+    def purge(self) -> None:
+        """Drops every datapath flow (the cache of the OpenFlow tables: `revalidator/purge`)."""
+        self.transact("revalidator/purge")
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class Tracer(Unixctl):
+    def __init__(self, ctl: Path, bridge: str):
+        super().__init__(ctl)
         self.bridge = bridge
 
     def trace(self, in_port: int, frame: bytes) -> str:
-        err, reply_error, result = self._client.transact(
-            "ofproto/trace", [self.bridge, f"in_port={in_port}", frame.hex()]
-        )
-        # ovs-vswitchd 3.1 hands the trace back in the reply's error member (python ovs 4.0): a complete trace
-        # ends with its datapath actions, anything else is a failure.
-        text = result if result is not None else reply_error
-        if err or not isinstance(text, str) or "Datapath actions:" not in text:
-            raise OSError(err or 0, f"ofproto/trace: {text or 'no answer'}")
+        text = self.transact("ofproto/trace", self.bridge, f"in_port={in_port}", frame.hex())
+        if "Datapath actions:" not in text:  # a complete trace ends with them
+            raise OSError(0, f"ofproto/trace: {text or 'no answer'}")
         return text
 
     def cookies(self, in_port: int, frame: bytes) -> list[int]:
         """Cookies of the rules the frame takes, in the order the trace lists them (0 for a rule without)."""
         return [int(m.group(1) or "0", 16) for line in self.trace(in_port, frame).splitlines()
                 if (m := _RULE.match(line))]  # fmt: skip
-
-    def close(self) -> None:
-        self._client.close()

@@ -268,3 +268,43 @@ def test_a_push_relabels_the_rules_it_reaches_identical_to_reference(pair):
     assert not any("push_mpls" in a for a in physical_actions(os_host))  # the VLAN tag again
     assert len(same(600)) == 8
     assert physical_errors(os_host.client) == errors_before
+
+
+LABELLED_GROUP = "group_id=5,type=all,bucket=set_field:02:aa:00:00:00:03->eth_dst,output:1,bucket=output:101"
+# The rule makes a tagged IPv4 frame QinQ, then its group sends it across PCIe (bucket 1) and to VM 1: the
+# bucket's VLAN tag would be a third header, so the rule uses the group's MPLS label variant.
+GROUP_RULE = (
+    "table=0,priority=40,in_port=100,dl_vlan=10,ip,actions=push_vlan:0x88a8,set_field:4116->vlan_vid,group:5"
+)
+
+
+def test_group_across_pcie_takes_its_label_variant_identical_to_reference(pair):
+    """A QinQ frame through a group bucket across PCIe: OneSwitch's label variant of the group (push_mpls in
+    the bucket), byte-identical outputs to the reference, and GROUP_STATS of the controller's group count
+    the frames (the variant's counters are its group's)."""
+    os_host, sut, ref = pair
+    errors_before = physical_errors(os_host.client)
+    loaded = equiv.load(rulegen.RuleSet(0, (LABELLED_GROUP,), (GROUP_RULE,)), sut, ref)
+    assert not loaded.refused, loaded.refused
+    acts = physical_actions(os_host)
+    used = [int(g) for a in acts for g in re.findall(r"group:(\d+)", a)]
+    assert any(0xFFF30000 <= g < 0xFFF40000 for g in used), acts  # the variant, not group 5
+    sw = os_host.host.switches()
+    try:
+        dumped = sw["host"].driver.ofctl("dump-groups")
+    finally:
+        for s in sw.values():
+            s.close()
+    assert "push_mpls:0x8847" in dumped, dumped
+    pkts = [(700 + i, 100, qinq(700 + i, 10, None)) for i in range(6)]
+    got_ref, got_sut = equiv.run_packets(ref, pkts), equiv.run_packets(sut, pkts)
+    diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
+    assert not diffs, "\n".join(diffs[:10])
+    at1 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 1]
+    assert len(at1) == 6 and all(f[12:14] == b"\x88\xa8" and f[16:18] == b"\x81\x00" for f in at1)
+    counts = {}
+    for t in (sut, ref):
+        stats = t.ofctl("dump-group-stats").stdout
+        counts[t.name] = int(re.search(r"group_id=5,.*?packet_count=(\d+)", stats).group(1))  # type: ignore[union-attr]
+    assert counts["oneswitch"] == counts["reference"] >= 6, counts
+    assert physical_errors(os_host.client) == errors_before

@@ -28,6 +28,7 @@ import net.uno.oneswitch.south.SouthSwitch;
 import net.uno.oneswitch.translate.ActionSetOrder;
 import net.uno.oneswitch.translate.Carrier;
 import net.uno.oneswitch.translate.CarrierTags;
+import net.uno.oneswitch.translate.GroupLabels;
 import net.uno.oneswitch.translate.MatchUtil;
 import net.uno.oneswitch.translate.OfError;
 import net.uno.oneswitch.translate.TagAllocator;
@@ -329,7 +330,8 @@ public final class OneSwitchCore implements SouthListener {
             scaleGroups,
             groups::get)
         .carrier(carrierMode)
-        .pushedBefore(pushOrder::pushesBefore);
+        .pushedBefore(pushOrder::pushesBefore)
+        .groupLabels(carriers::variant);
   }
 
   /** A translator for lookups only (dispatch, packet-in, scale group buckets). */
@@ -517,7 +519,7 @@ public final class OneSwitchCore implements SouthListener {
             .put(g.groupId(), new GroupSpec(g.type(), e.getValue()));
       }
     }
-    carriers.addGroups(topo, ports, scaleGroups, tags::tagOf, out);
+    carriers.addGroups(topo, ports, scaleGroups, groups::get, tags::tagOf, out);
     // OneSwitch's SELECT group of each scaled-out vport, on every switch whose tags are live.
     Translator t = plainTranslator();
     for (Map.Entry<Integer, Integer> e : scaleGroups.entrySet()) {
@@ -1039,7 +1041,9 @@ public final class OneSwitchCore implements SouthListener {
     if (!all && Integer.compareUnsigned(id, OFGroup.MAX.getGroupNumber()) > 0) {
       throw new OfError(OFGroupModFailedCode.INVALID_GROUP, "group " + gm.getGroup());
     }
-    if (Translator.isScaleGroup(id) || WriteActionSet.isCarrierGroup(id)) {
+    if (Translator.isScaleGroup(id)
+        || WriteActionSet.isCarrierGroup(id)
+        || GroupLabels.isVariant(id)) {
       throw new OfError(
           OFGroupModFailedCode.INVALID_GROUP,
           "group ids 0x"
@@ -1102,10 +1106,11 @@ public final class OneSwitchCore implements SouthListener {
     VirtualGroup old = groups.get(g.groupId());
     groups.put(g.groupId(), g); // translation and the check of its rules see the new buckets
     Map<String, List<OFBucket>> t;
+    Map<VirtualRule.Key, Translated> users;
     try {
       t = translateGroup(g, ports, used);
       try {
-        checkRulesUsing(g.groupId());
+        users = translateRulesUsing(g.groupId());
       } catch (OfError e) {
         used.forEach(tags::release);
         throw new OfError(OFGroupModFailedCode.BAD_BUCKET, e.getMessage());
@@ -1123,6 +1128,7 @@ public final class OneSwitchCore implements SouthListener {
     }
     setGroupTranslation(g.groupId(), t, used);
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
+    users.forEach((k, tr) -> setTranslation(k, tr, dirty)); // label variants follow the buckets
     refreshDispatch(dirty);
     onUndo(
         () -> {
@@ -1143,16 +1149,31 @@ public final class OneSwitchCore implements SouthListener {
     apply(dirty, Set.of(), false);
   }
 
-  /** Throws if a rule using group {@code id} no longer translates (dry run, tags given back). */
-  private void checkRulesUsing(int id) throws OfError {
-    for (VirtualRule r : rules.values()) {
-      for (OFAction a : actionsOf(r)) {
-        if (a instanceof OFActionGroup ag && ag.getGroup().getGroupNumber() == id) {
-          translate(r, ports).tagVports().forEach(tags::release);
-          break;
+  /**
+   * Translations of the rules using group {@code id} as it is now (a label variant's labels follow
+   * its buckets); throws, tags given back, if one no longer translates.
+   */
+  private Map<VirtualRule.Key, Translated> translateRulesUsing(int id) throws OfError {
+    Map<VirtualRule.Key, Translated> out = new LinkedHashMap<>();
+    try {
+      for (VirtualRule r : rules.values()) {
+        for (OFAction a : actionsOf(r)) {
+          if (a instanceof OFActionGroup ag && ag.getGroup().getGroupNumber() == id) {
+            out.put(r.key(), translate(r, ports));
+            break;
+          }
         }
       }
+      return out;
+    } catch (OfError e) {
+      out.values().forEach(t -> t.tagVports().forEach(tags::release));
+      throw e;
     }
+  }
+
+  /** The controller group a physical group id stands for (itself, or a label variant's group). */
+  public int groupOfPhysical(int id) {
+    return GroupLabels.isVariant(id) ? carriers.groupOfVariant(id) : id;
   }
 
   // ------------------------------------------------------------------ packet-out / packet-in

@@ -43,6 +43,7 @@ import org.projectfloodlight.openflow.protocol.match.MatchField;
 import org.projectfloodlight.openflow.protocol.oxm.OFOxm;
 import org.projectfloodlight.openflow.types.EthType;
 import org.projectfloodlight.openflow.types.OFBufferId;
+import org.projectfloodlight.openflow.types.OFGroup;
 import org.projectfloodlight.openflow.types.OFPort;
 import org.projectfloodlight.openflow.types.OFVlanVidMatch;
 import org.projectfloodlight.openflow.types.TableId;
@@ -121,6 +122,7 @@ public final class Translator {
   private final java.util.function.IntFunction<VirtualGroup> groupOf;
   private Carrier.Mode carrierMode = Carrier.Mode.AUTO;
   private IntPredicate pushedBefore = t -> false;
+  private GroupLabels.Ids groupIds;
 
   public Translator(
       Topology topo, PortMap ports, int virtualTables, TagSource tags, IntPredicate groupExists) {
@@ -169,6 +171,15 @@ public final class Translator {
   /** Sets the flow-id carrier mode (default AUTO); returns this. */
   public Translator carrier(Carrier.Mode mode) {
     this.carrierMode = mode;
+    return this;
+  }
+
+  /**
+   * Lets groups take the MPLS carrier: {@code ids} hands out the label variant ids ({@link
+   * GroupLabels}); returns this. Without it such groups are refused.
+   */
+  public Translator groupLabels(GroupLabels.Ids ids) {
+    this.groupIds = ids;
     return this;
   }
 
@@ -371,8 +382,7 @@ public final class Translator {
           throw new OfError(OFBadActionCode.BAD_OUT_GROUP, "group " + g.getGroup() + " unknown");
         }
         checkGroupIngress(g.getGroup().getGroupNumber(), ing);
-        checkGroupVlans(g.getGroup().getGroupNumber(), before, sw);
-        out.add(a);
+        out.add(group(g, before, sw, set));
       } else if (a instanceof OFActionSetField s) {
         int id = s.getField().getMatchField().id.ordinal();
         if (id == MatchField.IN_PORT.id.ordinal() || id == MatchField.IN_PHY_PORT.id.ordinal()) {
@@ -453,34 +463,35 @@ public final class Translator {
   }
 
   /**
-   * A group's remote buckets carry the VLAN flow-id tag (a bucket is an action set: no MPLS push
-   * and pop around its output), so a frame known to carry 2 VLAN headers cannot use one.
+   * The group action for a frame known as {@code f}: the controller's group itself, or, when its
+   * buckets cross PCIe with a frame that may carry 2 VLAN headers (their VLAN carrier tag would be
+   * a third), its MPLS label variant for the frame's known ethertype ({@link GroupLabels}); refused
+   * where neither carries it (unknown ethertype, an action set, no variant ids: mode {@code vlan}).
    */
-  private void checkGroupVlans(int group, Carrier.Frame f, String sw) throws OfError {
-    VirtualGroup g = groupOf.apply(group);
-    if (g == null || (f.vlans() < MAX_VLAN_HEADERS && !f.deeper())) {
-      return;
+  private OFAction group(OFActionGroup a, Carrier.Frame f, String sw, boolean set) throws OfError {
+    int id = a.getGroup().getGroupNumber();
+    VirtualGroup g = groupOf.apply(id);
+    if (g == null
+        || (f.vlans() < MAX_VLAN_HEADERS && !f.deeper())
+        || !GroupLabels.crossesPcie(g, sw, ports)) {
+      return a;
     }
-    for (OFBucket b : g.buckets()) {
-      for (OFAction a : b.getActions()) {
-        if (a instanceof OFActionOutput o
-            && isStandard(o.getPort())
-            && ports
-                .get(o.getPort().getPortNumber())
-                .map(v -> v.instances().stream().anyMatch(l -> !l.sw().equals(sw)))
-                .orElse(false)) {
-          throw new OfError(
-              OFBadActionCode.UNSUPPORTED_ORDER,
-              "group "
-                  + Integer.toUnsignedString(group)
-                  + (f.deeper()
-                      ? " sends a frame an earlier table may have tagged (the rule matches no"
-                          + " vlan_vid)"
-                      : " sends a frame with 2 VLAN headers")
-                  + " across the PCIe link, whose VLAN carrier tag could be a third");
-        }
-      }
+    if (f.ethType() < 0 || set || groupIds == null || carrierMode == Carrier.Mode.VLAN) {
+      throw new OfError(
+          OFBadActionCode.UNSUPPORTED_ORDER,
+          "group "
+              + Integer.toUnsignedString(id)
+              + (f.deeper()
+                  ? " sends a frame an earlier table may have tagged (the rule matches no"
+                      + " vlan_vid)"
+                  : " sends a frame with 2 VLAN headers")
+              + " across the PCIe link, whose VLAN carrier tag could be a third"
+              + (f.ethType() < 0
+                  ? " (an MPLS label needs a known eth_type: match it exactly)"
+                  : set ? " (a group in an action set takes no MPLS label)" : ""));
     }
+    GroupLabels.takeLabels(g, f.ethType(), sw, ports, tags);
+    return F.actions().group(OFGroup.of(groupIds.variant(id, f.ethType())));
   }
 
   /**
