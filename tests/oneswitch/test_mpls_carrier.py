@@ -308,3 +308,27 @@ def test_group_across_pcie_takes_its_label_variant_identical_to_reference(pair):
         counts[t.name] = int(re.search(r"group_id=5,.*?packet_count=(\d+)", stats).group(1))  # type: ignore[union-attr]
     assert counts["oneswitch"] == counts["reference"] >= 6, counts
     assert physical_errors(os_host.client) == errors_before
+
+
+PUSHED_TWICE = [
+    # Table 0 tags every frame from VM 0 (a tagged one becomes QinQ) ...
+    "table=0,priority=10,in_port=100,actions=push_vlan:0x8100,set_field:4106->vlan_vid,goto_table:1",
+    # ... and table 1 tags it again: OVS keeps 2 headers (the innermost of 3 is dropped, on the reference
+    # too), and the output across PCIe takes the MPLS label, which carries the 2 left.
+    "table=1,priority=10,in_port=100,udp,actions=push_vlan:0x8100,set_field:4126->vlan_vid,output:1,output:101",
+]
+
+
+def test_a_push_onto_a_possible_qinq_frame_crosses_under_the_label_identical_to_reference(pair):
+    os_host, sut, ref = pair
+    errors_before = physical_errors(os_host.client)
+    loaded = equiv.load(rulegen.RuleSet(0, (), tuple(PUSHED_TWICE)), sut, ref)
+    assert loaded.accepted == PUSHED_TWICE, loaded.refused
+    assert any("push_mpls:0x8847" in a and "pop_mpls:0x800" in a for a in physical_actions(os_host))
+    pkts = [(800 + i, 100, qinq(800 + i, 20, None) if i % 2 else untagged(800 + i)) for i in range(8)]
+    got_ref, got_sut = equiv.run_packets(ref, pkts), equiv.run_packets(sut, pkts)
+    diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
+    assert not diffs, "\n".join(diffs[:10])
+    at1 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 1]
+    assert len(at1) == 8 and all(f[12:14] == b"\x81\x00" and f[16:18] == b"\x81\x00" for f in at1), at1
+    assert physical_errors(os_host.client) == errors_before

@@ -110,7 +110,7 @@ public final class OneSwitchCore implements SouthListener {
   /** What the rules write into the action set, per table (WriteActionSet's order check). */
   private final ActionSetOrder setOrder = new ActionSetOrder();
 
-  /** Which tables push VLANs / rely on none being pushed before them (VlanPushOrder). */
+  /** How many VLAN headers a frame may carry into each table (VlanPushOrder). */
   private final VlanPushOrder pushOrder = new VlanPushOrder();
 
   /** The carrier groups of write_actions outputs the translated rules use, per switch. */
@@ -330,7 +330,7 @@ public final class OneSwitchCore implements SouthListener {
             scaleGroups,
             groups::get)
         .carrier(carrierMode)
-        .pushedBefore(pushOrder::pushesBefore)
+        .depth(pushOrder::depth)
         .groupLabels(carriers::variant);
   }
 
@@ -351,14 +351,15 @@ public final class OneSwitchCore implements SouthListener {
 
   /**
    * Translations of {@code adds} (replacing {@code olds}) and of the rules whose frame depth
-   * changes with them: when the lowest table a VLAN push reaches moves ({@link VlanPushOrder}), the
-   * relying rules of the tables in between are re-translated, deeper or back. Leaves the rules and
-   * pushOrder as they were; on a failure gives the tags back and throws: a change that would make a
-   * relying rule deeper than it can be carried is refused, naming that rule.
+   * changes with them: when a VLAN push changes how many headers a frame may carry into a table
+   * ({@link VlanPushOrder}), the relying rules of that table are re-translated, deeper or back.
+   * Leaves the rules and pushOrder as they were; on a failure gives the tags back and throws: a
+   * change that would make a relying rule deeper than it can be carried is refused, naming that
+   * rule.
    */
   private Map<VirtualRule.Key, Translated> translateChange(
       List<VirtualRule> olds, List<VirtualRule> adds) throws OfError {
-    int before = pushOrder.firstPushed();
+    Map<Integer, Integer> before = pushOrder.depths();
     olds.forEach(pushOrder::remove);
     adds.forEach(pushOrder::add);
     Map<VirtualRule.Key, Translated> out = new LinkedHashMap<>();
@@ -366,24 +367,26 @@ public final class OneSwitchCore implements SouthListener {
       for (VirtualRule r : adds) {
         out.put(r.key(), translate(r, ports));
       }
-      int after = pushOrder.firstPushed();
-      for (VirtualRule r : relyingBetween(before, after)) {
+      Map<Integer, Integer> after = pushOrder.depths();
+      for (VirtualRule r : relyingWhereChanged(before, after)) {
         if (out.containsKey(r.key())) {
           continue;
         }
         try {
           out.put(r.key(), translate(r, ports));
         } catch (OfError e) {
-          if (after > before) {
+          if (VlanPushOrder.depthAt(after, r.table()) < VlanPushOrder.depthAt(before, r.table())) {
             continue; // shallower than it was: its deeper translation is still faithful
           }
           throw new OfError(
               e.code(),
-              "a VLAN pushed here would reach table "
+              "a VLAN pushed here may reach table "
                   + r.table()
-                  + ", whose rule priority="
+                  + " with "
+                  + VlanPushOrder.depthAt(after, r.table())
+                  + " headers, where rule priority="
                   + r.priority()
-                  + " matches no vlan_vid and cannot then be carried: "
+                  + " cannot then be carried: "
                   + e.getMessage());
         }
       }
@@ -397,16 +400,17 @@ public final class OneSwitchCore implements SouthListener {
     }
   }
 
-  /** The rules relying on the frame depth in the tables between two lowest pushed tables. */
-  private List<VirtualRule> relyingBetween(int a, int b) {
-    int lo = Math.min(a, b);
-    int hi = Math.max(a, b);
-    if (lo == hi || !pushOrder.reliesIn(lo, hi)) {
+  /**
+   * The rules relying on the frame depth in the tables whose depth differs between two snapshots.
+   */
+  private List<VirtualRule> relyingWhereChanged(Map<Integer, Integer> a, Map<Integer, Integer> b) {
+    if (a.equals(b)) {
       return List.of();
     }
     List<VirtualRule> out = new ArrayList<>();
     for (VirtualRule r : rules.values()) {
-      if (r.table() >= lo && r.table() < hi && VlanPushOrder.reliesOnDepth(r)) {
+      if (VlanPushOrder.depthAt(a, r.table()) != VlanPushOrder.depthAt(b, r.table())
+          && VlanPushOrder.reliesOnDepth(r)) {
         out.add(r);
       }
     }
@@ -414,12 +418,12 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   /**
-   * After rules were removed: re-translates the relying rules of tables a push reached before
-   * ({@code pushed}: the lowest then) and reaches no more (the VLAN carrier again where it fits). A
-   * rule that fails keeps its deeper translation, which stays faithful.
+   * After rules were removed: re-translates the relying rules of tables whose depth dropped from
+   * {@code before} (the VLAN carrier again where it fits). A rule that fails keeps its deeper
+   * translation, which stays faithful.
    */
-  private void retranslateShallower(int pushed, Set<PhysRule.Key> dirty) {
-    for (VirtualRule r : relyingBetween(pushed, pushOrder.firstPushed())) {
+  private void retranslateShallower(Map<Integer, Integer> before, Set<PhysRule.Key> dirty) {
+    for (VirtualRule r : relyingWhereChanged(before, pushOrder.depths())) {
       try {
         setTranslation(r.key(), translate(r, ports), dirty);
       } catch (OfError e) {
@@ -760,7 +764,7 @@ public final class OneSwitchCore implements SouthListener {
 
   /** Removes a virtual rule without FLOW_REMOVED (the controller was told its ADD failed). */
   private void dropRule(VirtualRule.Key key) {
-    int pushed = pushOrder.firstPushed();
+    Map<Integer, Integer> pushed = pushOrder.depths();
     if (removeRule(key) == null) {
       return;
     }
@@ -992,7 +996,7 @@ public final class OneSwitchCore implements SouthListener {
     }
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
     List<Removal> reports = new ArrayList<>();
-    int pushed = pushOrder.firstPushed();
+    Map<Integer, Integer> pushed = pushOrder.depths();
     for (VirtualRule r : victims) {
       VirtualRule.Key k = r.key();
       if (r.flags().contains(OFFlowModFlags.SEND_FLOW_REM)) {

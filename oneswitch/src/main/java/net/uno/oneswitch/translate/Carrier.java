@@ -82,21 +82,32 @@ public final class Carrier {
   /**
    * What is known statically about the frame at one point of an action list: the VLAN headers it
    * surely carries ({@code vlans}), its ethertype after them ({@code ethType}, -1 if unknown), and
-   * whether it may carry more VLAN headers than that, pushed by an earlier table that the rule's
-   * match does not see ({@code deeper}: the rule matches no VLAN while an earlier table pushes
-   * one). A deeper frame never takes the VLAN carrier: it may be QinQ already.
+   * how many more it may carry ({@code extra}) than its rule's match shows: one that came in tagged
+   * at a rule matching no vlan_vid, one pushed by an earlier table ({@link VlanPushOrder#depth}).
+   * OVS keeps at most 2 VLAN headers (a push onto two drops the innermost, checked on OVS 3.1: on
+   * the reference alike), so {@link #max} is at most 2. The VLAN carrier is faithful only for a
+   * frame of at most one header; the MPLS label (after every VLAN header) for any.
    */
-  public record Frame(int vlans, int ethType, boolean deeper) {
+  public record Frame(int vlans, int ethType, int extra) {
     /** Nothing known (group buckets, packet-outs): VLAN carrier, as before. */
     public static final Frame UNKNOWN = new Frame(0, -1);
 
-    public Frame(int vlans, int ethType) {
-      this(vlans, ethType, false);
+    public Frame {
+      extra = Math.max(0, Math.min(extra, Translator.MAX_VLAN_HEADERS - vlans));
     }
 
-    /** The same frame, possibly deeper (see the record doc). */
-    public Frame deeper(boolean maybe) {
-      return new Frame(vlans, ethType, deeper || maybe);
+    public Frame(int vlans, int ethType) {
+      this(vlans, ethType, 0);
+    }
+
+    /** The most VLAN headers the frame may carry. */
+    public int max() {
+      return vlans + extra;
+    }
+
+    /** The same frame with {@code more} possible headers (see the record doc). */
+    public Frame withExtra(int more) {
+      return new Frame(vlans, ethType, more);
     }
 
     /** The frame a rule with match {@code m} sees before its actions. */
@@ -115,10 +126,13 @@ public final class Carrier {
     public Frame after(OFAction a) {
       OFActionType t = a.getType();
       return switch (t) {
-        case PUSH_VLAN -> new Frame(vlans + 1, ethType, deeper);
-        case POP_VLAN -> new Frame(Math.max(0, vlans - 1), ethType, deeper);
+        case PUSH_VLAN -> new Frame(vlans + 1, ethType, extra);
+        case POP_VLAN ->
+            vlans > 0
+                ? new Frame(vlans - 1, ethType, extra)
+                : new Frame(0, ethType, Math.max(0, extra - 1));
           // The controller's own MPLS/PBB: the payload type is no longer the matched one.
-        case PUSH_MPLS, POP_MPLS, PUSH_PBB, POP_PBB -> new Frame(vlans, -1, deeper);
+        case PUSH_MPLS, POP_MPLS, PUSH_PBB, POP_PBB -> new Frame(vlans, -1, extra);
         default -> this;
       };
     }
@@ -147,22 +161,14 @@ public final class Carrier {
         mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
         return;
       }
-      if (f.vlans() >= Translator.MAX_VLAN_HEADERS) {
-        throw new OfError(
-            OFBadActionCode.UNSUPPORTED_ORDER,
-            "output to vport "
-                + Integer.toUnsignedString(vport)
-                + " crosses the PCIe link with 2 VLAN headers: the VLAN carrier would be a third"
-                + " and the MPLS carrier needs a known eth_type (match it exactly; no push/pop"
-                + " mpls before the output)");
-      }
       throw new OfError(
           OFBadActionCode.UNSUPPORTED_ORDER,
           "output to vport "
               + Integer.toUnsignedString(vport)
-              + " crosses the PCIe link with a frame an earlier table may have tagged (the rule"
-              + " matches no vlan_vid): the VLAN carrier could be a third header and the MPLS"
-              + " carrier needs a known eth_type (match vlan_vid or eth_type exactly)");
+              + " crosses the PCIe link with "
+              + headers(f)
+              + ": the VLAN carrier would be a third header and the MPLS carrier needs a known"
+              + " eth_type (match it exactly; no push/pop mpls before the output)");
     }
     int tag;
     try {
@@ -189,9 +195,16 @@ public final class Carrier {
    */
   public static boolean needsMoreThanVlan(Mode mode, Frame f) {
     boolean known = f.ethType() >= 0 && mode != Mode.VLAN;
-    return f.vlans() >= Translator.MAX_VLAN_HEADERS
-        || f.deeper()
+    return f.max() >= Translator.MAX_VLAN_HEADERS
         || (known && (mode == Mode.MPLS || f.vlans() >= 1 || isMplsType(f.ethType())));
+  }
+
+  /** How a refusal describes the VLAN headers of {@code f} (2 known, or possibly 2). */
+  public static String headers(Frame f) {
+    return f.vlans() >= Translator.MAX_VLAN_HEADERS
+        ? "2 VLAN headers"
+        : "a frame that may carry 2 VLAN headers (it came in tagged, or an earlier table pushed one,"
+            + " and its rule's match cannot tell)";
   }
 
   private static void mpls(

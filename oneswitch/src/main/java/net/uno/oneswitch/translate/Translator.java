@@ -7,6 +7,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.function.IntPredicate;
+import java.util.function.IntUnaryOperator;
 import net.uno.oneswitch.model.Drain;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.PortMap;
@@ -121,7 +122,7 @@ public final class Translator {
   private final Map<Integer, Integer> scaleGroups;
   private final java.util.function.IntFunction<VirtualGroup> groupOf;
   private Carrier.Mode carrierMode = Carrier.Mode.AUTO;
-  private IntPredicate pushedBefore = t -> false;
+  private IntUnaryOperator depth = t -> VlanPushOrder.WIRE;
   private GroupLabels.Ids groupIds;
 
   public Translator(
@@ -189,23 +190,24 @@ public final class Translator {
   }
 
   /**
-   * Sets which virtual tables may see a frame a lower table pushed a VLAN onto ({@link
-   * VlanPushOrder#pushesBefore}); returns this. Default: none.
+   * Sets the most VLAN headers a frame may carry when it enters each virtual table ({@link
+   * VlanPushOrder#depth}); returns this. Default: one (a frame that came in tagged).
    */
-  public Translator pushedBefore(IntPredicate p) {
-    this.pushedBefore = p;
+  public Translator depth(IntUnaryOperator d) {
+    this.depth = d;
     return this;
   }
 
   /**
-   * The frame rule {@code r} sees: its match; deeper if it matches no vlan_vid and an earlier table
-   * or its own actions push a VLAN (a frame that came in tagged is then QinQ after its push).
+   * The frame rule {@code r} sees: its match, and the headers it may carry beyond what the match
+   * shows (none if it matches "no VLAN"; else up to the table's depth).
    */
   Carrier.Frame frameOf(VirtualRule r) {
-    return Carrier.Frame.of(r.match())
-        .deeper(
-            !VlanPushOrder.matchesVlan(r.match())
-                && (VlanPushOrder.pushes(r) || pushedBefore.test(r.table())));
+    Carrier.Frame f = Carrier.Frame.of(r.match());
+    if (MatchUtil.vlanAbsent(r.match())) {
+      return f;
+    }
+    return f.withExtra(Math.max(0, depth.applyAsInt(r.table()) - f.vlans()));
   }
 
   /** Switches that run the replicated pipeline: those with at least one mapped port. */
@@ -438,8 +440,7 @@ public final class Translator {
       VPort v, int maxLen, String sw, Ingress ing, Carrier.Frame f, List<OFAction> out)
       throws OfError {
     if (v.k() > 1) {
-      if ((f.vlans() >= MAX_VLAN_HEADERS || f.deeper())
-          && v.instances().stream().anyMatch(l -> !l.sw().equals(sw))) {
+      if (f.max() >= MAX_VLAN_HEADERS && v.instances().stream().anyMatch(l -> !l.sw().equals(sw))) {
         throw new OfError(
             OFBadActionCode.UNSUPPORTED_ORDER,
             "output to scaled-out vport "
@@ -471,21 +472,17 @@ public final class Translator {
   private OFAction group(OFActionGroup a, Carrier.Frame f, String sw, boolean set) throws OfError {
     int id = a.getGroup().getGroupNumber();
     VirtualGroup g = groupOf.apply(id);
-    if (g == null
-        || (f.vlans() < MAX_VLAN_HEADERS && !f.deeper())
-        || !GroupLabels.crossesPcie(g, sw, ports)) {
+    if (g == null || f.max() < MAX_VLAN_HEADERS || !GroupLabels.crossesPcie(g, sw, ports)) {
       return a;
     }
+    String what = "group " + Integer.toUnsignedString(id);
     if (f.ethType() < 0 || set || groupIds == null || carrierMode == Carrier.Mode.VLAN) {
       throw new OfError(
           OFBadActionCode.UNSUPPORTED_ORDER,
-          "group "
-              + Integer.toUnsignedString(id)
-              + (f.deeper()
-                  ? " sends a frame an earlier table may have tagged (the rule matches no"
-                      + " vlan_vid)"
-                  : " sends a frame with 2 VLAN headers")
-              + " across the PCIe link, whose VLAN carrier tag could be a third"
+          what
+              + " sends "
+              + Carrier.headers(f)
+              + " across the PCIe link, where its VLAN carrier tag would be a third"
               + (f.ethType() < 0
                   ? " (an MPLS label needs a known eth_type: match it exactly)"
                   : set ? " (a group in an action set takes no MPLS label)" : ""));

@@ -1,6 +1,13 @@
 package net.uno.oneswitch.translate;
 
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Comparator;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.NavigableMap;
+import java.util.TreeMap;
 import java.util.function.Predicate;
 import net.uno.oneswitch.model.VirtualRule;
 import org.projectfloodlight.openflow.protocol.OFActionType;
@@ -14,31 +21,32 @@ import org.projectfloodlight.openflow.protocol.match.Match;
 import org.projectfloodlight.openflow.protocol.match.MatchField;
 
 /**
- * The cross-table VLAN bookkeeping of the flow-id carrier (pure, incremental like {@link
- * ActionSetOrder}). A rule that matches no {@code vlan_vid} cannot tell how many VLAN headers its
- * frame carries; if an earlier table may hand it a frame made QinQ by a push (one that came in
- * tagged, tagged again), a VLAN carrier tag would be a third header (the inner one lost). So such a
- * rule in a table a QinQ frame may reach is translated with a <em>deeper</em> frame ({@link
- * Carrier.Frame#deeper}): an output across PCIe takes the MPLS carrier (known eth_type) or is
- * refused.
+ * How many VLAN headers a frame may carry when it enters each virtual table (pure, incremental),
+ * for the flow-id carrier ({@link Carrier.Frame}). OF1.3 matches only the outer header, so a rule
+ * cannot tell a QinQ frame from a single-tagged one: a frame that came in tagged and was tagged
+ * again by a push in an earlier table reaches a later rule matching one VLAN (or none) with one
+ * header more than that rule's match shows, and a VLAN carrier tag would then be a third header
+ * (the inner one lost). Frames come in with at most {@link #WIRE} header (a wire QinQ frame at a
+ * rule that does not match its VLANs is a known limit).
  *
- * <p>Which tables a push reaches: a rule whose apply-actions may leave 2 VLAN headers (its match
- * and its pushes/pops: a rule matching "no VLAN" that pushes once leaves exactly one) and that goes
- * to table g makes tables g and above deeper (any of them may follow g); without goto_table its
- * frame reaches no other table. A push in an action set runs only at the end of the pipeline; it is
- * taken, conservatively, to reach every later table. Matches are ignored otherwise (static) and the
- * port map plays no part.
+ * <p>A rule whose apply-actions may leave more than one header (its match: "no VLAN" = none, else
+ * up to its table's depth; then its pushes and pops) and that goes to table g raises the depth of
+ * tables g and above (any of them may follow g); without goto_table its frame reaches no other
+ * table (OVS keeps at most 2 headers: a push onto two drops the innermost, so depths are 1 or 2). A
+ * push in an action set runs only at the end of the pipeline; it is taken, conservatively, to reach
+ * every later table. Matches are otherwise ignored (static), and the port map plays no part.
  *
- * <p>When the lowest reached table changes (a push added or removed), the core re-translates the
- * relying rules ({@link #reliesOnDepth}) of the tables in between; a push whose re-translations
+ * <p>When the depths change (a push added or removed), the core re-translates the rules that rely
+ * on them ({@link #reliesOnDepth}) in the tables whose depth changed; a push whose re-translations
  * cannot all be carried is refused (OneSwitchCore).
  */
 public final class VlanPushOrder {
-  // Per virtual table: pushes whose frame first reaches it; rules that rely (see reliesOnDepth).
-  private static final int PUSH = 0;
-  private static final int RELY = 1;
+  /** VLAN headers a frame may carry when it comes in. */
+  public static final int WIRE = 1;
 
-  private final TableCounts counts = new TableCounts(2);
+  // The rules whose VLAN pushes may reach another table, counted (an identical rule twice is rare).
+  private final Map<VirtualRule, Integer> pushers = new HashMap<>();
+  private NavigableMap<Integer, Integer> depths; // table -> depth from there on; null = to compute
 
   /** True if {@code m} matches vlan_vid at all (exact or masked: present, absent or an id). */
   public static boolean matchesVlan(Match m) {
@@ -60,86 +68,109 @@ public final class VlanPushOrder {
     return false;
   }
 
-  /** True if {@code r} pushes a VLAN (apply or write). */
-  static boolean pushes(VirtualRule r) {
-    return any(r, a -> a.getType() == OFActionType.PUSH_VLAN);
-  }
-
   /**
-   * True if {@code r}'s translation depends on whether a QinQ frame may reach its table: it matches
-   * no vlan_vid and outputs to a vport, FLOOD/ALL or a group (any of them may cross PCIe after some
-   * remap; CONTROLLER and IN_PORT never take a carrier).
+   * True if {@code r}'s translation depends on the depth of its table: it may see a tagged frame
+   * (it does not match "no VLAN") and outputs to a vport, FLOOD/ALL or a group (any of them may
+   * cross PCIe after some remap; CONTROLLER and IN_PORT never take a carrier).
    */
   public static boolean reliesOnDepth(VirtualRule r) {
-    return !matchesVlan(r.match())
+    return !MatchUtil.vlanAbsent(r.match())
         && any(r, a -> WriteActionSet.isVportOutput(a) || a instanceof OFActionGroup);
   }
 
-  /**
-   * The lowest table whose rules may see a frame {@code r} pushed a VLAN onto while it carried one
-   * already, or -1 (see the class doc).
-   */
-  static int firstReached(VirtualRule r) {
-    int first = -1;
-    int depth = MatchUtil.vlanPresent(r.match()) || !MatchUtil.vlanAbsent(r.match()) ? 1 : 0;
-    for (OFInstruction i : r.instructions()) {
-      if (i instanceof OFInstructionApplyActions a) {
-        for (OFAction x : a.getActions()) {
-          if (x.getType() == OFActionType.PUSH_VLAN) {
-            depth++;
-          } else if (x.getType() == OFActionType.POP_VLAN) {
-            depth = Math.max(0, depth - 1);
-          }
-        }
-      } else if (i instanceof OFInstructionWriteActions w
-          && w.getActions().stream().anyMatch(x -> x.getType() == OFActionType.PUSH_VLAN)) {
-        first = r.table() + 1;
-      }
-    }
-    for (OFInstruction i : r.instructions()) {
-      if (i instanceof OFInstructionGotoTable g && depth >= Translator.MAX_VLAN_HEADERS) {
-        int t = g.getTableId().getValue();
-        first = first < 0 ? t : Math.min(first, t);
-      }
-    }
-    return first;
+  private static boolean pushes(VirtualRule r) {
+    return any(r, a -> a.getType() == OFActionType.PUSH_VLAN);
   }
 
   public void add(VirtualRule r) {
-    update(r, 1);
+    if (r != null && pushes(r)) {
+      pushers.merge(r, 1, Integer::sum);
+      depths = null;
+    }
   }
 
   public void remove(VirtualRule r) {
-    update(r, -1);
-  }
-
-  private void update(VirtualRule r, int d) {
-    if (r == null) {
-      return;
-    }
-    int first = firstReached(r);
-    if (first >= 0) {
-      counts.add(first, PUSH, d);
-    }
-    if (reliesOnDepth(r)) {
-      counts.add(r.table(), RELY, d);
+    if (r != null && pushes(r) && pushers.merge(r, -1, Integer::sum) <= 0) {
+      pushers.remove(r);
+      depths = null;
     }
   }
 
-  /** True if a QinQ frame pushed by an earlier table may reach {@code table}. */
-  public boolean pushesBefore(int table) {
-    return counts.first(table + 1, true, PUSH) >= 0;
+  /**
+   * The most VLAN headers a frame may carry when it enters {@code table} (at least {@link #WIRE}).
+   */
+  public int depth(int table) {
+    return depthAt(depths(), table);
   }
 
-  /** The lowest table a push reaches ({@link Integer#MAX_VALUE} if none). */
-  public int firstPushed() {
-    int t = counts.first(-1, false, PUSH);
-    return t < 0 ? Integer.MAX_VALUE : t;
+  /** The depths of all tables (a step function: from each key on, its value), for comparison. */
+  public Map<Integer, Integer> depths() {
+    if (depths == null) {
+      depths = Collections.unmodifiableNavigableMap(compute());
+    }
+    return depths;
   }
 
-  /** True if a table in [{@code from}, {@code to}) holds a rule that relies on the depth. */
-  public boolean reliesIn(int from, int to) {
-    int t = counts.first(from - 1, false, RELY);
-    return t >= 0 && t < to;
+  /** The depth of {@code table} in a {@link #depths} snapshot. */
+  public static int depthAt(Map<Integer, Integer> depths, int table) {
+    Map.Entry<Integer, Integer> e = ((NavigableMap<Integer, Integer>) depths).floorEntry(table);
+    return e == null ? WIRE : e.getValue();
+  }
+
+  private TreeMap<Integer, Integer> compute() {
+    // What each push raises, in table order: a pusher's own entry depth depends on the tables
+    // below it only (goto_table goes forward).
+    List<VirtualRule> ordered = new ArrayList<>(pushers.keySet());
+    ordered.sort(Comparator.comparingInt(VirtualRule::table));
+    TreeMap<Integer, Integer> raise = new TreeMap<>();
+    for (VirtualRule r : ordered) {
+      int depth = MatchUtil.vlanAbsent(r.match()) ? 0 : stepAt(raise, r.table());
+      boolean written = false;
+      Integer gotoTable = null;
+      for (OFInstruction i : r.instructions()) {
+        if (i instanceof OFInstructionApplyActions a) {
+          for (OFAction x : a.getActions()) {
+            if (x.getType() == OFActionType.PUSH_VLAN) {
+              depth = Math.min(Translator.MAX_VLAN_HEADERS, depth + 1); // OVS drops a third
+            } else if (x.getType() == OFActionType.POP_VLAN) {
+              depth = Math.max(0, depth - 1);
+            }
+          }
+        } else if (i instanceof OFInstructionWriteActions w) {
+          written |= w.getActions().stream().anyMatch(x -> x.getType() == OFActionType.PUSH_VLAN);
+        } else if (i instanceof OFInstructionGotoTable g) {
+          gotoTable = (int) g.getTableId().getValue();
+        }
+      }
+      if (gotoTable != null && depth > WIRE) {
+        raise.merge(gotoTable, depth, Math::max);
+      }
+      if (written) {
+        raise.merge(r.table() + 1, Math.min(Translator.MAX_VLAN_HEADERS, depth + 1), Math::max);
+      }
+    }
+    return steps(raise);
+  }
+
+  /** The depth at {@code table} of raises keyed by the first table they reach. */
+  private static int stepAt(TreeMap<Integer, Integer> raise, int table) {
+    int d = WIRE;
+    for (int v : raise.headMap(table, true).values()) {
+      d = Math.max(d, v);
+    }
+    return d;
+  }
+
+  /** The step function of raises: from each key on, the running maximum. */
+  private static TreeMap<Integer, Integer> steps(TreeMap<Integer, Integer> raise) {
+    TreeMap<Integer, Integer> out = new TreeMap<>();
+    int d = WIRE;
+    for (Map.Entry<Integer, Integer> e : raise.entrySet()) {
+      if (e.getValue() > d) {
+        d = e.getValue();
+        out.put(e.getKey(), d);
+      }
+    }
+    return out;
   }
 }

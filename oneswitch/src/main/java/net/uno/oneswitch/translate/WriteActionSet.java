@@ -209,12 +209,10 @@ public final class WriteActionSet {
         "write_actions output to vport "
             + Integer.toUnsignedString(v.vport())
             + " crosses the PCIe link with "
-            + (f.vlans() >= Translator.MAX_VLAN_HEADERS
-                ? "2 VLAN headers, whose VLAN carrier tag would be a third"
-                : f.deeper()
-                    ? "a frame an earlier table may have tagged (the rule matches no vlan_vid)"
-                    : "a frame the apply path carries under an MPLS label (VLAN-tagged or MPLS"
-                        + " with a known eth_type)")
+            + (f.max() >= Translator.MAX_VLAN_HEADERS
+                ? Carrier.headers(f) + ", whose VLAN carrier tag would be a third"
+                : "a frame the apply path carries under an MPLS label (VLAN-tagged or MPLS"
+                    + " with a known eth_type)")
             + "; a set's carrier group carries only the VLAN tag (use apply_actions)");
   }
 

@@ -47,7 +47,7 @@ class VlanPushOrderTest {
   private final Translator t =
       new Translator(
               Fixtures.TOPO, PORTS, 252, tags::acquire, g -> g == 7, java.util.Map.of(), g -> GROUP)
-          .pushedBefore(order::pushesBefore);
+          .depth(order::depth);
 
   private static Match m(Integer ethType, boolean vlan) {
     var b = F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(2)); // V2 on the host
@@ -88,8 +88,8 @@ class VlanPushOrderTest {
   void afterAnEarlierPushAnUnmatchedFrameTakesTheLabelOrIsRefused() throws OfError {
     VirtualRule push = pushInTable0();
     order.add(push);
-    assertTrue(order.pushesBefore(1));
-    assertFalse(order.pushesBefore(0));
+    assertEquals(2, order.depth(1));
+    assertEquals(1, order.depth(0));
     // Known ethertype: MPLS (the frame may be QinQ).
     assertTrue(labels(t.rule(rule(1, 10, m(0x0800, false), apply(out(1))))));
     // Neither VLAN nor ethertype matched: no carrier fits.
@@ -101,9 +101,10 @@ class VlanPushOrderTest {
       OfError e = assertThrows(OfError.class, () -> t.rule(rule(1, 10, m(null, false), ins)));
       assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
     }
-    // Staying on the host (V4) needs no carrier; a vlan_vid match sees the push: as before.
+    // Staying on the host (V4) needs no carrier. A vlan_vid match cannot see a second header
+    // either (see aMatchedVlanAfterAQinQPushMayHideASecondHeader); "no VLAN" matched can.
     assertFalse(labels(t.rule(rule(1, 10, m(null, false), apply(out(4))))));
-    assertFalse(labels(t.rule(rule(1, 10, m(null, true), apply(out(1))))));
+    assertFalse(labels(t.rule(rule(1, 10, NO_VLAN_FROM_HOST, apply(out(1))))));
   }
 
   @Test
@@ -144,20 +145,34 @@ class VlanPushOrderTest {
 
   private static final Match NO_VLAN =
       F.buildMatch().setExact(MatchField.VLAN_VID, OFVlanVidMatch.UNTAGGED).build();
+  private static final Match NO_VLAN_FROM_HOST =
+      F.buildMatch()
+          .setExact(MatchField.IN_PORT, OFPort.of(2))
+          .setExact(MatchField.VLAN_VID, OFVlanVidMatch.UNTAGGED)
+          .build();
+
+  /** The depths of tables 0..3 with only {@code rules} installed. */
+  private static List<Integer> depths(VirtualRule... rules) {
+    VlanPushOrder o = new VlanPushOrder();
+    for (VirtualRule r : rules) {
+      o.add(r);
+    }
+    return List.of(o.depth(0), o.depth(1), o.depth(2), o.depth(3));
+  }
 
   @Test
   void aPushReachesTheTablesItsGotoLeadsToWhenTheFrameMayBeQinQ() {
     // Matching no vlan_vid, a push may make a tagged frame QinQ: tables 1 and above.
-    assertEquals(1, VlanPushOrder.firstReached(pushInTable0()));
+    assertEquals(List.of(1, 2, 2, 2), depths(pushInTable0()));
     // Without goto_table the pushed frame reaches no other table.
-    assertEquals(-1, VlanPushOrder.firstReached(pushing(m(null, false), -1, PUSH, out(1))));
+    assertEquals(List.of(1, 1, 1, 1), depths(pushing(m(null, false), -1, PUSH, out(1))));
     // "No VLAN" matched: one header after the push; two pushes: QinQ.
-    assertEquals(-1, VlanPushOrder.firstReached(pushing(NO_VLAN, 2, PUSH)));
-    assertEquals(2, VlanPushOrder.firstReached(pushing(NO_VLAN, 2, PUSH, PUSH)));
+    assertEquals(List.of(1, 1, 1, 1), depths(pushing(NO_VLAN, 2, PUSH)));
+    assertEquals(List.of(1, 1, 2, 2), depths(pushing(NO_VLAN, 2, PUSH, PUSH)));
     // A matched VLAN plus a push: QinQ. A push undone by a pop: as it came.
-    assertEquals(2, VlanPushOrder.firstReached(pushing(m(null, true), 2, PUSH)));
+    assertEquals(List.of(1, 1, 2, 2), depths(pushing(m(null, true), 2, PUSH)));
     assertEquals(
-        -1, VlanPushOrder.firstReached(pushing(m(null, false), 2, PUSH, F.actions().popVlan())));
+        List.of(1, 1, 1, 1), depths(pushing(m(null, false), 2, PUSH, F.actions().popVlan())));
     // A push in the action set runs at the end: taken to reach every later table.
     VirtualRule written =
         rule(
@@ -167,26 +182,56 @@ class VlanPushOrderTest {
             List.of(
                 F.instructions().writeActions(List.of(PUSH)),
                 F.instructions().gotoTable(TableId.of(2))));
-    assertEquals(2, VlanPushOrder.firstReached(written));
+    assertEquals(List.of(1, 1, 2, 2), depths(written));
+    // A push in table 1, which a QinQ frame may reach already: OVS keeps 2 (drops the innermost).
+    VirtualRule again =
+        rule(
+            1,
+            10,
+            m(null, false),
+            List.of(
+                F.instructions().applyActions(List.of(PUSH)),
+                F.instructions().gotoTable(TableId.of(2))));
+    assertEquals(List.of(1, 2, 2, 2), depths(pushInTable0(), again));
   }
 
   @Test
-  void theLowestReachedTableAndTheRelyingTablesAreCounted() {
-    assertEquals(Integer.MAX_VALUE, order.firstPushed());
-    VirtualRule rely = rule(2, 10, m(null, false), apply(out(1)));
-    order.add(rely);
-    order.add(rule(1, 10, m(null, true), apply(out(1)))); // a vlan_vid match does not rely
-    assertTrue(order.reliesIn(2, 3));
-    assertFalse(order.reliesIn(0, 2));
-    order.add(pushing(m(null, false), 2, PUSH));
-    assertEquals(2, order.firstPushed());
+  void depthsFollowTheRulesAndTheRelyingRulesAreKnown() {
+    VirtualRule push = pushInTable0();
+    order.add(push);
+    order.add(push); // the same rule twice (counted)
+    java.util.Map<Integer, Integer> two = order.depths();
+    order.remove(push);
+    assertEquals(2, order.depth(1));
+    order.remove(push);
+    assertEquals(1, order.depth(1));
+    assertEquals(2, VlanPushOrder.depthAt(two, 5));
+    assertEquals(1, VlanPushOrder.depthAt(order.depths(), 5));
+    // Rules whose translation depends on the depth: they may see a tag, and they output.
+    assertTrue(VlanPushOrder.reliesOnDepth(rule(1, 10, m(null, false), apply(out(1)))));
+    assertTrue(VlanPushOrder.reliesOnDepth(rule(1, 10, m(null, true), apply(out(1)))));
+    assertFalse(VlanPushOrder.reliesOnDepth(rule(1, 10, NO_VLAN, apply(out(1)))));
+    assertFalse(VlanPushOrder.reliesOnDepth(rule(1, 10, m(null, false), apply(PUSH))));
+  }
+
+  @Test
+  void aMatchedVlanAfterAQinQPushMayHideASecondHeader() throws OfError {
+    // The full check's seed 7: a rule matching VLAN 10 in a table a QinQ push reaches.
     order.add(pushInTable0());
-    assertEquals(1, order.firstPushed());
-    assertTrue(order.pushesBefore(2) && order.pushesBefore(1) && !order.pushesBefore(0));
-    order.remove(pushInTable0());
-    assertEquals(2, order.firstPushed());
-    assertFalse(order.pushesBefore(1));
-    order.remove(rely);
-    assertFalse(order.reliesIn(0, 3));
+    // Known ethertype: the label (2 headers possible); unknown: refused, also through a group.
+    assertTrue(labels(t.rule(rule(1, 10, m(0x0800, true), apply(out(1))))));
+    for (List<org.projectfloodlight.openflow.protocol.instruction.OFInstruction> ins :
+        List.<List<org.projectfloodlight.openflow.protocol.instruction.OFInstruction>>of(
+            apply(out(1)),
+            apply(F.actions().group(org.projectfloodlight.openflow.types.OFGroup.of(7))))) {
+      OfError e = assertThrows(OfError.class, () -> t.rule(rule(1, 10, m(null, true), ins)));
+      assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    }
+    // Its own push on top: OVS drops the innermost of 3 (on the reference too), the label carries
+    // the 2 left; unknown ethertype: refused.
+    assertTrue(labels(t.rule(rule(1, 10, m(0x0800, true), apply(PUSH, out(1))))));
+    assertThrows(OfError.class, () -> t.rule(rule(1, 10, m(null, true), apply(PUSH, out(1)))));
+    // Staying on the switch needs no carrier.
+    assertFalse(labels(t.rule(rule(1, 10, m(null, true), apply(PUSH, out(4))))));
   }
 }
