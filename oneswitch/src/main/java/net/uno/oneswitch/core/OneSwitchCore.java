@@ -331,6 +331,7 @@ public final class OneSwitchCore implements SouthListener {
             groups::get)
         .carrier(carrierMode)
         .depth(pushOrder::depth)
+        .later(pushOrder::later)
         .groupLabels(carriers::variant);
   }
 
@@ -359,7 +360,7 @@ public final class OneSwitchCore implements SouthListener {
    */
   private Map<VirtualRule.Key, Translated> translateChange(
       List<VirtualRule> olds, List<VirtualRule> adds) throws OfError {
-    Map<Integer, Integer> before = pushOrder.depths();
+    VlanPushOrder.Depths before = pushOrder.depths();
     olds.forEach(pushOrder::remove);
     adds.forEach(pushOrder::add);
     Map<VirtualRule.Key, Translated> out = new LinkedHashMap<>();
@@ -367,7 +368,7 @@ public final class OneSwitchCore implements SouthListener {
       for (VirtualRule r : adds) {
         out.put(r.key(), translate(r, ports));
       }
-      Map<Integer, Integer> after = pushOrder.depths();
+      VlanPushOrder.Depths after = pushOrder.depths();
       for (VirtualRule r : relyingWhereChanged(before, after)) {
         if (out.containsKey(r.key())) {
           continue;
@@ -375,15 +376,17 @@ public final class OneSwitchCore implements SouthListener {
         try {
           out.put(r.key(), translate(r, ports));
         } catch (OfError e) {
-          if (VlanPushOrder.depthAt(after, r.table()) < VlanPushOrder.depthAt(before, r.table())) {
+          int t = r.table();
+          int next = Math.max(0, VlanPushOrder.setGoesOn(r));
+          if (after.at(t) <= before.at(t) && after.after(next) <= before.after(next)) {
             continue; // shallower than it was: its deeper translation is still faithful
           }
           throw new OfError(
               e.code(),
               "a VLAN pushed here may reach table "
-                  + r.table()
+                  + t
                   + " with "
-                  + VlanPushOrder.depthAt(after, r.table())
+                  + Math.max(after.at(t), after.after(next))
                   + " headers, where rule priority="
                   + r.priority()
                   + " cannot then be carried: "
@@ -403,14 +406,16 @@ public final class OneSwitchCore implements SouthListener {
   /**
    * The rules relying on the frame depth in the tables whose depth differs between two snapshots.
    */
-  private List<VirtualRule> relyingWhereChanged(Map<Integer, Integer> a, Map<Integer, Integer> b) {
+  private List<VirtualRule> relyingWhereChanged(VlanPushOrder.Depths a, VlanPushOrder.Depths b) {
     if (a.equals(b)) {
       return List.of();
     }
     List<VirtualRule> out = new ArrayList<>();
     for (VirtualRule r : rules.values()) {
-      if (VlanPushOrder.depthAt(a, r.table()) != VlanPushOrder.depthAt(b, r.table())
-          && VlanPushOrder.reliesOnDepth(r)) {
+      int t = r.table();
+      int next = VlanPushOrder.setGoesOn(r);
+      if ((a.at(t) != b.at(t) && VlanPushOrder.reliesOnDepth(r))
+          || (next >= 0 && a.after(next) != b.after(next))) {
         out.add(r);
       }
     }
@@ -422,7 +427,7 @@ public final class OneSwitchCore implements SouthListener {
    * {@code before} (the VLAN carrier again where it fits). A rule that fails keeps its deeper
    * translation, which stays faithful.
    */
-  private void retranslateShallower(Map<Integer, Integer> before, Set<PhysRule.Key> dirty) {
+  private void retranslateShallower(VlanPushOrder.Depths before, Set<PhysRule.Key> dirty) {
     for (VirtualRule r : relyingWhereChanged(before, pushOrder.depths())) {
       try {
         setTranslation(r.key(), translate(r, ports), dirty);
@@ -764,7 +769,7 @@ public final class OneSwitchCore implements SouthListener {
 
   /** Removes a virtual rule without FLOW_REMOVED (the controller was told its ADD failed). */
   private void dropRule(VirtualRule.Key key) {
-    Map<Integer, Integer> pushed = pushOrder.depths();
+    VlanPushOrder.Depths pushed = pushOrder.depths();
     if (removeRule(key) == null) {
       return;
     }
@@ -996,7 +1001,7 @@ public final class OneSwitchCore implements SouthListener {
     }
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
     List<Removal> reports = new ArrayList<>();
-    Map<Integer, Integer> pushed = pushOrder.depths();
+    VlanPushOrder.Depths pushed = pushOrder.depths();
     for (VirtualRule r : victims) {
       VirtualRule.Key k = r.key();
       if (r.flags().contains(OFFlowModFlags.SEND_FLOW_REM)) {

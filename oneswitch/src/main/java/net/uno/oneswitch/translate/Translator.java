@@ -123,6 +123,7 @@ public final class Translator {
   private final java.util.function.IntFunction<VirtualGroup> groupOf;
   private Carrier.Mode carrierMode = Carrier.Mode.AUTO;
   private IntUnaryOperator depth = t -> VlanPushOrder.WIRE;
+  private IntUnaryOperator later = t -> 0;
   private GroupLabels.Ids groupIds;
 
   public Translator(
@@ -196,6 +197,23 @@ public final class Translator {
   public Translator depth(IntUnaryOperator d) {
     this.depth = d;
     return this;
+  }
+
+  /**
+   * Sets the most VLAN headers a later table's push may leave a frame with when the action set runs
+   * ({@link VlanPushOrder#later}); returns this. Default: none.
+   */
+  public Translator later(IntUnaryOperator l) {
+    this.later = l;
+    return this;
+  }
+
+  /**
+   * What later tables' pushes may leave on {@code r}'s frame when its action set runs (0: none).
+   */
+  private int laterOf(VirtualRule r) {
+    int next = VlanPushOrder.setGoesOn(r);
+    return next < 0 ? 0 : later.applyAsInt(next);
   }
 
   /**
@@ -319,7 +337,12 @@ public final class Translator {
         List<OFAction> set =
             new WriteActionSet(this, topo, ports)
                 .translate(
-                    frameOf(r), WriteActionSet.applyOf(r.instructions()), w.getActions(), sw, ing);
+                    frameOf(r),
+                    laterOf(r),
+                    WriteActionSet.applyOf(r.instructions()),
+                    w.getActions(),
+                    sw,
+                    ing);
         out.add(F.instructions().writeActions(set));
       } else if (i instanceof OFInstructionGotoTable g) {
         int t = g.getTableId().getValue();

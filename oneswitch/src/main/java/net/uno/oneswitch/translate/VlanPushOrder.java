@@ -46,7 +46,28 @@ public final class VlanPushOrder {
 
   // The rules whose VLAN pushes may reach another table, counted (an identical rule twice is rare).
   private final Map<VirtualRule, Integer> pushers = new HashMap<>();
-  private NavigableMap<Integer, Integer> depths; // table -> depth from there on; null = to compute
+  private Depths depths; // null = to compute
+
+  /**
+   * A snapshot of the depths: {@link #at} a table's entry (a step function: from each key of {@code
+   * entry} on, its value), and {@link #after} a goto to a table: the most headers a push in that or
+   * a later table may leave the frame with when the action set runs, at the end of the pipeline (0
+   * if none pushes).
+   */
+  public record Depths(NavigableMap<Integer, Integer> entry, NavigableMap<Integer, Integer> exits) {
+    public int at(int table) {
+      Map.Entry<Integer, Integer> e = entry.floorEntry(table);
+      return e == null ? WIRE : e.getValue();
+    }
+
+    public int after(int table) {
+      int d = 0;
+      for (int v : exits.tailMap(table, true).values()) {
+        d = Math.max(d, v);
+      }
+      return d;
+    }
+  }
 
   /** True if {@code m} matches vlan_vid at all (exact or masked: present, absent or an id). */
   public static boolean matchesVlan(Match m) {
@@ -66,6 +87,26 @@ public final class VlanPushOrder {
       }
     }
     return false;
+  }
+
+  /**
+   * The table {@code r}'s frame goes on to if its action set holds an output to a vport, FLOOD/ALL
+   * or a group: the set runs at the end of the pipeline, after the pushes of that table and later
+   * ones ({@link Depths#after}); -1 if it has no such set or no goto_table.
+   */
+  public static int setGoesOn(VirtualRule r) {
+    boolean set = false;
+    int next = -1;
+    for (OFInstruction i : r.instructions()) {
+      if (i instanceof OFInstructionWriteActions w) {
+        set =
+            w.getActions().stream()
+                .anyMatch(a -> WriteActionSet.isVportOutput(a) || a instanceof OFActionGroup);
+      } else if (i instanceof OFInstructionGotoTable g) {
+        next = g.getTableId().getValue();
+      }
+    }
+    return set ? next : -1;
   }
 
   /**
@@ -100,29 +141,32 @@ public final class VlanPushOrder {
    * The most VLAN headers a frame may carry when it enters {@code table} (at least {@link #WIRE}).
    */
   public int depth(int table) {
-    return depthAt(depths(), table);
+    return depths().at(table);
   }
 
-  /** The depths of all tables (a step function: from each key on, its value), for comparison. */
-  public Map<Integer, Integer> depths() {
+  /**
+   * The most VLAN headers a push in {@code table} or a later one may leave the frame with ({@link
+   * Depths#after}).
+   */
+  public int later(int table) {
+    return depths().after(table);
+  }
+
+  /** The current depths, for comparison. */
+  public Depths depths() {
     if (depths == null) {
-      depths = Collections.unmodifiableNavigableMap(compute());
+      depths = compute();
     }
     return depths;
   }
 
-  /** The depth of {@code table} in a {@link #depths} snapshot. */
-  public static int depthAt(Map<Integer, Integer> depths, int table) {
-    Map.Entry<Integer, Integer> e = ((NavigableMap<Integer, Integer>) depths).floorEntry(table);
-    return e == null ? WIRE : e.getValue();
-  }
-
-  private TreeMap<Integer, Integer> compute() {
+  private Depths compute() {
     // What each push raises, in table order: a pusher's own entry depth depends on the tables
     // below it only (goto_table goes forward).
     List<VirtualRule> ordered = new ArrayList<>(pushers.keySet());
     ordered.sort(Comparator.comparingInt(VirtualRule::table));
     TreeMap<Integer, Integer> raise = new TreeMap<>();
+    TreeMap<Integer, Integer> exits = new TreeMap<>();
     for (VirtualRule r : ordered) {
       int depth = MatchUtil.vlanAbsent(r.match()) ? 0 : stepAt(raise, r.table());
       boolean written = false;
@@ -145,11 +189,15 @@ public final class VlanPushOrder {
       if (gotoTable != null && depth > WIRE) {
         raise.merge(gotoTable, depth, Math::max);
       }
+      int end = written ? Math.min(Translator.MAX_VLAN_HEADERS, depth + 1) : depth;
+      exits.merge(r.table(), end, Math::max);
       if (written) {
-        raise.merge(r.table() + 1, Math.min(Translator.MAX_VLAN_HEADERS, depth + 1), Math::max);
+        raise.merge(r.table() + 1, end, Math::max);
       }
     }
-    return steps(raise);
+    return new Depths(
+        Collections.unmodifiableNavigableMap(steps(raise)),
+        Collections.unmodifiableNavigableMap(exits));
   }
 
   /** The depth at {@code table} of raises keyed by the first table they reach. */

@@ -102,6 +102,7 @@ public final class WriteActionSet {
    */
   List<OFAction> translate(
       Carrier.Frame start,
+      int later,
       List<OFAction> apply,
       List<OFAction> in,
       String sw,
@@ -114,7 +115,7 @@ public final class WriteActionSet {
         last = a;
       }
     }
-    Carrier.Frame f = frameAtSet(start, apply, in);
+    Carrier.Frame f = frameAtSet(start, apply, later, in);
     List<OFAction> out = new ArrayList<>();
     for (OFAction a : in) {
       if (isVportOutput(a) && (hasGroup || a != last)) {
@@ -218,15 +219,16 @@ public final class WriteActionSet {
 
   /**
    * What is known of the frame when the set runs: {@code start} (the rule's match), this rule's
-   * apply-actions, then the set's own pops and pushes (a set runs pops, push_mpls, push_pbb,
-   * push_vlan in that order).
+   * apply-actions, then as many headers as a later table's push may leave ({@code later}), then the
+   * set's own pops and pushes (a set runs pops, push_mpls, push_pbb, push_vlan in that order).
    */
-  static Carrier.Frame frameAtSet(Carrier.Frame start, List<OFAction> apply, List<OFAction> set)
-      throws OfError {
+  static Carrier.Frame frameAtSet(
+      Carrier.Frame start, List<OFAction> apply, int later, List<OFAction> set) throws OfError {
     Carrier.Frame f = start;
     for (OFAction a : apply) {
       f = f.after(a);
     }
+    f = f.withExtra(Math.max(f.extra(), later - f.vlans()));
     for (OFActionType ty :
         List.of(
             OFActionType.POP_VLAN,

@@ -170,4 +170,31 @@ class CoreVlanPushTest {
     assertEquals("BadAction/UNSUPPORTED_ORDER", m.typeAndCode());
     assertEquals(before, table1());
   }
+
+  @Test
+  void aLaterPushAndAnEarlierActionSetOutputAcrossPcieExcludeEachOther() throws Exception {
+    // Table 0 writes output:V1 (snic0) into the set; table 1 pushes (no goto): the set runs after
+    // the
+    // push, a frame that came in tagged is then QinQ, and the set's carrier is VLAN only.
+    OFFlowMod set =
+        add(
+            0,
+            fromHost(false, false),
+            List.of(
+                F.instructions().writeActions(List.of(Fixtures.out(1))),
+                F.instructions().gotoTable(TableId.of(1))));
+    OFFlowMod laterPush = add(1, fromHost(false, false), Fixtures.apply(PUSH, Fixtures.out(4)));
+    mod(set);
+    assertEquals("BadAction/UNSUPPORTED_ORDER", refused(laterPush).typeAndCode());
+    assertEquals(1, on(() -> core.rules().size()));
+    mod(
+        F.buildFlowDeleteStrict()
+            .setTableId(TableId.of(0))
+            .setPriority(5)
+            .setMatch(fromHost(false, false))
+            .build());
+    mod(laterPush);
+    assertEquals("BadAction/UNSUPPORTED_ORDER", refused(set).typeAndCode());
+    assertEquals(1, on(() -> core.rules().size()));
+  }
 }

@@ -200,18 +200,47 @@ class VlanPushOrderTest {
     VirtualRule push = pushInTable0();
     order.add(push);
     order.add(push); // the same rule twice (counted)
-    java.util.Map<Integer, Integer> two = order.depths();
+    VlanPushOrder.Depths two = order.depths();
     order.remove(push);
     assertEquals(2, order.depth(1));
     order.remove(push);
     assertEquals(1, order.depth(1));
-    assertEquals(2, VlanPushOrder.depthAt(two, 5));
-    assertEquals(1, VlanPushOrder.depthAt(order.depths(), 5));
+    assertEquals(2, two.at(5));
+    assertEquals(1, order.depths().at(5));
+    assertEquals(new VlanPushOrder().depths(), order.depths()); // snapshots compare by value
+    assertFalse(two.equals(order.depths()));
     // Rules whose translation depends on the depth: they may see a tag, and they output.
     assertTrue(VlanPushOrder.reliesOnDepth(rule(1, 10, m(null, false), apply(out(1)))));
     assertTrue(VlanPushOrder.reliesOnDepth(rule(1, 10, m(null, true), apply(out(1)))));
     assertFalse(VlanPushOrder.reliesOnDepth(rule(1, 10, NO_VLAN, apply(out(1)))));
     assertFalse(VlanPushOrder.reliesOnDepth(rule(1, 10, m(null, false), apply(PUSH))));
+  }
+
+  @Test
+  void anActionSetRunsAfterThePushesOfLaterTables() throws OfError {
+    // Table 1 pushes (no goto): a frame that came in tagged is QinQ when table 0's set runs.
+    VirtualRule later = rule(1, 10, m(null, false), apply(PUSH, out(4)));
+    assertEquals(0, order.later(1));
+    order.add(later);
+    assertEquals(2, order.later(1));
+    assertEquals(0, order.later(2));
+    assertEquals(1, order.depth(2)); // the apply path of later tables: unchanged
+    List<org.projectfloodlight.openflow.protocol.instruction.OFInstruction> setThenOn =
+        List.of(
+            F.instructions().writeActions(List.of(out(1))),
+            F.instructions().gotoTable(TableId.of(1)));
+    assertEquals(1, VlanPushOrder.setGoesOn(rule(0, 10, m(null, false), setThenOn)));
+    assertEquals(-1, VlanPushOrder.setGoesOn(rule(0, 10, m(null, false), setThenOn.subList(0, 1))));
+    // So table 0's set output across PCIe that goes on to table 1 (its carrier group is VLAN only)
+    // is
+    // refused, even for a frame matched as "no VLAN"; without goto, or to a local vport: fine.
+    Translator tl = t.later(order::later);
+    for (Match mm : List.of(m(null, false), NO_VLAN_FROM_HOST)) {
+      OfError e = assertThrows(OfError.class, () -> tl.rule(rule(0, 10, mm, setThenOn)));
+      assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    }
+    tl.rule(rule(0, 10, m(null, false), setThenOn.subList(0, 1)));
+    tl.rule(rule(0, 10, m(null, false), List.of(F.instructions().writeActions(List.of(out(4))))));
   }
 
   @Test
