@@ -1,7 +1,6 @@
 package net.uno.oneswitch.translate;
 
 import java.util.ArrayList;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Optional;
 import java.util.OptionalInt;
@@ -16,10 +15,8 @@ import org.projectfloodlight.openflow.protocol.OFBadActionCode;
 import org.projectfloodlight.openflow.protocol.OFBucket;
 import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.action.OFAction;
-import org.projectfloodlight.openflow.protocol.action.OFActionGroup;
 import org.projectfloodlight.openflow.protocol.action.OFActionOutput;
 import org.projectfloodlight.openflow.protocol.action.OFActionSetField;
-import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstructionApplyActions;
 import org.projectfloodlight.openflow.protocol.match.MatchField;
 import org.projectfloodlight.openflow.types.EthType;
@@ -67,17 +64,7 @@ public final class GroupLabels {
 
   /** The variant ids a physical rule's apply-actions use. */
   public static Set<Integer> variantsOf(PhysRule p) {
-    Set<Integer> out = new HashSet<>(2);
-    for (OFInstruction i : p.instructions()) {
-      if (i instanceof OFInstructionApplyActions a) {
-        for (OFAction x : a.getActions()) {
-          if (x instanceof OFActionGroup g && isVariant(g.getGroup().getGroupNumber())) {
-            out.add(g.getGroup().getGroupNumber());
-          }
-        }
-      }
-    }
-    return out;
+    return WriteActionSet.groupsIn(p, OFInstructionApplyActions.class, GroupLabels::isVariant);
   }
 
   /** The mapped single-instance vport a bucket action outputs to, if any. */

@@ -75,13 +75,23 @@ public final class WriteActionSet {
 
   /** The carrier group ids a physical rule's action set uses. */
   public static Set<Integer> carriersOf(PhysRule p) {
+    return groupsIn(p, OFInstructionWriteActions.class, WriteActionSet::isCarrierGroup);
+  }
+
+  /** The ids {@code which} accepts of the groups in {@code p}'s instructions of {@code kind}. */
+  static Set<Integer> groupsIn(
+      PhysRule p, Class<? extends OFInstruction> kind, java.util.function.IntPredicate which) {
     Set<Integer> out = new HashSet<>(2);
     for (OFInstruction i : p.instructions()) {
-      if (i instanceof OFInstructionWriteActions w) {
-        for (OFAction a : w.getActions()) {
-          if (a instanceof OFActionGroup g && isCarrierGroup(g.getGroup().getGroupNumber())) {
-            out.add(g.getGroup().getGroupNumber());
-          }
+      List<OFAction> acts =
+          !kind.isInstance(i)
+              ? List.of()
+              : i instanceof OFInstructionWriteActions w
+                  ? w.getActions()
+                  : ((OFInstructionApplyActions) i).getActions();
+      for (OFAction a : acts) {
+        if (a instanceof OFActionGroup g && which.test(g.getGroup().getGroupNumber())) {
+          out.add(g.getGroup().getGroupNumber());
         }
       }
     }

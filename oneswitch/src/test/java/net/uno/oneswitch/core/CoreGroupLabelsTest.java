@@ -9,16 +9,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
 import net.uno.oneswitch.translate.Carrier;
 import net.uno.oneswitch.translate.Fixtures;
 import net.uno.oneswitch.translate.GroupLabels;
 import net.uno.oneswitch.translate.OfError;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.projectfloodlight.openflow.protocol.OFActionType;
 import org.projectfloodlight.openflow.protocol.OFBucket;
@@ -34,31 +28,8 @@ import org.projectfloodlight.openflow.types.OFVlanVidMatch;
 import org.projectfloodlight.openflow.types.TableId;
 
 /** Label variants of a controller group in the core: made, re-pointed by a GROUP_MOD, freed. */
-class CoreGroupLabelsTest {
+class CoreGroupLabelsTest extends CoreHarness {
   private static final int IPV4 = 0x0800;
-  private ScheduledExecutorService exec;
-  private OneSwitchCore core;
-  private final AtomicLong clock = new AtomicLong(1_000_000);
-
-  @BeforeEach
-  void setUp() throws Exception {
-    exec = Executors.newSingleThreadScheduledExecutor();
-    core = new OneSwitchCore(Fixtures.TOPO, 254, exec, clock::get, new Metrics(), null);
-    on(
-        () -> {
-          core.initPorts(List.copyOf(Fixtures.PORTS.all()));
-          return null;
-        });
-  }
-
-  @AfterEach
-  void tearDown() {
-    exec.shutdownNow();
-  }
-
-  private <T> T on(Callable<T> c) throws Exception {
-    return exec.submit(c).get(10, TimeUnit.SECONDS);
-  }
 
   private void run(Callable<Void> c) throws Exception {
     on(c);

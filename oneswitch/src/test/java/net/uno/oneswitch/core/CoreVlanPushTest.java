@@ -3,22 +3,14 @@ package net.uno.oneswitch.core;
 import static net.uno.oneswitch.translate.Fixtures.F;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.Callable;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.VirtualRule;
 import net.uno.oneswitch.translate.Fixtures;
 import net.uno.oneswitch.translate.OfError;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.projectfloodlight.openflow.protocol.OFActionType;
 import org.projectfloodlight.openflow.protocol.OFFlowMod;
@@ -37,31 +29,8 @@ import org.projectfloodlight.openflow.types.TableId;
  * (VlanPushOrder): under the MPLS label where the ethertype is known, the push refused where a rule
  * cannot be carried; back to the VLAN tag when the push goes.
  */
-class CoreVlanPushTest {
+class CoreVlanPushTest extends CoreHarness {
   private static final OFAction PUSH = F.actions().pushVlan(EthType.VLAN_FRAME);
-  private ScheduledExecutorService exec;
-  private OneSwitchCore core;
-  private final AtomicLong clock = new AtomicLong(1_000_000);
-
-  @BeforeEach
-  void setUp() throws Exception {
-    exec = Executors.newSingleThreadScheduledExecutor();
-    core = new OneSwitchCore(Fixtures.TOPO, 254, exec, clock::get, new Metrics(), null);
-    on(
-        () -> {
-          core.initPorts(List.copyOf(Fixtures.PORTS.all()));
-          return null;
-        });
-  }
-
-  @AfterEach
-  void tearDown() {
-    exec.shutdownNow();
-  }
-
-  private <T> T on(Callable<T> c) throws Exception {
-    return exec.submit(c).get(10, TimeUnit.SECONDS);
-  }
 
   /** in_port=V2 (the host), optionally IPv4 or "no VLAN". */
   private static Match fromHost(boolean ip, boolean noVlan) {
@@ -93,18 +62,6 @@ class CoreVlanPushTest {
     return add(0, m, ins);
   }
 
-  private void mod(OFFlowMod fm) throws Exception {
-    on(
-        () -> {
-          core.flowMod(fm);
-          return null;
-        });
-  }
-
-  private OfError refused(OFFlowMod fm) throws Exception {
-    return on(() -> assertThrows(OfError.class, () -> core.flowMod(fm)));
-  }
-
   /** The actions of the (one) physical replica of the table-1 rule: V1 is on snic0, across PCIe. */
   private List<OFAction> table1() throws Exception {
     return on(
@@ -115,6 +72,15 @@ class CoreVlanPushTest {
           assertEquals(1, p.size());
           return ((OFInstructionApplyActions) p.get(0).instructions().get(0)).getActions();
         });
+  }
+
+  /** DELETE_STRICT of the table-0 rule matching {@code fromHost(false, false)}. */
+  private static OFFlowMod deleteFromHost() {
+    return F.buildFlowDeleteStrict()
+        .setTableId(TableId.of(0))
+        .setPriority(5)
+        .setMatch(fromHost(false, false))
+        .build();
   }
 
   private static boolean has(List<OFAction> acts, OFActionType t) {
@@ -130,12 +96,7 @@ class CoreVlanPushTest {
     assertFalse(has(table1(), OFActionType.PUSH_VLAN));
     assertTrue(on(() -> core.liveTags().keySet().stream().anyMatch(k -> k < 0)), "label live");
     // The push goes (delete): the VLAN tag again, the label freed.
-    mod(
-        F.buildFlowDeleteStrict()
-            .setTableId(TableId.of(0))
-            .setPriority(5)
-            .setMatch(fromHost(false, false))
-            .build());
+    mod(deleteFromHost());
     assertTrue(has(table1(), OFActionType.PUSH_VLAN) && !has(table1(), OFActionType.PUSH_MPLS));
     assertFalse(on(() -> core.liveTags().keySet().stream().anyMatch(k -> k < 0)), "label freed");
   }
@@ -187,12 +148,7 @@ class CoreVlanPushTest {
     mod(set);
     assertEquals("BadAction/UNSUPPORTED_ORDER", refused(laterPush).typeAndCode());
     assertEquals(1, on(() -> core.rules().size()));
-    mod(
-        F.buildFlowDeleteStrict()
-            .setTableId(TableId.of(0))
-            .setPriority(5)
-            .setMatch(fromHost(false, false))
-            .build());
+    mod(deleteFromHost());
     mod(laterPush);
     assertEquals("BadAction/UNSUPPORTED_ORDER", refused(set).typeAndCode());
     assertEquals(1, on(() -> core.rules().size()));

@@ -151,6 +151,12 @@ class VlanPushOrderTest {
           .setExact(MatchField.VLAN_VID, OFVlanVidMatch.UNTAGGED)
           .build();
 
+  /** A rule of table 1 matching no VLAN: {@code first}, then goto_table:2. */
+  private static VirtualRule inTable1(
+      org.projectfloodlight.openflow.protocol.instruction.OFInstruction first) {
+    return rule(1, 10, m(null, false), List.of(first, F.instructions().gotoTable(TableId.of(2))));
+  }
+
   /** The depths of tables 0..3 with only {@code rules} installed. */
   private static List<Integer> depths(VirtualRule... rules) {
     VlanPushOrder o = new VlanPushOrder();
@@ -174,25 +180,12 @@ class VlanPushOrderTest {
     assertEquals(
         List.of(1, 1, 1, 1), depths(pushing(m(null, false), 2, PUSH, F.actions().popVlan())));
     // A push in the action set runs at the end: taken to reach every later table.
-    VirtualRule written =
-        rule(
-            1,
-            10,
-            m(null, false),
-            List.of(
-                F.instructions().writeActions(List.of(PUSH)),
-                F.instructions().gotoTable(TableId.of(2))));
-    assertEquals(List.of(1, 1, 2, 2), depths(written));
+    assertEquals(
+        List.of(1, 1, 2, 2), depths(inTable1(F.instructions().writeActions(List.of(PUSH)))));
     // A push in table 1, which a QinQ frame may reach already: OVS keeps 2 (drops the innermost).
-    VirtualRule again =
-        rule(
-            1,
-            10,
-            m(null, false),
-            List.of(
-                F.instructions().applyActions(List.of(PUSH)),
-                F.instructions().gotoTable(TableId.of(2))));
-    assertEquals(List.of(1, 2, 2, 2), depths(pushInTable0(), again));
+    assertEquals(
+        List.of(1, 2, 2, 2),
+        depths(pushInTable0(), inTable1(F.instructions().applyActions(List.of(PUSH)))));
   }
 
   @Test
