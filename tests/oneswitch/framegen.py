@@ -391,9 +391,11 @@ class Chooser:
         return self.cache[key]
 
     def plan(self, pending: set[str], deletable: set[str]) -> tuple[dict[str, Candidate], set[str]]:
-        """({rule: a candidate that reaches it now}, the deletable blockers of the others)."""
+        """({rule: a candidate that reaches it now}, the deletable blockers of the others). A rule not checked yet
+        that stands in the way of another's candidate is reached by that candidate's frame."""
         reach: dict[str, Candidate] = {}
         blockers: set[str] = set()
+        detours: dict[str, Candidate] = {}
         for spec in sorted(pending):
             for c in self._candidates(spec):
                 for p in self.ports(c):
@@ -405,8 +407,12 @@ class Chooser:
                     b = next((a for a, m in zip(path, meant, strict=False) if a != m), None)
                     if b in deletable:
                         blockers.add(b)  # type: ignore[arg-type]
+                    elif b in pending:
+                        detours.setdefault(b, c)  # type: ignore[arg-type]  # it exercises the blocker
                 if spec in reach:
                     break
+        for b, c in detours.items():  # a pending rule in the way of another's frame: that frame reaches it
+            reach.setdefault(b, c)
         return reach, blockers
 
     def remove(self, gone: set[str]) -> None:
