@@ -7,17 +7,20 @@ the host, snic0 and snic1); a spare namespace on snic0 stays unmapped (anything 
 `check()`:
 1. Installs the rules on OneSwitch (each with cookie = its index + 1), pipelined (ofencode), and what OneSwitch
    accepts on the reference; what it refuses is listed with its OFPT_ERROR and OneSwitch's reason (its log).
-2. For each accepted rule (or a sample), frames that should take it (framegen: a goto chain to it and a frame
-   every rule of the chain matches), injected at its in_port, or at every virtual port when the chain has
-   none. The reference's `ofproto/trace` (ovstrace) of each injection tells which rules it takes: a rule is
-   *exercised* when some injected frame takes it there. Up to `tries` candidates per rule until one does.
-   Plus random frames (rulegen.packets) at every port.
-3. Sends every frame at its port of both switches (real packets), and compares per injected frame the
-   multiset of (virtual port, exact bytes) that left. A frame whose outputs differ is sent again on both: a
-   difference that does not repeat is counted as `flaky` (a lost frame under load), one that repeats is a
-   *difference*, reported with the rules the frame takes, the frame, and both outputs.
-4. Compares the per-rule packet counters of the two switches after the run (the same rules took the same
-   number of frames; OneSwitch sums its physical replicas).
+2. In rounds: for each accepted rule not exercised yet (all, or a sample), a frame that should take it
+   (framegen: a goto chain to it and a frame every rule of the chain matches, chosen with a local model of the
+   pipeline), injected at its in_port, or at every virtual port when the chain has none; round 1 adds random
+   frames (rulegen.packets). The reference's `ofproto/trace` (ovstrace) of each injection tells which rules it
+   takes: a rule is *exercised* when some injected frame takes it there.
+3. Sends every frame at its port of both switches (real packets) and compares, per frame, the multiset of
+   (virtual port, exact bytes) that left. A frame whose outputs differ is sent again on both, and again after
+   every datapath cache is emptied: a difference that does not repeat is `flaky` (a lost frame) or `stale` (a
+   cached flow behind its tables); one that repeats is a *difference*, reported with the rules the frame takes
+   on the reference, the frame and both outputs. After round 1, the per-rule packet counters of the two
+   switches are compared too (OneSwitch sums its physical replicas).
+4. Between rounds, the rules that take the frames meant for rules not exercised yet (of higher priority:
+   they shadow them on both switches alike) and have been exercised themselves are deleted from both switches
+   (DELETE_STRICT through OneSwitch); the next round checks what they uncover.
 """
 
 from __future__ import annotations
