@@ -355,3 +355,29 @@ def test_a_vlan_match_after_a_qinq_push_sends_its_group_under_the_label(pair):
     at1 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 1]
     assert len(at1) == 8 and sum(1 for f in at1 if f[16:18] == b"\x81\x00") == 4  # QinQ ones kept both
     assert physical_errors(os_host.client) == errors_before
+
+
+# A tagged frame of unknown ethertype made QinQ by the rule's own push: no label (pop_mpls needs the type), but
+# the outer VLAN id is known (set after the push): it is rewritten to the flow-id across PCIe and back.
+REWRITTEN = "table=0,priority=60,in_port=100,dl_vlan=10,actions=push_vlan:0x8100,set_field:4116->vlan_vid,output:1,output:101"
+
+
+def test_a_known_outer_vlan_id_crosses_by_its_rewrite_identical_to_reference(pair):
+    from scapy.layers.l2 import Dot1Q, Ether
+    from scapy.packet import Raw
+
+    os_host, sut, ref = pair
+    errors_before = physical_errors(os_host.client)
+    loaded = equiv.load(rulegen.RuleSet(0, (), (REWRITTEN,)), sut, ref)
+    assert not loaded.refused, loaded.refused
+    assert not any("push_mpls" in a for a in physical_actions(os_host))
+    pkts = []
+    for i in range(6):
+        frame = Ether(src=rulegen.MACS[0], dst=rulegen.MACS[1]) / Dot1Q(vlan=10, type=0x88B5)
+        pkts.append((950 + i, 100, bytes(frame / Raw(rulegen.marker(950 + i) + bytes([i]) * 20))))
+    got_ref, got_sut = equiv.run_packets(ref, pkts), equiv.run_packets(sut, pkts)
+    diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
+    assert not diffs, "\n".join(diffs[:10])
+    at1 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 1]
+    assert len(at1) == 6 and all(f[12:18] == b"\x81\x00\x00\x14\x81\x00" for f in at1), at1  # 20 outside 10
+    assert physical_errors(os_host.client) == errors_before
