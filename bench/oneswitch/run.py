@@ -15,10 +15,13 @@ spare port on snic0 for remaps; and, for (a), a plain OVS bridge (own instance, 
     takes the CPU per rule of every process on the path (`cpu_us_per_rule`).
 (a2) pipelined: a raw OF1.3 client sends the same N FLOW_MODs back to back, then ONE barrier, timed to its
     reply (no error allowed, all N installed): rate_ratio_pipelined = OneSwitch / `ovs` (throughput).
-(b) 3,024 random OF1.3 virtual rules (tests/oneswitch/rulegen.py, 3 tables, one ALL group, 7 vports on 3
-    switches): phys_virt_ratio = physical flows on all three switches (dump-flows, everything OneSwitch
+(b) 3,024 random OF1.3 virtual rules (tests/oneswitch/rulegen.py seed 2024, 3 tables, one ALL group, 7 vports
+    on 3 switches): phys_virt_ratio = physical flows on all three switches (dump-flows, everything OneSwitch
     installed) / accepted virtual rules; also the ratio without OneSwitch's fixed rules (those present with no
-    virtual rule).
+    virtual rule); refusals by OneSwitch's reason. Then every accepted rule is checked for equivalence with a
+    reference OVS by real packets (tests/oneswitch/fullcheck.py): `checked` rules, `exercised` (a frame took
+    it on the reference), `differences` (frames whose outputs differ, twice). `--quick` stops after 25 rounds of
+    uncovering shadowed rules, so it checks a part of them (says so). Per-rule report: --equiv-report PATH.
 (c) remap time of vport 200 (host <-> snic0) vs the number of virtual rules on it (half match in_port=200,
     half output to it): OneSwitch's duration_ms (all barriers answered), medians; remap_ms = at 100 rules.
     In the same loop, scale-out: PUT instances host:200 + snic0 spare (1 -> 2) and back (2 -> 1), OneSwitch's
@@ -26,12 +29,13 @@ spare port on snic0 for remaps; and, for (a), a plain OVS bridge (own instance, 
     rules deleted at once: a break phase; remap_nodrain_ms_by_rules) and prepared remaps (POST
     .../prepare, then the remap: only the re-pointing; remap_prepared_ms_by_rules, prepare_ms_by_rules).
 
-    ./uno bench oneswitch [--quick]
+    ./uno bench oneswitch [--quick] [--parts abc] [--equiv-report PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -52,39 +56,17 @@ from host_datapath.oneswitch_client import OneSwitchError
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.config import parse_config
 from nf_agent.emulated_host.host import EmulatedHost
-from tests.oneswitch import rulegen
+from tests.oneswitch import equiv, fullcheck, rulegen
+from tests.oneswitch.ovstrace import Tracer
 from tests.oneswitch.refswitch import RefSwitch
 
-SPARE = 201  # physical port on snic0 where vport 200 moves
+SPARE = fullcheck.SPARE  # physical port on snic0 where vport 200 moves
 REF_TCP_PORT = 6653  # the plain OVS's ptcp listener, inside its own network namespace
 JIT = "C2 CompilerThre"  # the JVM's optimising compiler thread (comm is cut at 15 chars): warm = near 0
 # Unmeasured runs per side (least, most): until OneSwitch's JIT compiler is nearly idle (Side.warm). First the
 # pipelined flow-mod + barrier pairs (fast), then a few of each measured kind.
 WARM_UP = (5, 60)
 WARMUPS = (2, 6)
-
-
-def install_chunked(listen: str, rules: rulegen.RuleSet, workdir: Path) -> tuple[int, list[str]]:
-    """Groups, then flows in chunks of 200 (a chunk with a refused rule is retried rule by rule)."""
-    refused = []
-    for g in rules.groups:
-        if ofctl("add-group", listen, g, check=False).returncode != 0:
-            refused.append(g)
-    flows = list(rules.flows)
-    accepted = 0
-    for i in range(0, len(flows), 200):
-        chunk = flows[i : i + 200]
-        path = workdir / "chunk.flows"
-        path.write_text("\n".join(chunk) + "\n")
-        if ofctl("add-flows", listen, str(path), check=False).returncode == 0:
-            accepted += len(chunk)
-            continue
-        for f in chunk:  # which ones: an OFPT_ERROR each
-            if ofctl("add-flow", listen, f, check=False).returncode == 0:
-                accepted += 1
-            else:
-                refused.append(f)
-    return accepted, refused
 
 
 def distribution(rules: rulegen.RuleSet) -> dict:
@@ -105,31 +87,57 @@ def distribution(rules: rulegen.RuleSet) -> dict:
     }
 
 
-def bench_ratio(listen: str, physical: dict[str, str], n: int, workdir: Path) -> dict:
+def bench_ratio(listen: str, physical: dict[str, str], n: int, check: dict, report: Path) -> dict:
+    """(b): install the n rules through OneSwitch, count the physical rules, then check every accepted rule
+    against the reference by real packets (tests/oneswitch/fullcheck.py; `check`: its arguments)."""
     ofctl("del-flows", listen)
     ofctl("del-groups", listen)
     base = {sw: count_flows(t) for sw, t in physical.items()}
     rules = rulegen.generate(2024, VPORTS, n_rules=n, tables=3, groups=True, prio_max=60000)
+    counted: dict = {}
+
+    def count(accepted: list[str]) -> None:
+        counted["physical"] = {sw: count_flows(t) for sw, t in physical.items()}
+        counted["virtual"] = count_flows(listen)
+
     t0 = time.perf_counter()
-    accepted, refused = install_chunked(listen, rules, workdir)
+    res = fullcheck.check(rules, after_install=count, **check)
     secs = time.perf_counter() - t0
-    phys = {sw: count_flows(t) for sw, t in physical.items()}
-    virt = count_flows(listen)
+    phys, virt = counted["physical"], counted["virtual"]
     total, fixed = sum(phys.values()), sum(base.values())
+    summary = res.summary()
     out = {
         "virtual_generated": n,
-        "virtual_accepted": accepted,
+        "virtual_accepted": len(res.accepted),
         "virtual_dumped": virt,
-        "refused": len(refused),
+        "refused": len(res.refused),
+        "refused_by_reason": summary["refused_by_reason"],
         "physical": phys,
         "physical_fixed": base,
         "phys_virt_ratio": round(total / max(virt, 1), 3),
         "phys_virt_ratio_without_fixed": round((total - fixed) / max(virt, 1), 3),
-        "install_s": round(secs, 2),
+        "install_s": summary["seconds"]["install"],
+        "checked": summary["checked"],
+        "exercised": summary["exercised"],
+        "differences": summary["differences"],
+        "check": {
+            k: summary[k]
+            for k in (
+                "exercised_first_round",
+                "rounds",
+                "frames",
+                "flaky",
+                "stale",
+                "counter_mismatches",
+                "unreached",
+            )
+        },  # fmt: skip
+        "check_s": round(secs, 1),
         "distribution": distribution(rules),
     }
-    if refused:
-        out["refused_examples"] = refused[:5]
+    for d in res.differences[:10]:
+        print(d.text(), file=sys.stderr)
+    report.write_text(json.dumps(res.report(), indent=1))
     ofctl("del-flows", listen)
     ofctl("del-groups", listen)
     return out
@@ -236,60 +244,46 @@ def report(label: str, res: dict[str, dict]) -> dict[str, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer rules and repeats (about a minute)")
+    ap.add_argument("--parts", default="abc", help="which parts to run (default abc; a includes a2)")
+    ap.add_argument("--equiv-report", type=Path, help="(b): write the per-rule check report (JSON) here")
     args = ap.parse_args()
     n_rate, repeats = (2000, 5) if args.quick else (5000, 7)
     n_ratio = 3024
+    # --quick: few rounds of uncovering shadowed rules (the rules reached by then are checked).
+    max_rounds = 25 if args.quick else None
     sizes = [10, 100] if args.quick else [1, 10, 100, 1000]
     print_machine()
     name = "b" + uuid.uuid4().hex[:5]
-    cfg = parse_config(
-        {"name": name, "rundir": "/run/uno-bench", "vms": 2, "snics": [{"pcie_gbps": 0}, {"pcie_gbps": 0}]}
-    )
+    cfg = parse_config({"name": name, "rundir": "/run/uno-bench", **fullcheck.HOST_CONFIG})
     host = EmulatedHost(cfg)
     ref = RefSwitch("r" + uuid.uuid4().hex[:5], VPORTS, base=Path("/run/uno-bench"))
     workdir = Path(tempfile.mkdtemp(prefix="uno-bench-os-"))
+    figures: dict = {}
+    targets: list[equiv.Target] = []
+    tracer = None
     try:
         status = host.up()
         ref.up()
-        sw = host.switches()
-        try:
-            sw["host"].attach_namespace(f"{name}-nf0", f"{name}-n0", f"{name}-n0p", nm.NF_PORT_BASE)
-            sw["snic0"].attach_namespace(f"{name}-nf1", f"{name}-n1", f"{name}-n1p", nm.NF_PORT_BASE)
-            sw["snic1"].attach_namespace(f"{name}-nf2", f"{name}-n2", f"{name}-n2p", nm.NF_PORT_BASE)
-            sw["snic0"].attach_namespace(f"{name}-nf3", f"{name}-n3", f"{name}-n3p", SPARE)
-        finally:
-            for s in sw.values():
-                s.close()
+        fullcheck.attach_nfs(host)
         client = host.oneswitch().client(timeout=300)
-        client.map_port(200, "host", nm.NF_PORT_BASE)
-        client.map_port(201, "snic0", nm.NF_PORT_BASE)
-        client.map_port(202, "snic1", nm.NF_PORT_BASE)
+        fullcheck.map_nfs(client)
         listen = status["oneswitch"]["listen"]
         physical = {"host": status["host"]["openflow"], **{s["id"]: s["openflow"] for s in status["snics"]}}
-        sides = rate_sides(status, ref)
 
-        runs = warm_up(sides, n_rate, WARM_UP)
-        print(f"warm-up: {n_rate} flow-mod + barrier pairs pipelined, runs per side {runs}", flush=True)
-        print(f"(a) install rate, {n_rate} rules, {repeats} repeats each, rotating", flush=True)
-        rate = bench_rate(sides, n_rate, repeats, WARMUPS, workdir)
-        rate_ratios = report("(a)", rate)
-        print(
-            f"(a2) pipelined install, {n_rate} flow-mods then one barrier, {repeats} repeats each", flush=True
-        )
-        piped = bench_rate_pipelined(sides, n_rate, repeats, WARMUPS)
-        piped_ratios = report("(a2)", piped)
-        print(f"(b) {n_ratio} random virtual rules over host + 2 sNICs", flush=True)
-        ratio = bench_ratio(listen, physical, n_ratio, workdir)
-        print(f"    {ratio}")
-        print(f"(c) remap vport 200 host <-> snic0 vs rules on it, {repeats} round trips each", flush=True)
-        remap = bench_remap(client, listen, sizes, repeats, workdir)
-        for n, r in remap.items():
+        if "a" in args.parts:
+            sides = rate_sides(status, ref)
+            runs = warm_up(sides, n_rate, WARM_UP)
+            print(f"warm-up: {n_rate} flow-mod + barrier pairs pipelined, runs per side {runs}", flush=True)
+            print(f"(a) install rate, {n_rate} rules, {repeats} repeats each, rotating", flush=True)
+            rate = bench_rate(sides, n_rate, repeats, WARMUPS, workdir)
+            rate_ratios = report("(a)", rate)
             print(
-                f"    {n:5d} rules: {r['duration_ms']} ms; to 2 instances {r['to_2_instances_ms']} ms, "
-                f"back to 1 {r['to_1_instance_ms']} ms"
+                f"(a2) pipelined install, {n_rate} flow-mods then one barrier, {repeats} repeats each",
+                flush=True,
             )
-        final_json(
-            {
+            piped = bench_rate_pipelined(sides, n_rate, repeats, WARMUPS)
+            piped_ratios = report("(a2)", piped)
+            figures |= {
                 "rate_ratio": round(rate_ratios["ovs"], 3),
                 "rate_ratio_tcp": round(rate_ratios["ovs_tcp"], 3),
                 "rate_ratio_relay": round(rate_ratios["ovs_relay"], 3),
@@ -301,11 +295,56 @@ def main() -> int:
                 "rate_ovs_pipelined_rps": round(piped["ovs"]["rps"]),
                 "cpu_us_per_rule": {key: r["cpu_us"] for key, r in rate.items()},
                 "cpu_us_per_rule_pipelined": {key: r["cpu_us"] for key, r in piped.items()},
+            }
+        if "b" in args.parts:
+            scope = (
+                f"quick: only {max_rounds} rounds (a part of the rules)"
+                if args.quick
+                else "every accepted rule"
+            )
+            print(
+                f"(b) {n_ratio} random virtual rules over host + 2 sNICs; equivalence check: {scope}",
+                flush=True,
+            )
+            targets = [
+                equiv.Target("oneswitch", listen, fullcheck.endpoints(name)).open(),
+                equiv.Target("reference", ref.target, ref.endpoints()).open(),
+            ]
+            tracer = Tracer(ref.sw.ovs.rundir / "ovs-vswitchd.ctl", ref.sw.bridge)
+            report_path = args.equiv_report or workdir / "equiv-2024.json"
+            check = {
+                "sut": targets[0],
+                "ref": targets[1],
+                "tracer": tracer,
+                "ports": (_port(listen), _port(ref.sw.endpoint.target())),
+                "log": host.oneswitch().logfile,
+                "max_rounds": max_rounds,
+                "caches": fullcheck.vswitchd_ctls(host),
+            }
+            ratio = bench_ratio(listen, physical, n_ratio, check, report_path)
+            print(f"    {ratio}")
+            print(f"    per-rule report: {report_path}")
+            figures |= {
                 "phys_virt_ratio": ratio["phys_virt_ratio"],
                 "phys_virt_ratio_without_fixed": ratio["phys_virt_ratio_without_fixed"],
                 "virtual_rules": ratio["virtual_dumped"],
                 "physical_rules": sum(ratio["physical"].values()),
                 "refused": ratio["refused"],
+                "checked": ratio["checked"],
+                "exercised": ratio["exercised"],
+                "differences": ratio["differences"],
+            }
+        if "c" in args.parts:
+            print(
+                f"(c) remap vport 200 host <-> snic0 vs rules on it, {repeats} round trips each", flush=True
+            )
+            remap = bench_remap(client, listen, sizes, repeats, workdir)
+            for n, r in remap.items():
+                print(
+                    f"    {n:5d} rules: {r['duration_ms']} ms; to 2 instances {r['to_2_instances_ms']} ms, "
+                    f"back to 1 {r['to_1_instance_ms']} ms"
+                )
+            figures |= {
                 "remap_ms": remap.get(100, {}).get("duration_ms"),
                 "remap_ms_by_rules": {str(n): r["duration_ms"] for n, r in remap.items()},
                 "scale_to_2_ms": remap.get(100, {}).get("to_2_instances_ms"),
@@ -314,13 +353,21 @@ def main() -> int:
                 "remap_prepared_ms_by_rules": {str(n): r["prepared_ms"] for n, r in remap.items()},
                 "prepare_ms_by_rules": {str(n): r["prepare_ms"] for n, r in remap.items()},
             }
-        )
+        final_json(figures)
         return 0
     finally:
         try:
+            for t in targets:
+                t.close()
+            if tracer is not None:
+                tracer.close()
             host.down()
         finally:
             ref.down()
+
+
+def _port(target: str) -> int:
+    return int(target.rsplit(":", 1)[1])
 
 
 if __name__ == "__main__":

@@ -90,19 +90,41 @@ def load(rules: rulegen.RuleSet, sut: Target, ref: Target) -> Loaded:
     return out
 
 
-def run_packets(t: Target, pkts: list[tuple[int, int, bytes]], gap: float = 0.0005) -> dict[int, Counter]:
+def run_packets(
+    t: Target, pkts: list[tuple[int, int, bytes]], gap: float = 0.0005, drain_every: int = 64
+) -> dict[int, Counter]:
     """Send each (id, vport, frame) at its vport; per id, the Counter of (vport, frame) that left."""
-    for ep in [ep for eps in t.endpoints.values() for ep in eps] + list(t.inject.values()):
-        ep.drain()  # forget anything from before
-    for _, v, frame in pkts:
-        t.sender(v).send(frame)
+    return run_packets_on([t], pkts, gap, drain_every)[0]
+
+
+def run_packets_on(
+    targets: list[Target], pkts: list[tuple[int, int, bytes]], gap: float = 0.0005, drain_every: int = 64
+) -> list[dict[int, Counter]]:
+    """`run_packets` on several targets at once: each frame goes to every target in turn. What arrived is read
+    every `drain_every` frames too, so that long runs never overflow a socket's receive buffer."""
+    for t in targets:
+        for ep in [ep for eps in t.endpoints.values() for ep in eps] + list(t.inject.values()):
+            ep.drain()  # forget anything from before
+    got: list[dict[int, Counter]] = [{pid: Counter() for pid, _, _ in pkts} for _ in targets]
+    every = {(i, key): eps for i, t in enumerate(targets) for key, eps in t.endpoints.items()}
+
+    def take(where: tuple[int, object], frame: bytes) -> None:
+        pid = rulegen.marker_id(frame)
+        if pid in got[where[0]]:
+            got[where[0]][pid][(where[1], frame)] += 1
+
+    for n, (_, v, frame) in enumerate(pkts):
+        for t in targets:
+            t.sender(v).send(frame)
         if gap:
             time.sleep(gap)
-    got: dict[int, Counter] = {pid: Counter() for pid, _, _ in pkts}
-    for v, frame in collect(t.endpoints):
-        pid = rulegen.marker_id(frame)
-        if pid in got:
-            got[pid][(v, frame)] += 1
+        if n % drain_every == drain_every - 1:
+            for where, eps in every.items():
+                for ep in eps:
+                    for f in ep.drain():
+                        take(where, f)
+    for where, frame in collect(every):  # type: ignore[arg-type]
+        take(where, frame)  # type: ignore[arg-type]
     return got
 
 
@@ -148,17 +170,17 @@ def differences(
             only_a = a[pid] - b[pid]
             only_b = b[pid] - a[pid]
             out.append(
-                f"packet {pid} in at {v}: {_summary(frame)}\n"
-                f"    only {names[0]}: {_fmt(only_a)}\n    only {names[1]}: {_fmt(only_b)}"
+                f"packet {pid} in at {v}: {summary(frame)}\n"
+                f"    only {names[0]}: {fmt(only_a)}\n    only {names[1]}: {fmt(only_b)}"
             )
     return out
 
 
-def _summary(frame: bytes) -> str:
+def summary(frame: bytes) -> str:
     from scapy.layers.l2 import Ether
 
     return Ether(frame).summary() + " " + frame.hex()
 
 
-def _fmt(c: Counter) -> str:
-    return "; ".join(f"{n}x out {v}: {_summary(f)}" for (v, f), n in sorted(c.items())) or "-"
+def fmt(c: Counter) -> str:
+    return "; ".join(f"{n}x out {v}: {summary(f)}" for (v, f), n in sorted(c.items(), key=str)) or "-"

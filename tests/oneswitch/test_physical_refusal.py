@@ -64,9 +64,9 @@ def clean(os_host):
 def test_third_vlan_header_across_pcie_is_refused_up_front(clean):
     os_host = clean
     rules, phys, errors = rules_view(os_host), physical_view(os_host), physical_errors(os_host.client)
-    # No eth_type in the match: the MPLS carrier (pop_mpls needs the payload type) cannot take it either.
-    r = ofctl(os_host, "add-flow",
-              "dl_vlan=10,actions=push_vlan:0x8100,set_field:4106->vlan_vid,output:200,output:1")  # fmt: skip
+    # No eth_type in the match: the MPLS carrier (pop_mpls needs the payload type) cannot take it either, nor
+    # the VLAN id rewrite (the pushed header's id is not set: not known).
+    r = ofctl(os_host, "add-flow", "dl_vlan=10,actions=push_vlan:0x8100,output:200,output:1")
     assert r.returncode != 0
     assert "OFPT_ERROR" in r.stderr and "OFPBAC_UNSUPPORTED_ORDER" in r.stderr, r.stderr
     assert rules_view(os_host) == rules
@@ -75,10 +75,12 @@ def test_third_vlan_header_across_pcie_is_refused_up_front(clean):
     # Two headers that stay on one switch are fine (in_port=100 and vport 101 are both on the host).
     ok = ofctl(os_host, "add-flow", "in_port=100,dl_vlan=10,actions=push_vlan:0x8100,output:101")
     assert ok.returncode == 0, ok.stderr
-    # With the ethertype known, the crossing takes the MPLS carrier (test_mpls_carrier.py) instead.
-    ok = ofctl(os_host, "add-flow",
-               "dl_vlan=10,arp,actions=push_vlan:0x8100,set_field:4106->vlan_vid,output:200,output:1")  # fmt: skip
-    assert ok.returncode == 0, ok.stderr
+    # With the ethertype known, the crossing takes the MPLS carrier (test_mpls_carrier.py) instead; with the
+    # pushed id set, the VLAN id rewrite.
+    for rule in ("dl_vlan=10,arp,actions=push_vlan:0x8100,set_field:4106->vlan_vid,output:200,output:1",
+                 "dl_vlan=10,actions=push_vlan:0x8100,set_field:4106->vlan_vid,output:200,output:1"):  # fmt: skip
+        ok = ofctl(os_host, "add-flow", rule)
+        assert ok.returncode == 0, ok.stderr
 
 
 def set_ip_src_without_prerequisite(xid: int, priority: int) -> bytes:
@@ -118,9 +120,9 @@ def test_physical_refusal_reaches_the_controller_and_is_rolled_back(clean):
 
 
 def test_vlan_pushed_by_an_earlier_table_is_never_carried_under_a_third_header(clean):
-    """Cross-table (VlanPushOrder): a rule matching no vlan_vid after a table that pushes one may see a QinQ
-    frame. Its output across PCIe takes the MPLS label (known eth_type) or is refused; the first push below
-    such a rule already installed is refused. Refusals change nothing, virtual or physical."""
+    """Cross-table (VlanPushOrder): a rule not matching "no VLAN" after a table that pushes one may see a QinQ
+    frame. Its output across PCIe takes the MPLS label (known eth_type) or is refused; a push that would
+    make such a rule already installed uncarriable is refused. Refusals change nothing, virtual or physical."""
     os_host = clean
     relying = "table=1,priority=10,in_port=100,actions=output:1"
     push = "table=0,priority=20,in_port=100,actions=push_vlan:0x8100,set_field:4106->vlan_vid,goto_table:1"
@@ -140,7 +142,12 @@ def test_vlan_pushed_by_an_earlier_table_is_never_carried_under_a_third_header(c
     assert ok.returncode == 0, ok.stderr
     acts = [p.actions for r in os_host.client.rules() for p in r.physical]
     assert any("push_mpls:0x8847" in a and "pop_mpls:0x800" in a for a in acts), acts
-    # A vlan_vid match sees the push: judged by its match, as before (one header, known type: label).
-    ok = ofctl(os_host, "add-flow", "table=1,priority=11,in_port=100,dl_vlan=10,actions=output:1")
-    assert ok.returncode == 0, ok.stderr
+    # A VLAN match cannot tell a QinQ frame either (the full check's seed 7): refused when neither the
+    # ethertype nor the outer VLAN id is known; the VLAN id rewrite with dl_vlan=10, the label with ip.
+    r = ofctl(os_host, "add-flow", "table=1,priority=11,in_port=100,vlan_tci=0x1000/0x1000,actions=output:1")
+    assert r.returncode != 0 and "OFPBAC_UNSUPPORTED_ORDER" in r.stderr, r.stderr
+    for rule in ("table=1,priority=11,in_port=100,dl_vlan=10,actions=output:1",
+                 "table=1,priority=12,in_port=100,dl_vlan=10,ip,actions=output:1"):  # fmt: skip
+        ok = ofctl(os_host, "add-flow", rule)
+        assert ok.returncode == 0, ok.stderr
     assert physical_errors(os_host.client) == errors

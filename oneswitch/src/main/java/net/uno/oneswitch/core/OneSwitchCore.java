@@ -30,6 +30,7 @@ import net.uno.oneswitch.south.SouthSwitch;
 import net.uno.oneswitch.translate.ActionSetOrder;
 import net.uno.oneswitch.translate.Carrier;
 import net.uno.oneswitch.translate.CarrierTags;
+import net.uno.oneswitch.translate.GroupLabels;
 import net.uno.oneswitch.translate.MatchUtil;
 import net.uno.oneswitch.translate.OfError;
 import net.uno.oneswitch.translate.TagAllocator;
@@ -111,7 +112,7 @@ public final class OneSwitchCore implements SouthListener {
   /** What the rules write into the action set, per table (WriteActionSet's order check). */
   private final ActionSetOrder setOrder = new ActionSetOrder();
 
-  /** Which tables push VLANs / rely on none being pushed before them (VlanPushOrder). */
+  /** How many VLAN headers a frame may carry into each table (VlanPushOrder). */
   private final VlanPushOrder pushOrder = new VlanPushOrder();
 
   /** The carrier groups of write_actions outputs the translated rules use, per switch. */
@@ -339,7 +340,9 @@ public final class OneSwitchCore implements SouthListener {
             scaleGroups,
             groups::get)
         .carrier(carrierMode)
-        .pushedBefore(pushOrder::pushesBefore);
+        .depth(pushOrder::depth)
+        .later(pushOrder::later)
+        .groupLabels(carriers::variant);
   }
 
   /** A translator for lookups only (dispatch, packet-in, scale group buckets). */
@@ -354,6 +357,93 @@ public final class OneSwitchCore implements SouthListener {
     } catch (OfError e) {
       used.forEach(tags::release);
       throw e;
+    }
+  }
+
+  /**
+   * Translations of {@code adds} (replacing {@code olds}) and of the rules whose frame depth
+   * changes with them: when a VLAN push changes how many headers a frame may carry into a table
+   * ({@link VlanPushOrder}), the relying rules of that table are re-translated, deeper or back.
+   * Leaves the rules and pushOrder as they were; on a failure gives the tags back and throws: a
+   * change that would make a relying rule deeper than it can be carried is refused, naming that
+   * rule.
+   */
+  private Map<VirtualRule.Key, Translated> translateChange(
+      List<VirtualRule> olds, List<VirtualRule> adds) throws OfError {
+    VlanPushOrder.Depths before = pushOrder.depths();
+    olds.forEach(pushOrder::remove);
+    adds.forEach(pushOrder::add);
+    Map<VirtualRule.Key, Translated> out = new LinkedHashMap<>();
+    try {
+      for (VirtualRule r : adds) {
+        out.put(r.key(), translate(r, ports));
+      }
+      VlanPushOrder.Depths after = pushOrder.depths();
+      for (VirtualRule r : relyingWhereChanged(before, after)) {
+        if (out.containsKey(r.key())) {
+          continue;
+        }
+        try {
+          out.put(r.key(), translate(r, ports));
+        } catch (OfError e) {
+          int t = r.table();
+          int next = Math.max(0, VlanPushOrder.setGoesOn(r));
+          if (after.at(t) <= before.at(t) && after.after(next) <= before.after(next)) {
+            continue; // shallower than it was: its deeper translation is still faithful
+          }
+          throw new OfError(
+              e.code(),
+              "a VLAN pushed here may reach table "
+                  + t
+                  + " with "
+                  + Math.max(after.at(t), after.after(next))
+                  + " headers, where rule priority="
+                  + r.priority()
+                  + " cannot then be carried: "
+                  + e.getMessage());
+        }
+      }
+      return out;
+    } catch (OfError e) {
+      out.values().forEach(t -> t.tagVports().forEach(tags::release));
+      throw e;
+    } finally {
+      adds.forEach(pushOrder::remove);
+      olds.forEach(pushOrder::add);
+    }
+  }
+
+  /**
+   * The rules relying on the frame depth in the tables whose depth differs between two snapshots.
+   */
+  private List<VirtualRule> relyingWhereChanged(VlanPushOrder.Depths a, VlanPushOrder.Depths b) {
+    if (a.equals(b)) {
+      return List.of();
+    }
+    List<VirtualRule> out = new ArrayList<>();
+    for (VirtualRule r : rules.values()) {
+      int t = r.table();
+      int next = VlanPushOrder.setGoesOn(r);
+      if ((a.at(t) != b.at(t) && VlanPushOrder.reliesOnDepth(r))
+          || (next >= 0 && a.after(next) != b.after(next))) {
+        out.add(r);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * After rules were removed: re-translates the relying rules of tables whose depth dropped from
+   * {@code before} (the VLAN carrier again where it fits). A rule that fails keeps its deeper
+   * translation, which stays faithful.
+   */
+  private void retranslateShallower(VlanPushOrder.Depths before, Set<PhysRule.Key> dirty) {
+    for (VirtualRule r : relyingWhereChanged(before, pushOrder.depths())) {
+      try {
+        setTranslation(r.key(), translate(r, ports), dirty);
+      } catch (OfError e) {
+        LOG.debug("rule {} keeps its deeper translation: {}", r.key(), e.getMessage());
+      }
     }
   }
 
@@ -453,7 +543,7 @@ public final class OneSwitchCore implements SouthListener {
             .put(g.groupId(), new GroupSpec(g.type(), e.getValue()));
       }
     }
-    carriers.addGroups(topo, ports, scaleGroups, tags::tagOf, out);
+    carriers.addGroups(topo, ports, scaleGroups, groups::get, tags::tagOf, out);
     // OneSwitch's SELECT group of each scaled-out vport, on every switch whose tags are live.
     Translator t = plainTranslator();
     for (Map.Entry<Integer, Integer> e : scaleGroups.entrySet()) {
@@ -748,11 +838,12 @@ public final class OneSwitchCore implements SouthListener {
     VirtualRule.Key key = old.key();
     try {
       setOrder.check(old); // a rule added since may conflict with the old one
-      pushOrder.check(old);
-      Translated t = translate(old, ports);
+      VirtualRule cur = rules.get(key);
+      Map<VirtualRule.Key, Translated> ts =
+          translateChange(cur == null ? List.of() : List.of(cur), List.of(old));
       putRule(old);
       Set<PhysRule.Key> dirty = new LinkedHashSet<>();
-      setTranslation(key, t, dirty);
+      ts.forEach((k, t) -> setTranslation(k, t, dirty));
       refreshDispatch(dirty);
       apply(dirty, Set.of(), false);
     } catch (OfError e) {
@@ -763,6 +854,7 @@ public final class OneSwitchCore implements SouthListener {
 
   /** Removes a virtual rule without FLOW_REMOVED (the controller was told its ADD failed). */
   private void dropRule(VirtualRule.Key key) {
+    VlanPushOrder.Depths pushed = pushOrder.depths();
     if (removeRule(key) == null) {
       return;
     }
@@ -770,6 +862,7 @@ public final class OneSwitchCore implements SouthListener {
     setTranslation(key, null, dirty);
     retiredCounters.remove(key);
     idle.remove(key);
+    retranslateShallower(pushed, dirty);
     refreshDispatch(dirty);
     apply(dirty, Set.of(), false);
   }
@@ -838,12 +931,14 @@ public final class OneSwitchCore implements SouthListener {
       }
     }
     setOrder.check(r);
-    pushOrder.check(r);
-    Translated t = translate(r, ports);
+    VirtualRule prev = rules.get(key);
+    Map<VirtualRule.Key, Translated> ts =
+        translateChange(prev == null ? List.of() : List.of(prev), List.of(r));
+    Translated t = ts.get(key);
     VirtualRule old = removeRule(key);
     putRule(r);
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
-    setTranslation(key, t, dirty);
+    ts.forEach((k, tr) -> setTranslation(k, tr, dirty));
     retiredCounters.remove(key);
     idle.remove(key);
     Set<PhysRule.Key> readd = new HashSet<>();
@@ -948,20 +1043,13 @@ public final class OneSwitchCore implements SouthListener {
   private void modify(OFFlowMod fm, boolean strict) throws OfError {
     int table = table(fm, false);
     List<VirtualRule> sel = select(fm, table, strict, false);
-    Map<VirtualRule.Key, Translated> ts = new LinkedHashMap<>();
     List<VirtualRule> updated = new ArrayList<>();
-    try {
-      for (VirtualRule r : sel) {
-        VirtualRule n = r.withInstructions(fm.getInstructions());
-        setOrder.check(n);
-        pushOrder.check(n);
-        ts.put(n.key(), translate(n, ports));
-        updated.add(n);
-      }
-    } catch (OfError e) {
-      ts.values().forEach(t -> t.tagVports().forEach(tags::release));
-      throw e;
+    for (VirtualRule r : sel) {
+      VirtualRule n = r.withInstructions(fm.getInstructions());
+      setOrder.check(n);
+      updated.add(n);
     }
+    Map<VirtualRule.Key, Translated> ts = translateChange(sel, updated);
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
     Set<PhysRule.Key> readd = new HashSet<>();
     boolean reset = fm.getFlags().contains(OFFlowModFlags.RESET_COUNTS);
@@ -975,13 +1063,14 @@ public final class OneSwitchCore implements SouthListener {
             }
           });
       putRule(n);
-      Translated t = ts.get(n.key());
+      Translated t = ts.remove(n.key());
       setTranslation(n.key(), t, dirty);
       if (reset) {
         t.phys().forEach(p -> readd.add(p.key()));
         retiredCounters.remove(n.key());
       }
     }
+    ts.forEach((k, t) -> setTranslation(k, t, dirty)); // relying rules re-translated
     refreshDispatch(dirty);
     apply(dirty, readd, false);
   }
@@ -997,6 +1086,7 @@ public final class OneSwitchCore implements SouthListener {
     }
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
     List<Removal> reports = new ArrayList<>();
+    VlanPushOrder.Depths pushed = pushOrder.depths();
     for (VirtualRule r : victims) {
       VirtualRule.Key k = r.key();
       if (r.flags().contains(OFFlowModFlags.SEND_FLOW_REM)) {
@@ -1015,6 +1105,7 @@ public final class OneSwitchCore implements SouthListener {
       retiredCounters.remove(k);
       idle.remove(k);
     }
+    retranslateShallower(pushed, dirty);
     refreshDispatch(dirty);
     apply(dirty, Set.of(), false);
     for (Removal rm : reports) {
@@ -1044,7 +1135,9 @@ public final class OneSwitchCore implements SouthListener {
     if (!all && Integer.compareUnsigned(id, OFGroup.MAX.getGroupNumber()) > 0) {
       throw new OfError(OFGroupModFailedCode.INVALID_GROUP, "group " + gm.getGroup());
     }
-    if (Translator.isScaleGroup(id) || WriteActionSet.isCarrierGroup(id)) {
+    if (Translator.isScaleGroup(id)
+        || WriteActionSet.isCarrierGroup(id)
+        || GroupLabels.isVariant(id)) {
       throw new OfError(
           OFGroupModFailedCode.INVALID_GROUP,
           "group ids 0x"
@@ -1107,10 +1200,11 @@ public final class OneSwitchCore implements SouthListener {
     VirtualGroup old = groups.get(g.groupId());
     groups.put(g.groupId(), g); // translation and the check of its rules see the new buckets
     Map<String, List<OFBucket>> t;
+    Map<VirtualRule.Key, Translated> users;
     try {
       t = translateGroup(g, ports, used);
       try {
-        checkRulesUsing(g.groupId());
+        users = translateRulesUsing(g.groupId());
       } catch (OfError e) {
         used.forEach(tags::release);
         throw new OfError(OFGroupModFailedCode.BAD_BUCKET, e.getMessage());
@@ -1128,6 +1222,7 @@ public final class OneSwitchCore implements SouthListener {
     }
     setGroupTranslation(g.groupId(), t, used);
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
+    users.forEach((k, tr) -> setTranslation(k, tr, dirty)); // label variants follow the buckets
     refreshDispatch(dirty);
     onUndo(
         () -> {
@@ -1148,16 +1243,31 @@ public final class OneSwitchCore implements SouthListener {
     apply(dirty, Set.of(), false);
   }
 
-  /** Throws if a rule using group {@code id} no longer translates (dry run, tags given back). */
-  private void checkRulesUsing(int id) throws OfError {
-    for (VirtualRule r : rules.values()) {
-      for (OFAction a : actionsOf(r)) {
-        if (a instanceof OFActionGroup ag && ag.getGroup().getGroupNumber() == id) {
-          translate(r, ports).tagVports().forEach(tags::release);
-          break;
+  /**
+   * Translations of the rules using group {@code id} as it is now (a label variant's labels follow
+   * its buckets); throws, tags given back, if one no longer translates.
+   */
+  private Map<VirtualRule.Key, Translated> translateRulesUsing(int id) throws OfError {
+    Map<VirtualRule.Key, Translated> out = new LinkedHashMap<>();
+    try {
+      for (VirtualRule r : rules.values()) {
+        for (OFAction a : actionsOf(r)) {
+          if (a instanceof OFActionGroup ag && ag.getGroup().getGroupNumber() == id) {
+            out.put(r.key(), translate(r, ports));
+            break;
+          }
         }
       }
+      return out;
+    } catch (OfError e) {
+      out.values().forEach(t -> t.tagVports().forEach(tags::release));
+      throw e;
     }
+  }
+
+  /** The controller group a physical group id stands for (itself, or a label variant's group). */
+  public int groupOfPhysical(int id) {
+    return GroupLabels.isVariant(id) ? carriers.groupOfVariant(id) : id;
   }
 
   // ------------------------------------------------------------------ packet-out / packet-in

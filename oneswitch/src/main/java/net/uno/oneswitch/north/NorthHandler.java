@@ -277,7 +277,11 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
             core.flowMod((OFFlowMod) m, new OneSwitchCore.Origin(this, m.getXid(), im.head()));
           } catch (OfError e) {
             LOG.info(
-                "controller {}: flow-mod refused: {} ({})", name, e.typeAndCode(), e.getMessage());
+                "controller {}: flow-mod refused (xid {}): {} ({})",
+                name,
+                m.getXid(),
+                e.typeAndCode(),
+                e.getMessage());
             send(e.toMessage(F, m.getXid(), im.head()));
           }
         }

@@ -418,7 +418,8 @@ final class StatsReplies {
                     synchronized (sums) {
                       for (OFGroupStatsReply r : rs) {
                         for (OFGroupStatsEntry e : r.getEntries()) {
-                          int g = e.getGroup().getGroupNumber();
+                          // A label variant's counters are its controller group's.
+                          int g = core.groupOfPhysical(e.getGroup().getGroupNumber());
                           long[] a = sums.computeIfAbsent(g, k -> new long[2]);
                           a[0] += e.getPacketCount().getValue();
                           a[1] += e.getByteCount().getValue();

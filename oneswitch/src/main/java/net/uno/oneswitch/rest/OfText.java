@@ -69,7 +69,7 @@ public final class OfText {
       } else if (a instanceof OFActionPopMpls v) {
         out.add("pop_mpls:" + v.getEthertype());
       } else if (a instanceof OFActionGroup g) {
-        out.add("group:" + g.getGroup().getGroupNumber());
+        out.add("group:" + Integer.toUnsignedString(g.getGroup().getGroupNumber()));
       } else {
         out.add(a.getType().name().toLowerCase());
       }

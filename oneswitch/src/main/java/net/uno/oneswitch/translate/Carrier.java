@@ -6,6 +6,7 @@ import org.projectfloodlight.openflow.protocol.OFBadActionCode;
 import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.OFFlowModFailedCode;
 import org.projectfloodlight.openflow.protocol.action.OFAction;
+import org.projectfloodlight.openflow.protocol.action.OFActionSetField;
 import org.projectfloodlight.openflow.protocol.match.Match;
 import org.projectfloodlight.openflow.protocol.match.MatchField;
 import org.projectfloodlight.openflow.types.EthType;
@@ -25,11 +26,17 @@ import org.projectfloodlight.openflow.types.U32;
  * as {@code 88a8/8100/8847/payload} and leaves identical. {@code pop_mpls} needs the payload
  * ethertype, so MPLS labels are keyed by (egress vport, ethertype), and MPLS is used only where
  * that ethertype is known statically: the rule matches eth_type exactly and no action before the
- * output changes it. Otherwise the output is refused, as before (fail closed).
+ * output changes it. Where it is not but the frame's outer VLAN id is (the rule matches vlan_vid
+ * exactly, or set it after its push), the <em>VLAN id rewrite</em>: that id becomes the flow-id on
+ * the PCIe link and the egress writes it back (no header added). Otherwise the output is refused
+ * (fail closed).
  */
 public final class Carrier {
   /** Flag bit of an MPLS tag key; the ethertype sits in bits 40..55, the vport in bits 0..31. */
   static final long MPLS_BIT = 1L << 63;
+
+  /** Flag bit of a VLAN id rewrite key; the frame's outer VLAN id sits in bits 40..51. */
+  static final long REWRITE_BIT = 1L << 62;
 
   /** MPLS carrier labels (0..15 are reserved by RFC 3032). */
   public static final int MIN_LABEL = 16;
@@ -74,6 +81,18 @@ public final class Carrier {
     return (key & MPLS_BIT) != 0;
   }
 
+  /**
+   * The tag key of the VLAN id rewrite toward vport {@code vport} of frames whose outer VLAN id is
+   * {@code vid}: the flow-id replaces that id across PCIe and the egress writes {@code vid} back.
+   */
+  public static long rewriteKey(int vport, int vid) {
+    return Integer.toUnsignedLong(vport) | ((long) (vid & 0xfff) << 40) | REWRITE_BIT;
+  }
+
+  public static boolean isRewrite(long key) {
+    return (key & REWRITE_BIT) != 0;
+  }
+
   /** The payload ethertype of an MPLS key. */
   public static int ethType(long key) {
     return (int) ((key >>> 40) & 0xffff);
@@ -82,21 +101,35 @@ public final class Carrier {
   /**
    * What is known statically about the frame at one point of an action list: the VLAN headers it
    * surely carries ({@code vlans}), its ethertype after them ({@code ethType}, -1 if unknown), and
-   * whether it may carry more VLAN headers than that, pushed by an earlier table that the rule's
-   * match does not see ({@code deeper}: the rule matches no VLAN while an earlier table pushes
-   * one). A deeper frame never takes the VLAN carrier: it may be QinQ already.
+   * how many more it may carry ({@code extra}) than its rule's match shows: one that came in tagged
+   * at a rule matching no vlan_vid, one pushed by an earlier table ({@link VlanPushOrder#depth}).
+   * OVS keeps at most 2 VLAN headers (a push onto two drops the innermost, checked on OVS 3.1: on
+   * the reference alike), so {@link #max} is at most 2. The VLAN carrier is faithful only for a
+   * frame of at most one header; the MPLS label (after every VLAN header) for any. {@code
+   * outerVid}: the outer VLAN header's id when known (-1 if not): the VLAN id rewrite carries any
+   * such frame.
    */
-  public record Frame(int vlans, int ethType, boolean deeper) {
+  public record Frame(int vlans, int ethType, int extra, int outerVid) {
     /** Nothing known (group buckets, packet-outs): VLAN carrier, as before. */
     public static final Frame UNKNOWN = new Frame(0, -1);
 
-    public Frame(int vlans, int ethType) {
-      this(vlans, ethType, false);
+    public Frame {
+      extra = Math.max(0, Math.min(extra, Translator.MAX_VLAN_HEADERS - vlans));
+      outerVid = vlans > 0 ? outerVid : -1;
     }
 
-    /** The same frame, possibly deeper (see the record doc). */
-    public Frame deeper(boolean maybe) {
-      return new Frame(vlans, ethType, deeper || maybe);
+    public Frame(int vlans, int ethType) {
+      this(vlans, ethType, 0, -1);
+    }
+
+    /** The most VLAN headers the frame may carry. */
+    public int max() {
+      return vlans + extra;
+    }
+
+    /** The same frame with {@code more} possible headers (see the record doc). */
+    public Frame withExtra(int more) {
+      return new Frame(vlans, ethType, more, outerVid);
     }
 
     /** The frame a rule with match {@code m} sees before its actions. */
@@ -108,17 +141,33 @@ public final class Carrier {
           et = -1; // a third VLAN header's TPID: not a payload pop_mpls can restore
         }
       }
-      return new Frame(MatchUtil.vlanPresent(m) ? 1 : 0, et);
+      int vid = -1;
+      if (m.isExact(MatchField.VLAN_VID) && MatchUtil.vlanPresent(m)) {
+        vid = m.get(MatchField.VLAN_VID).getVlan();
+      }
+      return new Frame(MatchUtil.vlanPresent(m) ? 1 : 0, et, 0, vid);
     }
 
     /** The frame after action {@code a}. */
     public Frame after(OFAction a) {
       OFActionType t = a.getType();
       return switch (t) {
-        case PUSH_VLAN -> new Frame(vlans + 1, ethType, deeper);
-        case POP_VLAN -> new Frame(Math.max(0, vlans - 1), ethType, deeper);
+          // A pushed header's id is the outer one's or 0 until set: taken as unknown.
+        case PUSH_VLAN -> new Frame(vlans + 1, ethType, extra, -1);
+        case POP_VLAN ->
+            vlans > 0
+                ? new Frame(vlans - 1, ethType, extra, -1)
+                : new Frame(0, ethType, Math.max(0, extra - 1), -1);
           // The controller's own MPLS/PBB: the payload type is no longer the matched one.
-        case PUSH_MPLS, POP_MPLS, PUSH_PBB, POP_PBB -> new Frame(vlans, -1, deeper);
+        case PUSH_MPLS, POP_MPLS, PUSH_PBB, POP_PBB -> new Frame(vlans, -1, extra, outerVid);
+        case SET_FIELD ->
+            ((OFActionSetField) a).getField().getMatchField().equals(MatchField.VLAN_VID)
+                ? new Frame(
+                    vlans,
+                    ethType,
+                    extra,
+                    ((OFVlanVidMatch) ((OFActionSetField) a).getField().getValue()).getVlan())
+                : this;
         default -> this;
       };
     }
@@ -147,22 +196,19 @@ public final class Carrier {
         mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
         return;
       }
-      if (f.vlans() >= Translator.MAX_VLAN_HEADERS) {
-        throw new OfError(
-            OFBadActionCode.UNSUPPORTED_ORDER,
-            "output to vport "
-                + Integer.toUnsignedString(vport)
-                + " crosses the PCIe link with 2 VLAN headers: the VLAN carrier would be a third"
-                + " and the MPLS carrier needs a known eth_type (match it exactly; no push/pop"
-                + " mpls before the output)");
+      if (f.outerVid() >= 0 && mode != Mode.VLAN) {
+        rewrite(f.outerVid(), vport, tags, pcie, maxLen, undo, out);
+        return;
       }
       throw new OfError(
           OFBadActionCode.UNSUPPORTED_ORDER,
           "output to vport "
               + Integer.toUnsignedString(vport)
-              + " crosses the PCIe link with a frame an earlier table may have tagged (the rule"
-              + " matches no vlan_vid): the VLAN carrier could be a third header and the MPLS"
-              + " carrier needs a known eth_type (match vlan_vid or eth_type exactly)");
+              + " crosses the PCIe link with "
+              + headers(f)
+              + ": the VLAN carrier would be a third header, the MPLS carrier needs a known"
+              + " eth_type (match it exactly; no push/pop mpls before the output) and the VLAN id"
+              + " rewrite a known outer VLAN id (match vlan_vid exactly, or set it after a push)");
     }
     int tag;
     try {
@@ -189,9 +235,16 @@ public final class Carrier {
    */
   public static boolean needsMoreThanVlan(Mode mode, Frame f) {
     boolean known = f.ethType() >= 0 && mode != Mode.VLAN;
-    return f.vlans() >= Translator.MAX_VLAN_HEADERS
-        || f.deeper()
+    return f.max() >= Translator.MAX_VLAN_HEADERS
         || (known && (mode == Mode.MPLS || f.vlans() >= 1 || isMplsType(f.ethType())));
+  }
+
+  /** How a refusal describes the VLAN headers of {@code f} (2 known, or possibly 2). */
+  public static String headers(Frame f) {
+    return f.vlans() >= Translator.MAX_VLAN_HEADERS
+        ? "2 VLAN headers"
+        : "a frame that may carry 2 VLAN headers (it came in tagged, or an earlier table pushed one,"
+            + " and its rule's match cannot tell)";
   }
 
   private static void mpls(
@@ -209,6 +262,29 @@ public final class Carrier {
     out.add(F.actions().output(OFPort.of(pcie), maxLen));
     if (undo) {
       out.add(F.actions().popMpls(EthType.of(et)));
+    }
+  }
+
+  /**
+   * The VLAN id rewrite: the frame's outer VLAN id, known to be {@code vid}, becomes the flow-id
+   * across PCIe (no header added, whatever the ethertype and depth), and the egress dispatch writes
+   * {@code vid} back ({@link #deliver}); with {@code undo}, {@code vid} is written back here for
+   * the later actions of the list.
+   */
+  private static void rewrite(
+      int vid,
+      int vport,
+      Translator.TagSource tags,
+      int pcie,
+      int maxLen,
+      boolean undo,
+      List<OFAction> out)
+      throws OfError {
+    int tag = tags.tag(rewriteKey(vport, vid));
+    out.add(F.actions().setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan(tag))));
+    out.add(F.actions().output(OFPort.of(pcie), maxLen));
+    if (undo) {
+      out.add(F.actions().setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan(vid))));
     }
   }
 
@@ -238,8 +314,13 @@ public final class Carrier {
 
   /** Delivery at the egress switch: remove the carrier, output to {@code port}. */
   public static List<OFAction> deliver(long key, int port) {
-    OFAction pop =
-        isMpls(key) ? F.actions().popMpls(EthType.of(ethType(key))) : F.actions().popVlan();
-    return List.of(pop, F.actions().output(OFPort.of(port), 0xffff));
+    OFAction undo =
+        isMpls(key)
+            ? F.actions().popMpls(EthType.of(ethType(key)))
+            : isRewrite(key)
+                ? F.actions()
+                    .setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan((int) ((key >>> 40) & 0xfff))))
+                : F.actions().popVlan();
+    return List.of(undo, F.actions().output(OFPort.of(port), 0xffff));
   }
 }

@@ -172,4 +172,16 @@ public final class MatchUtil {
     }
     return false;
   }
+
+  /** True if {@code m} only matches packets without a VLAN header (vlan_vid NONE, or 0/0x1000). */
+  public static boolean vlanAbsent(Match m) {
+    if (m.isExact(MatchField.VLAN_VID)) {
+      return m.get(MatchField.VLAN_VID).getRawVid() == 0;
+    }
+    if (m.isPartiallyMasked(MatchField.VLAN_VID)) {
+      var mv = m.getMasked(MatchField.VLAN_VID);
+      return (mv.getMask().getRawVid() & 0x1000) != 0 && (mv.getValue().getRawVid() & 0x1000) == 0;
+    }
+    return false;
+  }
 }

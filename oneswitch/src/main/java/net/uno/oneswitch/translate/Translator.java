@@ -7,6 +7,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.function.IntPredicate;
+import java.util.function.IntUnaryOperator;
 import net.uno.oneswitch.model.Drain;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.PortMap;
@@ -43,6 +44,7 @@ import org.projectfloodlight.openflow.protocol.match.MatchField;
 import org.projectfloodlight.openflow.protocol.oxm.OFOxm;
 import org.projectfloodlight.openflow.types.EthType;
 import org.projectfloodlight.openflow.types.OFBufferId;
+import org.projectfloodlight.openflow.types.OFGroup;
 import org.projectfloodlight.openflow.types.OFPort;
 import org.projectfloodlight.openflow.types.OFVlanVidMatch;
 import org.projectfloodlight.openflow.types.TableId;
@@ -120,7 +122,9 @@ public final class Translator {
   private final Map<Integer, Integer> scaleGroups;
   private final java.util.function.IntFunction<VirtualGroup> groupOf;
   private Carrier.Mode carrierMode = Carrier.Mode.AUTO;
-  private IntPredicate pushedBefore = t -> false;
+  private IntUnaryOperator depth = t -> VlanPushOrder.WIRE;
+  private IntUnaryOperator later = t -> 0;
+  private GroupLabels.Ids groupIds;
 
   public Translator(
       Topology topo, PortMap ports, int virtualTables, TagSource tags, IntPredicate groupExists) {
@@ -172,29 +176,56 @@ public final class Translator {
     return this;
   }
 
+  /**
+   * Lets groups take the MPLS carrier: {@code ids} hands out the label variant ids ({@link
+   * GroupLabels}); returns this. Without it such groups are refused.
+   */
+  public Translator groupLabels(GroupLabels.Ids ids) {
+    this.groupIds = ids;
+    return this;
+  }
+
   /** The flow-id carrier mode. */
   Carrier.Mode carrierMode() {
     return carrierMode;
   }
 
   /**
-   * Sets which virtual tables may see a frame a lower table pushed a VLAN onto ({@link
-   * VlanPushOrder#pushesBefore}); returns this. Default: none.
+   * Sets the most VLAN headers a frame may carry when it enters each virtual table ({@link
+   * VlanPushOrder#depth}); returns this. Default: one (a frame that came in tagged).
    */
-  public Translator pushedBefore(IntPredicate p) {
-    this.pushedBefore = p;
+  public Translator depth(IntUnaryOperator d) {
+    this.depth = d;
     return this;
   }
 
   /**
-   * The frame rule {@code r} sees: its match; deeper if it matches no vlan_vid and an earlier table
-   * or its own actions push a VLAN (a frame that came in tagged is then QinQ after its push).
+   * Sets the most VLAN headers a later table's push may leave a frame with when the action set runs
+   * ({@link VlanPushOrder#later}); returns this. Default: none.
+   */
+  public Translator later(IntUnaryOperator l) {
+    this.later = l;
+    return this;
+  }
+
+  /**
+   * What later tables' pushes may leave on {@code r}'s frame when its action set runs (0: none).
+   */
+  private int laterOf(VirtualRule r) {
+    int next = VlanPushOrder.setGoesOn(r);
+    return next < 0 ? 0 : later.applyAsInt(next);
+  }
+
+  /**
+   * The frame rule {@code r} sees: its match, and the headers it may carry beyond what the match
+   * shows (none if it matches "no VLAN"; else up to the table's depth).
    */
   Carrier.Frame frameOf(VirtualRule r) {
-    return Carrier.Frame.of(r.match())
-        .deeper(
-            !VlanPushOrder.matchesVlan(r.match())
-                && (VlanPushOrder.pushes(r) || pushedBefore.test(r.table())));
+    Carrier.Frame f = Carrier.Frame.of(r.match());
+    if (MatchUtil.vlanAbsent(r.match())) {
+      return f;
+    }
+    return f.withExtra(Math.max(0, depth.applyAsInt(r.table()) - f.vlans()));
   }
 
   /** Switches that run the replicated pipeline: those with at least one mapped port. */
@@ -306,7 +337,12 @@ public final class Translator {
         List<OFAction> set =
             new WriteActionSet(this, topo, ports)
                 .translate(
-                    frameOf(r), WriteActionSet.applyOf(r.instructions()), w.getActions(), sw, ing);
+                    frameOf(r),
+                    laterOf(r),
+                    WriteActionSet.applyOf(r.instructions()),
+                    w.getActions(),
+                    sw,
+                    ing);
         out.add(F.instructions().writeActions(set));
       } else if (i instanceof OFInstructionGotoTable g) {
         int t = g.getTableId().getValue();
@@ -371,8 +407,7 @@ public final class Translator {
           throw new OfError(OFBadActionCode.BAD_OUT_GROUP, "group " + g.getGroup() + " unknown");
         }
         checkGroupIngress(g.getGroup().getGroupNumber(), ing);
-        checkGroupVlans(g.getGroup().getGroupNumber(), before, sw);
-        out.add(a);
+        out.add(group(g, before, sw, set));
       } else if (a instanceof OFActionSetField s) {
         int id = s.getField().getMatchField().id.ordinal();
         if (id == MatchField.IN_PORT.id.ordinal() || id == MatchField.IN_PHY_PORT.id.ordinal()) {
@@ -428,8 +463,7 @@ public final class Translator {
       VPort v, int maxLen, String sw, Ingress ing, Carrier.Frame f, List<OFAction> out)
       throws OfError {
     if (v.k() > 1) {
-      if ((f.vlans() >= MAX_VLAN_HEADERS || f.deeper())
-          && v.instances().stream().anyMatch(l -> !l.sw().equals(sw))) {
+      if (f.max() >= MAX_VLAN_HEADERS && v.instances().stream().anyMatch(l -> !l.sw().equals(sw))) {
         throw new OfError(
             OFBadActionCode.UNSUPPORTED_ORDER,
             "output to scaled-out vport "
@@ -453,34 +487,31 @@ public final class Translator {
   }
 
   /**
-   * A group's remote buckets carry the VLAN flow-id tag (a bucket is an action set: no MPLS push
-   * and pop around its output), so a frame known to carry 2 VLAN headers cannot use one.
+   * The group action for a frame known as {@code f}: the controller's group itself, or, when its
+   * buckets cross PCIe with a frame that may carry 2 VLAN headers (their VLAN carrier tag would be
+   * a third), its MPLS label variant for the frame's known ethertype ({@link GroupLabels}); refused
+   * where neither carries it (unknown ethertype, an action set, no variant ids: mode {@code vlan}).
    */
-  private void checkGroupVlans(int group, Carrier.Frame f, String sw) throws OfError {
-    VirtualGroup g = groupOf.apply(group);
-    if (g == null || (f.vlans() < MAX_VLAN_HEADERS && !f.deeper())) {
-      return;
+  private OFAction group(OFActionGroup a, Carrier.Frame f, String sw, boolean set) throws OfError {
+    int id = a.getGroup().getGroupNumber();
+    VirtualGroup g = groupOf.apply(id);
+    if (g == null || f.max() < MAX_VLAN_HEADERS || !GroupLabels.crossesPcie(g, sw, ports)) {
+      return a;
     }
-    for (OFBucket b : g.buckets()) {
-      for (OFAction a : b.getActions()) {
-        if (a instanceof OFActionOutput o
-            && isStandard(o.getPort())
-            && ports
-                .get(o.getPort().getPortNumber())
-                .map(v -> v.instances().stream().anyMatch(l -> !l.sw().equals(sw)))
-                .orElse(false)) {
-          throw new OfError(
-              OFBadActionCode.UNSUPPORTED_ORDER,
-              "group "
-                  + Integer.toUnsignedString(group)
-                  + (f.deeper()
-                      ? " sends a frame an earlier table may have tagged (the rule matches no"
-                          + " vlan_vid)"
-                      : " sends a frame with 2 VLAN headers")
-                  + " across the PCIe link, whose VLAN carrier tag could be a third");
-        }
-      }
+    String what = "group " + Integer.toUnsignedString(id);
+    if (f.ethType() < 0 || set || groupIds == null || carrierMode == Carrier.Mode.VLAN) {
+      throw new OfError(
+          OFBadActionCode.UNSUPPORTED_ORDER,
+          what
+              + " sends "
+              + Carrier.headers(f)
+              + " across the PCIe link, where its VLAN carrier tag would be a third"
+              + (f.ethType() < 0
+                  ? " (an MPLS label needs a known eth_type: match it exactly)"
+                  : set ? " (a group in an action set takes no MPLS label)" : ""));
     }
+    GroupLabels.takeLabels(g, f.ethType(), sw, ports, tags);
+    return F.actions().group(OFGroup.of(groupIds.variant(id, f.ethType())));
   }
 
   /**

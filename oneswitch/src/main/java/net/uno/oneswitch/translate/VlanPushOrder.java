@@ -1,118 +1,224 @@
 package net.uno.oneswitch.translate;
 
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.NavigableMap;
+import java.util.TreeMap;
+import java.util.function.Predicate;
 import net.uno.oneswitch.model.VirtualRule;
 import org.projectfloodlight.openflow.protocol.OFActionType;
-import org.projectfloodlight.openflow.protocol.OFBadActionCode;
 import org.projectfloodlight.openflow.protocol.action.OFAction;
 import org.projectfloodlight.openflow.protocol.action.OFActionGroup;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstructionApplyActions;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstructionGotoTable;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstructionWriteActions;
 import org.projectfloodlight.openflow.protocol.match.Match;
 import org.projectfloodlight.openflow.protocol.match.MatchField;
 
 /**
- * The cross-table VLAN check of the flow-id carrier (pure, incremental like {@link
- * ActionSetOrder}). A rule that matches no {@code vlan_vid} cannot tell how many VLAN headers its
- * frame carries; if a lower table pushes a VLAN, the frame may be QinQ and a VLAN carrier tag would
- * be a third header (the inner one lost). So such a rule in a table after a pushing table is
- * translated with a <em>deeper</em> frame ({@link Carrier.Frame#deeper}): an output across PCIe
- * takes the MPLS carrier (known eth_type) or is refused. And a flow-mod that would add the first
- * push before a table holding such a rule (one already translated as if nothing was pushed) is
- * refused with BAD_ACTION/UNSUPPORTED_ORDER: fail closed. Static (any rule in a lower table may
- * precede one in a higher table; matches are ignored) and independent of the port map, so a remap
- * never changes what it decides.
+ * How many VLAN headers a frame may carry when it enters each virtual table (pure, incremental),
+ * for the flow-id carrier ({@link Carrier.Frame}). OF1.3 matches only the outer header, so a rule
+ * cannot tell a QinQ frame from a single-tagged one: a frame that came in tagged and was tagged
+ * again by a push in an earlier table reaches a later rule matching one VLAN (or none) with one
+ * header more than that rule's match shows, and a VLAN carrier tag would then be a third header
+ * (the inner one lost). Frames come in with at most {@link #WIRE} header (a wire QinQ frame at a
+ * rule that does not match its VLANs is a known limit).
+ *
+ * <p>A rule whose apply-actions may leave more than one header (its match: "no VLAN" = none, else
+ * up to its table's depth; then its pushes and pops) and that goes to table g raises the depth of
+ * tables g and above (any of them may follow g); without goto_table its frame reaches no other
+ * table (OVS keeps at most 2 headers: a push onto two drops the innermost, so depths are 1 or 2). A
+ * push in an action set runs only at the end of the pipeline; it is taken, conservatively, to reach
+ * every later table. Matches are otherwise ignored (static), and the port map plays no part.
+ *
+ * <p>When the depths change (a push added or removed), the core re-translates the rules that rely
+ * on them ({@link #reliesOnDepth}) in the tables whose depth changed; a push whose re-translations
+ * cannot all be carried is refused (OneSwitchCore).
  */
 public final class VlanPushOrder {
-  // Per virtual table, how many rules push a VLAN; how many rely (see reliesOnDepth).
-  private static final int PUSH = 0;
-  private static final int RELY = 1;
+  /** VLAN headers a frame may carry when it comes in. */
+  public static final int WIRE = 1;
 
-  private final TableCounts counts = new TableCounts(2);
+  // The rules whose VLAN pushes may reach another table, counted (an identical rule twice is rare).
+  private final Map<VirtualRule, Integer> pushers = new HashMap<>();
+  private Depths depths; // null = to compute
+
+  /**
+   * A snapshot of the depths: {@link #at} a table's entry (a step function: from each key of {@code
+   * entry} on, its value), and {@link #after} a goto to a table: the most headers a push in that or
+   * a later table may leave the frame with when the action set runs, at the end of the pipeline (0
+   * if none pushes).
+   */
+  public record Depths(NavigableMap<Integer, Integer> entry, NavigableMap<Integer, Integer> exits) {
+    public int at(int table) {
+      Map.Entry<Integer, Integer> e = entry.floorEntry(table);
+      return e == null ? WIRE : e.getValue();
+    }
+
+    public int after(int table) {
+      int d = 0;
+      for (int v : exits.tailMap(table, true).values()) {
+        d = Math.max(d, v);
+      }
+      return d;
+    }
+  }
 
   /** True if {@code m} matches vlan_vid at all (exact or masked: present, absent or an id). */
   public static boolean matchesVlan(Match m) {
     return m.isExact(MatchField.VLAN_VID) || m.isPartiallyMasked(MatchField.VLAN_VID);
   }
 
-  private static boolean any(VirtualRule r, java.util.function.Predicate<OFAction> p) {
+  private static List<OFAction> actions(OFInstruction i) {
+    return i instanceof OFInstructionApplyActions a
+        ? a.getActions()
+        : i instanceof OFInstructionWriteActions w ? w.getActions() : List.of();
+  }
+
+  private static boolean any(VirtualRule r, Predicate<OFAction> p) {
     for (OFInstruction i : r.instructions()) {
-      java.util.List<OFAction> acts =
-          i instanceof OFInstructionApplyActions a
-              ? a.getActions()
-              : i instanceof OFInstructionWriteActions w ? w.getActions() : java.util.List.of();
-      if (acts.stream().anyMatch(p)) {
+      if (actions(i).stream().anyMatch(p)) {
         return true;
       }
     }
     return false;
   }
 
-  /** True if {@code r} pushes a VLAN (apply or write). */
-  static boolean pushes(VirtualRule r) {
-    return any(r, a -> a.getType() == OFActionType.PUSH_VLAN);
+  /**
+   * The table {@code r}'s frame goes on to if its action set holds an output to a vport, FLOOD/ALL
+   * or a group: the set runs at the end of the pipeline, after the pushes of that table and later
+   * ones ({@link Depths#after}); -1 if it has no such set or no goto_table.
+   */
+  public static int setGoesOn(VirtualRule r) {
+    boolean set = false;
+    int next = -1;
+    for (OFInstruction i : r.instructions()) {
+      if (i instanceof OFInstructionWriteActions w) {
+        set =
+            w.getActions().stream()
+                .anyMatch(a -> WriteActionSet.isVportOutput(a) || a instanceof OFActionGroup);
+      } else if (i instanceof OFInstructionGotoTable g) {
+        next = g.getTableId().getValue();
+      }
+    }
+    return set ? next : -1;
   }
 
   /**
-   * True if {@code r}'s translation depends on whether a lower table pushes: it matches no vlan_vid
-   * and outputs to a vport, FLOOD/ALL or a group (any of them may cross PCIe after some remap;
-   * CONTROLLER and IN_PORT never take a carrier).
+   * True if {@code r}'s translation depends on the depth of its table: it may see a tagged frame
+   * (it does not match "no VLAN") and outputs to a vport, FLOOD/ALL or a group (any of them may
+   * cross PCIe after some remap; CONTROLLER and IN_PORT never take a carrier).
    */
-  static boolean reliesOnDepth(VirtualRule r) {
-    return !matchesVlan(r.match())
+  public static boolean reliesOnDepth(VirtualRule r) {
+    return !MatchUtil.vlanAbsent(r.match())
         && any(r, a -> WriteActionSet.isVportOutput(a) || a instanceof OFActionGroup);
   }
 
+  private static boolean pushes(VirtualRule r) {
+    return any(r, a -> a.getType() == OFActionType.PUSH_VLAN);
+  }
+
   public void add(VirtualRule r) {
-    update(r, 1);
+    if (r != null && pushes(r)) {
+      pushers.merge(r, 1, Integer::sum);
+      depths = null;
+    }
   }
 
   public void remove(VirtualRule r) {
-    update(r, -1);
-  }
-
-  private void update(VirtualRule r, int d) {
-    if (r == null) {
-      return;
+    if (r != null && pushes(r) && pushers.merge(r, -1, Integer::sum) <= 0) {
+      pushers.remove(r);
+      depths = null;
     }
-    boolean push = pushes(r);
-    boolean rely = reliesOnDepth(r);
-    if (!push && !rely) {
-      return;
-    }
-    counts.add(r.table(), PUSH, push ? d : 0);
-    counts.add(r.table(), RELY, rely ? d : 0);
-  }
-
-  /** True if a table below {@code table} holds a rule that pushes a VLAN. */
-  public boolean pushesBefore(int table) {
-    return counts.first(table, true, PUSH) >= 0;
   }
 
   /**
-   * Refuses {@code cand} if it pushes a VLAN and a higher table holds a rule translated as if no
-   * lower table pushed (matching no vlan_vid, with an output or group, and no push below it yet).
+   * The most VLAN headers a frame may carry when it enters {@code table} (at least {@link #WIRE}).
    */
-  public void check(VirtualRule cand) throws OfError {
-    if (!pushes(cand)) {
-      return;
+  public int depth(int table) {
+    return depths().at(table);
+  }
+
+  /**
+   * The most VLAN headers a push in {@code table} or a later one may leave the frame with ({@link
+   * Depths#after}).
+   */
+  public int later(int table) {
+    return depths().after(table);
+  }
+
+  /** The current depths, for comparison. */
+  public Depths depths() {
+    if (depths == null) {
+      depths = compute();
     }
-    int t = cand.table();
-    // The first higher table with such a rule: if a push below it exists already, it (and every
-    // higher table) was translated for a possibly pushed frame.
-    int u = counts.first(t, false, RELY);
-    if (u < 0 || pushesBefore(u)) {
-      return;
+    return depths;
+  }
+
+  private Depths compute() {
+    // What each push raises, in table order: a pusher's own entry depth depends on the tables
+    // below it only (goto_table goes forward).
+    List<VirtualRule> ordered = new ArrayList<>(pushers.keySet());
+    ordered.sort(Comparator.comparingInt(VirtualRule::table));
+    TreeMap<Integer, Integer> raise = new TreeMap<>();
+    TreeMap<Integer, Integer> exits = new TreeMap<>();
+    for (VirtualRule r : ordered) {
+      int depth = MatchUtil.vlanAbsent(r.match()) ? 0 : stepAt(raise, r.table());
+      boolean written = false;
+      Integer gotoTable = null;
+      for (OFInstruction i : r.instructions()) {
+        if (i instanceof OFInstructionApplyActions a) {
+          for (OFAction x : a.getActions()) {
+            if (x.getType() == OFActionType.PUSH_VLAN) {
+              depth = Math.min(Translator.MAX_VLAN_HEADERS, depth + 1); // OVS drops a third
+            } else if (x.getType() == OFActionType.POP_VLAN) {
+              depth = Math.max(0, depth - 1);
+            }
+          }
+        } else if (i instanceof OFInstructionWriteActions w) {
+          written |= w.getActions().stream().anyMatch(x -> x.getType() == OFActionType.PUSH_VLAN);
+        } else if (i instanceof OFInstructionGotoTable g) {
+          gotoTable = (int) g.getTableId().getValue();
+        }
+      }
+      if (gotoTable != null && depth > WIRE) {
+        raise.merge(gotoTable, depth, Math::max);
+      }
+      int end = written ? Math.min(Translator.MAX_VLAN_HEADERS, depth + 1) : depth;
+      exits.merge(r.table(), end, Math::max);
+      if (written) {
+        raise.merge(r.table() + 1, end, Math::max);
+      }
     }
-    throw new OfError(
-        OFBadActionCode.UNSUPPORTED_ORDER,
-        "table "
-            + t
-            + " would push a VLAN before table "
-            + u
-            + ", whose rules match no vlan_vid and were translated as if no table before"
-            + " pushed one (their flow-id carrier could become a third VLAN header); add the"
-            + " push first, or match vlan_vid in table "
-            + u);
+    return new Depths(
+        Collections.unmodifiableNavigableMap(steps(raise)),
+        Collections.unmodifiableNavigableMap(exits));
+  }
+
+  /** The depth at {@code table} of raises keyed by the first table they reach. */
+  private static int stepAt(TreeMap<Integer, Integer> raise, int table) {
+    int d = WIRE;
+    for (int v : raise.headMap(table, true).values()) {
+      d = Math.max(d, v);
+    }
+    return d;
+  }
+
+  /** The step function of raises: from each key on, the running maximum. */
+  private static TreeMap<Integer, Integer> steps(TreeMap<Integer, Integer> raise) {
+    TreeMap<Integer, Integer> out = new TreeMap<>();
+    int d = WIRE;
+    for (Map.Entry<Integer, Integer> e : raise.entrySet()) {
+      if (e.getValue() > d) {
+        d = e.getValue();
+        out.put(e.getKey(), d);
+      }
+    }
+    return out;
   }
 }

@@ -75,13 +75,23 @@ public final class WriteActionSet {
 
   /** The carrier group ids a physical rule's action set uses. */
   public static Set<Integer> carriersOf(PhysRule p) {
+    return groupsIn(p, OFInstructionWriteActions.class, WriteActionSet::isCarrierGroup);
+  }
+
+  /** The ids {@code which} accepts of the groups in {@code p}'s instructions of {@code kind}. */
+  static Set<Integer> groupsIn(
+      PhysRule p, Class<? extends OFInstruction> kind, java.util.function.IntPredicate which) {
     Set<Integer> out = new HashSet<>(2);
     for (OFInstruction i : p.instructions()) {
-      if (i instanceof OFInstructionWriteActions w) {
-        for (OFAction a : w.getActions()) {
-          if (a instanceof OFActionGroup g && isCarrierGroup(g.getGroup().getGroupNumber())) {
-            out.add(g.getGroup().getGroupNumber());
-          }
+      List<OFAction> acts =
+          !kind.isInstance(i)
+              ? List.of()
+              : i instanceof OFInstructionWriteActions w
+                  ? w.getActions()
+                  : ((OFInstructionApplyActions) i).getActions();
+      for (OFAction a : acts) {
+        if (a instanceof OFActionGroup g && which.test(g.getGroup().getGroupNumber())) {
+          out.add(g.getGroup().getGroupNumber());
         }
       }
     }
@@ -102,6 +112,7 @@ public final class WriteActionSet {
    */
   List<OFAction> translate(
       Carrier.Frame start,
+      int later,
       List<OFAction> apply,
       List<OFAction> in,
       String sw,
@@ -114,7 +125,7 @@ public final class WriteActionSet {
         last = a;
       }
     }
-    Carrier.Frame f = frameAtSet(start, apply, in);
+    Carrier.Frame f = frameAtSet(start, apply, later, in);
     List<OFAction> out = new ArrayList<>();
     for (OFAction a : in) {
       if (isVportOutput(a) && (hasGroup || a != last)) {
@@ -209,26 +220,25 @@ public final class WriteActionSet {
         "write_actions output to vport "
             + Integer.toUnsignedString(v.vport())
             + " crosses the PCIe link with "
-            + (f.vlans() >= Translator.MAX_VLAN_HEADERS
-                ? "2 VLAN headers, whose VLAN carrier tag would be a third"
-                : f.deeper()
-                    ? "a frame an earlier table may have tagged (the rule matches no vlan_vid)"
-                    : "a frame the apply path carries under an MPLS label (VLAN-tagged or MPLS"
-                        + " with a known eth_type)")
+            + (f.max() >= Translator.MAX_VLAN_HEADERS
+                ? Carrier.headers(f) + ", whose VLAN carrier tag would be a third"
+                : "a frame the apply path carries under an MPLS label (VLAN-tagged or MPLS"
+                    + " with a known eth_type)")
             + "; a set's carrier group carries only the VLAN tag (use apply_actions)");
   }
 
   /**
    * What is known of the frame when the set runs: {@code start} (the rule's match), this rule's
-   * apply-actions, then the set's own pops and pushes (a set runs pops, push_mpls, push_pbb,
-   * push_vlan in that order).
+   * apply-actions, then as many headers as a later table's push may leave ({@code later}), then the
+   * set's own pops and pushes (a set runs pops, push_mpls, push_pbb, push_vlan in that order).
    */
-  static Carrier.Frame frameAtSet(Carrier.Frame start, List<OFAction> apply, List<OFAction> set)
-      throws OfError {
+  static Carrier.Frame frameAtSet(
+      Carrier.Frame start, List<OFAction> apply, int later, List<OFAction> set) throws OfError {
     Carrier.Frame f = start;
     for (OFAction a : apply) {
       f = f.after(a);
     }
+    f = f.withExtra(Math.max(f.extra(), later - f.vlans()));
     for (OFActionType ty :
         List.of(
             OFActionType.POP_VLAN,

@@ -7,17 +7,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
 import java.util.Set;
-import java.util.concurrent.Callable;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
 import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.model.VirtualRule;
 import net.uno.oneswitch.translate.Fixtures;
 import net.uno.oneswitch.translate.OfError;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.projectfloodlight.openflow.protocol.OFFlowMod;
 import org.projectfloodlight.openflow.protocol.OFFlowModFlags;
@@ -33,30 +27,7 @@ import org.projectfloodlight.openflow.types.TableId;
 import org.projectfloodlight.openflow.types.U64;
 
 /** Virtual flow-table semantics of the core (no physical switch connected). */
-class CoreFlowModTest {
-  private ScheduledExecutorService exec;
-  private OneSwitchCore core;
-  private final AtomicLong clock = new AtomicLong(1_000_000);
-
-  @BeforeEach
-  void setUp() throws Exception {
-    exec = Executors.newSingleThreadScheduledExecutor();
-    core = new OneSwitchCore(Fixtures.TOPO, 254, exec, clock::get, new Metrics(), null);
-    on(
-        () -> {
-          core.initPorts(List.copyOf(Fixtures.PORTS.all()));
-          return null;
-        });
-  }
-
-  @AfterEach
-  void tearDown() {
-    exec.shutdownNow();
-  }
-
-  private <T> T on(Callable<T> c) throws Exception {
-    return exec.submit(c).get(10, TimeUnit.SECONDS);
-  }
+class CoreFlowModTest extends CoreHarness {
 
   private static Match ip(String cidr, Integer inPort) {
     var b = F.buildMatch().setExact(MatchField.ETH_TYPE, EthType.IPv4);
@@ -81,18 +52,6 @@ class CoreFlowModTest {
         .setFlags(f.length == 0 ? Set.of() : Set.of(f))
         .setInstructions(Fixtures.apply(Fixtures.out(outPort)))
         .build();
-  }
-
-  private void mod(OFFlowMod fm) throws Exception {
-    on(
-        () -> {
-          core.flowMod(fm);
-          return null;
-        });
-  }
-
-  private OfError refused(OFFlowMod fm) throws Exception {
-    return on(() -> assertThrows(OfError.class, () -> core.flowMod(fm)));
   }
 
   private int count() throws Exception {

@@ -8,16 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.Callable;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
 import net.uno.oneswitch.translate.Fixtures;
 import net.uno.oneswitch.translate.OfError;
 import net.uno.oneswitch.translate.WriteActionSet;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.projectfloodlight.openflow.protocol.OFFlowMod;
 import org.projectfloodlight.openflow.protocol.OFGroupType;
@@ -29,31 +23,8 @@ import org.projectfloodlight.openflow.types.OFPort;
 import org.projectfloodlight.openflow.types.TableId;
 
 /** Carrier groups in the core: lifetime with the rules, remap, reserved ids, set order. */
-class CoreWriteActionsTest {
+class CoreWriteActionsTest extends CoreHarness {
   private static final int C1 = WriteActionSet.CARRIER_GROUP_BASE + 1;
-  private ScheduledExecutorService exec;
-  private OneSwitchCore core;
-  private final AtomicLong clock = new AtomicLong(1_000_000);
-
-  @BeforeEach
-  void setUp() throws Exception {
-    exec = Executors.newSingleThreadScheduledExecutor();
-    core = new OneSwitchCore(Fixtures.TOPO, 254, exec, clock::get, new Metrics(), null);
-    on(
-        () -> {
-          core.initPorts(List.copyOf(Fixtures.PORTS.all()));
-          return null;
-        });
-  }
-
-  @AfterEach
-  void tearDown() {
-    exec.shutdownNow();
-  }
-
-  private <T> T on(Callable<T> c) throws Exception {
-    return exec.submit(c).get(10, TimeUnit.SECONDS);
-  }
 
   private static OFFlowMod add(int table, int inPort, List<OFInstruction> ins) {
     return F.buildFlowAdd()
@@ -66,14 +37,6 @@ class CoreWriteActionsTest {
 
   private static List<OFInstruction> write(OFAction a) {
     return List.of(F.instructions().writeActions(List.of(a)));
-  }
-
-  private void mod(OFFlowMod fm) throws Exception {
-    on(
-        () -> {
-          core.flowMod(fm);
-          return null;
-        });
   }
 
   private Map<String, Map<Integer, GroupSpec>> groups() throws Exception {

@@ -53,6 +53,10 @@ class CarrierTest {
     return b.build();
   }
 
+  private static OFAction setVid(int vid) {
+    return F.actions().setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan(vid)));
+  }
+
   private static Match inPort(int v, Integer ethType) {
     var b = F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(v));
     if (ethType != null) {
@@ -273,12 +277,14 @@ class CarrierTest {
   @Test
   void frameTracksVlansAndEthertype() {
     Carrier.Frame f = Carrier.Frame.of(vlan10(IPV4));
-    assertEquals(new Carrier.Frame(1, IPV4), f);
-    assertEquals(new Carrier.Frame(2, IPV4), f.after(PUSH));
+    assertEquals(new Carrier.Frame(1, IPV4, 0, 10), f); // the outer VLAN id is known from the match
+    assertEquals(new Carrier.Frame(2, IPV4), f.after(PUSH)); // a pushed id: unknown until set
+    assertEquals(new Carrier.Frame(2, IPV4, 0, 20), f.after(PUSH).after(setVid(20)));
     assertEquals(
         new Carrier.Frame(0, IPV4), f.after(F.actions().popVlan()).after(F.actions().popVlan()));
-    assertEquals(new Carrier.Frame(1, -1), f.after(F.actions().pushMpls(EthType.MPLS_UNICAST)));
-    assertEquals(new Carrier.Frame(1, IPV4), f.after(F.actions().decNwTtl()));
+    assertEquals(
+        new Carrier.Frame(1, -1, 0, 10), f.after(F.actions().pushMpls(EthType.MPLS_UNICAST)));
+    assertEquals(f, f.after(F.actions().decNwTtl()));
     assertEquals(new Carrier.Frame(0, -1), Carrier.Frame.of(inPort(1, null)));
   }
 
@@ -395,5 +401,28 @@ class CarrierTest {
     OFAction group = F.actions().group(OFGroup.of(7));
     assertRefused(t, vlan10(IPV4), PUSH, group); // match VLAN + the set's push = 2 headers
     t.rule(rule(0, 10, vlan10(IPV4), write(group))); // one header: the bucket's tag is fine
+  }
+
+  @Test
+  void aKnownOuterVlanIdOfUnknownEthertypeCrossesByItsRewrite() throws OfError {
+    Translator t = translator(tags, PORTS);
+    // VLAN 10 matched (no ethertype), a push set to 20: 2 headers, outer id 20 known.
+    List<PhysRule> p = t.rule(rule(0, 10, vlan10(null), apply(PUSH, setVid(20), out(1), out(4))));
+    long key = Carrier.rewriteKey(1, 20);
+    int tag = tags.tagOf(key).getAsInt();
+    assertEquals(
+        List.of(PUSH, setVid(20), setVid(tag), out(1), setVid(20), out(101)), actions(p.get(0)));
+    // The egress (snic0, from PCIe port 100) writes the id back and delivers.
+    PhysRule d =
+        t.dispatch(tags.live()).stream()
+            .filter(r -> r.sw().equals("snic0") && r.priority() == Translator.PRIO_TAG)
+            .findFirst()
+            .orElseThrow();
+    assertEquals(Carrier.tagMatch(key, 100, tag), d.match());
+    assertEquals(List.of(setVid(20), out(1)), actions(d));
+    // No set after the push: the outer id is not known, nothing carries it.
+    OfError e =
+        assertThrows(OfError.class, () -> t.rule(rule(0, 11, vlan10(null), apply(PUSH, out(1)))));
+    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
   }
 }

@@ -24,7 +24,10 @@ import org.projectfloodlight.openflow.types.OFPort;
 import org.projectfloodlight.openflow.types.OFVlanVidMatch;
 import org.projectfloodlight.openflow.types.TableId;
 
-/** Seed 2 of test_equivalence: a VLAN pushed by an earlier table that a later match cannot see. */
+/**
+ * Seed 2 of test_equivalence: a VLAN pushed by an earlier table that a later match cannot see;
+ * which tables such a push reaches.
+ */
 class VlanPushOrderTest {
   private static final OFAction PUSH = F.actions().pushVlan(EthType.VLAN_FRAME);
 
@@ -44,7 +47,7 @@ class VlanPushOrderTest {
   private final Translator t =
       new Translator(
               Fixtures.TOPO, PORTS, 252, tags::acquire, g -> g == 7, java.util.Map.of(), g -> GROUP)
-          .pushedBefore(order::pushesBefore);
+          .depth(order::depth);
 
   private static Match m(Integer ethType, boolean vlan) {
     var b = F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(2)); // V2 on the host
@@ -84,10 +87,9 @@ class VlanPushOrderTest {
   @Test
   void afterAnEarlierPushAnUnmatchedFrameTakesTheLabelOrIsRefused() throws OfError {
     VirtualRule push = pushInTable0();
-    order.check(push);
     order.add(push);
-    assertTrue(order.pushesBefore(1));
-    assertFalse(order.pushesBefore(0));
+    assertEquals(2, order.depth(1));
+    assertEquals(1, order.depth(0));
     // Known ethertype: MPLS (the frame may be QinQ).
     assertTrue(labels(t.rule(rule(1, 10, m(0x0800, false), apply(out(1))))));
     // Neither VLAN nor ethertype matched: no carrier fits.
@@ -99,9 +101,10 @@ class VlanPushOrderTest {
       OfError e = assertThrows(OfError.class, () -> t.rule(rule(1, 10, m(null, false), ins)));
       assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
     }
-    // Staying on the host (V4) needs no carrier; a vlan_vid match sees the push: as before.
+    // Staying on the host (V4) needs no carrier. A vlan_vid match cannot see a second header
+    // either (see aMatchedVlanAfterAQinQPushMayHideASecondHeader); "no VLAN" matched can.
     assertFalse(labels(t.rule(rule(1, 10, m(null, false), apply(out(4))))));
-    assertFalse(labels(t.rule(rule(1, 10, m(null, true), apply(out(1))))));
+    assertFalse(labels(t.rule(rule(1, 10, NO_VLAN_FROM_HOST, apply(out(1))))));
   }
 
   @Test
@@ -131,25 +134,135 @@ class VlanPushOrderTest {
     assertFalse(labels(t.rule(rule(0, 10, none, apply(PUSH, out(1))))));
   }
 
+  private static VirtualRule pushing(Match m, int gotoTable, OFAction... acts) {
+    List<org.projectfloodlight.openflow.protocol.instruction.OFInstruction> ins =
+        new java.util.ArrayList<>(apply(acts));
+    if (gotoTable >= 0) {
+      ins.add(F.instructions().gotoTable(TableId.of(gotoTable)));
+    }
+    return rule(0, 10, m, ins);
+  }
+
+  private static final Match NO_VLAN =
+      F.buildMatch().setExact(MatchField.VLAN_VID, OFVlanVidMatch.UNTAGGED).build();
+  private static final Match NO_VLAN_FROM_HOST =
+      F.buildMatch()
+          .setExact(MatchField.IN_PORT, OFPort.of(2))
+          .setExact(MatchField.VLAN_VID, OFVlanVidMatch.UNTAGGED)
+          .build();
+
+  /** A rule of table 1 matching no VLAN: {@code first}, then goto_table:2. */
+  private static VirtualRule inTable1(
+      org.projectfloodlight.openflow.protocol.instruction.OFInstruction first) {
+    return rule(1, 10, m(null, false), List.of(first, F.instructions().gotoTable(TableId.of(2))));
+  }
+
+  /** The depths of tables 0..3 with only {@code rules} installed. */
+  private static List<Integer> depths(VirtualRule... rules) {
+    VlanPushOrder o = new VlanPushOrder();
+    for (VirtualRule r : rules) {
+      o.add(r);
+    }
+    return List.of(o.depth(0), o.depth(1), o.depth(2), o.depth(3));
+  }
+
   @Test
-  void aFirstPushBeforeARelyingTableIsRefusedAfterItIsNot() throws OfError {
-    VirtualRule rely = rule(1, 10, m(null, false), apply(out(1)));
-    order.add(rely);
-    OfError e = assertThrows(OfError.class, () -> order.check(pushInTable0()));
+  void aPushReachesTheTablesItsGotoLeadsToWhenTheFrameMayBeQinQ() {
+    // Matching no vlan_vid, a push may make a tagged frame QinQ: tables 1 and above.
+    assertEquals(List.of(1, 2, 2, 2), depths(pushInTable0()));
+    // Without goto_table the pushed frame reaches no other table.
+    assertEquals(List.of(1, 1, 1, 1), depths(pushing(m(null, false), -1, PUSH, out(1))));
+    // "No VLAN" matched: one header after the push; two pushes: QinQ.
+    assertEquals(List.of(1, 1, 1, 1), depths(pushing(NO_VLAN, 2, PUSH)));
+    assertEquals(List.of(1, 1, 2, 2), depths(pushing(NO_VLAN, 2, PUSH, PUSH)));
+    // A matched VLAN plus a push: QinQ. A push undone by a pop: as it came.
+    assertEquals(List.of(1, 1, 2, 2), depths(pushing(m(null, true), 2, PUSH)));
+    assertEquals(
+        List.of(1, 1, 1, 1), depths(pushing(m(null, false), 2, PUSH, F.actions().popVlan())));
+    // A push in the action set runs at the end: taken to reach every later table.
+    assertEquals(
+        List.of(1, 1, 2, 2), depths(inTable1(F.instructions().writeActions(List.of(PUSH)))));
+    // A push in table 1, which a QinQ frame may reach already: OVS keeps 2 (drops the innermost).
+    assertEquals(
+        List.of(1, 2, 2, 2),
+        depths(pushInTable0(), inTable1(F.instructions().applyActions(List.of(PUSH)))));
+  }
+
+  @Test
+  void depthsFollowTheRulesAndTheRelyingRulesAreKnown() {
+    VirtualRule push = pushInTable0();
+    order.add(push);
+    order.add(push); // the same rule twice (counted)
+    VlanPushOrder.Depths two = order.depths();
+    order.remove(push);
+    assertEquals(2, order.depth(1));
+    order.remove(push);
+    assertEquals(1, order.depth(1));
+    assertEquals(2, two.at(5));
+    assertEquals(1, order.depths().at(5));
+    assertEquals(new VlanPushOrder().depths(), order.depths()); // snapshots compare by value
+    assertFalse(two.equals(order.depths()));
+    // Rules whose translation depends on the depth: they may see a tag, and they output.
+    assertTrue(VlanPushOrder.reliesOnDepth(rule(1, 10, m(null, false), apply(out(1)))));
+    assertTrue(VlanPushOrder.reliesOnDepth(rule(1, 10, m(null, true), apply(out(1)))));
+    assertFalse(VlanPushOrder.reliesOnDepth(rule(1, 10, NO_VLAN, apply(out(1)))));
+    assertFalse(VlanPushOrder.reliesOnDepth(rule(1, 10, m(null, false), apply(PUSH))));
+  }
+
+  @Test
+  void anActionSetRunsAfterThePushesOfLaterTables() throws OfError {
+    // Table 1 pushes (no goto): a frame that came in tagged is QinQ when table 0's set runs.
+    VirtualRule later = rule(1, 10, m(null, false), apply(PUSH, out(4)));
+    assertEquals(0, order.later(1));
+    order.add(later);
+    assertEquals(2, order.later(1));
+    assertEquals(0, order.later(2));
+    assertEquals(1, order.depth(2)); // the apply path of later tables: unchanged
+    List<org.projectfloodlight.openflow.protocol.instruction.OFInstruction> setThenOn =
+        List.of(
+            F.instructions().writeActions(List.of(out(1))),
+            F.instructions().gotoTable(TableId.of(1)));
+    assertEquals(1, VlanPushOrder.setGoesOn(rule(0, 10, m(null, false), setThenOn)));
+    assertEquals(-1, VlanPushOrder.setGoesOn(rule(0, 10, m(null, false), setThenOn.subList(0, 1))));
+    // So table 0's set output across PCIe that goes on to table 1 (its carrier group is VLAN only)
+    // is
+    // refused, even for a frame matched as "no VLAN"; without goto, or to a local vport: fine.
+    Translator tl = t.later(order::later);
+    for (Match mm : List.of(m(null, false), NO_VLAN_FROM_HOST)) {
+      OfError e = assertThrows(OfError.class, () -> tl.rule(rule(0, 10, mm, setThenOn)));
+      assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    }
+    tl.rule(rule(0, 10, m(null, false), setThenOn.subList(0, 1)));
+    tl.rule(rule(0, 10, m(null, false), List.of(F.instructions().writeActions(List.of(out(4))))));
+  }
+
+  @Test
+  void aMatchedVlanAfterAQinQPushMayHideASecondHeader() throws OfError {
+    // The full check's seed 7: a rule matching VLAN 10 in a table a QinQ push reaches.
+    order.add(pushInTable0());
+    // Known ethertype: the label (2 headers possible). Unknown: the outer id 10 is known, so the
+    // VLAN id rewrite; through a group (buckets: VLAN tag only): refused.
+    assertTrue(labels(t.rule(rule(1, 10, m(0x0800, true), apply(out(1))))));
+    assertFalse(labels(t.rule(rule(1, 10, m(null, true), apply(out(1))))));
+    assertTrue(tags.tagOf(Carrier.rewriteKey(1, 10)).isPresent());
+    OfError e =
+        assertThrows(
+            OfError.class,
+            () ->
+                t.rule(
+                    rule(
+                        1,
+                        10,
+                        m(null, true),
+                        apply(
+                            F.actions()
+                                .group(org.projectfloodlight.openflow.types.OFGroup.of(7))))));
     assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
-    // A push in the same or a later table cannot precede it.
-    order.check(rule(1, 11, m(null, false), apply(PUSH, out(4))));
-    order.check(rule(2, 10, m(null, false), apply(PUSH, out(4))));
-    // A vlan_vid match does not rely; once removed, the push is fine.
-    order.remove(rely);
-    order.add(rule(1, 10, m(null, true), apply(out(1))));
-    order.check(pushInTable0());
-    // With a push already below the relying table, its rules were translated deeper: more pushes
-    // ok.
-    order.add(rule(0, 5, m(null, false), apply(PUSH, out(4))));
-    order.add(rely);
-    order.check(pushInTable0());
-    order.remove(rule(0, 5, m(null, false), apply(PUSH, out(4))));
-    assertThrows(OfError.class, () -> order.check(pushInTable0()));
+    // Its own push on top: OVS drops the innermost of 3 (on the reference too), the label carries
+    // the 2 left; unknown ethertype and the pushed id not set: refused.
+    assertTrue(labels(t.rule(rule(1, 10, m(0x0800, true), apply(PUSH, out(1))))));
+    assertThrows(OfError.class, () -> t.rule(rule(1, 10, m(null, true), apply(PUSH, out(1)))));
+    // Staying on the switch needs no carrier.
+    assertFalse(labels(t.rule(rule(1, 10, m(null, true), apply(PUSH, out(4))))));
   }
 }

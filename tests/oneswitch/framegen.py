@@ -1,0 +1,430 @@
+"""Frames derived from rules (pure), to exercise every rule of a rule set.
+
+For a rule R: a path of rules through the tables that ends at R (a goto_table chain from table 0, picked at
+random among the rules whose goto leads there), and one frame that every rule of the path matches as that rule
+sees it - after the set_fields, pushes and pops and the write_metadata of the rules before it. Fields no rule of
+the path fixes are filled at random from rulegen's pools. Whether the frame really reaches R (no rule of higher
+priority takes it first) is for the reference switch to tell (ofproto/trace, ovstrace.py): this only proposes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from . import rulegen
+from .flowspec import Flow
+
+UNSET = object()  # an original header field no rule of the path fixed (yet)
+SET_FIELDS = {
+    "eth_src": "dl_src", "eth_dst": "dl_dst", "ip_src": "nw_src", "ip_dst": "nw_dst", "tcp_src": "tp_src",
+    "udp_src": "tp_src", "tcp_dst": "tp_dst", "udp_dst": "tp_dst",
+}  # fmt: skip
+IP, ARP, OTHER = 0x0800, 0x0806, 0x88B5
+NO_VLAN = "0x0000/0x1000"
+
+
+@dataclass
+class Sym:
+    """A frame under construction: original header fields decided so far, and what the actions of the rules
+    already passed did to it. `vlan` of the original frame: None = untagged, else its VLAN id."""
+
+    rng: random.Random
+    orig: dict[str, object] = field(default_factory=dict)
+    changed: dict[str, object] = field(default_factory=dict)  # by set_field: wins over orig
+    pushed: list[int] = field(default_factory=list)  # VLAN ids pushed by actions, outermost last
+    orig_vlan_popped: bool = False
+    orig_vlan_vid: int | None = None  # the original tag's id after a set_field on it
+    metadata: int = 0
+
+    def cur(self, f: str) -> object:
+        return self.changed.get(f, self.orig.get(f, UNSET))
+
+    def _require(self, f: str, ok, choose) -> bool:
+        v = self.cur(f)
+        if v is UNSET:
+            c = choose()
+            if c is None:
+                return False
+            self.orig[f] = c
+            return True
+        return ok(v)
+
+    def _eq(self, f: str, value: object) -> bool:
+        return self._require(f, lambda v: v == value, lambda: value)
+
+    def top_vlan(self) -> object:
+        """The outermost VLAN id now: an int, None (untagged) or UNSET (the original's, not decided)."""
+        if self.pushed:
+            return self.pushed[-1]
+        if self.orig_vlan_popped:
+            return None
+        v = self.orig.get("vlan", UNSET)
+        if v is UNSET or v is None:
+            return v
+        return self.orig_vlan_vid if self.orig_vlan_vid is not None else v
+
+    def _ip_field(self, f: str, value: str) -> bool:
+        net = ipaddress.ip_network(value, strict=False)
+        pool = [ip for ip in rulegen.IPS if ipaddress.ip_address(ip) in net]
+        return self._eq("dl_type", IP) and self._require(
+            f,
+            lambda v: ipaddress.ip_address(v) in net,
+            lambda: self.rng.choice(pool) if pool else str(net[5]),
+        )
+
+    def matches(self, fl: Flow) -> bool:
+        """Decides what `fl`'s match needs of the original frame; False if the path cannot satisfy it."""
+        for k, v in fl.match.items():
+            if k == "dl_vlan":
+                t = self.top_vlan()
+                if t is UNSET:
+                    self.orig["vlan"] = int(v)
+                elif t != int(v):
+                    return False
+            elif k == "vlan_tci":
+                if v != NO_VLAN:
+                    raise ValueError(f"vlan_tci={v} not understood: {fl.spec}")
+                t = self.top_vlan()
+                if t is UNSET:
+                    self.orig["vlan"] = None
+                elif t is not None:
+                    return False
+            elif k == "metadata":
+                val, _, mask = v.partition("/")
+                m = int(mask, 0) if mask else 2**64 - 1
+                if self.metadata & m != int(val, 0) & m:
+                    return False
+            elif k in ("nw_src", "nw_dst"):
+                if not self._ip_field(k, v):
+                    return False
+            elif k in ("tp_src", "tp_dst"):
+                if not (
+                    self._eq("dl_type", IP)
+                    and self._require("nw_proto", lambda p: p in (6, 17), lambda: self.rng.choice([6, 17]))
+                    and self._eq(k, int(v))
+                ):
+                    return False
+            elif k == "nw_proto":
+                if not (self._eq("dl_type", IP) and self._eq(k, int(v))):
+                    return False
+            elif k in ("in_port", "dl_type"):
+                if not self._eq(k, int(v, 0)):
+                    return False
+            elif not self._eq(k, v.lower()):  # dl_src, dl_dst
+                return False
+        return True
+
+    def run(self, fl: Flow) -> None:
+        """What `fl`'s apply-actions and write_metadata do to the frame the next table sees."""
+        for a in fl.apply:
+            if a.startswith("set_field:"):
+                value, _, name = a[len("set_field:") :].partition("->")
+                if name == "vlan_vid":
+                    vid = int(value, 0) & 0xFFF
+                    if self.pushed:
+                        self.pushed[-1] = vid
+                    elif self.top_vlan() not in (UNSET, None):
+                        self.orig_vlan_vid = vid
+                elif name in SET_FIELDS:
+                    f = SET_FIELDS[name]
+                    self.changed[f] = int(value) if f.startswith("tp_") else value.lower()
+                else:
+                    raise ValueError(f"set_field {name} not understood: {fl.spec}")
+            elif a.startswith("push_vlan:"):
+                t = self.top_vlan()
+                self.pushed.append(t if isinstance(t, int) else 0)  # OF: the new tag copies the outer id
+            elif a == "pop_vlan":
+                if self.pushed:
+                    self.pushed.pop()
+                else:
+                    if self.orig.get("vlan", UNSET) is UNSET:
+                        self.orig["vlan"] = self.rng.choice(rulegen.VLANS)
+                    self.orig_vlan_popped = True
+        if fl.write_metadata:
+            v, m = fl.write_metadata
+            self.metadata = (self.metadata & ~m) | (v & m)
+
+    def fill(self) -> dict[str, object]:
+        """Every original field decided: those no rule fixed, at random from rulegen's pools."""
+        o = dict(self.orig)
+        r = self.rng
+        o.setdefault("dl_src", r.choice(rulegen.MACS[:3]))
+        o.setdefault("dl_dst", r.choice(rulegen.MACS))
+        o.setdefault("vlan", r.choice(rulegen.VLANS) if r.random() < 0.3 else None)
+        o.setdefault("dl_type", r.choices([IP, ARP, OTHER], weights=[7, 1.5, 1.5])[0])
+        o.setdefault("nw_src", r.choice(rulegen.IPS))
+        o.setdefault("nw_dst", r.choice(rulegen.IPS))
+        o.setdefault("nw_proto", r.choice([6, 17, 1]))
+        o.setdefault("tp_src", r.choice(rulegen.TP_PORTS))
+        o.setdefault("tp_dst", r.choice(rulegen.TP_PORTS))
+        return o
+
+
+def solve(path: list[Flow], rng: random.Random) -> Sym | None:
+    """The constraints of a path on the original frame; None if no frame can take every rule of it."""
+    s = Sym(rng)
+    for fl in path:
+        if not s.matches(fl):
+            return None
+        s.run(fl)
+    return s
+
+
+def build(o: dict[str, object], pid: int) -> bytes:
+    """The frame of filled fields `o` with marker `pid` (rulegen.marker_id finds it)."""
+    from scapy.layers.inet import ICMP, TCP, UDP
+    from scapy.layers.inet import IP as IPv4
+    from scapy.layers.l2 import ARP as Arp
+    from scapy.layers.l2 import Dot1Q, Ether
+    from scapy.packet import Raw
+
+    payload = Raw(rulegen.marker(pid) + bytes(range(20)))
+    eth = Ether(src=o["dl_src"], dst=o["dl_dst"])
+    l2 = eth / Dot1Q(vlan=o["vlan"]) if o["vlan"] is not None else eth
+    t = o["dl_type"]
+    if t == IP:
+        ip = IPv4(src=o["nw_src"], dst=o["nw_dst"], ttl=64, id=pid & 0xFFFF)
+        if o["nw_proto"] == 6:
+            l4 = TCP(sport=o["tp_src"], dport=o["tp_dst"], flags="S", seq=pid)
+        elif o["nw_proto"] == 17:
+            l4 = UDP(sport=o["tp_src"], dport=o["tp_dst"])
+        else:
+            l4 = ICMP(id=pid & 0xFFFF)
+        return bytes(l2 / ip / l4 / payload)
+    if t == ARP:
+        return bytes(l2 / Arp(op=1, hwsrc=o["dl_src"], psrc=o["nw_src"], pdst=o["nw_dst"]) / payload)
+    l2.lastlayer().type = t  # type: ignore[union-attr]
+    return bytes(l2 / payload)
+
+
+@dataclass
+class Candidate:
+    """A path to a rule and the filled original frame that takes it; `in_port` None = any port."""
+
+    path: list[Flow]
+    fields: dict[str, object]
+
+    @property
+    def in_port(self) -> int | None:
+        p = self.fields.get("in_port")
+        return int(p) if p is not None else None  # type: ignore[arg-type]
+
+    def frame(self, pid: int) -> bytes:
+        return build(self.fields, pid)
+
+
+class Paths:
+    """Goto chains of a rule set: which rules lead into each table."""
+
+    def __init__(self, flows: list[Flow]):
+        self.into: dict[int, list[Flow]] = {}
+        for f in flows:
+            if f.goto is not None:
+                self.into.setdefault(f.goto, []).append(f)
+
+    def walk(self, rule: Flow, rng: random.Random) -> list[Flow] | None:
+        """A random goto chain from table 0 ending at `rule`; None if no rule leads to its table."""
+        path = [rule]
+        while path[0].table > 0:
+            preds = self.into.get(path[0].table)
+            if not preds:
+                return None
+            path.insert(0, rng.choice(preds))
+        return path
+
+    def candidates(self, rule: Flow, rng: random.Random, tries: int = 40) -> Iterator[Candidate]:
+        """Distinct candidates for `rule`: random chains to it that a frame can take, each with a random fill of
+        the fields the chain leaves open (so a rule shadowed for one fill may still be reached with another)."""
+        seen = set()
+        for _ in range(tries):
+            path = self.walk(rule, rng)
+            if path is None:
+                return
+            s = solve(path, rng)
+            if s is None:
+                continue
+            fields = s.fill()
+            key = (tuple(f.spec for f in path), tuple(sorted((k, str(v)) for k, v in fields.items())))
+            if key not in seen:
+                seen.add(key)
+                yield Candidate(path, fields)
+
+
+def _ip(a: str) -> int:
+    return int(ipaddress.ip_address(a))
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """A rule's match and actions on concrete frames (ints and strings, no decisions)."""
+
+    flow: Flow
+    exact: tuple[tuple[str, object], ...]
+    nets: tuple[tuple[str, int, int], ...]  # (field, base, mask)
+    vlan: object  # None: any, "none": untagged, int: outer id
+    meta: tuple[int, int] | None
+
+    @staticmethod
+    def of(fl: Flow) -> _Compiled:
+        exact: list[tuple[str, object]] = []
+        nets, vlan, meta = [], None, None
+        for k, v in fl.match.items():
+            if k == "dl_vlan":
+                vlan = int(v)
+            elif k == "vlan_tci":
+                vlan = "none"
+            elif k == "metadata":
+                val, _, mask = v.partition("/")
+                m = int(mask, 0) if mask else 2**64 - 1
+                meta = (int(val, 0) & m, m)
+            elif k in ("nw_src", "nw_dst"):
+                net = ipaddress.ip_network(v, strict=False)
+                nets.append((k, int(net.network_address), int(net.netmask)))
+                exact.append(("dl_type", IP))
+            elif k in ("tp_src", "tp_dst", "nw_proto", "in_port", "dl_type"):
+                exact.append((k, int(v, 0)))
+                if k != "in_port" and k != "dl_type":
+                    exact.append(("dl_type", IP))
+            else:
+                exact.append((k, v.lower()))
+        return _Compiled(fl, tuple(exact), tuple(nets), vlan, meta)
+
+    def matches(self, fr: dict, vlans: list[int], metadata: int) -> bool:
+        for k, v in self.exact:
+            if fr[k] != v:
+                return False
+        for k, base, mask in self.nets:
+            if fr[k] & mask != base:
+                return False
+        if self.vlan == "none" and vlans:
+            return False
+        if self.vlan not in (None, "none") and (not vlans or vlans[-1] != self.vlan):
+            return False
+        return self.meta is None or metadata & self.meta[1] == self.meta[0]
+
+    def run(self, fr: dict, vlans: list[int], metadata: int) -> int:
+        for a in self.flow.apply:
+            if a.startswith("set_field:"):
+                value, _, name = a[len("set_field:") :].partition("->")
+                if name == "vlan_vid":
+                    if vlans:
+                        vlans[-1] = int(value, 0) & 0xFFF
+                else:
+                    f = SET_FIELDS[name]
+                    fr[f] = (
+                        int(value) if f.startswith("tp_") else _ip(value) if f.startswith("nw_") else value
+                    )
+            elif a.startswith("push_vlan:"):
+                vlans.append(vlans[-1] if vlans else 0)
+            elif a == "pop_vlan" and vlans:
+                vlans.pop()
+        if self.flow.write_metadata:
+            v, m = self.flow.write_metadata
+            metadata = (metadata & ~m) | (v & m)
+        return metadata
+
+
+class Pipeline:
+    """A local model of the virtual switch for rulegen's vocabulary: which rules a frame takes, table by table.
+    Only to choose frames cheaply; what counts is the reference switch's trace."""
+
+    def __init__(self, flows: list[Flow]):
+        self.tables: dict[int, list[_Compiled]] = {}
+        for f in sorted(flows, key=lambda f: -f.priority):
+            self.tables.setdefault(f.table, []).append(_Compiled.of(f))
+
+    def remove(self, gone: set[str]) -> None:
+        for t, fl in self.tables.items():
+            self.tables[t] = [c for c in fl if c.flow.spec not in gone]
+
+    def path(self, fields: dict[str, object], in_port: int) -> list[Flow]:
+        fr = {k: _ip(v) if k in ("nw_src", "nw_dst") else v for k, v in fields.items()}  # type: ignore[arg-type]
+        fr["in_port"] = in_port
+        vlans = [] if fields["vlan"] is None else [fields["vlan"]]
+        out: list[Flow] = []
+        metadata, table = 0, 0
+        while table is not None:
+            for c in self.tables.get(table, []):
+                if c.matches(fr, vlans, metadata):  # type: ignore[arg-type]
+                    out.append(c.flow)
+                    metadata = c.run(fr, vlans, metadata)  # type: ignore[arg-type]
+                    table = c.flow.goto  # type: ignore[assignment]
+                    break
+            else:
+                break
+        return out
+
+
+class Chooser:
+    """Which frames reach the rules not exercised yet, and which rules stand in their way.
+
+    Per pending rule a few candidates (Paths.candidates); the path each takes from each of its ports in the
+    local model (cached until a rule on it goes). A candidate reaches its rule when the rule is on that path;
+    else the rule that takes its frame where the candidate's chain meant another one is a *blocker* (a rule of
+    higher priority that matches it too). Deleting blockers that have been checked already uncovers the rules
+    they shadow."""
+
+    def __init__(self, flows: list[Flow], vports: list[int], rng: random.Random, per_rule: int = 4):
+        self.flows = {f.spec: f for f in flows}
+        self.pipe = Pipeline(flows)
+        self.paths = Paths(flows)
+        self.vports, self.rng, self.per_rule = vports, rng, per_rule
+        self.cands: dict[str, list[Candidate]] = {}
+        self.cache: dict[tuple[int, int], tuple[str, ...]] = {}
+
+    def ports(self, c: Candidate) -> list[int]:
+        return [c.in_port] if c.in_port is not None else self.vports
+
+    def _candidates(self, spec: str) -> list[Candidate]:
+        if spec not in self.cands:
+            gen = self.paths.candidates(self.flows[spec], self.rng)
+            self.cands[spec] = [c for _, c in zip(range(self.per_rule), gen, strict=False)]
+        return self.cands[spec]
+
+    def _path(self, c: Candidate, port: int) -> tuple[str, ...]:
+        key = (id(c), port)
+        if key not in self.cache:
+            self.cache[key] = tuple(f.spec for f in self.pipe.path(c.fields, port))
+        return self.cache[key]
+
+    def plan(self, pending: set[str], deletable: set[str]) -> tuple[dict[str, Candidate], set[str]]:
+        """({rule: a candidate that reaches it now}, the deletable blockers of the others). A rule not checked yet
+        that stands in the way of another's candidate is reached by that candidate's frame."""
+        reach: dict[str, Candidate] = {}
+        blockers: set[str] = set()
+        detours: dict[str, Candidate] = {}
+        for spec in sorted(pending):
+            for c in self._candidates(spec):
+                for p in self.ports(c):
+                    path = self._path(c, p)
+                    if spec in path:
+                        reach[spec] = c
+                        break
+                    meant = [f.spec for f in c.path]
+                    b = next((a for a, m in zip(path, meant, strict=False) if a != m), None)
+                    if b in deletable:
+                        blockers.add(b)  # type: ignore[arg-type]
+                    elif b in pending:
+                        detours.setdefault(b, c)  # type: ignore[arg-type]  # it exercises the blocker
+                if spec in reach:
+                    break
+        for b, c in detours.items():  # a pending rule in the way of another's frame: that frame reaches it
+            reach.setdefault(b, c)
+        return reach, blockers
+
+    def remove(self, gone: set[str]) -> None:
+        """Rules deleted from the switches: paths through them change, chains through them are gone."""
+        self.pipe.remove(gone)
+        for t, fl in self.paths.into.items():
+            self.paths.into[t] = [f for f in fl if f.spec not in gone]
+        self.cache = {k: v for k, v in self.cache.items() if not gone.intersection(v)}
+        for spec, cs in self.cands.items():
+            self.cands[spec] = [c for c in cs if not any(f.spec in gone for f in c.path)]
+
+    def renew(self, specs: set[str]) -> None:
+        """Fresh candidates for `specs` (other chains and fills) the next time they are planned."""
+        for s in specs:
+            self.cands.pop(s, None)
