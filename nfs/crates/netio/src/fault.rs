@@ -94,6 +94,10 @@ impl<D: Device> Device for FaultyDevice<D> {
         self.inner.exhausted()
     }
 
+    fn rx_counts(&mut self) -> io::Result<crate::RxCounts> {
+        self.inner.rx_counts()
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
     }

@@ -3,8 +3,8 @@
 //! Backends: [`afpacket::AfPacket`] (AF_PACKET TPACKET_V3 mmap RX ring on an interface),
 //! [`pcap::PcapDevice`] (pcap file in/out, for tests and benchmarks), [`mem::MemDevice`]
 //! (frames from memory, for benchmarks) and [`fault::FaultyDevice`] (wraps any device and drops,
-//! duplicates or reorders packets deterministically). AF_XDP is not implemented: see
-//! [`open_port`] for the fallback message.
+//! duplicates or reorders packets deterministically), [`afxdp::AfXdp`] (AF_XDP copy mode; see
+//! [`open_port`] for the fallback to AF_PACKET).
 
 pub mod afpacket;
 pub mod afxdp;
@@ -96,6 +96,18 @@ impl Batch {
     }
 }
 
+/// A port's own receive accounting, read at one instant ([`Device::rx_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxCounts {
+    /// Frames that reached the port and were not taken by `recv` yet. `Some(0)`: none (exact at
+    /// the time of the call); `Some(n)`: frames wait (AF_PACKET, AF_XDP, memory: exactly n; a
+    /// pcap file: 1 until its end was seen); `None`: the backend cannot tell.
+    pub waiting: Option<u64>,
+    /// Frames the port dropped since it opened because its receive ring was full (or no buffer
+    /// was free); `None`: not counted by this backend.
+    pub dropped: Option<u64>,
+}
+
 /// A port an NF reads from and writes to.
 pub trait Device: Send {
     /// Human-readable description for logs and stats.
@@ -118,6 +130,14 @@ pub trait Device: Send {
     /// True once a finite source (pcap, memory) has delivered everything.
     fn exhausted(&self) -> bool {
         false
+    }
+
+    /// What waits in the port's receive ring and what it dropped, as the kernel (or the source)
+    /// counts it now: unlike `recv`, this also sees frames the kernel has not handed over yet
+    /// (AF_PACKET: in a TPACKET_V3 block that is not retired). A move's drain asks it before it
+    /// declares the port empty. Default: nothing known.
+    fn rx_counts(&mut self) -> io::Result<RxCounts> {
+        Ok(RxCounts::default())
     }
 
     /// Flush buffered output (pcap writer).
@@ -159,6 +179,9 @@ impl<T: Device + ?Sized> Device for Box<T> {
     }
     fn exhausted(&self) -> bool {
         (**self).exhausted()
+    }
+    fn rx_counts(&mut self) -> io::Result<RxCounts> {
+        (**self).rx_counts()
     }
     fn flush(&mut self) -> io::Result<()> {
         (**self).flush()
