@@ -90,6 +90,8 @@ def one_migration(tb: Testbed, flows: int, target: str) -> dict:
         "flows": flows, "target": target, "duration_ms": round(res.duration_ms, 1), "remap_ms": res.remap_ms,
         "remap_wall_ms": round(res.step_ms("remap") or 0, 1), "drain_ms": round(res.step_ms("drain") or 0, 1), "start_ms": round(res.step_ms("start") or 0, 1),
         "sent": got["expected"], "lost": got["lost"], "latency_max_ms": round(got["latency_us"]["max"] / 1000, 2),
+        # the old instance's own drain answer (POST /drain): frames it took after the request; None = polled
+        "drain_late": sum(a.get("late", 0) for a in res.drain.values()) if res.drain else None,
     }  # fmt: skip
     if getattr(res, "protocol", None) == "local-state":
         row.update({

@@ -67,6 +67,8 @@ pub struct AfPacket {
     pkt_off: usize,
     /// Frames taken out of the ring (also those too big to copy) since open.
     taken: u64,
+    /// `recv`'s wait when shortened ([`Device::set_wait_ms`]); always at most `cfg.poll_ms`.
+    wait_ms: Option<u32>,
     /// Frames the kernel put into the ring, and dropped because it was full, since open (summed
     /// from PACKET_STATISTICS, which resets on every read).
     delivered: u64,
@@ -198,6 +200,7 @@ impl AfPacket {
                 pkts_left: 0,
                 pkt_off: 0,
                 taken: 0,
+                wait_ms: None,
                 delivered: 0,
                 dropped: 0,
             })
@@ -219,7 +222,8 @@ impl AfPacket {
         unsafe { std::ptr::read_volatile(p.add(off) as *const u16) }
     }
 
-    /// Take up to a batch from the ring; when it is empty and `wait`, poll once (`poll_ms`).
+    /// Take up to a batch from the ring; when it is empty and `wait`, poll once (`poll_ms`, or the
+    /// wait set by [`Device::set_wait_ms`]).
     fn recv_impl(&mut self, batch: &mut Batch, wait: bool) -> io::Result<usize> {
         batch.clear();
         let mut waited = !wait;
@@ -331,7 +335,13 @@ impl AfPacket {
             revents: 0,
         };
         // SAFETY: one valid pollfd.
-        let r = unsafe { libc::poll(&mut pfd, 1, self.cfg.poll_ms) };
+        let r = unsafe {
+            libc::poll(
+                &mut pfd,
+                1,
+                crate::wait_bound(self.cfg.poll_ms, self.wait_ms),
+            )
+        };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -354,6 +364,10 @@ impl Device for AfPacket {
 
     fn recv_nowait(&mut self, batch: &mut Batch, _now_ns: u64) -> io::Result<usize> {
         self.recv_impl(batch, false)
+    }
+
+    fn set_wait_ms(&mut self, ms: Option<u32>) {
+        self.wait_ms = ms;
     }
 
     fn rx_counts(&mut self) -> io::Result<crate::RxCounts> {

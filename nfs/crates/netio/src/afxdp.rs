@@ -282,6 +282,8 @@ pub struct AfXdp {
     /// Frames free for transmit.
     free_tx: Vec<u64>,
     poll_ms: i32,
+    /// `recv`'s wait when shortened ([`Device::set_wait_ms`]); always at most `poll_ms`.
+    wait_ms: Option<u32>,
     /// Frames not sent for want of a free UMEM frame.
     pub tx_dropped: u64,
 }
@@ -448,6 +450,7 @@ impl AfXdp {
             umem_len,
             free_tx,
             poll_ms: 10,
+            wait_ms: None,
             tx_dropped: 0,
         })
     }
@@ -526,7 +529,7 @@ impl AfXdp {
             revents: 0,
         };
         // SAFETY: one valid pollfd.
-        let r = unsafe { libc::poll(&mut pfd, 1, self.poll_ms) };
+        let r = unsafe { libc::poll(&mut pfd, 1, crate::wait_bound(self.poll_ms, self.wait_ms)) };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.kind() != io::ErrorKind::Interrupted {
@@ -548,6 +551,10 @@ impl Device for AfXdp {
 
     fn recv_nowait(&mut self, batch: &mut Batch, now_ns: u64) -> io::Result<usize> {
         self.recv_impl(batch, now_ns, false)
+    }
+
+    fn set_wait_ms(&mut self, ms: Option<u32>) {
+        self.wait_ms = ms;
     }
 
     /// Waiting: the RX ring's producer (the kernel publishes a descriptor, in generic mode at

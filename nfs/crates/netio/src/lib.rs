@@ -140,9 +140,23 @@ pub trait Device: Send {
         Ok(RxCounts::default())
     }
 
+    /// Wait at most `ms` in `recv` from now on (at least 1 ms, at most the backend's own bound),
+    /// or the backend's own bound again (None). A drain shortens it so its answer is not late by a
+    /// whole poll period; sources that never wait ignore it.
+    fn set_wait_ms(&mut self, _ms: Option<u32>) {}
+
     /// Flush buffered output (pcap writer).
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// The poll timeout of a live port: its own `bound`, shortened to `set` ms (at least 1) by
+/// [`Device::set_wait_ms`].
+pub(crate) fn wait_bound(bound: i32, set: Option<u32>) -> i32 {
+    match set {
+        Some(ms) => (ms.max(1).min(i32::MAX as u32) as i32).min(bound),
+        None => bound,
     }
 }
 
@@ -183,7 +197,23 @@ impl<T: Device + ?Sized> Device for Box<T> {
     fn rx_counts(&mut self) -> io::Result<RxCounts> {
         (**self).rx_counts()
     }
+    fn set_wait_ms(&mut self, ms: Option<u32>) {
+        (**self).set_wait_ms(ms)
+    }
     fn flush(&mut self) -> io::Result<()> {
         (**self).flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wait_bound;
+
+    #[test]
+    fn a_shortened_wait_stays_within_the_ports_bound() {
+        assert_eq!(wait_bound(10, None), 10);
+        assert_eq!(wait_bound(10, Some(3)), 3);
+        assert_eq!(wait_bound(10, Some(0)), 1); // never a busy poll
+        assert_eq!(wait_bound(10, Some(400)), 10); // never longer than the port's own bound
     }
 }

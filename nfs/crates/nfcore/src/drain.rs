@@ -169,6 +169,17 @@ impl<R> Drains<R> {
         self.waiting.iter().any(|(r, _)| due(r, seen, now_ns))
     }
 
+    /// How long from `now_ns` until a request may be answered (its quiet window over, or its
+    /// deadline), with nothing in flight; None without requests. The runtime waits on its port at
+    /// most this long, so an answer is not late by a whole poll period.
+    pub fn wake_in_ns(&self, seen: &Seen, now_ns: u64) -> Option<u64> {
+        self.waiting
+            .iter()
+            .map(|(r, _)| quiet_until(r, seen.last_rx_ns).min(r.deadline_ns))
+            .min()
+            .map(|t| t.saturating_sub(now_ns))
+    }
+
     /// Decide every request with what was found at `now_ns`; returns the answered ones (the
     /// others keep waiting).
     pub fn settle(&mut self, seen: &Seen, now_ns: u64, rx: RxCounts) -> Vec<(R, DrainReport)> {
@@ -321,8 +332,9 @@ mod tests {
             in_flight: 0,
         };
         assert!(!d.any_due(&s, 11 * MS));
-        // Request 2 (quiet 0) may be answered from the last frame (12 ms) on; the ring still
-        // holds 1 frame then.
+        assert_eq!(d.wake_in_ns(&s, 11 * MS), Some(MS)); // request 2's window ends at 12 ms
+                                                         // Request 2 (quiet 0) may be answered from the last frame (12 ms) on; the ring still
+                                                         // holds 1 frame then.
         assert!(d.any_due(&s, 12 * MS));
         assert!(d.settle(&s, 15 * MS, rx(Some(1))).is_empty());
         let s = Seen {
@@ -344,6 +356,7 @@ mod tests {
         assert_eq!(out[0].0, 1);
         assert_eq!((out[0].1.decision, out[0].1.late), (Decision::Drained, 7));
         assert!(d.is_empty());
+        assert_eq!(d.wake_in_ns(&s, 36 * MS), None);
         // No frame after the request: no last_ms. Past the deadline: "not drained" with what
         // was found.
         d.add(DrainRequest::new(40 * MS, 107, 20, 50), 3);

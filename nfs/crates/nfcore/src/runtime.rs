@@ -82,6 +82,8 @@ pub struct Runtime<D: Device> {
     /// taken from the port ([`mono_ns`]).
     drains: Drains<mpsc::SyncSender<Result<Reply, ControlError>>>,
     last_rx_ns: u64,
+    /// The port's wait as shortened for the drains (None: its own bound).
+    wait_ms: Option<u32>,
 }
 
 /// Frames received while buffering, in arrival order, at most `cap` (the rest counted as overflow).
@@ -123,6 +125,7 @@ impl<D: Device> Runtime<D> {
             control: None,
             drains: Drains::default(),
             last_rx_ns: 0,
+            wait_ms: None,
         }
     }
 
@@ -299,6 +302,26 @@ impl<D: Device> Runtime<D> {
     fn count_rx(&mut self, n: usize) {
         self.stats.rx.fetch_add(n as u64, Relaxed);
         self.last_rx_ns = mono_ns();
+    }
+
+    /// Wait on the port no longer than until a drain request may be answered (its port's own
+    /// bound again when none waits).
+    fn bound_wait(&mut self) {
+        if self.drains.is_empty() && self.wait_ms.is_none() {
+            return;
+        }
+        let seen = Seen {
+            last_rx_ns: self.last_rx_ns,
+            ..Seen::default()
+        };
+        let want = self
+            .drains
+            .wake_in_ns(&seen, mono_ns())
+            .map(|ns| ns.div_ceil(1_000_000).min(u64::from(u32::MAX)) as u32);
+        if want != self.wait_ms {
+            self.dev.set_wait_ms(want);
+            self.wait_ms = want;
+        }
     }
 
     /// Answer the drain requests that can be answered now, `in_flight` frames being inside the
@@ -618,6 +641,7 @@ impl<D: Device> Runtime<D> {
                 TimeSource::Wall => wall_ns(),
                 TimeSource::Packets => clock_ns,
             };
+            self.bound_wait();
             let n = self.step(now)?;
             self.serve_control(now)?;
             // Batch by batch, nothing is in flight between two steps (a buffering instance

@@ -215,6 +215,7 @@ impl<D: Device> Runtime<D> {
             TimeSource::Packets => clock,
         };
         while !stop.load(Relaxed) {
+            self.bound_wait();
             // 1. Receive batches and send their reads, up to the depth.
             while self.room(&self.pipe.reading) && !self.dev.exhausted() {
                 let mut slot = self.pipe.free.pop().unwrap_or_else(|| Slot {
