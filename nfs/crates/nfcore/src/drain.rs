@@ -29,8 +29,14 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 5_000;
 /// ns on a monotonic clock shared by every thread of the process (the HTTP thread stamps a
 /// request, the runtime thread compares).
 pub fn mono_ns() -> u64 {
+    mono_of(Instant::now())
+}
+
+/// `t` on the [`mono_ns`] clock (0 for an instant before its first use).
+pub fn mono_of(t: Instant) -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
-    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    t.saturating_duration_since(*EPOCH.get_or_init(Instant::now))
+        .as_nanos() as u64
 }
 
 /// One drain request.

@@ -2,7 +2,7 @@
 
 use crate::config::RuntimeOptions;
 use crate::control::{ControlError, ControlHandle, Envelope, Reply, Request};
-use crate::drain::{mono_ns, Decision, Drains, Seen};
+use crate::drain::{mono_ns, mono_of, Decision, Drains, Seen};
 use crate::stats::Stats;
 use crate::{Ctx, FailMode, NetworkFunction, Verdict};
 use flowstore::{BatchState, FlowStore, Key, KeySpace, StoreError, WriteOp};
@@ -102,6 +102,7 @@ impl<D: Device> Runtime<D> {
         opts: RuntimeOptions,
     ) -> Runtime<D> {
         let timers_key = keys.global("timers");
+        mono_ns(); // the drain clock's epoch: before any frame is taken
         Runtime {
             nf,
             store,
@@ -287,7 +288,7 @@ impl<D: Device> Runtime<D> {
             if n == 0 {
                 break;
             }
-            self.count_rx(n);
+            self.count_rx(n, std::time::Instant::now());
             if self.buffer.is_some() {
                 self.enqueue(n);
             } else {
@@ -297,11 +298,10 @@ impl<D: Device> Runtime<D> {
         Ok(())
     }
 
-    /// `n` frames were taken from the port (rx; a drain's quiet window starts again: one clock
-    /// read per batch).
-    fn count_rx(&mut self, n: usize) {
+    /// `n` frames were taken from the port at `at` (rx; a drain's quiet window starts again).
+    fn count_rx(&mut self, n: usize, at: std::time::Instant) {
         self.stats.rx.fetch_add(n as u64, Relaxed);
-        self.last_rx_ns = mono_ns();
+        self.last_rx_ns = mono_of(at);
     }
 
     /// Wait on the port no longer than until a drain request may be answered (its port's own
@@ -471,7 +471,7 @@ impl<D: Device> Runtime<D> {
         if n == 0 {
             return Ok(0);
         }
-        self.count_rx(n);
+        self.count_rx(n, std::time::Instant::now());
         if self.buffer.is_some() {
             self.enqueue(n);
             return Ok(n);

@@ -262,7 +262,7 @@ impl<D: Device> Runtime<D> {
                     clock_ns = clock_ns.max(slot.batch.ts_ns(n - 1));
                 }
                 if !from_backlog {
-                    self.count_rx(n);
+                    self.count_rx(n, slot.t_recv);
                 }
                 self.stats.batches.fetch_add(1, Relaxed);
                 classify(
