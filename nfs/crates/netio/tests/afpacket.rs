@@ -40,6 +40,21 @@ impl Drop for Veth {
     }
 }
 
+/// A UDP frame with payload `<tag>-<i>` and these VLAN tags.
+fn udp(tag: &str, i: u32, vlans: &[u16]) -> Vec<u8> {
+    let payload = format!("{tag}-{i:05}");
+    let mut s = FrameSpec::new(
+        "10.9.0.1".parse().unwrap(),
+        "10.9.0.2".parse().unwrap(),
+        7,
+        9,
+        Transport::Udp,
+    );
+    s.payload = payload.as_bytes();
+    s.vlans = vlans;
+    s.build()
+}
+
 #[test]
 fn veth_round_trip_batches() {
     let tag = std::process::id() % 100_000;
@@ -54,19 +69,8 @@ fn veth_round_trip_batches() {
     let n_send = 200u32;
     let mut sent = 0;
     for i in 0..n_send {
-        let payload = format!("unotest-{i:05}");
-        let mut s = FrameSpec::new(
-            "10.9.0.1".parse().unwrap(),
-            "10.9.0.2".parse().unwrap(),
-            7,
-            9,
-            Transport::Udp,
-        );
-        s.payload = payload.as_bytes();
-        if i % 2 == 0 {
-            s.vlans = &[42];
-        }
-        out.push(&s.build(), 0);
+        let vlans: &[u16] = if i % 2 == 0 { &[42] } else { &[] };
+        out.push(&udp("unotest", i, vlans), 0);
         if out.is_full() || i + 1 == n_send {
             let keep = vec![true; out.len()];
             sent += tx.send(&out, &keep, 0).unwrap();
@@ -111,19 +115,6 @@ fn veth_round_trip_batches() {
     assert_eq!(echo, 0);
 }
 
-fn udp(i: u32) -> Vec<u8> {
-    let payload = format!("unoring-{i:05}");
-    let mut s = FrameSpec::new(
-        "10.9.0.1".parse().unwrap(),
-        "10.9.0.2".parse().unwrap(),
-        7,
-        9,
-        Transport::Udp,
-    );
-    s.payload = payload.as_bytes();
-    s.build()
-}
-
 /// Frames in a TPACKET_V3 block the kernel has not retired yet cannot be received, but they are
 /// counted as waiting (the kernel's PACKET_STATISTICS against the frames taken), so a drain never
 /// declares the ring empty with them inside; taken, they are no longer counted.
@@ -145,7 +136,7 @@ fn ring_counts_frames_in_a_block_not_retired() {
     assert_eq!(rx.rx_counts().unwrap().waiting, Some(0));
     let mut out = Batch::with_capacity(8);
     for i in 0..5 {
-        out.push(&udp(i), 0);
+        out.push(&udp("unoring", i, &[]), 0);
     }
     assert_eq!(tx.send(&out, &[true; 5], 0).unwrap(), 5);
     let mut inb = Batch::with_capacity(64);

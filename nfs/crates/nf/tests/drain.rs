@@ -7,13 +7,14 @@
 use flowstore::test_redis::TestRedis;
 use netio::afpacket::{AfPacket, RingConfig};
 use netio::{Batch, Device};
-use packet::build::{FrameSpec, Transport};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use traffic::gen::{frames, GenConfig};
+use traffic::Marker;
 
 mod common;
-use common::{http, http_get, ip, wait_ready, Child, TempDir, Veth};
+use common::{http, http_get, wait_ready, Child, TempDir, Veth};
 
 const BURST: u32 = 300;
 
@@ -44,30 +45,32 @@ fn counters(sock: &Path) -> serde_json::Value {
     v["counters"].clone()
 }
 
-/// Send `n` UDP frames marked `drain-<run>-<i>` as fast as the socket takes them.
+/// Send `n` UDP frames of run `run` (`traffic` markers) as fast as the socket takes them.
 fn burst(tx: &mut AfPacket, run: u32, n: u32) {
+    let gen = GenConfig {
+        run,
+        flows: 1,
+        pkts: n,
+        tcp: false,
+        frame_len: 64,
+        src: "10.9.0.1".parse().unwrap(),
+        dst: "10.9.0.2".parse().unwrap(),
+        src_mac: [2, 0, 0, 0, 0, 1],
+        dst_mac: [2, 0, 0, 0, 0, 2],
+        dst_port: 9,
+    };
     let mut b = Batch::with_capacity(32);
-    for i in 0..n {
-        let payload = format!("drain-{run}-{i:05}");
-        let mut s = FrameSpec::new(
-            "10.9.0.1".parse().unwrap(),
-            "10.9.0.2".parse().unwrap(),
-            7,
-            9,
-            Transport::Udp,
-        );
-        s.payload = payload.as_bytes();
-        b.push(&s.build(), 0);
-        if b.is_full() || i + 1 == n {
-            assert_eq!(tx.send(&b, &vec![true; b.len()], 0).unwrap(), b.len());
-            b.clear();
+    for chunk in frames(&gen).chunks(32) {
+        b.clear();
+        for g in chunk {
+            b.push(&g.frame, 0);
         }
+        assert_eq!(tx.send(&b, &vec![true; b.len()], 0).unwrap(), b.len());
     }
 }
 
 /// Frames of `run` that came back within `wait` (stops at `want`).
 fn returned(rx: &mut AfPacket, run: u32, want: usize, wait: Duration) -> usize {
-    let tag = format!("drain-{run}-");
     let mut got = 0;
     let mut b = Batch::with_capacity(64);
     let t0 = Instant::now();
@@ -75,10 +78,29 @@ fn returned(rx: &mut AfPacket, run: u32, want: usize, wait: Duration) -> usize {
         rx.recv(&mut b, 0).unwrap();
         got += b
             .iter()
-            .filter(|f| f.windows(tag.len()).any(|w| w == tag.as_bytes()))
+            .filter_map(|f| {
+                let p = packet::Parsed::new_checked(f).ok()?;
+                Marker::read(p.payload(f))
+            })
+            .filter(|m| m.run == run)
             .count();
     }
     got
+}
+
+/// The answer says drained, with run `run`'s burst (sent after rx was `rx0`) counted, and every
+/// frame of it came back through the NF.
+fn assert_burst_through(
+    answer: &(String, serde_json::Value),
+    rx0: u64,
+    rx: &mut AfPacket,
+    run: u32,
+) {
+    let (st, v) = answer;
+    assert!(st.contains("200") && v["drained"] == true, "{st} {v}");
+    assert!(v["rx"].as_u64().unwrap() >= rx0 + u64::from(BURST), "{v}");
+    let back = returned(rx, run, BURST as usize, Duration::from_secs(5));
+    assert_eq!(back, BURST as usize, "{v}");
 }
 
 fn drain(sock: &Path, query: &str) -> (String, serde_json::Value) {
@@ -124,25 +146,15 @@ fn case(store: &str, what: &str, veth: (&str, &str), dir: &Path) {
     // decide). Every frame of the burst is counted, processed and sent by the answer.
     let rx0 = counters(sock)["rx"].as_u64().unwrap();
     burst(&mut tx, 1, BURST);
-    let (st, v) = drain(sock, "quiet_ms=0&timeout_ms=5000");
-    assert!(
-        st.contains("200") && v["drained"] == true,
-        "{what}: {st} {v}"
-    );
-    assert!(
-        v["rx"].as_u64().unwrap() >= rx0 + u64::from(BURST),
-        "{what}: {v}"
-    );
+    let answer = drain(sock, "quiet_ms=0&timeout_ms=5000");
+    let v = &answer.1;
     assert_eq!(
         (v["waiting"].as_u64(), v["in_flight"].as_u64()),
         (Some(0), Some(0)),
         "{v}"
     );
     assert_eq!(v["port_drops"], 0, "{what}: {v}");
-    assert_eq!(
-        returned(&mut rx, 1, BURST as usize, Duration::from_secs(5)),
-        BURST as usize
-    );
+    assert_burst_through(&answer, rx0, &mut rx, 1);
     assert_idle(&counters(sock));
 
     // 2. Frames arriving while the NF does not run (stopped, as a throttled sNIC instance for a
@@ -156,19 +168,7 @@ fn case(store: &str, what: &str, veth: (&str, &str), dir: &Path) {
     std::thread::sleep(Duration::from_millis(100));
     // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGCONT) };
-    let (st, v) = asker.join().unwrap();
-    assert!(
-        st.contains("200") && v["drained"] == true,
-        "{what}: {st} {v}"
-    );
-    assert!(
-        v["rx"].as_u64().unwrap() >= rx0 + u64::from(BURST),
-        "{what}: {v}"
-    );
-    assert_eq!(
-        returned(&mut rx, 2, BURST as usize, Duration::from_secs(5)),
-        BURST as usize
-    );
+    assert_burst_through(&asker.join().unwrap(), rx0, &mut rx, 2);
 
     // 3. A frame during the quiet window starts it again: the answer comes `quiet` after it.
     let s3 = sock_buf.clone();
@@ -211,13 +211,10 @@ fn case(store: &str, what: &str, veth: (&str, &str), dir: &Path) {
 #[test]
 fn drain_answers_once_what_came_before_it_has_left() {
     let tag = std::process::id() % 100_000;
-    let (a, b) = (format!("udrA{tag}"), format!("udrB{tag}"));
-    if !ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]) {
+    let Some((_veth, a, b)) = Veth::pair("udr") else {
         eprintln!("SKIP: cannot create a veth pair (not root?)");
         return;
-    }
-    let _veth = Veth(a.clone());
-    assert!(ip(&["link", "set", &a, "up"]) && ip(&["link", "set", &b, "up"]));
+    };
     let dir = TempDir(std::env::temp_dir().join(format!("unonfs-drain-{tag}")));
     std::fs::create_dir_all(&dir.0).unwrap();
     case("local", "local", (&a, &b), &dir.0);

@@ -15,6 +15,21 @@ impl Drop for Veth {
     }
 }
 
+impl Veth {
+    /// A veth pair `<prefix>A<pid>` / `<prefix>B<pid>`, both up: (guard, a, b); None when it cannot
+    /// be made (not root).
+    pub fn pair(prefix: &str) -> Option<(Veth, String, String)> {
+        let tag = std::process::id() % 100_000;
+        let (a, b) = (format!("{prefix}A{tag}"), format!("{prefix}B{tag}"));
+        if !ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]) {
+            return None;
+        }
+        let v = Veth(a.clone());
+        assert!(ip(&["link", "set", &a, "up"]) && ip(&["link", "set", &b, "up"]));
+        Some((v, a, b))
+    }
+}
+
 /// A child process, killed and reaped on drop.
 pub struct Child(pub std::process::Child);
 
