@@ -108,16 +108,19 @@ pub fn http_get(at: impl Into<StatsAt>, path: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&r).into_owned())
 }
 
-/// `method path` with `body` on the NF's stats endpoint: (status line, body); panics when the
-/// endpoint does not answer within 30 s.
-pub fn http(at: impl Into<StatsAt>, method: &str, path: &str, body: &[u8]) -> (String, Vec<u8>) {
+/// The bytes of a `method path` request with `body`.
+pub fn request(method: &str, path: &str, body: &[u8]) -> Vec<u8> {
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();
     req.extend_from_slice(body);
-    let resp = exchange(at, &req, Duration::from_secs(30)).expect("an answer");
+    req
+}
+
+/// A whole response: (status line, body).
+pub fn split_response(resp: &[u8]) -> (String, Vec<u8>) {
     let i = resp
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -128,6 +131,13 @@ pub fn http(at: impl Into<StatsAt>, method: &str, path: &str, body: &[u8]) -> (S
         .unwrap_or_default()
         .to_string();
     (status, resp[i + 4..].to_vec())
+}
+
+/// `method path` with `body` on the NF's stats endpoint: (status line, body); panics when the
+/// endpoint does not answer within 30 s.
+pub fn http(at: impl Into<StatsAt>, method: &str, path: &str, body: &[u8]) -> (String, Vec<u8>) {
+    let resp = exchange(at, &request(method, path, body), Duration::from_secs(30));
+    split_response(&resp.expect("an answer"))
 }
 
 /// Polls the NF's `/health` until it answers 200; panics naming `what` after `timeout`.
