@@ -10,10 +10,13 @@ Steps (each one recorded as a `StepEvent` with its duration):
               barriered; skipped when the mapper cannot), so the remap only re-points the senders
     remap   - move the NF's virtual port to the target's physical port in OneSwitch, make-before-break
     verify  - the target is still alive after the remap (else: remap back, the old one keeps serving)
-    drain   - let packets already in/behind the old instance leave: until its rx counter is quiet for
-              `quiet_s` AND it has nothing in flight (`in_flight`), or `drain_timeout_s` elapsed. OneSwitch
-              keeps the old port ingress-only for `oneswitch_drain_ms` (the remap's `drain_ms`), so what
-              it still emits is forwarded as coming from the NF's vport
+    drain   - let packets already in/behind the old instance leave: the old instance itself answers
+              `POST /drain?quiet_ms=N` once its port's ring is empty by the kernel's count, nothing is in
+              flight in it and no frame came for `drain_quiet_ms` (`drain_old`); an instance that cannot
+              tell (an older `nf`) is polled until its rx counter is quiet for `quiet_s` AND it has
+              nothing in flight (`in_flight`). Bounded by `drain_timeout_s`. OneSwitch keeps the old port
+              ingress-only for `oneswitch_drain_ms` (the remap's `drain_ms`), so what it still emits is
+              forwarded as coming from the NF's vport
     resume  - (buffered move) `release` the target: it processes its queue in arrival order, then goes on.
               Only now does it read the flows' records, so it sees every write the old instance made:
               two instances never update one flow's record at once (an NF that keeps a stream's state,
@@ -37,6 +40,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -53,6 +57,14 @@ class MigrationRuntime(Protocol):
     def alive(self, inst: Instance) -> bool: ...
     def healthy(self, inst: Instance) -> bool: ...
     def stats(self, inst: Instance) -> dict | None: ...
+
+
+class DrainingRuntime(MigrationRuntime, Protocol):
+    """A runtime whose instances say themselves when they are drained (`POST /drain` on the NF)."""
+
+    def drain(self, inst: Instance, quiet_ms: int, timeout_s: float) -> dict | None:
+        """The instance's answer once drained or at `timeout_s` ({"drained": bool, "waited_ms", "late",
+        "last_ms", "waiting", "in_flight", ...}); None when it cannot tell (then its counters are polled)."""
 
 
 class BufferingRuntime(MigrationRuntime, Protocol):
@@ -81,9 +93,16 @@ class MigrationError(Exception):
 @dataclass
 class MigrationConfig:
     drain_timeout_s: float = 0.5  # upper bound of the drain; 0 = no drain
-    # The old instance's rx counter unchanged this long = drained. Above the cgroup CPU period (100 ms): a
-    # throttled sNIC instance may not run for a whole period while frames wait in its port's ring, which
-    # its counters do not show (0.1 s let the move stop it with frames still queued: holes in TCP streams).
+    # The NF's own drain (`POST /drain`): it answers once its port's ring is empty (the kernel's count,
+    # looked at whenever it runs: a throttled instance answers later, never early), nothing is in flight in
+    # it, and no frame reached it for this long after the request. The window only covers frames the
+    # switches sent to the old port just before the remap and still on their way (veth, the switch
+    # datapath's cached flows). None = poll counters (below) only.
+    drain_quiet_ms: int | None = 20
+    # Fallback for an instance that cannot tell (an older `nf`): its rx counter unchanged this long =
+    # drained. Above the cgroup CPU period (100 ms): a throttled sNIC instance may not run for a whole period
+    # while frames wait in its port's ring, which its counters do not show (0.1 s let the move stop it with
+    # frames still queued: holes in TCP streams).
     quiet_s: float = 0.25
     poll_s: float = 0.02
     # The target queues up to this many packets between the remap and the end of the old instance's drain
@@ -115,7 +134,8 @@ class MigrationResult:
     steps: list[StepEvent] = field(default_factory=list)
     remap_ms: float | None = None
     prepare_ms: float | None = None  # OneSwitch's time to install the target's rules ahead of the remap
-    drained: bool | None = None  # True: quiet within the bound; False: timeout hit
+    drained: bool | None = None  # True: drained within the bound; False: timeout hit
+    drain: dict[str, dict] = field(default_factory=dict)  # old instance id -> its own /drain answer
     buffered: bool = False  # the target queued packets until the old instance drained
     replayed: int = 0  # packets the target queued and processed at `resume`
     buffer_overflow: int = 0  # packets the target dropped because its queue was full (= loss)
@@ -132,7 +152,7 @@ class MigrationResult:
     def to_json(self) -> dict:
         return {
             "nf": self.nf, "src": self.src, "dst": self.dst, "duration_ms": round(self.duration_ms, 2),
-            "remap_ms": self.remap_ms, "prepare_ms": self.prepare_ms, "drained": self.drained,
+            "remap_ms": self.remap_ms, "prepare_ms": self.prepare_ms, "drained": self.drained, "drain": self.drain,
             "aborted_at": self.aborted_at,
             "buffered": self.buffered, "replayed": self.replayed, "buffer_overflow": self.buffer_overflow,
             "cleanup_errors": self.cleanup_errors, "steps": [s.to_json() for s in self.steps],
@@ -220,6 +240,60 @@ def wait_drained(
         if now >= deadline:
             return False
         sleep(poll_s)
+
+
+@dataclass
+class DrainOutcome:
+    drained: bool | None  # None: no drain (bound 0 or nothing to drain)
+    detail: str
+    answers: dict[str, dict]  # instance id -> its /drain answer (instances that could tell)
+
+
+def drain_old(
+    instances: list[Instance],
+    runtime: MigrationRuntime,
+    cfg: MigrationConfig,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    always: bool = False,
+) -> DrainOutcome:
+    """Wait until the leaving `instances` drained, bounded by `cfg.drain_timeout_s` (skipped when that is 0
+    or there is no instance, unless `always`). Each instance is asked itself (`runtime.drain`, all at once);
+    those that cannot tell are polled (`wait_drained`) for the rest of the bound."""
+    if not instances or not (always or cfg.drain_timeout_s > 0):
+        return DrainOutcome(None, "", {})
+    bound = max(cfg.drain_timeout_s, 0.0)
+    deadline = clock() + bound
+    answers: dict[str, dict | None] = {o.id: None for o in instances}
+    ask = getattr(runtime, "drain", None)
+    if ask is not None and cfg.drain_quiet_ms is not None and bound > 0:
+        quiet_ms = cfg.drain_quiet_ms
+        if len(instances) == 1:
+            answers[instances[0].id] = ask(instances[0], quiet_ms, bound)
+        else:  # at once: each waits out its own quiet window
+            with ThreadPoolExecutor(len(instances)) as pool:
+                got = list(pool.map(lambda o: ask(o, quiet_ms, bound), instances))
+            answers = {o.id: a for o, a in zip(instances, got, strict=True)}
+    told = {i: a for i, a in answers.items() if a is not None}
+    ok = all(a.get("drained") is True for a in told.values())
+    parts = [(i, _told_detail(a)) for i, a in told.items()]
+    polled = [o for o in instances if answers[o.id] is None]
+    if polled:
+        quiet = wait_drained(polled, runtime, deadline - clock(), cfg.quiet_s, cfg.poll_s, clock, sleep)
+        ok = ok and quiet
+        parts.append((", ".join(o.id for o in polled), "quiet" if quiet else "timeout"))
+    detail = parts[0][1] if len(parts) == 1 else "; ".join(f"{who}: {what}" for who, what in parts)
+    return DrainOutcome(ok, detail, told)
+
+
+def _told_detail(a: dict) -> str:
+    """One instance's /drain answer in a step's detail."""
+    if a.get("drained") is True:
+        last = a.get("last_ms")
+        late = f", last +{last} ms" if last is not None else ""
+        return f"drained (nf: {a.get('late', 0)} late{late})"
+    what = a.get("error") or f"{a.get('waiting')} waiting, {a.get('in_flight')} in flight"
+    return f"timeout (nf: {what})"
 
 
 def step_recorder(
@@ -374,16 +448,12 @@ class MoveSteps:
         self.record("prepare", True, t0, f"{t.switch}:{t.ofport}")
 
     def drain(self, always: bool = False) -> None:
-        """Wait until the old instances drained (`wait_drained`), bounded by `drain_timeout_s`; skipped when
-        that is 0 (or no old instance) unless `always` (then a 0 bound takes one sample)."""
+        """Wait until the old instances drained (`drain_old`), bounded by `drain_timeout_s`; skipped when
+        that is 0 (or no old instance) unless `always` (then a 0 bound takes one counter sample)."""
         t0 = self.clock()
-        if always or (self.cfg.drain_timeout_s > 0 and self.old):
-            c = self.cfg
-            self.res.drained = wait_drained(
-                self.old, self.runtime, c.drain_timeout_s, c.quiet_s, c.poll_s, self.clock, self.sleep
-            )
-        outcome = {None: "", True: "quiet", False: "timeout"}[self.res.drained]
-        self.record("drain", True, t0, outcome)
+        out = drain_old(self.old, self.runtime, self.cfg, self.clock, self.sleep, always)
+        self.res.drained, self.res.drain = out.drained, out.answers
+        self.record("drain", True, t0, out.detail)
 
     def commit(self) -> None:
         """stop + release the old instances (runtime.stop does both; timed as one, reported as two steps).

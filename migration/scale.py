@@ -14,8 +14,9 @@ Steps (each one a `StepEvent`, as in migration/protocol.py):
     verify  - the new instances are still alive (else: the set goes back to the old instances)
   scale in (k leaving instances):
     set     - OneSwitch: the vport spreads over the staying instances only (make-before-break)
-    drain   - until each leaving instance's rx counter is quiet for `quiet_s` and it has nothing in flight
-              (bounded by `drain_timeout_s`); OneSwitch keeps the leaving ports ingress-only meanwhile
+    drain   - until each leaving instance answers drained (`POST /drain`, all at once; an instance that
+              cannot tell: its rx counter quiet for `quiet_s` and nothing in flight), bounded by
+              `drain_timeout_s`; OneSwitch keeps the leaving ports ingress-only meanwhile
     stop    - stop the leaving instances' processes
     release - their ports and namespaces (done with stop by the runtime)
 
@@ -38,10 +39,10 @@ from migration.protocol import (
     MigrationConfig,
     MigrationRuntime,
     StepEvent,
+    drain_old,
     oneswitch_drain_ms,
     step_recorder,
     stop_all,
-    wait_drained,
 )
 from nf_agent.agent.model import HOST, Instance, Nf
 
@@ -244,11 +245,9 @@ def scale_in(
         raise ScaleError("set", str(exc), res, exc) from None
     record("set", True, t0, " ".join(f"{s}:{p}" for s, p in _ports(staying)))
     t0 = clock()
-    if cfg.drain_timeout_s > 0 and leaving:
-        res.drained = wait_drained(
-            leaving, runtime, cfg.drain_timeout_s, cfg.quiet_s, cfg.poll_s, clock, sleep
-        )
-    record("drain", True, t0, "" if res.drained is None else ("quiet" if res.drained else "timeout"))
+    out = drain_old(leaving, runtime, cfg, clock, sleep)
+    res.drained = out.drained
+    record("drain", True, t0, out.detail)
     t0 = clock()
     res.cleanup_errors += stop_all(leaving, runtime)
     record("stop", not res.cleanup_errors, t0, "; ".join(res.cleanup_errors))

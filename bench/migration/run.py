@@ -29,7 +29,11 @@ packets), a stateful firewall (state in Redis) on the host:
 - (d) scale-out/in: goodput vs offered rate over time, 1 -> 2 -> 4 -> 1 instances under a rising then
   falling rate, Redis vs `--store local` (bench/migration/scale.py; plot in bench/out/migration/scale.png).
 
-    ./uno bench migration [--quick] [--repeats N] [--part d|fo]
+- the buffered move's hold (bench/migration/hold.py): the IPS moved sNIC -> host and back under an unpaced
+  TCP stream; ips_hold_gap_ms = the receiver's longest gap between two data segments around a move (median),
+  ips_drain_ms = the drain step. drain_ms (every part): the moves' drain step (the old instance's own answer).
+
+    ./uno bench migration [--quick] [--repeats N] [--part d|fo|hold]
 """
 
 from __future__ import annotations
@@ -92,6 +96,8 @@ def one_migration(tb: Testbed, flows: int, target: str) -> dict:
         "remap_wall_ms": round(res.step_ms("remap") or 0, 1), "drain_ms": round(res.step_ms("drain") or 0, 1), "start_ms": round(res.step_ms("start") or 0, 1),
         "prepare_ms": res.prepare_ms, "prepare_wall_ms": round(res.step_ms("prepare") or 0, 1),
         "sent": got["expected"], "lost": got["lost"], "latency_max_ms": round(got["latency_us"]["max"] / 1000, 2),
+        # the old instance's own drain answer (POST /drain): frames it took after the request; None = polled
+        "drain_late": sum(a.get("late", 0) for a in res.drain.values()) if res.drain else None,
     }  # fmt: skip
     if getattr(res, "protocol", None) == "local-state":
         row.update({
@@ -256,8 +262,9 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument(
-        "--part", choices=["all", "d", "fo"], default="all",
-        help="d: only scale-out/in; fo: only failover and moves with and without warm slots (N = 100, 1000)",
+        "--part", choices=["all", "d", "fo", "hold"], default="all",
+        help="d: only scale-out/in; fo: only failover and moves with and without warm slots (N = 100, 1000); "
+        "hold: only the IPS's buffered moves under a TCP stream",
     )  # fmt: skip
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -266,8 +273,12 @@ def main() -> int:
     flow_counts = [100, 1000] if args.quick else [100, 1000, 10_000, 100_000]
     repeats = args.repeats or (1 if args.quick else 3)
     print_machine()
+    from bench.migration.hold import run_part as hold_part
     from bench.migration.scale import run_part as scale_part
 
+    if args.part == "hold":
+        final_json(hold_part(repeats, RUNDIR))
+        return 0
     if args.part == "d":
         final_json(scale_part(args.quick, RUNDIR))
         return 0
@@ -282,6 +293,7 @@ def main() -> int:
         print("failover " + " ".join(f"{k}={v}" for k, v in r.items()), flush=True)
     slots = slots_part(flow_counts[:2], repeats)
     scale = scale_part(args.quick, RUNDIR)
+    hold = hold_part(repeats, RUNDIR)
 
     def med(n: int, key: str, rs: list[dict] = rows) -> float:
         return median([r[key] for r in rs if r["flows"] == n])
@@ -294,6 +306,7 @@ def main() -> int:
         "lost": [sum(r["lost"] for r in rows if r["flows"] == n) for n in flow_counts],
         "sent": [sum(r["sent"] for r in rows if r["flows"] == n) for n in flow_counts],
         "latency_during_ms": [med(n, "latency_max_ms") for n in flow_counts],
+        "drain_ms": [med(n, "drain_ms") for n in flow_counts],
         "repeats": repeats,
         "failover_ms": fo["redis"]["failover_ms"],
         "failover_ms_local": fo["local"]["failover_ms"],
@@ -306,6 +319,7 @@ def main() -> int:
         "broken_conns_local": fo["local"]["broken_conns"],
         **slots,
         **scale,
+        **hold,
         "local_duration_ms": [med(n, "duration_ms", lrows) for n in flow_counts],
         "local_remap_ms": [med(n, "remap_ms", lrows) for n in flow_counts],
         "local_prepare_ms": [med(n, "prepare_ms", lrows) for n in flow_counts],
@@ -316,6 +330,7 @@ def main() -> int:
         "local_buffer_overflow": [sum(r["buffer_overflow"] for r in lrows if r["flows"] == n) for n in flow_counts],
         "local_sent": [sum(r["sent"] for r in lrows if r["flows"] == n) for n in flow_counts],
         "local_latency_during_ms": [med(n, "latency_max_ms", lrows) for n in flow_counts],
+        "local_drain_ms": [med(n, "drain_ms", lrows) for n in flow_counts],
         "conn_kept": kept,
         "local_conn_kept": lkept,
     })  # fmt: skip

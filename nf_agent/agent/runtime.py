@@ -495,6 +495,26 @@ class HostRuntime:
         except ValueError:
             raise StateError(f"{inst.id}: POST /release: answer is not JSON") from None
 
+    def drain(self, inst: Instance, quiet_ms: int, timeout_s: float) -> dict | None:
+        """The instance's own answer once drained (`POST /drain`: its port's ring empty by the kernel's
+        count, nothing in flight, no frame for `quiet_ms`), or `{"drained": false, ...}` at `timeout_s`.
+        None when it cannot tell: an `nf` without the endpoint (404), a port that cannot count its ring
+        (501), any other refusal (a buffering instance: 409), or no endpoint to ask (process gone); the
+        caller then polls its counters."""
+        timeout_ms = max(1, min(60_000, round(timeout_s * 1000)))
+        url = f"/drain?quiet_ms={quiet_ms}&timeout_ms={timeout_ms}"
+        try:
+            status, body = http_unix(str(self._files(inst)["stats"]), "POST", url, b"", timeout_s + 1.0)
+        except TimeoutError:
+            return {"drained": False, "error": f"no answer within {timeout_s + 1.0:g} s"}
+        except OSError:
+            return None
+        try:
+            ans = json.loads(body) if status == 200 else None
+        except ValueError:
+            ans = None
+        return ans if isinstance(ans, dict) and "drained" in ans else None
+
     def bump_epoch(self, nf_id: str) -> int:
         """INCR the NF's owner-cache epoch (`nf:<id>:{epoch}`) in the host's Redis: instances running with
         `owner_cache` drop their cache at their next timer tick. Returns the new epoch."""

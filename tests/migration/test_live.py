@@ -69,10 +69,11 @@ def test_migration_host_snic_host_no_loss_state_kept(redis_bed):
     sink = tb.sink("out", run, expect=flows * pkts, idle_ms=3000)
     gen = tb.gen("vm", run, flows=flows, pkts=pkts, rate=1000)
     nf = tb.agent.state.nfs["fw"]
-    moves = []
+    moves, olds = [], []
     time.sleep(0.5)
     for target in ("snic0", "host"):
         old = nf.instances[0]
+        olds.append(old.id)
         tb.agent.migrate(nf, target)
         moves.append(tb.agent.last_migration)
         assert nf.location == target and nf.instances[0].netns != old.netns
@@ -81,7 +82,10 @@ def test_migration_host_snic_host_no_loss_state_kept(redis_bed):
     got = report(sink)
     assert got["lost"] == 0 and got["duplicates"] == 0, (got, [m.to_json() for m in moves])
     assert [m.aborted_at for m in moves] == [None, None]
-    assert all(m.drained is not None for m in moves)
+    # each old instance said itself when it had drained (POST /drain): no counter poll
+    assert [m.drained for m in moves] == [True, True] and [list(m.drain) for m in moves] == [
+        [o] for o in olds
+    ]
     # the connection opened before both moves still passes (its state is in Redis)
     assert burst(tb, "out", EST_PORT)["received"] == 50
 

@@ -317,3 +317,95 @@ def test_a_refused_release_reports_the_target_queue_lost():
         )
     assert "12 packets queued at the target are lost" in e.value.result.steps[-1].detail
     assert [s.step for s in e.value.result.steps][-1] == "resume" and "x-2" not in rt.running
+
+
+class DrainingRuntime(BufferingRuntime):
+    """A fake runtime whose instances answer `POST /drain` themselves (`answers`: instance id -> answer,
+    None = cannot tell); each call advances the clock by the answer's `waited_ms`."""
+
+    def __init__(self, clock, answers):
+        super().__init__()
+        self.clock, self.answers, self.asked = clock, answers, []
+        self.polls = 0
+
+    def drain(self, inst, quiet_ms, timeout_s):
+        self.asked.append((inst.id, quiet_ms, timeout_s))
+        ans = self.answers.get(inst.id)
+        if ans is not None:
+            self.clock.sleep(ans.get("waited_ms", 0) / 1000)
+        return ans
+
+    def stats(self, inst):
+        self.polls += 1
+        return super().stats(inst)
+
+
+def test_the_old_instance_says_when_it_drained_and_the_target_is_released_at_once():
+    clock = Clock(0.0)
+    ans = {"drained": True, "waited_ms": 21.0, "late": 3, "last_ms": 1.5, "waiting": 0, "in_flight": 0}
+    rt, mp, nf, old, new = _buffered_setup("ips")
+    rt = DrainingRuntime(clock, {"x-1": ans})
+    rt.start(nf, old)
+    cfg = MigrationConfig(drain_timeout_s=0.5, quiet_s=0.25)
+    res = migrate(nf, [old], new, rt, mp, cfg, clock, clock.sleep)
+    steps = {s.step: s for s in res.steps}
+    # asked once with the NF-side quiet window and the drain's bound; no counter polled, no 0.25 s wait
+    assert rt.asked == [("x-1", 20, 0.5)] and rt.polls == 0
+    assert res.drained is True and res.drain == {"x-1": ans} and res.to_json()["drain"] == {"x-1": ans}
+    assert (
+        steps["drain"].ms == pytest.approx(21.0)
+        and steps["drain"].detail == "drained (nf: 3 late, last +1.5 ms)"
+    )
+    names = [s.step for s in res.steps]
+    assert rt.released == ["x-2"] and names.index("resume") == names.index("drain") + 1
+
+
+def test_an_instance_that_cannot_tell_is_polled_and_one_not_drained_is_a_timeout():
+    # None (an older nf, a port that cannot count): the counters are polled, as before
+    clock = Clock(0.0)
+    rt, mp, nf, old, new = _buffered_setup("firewall")
+    rt = DrainingRuntime(clock, {})
+    rt.start(nf, old)
+    res = migrate(nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=1, quiet_s=0.1), clock, clock.sleep)
+    assert res.drained is True and rt.polls > 1 and _step(res, "drain").detail == "quiet" and res.drain == {}
+    # drained false at the bound: a timeout (the move goes on, as with the counter poll)
+    clock = Clock(0.0)
+    rt = DrainingRuntime(clock, {"x-1": {"drained": False, "waited_ms": 500, "waiting": 4, "in_flight": 0}})
+    rt.start(nf, old)
+    res = migrate(nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=0.5), clock, clock.sleep)
+    assert res.drained is False and _step(res, "drain").detail == "timeout (nf: 4 waiting, 0 in flight)"
+    assert "x-1" not in rt.running
+    # drain_quiet_ms None: the NF is not asked
+    rt = DrainingRuntime(clock, {"x-1": {"drained": True}})
+    rt.start(nf, old)
+    migrate(nf, [old], new, rt, mp, MigrationConfig(drain_quiet_ms=None, quiet_s=0.1), clock, clock.sleep)
+    assert rt.asked == [] and rt.polls > 0
+
+
+def test_leaving_instances_are_asked_at_once_and_the_rest_polled():
+    import threading
+
+    from migration.protocol import drain_old
+
+    clock = Clock(0.0)
+    a, b, c = (Instance(f"x-{i}", "host", "host", 200 + i, f"i{i}", f"i{i}", f"j{i}") for i in (1, 2, 3))
+    both = threading.Barrier(2, timeout=5)  # each call returns only once the other one is in flight
+
+    class Parallel(DrainingRuntime):
+        def drain(self, inst, quiet_ms, timeout_s):
+            if inst.id != "x-3":
+                both.wait()
+            return super().drain(inst, quiet_ms, timeout_s)
+
+    rt = Parallel(clock, {"x-1": {"drained": True, "late": 0}, "x-2": {"drained": True, "late": 1}})
+    for i in (a, b, c):
+        rt.running[i.id] = i
+    out = drain_old([a, b, c], rt, MigrationConfig(drain_timeout_s=1, quiet_s=0.05), clock, clock.sleep)
+    assert out.drained is True and set(out.answers) == {"x-1", "x-2"} and rt.polls > 0  # x-3 polled
+    assert out.detail == "x-1: drained (nf: 0 late); x-2: drained (nf: 1 late); x-3: quiet"
+    assert drain_old([], rt, MigrationConfig(), clock, clock.sleep).drained is None
+    assert drain_old([a], rt, MigrationConfig(drain_timeout_s=0), clock, clock.sleep).drained is None
+
+
+def _step(res, name: str):
+    return next(s for s in res.steps if s.step == name)

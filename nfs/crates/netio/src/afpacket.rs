@@ -4,6 +4,12 @@
 //! batch (up to the batch capacity) without a system call per packet, and hands the block back
 //! when it has copied them. Our own transmissions are not looped back (PACKET_IGNORE_OUTGOING).
 //! VLAN tags that the kernel stripped into metadata are put back into the frame.
+//!
+//! What waits in the ring ([`Device::rx_counts`]): the kernel counts every frame it puts into the
+//! ring (PACKET_STATISTICS, under the lock it fills the ring with), we count every frame we take;
+//! the difference is exact, also for frames in a block the kernel has not retired yet (a
+//! TPACKET_V3 block is handed over only when full or after `retire_ms`, so an empty `recv` does not
+//! mean an empty ring).
 
 use crate::{Batch, Device};
 use std::ffi::CString;
@@ -14,6 +20,7 @@ const SOL_PACKET: libc::c_int = 263;
 const PACKET_RX_RING: libc::c_int = 5;
 const PACKET_VERSION: libc::c_int = 10;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const PACKET_STATISTICS: libc::c_int = 6;
 const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
@@ -58,6 +65,23 @@ pub struct AfPacket {
     block: u32,
     pkts_left: u32,
     pkt_off: usize,
+    /// Frames taken out of the ring (also those too big to copy) since open.
+    taken: u64,
+    /// `recv`'s wait when shortened ([`Device::set_wait_ms`]); always at most `cfg.poll_ms`.
+    wait_ms: Option<u32>,
+    /// Frames the kernel put into the ring, and dropped because it was full, since open (summed
+    /// from PACKET_STATISTICS, which resets on every read).
+    delivered: u64,
+    dropped: u64,
+}
+
+/// `struct tpacket_stats_v3`.
+#[repr(C)]
+#[derive(Default)]
+struct TpacketStatsV3 {
+    tp_packets: u32,
+    tp_drops: u32,
+    tp_freeze_q_cnt: u32,
 }
 
 // The ring is only touched through &mut self.
@@ -175,6 +199,10 @@ impl AfPacket {
                 block: 0,
                 pkts_left: 0,
                 pkt_off: 0,
+                taken: 0,
+                wait_ms: None,
+                delivered: 0,
+                dropped: 0,
             })
         }
     }
@@ -194,7 +222,8 @@ impl AfPacket {
         unsafe { std::ptr::read_volatile(p.add(off) as *const u16) }
     }
 
-    /// Take up to a batch from the ring; when it is empty and `wait`, poll once (`poll_ms`).
+    /// Take up to a batch from the ring; when it is empty and `wait`, poll once (`poll_ms`, or the
+    /// wait set by [`Device::set_wait_ms`]).
     fn recv_impl(&mut self, batch: &mut Batch, wait: bool) -> io::Result<usize> {
         batch.clear();
         let mut waited = !wait;
@@ -251,7 +280,10 @@ impl AfPacket {
                 }
             }
             self.pkts_left -= 1;
+            self.taken += 1;
             if self.pkts_left == 0 || next == 0 {
+                // (next == 0 before the block's count: a malformed block; its rest is given up)
+                self.taken += u64::from(self.pkts_left);
                 self.pkts_left = 0;
                 self.release_block();
             } else {
@@ -273,6 +305,29 @@ impl AfPacket {
         self.block = (self.block + 1) % self.cfg.block_nr;
     }
 
+    /// Add the kernel's counts since the last read (PACKET_STATISTICS resets them).
+    fn read_kernel_counts(&mut self) -> io::Result<()> {
+        let mut st = TpacketStatsV3::default();
+        let mut len = std::mem::size_of::<TpacketStatsV3>() as libc::socklen_t;
+        // SAFETY: st is a live tpacket_stats_v3 of `len` bytes.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd,
+                SOL_PACKET,
+                PACKET_STATISTICS,
+                &mut st as *mut TpacketStatsV3 as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if r != 0 {
+            return Err(os_err("PACKET_STATISTICS", &self.iface));
+        }
+        // tp_packets includes the drops (the kernel adds them when it reports).
+        self.delivered += u64::from(st.tp_packets.saturating_sub(st.tp_drops));
+        self.dropped += u64::from(st.tp_drops);
+        Ok(())
+    }
+
     fn wait_readable(&self) -> io::Result<bool> {
         let mut pfd = libc::pollfd {
             fd: self.fd,
@@ -280,7 +335,13 @@ impl AfPacket {
             revents: 0,
         };
         // SAFETY: one valid pollfd.
-        let r = unsafe { libc::poll(&mut pfd, 1, self.cfg.poll_ms) };
+        let r = unsafe {
+            libc::poll(
+                &mut pfd,
+                1,
+                crate::wait_bound(self.cfg.poll_ms, self.wait_ms),
+            )
+        };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -303,6 +364,18 @@ impl Device for AfPacket {
 
     fn recv_nowait(&mut self, batch: &mut Batch, _now_ns: u64) -> io::Result<usize> {
         self.recv_impl(batch, false)
+    }
+
+    fn set_wait_ms(&mut self, ms: Option<u32>) {
+        self.wait_ms = ms;
+    }
+
+    fn rx_counts(&mut self) -> io::Result<crate::RxCounts> {
+        self.read_kernel_counts()?;
+        Ok(crate::RxCounts {
+            waiting: Some(self.delivered.saturating_sub(self.taken)),
+            dropped: Some(self.dropped),
+        })
     }
 
     fn send(&mut self, batch: &Batch, keep: &[bool], _now_ns: u64) -> io::Result<usize> {

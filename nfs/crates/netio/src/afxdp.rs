@@ -20,6 +20,7 @@ const XDP_TX_RING: libc::c_int = 3;
 const XDP_UMEM_REG: libc::c_int = 4;
 const XDP_UMEM_FILL_RING: libc::c_int = 5;
 const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
+const XDP_STATISTICS: libc::c_int = 7;
 const XDP_PGOFF_RX_RING: i64 = 0;
 const XDP_PGOFF_TX_RING: i64 = 0x8000_0000;
 const XDP_UMEM_PGOFF_FILL_RING: i64 = 0x1_0000_0000;
@@ -55,6 +56,18 @@ struct MmapOffsets {
     tx: RingOffset,
     fr: RingOffset,
     cr: RingOffset,
+}
+
+/// `struct xdp_statistics`.
+#[repr(C)]
+#[derive(Default)]
+struct XdpStatistics {
+    rx_dropped: u64,
+    rx_invalid_descs: u64,
+    tx_invalid_descs: u64,
+    rx_ring_full: u64,
+    rx_fill_ring_empty_descs: u64,
+    tx_ring_empty_descs: u64,
 }
 
 #[repr(C)]
@@ -269,6 +282,8 @@ pub struct AfXdp {
     /// Frames free for transmit.
     free_tx: Vec<u64>,
     poll_ms: i32,
+    /// `recv`'s wait when shortened ([`Device::set_wait_ms`]); always at most `poll_ms`.
+    wait_ms: Option<u32>,
     /// Frames not sent for want of a free UMEM frame.
     pub tx_dropped: u64,
 }
@@ -435,6 +450,7 @@ impl AfXdp {
             umem_len,
             free_tx,
             poll_ms: 10,
+            wait_ms: None,
             tx_dropped: 0,
         })
     }
@@ -513,7 +529,7 @@ impl AfXdp {
             revents: 0,
         };
         // SAFETY: one valid pollfd.
-        let r = unsafe { libc::poll(&mut pfd, 1, self.poll_ms) };
+        let r = unsafe { libc::poll(&mut pfd, 1, crate::wait_bound(self.poll_ms, self.wait_ms)) };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.kind() != io::ErrorKind::Interrupted {
@@ -535,6 +551,35 @@ impl Device for AfXdp {
 
     fn recv_nowait(&mut self, batch: &mut Batch, now_ns: u64) -> io::Result<usize> {
         self.recv_impl(batch, now_ns, false)
+    }
+
+    fn set_wait_ms(&mut self, ms: Option<u32>) {
+        self.wait_ms = ms;
+    }
+
+    /// Waiting: the RX ring's producer (the kernel publishes a descriptor, in generic mode at
+    /// once, before it moves the index) minus our consumer. Dropped: the socket's XDP_STATISTICS
+    /// (no buffer or RX ring full).
+    fn rx_counts(&mut self) -> io::Result<crate::RxCounts> {
+        let prod = self.rx.producer().load(Ordering::Acquire);
+        let cons = self.rx.consumer().load(Ordering::Relaxed);
+        let mut st = XdpStatistics::default();
+        let mut len = std::mem::size_of::<XdpStatistics>() as libc::socklen_t;
+        // SAFETY: st is a live xdp_statistics of `len` bytes.
+        let r = unsafe {
+            libc::getsockopt(
+                self.sock.0,
+                SOL_XDP,
+                XDP_STATISTICS,
+                &mut st as *mut XdpStatistics as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        let dropped = (r == 0).then_some(st.rx_dropped + st.rx_ring_full);
+        Ok(crate::RxCounts {
+            waiting: Some(u64::from(prod.wrapping_sub(cons))),
+            dropped,
+        })
     }
 
     fn send(&mut self, batch: &Batch, keep: &[bool], _now_ns: u64) -> io::Result<usize> {

@@ -94,6 +94,14 @@ impl<D: Device> Device for FaultyDevice<D> {
         self.inner.exhausted()
     }
 
+    fn rx_counts(&mut self) -> io::Result<crate::RxCounts> {
+        self.inner.rx_counts()
+    }
+
+    fn set_wait_ms(&mut self, ms: Option<u32>) {
+        self.inner.set_wait_ms(ms)
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
     }

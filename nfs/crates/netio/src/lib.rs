@@ -3,8 +3,8 @@
 //! Backends: [`afpacket::AfPacket`] (AF_PACKET TPACKET_V3 mmap RX ring on an interface),
 //! [`pcap::PcapDevice`] (pcap file in/out, for tests and benchmarks), [`mem::MemDevice`]
 //! (frames from memory, for benchmarks) and [`fault::FaultyDevice`] (wraps any device and drops,
-//! duplicates or reorders packets deterministically). AF_XDP is not implemented: see
-//! [`open_port`] for the fallback message.
+//! duplicates or reorders packets deterministically), [`afxdp::AfXdp`] (AF_XDP copy mode; see
+//! [`open_port`] for the fallback to AF_PACKET).
 
 pub mod afpacket;
 pub mod afxdp;
@@ -96,6 +96,18 @@ impl Batch {
     }
 }
 
+/// A port's own receive accounting, read at one instant ([`Device::rx_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxCounts {
+    /// Frames that reached the port and were not taken by `recv` yet. `Some(0)`: none (exact at
+    /// the time of the call); `Some(n)`: frames wait (AF_PACKET, AF_XDP, memory: exactly n; a
+    /// pcap file: 1 until its end was seen); `None`: the backend cannot tell.
+    pub waiting: Option<u64>,
+    /// Frames the port dropped since it opened because its receive ring was full (or no buffer
+    /// was free); `None`: not counted by this backend.
+    pub dropped: Option<u64>,
+}
+
 /// A port an NF reads from and writes to.
 pub trait Device: Send {
     /// Human-readable description for logs and stats.
@@ -120,9 +132,31 @@ pub trait Device: Send {
         false
     }
 
+    /// What waits in the port's receive ring and what it dropped, as the kernel (or the source)
+    /// counts it now: unlike `recv`, this also sees frames the kernel has not handed over yet
+    /// (AF_PACKET: in a TPACKET_V3 block that is not retired). A move's drain asks it before it
+    /// declares the port empty. Default: nothing known.
+    fn rx_counts(&mut self) -> io::Result<RxCounts> {
+        Ok(RxCounts::default())
+    }
+
+    /// Wait at most `ms` in `recv` from now on (at least 1 ms, at most the backend's own bound),
+    /// or the backend's own bound again (None). A drain shortens it so its answer is not late by a
+    /// whole poll period; sources that never wait ignore it.
+    fn set_wait_ms(&mut self, _ms: Option<u32>) {}
+
     /// Flush buffered output (pcap writer).
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// The poll timeout of a live port: its own `bound`, shortened to `set` ms (at least 1) by
+/// [`Device::set_wait_ms`].
+pub(crate) fn wait_bound(bound: i32, set: Option<u32>) -> i32 {
+    match set {
+        Some(ms) => (ms.max(1).min(i32::MAX as u32) as i32).min(bound),
+        None => bound,
     }
 }
 
@@ -160,7 +194,26 @@ impl<T: Device + ?Sized> Device for Box<T> {
     fn exhausted(&self) -> bool {
         (**self).exhausted()
     }
+    fn rx_counts(&mut self) -> io::Result<RxCounts> {
+        (**self).rx_counts()
+    }
+    fn set_wait_ms(&mut self, ms: Option<u32>) {
+        (**self).set_wait_ms(ms)
+    }
     fn flush(&mut self) -> io::Result<()> {
         (**self).flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wait_bound;
+
+    #[test]
+    fn a_shortened_wait_stays_within_the_ports_bound() {
+        assert_eq!(wait_bound(10, None), 10);
+        assert_eq!(wait_bound(10, Some(3)), 3);
+        assert_eq!(wait_bound(10, Some(0)), 1); // never a busy poll
+        assert_eq!(wait_bound(10, Some(400)), 10); // never longer than the port's own bound
     }
 }

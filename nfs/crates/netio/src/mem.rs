@@ -68,4 +68,18 @@ impl Device for MemDevice {
     fn exhausted(&self) -> bool {
         self.frames.is_empty() || self.round >= self.rounds
     }
+
+    fn rx_counts(&mut self) -> io::Result<crate::RxCounts> {
+        let n = self.frames.len() as u64;
+        let left = match self.exhausted() {
+            true => 0,
+            false => (self.rounds - self.round)
+                .saturating_mul(n)
+                .saturating_sub(self.pos as u64),
+        };
+        Ok(crate::RxCounts {
+            waiting: Some(left),
+            dropped: Some(0),
+        })
+    }
 }

@@ -91,8 +91,19 @@ fn afxdp_veth_both_directions() {
     let out = frames("toxsk", n);
     let keep = vec![true; out.len()];
     assert_eq!(peer.send(&out, &keep, 0).unwrap(), n as usize);
+    // Before any receive they wait in the RX ring, and are counted there.
+    let t0 = Instant::now();
+    while xsk.rx_counts().unwrap().waiting < Some(u64::from(n)) && t0.elapsed().as_secs() < 5 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let c = xsk.rx_counts().unwrap();
+    assert!(c.waiting >= Some(u64::from(n)), "{c:?}");
+    assert_eq!(c.dropped, Some(0));
     let got = collect(&mut xsk, "toxsk", n);
     assert_eq!(got.len(), n as usize, "all frames through the XDP redirect");
+    let mut inb = Batch::with_capacity(64);
+    while xsk.recv_nowait(&mut inb, 0).unwrap() > 0 {}
+    assert_eq!(xsk.rx_counts().unwrap().waiting, Some(0));
     // XSK -> peer, in batches.
     for chunk in 0..3 {
         let out = frames(&format!("fromxsk{chunk}"), 100);

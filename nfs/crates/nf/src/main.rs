@@ -86,7 +86,6 @@ fn run() -> Result<(), (i32, String)> {
         store_kind: store.kind().into(),
         port: port_desc,
     };
-    let local = a.store == "local";
     let mut rt = Runtime::new(nf, store, dev, keys, opts);
     rt.set_pipeline_depth(depth);
     if let Some(cap) = a.buffer {
@@ -94,9 +93,9 @@ fn run() -> Result<(), (i32, String)> {
     }
     let mut stats_bound = None;
     if let Some(addr) = &a.stats {
-        // Local state can be moved (GET/PUT /state) and a buffering instance released (POST
-        // /release), answered by the runtime between batches.
-        let control = (local || a.buffer.is_some()).then(|| rt.control_handle());
+        // Answered by the runtime between batches: a drain (POST /drain), local state moved
+        // (GET/PUT /state), a buffering instance released (POST /release).
+        let control = Some(rt.control_handle());
         let bound = nfcore::stats::serve_with_control(addr, rt.stats(), id.clone(), control)
             .map_err(|e| (1, format!("stats {addr:?}: {e}")))?;
         eprintln!("nf: stats on {bound} (/stats, /health)");

@@ -7,14 +7,13 @@
 
 use netio::afpacket::{AfPacket, RingConfig};
 use netio::{Batch, Device};
-use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use traffic::gen::{frames, GenConfig, GenFrame};
 use traffic::Marker;
 
 mod common;
-use common::{http_get, ip, wait_ready, Child, TempDir, Veth};
+use common::{http, http_get, ip, wait_ready, Child, TempDir, Veth};
 
 const FLOWS: u32 = 4;
 const PKTS: u32 = 20;
@@ -25,28 +24,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// (status line, body bytes) of one request with `body` to the NF's stats endpoint.
-fn http(port: u16, method: &str, path: &str, body: &[u8]) -> (String, Vec<u8>) {
-    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    req.extend_from_slice(body);
-    c.write_all(&req).unwrap();
-    let mut resp = vec![];
-    c.read_to_end(&mut resp).unwrap();
-    let i = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let status = String::from_utf8_lossy(&resp[..i])
-        .lines()
-        .next()
-        .unwrap()
-        .to_string();
-    (status, resp[i + 4..].to_vec())
 }
 
 fn stats(port: u16) -> serde_json::Value {

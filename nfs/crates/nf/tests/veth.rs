@@ -13,18 +13,15 @@ use traffic::gen::{frames, stamp, GenConfig};
 use traffic::Marker;
 
 mod common;
-use common::{http_get, ip, wait_ready, Child, Veth};
+use common::{http_get, wait_ready, Child, Veth};
 
 #[test]
 fn firewall_on_veth_with_redis_passes_only_allowed_flows() {
     let tag = std::process::id() % 100_000;
-    let (a, b) = (format!("unfA{tag}"), format!("unfB{tag}"));
-    if !ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]) {
+    let Some((_v, a, b)) = Veth::pair("unf") else {
         eprintln!("SKIP: cannot create a veth pair (not root?)");
         return;
-    }
-    let _v = Veth(a.clone());
-    assert!(ip(&["link", "set", &a, "up"]) && ip(&["link", "set", &b, "up"]));
+    };
     let redis = TestRedis::start().expect("redis-server");
     let dir = std::env::temp_dir().join(format!("unonfs-veth-{tag}"));
     std::fs::create_dir_all(&dir).unwrap();

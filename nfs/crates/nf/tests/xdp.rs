@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{ip, Child, Veth};
+use common::{Child, Veth};
 
 fn syn(sport: u16, dport: u16) -> Vec<u8> {
     let t = Transport::Tcp {
@@ -31,13 +31,10 @@ fn syn(sport: u16, dport: u16) -> Vec<u8> {
 #[test]
 fn firewall_on_af_xdp_port() {
     let tag = std::process::id() % 100_000;
-    let (a, b) = (format!("uxfA{tag}"), format!("uxfB{tag}"));
-    if !ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]) {
+    let Some((_v, a, b)) = Veth::pair("uxf") else {
         eprintln!("SKIP: cannot create a veth pair (not root?)");
         return;
-    }
-    let _v = Veth(a.clone());
-    assert!(ip(&["link", "set", &a, "up"]) && ip(&["link", "set", &b, "up"]));
+    };
     if let Err(e) = netio::afxdp::AfXdp::open(&b) {
         eprintln!("SKIP: AF_XDP not available here: {e}");
         return;

@@ -1,9 +1,10 @@
 //! Control requests from the stats/health HTTP thread to the runtime thread, which owns the store:
 //! export the per-flow state, import it (and leave buffering mode). Used by the OpenNF-style
 //! move of local-state NFs (`GET /state`, `PUT /state`), and leave buffering mode without a state
-//! (`POST /release`: the order-preserving move of an NF whose state is in the tier); see
-//! [`crate::runtime::Runtime::serve_control`].
+//! (`POST /release`: the order-preserving move of an NF whose state is in the tier), and answer
+//! once drained (`POST /drain`, [`crate::drain`]); see [`crate::runtime::Runtime::serve_control`].
 
+use crate::drain::{DrainReport, DrainRequest};
 use flowstore::FlowStore;
 use std::sync::mpsc;
 use std::sync::Mutex;
@@ -26,6 +27,8 @@ pub enum Request {
     /// Leave buffering mode keeping the store (state in the tier): process the buffered packets
     /// in order, then go on as a normal instance.
     Release,
+    /// Answer once drained ([`crate::drain`]), or at the request's deadline.
+    Drain(DrainRequest),
 }
 
 impl std::fmt::Debug for Request {
@@ -34,12 +37,13 @@ impl std::fmt::Debug for Request {
             Request::Export => write!(f, "Export"),
             Request::Install { entries, .. } => write!(f, "Install({entries} entries)"),
             Request::Release => write!(f, "Release"),
+            Request::Drain(d) => write!(f, "Drain({d:?})"),
         }
     }
 }
 
 /// The runtime's answer.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub enum Reply {
     State(Vec<u8>),
     Imported {
@@ -51,6 +55,7 @@ pub enum Reply {
         replayed: u64,
         overflow: u64,
     },
+    Drain(DrainReport),
 }
 
 /// A refused request: HTTP status and message.

@@ -16,6 +16,7 @@
 pub mod config;
 pub mod control;
 pub mod ctx;
+pub mod drain;
 pub mod harness;
 pub mod runtime;
 pub mod stats;

@@ -2,6 +2,7 @@
 
 use crate::config::RuntimeOptions;
 use crate::control::{ControlError, ControlHandle, Envelope, Reply, Request};
+use crate::drain::{mono_ns, mono_of, Decision, Drains, Seen};
 use crate::stats::Stats;
 use crate::{Ctx, FailMode, NetworkFunction, Verdict};
 use flowstore::{BatchState, FlowStore, Key, KeySpace, StoreError, WriteOp};
@@ -10,7 +11,7 @@ use packet::Parsed;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 
 mod pipelined;
 
@@ -75,8 +76,14 @@ pub struct Runtime<D: Device> {
     /// Released frames not processed yet (a pipelined store: the pipelined loop takes them before
     /// anything new from the port, so arrival order is kept).
     backlog: VecDeque<(Vec<u8>, u64)>,
-    /// Requests of the HTTP thread (state export/import), when a handle was made.
-    control: Option<std::sync::mpsc::Receiver<Envelope>>,
+    /// Requests of the HTTP thread (state export/import, release, drain), when a handle was made.
+    control: Option<mpsc::Receiver<Envelope>>,
+    /// Drain requests waiting for their answer ([`crate::drain`]), and when frames were last
+    /// taken from the port ([`mono_ns`]).
+    drains: Drains<mpsc::SyncSender<Result<Reply, ControlError>>>,
+    last_rx_ns: u64,
+    /// The port's wait as shortened for the drains (None: its own bound).
+    wait_ms: Option<u32>,
 }
 
 /// Frames received while buffering, in arrival order, at most `cap` (the rest counted as overflow).
@@ -95,6 +102,7 @@ impl<D: Device> Runtime<D> {
         opts: RuntimeOptions,
     ) -> Runtime<D> {
         let timers_key = keys.global("timers");
+        mono_ns(); // the drain clock's epoch: before any frame is taken
         Runtime {
             nf,
             store,
@@ -116,6 +124,9 @@ impl<D: Device> Runtime<D> {
             buffer: None,
             backlog: VecDeque::new(),
             control: None,
+            drains: Drains::default(),
+            last_rx_ns: 0,
+            wait_ms: None,
         }
     }
 
@@ -146,12 +157,30 @@ impl<D: Device> Runtime<D> {
 
     /// Answer pending control requests (between batches, so an export is a consistent snapshot).
     pub fn serve_control(&mut self, now_ns: u64) -> io::Result<()> {
-        let reqs: Vec<Envelope> = match &self.control {
+        let reqs = self.take_control();
+        self.handle_control(reqs, now_ns)
+    }
+
+    /// The control requests sent so far (none: no allocation).
+    fn take_control(&mut self) -> Vec<Envelope> {
+        match &self.control {
             Some(rx) => rx.try_iter().collect(),
-            None => return Ok(()),
-        };
+            None => vec![],
+        }
+    }
+
+    fn handle_control(&mut self, reqs: Vec<Envelope>, now_ns: u64) -> io::Result<()> {
         for (req, reply) in reqs {
             let ans = match req {
+                Request::Drain(_) if self.buffer.is_some() => Err(ControlError::new(
+                    409,
+                    "buffering: its queue is processed only when it is released (POST /release, PUT /state)",
+                )),
+                Request::Drain(d) => {
+                    // Answered by `check_drains` once drained (or at its deadline).
+                    self.drains.add(d, reply);
+                    continue;
+                }
                 Request::Export => match self.flush_port(now_ns).map(|_| self.store.export_state()) {
                     Err(e) => {
                         let _ = reply.send(Err(ControlError::new(500, e.to_string())));
@@ -259,7 +288,7 @@ impl<D: Device> Runtime<D> {
             if n == 0 {
                 break;
             }
-            self.stats.rx.fetch_add(n as u64, Relaxed);
+            self.count_rx(n, std::time::Instant::now());
             if self.buffer.is_some() {
                 self.enqueue(n);
             } else {
@@ -267,6 +296,72 @@ impl<D: Device> Runtime<D> {
             }
         }
         Ok(())
+    }
+
+    /// `n` frames were taken from the port at `at` (rx; a drain's quiet window starts again).
+    fn count_rx(&mut self, n: usize, at: std::time::Instant) {
+        self.stats.rx.fetch_add(n as u64, Relaxed);
+        self.last_rx_ns = mono_of(at);
+    }
+
+    /// Wait on the port no longer than until a drain request may be answered (its port's own
+    /// bound again when none waits).
+    fn bound_wait(&mut self) {
+        if self.drains.is_empty() && self.wait_ms.is_none() {
+            return;
+        }
+        let seen = Seen {
+            last_rx_ns: self.last_rx_ns,
+            ..Seen::default()
+        };
+        let want = self
+            .drains
+            .wake_in_ns(&seen, mono_ns())
+            .map(|ns| ns.div_ceil(1_000_000).min(u64::from(u32::MAX)) as u32);
+        if want != self.wait_ms {
+            self.dev.set_wait_ms(want);
+            self.wait_ms = want;
+        }
+    }
+
+    /// Answer the drain requests that can be answered now, `in_flight` frames being inside the
+    /// runtime (received, not yet sent or dropped). The port is asked what waits in its ring only
+    /// when an answer is possible (a request's quiet window is over with nothing in flight, or
+    /// its deadline passed): one system call per look on AF_PACKET.
+    fn check_drains(&mut self, in_flight: u64) {
+        if self.drains.is_empty() {
+            return;
+        }
+        let now = mono_ns();
+        let seen = Seen {
+            last_rx_ns: self.last_rx_ns,
+            rx: self.stats.rx.load(Relaxed),
+            in_flight,
+        };
+        if !self.drains.any_due(&seen, now) {
+            return;
+        }
+        let (rx, err) = match self.dev.rx_counts() {
+            Ok(rx) => (rx, None),
+            Err(e) => (netio::RxCounts::default(), Some(e)),
+        };
+        if let Some(d) = rx.dropped {
+            self.stats.port_drops.store(d, Relaxed);
+        }
+        for (reply, report) in self.drains.settle(&seen, now, rx) {
+            let ans = match report.decision {
+                Decision::CannotTell => Err(ControlError::new(
+                    501,
+                    format!(
+                        "port {} cannot tell what waits in its receive ring{}",
+                        self.dev.describe(),
+                        err.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
+                    ),
+                )),
+                _ => Ok(Reply::Drain(report)),
+            };
+            let _ = reply.send(ans);
+        }
     }
 
     fn enqueue(&mut self, n: usize) {
@@ -360,6 +455,12 @@ impl<D: Device> Runtime<D> {
         if let Ok(mut v) = self.stats.nf.lock() {
             *v = self.nf.stats();
         }
+        if let Ok(netio::RxCounts {
+            dropped: Some(d), ..
+        }) = self.dev.rx_counts()
+        {
+            self.stats.port_drops.store(d, Relaxed);
+        }
         self.batches_since_snapshot = 0;
     }
 
@@ -370,7 +471,7 @@ impl<D: Device> Runtime<D> {
         if n == 0 {
             return Ok(0);
         }
-        self.stats.rx.fetch_add(n as u64, Relaxed);
+        self.count_rx(n, std::time::Instant::now());
         if self.buffer.is_some() {
             self.enqueue(n);
             return Ok(n);
@@ -540,8 +641,12 @@ impl<D: Device> Runtime<D> {
                 TimeSource::Wall => wall_ns(),
                 TimeSource::Packets => clock_ns,
             };
+            self.bound_wait();
             let n = self.step(now)?;
             self.serve_control(now)?;
+            // Batch by batch, nothing is in flight between two steps (a buffering instance
+            // refuses drains).
+            self.check_drains(0);
             if time == TimeSource::Packets && n > 0 {
                 clock_ns = clock_ns.max(self.batch.ts_ns(n - 1));
             }

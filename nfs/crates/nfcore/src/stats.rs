@@ -4,11 +4,12 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::control::{ControlHandle, Reply, Request, MAX_STATE_BYTES};
+use crate::drain::{mono_ns, parse_query, DrainRequest};
 use flowstore::resp::MAX_UNIX_PATH;
 use serde_json::json;
 
@@ -38,6 +39,9 @@ pub struct Stats {
     pub replayed: AtomicU64,
     pub state_exports: AtomicU64,
     pub state_imports: AtomicU64,
+    /// Frames the port dropped because its receive ring was full (as the kernel counts them,
+    /// read at snapshots and drain checks; 0 where the port does not count).
+    pub port_drops: AtomicU64,
     /// Latest snapshot of the store's counters and the NF's own counters.
     pub store: Mutex<serde_json::Value>,
     pub nf: Mutex<serde_json::Value>,
@@ -72,6 +76,7 @@ impl Stats {
                 "buffered": g(&self.buffered), "buffered_now": g(&self.buffered_now),
                 "buffer_overflow": g(&self.buffer_overflow), "replayed": g(&self.replayed),
                 "state_exports": g(&self.state_exports), "state_imports": g(&self.state_imports),
+                "port_drops": g(&self.port_drops),
             },
             "store": self.store.lock().map(|v| v.clone()).unwrap_or_default(),
             "nf_stats": self.nf.lock().map(|v| v.clone()).unwrap_or_default(),
@@ -129,7 +134,7 @@ impl std::fmt::Display for Bound {
 }
 
 /// A connection the endpoint answers on (TCP or unix).
-trait Stream: Read + Write {
+trait Stream: Read + Write + Send + 'static {
     fn set_timeout(&self, d: Duration);
 }
 
@@ -181,15 +186,23 @@ fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
 /// [`serve`], plus `GET /state` (the serialised per-flow state, `application/octet-stream`) and
 /// `PUT /state` (import it into an instance started in buffering mode, which then processes its
 /// buffer; JSON `{"imported", "replayed", "buffer_overflow"}`), answered by the runtime through
-/// `control`. Without `control` (state held in the tier) `/state` is 409. Bad bodies are 400
-/// with `{"error", "field"}`, bodies over [`MAX_STATE_BYTES`] 413, other methods 405.
+/// `control`. Without `control`, or with a store that is not local (state held in the tier),
+/// `/state` is 409. Bad bodies are 400 with `{"error", "field"}`, bodies over [`MAX_STATE_BYTES`]
+/// 413, other methods 405. `POST /drain?quiet_ms=N[&timeout_ms=T]` ([`crate::drain`]) is answered
+/// by the runtime once drained, on a thread of its own (at most [`MAX_DRAINS`] at once), so
+/// `/health` and `/stats` keep answering meanwhile.
 pub fn serve_with_control(
     addr: &StatsAddr,
     stats: Arc<Stats>,
     id: Identity,
     control: Option<ControlHandle>,
 ) -> std::io::Result<Bound> {
-    let server = Server { stats, id, control };
+    let server = Server {
+        stats,
+        id,
+        control: control.map(Arc::new),
+        drains: Arc::new(AtomicUsize::new(0)),
+    };
     let thread = std::thread::Builder::new().name("nf-stats".into());
     match addr {
         StatsAddr::Tcp(a) => {
@@ -206,11 +219,16 @@ pub fn serve_with_control(
     }
 }
 
+/// Drain requests waiting at once, at most (each holds a thread until its answer).
+pub const MAX_DRAINS: usize = 8;
+
 /// What the endpoint thread answers from.
 struct Server {
     stats: Arc<Stats>,
     id: Identity,
-    control: Option<ControlHandle>,
+    control: Option<Arc<ControlHandle>>,
+    /// Drain requests waiting now.
+    drains: Arc<AtomicUsize>,
 }
 
 impl Server {
@@ -218,17 +236,91 @@ impl Server {
         for conn in incoming {
             let Ok(mut c) = conn else { continue };
             c.set_timeout(Duration::from_secs(2));
-            let resp = self.answer(&mut c);
+            let (head, rest) = read_request_head(&mut c);
+            let since_ns = mono_ns();
+            let mut words = head.split_whitespace();
+            let method = words.next().unwrap_or("GET").to_string();
+            let target = words.next().unwrap_or("/");
+            let (path, query) = target.split_once('?').unwrap_or((target, ""));
+            let resp = match path {
+                "/drain" => match self.drain_request(&method, query, since_ns) {
+                    Ok(wait) => {
+                        // The answer comes when the runtime finds the instance drained.
+                        self.spawn_drain(c, wait);
+                        continue;
+                    }
+                    Err(r) => r,
+                },
+                _ => self.answer(&mut c, &method, path, &head, rest),
+            };
             let _ = resp.write(&mut c);
         }
     }
 
-    fn answer<S: Stream>(&self, c: &mut S) -> Response {
-        let (head, rest) = read_request_head(c);
-        let mut words = head.split_whitespace();
-        let method = words.next().unwrap_or("GET").to_string();
-        let path = words.next().unwrap_or("/");
-        let path = path.split('?').next().unwrap_or(path);
+    /// Check a drain request; the runtime call to make (or the error answer).
+    fn drain_request(
+        &self,
+        method: &str,
+        query: &str,
+        since_ns: u64,
+    ) -> Result<(Arc<ControlHandle>, DrainRequest), Response> {
+        if method != "POST" {
+            return Err(Response::error_in(
+                405,
+                "method",
+                &format!("method {method} not allowed on /drain (POST)"),
+            ));
+        }
+        let (quiet, timeout) =
+            parse_query(query).map_err(|(field, e)| Response::error_in(400, field, &e))?;
+        let Some(control) = &self.control else {
+            return Err(Response::error_in(
+                501,
+                "drain",
+                "this endpoint does not reach the NF's runtime",
+            ));
+        };
+        let rx = self.stats.rx.load(Relaxed);
+        Ok((
+            control.clone(),
+            DrainRequest::new(since_ns, rx, quiet, timeout),
+        ))
+    }
+
+    /// Wait for the runtime's answer to a drain request on a thread of its own and write it.
+    fn spawn_drain<S: Stream>(&self, mut c: S, (control, req): (Arc<ControlHandle>, DrainRequest)) {
+        let busy = self.drains.clone();
+        if busy.fetch_add(1, Relaxed) >= MAX_DRAINS {
+            busy.fetch_sub(1, Relaxed);
+            let msg = format!("{MAX_DRAINS} drain requests are waiting already");
+            let _ = Response::error_in(503, "drain", &msg).write(&mut c);
+            return;
+        }
+        let bound = Duration::from_nanos(req.deadline_ns - req.since_ns) + Duration::from_secs(1);
+        let spawned = std::thread::Builder::new()
+            .name("nf-drain".into())
+            .spawn(move || {
+                let resp = match control.call(Request::Drain(req), bound) {
+                    Ok(Reply::Drain(r)) => Response::json("200 OK", r.to_json()),
+                    Ok(_) => Response::error_in(500, "drain", "unexpected reply"),
+                    Err(e) => Response::error_in(e.status, "drain", &e.message),
+                };
+                let _ = resp.write(&mut c);
+                busy.fetch_sub(1, Relaxed);
+            });
+        if spawned.is_err() {
+            self.drains.fetch_sub(1, Relaxed);
+        }
+    }
+
+    fn answer<S: Stream>(
+        &self,
+        c: &mut S,
+        method: &str,
+        path: &str,
+        head: &str,
+        rest: Vec<u8>,
+    ) -> Response {
         match path {
             "/health" => {
                 let ready = self.stats.ready.load(Relaxed);
@@ -242,8 +334,8 @@ impl Server {
                 )
             }
             "/" | "/stats" => Response::json("200 OK", self.stats.to_json(&self.id)),
-            "/state" => state_request(c, &method, &head, rest, self.control.as_ref(), &self.id),
-            "/release" => release_request(&method, self.control.as_ref()),
+            "/state" => state_request(c, method, head, rest, self.control.as_deref(), &self.id),
+            "/release" => release_request(method, self.control.as_deref()),
             _ => Response::json("404 Not Found", json!({"error": "not found"})),
         }
     }
@@ -265,18 +357,24 @@ impl Response {
     }
 
     fn error(status: u16, msg: &str) -> Response {
+        Response::error_in(status, "state", msg)
+    }
+
+    /// An error answer naming the request's `field` at fault.
+    fn error_in(status: u16, field: &str, msg: &str) -> Response {
         let reason = match status {
             400 => "Bad Request",
             405 => "Method Not Allowed",
             409 => "Conflict",
             411 => "Length Required",
             413 => "Payload Too Large",
+            501 => "Not Implemented",
             503 => "Service Unavailable",
             _ => "Internal Server Error",
         };
         Response::json(
             &format!("{status} {reason}"),
-            json!({"error": msg, "field": "state"}),
+            json!({"error": msg, "field": field}),
         )
     }
 
@@ -300,14 +398,17 @@ fn state_request(
     control: Option<&ControlHandle>,
     id: &Identity,
 ) -> Response {
-    let Some(control) = control else {
-        return Response::error(
-            409,
-            &format!(
+    let control = match control {
+        Some(c) if id.store_kind == "local" => c,
+        _ => {
+            return Response::error(
+                409,
+                &format!(
                 "store {}: the state is not held by this process (only --store local moves state)",
                 id.store_kind
             ),
-        );
+            )
+        }
     };
     match method {
         "GET" => match control.call(Request::Export, Duration::from_secs(30)) {
@@ -513,6 +614,59 @@ mod tests {
         assert!(r.starts_with("HTTP/1.1 409"), "{r}");
         let r = req(local, "GET /health HTTP/1.1\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 503"), "not ready yet: {r}");
+    }
+
+    /// `/drain`: checked on the endpoint's thread (405, 400 naming the field, 501 without a
+    /// runtime), then waited for on a thread of its own: `/health` answers meanwhile; more than
+    /// [`MAX_DRAINS`] waiting at once are refused (503).
+    #[test]
+    fn drain_requests_wait_off_the_endpoint_thread() {
+        let st = Arc::new(Stats::default());
+        let none = &serve_with_control(&tcp0(), st.clone(), id("redis"), None).unwrap();
+        let r = req(none, "POST /drain?quiet_ms=5 HTTP/1.1\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 501"), "{r}");
+        let (h, rx) = ControlHandle::channel(); // a runtime that never answers
+        let ep = serve_with_control(&tcp0(), st, id("redis"), Some(h)).unwrap();
+        let r = req(&ep, "GET /drain?quiet_ms=5 HTTP/1.1\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 405"), "{r}");
+        let r = req(&ep, "POST /drain?quiet_ms=x HTTP/1.1\r\n\r\n");
+        assert!(
+            r.starts_with("HTTP/1.1 400") && r.contains("\"field\":\"quiet_ms\""),
+            "{r}"
+        );
+        let waiting: Vec<_> = (0..MAX_DRAINS)
+            .map(|_| {
+                let ep = ep.clone();
+                std::thread::spawn(move || {
+                    req(&ep, "POST /drain?quiet_ms=5&timeout_ms=1 HTTP/1.1\r\n\r\n")
+                })
+            })
+            .collect();
+        // Every one reaches the runtime (and holds its thread until the runtime answers).
+        let mut got = vec![];
+        while got.len() < MAX_DRAINS {
+            let (r, reply) = rx.recv_timeout(Duration::from_secs(10)).expect("a request");
+            assert!(
+                matches!(r, Request::Drain(d) if d.quiet_ns == 5_000_000),
+                "{r:?}"
+            );
+            got.push(reply); // kept: no answer, the caller waits out its bound
+        }
+        let r = req(&ep, "GET /health HTTP/1.1\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 503") && r.contains("ready"), "{r}");
+        let r = req(&ep, "POST /drain?quiet_ms=5 HTTP/1.1\r\n\r\n");
+        assert!(
+            r.starts_with("HTTP/1.1 503") && r.contains("waiting already"),
+            "{r}"
+        );
+        // Unanswered: 503 once the request's bound (timeout + 1 s) is over.
+        for w in waiting {
+            let r = w.join().unwrap();
+            assert!(
+                r.starts_with("HTTP/1.1 503") && r.contains("did not answer"),
+                "{r}"
+            );
+        }
     }
 
     #[test]

@@ -15,6 +15,21 @@ impl Drop for Veth {
     }
 }
 
+impl Veth {
+    /// A veth pair `<prefix>A<pid>` / `<prefix>B<pid>`, both up: (guard, a, b); None when it cannot
+    /// be made (not root).
+    pub fn pair(prefix: &str) -> Option<(Veth, String, String)> {
+        let tag = std::process::id() % 100_000;
+        let (a, b) = (format!("{prefix}A{tag}"), format!("{prefix}B{tag}"));
+        if !ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]) {
+            return None;
+        }
+        let v = Veth(a.clone());
+        assert!(ip(&["link", "set", &a, "up"]) && ip(&["link", "set", &b, "up"]));
+        Some((v, a, b))
+    }
+}
+
 /// A child process, killed and reaped on drop.
 pub struct Child(pub std::process::Child);
 
@@ -62,29 +77,67 @@ impl From<&std::path::Path> for StatsAt {
     }
 }
 
-/// GET `path` from the NF's stats endpoint; the whole response, or None.
-pub fn http_get(at: impl Into<StatsAt>, path: &str) -> Option<String> {
-    fn talk(mut c: impl Read + Write, path: &str) -> Option<String> {
-        // One write: the request must not depend on how the server's reads are split.
-        c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-            .ok()?;
-        let mut s = String::new();
-        c.read_to_string(&mut s).ok()?;
+/// Send `raw` (one write: the request must not depend on how the server's reads are split) to the
+/// NF's stats endpoint and read the whole response, or None.
+pub fn exchange(at: impl Into<StatsAt>, raw: &[u8], timeout: Duration) -> Option<Vec<u8>> {
+    fn talk(mut c: impl Read + Write, raw: &[u8]) -> Option<Vec<u8>> {
+        c.write_all(raw).ok()?;
+        let mut s = vec![];
+        c.read_to_end(&mut s).ok()?;
         Some(s)
     }
-    let t = Some(Duration::from_secs(2));
+    let t = Some(timeout);
     match at.into() {
         StatsAt::Tcp(port) => {
             let c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
             c.set_read_timeout(t).ok()?;
-            talk(c, path)
+            talk(c, raw)
         }
         StatsAt::Unix(p) => {
             let c = std::os::unix::net::UnixStream::connect(p).ok()?;
             c.set_read_timeout(t).ok()?;
-            talk(c, path)
+            talk(c, raw)
         }
     }
+}
+
+/// GET `path` from the NF's stats endpoint; the whole response, or None.
+pub fn http_get(at: impl Into<StatsAt>, path: &str) -> Option<String> {
+    let raw = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
+    let r = exchange(at, raw.as_bytes(), Duration::from_secs(2))?;
+    Some(String::from_utf8_lossy(&r).into_owned())
+}
+
+/// The bytes of a `method path` request with `body`.
+pub fn request(method: &str, path: &str, body: &[u8]) -> Vec<u8> {
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(body);
+    req
+}
+
+/// A whole response: (status line, body).
+pub fn split_response(resp: &[u8]) -> (String, Vec<u8>) {
+    let i = resp
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    let status = String::from_utf8_lossy(&resp[..i])
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    (status, resp[i + 4..].to_vec())
+}
+
+/// `method path` with `body` on the NF's stats endpoint: (status line, body); panics when the
+/// endpoint does not answer within 30 s.
+pub fn http(at: impl Into<StatsAt>, method: &str, path: &str, body: &[u8]) -> (String, Vec<u8>) {
+    let resp = exchange(at, &request(method, path, body), Duration::from_secs(30));
+    split_response(&resp.expect("an answer"))
 }
 
 /// Polls the NF's `/health` until it answers 200; panics naming `what` after `timeout`.

@@ -215,6 +215,7 @@ impl<D: Device> Runtime<D> {
             TimeSource::Packets => clock,
         };
         while !stop.load(Relaxed) {
+            self.bound_wait();
             // 1. Receive batches and send their reads, up to the depth.
             while self.room(&self.pipe.reading) && !self.dev.exhausted() {
                 let mut slot = self.pipe.free.pop().unwrap_or_else(|| Slot {
@@ -261,7 +262,7 @@ impl<D: Device> Runtime<D> {
                     clock_ns = clock_ns.max(slot.batch.ts_ns(n - 1));
                 }
                 if !from_backlog {
-                    self.stats.rx.fetch_add(n as u64, Relaxed);
+                    self.count_rx(n, slot.t_recv);
                 }
                 self.stats.batches.fetch_add(1, Relaxed);
                 classify(
@@ -336,6 +337,17 @@ impl<D: Device> Runtime<D> {
                 }
                 self.snapshot();
             }
+            // Requests of the HTTP thread: an export, import or release works batch by batch,
+            // so the batches in flight are finished first (rare: a move's or a drain's request).
+            let reqs = self.take_control();
+            if !reqs.is_empty() {
+                self.drain()?;
+                self.handle_control(reqs, t)?;
+            }
+            if !self.drains.is_empty() {
+                let held = self.frames_in_flight();
+                self.check_drains(held);
+            }
         }
         self.drain()?;
         self.dev.flush()?;
@@ -353,6 +365,14 @@ impl<D: Device> Runtime<D> {
         let packets: usize = queue.iter().map(|s| s.batch.len()).sum();
         queue.len() < super::MAX_PIPELINE_DEPTH
             && packets + self.opts.batch_size <= self.depth * self.opts.batch_size
+    }
+
+    /// Frames received and not yet sent or dropped: in batches reading or waiting for their
+    /// acknowledgement, and released frames not taken yet.
+    fn frames_in_flight(&self) -> u64 {
+        let p = &self.pipe;
+        let batches = p.reading.iter().chain(p.writing.iter());
+        (batches.map(|s| s.batch.len()).sum::<usize>() + self.backlog.len()) as u64
     }
 
     /// Finish every batch in flight (process, wait for acknowledgements, transmit).

@@ -1,0 +1,253 @@
+//! `POST /drain` on real `nf` processes on real veth ports, batch by batch (`--store local`) and
+//! pipelined (a real Redis): frames sent right before the request are taken, processed and sent
+//! before it answers, also when the NF was stopped (SIGSTOP, as a throttled instance) while they
+//! arrived; a frame during the quiet window restarts it; bad requests are refused and change
+//! nothing. Needs root (SKIP otherwise).
+
+use flowstore::test_redis::TestRedis;
+use netio::afpacket::{AfPacket, RingConfig};
+use netio::{Batch, Device};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use traffic::gen::{frames, GenConfig};
+use traffic::Marker;
+
+mod common;
+use common::{http, http_get, request, split_response, wait_ready, Child, TempDir, Veth};
+
+const BURST: u32 = 300;
+
+fn spawn_monitor(iface: &str, store: &str, sock: &Path, cfg: &Path, extra: &[&str]) -> Child {
+    let c = Child(
+        Command::new(env!("CARGO_BIN_EXE_nf"))
+            .args(["monitor", "--port", iface, "--store", store])
+            .args(["--nf-id", "dmon", "--instance", iface])
+            .args(["--config", cfg.to_str().unwrap()])
+            .args(["--stats", &format!("unix://{}", sock.display())])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_ready(sock, Duration::from_secs(10), "monitor");
+    c
+}
+
+fn json(body: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}: {body:?}"))
+}
+
+fn counters(sock: &Path) -> serde_json::Value {
+    let s = http_get(sock, "/stats").unwrap();
+    let v: serde_json::Value = serde_json::from_str(s.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    v["counters"].clone()
+}
+
+/// Send `n` UDP frames of run `run` (`traffic` markers) as fast as the socket takes them.
+fn burst(tx: &mut AfPacket, run: u32, n: u32) {
+    let gen = GenConfig {
+        run,
+        flows: 1,
+        pkts: n,
+        tcp: false,
+        frame_len: 64,
+        src: "10.9.0.1".parse().unwrap(),
+        dst: "10.9.0.2".parse().unwrap(),
+        src_mac: [2, 0, 0, 0, 0, 1],
+        dst_mac: [2, 0, 0, 0, 0, 2],
+        dst_port: 9,
+    };
+    let mut b = Batch::with_capacity(32);
+    for chunk in frames(&gen).chunks(32) {
+        b.clear();
+        for g in chunk {
+            b.push(&g.frame, 0);
+        }
+        assert_eq!(tx.send(&b, &vec![true; b.len()], 0).unwrap(), b.len());
+    }
+}
+
+/// Frames of `run` that came back within `wait` (stops at `want`).
+fn returned(rx: &mut AfPacket, run: u32, want: usize, wait: Duration) -> usize {
+    let mut got = 0;
+    let mut b = Batch::with_capacity(64);
+    let t0 = Instant::now();
+    while got < want && t0.elapsed() < wait {
+        rx.recv(&mut b, 0).unwrap();
+        got += b
+            .iter()
+            .filter_map(|f| {
+                let p = packet::Parsed::new_checked(f).ok()?;
+                Marker::read(p.payload(f))
+            })
+            .filter(|m| m.run == run)
+            .count();
+    }
+    got
+}
+
+/// The answer says drained, with run `run`'s burst (sent after rx was `rx0`) counted, and every
+/// frame of it came back through the NF.
+fn assert_burst_through(
+    answer: &(String, serde_json::Value),
+    rx0: u64,
+    rx: &mut AfPacket,
+    run: u32,
+) {
+    let (st, v) = answer;
+    assert!(st.contains("200") && v["drained"] == true, "{st} {v}");
+    assert!(v["rx"].as_u64().unwrap() >= rx0 + u64::from(BURST), "{v}");
+    let back = returned(rx, run, BURST as usize, Duration::from_secs(5));
+    assert_eq!(back, BURST as usize, "{v}");
+}
+
+fn drain(sock: &Path, query: &str) -> (String, serde_json::Value) {
+    let (st, body) = http(sock, "POST", &format!("/drain?{query}"), b"");
+    (st, json(&body))
+}
+
+type Answer = std::thread::JoinHandle<(String, serde_json::Value)>;
+
+/// A drain request sent now (connected and written before this returns: the endpoint takes it in
+/// order, before any later request), its answer read on a thread.
+fn drain_sent(sock: &Path, query: &str) -> Answer {
+    let mut c = UnixStream::connect(sock).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.write_all(&request("POST", &format!("/drain?{query}"), b""))
+        .unwrap();
+    std::thread::spawn(move || {
+        let mut resp = vec![];
+        c.read_to_end(&mut resp).unwrap();
+        let (st, body) = split_response(&resp);
+        (st, json(&body))
+    })
+}
+
+/// Once this answers, the endpoint has taken every request sent before (one connection at a time).
+fn taken(sock: &Path) {
+    assert!(http_get(sock, "/health")
+        .unwrap()
+        .starts_with("HTTP/1.1 200"));
+}
+
+/// rx = everything it received has been sent or dropped.
+fn assert_idle(c: &serde_json::Value) {
+    let g = |k: &str| c[k].as_u64().unwrap();
+    let ends = g("tx") + g("dropped_by_nf") + g("malformed") + g("fail_closed_dropped");
+    assert_eq!(g("rx"), ends, "{c}");
+}
+
+fn case(store: &str, what: &str, veth: (&str, &str), dir: &Path) {
+    let cfg = dir.join("mon.json");
+    std::fs::write(&cfg, r#"{"batch_size": 8}"#).unwrap();
+    let sock_path: PathBuf = dir.join(format!("{what}.stats"));
+    let sock = sock_path.as_path();
+    let nf = spawn_monitor(veth.1, store, sock, &cfg, &[]);
+    let pid = nf.0.id() as libc::pid_t;
+    let mut tx = AfPacket::open(veth.0, RingConfig::for_batch(32)).unwrap();
+    let mut rx = AfPacket::open(veth.0, RingConfig::for_batch(64)).unwrap();
+
+    // Bad requests: refused, naming the field; the instance goes on.
+    let (st, _) = http(sock, "GET", "/drain?quiet_ms=0", b"");
+    assert!(st.contains("405"), "{what}: {st}");
+    for (q, field) in [
+        ("", "quiet_ms"),
+        ("quiet_ms=x", "quiet_ms"),
+        ("quiet_ms=10001", "quiet_ms"),
+        ("quiet_ms=0&timeout_ms=0", "timeout_ms"),
+        ("quiet_ms=0&nope=1", "query"),
+    ] {
+        let (st, v) = drain(sock, q);
+        assert!(
+            st.contains("400") && v["field"] == field,
+            "{what} {q}: {st} {v}"
+        );
+    }
+
+    // 1. A burst, the request right behind it (quiet 0: only the ring and what is in flight
+    // decide). Every frame of the burst is counted, processed and sent by the answer.
+    let rx0 = counters(sock)["rx"].as_u64().unwrap();
+    burst(&mut tx, 1, BURST);
+    let answer = drain(sock, "quiet_ms=0&timeout_ms=5000");
+    let v = &answer.1;
+    assert_eq!(
+        (v["waiting"].as_u64(), v["in_flight"].as_u64()),
+        (Some(0), Some(0)),
+        "{v}"
+    );
+    assert_eq!(v["port_drops"], 0, "{what}: {v}");
+    assert_burst_through(&answer, rx0, &mut rx, 1);
+    assert_idle(&counters(sock));
+
+    // 2. Frames arriving while the NF does not run (stopped, as a throttled sNIC instance for a
+    // CPU period), the request queued behind them: answered only after they are through.
+    let rx0 = counters(sock)["rx"].as_u64().unwrap();
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    burst(&mut tx, 2, BURST);
+    let asker = drain_sent(sock, "quiet_ms=0&timeout_ms=5000");
+    std::thread::sleep(Duration::from_millis(100));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert_burst_through(&asker.join().unwrap(), rx0, &mut rx, 2);
+
+    // 3. A frame during the quiet window starts it again: the answer comes `quiet` after it.
+    let asker = drain_sent(sock, "quiet_ms=300&timeout_ms=5000");
+    taken(sock);
+    std::thread::sleep(Duration::from_millis(50));
+    burst(&mut tx, 3, 1);
+    let (st, v) = asker.join().unwrap();
+    assert!(
+        st.contains("200") && v["drained"] == true,
+        "{what}: {st} {v}"
+    );
+    let last = v["last_ms"].as_f64().expect("a late frame");
+    assert!(v["late"].as_u64().unwrap() >= 1, "{v}");
+    assert!(
+        v["waited_ms"].as_f64().unwrap() >= last + 300.0,
+        "{what}: {v}"
+    );
+
+    // 4. Past its deadline a request is answered "not drained" (a window longer than the bound
+    // cannot end in time), with frames still arriving; the instance goes on serving.
+    let asker = drain_sent(sock, "quiet_ms=1000&timeout_ms=400");
+    let t0 = Instant::now();
+    while !asker.is_finished() && t0.elapsed() < Duration::from_secs(5) {
+        burst(&mut tx, 4, 4);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (st, v) = asker.join().unwrap();
+    assert!(
+        st.contains("200") && v["drained"] == false,
+        "{what}: {st} {v}"
+    );
+    assert!(v["waited_ms"].as_f64().unwrap() >= 400.0, "{v}");
+    taken(sock);
+    drop(nf);
+}
+
+#[test]
+fn drain_answers_once_what_came_before_it_has_left() {
+    let tag = std::process::id() % 100_000;
+    let Some((_veth, a, b)) = Veth::pair("udr") else {
+        eprintln!("SKIP: cannot create a veth pair (not root?)");
+        return;
+    };
+    let dir = TempDir(std::env::temp_dir().join(format!("unonfs-drain-{tag}")));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    case("local", "local", (&a, &b), &dir.0);
+    match TestRedis::start() {
+        Ok(redis) => case(&redis.unix_url(), "redis", (&a, &b), &dir.0),
+        Err(e) => eprintln!("SKIP (pipelined case): no redis-server: {e}"),
+    }
+    // A buffering instance (a move's target) is not drained: its queue waits for its release.
+    let cfg = dir.0.join("mon.json");
+    let sock = dir.0.join("buf.stats");
+    let _buf = spawn_monitor(&b, "local", &sock, &cfg, &["--buffer", "100"]);
+    let (st, v) = drain(&sock, "quiet_ms=0");
+    assert!(st.contains("409") && v["field"] == "drain", "{st} {v}");
+}
