@@ -32,6 +32,8 @@ FW_CONFIG = {
     "rules": [{"action": "allow", "proto": "udp", "src": f"{nm.ip_vm(0)}/32", "dst": "any"}],
     "default": "deny",
 }
+# The IPS of the TCP-stream test and the hold bench: one signature, dropped.
+IPS_CONFIG = {"signatures": [{"id": 1, "msg": "x", "content": "EVIL-DEMO-PAYLOAD"}], "action": "drop"}
 VM_MAC, OUT_MAC = nm.mac(1, 0, 0), nm.mac(2, 0, 0)
 # One flow whose reverse the wire side can send: traffic gen uses source port 10000 + flow.
 EST_PORT = 10000

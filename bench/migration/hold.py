@@ -18,10 +18,9 @@ import time
 from pathlib import Path
 
 from bench.common import median
-from migration.testbed import OUT_MAC, VM_MAC, Testbed
+from migration.testbed import IPS_CONFIG, Testbed
 from nf_agent.emulated_host import naming as nm
 
-IPS_CONFIG = {"signatures": [{"id": 1, "msg": "x", "content": "EVIL-DEMO-PAYLOAD"}], "action": "drop"}
 PORT = 5399
 
 
@@ -32,21 +31,10 @@ def longest_gap_ms(ts: list[float], t0: float, t1: float) -> float | None:
     return round(max(gaps) * 1000, 1) if gaps else None
 
 
-def chain_ips(tb: Testbed) -> None:
-    """The IPS on the sNIC between the VM and the wire (both directions through it)."""
-    v = tb.add_nf("ips", "ips", IPS_CONFIG, at="snic0")
-    eth, vmp = nm.vport_eth(0, 0), nm.vport_vm(0)
-    tb._ofctl("del-flows")
-    for f in (f"in_port={vmp},actions=output:{v}", f"in_port={eth},actions=output:{v}",
-              f"in_port={v},dl_src={VM_MAC},actions=output:{eth}",
-              f"in_port={v},dl_src={OUT_MAC},actions=output:{vmp}"):  # fmt: skip
-        tb._ofctl("add-flow", f)
-
-
 def one_run(rundir: str) -> list[dict]:
     """Two buffered moves of the IPS under one stream; a row per move."""
     with tempfile.TemporaryDirectory(prefix="uno-hold-") as tmp, Testbed(rundir=rundir, drain_s=0.5) as tb:
-        chain_ips(tb)
+        tb.add_nf("ips", "ips", IPS_CONFIG, at="snic0")  # on the sNIC, chained VM <-> IPS <-> wire
         ip = nm.ip_outside(0, 0)
         pcap = Path(tmp) / "rx.pcap"
         ns = ["ip", "netns", "exec"]

@@ -27,13 +27,12 @@ import time
 
 import pytest
 
-from migration.testbed import OUT_MAC, VM_MAC, Testbed
+from migration.testbed import IPS_CONFIG, Testbed
 from nf_agent.emulated_host import naming as nm
 from tests.datapath.conftest import EMPTY, machine_snapshot
 from tests.migration.live import LIVE_MARKS
 
 pytestmark = LIVE_MARKS
-IPS_CONFIG = {"signatures": [{"id": 1, "msg": "x", "content": "EVIL-DEMO-PAYLOAD"}], "action": "drop"}
 STREAM_S = 10  # the move comes 1.5 s in; the stall was seen 0.3-4 s after the move
 STALL_FRACTION = 10  # a second under 1/10 of the best second is a stall
 # What a record that lost updates shows: the receiver ACKs bytes the record says were never seen (`resyncs`),
@@ -49,13 +48,7 @@ def test_tcp_through_the_moved_ips_never_stops(route):
     tb = Testbed(drain_s=0.5)
     try:
         tb.up()
-        v = tb.add_nf("ips", "ips", IPS_CONFIG, at="snic0")
-        eth, vmp = nm.vport_eth(0, 0), nm.vport_vm(0)
-        tb._ofctl("del-flows")
-        for f in (f"in_port={vmp},actions=output:{v}", f"in_port={eth},actions=output:{v}",
-                  f"in_port={v},dl_src={VM_MAC},actions=output:{eth}",
-                  f"in_port={v},dl_src={OUT_MAC},actions=output:{vmp}"):  # fmt: skip
-            tb._ofctl("add-flow", f)
+        tb.add_nf("ips", "ips", IPS_CONFIG, at="snic0")  # chained VM <-> IPS <-> wire
         ip = nm.ip_outside(0, 0)
         # The receiver's view (bytes per second) is the server's report.
         srv = subprocess.Popen(["ip", "netns", "exec", tb.out_ns, "iperf3", "-s", "-1", "-J", "-B", ip, "-p", "5399"],
