@@ -21,7 +21,8 @@ spare port on snic0 for remaps; and, for (a), a plain OVS bridge (own instance, 
     virtual rule); refusals by OneSwitch's reason. Then every accepted rule is checked for equivalence with a
     reference OVS by real packets (tests/oneswitch/fullcheck.py): `checked` rules, `exercised` (a frame took
     it on the reference), `differences` (frames whose outputs differ, twice). `--quick` stops after 25 rounds of
-    uncovering shadowed rules, so it checks a part of them (says so). Per-rule report: --equiv-report PATH.
+    uncovering shadowed rules, so it checks a part of them (says so). Per-rule report: bench/out/oneswitch/
+    equiv-2024.json, or --equiv-report PATH.
 (c) remap time of vport 200 (host <-> snic0) vs the number of virtual rules on it (half match in_port=200,
     half output to it): OneSwitch's duration_ms (all barriers answered), medians; remap_ms = at 100 rules.
     In the same loop, scale-out: PUT instances host:200 + snic0 spare (1 -> 2) and back (2 -> 1), OneSwitch's
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -62,6 +64,7 @@ from tests.oneswitch.refswitch import RefSwitch
 
 SPARE = fullcheck.SPARE  # physical port on snic0 where vport 200 moves
 REF_TCP_PORT = 6653  # the plain OVS's ptcp listener, inside its own network namespace
+REPORT = Path("bench/out/oneswitch/equiv-2024.json")  # (b)'s per-rule report unless --equiv-report
 JIT = "C2 CompilerThre"  # the JVM's optimising compiler thread (comm is cut at 15 chars): warm = near 0
 # Unmeasured runs per side (least, most): until OneSwitch's JIT compiler is nearly idle (Side.warm). First the
 # pipelined flow-mod + barrier pairs (fast), then a few of each measured kind.
@@ -137,6 +140,7 @@ def bench_ratio(listen: str, physical: dict[str, str], n: int, check: dict, repo
     }
     for d in res.differences[:10]:
         print(d.text(), file=sys.stderr)
+    report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(res.report(), indent=1))
     ofctl("del-flows", listen)
     ofctl("del-groups", listen)
@@ -311,7 +315,7 @@ def main() -> int:
                 equiv.Target("reference", ref.target, ref.endpoints()).open(),
             ]
             tracer = Tracer(ref.sw.ovs.rundir / "ovs-vswitchd.ctl", ref.sw.bridge)
-            report_path = args.equiv_report or workdir / "equiv-2024.json"
+            report_path = args.equiv_report or REPORT
             check = {
                 "sut": targets[0],
                 "ref": targets[1],
@@ -364,6 +368,7 @@ def main() -> int:
             host.down()
         finally:
             ref.down()
+            shutil.rmtree(workdir, ignore_errors=True)  # the rule files written for (a) and (c)
 
 
 def _port(target: str) -> int:
