@@ -4,6 +4,7 @@ import static net.uno.oneswitch.translate.Fixtures.F;
 import static net.uno.oneswitch.translate.Fixtures.PORTS;
 import static net.uno.oneswitch.translate.Fixtures.TOPO;
 import static net.uno.oneswitch.translate.Fixtures.apply;
+import static net.uno.oneswitch.translate.Fixtures.assertOfError;
 import static net.uno.oneswitch.translate.Fixtures.out;
 import static net.uno.oneswitch.translate.Fixtures.rule;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -132,8 +133,7 @@ class CarrierTest {
             // a matched TPID is not a payload type pop_mpls can restore
             rule(0, 10, vlan10(0x8100), apply(PUSH, out(1))),
             rule(0, 10, vlan10(null), apply(PUSH, F.actions().output(OFPort.FLOOD, 0))))) {
-      OfError e = assertThrows(OfError.class, () -> t.rule(r));
-      assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+      assertOfError("BadAction/UNSUPPORTED_ORDER", () -> t.rule(r));
     }
     assertTrue(tags.live().isEmpty());
   }
@@ -159,12 +159,11 @@ class CarrierTest {
     t.rule(rule(0, 10, inPort(2, null), apply(out(1)))); // takes the only VLAN id
     List<PhysRule> p = t.rule(rule(0, 10, inPort(2, IPV4), apply(out(3))));
     assertEquals(mplsSend(16, 2, IPV4), actions(p.get(0)));
-    OfError e =
-        assertThrows(OfError.class, () -> t.rule(rule(0, 10, inPort(4, null), apply(out(3)))));
-    assertEquals("FlowModFailed/TABLE_FULL", e.typeAndCode());
+    assertOfError(
+        "FlowModFailed/TABLE_FULL", () -> t.rule(rule(0, 10, inPort(4, null), apply(out(3)))));
     t.rule(rule(0, 10, inPort(2, 0x86dd), apply(out(3)))); // label 17
-    e = assertThrows(OfError.class, () -> t.rule(rule(0, 10, inPort(2, 0x0806), apply(out(3)))));
-    assertEquals("FlowModFailed/TABLE_FULL", e.typeAndCode());
+    assertOfError(
+        "FlowModFailed/TABLE_FULL", () -> t.rule(rule(0, 10, inPort(2, 0x0806), apply(out(3)))));
     small.release(Carrier.mplsKey(3, IPV4));
     assertEquals(16, small.acquire(Carrier.mplsKey(3, 0x0806)));
   }
@@ -217,9 +216,9 @@ class CarrierTest {
     Translator t =
         new Translator(
             TOPO, pm, 252, tags::acquire, g -> false, Map.of(1, Translator.SCALE_GROUP_BASE));
-    OfError e =
-        assertThrows(OfError.class, () -> t.rule(rule(0, 10, vlan10(IPV4), apply(PUSH, out(1)))));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertOfError(
+        "BadAction/UNSUPPORTED_ORDER",
+        () -> t.rule(rule(0, 10, vlan10(IPV4), apply(PUSH, out(1)))));
   }
 
   @Test
@@ -235,9 +234,8 @@ class CarrierTest {
     Translator t =
         new Translator(TOPO, PORTS, 252, tags::acquire, id -> id == 7, Map.of(), id -> g);
     OFAction group = F.actions().group(OFGroup.of(7));
-    OfError e =
-        assertThrows(OfError.class, () -> t.rule(rule(0, 10, vlan10(IPV4), apply(PUSH, group))));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertOfError(
+        "BadAction/UNSUPPORTED_ORDER", () -> t.rule(rule(0, 10, vlan10(IPV4), apply(PUSH, group))));
     t.rule(rule(0, 10, vlan10(IPV4), apply(group))); // one header: the bucket's VLAN tag is fine
     // The bucket stays on snic0 for a rule there (in_port=V1): 2 headers are fine.
     Match atSnic0 =
@@ -251,10 +249,9 @@ class CarrierTest {
   @Test
   void modeVlanNeverLabelsModeMplsLabelsWhereverTheEthertypeIsKnown() throws OfError {
     Translator vlan = translator(tags, PORTS).carrier(Carrier.Mode.VLAN);
-    OfError e =
-        assertThrows(
-            OfError.class, () -> vlan.rule(rule(0, 10, vlan10(IPV4), apply(PUSH, out(1)))));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertOfError(
+        "BadAction/UNSUPPORTED_ORDER",
+        () -> vlan.rule(rule(0, 10, vlan10(IPV4), apply(PUSH, out(1)))));
     assertEquals(
         Fixtures.tagged(1, 1), actions(vlan.rule(rule(0, 10, vlan10(IPV4), apply(out(1)))).get(0)));
     Translator mpls = translator(tags, PORTS).carrier(Carrier.Mode.MPLS);
@@ -268,8 +265,8 @@ class CarrierTest {
     CarrierTags small = new CarrierTags(new TagAllocator(1, 1), new TagAllocator(16, 17));
     Translator v2 = translator(small, PORTS).carrier(Carrier.Mode.VLAN);
     v2.rule(rule(0, 10, inPort(2, null), apply(out(1))));
-    e = assertThrows(OfError.class, () -> v2.rule(rule(0, 10, inPort(2, IPV4), apply(out(3)))));
-    assertEquals("FlowModFailed/TABLE_FULL", e.typeAndCode());
+    assertOfError(
+        "FlowModFailed/TABLE_FULL", () -> v2.rule(rule(0, 10, inPort(2, IPV4), apply(out(3)))));
     assertEquals(Carrier.Mode.MPLS, Carrier.Mode.parse("mpls").orElseThrow());
     assertTrue(Carrier.Mode.parse("MPLS").isEmpty());
   }
@@ -313,8 +310,7 @@ class CarrierTest {
   }
 
   private static void assertRefused(Translator t, Match m, OFAction... set) {
-    OfError e = assertThrows(OfError.class, () -> t.rule(rule(0, 10, m, write(set))));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertOfError("BadAction/UNSUPPORTED_ORDER", () -> t.rule(rule(0, 10, m, write(set))));
   }
 
   @Test
@@ -329,19 +325,17 @@ class CarrierTest {
     assertRefused(t, vlan10(null), PUSH, out(1)); // 2 headers, type unknown: no carrier fits
     assertRefused(t, vlan10(IPV4), PUSH, F.actions().output(OFPort.FLOOD, 0)); // FLOOD reaches V1
     // The apply-actions before the set count: push in apply + match VLAN = 2 headers.
-    OfError e =
-        assertThrows(
-            OfError.class,
-            () ->
-                t.rule(
-                    rule(
-                        0,
-                        10,
-                        vlan10(null),
-                        List.of(
-                            F.instructions().applyActions(List.of(PUSH)),
-                            F.instructions().writeActions(List.of(out(1)))))));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertOfError(
+        "BadAction/UNSUPPORTED_ORDER",
+        () ->
+            t.rule(
+                rule(
+                    0,
+                    10,
+                    vlan10(null),
+                    List.of(
+                        F.instructions().applyActions(List.of(PUSH)),
+                        F.instructions().writeActions(List.of(out(1)))))));
     assertTrue(tags.live().isEmpty(), "a refused set takes no tag");
     // The apply path carries the same frame under a label.
     assertTrue(
@@ -421,8 +415,8 @@ class CarrierTest {
     assertEquals(Carrier.tagMatch(key, 100, tag), d.match());
     assertEquals(List.of(setVid(20), out(1)), actions(d));
     // No set after the push: the outer id is not known, nothing carries it.
-    OfError e =
-        assertThrows(OfError.class, () -> t.rule(rule(0, 11, vlan10(null), apply(PUSH, out(1)))));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertOfError(
+        "BadAction/UNSUPPORTED_ORDER",
+        () -> t.rule(rule(0, 11, vlan10(null), apply(PUSH, out(1)))));
   }
 }

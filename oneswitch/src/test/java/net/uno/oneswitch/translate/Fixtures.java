@@ -1,5 +1,8 @@
 package net.uno.oneswitch.translate;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
@@ -7,6 +10,7 @@ import net.uno.oneswitch.model.PortMap;
 import net.uno.oneswitch.model.Topology;
 import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.model.VirtualRule;
+import org.junit.jupiter.api.function.Executable;
 import org.projectfloodlight.openflow.protocol.OFFactories;
 import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.OFVersion;
@@ -63,5 +67,15 @@ public final class Fixtures {
     l.add(out(pcie));
     l.add(F.actions().popVlan());
     return l;
+  }
+
+  /**
+   * Asserts that {@code call} fails with the OpenFlow error {@code typeAndCode} (e.g. {@code
+   * "BadAction/UNSUPPORTED_ORDER"}) and returns it.
+   */
+  public static OfError assertOfError(String typeAndCode, Executable call) {
+    OfError e = assertThrows(OfError.class, call);
+    assertEquals(typeAndCode, e.typeAndCode());
+    return e;
   }
 }

@@ -4,6 +4,7 @@ import static net.uno.oneswitch.translate.Fixtures.F;
 import static net.uno.oneswitch.translate.Fixtures.PORTS;
 import static net.uno.oneswitch.translate.Fixtures.TOPO;
 import static net.uno.oneswitch.translate.Fixtures.apply;
+import static net.uno.oneswitch.translate.Fixtures.assertOfError;
 import static net.uno.oneswitch.translate.Fixtures.out;
 import static net.uno.oneswitch.translate.Fixtures.rule;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -158,7 +159,6 @@ class GroupLabelsTest {
       Translator t,
       Match m,
       List<org.projectfloodlight.openflow.protocol.instruction.OFInstruction> ins) {
-    OfError e = assertThrows(OfError.class, () -> t.rule(rule(0, 10, m, ins)));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertOfError("BadAction/UNSUPPORTED_ORDER", () -> t.rule(rule(0, 10, m, ins)));
   }
 }

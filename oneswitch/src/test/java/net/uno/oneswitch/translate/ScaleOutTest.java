@@ -4,10 +4,10 @@ import static net.uno.oneswitch.translate.Fixtures.F;
 import static net.uno.oneswitch.translate.Fixtures.PORTS;
 import static net.uno.oneswitch.translate.Fixtures.TOPO;
 import static net.uno.oneswitch.translate.Fixtures.apply;
+import static net.uno.oneswitch.translate.Fixtures.assertOfError;
 import static net.uno.oneswitch.translate.Fixtures.out;
 import static net.uno.oneswitch.translate.Fixtures.rule;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
@@ -226,14 +226,12 @@ class ScaleOutTest {
   void unfaithfulCasesAreRefused() {
     Translator tr = t(with(new Loc("host", 200), new Loc("snic0", 201)));
     Match any = F.buildMatch().build();
-    OfError e = assertThrows(OfError.class, () -> tr.rule(rule(0, 1, any, apply(out(V)))));
-    assertEquals("BadAction/BAD_OUT_PORT", e.typeAndCode());
+    OfError e =
+        assertOfError("BadAction/BAD_OUT_PORT", () -> tr.rule(rule(0, 1, any, apply(out(V)))));
     assertTrue(e.getMessage().contains("in_port"), e.getMessage());
-    e =
-        assertThrows(
-            OfError.class,
-            () -> tr.rule(rule(0, 1, any, apply(F.actions().output(OFPort.FLOOD, 0xffff)))));
-    assertEquals("BadAction/BAD_OUT_PORT", e.typeAndCode());
+    assertOfError(
+        "BadAction/BAD_OUT_PORT",
+        () -> tr.rule(rule(0, 1, any, apply(F.actions().output(OFPort.FLOOD, 0xffff)))));
   }
 
   @Test
@@ -284,10 +282,9 @@ class ScaleOutTest {
     assertEquals(List.of(F.actions().group(OFGroup.of(7))), actions(ok.get(0)));
     for (Match m : List.of(F.buildMatch().build(), inPort(V))) {
       OfError e =
-          assertThrows(
-              OfError.class,
+          assertOfError(
+              "BadAction/BAD_OUT_PORT",
               () -> tr.rule(rule(0, 10, m, apply(F.actions().group(OFGroup.of(7))))));
-      assertEquals("BadAction/BAD_OUT_PORT", e.typeAndCode());
       assertTrue(e.getMessage().contains("in_port other than 200"), e.getMessage());
     }
     // Its own VLAN push in a bucket whose chained group may cross PCIe: refused as for a tag.
@@ -299,7 +296,6 @@ class ScaleOutTest {
                 F.buildBucket()
                     .setActions(List.of(F.actions().pushVlan(EthType.VLAN_FRAME), out(V)))
                     .build()));
-    OfError e = assertThrows(OfError.class, () -> tr.buckets(vlan, "host"));
-    assertEquals("GroupModFailed/BAD_BUCKET", e.typeAndCode());
+    assertOfError("GroupModFailed/BAD_BUCKET", () -> tr.buckets(vlan, "host"));
   }
 }

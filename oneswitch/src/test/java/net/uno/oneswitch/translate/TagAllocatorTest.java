@@ -1,5 +1,6 @@
 package net.uno.oneswitch.translate;
 
+import static net.uno.oneswitch.translate.Fixtures.assertOfError;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -27,8 +28,7 @@ class TagAllocatorTest {
     int y = a.acquire(2);
     int z = a.acquire(3);
     assertEquals(3, java.util.Set.of(x, y, z).size());
-    OfError e = assertThrows(OfError.class, () -> a.acquire(4));
-    assertEquals("FlowModFailed/TABLE_FULL", e.typeAndCode());
+    assertOfError("FlowModFailed/TABLE_FULL", () -> a.acquire(4));
     a.release(2);
     assertEquals(y, a.acquire(4), "freed id reused");
     assertEquals(java.util.Map.of(1L, x, 3L, z, 4L, y), a.live());

@@ -4,6 +4,7 @@ import static net.uno.oneswitch.translate.Fixtures.F;
 import static net.uno.oneswitch.translate.Fixtures.PORTS;
 import static net.uno.oneswitch.translate.Fixtures.TOPO;
 import static net.uno.oneswitch.translate.Fixtures.apply;
+import static net.uno.oneswitch.translate.Fixtures.assertOfError;
 import static net.uno.oneswitch.translate.Fixtures.out;
 import static net.uno.oneswitch.translate.Fixtures.rule;
 import static net.uno.oneswitch.translate.Fixtures.tagged;
@@ -147,16 +148,12 @@ class TranslatorTest {
     OFAction push = F.actions().pushVlan(EthType.VLAN_FRAME);
     OFAction pop = F.actions().popVlan();
     // VLAN packet + own push + carrier tag across PCIe = 3 headers: OVS would answer BAD_TAG.
-    OfError e =
-        assertThrows(OfError.class, () -> t.rule(rule(0, 10, vlan10(2), apply(push, out(1)))));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
-    e = assertThrows(OfError.class, () -> t.rule(rule(0, 10, vlan10(2), apply(push, push))));
-    assertEquals("BadAction/BAD_TAG", e.typeAndCode());
-    e =
-        assertThrows(
-            OfError.class,
-            () -> t.rule(rule(0, 10, vlan10(2), apply(push, F.actions().output(OFPort.FLOOD, 0)))));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertOfError(
+        "BadAction/UNSUPPORTED_ORDER", () -> t.rule(rule(0, 10, vlan10(2), apply(push, out(1)))));
+    assertOfError("BadAction/BAD_TAG", () -> t.rule(rule(0, 10, vlan10(2), apply(push, push))));
+    assertOfError(
+        "BadAction/UNSUPPORTED_ORDER",
+        () -> t.rule(rule(0, 10, vlan10(2), apply(push, F.actions().output(OFPort.FLOOD, 0)))));
     // Two headers staying on the switch, a pop before crossing, or an untagged match: fine.
     assertDoesNotThrow(() -> t.rule(rule(0, 10, vlan10(2), apply(push, out(4)))));
     assertDoesNotThrow(() -> t.rule(rule(0, 10, vlan10(2), apply(push, pop, out(1)))));
@@ -167,8 +164,8 @@ class TranslatorTest {
             .build();
     assertDoesNotThrow(() -> t.rule(rule(0, 10, untagged, apply(push, out(1)))));
     // No vlan_vid match: the frame may have come in tagged (QinQ after the push; VlanPushOrder).
-    e = assertThrows(OfError.class, () -> t.rule(rule(0, 10, inPort(2), apply(push, out(1)))));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertOfError(
+        "BadAction/UNSUPPORTED_ORDER", () -> t.rule(rule(0, 10, inPort(2), apply(push, out(1)))));
     assertDoesNotThrow(() -> t.rule(rule(0, 10, vlan10(2), apply(out(1)))));
   }
 
@@ -250,8 +247,7 @@ class TranslatorTest {
   }
 
   private void refused(String code, Runnable0 r) {
-    OfError e = assertThrows(OfError.class, r::run);
-    assertEquals(code, e.typeAndCode());
+    assertOfError(code, r::run);
   }
 
   interface Runnable0 {

@@ -3,6 +3,7 @@ package net.uno.oneswitch.translate;
 import static net.uno.oneswitch.translate.Fixtures.F;
 import static net.uno.oneswitch.translate.Fixtures.PORTS;
 import static net.uno.oneswitch.translate.Fixtures.apply;
+import static net.uno.oneswitch.translate.Fixtures.assertOfError;
 import static net.uno.oneswitch.translate.Fixtures.out;
 import static net.uno.oneswitch.translate.Fixtures.rule;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -98,8 +99,7 @@ class VlanPushOrderTest {
             apply(out(1)),
             List.of(F.instructions().writeActions(List.of(out(1)))),
             apply(F.actions().group(org.projectfloodlight.openflow.types.OFGroup.of(7))))) {
-      OfError e = assertThrows(OfError.class, () -> t.rule(rule(1, 10, m(null, false), ins)));
-      assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+      assertOfError("BadAction/UNSUPPORTED_ORDER", () -> t.rule(rule(1, 10, m(null, false), ins)));
     }
     // Staying on the host (V4) needs no carrier. A vlan_vid match cannot see a second header
     // either (see aMatchedVlanAfterAQinQPushMayHideASecondHeader); "no VLAN" matched can.
@@ -110,9 +110,9 @@ class VlanPushOrderTest {
   @Test
   void ownPushOnAFrameMatchingNoVlanIsJudgedDeeper() throws OfError {
     // A frame that came in tagged is QinQ after the push: the VLAN carrier would be a third header.
-    OfError e =
-        assertThrows(OfError.class, () -> t.rule(rule(0, 10, m(null, false), apply(PUSH, out(1)))));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertOfError(
+        "BadAction/UNSUPPORTED_ORDER",
+        () -> t.rule(rule(0, 10, m(null, false), apply(PUSH, out(1)))));
     assertThrows(
         OfError.class,
         () ->
@@ -229,8 +229,7 @@ class VlanPushOrderTest {
     // refused, even for a frame matched as "no VLAN"; without goto, or to a local vport: fine.
     Translator tl = t.later(order::later);
     for (Match mm : List.of(m(null, false), NO_VLAN_FROM_HOST)) {
-      OfError e = assertThrows(OfError.class, () -> tl.rule(rule(0, 10, mm, setThenOn)));
-      assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+      assertOfError("BadAction/UNSUPPORTED_ORDER", () -> tl.rule(rule(0, 10, mm, setThenOn)));
     }
     tl.rule(rule(0, 10, m(null, false), setThenOn.subList(0, 1)));
     tl.rule(rule(0, 10, m(null, false), List.of(F.instructions().writeActions(List.of(out(4))))));
@@ -245,19 +244,15 @@ class VlanPushOrderTest {
     assertTrue(labels(t.rule(rule(1, 10, m(0x0800, true), apply(out(1))))));
     assertFalse(labels(t.rule(rule(1, 10, m(null, true), apply(out(1))))));
     assertTrue(tags.tagOf(Carrier.rewriteKey(1, 10)).isPresent());
-    OfError e =
-        assertThrows(
-            OfError.class,
-            () ->
-                t.rule(
-                    rule(
-                        1,
-                        10,
-                        m(null, true),
-                        apply(
-                            F.actions()
-                                .group(org.projectfloodlight.openflow.types.OFGroup.of(7))))));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertOfError(
+        "BadAction/UNSUPPORTED_ORDER",
+        () ->
+            t.rule(
+                rule(
+                    1,
+                    10,
+                    m(null, true),
+                    apply(F.actions().group(org.projectfloodlight.openflow.types.OFGroup.of(7))))));
     // Its own push on top: OVS drops the innermost of 3 (on the reference too), the label carries
     // the 2 left; unknown ethertype and the pushed id not set: refused.
     assertTrue(labels(t.rule(rule(1, 10, m(0x0800, true), apply(PUSH, out(1))))));

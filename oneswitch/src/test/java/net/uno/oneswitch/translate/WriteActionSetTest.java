@@ -3,6 +3,7 @@ package net.uno.oneswitch.translate;
 import static net.uno.oneswitch.translate.Fixtures.F;
 import static net.uno.oneswitch.translate.Fixtures.PORTS;
 import static net.uno.oneswitch.translate.Fixtures.TOPO;
+import static net.uno.oneswitch.translate.Fixtures.assertOfError;
 import static net.uno.oneswitch.translate.Fixtures.out;
 import static net.uno.oneswitch.translate.Fixtures.rule;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -165,15 +166,11 @@ class WriteActionSetTest {
     int sg = Translator.SCALE_GROUP_BASE;
     Translator ts = new Translator(TOPO, pm, 252, tags::acquire, g -> g == 7, Map.of(4, sg));
     assertEquals(List.of(group(sg)), set(ts.rule(rule(0, 1, inPort(2), write(out(4)))).get(0)));
-    OfError e =
-        assertThrows(
-            OfError.class, () -> ts.rule(rule(0, 1, F.buildMatch().build(), write(out(4)))));
-    assertEquals("BadAction/BAD_OUT_PORT", e.typeAndCode());
-    e =
-        assertThrows(
-            OfError.class,
-            () -> ts.rule(rule(0, 1, inPort(4), write(F.actions().output(OFPort.ALL, 0)))));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertOfError(
+        "BadAction/BAD_OUT_PORT", () -> ts.rule(rule(0, 1, F.buildMatch().build(), write(out(4)))));
+    assertOfError(
+        "BadAction/UNSUPPORTED_ORDER",
+        () -> ts.rule(rule(0, 1, inPort(4), write(F.actions().output(OFPort.ALL, 0)))));
     var g =
         WriteActionSet.carrier(
                 TOPO, pm, Map.of(4, sg), WriteActionSet.FLOOD_CARRIER, "host", k -> tags.tagOf(k))
@@ -183,26 +180,20 @@ class WriteActionSetTest {
 
   @Test
   void refusals() {
-    OfError e =
-        assertThrows(OfError.class, () -> t.rule(rule(0, 1, inPort(2), write(out(0x10000)))));
-    assertEquals("BadAction/BAD_OUT_PORT", e.typeAndCode());
+    assertOfError(
+        "BadAction/BAD_OUT_PORT", () -> t.rule(rule(0, 1, inPort(2), write(out(0x10000)))));
     // match vlan + the set's push_vlan = 2 headers: the carrier tag would be a third.
     Match vlan =
         F.buildMatch()
             .setExact(MatchField.IN_PORT, OFPort.of(2))
             .setExact(MatchField.VLAN_VID, OFVlanVidMatch.ofVlan(3))
             .build();
-    e =
-        assertThrows(
-            OfError.class,
-            () ->
-                t.rule(rule(0, 1, vlan, write(F.actions().pushVlan(EthType.VLAN_FRAME), out(1)))));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
-    e =
-        assertThrows(
-            OfError.class,
-            () -> t.rule(rule(0, 1, inPort(2), write(F.actions().output(OFPort.LOCAL, 0)))));
-    assertEquals("BadAction/BAD_OUT_PORT", e.typeAndCode());
+    assertOfError(
+        "BadAction/UNSUPPORTED_ORDER",
+        () -> t.rule(rule(0, 1, vlan, write(F.actions().pushVlan(EthType.VLAN_FRAME), out(1)))));
+    assertOfError(
+        "BadAction/BAD_OUT_PORT",
+        () -> t.rule(rule(0, 1, inPort(2), write(F.actions().output(OFPort.LOCAL, 0)))));
   }
 
   @Test
@@ -226,12 +217,9 @@ class WriteActionSetTest {
     VirtualRule g0 = rule(0, 1, inPort(2), write(group(7)));
     VirtualRule out1 = rule(1, 1, inPort(2), write(out(1)));
     VirtualRule ctl2 = rule(2, 1, inPort(2), write(F.actions().output(OFPort.CONTROLLER, 64)));
-    OfError e = assertThrows(OfError.class, () -> ActionSetOrder.check(out1, List.of(g0)));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
-    e = assertThrows(OfError.class, () -> ActionSetOrder.check(g0, List.of(out1)));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
-    e = assertThrows(OfError.class, () -> ActionSetOrder.check(ctl2, List.of(out1)));
-    assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
+    assertOfError("BadAction/UNSUPPORTED_ORDER", () -> ActionSetOrder.check(out1, List.of(g0)));
+    assertOfError("BadAction/UNSUPPORTED_ORDER", () -> ActionSetOrder.check(g0, List.of(out1)));
+    assertOfError("BadAction/UNSUPPORTED_ORDER", () -> ActionSetOrder.check(ctl2, List.of(out1)));
     // Faithful orders: a later group or vport output replaces the earlier; a later
     // clear_actions empties the set first; a reserved output before a vport output.
     ActionSetOrder.check(rule(3, 1, inPort(2), write(group(7))), List.of(out1));
