@@ -66,6 +66,20 @@ def physical_actions(os_host) -> list[str]:
     return [p.actions for r in os_host.client.rules() for p in r.physical]
 
 
+def same_as_reference(sut, ref, pkts: list) -> dict:
+    """Sends `pkts` through the reference and OneSwitch, asserts that the same frames came out of both,
+    and returns what came out of OneSwitch (equiv.run_packets' form)."""
+    got_ref, got_sut = equiv.run_packets(ref, pkts), equiv.run_packets(sut, pkts)
+    diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
+    assert not diffs, "\n".join(diffs[:10])
+    return got_sut
+
+
+def at_vport(got: dict, vport: int) -> list[bytes]:
+    """The frames in `got` (equiv.run_packets' form) that came out of virtual port `vport`."""
+    return [f for c in got.values() for (v, f), n in c.items() if v == vport]
+
+
 def test_qinq_crosses_pcie_under_mpls_identical_to_reference(pair):
     os_host, sut, ref = pair
     errors_before = physical_errors(os_host.client)
@@ -77,11 +91,7 @@ def test_qinq_crosses_pcie_under_mpls_identical_to_reference(pair):
         pkts.append((i, 100, qinq(i, 10, 20 + i)))  # QinQ in, matched as dl_vlan=10
         pkts.append((100 + i, 100, qinq(100 + i, 10, None)))  # single-tagged, same rule
         pkts.append((200 + i, 101, qinq(200 + i, 10, None)))  # the rule pushes the 802.1ad header
-    got_ref = equiv.run_packets(ref, pkts)
-    got_sut = equiv.run_packets(sut, pkts)
-    diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
-    assert not diffs, "\n".join(diffs[:10])
-    at1 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 1]
+    at1 = at_vport(same_as_reference(sut, ref, pkts), 1)
     assert len(at1) == len(pkts), "not every frame crossed to Ethernet port 1"
     assert sum(1 for f in at1 if f[12:14] == b"\x88\xa8" and f[16:18] == b"\x81\x00") == 12  # QinQ kept
     assert physical_errors(os_host.client) == errors_before
@@ -214,13 +224,10 @@ def test_write_actions_output_needing_a_label_is_refused_and_the_rest_identical(
     for i in range(6):
         pkts.append((300 + i, 100, qinq(300 + i, 10, None)))  # -> VM 1 as QinQ (local carrier)
         pkts.append((400 + i, 101, untagged(400 + i)))  # -> port 1 across PCIe (VLAN carrier, popped)
-    got_ref = equiv.run_packets(ref, pkts)
-    got_sut = equiv.run_packets(sut, pkts)
-    diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
-    assert not diffs, "\n".join(diffs[:10])
-    at1 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 1]
+    got_sut = same_as_reference(sut, ref, pkts)
+    at1 = at_vport(got_sut, 1)
     assert len(at1) == 6 and all(f[12:14] == b"\x08\x00" for f in at1), [f[:18].hex() for f in at1]
-    at101 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 101]
+    at101 = at_vport(got_sut, 101)
     assert len(at101) == 6 and all(f[12:14] == b"\x88\xa8" and f[16:18] == b"\x81\x00" for f in at101)
     assert physical_errors(os_host.client) == errors_before
 
@@ -247,10 +254,7 @@ def test_a_push_relabels_the_rules_it_reaches_identical_to_reference(pair):
         pkts = [
             (first + i, 100, qinq(first + i, 20, None) if i % 2 else untagged(first + i)) for i in range(8)
         ]
-        got_ref, got_sut = equiv.run_packets(ref, pkts), equiv.run_packets(sut, pkts)
-        diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
-        assert not diffs, "\n".join(diffs[:10])
-        return [f for c in got_sut.values() for (v, f), n in c.items() if v == 1]
+        return at_vport(same_as_reference(sut, ref, pkts), 1)
 
     assert any("push_mpls:0x8847" in a and "pop_mpls:0x800" in a for a in physical_actions(os_host))
     at1 = same(500)
@@ -290,10 +294,7 @@ def test_group_across_pcie_takes_its_label_variant_identical_to_reference(pair):
             s.close()
     assert "push_mpls:0x8847" in dumped, dumped
     pkts = [(700 + i, 100, qinq(700 + i, 10, None)) for i in range(6)]
-    got_ref, got_sut = equiv.run_packets(ref, pkts), equiv.run_packets(sut, pkts)
-    diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
-    assert not diffs, "\n".join(diffs[:10])
-    at1 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 1]
+    at1 = at_vport(same_as_reference(sut, ref, pkts), 1)
     assert len(at1) == 6 and all(f[12:14] == b"\x88\xa8" and f[16:18] == b"\x81\x00" for f in at1)
     counts = {}
     for t in (sut, ref):
@@ -319,10 +320,7 @@ def test_a_push_onto_a_possible_qinq_frame_crosses_under_the_label_identical_to_
     assert loaded.accepted == PUSHED_TWICE, loaded.refused
     assert any("push_mpls:0x8847" in a and "pop_mpls:0x800" in a for a in physical_actions(os_host))
     pkts = [(800 + i, 100, qinq(800 + i, 20, None) if i % 2 else untagged(800 + i)) for i in range(8)]
-    got_ref, got_sut = equiv.run_packets(ref, pkts), equiv.run_packets(sut, pkts)
-    diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
-    assert not diffs, "\n".join(diffs[:10])
-    at1 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 1]
+    at1 = at_vport(same_as_reference(sut, ref, pkts), 1)
     assert len(at1) == 8 and all(f[12:14] == b"\x81\x00" and f[16:18] == b"\x81\x00" for f in at1), at1
     assert physical_errors(os_host.client) == errors_before
 
@@ -342,10 +340,7 @@ def test_a_vlan_match_after_a_qinq_push_sends_its_group_under_the_label(pair):
     loaded = equiv.load(rulegen.RuleSet(0, (LABELLED_GROUP,), tuple(SEED7)), sut, ref)
     assert not loaded.refused, loaded.refused
     pkts = [(900 + i, 100, qinq(900 + i, 20, None) if i % 2 else untagged(900 + i)) for i in range(8)]
-    got_ref, got_sut = equiv.run_packets(ref, pkts), equiv.run_packets(sut, pkts)
-    diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
-    assert not diffs, "\n".join(diffs[:10])
-    at1 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 1]
+    at1 = at_vport(same_as_reference(sut, ref, pkts), 1)
     assert len(at1) == 8 and sum(1 for f in at1 if f[16:18] == b"\x81\x00") == 4  # QinQ ones kept both
     assert physical_errors(os_host.client) == errors_before
 
@@ -368,9 +363,6 @@ def test_a_known_outer_vlan_id_crosses_by_its_rewrite_identical_to_reference(pai
     for i in range(6):
         frame = Ether(src=rulegen.MACS[0], dst=rulegen.MACS[1]) / Dot1Q(vlan=10, type=0x88B5)
         pkts.append((950 + i, 100, bytes(frame / Raw(rulegen.marker(950 + i) + bytes([i]) * 20))))
-    got_ref, got_sut = equiv.run_packets(ref, pkts), equiv.run_packets(sut, pkts)
-    diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
-    assert not diffs, "\n".join(diffs[:10])
-    at1 = [f for c in got_sut.values() for (v, f), n in c.items() if v == 1]
+    at1 = at_vport(same_as_reference(sut, ref, pkts), 1)
     assert len(at1) == 6 and all(f[12:18] == b"\x81\x00\x00\x14\x81\x00" for f in at1), at1  # 20 outside 10
     assert physical_errors(os_host.client) == errors_before
