@@ -35,7 +35,7 @@ pub mod pool;
 
 use nfcore::config::{object, only_keys, opt_str, opt_u64, RUNTIME_KEYS};
 use nfcore::{Ctx, FlowStore, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
-use packet::rewrite::{set_dst_ip, set_dst_port, set_src_ip, set_src_port};
+use packet::rewrite::{set_dst, set_src};
 use packet::{FlowKey, PROTO_TCP, PROTO_UDP, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 use pool::Backend;
 use serde_json::Value;
@@ -419,10 +419,7 @@ impl LoadBalancer {
             return Ok(Verdict::Drop);
         }
         self.touch(ctx, &key, &mut conn, pkt.tcp_flags());
-        let Ok(p) = set_dst_ip(frame, pkt, conn.backend.ip()) else {
-            return Ok(Verdict::Drop);
-        };
-        if set_dst_port(frame, &p, conn.backend.port()).is_err() {
+        if set_dst(frame, pkt, conn.backend.ip(), conn.backend.port()).is_err() {
             return Ok(Verdict::Drop);
         }
         self.c.to_backend += 1;
@@ -462,10 +459,7 @@ impl LoadBalancer {
             return Ok(Verdict::Drop);
         }
         self.touch(ctx, &key, &mut conn, pkt.tcp_flags());
-        let Ok(p) = set_src_ip(frame, pkt, self.vip) else {
-            return Ok(Verdict::Drop);
-        };
-        if set_src_port(frame, &p, self.port).is_err() {
+        if set_src(frame, pkt, self.vip, self.port).is_err() {
             return Ok(Verdict::Drop);
         }
         self.c.to_client += 1;

@@ -32,7 +32,7 @@
 use nf_firewall::rules::Cidr;
 use nfcore::config::{object, only_keys, opt_str, opt_u64, RUNTIME_KEYS};
 use nfcore::{Ctx, FlowStore, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
-use packet::rewrite::{set_dst_ip, set_dst_port, set_src_ip, set_src_port};
+use packet::rewrite::{set_dst, set_src};
 use packet::{FlowKey, L4};
 use serde_json::Value;
 use std::net::IpAddr;
@@ -339,11 +339,7 @@ impl Nat {
             }
         };
         self.touch(ctx, &key_out, &mut m);
-        let Ok(p) = set_src_ip(frame, pkt, m.public.0) else {
-            self.c.unsupported += 1;
-            return Ok(Verdict::Drop);
-        };
-        if set_src_port(frame, &p, m.public.1).is_err() {
+        if set_src(frame, pkt, m.public.0, m.public.1).is_err() {
             self.c.unsupported += 1;
             return Ok(Verdict::Drop);
         }
@@ -376,11 +372,7 @@ impl Nat {
             self.c.no_mapping += 1;
             return Ok(Verdict::Drop);
         };
-        let Ok(p) = set_dst_ip(frame, pkt, ip) else {
-            self.c.unsupported += 1;
-            return Ok(Verdict::Drop);
-        };
-        if set_dst_port(frame, &p, port).is_err() {
+        if set_dst(frame, pkt, ip, port).is_err() {
             self.c.unsupported += 1;
             return Ok(Verdict::Drop);
         }

@@ -127,3 +127,27 @@ pub fn set_src_port(frame: &mut [u8], p: &Parsed, new: u16) -> Result<Parsed, Re
 pub fn set_dst_port(frame: &mut [u8], p: &Parsed, new: u16) -> Result<Parsed, RewriteError> {
     set_port(frame, p, new, false)
 }
+
+/// Replace the source IP address and TCP/UDP port (a translated endpoint). On an error the frame
+/// may already carry the new address.
+pub fn set_src(
+    frame: &mut [u8],
+    p: &Parsed,
+    ip: IpAddr,
+    port: u16,
+) -> Result<Parsed, RewriteError> {
+    let q = set_src_ip(frame, p, ip)?;
+    set_src_port(frame, &q, port)
+}
+
+/// Replace the destination IP address and TCP/UDP port (a translated endpoint). On an error the
+/// frame may already carry the new address.
+pub fn set_dst(
+    frame: &mut [u8],
+    p: &Parsed,
+    ip: IpAddr,
+    port: u16,
+) -> Result<Parsed, RewriteError> {
+    let q = set_dst_ip(frame, p, ip)?;
+    set_dst_port(frame, &q, port)
+}

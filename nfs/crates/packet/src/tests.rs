@@ -108,6 +108,27 @@ fn rewrites_keep_checksums_valid() {
 }
 
 #[test]
+fn endpoint_rewrites_equal_the_field_rewrites() {
+    for t in [tcp(TCP_ACK), Transport::Udp] {
+        let f0 = FrameSpec::new(v4("10.0.0.1"), v4("10.0.0.2"), 40000, 443, t).build();
+        let p0 = Parsed::new_checked(&f0).unwrap();
+        let (mut f, mut g) = (f0.clone(), f0.clone());
+        let p = set_src(&mut f, &p0, v4("192.0.2.7"), 61000).unwrap();
+        let p = set_dst(&mut f, &p, v4("192.0.2.8"), 8443).unwrap();
+        let q = set_src_ip(&mut g, &p0, v4("192.0.2.7")).unwrap();
+        let q = set_src_port(&mut g, &q, 61000).unwrap();
+        let q = set_dst_ip(&mut g, &q, v4("192.0.2.8")).unwrap();
+        let q = set_dst_port(&mut g, &q, 8443).unwrap();
+        assert_eq!((f, p), (g, q));
+    }
+    // Another address family is refused.
+    let mut f = FrameSpec::new(v4("10.0.0.1"), v4("10.0.0.2"), 1, 2, Transport::Udp).build();
+    let p = Parsed::new_checked(&f).unwrap();
+    assert!(set_src(&mut f, &p, v4("fd00::1"), 5).is_err());
+    assert!(set_dst(&mut f, &p, v4("fd00::1"), 5).is_err());
+}
+
+#[test]
 fn rfc1624_example() {
     // RFC 1624 section 4: HC = 0xdd2f, m = 0x5555 -> m' = 0x3285 gives HC' = 0x0000.
     assert_eq!(checksum::update16(0xdd2f, 0x5555, 0x3285), 0x0000);
