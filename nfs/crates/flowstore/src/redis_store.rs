@@ -962,17 +962,25 @@ mod tests {
         assert!(e.0.contains("ABSOLUTE"), "{e}");
     }
 
-    #[test]
-    fn write_runs() {
-        let set = |k: &str| WriteOp::Set {
+    /// The write of "v" to `k`.
+    fn set(k: &str) -> WriteOp {
+        WriteOp::Set {
             key: k.as_bytes().to_vec(),
             value: b"v".to_vec(),
-        };
-        let t = |m: &str| WriteOp::TimerSet {
+        }
+    }
+
+    /// The timer of `m` in the timer set "T", due at 5 ms.
+    fn t(m: &str) -> WriteOp {
+        WriteOp::TimerSet {
             timers: b"T".to_vec(),
             member: m.as_bytes().to_vec(),
             deadline_ms: 5,
-        };
+        }
+    }
+
+    #[test]
+    fn write_runs() {
         let mut out = vec![];
         let ops = [
             set("a"),
@@ -992,15 +1000,6 @@ mod tests {
 
     #[test]
     fn writes_grouped_by_command_when_no_key_has_two_kinds() {
-        let set = |k: &str| WriteOp::Set {
-            key: k.as_bytes().to_vec(),
-            value: b"v".to_vec(),
-        };
-        let t = |m: &str| WriteOp::TimerSet {
-            timers: b"T".to_vec(),
-            member: m.as_bytes().to_vec(),
-            deadline_ms: 5,
-        };
         let tc = |m: &str| WriteOp::TimerCancel {
             timers: b"T".to_vec(),
             member: m.as_bytes().to_vec(),
