@@ -5,39 +5,18 @@ use netio::{Batch, Device};
 use packet::build::{FrameSpec, Transport};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use testnet::{link_up, Veth};
 
-struct Veth(String);
-
-impl Veth {
-    fn create(a: &str, b: &str) -> Option<Veth> {
-        let ok = |args: &[&str]| {
-            Command::new("ip")
-                .args(args)
-                .status()
-                .map(|s| s.success())
-                .unwrap_or(false)
-        };
-        if !ok(&["link", "add", a, "type", "veth", "peer", "name", b]) {
-            return None;
-        }
-        let v = Veth(a.to_string());
-        // No IPv6 chatter (router solicitations, MLD) in the counts of a test.
-        for i in [a, b] {
-            let _ = Command::new("sysctl")
-                .args(["-q", "-w", &format!("net.ipv6.conf.{i}.disable_ipv6=1")])
-                .status();
-        }
-        if !(ok(&["link", "set", a, "up"]) && ok(&["link", "set", b, "up"])) {
-            return None;
-        }
-        Some(v)
+/// The veth pair `a` / `b`, up, without IPv6; None when it cannot be made (not root).
+fn veth(a: &str, b: &str) -> Option<Veth> {
+    let v = Veth::add(a, b)?;
+    // No IPv6 chatter (router solicitations, MLD) in the counts of a test.
+    for i in [a, b] {
+        let _ = Command::new("sysctl")
+            .args(["-q", "-w", &format!("net.ipv6.conf.{i}.disable_ipv6=1")])
+            .status();
     }
-}
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &self.0]).status();
-    }
+    link_up(a, b).then_some(v)
 }
 
 /// A UDP frame with payload `<tag>-<i>` and these VLAN tags.
@@ -59,7 +38,7 @@ fn udp(tag: &str, i: u32, vlans: &[u16]) -> Vec<u8> {
 fn veth_round_trip_batches() {
     let tag = std::process::id() % 100_000;
     let (a, b) = (format!("unpA{tag}"), format!("unpB{tag}"));
-    let Some(_veth) = Veth::create(&a, &b) else {
+    let Some(_veth) = veth(&a, &b) else {
         eprintln!("SKIP: cannot create a veth pair (not root?)");
         return;
     };
@@ -122,7 +101,7 @@ fn veth_round_trip_batches() {
 fn ring_counts_frames_in_a_block_not_retired() {
     let tag = std::process::id() % 100_000;
     let (a, b) = (format!("unrA{tag}"), format!("unrB{tag}"));
-    let Some(_veth) = Veth::create(&a, &b) else {
+    let Some(_veth) = veth(&a, &b) else {
         eprintln!("SKIP: cannot create a veth pair (not root?)");
         return;
     };

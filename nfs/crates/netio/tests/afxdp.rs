@@ -9,28 +9,12 @@ use packet::build::{FrameSpec, Transport};
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use testnet::{link_up, Veth};
 
-struct Veth(String);
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &self.0]).status();
-    }
-}
-
+/// The veth pair `a` / `b`, up; None when it cannot be made (not root).
 fn veth(a: &str, b: &str) -> Option<Veth> {
-    let ok = |args: &[&str]| {
-        Command::new("ip")
-            .args(args)
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false)
-    };
-    if !ok(&["link", "add", a, "type", "veth", "peer", "name", b]) {
-        return None;
-    }
-    let v = Veth(a.to_string());
-    (ok(&["link", "set", a, "up"]) && ok(&["link", "set", b, "up"])).then_some(v)
+    let v = Veth::add(a, b)?;
+    link_up(a, b).then_some(v)
 }
 
 fn frames(tag: &str, n: u32) -> Batch {

@@ -16,7 +16,8 @@ use traffic::gen::{frames, GenConfig};
 use traffic::Marker;
 
 mod common;
-use common::{http, http_get, request, split_response, wait_ready, Child, TempDir, Veth};
+use common::{http, http_get, request, split_response, wait_ready, Child, TempDir};
+use testnet::Veth;
 
 const BURST: u32 = 300;
 

@@ -13,7 +13,8 @@ use traffic::gen::{frames, GenConfig, GenFrame};
 use traffic::Marker;
 
 mod common;
-use common::{http, http_get, ip, wait_ready, Child, TempDir, Veth};
+use common::{http, http_get, wait_ready, Child, TempDir};
+use testnet::{link_up, Veth};
 
 const FLOWS: u32 = 4;
 const PKTS: u32 = 20;
@@ -99,26 +100,16 @@ fn local_state_moves_to_a_buffering_instance_without_loss() {
     let names: Vec<(String, String)> = (0..3)
         .map(|i| (format!("usmA{i}{tag}"), format!("usmB{i}{tag}")))
         .collect();
-    if !ip(&[
-        "link",
-        "add",
-        &names[0].0,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        &names[0].1,
-    ]) {
+    let Some(first) = Veth::add(&names[0].0, &names[0].1) else {
         eprintln!("SKIP: cannot create a veth pair (not root?)");
         return;
-    }
-    let mut _veths = vec![Veth(names[0].0.clone())];
+    };
+    let mut _veths = vec![first];
     for (a, b) in &names[1..] {
-        assert!(ip(&["link", "add", a, "type", "veth", "peer", "name", b]));
-        _veths.push(Veth(a.clone()));
+        _veths.push(Veth::add(a, b).expect("veth pair"));
     }
     for (a, b) in &names {
-        assert!(ip(&["link", "set", a, "up"]) && ip(&["link", "set", b, "up"]));
+        assert!(link_up(a, b));
     }
     let dir = TempDir(std::env::temp_dir().join(format!("unonfs-move-{tag}")));
     std::fs::create_dir_all(&dir.0).unwrap();

@@ -13,7 +13,8 @@ use traffic::gen::{frames, stamp, GenConfig};
 use traffic::Marker;
 
 mod common;
-use common::{http_get, wait_ready, Child, Veth};
+use common::{http_get, wait_ready, Child};
+use testnet::Veth;
 
 #[test]
 fn firewall_on_veth_with_redis_passes_only_allowed_flows() {

@@ -16,7 +16,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{ip, wait_ready, Child, TempDir, Veth};
+use common::{wait_ready, Child, TempDir};
+use testnet::Veth;
 
 /// One frame to send: TCP from `src:sport` to `dst:dport` with a unique `seq` (its id).
 struct Send {
@@ -59,12 +60,10 @@ fn run_on_veth(
 ) -> Option<HashMap<u32, Vec<u8>>> {
     let id = std::process::id() % 10_000;
     let (a, b) = (format!("un{tag}A{id}"), format!("un{tag}B{id}"));
-    if !ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]) {
+    let Some(_v) = Veth::named(&a, &b) else {
         eprintln!("SKIP: cannot create a veth pair (not root?)");
         return None;
-    }
-    let _v = Veth(a.clone());
-    assert!(ip(&["link", "set", &a, "up"]) && ip(&["link", "set", &b, "up"]));
+    };
     let redis = TestRedis::start().expect("redis-server");
     let dir = TempDir(std::env::temp_dir().join(format!("unonfs-veth-{tag}-{id}")));
     std::fs::create_dir_all(&dir.0).unwrap();

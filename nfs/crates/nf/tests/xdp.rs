@@ -10,7 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Child, Veth};
+use common::Child;
+use testnet::Veth;
 
 fn syn(sport: u16, dport: u16) -> Vec<u8> {
     let t = Transport::Tcp {

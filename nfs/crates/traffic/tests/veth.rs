@@ -2,23 +2,8 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use testnet::Veth;
 use traffic::gen::{frames, stamp, GenConfig};
-
-struct Veth(String);
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &self.0]).status();
-    }
-}
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
 
 #[test]
 fn stamped_frames_keep_valid_checksums() {
@@ -49,14 +34,10 @@ fn stamped_frames_keep_valid_checksums() {
 
 #[test]
 fn gen_to_sink_over_veth_reports_no_loss() {
-    let tag = std::process::id() % 100_000;
-    let (a, b) = (format!("utgA{tag}"), format!("utgB{tag}"));
-    if !ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]) {
+    let Some((_v, a, b)) = Veth::pair("utg") else {
         eprintln!("SKIP: cannot create a veth pair (not root?)");
         return;
-    }
-    let _v = Veth(a.clone());
-    assert!(ip(&["link", "set", &a, "up"]) && ip(&["link", "set", &b, "up"]));
+    };
     let bin = env!("CARGO_BIN_EXE_traffic");
     let mut sink = Command::new(bin)
         .args([

@@ -1,34 +1,10 @@
-//! Support shared by the tests that run the `nf` binary on real veth ports: guards that remove what
-//! a test made (veth, child process, temp dir) also when it fails, and the few shell-outs they need.
+//! Support shared by the tests that run the `nf` binary on real veth ports (the veth pairs come from
+//! the `testnet` crate): guards that remove what a test made (child process, temp dir) also when it
+//! fails, and the few requests they need.
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::io::{Read, Write};
-use std::process::Command;
 use std::time::Duration;
-
-/// A veth pair, deleted (with its peer) on drop.
-pub struct Veth(pub String);
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &self.0]).status();
-    }
-}
-
-impl Veth {
-    /// A veth pair `<prefix>A<pid>` / `<prefix>B<pid>`, both up: (guard, a, b); None when it cannot
-    /// be made (not root).
-    pub fn pair(prefix: &str) -> Option<(Veth, String, String)> {
-        let tag = std::process::id() % 100_000;
-        let (a, b) = (format!("{prefix}A{tag}"), format!("{prefix}B{tag}"));
-        if !ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]) {
-            return None;
-        }
-        let v = Veth(a.clone());
-        assert!(ip(&["link", "set", &a, "up"]) && ip(&["link", "set", &b, "up"]));
-        Some((v, a, b))
-    }
-}
 
 /// A child process, killed and reaped on drop.
 pub struct Child(pub std::process::Child);
@@ -47,15 +23,6 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-/// `ip ARGS...`; false when it fails (e.g. not root).
-pub fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
 }
 
 /// Where a test reaches the NF's stats endpoint: a loopback port or a unix socket.
