@@ -325,17 +325,12 @@ class CarrierTest {
     assertRefused(t, vlan10(null), PUSH, out(1)); // 2 headers, type unknown: no carrier fits
     assertRefused(t, vlan10(IPV4), PUSH, F.actions().output(OFPort.FLOOD, 0)); // FLOOD reaches V1
     // The apply-actions before the set count: push in apply + match VLAN = 2 headers.
+    var pushThenSet =
+        List.of(
+            F.instructions().applyActions(List.of(PUSH)),
+            F.instructions().writeActions(List.of(out(1))));
     assertOfError(
-        "BadAction/UNSUPPORTED_ORDER",
-        () ->
-            t.rule(
-                rule(
-                    0,
-                    10,
-                    vlan10(null),
-                    List.of(
-                        F.instructions().applyActions(List.of(PUSH)),
-                        F.instructions().writeActions(List.of(out(1)))))));
+        "BadAction/UNSUPPORTED_ORDER", () -> t.rule(rule(0, 10, vlan10(null), pushThenSet)));
     assertTrue(tags.live().isEmpty(), "a refused set takes no tag");
     // The apply path carries the same frame under a label.
     assertTrue(

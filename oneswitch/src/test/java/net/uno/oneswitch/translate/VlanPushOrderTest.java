@@ -244,15 +244,8 @@ class VlanPushOrderTest {
     assertTrue(labels(t.rule(rule(1, 10, m(0x0800, true), apply(out(1))))));
     assertFalse(labels(t.rule(rule(1, 10, m(null, true), apply(out(1))))));
     assertTrue(tags.tagOf(Carrier.rewriteKey(1, 10)).isPresent());
-    assertOfError(
-        "BadAction/UNSUPPORTED_ORDER",
-        () ->
-            t.rule(
-                rule(
-                    1,
-                    10,
-                    m(null, true),
-                    apply(F.actions().group(org.projectfloodlight.openflow.types.OFGroup.of(7))))));
+    var group7 = apply(F.actions().group(org.projectfloodlight.openflow.types.OFGroup.of(7)));
+    assertOfError("BadAction/UNSUPPORTED_ORDER", () -> t.rule(rule(1, 10, m(null, true), group7)));
     // Its own push on top: OVS drops the innermost of 3 (on the reference too), the label carries
     // the 2 left; unknown ethertype and the pushed id not set: refused.
     assertTrue(labels(t.rule(rule(1, 10, m(0x0800, true), apply(PUSH, out(1))))));
