@@ -302,29 +302,15 @@ fn config_errors_name_the_field() {
 
 #[test]
 fn idle_expiry_removes_record_and_buffer_once_with_two_instances() {
-    use nfcore::config::RuntimeOptions;
-    use nfcore::harness::RecordingDevice;
-    use nfcore::runtime::{Runtime, TimeSource};
+    use nfcore::harness::recording_runtime;
+    use nfcore::runtime::TimeSource;
     let redis = TestRedis::start().expect("redis-server");
     let cfg = serde_json::json!({"signatures": [{"id": 1, "content": "zzz"}], "alert_log": "/dev/null",
                                   "idle_timeout_ms": 1000});
     let mk = |frames| {
-        let opts = RuntimeOptions {
-            batch_size: 4,
-            fail_mode: nfcore::FailMode::Closed,
-            timer_interval_ms: 1_000_000,
-            owner_cache: false,
-        };
         let s = Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
-        let mut rt = Runtime::new(
-            Box::new(Ips::from_config(&cfg).unwrap()),
-            s,
-            RecordingDevice::new(frames),
-            flowstore::KeySpace::new("ipst").unwrap(),
-            opts,
-        );
-        rt.init().unwrap();
-        rt
+        let nf = Box::new(Ips::from_config(&cfg).unwrap());
+        recording_runtime(nf, s, "ipst", frames, 4, 1_000_000)
     };
     // SYN, then two segments ahead of the stream (buffered in the tier, one slot each).
     let frames = stream_frames(b"hello world", &[3, 6], &[1, 2]);

@@ -5,10 +5,10 @@
 use flowstore::test_redis::TestRedis;
 use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
 use nf_lb::{load_key, set_backend_state, LoadBalancer};
-use nfcore::config::RuntimeOptions;
-use nfcore::harness::{load_case, run_alternating, run_frames, verdicts, RecordingDevice};
+use nfcore::harness::{
+    load_case, recording_runtime, run_alternating, run_frames, verdicts, RecordingDevice,
+};
 use nfcore::runtime::{Runtime, TimeSource};
-use nfcore::FailMode;
 use packet::build::{checksums_valid, FrameSpec, Transport};
 use packet::Parsed;
 use std::net::{IpAddr, SocketAddr};
@@ -161,22 +161,8 @@ fn runtime(
     cfg: &serde_json::Value,
     frames: Vec<(u64, Vec<u8>)>,
 ) -> Runtime<RecordingDevice> {
-    let opts = RuntimeOptions {
-        batch_size: 8,
-        fail_mode: FailMode::Closed,
-        timer_interval_ms: 1_000_000,
-        owner_cache: false,
-    };
     let nf = Box::new(LoadBalancer::from_config(cfg).unwrap());
-    let mut rt = Runtime::new(
-        nf,
-        store,
-        RecordingDevice::new(frames),
-        KeySpace::new(nf_id).unwrap(),
-        opts,
-    );
-    rt.init().unwrap();
-    rt
+    recording_runtime(nf, store, nf_id, frames, 8, 1_000_000)
 }
 
 fn backend_of(f: &Option<Vec<u8>>) -> Option<SocketAddr> {

@@ -4,13 +4,14 @@
 use flowstore::test_redis::TestRedis;
 use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
 use nf_nat::Nat;
-use nfcore::config::RuntimeOptions;
-use nfcore::harness::{load_case, run_alternating, run_frames, verdicts, RecordingDevice};
+use nfcore::harness::{
+    load_case, recording_runtime, run_alternating, run_frames, verdicts, RecordingDevice,
+};
 use nfcore::runtime::{Runtime, TimeSource};
-use nfcore::FailMode;
 use packet::build::{checksums_valid, FrameSpec, Transport};
 use packet::Parsed;
 use std::collections::HashSet;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
@@ -143,14 +144,7 @@ fn port_blocks_are_disjoint_and_returned_on_release() {
                     rt.release().unwrap();
                     assert_eq!(rt.nf().stats()["block_free"], 0);
                     let (_, _, dev) = rt.into_parts();
-                    dev.out
-                        .into_iter()
-                        .flatten()
-                        .map(|f| {
-                            let p = Parsed::new_checked(&f).unwrap();
-                            (p.src, p.ports().0)
-                        })
-                        .collect::<Vec<_>>()
+                    sources(dev.out)
                 })
             })
             .collect();
@@ -201,6 +195,17 @@ fn outbound_frames(n: u32, src_base: u32) -> Vec<(u64, Vec<u8>)> {
         .collect()
 }
 
+/// The source address and port of each frame that came out (the pair its flow was given).
+fn sources(out: Vec<Option<Vec<u8>>>) -> Vec<(IpAddr, u16)> {
+    out.into_iter()
+        .flatten()
+        .map(|f| {
+            let p = Parsed::new_checked(&f).unwrap();
+            (p.src, p.ports().0)
+        })
+        .collect()
+}
+
 fn runtime(
     store: Box<dyn FlowStore>,
     cfg: &serde_json::Value,
@@ -215,22 +220,8 @@ fn runtime_in(
     cfg: &serde_json::Value,
     frames: Vec<(u64, Vec<u8>)>,
 ) -> Runtime<RecordingDevice> {
-    let opts = RuntimeOptions {
-        batch_size: 8,
-        fail_mode: FailMode::Closed,
-        timer_interval_ms: 1_000_000,
-        owner_cache: false,
-    };
     let nf = Box::new(Nat::from_config(cfg).unwrap());
-    let mut rt = Runtime::new(
-        nf,
-        store,
-        RecordingDevice::new(frames),
-        KeySpace::new(nf_id).unwrap(),
-        opts,
-    );
-    rt.init().unwrap();
-    rt
+    recording_runtime(nf, store, nf_id, frames, 8, 1_000_000)
 }
 
 #[test]
@@ -275,14 +266,7 @@ fn pool_race_between_instances_never_reuses_a_pair() {
                 rt.run(TimeSource::Packets, &AtomicBool::new(false))
                     .unwrap();
                 let (_, _, dev) = rt.into_parts();
-                dev.out
-                    .into_iter()
-                    .flatten()
-                    .map(|f| {
-                        let p = Parsed::new_checked(&f).unwrap();
-                        (p.src, p.ports().0)
-                    })
-                    .collect::<Vec<_>>()
+                sources(dev.out)
             })
         })
         .collect();

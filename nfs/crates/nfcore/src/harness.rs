@@ -2,7 +2,7 @@
 //! load Suricata-verify-style case directories (`packets.json`, `config.json`, `expected.json`).
 
 use crate::config::RuntimeOptions;
-use crate::runtime::Runtime;
+use crate::runtime::{Runtime, DEFAULT_PIPELINE_DEPTH};
 use crate::NetworkFunction;
 use flowstore::{FlowStore, KeySpace};
 use netio::{Batch, Device};
@@ -89,7 +89,34 @@ pub type RunResult = (
     Box<dyn FlowStore>,
 );
 
-/// Like [`run_frames`], returning the NF and the store too.
+/// A runtime over a [`RecordingDevice`] fed `frames`, initialised: batches of `batch_size`, timers
+/// every `timer_interval_ms` (of packet time), fail closed, no owner cache.
+pub fn recording_runtime(
+    nf: Box<dyn NetworkFunction>,
+    store: Box<dyn FlowStore>,
+    nf_id: &str,
+    frames: Vec<(u64, Vec<u8>)>,
+    batch_size: usize,
+    timer_interval_ms: u64,
+) -> Runtime<RecordingDevice> {
+    let opts = RuntimeOptions {
+        batch_size,
+        fail_mode: crate::FailMode::Closed,
+        timer_interval_ms,
+        owner_cache: false,
+    };
+    let mut rt = Runtime::new(
+        nf,
+        store,
+        RecordingDevice::new(frames),
+        KeySpace::new(nf_id).unwrap(),
+        opts,
+    );
+    rt.init().expect("init");
+    rt
+}
+
+/// Like [`run_frames`], returning the NF and the store too (default pipeline depth).
 pub fn run_frames_full(
     nf: Box<dyn NetworkFunction>,
     store: Box<dyn FlowStore>,
@@ -97,27 +124,7 @@ pub fn run_frames_full(
     frames: &[(u64, Vec<u8>)],
     batch_size: usize,
 ) -> RunResult {
-    let opts = RuntimeOptions {
-        batch_size,
-        fail_mode: crate::FailMode::Closed,
-        timer_interval_ms: 1,
-        owner_cache: false,
-    };
-    let mut rt = Runtime::new(
-        nf,
-        store,
-        RecordingDevice::new(frames.to_vec()),
-        KeySpace::new(nf_id).unwrap(),
-        opts,
-    );
-    rt.init().expect("init");
-    rt.run(
-        crate::runtime::TimeSource::Packets,
-        &std::sync::atomic::AtomicBool::new(false),
-    )
-    .expect("run");
-    let (nf, store, dev) = rt.into_parts();
-    (dev.out, nf, store)
+    run_frames_depth(nf, store, nf_id, frames, batch_size, DEFAULT_PIPELINE_DEPTH)
 }
 
 /// Like [`run_frames_full`] with the runtime's pipeline depth set (batches in flight at once on
@@ -130,21 +137,8 @@ pub fn run_frames_depth(
     batch_size: usize,
     depth: usize,
 ) -> RunResult {
-    let opts = RuntimeOptions {
-        batch_size,
-        fail_mode: crate::FailMode::Closed,
-        timer_interval_ms: 1,
-        owner_cache: false,
-    };
-    let mut rt = Runtime::new(
-        nf,
-        store,
-        RecordingDevice::new(frames.to_vec()),
-        KeySpace::new(nf_id).unwrap(),
-        opts,
-    );
+    let mut rt = recording_runtime(nf, store, nf_id, frames.to_vec(), batch_size, 1);
     rt.set_pipeline_depth(depth);
-    rt.init().expect("init");
     rt.run(
         crate::runtime::TimeSource::Packets,
         &std::sync::atomic::AtomicBool::new(false),
@@ -161,24 +155,10 @@ pub fn run_alternating(
     nf_id: &str,
     frames: &[(u64, Vec<u8>)],
 ) -> Vec<Option<Vec<u8>>> {
-    let opts = RuntimeOptions {
-        batch_size: 1,
-        fail_mode: crate::FailMode::Closed,
-        timer_interval_ms: 1,
-        owner_cache: false,
-    };
     let mut inst: Vec<Runtime<RecordingDevice>> = (0..2)
         .map(|_| {
             let (nf, store) = make();
-            let mut rt = Runtime::new(
-                nf,
-                store,
-                RecordingDevice::new(vec![]),
-                KeySpace::new(nf_id).unwrap(),
-                opts,
-            );
-            rt.init().expect("init");
-            rt
+            recording_runtime(nf, store, nf_id, vec![], 1, 1)
         })
         .collect();
     let mut out = Vec::with_capacity(frames.len());
