@@ -475,9 +475,13 @@ def processes_using(rundir: Path, proc: Path = Path("/proc")) -> list[int]:
 
 
 def ping(netns: str, ip: str, count: int = 3, timeout: float = 10) -> bool:
-    proc = subprocess.run(
-        ["ip", "netns", "exec", netns, "ping", "-c", str(count), "-i", "0.2", "-W", "1", ip],
-        capture_output=True,
-        timeout=timeout,
-    )
+    """True if `ip` answered from `netns`; False also when ping did not finish within `timeout` s."""
+    try:
+        proc = subprocess.run(
+            ["ip", "netns", "exec", netns, "ping", "-c", str(count), "-i", "0.2", "-W", "1", ip],
+            capture_output=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return False
     return proc.returncode == 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 
-from host_datapath.sysutil import wait_for
+from host_datapath.sysutil import DatapathError, wait_for
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.host import ping
 from tests.datapath.conftest import unique_name
@@ -16,6 +16,7 @@ from .faucet import Faucet
 
 pytestmark = ONESWITCH
 VPORTS = [1, 2, 100, 101, 200, 201]
+NF_VPORTS = (200, 201)
 NF_IPS = {0: "10.77.5.1", 1: "10.77.5.2"}  # nf0 on the host switch (vport 200), nf1 on snic0 (vport 201)
 PAIRS = [("vm0", "out0"), ("vm0", "vm1"), ("vm1", "nf_snic"), ("out0", "nf_host"), ("nf_host", "nf_snic"),
          ("out1", "vm1"), ("nf_snic", "out1")]  # fmt: skip
@@ -24,6 +25,23 @@ PAIRS = [("vm0", "out0"), ("vm0", "vm1"), ("vm1", "nf_snic"), ("out0", "nf_host"
 def faucet_programmed(client) -> bool:
     """Faucet has pushed its pipeline (rules in at least 3 virtual tables)."""
     return len({r.table for r in client.rules()}) >= 3
+
+
+def nf_ports_configured(client) -> bool:
+    """Faucet has taken both NF ports into its VLAN (its table-0 rule for each, sent when it sees the port)
+    and OneSwitch has installed those rules on the physical switches."""
+    want = {f"in_port={p},vlan_vid=0x0" for p in NF_VPORTS}
+    return want <= {r.match for r in client.rules() if r.table == 0 and r.physical}
+
+
+def reaches(netns: str, ip: str, within_s: float) -> bool:
+    """Pings until one gets through or `within_s` passes: the first packets teach Faucet where the hosts are
+    (packet-in, then its learnt rules go through OneSwitch), which takes long on a loaded machine."""
+    try:
+        wait_for(lambda: ping(netns, ip, count=2), within_s, f"{netns} to reach {ip}")
+    except DatapathError:
+        return False
+    return True
 
 
 def scenario(tmp_path, nf_ports_first: bool) -> None:
@@ -50,6 +68,7 @@ def scenario(tmp_path, nf_ports_first: bool) -> None:
         if nf_ports_first:
             faucet.start()  # OneSwitch reconnects to it (backoff at most 5 s)
             wait_for(lambda: faucet_programmed(client), 60, "Faucet to program OneSwitch")
+        wait_for(lambda: nf_ports_configured(client), 60, "Faucet to configure the NF ports")
         ns = {
             "vm0": (nm.ns_vm(name, 0), nm.ip_vm(0)),
             "vm1": (nm.ns_vm(name, 1), nm.ip_vm(1)),
@@ -58,11 +77,7 @@ def scenario(tmp_path, nf_ports_first: bool) -> None:
             "nf_host": (f"{name}-nf0", NF_IPS[0]),
             "nf_snic": (f"{name}-nf1", NF_IPS[1]),
         }
-        failed = []
-        for a, b in PAIRS:
-            # The first packets teach Faucet where the hosts are (packet-in); allow it a few tries.
-            if not any(ping(ns[a][0], ns[b][1], count=2) for _ in range(5)):
-                failed.append(f"{a} -> {b}")
+        failed = [f"{a} -> {b}" for a, b in PAIRS if not reaches(ns[a][0], ns[b][1], 30)]
         if failed:
             log = [
                 ln for ln in host.oneswitch().logfile.read_text(errors="replace").splitlines() if "WARN" in ln
