@@ -16,7 +16,7 @@ use traffic::gen::{frames, GenConfig};
 use traffic::Marker;
 
 mod common;
-use common::{http, http_get, request, split_response, wait_ready, Child, TempDir};
+use common::{http, http_get, request, split_response, stats_json, wait_ready, Child, TempDir};
 use testnet::Veth;
 
 const BURST: u32 = 300;
@@ -43,9 +43,7 @@ fn json(body: &[u8]) -> serde_json::Value {
 }
 
 fn counters(sock: &Path) -> serde_json::Value {
-    let s = http_get(sock, "/stats").unwrap();
-    let v: serde_json::Value = serde_json::from_str(s.split("\r\n\r\n").nth(1).unwrap()).unwrap();
-    v["counters"].clone()
+    stats_json(sock)["counters"].clone()
 }
 
 /// Send `n` UDP frames of run `run` (`traffic` markers) as fast as the socket takes them.

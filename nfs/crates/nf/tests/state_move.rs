@@ -13,7 +13,7 @@ use traffic::gen::{frames, GenConfig, GenFrame};
 use traffic::Marker;
 
 mod common;
-use common::{http, http_get, wait_ready, Child, TempDir};
+use common::{http, stats_json, wait_ready, Child, TempDir};
 use testnet::{link_up, Veth};
 
 const FLOWS: u32 = 4;
@@ -25,11 +25,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-fn stats(port: u16) -> serde_json::Value {
-    let s = http_get(port, "/stats").unwrap();
-    serde_json::from_str(s.split("\r\n\r\n").nth(1).unwrap()).unwrap()
 }
 
 struct Port {
@@ -166,11 +161,15 @@ fn local_state_moves_to_a_buffering_instance_without_loss() {
     );
     let t0 = Instant::now();
     // (>=: the kernel's own IPv6 frames on a fresh veth are buffered too)
-    while stats(p_new)["counters"]["buffered"].as_u64().unwrap() < after.len() as u64 {
-        assert!(t0.elapsed() < Duration::from_secs(10), "{}", stats(p_new));
+    while stats_json(p_new)["counters"]["buffered"].as_u64().unwrap() < after.len() as u64 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{}",
+            stats_json(p_new)
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(stats(p_new)["buffering"], true);
+    assert_eq!(stats_json(p_new)["buffering"], true);
     // Bad bodies are 400s and change nothing (still buffering, process alive).
     for bad in [&b""[..], b"garbage", &state[..state.len() - 1]] {
         let (st, body) = http(p_new, "PUT", "/state", bad);
@@ -180,7 +179,7 @@ fn local_state_moves_to_a_buffering_instance_without_loss() {
     }
     let (st, _) = http(p_new, "DELETE", "/state", b"");
     assert!(st.contains("405"), "{st}");
-    assert_eq!(stats(p_new)["buffering"], true);
+    assert_eq!(stats_json(p_new)["buffering"], true);
 
     let (st, body) = http(p_new, "PUT", "/state", &state);
     assert!(st.contains("200"), "{st}");
@@ -193,7 +192,7 @@ fn local_state_moves_to_a_buffering_instance_without_loss() {
         .flat_map(|s| (0..FLOWS).map(move |f| (f, s)))
         .collect();
     assert_eq!(got, expect, "in arrival order");
-    assert_eq!(stats(p_new)["buffering"], false);
+    assert_eq!(stats_json(p_new)["buffering"], false);
 
     // Without the state, the same packets are dropped (connections unknown to a fresh instance).
     let p_cold = free_port();

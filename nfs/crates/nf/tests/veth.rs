@@ -13,7 +13,7 @@ use traffic::gen::{frames, stamp, GenConfig};
 use traffic::Marker;
 
 mod common;
-use common::{http_get, wait_ready, Child};
+use common::{stats_json, wait_ready, Child};
 use testnet::Veth;
 
 #[test]
@@ -106,9 +106,7 @@ fn firewall_on_veth_with_redis_passes_only_allowed_flows() {
     }
     assert_eq!(got[1], 120, "allowed flows' data came back through the NF");
     assert_eq!(got[2], 0, "denied flows dropped");
-    let stats = http_get(stats_sock.as_path(), "/stats").unwrap();
-    let body = stats.split("\r\n\r\n").nth(1).unwrap();
-    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    let v = stats_json(stats_sock.as_path());
     assert_eq!(v["store_kind"], "redis");
     assert!(
         v["counters"]["dropped_by_nf"].as_u64().unwrap() >= 120,

@@ -75,6 +75,13 @@ pub fn http_get(at: impl Into<StatsAt>, path: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&r).into_owned())
 }
 
+/// The NF's `/stats` document (panics when the endpoint does not answer or the body is not JSON).
+pub fn stats_json(at: impl Into<StatsAt>) -> serde_json::Value {
+    let s = http_get(at, "/stats").expect("/stats answered");
+    let body = s.split("\r\n\r\n").nth(1).expect("a response body");
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
 /// The bytes of a `method path` request with `body`.
 pub fn request(method: &str, path: &str, body: &[u8]) -> Vec<u8> {
     let mut req = format!(
