@@ -58,8 +58,7 @@ from host_datapath.oneswitch_client import OneSwitchError
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.config import parse_config
 from nf_agent.emulated_host.host import EmulatedHost
-from tests.oneswitch import equiv, fullcheck, rulegen
-from tests.oneswitch.ovstrace import Tracer
+from tests.oneswitch import fullcheck, rulegen
 from tests.oneswitch.refswitch import RefSwitch
 
 SPARE = fullcheck.SPARE  # physical port on snic0 where vport 200 moves
@@ -263,8 +262,6 @@ def main() -> int:
     ref = RefSwitch("r" + uuid.uuid4().hex[:5], VPORTS, base=Path("/run/uno-bench"))
     workdir = Path(tempfile.mkdtemp(prefix="uno-bench-os-"))
     figures: dict = {}
-    targets: list[equiv.Target] = []
-    tracer = None
     try:
         status = host.up()
         ref.up()
@@ -310,22 +307,10 @@ def main() -> int:
                 f"(b) {n_ratio} random virtual rules over host + 2 sNICs; equivalence check: {scope}",
                 flush=True,
             )
-            targets = [
-                equiv.Target("oneswitch", listen, fullcheck.endpoints(name)).open(),
-                equiv.Target("reference", ref.target, ref.endpoints()).open(),
-            ]
-            tracer = Tracer(ref.sw.ovs.rundir / "ovs-vswitchd.ctl", ref.sw.bridge)
             report_path = args.equiv_report or REPORT
-            check = {
-                "sut": targets[0],
-                "ref": targets[1],
-                "tracer": tracer,
-                "ports": (_port(listen), _port(ref.sw.endpoint.target())),
-                "log": host.oneswitch().logfile,
-                "max_rounds": max_rounds,
-                "caches": fullcheck.vswitchd_ctls(host),
-            }
-            ratio = bench_ratio(listen, physical, n_ratio, check, report_path)
+            with fullcheck.rig(host, listen, ref) as rig:
+                check = {**rig, "log": host.oneswitch().logfile, "max_rounds": max_rounds}
+                ratio = bench_ratio(listen, physical, n_ratio, check, report_path)
             print(f"    {ratio}")
             print(f"    per-rule report: {report_path}")
             figures |= {
@@ -361,18 +346,10 @@ def main() -> int:
         return 0
     finally:
         try:
-            for t in targets:
-                t.close()
-            if tracer is not None:
-                tracer.close()
             host.down()
         finally:
             ref.down()
             shutil.rmtree(workdir, ignore_errors=True)  # the rule files written for (a) and (c)
-
-
-def _port(target: str) -> int:
-    return int(target.rsplit(":", 1)[1])
 
 
 if __name__ == "__main__":

@@ -25,11 +25,12 @@ the host, snic0 and snic1); a spare namespace on snic0 stays unmapped (anything 
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +74,37 @@ def vswitchd_ctls(host) -> list[Path]:
 def map_nfs(client) -> None:
     for v, s in NF_PORTS.items():
         client.map_port(v, s, nm.NF_PORT_BASE)
+
+
+@contextlib.contextmanager
+def rig(host, listen: str, ref) -> Iterator[dict]:
+    """The arguments `check` needs beside the rules, for `host` (OneSwitch listening on `listen`) and the
+    reference switch `ref` (tests/oneswitch/refswitch.RefSwitch): both targets opened, the reference's
+    ofproto/trace tracer, both OpenFlow listeners' TCP ports, the physical switches' unixctl sockets. Closed on
+    exit."""
+    sut = equiv.Target("oneswitch", listen, endpoints(host.name)).open()
+    reference = tracer = None
+    try:
+        reference = equiv.Target("reference", ref.target, ref.endpoints()).open()
+        tracer = Tracer(ref.sw.ovs.rundir / "ovs-vswitchd.ctl", ref.sw.bridge)
+        yield {
+            "sut": sut,
+            "ref": reference,
+            "tracer": tracer,
+            "ports": (_tcp_port(listen), _tcp_port(ref.sw.endpoint.target())),
+            "caches": vswitchd_ctls(host),
+        }
+    finally:
+        if tracer is not None:
+            tracer.close()
+        if reference is not None:
+            reference.close()
+        sut.close()
+
+
+def _tcp_port(target: str) -> int:
+    """The port of an OpenFlow target `tcp:127.0.0.1:PORT`."""
+    return int(target.rsplit(":", 1)[1])
 
 
 def endpoints(name: str) -> dict[object, list[Endpoint]]:

@@ -14,9 +14,8 @@ import pytest
 
 from tests.datapath.conftest import machine_snapshot, unique_name
 
-from . import equiv, fullcheck, rulegen
+from . import fullcheck, rulegen
 from .conftest import ONESWITCH, bring_up, physical_errors, teardown
-from .ovstrace import Tracer
 from .refswitch import RefSwitch
 
 pytestmark = ONESWITCH
@@ -24,38 +23,19 @@ SEEDS = [int(s) for s in os.environ.get("UNO_FULL_SEEDS", "7,8").split(",")]
 N_RULES = int(os.environ.get("UNO_FULL_RULES", "400"))
 
 
-def _port(target: str) -> int:
-    return int(target.rsplit(":", 1)[1])
-
-
 @pytest.fixture(scope="module")
 def pair():
     host, status = bring_up(**fullcheck.HOST_CONFIG)
     ref = RefSwitch(unique_name(), fullcheck.VPORTS)
-    tracer = None
     try:
         ref.up()
         fullcheck.attach_nfs(host)
         client = host.oneswitch().client(timeout=60)
         fullcheck.map_nfs(client)
-        sut = equiv.Target("oneswitch", status["oneswitch"]["listen"], fullcheck.endpoints(host.name)).open()
-        reference = equiv.Target("reference", ref.target, ref.endpoints()).open()
-        tracer = Tracer(ref.sw.ovs.rundir / "ovs-vswitchd.ctl", ref.sw.bridge)
-        ports = (_port(status["oneswitch"]["listen"]), _port(ref.sw.endpoint.target()))
-        check = {
-            "sut": sut,
-            "ref": reference,
-            "tracer": tracer,
-            "ports": ports,
-            "caches": fullcheck.vswitchd_ctls(host),
-        }
-        yield host, client, check
-        sut.close()
-        reference.close()
+        with fullcheck.rig(host, status["oneswitch"]["listen"], ref) as check:
+            yield host, client, check
     finally:
         try:
-            if tracer is not None:
-                tracer.close()
             teardown(host)
         finally:
             ref.down()
