@@ -39,7 +39,8 @@ def _error(status: int, message: str, fld: str | None = None, headers: dict | No
 
 def _body(optional: bool = False):
     raw = request.get_data(cache=False)
-    if not raw.strip():
+    # Only a body with no bytes at all is absent; whitespace is a body, and not JSON (a 400, as the spec says).
+    if not raw:
         if optional:
             return {}
         raise model.ValidationError("body", "a JSON object is required")
