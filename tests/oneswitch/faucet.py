@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from host_datapath.of_endpoint import free_port, tcp_open
+from host_datapath.of_endpoint import free_port
 from host_datapath.sysutil import wait_for
 
 VENV_BIN = Path(sys.executable).parent  # faucet execs osken-manager: its venv's bin must be on PATH
@@ -41,10 +42,25 @@ class Faucet:
     def log(self) -> Path:
         return self.workdir / "faucet.log"
 
-    def start(self) -> Faucet:
+    def start(self, attempts: int = 3) -> Faucet:
+        """Start Faucet; its port comes from `free_port()` and is bound later, so another process may take it in
+        between: then Faucet exits (address in use) or the port answers for someone else, and it is started again on
+        a fresh port (up to `attempts` times)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         cfg = self.workdir / "faucet.yaml"
         cfg.write_text(faucet_yaml(self.dp_id, self.ports))
+        for attempt in range(1, attempts + 1):
+            self._launch(cfg)
+            wait_for(
+                lambda: self.proc.poll() is not None or self._ours_listening(), 60, f"Faucet on {self.port}"
+            )
+            if self.proc.poll() is None:
+                return self
+            if attempt < attempts:
+                self.port = free_port()
+        raise AssertionError(f"Faucet did not start in {attempts} attempts:\n{self.tail()}")
+
+    def _launch(self, cfg: Path) -> None:
         env = dict(
             os.environ,
             PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}",
@@ -66,11 +82,15 @@ class Faucet:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        wait_for(
-            lambda: self.proc.poll() is not None or tcp_open(self.port), 60, f"Faucet on port {self.port}"
-        )
-        assert self.proc.poll() is None, self.tail()
-        return self
+
+    def _ours_listening(self) -> bool:
+        """Whether a process of Faucet's session (not some other program) listens on its OpenFlow port."""
+        out = subprocess.run(["ss", "-Hltnp", f"sport = :{self.port}"], capture_output=True, text=True).stdout
+        for pid in map(int, re.findall(r"pid=(\d+)", out)):
+            with contextlib.suppress(OSError):
+                if os.getsid(pid) == self.proc.pid:
+                    return True
+        return False
 
     def tail(self, n: int = 20) -> str:
         out = []
