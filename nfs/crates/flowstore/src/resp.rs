@@ -172,10 +172,17 @@ pub const MAX_DEPTH: usize = 32;
 
 /// Parse one reply from `buf`. `Ok(None)`: incomplete, read more. `Err`: protocol violation.
 pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, String> {
-    parse_at(buf, 0)
+    parse_at(buf, 0, true)
 }
 
-fn parse_at(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, String> {
+/// Length of the first reply in `buf` if it is complete, checked as [`parse`] checks it but
+/// without building it (no allocation).
+pub fn complete_len(buf: &[u8]) -> Result<Option<usize>, String> {
+    Ok(parse_at(buf, 0, false)?.map(|(_, used)| used))
+}
+
+/// `build` false: validate and measure only (bulk strings empty, arrays without items).
+fn parse_at(buf: &[u8], depth: usize, build: bool) -> Result<Option<(Reply, usize)>, String> {
     let Some(line_end) = find_crlf(buf) else {
         return Ok(None);
     };
@@ -203,10 +210,12 @@ fn parse_at(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, String> 
             if &buf[after + n..after + n + 2] != b"\r\n" {
                 return Err("bulk string not terminated".into());
             }
-            Ok(Some((
-                Reply::Bulk(buf[after..after + n].to_vec()),
-                after + n + 2,
-            )))
+            let data = if build {
+                buf[after..after + n].to_vec()
+            } else {
+                Vec::new()
+            };
+            Ok(Some((Reply::Bulk(data), after + n + 2)))
         }
         b'*' => {
             let n = parse_int(line)?;
@@ -216,13 +225,15 @@ fn parse_at(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, String> 
             if depth >= MAX_DEPTH {
                 return Err(format!("reply nested deeper than {MAX_DEPTH} arrays"));
             }
-            let mut items = Vec::with_capacity((n as usize).min(4096));
+            let mut items = Vec::with_capacity(if build { (n as usize).min(4096) } else { 0 });
             let mut pos = after;
             for _ in 0..n {
-                match parse_at(&buf[pos..], depth + 1)? {
+                match parse_at(&buf[pos..], depth + 1, build)? {
                     None => return Ok(None),
                     Some((r, used)) => {
-                        items.push(r);
+                        if build {
+                            items.push(r);
+                        }
                         pos += used;
                     }
                 }
@@ -231,6 +242,38 @@ fn parse_at(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, String> 
         }
         c => Err(format!("unexpected reply type byte {c:#04x}")),
     }
+}
+
+/// The data of `item` (a complete, checked reply) if it is a bulk string.
+fn bulk_data(item: &[u8]) -> Result<Option<&[u8]>, String> {
+    if item.first() != Some(&b'$') {
+        return Ok(None);
+    }
+    let end = find_crlf(item).ok_or("incomplete bulk string")?;
+    let n = parse_int(&item[1..end])?;
+    if n < 0 {
+        return Ok(None);
+    }
+    Ok(item.get(end + 2..end + 2 + n as usize))
+}
+
+/// Append the items of `reply` (a complete, checked array) to `out`: bulk strings as values,
+/// anything else as None, as an MGET reply is read. Returns the number of items (None: a nil
+/// array).
+pub fn push_items(reply: &[u8], out: &mut Vec<Option<Vec<u8>>>) -> Result<Option<usize>, String> {
+    let end = find_crlf(reply).ok_or("incomplete array")?;
+    let n = parse_int(&reply[1..end])?;
+    if n < 0 {
+        return Ok(None);
+    }
+    let mut pos = end + 2;
+    for _ in 0..n {
+        let item = &reply[pos..];
+        let (_, used) = parse_at(item, 1, false)?.ok_or("incomplete array item")?;
+        out.push(bulk_data(&item[..used])?.map(<[u8]>::to_vec));
+        pos += used;
+    }
+    Ok(Some(n as usize))
 }
 
 fn find_crlf(buf: &[u8]) -> Option<usize> {
@@ -257,6 +300,10 @@ fn parse_int(s: &[u8]) -> Result<i64, String> {
         .ok_or_else(|| format!("bad integer in reply: {:?}", String::from_utf8_lossy(s)))
 }
 
+fn invalid_data(e: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
 /// A connection: buffered output, incremental input.
 pub struct Conn {
     sock: Sock,
@@ -268,8 +315,6 @@ pub struct Conn {
     spin: Duration,
     /// CPU time spent spinning for replies (ns): burnt waiting, not working.
     pub spun_ns: u64,
-    /// A reply parsed by [`Conn::reply_ready`], not yet returned by [`Conn::read_reply`].
-    parsed: Option<Reply>,
 }
 
 impl Conn {
@@ -290,7 +335,6 @@ impl Conn {
             end: 0,
             spin: Duration::ZERO,
             spun_ns: 0,
-            parsed: None,
         })
     }
 
@@ -382,15 +426,37 @@ impl Conn {
         }
     }
 
+    /// Read the next reply if it is an array (an MGET reply), appending its items to `out`
+    /// (bulk strings as values, anything else as None) without building a [`Reply`]: returns
+    /// the number of items. Any other reply (a nil array included) is left in the input for
+    /// [`Conn::read_reply`] (None).
+    pub fn read_values(&mut self, out: &mut Vec<Option<Vec<u8>>>) -> io::Result<Option<usize>> {
+        let used = loop {
+            match complete_len(&self.inbuf[self.start..self.end]).map_err(invalid_data)? {
+                Some(used) => break used,
+                None => {
+                    self.make_room();
+                    let n = self.fill()?;
+                    self.took(n)?;
+                }
+            }
+        };
+        let reply = &self.inbuf[self.start..self.start + used];
+        if reply[0] != b'*' {
+            return Ok(None);
+        }
+        let Some(n) = push_items(reply, out).map_err(invalid_data)? else {
+            return Ok(None);
+        };
+        self.consume(used);
+        Ok(Some(n))
+    }
+
     /// Whether the next reply is complete once what has already arrived is taken in; never waits
     /// (one non-blocking read at most). A caller about to wait for a reply that is not there yet
     /// can first send what it holds back.
     pub fn reply_ready(&mut self) -> io::Result<bool> {
-        if self.parsed.is_some() {
-            return Ok(true);
-        }
-        if let Some(r) = self.take_buffered()? {
-            self.parsed = Some(r);
+        if self.buffered_complete()? {
             return Ok(true);
         }
         self.make_room();
@@ -412,29 +478,32 @@ impl Conn {
             };
         }
         self.took(r as usize)?;
-        if let Some(r) = self.take_buffered()? {
-            self.parsed = Some(r);
-            return Ok(true);
-        }
-        Ok(false)
+        self.buffered_complete()
+    }
+
+    /// Whether a whole reply is in the input buffer (checked, not built).
+    fn buffered_complete(&self) -> io::Result<bool> {
+        let r = complete_len(&self.inbuf[self.start..self.end]).map_err(invalid_data)?;
+        Ok(r.is_some())
     }
 
     /// The next reply if it is complete in the input buffer (consumed).
     fn take_buffered(&mut self) -> io::Result<Option<Reply>> {
-        if let Some(r) = self.parsed.take() {
-            return Ok(Some(r));
-        }
-        match parse(&self.inbuf[self.start..self.end]) {
-            Ok(Some((r, used))) => {
-                self.start += used;
-                if self.start == self.end {
-                    self.start = 0;
-                    self.end = 0;
-                }
+        match parse(&self.inbuf[self.start..self.end]).map_err(invalid_data)? {
+            Some((r, used)) => {
+                self.consume(used);
                 Ok(Some(r))
             }
-            Ok(None) => Ok(None),
-            Err(e) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+            None => Ok(None),
+        }
+    }
+
+    /// Drop the first `used` bytes of the input (a reply taken).
+    fn consume(&mut self, used: usize) {
+        self.start += used;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
         }
     }
 
@@ -525,6 +594,49 @@ mod tests {
 
     /// `reply_ready` never waits: false until a whole reply is in (taken in pieces), then the
     /// reply is returned once by `read_reply`; a closed peer is an error.
+    /// `read_values` takes an MGET reply straight into values (in pieces too) and leaves
+    /// any other reply, checked the same way, to `read_reply`.
+    #[test]
+    fn read_values_takes_arrays_and_leaves_the_rest() {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let mut c = Conn {
+            sock: Sock::Unix(a),
+            out: Vec::new(),
+            inbuf: vec![0; 8],
+            start: 0,
+            end: 0,
+            spin: Duration::ZERO,
+            spun_ns: 0,
+        };
+        let mut out = vec![Some(b"kept".to_vec())];
+        b.write_all(b"*4\r\n$5\r\nhel").unwrap();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            b.write_all(b"lo\r\n$-1\r\n:7\r\n$0\r\n\r\n-ERR x\r\n*-1\r\n*1\r\n$1\r\nab\r\n")
+                .unwrap();
+            b
+        });
+        assert_eq!(c.read_values(&mut out).unwrap(), Some(4));
+        let want = vec![
+            Some(b"kept".to_vec()),
+            Some(b"hello".to_vec()),
+            None,
+            None,
+            Some(vec![]),
+        ];
+        assert_eq!(out, want);
+        let _b = t.join().unwrap();
+        // Not arrays: left in place, then read as replies.
+        assert_eq!(c.read_values(&mut out).unwrap(), None);
+        assert_eq!(c.read_reply().unwrap(), Reply::Error("ERR x".into()));
+        assert_eq!(c.read_values(&mut out).unwrap(), None);
+        assert_eq!(c.read_reply().unwrap(), Reply::Nil);
+        assert_eq!(out, want, "nothing appended");
+        // A protocol violation is an error, as in `read_reply`.
+        assert!(c.read_values(&mut out).is_err());
+        assert_eq!(out, want, "nothing appended");
+    }
+
     #[test]
     fn reply_ready_never_waits() {
         let (a, mut b) = UnixStream::pair().unwrap();
@@ -536,7 +648,6 @@ mod tests {
             end: 0,
             spin: Duration::ZERO,
             spun_ns: 0,
-            parsed: None,
         };
         assert!(!c.reply_ready().unwrap());
         b.write_all(b"*2\r\n$5\r\nhel").unwrap();

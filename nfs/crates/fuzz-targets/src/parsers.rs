@@ -209,7 +209,23 @@ fn reply_from(inp: &mut Input<'_>, depth: u32) -> Reply {
 
 /// The RESP reply parser and command encoder.
 pub fn resp(data: &[u8]) {
-    if let Ok(Some((r, used))) = resp::parse(data) {
+    let parsed = resp::parse(data);
+    // The checks without building agree with the parser: same length, same verdict.
+    assert_eq!(
+        resp::complete_len(data),
+        parsed.clone().map(|o| o.map(|(_, used)| used))
+    );
+    // An array's values as an MGET reply is read: bulk strings, anything else None.
+    if let Ok(Some((Reply::Array(items), used))) = &parsed {
+        let mut vals = vec![None];
+        assert_eq!(resp::push_items(&data[..*used], &mut vals), Ok(Some(items.len())));
+        let want = items.iter().map(|it| match it {
+            Reply::Bulk(b) => Some(b.clone()),
+            _ => None,
+        });
+        assert!(vals.into_iter().skip(1).eq(want));
+    }
+    if let Ok(Some((r, used))) = parsed {
         assert!(used <= data.len() && used > 0);
         assert_eq!(resp::parse(&data[..used]), Ok(Some((r.clone(), used))));
         // Replies arrive in pieces: no prefix of a complete reply is an error.
