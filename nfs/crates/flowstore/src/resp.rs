@@ -244,36 +244,82 @@ fn parse_at(buf: &[u8], depth: usize, build: bool) -> Result<Option<(Reply, usiz
     }
 }
 
-/// The data of `item` (a complete, checked reply) if it is a bulk string.
-fn bulk_data(item: &[u8]) -> Result<Option<&[u8]>, String> {
-    if item.first() != Some(&b'$') {
-        return Ok(None);
-    }
-    let end = find_crlf(item).ok_or("incomplete bulk string")?;
-    let n = parse_int(&item[1..end])?;
-    if n < 0 {
-        return Ok(None);
-    }
-    Ok(item.get(end + 2..end + 2 + n as usize))
+/// What [`parse_values`] found at the start of a buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Values {
+    /// A complete array of this many items, this long: its items were appended.
+    Array { items: usize, used: usize },
+    /// Not an array, or a nil array: nothing appended (read it with [`parse`]).
+    Other,
+    /// An incomplete reply: nothing appended, read more.
+    Incomplete,
 }
 
-/// Append the items of `reply` (a complete, checked array) to `out`: bulk strings as values,
-/// anything else as None, as an MGET reply is read. Returns the number of items (None: a nil
-/// array).
-pub fn push_items(reply: &[u8], out: &mut Vec<Option<Vec<u8>>>) -> Result<Option<usize>, String> {
-    let end = find_crlf(reply).ok_or("incomplete array")?;
-    let n = parse_int(&reply[1..end])?;
+/// Append the items of the array at the start of `buf` to `out` as an MGET reply is read
+/// (bulk strings as values, anything else as None), in one pass and without building a
+/// [`Reply`]. Checks what [`parse`] checks; on an error or an incomplete reply nothing is left
+/// appended.
+pub fn parse_values(buf: &[u8], out: &mut Vec<Option<Vec<u8>>>) -> Result<Values, String> {
+    match buf.first() {
+        None => return Ok(Values::Incomplete),
+        Some(&b'*') => {}
+        Some(_) => return Ok(Values::Other),
+    }
+    let Some(line_end) = find_crlf(buf) else {
+        return Ok(Values::Incomplete);
+    };
+    let n = parse_int(&buf[1..line_end])?;
     if n < 0 {
-        return Ok(None);
+        return Ok(Values::Other);
     }
-    let mut pos = end + 2;
+    let before = out.len();
+    let r = push_values(buf, line_end + 2, n as usize, out);
+    if !matches!(r, Ok(Values::Array { .. })) {
+        out.truncate(before);
+    }
+    r
+}
+
+fn push_values(
+    buf: &[u8],
+    mut pos: usize,
+    n: usize,
+    out: &mut Vec<Option<Vec<u8>>>,
+) -> Result<Values, String> {
     for _ in 0..n {
-        let item = &reply[pos..];
-        let (_, used) = parse_at(item, 1, false)?.ok_or("incomplete array item")?;
-        out.push(bulk_data(&item[..used])?.map(<[u8]>::to_vec));
-        pos += used;
+        let item = &buf[pos..];
+        if item.first() == Some(&b'$') {
+            // A bulk string, checked as parse_at checks it.
+            let Some(line_end) = find_crlf(item) else {
+                return Ok(Values::Incomplete);
+            };
+            let len = parse_int(&item[1..line_end])?;
+            let after = line_end + 2;
+            if len < 0 {
+                out.push(None);
+                pos += after;
+                continue;
+            }
+            let len = len as usize;
+            if item.len() < after + len + 2 {
+                return Ok(Values::Incomplete);
+            }
+            if &item[after + len..after + len + 2] != b"\r\n" {
+                return Err("bulk string not terminated".into());
+            }
+            out.push(Some(item[after..after + len].to_vec()));
+            pos += after + len + 2;
+        } else {
+            match parse_at(item, 1, false)? {
+                None => return Ok(Values::Incomplete),
+                Some((_, used)) => {
+                    out.push(None);
+                    pos += used;
+                }
+            }
+        }
     }
-    Ok(Some(n as usize))
+    Ok(Values::Array { items: n, used: pos })
 }
 
 fn find_crlf(buf: &[u8]) -> Option<usize> {
@@ -293,11 +339,29 @@ fn find_crlf(buf: &[u8]) -> Option<usize> {
     None
 }
 
+/// A decimal integer as `str::parse::<i64>` takes it (optional sign, digits, no overflow),
+/// without the UTF-8 check and the generic parser (it runs for every item of a reply).
 fn parse_int(s: &[u8]) -> Result<i64, String> {
-    std::str::from_utf8(s)
-        .ok()
-        .and_then(|t| t.parse().ok())
-        .ok_or_else(|| format!("bad integer in reply: {:?}", String::from_utf8_lossy(s)))
+    let bad = || format!("bad integer in reply: {:?}", String::from_utf8_lossy(s));
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() {
+        return Err(bad());
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return Err(bad());
+        }
+        let d = (c - b'0') as i64;
+        // Accumulate negatively when negative, so i64::MIN is reachable.
+        v = v.checked_mul(10).ok_or_else(bad)?;
+        v = if neg { v.checked_sub(d) } else { v.checked_add(d) }.ok_or_else(bad)?;
+    }
+    Ok(v)
 }
 
 fn invalid_data(e: String) -> io::Error {
@@ -431,25 +495,20 @@ impl Conn {
     /// the number of items. Any other reply (a nil array included) is left in the input for
     /// [`Conn::read_reply`] (None).
     pub fn read_values(&mut self, out: &mut Vec<Option<Vec<u8>>>) -> io::Result<Option<usize>> {
-        let used = loop {
-            match complete_len(&self.inbuf[self.start..self.end]).map_err(invalid_data)? {
-                Some(used) => break used,
-                None => {
+        loop {
+            match parse_values(&self.inbuf[self.start..self.end], out).map_err(invalid_data)? {
+                Values::Array { items, used } => {
+                    self.consume(used);
+                    return Ok(Some(items));
+                }
+                Values::Other => return Ok(None),
+                Values::Incomplete => {
                     self.make_room();
                     let n = self.fill()?;
                     self.took(n)?;
                 }
             }
-        };
-        let reply = &self.inbuf[self.start..self.start + used];
-        if reply[0] != b'*' {
-            return Ok(None);
         }
-        let Some(n) = push_items(reply, out).map_err(invalid_data)? else {
-            return Ok(None);
-        };
-        self.consume(used);
-        Ok(Some(n))
     }
 
     /// Whether the next reply is complete once what has already arrived is taken in; never waits
@@ -594,6 +653,19 @@ mod tests {
 
     /// `reply_ready` never waits: false until a whole reply is in (taken in pieces), then the
     /// reply is returned once by `read_reply`; a closed peer is an error.
+    /// The integer parser takes exactly what `str::parse::<i64>` takes.
+    #[test]
+    fn parse_int_is_str_parse() {
+        for t in [
+            "0", "7", "-1", "+5", "-0", "007", "", "-", "+", "--1", "+-1", " 1", "1 ", "1a",
+            "9223372036854775807", "9223372036854775808", "-9223372036854775808",
+            "-9223372036854775809", "99999999999999999999", "\u{e9}",
+        ] {
+            assert_eq!(parse_int(t.as_bytes()).ok(), t.parse::<i64>().ok(), "{t:?}");
+        }
+        assert!(parse_int(&[0xff]).is_err());
+    }
+
     /// `read_values` takes an MGET reply straight into values (in pieces too) and leaves
     /// any other reply, checked the same way, to `read_reply`.
     #[test]
