@@ -116,21 +116,31 @@ pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
 /// Start a command of `n` arguments; follow with `n` calls of [`encode_arg`].
 pub fn encode_header(out: &mut Vec<u8>, n: usize) {
     out.push(b'*');
-    push_int(out, n as i64);
+    push_len(out, n);
+    out.extend_from_slice(b"\r\n");
 }
 
 /// One bulk-string argument.
 pub fn encode_arg(out: &mut Vec<u8>, a: &[u8]) {
+    // One reservation for the whole argument (header of at most 1 + 20 + 2 bytes).
+    out.reserve(a.len() + 25);
     out.push(b'$');
-    push_int(out, a.len() as i64);
+    push_len(out, a.len());
+    out.extend_from_slice(b"\r\n");
     out.extend_from_slice(a);
     out.extend_from_slice(b"\r\n");
 }
 
-fn push_int(out: &mut Vec<u8>, v: i64) {
-    let (b, n) = itoa_buf(v);
-    out.extend_from_slice(&b[..n]);
-    out.extend_from_slice(b"\r\n");
+/// Decimal digits of a length (one or two digits, the usual case, without the general loop).
+fn push_len(out: &mut Vec<u8>, n: usize) {
+    match n {
+        0..=9 => out.push(b'0' + n as u8),
+        10..=99 => out.extend_from_slice(&[b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]),
+        _ => {
+            let (b, len) = itoa_buf(n as i64);
+            out.extend_from_slice(&b[..len]);
+        }
+    }
 }
 
 /// Decimal digits of `v` without allocation: (buffer, length).
@@ -604,6 +614,16 @@ mod tests {
         o.clear();
         encode_int_arg(&mut o, -120);
         assert_eq!(o, b"$4\r\n-120\r\n");
+        // Lengths of one, two and more digits.
+        for n in [0usize, 9, 10, 99, 100, 12345] {
+            o.clear();
+            encode_arg(&mut o, &vec![b'x'; n]);
+            let want = format!("${n}\r\n{}\r\n", "x".repeat(n));
+            assert_eq!(o, want.as_bytes());
+            o.clear();
+            encode_header(&mut o, n);
+            assert_eq!(o, format!("*{n}\r\n").as_bytes());
+        }
         let r = b"*3\r\n$2\r\nab\r\n$-1\r\n:7\r\n+OK\r\n";
         let (rep, used) = parse(r).unwrap().unwrap();
         assert_eq!(
