@@ -329,7 +329,10 @@ fn push_values(
             }
         }
     }
-    Ok(Values::Array { items: n, used: pos })
+    Ok(Values::Array {
+        items: n,
+        used: pos,
+    })
 }
 
 fn find_crlf(buf: &[u8]) -> Option<usize> {
@@ -369,7 +372,12 @@ fn parse_int(s: &[u8]) -> Result<i64, String> {
         let d = (c - b'0') as i64;
         // Accumulate negatively when negative, so i64::MIN is reachable.
         v = v.checked_mul(10).ok_or_else(bad)?;
-        v = if neg { v.checked_sub(d) } else { v.checked_add(d) }.ok_or_else(bad)?;
+        v = if neg {
+            v.checked_sub(d)
+        } else {
+            v.checked_add(d)
+        }
+        .ok_or_else(bad)?;
     }
     Ok(v)
 }
@@ -673,13 +681,46 @@ mod tests {
 
     /// `reply_ready` never waits: false until a whole reply is in (taken in pieces), then the
     /// reply is returned once by `read_reply`; a closed peer is an error.
+    /// A connection over a socket pair with an 8-byte input buffer (it grows as replies come in
+    /// pieces), and the tier's end.
+    fn test_conn() -> (Conn, UnixStream) {
+        let (a, b) = UnixStream::pair().unwrap();
+        let c = Conn {
+            sock: Sock::Unix(a),
+            out: Vec::new(),
+            inbuf: vec![0; 8],
+            start: 0,
+            end: 0,
+            spin: Duration::ZERO,
+            spun_ns: 0,
+        };
+        (c, b)
+    }
+
     /// The integer parser takes exactly what `str::parse::<i64>` takes.
     #[test]
     fn parse_int_is_str_parse() {
         for t in [
-            "0", "7", "-1", "+5", "-0", "007", "", "-", "+", "--1", "+-1", " 1", "1 ", "1a",
-            "9223372036854775807", "9223372036854775808", "-9223372036854775808",
-            "-9223372036854775809", "99999999999999999999", "\u{e9}",
+            "0",
+            "7",
+            "-1",
+            "+5",
+            "-0",
+            "007",
+            "",
+            "-",
+            "+",
+            "--1",
+            "+-1",
+            " 1",
+            "1 ",
+            "1a",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "99999999999999999999",
+            "\u{e9}",
         ] {
             assert_eq!(parse_int(t.as_bytes()).ok(), t.parse::<i64>().ok(), "{t:?}");
         }
@@ -690,16 +731,7 @@ mod tests {
     /// any other reply, checked the same way, to `read_reply`.
     #[test]
     fn read_values_takes_arrays_and_leaves_the_rest() {
-        let (a, mut b) = UnixStream::pair().unwrap();
-        let mut c = Conn {
-            sock: Sock::Unix(a),
-            out: Vec::new(),
-            inbuf: vec![0; 8],
-            start: 0,
-            end: 0,
-            spin: Duration::ZERO,
-            spun_ns: 0,
-        };
+        let (mut c, mut b) = test_conn();
         let mut out = vec![Some(b"kept".to_vec())];
         b.write_all(b"*4\r\n$5\r\nhel").unwrap();
         let t = std::thread::spawn(move || {
@@ -731,16 +763,7 @@ mod tests {
 
     #[test]
     fn reply_ready_never_waits() {
-        let (a, mut b) = UnixStream::pair().unwrap();
-        let mut c = Conn {
-            sock: Sock::Unix(a),
-            out: Vec::new(),
-            inbuf: vec![0; 8],
-            start: 0,
-            end: 0,
-            spin: Duration::ZERO,
-            spun_ns: 0,
-        };
+        let (mut c, mut b) = test_conn();
         assert!(!c.reply_ready().unwrap());
         b.write_all(b"*2\r\n$5\r\nhel").unwrap();
         assert!(!c.reply_ready().unwrap());
