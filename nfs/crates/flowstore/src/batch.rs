@@ -1,7 +1,6 @@
 //! Per-batch read set, overlay and write buffer.
 
-use crate::{FlowStore, HashOp, Key, StoreError, WriteOp};
-use std::collections::HashMap;
+use crate::{FastMap, FastSet, FlowStore, HashOp, Key, StoreError, WriteOp};
 
 /// A value of a key newer than the one a batch fetched ([`BatchState::refresh`]).
 #[derive(Debug, Clone, Copy)]
@@ -18,16 +17,16 @@ pub enum Newer<'a> {
 #[derive(Debug, Default)]
 pub struct BatchState {
     keys: Vec<Key>,
-    wanted: std::collections::HashSet<Key>,
+    wanted: FastSet<Key>,
     /// What this batch sees: fetched values, then overlaid by its own writes.
-    view: HashMap<Key, Option<Vec<u8>>>,
+    view: FastMap<Key, Option<Vec<u8>>>,
     values: Vec<Option<Vec<u8>>>,
     writes: Vec<WriteOp>,
     /// Keys whose value in the tier is not confirmed yet (this instance's claim, or a write
     /// conditional on one, not acknowledged), with the value this instance expects there:
     /// writes of them are conditional on it ([`WriteOp::SetIf`]), so a lost claim is never
     /// overwritten.
-    guards: HashMap<Key, Option<Vec<u8>>>,
+    guards: FastMap<Key, Option<Vec<u8>>>,
 }
 
 impl BatchState {
@@ -217,7 +216,7 @@ impl BatchState {
             return;
         }
         self.merge_hash_ops();
-        let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+        let mut seen: FastSet<&[u8]> = FastSet::default();
         // Keys with conditional writes keep every write (each outcome is reported and matters).
         for w in &self.writes {
             if let WriteOp::SetIf { key, .. } = w {
@@ -247,7 +246,7 @@ impl BatchState {
             return;
         }
         // (key, field) -> index of the op later ones of the same field merge into.
-        let mut first: HashMap<(Key, Vec<u8>), usize> = HashMap::new();
+        let mut first: FastMap<(Key, Vec<u8>), usize> = FastMap::default();
         let mut merged_away: Vec<usize> = Vec::new();
         for i in 0..self.writes.len() {
             let (key, field, op) = match &self.writes[i] {

@@ -5,8 +5,8 @@
 //! drops the whole cache when the epoch changed. Not for instances that share flows at the same
 //! time (asymmetric routing): leave the cache off there.
 
-use crate::{FlowStore, Key, Pipeline, StoreError, WriteOp};
-use std::collections::{HashMap, HashSet, VecDeque};
+use crate::{FastMap, FastSet, FlowStore, Key, Pipeline, StoreError, WriteOp};
+use std::collections::VecDeque;
 
 /// A group sent through the cache's [`Pipeline`], oldest first.
 enum Pending {
@@ -26,7 +26,7 @@ enum Pending {
 /// A [`FlowStore`] wrapper with a bounded read cache (cleared when full or on a new epoch).
 pub struct CachedStore<S: FlowStore> {
     inner: S,
-    cache: HashMap<Key, Option<Vec<u8>>>,
+    cache: FastMap<Key, Option<Vec<u8>>>,
     max_entries: usize,
     epoch_key: Key,
     epoch: Option<Vec<u8>>,
@@ -38,14 +38,14 @@ pub struct CachedStore<S: FlowStore> {
     pending: VecDeque<Pending>,
     /// Keys changed by an atomic operation (result not known here) while reads were in flight:
     /// values fetched by those reads may predate the change, so they are not cached.
-    changed_in_flight: HashSet<Key>,
+    changed_in_flight: FastSet<Key>,
 }
 
 impl<S: FlowStore> CachedStore<S> {
     pub fn new(inner: S, epoch_key: Key, max_entries: usize) -> Self {
         CachedStore {
             inner,
-            cache: HashMap::new(),
+            cache: FastMap::default(),
             max_entries: max_entries.max(1),
             epoch_key,
             epoch: None,
@@ -55,7 +55,7 @@ impl<S: FlowStore> CachedStore<S> {
             miss_keys: Vec::new(),
             miss_vals: Vec::new(),
             pending: VecDeque::new(),
-            changed_in_flight: HashSet::new(),
+            changed_in_flight: FastSet::default(),
         }
     }
 

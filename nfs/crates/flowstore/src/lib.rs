@@ -21,6 +21,7 @@
 
 mod batch;
 mod cache;
+pub mod fasthash;
 mod keys;
 mod local;
 mod redis_store;
@@ -30,6 +31,7 @@ pub mod test_redis;
 
 pub use batch::{BatchState, Newer};
 pub use cache::CachedStore;
+pub use fasthash::{FastMap, FastSet};
 pub use keys::KeySpace;
 pub use local::LocalStore;
 pub use redis_store::{parse_url, RedisConfig, RedisStore};

@@ -11,8 +11,10 @@
 //! [`Pipeline::recv`]) and runs on the main connection.
 
 use crate::resp::{self, Conn, Endpoint, Reply, MAX_UNIX_PATH};
-use crate::{FlowStore, HashFields, HashOp, Key, Pipeline, StoreError, StoreStats, WriteOp};
-use std::collections::{HashMap, VecDeque};
+use crate::{
+    FastMap, FlowStore, HashFields, HashOp, Key, Pipeline, StoreError, StoreStats, WriteOp,
+};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 /// Connection settings.
@@ -291,8 +293,8 @@ impl RedisStore {
         e
     }
 
-    /// Read the replies of the oldest group in flight.
-    fn read_group(&mut self) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    /// Read the replies of the oldest group in flight, appended to `out`.
+    fn read_group(&mut self, out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError> {
         let g = self
             .in_flight
             .pop_front()
@@ -302,22 +304,24 @@ impl RedisStore {
             self.write_keys.pop_front();
         }
         let conn = self.conn.as_mut().ok_or_else(|| err("not connected"))?;
-        let mut out = Vec::new();
         let mut first_err = None;
         match g {
-            Group::Reads(n) => match conn.read_reply().map_err(err)? {
-                Reply::Array(items) if items.len() == n => {
-                    out.reserve(n);
-                    for it in items {
-                        out.push(match it {
-                            Reply::Bulk(b) => Some(b),
-                            _ => None,
-                        });
+            // The values go straight into `out` (no reply tree); anything but an array of the
+            // right length is an error.
+            Group::Reads(n) => {
+                let before = out.len();
+                match conn.read_values(out).map_err(err)? {
+                    Some(k) if k == n => {}
+                    Some(k) => {
+                        out.truncate(before);
+                        first_err = Some(format!("unexpected MGET reply: {k} values for {n} keys"));
                     }
+                    None => match conn.read_reply().map_err(err)? {
+                        Reply::Error(e) => first_err = Some(e),
+                        r => first_err = Some(format!("unexpected MGET reply {r:?}")),
+                    },
                 }
-                Reply::Error(e) => first_err = Some(e),
-                r => first_err = Some(format!("unexpected MGET reply {r:?}")),
-            },
+            }
             Group::Writes(w) => {
                 let mut conds = w.conds.iter().peekable();
                 for i in 0..w.n {
@@ -339,7 +343,7 @@ impl RedisStore {
         }
         match first_err {
             Some(e) => Err(StoreError(e)),
-            None => Ok(out),
+            None => Ok(()),
         }
     }
 
@@ -356,7 +360,8 @@ impl RedisStore {
                 .map_err(err)?;
             self.flushed = self.in_flight.len();
             while !self.in_flight.is_empty() {
-                let v = self.read_group()?;
+                let mut v = Vec::new();
+                self.read_group(&mut v)?;
                 self.stash.push_back(v);
             }
             Ok(())
@@ -541,8 +546,9 @@ fn grouped(ops: &[WriteOp]) -> Option<Vec<&WriteOp>> {
     if already_grouped {
         return None;
     }
-    let mut owner: HashMap<&[u8], u8> = HashMap::with_capacity(ops.len());
-    let mut member: HashMap<(&[u8], &[u8]), u8> = HashMap::new();
+    let mut owner: FastMap<&[u8], u8> =
+        FastMap::with_capacity_and_hasher(ops.len(), Default::default());
+    let mut member: FastMap<(&[u8], &[u8]), u8> = FastMap::default();
     for op in ops {
         let (c, _) = class(op);
         let key: &[u8] = match op {
@@ -638,18 +644,21 @@ impl FlowStore for RedisStore {
             }
         }
         self.drain_in_flight()?;
+        let before = out.len();
         let r = (|| {
             let c = self.ensure_conn()?;
             Self::encode_reads(&mut c.out, keys);
             c.flush().map_err(err)?;
             self.in_flight.push_back(Group::Reads(keys.len()));
             self.flushed = self.in_flight.len();
-            self.read_group()
+            self.read_group(out)
         })();
         self.stats.round_trips += 1;
-        let vals = r.map_err(|e| self.fail(e))?;
+        if let Err(e) = r {
+            out.truncate(before);
+            return Err(self.fail(e));
+        }
         self.stats.keys_read += keys.len() as u64;
-        out.extend(vals);
         Ok(())
     }
 
@@ -670,7 +679,8 @@ impl FlowStore for RedisStore {
             self.in_flight.push_back(Group::Writes(cmds));
             self.write_keys.push_back(Vec::new());
             self.flushed = self.in_flight.len();
-            self.read_group()
+            let mut outcomes = Vec::new();
+            self.read_group(&mut outcomes).map(|()| outcomes)
         })();
         self.stats.round_trips += 1;
         let outcomes = r.map_err(|e| self.fail(e))?;
@@ -877,13 +887,7 @@ impl Pipeline for RedisStore {
         if self.flushed == 0 || waiting {
             self.flush()?;
         }
-        match self.read_group() {
-            Ok(v) => {
-                out.extend(v);
-                Ok(())
-            }
-            Err(e) => Err(self.fail(e)),
-        }
+        self.read_group(out).map_err(|e| self.fail(e))
     }
 
     fn in_flight(&self) -> usize {

@@ -116,21 +116,31 @@ pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
 /// Start a command of `n` arguments; follow with `n` calls of [`encode_arg`].
 pub fn encode_header(out: &mut Vec<u8>, n: usize) {
     out.push(b'*');
-    push_int(out, n as i64);
+    push_len(out, n);
+    out.extend_from_slice(b"\r\n");
 }
 
 /// One bulk-string argument.
 pub fn encode_arg(out: &mut Vec<u8>, a: &[u8]) {
+    // One reservation for the whole argument (header of at most 1 + 20 + 2 bytes).
+    out.reserve(a.len() + 25);
     out.push(b'$');
-    push_int(out, a.len() as i64);
+    push_len(out, a.len());
+    out.extend_from_slice(b"\r\n");
     out.extend_from_slice(a);
     out.extend_from_slice(b"\r\n");
 }
 
-fn push_int(out: &mut Vec<u8>, v: i64) {
-    let (b, n) = itoa_buf(v);
-    out.extend_from_slice(&b[..n]);
-    out.extend_from_slice(b"\r\n");
+/// Decimal digits of a length (one or two digits, the usual case, without the general loop).
+fn push_len(out: &mut Vec<u8>, n: usize) {
+    match n {
+        0..=9 => out.push(b'0' + n as u8),
+        10..=99 => out.extend_from_slice(&[b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]),
+        _ => {
+            let (b, len) = itoa_buf(n as i64);
+            out.extend_from_slice(&b[..len]);
+        }
+    }
 }
 
 /// Decimal digits of `v` without allocation: (buffer, length).
@@ -172,10 +182,17 @@ pub const MAX_DEPTH: usize = 32;
 
 /// Parse one reply from `buf`. `Ok(None)`: incomplete, read more. `Err`: protocol violation.
 pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, String> {
-    parse_at(buf, 0)
+    parse_at(buf, 0, true)
 }
 
-fn parse_at(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, String> {
+/// Length of the first reply in `buf` if it is complete, checked as [`parse`] checks it but
+/// without building it (no allocation).
+pub fn complete_len(buf: &[u8]) -> Result<Option<usize>, String> {
+    Ok(parse_at(buf, 0, false)?.map(|(_, used)| used))
+}
+
+/// `build` false: validate and measure only (bulk strings empty, arrays without items).
+fn parse_at(buf: &[u8], depth: usize, build: bool) -> Result<Option<(Reply, usize)>, String> {
     let Some(line_end) = find_crlf(buf) else {
         return Ok(None);
     };
@@ -203,10 +220,12 @@ fn parse_at(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, String> 
             if &buf[after + n..after + n + 2] != b"\r\n" {
                 return Err("bulk string not terminated".into());
             }
-            Ok(Some((
-                Reply::Bulk(buf[after..after + n].to_vec()),
-                after + n + 2,
-            )))
+            let data = if build {
+                buf[after..after + n].to_vec()
+            } else {
+                Vec::new()
+            };
+            Ok(Some((Reply::Bulk(data), after + n + 2)))
         }
         b'*' => {
             let n = parse_int(line)?;
@@ -216,13 +235,15 @@ fn parse_at(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, String> 
             if depth >= MAX_DEPTH {
                 return Err(format!("reply nested deeper than {MAX_DEPTH} arrays"));
             }
-            let mut items = Vec::with_capacity((n as usize).min(4096));
+            let mut items = Vec::with_capacity(if build { (n as usize).min(4096) } else { 0 });
             let mut pos = after;
             for _ in 0..n {
-                match parse_at(&buf[pos..], depth + 1)? {
+                match parse_at(&buf[pos..], depth + 1, build)? {
                     None => return Ok(None),
                     Some((r, used)) => {
-                        items.push(r);
+                        if build {
+                            items.push(r);
+                        }
                         pos += used;
                     }
                 }
@@ -231,6 +252,87 @@ fn parse_at(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, String> 
         }
         c => Err(format!("unexpected reply type byte {c:#04x}")),
     }
+}
+
+/// What [`parse_values`] found at the start of a buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Values {
+    /// A complete array of this many items, this long: its items were appended.
+    Array { items: usize, used: usize },
+    /// Not an array, or a nil array: nothing appended (read it with [`parse`]).
+    Other,
+    /// An incomplete reply: nothing appended, read more.
+    Incomplete,
+}
+
+/// Append the items of the array at the start of `buf` to `out` as an MGET reply is read
+/// (bulk strings as values, anything else as None), in one pass and without building a
+/// [`Reply`]. Checks what [`parse`] checks; on an error or an incomplete reply nothing is left
+/// appended.
+pub fn parse_values(buf: &[u8], out: &mut Vec<Option<Vec<u8>>>) -> Result<Values, String> {
+    match buf.first() {
+        None => return Ok(Values::Incomplete),
+        Some(&b'*') => {}
+        Some(_) => return Ok(Values::Other),
+    }
+    let Some(line_end) = find_crlf(buf) else {
+        return Ok(Values::Incomplete);
+    };
+    let n = parse_int(&buf[1..line_end])?;
+    if n < 0 {
+        return Ok(Values::Other);
+    }
+    let before = out.len();
+    let r = push_values(buf, line_end + 2, n as usize, out);
+    if !matches!(r, Ok(Values::Array { .. })) {
+        out.truncate(before);
+    }
+    r
+}
+
+fn push_values(
+    buf: &[u8],
+    mut pos: usize,
+    n: usize,
+    out: &mut Vec<Option<Vec<u8>>>,
+) -> Result<Values, String> {
+    for _ in 0..n {
+        let item = &buf[pos..];
+        if item.first() == Some(&b'$') {
+            // A bulk string, checked as parse_at checks it.
+            let Some(line_end) = find_crlf(item) else {
+                return Ok(Values::Incomplete);
+            };
+            let len = parse_int(&item[1..line_end])?;
+            let after = line_end + 2;
+            if len < 0 {
+                out.push(None);
+                pos += after;
+                continue;
+            }
+            let len = len as usize;
+            if item.len() < after + len + 2 {
+                return Ok(Values::Incomplete);
+            }
+            if &item[after + len..after + len + 2] != b"\r\n" {
+                return Err("bulk string not terminated".into());
+            }
+            out.push(Some(item[after..after + len].to_vec()));
+            pos += after + len + 2;
+        } else {
+            match parse_at(item, 1, false)? {
+                None => return Ok(Values::Incomplete),
+                Some((_, used)) => {
+                    out.push(None);
+                    pos += used;
+                }
+            }
+        }
+    }
+    Ok(Values::Array {
+        items: n,
+        used: pos,
+    })
 }
 
 fn find_crlf(buf: &[u8]) -> Option<usize> {
@@ -250,11 +352,38 @@ fn find_crlf(buf: &[u8]) -> Option<usize> {
     None
 }
 
+/// A decimal integer as `str::parse::<i64>` takes it (optional sign, digits, no overflow),
+/// without the UTF-8 check and the generic parser (it runs for every item of a reply).
 fn parse_int(s: &[u8]) -> Result<i64, String> {
-    std::str::from_utf8(s)
-        .ok()
-        .and_then(|t| t.parse().ok())
-        .ok_or_else(|| format!("bad integer in reply: {:?}", String::from_utf8_lossy(s)))
+    let bad = || format!("bad integer in reply: {:?}", String::from_utf8_lossy(s));
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() {
+        return Err(bad());
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return Err(bad());
+        }
+        let d = (c - b'0') as i64;
+        // Accumulate negatively when negative, so i64::MIN is reachable.
+        v = v.checked_mul(10).ok_or_else(bad)?;
+        v = if neg {
+            v.checked_sub(d)
+        } else {
+            v.checked_add(d)
+        }
+        .ok_or_else(bad)?;
+    }
+    Ok(v)
+}
+
+fn invalid_data(e: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
 }
 
 /// A connection: buffered output, incremental input.
@@ -268,8 +397,6 @@ pub struct Conn {
     spin: Duration,
     /// CPU time spent spinning for replies (ns): burnt waiting, not working.
     pub spun_ns: u64,
-    /// A reply parsed by [`Conn::reply_ready`], not yet returned by [`Conn::read_reply`].
-    parsed: Option<Reply>,
 }
 
 impl Conn {
@@ -290,7 +417,6 @@ impl Conn {
             end: 0,
             spin: Duration::ZERO,
             spun_ns: 0,
-            parsed: None,
         })
     }
 
@@ -382,15 +508,32 @@ impl Conn {
         }
     }
 
+    /// Read the next reply if it is an array (an MGET reply), appending its items to `out`
+    /// (bulk strings as values, anything else as None) without building a [`Reply`]: returns
+    /// the number of items. Any other reply (a nil array included) is left in the input for
+    /// [`Conn::read_reply`] (None).
+    pub fn read_values(&mut self, out: &mut Vec<Option<Vec<u8>>>) -> io::Result<Option<usize>> {
+        loop {
+            match parse_values(&self.inbuf[self.start..self.end], out).map_err(invalid_data)? {
+                Values::Array { items, used } => {
+                    self.consume(used);
+                    return Ok(Some(items));
+                }
+                Values::Other => return Ok(None),
+                Values::Incomplete => {
+                    self.make_room();
+                    let n = self.fill()?;
+                    self.took(n)?;
+                }
+            }
+        }
+    }
+
     /// Whether the next reply is complete once what has already arrived is taken in; never waits
     /// (one non-blocking read at most). A caller about to wait for a reply that is not there yet
     /// can first send what it holds back.
     pub fn reply_ready(&mut self) -> io::Result<bool> {
-        if self.parsed.is_some() {
-            return Ok(true);
-        }
-        if let Some(r) = self.take_buffered()? {
-            self.parsed = Some(r);
+        if self.buffered_complete()? {
             return Ok(true);
         }
         self.make_room();
@@ -412,29 +555,32 @@ impl Conn {
             };
         }
         self.took(r as usize)?;
-        if let Some(r) = self.take_buffered()? {
-            self.parsed = Some(r);
-            return Ok(true);
-        }
-        Ok(false)
+        self.buffered_complete()
+    }
+
+    /// Whether a whole reply is in the input buffer (checked, not built).
+    fn buffered_complete(&self) -> io::Result<bool> {
+        let r = complete_len(&self.inbuf[self.start..self.end]).map_err(invalid_data)?;
+        Ok(r.is_some())
     }
 
     /// The next reply if it is complete in the input buffer (consumed).
     fn take_buffered(&mut self) -> io::Result<Option<Reply>> {
-        if let Some(r) = self.parsed.take() {
-            return Ok(Some(r));
-        }
-        match parse(&self.inbuf[self.start..self.end]) {
-            Ok(Some((r, used))) => {
-                self.start += used;
-                if self.start == self.end {
-                    self.start = 0;
-                    self.end = 0;
-                }
+        match parse(&self.inbuf[self.start..self.end]).map_err(invalid_data)? {
+            Some((r, used)) => {
+                self.consume(used);
                 Ok(Some(r))
             }
-            Ok(None) => Ok(None),
-            Err(e) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+            None => Ok(None),
+        }
+    }
+
+    /// Drop the first `used` bytes of the input (a reply taken).
+    fn consume(&mut self, used: usize) {
+        self.start += used;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
         }
     }
 
@@ -476,6 +622,16 @@ mod tests {
         o.clear();
         encode_int_arg(&mut o, -120);
         assert_eq!(o, b"$4\r\n-120\r\n");
+        // Lengths of one, two and more digits.
+        for n in [0usize, 9, 10, 99, 100, 12345] {
+            o.clear();
+            encode_arg(&mut o, &vec![b'x'; n]);
+            let want = format!("${n}\r\n{}\r\n", "x".repeat(n));
+            assert_eq!(o, want.as_bytes());
+            o.clear();
+            encode_header(&mut o, n);
+            assert_eq!(o, format!("*{n}\r\n").as_bytes());
+        }
         let r = b"*3\r\n$2\r\nab\r\n$-1\r\n:7\r\n+OK\r\n";
         let (rep, used) = parse(r).unwrap().unwrap();
         assert_eq!(
@@ -525,10 +681,11 @@ mod tests {
 
     /// `reply_ready` never waits: false until a whole reply is in (taken in pieces), then the
     /// reply is returned once by `read_reply`; a closed peer is an error.
-    #[test]
-    fn reply_ready_never_waits() {
-        let (a, mut b) = UnixStream::pair().unwrap();
-        let mut c = Conn {
+    /// A connection over a socket pair with an 8-byte input buffer (it grows as replies come in
+    /// pieces), and the tier's end.
+    fn test_conn() -> (Conn, UnixStream) {
+        let (a, b) = UnixStream::pair().unwrap();
+        let c = Conn {
             sock: Sock::Unix(a),
             out: Vec::new(),
             inbuf: vec![0; 8],
@@ -536,8 +693,77 @@ mod tests {
             end: 0,
             spin: Duration::ZERO,
             spun_ns: 0,
-            parsed: None,
         };
+        (c, b)
+    }
+
+    /// The integer parser takes exactly what `str::parse::<i64>` takes.
+    #[test]
+    fn parse_int_is_str_parse() {
+        for t in [
+            "0",
+            "7",
+            "-1",
+            "+5",
+            "-0",
+            "007",
+            "",
+            "-",
+            "+",
+            "--1",
+            "+-1",
+            " 1",
+            "1 ",
+            "1a",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "99999999999999999999",
+            "\u{e9}",
+        ] {
+            assert_eq!(parse_int(t.as_bytes()).ok(), t.parse::<i64>().ok(), "{t:?}");
+        }
+        assert!(parse_int(&[0xff]).is_err());
+    }
+
+    /// `read_values` takes an MGET reply straight into values (in pieces too) and leaves
+    /// any other reply, checked the same way, to `read_reply`.
+    #[test]
+    fn read_values_takes_arrays_and_leaves_the_rest() {
+        let (mut c, mut b) = test_conn();
+        let mut out = vec![Some(b"kept".to_vec())];
+        b.write_all(b"*4\r\n$5\r\nhel").unwrap();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            b.write_all(b"lo\r\n$-1\r\n:7\r\n$0\r\n\r\n-ERR x\r\n*-1\r\n*1\r\n$1\r\nab\r\n")
+                .unwrap();
+            b
+        });
+        assert_eq!(c.read_values(&mut out).unwrap(), Some(4));
+        let want = vec![
+            Some(b"kept".to_vec()),
+            Some(b"hello".to_vec()),
+            None,
+            None,
+            Some(vec![]),
+        ];
+        assert_eq!(out, want);
+        let _b = t.join().unwrap();
+        // Not arrays: left in place, then read as replies.
+        assert_eq!(c.read_values(&mut out).unwrap(), None);
+        assert_eq!(c.read_reply().unwrap(), Reply::Error("ERR x".into()));
+        assert_eq!(c.read_values(&mut out).unwrap(), None);
+        assert_eq!(c.read_reply().unwrap(), Reply::Nil);
+        assert_eq!(out, want, "nothing appended");
+        // A protocol violation is an error, as in `read_reply`.
+        assert!(c.read_values(&mut out).is_err());
+        assert_eq!(out, want, "nothing appended");
+    }
+
+    #[test]
+    fn reply_ready_never_waits() {
+        let (mut c, mut b) = test_conn();
         assert!(!c.reply_ready().unwrap());
         b.write_all(b"*2\r\n$5\r\nhel").unwrap();
         assert!(!c.reply_ready().unwrap());

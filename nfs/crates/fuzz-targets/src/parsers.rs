@@ -2,7 +2,7 @@
 //! parsers and the tier records.
 
 use crate::input::Input;
-use flowstore::resp::{self, Reply};
+use flowstore::resp::{self, Reply, Values};
 use packet::build::{checksums_valid, FrameSpec, Transport};
 use packet::rewrite::{set_dst_ip, set_dst_port, set_src_ip, set_src_port};
 use packet::{Parsed, L4, PROTO_UDP};
@@ -209,7 +209,37 @@ fn reply_from(inp: &mut Input<'_>, depth: u32) -> Reply {
 
 /// The RESP reply parser and command encoder.
 pub fn resp(data: &[u8]) {
-    if let Ok(Some((r, used))) = resp::parse(data) {
+    let parsed = resp::parse(data);
+    // The checks without building agree with the parser: same length, same verdict.
+    assert_eq!(
+        resp::complete_len(data),
+        parsed.clone().map(|o| o.map(|(_, used)| used))
+    );
+    // An array's values as an MGET reply is read (bulk strings, anything else None), in one
+    // pass: the same verdict as the parser, and nothing left appended unless complete.
+    let mut vals = vec![None];
+    let got = resp::parse_values(data, &mut vals);
+    match (&parsed, &got) {
+        (Ok(Some((Reply::Array(items), used))), Ok(Values::Array { items: n, used: u })) => {
+            assert_eq!((items.len(), used), (*n, u));
+            let want = items.iter().map(|it| match it {
+                Reply::Bulk(b) => Some(b.clone()),
+                _ => None,
+            });
+            assert!(vals.iter().skip(1).cloned().eq(want));
+        }
+        (Ok(None), Ok(Values::Incomplete)) | (Err(_), Err(_)) => assert_eq!(vals.len(), 1),
+        // Not an array (or a nil one): left to the parser.
+        (_, Ok(Values::Other)) => {
+            assert!(!matches!(parsed, Ok(Some((Reply::Array(_), _)))));
+            assert_eq!(vals.len(), 1);
+        }
+        _ => panic!("parse {parsed:?} but parse_values {got:?}"),
+    }
+    if matches!(got, Err(_) | Ok(Values::Incomplete)) {
+        assert!(matches!(data.first(), Some(&b'*') | None));
+    }
+    if let Ok(Some((r, used))) = parsed {
         assert!(used <= data.len() && used > 0);
         assert_eq!(resp::parse(&data[..used]), Ok(Some((r.clone(), used))));
         // Replies arrive in pieces: no prefix of a complete reply is an error.

@@ -259,7 +259,7 @@ fn run_dev<D: Device>(
     let (cpu0, rcpu0, ctx0) = (
         thread_cpu_ns(),
         process_cpu_ns(redis_pid),
-        voluntary_waits(),
+        context_switches(),
     );
     let t0 = Instant::now();
     rt.run(TimeSource::Wall, &AtomicBool::new(false))
@@ -268,7 +268,7 @@ fn run_dev<D: Device>(
     let (cpu1, rcpu1, ctx1) = (
         thread_cpu_ns(),
         process_cpu_ns(redis_pid),
-        voluntary_waits(),
+        context_switches(),
     );
     let n = n_frames.max(1) as f64;
     let s = rt.store_mut().stats();
@@ -285,8 +285,8 @@ fn run_dev<D: Device>(
         rt.snapshot();
         eprintln!(
             "DEBUG {kind} {s:?} {} | per pkt: cpu_us {:.3} busy_cpu_us {:.3} redis_cpu_us {:.3} \
-             keys_read {:.3} keys_written {:.3} | round_trips/1000 pkts {:.1} | voluntary ctx \
-             switches/1000 pkts {:.1}",
+             keys_read {:.3} keys_written {:.3} | round_trips/1000 pkts {:.1} | ctx switches/1000 \
+             pkts voluntary {:.1} involuntary {:.1} | wall us/pkt {:.3}",
             rt.nf().stats(),
             fig.cpu_us,
             fig.busy_cpu_us,
@@ -294,7 +294,9 @@ fn run_dev<D: Device>(
             s.keys_read as f64 / n,
             s.keys_written as f64 / n,
             fig.round_trips_per_1000,
-            (ctx1 - ctx0) as f64 * 1000.0 / n,
+            (ctx1.0 - ctx0.0) as f64 * 1000.0 / n,
+            (ctx1.1 - ctx0.1) as f64 * 1000.0 / n,
+            secs * 1e6 / n,
         );
     }
     let st = rt.stats();
@@ -316,15 +318,15 @@ fn run_dev<D: Device>(
     (fig, lat, dev)
 }
 
-/// Voluntary context switches of this thread (waits).
-fn voluntary_waits() -> i64 {
+/// Context switches of this thread: (voluntary = waits, involuntary = preempted).
+fn context_switches() -> (i64, i64) {
     // SAFETY: getrusage writes the struct it is given; a zeroed rusage is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: a valid pointer to a rusage owned by this frame.
     if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
-        return 0;
+        return (0, 0);
     }
-    ru.ru_nvcsw
+    (ru.ru_nvcsw, ru.ru_nivcsw)
 }
 
 /// Round trips of a one-key MGET (blocking, nothing else in flight) to the tier at `url`:

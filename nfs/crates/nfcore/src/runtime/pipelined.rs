@@ -23,10 +23,12 @@
 use super::{drop_claim_dependents, Runtime, TimeSource};
 use crate::stats::Stats;
 use crate::{Ctx, FailMode, NetworkFunction, Verdict};
-use flowstore::{BatchState, FlowStore, Key, KeySpace, Newer, Pipeline, StoreError, WriteOp};
+use flowstore::{
+    BatchState, FastMap, FlowStore, Key, KeySpace, Newer, Pipeline, StoreError, WriteOp,
+};
 use netio::{Batch, Device};
 use packet::{ParseError, Parsed};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Instant;
@@ -82,7 +84,7 @@ pub(super) struct PipeState {
     free: Vec<Slot>,
     expect: VecDeque<Expect>,
     /// key -> (ordinal of the batch that last changed it, what it is now).
-    recent: HashMap<Key, (u64, Recent)>,
+    recent: FastMap<Key, (u64, Recent)>,
     processed: u64,
     /// Groups queued on the connection but not pushed to the tier yet.
     unflushed: usize,
@@ -90,7 +92,7 @@ pub(super) struct PipeState {
     touched: Vec<Key>,
     /// Keys claimed (or written conditionally) by processed batches whose writes are not
     /// acknowledged: the batch that last did, and the value expected in the tier.
-    unconfirmed: HashMap<Key, (u64, Option<Vec<u8>>)>,
+    unconfirmed: FastMap<Key, (u64, Option<Vec<u8>>)>,
 }
 
 /// Parse every frame of `batch`, collect the read set into `state` and the initial verdicts:
@@ -193,7 +195,7 @@ impl FlowStore for Tracking<'_> {
 
 /// Set `key`'s entry to `(ord, v)` (its key is copied only when new: a flow's key is usually
 /// there already, written by the batch before).
-fn note<V>(map: &mut HashMap<Key, (u64, V)>, key: &Key, ord: u64, v: V) {
+fn note<V>(map: &mut FastMap<Key, (u64, V)>, key: &Key, ord: u64, v: V) {
     match map.get_mut(key) {
         Some(e) => *e = (ord, v),
         None => {
