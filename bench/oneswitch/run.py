@@ -68,7 +68,7 @@ JIT = "C2 CompilerThre"  # the JVM's optimising compiler thread (comm is cut at 
 GC = "VM Thread"  # runs the serial collector's collections
 # Unmeasured runs per side (least, most): until OneSwitch's JIT compiler is nearly idle (Side.warm). First the
 # pipelined flow-mod + barrier pairs (fast), then a few of each measured kind.
-WARM_UP = (5, 60)
+WARM_UP = (5, 150)
 WARMUPS = (2, 6)
 
 
