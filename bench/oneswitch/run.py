@@ -65,9 +65,10 @@ SPARE = fullcheck.SPARE  # physical port on snic0 where vport 200 moves
 REF_TCP_PORT = 6653  # the plain OVS's ptcp listener, inside its own network namespace
 REPORT = Path("bench/out/oneswitch/equiv-2024.json")  # (b)'s per-rule report unless --equiv-report
 JIT = "C2 CompilerThre"  # the JVM's optimising compiler thread (comm is cut at 15 chars): warm = near 0
+GC = "VM Thread"  # runs the serial collector's collections
 # Unmeasured runs per side (least, most): until OneSwitch's JIT compiler is nearly idle (Side.warm). First the
 # pipelined flow-mod + barrier pairs (fast), then a few of each measured kind.
-WARM_UP = (5, 60)
+WARM_UP = (5, 150)
 WARMUPS = (2, 6)
 
 
@@ -225,7 +226,11 @@ def rate_sides(status: dict, ref: RefSwitch) -> list[Side]:
                 # The socat relays: on the path only with UNO_ONESWITCH_SOUTH=tcp (an old jar's A/B).
                 "relays": [sw["openflow_relay_pid"] for sw in switches if sw.get("openflow_relay_pid")],
             },
-            threads={"oneswitch_core": (oneswitch_pid, "oneswitch-core")},
+            # The VM thread runs the serial GC (stop-the-world: on the core thread's path).
+            threads={
+                "oneswitch_core": (oneswitch_pid, "oneswitch-core"),
+                "oneswitch_gc": (oneswitch_pid, GC),
+            },
             jit=(oneswitch_pid, JIT),
         ),
         Side("ovs", f"unix:{ref.sw.endpoint.unix_socket}", procs=direct),

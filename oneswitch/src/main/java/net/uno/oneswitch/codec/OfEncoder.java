@@ -20,6 +20,15 @@ public final class OfEncoder extends MessageToByteEncoder<Object> {
 
   @Override
   protected void encode(ChannelHandlerContext ctx, Object msg, ByteBuf out) {
+    encodeTo(msg, out);
+  }
+
+  /**
+   * Appends {@code msg} (an {@link OFMessage} or a {@link WithXid}) to {@code out}: for writers
+   * that put a batch of messages into one buffer (one pass through the pipeline and one outbound
+   * entry per batch instead of per message).
+   */
+  public static void encodeTo(Object msg, ByteBuf out) {
     if (msg instanceof WithXid w) {
       int start = out.writerIndex();
       w.msg().writeTo(out);

@@ -6,32 +6,81 @@ import net.uno.oneswitch.translate.MatchUtil;
 import org.projectfloodlight.openflow.protocol.match.Match;
 
 /**
- * {@link MatchUtil#key} remembered per match (bounded, least recently used out). Rule identities
- * are looked up far more often than new matches appear (every remap re-derives the keys of every
- * translated and dispatch rule), and the text key costs ~10x a match's hash + equals; ~65 us per
- * key in code the JIT has not compiled yet (a remap's first runs), which was most of a remap's CPU.
+ * {@link MatchUtil#key} remembered per match (bounded). Rule identities are looked up far more
+ * often than new matches appear (every remap re-derives the keys of every translated and dispatch
+ * rule), and the text key costs ~10x a match's hash + equals; ~65 us per key in code the JIT has
+ * not compiled yet (a remap's first runs), which was most of a remap's CPU.
+ *
+ * <p>Two levels. First by identity, in a small direct-mapped table: a rule's key is asked for
+ * several times per flow-mod on the same match object (the rule keeps it), and an identity lookup
+ * hashes nothing; the table is bounded (a slot is overwritten on collision), so it keeps only the
+ * last few thousand matches alive. Then by value (a new object equal to a known match, e.g. the
+ * next decoded flow-mod's), under a mixed hash: a match's own hash (openflowj's, a sum over its
+ * fields) spreads poorly over the low bits HashMap indexes by (4,000 {@code in_port, ip, nw_dst}
+ * matches fell into 1,703 of 8,192 buckets, up to 10 each), which made lookups tree-bin searches
+ * calling {@code equals}.
  */
 public final class MatchKeys {
   static final int MAX = 1 << 16;
 
-  private static final Map<Match, String> KEYS =
+  /** Slots of the identity table (a power of two). */
+  static final int RECENT = 1 << 13;
+
+  private static final Object LOCK = new Object();
+
+  private static final Match[] recentMatch = new Match[RECENT];
+
+  private static final String[] recentKey = new String[RECENT];
+
+  private static final Map<ByValue, String> BY_VALUE =
       new LinkedHashMap<>(1024, 0.75f, true) {
         @Override
-        protected boolean removeEldestEntry(Map.Entry<Match, String> e) {
+        protected boolean removeEldestEntry(Map.Entry<ByValue, String> e) {
           return size() > MAX;
         }
       };
+
+  private record ByValue(Match match, int hash) {
+    ByValue(Match match) {
+      this(match, mix(match.hashCode()));
+    }
+
+    private static int mix(int h) {
+      h ^= h >>> 16;
+      h *= 0x85ebca6b;
+      h ^= h >>> 13;
+      h *= 0xc2b2ae35;
+      return h ^ (h >>> 16);
+    }
+
+    @Override
+    public int hashCode() {
+      return hash;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof ByValue b && b.hash == hash && b.match.equals(match);
+    }
+  }
 
   private MatchKeys() {}
 
   /** The canonical key of {@code m} (as {@link MatchUtil#key}). */
   public static String of(Match m) {
-    synchronized (KEYS) {
-      String k = KEYS.get(m);
+    int slot = System.identityHashCode(m) & (RECENT - 1);
+    synchronized (LOCK) {
+      if (recentMatch[slot] == m) {
+        return recentKey[slot];
+      }
+      ByValue v = new ByValue(m);
+      String k = BY_VALUE.get(v);
       if (k == null) {
         k = MatchUtil.key(m);
-        KEYS.put(m, k);
+        BY_VALUE.put(v, k);
       }
+      recentMatch[slot] = m;
+      recentKey[slot] = k;
       return k;
     }
   }

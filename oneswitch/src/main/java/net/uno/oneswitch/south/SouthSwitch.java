@@ -1,5 +1,6 @@
 package net.uno.oneswitch.south;
 
+import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInitializer;
@@ -157,6 +158,9 @@ public final class SouthSwitch {
 
   private List<Object> outq = new ArrayList<>(); // OFMessage or OfEncoder.WithXid
 
+  /** Initial buffer bytes per queued message (a translated flow-mod is ~100-200 bytes). */
+  private static final int BATCH_BYTES_GUESS = 160;
+
   /** Messages handed to this connection so far, and the last barrier's count and answer. */
   private long sent;
 
@@ -194,14 +198,28 @@ public final class SouthSwitch {
     if (batch.isEmpty()) {
       return;
     }
-    c.eventLoop()
-        .execute(
-            () -> {
-              for (Object m : batch) {
-                c.write(m, c.voidPromise());
-              }
-              c.flush();
-            });
+    c.eventLoop().execute(() -> writeBatch(c, batch));
+  }
+
+  /**
+   * Encodes {@code batch} into one buffer and writes it, instead of a pass through the pipeline, a
+   * buffer and an outbound entry per message (that per-message write, encoding included, was 17 %
+   * of OneSwitch's CPU in a pipelined install, async-profiler). A message that cannot be encoded
+   * fails the connection as the pipeline's encoder would (exceptionCaught: logged, closed,
+   * reconnected and reconciled).
+   */
+  private static void writeBatch(Channel c, List<Object> batch) {
+    ByteBuf buf = c.alloc().ioBuffer(BATCH_BYTES_GUESS * batch.size());
+    try {
+      for (Object m : batch) {
+        OfEncoder.encodeTo(m, buf);
+      }
+    } catch (RuntimeException e) {
+      buf.release();
+      c.pipeline().fireExceptionCaught(e);
+      return;
+    }
+    c.writeAndFlush(buf, c.voidPromise());
   }
 
   public void flush() {

@@ -33,4 +33,25 @@ class MatchKeysTest {
         new PhysRule("host", 1, 9, m(7, true), java.util.List.of()).key().match(),
         MatchUtil.key(m(7, true)));
   }
+
+  @Test
+  void sameObjectAndIdentitySlotsGiveTheMatchesOwnKey() {
+    Match a = m(6, true);
+    String k = MatchKeys.of(a);
+    assertEquals(MatchUtil.key(a), k);
+    assertEquals(k, MatchKeys.of(a), "the same object again (identity table)");
+    // Far more objects than identity slots: every slot is overwritten by other matches, some by
+    // matches equal to earlier ones; each still gets its own key.
+    java.util.List<Match> all = new java.util.ArrayList<>();
+    for (int i = 0; i < 4 * MatchKeys.RECENT; i++) {
+      all.add(m(2000 + i % 3000, i % 3 == 0));
+    }
+    for (Match x : all) {
+      assertEquals(MatchUtil.key(x), MatchKeys.of(x));
+    }
+    for (Match x : all) {
+      assertEquals(MatchUtil.key(x), MatchKeys.of(x), "looked up again");
+    }
+    assertEquals(MatchUtil.key(a), MatchKeys.of(a), "the first object after its slot was reused");
+  }
 }
