@@ -187,6 +187,9 @@ public final class Main {
         .addShutdownHook(
             new Thread(
                 () -> {
+                  if (exec.isShutdown()) {
+                    return; // stopped already (Running.stop, in tests): nothing left to save
+                  }
                   try {
                     exec.submit(core::saveNow).get(5, java.util.concurrent.TimeUnit.SECONDS);
                   } catch (Exception e) {
