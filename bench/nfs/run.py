@@ -78,8 +78,9 @@ def summarise(results: dict) -> dict:
             row["offered_pps"] = paced["offered_pps"]
             row["added_p50_us"] = round(paced["stateless"]["p50_us"] - paced["local"]["p50_us"], 1)
             row["added_p99_us"] = round(paced["stateless"]["p99_us"] - paced["local"]["p99_us"], 1)
-            if "p99_all_us" in paced["stateless"]:  # harness of 2026-11-26 on: p99 with the warm-up too
-                row["added_p99_all_us"] = round(paced["stateless"]["p99_all_us"] - paced["local"]["p99_all_us"], 1)
+            st_paced, local_paced = paced["stateless"], paced["local"]
+            if "p99_all_us" in st_paced:  # harness of 2026-11-26 on: p99 with the warm-up too
+                row["added_p99_all_us"] = round(st_paced["p99_all_us"] - local_paced["p99_all_us"], 1)
             for prefix, mode in (("sync_", "sync"), ("cached_", "cached"), ("tcp_", "stateless-tcp")):
                 row[prefix + "added_p99_us"] = round(paced[mode]["p99_us"] - paced["local"]["p99_us"], 1)
         out[nf] = row
