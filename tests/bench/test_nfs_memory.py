@@ -22,16 +22,20 @@ def _workload(scale: float) -> dict:
 def test_summary_per_transport_with_cpu_figures():
     long64, short64 = _workload(1), _workload(0.5)
     paced = {"offered_pps": 400, **{m: {"p50_us": 1.0, "p99_us": 30.0} for m in nfs_run.MODES}}
-    paced["stateless"] = {"p50_us": 41.0, "p99_us": 110.0}
+    paced["stateless"] = {"p50_us": 41.0, "p99_us": 110.0, "p99_all_us": 400.0}
+    paced["local"]["p99_all_us"] = 50.0
     paced["stateless-tcp"] = {"p50_us": 51.0, "p99_us": 130.0}
     long64["paced"] = paced
     s = nfs_run.summarise({"firewall": {"long64": long64, "short64": short64}})["firewall"]
     assert s["ratio_long"] == 0.8 and s["tcp_ratio_long"] == 0.7 and s["cached_ratio_short64"] == 1.0
     assert s["added_p50_us"] == 40.0 and s["added_p99_us"] == 80.0 and s["tcp_added_p99_us"] == 100.0
+    assert s["added_p99_all_us"] == 350.0
     assert s["sat_added_p50_us"] == 50.0 and s["offered_pps"] == 400
     assert s["stateless_busy_cpu_us_per_pkt"] == 0.7 and s["local_cpu_us_per_pkt"] == 0.7
     assert s["stateless_redis_cpu_us_per_pkt"] == 0.2 and s["stateless_round_trips_per_1000"] == 31.3
     # Without latency runs (--paced-load 0) there are no added-latency figures.
+    del paced["stateless"]["p99_all_us"]  # an older harness: no such figure
+    assert "added_p99_all_us" not in nfs_run.summarise({"fw": {"long64": long64, "short64": short64}})["fw"]
     del long64["paced"]
     assert "added_p99_us" not in nfs_run.summarise({"nat": {"long64": long64, "short64": short64}})["nat"]
 

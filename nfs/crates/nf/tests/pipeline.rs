@@ -5,12 +5,14 @@
 
 use flowstore::test_redis::TestRedis;
 use flowstore::{FlowStore, Key, KeySpace, LocalStore, RedisConfig, RedisStore};
-use nfcore::harness::run_frames_depth;
+use nfcore::harness::{recording_runtime, run_frames_depth, RecordingDevice};
+use nfcore::runtime::TimeSource;
 use nfcore::NetworkFunction;
 use packet::build::{FrameSpec, Transport};
 use packet::{Parsed, TCP_ACK, TCP_FIN, TCP_PSH, TCP_SYN};
 use serde_json::json;
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// `flows` TCP connections of `n` packets (handshake, data both ways unless `one_way`, FIN),
 /// `window` active at a time, round-robin; 1 us apart (so timers rarely interrupt the pipeline).
@@ -81,6 +83,29 @@ fn state(store: &mut dyn FlowStore, keys: &[Key]) -> Vec<Option<Vec<u8>>> {
     out
 }
 
+/// The monitor's per-flow counters of `frames` in the tier equal the local ones.
+fn assert_same_counters(
+    frames: &[(u64, Vec<u8>)],
+    local: (&mut dyn FlowStore, &str),
+    remote: (&mut dyn FlowStore, &str),
+    what: &str,
+) {
+    let keys_of = |id: &str| -> Vec<Key> {
+        let ks = KeySpace::new(id).unwrap();
+        let mut v: Vec<Key> = frames
+            .iter()
+            .map(|(_, f)| nf_monitor::Monitor::key(&ks, &Parsed::new_checked(f).unwrap()))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let a = state(local.0, &keys_of(local.1));
+    let b = state(remote.0, &keys_of(remote.1));
+    assert!(a.iter().all(|v| v.is_some()));
+    assert_eq!(a, b, "{what}: counters");
+}
+
 #[test]
 fn pipelined_matches_local_outputs_and_state() {
     let redis = TestRedis::start().expect("redis-server");
@@ -118,24 +143,60 @@ fn pipelined_matches_local_outputs_and_state() {
                 assert_eq!(got.len(), want.len());
                 assert_eq!(remote.stats().errors, 0);
                 if kind == "monitor" {
-                    // Per-flow counters in the tier equal the local ones.
-                    let keys_of = |id: &str| -> Vec<Key> {
-                        let ks = KeySpace::new(id).unwrap();
-                        let mut v: Vec<Key> = frames
-                            .iter()
-                            .map(|(_, f)| {
-                                nf_monitor::Monitor::key(&ks, &Parsed::new_checked(f).unwrap())
-                            })
-                            .collect();
-                        v.sort();
-                        v.dedup();
-                        v
-                    };
-                    let a = state(local.as_mut(), &keys_of("p"));
-                    let b = state(remote.as_mut(), &keys_of(&nf_id));
-                    assert!(a.iter().all(|v| v.is_some()));
-                    assert_eq!(a, b, "monitor batch {batch} depth {depth}: counters");
+                    let what = format!("monitor batch {batch} depth {depth}");
+                    assert_same_counters(
+                        &frames,
+                        (local.as_mut(), "p"),
+                        (remote.as_mut(), &nf_id),
+                        &what,
+                    );
                 }
+            }
+        }
+    }
+}
+
+/// Below saturation a port returns what has arrived: batches of a few frames, taken while others
+/// are in flight by the self-clocking intake (at most two small ones waiting for their reads, full
+/// ones up to the depth). Outputs and state still equal the local baseline's.
+#[test]
+fn pipelined_small_batches_match_local() {
+    let redis = TestRedis::start().expect("redis-server");
+    for kind in ["firewall", "nat", "monitor"] {
+        let frames = traffic(60, 12, 24, kind == "nat");
+        let (want, _, mut local) =
+            run_frames_depth(make(kind), Box::new(LocalStore::new()), "s", &frames, 32, 1);
+        for (i, sizes) in [vec![1, 2, 1, 5, 32, 3, 0, 1, 17, 32, 32], vec![1]]
+            .into_iter()
+            .enumerate()
+        {
+            let nf_id = format!("s-{kind}-{i}");
+            let store = RedisStore::connect(RedisConfig::new(&redis.unix_url())).unwrap();
+            let mut rt = recording_runtime(make(kind), Box::new(store), &nf_id, vec![], 32, 1);
+            *rt.device_mut() = RecordingDevice::new(frames.clone()).trickle(sizes);
+            rt.set_pipeline_depth(8);
+            rt.run(TimeSource::Packets, &AtomicBool::new(false))
+                .expect("run");
+            let small = rt.stats().batches.load(Relaxed);
+            let (_, mut remote, dev) = rt.into_parts();
+            assert!(
+                small as usize > frames.len() / 16,
+                "{kind}: {small} batches"
+            );
+            let first_diff = dev.out.iter().zip(&want).position(|(a, b)| a != b);
+            assert_eq!(
+                first_diff, None,
+                "{kind} sizes {i}: first packet out that differs"
+            );
+            assert_eq!(remote.stats().errors, 0);
+            if kind == "monitor" {
+                let what = format!("monitor sizes {i}");
+                assert_same_counters(
+                    &frames,
+                    (local.as_mut(), "s"),
+                    (remote.as_mut(), &nf_id),
+                    &what,
+                );
             }
         }
     }

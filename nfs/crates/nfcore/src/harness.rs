@@ -20,6 +20,9 @@ pub struct RecordingDevice {
     batch_starts: std::collections::VecDeque<usize>,
     /// Output per input index.
     pub out: Vec<Option<Vec<u8>>>,
+    /// Frames per receive, in turn (empty: full batches), and receives so far.
+    sizes: Vec<usize>,
+    receives: usize,
 }
 
 impl RecordingDevice {
@@ -30,7 +33,16 @@ impl RecordingDevice {
             pos: 0,
             batch_starts: std::collections::VecDeque::new(),
             out: vec![None; n],
+            sizes: Vec::new(),
+            receives: 0,
         }
+    }
+
+    /// Receives take at most `sizes[k % len]` frames (k = the receive's number), as a port below
+    /// saturation returns what has arrived: batches smaller than full ones (a 0 returns nothing).
+    pub fn trickle(mut self, sizes: Vec<usize>) -> RecordingDevice {
+        self.sizes = sizes;
+        self
     }
 }
 
@@ -42,7 +54,12 @@ impl Device for RecordingDevice {
     fn recv(&mut self, batch: &mut Batch, _now_ns: u64) -> io::Result<usize> {
         batch.clear();
         let start = self.pos;
-        while !batch.is_full() && self.pos < self.input.len() {
+        let cap = match self.sizes.len() {
+            0 => usize::MAX,
+            n => self.sizes[self.receives % n],
+        };
+        self.receives += 1;
+        while !batch.is_full() && batch.len() < cap && self.pos < self.input.len() {
             let (ts, f) = &self.input[self.pos];
             batch.push(f, *ts);
             self.pos += 1;

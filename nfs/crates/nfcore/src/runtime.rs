@@ -13,6 +13,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
 
+mod intake;
 mod pipelined;
 
 /// A claim of this batch (or one it relied on) was lost: none of its forwarded packets may

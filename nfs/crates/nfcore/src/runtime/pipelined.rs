@@ -20,6 +20,7 @@
 //!   and of the batches processed after it (none has left: they wait for it), makes batches
 //!   still reading re-read the key, and lets the NF undo what it tied to the claim.
 
+use super::intake::{has_room, intake, Intake, Queued};
 use super::{drop_claim_dependents, Runtime, TimeSource};
 use crate::stats::Stats;
 use crate::{Ctx, FailMode, NetworkFunction, Verdict};
@@ -58,6 +59,9 @@ pub(super) struct Slot {
     state: BatchState,
     /// Batches processed when this one's reads were sent (their writes are in its values).
     sent_at: u64,
+    /// Smaller than a full batch when taken (see [`super::intake`]).
+    small: bool,
+    has_reads: bool,
     reads_pending: bool,
     /// Writes acknowledged (or none): may be transmitted once every earlier batch is.
     acked: bool,
@@ -65,6 +69,14 @@ pub(super) struct Slot {
     ord: u64,
     now_ns: u64,
     t_recv: Instant,
+}
+
+impl Slot {
+    /// Whether the intake waits for this batch: it is small and its first round trip (its
+    /// reads; its writes when it reads nothing) is not answered yet.
+    fn holds_intake(&self) -> bool {
+        self.small && (self.reads_pending || (!self.has_reads && !self.acked))
+    }
 }
 
 /// What the next reply group on the connection belongs to.
@@ -218,14 +230,18 @@ impl<D: Device> Runtime<D> {
         };
         while !stop.load(Relaxed) {
             self.bound_wait();
-            // 1. Receive batches and send their reads, up to the depth.
-            while self.room(&self.pipe.reading) && !self.dev.exhausted() {
+            // 1. Receive batches and send their reads, up to the depth, self-clocked below
+            //    saturation (see `intake`).
+            let mut small_sent = false;
+            while self.intake() == Intake::Take && !self.dev.exhausted() {
                 let mut slot = self.pipe.free.pop().unwrap_or_else(|| Slot {
                     batch: Batch::with_capacity(self.opts.batch_size),
                     parsed: Vec::new(),
                     keep: Vec::new(),
                     state: BatchState::new(),
                     sent_at: 0,
+                    small: false,
+                    has_reads: false,
                     reads_pending: false,
                     acked: false,
                     ord: 0,
@@ -280,6 +296,9 @@ impl<D: Device> Runtime<D> {
                 slot.sent_at = self.pipe.processed;
                 slot.acked = false;
                 let has_reads = !slot.state.read_set().is_empty();
+                slot.small = !slot.batch.is_full();
+                let slot_small = slot.small;
+                slot.has_reads = has_reads;
                 let sent = if has_reads {
                     pipe(self.store.as_mut()).send_reads(slot.state.read_set())
                 } else {
@@ -291,6 +310,7 @@ impl<D: Device> Runtime<D> {
                     Ok(()) if has_reads => {
                         self.pipe.expect.push_back(Expect::Reads);
                         self.pipe.unflushed += 1;
+                        small_sent |= slot_small;
                     }
                     Ok(()) => {}
                     Err(_) => self.fail_in_flight()?,
@@ -304,7 +324,9 @@ impl<D: Device> Runtime<D> {
             }
             // Push queued groups once enough have gathered: a send is a syscall that, on loopback,
             // also runs the tier's receive path on this core. A blocking receive flushes anyway.
-            if self.pipe.unflushed >= (self.depth / 2).max(1) {
+            // A small batch's reads go at once (below saturation: at most one such send per round
+            // trip), so the tier works on them while this core processes the batch before.
+            if small_sent || self.pipe.unflushed >= (self.depth / 2).max(1) {
                 self.flush_pipe()?;
             }
             if self.pipe.reading.is_empty() && self.pipe.writing.is_empty() {
@@ -322,7 +344,7 @@ impl<D: Device> Runtime<D> {
                     .front()
                     .map(|s| !s.reads_pending)
                     .unwrap_or(false);
-                if ready && self.room(&self.pipe.writing) {
+                if ready && self.writing_room() {
                     self.process_front()?;
                 } else if !self.pipe.expect.is_empty() {
                     self.receive_one()?;
@@ -357,16 +379,28 @@ impl<D: Device> Runtime<D> {
         Ok(())
     }
 
-    /// Whether `queue` (batches reading, or processed and waiting for acknowledgements) may take
-    /// one more batch: up to `depth` full batches' worth of packets, in at most
-    /// [`super::MAX_PIPELINE_DEPTH`] batches. Below saturation batches are as small as the backlog
-    /// (a receive takes what has arrived), so counting batches alone would cap the packets in
-    /// flight at `depth` small batches per round trip and queue the rest at a fraction of the
-    /// rate the pipeline carries with full batches.
-    fn room(&self, queue: &VecDeque<Slot>) -> bool {
-        let packets: usize = queue.iter().map(|s| s.batch.len()).sum();
-        queue.len() < super::MAX_PIPELINE_DEPTH
-            && packets + self.opts.batch_size <= self.depth * self.opts.batch_size
+    /// Whether to take another batch from the port now ([`super::intake`]).
+    fn intake(&self) -> Intake {
+        let p = &self.pipe;
+        let q = Queued {
+            batches: p.reading.len(),
+            packets: p.reading.iter().map(|s| s.batch.len()).sum(),
+            small_waiting: p
+                .reading
+                .iter()
+                .chain(p.writing.iter())
+                .filter(|s| s.holds_intake())
+                .count(),
+        };
+        intake(q, self.depth, self.opts.batch_size)
+    }
+
+    /// Whether one more processed batch may wait for its acknowledgement (the depth, as for
+    /// batches reading).
+    fn writing_room(&self) -> bool {
+        let w = &self.pipe.writing;
+        let packets = w.iter().map(|s| s.batch.len()).sum();
+        has_room(w.len(), packets, self.depth, self.opts.batch_size)
     }
 
     /// Frames received and not yet sent or dropped: in batches reading or waiting for their
