@@ -448,8 +448,60 @@ fn medians(acc: &[RunFigures]) -> Value {
     })
 }
 
+/// Options taking a value, and switches.
+const VALUE_FLAGS: [&str; 9] = [
+    "--batch",
+    "--depth",
+    "--scale",
+    "--nfs",
+    "--modes",
+    "--workloads",
+    "--paced-load",
+    "--paced-pps",
+    "--rtt",
+];
+const SWITCHES: [&str; 2] = ["--quick", "--no-pin"];
+
+/// Checks the command line before anything runs: `Err` names the first unknown option or an
+/// option missing its value (a typo must not silently run the whole default bench).
+fn check_args(args: &[String]) -> Result<(), String> {
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if VALUE_FLAGS.contains(&a) {
+            match args.get(i + 1) {
+                Some(v) if !v.starts_with("--") => i += 2,
+                _ => return Err(format!("{a}: missing value")),
+            }
+        } else if SWITCHES.contains(&a) {
+            i += 1;
+        } else {
+            return Err(format!("unknown option {a:?}"));
+        }
+    }
+    Ok(())
+}
+
+const USAGE: &str = "nf-bench [--quick] [--batch N] [--depth N] [--scale N] [--nfs LIST] [--modes LIST] \
+[--workloads LIST] [--paced-load FRACTION] [--paced-pps N] [--rtt N] [--no-pin]
+  --nfs        firewall,nat,nat-pipelined,monitor,monitor-inc,monitor-wb,lb,lb-pipelined,ips,l7fw,ipsec-out,ipsec-in
+  --modes      local,sync,stateless,stateless-tcp,cached
+  --workloads  long64,long1500,short64,short1500
+  --paced-load fraction of the lower saturated rate offered in the latency runs (0: none; default 0.5)
+  --paced-pps  a fixed offered rate instead
+  --rtt        round-trip probe requests (0: none)
+Prints one JSON object (see the crate docs); needs redis-server on PATH.";
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return;
+    }
+    if let Err(e) = check_args(&args) {
+        eprintln!("nf-bench: {e}\n{USAGE}");
+        std::process::exit(2);
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let nfs: Vec<String> = flag_list(&args, "--nfs").unwrap_or_else(|| {
         [
@@ -620,4 +672,29 @@ fn main() {
         json!({"batch": batch, "depth": depth, "pinned": pinned, "paced_load": paced_load,
                "repeats": repeats, "scale": scale, "rtt": rtt, "results": result})
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_args;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn command_line_is_checked_before_running() {
+        assert!(check_args(&args("")).is_ok());
+        assert!(check_args(&args("--quick --nfs firewall,nat --batch 64 --no-pin")).is_ok());
+        assert!(check_args(&args("--quik")).unwrap_err().contains("--quik"));
+        assert!(check_args(&args("--batch"))
+            .unwrap_err()
+            .contains("missing value"));
+        assert!(check_args(&args("--batch --quick"))
+            .unwrap_err()
+            .contains("--batch"));
+        assert!(check_args(&args("--nfs firewall stray"))
+            .unwrap_err()
+            .contains("stray"));
+    }
 }
