@@ -98,7 +98,10 @@ pub(super) struct PipeState {
     /// key -> (ordinal of the batch that last changed it, what it is now).
     recent: FastMap<Key, (u64, Recent)>,
     processed: u64,
-    /// Groups queued on the connection but not pushed to the tier yet.
+    /// Batches with groups queued on the connection but not pushed to the tier yet. A batch
+    /// counts once: by its read group, or by its write group when it reads nothing (a processed
+    /// batch's writes ride along with later batches' reads; counting them too would halve the
+    /// groups per send, and so double the sends, of an NF that reads and writes).
     unflushed: usize,
     values: Vec<Option<Vec<u8>>>,
     touched: Vec<Key>,
@@ -322,8 +325,10 @@ impl<D: Device> Runtime<D> {
                     break;
                 }
             }
-            // Push queued groups once enough have gathered: a send is a syscall that, on loopback,
-            // also runs the tier's receive path on this core. A blocking receive flushes anyway.
+            // Push queued groups once enough batches' worth have gathered (half the depth: the
+            // tier works on one half while this core processes the other): a send is a syscall
+            // that, on loopback, also wakes the tier and runs its receive path on this core. A
+            // blocking receive flushes anyway.
             // A small batch's reads go at once (below saturation: at most one such send per round
             // trip), so the tier works on them while this core processes the batch before.
             if small_sent || self.pipe.unflushed >= (self.depth / 2).max(1) {
@@ -635,6 +640,7 @@ impl<D: Device> Runtime<D> {
             note(recent, w.key(), ord, r);
         }
         let has_writes = !slot.state.pending_writes().is_empty();
+        let has_reads = slot.has_reads;
         let sent = if has_writes {
             pipe(self.store.as_mut()).send_writes(slot.state.pending_writes())
         } else {
@@ -645,7 +651,9 @@ impl<D: Device> Runtime<D> {
         match sent {
             Ok(()) if has_writes => {
                 self.pipe.expect.push_back(Expect::Writes);
-                self.pipe.unflushed += 1;
+                if !has_reads {
+                    self.pipe.unflushed += 1;
+                }
             }
             Ok(()) => {}
             Err(_) => self.fail_in_flight()?,
