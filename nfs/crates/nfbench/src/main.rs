@@ -519,7 +519,8 @@ fn main() {
     });
     let repeats = if quick { 1 } else { 3 };
     let scale: u32 = flag(&args, "--scale", "N").unwrap_or(if quick { 1 } else { 4 });
-    let batch: usize = flag(&args, "--batch", "N").unwrap_or(nfcore::config::DEFAULT_BATCH_SIZE as usize);
+    let batch: usize =
+        flag(&args, "--batch", "N").unwrap_or(nfcore::config::DEFAULT_BATCH_SIZE as usize);
     let only_modes = flag_list(&args, "--modes");
     if let Some(bad) = only_modes
         .iter()
