@@ -90,7 +90,12 @@ def summarise(results: dict) -> dict:
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument(
+        "--batch",
+        type=int,
+        default=64,
+        help="memory variant: frames per batch at most (64: the NFs' batch_size default)",
+    )
     ap.add_argument("--depth", type=int, default=8, help="batches in flight (pipelined stateless/cached)")
     ap.add_argument(
         "--nfs",

@@ -1,4 +1,4 @@
-//! `nf-bench [--quick] [--batch N] [--depth N] [--scale N] [--nfs firewall,nat,monitor,lb,lb-pipelined,ips,l7fw,ipsec-out,ipsec-in]
+//! `nf-bench [--quick] [--batch N (default 64, the NFs' batch_size default)] [--depth N] [--scale N] [--nfs firewall,nat,monitor,lb,lb-pipelined,ips,l7fw,ipsec-out,ipsec-in]
 //!  [--modes local,sync,stateless,stateless-tcp,cached] [--workloads long64,long1500,short64,short1500]
 //!  [--paced-load 0.5 (0: no latency runs)] [--paced-pps N (instead: this fixed rate)] [--rtt N (0: no round-trip probe)] [--no-pin]`:
 //! packets/s on one core, CPU per packet and latency of each NF, stateless (Redis on the same
@@ -519,7 +519,8 @@ fn main() {
     });
     let repeats = if quick { 1 } else { 3 };
     let scale: u32 = flag(&args, "--scale", "N").unwrap_or(if quick { 1 } else { 4 });
-    let batch: usize = flag(&args, "--batch", "N").unwrap_or(32);
+    let batch: usize =
+        flag(&args, "--batch", "N").unwrap_or(nfcore::config::DEFAULT_BATCH_SIZE as usize);
     let only_modes = flag_list(&args, "--modes");
     if let Some(bad) = only_modes
         .iter()
