@@ -208,25 +208,14 @@ fn parse_at(buf: &[u8], depth: usize, build: bool) -> Result<Option<(Reply, usiz
             after,
         ))),
         b':' => Ok(Some((Reply::Int(parse_int(line)?), after))),
-        b'$' => {
-            let n = parse_int(line)?;
-            if n < 0 {
-                return Ok(Some((Reply::Nil, after)));
-            }
-            let n = n as usize;
-            if buf.len() < after + n + 2 {
-                return Ok(None);
-            }
-            if &buf[after + n..after + n + 2] != b"\r\n" {
-                return Err("bulk string not terminated".into());
-            }
-            let data = if build {
-                buf[after..after + n].to_vec()
-            } else {
-                Vec::new()
+        b'$' => Ok(bulk_at(buf, line_end)?.map(|(data, used)| {
+            let reply = match data {
+                None => Reply::Nil,
+                Some(d) if build => Reply::Bulk(d.to_vec()),
+                Some(_) => Reply::Bulk(Vec::new()),
             };
-            Ok(Some((Reply::Bulk(data), after + n + 2)))
-        }
+            (reply, used)
+        })),
         b'*' => {
             let n = parse_int(line)?;
             if n < 0 {
@@ -252,6 +241,27 @@ fn parse_at(buf: &[u8], depth: usize, build: bool) -> Result<Option<(Reply, usiz
         }
         c => Err(format!("unexpected reply type byte {c:#04x}")),
     }
+}
+
+/// A complete bulk string: its data (`None`: nil) and the bytes it takes.
+type Bulk<'a> = (Option<&'a [u8]>, usize);
+
+/// The bulk string at the start of `buf` (`$`, its length line ending at `line_end`); `None`:
+/// incomplete.
+fn bulk_at(buf: &[u8], line_end: usize) -> Result<Option<Bulk<'_>>, String> {
+    let n = parse_int(&buf[1..line_end])?;
+    let after = line_end + 2;
+    if n < 0 {
+        return Ok(Some((None, after)));
+    }
+    let n = n as usize;
+    if buf.len() < after + n + 2 {
+        return Ok(None);
+    }
+    if &buf[after + n..after + n + 2] != b"\r\n" {
+        return Err("bulk string not terminated".into());
+    }
+    Ok(Some((Some(&buf[after..after + n]), after + n + 2)))
 }
 
 /// What [`parse_values`] found at the start of a buffer.
@@ -299,26 +309,14 @@ fn push_values(
     for _ in 0..n {
         let item = &buf[pos..];
         if item.first() == Some(&b'$') {
-            // A bulk string, checked as parse_at checks it.
             let Some(line_end) = find_crlf(item) else {
                 return Ok(Values::Incomplete);
             };
-            let len = parse_int(&item[1..line_end])?;
-            let after = line_end + 2;
-            if len < 0 {
-                out.push(None);
-                pos += after;
-                continue;
-            }
-            let len = len as usize;
-            if item.len() < after + len + 2 {
+            let Some((data, used)) = bulk_at(item, line_end)? else {
                 return Ok(Values::Incomplete);
-            }
-            if &item[after + len..after + len + 2] != b"\r\n" {
-                return Err("bulk string not terminated".into());
-            }
-            out.push(Some(item[after..after + len].to_vec()));
-            pos += after + len + 2;
+            };
+            out.push(data.map(<[u8]>::to_vec));
+            pos += used;
         } else {
             match parse_at(item, 1, false)? {
                 None => return Ok(Values::Incomplete),
