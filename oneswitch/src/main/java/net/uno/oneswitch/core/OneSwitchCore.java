@@ -17,8 +17,8 @@ import java.util.concurrent.CopyOnWriteArraySet;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
+import net.uno.oneswitch.core.Translations.Translated;
 import net.uno.oneswitch.model.Drain;
-import net.uno.oneswitch.model.MatchKeys;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.PortMap;
 import net.uno.oneswitch.model.Topology;
@@ -48,10 +48,8 @@ import org.projectfloodlight.openflow.protocol.OFFlowModFailedCode;
 import org.projectfloodlight.openflow.protocol.OFFlowModFlags;
 import org.projectfloodlight.openflow.protocol.OFFlowRemoved;
 import org.projectfloodlight.openflow.protocol.OFFlowRemovedReason;
-import org.projectfloodlight.openflow.protocol.OFFlowStatsEntry;
 import org.projectfloodlight.openflow.protocol.OFFlowStatsReply;
 import org.projectfloodlight.openflow.protocol.OFGroupAdd;
-import org.projectfloodlight.openflow.protocol.OFGroupDescStatsEntry;
 import org.projectfloodlight.openflow.protocol.OFGroupDescStatsReply;
 import org.projectfloodlight.openflow.protocol.OFGroupMod;
 import org.projectfloodlight.openflow.protocol.OFGroupModFailedCode;
@@ -64,12 +62,6 @@ import org.projectfloodlight.openflow.protocol.OFPortReason;
 import org.projectfloodlight.openflow.protocol.OFPortState;
 import org.projectfloodlight.openflow.protocol.OFPortStatus;
 import org.projectfloodlight.openflow.protocol.OFVersion;
-import org.projectfloodlight.openflow.protocol.action.OFAction;
-import org.projectfloodlight.openflow.protocol.action.OFActionGroup;
-import org.projectfloodlight.openflow.protocol.action.OFActionOutput;
-import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
-import org.projectfloodlight.openflow.protocol.instruction.OFInstructionApplyActions;
-import org.projectfloodlight.openflow.protocol.instruction.OFInstructionWriteActions;
 import org.projectfloodlight.openflow.types.MacAddress;
 import org.projectfloodlight.openflow.types.OFBufferId;
 import org.projectfloodlight.openflow.types.OFGroup;
@@ -101,7 +93,6 @@ public final class OneSwitchCore implements SouthListener {
   private PortMap ports = PortMap.empty();
   private final CarrierTags tags = new CarrierTags();
   private final Carrier.Mode carrierMode;
-  private final Map<Object, Set<Long>> tagHolders = new HashMap<>();
 
   /** Ids (offsets from Translator.SCALE_GROUP_BASE) of the SELECT groups of scaled-out vports. */
   private final TagAllocator scaleIds = new TagAllocator(0, Translator.SCALE_GROUP_COUNT - 1);
@@ -115,25 +106,15 @@ public final class OneSwitchCore implements SouthListener {
   /** How many VLAN headers a frame may carry into each table (VlanPushOrder). */
   private final VlanPushOrder pushOrder = new VlanPushOrder();
 
-  /** The carrier groups of write_actions outputs the translated rules use, per switch. */
-  private final CarrierRefs carriers = new CarrierRefs();
+  /** Each virtual rule's and group's physical form, and the dispatch rules of the live tags. */
+  private final Translations trans = new Translations(tags);
 
-  private final Map<VirtualRule.Key, List<PhysRule>> trans = new HashMap<>();
-  private final Map<Integer, Map<String, List<OFBucket>>> groupTrans = new HashMap<>();
-  private final Map<PhysRule.Key, PhysRule> desired = new HashMap<>();
-  private final Map<PhysRule.Key, VirtualRule.Key> owners = new HashMap<>();
-  private final Set<PhysRule.Key> dispatchKeys = new HashSet<>();
-  private PortMap dispatchPorts;
-  private Map<Long, Integer> dispatchTags = Map.of();
-  private long dispatchGeneration = -1;
   private Set<String> liveSwitchSet = Set.of();
   private long liveSwitchMask = -1;
-  private final Map<VirtualRule.Key, Map.Entry<VirtualRule, String>> saveCache = new HashMap<>();
+  private final SavedForm saved = new SavedForm(F);
   private final PhysicalState phys = new PhysicalState();
-  private final Map<VirtualRule.Key, long[]> retiredCounters = new HashMap<>();
-  private final Map<Long, VirtualRule.Key> retiring = new HashMap<>();
-  private final Map<Long, Removal> pendingRemoval = new HashMap<>();
-  private final Map<VirtualRule.Key, long[]> idle = new HashMap<>();
+  private final FlowRemovals removals;
+  private final IdleTimeouts idle = new IdleTimeouts();
   private final Map<Integer, Long> groupCreated = new HashMap<>();
   private int missSendLen = 128;
 
@@ -144,74 +125,11 @@ public final class OneSwitchCore implements SouthListener {
   private boolean flushPending;
   private boolean idlePollRunning;
 
-  private record GroupHolder(int id) {}
-
   /** The controller message a physical message comes from: who to answer if a switch refuses. */
   public record Origin(Session session, long xid, byte[] head) {}
 
-  /**
-   * What to undo if a physical switch refuses a part of one controller message: the steps restore
-   * the virtual state before that message (each only if nothing newer replaced what it undoes).
-   */
-  private static final class Undo {
-    final Origin origin;
-    final List<Runnable> steps = new ArrayList<>();
-    boolean failed;
-
-    Undo(Origin origin) {
-      this.origin = origin;
-    }
-  }
-
-  /** The controller message being applied right now (core thread), or null. */
-  private Undo current;
-
-  /** Per switch: physical xid sent for a controller message -> its undo, until a barrier. */
-  private final Map<String, TreeMap<Long, Undo>> inflight = new HashMap<>();
-
-  private record Translated(List<PhysRule> phys, Set<Long> tagVports) {}
-
-  /** A virtual rule being removed, waiting for its replicas' FLOW_REMOVED counters. */
-  private final class Removal {
-    final VirtualRule rule;
-    final OFFlowRemovedReason reason;
-    long packets;
-    long bytes;
-    int remaining;
-    boolean sent;
-
-    Removal(VirtualRule rule, OFFlowRemovedReason reason, long[] base) {
-      this.rule = rule;
-      this.reason = reason;
-      if (base != null) {
-        packets = base[0];
-        bytes = base[1];
-      }
-    }
-
-    void finish() {
-      if (sent) {
-        return;
-      }
-      sent = true;
-      long dur = Math.max(0, clock.getAsLong() - rule.installedMillis());
-      OFFlowRemoved fr =
-          F.buildFlowRemoved()
-              .setCookie(U64.of(rule.cookie()))
-              .setPriority(rule.priority())
-              .setReason(reason)
-              .setTableId(TableId.of(rule.table()))
-              .setDurationSec(dur / 1000)
-              .setDurationNsec((dur % 1000) * 1_000_000)
-              .setIdleTimeout(rule.idleTimeout())
-              .setHardTimeout(rule.hardTimeout())
-              .setPacketCount(U64.of(packets))
-              .setByteCount(U64.of(bytes))
-              .setMatch(rule.match())
-              .build();
-      broadcast(fr, true);
-    }
-  }
+  /** Physical messages of controller messages, until barriered: rollback on a refusal. */
+  private final Refusals refusals = new Refusals();
 
   public OneSwitchCore(
       Topology topo,
@@ -239,6 +157,7 @@ public final class OneSwitchCore implements SouthListener {
     this.clock = clock;
     this.metrics = metrics;
     this.persistence = persistence;
+    this.removals = new FlowRemovals(F, clock, fr -> broadcast(fr, true));
   }
 
   public ScheduledExecutorService exec() {
@@ -298,7 +217,7 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   public List<PhysRule> translationOf(VirtualRule.Key k) {
-    return trans.getOrDefault(k, List.of());
+    return trans.of(k);
   }
 
   public PhysicalState physical() {
@@ -342,7 +261,7 @@ public final class OneSwitchCore implements SouthListener {
         .carrier(carrierMode)
         .depth(pushOrder::depth)
         .later(pushOrder::later)
-        .groupLabels(carriers::variant);
+        .groupLabels(trans.carriers()::variant);
   }
 
   /** A translator for lookups only (dispatch, packet-in, scale group buckets). */
@@ -464,69 +383,15 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   private void setTranslation(VirtualRule.Key k, Translated t, Set<PhysRule.Key> dirty) {
-    List<PhysRule> old = trans.remove(k);
-    if (old != null) {
-      for (PhysRule p : old) {
-        carriers.unref(p);
-        PhysRule.Key pk = p.key();
-        desired.remove(pk);
-        owners.remove(pk);
-        dirty.add(pk);
-      }
-    }
-    Set<Long> oldTags = tagHolders.remove(k);
-    if (t != null) {
-      trans.put(k, t.phys());
-      for (PhysRule p : t.phys()) {
-        carriers.ref(p);
-        PhysRule.Key pk = p.key();
-        desired.put(pk, p);
-        owners.put(pk, k);
-        dirty.add(pk);
-      }
-      tagHolders.put(k, t.tagVports());
-    }
-    if (oldTags != null) {
-      oldTags.forEach(tags::release);
-    }
+    trans.set(k, t, dirty);
   }
 
   private void setGroupTranslation(int id, Map<String, List<OFBucket>> t, Set<Long> used) {
-    groupTrans.remove(id);
-    Set<Long> oldTags = tagHolders.remove(new GroupHolder(id));
-    if (t != null) {
-      groupTrans.put(id, t);
-      tagHolders.put(new GroupHolder(id), used);
-    }
-    if (oldTags != null) {
-      oldTags.forEach(tags::release);
-    }
+    trans.setGroup(id, t, used);
   }
 
   private void refreshDispatch(Set<PhysRule.Key> dirty) {
-    long gen = tags.generation();
-    if (ports == dispatchPorts && gen == dispatchGeneration) {
-      return; // no tag came or went since the last look (most flow-mods): no copy of the tags
-    }
-    dispatchGeneration = gen;
-    Map<Long, Integer> live = tags.live();
-    if (ports == dispatchPorts && live.equals(dispatchTags)) {
-      return; // same port map and tags: same dispatch rules
-    }
-    dispatchPorts = ports;
-    dispatchTags = live;
-    for (PhysRule.Key k : dispatchKeys) {
-      desired.remove(k);
-      dirty.add(k);
-    }
-    dispatchKeys.clear();
-    Translator t = plainTranslator();
-    for (PhysRule p : t.dispatch(live)) {
-      PhysRule.Key pk = p.key();
-      desired.put(pk, p);
-      dispatchKeys.add(pk);
-      dirty.add(pk);
-    }
+    trans.refreshDispatch(ports, this::plainTranslator, dirty);
   }
 
   /** The groups each switch should hold now (tests). */
@@ -537,13 +402,13 @@ public final class OneSwitchCore implements SouthListener {
   private Map<String, Map<Integer, GroupSpec>> desiredGroups() {
     Map<String, Map<Integer, GroupSpec>> out = new HashMap<>();
     for (VirtualGroup g : groups.values()) {
-      Map<String, List<OFBucket>> t = groupTrans.get(g.groupId());
+      Map<String, List<OFBucket>> t = trans.groupBuckets(g.groupId());
       for (Map.Entry<String, List<OFBucket>> e : t.entrySet()) {
         out.computeIfAbsent(e.getKey(), k -> new TreeMap<>())
             .put(g.groupId(), new GroupSpec(g.type(), e.getValue()));
       }
     }
-    carriers.addGroups(topo, ports, scaleGroups, groups::get, tags::tagOf, out);
+    trans.carriers().addGroups(topo, ports, scaleGroups, groups::get, tags::tagOf, out);
     // OneSwitch's SELECT group of each scaled-out vport, on every switch whose tags are live.
     Translator t = plainTranslator();
     for (Map.Entry<Integer, Integer> e : scaleGroups.entrySet()) {
@@ -627,12 +492,10 @@ public final class OneSwitchCore implements SouthListener {
   private CompletableFuture<Void> apply(
       Set<PhysRule.Key> dirty, Set<PhysRule.Key> readd, boolean barriers, ApplyTrace trace) {
     PhysicalState.Plan p =
-        phys.plan(desired, owners, dirty, readd, desiredGroups(), liveSwitches());
+        phys.plan(trans.desired(), trans.owners(), dirty, readd, desiredGroups(), liveSwitches());
     for (PhysicalState.Installed i : p.deleted) {
-      if (i.owner() != null
-          && rules.containsKey(i.owner())
-          && !pendingRemoval.containsKey(i.cookie())) {
-        retiring.put(i.cookie(), i.owner());
+      if (i.owner() != null && rules.containsKey(i.owner())) {
+        removals.retiring(i.cookie(), i.owner());
       }
     }
     if (trace != null) {
@@ -706,9 +569,7 @@ public final class OneSwitchCore implements SouthListener {
           trace.message(op.sw());
         }
         long xid = s.nextXid();
-        if (current != null) {
-          inflight.computeIfAbsent(op.sw(), k -> new TreeMap<>()).put(xid, current);
-        }
+        refusals.sent(op.sw(), xid);
         s.send(op.msg(), xid);
         metrics.physicalFlowMods.incrementAndGet();
       }
@@ -768,16 +629,7 @@ public final class OneSwitchCore implements SouthListener {
         if (trace != null && !b.isDone()) {
           b = b.whenComplete((x, e) -> trace.barrier(id, sent));
         }
-        fs.add(
-            b.exceptionally(e -> null)
-                .thenRunAsync(
-                    () -> {
-                      TreeMap<Long, Undo> m = inflight.get(id);
-                      if (m != null) {
-                        m.headMap(mark).clear();
-                      }
-                    },
-                    exec));
+        fs.add(b.exceptionally(e -> null).thenRunAsync(() -> refusals.accepted(id, mark), exec));
       }
     }
     return CompletableFuture.allOf(fs.toArray(new CompletableFuture<?>[0]));
@@ -790,28 +642,26 @@ public final class OneSwitchCore implements SouthListener {
    * refuses a part of it, {@code origin} gets an OFPT_ERROR and the change is rolled back.
    */
   public void flowMod(OFFlowMod fm, Origin origin) throws OfError {
-    current = new Undo(origin);
+    refusals.begin(origin);
     try {
       flowMod(fm);
     } finally {
-      current = null;
+      refusals.end();
     }
   }
 
   /** As {@link #groupMod(OFGroupMod)}, answering {@code origin} on a physical refusal. */
   public void groupMod(OFGroupMod gm, Origin origin) throws OfError {
-    current = new Undo(origin);
+    refusals.begin(origin);
     try {
       groupMod(gm);
     } finally {
-      current = null;
+      refusals.end();
     }
   }
 
   private void onUndo(Runnable step) {
-    if (current != null) {
-      current.steps.add(step);
-    }
+    refusals.onUndo(step);
   }
 
   /** Puts {@code old} back in place of whatever rule holds its key; drops the key if it fails. */
@@ -860,8 +710,8 @@ public final class OneSwitchCore implements SouthListener {
     }
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
     setTranslation(key, null, dirty);
-    retiredCounters.remove(key);
-    idle.remove(key);
+    removals.forget(key);
+    idle.forget(key);
     retranslateShallower(pushed, dirty);
     refreshDispatch(dirty);
     apply(dirty, Set.of(), false);
@@ -939,8 +789,8 @@ public final class OneSwitchCore implements SouthListener {
     putRule(r);
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
     ts.forEach((k, tr) -> setTranslation(k, tr, dirty));
-    retiredCounters.remove(key);
-    idle.remove(key);
+    removals.forget(key);
+    idle.forget(key);
     Set<PhysRule.Key> readd = new HashSet<>();
     if (old != null) {
       t.phys().forEach(p -> readd.add(p.key())); // ADD over an identical entry clears counters
@@ -960,55 +810,6 @@ public final class OneSwitchCore implements SouthListener {
     apply(dirty, readd, false);
   }
 
-  private static boolean cookieMatches(VirtualRule r, OFFlowMod fm) {
-    long mask = fm.getCookieMask().getValue();
-    return (r.cookie() & mask) == (fm.getCookie().getValue() & mask);
-  }
-
-  private List<VirtualRule> select(OFFlowMod fm, int table, boolean strict, boolean outFilter) {
-    List<VirtualRule> out = new ArrayList<>();
-    String mkey = strict ? MatchKeys.of(fm.getMatch()) : null;
-    for (VirtualRule r : rules.values()) {
-      if (table >= 0 && r.table() != table) {
-        continue;
-      }
-      if (!cookieMatches(r, fm)) {
-        continue;
-      }
-      if (strict) {
-        if (r.priority() != fm.getPriority() || !r.key().match().equals(mkey)) {
-          continue;
-        }
-      } else if (!MatchUtil.isSubset(r.match(), fm.getMatch())) {
-        continue;
-      }
-      if (outFilter && !outputsTo(r, fm.getOutPort(), fm.getOutGroup())) {
-        continue;
-      }
-      out.add(r);
-    }
-    return out;
-  }
-
-  private static boolean outputsTo(VirtualRule r, OFPort port, OFGroup group) {
-    boolean anyPort = port.equals(OFPort.ANY);
-    boolean anyGroup = group.equals(OFGroup.ANY);
-    if (anyPort && anyGroup) {
-      return true;
-    }
-    boolean okPort = anyPort;
-    boolean okGroup = anyGroup;
-    for (OFAction a : actionsOf(r)) {
-      if (a instanceof OFActionOutput o && o.getPort().equals(port)) {
-        okPort = true;
-      }
-      if (a instanceof OFActionGroup g && g.getGroup().equals(group)) {
-        okGroup = true;
-      }
-    }
-    return okPort && okGroup;
-  }
-
   /** Milliseconds since group {@code id} was added. */
   public long groupAgeMillis(int id) {
     return Math.max(0, clock.getAsLong() - groupCreated.getOrDefault(id, clock.getAsLong()));
@@ -1016,33 +817,12 @@ public final class OneSwitchCore implements SouthListener {
 
   /** Number of virtual rules whose actions use group {@code id}. */
   public int groupRefs(int id) {
-    int n = 0;
-    for (VirtualRule r : rules.values()) {
-      for (OFAction a : actionsOf(r)) {
-        if (a instanceof OFActionGroup g && g.getGroup().getGroupNumber() == id) {
-          n++;
-          break;
-        }
-      }
-    }
-    return n;
-  }
-
-  private static List<OFAction> actionsOf(VirtualRule r) {
-    List<OFAction> out = new ArrayList<>();
-    for (OFInstruction i : r.instructions()) {
-      if (i instanceof OFInstructionApplyActions a) {
-        out.addAll(a.getActions());
-      } else if (i instanceof OFInstructionWriteActions w) {
-        out.addAll(w.getActions());
-      }
-    }
-    return out;
+    return RuleSelect.usingGroup(rules.values(), id).size();
   }
 
   private void modify(OFFlowMod fm, boolean strict) throws OfError {
     int table = table(fm, false);
-    List<VirtualRule> sel = select(fm, table, strict, false);
+    List<VirtualRule> sel = RuleSelect.forFlowMod(rules.values(), fm, table, strict, false);
     List<VirtualRule> updated = new ArrayList<>();
     for (VirtualRule r : sel) {
       VirtualRule n = r.withInstructions(fm.getInstructions());
@@ -1067,7 +847,7 @@ public final class OneSwitchCore implements SouthListener {
       setTranslation(n.key(), t, dirty);
       if (reset) {
         t.phys().forEach(p -> readd.add(p.key()));
-        retiredCounters.remove(n.key());
+        removals.forget(n.key());
       }
     }
     ts.forEach((k, t) -> setTranslation(k, t, dirty)); // relying rules re-translated
@@ -1077,7 +857,8 @@ public final class OneSwitchCore implements SouthListener {
 
   private void delete(OFFlowMod fm, boolean strict) throws OfError {
     int table = table(fm, true);
-    removeRules(select(fm, table, strict, true), OFFlowRemovedReason.DELETE);
+    removeRules(
+        RuleSelect.forFlowMod(rules.values(), fm, table, strict, true), OFFlowRemovedReason.DELETE);
   }
 
   private void removeRules(List<VirtualRule> victims, OFFlowRemovedReason reason) {
@@ -1085,34 +866,33 @@ public final class OneSwitchCore implements SouthListener {
       return;
     }
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
-    List<Removal> reports = new ArrayList<>();
+    List<FlowRemovals.Removal> reports = new ArrayList<>();
     VlanPushOrder.Depths pushed = pushOrder.depths();
     for (VirtualRule r : victims) {
       VirtualRule.Key k = r.key();
       if (r.flags().contains(OFFlowModFlags.SEND_FLOW_REM)) {
-        Removal rm = new Removal(r, reason, retiredCounters.get(k));
-        for (PhysRule p : trans.getOrDefault(k, List.of())) {
+        FlowRemovals.Removal rm = removals.begin(r, reason);
+        for (PhysRule p : trans.of(k)) {
           PhysicalState.Installed i = phys.flows(p.sw()).get(p.key());
           if (i != null) {
-            pendingRemoval.put(i.cookie(), rm);
-            rm.remaining++;
+            removals.expect(rm, i.cookie());
           }
         }
         reports.add(rm);
       }
       removeRule(k);
       setTranslation(k, null, dirty);
-      retiredCounters.remove(k);
-      idle.remove(k);
+      removals.forget(k);
+      idle.forget(k);
     }
     retranslateShallower(pushed, dirty);
     refreshDispatch(dirty);
     apply(dirty, Set.of(), false);
-    for (Removal rm : reports) {
-      if (rm.remaining == 0) {
-        rm.finish();
-      } else {
+    for (FlowRemovals.Removal rm : reports) {
+      if (rm.waiting()) {
         exec.schedule(rm::finish, 3, TimeUnit.SECONDS); // a replica's switch went away
+      } else {
+        rm.finish();
       }
     }
   }
@@ -1175,11 +955,8 @@ public final class OneSwitchCore implements SouthListener {
   private void deleteGroups(List<Integer> ids) {
     List<VirtualRule> victims = new ArrayList<>();
     for (VirtualRule r : rules.values()) {
-      for (OFAction a : actionsOf(r)) {
-        if (a instanceof OFActionGroup ag && ids.contains(ag.getGroup().getGroupNumber())) {
-          victims.add(r);
-          break;
-        }
+      if (ids.stream().anyMatch(id -> RuleSelect.usesGroup(r, id))) {
+        victims.add(r);
       }
     }
     removeRules(victims, OFFlowRemovedReason.GROUP_DELETE);
@@ -1250,13 +1027,8 @@ public final class OneSwitchCore implements SouthListener {
   private Map<VirtualRule.Key, Translated> translateRulesUsing(int id) throws OfError {
     Map<VirtualRule.Key, Translated> out = new LinkedHashMap<>();
     try {
-      for (VirtualRule r : rules.values()) {
-        for (OFAction a : actionsOf(r)) {
-          if (a instanceof OFActionGroup ag && ag.getGroup().getGroupNumber() == id) {
-            out.put(r.key(), translate(r, ports));
-            break;
-          }
-        }
+      for (VirtualRule r : RuleSelect.usingGroup(rules.values(), id)) {
+        out.put(r.key(), translate(r, ports));
       }
       return out;
     } catch (OfError e) {
@@ -1267,7 +1039,7 @@ public final class OneSwitchCore implements SouthListener {
 
   /** The controller group a physical group id stands for (itself, or a label variant's group). */
   public int groupOfPhysical(int id) {
-    return GroupLabels.isVariant(id) ? carriers.groupOfVariant(id) : id;
+    return GroupLabels.isVariant(id) ? trans.carriers().groupOfVariant(id) : id;
   }
 
   // ------------------------------------------------------------------ packet-out / packet-in
@@ -1360,22 +1132,7 @@ public final class OneSwitchCore implements SouthListener {
           long c = fr.getCookie().getValue();
           long p = fr.getPacketCount().getValue();
           long b = fr.getByteCount().getValue();
-          Removal rm = pendingRemoval.remove(c);
-          if (rm != null) {
-            rm.packets += p;
-            rm.bytes += b;
-            if (--rm.remaining == 0) {
-              rm.finish();
-            }
-            return;
-          }
-          VirtualRule.Key owner = retiring.remove(c);
-          if (owner != null) {
-            if (rules.containsKey(owner)) {
-              long[] base = retiredCounters.computeIfAbsent(owner, k -> new long[2]);
-              base[0] += p;
-              base[1] += b;
-            }
+          if (removals.removed(c, p, b, rules::containsKey)) {
             return;
           }
           PhysicalState.Installed i = phys.byCookie(c);
@@ -1398,25 +1155,22 @@ public final class OneSwitchCore implements SouthListener {
    */
   private void physicalError(String sw, OFErrorMsg err) {
     metrics.physicalErrors.incrementAndGet();
-    TreeMap<Long, Undo> m = inflight.get(sw);
-    Undo u = m == null ? null : m.remove(err.getXid());
-    if (u == null || u.failed) {
+    Refusals.Undo u = refusals.refused(sw, err.getXid());
+    if (u == null) {
       LOG.warn("switch {}: error {}", sw, err);
       return;
     }
-    u.failed = true;
     metrics.physicalRefusals.incrementAndGet();
     Enum<?> code = OfError.codeOf(err);
+    Origin o = u.origin();
     LOG.warn(
         "switch {}: refused part of controller {}'s message xid {} ({}): rolling it back",
         sw,
-        u.origin.session().name(),
-        u.origin.xid(),
+        o.session().name(),
+        o.xid(),
         code);
-    u.origin.session().send(OfError.build(F, code, u.origin.xid(), u.origin.head()));
-    for (int i = u.steps.size() - 1; i >= 0; i--) {
-      u.steps.get(i).run();
-    }
+    o.session().send(OfError.build(F, code, o.xid(), o.head()));
+    u.rollBack();
   }
 
   // ------------------------------------------------------------------ ports
@@ -1513,7 +1267,7 @@ public final class OneSwitchCore implements SouthListener {
    */
   public CompletableFuture<PortChange> remapPort(int vport, String sw, int port, long drainMs)
       throws PortOpError {
-    checkDrainMs(drainMs);
+    PortRequests.checkDrainMs(drainMs);
     VPort cur =
         ports.get(vport).orElseThrow(() -> new PortOpError(404, "vport", "vport not mapped"));
     if (cur.k() == 1 && cur.sw().equals(sw) && cur.port() == port) {
@@ -1533,9 +1287,7 @@ public final class OneSwitchCore implements SouthListener {
    */
   public CompletableFuture<PortChange> preparePort(int vport, String sw, int port, long ms)
       throws PortOpError {
-    if (ms < 1 || ms > MAX_DRAIN_MS) {
-      throw new PortOpError(400, "ms", "must be 1.." + MAX_DRAIN_MS);
-    }
+    PortRequests.checkPrepareMs(ms);
     VPort cur =
         ports.get(vport).orElseThrow(() -> new PortOpError(404, "vport", "vport not mapped"));
     checkPhysical(vport, sw, port);
@@ -1581,26 +1333,10 @@ public final class OneSwitchCore implements SouthListener {
   /** As {@link #setInstances(int, List)}; a removed instance drains for {@code drainMs}. */
   public CompletableFuture<PortChange> setInstances(
       int vport, List<VPort.Loc> instances, long drainMs) throws PortOpError {
-    checkDrainMs(drainMs);
+    PortRequests.checkDrainMs(drainMs);
     VPort cur =
         ports.get(vport).orElseThrow(() -> new PortOpError(404, "vport", "vport not mapped"));
-    if (instances.isEmpty() || instances.size() > Translator.MAX_INSTANCES) {
-      throw new PortOpError(
-          400, "instances", "must list 1.." + Translator.MAX_INSTANCES + " instances");
-    }
-    Set<VPort.Loc> seen = new HashSet<>();
-    for (int i = 0; i < instances.size(); i++) {
-      VPort.Loc l = instances.get(i);
-      String f = "instances[" + i + "]";
-      if (!seen.add(l)) {
-        throw new PortOpError(400, f, "duplicate instance " + l.sw() + ":" + l.port());
-      }
-      try {
-        checkPhysical(vport, l.sw(), l.port());
-      } catch (PortOpError e) {
-        throw new PortOpError(e.status(), f + "." + e.field(), e.getMessage());
-      }
-    }
+    PortRequests.checkInstances(topo, ports, vport, instances);
     if (cur.instances().equals(instances)) {
       return CompletableFuture.completedFuture(new PortChange(200, cur, cur, 0, 0));
     }
@@ -1608,13 +1344,7 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   /** Longest drain window a remap or set-instances call may ask for. */
-  public static final long MAX_DRAIN_MS = 60_000;
-
-  private static void checkDrainMs(long drainMs) throws PortOpError {
-    if (drainMs < 0 || drainMs > MAX_DRAIN_MS) {
-      throw new PortOpError(400, "drain_ms", "must be 0.." + MAX_DRAIN_MS);
-    }
-  }
+  public static final long MAX_DRAIN_MS = PortRequests.MAX_WINDOW_MS;
 
   /**
    * {@code next} with the ports {@code cur} had and {@code n} has not as draining ports of the
@@ -1684,23 +1414,7 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   private void checkPhysical(int vport, String sw, int port) throws PortOpError {
-    if (vport == 0 || Integer.compareUnsigned(vport, OFPort.MAX.getPortNumber()) > 0) {
-      throw new PortOpError(400, "vport", "vport must be 1..4294967040");
-    }
-    if (!topo.switches().contains(sw)) {
-      throw new PortOpError(400, "switch", "unknown switch " + sw);
-    }
-    if (port == 0 || Integer.compareUnsigned(port, OFPort.MAX.getPortNumber()) > 0) {
-      throw new PortOpError(400, "port", "port must be 1..4294967040");
-    }
-    if (topo.isPciePort(sw, port)) {
-      throw new PortOpError(400, "port", "port " + port + " is a PCIe link port");
-    }
-    Optional<VPort> other = ports.byPhysical(sw, port);
-    if (other.isPresent() && other.get().vport() != vport) {
-      throw new PortOpError(
-          409, "port", "physical port already mapped to vport " + other.get().vport());
-    }
+    PortRequests.checkPhysical(topo, ports, vport, sw, port);
   }
 
   /** Re-translates everything for a new port map and applies it make-before-break. */
@@ -1747,7 +1461,7 @@ public final class OneSwitchCore implements SouthListener {
     int affected = 0;
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
     for (Map.Entry<VirtualRule.Key, Translated> e : ts.entrySet()) {
-      if (!e.getValue().phys().equals(trans.getOrDefault(e.getKey(), List.of()))) {
+      if (!e.getValue().phys().equals(trans.of(e.getKey()))) {
         affected++;
       }
       setTranslation(e.getKey(), e.getValue(), dirty);
@@ -1863,18 +1577,17 @@ public final class OneSwitchCore implements SouthListener {
     sw.<OFGroupDescStatsReply>stats(F.buildGroupDescStatsRequest().setXid(sw.nextXid()).build())
         .thenAcceptAsync(
             replies -> {
-              Map<Integer, GroupSpec> have = phys.groups(id);
-              for (OFGroupDescStatsReply r : replies) {
-                for (OFGroupDescStatsEntry e : r.getEntries()) {
-                  have.put(
-                      e.getGroup().getGroupNumber(),
-                      new GroupSpec(e.getGroupType(), e.getBuckets()));
-                }
-              }
+              phys.groups(id).putAll(FlowDumps.groups(replies));
               Set<PhysRule.Key> dirty = new LinkedHashSet<>();
-              desired.keySet().stream().filter(k -> k.sw().equals(id)).forEach(dirty::add);
+              trans.desired().keySet().stream().filter(k -> k.sw().equals(id)).forEach(dirty::add);
               PhysicalState.Plan p =
-                  phys.plan(desired, owners, dirty, Set.of(), desiredGroups(), Set.of(id));
+                  phys.plan(
+                      trans.desired(),
+                      trans.owners(),
+                      dirty,
+                      Set.of(),
+                      desiredGroups(),
+                      Set.of(id));
               execute(p, true).thenRunAsync(() -> deleteStale(sw, mark), exec);
             },
             exec)
@@ -1892,20 +1605,12 @@ public final class OneSwitchCore implements SouthListener {
    * cannot delete an old rule before its replacement is barriered.
    */
   private void deleteStale(SouthSwitch sw, long mark) {
-    sw.<OFFlowStatsReply>stats(flowStatsAll(sw))
+    sw.<OFFlowStatsReply>stats(FlowDumps.request(sw, -1))
         .thenAcceptAsync(
             replies -> {
               Set<Long> ours = new HashSet<>();
               phys.flows(sw.id()).values().forEach(i -> ours.add(i.cookie()));
-              Set<Long> stale = new HashSet<>();
-              for (OFFlowStatsReply r : replies) {
-                for (OFFlowStatsEntry e : r.getEntries()) {
-                  long c = e.getCookie().getValue();
-                  if (!ours.contains(c) && !phys.issuedSince(c, mark)) {
-                    stale.add(e.getCookie().getValue());
-                  }
-                }
-              }
+              Set<Long> stale = FlowDumps.stale(replies, ours, c -> phys.issuedSince(c, mark));
               for (long c : stale) {
                 sw.send(PhysicalState.flowDelete(c), sw.nextXid());
               }
@@ -1919,19 +1624,6 @@ public final class OneSwitchCore implements SouthListener {
             exec);
   }
 
-  private static org.projectfloodlight.openflow.protocol.OFFlowStatsRequest flowStatsAll(
-      SouthSwitch sw) {
-    return F.buildFlowStatsRequest()
-        .setXid(sw.nextXid())
-        .setTableId(TableId.ALL)
-        .setOutPort(OFPort.ANY)
-        .setOutGroup(OFGroup.ANY)
-        .setMatch(F.buildMatch().build())
-        .setCookie(U64.ZERO)
-        .setCookieMask(U64.ZERO)
-        .build();
-  }
-
   // ------------------------------------------------------------------ counters
 
   /** Physical counters by cookie, from every connected switch. */
@@ -1941,47 +1633,13 @@ public final class OneSwitchCore implements SouthListener {
 
   /** Physical counters by cookie of physical {@code tables} (null = all), every switch. */
   public CompletableFuture<Map<Long, long[]>> physicalCounters(Set<Integer> tables) {
-    Map<Long, long[]> out = new HashMap<>();
-    List<CompletableFuture<Void>> fs = new ArrayList<>();
-    for (SouthSwitch s : south.values()) {
-      if (!s.isReady()) {
-        continue;
-      }
-      List<org.projectfloodlight.openflow.protocol.OFFlowStatsRequest> reqs = new ArrayList<>();
-      if (tables == null) {
-        reqs.add(flowStatsAll(s));
-      } else {
-        for (int t : tables) {
-          reqs.add(flowStatsAll(s).createBuilder().setTableId(TableId.of(t)).build());
-        }
-      }
-      for (var req : reqs) {
-        fs.add(
-            s.<OFFlowStatsReply>stats(req)
-                .thenAccept(
-                    rs -> {
-                      synchronized (out) {
-                        for (OFFlowStatsReply r : rs) {
-                          for (OFFlowStatsEntry e : r.getEntries()) {
-                            out.put(
-                                e.getCookie().getValue(),
-                                new long[] {
-                                  e.getPacketCount().getValue(), e.getByteCount().getValue()
-                                });
-                          }
-                        }
-                      }
-                    })
-                .exceptionally(e -> null));
-      }
-    }
-    return CompletableFuture.allOf(fs.toArray(new CompletableFuture<?>[0])).thenApply(x -> out);
+    return FlowDumps.counters(south.values(), tables);
   }
 
   /** Counters of a virtual rule: retired replicas + live replicas. Call on the core thread. */
   public long[] countersOf(VirtualRule r, Map<Long, long[]> physCounters) {
-    long[] sum = retiredCounters.getOrDefault(r.key(), new long[2]).clone();
-    for (PhysRule p : trans.getOrDefault(r.key(), List.of())) {
+    long[] sum = removals.retiredCounters(r.key());
+    for (PhysRule p : trans.of(r.key())) {
       PhysicalState.Installed i = phys.flows(p.sw()).get(p.key());
       if (i != null) {
         long[] c = physCounters.get(i.cookie());
@@ -2002,23 +1660,7 @@ public final class OneSwitchCore implements SouthListener {
       U64 cookie,
       U64 mask,
       org.projectfloodlight.openflow.protocol.match.Match match) {
-    List<VirtualRule> out = new ArrayList<>();
-    for (VirtualRule r : rules.values()) {
-      if (!table.equals(TableId.ALL) && r.table() != table.getValue()) {
-        continue;
-      }
-      if ((r.cookie() & mask.getValue()) != (cookie.getValue() & mask.getValue())) {
-        continue;
-      }
-      if (!MatchUtil.isSubset(r.match(), match)) {
-        continue;
-      }
-      if (!outputsTo(r, outPort, outGroup)) {
-        continue;
-      }
-      out.add(r);
-    }
-    return out;
+    return RuleSelect.forStats(rules.values(), table, outPort, outGroup, cookie, mask, match);
   }
 
   public long now() {
@@ -2045,7 +1687,7 @@ public final class OneSwitchCore implements SouthListener {
       if (!ports.drains().isEmpty()) {
         expireDrains(); // a safety net for the per-drain timer
       }
-      if (inflight.values().stream().anyMatch(x -> !x.isEmpty())) {
+      if (refusals.pending()) {
         barrierAll(); // forgets messages the switches accepted, for controllers sending no barriers
       }
       if (anyIdle && !idlePollRunning) {
@@ -2066,24 +1708,8 @@ public final class OneSwitchCore implements SouthListener {
   }
 
   private void checkIdle(Map<Long, long[]> counters) {
-    long now = clock.getAsLong();
-    List<VirtualRule> expired = new ArrayList<>();
-    for (VirtualRule r : rules.values()) {
-      if (r.idleTimeout() <= 0) {
-        continue;
-      }
-      long[] c = countersOf(r, counters);
-      long[] st = idle.computeIfAbsent(r.key(), k -> new long[] {-1, r.installedMillis()});
-      if (c[0] != st[0]) {
-        if (st[0] != -1) {
-          st[1] = now;
-        }
-        st[0] = c[0];
-      }
-      if (now - st[1] >= r.idleTimeout() * 1000L) {
-        expired.add(r);
-      }
-    }
+    List<VirtualRule> expired =
+        idle.expired(rules.values(), r -> countersOf(r, counters), clock.getAsLong());
     removeRules(expired, OFFlowRemovedReason.IDLE_TIMEOUT);
   }
 
@@ -2102,41 +1728,9 @@ public final class OneSwitchCore implements SouthListener {
     if (persistence == null) {
       return;
     }
-    List<String> hex = new ArrayList<>();
-    saveCache.keySet().retainAll(rules.keySet());
-    for (VirtualRule r : rules.values()) {
-      Map.Entry<VirtualRule, String> c = saveCache.get(r.key());
-      if (c != null && c.getKey() == r) {
-        hex.add(c.getValue());
-        continue;
-      }
-      OFMessage m =
-          F.buildFlowAdd()
-              .setTableId(TableId.of(r.table()))
-              .setPriority(r.priority())
-              .setMatch(r.match())
-              .setInstructions(r.instructions())
-              .setCookie(U64.of(r.cookie()))
-              .setIdleTimeout(r.idleTimeout())
-              .setHardTimeout(r.hardTimeout())
-              .setFlags(r.flags())
-              .setBufferId(OFBufferId.NO_BUFFER)
-              .build();
-      String h = Persistence.hex(m);
-      saveCache.put(r.key(), Map.entry(r, h));
-      hex.add(h);
-    }
-    List<OFMessage> gs = new ArrayList<>();
-    for (VirtualGroup g : groups.values()) {
-      gs.add(
-          F.buildGroupAdd()
-              .setGroup(OFGroup.of(g.groupId()))
-              .setGroupType(g.type())
-              .setBuckets(g.buckets())
-              .build());
-    }
     try {
-      persistence.saveHex(new ArrayList<>(ports.all()), hex, gs);
+      persistence.saveHex(
+          new ArrayList<>(ports.all()), saved.flows(rules), saved.groups(groups.values()));
     } catch (Exception e) {
       LOG.error("cannot save state to {}: {}", persistence.file(), e.toString());
     }
@@ -2157,26 +1751,14 @@ public final class OneSwitchCore implements SouthListener {
     for (OFMessage m : st.groups()) {
       OFGroupAdd g = (OFGroupAdd) m;
       try {
-        putGroup(new VirtualGroup(g.getGroup().getGroupNumber(), g.getGroupType(), g.getBuckets()));
+        putGroup(SavedForm.group(g));
       } catch (OfError e) {
         LOG.error("saved group {} no longer valid: {}", g.getGroup(), e.getMessage());
       }
     }
     for (OFMessage m : st.flows()) {
-      OFFlowAdd f = (OFFlowAdd) m;
       try {
-        addRule(
-            new VirtualRule(
-                f.getTableId().getValue(),
-                f.getPriority(),
-                f.getMatch(),
-                f.getInstructions(),
-                f.getCookie().getValue(),
-                f.getIdleTimeout(),
-                f.getHardTimeout(),
-                Set.copyOf(f.getFlags()),
-                clock.getAsLong()),
-            false);
+        addRule(SavedForm.rule((OFFlowAdd) m, clock.getAsLong()), false);
       } catch (OfError e) {
         LOG.error("saved flow no longer valid: {}", e.getMessage());
       }

@@ -1,0 +1,98 @@
+package net.uno.oneswitch.core;
+
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import net.uno.oneswitch.model.VirtualGroup;
+import net.uno.oneswitch.model.VirtualRule;
+import org.projectfloodlight.openflow.protocol.OFFactory;
+import org.projectfloodlight.openflow.protocol.OFFlowAdd;
+import org.projectfloodlight.openflow.protocol.OFGroupAdd;
+import org.projectfloodlight.openflow.protocol.OFMessage;
+import org.projectfloodlight.openflow.types.OFBufferId;
+import org.projectfloodlight.openflow.types.OFGroup;
+import org.projectfloodlight.openflow.types.TableId;
+import org.projectfloodlight.openflow.types.U64;
+
+/**
+ * The form virtual rules and groups are saved in ({@link Persistence}): the FLOW_ADD / GROUP_ADD
+ * that recreates each. A rule's hex encoding is kept while the rule object is unchanged, so a save
+ * of thousands of rules encodes only the ones changed since the last save.
+ */
+final class SavedForm {
+  private final OFFactory factory;
+  private final Map<VirtualRule.Key, Map.Entry<VirtualRule, String>> cache = new HashMap<>();
+
+  SavedForm(OFFactory factory) {
+    this.factory = factory;
+  }
+
+  /** The hex-encoded FLOW_ADD of every rule of {@code rules}, in their order. */
+  List<String> flows(Map<VirtualRule.Key, VirtualRule> rules) {
+    cache.keySet().retainAll(rules.keySet());
+    List<String> hex = new ArrayList<>(rules.size());
+    for (VirtualRule r : rules.values()) {
+      Map.Entry<VirtualRule, String> c = cache.get(r.key());
+      if (c != null && c.getKey() == r) {
+        hex.add(c.getValue());
+        continue;
+      }
+      String h = Persistence.hex(flowAdd(r));
+      cache.put(r.key(), Map.entry(r, h));
+      hex.add(h);
+    }
+    return hex;
+  }
+
+  private OFMessage flowAdd(VirtualRule r) {
+    return factory
+        .buildFlowAdd()
+        .setTableId(TableId.of(r.table()))
+        .setPriority(r.priority())
+        .setMatch(r.match())
+        .setInstructions(r.instructions())
+        .setCookie(U64.of(r.cookie()))
+        .setIdleTimeout(r.idleTimeout())
+        .setHardTimeout(r.hardTimeout())
+        .setFlags(r.flags())
+        .setBufferId(OFBufferId.NO_BUFFER)
+        .build();
+  }
+
+  /** The GROUP_ADD of every group of {@code groups}, in their order. */
+  List<OFMessage> groups(Collection<VirtualGroup> groups) {
+    List<OFMessage> out = new ArrayList<>(groups.size());
+    for (VirtualGroup g : groups) {
+      out.add(
+          factory
+              .buildGroupAdd()
+              .setGroup(OFGroup.of(g.groupId()))
+              .setGroupType(g.type())
+              .setBuckets(g.buckets())
+              .build());
+    }
+    return out;
+  }
+
+  /** The rule a saved FLOW_ADD recreates, installed at {@code nowMs} (timeouts restart). */
+  static VirtualRule rule(OFFlowAdd f, long nowMs) {
+    return new VirtualRule(
+        f.getTableId().getValue(),
+        f.getPriority(),
+        f.getMatch(),
+        f.getInstructions(),
+        f.getCookie().getValue(),
+        f.getIdleTimeout(),
+        f.getHardTimeout(),
+        Set.copyOf(f.getFlags()),
+        nowMs);
+  }
+
+  /** The group a saved GROUP_ADD recreates. */
+  static VirtualGroup group(OFGroupAdd g) {
+    return new VirtualGroup(g.getGroup().getGroupNumber(), g.getGroupType(), g.getBuckets());
+  }
+}
