@@ -1,7 +1,6 @@
 package net.uno.oneswitch.core;
 
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -109,8 +108,6 @@ public final class OneSwitchCore implements SouthListener {
   /** Each virtual rule's and group's physical form, and the dispatch rules of the live tags. */
   private final Translations trans = new Translations(tags);
 
-  private Set<String> liveSwitchSet = Set.of();
-  private long liveSwitchMask = -1;
   private final SavedForm saved = new SavedForm(F);
   private final PhysicalState phys = new PhysicalState();
   private final FlowRemovals removals;
@@ -122,7 +119,6 @@ public final class OneSwitchCore implements SouthListener {
   boolean quiet;
 
   private boolean saveScheduled;
-  private boolean flushPending;
   private boolean idlePollRunning;
 
   /** The controller message a physical message comes from: who to answer if a switch refuses. */
@@ -130,6 +126,9 @@ public final class OneSwitchCore implements SouthListener {
 
   /** Physical messages of controller messages, until barriered: rollback on a refusal. */
   private final Refusals refusals = new Refusals();
+
+  /** Sends plans to the switches (make-before-break when barriered). */
+  private final PlanExecutor executor;
 
   public OneSwitchCore(
       Topology topo,
@@ -158,6 +157,7 @@ public final class OneSwitchCore implements SouthListener {
     this.metrics = metrics;
     this.persistence = persistence;
     this.removals = new FlowRemovals(F, clock, fr -> broadcast(fr, true));
+    this.executor = new PlanExecutor(south, refusals, metrics, exec);
   }
 
   public ScheduledExecutorService exec() {
@@ -460,29 +460,6 @@ public final class OneSwitchCore implements SouthListener {
     }
   }
 
-  /** The switches connected now (read-only; rebuilt only when one came or went). */
-  private Set<String> liveSwitches() {
-    long mask = 0; // which switches are ready, in order: runs for every flow-mod, allocates nothing
-    int i = 0;
-    for (SouthSwitch s : south.values()) {
-      if (s.isReady()) {
-        mask |= 1L << Math.min(i, 63);
-      }
-      i++;
-    }
-    if (mask != liveSwitchMask || south.size() > 63) {
-      Set<String> out = new LinkedHashSet<>();
-      for (SouthSwitch s : south.values()) {
-        if (s.isReady()) {
-          out.add(s.id());
-        }
-      }
-      liveSwitchSet = Collections.unmodifiableSet(out);
-      liveSwitchMask = mask;
-    }
-    return liveSwitchSet;
-  }
-
   private CompletableFuture<Void> apply(
       Set<PhysRule.Key> dirty, Set<PhysRule.Key> readd, boolean barriers) {
     return apply(dirty, readd, barriers, null);
@@ -492,7 +469,13 @@ public final class OneSwitchCore implements SouthListener {
   private CompletableFuture<Void> apply(
       Set<PhysRule.Key> dirty, Set<PhysRule.Key> readd, boolean barriers, ApplyTrace trace) {
     PhysicalState.Plan p =
-        phys.plan(trans.desired(), trans.owners(), dirty, readd, desiredGroups(), liveSwitches());
+        phys.plan(
+            trans.desired(),
+            trans.owners(),
+            dirty,
+            readd,
+            desiredGroups(),
+            executor.liveSwitches());
     for (PhysicalState.Installed i : p.deleted) {
       if (i.owner() != null && rules.containsKey(i.owner())) {
         removals.retiring(i.cookie(), i.owner());
@@ -502,99 +485,11 @@ public final class OneSwitchCore implements SouthListener {
       trace.planned();
     }
     scheduleSave();
-    return execute(p, barriers, trace);
+    return executor.execute(p, barriers, trace);
   }
 
   private CompletableFuture<Void> execute(PhysicalState.Plan p, boolean barriers) {
-    return execute(p, barriers, null);
-  }
-
-  /**
-   * Sends a plan. Barriered: make-before-break in three phases (make, modify, break), each sent
-   * only once every switch has answered a barrier covering everything sent to it before (the
-   * previous phase and any earlier message). A round trip is spent only where it confirms
-   * something: on the switches a phase (or an earlier message) went to; an empty phase costs none.
-   * The phase right before a break barriers every live switch afresh (see {@link
-   * #barrierAll(boolean)}: that round trip also gives frames still crossing PCIe under the old
-   * rules time to arrive).
-   */
-  private CompletableFuture<Void> execute(
-      PhysicalState.Plan p, boolean barriers, ApplyTrace trace) {
-    if (!barriers) {
-      send(p.make);
-      send(p.modify);
-      send(p.remove);
-      scheduleFlush();
-      return CompletableFuture.completedFuture(null);
-    }
-    boolean breaks = !p.remove.isEmpty();
-    boolean makeFresh = breaks && p.modify.isEmpty() && !p.make.isEmpty();
-    boolean modifyFresh = breaks && !p.modify.isEmpty();
-    return phase("make", p.make, makeFresh, trace)
-        .thenComposeAsync(x -> phase("modify", p.modify, modifyFresh, trace), exec)
-        .thenComposeAsync(x -> phase("break", p.remove, false, trace), exec);
-  }
-
-  /**
-   * Sends one phase; completes when every switch answered a barrier sent after it ({@code fresh}: a
-   * new round trip on every switch, else only where something is unanswered).
-   */
-  private CompletableFuture<Void> phase(
-      String name, List<PhysicalState.Op> ops, boolean fresh, ApplyTrace trace) {
-    if (ops.isEmpty()) {
-      return barrierAll(fresh, null);
-    }
-    if (trace != null) {
-      trace.begin(name);
-    }
-    send(ops, trace);
-    return barrierAll(fresh, trace)
-        .thenRun(
-            () -> {
-              if (trace != null) {
-                trace.end();
-              }
-            });
-  }
-
-  private void send(List<PhysicalState.Op> ops) {
-    send(ops, null);
-  }
-
-  private void send(List<PhysicalState.Op> ops, ApplyTrace trace) {
-    for (PhysicalState.Op op : ops) {
-      SouthSwitch s = south.get(op.sw());
-      if (s != null) {
-        if (trace != null) {
-          trace.message(op.sw());
-        }
-        long xid = s.nextXid();
-        refusals.sent(op.sw(), xid);
-        s.send(op.msg(), xid);
-        metrics.physicalFlowMods.incrementAndGet();
-      }
-    }
-  }
-
-  private void flushAll() {
-    if (!flushPending) {
-      return;
-    }
-    flushPending = false;
-    south.values().forEach(SouthSwitch::flush);
-  }
-
-  /**
-   * Flushes after the tasks already queued on the core thread: a burst of flow-mods from a
-   * controller (every message of one read is queued before the first runs) leaves in few large
-   * writes instead of one write per message. Queued, not timed: a 1 ms timer cost the core thread
-   * an extra wake-up per flow-mod + barrier round trip (bench/RESULTS.md, oneswitch).
-   */
-  private void scheduleFlush() {
-    if (!flushPending) {
-      flushPending = true;
-      exec.execute(this::flushAll);
-    }
+    return executor.execute(p, barriers, null);
   }
 
   /**
@@ -603,36 +498,7 @@ public final class OneSwitchCore implements SouthListener {
    * the BARRIER_REPLY that covers its message.
    */
   public CompletableFuture<Void> barrierAll() {
-    return barrierAll(false);
-  }
-
-  /**
-   * As {@link #barrierAll()}; {@code fresh}: a new barrier round trip on every switch, also one
-   * sent nothing since its last barrier. The phase before a remap's break uses it: that round trip
-   * also gives packets still crossing the PCIe link under the old rules time to arrive before the
-   * break (with barriers only on the switches touched, remap-under-traffic lost 1 of 800 packets in
-   * 1 of 4 runs).
-   */
-  private CompletableFuture<Void> barrierAll(boolean fresh) {
-    return barrierAll(fresh, null);
-  }
-
-  /** As {@link #barrierAll(boolean)}; the round trips it starts are timed into {@code trace}. */
-  private CompletableFuture<Void> barrierAll(boolean fresh, ApplyTrace trace) {
-    List<CompletableFuture<Void>> fs = new ArrayList<>();
-    for (SouthSwitch s : south.values()) {
-      if (s.isReady()) {
-        long mark = s.nextXid(); // every message sent before this barrier has a smaller xid
-        String id = s.id();
-        long sent = System.nanoTime();
-        CompletableFuture<Void> b = s.barrier(fresh);
-        if (trace != null && !b.isDone()) {
-          b = b.whenComplete((x, e) -> trace.barrier(id, sent));
-        }
-        fs.add(b.exceptionally(e -> null).thenRunAsync(() -> refusals.accepted(id, mark), exec));
-      }
-    }
-    return CompletableFuture.allOf(fs.toArray(new CompletableFuture<?>[0]));
+    return executor.barrierAll(false, null);
   }
 
   // ------------------------------------------------------------------ flow-mods
@@ -1473,7 +1339,7 @@ public final class OneSwitchCore implements SouthListener {
     ports = next;
     scheduleDrainExpiry();
     refreshDispatch(dirty);
-    for (String sw : liveSwitches()) {
+    for (String sw : executor.liveSwitches()) {
       dirty.addAll(phys.flows(sw).keySet());
     }
     final int n = affected;
