@@ -32,7 +32,6 @@ import net.uno.oneswitch.translate.CarrierTags;
 import net.uno.oneswitch.translate.GroupLabels;
 import net.uno.oneswitch.translate.MatchUtil;
 import net.uno.oneswitch.translate.OfError;
-import net.uno.oneswitch.translate.TagAllocator;
 import net.uno.oneswitch.translate.Translator;
 import net.uno.oneswitch.translate.VlanPushOrder;
 import net.uno.oneswitch.translate.WriteActionSet;
@@ -93,11 +92,11 @@ public final class OneSwitchCore implements SouthListener {
   private final CarrierTags tags = new CarrierTags();
   private final Carrier.Mode carrierMode;
 
-  /** Ids (offsets from Translator.SCALE_GROUP_BASE) of the SELECT groups of scaled-out vports. */
-  private final TagAllocator scaleIds = new TagAllocator(0, Translator.SCALE_GROUP_COUNT - 1);
+  /** The ids of OneSwitch's SELECT groups of the scaled-out vports. */
+  private final ScaleGroupIds scaleIds = new ScaleGroupIds();
 
   /** vport -> group id of OneSwitch's SELECT group, for every vport with several instances. */
-  private final Map<Integer, Integer> scaleGroups = new HashMap<>();
+  private final Map<Integer, Integer> scaleGroups = scaleIds.byVport();
 
   /** What the rules write into the action set, per table (WriteActionSet's order check). */
   private final ActionSetOrder setOrder = new ActionSetOrder();
@@ -425,39 +424,6 @@ public final class OneSwitchCore implements SouthListener {
       }
     }
     return out;
-  }
-
-  /** Gives every scaled-out vport of {@code pm} a group id; returns the vports newly given one. */
-  private List<Integer> ensureScaleIds(PortMap pm) throws OfError {
-    List<Integer> added = new ArrayList<>();
-    for (VPort v : pm.all()) {
-      if (v.k() > 1 && !scaleGroups.containsKey(v.vport())) {
-        try {
-          int id = Translator.SCALE_GROUP_BASE + scaleIds.acquire(v.vport());
-          scaleGroups.put(v.vport(), id);
-          added.add(v.vport());
-        } catch (OfError e) {
-          added.forEach(this::releaseScaleId);
-          throw new OfError(OFGroupModFailedCode.OUT_OF_GROUPS, "scale group ids exhausted");
-        }
-      }
-    }
-    return added;
-  }
-
-  private void releaseScaleId(int vport) {
-    if (scaleGroups.remove(vport) != null) {
-      scaleIds.release(vport);
-    }
-  }
-
-  /** Frees the group ids of vports that no longer have several instances. */
-  private void releaseUnusedScaleIds() {
-    for (Integer v : List.copyOf(scaleGroups.keySet())) {
-      if (ports.get(v).map(p -> p.k() < 2).orElse(true)) {
-        releaseScaleId(v);
-      }
-    }
   }
 
   private CompletableFuture<Void> apply(
@@ -1293,7 +1259,7 @@ public final class OneSwitchCore implements SouthListener {
     Map<Integer, Set<Long>> gused = new HashMap<>();
     List<Integer> newIds;
     try {
-      newIds = ensureScaleIds(next);
+      newIds = scaleIds.ensure(next);
     } catch (OfError e) {
       throw new PortOpError(409, "instances", e.getMessage());
     }
@@ -1309,7 +1275,7 @@ public final class OneSwitchCore implements SouthListener {
     } catch (OfError e) {
       ts.values().forEach(t -> t.tagVports().forEach(tags::release));
       gused.values().forEach(u -> u.forEach(tags::release));
-      newIds.forEach(this::releaseScaleId);
+      newIds.forEach(scaleIds::release);
       throw new PortOpError(
           409,
           to != null && to.k() > 1 ? "instances" : "vport",
@@ -1350,7 +1316,7 @@ public final class OneSwitchCore implements SouthListener {
               if (!linger.isEmpty()) {
                 exec.schedule(() -> releaseTags(linger), LINGER_MS, TimeUnit.MILLISECONDS);
               }
-              releaseUnusedScaleIds();
+              scaleIds.releaseUnused(ports);
               if (quiet) {
                 return new PortChange(status, from, to, n, ms, trace);
               }
@@ -1405,7 +1371,7 @@ public final class OneSwitchCore implements SouthListener {
   public void initPorts(List<VPort> initial) {
     ports = new PortMap(initial);
     try {
-      ensureScaleIds(ports);
+      scaleIds.ensure(ports);
     } catch (OfError e) {
       throw new IllegalArgumentException(e.getMessage());
     }
@@ -1610,7 +1576,7 @@ public final class OneSwitchCore implements SouthListener {
     }
     ports = new PortMap(st.ports());
     try {
-      ensureScaleIds(ports);
+      scaleIds.ensure(ports);
     } catch (OfError e) {
       throw new java.io.IOException("saved port map: " + e.getMessage(), e);
     }

@@ -15,6 +15,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.model.VirtualRule;
 import net.uno.oneswitch.translate.Fixtures;
+import net.uno.oneswitch.translate.Translator;
 import org.junit.jupiter.api.Test;
 import org.projectfloodlight.openflow.protocol.OFFlowModFlags;
 import org.projectfloodlight.openflow.protocol.OFFlowRemoved;
@@ -212,5 +213,21 @@ class CoreUnitsTest {
     assertEquals(
         "ms", assertThrows(PortOpError.class, () -> PortRequests.checkPrepareMs(0)).field());
     PortRequests.checkDrainMs(0);
+  }
+
+  @Test
+  void scaledOutVportsGetAReservedGroupIdUntilTheyHaveOneInstanceAgain() throws Exception {
+    ScaleGroupIds ids = new ScaleGroupIds();
+    var two = List.of(new VPort.Loc("host", 100), new VPort.Loc("snic0", 5));
+    var pm = Fixtures.PORTS.with(VPort.of(2, "vm0", two));
+    assertEquals(List.of(2), ids.ensure(pm));
+    int id = ids.byVport().get(2);
+    assertTrue(Integer.compareUnsigned(id, Translator.SCALE_GROUP_BASE) >= 0);
+    assertEquals(List.of(), ids.ensure(pm), "already has one");
+    assertThrows(UnsupportedOperationException.class, () -> ids.byVport().clear());
+    ids.releaseUnused(pm);
+    assertEquals(id, ids.byVport().get(2));
+    ids.releaseUnused(Fixtures.PORTS); // back to one instance
+    assertTrue(ids.byVport().isEmpty());
   }
 }
