@@ -586,17 +586,7 @@ public final class OneSwitchCore implements SouthListener {
     if (!fm.getBufferId().equals(OFBufferId.NO_BUFFER)) {
       throw new OfError(OFBadRequestCode.BUFFER_UNKNOWN, "OneSwitch buffers no packets");
     }
-    VirtualRule r =
-        new VirtualRule(
-            table,
-            fm.getPriority(),
-            fm.getMatch(),
-            fm.getInstructions(),
-            fm.getCookie().getValue(),
-            fm.getIdleTimeout(),
-            fm.getHardTimeout(),
-            Set.copyOf(fm.getFlags()),
-            clock.getAsLong());
+    VirtualRule r = VirtualRule.of(fm, table, clock.getAsLong());
     addRule(r, fm.getFlags().contains(OFFlowModFlags.CHECK_OVERLAP));
   }
 

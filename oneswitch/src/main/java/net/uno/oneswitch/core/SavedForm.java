@@ -5,7 +5,6 @@ import java.util.Collection;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import net.uno.oneswitch.model.VirtualGroup;
 import net.uno.oneswitch.model.VirtualRule;
 import org.projectfloodlight.openflow.protocol.OFFactory;
@@ -79,16 +78,7 @@ final class SavedForm {
 
   /** The rule a saved FLOW_ADD recreates, installed at {@code nowMs} (timeouts restart). */
   static VirtualRule rule(OFFlowAdd f, long nowMs) {
-    return new VirtualRule(
-        f.getTableId().getValue(),
-        f.getPriority(),
-        f.getMatch(),
-        f.getInstructions(),
-        f.getCookie().getValue(),
-        f.getIdleTimeout(),
-        f.getHardTimeout(),
-        Set.copyOf(f.getFlags()),
-        nowMs);
+    return VirtualRule.of(f, f.getTableId().getValue(), nowMs);
   }
 
   /** The group a saved GROUP_ADD recreates. */

@@ -2,6 +2,7 @@ package net.uno.oneswitch.model;
 
 import java.util.List;
 import java.util.Set;
+import org.projectfloodlight.openflow.protocol.OFFlowMod;
 import org.projectfloodlight.openflow.protocol.OFFlowModFlags;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
 import org.projectfloodlight.openflow.protocol.match.Match;
@@ -20,6 +21,22 @@ public record VirtualRule(
 
   /** Identity of a flow entry in OpenFlow: table, priority and match. */
   public record Key(int table, int priority, String match) {}
+
+  /**
+   * The rule a FLOW_MOD (ADD) writes into virtual table {@code table}, installed at {@code nowMs}.
+   */
+  public static VirtualRule of(OFFlowMod fm, int table, long nowMs) {
+    return new VirtualRule(
+        table,
+        fm.getPriority(),
+        fm.getMatch(),
+        fm.getInstructions(),
+        fm.getCookie().getValue(),
+        fm.getIdleTimeout(),
+        fm.getHardTimeout(),
+        Set.copyOf(fm.getFlags()),
+        nowMs);
+  }
 
   public Key key() {
     return new Key(table, priority, MatchKeys.of(match));
