@@ -14,6 +14,7 @@
 //! packets, p99_all over all of them). With NFBENCH_DEBUG set, each run also prints its store counters (round trips, keys)
 //! and the NF's counters on stderr.
 
+mod breakdown;
 mod paced;
 mod workload;
 
@@ -22,6 +23,7 @@ use flowstore::{CachedStore, FlowStore, KeySpace, LocalStore, RedisConfig, Redis
 use netio::mem::MemDevice;
 use netio::Device;
 use nfcore::config::RuntimeOptions;
+use nfcore::runtime::phases::PacketPhases;
 use nfcore::runtime::{Runtime, TimeSource};
 use nfcore::{FailMode, NetworkFunction};
 use serde_json::{json, Value};
@@ -196,6 +198,7 @@ fn run_once(
         batch,
         depth,
         redis_pid,
+        phases: pps.is_some() && std::env::var("NFBENCH_DEBUG").is_ok(),
     };
     let sorted = |mut v: Vec<f64>| {
         v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -204,14 +207,17 @@ fn run_once(
     let (mut fig, lat, all) = match pps {
         None => {
             let dev = MemDevice::new(frames.to_vec(), 1, false);
-            let (fig, lat, _) = run_dev(&spec, store, dev);
+            let (fig, lat, _, _) = run_dev(&spec, store, dev);
             (fig, sorted(lat), None)
         }
         Some(r) => {
             let dev = paced::PacedDevice::new(frames.to_vec(), r);
-            let (fig, _, dev) = run_dev(&spec, store, dev);
+            let (fig, _, phases, dev) = run_dev(&spec, store, dev);
             // Transmit order is arrival order (batches leave in order).
             let skip = dev.lat_us.len() / PACED_WARMUP;
+            if let Some(b) = breakdown::describe(&phases, skip) {
+                eprintln!("PHASES {kind} @ {r:.0} pps: {b}");
+            }
             let steady = sorted(dev.lat_us[skip..].to_vec());
             (fig, steady, Some(sorted(dev.lat_us)))
         }
@@ -230,15 +236,17 @@ struct RunSpec<'a> {
     batch: usize,
     depth: usize,
     redis_pid: u32,
+    /// Record the pipelined loop's per-packet phases ([`breakdown`]).
+    phases: bool,
 }
 
 /// Run the NF over `dev` to its end: (figures without latency, per-batch receive-to-transmit
-/// us, the device).
+/// us, per-packet phases if recorded, the device).
 fn run_dev<D: Device>(
     spec: &RunSpec,
     store: Box<dyn FlowStore>,
     dev: D,
-) -> (RunFigures, Vec<f64>, D) {
+) -> (RunFigures, Vec<f64>, Vec<PacketPhases>, D) {
     let &RunSpec {
         kind,
         nf_id,
@@ -246,6 +254,7 @@ fn run_dev<D: Device>(
         batch,
         depth,
         redis_pid,
+        phases,
     } = spec;
     let opts = RuntimeOptions {
         batch_size: batch,
@@ -270,6 +279,7 @@ fn run_dev<D: Device>(
     }
     rt.set_pipeline_depth(depth);
     rt.record_latencies(true);
+    rt.record_phases(phases);
     let s0 = rt.store_mut().stats();
     let (cpu0, rcpu0, ctx0) = (
         thread_cpu_ns(),
@@ -301,14 +311,19 @@ fn run_dev<D: Device>(
         rt.snapshot();
         eprintln!(
             "DEBUG {kind} {s:?} {} | per pkt: cpu_us {:.3} busy_cpu_us {:.3} redis_cpu_us {:.3} \
-             keys_read {:.3} keys_written {:.3} | round_trips/1000 pkts {:.1} | ctx switches/1000 \
-             pkts voluntary {:.1} involuntary {:.1} | wall us/pkt {:.3}",
+             keys_read {:.3} keys_written {:.3} keys_borrowed {:.3} unplanned {:.4} | round_trips/1000 \
+             pkts {:.1} | ctx switches/1000 pkts voluntary {:.1} involuntary {:.1} | wall us/pkt {:.3}",
             rt.nf().stats(),
             fig.cpu_us,
             fig.busy_cpu_us,
             fig.redis_cpu_us,
             s.keys_read as f64 / n,
             s.keys_written as f64 / n,
+            rt.stats()
+                .reads_borrowed
+                .load(std::sync::atomic::Ordering::Relaxed) as f64
+                / n,
+            (s.unplanned_reads - s0.unplanned_reads) as f64 / n,
             fig.round_trips_per_1000,
             (ctx1.0 - ctx0.0) as f64 * 1000.0 / n,
             (ctx1.1 - ctx0.1) as f64 * 1000.0 / n,
@@ -330,8 +345,9 @@ fn run_dev<D: Device>(
         assert_eq!(dropped, 0, "{kind} dropped packets: {}", rt.nf().stats());
     }
     let lat = rt.take_latencies();
+    let ph = rt.take_phases();
     let (_, _, dev) = rt.into_parts();
-    (fig, lat, dev)
+    (fig, lat, ph, dev)
 }
 
 /// Context switches of this thread: (voluntary = waits, involuntary = preempted).
