@@ -70,6 +70,8 @@ pub struct Runtime<D: Device> {
     batches_since_snapshot: u32,
     /// Batches whose reads may be in flight at once (pipelined stores); 1 = batch by batch.
     depth: usize,
+    /// Small batches may borrow keys from earlier batches in flight (pipelined loop).
+    borrow: bool,
     pipe: pipelined::PipeState,
     /// Per-batch receive-to-transmit times in us, when recording (benchmarks).
     latencies: Option<Vec<f64>>,
@@ -123,6 +125,7 @@ impl<D: Device> Runtime<D> {
             last_timer_ms: 0,
             batches_since_snapshot: 0,
             depth: DEFAULT_PIPELINE_DEPTH,
+            borrow: true,
             pipe: pipelined::PipeState::default(),
             latencies: None,
             phases: None,
@@ -388,6 +391,12 @@ impl<D: Device> Runtime<D> {
     /// [`DEFAULT_PIPELINE_DEPTH`]. [`Runtime::step`] always runs one batch to completion.
     pub fn set_pipeline_depth(&mut self, depth: usize) {
         self.depth = depth.clamp(1, MAX_PIPELINE_DEPTH);
+    }
+
+    /// Whether a small batch of the pipelined loop may borrow, rather than read, the keys an
+    /// earlier batch in flight reads and keeps writing (default on; off for A/B measurements).
+    pub fn set_borrow_reads(&mut self, on: bool) {
+        self.borrow = on;
     }
 
     pub fn pipeline_depth(&self) -> usize {

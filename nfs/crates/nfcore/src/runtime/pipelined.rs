@@ -118,6 +118,9 @@ pub(super) struct PipeState {
     /// batch's writes ride along with later batches' reads; counting them too would halve the
     /// groups per send, and so double the sends, of an NF that reads and writes).
     unflushed: usize,
+    /// A batch that borrowed its whole read set was processed and its writes are queued: no read
+    /// group of its own takes them to the tier, so the next flush point pushes them.
+    lent_writes: bool,
     values: Vec<Option<Vec<u8>>>,
     touched: Vec<Key>,
     /// Keys claimed (or written conditionally) by processed batches whose writes are not
@@ -253,10 +256,13 @@ fn note<V>(map: &mut FastMap<Key, (u64, V)>, key: &Key, ord: u64, v: V) {
 /// Borrow (not read) the keys of a small batch's read set that a batch still reading will have
 /// processed before it and that one of the last [`LEND_WINDOW`] small batches wrote, as did the
 /// [`LEND_STREAK`] small batches before that read it: an NF that writes a key with every packet
-/// (counters, stream state) will write it again, and its value
-/// reaches the borrower through `recent` as for any read sent before an earlier batch's
-/// writes. If it is not written after all, the borrower reads it when it needs it (a blocking
-/// read). Returns the keys borrowed.
+/// (counters, stream state) will write it again. The value the borrower gets is the one the
+/// recent-overlay would have put over a fetched value anyway (the lender is processed after the
+/// borrower was taken); if the key is not written after all, the borrower reads it when it needs
+/// it (a blocking read). Only a batch with reads of its own lends: batches that read and batches
+/// that borrow alternate, so the loop keeps waiting for replies and collects the write
+/// acknowledgements with them (a chain of borrowing batches, always ready to process, would leave
+/// them uncollected until the depth is full). Returns the keys borrowed.
 fn borrow_reads(p: &PipeState, state: &mut BatchState) -> usize {
     if p.written.is_empty() || p.reading.is_empty() {
         return 0;
@@ -266,7 +272,9 @@ fn borrow_reads(p: &PipeState, state: &mut BatchState) -> usize {
         p.written
             .get(k)
             .is_some_and(|(o, streak)| *o >= since && *streak >= LEND_STREAK)
-            && p.reading.iter().any(|s| s.state.in_read_set(k))
+            && p.reading
+                .iter()
+                .any(|s| s.has_reads && s.state.in_read_set(k))
     })
 }
 
@@ -360,7 +368,7 @@ impl<D: Device> Runtime<D> {
                 slot.acked = false;
                 slot.processed = false;
                 slot.small = !slot.batch.is_full();
-                let borrowed = if slot.small {
+                let borrowed = if slot.small && self.borrow {
                     borrow_reads(&self.pipe, &mut slot.state)
                 } else {
                     0
@@ -405,7 +413,8 @@ impl<D: Device> Runtime<D> {
             // blocking receive flushes anyway.
             // A small batch's reads go at once (below saturation: at most one such send per round
             // trip), so the tier works on them while this core processes the batch before.
-            if small_sent || self.pipe.unflushed >= (self.depth / 2).max(1) {
+            if small_sent || self.pipe.lent_writes || self.pipe.unflushed >= (self.depth / 2).max(1)
+            {
                 self.flush_pipe()?;
             }
             if self.pipe.reading.is_empty() && self.pipe.writing.is_empty() {
@@ -521,6 +530,7 @@ impl<D: Device> Runtime<D> {
 
     fn flush_pipe(&mut self) -> io::Result<()> {
         self.pipe.unflushed = 0;
+        self.pipe.lent_writes = false;
         if pipe(self.store.as_mut()).flush().is_err() {
             self.fail_in_flight()?;
         }
@@ -738,6 +748,7 @@ impl<D: Device> Runtime<D> {
         }
         let has_writes = !slot.state.pending_writes().is_empty();
         let has_reads = slot.has_reads;
+        let lent = slot.lent;
         slot.marks.proc_end = self.mark();
         if !has_writes {
             slot.marks.acked = slot.marks.proc_end;
@@ -755,6 +766,7 @@ impl<D: Device> Runtime<D> {
                 if !has_reads {
                     self.pipe.unflushed += 1;
                 }
+                self.pipe.lent_writes |= lent;
             }
             Ok(()) => {}
             Err(_) => self.fail_in_flight()?,
@@ -839,6 +851,7 @@ impl<D: Device> Runtime<D> {
     /// packets in fail-closed mode (their state is not in the tier). All leave in order.
     fn fail_in_flight(&mut self) -> io::Result<()> {
         self.stats.store_errors.fetch_add(1, Relaxed);
+        self.pipe.lent_writes = false;
         let fail = self.opts.fail_mode;
         // The store may still hold groups (a failure on its side connection leaves the main one
         // up): they are given up here, so it must forget them too.
