@@ -729,6 +729,10 @@ mod tests {
     fn command_line_is_checked_before_running() {
         assert!(check_args(&args("")).is_ok());
         assert!(check_args(&args("--quick --nfs firewall,nat --batch 64 --no-pin")).is_ok());
+        assert!(check_args(&args("--recv-cap 16 --no-borrow --paced-load 0")).is_ok());
+        assert!(check_args(&args("--recv-cap"))
+            .unwrap_err()
+            .contains("missing value"));
         assert!(check_args(&args("--quik")).unwrap_err().contains("--quik"));
         assert!(check_args(&args("--batch"))
             .unwrap_err()
