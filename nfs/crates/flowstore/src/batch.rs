@@ -17,6 +17,10 @@ pub enum Newer<'a> {
 #[derive(Debug, Default)]
 pub struct BatchState {
     keys: Vec<Key>,
+    /// The last `borrowed` keys of `keys` are not fetched: an earlier batch in flight reads and
+    /// is expected to write them, and its values reach this one as newer values
+    /// ([`BatchState::refresh`]); one it does not write is read when needed ([`BatchState::get`]).
+    borrowed: usize,
     wanted: FastSet<Key>,
     /// What this batch sees: fetched values, then overlaid by its own writes.
     view: FastMap<Key, Option<Vec<u8>>>,
@@ -37,6 +41,7 @@ impl BatchState {
     /// Forget the previous batch.
     pub fn clear(&mut self) {
         self.keys.clear();
+        self.borrowed = 0;
         self.wanted.clear();
         self.view.clear();
         self.values.clear();
@@ -62,12 +67,35 @@ impl BatchState {
         &self.keys
     }
 
+    /// Keys of the read set to fetch: all but the borrowed ones ([`BatchState::borrow`]).
+    pub fn to_fetch(&self) -> &[Key] {
+        &self.keys[..self.keys.len() - self.borrowed]
+    }
+
+    /// Do not fetch the keys of the read set for which `lent` is true (an earlier batch in flight
+    /// fetches them and is expected to write them): they move to the end of the read set and get
+    /// no fetched value. Returns how many keys are borrowed in all. Call before fetching.
+    pub fn borrow(&mut self, mut lent: impl FnMut(&Key) -> bool) -> usize {
+        let n = self.keys.len() - self.borrowed;
+        let mut fetch = 0;
+        for i in 0..n {
+            if !lent(&self.keys[i]) {
+                self.keys.swap(fetch, i);
+                fetch += 1;
+            }
+        }
+        // keys[fetch..n] are lent; together with those borrowed before they end the list.
+        self.borrowed = self.keys.len() - fetch;
+        self.borrowed
+    }
+
     /// Fetch the read set in one round trip (no round trip if it is empty).
     pub fn fetch(&mut self, store: &mut dyn FlowStore) -> Result<(), StoreError> {
-        if self.keys.is_empty() {
+        let n = self.keys.len() - self.borrowed;
+        if n == 0 {
             return Ok(());
         }
-        store.get_many(&self.keys, &mut self.values)?;
+        store.get_many(&self.keys[..n], &mut self.values)?;
         for (k, v) in self.keys.iter().zip(self.values.drain(..)) {
             self.view.entry(k.clone()).or_insert(v);
         }
@@ -290,7 +318,7 @@ impl BatchState {
         self.writes.retain(|_| !it.next().unwrap_or(false));
     }
 
-    /// Install fetched values for the read set (one per key of [`BatchState::read_set`], in
+    /// Install fetched values for the read set (one per key of [`BatchState::to_fetch`], in
     /// order), as [`BatchState::fetch`] does after its round trip.
     pub fn install(&mut self, values: &mut Vec<Option<Vec<u8>>>) {
         for (k, v) in self.keys.iter().zip(values.drain(..)) {
@@ -385,6 +413,41 @@ mod tests {
             s.hash_get_all(b"h").unwrap(),
             vec![(b"n".to_vec(), b"12".to_vec())]
         );
+    }
+
+    #[test]
+    fn borrowed_keys_are_not_fetched_and_get_a_newer_value_or_a_read() {
+        let mut s = LocalStore::new();
+        for k in [&b"a"[..], b"b", b"c"] {
+            s.write_many(&[WriteOp::Set {
+                key: k.to_vec(),
+                value: [k, b"-tier"].concat(),
+            }])
+            .unwrap();
+        }
+        let mut b = BatchState::new();
+        for k in [&b"a"[..], b"b", b"c"] {
+            b.want(k.to_vec());
+        }
+        assert_eq!(b.borrow(|k| k.as_slice() != b"b"), 2);
+        assert_eq!(b.to_fetch(), &[b"b".to_vec()][..]);
+        assert_eq!(b.read_set().len(), 3);
+        // Borrowing again keeps what was borrowed.
+        assert_eq!(b.borrow(|_| false), 2);
+        assert_eq!(b.to_fetch(), &[b"b".to_vec()][..]);
+        let mut vals = vec![Some(b"b-tier".to_vec())];
+        b.install(&mut vals);
+        // The lender wrote "a"; "c" it did not write: read when asked for.
+        let a_new = Some(b"a-lender".to_vec());
+        b.refresh(|k| (k == b"a").then_some(Newer::Value(&a_new)));
+        assert_eq!(b.get(&mut s, b"a").unwrap(), Some(&b"a-lender"[..]));
+        assert_eq!(b.get(&mut s, b"b").unwrap(), Some(&b"b-tier"[..]));
+        assert_eq!(s.stats().unplanned_reads, 0);
+        assert_eq!(b.get(&mut s, b"c").unwrap(), Some(&b"c-tier"[..]));
+        assert_eq!(s.stats().unplanned_reads, 1);
+        b.clear();
+        b.want(b"a".to_vec());
+        assert_eq!(b.to_fetch().len(), 1);
     }
 
     #[test]

@@ -336,6 +336,10 @@ pub trait Pipeline {
     fn recv(&mut self, out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError>;
     /// Groups sent and not yet received.
     fn in_flight(&self) -> usize;
+    /// Groups queued and not pushed to the tier yet (diagnosis: when a group left).
+    fn unsent(&self) -> usize {
+        0
+    }
     /// Forget every group in flight (the caller failed them); the next call starts afresh.
     fn reset(&mut self);
 }

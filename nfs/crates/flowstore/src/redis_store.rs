@@ -894,6 +894,10 @@ impl Pipeline for RedisStore {
         self.in_flight.len() + self.stash.len()
     }
 
+    fn unsent(&self) -> usize {
+        self.in_flight.len().saturating_sub(self.flushed)
+    }
+
     fn reset(&mut self) {
         // Replies still on the way belong to groups the caller gave up: drop the connection.
         let c = self.conn.take();

@@ -1,6 +1,8 @@
 //! `nf-bench [--quick] [--batch N (default 64, the NFs' batch_size default)] [--depth N] [--scale N] [--nfs firewall,nat,monitor,lb,lb-pipelined,ips,l7fw,ipsec-out,ipsec-in]
 //!  [--modes local,sync,stateless,stateless-tcp,cached] [--workloads long64,long1500,short64,short1500]
-//!  [--paced-load 0.5 (0: no latency runs)] [--paced-pps N (instead: this fixed rate)] [--rtt N (0: no round-trip probe)] [--no-pin]`:
+//!  [--paced-load 0.5 (0: no latency runs)] [--paced-pps N (instead: this fixed rate)] [--rtt N (0: no round-trip probe)] [--no-pin]
+//!  [--recv-cap N (saturated runs: at most N frames per receive, the batches of a port below saturation)]
+//!  [--no-borrow (small batches read every key: `Runtime::set_borrow_reads(false)`, for A/B runs)]`:
 //! packets/s on one core, CPU per packet and latency of each NF, stateless (Redis on the same
 //! machine, started here) vs local, side by side, fed from memory. Redis is reached over its unix
 //! socket (the deployed configuration: the agent starts NFs on it) except in `stateless-tcp`
@@ -14,6 +16,7 @@
 //! packets, p99_all over all of them). With NFBENCH_DEBUG set, each run also prints its store counters (round trips, keys)
 //! and the NF's counters on stderr.
 
+mod breakdown;
 mod paced;
 mod workload;
 
@@ -22,6 +25,7 @@ use flowstore::{CachedStore, FlowStore, KeySpace, LocalStore, RedisConfig, Redis
 use netio::mem::MemDevice;
 use netio::Device;
 use nfcore::config::RuntimeOptions;
+use nfcore::runtime::phases::PacketPhases;
 use nfcore::runtime::{Runtime, TimeSource};
 use nfcore::{FailMode, NetworkFunction};
 use serde_json::{json, Value};
@@ -187,6 +191,7 @@ fn run_once(
     batch: usize,
     depth: usize,
     pps: Option<f64>,
+    recv_cap: Option<usize>,
     redis_pid: u32,
 ) -> RunFigures {
     let spec = RunSpec {
@@ -196,6 +201,7 @@ fn run_once(
         batch,
         depth,
         redis_pid,
+        phases: (pps.is_some() || recv_cap.is_some()) && std::env::var("NFBENCH_DEBUG").is_ok(),
     };
     let sorted = |mut v: Vec<f64>| {
         v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -203,15 +209,32 @@ fn run_once(
     };
     let (mut fig, lat, all) = match pps {
         None => {
-            let dev = MemDevice::new(frames.to_vec(), 1, false);
-            let (fig, lat, _) = run_dev(&spec, store, dev);
+            let (fig, lat) = match recv_cap {
+                Some(cap) => {
+                    let dev = paced::PacedDevice::capped(frames.to_vec(), cap);
+                    let (fig, lat, phases, _) = run_dev(&spec, store, dev);
+                    // Every packet arrives at the start: `port` is the run so far.
+                    if let Some(b) = breakdown::describe(&phases, 0) {
+                        eprintln!("PHASES {kind} receives capped at {cap}: {b}");
+                    }
+                    (fig, lat)
+                }
+                None => {
+                    let dev = MemDevice::new(frames.to_vec(), 1, false);
+                    let (fig, lat, _, _) = run_dev(&spec, store, dev);
+                    (fig, lat)
+                }
+            };
             (fig, sorted(lat), None)
         }
         Some(r) => {
             let dev = paced::PacedDevice::new(frames.to_vec(), r);
-            let (fig, _, dev) = run_dev(&spec, store, dev);
+            let (fig, _, phases, dev) = run_dev(&spec, store, dev);
             // Transmit order is arrival order (batches leave in order).
             let skip = dev.lat_us.len() / PACED_WARMUP;
+            if let Some(b) = breakdown::describe(&phases, skip) {
+                eprintln!("PHASES {kind} @ {r:.0} pps: {b}");
+            }
             let steady = sorted(dev.lat_us[skip..].to_vec());
             (fig, steady, Some(sorted(dev.lat_us)))
         }
@@ -230,15 +253,17 @@ struct RunSpec<'a> {
     batch: usize,
     depth: usize,
     redis_pid: u32,
+    /// Record the pipelined loop's per-packet phases ([`breakdown`]).
+    phases: bool,
 }
 
 /// Run the NF over `dev` to its end: (figures without latency, per-batch receive-to-transmit
-/// us, the device).
+/// us, per-packet phases if recorded, the device).
 fn run_dev<D: Device>(
     spec: &RunSpec,
     store: Box<dyn FlowStore>,
     dev: D,
-) -> (RunFigures, Vec<f64>, D) {
+) -> (RunFigures, Vec<f64>, Vec<PacketPhases>, D) {
     let &RunSpec {
         kind,
         nf_id,
@@ -246,6 +271,7 @@ fn run_dev<D: Device>(
         batch,
         depth,
         redis_pid,
+        phases,
     } = spec;
     let opts = RuntimeOptions {
         batch_size: batch,
@@ -269,7 +295,9 @@ fn run_dev<D: Device>(
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
     rt.set_pipeline_depth(depth);
+    rt.set_borrow_reads(!std::env::args().any(|a| a == "--no-borrow"));
     rt.record_latencies(true);
+    rt.record_phases(phases);
     let s0 = rt.store_mut().stats();
     let (cpu0, rcpu0, ctx0) = (
         thread_cpu_ns(),
@@ -301,14 +329,19 @@ fn run_dev<D: Device>(
         rt.snapshot();
         eprintln!(
             "DEBUG {kind} {s:?} {} | per pkt: cpu_us {:.3} busy_cpu_us {:.3} redis_cpu_us {:.3} \
-             keys_read {:.3} keys_written {:.3} | round_trips/1000 pkts {:.1} | ctx switches/1000 \
-             pkts voluntary {:.1} involuntary {:.1} | wall us/pkt {:.3}",
+             keys_read {:.3} keys_written {:.3} keys_borrowed {:.3} unplanned {:.4} | round_trips/1000 \
+             pkts {:.1} | ctx switches/1000 pkts voluntary {:.1} involuntary {:.1} | wall us/pkt {:.3}",
             rt.nf().stats(),
             fig.cpu_us,
             fig.busy_cpu_us,
             fig.redis_cpu_us,
             s.keys_read as f64 / n,
             s.keys_written as f64 / n,
+            rt.stats()
+                .reads_borrowed
+                .load(std::sync::atomic::Ordering::Relaxed) as f64
+                / n,
+            (s.unplanned_reads - s0.unplanned_reads) as f64 / n,
             fig.round_trips_per_1000,
             (ctx1.0 - ctx0.0) as f64 * 1000.0 / n,
             (ctx1.1 - ctx0.1) as f64 * 1000.0 / n,
@@ -330,8 +363,9 @@ fn run_dev<D: Device>(
         assert_eq!(dropped, 0, "{kind} dropped packets: {}", rt.nf().stats());
     }
     let lat = rt.take_latencies();
+    let ph = rt.take_phases();
     let (_, _, dev) = rt.into_parts();
-    (fig, lat, dev)
+    (fig, lat, ph, dev)
 }
 
 /// Context switches of this thread: (voluntary = waits, involuntary = preempted).
@@ -449,7 +483,7 @@ fn medians(acc: &[RunFigures]) -> Value {
 }
 
 /// Options taking a value, and switches.
-const VALUE_FLAGS: [&str; 9] = [
+const VALUE_FLAGS: [&str; 10] = [
     "--batch",
     "--depth",
     "--scale",
@@ -459,8 +493,9 @@ const VALUE_FLAGS: [&str; 9] = [
     "--paced-load",
     "--paced-pps",
     "--rtt",
+    "--recv-cap",
 ];
-const SWITCHES: [&str; 2] = ["--quick", "--no-pin"];
+const SWITCHES: [&str; 3] = ["--quick", "--no-pin", "--no-borrow"];
 
 /// Checks the command line before anything runs: `Err` names the first unknown option or an
 /// option missing its value (a typo must not silently run the whole default bench).
@@ -483,13 +518,15 @@ fn check_args(args: &[String]) -> Result<(), String> {
 }
 
 const USAGE: &str = "nf-bench [--quick] [--batch N] [--depth N] [--scale N] [--nfs LIST] [--modes LIST] \
-[--workloads LIST] [--paced-load FRACTION] [--paced-pps N] [--rtt N] [--no-pin]
+[--workloads LIST] [--paced-load FRACTION] [--paced-pps N] [--rtt N] [--recv-cap N] [--no-borrow] [--no-pin]
   --nfs        firewall,nat,nat-pipelined,monitor,monitor-inc,monitor-wb,lb,lb-pipelined,ips,l7fw,ipsec-out,ipsec-in
   --modes      local,sync,stateless,stateless-tcp,cached
   --workloads  long64,long1500,short64,short1500
   --paced-load fraction of the lower saturated rate offered in the latency runs (0: none; default 0.5)
   --paced-pps  a fixed offered rate instead
   --rtt        round-trip probe requests (0: none)
+  --recv-cap   saturated runs: a receive returns at most N frames (small batches, as below saturation)
+  --no-borrow  small batches read every key (no borrowing from earlier batches in flight; A/B runs)
 Prints one JSON object (see the crate docs); needs redis-server on PATH.";
 
 fn main() {
@@ -537,6 +574,10 @@ fn main() {
     let paced_pps: Option<f64> = flag(&args, "--paced-pps", "N");
     if paced_pps.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
         panic!("--paced-pps N: must be a positive rate");
+    }
+    let recv_cap: Option<usize> = flag(&args, "--recv-cap", "N");
+    if recv_cap == Some(0) {
+        panic!("--recv-cap N: must be at least 1");
     }
     let rtt_n: usize = flag(&args, "--rtt", "N").unwrap_or(if quick { 5_000 } else { 20_000 });
     let redis = TestRedis::start().expect("redis-server (is it installed?)");
@@ -617,6 +658,7 @@ fn main() {
                     batch,
                     depth_of(mode),
                     pps,
+                    recv_cap,
                     redis.pid(),
                 )
             };
@@ -687,6 +729,10 @@ mod tests {
     fn command_line_is_checked_before_running() {
         assert!(check_args(&args("")).is_ok());
         assert!(check_args(&args("--quick --nfs firewall,nat --batch 64 --no-pin")).is_ok());
+        assert!(check_args(&args("--recv-cap 16 --no-borrow --paced-load 0")).is_ok());
+        assert!(check_args(&args("--recv-cap"))
+            .unwrap_err()
+            .contains("missing value"));
         assert!(check_args(&args("--quik")).unwrap_err().contains("--quik"));
         assert!(check_args(&args("--batch"))
             .unwrap_err()

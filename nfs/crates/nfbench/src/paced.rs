@@ -2,7 +2,8 @@
 //! arrives at start + i / rate, like a NIC at a given load): a receive takes the packets that
 //! have arrived by then (at most a batch), so batches are as large as the backlog. Records, per
 //! packet, the time from its arrival to the moment its batch is transmitted: the latency a
-//! packet sees at that load, queueing included.
+//! packet sees at that load, queueing included. [`PacedDevice::capped`]: every packet there at
+//! once, at most N per receive (the batch structure below saturation without its timing).
 
 use netio::{Batch, Device};
 use nfcore::runtime::wall_ns;
@@ -13,6 +14,8 @@ pub struct PacedDevice {
     pos: usize,
     gap_ns: f64,
     start_ns: u64,
+    /// The most frames one receive returns.
+    cap: usize,
     /// Arrival-to-transmit time of each packet, us.
     pub lat_us: Vec<f64>,
 }
@@ -26,7 +29,17 @@ impl PacedDevice {
             pos: 0,
             gap_ns: 1e9 / pps,
             start_ns: 0,
+            cap: usize::MAX,
             lat_us: Vec::with_capacity(n),
+        }
+    }
+
+    /// Every frame there at once; a receive returns at most `cap` of them.
+    pub fn capped(frames: Vec<Vec<u8>>, cap: usize) -> PacedDevice {
+        PacedDevice {
+            gap_ns: 0.0,
+            cap: cap.max(1),
+            ..PacedDevice::new(frames, 1.0)
         }
     }
 
@@ -41,7 +54,7 @@ impl PacedDevice {
     fn take(&mut self, batch: &mut Batch) -> usize {
         batch.clear();
         let now = wall_ns();
-        while !batch.is_full() && self.pos < self.frames.len() {
+        while !batch.is_full() && batch.len() < self.cap && self.pos < self.frames.len() {
             let t = self.arrival_ns(self.pos);
             if t > now {
                 break;

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
 
 mod intake;
+pub mod phases;
 mod pipelined;
 
 /// A claim of this batch (or one it relied on) was lost: none of its forwarded packets may
@@ -69,9 +70,13 @@ pub struct Runtime<D: Device> {
     batches_since_snapshot: u32,
     /// Batches whose reads may be in flight at once (pipelined stores); 1 = batch by batch.
     depth: usize,
+    /// Small batches may borrow keys from earlier batches in flight (pipelined loop).
+    borrow: bool,
     pipe: pipelined::PipeState,
     /// Per-batch receive-to-transmit times in us, when recording (benchmarks).
     latencies: Option<Vec<f64>>,
+    /// Per-packet phase marks of the pipelined loop, when recording ([`phases`]).
+    phases: Option<Vec<phases::PacketPhases>>,
     /// Buffering mode (a move's target waiting for its state): frames queued, not processed.
     buffer: Option<PacketBuffer>,
     /// Released frames not processed yet (a pipelined store: the pipelined loop takes them before
@@ -120,8 +125,10 @@ impl<D: Device> Runtime<D> {
             last_timer_ms: 0,
             batches_since_snapshot: 0,
             depth: DEFAULT_PIPELINE_DEPTH,
+            borrow: true,
             pipe: pipelined::PipeState::default(),
             latencies: None,
+            phases: None,
             buffer: None,
             backlog: VecDeque::new(),
             control: None,
@@ -386,6 +393,12 @@ impl<D: Device> Runtime<D> {
         self.depth = depth.clamp(1, MAX_PIPELINE_DEPTH);
     }
 
+    /// Whether a small batch of the pipelined loop may borrow, rather than read, the keys an
+    /// earlier batch in flight reads and keeps writing (default on; off for A/B measurements).
+    pub fn set_borrow_reads(&mut self, on: bool) {
+        self.borrow = on;
+    }
+
     pub fn pipeline_depth(&self) -> usize {
         self.depth
     }
@@ -393,6 +406,26 @@ impl<D: Device> Runtime<D> {
     /// Start (or stop) recording each batch's receive-to-transmit time.
     pub fn record_latencies(&mut self, on: bool) {
         self.latencies = if on { Some(Vec::new()) } else { None };
+    }
+
+    /// Record where each packet's time goes in the pipelined loop ([`phases`]; diagnosis only:
+    /// a clock reading per step of every batch).
+    pub fn record_phases(&mut self, on: bool) {
+        self.phases = if on { Some(Vec::new()) } else { None };
+    }
+
+    /// The recorded per-packet phases, in transmit order (cleared).
+    pub fn take_phases(&mut self) -> Vec<phases::PacketPhases> {
+        self.phases.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Now for a phase mark: the wall clock when recording phases, else 0 (no clock reading).
+    fn mark(&self) -> u64 {
+        if self.phases.is_some() {
+            wall_ns()
+        } else {
+            0
+        }
     }
 
     /// The recorded per-batch latencies in us (cleared).

@@ -30,6 +30,10 @@ pub struct Stats {
     /// because they (or a packet of their batch) depended on one.
     pub claims_lost: AtomicU64,
     pub claim_dropped: AtomicU64,
+    /// Keys a small batch did not read from the tier because an earlier batch in flight reads
+    /// and was expected to write them (pipelined loop; one that did not is read when needed,
+    /// counted as the store's unplanned read).
+    pub reads_borrowed: AtomicU64,
     pub ready: AtomicBool,
     /// Buffering mode (a move's target waiting for its state) and its counters.
     pub buffering: AtomicBool,
@@ -73,6 +77,7 @@ impl Stats {
                 "fail_open_forwarded": g(&self.fail_open_forwarded),
                 "timers_fired": g(&self.timers_fired),
                 "claims_lost": g(&self.claims_lost), "claim_dropped": g(&self.claim_dropped),
+                "reads_borrowed": g(&self.reads_borrowed),
                 "buffered": g(&self.buffered), "buffered_now": g(&self.buffered_now),
                 "buffer_overflow": g(&self.buffer_overflow), "replayed": g(&self.replayed),
                 "state_exports": g(&self.state_exports), "state_imports": g(&self.state_imports),

@@ -9,6 +9,10 @@
 //!   keeps the values this instance wrote since (`recent`) and overlays them on the fetched
 //!   values before processing. Keys changed by atomic operations (compare-and-set, incr) whose
 //!   result is not known locally are re-read from the tier.
+//! - A small batch may borrow, rather than read, a key that a batch still reading also reads and
+//!   that the last small batches reading it wrote (`borrow_reads`): its value is then only what
+//!   `recent` holds when the batch is processed (the earlier batch's write), or, if nothing
+//!   wrote it, a read made at that moment: never a value older than a read would give.
 //! - A batch is transmitted only after its writes are acknowledged, and batches leave in arrival
 //!   order, so another instance that sees a later packet of the flow also sees its state, and
 //!   per-flow packet order is kept.
@@ -21,6 +25,7 @@
 //!   still reading re-read the key, and lets the NF undo what it tied to the claim.
 
 use super::intake::{has_room, intake, Intake, Queued};
+use super::phases::{Marks, PacketPhases};
 use super::{drop_claim_dependents, Runtime, TimeSource};
 use crate::stats::Stats;
 use crate::{Ctx, FailMode, NetworkFunction, Verdict};
@@ -61,7 +66,12 @@ pub(super) struct Slot {
     sent_at: u64,
     /// Smaller than a full batch when taken (see [`super::intake`]).
     small: bool,
+    /// It has reads of its own in flight (or answered).
     has_reads: bool,
+    /// Every key of its read set is borrowed from earlier batches (see `borrow_reads`): its
+    /// values come with their processing.
+    lent: bool,
+    processed: bool,
     reads_pending: bool,
     /// Writes acknowledged (or none): may be transmitted once every earlier batch is.
     acked: bool,
@@ -69,13 +79,18 @@ pub(super) struct Slot {
     ord: u64,
     now_ns: u64,
     t_recv: Instant,
+    /// Phase marks, when recording them ([`super::phases`]).
+    marks: Marks,
 }
 
 impl Slot {
     /// Whether the intake waits for this batch: it is small and its first round trip (its
     /// reads; its writes when it reads nothing) is not answered yet.
     fn holds_intake(&self) -> bool {
-        self.small && (self.reads_pending || (!self.has_reads && !self.acked))
+        self.small
+            && (self.reads_pending
+                || (self.lent && !self.processed)
+                || (!self.has_reads && !self.lent && !self.acked))
     }
 }
 
@@ -103,12 +118,26 @@ pub(super) struct PipeState {
     /// batch's writes ride along with later batches' reads; counting them too would halve the
     /// groups per send, and so double the sends, of an NF that reads and writes).
     unflushed: usize,
+    /// A batch that borrowed its whole read set was processed and its writes are queued: no read
+    /// group of its own takes them to the tier, so the next flush point pushes them.
+    lent_writes: bool,
     values: Vec<Option<Vec<u8>>>,
     touched: Vec<Key>,
     /// Keys claimed (or written conditionally) by processed batches whose writes are not
     /// acknowledged: the batch that last did, and the value expected in the tier.
     unconfirmed: FastMap<Key, (u64, Option<Vec<u8>>)>,
+    /// Keys given a value (set, deleted, claimed) by one of the last [`LEND_WINDOW`] small
+    /// batches processed: the ordinal of the last such batch and how many small batches in a row
+    /// that read the key wrote it. The keys a later small batch may borrow.
+    written: FastMap<Key, (u64, u32)>,
 }
+
+/// How recently (in processed batches) a key must have been written for a small batch to
+/// borrow it from an earlier batch in flight rather than read it.
+const LEND_WINDOW: u64 = 2;
+/// How many small batches in a row that read a key must have written it: a key written once
+/// (a new connection's record) is usually only read afterwards.
+const LEND_STREAK: u32 = 2;
 
 /// Parse every frame of `batch`, collect the read set into `state` and the initial verdicts:
 /// malformed frames are dropped, non-IP frames forwarded unprocessed.
@@ -208,15 +237,45 @@ impl FlowStore for Tracking<'_> {
     }
 }
 
-/// Set `key`'s entry to `(ord, v)` (its key is copied only when new: a flow's key is usually
-/// there already, written by the batch before).
-fn note<V>(map: &mut FastMap<Key, (u64, V)>, key: &Key, ord: u64, v: V) {
+/// Set `key`'s entry to `v` (the key is copied only when new: a flow's key is usually there
+/// already, written by the batch before).
+fn upsert<V>(map: &mut FastMap<Key, V>, key: &Key, v: V) {
     match map.get_mut(key) {
-        Some(e) => *e = (ord, v),
+        Some(e) => *e = v,
         None => {
-            map.insert(key.clone(), (ord, v));
+            map.insert(key.clone(), v);
         }
     }
+}
+
+/// Set `key`'s entry to `(ord, v)`.
+fn note<V>(map: &mut FastMap<Key, (u64, V)>, key: &Key, ord: u64, v: V) {
+    upsert(map, key, (ord, v));
+}
+
+/// Borrow (not read) the keys of a small batch's read set that a batch still reading will have
+/// processed before it and that one of the last [`LEND_WINDOW`] small batches wrote, as did the
+/// [`LEND_STREAK`] small batches before that read it: an NF that writes a key with every packet
+/// (counters, stream state) will write it again. The value the borrower gets is the one the
+/// recent-overlay would have put over a fetched value anyway (the lender is processed after the
+/// borrower was taken); if the key is not written after all, the borrower reads it when it needs
+/// it (a blocking read). Only a batch with reads of its own lends: batches that read and batches
+/// that borrow alternate, so the loop keeps waiting for replies and collects the write
+/// acknowledgements with them (a chain of borrowing batches, always ready to process, would leave
+/// them uncollected until the depth is full). Returns the keys borrowed.
+fn borrow_reads(p: &PipeState, state: &mut BatchState) -> usize {
+    if p.written.is_empty() || p.reading.is_empty() {
+        return 0;
+    }
+    let since = p.processed.saturating_sub(LEND_WINDOW);
+    state.borrow(|k| {
+        p.written
+            .get(k)
+            .is_some_and(|(o, streak)| *o >= since && *streak >= LEND_STREAK)
+            && p.reading
+                .iter()
+                .any(|s| s.has_reads && s.state.in_read_set(k))
+    })
 }
 
 fn pipe(store: &mut dyn FlowStore) -> &mut dyn Pipeline {
@@ -245,11 +304,14 @@ impl<D: Device> Runtime<D> {
                     sent_at: 0,
                     small: false,
                     has_reads: false,
+                    lent: false,
+                    processed: false,
                     reads_pending: false,
                     acked: false,
                     ord: 0,
                     now_ns: 0,
                     t_recv: Instant::now(),
+                    marks: Marks::default(),
                 });
                 let t = now(clock_ns);
                 // Never wait on the port while batches are in flight: their replies may be in.
@@ -279,6 +341,12 @@ impl<D: Device> Runtime<D> {
                 }
                 slot.t_recv = Instant::now();
                 slot.now_ns = t;
+                slot.marks = Marks {
+                    recv: self.mark(),
+                    in_flight: (self.pipe.reading.len() + self.pipe.writing.len()) as u32,
+                    packets: n as u32,
+                    ..Marks::default()
+                };
                 if time == TimeSource::Packets {
                     clock_ns = clock_ns.max(slot.batch.ts_ns(n - 1));
                 }
@@ -298,16 +366,30 @@ impl<D: Device> Runtime<D> {
                 );
                 slot.sent_at = self.pipe.processed;
                 slot.acked = false;
-                let has_reads = !slot.state.read_set().is_empty();
+                slot.processed = false;
                 slot.small = !slot.batch.is_full();
+                let borrowed = if slot.small && self.borrow {
+                    borrow_reads(&self.pipe, &mut slot.state)
+                } else {
+                    0
+                };
+                self.stats
+                    .reads_borrowed
+                    .fetch_add(borrowed as u64, Relaxed);
+                let has_reads = !slot.state.to_fetch().is_empty();
+                slot.lent = !has_reads && borrowed > 0;
                 let slot_small = slot.small;
                 slot.has_reads = has_reads;
                 let sent = if has_reads {
-                    pipe(self.store.as_mut()).send_reads(slot.state.read_set())
+                    pipe(self.store.as_mut()).send_reads(slot.state.to_fetch())
                 } else {
                     Ok(())
                 };
                 slot.reads_pending = has_reads && sent.is_ok();
+                if !has_reads {
+                    slot.marks.sent = slot.marks.recv;
+                    slot.marks.reads_in = slot.marks.recv;
+                }
                 self.pipe.reading.push_back(slot);
                 match sent {
                     Ok(()) if has_reads => {
@@ -331,7 +413,8 @@ impl<D: Device> Runtime<D> {
             // blocking receive flushes anyway.
             // A small batch's reads go at once (below saturation: at most one such send per round
             // trip), so the tier works on them while this core processes the batch before.
-            if small_sent || self.pipe.unflushed >= (self.depth / 2).max(1) {
+            if small_sent || self.pipe.lent_writes || self.pipe.unflushed >= (self.depth / 2).max(1)
+            {
                 self.flush_pipe()?;
             }
             if self.pipe.reading.is_empty() && self.pipe.writing.is_empty() {
@@ -351,6 +434,8 @@ impl<D: Device> Runtime<D> {
                     .unwrap_or(false);
                 if ready && self.writing_room() {
                     self.process_front()?;
+                    // A blocking call from inside `process` pushes what is queued.
+                    self.mark_sent(self.mark());
                 } else if !self.pipe.expect.is_empty() {
                     self.receive_one()?;
                 }
@@ -445,10 +530,24 @@ impl<D: Device> Runtime<D> {
 
     fn flush_pipe(&mut self) -> io::Result<()> {
         self.pipe.unflushed = 0;
+        self.pipe.lent_writes = false;
         if pipe(self.store.as_mut()).flush().is_err() {
             self.fail_in_flight()?;
         }
+        self.mark_sent(self.mark());
         Ok(())
+    }
+
+    /// Phase marks: batches whose reads have left by `t` (nothing queued is left unsent).
+    fn mark_sent(&mut self, t: u64) {
+        if self.phases.is_none() || pipe(self.store.as_mut()).unsent() > 0 {
+            return;
+        }
+        for s in self.pipe.reading.iter_mut() {
+            if s.has_reads && s.marks.sent == 0 {
+                s.marks.sent = t;
+            }
+        }
     }
 
     /// Take the replies of the oldest group in flight and hand them to their batch.
@@ -457,7 +556,9 @@ impl<D: Device> Runtime<D> {
             return Ok(());
         };
         let mut vals = std::mem::take(&mut self.pipe.values);
+        let t0 = self.mark();
         let r = pipe(self.store.as_mut()).recv(&mut vals);
+        self.mark_sent(t0);
         if r.is_err() {
             self.pipe.values = vals;
             // The reply was lost with everything else in flight.
@@ -466,14 +567,17 @@ impl<D: Device> Runtime<D> {
         }
         match kind {
             Expect::Reads => {
+                let t = self.mark();
                 if let Some(s) = self.pipe.reading.iter_mut().find(|s| s.reads_pending) {
                     s.state.install(&mut vals);
                     s.reads_pending = false;
+                    s.marks.reads_in = t;
                 }
             }
             Expect::Writes => {
                 if let Some(i) = self.pipe.writing.iter().position(|s| !s.acked) {
                     self.pipe.writing[i].acked = true;
+                    self.pipe.writing[i].marks.acked = self.mark();
                     let lost = self.settle_conditionals(i, &vals);
                     if !lost.is_empty() {
                         self.claims_lost(i, &lost);
@@ -547,6 +651,7 @@ impl<D: Device> Runtime<D> {
     /// Process the oldest batch (its values are in) and queue its writes.
     fn process_front(&mut self) -> io::Result<()> {
         let mut slot = self.pipe.reading.pop_front().expect("a batch");
+        slot.marks.proc_start = self.mark();
         // Values this instance changed after the batch's reads were sent (walking the smaller of
         // the two: both hold up to a few hundred keys at depth 8, and each probe hashes a key).
         let recent = &self.pipe.recent;
@@ -606,7 +711,9 @@ impl<D: Device> Runtime<D> {
         let ord = self.pipe.processed;
         self.pipe.processed += 1;
         slot.ord = ord;
+        slot.processed = true;
         slot.state.coalesce();
+        self.note_written(&slot);
         // What later batches must see over the values they fetched: only batches still reading
         // (their reads may have been sent before this batch's writes); none: nothing to keep.
         let oldest = self.pipe.reading.iter().map(|s| s.sent_at).min();
@@ -641,6 +748,11 @@ impl<D: Device> Runtime<D> {
         }
         let has_writes = !slot.state.pending_writes().is_empty();
         let has_reads = slot.has_reads;
+        let lent = slot.lent;
+        slot.marks.proc_end = self.mark();
+        if !has_writes {
+            slot.marks.acked = slot.marks.proc_end;
+        }
         let sent = if has_writes {
             pipe(self.store.as_mut()).send_writes(slot.state.pending_writes())
         } else {
@@ -654,11 +766,49 @@ impl<D: Device> Runtime<D> {
                 if !has_reads {
                     self.pipe.unflushed += 1;
                 }
+                self.pipe.lent_writes |= lent;
             }
             Ok(()) => {}
             Err(_) => self.fail_in_flight()?,
         }
         Ok(())
+    }
+
+    /// Remember the keys a small batch gave a value (for `borrow_reads`); forget those older than
+    /// the window. Full batches (saturation, where nothing is borrowed) skip it.
+    fn note_written(&mut self, slot: &Slot) {
+        let w = &mut self.pipe.written;
+        let ord = slot.ord;
+        if !w.is_empty() {
+            let since = ord.saturating_sub(LEND_WINDOW - 1);
+            w.retain(|_, (o, _)| *o >= since);
+        }
+        if !slot.small {
+            return;
+        }
+        for op in slot.state.pending_writes() {
+            match op {
+                WriteOp::Set { key, .. } | WriteOp::Del { key } | WriteOp::SetIf { key, .. } => {
+                    let streak = match w.get(key) {
+                        Some((o, s)) if *o == ord => *s,
+                        Some((_, s)) => s + 1,
+                        None => 1,
+                    };
+                    upsert(w, key, (ord, streak));
+                }
+                // Applied by the tier: its value is not known here.
+                WriteOp::Hash { key, .. } | WriteOp::Incr { key, .. } => {
+                    w.remove(key);
+                }
+                WriteOp::TimerSet { .. } | WriteOp::TimerCancel { .. } => {}
+            }
+        }
+        // Read and not written: the streak ends.
+        for k in slot.state.read_set() {
+            if w.get(k).is_some_and(|(o, _)| *o != ord) {
+                w.remove(k);
+            }
+        }
     }
 
     /// Transmit acknowledged batches from the front, in arrival order.
@@ -676,6 +826,18 @@ impl<D: Device> Runtime<D> {
         if let Some(l) = self.latencies.as_mut() {
             l.push(slot.t_recv.elapsed().as_secs_f64() * 1e6);
         }
+        if self.phases.is_some() {
+            let marks = Marks {
+                tx: self.mark(),
+                ..slot.marks
+            };
+            if let Some(ph) = self.phases.as_mut() {
+                ph.extend((0..slot.batch.len()).map(|i| PacketPhases {
+                    arrival_ns: slot.batch.ts_ns(i),
+                    marks,
+                }));
+            }
+        }
         self.batches_since_snapshot += 1;
         if self.batches_since_snapshot >= 256 {
             self.snapshot();
@@ -689,6 +851,7 @@ impl<D: Device> Runtime<D> {
     /// packets in fail-closed mode (their state is not in the tier). All leave in order.
     fn fail_in_flight(&mut self) -> io::Result<()> {
         self.stats.store_errors.fetch_add(1, Relaxed);
+        self.pipe.lent_writes = false;
         let fail = self.opts.fail_mode;
         // The store may still hold groups (a failure on its side connection leaves the main one
         // up): they are given up here, so it must forget them too.
