@@ -41,6 +41,19 @@ impl std::fmt::Display for Endpoint {
     }
 }
 
+/// One `read`, repeated when a signal interrupts it. A blocking read on a socket with a timeout
+/// is not restarted after a signal: it fails with EINTR when a handled signal arrives (SA_RESTART
+/// or not) or, on Linux, when the process is stopped and continued (SIGSTOP/SIGCONT: a throttled
+/// or debugged instance). That ends neither a reply nor a request; a timeout still does.
+pub fn read_through_signals(src: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match src.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
 /// The connected socket of either kind.
 enum Sock {
     Tcp(TcpStream),
@@ -480,14 +493,7 @@ impl Conn {
                 std::hint::spin_loop();
             }
         }
-        loop {
-            match self.sock.read(&mut self.inbuf[self.end..]) {
-                // A read on a socket with a timeout is not restarted after a signal (a handled
-                // one, SA_RESTART or not, or SIGSTOP/SIGCONT on Linux): the reply is still due.
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => return r,
-            }
-        }
+        read_through_signals(&mut self.sock, &mut self.inbuf[self.end..])
     }
 
     /// Change the read timeout (e.g. longer for a one-time bulk command).

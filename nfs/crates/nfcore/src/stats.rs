@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::control::{ControlHandle, Reply, Request, MAX_STATE_BYTES};
 use crate::drain::{mono_ns, parse_query, DrainRequest};
-use flowstore::resp::MAX_UNIX_PATH;
+use flowstore::resp::{read_through_signals, MAX_UNIX_PATH};
 use serde_json::json;
 
 /// Counters shared between the runtime thread and the HTTP thread.
@@ -523,7 +523,7 @@ fn read_body(c: &mut impl Read, head: &str, mut body: Vec<u8>) -> Result<Vec<u8>
     let mut buf = vec![0u8; 64 << 10];
     while body.len() < len {
         let want = (len - body.len()).min(buf.len());
-        match read_some(c, &mut buf[..want]) {
+        match read_through_signals(c, &mut buf[..want]) {
             Ok(0) | Err(_) => return Err(Response::error(400, "body shorter than Content-Length")),
             Ok(n) => body.extend_from_slice(&buf[..n]),
         }
@@ -534,19 +534,6 @@ fn read_body(c: &mut impl Read, head: &str, mut body: Vec<u8>) -> Result<Vec<u8>
 /// How long a connection may take to send its request head, and its size at most.
 const HEAD_WAIT: Duration = Duration::from_secs(2);
 const HEAD_MAX: usize = 8192;
-
-/// One `read`, repeated when a signal interrupts it. A blocking read on a socket with a receive
-/// timeout fails with EINTR (even under SA_RESTART) when a handled signal arrives or, on Linux,
-/// when the process is stopped and continued (SIGSTOP/SIGCONT: a throttled or debugged instance):
-/// that is no end of the request.
-fn read_some(c: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    loop {
-        match c.read(buf) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            r => return r,
-        }
-    }
-}
 
 /// Read a request head up to its blank line (bounded, so a slow or hostile client cannot hold the
 /// thread or make it allocate): (head, the bytes after it), or None when the connection ended,
@@ -566,7 +553,7 @@ fn read_request_head(c: &mut impl Read) -> Option<(String, Vec<u8>)> {
         if head.len() >= HEAD_MAX {
             return None;
         }
-        match read_some(c, &mut buf) {
+        match read_through_signals(c, &mut buf) {
             Ok(0) | Err(_) => return None,
             Ok(n) => head.extend_from_slice(&buf[..n]),
         }
