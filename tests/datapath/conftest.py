@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,21 +28,24 @@ def unique_name() -> str:
     return "t" + uuid.uuid4().hex[:5]
 
 
+def live_procs(keep: Callable[[str], bool]) -> list[str]:
+    """Live processes (zombies left out) whose command line `keep` accepts, as "PID ARGS", sorted: which
+    processes they are, not their state of the moment (R or S changes from one `ps` to the next)."""
+    out = subprocess.run(["ps", "-eo", "stat=,pid=,args="], capture_output=True, text=True).stdout
+    rows = (line.split(None, 2) for line in out.splitlines())
+    return sorted(f"{r[1]} {r[2]}" for r in rows if len(r) == 3 and not r[0].startswith("Z") and keep(r[2]))
+
+
 def machine_snapshot(name: str) -> dict:
     """What a host named `name` could leave behind: namespaces, root links, processes, cgroups, rundir."""
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    procs = subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True).stdout
     cgroups = [str(p) for p in Path("/sys/fs/cgroup").glob(f"*/uno-{name}-*")]
     cgroups += [str(p) for p in Path("/sys/fs/cgroup").glob(f"uno-{name}-*")]
     return {
         "netns": sorted(line.split()[0] for line in ns.splitlines() if line.startswith(f"{name}-")),
         "links": sorted(line.split(":")[1].strip() for line in links.splitlines() if f" {name}-" in line),
-        "procs": sorted(
-            line
-            for line in procs.splitlines()
-            if f"/run/uno-test/{name}" in line and not line.startswith("Z")
-        ),
+        "procs": live_procs(lambda args: f"/run/uno-test/{name}" in args),
         "cgroups": sorted(cgroups),
         "rundir": Path(f"/run/uno-test/{name}").exists(),
     }

@@ -15,7 +15,7 @@ import pytest
 
 from nf_agent.agent.runtime import NF_BINARY
 from nf_agent.emulated_host.oneswitch import jar_missing_reason
-from tests.datapath.conftest import EMPTY, machine_snapshot, needs_root, unique_name
+from tests.datapath.conftest import EMPTY, live_procs, machine_snapshot, needs_root, unique_name
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [
@@ -32,12 +32,8 @@ pytestmark = [
 def leftovers(name: str) -> dict:
     """machine_snapshot plus what the demo itself starts: controller, agent, traffic tools, its temp dir."""
     snap = machine_snapshot(name)
-    procs = subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True).stdout
-    snap["demo_procs"] = sorted(
-        line
-        for line in procs.splitlines()
-        if (f"uno-demo-{name}-" in line or f"--name {name} " in line or f"exec {name}-" in line)
-        and not line.startswith("Z")
+    snap["demo_procs"] = live_procs(
+        lambda args: f"uno-demo-{name}-" in args or f"--name {name} " in args or f"exec {name}-" in args
     )
     snap["demo_tmp"] = sorted(str(p) for p in Path("/tmp").glob(f"uno-demo-{name}-*"))
     return snap

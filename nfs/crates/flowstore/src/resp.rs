@@ -41,6 +41,19 @@ impl std::fmt::Display for Endpoint {
     }
 }
 
+/// One `read`, repeated when a signal interrupts it. A blocking read on a socket with a timeout
+/// is not restarted after a signal: it fails with EINTR when a handled signal arrives (SA_RESTART
+/// or not) or, on Linux, when the process is stopped and continued (SIGSTOP/SIGCONT: a throttled
+/// or debugged instance). That ends neither a reply nor a request; a timeout still does.
+pub fn read_through_signals(src: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match src.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
 /// The connected socket of either kind.
 enum Sock {
     Tcp(TcpStream),
@@ -480,7 +493,7 @@ impl Conn {
                 std::hint::spin_loop();
             }
         }
-        self.sock.read(&mut self.inbuf[self.end..])
+        read_through_signals(&mut self.sock, &mut self.inbuf[self.end..])
     }
 
     /// Change the read timeout (e.g. longer for a one-time bulk command).
@@ -693,6 +706,53 @@ mod tests {
             spun_ns: 0,
         };
         (c, b)
+    }
+
+    /// A signal while a reply is awaited (EINTR: a read on a socket with a timeout is not
+    /// restarted, also under SA_RESTART, nor after SIGSTOP/SIGCONT) does not end the wait: the
+    /// reply that comes after it is read, not turned into an error that drops the connection.
+    #[test]
+    fn a_signal_while_waiting_is_not_an_error() {
+        extern "C" fn nothing(_: libc::c_int) {}
+        // SAFETY: a handler that does nothing, for SIGUSR2, which nothing else here uses.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = nothing as *const () as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESTART;
+            assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
+        }
+        let (mut c, mut tier) = test_conn();
+        c.set_read_timeout(Duration::from_secs(30)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            // SAFETY: plain calls naming this thread.
+            tx.send(unsafe { (libc::pthread_self(), libc::gettid()) })
+                .unwrap();
+            c.read_reply()
+        });
+        let (thread, tid) = rx.recv().unwrap();
+        // Signal it once it sleeps in its read (state S in /proc), a few times over.
+        let stat = format!("/proc/self/task/{tid}/stat");
+        let t0 = std::time::Instant::now();
+        for _ in 0..3 {
+            while !std::fs::read_to_string(&stat).is_ok_and(|s| {
+                s.rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('S'))
+            }) {
+                assert!(!reader.is_finished(), "a signal ended the wait");
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "the reader never waited"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // SAFETY: `thread` is not joined yet (its handle keeps it valid, also once it ended).
+            assert_eq!(unsafe { libc::pthread_kill(thread, libc::SIGUSR2) }, 0);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!reader.is_finished(), "a signal ended the wait");
+        tier.write_all(b":7\r\n").unwrap();
+        assert_eq!(reader.join().unwrap().unwrap(), Reply::Int(7));
     }
 
     /// The integer parser takes exactly what `str::parse::<i64>` takes.

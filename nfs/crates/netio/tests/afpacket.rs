@@ -3,21 +3,8 @@
 use netio::afpacket::{AfPacket, RingConfig};
 use netio::{Batch, Device};
 use packet::build::{FrameSpec, Transport};
-use std::process::Command;
 use std::time::{Duration, Instant};
-use testnet::{link_up, Veth};
-
-/// The veth pair `a` / `b`, up, without IPv6; None when it cannot be made (not root).
-fn veth(a: &str, b: &str) -> Option<Veth> {
-    let v = Veth::add(a, b)?;
-    // No IPv6 chatter (router solicitations, MLD) in the counts of a test.
-    for i in [a, b] {
-        let _ = Command::new("sysctl")
-            .args(["-q", "-w", &format!("net.ipv6.conf.{i}.disable_ipv6=1")])
-            .status();
-    }
-    link_up(a, b).then_some(v)
-}
+use testnet::Veth;
 
 /// A UDP frame with payload `<tag>-<i>` and these VLAN tags.
 fn udp(tag: &str, i: u32, vlans: &[u16]) -> Vec<u8> {
@@ -38,7 +25,7 @@ fn udp(tag: &str, i: u32, vlans: &[u16]) -> Vec<u8> {
 fn veth_round_trip_batches() {
     let tag = std::process::id() % 100_000;
     let (a, b) = (format!("unpA{tag}"), format!("unpB{tag}"));
-    let Some(_veth) = veth(&a, &b) else {
+    let Some(_veth) = Veth::named(&a, &b) else {
         eprintln!("SKIP: cannot create a veth pair (not root?)");
         return;
     };
@@ -101,7 +88,7 @@ fn veth_round_trip_batches() {
 fn ring_counts_frames_in_a_block_not_retired() {
     let tag = std::process::id() % 100_000;
     let (a, b) = (format!("unrA{tag}"), format!("unrB{tag}"));
-    let Some(_veth) = veth(&a, &b) else {
+    let Some(_veth) = Veth::named(&a, &b) else {
         eprintln!("SKIP: cannot create a veth pair (not root?)");
         return;
     };

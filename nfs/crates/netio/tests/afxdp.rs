@@ -9,13 +9,7 @@ use packet::build::{FrameSpec, Transport};
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use testnet::{link_up, Veth};
-
-/// The veth pair `a` / `b`, up; None when it cannot be made (not root).
-fn veth(a: &str, b: &str) -> Option<Veth> {
-    let v = Veth::add(a, b)?;
-    link_up(a, b).then_some(v)
-}
+use testnet::Veth;
 
 fn frames(tag: &str, n: u32) -> Batch {
     let mut out = Batch::with_capacity(n as usize);
@@ -58,7 +52,7 @@ fn collect(dev: &mut dyn Device, tag: &str, n: u32) -> BTreeSet<u32> {
 fn afxdp_veth_both_directions() {
     let tag = std::process::id() % 100_000;
     let (a, b) = (format!("uxA{tag}"), format!("uxB{tag}"));
-    let Some(_veth) = veth(&a, &b) else {
+    let Some(_veth) = Veth::named(&a, &b) else {
         eprintln!("SKIP: cannot create a veth pair (not root?)");
         return;
     };

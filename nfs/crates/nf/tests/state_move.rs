@@ -160,7 +160,6 @@ fn local_state_moves_to_a_buffering_instance_without_loss() {
         "buffered, not forwarded"
     );
     let t0 = Instant::now();
-    // (>=: the kernel's own IPv6 frames on a fresh veth are buffered too)
     while stats_json(p_new)["counters"]["buffered"].as_u64().unwrap() < after.len() as u64 {
         assert!(
             t0.elapsed() < Duration::from_secs(10),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::control::{ControlHandle, Reply, Request, MAX_STATE_BYTES};
 use crate::drain::{mono_ns, parse_query, DrainRequest};
-use flowstore::resp::MAX_UNIX_PATH;
+use flowstore::resp::{read_through_signals, MAX_UNIX_PATH};
 use serde_json::json;
 
 /// Counters shared between the runtime thread and the HTTP thread.
@@ -240,8 +240,17 @@ impl Server {
     fn run<S: Stream>(&self, incoming: impl Iterator<Item = std::io::Result<S>>) {
         for conn in incoming {
             let Ok(mut c) = conn else { continue };
-            c.set_timeout(Duration::from_secs(2));
-            let (head, rest) = read_request_head(&mut c);
+            c.set_timeout(HEAD_WAIT);
+            let Some((head, rest)) = read_request_head(&mut c) else {
+                // Never guessed (an empty head used to be taken for `GET /`): a request cut
+                // short is refused, whatever it was going to ask.
+                let msg = format!(
+                    "incomplete request head (no blank line within {} s and {HEAD_MAX} bytes)",
+                    HEAD_WAIT.as_secs()
+                );
+                let _ = Response::error_in(400, "request", &msg).write(&mut c);
+                continue;
+            };
             let since_ns = mono_ns();
             let mut words = head.split_whitespace();
             let method = words.next().unwrap_or("GET").to_string();
@@ -519,7 +528,7 @@ fn read_body(c: &mut impl Read, head: &str, mut body: Vec<u8>) -> Result<Vec<u8>
     let mut buf = vec![0u8; 64 << 10];
     while body.len() < len {
         let want = (len - body.len()).min(buf.len());
-        match c.read(&mut buf[..want]) {
+        match read_through_signals(c, &mut buf[..want]) {
             Ok(0) | Err(_) => return Err(Response::error(400, "body shorter than Content-Length")),
             Ok(n) => body.extend_from_slice(&buf[..n]),
         }
@@ -527,26 +536,32 @@ fn read_body(c: &mut impl Read, head: &str, mut body: Vec<u8>) -> Result<Vec<u8>
     Ok(body)
 }
 
+/// How long a connection may take to send its request head, and its size at most.
+const HEAD_WAIT: Duration = Duration::from_secs(2);
+const HEAD_MAX: usize = 8192;
+
 /// Read a request head up to its blank line (bounded, so a slow or hostile client cannot hold the
-/// thread or make it allocate). The whole head is consumed before answering: closing a socket
-/// with unread request bytes makes the kernel send a reset, which can destroy the answer in flight.
-fn read_request_head(c: &mut impl Read) -> (String, Vec<u8>) {
-    const MAX: usize = 8192;
+/// thread or make it allocate): (head, the bytes after it), or None when the connection ended,
+/// timed out or sent [`HEAD_MAX`] bytes without one. The whole head is consumed before answering:
+/// closing a socket with unread request bytes makes the kernel send a reset, which destroys the
+/// answer in flight.
+fn read_request_head(c: &mut impl Read) -> Option<(String, Vec<u8>)> {
     let mut head = Vec::with_capacity(256);
     let mut buf = [0u8; 1024];
-    while head.len() < MAX && !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        match c.read(&mut buf) {
-            Ok(0) | Err(_) => break,
+    loop {
+        if let Some(i) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            // Bytes after the blank line are the start of the body.
+            let rest = head[i + 4..].to_vec();
+            head.truncate(i);
+            return Some((String::from_utf8_lossy(&head).into_owned(), rest));
+        }
+        if head.len() >= HEAD_MAX {
+            return None;
+        }
+        match read_through_signals(c, &mut buf) {
+            Ok(0) | Err(_) => return None,
             Ok(n) => head.extend_from_slice(&buf[..n]),
         }
-    }
-    // Bytes after the blank line are the start of the body.
-    match head.windows(4).position(|w| w == b"\r\n\r\n") {
-        Some(i) => (
-            String::from_utf8_lossy(&head[..i]).into_owned(),
-            head[i + 4..].to_vec(),
-        ),
-        None => (String::from_utf8_lossy(&head).into_owned(), vec![]),
     }
 }
 
@@ -672,6 +687,76 @@ mod tests {
                 "{r}"
             );
         }
+    }
+
+    /// Reads played back from a script: bytes, or an error of a kind; then end of stream.
+    struct Script(std::collections::VecDeque<Result<&'static [u8], std::io::ErrorKind>>);
+
+    impl Read for Script {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            match self.0.pop_front() {
+                None => Ok(0),
+                Some(Err(kind)) => Err(kind.into()),
+                Some(Ok(b)) => {
+                    buf[..b.len()].copy_from_slice(b);
+                    Ok(b.len())
+                }
+            }
+        }
+    }
+
+    /// A read interrupted by a signal (EINTR: the NF stopped and continued while the request
+    /// was on its way) is no end of the request: head and body are read on. A head cut short
+    /// (end of stream, timeout, too long) is None, never a guess.
+    #[test]
+    fn requests_are_read_through_interruptions_and_never_guessed() {
+        use std::io::ErrorKind::{Interrupted, WouldBlock};
+        let script = |s: Vec<Result<&'static [u8], std::io::ErrorKind>>| Script(s.into());
+        let mut c = script(vec![
+            Err(Interrupted),
+            Ok(b"PUT /state HTTP/1.1\r\nCont"),
+            Err(Interrupted),
+            Ok(b"ent-Length: 4\r\n\r\nab"),
+            Err(Interrupted),
+            Ok(b"cd"),
+        ]);
+        let (head, rest) = read_request_head(&mut c).expect("a head");
+        assert_eq!(head, "PUT /state HTTP/1.1\r\nContent-Length: 4");
+        assert_eq!(rest, b"ab");
+        let body = read_body(&mut c, &head, rest).ok().expect("the body");
+        assert_eq!(body, b"abcd");
+        static LONG: [u8; 1024] = [b'a'; 1024];
+        for cut in [
+            vec![],
+            vec![Ok(&b"GET /stats HTTP/1.1\r\n"[..])],
+            vec![Ok(b"POST /dra"), Err(Interrupted), Err(WouldBlock)],
+            vec![Ok(&LONG[..]); HEAD_MAX / LONG.len() + 1],
+        ] {
+            assert!(
+                read_request_head(&mut script(cut.clone())).is_none(),
+                "{cut:?}"
+            );
+        }
+    }
+
+    /// On the endpoint: a request cut short is refused (400 naming the request), not answered as
+    /// another one; the endpoint goes on.
+    #[test]
+    fn a_request_cut_short_is_refused() {
+        let ep =
+            serve_with_control(&tcp0(), Arc::new(Stats::default()), id("redis"), None).unwrap();
+        let Bound::Tcp(a) = &ep else { unreachable!() };
+        let mut c = TcpStream::connect(a).unwrap();
+        c.write_all(b"GET /stats HTTP/1.1\r\n").unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut r = String::new();
+        c.read_to_string(&mut r).unwrap();
+        assert!(
+            r.starts_with("HTTP/1.1 400") && r.contains("\"field\":\"request\""),
+            "{r}"
+        );
+        let r = req(&ep, "GET /health HTTP/1.1\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 503"), "{r}");
     }
 
     #[test]

@@ -28,9 +28,23 @@ impl Drop for Veth {
 }
 
 impl Veth {
-    /// Add the pair `a` / `b`, both still down; None when it cannot be made (not root).
+    /// Add the pair `a` / `b`, both still down and without IPv6; None when it cannot be made
+    /// (not root). Without IPv6 the pair carries only the test's frames: a fresh link otherwise
+    /// sends its own (MLD reports, neighbour and router solicitations) for ~10 s after it comes
+    /// up, which an NF under test receives and counts.
     pub fn add(a: &str, b: &str) -> Option<Veth> {
-        ip(&["link", "add", a, "type", "veth", "peer", "name", b]).then(|| Veth(a.to_string()))
+        if !ip(&["link", "add", a, "type", "veth", "peer", "name", b]) {
+            return None;
+        }
+        let v = Veth(a.to_string());
+        for i in [a, b] {
+            let knob = format!("/proc/sys/net/ipv6/conf/{i}/disable_ipv6");
+            // Absent when the kernel has no IPv6 (then there is no chatter either).
+            if std::path::Path::new(&knob).exists() {
+                std::fs::write(&knob, "1").unwrap_or_else(|e| panic!("{knob}: {e}"));
+            }
+        }
+        Some(v)
     }
 
     /// Add the pair `a` / `b` and set both up; None when it cannot be made (not root). Panics
