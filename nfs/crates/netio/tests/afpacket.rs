@@ -93,7 +93,7 @@ fn ring_counts_frames_in_a_block_not_retired() {
         return;
     };
     let mut tx = AfPacket::open(&a, RingConfig::for_batch(8)).unwrap();
-    // A block is handed over when full (256 KiB) or after 3 s.
+    // A block is handed over when full (32 KiB) or after 3 s.
     let slow = RingConfig {
         retire_ms: 3000,
         ..RingConfig::for_batch(64)
@@ -128,4 +128,15 @@ fn missing_interface_is_a_clear_error() {
         .err()
         .unwrap();
     assert!(e.to_string().contains("nosuchif0"), "{e}");
+}
+
+/// The default ring holds 100+ ms of traffic while the NF does not run (a block is retired every
+/// `retire_ms` however few frames it holds), in 4 MiB, and a jumbo frame fits in a block.
+#[test]
+fn default_ring_outlasts_a_throttled_period() {
+    let c = RingConfig::for_batch(64);
+    assert!(c.block_nr * c.retire_ms >= 100, "{} blocks", c.block_nr);
+    assert_eq!(u64::from(c.block_nr) * u64::from(c.block_size), 4 << 20);
+    assert!(c.block_size >= 9216 + 128);
+    assert_eq!(c.block_size % c.frame_size, 0);
 }
