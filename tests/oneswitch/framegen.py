@@ -206,6 +206,13 @@ class Candidate:
 
     path: list[Flow]
     fields: dict[str, object]
+    ints: dict[str, object] = field(init=False, repr=False, compare=False)  # concrete(fields)
+    paths: dict[int, tuple[str, ...]] = field(
+        default_factory=dict, repr=False, compare=False
+    )  # port -> model path
+
+    def __post_init__(self) -> None:
+        self.ints = concrete(self.fields)
 
     @property
     def in_port(self) -> int | None:
@@ -253,24 +260,51 @@ class Paths:
                 yield Candidate(path, fields)
 
 
+def reachable_tables(flows: list[Flow]) -> set[int]:
+    """The tables a frame can get to at all: table 0, and those a goto_table of a rule in one of them names. A
+    rule in any other table is dead in every switch holding these rules (groups cannot go to a table)."""
+    seen, todo = {0}, [0]
+    while todo:
+        t = todo.pop()
+        for f in flows:
+            if f.table == t and f.goto is not None and f.goto not in seen:
+                seen.add(f.goto)
+                todo.append(f.goto)
+    return seen
+
+
 def _ip(a: str) -> int:
     return int(ipaddress.ip_address(a))
 
 
+def concrete(fields: dict[str, object]) -> dict[str, object]:
+    """Filled fields as the local model compares them (IPv4 addresses as ints)."""
+    return {k: _ip(v) if k in ("nw_src", "nw_dst") else v for k, v in fields.items()}  # type: ignore[arg-type]
+
+
+NEVER = -1  # the eth_type of a rule that asks for two: it matches no frame
+
+
 @dataclass(frozen=True)
 class _Compiled:
-    """A rule's match and actions on concrete frames (ints and strings, no decisions)."""
+    """A rule's match and actions on concrete frames (ints and strings, no decisions). `in_port` and `dl_type`
+    (None: any) never change along a frame's path: the Pipeline sorts rules by them instead of testing them."""
 
     flow: Flow
+    in_port: int | None
+    dl_type: int | None
     exact: tuple[tuple[str, object], ...]
     nets: tuple[tuple[str, int, int], ...]  # (field, base, mask)
     vlan: object  # None: any, "none": untagged, int: outer id
     meta: tuple[int, int] | None
+    actions: tuple[
+        tuple[str, object], ...
+    ]  # ("vid", id), ("set", (field, value)), ("push", None), ("pop", None)
 
     @staticmethod
     def of(fl: Flow) -> _Compiled:
         exact: list[tuple[str, object]] = []
-        nets, vlan, meta = [], None, None
+        nets, vlan, meta, types, in_port = [], None, None, set(), None
         for k, v in fl.match.items():
             if k == "dl_vlan":
                 vlan = int(v)
@@ -283,16 +317,35 @@ class _Compiled:
             elif k in ("nw_src", "nw_dst"):
                 net = ipaddress.ip_network(v, strict=False)
                 nets.append((k, int(net.network_address), int(net.netmask)))
-                exact.append(("dl_type", IP))
-            elif k in ("tp_src", "tp_dst", "nw_proto", "in_port", "dl_type"):
+                types.add(IP)
+            elif k == "in_port":
+                in_port = int(v, 0)
+            elif k == "dl_type":
+                types.add(int(v, 0))
+            elif k in ("tp_src", "tp_dst", "nw_proto"):
                 exact.append((k, int(v, 0)))
-                if k != "in_port" and k != "dl_type":
-                    exact.append(("dl_type", IP))
+                types.add(IP)
             else:
                 exact.append((k, v.lower()))
-        return _Compiled(fl, tuple(exact), tuple(nets), vlan, meta)
+        dl_type = None if not types else types.pop() if len(types) == 1 else NEVER
+        actions: list[tuple[str, object]] = []
+        for a in fl.apply:
+            if a.startswith("set_field:"):
+                value, _, name = a[len("set_field:") :].partition("->")
+                if name == "vlan_vid":
+                    actions.append(("vid", int(value, 0) & 0xFFF))
+                else:
+                    f = SET_FIELDS[name]
+                    v = int(value) if f.startswith("tp_") else _ip(value) if f.startswith("nw_") else value
+                    actions.append(("set", (f, v)))
+            elif a.startswith("push_vlan:"):
+                actions.append(("push", None))
+            elif a == "pop_vlan":
+                actions.append(("pop", None))
+        return _Compiled(fl, in_port, dl_type, tuple(exact), tuple(nets), vlan, meta, tuple(actions))
 
     def matches(self, fr: dict, vlans: list[int], metadata: int) -> bool:
+        """Whether a frame of this rule's in_port and eth_type (the Pipeline's bucket) matches the rest."""
         for k, v in self.exact:
             if fr[k] != v:
                 return False
@@ -306,20 +359,15 @@ class _Compiled:
         return self.meta is None or metadata & self.meta[1] == self.meta[0]
 
     def run(self, fr: dict, vlans: list[int], metadata: int) -> int:
-        for a in self.flow.apply:
-            if a.startswith("set_field:"):
-                value, _, name = a[len("set_field:") :].partition("->")
-                if name == "vlan_vid":
-                    if vlans:
-                        vlans[-1] = int(value, 0) & 0xFFF
-                else:
-                    f = SET_FIELDS[name]
-                    fr[f] = (
-                        int(value) if f.startswith("tp_") else _ip(value) if f.startswith("nw_") else value
-                    )
-            elif a.startswith("push_vlan:"):
+        for kind, arg in self.actions:
+            if kind == "vid":
+                if vlans:
+                    vlans[-1] = arg  # type: ignore[assignment]
+            elif kind == "set":
+                fr[arg[0]] = arg[1]  # type: ignore[index]
+            elif kind == "push":
                 vlans.append(vlans[-1] if vlans else 0)
-            elif a == "pop_vlan" and vlans:
+            elif vlans:  # pop
                 vlans.pop()
         if self.flow.write_metadata:
             v, m = self.flow.write_metadata
@@ -335,19 +383,42 @@ class Pipeline:
         self.tables: dict[int, list[_Compiled]] = {}
         for f in sorted(flows, key=lambda f: -f.priority):
             self.tables.setdefault(f.table, []).append(_Compiled.of(f))
+        self._buckets: dict[tuple[int, int, object], list[_Compiled]] = {}
+
+    def _bucket(self, table: int, in_port: int, dl_type: object) -> list[_Compiled]:
+        """The rules of `table` a frame in at `in_port` of eth_type `dl_type` may match, by priority."""
+        key = (table, in_port, dl_type)
+        b = self._buckets.get(key)
+        if b is None:
+            b = self._buckets[key] = [c for c in self.tables.get(table, ())
+                                      if c.in_port in (None, in_port) and c.dl_type in (None, dl_type)]  # fmt: skip
+        return b
 
     def remove(self, gone: set[str]) -> None:
         for t, fl in self.tables.items():
             self.tables[t] = [c for c in fl if c.flow.spec not in gone]
+        for k, b in self._buckets.items():
+            self._buckets[k] = [c for c in b if c.flow.spec not in gone]
 
-    def path(self, fields: dict[str, object], in_port: int) -> list[Flow]:
-        fr = {k: _ip(v) if k in ("nw_src", "nw_dst") else v for k, v in fields.items()}  # type: ignore[arg-type]
+    def add(self, flows: list[Flow]) -> None:
+        for f in flows:
+            self.tables.setdefault(f.table, []).append(_Compiled.of(f))
+        for fl in self.tables.values():
+            fl.sort(key=lambda c: -c.flow.priority)
+        self._buckets.clear()
+
+    def path(
+        self, fields: dict[str, object], in_port: int, ints: dict[str, object] | None = None
+    ) -> list[Flow]:
+        """The rules a frame of `fields` in at `in_port` takes; `ints`: concrete(fields), if at hand."""
+        fr = dict(ints if ints is not None else concrete(fields))
         fr["in_port"] = in_port
+        dl_type = fr["dl_type"]
         vlans = [] if fields["vlan"] is None else [fields["vlan"]]
         out: list[Flow] = []
         metadata, table = 0, 0
         while table is not None:
-            for c in self.tables.get(table, []):
+            for c in self._bucket(table, in_port, dl_type):
                 if c.matches(fr, vlans, metadata):  # type: ignore[arg-type]
                     out.append(c.flow)
                     metadata = c.run(fr, vlans, metadata)  # type: ignore[arg-type]
@@ -358,22 +429,38 @@ class Pipeline:
         return out
 
 
+@dataclass
+class Plan:
+    """What a round of the check does (Chooser.plan)."""
+
+    reach: dict[str, Candidate]  # rule -> a candidate whose frame takes it now (in the local model)
+    blockers: set[str]  # deletable rules in the way of candidates of the others
+    held: set[str]  # deletable rules in the way that a pending rule's candidate chain goes through
+    restore: set[str]  # deleted rules to install again: the only chains left to some pending rules use them
+
+
 class Chooser:
     """Which frames reach the rules not exercised yet, and which rules stand in their way.
 
-    Per pending rule a few candidates (Paths.candidates); the path each takes from each of its ports in the
-    local model (cached until a rule on it goes). A candidate reaches its rule when the rule is on that path;
-    else the rule that takes its frame where the candidate's chain meant another one is a *blocker* (a rule of
-    higher priority that matches it too). Deleting blockers that have been checked already uncovers the rules
-    they shadow."""
+    Per pending rule a few candidates (Paths.candidates) over the rules installed; the path each takes from each
+    of its ports in the local model (cached until a rule on it goes). A candidate reaches its rule when the rule
+    is on that path; else the rule that takes its frame where the candidate's chain meant another one is a
+    *blocker* (a rule of higher priority that matches it too). Deleting blockers that have been checked already
+    uncovers the rules they shadow. A blocker that a pending rule's chain goes through is held back (deleting
+    it would cut that rule off); a pending rule left with no chain over the rules installed gets one over all
+    the rules, and the deleted rules of that chain are installed again (each at most `restores` times)."""
 
-    def __init__(self, flows: list[Flow], vports: list[int], rng: random.Random, per_rule: int = 4):
+    def __init__(
+        self, flows: list[Flow], vports: list[int], rng: random.Random, per_rule: int = 4, restores: int = 2
+    ):
         self.flows = {f.spec: f for f in flows}
         self.pipe = Pipeline(flows)
-        self.paths = Paths(flows)
-        self.vports, self.rng, self.per_rule = vports, rng, per_rule
+        self.paths = Paths(flows)  # over the rules installed
+        self.all_paths = Paths(flows)  # over every rule, deleted or not
+        self.gone: set[str] = set()
+        self.restored: dict[str, int] = {}
+        self.vports, self.rng, self.per_rule, self.restores = vports, rng, per_rule, restores
         self.cands: dict[str, list[Candidate]] = {}
-        self.cache: dict[tuple[int, int], tuple[str, ...]] = {}
 
     def ports(self, c: Candidate) -> list[int]:
         return [c.in_port] if c.in_port is not None else self.vports
@@ -382,22 +469,32 @@ class Chooser:
         if spec not in self.cands:
             gen = self.paths.candidates(self.flows[spec], self.rng)
             self.cands[spec] = [c for _, c in zip(range(self.per_rule), gen, strict=False)]
+            if not self.cands[spec]:  # no chain over the rules installed: one with deleted rules to restore
+                gen = self.all_paths.candidates(self.flows[spec], self.rng)
+                ok = (c for c in gen if all(self.restored.get(f.spec, 0) < self.restores for f in c.path))
+                self.cands[spec] = [c for _, c in zip(range(1), ok, strict=False)]
         return self.cands[spec]
 
     def _path(self, c: Candidate, port: int) -> tuple[str, ...]:
-        key = (id(c), port)
-        if key not in self.cache:
-            self.cache[key] = tuple(f.spec for f in self.pipe.path(c.fields, port))
-        return self.cache[key]
+        p = c.paths.get(port)
+        if p is None:
+            p = c.paths[port] = tuple(f.spec for f in self.pipe.path(c.fields, port, c.ints))
+        return p
 
-    def plan(self, pending: set[str], deletable: set[str]) -> tuple[dict[str, Candidate], set[str]]:
-        """({rule: a candidate that reaches it now}, the deletable blockers of the others). A rule not checked yet
-        that stands in the way of another's candidate is reached by that candidate's frame."""
+    def plan(self, pending: set[str], deletable: set[str]) -> Plan:
+        """The next round for the `pending` rules; `deletable`: the rules installed that may be deleted. A rule
+        not checked yet that stands in the way of another's candidate is reached by that candidate's frame."""
         reach: dict[str, Candidate] = {}
         blockers: set[str] = set()
+        restore: set[str] = set()
         detours: dict[str, Candidate] = {}
+        chains = {f.spec for spec in sorted(pending) for c in self._candidates(spec) for f in c.path[:-1]}
         for spec in sorted(pending):
             for c in self._candidates(spec):
+                missing = {f.spec for f in c.path if f.spec in self.gone}
+                if missing:
+                    restore |= missing
+                    continue
                 for p in self.ports(c):
                     path = self._path(c, p)
                     if spec in path:
@@ -413,16 +510,40 @@ class Chooser:
                     break
         for b, c in detours.items():  # a pending rule in the way of another's frame: that frame reaches it
             reach.setdefault(b, c)
-        return reach, blockers
+        return Plan(reach, blockers - chains, blockers & chains, restore)
 
     def remove(self, gone: set[str]) -> None:
         """Rules deleted from the switches: paths through them change, chains through them are gone."""
+        self.gone |= gone
         self.pipe.remove(gone)
         for t, fl in self.paths.into.items():
             self.paths.into[t] = [f for f in fl if f.spec not in gone]
-        self.cache = {k: v for k, v in self.cache.items() if not gone.intersection(v)}
-        for spec, cs in self.cands.items():
-            self.cands[spec] = [c for c in cs if not any(f.spec in gone for f in c.path)]
+        for spec in [s for s, cs in self.cands.items() if any(f.spec in gone for c in cs for f in c.path)]:
+            del self.cands[spec]  # fresh chains next time, over the rules still installed
+        for cs in self.cands.values():
+            for c in cs:
+                c.paths = {p: path for p, path in c.paths.items() if not gone.intersection(path)}
+
+    def add(self, back: set[str]) -> None:
+        """Deleted rules installed again: any path may take them now; chains through them are back."""
+        self.gone -= back
+        for s in back:
+            self.restored[s] = self.restored.get(s, 0) + 1
+        flows = [self.flows[s] for s in sorted(back)]
+        self.pipe.add(flows)
+        for f in flows:
+            if f.goto is not None:
+                self.paths.into.setdefault(f.goto, []).append(f)
+        for cs in self.cands.values():
+            for c in cs:
+                c.paths = {}
+
+    def refused(self, specs: set[str]) -> None:
+        """Deleted rules the switch would not take again: no more chains through them."""
+        for s in specs:
+            self.restored[s] = self.restores
+        for spec in [s for s, cs in self.cands.items() if any(f.spec in specs for c in cs for f in c.path)]:
+            del self.cands[spec]
 
     def renew(self, specs: set[str]) -> None:
         """Fresh candidates for `specs` (other chains and fills) the next time they are planned."""

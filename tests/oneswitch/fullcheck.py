@@ -160,6 +160,9 @@ class Result:
     differences: list[Difference] = field(default_factory=list)
     counter_mismatches: list[dict] = field(default_factory=list)
     unreached: dict[str, str] = field(default_factory=dict)  # checked rule not exercised -> why
+    unreachable: list[str] = field(default_factory=list)  # in a table no goto chain leads to: dead in both
+    restored: int = 0  # deleted rules installed again (both switches) for a chain to a pending rule
+    restore_refused: int = 0  # of those, refused by OneSwitch (not installed on either)
     seconds: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> dict:
@@ -168,8 +171,10 @@ class Result:
             "seed": self.seed, "generated": self.generated, "accepted": len(self.accepted),
             "refused": len(self.refused), "refused_by_reason": dict(reasons.most_common()),
             "checked": len(self.checked), "exercised": sum(1 for s in self.checked if s in self.exercised),
+            "unreachable": len(self.unreachable), "unexercised": len(self.unreached),
             "exercised_first_round": sum(1 for r in self.exercised.values() if r == 1),
-            "rounds": self.rounds, "frames": self.frames, "differences": len(self.differences),
+            "rounds": self.rounds, "restored": self.restored, "restore_refused": self.restore_refused,
+            "frames": self.frames, "differences": len(self.differences),
             "flaky": self.flaky, "stale": self.stale, "counter_mismatches": len(self.counter_mismatches),
             "unreached": dict(Counter(self.unreached.values()).most_common()), "seconds": self.seconds,
         }  # fmt: skip
@@ -178,11 +183,13 @@ class Result:
         """Per rule: accepted (the round a frame took it in, differences of frames that took it, or why none
         did) or refused (its error and OneSwitch's reason)."""
         diffs: dict[str, list[int]] = {}
+        dead = set(self.unreachable)
         for d in self.differences:
             for r in d.rules:
                 diffs.setdefault(r, []).append(d.pid)
         rules = [{"spec": s, "exercised_in_round": self.exercised.get(s), "differences": diffs.get(s, []),
-                  **({"not_exercised": self.unreached[s]} if s in self.unreached else {})}
+                  **({"not_exercised": self.unreached[s]} if s in self.unreached else {}),
+                  **({"unreachable": "no goto chain leads to its table"} if s in dead else {})}
                  for s in self.accepted]  # fmt: skip
         return {
             "summary": self.summary(),
@@ -300,6 +307,17 @@ class _Run:
             assert not errors, f"{t.name}: delete refused: {errors}"
         self.purge()
 
+    def add(self, specs: set[str], msgs: dict[str, bytes], ports: tuple[int, int]) -> set[str]:
+        """`specs` (deleted earlier) installed again on both switches, their FLOW_MODs as first sent; the reference
+        gets what OneSwitch accepts (a refusal can depend on the rules installed). Returns those installed."""
+        order = sorted(specs)
+        errors = ofencode.install(ports[0], [msgs[s] for s in order])
+        back = [s for i, s in enumerate(order) if i not in errors]
+        ref_errors = ofencode.install(ports[1], [msgs[s] for s in back])
+        assert not ref_errors, f"the reference refused what OneSwitch accepted: {ref_errors}"
+        self.res.restore_refused += len(errors)
+        return set(back)
+
     def purge(self) -> None:
         """Empties the datapath flow caches of every vswitchd (the reference's and OneSwitch's switches'): a
         cached flow of a rule just deleted must not answer for the tables (seen once under load, > 1 s)."""
@@ -317,15 +335,14 @@ class _Run:
         """The rounds of check() (see there): frames for the rules that can be reached now, then the blockers
         deleted; `extra` frames (random) go with round 1. Returns the rules still installed."""
         res = self.res
-        pending, installed = set(res.checked), set(res.accepted)
+        pending, installed = set(res.checked) - set(res.unreachable), set(res.accepted)
         tries: Counter = Counter()
         before = (_counters(self.sut), _counters(self.ref))
         renewed = False
         while pending and (max_rounds is None or res.rounds < max_rounds):
             res.rounds += 1
-            reach, _ = chooser.plan(pending, set())
             pkts: list[tuple[int, int, bytes]] = []
-            for spec, cand in reach.items():
+            for spec, cand in chooser.plan(pending, set()).reach.items():
                 tries[spec] += 1
                 for p in chooser.ports(cand):
                     pkts.append((res.frames + len(pkts), p, cand.frame(res.frames + len(pkts))))
@@ -340,8 +357,11 @@ class _Run:
                 res.unreached[spec] = "the reference's trace did not take it where the local model did"
             if res.rounds == 1:
                 self.compare_counters(before)
-            _, blockers = chooser.plan(pending, set(res.exercised) & installed)
-            if not pkts and not blockers:
+            plan = chooser.plan(pending, set(res.exercised) & installed)
+            blockers = plan.blockers
+            if not pkts and not blockers and not plan.restore:
+                blockers = plan.held  # nothing else moves: cut chains (a later restore may bring them back)
+            if not pkts and not blockers and not plan.restore:
                 if renewed:
                     break
                 chooser.renew(pending)  # other chains and fills, once
@@ -352,6 +372,12 @@ class _Run:
                 self.delete(blockers, msgs, ports)
                 installed -= blockers
                 chooser.remove(blockers)
+            if plan.restore:
+                back = self.add(plan.restore, msgs, ports)
+                res.restored += len(back)
+                installed |= back
+                chooser.add(back)
+                chooser.refused(plan.restore - back)
         why = (
             f"not reached within {max_rounds} rounds"
             if max_rounds is not None and res.rounds >= max_rounds
@@ -412,10 +438,16 @@ def check(
     res = Result(rules.seed, len(rules.flows), accepted, refused)
     rng = random.Random(rules.seed ^ 0xF00D)
     res.checked = accepted if sample is None or sample >= len(accepted) else rng.sample(accepted, sample)
+    flows = [parse(s) for s in accepted]
+    tables = framegen.reachable_tables(flows)
+    checked = set(res.checked)
+    res.unreachable = [
+        s for s, f in zip(accepted, flows, strict=True) if f.table not in tables and s in checked
+    ]
     run = _Run(res, sut, ref, tracer, [Unixctl(c) for c in caches], gap)
     t1 = time.perf_counter()
     try:
-        installed = run.rounds(msgs, ports, framegen.Chooser([parse(s) for s in accepted], vports, rng),
+        installed = run.rounds(msgs, ports, framegen.Chooser(flows, vports, rng),
                                rulegen.packets(rules.seed, vports, random_per_port), max_rounds)  # fmt: skip
     finally:
         for u in run.caches:

@@ -90,20 +90,49 @@ def test_the_local_model_takes_the_highest_priority_and_follows_goto():
     assert [f.priority for f in pipe.path(fields, 1)] == [10, 5]
 
 
+def _rb(plan: framegen.Plan) -> tuple[dict, set]:
+    return plan.reach, plan.blockers
+
+
 def test_the_chooser_names_blockers_and_reaches_rules_in_the_way():
     top = parse("table=0,priority=30,ip,actions=drop")  # takes every IPv4 frame
     mid = parse("table=0,priority=20,ip,nw_proto=6,actions=output:9")
     low = parse("table=0,priority=10,ip,nw_proto=6,tp_dst=443,actions=output:100")
     ch = framegen.Chooser([top, mid, low], [1, 9], random.Random(2))
-    reach, blockers = ch.plan({mid.spec, low.spec}, deletable=set())
+    reach, blockers = _rb(ch.plan({mid.spec, low.spec}, deletable=set()))
     # Both are shadowed by `top`: their frames reach it instead, and it is not pending: nothing to do yet.
     assert reach == {} and blockers == set()
-    reach, blockers = ch.plan({top.spec, mid.spec, low.spec}, deletable=set())
+    reach, blockers = _rb(ch.plan({top.spec, mid.spec, low.spec}, deletable=set()))
     assert top.spec in reach and blockers == set()  # top reached (directly and as the rule in the way)
-    reach, blockers = ch.plan({mid.spec, low.spec}, deletable={top.spec})
+    reach, blockers = _rb(ch.plan({mid.spec, low.spec}, deletable={top.spec}))
     assert blockers == {top.spec}
     ch.remove(blockers)
-    reach, blockers = ch.plan({mid.spec, low.spec}, deletable=set())
+    reach, blockers = _rb(ch.plan({mid.spec, low.spec}, deletable=set()))
     assert set(reach) == {mid.spec}  # low is shadowed by mid, which its frame reaches too
-    reach, blockers = ch.plan({low.spec}, deletable={mid.spec})
+    reach, blockers = _rb(ch.plan({low.spec}, deletable={mid.spec}))
     assert blockers == {mid.spec}
+
+
+def test_the_chooser_holds_back_a_blocker_a_pending_chain_needs_and_restores_a_deleted_chain():
+    gate = parse("table=0,priority=30,ip,actions=goto_table:1")  # shadows `low`; the only way into table 1
+    low = parse("table=0,priority=10,ip,nw_proto=6,actions=output:9")
+    deep = parse("table=1,priority=5,ip,actions=output:100")
+    ch = framegen.Chooser([gate, low, deep], [1, 9], random.Random(4))
+    plan = ch.plan({low.spec, deep.spec}, deletable={gate.spec})
+    # `deep` is reached through `gate`; `gate` is in `low`'s way but `deep`'s chain needs it: held back.
+    assert set(plan.reach) == {deep.spec} and plan.blockers == set() and plan.held == {gate.spec}
+    plan = ch.plan({low.spec}, deletable={gate.spec, deep.spec})  # once `deep` is exercised, it goes
+    assert plan.blockers == {gate.spec} and plan.held == set()
+    ch.remove({gate.spec})
+    assert set(ch.plan({low.spec}, set()).reach) == {low.spec}
+    # A rule whose every chain went with the deleted rules gets a chain over all the rules: restore them.
+    plan = ch.plan({deep.spec}, set())
+    assert plan.reach == {} and plan.restore == {gate.spec}
+    ch.add(plan.restore)
+    assert set(ch.plan({deep.spec}, set()).reach) == {deep.spec}
+
+
+def test_a_table_no_goto_chain_leads_to_is_unreachable():
+    flows = [parse("table=0,priority=1,actions=goto_table:2"), parse("table=2,priority=1,actions=goto_table:3"),
+             parse("table=1,priority=1,actions=goto_table:4"), parse("table=4,priority=1,actions=drop")]  # fmt: skip
+    assert framegen.reachable_tables(flows) == {0, 2, 3}
