@@ -10,6 +10,7 @@ priority takes it first) is for the reference switch to tell (ofproto/trace, ovs
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -207,12 +208,15 @@ class Candidate:
     path: list[Flow]
     fields: dict[str, object]
     ints: dict[str, object] = field(init=False, repr=False, compare=False)  # concrete(fields)
-    paths: dict[int, tuple[str, ...]] = field(
-        default_factory=dict, repr=False, compare=False
-    )  # port -> model path
+    rules: frozenset[str] = field(init=False, repr=False, compare=False)  # the specs of `path`
+    via: frozenset[str] = field(init=False, repr=False, compare=False)  # ... but its last (the chain to it)
+    # port -> (the rules the frame takes in the local model, REACH or the first one not on `path` or None)
+    paths: dict[int, tuple[frozenset[str], object]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.ints = concrete(self.fields)
+        self.rules = frozenset(f.spec for f in self.path)
+        self.via = frozenset(f.spec for f in self.path[:-1])
 
     @property
     def in_port(self) -> int | None:
@@ -242,13 +246,29 @@ class Paths:
             path.insert(0, rng.choice(preds))
         return path
 
-    def candidates(self, rule: Flow, rng: random.Random, tries: int = 40) -> Iterator[Candidate]:
+    def chains(self, rule: Flow, rng: random.Random) -> Iterator[list[Flow]]:
+        """Every goto chain from table 0 ending at `rule`, the predecessors at each step in random order."""
+        if rule.table == 0:
+            yield [rule]
+            return
+        preds = list(self.into.get(rule.table, ()))
+        rng.shuffle(preds)
+        for p in preds:
+            for c in self.chains(p, rng):
+                yield [*c, rule]
+
+    def candidates(
+        self, rule: Flow, rng: random.Random, tries: int = 40, search: int = 20000
+    ) -> Iterator[Candidate]:
         """Distinct candidates for `rule`: random chains to it that a frame can take, each with a random fill of
-        the fields the chain leaves open (so a rule shadowed for one fill may still be reached with another)."""
+        the fields the chain leaves open (so a rule shadowed for one fill may still be reached with another).
+        If `tries` random chains give none (few chains can be taken), up to `search` chains in turn."""
         seen = set()
-        for _ in range(tries):
-            path = self.walk(rule, rng)
+        walks = (self.walk(rule, rng) for _ in range(tries))
+        for n, path in enumerate(itertools.chain(walks, itertools.islice(self.chains(rule, rng), search))):
             if path is None:
+                return
+            if n >= tries and seen:
                 return
             s = solve(path, rng)
             if s is None:
@@ -282,6 +302,7 @@ def concrete(fields: dict[str, object]) -> dict[str, object]:
     return {k: _ip(v) if k in ("nw_src", "nw_dst") else v for k, v in fields.items()}  # type: ignore[arg-type]
 
 
+REACH = object()  # Chooser: a candidate's frame takes its rule
 NEVER = -1  # the eth_type of a rule that asks for two: it matches no frame
 
 
@@ -475,11 +496,18 @@ class Chooser:
                 self.cands[spec] = [c for _, c in zip(range(1), ok, strict=False)]
         return self.cands[spec]
 
-    def _path(self, c: Candidate, port: int) -> tuple[str, ...]:
-        p = c.paths.get(port)
-        if p is None:
-            p = c.paths[port] = tuple(f.spec for f in self.pipe.path(c.fields, port, c.ints))
-        return p
+    def _outcome(self, c: Candidate, port: int) -> object:
+        """REACH if `c`'s frame in at `port` takes its rule in the local model, else the rule that takes it where
+        its chain meant another (None: no rule does)."""
+        got = c.paths.get(port)
+        if got is None:
+            path = [f.spec for f in self.pipe.path(c.fields, port, c.ints)]
+            if c.path[-1].spec in path:
+                out: object = REACH
+            else:
+                out = next((a for a, m in zip(path, (f.spec for f in c.path), strict=False) if a != m), None)
+            got = c.paths[port] = (frozenset(path), out)
+        return got[1]
 
     def plan(self, pending: set[str], deletable: set[str]) -> Plan:
         """The next round for the `pending` rules; `deletable`: the rules installed that may be deleted. A rule
@@ -488,20 +516,18 @@ class Chooser:
         blockers: set[str] = set()
         restore: set[str] = set()
         detours: dict[str, Candidate] = {}
-        chains = {f.spec for spec in sorted(pending) for c in self._candidates(spec) for f in c.path[:-1]}
-        for spec in sorted(pending):
+        order = sorted(pending)
+        chains = frozenset().union(*(c.via for spec in order for c in self._candidates(spec)))
+        for spec in order:
             for c in self._candidates(spec):
-                missing = {f.spec for f in c.path if f.spec in self.gone}
-                if missing:
-                    restore |= missing
+                if not self.gone.isdisjoint(c.rules):
+                    restore |= c.rules & self.gone
                     continue
                 for p in self.ports(c):
-                    path = self._path(c, p)
-                    if spec in path:
+                    b = self._outcome(c, p)
+                    if b is REACH:
                         reach[spec] = c
                         break
-                    meant = [f.spec for f in c.path]
-                    b = next((a for a, m in zip(path, meant, strict=False) if a != m), None)
                     if b in deletable:
                         blockers.add(b)  # type: ignore[arg-type]
                     elif b in pending:
@@ -518,11 +544,11 @@ class Chooser:
         self.pipe.remove(gone)
         for t, fl in self.paths.into.items():
             self.paths.into[t] = [f for f in fl if f.spec not in gone]
-        for spec in [s for s, cs in self.cands.items() if any(f.spec in gone for c in cs for f in c.path)]:
+        for spec in [s for s, cs in self.cands.items() if any(not c.rules.isdisjoint(gone) for c in cs)]:
             del self.cands[spec]  # fresh chains next time, over the rules still installed
         for cs in self.cands.values():
             for c in cs:
-                c.paths = {p: path for p, path in c.paths.items() if not gone.intersection(path)}
+                c.paths = {p: got for p, got in c.paths.items() if got[0].isdisjoint(gone)}
 
     def add(self, back: set[str]) -> None:
         """Deleted rules installed again: any path may take them now; chains through them are back."""
@@ -542,7 +568,7 @@ class Chooser:
         """Deleted rules the switch would not take again: no more chains through them."""
         for s in specs:
             self.restored[s] = self.restores
-        for spec in [s for s, cs in self.cands.items() if any(f.spec in specs for c in cs for f in c.path)]:
+        for spec in [s for s, cs in self.cands.items() if any(not c.rules.isdisjoint(specs) for c in cs)]:
             del self.cands[spec]
 
     def renew(self, specs: set[str]) -> None:

@@ -45,6 +45,7 @@ from .pktio import Endpoint
 VPORTS = [1, 9, 100, 101, 200, 201, 202]
 NF_PORTS = {200: "host", 201: "snic0", 202: "snic1"}  # vport -> switch (physical port NF_PORT_BASE)
 SPARE = 201  # physical port of the spare namespace on snic0 (unmapped; the bench's remap target)
+SETTLE = 0.2  # s of silence after which reading outputs stops if both switches agree on every frame
 HOST_CONFIG = {"vms": 2, "snics": [{"pcie_gbps": 0}, {"pcie_gbps": 0}]}
 
 
@@ -157,6 +158,7 @@ class Result:
     rounds: int = 0
     flaky: int = 0  # frames whose outputs differed once, not when sent again
     stale: int = 0  # frames whose outputs differed twice, not after every datapath cache was emptied
+    late: int = 0  # frames with an output after both switches had agreed (SETTLE): sent again, compared
     differences: list[Difference] = field(default_factory=list)
     counter_mismatches: list[dict] = field(default_factory=list)
     unreached: dict[str, str] = field(default_factory=dict)  # checked rule not exercised -> why
@@ -175,7 +177,7 @@ class Result:
             "exercised_first_round": sum(1 for r in self.exercised.values() if r == 1),
             "rounds": self.rounds, "restored": self.restored, "restore_refused": self.restore_refused,
             "frames": self.frames, "differences": len(self.differences),
-            "flaky": self.flaky, "stale": self.stale, "counter_mismatches": len(self.counter_mismatches),
+            "flaky": self.flaky, "stale": self.stale, "late": self.late, "counter_mismatches": len(self.counter_mismatches),
             "unreached": dict(Counter(self.unreached.values()).most_common()), "seconds": self.seconds,
         }  # fmt: skip
 
@@ -266,25 +268,62 @@ class _Run:
     ):
         self.res, self.sut, self.ref, self.tracer, self.caches, self.gap = res, sut, ref, tracer, caches, gap
         self.by_cookie = {_cookie(s): s for s in res.accepted}
+        self.spent: Counter = Counter()  # seconds per step of the rounds
+        self.settled: dict[int, tuple[tuple[int, int, bytes], list[int]]] = {}  # pid -> (frame, its rules)
+        self.late: list[
+            tuple[int, object, bytes]
+        ] = []  # outputs that arrived after their frame's reading stopped
+
+    def flush(self, rnd: int) -> None:
+        """The outputs still to come after the last round (up to 0.6 s late, as without SETTLE) checked."""
+        time.sleep(0.6)
+        self.send([], rnd)
+
+    @contextlib.contextmanager
+    def timed(self, step: str) -> Iterator[None]:
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.spent[step] += time.perf_counter() - t
 
     def send(self, pkts: list[tuple[int, int, bytes]], rnd: int) -> set[str]:
         """Traces and sends `pkts` (ids from res.frames on) to both; records differences; returns the rules
-        the frames take on the reference."""
-        taken = {pid: self.tracer.cookies(v, frame) for pid, v, frame in pkts}
-        got_sut, got_ref = equiv.run_packets_on([self.sut, self.ref], pkts, gap=self.gap)
+        the frames take on the reference. Reading stops early when both agree (SETTLE): a frame of an earlier
+        call with an output arriving after that is sent again here like a differing one."""
+        with self.timed("trace"):
+            taken = {pid: self.tracer.cookies(v, frame) for pid, v, frame in pkts}
+        with self.timed("packets"):
+            got_sut, got_ref = equiv.run_packets_on(
+                [self.sut, self.ref], pkts, gap=self.gap, settle=SETTLE, late=self.late
+            )
         self.res.frames += len(pkts)
         differing = [p for p in pkts if got_sut[p[0]] != got_ref[p[0]]]
+        again_late = sorted({pid for _, _, f in self.late if (pid := rulegen.marker_id(f)) in self.settled})
+        self.late.clear()
+        self.res.late += len(again_late)
+        self.settled.update({p[0]: (p, taken[p[0]]) for p in pkts})
+        first = {p[0] for p in differing}
+        for pid in again_late:
+            pkt, taken[pid] = self.settled[pid]
+            if pid not in first:
+                differing.append(pkt)
         if differing:  # again, both: a lost frame does not repeat, a translation bug does
-            again_sut, again_ref = equiv.run_packets_on([self.sut, self.ref], differing, gap=0.002)
+            again_sut, again_ref = equiv.run_packets_on(
+                [self.sut, self.ref], differing, gap=0.002, late=self.late
+            )
             still = [p for p in differing if again_sut[p[0]] != again_ref[p[0]]]
-            self.res.flaky += len(differing) - len(still)
+            self.res.flaky += len(first) - sum(1 for p in still if p[0] in first)
             if still:  # and with every datapath cache emptied: a stale cache entry does not repeat either
                 self.purge()
-                again_sut, again_ref = equiv.run_packets_on([self.sut, self.ref], still, gap=0.002)
+                again_sut, again_ref = equiv.run_packets_on(
+                    [self.sut, self.ref], still, gap=0.002, late=self.late
+                )
                 self.res.stale += sum(1 for p in still if again_sut[p[0]] == again_ref[p[0]])
             for pid, v, frame in still:
                 if again_sut[pid] == again_ref[pid]:
                     continue
+                self.settled.pop(pid, None)  # reported: a late output of it needs no second report
                 rules = [self.by_cookie.get(c, f"cookie {c:#x}") for c in taken[pid]]
                 self.res.differences.append(
                     Difference(
@@ -305,7 +344,6 @@ class _Run:
         for port, t in zip(ports, (self.sut, self.ref), strict=True):
             errors = ofencode.install(port, dels)
             assert not errors, f"{t.name}: delete refused: {errors}"
-        self.purge()
 
     def add(self, specs: set[str], msgs: dict[str, bytes], ports: tuple[int, int]) -> set[str]:
         """`specs` (deleted earlier) installed again on both switches, their FLOW_MODs as first sent; the reference
@@ -342,7 +380,9 @@ class _Run:
         while pending and (max_rounds is None or res.rounds < max_rounds):
             res.rounds += 1
             pkts: list[tuple[int, int, bytes]] = []
-            for spec, cand in chooser.plan(pending, set()).reach.items():
+            with self.timed("plan"):
+                reach = chooser.plan(pending, set()).reach
+            for spec, cand in reach.items():
                 tries[spec] += 1
                 for p in chooser.ports(cand):
                     pkts.append((res.frames + len(pkts), p, cand.frame(res.frames + len(pkts))))
@@ -357,7 +397,8 @@ class _Run:
                 res.unreached[spec] = "the reference's trace did not take it where the local model did"
             if res.rounds == 1:
                 self.compare_counters(before)
-            plan = chooser.plan(pending, set(res.exercised) & installed)
+            with self.timed("plan"):
+                plan = chooser.plan(pending, set(res.exercised) & installed)
             blockers = plan.blockers
             if not pkts and not blockers and not plan.restore:
                 blockers = plan.held  # nothing else moves: cut chains (a later restore may bring them back)
@@ -369,15 +410,21 @@ class _Run:
                 continue
             renewed = False
             if blockers:
-                self.delete(blockers, msgs, ports)
+                with self.timed("delete"):
+                    self.delete(blockers, msgs, ports)
                 installed -= blockers
                 chooser.remove(blockers)
             if plan.restore:
-                back = self.add(plan.restore, msgs, ports)
+                with self.timed("restore"):
+                    back = self.add(plan.restore, msgs, ports)
                 res.restored += len(back)
                 installed |= back
                 chooser.add(back)
                 chooser.refused(plan.restore - back)
+            if blockers or plan.restore:
+                with self.timed("purge"):
+                    self.purge()  # no datapath flow of a rule deleted may answer for the tables
+        self.flush(res.rounds)
         why = (
             f"not reached within {max_rounds} rounds"
             if max_rounds is not None and res.rounds >= max_rounds
@@ -454,5 +501,6 @@ def check(
             u.close()
     for t in (sut, ref):
         assert _count_flows(t) == len(installed), f"{t.name}: not the {len(installed)} remaining flows"
-    res.seconds = {"install": round(t1 - t0, 1), "rounds": round(time.perf_counter() - t1, 1)}
+    res.seconds = {"install": round(t1 - t0, 1), "rounds": round(time.perf_counter() - t1, 1),
+                   **{f"rounds_{k}": round(v, 1) for k, v in sorted(run.spent.items())}}  # fmt: skip
     return res
