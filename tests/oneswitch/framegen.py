@@ -30,14 +30,16 @@ NO_VLAN = "0x0000/0x1000"
 @dataclass
 class Sym:
     """A frame under construction: original header fields decided so far, and what the actions of the rules
-    already passed did to it. `vlan` of the original frame: None = untagged, else its VLAN id."""
+    already passed did to it. `vlan` of the original frame: None = untagged, else its (outer) VLAN id; `vlan2`:
+    the id of a second, inner tag (None: none), decided only when a chain pops the outer one and then matches
+    (OVS parses two VLAN headers: vlan-limit=0)."""
 
     rng: random.Random
     orig: dict[str, object] = field(default_factory=dict)
     changed: dict[str, object] = field(default_factory=dict)  # by set_field: wins over orig
     pushed: list[int] = field(default_factory=list)  # VLAN ids pushed by actions, outermost last
-    orig_vlan_popped: bool = False
-    orig_vlan_vid: int | None = None  # the original tag's id after a set_field on it
+    popped: int = 0  # original tags popped (0-2)
+    vids: dict[int, int] = field(default_factory=dict)  # original tag (0 outer, 1 inner) -> id set on it
     metadata: int = 0
 
     def cur(self, f: str) -> object:
@@ -60,12 +62,17 @@ class Sym:
         """The outermost VLAN id now: an int, None (untagged) or UNSET (the original's, not decided)."""
         if self.pushed:
             return self.pushed[-1]
-        if self.orig_vlan_popped:
+        key = self._tag()
+        if key is None:
             return None
-        v = self.orig.get("vlan", UNSET)
+        v = self.orig.get(key, UNSET)
         if v is UNSET or v is None:
             return v
-        return self.orig_vlan_vid if self.orig_vlan_vid is not None else v
+        return self.vids.get(self.popped, v)
+
+    def _tag(self) -> str | None:
+        """The original tag on top once the pushed ones are gone: "vlan", "vlan2", or None (both popped)."""
+        return ("vlan", "vlan2")[self.popped] if self.popped < 2 else None
 
     def _ip_field(self, f: str, value: str) -> bool:
         net = ipaddress.ip_network(value, strict=False)
@@ -82,7 +89,7 @@ class Sym:
             if k == "dl_vlan":
                 t = self.top_vlan()
                 if t is UNSET:
-                    self.orig["vlan"] = int(v)
+                    self.orig[self._tag()] = int(v)  # type: ignore[index]
                 elif t != int(v):
                     return False
             elif k == "vlan_tci":
@@ -90,7 +97,7 @@ class Sym:
                     raise ValueError(f"vlan_tci={v} not understood: {fl.spec}")
                 t = self.top_vlan()
                 if t is UNSET:
-                    self.orig["vlan"] = None
+                    self.orig[self._tag()] = None  # type: ignore[index]
                 elif t is not None:
                     return False
             elif k == "metadata":
@@ -128,7 +135,7 @@ class Sym:
                     if self.pushed:
                         self.pushed[-1] = vid
                     elif self.top_vlan() not in (UNSET, None):
-                        self.orig_vlan_vid = vid
+                        self.vids[self.popped] = vid
                 elif name in SET_FIELDS:
                     f = SET_FIELDS[name]
                     self.changed[f] = int(value) if f.startswith("tp_") else value.lower()
@@ -138,12 +145,14 @@ class Sym:
                 t = self.top_vlan()
                 self.pushed.append(t if isinstance(t, int) else 0)  # OF: the new tag copies the outer id
             elif a == "pop_vlan":
+                key = self._tag()
                 if self.pushed:
                     self.pushed.pop()
-                else:
-                    if self.orig.get("vlan", UNSET) is UNSET:
-                        self.orig["vlan"] = self.rng.choice(rulegen.VLANS)
-                    self.orig_vlan_popped = True
+                elif key is not None:  # an original tag goes (popping an untagged frame does nothing)
+                    if self.orig.get(key, UNSET) is UNSET:
+                        self.orig[key] = self.rng.choice(rulegen.VLANS)
+                    if self.orig[key] is not None:
+                        self.popped += 1
         if fl.write_metadata:
             v, m = fl.write_metadata
             self.metadata = (self.metadata & ~m) | (v & m)
@@ -155,6 +164,7 @@ class Sym:
         o.setdefault("dl_src", r.choice(rulegen.MACS[:3]))
         o.setdefault("dl_dst", r.choice(rulegen.MACS))
         o.setdefault("vlan", r.choice(rulegen.VLANS) if r.random() < 0.3 else None)
+        o.setdefault("vlan2", None)
         o.setdefault("dl_type", r.choices([IP, ARP, OTHER], weights=[7, 1.5, 1.5])[0])
         o.setdefault("nw_src", r.choice(rulegen.IPS))
         o.setdefault("nw_dst", r.choice(rulegen.IPS))
@@ -185,6 +195,8 @@ def build(o: dict[str, object], pid: int) -> bytes:
     payload = Raw(rulegen.marker(pid) + bytes(range(20)))
     eth = Ether(src=o["dl_src"], dst=o["dl_dst"])
     l2 = eth / Dot1Q(vlan=o["vlan"]) if o["vlan"] is not None else eth
+    if o["vlan"] is not None and o.get("vlan2") is not None:
+        l2 = l2 / Dot1Q(vlan=o["vlan2"])  # QinQ: the inner tag
     t = o["dl_type"]
     if t == IP:
         ip = IPv4(src=o["nw_src"], dst=o["nw_dst"], ttl=64, id=pid & 0xFFFF)
@@ -257,6 +269,12 @@ class Paths:
             for c in self.chains(p, rng):
                 yield [*c, rule]
 
+    def dead(self, rule: Flow, limit: int = 200000) -> bool:
+        """Whether no goto chain to `rule` can be taken by any frame (dead_chain of each: a proof); False if
+        there are more than `limit` chains (not looked at)."""
+        chains = list(itertools.islice(self.chains(rule, random.Random(0)), limit + 1))
+        return len(chains) <= limit and all(dead_chain(c) is not None for c in chains)
+
     def candidates(
         self, rule: Flow, rng: random.Random, tries: int = 40, search: int = 20000
     ) -> Iterator[Candidate]:
@@ -278,6 +296,56 @@ class Paths:
             if key not in seen:
                 seen.add(key)
                 yield Candidate(path, fields)
+
+
+def dead_chain(path: list[Flow]) -> str | None:
+    """Why no frame can take every rule of the goto chain `path` (the rules' matches, with what the earlier rules'
+    set_fields and write_metadata did, ask two different things of one field), or None if this finds no such
+    contradiction. Exact where it judges: in_port and eth_type never change along a path, a set_field makes a
+    field known, metadata is known from 0 on; VLAN matches and actions and the fields' implied prerequisites
+    are left out, which only admits more frames: a reason given is a proof (unlike `solve`, which picks values
+    and may miss a frame)."""
+    orig: dict[str, object] = {}  # the original frame: exact values, IPv4 fields (base, mask)
+    known: dict[str, object] = {}  # set by a set_field: wins over orig
+    metadata = 0
+    for n, fl in enumerate(path):
+        for k, v in fl.match.items():
+            if k in ("dl_vlan", "vlan_tci"):
+                continue
+            if k == "metadata":
+                val, _, mask = v.partition("/")
+                m = int(mask, 0) if mask else 2**64 - 1
+                if metadata & m != int(val, 0) & m:
+                    return f"rule {n + 1} matches metadata {v}, the chain wrote {metadata:#x}"
+            elif k in ("nw_src", "nw_dst"):
+                net = ipaddress.ip_network(v, strict=False)
+                if k in known:
+                    if ipaddress.ip_address(known[k]) not in net:  # type: ignore[arg-type]
+                        return f"rule {n + 1} matches {k}={v}, the chain set {known[k]}"
+                elif k in orig:
+                    have: ipaddress.IPv4Network = orig[k]  # type: ignore[assignment]
+                    if not have.overlaps(net):
+                        return f"rule {n + 1} matches {k}={v}, an earlier rule {have}"
+                    orig[k] = net if net.prefixlen > have.prefixlen else have
+                else:
+                    orig[k] = net
+            else:
+                value: object = v.lower() if k in ("dl_src", "dl_dst") else int(v, 0)
+                have2 = known.get(k, orig.get(k))
+                if have2 is not None and have2 != value:
+                    return f"rule {n + 1} matches {k}={v}, the chain has {have2}"
+                if k not in known:
+                    orig[k] = value
+        for a in fl.apply:
+            if a.startswith("set_field:"):
+                value2, _, name = a[len("set_field:") :].partition("->")
+                if name in SET_FIELDS:
+                    f = SET_FIELDS[name]
+                    known[f] = int(value2) if f.startswith("tp_") else value2.lower()
+        if fl.write_metadata:
+            v, m = fl.write_metadata
+            metadata = (metadata & ~m) | (v & m)
+    return None
 
 
 def reachable_tables(flows: list[Flow]) -> set[int]:
@@ -435,7 +503,7 @@ class Pipeline:
         fr = dict(ints if ints is not None else concrete(fields))
         fr["in_port"] = in_port
         dl_type = fr["dl_type"]
-        vlans = [] if fields["vlan"] is None else [fields["vlan"]]
+        vlans = [t for t in (fields.get("vlan2"), fields["vlan"]) if t is not None]  # outermost last
         out: list[Flow] = []
         metadata, table = 0, 0
         while table is not None:

@@ -13,14 +13,25 @@ the host, snic0 and snic1); a spare namespace on snic0 stays unmapped (anything 
    frames (rulegen.packets). The reference's `ofproto/trace` (ovstrace) of each injection tells which rules it
    takes: a rule is *exercised* when some injected frame takes it there.
 3. Sends every frame at its port of both switches (real packets) and compares, per frame, the multiset of
-   (virtual port, exact bytes) that left. A frame whose outputs differ is sent again on both, and again after
+   (virtual port, exact bytes) that left. Reading stops once nothing arrived for SETTLE s and both agree on
+   every frame (else after 0.6 s of quiet); an output arriving later is seen by the next send (or the final
+   one, 0.6 s after the last round) and its frame is sent again like a differing one (`late`). A frame whose
+   outputs differ is sent again on both, and again after
    every datapath cache is emptied: a difference that does not repeat is `flaky` (a lost frame) or `stale` (a
    cached flow behind its tables); one that repeats is a *difference*, reported with the rules the frame takes
    on the reference, the frame and both outputs. After round 1, the per-rule packet counters of the two
    switches are compared too (OneSwitch sums its physical replicas).
 4. Between rounds, the rules that take the frames meant for rules not exercised yet (of higher priority:
    they shadow them on both switches alike) and have been exercised themselves are deleted from both switches
-   (DELETE_STRICT through OneSwitch); the next round checks what they uncover.
+   (DELETE_STRICT through OneSwitch); the next round checks what they uncover. Such a rule that a pending
+   rule's goto chain goes through is held back until that rule is exercised (deleting it would cut the rule
+   off; only when nothing else moves is it deleted anyway); a pending rule left with no chain over the rules
+   installed gets one over all the accepted rules, and its deleted rules are installed again on both
+   (ADD through OneSwitch, `restored`).
+5. A rule no frame can take on the reference is `unreachable` (counted apart, never as exercised): in a table
+   no goto_table chain of the accepted rules leads to, or, for a rule left at the end, every such chain asks
+   two different things of one field (framegen.dead_chain: a proof, VLANs left out). Every other accepted rule
+   not exercised at the end is `unexercised`, with the reason (`unreached`).
 """
 
 from __future__ import annotations
@@ -162,7 +173,9 @@ class Result:
     differences: list[Difference] = field(default_factory=list)
     counter_mismatches: list[dict] = field(default_factory=list)
     unreached: dict[str, str] = field(default_factory=dict)  # checked rule not exercised -> why
-    unreachable: list[str] = field(default_factory=list)  # in a table no goto chain leads to: dead in both
+    unreachable: dict[str, str] = field(
+        default_factory=dict
+    )  # no frame can take it (framegen.Paths.dead) -> why
     restored: int = 0  # deleted rules installed again (both switches) for a chain to a pending rule
     restore_refused: int = 0  # of those, refused by OneSwitch (not installed on either)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -185,13 +198,12 @@ class Result:
         """Per rule: accepted (the round a frame took it in, differences of frames that took it, or why none
         did) or refused (its error and OneSwitch's reason)."""
         diffs: dict[str, list[int]] = {}
-        dead = set(self.unreachable)
         for d in self.differences:
             for r in d.rules:
                 diffs.setdefault(r, []).append(d.pid)
         rules = [{"spec": s, "exercised_in_round": self.exercised.get(s), "differences": diffs.get(s, []),
                   **({"not_exercised": self.unreached[s]} if s in self.unreached else {}),
-                  **({"unreachable": "no goto chain leads to its table"} if s in dead else {})}
+                  **({"unreachable": self.unreachable[s]} if s in self.unreachable else {})}
                  for s in self.accepted]  # fmt: skip
         return {
             "summary": self.summary(),
@@ -425,13 +437,18 @@ class _Run:
                 with self.timed("purge"):
                     self.purge()  # no datapath flow of a rule deleted may answer for the tables
         self.flush(res.rounds)
-        why = (
-            f"not reached within {max_rounds} rounds"
-            if max_rounds is not None and res.rounds >= max_rounds
-            else "no frame found that takes it (shadowed, or no goto chain leads to it)"
-        )
-        for spec in pending:
-            res.unreached[spec] = why
+        capped = max_rounds is not None and res.rounds >= max_rounds
+        for spec in sorted(pending):
+            if capped:
+                res.unreached[spec] = f"not reached within {max_rounds} rounds"
+            elif chooser.all_paths.dead(chooser.flows[spec]):
+                res.unreachable[spec] = (
+                    "every goto chain to it asks two things of one field (framegen.dead_chain)"
+                )
+            else:
+                res.unreached[spec] = (
+                    "no frame found that takes it (shadowed, or its chains need what the model lacks)"
+                )
         return installed
 
     def compare_counters(self, before: tuple[dict[int, int], dict[int, int]]) -> None:
@@ -488,9 +505,8 @@ def check(
     flows = [parse(s) for s in accepted]
     tables = framegen.reachable_tables(flows)
     checked = set(res.checked)
-    res.unreachable = [
-        s for s, f in zip(accepted, flows, strict=True) if f.table not in tables and s in checked
-    ]
+    res.unreachable = {s: "no goto chain leads to its table" for s, f in zip(accepted, flows, strict=True)
+                       if f.table not in tables and s in checked}  # fmt: skip
     run = _Run(res, sut, ref, tracer, [Unixctl(c) for c in caches], gap)
     t1 = time.perf_counter()
     try:

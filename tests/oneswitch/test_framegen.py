@@ -136,3 +136,22 @@ def test_a_table_no_goto_chain_leads_to_is_unreachable():
     flows = [parse("table=0,priority=1,actions=goto_table:2"), parse("table=2,priority=1,actions=goto_table:3"),
              parse("table=1,priority=1,actions=goto_table:4"), parse("table=4,priority=1,actions=drop")]  # fmt: skip
     assert framegen.reachable_tables(flows) == {0, 2, 3}
+
+
+def test_a_pop_then_a_vlan_match_asks_for_a_qinq_frame():
+    from scapy.layers.l2 import Dot1Q, Ether
+
+    pop = parse("table=0,priority=9,dl_vlan=20,ip,actions=pop_vlan,goto_table:1")
+    inner = parse("table=1,priority=9,dl_vlan=10,ip,actions=output:1")
+    s = framegen.solve([pop, inner], random.Random(5))
+    assert s is not None
+    fields = s.fill()
+    assert (fields["vlan"], fields["vlan2"]) == (20, 10)
+    pkt = Ether(framegen.Candidate([pop, inner], fields).frame(7))
+    assert [pkt.getlayer(Dot1Q, nb=n).vlan for n in (1, 2)] == [20, 10]
+    assert framegen.Pipeline([pop, inner]).path(fields, 1) == [pop, inner]
+    # A second pop leaves it untagged: a "no VLAN" match after it holds, a VLAN match does not.
+    untag = parse("table=0,priority=9,dl_vlan=20,ip,actions=pop_vlan,pop_vlan,goto_table:1")
+    assert framegen.solve([untag, parse("table=1,priority=9,vlan_tci=0x0000/0x1000,actions=drop")],
+                          random.Random(5)) is not None  # fmt: skip
+    assert framegen.solve([untag, inner], random.Random(5)) is None
