@@ -149,8 +149,8 @@ class Sym:
                 if self.pushed:
                     self.pushed.pop()
                 elif key is not None:  # an original tag goes (popping an untagged frame does nothing)
-                    if self.orig.get(key, UNSET) is UNSET:
-                        self.orig[key] = self.rng.choice(rulegen.VLANS)
+                    if self.orig.get(key, UNSET) is UNSET:  # tagged; QinQ only if a VLAN match asks for it
+                        self.orig[key] = self.rng.choice(rulegen.VLANS) if key == "vlan" else None
                     if self.orig[key] is not None:
                         self.popped += 1
         if fl.write_metadata:
@@ -229,6 +229,11 @@ class Candidate:
         self.ints = concrete(self.fields)
         self.rules = frozenset(f.spec for f in self.path)
         self.via = frozenset(f.spec for f in self.path[:-1])
+
+    @property
+    def qinq(self) -> bool:
+        """Whether the frame arrives with 2 VLAN headers."""
+        return self.fields.get("vlan2") is not None
 
     @property
     def in_port(self) -> int | None:
@@ -537,10 +542,17 @@ class Chooser:
     *blocker* (a rule of higher priority that matches it too). Deleting blockers that have been checked already
     uncovers the rules they shadow. A blocker that a pending rule's chain goes through is held back (deleting
     it would cut that rule off); a pending rule left with no chain over the rules installed gets one over all
-    the rules, and the deleted rules of that chain are installed again (each at most `restores` times)."""
+    the rules, and the deleted rules of that chain are installed again (each at most `restores` times). With
+    `qinq` False, no candidate whose frame arrives with 2 VLAN headers."""
 
     def __init__(
-        self, flows: list[Flow], vports: list[int], rng: random.Random, per_rule: int = 4, restores: int = 2
+        self,
+        flows: list[Flow],
+        vports: list[int],
+        rng: random.Random,
+        per_rule: int = 4,
+        restores: int = 2,
+        qinq: bool = True,
     ):
         self.flows = {f.spec: f for f in flows}
         self.pipe = Pipeline(flows)
@@ -549,6 +561,7 @@ class Chooser:
         self.gone: set[str] = set()
         self.restored: dict[str, int] = {}
         self.vports, self.rng, self.per_rule, self.restores = vports, rng, per_rule, restores
+        self.qinq = qinq
         self.cands: dict[str, list[Candidate]] = {}
 
     def ports(self, c: Candidate) -> list[int]:
@@ -556,11 +569,12 @@ class Chooser:
 
     def _candidates(self, spec: str) -> list[Candidate]:
         if spec not in self.cands:
-            gen = self.paths.candidates(self.flows[spec], self.rng)
+            gen = (c for c in self.paths.candidates(self.flows[spec], self.rng) if self.qinq or not c.qinq)
             self.cands[spec] = [c for _, c in zip(range(self.per_rule), gen, strict=False)]
             if not self.cands[spec]:  # no chain over the rules installed: one with deleted rules to restore
                 gen = self.all_paths.candidates(self.flows[spec], self.rng)
-                ok = (c for c in gen if all(self.restored.get(f.spec, 0) < self.restores for f in c.path))
+                ok = (c for c in gen if all(self.restored.get(f.spec, 0) < self.restores for f in c.path)
+                      and (self.qinq or not c.qinq))  # fmt: skip
                 self.cands[spec] = [c for _, c in zip(range(1), ok, strict=False)]
         return self.cands[spec]
 
@@ -631,6 +645,11 @@ class Chooser:
         for cs in self.cands.values():
             for c in cs:
                 c.paths = {}
+
+    def only_qinq(self, spec: str) -> bool:
+        """Whether the candidates found for `spec` over all the rules all need a frame with 2 VLAN headers."""
+        found = list(itertools.islice(self.all_paths.candidates(self.flows[spec], self.rng), 8))
+        return bool(found) and all(c.qinq for c in found)
 
     def refused(self, specs: set[str]) -> None:
         """Deleted rules the switch would not take again: no more chains through them."""

@@ -56,6 +56,10 @@ from .pktio import Endpoint
 VPORTS = [1, 9, 100, 101, 200, 201, 202]
 NF_PORTS = {200: "host", 201: "snic0", 202: "snic1"}  # vport -> switch (physical port NF_PORT_BASE)
 SPARE = 201  # physical port of the spare namespace on snic0 (unmapped; the bench's remap target)
+WIRE_QINQ = (
+    "only a frame arriving with 2 VLAN headers takes it (a pop, then a VLAN match), not sent: wire QinQ at a"
+    " rule not matching its VLANs is OneSwitch's documented known limit (oneswitch/README.md, depth)"
+)
 SETTLE = 0.2  # s of silence after which reading outputs stops if both switches agree on every frame
 HOST_CONFIG = {"vms": 2, "snics": [{"pcie_gbps": 0}, {"pcie_gbps": 0}]}
 
@@ -441,6 +445,8 @@ class _Run:
         for spec in sorted(pending):
             if capped:
                 res.unreached[spec] = f"not reached within {max_rounds} rounds"
+            elif not chooser.qinq and chooser.only_qinq(spec):
+                res.unreached[spec] = WIRE_QINQ
             elif chooser.all_paths.dead(chooser.flows[spec]):
                 res.unreachable[spec] = (
                     "every goto chain to it asks two things of one field (framegen.dead_chain)"
@@ -510,7 +516,7 @@ def check(
     run = _Run(res, sut, ref, tracer, [Unixctl(c) for c in caches], gap)
     t1 = time.perf_counter()
     try:
-        installed = run.rounds(msgs, ports, framegen.Chooser(flows, vports, rng),
+        installed = run.rounds(msgs, ports, framegen.Chooser(flows, vports, rng, qinq=False),
                                rulegen.packets(rules.seed, vports, random_per_port), max_rounds)  # fmt: skip
     finally:
         for u in run.caches:

@@ -155,3 +155,27 @@ def test_a_pop_then_a_vlan_match_asks_for_a_qinq_frame():
     assert framegen.solve([untag, parse("table=1,priority=9,vlan_tci=0x0000/0x1000,actions=drop")],
                           random.Random(5)) is not None  # fmt: skip
     assert framegen.solve([untag, inner], random.Random(5)) is None
+
+
+def test_dead_chain_proves_only_real_contradictions():
+    writes1 = parse("table=0,priority=9,in_port=1,ip,actions=set_field:10.99.0.2->ip_src,write_metadata:0x1/0xff,"
+                    "goto_table:1")  # fmt: skip
+    for bad, why in (
+        ("table=1,priority=9,metadata=0x2/0xff,actions=drop", "metadata"),
+        ("table=1,priority=9,in_port=9,actions=drop", "in_port"),
+        ("table=1,priority=9,arp,actions=drop", "dl_type"),
+        ("table=1,priority=9,ip,nw_src=10.99.1.0/24,actions=drop", "nw_src"),  # the chain set 10.99.0.2
+    ):
+        reason = framegen.dead_chain([writes1, parse(bad)])
+        assert reason is not None and why in reason, (bad, reason)
+    for ok in (
+        "table=1,priority=9,in_port=1,ip,nw_src=10.99.0.0/24,metadata=0x1/0xff,actions=drop",
+        "table=1,priority=9,dl_vlan=10,actions=drop",  # VLANs are left out: never a proof
+    ):
+        assert framegen.dead_chain([writes1, parse(ok)]) is None, ok
+    # Nested prefixes of the original frame: the solver picks one address and may miss, dead_chain does not.
+    wide = parse("table=0,priority=9,ip,nw_dst=10.99.0.0/24,actions=goto_table:1")
+    narrow = parse("table=1,priority=9,ip,nw_dst=10.99.0.2,actions=drop")
+    assert framegen.dead_chain([wide, narrow]) is None
+    assert framegen.Paths([wide, narrow]).dead(narrow) is False
+    assert framegen.Paths([narrow]).dead(narrow) is True  # no rule goes to table 1
