@@ -391,9 +391,8 @@ class _Compiled:
     nets: tuple[tuple[str, int, int], ...]  # (field, base, mask)
     vlan: object  # None: any, "none": untagged, int: outer id
     meta: tuple[int, int] | None
-    actions: tuple[
-        tuple[str, object], ...
-    ]  # ("vid", id), ("set", (field, value)), ("push", None), ("pop", None)
+    # ("vid", id), ("set", (field, value)), ("push", None), ("pop", None)
+    actions: tuple[tuple[str, object], ...]
 
     @staticmethod
     def of(fl: Flow) -> _Compiled:

@@ -16,10 +16,9 @@ the host, snic0 and snic1); a spare namespace on snic0 stays unmapped (anything 
    (virtual port, exact bytes) that left. Reading stops once nothing arrived for SETTLE s and both agree on
    every frame (else after 0.6 s of quiet); an output arriving later is seen by the next send (or the final
    one, 0.6 s after the last round) and its frame is sent again like a differing one (`late`). A frame whose
-   outputs differ is sent again on both, and again after
-   every datapath cache is emptied: a difference that does not repeat is `flaky` (a lost frame) or `stale` (a
-   cached flow behind its tables); one that repeats is a *difference*, reported with the rules the frame takes
-   on the reference, the frame and both outputs. After round 1, the per-rule packet counters of the two
+   outputs differ is sent again on both, and again after every datapath cache is emptied: a difference that
+   does not repeat is `flaky` (a lost frame) or `stale` (a cached flow behind its tables); one that repeats is
+   a *difference*, reported with the rules the frame takes on the reference, the frame and both outputs. After round 1, the per-rule packet counters of the two
    switches are compared too (OneSwitch sums its physical replicas).
 4. Between rounds, the rules that take the frames meant for rules not exercised yet (of higher priority:
    they shadow them on both switches alike) and have been exercised themselves are deleted from both switches
@@ -177,9 +176,8 @@ class Result:
     differences: list[Difference] = field(default_factory=list)
     counter_mismatches: list[dict] = field(default_factory=list)
     unreached: dict[str, str] = field(default_factory=dict)  # checked rule not exercised -> why
-    unreachable: dict[str, str] = field(
-        default_factory=dict
-    )  # no frame can take it (framegen.Paths.dead) -> why
+    # no frame can take it (no goto chain to its table, or framegen.Paths.dead) -> why
+    unreachable: dict[str, str] = field(default_factory=dict)
     restored: int = 0  # deleted rules installed again (both switches) for a chain to a pending rule
     restore_refused: int = 0  # of those, refused by OneSwitch (not installed on either)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -286,9 +284,8 @@ class _Run:
         self.by_cookie = {_cookie(s): s for s in res.accepted}
         self.spent: Counter = Counter()  # seconds per step of the rounds
         self.settled: dict[int, tuple[tuple[int, int, bytes], list[int]]] = {}  # pid -> (frame, its rules)
-        self.late: list[
-            tuple[int, object, bytes]
-        ] = []  # outputs that arrived after their frame's reading stopped
+        # outputs that arrived after their frame's reading stopped: (target index, vport, frame)
+        self.late: list[tuple[int, object, bytes]] = []
 
     def flush(self, rnd: int) -> None:
         """The outputs still to come after the last round (up to 0.6 s late, as without SETTLE) checked."""
