@@ -20,7 +20,8 @@ spare port on snic0 for remaps; and, for (a), a plain OVS bridge (own instance, 
     installed) / accepted virtual rules; also the ratio without OneSwitch's fixed rules (those present with no
     virtual rule); refusals by OneSwitch's reason. Then every accepted rule is checked for equivalence with a
     reference OVS by real packets (tests/oneswitch/fullcheck.py): `checked` rules, `exercised` (a frame took
-    it on the reference), `differences` (frames whose outputs differ, twice). `--quick` stops after 25 rounds of
+    it on the reference), `unreachable` (in a table no goto chain leads to: dead in both switches),
+    `unexercised` (neither: target 0), `differences` (frames whose outputs differ, twice). `--quick` stops after 25 rounds of
     uncovering shadowed rules, so it checks a part of them (says so). Per-rule report: bench/out/oneswitch/
     equiv-2024.json, or --equiv-report PATH.
 (c) remap time of vport 200 (host <-> snic0) vs the number of virtual rules on it (half match in_port=200,
@@ -122,12 +123,16 @@ def bench_ratio(listen: str, physical: dict[str, str], n: int, check: dict, repo
         "install_s": summary["seconds"]["install"],
         "checked": summary["checked"],
         "exercised": summary["exercised"],
+        "unreachable": summary["unreachable"],
+        "unexercised": summary["unexercised"],
         "differences": summary["differences"],
         "check": {
             k: summary[k]
             for k in (
                 "exercised_first_round",
                 "rounds",
+                "restored",
+                "restore_refused",
                 "frames",
                 "flaky",
                 "stale",
@@ -326,6 +331,8 @@ def main() -> int:
                 "refused": ratio["refused"],
                 "checked": ratio["checked"],
                 "exercised": ratio["exercised"],
+                "unreachable": ratio["unreachable"],
+                "unexercised": ratio["unexercised"],
                 "differences": ratio["differences"],
             }
         if "c" in args.parts:

@@ -98,13 +98,26 @@ def run_packets(
 
 
 def run_packets_on(
-    targets: list[Target], pkts: list[tuple[int, int, bytes]], gap: float = 0.0005, drain_every: int = 64
+    targets: list[Target],
+    pkts: list[tuple[int, int, bytes]],
+    gap: float = 0.0005,
+    drain_every: int = 64,
+    settle: float | None = None,
+    late: list[tuple[int, object, bytes]] | None = None,
 ) -> list[dict[int, Counter]]:
     """`run_packets` on several targets at once: each frame goes to every target in turn. What arrived is read
-    every `drain_every` frames too, so that long runs never overflow a socket's receive buffer."""
-    for t in targets:
-        for ep in [ep for eps in t.endpoints.values() for ep in eps] + list(t.inject.values()):
-            ep.drain()  # forget anything from before
+    every `drain_every` frames too, so that long runs never overflow a socket's receive buffer. Reading stops
+    when nothing arrived for 0.6 s, or with `settle`, as soon as nothing arrived for `settle` s and every target
+    has the same outputs for every frame (a late output then arrives after: pass `late` on the next call). What
+    arrived before sending is dropped, or, given `late`, appended to it as (target index, vport, frame)."""
+    for i, t in enumerate(targets):
+        for key, eps in t.endpoints.items():
+            for ep in eps:
+                before = ep.drain()  # forget anything from before (or hand it back as late)
+                if late is not None:
+                    late += [(i, key, f) for f in before]
+        for ep in t.inject.values():
+            ep.drain()
     got: list[dict[int, Counter]] = [{pid: Counter() for pid, _, _ in pkts} for _ in targets]
     every = {(i, key): eps for i, t in enumerate(targets) for key, eps in t.endpoints.items()}
 
@@ -123,6 +136,11 @@ def run_packets_on(
                 for ep in eps:
                     for f in ep.drain():
                         take(where, f)
+    if settle is not None:
+        for where, frame in collect(every, quiet=settle):  # type: ignore[arg-type]
+            take(where, frame)  # type: ignore[arg-type]
+        if all(g == got[0] for g in got[1:]):
+            return got
     for where, frame in collect(every):  # type: ignore[arg-type]
         take(where, frame)  # type: ignore[arg-type]
     return got

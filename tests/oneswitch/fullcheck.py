@@ -13,14 +13,24 @@ the host, snic0 and snic1); a spare namespace on snic0 stays unmapped (anything 
    frames (rulegen.packets). The reference's `ofproto/trace` (ovstrace) of each injection tells which rules it
    takes: a rule is *exercised* when some injected frame takes it there.
 3. Sends every frame at its port of both switches (real packets) and compares, per frame, the multiset of
-   (virtual port, exact bytes) that left. A frame whose outputs differ is sent again on both, and again after
-   every datapath cache is emptied: a difference that does not repeat is `flaky` (a lost frame) or `stale` (a
-   cached flow behind its tables); one that repeats is a *difference*, reported with the rules the frame takes
-   on the reference, the frame and both outputs. After round 1, the per-rule packet counters of the two
+   (virtual port, exact bytes) that left. Reading stops once nothing arrived for SETTLE s and both agree on
+   every frame (else after 0.6 s of quiet); an output arriving later is seen by the next send (or the final
+   one, 0.6 s after the last round) and its frame is sent again like a differing one (`late`). A frame whose
+   outputs differ is sent again on both, and again after every datapath cache is emptied: a difference that
+   does not repeat is `flaky` (a lost frame) or `stale` (a cached flow behind its tables); one that repeats is
+   a *difference*, reported with the rules the frame takes on the reference, the frame and both outputs. After round 1, the per-rule packet counters of the two
    switches are compared too (OneSwitch sums its physical replicas).
 4. Between rounds, the rules that take the frames meant for rules not exercised yet (of higher priority:
    they shadow them on both switches alike) and have been exercised themselves are deleted from both switches
-   (DELETE_STRICT through OneSwitch); the next round checks what they uncover.
+   (DELETE_STRICT through OneSwitch); the next round checks what they uncover. Such a rule that a pending
+   rule's goto chain goes through is held back until that rule is exercised (deleting it would cut the rule
+   off; only when nothing else moves is it deleted anyway); a pending rule left with no chain over the rules
+   installed gets one over all the accepted rules, and its deleted rules are installed again on both
+   (ADD through OneSwitch, `restored`).
+5. A rule no frame can take on the reference is `unreachable` (counted apart, never as exercised): in a table
+   no goto_table chain of the accepted rules leads to, or, for a rule left at the end, every such chain asks
+   two different things of one field (framegen.dead_chain: a proof, VLANs left out). Every other accepted rule
+   not exercised at the end is `unexercised`, with the reason (`unreached`).
 """
 
 from __future__ import annotations
@@ -45,6 +55,11 @@ from .pktio import Endpoint
 VPORTS = [1, 9, 100, 101, 200, 201, 202]
 NF_PORTS = {200: "host", 201: "snic0", 202: "snic1"}  # vport -> switch (physical port NF_PORT_BASE)
 SPARE = 201  # physical port of the spare namespace on snic0 (unmapped; the bench's remap target)
+WIRE_QINQ = (
+    "only a frame arriving with 2 VLAN headers takes it (a pop, then a VLAN match), not sent: wire QinQ at a"
+    " rule not matching its VLANs is OneSwitch's documented known limit (oneswitch/README.md, depth)"
+)
+SETTLE = 0.2  # s of silence after which reading outputs stops if both switches agree on every frame
 HOST_CONFIG = {"vms": 2, "snics": [{"pcie_gbps": 0}, {"pcie_gbps": 0}]}
 
 
@@ -157,9 +172,14 @@ class Result:
     rounds: int = 0
     flaky: int = 0  # frames whose outputs differed once, not when sent again
     stale: int = 0  # frames whose outputs differed twice, not after every datapath cache was emptied
+    late: int = 0  # frames with an output after both switches had agreed (SETTLE): sent again, compared
     differences: list[Difference] = field(default_factory=list)
     counter_mismatches: list[dict] = field(default_factory=list)
     unreached: dict[str, str] = field(default_factory=dict)  # checked rule not exercised -> why
+    # no frame can take it (no goto chain to its table, or framegen.Paths.dead) -> why
+    unreachable: dict[str, str] = field(default_factory=dict)
+    restored: int = 0  # deleted rules installed again (both switches) for a chain to a pending rule
+    restore_refused: int = 0  # of those, refused by OneSwitch (not installed on either)
     seconds: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> dict:
@@ -168,9 +188,11 @@ class Result:
             "seed": self.seed, "generated": self.generated, "accepted": len(self.accepted),
             "refused": len(self.refused), "refused_by_reason": dict(reasons.most_common()),
             "checked": len(self.checked), "exercised": sum(1 for s in self.checked if s in self.exercised),
+            "unreachable": len(self.unreachable), "unexercised": len(self.unreached),
             "exercised_first_round": sum(1 for r in self.exercised.values() if r == 1),
-            "rounds": self.rounds, "frames": self.frames, "differences": len(self.differences),
-            "flaky": self.flaky, "stale": self.stale, "counter_mismatches": len(self.counter_mismatches),
+            "rounds": self.rounds, "restored": self.restored, "restore_refused": self.restore_refused,
+            "frames": self.frames, "differences": len(self.differences),
+            "flaky": self.flaky, "stale": self.stale, "late": self.late, "counter_mismatches": len(self.counter_mismatches),
             "unreached": dict(Counter(self.unreached.values()).most_common()), "seconds": self.seconds,
         }  # fmt: skip
 
@@ -182,7 +204,8 @@ class Result:
             for r in d.rules:
                 diffs.setdefault(r, []).append(d.pid)
         rules = [{"spec": s, "exercised_in_round": self.exercised.get(s), "differences": diffs.get(s, []),
-                  **({"not_exercised": self.unreached[s]} if s in self.unreached else {})}
+                  **({"not_exercised": self.unreached[s]} if s in self.unreached else {}),
+                  **({"unreachable": self.unreachable[s]} if s in self.unreachable else {})}
                  for s in self.accepted]  # fmt: skip
         return {
             "summary": self.summary(),
@@ -259,25 +282,61 @@ class _Run:
     ):
         self.res, self.sut, self.ref, self.tracer, self.caches, self.gap = res, sut, ref, tracer, caches, gap
         self.by_cookie = {_cookie(s): s for s in res.accepted}
+        self.spent: Counter = Counter()  # seconds per step of the rounds
+        self.settled: dict[int, tuple[tuple[int, int, bytes], list[int]]] = {}  # pid -> (frame, its rules)
+        # outputs that arrived after their frame's reading stopped: (target index, vport, frame)
+        self.late: list[tuple[int, object, bytes]] = []
+
+    def flush(self, rnd: int) -> None:
+        """The outputs still to come after the last round (up to 0.6 s late, as without SETTLE) checked."""
+        time.sleep(0.6)
+        self.send([], rnd)
+
+    @contextlib.contextmanager
+    def timed(self, step: str) -> Iterator[None]:
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.spent[step] += time.perf_counter() - t
 
     def send(self, pkts: list[tuple[int, int, bytes]], rnd: int) -> set[str]:
         """Traces and sends `pkts` (ids from res.frames on) to both; records differences; returns the rules
-        the frames take on the reference."""
-        taken = {pid: self.tracer.cookies(v, frame) for pid, v, frame in pkts}
-        got_sut, got_ref = equiv.run_packets_on([self.sut, self.ref], pkts, gap=self.gap)
+        the frames take on the reference. Reading stops early when both agree (SETTLE): a frame of an earlier
+        call with an output arriving after that is sent again here like a differing one."""
+        with self.timed("trace"):
+            taken = {pid: self.tracer.cookies(v, frame) for pid, v, frame in pkts}
+        with self.timed("packets"):
+            got_sut, got_ref = equiv.run_packets_on(
+                [self.sut, self.ref], pkts, gap=self.gap, settle=SETTLE, late=self.late
+            )
         self.res.frames += len(pkts)
         differing = [p for p in pkts if got_sut[p[0]] != got_ref[p[0]]]
+        again_late = sorted({pid for _, _, f in self.late if (pid := rulegen.marker_id(f)) in self.settled})
+        self.late.clear()
+        self.res.late += len(again_late)
+        self.settled.update({p[0]: (p, taken[p[0]]) for p in pkts})
+        first = {p[0] for p in differing}
+        for pid in again_late:
+            pkt, taken[pid] = self.settled[pid]
+            if pid not in first:
+                differing.append(pkt)
         if differing:  # again, both: a lost frame does not repeat, a translation bug does
-            again_sut, again_ref = equiv.run_packets_on([self.sut, self.ref], differing, gap=0.002)
+            again_sut, again_ref = equiv.run_packets_on(
+                [self.sut, self.ref], differing, gap=0.002, late=self.late
+            )
             still = [p for p in differing if again_sut[p[0]] != again_ref[p[0]]]
-            self.res.flaky += len(differing) - len(still)
+            self.res.flaky += len(first) - sum(1 for p in still if p[0] in first)
             if still:  # and with every datapath cache emptied: a stale cache entry does not repeat either
                 self.purge()
-                again_sut, again_ref = equiv.run_packets_on([self.sut, self.ref], still, gap=0.002)
+                again_sut, again_ref = equiv.run_packets_on(
+                    [self.sut, self.ref], still, gap=0.002, late=self.late
+                )
                 self.res.stale += sum(1 for p in still if again_sut[p[0]] == again_ref[p[0]])
             for pid, v, frame in still:
                 if again_sut[pid] == again_ref[pid]:
                     continue
+                self.settled.pop(pid, None)  # reported: a late output of it needs no second report
                 rules = [self.by_cookie.get(c, f"cookie {c:#x}") for c in taken[pid]]
                 self.res.differences.append(
                     Difference(
@@ -298,7 +357,17 @@ class _Run:
         for port, t in zip(ports, (self.sut, self.ref), strict=True):
             errors = ofencode.install(port, dels)
             assert not errors, f"{t.name}: delete refused: {errors}"
-        self.purge()
+
+    def add(self, specs: set[str], msgs: dict[str, bytes], ports: tuple[int, int]) -> set[str]:
+        """`specs` (deleted earlier) installed again on both switches, their FLOW_MODs as first sent; the reference
+        gets what OneSwitch accepts (a refusal can depend on the rules installed). Returns those installed."""
+        order = sorted(specs)
+        errors = ofencode.install(ports[0], [msgs[s] for s in order])
+        back = [s for i, s in enumerate(order) if i not in errors]
+        ref_errors = ofencode.install(ports[1], [msgs[s] for s in back])
+        assert not ref_errors, f"the reference refused what OneSwitch accepted: {ref_errors}"
+        self.res.restore_refused += len(errors)
+        return set(back)
 
     def purge(self) -> None:
         """Empties the datapath flow caches of every vswitchd (the reference's and OneSwitch's switches'): a
@@ -317,14 +386,15 @@ class _Run:
         """The rounds of check() (see there): frames for the rules that can be reached now, then the blockers
         deleted; `extra` frames (random) go with round 1. Returns the rules still installed."""
         res = self.res
-        pending, installed = set(res.checked), set(res.accepted)
+        pending, installed = set(res.checked) - set(res.unreachable), set(res.accepted)
         tries: Counter = Counter()
         before = (_counters(self.sut), _counters(self.ref))
         renewed = False
         while pending and (max_rounds is None or res.rounds < max_rounds):
             res.rounds += 1
-            reach, _ = chooser.plan(pending, set())
             pkts: list[tuple[int, int, bytes]] = []
+            with self.timed("plan"):
+                reach = chooser.plan(pending, set()).reach
             for spec, cand in reach.items():
                 tries[spec] += 1
                 for p in chooser.ports(cand):
@@ -340,8 +410,12 @@ class _Run:
                 res.unreached[spec] = "the reference's trace did not take it where the local model did"
             if res.rounds == 1:
                 self.compare_counters(before)
-            _, blockers = chooser.plan(pending, set(res.exercised) & installed)
-            if not pkts and not blockers:
+            with self.timed("plan"):
+                plan = chooser.plan(pending, set(res.exercised) & installed)
+            blockers = plan.blockers
+            if not pkts and not blockers and not plan.restore:
+                blockers = plan.held  # nothing else moves: cut chains (a later restore may bring them back)
+            if not pkts and not blockers and not plan.restore:
                 if renewed:
                     break
                 chooser.renew(pending)  # other chains and fills, once
@@ -349,16 +423,35 @@ class _Run:
                 continue
             renewed = False
             if blockers:
-                self.delete(blockers, msgs, ports)
+                with self.timed("delete"):
+                    self.delete(blockers, msgs, ports)
                 installed -= blockers
                 chooser.remove(blockers)
-        why = (
-            f"not reached within {max_rounds} rounds"
-            if max_rounds is not None and res.rounds >= max_rounds
-            else "no frame found that takes it (shadowed, or no goto chain leads to it)"
-        )
-        for spec in pending:
-            res.unreached[spec] = why
+            if plan.restore:
+                with self.timed("restore"):
+                    back = self.add(plan.restore, msgs, ports)
+                res.restored += len(back)
+                installed |= back
+                chooser.add(back)
+                chooser.refused(plan.restore - back)
+            if blockers or plan.restore:
+                with self.timed("purge"):
+                    self.purge()  # no datapath flow of a rule deleted may answer for the tables
+        self.flush(res.rounds)
+        capped = max_rounds is not None and res.rounds >= max_rounds
+        for spec in sorted(pending):
+            if capped:
+                res.unreached[spec] = f"not reached within {max_rounds} rounds"
+            elif not chooser.qinq and chooser.only_qinq(spec):
+                res.unreached[spec] = WIRE_QINQ
+            elif chooser.all_paths.dead(chooser.flows[spec]):
+                res.unreachable[spec] = (
+                    "every goto chain to it asks two things of one field (framegen.dead_chain)"
+                )
+            else:
+                res.unreached[spec] = (
+                    "no frame found that takes it (shadowed, or its chains need what the model lacks)"
+                )
         return installed
 
     def compare_counters(self, before: tuple[dict[int, int], dict[int, int]]) -> None:
@@ -412,15 +505,21 @@ def check(
     res = Result(rules.seed, len(rules.flows), accepted, refused)
     rng = random.Random(rules.seed ^ 0xF00D)
     res.checked = accepted if sample is None or sample >= len(accepted) else rng.sample(accepted, sample)
+    flows = [parse(s) for s in accepted]
+    tables = framegen.reachable_tables(flows)
+    checked = set(res.checked)
+    res.unreachable = {s: "no goto chain leads to its table" for s, f in zip(accepted, flows, strict=True)
+                       if f.table not in tables and s in checked}  # fmt: skip
     run = _Run(res, sut, ref, tracer, [Unixctl(c) for c in caches], gap)
     t1 = time.perf_counter()
     try:
-        installed = run.rounds(msgs, ports, framegen.Chooser([parse(s) for s in accepted], vports, rng),
+        installed = run.rounds(msgs, ports, framegen.Chooser(flows, vports, rng, qinq=False),
                                rulegen.packets(rules.seed, vports, random_per_port), max_rounds)  # fmt: skip
     finally:
         for u in run.caches:
             u.close()
     for t in (sut, ref):
         assert _count_flows(t) == len(installed), f"{t.name}: not the {len(installed)} remaining flows"
-    res.seconds = {"install": round(t1 - t0, 1), "rounds": round(time.perf_counter() - t1, 1)}
+    res.seconds = {"install": round(t1 - t0, 1), "rounds": round(time.perf_counter() - t1, 1),
+                   **{f"rounds_{k}": round(v, 1) for k, v in sorted(run.spent.items())}}  # fmt: skip
     return res

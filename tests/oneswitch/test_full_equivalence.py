@@ -49,7 +49,8 @@ def _rules(seed: int, n: int) -> rulegen.RuleSet:
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_every_accepted_rule_equivalent(pair, seed):
-    """No difference for any frame, the same per-rule counters, and nearly every accepted rule exercised."""
+    """No difference for any frame, the same per-rule counters, and every accepted rule exercised, proved
+    unreachable, or reachable only by a frame arriving QinQ (not sent: a documented known limit)."""
     host, client, check = pair
     errors = physical_errors(client)
     res = fullcheck.check(_rules(seed, N_RULES), log=host.oneswitch().logfile, **check)
@@ -58,7 +59,9 @@ def test_every_accepted_rule_equivalent(pair, seed):
     assert not res.differences, f"seed {seed}: {s}\n" + "\n".join(d.text() for d in res.differences[:10])
     assert not res.counter_mismatches, f"seed {seed}: {res.counter_mismatches[:10]}"
     assert physical_errors(client) == errors, f"seed {seed}: a physical switch refused a translation"
-    assert s["exercised"] >= 0.8 * s["accepted"], f"seed {seed}: too few rules exercised: {s}"
+    assert s["exercised"] + s["unreachable"] + s["unexercised"] == s["accepted"], s
+    # Not exercised only where just a frame arriving QinQ could (OneSwitch's documented known limit: not sent).
+    assert set(res.unreached.values()) <= {fullcheck.WIRE_QINQ}, f"seed {seed}: {s}"
     assert s["rounds"] > 1 and s["exercised"] > s["exercised_first_round"], s  # shadowed rules were uncovered
     lost = res.flaky + res.stale
     assert lost <= max(3, res.frames // 100), f"seed {seed}: {lost} of {res.frames} frames lost once: {s}"
