@@ -224,6 +224,7 @@ fn pipelined_borrowed_reads_match_local() {
         *rt.device_mut() =
             RecordingDevice::new(frames.clone()).trickle(vec![1, 2, 3, 1, 1, 4, 2, 0, 1, 5]);
         rt.set_pipeline_depth(8);
+        rt.set_borrow_reads(true);
         rt.run(TimeSource::Packets, &AtomicBool::new(false))
             .expect("run");
         let borrowed = rt.stats().reads_borrowed.load(Relaxed);

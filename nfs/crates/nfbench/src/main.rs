@@ -2,7 +2,7 @@
 //!  [--modes local,sync,stateless,stateless-tcp,cached] [--workloads long64,long1500,short64,short1500]
 //!  [--paced-load 0.5 (0: no latency runs)] [--paced-pps N (instead: this fixed rate)] [--rtt N (0: no round-trip probe)] [--no-pin]
 //!  [--recv-cap N (saturated runs: at most N frames per receive, the batches of a port below saturation)]
-//!  [--no-borrow (small batches read every key: `Runtime::set_borrow_reads(false)`, for A/B runs)]`:
+//!  [--borrow (small batches borrow keys: `Runtime::set_borrow_reads(true)`, off by default, for A/B runs)]`:
 //! packets/s on one core, CPU per packet and latency of each NF, stateless (Redis on the same
 //! machine, started here) vs local, side by side, fed from memory. Redis is reached over its unix
 //! socket (the deployed configuration: the agent starts NFs on it) except in `stateless-tcp`
@@ -295,7 +295,7 @@ fn run_dev<D: Device>(
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
     rt.set_pipeline_depth(depth);
-    rt.set_borrow_reads(!std::env::args().any(|a| a == "--no-borrow"));
+    rt.set_borrow_reads(std::env::args().any(|a| a == "--borrow"));
     rt.record_latencies(true);
     rt.record_phases(phases);
     let s0 = rt.store_mut().stats();
@@ -495,7 +495,7 @@ const VALUE_FLAGS: [&str; 10] = [
     "--rtt",
     "--recv-cap",
 ];
-const SWITCHES: [&str; 3] = ["--quick", "--no-pin", "--no-borrow"];
+const SWITCHES: [&str; 3] = ["--quick", "--no-pin", "--borrow"];
 
 /// Checks the command line before anything runs: `Err` names the first unknown option or an
 /// option missing its value (a typo must not silently run the whole default bench).
@@ -518,7 +518,7 @@ fn check_args(args: &[String]) -> Result<(), String> {
 }
 
 const USAGE: &str = "nf-bench [--quick] [--batch N] [--depth N] [--scale N] [--nfs LIST] [--modes LIST] \
-[--workloads LIST] [--paced-load FRACTION] [--paced-pps N] [--rtt N] [--recv-cap N] [--no-borrow] [--no-pin]
+[--workloads LIST] [--paced-load FRACTION] [--paced-pps N] [--rtt N] [--recv-cap N] [--borrow] [--no-pin]
   --nfs        firewall,nat,nat-pipelined,monitor,monitor-inc,monitor-wb,lb,lb-pipelined,ips,l7fw,ipsec-out,ipsec-in
   --modes      local,sync,stateless,stateless-tcp,cached
   --workloads  long64,long1500,short64,short1500
@@ -526,7 +526,7 @@ const USAGE: &str = "nf-bench [--quick] [--batch N] [--depth N] [--scale N] [--n
   --paced-pps  a fixed offered rate instead
   --rtt        round-trip probe requests (0: none)
   --recv-cap   saturated runs: a receive returns at most N frames (small batches, as below saturation)
-  --no-borrow  small batches read every key (no borrowing from earlier batches in flight; A/B runs)
+  --borrow     small batches borrow keys earlier batches in flight read (off by default; A/B runs)
 Prints one JSON object (see the crate docs); needs redis-server on PATH.";
 
 fn main() {
@@ -729,7 +729,7 @@ mod tests {
     fn command_line_is_checked_before_running() {
         assert!(check_args(&args("")).is_ok());
         assert!(check_args(&args("--quick --nfs firewall,nat --batch 64 --no-pin")).is_ok());
-        assert!(check_args(&args("--recv-cap 16 --no-borrow --paced-load 0")).is_ok());
+        assert!(check_args(&args("--recv-cap 16 --borrow --paced-load 0")).is_ok());
         assert!(check_args(&args("--recv-cap"))
             .unwrap_err()
             .contains("missing value"));
