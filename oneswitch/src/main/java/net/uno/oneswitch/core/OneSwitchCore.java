@@ -358,7 +358,7 @@ public final class OneSwitchCore implements SouthListener {
   private void retranslateShallower(VlanPushOrder.Depths before, Set<PhysRule.Key> dirty) {
     for (VirtualRule r : relyingWhereChanged(before, pushOrder.depths())) {
       try {
-        setTranslation(r.key(), translate(r, ports), dirty);
+        trans.set(r.key(), translate(r, ports), dirty);
       } catch (OfError e) {
         LOG.debug("rule {} keeps its deeper translation: {}", r.key(), e.getMessage());
       }
@@ -379,14 +379,6 @@ public final class OneSwitchCore implements SouthListener {
       used.clear();
       throw e;
     }
-  }
-
-  private void setTranslation(VirtualRule.Key k, Translated t, Set<PhysRule.Key> dirty) {
-    trans.set(k, t, dirty);
-  }
-
-  private void setGroupTranslation(int id, Map<String, List<OFBucket>> t, Set<Long> used) {
-    trans.setGroup(id, t, used);
   }
 
   private void refreshDispatch(Set<PhysRule.Key> dirty) {
@@ -492,10 +484,6 @@ public final class OneSwitchCore implements SouthListener {
     }
   }
 
-  private void onUndo(Runnable step) {
-    refusals.onUndo(step);
-  }
-
   /** Puts {@code old} back in place of whatever rule holds its key; drops the key if it fails. */
   /**
    * Every change of {@code rules} goes through here and {@link #removeRule} (setOrder's counts).
@@ -525,7 +513,7 @@ public final class OneSwitchCore implements SouthListener {
           translateChange(cur == null ? List.of() : List.of(cur), List.of(old));
       putRule(old);
       Set<PhysRule.Key> dirty = new LinkedHashSet<>();
-      ts.forEach((k, t) -> setTranslation(k, t, dirty));
+      ts.forEach((k, t) -> trans.set(k, t, dirty));
       refreshDispatch(dirty);
       apply(dirty, Set.of(), false);
     } catch (OfError e) {
@@ -541,7 +529,7 @@ public final class OneSwitchCore implements SouthListener {
       return;
     }
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
-    setTranslation(key, null, dirty);
+    trans.set(key, null, dirty);
     removals.forget(key);
     idle.forget(key);
     retranslateShallower(pushed, dirty);
@@ -610,7 +598,7 @@ public final class OneSwitchCore implements SouthListener {
     VirtualRule old = removeRule(key);
     putRule(r);
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
-    ts.forEach((k, tr) -> setTranslation(k, tr, dirty));
+    ts.forEach((k, tr) -> trans.set(k, tr, dirty));
     removals.forget(key);
     idle.forget(key);
     Set<PhysRule.Key> readd = new HashSet<>();
@@ -618,7 +606,7 @@ public final class OneSwitchCore implements SouthListener {
       t.phys().forEach(p -> readd.add(p.key())); // ADD over an identical entry clears counters
     }
     refreshDispatch(dirty);
-    onUndo(
+    refusals.onUndo(
         () -> {
           if (rules.get(key) != r) {
             return; // a later message replaced it: that one stands
@@ -658,7 +646,7 @@ public final class OneSwitchCore implements SouthListener {
     for (int i = 0; i < updated.size(); i++) {
       VirtualRule n = updated.get(i);
       VirtualRule was = sel.get(i);
-      onUndo(
+      refusals.onUndo(
           () -> {
             if (rules.get(n.key()) == n) {
               reinstall(was);
@@ -666,13 +654,13 @@ public final class OneSwitchCore implements SouthListener {
           });
       putRule(n);
       Translated t = ts.remove(n.key());
-      setTranslation(n.key(), t, dirty);
+      trans.set(n.key(), t, dirty);
       if (reset) {
         t.phys().forEach(p -> readd.add(p.key()));
         removals.forget(n.key());
       }
     }
-    ts.forEach((k, t) -> setTranslation(k, t, dirty)); // relying rules re-translated
+    ts.forEach((k, t) -> trans.set(k, t, dirty)); // relying rules re-translated
     refreshDispatch(dirty);
     apply(dirty, readd, false);
   }
@@ -703,7 +691,7 @@ public final class OneSwitchCore implements SouthListener {
         reports.add(rm);
       }
       removeRule(k);
-      setTranslation(k, null, dirty);
+      trans.set(k, null, dirty);
       removals.forget(k);
       idle.forget(k);
     }
@@ -777,7 +765,7 @@ public final class OneSwitchCore implements SouthListener {
   private void deleteGroups(List<Integer> ids) {
     List<VirtualRule> victims = new ArrayList<>();
     for (VirtualRule r : rules.values()) {
-      if (ids.stream().anyMatch(id -> RuleSelect.usesGroup(r, id))) {
+      if (RuleSelect.usesGroup(r, ids::contains)) {
         victims.add(r);
       }
     }
@@ -785,7 +773,7 @@ public final class OneSwitchCore implements SouthListener {
     for (int g : ids) {
       if (groups.remove(g) != null) {
         groupCreated.remove(g);
-        setGroupTranslation(g, null, null);
+        trans.setGroup(g, null, null);
       }
     }
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
@@ -819,11 +807,11 @@ public final class OneSwitchCore implements SouthListener {
     if (!existed) {
       groupCreated.put(g.groupId(), clock.getAsLong());
     }
-    setGroupTranslation(g.groupId(), t, used);
+    trans.setGroup(g.groupId(), t, used);
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
-    users.forEach((k, tr) -> setTranslation(k, tr, dirty)); // label variants follow the buckets
+    users.forEach((k, tr) -> trans.set(k, tr, dirty)); // label variants follow the buckets
     refreshDispatch(dirty);
-    onUndo(
+    refusals.onUndo(
         () -> {
           if (groups.get(g.groupId()) != g) {
             return;
@@ -1286,10 +1274,10 @@ public final class OneSwitchCore implements SouthListener {
       if (!e.getValue().phys().equals(trans.of(e.getKey()))) {
         affected++;
       }
-      setTranslation(e.getKey(), e.getValue(), dirty);
+      trans.set(e.getKey(), e.getValue(), dirty);
     }
     for (Map.Entry<Integer, Map<String, List<OFBucket>>> e : gts.entrySet()) {
-      setGroupTranslation(e.getKey(), e.getValue(), gused.get(e.getKey()));
+      trans.setGroup(e.getKey(), e.getValue(), gused.get(e.getKey()));
     }
     List<Long> linger = keepOrLinger(held);
     ports = next;

@@ -3,6 +3,7 @@ package net.uno.oneswitch.core;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
+import java.util.function.IntPredicate;
 import net.uno.oneswitch.model.MatchKeys;
 import net.uno.oneswitch.model.VirtualRule;
 import net.uno.oneswitch.translate.MatchUtil;
@@ -107,10 +108,10 @@ final class RuleSelect {
     return okPort && okGroup;
   }
 
-  /** Whether an action of {@code r} (applied or written) sends to group {@code id}. */
-  static boolean usesGroup(VirtualRule r, int id) {
+  /** Whether an action of {@code r} (applied or written) sends to a group {@code which} accepts. */
+  static boolean usesGroup(VirtualRule r, IntPredicate which) {
     for (OFAction a : actionsOf(r)) {
-      if (a instanceof OFActionGroup g && g.getGroup().getGroupNumber() == id) {
+      if (a instanceof OFActionGroup g && which.test(g.getGroup().getGroupNumber())) {
         return true;
       }
     }
@@ -121,7 +122,7 @@ final class RuleSelect {
   static List<VirtualRule> usingGroup(Collection<VirtualRule> rules, int id) {
     List<VirtualRule> out = new ArrayList<>();
     for (VirtualRule r : rules) {
-      if (usesGroup(r, id)) {
+      if (usesGroup(r, g -> g == id)) {
         out.add(r);
       }
     }

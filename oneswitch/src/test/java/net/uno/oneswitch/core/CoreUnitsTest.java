@@ -136,7 +136,7 @@ class CoreUnitsTest {
         RuleSelect.forFlowMod(rules, strict.setOutPort(OFPort.of(2)).build(), 0, true, true));
     assertTrue(RuleSelect.outputsTo(a, OFPort.ANY, OFGroup.ANY));
     assertFalse(RuleSelect.outputsTo(a, OFPort.ANY, OFGroup.of(7)));
-    assertFalse(RuleSelect.usesGroup(a, 7));
+    assertFalse(RuleSelect.usesGroup(a, g -> g == 7));
   }
 
   @Test
