@@ -76,7 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from nf_agent.agent.api import create_app
     from nf_agent.agent.graph import SnicInfo
     from nf_agent.agent.portmap import OneSwitchPortMapper
-    from nf_agent.agent.runtime import HostRuntime, StartError
+    from nf_agent.agent.runtime import MAX_CPU_LATENCY_US, HostRuntime, StartError
     from nf_agent.agent.service import Agent, AgentConfig, AgentError
     from nf_agent.emulated_host.host import EmulatedHost
     from nf_agent.host_cmd import _host
@@ -100,6 +100,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError("--solve-time-limit must be > 0")
     if not 0 <= args.warm_slots <= 8:
         raise CliError("--warm-slots must be in [0, 8]")
+    if args.cpu_latency_us is not None and not 0 <= args.cpu_latency_us <= MAX_CPU_LATENCY_US:
+        raise CliError(f"--cpu-latency-us must be in [0, {MAX_CPU_LATENCY_US}] us")
     if args.failover_interval != 0 and not 10 <= args.failover_interval <= 10_000:
         raise CliError("--failover-interval must be 0 (off) or in [10, 10000] ms")
     host: EmulatedHost = _host(args)
@@ -123,7 +125,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     status = host.status()
     redis = status["redis"]
     runtime = HostRuntime(
-        host, adir, redis["port"], warm_slots=args.warm_slots, redis_socket=redis.get("unix_socket")
+        host,
+        adir,
+        redis["port"],
+        warm_slots=args.warm_slots,
+        redis_socket=redis.get("unix_socket"),
+        cpu_latency_us=args.cpu_latency_us,
     )
     snics = [
         SnicInfo(s.id, float(s.capacity), float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4, s.eth_ports)
@@ -249,6 +256,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--warm-slots", type=int, default=1,
         help="pre-created NF slots (namespace, bridge port, relays) kept free per location (host and each "
         "sNIC), taken by new instances so only the NF process starts; 0 = off (default 1)",
+    )  # fmt: skip
+    s.add_argument(
+        "--cpu-latency-us", type=int, default=None,
+        help="every NF holds this CPU wake-up latency bound while it runs (Linux PM QoS, "
+        "/dev/cpu_dma_latency; 0 = idle CPUs poll, no halt): Redis round trips without halted-CPU wake-ups "
+        "(nfs/README.md); unset (default): the host's idle states are left alone. An NF config's own "
+        "cpu_latency_us wins",
     )  # fmt: skip
     s.add_argument("--solve-time-limit", type=float, default=5.0, help="placement solver time limit, s")
     s.add_argument("--log-file", help="JSON log file (default RUNDIR/NAME/agent/agent.log; - = stderr)")

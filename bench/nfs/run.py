@@ -81,6 +81,8 @@ def summarise(results: dict) -> dict:
             st_paced, local_paced = paced["stateless"], paced["local"]
             if "p99_all_us" in st_paced:  # harness of 2026-11-26 on: p99 with the warm-up too
                 row["added_p99_all_us"] = round(st_paced["p99_all_us"] - local_paced["p99_all_us"], 1)
+            if "p99_clean_us" in st_paced and "p99_clean_us" in local_paced:  # nf-bench --stall-probe
+                row["added_p99_clean_us"] = round(st_paced["p99_clean_us"] - local_paced["p99_clean_us"], 1)
             for prefix, mode in (("sync_", "sync"), ("cached_", "cached"), ("tcp_", "stateless-tcp")):
                 row[prefix + "added_p99_us"] = round(paced[mode]["p99_us"] - paced["local"]["p99_us"], 1)
         out[nf] = row
@@ -112,7 +114,16 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--xdp", action="store_true", help="veth variant: the NF uses AF_XDP (AF_PACKET if refused)"
     )
     ap.add_argument("--rundir", default="/run/uno-bench", help="veth variant: where its run directory goes")
+    ap.add_argument(
+        "--cpu-latency-us",
+        type=int,
+        default=None,
+        help="memory variant: hold this CPU wake-up latency bound for the whole run, both modes (0: idle CPUs "
+        "poll; the agent's --cpu-latency-us); default: the host's idle states as they are",
+    )
     a = ap.parse_args(argv)
+    if a.cpu_latency_us is not None and not 0 <= a.cpu_latency_us <= 1_000_000:
+        ap.error("--cpu-latency-us: must be 0-1000000")
     paths = [p for p in a.path.split(",") if p]
     bad = [p for p in paths if p not in ("memory", "veth")]
     if bad or not paths:
@@ -147,6 +158,8 @@ def run_memory(a: argparse.Namespace) -> dict | None:
     ]
     if a.quick:
         cmd.append("--quick")
+    if a.cpu_latency_us is not None:
+        cmd += ["--cpu-latency-us", str(a.cpu_latency_us)]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if run.returncode != 0:
         print(run.stderr, file=sys.stderr)
@@ -154,7 +167,8 @@ def run_memory(a: argparse.Namespace) -> dict | None:
     data = json.loads(run.stdout.strip().splitlines()[-1])
     print(
         f"batch {data['batch']}, depth {data['depth']}, {data['repeats']} repeat(s) per mode (medians), "
-        f"Redis on this machine, pinned: {data['pinned']}; sync = Redis batch by batch, stateless = pipelined, "
+        f"Redis on this machine, pinned: {data['pinned']}, CPU wake-up bound: "
+        f"{data.get('cpu_latency_us', 'none')} us; sync = Redis batch by batch, stateless = pipelined, "
         "cached = pipelined + owner cache (these over Redis's unix socket), stateless-tcp = pipelined over TCP "
         "loopback; latency p50/p99 us; cpu = NF thread us/pkt without spinning for replies (busy), redis = "
         "Redis us/pkt, rt = round trips per 1000 packets"
@@ -193,6 +207,7 @@ def run_memory(a: argparse.Namespace) -> dict | None:
     out = summarise(data["results"])
     if data.get("rtt"):
         out["rtt"] = data["rtt"]
+    out["cpu_latency_us"] = data.get("cpu_latency_us")
     return out
 
 

@@ -56,7 +56,10 @@ SLOT_PORT_BASE = 700  # warm slots' OpenFlow ports (instances allocate from NF_P
 PIPELINED_CLAIMS = {"nat": "mapping_claim", "lb": "conn_claim"}
 
 
-def run_config(nf_type: str, config: dict, location: str) -> dict:
+MAX_CPU_LATENCY_US = 1_000_000  # nfcore::cpu_latency::MAX_US
+
+
+def run_config(nf_type: str, config: dict, location: str, cpu_latency_us: int | None = None) -> dict:
     """The config an NF instance starts with. NAT and LB claim new connections pipelined
     (`PIPELINED_CLAIMS`) unless the config says otherwise: the atomic claim costs a blocking round trip per
     new connection (NAT short flows at 64 B: 0.23x the local baseline against 0.55x pipelined,
@@ -65,8 +68,12 @@ def run_config(nf_type: str, config: dict, location: str) -> dict:
     connection before they leave (a retransmission takes the winner's mapping) where the atomic one adopts
     the winner's at once. Under an sNIC's CPU quota the Redis client does not spin for replies
     (`spin_us: 0`) unless the config says otherwise: spinning (200 us per read by default) burns the quota
-    the NF's own work needs, per batch, not per byte."""
+    the NF's own work needs, per batch, not per byte. `cpu_latency_us` (the agent's `--cpu-latency-us`): the
+    CPU wake-up latency bound the NF holds while it runs (nfs/README.md `cpu_latency_us`), unless its config
+    sets one."""
     out = dict(config)
+    if cpu_latency_us is not None and "cpu_latency_us" not in out:
+        out["cpu_latency_us"] = cpu_latency_us
     claim = PIPELINED_CLAIMS.get(nf_type)
     if claim and claim not in out:
         out[claim] = "pipelined"
@@ -130,16 +137,20 @@ class HostRuntime:
         store: str = "redis",
         warm_slots: int = 0,
         redis_socket: str | Path | None = None,
+        cpu_latency_us: int | None = None,
     ):
         """`store`: "redis" (the stateless mode, state in the host's Redis) or "local" (in-process state:
         the baseline that shows what a failover loses). `warm_slots`: free pre-created slots kept per
         location (0 = none; the agent's `--warm-slots`, default 1). `redis_socket`: Redis's own unix socket
         (the host status's `redis.unix_socket`); None: Redis is reached by TCP on `redis_port` through the
-        agent's relay."""
+        agent's relay. `cpu_latency_us`: see `run_config` (None: NFs leave the host's idle states alone)."""
         if store not in ("redis", "local"):
             raise ValueError(f"store must be 'redis' or 'local', not {store!r}")
         if not 0 <= warm_slots <= 8:
             raise ValueError(f"warm_slots must be in [0, 8], not {warm_slots!r}")
+        if cpu_latency_us is not None and not 0 <= cpu_latency_us <= MAX_CPU_LATENCY_US:
+            raise ValueError(f"cpu_latency_us must be in [0, {MAX_CPU_LATENCY_US}], not {cpu_latency_us!r}")
+        self.cpu_latency_us = cpu_latency_us
         self.store = store
         self.host = host  # EmulatedHost
         self.name = host.name
@@ -395,7 +406,7 @@ class HostRuntime:
         return p.pid
 
     def config_files(self, nf: Nf, inst: Instance) -> None:
-        self._files(inst)["config"].write_text(json.dumps(run_config(nf.type, nf.config, inst.location)))
+        self._files(inst)["config"].write_text(json.dumps(run_config(nf.type, nf.config, inst.location, self.cpu_latency_us)))
 
     def start_processes(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
         """(Re)start the instance's processes in its existing namespace: its config file, then `nf` (the

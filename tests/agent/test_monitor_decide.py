@@ -120,6 +120,10 @@ def test_run_config_no_spin_under_a_quota_and_pipelined_claims():
     cfg = {"vip": "10.0.0.1"}
     run_config("lb", cfg, "host")
     assert cfg == {"vip": "10.0.0.1"}, "the NF's own config is not changed"
+    # The agent's --cpu-latency-us goes to every NF unless its config sets its own bound.
+    assert run_config("firewall", {}, "host", 0) == {"cpu_latency_us": 0}
+    assert run_config("firewall", {"cpu_latency_us": 20}, "host", 0) == {"cpu_latency_us": 20}
+    assert run_config("firewall", {}, "host", None) == {}
 
 
 def solver(p):

@@ -42,8 +42,19 @@ fn run() -> Result<(), (i32, String)> {
     let opts = RuntimeOptions::from_config(&cfg).map_err(|e| (2, format!("config: {e}")))?;
     let depth = nfcore::config::pipeline_depth(&cfg).map_err(|e| (2, format!("config: {e}")))?;
     let spin = nfcore::config::spin_us(&cfg).map_err(|e| (2, format!("config: {e}")))?;
+    let cpu_latency =
+        nfcore::config::cpu_latency_us(&cfg).map_err(|e| (2, format!("config: {e}")))?;
     let nf = registry::make_nf(&a.nf_type, &cfg).map_err(|e| (2, format!("config: {e}")))?;
     let keys = KeySpace::new(&a.nf_id).map_err(|e| (2, e))?;
+    // Held from before ready to the end of the run; released when dropped, or by the kernel if
+    // the process dies. Not being allowed to hold it costs latency, not correctness: the NF runs
+    // on with a warning.
+    let _cpu_latency = cpu_latency.and_then(|us| {
+        nfcore::cpu_latency::CpuLatencyRequest::hold(us)
+            .inspect(|_| eprintln!("nf: holding a CPU wake-up latency bound of {us} us"))
+            .map_err(|e| eprintln!("nf: warning: config cpu_latency_us {us} not applied: {e}"))
+            .ok()
+    });
     // Start-up is on the failover path (a replacement in a warm slot is ready when /health answers):
     // the Redis connect (through the namespace's relay) and the port set-up (AF_PACKET ring) are
     // independent I/O, so they run in parallel. Ready (/health 200) still comes only after both and the

@@ -2,7 +2,10 @@
 //!  [--modes local,sync,stateless,stateless-tcp,cached] [--workloads long64,long1500,short64,short1500]
 //!  [--paced-load 0.5 (0: no latency runs)] [--paced-pps N (instead: this fixed rate)] [--rtt N (0: no round-trip probe)] [--no-pin]
 //!  [--recv-cap N (saturated runs: at most N frames per receive, the batches of a port below saturation)]
-//!  [--borrow (small batches borrow keys: `Runtime::set_borrow_reads(true)`, off by default, for A/B runs)]`:
+//!  [--borrow (small batches borrow keys: `Runtime::set_borrow_reads(true)`, off by default, for A/B runs)]
+//!  [--stall-probe (a machine-stall probe beside the paced runs, see [`stallprobe`])]
+//!  [--cpu-latency-us N (hold this CPU wake-up latency bound for the whole run, both modes:
+//!  `nfcore::cpu_latency`, as the NF's `cpu_latency_us`)]`:
 //! packets/s on one core, CPU per packet and latency of each NF, stateless (Redis on the same
 //! machine, started here) vs local, side by side, fed from memory. Redis is reached over its unix
 //! socket (the deployed configuration: the agent starts NFs on it) except in `stateless-tcp`
@@ -13,11 +16,13 @@
 //! p99_us, p99_all_us, redis_cpu_us_per_pkt, round_trips_per_1000}}}}}} (paced: long64 and
 //! short64 offered at a fraction of the lower of the local and stateless saturation rates, or at
 //! `--paced-pps`, packets arriving one by one; p50/p99 after a warm-up of the first 1/16 of the
-//! packets, p99_all over all of them). With NFBENCH_DEBUG set, each run also prints its store counters (round trips, keys)
+//! packets, p99_all over all of them; with `--stall-probe` (needs root) also p99_clean_us,
+//! stall_ms and touched_pct, see [`stallprobe`]). With NFBENCH_DEBUG set, each run also prints its store counters (round trips, keys)
 //! and the NF's counters on stderr.
 
 mod breakdown;
 mod paced;
+mod stallprobe;
 mod workload;
 
 use flowstore::test_redis::TestRedis;
@@ -138,6 +143,13 @@ struct RunFigures {
     round_trips_per_1000: f64,
     /// Paced: p99 over every packet, the warm-up included (unpaced: `p99_us`).
     p99_all_us: f64,
+    /// Paced, with the stall probe: p99 (after the warm-up) over the packets no machine stall
+    /// touched ([`stallprobe`]); NaN without it.
+    p99_clean_us: f64,
+    /// Paced, with the stall probe: the stalls' summed length over all CPUs (ms) and the share of
+    /// packets (after the warm-up) they touched (%); NaN without it.
+    stall_ms: f64,
+    touched_pct: f64,
 }
 
 /// Paced runs: the first 1/`PACED_WARMUP` of the packets are a warm-up left out of p50/p99 (the
@@ -229,7 +241,11 @@ fn run_once(
         }
         Some(r) => {
             let dev = paced::PacedDevice::new(frames.to_vec(), r);
-            let (fig, _, phases, dev) = run_dev(&spec, store, dev);
+            let probe = probe_cpus().map(|c| stallprobe::Probe::start(&c));
+            let (mut fig, _, phases, dev) = run_dev(&spec, store, dev);
+            if let Some(stalls) = probe.and_then(stallprobe::Probe::stop) {
+                clean_figures(&mut fig, &dev, &stalls, dev.lat_us.len() / PACED_WARMUP);
+            }
             // Transmit order is arrival order (batches leave in order).
             let skip = dev.lat_us.len() / PACED_WARMUP;
             if let Some(b) = breakdown::describe(&phases, skip) {
@@ -243,6 +259,50 @@ fn run_once(
     fig.p99_us = percentile(&lat, 0.99);
     fig.p99_all_us = all.map_or(fig.p99_us, |a| percentile(&a, 0.99));
     fig
+}
+
+/// The CPUs the stall probe watches: those the NF and Redis are pinned to (see [`pin`]);
+/// `None` on one CPU or without `--stall-probe`.
+fn probe_cpus() -> Option<Vec<usize>> {
+    // Online CPUs (not `available_parallelism`: this thread is pinned to one by then).
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    (n >= 2 && std::env::args().any(|a| a == "--stall-probe")).then(|| vec![0, 1])
+}
+
+/// The paced figures that leave out packets a machine stall touched (see [`stallprobe`]):
+/// packets `skip..` of `dev` (after the warm-up).
+fn clean_figures(
+    fig: &mut RunFigures,
+    dev: &paced::PacedDevice,
+    stalls: &[stallprobe::Stall],
+    skip: usize,
+) {
+    let n = dev.lat_us.len();
+    let mut clean: Vec<f64> = (skip..n)
+        .filter(|&i| {
+            let from = dev.arrived_ns[i];
+            let to = from + (dev.lat_us[i] * 1e3) as u64;
+            !stallprobe::touched(stalls, from, to)
+        })
+        .map(|i| dev.lat_us[i])
+        .collect();
+    clean.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let counted = n.saturating_sub(skip).max(1);
+    fig.p99_clean_us = percentile(&clean, 0.99);
+    fig.stall_ms = stalls.iter().map(|s| s.dur_ns).sum::<u64>() as f64 / 1e6;
+    fig.touched_pct = 100.0 * (counted - clean.len().min(counted)) as f64 / counted as f64;
+    if std::env::var("NFBENCH_DEBUG").is_ok() {
+        let t0 = dev.arrived_ns.first().copied().unwrap_or(0);
+        let list: Vec<String> = stalls
+            .iter()
+            .map(|s| {
+                let at = s.start_ns.saturating_sub(t0) as f64 / 1e6;
+                format!("cpu{} @{at:.1} ms {:.0} us", s.cpu, s.dur_ns as f64 / 1e3)
+            })
+            .collect();
+        eprintln!("STALLS {}: {}", list.len(), list.join(", "));
+    }
 }
 
 /// What one run runs.
@@ -320,6 +380,9 @@ fn run_dev<D: Device>(
         p50_us: f64::NAN,
         p99_us: f64::NAN,
         p99_all_us: f64::NAN,
+        p99_clean_us: f64::NAN,
+        stall_ms: f64::NAN,
+        touched_pct: f64::NAN,
         cpu_us: cpu1.saturating_sub(cpu0) as f64 / 1e3 / n,
         busy_cpu_us: (cpu1.saturating_sub(cpu0) as f64 - (s.spin_ns - s0.spin_ns) as f64) / 1e3 / n,
         redis_cpu_us: rcpu1.saturating_sub(rcpu0) as f64 / 1e3 / n,
@@ -470,7 +533,7 @@ const MODES: [&str; 5] = ["local", "sync", "stateless", "stateless-tcp", "cached
 fn medians(acc: &[RunFigures]) -> Value {
     let m = |f: fn(&RunFigures) -> f64| median(acc.iter().map(f).collect());
     let r = |v: f64, k: f64| (v * k).round() / k;
-    json!({
+    let mut v = json!({
         "pps": m(|r| r.pps).round(),
         "p50_us": r(m(|r| r.p50_us), 10.0),
         "p99_us": r(m(|r| r.p99_us), 10.0),
@@ -479,11 +542,25 @@ fn medians(acc: &[RunFigures]) -> Value {
         "busy_cpu_us_per_pkt": r(m(|r| r.busy_cpu_us), 1000.0),
         "redis_cpu_us_per_pkt": r(m(|r| r.redis_cpu_us), 1000.0),
         "round_trips_per_1000": r(m(|r| r.round_trips_per_1000), 10.0),
-    })
+    });
+    // The stall probe's figures, when every repeat had them (paced runs with the probe).
+    type Figure = fn(&RunFigures) -> f64;
+    let probed: [(&str, Figure, f64); 3] = [
+        ("p99_clean_us", |r| r.p99_clean_us, 10.0),
+        ("stall_ms", |r| r.stall_ms, 100.0),
+        ("touched_pct", |r| r.touched_pct, 100.0),
+    ];
+    for (k, f, prec) in probed {
+        if !acc.is_empty() && acc.iter().all(|x| f(x).is_finite()) {
+            v[k] = json!(r(m(f), prec));
+        }
+    }
+    v
 }
 
 /// Options taking a value, and switches.
-const VALUE_FLAGS: [&str; 10] = [
+const VALUE_FLAGS: [&str; 11] = [
+    "--cpu-latency-us",
     "--batch",
     "--depth",
     "--scale",
@@ -495,7 +572,7 @@ const VALUE_FLAGS: [&str; 10] = [
     "--rtt",
     "--recv-cap",
 ];
-const SWITCHES: [&str; 3] = ["--quick", "--no-pin", "--borrow"];
+const SWITCHES: [&str; 4] = ["--quick", "--no-pin", "--borrow", "--stall-probe"];
 
 /// Checks the command line before anything runs: `Err` names the first unknown option or an
 /// option missing its value (a typo must not silently run the whole default bench).
@@ -518,7 +595,7 @@ fn check_args(args: &[String]) -> Result<(), String> {
 }
 
 const USAGE: &str = "nf-bench [--quick] [--batch N] [--depth N] [--scale N] [--nfs LIST] [--modes LIST] \
-[--workloads LIST] [--paced-load FRACTION] [--paced-pps N] [--rtt N] [--recv-cap N] [--borrow] [--no-pin]
+[--workloads LIST] [--paced-load FRACTION] [--paced-pps N] [--rtt N] [--recv-cap N] [--borrow] [--no-pin] [--stall-probe] [--cpu-latency-us N]
   --nfs        firewall,nat,nat-pipelined,monitor,monitor-inc,monitor-wb,lb,lb-pipelined,ips,l7fw,ipsec-out,ipsec-in
   --modes      local,sync,stateless,stateless-tcp,cached
   --workloads  long64,long1500,short64,short1500
@@ -527,6 +604,9 @@ const USAGE: &str = "nf-bench [--quick] [--batch N] [--depth N] [--scale N] [--n
   --rtt        round-trip probe requests (0: none)
   --recv-cap   saturated runs: a receive returns at most N frames (small batches, as below saturation)
   --borrow     small batches borrow keys earlier batches in flight read (off by default; A/B runs)
+  --cpu-latency-us  hold this CPU wake-up latency bound during the whole run (0: idle CPUs poll)
+  --stall-probe  paced runs: real-time probe threads record CPU stalls; adds p99_clean_us (packets no
+               stall touched), stall_ms, touched_pct (a diagnosis: the probe's wake-ups perturb the run)
 Prints one JSON object (see the crate docs); needs redis-server on PATH.";
 
 fn main() {
@@ -540,6 +620,12 @@ fn main() {
         std::process::exit(2);
     }
     let quick = args.iter().any(|a| a == "--quick");
+    let cpu_latency_us: Option<u32> = flag(&args, "--cpu-latency-us", "N");
+    // Held to the end of main: both modes run under it.
+    let _cpu_latency = cpu_latency_us.map(|us| {
+        nfcore::cpu_latency::CpuLatencyRequest::hold(us)
+            .unwrap_or_else(|e| panic!("--cpu-latency-us {us}: {e}"))
+    });
     let nfs: Vec<String> = flag_list(&args, "--nfs").unwrap_or_else(|| {
         [
             "firewall",
@@ -713,6 +799,7 @@ fn main() {
     println!(
         "{}",
         json!({"batch": batch, "depth": depth, "pinned": pinned, "paced_load": paced_load,
+               "cpu_latency_us": cpu_latency_us,
                "repeats": repeats, "scale": scale, "rtt": rtt, "results": result})
     );
 }

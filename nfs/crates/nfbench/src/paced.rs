@@ -18,6 +18,8 @@ pub struct PacedDevice {
     cap: usize,
     /// Arrival-to-transmit time of each packet, us.
     pub lat_us: Vec<f64>,
+    /// Arrival time of each packet (wall clock, ns), in `lat_us` order.
+    pub arrived_ns: Vec<u64>,
 }
 
 impl PacedDevice {
@@ -31,6 +33,7 @@ impl PacedDevice {
             start_ns: 0,
             cap: usize::MAX,
             lat_us: Vec::with_capacity(n),
+            arrived_ns: Vec::with_capacity(n),
         }
     }
 
@@ -88,8 +91,9 @@ impl Device for PacedDevice {
     fn send(&mut self, batch: &Batch, keep: &[bool], _now_ns: u64) -> io::Result<usize> {
         let now = wall_ns();
         for i in 0..batch.len() {
-            self.lat_us
-                .push(now.saturating_sub(batch.ts_ns(i)) as f64 / 1e3);
+            let t = batch.ts_ns(i);
+            self.lat_us.push(now.saturating_sub(t) as f64 / 1e3);
+            self.arrived_ns.push(t);
         }
         Ok(keep.iter().filter(|k| **k).count())
     }

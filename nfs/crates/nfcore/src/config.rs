@@ -87,12 +87,25 @@ pub const RUNTIME_KEYS: &[&str] = &[
     "owner_cache",
     "pipeline_depth",
     "spin_us",
+    "cpu_latency_us",
 ];
 
 /// `spin_us` (0-10000, default 200): how long the Redis client spins for a reply before sleeping.
 /// An NF with a core of its own should spin; one under a CPU quota (an sNIC cgroup) may prefer 0.
 pub fn spin_us(cfg: &Value) -> Result<u64, String> {
     opt_u64(object(cfg, "config")?, "spin_us", 200, 0, 10_000)
+}
+
+/// `cpu_latency_us` (0-1000000, default none): hold a CPU wake-up latency request of this bound
+/// while the NF runs ([`crate::cpu_latency`]; 0 keeps idle CPUs polling). None: leave the host's
+/// idle states alone.
+pub fn cpu_latency_us(cfg: &Value) -> Result<Option<u32>, String> {
+    let o = object(cfg, "config")?;
+    if o.get("cpu_latency_us").is_none_or(Value::is_null) {
+        return Ok(None);
+    }
+    let max = u64::from(crate::cpu_latency::MAX_US);
+    Ok(Some(opt_u64(o, "cpu_latency_us", 0, 0, max)? as u32))
 }
 
 /// `pipeline_depth` (1-64, default [`crate::runtime::DEFAULT_PIPELINE_DEPTH`]): batches in
@@ -154,6 +167,28 @@ mod tests {
         for bad in [0, 65] {
             let e = pipeline_depth(&serde_json::json!({ "pipeline_depth": bad })).unwrap_err();
             assert!(e.contains("pipeline_depth"), "{e}");
+        }
+        let lat = |v: serde_json::Value| cpu_latency_us(&v);
+        assert_eq!(lat(serde_json::json!({})).unwrap(), None);
+        assert_eq!(
+            lat(serde_json::json!({"cpu_latency_us": null})).unwrap(),
+            None
+        );
+        assert_eq!(
+            lat(serde_json::json!({"cpu_latency_us": 0})).unwrap(),
+            Some(0)
+        );
+        assert_eq!(
+            lat(serde_json::json!({"cpu_latency_us": 50})).unwrap(),
+            Some(50)
+        );
+        for bad in [
+            serde_json::json!({"cpu_latency_us": -1}),
+            serde_json::json!({"cpu_latency_us": 1_000_001}),
+            serde_json::json!({"cpu_latency_us": "0"}),
+        ] {
+            let e = lat(bad.clone()).unwrap_err();
+            assert!(e.contains("cpu_latency_us"), "{bad}: {e}");
         }
         let o = serde_json::json!({"a": 1, "zz": 2});
         let e = only_keys(o.as_object().unwrap(), &["a"], "firewall").unwrap_err();

@@ -15,6 +15,7 @@
 
 pub mod config;
 pub mod control;
+pub mod cpu_latency;
 pub mod ctx;
 pub mod drain;
 pub mod harness;
