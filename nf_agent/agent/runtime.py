@@ -406,7 +406,9 @@ class HostRuntime:
         return p.pid
 
     def config_files(self, nf: Nf, inst: Instance) -> None:
-        self._files(inst)["config"].write_text(json.dumps(run_config(nf.type, nf.config, inst.location, self.cpu_latency_us)))
+        self._files(inst)["config"].write_text(
+            json.dumps(run_config(nf.type, nf.config, inst.location, self.cpu_latency_us))
+        )
 
     def start_processes(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
         """(Re)start the instance's processes in its existing namespace: its config file, then `nf` (the

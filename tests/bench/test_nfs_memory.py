@@ -32,7 +32,9 @@ def test_summary_per_transport_with_cpu_figures():
     assert s["added_p99_all_us"] == 350.0
     assert "added_p99_clean_us" not in s  # no stall probe
     paced["stateless"]["p99_clean_us"], paced["local"]["p99_clean_us"] = 90.0, 25.0
-    assert nfs_run.summarise({"fw": {"long64": long64, "short64": short64}})["fw"]["added_p99_clean_us"] == 65.0
+    assert (
+        nfs_run.summarise({"fw": {"long64": long64, "short64": short64}})["fw"]["added_p99_clean_us"] == 65.0
+    )
     assert s["sat_added_p50_us"] == 50.0 and s["offered_pps"] == 400
     assert s["stateless_busy_cpu_us_per_pkt"] == 0.7 and s["local_cpu_us_per_pkt"] == 0.7
     assert s["stateless_redis_cpu_us_per_pkt"] == 0.2 and s["stateless_round_trips_per_1000"] == 31.3
