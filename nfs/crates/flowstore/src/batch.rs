@@ -11,6 +11,35 @@ pub enum Newer<'a> {
     Unknown,
 }
 
+/// What a batch sees of one key, and where its own plain write of it is.
+#[derive(Debug)]
+struct Seen {
+    val: Option<Vec<u8>>,
+    /// Index in `writes` of this batch's last `Set`/`Del` of the key while no other write of the
+    /// key came after it ([`NO_WRITE`]: none): a repeated write replaces it in place instead of
+    /// adding one (long flows write a key several times per batch; each write cost a copy of the
+    /// key and, at coalescing, the drop of the superseded one). Checked before use: the op there
+    /// must be a `Set`/`Del` of the same key (writes are flushed and coalesced behind it).
+    w: u32,
+}
+
+const NO_WRITE: u32 = u32::MAX;
+
+impl Seen {
+    fn fetched(val: Option<Vec<u8>>) -> Seen {
+        Seen { val, w: NO_WRITE }
+    }
+}
+
+/// The entry of `key` in `view`, made if absent (the key is copied only then: usually it was
+/// fetched and is there).
+fn entry<'v>(view: &'v mut FastMap<Key, Seen>, key: &[u8]) -> &'v mut Seen {
+    if !view.contains_key(key) {
+        view.insert(key.to_vec(), Seen::fetched(None));
+    }
+    view.get_mut(key).expect("inserted")
+}
+
 /// State of one packet batch: planned reads fetched in one round trip, an overlay so packet k+1
 /// sees packet k's writes, and the writes to flush in one round trip. Reused across batches
 /// (`clear` keeps allocations).
@@ -23,7 +52,7 @@ pub struct BatchState {
     borrowed: usize,
     wanted: FastSet<Key>,
     /// What this batch sees: fetched values, then overlaid by its own writes.
-    view: FastMap<Key, Option<Vec<u8>>>,
+    view: FastMap<Key, Seen>,
     values: Vec<Option<Vec<u8>>>,
     writes: Vec<WriteOp>,
     /// Keys whose value in the tier is not confirmed yet (this instance's claim, or a write
@@ -97,7 +126,7 @@ impl BatchState {
         }
         store.get_many(&self.keys[..n], &mut self.values)?;
         for (k, v) in self.keys.iter().zip(self.values.drain(..)) {
-            self.view.entry(k.clone()).or_insert(v);
+            self.view.entry(k.clone()).or_insert(Seen::fetched(v));
         }
         Ok(())
     }
@@ -113,40 +142,72 @@ impl BatchState {
             store.note_unplanned_read();
             let mut out = Vec::with_capacity(1);
             store.get_many(&[key.to_vec()], &mut out)?;
-            self.view.insert(key.to_vec(), out.pop().flatten());
+            self.view
+                .insert(key.to_vec(), Seen::fetched(out.pop().flatten()));
         }
-        Ok(self.view.get(key).and_then(|v| v.as_deref()))
+        Ok(self.view.get(key).and_then(|v| v.val.as_deref()))
     }
 
-    fn insert(&mut self, key: &[u8], v: Option<Vec<u8>>) {
-        // The key is usually in the view already (fetched): no copy of it then.
-        match self.view.get_mut(key) {
-            Some(e) => *e = v,
-            None => {
-                self.view.insert(key.to_vec(), v);
+    /// Overlay `v` on `key`; returns its entry. Any write index there is dropped (`write`
+    /// sets it again for plain writes).
+    fn insert(&mut self, key: &[u8], v: Option<Vec<u8>>) -> &mut Seen {
+        let e = entry(&mut self.view, key);
+        e.val = v;
+        e.w = NO_WRITE;
+        e
+    }
+
+    /// A plain write (`Some`: set, `None`: delete) of an unguarded key: replaces this batch's
+    /// previous plain write of it in place when nothing else wrote the key since, else is added.
+    fn write(&mut self, key: &[u8], value: Option<Vec<u8>>) {
+        let e = entry(&mut self.view, key);
+        let op = |key: Key, value: Option<Vec<u8>>| match value {
+            Some(value) => WriteOp::Set { key, value },
+            None => WriteOp::Del { key },
+        };
+        e.w = match self.writes.get_mut(e.w as usize) {
+            Some(w @ (WriteOp::Set { .. } | WriteOp::Del { .. })) if w.key() == key => {
+                let k = match std::mem::replace(w, WriteOp::Del { key: Vec::new() }) {
+                    WriteOp::Set { key, .. } | WriteOp::Del { key } => key,
+                    _ => unreachable!("matched a Set or Del"),
+                };
+                *w = op(k, value.clone());
+                e.w
             }
+            _ => {
+                self.writes.push(op(key.to_vec(), value.clone()));
+                (self.writes.len() - 1) as u32
+            }
+        };
+        e.val = value;
+    }
+
+    /// Another kind of write of `key` follows: a later plain write must not replace an earlier
+    /// one in place (that would move it before this one).
+    fn unpin(&mut self, key: &[u8]) {
+        if let Some(e) = self.view.get_mut(key) {
+            e.w = NO_WRITE;
         }
     }
 
     /// Set `key` to `value` (visible to later packets of this batch; written at flush).
     pub fn set(&mut self, key: &[u8], value: Vec<u8>) {
-        self.insert(key, Some(value.clone()));
-        if self.guarded(key, Some(&value)) {
+        if self.guards.contains_key(key) {
+            self.insert(key, Some(value.clone()));
+            self.guarded(key, Some(&value));
             return;
         }
-        self.writes.push(WriteOp::Set {
-            key: key.to_vec(),
-            value,
-        });
+        self.write(key, Some(value));
     }
 
     /// Delete `key`.
     pub fn del(&mut self, key: &[u8]) {
-        self.insert(key, None);
-        if self.guarded(key, None) {
+        if self.guards.contains_key(key) {
+            self.insert(key, None);
+            self.guarded(key, None);
             return;
         }
-        self.writes.push(WriteOp::Del { key: key.to_vec() });
+        self.write(key, None);
     }
 
     /// A write of a guarded key becomes conditional on the value expected there (true: done).
@@ -207,6 +268,7 @@ impl BatchState {
     /// Change one field of the hash at `key` in the tier (not visible through [`BatchState::get`]:
     /// a hash is read with [`FlowStore::hash_get_all`]).
     pub fn hash_op(&mut self, key: &[u8], field: &[u8], op: HashOp) {
+        self.unpin(key);
         self.writes.push(WriteOp::Hash {
             key: key.to_vec(),
             field: field.to_vec(),
@@ -227,7 +289,7 @@ impl BatchState {
     /// The value of `key` if this batch knows it (fetched or written), without a round trip:
     /// `None` when it would have to be read.
     pub fn peek(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.view.get(key).map(|v| v.as_deref())
+        self.view.get(key).map(|v| v.val.as_deref())
     }
 
     /// Pending writes (tests, stats).
@@ -322,7 +384,7 @@ impl BatchState {
     /// order), as [`BatchState::fetch`] does after its round trip.
     pub fn install(&mut self, values: &mut Vec<Option<Vec<u8>>>) {
         for (k, v) in self.keys.iter().zip(values.drain(..)) {
-            self.view.entry(k.clone()).or_insert(v);
+            self.view.entry(k.clone()).or_insert(Seen::fetched(v));
         }
     }
 
@@ -350,9 +412,12 @@ impl BatchState {
         for k in &self.keys {
             match newer(k) {
                 Some(Newer::Value(v)) => match self.view.get_mut(k.as_slice()) {
-                    Some(e) => *e = v.clone(),
+                    Some(e) => {
+                        e.val = v.clone();
+                        e.w = NO_WRITE;
+                    }
                     None => {
-                        self.view.insert(k.clone(), v.clone());
+                        self.view.insert(k.clone(), Seen::fetched(v.clone()));
                     }
                 },
                 Some(Newer::Unknown) => {
@@ -383,6 +448,75 @@ impl BatchState {
 mod tests {
     use super::*;
     use crate::LocalStore;
+
+    #[test]
+    fn repeated_plain_writes_replace_in_place_with_the_same_outcome() {
+        // Random sequences of sets, deletes and increments over three keys: the batch's writes
+        // (in-place replacement, then coalescing) must leave the tier as the ops one by one do.
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let keys: [&[u8]; 3] = [b"a", b"b", b"c"];
+        for round in 0..500 {
+            let mut b = BatchState::new();
+            let mut reference = LocalStore::new();
+            let n = 1 + next(12);
+            for i in 0..n {
+                let k = keys[next(3) as usize];
+                let op = match next(5) {
+                    0..=2 => {
+                        let v = format!("{}", round * 100 + i).into_bytes();
+                        b.set(k, v.clone());
+                        WriteOp::Set {
+                            key: k.to_vec(),
+                            value: v,
+                        }
+                    }
+                    3 => {
+                        b.del(k);
+                        WriteOp::Del { key: k.to_vec() }
+                    }
+                    _ => {
+                        b.incr(k, 3);
+                        WriteOp::Incr {
+                            key: k.to_vec(),
+                            delta: 3,
+                        }
+                    }
+                };
+                reference.write_many(std::slice::from_ref(&op)).unwrap();
+            }
+            assert!(b.pending_writes().len() as u64 <= n);
+            b.coalesce();
+            let mut s = LocalStore::new();
+            s.write_many(b.pending_writes()).unwrap();
+            let all: Vec<Key> = keys.iter().map(|k| k.to_vec()).collect();
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            s.get_many(&all, &mut x).unwrap();
+            reference.get_many(&all, &mut y).unwrap();
+            assert_eq!(x, y, "round {round}: {:?}", b.pending_writes());
+        }
+        // Five writes of one key are one op; another kind of write between two keeps them apart
+        // (and in order).
+        let mut b = BatchState::new();
+        for i in 0..5u8 {
+            b.set(b"k", vec![i]);
+        }
+        assert_eq!(b.pending_writes().len(), 1);
+        assert_eq!(b.peek(b"k"), Some(Some(&[4u8][..])));
+        b.hash_op(b"k", b"f", HashOp::Incr(1));
+        b.set(b"k", vec![9]);
+        assert_eq!(b.pending_writes().len(), 3);
+        // After a flush the next write of the key is a new op.
+        let mut s = LocalStore::new();
+        b.flush(&mut s).unwrap();
+        b.set(b"k", vec![7]);
+        assert_eq!(b.pending_writes().len(), 1);
+    }
 
     #[test]
     fn hash_ops_merge_per_field_between_whole_key_writes() {

@@ -21,10 +21,19 @@ pub enum Direction {
     Reverse,
 }
 
-fn ip_bytes(ip: &IpAddr, out: &mut Vec<u8>) {
+/// Longest [`FlowKey::to_bytes`]: protocol, two ports, two IPv6 addresses.
+const KEY_BYTES: usize = 1 + 2 + 2 + 16 + 16;
+
+/// Append `b` at `buf[*at..]`.
+fn put(buf: &mut [u8; KEY_BYTES], at: &mut usize, b: &[u8]) {
+    buf[*at..*at + b.len()].copy_from_slice(b);
+    *at += b.len();
+}
+
+fn put_ip(buf: &mut [u8; KEY_BYTES], at: &mut usize, ip: &IpAddr) {
     match ip {
-        IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
-        IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
+        IpAddr::V4(a) => put(buf, at, &a.octets()),
+        IpAddr::V6(a) => put(buf, at, &a.octets()),
     }
 }
 
@@ -52,19 +61,30 @@ impl FlowKey {
 
     /// Stable byte encoding: proto, ports, addresses (used for hashing and as state values).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(37);
-        v.push(self.proto);
-        v.extend_from_slice(&self.src_port.to_be_bytes());
-        v.extend_from_slice(&self.dst_port.to_be_bytes());
-        ip_bytes(&self.src, &mut v);
-        ip_bytes(&self.dst, &mut v);
-        v
+        let mut buf = [0u8; KEY_BYTES];
+        let n = self.encode(&mut buf);
+        buf[..n].to_vec()
     }
 
-    /// Stable 64-bit FNV-1a hash of the directional key: identical on every instance, build and
-    /// platform (unlike `std::hash`), so it can name keys in the shared state tier.
+    /// The bytes of [`FlowKey::to_bytes`] into `buf` (no allocation: this runs for every packet
+    /// of every NF); returns their length.
+    fn encode(&self, buf: &mut [u8; KEY_BYTES]) -> usize {
+        let mut at = 0;
+        put(buf, &mut at, &[self.proto]);
+        put(buf, &mut at, &self.src_port.to_be_bytes());
+        put(buf, &mut at, &self.dst_port.to_be_bytes());
+        put_ip(buf, &mut at, &self.src);
+        put_ip(buf, &mut at, &self.dst);
+        at
+    }
+
+    /// Stable 64-bit FNV-1a hash of the directional key ([`FlowKey::to_bytes`]): identical on
+    /// every instance, build and platform (unlike `std::hash`), so it can name keys in the shared
+    /// state tier.
     pub fn stable_hash(&self) -> u64 {
-        fnv1a(&self.to_bytes())
+        let mut buf = [0u8; KEY_BYTES];
+        let n = self.encode(&mut buf);
+        fnv1a(&buf[..n])
     }
 
     /// Hash of the canonical key: both directions of a connection give the same value.

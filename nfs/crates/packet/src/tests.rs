@@ -148,6 +148,31 @@ fn canonical_key_is_symmetric() {
     assert_eq!(flow::fnv1a(b"a"), 0xaf63dc4c8601ec8c);
 }
 
+/// The tier's flow keys are named by this hash: it must never change (instances of two versions
+/// share state during a rolling upgrade). Values from FNV-1a over proto, ports (big endian) and
+/// addresses, computed apart from this code.
+#[test]
+fn stable_hash_is_pinned() {
+    let k4 = flow::FlowKey {
+        src: "10.0.0.9".parse().unwrap(),
+        dst: "10.0.0.2".parse().unwrap(),
+        src_port: 5555,
+        dst_port: 80,
+        proto: 6,
+    };
+    assert_eq!(k4.stable_hash(), 0xb0ac8971a82074c0);
+    assert_eq!(k4.to_bytes().len(), 13);
+    let k6 = flow::FlowKey {
+        src: "2001:db8::1".parse().unwrap(),
+        dst: "2001:db8::2".parse().unwrap(),
+        src_port: 53,
+        dst_port: 4000,
+        proto: 17,
+    };
+    assert_eq!(k6.stable_hash(), 0x4982b4133576f3f5);
+    assert_eq!(flow::fnv1a(&k6.to_bytes()), k6.stable_hash());
+}
+
 /// Bounded fuzz pass (stable toolchain, fixed seed and case count): random and mutated frames
 /// must parse or fail cleanly, and rewrites on anything that parses must not panic.
 #[test]
