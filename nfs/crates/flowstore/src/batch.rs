@@ -1,6 +1,8 @@
 //! Per-batch read set, overlay and write buffer.
 
+use crate::fasthash::FastState;
 use crate::{FastMap, FastSet, FlowStore, HashOp, Key, StoreError, WriteOp};
+use std::hash::BuildHasher;
 
 /// A value of a key newer than the one a batch fetched ([`BatchState::refresh`]).
 #[derive(Debug, Clone, Copy)]
@@ -50,7 +52,11 @@ pub struct BatchState {
     /// is expected to write them, and its values reach this one as newer values
     /// ([`BatchState::refresh`]); one it does not write is read when needed ([`BatchState::get`]).
     borrowed: usize,
-    wanted: FastSet<Key>,
+    /// The read set's keys by their hash (the first index in `keys` with that hash): no copy of
+    /// each key (one was made per distinct key per batch); equal hashes of different keys are
+    /// told apart by comparing with `keys`.
+    wanted: FastMap<u64, u32>,
+    hasher: FastState,
     /// What this batch sees: fetched values, then overlaid by its own writes.
     view: FastMap<Key, Seen>,
     values: Vec<Option<Vec<u8>>>,
@@ -80,15 +86,30 @@ impl BatchState {
 
     /// Add `key` to the read set (duplicates are fetched once).
     pub fn want(&mut self, key: Key) {
-        if !self.wanted.contains(&key) {
-            self.wanted.insert(key.clone());
-            self.keys.push(key);
+        let h = self.hasher.hash_one(key.as_slice());
+        match self.wanted.get(&h) {
+            None => {
+                self.wanted.insert(h, self.keys.len() as u32);
+                self.keys.push(key);
+            }
+            Some(_) if self.in_read_set_hashed(h, &key) => {}
+            // Another key with this hash (rare): kept, found by the scan of `in_read_set_hashed`.
+            Some(_) => self.keys.push(key),
         }
     }
 
     /// Whether `key` is in the read set.
     pub fn in_read_set(&self, key: &[u8]) -> bool {
-        self.wanted.contains(key)
+        self.in_read_set_hashed(self.hasher.hash_one(key), key)
+    }
+
+    fn in_read_set_hashed(&self, h: u64, key: &[u8]) -> bool {
+        match self.wanted.get(&h) {
+            None => false,
+            Some(&i) if self.keys.get(i as usize).is_some_and(|k| k == key) => true,
+            // Another key with this hash (a collision): look through them all.
+            Some(_) => self.keys.iter().any(|k| k == key),
+        }
     }
 
     /// Keys in the read set.
@@ -115,6 +136,12 @@ impl BatchState {
         }
         // keys[fetch..n] are lent; together with those borrowed before they end the list.
         self.borrowed = self.keys.len() - fetch;
+        // The keys moved: index them again (first index per hash, as `want` does).
+        self.wanted.clear();
+        for (i, k) in self.keys.iter().enumerate() {
+            let h = self.hasher.hash_one(k.as_slice());
+            self.wanted.entry(h).or_insert(i as u32);
+        }
         self.borrowed
     }
 
@@ -516,6 +543,28 @@ mod tests {
         b.flush(&mut s).unwrap();
         b.set(b"k", vec![7]);
         assert_eq!(b.pending_writes().len(), 1);
+    }
+
+    #[test]
+    fn the_read_set_finds_its_keys_after_duplicates_and_a_borrow_reorders_them() {
+        let mut b = BatchState::new();
+        for k in [&b"a"[..], b"b", b"a", b"c", b"b", b"d"] {
+            b.want(k.to_vec());
+        }
+        assert_eq!(
+            b.read_set(),
+            [b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]
+        );
+        assert_eq!(b.borrow(|k| k == b"a" || k == b"c"), 2);
+        assert_ne!(b.read_set()[0], b"a".to_vec(), "reordered");
+        for k in [&b"a"[..], b"b", b"c", b"d"] {
+            assert!(b.in_read_set(k), "{k:?}");
+        }
+        assert!(!b.in_read_set(b"e"));
+        b.want(b"c".to_vec());
+        assert_eq!(b.read_set().len(), 4);
+        b.clear();
+        assert!(!b.in_read_set(b"a"));
     }
 
     #[test]
