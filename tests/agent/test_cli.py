@@ -23,6 +23,8 @@ from nf_agent.cli import main
         (["--failover-interval", "-1"], "--failover-interval"),
         (["--warm-slots", "-1"], "--warm-slots"),
         (["--warm-slots", "9"], "--warm-slots"),
+        (["--cpu-latency-us", "-1"], "--cpu-latency-us"),
+        (["--cpu-latency-us", "1000001"], "--cpu-latency-us"),
         (["--name", "zz9q"], "not up"),
         (["--name", "Bad_Name"], "name"),
     ],
