@@ -356,7 +356,6 @@ fn run_dev<D: Device>(
     }
     rt.set_pipeline_depth(depth);
     rt.set_borrow_reads(std::env::args().any(|a| a == "--borrow"));
-    rt.set_eager_writes(std::env::args().any(|a| a == "--eager-writes"));
     rt.record_latencies(true);
     rt.record_phases(phases);
     let s0 = rt.store_mut().stats();
@@ -573,13 +572,7 @@ const VALUE_FLAGS: [&str; 11] = [
     "--rtt",
     "--recv-cap",
 ];
-const SWITCHES: [&str; 5] = [
-    "--quick",
-    "--no-pin",
-    "--borrow",
-    "--stall-probe",
-    "--eager-writes",
-];
+const SWITCHES: [&str; 4] = ["--quick", "--no-pin", "--borrow", "--stall-probe"];
 
 /// Checks the command line before anything runs: `Err` names the first unknown option or an
 /// option missing its value (a typo must not silently run the whole default bench).
@@ -602,7 +595,7 @@ fn check_args(args: &[String]) -> Result<(), String> {
 }
 
 const USAGE: &str = "nf-bench [--quick] [--batch N] [--depth N] [--scale N] [--nfs LIST] [--modes LIST] \
-[--workloads LIST] [--paced-load FRACTION] [--paced-pps N] [--rtt N] [--recv-cap N] [--borrow] [--no-pin] [--eager-writes] [--stall-probe] [--cpu-latency-us N]
+[--workloads LIST] [--paced-load FRACTION] [--paced-pps N] [--rtt N] [--recv-cap N] [--borrow] [--no-pin] [--stall-probe] [--cpu-latency-us N]
   --nfs        firewall,nat,nat-pipelined,monitor,monitor-inc,monitor-wb,lb,lb-pipelined,ips,l7fw,ipsec-out,ipsec-in
   --modes      local,sync,stateless,stateless-tcp,cached
   --workloads  long64,long1500,short64,short1500
@@ -612,7 +605,6 @@ const USAGE: &str = "nf-bench [--quick] [--batch N] [--depth N] [--scale N] [--n
   --recv-cap   saturated runs: a receive returns at most N frames (small batches, as below saturation)
   --borrow     small batches borrow keys earlier batches in flight read (off by default; A/B runs)
   --cpu-latency-us  hold this CPU wake-up latency bound during the whole run (0: idle CPUs poll)
-  --eager-writes  a small batch's writes leave as soon as it is processed (Runtime::set_eager_writes)
   --stall-probe  paced runs: real-time probe threads record CPU stalls; adds p99_clean_us (packets no
                stall touched), stall_ms, touched_pct (a diagnosis: the probe's wake-ups perturb the run)
 Prints one JSON object (see the crate docs); needs redis-server on PATH.";

@@ -72,8 +72,6 @@ pub struct Runtime<D: Device> {
     depth: usize,
     /// Small batches may borrow keys from earlier batches in flight (pipelined loop).
     borrow: bool,
-    /// See [`Runtime::set_eager_writes`].
-    eager_writes: bool,
     pipe: pipelined::PipeState,
     /// Per-batch receive-to-transmit times in us, when recording (benchmarks).
     latencies: Option<Vec<f64>>,
@@ -128,7 +126,6 @@ impl<D: Device> Runtime<D> {
             batches_since_snapshot: 0,
             depth: DEFAULT_PIPELINE_DEPTH,
             borrow: false,
-            eager_writes: false,
             pipe: pipelined::PipeState::default(),
             latencies: None,
             phases: None,
@@ -401,13 +398,6 @@ impl<D: Device> Runtime<D> {
     /// at half load; on for A/B measurements).
     pub fn set_borrow_reads(&mut self, on: bool) {
         self.borrow = on;
-    }
-
-    /// Whether the pipelined loop sends a small batch's writes as soon as it is processed, rather
-    /// than with the next batch's reads (fewer sends) or when it next waits for a reply. Below
-    /// saturation the acknowledgement is the last wait before a batch leaves.
-    pub fn set_eager_writes(&mut self, on: bool) {
-        self.eager_writes = on;
     }
 
     pub fn pipeline_depth(&self) -> usize {

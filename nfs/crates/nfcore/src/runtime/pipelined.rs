@@ -435,11 +435,7 @@ impl<D: Device> Runtime<D> {
                     .map(|s| !s.reads_pending)
                     .unwrap_or(false);
                 if ready && self.writing_room() {
-                    let small = self.pipe.reading.front().is_some_and(|s| s.small);
                     self.process_front()?;
-                    if small && self.eager_writes && pipe(self.store.as_mut()).unsent() > 0 {
-                        self.flush_pipe()?;
-                    }
                     // A blocking call from inside `process` pushes what is queued.
                     self.mark_sent(self.mark());
                 } else if !self.pipe.expect.is_empty() {
