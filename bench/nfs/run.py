@@ -3,7 +3,8 @@ baseline side by side in one run, long flows (thousands of packets) and short fl
 64 B and 1500 B, in two variants (`--path`, both by default, memory first):
 
 - `memory`: fed from memory so the NF and its state client are measured (no NIC, no OVS): builds and runs
-  the Rust harness nfs/crates/nfbench (`nf-bench`);
+  the Rust harness nfs/crates/nfbench (`nf-bench`), under the CPU wake-up latency bound the agent gives its
+  NFs (`--cpu-latency-us`, default 0; `off` measures without it);
 - `veth`: the `nf` binary on a veth behind a real OVS bridge, fed by `traffic gen`, measured by
   `traffic sink` (bench/nfs/veth.py; needs root and Open vSwitch).
 
@@ -116,14 +117,20 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--rundir", default="/run/uno-bench", help="veth variant: where its run directory goes")
     ap.add_argument(
         "--cpu-latency-us",
-        type=int,
-        default=None,
-        help="memory variant: hold this CPU wake-up latency bound for the whole run, both modes (0: idle CPUs "
-        "poll; the agent's --cpu-latency-us); default: the host's idle states as they are",
+        default="0",
+        help="memory variant: the CPU wake-up latency bound held for the whole run, both modes: 0 (default, as "
+        "`uno agent serve` runs NFs: idle CPUs poll) or 'off' (the host's idle states as they are)",
     )
     a = ap.parse_args(argv)
-    if a.cpu_latency_us is not None and not 0 <= a.cpu_latency_us <= 1_000_000:
-        ap.error("--cpu-latency-us: must be 0-1000000")
+    if a.cpu_latency_us == "off":
+        a.cpu_latency_us = None
+    else:
+        try:
+            a.cpu_latency_us = int(a.cpu_latency_us)
+        except ValueError:
+            ap.error(f"--cpu-latency-us: 'off' or an integer, not {a.cpu_latency_us!r}")
+        if not 0 <= a.cpu_latency_us <= 1_000_000:
+            ap.error("--cpu-latency-us: must be 'off' or 0-1000000")
     paths = [p for p in a.path.split(",") if p]
     bad = [p for p in paths if p not in ("memory", "veth")]
     if bad or not paths:

@@ -25,6 +25,7 @@ from nf_agent.cli import main
         (["--warm-slots", "9"], "--warm-slots"),
         (["--cpu-latency-us", "-1"], "--cpu-latency-us"),
         (["--cpu-latency-us", "1000001"], "--cpu-latency-us"),
+        (["--cpu-latency-us", "none"], "--cpu-latency-us"),
         (["--name", "zz9q"], "not up"),
         (["--name", "Bad_Name"], "name"),
     ],
