@@ -138,7 +138,11 @@ def run(tb: Testbed, bins: Binaries, nfs: list[str], cores: float, periods: list
                 for p in runs:
                     runs[p].append(qb.measure(nf, rate, UNLIMITED_CORES if p == NONE else cores, p))
             row = {label(p): medians(r) for p, r in runs.items()}
-            res["loads"][f"{load:g}"] = {"rate_pps": round(rate), **row}
+            res["loads"][f"{load:g}"] = {
+                "rate_pps": round(rate),
+                **row,
+                "runs": {label(p): r for p, r in runs.items()},
+            }
             for p in runs:
                 m = row[label(p)]
                 log(f"{nf:8} load {load:4g} ({rate:6.0f} pps) {label(p):>5}: demand/used {m['cores']:.3f} cores "
