@@ -29,7 +29,8 @@ from pathlib import Path
 from bench.common import median
 from bench.nfs.veth import NF_CONFIGS, NF_DST, Binaries, _last_json
 from bench.nfs.veth_testbed import Testbed, wait_exit
-from snic_datapath.cgroup import CpuCgroup
+from host_datapath.sysutil import DatapathError
+from snic_datapath.cgroup import CpuCgroup, quota_us
 
 NONE = 0  # period key of the unthrottled baseline
 UNLIMITED_CORES = 2.0  # more than the NF's one packet thread can use: never throttled
@@ -183,6 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     ):
         ap.error(f"bad arguments (unknown NFs: {bad})" if bad else "--cores, --seconds, --rounds, --calib-pps "
                  "must be positive, --loads and --periods not empty")  # fmt: skip
+    for period in a.periods:
+        try:
+            quota_us(a.cores, period)
+        except DatapathError as exc:
+            ap.error(f"--periods: {exc}")
     if os.geteuid() != 0:
         ap.error("needs root (namespaces, cgroups)")
     target = Path(__file__).resolve().parents[2] / "nfs" / "target" / "release"

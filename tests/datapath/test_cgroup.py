@@ -8,12 +8,14 @@ import pytest
 
 from host_datapath.sysutil import DatapathError, pid_alive
 from snic_datapath.cgroup import (
+    MAX_PERIOD_US,
     MIN_PERIOD_US,
     MIN_QUOTA_US,
     PERIOD_US,
     ROOT,
     CpuCgroup,
     cgroup_version,
+    default_period_us,
     quota_us,
 )
 
@@ -160,3 +162,18 @@ def test_destroy_finds_a_process_in_one_v1_controller_only():
         proc.wait()
         if cg.exists():
             cg.destroy()
+
+
+def test_default_period_grants_the_kernel_minimum():
+    """PERIOD_US unless the quota would fall under 1 ms per period; then the shortest period that gives 1 ms."""
+    assert default_period_us(0.5) == PERIOD_US
+    assert default_period_us(MIN_QUOTA_US / PERIOD_US) == PERIOD_US
+    assert default_period_us(0.01) == max(PERIOD_US, 100_000)
+    for cores in (0.001, 0.003, 0.01, 0.07, 0.1, 0.15, 0.2, 0.5, 2.0):
+        period = default_period_us(cores)
+        assert quota_us(cores, period) >= MIN_QUOTA_US and period >= PERIOD_US
+    assert default_period_us(0.0001) == MAX_PERIOD_US  # still too small: create() refuses it, naming why
+    with pytest.raises(DatapathError, match="minimum"):
+        quota_us(0.0001, default_period_us(0.0001))
+    with pytest.raises(DatapathError, match="positive"):
+        default_period_us(0)
