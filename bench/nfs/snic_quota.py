@@ -27,13 +27,14 @@ import time
 from pathlib import Path
 
 from bench.common import median
-from bench.nfs.veth import NF_CONFIGS, NF_DST, Binaries, _last_json
+from bench.nfs.veth import NF_CONFIGS, NF_DST, Binaries, VethBench, _last_json
 from bench.nfs.veth_testbed import Testbed, wait_exit
 from host_datapath.sysutil import DatapathError
 from snic_datapath.cgroup import CpuCgroup, quota_us
 
 NONE = 0  # period key of the unthrottled baseline
 UNLIMITED_CORES = 2.0  # more than the NF's one packet thread can use: never throttled
+UNLIMITED_PERIOD_US = 100_000  # the period of the `none` runs (any: they are never throttled)
 FLOWS = 16
 CALIBRATION_STEPS = 2  # unthrottled runs per load that correct its rate to the measured demand
 FIGURES = ("offered_pps", "loss", "p50_us", "p99_us", "max_us", "cores", "throttled_per_s", "throttled_ms_per_s",
@@ -45,32 +46,28 @@ def nf_config(nf: str) -> dict:
     return {**NF_CONFIGS[nf], "spin_us": 0}
 
 
-class QuotaBench:
+class QuotaBench(VethBench):
     """Runs on one direct `Testbed`; every run gets its own cgroup, removed after the run."""
 
     def __init__(self, tb: Testbed, bins: Binaries, seconds: float):
-        self.tb, self.bins, self.seconds = tb, bins, seconds
-        self.run_id = 0
+        super().__init__(tb, bins)
+        self.seconds = seconds
 
-    def measure(self, nf: str, rate: float, cores: float, period_us: int) -> dict:
+    def measure_in_cgroup(self, nf: str, rate: float, cores: float, period_us: int) -> dict:
+        """One run of `nf` at `rate` pps in a fresh cgroup of `cores` per `period_us` (NONE: UNLIMITED_PERIOD_US)."""
         tb = self.tb
-        self.run_id += 1
-        cfg = tb.dir / f"{nf}.json"
-        cfg.write_text(json.dumps(nf_config(nf)))
+        cfg = self.next_run(nf, nf_config(nf))
         tb.redis_flush()
         cg = CpuCgroup(f"uno-{tb.name}-snic{self.run_id}")
         proc = None
         try:
-            cg.create(cores, period_us or 100_000)
+            cg.create(cores, period_us or UNLIMITED_PERIOD_US)
             proc = tb.start_nf(self.bins.nf, nf, tb.store_url, cfg)
             cg.add(proc.pid)
             pkts = max(1, round(rate * self.seconds / FLOWS))
-            sink = tb.traffic(self.bins.traffic, "sink", [
+            sink = tb.start_sink(self.bins.traffic, [
                 "--run", str(self.run_id), "--expect", str(pkts * FLOWS), "--idle-ms", "1500",
                 "--duration-ms", str(int(self.seconds * 1000 + 30_000))])  # fmt: skip
-            ready = sink.stdout.readline()
-            if '"ready"' not in ready:
-                raise RuntimeError(f"traffic sink did not start: {ready!r}")
             thr0, use0 = cg.throttling(), cg.usage_seconds()
             gen = tb.traffic(self.bins.traffic, "gen", [
                 "--run", str(self.run_id), "--flows", str(FLOWS), "--pkts", str(pkts), "--rate", f"{rate:.0f}",
@@ -127,17 +124,17 @@ def run(tb: Testbed, bins: Binaries, nfs: list[str], cores: float, periods: list
     qb = QuotaBench(tb, bins, seconds)
     results: dict = {}
     for nf in nfs:
-        cal = qb.measure(nf, calib_pps, UNLIMITED_CORES, NONE)
+        cal = qb.measure_in_cgroup(nf, calib_pps, UNLIMITED_CORES, NONE)
         log(f"{nf}: calibration at {calib_pps:.0f} pps unthrottled: {cal['cpu_us_per_pkt']} us CPU per packet, "
             f"{cal['cores']} cores")  # fmt: skip
         res: dict = {"calibration": cal, "cores": cores, "loads": {}}
         for load, rate in zip(loads, rates_for(loads, cores, cal["cpu_us_per_pkt"]), strict=True):
             for _ in range(CALIBRATION_STEPS):  # the CPU per packet falls as batches grow with the rate
-                rate *= load * cores / qb.measure(nf, rate, UNLIMITED_CORES, NONE)["cores"]
+                rate *= load * cores / qb.measure_in_cgroup(nf, rate, UNLIMITED_CORES, NONE)["cores"]
             runs: dict[int, list[dict]] = {p: [] for p in (NONE, *periods)}
             for _ in range(rounds):
                 for p in runs:
-                    runs[p].append(qb.measure(nf, rate, UNLIMITED_CORES if p == NONE else cores, p))
+                    runs[p].append(qb.measure_in_cgroup(nf, rate, UNLIMITED_CORES if p == NONE else cores, p))
             row = {label(p): medians(r) for p, r in runs.items()}
             res["loads"][f"{load:g}"] = {
                 "rate_pps": round(rate),

@@ -261,6 +261,14 @@ class Testbed:
         return self._spawn([str(binary), side, "--port", iface, *args], self.dir / f"{side}.log", ns,
                            stdout=subprocess.PIPE, text=True)  # fmt: skip
 
+    def start_sink(self, binary: Path, args: list[str]) -> subprocess.Popen:
+        """`traffic sink` with `args`, returned once it says it is ready (its port open)."""
+        sink = self.traffic(binary, "sink", args)
+        ready = sink.stdout.readline()
+        if '"ready"' not in ready:
+            raise RuntimeError(f"traffic sink did not start: {ready!r}")
+        return sink
+
     def leftovers(self) -> list[str]:
         """Namespaces, links and the run directory of this testbed still present (for the cleanup test)."""
         ns = run(["ip", "netns", "list"], check=False)

@@ -64,8 +64,8 @@ def test_tiny_run_in_a_real_cgroup_and_nothing_left():
     tb = Testbed(rundir="/run/uno-test", direct=True)
     with tb:
         qb = sq.QuotaBench(tb, Binaries(NF_BINARY, TRAFFIC), seconds=0.3)
-        free = qb.measure("firewall", 2000, sq.UNLIMITED_CORES, sq.NONE)
-        capped = qb.measure("firewall", 2000, 0.2, 10_000)
+        free = qb.measure_in_cgroup("firewall", 2000, sq.UNLIMITED_CORES, sq.NONE)
+        capped = qb.measure_in_cgroup("firewall", 2000, 0.2, 10_000)
     for f in (free, capped):
         assert set(sq.FIGURES) <= set(f)
         assert f["offered_pps"] > 0 and 0 <= f["loss"] < 1 and f["p50_us"] > 0, f

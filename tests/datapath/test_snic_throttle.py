@@ -51,9 +51,8 @@ def test_a_throttled_nf_loses_no_frame_below_its_ring_capacity():
             cg.add(nf.pid)
             spinner = subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
             cg.add(spinner.pid)
-            sink = tb.traffic(TRAFFIC, "sink", ["--run", "1", "--expect", str(FLOWS * PKTS), "--idle-ms", "5000",
-                                                "--duration-ms", "120000"])  # fmt: skip
-            assert '"ready"' in sink.stdout.readline()
+            sink = tb.start_sink(TRAFFIC, ["--run", "1", "--expect", str(FLOWS * PKTS), "--idle-ms", "5000",
+                                           "--duration-ms", "120000"])  # fmt: skip
             before = cg.throttling()
             gen = tb.traffic(TRAFFIC, "gen", ["--run", "1", "--flows", str(FLOWS), "--pkts", str(PKTS),
                                               "--rate", str(RATE), "--dst-port", "80"])  # fmt: skip
