@@ -59,7 +59,7 @@ class Throttling:
 
     periods: int  # periods in which the group had something to run
     throttled: int  # periods at whose end the group had used its quota and was stopped
-    throttled_s: float  # total time its runnable threads were kept off the CPU
+    throttled_s: float  # time its run queues were held off, summed over the CPUs (can exceed wall time)
 
 
 def cgroup_version(root: Path = ROOT) -> int:

@@ -20,9 +20,7 @@ DEFAULT_CONFIG = Path(__file__).with_name("default.yaml")
 # The emulation's unit mapping: placement capacity units (DESIGN.md section 3) per host CPU core of quota. The
 # default sNIC (capacity 36) gets half a core: a weaker compute domain than the host, on a 2-core machine.
 UNITS_PER_CORE = 72.0
-MIN_QUOTA_CORES = (
-    0.01  # 1 ms per 100 ms: the kernel refuses quotas below 1 ms per period (snic_datapath/cgroup.py)
-)
+MIN_QUOTA_CORES = 0.01  # 1 ms (the kernel's minimum quota) per 100 ms; cgroup.default_period_us lengthens it
 
 
 def quota_cores(capacity: float, cpu_quota: float | None) -> float:
