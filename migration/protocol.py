@@ -100,9 +100,10 @@ class MigrationConfig:
     # datapath's cached flows). None = poll counters (below) only.
     drain_quiet_ms: int | None = 20
     # Fallback for an instance that cannot tell (an older `nf`): its rx counter unchanged this long =
-    # drained. Above the cgroup CPU period (100 ms): a throttled sNIC instance may not run for a whole period
-    # while frames wait in its port's ring, which its counters do not show (0.1 s let the move stop it with
-    # frames still queued: holes in TCP streams).
+    # drained. Above the cgroup CPU period (10 ms, up to 100 ms for small quotas: snic_datapath/cgroup.py): a
+    # throttled sNIC instance may not run for a whole period while frames wait in its port's ring, which its
+    # counters do not show (0.1 s, with the 100 ms period of then, let the move stop it with frames still
+    # queued: holes in TCP streams).
     quiet_s: float = 0.25
     poll_s: float = 0.02
     # The target queues up to this many packets between the remap and the end of the old instance's drain

@@ -160,7 +160,12 @@ def _print_status(status: dict, json_out: bool) -> None:
     for s in status["snics"]:
         line = f"  {s['id']}   {s['backend']} bridge {s['bridge']} capacity {s['capacity']}"
         if "pcie" in s:
-            line += f"  pcie {s['pcie']['gbps']} Gbit/s/dir  cpu quota {s['cgroup']['cpu_quota']} cores"
+            cg = s["cgroup"]
+            line += f"  pcie {s['pcie']['gbps']} Gbit/s/dir  cpu quota {cg['cpu_quota']} cores"
+            if cg.get("cpu_period_us"):
+                line += (
+                    f" per {cg['cpu_period_us'] / 1000:g} ms (throttled {cg.get('nr_throttled', 0)} periods)"
+                )
         print(line)
     for vm in status["vms"]:
         print(f"  {vm['name']}     netns {vm['netns']} {vm['ip']} on host port {vm['host_ofport']}")

@@ -1,13 +1,15 @@
 """A CPU-quota cgroup for the processes placed on an emulated sNIC (cgroup v1 and v2).
 
 v1: the quota goes in the `cpu` hierarchy and usage is read from `cpuacct`; v2: both from one directory
-(`cpu.max`, `cpu.stat`). The quota is in cores: 0.5 = half of one CPU.
+(`cpu.max`, `cpu.stat`). The quota is in cores: 0.5 = half of one CPU, granted as `cores * period` of CPU time
+per CFS bandwidth period; a group that used its quota is throttled (not run at all) until the period ends.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -16,7 +18,49 @@ from pathlib import Path
 from host_datapath.sysutil import DatapathError, kill_and_wait
 
 ROOT = Path("/sys/fs/cgroup")
-PERIOD_US = 100_000
+# The CFS bandwidth period. A group that used its quota stands still until the period ends: up to
+# period x (1 - cores) with frames waiting in its NFs' rings. 10 ms, not the kernel's default 100 ms: an NF near
+# its quota that keeps up had 0.26-0.94x (median 0.43x) the p99 latency it had with 100 ms, no loss with either;
+# below its quota no difference; in overload beyond what its ring absorbs 100 ms lost less in 2 of 7 points
+# (bench/RESULTS.md "snic-quota"; 5 ms, near the 4 ms scheduler tick, was erratic). Quotas under 0.1 core get
+# a longer period (default_period_us): the kernel's minimum quota is 1 ms.
+PERIOD_US = 10_000
+# The kernel's bounds (kernel/sched/core.c, both hierarchies): a period of 1 ms .. 1 s, a quota of at least 1 ms.
+MIN_PERIOD_US, MAX_PERIOD_US = 1_000, 1_000_000
+MIN_QUOTA_US = 1_000
+
+
+def quota_us(cores: float, period_us: int) -> int:
+    """The quota in microseconds per period for `cores`; DatapathError for values the kernel would refuse."""
+    if isinstance(period_us, bool) or not isinstance(period_us, int):
+        raise DatapathError(f"CPU period must be an integer number of microseconds, got {period_us!r}")
+    if not MIN_PERIOD_US <= period_us <= MAX_PERIOD_US:
+        raise DatapathError(f"CPU period {period_us} us: must be in {MIN_PERIOD_US}..{MAX_PERIOD_US} us")
+    if not cores > 0:  # also refuses NaN
+        raise DatapathError(f"CPU quota must be positive, got {cores}")
+    quota = round(cores * period_us)
+    if quota < MIN_QUOTA_US:
+        raise DatapathError(
+            f"CPU quota {cores} cores x {period_us} us period = {quota} us: the kernel's minimum is "
+            f"{MIN_QUOTA_US} us per period (give at least {MIN_QUOTA_US / period_us:g} cores or a longer period)"
+        )
+    return quota
+
+
+def default_period_us(cores: float) -> int:
+    """PERIOD_US, or the shortest longer period that still grants `cores` the kernel's minimum quota (1 ms)."""
+    if not cores > 0:
+        raise DatapathError(f"CPU quota must be positive, got {cores}")
+    return min(MAX_PERIOD_US, max(PERIOD_US, math.ceil(MIN_QUOTA_US / cores)))
+
+
+@dataclass(frozen=True)
+class Throttling:
+    """CFS bandwidth counters since the group was created (cpu.stat)."""
+
+    periods: int  # periods in which the group had something to run
+    throttled: int  # periods at whose end the group had used its quota and was stopped
+    throttled_s: float  # time its run queues were held off, summed over the CPUs (can exceed wall time)
 
 
 def cgroup_version(root: Path = ROOT) -> int:
@@ -47,19 +91,23 @@ class CpuCgroup:
     def exists(self) -> bool:
         return self.dirs()[0].is_dir()
 
-    def create(self, cores: float) -> None:
-        if cores <= 0:
-            raise DatapathError(f"cgroup {self.name}: CPU quota must be positive, got {cores}")
-        quota = max(1000, int(cores * PERIOD_US))
+    def create(self, cores: float, period_us: int = PERIOD_US) -> None:
+        """Create the group (or update it) with `cores` of CPU per `period_us`; bad values change nothing."""
+        try:
+            quota = quota_us(cores, period_us)
+        except DatapathError as exc:
+            raise DatapathError(f"cgroup {self.name}: {exc}") from None
         for d in self.dirs():
             d.mkdir(exist_ok=True)
         if self.version == 2:
             with contextlib.suppress(OSError):
                 (self.root / "cgroup.subtree_control").write_text("+cpu")
-            (self.dirs()[0] / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+            (self.dirs()[0] / "cpu.max").write_text(f"{quota} {period_us}")
         else:
+            # One file at a time, each pair must be valid: lift the quota first (-1: none), then set the period.
             d = self.dirs()[0]
-            (d / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+            (d / "cpu.cfs_quota_us").write_text("-1")
+            (d / "cpu.cfs_period_us").write_text(str(period_us))
             (d / "cpu.cfs_quota_us").write_text(str(quota))
 
     def quota_cores(self) -> float | None:
@@ -71,6 +119,23 @@ class CpuCgroup:
         d = self.dirs()[0]
         quota = int((d / "cpu.cfs_quota_us").read_text())
         return None if quota < 0 else quota / int((d / "cpu.cfs_period_us").read_text())
+
+    def period_us(self) -> int | None:
+        """The CFS period in microseconds (None: no group)."""
+        if not self.exists():
+            return None
+        if self.version == 2:
+            return int((self.dirs()[0] / "cpu.max").read_text().split()[1])
+        return int((self.dirs()[0] / "cpu.cfs_period_us").read_text())
+
+    def throttling(self) -> Throttling:
+        """How often and how long the group was throttled (v1 reports nanoseconds, v2 microseconds)."""
+        stat = dict(line.split() for line in (self.dirs()[0] / "cpu.stat").read_text().splitlines() if line)
+        if self.version == 2:
+            throttled_s = int(stat.get("throttled_usec", 0)) / 1e6
+        else:
+            throttled_s = int(stat.get("throttled_time", 0)) / 1e9
+        return Throttling(int(stat.get("nr_periods", 0)), int(stat.get("nr_throttled", 0)), throttled_s)
 
     def add(self, pid: int) -> None:
         """Move process `pid` (all its threads) into the cgroup."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from host_datapath.host_switch import HostSwitch
-from snic_datapath.cgroup import CpuCgroup
+from snic_datapath.cgroup import CpuCgroup, default_period_us
 
 
 @dataclass
@@ -16,6 +16,7 @@ class EmulatedSnic(HostSwitch):
 
     cgroup_name: str = ""
     cpu_quota: float = 0.5
+    cpu_period_us: int | None = None  # None: default_period_us(cpu_quota)
     ovsdb_tcp_port: int | None = None
 
     def __post_init__(self) -> None:
@@ -29,7 +30,7 @@ class EmulatedSnic(HostSwitch):
         self.ovs.start(ovsdb_tcp_port=self.ovsdb_tcp_port)
         self.driver.ensure_bridge()
         self.endpoint.start()
-        self.cgroup.create(self.cpu_quota)
+        self.cgroup.create(self.cpu_quota, self.cpu_period_us or default_period_us(self.cpu_quota))
 
     def down(self) -> None:
         super().down()
@@ -42,7 +43,15 @@ class EmulatedSnic(HostSwitch):
             "path": str(self.cgroup.dirs()[0]),
             "version": self.cgroup.version,
             "cpu_quota": self.cgroup.quota_cores(),
+            "cpu_period_us": self.cgroup.period_us(),
         }
+        if self.cgroup.exists():
+            t = self.cgroup.throttling()
+            out["cgroup"] |= {
+                "nr_periods": t.periods,
+                "nr_throttled": t.throttled,
+                "throttled_s": t.throttled_s,
+            }
         if self.ovsdb_tcp_port:
             out["ovsdb_tcp"] = f"tcp:127.0.0.1:{self.ovsdb_tcp_port}"
         return out

@@ -105,23 +105,25 @@ class VethBench:
         self.tb, self.bins, self.xdp = tb, bins, xdp
         self.run_id = 0
 
+    def next_run(self, name: str, config: dict) -> Path:
+        """A new `run_id` and the NF's config for it written to `<name>.json` in the testbed's directory."""
+        self.run_id += 1
+        path = self.tb.dir / f"{name}.json"
+        path.write_text(json.dumps(config))
+        return path
+
     def measure(self, nf: str, mode: str, wl: Workload, rate: float) -> dict:
         """One run: NF up, sink up, generator at `rate` pps, sink report, NF down."""
         tb = self.tb
-        self.run_id += 1
-        cfg = tb.dir / f"{nf}-{mode}.json"
-        cfg.write_text(json.dumps(nf_config(nf, mode)))
+        cfg = self.next_run(f"{nf}-{mode}", nf_config(nf, mode))
         if mode != "local":
             tb.redis_flush()
         store = "local" if mode == "local" else tb.store_url
         proc = tb.start_nf(self.bins.nf, nf, store, cfg, xdp=self.xdp)
         try:
-            sink = tb.traffic(self.bins.traffic, "sink", [
+            sink = tb.start_sink(self.bins.traffic, [
                 "--run", str(self.run_id), "--expect", str(wl.data_packets), "--idle-ms", "800",
                 "--duration-ms", "300000"])  # fmt: skip
-            ready = sink.stdout.readline()
-            if '"ready"' not in ready:
-                raise RuntimeError(f"traffic sink did not start: {ready!r}")
             cpu0, rcpu0, lcpu0 = proc_cpu_s(proc.pid), tb.redis_cpu_s(), tb.relay_cpu_s()
             gen = tb.traffic(self.bins.traffic, "gen", [
                 "--run", str(self.run_id), "--flows", str(wl.flows), "--pkts", str(wl.pkts),

@@ -11,6 +11,10 @@ reached as the agent's NFs reach it (nf_agent/agent/runtime.py): over Redis's ow
 `redis="direct"`: Redis on the NF namespace's own loopback over TCP. The NF serves its stats endpoint on a unix
 socket in the run directory, as under the agent.
 
+`direct=True` leaves OVS out (the sNIC quota bench, bench/nfs/snic_quota.py: latency of the NF alone, not of
+OVS userspace): one veth between the generator's namespace and the NF's; generator and sink share its end
+(each socket ignores its own side's outgoing frames), so what the one-arm NF sends back reaches the sink.
+
 `Testbed` is a context manager: everything it started (processes, namespaces and with them the veths, the
 OVS instance, the run directory) is removed on exit, also after an exception, SIGINT or SIGTERM.
 """
@@ -51,18 +55,28 @@ class Testbed:
 
     __test__ = False  # not a pytest class
 
-    def __init__(self, rundir: Path | str = "/run/uno-bench", redis: str = "unix", name: str | None = None):
+    def __init__(
+        self,
+        rundir: Path | str = "/run/uno-bench",
+        redis: str = "unix",
+        name: str | None = None,
+        direct: bool = False,
+    ):
         if redis not in REDIS_MODES:
             raise ValueError(f"redis must be one of {', '.join(REDIS_MODES)}, not {redis!r}")
         self.name = name or "nv" + uuid.uuid4().hex[:5]
         self.dir = Path(rundir) / self.name
         self.redis_mode = redis
+        self.direct = direct
         self.relay_sessions: set[int] = set()
         self.ns = {k: f"{self.name}-{k}" for k in ("sw", "gen", "nf", "snk")}
         # veth ends: `<name><k>0` in the endpoint's namespace, `<name><k>1` a bridge port.
         self.ifs = {k: (f"{self.name}{k[0]}0", f"{self.name}{k[0]}1") for k in ("gen", "nf", "snk")}
         self.bridge = f"{self.name}br"
         self.ovs = OvsInstance(self.dir / "ovs", self.ns["sw"])
+        if direct:  # no switch: the sink on the generator's veth end, whose peer is the NF's port
+            self.ns = {"gen": self.ns["gen"], "nf": self.ns["nf"], "snk": self.ns["gen"]}
+            self.ifs = {"gen": self.ifs["gen"], "nf": self.ifs["nf"], "snk": self.ifs["gen"]}
         self.procs: list[subprocess.Popen] = []
         self._old_handlers: dict[int, object] = {}
 
@@ -82,8 +96,15 @@ class Testbed:
 
     def up(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=False)
-        for ns in self.ns.values():
+        for ns in set(self.ns.values()):
             netns_add(ns)
+        if self.direct:
+            (gen, _), (nf, _) = self.ifs["gen"], self.ifs["nf"]
+            veth_pair(gen, self.ns["gen"], nf, self.ns["nf"])
+            quiet_switch_port(gen, self.ns["gen"])
+            quiet_switch_port(nf, self.ns["nf"])
+            self._start_redis()
+            return
         for k, (end, port) in self.ifs.items():
             veth_pair(end, self.ns[k], port, self.ns["sw"])
             quiet_switch_port(end, self.ns[k])
@@ -164,9 +185,10 @@ class Testbed:
             with contextlib.suppress(Exception):
                 p.wait(timeout=5)
         self.procs.clear()
-        with contextlib.suppress(Exception):
-            self.ovs.stop()
-        for ns in self.ns.values():
+        if not self.direct:
+            with contextlib.suppress(Exception):
+                self.ovs.stop()
+        for ns in set(self.ns.values()):
             with contextlib.suppress(Exception):
                 netns_del(ns)
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -238,6 +260,14 @@ class Testbed:
         )
         return self._spawn([str(binary), side, "--port", iface, *args], self.dir / f"{side}.log", ns,
                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+
+    def start_sink(self, binary: Path, args: list[str]) -> subprocess.Popen:
+        """`traffic sink` with `args`, returned once it says it is ready (its port open)."""
+        sink = self.traffic(binary, "sink", args)
+        ready = sink.stdout.readline()
+        if '"ready"' not in ready:
+            raise RuntimeError(f"traffic sink did not start: {ready!r}")
+        return sink
 
     def leftovers(self) -> list[str]:
         """Namespaces, links and the run directory of this testbed still present (for the cleanup test)."""

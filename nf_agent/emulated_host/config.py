@@ -9,7 +9,9 @@ from typing import Any
 
 import yaml
 
+from host_datapath.sysutil import DatapathError
 from nf_agent.errors import CliError
+from snic_datapath.cgroup import default_period_us, quota_us
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
 DEFAULT_CONFIG = Path(__file__).with_name("default.yaml")
@@ -18,12 +20,17 @@ DEFAULT_CONFIG = Path(__file__).with_name("default.yaml")
 # The emulation's unit mapping: placement capacity units (DESIGN.md section 3) per host CPU core of quota. The
 # default sNIC (capacity 36) gets half a core: a weaker compute domain than the host, on a 2-core machine.
 UNITS_PER_CORE = 72.0
-MIN_QUOTA_CORES = 0.01  # cgroup quotas below 1 ms per 100 ms period are refused by the kernel
+MIN_QUOTA_CORES = 0.01  # 1 ms (the kernel's minimum quota) per 100 ms; cgroup.default_period_us lengthens it
 
 
 def quota_cores(capacity: float, cpu_quota: float | None) -> float:
     """CPU cores of quota for an sNIC: `cpu_quota` if given, else its capacity mapped by UNITS_PER_CORE."""
     return cpu_quota if cpu_quota is not None else max(MIN_QUOTA_CORES, capacity / UNITS_PER_CORE)
+
+
+def period_us(snic: SnicConfig) -> int:
+    """The CFS period of an sNIC's quota: `cpu_period_us` if given, else the default for its quota."""
+    return snic.cpu_period_us or default_period_us(quota_cores(snic.capacity, snic.cpu_quota))
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,7 @@ class SnicConfig:
     cpu_quota: float | None = (
         None  # cores for NFs on this sNIC (cgroup quota); None: capacity / UNITS_PER_CORE
     )
+    cpu_period_us: int | None = None  # the quota's CFS period; None: cgroup.default_period_us(quota)
     pcie_gbps: float = 40.0  # per direction; 0 = unshaped
     eth_ports: int = 1
     backend: str = "emulated"  # emulated | bluefield
@@ -65,6 +73,7 @@ _SNIC_TYPES: dict[str, tuple[type, ...]] = {
     "id": (str,),
     "capacity": (int, float),
     "cpu_quota": (int, float),
+    "cpu_period_us": (int,),
     "pcie_gbps": (int, float),
     "eth_ports": (int,),
     "backend": (str,),
@@ -178,6 +187,11 @@ def _parse_snic(where: str, index: int, raw: Any) -> SnicConfig:
             raise _fail(f"{where}.{key}", f"must not be negative, got {getattr(snic, key)}")
     if snic.cpu_quota is not None and not MIN_QUOTA_CORES <= snic.cpu_quota <= 1024:
         raise _fail(f"{where}.cpu_quota", f"{snic.cpu_quota} cores: must be in {MIN_QUOTA_CORES}..1024")
+    if snic.cpu_period_us is not None:
+        try:
+            quota_us(quota_cores(snic.capacity, snic.cpu_quota), snic.cpu_period_us)
+        except DatapathError as exc:
+            raise _fail(f"{where}.cpu_period_us", str(exc)) from None
     if not 1 <= snic.eth_ports <= 8:
         raise _fail(f"{where}.eth_ports", f"{snic.eth_ports} out of range 1..8")
     if snic.backend not in ("emulated", "bluefield"):

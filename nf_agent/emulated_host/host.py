@@ -34,7 +34,7 @@ from host_datapath.sysutil import (
     wait_for,
 )
 from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.config import HostConfig, quota_cores
+from nf_agent.emulated_host.config import HostConfig, period_us, quota_cores
 from nf_agent.emulated_host.naming import MAX_UNIX_PATH
 from nf_agent.emulated_host.oneswitch import OneSwitch, south_target
 from snic_datapath.bluefield import BlueFieldSnic
@@ -178,6 +178,7 @@ class Snic:
                 bridge=nm.bridge_snic(n, k),
                 cgroup_name=nm.cgroup_snic(n, k),
                 cpu_quota=quota_cores(c.capacity, c.cpu_quota),
+                cpu_period_us=period_us(c),
             )
 
     @property

@@ -26,6 +26,12 @@ def test_defaults_have_one_snic():
         ({"snics": [{"capacity": -1}]}, "snics[0].capacity"),
         ({"snics": [{"cpu_quota": 0}]}, "snics[0].cpu_quota"),
         ({"snics": [{"cpu_quota": -0.5}]}, "snics[0].cpu_quota"),
+        ({"snics": [{"cpu_period_us": 999}]}, "snics[0].cpu_period_us"),
+        ({"snics": [{"cpu_period_us": 1_000_001}]}, "snics[0].cpu_period_us"),
+        ({"snics": [{"cpu_period_us": 10_000.5}]}, "snics[0].cpu_period_us"),
+        ({"snics": [{"cpu_period_us": True}]}, "snics[0].cpu_period_us"),
+        ({"snics": [{"cpu_quota": 0.05, "cpu_period_us": 10_000}]}, "snics[0].cpu_period_us"),
+        ({"snics": [{"capacity": 3, "cpu_period_us": 10_000}]}, "snics[0].cpu_period_us"),
         ({"snics": [{"pcie_gbps": "fast"}]}, "snics[0].pcie_gbps"),
         ({"snics": [{"colour": "red"}]}, "snics[0].colour"),
         ({"snics": [{"eth_ports": 0}]}, "snics[0].eth_ports"),
@@ -101,3 +107,25 @@ def test_cpu_quota_follows_capacity_unless_given():
     a, b, c = parse_config({"snics": [{}, {"capacity": 144}, {"capacity": 144, "cpu_quota": 0.25}]}).snics
     assert [quota_cores(s.capacity, s.cpu_quota) for s in (a, b, c)] == [0.5, 2.0, 0.25]
     assert quota_cores(0, None) == 0.01  # a zero-capacity sNIC still gets a valid (tiny) quota
+
+
+def test_cpu_period_given_or_the_default_for_the_quota():
+    from nf_agent.emulated_host.config import period_us
+    from snic_datapath.cgroup import PERIOD_US
+
+    a, b, c, d = parse_config(
+        {
+            "snics": [
+                {},
+                {"cpu_period_us": 5_000},
+                {"cpu_quota": 0.01},
+                {"capacity": 0, "cpu_period_us": 100_000},
+            ]
+        }
+    ).snics
+    assert [period_us(s) for s in (a, b, d)] == [PERIOD_US, 5_000, 100_000]
+    assert period_us(c) == max(PERIOD_US, 100_000)  # 0.01 core gets the kernel's 1 ms only per 100 ms or more
+    with pytest.raises(
+        CliError, match=r"snics\[0\]\.cpu_period_us: CPU quota 0.05 cores x 10000 us period = 500 us"
+    ):
+        parse_config({"snics": [{"cpu_quota": 0.05, "cpu_period_us": 10_000}]})

@@ -12,6 +12,7 @@ from host_datapath.sysutil import netns_add, netns_del, read_pidfile, wait_for
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.host import AlreadyRunning, free_port
 from snic_datapath.bluefield import BlueFieldSnic
+from snic_datapath.cgroup import PERIOD_US
 from snic_datapath.emulated import EmulatedSnic
 
 from .conftest import EMPTY, machine_snapshot, needs_root, unique_name
@@ -43,6 +44,7 @@ def test_up_down_leaves_nothing_and_second_up_changes_nothing(host_factory):
     assert all(status["host"]["pids"].values())
     snic = status["snics"][0]
     assert snic["cgroup"]["cpu_quota"] == pytest.approx(0.5)
+    assert snic["cgroup"]["cpu_period_us"] == PERIOD_US and snic["cgroup"]["nr_throttled"] >= 0
     assert snic["pcie"]["host_ofport"] == 1 and snic["pcie"]["snic_ofport"] == 100
     assert status["host"]["ports"] == {
         nm.if_pcie(h.name, 0)[0]: 1,
