@@ -49,7 +49,7 @@ fn run() -> Result<(), (i32, String)> {
     // Held from before ready to the end of the run; released when dropped, or by the kernel if
     // the process dies. Not being allowed to hold it costs latency, not correctness: the NF runs
     // on with a warning.
-    let _cpu_latency = cpu_latency.and_then(|us| {
+    let cpu_latency_held = cpu_latency.and_then(|us| {
         nfcore::cpu_latency::CpuLatencyRequest::hold(us)
             .inspect(|_| eprintln!("nf: holding a CPU wake-up latency bound of {us} us"))
             .map_err(|e| eprintln!("nf: warning: config cpu_latency_us {us} not applied: {e}"))
@@ -96,6 +96,7 @@ fn run() -> Result<(), (i32, String)> {
         instance: a.instance.clone(),
         store_kind: store.kind().into(),
         port: port_desc,
+        cpu_latency_us: cpu_latency_held.as_ref().map(|r| r.us()),
     };
     let mut rt = Runtime::new(nf, store, dev, keys, opts);
     rt.set_pipeline_depth(depth);

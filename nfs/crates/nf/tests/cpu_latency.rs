@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::{wait_ready, Child, TempDir};
+use common::{stats_json, wait_ready, Child, TempDir};
 use testnet::Veth;
 
 fn start(port: &str, dir: &std::path::Path, name: &str) -> (Child, std::path::PathBuf) {
@@ -44,8 +44,13 @@ fn the_bound_is_held_while_the_nf_runs_and_released_when_it_ends() {
     std::fs::create_dir_all(&dir.0).unwrap();
     // A clean stop (SIGTERM), then a kill: both release the bound.
     for (name, sig) in [("term", libc::SIGTERM), ("kill", libc::SIGKILL)] {
-        let (mut nf, _) = start(&b, &dir.0, &format!("cl{name}{tag}"));
+        let (mut nf, stats) = start(&b, &dir.0, &format!("cl{name}{tag}"));
         assert!(current_us().unwrap() <= 3, "{name}: held while running");
+        assert_eq!(
+            stats_json(stats.as_path())["cpu_latency_us"],
+            3,
+            "{name}: reported"
+        );
         // SAFETY: signalling our own child process.
         unsafe { libc::kill(nf.0.id() as libc::pid_t, sig) };
         nf.0.wait().unwrap();

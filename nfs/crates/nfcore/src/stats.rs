@@ -59,6 +59,9 @@ pub struct Identity {
     pub instance: String,
     pub store_kind: String,
     pub port: String,
+    /// The CPU wake-up latency bound this process holds (us; None: none, or it could not be
+    /// held): see [`crate::cpu_latency`].
+    pub cpu_latency_us: Option<u32>,
 }
 
 impl Stats {
@@ -66,7 +69,7 @@ impl Stats {
         let g = |a: &AtomicU64| a.load(Relaxed);
         serde_json::json!({
             "nf": id.nf_type, "nf_id": id.nf_id, "instance": id.instance,
-            "store_kind": id.store_kind, "port": id.port,
+            "store_kind": id.store_kind, "port": id.port, "cpu_latency_us": id.cpu_latency_us,
             "ready": self.ready.load(Relaxed),
             "buffering": self.buffering.load(Relaxed),
             "counters": {
@@ -593,6 +596,7 @@ mod tests {
             nf_id: "fw".into(),
             instance: "i".into(),
             store_kind: store.into(),
+            cpu_latency_us: None,
             port: "p".into(),
         }
     }
