@@ -87,15 +87,13 @@ impl BatchState {
     /// Add `key` to the read set (duplicates are fetched once).
     pub fn want(&mut self, key: Key) {
         let h = self.hasher.hash_one(key.as_slice());
-        match self.wanted.get(&h) {
-            None => {
-                self.wanted.insert(h, self.keys.len() as u32);
-                self.keys.push(key);
-            }
-            Some(_) if self.in_read_set_hashed(h, &key) => {}
-            // Another key with this hash (rare): kept, found by the scan of `in_read_set_hashed`.
-            Some(_) => self.keys.push(key),
+        if self.in_read_set_hashed(h, &key) {
+            return;
         }
+        // A key whose hash another key has (rare) keeps that one's index: `in_read_set_hashed`
+        // finds it by scanning.
+        self.wanted.entry(h).or_insert(self.keys.len() as u32);
+        self.keys.push(key);
     }
 
     /// Whether `key` is in the read set.
@@ -175,13 +173,11 @@ impl BatchState {
         Ok(self.view.get(key).and_then(|v| v.val.as_deref()))
     }
 
-    /// Overlay `v` on `key`; returns its entry. Any write index there is dropped (`write`
-    /// sets it again for plain writes).
-    fn insert(&mut self, key: &[u8], v: Option<Vec<u8>>) -> &mut Seen {
+    /// Overlay `v` on `key`; any write index there is dropped (only `write` sets one).
+    fn insert(&mut self, key: &[u8], v: Option<Vec<u8>>) {
         let e = entry(&mut self.view, key);
         e.val = v;
         e.w = NO_WRITE;
-        e
     }
 
     /// A plain write (`Some`: set, `None`: delete) of an unguarded key: replaces this batch's
@@ -194,8 +190,8 @@ impl BatchState {
         };
         e.w = match self.writes.get_mut(e.w as usize) {
             Some(w @ (WriteOp::Set { .. } | WriteOp::Del { .. })) if w.key() == key => {
-                let k = match std::mem::replace(w, WriteOp::Del { key: Vec::new() }) {
-                    WriteOp::Set { key, .. } | WriteOp::Del { key } => key,
+                let k = match w {
+                    WriteOp::Set { key, .. } | WriteOp::Del { key } => std::mem::take(key),
                     _ => unreachable!("matched a Set or Del"),
                 };
                 *w = op(k, value.clone());

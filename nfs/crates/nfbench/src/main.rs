@@ -243,11 +243,11 @@ fn run_once(
             let dev = paced::PacedDevice::new(frames.to_vec(), r);
             let probe = probe_cpus().map(|c| stallprobe::Probe::start(&c));
             let (mut fig, _, phases, dev) = run_dev(&spec, store, dev);
-            if let Some(stalls) = probe.and_then(stallprobe::Probe::stop) {
-                clean_figures(&mut fig, &dev, &stalls, dev.lat_us.len() / PACED_WARMUP);
-            }
             // Transmit order is arrival order (batches leave in order).
             let skip = dev.lat_us.len() / PACED_WARMUP;
+            if let Some(stalls) = probe.and_then(stallprobe::Probe::stop) {
+                clean_figures(&mut fig, &dev, &stalls, skip);
+            }
             if let Some(b) = breakdown::describe(&phases, skip) {
                 eprintln!("PHASES {kind} @ {r:.0} pps: {b}");
             }
