@@ -76,7 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from nf_agent.agent.api import create_app
     from nf_agent.agent.graph import SnicInfo
     from nf_agent.agent.portmap import OneSwitchPortMapper
-    from nf_agent.agent.runtime import MAX_CPU_LATENCY_US, HostRuntime, StartError
+    from nf_agent.agent.runtime import HostRuntime, StartError, parse_cpu_latency
     from nf_agent.agent.service import Agent, AgentConfig, AgentError
     from nf_agent.emulated_host.host import EmulatedHost
     from nf_agent.host_cmd import _host
@@ -100,17 +100,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError("--solve-time-limit must be > 0")
     if not 0 <= args.warm_slots <= 8:
         raise CliError("--warm-slots must be in [0, 8]")
-    if args.cpu_latency_us == "off":
-        args.cpu_latency_us = None
-    else:
-        try:
-            args.cpu_latency_us = int(args.cpu_latency_us)
-        except ValueError:
-            raise CliError(
-                f"--cpu-latency-us must be 'off' or an integer, not {args.cpu_latency_us!r}"
-            ) from None
-        if not 0 <= args.cpu_latency_us <= MAX_CPU_LATENCY_US:
-            raise CliError(f"--cpu-latency-us must be 'off' or in [0, {MAX_CPU_LATENCY_US}] us")
+    try:
+        args.cpu_latency_us = parse_cpu_latency(args.cpu_latency_us)
+    except ValueError as exc:
+        raise CliError(f"--cpu-latency-us {exc}") from None
     if args.failover_interval != 0 and not 10 <= args.failover_interval <= 10_000:
         raise CliError("--failover-interval must be 0 (off) or in [10, 10000] ms")
     host: EmulatedHost = _host(args)

@@ -33,6 +33,7 @@ from pathlib import Path
 from bench.common import final_json, print_machine
 from bench.nfs import veth
 from bench.nfs.veth_testbed import REDIS_MODES, Testbed
+from nf_agent.agent.runtime import parse_cpu_latency
 
 NFS_DIR = Path(__file__).resolve().parent.parent.parent / "nfs"
 
@@ -122,15 +123,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "`uno agent serve` runs NFs: idle CPUs poll) or 'off' (the host's idle states as they are)",
     )
     a = ap.parse_args(argv)
-    if a.cpu_latency_us == "off":
-        a.cpu_latency_us = None
-    else:
-        try:
-            a.cpu_latency_us = int(a.cpu_latency_us)
-        except ValueError:
-            ap.error(f"--cpu-latency-us: 'off' or an integer, not {a.cpu_latency_us!r}")
-        if not 0 <= a.cpu_latency_us <= 1_000_000:
-            ap.error("--cpu-latency-us: must be 'off' or 0-1000000")
+    try:
+        a.cpu_latency_us = parse_cpu_latency(a.cpu_latency_us)
+    except ValueError as exc:
+        ap.error(f"--cpu-latency-us: {exc}")
     paths = [p for p in a.path.split(",") if p]
     bad = [p for p in paths if p not in ("memory", "veth")]
     if bad or not paths:

@@ -59,6 +59,20 @@ PIPELINED_CLAIMS = {"nat": "mapping_claim", "lb": "conn_claim"}
 MAX_CPU_LATENCY_US = 1_000_000  # nfcore::cpu_latency::MAX_US
 
 
+def parse_cpu_latency(text: str) -> int | None:
+    """A `--cpu-latency-us` value: 'off' -> None, else an integer bound in [0, MAX_CPU_LATENCY_US] us.
+    ValueError says what is wrong (the caller names the option)."""
+    if text == "off":
+        return None
+    try:
+        us = int(text)
+    except ValueError:
+        raise ValueError(f"must be 'off' or an integer, not {text!r}") from None
+    if not 0 <= us <= MAX_CPU_LATENCY_US:
+        raise ValueError(f"must be 'off' or in [0, {MAX_CPU_LATENCY_US}] us")
+    return us
+
+
 def run_config(nf_type: str, config: dict, location: str, cpu_latency_us: int | None = None) -> dict:
     """The config an NF instance starts with. NAT and LB claim new connections pipelined
     (`PIPELINED_CLAIMS`) unless the config says otherwise: the atomic claim costs a blocking round trip per

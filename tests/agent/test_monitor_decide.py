@@ -3,6 +3,8 @@ decision (pure), plus the re-placement loop driving migrations through the one c
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from nf_agent.agent.decide import decide
@@ -124,6 +126,21 @@ def test_run_config_no_spin_under_a_quota_and_pipelined_claims():
     assert run_config("firewall", {}, "host", 0) == {"cpu_latency_us": 0}
     assert run_config("firewall", {"cpu_latency_us": 20}, "host", 0) == {"cpu_latency_us": 20}
     assert run_config("firewall", {}, "host", None) == {}
+
+
+def test_parse_cpu_latency_off_or_a_bound_in_range():
+    from nf_agent.agent.runtime import MAX_CPU_LATENCY_US, parse_cpu_latency
+
+    assert parse_cpu_latency("off") is None
+    assert parse_cpu_latency("0") == 0 and parse_cpu_latency(str(MAX_CPU_LATENCY_US)) == MAX_CPU_LATENCY_US
+    for bad, word in (
+        ("-1", "in [0"),
+        (str(MAX_CPU_LATENCY_US + 1), "in [0"),
+        ("none", "integer"),
+        ("", "integer"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(word)):
+            parse_cpu_latency(bad)
 
 
 def solver(p):
