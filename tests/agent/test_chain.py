@@ -83,6 +83,15 @@ def test_one_chain_per_nf_as_before_mispredicts_the_same_traffic():
     assert predicted_pcie(nfs, edges) == {"down": 0.0, "up": pytest.approx(0.9)}  # the chain: down 0.3, up 0
 
 
+def test_graph_skips_an_edge_to_a_vertex_that_is_gone():
+    """A state saved by an agent from before the splice on delete may name a deleted NF: its edge is left out
+    (no vertex to place), the rest of the chain stays."""
+    nfs = chain_nfs(["web", "a", "ghost"], {"a": "host"})
+    p = build_problem(SNICS, ["web"], nfs, load_profiles())
+    assert [(e["src"], e["dst"]) for e in p["edges"]] == [("web", "a")]
+    parse_problem(p)
+
+
 # -- PATCH /v1/nfs/ID and DELETE over REST (fakes) ----------------------------------------------------------
 @pytest.fixture
 def env(tmp_path):
