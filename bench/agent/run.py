@@ -21,7 +21,10 @@ with the relays (they included their CPU: 0.8-1.7 us per packet, bench/RESULTS.m
   agent's placement (POST /v1/placement/run under the load); measured_saving = host cores of the NFs' processes
   all-on-host minus under the agent's placement; predicted_saving = the agent's model (GET /v1/placement
   `predicted.host_cores`, profile b_host + r_host x measured load) for the same two placements; delivered
-  throughput of both phases is printed, and `same_throughput` says whether they match within 5 %.
+  throughput of both phases is printed, and `same_throughput` says whether they match within 5 %. The agent's
+  graph holds each chain as declared with PATCH /v1/nfs/ID (VM -> NFs -> wire, the bulk traffic's direction);
+  per phase, sNIC snic0's PCIe Mbit/s measured (host end of the link) vs predicted by that model (medians over
+  the window, `pcie_mbps_host`, `pcie_mbps_placed`).
 
     ./uno bench agent [--quick] [--mbps 100] [--profiles F] [--profile firewall,ips,l7fw,monitor [--write F]]
 """
@@ -42,6 +45,7 @@ import uuid
 from pathlib import Path
 
 from bench.common import final_json, median, print_machine, tree_cpu_seconds
+from nf_agent.agent.graph import chain_links, eth_vertex
 from nf_agent.demo.chain import Chain, steering_rules
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.config import UNITS_PER_CORE, parse_config
@@ -183,7 +187,21 @@ def measure(url: str, rundir: Path, cg: CpuCgroup, name: str, nfs: list[str], mb
             nf: round(median([v["measured"]["nf_load_gbps"].get(nf, 0.0) for v in views]), 4) for nf in nfs
         },  # fmt: skip
         "rx_mbps": round(rx, 1),
+        # sNIC snic0's PCIe link (Mbit/s): the host end's counters vs the agent's model on its placement graph
+        "pcie_mbps": {
+            side: {
+                d: round(median([v[side]["pcie_gbps"].get("snic0", {}).get(d, 0.0) for v in views]) * 1000, 2)
+                for d in ("down", "up")
+            }
+            for side in ("measured", "predicted")
+        },
     }
+
+
+def pcie_text(pcie: dict) -> str:
+    m, p = pcie["measured"], pcie["predicted"]
+    return (f"measured down {m['down']:.1f} up {m['up']:.1f} Mbit/s, predicted down {p['down']:.1f} "
+            f"up {p['up']:.1f}")  # fmt: skip
 
 
 def migrate(url: str, rundir: Path, nf: str, to: str) -> None:
@@ -198,7 +216,7 @@ def profile_types(url, rundir, cg, name, listen, types, args, out_file: Path) ->
     found = {}
     for typ in types:
         code, body = call(url, "POST", "/v1/nfs", {"type": typ, "id": "prof", "config": CONFIGS[typ],
-                                                   "expected": {"dst": "web"}, "hints": {"prefer": "host"}})  # fmt: skip
+                                                   "expected": {"src": "web"}, "hints": {"prefer": "host"}})  # fmt: skip
         assert code == 201, body
         chain_rules(listen, [body["vport"]])
         assert typ in GEN_TYPES or ping(nm.ns_vm(name, 0), nm.ip_outside(0, 0), count=2)
@@ -241,9 +259,13 @@ def chain_saving(url, rundir, cg, name, listen, chain_id, args) -> dict:
     vports = {}
     for nf, typ in reversed(CHAINS[chain_id]):  # VM side first
         code, body = call(url, "POST", "/v1/nfs", {"type": typ, "id": nf, "config": CONFIGS[typ],
-                                                   "expected": {"dst": "web"}, "hints": {"prefer": "host"}})  # fmt: skip
+                                                   "hints": {"prefer": "host"}})  # fmt: skip
         assert code == 201, body
         vports[nf] = body["vport"]
+    # the agent's graph holds the one chain, in the direction of the bulk traffic (iperf3 VM -> outside)
+    for nf, src, dst in chain_links(["web", *reversed(ids), eth_vertex("snic0", 0)]):
+        code, body = call(url, "PATCH", f"/v1/nfs/{nf}", {"expected": {"src": src, "dst": dst}})
+        assert code == 200, body
     chain_rules(listen, [vports[nf] for nf in reversed(ids)])
     assert ping(nm.ns_vm(name, 0), nm.ip_outside(0, 0), count=2)
     for nf in ids:
@@ -360,7 +382,8 @@ def main() -> int:
                   f"delivered {a['rx_mbps']:.1f} (all on host) vs {p['rx_mbps']:.1f} Mbit/s (agent: {p['where']}); "
                   f"host cores {a['host_cores']:.4f} -> {p['host_cores']:.4f}, sNIC cgroup {p['snic_cores']:.4f}; "
                   f"saving measured {r['measured_saving']:.4f} vs predicted {r['predicted_saving']:.4f} "
-                  f"(ratio {r['saving_ratio']})"
+                  f"(ratio {r['saving_ratio']}); PCIe snic0 all on host: {pcie_text(a['pcie_mbps'])}; under the "
+                  f"agent's placement: {pcie_text(p['pcie_mbps'])}"
                   + ("" if r["same_throughput"] else "; NOT at the same delivered throughput"))  # fmt: skip
         first = res[chains[0]] if chains else {}
         final_json({
@@ -372,6 +395,7 @@ def main() -> int:
             "chains": {c: {k: r[k] for k in ("measured_saving", "predicted_saving", "saving_ratio")} |
                        {"rx_mbps_host": r["all_host"]["rx_mbps"], "rx_mbps_placed": r["placed"]["rx_mbps"],
                         "placement": r["placed"]["where"], "same_throughput": r["same_throughput"],
+                        "pcie_mbps_host": r["all_host"]["pcie_mbps"], "pcie_mbps_placed": r["placed"]["pcie_mbps"],
                         "mbps": args.mbps} for c, r in res.items()},
         })  # fmt: skip
         return 0

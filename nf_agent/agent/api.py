@@ -162,6 +162,12 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
         with agent.lock:
             return _json(agent._nf(nf_id).public())
 
+    @app.patch("/v1/nfs/<nf_id>")
+    def update_nf(nf_id: str):
+        with agent.lock:
+            agent._nf(nf_id)  # 404 before 400
+        return _json(agent.update_nf(nf_id, model.parse_nf_update(_body())).public())
+
     @app.delete("/v1/nfs/<nf_id>")
     def delete_nf(nf_id: str):
         agent.delete_nf(nf_id)

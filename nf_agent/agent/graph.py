@@ -1,9 +1,11 @@
 """The placement graph of DESIGN.md section 3, built from the agent's state and a traffic matrix (pure).
 
 Vertices: every NF, every VM the agent knows (on `host`) and every sNIC Ethernet port (`snicK-ethJ`, pinned
-to its sNIC). Each NF sits in a chain `src -> nf -> dst` (its request's `expected.src/dst`, default: the
-first Ethernet port of the first sNIC, i.e. the wire), giving the edges (src, nf) and (nf, dst). An edge's
-Gbit/s is the measured rate when the monitor has one, else the NF's expected rate.
+to its sNIC). Each NF sits in a chain `src -> nf -> dst` (its `expected.src/dst`, default: the first Ethernet
+port of the first sNIC, i.e. the wire), giving the edges (src, nf) and (nf, dst). A serial chain of NFs is
+declared by naming each NF's neighbours (`chain_links`, PATCH /v1/nfs/ID once they all exist): then the
+edge between two NFs is one edge, named by both. An edge's Gbit/s is the measured rate when the monitor has
+one, else the NF's expected rate.
 """
 
 from __future__ import annotations
@@ -52,6 +54,15 @@ def check_chain(nf_id: str, src: str | None, dst: str | None, known: dict[str, s
             raise ValidationError(fld, "an NF cannot send to itself")
         if v not in known:
             raise ValidationError(fld, f"unknown vertex {v!r} (a VM id, an NF id or snicK-ethJ)")
+
+
+def chain_links(path: list[str]) -> list[tuple[str, str, str]]:
+    """(nf, src, dst) for every NF of the serial chain `path` = [first vertex, NF, ..., NF, last vertex], in
+    the direction of its traffic: the `expected.src/dst` each NF must declare for the graph to hold this one
+    chain (and not one chain per NF, each from and to the default vertex)."""
+    if len(path) < 3:
+        raise ValueError(f"a chain needs two end vertices and at least one NF, got {path!r}")
+    return [(path[i], path[i - 1], path[i + 1]) for i in range(1, len(path) - 1)]
 
 
 def nf_edges(nf: Nf, default: str | None) -> list[tuple[str, str]]:

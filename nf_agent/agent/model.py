@@ -16,6 +16,7 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 LOCATION_RE = re.compile(r"^(host|snic[0-9]{1,2})$")
 MAX_GBPS = 400.0
 MAX_INSTANCES = 16  # instances of one NF behind its vport (scale-out)
+EXPECTED_KEYS = {"gbps", "src", "dst"}  # an NF's traffic expectation: Gbit/s on its chain src -> NF -> dst
 
 
 class ValidationError(ValueError):
@@ -173,14 +174,36 @@ def parse_nf(body: Any, locations: list[str]) -> NfRequest:
     config = b.get("config", {})
     if not isinstance(config, dict):
         raise ValidationError("config", "expected a JSON object (the NF's config, nfs/README.md)")
-    exp = _obj(b.get("expected", {}), {"gbps", "src", "dst"}, set(), "expected.")
-    gbps = _number("expected.gbps", exp.get("gbps", 0.0), 0.0, MAX_GBPS)
-    src = _name("expected.src", exp["src"]) if exp.get("src") is not None else None
-    dst = _name("expected.dst", exp["dst"]) if exp.get("dst") is not None else None
+    exp = _expected(_obj(b.get("expected", {}), EXPECTED_KEYS, set(), "expected."))
+    gbps = exp.get("expected_gbps", 0.0)
+    src, dst = exp.get("src"), exp.get("dst")
     pin = location("pin", b["pin"], locations) if b.get("pin") is not None else None
     hints = _obj(b.get("hints", {}), {"prefer"}, set(), "hints.")
     prefer = location("hints.prefer", hints["prefer"], locations) if hints.get("prefer") is not None else None
     return NfRequest(nf_id, t, config, gbps, src, dst, pin, prefer)
+
+
+def _expected(exp: dict) -> dict[str, Any]:
+    """The fields given in a validated `expected` object, by Nf attribute: expected_gbps, src, dst (a null
+    src/dst is None: the default vertex, the first sNIC Ethernet port)."""
+    out: dict[str, Any] = {}
+    if "gbps" in exp:
+        out["expected_gbps"] = _number("expected.gbps", exp["gbps"], 0.0, MAX_GBPS)
+    for k in ("src", "dst"):
+        if k in exp:
+            out[k] = _name(f"expected.{k}", exp[k]) if exp[k] is not None else None
+    return out
+
+
+def parse_nf_update(body: Any) -> dict[str, Any]:
+    """PATCH /v1/nfs/ID body: {"expected": {"gbps"?, "src"?, "dst"?}}, at least one of them. Returns the
+    changes by Nf attribute (expected_gbps, src, dst); a key not given is left as it is, a null src/dst goes
+    back to the default (the first sNIC Ethernet port)."""
+    b = _obj(body, {"expected"}, {"expected"})
+    exp = _obj(b["expected"], EXPECTED_KEYS, set(), "expected.")
+    if not exp:
+        raise ValidationError("expected", f"give at least one of {', '.join(sorted(EXPECTED_KEYS))}")
+    return _expected(exp)
 
 
 def parse_migrate(body: Any, locations: list[str]) -> str:

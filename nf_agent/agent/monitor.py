@@ -83,6 +83,8 @@ class Monitor:
             new.edges = _ewma(old.edges, new.edges, self.alpha)
             new.nf_load = _ewma(old.nf_load, new.nf_load, self.alpha)
             new.cpu_cores = _ewma(old.cpu_cores, new.cpu_cores, self.alpha)
+            # PCIe is smoothed like the edges the model predicts it from, so the two compare at one moment
+            new.pcie = {s: _ewma(old.pcie.get(s, {}), d, self.alpha) for s, d in new.pcie.items()}
         self.measurement = new
         return new
 

@@ -11,6 +11,21 @@ OPT_NAME = {**NAME, "type": ["string", "null"]}
 OPT_LOCATION = {**LOCATION, "type": ["string", "null"]}
 
 
+# An NF's traffic expectation (POST and PATCH /v1/nfs): the placement graph's chain src -> NF -> dst.
+EXPECTED = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "gbps": {"type": "number", "minimum": 0, "maximum": MAX_GBPS},
+        "src": OPT_NAME,
+        "dst": OPT_NAME,
+    },
+    "description": "expected traffic src -> NF -> dst (vertices: VM id, NF id, snicK-ethJ; default: the first "
+    "sNIC Ethernet port); a chain of NFs is declared by naming each NF's neighbours, with PATCH /v1/nfs/ID "
+    "once they all exist",
+}
+
+
 def _ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -60,17 +75,7 @@ def spec() -> dict:
                 "id": OPT_NAME,
                 "type": {"type": "string", "enum": list(NF_TYPES)},
                 "config": {"type": "object", "description": "the NF's JSON config (nfs/README.md)"},
-                "expected": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "properties": {
-                        "gbps": {"type": "number", "minimum": 0, "maximum": MAX_GBPS},
-                        "src": OPT_NAME,
-                        "dst": OPT_NAME,
-                    },
-                    "description": "expected traffic src -> NF -> dst (vertices: VM id, NF id, snicK-ethJ; "
-                    "default: the first sNIC Ethernet port)",
-                },
+                "expected": EXPECTED,
                 "pin": OPT_LOCATION,
                 "hints": {
                     "type": "object",
@@ -78,6 +83,13 @@ def spec() -> dict:
                     "properties": {"prefer": OPT_LOCATION},
                 },
             },
+        },
+        "NfUpdate": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["expected"],
+            "properties": {"expected": {**EXPECTED, "minProperties": 1}},
+            "description": "a key of expected not given stays as it is; a null src/dst goes back to the default",
         },
         "Created": {
             "type": "object",
@@ -252,9 +264,16 @@ def spec() -> dict:
         "/v1/nfs/{id}": {
             "parameters": ID_PARAM,
             "get": {"summary": "One NF", "responses": {"200": _resp("NF", _ref("Nf")), **_errors(401, 404)}},
+            "patch": {
+                "summary": "Change the NF's traffic expectation (its chain neighbours and Gbit/s in the placement "
+                "model); nothing moves",
+                "requestBody": _body(_ref("NfUpdate")),
+                "responses": {"200": _resp("the NF as now", _ref("Nf")), **_errors(400, 401, 404, 413, 500)},
+            },
             "delete": {
-                "summary": "Stop the NF, unmap its port, remove its namespace",
-                "responses": {"200": _resp("deleted", {"type": "object"}), **_errors(401, 404, 409, 500)},
+                "summary": "Stop the NF, unmap its port, remove its namespace; NFs whose chain named it are "
+                "spliced (a -> NF -> b becomes a -> b)",
+                "responses": {"200": _resp("deleted", {"type": "object"}), **_errors(401, 404, 500)},
             },
         },
         "/v1/nfs/{id}/standby": {

@@ -300,12 +300,48 @@ class Agent:
         except PortMapError as exc:
             log.error("rollback: unmap failed", extra={"fields": {"vport": vport, "error": str(exc)}})
 
-    def delete_nf(self, nf_id: str) -> None:
+    def update_nf(self, nf_id: str, changes: dict) -> Nf:
+        """Change an NF's traffic expectation (`model.parse_nf_update`: expected_gbps, src, dst): the chain
+        vertices must exist and not be the NF itself. Only the model changes (the next solve and monitoring
+        sample use it); nothing moves. On a bad vertex or a failed save nothing is changed."""
         with self.lock:
             nf = self._nf(nf_id)
-            users = sorted(n.id for n in self.state.nfs.values() if nf_id in (n.src, n.dst))
-            if users:
-                raise Conflict(f"NF {nf_id!r} is in the chain of NF(s) {', '.join(users)}; delete them first")
+            src, dst = changes.get("src", nf.src), changes.get("dst", nf.dst)
+            graph.check_chain(nf_id, src, dst, self._vertices())
+            before = {k: getattr(nf, k) for k in changes}
+            for k, v in changes.items():
+                setattr(nf, k, v)
+            history = list(self.state.history)
+            self._event("nf-update", nf=nf_id, expected=nf.public()["expected"])
+            try:
+                self._save()
+            except OSError as exc:
+                for k, v in before.items():
+                    setattr(nf, k, v)
+                self.state.history = history
+                raise AgentError(f"cannot persist state: {exc}") from None
+            return nf
+
+    def _unlink(self, gone: Nf) -> list[dict]:
+        """Splice `gone` out of the chains that name it: a neighbour whose dst (src) was `gone` takes `gone`'s
+        dst (src), so a -> gone -> b becomes a -> b (None, the default, where that would name the neighbour
+        itself). Returns the changed neighbours' new src/dst."""
+        out = []
+        for n in self.state.nfs.values():
+            if n.id == gone.id or gone.id not in (n.src, n.dst):
+                continue
+            if n.src == gone.id:
+                n.src = gone.src if gone.src != n.id else None
+            if n.dst == gone.id:
+                n.dst = gone.dst if gone.dst != n.id else None
+            out.append({"nf": n.id, "src": n.src, "dst": n.dst})
+        return out
+
+    def delete_nf(self, nf_id: str) -> None:
+        """Stop every instance, unmap the vport, forget the NF; NFs whose chain named it are spliced
+        (`_unlink`)."""
+        with self.lock:
+            nf = self._nf(nf_id)
             errors = []
             try:
                 self.mapper.unmap(nf.vport)
@@ -318,7 +354,7 @@ class Agent:
                 except Exception as exc:  # noqa: BLE001
                     errors.append(str(exc))
             del self.state.nfs[nf_id]
-            self._event("nf-delete", nf=nf_id, errors=errors)
+            self._event("nf-delete", nf=nf_id, errors=errors, rechained=self._unlink(nf))
             self._save()
             if errors:
                 raise AgentError(f"NF {nf_id} deleted, with cleanup errors: {'; '.join(errors)}")

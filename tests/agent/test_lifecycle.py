@@ -20,7 +20,9 @@ import pytest
 from host_datapath.oneswitch_client import OneSwitchClient
 from host_datapath.sysutil import netns_list, pid_alive, run
 from nf_agent.agent import endpoint
+from nf_agent.agent.graph import chain_links
 from nf_agent.agent.runtime import NF_BINARY
+from nf_agent.demo.chain import Chain, steering_rules
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.host import ping
 from nf_agent.emulated_host.oneswitch import jar_missing_reason
@@ -298,3 +300,76 @@ def test_traffic_shift_triggers_replacement(env, tmp_path):
     hist = [h["event"] for h in call(env_url, "GET", "/v1/placement")[1]["history"]]
     assert "nf-migrate" in hist and hist[-1] == "placement-run"
     assert call(env_url, "DELETE", "/v1/nfs/fw2")[0] == 200
+
+
+def test_declared_chain_predicts_the_pcie_use_measured(env):
+    """VM web -> fw-a (sNIC) -> fw-b (host) -> wire, declared with PATCH: under a TCP stream the agent's
+    model has it cross PCIe down twice (web -> fw-a, fw-b -> wire) and up once (fw-a -> fw-b), as the link's
+    counters measure; deleting fw-a splices it out of fw-b's chain."""
+    host, status, agent, _ = env
+    n = host.name
+    url = endpoint.status_entry(host.rundir)["rest"]  # the tests before may have restarted the agent
+    if call(url, "GET", "/v1/vms/web")[0] == 404:
+        assert call(url, "POST", "/v1/vms", {"id": "web"})[0] == 201
+    any_fw = {"rules": [{"action": "allow", "proto": "any", "src": "any", "dst": "any"}], "default": "deny"}
+    vports = {}
+    procs: list[subprocess.Popen] = []
+    try:
+        for nf, pin in (("fw-a", "snic0"), ("fw-b", "host")):
+            code, body = call(
+                url, "POST", "/v1/nfs", {"type": "firewall", "id": nf, "config": any_fw, "pin": pin}
+            )
+            assert code == 201, body
+            vports[nf] = body["vport"]
+        for nf, src, dst in chain_links(["web", "fw-a", "fw-b", "snic0-eth0"]):
+            code, body = call(url, "PATCH", f"/v1/nfs/{nf}", {"expected": {"src": src, "dst": dst}})
+            assert code == 200 and body["expected"] == {"gbps": 0.0, "src": src, "dst": dst}, body
+        listen = status["oneswitch"]["listen"]
+        ofctl(status, "del-flows", listen)
+        chain = Chain(nm.vport_vm(0), nm.mac(1, 0, 0), nm.vport_eth(0, 0), nm.mac(2, 0, 0),
+                      (vports["fw-a"], vports["fw-b"]))  # fmt: skip
+        for r in steering_rules(chain):
+            macs = (f",dl_src={r.eth_src}" if r.eth_src else "") + (
+                f",dl_dst={r.eth_dst}" if r.eth_dst else ""
+            )
+            ofctl(
+                status,
+                "add-flow",
+                listen,
+                f"priority={r.priority},in_port={r.in_port}{macs},actions=output:{r.out_port}",
+            )
+        vm_ns, out_ns, out_ip = nm.ns_vm(n, 0), nm.ns_outside(n, 0, 0), nm.ip_outside(0, 0)
+        assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping through fw-a and fw-b")
+        procs.append(subprocess.Popen(["ip", "netns", "exec", out_ns, "iperf3", "-s", "-1", "-B", out_ip, "-p", "5401"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+        time.sleep(0.5)
+        procs.append(subprocess.Popen(["ip", "netns", "exec", vm_ns, "iperf3", "-c", out_ip, "-p", "5401", "-b", "40M",
+                                       "-t", "10"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+
+        def streaming():
+            v = call(url, "GET", "/v1/placement")[1]
+            return (
+                v
+                if ((v["measured"] or {}).get("pcie_gbps", {}).get("snic0", {}).get("down", 0)) > 0.02
+                else None
+            )
+
+        wait(streaming, 30, "the stream on the PCIe link")
+        time.sleep(2)  # a few samples at the stream's rate (the model and the link's counters share them)
+        view = call(url, "GET", "/v1/placement")[1]
+        assert {(e["src"], e["dst"]) for e in view["traffic"]} == {
+            ("web", "fw-a"),
+            ("fw-a", "fw-b"),
+            ("fw-b", "snic0-eth0"),
+        }
+        m, p = view["measured"]["pcie_gbps"]["snic0"], view["predicted"]["pcie_gbps"]["snic0"]
+        tolerance = 0.1 * (m["down"] + m["up"]) + 0.001  # Gbit/s; the ACKs, on the stream's side in the model
+        assert abs(p["down"] - m["down"]) <= tolerance and abs(p["up"] - m["up"]) <= tolerance, (m, p)
+        assert m["down"] > 1.5 * m["up"] > 0  # two crossings down, one up
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    assert call(url, "DELETE", "/v1/nfs/fw-a")[0] == 200
+    assert call(url, "GET", "/v1/nfs/fw-b")[1]["expected"]["src"] == "web"
+    assert call(url, "DELETE", "/v1/nfs/fw-b")[0] == 200

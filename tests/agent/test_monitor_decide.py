@@ -73,6 +73,11 @@ def test_ewma_smooths():
     m.update(Sample(1.0, ports(G, 0, 0, 0, 0, 0)), w)  # 1 Gbit/s
     got = m.update(Sample(2.0, ports(G, 0, 0, 0, 0, 0)), w)  # 0 Gbit/s this second
     assert got.edges[("snic0-eth0", "fw")] == pytest.approx(0.5)
+    # PCIe is smoothed as the edges it is predicted from: 0, then 2 Gbit/s down -> 1, then 0 -> 0.5
+    got = m.update(Sample(3.0, ports(G, 0, 0, 0, 2 * G, 0)), w)
+    assert got.pcie == {"snic0": {"down": pytest.approx(1.0), "up": 0.0}}
+    got = m.update(Sample(4.0, ports(G, 0, 0, 0, 2 * G, 0)), w)
+    assert got.pcie == {"snic0": {"down": pytest.approx(0.5), "up": 0.0}}
 
 
 SNICS = [SnicInfo("snic0", 36.0, 40.0, 1)]

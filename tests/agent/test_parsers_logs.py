@@ -30,6 +30,7 @@ LOCS = ["host", "snic0"]
 def test_parsers_only_raise_validation_errors(body):
     for parse in (
         lambda b: model.parse_nf(b, LOCS),
+        model.parse_nf_update,
         model.parse_vm,
         lambda b: model.parse_migrate(b, LOCS),
         model.parse_scale,
