@@ -228,8 +228,9 @@ def profile_types(url, rundir, cg, name, listen, types, args, out_file: Path) ->
                 r = measure(url, rundir, cg, name, ["prof"], mbps, args.seconds, gen=typ in GEN_TYPES)
                 cores = r["host_cores"] if loc == "host" else r["snic_cores"]
                 load = r["load_gbps"]["prof"]
+                got = "UDP, no receiver" if typ in GEN_TYPES else f"delivered {r['rx_mbps']:.1f} Mbit/s"
                 print(f"[profile {typ} on {loc} at {mbps:g} Mbit/s] {cores:.4f} cores at {load:.4f} Gbit/s of "
-                      f"load, delivered {r['rx_mbps']:.1f} Mbit/s", file=sys.stderr)  # fmt: skip
+                      f"load, {got}", file=sys.stderr)  # fmt: skip
                 if load <= 0:
                     raise RuntimeError(f"{typ} on {loc}: the agent measured no load")
                 # r_nic is in the sNIC's placement units: UNITS_PER_CORE units = one core of its CPU quota
