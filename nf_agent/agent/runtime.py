@@ -30,10 +30,12 @@ import threading
 import time
 from pathlib import Path
 
+from host_datapath.netns_ops import enter_netns_fd, netns_path
 from host_datapath.sysutil import (
     DatapathError,
     kill_and_wait,
     netns_del,
+    netns_exists,
     netns_list,
     netns_pids,
     pid_alive,
@@ -286,7 +288,7 @@ class HostRuntime:
             if p is not None:
                 with contextlib.suppress(Exception):
                     p.wait(timeout=1)
-        if slot.netns not in netns_list():
+        if not netns_exists(slot.netns):
             # never made, or swept with its veth by `uno down` (whose switches may be gone: no OVSDB call)
             self._slot_file(slot.key).unlink(missing_ok=True)
             return
@@ -316,7 +318,7 @@ class HostRuntime:
     def _take_slot(self, inst: Instance) -> bool:
         """Move a free slot at the instance's location under `inst` (its names and port)."""
         slot = self.pool.take(inst.switch)
-        while slot is not None and slot.netns not in netns_list():
+        while slot is not None and not netns_exists(slot.netns):
             # swept while it waited (an operator, a crashed bring-up): drop it, try the next (or start cold)
             with contextlib.suppress(Exception):
                 self.destroy_slot(slot)
@@ -395,10 +397,23 @@ class HostRuntime:
         return [str(d / "cgroup.procs") for d in self.switches[location].cgroup.dirs()]
 
     def _spawn(self, cmd: list[str], log: Path, netns: str | None = None, cgroup: list[str] = ()) -> int:
-        full = ["ip", "netns", "exec", netns, *cmd] if netns else cmd
-        files = list(cgroup)
+        """Start `cmd` (its own session, output to `log`) in namespace `netns` and the `cgroup` files'
+        cgroups, which it joins before it executes.
 
-        def join_cgroup() -> None:  # runs in the child between fork and exec: plain syscalls only
+        Without cgroups the namespace is entered by `nsenter --net` (CPython then starts the child with
+        vfork); `ip netns exec` also remounted /sys, which the NF does not read (Redis and its stats
+        endpoint are unix sockets in the file system it shares with the agent). Joining a cgroup needs code
+        in the child (a fork of the agent, which costs ms: page tables), so that child also enters the
+        namespace itself (setns on a descriptor opened here) instead of executing one more program."""
+        files = list(cgroup)
+        if not files:
+            full = ["nsenter", f"--net={netns_path(netns)}", "--", *cmd] if netns else cmd
+            return self._popen(full, log, None)
+        ns_fd = os.open(netns_path(netns), os.O_RDONLY | os.O_CLOEXEC) if netns else None
+
+        def enter() -> None:  # runs in the child between fork and exec: plain syscalls only
+            if ns_fd is not None:
+                enter_netns_fd(ns_fd)
             for f in files:
                 fd = os.open(f, os.O_WRONLY)
                 try:
@@ -406,14 +421,21 @@ class HostRuntime:
                 finally:
                     os.close(fd)
 
+        try:
+            return self._popen(cmd, log, enter)
+        finally:
+            if ns_fd is not None:
+                os.close(ns_fd)
+
+    def _popen(self, cmd: list[str], log: Path, preexec) -> int:
         with open(log, "ab") as out:
             p = subprocess.Popen(
-                full,
+                cmd,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=join_cgroup if files else None,  # noqa: PLW1509
+                preexec_fn=preexec,  # noqa: PLW1509
                 close_fds=True,
             )
         self.procs[p.pid] = p
@@ -441,13 +463,16 @@ class HostRuntime:
         cg = self._cgroup_files(inst.location)
         t0 = time.monotonic()
         store = f"unix://{self.store_socket()}" if self.store == "redis" else "local"
-        inst.pid = self._spawn(
-            [str(self.nf_binary), nf.type, "--port", inst.inside_if,
-             "--store", store, "--nf-id", nf.id, "--instance", inst.id,
-             "--config", str(f["config"]), "--stats", f"unix://{f['stats']}",
-             *(["--buffer", str(buffer)] if buffer > 0 else [])],
-            f["log"], inst.netns, cg,
-        )  # fmt: skip
+        try:
+            inst.pid = self._spawn(
+                [str(self.nf_binary), nf.type, "--port", inst.inside_if,
+                 "--store", store, "--nf-id", nf.id, "--instance", inst.id,
+                 "--config", str(f["config"]), "--stats", f"unix://{f['stats']}",
+                 *(["--buffer", str(buffer)] if buffer > 0 else [])],
+                f["log"], inst.netns, cg,
+            )  # fmt: skip
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:  # no namespace, cgroup gone, ...
+            raise StartError(f"{inst.id}: cannot start nf in namespace {inst.netns}: {exc}") from None
         inst.state = "starting"
         t1 = time.monotonic()
         self.wait_healthy(inst)
