@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,14 +59,22 @@ class HostSwitch:
         return [r.switch_target for r in relays]
 
     def attach_namespace(
-        self, ns: str, inside: str, port: str, ofport: int, ip_cidr: str | None = None
+        self,
+        ns: str,
+        inside: str,
+        port: str,
+        ofport: int,
+        ip_cidr: str | None = None,
+        on_veth: Callable[[], object] | None = None,
     ) -> None:
         """Plug namespace `ns` (an NF or VM; created if missing) into the bridge as OpenFlow port `ofport`.
 
         A veth `inside` (in `ns`) <-> `port` (on the bridge, in the switch's namespace), offloads off, MTU
         1600, optional address `ip_cidr` on `inside`. Idempotent. Prefix names with the host's instance name
         (`NAME-...`): `uno down` then removes them with their namespace. On a failure what this call made
-        (namespace, veth, bridge port) is removed again before the error is raised.
+        (namespace, veth, bridge port) is removed again before the error is raised. `on_veth()` runs once
+        the namespace's end is ready, before the bridge port is added (a cold NF start spawns `nf` there,
+        so its start-up overlaps the OVSDB step; the caller stops what it started if the attach fails).
         """
         new_ns = not netns_exists(ns)
         made_veth = False
@@ -77,6 +86,8 @@ class HostSwitch:
             if ip_cidr:
                 run(["ip", "addr", "replace", ip_cidr, "dev", inside], netns=ns)
             quiet_switch_port(port, self.netns)
+            if on_veth is not None:
+                on_veth()
             self.driver.add_port(port, ofport)
         except BaseException:
             # the attach's own error is the one to report
