@@ -27,7 +27,7 @@ T = TypeVar("T")
 NETNS_DIR = Path("/run/netns")
 CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS, SIOCSIFFLAGS, SIOCETHTOOL = 0x8913, 0x8914, 0x8946
-ETHTOOL_GTXCSUM, ETHTOOL_STXCSUM = 0x16, 0x17
+ETHTOOL_STXCSUM = 0x17
 IFF_UP = 0x1
 IFREQ_SIZE = 40  # sizeof(struct ifreq) on 64-bit Linux
 
@@ -50,7 +50,7 @@ def netns_exists(netns: str) -> bool:
 
 
 def enter_netns_fd(fd: int) -> None:
-    """setns(fd, CLONE_NEWNET) for the calling thread (also usable in a child between fork and exec)."""
+    """setns(fd, CLONE_NEWNET) for the calling thread."""
     if _libc.setns(fd, CLONE_NEWNET) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"setns: {os.strerror(err)}")
@@ -116,8 +116,9 @@ def link_up(ifname: str) -> None:
 
 
 def _ethtool_value(s: socket.socket, ifname: str, cmd: int, data: int = 0) -> int:
+    """One `struct ethtool_value` command; the value the kernel left in it."""
     val = ctypes.create_string_buffer(struct.pack("II", cmd, data), 8)
-    _ioctl(s, SIOCETHTOOL, ifname, struct.pack("P", ctypes.addressof(val)))
+    _ioctl(s, SIOCETHTOOL, ifname, struct.pack("P", ctypes.addressof(val)))  # ifr_data points at `val`
     return struct.unpack("II", val.raw)[1]
 
 
@@ -125,12 +126,6 @@ def tx_checksum_off(ifname: str) -> None:
     """`ethtool -K IF tx off`: transmit checksum offload off (the kernel then drops TSO, which needs it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         _ethtool_value(s, ifname, ETHTOOL_STXCSUM, 0)
-
-
-def tx_checksum_on(ifname: str) -> bool:
-    """Whether transmit checksum offload is on (`ethtool -k IF` tx-checksumming)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        return bool(_ethtool_value(s, ifname, ETHTOOL_GTXCSUM))
 
 
 def disable_ipv6(ifname: str) -> None:
