@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from host_datapath.of_endpoint import ControllerRelay, OpenFlowTcpEndpoint, parse_tcp_target
 from host_datapath.ovs_instance import OvsInstance
 from host_datapath.switch import SwitchDriver
-from host_datapath.sysutil import DatapathError, link_exists, netns_add, quiet_switch_port, run, veth_pair
+from host_datapath.sysutil import (
+    DatapathError,
+    link_exists,
+    netns_add,
+    netns_del,
+    netns_exists,
+    quiet_switch_port,
+    run,
+    veth_pair,
+)
 
 
 @dataclass
@@ -48,21 +59,45 @@ class HostSwitch:
         return [r.switch_target for r in relays]
 
     def attach_namespace(
-        self, ns: str, inside: str, port: str, ofport: int, ip_cidr: str | None = None
+        self,
+        ns: str,
+        inside: str,
+        port: str,
+        ofport: int,
+        ip_cidr: str | None = None,
+        on_veth: Callable[[], object] | None = None,
     ) -> None:
         """Plug namespace `ns` (an NF or VM; created if missing) into the bridge as OpenFlow port `ofport`.
 
         A veth `inside` (in `ns`) <-> `port` (on the bridge, in the switch's namespace), offloads off, MTU
         1600, optional address `ip_cidr` on `inside`. Idempotent. Prefix names with the host's instance name
-        (`NAME-...`): `uno down` then removes them with their namespace.
+        (`NAME-...`): `uno down` then removes them with their namespace. On a failure what this call made
+        (namespace, veth, bridge port) is removed again before the error is raised. `on_veth()` runs once
+        the namespace's end is ready, before the bridge port is added (a cold NF start spawns `nf` there,
+        so its start-up overlaps the OVSDB step; the caller stops what it started if the attach fails).
         """
-        netns_add(ns)
-        if not link_exists(inside, ns):
-            veth_pair(inside, ns, port, self.netns)
-        if ip_cidr:
-            run(["ip", "addr", "replace", ip_cidr, "dev", inside], netns=ns)
-        quiet_switch_port(port, self.netns)
-        self.driver.add_port(port, ofport)
+        new_ns = not netns_exists(ns)
+        made_veth = False
+        try:
+            netns_add(ns)
+            if new_ns or not link_exists(inside, ns):  # a namespace just made has no veth yet
+                made_veth = True
+                veth_pair(inside, ns, port, self.netns)
+            if ip_cidr:
+                run(["ip", "addr", "replace", ip_cidr, "dev", inside], netns=ns)
+            quiet_switch_port(port, self.netns)
+            if on_veth is not None:
+                on_veth()
+            self.driver.add_port(port, ofport)
+        except BaseException:
+            # the attach's own error is the one to report
+            if made_veth:
+                with contextlib.suppress(Exception):
+                    self.detach(port)
+            if new_ns:
+                with contextlib.suppress(Exception):
+                    netns_del(ns)
+            raise
 
     def detach(self, port: str) -> None:
         """Remove bridge port `port` and its veth (the namespace on the other end stays)."""

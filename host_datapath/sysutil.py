@@ -10,8 +10,13 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
+
+from host_datapath import netns_ops
+
+T = TypeVar("T")
 
 
 class DatapathError(RuntimeError):
@@ -25,8 +30,13 @@ def run(
     timeout: float = 30.0,
     input_text: str | None = None,
 ) -> str:
-    """Run a command (inside `netns` when given), feeding it `input_text`, and return its stdout."""
-    full = ["ip", "netns", "exec", netns, *cmd] if netns else list(cmd)
+    """Run a command (inside `netns` when given), feeding it `input_text`, and return its stdout.
+
+    `ip` itself enters the namespace (`ip -n NS ...`: one process, not `ip netns exec`'s two)."""
+    if netns and cmd and cmd[0] == "ip":
+        full = ["ip", "-n", netns, *cmd[1:]]
+    else:
+        full = ["ip", "netns", "exec", netns, *cmd] if netns else list(cmd)
     try:
         proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout, input=input_text)
     except FileNotFoundError as exc:
@@ -43,14 +53,28 @@ def netns_list() -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
+def in_netns(netns: str, fn: Callable[[], T]) -> T:
+    """`fn()` run in-process inside namespace `netns` (netns_ops.in_netns); errors as DatapathError."""
+    try:
+        return netns_ops.in_netns(netns, fn)
+    except (OSError, ValueError) as exc:
+        raise DatapathError(f"in network namespace {netns}: {exc}") from None
+
+
+def netns_exists(name: str) -> bool:
+    """Namespace `name` exists (its /run/netns file; no process spawned)."""
+    return netns_ops.netns_exists(name)
+
+
 def netns_add(name: str) -> None:
-    if name not in netns_list():
+    """Create namespace `name` unless it exists, and set its loopback up (idempotent)."""
+    if not netns_exists(name):
         run(["ip", "netns", "add", name])
-    run(["ip", "link", "set", "lo", "up"], netns=name)
+    in_netns(name, lambda: netns_ops.link_up("lo"))
 
 
 def netns_del(name: str) -> None:
-    if name in netns_list():
+    if netns_exists(name):
         run(["ip", "netns", "del", name], check=False)
 
 
@@ -60,35 +84,41 @@ def netns_pids(name: str) -> list[int]:
 
 
 def link_exists(ifname: str, netns: str | None = None) -> bool:
-    return bool(run(["ip", "-o", "link", "show", "dev", ifname], netns=netns, check=False).strip())
+    """Interface `ifname` exists in `netns` (None: the caller's namespace); False if `netns` does not exist."""
+    if netns is None:
+        return netns_ops.link_present(ifname)
+    if not netns_exists(netns):
+        return False
+    return in_netns(netns, lambda: netns_ops.link_present(ifname))
 
 
 def veth_pair(a: str, a_ns: str, b: str, b_ns: str, mtu: int = 1600) -> None:
-    """Create veth a<->b and move each end into its namespace, up, offloads off.
+    """Create veth a<->b with each end made in its namespace, both up, transmit checksum offload off.
 
     Transmit checksum offload is switched off on both ends (which also disables TSO): OVS's userspace
     datapath forwards the partial checksums a veth leaves, and the receiver then drops TCP (ENVIRONMENT.md).
     Userspace TSO would be ~4x faster for TCP but breaks MPLS, which the flow-id carrier may be.
     MTU 1600 leaves room for a flow-id tag (VLAN or MPLS) on full-size frames.
+    One `ip` process makes the pair (`up` is taken for the first end only: the kernel refuses it for the
+    peer); the rest is set in-process (netns_ops). On a failure after the pair exists it is removed.
     """
     for name in (a, b):
-        if len(name) > 15:
-            raise DatapathError(f"interface name too long (max 15): {name}")
-    run(["ip", "link", "add", a, "mtu", str(mtu), "type", "veth", "peer", "name", b, "mtu", str(mtu)])
-    run(["ip", "link", "set", a, "netns", a_ns])
-    run(["ip", "link", "set", b, "netns", b_ns])
-    for name, ns in ((a, a_ns), (b, b_ns)):
-        run(["ip", "link", "set", name, "up"], netns=ns)
-        run(
-            ["ethtool", "-K", name, "tx", "off"],
-            netns=ns,
-            check=False,
-        )
+        if not 0 < len(name) <= 15:
+            raise DatapathError(f"interface name must have 1..15 characters: {name!r}")
+    run(["ip", "link", "add", a, "netns", a_ns, "mtu", str(mtu), "up",
+         "type", "veth", "peer", "name", b, "netns", b_ns, "mtu", str(mtu)])  # fmt: skip
+    try:
+        in_netns(a_ns, lambda: netns_ops.tx_checksum_off(a))
+        in_netns(b_ns, lambda: (netns_ops.link_up(b), netns_ops.tx_checksum_off(b)))
+    except BaseException:
+        with contextlib.suppress(DatapathError):  # deleting one end removes both
+            run(["ip", "link", "del", a], netns=a_ns, check=False)
+        raise
 
 
 def quiet_switch_port(ifname: str, netns: str) -> None:
     """A switch port is no host interface: no IPv6 link-local address, router or neighbour chatter."""
-    run(["sysctl", "-q", "-w", f"net.ipv6.conf.{ifname}.disable_ipv6=1"], netns=netns, check=False)
+    in_netns(netns, lambda: netns_ops.disable_ipv6(ifname))
 
 
 def shape(ifname: str, netns: str, gbps: float) -> None:

@@ -8,7 +8,7 @@ loopback, but not from the file system: the NF reaches Redis through Redis's own
 socat relays used before cost 4 more wake-ups and copies, inside the sNIC's CPU quota for sNIC NFs). Only a
 Redis without a unix socket (a host brought up by an older version) is reached through one relay in the root
 namespace: the agent's unix socket -> TCP to Redis. On an sNIC the NF process joins the sNIC's CPU cgroup
-before it executes (so none of its CPU time is charged to the host).
+before it executes (so none of its CPU time is charged to the host; `spawn_command`).
 
 Warm slots (`warm_slots` per location, nf_agent/agent/slots.py): namespaces `NAME-wK` already plugged into
 their switch (ofport >= SLOT_PORT_BASE); `start` takes one when its location has one free and then only
@@ -28,12 +28,15 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from host_datapath.netns_ops import netns_path
 from host_datapath.sysutil import (
     DatapathError,
     kill_and_wait,
     netns_del,
+    netns_exists,
     netns_list,
     netns_pids,
     pid_alive,
@@ -48,6 +51,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 NF_BINARY = REPO_ROOT / "nfs" / "target" / "release" / "nf"
 HEALTH_TIMEOUT = 30.0
 SLOT_PORT_BASE = 700  # warm slots' OpenFlow ports (instances allocate from NF_PORT_BASE = 200 up)
+# `sh -c` script of `_spawn`: "N FILE1..FILEN CMD...": write "0" (= itself) to each cgroup.procs file, then
+# execute CMD; exit 126 (before CMD) if a write fails.
+JOIN_CGROUPS_SH = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || exit 126; shift; n=$((n - 1)); done; exec "$@"'
+)
 
 
 # Claim options the agent sets for NFs whose config leaves them out: the pipelined claim (written with the
@@ -94,6 +102,15 @@ def run_config(nf_type: str, config: dict, location: str, cpu_latency_us: int | 
     if location != HOST and "spin_us" not in out:
         out["spin_us"] = 0
     return out
+
+
+def spawn_command(cmd: list[str], netns: str | None = None, cgroup: Sequence[str] = ()) -> list[str]:
+    """The command line that runs `cmd` in namespace `netns` (`nsenter --net`) after joining the cgroups
+    whose `cgroup.procs` files `cgroup` lists (`sh`, JOIN_CGROUPS_SH); exec all the way: one PID."""
+    full = ["nsenter", f"--net={netns_path(netns)}", "--", *cmd] if netns else list(cmd)
+    if cgroup:
+        full = ["sh", "-c", JOIN_CGROUPS_SH, "uno-join-cgroup", str(len(cgroup)), *cgroup, *full]
+    return full
 
 
 class StartError(Exception):
@@ -286,7 +303,7 @@ class HostRuntime:
             if p is not None:
                 with contextlib.suppress(Exception):
                     p.wait(timeout=1)
-        if slot.netns not in netns_list():
+        if not netns_exists(slot.netns):
             # never made, or swept with its veth by `uno down` (whose switches may be gone: no OVSDB call)
             self._slot_file(slot.key).unlink(missing_ok=True)
             return
@@ -316,7 +333,7 @@ class HostRuntime:
     def _take_slot(self, inst: Instance) -> bool:
         """Move a free slot at the instance's location under `inst` (its names and port)."""
         slot = self.pool.take(inst.switch)
-        while slot is not None and slot.netns not in netns_list():
+        while slot is not None and not netns_exists(slot.netns):
             # swept while it waited (an operator, a crashed bring-up): drop it, try the next (or start cold)
             with contextlib.suppress(Exception):
                 self.destroy_slot(slot)
@@ -363,21 +380,27 @@ class HostRuntime:
         until its state arrives (`put_state`, local store) or it is released (`release`, state in the tier).
 
         With a warm slot free at the instance's location the instance takes it (its netns, interfaces and
-        ofport become the slot's) and only `nf` starts here.
+        ofport become the slot's) and only `nf` starts here. Cold, `nf` is spawned as soon as its veth
+        exists, so its own start-up (mostly the AF_PACKET ring's set-up, which waits for an RCU grace period)
+        overlaps the bridge port's OVSDB transaction and vswitchd's set-up of the port.
         On any failure everything this call created (or took) is removed again and StartError is raised.
-        `last_start` keeps the step times of the last call (ms: attach, nf_spawn, health, total).
+        `last_start` keeps the step times of the last call (ms: attach (nf spawn included), nf_spawn, health
+        (from the spawn: it overlaps attach when cold), total).
         """
         t0 = time.monotonic()
         self.last_start = {"slot": False}
+        spawned: list[float] = []
         try:
             if self._take_slot(inst):
                 self.last_start["slot"] = True
+                spawned.append(self.spawn_nf(nf, inst, buffer))
             else:
                 self.switches[inst.switch].attach_namespace(
-                    inst.netns, inst.inside_if, inst.port_if, inst.ofport
-                )
+                    inst.netns, inst.inside_if, inst.port_if, inst.ofport,
+                    on_veth=lambda: spawned.append(self.spawn_nf(nf, inst, buffer)),
+                )  # fmt: skip
                 self.last_start["attach_ms"] = round((time.monotonic() - t0) * 1000, 2)
-            self.start_processes(nf, inst, buffer)
+            self.await_nf(inst, spawned[0])
             self.last_start["total_ms"] = round((time.monotonic() - t0) * 1000, 2)
         except BaseException as exc:
             self.stop(inst)
@@ -395,25 +418,23 @@ class HostRuntime:
         return [str(d / "cgroup.procs") for d in self.switches[location].cgroup.dirs()]
 
     def _spawn(self, cmd: list[str], log: Path, netns: str | None = None, cgroup: list[str] = ()) -> int:
-        full = ["ip", "netns", "exec", netns, *cmd] if netns else cmd
-        files = list(cgroup)
+        """Start `cmd` (its own session, output to `log`) in namespace `netns`, in the cgroups whose
+        `cgroup.procs` files `cgroup` lists, which it joins before it executes.
 
-        def join_cgroup() -> None:  # runs in the child between fork and exec: plain syscalls only
-            for f in files:
-                fd = os.open(f, os.O_WRONLY)
-                try:
-                    os.write(fd, b"0")  # "0" = the writing process itself
-                finally:
-                    os.close(fd)
-
+        No code runs in a fork of the agent (CPython then starts the child with vfork: a fork of the agent
+        costs ms of page-table copying), and the call returns at once: `sh` joins the cgroups (a cgroup
+        write waits for an RCU grace period, 3-18 ms measured, now off the agent's thread), then
+        `nsenter --net` enters the namespace and executes `cmd` (same PID throughout). `ip netns exec`
+        also remounted /sys, which the NF does not read (Redis and its stats endpoint are unix sockets in
+        the file system it shares with the agent). A failed cgroup write ends `sh` (exit 126, message in
+        `log`) before `cmd` runs."""
         with open(log, "ab") as out:
             p = subprocess.Popen(
-                full,
+                spawn_command(cmd, netns, cgroup),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=join_cgroup if files else None,  # noqa: PLW1509
                 close_fds=True,
             )
         self.procs[p.pid] = p
@@ -426,34 +447,42 @@ class HostRuntime:
 
     def start_processes(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
         """(Re)start the instance's processes in its existing namespace: its config file, then `nf` (the
-        supervisor's restart in place after the NF died; a socket file it left is replaced)."""
-        self.config_files(nf, inst)
-        self.start_nf(nf, inst, buffer)
-
-    def start_nf(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
-        """Start `nf` in the instance's namespace (Redis and its stats endpoint on unix sockets) and wait for
+        supervisor's restart in place after the NF died; a socket file it left is replaced); wait for
         /health."""
+        self.await_nf(inst, self.spawn_nf(nf, inst, buffer))
+
+    def spawn_nf(self, nf: Nf, inst: Instance, buffer: int = 0) -> float:
+        """Write the instance's config file and spawn `nf` in its namespace (Redis and its stats endpoint on
+        unix sockets); returns the monotonic time the spawn returned (see `await_nf`)."""
         f = self._files(inst)
         if len(str(f["stats"])) > MAX_UNIX_PATH:
             raise StartError(
                 f"{inst.id}: stats socket path {f['stats']} is longer than {MAX_UNIX_PATH} bytes"
             )
+        self.config_files(nf, inst)
         cg = self._cgroup_files(inst.location)
         t0 = time.monotonic()
         store = f"unix://{self.store_socket()}" if self.store == "redis" else "local"
-        inst.pid = self._spawn(
-            [str(self.nf_binary), nf.type, "--port", inst.inside_if,
-             "--store", store, "--nf-id", nf.id, "--instance", inst.id,
-             "--config", str(f["config"]), "--stats", f"unix://{f['stats']}",
-             *(["--buffer", str(buffer)] if buffer > 0 else [])],
-            f["log"], inst.netns, cg,
-        )  # fmt: skip
+        try:
+            inst.pid = self._spawn(
+                [str(self.nf_binary), nf.type, "--port", inst.inside_if,
+                 "--store", store, "--nf-id", nf.id, "--instance", inst.id,
+                 "--config", str(f["config"]), "--stats", f"unix://{f['stats']}",
+                 *(["--buffer", str(buffer)] if buffer > 0 else [])],
+                f["log"], inst.netns, cg,
+            )  # fmt: skip
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:  # no namespace, cgroup gone, ...
+            raise StartError(f"{inst.id}: cannot start nf in namespace {inst.netns}: {exc}") from None
         inst.state = "starting"
         t1 = time.monotonic()
+        self.last_start["nf_spawn_ms"] = round((t1 - t0) * 1000, 2)
+        return t1
+
+    def await_nf(self, inst: Instance, spawned_at: float) -> None:
+        """Wait until the `nf` spawned at `spawned_at` answers /health (then `running`; else StartError)."""
         self.wait_healthy(inst)
         inst.state = "running"
-        self.last_start["nf_spawn_ms"] = round((t1 - t0) * 1000, 2)
-        self.last_start["health_ms"] = round((time.monotonic() - t1) * 1000, 2)
+        self.last_start["health_ms"] = round((time.monotonic() - spawned_at) * 1000, 2)
 
     def wait_healthy(self, inst: Instance, timeout: float = HEALTH_TIMEOUT) -> None:
         f = self._files(inst)

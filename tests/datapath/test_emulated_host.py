@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 
 import pytest
 
 from host_datapath.switch import SwitchDriver
-from host_datapath.sysutil import netns_add, netns_del, read_pidfile, wait_for
+from host_datapath.sysutil import (
+    DatapathError,
+    link_exists,
+    netns_add,
+    netns_del,
+    netns_list,
+    read_pidfile,
+    wait_for,
+)
 from nf_agent.emulated_host import naming as nm
 from nf_agent.emulated_host.host import AlreadyRunning, free_port
 from snic_datapath.bluefield import BlueFieldSnic
@@ -338,3 +348,72 @@ def test_nf_namespace_attached_to_the_snic_switch(running_host):
         netns_del(nf_ns)
         host.close()
         snic.close()
+
+
+def link_props(netns: str, ifname: str) -> dict:
+    """What the system tools report for one interface: MTU, up, tx checksumming / TSO, IPv6 switch."""
+    info = json.loads(subprocess.run(["ip", "-n", netns, "-j", "link", "show", "dev", ifname],
+                                     capture_output=True, text=True, check=True).stdout)[0]  # fmt: skip
+    feats = subprocess.run(["ip", "netns", "exec", netns, "ethtool", "-k", ifname],
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    feat = dict(line.strip().split(": ", 1) for line in feats.splitlines() if ": " in line)
+    v6 = subprocess.run(["ip", "netns", "exec", netns, "sysctl", "-n", f"net.ipv6.conf.{ifname}.disable_ipv6"],
+                        capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    return {"mtu": info["mtu"], "up": "UP" in info["flags"], "tx": feat["tx-checksumming"],
+            "tso": feat["tx-tcp-segmentation"].split()[0], "ipv6_off": v6 == "1"}  # fmt: skip
+
+
+@pytest.mark.parametrize("switch", ["host", "snic0"])
+def test_cold_attached_veth_has_its_properties(running_host, switch):
+    """A cold attach (namespace made now): MTU 1600, both ends up, transmit checksumming and TSO off on both
+    ends, IPv6 off on the switch end, the bridge port at the asked OpenFlow port; a second attach changes
+    nothing; detach and the namespace's removal leave no interface."""
+    h, _ = running_host
+    sw = h.switches()[switch]
+    ns, inside, port = f"{h.name}-c{switch[0]}", f"{h.name}-c{switch[0]}", f"{h.name}-d{switch[0]}"
+    try:
+        for _ in range(2):  # idempotent
+            sw.attach_namespace(ns, inside, port, 230)
+            assert sw.driver.ports()[port] == 230
+            want = {"mtu": 1600, "up": True, "tx": "off", "tso": "off"}
+            assert {k: v for k, v in link_props(ns, inside).items() if k != "ipv6_off"} == want
+            assert link_props(sw.netns, port) == {**want, "ipv6_off": True}
+        lo = subprocess.run(
+            ["ip", "-n", ns, "-j", "link", "show", "dev", "lo"], capture_output=True, text=True
+        )
+        assert "UP" in json.loads(lo.stdout)[0]["flags"]
+        sw.detach(port)
+        netns_del(ns)
+        assert port not in sw.driver.ports() and not link_exists(port, sw.netns) and ns not in netns_list()
+    finally:
+        sw.detach(port)
+        netns_del(ns)
+        sw.close()
+
+
+@pytest.mark.parametrize("switch", ["host", "snic0"])
+@pytest.mark.parametrize("failure", ["ofport taken", "name too long"])
+def test_failed_attach_leaves_nothing(running_host, switch, failure):
+    """An attach that fails at the bridge port (its OpenFlow port is taken: OVS gives another) or at the veth
+    (a name over 15 characters) removes what it made: namespace, veth, bridge port."""
+    h, _ = running_host
+    sw = h.switches()[switch]
+    taken = min(sw.driver.ports().values())  # a VM's or the PCIe link's port
+    ns, inside = f"{h.name}-f{switch[0]}", f"{h.name}-f{switch[0]}"
+    port = f"{h.name}-g{switch[0]}" if failure == "ofport taken" else "x" * 16
+    before = (sorted(sw.driver.ports().items()), switch_links(sw.netns))
+    try:
+        with pytest.raises(DatapathError):
+            sw.attach_namespace(ns, inside, port, taken if failure == "ofport taken" else 231)
+        assert ns not in netns_list()
+        assert (sorted(sw.driver.ports().items()), switch_links(sw.netns)) == before
+    finally:
+        if len(port) <= 15:
+            sw.detach(port)
+        netns_del(ns)
+        sw.close()
+
+
+def switch_links(netns: str) -> list[str]:
+    out = subprocess.run(["ip", "-n", netns, "-o", "link"], capture_output=True, text=True, check=True).stdout
+    return sorted(line.split(":")[1].strip() for line in out.splitlines())
