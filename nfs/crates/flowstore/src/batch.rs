@@ -215,9 +215,8 @@ impl BatchState {
 
     /// Set `key` to `value` (visible to later packets of this batch; written at flush).
     pub fn set(&mut self, key: &[u8], value: Vec<u8>) {
-        if self.guards.contains_key(key) {
-            self.insert(key, Some(value.clone()));
-            self.guarded(key, Some(&value));
+        if self.guarded(key, Some(&value)) {
+            self.insert(key, Some(value));
             return;
         }
         self.write(key, Some(value));
@@ -225,9 +224,8 @@ impl BatchState {
 
     /// Delete `key`.
     pub fn del(&mut self, key: &[u8]) {
-        if self.guards.contains_key(key) {
+        if self.guarded(key, None) {
             self.insert(key, None);
-            self.guarded(key, None);
             return;
         }
         self.write(key, None);

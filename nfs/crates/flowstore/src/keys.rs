@@ -32,12 +32,9 @@ impl KeySpace {
         // exact size and whole-slice copies (a push per hex digit cost ~300 instructions a key).
         let mut k = Vec::with_capacity(self.prefix.len() + 19 + table.len());
         k.extend_from_slice(self.prefix.as_bytes());
-        let mut tag = [0u8; 18];
-        tag[0] = b'{';
-        tag[1..17].copy_from_slice(&hex16(flow_hash));
-        tag[17] = b'}';
-        k.extend_from_slice(&tag);
-        k.push(b':');
+        k.push(b'{');
+        k.extend_from_slice(&hex16(flow_hash));
+        k.extend_from_slice(b"}:");
         k.extend_from_slice(table.as_bytes());
         k
     }

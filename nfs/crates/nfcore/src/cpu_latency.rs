@@ -36,13 +36,10 @@ impl CpuLatencyRequest {
                 format!("cpu latency bound {us} us: at most {MAX_US}"),
             ));
         }
-        let mut f = OpenOptions::new()
-            .write(true)
-            .open(DEVICE)
-            .map_err(|e| io::Error::new(e.kind(), format!("{DEVICE}: {e}")))?;
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("{DEVICE}: {e}"));
+        let mut f = OpenOptions::new().write(true).open(DEVICE).map_err(named)?;
         // The device takes the bound as a native-endian 32-bit integer.
-        f.write_all(&(us as i32).to_ne_bytes())
-            .map_err(|e| io::Error::new(e.kind(), format!("{DEVICE}: {e}")))?;
+        f.write_all(&(us as i32).to_ne_bytes()).map_err(named)?;
         Ok(CpuLatencyRequest { _file: f, us })
     }
 
