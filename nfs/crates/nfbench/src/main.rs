@@ -194,26 +194,26 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 /// One run. Unpaced (`pps` None): frames as fast as the NF takes them; latency = per-batch
 /// receive-to-transmit time (every packet of the batch waits for it) at saturation. Paced:
 /// packets arriving one by one at `pps`; latency = each packet's arrival to transmit.
-#[allow(clippy::too_many_arguments)]
 fn run_once(
+    cfg: &Settings,
     kind: &str,
     store: Box<dyn FlowStore>,
     nf_id: &str,
     frames: &[Vec<u8>],
-    batch: usize,
     depth: usize,
     pps: Option<f64>,
-    recv_cap: Option<usize>,
-    redis_pid: u32,
 ) -> RunFigures {
+    let recv_cap = cfg.recv_cap;
     let spec = RunSpec {
         kind,
         nf_id,
         n_frames: frames.len(),
-        batch,
+        batch: cfg.batch,
         depth,
-        redis_pid,
-        phases: (pps.is_some() || recv_cap.is_some()) && std::env::var("NFBENCH_DEBUG").is_ok(),
+        redis_pid: cfg.redis_pid,
+        borrow: cfg.borrow,
+        debug: cfg.debug,
+        phases: (pps.is_some() || recv_cap.is_some()) && cfg.debug,
     };
     let sorted = |mut v: Vec<f64>| {
         v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -241,12 +241,16 @@ fn run_once(
         }
         Some(r) => {
             let dev = paced::PacedDevice::new(frames.to_vec(), r);
-            let probe = probe_cpus().map(|c| stallprobe::Probe::start(&c));
+            let probe = cfg
+                .stall_probe
+                .then(probe_cpus)
+                .flatten()
+                .map(|c| stallprobe::Probe::start(&c));
             let (mut fig, _, phases, dev) = run_dev(&spec, store, dev);
             // Transmit order is arrival order (batches leave in order).
             let skip = dev.lat_us.len() / PACED_WARMUP;
             if let Some(stalls) = probe.and_then(stallprobe::Probe::stop) {
-                clean_figures(&mut fig, &dev, &stalls, skip);
+                clean_figures(&mut fig, &dev, &stalls, skip, cfg.debug);
             }
             if let Some(b) = breakdown::describe(&phases, skip) {
                 eprintln!("PHASES {kind} @ {r:.0} pps: {b}");
@@ -262,12 +266,12 @@ fn run_once(
 }
 
 /// The CPUs the stall probe watches: those the NF and Redis are pinned to (see [`pin`]);
-/// `None` on one CPU or without `--stall-probe`.
+/// `None` on one CPU.
 fn probe_cpus() -> Option<Vec<usize>> {
     // Online CPUs (not `available_parallelism`: this thread is pinned to one by then).
     // SAFETY: sysconf has no preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    (n >= 2 && std::env::args().any(|a| a == "--stall-probe")).then(|| vec![0, 1])
+    (n >= 2).then(|| vec![0, 1])
 }
 
 /// The paced figures that leave out packets a machine stall touched (see [`stallprobe`]):
@@ -277,6 +281,7 @@ fn clean_figures(
     dev: &paced::PacedDevice,
     stalls: &[stallprobe::Stall],
     skip: usize,
+    debug: bool,
 ) {
     let n = dev.lat_us.len();
     let mut clean: Vec<f64> = (skip..n)
@@ -292,7 +297,7 @@ fn clean_figures(
     fig.p99_clean_us = percentile(&clean, 0.99);
     fig.stall_ms = stalls.iter().map(|s| s.dur_ns).sum::<u64>() as f64 / 1e6;
     fig.touched_pct = 100.0 * (counted - clean.len().min(counted)) as f64 / counted as f64;
-    if std::env::var("NFBENCH_DEBUG").is_ok() {
+    if debug {
         let t0 = dev.arrived_ns.first().copied().unwrap_or(0);
         let list: Vec<String> = stalls
             .iter()
@@ -305,6 +310,19 @@ fn clean_figures(
     }
 }
 
+/// The command line's settings every run shares, parsed once in `main`.
+struct Settings {
+    batch: usize,
+    recv_cap: Option<usize>,
+    redis_pid: u32,
+    /// `--borrow`: small batches borrow keys ([`Runtime::set_borrow_reads`]).
+    borrow: bool,
+    /// `--stall-probe`: probe threads beside the paced runs ([`stallprobe`]).
+    stall_probe: bool,
+    /// `NFBENCH_DEBUG` set: paced and capped runs print their phases ([`breakdown`]).
+    debug: bool,
+}
+
 /// What one run runs.
 struct RunSpec<'a> {
     kind: &'a str,
@@ -313,6 +331,9 @@ struct RunSpec<'a> {
     batch: usize,
     depth: usize,
     redis_pid: u32,
+    borrow: bool,
+    /// Print the store's counters after the run.
+    debug: bool,
     /// Record the pipelined loop's per-packet phases ([`breakdown`]).
     phases: bool,
 }
@@ -331,6 +352,8 @@ fn run_dev<D: Device>(
         batch,
         depth,
         redis_pid,
+        borrow,
+        debug,
         phases,
     } = spec;
     let opts = RuntimeOptions {
@@ -355,7 +378,7 @@ fn run_dev<D: Device>(
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
     rt.set_pipeline_depth(depth);
-    rt.set_borrow_reads(std::env::args().any(|a| a == "--borrow"));
+    rt.set_borrow_reads(borrow);
     rt.record_latencies(true);
     rt.record_phases(phases);
     let s0 = rt.store_mut().stats();
@@ -388,7 +411,7 @@ fn run_dev<D: Device>(
         redis_cpu_us: rcpu1.saturating_sub(rcpu0) as f64 / 1e3 / n,
         round_trips_per_1000: (s.round_trips - s0.round_trips) as f64 * 1000.0 / n,
     };
-    if std::env::var("NFBENCH_DEBUG").is_ok() {
+    if debug {
         rt.snapshot();
         eprintln!(
             "DEBUG {kind} {s:?} {} | per pkt: cpu_us {:.3} busy_cpu_us {:.3} redis_cpu_us {:.3} \
@@ -668,6 +691,14 @@ fn main() {
     let rtt_n: usize = flag(&args, "--rtt", "N").unwrap_or(if quick { 5_000 } else { 20_000 });
     let redis = TestRedis::start().expect("redis-server (is it installed?)");
     let pinned = !args.iter().any(|a| a == "--no-pin") && pin(redis.pid());
+    let settings = Settings {
+        batch,
+        recv_cap,
+        redis_pid: redis.pid(),
+        borrow: args.iter().any(|a| a == "--borrow"),
+        stall_probe: args.iter().any(|a| a == "--stall-probe"),
+        debug: std::env::var("NFBENCH_DEBUG").is_ok(),
+    };
     let url_of = |mode: &str| {
         if mode.ends_with("-tcp") {
             redis.url()
@@ -736,17 +767,7 @@ fn main() {
                 run_id += 1;
                 let nf_id = format!("bench{}-{run_id}", std::process::id());
                 let store = make_store(mode, &nf_id);
-                run_once(
-                    kind,
-                    store,
-                    &nf_id,
-                    &frames,
-                    batch,
-                    depth_of(mode),
-                    pps,
-                    recv_cap,
-                    redis.pid(),
-                )
+                run_once(&settings, kind, store, &nf_id, &frames, depth_of(mode), pps)
             };
             for _ in 0..repeats {
                 for (mode, acc) in modes.iter_mut() {
