@@ -13,10 +13,12 @@ PCIe crossings. '@' is not allowed in an NF or VM id (model.NAME_RE), so a split
 one. The NF's traffic is divided among its locations by `Split`: the measured per-location rates of its
 instances' ports when the monitor has them (a measurement), else in proportion to the instance counts (a
 model of OneSwitch's SELECT group: one bucket of equal weight per instance, flows hashed evenly over them;
-not a measured split, and a few large flows can be far from it). An edge between two split NFs is divided
-by the product of both shares, i.e. as if each vport hashed the flows independently; OVS hashes a flow
-alike at every select group (oneswitch/README.md, scale-out), so two split NFs with equal bucket counts
-that keep the 5-tuple may send share i of one to share i of the other more often than the product says.
+not a measured split, and a few large flows can be far from it). An edge between two split NFs: OVS hashes
+a flow alike (same function, basis 0) at every select group (oneswitch/README.md, scale-out), so when both
+have the same number of instances and neither rewrites the flow's addresses or ports (`KEEPS_FLOW`), a flow
+in bucket i of the first is in bucket i of the second: instance i sends to instance i (measured: both NFs'
+per-location rates were identical, tests/agent/test_scaleout_pcie.py). Otherwise the edge is divided by the
+product of both shares, as if each vport hashed flows independently (a model, not measured).
 An NF at one location (however many instances) stays one vertex with its id, as before. Re-placement never
 moves a scaled-out NF; the split vertices are there so the OTHER NFs are placed against the right load.
 """
@@ -104,6 +106,11 @@ def instance_counts(nf: Nf) -> dict[str, int]:
     return out
 
 
+# NF types that forward a flow with its addresses and ports unchanged (they pass or drop), so the next
+# select group hashes it as the previous one did; NAT and LB rewrite them, IPsec encapsulates.
+KEEPS_FLOW = frozenset({"firewall", "monitor", "ips", "l7fw"})
+
+
 @dataclass(frozen=True)
 class Split:
     """How the traffic of an NF running at several locations divides among them (location -> share, sum 1)."""
@@ -112,6 +119,8 @@ class Split:
     into: dict[str, float]  # shares of the traffic into the NF (its edges src -> nf)
     out: dict[str, float]  # shares of the traffic out of it (its edges nf -> dst)
     measured: tuple[str, ...]  # the directions ("in", "out") whose shares are measured, not proportional
+    buckets: tuple[str, ...] = ()  # the location of each instance, in the order of its select group's buckets
+    keeps_flow: bool = False  # the NF forwards a flow with its 5-tuple unchanged (KEEPS_FLOW)
 
     def to_json(self) -> dict:
         return {
@@ -140,7 +149,10 @@ def nf_split(nf: Nf, measured: dict[str, dict[str, float]] | None = None) -> Spl
         whole = sum(rates.values())
         if whole > 0:
             shares[direction] = {loc: r / whole for loc, r in rates.items()}
-    return Split(counts, shares.get("in", even), shares.get("out", even), tuple(shares))
+    buckets = tuple(i.location for i in nf.instances)
+    return Split(
+        counts, shares.get("in", even), shares.get("out", even), tuple(shares), buckets, nf.type in KEEPS_FLOW
+    )
 
 
 def _ends(vertex: str, splits: dict[str, Split], side: str) -> dict[str, float]:
@@ -152,13 +164,31 @@ def _ends(vertex: str, splits: dict[str, Split], side: str) -> dict[str, float]:
 
 
 def divide_edge(src: str, dst: str, gbps: float, splits: dict[str, Split]) -> dict[tuple[str, str], float]:
-    """Edge src -> dst over the split vertices: from each share of src to each share of dst, the product of
-    the two (flows hashed independently at each vport); an edge between unsplit vertices is itself."""
+    """Edge src -> dst over the split vertices; an edge between unsplit vertices is itself.
+
+    Two split NFs whose select groups pick the same bucket for a flow (`aligned`): bucket i of src sends to
+    bucket i of dst, each bucket carrying its location's share over the instances there. Else from each share
+    of src to each share of dst, the product of the two (flows hashed independently at each vport).
+    """
+    a, b = splits.get(src), splits.get(dst)
+    if a is not None and b is not None and aligned(a, b):
+        out: dict[tuple[str, str], float] = {}
+        for la, lb in zip(a.buckets, b.buckets, strict=True):
+            e = (split_vertex(src, la), split_vertex(dst, lb))
+            out[e] = out.get(e, 0.0) + gbps * a.out[la] / a.instances[la]
+        return out
     return {
         (a, b): gbps * x * y
         for a, x in _ends(src, splits, "src").items()
         for b, y in _ends(dst, splits, "dst").items()
     }
+
+
+def aligned(a: Split, b: Split) -> bool:
+    """Whether a flow takes bucket i at both NFs' select groups: the same bucket count (OVS's equal-weight
+    tables are then alike) and a 5-tuple neither NF rewrites, so both groups hash the same fields (forward
+    and back: the hash is symmetric)."""
+    return len(a.buckets) == len(b.buckets) and a.keeps_flow and b.keeps_flow
 
 
 def nf_nodes(nf: Nf, prof: dict[str, float], split: Split | None, fixed: bool) -> list[dict]:

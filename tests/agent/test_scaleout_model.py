@@ -24,11 +24,19 @@ WIRE = "snic0-eth0"
 PROFILES = {"firewall": {"r_host": 0.05, "r_nic": 0.1, "b_host": 0.2, "b_nic": 0.5}}
 
 
-def nf(nf_id: str, where: list[str], gbps: float, src: str | None, dst: str | None, vport: int = 200) -> Nf:
+def nf(
+    nf_id: str,
+    where: list[str],
+    gbps: float,
+    src: str | None,
+    dst: str | None,
+    vport: int = 200,
+    typ: str = "firewall",
+) -> Nf:
     insts = [
         Instance(f"{nf_id}-{k}", loc, loc, 200 + k, f"n{k}", f"i{k}", f"j{k}") for k, loc in enumerate(where)
     ]
-    return Nf(nf_id, "firewall", {}, vport, gbps, src, dst, location=where[0], instances=insts)
+    return Nf(nf_id, typ, {}, vport, gbps, src, dst, location=where[0], instances=insts)
 
 
 def solved(problem_json: dict) -> tuple[dict, dict]:
@@ -79,21 +87,36 @@ def test_vm_nf_vm_only_the_snic_share_crosses_pcie():
     assert float(ev.snic_load["snic0"]) == pytest.approx(0.5 * 2 + 0.1 * 4)
 
 
-def test_edge_between_two_split_nfs_is_the_product_of_their_shares():
-    """web -> a -> b -> wire, a and b each on host + snic0, 4 Gbit/s: a's halves each send half of their
-    traffic to each of b's halves (1 Gbit/s per pair). Down: web -> a@snic0 2, a@host -> b@snic0 1,
-    b@host -> wire 2 = 5; up: a@snic0 -> b@host 1. The edge a -> b is one edge though both declare it."""
-    a = nf("a", ["host", "snic0"], 4.0, "web", "b", 200)
-    b = nf("b", ["snic0", "host"], 4.0, "a", WIRE, 201)
+@pytest.mark.parametrize(
+    "a_type, a_at, b_at, pairs, down, up",
+    [
+        # equal bucket counts, both keep the 5-tuple: OVS picks bucket i at both select groups
+        ("firewall", ["host", "snic0"], ["host", "snic0"],
+         {("a@host", "b@host"): 2.0, ("a@snic0", "b@snic0"): 2.0}, 4.0, 0.0),
+        ("firewall", ["host", "snic0"], ["snic0", "host"],
+         {("a@host", "b@snic0"): 2.0, ("a@snic0", "b@host"): 2.0}, 6.0, 2.0),
+        # a NAT rewrites the flow, so b's group hashes other fields: the product of the shares (1 per pair)
+        ("nat", ["host", "snic0"], ["snic0", "host"],
+         {("a@host", "b@host"): 1.0, ("a@host", "b@snic0"): 1.0, ("a@snic0", "b@host"): 1.0,
+          ("a@snic0", "b@snic0"): 1.0}, 5.0, 1.0),
+        # 3 and 2 buckets: the product (a: 1/3 host, 2/3 snic0; b: 1/2 each)
+        ("firewall", ["host", "snic0", "snic0"], ["snic0", "host"],
+         {("a@host", "b@host"): 0.6667, ("a@host", "b@snic0"): 0.6667, ("a@snic0", "b@host"): 1.3333,
+          ("a@snic0", "b@snic0"): 1.3333}, 2.6667 + 0.6667 + 2.0, 1.3333),
+    ],
+)  # fmt: skip
+def test_edge_between_two_split_nfs(a_type, a_at, b_at, pairs, down, up):
+    """web -> a -> b -> wire, a and b both split over host and snic0, 4 Gbit/s. PCIe down: web -> a's snic0
+    share, a's host share -> b's snic0 share, b's host share -> wire; up: a's snic0 share -> b's host share.
+    The edge a -> b is one edge though both declare it."""
+    a = nf("a", a_at, 4.0, "web", "b", 200, a_type)
+    b = nf("b", b_at, 4.0, "a", WIRE, 201)
     p = build_problem(SNICS, ["web"], [a, b], PROFILES)
     _, ev = solved(p)
     e = edges(p)
-    assert {k: v for k, v in e.items() if vertex_nf(k[0]) == "a" and vertex_nf(k[1]) == "b"} == {
-        ("a@host", "b@host"): 1.0, ("a@host", "b@snic0"): 1.0, ("a@snic0", "b@host"): 1.0,
-        ("a@snic0", "b@snic0"): 1.0,
-    }  # fmt: skip
-    assert len(e) == 8
-    assert pcie(ev) == {"down": 5.0, "up": 1.0}
+    assert {k: v for k, v in e.items() if vertex_nf(k[0]) == "a" and vertex_nf(k[1]) == "b"} == pairs
+    assert len(e) == 4 + len(pairs)
+    assert pcie(ev) == {"down": pytest.approx(down), "up": pytest.approx(up)}
 
 
 def test_split_nf_next_to_an_unsplit_one():
