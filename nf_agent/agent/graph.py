@@ -178,9 +178,9 @@ def divide_edge(src: str, dst: str, gbps: float, splits: dict[str, Split]) -> di
             out[e] = out.get(e, 0.0) + gbps * a.out[la] / a.instances[la]
         return out
     return {
-        (a, b): gbps * x * y
-        for a, x in _ends(src, splits, "src").items()
-        for b, y in _ends(dst, splits, "dst").items()
+        (u, v): gbps * x * y
+        for u, x in _ends(src, splits, "src").items()
+        for v, y in _ends(dst, splits, "dst").items()
     }
 
 
