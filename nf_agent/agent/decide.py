@@ -56,7 +56,9 @@ def decide(
     full_current = {n.id: (current.get(n.id) or problem.allowed(n)[0]) for n in problem.nodes}
     ev = evaluate(problem, full_current)
     cur_cost, new_cost = float(ev.host_cost), float(res["host_cost"])
-    new = {k: v for k, v in res["placement"].items() if k in current}
+    # An NF the model splits over several locations (agent/graph.py) is no solver vertex (its vertices are
+    # ID@LOC, pinned): it stays where it runs, and hysteresis compares placements of the same NFs.
+    new = {k: res["placement"].get(k, v) for k, v in current.items()}
     moves = [{"id": k, "from": current[k], "to": v} for k, v in sorted(new.items()) if current[k] != v]
     d = Decision(False, "", moves, cur_cost, new_cost, res)
     if not moves:

@@ -2,7 +2,9 @@
 
 A sample holds cumulative counters: the physical switches' port counters, the NF processes' own stats and
 CPU seconds per location. Two consecutive samples give rates. For an NF port, the switch's `tx_bytes` is
-traffic INTO the NF (edge src -> nf) and its `rx_bytes` traffic OUT of it (edge nf -> dst). For a PCIe link,
+traffic INTO the NF (edge src -> nf) and its `rx_bytes` traffic OUT of it (edge nf -> dst); an NF's edges
+sum its instances' ports, and `nf_split` keeps them per location (the switch an instance's port is on is its
+location), which divides a scaled-out NF's edges among its locations in the model. For a PCIe link,
 the host end's `tx_bytes` is host -> sNIC ("down") and `rx_bytes` sNIC -> host ("up").
 """
 
@@ -37,6 +39,8 @@ class Measurement:
     pcie: dict[str, dict[str, float]]  # sNIC -> {"up", "down"} Gbit/s
     cpu_cores: dict[str, float]  # location -> cores used by NFs there
     nf_pps: dict[str, float]  # nf id -> packets/s received by the NF process (its own counters)
+    # nf id -> location -> {"in", "out"} Gbit/s of its instances' ports there (the edges, per location)
+    nf_split: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -47,6 +51,12 @@ class Measurement:
             "pcie_gbps": {k: {d: round(x, 6) for d, x in v.items()} for k, v in sorted(self.pcie.items())},
             "cpu_cores": {k: round(v, 4) for k, v in sorted(self.cpu_cores.items())},
             "nf_pps": {k: round(v, 1) for k, v in sorted(self.nf_pps.items())},
+            # only NFs running at several locations: the others' edges say it all
+            "nf_split_gbps": {
+                nf: {loc: {d: round(x, 6) for d, x in r.items()} for loc, r in sorted(locs.items())}
+                for nf, locs in sorted(self.nf_split.items())
+                if len(locs) > 1
+            },
         }
 
 
@@ -85,6 +95,13 @@ class Monitor:
             new.cpu_cores = _ewma(old.cpu_cores, new.cpu_cores, self.alpha)
             # PCIe is smoothed like the edges the model predicts it from, so the two compare at one moment
             new.pcie = {s: _ewma(old.pcie.get(s, {}), d, self.alpha) for s, d in new.pcie.items()}
+            new.nf_split = {
+                nf: {
+                    loc: _ewma(old.nf_split.get(nf, {}).get(loc, {}), r, self.alpha)
+                    for loc, r in locs.items()
+                }
+                for nf, locs in new.nf_split.items()
+            }
         self.measurement = new
         return new
 
@@ -94,14 +111,16 @@ def _ewma(old: dict, new: dict, a: float) -> dict:
 
 
 def rates(prev: Sample, cur: Sample, wiring: Wiring, dt: float) -> Measurement:
-    into: dict[str, float] = {}
-    out: dict[str, float] = {}
+    split: dict[str, dict[str, dict[str, float]]] = {}  # nf -> switch (= location) -> in/out
     for (sw, port), nf in wiring.nf_ports.items():
         c, p = cur.ports.get(sw, {}).get(port), prev.ports.get(sw, {}).get(port, {})
         if c is None:
             continue
-        into[nf] = into.get(nf, 0.0) + _gbps(_delta(c["tx_bytes"], p.get("tx_bytes", 0)), dt)
-        out[nf] = out.get(nf, 0.0) + _gbps(_delta(c["rx_bytes"], p.get("rx_bytes", 0)), dt)
+        at = split.setdefault(nf, {}).setdefault(sw, {"in": 0.0, "out": 0.0})
+        at["in"] += _gbps(_delta(c["tx_bytes"], p.get("tx_bytes", 0)), dt)
+        at["out"] += _gbps(_delta(c["rx_bytes"], p.get("rx_bytes", 0)), dt)
+    into = {nf: sum(r["in"] for r in locs.values()) for nf, locs in split.items()}
+    out = {nf: sum(r["out"] for r in locs.values()) for nf, locs in split.items()}
     # An edge between two NFs is seen twice (out of one, into the other): same traffic, keep the larger.
     edges: dict[tuple[str, str], float] = {}
     for nf, (src, dst) in wiring.chains.items():
@@ -129,4 +148,4 @@ def rates(prev: Sample, cur: Sample, wiring: Wiring, dt: float) -> Measurement:
         if nf in prev.nf_stats
     }
     load = {nf: into.get(nf, 0.0) + out.get(nf, 0.0) for nf in set(into) | set(out)}
-    return Measurement(cur.t, dt, edges, load, pcie, cpu, pps)
+    return Measurement(cur.t, dt, edges, load, pcie, cpu, pps, split)

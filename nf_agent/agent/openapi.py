@@ -173,9 +173,16 @@ def spec() -> dict:
             "required": ["locations", "predicted", "measured", "traffic", "last_solve", "history"],
             "properties": {
                 "locations": {"type": "object", "additionalProperties": LOCATION},
-                "predicted": {"type": ["object", "null"]},
-                "measured": {"type": ["object", "null"]},
-                "traffic": {"type": "array"},
+                "predicted": {
+                    "type": ["object", "null"],
+                    "description": "the model's host cores, sNIC load, PCIe Gbit/s and violations; `split`: per "
+                    "NF running at several locations, each location's instances, traffic shares, load and cost",
+                },
+                "measured": {
+                    "type": ["object", "null"],
+                    "description": "rates from the counters; `nf_split_gbps`: such an NF's in/out per location",
+                },
+                "traffic": {"type": "array", "description": "the graph's edges (a split NF's as ID@LOC)"},
                 "last_solve": {"type": ["object", "null"]},
                 "history": {"type": "array"},
             },

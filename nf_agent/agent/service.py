@@ -177,9 +177,13 @@ class Agent:
         return dict(m.edges) if m else {}
 
     def problem(self, nfs: list[Nf], fixed: set[str] = frozenset()) -> dict:
+        """The placement instance (graph.build_problem) under the latest measurement: a scaled-out NF at
+        several locations is one vertex per location, its traffic divided by its ports' measured split."""
+        m = self.monitor.measurement
         return graph.build_problem(
-            self.cfg.snics, list(self.state.vms), nfs, self.cfg.profiles, self.measured_edges(), fixed
-        )
+            self.cfg.snics, list(self.state.vms), nfs, self.cfg.profiles, self.measured_edges(), fixed,
+            measured_split=m.nf_split if m else None,
+        )  # fmt: skip
 
     def current_placement(self) -> dict[str, str]:
         return {k: n.location for k, n in self.state.nfs.items() if n.location}
@@ -499,27 +503,30 @@ class Agent:
         }
 
     def _scale_locations(self, nf: Nf, n: int) -> list[str]:
-        """Where the n - current new instances go: `migration.scale.place_instances` on the model's sNIC
-        headroom (capacity minus the predicted load) and one instance's share of the NF's sNIC cost."""
+        """Where the n - current new instances go: `migration.scale.place_instances` on each sNIC's headroom
+        once the NF is spread evenly over n instances: capacity minus the predicted load of everything else
+        there minus one instance's share (`per_instance_cost`) per instance of the NF staying there. The
+        model charges the NF where its instances run (one vertex per location when they span several), so
+        its own vertices' cost there is what the resize replaces."""
         from migration.scale import per_instance_cost, place_instances
 
-        problem_json = self.problem(list(self.state.nfs.values()))
-        problem = parse_problem(problem_json)
+        problem = parse_problem(self.problem(list(self.state.nfs.values())))
         current = self.current_placement()
         full = {x.id: current.get(x.id, problem.allowed(x)[0]) for x in problem.nodes}
         ev = evaluate(problem, full)
-        load = sum(e["gbps"] for e in problem_json["edges"] if nf.id in (e["src"], e["dst"]))
+        ncost, loads = problem.nic_costs(), problem.loads()
+        own = [i for i, x in enumerate(problem.nodes) if graph.vertex_nf(x.id) == nf.id]
         prof = self.cfg.profiles.get(nf.type, {})
-        r_nic, b_nic = prof.get("r_nic", 0.0), prof.get("b_nic", 0.0)
-        share = per_instance_cost(r_nic, load, n, b_nic)
-        # The model counts the whole NF at nf.location; spread evenly over n instances, each costs `share`
-        # on the sNIC it runs on: take the NF's own load out, put its staying instances' shares back.
+        share = per_instance_cost(
+            prof.get("r_nic", 0.0), float(sum(loads[i] for i in own)), n, prof.get("b_nic", 0.0)
+        )
+        counts = graph.instance_counts(nf)
         free = {}
         for s in self.cfg.snics:
-            own = b_nic * len(nf.instances) + r_nic * load  # the model's whole-NF cost at nf.location
-            used = float(ev.snic_load.get(s.id, 0.0)) - (own if nf.location == s.id else 0.0)
-            used += share * sum(1 for i in nf.instances if i.location == s.id)
-            free[s.id] = s.capacity - used
+            mine = sum(float(ncost[i]) for i in own if full[problem.nodes[i].id] == s.id)
+            free[s.id] = (
+                s.capacity - (float(ev.snic_load.get(s.id, 0.0)) - mine) - share * counts.get(s.id, 0)
+            )
         cost = {s.id: share for s in self.cfg.snics}
         return place_instances(n - len(nf.instances), self.locations, free, cost, nf.pin)
 
@@ -831,6 +838,7 @@ class Agent:
                     "snic_load": {k: float(v) for k, v in ev.snic_load.items()},
                     "pcie_gbps": {k: {d: float(x) for d, x in v.items()} for k, v in ev.pcie.items()},
                     "violations": ev.violations,
+                    "split": self._split_view(nfs, problem),
                 }
             m = self.monitor.measurement
             return {
@@ -841,6 +849,24 @@ class Agent:
                 "last_solve": self.last_decision.to_json() if self.last_decision else None,
                 "history": self.state.history[-20:],
             }
+
+    def _split_view(self, nfs: list[Nf], problem) -> dict:
+        """Per NF running at several locations: each location's instances, shares of the NF's traffic (which
+        directions measured), load and predicted cost there (host cores or sNIC units)."""
+        m = self.monitor.measurement
+        loads, hcost, ncost = problem.loads(), problem.host_costs(), problem.nic_costs()
+        out = {}
+        for nf in nfs:
+            sp = graph.nf_split(nf, m.nf_split.get(nf.id) if m else None)
+            if sp is None:
+                continue
+            locs = sp.to_json()
+            for loc, row in locs.items():
+                i = problem.index[graph.split_vertex(nf.id, loc)]
+                row["load_gbps"] = float(loads[i])
+                row |= {"host_cores": float(hcost[i])} if loc == HOST else {"snic_units": float(ncost[i])}
+            out[nf.id] = {"measured": list(sp.measured), "locations": locs}
+        return out
 
     def ports(self) -> list[dict]:
         with self.lock:

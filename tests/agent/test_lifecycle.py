@@ -5,6 +5,7 @@ traffic flowing; an agent restart adopts the running NF; DELETE and teardown lea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -95,12 +96,13 @@ class AgentProc:
                 self.proc.wait()
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("agent")
-    host = make_host(vms=1, oneswitch={"enabled": True})
+@contextlib.contextmanager
+def agent_host(tmp: Path, vms: int = 1):
+    """An emulated host with OneSwitch and `uno agent serve` running on it: (host, status, agent, url); torn
+    down (and checked: nothing left) on exit, pass or fail."""
+    host = make_host(vms=vms, oneswitch={"enabled": True})
     cfg_file = tmp / "host.yaml"
-    cfg_file.write_text(f"name: {host.name}\nrundir: /run/uno-test\nvms: 1\n")
+    cfg_file.write_text(f"name: {host.name}\nrundir: /run/uno-test\nvms: {vms}\n")
     agent = AgentProc(cfg_file, host.rundir, tmp / "agent.log")
     try:
         status = host.up()
@@ -114,6 +116,12 @@ def env(tmp_path_factory):
         assert machine_snapshot(host.name) == EMPTY
 
 
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    with agent_host(tmp_path_factory.mktemp("agent")) as e:
+        yield e
+
+
 def agent_state(host) -> dict:
     return json.loads((host.rundir / "agent" / "state.json").read_text())
 
@@ -124,6 +132,47 @@ def instance(host, nf_id: str) -> dict:
 
 def ofctl(status: dict, *args: str) -> str:
     return run(["ovs-ofctl", "-O", "OpenFlow13", *args])
+
+
+def install_chain(status: dict, chain: Chain) -> None:
+    """Replace OneSwitch's rules by the steering rules of `chain` (nf_agent.demo.chain), as a controller."""
+    listen = status["oneswitch"]["listen"]
+    ofctl(status, "del-flows", listen)
+    for r in steering_rules(chain):
+        macs = (f",dl_src={r.eth_src}" if r.eth_src else "") + (f",dl_dst={r.eth_dst}" if r.eth_dst else "")
+        ofctl(
+            status,
+            "add-flow",
+            listen,
+            f"priority={r.priority},in_port={r.in_port}{macs},actions=output:{r.out_port}",
+        )
+
+
+def iperf3(
+    server_ns: str, client_ns: str, server_ip: str, port: int, *client_args: str
+) -> list[subprocess.Popen]:
+    """A one-shot iperf3 server and its client (started 0.5 s later); the caller kills both."""
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    procs = [subprocess.Popen(["ip", "netns", "exec", server_ns, "iperf3", "-s", "-1", "-B", server_ip, "-p",
+                               str(port)], **quiet)]  # fmt: skip
+    time.sleep(0.5)
+    procs.append(subprocess.Popen(["ip", "netns", "exec", client_ns, "iperf3", "-c", server_ip, "-p", str(port),
+                                   *client_args], **quiet))  # fmt: skip
+    return procs
+
+
+def wait_pcie(url: str, what: str, min_gbps: float = 0.02) -> dict:
+    """GET /v1/placement once the link's measured PCIe down rate shows a stream (> `min_gbps`), then 2 s more:
+    a few samples at the stream's rate (the model and the link's counters share them)."""
+
+    def streaming():
+        v = call(url, "GET", "/v1/placement")[1]
+        down = (v["measured"] or {}).get("pcie_gbps", {}).get("snic0", {}).get("down", 0)
+        return v if down > min_gbps else None
+
+    wait(streaming, 30, what)
+    time.sleep(2)
+    return call(url, "GET", "/v1/placement")[1]
 
 
 def test_create_traffic_supervise_migrate_restart_delete(env):
@@ -324,39 +373,12 @@ def test_declared_chain_predicts_the_pcie_use_measured(env):
         for nf, src, dst in chain_links(["web", "fw-a", "fw-b", "snic0-eth0"]):
             code, body = call(url, "PATCH", f"/v1/nfs/{nf}", {"expected": {"src": src, "dst": dst}})
             assert code == 200 and body["expected"] == {"gbps": 0.0, "src": src, "dst": dst}, body
-        listen = status["oneswitch"]["listen"]
-        ofctl(status, "del-flows", listen)
-        chain = Chain(nm.vport_vm(0), nm.mac(1, 0, 0), nm.vport_eth(0, 0), nm.mac(2, 0, 0),
-                      (vports["fw-a"], vports["fw-b"]))  # fmt: skip
-        for r in steering_rules(chain):
-            macs = (f",dl_src={r.eth_src}" if r.eth_src else "") + (
-                f",dl_dst={r.eth_dst}" if r.eth_dst else ""
-            )
-            ofctl(
-                status,
-                "add-flow",
-                listen,
-                f"priority={r.priority},in_port={r.in_port}{macs},actions=output:{r.out_port}",
-            )
+        install_chain(status, Chain(nm.vport_vm(0), nm.mac(1, 0, 0), nm.vport_eth(0, 0), nm.mac(2, 0, 0),
+                                    (vports["fw-a"], vports["fw-b"])))  # fmt: skip
         vm_ns, out_ns, out_ip = nm.ns_vm(n, 0), nm.ns_outside(n, 0, 0), nm.ip_outside(0, 0)
         assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping through fw-a and fw-b")
-        procs.append(subprocess.Popen(["ip", "netns", "exec", out_ns, "iperf3", "-s", "-1", "-B", out_ip, "-p", "5401"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
-        time.sleep(0.5)
-        procs.append(subprocess.Popen(["ip", "netns", "exec", vm_ns, "iperf3", "-c", out_ip, "-p", "5401", "-b", "40M",
-                                       "-t", "10"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
-
-        def streaming():
-            v = call(url, "GET", "/v1/placement")[1]
-            return (
-                v
-                if ((v["measured"] or {}).get("pcie_gbps", {}).get("snic0", {}).get("down", 0)) > 0.02
-                else None
-            )
-
-        wait(streaming, 30, "the stream on the PCIe link")
-        time.sleep(2)  # a few samples at the stream's rate (the model and the link's counters share them)
-        view = call(url, "GET", "/v1/placement")[1]
+        procs += iperf3(out_ns, vm_ns, out_ip, 5401, "-b", "40M", "-t", "10")
+        view = wait_pcie(url, "the stream on the PCIe link")
         assert {(e["src"], e["dst"]) for e in view["traffic"]} == {
             ("web", "fw-a"),
             ("fw-a", "fw-b"),
