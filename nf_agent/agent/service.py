@@ -172,6 +172,13 @@ class Agent:
         ids = list(self.state.nfs) + ([extra_nf] if extra_nf else [])
         return graph.vertices(self.cfg.snics, list(self.state.vms), ids)
 
+    def _check_new_id(self, new_id: str) -> None:
+        """409 when a VM, an NF or an sNIC Ethernet port (`snicK-ethJ`) already has this vertex id."""
+        kind = self._vertices().get(new_id)
+        if kind is not None:
+            what = " (an sNIC Ethernet port)" if kind == "port" else ""
+            raise Conflict(f"id {new_id!r} already exists{what}", "id")
+
     def measured_edges(self) -> dict[tuple[str, str], float]:
         m = self.monitor.measurement
         return dict(m.edges) if m else {}
@@ -187,8 +194,7 @@ class Agent:
     # -- VMs -------------------------------------------------------------------------------------------
     def create_vm(self, req: VmRequest) -> Vm:
         with self.lock:
-            if req.id in self.state.vms or req.id in self.state.nfs:
-                raise Conflict(f"id {req.id!r} already exists", "id")
+            self._check_new_id(req.id)
             used = {v.slot for v in self.state.vms.values()}
             free = [i for i in range(self.cfg.vm_slots) if i not in used]
             if not free:
@@ -219,8 +225,7 @@ class Agent:
         t0 = time.monotonic()
         with self.lock:
             nf_id = req.id or self.state.new_nf_id()
-            if nf_id in self.state.nfs or nf_id in self.state.vms:
-                raise Conflict(f"id {nf_id!r} already exists", "id")
+            self._check_new_id(nf_id)
             graph.check_chain(nf_id, req.src, req.dst, self._vertices())
             nf = Nf(
                 id=nf_id, type=req.type, config=req.config, vport=self.state.free_vport(nm.VPORT_NF_BASE),

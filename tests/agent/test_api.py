@@ -168,6 +168,18 @@ def test_conflicts_are_409(env):
     assert r.status_code == 409 and r.get_json()["field"] == "instances"
 
 
+def test_an_id_naming_an_snic_ethernet_port_is_409_and_nf_creation_still_works(env):
+    # the sNIC Ethernet ports are placement vertices too: a VM or NF named like one made every later
+    # placement instance invalid (500 "duplicate id" on each POST /v1/nfs)
+    agent, rt, _, _, c = env
+    for path, body in (("/v1/vms", {"id": "snic0-eth0"}), ("/v1/nfs", {"type": "nat", "id": "snic0-eth0"})):
+        r = post(c, path, body)
+        assert r.status_code == 409, r.get_json()
+        assert r.get_json()["field"] == "id" and "Ethernet port" in r.get_json()["error"]
+    assert agent.state.vms == {} and agent.state.nfs == {} and rt.running == {}
+    assert post(c, "/v1/nfs", {"type": "nat", "id": "n1"}).status_code == 201
+
+
 def test_unknown_route_method_and_huge_body_are_json(env):
     *_, c = env
     r = c.get("/v1/nope")
