@@ -117,6 +117,11 @@ class StartError(Exception):
     """An NF instance could not be started (the message says why, with the end of its log)."""
 
 
+class ConfigRejected(StartError):
+    """The NF refused its configuration (exit 2 with `nf: config: FIELD: ...`): the caller's input, not a
+    failure of the host."""
+
+
 class StateError(Exception):
     """A state export/import or a release of a buffering NF failed (the message names the instance and the
     answer)."""
@@ -489,8 +494,12 @@ class HostRuntime:
         deadline = time.monotonic() + timeout
         while True:
             if not inst.pid or not pid_alive(inst.pid):
+                code = self._exit_code(inst.pid)
                 self.stop_processes(inst)
-                raise StartError(f"{inst.id}: NF process exited: {_tail(f['log'])}")
+                tail = _tail(f["log"])
+                if code == 2 and "nf: config: " in tail:
+                    raise ConfigRejected(tail[tail.rindex("nf: config: ") + len("nf: config: ") :])
+                raise StartError(f"{inst.id}: NF process exited: {tail}")
             if self.healthy(inst):
                 return
             if time.monotonic() > deadline:
@@ -591,6 +600,15 @@ class HostRuntime:
         except OSError:
             return False
         return inst.id.encode() in cmdline
+
+    def _exit_code(self, pid: int | None) -> int | None:
+        """The exit status of a process this runtime spawned and that ended (None: unknown or running)."""
+        p = self.procs.get(pid) if pid else None
+        if p is None:
+            return None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return p.wait(timeout=1)
+        return None
 
     def stop_processes(self, inst: Instance) -> None:
         # relay_pids: only instances started by an agent from before the NFs served unix sockets

@@ -283,10 +283,12 @@ class Agent:
         raise Conflict(f"no placement for {nf.id}: {res.get('reason', res.get('status'))}", "expected.gbps")
 
     def _start(self, nf: Nf, inst: Instance) -> None:
-        from nf_agent.agent.runtime import StartError
+        from nf_agent.agent.runtime import ConfigRejected, StartError
 
         try:
             self.runtime.start(nf, inst)
+        except ConfigRejected as exc:
+            raise ValidationError("config", f"the {nf.type} NF refused it: {exc}") from None
         except StartError as exc:
             raise AgentError(str(exc)) from None
 
