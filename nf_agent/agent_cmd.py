@@ -6,6 +6,7 @@ import argparse
 import faulthandler
 import ipaddress
 import logging
+import math
 import os
 import signal
 import sys
@@ -88,16 +89,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     token = _token(args)
     if not ipaddress.ip_address(addr).is_loopback and token is None:
         raise CliError("--listen: a non-loopback address needs --token-file (the API would be open)")
-    if args.sample_interval <= 0 or args.replace_interval < 0:
-        raise CliError("--sample-interval must be > 0 and --replace-interval >= 0")
+    if not (math.isfinite(args.sample_interval) and args.sample_interval > 0):
+        raise CliError("--sample-interval must be > 0 seconds")
     if args.max_moves is not None and args.max_moves < 0:
         raise CliError("--max-moves must be >= 0")
-    if not args.flap_window >= 0:
-        raise CliError("--flap-window must be >= 0 seconds")
-    if not 0 <= args.drain <= 60:
-        raise CliError("--drain must be in [0, 60] seconds")
-    if args.solve_time_limit <= 0:
-        raise CliError("--solve-time-limit must be > 0")
+    for opt, value, hi in (
+        ("--replace-interval", args.replace_interval, math.inf),
+        ("--threshold", args.threshold, math.inf),
+        ("--rel-threshold", args.rel_threshold, 1),
+        ("--dampening", args.dampening, math.inf),
+        ("--flap-window", args.flap_window, math.inf),
+        ("--drain", args.drain, 60),
+    ):
+        if not (math.isfinite(value) and 0 <= value <= hi):  # NaN and inf fail too
+            raise CliError(f"{opt} must be in [0, {hi:g}], got {value:g}")
+    if not (math.isfinite(args.solve_time_limit) and args.solve_time_limit > 0):
+        raise CliError("--solve-time-limit must be > 0 seconds")
     if not 0 <= args.warm_slots <= 8:
         raise CliError("--warm-slots must be in [0, 8]")
     try:
@@ -106,16 +113,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(f"--cpu-latency-us {exc}") from None
     if args.failover_interval != 0 and not 10 <= args.failover_interval <= 10_000:
         raise CliError("--failover-interval must be 0 (off) or in [10, 10000] ms")
+    try:
+        profiles = load_profiles(args.profiles)
+    except PlacementInputError as exc:
+        raise CliError(str(exc)) from None
     host: EmulatedHost = _host(args)
     if not host.is_up():
         raise CliError(f"emulated host '{host.name}' is not up (run `uno up` first)")
     ones = host.oneswitch()
     if ones is None:
         raise CliError("the agent maps NF ports in OneSwitch: enable it (config key oneswitch.enabled)")
-    try:
-        profiles = load_profiles(args.profiles)
-    except PlacementInputError as exc:
-        raise CliError(str(exc)) from None
     adir = endpoint.agent_dir(host.rundir)
     adir.mkdir(parents=True, exist_ok=True)
     running = endpoint.status_entry(host.rundir)
