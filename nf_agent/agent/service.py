@@ -399,6 +399,7 @@ class Agent:
             raise AgentError(str(exc), 502 if exc.step in ("prepare", "remap") else 500) from None
         nf.instances = [inst]
         prev, nf.location = nf.location, target
+        self.counters.migrations += 1
         if not local and nf.config.get("owner_cache") and hasattr(self.runtime, "bump_epoch"):
             # Ownership moved: the new owner must not keep reads cached while the old one still wrote (the
             # drain); bumped after the old instance stopped, so nothing writes behind it any more.

@@ -241,6 +241,17 @@ def test_state_survives_a_restart(tmp_path):
     assert again.free_vport(200) == 201
 
 
+def test_a_migration_counts_in_the_metrics(env):
+    # uno_agent_migrations_total stayed 0 whatever moved (the increment was lost in a refactor)
+    agent, *_, c = env
+    assert post(c, "/v1/nfs", {"type": "firewall", "id": "f1"}).status_code == 201
+    other = "snic0" if agent.state.nfs["f1"].location == "host" else "host"
+    r = post(c, "/v1/nfs/f1/migrate", {"to": other})
+    assert r.status_code == 200 and r.get_json()["moved"], r.get_json()
+    text = c.get("/metrics").get_data(as_text=True)
+    assert "uno_agent_migrations_total 1.0" in text and "uno_agent_migration_failures_total 0.0" in text
+
+
 def test_corrupt_state_file_is_an_error_not_a_reset(tmp_path):
     (tmp_path / "state.json").write_text("{nope")
     with pytest.raises(ValueError, match="unreadable"):
