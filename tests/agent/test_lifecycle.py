@@ -382,6 +382,7 @@ def test_an_nf_config_the_nf_refuses_is_400_naming_config_and_leaves_nothing(env
     host, _, _, url = env
     slots = host.rundir / "agent" / "slots"
     wait(lambda: len(list(slots.glob("*.json"))) == 2, 30, "the warm slots (host, snic0) built")
+
     def own_netns() -> list[str]:  # a refilled slot gets a new number: `NAME-wK` counts as `NAME-w`
         return sorted(re.sub(r"-w\d+$", "-w", ns) for ns in netns_list() if ns.startswith(f"{host.name}-"))
 
