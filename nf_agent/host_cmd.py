@@ -188,6 +188,10 @@ def _print_status(status: dict, json_out: bool) -> None:
         o = status["oneswitch"]
         print(f"  oneswitch  listen {o['listen']}  rest {o['rest']}  dpid {o['dpid']}  pid {o['pid']}  "
               f"vports {[p['vport'] for p in o['ports']]}")  # fmt: skip
+    if "agent" in status:
+        a = status["agent"]
+        state = "running" if a["running"] else "not running (`uno agent serve` adopts its NFs)"
+        print(f"  agent   {a['rest']}  pid {a['pid']} {state}  nfs {a['nfs']}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

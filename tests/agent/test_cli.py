@@ -46,3 +46,18 @@ def test_bad_arguments(tmp_path, capsys, argv, needle):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0] and err[0].startswith("uno agent: error:")
     assert not (tmp_path / "run" / "zz9q" / "agent").exists()
+
+
+def test_status_text_shows_the_agent(capsys):
+    # `uno status` without --json left the agent out (only the JSON had it)
+    from nf_agent.host_cmd import _print_status
+
+    status = {
+        "name": "h", "up": True, "rundir": "/run/uno/h", "snics": [], "vms": [],
+        "redis": {"url": "redis://127.0.0.1:1/0", "unix_socket": "/run/uno/h/redis.sock", "pid": 1},
+        "host": {"bridge": "h-hbr", "netns": "h-host", "openflow": "unix:x", "ports": {}},
+        "agent": {"rest": "http://127.0.0.1:2", "pid": 3, "running": False, "nfs": {"fw1": "snic0"}},
+    }  # fmt: skip
+    _print_status(status, json_out=False)
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert "agent" in line and "http://127.0.0.1:2" in line and "not running" in line and "fw1" in line
