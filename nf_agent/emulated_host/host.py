@@ -81,6 +81,10 @@ class Redis:
                 f"redis: unix socket path {self.socket} is longer than {MAX_UNIX_PATH} bytes (use a shorter "
                 "rundir or host name)"
             )
+        if _tcp_open(self.port):  # else redis-server exits at once and we would only time out waiting
+            raise DatapathError(
+                f"redis: port {self.port} on 127.0.0.1 is in use (redis.port: 0 picks a free one)"
+            )
         run(
             ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
              "--unixsocket", str(self.socket), "--unixsocketperm", "700",

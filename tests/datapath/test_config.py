@@ -63,6 +63,10 @@ def test_defaults_have_one_snic():
         ({"redis": {"port": 70000}}, "redis.port"),
         ({"redis": {"host": "x"}}, "redis.host"),
         ([1, 2], "top level"),
+        ({"snics": [{"capacity": float("nan")}]}, "snics[0].capacity"),  # YAML .nan: was accepted
+        ({"snics": [{"pcie_gbps": float("inf")}]}, "snics[0].pcie_gbps"),
+        ({"snics": [{"cpu_quota": float("nan")}]}, "snics[0].cpu_quota"),
+        ({"rundir": "relative/dir"}, "rundir"),  # was accepted: redis failed, a directory was left in the cwd
     ],
 )
 def test_bad_values_name_the_field(doc, field):

@@ -119,6 +119,20 @@ def test_a_killed_redis_makes_the_host_not_up_and_up_restarts_it_alone(host_fact
     snic.close()
 
 
+def test_a_redis_port_in_use_is_a_clear_error_and_leaves_nothing(host_factory):
+    # was: "timed out after 10s waiting for redis on port P" (redis-server had exited at once)
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        h = host_factory(redis={"port": port})
+        with pytest.raises(DatapathError, match=f"redis: port {port} on 127.0.0.1 is in use"):
+            h.up()
+        assert machine_snapshot(h.name) == EMPTY
+
+
 @pytest.fixture(scope="module")
 def running_host():
     from .conftest import make_host
