@@ -9,6 +9,7 @@ import logging
 import math
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -26,6 +27,13 @@ def _listen(text: str) -> tuple[str, int]:
         raise CliError(f"--listen: {text!r} is not IP:PORT") from None
     if not 0 <= p <= 65535:
         raise CliError(f"--listen: port {p} out of range")
+    family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    with socket.socket(family) as probe:  # before anything starts: a port in use changes nothing
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, p))
+        except OSError as exc:
+            raise CliError(f"--listen: cannot listen on {text}: {exc.strerror or exc}") from None
     return host, p
 
 
@@ -170,7 +178,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         runtime.close()
         raise CliError(str(exc)) from None
     app = create_app(agent, token)
-    server = make_server(addr, port, app, threaded=True)
+    try:
+        server = make_server(addr, port, app, threaded=True)
+    except (OSError, SystemExit):  # taken since the probe (werkzeug exits on EADDRINUSE): undo the slots
+        runtime.close()
+        raise CliError(f"--listen: cannot listen on {addr}:{port}") from None
     url = f"http://{addr}:{server.server_port}"
     endpoint.write(host.rundir, url, os.getpid())
     print(url, flush=True)

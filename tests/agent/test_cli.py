@@ -61,3 +61,19 @@ def test_status_text_shows_the_agent(capsys):
     _print_status(status, json_out=False)
     line = capsys.readouterr().out.splitlines()[-1]
     assert "agent" in line and "http://127.0.0.1:2" in line and "not running" in line and "fw1" in line
+
+
+def test_a_listen_port_in_use_is_exit_2_before_anything_starts(tmp_path, capsys):
+    # was: werkzeug's "Address already in use", exit 1, after the warm slots were built (and left behind)
+    import socket
+
+    cfg = tmp_path / "h.yaml"
+    cfg.write_text(f"name: zz9q\nrundir: {tmp_path}/run\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        assert main(["agent", "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--listen: cannot listen on 127.0.0.1:{port}" in err[0], err
+    assert not (tmp_path / "run" / "zz9q" / "agent").exists()
