@@ -357,20 +357,31 @@ class HostRuntime:
     # -- one instance ---------------------------------------------------------------------------------------
     def new_instance(self, nf: Nf, location: str, seq: int, used_ofports: set[int]) -> Instance:
         """Allocate names and an OpenFlow port for a new instance of `nf` at `location` (no side effects)."""
-        sw = self.switches[location]
-        taken = set(used_ofports) | set(sw.driver.ports().values())
-        ofport = nm.NF_PORT_BASE
-        while ofport in taken:
-            ofport += 1
         return Instance(
             id=f"{nf.id}-{seq}",
             location=location,
             switch=location,
-            ofport=ofport,
+            ofport=self.free_ofport(location, used_ofports),
             netns=f"{self.name}-i{seq}",
             inside_if=f"{self.name}-i{seq}",
             port_if=f"{self.name}-j{seq}",
         )
+
+    def free_ofport(self, location: str, used_ofports: set[int]) -> int:
+        """The lowest OpenFlow port from NF_PORT_BASE up that neither an instance (`used_ofports`) nor any port
+        on the switch has (warm slots take theirs from SLOT_PORT_BASE up, so the two ranges do not race)."""
+        taken = set(used_ofports) | set(self.switches[location].driver.ports().values())
+        ofport = nm.NF_PORT_BASE
+        while ofport in taken:
+            ofport += 1
+        return ofport
+
+    def plugged(self, inst: Instance) -> bool:
+        """The instance's namespace exists and its port is on its switch as its OpenFlow port: a dead NF
+        process can be restarted in place (`start_processes`), nothing needs to be freed and taken again."""
+        if not netns_exists(inst.netns):
+            return False
+        return self.switches[inst.switch].driver.ports().get(inst.port_if) == inst.ofport
 
     def _files(self, inst: Instance) -> dict[str, Path]:
         return {

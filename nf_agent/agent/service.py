@@ -790,8 +790,15 @@ class Agent:
                         inst.state = "running"
                         continue
                     try:
-                        self.runtime.stop(inst)
-                        self.runtime.start(nf, inst)
+                        if self.runtime.plugged(inst):  # only the process died: restart it in place
+                            self.runtime.stop_processes(inst)
+                            self.runtime.start_processes(nf, inst)
+                        else:
+                            # Its port is gone: plug it in again on a port nothing else has. Not its old one:
+                            # a warm slot made meanwhile may hold that (OVS then gives another number).
+                            self.runtime.stop(inst)
+                            inst.ofport = self.runtime.free_ofport(inst.switch, self._used_ofports(inst.switch))
+                            self.runtime.start(nf, inst)
                         done.append(f"restarted {inst.id}")
                     except Exception as exc:  # noqa: BLE001 - the supervisor retries
                         inst.state = "starting"

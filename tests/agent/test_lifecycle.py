@@ -225,6 +225,20 @@ def test_create_traffic_supervise_migrate_restart_delete(env):
     code, nf = call(url, "GET", "/v1/nfs/fw1")
     assert code == 200 and nf["instances"][0]["state"] == "running"
 
+    # the agent killed (-9) and its NF dying meanwhile: the next agent restarts the NF in place (its namespace and
+    # port; before, it unplugged and re-plugged it, and a warm slot made meanwhile could take the port: "asked
+    # for OpenFlow port 700, OVS gave 2", then the NF stayed failed)
+    before = instance(host, "fw1")
+    agent.proc.kill()
+    agent.proc.wait()
+    os.kill(before["pid"], signal.SIGKILL)
+    url = agent.start()
+    after = instance(host, "fw1")
+    assert after["state"] == "running" and after["pid"] != before["pid"] and pid_alive(after["pid"])
+    assert (after["netns"], after["ofport"]) == (before["netns"], before["ofport"])
+    assert {p.vport: (p.switch, p.port) for p in client.ports()}[vport] == (after["switch"], after["ofport"])
+    assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping after the agent and the NF were killed")
+
     # DELETE: process, namespace, bridge port, mapping all gone
     last = instance(host, "fw1")
     code, _ = call(url, "DELETE", "/v1/nfs/fw1")
