@@ -17,7 +17,7 @@ from nf_agent.errors import CliError
 
 def _host(args: argparse.Namespace) -> EmulatedHost:
     cfg = load_config(args.config)
-    if getattr(args, "name", None):
+    if getattr(args, "name", None) is not None:  # `--name ""` (an empty variable) must not mean the default host
         from dataclasses import replace
 
         from nf_agent.emulated_host.config import parse_config
