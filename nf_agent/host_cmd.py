@@ -17,7 +17,8 @@ from nf_agent.errors import CliError
 
 def _host(args: argparse.Namespace) -> EmulatedHost:
     cfg = load_config(args.config)
-    if getattr(args, "name", None) is not None:  # `--name ""` (an empty variable) must not mean the default host
+    # `--name ""` (an empty variable in a script) must not mean the default host
+    if getattr(args, "name", None) is not None:
         from dataclasses import replace
 
         from nf_agent.emulated_host.config import parse_config

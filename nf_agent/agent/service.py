@@ -797,7 +797,9 @@ class Agent:
                             # Its port is gone: plug it in again on a port nothing else has. Not its old one:
                             # a warm slot made meanwhile may hold that (OVS then gives another number).
                             self.runtime.stop(inst)
-                            inst.ofport = self.runtime.free_ofport(inst.switch, self._used_ofports(inst.switch))
+                            inst.ofport = self.runtime.free_ofport(
+                                inst.switch, self._used_ofports(inst.switch)
+                            )
                             self.runtime.start(nf, inst)
                         done.append(f"restarted {inst.id}")
                     except Exception as exc:  # noqa: BLE001 - the supervisor retries
