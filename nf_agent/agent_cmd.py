@@ -6,8 +6,10 @@ import argparse
 import faulthandler
 import ipaddress
 import logging
+import math
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -25,6 +27,13 @@ def _listen(text: str) -> tuple[str, int]:
         raise CliError(f"--listen: {text!r} is not IP:PORT") from None
     if not 0 <= p <= 65535:
         raise CliError(f"--listen: port {p} out of range")
+    family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    with socket.socket(family) as probe:  # before anything starts: a port in use changes nothing
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, p))
+        except OSError as exc:
+            raise CliError(f"--listen: cannot listen on {text}: {exc.strerror or exc}") from None
     return host, p
 
 
@@ -88,16 +97,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     token = _token(args)
     if not ipaddress.ip_address(addr).is_loopback and token is None:
         raise CliError("--listen: a non-loopback address needs --token-file (the API would be open)")
-    if args.sample_interval <= 0 or args.replace_interval < 0:
-        raise CliError("--sample-interval must be > 0 and --replace-interval >= 0")
+    if not (math.isfinite(args.sample_interval) and args.sample_interval > 0):
+        raise CliError("--sample-interval must be > 0 seconds")
     if args.max_moves is not None and args.max_moves < 0:
         raise CliError("--max-moves must be >= 0")
-    if not args.flap_window >= 0:
-        raise CliError("--flap-window must be >= 0 seconds")
-    if not 0 <= args.drain <= 60:
-        raise CliError("--drain must be in [0, 60] seconds")
-    if args.solve_time_limit <= 0:
-        raise CliError("--solve-time-limit must be > 0")
+    for opt, value, hi in (
+        ("--replace-interval", args.replace_interval, math.inf),
+        ("--threshold", args.threshold, math.inf),
+        ("--rel-threshold", args.rel_threshold, 1),
+        ("--dampening", args.dampening, math.inf),
+        ("--flap-window", args.flap_window, math.inf),
+        ("--drain", args.drain, 60),
+    ):
+        if not (math.isfinite(value) and 0 <= value <= hi):  # NaN and inf fail too
+            raise CliError(f"{opt} must be in [0, {hi:g}], got {value:g}")
+    if not (math.isfinite(args.solve_time_limit) and args.solve_time_limit > 0):
+        raise CliError("--solve-time-limit must be > 0 seconds")
     if not 0 <= args.warm_slots <= 8:
         raise CliError("--warm-slots must be in [0, 8]")
     try:
@@ -106,16 +121,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(f"--cpu-latency-us {exc}") from None
     if args.failover_interval != 0 and not 10 <= args.failover_interval <= 10_000:
         raise CliError("--failover-interval must be 0 (off) or in [10, 10000] ms")
+    try:
+        profiles = load_profiles(args.profiles)
+    except PlacementInputError as exc:
+        raise CliError(str(exc)) from None
     host: EmulatedHost = _host(args)
     if not host.is_up():
         raise CliError(f"emulated host '{host.name}' is not up (run `uno up` first)")
     ones = host.oneswitch()
     if ones is None:
         raise CliError("the agent maps NF ports in OneSwitch: enable it (config key oneswitch.enabled)")
-    try:
-        profiles = load_profiles(args.profiles)
-    except PlacementInputError as exc:
-        raise CliError(str(exc)) from None
     adir = endpoint.agent_dir(host.rundir)
     adir.mkdir(parents=True, exist_ok=True)
     running = endpoint.status_entry(host.rundir)
@@ -163,7 +178,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         runtime.close()
         raise CliError(str(exc)) from None
     app = create_app(agent, token)
-    server = make_server(addr, port, app, threaded=True)
+    try:
+        server = make_server(addr, port, app, threaded=True)
+    except (OSError, SystemExit):  # taken since the probe (werkzeug exits on EADDRINUSE): undo the slots
+        runtime.close()
+        raise CliError(f"--listen: cannot listen on {addr}:{port}") from None
     url = f"http://{addr}:{server.server_port}"
     endpoint.write(host.rundir, url, os.getpid())
     print(url, flush=True)

@@ -17,7 +17,8 @@ from nf_agent.errors import CliError
 
 def _host(args: argparse.Namespace) -> EmulatedHost:
     cfg = load_config(args.config)
-    if getattr(args, "name", None):
+    # `--name ""` (an empty variable in a script) must not mean the default host
+    if getattr(args, "name", None) is not None:
         from dataclasses import replace
 
         from nf_agent.emulated_host.config import parse_config
@@ -144,12 +145,27 @@ def _run_demo(host: EmulatedHost, args: argparse.Namespace) -> int:
             print(f"emulated host '{host.name}' is down (agent, controller and NFs stopped)", file=sys.stderr)
 
 
+def _what_is_down(status: dict) -> str:
+    """For a host that was brought up but is not up any more: which parts died and what `uno up` will do."""
+    if "host" not in status:
+        return ""
+    switches = [("host", status["host"]), *[(sn["id"], sn) for sn in status["snics"] if "running" in sn]]
+    dead = [f"switch {sw_id}" for sw_id, sw in switches if not sw["running"]]
+    services = ["redis"] if status["redis"]["pid"] is None else []
+    services += ["oneswitch"] if "oneswitch" in status and not status["oneswitch"]["running"] else []
+    if not dead and not services:
+        return " (its bring-up did not complete: `uno up` brings it up afresh)"
+    if dead:
+        return f": {', '.join(dead + services)} not running (`uno up` brings the whole host up afresh)"
+    return f": {' and '.join(services)} not running (`uno up` restarts {'them' if len(services) > 1 else 'it'} alone)"
+
+
 def _print_status(status: dict, json_out: bool) -> None:
     if json_out:
         print(json.dumps(status, indent=2, sort_keys=True))
         return
     if not status.get("up"):
-        print(f"emulated host '{status['name']}' is not up")
+        print(f"emulated host '{status['name']}' is not up{_what_is_down(status)}")
         return
     h, r = status["host"], status["redis"]
     print(f"emulated host '{status['name']}' (rundir {status['rundir']})")
@@ -173,6 +189,10 @@ def _print_status(status: dict, json_out: bool) -> None:
         o = status["oneswitch"]
         print(f"  oneswitch  listen {o['listen']}  rest {o['rest']}  dpid {o['dpid']}  pid {o['pid']}  "
               f"vports {[p['vport'] for p in o['ports']]}")  # fmt: skip
+    if "agent" in status:
+        a = status["agent"]
+        state = "running" if a["running"] else "not running (`uno agent serve` adopts its NFs)"
+        print(f"  agent   {a['rest']}  pid {a['pid']} {state}  nfs {a['nfs']}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -25,9 +25,12 @@ _KEYS = {"r_host", "r_nic", "b_host", "b_nic", "measured"}
 
 
 def load_profiles(path: str | Path | None = None) -> dict[str, dict]:
-    """Shipped profiles, overlaid with `path` (same shape) when given."""
+    """Shipped profiles, overlaid with `path` (same shape) when given; a `path` that does not exist is an
+    error (a mistyped file name must not silently mean the shipped profiles)."""
     data = {k: v for k, v in json.loads(DEFAULT_PROFILES.read_text()).items() if not k.startswith("_")}
     if path:
+        if not Path(path).is_file():
+            raise PlacementInputError(f"profiles: no such file: {path}")
         for name, prof in read_profile_file(path).items():
             if not name.startswith("_"):
                 data[name] = {**data.get(name, {}), **prof}

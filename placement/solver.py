@@ -236,12 +236,12 @@ def solve(problem: Problem, options: Options | None = None, _diagnose: bool = Tr
     at most ~2x the time of the main solve; if it is not proven then, `tiebreak: "best-effort"` says so.
     """
     opts = options or Options(**kwargs)
-    if opts.time_limit <= 0:
-        raise PlacementInputError(f"time_limit: must be positive, got {opts.time_limit}")
+    if not (math.isfinite(opts.time_limit) and opts.time_limit > 0):  # NaN or inf would never end the search
+        raise PlacementInputError(f"time_limit: must be a positive finite number, got {opts.time_limit}")
     if opts.max_moves is not None and opts.max_moves < 0:
         raise PlacementInputError(f"max_moves: must not be negative, got {opts.max_moves}")
-    if Fraction(str(opts.move_cost or 0)) < 0:
-        raise PlacementInputError(f"move_cost: must not be negative, got {opts.move_cost}")
+    if not (math.isfinite(opts.move_cost or 0) and (opts.move_cost or 0) >= 0):
+        raise PlacementInputError(f"move_cost: must be a finite number >= 0, got {opts.move_cost}")
     t0 = time.monotonic()
     deadline = t0 + opts.time_limit
     if opts.solver == "cpsat":

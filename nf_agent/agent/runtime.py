@@ -117,6 +117,11 @@ class StartError(Exception):
     """An NF instance could not be started (the message says why, with the end of its log)."""
 
 
+class ConfigRejected(StartError):
+    """The NF refused its configuration (exit 2 with `nf: config: FIELD: ...`): the caller's input, not a
+    failure of the host."""
+
+
 class StateError(Exception):
     """A state export/import or a release of a buffering NF failed (the message names the instance and the
     answer)."""
@@ -352,20 +357,31 @@ class HostRuntime:
     # -- one instance ---------------------------------------------------------------------------------------
     def new_instance(self, nf: Nf, location: str, seq: int, used_ofports: set[int]) -> Instance:
         """Allocate names and an OpenFlow port for a new instance of `nf` at `location` (no side effects)."""
-        sw = self.switches[location]
-        taken = set(used_ofports) | set(sw.driver.ports().values())
-        ofport = nm.NF_PORT_BASE
-        while ofport in taken:
-            ofport += 1
         return Instance(
             id=f"{nf.id}-{seq}",
             location=location,
             switch=location,
-            ofport=ofport,
+            ofport=self.free_ofport(location, used_ofports),
             netns=f"{self.name}-i{seq}",
             inside_if=f"{self.name}-i{seq}",
             port_if=f"{self.name}-j{seq}",
         )
+
+    def free_ofport(self, location: str, used_ofports: set[int]) -> int:
+        """The lowest OpenFlow port from NF_PORT_BASE up that neither an instance (`used_ofports`) nor any port
+        on the switch has (warm slots take theirs from SLOT_PORT_BASE up, so the two ranges do not race)."""
+        taken = set(used_ofports) | set(self.switches[location].driver.ports().values())
+        ofport = nm.NF_PORT_BASE
+        while ofport in taken:
+            ofport += 1
+        return ofport
+
+    def plugged(self, inst: Instance) -> bool:
+        """The instance's namespace exists and its port is on its switch as its OpenFlow port: a dead NF
+        process can be restarted in place (`start_processes`), nothing needs to be freed and taken again."""
+        if not netns_exists(inst.netns):
+            return False
+        return self.switches[inst.switch].driver.ports().get(inst.port_if) == inst.ofport
 
     def _files(self, inst: Instance) -> dict[str, Path]:
         return {
@@ -489,8 +505,12 @@ class HostRuntime:
         deadline = time.monotonic() + timeout
         while True:
             if not inst.pid or not pid_alive(inst.pid):
+                code = self._exit_code(inst.pid)
                 self.stop_processes(inst)
-                raise StartError(f"{inst.id}: NF process exited: {_tail(f['log'])}")
+                tail = _tail(f["log"])
+                if code == 2 and "nf: config: " in tail:
+                    raise ConfigRejected(tail[tail.rindex("nf: config: ") + len("nf: config: ") :])
+                raise StartError(f"{inst.id}: NF process exited: {tail}")
             if self.healthy(inst):
                 return
             if time.monotonic() > deadline:
@@ -591,6 +611,15 @@ class HostRuntime:
         except OSError:
             return False
         return inst.id.encode() in cmdline
+
+    def _exit_code(self, pid: int | None) -> int | None:
+        """The exit status of a process this runtime spawned and that ended (None: unknown or running)."""
+        p = self.procs.get(pid) if pid else None
+        if p is None:
+            return None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return p.wait(timeout=1)
+        return None
 
     def stop_processes(self, inst: Instance) -> None:
         # relay_pids: only instances started by an agent from before the NFs served unix sockets

@@ -172,6 +172,13 @@ class Agent:
         ids = list(self.state.nfs) + ([extra_nf] if extra_nf else [])
         return graph.vertices(self.cfg.snics, list(self.state.vms), ids)
 
+    def _check_new_id(self, new_id: str) -> None:
+        """409 when a VM, an NF or an sNIC Ethernet port (`snicK-ethJ`) already has this vertex id."""
+        kind = self._vertices().get(new_id)
+        if kind is not None:
+            what = " (an sNIC Ethernet port)" if kind == "port" else ""
+            raise Conflict(f"id {new_id!r} already exists{what}", "id")
+
     def measured_edges(self) -> dict[tuple[str, str], float]:
         m = self.monitor.measurement
         return dict(m.edges) if m else {}
@@ -191,8 +198,7 @@ class Agent:
     # -- VMs -------------------------------------------------------------------------------------------
     def create_vm(self, req: VmRequest) -> Vm:
         with self.lock:
-            if req.id in self.state.vms or req.id in self.state.nfs:
-                raise Conflict(f"id {req.id!r} already exists", "id")
+            self._check_new_id(req.id)
             used = {v.slot for v in self.state.vms.values()}
             free = [i for i in range(self.cfg.vm_slots) if i not in used]
             if not free:
@@ -223,8 +229,7 @@ class Agent:
         t0 = time.monotonic()
         with self.lock:
             nf_id = req.id or self.state.new_nf_id()
-            if nf_id in self.state.nfs or nf_id in self.state.vms:
-                raise Conflict(f"id {nf_id!r} already exists", "id")
+            self._check_new_id(nf_id)
             graph.check_chain(nf_id, req.src, req.dst, self._vertices())
             nf = Nf(
                 id=nf_id, type=req.type, config=req.config, vport=self.state.free_vport(nm.VPORT_NF_BASE),
@@ -282,10 +287,12 @@ class Agent:
         raise Conflict(f"no placement for {nf.id}: {res.get('reason', res.get('status'))}", "expected.gbps")
 
     def _start(self, nf: Nf, inst: Instance) -> None:
-        from nf_agent.agent.runtime import StartError
+        from nf_agent.agent.runtime import ConfigRejected, StartError
 
         try:
             self.runtime.start(nf, inst)
+        except ConfigRejected as exc:
+            raise ValidationError("config", f"the {nf.type} NF refused it: {exc}") from None
         except StartError as exc:
             raise AgentError(str(exc)) from None
 
@@ -396,6 +403,7 @@ class Agent:
             raise AgentError(str(exc), 502 if exc.step in ("prepare", "remap") else 500) from None
         nf.instances = [inst]
         prev, nf.location = nf.location, target
+        self.counters.migrations += 1
         if not local and nf.config.get("owner_cache") and hasattr(self.runtime, "bump_epoch"):
             # Ownership moved: the new owner must not keep reads cached while the old one still wrote (the
             # drain); bumped after the old instance stopped, so nothing writes behind it any more.
@@ -789,8 +797,17 @@ class Agent:
                         inst.state = "running"
                         continue
                     try:
-                        self.runtime.stop(inst)
-                        self.runtime.start(nf, inst)
+                        if self.runtime.plugged(inst):  # only the process died: restart it in place
+                            self.runtime.stop_processes(inst)
+                            self.runtime.start_processes(nf, inst)
+                        else:
+                            # Its port is gone: plug it in again on a port nothing else has. Not its old one:
+                            # a warm slot made meanwhile may hold that (OVS then gives another number).
+                            self.runtime.stop(inst)
+                            inst.ofport = self.runtime.free_ofport(
+                                inst.switch, self._used_ofports(inst.switch)
+                            )
+                            self.runtime.start(nf, inst)
                         done.append(f"restarted {inst.id}")
                     except Exception as exc:  # noqa: BLE001 - the supervisor retries
                         inst.state = "starting"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +100,8 @@ def _number(where: str, value: Any, types: tuple[type, ...]) -> Any:
     if isinstance(value, bool) or not isinstance(value, types):
         names = " or ".join(t.__name__ for t in types)
         raise _fail(where, f"expected {names}, got {type(value).__name__} {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):  # YAML .nan / .inf
+        raise _fail(where, f"must be a finite number, got {value}")
     return value
 
 
@@ -126,6 +129,10 @@ def parse_config(data: Any) -> HostConfig:
     if not 0 <= redis_port <= 65535:
         raise _fail("redis.port", f"{redis_port} out of range 0..65535")
     rundir = Path(_number("rundir", data.get("rundir", "/run/uno"), (str,)))
+    if (
+        not rundir.is_absolute()
+    ):  # relative: another directory per working directory, and `uno down` misses it
+        raise _fail("rundir", f"must be an absolute path, got {str(rundir)!r}")
     snics_raw = data.get("snics", [{"id": "snic0"}])
     if not isinstance(snics_raw, list) or not snics_raw:
         raise _fail("snics", "expected a non-empty list")

@@ -81,6 +81,10 @@ class Redis:
                 f"redis: unix socket path {self.socket} is longer than {MAX_UNIX_PATH} bytes (use a shorter "
                 "rundir or host name)"
             )
+        if _tcp_open(self.port):  # else redis-server exits at once and we would only time out waiting
+            raise DatapathError(
+                f"redis: port {self.port} on 127.0.0.1 is in use (redis.port: 0 picks a free one)"
+            )
         run(
             ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
              "--unixsocket", str(self.socket), "--unixsocketperm", "700",
@@ -92,6 +96,9 @@ class Redis:
             10,
             f"redis on port {self.port} and {self.socket}",
         )
+
+    def running(self) -> bool:
+        return read_pidfile(self.pidfile) is not None
 
     def down(self) -> None:
         pid = read_pidfile(self.pidfile)
@@ -328,16 +335,22 @@ class EmulatedHost:
             return None
 
     def is_up(self) -> bool:
-        """Up = a completed bring-up whose switches (host and emulated sNICs) all still run."""
+        """Up = a completed bring-up whose switches (host and emulated sNICs), Redis and OneSwitch all still
+        run."""
         state = self._saved_state()
         if not state or not state.get("complete"):
             return False
+        dead_switches, dead_services = self._dead_parts(state)
+        return not dead_switches and not dead_services
+
+    def _dead_parts(self, state: dict) -> tuple[list[str], list[Redis | OneSwitch]]:
+        """What of a bring-up no longer runs: the switches (by id) and the services (Redis, OneSwitch)."""
         comps = self._live_components(state)
-        switches = [c for c in comps if c.key == "host"] + [
-            c.switch for c in comps if isinstance(c, Snic) and c.emulated
+        switches = [("host", c) for c in comps if c.key == "host"] + [
+            (c.cfg.id, c.switch) for c in comps if isinstance(c, Snic) and c.emulated
         ]
-        oneswitch = [c for c in comps if isinstance(c, OneSwitch)]
-        return all(sw.ovs.running() for sw in switches) and all(o.running() for o in oneswitch)  # type: ignore[attr-defined]
+        dead = [sw_id for sw_id, sw in switches if not sw.ovs.running()]  # type: ignore[attr-defined]
+        return dead, [c for c in comps if isinstance(c, Redis | OneSwitch) and not c.running()]
 
     def _live_components(self, state: dict) -> list[Component]:
         return self.components(state["redis_port"])
@@ -347,8 +360,9 @@ class EmulatedHost:
         """Bring the host up; raise AlreadyRunning (changing nothing) if it already runs."""
         if self.is_up():
             raise AlreadyRunning(f"emulated host '{self.name}' is already up (rundir {self.rundir})")
-        if self._oneswitch_only_down():
-            return self._restart_oneswitch()
+        services = self._services_only_down()
+        if services:
+            return self._restart_services(services)
         self.down()  # sweep the leftovers of a crashed run first
         self.rundir.mkdir(parents=True, exist_ok=True)
         port = self.config.redis_port or free_port()
@@ -363,27 +377,25 @@ class EmulatedHost:
         self.state_file.write_text(json.dumps({"name": self.name, "redis_port": port, "complete": True}))
         return self.status()
 
-    def _oneswitch_only_down(self) -> bool:
-        """A completed bring-up whose switches all run and whose OneSwitch alone is gone (it crashed)."""
+    def _services_only_down(self) -> list[Redis | OneSwitch]:
+        """A completed bring-up whose switches all run and of which only Redis and/or OneSwitch died: those."""
         state = self._saved_state()
         if not state or not state.get("complete"):
-            return False
-        comps = self._live_components(state)
-        oneswitch = [c for c in comps if isinstance(c, OneSwitch)]
-        switches = [c for c in comps if c.key == "host"] + [
-            c.switch for c in comps if isinstance(c, Snic) and c.emulated
-        ]
-        return bool(oneswitch) and not oneswitch[0].running() and all(sw.ovs.running() for sw in switches)  # type: ignore[attr-defined]
+            return []
+        dead_switches, dead_services = self._dead_parts(state)
+        return [] if dead_switches else dead_services
 
-    def _restart_oneswitch(self) -> dict:
-        """Start OneSwitch again and nothing else: it reloads its persisted virtual rules and port map
-        (`state/state.json`), keeps its listen/REST ports, and reconciles the switches without a gap (each wanted
-        flow re-added in place, then the stale ones deleted), so installed flows keep forwarding throughout.
-        A failure leaves the host as it is (`uno down` removes it)."""
-        state = self._saved_state()
-        assert state is not None
-        comp = next(c for c in self._live_components(state) if isinstance(c, OneSwitch))
-        comp.up()
+    def _restart_services(self, services: list[Redis | OneSwitch]) -> dict:
+        """Start the dead services again and nothing else, in bring-up order.
+
+        Redis comes back on its port and unix socket, empty (it has no persistence: the NFs' per-flow state
+        is gone, so e.g. a firewall's connections must be opened again); the NFs reconnect by themselves and
+        fail closed meanwhile. OneSwitch reloads its persisted virtual rules and port map (`state/state.json`),
+        keeps its listen/REST ports, and reconciles the switches without a gap (each wanted flow re-added in
+        place, then the stale ones deleted), so installed flows keep forwarding throughout. A failure leaves
+        the host as it is (`uno down` removes it)."""
+        for comp in services:
+            comp.up()
         return self.status()
 
     def down(self) -> None:
@@ -441,9 +453,10 @@ class EmulatedHost:
                 out["snics"].append(st)
             else:
                 out[comp.key] = st
-        # Up = a completed bring-up whose switches still run (after a crash: false, and `uno up` recovers).
+        # Up = a completed bring-up whose switches, Redis and OneSwitch still run (after a crash: false, and
+        # `uno up` recovers: Redis or OneSwitch alone restarted, the whole host after a switch died).
         switches = [out["host"], *[sn for sn in out["snics"] if "running" in sn]]
-        out["up"] = out["up"] and all(sw["running"] for sw in switches)
+        out["up"] = out["up"] and all(sw["running"] for sw in switches) and out["redis"]["pid"] is not None
         if "oneswitch" in out:
             out["up"] = out["up"] and out["oneswitch"]["running"]
         from nf_agent.agent.endpoint import status_entry  # the agent imports this module: import late

@@ -168,6 +168,18 @@ def test_conflicts_are_409(env):
     assert r.status_code == 409 and r.get_json()["field"] == "instances"
 
 
+def test_an_id_naming_an_snic_ethernet_port_is_409_and_nf_creation_still_works(env):
+    # the sNIC Ethernet ports are placement vertices too: a VM or NF named like one made every later
+    # placement instance invalid (500 "duplicate id" on each POST /v1/nfs)
+    agent, rt, _, _, c = env
+    for path, body in (("/v1/vms", {"id": "snic0-eth0"}), ("/v1/nfs", {"type": "nat", "id": "snic0-eth0"})):
+        r = post(c, path, body)
+        assert r.status_code == 409, r.get_json()
+        assert r.get_json()["field"] == "id" and "Ethernet port" in r.get_json()["error"]
+    assert agent.state.vms == {} and agent.state.nfs == {} and rt.running == {}
+    assert post(c, "/v1/nfs", {"type": "nat", "id": "n1"}).status_code == 201
+
+
 def test_unknown_route_method_and_huge_body_are_json(env):
     *_, c = env
     r = c.get("/v1/nope")
@@ -227,6 +239,17 @@ def test_state_survives_a_restart(tmp_path):
     again = store.load(tmp_path / "state.json")
     assert again.to_json() == agent.state.to_json()
     assert again.free_vport(200) == 201
+
+
+def test_a_migration_counts_in_the_metrics(env):
+    # uno_agent_migrations_total stayed 0 whatever moved (the increment was lost in a refactor)
+    agent, *_, c = env
+    assert post(c, "/v1/nfs", {"type": "firewall", "id": "f1"}).status_code == 201
+    other = "snic0" if agent.state.nfs["f1"].location == "host" else "host"
+    r = post(c, "/v1/nfs/f1/migrate", {"to": other})
+    assert r.status_code == 200 and r.get_json()["moved"], r.get_json()
+    text = c.get("/metrics").get_data(as_text=True)
+    assert "uno_agent_migrations_total 1.0" in text and "uno_agent_migration_failures_total 0.0" in text
 
 
 def test_corrupt_state_file_is_an_error_not_a_reset(tmp_path):

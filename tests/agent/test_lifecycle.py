@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -273,6 +274,20 @@ def test_create_traffic_supervise_migrate_restart_delete(env):
     code, nf = call(url, "GET", "/v1/nfs/fw1")
     assert code == 200 and nf["instances"][0]["state"] == "running"
 
+    # the agent killed (-9) and its NF dying meanwhile: the next agent restarts the NF in place (its namespace and
+    # port; before, it unplugged and re-plugged it, and a warm slot made meanwhile could take the port: "asked
+    # for OpenFlow port 700, OVS gave 2", then the NF stayed failed)
+    before = instance(host, "fw1")
+    agent.proc.kill()
+    agent.proc.wait()
+    os.kill(before["pid"], signal.SIGKILL)
+    url = agent.start()
+    after = instance(host, "fw1")
+    assert after["state"] == "running" and after["pid"] != before["pid"] and pid_alive(after["pid"])
+    assert (after["netns"], after["ofport"]) == (before["netns"], before["ofport"])
+    assert {p.vport: (p.switch, p.port) for p in client.ports()}[vport] == (after["switch"], after["ofport"])
+    assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping after the agent and the NF were killed")
+
     # DELETE: process, namespace, bridge port, mapping all gone
     last = instance(host, "fw1")
     code, _ = call(url, "DELETE", "/v1/nfs/fw1")
@@ -395,3 +410,43 @@ def test_declared_chain_predicts_the_pcie_use_measured(env):
     assert call(url, "DELETE", "/v1/nfs/fw-a")[0] == 200
     assert call(url, "GET", "/v1/nfs/fw-b")[1]["expected"]["src"] == "web"
     assert call(url, "DELETE", "/v1/nfs/fw-b")[0] == 200
+
+
+def test_an_nf_config_the_nf_refuses_is_400_naming_config_and_leaves_nothing(env):
+    # the NF validates its own config (exit 2, `nf: config: FIELD: ...`): that is the caller's input, a 400
+    # naming `config` with the NF's reason, not a 500 "NF process exited"
+    host = env[0]
+    url = endpoint.status_entry(host.rundir)["rest"]  # the tests before may have restarted the agent
+    slots = host.rundir / "agent" / "slots"
+    wait(lambda: len(list(slots.glob("*.json"))) == 2, 30, "the warm slots (host, snic0) built")
+
+    def own_netns() -> list[str]:  # a refilled slot gets a new number: `NAME-wK` counts as `NAME-w`
+        return sorted(re.sub(r"-w\d+$", "-w", ns) for ns in netns_list() if ns.startswith(f"{host.name}-"))
+
+    before = own_netns()
+    code, body = call(url, "POST", "/v1/nfs", {"type": "nat", "id": "badnat", "config": {"inside": []}})
+    assert code == 400, body
+    assert body["field"] == "config" and "inside" in body["error"], body
+    assert "badnat" not in agent_state(host)["nfs"]
+    assert not [p for p in Path("/proc").glob("[0-9]*") if b"badnat" in _cmdline(p)]
+    wait(lambda: own_netns() == before, 10, f"the warm slot refilled, nothing else left: {before}")
+    # a config the NF accepts still starts
+    code, body = call(
+        url,
+        "POST",
+        "/v1/nfs",
+        {
+            "type": "nat",
+            "id": "goodnat",
+            "config": {"inside": ["10.77.0.0/16"], "public_ips": ["198.51.100.1"]},
+        },
+    )
+    assert code == 201, body
+    assert call(url, "DELETE", "/v1/nfs/goodnat")[0] == 200
+
+
+def _cmdline(proc_dir: Path) -> bytes:
+    try:
+        return (proc_dir / "cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -63,6 +63,10 @@ def test_defaults_have_one_snic():
         ({"redis": {"port": 70000}}, "redis.port"),
         ({"redis": {"host": "x"}}, "redis.host"),
         ([1, 2], "top level"),
+        ({"snics": [{"capacity": float("nan")}]}, "snics[0].capacity"),  # YAML .nan: was accepted
+        ({"snics": [{"pcie_gbps": float("inf")}]}, "snics[0].pcie_gbps"),
+        ({"snics": [{"cpu_quota": float("nan")}]}, "snics[0].cpu_quota"),
+        ({"rundir": "relative/dir"}, "rundir"),  # was accepted: redis failed, a directory was left in the cwd
     ],
 )
 def test_bad_values_name_the_field(doc, field):
@@ -129,3 +133,15 @@ def test_cpu_period_given_or_the_default_for_the_quota():
         CliError, match=r"snics\[0\]\.cpu_period_us: CPU quota 0.05 cores x 10000 us period = 500 us"
     ):
         parse_config({"snics": [{"cpu_quota": 0.05, "cpu_period_us": 10_000}]})
+
+
+def test_an_empty_name_option_is_an_error_not_the_default_host():
+    # `uno down --name "$EMPTY"` tore down the default host 'uno' (someone else's)
+    import argparse
+
+    from nf_agent.host_cmd import _host
+
+    with pytest.raises(CliError, match="config: name: '' must be"):
+        _host(argparse.Namespace(config=None, name=""))
+    assert _host(argparse.Namespace(config=None, name="zz1")).name == "zz1"
+    assert _host(argparse.Namespace(config=None, name=None)).name == "uno"

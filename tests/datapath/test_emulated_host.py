@@ -90,6 +90,49 @@ def test_recovers_after_kill9_of_a_vswitchd(host_factory):
     assert machine_snapshot(h.name) == EMPTY
 
 
+def test_a_killed_redis_makes_the_host_not_up_and_up_restarts_it_alone(host_factory):
+    # before: the host stayed "up" with Redis dead (NFs failing closed) and `uno up` said "nothing changed",
+    # so the only way back was `uno down` + `uno up`, which removes every NF and flow
+    from nf_agent.host_cmd import _what_is_down
+
+    h = host_factory()
+    status = h.up()
+    host, snic = drivers(status)
+    plain_path_flows(host, snic)
+    flows_before = sorted((f.match, f.actions) for f in host.flow_stats())
+    redis = status["redis"]
+    os.kill(redis["pid"], signal.SIGKILL)
+    wait_for(lambda: not h.is_up(), 10, "the host to be seen as down")
+    down = h.status()
+    assert down["up"] is False and down["redis"]["pid"] is None and down["host"]["running"]
+    assert _what_is_down(down) == ": redis not running (`uno up` restarts it alone)"
+    status = h.up()
+    assert status["up"] and status["redis"]["pid"] not in (None, redis["pid"])
+    assert status["redis"]["port"] == redis["port"] and status["redis"]["unix_socket"] == redis["unix_socket"]
+    assert status["host"]["pids"] == down["host"]["pids"]  # the switches were left running, flows and all
+    assert status["snics"][0]["pids"] == down["snics"][0]["pids"]
+    assert sorted((f.match, f.actions) for f in host.flow_stats()) == flows_before
+    pong = subprocess.run(["redis-cli", "-s", redis["unix_socket"], "ping"], capture_output=True, text=True)
+    assert pong.stdout.strip() == "PONG"
+    assert ping(nm.ns_vm(h.name, 0), nm.ip_outside(0, 0))
+    host.close()
+    snic.close()
+
+
+def test_a_redis_port_in_use_is_a_clear_error_and_leaves_nothing(host_factory):
+    # was: "timed out after 10s waiting for redis on port P" (redis-server had exited at once)
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        h = host_factory(redis={"port": port})
+        with pytest.raises(DatapathError, match=f"redis: port {port} on 127.0.0.1 is in use"):
+            h.up()
+        assert machine_snapshot(h.name) == EMPTY
+
+
 @pytest.fixture(scope="module")
 def running_host():
     from .conftest import make_host

@@ -97,3 +97,19 @@ def test_dampener_hysteresis_window_and_anti_flap():
     assert "dampening" in d.decide(5, b, 5.0, {"f": "snic1"}, 1.0)[1]
     assert "anti-flap" in d.decide(50, b, 10.0, a, 1.0)[1]  # going back to a, left at t=0
     assert d.decide(150, b, 10.0, a, 1.0)[0] is True
+
+
+@pytest.mark.parametrize(
+    "opt,value,message",
+    [
+        ("--time-limit", "nan", "time_limit"),
+        ("--time-limit", "inf", "time_limit"),
+        ("--move-cost", "nan", "move_cost"),  # was a Fraction traceback, exit 1
+        ("--move-cost", "inf", "move_cost"),
+    ],
+)
+def test_non_finite_options_are_a_clear_error(tmp_path, opt, value, message):
+    f = tmp_path / "in.json"
+    f.write_text(json.dumps(GOOD))
+    out = uno("placement", "solve", str(f), opt, value)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr

@@ -148,3 +148,10 @@ def test_cli_measure_two_rates_fits_base_and_slope(tmp_path):
     assert prof["b_host"] == pytest.approx(0.08 - 0.06 * 0.04 / 0.14, rel=1e-4)
     assert len(prof["measured"]["r_host"]["points"]) == 2
     assert load_profiles(f)["ips"]["b_host"] == prof["b_host"]
+
+
+def test_a_missing_profile_file_is_an_error_not_the_shipped_profiles(tmp_path):
+    # `uno agent serve --profiles TYPO` ran on the shipped profiles without a word
+    with pytest.raises(PlacementInputError, match="profiles: no such file"):
+        load_profiles(tmp_path / "missing.json")
+    assert read_profile_file(tmp_path / "missing.json") == {}  # `placement profile --measure` creates it

@@ -34,6 +34,10 @@ fn main() {
 
 fn run() -> Result<(), (i32, String)> {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if matches!(argv.first().map(String::as_str), Some("--help" | "-h")) {
+        println!("{}", args::USAGE);
+        return Ok(());
+    }
     if argv.first().map(String::as_str) == Some("lb-backend") {
         return lb_backend(&argv[1..]);
     }

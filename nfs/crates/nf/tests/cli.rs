@@ -253,3 +253,14 @@ fn lb_backend_marks_a_backend_down_in_the_shared_pool() {
     let o = run_nf(&["lb-backend", "--store", &url]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn help_is_the_usage_on_stdout_exit_0() {
+    // `nf --help` printed the usage as an error (stderr, exit 2)
+    for flag in ["--help", "-h"] {
+        let o = run_nf(&[flag]);
+        assert_eq!(o.status.code(), Some(0), "{flag}");
+        assert!(String::from_utf8_lossy(&o.stdout).starts_with("usage: nf <type>"));
+    }
+    assert_eq!(run_nf(&[]).status.code(), Some(2)); // no arguments stays a usage error
+}

@@ -29,13 +29,31 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     v.try_into().map_err(|_| format!("bad MAC {s:?}"))
 }
 
-fn opts(args: &[String]) -> Result<HashMap<String, String>, String> {
+const USAGE: &str =
+    "usage: traffic gen --port IFACE [--flows N] [--pkts P] [--rate PPS] [--size BYTES (60-1514)] \
+[--udp] [--run ID] [--src IP] [--dst IP] [--dst-port P] [--src-mac M] [--dst-mac M]
+       traffic sink --port IFACE [--run ID] [--expect N] [--duration-ms MS] [--idle-ms MS]";
+const GEN_OPTS: &[&str] = &[
+    "port", "flows", "pkts", "rate", "size", "udp", "run", "src", "dst", "dst-port", "src-mac",
+    "dst-mac",
+];
+const SINK_OPTS: &[&str] = &["port", "run", "expect", "duration-ms", "idle-ms"];
+
+/// The options of one subcommand; an option it does not know is an error (a typo must not fall back to a
+/// default silently).
+fn opts(args: &[String], known: &[&str]) -> Result<HashMap<String, String>, String> {
     let mut m = HashMap::new();
     let mut it = args.iter();
     while let Some(k) = it.next() {
         let Some(name) = k.strip_prefix("--") else {
             return Err(format!("unexpected argument {k:?}"));
         };
+        if !known.contains(&name) {
+            return Err(format!(
+                "unknown option {k:?} (known: --{})",
+                known.join(", --")
+            ));
+        }
         if name == "udp" {
             m.insert("udp".into(), "1".into());
             continue;
@@ -57,16 +75,25 @@ fn gen(m: &HashMap<String, String>) -> Result<serde_json::Value, String> {
     let port = m.get("port").ok_or("--port is required")?;
     let cfg = GenConfig {
         run: get(m, "run", 1u32)?,
-        flows: get(m, "flows", 1u32)?.max(1),
+        flows: get(m, "flows", 1u32)?,
         pkts: get(m, "pkts", 1000u32)?,
         tcp: !m.contains_key("udp"),
-        frame_len: get(m, "size", 64usize)?.clamp(60, 1514),
+        frame_len: get(m, "size", 64usize)?,
         src: get(m, "src", "10.0.0.1".parse().unwrap())?,
         dst: get(m, "dst", "10.0.0.2".parse().unwrap())?,
         src_mac: parse_mac(m.get("src-mac").map_or("02:00:00:00:00:01", |s| s))?,
         dst_mac: parse_mac(m.get("dst-mac").map_or("02:00:00:00:00:02", |s| s))?,
         dst_port: get(m, "dst-port", 5001u16)?,
     };
+    if cfg.flows == 0 {
+        return Err("--flows must be >= 1".into());
+    }
+    if !(60..=1514).contains(&cfg.frame_len) {
+        return Err(format!(
+            "--size must be 60..1514 bytes, got {}",
+            cfg.frame_len
+        ));
+    }
     if cfg.src.is_ipv4() != cfg.dst.is_ipv4() {
         return Err("--src and --dst must be of one address family".into());
     }
@@ -96,7 +123,7 @@ fn gen(m: &HashMap<String, String>) -> Result<serde_json::Value, String> {
         let keep = vec![true; b.len()];
         sent += dev.send(&b, &keep, 0).map_err(|e| e.to_string())?;
     }
-    let data = (cfg.flows * cfg.pkts) as u64;
+    let data = u64::from(cfg.flows) * u64::from(cfg.pkts);
     Ok(
         serde_json::json!({"sent": sent, "data_packets": data, "frames": all.len(), "seconds": t0.elapsed().as_secs_f64()}),
     )
@@ -141,16 +168,67 @@ fn sink(m: &HashMap<String, String>) -> Result<serde_json::Value, String> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return;
+    }
     let r = match args.first().map(|s| s.as_str()) {
-        Some("gen") => opts(&args[1..]).and_then(|m| gen(&m)),
-        Some("sink") => opts(&args[1..]).and_then(|m| sink(&m)),
-        _ => Err("usage: traffic gen|sink --port IFACE [options] (see the crate docs)".into()),
+        Some("gen") => opts(&args[1..], GEN_OPTS).and_then(|m| gen(&m)),
+        Some("sink") => opts(&args[1..], SINK_OPTS).and_then(|m| sink(&m)),
+        _ => Err(USAGE.into()),
     };
     match r {
         Ok(v) => println!("{v}"),
         Err(e) => {
             eprintln!("traffic: {e}");
             std::process::exit(2);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn unknown_options_are_errors_not_ignored() {
+        // `--rat 100` (a typo of --rate) used to be ignored: the run went at the default rate
+        let e = opts(&args(&["--port", "x", "--rat", "100"]), GEN_OPTS).unwrap_err();
+        assert!(
+            e.contains("unknown option \"--rat\"") && e.contains("--rate"),
+            "{e}"
+        );
+        assert!(opts(&args(&["--port", "x", "--expect", "5"]), GEN_OPTS).is_err());
+        let m = opts(&args(&["--port", "x", "--udp", "--rate", "5"]), GEN_OPTS).unwrap();
+        assert_eq!(
+            (
+                m["port"].as_str(),
+                m["rate"].as_str(),
+                m.contains_key("udp")
+            ),
+            ("x", "5", true)
+        );
+        assert!(opts(&args(&["--port", "x", "--expect", "5"]), SINK_OPTS).is_ok());
+    }
+
+    #[test]
+    fn out_of_range_sizes_and_zero_flows_are_errors_not_clamped() {
+        for (k, v, want) in [
+            ("size", "9000", "--size"),
+            ("size", "10", "--size"),
+            ("flows", "0", "--flows"),
+        ] {
+            let m = opts(
+                &args(&["--port", "nosuchif0", &format!("--{k}"), v]),
+                GEN_OPTS,
+            )
+            .unwrap();
+            let e = gen(&m).unwrap_err();
+            assert!(e.starts_with(want), "{e}");
         }
     }
 }

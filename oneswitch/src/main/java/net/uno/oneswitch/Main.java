@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.concurrent.ScheduledExecutorService;
 import net.uno.oneswitch.config.Config;
 import net.uno.oneswitch.config.ConfigError;
+import net.uno.oneswitch.config.Endpoint;
 import net.uno.oneswitch.core.Metrics;
 import net.uno.oneswitch.core.OneSwitchCore;
 import net.uno.oneswitch.core.Persistence;
@@ -75,6 +76,9 @@ public final class Main {
     }
     try {
       run(cfg);
+    } catch (StartError e) {
+      System.err.println("oneswitch: cannot start: " + e.getMessage());
+      System.exit(1);
     } catch (Exception e) {
       LoggerFactory.getLogger(Main.class).error("cannot start: {}", e.toString(), e);
       System.err.println("oneswitch: cannot start: " + e);
@@ -167,11 +171,21 @@ public final class Main {
       core.addSouth(new SouthSwitch(s.id(), s.openflow(), transport, group, core));
     }
     NorthServer north = new NorthServer(core, cfg.dpid(), transport, group);
-    int ofPort = north.listen(cfg.listen());
+    RestServer rest = new RestServer(core, north, cfg.controllers(), cfg.token());
+    int ofPort;
+    int restPort;
+    try {
+      ofPort = bind("listen", cfg.listen(), () -> north.listen(cfg.listen()));
+      restPort = bind("rest", cfg.rest(), () -> rest.start(cfg.rest()));
+    } catch (StartError e) {
+      north.stop(); // what was bound already, and the threads: nothing keeps running
+      rest.stop();
+      group.shutdownGracefully(0, 1, java.util.concurrent.TimeUnit.SECONDS);
+      exec.shutdown();
+      throw e;
+    }
     Files.writeString(
         cfg.stateDir().resolve("listen"), "tcp:" + cfg.listen().host() + ":" + ofPort + "\n");
-    RestServer rest = new RestServer(core, north, cfg.controllers(), cfg.token());
-    int restPort = rest.start(cfg.rest());
     Files.writeString(cfg.stateDir().resolve("rest"), cfg.rest().host() + ":" + restPort + "\n");
     core.start();
     core.south().values().forEach(SouthSwitch::start);
@@ -198,6 +212,37 @@ public final class Main {
                   r.stop();
                 }));
     return r;
+  }
+
+  /** OneSwitch could not start for a reason the message names (no stack trace needed). */
+  public static final class StartError extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    StartError(String message, Throwable cause) {
+      super(message, cause);
+    }
+  }
+
+  private interface Binder {
+    int bind() throws Exception;
+  }
+
+  /** Binds one endpoint; a failure (e.g. the port in use) names the config key and the address. */
+  private static int bind(String key, Endpoint ep, Binder b) throws StartError {
+    try {
+      return b.bind();
+    } catch (Exception e) {
+      String why = e.getMessage() == null ? e.toString() : e.getMessage();
+      throw new StartError(
+          key
+              + " "
+              + ep.host()
+              + ":"
+              + ep.port()
+              + ": cannot bind: "
+              + why.replace("bind(..) failed: ", ""),
+          e);
+    }
   }
 
   /** A running OneSwitch (for tests). */

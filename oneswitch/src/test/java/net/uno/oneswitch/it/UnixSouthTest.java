@@ -138,6 +138,34 @@ class UnixSouthTest {
   }
 
   @Test
+  void anEndpointInUseIsAStartErrorNamingItAndLeavesNothingBound() throws Exception {
+    // was: "cannot start: ...NativeIoException: bind(..) failed: Address already in use" with a
+    // stack trace, naming neither the config key nor the address
+    try (var taken = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      int port = taken.getLocalPort();
+      String json =
+          """
+          {"dpid": "00000000000000ee", "listen": "ptcp:%d:127.0.0.1", "rest": "127.0.0.1:%d",
+           "state_dir": "%s", "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:1"}],
+           "pcie": [], "ports": []}
+          """;
+      for (String[] c :
+          new String[][] {
+            {"" + port, "0", "listen 127.0.0.1:" + port}, {"0", "" + port, "rest 127.0.0.1:" + port}
+          }) {
+        Config cfg =
+            Config.parse(
+                json.formatted(
+                    Integer.parseInt(c[0]), Integer.parseInt(c[1]), dir.resolve("state")));
+        Main.StartError e = assertThrows(Main.StartError.class, () -> Main.run(cfg));
+        assertTrue(e.getMessage().startsWith(c[2] + ": cannot bind: "), e.getMessage());
+        assertTrue(
+            e.getMessage().toLowerCase(java.util.Locale.ROOT).contains("in use"), e.getMessage());
+      }
+    }
+  }
+
+  @Test
   void theNioFallbackServesTcpButRefusesUnixTargets() throws Exception {
     String was = System.getProperty("oneswitch.transport");
     System.setProperty("oneswitch.transport", "nio");
