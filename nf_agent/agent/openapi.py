@@ -201,8 +201,16 @@ def spec() -> dict:
         },
         "Health": {
             "type": "object",
-            "required": ["ok", "nfs"],
-            "properties": {"ok": {"type": "boolean"}, "nfs": {"type": "object"}},
+            "required": ["ok", "nfs", "store"],
+            "properties": {
+                "ok": {"type": "boolean"},
+                "nfs": {"type": "object", "description": "NF id -> healthy | unhealthy | degraded: REASON"},
+                "store": {
+                    "type": "string",
+                    "enum": ["ok", "unreachable", "local"],
+                    "description": "the state tier (Redis) answering a PING; local: NFs keep their own state",
+                },
+            },
         },
     }
     paths = {
@@ -212,7 +220,7 @@ def spec() -> dict:
                 "security": [],
                 "responses": {
                     "200": _resp("all NFs healthy", _ref("Health")),
-                    "503": _resp("an NF is unhealthy", _ref("Health")),
+                    "503": _resp("an NF is unhealthy, or the state tier unreachable", _ref("Health")),
                 },
             }
         },

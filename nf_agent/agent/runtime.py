@@ -139,6 +139,25 @@ class _UnixHTTP(http.client.HTTPConnection):
         self.sock = s
 
 
+def redis_ping(path: str | Path, timeout: float = 0.5) -> bool:
+    """A Redis PING on unix socket `path` answered +PONG within `timeout` s (a socket error or any other
+    answer, e.g. -LOADING or -NOAUTH: False)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+            c.settimeout(timeout)
+            c.connect(str(path))
+            c.sendall(b"*1\r\n$4\r\nPING\r\n")
+            got = b""
+            while not got.endswith(b"\r\n") and len(got) < 64:
+                part = c.recv(64)
+                if not part:
+                    break
+                got += part
+            return got == b"+PONG\r\n"
+    except OSError:
+        return False
+
+
 def http_get_unix(path: str, url: str, timeout: float = 2.0) -> tuple[int, bytes]:
     return http_unix(path, "GET", url, None, timeout)
 
@@ -517,6 +536,12 @@ class HostRuntime:
                 self.stop_processes(inst)
                 raise StartError(f"{inst.id}: not healthy after {timeout:g}s: {_tail(f['log'])}")
             time.sleep(0.003)  # on the failover path (no standby): every ms counts (a probe is ~1 ms)
+
+    def store_reachable(self, timeout: float = 0.5) -> bool | None:
+        """Whether the state tier answers a PING on the socket the NFs use (None: NFs keep local state)."""
+        if self.store == "local":
+            return None
+        return redis_ping(self.store_socket(), timeout)
 
     def healthy(self, inst: Instance, timeout: float = 1.0) -> bool:
         """GET /health answered 200 within `timeout` s (short for the failover watchdog's probes)."""

@@ -65,6 +65,7 @@ class Runtime(Protocol):
     def stop_processes(self, inst: Instance) -> None: ...
     def alive(self, inst: Instance) -> bool: ...
     def healthy(self, inst: Instance, timeout: float = 1.0) -> bool: ...
+    def store_reachable(self, timeout: float = 0.5) -> bool | None: ...
     def stats(self, inst: Instance) -> dict | None: ...
     def port_counters(self) -> dict[str, dict[str, dict[str, int]]]: ...
     def pcie_ports(self) -> dict[str, str]: ...
@@ -148,6 +149,7 @@ class Agent:
         # Pre-started standby instances (failover without a start): kept in memory only, not in the state
         # file; an agent restart loses track of them and `uno down` sweeps their namespaces.
         self.standbys: dict[str, Instance] = {}
+        self.store_state = "unknown"  # the state tier as the last health check saw it (events on a change)
 
     # -- helpers ---------------------------------------------------------------------------------------
     @property
@@ -897,7 +899,16 @@ class Agent:
             return sorted(out, key=lambda p: p["vport"])
 
     def health(self) -> dict:
+        """Each NF's process health, and the state tier's: while Redis does not answer, every stateless NF
+        fails closed (drops what needs state), so it is `degraded` and the agent not ok, although its
+        process is alive (the failover watchdog, which looks at processes, rightly does nothing)."""
+        reachable = self.runtime.store_reachable()  # outside the lock: a hung Redis costs its timeout
+        store = {None: "local", True: "ok", False: "unreachable"}[reachable]
         with self.lock:
+            if store != self.store_state:
+                if store == "unreachable" or self.store_state == "unreachable":
+                    self._event("store-" + ("down" if store == "unreachable" else "up"), store=store)
+                self.store_state = store
             nfs = {
                 n.id: (
                     "healthy"
@@ -906,4 +917,7 @@ class Agent:
                 )
                 for n in self.state.nfs.values()
             }
-        return {"ok": all(v == "healthy" for v in nfs.values()), "nfs": nfs}
+        if store == "unreachable":
+            nfs = {k: "degraded: state tier unreachable" if v == "healthy" else v for k, v in nfs.items()}
+        return {"ok": store != "unreachable" and all(v == "healthy" for v in nfs.values()), "nfs": nfs,
+                "store": store}  # fmt: skip

@@ -20,6 +20,7 @@ class FakeRuntime:
         self.fail_start: set[str] = set()  # NF ids whose start fails
         self.counters: dict[str, dict[str, dict[str, int]]] = {"host": {}, **{s: {} for s in self.snics}}
         self.pids = 1000
+        self.store_up: bool | None = True  # what store_reachable answers (None: local state)
 
     def locations(self):
         return ["host", *self.snics]
@@ -52,6 +53,9 @@ class FakeRuntime:
 
     def healthy(self, inst: Instance, timeout: float = 1.0) -> bool:
         return inst.id in self.running
+
+    def store_reachable(self, timeout: float = 0.5) -> bool | None:
+        return self.store_up
 
     def stats(self, inst: Instance):
         return {"rx": 0, "tx": 0} if inst.id in self.running else None

@@ -265,3 +265,24 @@ def test_metrics_exposition(env):
     for name in ("uno_agent_solves_total", "uno_agent_predicted_host_cores", 'uno_agent_nf_healthy{nf="f1"} 1.0',
                  "uno_agent_migrations_total", "uno_agent_http_requests_total"):  # fmt: skip
         assert name in text
+
+
+def test_health_reports_an_unreachable_state_tier_and_its_changes_once(env):
+    agent, rt, _, _, c = env
+    assert post(c, "/v1/nfs", {"type": "firewall", "id": "fw"}).status_code == 201
+    r = c.get("/v1/health")
+    assert r.status_code == 200 and r.get_json() == {"ok": True, "nfs": {"fw": "healthy"}, "store": "ok"}
+    rt.store_up = False
+    for _ in range(2):  # one event per change, however often it is asked
+        r = c.get("/v1/health")
+        assert r.status_code == 503
+        want = {"ok": False, "nfs": {"fw": "degraded: state tier unreachable"}, "store": "unreachable"}
+        assert r.get_json() == want
+    rt.store_up = True
+    assert c.get("/v1/health").status_code == 200
+    assert [e["event"] for e in agent.state.history if e["event"].startswith("store-")] == [
+        "store-down",
+        "store-up",
+    ]
+    rt.store_up = None  # NFs with local state: no tier to reach
+    assert c.get("/v1/health").get_json()["store"] == "local"

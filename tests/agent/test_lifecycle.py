@@ -450,3 +450,39 @@ def _cmdline(proc_dir: Path) -> bytes:
         return (proc_dir / "cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_a_dead_state_tier_is_reported_and_the_nf_recovers_when_it_is_back(env):
+    # before: /v1/health stayed 200 "healthy" while Redis was dead and every stateless NF dropped all
+    # traffic (fail closed); only the NFs' own /stats showed it
+    host, status, _, _ = env
+    url = endpoint.status_entry(host.rundir)["rest"]  # the tests before may have restarted the agent
+    code, body = call(url, "POST", "/v1/nfs", {"type": "firewall", "id": "fwt", "config": FW_CONFIG})
+    assert code == 201, body
+    vport, listen = body["vport"], status["oneswitch"]["listen"]
+    vm_port, eth, vm_mac, out_mac = nm.vport_vm(0), nm.vport_eth(0, 0), nm.mac(1, 0, 0), nm.mac(2, 0, 0)
+    for f in (f"in_port={vm_port},actions=output:{vport}", f"in_port={eth},actions=output:{vport}",
+              f"in_port={vport},dl_src={vm_mac},actions=output:{eth}",
+              f"in_port={vport},dl_src={out_mac},actions=output:{vm_port}"):  # fmt: skip
+        ofctl(status, "add-flow", listen, f)
+    vm_ns, out_ip = nm.ns_vm(host.name, 0), nm.ip_outside(0, 0)
+    try:
+        assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping through the firewall")
+        code, h = call(url, "GET", "/v1/health")
+        assert code == 200 and h["store"] == "ok" and h["nfs"]["fwt"] == "healthy", h
+
+        os.kill(host.status()["redis"]["pid"], signal.SIGKILL)
+        code, h = wait(lambda: (r := call(url, "GET", "/v1/health"))[0] == 503 and r, 10, "health to see it")
+        assert h["ok"] is False and h["store"] == "unreachable", h
+        assert h["nfs"]["fwt"] == "degraded: state tier unreachable", h
+        assert not ping(vm_ns, out_ip, count=2)  # fail closed: the firewall cannot look its state up
+        assert "store-down" in [e["event"] for e in call(url, "GET", "/v1/placement")[1]["history"]]
+
+        host.up()  # restarts Redis alone (empty); the NF reconnects by itself
+        code, h = wait(lambda: (r := call(url, "GET", "/v1/health"))[0] == 200 and r, 30, "health back")
+        assert h["ok"] and h["store"] == "ok" and h["nfs"]["fwt"] == "healthy", h
+        assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping once the tier is back")
+        assert "store-up" in [e["event"] for e in call(url, "GET", "/v1/placement")[1]["history"]]
+    finally:
+        ofctl(status, "del-flows", listen)
+        call(url, "DELETE", "/v1/nfs/fwt")
