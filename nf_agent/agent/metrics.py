@@ -85,12 +85,19 @@ class AgentCollector:
             for nf, v in m["nf_load_gbps"].items():
                 g.add_metric([nf], v)
             yield g
+        health = a.health()
         h = GaugeMetricFamily(
-            "uno_agent_nf_healthy", "1 when every instance of the NF answers /health", labels=["nf"]
+            "uno_agent_nf_healthy",
+            "1 when every instance of the NF answers /health and its state tier answers",
+            labels=["nf"],
         )
-        for nf, st in a.health()["nfs"].items():
+        for nf, st in health["nfs"].items():
             h.add_metric([nf], 1 if st == "healthy" else 0)
         yield h
+        if health["store"] != "local":
+            g = GaugeMetricFamily("uno_agent_store_up", "1 when the state tier (Redis) answers a PING")
+            g.add_metric([], 1 if health["store"] == "ok" else 0)
+            yield g
         if c.last_provision_ms is not None:
             g = GaugeMetricFamily("uno_agent_last_provision_ms", "Time of the last POST /v1/nfs (ms)")
             g.add_metric([], c.last_provision_ms)

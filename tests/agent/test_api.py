@@ -278,8 +278,11 @@ def test_health_reports_an_unreachable_state_tier_and_its_changes_once(env):
         assert r.status_code == 503
         want = {"ok": False, "nfs": {"fw": "degraded: state tier unreachable"}, "store": "unreachable"}
         assert r.get_json() == want
+    metrics = c.get("/metrics").get_data(as_text=True)
+    assert "uno_agent_store_up 0.0" in metrics and 'uno_agent_nf_healthy{nf="fw"} 0.0' in metrics
     rt.store_up = True
     assert c.get("/v1/health").status_code == 200
+    assert "uno_agent_store_up 1.0" in c.get("/metrics").get_data(as_text=True)
     assert [e["event"] for e in agent.state.history if e["event"].startswith("store-")] == [
         "store-down",
         "store-up",
