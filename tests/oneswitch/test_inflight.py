@@ -121,3 +121,26 @@ def test_tag_the_remap_stopped_using_still_reaches_the_new_place(clean):
     finally:
         for s in sws.values():
             s.close()
+
+
+def test_a_frame_tagged_before_a_remap_reaches_the_draining_old_port(clean):
+    """While the old port drains (drain_ms), a frame carrying the vport's tag that reaches the OLD switch from
+    the NEW switch's link can only have been tagged before the remap (the new switch delivers the vport's
+    frames itself): it goes to the old instance, which still runs and forwards it before its drain answers.
+    Sent on to the new place (as with drain_ms 0, above) it would arrive there after frames sent later: a
+    buffered, order-preserving move reordered a few packets under load that way."""
+    os_host = clean
+    sws = os_host.host.switches()
+    c = os_host.client
+    try:
+        assert ofctl(os_host, "add-flow", f"in_port=1,actions=output:{NF_HOST}").returncode == 0
+        ofctl(os_host, "dump-flows")  # a barrier round: installed everywhere
+        tag, _ = tagged_output(sws["snic0"])  # snic0 tags toward vport 200 on the host
+        c.remap(NF_HOST, "snic0", SPARE_SNIC_OFPORT, drain_ms=60_000)
+        try:
+            untagged(inject_at(sws["host"], nm.HOST_PCIE_OFPORT_BASE, frame(tag), os_host.nf(0)))  # the old
+        finally:
+            c.remap(NF_HOST, "host", nm.NF_PORT_BASE, drain_ms=0)
+    finally:
+        for s in sws.values():
+            s.close()

@@ -1015,11 +1015,37 @@ public final class OneSwitchCore implements SouthListener {
 
   @Override
   public void portStatus(SouthSwitch sw, OFPortStatus ps) {
+    int port = ps.getDesc().getPortNo().getPortNumber();
     onCore(
-        () ->
-            ports
-                .byPhysical(sw.id(), ps.getDesc().getPortNo().getPortNumber())
-                .ifPresent(v -> portStatus(v, OFPortReason.MODIFY)));
+        () -> {
+          ports.byPhysical(sw.id(), port).ifPresent(v -> portStatus(v, OFPortReason.MODIFY));
+          if (ps.getReason() == OFPortReason.DELETE) {
+            endDrainOfDeleted(new VPort.Loc(sw.id(), port));
+          }
+        });
+  }
+
+  /**
+   * A draining port that was deleted (its NF instance stopped) drains no more: its window ends now,
+   * so that a late frame in flight to it (Translator.leftPort) is sent on to the vport's new place
+   * instead of to a port that is gone.
+   */
+  private void endDrainOfDeleted(VPort.Loc loc) {
+    PortMap next = ports.withoutLeavingDrainsAt(loc);
+    if (next.equals(ports)) {
+      return;
+    }
+    try {
+      changeMap(next, null, null, 200)
+          .whenComplete(
+              (pc, e) -> {
+                if (e != null) {
+                  LOG.warn("drain of deleted port {}: {}", loc, e.toString());
+                }
+              });
+    } catch (PortOpError e) {
+      LOG.warn("drain of deleted port {}: cannot re-translate ({})", loc, e.getMessage());
+    }
   }
 
   /** Result of a port-map change. */

@@ -93,6 +93,13 @@ public final class PortMap {
     return new PortMap(byVport.values(), drains.stream().filter(x -> x.untilMs() > nowMs).toList());
   }
 
+  /** This map without the (leaving, not prepared) drains of physical port {@code loc}. */
+  public PortMap withoutLeavingDrainsAt(VPort.Loc loc) {
+    return new PortMap(
+        byVport.values(),
+        drains.stream().filter(x -> x.prepared() || !x.loc().equals(loc)).toList());
+  }
+
   /** All mapped ports, ascending by vport. */
   public Collection<VPort> all() {
     return Collections.unmodifiableCollection(byVport.values());

@@ -776,12 +776,13 @@ public final class Translator {
       int tag = e.getValue();
       List<OFAction> deliver = Carrier.deliver(key, v.port());
       boolean onHost = v.sw().equals(topo.host());
+      Optional<VPort.Loc> left = leftPort(ov.get(), tagSlot(key));
       for (Topology.Pcie l : topo.pcie().values()) {
         List<OFAction> atHost;
         if (onHost) {
           atHost = deliver;
         } else if (l.snic().equals(v.sw())) {
-          atHost = List.of(back);
+          atHost = toLeftPort(left, topo.host(), key).orElse(List.of(back));
         } else {
           atHost =
               List.of(F.actions().output(OFPort.of(topo.pcie().get(v.sw()).hostPort()), 0xffff));
@@ -793,10 +794,41 @@ public final class Translator {
                 l.snicPort(),
                 key,
                 tag,
-                l.snic().equals(v.sw()) ? deliver : List.of(back)));
+                l.snic().equals(v.sw())
+                    ? deliver
+                    : toLeftPort(left, l.snic(), key).orElse(List.of(back))));
       }
     }
     return out;
+  }
+
+  /**
+   * The port a single-instance vport {@code vp} left by a remap and that still drains, on another
+   * switch than its new one (empty otherwise, or when unclear: several such ports, a scaled-out
+   * vport, a slot other than 0). A frame tagged for {@code vp} before the remap may still be on its
+   * way to that switch; there, one coming in from the PCIe side of the vport's new switch can only
+   * be such a frame (the new switch delivers the vport's frames itself, and the host reaches an
+   * sNIC only through that sNIC's own link). Delivered to the leaving instance, which still runs
+   * and forwards it before its drain answers, it keeps its order; sent back to the new place it
+   * would arrive there after frames sent later (an order-preserving move would reorder).
+   */
+  private Optional<VPort.Loc> leftPort(VPort vp, int slot) {
+    if (vp.k() != 1 || slot != 0) {
+      return Optional.empty();
+    }
+    String now = vp.instances().get(0).sw();
+    List<VPort.Loc> left =
+        ports.drainsOf(vp.vport()).stream()
+            .filter(d -> !d.prepared() && !d.loc().sw().equals(now))
+            .map(Drain::loc)
+            .toList();
+    return left.size() == 1 ? Optional.of(left.get(0)) : Optional.empty();
+  }
+
+  /** Delivery to the left port {@code left} when it is on switch {@code sw} (see leftPort). */
+  private static Optional<List<OFAction>> toLeftPort(
+      Optional<VPort.Loc> left, String sw, long key) {
+    return left.filter(l -> l.sw().equals(sw)).map(l -> Carrier.deliver(key, l.port()));
   }
 
   private static PhysRule tagRule(String sw, int inPort, long key, int tag, List<OFAction> acts) {

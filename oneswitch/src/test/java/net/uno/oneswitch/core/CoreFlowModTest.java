@@ -10,17 +10,21 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.model.VirtualRule;
+import net.uno.oneswitch.south.SouthSwitch;
 import net.uno.oneswitch.translate.Fixtures;
 import net.uno.oneswitch.translate.OfError;
 import org.junit.jupiter.api.Test;
 import org.projectfloodlight.openflow.protocol.OFFlowMod;
 import org.projectfloodlight.openflow.protocol.OFFlowModFlags;
 import org.projectfloodlight.openflow.protocol.OFGroupType;
+import org.projectfloodlight.openflow.protocol.OFPortReason;
+import org.projectfloodlight.openflow.protocol.OFPortStatus;
 import org.projectfloodlight.openflow.protocol.match.Match;
 import org.projectfloodlight.openflow.protocol.match.MatchField;
 import org.projectfloodlight.openflow.types.EthType;
 import org.projectfloodlight.openflow.types.IPv4Address;
 import org.projectfloodlight.openflow.types.IPv4AddressWithMask;
+import org.projectfloodlight.openflow.types.MacAddress;
 import org.projectfloodlight.openflow.types.OFGroup;
 import org.projectfloodlight.openflow.types.OFPort;
 import org.projectfloodlight.openflow.types.TableId;
@@ -243,6 +247,40 @@ class CoreFlowModTest extends CoreHarness {
         201, on(() -> core.mapPort(9, "snic0", 7, null)).get(10, TimeUnit.SECONDS).status());
     assertTrue(on(() -> core.ports().drains().isEmpty()));
     assertEquals(1, on(() -> core.translationOf(k).size()));
+  }
+
+  private static OFPortStatus portStatus(OFPortReason reason, int port) {
+    return F.buildPortStatus()
+        .setReason(reason)
+        .setDesc(
+            F.buildPortDesc()
+                .setPortNo(OFPort.of(port))
+                .setHwAddr(MacAddress.of("02:00:00:00:00:01"))
+                .setName("p" + port)
+                .build())
+        .build();
+  }
+
+  @Test
+  void aDeletedDrainingPortDrainsNoMore() throws Exception {
+    mod(add(10, ip("10.0.0.1/32", 4), 0, 2)); // from V4 (host:101) to vm0
+    on(() -> core.remapPort(4, "snic0", 7, 60_000)).get(10, TimeUnit.SECONDS);
+    VirtualRule.Key k = on(() -> core.rules().keySet().iterator().next());
+    SouthSwitch host = new SouthSwitch("host", null, null, null, core);
+    // Another port deleted, the draining one modified: the window goes on.
+    core.portStatus(host, portStatus(OFPortReason.DELETE, 100));
+    core.portStatus(host, portStatus(OFPortReason.MODIFY, 101));
+    assertEquals(1, on(() -> core.ports().drains().size()));
+    assertEquals(2, on(() -> core.translationOf(k).size()), "new port + draining port");
+    // The draining port deleted (its instance stopped): its window ends now, re-translated.
+    core.portStatus(host, portStatus(OFPortReason.DELETE, 101));
+    long end = System.currentTimeMillis() + 10_000;
+    while (on(() -> core.translationOf(k).size()) != 1) {
+      assertTrue(System.currentTimeMillis() < end, "the drain of the deleted port went on");
+      Thread.sleep(20);
+    }
+    assertTrue(on(() -> core.ports().drains().isEmpty()));
+    assertEquals("snic0", on(() -> core.translationOf(k).get(0).sw()));
   }
 
   @Test

@@ -18,7 +18,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.stream.Collectors;
+import net.uno.oneswitch.model.Drain;
 import net.uno.oneswitch.model.PhysRule;
+import net.uno.oneswitch.model.PortMap;
+import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.model.VirtualGroup;
 import org.junit.jupiter.api.Test;
 import org.projectfloodlight.openflow.protocol.OFBucket;
@@ -134,6 +137,55 @@ class TranslatorTest {
     assertEquals(List.of(back), actions(fromSnic1));
     // One rule per tag per PCIe side: 2 links x (host end + sNIC end).
     assertEquals(4, d.stream().filter(r -> r.priority() == Translator.PRIO_TAG).count());
+  }
+
+  /** The PRIO_TAG dispatch rule of switch {@code sw} for frames from {@code inPort}. */
+  private static PhysRule tagRuleAt(List<PhysRule> d, String sw, int inPort) {
+    return d.stream()
+        .filter(r -> r.sw().equals(sw) && r.priority() == Translator.PRIO_TAG)
+        .filter(r -> r.match().get(MatchField.IN_PORT).equals(OFPort.of(inPort)))
+        .findFirst()
+        .orElseThrow();
+  }
+
+  @Test
+  void aFrameInFlightToTheOldPlaceOfARemappedVportReachesItsDrainingPortInOrder() throws OfError {
+    t.rule(rule(0, 10, inPort(1), apply(out(2)))); // snic0 tags frames for V2 (host:100)
+    int tag = tags.tagOf(2).getAsInt();
+    OFAction back = F.actions().output(OFPort.IN_PORT, 0xffff);
+    List<OFAction> toOld = List.of(F.actions().popVlan(), out(100));
+    List<OFAction> toNew = List.of(F.actions().popVlan(), out(5));
+    // V2 moved to snic0:5; host:100 drains. A frame tagged on snic0 before the remap that reaches
+    // the host from snic0's link goes to the draining port (not back behind later frames) ...
+    PortMap moved = PORTS.with(new VPort(2, "snic0", 5, "vm0"));
+    long until = Long.MAX_VALUE;
+    Drain leaving = new Drain(2, new VPort.Loc("host", 100), until);
+    List<PhysRule> d =
+        Fixtures.translator(tags, moved.withDrains(List.of(leaving))).dispatch(tags.live());
+    assertEquals(
+        OFVlanVidMatch.ofVlan(tag), tagRuleAt(d, "host", 1).match().get(MatchField.VLAN_VID));
+    assertEquals(toOld, actions(tagRuleAt(d, "host", 1)));
+    // ... one from snic1's link may be sent after the remap (snic1 -> V2): on to snic0, as before
+    assertEquals(List.of(out(1)), actions(tagRuleAt(d, "host", 2)));
+    assertEquals(toNew, actions(tagRuleAt(d, "snic0", 100)));
+    assertEquals(List.of(back), actions(tagRuleAt(d, "snic1", 100)));
+    // Without the drain (window over), or with only a prepared port: back to the new place.
+    List<PhysRule> over = Fixtures.translator(tags, moved).dispatch(tags.live());
+    assertEquals(List.of(back), actions(tagRuleAt(over, "host", 1)));
+    Drain prepared = new Drain(2, new VPort.Loc("host", 100), until, true);
+    List<PhysRule> prep =
+        Fixtures.translator(tags, moved.withDrains(List.of(prepared))).dispatch(tags.live());
+    assertEquals(List.of(back), actions(tagRuleAt(prep, "host", 1)));
+    // The other way: V2 back from snic0:5 to the host (host:102); snic0:5 drains. A frame the host
+    // tagged before the remap reaching snic0 goes to the draining port; snic1 sends it back.
+    PortMap home =
+        PORTS
+            .with(new VPort(2, "host", 102, "vm0"))
+            .withDrains(List.of(new Drain(2, new VPort.Loc("snic0", 5), until)));
+    List<PhysRule> h = Fixtures.translator(tags, home).dispatch(tags.live());
+    assertEquals(List.of(F.actions().popVlan(), out(5)), actions(tagRuleAt(h, "snic0", 100)));
+    assertEquals(List.of(back), actions(tagRuleAt(h, "snic1", 100)));
+    assertEquals(List.of(F.actions().popVlan(), out(102)), actions(tagRuleAt(h, "host", 1)));
   }
 
   private static Match vlan10(int inPort) {
