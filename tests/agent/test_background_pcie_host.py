@@ -1,10 +1,11 @@
 """PCIe traffic through no NF on a real emulated host (root): VM web streams to the wire through no NF while VM
 app streams through fw (pinned to snic0). Both cross the host <-> snic0 link; the model's edges hold only
-app's stream, so the agent's background is web's stream (measured independently at web's port on the host
-bridge) and `GET /v1/placement`'s predicted PCIe (crossings + background) is the link's measured load."""
+app's stream, so the agent's background is web's stream (measured independently at web's own interface) and
+`GET /v1/placement`'s predicted PCIe (crossings + background) is the link's measured load."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from host_datapath.sysutil import run
@@ -18,21 +19,24 @@ from tests.agent.test_scaleout_pcie import ANY_FW, mean
 pytestmark = lc.pytestmark
 
 
-def vm_port_bytes(host_name: str, slot: int) -> tuple[float, dict[str, int]]:
-    """(time, counters) of VM `slot`'s port on the host bridge: rx_bytes = what the VM sent."""
-    port = nm.if_vm(host_name, slot)[1]
-    out = run(["ovs-vsctl", "get", "Interface", port, "statistics:rx_bytes", "statistics:tx_bytes"])
-    rx, tx = (int(x) for x in out.split())
-    return time.monotonic(), {"rx_bytes": rx, "tx_bytes": tx}
+def vm_bytes(host_name: str, slot: int) -> tuple[float, dict[str, int]]:
+    """(time, counters) of VM `slot`'s interface in its namespace: tx = what the VM sent, rx = received."""
+    out = run(
+        ["ip", "-s", "-j", "link", "show", "dev", nm.if_vm(host_name, slot)[0]],
+        netns=nm.ns_vm(host_name, slot),
+    )
+    stats = json.loads(out)[0]["stats64"]
+    return time.monotonic(), {"tx": stats["tx"]["bytes"], "rx": stats["rx"]["bytes"]}
 
 
 def test_stream_through_no_nf_is_the_links_background(tmp_path):
     with lc.agent_host(tmp_path, vms=2) as (host, status, _agent, url):
         n = host.name
+        slots = {}  # VM id -> its slot (emulated VM namespace), from its virtual port
         for vm in ("web", "app"):
             code, body = call(url, "POST", "/v1/vms", {"id": vm})
             assert code == 201, body
-        slots = {vm: call(url, "GET", f"/v1/vms/{vm}")[1]["slot"] for vm in ("web", "app")}
+            slots[vm] = body["vport"] - nm.VPORT_VM_BASE
         code, body = call(
             url, "POST", "/v1/nfs", {"type": "firewall", "id": "fw", "config": ANY_FW, "pin": "snic0"}
         )
@@ -53,23 +57,23 @@ def test_stream_through_no_nf_is_the_links_background(tmp_path):
         procs += iperf3(out_ns, nm.ns_vm(n, slots["app"]), out_ip, 5412, "-b", "20M", "-t", "14")
         try:
             views = [wait_pcie(url, "both streams on the PCIe link", min_gbps=0.04)]
-            t0, c0 = vm_port_bytes(n, slots["web"])
+            t0, c0 = vm_bytes(n, slots["web"])
             for _ in range(4):
                 time.sleep(0.6)
                 views.append(call(url, "GET", "/v1/placement")[1])
-            t1, c1 = vm_port_bytes(n, slots["web"])
+            t1, c1 = vm_bytes(n, slots["web"])
         finally:
             for proc in procs:
                 proc.kill()
                 proc.wait()
-        web = {"down": (c1["rx_bytes"] - c0["rx_bytes"]) * 8 / (t1 - t0) / 1e9,
-               "up": (c1["tx_bytes"] - c0["tx_bytes"]) * 8 / (t1 - t0) / 1e9}  # fmt: skip
+        web = {"down": (c1["tx"] - c0["tx"]) * 8 / (t1 - t0) / 1e9,
+               "up": (c1["rx"] - c0["rx"]) * 8 / (t1 - t0) / 1e9}  # fmt: skip
         measured = mean(views, lambda v: v["measured"]["pcie_gbps"]["snic0"])
         predicted = mean(views, lambda v: v["predicted"]["pcie_gbps"]["snic0"])
         background = mean(views, lambda v: v["predicted"]["background_gbps"]["snic0"])
         crossings = {d: predicted[d] - background[d] for d in ("down", "up")}
         print(f"\nPCIe snic0 Gbit/s, mean of {len(views)} views: measured {measured} predicted {predicted} "
-              f"background {background} (web's port: {web}) crossings {crossings}")  # fmt: skip
+              f"background {background} (web's interface: {web}) crossings {crossings}")  # fmt: skip
         assert {(e["src"], e["dst"]) for e in views[-1]["traffic"]} == {("app", "fw"), ("fw", "snic0-eth0")}
         # the background is web's stream, which no edge holds (15 % + 1 Mbit/s: the other stream's ACKs,
         # which the model puts down with app's stream, are in it too)
