@@ -90,3 +90,79 @@ def test_stream_through_no_nf_is_the_links_background(tmp_path):
         for d in ("down", "up"):  # with the background, predicted is the link's load
             assert abs(predicted[d] - measured[d]) <= 0.15 * measured[d] + 0.001, (measured, predicted)
         assert call(url, "DELETE", "/v1/nfs/fw")[0] == 200
+
+
+def test_background_keeps_an_nf_off_the_link_it_would_overflow(tmp_path):
+    """snic0's link is 55 Mbit/s each way (configured and shaped). web streams 30 Mbit/s to the wire through
+    no NF; app streams 35 Mbit/s to db through fw on the host. fw on snic0 would add ~36 down to the ~31 of
+    background (frames and ACKs): > 55, so the solver keeps fw on the host and a manual move is refused; once
+    web's stream stops (background 0) the solver puts fw on snic0 (cheaper; 36 <= 55): without the background
+    it would have overflowed the link."""
+    with lc.agent_host(tmp_path, vms=3, snics=[{"id": "snic0", "pcie_gbps": 0.055}]) as (
+        host,
+        status,
+        _,
+        url,
+    ):
+        n = host.name
+        slots = {}
+        for vm in ("web", "app", "db"):
+            code, body = call(url, "POST", "/v1/vms", {"id": vm})
+            assert code == 201, body
+            slots[vm] = body["vport"] - nm.VPORT_VM_BASE
+        code, body = call(url, "POST", "/v1/nfs", {"type": "firewall", "id": "fw", "config": ANY_FW,
+                                                   "expected": {"src": "app", "dst": "db"},
+                                                   "hints": {"prefer": "host"}})  # fmt: skip
+        assert code == 201, body
+        fw_vport = body["vport"]
+        if call(url, "GET", "/v1/nfs/fw")[1]["location"] != "host":
+            assert call(url, "POST", "/v1/nfs/fw/migrate", {"to": "host"})[0] == 200
+        vm = {k: (nm.vport_vm(s), nm.mac(1, 0, s), nm.ns_vm(n, s), nm.ip_vm(s)) for k, s in slots.items()}
+        install_chain(status, [
+            Chain(vm["web"][0], vm["web"][1], nm.vport_eth(0, 0), nm.mac(2, 0, 0), ()),
+            Chain(vm["app"][0], vm["app"][1], vm["db"][0], vm["db"][1], (fw_vport,)),
+        ])  # fmt: skip
+        out_ns, out_ip = nm.ns_outside(n, 0, 0), nm.ip_outside(0, 0)
+        assert wait(lambda: ping(vm["web"][2], out_ip, count=2), 30, "ping web -> wire")
+        assert wait(lambda: ping(vm["app"][2], vm["db"][3], count=2), 30, "ping app -> fw -> db")
+        web = iperf3(out_ns, vm["web"][2], out_ip, 5421, "-b", "30M", "-t", "40")
+        app = iperf3(vm["db"][2], vm["app"][2], vm["db"][3], 5422, "-b", "35M", "-t", "40")
+
+        def view_when(pred, what: str) -> dict:
+            def check():
+                v = call(url, "GET", "/v1/placement")[1]
+                return v if v["predicted"] and pred(v) else None
+
+            return wait(check, 30, what)
+
+        def fw_edge(v: dict) -> float:
+            return {(e["src"], e["dst"]): e["gbps"] for e in v["traffic"]}.get(("app", "fw"), 0.0)
+
+        try:
+            v = view_when(
+                lambda v: v["predicted"]["background_gbps"]["snic0"]["down"] > 0.027 and fw_edge(v) > 0.033,
+                "web's stream as snic0's background and app's through fw",
+            )
+            code, d = call(url, "POST", "/v1/placement/run", {"force": True})
+            print(f"\nwith web's stream: background {v['predicted']['background_gbps']}, fw edge {fw_edge(v)}, "
+                  f"solve {d['solve']['placement']['fw']} pcie {d['solve']['pcie_gbps']}")  # fmt: skip
+            assert code == 200 and d["solve"]["status"] == "optimal", d
+            assert d["solve"]["placement"]["fw"] == "host", d
+            code, body = call(url, "POST", "/v1/nfs/fw/migrate", {"to": "snic0"})
+            assert code == 409 and "pcie of snic0 (down)" in body["error"], body
+            for proc in web:  # web's stream ends: the background goes
+                proc.kill()
+                proc.wait()
+            v = view_when(
+                lambda v: v["predicted"]["background_gbps"]["snic0"]["down"] == 0 and fw_edge(v) > 0.03,
+                "snic0's background gone, app's stream still through fw",
+            )
+            code, d = call(url, "POST", "/v1/placement/run", {"force": True})
+            print(f"without: background {v['predicted']['background_gbps']}, solve "
+                  f"{d['solve']['placement']['fw']} pcie {d['solve']['pcie_gbps']}")  # fmt: skip
+            assert code == 200 and d["solve"]["placement"]["fw"] == "snic0", d
+        finally:
+            for proc in web + app:
+                proc.kill()
+                proc.wait()
+        assert call(url, "DELETE", "/v1/nfs/fw")[0] == 200

@@ -97,12 +97,13 @@ class AgentProc:
 
 
 @contextlib.contextmanager
-def agent_host(tmp: Path, vms: int = 1):
+def agent_host(tmp: Path, vms: int = 1, snics: list[dict] | None = None):
     """An emulated host with OneSwitch and `uno agent serve` running on it: (host, status, agent, url); torn
-    down (and checked: nothing left) on exit, pass or fail."""
-    host = make_host(vms=vms, oneswitch={"enabled": True})
+    down (and checked: nothing left) on exit, pass or fail. `snics`: the host config's sNICs (default one)."""
+    host = make_host(vms=vms, oneswitch={"enabled": True}, **({"snics": snics} if snics else {}))
     cfg_file = tmp / "host.yaml"
-    cfg_file.write_text(f"name: {host.name}\nrundir: /run/uno-test\nvms: {vms}\n")
+    snic_line = f"snics: {json.dumps(snics)}\n" if snics else ""  # JSON is YAML
+    cfg_file.write_text(f"name: {host.name}\nrundir: /run/uno-test\nvms: {vms}\n{snic_line}")
     agent = AgentProc(cfg_file, host.rundir, tmp / "agent.log")
     try:
         status = host.up()
