@@ -95,6 +95,9 @@ def test_background_keeps_fw_off_a_link_it_would_overflow(east_west):
     assert view["predicted"]["background_gbps"] == {"snic0": {"up": 0.01, "down": 2.0}}
     assert view["predicted"]["pcie_gbps"] == {"snic0": {"up": 0.01, "down": 2.0}}
     assert view["predicted"]["violations"] == []
+    metrics = c.get("/metrics").get_data(as_text=True)
+    assert 'uno_agent_pcie_background_gbps{direction="down",snic="snic0"} 2.0' in metrics
+    assert 'uno_agent_predicted_pcie_gbps{direction="down",snic="snic0"} 2.0' in metrics
     d = agent.run_placement(force=True)
     assert d.result["status"] == "optimal" and d.result["placement"]["fw"] == "host"
     assert d.result["pcie_gbps"]["snic0"] == {"up": 0.01, "down": 2.0}
