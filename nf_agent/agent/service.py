@@ -276,8 +276,9 @@ class Agent:
     def _place_new(self, nf: Nf) -> str:
         """Where a new NF goes: solved with every existing NF held where it is (creating never migrates).
 
-        When the existing NFs alone already break a budget under the measured traffic (re-placement has not
-        caught up yet), the new NF goes to the first location that adds no violation of its own.
+        When the existing NFs (or a PCIe link's background traffic) alone already break a budget under the
+        measured traffic (re-placement has not caught up yet), the new NF goes to the first location that adds
+        no violation of its own.
         """
         existing = list(self.state.nfs.values())
         problem_json = self.problem([*existing, nf], fixed={n.id for n in existing})
@@ -287,7 +288,8 @@ class Agent:
             return res["placement"][nf.id]
         problem = parse_problem(problem_json)
         base = {n.id: n.location or problem.allowed(n)[0] for n in problem.nodes if n.id != nf.id}
-        already = set(evaluate(parse_problem(self.problem(existing)), base).violations) if existing else set()
+        # (with no NF yet, what the links' background alone breaks)
+        already = set(evaluate(parse_problem(self.problem(existing)), base).violations)
         if already:
             for loc in [nf.pin] if nf.pin else [nf.prefer or HOST, *self.locations]:
                 if set(evaluate(problem, {**base, nf.id: loc}).violations) <= already:

@@ -116,3 +116,15 @@ def test_background_measured_with_the_nf_on_the_snic(east_west):
     pred = c.get("/v1/placement").get_json()["predicted"]
     assert pred["background_gbps"] == {"snic0": {"up": 0.0, "down": 0.5}}
     assert pred["pcie_gbps"] == {"snic0": {"up": 1.0, "down": 1.5}}
+
+
+def test_nf_still_created_when_the_background_alone_overflows_the_link(tmp_path):
+    """No NF yet, 2 Gbit/s down measured on a 1 Gbit/s link: no placement meets the budget (the solver says
+    the background alone exceeds it), but a new NF still goes where it adds nothing to the link: the default
+    chain wire -> NF -> wire stays on snic0 (on the host it would cross the link both ways)."""
+    agent, rt, mp, clock = make_agent(tmp_path, pcie=1.0)
+    agent.monitor.measurement = Measurement(1000.0, 0.5, {}, {}, {"snic0": {"up": 0.0, "down": 2.0}}, {}, {})
+    res = agent.solver(agent.problem([]))  # nothing to place: what the solver says of the link itself
+    assert res["status"] == "infeasible" and "background traffic alone" in res["reason"], res
+    nf = agent.create_nf(NfRequest("fw", "firewall", {}, 0.5, None, None, None, "host"))
+    assert nf.location == "snic0"
