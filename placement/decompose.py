@@ -72,8 +72,8 @@ class Groups:
             )
             used[s.id] = {r: Fraction(sum(v for v, w in zip(c, where, strict=True) if w == k), den)
                           for r, (c, den) in x["needs"].items()}  # fmt: skip
-            pcie[s.id] = {"up": Fraction(int(g[(la == k) & (lb != k)].sum()), x["G"]),
-                          "down": Fraction(int(g[(lb == k) & (la != k)].sum()), x["G"])}  # fmt: skip
+            crossing = {"up": (la == k) & (lb != k), "down": (lb == k) & (la != k)}
+            pcie[s.id] = {d: s.background[d] + Fraction(int(g[m].sum()), x["G"]) for d, m in crossing.items()}
         violations = []
         for s in problem.snics:
             if snic_load[s.id] > s.capacity:
@@ -142,7 +142,9 @@ def prepare(
 
     # Exact scaling: traffic in units of 1/G (G also makes every PCIe budget integral).
     edges = [e for e in p.edges if e.gbps]
-    G = _lcm_den([e.gbps for e in edges] + [s.pcie_gbps for s in p.snics])
+    G = _lcm_den(
+        [e.gbps for e in edges] + [s.pcie_budget(d) for s in p.snics for d in ("up", "down", "both")]
+    )
     src = np.fromiter((p.index[e.src] for e in edges), dtype=np.int64, count=len(edges))
     dst = np.fromiter((p.index[e.dst] for e in edges), dtype=np.int64, count=len(edges))
     g_int = [_times(e.gbps, G) for e in edges]
@@ -203,7 +205,7 @@ def prepare(
         for d in dirs:
             pcie_rows.append((k + 1, d))
             row_names.append(f"PCIe budget of {s.id}" + ("" if d == "both" else f" ({d})"))
-            budgets.append(_times(s.pcie_gbps, G))
+            budgets.append(_times(s.pcie_budget(d), G))  # the link minus its background
     move_row = max_moves is not None
     if move_row:
         # A pinned NF whose current location is elsewhere moves anyway: it uses the budget too.

@@ -12,7 +12,8 @@ from placement.model import HOST, Problem
 class Evaluation:
     host_cost: Fraction
     snic_load: dict[str, Fraction]
-    pcie: dict[str, dict[str, Fraction]]  # snic -> {"up": sNIC->host, "down": host->sNIC}
+    # snic -> {"up": sNIC->host, "down": host->sNIC}: the vertices' crossings plus the sNIC's background
+    pcie: dict[str, dict[str, Fraction]]
     violations: list[str]
     snic_resources: dict[str, dict[str, Fraction]]  # snic -> resource -> amount used (multi-resource)
 
@@ -39,7 +40,7 @@ def evaluate(problem: Problem, placement: dict[str, str]) -> Evaluation:
             snic_load[loc] += ncost[i]
             for r, amount in n.needs.items():
                 used[loc][r] += amount
-    pcie = {s.id: {"up": Fraction(0), "down": Fraction(0)} for s in problem.snics}
+    pcie = {s.id: dict(s.background) for s in problem.snics}  # on the link whatever the placement
     for e in problem.edges:
         a, b = placement[e.src], placement[e.dst]
         if a == b:

@@ -40,12 +40,26 @@ class Edge:
     gbps: Fraction
 
 
+PCIE_DIRECTIONS = ("up", "down")  # up: sNIC -> host, down: host -> sNIC
+
+
 @dataclass(frozen=True)
 class Snic:
     id: str
     capacity: Fraction
     pcie_gbps: Fraction
     resources: dict[str, Fraction] = field(default_factory=dict)  # further capacities, e.g. {"mem_gb": 8}
+    # Gbit/s per direction on the link that no vertex accounts for (e.g. VM <-> wire traffic through no NF,
+    # as measured by the agent): it uses the link whatever the placement.
+    background: dict[str, Fraction] = field(
+        default_factory=lambda: dict.fromkeys(PCIE_DIRECTIONS, Fraction(0))
+    )
+
+    def pcie_budget(self, direction: str) -> Fraction:
+        """Gbit/s of the link left for the vertices' crossings in `direction` ("up", "down", or "both" for
+        the shared model's one budget): pcie_gbps minus the background there (negative: over already)."""
+        dirs = PCIE_DIRECTIONS if direction == "both" else (direction,)
+        return self.pcie_gbps - sum((self.background[d] for d in dirs), Fraction(0))
 
 
 @dataclass
@@ -147,15 +161,17 @@ def parse_problem(data: Any) -> Problem:
     snics: list[Snic] = []
     for i, s in enumerate(data["snics"]):
         w = f"snics[{i}]"
-        _keys(w, s, {"id", "capacity", "pcie_gbps"}, {"resources"})
+        _keys(w, s, {"id", "capacity", "pcie_gbps"}, {"resources", "background_gbps"})
         if not isinstance(s["id"], str) or not s["id"] or s["id"] == HOST:
             raise PlacementInputError(f"{w}.id: must be a non-empty string other than 'host'")
         if any(x.id == s["id"] for x in snics):
             raise PlacementInputError(f"{w}.id: duplicate sNIC id {s['id']!r}")
         resources = _amounts(f"{w}.resources", s.get("resources", {}))
+        background = _keys(f"{w}.background_gbps", s.get("background_gbps", {}), set(), set(PCIE_DIRECTIONS))
         snics.append(
             Snic(s["id"], _exact(f"{w}.capacity", s["capacity"]), _exact(f"{w}.pcie_gbps", s["pcie_gbps"]),
-                 resources)
+                 resources,
+                 {d: _exact(f"{w}.background_gbps.{d}", background.get(d, 0)) for d in PCIE_DIRECTIONS})
         )  # fmt: skip
     declared = set(snics[0].resources) if snics else set()
     for i, sn in enumerate(snics):

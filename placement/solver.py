@@ -154,9 +154,13 @@ class _Model:
                     z = self.boolvar(f"z{k}_{s.id}_{d}")
                     self.add(z >= inside - outside)
                     dirs[d].append((e.gbps, z))
-            groups = [dirs["up"] + dirs["down"]] if p.pcie_model == "shared" else [dirs["up"], dirs["down"]]
-            for g in groups:
-                ints, _ = _scale([c for c, _ in g] + [s.pcie_gbps])
+            groups = (
+                [("both", dirs["up"] + dirs["down"])]
+                if p.pcie_model == "shared"
+                else [("up", dirs["up"]), ("down", dirs["down"])]
+            )
+            for direction, g in groups:
+                ints, _ = _scale([c for c, _ in g] + [s.pcie_budget(direction)])  # the link minus background
                 budget = ints[-1]
                 const = sum(c for c, (_, v) in zip(ints, g, strict=False) if isinstance(v, int))
                 var_terms = [(c, v) for c, (_, v) in zip(ints, g, strict=False) if not isinstance(v, int)]
@@ -363,9 +367,9 @@ def result(
 def diagnose(problem: Problem, opts: Options) -> str:
     """Name the constraint that cannot be met.
 
-    First what fixed vertices alone violate (pinned NFs' sNIC capacity or resources; traffic between
-    vertices that cannot move); otherwise the family of constraints whose removal makes the instance
-    feasible (each trial is solved without a further diagnosis).
+    First what fixed vertices alone violate (pinned NFs' sNIC capacity or resources; a link's background
+    traffic; traffic between vertices that cannot move); otherwise the family of constraints whose removal
+    makes the instance feasible (each trial is solved without a further diagnosis).
     """
     fixed = {n.id for n in problem.nodes if len(problem.allowed(n)) == 1}
     base = {n.id: problem.allowed(n)[0] if n.id in fixed else HOST for n in problem.nodes}
@@ -375,6 +379,9 @@ def diagnose(problem: Problem, opts: Options) -> str:
     for v in evaluate(problem, base).violations:
         if not v.startswith("pcie"):
             return f"pinned NFs alone exceed the {v}"
+    no_traffic = Problem(problem.nodes, [], problem.snics, problem.pcie_model)
+    for v in evaluate(no_traffic, base).violations:  # only the sNICs' background is left on the links
+        return f"the background traffic alone exceeds the {v}"
     for v in evaluate(only_fixed, base).violations:
         return f"traffic between pinned vertices alone exceeds the {v}"
     forced = [n.id for n in problem.nodes if n.id in fixed and n.location not in (None, base[n.id])]

@@ -220,6 +220,7 @@ def build_problem(
     fixed: set[str] = frozenset(),
     pcie_model: str = "duplex",
     measured_split: dict[str, dict[str, dict[str, float]]] | None = None,
+    background: dict[str, dict[str, float]] | None = None,
 ) -> dict:
     """The JSON placement instance (placement.parse_problem input).
 
@@ -228,7 +229,8 @@ def build_problem(
     there (the monitor's), dividing a split NF's edges (`nf_split`).
     `fixed`: NFs that must stay where they are (pinned to their location), e.g. while placing a new one.
     An NF's `location` (or, for a new NF, its `prefer` hint) is its current location, so the solver's
-    tie-break prefers not to move it.
+    tie-break prefers not to move it. `background`: sNIC -> {"up", "down"} Gbit/s on its PCIe link that no
+    edge accounts for (agent/background.py), the sNIC's `background_gbps`; without it the link is all theirs.
     """
     measured = measured or {}
     measured_split = measured_split or {}
@@ -255,6 +257,10 @@ def build_problem(
     return {
         "nodes": nodes,
         "edges": [{"src": s, "dst": d, "gbps": g} for (s, d), g in sorted(edges.items())],
-        "snics": [{"id": s.id, "capacity": s.capacity, "pcie_gbps": s.pcie_gbps} for s in snics],
+        "snics": [
+            {"id": s.id, "capacity": s.capacity, "pcie_gbps": s.pcie_gbps}
+            | ({"background_gbps": background[s.id]} if background and s.id in background else {})
+            for s in snics
+        ],
         "pcie_model": pcie_model,
     }

@@ -59,13 +59,16 @@ class AgentCollector:
         for s, v in sorted(pred["snic_load"].items()):
             g.add_metric([s], v)
         yield g
-        g = GaugeMetricFamily(
-            "uno_agent_predicted_pcie_gbps", "Predicted PCIe Gbit/s", labels=["snic", "direction"]
+        yield _per_link(
+            "uno_agent_predicted_pcie_gbps",
+            "Predicted PCIe Gbit/s (NF crossings + background)",
+            pred["pcie_gbps"],
         )
-        for s, d in sorted(pred["pcie_gbps"].items()):
-            for direction, v in sorted(d.items()):
-                g.add_metric([s, direction], v)
-        yield g
+        yield _per_link(
+            "uno_agent_pcie_background_gbps",
+            "Measured PCIe Gbit/s the model does not explain (traffic through no NF)",
+            pred.get("background_gbps", {}),
+        )
         m = view["measured"]
         if m:
             g = GaugeMetricFamily(
@@ -74,13 +77,7 @@ class AgentCollector:
             for loc, v in m["cpu_cores"].items():
                 g.add_metric([loc], v)
             yield g
-            g = GaugeMetricFamily(
-                "uno_agent_measured_pcie_gbps", "Measured PCIe Gbit/s", labels=["snic", "direction"]
-            )
-            for s, d in m["pcie_gbps"].items():
-                for direction, v in d.items():
-                    g.add_metric([s, direction], v)
-            yield g
+            yield _per_link("uno_agent_measured_pcie_gbps", "Measured PCIe Gbit/s", m["pcie_gbps"])
             g = GaugeMetricFamily("uno_agent_nf_load_gbps", "Measured Gbit/s through each NF", labels=["nf"])
             for nf, v in m["nf_load_gbps"].items():
                 g.add_metric([nf], v)
@@ -114,3 +111,12 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _per_link(name: str, doc: str, values: dict[str, dict[str, float]]) -> GaugeMetricFamily:
+    """A gauge per sNIC link and direction (up, down)."""
+    g = GaugeMetricFamily(name, doc, labels=["snic", "direction"])
+    for s, d in sorted(values.items()):
+        for direction, v in sorted(d.items()):
+            g.add_metric([s, direction], v)
+    return g

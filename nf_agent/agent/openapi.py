@@ -9,6 +9,12 @@ LOCATION = {"type": "string", "pattern": "^(host|snic[0-9]{1,2})$"}
 # Optional request fields where the API takes null as "not given" (model.parse_nf): the spec says so.
 OPT_NAME = {**NAME, "type": ["string", "null"]}
 OPT_LOCATION = {**LOCATION, "type": ["string", "null"]}
+# Gbit/s on one PCIe link per direction (up: sNIC -> host, down: host -> sNIC)
+PCIE_DIRECTIONS = {
+    "type": "object",
+    "required": ["up", "down"],
+    "properties": {"up": {"type": "number", "minimum": 0}, "down": {"type": "number", "minimum": 0}},
+}
 
 
 # An NF's traffic expectation (POST and PATCH /v1/nfs): the placement graph's chain src -> NF -> dst.
@@ -177,6 +183,21 @@ def spec() -> dict:
                     "type": ["object", "null"],
                     "description": "the model's host cores, sNIC load, PCIe Gbit/s and violations; `split`: per "
                     "NF running at several locations, each location's instances, traffic shares, load and cost",
+                    "properties": {
+                        "pcie_gbps": {
+                            "type": "object",
+                            "description": "per sNIC link, up/down: the NFs' crossings plus `background_gbps` "
+                            "(comparable to `measured.pcie_gbps`)",
+                            "additionalProperties": PCIE_DIRECTIONS,
+                        },
+                        "background_gbps": {
+                            "type": "object",
+                            "description": "per sNIC link, up/down: measured PCIe the model of the current "
+                            "placement does not predict (traffic through no NF; 0 at or below a noise floor); "
+                            "the solver gives the NFs only the rest of the link",
+                            "additionalProperties": PCIE_DIRECTIONS,
+                        },
+                    },
                 },
                 "measured": {
                     "type": ["object", "null"],

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from nf_agent.agent import graph, store
+from nf_agent.agent.background import pcie_background
 from nf_agent.agent.decide import Decision, decide
 from nf_agent.agent.model import (
     HOST,
@@ -187,12 +188,27 @@ class Agent:
 
     def problem(self, nfs: list[Nf], fixed: set[str] = frozenset()) -> dict:
         """The placement instance (graph.build_problem) under the latest measurement: a scaled-out NF at
-        several locations is one vertex per location, its traffic divided by its ports' measured split."""
+        several locations is one vertex per location, its traffic divided by its ports' measured split;
+        each sNIC's PCIe link carries its measured background (`pcie_background`)."""
+        return self._graph(nfs, fixed, self.pcie_background())
+
+    def _graph(self, nfs: list[Nf], fixed: set[str] = frozenset(), background: dict | None = None) -> dict:
         m = self.monitor.measurement
         return graph.build_problem(
             self.cfg.snics, list(self.state.vms), nfs, self.cfg.profiles, self.measured_edges(), fixed,
-            measured_split=m.nf_split if m else None,
+            measured_split=m.nf_split if m else None, background=background,
         )  # fmt: skip
+
+    def pcie_background(self) -> dict[str, dict[str, float]]:
+        """Per sNIC: the measured PCIe Gbit/s the model of the current NFs at their current locations does not
+        predict (agent/background.py: traffic through no NF, beyond a noise floor); {} before a measurement."""
+        m = self.monitor.measurement
+        if m is None or not m.pcie:
+            return {}
+        problem = parse_problem(self._graph(list(self.state.nfs.values())))
+        current = self.current_placement()
+        ev = evaluate(problem, {n.id: current.get(n.id, problem.allowed(n)[0]) for n in problem.nodes})
+        return pcie_background(m.pcie, {s: {d: float(x) for d, x in v.items()} for s, v in ev.pcie.items()})
 
     def current_placement(self) -> dict[str, str]:
         return {k: n.location for k, n in self.state.nfs.items() if n.location}
@@ -267,8 +283,9 @@ class Agent:
     def _place_new(self, nf: Nf) -> str:
         """Where a new NF goes: solved with every existing NF held where it is (creating never migrates).
 
-        When the existing NFs alone already break a budget under the measured traffic (re-placement has not
-        caught up yet), the new NF goes to the first location that adds no violation of its own.
+        When the existing NFs (or a PCIe link's background traffic) alone already break a budget under the
+        measured traffic (re-placement has not caught up yet), the new NF goes to the first location that adds
+        no violation of its own.
         """
         existing = list(self.state.nfs.values())
         problem_json = self.problem([*existing, nf], fixed={n.id for n in existing})
@@ -278,7 +295,8 @@ class Agent:
             return res["placement"][nf.id]
         problem = parse_problem(problem_json)
         base = {n.id: n.location or problem.allowed(n)[0] for n in problem.nodes if n.id != nf.id}
-        already = set(evaluate(parse_problem(self.problem(existing)), base).violations) if existing else set()
+        # (with no NF yet, what the links' background alone breaks)
+        already = set(evaluate(parse_problem(self.problem(existing)), base).violations)
         if already:
             for loc in [nf.pin] if nf.pin else [nf.prefer or HOST, *self.locations]:
                 if set(evaluate(problem, {**base, nf.id: loc}).violations) <= already:
@@ -855,7 +873,11 @@ class Agent:
                 predicted = {
                     "host_cores": float(ev.host_cost),
                     "snic_load": {k: float(v) for k, v in ev.snic_load.items()},
+                    # the link's load: the NFs' crossings plus the background, comparable to `measured`
                     "pcie_gbps": {k: {d: float(x) for d, x in v.items()} for k, v in ev.pcie.items()},
+                    "background_gbps": {
+                        s.id: {d: float(x) for d, x in s.background.items()} for s in problem.snics
+                    },
                     "violations": ev.violations,
                     "split": self._split_view(nfs, problem),
                 }

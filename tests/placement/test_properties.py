@@ -32,6 +32,12 @@ def instances(draw):
             edges.append({"src": a, "dst": b, "gbps": draw(st.sampled_from([0.1, 0.5, 1, 2.5]))})
     snics = [{"id": f"snic{k}", "capacity": draw(st.sampled_from([0, 1, 3, 10])),
               "pcie_gbps": draw(st.sampled_from([0.5, 2, 5, 50]))} for k in range(n_snic)]  # fmt: skip
+    for s in snics:  # traffic through no vertex (the agent's measured background) takes part of the link
+        bg = draw(
+            st.sampled_from([None, None, {"up": 0.4}, {"down": 1.5}, {"up": 2, "down": 0.1}, {"up": 60}])
+        )
+        if bg is not None:
+            s["background_gbps"] = bg
     return {"nodes": nodes, "edges": edges, "snics": snics,
             "pcie_model": draw(st.sampled_from(["duplex", "shared"]))}  # fmt: skip
 

@@ -8,6 +8,7 @@ import pytest
 
 from placement import parse_problem, solve
 from placement.evaluate import evaluate
+from placement.model import PlacementInputError
 
 SOLVERS = ["cpsat", "mip"]
 
@@ -204,3 +205,74 @@ def test_base_cost_only_on_nfs():
     inst["nodes"][3]["b_host"] = 1
     with pytest.raises(PlacementInputError, match=r"nodes\[3\].b_host: only an NF"):
         parse_problem(inst)
+
+
+def east_west(pcie: float, background: dict | None = None, model: str = "duplex") -> dict:
+    """vm1 -> x -> vm2 at 1 Gbit/s: x on the sNIC crosses PCIe down and up once each (1 Gbit/s each way)."""
+    snic = {"id": "snic0", "capacity": 100, "pcie_gbps": pcie}
+    if background is not None:
+        snic["background_gbps"] = background
+    return {
+        "nodes": [{"id": "vm1", "kind": "vm"}, {"id": "vm2", "kind": "vm"}, nf("x")],
+        "edges": [{"src": "vm1", "dst": "x", "gbps": 1}, {"src": "x", "dst": "vm2", "gbps": 1}],
+        "snics": [snic],
+        "pcie_model": model,
+    }
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_background_pcie_takes_part_of_the_link(solver):
+    # Without background x fits on the sNIC (1 Gbit/s each way of 1.5); with 0.75 down in the background
+    # the down direction would carry 1.75 > 1.5: x stays on the host. The up direction keeps its budget.
+    r = solve(parse_problem(east_west(1.5)), solver=solver)
+    assert r["placement"]["x"] == "snic0" and r["pcie_gbps"]["snic0"] == {"up": 1.0, "down": 1.0}
+    r = solve(parse_problem(east_west(1.5, {"down": 0.75})), solver=solver)
+    assert r["status"] == "optimal" and r["placement"]["x"] == "host"
+    assert r["pcie_gbps"]["snic0"] == {"up": 0.0, "down": 0.75}  # the link's load: the background alone
+    r = solve(parse_problem(east_west(1.5, {"up": 0.5})), solver=solver)
+    assert r["placement"]["x"] == "snic0" and r["pcie_gbps"]["snic0"] == {
+        "up": 1.5,
+        "down": 1.0,
+    }  # exactly full
+    # Shared model: one budget for both directions and the background of both.
+    r = solve(parse_problem(east_west(2.5, {"up": 0.25, "down": 0.25}, "shared")), solver=solver)
+    assert r["placement"]["x"] == "snic0"
+    r = solve(parse_problem(east_west(2.5, {"up": 0.25, "down": 0.3}, "shared")), solver=solver)
+    assert r["placement"]["x"] == "host"
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_background_alone_over_the_link_is_infeasible_and_named(solver):
+    r = solve(parse_problem(east_west(1.5, {"up": 2})), solver=solver)
+    assert r["status"] == "infeasible"
+    assert r["reason"].startswith("the background traffic alone exceeds the pcie of snic0 (up)"), r["reason"]
+
+
+def test_background_counts_in_evaluate_as_a_violation():
+    problem = parse_problem(east_west(1.5, {"down": 0.75}))
+    ev = evaluate(problem, {"vm1": "host", "vm2": "host", "x": "snic0"})
+    assert ev.pcie["snic0"] == {"up": Fraction(1), "down": Fraction(7, 4)}
+    assert ev.violations == ["pcie of snic0 (down): 1.75 > 1.5 Gbit/s"]
+    assert evaluate(problem, {"vm1": "host", "vm2": "host", "x": "host"}).feasible
+
+
+def test_without_background_field_the_instance_means_what_it_did():
+    old, zero = parse_problem(east_west(1.5)), parse_problem(east_west(1.5, {"up": 0, "down": 0}))
+    assert old.snics == zero.snics
+    assert old.snics[0].pcie_budget("down") == old.snics[0].pcie_gbps
+
+
+@pytest.mark.parametrize(
+    ("background", "message"),
+    [
+        ([], "snics[0].background_gbps: expected an object"),
+        ({"left": 1}, "snics[0].background_gbps.left: unknown key"),
+        ({"up": -0.1}, "snics[0].background_gbps.up: must not be negative"),
+        ({"down": "x"}, "snics[0].background_gbps.down: not a number"),
+        ({"down": True}, "snics[0].background_gbps.down: expected a number"),
+        ({"up": float("inf")}, "snics[0].background_gbps.up: must be finite"),
+    ],
+)
+def test_background_field_validated(background, message):
+    with pytest.raises(PlacementInputError, match=message.replace(".", r"\.").replace("[", r"\[")):
+        parse_problem(east_west(1.5, background))
