@@ -5,6 +5,7 @@ injected tagged at the wrong end of the link with a packet-out on the physical s
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 
@@ -98,29 +99,36 @@ def test_tagged_frame_at_the_wrong_end_reaches_the_vport(clean, where):
             s.close()
 
 
-def test_tag_the_remap_stopped_using_still_reaches_the_new_place(clean):
-    """A remap that leaves no rule sending to the vport across PCIe keeps its tag routed for a moment
-    (OneSwitchCore.LINGER_MS) toward the vport's new place: a frame the old sender tagged just before the
-    switch-over (still on the link, or sent by a datapath still on its old megaflows) is delivered there,
-    not dropped by a deleted tag rule. Vport 200 (host) moves to the spare port on snic0, next to its only
-    sender (snic0's wire port, vport 1); the frame carrying its old tag reaches the host from the link."""
-    os_host = clean
+@contextlib.contextmanager
+def moved_next_to_its_sender(os_host, drain_ms: int):
+    """Vport 200 (host) whose only sender is snic0's wire port (vport 1: snic0 tags its frames toward the
+    host) moved to the spare port on snic0 with `drain_ms`; yields (switches, the old tag); moved back after."""
     sws = os_host.host.switches()
     c = os_host.client
     try:
         assert ofctl(os_host, "add-flow", f"in_port=1,actions=output:{NF_HOST}").returncode == 0
         ofctl(os_host, "dump-flows")  # a barrier round: installed everywhere
         tag, _ = tagged_output(sws["snic0"])  # snic0 tags toward vport 200 on the host
-        c.remap(NF_HOST, "snic0", SPARE_SNIC_OFPORT, drain_ms=0)
+        c.remap(NF_HOST, "snic0", SPARE_SNIC_OFPORT, drain_ms=drain_ms)
         try:
-            with pytest.raises(AssertionError):
-                tagged_output(sws["snic0"])  # the sender now outputs locally: nothing uses the tag
-            untagged(inject_at(sws["host"], nm.HOST_PCIE_OFPORT_BASE, frame(tag), os_host.nf(2)))  # the spare
+            yield sws, tag
         finally:
             c.remap(NF_HOST, "host", nm.NF_PORT_BASE, drain_ms=0)
     finally:
         for s in sws.values():
             s.close()
+
+
+def test_tag_the_remap_stopped_using_still_reaches_the_new_place(clean):
+    """A remap that leaves no rule sending to the vport across PCIe keeps its tag routed for a moment
+    (OneSwitchCore.LINGER_MS) toward the vport's new place: a frame the old sender tagged just before the
+    switch-over (still on the link, or sent by a datapath still on its old megaflows) is delivered there,
+    not dropped by a deleted tag rule. Vport 200 (host) moves to the spare port on snic0, next to its only
+    sender (snic0's wire port, vport 1); the frame carrying its old tag reaches the host from the link."""
+    with moved_next_to_its_sender(clean, drain_ms=0) as (sws, tag):
+        with pytest.raises(AssertionError):
+            tagged_output(sws["snic0"])  # the sender now outputs locally: nothing uses the tag
+        untagged(inject_at(sws["host"], nm.HOST_PCIE_OFPORT_BASE, frame(tag), clean.nf(2)))  # the spare
 
 
 def test_a_frame_tagged_before_a_remap_reaches_the_draining_old_port(clean):
@@ -129,18 +137,5 @@ def test_a_frame_tagged_before_a_remap_reaches_the_draining_old_port(clean):
     frames itself): it goes to the old instance, which still runs and forwards it before its drain answers.
     Sent on to the new place (as with drain_ms 0, above) it would arrive there after frames sent later: a
     buffered, order-preserving move reordered a few packets under load that way."""
-    os_host = clean
-    sws = os_host.host.switches()
-    c = os_host.client
-    try:
-        assert ofctl(os_host, "add-flow", f"in_port=1,actions=output:{NF_HOST}").returncode == 0
-        ofctl(os_host, "dump-flows")  # a barrier round: installed everywhere
-        tag, _ = tagged_output(sws["snic0"])  # snic0 tags toward vport 200 on the host
-        c.remap(NF_HOST, "snic0", SPARE_SNIC_OFPORT, drain_ms=60_000)
-        try:
-            untagged(inject_at(sws["host"], nm.HOST_PCIE_OFPORT_BASE, frame(tag), os_host.nf(0)))  # the old
-        finally:
-            c.remap(NF_HOST, "host", nm.NF_PORT_BASE, drain_ms=0)
-    finally:
-        for s in sws.values():
-            s.close()
+    with moved_next_to_its_sender(clean, drain_ms=60_000) as (sws, tag):
+        untagged(inject_at(sws["host"], nm.HOST_PCIE_OFPORT_BASE, frame(tag), clean.nf(0)))  # the old port

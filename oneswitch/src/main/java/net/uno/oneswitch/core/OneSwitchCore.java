@@ -1032,19 +1032,26 @@ public final class OneSwitchCore implements SouthListener {
    */
   private void endDrainOfDeleted(VPort.Loc loc) {
     PortMap next = ports.withoutLeavingDrainsAt(loc);
-    if (next.equals(ports)) {
-      return;
+    if (!next.equals(ports)) {
+      endDrains(next, "drain of deleted port " + loc);
     }
+  }
+
+  /**
+   * Re-translates for {@code next}, the port map without some drains (barriered, make-before-break:
+   * their replicas and dispatch entries go); a failure is logged as {@code what}, never thrown.
+   */
+  private void endDrains(PortMap next, String what) {
     try {
       changeMap(next, null, null, 200)
           .whenComplete(
               (pc, e) -> {
                 if (e != null) {
-                  LOG.warn("drain of deleted port {}: {}", loc, e.toString());
+                  LOG.warn("{}: {}", what, e.toString());
                 }
               });
     } catch (PortOpError e) {
-      LOG.warn("drain of deleted port {}: cannot re-translate ({})", loc, e.getMessage());
+      LOG.warn("{}: cannot re-translate ({})", what, e.getMessage());
     }
   }
 
@@ -1236,17 +1243,7 @@ public final class OneSwitchCore implements SouthListener {
       scheduleDrainExpiry(); // none over yet (the timer fired early by the clock): re-arm
       return;
     }
-    try {
-      changeMap(next, null, null, 200)
-          .whenComplete(
-              (pc, e) -> {
-                if (e != null) {
-                  LOG.warn("drain expiry: {}", e.toString());
-                }
-              });
-    } catch (PortOpError e) {
-      LOG.warn("drain expiry: cannot re-translate ({}); retried on the next tick", e.getMessage());
-    }
+    endDrains(next, "drain expiry (retried on the next tick)");
   }
 
   private void checkPhysical(int vport, String sw, int port) throws PortOpError {
