@@ -186,6 +186,13 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
         agent.stop_standby(nf_id)
         return _json({"id": nf_id, "standby": False})
 
+    @app.post("/v1/nfs/<nf_id>/restart")
+    def restart(nf_id: str):
+        with agent.lock:
+            agent._nf(nf_id)  # 404 before 400
+        model.parse_restart(_body(optional=True))
+        return _json(agent.restart_nf(nf_id))
+
     @app.post("/v1/nfs/<nf_id>/migrate")
     def migrate(nf_id: str):
         with agent.lock:

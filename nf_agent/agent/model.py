@@ -218,6 +218,11 @@ def parse_standby(body: Any, locations: list[str]) -> str | None:
     return location("location", b["location"], locations) if "location" in b else None
 
 
+def parse_restart(body: Any) -> None:
+    """POST /v1/nfs/ID/restart body: empty or {} (no options yet; any field is unknown)."""
+    _obj(body, set(), set())
+
+
 def parse_scale(body: Any) -> int:
     b = _obj(body, {"instances"}, {"instances"})
     n = b["instances"]

@@ -327,6 +327,25 @@ def spec() -> dict:
                 "responses": {"200": _resp("stopped", {"type": "object"}), **_errors(401, 404)},
             },
         },
+        "/v1/nfs/{id}/restart": {
+            "parameters": ID_PARAM,
+            "post": {
+                "summary": "Restart every instance of the NF in place, its restart budget reset (revives a "
+                "`failed` NF); 502 names an instance that did not come up (marked failed)",
+                "requestBody": _body({"type": "object", "additionalProperties": False}, required=False),
+                "responses": {
+                    "200": _resp(
+                        "restarted",
+                        {
+                            "type": "object",
+                            "required": ["id", "restarted"],
+                            "properties": {"id": NAME, "restarted": {"type": "array", "items": NAME}},
+                        },
+                    ),
+                    **_errors(400, 401, 404, 413, 502),
+                },
+            },
+        },
         "/v1/nfs/{id}/migrate": {
             "parameters": ID_PARAM,
             "post": {

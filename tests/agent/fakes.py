@@ -37,6 +37,8 @@ class FakeRuntime:
         self.start_processes(nf, inst)
 
     def start_processes(self, nf: Nf, inst: Instance) -> None:
+        if nf.id in self.fail_start:
+            raise StartError(f"{inst.id}: NF process exited: boom")
         self.pids += 1
         inst.pid, inst.state = self.pids, "running"
         self.running[inst.id] = inst

@@ -289,3 +289,24 @@ def test_health_reports_an_unreachable_state_tier_and_its_changes_once(env):
     ]
     rt.store_up = None  # NFs with local state: no tier to reach
     assert c.get("/v1/health").get_json()["store"] == "local"
+
+
+def test_restart_revives_a_failed_nf_with_its_budget_reset(env):
+    agent, rt, _, _, c = env
+    assert post(c, "/v1/nfs", {"type": "firewall", "id": "fw"}).status_code == 201
+    inst = agent.state.nfs["fw"].instances[0]
+    inst.state, agent._restart_times[inst.id] = "failed", [0.0] * 5  # the supervisor gave up on it
+    rt.stop_processes(inst)
+    assert c.get("/v1/health").status_code == 503
+    r = post(c, "/v1/nfs/fw/restart", {})
+    assert r.status_code == 200 and r.get_json() == {"id": "fw", "restarted": [inst.id]}
+    assert inst.state == "running" and rt.alive(inst) and inst.id not in agent._restart_times
+    assert c.get("/v1/health").status_code == 200
+    assert c.post("/v1/nfs/fw/restart").status_code == 200  # no body: the same
+    assert post(c, "/v1/nfs/fw/restart", {"now": True}).get_json()["field"] == "now"
+    assert post(c, "/v1/nfs/nope/restart", {}).status_code == 404
+    rt.fail_start.add("fw")  # it does not come up: 502 naming it, marked failed
+    r = post(c, "/v1/nfs/fw/restart", {})
+    assert r.status_code == 502 and inst.id in r.get_json()["error"]
+    assert inst.state == "failed"
+    assert [e.get("manual") for e in agent.state.history if e["event"] == "nf-restart"] == [True] * 3

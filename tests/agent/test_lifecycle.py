@@ -491,6 +491,19 @@ def test_a_dead_state_tier_is_reported_and_the_nf_recovers_when_it_is_back(env):
         assert h["ok"] and h["store"] == "ok" and h["nfs"]["fwt"] == "healthy", h
         assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping once the tier is back")
         assert "store-up" in [e["event"] for e in call(url, "GET", "/v1/placement")[1]["history"]]
+
+        # an operator's restart (how a `failed` NF is revived): a new process in place, traffic passes
+        before = instance(host, "fwt")
+        code, body = call(url, "POST", "/v1/nfs/fwt/restart", {})
+        assert code == 200 and body == {"id": "fwt", "restarted": [before["id"]]}, body
+        after = instance(host, "fwt")
+        assert after["pid"] != before["pid"] and pid_alive(after["pid"]) and not pid_alive(before["pid"])
+        assert (after["netns"], after["ofport"], after["state"]) == (
+            before["netns"],
+            before["ofport"],
+            "running",
+        )
+        assert wait(lambda: ping(vm_ns, out_ip, count=2), 30, "ping after the restart")
     finally:
         ofctl(status, "del-flows", listen)
         call(url, "DELETE", "/v1/nfs/fwt")
