@@ -65,7 +65,8 @@ public final class Main {
       cfg = Config.load(Path.of(config));
       transportFor(cfg);
     } catch (ConfigError e) {
-      fail("config: " + e.getMessage());
+      // a whole-file error is named `config` already ("config: invalid JSON ...")
+      fail(e.field().equals("config") ? e.getMessage() : "config: " + e.getMessage());
       return;
     } catch (IllegalArgumentException | IllegalStateException e) {
       fail(e.getMessage()); // a bad or unusable -Doneswitch.transport

@@ -25,6 +25,9 @@ public record Config(
     List<PortCfg> ports,
     int physicalTables,
     Carrier.Mode carrier) {
+  /** A bearer token: what `uno up` accepts too (nf_agent/emulated_host/config.py). */
+  private static final java.util.regex.Pattern TOKEN =
+      java.util.regex.Pattern.compile("[A-Za-z0-9._~+/=-]{8,256}");
 
   /** One physical switch OneSwitch connects to as its controller. */
   public record SwitchCfg(String id, SwitchTarget openflow) {}
@@ -98,8 +101,12 @@ public record Config(
     String restS = str(root, "rest", false);
     Endpoint rest = Endpoint.parseHostPort("rest", restS == null ? "127.0.0.1:0" : restS);
     String token = str(root, "token", false);
-    if (token != null && token.isEmpty()) {
-      throw new ConfigError("token", "must not be empty (use null for no token)");
+    if (token != null && !TOKEN.matcher(token).matches()) {
+      throw new ConfigError(
+          "token",
+          "must be 8-256 characters [A-Za-z0-9._~+/=-] (a bearer token; null for none), got "
+              + token.length()
+              + " characters");
     }
     String sd = str(root, "state_dir", true);
     if (sd.isEmpty()) {

@@ -79,6 +79,9 @@ class ConfigTest {
     bad("carrier", "\"token\": null", "\"carrier\": \"MPLS\"");
     bad("carrier", "\"token\": null", "\"carrier\": 1");
     bad("config", "{\"dpid\"", "[{\"dpid\"");
+    bad("token", "\"token\": null", "\"token\": \"x\"");
+    bad("token", "\"token\": null", "\"token\": \"\"");
+    bad("token", "\"token\": null", "\"token\": \"has space in it\"");
     bad(
         "pcie",
         "\"pcie\": [{\"snic\": \"snic0\", \"host_port\": 1, \"snic_port\": 100}]",

@@ -52,7 +52,7 @@ class RestAndAsyncTest {
     config =
             """
                 {"dpid": "00000000000000ee", "listen": "ptcp:0:127.0.0.1", "rest": "127.0.0.1:0",
-                 "token": "s3cret", "state_dir": "%s",
+                 "token": "s3cret-t0ken", "state_dir": "%s",
                  "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:%d"},
                               {"id": "snic0", "openflow": "tcp:127.0.0.1:%d"}],
                  "pcie": [{"snic": "snic0", "host_port": 1, "snic_port": 100}],
@@ -94,7 +94,7 @@ class RestAndAsyncTest {
                     ? HttpRequest.BodyPublishers.noBody()
                     : HttpRequest.BodyPublishers.ofString(body));
     if (auth) {
-      b.header("Authorization", "Bearer s3cret");
+      b.header("Authorization", "Bearer s3cret-t0ken");
     }
     return http.send(b.build(), HttpResponse.BodyHandlers.ofString());
   }
