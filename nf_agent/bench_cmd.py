@@ -20,6 +20,10 @@ def available() -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     names = available()
+    if args.name is None:
+        raise CliError(
+            f"which benchmark? `uno bench NAME [--quick]`, NAME one of: {', '.join(names) or 'none'}"
+        )
     if args.name == "list":
         print("\n".join(names))
         return 0
@@ -37,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="run a benchmark (ends with one JSON line of its figures)")
-    p.add_argument("name", help="benchmark name (a folder of bench/), or 'list'")
+    # optional here so that a bare `uno bench` lists the names instead of argparse's "required: name, rest"
+    p.add_argument("name", nargs="?", help="benchmark name (a folder of bench/), or 'list'")
     p.add_argument("--quick", action="store_true", help="a short run of about a minute")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="further arguments passed to the benchmark")
     p.set_defaults(func=run)

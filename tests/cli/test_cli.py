@@ -32,6 +32,22 @@ def test_unknown_benchmark_is_a_one_line_error():
     assert "Traceback" not in out.stderr
 
 
+def test_bench_without_a_name_names_the_benchmarks():
+    out = run_uno("bench")
+    assert out.returncode == 2
+    assert "which benchmark?" in out.stderr and "oneswitch" in out.stderr
+    assert "required: name, rest" not in out.stderr
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    p = subprocess.Popen([sys.executable, "-m", "nf_agent.cli", "bench", "list"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    p.stdout.close()  # as `| head -0`: every write fails with EPIPE
+    err = p.stderr.read().decode()
+    p.wait(timeout=60)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
 def test_root_wrapper_runs_the_cli():
     out = subprocess.run([str(ROOT / "uno"), "--help"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
