@@ -194,7 +194,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     def _stop(*_):
         threading.Thread(target=server.shutdown, daemon=True).start()
 
-    # `uno down` removes the host's rundir (and sweeps the NFs): the agent then stops by itself.
+    # `uno down` stops the agent first (SIGTERM); a host removed otherwise (its rundir gone): it stops by itself.
     loops = Loops(agent, args.sample_interval, args.replace_interval, lambda: not adir.exists(), _stop)
     loops.thread.start()
     watchdog = None

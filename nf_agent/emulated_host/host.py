@@ -400,6 +400,7 @@ class EmulatedHost:
 
     def down(self) -> None:
         """Tear down everything this host owns, in reverse order, then sweep by name (idempotent)."""
+        self._stop_agent()
         state = self._saved_state()
         errors: list[str] = []
         if state:
@@ -413,6 +414,24 @@ class EmulatedHost:
             shutil.rmtree(self.rundir, ignore_errors=True)
         if errors:
             raise DatapathError("teardown finished with errors: " + "; ".join(errors))
+
+    def _stop_agent(self, timeout: float = 20.0) -> None:
+        """The host's `uno agent serve` first (it was started last): stopped while the switches still run,
+        its failover watchdog does not try to replace the NFs the teardown kills (each try then waited out
+        OVSDB timeouts: the agent took 17-18 s to exit). It leaves its NFs running; the teardown takes them.
+        Only a process whose command line is an agent's (a stale endpoint's PID may be another's by now)."""
+        from nf_agent.agent.endpoint import status_entry  # the agent imports this module: import late
+
+        entry = status_entry(self.rundir)
+        if not entry or not entry["running"]:
+            return
+        pid = int(entry["pid"])
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return
+        if b"agent" in argv and b"serve" in argv:
+            kill_and_wait(pid, timeout)
 
     def _sweep(self) -> None:
         # Processes started from our rundir (daemons whose state file was lost).

@@ -98,9 +98,10 @@ class AgentProc:
 
 
 @contextlib.contextmanager
-def agent_host(tmp: Path, vms: int = 1, snics: list[dict] | None = None):
+def agent_host(tmp: Path, vms: int = 1, snics: list[dict] | None = None, agent_args: tuple[str, ...] = ()):
     """An emulated host with OneSwitch and `uno agent serve` running on it: (host, status, agent, url); torn
-    down (and checked: nothing left) on exit, pass or fail. `snics`: the host config's sNICs (default one)."""
+    down (and checked: nothing left) on exit, pass or fail. `snics`: the host config's sNICs (default one);
+    `agent_args`: more options of `uno agent serve`."""
     host = make_host(vms=vms, oneswitch={"enabled": True}, **({"snics": snics} if snics else {}))
     cfg_file = tmp / "host.yaml"
     snic_line = f"snics: {json.dumps(snics)}\n" if snics else ""  # JSON is YAML
@@ -108,10 +109,10 @@ def agent_host(tmp: Path, vms: int = 1, snics: list[dict] | None = None):
     agent = AgentProc(cfg_file, host.rundir, tmp / "agent.log")
     try:
         status = host.up()
-        url = agent.start()
+        url = agent.start(*agent_args)
         yield host, status, agent, url
     finally:
-        host.down()  # with the agent still running: it notices and stops by itself
+        host.down()  # with the agent still running: `uno down` stops it first
         exited = agent.proc is None or agent.wait_exit(30)
         agent.stop()
         assert exited, "the agent kept running after `uno down`"
@@ -507,3 +508,16 @@ def test_a_dead_state_tier_is_reported_and_the_nf_recovers_when_it_is_back(env):
     finally:
         ofctl(status, "del-flows", listen)
         call(url, "DELETE", "/v1/nfs/fwt")
+
+
+def test_uno_down_stops_the_agent_before_its_nfs_so_no_failover_is_tried(tmp_path):
+    # before: the agent noticed `uno down` only once the rundir was gone; its failover watchdog meanwhile saw
+    # the NFs die and tried to replace them on switches already down (each try waiting out OVSDB timeouts:
+    # the agent took 17-18 s to exit)
+    with agent_host(tmp_path, agent_args=("--failover-interval", "50")) as (host, _, agent, url):
+        assert call(url, "POST", "/v1/nfs", {"type": "firewall", "id": "fwd", "config": FW_CONFIG})[0] == 201
+        pid = agent.proc.pid
+        host.down()
+        assert not pid_alive(pid) and agent.wait_exit(1)
+        log = (tmp_path / "agent.log").read_text()
+        assert "failover" not in log, log[-2000:]
