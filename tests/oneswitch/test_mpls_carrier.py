@@ -142,11 +142,12 @@ def labelled_output(sw) -> tuple[int, int]:
 def test_labelled_frame_at_the_wrong_end_reaches_the_vport(os_host, where):
     """A QinQ frame still crossing under a label after a remap moved its vport: the switch where the vport
     is NOT sends it on (back out of the link), the other pops the label; it arrives as QinQ IPv4."""
-    from .test_inflight import MARK, inject_at
+    from .test_inflight import MARK, inject_at, wait_no_drains
     from .test_physical_refusal import ofctl
 
     for cmd in ("del-flows", "del-groups"):
         assert ofctl(os_host, cmd).returncode == 0
+    wait_no_drains(os_host)  # the remap test before leaves its spare port draining for 2 s
     sws = os_host.host.switches()
     try:
         if where == "snic":
