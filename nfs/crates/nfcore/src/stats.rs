@@ -339,6 +339,9 @@ impl Server {
         rest: Vec<u8>,
     ) -> Response {
         match path {
+            "/health" | "/" | "/stats" if method != "GET" => {
+                Response::error(405, &format!("method {method} not allowed on {path} (GET)"))
+            }
             "/health" => {
                 let ready = self.stats.ready.load(Relaxed);
                 Response::json(
@@ -634,6 +637,10 @@ mod tests {
         assert!(r.starts_with("HTTP/1.1 405"), "{r}");
         let r = req(local, "GET /release HTTP/1.1\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 405"), "{r}");
+        for path in ["/stats", "/health", "/"] {
+            let r = req(local, &format!("POST {path} HTTP/1.1\r\n\r\n"));
+            assert!(r.starts_with("HTTP/1.1 405") && r.contains("(GET)"), "{r}");
+        }
         let r = req(redis, "POST /release HTTP/1.1\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 409"), "{r}");
         let r = req(local, "GET /health HTTP/1.1\r\n\r\n");
