@@ -155,6 +155,15 @@ def pid_alive(pid: int) -> bool:
     return state != "Z"
 
 
+def process_argv(pid: int) -> list[bytes] | None:
+    """The command-line arguments of process `pid` (None when it is gone or unreadable): to tell a live PID
+    from the same number reused by another program."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+
+
 def kill_and_wait(pid: int, timeout: float = 5.0) -> None:
     """SIGTERM, then SIGKILL after `timeout`; returns when the process is gone."""
     for sig in (signal.SIGTERM, signal.SIGKILL):

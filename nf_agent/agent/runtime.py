@@ -40,6 +40,7 @@ from host_datapath.sysutil import (
     netns_list,
     netns_pids,
     pid_alive,
+    process_argv,
     read_pidfile,
 )
 from nf_agent.agent.model import HOST, Instance, Nf
@@ -631,11 +632,7 @@ class HostRuntime:
         """The instance's NF process runs (checked by PID and command line, so a reused PID does not count)."""
         if not inst.pid or not pid_alive(inst.pid):
             return False
-        try:
-            cmdline = Path(f"/proc/{inst.pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            return False
-        return inst.id.encode() in cmdline
+        return inst.id.encode() in (process_argv(inst.pid) or [])
 
     def _exit_code(self, pid: int | None) -> int | None:
         """The exit status of a process this runtime spawned and that ended (None: unknown or running)."""

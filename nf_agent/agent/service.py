@@ -620,11 +620,8 @@ class Agent:
                         continue
                     times.append(now)
                     self._restart_times[inst.id] = times
-                    self.runtime.stop_processes(inst)
                     try:
-                        self.runtime.start_processes(nf, inst)
-                        inst.restarts += 1
-                        self.counters.restarts += 1
+                        self._restart_in_place(nf, inst)
                         self._event("nf-restart", nf=nf.id, instance=inst.id, restarts=inst.restarts)
                     except Exception as exc:  # noqa: BLE001 - retried on the next round
                         inst.state = "starting"
@@ -682,21 +679,26 @@ class Agent:
             done, errors = [], []
             for inst in nf.instances:
                 self._restart_times.pop(inst.id, None)
-                self.runtime.stop_processes(inst)
                 try:
-                    self.runtime.start_processes(nf, inst)
+                    self._restart_in_place(nf, inst)
                 except Exception as exc:  # noqa: BLE001 - reported in the answer and the event
                     inst.state = "failed"
                     errors.append(f"{inst.id}: {exc}")
                     continue
-                inst.restarts += 1
-                self.counters.restarts += 1
                 done.append(inst.id)
             self._event("nf-restart", nf=nf.id, instances=done, errors=errors, manual=True)
             self._save()
         if errors:
             raise AgentError(f"restart of {nf_id}: {'; '.join(errors)}", 502)
         return {"id": nf_id, "restarted": done}
+
+    def _restart_in_place(self, nf: Nf, inst: Instance) -> None:
+        """Stop the instance's processes and start them again in its namespace, on its port; counted as a
+        restart once it answers /health (raises what `start_processes` raises)."""
+        self.runtime.stop_processes(inst)
+        self.runtime.start_processes(nf, inst)
+        inst.restarts += 1
+        self.counters.restarts += 1
 
     def _used_ofports(self, loc: str) -> set[int]:
         return self.state.used_ofports(loc) | {i.ofport for i in self.standbys.values() if i.switch == loc}

@@ -26,6 +26,7 @@ from host_datapath.sysutil import (
     netns_del,
     netns_list,
     netns_pids,
+    process_argv,
     quiet_switch_port,
     read_pidfile,
     run,
@@ -426,10 +427,7 @@ class EmulatedHost:
         if not entry or not entry["running"]:
             return
         pid = int(entry["pid"])
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            return
+        argv = process_argv(pid) or []
         if b"agent" in argv and b"serve" in argv:
             kill_and_wait(pid, timeout)
 

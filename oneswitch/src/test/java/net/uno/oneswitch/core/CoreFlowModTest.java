@@ -221,6 +221,17 @@ class CoreFlowModTest extends CoreHarness {
     assertEquals(409, conflict.status());
   }
 
+  /**
+   * Waits (10 s at most, else fails with {@code what}) until rule {@code k} has {@code n} replicas.
+   */
+  private void awaitTranslations(VirtualRule.Key k, int n, String what) throws Exception {
+    long end = System.currentTimeMillis() + 10_000;
+    while (on(() -> core.translationOf(k).size()) != n) {
+      assertTrue(System.currentTimeMillis() < end, what);
+      Thread.sleep(20);
+    }
+  }
+
   @Test
   void aDrainWindowKeepsTheOldPortAsIngressThenItsExpiryRetranslates() throws Exception {
     mod(add(10, ip("10.0.0.1/32", 4), 0, 2)); // from V4 (host:101) to vm0
@@ -233,11 +244,7 @@ class CoreFlowModTest extends CoreHarness {
         on(() -> assertThrows(PortOpError.class, () -> core.remapPort(4, "snic0", 8, 60_001)));
     assertEquals("drain_ms", bad.field());
     clock.addAndGet(301); // the window is over by the core's clock when its timer fires
-    long end = System.currentTimeMillis() + 10_000;
-    while (on(() -> core.translationOf(k).size()) != 1) {
-      assertTrue(System.currentTimeMillis() < end, "the drain never expired");
-      Thread.sleep(50);
-    }
+    awaitTranslations(k, 1, "the drain never expired");
     assertTrue(on(() -> core.ports().drains().isEmpty()));
     assertEquals("snic0", on(() -> core.translationOf(k).get(0).sw()));
     // Mapping another vport onto a draining port ends that drain (no 409).
@@ -274,11 +281,7 @@ class CoreFlowModTest extends CoreHarness {
     assertEquals(2, on(() -> core.translationOf(k).size()), "new port + draining port");
     // The draining port deleted (its instance stopped): its window ends now, re-translated.
     core.portStatus(host, portStatus(OFPortReason.DELETE, 101));
-    long end = System.currentTimeMillis() + 10_000;
-    while (on(() -> core.translationOf(k).size()) != 1) {
-      assertTrue(System.currentTimeMillis() < end, "the drain of the deleted port went on");
-      Thread.sleep(20);
-    }
+    awaitTranslations(k, 1, "the drain of the deleted port went on");
     assertTrue(on(() -> core.ports().drains().isEmpty()));
     assertEquals("snic0", on(() -> core.translationOf(k).get(0).sw()));
   }
