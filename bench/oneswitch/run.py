@@ -31,7 +31,10 @@ spare port on snic0 for remaps; and, for (a), a plain OVS bridge (own instance, 
     rules deleted at once: a break phase; remap_nodrain_ms_by_rules) and prepared remaps (POST
     .../prepare, then the remap: only the re-pointing; remap_prepared_ms_by_rules, prepare_ms_by_rules).
 
-    ./uno bench oneswitch [--quick] [--parts abc] [--equiv-report PATH]
+With `--wire-vlans 2` OneSwitch runs with `wire_vlans: 2` (frames may come in QinQ): (b) then reports how many
+of the same rules that mode refuses, and checks the rest.
+
+    ./uno bench oneswitch [--quick] [--parts abc] [--equiv-report PATH] [--wire-vlans 1|2]
 """
 
 from __future__ import annotations
@@ -259,6 +262,13 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer rules and repeats (about a minute)")
     ap.add_argument("--parts", default="abc", help="which parts to run (default abc; a includes a2)")
     ap.add_argument("--equiv-report", type=Path, help="(b): write the per-rule check report (JSON) here")
+    ap.add_argument(
+        "--wire-vlans",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="OneSwitch's wire_vlans: the most VLAN headers a frame may carry when it comes in (default 1)",
+    )
     args = ap.parse_args()
     n_rate, repeats = (2000, 5) if args.quick else (5000, 7)
     n_ratio = 3024
@@ -267,11 +277,18 @@ def main() -> int:
     sizes = [10, 100] if args.quick else [1, 10, 100, 1000]
     print_machine()
     name = "b" + uuid.uuid4().hex[:5]
-    cfg = parse_config({"name": name, "rundir": "/run/uno-bench", **fullcheck.HOST_CONFIG})
+    cfg = parse_config(
+        {
+            "name": name,
+            "rundir": "/run/uno-bench",
+            **fullcheck.HOST_CONFIG,
+            "oneswitch": {"wire_vlans": args.wire_vlans},
+        }
+    )
     host = EmulatedHost(cfg)
     ref = RefSwitch("r" + uuid.uuid4().hex[:5], VPORTS, base=Path("/run/uno-bench"))
     workdir = Path(tempfile.mkdtemp(prefix="uno-bench-os-"))
-    figures: dict = {}
+    figures: dict = {"wire_vlans": args.wire_vlans}
     try:
         status = host.up()
         ref.up()

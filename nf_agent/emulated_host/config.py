@@ -58,6 +58,9 @@ class OneSwitchConfig:
     enabled: bool = True
     controllers: tuple[str, ...] = ()  # active controller connections, tcp:HOST:PORT
     token: str | None = None  # REST bearer token; None: no auth (REST listens on loopback only)
+    # The most VLAN headers a frame may carry when it comes in from a port: 1, or 2 where QinQ frames
+    # arrive (every output across PCIe then takes a carrier adding no header, or is refused).
+    wire_vlans: int = 1
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ _SNIC_TYPES: dict[str, tuple[type, ...]] = {
     "datapath_type": (str,),
 }
 _TOP_KEYS = {"name", "vms", "snics", "redis", "rundir", "oneswitch"}
-_ONESWITCH_KEYS = ("enabled", "controllers", "token")
+_ONESWITCH_KEYS = ("enabled", "controllers", "token", "wire_vlans")
 _CONTROLLER_RE = re.compile(r"^tcp:([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")
 _TCP_TARGET_RE = re.compile(
     r"^tcp:[A-Za-z0-9.-]+:([1-9]\d{0,4})$"
@@ -176,7 +179,13 @@ def _parse_oneswitch(raw: Any) -> OneSwitchConfig:
     token = raw.get("token")
     if token is not None and (not isinstance(token, str) or not _TOKEN_RE.match(token)):
         raise _fail("oneswitch.token", "must be 8-256 characters [A-Za-z0-9._~+/=-] (a bearer token)")
-    return OneSwitchConfig(enabled=enabled, controllers=tuple(ctls), token=token)
+    wire_vlans = raw.get("wire_vlans", 1)
+    if type(wire_vlans) is not int or wire_vlans not in (1, 2):
+        raise _fail(
+            "oneswitch.wire_vlans",
+            f"must be 1 or 2 (the most VLAN headers a frame may carry when it comes in), got {wire_vlans!r}",
+        )
+    return OneSwitchConfig(enabled=enabled, controllers=tuple(ctls), token=token, wire_vlans=wire_vlans)
 
 
 def _parse_snic(where: str, index: int, raw: Any) -> SnicConfig:

@@ -108,6 +108,7 @@ def build_config(cfg: HostConfig, switches: dict[str, str], listen: int, rest: i
             for k in snics
         ],
         "ports": sorted(ports, key=lambda p: p["vport"]),
+        "wire_vlans": cfg.oneswitch.wire_vlans,
     }
 
 
@@ -245,6 +246,7 @@ class OneSwitch:
             "pid": self.pid(),
             "running": self.running(),
             "log": str(self.logfile),
+            "wire_vlans": c.get("wire_vlans", 1),
             "ports": c.get("ports", []),
         }
         if out["running"]:

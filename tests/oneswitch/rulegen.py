@@ -193,16 +193,21 @@ def marker_id(frame: bytes) -> int | None:
     return struct.unpack("!I", frame[i + len(MARK) : i + len(MARK) + 4])[0]
 
 
-def packet(rng: random.Random, pid: int, vlans: bool = True) -> bytes:
-    """One random frame from the same pools as the rules, with marker `pid`."""
+def packet(rng: random.Random, pid: int, vlans: bool = True, qinq: bool = False) -> bytes:
+    """One random frame from the same pools as the rules, with marker `pid`. With `qinq` (and `vlans`), half
+    of the tagged frames come in double-tagged (an 802.1ad or 802.1Q outer header over an 802.1Q one)."""
     from scapy.layers.inet import ICMP, IP, TCP, UDP
-    from scapy.layers.l2 import ARP, Dot1Q, Ether
+    from scapy.layers.l2 import ARP, Dot1AD, Dot1Q, Ether
     from scapy.packet import Raw
 
     payload = Raw(marker(pid) + bytes(rng.randrange(256) for _ in range(rng.choice([8, 30]))))
     eth = Ether(src=rng.choice(MACS[:3]), dst=rng.choice(MACS))
     if rng.random() < 0.3 and vlans:
-        eth = eth / Dot1Q(vlan=rng.choice(VLANS))
+        if qinq and rng.random() < 0.5:
+            outer = Dot1AD if rng.random() < 0.5 else Dot1Q
+            eth = eth / outer(vlan=rng.choice(VLANS)) / Dot1Q(vlan=rng.choice(VLANS))
+        else:
+            eth = eth / Dot1Q(vlan=rng.choice(VLANS))
     r = rng.random()
     if r < 0.8:
         ip = IP(src=rng.choice(IPS), dst=rng.choice(IPS), ttl=64, id=pid & 0xFFFF)
@@ -222,13 +227,15 @@ def packet(rng: random.Random, pid: int, vlans: bool = True) -> bytes:
     return bytes(pkt)
 
 
-def packets(seed: int, vports: list[int], per_port: int, vlans: bool = True) -> list[tuple[int, int, bytes]]:
-    """(id, ingress vport, frame) for `per_port` packets at each vport, interleaved."""
+def packets(
+    seed: int, vports: list[int], per_port: int, vlans: bool = True, qinq: bool = False
+) -> list[tuple[int, int, bytes]]:
+    """(id, ingress vport, frame) for `per_port` packets at each vport, interleaved (`qinq`: see packet)."""
     rng = random.Random(seed ^ 0x5EED)
     out = []
     pid = 0
     for _ in range(per_port):
         for v in vports:
-            out.append((pid, v, packet(rng, pid, vlans)))
+            out.append((pid, v, packet(rng, pid, vlans, qinq)))
             pid += 1
     return out

@@ -32,6 +32,11 @@ def test_defaults_enable_oneswitch_without_controllers():
         ({"oneswitch": {"token": "short"}}, "oneswitch.token"),
         ({"oneswitch": {"token": "has space in it"}}, "oneswitch.token"),
         ({"oneswitch": {"token": 12345678}}, "oneswitch.token"),
+        ({"oneswitch": {"wire_vlans": 3}}, "oneswitch.wire_vlans"),
+        ({"oneswitch": {"wire_vlans": 0}}, "oneswitch.wire_vlans"),
+        ({"oneswitch": {"wire_vlans": "2"}}, "oneswitch.wire_vlans"),
+        ({"oneswitch": {"wire_vlans": True}}, "oneswitch.wire_vlans"),
+        ({"oneswitch": {"wire_vlans": 2.0}}, "oneswitch.wire_vlans"),
     ],
 )
 def test_bad_oneswitch_config_names_the_field(raw, field):
@@ -71,6 +76,9 @@ def test_generated_config_maps_vms_and_ethernet_ports_and_pcie_pairs(tmp_path):
         and conf["rest"] == "127.0.0.1:7001"
     )
     assert conf["controllers"] == ["tcp:127.0.0.1:6653"] and conf["token"] is None
+    assert conf["wire_vlans"] == 1  # the default; 2 where QinQ frames arrive
+    qinq = parse_config({"oneswitch": {"wire_vlans": 2}})
+    assert build_config(qinq, {"host": "tcp:127.0.0.1:1"}, 1, 2, tmp_path)["wire_vlans"] == 2
     assert [s["id"] for s in conf["switches"]] == ["host", "snic0", "snic1"]
     assert conf["pcie"] == [
         {"snic": "snic0", "host_port": 1, "snic_port": 100},

@@ -154,7 +154,8 @@ public final class Main {
             System::currentTimeMillis,
             new Metrics(),
             new Persistence(cfg.stateDir()),
-            cfg.carrier());
+            cfg.carrier(),
+            cfg.wireVlans());
     exec.submit(
             () -> {
               boolean restored = core.restore();
@@ -192,11 +193,14 @@ public final class Main {
     core.south().values().forEach(SouthSwitch::start);
     north.connect(cfg.controllers());
     log.info(
-        "OneSwitch dpid {} up: {} virtual tables, switches {}, {} transport",
+        "OneSwitch dpid {} up: {} virtual tables, switches {}, {} transport, carrier {},"
+            + " wire_vlans {}",
         String.format("%016x", cfg.dpid()),
         core.virtualTables(),
         ids,
-        transport.name().toLowerCase(java.util.Locale.ROOT));
+        transport.name().toLowerCase(java.util.Locale.ROOT),
+        cfg.carrier().name().toLowerCase(java.util.Locale.ROOT),
+        cfg.wireVlans());
     Running r = new Running(core, north, rest, group, exec, ofPort, restPort);
     Runtime.getRuntime()
         .addShutdownHook(

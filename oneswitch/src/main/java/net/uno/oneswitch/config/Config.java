@@ -24,7 +24,8 @@ public record Config(
     List<PcieCfg> pcie,
     List<PortCfg> ports,
     int physicalTables,
-    Carrier.Mode carrier) {
+    Carrier.Mode carrier,
+    int wireVlans) {
   /** A bearer token: what `uno up` accepts too (nf_agent/emulated_host/config.py). */
   private static final java.util.regex.Pattern TOKEN =
       java.util.regex.Pattern.compile("[A-Za-z0-9._~+/=-]{8,256}");
@@ -50,7 +51,8 @@ public record Config(
           "pcie",
           "ports",
           "physical_tables",
-          "carrier");
+          "carrier",
+          "wire_vlans");
 
   public static Config load(Path file) throws ConfigError {
     String text;
@@ -126,6 +128,16 @@ public record Config(
       carrier =
           Carrier.Mode.parse(cm)
               .orElseThrow(() -> new ConfigError("carrier", "must be vlan, mpls or auto"));
+    }
+    int wireVlans = 1;
+    JsonNode wv = root.get("wire_vlans");
+    if (wv != null && !wv.isNull()) {
+      if (!wv.isInt() || wv.asInt() < 1 || wv.asInt() > 2) {
+        throw new ConfigError(
+            "wire_vlans",
+            "must be 1 or 2 (the most VLAN headers a frame may carry when it comes in), got " + wv);
+      }
+      wireVlans = wv.asInt();
     }
     List<SwitchCfg> switches = new ArrayList<>();
     JsonNode sw = root.get("switches");
@@ -239,7 +251,8 @@ public record Config(
         List.copyOf(pcie),
         List.copyOf(ports),
         physTables,
-        carrier);
+        carrier,
+        wireVlans);
   }
 
   private static void onlyKeys(JsonNode n, String f, Set<String> keys) throws ConfigError {

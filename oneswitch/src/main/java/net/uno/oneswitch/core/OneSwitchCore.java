@@ -102,7 +102,7 @@ public final class OneSwitchCore implements SouthListener {
   private final ActionSetOrder setOrder = new ActionSetOrder();
 
   /** How many VLAN headers a frame may carry into each table (VlanPushOrder). */
-  private final VlanPushOrder pushOrder = new VlanPushOrder();
+  private final VlanPushOrder pushOrder;
 
   /** Each virtual rule's and group's physical form, and the dispatch rules of the live tags. */
   private final Translations trans = new Translations(tags);
@@ -136,10 +136,22 @@ public final class OneSwitchCore implements SouthListener {
       LongSupplier clock,
       Metrics metrics,
       Persistence persistence) {
-    this(topo, physicalTables, exec, clock, metrics, persistence, Carrier.Mode.AUTO);
+    this(
+        topo,
+        physicalTables,
+        exec,
+        clock,
+        metrics,
+        persistence,
+        Carrier.Mode.AUTO,
+        VlanPushOrder.WIRE);
   }
 
-  /** {@code carrierMode}: the flow-id carrier (config {@code carrier}). */
+  /**
+   * {@code carrierMode}: the flow-id carrier (config {@code carrier}); {@code wireVlans}: the most
+   * VLAN headers a frame may carry when it comes in from a port, 1 or 2 (config {@code wire_vlans},
+   * {@link VlanPushOrder}).
+   */
   public OneSwitchCore(
       Topology topo,
       int physicalTables,
@@ -147,8 +159,10 @@ public final class OneSwitchCore implements SouthListener {
       LongSupplier clock,
       Metrics metrics,
       Persistence persistence,
-      Carrier.Mode carrierMode) {
+      Carrier.Mode carrierMode,
+      int wireVlans) {
     this.carrierMode = carrierMode;
+    this.pushOrder = new VlanPushOrder(wireVlans);
     this.topo = topo;
     this.nVirt = physicalTables - 2;
     this.exec = exec;

@@ -243,8 +243,9 @@ public final class Carrier {
   public static String headers(Frame f) {
     return f.vlans() >= Translator.MAX_VLAN_HEADERS
         ? "2 VLAN headers"
-        : "a frame that may carry 2 VLAN headers (it came in tagged, or an earlier table pushed one,"
-            + " and its rule's match cannot tell)";
+        : "a frame that may carry 2 VLAN headers (it came in tagged and a push of this rule or an"
+            + " earlier table added one, or it came in QinQ with wire_vlans 2; the rule's match"
+            + " cannot tell)";
   }
 
   private static void mpls(

@@ -26,8 +26,11 @@ import org.projectfloodlight.openflow.protocol.match.MatchField;
  * cannot tell a QinQ frame from a single-tagged one: a frame that came in tagged and was tagged
  * again by a push in an earlier table reaches a later rule matching one VLAN (or none) with one
  * header more than that rule's match shows, and a VLAN carrier tag would then be a third header
- * (the inner one lost). Frames come in with at most {@link #WIRE} header (a wire QinQ frame at a
- * rule that does not match its VLANs is a known limit).
+ * (the inner one lost). Frames come in with at most {@code wire} headers (config {@code
+ * wire_vlans}): 1 by default (a QinQ frame from a port, at a rule that does not match both its
+ * VLANs, is then taken to carry one: a known limit), or 2, where every table starts at depth 2 and
+ * an output across PCIe of a tagged-or-unknown frame takes a label or the VLAN id rewrite, or is
+ * refused.
  *
  * <p>A rule whose apply-actions may leave more than one header (its match: "no VLAN" = none, else
  * up to its table's depth; then its pushes and pops) and that goes to table g raises the depth of
@@ -41,23 +44,48 @@ import org.projectfloodlight.openflow.protocol.match.MatchField;
  * cannot all be carried is refused (OneSwitchCore).
  */
 public final class VlanPushOrder {
-  /** VLAN headers a frame may carry when it comes in. */
+  /** VLAN headers a frame may carry when it comes in, by default. */
   public static final int WIRE = 1;
+
+  /** VLAN headers a frame may carry when it comes in from a port (1 or 2). */
+  private final int wire;
 
   // The rules whose VLAN pushes may reach another table, counted (an identical rule twice is rare).
   private final Map<VirtualRule, Integer> pushers = new HashMap<>();
   private Depths depths; // null = to compute
 
+  /** Frames come in with at most one VLAN header ({@link #WIRE}). */
+  public VlanPushOrder() {
+    this(WIRE);
+  }
+
+  /**
+   * Frames come in with at most {@code wire} VLAN headers: 1, or 2 (QinQ from the wire; OVS parses
+   * no more).
+   */
+  public VlanPushOrder(int wire) {
+    if (wire < 1 || wire > Translator.MAX_VLAN_HEADERS) {
+      throw new IllegalArgumentException("wire VLAN headers must be 1 or 2, got " + wire);
+    }
+    this.wire = wire;
+  }
+
+  /** The most VLAN headers a frame may carry when it comes in from a port. */
+  public int wire() {
+    return wire;
+  }
+
   /**
    * A snapshot of the depths: {@link #at} a table's entry (a step function: from each key of {@code
    * entry} on, its value), and {@link #after} a goto to a table: the most headers a push in that or
    * a later table may leave the frame with when the action set runs, at the end of the pipeline (0
-   * if none pushes).
+   * if none pushes). {@code wire}: the depth of a table no push reaches.
    */
-  public record Depths(NavigableMap<Integer, Integer> entry, NavigableMap<Integer, Integer> exits) {
+  public record Depths(
+      int wire, NavigableMap<Integer, Integer> entry, NavigableMap<Integer, Integer> exits) {
     public int at(int table) {
       Map.Entry<Integer, Integer> e = entry.floorEntry(table);
-      return e == null ? WIRE : e.getValue();
+      return e == null ? wire : e.getValue();
     }
 
     public int after(int table) {
@@ -138,7 +166,7 @@ public final class VlanPushOrder {
   }
 
   /**
-   * The most VLAN headers a frame may carry when it enters {@code table} (at least {@link #WIRE}).
+   * The most VLAN headers a frame may carry when it enters {@code table} (at least {@link #wire}).
    */
   public int depth(int table) {
     return depths().at(table);
@@ -186,7 +214,7 @@ public final class VlanPushOrder {
           gotoTable = (int) g.getTableId().getValue();
         }
       }
-      if (gotoTable != null && depth > WIRE) {
+      if (gotoTable != null && depth > wire) {
         raise.merge(gotoTable, depth, Math::max);
       }
       int end = written ? Math.min(Translator.MAX_VLAN_HEADERS, depth + 1) : depth;
@@ -196,13 +224,14 @@ public final class VlanPushOrder {
       }
     }
     return new Depths(
+        wire,
         Collections.unmodifiableNavigableMap(steps(raise)),
         Collections.unmodifiableNavigableMap(exits));
   }
 
   /** The depth at {@code table} of raises keyed by the first table they reach. */
-  private static int stepAt(TreeMap<Integer, Integer> raise, int table) {
-    int d = WIRE;
+  private int stepAt(TreeMap<Integer, Integer> raise, int table) {
+    int d = wire;
     for (int v : raise.headMap(table, true).values()) {
       d = Math.max(d, v);
     }
@@ -210,9 +239,9 @@ public final class VlanPushOrder {
   }
 
   /** The step function of raises: from each key on, the running maximum. */
-  private static TreeMap<Integer, Integer> steps(TreeMap<Integer, Integer> raise) {
+  private TreeMap<Integer, Integer> steps(TreeMap<Integer, Integer> raise) {
     TreeMap<Integer, Integer> out = new TreeMap<>();
-    int d = WIRE;
+    int d = wire;
     for (Map.Entry<Integer, Integer> e : raise.entrySet()) {
       if (e.getValue() > d) {
         d = e.getValue();

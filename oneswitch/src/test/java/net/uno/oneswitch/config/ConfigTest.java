@@ -31,6 +31,11 @@ class ConfigTest {
       String json = OK.replace("\"token\": null", "\"token\": null, \"carrier\": \"" + m + "\"");
       assertEquals(m.toUpperCase(java.util.Locale.ROOT), Config.parse(json).carrier().name());
     }
+    assertEquals(1, c.wireVlans());
+    for (int w : new int[] {1, 2}) {
+      String json = OK.replace("\"token\": null", "\"token\": null, \"wire_vlans\": " + w);
+      assertEquals(w, Config.parse(json).wireVlans());
+    }
   }
 
   @Test
@@ -78,6 +83,9 @@ class ConfigTest {
     bad("bogus", "\"token\": null", "\"bogus\": 1");
     bad("carrier", "\"token\": null", "\"carrier\": \"MPLS\"");
     bad("carrier", "\"token\": null", "\"carrier\": 1");
+    for (String w : new String[] {"0", "3", "1.5", "\"2\"", "true", "-1"}) {
+      bad("wire_vlans", "\"token\": null", "\"wire_vlans\": " + w);
+    }
     bad("config", "{\"dpid\"", "[{\"dpid\"");
     bad("token", "\"token\": null", "\"token\": \"x\"");
     bad("token", "\"token\": null", "\"token\": \"\"");

@@ -188,6 +188,56 @@ class VlanPushOrderTest {
         depths(pushInTable0(), inTable1(F.instructions().applyActions(List.of(PUSH)))));
   }
 
+  private static List<OFActionType> types(List<PhysRule> p) {
+    return acts(p.get(0)).stream().map(OFAction::getType).toList();
+  }
+
+  @Test
+  void qinqFromTheWireStartsEveryTableAtTwoHeaders() throws OfError {
+    VlanPushOrder two = new VlanPushOrder(2);
+    assertEquals(2, two.wire());
+    assertEquals(List.of(2, 2), List.of(two.depth(0), two.depth(200)));
+    two.add(pushInTable0()); // OVS keeps 2: a push raises nothing more
+    assertEquals(2, two.depth(1));
+    assertEquals(new VlanPushOrder(2).depths().at(7), 2);
+    assertFalse(new VlanPushOrder(2).depths().equals(new VlanPushOrder().depths()));
+    for (int bad : new int[] {0, 3}) {
+      assertThrows(IllegalArgumentException.class, () -> new VlanPushOrder(bad));
+    }
+    Translator q =
+        new Translator(
+                Fixtures.TOPO,
+                PORTS,
+                252,
+                tags::acquire,
+                g -> g == 7,
+                java.util.Map.of(),
+                g -> GROUP)
+            .depth(two::depth);
+    // Known ethertype: the label (after every VLAN header), even at a rule matching no VLAN.
+    assertTrue(labels(q.rule(rule(0, 10, m(0x0800, false), apply(out(1))))));
+    // Known outer VLAN id, unknown ethertype: the id rewrite, no header added.
+    List<OFActionType> rw = types(q.rule(rule(0, 10, m(null, true), apply(out(1)))));
+    assertEquals(
+        List.of(OFActionType.SET_FIELD, OFActionType.OUTPUT, OFActionType.SET_FIELD), rw, "" + rw);
+    // Neither: refused (a VLAN tag would be a third header), in every output form.
+    for (List<org.projectfloodlight.openflow.protocol.instruction.OFInstruction> ins :
+        List.<List<org.projectfloodlight.openflow.protocol.instruction.OFInstruction>>of(
+            apply(out(1)),
+            List.of(F.instructions().writeActions(List.of(out(1)))),
+            apply(F.actions().group(org.projectfloodlight.openflow.types.OFGroup.of(7))))) {
+      assertOfError("BadAction/UNSUPPORTED_ORDER", () -> q.rule(rule(0, 10, m(null, false), ins)));
+    }
+    // "No VLAN" matched: the VLAN tag is safe; staying on the host needs no carrier.
+    assertEquals(
+        OFActionType.PUSH_VLAN,
+        types(q.rule(rule(0, 10, NO_VLAN_FROM_HOST, apply(out(1))))).get(0));
+    assertFalse(labels(q.rule(rule(0, 10, m(null, false), apply(out(4))))));
+    // With one header from the wire (the default), the same tagged rule takes the VLAN tag.
+    assertEquals(
+        OFActionType.PUSH_VLAN, types(t.rule(rule(0, 10, m(null, true), apply(out(1))))).get(0));
+  }
+
   @Test
   void depthsFollowTheRulesAndTheRelyingRulesAreKnown() {
     VirtualRule push = pushInTable0();
