@@ -44,16 +44,25 @@ def reaches(netns: str, ip: str, within_s: float) -> bool:
     return True
 
 
-def scenario(tmp_path, nf_ports_first: bool) -> None:
+def translation_errors(client) -> int:
+    """Controller messages OneSwitch refused (OFPT_ERROR) so far (its /metrics)."""
+    for line in client.metrics().splitlines():
+        if line.startswith("oneswitch_translation_errors_total "):
+            return int(float(line.split()[1]))
+    raise AssertionError("oneswitch_translation_errors_total missing from /metrics")
+
+
+def scenario(tmp_path, nf_ports_first: bool, wire_vlans: int = 1) -> None:
     """`nf_ports_first`: the NF ports are mapped before Faucet starts (it sees all ports at once); else Faucet
-    programs OneSwitch first and the NF ports appear later (PORT_STATUS ADD), as when the agent adds NFs."""
+    programs OneSwitch first and the NF ports appear later (PORT_STATUS ADD), as when the agent adds NFs.
+    `wire_vlans`: OneSwitch's (2: frames may come in QinQ)."""
     name = unique_name()
     faucet = Faucet(tmp_path / "faucet", int(nm.dpid(name), 16), VPORTS)
     host = None
     try:
         if not nf_ports_first:
             faucet.start()
-        host, _ = bring_up(name=name, oneswitch={"controllers": [faucet.target]})
+        host, _ = bring_up(name=name, oneswitch={"controllers": [faucet.target], "wire_vlans": wire_vlans})
         attach_nfs(host)
         for i, ip in NF_IPS.items():
             subprocess.run(
@@ -90,6 +99,7 @@ def scenario(tmp_path, nf_ports_first: bool) -> None:
             ln for ln in host.oneswitch().logfile.read_text(errors="replace").splitlines() if "error" in ln
         ]
         assert physical_errors(client) == 0, "\n".join(warns[:5])
+        assert translation_errors(client) == 0  # OneSwitch carried every rule Faucet sent (wire_vlans 2 too)
         rules = client.rules()
         assert len({r.table for r in rules}) >= 3  # Faucet's multi-table pipeline went through OneSwitch
         assert any(p.switch == "snic0" for r in rules for p in r.physical)  # and was spread onto the sNIC
@@ -107,3 +117,8 @@ def test_faucet_drives_oneswitch_hosts_ping_across_host_and_snic(tmp_path):
 
 def test_faucet_with_nf_ports_mapped_while_it_runs(tmp_path):
     scenario(tmp_path, nf_ports_first=False)
+
+
+def test_faucet_with_qinq_safe_wire(tmp_path):
+    """With wire_vlans 2 (frames may come in QinQ) Faucet's pipeline is still carried."""
+    scenario(tmp_path, nf_ports_first=True, wire_vlans=2)
