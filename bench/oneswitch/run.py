@@ -32,7 +32,7 @@ spare port on snic0 for remaps; and, for (a), a plain OVS bridge (own instance, 
     .../prepare, then the remap: only the re-pointing; remap_prepared_ms_by_rules, prepare_ms_by_rules).
 
 With `--wire-vlans 2` OneSwitch runs with `wire_vlans: 2` (frames may come in QinQ): (b) then reports how many
-of the same rules that mode refuses, and checks the rest.
+of the same rules that mode refuses, and checks the rest with frames that arrive QinQ as well.
 
     ./uno bench oneswitch [--quick] [--parts abc] [--equiv-report PATH] [--wire-vlans 1|2]
 """
@@ -336,7 +336,12 @@ def main() -> int:
             )
             report_path = args.equiv_report or REPORT
             with fullcheck.rig(host, listen, ref) as rig:
-                check = {**rig, "log": host.oneswitch().logfile, "max_rounds": max_rounds}
+                check = {
+                    **rig,
+                    "log": host.oneswitch().logfile,
+                    "max_rounds": max_rounds,
+                    "qinq": args.wire_vlans == 2,  # frames arriving QinQ too: that mode carries them
+                }
                 ratio = bench_ratio(listen, physical, n_ratio, check, report_path)
             print(f"    {ratio}")
             print(f"    per-rule report: {report_path}")

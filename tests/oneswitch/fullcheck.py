@@ -484,13 +484,15 @@ def check(
     gap: float = 0.0005,
     after_install: Callable[[list[str]], None] | None = None,
     caches: list[Path] = (),  # type: ignore[assignment]
+    qinq: bool = False,
 ) -> Result:
     """The full check of `rules` (see the module doc). `ports`: the OpenFlow listeners (TCP, 127.0.0.1) of
     OneSwitch and of the reference; `log`: OneSwitch's log file (for the reasons of refusals); `sample`: derive
     frames for that many accepted rules only (at random), None = all; `max_rounds`: stop uncovering shadowed
     rules after that many rounds; `after_install(accepted specs)` runs once all are installed, before any frame;
     `caches`: the unixctl sockets of OneSwitch's physical vswitchds (their datapath caches are emptied with the
-    reference's after deletions).
+    reference's after deletions); `qinq`: also send frames that arrive with 2 VLAN headers (derived where a rule
+    needs one, and among the random packets): for a OneSwitch with `wire_vlans: 2`, which carries them.
 
     Round 1 runs on the whole accepted rule set. A rule of higher priority that takes every frame meant for a
     rule (it shadows it, on both switches alike) hides that rule's translation; so after each round the
@@ -513,8 +515,9 @@ def check(
     run = _Run(res, sut, ref, tracer, [Unixctl(c) for c in caches], gap)
     t1 = time.perf_counter()
     try:
-        installed = run.rounds(msgs, ports, framegen.Chooser(flows, vports, rng, qinq=False),
-                               rulegen.packets(rules.seed, vports, random_per_port), max_rounds)  # fmt: skip
+        installed = run.rounds(msgs, ports, framegen.Chooser(flows, vports, rng, qinq=qinq),
+                               rulegen.packets(rules.seed, vports, random_per_port, qinq=qinq),
+                               max_rounds)  # fmt: skip
     finally:
         for u in run.caches:
             u.close()
