@@ -7,6 +7,7 @@ UNO_FULL_SEEDS="1,2" and UNO_FULL_RULES=N override the seeds and the set size.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 
@@ -23,9 +24,11 @@ SEEDS = [int(s) for s in os.environ.get("UNO_FULL_SEEDS", "7,8").split(",")]
 N_RULES = int(os.environ.get("UNO_FULL_RULES", "400"))
 
 
-@pytest.fixture(scope="module")
-def pair():
-    host, status = bring_up(**fullcheck.HOST_CONFIG)
+@contextlib.contextmanager
+def host_and_reference(**cfg):
+    """The bench's topology with OneSwitch (`cfg`: more host config), the reference OVS and the check's rig:
+    yields (host, OneSwitch client, fullcheck.check's arguments); everything torn down and checked after."""
+    host, status = bring_up(**fullcheck.HOST_CONFIG, **cfg)
     ref = RefSwitch(unique_name(), fullcheck.VPORTS)
     try:
         ref.up()
@@ -41,6 +44,12 @@ def pair():
             ref.down()
             snap = machine_snapshot(ref.name)
             assert not snap["netns"] and not snap["procs"] and not snap["rundir"], snap
+
+
+@pytest.fixture(scope="module")
+def pair():
+    with host_and_reference() as p:
+        yield p
 
 
 def _rules(seed: int, n: int) -> rulegen.RuleSet:
