@@ -111,6 +111,7 @@ def qinq_host(os_host, ref):
     """The shared host's OneSwitch restarted with wire_vlans 2; back to the default afterwards."""
     restart(os_host, 2)
     try:
+        assert os_host.host.status()["oneswitch"]["wire_vlans"] == 2  # `uno status --json` shows the mode
         yield os_host
     finally:
         restart(os_host, 1)
