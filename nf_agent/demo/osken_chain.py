@@ -65,7 +65,9 @@ class ChainSteering(app_manager.OSKenApp):
                                       out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY))  # fmt: skip
         rules = steering_rules(demo)
         for r in rules:
-            fields = {"in_port": r.in_port} | ({"eth_src": r.eth_src} if r.eth_src else {})
+            # Untagged frames only (vlan_vid 0 = "no VLAN"; the demo's VMs and outside send no tag): a rule that
+            # shows it crosses PCIe faithfully also under OneSwitch's wire_vlans 2 (QinQ may arrive).
+            fields = {"in_port": r.in_port, "vlan_vid": 0} | ({"eth_src": r.eth_src} if r.eth_src else {})
             fields |= ({"eth_dst": r.eth_dst} if r.eth_dst else {}) | dict(r.match)
             actions = [parser.OFPActionSetField(eth_dst=r.set_eth_dst)] if r.set_eth_dst else []
             actions.append(parser.OFPActionOutput(r.out_port))
