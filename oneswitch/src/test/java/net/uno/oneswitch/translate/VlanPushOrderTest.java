@@ -75,6 +75,15 @@ class VlanPushOrderTest {
     return ((OFInstructionApplyActions) p.instructions().get(0)).getActions();
   }
 
+  /** An output to V1 (on snic0) in its three forms: apply-actions, action set, group 7. */
+  private static List<List<org.projectfloodlight.openflow.protocol.instruction.OFInstruction>>
+      outputsToV1() {
+    return List.of(
+        apply(out(1)),
+        List.of(F.instructions().writeActions(List.of(out(1)))),
+        apply(F.actions().group(org.projectfloodlight.openflow.types.OFGroup.of(7))));
+  }
+
   private static boolean labels(List<PhysRule> p) {
     return acts(p.get(0)).stream().anyMatch(a -> a.getType() == OFActionType.PUSH_MPLS);
   }
@@ -95,10 +104,7 @@ class VlanPushOrderTest {
     assertTrue(labels(t.rule(rule(1, 10, m(0x0800, false), apply(out(1))))));
     // Neither VLAN nor ethertype matched: no carrier fits.
     for (List<org.projectfloodlight.openflow.protocol.instruction.OFInstruction> ins :
-        List.<List<org.projectfloodlight.openflow.protocol.instruction.OFInstruction>>of(
-            apply(out(1)),
-            List.of(F.instructions().writeActions(List.of(out(1)))),
-            apply(F.actions().group(org.projectfloodlight.openflow.types.OFGroup.of(7))))) {
+        outputsToV1()) {
       assertOfError("BadAction/UNSUPPORTED_ORDER", () -> t.rule(rule(1, 10, m(null, false), ins)));
     }
     // Staying on the host (V4) needs no carrier. A vlan_vid match cannot see a second header
@@ -222,10 +228,7 @@ class VlanPushOrderTest {
         List.of(OFActionType.SET_FIELD, OFActionType.OUTPUT, OFActionType.SET_FIELD), rw, "" + rw);
     // Neither: refused (a VLAN tag would be a third header), in every output form.
     for (List<org.projectfloodlight.openflow.protocol.instruction.OFInstruction> ins :
-        List.<List<org.projectfloodlight.openflow.protocol.instruction.OFInstruction>>of(
-            apply(out(1)),
-            List.of(F.instructions().writeActions(List.of(out(1)))),
-            apply(F.actions().group(org.projectfloodlight.openflow.types.OFGroup.of(7))))) {
+        outputsToV1()) {
       assertOfError("BadAction/UNSUPPORTED_ORDER", () -> q.rule(rule(0, 10, m(null, false), ins)));
     }
     // "No VLAN" matched: the VLAN tag is safe; staying on the host needs no carrier.
