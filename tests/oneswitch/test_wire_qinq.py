@@ -55,10 +55,11 @@ def frame(pid: int, tags: tuple[int, ...], ethertype: int = 0x0800, src: str = r
     return bytes(pkt / body)
 
 
-def restart(os_host, wire_vlans: int) -> None:
-    """OneSwitch of the shared host again, with `wire_vlans` (same ports, port map kept, no rules)."""
-    sut = equiv.Target("oneswitch", os_host.listen, {})
-    equiv.clear(sut)
+def restart(os_host, wire_vlans: int, clear: bool = True) -> None:
+    """OneSwitch of the shared host again, with `wire_vlans` (same ports, port map kept; no rules unless
+    `clear` is False: then it restores the saved ones)."""
+    if clear:
+        equiv.clear(equiv.Target("oneswitch", os_host.listen, {}))
     comp = os_host.host.oneswitch()
     comp.down()
     cfg = dataclasses.replace(
@@ -104,6 +105,27 @@ def test_default_one_wire_header_loses_the_inner_tag_of_qinq(os_host, ref):
         same_as_reference(sut, reference, [(i, 1, frame(i, (30, 40), UNKNOWN_TYPE)) for i in range(3)])
     finally:
         close_pair(sut, reference)
+
+
+def test_a_saved_rule_the_new_mode_cannot_carry_is_dropped_at_restart_and_logged(os_host):
+    """Switching a running OneSwitch to wire_vlans 2 is a restart: its saved rules are restored under the new
+    mode, and one that mode cannot carry is left out (fail closed), each logged; the others stay."""
+    from .test_physical_refusal import ofctl
+
+    restart(os_host, 1)
+    try:
+        for spec in (CARRIED[0], UNCARRIABLE):
+            assert ofctl(os_host, "add-flow", spec).returncode == 0, spec  # both taken with 1 header
+        log = os_host.host.oneswitch().logfile
+        before = log.read_text(errors="replace")
+        restart(os_host, 2, clear=False)
+        after = log.read_text(errors="replace")[len(before) :]
+        assert (
+            "no longer valid, not restored (BadAction/UNSUPPORTED_ORDER)" in after and "priority=20" in after
+        ), after[-2000:]
+        assert [(r.match, r.priority) for r in os_host.client.rules()] == [("in_port=1,eth_type=0x800", 20)]
+    finally:
+        restart(os_host, 1)
 
 
 @pytest.fixture(scope="module")

@@ -1604,10 +1604,18 @@ public final class OneSwitchCore implements SouthListener {
       }
     }
     for (OFMessage m : st.flows()) {
+      OFFlowAdd f = (OFFlowAdd) m;
       try {
-        addRule(SavedForm.rule((OFFlowAdd) m, clock.getAsLong()), false);
+        addRule(SavedForm.rule(f, clock.getAsLong()), false);
       } catch (OfError e) {
-        LOG.error("saved flow no longer valid: {}", e.getMessage());
+        // e.g. a rule the configured wire_vlans no longer lets cross PCIe: left out (fail closed).
+        LOG.error(
+            "saved flow table={} priority={} {} no longer valid, not restored ({}): {}",
+            f.getTableId().getValue(),
+            f.getPriority(),
+            f.getMatch(),
+            e.typeAndCode(),
+            e.getMessage());
       }
     }
     Set<PhysRule.Key> dirty = new HashSet<>();
