@@ -151,6 +151,10 @@ class Agent:
         # file; an agent restart loses track of them and `uno down` sweeps their namespaces.
         self.standbys: dict[str, Instance] = {}
         self.store_state = "unknown"  # the state tier as the last health check saw it (events on a change)
+        # (NF, target) -> when OneSwitch refused that move (502: prepare or remap, e.g. a controller rule it
+        # cannot carry from there): the re-placement does not retry it within the dampening window, so a
+        # placement it cannot reach does not start and stop an instance at every run.
+        self.refused_moves: dict[tuple[str, str], float] = {}
 
     # -- helpers ---------------------------------------------------------------------------------------
     @property
@@ -807,9 +811,18 @@ class Agent:
                 self.counters.solves += 1
             done = []
             if d.go:
+                now, hold = self.clock(), self.cfg.dampener.window
+                self.refused_moves = {k: t for k, t in self.refused_moves.items() if now - t < hold}
                 for mv in d.moves:
                     if len(self.state.nfs[mv["id"]].instances) > 1:  # a scaled-out NF is not moved
                         d.why += f"; {mv['id']} not moved: it runs several instances"
+                        continue
+                    refused_at = self.refused_moves.get((mv["id"], mv["to"]))
+                    if refused_at is not None:
+                        d.why += (
+                            f"; {mv['id']} not moved to {mv['to']}: OneSwitch refused that move "
+                            f"{now - refused_at:.0f}s ago (tried again {hold:g}s after)"
+                        )
                         continue
                     try:
                         self.migrate(self.state.nfs[mv["id"]], mv["to"])
@@ -817,6 +830,8 @@ class Agent:
                         done.append({**mv, "migration": self.last_migration.to_json()})
                     except AgentError as exc:  # counted in migration_failures by migrate()
                         d.why += f"; migrating {mv['id']} failed: {exc}"
+                        if exc.status == 502:
+                            self.refused_moves[(mv["id"], mv["to"])] = now
                 if done:
                     self.cfg.dampener.record(self.clock(), current)
                 d.moves = done if done else d.moves

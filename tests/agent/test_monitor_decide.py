@@ -257,3 +257,35 @@ def test_create_on_an_over_budget_host_still_places_the_new_nf(tmp_path):
     with pytest.raises(Conflict):  # pinned to the overloaded sNIC: refused
         agent.create_nf(NfRequest("fw2", "firewall", {}, 1.0, None, None, "snic0", None))
     assert set(agent.state.nfs) == {"ips1", "fw"}
+
+
+def test_a_move_oneswitch_refuses_is_not_retried_within_the_window(tmp_path):
+    """OneSwitch refusing a move (502 at prepare/remap, e.g. a controller rule it cannot carry from there):
+    the NF stays, and the next runs do not start and stop a target instance again until the dampening window
+    has passed."""
+    agent, rt, mp, clock = make_agent(tmp_path, dampener=Dampener(threshold=0.1, window=30))
+    from nf_agent.agent.model import NfRequest
+
+    agent.create_nf(NfRequest("ips1", "ips", {}, 0.0, None, None, None, "host"))
+    n = agent.state.nfs["ips1"]
+    calls = []
+    real = agent.migrate
+    agent.migrate = lambda nf_, target: calls.append((nf_.id, target)) or real(nf_, target)
+    port = n.instances[0].port_if
+    rt.counters["host"][port] = {"tx_bytes": 0, "rx_bytes": 0}
+    agent.sample()
+    clock.t += 1
+    rt.counters["host"][port] = {"tx_bytes": int(2 * G), "rx_bytes": int(2 * G)}
+    agent.sample()
+    mp.fail_prepare = True  # OneSwitch answers the prepare with an error
+    d = agent.run_placement()
+    assert calls == [("ips1", "snic0")] and "migrating ips1 failed" in d.why
+    assert n.location == "host" and [i.location for i in rt.running.values()] == ["host"]
+    clock.t += 10
+    d = agent.run_placement()
+    assert calls == [("ips1", "snic0")], "retried within the window"
+    assert "not moved to snic0: OneSwitch refused that move 10s ago" in d.why
+    mp.fail_prepare = False  # the cause went away (the rule was changed)
+    clock.t += 25
+    d = agent.run_placement()
+    assert calls == [("ips1", "snic0"), ("ips1", "snic0")] and n.location == "snic0", d.why
