@@ -61,6 +61,7 @@ class OneSwitchConfig:
     # The most VLAN headers a frame may carry when it comes in from a port: 1, or 2 where QinQ frames
     # arrive (every output across PCIe then takes a carrier adding no header, or is refused).
     wire_vlans: int = 1
+    carrier: str = "auto"  # OneSwitch's flow-id carrier across PCIe: auto | vlan | mpls (oneswitch/README.md)
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ _SNIC_TYPES: dict[str, tuple[type, ...]] = {
     "datapath_type": (str,),
 }
 _TOP_KEYS = {"name", "vms", "snics", "redis", "rundir", "oneswitch"}
-_ONESWITCH_KEYS = ("enabled", "controllers", "token", "wire_vlans")
+_ONESWITCH_KEYS = ("enabled", "controllers", "token", "wire_vlans", "carrier")
 _CONTROLLER_RE = re.compile(r"^tcp:([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")
 _TCP_TARGET_RE = re.compile(
     r"^tcp:[A-Za-z0-9.-]+:([1-9]\d{0,4})$"
@@ -185,7 +186,12 @@ def _parse_oneswitch(raw: Any) -> OneSwitchConfig:
             "oneswitch.wire_vlans",
             f"must be 1 or 2 (the most VLAN headers a frame may carry when it comes in), got {wire_vlans!r}",
         )
-    return OneSwitchConfig(enabled=enabled, controllers=tuple(ctls), token=token, wire_vlans=wire_vlans)
+    carrier = raw.get("carrier", "auto")
+    if carrier not in ("auto", "vlan", "mpls"):
+        raise _fail("oneswitch.carrier", f"must be auto, vlan or mpls, got {carrier!r}")
+    return OneSwitchConfig(
+        enabled=enabled, controllers=tuple(ctls), token=token, wire_vlans=wire_vlans, carrier=carrier
+    )
 
 
 def _parse_snic(where: str, index: int, raw: Any) -> SnicConfig:

@@ -109,6 +109,7 @@ def build_config(cfg: HostConfig, switches: dict[str, str], listen: int, rest: i
         ],
         "ports": sorted(ports, key=lambda p: p["vport"]),
         "wire_vlans": cfg.oneswitch.wire_vlans,
+        "carrier": cfg.oneswitch.carrier,
     }
 
 
@@ -247,6 +248,7 @@ class OneSwitch:
             "running": self.running(),
             "log": str(self.logfile),
             "wire_vlans": c.get("wire_vlans", 1),
+            "carrier": c.get("carrier", "auto"),
             "ports": c.get("ports", []),
         }
         if out["running"]:

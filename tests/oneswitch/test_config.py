@@ -37,6 +37,8 @@ def test_defaults_enable_oneswitch_without_controllers():
         ({"oneswitch": {"wire_vlans": "2"}}, "oneswitch.wire_vlans"),
         ({"oneswitch": {"wire_vlans": True}}, "oneswitch.wire_vlans"),
         ({"oneswitch": {"wire_vlans": 2.0}}, "oneswitch.wire_vlans"),
+        ({"oneswitch": {"carrier": "MPLS"}}, "oneswitch.carrier"),
+        ({"oneswitch": {"carrier": 1}}, "oneswitch.carrier"),
     ],
 )
 def test_bad_oneswitch_config_names_the_field(raw, field):
@@ -79,6 +81,9 @@ def test_generated_config_maps_vms_and_ethernet_ports_and_pcie_pairs(tmp_path):
     assert conf["wire_vlans"] == 1  # the default; 2 where QinQ frames arrive
     qinq = parse_config({"oneswitch": {"wire_vlans": 2}})
     assert build_config(qinq, {"host": "tcp:127.0.0.1:1"}, 1, 2, tmp_path)["wire_vlans"] == 2
+    assert conf["carrier"] == "auto"
+    mpls = parse_config({"oneswitch": {"carrier": "mpls"}})
+    assert build_config(mpls, {"host": "tcp:127.0.0.1:1"}, 1, 2, tmp_path)["carrier"] == "mpls"
     assert [s["id"] for s in conf["switches"]] == ["host", "snic0", "snic1"]
     assert conf["pcie"] == [
         {"snic": "snic0", "host_port": 1, "snic_port": 100},
