@@ -151,9 +151,10 @@ class Agent:
         # file; an agent restart loses track of them and `uno down` sweeps their namespaces.
         self.standbys: dict[str, Instance] = {}
         self.store_state = "unknown"  # the state tier as the last health check saw it (events on a change)
-        # (NF, target) -> when OneSwitch refused that move (502: prepare or remap, e.g. a controller rule it
-        # cannot carry from there): the re-placement does not retry it within the dampening window, so a
-        # placement it cannot reach does not start and stop an instance at every run.
+        # (NF, target) -> when OneSwitch did not take that move (502: it refused the prepare or remap, e.g. a
+        # controller rule it cannot carry from there, or did not answer): the re-placement does not retry it
+        # within the dampening window, so a placement it cannot reach does not start and stop an instance at
+        # every run.
         self.refused_moves: dict[tuple[str, str], float] = {}
 
     # -- helpers ---------------------------------------------------------------------------------------
@@ -820,7 +821,7 @@ class Agent:
                     refused_at = self.refused_moves.get((mv["id"], mv["to"]))
                     if refused_at is not None:
                         d.why += (
-                            f"; {mv['id']} not moved to {mv['to']}: OneSwitch refused that move "
+                            f"; {mv['id']} not moved to {mv['to']}: OneSwitch did not take that move "
                             f"{now - refused_at:.0f}s ago (tried again {hold:g}s after)"
                         )
                         continue

@@ -284,7 +284,7 @@ def test_a_move_oneswitch_refuses_is_not_retried_within_the_window(tmp_path):
     clock.t += 10
     d = agent.run_placement()
     assert calls == [("ips1", "snic0")], "retried within the window"
-    assert "not moved to snic0: OneSwitch refused that move 10s ago" in d.why
+    assert "not moved to snic0: OneSwitch did not take that move 10s ago" in d.why
     mp.fail_prepare = False  # the cause went away (the rule was changed)
     clock.t += 25
     d = agent.run_placement()
