@@ -192,11 +192,12 @@ def test_decide_leaves_an_overloaded_snic_even_at_a_cost():
     assert d.go and d.moves == [{"id": "ips1", "from": "snic0", "to": "host"}] and "capacity" in d.why
 
 
-def test_replacement_loop_migrates_through_the_one_call_site(tmp_path):
+def ips_on_host_under_load(tmp_path):
+    """An agent with IPS "ips1" placed while light on the host (preferred), then traffic grows: the monitor's
+    counters say 4 Gbit/s. Returns (agent, runtime, mapper, clock, the NF, the list of migrate calls)."""
     agent, rt, mp, clock = make_agent(tmp_path, dampener=Dampener(threshold=0.1, window=30))
     from nf_agent.agent.model import NfRequest
 
-    # placed while light on the host (preferred), then traffic grows: the monitor's counters say 4 Gbit/s
     agent.create_nf(NfRequest("ips1", "ips", {}, 0.0, None, None, None, "host"))
     n = agent.state.nfs["ips1"]
     assert n.location == "host"
@@ -210,6 +211,11 @@ def test_replacement_loop_migrates_through_the_one_call_site(tmp_path):
     rt.counters["host"][port] = {"tx_bytes": int(2 * G), "rx_bytes": int(2 * G)}
     m = agent.sample()
     assert m.nf_load["ips1"] == pytest.approx(4.0)
+    return agent, rt, mp, clock, n, calls
+
+
+def test_replacement_loop_migrates_through_the_one_call_site(tmp_path):
+    agent, rt, mp, clock, n, calls = ips_on_host_under_load(tmp_path)
     d = agent.run_placement()
     assert d.go and calls == [("ips1", "snic0")]
     assert agent.state.nfs["ips1"].location == "snic0" and mp.remaps[-1][1] == "snic0"
@@ -263,20 +269,7 @@ def test_a_move_oneswitch_refuses_is_not_retried_within_the_window(tmp_path):
     """OneSwitch refusing a move (502 at prepare/remap, e.g. a controller rule it cannot carry from there):
     the NF stays, and the next runs do not start and stop a target instance again until the dampening window
     has passed."""
-    agent, rt, mp, clock = make_agent(tmp_path, dampener=Dampener(threshold=0.1, window=30))
-    from nf_agent.agent.model import NfRequest
-
-    agent.create_nf(NfRequest("ips1", "ips", {}, 0.0, None, None, None, "host"))
-    n = agent.state.nfs["ips1"]
-    calls = []
-    real = agent.migrate
-    agent.migrate = lambda nf_, target: calls.append((nf_.id, target)) or real(nf_, target)
-    port = n.instances[0].port_if
-    rt.counters["host"][port] = {"tx_bytes": 0, "rx_bytes": 0}
-    agent.sample()
-    clock.t += 1
-    rt.counters["host"][port] = {"tx_bytes": int(2 * G), "rx_bytes": int(2 * G)}
-    agent.sample()
+    agent, rt, mp, clock, n, calls = ips_on_host_under_load(tmp_path)
     mp.fail_prepare = True  # OneSwitch answers the prepare with an error
     d = agent.run_placement()
     assert calls == [("ips1", "snic0")] and "migrating ips1 failed" in d.why

@@ -19,6 +19,7 @@ from nf_agent.emulated_host.host import EmulatedHost
 from nf_agent.emulated_host.oneswitch import jar_missing_reason
 from tests.datapath.conftest import EMPTY, machine_snapshot, needs_root, unique_name
 
+from . import equiv
 from .pktio import Endpoint
 from .refswitch import RefSwitch
 
@@ -62,12 +63,32 @@ class OsHost:
         }
 
 
+def counter(client: OneSwitchClient, name: str) -> int:
+    """The value of counter `name` in OneSwitch's /metrics (asserted present)."""
+    for line in client.metrics().splitlines():
+        if line.startswith(name + " "):
+            return int(float(line.split()[1]))
+    raise AssertionError(f"{name} missing from /metrics")
+
+
 def physical_errors(client: OneSwitchClient) -> int:
     """OFPT_ERRORs OneSwitch received from the physical switches so far (its /metrics)."""
-    for line in client.metrics().splitlines():
-        if line.startswith("oneswitch_physical_errors_total "):
-            return int(float(line.split()[1]))
-    raise AssertionError("oneswitch_physical_errors_total missing from /metrics")
+    return counter(client, "oneswitch_physical_errors_total")
+
+
+def open_pair(os_host: OsHost, ref: RefSwitch) -> tuple[equiv.Target, equiv.Target]:
+    """OneSwitch (every vport of `os_host`; the spare namespace on snic0 is not mapped: anything reaching it is
+    a difference, "unmapped") and the reference bridge, opened for equiv's packets."""
+    sut = equiv.Target("oneswitch", os_host.listen, os_host.endpoints()).open()
+    sut.endpoints["unmapped"] = [os_host.nf(2).open()]  # type: ignore[index]
+    return sut, equiv.Target("reference", ref.target, ref.endpoints()).open()
+
+
+def close_pair(*targets: equiv.Target) -> None:
+    """Clears the rules and groups of each target and closes it."""
+    for t in targets:
+        equiv.clear(t)
+        t.close()
 
 
 def bring_up(**cfg) -> tuple[EmulatedHost, dict]:

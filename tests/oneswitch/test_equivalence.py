@@ -16,7 +16,7 @@ from host_datapath.switch import parse_dump_flows
 from nf_agent.emulated_host import naming as nm
 
 from . import equiv, rulegen
-from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT, VPORTS, physical_errors
+from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT, VPORTS, close_pair, open_pair, physical_errors
 
 pytestmark = ONESWITCH
 SEEDS = [int(s) for s in os.environ.get("UNO_EQ_SEEDS", "1,2,3,4").split(",")]
@@ -31,14 +31,9 @@ REFUSALS: list[tuple[int, str, str]] = []
 
 @pytest.fixture(scope="module")
 def pair(os_host, ref):
-    sut = equiv.Target("oneswitch", os_host.listen, os_host.endpoints()).open()
-    # The spare namespace on snic0 is not mapped: anything reaching it is a difference ("unmapped").
-    sut.endpoints["unmapped"] = [os_host.nf(2).open()]  # type: ignore[index]
-    reference = equiv.Target("reference", ref.target, ref.endpoints()).open()
+    sut, reference = open_pair(os_host, ref)
     yield os_host, sut, reference
-    for t in (sut, reference):
-        equiv.clear(t)
-        t.close()
+    close_pair(sut, reference)
     if REFUSALS:
         print("\nOneSwitch refused (OFPT_ERROR), skipped on both:")
         for seed, spec, err in REFUSALS:

@@ -13,7 +13,7 @@ import pytest
 from nf_agent.emulated_host import naming as nm
 
 from . import equiv, rulegen
-from .conftest import NF_HOST, NF_SNIC, ONESWITCH, SPARE_SNIC_OFPORT, physical_errors
+from .conftest import NF_HOST, NF_SNIC, ONESWITCH, SPARE_SNIC_OFPORT, close_pair, open_pair, physical_errors
 
 pytestmark = ONESWITCH
 
@@ -48,18 +48,14 @@ def qinq(pid: int, outer: int, inner: int | None, src: str = rulegen.MACS[0]) ->
 
 @pytest.fixture(scope="module")
 def pair(os_host, ref):
-    sut = equiv.Target("oneswitch", os_host.listen, os_host.endpoints()).open()
-    sut.endpoints["unmapped"] = [os_host.nf(2).open()]  # type: ignore[index]
-    reference = equiv.Target("reference", ref.target, ref.endpoints()).open()
+    sut, reference = open_pair(os_host, ref)
     try:
         rules = rulegen.RuleSet(0, (), tuple(RULES))
         loaded = equiv.load(rules, sut, reference)
         assert not loaded.refused, loaded.refused
         yield os_host, sut, reference
     finally:
-        for t in (sut, reference):
-            equiv.clear(t)
-            t.close()
+        close_pair(sut, reference)
 
 
 def physical_actions(os_host) -> list[str]:
@@ -101,31 +97,39 @@ def stream(first: int, n: int, src: str) -> list[bytes]:
     return [qinq(first + i, 30, 40, src) for i in range(n)]
 
 
-def test_remap_under_qinq_stream_is_lossless_and_identical(pair):
-    """vport 200 moves host:200 -> snic0:201 -> host while QinQ frames stream in at vports 100 and 1."""
-    os_host, sut, ref = pair
+def remaps_lossless_and_identical(client, sut, ref, pkts: list) -> dict:
+    """Sends `pkts` through the reference, then through OneSwitch while vport 200 moves host:200 -> snic0:201
+    (the spare namespace) -> host; asserts every frame left once, as from the reference, and some at each
+    place. Returns OneSwitch's outputs (the spare's folded onto vport 200)."""
     old, spare = sut.endpoints[NF_HOST][0], sut.endpoints.pop("unmapped")[0]  # type: ignore[call-overload]
     sut.endpoints["200@snic0"] = [spare]  # type: ignore[index]
-    n = 300
-    pkts = [(1000 + i, 100, f) for i, f in enumerate(stream(1000, n, rulegen.MACS[0]))]
-    pkts += [(2000 + i, 1, f) for i, f in enumerate(stream(2000, n, rulegen.MACS[2]))]
-    pkts.sort(key=lambda p: p[0] % 1000)
     try:
         got_ref = equiv.run_packets(ref, pkts, gap=0.002)
         got_sut, at_old, at_spare, _ = equiv.run_across_remaps(
-            os_host.client, sut, pkts, NF_HOST, ("host", nm.NF_PORT_BASE), ("snic0", SPARE_SNIC_OFPORT), 0.3
+            client, sut, pkts, NF_HOST, ("host", nm.NF_PORT_BASE), ("snic0", SPARE_SNIC_OFPORT), 0.3
         )
         lost = [pid for pid, _, _ in pkts if sum(got_sut[pid].values()) != 1]
         assert not lost, f"{len(lost)} of {len(pkts)} lost or duplicated during the remaps: {lost[:20]}"
         diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
         assert not diffs, "\n".join(diffs[:10])
         assert at_old > 0 and at_spare > 0, (at_old, at_spare)
-        # Labels followed the port both ways: while on snic0, the host side's stream crossed under MPLS.
-        assert any("push_mpls:0x8847" in a for a in physical_actions(os_host))
+        return got_sut
     finally:
         sut.endpoints.pop("200@snic0", None)  # type: ignore[call-overload]
         sut.endpoints["unmapped"] = [spare]  # type: ignore[index]
         sut.endpoints[NF_HOST] = [old]
+
+
+def test_remap_under_qinq_stream_is_lossless_and_identical(pair):
+    """vport 200 moves host:200 -> snic0:201 -> host while QinQ frames stream in at vports 100 and 1."""
+    os_host, sut, ref = pair
+    n = 300
+    pkts = [(1000 + i, 100, f) for i, f in enumerate(stream(1000, n, rulegen.MACS[0]))]
+    pkts += [(2000 + i, 1, f) for i, f in enumerate(stream(2000, n, rulegen.MACS[2]))]
+    pkts.sort(key=lambda p: p[0] % 1000)
+    remaps_lossless_and_identical(os_host.client, sut, ref, pkts)
+    # Labels followed the port both ways: while on snic0, the host side's stream crossed under MPLS.
+    assert any("push_mpls:0x8847" in a for a in physical_actions(os_host))
 
 
 def labelled_output(sw) -> tuple[int, int]:

@@ -20,8 +20,8 @@ from host_datapath.oneswitch_client import OneSwitchError
 from nf_agent.emulated_host import naming as nm
 
 from . import equiv, rulegen
-from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT, VPORTS, physical_errors
-from .test_mpls_carrier import at_vport, same_as_reference
+from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT, VPORTS, close_pair, open_pair, physical_errors
+from .test_mpls_carrier import at_vport, remaps_lossless_and_identical, same_as_reference
 
 pytestmark = ONESWITCH
 UNKNOWN_TYPE = 0x88B5  # an ethertype no rule matches: only the VLAN id rewrite can carry it tagged
@@ -66,18 +66,6 @@ def restart(os_host, wire_vlans: int, clear: bool = True) -> None:
         comp.cfg, oneswitch=dataclasses.replace(comp.cfg.oneswitch, wire_vlans=wire_vlans)
     )
     dataclasses.replace(comp, cfg=cfg).up()
-
-
-def open_pair(os_host, ref) -> tuple[equiv.Target, equiv.Target]:
-    sut = equiv.Target("oneswitch", os_host.listen, os_host.endpoints()).open()
-    sut.endpoints["unmapped"] = [os_host.nf(2).open()]  # type: ignore[index]
-    return sut, equiv.Target("reference", ref.target, ref.endpoints()).open()
-
-
-def close_pair(*targets: equiv.Target) -> None:
-    for t in targets:
-        equiv.clear(t)
-        t.close()
 
 
 def qinq_frames() -> list[tuple[int, int, bytes]]:
@@ -211,8 +199,6 @@ def test_remap_under_qinq_streams_is_lossless_and_identical(qinq_host, ref):
     """vport 200 moves host -> snic0 -> host while QinQ frames of an unknown ethertype stream into it from the
     wire (vport 1, snic0) and from VM 0 (host): carried by the VLAN id rewrite whichever side it is on."""
     sut, reference = open_pair(qinq_host, ref)
-    old, spare = sut.endpoints[NF_HOST][0], sut.endpoints.pop("unmapped")[0]  # type: ignore[call-overload]
-    sut.endpoints["200@snic0"] = [spare]  # type: ignore[index]
     specs = [f"table=0,priority=30,in_port={v},dl_vlan=30,actions=output:{NF_HOST}" for v in (1, 100)]
     try:
         loaded = equiv.load(rulegen.RuleSet(0, (), tuple(specs)), sut, reference)
@@ -221,19 +207,8 @@ def test_remap_under_qinq_streams_is_lossless_and_identical(qinq_host, ref):
         pkts = [(1000 + i, 1, frame(1000 + i, (30, 40), UNKNOWN_TYPE)) for i in range(n)]
         pkts += [(2000 + i, 100, frame(2000 + i, (30, 41), UNKNOWN_TYPE, rulegen.MACS[2])) for i in range(n)]
         pkts.sort(key=lambda p: p[0] % 1000)
-        got_ref = equiv.run_packets(reference, pkts, gap=0.002)
-        got_sut, at_old, at_spare, _ = equiv.run_across_remaps(
-            qinq_host.client, sut, pkts, NF_HOST, ("host", nm.NF_PORT_BASE), ("snic0", SPARE_SNIC_OFPORT), 0.3
-        )
-        lost = [pid for pid, _, _ in pkts if sum(got_sut[pid].values()) != 1]
-        assert not lost, f"{len(lost)} of {len(pkts)} lost or duplicated during the remaps: {lost[:20]}"
-        diffs = equiv.differences(pkts, got_sut, got_ref, ("oneswitch", "reference"))
-        assert not diffs, "\n".join(diffs[:10])
-        assert at_old > 0 and at_spare > 0, (at_old, at_spare)
+        got = remaps_lossless_and_identical(qinq_host.client, sut, reference, pkts)
         sent = {pid: f for pid, _, f in pkts}
-        assert all(set(got_sut[pid]) == {(NF_HOST, sent[pid])} for pid in sent)  # both tags kept
+        assert all(set(got[pid]) == {(NF_HOST, sent[pid])} for pid in sent)  # both tags kept
     finally:
-        sut.endpoints.pop("200@snic0", None)  # type: ignore[call-overload]
-        sut.endpoints["unmapped"] = [spare]  # type: ignore[index]
-        sut.endpoints[NF_HOST] = [old]
         close_pair(sut, reference)
