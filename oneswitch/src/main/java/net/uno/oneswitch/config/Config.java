@@ -114,14 +114,7 @@ public record Config(
     if (sd.isEmpty()) {
       throw new ConfigError("state_dir", "must not be empty");
     }
-    int physTables = 254;
-    JsonNode pt = root.get("physical_tables");
-    if (pt != null && !pt.isNull()) {
-      if (!pt.isInt() || pt.asInt() < 3 || pt.asInt() > 255) {
-        throw new ConfigError("physical_tables", "must be an integer 3..255");
-      }
-      physTables = pt.asInt();
-    }
+    int physTables = optInt(root, "physical_tables", 254, 3, 255, "must be an integer 3..255");
     String cm = str(root, "carrier", false);
     Carrier.Mode carrier = Carrier.Mode.AUTO;
     if (cm != null) {
@@ -129,16 +122,15 @@ public record Config(
           Carrier.Mode.parse(cm)
               .orElseThrow(() -> new ConfigError("carrier", "must be vlan, mpls or auto"));
     }
-    int wireVlans = 1;
-    JsonNode wv = root.get("wire_vlans");
-    if (wv != null && !wv.isNull()) {
-      if (!wv.isInt() || wv.asInt() < 1 || wv.asInt() > 2) {
-        throw new ConfigError(
+    int wireVlans =
+        optInt(
+            root,
             "wire_vlans",
-            "must be 1 or 2 (the most VLAN headers a frame may carry when it comes in), got " + wv);
-      }
-      wireVlans = wv.asInt();
-    }
+            1,
+            1,
+            2,
+            "must be 1 or 2 (the most VLAN headers a frame may carry when it comes in), got "
+                + root.get("wire_vlans"));
     List<SwitchCfg> switches = new ArrayList<>();
     JsonNode sw = root.get("switches");
     if (sw == null || !sw.isArray() || sw.isEmpty()) {
@@ -262,6 +254,21 @@ public record Config(
         throw new ConfigError(f + "." + k, "unknown key");
       }
     }
+  }
+
+  /**
+   * Optional integer {@code key} of {@code n} in {@code lo..hi}: {@code dflt} if absent or null.
+   */
+  private static int optInt(JsonNode n, String key, int dflt, int lo, int hi, String error)
+      throws ConfigError {
+    JsonNode v = n.get(key);
+    if (v == null || v.isNull()) {
+      return dflt;
+    }
+    if (!v.isInt() || v.asInt() < lo || v.asInt() > hi) {
+      throw new ConfigError(key, error);
+    }
+    return v.asInt();
   }
 
   private static String str(JsonNode n, String key, boolean required) throws ConfigError {

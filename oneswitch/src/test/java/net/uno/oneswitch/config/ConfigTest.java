@@ -70,7 +70,7 @@ class ConfigTest {
   }
 
   @Test
-  void badFieldsAreNamed() {
+  void badFieldsAreNamed() throws ConfigError {
     bad("dpid", "0000000000000001", "12");
     bad("listen", "ptcp:6654:127.0.0.1", "tcp:1:2");
     bad("controllers[0]", "tcp:127.0.0.1:6653", "tcp:127.0.0.1:x");
@@ -83,6 +83,13 @@ class ConfigTest {
     bad("bogus", "\"token\": null", "\"bogus\": 1");
     bad("carrier", "\"token\": null", "\"carrier\": \"MPLS\"");
     bad("carrier", "\"token\": null", "\"carrier\": 1");
+    for (String t : new String[] {"2", "256", "100.5", "\"254\""}) {
+      bad("physical_tables", "\"token\": null", "\"physical_tables\": " + t);
+    }
+    assertEquals(
+        100,
+        Config.parse(OK.replace("\"token\": null", "\"token\": null, \"physical_tables\": 100"))
+            .physicalTables());
     for (String w : new String[] {"0", "3", "1.5", "\"2\"", "true", "-1"}) {
       bad("wire_vlans", "\"token\": null", "\"wire_vlans\": " + w);
     }
