@@ -13,25 +13,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from host_datapath.sysutil import DatapathError, kill_and_wait, read_pidfile, wait_for
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def tcp_open(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex((host, port)) == 0
+from host_datapath.sysutil import DatapathError, free_port, kill_and_wait, read_pidfile, tcp_open, wait_for
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -180,16 +181,38 @@ def kill_and_wait(pid: int, timeout: float = 5.0) -> None:
             time.sleep(0.02)
 
 
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):
-    """Poll `predicate` until it returns a true value; raise DatapathError naming `what` on timeout."""
+def wait_for(
+    predicate: Callable[[], T],
+    timeout: float,
+    what: str,
+    interval: float = 0.05,
+    error: type[Exception] = DatapathError,
+) -> T:
+    """Poll `predicate` until it returns a true value and return that; on timeout raise `error` (a test passes
+    AssertionError, the CLI CliError) naming `what`."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise DatapathError(f"timed out after {timeout}s waiting for {what}")
+            raise error(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(interval)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the caller binds it later: another process
+    may take it meanwhile, which the caller's start-up check must catch)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tcp_open(port: int, host: str = "127.0.0.1") -> bool:
+    """Something accepts TCP connections on host:port (0.2 s connect timeout)."""
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
 
 
 def set_root_sysctls() -> None:
@@ -216,3 +239,16 @@ def link_counters(ifname: str, netns: str | None = None) -> dict[str, int]:
     except (ValueError, IndexError, KeyError):
         return {}
     return {f"{d}_{k}": int(stats[d][k]) for d in ("rx", "tx") for k in ("bytes", "packets", "dropped")}
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """utime + stime of the processes (seconds); gone processes count 0."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick

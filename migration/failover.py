@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from domain.model import Instance, Nf
 from migration.protocol import MigrationMapper, MigrationRuntime
-from nf_agent.agent.model import Instance, Nf
 
 
 @dataclass

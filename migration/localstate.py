@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from domain.model import Instance, Nf
 from migration.protocol import (
     MigrationConfig,
     MigrationMapper,
@@ -43,7 +44,6 @@ from migration.protocol import (
     StepEvent,
     replayed_detail,
 )
-from nf_agent.agent.model import Instance, Nf
 
 STEPS = ("start", "ready", "prepare", "remap", "verify", "drain", "export", "import", "stop", "release")
 

@@ -44,8 +44,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from nf_agent.agent.model import Instance, Nf
-from nf_agent.agent.portmap import PrepareUnsupported
+from domain.errors import PrepareUnsupported
+from domain.model import Instance, Nf
 
 T = TypeVar("T")
 STEPS = ("start", "ready", "prepare", "remap", "verify", "drain", "resume", "stop", "release")

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from domain.model import HOST, Instance, Nf
 from migration.protocol import (
     MigrationConfig,
     MigrationRuntime,
@@ -44,7 +45,6 @@ from migration.protocol import (
     step_recorder,
     stop_all,
 )
-from nf_agent.agent.model import HOST, Instance, Nf
 
 
 class ScaleMapper(Protocol):

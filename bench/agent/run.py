@@ -3,7 +3,7 @@ predicted vs measured.
 
 On an emulated host with OneSwitch (one VM, the default sNIC: capacity 36 units = 0.5 cores of CPU quota, PCIe
 unshaped), `uno agent serve` runs as a process; the steering rules (VM <-> NFs <-> wire, one-arm NFs told
-apart by source MAC, nf_agent/demo/chain.py) go through OneSwitch with ovs-ofctl. Traffic: iperf3 TCP
+apart by source MAC, demo/chain.py) go through OneSwitch with ovs-ofctl. Traffic: iperf3 TCP
 VM -> outside at a fixed rate (`--mbps`), so the L7 firewall and the IPS really parse and reassemble streams.
 CPU of an NF = its instance's processes (`nf`; an instance started by an agent from before the NFs used unix
 sockets also has two socat relays, counted with their forked per-connection children) from /proc on the host,
@@ -39,17 +39,16 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 
 from bench.common import final_json, median, print_machine, tree_cpu_seconds
-from nf_agent.agent.graph import chain_links, eth_vertex
-from nf_agent.demo.chain import Chain, steering_rules
-from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.config import UNITS_PER_CORE, parse_config
-from nf_agent.emulated_host.host import EmulatedHost, ping
+from demo.chain import Chain, steering_rules
+from emulated_host import naming as nm
+from emulated_host.config import UNITS_PER_CORE, parse_config
+from emulated_host.host import EmulatedHost, ping
+from nf_agent.client import call
+from nf_agent.graph import chain_links, eth_vertex
 from placement.profiles import EMULATED_PROFILES
 from snic_datapath.cgroup import CpuCgroup
 
@@ -71,17 +70,6 @@ CHAINS = {
     "demo": [("l7fw", "l7fw"), ("ips", "ips")],
     "dpi": [("ips1", "ips"), ("l7fw", "l7fw"), ("ips2", "ips")],
 }
-
-
-def call(base: str, method: str, path: str, body=None) -> tuple[int, dict]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(base + path, data=data, method=method)
-    req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def ofctl(listen: str, *args: str) -> None:
@@ -246,7 +234,7 @@ def profile_types(url, rundir, cg, name, listen, types, args, out_file: Path) ->
                 )
             vals = [f"{v:.6f}" for a, g in points for v in (a, g)]
             out = subprocess.run(
-                [sys.executable, "-m", "nf_agent.cli", "placement", "profile", "--file", str(out_file), "--measure",
+                [sys.executable, "-m", "uno_cli.main", "placement", "profile", "--file", str(out_file), "--measure",
                  typ, side, *vals, "--source", source],
                 cwd=REPO, check=True, capture_output=True, text=True,
             )  # fmt: skip
@@ -342,7 +330,7 @@ def main() -> int:
         status = host.up()
         listen = status["oneswitch"]["listen"]
         agent = subprocess.Popen(
-            [sys.executable, "-m", "nf_agent.cli", "agent", "serve", "--config", str(cfg), "--replace-interval", "0",
+            [sys.executable, "-m", "uno_cli.main", "agent", "serve", "--config", str(cfg), "--replace-interval", "0",
              "--sample-interval", "1", "--dampening", "0", "--flap-window", "0", "--profiles", args.profiles],
             cwd=REPO, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip

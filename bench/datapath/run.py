@@ -19,10 +19,10 @@ import uuid
 from pathlib import Path
 
 from bench.common import final_json, median, print_machine
+from emulated_host import naming as nm
+from emulated_host.config import parse_config
+from emulated_host.host import EmulatedHost
 from host_datapath.switch import SwitchDriver
-from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.config import parse_config
-from nf_agent.emulated_host.host import EmulatedHost
 
 CLK = os.sysconf("SC_CLK_TCK")
 

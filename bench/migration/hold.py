@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from bench.common import median
-from migration.testbed import IPS_CONFIG, Testbed
-from nf_agent.emulated_host import naming as nm
+from emulated_host import naming as nm
+from testkit.testbed import IPS_CONFIG, Testbed
 
 PORT = 5399
 

@@ -1,6 +1,6 @@
 """Migration and failover: duration and loss vs number of active flows, failover time, broken connections.
 
-On an emulated host with OneSwitch and Redis (migration.testbed: agent in-process, real NF processes and
+On an emulated host with OneSwitch and Redis (testkit.testbed: agent in-process, real NF processes and
 packets), a stateful firewall (state in Redis) on the host:
 
 - per N active flows (100, 1,000, 10,000, 100,000; --quick: 100, 1,000): N connections opened from the VM,
@@ -22,7 +22,7 @@ packets), a stateful firewall (state in Redis) on the host:
   the 1000/s stream lost around the kill, in ms (the traffic's own view of the gap).
 
 - warm slots (`--part fo` alone, or in the full run): failover (kill -9, new instance) cold and into a warm
-  slot (nf_agent/agent/slots.py), alternating, and the stateless move without and with slots at the first two
+  slot (nf_runtime/slots.py), alternating, and the stateless move without and with slots at the first two
   N: failover_ms_cold/_slot, failover_start_ms_*, outage_ms_*, duration_ms_cold/_slot, start_ms_*; each row
   also has the start's step times (attach, relays, nf spawn, health) and the remap's OneSwitch vs call time.
 
@@ -48,7 +48,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import final_json, median, print_machine  # noqa: E402
-from migration.testbed import EST_PORT, Testbed, report  # noqa: E402
+from testkit.testbed import EST_PORT, Testbed, report  # noqa: E402
 
 RUNDIR = "/run/uno-bench"
 

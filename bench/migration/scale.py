@@ -1,6 +1,6 @@
 """`./uno bench migration` part (d): scale-out/in goodput vs offered rate over time (StatelessNF Figure 9).
 
-The TCP firewall behind one virtual port (migration.scale_traffic): phases of 64 TCP-like connections at a
+The TCP firewall behind one virtual port (testkit.scale_traffic): phases of 64 TCP-like connections at a
 rising then falling offered rate, the NF resized 1 -> 2 -> 4 -> 1 by the agent during them; the same
 schedule with the state in Redis and with `--store local`, one after the other in the same run. Sampled
 every 0.25 s: offered (the VM's tx packets/s) and delivered (the wire's rx packets/s). Plotted to
@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 
 from bench.common import median
-from migration.scale_traffic import Phase, ScaleRun, add_tcp_firewall, run_schedule
-from migration.testbed import Testbed
+from testkit.scale_traffic import Phase, ScaleRun, add_tcp_firewall, run_schedule
+from testkit.testbed import Testbed
 
 FULL = [Phase(500, 4, 1), Phase(1000, 4, 2), Phase(2000, 4, 4), Phase(3000, 4, 4), Phase(1500, 4, 2),
         Phase(800, 4, 1)]  # fmt: skip

@@ -19,8 +19,8 @@ import io
 import sys
 
 from bench.common import final_json, median, print_machine
-from bench.nfs.veth_testbed import NF_CPU, Testbed
 from host_datapath.sysutil import run
+from testkit.veth_testbed import NF_CPU, Testbed
 
 WAYS = ("relay", "unix", "tcp")
 

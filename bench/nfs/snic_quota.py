@@ -3,7 +3,7 @@
 `python -m bench.nfs.snic_quota [--nfs firewall,ips] [--cores 0.2] [--periods 100000,10000,5000]
 [--loads 0.5,0.9,1.2] [--seconds 3] [--rounds 2]` (root; nfs built in release). The real `nf` binary on a veth
 (AF_PACKET, Redis over its unix socket with `spin_us: 0`, as the agent starts sNIC NFs) in a cgroup made by
-snic_datapath/cgroup.py, `traffic gen` and `traffic sink` on the veth's other end (bench/nfs/veth_testbed.py,
+snic_datapath/cgroup.py, `traffic gen` and `traffic sink` on the veth's other end (testkit/veth_testbed.py,
 `direct`: no OVS in the path, so the latency is the NF's). Per NF:
 
 1. calibration: the NF unthrottled (a quota of 2 cores, more than its one busy thread can use) at a modest
@@ -28,9 +28,9 @@ from pathlib import Path
 
 from bench.common import median
 from bench.nfs.veth import NF_CONFIGS, NF_DST, Binaries, VethBench, _last_json
-from bench.nfs.veth_testbed import Testbed, wait_exit
 from host_datapath.sysutil import DatapathError
 from snic_datapath.cgroup import CpuCgroup, quota_us
+from testkit.veth_testbed import Testbed, wait_exit
 
 NONE = 0  # period key of the unthrottled baseline
 UNLIMITED_CORES = 2.0  # more than the NF's one packet thread can use: never throttled

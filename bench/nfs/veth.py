@@ -1,5 +1,5 @@
 """The NF benchmark through veth + OVS: the `nf` binary on a veth behind a real Open vSwitch bridge (userspace
-datapath), fed by `traffic gen` and measured by `traffic sink` (bench/nfs/veth_testbed.py builds the path).
+datapath), fed by `traffic gen` and measured by `traffic sink` (testkit/veth_testbed.py builds the path).
 
 Per NF: local (in-process store, the baseline) vs stateless (Redis, pipelined client) vs cached (stateless
 + owner cache), alternating run by run in one session, medians over the repeats, for each workload:
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import median
-from bench.nfs.veth_testbed import Testbed, proc_cpu_s, wait_exit
+from testkit.veth_testbed import Testbed, proc_cpu_s, wait_exit
 
 NF_TYPES = ("firewall", "nat", "monitor", "lb", "ips", "l7fw")
 MODES = ("local", "stateless", "cached")

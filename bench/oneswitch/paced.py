@@ -24,8 +24,8 @@ from pathlib import Path
 
 from bench.common import final_json, median, print_machine, tree_cpu_seconds
 from bench.oneswitch.rate import Side, rate_flow_mods
-from tests.oneswitch import ofraw
-from tests.oneswitch.refswitch import RefSwitch
+from testkit.oneswitch import ofraw
+from testkit.oneswitch.refswitch import RefSwitch
 
 
 def main_thread_sleeps(pid: int) -> int:

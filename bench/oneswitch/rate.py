@@ -26,8 +26,8 @@ from pathlib import Path
 
 from bench.common import median, thread_cpu_seconds, tree_cpu_seconds
 from host_datapath.sysutil import DatapathError
-from tests.oneswitch import ofraw
-from tests.oneswitch.pktio import in_netns
+from testkit.oneswitch import ofraw
+from testkit.oneswitch.pktio import in_netns
 
 VPORTS = [1, 9, 100, 101, 200, 201, 202]
 # Runs in a row with the JIT compiler nearly idle that make a side warm (Side.warm). One was not enough: C2 works in

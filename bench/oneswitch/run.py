@@ -15,11 +15,11 @@ spare port on snic0 for remaps; and, for (a), a plain OVS bridge (own instance, 
     takes the CPU per rule of every process on the path (`cpu_us_per_rule`).
 (a2) pipelined: a raw OF1.3 client sends the same N FLOW_MODs back to back, then ONE barrier, timed to its
     reply (no error allowed, all N installed): rate_ratio_pipelined = OneSwitch / `ovs` (throughput).
-(b) 3,024 random OF1.3 virtual rules (tests/oneswitch/rulegen.py seed 2024, 3 tables, one ALL group, 7 vports
+(b) 3,024 random OF1.3 virtual rules (testkit/oneswitch/rulegen.py seed 2024, 3 tables, one ALL group, 7 vports
     on 3 switches): phys_virt_ratio = physical flows on all three switches (dump-flows, everything OneSwitch
     installed) / accepted virtual rules; also the ratio without OneSwitch's fixed rules (those present with no
     virtual rule); refusals by OneSwitch's reason. Then every accepted rule is checked for equivalence with a
-    reference OVS by real packets (tests/oneswitch/fullcheck.py): `checked` rules, `exercised` (a frame took
+    reference OVS by real packets (testkit/oneswitch/fullcheck.py): `checked` rules, `exercised` (a frame took
     it on the reference), `unreachable` (in a table no goto chain leads to: dead in both switches),
     `unexercised` (neither: target 0), `differences` (frames whose outputs differ, twice). `--quick` stops after 25 rounds of
     uncovering shadowed rules, so it checks a part of them (says so). Per-rule report: bench/out/oneswitch/
@@ -58,12 +58,12 @@ from bench.oneswitch.rate import (
     ofctl,
     warm_up,
 )
+from emulated_host import naming as nm
+from emulated_host.config import parse_config
+from emulated_host.host import EmulatedHost
 from host_datapath.oneswitch_client import OneSwitchError
-from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.config import parse_config
-from nf_agent.emulated_host.host import EmulatedHost
-from tests.oneswitch import fullcheck, rulegen
-from tests.oneswitch.refswitch import RefSwitch
+from testkit.oneswitch import fullcheck, rulegen
+from testkit.oneswitch.refswitch import RefSwitch
 
 SPARE = fullcheck.SPARE  # physical port on snic0 where vport 200 moves
 REF_TCP_PORT = 6653  # the plain OVS's ptcp listener, inside its own network namespace
@@ -96,7 +96,7 @@ def distribution(rules: rulegen.RuleSet) -> dict:
 
 def bench_ratio(listen: str, physical: dict[str, str], n: int, check: dict, report: Path) -> dict:
     """(b): install the n rules through OneSwitch, count the physical rules, then check every accepted rule
-    against the reference by real packets (tests/oneswitch/fullcheck.py; `check`: its arguments)."""
+    against the reference by real packets (testkit/oneswitch/fullcheck.py; `check`: its arguments)."""
     ofctl("del-flows", listen)
     ofctl("del-groups", listen)
     base = {sw: count_flows(t) for sw, t in physical.items()}

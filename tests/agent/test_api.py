@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from nf_agent.agent import store
-from nf_agent.agent.api import create_app
-from tests.agent.fakes import make_agent
+from nf_agent import store
+from nf_agent.api import create_app
+from testkit.fakes import make_agent
 
 TOKEN = "s3cret-token"
 
@@ -295,12 +295,12 @@ def test_restart_revives_a_failed_nf_with_its_budget_reset(env):
     agent, rt, _, _, c = env
     assert post(c, "/v1/nfs", {"type": "firewall", "id": "fw"}).status_code == 201
     inst = agent.state.nfs["fw"].instances[0]
-    inst.state, agent._restart_times[inst.id] = "failed", [0.0] * 5  # the supervisor gave up on it
+    inst.state, agent.supervisor.restart_times[inst.id] = "failed", [0.0] * 5  # the supervisor gave up on it
     rt.stop_processes(inst)
     assert c.get("/v1/health").status_code == 503
     r = post(c, "/v1/nfs/fw/restart", {})
     assert r.status_code == 200 and r.get_json() == {"id": "fw", "restarted": [inst.id]}
-    assert inst.state == "running" and rt.alive(inst) and inst.id not in agent._restart_times
+    assert inst.state == "running" and rt.alive(inst) and inst.id not in agent.supervisor.restart_times
     assert c.get("/v1/health").status_code == 200
     assert c.post("/v1/nfs/fw/restart").status_code == 200  # no body: the same
     assert post(c, "/v1/nfs/fw/restart", {"now": True}).get_json()["field"] == "now"

@@ -8,15 +8,16 @@ from __future__ import annotations
 import json
 import time
 
+from demo.chain import Chain
+from emulated_host import naming as nm
+from emulated_host.host import ping
 from host_datapath.sysutil import run
-from nf_agent.demo.chain import Chain
-from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.host import ping
-from tests.agent import test_lifecycle as lc
-from tests.agent.test_lifecycle import call, crossings, install_chain, iperf3, wait, wait_pcie
+from nf_agent.client import call
+from testkit.agent_host import AGENT_E2E, agent_host, crossings, install_chain, iperf3, wait_pcie
+from testkit.poll import wait
 from tests.agent.test_scaleout_pcie import ANY_FW, mean
 
-pytestmark = lc.pytestmark
+pytestmark = AGENT_E2E
 
 
 def vm_bytes(host_name: str, slot: int) -> dict[str, int]:
@@ -34,7 +35,7 @@ def vm_rates(host_name: str, slots: dict[str, int]) -> tuple[float, dict[str, di
 
 
 def test_stream_through_no_nf_is_the_links_background(tmp_path):
-    with lc.agent_host(tmp_path, vms=2) as (host, status, _agent, url):
+    with agent_host(tmp_path, vms=2) as (host, status, _agent, url):
         n = host.name
         slots = {}  # VM id -> its slot (emulated VM namespace), from its virtual port
         for vm in ("web", "app"):
@@ -98,7 +99,7 @@ def test_background_keeps_an_nf_off_the_link_it_would_overflow(tmp_path):
     background (frames and ACKs): > 55, so the solver keeps fw on the host and a manual move is refused; once
     web's stream stops (background 0) the solver puts fw on snic0 (cheaper; 36 <= 55): without the background
     it would have overflowed the link."""
-    with lc.agent_host(tmp_path, vms=3, snics=[{"id": "snic0", "pcie_gbps": 0.055}]) as (
+    with agent_host(tmp_path, vms=3, snics=[{"id": "snic0", "pcie_gbps": 0.055}]) as (
         host,
         status,
         _,

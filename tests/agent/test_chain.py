@@ -9,15 +9,15 @@ import json
 
 import pytest
 
-from nf_agent.agent import store
-from nf_agent.agent.api import create_app
-from nf_agent.agent.graph import SnicInfo, build_problem, chain_links
-from nf_agent.agent.model import Nf
-from nf_agent.agent.monitor import Monitor, Sample, Wiring
+from domain.model import Nf
+from nf_agent import store
+from nf_agent.api import create_app
+from nf_agent.graph import SnicInfo, build_problem, chain_links
+from nf_agent.monitor import Monitor, Sample, Wiring
 from placement import parse_problem
 from placement.evaluate import evaluate
 from placement.profiles import load_profiles
-from tests.agent.fakes import make_agent
+from testkit.fakes import make_agent
 
 G = 1e9 / 8  # bytes per Gbit
 SNICS = [SnicInfo("snic0", 36.0, 40.0, 1)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nf_agent.cli import main
+from uno_cli.main import main
 
 
 @pytest.mark.parametrize(
@@ -50,7 +50,7 @@ def test_bad_arguments(tmp_path, capsys, argv, needle):
 
 def test_status_text_shows_the_agent(capsys):
     # `uno status` without --json left the agent out (only the JSON had it)
-    from nf_agent.host_cmd import _print_status
+    from uno_cli.host_cmd import _print_status
 
     status = {
         "name": "h", "up": True, "rundir": "/run/uno/h", "snics": [], "vms": [],

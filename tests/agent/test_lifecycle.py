@@ -5,13 +5,11 @@ traffic flowing; an agent restart adopts the running NF; DELETE and teardown lea
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -19,170 +17,37 @@ from pathlib import Path
 
 import pytest
 
+from demo.chain import Chain
+from emulated_host import agent_endpoint
+from emulated_host import naming as nm
+from emulated_host.host import ping
 from host_datapath.oneswitch_client import OneSwitchClient
-from host_datapath.sysutil import netns_list, pid_alive, run
-from nf_agent.agent import endpoint
-from nf_agent.agent.graph import chain_links
-from nf_agent.agent.runtime import NF_BINARY
-from nf_agent.demo.chain import Chain, steering_rules
-from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.host import ping
-from nf_agent.emulated_host.oneswitch import jar_missing_reason
+from host_datapath.sysutil import netns_list, pid_alive
+from nf_agent.client import call
+from nf_agent.graph import chain_links
 from snic_datapath.cgroup import CpuCgroup
-from tests.datapath.conftest import EMPTY, machine_snapshot, make_host, needs_root
+from testkit.agent_host import (
+    AGENT_E2E,
+    FW_CONFIG,
+    agent_host,
+    agent_state,
+    crossings,
+    install_chain,
+    instance,
+    iperf3,
+    ofctl,
+    wait_pcie,
+)
+from testkit.poll import wait
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = [
-    pytest.mark.root,
-    needs_root,
-    pytest.mark.skipif(bool(jar_missing_reason()), reason=jar_missing_reason() or ""),
-    pytest.mark.skipif(not NF_BINARY.exists(), reason=f"{NF_BINARY} not built (scripts/setup.sh rust)"),
-]
-FW_CONFIG = {"rules": [{"action": "allow", "proto": "icmp", "src": "any", "dst": "any"}], "default": "deny"}
-
-
-def call(base: str, method: str, path: str, body=None, timeout: float = 120) -> tuple[int, dict]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(base + path, data=data, method=method)
-    req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
-def wait(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-class AgentProc:
-    def __init__(self, cfg_file: Path, rundir: Path, log: Path):
-        self.cfg_file, self.rundir, self.log = cfg_file, rundir, log
-        self.proc: subprocess.Popen | None = None
-
-    def start(self, *extra: str) -> str:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "nf_agent.cli", "agent", "serve", "--config", str(self.cfg_file),
-             "--sample-interval", "0.5", "--replace-interval", "0", "--log-file", str(self.log), *extra],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        url = self.proc.stdout.readline().strip()
-        if not url:
-            raise AssertionError(f"agent did not start: {self.proc.stderr.read()}")
-        entry = wait(lambda: endpoint.status_entry(self.rundir), 30, "agent endpoint file")
-        assert entry["rest"] == url and entry["running"]
-        return url
-
-    def wait_exit(self, timeout: float) -> bool:
-        try:
-            self.proc.wait(timeout=timeout)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-@contextlib.contextmanager
-def agent_host(tmp: Path, vms: int = 1, snics: list[dict] | None = None, agent_args: tuple[str, ...] = ()):
-    """An emulated host with OneSwitch and `uno agent serve` running on it: (host, status, agent, url); torn
-    down (and checked: nothing left) on exit, pass or fail. `snics`: the host config's sNICs (default one);
-    `agent_args`: more options of `uno agent serve`."""
-    host = make_host(vms=vms, oneswitch={"enabled": True}, **({"snics": snics} if snics else {}))
-    cfg_file = tmp / "host.yaml"
-    snic_line = f"snics: {json.dumps(snics)}\n" if snics else ""  # JSON is YAML
-    cfg_file.write_text(f"name: {host.name}\nrundir: /run/uno-test\nvms: {vms}\n{snic_line}")
-    agent = AgentProc(cfg_file, host.rundir, tmp / "agent.log")
-    try:
-        status = host.up()
-        url = agent.start(*agent_args)
-        yield host, status, agent, url
-    finally:
-        host.down()  # with the agent still running: `uno down` stops it first
-        exited = agent.proc is None or agent.wait_exit(30)
-        agent.stop()
-        assert exited, "the agent kept running after `uno down`"
-        assert machine_snapshot(host.name) == EMPTY
+pytestmark = AGENT_E2E
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     with agent_host(tmp_path_factory.mktemp("agent")) as e:
         yield e
-
-
-def agent_state(host) -> dict:
-    return json.loads((host.rundir / "agent" / "state.json").read_text())
-
-
-def instance(host, nf_id: str) -> dict:
-    return agent_state(host)["nfs"][nf_id]["instances"][0]
-
-
-def ofctl(status: dict, *args: str) -> str:
-    return run(["ovs-ofctl", "-O", "OpenFlow13", *args])
-
-
-def install_chain(status: dict, chain: Chain) -> None:
-    """Replace OneSwitch's rules by the steering rules of `chain` (nf_agent.demo.chain), as a controller."""
-    listen = status["oneswitch"]["listen"]
-    ofctl(status, "del-flows", listen)
-    for r in steering_rules(chain):
-        macs = (f",dl_src={r.eth_src}" if r.eth_src else "") + (f",dl_dst={r.eth_dst}" if r.eth_dst else "")
-        ofctl(
-            status,
-            "add-flow",
-            listen,
-            f"priority={r.priority},in_port={r.in_port}{macs},actions=output:{r.out_port}",
-        )
-
-
-def iperf3(
-    server_ns: str, client_ns: str, server_ip: str, port: int, *client_args: str
-) -> list[subprocess.Popen]:
-    """A one-shot iperf3 server and its client (started 0.5 s later); the caller kills both."""
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    procs = [subprocess.Popen(["ip", "netns", "exec", server_ns, "iperf3", "-s", "-1", "-B", server_ip, "-p",
-                               str(port)], **quiet)]  # fmt: skip
-    time.sleep(0.5)
-    procs.append(subprocess.Popen(["ip", "netns", "exec", client_ns, "iperf3", "-c", server_ip, "-p", str(port),
-                                   *client_args], **quiet))  # fmt: skip
-    return procs
-
-
-def wait_pcie(url: str, what: str, min_gbps: float = 0.02) -> dict:
-    """GET /v1/placement once the link's measured PCIe down rate shows a stream (> `min_gbps`), then 2 s more:
-    a few samples at the stream's rate (the model and the link's counters share them)."""
-
-    def streaming():
-        v = call(url, "GET", "/v1/placement")[1]
-        down = (v["measured"] or {}).get("pcie_gbps", {}).get("snic0", {}).get("down", 0)
-        return v if down > min_gbps else None
-
-    wait(streaming, 30, what)
-    time.sleep(2)
-    return call(url, "GET", "/v1/placement")[1]
-
-
-def crossings(view: dict, snic: str) -> dict[str, float]:
-    """The model's PCIe crossings of the NFs on `snic`'s link: predicted link load minus the background (the
-    measured traffic it does not explain), so a test of the model is not satisfied by the background."""
-    p, bg = view["predicted"]["pcie_gbps"][snic], view["predicted"]["background_gbps"][snic]
-    return {d: p[d] - bg[d] for d in ("down", "up")}
 
 
 def test_create_traffic_supervise_migrate_restart_delete(env):
@@ -381,7 +246,7 @@ def test_declared_chain_predicts_the_pcie_use_measured(env):
     counters measure; deleting fw-a splices it out of fw-b's chain."""
     host, status, agent, _ = env
     n = host.name
-    url = endpoint.status_entry(host.rundir)["rest"]  # the tests before may have restarted the agent
+    url = agent_endpoint.status_entry(host.rundir)["rest"]  # the tests before may have restarted the agent
     if call(url, "GET", "/v1/vms/web")[0] == 404:
         assert call(url, "POST", "/v1/vms", {"id": "web"})[0] == 201
     any_fw = {"rules": [{"action": "allow", "proto": "any", "src": "any", "dst": "any"}], "default": "deny"}
@@ -425,7 +290,7 @@ def test_an_nf_config_the_nf_refuses_is_400_naming_config_and_leaves_nothing(env
     # the NF validates its own config (exit 2, `nf: config: FIELD: ...`): that is the caller's input, a 400
     # naming `config` with the NF's reason, not a 500 "NF process exited"
     host = env[0]
-    url = endpoint.status_entry(host.rundir)["rest"]  # the tests before may have restarted the agent
+    url = agent_endpoint.status_entry(host.rundir)["rest"]  # the tests before may have restarted the agent
     slots = host.rundir / "agent" / "slots"
     wait(lambda: len(list(slots.glob("*.json"))) == 2, 30, "the warm slots (host, snic0) built")
 
@@ -465,7 +330,7 @@ def test_a_dead_state_tier_is_reported_and_the_nf_recovers_when_it_is_back(env):
     # before: /v1/health stayed 200 "healthy" while Redis was dead and every stateless NF dropped all
     # traffic (fail closed); only the NFs' own /stats showed it
     host, status, _, _ = env
-    url = endpoint.status_entry(host.rundir)["rest"]  # the tests before may have restarted the agent
+    url = agent_endpoint.status_entry(host.rundir)["rest"]  # the tests before may have restarted the agent
     code, body = call(url, "POST", "/v1/nfs", {"type": "firewall", "id": "fwt", "config": FW_CONFIG})
     assert code == 201, body
     vport, listen = body["vport"], status["oneswitch"]["listen"]

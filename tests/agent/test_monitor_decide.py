@@ -7,14 +7,14 @@ import re
 
 import pytest
 
-from nf_agent.agent.decide import decide
-from nf_agent.agent.graph import SnicInfo, build_problem
-from nf_agent.agent.model import Nf
-from nf_agent.agent.monitor import Monitor, Sample, Wiring
+from domain.model import Nf
+from nf_agent.decide import decide
+from nf_agent.graph import SnicInfo, build_problem
+from nf_agent.monitor import Monitor, Sample, Wiring
 from placement import parse_problem, solve
 from placement.hysteresis import Dampener
 from placement.profiles import load_profiles
-from tests.agent.fakes import make_agent
+from testkit.fakes import make_agent
 
 G = 1e9 / 8  # bytes per Gbit
 
@@ -99,7 +99,7 @@ def test_graph_uses_measured_rates_over_expected_and_fixes_existing():
 
 
 def test_graph_carries_base_costs_and_instance_count():
-    from nf_agent.agent.model import Instance
+    from domain.model import Instance
 
     a = nf("a", "ips", "host", 0.05)
     b = nf("b", "l7fw", "host", 0.05)
@@ -115,7 +115,7 @@ def test_graph_carries_base_costs_and_instance_count():
 
 
 def test_run_config_no_spin_under_a_quota_and_pipelined_claims():
-    from nf_agent.agent.runtime import run_config
+    from nf_runtime.runtime import run_config
 
     assert run_config("firewall", {"rules": []}, "snic0") == {"rules": [], "spin_us": 0}
     assert run_config("firewall", {"rules": []}, "host") == {"rules": []}
@@ -134,7 +134,7 @@ def test_run_config_no_spin_under_a_quota_and_pipelined_claims():
 
 
 def test_parse_cpu_latency_off_or_a_bound_in_range():
-    from nf_agent.agent.runtime import MAX_CPU_LATENCY_US, parse_cpu_latency
+    from nf_runtime.runtime import MAX_CPU_LATENCY_US, parse_cpu_latency
 
     assert parse_cpu_latency("off") is None
     assert parse_cpu_latency("0") == 0 and parse_cpu_latency(str(MAX_CPU_LATENCY_US)) == MAX_CPU_LATENCY_US
@@ -196,14 +196,14 @@ def ips_on_host_under_load(tmp_path):
     """An agent with IPS "ips1" placed while light on the host (preferred), then traffic grows: the monitor's
     counters say 4 Gbit/s. Returns (agent, runtime, mapper, clock, the NF, the list of migrate calls)."""
     agent, rt, mp, clock = make_agent(tmp_path, dampener=Dampener(threshold=0.1, window=30))
-    from nf_agent.agent.model import NfRequest
+    from nf_agent.validation import NfRequest
 
     agent.create_nf(NfRequest("ips1", "ips", {}, 0.0, None, None, None, "host"))
     n = agent.state.nfs["ips1"]
     assert n.location == "host"
     calls = []
-    real = agent.migrate
-    agent.migrate = lambda nf_, target: calls.append((nf_.id, target)) or real(nf_, target)
+    real = agent.moves.migrate  # the re-placement loop moves through Moves.migrate
+    agent.moves.migrate = lambda nf_, target: calls.append((nf_.id, target)) or real(nf_, target)
     port = n.instances[0].port_if
     rt.counters["host"][port] = {"tx_bytes": 0, "rx_bytes": 0}
     agent.sample()
@@ -229,8 +229,8 @@ def test_replacement_loop_migrates_through_the_one_call_site(tmp_path):
 
 
 def test_supervisor_restarts_then_gives_up(tmp_path):
-    from nf_agent.agent.model import NfRequest
-    from nf_agent.agent.service import RestartPolicy
+    from nf_agent.service import RestartPolicy
+    from nf_agent.validation import NfRequest
 
     agent, rt, mp, clock = make_agent(tmp_path, restart=RestartPolicy(max_restarts=2, window=60))
     agent.create_nf(NfRequest("f", "firewall", {}, 0.0, None, None, None, None))
@@ -247,7 +247,8 @@ def test_supervisor_restarts_then_gives_up(tmp_path):
 
 def test_create_on_an_over_budget_host_still_places_the_new_nf(tmp_path):
     """Existing NFs already overload the sNIC (measured): a new NF goes where it adds no violation."""
-    from nf_agent.agent.model import Conflict, NfRequest
+    from domain.errors import Conflict
+    from nf_agent.validation import NfRequest
 
     agent, rt, mp, clock = make_agent(tmp_path, capacity=1.0)
     agent.create_nf(NfRequest("ips1", "ips", {}, 0.0, None, None, "snic0", None))

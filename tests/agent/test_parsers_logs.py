@@ -10,8 +10,10 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nf_agent.agent import endpoint, model
-from nf_agent.agent.logs import JsonFormatter
+from domain.errors import ValidationError
+from emulated_host import agent_endpoint
+from nf_agent import validation
+from nf_agent.logs import JsonFormatter
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
@@ -29,31 +31,31 @@ LOCS = ["host", "snic0"]
 @given(st.one_of(JSON, NEAR))
 def test_parsers_only_raise_validation_errors(body):
     for parse in (
-        lambda b: model.parse_nf(b, LOCS),
-        model.parse_nf_update,
-        model.parse_vm,
-        lambda b: model.parse_migrate(b, LOCS),
-        model.parse_scale,
-        model.parse_run,
+        lambda b: validation.parse_nf(b, LOCS),
+        validation.parse_nf_update,
+        validation.parse_vm,
+        lambda b: validation.parse_migrate(b, LOCS),
+        validation.parse_scale,
+        validation.parse_run,
     ):
         try:
             parse(body)
-        except model.ValidationError as exc:
+        except ValidationError as exc:
             assert exc.field and exc.message
 
 
 def test_endpoint_entry(tmp_path):
-    assert endpoint.status_entry(tmp_path) is None
-    endpoint.write(tmp_path, "http://127.0.0.1:1234", os.getpid())
+    assert agent_endpoint.status_entry(tmp_path) is None
+    agent_endpoint.write(tmp_path, "http://127.0.0.1:1234", os.getpid())
     (tmp_path / "agent" / "state.json").write_text(json.dumps({"nfs": {"fw1": {"location": "snic0"}}}))
-    assert endpoint.status_entry(tmp_path) == {
+    assert agent_endpoint.status_entry(tmp_path) == {
         "rest": "http://127.0.0.1:1234",
         "pid": os.getpid(),
         "running": True,
         "nfs": {"fw1": "snic0"},
     }
-    endpoint.remove(tmp_path)
-    assert endpoint.status_entry(tmp_path) is None
+    agent_endpoint.remove(tmp_path)
+    assert agent_endpoint.status_entry(tmp_path) is None
 
 
 def test_json_log_lines():

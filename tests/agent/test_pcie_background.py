@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from nf_agent.agent.api import create_app
-from nf_agent.agent.background import pcie_background
-from nf_agent.agent.graph import SnicInfo, build_problem
-from nf_agent.agent.model import NfRequest
-from nf_agent.agent.monitor import Measurement
+from nf_agent.api import create_app
+from nf_agent.background import pcie_background
+from nf_agent.graph import SnicInfo, build_problem
+from nf_agent.monitor import Measurement
+from nf_agent.validation import NfRequest
 from placement import parse_problem
-from tests.agent.fakes import make_agent
+from testkit.fakes import make_agent
 
 
 def test_background_is_the_measured_excess_per_direction():

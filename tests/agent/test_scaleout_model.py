@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import pytest
 
-from nf_agent.agent.api import create_app
-from nf_agent.agent.decide import decide
-from nf_agent.agent.graph import SnicInfo, build_problem, nf_split, vertex_nf
-from nf_agent.agent.model import Instance, Nf, NfRequest, ValidationError, parse_nf, parse_vm
-from nf_agent.agent.monitor import Monitor, Sample, Wiring
+from domain.errors import ValidationError
+from domain.model import Instance, Nf
+from nf_agent.api import create_app
+from nf_agent.decide import decide
+from nf_agent.graph import SnicInfo, build_problem, nf_split, vertex_nf
+from nf_agent.monitor import Monitor, Sample, Wiring
+from nf_agent.validation import NfRequest, parse_nf, parse_vm
 from placement import parse_problem, solve
 from placement.evaluate import evaluate
 from placement.hysteresis import Dampener
-from tests.agent.fakes import make_agent
+from testkit.fakes import make_agent
 
 G = 1e9 / 8  # bytes per Gbit
 SNICS = [SnicInfo("snic0", 36.0, 40.0, 1)]
@@ -239,9 +241,9 @@ def test_scale_out_locations_from_the_split_model(tmp_path, scaled):
     whole-NF model gave (it took fw's whole cost off its first location, the host, and added 0.15 on snic0)."""
     agent, c = scaled
     agent.cfg.snics = [SnicInfo("snic0", 0.3, 40.0, 1)]
-    assert agent._scale_locations(agent.state.nfs["fw"], 4) == ["snic0", "host"]
+    assert agent.moves.scale_locations(agent.state.nfs["fw"], 4) == ["snic0", "host"]
     agent.cfg.snics = [SnicInfo("snic0", 0.2, 40.0, 1)]  # room for the staying one only
-    assert agent._scale_locations(agent.state.nfs["fw"], 4) == ["host", "host"]
+    assert agent.moves.scale_locations(agent.state.nfs["fw"], 4) == ["host", "host"]
 
 
 def test_new_nf_is_placed_against_the_split_load(tmp_path):

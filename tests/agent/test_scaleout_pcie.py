@@ -10,20 +10,21 @@ import time
 
 import pytest
 
-from nf_agent.agent.graph import chain_links
-from nf_agent.demo.chain import Chain
-from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.host import ping
-from tests.agent import test_lifecycle as lc
-from tests.agent.test_lifecycle import call, crossings, install_chain, iperf3, wait, wait_pcie
+from demo.chain import Chain
+from emulated_host import naming as nm
+from emulated_host.host import ping
+from nf_agent.client import call
+from nf_agent.graph import chain_links
+from testkit.agent_host import AGENT_E2E, agent_host, crossings, install_chain, iperf3, wait_pcie
+from testkit.poll import wait
 
-pytestmark = lc.pytestmark
+pytestmark = AGENT_E2E
 ANY_FW = {"rules": [{"action": "allow", "proto": "any", "src": "any", "dst": "any"}], "default": "deny"}
 
 
 @pytest.fixture(scope="module")
 def env2(tmp_path_factory):
-    with lc.agent_host(tmp_path_factory.mktemp("scaleout"), vms=2) as e:
+    with agent_host(tmp_path_factory.mktemp("scaleout"), vms=2) as e:
         yield e
 
 

@@ -14,8 +14,8 @@ schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis import checks  # noqa: E402
 
-from nf_agent.agent.api import create_app  # noqa: E402
-from tests.agent.fakes import make_agent  # noqa: E402
+from nf_agent.api import create_app  # noqa: E402
+from testkit.fakes import make_agent  # noqa: E402
 
 TOKEN = "contract-token"
 _tmp = tempfile.TemporaryDirectory(prefix="uno-agent-st-")

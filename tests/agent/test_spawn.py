@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from host_datapath.sysutil import netns_add, netns_del, wait_for
-from nf_agent.agent.runtime import spawn_command
+from nf_runtime.runtime import spawn_command
 from snic_datapath.cgroup import CpuCgroup
-from tests.datapath.conftest import needs_root
+from testkit.hosts import needs_root
 
 pytestmark = [pytest.mark.root, needs_root]
 

@@ -3,8 +3,8 @@ one, bad bodies name the field, a failover takes the standby over, DELETE stops 
 
 from __future__ import annotations
 
-from nf_agent.agent.api import create_app
-from tests.agent.fakes import make_agent
+from nf_agent.api import create_app
+from testkit.fakes import make_agent
 from tests.agent.test_api import post
 
 

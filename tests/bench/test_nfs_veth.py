@@ -12,9 +12,9 @@ import pytest
 
 from bench.nfs import run as nfs_run
 from bench.nfs import veth
-from bench.nfs.veth_testbed import Testbed
-from nf_agent.agent.runtime import NF_BINARY
-from tests.datapath.conftest import needs_root
+from nf_runtime.runtime import NF_BINARY
+from testkit.hosts import needs_root
+from testkit.veth_testbed import Testbed
 
 TRAFFIC = NF_BINARY.parent / "traffic"
 needs_bins = pytest.mark.skipif(

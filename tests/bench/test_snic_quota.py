@@ -8,10 +8,10 @@ import pytest
 
 from bench.nfs import snic_quota as sq
 from bench.nfs.veth import Binaries
-from bench.nfs.veth_testbed import Testbed
-from nf_agent.agent.runtime import NF_BINARY
+from nf_runtime.runtime import NF_BINARY
 from snic_datapath.cgroup import CpuCgroup
-from tests.datapath.conftest import needs_root
+from testkit.hosts import needs_root
+from testkit.veth_testbed import Testbed
 
 TRAFFIC = NF_BINARY.parent / "traffic"
 needs_bins = pytest.mark.skipif(

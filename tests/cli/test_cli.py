@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_uno(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "nf_agent.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "uno_cli.main", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
 
 
@@ -40,7 +40,7 @@ def test_bench_without_a_name_names_the_benchmarks():
 
 
 def test_a_reader_that_leaves_early_gets_no_traceback():
-    p = subprocess.Popen([sys.executable, "-m", "nf_agent.cli", "bench", "list"], cwd=ROOT,
+    p = subprocess.Popen([sys.executable, "-m", "uno_cli.main", "bench", "list"], cwd=ROOT,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     p.stdout.close()  # as `| head -0`: every write fails with EPIPE
     err = p.stderr.read().decode()

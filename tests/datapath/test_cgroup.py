@@ -18,8 +18,7 @@ from snic_datapath.cgroup import (
     default_period_us,
     quota_us,
 )
-
-from .conftest import needs_root, unique_name
+from testkit.hosts import needs_root, unique_name
 
 
 @pytest.mark.root

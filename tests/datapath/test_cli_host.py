@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import needs_root, unique_name
+from testkit.hosts import needs_root, unique_name
 
 pytestmark = [pytest.mark.root, needs_root]
 REPO = Path(__file__).resolve().parents[2]
@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def uno(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "nf_agent.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "uno_cli.main", *args], cwd=REPO, capture_output=True, text=True, timeout=120
     )
 
 
@@ -52,7 +52,7 @@ def test_up_status_json_second_up_and_down_all(tmp_path):
 
 
 def test_run_once_pings_through_the_path_and_leaves_nothing(tmp_path):
-    from .conftest import EMPTY, machine_snapshot
+    from testkit.hosts import EMPTY, machine_snapshot
 
     name = unique_name()
     cfg = tmp_path / "host.yaml"
@@ -64,7 +64,7 @@ def test_run_once_pings_through_the_path_and_leaves_nothing(tmp_path):
 
 
 def test_run_on_a_running_host_refuses_and_leaves_it_up(tmp_path):
-    from .conftest import EMPTY, machine_snapshot
+    from testkit.hosts import EMPTY, machine_snapshot
 
     name = unique_name()
     cfg = tmp_path / "host.yaml"
@@ -85,12 +85,12 @@ def test_run_until_ctrl_c_then_leaves_nothing(tmp_path):
     """`make run`: up, status, wait; SIGINT (Ctrl-C) tears down."""
     import signal
 
-    from .conftest import EMPTY, machine_snapshot
+    from testkit.hosts import EMPTY, machine_snapshot
 
     name = unique_name()
     cfg = tmp_path / "host.yaml"
     cfg.write_text("rundir: /run/uno-test\nvms: 1\noneswitch: {enabled: false}\n")
-    proc = subprocess.Popen([sys.executable, "-m", "nf_agent.cli", "run", "--config", str(cfg), "--name", name],
+    proc = subprocess.Popen([sys.executable, "-m", "uno_cli.main", "run", "--config", str(cfg), "--name", name],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         lines = []

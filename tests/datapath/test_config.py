@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nf_agent.emulated_host.config import load_config, parse_config
-from nf_agent.errors import CliError
+from domain.errors import CliError
+from emulated_host.config import load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,7 +93,7 @@ def test_cli_bad_config_starts_nothing(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("name: zzbad\nsnics:\n  - capacity: -3\n")
     out = subprocess.run(
-        [sys.executable, "-m", "nf_agent.cli", "up", "--config", str(p)],
+        [sys.executable, "-m", "uno_cli.main", "up", "--config", str(p)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -106,7 +106,7 @@ def test_cli_bad_config_starts_nothing(tmp_path):
 
 
 def test_cpu_quota_follows_capacity_unless_given():
-    from nf_agent.emulated_host.config import quota_cores
+    from emulated_host.config import quota_cores
 
     a, b, c = parse_config({"snics": [{}, {"capacity": 144}, {"capacity": 144, "cpu_quota": 0.25}]}).snics
     assert [quota_cores(s.capacity, s.cpu_quota) for s in (a, b, c)] == [0.5, 2.0, 0.25]
@@ -114,7 +114,7 @@ def test_cpu_quota_follows_capacity_unless_given():
 
 
 def test_cpu_period_given_or_the_default_for_the_quota():
-    from nf_agent.emulated_host.config import period_us
+    from emulated_host.config import period_us
     from snic_datapath.cgroup import PERIOD_US
 
     a, b, c, d = parse_config(
@@ -139,7 +139,7 @@ def test_an_empty_name_option_is_an_error_not_the_default_host():
     # `uno down --name "$EMPTY"` tore down the default host 'uno' (someone else's)
     import argparse
 
-    from nf_agent.host_cmd import _host
+    from uno_cli.host_cmd import _host
 
     with pytest.raises(CliError, match="config: name: '' must be"):
         _host(argparse.Namespace(config=None, name=""))

@@ -9,6 +9,8 @@ import subprocess
 
 import pytest
 
+from emulated_host import naming as nm
+from emulated_host.host import AlreadyRunning, free_port
 from host_datapath.switch import SwitchDriver
 from host_datapath.sysutil import (
     DatapathError,
@@ -19,14 +21,11 @@ from host_datapath.sysutil import (
     read_pidfile,
     wait_for,
 )
-from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.host import AlreadyRunning, free_port
 from snic_datapath.bluefield import BlueFieldSnic
 from snic_datapath.cgroup import PERIOD_US
 from snic_datapath.emulated import EmulatedSnic
-
-from .conftest import EMPTY, machine_snapshot, needs_root, unique_name
-from .traffic import Capture, iperf3_tcp, ping
+from testkit.hosts import EMPTY, machine_snapshot, needs_root, unique_name
+from testkit.traffic import Capture, iperf3_tcp, ping
 
 pytestmark = [pytest.mark.root, needs_root]
 
@@ -93,7 +92,7 @@ def test_recovers_after_kill9_of_a_vswitchd(host_factory):
 def test_a_killed_redis_makes_the_host_not_up_and_up_restarts_it_alone(host_factory):
     # before: the host stayed "up" with Redis dead (NFs failing closed) and `uno up` said "nothing changed",
     # so the only way back was `uno down` + `uno up`, which removes every NF and flow
-    from nf_agent.host_cmd import _what_is_down
+    from uno_cli.host_cmd import _what_is_down
 
     h = host_factory()
     status = h.up()
@@ -135,7 +134,7 @@ def test_a_redis_port_in_use_is_a_clear_error_and_leaves_nothing(host_factory):
 
 @pytest.fixture(scope="module")
 def running_host():
-    from .conftest import make_host
+    from testkit.hosts import make_host
 
     h = make_host(snics=[{"pcie_gbps": 0}])
     try:

@@ -1,6 +1,6 @@
 """Names derived from the instance name: unique per host, within Linux limits, found again by `uno down`."""
 
-from nf_agent.emulated_host import naming as nm
+from emulated_host import naming as nm
 
 
 def test_owned_namespaces_are_exactly_the_prefixed_ones():

@@ -9,8 +9,7 @@ import pytest
 
 from host_datapath import netns_ops
 from host_datapath.sysutil import DatapathError, in_netns, link_exists, netns_add, netns_del
-
-from .conftest import needs_root, unique_name
+from testkit.hosts import needs_root, unique_name
 
 pytestmark = [pytest.mark.root, needs_root]
 

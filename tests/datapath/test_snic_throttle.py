@@ -2,7 +2,7 @@
 ring holds what arrives during a throttle (128 blocks, each retired after at most 1 ms: at least 128 ms of
 arrivals at rates where a block does not fill within 1 ms, far longer than a throttle of the default period).
 
-Real parts: the `nf` binary on a veth, `traffic gen`/`traffic sink` on the peer (bench/nfs/veth_testbed.py,
+Real parts: the `nf` binary on a veth, `traffic gen`/`traffic sink` on the peer (testkit/veth_testbed.py,
 `direct`), a real cgroup made by snic_datapath/cgroup.py. The group's quota is used up by a busy neighbour (a
 process spinning in the same group, as another NF on the sNIC would), so the group is throttled in every
 period whatever the NF's own cost per frame. Asserted: the group was throttled while the generator sent, every
@@ -18,11 +18,10 @@ import subprocess
 import pytest
 
 from bench.nfs.veth import _last_json
-from bench.nfs.veth_testbed import Testbed, wait_exit
-from nf_agent.agent.runtime import NF_BINARY
+from nf_runtime.runtime import NF_BINARY
 from snic_datapath.cgroup import PERIOD_US, CpuCgroup
-
-from .conftest import needs_root
+from testkit.hosts import needs_root
+from testkit.veth_testbed import Testbed, wait_exit
 
 TRAFFIC = NF_BINARY.parent / "traffic"
 needs_bins = pytest.mark.skipif(

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from nf_agent.demo import esp, lb
-from nf_agent.demo.chain import (
+from demo import esp, lb
+from demo.chain import (
     Chain,
     ChainError,
     Demo,
@@ -19,7 +19,7 @@ from nf_agent.demo.chain import (
     parse_demo,
     steering_rules,
 )
-from nf_agent.demo.view import format_move, format_view
+from demo.view import format_move, format_view
 
 VM, OUT = "02:00:00:00:00:01", "02:00:00:00:00:02"
 GOOD = {"vm_port": 65, "vm_mac": VM, "out_port": 1, "out_mac": OUT, "nf_ports": [100, 101]}

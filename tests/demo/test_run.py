@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from nf_agent.agent.runtime import NF_BINARY
-from nf_agent.emulated_host.oneswitch import jar_missing_reason
-from tests.datapath.conftest import EMPTY, live_procs, machine_snapshot, needs_root, unique_name
+from emulated_host.oneswitch import jar_missing_reason
+from nf_runtime.runtime import NF_BINARY
+from testkit.hosts import EMPTY, live_procs, machine_snapshot, needs_root, unique_name
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [
@@ -45,7 +45,7 @@ NOTHING = {**EMPTY, "demo_procs": [], "demo_tmp": []}
 def start(tmp_path: Path, name: str, *extra: str, wire_vlans: int = 1) -> subprocess.Popen:
     cfg = tmp_path / "host.yaml"
     cfg.write_text(f"rundir: /run/uno-test\nvms: 2\noneswitch:\n  wire_vlans: {wire_vlans}\n")
-    return subprocess.Popen([sys.executable, "-m", "nf_agent.cli", "run", "--config", str(cfg), "--name", name,
+    return subprocess.Popen([sys.executable, "-m", "uno_cli.main", "run", "--config", str(cfg), "--name", name,
                              *extra], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
@@ -150,7 +150,7 @@ def test_run_on_a_running_host_refuses_and_leaves_it_up(tmp_path):
     name = unique_name()
     cfg = tmp_path / "host.yaml"
     cfg.write_text("rundir: /run/uno-test\nvms: 2\n")
-    cli = [sys.executable, "-m", "nf_agent.cli"]
+    cli = [sys.executable, "-m", "uno_cli.main"]
     common = ["--config", str(cfg), "--name", name]
     try:
         assert (
@@ -171,7 +171,7 @@ def test_demo_needs_two_vms_and_starts_nothing(tmp_path):
     name = unique_name()
     cfg = tmp_path / "host.yaml"
     cfg.write_text("rundir: /run/uno-test\nvms: 1\n")
-    out = subprocess.run([sys.executable, "-m", "nf_agent.cli", "run", "--once", "--config", str(cfg), "--name", name],
+    out = subprocess.run([sys.executable, "-m", "uno_cli.main", "run", "--once", "--config", str(cfg), "--name", name],
                          cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert out.returncode == 2 and "needs vms >= 2" in out.stderr and "the LB" in out.stderr, (
         out.stdout + out.stderr

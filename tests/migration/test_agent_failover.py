@@ -10,14 +10,16 @@ import urllib.request
 
 import pytest
 
+from emulated_host import naming as nm
+from emulated_host.host import ping
+from emulated_host.oneswitch import jar_missing_reason
 from host_datapath.oneswitch_client import OneSwitchClient
 from host_datapath.sysutil import netns_list
-from nf_agent.agent.runtime import NF_BINARY
-from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.host import ping
-from nf_agent.emulated_host.oneswitch import jar_missing_reason
-from tests.agent.test_lifecycle import FW_CONFIG, AgentProc, agent_state, call, instance, ofctl, wait
-from tests.datapath.conftest import EMPTY, machine_snapshot, make_host, needs_root
+from nf_agent.client import call
+from nf_runtime.runtime import NF_BINARY
+from testkit.agent_host import FW_CONFIG, AgentProc, agent_state, instance, ofctl
+from testkit.hosts import EMPTY, machine_snapshot, make_host, needs_root
+from testkit.poll import wait
 
 pytestmark = [
     pytest.mark.root,

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from nf_agent.agent.model import NfRequest
-from nf_agent.agent.runtime import HostRuntime
-from tests.agent.fakes import make_agent
+from nf_agent.validation import NfRequest
+from nf_runtime.runtime import HostRuntime
+from testkit.fakes import make_agent
 
 
 def _nf(agent, nf_id, config):

@@ -18,33 +18,14 @@ import time
 
 import pytest
 
+from domain.errors import OperationFailed
 from host_datapath.sysutil import netns_list
-from migration.testbed import EST_PORT, Testbed, report
-from nf_agent.agent.service import AgentError
-from tests.datapath.conftest import EMPTY, machine_snapshot
-from tests.migration.live import LIVE_MARKS
+from testkit.hosts import EMPTY, machine_snapshot
+from testkit.live import LIVE_MARKS, burst, kill_under_load, next_run
+from testkit.poll import wait
+from testkit.testbed import EST_PORT, Testbed, report
 
 pytestmark = LIVE_MARKS
-_run = iter(range(100, 10_000))
-
-
-def burst(tb: Testbed, side: str, dst_port: int, pkts: int = 50, expect_none: bool = False) -> dict:
-    """`pkts` packets of one flow from `side` to the other; the sink's report."""
-    run = next(_run)
-    sink = tb.sink("out" if side == "vm" else "vm", run, expect=pkts, idle_ms=2000,
-                   duration_ms=3000 if expect_none else 60_000)  # fmt: skip
-    report(tb.gen(side, run, flows=1, pkts=pkts, rate=500, dst_port=dst_port))
-    return report(sink)
-
-
-def wait(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +46,7 @@ def test_migration_host_snic_host_no_loss_state_kept(redis_bed):
     assert burst(tb, "out", EST_PORT)["received"] == 50  # the wire side's replies pass
     assert burst(tb, "out", EST_PORT + 1, expect_none=True)["received"] == 0  # never opened: denied
 
-    run, flows, pkts = next(_run), 20, 250  # 5000 packets at 1000/s: 5 s
+    run, flows, pkts = next_run(), 20, 250  # 5000 packets at 1000/s: 5 s
     sink = tb.sink("out", run, expect=flows * pkts, idle_ms=3000)
     gen = tb.gen("vm", run, flows=flows, pkts=pkts, rate=1000)
     nf = tb.agent.state.nfs["fw"]
@@ -111,7 +92,7 @@ def test_target_dies_after_remap_old_keeps_serving(redis_bed):
     tb.runtime.start = start
     tb.agent.mapper.remap = remap_then_kill
     try:
-        with pytest.raises(AgentError, match="verify"):
+        with pytest.raises(OperationFailed, match="verify"):
             tb.agent.migrate(nf, "snic0")
     finally:
         tb.agent.mapper.remap, tb.runtime.start = real_remap, real_start
@@ -121,31 +102,6 @@ def test_target_dies_after_remap_old_keeps_serving(redis_bed):
     assert started[-1].netns not in netns_list()  # nothing of the target remains
     assert burst(tb, "vm", EST_PORT)["received"] == 50
     assert burst(tb, "out", EST_PORT)["received"] == 50
-
-
-def kill_under_load(tb: Testbed, standby: bool = False) -> tuple[dict, dict]:
-    """kill -9 the firewall while the wire side sends on the established connection; the failover event and
-    the sink's report of that stream."""
-    if standby:
-        tb.agent.start_standby("fw")
-    tb.start_watchdog()
-    nf = tb.agent.state.nfs["fw"]
-    old = nf.instances[0]
-    run = next(_run)
-    sink = tb.sink("vm", run, expect=2000, idle_ms=3000, duration_ms=30_000)
-    gen = tb.gen("out", run, flows=1, pkts=2000, rate=1000, dst_port=EST_PORT)
-    time.sleep(0.5)
-    os.kill(old.pid, signal.SIGKILL)
-    wait(lambda: any(h["event"] == "nf-failover" and h["failed"] == old.id for h in tb.agent.state.history), 60,
-         "failover")  # fmt: skip
-    report(gen)
-    got = report(sink)
-    ev = next(h for h in reversed(tb.agent.state.history) if h["event"] == "nf-failover")
-    assert ev["failed"] == old.id and ev["reason"] == "dead" and ev["used_standby"] is standby
-    assert tb.runtime.alive(nf.instances[0]) and not tb.runtime.alive(old)
-    assert tb.agent.mapper.mapped()[nf.vport] == (nf.instances[0].switch, nf.instances[0].ofport)
-    tb.watchdog.stop()
-    return ev, got
 
 
 def test_kill9_failover_redis_keeps_connections(redis_bed):
@@ -218,7 +174,7 @@ def test_target_dies_before_remap_old_keeps_serving(redis_bed):
 
     tb.runtime.start = start_then_die
     try:
-        with pytest.raises(AgentError, match="ready"):
+        with pytest.raises(OperationFailed, match="ready"):
             tb.agent.migrate(nf, "snic0")
     finally:
         tb.runtime.start = real_start

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import time
 
-from migration.testbed import EST_PORT, Testbed, report
-from tests.datapath.conftest import EMPTY, machine_snapshot
-from tests.migration.live import LIVE_MARKS
-from tests.migration.test_live import burst
+from testkit.hosts import EMPTY, machine_snapshot
+from testkit.live import LIVE_MARKS, burst
+from testkit.testbed import EST_PORT, Testbed, report
 
 pytestmark = LIVE_MARKS
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from domain.errors import StateError
+from domain.model import Instance, Nf
 from migration.localstate import LocalMoveConfig, migrate_local
 from migration.protocol import MigrationError
-from nf_agent.agent.model import Instance, Nf
-from nf_agent.agent.runtime import StateError
-from tests.agent.fakes import Clock, FakeMapper, FakeRuntime
+from testkit.fakes import Clock, FakeMapper, FakeRuntime
 
 
 class StateRuntime(FakeRuntime):

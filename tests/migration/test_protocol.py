@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from domain.model import Instance, Nf
 from migration.protocol import (
     PREPARE_MS,
     MigrationConfig,
@@ -15,8 +16,7 @@ from migration.protocol import (
     migrate,
     oneswitch_drain_ms,
 )
-from nf_agent.agent.model import Instance, Nf
-from tests.agent.fakes import Clock, FakeMapper, FakeRuntime
+from testkit.fakes import Clock, FakeMapper, FakeRuntime
 
 
 def setup():
@@ -53,7 +53,7 @@ def test_success_steps_in_order_and_old_released():
 
 
 def test_an_older_oneswitch_without_prepare_is_remapped_directly():
-    from nf_agent.agent.portmap import PrepareUnsupported
+    from domain.errors import PrepareUnsupported
 
     rt, mp, nf, old, new = setup()
 
@@ -166,8 +166,8 @@ def test_abort_keeps_old_serving(where):
 
 
 def test_agent_migrate_failure_counts_and_keeps_location(tmp_path):
-    from nf_agent.agent.model import NfRequest
-    from tests.agent.fakes import make_agent
+    from nf_agent.validation import NfRequest
+    from testkit.fakes import make_agent
 
     agent, rt, mp, _ = make_agent(tmp_path)
     nf = agent.create_nf(
@@ -178,11 +178,12 @@ def test_agent_migrate_failure_counts_and_keeps_location(tmp_path):
     loc = nf.location
     other = "snic0" if loc == "host" else "host"
     mp.fail = True
-    from nf_agent.agent.service import AgentError
+    from domain.errors import OperationFailed
+    from nf_agent.api import failure_status
 
-    with pytest.raises(AgentError) as exc:
+    with pytest.raises(OperationFailed) as exc:
         agent.migrate(nf, other)
-    assert exc.value.status == 502 and nf.location == loc and agent.counters.migration_failures == 1
+    assert failure_status(exc.value) == 502 and nf.location == loc and agent.counters.migration_failures == 1
     assert agent.state.history[-1]["event"] == "nf-migrate-failed"
     mp.fail = False
     agent.migrate(nf, other)
@@ -203,8 +204,8 @@ def test_detector_dead_at_once_stuck_after_misses():
 
 def test_agent_failover_replaces_and_remaps(tmp_path):
     from migration.failover import Watchdog
-    from nf_agent.agent.model import NfRequest
-    from tests.agent.fakes import make_agent
+    from nf_agent.validation import NfRequest
+    from testkit.fakes import make_agent
 
     agent, rt, mp, _ = make_agent(tmp_path)
     nf = agent.create_nf(NfRequest(id="f", type="firewall", config={}, expected_gbps=0.1, src=None, dst=None,
@@ -225,8 +226,8 @@ def test_agent_failover_replaces_and_remaps(tmp_path):
 
 
 def test_agent_failover_prefers_a_running_standby(tmp_path):
-    from nf_agent.agent.model import NfRequest
-    from tests.agent.fakes import make_agent
+    from nf_agent.validation import NfRequest
+    from testkit.fakes import make_agent
 
     agent, rt, mp, _ = make_agent(tmp_path)
     nf = agent.create_nf(NfRequest(id="f", type="firewall", config={}, expected_gbps=0.1, src=None, dst=None,

@@ -1,6 +1,6 @@
 """Scale out/in with real packets and processes (root): the TCP firewall behind ONE virtual port resized
 1 -> 2 -> 4 -> 1 by the agent while 64 TCP-like connections (opened from the VM before each resize) send
-sequenced data at a rising then falling rate (migration.scale_traffic).
+sequenced data at a rising then falling rate (testkit.scale_traffic).
 
 - state in Redis: no packet lost by the system at any resize (every established connection keeps passing,
   whichever instance its flow hashes to after the resize), the removed instances leave nothing behind;
@@ -21,12 +21,12 @@ import time
 
 import pytest
 
+from domain.errors import PortMapError, ScaleUnsupported
 from host_datapath.sysutil import netns_list
-from migration.scale_traffic import Phase, add_tcp_firewall, run_schedule
-from migration.testbed import Testbed
-from nf_agent.agent.portmap import PortMapError, ScaleUnsupported
-from tests.datapath.conftest import EMPTY, machine_snapshot
-from tests.migration.live import LIVE_MARKS
+from testkit.hosts import EMPTY, machine_snapshot
+from testkit.live import LIVE_MARKS
+from testkit.scale_traffic import Phase, add_tcp_firewall, run_schedule
+from testkit.testbed import Testbed
 
 pytestmark = LIVE_MARKS
 

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from domain.model import Instance, Nf
 from migration.protocol import MigrationConfig, oneswitch_drain_ms
 from migration.scale import (
     NoRoom,
@@ -20,10 +21,9 @@ from migration.scale import (
     scale_in,
     scale_out,
 )
-from nf_agent.agent import store
-from nf_agent.agent.api import create_app
-from nf_agent.agent.model import Instance, Nf
-from tests.agent.fakes import Clock, FakeMapper, FakeRuntime, make_agent
+from nf_agent import store
+from nf_agent.api import create_app
+from testkit.fakes import Clock, FakeMapper, FakeRuntime, make_agent
 
 
 def inst(seq: int, loc: str = "host", state: str = "running") -> Instance:
@@ -287,7 +287,7 @@ def test_delete_stops_every_instance(env):
 def test_failover_of_one_of_several_replaces_it_in_the_set(tmp_path):
     agent, rt, mp, clock = make_agent(tmp_path, failover=True)
     create_app(agent)
-    from nf_agent.agent.model import NfRequest
+    from nf_agent.validation import NfRequest
 
     agent.create_nf(NfRequest("fw", "firewall", {}, 0.1, None, None, "host", None))
     agent.scale("fw", 3)
@@ -308,7 +308,7 @@ def test_failover_of_one_of_several_replaces_it_in_the_set(tmp_path):
 
 def test_reconcile_sets_missing_instances(tmp_path):
     agent, rt, mp, clock = make_agent(tmp_path)
-    from nf_agent.agent.model import NfRequest
+    from nf_agent.validation import NfRequest
 
     agent.create_nf(NfRequest("fw", "firewall", {}, 0.1, None, None, "host", None))
     agent.scale("fw", 2)

@@ -1,4 +1,4 @@
-"""Warm NF slots with real namespaces, bridge ports and NF processes (root; nf_agent/agent/slots.py,
+"""Warm NF slots with real namespaces, bridge ports and NF processes (root; nf_runtime/slots.py,
 HostRuntime): the pool fills per location (a slot runs no process), a new instance takes a slot (create,
 migration, failover) and runs only `nf` in it (Redis and its stats endpoint on unix sockets), the pool
 refills, a failed start or slot creation leaves nothing, a restarted agent removes the slots of the one
@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from domain.errors import StartError
+from domain.model import Nf
+from emulated_host import agent_endpoint
 from host_datapath.sysutil import kill_and_wait, netns_list, netns_pids, pid_alive
-from migration.testbed import EST_PORT, Testbed
-from nf_agent.agent import endpoint
-from nf_agent.agent.model import Nf
-from nf_agent.agent.runtime import SLOT_PORT_BASE, HostRuntime, StartError
-from nf_agent.agent.slots import SlotPool
-from tests.datapath.conftest import EMPTY, machine_snapshot
-from tests.migration.live import LIVE_MARKS
-from tests.migration.test_live import burst, kill_under_load, wait
+from nf_runtime.runtime import SLOT_PORT_BASE, HostRuntime
+from nf_runtime.slots import SlotPool
+from testkit.hosts import EMPTY, machine_snapshot
+from testkit.live import LIVE_MARKS, burst, kill_under_load
+from testkit.poll import wait
+from testkit.testbed import EST_PORT, Testbed
 
 pytestmark = LIVE_MARKS
 FULL = {"host": 1, "snic0": 1}
@@ -151,7 +152,7 @@ def test_a_restarted_agent_removes_the_previous_slots_then_close_releases_all(be
     rt.pool.stop()  # the agent "dies": no more refills, its free slots and their files stay behind
     old = free_slots(bed)
     assert len(old) == 2 and slot_files(bed) == sorted(f"{s.key}.json" for s in old)
-    adir = endpoint.agent_dir(bed.host.rundir)
+    adir = agent_endpoint.agent_dir(bed.host.rundir)
     redis = bed.host.status()["redis"]
     again = HostRuntime(bed.host, adir, redis["port"], warm_slots=0, redis_socket=redis["unix_socket"])
     try:

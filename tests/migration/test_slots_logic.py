@@ -1,4 +1,4 @@
-"""Warm slot pool logic (nf_agent/agent/slots.py) on fakes: the refill decision, take/refill/close, failures.
+"""Warm slot pool logic (nf_runtime/slots.py) on fakes: the refill decision, take/refill/close, failures.
 The same pool with real namespaces, relays and NFs: tests/migration/test_slots.py."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from nf_agent.agent.slots import Slot, SlotPool, missing
+from nf_runtime.slots import Slot, SlotPool, missing
+from testkit.poll import wait
 
 
 def test_missing_fills_every_location_emptiest_first():
@@ -35,15 +36,6 @@ class Fake:
     def destroy(self, slot: Slot) -> None:
         with self.lock:
             self.live.pop(slot.key, None)
-
-
-def wait(pred, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.005)
-    raise AssertionError("timed out")
 
 
 def test_take_refill_close_leaves_nothing():

@@ -27,10 +27,10 @@ import time
 
 import pytest
 
-from migration.testbed import IPS_CONFIG, Testbed
-from nf_agent.emulated_host import naming as nm
-from tests.datapath.conftest import EMPTY, machine_snapshot
-from tests.migration.live import LIVE_MARKS
+from emulated_host import naming as nm
+from testkit.hosts import EMPTY, machine_snapshot
+from testkit.live import LIVE_MARKS
+from testkit.testbed import IPS_CONFIG, Testbed
 
 pytestmark = LIVE_MARKS
 STREAM_S = 10  # the move comes 1.5 s in; the stall was seen 0.3-4 s after the move

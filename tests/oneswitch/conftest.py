@@ -12,16 +12,15 @@ from dataclasses import dataclass
 
 import pytest
 
+from emulated_host import naming as nm
+from emulated_host.config import parse_config
+from emulated_host.host import EmulatedHost
+from emulated_host.oneswitch import jar_missing_reason
 from host_datapath.oneswitch_client import OneSwitchClient
-from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.config import parse_config
-from nf_agent.emulated_host.host import EmulatedHost
-from nf_agent.emulated_host.oneswitch import jar_missing_reason
-from tests.datapath.conftest import EMPTY, machine_snapshot, needs_root, unique_name
-
-from . import equiv
-from .pktio import Endpoint
-from .refswitch import RefSwitch
+from testkit.hosts import EMPTY, machine_snapshot, needs_root, unique_name
+from testkit.oneswitch import equiv
+from testkit.oneswitch.pktio import Endpoint
+from testkit.oneswitch.refswitch import RefSwitch
 
 VPORTS = [1, 2, 100, 101, 200, 201]
 NF_HOST, NF_SNIC = 200, 201  # vports of the two NF ports

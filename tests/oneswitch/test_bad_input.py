@@ -11,8 +11,8 @@ import struct
 import pytest
 
 from host_datapath.oneswitch_client import OneSwitchError
+from testkit.oneswitch import ofraw
 
-from . import ofraw
 from .conftest import ONESWITCH
 
 pytestmark = ONESWITCH

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import subprocess
 
+from emulated_host import naming as nm
+from emulated_host.config import parse_config
+from emulated_host.host import EmulatedHost, free_port
 from host_datapath.sysutil import netns_del, quiet_switch_port, veth_pair, wait_for
-from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.config import parse_config
-from nf_agent.emulated_host.host import EmulatedHost, free_port
 from snic_datapath.emulated import EmulatedSnic
-from tests.datapath.conftest import EMPTY, machine_snapshot, unique_name
+from testkit.hosts import EMPTY, machine_snapshot, unique_name
 
 from .conftest import ONESWITCH
 

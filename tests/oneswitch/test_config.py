@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.config import parse_config
-from nf_agent.emulated_host.oneswitch import build_config, l2_flows
-from nf_agent.errors import CliError
+from domain.errors import CliError
+from emulated_host import naming as nm
+from emulated_host.config import parse_config
+from emulated_host.oneswitch import build_config, l2_flows
 
 
 def test_defaults_enable_oneswitch_without_controllers():
@@ -143,9 +143,9 @@ def test_generated_config_gives_a_bluefield_snic_to_oneswitch_like_an_emulated_o
 
 
 def test_oneswitch_reaches_an_emulated_bridge_by_its_unix_listener_or_its_relay(tmp_path):
+    from emulated_host.oneswitch import south_target
     from host_datapath.of_endpoint import OpenFlowTcpEndpoint
     from host_datapath.sysutil import DatapathError
-    from nf_agent.emulated_host.oneswitch import south_target
 
     ep = OpenFlowTcpEndpoint(tmp_path, "h1-hbr")
     for mode in (None, "", "unix"):

@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from nf_agent.emulated_host import naming as nm
+from emulated_host import naming as nm
+from testkit.oneswitch.pktio import Endpoint, collect
 
 from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT
-from .pktio import Endpoint, collect
 
 pytestmark = ONESWITCH
 

@@ -12,10 +12,10 @@ import os
 
 import pytest
 
+from emulated_host import naming as nm
 from host_datapath.switch import parse_dump_flows
-from nf_agent.emulated_host import naming as nm
+from testkit.oneswitch import equiv, rulegen
 
-from . import equiv, rulegen
 from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT, VPORTS, close_pair, open_pair, physical_errors
 
 pytestmark = ONESWITCH

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import subprocess
 
+from emulated_host import naming as nm
+from emulated_host.host import ping
 from host_datapath.sysutil import DatapathError, wait_for
-from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.host import ping
-from tests.datapath.conftest import unique_name
+from testkit.hosts import unique_name
+from testkit.oneswitch.faucet import Faucet
 
 from .conftest import ONESWITCH, SPARE_SNIC_OFPORT, attach_nfs, bring_up, counter, physical_errors, teardown
-from .faucet import Faucet
 
 pytestmark = ONESWITCH
 VPORTS = [1, 2, 100, 101, 200, 201]

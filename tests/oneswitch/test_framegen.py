@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from . import framegen, rulegen
-from .flowspec import parse
+from testkit.oneswitch import framegen, rulegen
+from testkit.oneswitch.flowspec import parse
 
 P = parse(
     "cookie=0x7,table=0,priority=50,in_port=1,ip,actions=set_field:02:aa:00:00:00:03->eth_dst,"

@@ -1,5 +1,5 @@
 """Every accepted rule of random rule sets checked against the reference OVS by real packets, on the topology of
-the bench's part (b): host switch + two sNICs, 7 virtual ports (tests/oneswitch/fullcheck.py).
+the bench's part (b): host switch + two sNICs, 7 virtual ports (testkit/oneswitch/fullcheck.py).
 
 CI runs smaller sets than the bench's 3,024 rules (the bench checks those: `./uno bench oneswitch`).
 UNO_FULL_SEEDS="1,2" and UNO_FULL_RULES=N override the seeds and the set size.
@@ -13,11 +13,11 @@ import re
 
 import pytest
 
-from tests.datapath.conftest import machine_snapshot, unique_name
+from testkit.hosts import machine_snapshot, unique_name
+from testkit.oneswitch import fullcheck, rulegen
+from testkit.oneswitch.refswitch import RefSwitch
 
-from . import fullcheck, rulegen
 from .conftest import ONESWITCH, bring_up, physical_errors, teardown
-from .refswitch import RefSwitch
 
 pytestmark = ONESWITCH
 SEEDS = [int(s) for s in os.environ.get("UNO_FULL_SEEDS", "7,8").split(",")]

@@ -1,4 +1,4 @@
-"""The full check (tests/oneswitch/fullcheck.py) with OneSwitch's `wire_vlans: 2`, where frames may come in QinQ:
+"""The full check (testkit/oneswitch/fullcheck.py) with OneSwitch's `wire_vlans: 2`, where frames may come in QinQ:
 the frames sent include ones arriving with 2 VLAN headers (derived where a rule needs one, and among the random
 packets). Every accepted rule must then be exercised or proved unreachable: none is left to the `wire_vlans: 1`
 known limit (test_full_equivalence.py), and no frame differs from the reference OVS.
@@ -12,7 +12,8 @@ import re
 
 import pytest
 
-from . import fullcheck
+from testkit.oneswitch import fullcheck
+
 from .conftest import ONESWITCH, physical_errors
 from .test_full_equivalence import N_RULES, SEEDS, _rules, host_and_reference
 

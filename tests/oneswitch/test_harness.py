@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.datapath.conftest import machine_snapshot, needs_root, unique_name
-
-from . import equiv, rulegen
-from .refswitch import RefSwitch
+from testkit.hosts import machine_snapshot, needs_root, unique_name
+from testkit.oneswitch import equiv, rulegen
+from testkit.oneswitch.refswitch import RefSwitch
 
 pytestmark = [pytest.mark.root, needs_root]
 VPORTS = [1, 2, 100, 101, 200]

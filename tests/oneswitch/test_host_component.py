@@ -12,10 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from emulated_host import naming as nm
 from host_datapath.oneswitch_client import OneSwitchClient
 from host_datapath.sysutil import wait_for
-from nf_agent.emulated_host import naming as nm
-from tests.datapath.conftest import EMPTY, machine_snapshot, unique_name
+from testkit.hosts import EMPTY, machine_snapshot, unique_name
 
 from .conftest import ONESWITCH
 
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def uno(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "nf_agent.cli", *args],
+        [sys.executable, "-m", "uno_cli.main", *args],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from nf_agent.emulated_host import naming as nm
+from emulated_host import naming as nm
 
 from .conftest import NF_HOST, NF_SNIC, ONESWITCH, SPARE_SNIC_OFPORT
 from .test_physical_refusal import ofctl

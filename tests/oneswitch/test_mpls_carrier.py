@@ -10,9 +10,9 @@ import re
 
 import pytest
 
-from nf_agent.emulated_host import naming as nm
+from emulated_host import naming as nm
+from testkit.oneswitch import equiv, rulegen
 
-from . import equiv, rulegen
 from .conftest import NF_HOST, NF_SNIC, ONESWITCH, SPARE_SNIC_OFPORT, close_pair, open_pair, physical_errors
 
 pytestmark = ONESWITCH

@@ -8,10 +8,10 @@ import re
 import pytest
 
 from host_datapath.switch import parse_dump_flows, parse_dump_ports
+from testkit.oneswitch import equiv, rulegen
+from testkit.oneswitch.pktio import collect
 
-from . import equiv, rulegen
 from .conftest import ONESWITCH, VPORTS
-from .pktio import collect
 
 pytestmark = ONESWITCH
 

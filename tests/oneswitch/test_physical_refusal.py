@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 
-from . import ofraw
+from testkit.oneswitch import ofraw
+
 from .conftest import ONESWITCH, physical_errors
 
 pytestmark = ONESWITCH

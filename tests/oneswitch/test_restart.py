@@ -15,11 +15,11 @@ import sys
 import time
 from pathlib import Path
 
+from emulated_host import naming as nm
+from emulated_host.oneswitch import l2_flows
 from host_datapath.oneswitch_client import OneSwitchClient
 from host_datapath.sysutil import wait_for
-from nf_agent.emulated_host import naming as nm
-from nf_agent.emulated_host.oneswitch import l2_flows
-from tests.datapath.conftest import EMPTY, machine_snapshot, unique_name
+from testkit.hosts import EMPTY, machine_snapshot, unique_name
 
 from .conftest import ONESWITCH
 
@@ -34,7 +34,7 @@ _VOLATILE = re.compile(r"\b(cookie|duration|n_packets|n_bytes|idle_age|hard_age)
 
 def uno(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "nf_agent.cli", *args],
+        [sys.executable, "-m", "uno_cli.main", *args],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -18,11 +18,11 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from nf_agent.emulated_host import naming as nm
+from emulated_host import naming as nm
+from testkit.oneswitch import ofraw
+from testkit.oneswitch.pktio import Endpoint, collect
 
-from . import ofraw
 from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT
-from .pktio import Endpoint, collect
 
 pytestmark = ONESWITCH
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from emulated_host import oneswitch
 from host_datapath.sysutil import DatapathError
-from nf_agent.emulated_host import oneswitch
-from tests.datapath.conftest import EMPTY, machine_snapshot, needs_root, unique_name
+from testkit.hosts import EMPTY, machine_snapshot, needs_root, unique_name
 
 from .conftest import bring_up
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from nf_agent.emulated_host import naming as nm
-from tests.datapath.conftest import machine_snapshot, unique_name
+from emulated_host import naming as nm
+from testkit.hosts import machine_snapshot, unique_name
+from testkit.oneswitch import equiv, rulegen
+from testkit.oneswitch.pktio import Endpoint
+from testkit.oneswitch.refswitch import RefSwitch
 
-from . import equiv, rulegen
 from .conftest import ONESWITCH, bring_up, physical_errors, teardown
-from .pktio import Endpoint
-from .refswitch import RefSwitch
 
 pytestmark = ONESWITCH
 VPORTS = [1, 9, 100]  # snic0's Ethernet port, snic1's Ethernet port, VM 0

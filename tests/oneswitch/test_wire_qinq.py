@@ -16,10 +16,10 @@ import dataclasses
 
 import pytest
 
+from emulated_host import naming as nm
 from host_datapath.oneswitch_client import OneSwitchError
-from nf_agent.emulated_host import naming as nm
+from testkit.oneswitch import equiv, rulegen
 
-from . import equiv, rulegen
 from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT, VPORTS, close_pair, open_pair, physical_errors
 from .test_mpls_carrier import at_vport, remaps_lossless_and_identical, same_as_reference
 

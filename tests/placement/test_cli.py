@@ -24,7 +24,7 @@ GOOD = {
 
 
 def uno(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "nf_agent.cli", *args], cwd=ROOT, input=stdin,
+    return subprocess.run([sys.executable, "-m", "uno_cli.main", *args], cwd=ROOT, input=stdin,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
 
 

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def uno(*args):
-    return subprocess.run([sys.executable, "-m", "nf_agent.cli", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "uno_cli.main", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
 
 

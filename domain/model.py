@@ -1,0 +1,75 @@
+"""The domain: VMs, NFs and their instances, and where they run (plain data, no I/O).
+
+A location is "host" or an sNIC id "snicK". An NF is what the orchestrator asked for (type, config, its one
+virtual port, its traffic expectation); its instances are the processes that serve that port, each with a
+physical port on a switch that is never shown northbound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+HOST = "host"
+NF_TYPES = ("firewall", "nat", "monitor", "lb", "ips", "l7fw", "ipsec")
+
+
+@dataclass
+class Vm:
+    """A tenant VM bound to one of the host's VM slots."""
+
+    id: str
+    slot: int
+    vport: int
+
+
+@dataclass
+class Instance:
+    """One running process of an NF: where it runs and its physical port (never shown northbound)."""
+
+    id: str
+    location: str
+    switch: str  # "host" | "snicK" (the physical switch its port is on)
+    ofport: int
+    netns: str
+    inside_if: str
+    port_if: str
+    pid: int | None = None
+    relay_pids: list[int] = field(default_factory=list)
+    restarts: int = 0
+    state: str = "starting"  # starting | running | failed
+
+
+@dataclass
+class Nf:
+    """A network function as the orchestrator asked for it, plus where it runs now."""
+
+    id: str
+    type: str
+    config: dict
+    vport: int
+    expected_gbps: float
+    src: str | None  # placement-graph neighbours of the chain: traffic src -> nf -> dst
+    dst: str | None
+    pin: str | None = None
+    prefer: str | None = None
+    location: str | None = None
+    instances: list[Instance] = field(default_factory=list)
+    created: float = 0.0
+
+    def public(self) -> dict:
+        """The northbound view: no physical ports, switches or PIDs."""
+        return {
+            "id": self.id,
+            "type": self.type,
+            "vport": self.vport,
+            "location": self.location,
+            "pin": self.pin,
+            "hints": {"prefer": self.prefer} if self.prefer else {},
+            "expected": {"gbps": self.expected_gbps, "src": self.src, "dst": self.dst},
+            "config": self.config,
+            "instance_count": len(self.instances),
+            "instances": [
+                {"id": i.id, "location": i.location, "state": i.state, "restarts": i.restarts}
+                for i in self.instances
+            ],
+        }

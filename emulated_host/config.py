@@ -1,0 +1,251 @@
+"""Configuration of the emulated host: YAML, strictly validated (unknown keys and bad values are errors)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from domain.errors import CliError
+from host_datapath.sysutil import DatapathError
+from snic_datapath.cgroup import default_period_us, quota_us
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
+DEFAULT_CONFIG = Path(__file__).with_name("default.yaml")
+
+
+# The emulation's unit mapping: placement capacity units (DESIGN.md section 3) per host CPU core of quota. The
+# default sNIC (capacity 36) gets half a core: a weaker compute domain than the host, on a 2-core machine.
+UNITS_PER_CORE = 72.0
+MIN_QUOTA_CORES = 0.01  # 1 ms (the kernel's minimum quota) per 100 ms; cgroup.default_period_us lengthens it
+
+
+def quota_cores(capacity: float, cpu_quota: float | None) -> float:
+    """CPU cores of quota for an sNIC: `cpu_quota` if given, else its capacity mapped by UNITS_PER_CORE."""
+    return cpu_quota if cpu_quota is not None else max(MIN_QUOTA_CORES, capacity / UNITS_PER_CORE)
+
+
+def period_us(snic: SnicConfig) -> int:
+    """The CFS period of an sNIC's quota: `cpu_period_us` if given, else the default for its quota."""
+    return snic.cpu_period_us or default_period_us(quota_cores(snic.capacity, snic.cpu_quota))
+
+
+@dataclass(frozen=True)
+class SnicConfig:
+    id: str
+    capacity: float = 36.0  # placement units (DESIGN.md section 3), the sNIC's compute budget
+    cpu_quota: float | None = (
+        None  # cores for NFs on this sNIC (cgroup quota); None: capacity / UNITS_PER_CORE
+    )
+    cpu_period_us: int | None = None  # the quota's CFS period; None: cgroup.default_period_us(quota)
+    pcie_gbps: float = 40.0  # per direction; 0 = unshaped
+    eth_ports: int = 1
+    backend: str = "emulated"  # emulated | bluefield
+    ovsdb: str | None = None  # bluefield: the DPU's OVSDB remote, e.g. tcp:192.0.2.10:6640
+    openflow: str | None = None  # bluefield: the DPU bridge's OpenFlow listener, e.g. tcp:192.0.2.10:6634
+    bridge: str | None = None  # bluefield: the DPU's bridge name
+    datapath_type: str = ""  # bluefield: "" = the DPU's default (kernel/offloaded), or "netdev"
+
+
+@dataclass(frozen=True)
+class OneSwitchConfig:
+    """OneSwitch, the host's one virtual OpenFlow switch (oneswitch/); `enabled: false` leaves it out."""
+
+    enabled: bool = True
+    controllers: tuple[str, ...] = ()  # active controller connections, tcp:HOST:PORT
+    token: str | None = None  # REST bearer token; None: no auth (REST listens on loopback only)
+    # The most VLAN headers a frame may carry when it comes in from a port: 1, or 2 where QinQ frames
+    # arrive (every output across PCIe then takes a carrier adding no header, or is refused).
+    wire_vlans: int = 1
+    carrier: str = "auto"  # OneSwitch's flow-id carrier across PCIe: auto | vlan | mpls (oneswitch/README.md)
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    name: str = "uno"
+    vms: int = 2
+    snics: tuple[SnicConfig, ...] = field(default_factory=lambda: (SnicConfig(id="snic0"),))
+    redis_port: int = 0  # 0: pick a free port
+    rundir: Path = Path("/run/uno")
+    oneswitch: OneSwitchConfig = field(default_factory=OneSwitchConfig)
+
+
+_SNIC_TYPES: dict[str, tuple[type, ...]] = {
+    "id": (str,),
+    "capacity": (int, float),
+    "cpu_quota": (int, float),
+    "cpu_period_us": (int,),
+    "pcie_gbps": (int, float),
+    "eth_ports": (int,),
+    "backend": (str,),
+    "ovsdb": (str,),
+    "openflow": (str,),
+    "bridge": (str,),
+    "datapath_type": (str,),
+}
+_TOP_KEYS = {"name", "vms", "snics", "redis", "rundir", "oneswitch"}
+_ONESWITCH_KEYS = ("enabled", "controllers", "token", "wire_vlans", "carrier")
+_CONTROLLER_RE = re.compile(r"^tcp:([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")
+_TCP_TARGET_RE = re.compile(
+    r"^tcp:[A-Za-z0-9.-]+:([1-9]\d{0,4})$"
+)  # what OneSwitch dials (oneswitch/README.md)
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9._~+/=-]{8,256}$")
+
+
+def _fail(where: str, msg: str) -> CliError:
+    return CliError(f"config: {where}: {msg}")
+
+
+def _number(where: str, value: Any, types: tuple[type, ...]) -> Any:
+    if isinstance(value, bool) or not isinstance(value, types):
+        names = " or ".join(t.__name__ for t in types)
+        raise _fail(where, f"expected {names}, got {type(value).__name__} {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):  # YAML .nan / .inf
+        raise _fail(where, f"must be a finite number, got {value}")
+    return value
+
+
+def parse_config(data: Any) -> HostConfig:
+    """Validate a parsed YAML document (None = all defaults) into a HostConfig."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise _fail("top level", "expected a mapping")
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise _fail(unknown[0], f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
+    name = _number("name", data.get("name", "uno"), (str,))
+    if not NAME_RE.match(name):
+        raise _fail("name", f"{name!r} must be 1-6 characters [a-z0-9], starting with a letter")
+    vms = _number("vms", data.get("vms", 2), (int,))
+    if not 0 <= vms <= 32:
+        raise _fail("vms", f"{vms} out of range 0..32")
+    redis = data.get("redis", {}) or {}
+    if not isinstance(redis, dict):
+        raise _fail("redis", "expected a mapping")
+    if set(redis) - {"port"}:
+        raise _fail(f"redis.{sorted(set(redis) - {'port'})[0]}", "unknown key (known: port)")
+    redis_port = _number("redis.port", redis.get("port", 0), (int,))
+    if not 0 <= redis_port <= 65535:
+        raise _fail("redis.port", f"{redis_port} out of range 0..65535")
+    rundir = Path(_number("rundir", data.get("rundir", "/run/uno"), (str,)))
+    if (
+        not rundir.is_absolute()
+    ):  # relative: another directory per working directory, and `uno down` misses it
+        raise _fail("rundir", f"must be an absolute path, got {str(rundir)!r}")
+    snics_raw = data.get("snics", [{"id": "snic0"}])
+    if not isinstance(snics_raw, list) or not snics_raw:
+        raise _fail("snics", "expected a non-empty list")
+    if len(snics_raw) > 8:
+        raise _fail("snics", f"{len(snics_raw)} sNICs; at most 8")
+    snics = []
+    for i, raw in enumerate(snics_raw):
+        snics.append(_parse_snic(f"snics[{i}]", i, raw))
+    oneswitch = _parse_oneswitch(data.get("oneswitch", {}))
+    if oneswitch.enabled:
+        for i, sn in enumerate(snics):
+            if sn.backend == "bluefield" and not _TCP_TARGET_RE.match(sn.openflow or ""):
+                raise _fail(
+                    f"snics[{i}].openflow",
+                    f"{sn.openflow!r}: OneSwitch reaches a BlueField's bridge at tcp:HOST:PORT (its OpenFlow "
+                    "listener); or set `oneswitch: {enabled: false}`",
+                )
+    return HostConfig(
+        name=name, vms=vms, snics=tuple(snics), redis_port=redis_port, rundir=rundir, oneswitch=oneswitch
+    )
+
+
+def _parse_oneswitch(raw: Any) -> OneSwitchConfig:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise _fail("oneswitch", "expected a mapping")
+    for key in raw:
+        if key not in _ONESWITCH_KEYS:
+            raise _fail(f"oneswitch.{key}", f"unknown key (known: {', '.join(_ONESWITCH_KEYS)})")
+    enabled = raw.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise _fail("oneswitch.enabled", f"expected bool, got {type(enabled).__name__} {enabled!r}")
+    ctls = raw.get("controllers", []) or []
+    if not isinstance(ctls, list):
+        raise _fail("oneswitch.controllers", "expected a list of tcp:HOST:PORT")
+    for i, ctl in enumerate(ctls):
+        m = _CONTROLLER_RE.match(ctl) if isinstance(ctl, str) else None
+        if not m or not 1 <= int(m.group(2)) <= 65535:
+            raise _fail(f"oneswitch.controllers[{i}]", f"{ctl!r} is not tcp:HOST:PORT")
+    token = raw.get("token")
+    if token is not None and (not isinstance(token, str) or not _TOKEN_RE.match(token)):
+        raise _fail("oneswitch.token", "must be 8-256 characters [A-Za-z0-9._~+/=-] (a bearer token)")
+    wire_vlans = raw.get("wire_vlans", 1)
+    if type(wire_vlans) is not int or wire_vlans not in (1, 2):
+        raise _fail(
+            "oneswitch.wire_vlans",
+            f"must be 1 or 2 (the most VLAN headers a frame may carry when it comes in), got {wire_vlans!r}",
+        )
+    carrier = raw.get("carrier", "auto")
+    if carrier not in ("auto", "vlan", "mpls"):
+        raise _fail("oneswitch.carrier", f"must be auto, vlan or mpls, got {carrier!r}")
+    return OneSwitchConfig(
+        enabled=enabled, controllers=tuple(ctls), token=token, wire_vlans=wire_vlans, carrier=carrier
+    )
+
+
+def _parse_snic(where: str, index: int, raw: Any) -> SnicConfig:
+    if not isinstance(raw, dict):
+        raise _fail(where, "expected a mapping")
+    for key, value in raw.items():
+        if key not in _SNIC_TYPES:
+            raise _fail(f"{where}.{key}", f"unknown key (known: {', '.join(_SNIC_TYPES)})")
+        _number(f"{where}.{key}", value, _SNIC_TYPES[key])
+    snic = SnicConfig(**{"id": f"snic{index}", **raw})
+    if snic.id != f"snic{index}":
+        raise _fail(f"{where}.id", f"must be 'snic{index}' (sNICs are numbered in order)")
+    for key in ("capacity", "pcie_gbps"):
+        if getattr(snic, key) < 0:
+            raise _fail(f"{where}.{key}", f"must not be negative, got {getattr(snic, key)}")
+    if snic.cpu_quota is not None and not MIN_QUOTA_CORES <= snic.cpu_quota <= 1024:
+        raise _fail(f"{where}.cpu_quota", f"{snic.cpu_quota} cores: must be in {MIN_QUOTA_CORES}..1024")
+    if snic.cpu_period_us is not None:
+        try:
+            quota_us(quota_cores(snic.capacity, snic.cpu_quota), snic.cpu_period_us)
+        except DatapathError as exc:
+            raise _fail(f"{where}.cpu_period_us", str(exc)) from None
+    if not 1 <= snic.eth_ports <= 8:
+        raise _fail(f"{where}.eth_ports", f"{snic.eth_ports} out of range 1..8")
+    if snic.backend not in ("emulated", "bluefield"):
+        raise _fail(f"{where}.backend", f"{snic.backend!r} is not one of: emulated, bluefield")
+    if snic.backend == "bluefield":
+        for key in ("ovsdb", "openflow", "bridge"):
+            if not getattr(snic, key):
+                raise _fail(f"{where}.{key}", "required for the bluefield backend")
+        for key in ("ovsdb", "openflow"):
+            if not re.match(r"^(tcp|ssl|unix):\S+$", getattr(snic, key)):
+                raise _fail(f"{where}.{key}", f"{getattr(snic, key)!r} is not an OVS remote (tcp:HOST:PORT)")
+        if snic.datapath_type not in ("", "system", "netdev"):
+            raise _fail(f"{where}.datapath_type", f"{snic.datapath_type!r} is not one of: system, netdev")
+    elif snic.ovsdb or snic.openflow or snic.bridge or snic.datapath_type:
+        raise _fail(where, "ovsdb/openflow/bridge/datapath_type are only for the bluefield backend")
+    return snic
+
+
+def load_config(path: str | Path | None) -> HostConfig:
+    """Load and validate a YAML config file; None loads the shipped defaults."""
+    p = Path(path) if path else DEFAULT_CONFIG
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise CliError(f"config: file not found: {p}") from None
+    except OSError as exc:
+        raise CliError(f"config: cannot read {p}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise CliError(f"config: {p} is not valid YAML{at}: {problem}") from None
+    return parse_config(data)

@@ -1,0 +1,507 @@
+"""The emulated UNO host: state tier, host switch, sNICs, PCIe links, VMs and the wire, as ordered components.
+
+`EmulatedHost(config).up()` brings them up in order; `down()` tears them down in reverse and then sweeps by
+name whatever a crashed run left (namespaces, processes in them, cgroups, rundir). Adding a component (e.g.
+the agent) means appending one object with up/down/status to `components()`; OneSwitch is the last one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from emulated_host import naming as nm
+from emulated_host.config import HostConfig, period_us, quota_cores
+from emulated_host.naming import MAX_UNIX_PATH
+from emulated_host.oneswitch import OneSwitch, south_target
+from host_datapath.host_switch import HostSwitch
+from host_datapath.sysutil import (
+    DatapathError,
+    free_port,
+    kill_and_wait,
+    link_counters,
+    link_exists,
+    netns_add,
+    netns_del,
+    netns_list,
+    netns_pids,
+    process_argv,
+    quiet_switch_port,
+    read_pidfile,
+    run,
+    shape,
+    tcp_open,
+    veth_pair,
+    wait_for,
+)
+from snic_datapath.bluefield import BlueFieldSnic
+from snic_datapath.cgroup import CpuCgroup
+from snic_datapath.emulated import EmulatedSnic
+
+
+class Component(Protocol):
+    key: str
+
+    def up(self) -> None: ...
+    def down(self) -> None: ...
+    def status(self) -> dict | list: ...
+
+
+@dataclass
+class Redis:
+    """The state tier: one redis-server on loopback TCP and on a unix socket in the rundir (mode 700; NFs in
+    any network namespace reach it there without a relay), no persistence."""
+
+    rundir: Path
+    port: int
+    key: str = "redis"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.rundir / "redis.pid"
+
+    @property
+    def socket(self) -> Path:
+        return self.rundir / "redis.sock"
+
+    def up(self) -> None:
+        if read_pidfile(self.pidfile):
+            return
+        if len(str(self.socket)) > MAX_UNIX_PATH:
+            raise DatapathError(
+                f"redis: unix socket path {self.socket} is longer than {MAX_UNIX_PATH} bytes (use a shorter "
+                "rundir or host name)"
+            )
+        if tcp_open(self.port):  # else redis-server exits at once and we would only time out waiting
+            raise DatapathError(
+                f"redis: port {self.port} on 127.0.0.1 is in use (redis.port: 0 picks a free one)"
+            )
+        run(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
+             "--unixsocket", str(self.socket), "--unixsocketperm", "700",
+             "--daemonize", "yes", "--pidfile", str(self.pidfile), "--dir", str(self.rundir),
+             "--logfile", str(self.rundir / "redis.log")],
+        )  # fmt: skip
+        wait_for(
+            lambda: read_pidfile(self.pidfile) and tcp_open(self.port) and self.socket.exists(),
+            10,
+            f"redis on port {self.port} and {self.socket}",
+        )
+
+    def running(self) -> bool:
+        return read_pidfile(self.pidfile) is not None
+
+    def down(self) -> None:
+        pid = read_pidfile(self.pidfile)
+        if pid:
+            kill_and_wait(pid)
+
+    def status(self) -> dict:
+        """`unix_socket` is null for a Redis started without one (by an older version: NFs then reach it by
+        TCP through the agent's relay)."""
+        return {
+            "url": f"redis://127.0.0.1:{self.port}/0",
+            "port": self.port,
+            "unix_socket": str(self.socket) if self.socket.exists() else None,
+            "pid": read_pidfile(self.pidfile),
+        }
+
+
+@dataclass
+class Vms:
+    """VM namespaces, each with one veth to the host bridge."""
+
+    name: str
+    count: int
+    host: HostSwitch
+    key: str = "vms"
+
+    def up(self) -> None:
+        for i in range(self.count):
+            ns = nm.ns_vm(self.name, i)
+            inside, outside = nm.if_vm(self.name, i)
+            netns_add(ns)
+            if not link_exists(inside, ns):
+                veth_pair(inside, ns, outside, self.host.netns)
+            run(["ip", "link", "set", inside, "address", nm.mac(1, 0, i)], netns=ns)
+            run(["ip", "addr", "replace", f"{nm.ip_vm(i)}/16", "dev", inside], netns=ns)
+            quiet_switch_port(outside, self.host.netns)
+            self.host.driver.add_port(outside, nm.HOST_VM_OFPORT_BASE + i)
+
+    def down(self) -> None:
+        for i in range(self.count):
+            netns_del(nm.ns_vm(self.name, i))
+
+    def status(self) -> list:
+        return [
+            {
+                "name": f"vm{i}",
+                "netns": nm.ns_vm(self.name, i),
+                "ifname": nm.if_vm(self.name, i)[0],
+                "ip": nm.ip_vm(i),
+                "mac": nm.mac(1, 0, i),
+                "host_port": nm.if_vm(self.name, i)[1],
+                "host_ofport": nm.HOST_VM_OFPORT_BASE + i,
+            }
+            for i in range(self.count)
+        ]
+
+
+@dataclass
+class Snic:
+    """sNIC k: its switch (emulated or BlueField), Ethernet ports to the wire, and its PCIe link to the host."""
+
+    name: str
+    index: int
+    cfg: object
+    host: HostSwitch
+    rundir: Path
+    key: str = "snic"
+    switch: EmulatedSnic | BlueFieldSnic = field(init=False)
+
+    def __post_init__(self) -> None:
+        n, k, c = self.name, self.index, self.cfg
+        if c.backend == "bluefield":
+            self.switch = BlueFieldSnic(c.bridge, c.ovsdb, c.openflow, datapath_type=c.datapath_type)
+        else:
+            self.switch = EmulatedSnic(
+                netns=nm.ns_snic(n, k),
+                rundir=self.rundir / f"snic{k}",
+                bridge=nm.bridge_snic(n, k),
+                cgroup_name=nm.cgroup_snic(n, k),
+                cpu_quota=quota_cores(c.capacity, c.cpu_quota),
+                cpu_period_us=period_us(c),
+            )
+
+    @property
+    def emulated(self) -> bool:
+        return isinstance(self.switch, EmulatedSnic)
+
+    def up(self) -> None:
+        n, k, c = self.name, self.index, self.cfg
+        self.switch.up()
+        if not self.emulated:
+            return  # a real DPU's Ethernet ports and PCIe link are hardware
+        drv = self.switch.driver
+        for j in range(c.eth_ports):
+            ons = nm.ns_outside(n, k, j)
+            sw_if, out_if = nm.if_eth(n, k, j)
+            netns_add(ons)
+            if not link_exists(out_if, ons):
+                veth_pair(sw_if, self.switch.netns, out_if, ons)
+            run(["ip", "link", "set", out_if, "address", nm.mac(2, k, j)], netns=ons)
+            run(["ip", "addr", "replace", f"{nm.ip_outside(k, j)}/16", "dev", out_if], netns=ons)
+            quiet_switch_port(sw_if, self.switch.netns)
+            drv.add_port(sw_if, nm.SNIC_ETH_OFPORT_BASE + j)
+        h_if, s_if = nm.if_pcie(n, k)
+        if not link_exists(h_if, self.host.netns):
+            veth_pair(h_if, self.host.netns, s_if, self.switch.netns)
+        quiet_switch_port(h_if, self.host.netns)
+        quiet_switch_port(s_if, self.switch.netns)
+        self.host.driver.add_port(h_if, nm.HOST_PCIE_OFPORT_BASE + k)
+        drv.add_port(s_if, nm.SNIC_PCIE_OFPORT)
+        if c.pcie_gbps > 0:
+            # Egress shaping on each end: one budget per direction (full duplex, DESIGN.md section 3).
+            for sw, ifname, ns in ((self.host.driver, h_if, self.host.netns), (drv, s_if, self.switch.netns)):
+                sw.keep_own_qdisc(ifname)
+                shape(ifname, ns, c.pcie_gbps)
+
+    def down(self) -> None:
+        n, k = self.name, self.index
+        self.switch.down()
+        if self.emulated:
+            for j in range(self.cfg.eth_ports):
+                netns_del(nm.ns_outside(n, k, j))
+            netns_del(self.switch.netns)
+
+    def status(self) -> dict:
+        n, k, c = self.name, self.index, self.cfg
+        out = {"id": c.id, "capacity": c.capacity, **self.switch.status()}
+        if self.emulated:
+            h_if, s_if = nm.if_pcie(n, k)
+            out["pcie"] = {
+                "gbps": c.pcie_gbps,
+                "shaped": c.pcie_gbps > 0,
+                "host_port": h_if,
+                "host_ofport": nm.HOST_PCIE_OFPORT_BASE + k,
+                "snic_port": s_if,
+                "snic_ofport": nm.SNIC_PCIE_OFPORT,
+                "host_end_counters": link_counters(h_if, self.host.netns),  # tx = host -> sNIC
+            }
+            out["eth_ports"] = [
+                {
+                    "port": nm.if_eth(n, k, j)[0],
+                    "ofport": nm.SNIC_ETH_OFPORT_BASE + j,
+                    "outside_netns": nm.ns_outside(n, k, j),
+                    "outside_if": nm.if_eth(n, k, j)[1],
+                    "ip": nm.ip_outside(k, j),
+                    "mac": nm.mac(2, k, j),
+                }
+                for j in range(c.eth_ports)
+            ]
+        out["ports"] = _ports(self.switch.driver)
+        return out
+
+    def close(self) -> None:
+        self.switch.driver.close()
+
+
+def _ports(driver) -> dict[str, int]:
+    try:
+        return driver.ports()
+    except DatapathError:
+        return {}
+
+
+class AlreadyRunning(Exception):
+    pass
+
+
+class EmulatedHost:
+    """One emulated UNO host named `config.name`; its rundir holds its state file and daemons' files."""
+
+    def __init__(self, config: HostConfig):
+        self.config = config
+        self.name = config.name
+        self.rundir = config.rundir / config.name
+        self.state_file = self.rundir / "state.json"
+
+    # -- the component list ----------------------------------------------------------------------------
+    def components(self, redis_port: int) -> list[Component]:
+        host = HostSwitch(nm.ns_host(self.name), self.rundir / "host", nm.bridge_host(self.name))
+        comps: list = [Redis(self.rundir, redis_port), host]
+        comps += [Snic(self.name, k, c, host, self.rundir) for k, c in enumerate(self.config.snics)]
+        comps.append(Vms(self.name, self.config.vms, host))
+        if self.config.oneswitch.enabled:
+            snics = [c for c in comps if isinstance(c, Snic)]
+
+            def endpoints() -> dict[str, str | None]:
+                # Emulated switches: their bridge's passive unix listener, straight (a path reaches into the
+                # switch's namespace; no TCP stack, no relay process per message: bench/RESULTS.md oneswitch),
+                # or its socat TCP relay with UNO_ONESWITCH_SOUTH=tcp. A BlueField: its bridge's tcp:HOST:PORT.
+                local = south_target(os.environ.get("UNO_ONESWITCH_SOUTH"))
+                out = {"host": local(host.endpoint)}
+                for sn in snics:
+                    out[sn.cfg.id] = local(sn.switch.endpoint) if sn.emulated else sn.cfg.openflow  # type: ignore[union-attr]
+                return out
+
+            comps.append(OneSwitch(self.config, self.rundir / "oneswitch", endpoints))
+        return comps
+
+    def oneswitch(self) -> OneSwitch | None:
+        """The running host's OneSwitch component (None when disabled): `.client()` for its REST API."""
+        state = self._saved_state()
+        if not state:
+            raise DatapathError(f"emulated host '{self.name}' is not up")
+        return next((c for c in self._live_components(state) if isinstance(c, OneSwitch)), None)
+
+    def switches(self) -> dict[str, HostSwitch]:
+        """The running host's switches, to drive from another process: "host", "snic0", ... (emulated only).
+
+        Each is a HostSwitch (sNICs: EmulatedSnic with `.cgroup`) with `.driver`, `attach_namespace()`,
+        `connect_controllers()`; call `close()` on each when done.
+        """
+        state = self._saved_state()
+        if not state:
+            raise DatapathError(f"emulated host '{self.name}' is not up")
+        comps = self._live_components(state)
+        out: dict[str, HostSwitch] = {"host": next(c for c in comps if c.key == "host")}  # type: ignore[misc]
+        for c in comps:
+            if isinstance(c, Snic) and c.emulated:
+                out[c.cfg.id] = c.switch  # type: ignore[assignment]
+        for sw in out.values():
+            sw.driver.openflow = f"unix:{sw.rundir}/{sw.bridge}.mgmt"
+        return out
+
+    def _saved_state(self) -> dict | None:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def is_up(self) -> bool:
+        """Up = a completed bring-up whose switches (host and emulated sNICs), Redis and OneSwitch all still
+        run."""
+        state = self._saved_state()
+        if not state or not state.get("complete"):
+            return False
+        dead_switches, dead_services = self._dead_parts(state)
+        return not dead_switches and not dead_services
+
+    def _dead_parts(self, state: dict) -> tuple[list[str], list[Redis | OneSwitch]]:
+        """What of a bring-up no longer runs: the switches (by id) and the services (Redis, OneSwitch)."""
+        comps = self._live_components(state)
+        switches = [("host", c) for c in comps if c.key == "host"] + [
+            (c.cfg.id, c.switch) for c in comps if isinstance(c, Snic) and c.emulated
+        ]
+        dead = [sw_id for sw_id, sw in switches if not sw.ovs.running()]  # type: ignore[attr-defined]
+        return dead, [c for c in comps if isinstance(c, Redis | OneSwitch) and not c.running()]
+
+    def _live_components(self, state: dict) -> list[Component]:
+        return self.components(state["redis_port"])
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def up(self) -> dict:
+        """Bring the host up; raise AlreadyRunning (changing nothing) if it already runs."""
+        if self.is_up():
+            raise AlreadyRunning(f"emulated host '{self.name}' is already up (rundir {self.rundir})")
+        services = self._services_only_down()
+        if services:
+            return self._restart_services(services)
+        self.down()  # sweep the leftovers of a crashed run first
+        self.rundir.mkdir(parents=True, exist_ok=True)
+        port = self.config.redis_port or free_port()
+        self.state_file.write_text(json.dumps({"name": self.name, "redis_port": port, "complete": False}))
+        comps = self.components(port)
+        try:
+            for comp in comps:
+                comp.up()
+        except BaseException:
+            self.down()
+            raise
+        self.state_file.write_text(json.dumps({"name": self.name, "redis_port": port, "complete": True}))
+        return self.status()
+
+    def _services_only_down(self) -> list[Redis | OneSwitch]:
+        """A completed bring-up whose switches all run and of which only Redis and/or OneSwitch died: those."""
+        state = self._saved_state()
+        if not state or not state.get("complete"):
+            return []
+        dead_switches, dead_services = self._dead_parts(state)
+        return [] if dead_switches else dead_services
+
+    def _restart_services(self, services: list[Redis | OneSwitch]) -> dict:
+        """Start the dead services again and nothing else, in bring-up order.
+
+        Redis comes back on its port and unix socket, empty (it has no persistence: the NFs' per-flow state
+        is gone, so e.g. a firewall's connections must be opened again); the NFs reconnect by themselves and
+        fail closed meanwhile. OneSwitch reloads its persisted virtual rules and port map (`state/state.json`),
+        keeps its listen/REST ports, and reconciles the switches without a gap (each wanted flow re-added in
+        place, then the stale ones deleted), so installed flows keep forwarding throughout. A failure leaves
+        the host as it is (`uno down` removes it)."""
+        for comp in services:
+            comp.up()
+        return self.status()
+
+    def down(self) -> None:
+        """Tear down everything this host owns, in reverse order, then sweep by name (idempotent)."""
+        self._stop_agent()
+        state = self._saved_state()
+        errors: list[str] = []
+        if state:
+            for comp in reversed(self._live_components(state)):
+                try:
+                    comp.down()
+                except Exception as exc:  # keep tearing down; report at the end
+                    errors.append(f"{comp.key}: {exc}")
+        self._sweep()
+        if self.rundir.exists():
+            shutil.rmtree(self.rundir, ignore_errors=True)
+        if errors:
+            raise DatapathError("teardown finished with errors: " + "; ".join(errors))
+
+    def _stop_agent(self, timeout: float = 20.0) -> None:
+        """The host's `uno agent serve` first (it was started last): stopped while the switches still run,
+        its failover watchdog does not try to replace the NFs the teardown kills (each try then waited out
+        OVSDB timeouts: the agent took 17-18 s to exit). It leaves its NFs running; the teardown takes them.
+        Only a process whose command line is an agent's (a stale endpoint's PID may be another's by now)."""
+        from emulated_host.agent_endpoint import status_entry  # the agent imports this module: import late
+
+        entry = status_entry(self.rundir)
+        if not entry or not entry["running"]:
+            return
+        pid = int(entry["pid"])
+        argv = process_argv(pid) or []
+        if b"agent" in argv and b"serve" in argv:
+            kill_and_wait(pid, timeout)
+
+    def _sweep(self) -> None:
+        # Processes started from our rundir (daemons whose state file was lost).
+        for pidfile in self.rundir.rglob("*.pid") if self.rundir.exists() else []:
+            pid = read_pidfile(pidfile)
+            if pid:
+                kill_and_wait(pid)
+        # ... and those whose pidfiles are gone too (rundir removed): found by their command line or cwd.
+        for pid in processes_using(self.rundir):
+            kill_and_wait(pid)
+        for ns in nm.owned_namespaces(self.name, netns_list()):
+            for pid in netns_pids(ns):
+                kill_and_wait(pid)
+            netns_del(ns)
+        for k in range(16):
+            cg = CpuCgroup(nm.cgroup_snic(self.name, k))
+            try:
+                if cg.exists():
+                    cg.destroy()
+            except DatapathError:
+                continue
+
+    def status(self) -> dict:
+        """One object: name, up, rundir, then each component's status under its key ("snic" -> "snics")."""
+        state = self._saved_state()
+        if not state:
+            return {"name": self.name, "up": False}
+        out: dict = {"name": self.name, "up": bool(state.get("complete")), "rundir": str(self.rundir)}
+        out["snics"] = []
+        for comp in self._live_components(state):
+            try:
+                st = comp.status()
+            finally:
+                close = getattr(comp, "close", None)
+                if close:
+                    close()
+            if comp.key == "snic":
+                out["snics"].append(st)
+            else:
+                out[comp.key] = st
+        # Up = a completed bring-up whose switches, Redis and OneSwitch still run (after a crash: false, and
+        # `uno up` recovers: Redis or OneSwitch alone restarted, the whole host after a switch died).
+        switches = [out["host"], *[sn for sn in out["snics"] if "running" in sn]]
+        out["up"] = out["up"] and all(sw["running"] for sw in switches) and out["redis"]["pid"] is not None
+        if "oneswitch" in out:
+            out["up"] = out["up"] and out["oneswitch"]["running"]
+        from emulated_host.agent_endpoint import status_entry  # the agent imports this module: import late
+
+        agent = status_entry(self.rundir)
+        if agent is not None:
+            out["agent"] = agent
+        return out
+
+
+def processes_using(rundir: Path, proc: Path = Path("/proc")) -> list[int]:
+    """PIDs whose command line names a path under `rundir`, or whose working directory is in it.
+
+    (redis-server rewrites its command line, but runs in `--dir rundir`; a removed directory shows as
+    "PATH (deleted)".)
+    """
+    prefix = str(rundir).rstrip("/") + "/"
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(entry / "cwd").removesuffix(" (deleted)") + "/"
+        except OSError:
+            continue
+        if prefix in args or cwd.startswith(prefix):
+            found.append(int(entry.name))
+    return found
+
+
+def ping(netns: str, ip: str, count: int = 3, timeout: float = 10) -> bool:
+    """True if `ip` answered from `netns`; False also when ping did not finish within `timeout` s."""
+    try:
+        proc = subprocess.run(
+            ["ip", "netns", "exec", netns, "ping", "-c", str(count), "-i", "0.2", "-W", "1", ip],
+            capture_output=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return proc.returncode == 0

@@ -1,0 +1,297 @@
+"""OneSwitch as a component of the emulated host: its config, its process, its status.
+
+`up()` writes `RUNDIR/NAME/oneswitch/config.json` (dpid from the name, listen/rest on free loopback ports (the
+same ones again when it restarts after a crash), the
+switches' OpenFlow endpoints (an emulated bridge's unix listener, a BlueField's TCP address), the PCIe port pairs, the fixed virtual ports of VMs and Ethernet
+ports), starts `java -jar oneswitch/target/oneswitch-0.1.0-all.jar --config F` in its own session (pid and log
+in that directory) and waits until its REST health reports every switch connected. `down()` stops it (by
+pidfile; the host's sweep also finds it by its command line, which names the rundir).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from emulated_host import naming as nm
+from emulated_host.config import HostConfig
+from host_datapath.of_endpoint import OpenFlowTcpEndpoint
+from host_datapath.oneswitch_client import OneSwitchClient, OneSwitchError
+from host_datapath.sysutil import DatapathError, free_port, kill_and_wait, pid_alive, read_pidfile, wait_for
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# UNO_ONESWITCH_JAR: run another build of OneSwitch (e.g. one under test elsewhere) than this checkout's.
+JAR = Path(
+    os.environ.get("UNO_ONESWITCH_JAR") or REPO_ROOT / "oneswitch" / "target" / "oneswitch-0.1.0-all.jar"
+)
+
+
+def south_target(mode: str | None) -> Callable[[OpenFlowTcpEndpoint], str | None]:
+    """How OneSwitch reaches an emulated bridge (env UNO_ONESWITCH_SOUTH): `unix` (default) its punix listener
+    `unix:PATH`; `tcp` the socat relay in front of it, `tcp:127.0.0.1:PORT` (as before unix endpoints: to run
+    an older jar, e.g. for an A/B benchmark)."""
+    if mode in (None, "", "unix"):
+        return lambda ep: f"unix:{ep.unix_socket}"
+    if mode == "tcp":
+        return lambda ep: ep.target()
+    raise DatapathError(f"UNO_ONESWITCH_SOUTH={mode!r}: expected unix or tcp")
+
+
+# 2 cores shared by many: serial GC (no GC threads). A 256 MB young generation: with -Xms32m (a ~10 MB one) an
+# install of thousands of rules spent more CPU in young and full collections than in translating (13-15 vs
+# 2-3 us per flow-mod); with 64 MB a young collection still came every ~1.5 s of pipelined installs, each
+# copying the rules installed meanwhile (15-21 ms), the old generation filling until a full collection; with
+# 256 MB one every ~2 s, little promoted: the VM thread 1.5-1.7 us per pipelined flow-mod against 1.7-3.1
+# (bench/RESULTS.md oneswitch, os-cpu). Compiler threads kept (not started and ended on demand), so
+# their CPU stays visible per thread in /proc (the bench's warm-up watches the JIT).
+# UNO_ONESWITCH_JVM_OPTS (shell words) replaces them, e.g. to run an A/B benchmark with the earlier options.
+JVM_OPTS = shlex.split(os.environ.get("UNO_ONESWITCH_JVM_OPTS", "")) or [
+    "-Xms384m",
+    "-Xmn256m",
+    "-Xmx512m",
+    "-XX:+UseSerialGC",
+    "-XX:-UseDynamicNumberOfCompilerThreads",
+]
+START_TIMEOUT = 90.0  # JVM start + handshakes with every switch, on a loaded 2-core machine
+
+
+def jar_missing_reason(jar: Path | None = None) -> str | None:
+    """Why OneSwitch cannot start here (None when it can)."""
+    jar = jar or JAR
+    if not jar.exists():
+        return f"OneSwitch jar {jar} not built (run `scripts/setup.sh java`)"
+    from shutil import which
+
+    if which("java") is None:
+        return "java not found on PATH (run `scripts/setup.sh java`)"
+    return None
+
+
+def build_config(cfg: HostConfig, switches: dict[str, str], listen: int, rest: int, state_dir: Path) -> dict:
+    """OneSwitch's JSON config (oneswitch/README.md) for host `cfg` (pure).
+
+    `switches`: switch id ("host", "snic0", ...) -> its OpenFlow endpoint, `unix:PATH` (an emulated switch's
+    bridge listener) or `tcp:HOST:PORT` (a BlueField). Every sNIC takes
+    part, emulated or BlueField, with the same port numbering: on the host switch sNIC k's PCIe link is port
+    1+k; on the sNIC's bridge the PCIe link is port 100 and Ethernet port j is 1+j.
+    """
+    snics = range(len(cfg.snics))
+    ports = [
+        {"vport": nm.vport_vm(i), "switch": "host", "port": nm.HOST_VM_OFPORT_BASE + i, "name": f"vm{i}"}
+        for i in range(cfg.vms)
+    ]
+    for k in snics:
+        ports += [
+            {
+                "vport": nm.vport_eth(k, j),
+                "switch": f"snic{k}",
+                "port": nm.SNIC_ETH_OFPORT_BASE + j,
+                "name": f"snic{k}-eth{j}",
+            }
+            for j in range(cfg.snics[k].eth_ports)
+        ]
+    return {
+        "dpid": nm.dpid(cfg.name),
+        "listen": f"ptcp:{listen}:127.0.0.1",
+        "controllers": list(cfg.oneswitch.controllers),
+        "rest": f"127.0.0.1:{rest}",
+        "token": cfg.oneswitch.token,
+        "state_dir": str(state_dir),
+        "switches": [{"id": sid, "openflow": target} for sid, target in switches.items()],
+        "pcie": [
+            {"snic": f"snic{k}", "host_port": nm.HOST_PCIE_OFPORT_BASE + k, "snic_port": nm.SNIC_PCIE_OFPORT}
+            for k in snics
+        ],
+        "ports": sorted(ports, key=lambda p: p["vport"]),
+        "wire_vlans": cfg.oneswitch.wire_vlans,
+        "carrier": cfg.oneswitch.carrier,
+    }
+
+
+@dataclass
+class OneSwitch:
+    """The OneSwitch process of one emulated host (files in `rundir`, i.e. RUNDIR/NAME/oneswitch/)."""
+
+    cfg: HostConfig
+    rundir: Path
+    endpoints: (
+        object  # callable () -> {switch id: unix:/tcp: target}, evaluated at up() (switches are up by then)
+    )
+    key: str = "oneswitch"
+
+    @property
+    def config_file(self) -> Path:
+        return self.rundir / "config.json"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.rundir / "oneswitch.pid"
+
+    @property
+    def logfile(self) -> Path:
+        return self.rundir / "oneswitch.log"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.rundir / "state"
+
+    def _config(self) -> dict | None:
+        try:
+            return json.loads(self.config_file.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def pid(self) -> int | None:
+        return read_pidfile(self.pidfile)
+
+    def rest_url(self) -> str | None:
+        c = self._config()
+        return f"http://{c['rest']}" if c else None
+
+    def client(self, timeout: float = 10.0) -> OneSwitchClient:
+        url = self.rest_url()
+        if not url:
+            raise DatapathError("OneSwitch is not configured on this host")
+        return OneSwitchClient(url, token=self.cfg.oneswitch.token, timeout=timeout)
+
+    def up(self) -> None:
+        if self.pid():
+            return
+        reason = jar_missing_reason()
+        if reason:
+            raise DatapathError(f"{reason}; or set `oneswitch: {{enabled: false}}` in the config")
+
+        self.rundir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.mkdir(exist_ok=True)
+        switches = self.endpoints()  # type: ignore[operator]
+        listen, rest = self._previous_ports() or (free_port(), free_port())
+        conf = build_config(self.cfg, switches, listen, rest, self.state_dir)
+        self.config_file.touch(mode=0o600)  # it holds the REST token
+        self.config_file.write_text(json.dumps(conf, indent=2))
+        with open(self.logfile, "ab") as log:
+            proc = subprocess.Popen(
+                ["java", *JVM_OPTS, "-jar", str(JAR), "--config", str(self.config_file)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                cwd=self.rundir,  # the host's sweep finds it by cwd/command line after a crash
+                start_new_session=True,  # Ctrl-C of `uno run` must not kill it before our own teardown
+            )
+        self.pidfile.write_text(str(proc.pid))
+        client = self.client(timeout=2.0)
+        missing: list[str] = []
+
+        def healthy() -> bool:
+            if proc.poll() is not None:
+                raise DatapathError(f"OneSwitch exited with {proc.returncode} at start: {self._log_tail()}")
+            try:
+                health = client.health()
+            except OneSwitchError:
+                return False
+            missing[:] = [
+                f"{sid} ({switches.get(sid)})" for sid, st in health.switches.items() if st != "connected"
+            ]
+            return health.all_connected()
+
+        try:
+            wait_for(healthy, START_TIMEOUT, "OneSwitch to connect every switch", interval=0.25)
+        except DatapathError as exc:
+            unreached = f" (not connected: {', '.join(missing)})" if missing else ""
+            raise DatapathError(f"{exc}{unreached}; log {self.logfile}: {self._log_tail()}") from None
+
+    def _previous_ports(self) -> tuple[int, int] | None:
+        """(listen, rest) ports of this host's earlier OneSwitch (a restart after a crash keeps them, so
+        controllers and the agent find it where it was), or None on a first start."""
+        c = self._config()
+        try:
+            listen = int(c["listen"].split(":")[1])  # type: ignore[index]
+            rest = int(c["rest"].rsplit(":", 1)[1])  # type: ignore[index]
+        except (TypeError, KeyError, IndexError, ValueError, AttributeError):
+            return None
+        return (listen, rest) if listen > 0 and rest > 0 else None
+
+    def _log_tail(self, lines: int = 3) -> str:
+        """The log's first error line (a Java stack trace starts with it) and its last lines."""
+        try:
+            text = self.logfile.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        first = next((ln for ln in text if "Exception" in ln or "ERROR" in ln or "error" in ln), None)
+        tail = text[-lines:]
+        return " | ".join(([first] if first and first not in tail else []) + tail)
+
+    def down(self) -> None:
+        pid = self.pid()
+        if pid:
+            kill_and_wait(pid, timeout=15.0)
+        self.pidfile.unlink(missing_ok=True)
+
+    def running(self) -> bool:
+        pid = self.pid()
+        return bool(pid and pid_alive(pid))
+
+    def status(self) -> dict:
+        c = self._config() or {}
+        listen = c.get("listen", "")
+        port = listen.split(":")[1] if listen.startswith("ptcp:") else None
+        out = {
+            "listen": f"tcp:127.0.0.1:{port}" if port else None,
+            "rest": self.rest_url(),
+            "dpid": c.get("dpid"),
+            "pid": self.pid(),
+            "running": self.running(),
+            "log": str(self.logfile),
+            "wire_vlans": c.get("wire_vlans", 1),
+            "carrier": c.get("carrier", "auto"),
+            "ports": c.get("ports", []),
+        }
+        if out["running"]:
+            try:
+                cl = self.client(timeout=5.0)
+                out["ports"] = [
+                    {
+                        "vport": p.vport,
+                        "switch": p.switch,
+                        "port": p.port,
+                        "name": p.name,
+                        # a scaled-out port: every instance (switch/port above are the first)
+                        **({"instances": [list(i) for i in p.instances]} if len(p.instances) > 1 else {}),
+                    }
+                    for p in cl.ports()
+                ]
+                out["switches"] = cl.health().switches
+            except OneSwitchError as exc:
+                out["error"] = str(exc)
+        return out
+
+
+def l2_flows(status: dict) -> list[str]:
+    """Static L2 forwarding over OneSwitch's virtual ports for `uno run` (pure; ovs-ofctl flow syntax).
+
+    Unicast to each known endpoint's MAC goes to its vport; broadcast is copied to every other endpoint with
+    explicit outputs (no NORMAL: a virtual switch has no learning bridge to hand packets to).
+    """
+    endpoints = [(nm.vport_vm(i), vm["mac"]) for i, vm in enumerate(status.get("vms", []))]
+    for k, sn in enumerate(status.get("snics", [])):
+        endpoints += [(nm.vport_eth(k, j), eth["mac"]) for j, eth in enumerate(sn.get("eth_ports", []))]
+    flows = [f"table=0,priority=10,dl_dst={mac},actions=output:{v}" for v, mac in endpoints]
+    for v, _ in endpoints:
+        outs = ",".join(f"output:{w}" for w, _ in endpoints if w != v)
+        if outs:
+            flows.append(f"table=0,priority=20,in_port={v},dl_dst=ff:ff:ff:ff:ff:ff,actions={outs}")
+    return flows
+
+
+def install_flows(listen: str, flows: list[str]) -> None:
+    """`ovs-ofctl -O OpenFlow13 add-flows` through OneSwitch's listener (`tcp:127.0.0.1:PORT`)."""
+    from host_datapath.sysutil import run
+
+    run(
+        ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "add-flows", listen, "-"],
+        input_text="\n".join(flows) + "\n",
+    )

@@ -1,0 +1,234 @@
+"""The agent's northbound REST API (`/v1`, JSON) on Flask.
+
+Errors are JSON `{"error": "...", "field": "..."}`: 400 invalid field, 401 token, 404 unknown, 405 method,
+409 conflict (also: valid but not supported yet, e.g. scale-out), 413 body too large, 500/502 server-side
+failure (the state is unchanged).
+`/v1/health` and `/v1/openapi.json` are open; everything else needs `Authorization: Bearer TOKEN` when the
+agent has a token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from domain.errors import (
+    Conflict,
+    DependencyFailed,
+    NotFound,
+    NotSupported,
+    OperationFailed,
+    ValidationError,
+)
+from nf_agent import validation
+from nf_agent.metrics import Metrics
+from nf_agent.openapi import spec
+from nf_agent.service import Agent
+
+log = logging.getLogger("uno.agent")
+MAX_BODY = 1 << 20
+OPEN_PATHS = {"/v1/health", "/v1/openapi.json"}
+
+
+def failure_status(exc: OperationFailed) -> int:
+    """502 when a part the agent depends on (OneSwitch, an NF instance) refused or did not answer, else 500."""
+    return 502 if isinstance(exc, DependencyFailed) else 500
+
+
+def _json(obj, status: int = 200, headers: dict | None = None) -> Response:
+    return Response(json.dumps(obj) + "\n", status=status, mimetype="application/json", headers=headers)
+
+
+def _error(status: int, message: str, fld: str | None = None, headers: dict | None = None) -> Response:
+    body = {"error": message}
+    if fld is not None:
+        body["field"] = fld
+    return _json(body, status, headers)
+
+
+def _body(optional: bool = False):
+    raw = request.get_data(cache=False)
+    # Only a body with no bytes at all is absent; whitespace is a body, and not JSON (a 400, as the spec says).
+    if not raw:
+        if optional:
+            return {}
+        raise ValidationError("body", "a JSON object is required")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationError("body", f"not valid JSON: {exc}") from None
+
+
+def create_app(agent: Agent, token: str | None = None) -> Flask:
+    app = Flask("uno-agent")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+    metrics = Metrics(agent)
+    app.extensions["uno_metrics"] = metrics
+
+    @app.before_request
+    def _auth():
+        if token is None or request.path in OPEN_PATHS:
+            return None
+        got = request.headers.get("Authorization", "")
+        if not (got.startswith("Bearer ") and hmac.compare_digest(got[7:].encode(), token.encode())):
+            return _error(
+                401, "missing or wrong bearer token", "Authorization", {"WWW-Authenticate": "Bearer"}
+            )
+        return None
+
+    @app.after_request
+    def _count(resp: Response):
+        rule = request.url_rule.rule if request.url_rule else "unknown"
+        metrics.requests.labels(request.method, rule, str(resp.status_code)).inc()
+        if request.method != "GET":
+            log.info(
+                "request",
+                extra={
+                    "fields": {"method": request.method, "path": request.path, "status": resp.status_code}
+                },
+            )
+        return resp
+
+    @app.errorhandler(ValidationError)
+    def _bad(exc: ValidationError):
+        return _error(400, exc.message, exc.field)
+
+    @app.errorhandler(Conflict)
+    def _conflict(exc: Conflict):
+        return _error(409, exc.message, exc.field)
+
+    @app.errorhandler(NotFound)
+    def _missing(exc: NotFound):
+        return _error(404, str(exc))
+
+    @app.errorhandler(NotSupported)
+    def _unsupported(exc: NotSupported):
+        return _error(409, str(exc), exc.field)
+
+    @app.errorhandler(OperationFailed)
+    def _failed(exc: OperationFailed):
+        return _error(failure_status(exc), str(exc))
+
+    @app.errorhandler(HTTPException)
+    def _http(exc: HTTPException):
+        headers = {"Allow": ", ".join(exc.valid_methods)} if getattr(exc, "valid_methods", None) else None
+        return _error(exc.code or 500, exc.description or exc.name, headers=headers)
+
+    @app.errorhandler(Exception)
+    def _crash(exc: Exception):
+        log.exception("unhandled error", extra={"fields": {"path": request.path}})
+        return _error(500, f"internal error: {type(exc).__name__}: {exc}")
+
+    # -- routes ---------------------------------------------------------------------------------------
+    @app.get("/v1/health")
+    def health():
+        h = agent.health()
+        return _json(h, 200 if h["ok"] else 503)
+
+    @app.get("/v1/openapi.json")
+    def openapi():
+        return _json(spec())
+
+    @app.get("/metrics")
+    def prometheus():
+        return Response(metrics.render(), mimetype="text/plain; version=0.0.4")
+
+    @app.get("/v1/vms")
+    def list_vms():
+        with agent.lock:
+            return _json([{"id": v.id, "vport": v.vport} for v in agent.state.vms.values()])
+
+    @app.post("/v1/vms")
+    def create_vm():
+        vm = agent.create_vm(validation.parse_vm(_body()))
+        return _json({"id": vm.id, "vport": vm.vport}, 201)
+
+    @app.get("/v1/vms/<vm_id>")
+    def get_vm(vm_id: str):
+        with agent.lock:
+            vm = agent.state.vms.get(vm_id)
+        if vm is None:
+            raise NotFound(f"no VM {vm_id!r}")
+        return _json({"id": vm.id, "vport": vm.vport})
+
+    @app.delete("/v1/vms/<vm_id>")
+    def delete_vm(vm_id: str):
+        agent.delete_vm(vm_id)
+        return _json({"deleted": vm_id})
+
+    @app.get("/v1/nfs")
+    def list_nfs():
+        with agent.lock:
+            return _json([n.public() for n in agent.state.nfs.values()])
+
+    @app.post("/v1/nfs")
+    def create_nf():
+        nf = agent.create_nf(validation.parse_nf(_body(), agent.locations))
+        return _json({"id": nf.id, "vport": nf.vport}, 201, {"Location": f"/v1/nfs/{nf.id}"})
+
+    @app.get("/v1/nfs/<nf_id>")
+    def get_nf(nf_id: str):
+        with agent.lock:
+            return _json(agent.nf(nf_id).public())
+
+    @app.patch("/v1/nfs/<nf_id>")
+    def update_nf(nf_id: str):
+        with agent.lock:
+            agent.nf(nf_id)  # 404 before 400
+        return _json(agent.update_nf(nf_id, validation.parse_nf_update(_body())).public())
+
+    @app.delete("/v1/nfs/<nf_id>")
+    def delete_nf(nf_id: str):
+        agent.delete_nf(nf_id)
+        return _json({"deleted": nf_id})
+
+    @app.post("/v1/nfs/<nf_id>/standby")
+    def start_standby(nf_id: str):
+        with agent.lock:
+            agent.nf(nf_id)  # 404 before 400
+        loc = validation.parse_standby(_body(optional=True), agent.locations)
+        agent.start_standby(nf_id, loc)
+        return _json({"id": nf_id, "standby": True}, 201)
+
+    @app.delete("/v1/nfs/<nf_id>/standby")
+    def stop_standby(nf_id: str):
+        agent.stop_standby(nf_id)
+        return _json({"id": nf_id, "standby": False})
+
+    @app.post("/v1/nfs/<nf_id>/restart")
+    def restart(nf_id: str):
+        with agent.lock:
+            agent.nf(nf_id)  # 404 before 400
+        validation.parse_restart(_body(optional=True))
+        return _json(agent.restart_nf(nf_id))
+
+    @app.post("/v1/nfs/<nf_id>/migrate")
+    def migrate(nf_id: str):
+        with agent.lock:
+            agent.nf(nf_id)  # 404 before 400
+        return _json(agent.migrate_request(nf_id, validation.parse_migrate(_body(), agent.locations)))
+
+    @app.post("/v1/nfs/<nf_id>/scale")
+    def scale(nf_id: str):
+        with agent.lock:
+            agent.nf(nf_id)
+        return _json(agent.scale(nf_id, validation.parse_scale(_body())))
+
+    @app.get("/v1/ports")
+    def ports():
+        return _json(agent.ports())
+
+    @app.get("/v1/placement")
+    def placement():
+        return _json(agent.placement_view())
+
+    @app.post("/v1/placement/run")
+    def placement_run():
+        force = validation.parse_run(_body(optional=True))
+        return _json(agent.run_placement(force=force).to_json())
+
+    return app

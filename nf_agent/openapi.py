@@ -1,0 +1,405 @@
+"""The OpenAPI 3 description of the agent's REST API, served at /v1/openapi.json (tests keep it in step)."""
+
+from __future__ import annotations
+
+from domain.model import NF_TYPES
+from nf_agent.validation import MAX_GBPS, MAX_INSTANCES
+
+NAME = {"type": "string", "pattern": "^[a-z][a-z0-9-]{0,31}$"}
+LOCATION = {"type": "string", "pattern": "^(host|snic[0-9]{1,2})$"}
+# Optional request fields where the API takes null as "not given" (model.parse_nf): the spec says so.
+OPT_NAME = {**NAME, "type": ["string", "null"]}
+OPT_LOCATION = {**LOCATION, "type": ["string", "null"]}
+# Gbit/s on one PCIe link per direction (up: sNIC -> host, down: host -> sNIC)
+PCIE_DIRECTIONS = {
+    "type": "object",
+    "required": ["up", "down"],
+    "properties": {"up": {"type": "number", "minimum": 0}, "down": {"type": "number", "minimum": 0}},
+}
+
+
+# An NF's traffic expectation (POST and PATCH /v1/nfs): the placement graph's chain src -> NF -> dst.
+EXPECTED = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "gbps": {"type": "number", "minimum": 0, "maximum": MAX_GBPS},
+        "src": OPT_NAME,
+        "dst": OPT_NAME,
+    },
+    "description": "expected traffic src -> NF -> dst (vertices: VM id, NF id, snicK-ethJ; default: the first "
+    "sNIC Ethernet port); a chain of NFs is declared by naming each NF's neighbours, with PATCH /v1/nfs/ID "
+    "once they all exist",
+}
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _resp(desc: str, schema: dict | None = None) -> dict:
+    r: dict = {"description": desc}
+    if schema is not None:
+        r["content"] = {"application/json": {"schema": schema}}
+    return r
+
+
+ERR = _resp("error", _ref("Error"))
+ID_PARAM = [{"name": "id", "in": "path", "required": True, "schema": NAME}]
+
+
+def _body(schema: dict, required: bool = True) -> dict:
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict:
+    return {str(c): ERR for c in codes}
+
+
+def spec() -> dict:
+    schemas = {
+        "Error": {
+            "type": "object",
+            "required": ["error"],
+            "properties": {"error": {"type": "string"}, "field": {"type": "string"}},
+        },
+        "VmCreate": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["id"],
+            "properties": {"id": NAME},
+        },
+        "Vm": {
+            "type": "object",
+            "required": ["id", "vport"],
+            "properties": {"id": NAME, "vport": {"type": "integer"}},
+        },
+        "NfCreate": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["type"],
+            "properties": {
+                "id": OPT_NAME,
+                "type": {"type": "string", "enum": list(NF_TYPES)},
+                "config": {"type": "object", "description": "the NF's JSON config (nfs/README.md)"},
+                "expected": EXPECTED,
+                "pin": OPT_LOCATION,
+                "hints": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"prefer": OPT_LOCATION},
+                },
+            },
+        },
+        "NfUpdate": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["expected"],
+            "properties": {"expected": {**EXPECTED, "minProperties": 1}},
+            "description": "a key of expected not given stays as it is; a null src/dst goes back to the default",
+        },
+        "Created": {
+            "type": "object",
+            "required": ["id", "vport"],
+            "properties": {"id": NAME, "vport": {"type": "integer"}},
+            "description": "names only the virtual port",
+        },
+        "Nf": {
+            "type": "object",
+            "required": ["id", "type", "vport", "instances"],
+            "properties": {
+                "id": NAME,
+                "type": {"type": "string"},
+                "vport": {"type": "integer"},
+                "pin": {"type": ["string", "null"]},
+                "hints": {"type": "object"},
+                "expected": {"type": "object"},
+                "config": {"type": "object"},
+                "instance_count": {"type": "integer", "minimum": 0, "maximum": MAX_INSTANCES},
+                "instances": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string"},
+                            "location": LOCATION,
+                            "state": {"type": "string", "enum": ["starting", "running", "failed"]},
+                            "restarts": {"type": "integer"},
+                        },
+                    },
+                },
+            },
+        },
+        "Port": {
+            "type": "object",
+            "required": ["vport", "kind", "owner"],
+            "properties": {
+                "vport": {"type": "integer"},
+                "kind": {"type": "string", "enum": ["vm", "nf", "eth"]},
+                "owner": {"type": "string"},
+            },
+        },
+        "Migrate": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["to"],
+            "properties": {"to": LOCATION},
+        },
+        "Standby": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"location": LOCATION},
+        },
+        "Scale": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["instances"],
+            "properties": {"instances": {"type": "integer", "minimum": 1, "maximum": MAX_INSTANCES}},
+        },
+        "Scaled": {
+            "type": "object",
+            "required": ["id", "instances", "locations", "changed"],
+            "properties": {
+                "id": NAME,
+                "instances": {"type": "integer", "minimum": 1, "maximum": MAX_INSTANCES},
+                "locations": {"type": "array", "items": LOCATION},
+                "changed": {"type": "boolean"},
+                "set_ms": {
+                    "type": ["number", "null"],
+                    "description": "OneSwitch's time to re-spread the vport",
+                },
+            },
+        },
+        "Run": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"force": {"type": "boolean", "description": "bypass the dampening window"}},
+        },
+        "Placement": {
+            "type": "object",
+            "required": ["locations", "predicted", "measured", "traffic", "last_solve", "history"],
+            "properties": {
+                "locations": {"type": "object", "additionalProperties": LOCATION},
+                "predicted": {
+                    "type": ["object", "null"],
+                    "description": "the model's host cores, sNIC load, PCIe Gbit/s and violations; `split`: per "
+                    "NF running at several locations, each location's instances, traffic shares, load and cost",
+                    "properties": {
+                        "pcie_gbps": {
+                            "type": "object",
+                            "description": "per sNIC link, up/down: the NFs' crossings plus `background_gbps` "
+                            "(comparable to `measured.pcie_gbps`)",
+                            "additionalProperties": PCIE_DIRECTIONS,
+                        },
+                        "background_gbps": {
+                            "type": "object",
+                            "description": "per sNIC link, up/down: measured PCIe the model of the current "
+                            "placement does not predict (traffic through no NF; 0 at or below a noise floor); "
+                            "the solver gives the NFs only the rest of the link",
+                            "additionalProperties": PCIE_DIRECTIONS,
+                        },
+                    },
+                },
+                "measured": {
+                    "type": ["object", "null"],
+                    "description": "rates from the counters; `nf_split_gbps`: such an NF's in/out per location",
+                },
+                "traffic": {"type": "array", "description": "the graph's edges (a split NF's as ID@LOC)"},
+                "last_solve": {"type": ["object", "null"]},
+                "history": {"type": "array"},
+            },
+        },
+        "Decision": {
+            "type": "object",
+            "required": ["go", "why", "moves"],
+            "properties": {
+                "go": {"type": "boolean"},
+                "why": {"type": "string"},
+                "moves": {"type": "array"},
+                "current_host_cost": {"type": ["number", "null"]},
+                "new_host_cost": {"type": ["number", "null"]},
+                "solve": {"type": ["object", "null"]},
+            },
+        },
+        "Health": {
+            "type": "object",
+            "required": ["ok", "nfs", "store"],
+            "properties": {
+                "ok": {"type": "boolean"},
+                "nfs": {"type": "object", "description": "NF id -> healthy | unhealthy | degraded: REASON"},
+                "store": {
+                    "type": "string",
+                    "enum": ["ok", "unreachable", "local"],
+                    "description": "the state tier (Redis) answering a PING; local: NFs keep their own state",
+                },
+            },
+        },
+    }
+    paths = {
+        "/v1/health": {
+            "get": {
+                "summary": "Agent and NF health",
+                "security": [],
+                "responses": {
+                    "200": _resp("all NFs healthy", _ref("Health")),
+                    "503": _resp("an NF is unhealthy, or the state tier unreachable", _ref("Health")),
+                },
+            }
+        },
+        "/v1/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "security": [],
+                "responses": {"200": _resp("OpenAPI 3", {"type": "object"})},
+            }
+        },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics",
+                "responses": {
+                    "200": {
+                        "description": "text exposition format",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    },
+                    **_errors(401),
+                },
+            }
+        },
+        "/v1/vms": {
+            "get": {
+                "summary": "VMs",
+                "responses": {"200": _resp("VMs", {"type": "array", "items": _ref("Vm")}), **_errors(401)},
+            },
+            "post": {
+                "summary": "Bind a VM to a free VM slot of this host",
+                "requestBody": _body(_ref("VmCreate")),
+                "responses": {"201": _resp("created", _ref("Vm")), **_errors(400, 401, 409, 413)},
+            },
+        },
+        "/v1/vms/{id}": {
+            "parameters": ID_PARAM,
+            "get": {"summary": "One VM", "responses": {"200": _resp("VM", _ref("Vm")), **_errors(401, 404)}},
+            "delete": {
+                "summary": "Release a VM",
+                "responses": {"200": _resp("deleted", {"type": "object"}), **_errors(401, 404, 409)},
+            },
+        },
+        "/v1/nfs": {
+            "get": {
+                "summary": "NFs",
+                "responses": {"200": _resp("NFs", {"type": "array", "items": _ref("Nf")}), **_errors(401)},
+            },
+            "post": {
+                "summary": "Create an NF: placed, started, its virtual port mapped; answers with the virtual port",
+                "requestBody": _body(_ref("NfCreate")),
+                "responses": {
+                    "201": _resp("created", _ref("Created")),
+                    **_errors(400, 401, 409, 413, 500, 502),
+                },
+            },
+        },
+        "/v1/nfs/{id}": {
+            "parameters": ID_PARAM,
+            "get": {"summary": "One NF", "responses": {"200": _resp("NF", _ref("Nf")), **_errors(401, 404)}},
+            "patch": {
+                "summary": "Change the NF's traffic expectation (its chain neighbours and Gbit/s in the placement "
+                "model); nothing moves",
+                "requestBody": _body(_ref("NfUpdate")),
+                "responses": {"200": _resp("the NF as now", _ref("Nf")), **_errors(400, 401, 404, 413, 500)},
+            },
+            "delete": {
+                "summary": "Stop the NF, unmap its port, remove its namespace; NFs whose chain named it are "
+                "spliced (a -> NF -> b becomes a -> b)",
+                "responses": {"200": _resp("deleted", {"type": "object"}), **_errors(401, 404, 500)},
+            },
+        },
+        "/v1/nfs/{id}/standby": {
+            "parameters": ID_PARAM,
+            "post": {
+                "summary": "Pre-start a standby instance (unmapped) that a failover takes over without a start",
+                "requestBody": _body(_ref("Standby"), required=False),
+                "responses": {
+                    "201": _resp("started", {"type": "object"}),
+                    **_errors(400, 401, 404, 409, 500),
+                },
+            },
+            "delete": {
+                "summary": "Stop the NF's standby",
+                "responses": {"200": _resp("stopped", {"type": "object"}), **_errors(401, 404)},
+            },
+        },
+        "/v1/nfs/{id}/restart": {
+            "parameters": ID_PARAM,
+            "post": {
+                "summary": "Restart every instance of the NF in place, its restart budget reset (revives a "
+                "`failed` NF); 502 names an instance that did not come up (marked failed)",
+                "requestBody": _body({"type": "object", "additionalProperties": False}, required=False),
+                "responses": {
+                    "200": _resp(
+                        "restarted",
+                        {
+                            "type": "object",
+                            "required": ["id", "restarted"],
+                            "properties": {"id": NAME, "restarted": {"type": "array", "items": NAME}},
+                        },
+                    ),
+                    **_errors(400, 401, 404, 413, 502),
+                },
+            },
+        },
+        "/v1/nfs/{id}/migrate": {
+            "parameters": ID_PARAM,
+            "post": {
+                "summary": "Move the NF (start at target, remap its virtual port, stop the old instance)",
+                "requestBody": _body(_ref("Migrate")),
+                "responses": {
+                    "200": _resp("done", {"type": "object"}),
+                    **_errors(400, 401, 404, 409, 500, 502),
+                },
+            },
+        },
+        "/v1/nfs/{id}/scale": {
+            "parameters": ID_PARAM,
+            "post": {
+                "summary": "Set the number of instances behind the NF's one virtual port (scale out/in); 409 when "
+                "no location can take them or OneSwitch cannot spread a port; 500/502: the previous set serves",
+                "requestBody": _body(_ref("Scale")),
+                "responses": {
+                    "200": _resp("resized (or already that size)", _ref("Scaled")),
+                    **_errors(400, 401, 404, 409, 500, 502),
+                },
+            },
+        },
+        "/v1/ports": {
+            "get": {
+                "summary": "Virtual ports",
+                "responses": {
+                    "200": _resp("ports", {"type": "array", "items": _ref("Port")}),
+                    **_errors(401),
+                },
+            }
+        },
+        "/v1/placement": {
+            "get": {
+                "summary": "Current locations, predicted vs measured load and PCIe use, last solve, history",
+                "responses": {"200": _resp("placement", _ref("Placement")), **_errors(401)},
+            }
+        },
+        "/v1/placement/run": {
+            "post": {
+                "summary": "Re-place now (hysteresis applies; force bypasses the dampening window)",
+                "requestBody": _body(_ref("Run"), required=False),
+                "responses": {"200": _resp("decision", _ref("Decision")), **_errors(400, 401)},
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "UNO NF agent", "version": "1"},
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+        "paths": paths,
+    }

@@ -1,0 +1,60 @@
+"""The agent's placement model: the placement instance (docs/placement.md) built from its state and the latest
+measurement, and the evaluation of the current placement against it."""
+
+from __future__ import annotations
+
+from domain.model import Nf
+from nf_agent import graph
+from nf_agent.background import pcie_background
+from nf_agent.context import AgentContext
+from placement import parse_problem
+from placement.evaluate import Evaluation, evaluate
+from placement.model import Problem
+
+
+class PlacementModel:
+    def __init__(self, ctx: AgentContext):
+        self.ctx = ctx
+
+    def measured_edges(self) -> dict[tuple[str, str], float]:
+        m = self.ctx.monitor.measurement
+        return dict(m.edges) if m else {}
+
+    def current_placement(self) -> dict[str, str]:
+        return {k: n.location for k, n in self.ctx.state.nfs.items() if n.location}
+
+    def problem(self, nfs: list[Nf], fixed: set[str] = frozenset()) -> dict:
+        """The placement instance (graph.build_problem) under the latest measurement: a scaled-out NF at
+        several locations is one vertex per location, its traffic divided by its ports' measured split;
+        each sNIC's PCIe link carries its measured background (`pcie_background`)."""
+        return self._graph(nfs, fixed, self.pcie_background())
+
+    def all_nfs(self) -> dict:
+        """The instance of every NF of the agent."""
+        return self.problem(list(self.ctx.state.nfs.values()))
+
+    def _graph(self, nfs: list[Nf], fixed: set[str] = frozenset(), background: dict | None = None) -> dict:
+        ctx = self.ctx
+        m = ctx.monitor.measurement
+        return graph.build_problem(
+            ctx.cfg.snics, list(ctx.state.vms), nfs, ctx.cfg.profiles, self.measured_edges(), fixed,
+            measured_split=m.nf_split if m else None, background=background,
+        )  # fmt: skip
+
+    def pcie_background(self) -> dict[str, dict[str, float]]:
+        """Per sNIC: the measured PCIe Gbit/s the model of the current NFs at their current locations does not
+        predict (nf_agent/background.py: traffic through no NF, beyond a noise floor); {} before a
+        measurement."""
+        m = self.ctx.monitor.measurement
+        if m is None or not m.pcie:
+            return {}
+        problem = parse_problem(self._graph(list(self.ctx.state.nfs.values())))
+        _, ev = self.evaluate(problem, self.current_placement())
+        return pcie_background(m.pcie, {s: {d: float(x) for d, x in v.items()} for s, v in ev.pcie.items()})
+
+    @staticmethod
+    def evaluate(problem: Problem, placement: dict[str, str]) -> tuple[dict[str, str], Evaluation]:
+        """`placement` completed for every vertex of `problem` (a vertex it does not name at its first allowed
+        location) and its evaluation."""
+        full = {n.id: placement.get(n.id, problem.allowed(n)[0]) for n in problem.nodes}
+        return full, evaluate(problem, full)

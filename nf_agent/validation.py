@@ -1,0 +1,153 @@
+"""Validation of the agent's requests (pure): REST bodies -> typed requests.
+
+Each function raises `domain.errors.ValidationError(field, message)`; the REST edge turns it into a 400 naming
+the field. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from domain.errors import ValidationError
+from domain.model import NF_TYPES
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+LOCATION_RE = re.compile(r"^(host|snic[0-9]{1,2})$")
+MAX_GBPS = 400.0
+MAX_INSTANCES = 16  # instances of one NF behind its vport (scale-out)
+EXPECTED_KEYS = {"gbps", "src", "dst"}  # an NF's traffic expectation: Gbit/s on its chain src -> NF -> dst
+
+
+# -- validation --------------------------------------------------------------------------------------------
+def _obj(body: Any, allowed: set[str], required: set[str], where: str = "") -> dict:
+    if not isinstance(body, dict):
+        raise ValidationError(where.rstrip(".") or "body", "expected a JSON object")
+    for k in body:
+        if k not in allowed:
+            known = ", ".join(sorted(allowed))
+            if not k:  # an empty key cannot name itself
+                raise ValidationError(where.rstrip(".") or "body", f'unknown field "" (known: {known})')
+            raise ValidationError(f"{where}{k}", f"unknown field (known: {known})")
+    for k in sorted(required):
+        if k not in body:
+            raise ValidationError(f"{where}{k}", "required")
+    return body
+
+
+def _name(fld: str, v: Any) -> str:
+    if not isinstance(v, str) or not NAME_RE.match(v):
+        raise ValidationError(fld, "must be 1-32 characters [a-z0-9-], starting with a letter")
+    return v
+
+
+def _number(fld: str, v: Any, lo: float, hi: float) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or v != v or not lo <= v <= hi:
+        raise ValidationError(fld, f"must be a number in [{lo:g}, {hi:g}]")
+    return float(v)
+
+
+def location(fld: str, v: Any, locations: list[str]) -> str:
+    """A known location ("host" or an sNIC id of this host)."""
+    if not isinstance(v, str) or v not in locations:
+        raise ValidationError(fld, f"must be one of {', '.join(locations)}")
+    return v
+
+
+@dataclass(frozen=True)
+class VmRequest:
+    id: str
+
+
+def parse_vm(body: Any) -> VmRequest:
+    b = _obj(body, {"id"}, {"id"})
+    return VmRequest(id=_name("id", b["id"]))
+
+
+@dataclass(frozen=True)
+class NfRequest:
+    id: str | None
+    type: str
+    config: dict
+    expected_gbps: float
+    src: str | None
+    dst: str | None
+    pin: str | None
+    prefer: str | None
+
+
+def parse_nf(body: Any, locations: list[str]) -> NfRequest:
+    """POST /v1/nfs body: {type, config?, id?, expected?: {gbps, src?, dst?}, pin?, hints?: {prefer}}."""
+    b = _obj(body, {"id", "type", "config", "expected", "pin", "hints"}, {"type"})
+    nf_id = _name("id", b["id"]) if b.get("id") is not None else None
+    t = b["type"]
+    if not isinstance(t, str) or t not in NF_TYPES:
+        raise ValidationError("type", f"must be one of {', '.join(NF_TYPES)}")
+    config = b.get("config", {})
+    if not isinstance(config, dict):
+        raise ValidationError("config", "expected a JSON object (the NF's config, nfs/README.md)")
+    exp = _expected(_obj(b.get("expected", {}), EXPECTED_KEYS, set(), "expected."))
+    gbps = exp.get("expected_gbps", 0.0)
+    src, dst = exp.get("src"), exp.get("dst")
+    pin = location("pin", b["pin"], locations) if b.get("pin") is not None else None
+    hints = _obj(b.get("hints", {}), {"prefer"}, set(), "hints.")
+    prefer = location("hints.prefer", hints["prefer"], locations) if hints.get("prefer") is not None else None
+    return NfRequest(nf_id, t, config, gbps, src, dst, pin, prefer)
+
+
+def _expected(exp: dict) -> dict[str, Any]:
+    """The fields given in a validated `expected` object, by Nf attribute: expected_gbps, src, dst (a null
+    src/dst is None: the default vertex, the first sNIC Ethernet port)."""
+    out: dict[str, Any] = {}
+    if "gbps" in exp:
+        out["expected_gbps"] = _number("expected.gbps", exp["gbps"], 0.0, MAX_GBPS)
+    for k in ("src", "dst"):
+        if k in exp:
+            out[k] = _name(f"expected.{k}", exp[k]) if exp[k] is not None else None
+    return out
+
+
+def parse_nf_update(body: Any) -> dict[str, Any]:
+    """PATCH /v1/nfs/ID body: {"expected": {"gbps"?, "src"?, "dst"?}}, at least one of them. Returns the
+    changes by Nf attribute (expected_gbps, src, dst); a key not given is left as it is, a null src/dst goes
+    back to the default (the first sNIC Ethernet port)."""
+    b = _obj(body, {"expected"}, {"expected"})
+    exp = _obj(b["expected"], EXPECTED_KEYS, set(), "expected.")
+    if not exp:
+        raise ValidationError("expected", f"give at least one of {', '.join(sorted(EXPECTED_KEYS))}")
+    return _expected(exp)
+
+
+def parse_migrate(body: Any, locations: list[str]) -> str:
+    b = _obj(body, {"to"}, {"to"})
+    return location("to", b["to"], locations)
+
+
+def parse_standby(body: Any, locations: list[str]) -> str | None:
+    """POST /v1/nfs/ID/standby body ({} when empty): {"location"?}: where the standby runs (default: the NF's
+    current location)."""
+    b = _obj(body, {"location"}, set())
+    return location("location", b["location"], locations) if "location" in b else None
+
+
+def parse_restart(body: Any) -> None:
+    """POST /v1/nfs/ID/restart body: empty or {} (no options yet; any field is unknown)."""
+    _obj(body, set(), set())
+
+
+def parse_scale(body: Any) -> int:
+    b = _obj(body, {"instances"}, {"instances"})
+    n = b["instances"]
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_INSTANCES:
+        raise ValidationError("instances", f"must be an integer in [1, {MAX_INSTANCES}]")
+    return n
+
+
+def parse_run(body: Any) -> bool:
+    """POST /v1/placement/run body ({} when empty): {"force": bool} bypasses the dampening window only."""
+    b = _obj(body, {"force"}, set())
+    force = b.get("force", False)
+    if not isinstance(force, bool):
+        raise ValidationError("force", "must be a boolean")
+    return force

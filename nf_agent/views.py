@@ -1,0 +1,83 @@
+"""Read-only views of the agent for the REST API: the placement (current, predicted, measured, history) and
+the virtual ports."""
+
+from __future__ import annotations
+
+from domain import vports
+from domain.model import HOST, Nf
+from nf_agent import graph
+from nf_agent.context import AgentContext
+from nf_agent.placement_model import PlacementModel
+from placement import parse_problem
+from placement.model import Problem
+
+
+class Views:
+    def __init__(self, ctx: AgentContext, model: PlacementModel):
+        self.ctx = ctx
+        self.model = model
+
+    def placement_view(self) -> dict:
+        ctx = self.ctx
+        with ctx.lock:
+            current = self.model.current_placement()
+            nfs = list(ctx.state.nfs.values())
+            problem_json = self.model.problem(nfs)
+            predicted = None
+            if nfs:
+                problem = parse_problem(problem_json)
+                _, ev = self.model.evaluate(problem, current)
+                predicted = {
+                    "host_cores": float(ev.host_cost),
+                    "snic_load": {k: float(v) for k, v in ev.snic_load.items()},
+                    # the link's load: the NFs' crossings plus the background, comparable to `measured`
+                    "pcie_gbps": {k: {d: float(x) for d, x in v.items()} for k, v in ev.pcie.items()},
+                    "background_gbps": {
+                        s.id: {d: float(x) for d, x in s.background.items()} for s in problem.snics
+                    },
+                    "violations": ev.violations,
+                    "split": self._split_view(nfs, problem),
+                }
+            m = ctx.monitor.measurement
+            return {
+                "locations": current,
+                "predicted": predicted,
+                "measured": m.to_json() if m else None,
+                "traffic": problem_json["edges"],
+                "last_solve": ctx.last_decision.to_json() if ctx.last_decision else None,
+                "history": ctx.state.history[-20:],
+            }
+
+    def _split_view(self, nfs: list[Nf], problem: Problem) -> dict:
+        """Per NF running at several locations: each location's instances, shares of the NF's traffic (which
+        directions measured), load and predicted cost there (host cores or sNIC units)."""
+        m = self.ctx.monitor.measurement
+        loads, hcost, ncost = problem.loads(), problem.host_costs(), problem.nic_costs()
+        out = {}
+        for nf in nfs:
+            sp = graph.nf_split(nf, m.nf_split.get(nf.id) if m else None)
+            if sp is None:
+                continue
+            locs = sp.to_json()
+            for loc, row in locs.items():
+                i = problem.index[graph.split_vertex(nf.id, loc)]
+                row["load_gbps"] = float(loads[i])
+                row |= {"host_cores": float(hcost[i])} if loc == HOST else {"snic_units": float(ncost[i])}
+            out[nf.id] = {"measured": list(sp.measured), "locations": locs}
+        return out
+
+    def ports(self) -> list[dict]:
+        ctx = self.ctx
+        with ctx.lock:
+            out = [{"vport": v.vport, "kind": "vm", "owner": v.id} for v in ctx.state.vms.values()]
+            out += [{"vport": n.vport, "kind": "nf", "owner": n.id} for n in ctx.state.nfs.values()]
+            out += [
+                {
+                    "vport": vports.vport_eth(int(s.id[4:]), j),
+                    "kind": "eth",
+                    "owner": graph.eth_vertex(s.id, j),
+                }
+                for s in ctx.cfg.snics
+                for j in range(s.eth_ports)
+            ]
+            return sorted(out, key=lambda p: p["vport"])

@@ -1,0 +1,152 @@
+"""Fakes of the agent's two I/O edges, for unit tests of its REST and rollback logic only.
+
+The lifecycle tests (test_lifecycle.py) use the real runtime (NF processes, namespaces, OVS) and OneSwitch.
+"""
+
+from __future__ import annotations
+
+from domain.errors import PortMapError, ScaleUnsupported, StartError
+from domain.model import Instance, Nf
+from nf_agent.graph import SnicInfo
+from nf_agent.service import Agent, AgentConfig
+from placement.profiles import load_profiles
+
+
+class FakeRuntime:
+    def __init__(self, snics=("snic0",)):
+        self.snics = list(snics)
+        self.running: dict[str, Instance] = {}
+        self.fail_start: set[str] = set()  # NF ids whose start fails
+        self.counters: dict[str, dict[str, dict[str, int]]] = {"host": {}, **{s: {} for s in self.snics}}
+        self.pids = 1000
+        self.store_up: bool | None = True  # what store_reachable answers (None: local state)
+
+    def locations(self):
+        return ["host", *self.snics]
+
+    def new_instance(self, nf: Nf, location: str, seq: int, used_ofports: set[int]) -> Instance:
+        port = 200
+        while port in used_ofports:
+            port += 1
+        return Instance(f"{nf.id}-{seq}", location, location, port, f"x-i{seq}", f"x-i{seq}", f"x-j{seq}")
+
+    def start(self, nf: Nf, inst: Instance) -> None:
+        if nf.id in self.fail_start:
+            raise StartError(f"{inst.id}: NF process exited: boom")
+        self.start_processes(nf, inst)
+
+    def start_processes(self, nf: Nf, inst: Instance) -> None:
+        if nf.id in self.fail_start:
+            raise StartError(f"{inst.id}: NF process exited: boom")
+        self.pids += 1
+        inst.pid, inst.state = self.pids, "running"
+        self.running[inst.id] = inst
+
+    def stop(self, inst: Instance) -> None:
+        self.stop_processes(inst)
+
+    def stop_processes(self, inst: Instance) -> None:
+        self.running.pop(inst.id, None)
+        inst.pid = None
+
+    def alive(self, inst: Instance) -> bool:
+        return inst.id in self.running
+
+    def healthy(self, inst: Instance, timeout: float = 1.0) -> bool:
+        return inst.id in self.running
+
+    def store_reachable(self, timeout: float = 0.5) -> bool | None:
+        return self.store_up
+
+    def stats(self, inst: Instance):
+        return {"rx": 0, "tx": 0} if inst.id in self.running else None
+
+    def port_counters(self):
+        return {sw: {p: dict(c) for p, c in ports.items()} for sw, ports in self.counters.items()}
+
+    def pcie_ports(self):
+        return {s: f"x-p{s[4:]}h" for s in self.snics}
+
+
+class FakeMapper:
+    def __init__(self):
+        self.map_: dict[int, tuple[str, int]] = {}
+        self.fail = False
+        self.remaps: list[tuple[int, str, int]] = []
+        self.drain_ms: list[int | None] = []  # the drain_ms of every remap / set_instances call
+        self.sets: dict[int, list[tuple[str, int]]] = {}  # vports spread over several ports
+        self.set_calls: list[tuple[int, list[tuple[str, int]]]] = []
+        self.fail_set = False
+        self.unsupported = False
+        self.fail_prepare = False
+        self.prepared: list[tuple[int, str, int, int | None]] = []  # (vport, switch, port, ms) per prepare
+
+    def map(self, vport, switch, port, name):
+        if self.fail:
+            raise PortMapError("OneSwitch 503: down")
+        self.map_[vport] = (switch, port)
+
+    def remap(self, vport, switch, port, drain_ms=None):
+        if self.fail:
+            raise PortMapError("OneSwitch 503: down")
+        self.map_[vport] = (switch, port)
+        self.sets.pop(vport, None)
+        self.remaps.append((vport, switch, port))
+        self.drain_ms.append(drain_ms)
+        return 1.5
+
+    def prepare(self, vport, switch, port, ms=None):
+        if self.fail_prepare:
+            raise PortMapError("OneSwitch 503: down")
+        if vport not in self.map_:
+            raise PortMapError("OneSwitch 404: vport not mapped (field vport)")
+        self.prepared.append((vport, switch, port, ms))
+        return 1.0
+
+    def unmap(self, vport):
+        self.map_.pop(vport, None)
+        self.sets.pop(vport, None)
+
+    def mapped(self):
+        return dict(self.map_)
+
+    def set_instances(self, vport, instances, drain_ms=None):
+        if self.unsupported:
+            raise ScaleUnsupported("OneSwitch 404: no such path")
+        if self.fail or self.fail_set:
+            raise PortMapError("OneSwitch 503: down")
+        if vport not in self.map_:
+            raise PortMapError("OneSwitch 404: vport not mapped (field vport)")
+        self.set_calls.append((vport, list(instances)))
+        self.drain_ms.append(drain_ms)
+        self.map_[vport] = tuple(instances[0])
+        self.sets[vport] = list(instances)
+        return 2.5
+
+    def instances(self):
+        return {v: list(self.sets.get(v, [m])) for v, m in self.map_.items()}
+
+
+class Clock:
+    """A clock passed in: `clock()` reads it, `clock.sleep(s)` advances it (the sleep of the code under test)."""
+
+    def __init__(self, t: float = 1000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+
+def make_agent(tmp_path, capacity=36.0, pcie=40.0, **kw) -> tuple[Agent, FakeRuntime, FakeMapper, Clock]:
+    rt, mp, clock = FakeRuntime(), FakeMapper(), Clock()
+    cfg = AgentConfig(
+        snics=[SnicInfo("snic0", capacity, pcie, 1)],
+        vm_slots=2,
+        profiles=load_profiles(),
+        solve_time_limit=5,
+        **kw,
+    )
+    return Agent(cfg, rt, mp, tmp_path / "state.json", clock=clock), rt, mp, clock

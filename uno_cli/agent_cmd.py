@@ -1,0 +1,293 @@
+"""`uno agent serve`: run the NF agent against a running emulated host (`uno up`)."""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import ipaddress
+import logging
+import math
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+from domain.errors import CliError
+
+
+def _listen(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    try:
+        ipaddress.ip_address(host)
+        p = int(port)
+    except ValueError:
+        raise CliError(f"--listen: {text!r} is not IP:PORT") from None
+    if not 0 <= p <= 65535:
+        raise CliError(f"--listen: port {p} out of range")
+    family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    with socket.socket(family) as probe:  # before anything starts: a port in use changes nothing
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, p))
+        except OSError as exc:
+            raise CliError(f"--listen: cannot listen on {text}: {exc.strerror or exc}") from None
+    return host, p
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    if args.token_file:
+        try:
+            tok = Path(args.token_file).read_text().strip()
+        except OSError as exc:
+            raise CliError(f"--token-file: {exc}") from None
+        if len(tok) < 8:
+            raise CliError("--token-file: token must be at least 8 characters")
+        return tok
+    return None
+
+
+class Loops:
+    """Monitoring (sample + supervise every `sample_s`) and re-placement (every `replace_s`) in one thread."""
+
+    def __init__(self, agent, sample_s: float, replace_s: float, host_gone=None, on_host_gone=None):
+        self.agent, self.sample_s, self.replace_s = agent, sample_s, replace_s
+        self.host_gone, self.on_host_gone = host_gone, on_host_gone
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="agent-loops", daemon=True)
+
+    def _run(self) -> None:
+        import logging
+
+        log = logging.getLogger("uno.agent")
+        next_replace = time.monotonic() + self.replace_s
+        while not self.stop.wait(self.sample_s):
+            if self.host_gone and self.host_gone():
+                log.info("host is down: agent stops")
+                self.on_host_gone()
+                return
+            try:
+                self.agent.sample()
+                self.agent.supervise()
+                if self.replace_s > 0 and time.monotonic() >= next_replace:
+                    next_replace = time.monotonic() + self.replace_s
+                    self.agent.run_placement()
+            except Exception as exc:  # noqa: BLE001 - the loop must survive one bad round
+                log.exception("loop round failed", extra={"fields": {"error": str(exc)}})
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from werkzeug.serving import make_server
+
+    from domain.errors import OperationFailed, StartError
+    from emulated_host import agent_endpoint
+    from emulated_host.host import EmulatedHost
+    from nf_agent import logs
+    from nf_agent.api import create_app
+    from nf_agent.graph import SnicInfo
+    from nf_agent.service import Agent, AgentConfig
+    from nf_runtime.portmap import OneSwitchPortMapper
+    from nf_runtime.runtime import HostRuntime, parse_cpu_latency
+    from placement.hysteresis import Dampener
+    from placement.model import PlacementInputError
+    from placement.profiles import load_profiles
+    from uno_cli.host_cmd import _host
+
+    addr, port = _listen(args.listen)
+    token = _token(args)
+    if not ipaddress.ip_address(addr).is_loopback and token is None:
+        raise CliError("--listen: a non-loopback address needs --token-file (the API would be open)")
+    if not (math.isfinite(args.sample_interval) and args.sample_interval > 0):
+        raise CliError("--sample-interval must be > 0 seconds")
+    if args.max_moves is not None and args.max_moves < 0:
+        raise CliError("--max-moves must be >= 0")
+    for opt, value, hi in (
+        ("--replace-interval", args.replace_interval, math.inf),
+        ("--threshold", args.threshold, math.inf),
+        ("--rel-threshold", args.rel_threshold, 1),
+        ("--dampening", args.dampening, math.inf),
+        ("--flap-window", args.flap_window, math.inf),
+        ("--drain", args.drain, 60),
+    ):
+        if not (math.isfinite(value) and 0 <= value <= hi):  # NaN and inf fail too
+            raise CliError(f"{opt} must be in [0, {hi:g}], got {value:g}")
+    if not (math.isfinite(args.solve_time_limit) and args.solve_time_limit > 0):
+        raise CliError("--solve-time-limit must be > 0 seconds")
+    if not 0 <= args.warm_slots <= 8:
+        raise CliError("--warm-slots must be in [0, 8]")
+    try:
+        args.cpu_latency_us = parse_cpu_latency(args.cpu_latency_us)
+    except ValueError as exc:
+        raise CliError(f"--cpu-latency-us {exc}") from None
+    if args.failover_interval != 0 and not 10 <= args.failover_interval <= 10_000:
+        raise CliError("--failover-interval must be 0 (off) or in [10, 10000] ms")
+    try:
+        profiles = load_profiles(args.profiles)
+    except PlacementInputError as exc:
+        raise CliError(str(exc)) from None
+    host: EmulatedHost = _host(args)
+    if not host.is_up():
+        raise CliError(f"emulated host '{host.name}' is not up (run `uno up` first)")
+    ones = host.oneswitch()
+    if ones is None:
+        raise CliError("the agent maps NF ports in OneSwitch: enable it (config key oneswitch.enabled)")
+    adir = agent_endpoint.agent_dir(host.rundir)
+    adir.mkdir(parents=True, exist_ok=True)
+    running = agent_endpoint.status_entry(host.rundir)
+    if running and running["running"]:
+        raise CliError(f"an agent already runs for '{host.name}' (pid {running['pid']}, {running['rest']})")
+    logs.setup(
+        adir / "agent.log" if args.log_file is None else (args.log_file if args.log_file != "-" else None)
+    )
+    status = host.status()
+    redis = status["redis"]
+    runtime = HostRuntime(
+        host,
+        adir,
+        redis["port"],
+        warm_slots=args.warm_slots,
+        redis_socket=redis.get("unix_socket"),
+        cpu_latency_us=args.cpu_latency_us,
+    )
+    snics = [
+        SnicInfo(s.id, float(s.capacity), float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4, s.eth_ports)
+        for s in host.config.snics
+        if s.id in runtime.switches
+    ]
+    cfg = AgentConfig(
+        snics=snics,
+        vm_slots=host.config.vms,
+        profiles=profiles,
+        dampener=Dampener(
+            threshold=args.threshold,
+            rel_threshold=args.rel_threshold,
+            window=args.dampening,
+            flap_window=args.flap_window,
+        ),
+        solve_time_limit=args.solve_time_limit,
+        max_moves=args.max_moves,
+        failover=args.failover_interval > 0,
+    )
+    try:
+        runtime.open()
+        agent = Agent(
+            cfg, runtime, OneSwitchPortMapper(ones.client()), adir / "state.json", drain_s=args.drain
+        )
+        actions = agent.reconcile()
+    except (StartError, OperationFailed, ValueError) as exc:
+        runtime.close()
+        raise CliError(str(exc)) from None
+    app = create_app(agent, token)
+    try:
+        server = make_server(addr, port, app, threaded=True)
+    except (OSError, SystemExit):  # taken since the probe (werkzeug exits on EADDRINUSE): undo the slots
+        runtime.close()
+        raise CliError(f"--listen: cannot listen on {addr}:{port}") from None
+    url = f"http://{addr}:{server.server_port}"
+    agent_endpoint.write(host.rundir, url, os.getpid())
+    print(url, flush=True)
+    print(
+        f"uno agent: serving {url} for host '{host.name}' ({len(agent.state.nfs)} NFs; {actions})",
+        file=sys.stderr,
+    )
+
+    def _stop(*_):
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    # `uno down` stops the agent first (SIGTERM); a host removed otherwise (its rundir gone): it stops by itself.
+    loops = Loops(agent, args.sample_interval, args.replace_interval, lambda: not adir.exists(), _stop)
+    loops.thread.start()
+    watchdog = None
+    if args.failover_interval > 0:
+        from migration.failover import DetectorConfig, Watchdog
+
+        def on_failure(inst_id: str, reason: str) -> None:
+            with agent.lock:
+                nf_id = next(
+                    (n.id for n in agent.state.nfs.values() for i in n.instances if i.id == inst_id), None
+                )
+            if nf_id:
+                try:
+                    agent.failover(nf_id, inst_id, reason)
+                except OperationFailed as exc:  # recorded (nf-failover-failed); the next probe retries
+                    logging.getLogger("uno.agent").error(
+                        "failover failed", extra={"fields": {"error": str(exc)}}
+                    )
+
+        watchdog = Watchdog(
+            agent.probe,
+            on_failure,
+            DetectorConfig(interval_s=args.failover_interval / 1000),
+            pids=agent.instance_pids,
+        )
+        watchdog.start()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _stop)
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 PID`: every thread's stack on stderr
+    try:
+        server.serve_forever()
+    finally:
+        if watchdog:
+            watchdog.stop()
+        loops.stop.set()
+        loops.thread.join(timeout=10)
+        agent_endpoint.remove(host.rundir)
+        runtime.close()
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("agent", help="the NF agent (REST API, NF lifecycle, monitoring, re-placement)")
+    asub = p.add_subparsers(dest="agent_command", metavar="SUBCOMMAND")
+    s = asub.add_parser("serve", help="serve the agent's REST API for a running emulated host")
+    s.add_argument("--config", help="host config YAML (as for `uno up`)")
+    s.add_argument("--name", help="host instance name (overrides the config's)")
+    s.add_argument("--listen", default="127.0.0.1:0", help="IP:PORT (default loopback, free port)")
+    s.add_argument("--token-file", help="file holding the bearer token the API requires")
+    s.add_argument("--profiles", help="NF profiles JSON overriding placement/profiles.json")
+    s.add_argument("--sample-interval", type=float, default=1.0, help="monitoring period, s (default 1)")
+    s.add_argument(
+        "--replace-interval", type=float, default=30.0, help="re-placement period, s; 0 = on demand only"
+    )
+    s.add_argument("--threshold", type=float, default=0.0, help="hysteresis: minimum saving, host cores")
+    s.add_argument("--rel-threshold", type=float, default=0.05, help="hysteresis: minimum relative saving")
+    s.add_argument("--dampening", type=float, default=30.0, help="seconds between migrations")
+    s.add_argument(
+        "--flap-window",
+        type=float,
+        default=300.0,
+        help="seconds before returning to a placement left (anti-flap)",
+    )
+    s.add_argument(
+        "--max-moves", type=int, default=None, help="incremental re-placement: at most N NFs move per run"
+    )
+    s.add_argument(
+        "--drain",
+        type=float,
+        default=0.5,
+        help="migration: drain bound, s (old NF stopped once quiet or then)",
+    )
+    s.add_argument(
+        "--failover-interval", type=float, default=0,
+        help="failover watchdog probe period, ms (dead or stuck NF -> new instance, port remapped); 0 = off: "
+        "a dead NF is restarted in place",
+    )  # fmt: skip
+    s.add_argument(
+        "--warm-slots", type=int, default=1,
+        help="pre-created NF slots (namespace, bridge port, relays) kept free per location (host and each "
+        "sNIC), taken by new instances so only the NF process starts; 0 = off (default 1)",
+    )  # fmt: skip
+    s.add_argument(
+        "--cpu-latency-us", default="0",
+        help="every NF holds this CPU wake-up latency bound while it runs (Linux PM QoS, /dev/cpu_dma_latency): "
+        "0 (default) = idle CPUs poll instead of halting, so the NF and Redis wake for each round trip without "
+        "a halted CPU's exit (measured: stateless packets/s +6..15 %%, nfs/README.md); 'off' = leave the "
+        "host's idle states alone (saves idle power; a laptop). An NF config's own cpu_latency_us wins",
+    )  # fmt: skip
+    s.add_argument("--solve-time-limit", type=float, default=5.0, help="placement solver time limit, s")
+    s.add_argument("--log-file", help="JSON log file (default RUNDIR/NAME/agent/agent.log; - = stderr)")
+    s.set_defaults(func=cmd_serve)
+    p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
