@@ -26,6 +26,7 @@ lint: lint-python lint-java lint-rust
 lint-python:
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	PYTHONPATH=. $(VENV)/bin/lint-imports --no-cache --no-logo
 
 lint-java:
 	@if [ -f pom.xml ]; then $(MVN) -DskipTests -Dfmt.skip=false fmt:check; fi

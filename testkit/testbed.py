@@ -9,7 +9,6 @@ Used by tests/migration/test_live.py and bench/migration/run.py. Everything is r
 from __future__ import annotations
 
 import contextlib
-import json
 import subprocess
 import uuid
 
@@ -24,6 +23,7 @@ from nf_agent.validation import NfRequest
 from nf_runtime.portmap import OneSwitchPortMapper
 from nf_runtime.runtime import NF_BINARY, HostRuntime
 from placement.profiles import load_profiles
+from testkit.procs import last_json
 
 TRAFFIC = NF_BINARY.parent / "traffic"
 # New connections may only be opened from the VM side; the wire side gets through only on an established
@@ -207,10 +207,9 @@ class Testbed:
 def report(p: subprocess.Popen, timeout: float = 180) -> dict:
     """The last JSON line a traffic process printed (waits for it to exit)."""
     out, err = p.communicate(timeout=timeout)
-    lines = [ln for ln in out.strip().splitlines() if ln.startswith("{")]
-    if p.returncode != 0 or not lines:
+    if p.returncode != 0 or "{" not in out:
         raise RuntimeError(f"traffic exited {p.returncode}: {err.strip()[-300:]}")
-    return json.loads(lines[-1])
+    return last_json(out)
 
 
 def nf_counters(tb: Testbed, nf_id: str = "fw") -> dict:

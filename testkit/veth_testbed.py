@@ -293,14 +293,4 @@ def _raise_exit(signum, _frame) -> None:
     raise SystemExit(128 + signum)
 
 
-def wait_exit(p: subprocess.Popen, timeout: float) -> str:
-    """Wait for `p` and return its stdout; kill it when it overruns `timeout`."""
-    try:
-        out, _ = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_and_wait(p.pid)
-        out, _ = p.communicate()
-    return out if isinstance(out, str) else (out or b"").decode()
-
-
-__all__ = ["GEN_MAC", "SINK_MAC", "Testbed", "proc_cpu_s", "wait_exit"]
+__all__ = ["GEN_MAC", "SINK_MAC", "Testbed", "proc_cpu_s"]

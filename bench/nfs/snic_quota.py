@@ -27,10 +27,11 @@ import time
 from pathlib import Path
 
 from bench.common import median
-from bench.nfs.veth import NF_CONFIGS, NF_DST, Binaries, VethBench, _last_json
+from bench.nfs.veth import NF_CONFIGS, NF_DST, Binaries, VethBench
 from host_datapath.sysutil import DatapathError
 from snic_datapath.cgroup import CpuCgroup, quota_us
-from testkit.veth_testbed import Testbed, wait_exit
+from testkit.procs import last_json, wait_exit
+from testkit.veth_testbed import Testbed
 
 NONE = 0  # period key of the unthrottled baseline
 UNLIMITED_CORES = 2.0  # more than the NF's one packet thread can use: never throttled
@@ -72,12 +73,12 @@ class QuotaBench(VethBench):
             gen = tb.traffic(self.bins.traffic, "gen", [
                 "--run", str(self.run_id), "--flows", str(FLOWS), "--pkts", str(pkts), "--rate", f"{rate:.0f}",
                 "--size", "64", "--dst", NF_DST.get(nf, "10.0.0.2"), "--dst-port", "80"])  # fmt: skip
-            g = _last_json(wait_exit(gen, self.seconds * 4 + 60))
-            s = _last_json(wait_exit(sink, self.seconds * 4 + 60))
+            g = last_json(wait_exit(gen, self.seconds * 4 + 60))
+            s = last_json(wait_exit(sink, self.seconds * 4 + 60))
             thr1, use1 = cg.throttling(), cg.usage_seconds()
             proc.send_signal(signal.SIGTERM)
             out, _ = proc.communicate(timeout=30)
-            stats = _last_json(out.decode())
+            stats = last_json(out.decode())
         finally:
             if proc is not None and proc.poll() is None:
                 proc.kill()

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import median
-from testkit.veth_testbed import Testbed, proc_cpu_s, wait_exit
+from testkit.procs import last_json, wait_exit
+from testkit.veth_testbed import Testbed, proc_cpu_s
 
 NF_TYPES = ("firewall", "nat", "monitor", "lb", "ips", "l7fw")
 MODES = ("local", "stateless", "cached")
@@ -85,13 +86,6 @@ def nf_config(nf: str, mode: str) -> dict:
     return {**NF_CONFIGS[nf], **({"owner_cache": True} if mode == "cached" else {})}
 
 
-def _last_json(text: str) -> dict:
-    lines = [ln for ln in text.strip().splitlines() if ln.startswith("{")]
-    if not lines:
-        raise RuntimeError(f"no JSON in output: {text[-300:]!r}")
-    return json.loads(lines[-1])
-
-
 @dataclass
 class Binaries:
     nf: Path
@@ -129,8 +123,8 @@ class VethBench:
                 "--run", str(self.run_id), "--flows", str(wl.flows), "--pkts", str(wl.pkts),
                 "--rate", f"{rate:.0f}", "--size", str(wl.size), "--dst", NF_DST.get(nf, "10.0.0.2"),
                 "--dst-port", "80"])  # fmt: skip
-            g = _last_json(wait_exit(gen, 600))
-            s = _last_json(wait_exit(sink, 600))
+            g = last_json(wait_exit(gen, 600))
+            s = last_json(wait_exit(sink, 600))
             cpu1, rcpu1, lcpu1 = proc_cpu_s(proc.pid), tb.redis_cpu_s(), tb.relay_cpu_s()
         finally:
             if proc.poll() is None:
@@ -140,7 +134,7 @@ class VethBench:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 out, _ = proc.communicate()
-        stats = _last_json(out.decode() if isinstance(out, bytes) else out)
+        stats = last_json(out.decode() if isinstance(out, bytes) else out)
         relay = None if lcpu0 is None or lcpu1 is None or mode == "local" else lcpu1 - lcpu0
         return run_figures(wl, g, s, stats, cpu1 - cpu0, rcpu1 - rcpu0, relay)
 

@@ -17,11 +17,11 @@ import subprocess
 
 import pytest
 
-from bench.nfs.veth import _last_json
 from nf_runtime.runtime import NF_BINARY
 from snic_datapath.cgroup import PERIOD_US, CpuCgroup
 from testkit.hosts import needs_root
-from testkit.veth_testbed import Testbed, wait_exit
+from testkit.procs import last_json, wait_exit
+from testkit.veth_testbed import Testbed
 
 TRAFFIC = NF_BINARY.parent / "traffic"
 needs_bins = pytest.mark.skipif(
@@ -55,12 +55,12 @@ def test_a_throttled_nf_loses_no_frame_below_its_ring_capacity():
             before = cg.throttling()
             gen = tb.traffic(TRAFFIC, "gen", ["--run", "1", "--flows", str(FLOWS), "--pkts", str(PKTS),
                                               "--rate", str(RATE), "--dst-port", "80"])  # fmt: skip
-            sent = _last_json(wait_exit(gen, 120))
+            sent = last_json(wait_exit(gen, 120))
             during = cg.throttling()
-            got = _last_json(wait_exit(sink, 130))
+            got = last_json(wait_exit(sink, 130))
             spinner.kill()
             nf.send_signal(signal.SIGTERM)
-            stats = _last_json(nf.communicate(timeout=30)[0].decode())["counters"]
+            stats = last_json(nf.communicate(timeout=30)[0].decode())["counters"]
         finally:
             for p in (spinner, nf):
                 if p is not None and p.poll() is None:
