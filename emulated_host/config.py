@@ -18,7 +18,7 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
 DEFAULT_CONFIG = Path(__file__).with_name("default.yaml")
 
 
-# The emulation's unit mapping: placement capacity units (DESIGN.md section 3) per host CPU core of quota. The
+# The emulation's unit mapping: placement capacity units (docs/placement.md) per host CPU core of quota. The
 # default sNIC (capacity 36) gets half a core: a weaker compute domain than the host, on a 2-core machine.
 UNITS_PER_CORE = 72.0
 MIN_QUOTA_CORES = 0.01  # 1 ms (the kernel's minimum quota) per 100 ms; cgroup.default_period_us lengthens it
@@ -37,7 +37,7 @@ def period_us(snic: SnicConfig) -> int:
 @dataclass(frozen=True)
 class SnicConfig:
     id: str
-    capacity: float = 36.0  # placement units (DESIGN.md section 3), the sNIC's compute budget
+    capacity: float = 36.0  # placement units (docs/placement.md), the sNIC's compute budget
     cpu_quota: float | None = (
         None  # cores for NFs on this sNIC (cgroup quota); None: capacity / UNITS_PER_CORE
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from emulated_host import naming as nm
+from emulated_host.agent_endpoint import status_entry
 from emulated_host.config import HostConfig, period_us, quota_cores
 from emulated_host.naming import MAX_UNIX_PATH
 from emulated_host.oneswitch import OneSwitch, south_target
@@ -206,7 +207,7 @@ class Snic:
         self.host.driver.add_port(h_if, nm.HOST_PCIE_OFPORT_BASE + k)
         drv.add_port(s_if, nm.SNIC_PCIE_OFPORT)
         if c.pcie_gbps > 0:
-            # Egress shaping on each end: one budget per direction (full duplex, DESIGN.md section 3).
+            # Egress shaping on each end: one budget per direction (full duplex, docs/placement.md).
             for sw, ifname, ns in ((self.host.driver, h_if, self.host.netns), (drv, s_if, self.switch.netns)):
                 sw.keep_own_qdisc(ifname)
                 shape(ifname, ns, c.pcie_gbps)
@@ -408,9 +409,8 @@ class EmulatedHost:
     def _stop_agent(self, timeout: float = 20.0) -> None:
         """The host's `uno agent serve` first (it was started last): stopped while the switches still run,
         its failover watchdog does not try to replace the NFs the teardown kills (each try then waited out
-        OVSDB timeouts: the agent took 17-18 s to exit). It leaves its NFs running; the teardown takes them.
+        OVSDB timeouts). It leaves its NFs running; the teardown takes them.
         Only a process whose command line is an agent's (a stale endpoint's PID may be another's by now)."""
-        from emulated_host.agent_endpoint import status_entry  # the agent imports this module: import late
 
         entry = status_entry(self.rundir)
         if not entry or not entry["running"]:
@@ -465,7 +465,6 @@ class EmulatedHost:
         out["up"] = out["up"] and all(sw["running"] for sw in switches) and out["redis"]["pid"] is not None
         if "oneswitch" in out:
             out["up"] = out["up"] and out["oneswitch"]["running"]
-        from emulated_host.agent_endpoint import status_entry  # the agent imports this module: import late
 
         agent = status_entry(self.rundir)
         if agent is not None:

@@ -42,13 +42,11 @@ def south_target(mode: str | None) -> Callable[[OpenFlowTcpEndpoint], str | None
     raise DatapathError(f"UNO_ONESWITCH_SOUTH={mode!r}: expected unix or tcp")
 
 
-# 2 cores shared by many: serial GC (no GC threads). A 256 MB young generation: with -Xms32m (a ~10 MB one) an
-# install of thousands of rules spent more CPU in young and full collections than in translating (13-15 vs
-# 2-3 us per flow-mod); with 64 MB a young collection still came every ~1.5 s of pipelined installs, each
-# copying the rules installed meanwhile (15-21 ms), the old generation filling until a full collection; with
-# 256 MB one every ~2 s, little promoted: the VM thread 1.5-1.7 us per pipelined flow-mod against 1.7-3.1
-# (bench/RESULTS.md oneswitch, os-cpu). Compiler threads kept (not started and ended on demand), so
-# their CPU stays visible per thread in /proc (the bench's warm-up watches the JIT).
+# 2 cores shared by many: serial GC (no GC threads). A young generation large enough that installing thousands
+# of rules rarely collects: each young collection copies the rules installed since the last one, and with a
+# small one OneSwitch spent more CPU collecting than translating (bench/RESULTS.md `oneswitch` compares the
+# sizes). Compiler threads kept (not started and ended on demand), so their CPU stays visible per thread in
+# /proc (the bench's warm-up watches the JIT).
 # UNO_ONESWITCH_JVM_OPTS (shell words) replaces them, e.g. to run an A/B benchmark with the earlier options.
 JVM_OPTS = shlex.split(os.environ.get("UNO_ONESWITCH_JVM_OPTS", "")) or [
     "-Xms384m",

@@ -1,7 +1,7 @@
 """Interface settings made in-process inside a named network namespace (`ip netns add` / /run/netns/NAME).
 
-`ip netns exec NS cmd` costs a process (or two) plus a remount of /sys per call (~9 ms on the test VM, far
-more under load); a cold NF attach used to make five such calls. Here a short-lived thread enters the
+`ip netns exec NS cmd` costs a process (or two) plus a remount of /sys per call, and attaching an NF takes
+several such settings. Here a short-lived thread enters the
 namespace with setns(2) (it changes only that thread's namespace; the thread ends right after) and sets the
 interfaces with the plain ioctls and /proc/sys writes the tools would make: link up (SIOCSIFFLAGS), transmit
 checksum offload off (SIOCETHTOOL ETHTOOL_STXCSUM, which the kernel applies to the same feature group as

@@ -4,10 +4,9 @@ Used by `uno up` (health), the agent (map NF ports), migration (remap) and the t
 raised as `OneSwitchError` carrying the HTTP status and OneSwitch's JSON error (`error`, `field`).
 
 Transport: kept-alive HTTP/1.1 connections (a small pool, thread-safe), TCP_NODELAY: no TCP set-up on the
-failover's remap call (~0.4 ms a call side by side, bench/RESULTS.md "## migration"). An idle pooled
-connection the server has closed (its idle timeout, a OneSwitch restart) is seen before use and replaced; one
-that breaks while the request is sent is replaced and the request sent once more. Errors on a fresh
-connection are reported as before (status 0).
+failover's remap call (bench/RESULTS.md `migration` compares both). An idle pooled connection the server has
+closed (its idle timeout, a OneSwitch restart) is seen before use and replaced; one that breaks while the
+request is sent is replaced and the request sent once more. An error on a fresh connection is status 0.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ovsdb-server runs in the root namespace (its unix socket is reachable from anywhere); ovs-vswitchd runs in the
 switch's own network namespace, because two netdev vswitchds in one namespace fight over the `ovs-netdev` tap
-device (ENVIRONMENT.md). Everything lives in one rundir, which OVS also accepts for controller sockets.
+device (docs/emulated-host.md). Everything lives in one rundir, which OVS also accepts for controller sockets.
 """
 
 from __future__ import annotations

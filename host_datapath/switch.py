@@ -157,7 +157,7 @@ class SwitchDriver:
         """Point the bridge at OpenFlow controllers (`targets`, e.g. `unix:...`), out-of-band.
 
         The driver's passive `listeners` are always kept. Adding the first *active* controller or removing the
-        last one flushes the bridge's flows (ENVIRONMENT.md; passive listeners do not count, measured): set
+        last one flushes the bridge's flows (docs/emulated-host.md; passive listeners do not count, measured): set
         controllers before installing flows.
         """
         wanted = list(dict.fromkeys([*self.listeners, *targets]))

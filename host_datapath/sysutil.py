@@ -97,7 +97,7 @@ def veth_pair(a: str, a_ns: str, b: str, b_ns: str, mtu: int = 1600) -> None:
     """Create veth a<->b with each end made in its namespace, both up, transmit checksum offload off.
 
     Transmit checksum offload is switched off on both ends (which also disables TSO): OVS's userspace
-    datapath forwards the partial checksums a veth leaves, and the receiver then drops TCP (ENVIRONMENT.md).
+    datapath forwards the partial checksums a veth leaves, and the receiver then drops TCP (docs/emulated-host.md).
     Userspace TSO would be ~4x faster for TCP but breaks MPLS, which the flow-id carrier may be.
     MTU 1600 leaves room for a flow-id tag (VLAN or MPLS) on full-size frames.
     One `ip` process makes the pair (`up` is taken for the first end only: the kernel refuses it for the
@@ -216,7 +216,7 @@ def tcp_open(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def set_root_sysctls() -> None:
-    """Socket buffers for vswitchd's AF_PACKET sockets (ENVIRONMENT.md: -19 % TCP retransmits).
+    """Socket buffers for vswitchd's AF_PACKET sockets (fewer TCP retransmits: docs/emulated-host.md).
 
     Only raised, never lowered; these cannot be set inside a namespace.
     """

@@ -20,7 +20,7 @@ class Decision:
     moves: list[dict] = field(default_factory=list)  # [{"id", "from", "to"}]
     current_cost: float | None = None
     new_cost: float | None = None
-    result: dict | None = None  # the solver's output (DESIGN.md section 3)
+    result: dict | None = None  # the solver's output (docs/placement.md)
 
     def to_json(self) -> dict:
         return {

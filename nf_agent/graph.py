@@ -1,4 +1,4 @@
-"""The placement graph of DESIGN.md section 3, built from the agent's state and a traffic matrix (pure).
+"""The placement graph of docs/placement.md, built from the agent's state and a traffic matrix (pure).
 
 Vertices: every NF, every VM the agent knows (on `host`) and every sNIC Ethernet port (`snicK-ethJ`, pinned
 to its sNIC). Each NF sits in a chain `src -> nf -> dst` (its `expected.src/dst`, default: the first Ethernet

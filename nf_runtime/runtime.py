@@ -4,11 +4,11 @@ Each instance gets a network namespace `NAME-iSEQ` plugged into its switch (host
 port >= 200, and runs `nf TYPE --port IFACE ...` there. The namespace is cut off from the root namespace's
 loopback, but not from the file system: the NF reaches Redis through Redis's own unix socket
 (`--store unix://RUNDIR/redis.sock`) and serves its stats endpoint on a unix socket in the agent's directory
-(`--stats unix://AGENT_DIR/ID.stats`), so no relay runs next to it (a loopback round trip through the two
-socat relays used before cost 4 more wake-ups and copies, inside the sNIC's CPU quota for sNIC NFs). Only a
-Redis without a unix socket (a host brought up by an older version) is reached through one relay in the root
-namespace: the agent's unix socket -> TCP to Redis. On an sNIC the NF process joins the sNIC's CPU cgroup
-before it executes (so none of its CPU time is charged to the host; `spawn_command`).
+(`--stats unix://AGENT_DIR/ID.stats`), so no relay runs next to it: a relay would add wake-ups and copies
+to every round trip, inside the sNIC's CPU quota for sNIC NFs. Only a Redis without a unix socket is reached
+through one relay in the root namespace: the agent's unix socket -> TCP to Redis. On an sNIC the NF process
+joins the sNIC's CPU cgroup before it executes, so none of its CPU time is charged to the host
+(command.spawn_command).
 
 Warm slots (`warm_slots` per location, nf_runtime/slots.py): namespaces `NAME-wK` already plugged into
 their switch (ofport >= SLOT_PORT_BASE); `start` takes one when its location has one free and then only
@@ -20,21 +20,17 @@ agent left (crash included) and `uno down` sweeps the rest by name.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import re
-import socket
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 from domain.errors import ConfigRejected, StartError, StateError
 from domain.model import HOST, Instance, Nf
 from emulated_host import naming as nm
 from emulated_host.naming import MAX_UNIX_PATH
-from host_datapath.netns_ops import netns_path
 from host_datapath.sysutil import (
     DatapathError,
     kill_and_wait,
@@ -46,117 +42,14 @@ from host_datapath.sysutil import (
     process_argv,
     read_pidfile,
 )
+from nf_runtime.command import MAX_CPU_LATENCY_US, run_config, spawn_command
 from nf_runtime.slots import Slot, SlotPool
+from nf_runtime.unixhttp import http_get_unix, http_unix, redis_ping
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NF_BINARY = REPO_ROOT / "nfs" / "target" / "release" / "nf"
 HEALTH_TIMEOUT = 30.0
 SLOT_PORT_BASE = 700  # warm slots' OpenFlow ports (instances allocate from NF_PORT_BASE = 200 up)
-# `sh -c` script of `_spawn`: "N FILE1..FILEN CMD...": write "0" (= itself) to each cgroup.procs file, then
-# execute CMD; exit 126 (before CMD) if a write fails.
-JOIN_CGROUPS_SH = (
-    'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || exit 126; shift; n=$((n - 1)); done; exec "$@"'
-)
-
-
-# Claim options the agent sets for NFs whose config leaves them out: the pipelined claim (written with the
-# batch, no round trip per new connection; checked when the writes are acknowledged, so two instances that
-# race on one connection still end with one mapping / backend) instead of a compare-and-set round trip.
-PIPELINED_CLAIMS = {"nat": "mapping_claim", "lb": "conn_claim"}
-
-
-MAX_CPU_LATENCY_US = 1_000_000  # nfcore::cpu_latency::MAX_US
-
-
-def parse_cpu_latency(text: str) -> int | None:
-    """A `--cpu-latency-us` value: 'off' -> None, else an integer bound in [0, MAX_CPU_LATENCY_US] us.
-    ValueError says what is wrong (the caller names the option)."""
-    if text == "off":
-        return None
-    try:
-        us = int(text)
-    except ValueError:
-        raise ValueError(f"must be 'off' or an integer, not {text!r}") from None
-    if not 0 <= us <= MAX_CPU_LATENCY_US:
-        raise ValueError(f"must be 'off' or in [0, {MAX_CPU_LATENCY_US}] us")
-    return us
-
-
-def run_config(nf_type: str, config: dict, location: str, cpu_latency_us: int | None = None) -> dict:
-    """The config an NF instance starts with. NAT and LB claim new connections pipelined
-    (`PIPELINED_CLAIMS`) unless the config says otherwise: the atomic claim costs a blocking round trip per
-    new connection (NAT short flows at 64 B: 0.23x the local baseline against 0.55x pipelined,
-    bench/RESULTS.md); both keep one mapping per connection when instances race (a move's or a resize's
-    make-before-break window), the pipelined one by dropping the losing instance's packets of that
-    connection before they leave (a retransmission takes the winner's mapping) where the atomic one adopts
-    the winner's at once. Under an sNIC's CPU quota the Redis client does not spin for replies
-    (`spin_us: 0`) unless the config says otherwise: spinning (200 us per read by default) burns the quota
-    the NF's own work needs, per batch, not per byte. `cpu_latency_us` (the agent's `--cpu-latency-us`): the
-    CPU wake-up latency bound the NF holds while it runs (nfs/README.md `cpu_latency_us`), unless its config
-    sets one."""
-    out = dict(config)
-    if cpu_latency_us is not None and "cpu_latency_us" not in out:
-        out["cpu_latency_us"] = cpu_latency_us
-    claim = PIPELINED_CLAIMS.get(nf_type)
-    if claim and claim not in out:
-        out[claim] = "pipelined"
-    if location != HOST and "spin_us" not in out:
-        out["spin_us"] = 0
-    return out
-
-
-def spawn_command(cmd: list[str], netns: str | None = None, cgroup: Sequence[str] = ()) -> list[str]:
-    """The command line that runs `cmd` in namespace `netns` (`nsenter --net`) after joining the cgroups
-    whose `cgroup.procs` files `cgroup` lists (`sh`, JOIN_CGROUPS_SH); exec all the way: one PID."""
-    full = ["nsenter", f"--net={netns_path(netns)}", "--", *cmd] if netns else list(cmd)
-    if cgroup:
-        full = ["sh", "-c", JOIN_CGROUPS_SH, "uno-join-cgroup", str(len(cgroup)), *cgroup, *full]
-    return full
-
-
-class _UnixHTTP(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float):
-        super().__init__("localhost", timeout=timeout)
-        self.path = path
-
-    def connect(self) -> None:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.path)
-        self.sock = s
-
-
-def redis_ping(path: str | Path, timeout: float = 0.5) -> bool:
-    """A Redis PING on unix socket `path` answered +PONG within `timeout` s (a socket error or any other
-    answer, e.g. -LOADING or -NOAUTH: False)."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
-            c.settimeout(timeout)
-            c.connect(str(path))
-            c.sendall(b"*1\r\n$4\r\nPING\r\n")
-            got = b""
-            while not got.endswith(b"\r\n") and len(got) < 64:
-                part = c.recv(64)
-                if not part:
-                    break
-                got += part
-            return got == b"+PONG\r\n"
-    except OSError:
-        return False
-
-
-def http_get_unix(path: str, url: str, timeout: float = 2.0) -> tuple[int, bytes]:
-    return http_unix(path, "GET", url, None, timeout)
-
-
-def http_unix(path: str, method: str, url: str, body: bytes | None, timeout: float) -> tuple[int, bytes]:
-    conn = _UnixHTTP(path, timeout)
-    try:
-        conn.request(method, url, body=body)
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    finally:
-        conn.close()
 
 
 def _tail(path: Path, n: int = 5) -> str:
@@ -445,9 +338,9 @@ class HostRuntime:
 
         No code runs in a fork of the agent (CPython then starts the child with vfork: a fork of the agent
         costs ms of page-table copying), and the call returns at once: `sh` joins the cgroups (a cgroup
-        write waits for an RCU grace period, 3-18 ms measured, now off the agent's thread), then
-        `nsenter --net` enters the namespace and executes `cmd` (same PID throughout). `ip netns exec`
-        also remounted /sys, which the NF does not read (Redis and its stats endpoint are unix sockets in
+        write waits for an RCU grace period: not on the agent's thread), then `nsenter --net` enters the
+        namespace and executes `cmd` (same PID throughout). `ip netns exec` would also remount /sys, which
+        the NF does not read (Redis and its stats endpoint are unix sockets in
         the file system it shares with the agent). A failed cgroup write ends `sh` (exit 126, message in
         `log`) before `cmd` runs."""
         with open(log, "ab") as out:

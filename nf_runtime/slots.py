@@ -1,9 +1,8 @@
 """Warm NF slots: pre-created namespace + veth + bridge port, waiting for an instance to take them.
 
-Starting an instance cold costs its namespace, veth pair and bridge port (87-304 ms on the shared test
-machine until the cold attach was cut to two processes, ~17 ms quiet since: bench/RESULTS.md) before `nf`
-itself starts. A slot has all of that ready, not running an NF and not mapped in
-OneSwitch; `HostRuntime.start` takes one when its location has one free, so only `nf` start + /health remain
+Starting an instance cold costs its namespace, veth pair and bridge port before `nf` itself starts
+(bench/RESULTS.md `migration` measures both starts). A slot has all of that ready, not running an NF and not
+mapped in OneSwitch; `HostRuntime.start` takes one when its location has one free, so only `nf` start + /health remain
 on the failover, migration, scale-out and create paths. `SlotPool` keeps `per_domain` free slots per location
 (host and each sNIC), refilled by a background thread after each take. (No process runs in a slot: the NF
 reaches Redis and serves its stats endpoint on unix sockets, so there are no relays to pre-start.)

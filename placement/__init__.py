@@ -1,4 +1,4 @@
-"""UNO placement: decide for each NF whether it runs on the host CPU or on an sNIC (DESIGN.md section 3).
+"""UNO placement: decide for each NF whether it runs on the host CPU or on an sNIC (docs/placement.md).
 
 from placement import parse_problem, solve
 result = solve(parse_problem(json_obj), solver="cpsat", time_limit=5)

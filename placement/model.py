@@ -1,4 +1,4 @@
-"""The placement problem of DESIGN.md section 3: parsing, validation and exact (rational) arithmetic.
+"""The placement problem of docs/placement.md: parsing, validation and exact (rational) arithmetic.
 
 Traffic and ratios arrive as JSON numbers; they are read as exact fractions (via their decimal text), so
 costs and budgets are compared without float rounding, and the solver scales them to integers exactly.
@@ -151,7 +151,7 @@ def _keys(where: str, obj: Any, required: set[str], optional: set[str]) -> dict:
 
 
 def parse_problem(data: Any) -> Problem:
-    """Validate the JSON input of DESIGN.md section 3 into a Problem; PlacementInputError names the field."""
+    """Validate the JSON input of docs/placement.md into a Problem; PlacementInputError names the field."""
     _keys("input", data, {"nodes", "edges", "snics"}, {"pcie_model"})
     pcie_model = data.get("pcie_model", "duplex")
     if pcie_model not in ("duplex", "shared"):

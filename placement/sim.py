@@ -8,10 +8,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import random
-import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from placement.generate import chains_instance
 from placement.hysteresis import Dampener
@@ -20,13 +24,15 @@ from placement.profiles import load_profiles, node_costs
 from placement.solver import solve
 
 
-def progress(done: int, total: int, label: str) -> None:
-    width = 30
-    filled = int(width * done / max(total, 1))
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<30}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+@contextlib.contextmanager
+def progress(total: int, what: str) -> Iterator[Callable[[str], None]]:
+    """A progress bar of `total` steps on stderr while stderr is a terminal, nothing when it is piped or a
+    log; yields `step(label)`, called once per step done."""
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda label: bar.update(task, advance=1, description=label)
 
 
 def fig16_instance(pcie: float, gbps: float = 2.25) -> dict:
@@ -77,11 +83,12 @@ def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:
 def run_fig16(out: Path, quick: bool) -> list[list]:
     rows = []
     budgets = list(range(10, 101, 10))
-    for k, pcie in enumerate(budgets):
-        r = solve(parse_problem(fig16_instance(pcie)), solver="cpsat", time_limit=30)
-        rows.append([pcie, r["status"], round(r["host_cost"], 3), round(r["snic_load"]["snic0"], 3),
-                     round(r["pcie_gbps"]["snic0"]["up"] + r["pcie_gbps"]["snic0"]["down"], 3)])  # fmt: skip
-        progress(k + 1, len(budgets), f"fig16 pcie={pcie}")
+    with progress(len(budgets), "fig16") as step:
+        for pcie in budgets:
+            r = solve(parse_problem(fig16_instance(pcie)), solver="cpsat", time_limit=30)
+            rows.append([pcie, r["status"], round(r["host_cost"], 3), round(r["snic_load"]["snic0"], 3),
+                         round(r["pcie_gbps"]["snic0"]["up"] + r["pcie_gbps"]["snic0"]["down"], 3)])  # fmt: skip
+            step(f"fig16 pcie={pcie}")
     _write_csv(
         out / "fig16.csv", ["pcie_budget_gbps", "status", "host_cores", "snic_cores", "pcie_gbps"], rows
     )
@@ -101,18 +108,19 @@ def run_scaling(
     rows = []
     for name in ("cpsat", "mip"):  # warm-up: library imports and first-call set-up are not solve time
         solve(parse_problem(chains_instance(30, seed=99)), solver=name, time_limit=limit)
-    total, done = len(sizes) * seeds * 2, 0
-    for n in sizes:
-        for seed in range(seeds):
-            problem = parse_problem(chains_instance(n, seed=seed))
-            for name in ("cpsat", "mip"):
-                r = solve(problem, solver=name, time_limit=limit)
-                tiebreak = (
-                    "best-effort" if "tiebreak" in r else ("proven" if r["status"] == "optimal" else "")
-                )
-                rows.append([n, seed, name, r["status"], r["solve_seconds"], r.get("host_cost"), tiebreak])
-                done += 1
-                progress(done, total, f"scaling n={n} {name}")
+    with progress(len(sizes) * seeds * 2, "scaling") as step:
+        for n in sizes:
+            for seed in range(seeds):
+                problem = parse_problem(chains_instance(n, seed=seed))
+                for name in ("cpsat", "mip"):
+                    r = solve(problem, solver=name, time_limit=limit)
+                    tiebreak = (
+                        "best-effort" if "tiebreak" in r else ("proven" if r["status"] == "optimal" else "")
+                    )
+                    rows.append(
+                        [n, seed, name, r["status"], r["solve_seconds"], r.get("host_cost"), tiebreak]
+                    )
+                    step(f"scaling n={n} {name}")
     _write_csv(
         out / "scaling.csv",
         ["vertices", "seed", "solver", "status", "seconds", "host_cost", "tiebreak"],
@@ -142,32 +150,33 @@ def run_drift(out: Path, quick: bool) -> list[list]:
     current: dict[str, dict | None] = {"dampened": None, "eager": None}
     damp = Dampener(rel_threshold=0.03, window=3.0, flap_window=6.0)
     moves_total = {"dampened": 0, "eager": 0}
-    for t in range(steps):
-        for e in base["edges"]:
-            e["gbps"] = round(max(0.05, e["gbps"] * rng.uniform(0.7, 1.35)), 2)
-        for mode in ("dampened", "eager"):
-            inst = {
-                **base,
-                "nodes": [dict(n, location=(current[mode] or {}).get(n["id"])) for n in base["nodes"]],
-            }
-            problem = parse_problem(inst)
-            r = solve(problem, solver="cpsat", time_limit=20)
-            if r["status"] not in ("optimal", "feasible"):
-                raise PlacementInputError(f"drift step {t}: {r.get('reason')}")
-            go = True
-            if mode == "dampened" and current[mode] is not None:
-                ev = evaluate(problem, current[mode])
-                go, _ = damp.decide(t, current[mode], float(ev.host_cost), r["placement"], r["host_cost"],
-                                    current_feasible=ev.feasible)  # fmt: skip
+    with progress(steps, "drift") as step:
+        for t in range(steps):
+            for e in base["edges"]:
+                e["gbps"] = round(max(0.05, e["gbps"] * rng.uniform(0.7, 1.35)), 2)
+            for mode in ("dampened", "eager"):
+                inst = {
+                    **base,
+                    "nodes": [dict(n, location=(current[mode] or {}).get(n["id"])) for n in base["nodes"]],
+                }
+                problem = parse_problem(inst)
+                r = solve(problem, solver="cpsat", time_limit=20)
+                if r["status"] not in ("optimal", "feasible"):
+                    raise PlacementInputError(f"drift step {t}: {r.get('reason')}")
+                go = True
+                if mode == "dampened" and current[mode] is not None:
+                    ev = evaluate(problem, current[mode])
+                    go, _ = damp.decide(t, current[mode], float(ev.host_cost), r["placement"], r["host_cost"],
+                                        current_feasible=ev.feasible)  # fmt: skip
+                    if go:
+                        damp.record(t, current[mode])
+                moved = len(r["moves"]) if go else 0
                 if go:
-                    damp.record(t, current[mode])
-            moved = len(r["moves"]) if go else 0
-            if go:
-                current[mode] = r["placement"]
-            moves_total[mode] += moved
-            ev = evaluate(problem, current[mode])
-            rows.append([t, mode, round(float(ev.host_cost), 3), moved, moves_total[mode], ev.feasible])
-        progress(t + 1, steps, f"drift step {t}")
+                    current[mode] = r["placement"]
+                moves_total[mode] += moved
+                ev = evaluate(problem, current[mode])
+                rows.append([t, mode, round(float(ev.host_cost), 3), moved, moves_total[mode], ev.feasible])
+            step(f"drift step {t}")
     _write_csv(out / "drift.csv", ["step", "mode", "host_cost", "moves", "moves_total", "feasible"], rows)
     _plot_drift(out / "drift.png", rows, steps)
     return rows

@@ -1,4 +1,4 @@
-"""Exact placement solver (DESIGN.md section 3) on OR-Tools: CP-SAT (default) or MIP (pywraplp + SCIP).
+"""Exact placement solver (docs/placement.md) on OR-Tools: CP-SAT (default) or MIP (pywraplp + SCIP).
 
 Formulation: for each NF with a choice, one boolean per allowed location (exactly one true); every other
 vertex is a constant. For each edge and sNIC s, a crossing indicator z >= on_s(dst) - on_s(src) (down) and
@@ -232,7 +232,7 @@ class _Model:
 
 
 def solve(problem: Problem, options: Options | None = None, _diagnose: bool = True, **kwargs) -> dict:
-    """Place every vertex; returns the output object of DESIGN.md section 3.
+    """Place every vertex; returns the output object of docs/placement.md.
 
     `options` (or keyword arguments of Options): solver, time_limit, max_moves, move_cost, workers.
     Always bounded by time_limit; when it hits, the best placement found is returned with status

@@ -20,10 +20,9 @@ from host_datapath.sysutil import DatapathError, kill_and_wait
 ROOT = Path("/sys/fs/cgroup")
 # The CFS bandwidth period. A group that used its quota stands still until the period ends: up to
 # period x (1 - cores) with frames waiting in its NFs' rings. 10 ms, not the kernel's default 100 ms: an NF near
-# its quota that keeps up had 0.26-0.94x (median 0.43x) the p99 latency it had with 100 ms, no loss with either;
-# below its quota no difference; in overload beyond what its ring absorbs 100 ms lost less in 2 of 7 points
-# (bench/RESULTS.md "snic-quota"; 5 ms, near the 4 ms scheduler tick, was erratic). Quotas under 0.1 core get
-# a longer period (default_period_us): the kernel's minimum quota is 1 ms.
+# its quota that keeps up has a lower p99 latency, with no more loss (bench/RESULTS.md `snic-quota`); much
+# shorter periods come near the scheduler tick and make the quota erratic. Quotas under 0.1 core get a longer
+# period (default_period_us): the kernel's minimum quota is 1 ms.
 PERIOD_US = 10_000
 # The kernel's bounds (kernel/sched/core.c, both hierarchies): a period of 1 ms .. 1 s, a quota of at least 1 ms.
 MIN_PERIOD_US, MAX_PERIOD_US = 1_000, 1_000_000

@@ -1,7 +1,7 @@
 """The testbed of the veth + OVS NF benchmark: a private Open vSwitch (userspace datapath) with three ports,
 generator -> NF -> sink, and Redis reached from the NF's namespace as the emulated host's NFs reach it.
 
-Namespaces (all named `<name>-...`): `-sw` runs ovs-vswitchd (ENVIRONMENT.md: one netdev vswitchd per
+Namespaces (all named `<name>-...`): `-sw` runs ovs-vswitchd (docs/emulated-host.md: one netdev vswitchd per
 namespace), `-gen` the traffic generator, `-nf` the NF, `-snk` the traffic sink. Each of gen/nf/snk has one
 veth whose peer is a port of the bridge; OpenFlow rules steer gen (ofport 1) -> NF (2), NF -> sink (3); the NF
 is one-arm (packets leave by the port they came in on). Redis runs in the root namespace on 127.0.0.1 and is
@@ -42,7 +42,7 @@ from host_datapath.sysutil import (
     veth_pair,
     wait_for,
 )
-from nf_runtime.runtime import http_get_unix
+from nf_runtime.unixhttp import http_get_unix
 
 REDIS_PORT_IN_NS = 6379
 REDIS_MODES = ("unix", "relay", "direct")

@@ -88,8 +88,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from nf_agent.api import create_app
     from nf_agent.graph import SnicInfo
     from nf_agent.service import Agent, AgentConfig
+    from nf_runtime.command import parse_cpu_latency
     from nf_runtime.portmap import OneSwitchPortMapper
-    from nf_runtime.runtime import HostRuntime, parse_cpu_latency
+    from nf_runtime.runtime import HostRuntime
     from placement.hysteresis import Dampener
     from placement.model import PlacementInputError
     from placement.profiles import load_profiles

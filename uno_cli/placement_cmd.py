@@ -87,7 +87,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("placement", help="solve and simulate NF placement (host vs sNIC)")
     psub = p.add_subparsers(dest="placement_cmd", metavar="SUBCOMMAND", required=True)
-    s = psub.add_parser("solve", help="solve a placement instance (DESIGN.md section 3 JSON; '-' = stdin)")
+    s = psub.add_parser(
+        "solve", help="solve a placement instance (JSON of placement/schema/input.schema.json; '-' = stdin)"
+    )
     s.add_argument("input")
     s.add_argument("--solver", choices=["cpsat", "mip"], default="cpsat")
     s.add_argument("--time-limit", type=float, default=10.0, help="seconds (default 10)")

@@ -1,4 +1,4 @@
-"""How the agent starts an NF process (runtime.spawn_command), for real: in its network namespace and its
+"""How the agent starts an NF process (command.spawn_command), for real: in its network namespace and its
 sNIC cgroup before the program runs, one PID throughout; a cgroup it cannot join stops it before the program
 runs (root: a real namespace and a real cgroup)."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from host_datapath.sysutil import netns_add, netns_del, wait_for
-from nf_runtime.runtime import spawn_command
+from nf_runtime.command import spawn_command
 from snic_datapath.cgroup import CpuCgroup
 from testkit.hosts import needs_root
 

@@ -90,7 +90,7 @@ def _cases() -> list:
 @pytest.mark.parametrize("seed,vlans", _cases())
 def test_random_rules_equivalent(pair, seed, vlans):
     """Without VLANs in rules and packets, and with (where the flow-id tag must not clash with the
-    controller's own VLANs: DESIGN.md section 4 carries it in MPLS then)."""
+    controller's own VLANs: docs/translation.md carries it in MPLS then)."""
     os_host, sut, ref = pair
     errors_before = physical_errors(os_host.client)
     rules = rulegen.generate(seed, VPORTS, n_rules=30, vlans=vlans)

@@ -41,3 +41,21 @@ def test_dampener_always_leaves_a_violating_placement():
     d.record(0, {"f": "snic0"})
     go, why = d.decide(1, {"f": "host"}, 1.0, {"f": "snic0"}, 5.0, current_feasible=False)
     assert go and "violates" in why
+
+
+def test_progress_is_quiet_when_stderr_is_not_a_terminal(capfd):
+    with sim.progress(3, "steps") as step:
+        for i in range(3):
+            step(f"step {i}")
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""  # no bar, no carriage returns written into a log or a pipe
+
+
+def test_progress_draws_a_bar_on_a_terminal(monkeypatch, capfd):
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich: treat stderr as a terminal
+    monkeypatch.setenv("TTY_INTERACTIVE", "1")
+    with sim.progress(2, "steps") as step:
+        step("first")
+        step("second")
+    err = capfd.readouterr().err
+    assert "2/2" in err and "second" in err
