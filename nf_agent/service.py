@@ -15,11 +15,7 @@ Failures are domain errors (domain/errors.py); the REST edge (api.py) maps them 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from pathlib import Path
-
-from nf_agent.context import AgentConfig, AgentContext, PortMapper, RestartPolicy, Runtime
+from nf_agent.context import AgentConfig, AgentContext, RestartPolicy
 from nf_agent.inventory import Inventory
 from nf_agent.moves import Moves
 from nf_agent.placement_model import PlacementModel
@@ -32,17 +28,10 @@ __all__ = ["Agent", "AgentConfig", "RestartPolicy"]
 
 
 class Agent:
-    def __init__(
-        self,
-        cfg: AgentConfig,
-        runtime: Runtime,
-        mapper: PortMapper,
-        state_path: Path,
-        clock: Callable[[], float] = time.time,
-        solver: Callable[[dict], dict] | None = None,
-        drain_s: float = 0.0,
-    ):
-        self.ctx = ctx = AgentContext(cfg, runtime, mapper, state_path, clock, solver, drain_s)
+    def __init__(self, *args, **kwargs):
+        """The arguments of `AgentContext`: config, NF runtime, port mapper, state file path; optionally the
+        clock, the solver (placement instance -> output) and the drain bound of a move (s)."""
+        self.ctx = ctx = AgentContext(*args, **kwargs)
         self.model = PlacementModel(ctx)
         self.inventory = Inventory(ctx, self.model)
         self.moves = Moves(ctx, self.model)

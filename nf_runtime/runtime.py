@@ -438,43 +438,39 @@ class HostRuntime:
         except (OSError, ValueError):
             return None
 
+    def _state_call(
+        self, inst: Instance, method: str, path: str, body: bytes | None, timeout: float
+    ) -> bytes:
+        """`method path` on the instance's stats endpoint; its body when it answers 200, else StateError
+        naming the instance, the call and the answer."""
+        what = f"{inst.id}: {method} {path}"
+        try:
+            status, answer = http_unix(str(self._files(inst)["stats"]), method, path, body, timeout)
+        except OSError as exc:
+            raise StateError(f"{what}: {exc}") from None
+        if status != 200:
+            raise StateError(f"{what}: {status} {answer[:200].decode(errors='replace')}")
+        return answer
+
+    def _state_call_json(self, inst: Instance, method: str, path: str, body: bytes, timeout: float) -> dict:
+        try:
+            return json.loads(self._state_call(inst, method, path, body, timeout))
+        except ValueError:
+            raise StateError(f"{inst.id}: {method} {path}: answer is not JSON") from None
+
     def get_state(self, inst: Instance, timeout: float = 60.0) -> bytes:
         """The instance's serialised per-flow state (`GET /state`; local store only). Raises StateError."""
-        try:
-            status, body = http_unix(str(self._files(inst)["stats"]), "GET", "/state", None, timeout)
-        except OSError as exc:
-            raise StateError(f"{inst.id}: GET /state: {exc}") from None
-        if status != 200:
-            raise StateError(f"{inst.id}: GET /state: {status} {body[:200].decode(errors='replace')}")
-        return body
+        return self._state_call(inst, "GET", "/state", None, timeout)
 
     def put_state(self, inst: Instance, data: bytes, timeout: float = 60.0) -> dict:
         """Import `data` into a buffering instance, which then replays its buffer (`PUT /state`):
         {"imported", "replayed", "buffer_overflow"}. Raises StateError."""
-        try:
-            status, body = http_unix(str(self._files(inst)["stats"]), "PUT", "/state", data, timeout)
-        except OSError as exc:
-            raise StateError(f"{inst.id}: PUT /state: {exc}") from None
-        if status != 200:
-            raise StateError(f"{inst.id}: PUT /state: {status} {body[:200].decode(errors='replace')}")
-        try:
-            return json.loads(body)
-        except ValueError:
-            raise StateError(f"{inst.id}: PUT /state: answer is not JSON") from None
+        return self._state_call_json(inst, "PUT", "/state", data, timeout)
 
     def release(self, inst: Instance, timeout: float = 60.0) -> dict:
         """A buffering instance processes its queue in order and goes on normally (`POST /release`):
         {"replayed", "buffer_overflow"}. Raises StateError."""
-        try:
-            status, body = http_unix(str(self._files(inst)["stats"]), "POST", "/release", b"", timeout)
-        except OSError as exc:
-            raise StateError(f"{inst.id}: POST /release: {exc}") from None
-        if status != 200:
-            raise StateError(f"{inst.id}: POST /release: {status} {body[:200].decode(errors='replace')}")
-        try:
-            return json.loads(body)
-        except ValueError:
-            raise StateError(f"{inst.id}: POST /release: answer is not JSON") from None
+        return self._state_call_json(inst, "POST", "/release", b"", timeout)
 
     def drain(self, inst: Instance, quiet_ms: int, timeout_s: float) -> dict | None:
         """The instance's own answer once drained (`POST /drain`: its port's ring empty by the kernel's

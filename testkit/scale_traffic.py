@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulated_host import naming as nm
-from nf_agent.validation import NfRequest, VmRequest
 from testkit.testbed import Testbed, report
 
 # TCP connections may only be opened from the VM; packets of an unknown connection are dropped.
@@ -63,17 +62,8 @@ class ScaleRun:
 
 
 def add_tcp_firewall(tb: Testbed, nf_id: str = "fw", at: str = "host") -> int:
-    """The TCP firewall on `at`, chained VM <-> NF <-> wire by OneSwitch rules (as Testbed.add_firewall)."""
-    if not tb.agent.state.vms:
-        tb.agent.create_vm(VmRequest(id="web"))
-    nf = tb.agent.create_nf(NfRequest(nf_id, "firewall", FW_TCP, 0.1, None, "web", at, None))
-    eth, vmp, v = nm.vport_eth(0, 0), nm.vport_vm(0), nf.vport
-    tb._ofctl("del-flows")
-    for f in (f"in_port={vmp},actions=output:{v}", f"in_port={eth},actions=output:{v}",
-              f"in_port={v},dl_src={GEN_VM_MAC},actions=output:{eth}",
-              f"in_port={v},dl_src={GEN_OUT_MAC},actions=output:{vmp}"):  # fmt: skip
-        tb._ofctl("add-flow", f)
-    return v
+    """The TCP firewall pinned to `at`, chained VM <-> NF <-> wire for the generator's MACs."""
+    return tb.add_nf(nf_id, "firewall", FW_TCP, at, pin=True, macs=(GEN_VM_MAC, GEN_OUT_MAC))
 
 
 class _Counters:

@@ -19,7 +19,7 @@ from emulated_host.host import EmulatedHost
 from migration.failover import DetectorConfig, Watchdog
 from nf_agent.graph import SnicInfo
 from nf_agent.service import Agent, AgentConfig
-from nf_agent.validation import NfRequest
+from nf_agent.validation import NfRequest, VmRequest
 from nf_runtime.portmap import OneSwitchPortMapper
 from nf_runtime.runtime import NF_BINARY, HostRuntime
 from placement.profiles import load_profiles
@@ -84,10 +84,12 @@ class Testbed:
     def add_firewall(self, nf_id: str = "fw", at: str = "host") -> int:
         return self.add_nf(nf_id, "firewall", FW_CONFIG, at)
 
-    def add_nf(self, nf_id: str, nf_type: str, config: dict, at: str = "host") -> int:
-        """One NF of `nf_type` at `at`, chained VM <-> NF <-> wire; returns its virtual port."""
-        from nf_agent.validation import VmRequest
-
+    def add_nf(
+        self, nf_id: str, nf_type: str, config: dict, at: str = "host", pin: bool = False,
+        macs: tuple[str, str] = (VM_MAC, OUT_MAC),
+    ) -> int:  # fmt: skip
+        """One NF of `nf_type` at `at` (pinned there with `pin`, else preferred and moved there), chained
+        VM <-> NF <-> wire for frames from the VM's and the wire's `macs`; returns its virtual port."""
         if not self.agent.state.vms:
             self.agent.create_vm(VmRequest(id="web"))
         nf = self.agent.create_nf(
@@ -98,19 +100,24 @@ class Testbed:
                 expected_gbps=0.1,
                 src=None,
                 dst="web",
-                pin=None,
-                prefer=at,
+                pin=at if pin else None,
+                prefer=None if pin else at,
             )  # fmt: skip
         )
         if nf.location != at:
             self.agent.migrate(nf, at)
-        eth, vmp, v = nm.vport_eth(0, 0), nm.vport_vm(0), nf.vport
+        self.steer(nf.vport, *macs)
+        return nf.vport
+
+    def steer(self, vport: int, vm_mac: str, out_mac: str) -> None:
+        """OneSwitch's rules, as a controller: VM and wire -> `vport`; back from it by source MAC (a one-arm
+        NF): the VM's frames to the wire, the wire's to the VM."""
+        eth, vmp = nm.vport_eth(0, 0), nm.vport_vm(0)
         self._ofctl("del-flows")
-        for f in (f"in_port={vmp},actions=output:{v}", f"in_port={eth},actions=output:{v}",
-                  f"in_port={v},dl_src={VM_MAC},actions=output:{eth}",
-                  f"in_port={v},dl_src={OUT_MAC},actions=output:{vmp}"):  # fmt: skip
+        for f in (f"in_port={vmp},actions=output:{vport}", f"in_port={eth},actions=output:{vport}",
+                  f"in_port={vport},dl_src={vm_mac},actions=output:{eth}",
+                  f"in_port={vport},dl_src={out_mac},actions=output:{vmp}"):  # fmt: skip
             self._ofctl("add-flow", f)
-        return v
 
     def _ofctl(self, cmd: str, *args: str) -> None:
         subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", cmd, self.listen, *args], check=True,

@@ -94,7 +94,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from placement.hysteresis import Dampener
     from placement.model import PlacementInputError
     from placement.profiles import load_profiles
-    from uno_cli.host_cmd import _host
+    from uno_cli.host_cmd import host_from_args
 
     addr, port = _listen(args.listen)
     token = _token(args)
@@ -128,7 +128,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         profiles = load_profiles(args.profiles)
     except PlacementInputError as exc:
         raise CliError(str(exc)) from None
-    host: EmulatedHost = _host(args)
+    host: EmulatedHost = host_from_args(args)
     if not host.is_up():
         raise CliError(f"emulated host '{host.name}' is not up (run `uno up` first)")
     ones = host.oneswitch()

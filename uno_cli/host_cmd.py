@@ -15,7 +15,7 @@ from emulated_host.host import AlreadyRunning, EmulatedHost, ping
 from host_datapath.sysutil import DatapathError
 
 
-def _host(args: argparse.Namespace) -> EmulatedHost:
+def host_from_args(args: argparse.Namespace) -> EmulatedHost:
     cfg = load_config(args.config)
     # `--name ""` (an empty variable in a script) must not mean the default host
     if getattr(args, "name", None) is not None:
@@ -29,7 +29,7 @@ def _host(args: argparse.Namespace) -> EmulatedHost:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    host = _host(args)
+    host = host_from_args(args)
     try:
         status = host.up()
     except AlreadyRunning as exc:
@@ -42,7 +42,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    hosts = [_host(args)]
+    hosts = [host_from_args(args)]
     if args.all:
         from dataclasses import replace
 
@@ -59,7 +59,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    status = _host(args).status()
+    status = host_from_args(args).status()
     _print_status(status, args.json)
     return 0 if status.get("up") else 1
 
@@ -74,7 +74,7 @@ def install_bootstrap_flows(status: dict) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    host = _host(args)
+    host = host_from_args(args)
     if host.config.oneswitch.enabled:
         return _run_demo(host, args)
     stop = threading.Event()
