@@ -118,9 +118,11 @@ def _exact(where: str, value: Any, *, nonneg: bool = True) -> Fraction:
         raise PlacementInputError(f"{where}: expected a number, got {type(value).__name__}")
     if isinstance(value, float) and not math.isfinite(value):
         raise PlacementInputError(f"{where}: must be finite, got {value}")
+    if isinstance(value, str) and not value.isascii():  # Fraction would read other scripts' digits
+        raise PlacementInputError(f"{where}: not a number: {value!r}")
     try:
         frac = Fraction(str(value)) if not isinstance(value, int) else Fraction(value)
-    except ValueError:
+    except (ValueError, ZeroDivisionError):
         raise PlacementInputError(f"{where}: not a number: {value!r}") from None
     if nonneg and frac < 0:
         raise PlacementInputError(f"{where}: must not be negative, got {value}")
@@ -201,7 +203,7 @@ def parse_problem(data: Any) -> Problem:
             raise PlacementInputError(f"{w}.kind: {kind!r} is not one of nf, vm, port")
         pinned, location = n.get("pinned"), n.get("location")
         for key, val in (("pinned", pinned), ("location", location)):
-            if val is not None and val not in locations:
+            if val is not None and (not isinstance(val, str) or val not in locations):
                 raise PlacementInputError(f"{w}.{key}: unknown location {val!r} (known: {sorted(locations)})")
         if kind == "vm" and pinned not in (None, HOST):
             raise PlacementInputError(f"{w}.pinned: a VM runs on the host, not {pinned!r}")
@@ -212,6 +214,8 @@ def parse_problem(data: Any) -> Problem:
         b_host = _exact(f"{w}.b_host", n.get("b_host", 0))
         b_nic = _exact(f"{w}.b_nic", n.get("b_nic", 0))
         instances = n.get("instances", 1)
+        if isinstance(instances, float) and instances.is_integer():  # 2.0 is the JSON number 2
+            instances = int(instances)
         if isinstance(instances, bool) or not isinstance(instances, int) or not 1 <= instances <= 1024:
             raise PlacementInputError(f"{w}.instances: must be an integer 1..1024, got {instances!r}")
         for key in ("b_host", "b_nic", "instances"):
@@ -232,7 +236,7 @@ def parse_problem(data: Any) -> Problem:
         w = f"edges[{i}]"
         _keys(w, e, {"src", "dst", "gbps"}, set())
         for key in ("src", "dst"):
-            if e[key] not in seen:
+            if not isinstance(e[key], str) or e[key] not in seen:
                 raise PlacementInputError(f"{w}.{key}: unknown vertex {e[key]!r}")
         if e["src"] == e["dst"]:
             raise PlacementInputError(f"{w}: an edge from {e['src']!r} to itself")

@@ -4,7 +4,8 @@
   solves to an object that validates against placement/schema/output.schema.json;
 - broken variants are refused by BOTH the schema and parse_problem, valid edge cases accepted by both;
 - what the schema cannot express (ids referring to each other) is listed, refused by the parser only;
-- known disagreements are pinned down as strict xfails, so a fix shows up (docs/placement.md lists them).
+- known disagreements are pinned down as strict xfails, so a fix shows up (docs/placement.md lists them);
+- inputs that once crashed the parser are refused cleanly by both.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from placement import PlacementInputError, parse_problem, solve
 
@@ -225,8 +228,8 @@ PARSER_ONLY = {
 }
 
 # Known disagreements, reported (not fixed here): each test states the agreement we would want.
-XFAIL_PARSER_CRASHES = {
-    # parse_problem raises TypeError / ZeroDivisionError, not PlacementInputError: the CLI prints a traceback
+PARSER_CRASHED = {
+    # parse_problem raised TypeError / ZeroDivisionError on these, not PlacementInputError (a traceback)
     "pinned a list": _node(1, pinned=[]),
     "location an object": _node(1, location={}),
     "edge src a list": lambda d: d["edges"][0].update(src=["eth"]),
@@ -268,26 +271,24 @@ def test_parser_only_constraints(name):
     assert not parser_accepts(d)
 
 
-@pytest.mark.parametrize("name", sorted(XFAIL_PARSER_CRASHES))
-@pytest.mark.xfail(strict=True, raises=(TypeError, ZeroDivisionError), reason="parse_problem crashes")
+@pytest.mark.parametrize("name", sorted(PARSER_CRASHED))
 def test_parser_refuses_cleanly(name):
-    d = variant(XFAIL_PARSER_CRASHES[name])
+    d = variant(PARSER_CRASHED[name])
     assert not schema_accepts(d)
     assert not parser_accepts(d)
 
 
-@pytest.mark.xfail(strict=True, reason="JSON Schema counts 2.0 as an integer; parse_problem wants an int")
 def test_instances_as_float_with_zero_fraction():
-    d = variant(_node(1, instances=2.0))
-    assert schema_accepts(d) == parser_accepts(d)
+    d = variant(_node(1, instances=2.0))  # the JSON number 2.0 is the integer 2 for both
+    assert schema_accepts(d) and parser_accepts(d)
+    assert not schema_accepts(variant(_node(1, instances=2.5))) and not parser_accepts(
+        variant(_node(1, instances=2.5))
+    )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a string with non-ASCII digits: Fraction reads it, the schema's [0-9] not"
-)
 def test_non_ascii_digit_string():
-    d = variant(_node(1, r_host="\u0663"))  # ARABIC-INDIC DIGIT THREE
-    assert schema_accepts(d) == parser_accepts(d)
+    d = variant(_node(1, r_host="\u0663"))  # ARABIC-INDIC DIGIT THREE: not a number for either
+    assert not schema_accepts(d) and not parser_accepts(d)
 
 
 @pytest.mark.xfail(strict=True, reason="NaN (not JSON, but Python's json reads it): the parser refuses it")
@@ -309,3 +310,37 @@ def test_output_schema_refuses_what_solve_never_returns():
         {"status": "infeasible", "placement": {"f": "host"}, "reason": "x", "solve_seconds": 0.1},
     ):
         assert not OUTPUT.is_valid(bad), bad
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def _paths(obj, prefix=()):
+    """Every (container, key) of a JSON document, so any value in it can be replaced."""
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for k, v in items:
+        yield prefix + (k,)
+        yield from _paths(v, prefix + (k,))
+
+
+BASE_PATHS = list(_paths(base()))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(BASE_PATHS), JSON_VALUES)
+def test_parser_refuses_any_value_anywhere_with_its_own_error(path, value):
+    """Fuzz: any JSON value in place of any field of a valid instance is parsed or refused by
+    PlacementInputError naming a field, never another exception."""
+    d = copy.deepcopy(base())
+    obj = d
+    for k in path[:-1]:
+        obj = obj[k]
+    obj[path[-1]] = value
+    try:
+        parse_problem(d)
+    except PlacementInputError as exc:
+        assert str(exc)
