@@ -278,7 +278,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     s.add_argument(
         "--warm-slots", type=int, default=1,
-        help="pre-created NF slots (namespace, bridge port, relays) kept free per location (host and each "
+        help="pre-created NF slots (namespace, bridge port) kept free per location (host and each "
         "sNIC), taken by new instances so only the NF process starts; 0 = off (default 1)",
     )  # fmt: skip
     s.add_argument(
