@@ -139,9 +139,9 @@ def test_an_empty_name_option_is_an_error_not_the_default_host():
     # `uno down --name "$EMPTY"` tore down the default host 'uno' (someone else's)
     import argparse
 
-    from uno_cli.host_cmd import _host
+    from uno_cli.host_cmd import host_from_args
 
     with pytest.raises(CliError, match="config: name: '' must be"):
-        _host(argparse.Namespace(config=None, name=""))
-    assert _host(argparse.Namespace(config=None, name="zz1")).name == "zz1"
-    assert _host(argparse.Namespace(config=None, name=None)).name == "uno"
+        host_from_args(argparse.Namespace(config=None, name=""))
+    assert host_from_args(argparse.Namespace(config=None, name="zz1")).name == "zz1"
+    assert host_from_args(argparse.Namespace(config=None, name=None)).name == "uno"
