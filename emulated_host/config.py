@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from dataclasses import dataclass, field
@@ -49,6 +50,10 @@ class SnicConfig:
     openflow: str | None = None  # bluefield: the DPU bridge's OpenFlow listener, e.g. tcp:192.0.2.10:6634
     bridge: str | None = None  # bluefield: the DPU's bridge name
     datapath_type: str = ""  # bluefield: "" = the DPU's default (kernel/offloaded), or "netdev"
+    warm_slots: int = 1  # emulated: pre-plugged NF slots its sNIC agent keeps free (0-8)
+    agent: str | None = None  # bluefield: its sNIC agent, http://ADDR:PORT (none: a switch, no NF location)
+    agent_token_file: str | None = None  # bluefield: the file holding that agent's bearer token
+    host_address: str | None = None  # bluefield: the host's address as the DPU reaches it (the state tier)
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,10 @@ _SNIC_TYPES: dict[str, tuple[type, ...]] = {
     "openflow": (str,),
     "bridge": (str,),
     "datapath_type": (str,),
+    "warm_slots": (int,),
+    "agent": (str,),
+    "agent_token_file": (str,),
+    "host_address": (str,),
 }
 _TOP_KEYS = {"name", "vms", "snics", "redis", "rundir", "oneswitch"}
 _ONESWITCH_KEYS = ("enabled", "controllers", "token", "wire_vlans", "carrier")
@@ -216,6 +225,8 @@ def _parse_snic(where: str, index: int, raw: Any) -> SnicConfig:
             raise _fail(f"{where}.cpu_period_us", str(exc)) from None
     if not 1 <= snic.eth_ports <= 8:
         raise _fail(f"{where}.eth_ports", f"{snic.eth_ports} out of range 1..8")
+    if not 0 <= snic.warm_slots <= 8:
+        raise _fail(f"{where}.warm_slots", f"{snic.warm_slots} out of range 0..8")
     if snic.backend not in ("emulated", "bluefield"):
         raise _fail(f"{where}.backend", f"{snic.backend!r} is not one of: emulated, bluefield")
     if snic.backend == "bluefield":
@@ -227,9 +238,35 @@ def _parse_snic(where: str, index: int, raw: Any) -> SnicConfig:
                 raise _fail(f"{where}.{key}", f"{getattr(snic, key)!r} is not an OVS remote (tcp:HOST:PORT)")
         if snic.datapath_type not in ("", "system", "netdev"):
             raise _fail(f"{where}.datapath_type", f"{snic.datapath_type!r} is not one of: system, netdev")
+        _parse_bluefield_agent(where, snic)
     elif snic.ovsdb or snic.openflow or snic.bridge or snic.datapath_type:
         raise _fail(where, "ovsdb/openflow/bridge/datapath_type are only for the bluefield backend")
+    elif snic.agent or snic.agent_token_file or snic.host_address:
+        raise _fail(
+            where,
+            "agent/agent_token_file/host_address are only for the bluefield backend (an emulated "
+            "sNIC runs its own agent)",
+        )
     return snic
+
+
+def _parse_bluefield_agent(where: str, snic: SnicConfig) -> None:
+    """A BlueField is an NF location when its sNIC agent is given: its URL, its token and the host's address
+    the DPU reaches the state tier at, all three."""
+    given = [k for k in ("agent", "agent_token_file", "host_address") if getattr(snic, k)]
+    if not given:
+        return
+    for key in ("agent", "agent_token_file", "host_address"):
+        if not getattr(snic, key):
+            raise _fail(f"{where}.{key}", f"required with {given[0]} (a BlueField's sNIC agent)")
+    if not re.match(r"^http://[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$", snic.agent):
+        raise _fail(f"{where}.agent", f"{snic.agent!r} is not http://ADDR:PORT")
+    try:
+        ipaddress.ip_address(snic.host_address)
+    except ValueError:
+        raise _fail(f"{where}.host_address", f"{snic.host_address!r} is not an IP address") from None
+    if not Path(snic.agent_token_file).is_absolute():
+        raise _fail(f"{where}.agent_token_file", f"must be an absolute path, got {snic.agent_token_file!r}")
 
 
 def load_config(path: str | Path | None) -> HostConfig:

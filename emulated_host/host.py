@@ -7,8 +7,10 @@ the agent) means appending one object with up/down/status to `components()`; One
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -19,8 +21,10 @@ from emulated_host import naming as nm
 from emulated_host.agent_endpoint import status_entry
 from emulated_host.config import HostConfig, period_us, quota_cores
 from emulated_host.naming import MAX_UNIX_PATH
-from emulated_host.oneswitch import OneSwitch, south_target
+from emulated_host.oneswitch import OneSwitch, SnicLayout, discover_layout, south_target
+from emulated_host.snic_machine import AgentSpec, EmulatedSnic, MgmtLink
 from host_datapath.host_switch import HostSwitch
+from host_datapath.snic_agent_client import SnicAgentClient, SnicAgentError
 from host_datapath.sysutil import (
     DatapathError,
     free_port,
@@ -42,7 +46,6 @@ from host_datapath.sysutil import (
 )
 from snic_datapath.bluefield import BlueFieldSnic
 from snic_datapath.cgroup import CpuCgroup
-from snic_datapath.emulated import EmulatedSnic
 
 
 class Component(Protocol):
@@ -55,11 +58,13 @@ class Component(Protocol):
 
 @dataclass
 class Redis:
-    """The state tier: one redis-server on loopback TCP and on a unix socket in the rundir (mode 700; NFs in
-    any network namespace reach it there without a relay), no persistence."""
+    """The state tier: one redis-server on loopback TCP and on a unix socket in the rundir (mode 700: the
+    host's NFs reach it there without a relay), no persistence; also on the host's end of each sNIC's
+    management link (`also_bind`), where that sNIC's NFs reach it over TCP."""
 
     rundir: Path
     port: int
+    also_bind: tuple[str, ...] = ()
     key: str = "redis"
 
     @property
@@ -83,7 +88,9 @@ class Redis:
                 f"redis: port {self.port} on 127.0.0.1 is in use (redis.port: 0 picks a free one)"
             )
         run(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
+            ["redis-server", "--bind", " ".join(["127.0.0.1", *self.also_bind]), "--port", str(self.port),
+             # reachable from the sNICs' management addresses (no password yet: only these links reach it)
+             "--protected-mode", "no" if self.also_bind else "yes", "--save", "", "--appendonly", "no",
              "--unixsocket", str(self.socket), "--unixsocketperm", "700",
              "--daemonize", "yes", "--pidfile", str(self.pidfile), "--dir", str(self.rundir),
              "--logfile", str(self.rundir / "redis.log")],
@@ -111,6 +118,51 @@ class Redis:
             "unix_socket": str(self.socket) if self.socket.exists() else None,
             "pid": read_pidfile(self.pidfile),
         }
+
+
+@dataclass
+class MgmtLinks:
+    """Each emulated sNIC's management link: a veth from the host's root namespace into the sNIC's, a /30 on
+    it. Made first: Redis binds the host's ends."""
+
+    name: str
+    links: dict[int, MgmtLink]
+    key: str = "mgmt"
+
+    def up(self) -> None:
+        for k, link in self.links.items():
+            ns = nm.ns_snic(self.name, k)
+            netns_add(ns)
+            if not link_exists(link.host_if):
+                run(
+                    [
+                        "ip",
+                        "link",
+                        "add",
+                        link.host_if,
+                        "type",
+                        "veth",
+                        "peer",
+                        "name",
+                        link.snic_if,
+                        "netns",
+                        ns,
+                    ]
+                )
+            run(["ip", "addr", "replace", f"{link.host_ip}/30", "dev", link.host_if])
+            run(["ip", "link", "set", link.host_if, "up"])
+            run(["ip", "addr", "replace", f"{link.snic_ip}/30", "dev", link.snic_if], netns=ns)
+            run(["ip", "link", "set", link.snic_if, "up"], netns=ns)
+            run(["ip", "link", "set", "lo", "up"], netns=ns)
+
+    def down(self) -> None:
+        for link in self.links.values():
+            if link_exists(link.host_if):
+                run(["ip", "link", "del", link.host_if], check=False)
+
+    def status(self) -> dict:
+        return {f"snic{k}": {"host_if": x.host_if, "host_ip": x.host_ip, "snic_ip": x.snic_ip}
+                for k, x in self.links.items()}  # fmt: skip
 
 
 @dataclass
@@ -161,22 +213,32 @@ class Snic:
     index: int
     cfg: object
     host: HostSwitch
-    rundir: Path
+    disk: Path  # an emulated sNIC's own directory (never under the host's rundir)
+    mgmt: MgmtLink | None = None
+    token: str = ""
     key: str = "snic"
     switch: EmulatedSnic | BlueFieldSnic = field(init=False)
 
     def __post_init__(self) -> None:
         n, k, c = self.name, self.index, self.cfg
         if c.backend == "bluefield":
-            self.switch = BlueFieldSnic(c.bridge, c.ovsdb, c.openflow, datapath_type=c.datapath_type)
+            # with its own agent the DPU's bridge is the operator's: UNO leaves its settings alone
+            self.switch = BlueFieldSnic(c.bridge, c.ovsdb, c.openflow, c.datapath_type, manage=not c.agent)
         else:
+            agent = AgentSpec(
+                snic=c.id, prefix=nm.snic_prefix(n, k), warm_slots=c.warm_slots,
+                pcie_port=nm.if_pcie(n, k)[1], wire_ports=tuple(nm.if_eth(n, k, j)[0] for j in range(c.eth_ports)),
+            )  # fmt: skip
             self.switch = EmulatedSnic(
                 netns=nm.ns_snic(n, k),
-                rundir=self.rundir / f"snic{k}",
+                rundir=self.disk,
                 bridge=nm.bridge_snic(n, k),
                 cgroup_name=nm.cgroup_snic(n, k),
                 cpu_quota=quota_cores(c.capacity, c.cpu_quota),
                 cpu_period_us=period_us(c),
+                mgmt=self.mgmt,
+                agent=agent if self.mgmt is not None else None,
+                token=self.token,
             )
 
     @property
@@ -219,6 +281,7 @@ class Snic:
             for j in range(self.cfg.eth_ports):
                 netns_del(nm.ns_outside(n, k, j))
             netns_del(self.switch.netns)
+            shutil.rmtree(self.disk, ignore_errors=True)
 
     def status(self) -> dict:
         n, k, c = self.name, self.index, self.cfg
@@ -259,6 +322,32 @@ def _ports(driver) -> dict[str, int]:
         return {}
 
 
+@dataclass(frozen=True)
+class SnicAccess:
+    """How the host reaches an sNIC that is an NF location: its agent (URL, bearer token), the address its NFs
+    reach the host's state tier at, and its switch's OpenFlow listener (`tcp:ADDR:PORT`)."""
+
+    agent: str
+    token: str = field(repr=False)
+    state_addr: str
+    openflow: str
+    pcie_host_port: str | None = None  # the host switch's port of its PCIe link (None: measured on the sNIC)
+
+
+@dataclass
+class SnicAgentProc:
+    """An emulated sNIC's agent as a service `uno up` restarts when it alone died (it adopts its NFs)."""
+
+    switch: EmulatedSnic
+    key: str = "snic-agent"
+
+    def running(self) -> bool:
+        return self.switch.agent_pid() is not None
+
+    def up(self) -> None:
+        self.switch.start_agent()
+
+
 class AlreadyRunning(Exception):
     pass
 
@@ -273,25 +362,57 @@ class EmulatedHost:
         self.state_file = self.rundir / "state.json"
 
     # -- the component list ----------------------------------------------------------------------------
-    def components(self, redis_port: int) -> list[Component]:
+    @property
+    def snic_disks(self) -> Path:
+        """Where the emulated sNICs keep their own files: beside the hosts' run directories, not in this one."""
+        return self.config.rundir.with_name(self.config.rundir.name + "-snic") / self.name
+
+    def _token_file(self, k: int) -> Path:
+        return self.rundir / f"snic{k}.token"
+
+    def components(self, redis_port: int, mgmt: dict[int, int] | None = None) -> list[Component]:
+        """The parts in bring-up order; `mgmt`: each emulated sNIC's management subnet (index of a /30)."""
+        links = {}
+        for k, j in (mgmt or {}).items():
+            host_ip, snic_ip = nm.mgmt_addresses(j)
+            links[k] = MgmtLink(*nm.if_mgmt(self.name, k), host_ip, snic_ip)
         host = HostSwitch(nm.ns_host(self.name), self.rundir / "host", nm.bridge_host(self.name))
-        comps: list = [Redis(self.rundir, redis_port), host]
-        comps += [Snic(self.name, k, c, host, self.rundir) for k, c in enumerate(self.config.snics)]
+        also = tuple(x.host_ip for x in links.values())
+        also += tuple(c.host_address for c in self.config.snics if c.agent)  # BlueFields' NFs reach it there
+        comps: list = [MgmtLinks(self.name, links), Redis(self.rundir, redis_port, also), host]
+        for k, c in enumerate(self.config.snics):
+            token = self._token_file(k).read_text().strip() if self._token_file(k).exists() else ""
+            comps.append(Snic(self.name, k, c, host, self.snic_disks / f"snic{k}", links.get(k), token))
         comps.append(Vms(self.name, self.config.vms, host))
         if self.config.oneswitch.enabled:
             snics = [c for c in comps if isinstance(c, Snic)]
 
             def endpoints() -> dict[str, str | None]:
-                # Emulated switches: their bridge's passive unix listener, straight (a path reaches into the
+                # The host switch: its bridge's passive unix listener, straight (a path reaches into the
                 # switch's namespace; no TCP stack, no relay process per message: bench/RESULTS.md oneswitch),
-                # or its socat TCP relay with UNO_ONESWITCH_SOUTH=tcp. A BlueField: its bridge's tcp:HOST:PORT.
+                # or its socat TCP relay with UNO_ONESWITCH_SOUTH=tcp. An emulated sNIC: its bridge's listener on
+                # its management address (a separate machine); a BlueField: its bridge's tcp:HOST:PORT.
                 local = south_target(os.environ.get("UNO_ONESWITCH_SOUTH"))
                 out = {"host": local(host.endpoint)}
                 for sn in snics:
-                    out[sn.cfg.id] = local(sn.switch.endpoint) if sn.emulated else sn.cfg.openflow  # type: ignore[union-attr]
+                    out[sn.cfg.id] = sn.switch.openflow_target() if sn.emulated else sn.cfg.openflow  # type: ignore[union-attr]
                 return out
 
-            comps.append(OneSwitch(self.config, self.rundir / "oneswitch", endpoints))
+            def layouts() -> dict[int, SnicLayout]:
+                # A BlueField with an agent: its host representor and uplinks as its agent finds them.
+                out = {}
+                for sn in snics:
+                    c = sn.cfg
+                    if not sn.emulated and c.agent:
+                        token = Path(c.agent_token_file).read_text().strip()
+                        try:
+                            ports = SnicAgentClient(c.id, c.agent, token, timeout=10).ports()
+                        except SnicAgentError as exc:
+                            raise DatapathError(f"snics[{sn.index}].agent: {exc}") from None
+                        out[sn.index] = discover_layout(ports, f"snics[{sn.index}]")
+                return out
+
+            comps.append(OneSwitch(self.config, self.rundir / "oneswitch", endpoints, layouts))
         return comps
 
     def oneswitch(self) -> OneSwitch | None:
@@ -300,6 +421,47 @@ class EmulatedHost:
         if not state:
             raise DatapathError(f"emulated host '{self.name}' is not up")
         return next((c for c in self._live_components(state) if isinstance(c, OneSwitch)), None)
+
+    def host_switch(self) -> HostSwitch:
+        """The running host's own switch (its NF ports are plugged in from here); `close()` it when done."""
+        state = self._saved_state()
+        if not state:
+            raise DatapathError(f"emulated host '{self.name}' is not up")
+        sw = next(c for c in self._live_components(state) if c.key == "host")
+        sw.driver.openflow = f"unix:{sw.rundir}/{sw.bridge}.mgmt"  # type: ignore[attr-defined]
+        return sw  # type: ignore[return-value]
+
+    def snic_agents(self) -> dict[str, SnicAccess]:
+        """Each sNIC that is an NF location: how the host reaches it (its agent, its switch) and the address its
+        NFs reach the state tier at (the host's end of its management link)."""
+        state = self._saved_state()
+        if not state:
+            raise DatapathError(f"emulated host '{self.name}' is not up")
+        out = {}
+        for c in self._live_components(state):
+            if not isinstance(c, Snic):
+                continue
+            if c.emulated and c.mgmt is not None:
+                sw = c.switch
+                pcie = nm.if_pcie(self.name, c.index)[0]
+                out[c.cfg.id] = SnicAccess(
+                    sw.agent_url(), c.token, c.mgmt.host_ip, sw.openflow_target(), pcie
+                )  # type: ignore[union-attr]
+            elif c.cfg.agent:
+                token = Path(c.cfg.agent_token_file).read_text().strip()
+                out[c.cfg.id] = SnicAccess(c.cfg.agent, token, c.cfg.host_address, c.cfg.openflow)
+        return out
+
+    def snic(self, sid: str) -> EmulatedSnic:
+        """A running emulated sNIC, as the machine it is (for what only the emulation does: `kill()` it whole,
+        start it again with `up()`)."""
+        state = self._saved_state()
+        if not state:
+            raise DatapathError(f"emulated host '{self.name}' is not up")
+        for c in self._live_components(state):
+            if isinstance(c, Snic) and c.cfg.id == sid and c.emulated:
+                return c.switch  # type: ignore[return-value]
+        raise DatapathError(f"no emulated sNIC {sid!r} on '{self.name}'")
 
     def switches(self) -> dict[str, HostSwitch]:
         """The running host's switches, to drive from another process: "host", "snic0", ... (emulated only).
@@ -334,17 +496,36 @@ class EmulatedHost:
         dead_switches, dead_services = self._dead_parts(state)
         return not dead_switches and not dead_services
 
-    def _dead_parts(self, state: dict) -> tuple[list[str], list[Redis | OneSwitch]]:
-        """What of a bring-up no longer runs: the switches (by id) and the services (Redis, OneSwitch)."""
+    def _dead_parts(self, state: dict) -> tuple[list[str], list]:
+        """What of a bring-up no longer runs: the switches (by id) and the services (Redis, OneSwitch, an
+        emulated sNIC's agent)."""
         comps = self._live_components(state)
         switches = [("host", c) for c in comps if c.key == "host"] + [
             (c.cfg.id, c.switch) for c in comps if isinstance(c, Snic) and c.emulated
         ]
         dead = [sw_id for sw_id, sw in switches if not sw.ovs.running()]  # type: ignore[attr-defined]
-        return dead, [c for c in comps if isinstance(c, Redis | OneSwitch) and not c.running()]
+        services = [c for c in comps if isinstance(c, Redis | OneSwitch) and not c.running()]
+        agents = [SnicAgentProc(c.switch) for c in comps if isinstance(c, Snic) and c.emulated and c.mgmt]
+        return dead, services + [a for a in agents if not a.running()]
 
     def _live_components(self, state: dict) -> list[Component]:
-        return self.components(state["redis_port"])
+        return self.components(state["redis_port"], {int(k): j for k, j in state.get("mgmt", {}).items()})
+
+    def _allocate_mgmt(self) -> dict[int, int]:
+        """A free /30 of the management range for each emulated sNIC, searched from a place the host's name
+        picks (several hosts coexist on one machine: their links must not share a subnet)."""
+        out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
+        used = {ln.split()[3].split("/")[0] for ln in out.splitlines() if len(ln.split()) > 3}
+        start = int.from_bytes(self.name.encode(), "big") * 131 % 16384
+        picked: dict[int, int] = {}
+        j = start
+        for k, c in enumerate(self.config.snics):
+            if c.backend != "emulated":
+                continue
+            while any(a in used for a in nm.mgmt_addresses(j)) or j in picked.values():
+                j += 1
+            picked[k] = j
+        return picked
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def up(self) -> dict:
@@ -357,18 +538,23 @@ class EmulatedHost:
         self.down()  # sweep the leftovers of a crashed run first
         self.rundir.mkdir(parents=True, exist_ok=True)
         port = self.config.redis_port or free_port()
-        self.state_file.write_text(json.dumps({"name": self.name, "redis_port": port, "complete": False}))
-        comps = self.components(port)
+        mgmt = self._allocate_mgmt()
+        for k in mgmt:  # the host's copy of each sNIC agent's token (the sNIC gets its own at its boot)
+            self._token_file(k).write_text(secrets.token_urlsafe(24))
+            self._token_file(k).chmod(0o600)
+        state = {"name": self.name, "redis_port": port, "mgmt": {str(k): j for k, j in mgmt.items()}}
+        self.state_file.write_text(json.dumps({**state, "complete": False}))
+        comps = self.components(port, mgmt)
         try:
             for comp in comps:
                 comp.up()
         except BaseException:
             self.down()
             raise
-        self.state_file.write_text(json.dumps({"name": self.name, "redis_port": port, "complete": True}))
+        self.state_file.write_text(json.dumps({**state, "complete": True}))
         return self.status()
 
-    def _services_only_down(self) -> list[Redis | OneSwitch]:
+    def _services_only_down(self) -> list:
         """A completed bring-up whose switches all run and of which only Redis and/or OneSwitch died: those."""
         state = self._saved_state()
         if not state or not state.get("complete"):
@@ -376,7 +562,7 @@ class EmulatedHost:
         dead_switches, dead_services = self._dead_parts(state)
         return [] if dead_switches else dead_services
 
-    def _restart_services(self, services: list[Redis | OneSwitch]) -> dict:
+    def _restart_services(self, services: list) -> dict:
         """Start the dead services again and nothing else, in bring-up order.
 
         Redis comes back on its port and unix socket, empty (it has no persistence: the NFs' per-flow state
@@ -403,6 +589,9 @@ class EmulatedHost:
         self._sweep()
         if self.rundir.exists():
             shutil.rmtree(self.rundir, ignore_errors=True)
+        shutil.rmtree(self.snic_disks, ignore_errors=True)
+        with contextlib.suppress(OSError):  # the sNICs' directory root, once no host has a disk there
+            self.snic_disks.parent.rmdir()
         if errors:
             raise DatapathError("teardown finished with errors: " + "; ".join(errors))
 
@@ -421,14 +610,19 @@ class EmulatedHost:
             kill_and_wait(pid, timeout)
 
     def _sweep(self) -> None:
-        # Processes started from our rundir (daemons whose state file was lost).
-        for pidfile in self.rundir.rglob("*.pid") if self.rundir.exists() else []:
-            pid = read_pidfile(pidfile)
-            if pid:
+        # Processes started from our rundir or an sNIC's disk (daemons whose state file was lost).
+        for d in (self.rundir, self.snic_disks):
+            for pidfile in d.rglob("*.pid") if d.exists() else []:
+                pid = read_pidfile(pidfile)
+                if pid:
+                    kill_and_wait(pid)
+            # ... and those whose pidfiles are gone too (directory removed): by their command line or cwd.
+            for pid in processes_using(d):
                 kill_and_wait(pid)
-        # ... and those whose pidfiles are gone too (rundir removed): found by their command line or cwd.
-        for pid in processes_using(self.rundir):
-            kill_and_wait(pid)
+        for k in range(len(self.config.snics)):
+            host_if = nm.if_mgmt(self.name, k)[0]
+            if link_exists(host_if):
+                run(["ip", "link", "del", host_if], check=False)
         for ns in nm.owned_namespaces(self.name, netns_list()):
             for pid in netns_pids(ns):
                 kill_and_wait(pid)

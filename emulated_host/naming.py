@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 
-# The virtual port numbers of the host's own endpoints (VMs, sNIC Ethernet ports), named with the rest.
 from domain.vports import (  # noqa: F401
     VPORT_ETH_BASE,
     VPORT_ETH_STRIDE,
@@ -17,16 +16,16 @@ from domain.vports import (  # noqa: F401
     vport_vm,
 )
 
-# OpenFlow port numbering on the two kinds of switch (the agent allocates NF ports from NF_PORT_BASE).
+# The virtual port numbers of the host's own endpoints (VMs, sNIC Ethernet ports), named with the rest.
+from host_datapath.sysutil import MAX_UNIX_PATH  # noqa: F401 (Redis's socket in the rundir must fit)
+from nf_local.processes import NF_PORT_BASE  # noqa: F401
+
+# OpenFlow port numbering on the two kinds of switch (NF instances take theirs from nf_local's NF_PORT_BASE).
 HOST_PCIE_OFPORT_BASE = 1  # host side of sNIC k's PCIe link: 1 + k
 HOST_VM_OFPORT_BASE = 100  # VM i: 100 + i
 SNIC_ETH_OFPORT_BASE = 1  # Ethernet port j: 1 + j
 SNIC_PCIE_OFPORT = 100  # sNIC side of its PCIe link
-NF_PORT_BASE = 200
 
-# Longest unix socket path the kernel takes (sun_path is 108 bytes with its NUL): Redis's socket in the rundir
-# and the NFs' stats sockets in the agent directory must fit.
-MAX_UNIX_PATH = 107
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
 
@@ -101,3 +100,23 @@ def owned_namespaces(n: str, existing: list[str]) -> list[str]:
     """Namespaces of host `n`: ours and any the agent/NFs added with the `n-` prefix (names are [a-z0-9])."""
     pat = re.compile(rf"^{re.escape(n)}-[A-Za-z0-9_.-]+$")
     return [ns for ns in existing if pat.match(ns)]
+
+
+def if_mgmt(n: str, k: int) -> tuple[str, str]:
+    """sNIC k's management link: (host end, in the root namespace; sNIC end, in its namespace)."""
+    return f"{n}-m{k}h", f"{n}-m{k}s"
+
+
+def snic_prefix(n: str, k: int) -> str:
+    """Prefix of what sNIC k's agent makes (its NFs' namespaces and interfaces): `uno down` sweeps `n-`."""
+    return f"{n}-s{k}"
+
+
+MGMT_NET = 0x0AFC0000  # 10.252.0.0/16: the emulated sNICs' management links, one /30 each
+
+
+def mgmt_addresses(j: int) -> tuple[str, str]:
+    """The j-th /30 of the management range: (host end, sNIC end)."""
+    base = MGMT_NET + 4 * (j % 16384)
+    dotted = lambda a: ".".join(str((a >> s) & 255) for s in (24, 16, 8, 0))  # noqa: E731
+    return dotted(base + 1), dotted(base + 2)

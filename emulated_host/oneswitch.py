@@ -70,28 +70,40 @@ def jar_missing_reason(jar: Path | None = None) -> str | None:
     return None
 
 
-def build_config(cfg: HostConfig, switches: dict[str, str], listen: int, rest: int, state_dir: Path) -> dict:
+@dataclass(frozen=True)
+class SnicLayout:
+    """An sNIC bridge's port numbers: its PCIe-facing port and its Ethernet ports (wire), in order."""
+
+    pcie: int
+    wire: tuple[int, ...]
+
+
+def build_config(
+    cfg: HostConfig, switches: dict[str, str], listen: int, rest: int, state_dir: Path,
+    layouts: dict[int, SnicLayout] | None = None,
+) -> dict:  # fmt: skip
     """OneSwitch's JSON config (oneswitch/README.md) for host `cfg` (pure).
 
     `switches`: switch id ("host", "snic0", ...) -> its OpenFlow endpoint, `unix:PATH` (an emulated switch's
     bridge listener) or `tcp:HOST:PORT` (a BlueField). Every sNIC takes
     part, emulated or BlueField, with the same port numbering: on the host switch sNIC k's PCIe link is port
-    1+k; on the sNIC's bridge the PCIe link is port 100 and Ethernet port j is 1+j.
+    1+k; on the sNIC's bridge the PCIe link is port 100 and Ethernet port j is 1+j, unless `layouts` gives
+    sNIC k's ports as discovered (a BlueField's host representor and uplinks, through its agent).
     """
     snics = range(len(cfg.snics))
+    layouts = (
+        {k: layouts.get(k) or _default_layout(cfg, k) for k in snics}
+        if layouts
+        else {k: _default_layout(cfg, k) for k in snics}
+    )
     ports = [
         {"vport": nm.vport_vm(i), "switch": "host", "port": nm.HOST_VM_OFPORT_BASE + i, "name": f"vm{i}"}
         for i in range(cfg.vms)
     ]
     for k in snics:
         ports += [
-            {
-                "vport": nm.vport_eth(k, j),
-                "switch": f"snic{k}",
-                "port": nm.SNIC_ETH_OFPORT_BASE + j,
-                "name": f"snic{k}-eth{j}",
-            }
-            for j in range(cfg.snics[k].eth_ports)
+            {"vport": nm.vport_eth(k, j), "switch": f"snic{k}", "port": port, "name": f"snic{k}-eth{j}"}
+            for j, port in enumerate(layouts[k].wire)
         ]
     return {
         "dpid": nm.dpid(cfg.name),
@@ -102,13 +114,28 @@ def build_config(cfg: HostConfig, switches: dict[str, str], listen: int, rest: i
         "state_dir": str(state_dir),
         "switches": [{"id": sid, "openflow": target} for sid, target in switches.items()],
         "pcie": [
-            {"snic": f"snic{k}", "host_port": nm.HOST_PCIE_OFPORT_BASE + k, "snic_port": nm.SNIC_PCIE_OFPORT}
+            {"snic": f"snic{k}", "host_port": nm.HOST_PCIE_OFPORT_BASE + k, "snic_port": layouts[k].pcie}
             for k in snics
         ],
         "ports": sorted(ports, key=lambda p: p["vport"]),
         "wire_vlans": cfg.oneswitch.wire_vlans,
         "carrier": cfg.oneswitch.carrier,
     }
+
+
+def _default_layout(cfg: HostConfig, k: int) -> SnicLayout:
+    eth = range(cfg.snics[k].eth_ports)
+    return SnicLayout(nm.SNIC_PCIE_OFPORT, tuple(nm.SNIC_ETH_OFPORT_BASE + j for j in eth))
+
+
+def discover_layout(ports: list[dict], where: str) -> SnicLayout:
+    """An sNIC's layout from its agent's port listing (`GET /v1/ports`: kinds pcie and wire)."""
+    pcie = [p["ofport"] for p in ports if p["kind"] == "pcie"]
+    wire = tuple(p["ofport"] for p in sorted(ports, key=lambda p: p["name"]) if p["kind"] == "wire")
+    if len(pcie) != 1 or not wire:
+        raise DatapathError(f"{where}: its agent reports {len(pcie)} host-facing port(s) and {len(wire)} "
+                            "uplink(s): expected one and at least one (set pcie_port / wire_ports there)")  # fmt: skip
+    return SnicLayout(pcie[0], wire)
 
 
 @dataclass
@@ -120,6 +147,7 @@ class OneSwitch:
     endpoints: (
         object  # callable () -> {switch id: unix:/tcp: target}, evaluated at up() (switches are up by then)
     )
+    layouts: object = None  # callable () -> {k: SnicLayout} of the sNICs whose ports are discovered
     key: str = "oneswitch"
 
     @property
@@ -168,7 +196,8 @@ class OneSwitch:
         self.state_dir.mkdir(exist_ok=True)
         switches = self.endpoints()  # type: ignore[operator]
         listen, rest = self._previous_ports() or (free_port(), free_port())
-        conf = build_config(self.cfg, switches, listen, rest, self.state_dir)
+        layouts = self.layouts() if self.layouts else None  # type: ignore[operator]
+        conf = build_config(self.cfg, switches, listen, rest, self.state_dir, layouts)
         self.config_file.touch(mode=0o600)  # it holds the REST token
         self.config_file.write_text(json.dumps(conf, indent=2))
         with open(self.logfile, "ab") as log:

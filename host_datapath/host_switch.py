@@ -1,4 +1,5 @@
-"""The host switch: a private userspace OVS in its own namespace with one bridge."""
+"""The host switch: a private userspace OVS in its own namespace with one bridge; plugging namespaces into a
+bridge's ports (BridgePorts, also for a bridge someone else runs)."""
 
 from __future__ import annotations
 
@@ -22,41 +23,17 @@ from host_datapath.sysutil import (
 )
 
 
-@dataclass
-class HostSwitch:
-    """Namespace `netns`, OVS state in `rundir`, bridge `bridge`."""
+class BridgePorts:
+    """The ports of an OVS bridge whose switch runs in namespace `netns` (someone else runs the OVS): plug a
+    namespace in as an OpenFlow port, unplug it. `driver` is the bridge's SwitchDriver."""
 
-    netns: str
-    rundir: Path
-    bridge: str
+    def __init__(self, driver: SwitchDriver, netns: str):
+        self.driver = driver
+        self.netns = netns
 
-    def __post_init__(self) -> None:
-        self.ovs = OvsInstance(self.rundir, self.netns)
-        self.endpoint = OpenFlowTcpEndpoint(self.rundir, self.bridge)
-        self.driver = SwitchDriver(
-            self.bridge, self.ovs.db_remote, netns=self.netns, listeners=(self.endpoint.controller_target,)
-        )
-
-    def up(self) -> None:
-        netns_add(self.netns)
-        self.ovs.start()
-        self.driver.ensure_bridge()
-        self.endpoint.start()
-
-    def connect_controllers(self, targets: list[str]) -> list[str]:
-        """Make the bridge connect actively to controllers `tcp:HOST:PORT` of the root namespace.
-
-        Each goes through a ControllerRelay (127.0.0.1 inside the switch's namespace is not the root's).
-        Replaces the previous active controllers; an empty list removes them. Adding the first / removing the
-        last active controller flushes the bridge's flows (OVS): connect before installing flows.
-        """
-        relays = [ControllerRelay(self.rundir, *parse_tcp_target(t)) for t in targets]
-        self.driver.set_controller([r.start() for r in relays])
-        keep = {r.unix_socket.name for r in relays}
-        for pidfile in self.rundir.glob("ctl-*.pid"):
-            if f"{pidfile.stem}.sock" not in keep:
-                ControllerRelay(self.rundir, "", int(pidfile.stem.split("-", 1)[1])).stop()
-        return [r.switch_target for r in relays]
+    def close(self) -> None:
+        """Drop the OVSDB connection (the switch keeps running)."""
+        self.driver.close()
 
     def attach_namespace(
         self,
@@ -105,6 +82,43 @@ class HostSwitch:
         if link_exists(port, self.netns):
             run(["ip", "link", "del", port], netns=self.netns)
 
+
+@dataclass
+class HostSwitch(BridgePorts):
+    """Namespace `netns`, OVS state in `rundir`, bridge `bridge`."""
+
+    netns: str
+    rundir: Path
+    bridge: str
+
+    def __post_init__(self) -> None:
+        self.ovs = OvsInstance(self.rundir, self.netns)
+        self.endpoint = OpenFlowTcpEndpoint(self.rundir, self.bridge)
+        self.driver = SwitchDriver(
+            self.bridge, self.ovs.db_remote, netns=self.netns, listeners=(self.endpoint.controller_target,)
+        )
+
+    def up(self) -> None:
+        netns_add(self.netns)
+        self.ovs.start()
+        self.driver.ensure_bridge()
+        self.endpoint.start()
+
+    def connect_controllers(self, targets: list[str]) -> list[str]:
+        """Make the bridge connect actively to controllers `tcp:HOST:PORT` of the root namespace.
+
+        Each goes through a ControllerRelay (127.0.0.1 inside the switch's namespace is not the root's).
+        Replaces the previous active controllers; an empty list removes them. Adding the first / removing the
+        last active controller flushes the bridge's flows (OVS): connect before installing flows.
+        """
+        relays = [ControllerRelay(self.rundir, *parse_tcp_target(t)) for t in targets]
+        self.driver.set_controller([r.start() for r in relays])
+        keep = {r.unix_socket.name for r in relays}
+        for pidfile in self.rundir.glob("ctl-*.pid"):
+            if f"{pidfile.stem}.sock" not in keep:
+                ControllerRelay(self.rundir, "", int(pidfile.stem.split("-", 1)[1])).stop()
+        return [r.switch_target for r in relays]
+
     def down(self) -> None:
         for pidfile in self.rundir.glob("ctl-*.pid"):
             ControllerRelay(self.rundir, "", int(pidfile.stem.split("-", 1)[1])).stop()
@@ -113,10 +127,6 @@ class HostSwitch:
         self.ovs.stop()
 
     key = "host"  # its key in `uno status --json`
-
-    def close(self) -> None:
-        """Drop the OVSDB connection (the switch keeps running)."""
-        self.driver.close()
 
     def status(self) -> dict:
         try:

@@ -18,6 +18,8 @@ from typing import TypeVar
 from host_datapath import netns_ops
 
 T = TypeVar("T")
+# Longest unix socket path the kernel takes (sun_path is 108 bytes with its NUL).
+MAX_UNIX_PATH = 107
 
 
 class DatapathError(RuntimeError):

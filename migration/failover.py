@@ -83,11 +83,13 @@ def failover(
     standby: bool = False,
     clock: Callable[[], float] = time.monotonic,
     on_switched: Callable[[], None] | None = None,
+    release: bool = True,
 ) -> FailoverResult:
     """Move `nf`'s vport from `failed` to `replacement` (a running standby if `standby`, else started now).
 
     `on_switched` runs right after the remap, before the failed instance is released (its stop, port and
-    namespace removal take ~100 ms and are off the traffic's path): the caller records the new instance."""
+    namespace removal are off the traffic's path): the caller records the new instance. `release=False`
+    leaves the failed instance alone (its machine is gone: the caller releases it once that comes back)."""
     t0 = clock()
     start_ms = 0.0
     if standby:
@@ -113,7 +115,8 @@ def failover(
         on_switched()
     errors = []
     try:
-        runtime.stop(failed)
+        if release:
+            runtime.stop(failed)
     except Exception as exc:  # noqa: BLE001 - traffic already moved; reported
         errors.append(f"stopping {failed.id}: {exc}")
     return FailoverResult(

@@ -44,8 +44,10 @@ class Runtime(Protocol):
     def healthy(self, inst: Instance, timeout: float = 1.0) -> bool: ...
     def store_reachable(self, timeout: float = 0.5) -> bool | None: ...
     def stats(self, inst: Instance) -> dict | None: ...
+    def cpu_seconds(self, inst: Instance) -> float: ...
     def port_counters(self) -> dict[str, dict[str, dict[str, int]]]: ...
     def pcie_ports(self) -> dict[str, str]: ...
+    def pcie_snic_ports(self) -> dict[str, str]: ...
     def plugged(self, inst: Instance) -> bool: ...
     def free_ofport(self, location: str, used_ofports: set[int]) -> int: ...
 
@@ -150,10 +152,19 @@ class AgentContext:
         # Pre-started standby instances (failover without a start): kept in memory only, not in the state
         # file; an agent restart loses track of them and `uno down` sweeps their namespaces.
         self.standbys: dict[str, Instance] = {}
+        # sNICs whose death the runtime reported (until they are back): not a place for an NF meanwhile;
+        # their instances that failed over stay to be released there once the sNIC is back.
+        self.down: set[str] = set()
+        self.orphans: dict[str, list[Instance]] = {}
 
     @property
     def locations(self) -> list[str]:
         return self.runtime.locations()
+
+    @property
+    def live_locations(self) -> list[str]:
+        """Where an NF may go now: every location but the sNICs that are down."""
+        return [loc for loc in self.locations if loc not in self.down]
 
     def save(self) -> None:
         store.save(self.state, self.state_path)

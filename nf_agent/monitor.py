@@ -28,6 +28,8 @@ class Wiring:
     nf_ports: dict[tuple[str, str], str]  # (switch, port name) -> nf id
     pcie_ports: dict[str, str]  # sNIC id -> its PCIe port name on the host switch
     chains: dict[str, tuple[str | None, str | None]]  # nf id -> (src vertex, dst vertex)
+    # sNIC id -> its host-facing port on its own bridge (a BlueField's host representor: tx is up)
+    pcie_snic_ports: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -129,13 +131,15 @@ def rates(prev: Sample, cur: Sample, wiring: Wiring, dt: float) -> Measurement:
         if dst is not None and nf in out:
             edges[(nf, dst)] = max(edges.get((nf, dst), 0.0), out[nf])
     pcie = {}
-    for snic, port in wiring.pcie_ports.items():
-        c, p = cur.ports.get("host", {}).get(port), prev.ports.get("host", {}).get(port, {})
+    ends = [(snic, "host", port, "rx_bytes", "tx_bytes") for snic, port in wiring.pcie_ports.items()]
+    ends += [(snic, snic, port, "tx_bytes", "rx_bytes") for snic, port in wiring.pcie_snic_ports.items()]
+    for snic, switch, port, up, down in ends:
+        c, p = cur.ports.get(switch, {}).get(port), prev.ports.get(switch, {}).get(port, {})
         if c is None:
             continue
         pcie[snic] = {
-            "up": _gbps(_delta(c["rx_bytes"], p.get("rx_bytes", 0)), dt),
-            "down": _gbps(_delta(c["tx_bytes"], p.get("tx_bytes", 0)), dt),
+            "up": _gbps(_delta(c[up], p.get(up, 0)), dt),
+            "down": _gbps(_delta(c[down], p.get(down, 0)), dt),
         }
     cpu = {
         loc: _delta(s, prev.cpu_seconds.get(loc, 0.0)) / dt

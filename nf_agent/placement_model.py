@@ -3,6 +3,8 @@ measurement, and the evaluation of the current placement against it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from domain.model import Nf
 from nf_agent import graph
 from nf_agent.background import pcie_background
@@ -34,10 +36,15 @@ class PlacementModel:
         return self.problem(list(self.ctx.state.nfs.values()))
 
     def _graph(self, nfs: list[Nf], fixed: set[str] = frozenset(), background: dict | None = None) -> dict:
+        """A dead sNIC is no location, and its Ethernet ports no vertices (their traffic is gone with it); an NF
+        still recorded there (its failover failed) counts as being nowhere yet."""
         ctx = self.ctx
         m = ctx.monitor.measurement
+        snics = [s for s in ctx.cfg.snics if s.id not in ctx.down]
+        if ctx.down:
+            nfs = [n if n.location not in ctx.down else replace(n, location=None, instances=[]) for n in nfs]
         return graph.build_problem(
-            ctx.cfg.snics, list(ctx.state.vms), nfs, ctx.cfg.profiles, self.measured_edges(), fixed,
+            snics, list(ctx.state.vms), nfs, ctx.cfg.profiles, self.measured_edges(), fixed,
             measured_split=m.nf_split if m else None, background=background,
         )  # fmt: skip
 

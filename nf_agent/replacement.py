@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from domain.errors import DependencyFailed, OperationFailed
 from domain.model import Nf
-from host_datapath.sysutil import cpu_seconds
 from nf_agent import graph
 from nf_agent.context import AgentContext
 from nf_agent.decide import Decision, decide
@@ -30,6 +29,7 @@ class Replacement:
         return Wiring(
             nf_ports={(i.switch, i.port_if): n.id for n in ctx.state.nfs.values() for i in n.instances},
             pcie_ports=ctx.runtime.pcie_ports(),
+            pcie_snic_ports=ctx.runtime.pcie_snic_ports(),
             chains={n.id: self._chain(n) for n in ctx.state.nfs.values()},
         )
 
@@ -47,7 +47,7 @@ class Replacement:
         stats: dict[str, dict] = {}
         for n in nfs:
             for i in n.instances:
-                cpu[i.location] = cpu.get(i.location, 0.0) + cpu_seconds([p for p in [i.pid] if p])
+                cpu[i.location] = cpu.get(i.location, 0.0) + ctx.runtime.cpu_seconds(i)
                 st = ctx.runtime.stats(i)
                 if st:
                     agg = stats.setdefault(n.id, {"rx": 0, "tx": 0})

@@ -46,6 +46,11 @@ class Agent:
         self.supervise, self.probe, self.instance_pids = sup.supervise, sup.probe, sup.instance_pids
         self.start_standby, self.stop_standby = sup.start_standby, sup.stop_standby
         self.restart_nf, self.failover, self.health = sup.restart_nf, sup.failover, sup.health
+        self.snic_dead, self.snic_back, self.instance_failed = (
+            sup.snic_dead,
+            sup.snic_back,
+            sup.instance_failed,
+        )
         self.sample, self.wiring, self.run_placement = rep.sample, rep.wiring, rep.run_placement
         self.placement_view, self.ports = self.views.placement_view, self.views.ports
         self.problem, self.pcie_background = self.model.problem, self.model.pcie_background

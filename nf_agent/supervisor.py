@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from domain.errors import Conflict, DependencyFailed, NotFound, OperationFailed, PortMapError
-from domain.model import Instance, Nf
+from domain.model import HOST, Instance, Nf
 from migration.failover import FailoverError
 from migration.failover import failover as run_failover
 from nf_agent.context import AgentContext
@@ -31,7 +32,7 @@ class Supervisor:
         with ctx.lock:
             for nf in list(ctx.state.nfs.values()):
                 for inst in list(nf.instances):
-                    if inst.state == "failed" or ctx.runtime.alive(inst):
+                    if inst.state == "failed" or inst.location in ctx.down or ctx.runtime.alive(inst):
                         continue
                     if ctx.cfg.failover:
                         try:
@@ -67,7 +68,10 @@ class Supervisor:
         /health answer slower than `health_timeout` s counts as a miss."""
         ctx = self.ctx
         with ctx.lock:
-            insts = [i for n in ctx.state.nfs.values() for i in n.instances if i.state != "failed"]
+            insts = [
+                i for n in ctx.state.nfs.values() for i in n.instances
+                if i.state != "failed" and i.location not in ctx.down
+            ]  # fmt: skip
         return {i.id: (ctx.runtime.alive(i), ctx.runtime.healthy(i, health_timeout)) for i in insts}
 
     def instance_pids(self) -> dict[str, int]:
@@ -77,7 +81,7 @@ class Supervisor:
                 i.id: i.pid
                 for n in self.ctx.state.nfs.values()
                 for i in n.instances
-                if i.state != "failed" and i.pid
+                if i.state != "failed" and i.pid and i.location == HOST  # an sNIC's pids are its own
             }
 
     def start_standby(self, nf_id: str, location: str | None = None) -> Instance:
@@ -137,6 +141,96 @@ class Supervisor:
         inst.restarts += 1
         self.ctx.counters.restarts += 1
 
+    def instance_failed(self, inst_id: str, reason: str) -> dict:
+        """An instance died or stopped answering (the watchdog, or its sNIC agent's heartbeat, saw it): replaced
+        at once with failover on, else restarted in place now (the supervisor's policy). Unknown: a no-op."""
+        ctx = self.ctx
+        if not ctx.cfg.failover:
+            self.supervise()
+            return {}
+        with ctx.lock:
+            nf_id = next((n.id for n in ctx.state.nfs.values() for i in n.instances if i.id == inst_id), None)
+        if nf_id is None:
+            return {}
+        try:
+            return self.failover(nf_id, inst_id, reason)
+        except OperationFailed as exc:  # recorded (nf-failover-failed); the next probe retries
+            log.error("failover failed", extra={"fields": {"instance": inst_id, "error": str(exc)}})
+            return {}
+
+    def snic_dead(self, sid: str) -> dict:
+        """A whole sNIC died (its agent, its switch and its NFs at once): every instance that ran there is
+        replaced on the host, the replacements started together, each NF's vport remapped to its own; the
+        dead instances are released once the sNIC is back (`snic_back`). An NF pinned to that sNIC cannot go
+        elsewhere: it is marked failed. Returns what was done."""
+        ctx = self.ctx
+        t0 = time.monotonic()
+        with ctx.lock:
+            if sid in ctx.down:
+                return {}
+            ctx.down.add(sid)
+            before = {k: n.location for k, n in ctx.state.nfs.items() if n.location}
+            victims = [(nf, i) for nf in ctx.state.nfs.values() for i in nf.instances if i.location == sid]
+            for nf_id in [k for k, sb in ctx.standbys.items() if sb.location == sid]:
+                ctx.orphans.setdefault(sid, []).append(ctx.standbys.pop(nf_id))
+            used = ctx.used_ofports(HOST)
+            moves = []
+            for nf, inst in victims:
+                if nf.pin != sid:
+                    new = ctx.new_instance(nf, HOST, used)
+                    used.add(new.ofport)
+                    moves.append((nf, inst, new))
+            for nf, inst in victims:
+                if nf.pin == sid:
+                    inst.state = "failed"
+            started = self._start_all([(nf, new) for nf, _, new in moves])
+            done, errors = [], []
+            for (nf, failed, new), ok in zip(moves, started, strict=True):
+                ctx.orphans.setdefault(sid, []).append(failed)
+                try:
+                    if len(nf.instances) > 1:
+                        self._failover_in_set(nf, failed, new, "snic-dead", ok, release=False)
+                    elif not ok:
+                        failed.state = "failed"
+                        errors.append(f"{nf.id}: its replacement did not start")
+                        continue
+                    else:
+                        self._switch_to(nf, failed, new, "snic-dead", True, release=False)
+                    done.append({"nf": nf.id, "failed": failed.id, "replacement": new.id if ok else None})
+                except OperationFailed as exc:
+                    errors.append(f"{nf.id}: {exc}")
+            ms = round((time.monotonic() - t0) * 1000, 2)
+            ctx.cfg.dampener.record(ctx.clock(), before)  # moving back counts from now (dampening window)
+            ctx.event("snic-dead", snic=sid, failed_over=done, errors=errors, total_ms=ms)
+            ctx.save()
+            return {"snic": sid, "failed_over": done, "errors": errors, "total_ms": ms}
+
+    def _start_all(self, starts: list[tuple[Nf, Instance]]) -> list[bool]:
+        """Start these instances side by side; which started."""
+        if not starts:
+            return []
+        with ThreadPoolExecutor(max_workers=min(8, len(starts))) as ex:
+            return list(ex.map(lambda s: self._try_start(*s), starts))
+
+    def snic_back(self, sid: str, boot_id: str = "") -> dict:
+        """The sNIC answers again (rebooted): release what its agent still holds of the instances that
+        failed over from it; it is a place for NFs again (the re-placement loop moves NFs back there once
+        worth it and the dampening window allows)."""
+        ctx = self.ctx
+        with ctx.lock:
+            ctx.down.discard(sid)
+            orphans = ctx.orphans.pop(sid, [])
+        errors = []
+        for inst in orphans:
+            try:
+                ctx.runtime.stop(inst)
+            except Exception as exc:  # noqa: BLE001 - reported; the sNIC's own restart cleans the rest
+                errors.append(f"{inst.id}: {exc}")
+        with ctx.lock:
+            ctx.event("snic-back", snic=sid, boot_id=boot_id, released=[i.id for i in orphans], errors=errors)
+            ctx.save()
+        return {"snic": sid, "released": [i.id for i in orphans], "errors": errors}
+
     def failover(self, nf_id: str, inst_id: str, reason: str) -> dict:
         """Replace instance `inst_id` of `nf_id` (dead or stuck) by its running standby if it has one, else by a
         new instance at the same location, and remap the vport to it (migration.failover). Unknown ids
@@ -156,26 +250,34 @@ class Supervisor:
                 new = ctx.new_instance(nf, failed.location)
             if len(nf.instances) > 1:
                 return self._failover_in_set(nf, failed, new, reason, standby)
+            return self._switch_to(nf, failed, new, reason, standby)
 
-            def switched() -> None:  # traffic is on the replacement: record it before the old one is released
-                nf.instances = [new if i.id == inst_id else i for i in nf.instances]
-                nf.location = new.location
+    def _switch_to(
+        self, nf: Nf, failed: Instance, new: Instance, reason: str, standby: bool, release: bool = True
+    ) -> dict:
+        """migration.failover from `failed` to `new` (running already when `standby`)."""
+        ctx = self.ctx
 
-            try:
-                res = run_failover(
-                    nf, failed, new, ctx.runtime, ctx.mapper, reason, standby=standby, on_switched=switched
-                )
-            except FailoverError as exc:
-                if standby:
-                    ctx.standbys[nf_id] = new
-                ctx.event("nf-failover-failed", nf=nf_id, instance=inst_id, reason=reason, error=str(exc))
-                raise DependencyFailed(str(exc)) from None
-            ctx.counters.failovers += 1
-            ctx.event("nf-failover", **res.to_json())
-            ctx.save()
-            return res.to_json()
+        def switched() -> None:  # traffic is on the replacement: record it before the old one is released
+            nf.instances = [new if i.id == failed.id else i for i in nf.instances]
+            nf.location = new.location
 
-    def _failover_in_set(self, nf: Nf, failed: Instance, new: Instance, reason: str, standby: bool) -> dict:
+        try:
+            res = run_failover(nf, failed, new, ctx.runtime, ctx.mapper, reason, standby=standby,
+                               on_switched=switched, release=release)  # fmt: skip
+        except FailoverError as exc:
+            if standby and reason != "snic-dead":
+                ctx.standbys[nf.id] = new
+            ctx.event("nf-failover-failed", nf=nf.id, instance=failed.id, reason=reason, error=str(exc))
+            raise DependencyFailed(str(exc)) from None
+        ctx.counters.failovers += 1
+        ctx.event("nf-failover", **res.to_json())
+        ctx.save()
+        return res.to_json()
+
+    def _failover_in_set(
+        self, nf: Nf, failed: Instance, new: Instance, reason: str, standby: bool, release: bool = True
+    ) -> dict:
         """One of several instances failed: the replacement takes its place in the vport's set; when no
         replacement starts, the failed one is only removed from the set (the others carry its flows)."""
         ctx = self.ctx
@@ -196,7 +298,8 @@ class Supervisor:
             raise DependencyFailed(f"failover of {failed.id}: {exc}") from None
         errors = []
         try:
-            ctx.runtime.stop(failed)
+            if release:
+                ctx.runtime.stop(failed)
         except Exception as exc:  # noqa: BLE001 - traffic already moved; reported
             errors.append(f"stopping {failed.id}: {exc}")
         nf.instances = want

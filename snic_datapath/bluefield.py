@@ -17,6 +17,7 @@ class BlueFieldSnic:
     ovsdb: str
     openflow: str
     datapath_type: str = ""
+    manage: bool = True  # create/settle the bridge; False: the DPU's own agent and operator keep it
 
     def __post_init__(self) -> None:
         self.driver = SwitchDriver(
@@ -24,7 +25,8 @@ class BlueFieldSnic:
         )
 
     def up(self) -> None:
-        self.driver.ensure_bridge()
+        if self.manage:
+            self.driver.ensure_bridge()
 
     def down(self) -> None:
         self.driver.close()

@@ -61,11 +61,17 @@ class FakeRuntime:
     def stats(self, inst: Instance):
         return {"rx": 0, "tx": 0} if inst.id in self.running else None
 
+    def cpu_seconds(self, inst: Instance) -> float:
+        return 0.0
+
     def port_counters(self):
         return {sw: {p: dict(c) for p, c in ports.items()} for sw, ports in self.counters.items()}
 
     def pcie_ports(self):
         return {s: f"x-p{s[4:]}h" for s in self.snics}
+
+    def pcie_snic_ports(self):
+        return {}
 
 
 class FakeMapper:

@@ -43,12 +43,22 @@ class Testbed:
     __test__ = False  # not a pytest class
 
     def __init__(
-        self, rundir: str = "/run/uno-test", store: str = "redis", drain_s: float = 0.5, warm_slots: int = 0
-    ):
-        """`warm_slots`: pre-created NF slots per location (HostRuntime; 0 = every start is cold)."""
+        self, rundir: str = "/run/uno-test", store: str = "redis", drain_s: float = 0.5, warm_slots: int = 0,
+        snics: int = 1, vms: int = 1,
+    ):  # fmt: skip
+        """`warm_slots`: pre-created NF slots per location (the host's runtime and the sNIC's agent; 0 = every
+        start is cold)."""
         self.name = "m" + uuid.uuid4().hex[:5]
         self.host = EmulatedHost(
-            parse_config({"name": self.name, "rundir": rundir, "vms": 1, "oneswitch": {"enabled": True}})
+            parse_config(
+                {
+                    "name": self.name,
+                    "rundir": rundir,
+                    "vms": vms,
+                    "oneswitch": {"enabled": True},
+                    "snics": [{"id": f"snic{k}", "warm_slots": warm_slots} for k in range(snics)],
+                }
+            )  # fmt: skip
         )
         self.store, self.drain_s, self.warm_slots = store, drain_s, warm_slots
         self.runtime: HostRuntime | None = None
@@ -73,9 +83,9 @@ class Testbed:
         snics = [
             SnicInfo(s.id, float(s.capacity), float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4, s.eth_ports)
             for s in self.host.config.snics
-            if s.id in self.runtime.switches
+            if s.id in self.runtime.locations()
         ]
-        cfg = AgentConfig(snics=snics, vm_slots=1, profiles=load_profiles())
+        cfg = AgentConfig(snics=snics, vm_slots=self.host.config.vms, profiles=load_profiles())
         mapper = OneSwitchPortMapper(self.host.oneswitch().client())
         self.agent = Agent(cfg, self.runtime, mapper, adir / "state.json", drain_s=self.drain_s)
         self.listen = status["oneswitch"]["listen"]
@@ -123,18 +133,14 @@ class Testbed:
         subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", cmd, self.listen, *args], check=True,
                        capture_output=True, timeout=30)  # fmt: skip
 
-    def start_watchdog(self, cfg: DetectorConfig | None = None) -> Watchdog:
+    def start_watchdog(self, cfg: DetectorConfig | None = None, snics: bool = True) -> Watchdog:
+        """The failover watchdog, and (`snics`) the sNICs' heartbeats, as `uno agent serve` runs them."""
         agent = self.agent
-
-        def on_failure(inst_id: str, reason: str) -> None:
-            nf_id = next(
-                (n.id for n in agent.state.nfs.values() for i in n.instances if i.id == inst_id), None
-            )
-            if nf_id:
-                with contextlib.suppress(Exception):  # recorded as nf-failover-failed; retried next probe
-                    agent.failover(nf_id, inst_id, reason)
-
-        self.watchdog = Watchdog(agent.probe, on_failure, cfg, pids=agent.instance_pids).start()
+        agent.cfg.failover = True
+        if snics:
+            self.runtime.watch_snics(agent.snic_dead, agent.snic_back,
+                                     lambda _sid, inst_id: agent.instance_failed(inst_id, "dead"))  # fmt: skip
+        self.watchdog = Watchdog(agent.probe, agent.instance_failed, cfg, pids=agent.instance_pids).start()
         return self.watchdog
 
     def close(self) -> None:

@@ -42,7 +42,7 @@ from host_datapath.sysutil import (
     veth_pair,
     wait_for,
 )
-from nf_runtime.unixhttp import http_get_unix
+from nf_local.endpoints import http_get_unix
 
 REDIS_PORT_IN_NS = 6379
 REDIS_MODES = ("unix", "relay", "direct")

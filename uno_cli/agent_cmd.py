@@ -59,7 +59,6 @@ class Loops:
         self.thread = threading.Thread(target=self._run, name="agent-loops", daemon=True)
 
     def _run(self) -> None:
-        import logging
 
         log = logging.getLogger("uno.agent")
         next_replace = time.monotonic() + self.replace_s
@@ -84,11 +83,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from domain.errors import OperationFailed, StartError
     from emulated_host import agent_endpoint
     from emulated_host.host import EmulatedHost
-    from nf_agent import logs
     from nf_agent.api import create_app
     from nf_agent.graph import SnicInfo
     from nf_agent.service import Agent, AgentConfig
-    from nf_runtime.command import parse_cpu_latency
+    from nf_local import jsonlog
+    from nf_local.command import parse_cpu_latency
     from nf_runtime.portmap import OneSwitchPortMapper
     from nf_runtime.runtime import HostRuntime
     from placement.hysteresis import Dampener
@@ -124,6 +123,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(f"--cpu-latency-us {exc}") from None
     if args.failover_interval != 0 and not 10 <= args.failover_interval <= 10_000:
         raise CliError("--failover-interval must be 0 (off) or in [10, 10000] ms")
+    if args.snic_heartbeat_ms != 0 and not 1 <= args.snic_heartbeat_ms <= 10_000:
+        raise CliError("--snic-heartbeat-ms must be 0 (off) or in [1, 10000]")
+    if not args.snic_heartbeat_ms <= args.snic_timeout_ms <= 60_000:
+        raise CliError("--snic-timeout-ms must be in [--snic-heartbeat-ms, 60000]")
     try:
         profiles = load_profiles(args.profiles)
     except PlacementInputError as exc:
@@ -139,7 +142,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     running = agent_endpoint.status_entry(host.rundir)
     if running and running["running"]:
         raise CliError(f"an agent already runs for '{host.name}' (pid {running['pid']}, {running['rest']})")
-    logs.setup(
+    jsonlog.setup(
         adir / "agent.log" if args.log_file is None else (args.log_file if args.log_file != "-" else None)
     )
     status = host.status()
@@ -155,7 +158,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     snics = [
         SnicInfo(s.id, float(s.capacity), float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4, s.eth_ports)
         for s in host.config.snics
-        if s.id in runtime.switches
+        if s.id in runtime.locations()
     ]
     cfg = AgentConfig(
         snics=snics,
@@ -201,25 +204,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     loops = Loops(agent, args.sample_interval, args.replace_interval, lambda: not adir.exists(), _stop)
     loops.thread.start()
     watchdog = None
+    if args.snic_heartbeat_ms > 0:  # an NF's exit on an sNIC comes with its heartbeat
+        runtime.watch_snics(agent.snic_dead, agent.snic_back,
+                            lambda _sid, inst_id: agent.instance_failed(inst_id, "dead"),
+                            args.snic_heartbeat_ms, args.snic_timeout_ms)  # fmt: skip
     if args.failover_interval > 0:
         from migration.failover import DetectorConfig, Watchdog
 
-        def on_failure(inst_id: str, reason: str) -> None:
-            with agent.lock:
-                nf_id = next(
-                    (n.id for n in agent.state.nfs.values() for i in n.instances if i.id == inst_id), None
-                )
-            if nf_id:
-                try:
-                    agent.failover(nf_id, inst_id, reason)
-                except OperationFailed as exc:  # recorded (nf-failover-failed); the next probe retries
-                    logging.getLogger("uno.agent").error(
-                        "failover failed", extra={"fields": {"error": str(exc)}}
-                    )
-
         watchdog = Watchdog(
             agent.probe,
-            on_failure,
+            agent.instance_failed,
             DetectorConfig(interval_s=args.failover_interval / 1000),
             pids=agent.instance_pids,
         )
@@ -272,9 +266,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="migration: drain bound, s (old NF stopped once quiet or then)",
     )
     s.add_argument(
-        "--failover-interval", type=float, default=0,
-        help="failover watchdog probe period, ms (dead or stuck NF -> new instance, port remapped); 0 = off: "
-        "a dead NF is restarted in place",
+        "--failover-interval", type=float, default=50,
+        help="failover watchdog probe period, ms (default 50): a stuck NF (no /health answer) is replaced by a "
+        "new instance and its port remapped; a dead one at once (its exit is seen, not polled); 0 = off: a "
+        "dead NF is restarted in place",
+    )  # fmt: skip
+    s.add_argument(
+        "--snic-heartbeat-ms", type=int, default=10,
+        help="each sNIC agent's heartbeat period, ms (default 10); 0 = do not watch the sNICs",
+    )  # fmt: skip
+    s.add_argument(
+        "--snic-timeout-ms", type=int, default=40,
+        help="no heartbeat for this long (ms, default 40) and the sNIC's switch not answering either: the "
+        "sNIC is dead, its NFs fail over to the host",
     )  # fmt: skip
     s.add_argument(
         "--warm-slots", type=int, default=1,

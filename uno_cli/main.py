@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "uno_cli.host_cmd",
     "uno_cli.bench_cmd",
     "uno_cli.agent_cmd",
+    "uno_cli.snic_cmd",
     "uno_cli.placement_cmd",
 )
 

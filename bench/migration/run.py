@@ -22,7 +22,7 @@ packets), a stateful firewall (state in Redis) on the host:
   the 1000/s stream lost around the kill, in ms (the traffic's own view of the gap).
 
 - warm slots (`--part fo` alone, or in the full run): failover (kill -9, new instance) cold and into a warm
-  slot (nf_runtime/slots.py), alternating, and the stateless move without and with slots at the first two
+  slot (nf_local/slots.py), alternating, and the stateless move without and with slots at the first two
   N: failover_ms_cold/_slot, failover_start_ms_*, outage_ms_*, duration_ms_cold/_slot, start_ms_*; each row
   also has the start's step times (attach, relays, nf spawn, health) and the remap's OneSwitch vs call time.
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from bench.common import final_json, print_machine
 from bench.nfs import veth
-from nf_runtime.command import parse_cpu_latency
+from nf_local.command import parse_cpu_latency
 from testkit.veth_testbed import REDIS_MODES, Testbed
 
 NFS_DIR = Path(__file__).resolve().parent.parent.parent / "nfs"

@@ -115,7 +115,7 @@ def test_graph_carries_base_costs_and_instance_count():
 
 
 def test_run_config_no_spin_under_a_quota_and_pipelined_claims():
-    from nf_runtime.command import run_config
+    from nf_local.command import run_config
 
     assert run_config("firewall", {"rules": []}, "snic0") == {"rules": [], "spin_us": 0}
     assert run_config("firewall", {"rules": []}, "host") == {"rules": []}
@@ -134,7 +134,7 @@ def test_run_config_no_spin_under_a_quota_and_pipelined_claims():
 
 
 def test_parse_cpu_latency_off_or_a_bound_in_range():
-    from nf_runtime.command import MAX_CPU_LATENCY_US, parse_cpu_latency
+    from nf_local.command import MAX_CPU_LATENCY_US, parse_cpu_latency
 
     assert parse_cpu_latency("off") is None
     assert parse_cpu_latency("0") == 0 and parse_cpu_latency(str(MAX_CPU_LATENCY_US)) == MAX_CPU_LATENCY_US

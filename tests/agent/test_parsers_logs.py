@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from domain.errors import ValidationError
 from emulated_host import agent_endpoint
 from nf_agent import validation
-from nf_agent.logs import JsonFormatter
+from nf_local.jsonlog import JsonFormatter
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),

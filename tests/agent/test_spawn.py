@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from host_datapath.sysutil import netns_add, netns_del, wait_for
-from nf_runtime.command import spawn_command
+from nf_local.command import spawn_command
 from snic_datapath.cgroup import CpuCgroup
 from testkit.hosts import needs_root
 

@@ -11,6 +11,7 @@ import pytest
 
 from emulated_host import naming as nm
 from emulated_host.host import AlreadyRunning, free_port
+from emulated_host.snic_machine import EmulatedSnic
 from host_datapath.switch import SwitchDriver
 from host_datapath.sysutil import (
     DatapathError,
@@ -23,7 +24,6 @@ from host_datapath.sysutil import (
 )
 from snic_datapath.bluefield import BlueFieldSnic
 from snic_datapath.cgroup import PERIOD_US
-from snic_datapath.emulated import EmulatedSnic
 from testkit.hosts import EMPTY, machine_snapshot, needs_root, unique_name
 from testkit.traffic import Capture, iperf3_tcp, ping
 
@@ -243,19 +243,26 @@ def test_bluefield_backend_drives_a_switch_over_tcp_ovsdb(tmp_path):
 
 
 def test_root_namespace_tcp_openflow_endpoint_reaches_each_bridge(running_host):
-    """OneSwitch runs in the root namespace: each bridge's `openflow_tcp` is a controller endpoint it reaches."""
+    """OneSwitch runs in the root namespace: each bridge's `openflow_tcp` is a controller endpoint it reaches:
+    the host switch's through a relay on loopback, an emulated sNIC's (a separate machine) on its management
+    address."""
     h, status = running_host
     for sw in (status["host"], *status["snics"]):
         target = sw["openflow_tcp"]
-        assert target and target.startswith("tcp:127.0.0.1:")
+        if sw is status["host"]:
+            assert target and target.startswith("tcp:127.0.0.1:")
+            listeners = {f"punix:{sw['openflow_tcp_socket']}"}
+        else:
+            assert target == f"tcp:{sw['mgmt']['snic_ip']}:6653"
+            listeners = {f"punix:{sw['openflow_tcp_socket']}", f"ptcp:6653:{sw['mgmt']['snic_ip']}"}
         over_tcp = SwitchDriver(sw["bridge"], sw["ovsdb"], openflow=target)
         local = SwitchDriver(sw["bridge"], sw["ovsdb"], openflow=sw["openflow"])
         over_tcp.del_flows()
         over_tcp.add_flows(["priority=9,in_port=100,actions=drop"])
         assert [(f.priority, f.match) for f in local.flow_stats()] == [(9, "in_port=100")]
-        # The relay ends in a passive controller listener kept on the bridge (a primary, not service, role).
+        # Passive controller listeners kept on the bridge (a primary, not service, role).
         ctls = local.api.db_find("Controller", columns=["target"]).execute(check_error=True)
-        assert {c["target"] for c in ctls} == {f"punix:{sw['openflow_tcp_socket']}"}
+        assert {c["target"] for c in ctls} == listeners
         local.del_flows()
         local.close()
         over_tcp.close()
@@ -317,8 +324,9 @@ def test_down_after_the_rundir_was_lost_still_leaves_nothing(host_factory):
     assert machine_snapshot(h.name) == EMPTY
     with socket.socket() as s:  # redis (whose command line names no path) is gone too
         assert s.connect_ex(("127.0.0.1", status["redis"]["port"])) != 0
-    for sw in (status["host"], status["snics"][0]):
-        assert sw["openflow_relay_pid"] and not os.path.exists(f"/proc/{sw['openflow_relay_pid']}")
+    sw, sn = status["host"], status["snics"][0]
+    assert sw["openflow_relay_pid"] and not os.path.exists(f"/proc/{sw['openflow_relay_pid']}")
+    assert sn["agent_pid"] and not os.path.exists(f"/proc/{sn['agent_pid']}")  # the sNIC's agent too
 
 
 def test_two_snics_each_with_its_own_pcie_link(host_factory):

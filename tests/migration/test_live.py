@@ -19,8 +19,8 @@ import time
 import pytest
 
 from domain.errors import OperationFailed
-from host_datapath.sysutil import netns_list
 from testkit.hosts import EMPTY, machine_snapshot
+from testkit.instances import leaves_nothing
 from testkit.live import LIVE_MARKS, burst, kill_under_load, next_run
 from testkit.poll import wait
 from testkit.testbed import EST_PORT, Testbed, report
@@ -99,7 +99,7 @@ def test_target_dies_after_remap_old_keeps_serving(redis_bed):
     assert nf.instances == [old] and nf.location == "host" and tb.runtime.alive(old)
     assert tb.agent.mapper.mapped()[nf.vport] == (old.switch, old.ofport)
     assert tb.agent.state.history[-1]["event"] == "nf-migrate-failed"
-    assert started[-1].netns not in netns_list()  # nothing of the target remains
+    assert leaves_nothing(tb.runtime, started[-1])  # nothing of the target remains
     assert burst(tb, "vm", EST_PORT)["received"] == 50
     assert burst(tb, "out", EST_PORT)["received"] == 50
 
@@ -155,7 +155,7 @@ def test_stuck_instance_detected_by_missed_health_and_replaced(redis_bed):
             os.kill(old.pid, signal.SIGCONT)
     ev = next(h for h in reversed(tb.agent.state.history) if h["event"] == "nf-failover")
     assert ev["failed"] == old.id and ev["reason"] == "stuck"
-    assert not tb.runtime.alive(old) and old.netns not in netns_list()
+    assert not tb.runtime.alive(old) and leaves_nothing(tb.runtime, old)
     assert burst(tb, "out", EST_PORT)["received"] == 50  # established connection passes via the replacement
 
 
@@ -180,5 +180,5 @@ def test_target_dies_before_remap_old_keeps_serving(redis_bed):
         tb.runtime.start = real_start
     assert nf.instances == [old] and tb.runtime.alive(old)
     assert tb.agent.mapper.mapped()[nf.vport] == before  # never remapped
-    assert started[-1].netns not in netns_list()
+    assert leaves_nothing(tb.runtime, started[-1])
     assert burst(tb, "out", EST_PORT)["received"] == 50

@@ -1,10 +1,10 @@
-"""Warm NF slots with real namespaces, bridge ports and NF processes (root; nf_runtime/slots.py,
-HostRuntime): the pool fills per location (a slot runs no process), a new instance takes a slot (create,
-migration, failover) and runs only `nf` in it (Redis and its stats endpoint on unix sockets), the pool
-refills, a failed start or slot creation leaves nothing, a restarted agent removes the slots of the one
-before, closing the pool releases every free slot; kill -9 under a stream fails over into a slot with the
-connection opened before still passing; an agent for a Redis without a unix socket starts NFs through its
-one relay."""
+"""Warm NF slots with real namespaces, bridge ports and NF processes (root; nf_local/slots.py,
+HostRuntime): the host's pool fills (a slot runs no process) and so does the sNIC agent's (its own, on the
+sNIC), a new instance takes a slot (create, migration, failover) and runs only `nf` in it (on the host Redis
+and its stats endpoint on unix sockets; on the sNIC Redis over TCP), the pools refill, a failed start or slot
+creation leaves nothing, a restarted agent removes the slots of the one before, closing the pool releases
+every free slot; kill -9 under a stream fails over into a slot with the connection opened before still
+passing; an agent for a Redis without a unix socket starts NFs through its one relay."""
 
 from __future__ import annotations
 
@@ -16,15 +16,25 @@ from domain.errors import StartError
 from domain.model import Nf
 from emulated_host import agent_endpoint
 from host_datapath.sysutil import kill_and_wait, netns_list, netns_pids, pid_alive
-from nf_runtime.runtime import SLOT_PORT_BASE, HostRuntime
-from nf_runtime.slots import SlotPool
+from nf_local.processes import SLOT_PORT_BASE
+from nf_local.slots import SlotPool
+from nf_runtime.runtime import HostRuntime
 from testkit.hosts import EMPTY, machine_snapshot
 from testkit.live import LIVE_MARKS, burst, kill_under_load
 from testkit.poll import wait
 from testkit.testbed import EST_PORT, Testbed
 
 pytestmark = LIVE_MARKS
-FULL = {"host": 1, "snic0": 1}
+FULL = {"host": 1}  # the host's pool; the sNIC's slots are its agent's
+
+
+def snic_slots(tb: Testbed) -> list[dict]:
+    """snic0's free slots, as its agent's port listing shows them."""
+    return [p for p in tb.runtime.remote["snic0"].client.ports() if p["kind"] == "slot"]
+
+
+def pools_full(tb: Testbed) -> bool:
+    return tb.runtime.pool.counts() == FULL and len(snic_slots(tb)) == 1
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +42,7 @@ def bed():
     tb = Testbed(store="redis", drain_s=0.5, warm_slots=1)
     try:
         tb.up()
-        wait(lambda: tb.runtime.pool.counts() == FULL, 60, "the pool filled")
+        wait(lambda: pools_full(tb), 60, "the pools filled")
         tb.add_firewall(at="host")
         yield tb
     finally:
@@ -45,12 +55,16 @@ def free_slots(tb: Testbed):
 
 
 def slot_files(tb: Testbed) -> list[str]:
-    return sorted(p.name for p in tb.runtime.slot_dir.glob("*.json"))
+    return sorted(p.name for p in tb.runtime.local.slot_dir.glob("*.json"))
+
+
+def host_ports(tb: Testbed) -> dict[str, int]:
+    return tb.runtime.local.switches["host"].driver.ports()
 
 
 def assert_slot_live(tb: Testbed, slot) -> None:
     assert slot.netns in netns_list()
-    assert tb.runtime.switches[slot.location].driver.ports()[slot.port_if] == slot.ofport >= SLOT_PORT_BASE
+    assert host_ports(tb)[slot.port_if] == slot.ofport >= SLOT_PORT_BASE
     assert netns_pids(slot.netns) == []  # nothing runs in a slot (no relays any more)
 
 
@@ -59,7 +73,7 @@ def own_leftovers(tb: Testbed, location: str) -> dict:
     is shared: other hosts make and remove namespaces meanwhile): namespaces and root links named for this
     host, the ports of its bridge at `location`, and its slot files."""
     snap = machine_snapshot(tb.name)
-    ports = tb.runtime.switches[location].driver.ports()
+    ports = tb.runtime.local.switches[location].driver.ports()
     return {"netns": snap["netns"], "links": snap["links"], "ports": ports, "files": slot_files(tb)}
 
 
@@ -70,11 +84,17 @@ def nf_arg(pid: int, flag: str) -> str:
 
 
 def assert_only_nf_runs(tb: Testbed, inst) -> None:
-    """The instance's namespace runs its `nf` and nothing else; it reaches Redis's own unix socket and serves
-    its stats endpoint on the agent's unix socket path."""
-    assert netns_pids(inst.netns) == [inst.pid] and inst.relay_pids == []
-    assert nf_arg(inst.pid, "--store") == f"unix://{tb.host.rundir / 'redis.sock'}"
-    assert nf_arg(inst.pid, "--stats") == f"unix://{tb.runtime.dir / (inst.id + '.stats')}"
+    """On the host the instance's namespace runs its `nf` and nothing else; it reaches Redis's own unix
+    socket and serves its stats endpoint on the agent's unix socket path. On the sNIC its agent runs it (in
+    the sNIC's namespace) and it reaches Redis over TCP at the host's management address."""
+    assert inst.relay_pids == []
+    if inst.location == "host":
+        assert netns_pids(inst.netns) == [inst.pid]
+        assert nf_arg(inst.pid, "--store") == f"unix://{tb.host.rundir / 'redis.sock'}"
+        assert nf_arg(inst.pid, "--stats") == f"unix://{tb.runtime.dir / (inst.id + '.stats')}"
+    else:
+        store = tb.runtime.remote[inst.location].store
+        assert store.startswith("redis://") and nf_arg(inst.pid, "--store") == store
     assert tb.runtime.stats(inst)["store"]["round_trips"] > 0
 
 
@@ -84,29 +104,29 @@ def test_instances_take_slots_and_the_pool_refills(bed):
     assert inst.netns.startswith(f"{bed.name}-w") and inst.ofport >= SLOT_PORT_BASE  # create took one
     assert_only_nf_runs(bed, inst)
     assert not (bed.runtime.dir / "redis-relay.pid").exists()  # Redis has a unix socket: no relay
-    wait(lambda: bed.runtime.pool.counts() == FULL, 60, "refill after the create")
+    wait(lambda: pools_full(bed), 60, "refill after the create")
     for s in free_slots(bed):
         assert_slot_live(bed, s)
         assert s.netns != inst.netns
     assert slot_files(bed) == sorted(f"{s.key}.json" for s in free_slots(bed))
     assert burst(bed, "vm", EST_PORT)["received"] == 50
-    # a migration to the sNIC takes the sNIC's slot; the old instance (in a former slot) is released
-    taken = bed.runtime.pool.taken
+    # a migration to the sNIC takes the sNIC agent's slot; the old instance (in a former slot) is released
+    slot = snic_slots(bed)[0]
     bed.agent.migrate(nf, "snic0")
     new = nf.instances[0]
-    assert new.location == "snic0" and new.netns.startswith(f"{bed.name}-w")
+    assert new.location == "snic0" and (new.port_if, new.ofport) == (slot["name"], slot["ofport"])
     assert_only_nf_runs(bed, new)
-    assert bed.runtime.pool.taken == taken + 1 and inst.netns not in netns_list()
+    assert inst.netns not in netns_list()
     assert bed.agent.mapper.mapped()[nf.vport] == ("snic0", new.ofport)
     assert burst(bed, "out", EST_PORT)["received"] == 50  # the connection (state in Redis) still passes
-    wait(lambda: bed.runtime.pool.counts() == FULL, 60, "refill after the migration")
+    wait(lambda: pools_full(bed), 60, "refill after the migration")
     bed.agent.migrate(nf, "host")
     assert nf.instances[0].location == "host"
-    wait(lambda: bed.runtime.pool.counts() == FULL, 60, "refill")
+    wait(lambda: pools_full(bed), 60, "refill")
 
 
 def test_kill9_fails_over_into_a_slot_without_breaking_connections(bed):
-    wait(lambda: bed.runtime.pool.counts() == FULL, 60, "the pool filled")
+    wait(lambda: pools_full(bed), 60, "the pools filled")
     assert burst(bed, "vm", EST_PORT)["received"] == 50
     taken = bed.runtime.pool.taken
     ev, got = kill_under_load(bed)
@@ -118,19 +138,19 @@ def test_kill9_fails_over_into_a_slot_without_breaking_connections(bed):
 
 def test_failed_start_in_a_slot_and_failed_slot_creation_leave_nothing(bed, monkeypatch):
     rt = bed.runtime
-    wait(lambda: rt.pool.counts() == FULL, 60, "the pool filled")
+    wait(lambda: pools_full(bed), 60, "the pools filled")
     slot = rt.pool.free["host"][0]
     bogus = Nf(id="bad", type="no-such-nf", config={}, vport=0, expected_gbps=0.1, src=None, dst=None)
     inst = rt.new_instance(bogus, "host", 9000, set())
     with pytest.raises(StartError):
         rt.start(bogus, inst)  # nf exits at once: everything the slot had is removed with the instance
     assert inst.netns == slot.netns and slot.netns not in netns_list()
-    assert slot.port_if not in rt.switches["host"].driver.ports()
+    assert slot.port_if not in host_ports(bed)
     assert f"{slot.key}.json" not in slot_files(bed)
-    wait(lambda: rt.pool.counts() == FULL, 60, "refill after the failed start")
+    wait(lambda: pools_full(bed), 60, "refill after the failed start")
     # a slot that fails once its namespace and port exist: they and its file are removed again
-    before = own_leftovers(bed, "snic0")
-    sw = rt.switches["snic0"]
+    before = own_leftovers(bed, "host")
+    sw = rt.local.switches["host"]
     attach = sw.attach_namespace
 
     def attach_then_fail(*a, **k):
@@ -139,19 +159,19 @@ def test_failed_start_in_a_slot_and_failed_slot_creation_leave_nothing(bed, monk
 
     monkeypatch.setattr(sw, "attach_namespace", attach_then_fail)
     with pytest.raises(StartError):
-        rt.create_slot("snic0")
+        rt.local.create_slot("host")
     monkeypatch.undo()
-    assert own_leftovers(bed, "snic0") == before
+    assert own_leftovers(bed, "host") == before
     assert slot_files(bed) == sorted(f"{s.key}.json" for s in free_slots(bed))
 
 
 def test_a_restarted_agent_removes_the_previous_slots_then_close_releases_all(bed):
     rt = bed.runtime
-    wait(lambda: rt.pool.counts() == FULL, 60, "the pool filled")
+    wait(lambda: pools_full(bed), 60, "the pools filled")
     assert burst(bed, "vm", EST_PORT)["received"] == 50
     rt.pool.stop()  # the agent "dies": no more refills, its free slots and their files stay behind
     old = free_slots(bed)
-    assert len(old) == 2 and slot_files(bed) == sorted(f"{s.key}.json" for s in old)
+    assert len(old) == 1 and slot_files(bed) == sorted(f"{s.key}.json" for s in old)
     adir = agent_endpoint.agent_dir(bed.host.rundir)
     redis = bed.host.status()["redis"]
     again = HostRuntime(bed.host, adir, redis["port"], warm_slots=0, redis_socket=redis["unix_socket"])
@@ -161,13 +181,13 @@ def test_a_restarted_agent_removes_the_previous_slots_then_close_releases_all(be
         assert again.close() == []
     for s in old:
         assert s.netns not in netns_list()
-        assert s.port_if not in rt.switches[s.location].driver.ports()
+        assert s.port_if not in host_ports(bed)
     assert slot_files(bed) == []
     # the running NF was not touched
     assert rt.alive(bed.agent.state.nfs["fw"].instances[0])
     assert burst(bed, "out", EST_PORT)["received"] == 50
     # a new pool fills again; closing it releases every free slot and stops refilling
-    rt.pool = SlotPool(rt.create_slot, rt.destroy_slot, rt.locations(), 1).start()
+    rt.local.pool = SlotPool(rt.local.create_slot, rt.local.destroy_slot, ["host"], 1).start()
     wait(lambda: rt.pool.counts() == FULL, 60, "refill")
     live = free_slots(bed)
     assert rt.pool.close() == []

@@ -1,4 +1,4 @@
-"""Warm slot pool logic (nf_runtime/slots.py) on fakes: the refill decision, take/refill/close, failures.
+"""Warm slot pool logic (nf_local/slots.py) on fakes: the refill decision, take/refill/close, failures.
 The same pool with real namespaces, relays and NFs: tests/migration/test_slots.py."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from nf_runtime.slots import Slot, SlotPool, missing
+from nf_local.slots import Slot, SlotPool, missing
 from testkit.poll import wait
 
 

@@ -11,8 +11,8 @@ import subprocess
 from emulated_host import naming as nm
 from emulated_host.config import parse_config
 from emulated_host.host import EmulatedHost, free_port
+from emulated_host.snic_machine import EmulatedSnic
 from host_datapath.sysutil import netns_del, quiet_switch_port, veth_pair, wait_for
-from snic_datapath.emulated import EmulatedSnic
 from testkit.hosts import EMPTY, machine_snapshot, unique_name
 
 from .conftest import ONESWITCH

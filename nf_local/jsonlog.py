@@ -1,4 +1,5 @@
-"""Structured logs: one JSON object per line (time, level, logger, message, and the record's `fields`)."""
+"""Structured logs: one JSON object per line (time, level, logger, message, and the record's `fields`); the
+format of both agents' logs."""
 
 from __future__ import annotations
 
@@ -24,11 +25,13 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
-def setup(path=None, level: int = logging.INFO) -> logging.Handler:
-    """Send the `uno.agent` logger (and werkzeug's) as JSON lines to `path` (stderr when None)."""
+def setup(
+    path=None, loggers: tuple[str, ...] = ("uno.agent", "werkzeug"), level: int = logging.INFO
+) -> logging.Handler:
+    """Send `loggers` as JSON lines to `path` (stderr when None)."""
     handler: logging.Handler = logging.FileHandler(path) if path else logging.StreamHandler()
     handler.setFormatter(JsonFormatter())
-    for name in ("uno.agent", "werkzeug"):
+    for name in loggers:
         lg = logging.getLogger(name)
         lg.setLevel(level)
         lg.addHandler(handler)

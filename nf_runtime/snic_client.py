@@ -1,0 +1,254 @@
+"""The host's side of an sNIC: the NF instances on that sNIC as the agent's runtime sees them (`RemoteNfs`:
+the same calls as `nf_local.LocalNfs`, answered by the sNIC agent), and the watch on its heartbeat."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import urllib.parse
+
+from domain.errors import ConfigRejected, StartError, StateError
+from domain.model import Instance, Nf
+from host_datapath.snic_agent_client import SnicAgentClient, SnicAgentError
+from host_datapath.sysutil import DatapathError
+from nf_local.command import run_config
+
+
+class RemoteNfs:
+    """The NF instances at one sNIC, through its agent. The sNIC agent picks the OpenFlow port and the names
+    on the sNIC; `new_instance` leaves them empty until `start` fills them in."""
+
+    def __init__(self, client: SnicAgentClient, store: str, cpu_latency_us: int | None = None):
+        """`store`: what the sNIC's NFs get as `--store`: `redis://ADDR:PORT` of the state tier as the sNIC
+        reaches it, or "local"."""
+        self.client = client
+        self.snic = client.snic
+        self.store = store
+        self.cpu_latency_us = cpu_latency_us
+        self.last_start: dict = {}
+        self.down = False  # the sNIC is dead (SnicWatch): answer at once, never wait out a timeout
+        self._cache: tuple[float, dict[str, dict]] = (0.0, {})
+        self._lock = threading.Lock()
+
+    def locations(self) -> list[str]:
+        return [self.snic]
+
+    def new_instance(self, nf: Nf, location: str, seq: int, used_ofports: set[int]) -> Instance:
+        return Instance(id=f"{nf.id}-{seq}", location=location, switch=location, ofport=0, netns="",
+                        inside_if="", port_if="")  # fmt: skip
+
+    def free_ofport(self, location: str, used_ofports: set[int]) -> int:
+        return 0  # the sNIC agent picks it at start
+
+    def _fill(self, inst: Instance, view: dict) -> None:
+        inst.ofport, inst.netns, inst.port_if = int(view["ofport"]), view["netns"], view["port_if"]
+        inst.inside_if, inst.pid = view["inside_if"], view.get("pid")
+        inst.state = "running" if view.get("alive") else "starting"
+
+    def start(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
+        t0 = time.monotonic()
+        body = {"id": inst.id, "nf_id": nf.id, "type": nf.type, "store": self.store, "buffer": buffer,
+                "config": run_config(nf.type, nf.config, inst.location, self.cpu_latency_us)}  # fmt: skip
+        try:
+            view = self.client.start(body)
+        except SnicAgentError as exc:
+            if exc.status == 400 and exc.field == "config":
+                raise ConfigRejected(exc.error.removeprefix("the NF refused its config: ")) from None
+            raise StartError(f"{inst.id} on {self.snic}: {exc}") from None
+        self._fill(inst, view)
+        self.last_start = {"slot": None, "total_ms": round((time.monotonic() - t0) * 1000, 2)}
+
+    def start_processes(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
+        try:
+            self._fill(inst, self.client.start_processes(inst.id))
+        except SnicAgentError as exc:
+            raise StartError(f"{inst.id} on {self.snic}: {exc}") from None
+
+    def _check_up(self, inst: Instance) -> None:
+        if self.down:
+            raise DatapathError(f"{inst.id}: {self.snic} is down")
+
+    def stop_processes(self, inst: Instance) -> None:
+        self._check_up(inst)
+        try:
+            self.client.stop_processes(inst.id)
+        except SnicAgentError as exc:
+            if exc.status != 404:
+                raise DatapathError(f"stopping {inst.id} on {self.snic}: {exc}") from None
+        inst.pid = None
+
+    def stop(self, inst: Instance) -> None:
+        self._check_up(inst)
+        try:
+            self.client.stop(inst.id)
+        except SnicAgentError as exc:
+            if exc.status != 404:
+                raise DatapathError(f"stopping {inst.id} on {self.snic}: {exc}") from None
+
+    def _view(self, inst: Instance, max_age_s: float = 0.0) -> dict | None:
+        """The agent's view of the instance (None: it does not know it, or cannot be reached); with
+        `max_age_s` > 0 from one listing of every instance at most that old (monitoring rounds)."""
+        if self.down:
+            return None
+        if max_age_s > 0:
+            with self._lock:
+                at, views = self._cache
+                if time.monotonic() - at > max_age_s:
+                    try:
+                        views = {v["id"]: v for v in self.client.instances()}
+                    except SnicAgentError:
+                        views = {}
+                    self._cache = (time.monotonic(), views)
+            return views.get(inst.id)
+        try:
+            return self.client.instance(inst.id)
+        except SnicAgentError:
+            return None
+
+    def alive(self, inst: Instance) -> bool:
+        v = self._view(inst)
+        return bool(v and v.get("alive"))
+
+    def plugged(self, inst: Instance) -> bool:
+        return self._view(inst) is not None
+
+    def healthy(self, inst: Instance, timeout: float = 1.0) -> bool:
+        if self.down:
+            return False
+        try:
+            ans = self.client.nf(inst.id, "GET", "health", f"timeout_ms={max(1, round(timeout * 1000))}")
+        except SnicAgentError:
+            return False
+        return bool(isinstance(ans, dict) and ans.get("healthy"))
+
+    def stats(self, inst: Instance) -> dict | None:
+        if self.down:
+            return None
+        try:
+            ans = self.client.nf(inst.id, "GET", "stats")
+        except SnicAgentError:
+            return None
+        return ans if isinstance(ans, dict) else None
+
+    def cpu_seconds(self, inst: Instance) -> float:
+        v = self._view(inst, max_age_s=0.2)
+        return float(v.get("cpu_s", 0.0)) if v else 0.0
+
+    def get_state(self, inst: Instance, timeout: float = 60.0) -> bytes:
+        try:
+            return self.client.nf_bytes(inst.id, "state", f"timeout_ms={round(timeout * 1000)}")
+        except SnicAgentError as exc:
+            raise StateError(f"{inst.id}: GET /state: {exc}") from None
+
+    def _state_json(self, inst: Instance, method: str, call: str, data: bytes, timeout: float) -> dict:
+        try:
+            ans = self.client.nf(inst.id, method, call, f"timeout_ms={round(timeout * 1000)}", raw=data)
+        except SnicAgentError as exc:
+            raise StateError(f"{inst.id}: {method} /{call}: {exc}") from None
+        if not isinstance(ans, dict):
+            raise StateError(f"{inst.id}: {method} /{call}: answer is not JSON")
+        return ans
+
+    def put_state(self, inst: Instance, data: bytes, timeout: float = 60.0) -> dict:
+        return self._state_json(inst, "PUT", "state", data, timeout)
+
+    def release(self, inst: Instance, timeout: float = 60.0) -> dict:
+        return self._state_json(inst, "POST", "release", b"", timeout)
+
+    def drain(self, inst: Instance, quiet_ms: int, timeout_s: float) -> dict | None:
+        timeout_ms = max(1, min(60_000, round(timeout_s * 1000)))
+        try:
+            ans = self.client.nf(inst.id, "POST", "drain", f"quiet_ms={quiet_ms}&timeout_ms={timeout_ms}")
+        except SnicAgentError:
+            return None
+        ans = ans.get("answer") if isinstance(ans, dict) else None
+        return ans if isinstance(ans, dict) and "drained" in ans else None
+
+    def port_counters(self) -> dict[str, dict[str, int]]:
+        if self.down:
+            return {}
+        try:
+            return {p["name"]: p["counters"] for p in self.client.ports()}
+        except SnicAgentError:
+            return {}
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def parse_agent_url(url: str) -> str:
+    """`http://ADDR:PORT` of an sNIC agent, checked; ValueError says what is wrong."""
+    u = urllib.parse.urlsplit(url)
+    if u.scheme != "http" or not u.hostname or not u.port:
+        raise ValueError(f"an sNIC agent is reached at http://ADDR:PORT, not {url!r}")
+    return f"http://{u.hostname}:{u.port}"
+
+
+def reachable(target: str, timeout_s: float) -> bool:
+    """Something accepts TCP at `tcp:ADDR:PORT` within `timeout_s`."""
+    _, addr, port = target.split(":", 2) if target.count(":") >= 2 else ("", "", "0")
+    try:
+        with socket.create_connection((addr.strip("[]"), int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+class SnicWatch:
+    """Watches one sNIC through its agent's heartbeat stream (its own thread).
+
+    - an NF that exited there: `on_exit(snic, instance)` at once (the agent puts exits on the stream);
+    - the stream stops (no beat for `timeout_ms`, or the connection ends) while the sNIC's switch no longer
+      takes OpenFlow connections either: the whole sNIC is dead, `on_dead(snic)` once;
+    - the stream stops but the switch still answers: only the agent died (its NFs keep forwarding): nothing
+      to do but wait for the agent to come back;
+    - the stream comes back after a death: `on_back(snic, boot_id)`.
+    """
+
+    def __init__(self, remote: RemoteNfs, openflow: str, on_dead, on_back, on_exit,
+                 interval_ms: int = 10, timeout_ms: int = 40, probe_ms: int = 20):  # fmt: skip
+        self.remote, self.openflow = remote, openflow
+        self.on_dead, self.on_back, self.on_exit = on_dead, on_back, on_exit
+        self.interval_ms, self.timeout_s, self.probe_s = interval_ms, timeout_ms / 1000, probe_ms / 1000
+        self.dead = False
+        self.agent_up = False
+        self.last_beat = 0.0
+        self.boot_id: str | None = None
+        self.died_at: float | None = None  # monotonic time the death was seen
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"uno-snic-watch-{remote.snic}", daemon=True)
+
+    def start(self) -> SnicWatch:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(timeout=2)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                for beat in self.remote.client.heartbeat(self.interval_ms, self.timeout_s):
+                    self.last_beat = time.monotonic()
+                    if not self.agent_up or self.dead:
+                        self._back(beat.get("boot_id", ""))
+                    for inst_id in beat.get("exited", []):
+                        self.on_exit(self.remote.snic, inst_id)
+                    if self._stop.is_set():
+                        return
+            except (TimeoutError, SnicAgentError, ValueError):
+                pass
+            self.agent_up = False
+            if not self.dead and not reachable(self.openflow, self.probe_s):
+                self.dead, self.died_at = True, time.monotonic()
+                self.on_dead(self.remote.snic)
+            self._stop.wait(0.05 if not self.dead else 0.2)
+
+    def _back(self, boot_id: str) -> None:
+        was_dead = self.dead
+        self.agent_up, self.dead = True, False
+        self.boot_id = boot_id
+        if was_dead:
+            self.on_back(self.remote.snic, boot_id)

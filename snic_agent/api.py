@@ -1,0 +1,211 @@
+"""The sNIC agent's REST API (`/v1`, JSON), the only way the host reaches what runs on the sNIC.
+
+Every path needs `Authorization: Bearer TOKEN`. Errors are JSON `{"error": "...", "field"?: "..."}`: 400
+invalid field, 401 token, 404 unknown, 405 method, 409 conflict, 413 body too large, 500 failure on the sNIC
+(the state is unchanged), 502 the NF itself did not answer.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import threading
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from domain.errors import ConfigRejected, Conflict, NotFound, StartError, StateError, ValidationError
+from host_datapath.sysutil import DatapathError
+from snic_agent.service import SnicAgent
+
+log = logging.getLogger("uno.snic")
+MAX_BODY = 64 << 20  # a state import (PUT .../nf/state) can be large
+NF_CALLS = {("GET", "stats"), ("GET", "health"), ("POST", "drain"), ("GET", "state"), ("PUT", "state"),
+            ("POST", "release")}  # fmt: skip
+
+
+def _json(obj, status: int = 200) -> Response:
+    return Response(json.dumps(obj) + "\n", status=status, mimetype="application/json")
+
+
+def _error(status: int, message: str, fld: str | None = None, headers: dict | None = None) -> Response:
+    body = {"error": message, **({"field": fld} if fld is not None else {})}
+    return Response(json.dumps(body) + "\n", status=status, mimetype="application/json", headers=headers)
+
+
+def _body(optional: bool = False):
+    raw = request.get_data(cache=False)
+    if not raw:
+        if optional:
+            return {}
+        raise ValidationError("body", "a JSON object is required")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise ValidationError("body", f"not valid JSON: {exc}") from None
+
+
+def _interval() -> float:
+    raw = request.args.get("interval_ms", "10")
+    try:
+        ms = int(raw)
+    except ValueError:
+        raise ValidationError("interval_ms", f"must be an integer, not {raw!r}") from None
+    if not 1 <= ms <= 10_000:
+        raise ValidationError("interval_ms", "must be in [1, 10000]")
+    return ms / 1000
+
+
+def create_app(agent: SnicAgent, token: str, stop: threading.Event | None = None) -> Flask:
+    app = Flask("uno-snic-agent")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+
+    @app.before_request
+    def _auth():
+        got = request.headers.get("Authorization", "")
+        if not (got.startswith("Bearer ") and hmac.compare_digest(got[7:].encode(), token.encode())):
+            return _error(
+                401, "missing or wrong bearer token", "Authorization", {"WWW-Authenticate": "Bearer"}
+            )
+        return None
+
+    @app.errorhandler(ValidationError)
+    def _bad(exc: ValidationError):
+        return _error(400, exc.message, exc.field)
+
+    @app.errorhandler(ConfigRejected)
+    def _config(exc: ConfigRejected):
+        return _error(400, f"the NF refused its config: {exc}", "config")
+
+    @app.errorhandler(Conflict)
+    def _conflict(exc: Conflict):
+        return _error(409, exc.message, exc.field)
+
+    @app.errorhandler(NotFound)
+    def _missing(exc: NotFound):
+        return _error(404, str(exc))
+
+    @app.errorhandler(StartError)
+    def _start(exc: StartError):
+        return _error(500, str(exc))
+
+    @app.errorhandler(StateError)
+    def _state(exc: StateError):
+        return _error(502, str(exc))
+
+    @app.errorhandler(DatapathError)
+    def _datapath(exc: DatapathError):
+        return _error(500, str(exc))
+
+    @app.errorhandler(HTTPException)
+    def _http(exc: HTTPException):
+        headers = {"Allow": ", ".join(exc.valid_methods)} if getattr(exc, "valid_methods", None) else None
+        return _error(exc.code or 500, exc.description or exc.name, headers=headers)
+
+    @app.errorhandler(Exception)
+    def _crash(exc: Exception):
+        log.exception("unhandled error", extra={"fields": {"path": request.path}})
+        return _error(500, f"internal error: {type(exc).__name__}: {exc}")
+
+    @app.get("/v1/health")
+    def health():
+        return _json({"ok": True, "snic": agent.cfg.snic, "boot_id": agent.boot_id,
+                      "instances": len(agent.records)})  # fmt: skip
+
+    @app.get("/v1/info")
+    def info():
+        return _json(agent.info())
+
+    @app.get("/v1/ports")
+    def ports():
+        return _json(agent.ports())
+
+    @app.get("/v1/heartbeat")
+    def heartbeat():
+        interval = _interval()
+        return Response(agent.beats(interval, stop), mimetype="application/x-ndjson")
+
+    @app.get("/v1/instances")
+    def list_instances():
+        health = request.args.get("health", "0")
+        if health not in ("0", "1"):
+            raise ValidationError("health", "must be 0 or 1")
+        return _json(agent.instances(health=health == "1"))
+
+    @app.post("/v1/instances")
+    def start():
+        return _json(agent.start(agent.parse_start(_body())), 201)
+
+    @app.get("/v1/instances/<inst_id>")
+    def get_instance(inst_id: str):
+        with agent.lock:
+            rec = agent.record(inst_id)
+        return _json(agent.view(rec, health=True))
+
+    @app.delete("/v1/instances/<inst_id>")
+    def delete_instance(inst_id: str):
+        agent.stop(inst_id)
+        return _json({"deleted": inst_id})
+
+    @app.post("/v1/instances/<inst_id>/stop")
+    def stop_processes(inst_id: str):
+        _no_body()
+        return _json(agent.stop_processes(inst_id))
+
+    @app.post("/v1/instances/<inst_id>/start")
+    def start_processes(inst_id: str):
+        _no_body()
+        return _json(agent.start_processes(inst_id))
+
+    # every method routed here: one not allowed for the call is answered with the call's own Allow
+    @app.route("/v1/instances/<inst_id>/nf/<call>", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    def nf_call(inst_id: str, call: str):
+        """The instance's own endpoint (stats, health, drain, state, release), relayed."""
+        if (request.method, call) not in NF_CALLS:
+            allowed = sorted(m for m, c in NF_CALLS if c == call)
+            if not allowed:
+                raise NotFound(f"no NF call {call!r} (stats, health, drain, state, release)")
+            return _error(405, f"{call} takes {', '.join(allowed)}", headers={"Allow": ", ".join(allowed)})
+        inst = agent.instance(inst_id)
+        nfs = agent.nfs
+        if call == "health":
+            return _json({"healthy": nfs.healthy(inst, timeout=_timeout(1.0))})
+        if call == "stats":
+            st = nfs.stats(inst)
+            if st is None:
+                return _error(502, f"{inst_id}: its stats endpoint did not answer")
+            return _json(st)
+        if call == "drain":
+            quiet = _int_arg("quiet_ms", 20, 0, 60_000)
+            ans = nfs.drain(inst, quiet, _int_arg("timeout_ms", 500, 1, 60_000) / 1000)
+            return _json({"answer": ans})
+        if call == "state" and request.method == "GET":
+            data = nfs.get_state(inst, timeout=_timeout(60.0))
+            return Response(data, mimetype="application/octet-stream")
+        if call == "state":
+            data = request.get_data(cache=False)
+            return _json(nfs.put_state(inst, data, timeout=_timeout(60.0)))
+        return _json(nfs.release(inst, timeout=_timeout(60.0)))
+
+    return app
+
+
+def _no_body() -> None:
+    if request.get_data(cache=False) not in (b"", b"{}"):
+        raise ValidationError("body", "takes no body (or {})")
+
+
+def _int_arg(name: str, default: int, lo: int, hi: int) -> int:
+    raw = request.args.get(name, str(default))
+    try:
+        v = int(raw)
+    except ValueError:
+        raise ValidationError(name, f"must be an integer, not {raw!r}") from None
+    if not lo <= v <= hi:
+        raise ValidationError(name, f"must be in [{lo}, {hi}]")
+    return v
+
+
+def _timeout(default: float) -> float:
+    return _int_arg("timeout_ms", int(default * 1000), 1, 600_000) / 1000
