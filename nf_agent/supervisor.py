@@ -32,7 +32,13 @@ class Supervisor:
         with ctx.lock:
             for nf in list(ctx.state.nfs.values()):
                 for inst in list(nf.instances):
-                    if inst.state == "failed" or inst.location in ctx.down or ctx.runtime.alive(inst):
+                    if (
+                        inst.state == "failed"
+                        or inst.location in ctx.down
+                        or not ctx.runtime.answers(inst.location)
+                    ):
+                        continue
+                    if ctx.runtime.alive(inst):
                         continue
                     if ctx.cfg.failover:
                         try:
@@ -70,7 +76,7 @@ class Supervisor:
         with ctx.lock:
             insts = [
                 i for n in ctx.state.nfs.values() for i in n.instances
-                if i.state != "failed" and i.location not in ctx.down
+                if i.state != "failed" and i.location not in ctx.down and ctx.runtime.answers(i.location)
             ]  # fmt: skip
         return {i.id: (ctx.runtime.alive(i), ctx.runtime.healthy(i, health_timeout)) for i in insts}
 

@@ -139,6 +139,11 @@ class HostRuntime:
     def locations(self) -> list[str]:
         return [HOST, *sorted(self.remote)]
 
+    def answers(self, location: str) -> bool:
+        """Whether what runs at `location` can be asked now: the host always; an sNIC while its agent's
+        heartbeat flows (a silent sNIC is the heartbeat watch's to judge, not each instance's probe)."""
+        return location == HOST or (location in self.remote and self.remote[location].answers)
+
     @property
     def pool(self):
         """The host's warm slot pool."""

@@ -28,6 +28,7 @@ class RemoteNfs:
         self.cpu_latency_us = cpu_latency_us
         self.last_start: dict = {}
         self.down = False  # the sNIC is dead (SnicWatch): answer at once, never wait out a timeout
+        self.answers = True  # its agent's heartbeat flows (SnicWatch; True when nothing watches it)
         self._cache: tuple[float, dict[str, dict]] = (0.0, {})
         self._lock = threading.Lock()
 
@@ -232,6 +233,7 @@ class SnicWatch:
             try:
                 for beat in self.remote.client.heartbeat(self.interval_ms, self.timeout_s):
                     self.last_beat = time.monotonic()
+                    self.remote.answers = True
                     if not self.agent_up or self.dead:
                         self._back(beat.get("boot_id", ""))
                     for inst_id in beat.get("exited", []):
@@ -241,6 +243,7 @@ class SnicWatch:
             except (TimeoutError, SnicAgentError, ValueError):
                 pass
             self.agent_up = False
+            self.remote.answers = False
             if not self.dead and not reachable(self.openflow, self.probe_s):
                 self.dead, self.died_at = True, time.monotonic()
                 self.on_dead(self.remote.snic)

@@ -64,6 +64,9 @@ class FakeRuntime:
     def cpu_seconds(self, inst: Instance) -> float:
         return 0.0
 
+    def answers(self, location: str) -> bool:
+        return True
+
     def port_counters(self):
         return {sw: {p: dict(c) for p, c in ports.items()} for sw, ports in self.counters.items()}
 

@@ -4,7 +4,7 @@ controller would install them, while something happens to the NFs (an instance k
 A chain runs from a VM to an end (an outside namespace behind an sNIC's wire port, or another VM) through NFs
 in order; `steer` installs every chain's rules at once (demo.chain.steering_rules) and static neighbours, so no
 ARP crosses the chains. `run` starts one echo server per chain end and one client per VM
-(testkit.tcp_probe), calls `during()` while they run, and returns each client's report."""
+(testkit.probes), calls `during()` while they run, and returns each client's report."""
 
 from __future__ import annotations
 
@@ -29,8 +29,9 @@ NAT = {"inside": ["10.77.0.0/24"], "public_ips": [PUBLIC_IP], "ports": "20000-29
 
 
 def fw_tcp(vm: int) -> dict:
-    """A stateful firewall: TCP opened by VM `vm` passes both ways, nothing else."""
-    return {"rules": [{"action": "allow", "proto": "tcp", "src": f"{nm.ip_vm(vm)}/32", "dst": "any"}],
+    """A stateful firewall: TCP (and UDP) opened by VM `vm` passes both ways, nothing else."""
+    src = f"{nm.ip_vm(vm)}/32"
+    return {"rules": [{"action": "allow", "proto": p, "src": src, "dst": "any"} for p in ("tcp", "udp")],
             "default": "deny"}  # fmt: skip
 
 
@@ -109,17 +110,26 @@ def _ip(ns: str, *args: str) -> None:
 
 
 def run(tb: Testbed, chains: list[TcpChain], conns: int, seconds: float, during: Callable[[], None],
-        port: int = 5600, every_ms: float = 20.0) -> list[dict]:  # fmt: skip
+        port: int = 5600, every_ms: float = 20.0, udp: list[dict] | None = None) -> list[dict]:  # fmt: skip
     """`conns` TCP connections per chain for `seconds`; `during()` runs once they all carry data. Returns each
-    chain's client report (testkit.tcp_probe)."""
+    chain's client report (testkit.probes). With `udp` (a list), also a datagram per ms along each chain; each
+    chain's sink report (its longest gap: the path's outage) is appended to it."""
     n = tb.name
-    py = [sys.executable, "-m", "testkit.tcp_probe"]
+    py = [sys.executable, "-m", "testkit.probes"]
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
     servers, clients = [], []
     for c in chains:
         servers.append(subprocess.Popen(["ip", "netns", "exec", c.end.netns(n), *py, "server", c.end.ip(), str(port),
                                          str(seconds + 30)], stdout=subprocess.PIPE, text=True, env=env))  # fmt: skip
+    sinks, senders = [], []
+    for c in chains if udp is not None else []:
+        sinks.append(subprocess.Popen(["ip", "netns", "exec", c.end.netns(n), *py, "udp-sink", "0.0.0.0",
+                                       str(port + 1), str(seconds + 1)], stdout=subprocess.PIPE, text=True, env=env))  # fmt: skip
     time.sleep(0.5)
+    for c in chains if udp is not None else []:
+        senders.append(subprocess.Popen(["ip", "netns", "exec", nm.ns_vm(n, c.vm), *py, "udp-send", c.end.ip(),
+                                         str(port + 1), str(seconds)], stdout=subprocess.PIPE, text=True, env=env))  # fmt: skip
+    tb.procs += sinks + senders
     for c in chains:
         clients.append(subprocess.Popen(["ip", "netns", "exec", nm.ns_vm(n, c.vm), *py, "client", c.end.ip(),
                                          str(port), str(conns), str(seconds), "--every-ms", str(every_ms)],
@@ -134,4 +144,10 @@ def run(tb: Testbed, chains: list[TcpChain], conns: int, seconds: float, during:
         out.append(json.loads(lines[-1]) if lines else {"error": stderr.strip()[-300:], "broken": conns})
     for p in servers:
         p.kill()
+    for p in senders:
+        p.communicate(timeout=60)
+    for p in sinks:
+        stdout, _ = p.communicate(timeout=seconds + 60)
+        lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+        udp.append(json.loads(lines[-1]) if lines else {"received": 0, "lost": -1, "max_gap_ms": None})  # type: ignore[union-attr]
     return out

@@ -1,15 +1,21 @@
-"""Kernel TCP connections that must survive what happens to the NFs they cross.
+"""Probes of what crosses the NFs while something happens to them. Run each inside a namespace
+(`ip netns exec NS python -m testkit.probes ...`).
 
-`python -m testkit.tcp_probe server ADDR PORT SECONDS` echoes every connection it accepts until SECONDS pass;
-`python -m testkit.tcp_probe client ADDR PORT CONNS SECONDS [--every-ms N]` opens CONNS connections, sends each
-a numbered 8-byte message every N ms and expects it echoed in order; at the end it prints one JSON line:
-{"conns", "broken" (reset, closed or a wrong echo), "stalled" (nothing echoed in the last second),
-"max_gap_ms" (the longest time any connection went without an echo), "sent", "echoed", "errors"}. Run each
-inside a namespace (`ip netns exec NS python -m testkit.tcp_probe ...`)."""
+Kernel TCP connections that must survive: `server ADDR PORT SECONDS` echoes every connection it accepts until
+SECONDS pass (then prints {"accepted", "peers"}); `client ADDR PORT CONNS SECONDS [--every-ms N]` opens CONNS
+connections, sends each a numbered 8-byte message every N ms and expects it echoed in order; at the end it
+prints one JSON line: {"conns", "broken" (reset, closed or a wrong echo), "stalled" (nothing echoed in the
+last second), "max_gap_ms" (the longest time any connection went without an echo), "sent", "echoed",
+"errors"}.
+
+The path's outage, packet by packet (TCP's own retransmission timer would add to it): `udp-send ADDR PORT
+SECONDS [--every-ms N]` sends a numbered datagram every N ms (default 1); `udp-sink ADDR PORT SECONDS`
+prints {"received", "lost", "max_gap_ms" (the longest time between two datagrams arriving)}."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import selectors
 import socket
@@ -123,6 +129,40 @@ def client(addr: str, port: int, conns: int, seconds: float, every_ms: float) ->
             "errors": errors[:10]}  # fmt: skip
 
 
+def udp_send(addr: str, port: int, seconds: float, every_ms: float) -> dict:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    start, n = time.monotonic(), 0
+    while (now := time.monotonic()) < start + seconds:
+        with contextlib.suppress(OSError):  # no route for a moment: that datagram is lost, as on a wire
+            s.sendto(MSG.pack(n), (addr, port))
+        n += 1
+        time.sleep(max(0.0, start + n * every_ms / 1000 - now))
+    return {"sent": n}
+
+
+def udp_sink(addr: str, port: int, seconds: float) -> dict:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((addr, port))
+    s.settimeout(0.2)
+    deadline = time.monotonic() + seconds
+    seen: set[int] = set()
+    last = None
+    max_gap = 0.0
+    while time.monotonic() < deadline:
+        try:
+            data = s.recv(64)
+        except TimeoutError:
+            continue
+        t = time.monotonic()
+        if len(data) >= MSG.size:
+            seen.add(MSG.unpack_from(data)[0])
+        if last is not None:
+            max_gap = max(max_gap, t - last)
+        last = t
+    top = max(seen) + 1 if seen else 0
+    return {"received": len(seen), "lost": top - len(seen), "max_gap_ms": round(max_gap * 1000, 1)}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="tcp_probe")
     sub = p.add_subparsers(dest="role", required=True)
@@ -136,11 +176,24 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("conns", type=int)
     c.add_argument("seconds", type=float)
     c.add_argument("--every-ms", type=float, default=20.0)
+    u = sub.add_parser("udp-send")
+    u.add_argument("addr")
+    u.add_argument("port", type=int)
+    u.add_argument("seconds", type=float)
+    u.add_argument("--every-ms", type=float, default=1.0)
+    k = sub.add_parser("udp-sink")
+    k.add_argument("addr")
+    k.add_argument("port", type=int)
+    k.add_argument("seconds", type=float)
     a = p.parse_args(argv)
     if a.role == "server":
         server(a.addr, a.port, a.seconds)
-    else:
+    elif a.role == "client":
         print(json.dumps(client(a.addr, a.port, a.conns, a.seconds, a.every_ms)), flush=True)
+    elif a.role == "udp-send":
+        print(json.dumps(udp_send(a.addr, a.port, a.seconds, a.every_ms)), flush=True)
+    else:
+        print(json.dumps(udp_sink(a.addr, a.port, a.seconds)), flush=True)
     return 0
 
 
