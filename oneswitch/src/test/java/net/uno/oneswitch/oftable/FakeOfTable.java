@@ -86,6 +86,22 @@ public final class FakeOfTable {
       return owner;
     }
 
+    public int table() {
+      return table;
+    }
+
+    public int priority() {
+      return priority;
+    }
+
+    public Match match() {
+      return match;
+    }
+
+    public List<OFInstruction> instructions() {
+      return instructions;
+    }
+
     public long packets() {
       return packets;
     }
