@@ -36,7 +36,7 @@ import org.projectfloodlight.openflow.protocol.OFPortState;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** The small JSON REST API (see oneswitch/README.md). */
+/** The small JSON REST API (docs/rest.md); status codes from {@link HttpStatus}. */
 public final class RestServer {
   private static final Logger LOG = LoggerFactory.getLogger(RestServer.class);
   private static final ObjectMapper JSON = new ObjectMapper();

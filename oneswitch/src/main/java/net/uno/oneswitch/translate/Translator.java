@@ -43,7 +43,7 @@ import org.projectfloodlight.openflow.types.TableId;
 import org.projectfloodlight.openflow.types.U64;
 
 /**
- * Pure translation of the virtual switch onto the physical switches (DESIGN.md section 4): the
+ * Pure translation of the virtual switch onto the physical switches (docs/translation.md): the
  * ingress switch runs the whole virtual pipeline (virtual table t = physical table t+1); a packet
  * for a virtual port on another switch is tagged with the flow-id of that egress port (VLAN
  * carrier), sent over the PCIe link and untagged by the egress switch's table 0 before output.
