@@ -35,7 +35,8 @@ import org.projectfloodlight.openflow.types.OFPort;
  *   <li>Lookup: the highest-priority entry whose every match field (with its mask) equals the
  *       frame's; a field whose header the frame lacks never matches. Two entries of the same
  *       priority that both match are undefined in OpenFlow and throw here. Prerequisites are
- *       checked when an entry is added (BAD_PREREQ). Table miss = drop (OpenFlow 1.3 default).
+ *       checked when an entry is added (BAD_PREREQ). A table miss ends the pipeline; as on OVS (not
+ *       as in the spec, which drops the frame) the action set written so far still runs.
  *   <li>Instructions in the spec's order, whatever their order in the entry: apply-actions,
  *       clear-actions, write-actions, write-metadata, goto-table (forward only); without a goto the
  *       action set runs and the pipeline ends.
@@ -187,7 +188,10 @@ public final class FakeOfTable {
     while (true) {
       Flow f = lookup(table, fr, run);
       if (f == null) {
-        return run.out; // table miss: dropped, the action set with it
+        // A table miss ends the pipeline. OpenFlow 1.3 drops the frame there, but OVS still runs
+        // the action set written so far (checked with ofproto/trace on OVS 3.1): OVS is the truth.
+        actions(actionSetOrder(run.actionSet), fr, run);
+        return run.out;
       }
       f.packets++;
       f.bytes += Frames.length(fr);

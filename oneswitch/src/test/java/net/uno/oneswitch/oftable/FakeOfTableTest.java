@@ -147,7 +147,7 @@ class FakeOfTableTest {
   }
 
   @Test
-  void aTableMissDropsTheFrameAndItsActionSet() {
+  void aTableMissEndsThePipelineAndOvsStillRunsItsActionSet() {
     sw.addFlow(
         0,
         1,
@@ -158,7 +158,14 @@ class FakeOfTableTest {
         null);
     sw.addFlow(1, 1, ip(), List.of(), null); // no goto: the set runs
     assertEquals(List.of(o(2, UDP)), send(UDP, 1));
-    assertEquals(List.of(), send(ARP, 1), "missed in table 1: dropped");
+    // OVS 3.1 (ofproto/trace): a miss in table 1 still runs the set written in table 0.
+    assertEquals(List.of(o(2, ARP)), send(ARP, 1), "missed in table 1: the set runs");
+    sw.addFlow(0, 2, m().setExact(MatchField.IN_PORT, OFPort.of(3)).build(), List.of(), null);
+    assertEquals(List.of(), send(ARP, 3), "nothing written: nothing sent");
+    assertEquals(
+        List.of(),
+        new FakeOfTable("empty", Set.of(1, 2)).process(ARP, 1),
+        "a miss in table 0: nothing was written");
   }
 
   @Test
