@@ -163,14 +163,14 @@ public final class Main {
                 List<VPort> init = new ArrayList<>();
                 cfg.ports()
                     .forEach(p -> init.add(new VPort(p.vport(), p.sw(), p.port(), p.name())));
-                core.initPorts(init);
-                core.saveNow();
+                core.portChanges().initPorts(init);
+                core.state().saveNow();
               }
               return null;
             })
         .get();
     for (Config.SwitchCfg s : cfg.switches()) {
-      core.addSouth(new SouthSwitch(s.id(), s.openflow(), transport, group, core));
+      core.addSouth(new SouthSwitch(s.id(), s.openflow(), transport, group, core.southListener()));
     }
     NorthServer north = new NorthServer(core, cfg.dpid(), transport, group);
     RestServer rest = new RestServer(core, north, cfg.controllers(), cfg.token());
@@ -210,7 +210,8 @@ public final class Main {
                     return; // stopped already (Running.stop, in tests): nothing left to save
                   }
                   try {
-                    exec.submit(core::saveNow).get(5, java.util.concurrent.TimeUnit.SECONDS);
+                    exec.submit(core.state()::saveNow)
+                        .get(5, java.util.concurrent.TimeUnit.SECONDS);
                   } catch (Exception e) {
                     log.warn("final save failed: {}", e.toString());
                   }
