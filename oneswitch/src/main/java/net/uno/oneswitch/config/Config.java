@@ -26,7 +26,7 @@ public record Config(
     int physicalTables,
     Carrier.Mode carrier,
     int wireVlans) {
-  /** A bearer token: what `uno up` accepts too (nf_agent/emulated_host/config.py). */
+  /** A bearer token: what `uno up` accepts too (emulated_host/config.py). */
   private static final java.util.regex.Pattern TOKEN =
       java.util.regex.Pattern.compile("[A-Za-z0-9._~+/=-]{8,256}");
 
