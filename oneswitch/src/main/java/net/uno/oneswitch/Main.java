@@ -169,8 +169,11 @@ public final class Main {
               return null;
             })
         .get();
+    SouthSwitch.Keepalive keepalive =
+        new SouthSwitch.Keepalive(cfg.echoIntervalMs(), cfg.echoTimeoutMs());
     for (Config.SwitchCfg s : cfg.switches()) {
-      core.addSouth(new SouthSwitch(s.id(), s.openflow(), transport, group, core.southListener()));
+      core.addSouth(
+          new SouthSwitch(s.id(), s.openflow(), transport, group, core.southListener(), keepalive));
     }
     NorthServer north = new NorthServer(core, cfg.dpid(), transport, group);
     RestServer rest = new RestServer(core, north, cfg.controllers(), cfg.token());
@@ -194,13 +197,15 @@ public final class Main {
     north.connect(cfg.controllers());
     log.info(
         "OneSwitch dpid {} up: {} virtual tables, switches {}, {} transport, carrier {},"
-            + " wire_vlans {}",
+            + " wire_vlans {}, echo every {} ms of silence, a switch down after {} ms",
         String.format("%016x", cfg.dpid()),
         core.virtualTables(),
         ids,
         transport.name().toLowerCase(java.util.Locale.ROOT),
         cfg.carrier().name().toLowerCase(java.util.Locale.ROOT),
-        cfg.wireVlans());
+        cfg.wireVlans(),
+        cfg.echoIntervalMs(),
+        cfg.echoTimeoutMs());
     Running r = new Running(core, north, rest, group, exec, ofPort, restPort);
     Runtime.getRuntime()
         .addShutdownHook(

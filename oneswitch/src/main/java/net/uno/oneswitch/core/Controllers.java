@@ -60,10 +60,27 @@ public final class Controllers {
     }
   }
 
-  /** The virtual port description of v (state from its physical port). */
+  /**
+   * The virtual port description of v, from a physical port serving it: the first instance whose
+   * switch is connected and reports the port (a scaled-out vport stays up while any instance's
+   * switch is). Without one the vport is link down: the first instance's last known description
+   * (address, name, speeds kept, as a switch reports a port whose link went down) with state
+   * LINK_DOWN, or an empty one if its switch never reported the port.
+   */
   public OFPortDesc portDesc(VPort v) {
-    SouthSwitch s = south.get(v.sw());
-    OFPortDesc p = s == null || !s.isReady() ? null : s.ports().get(v.port());
+    OFPortDesc p = null;
+    for (VPort.Loc l : v.instances()) {
+      SouthSwitch s = south.get(l.sw());
+      p = s == null || !s.isReady() ? null : s.ports().get(l.port());
+      if (p != null) {
+        break;
+      }
+    }
+    boolean down = p == null;
+    if (down) {
+      SouthSwitch s = south.get(v.sw());
+      p = s == null ? null : s.ports().get(v.port()); // its last known description
+    }
     String name = v.name().length() > 15 ? v.name().substring(0, 15) : v.name();
     var b = f.buildPortDesc().setPortNo(OFPort.of(v.vport())).setName(name);
     if (p == null) {
@@ -74,7 +91,7 @@ public final class Controllers {
     }
     return b.setHwAddr(p.getHwAddr())
         .setConfig(p.getConfig())
-        .setState(p.getState())
+        .setState(down ? EnumSet.of(OFPortState.LINK_DOWN) : p.getState())
         .setCurr(p.getCurr())
         .setAdvertised(p.getAdvertised())
         .setSupported(p.getSupported())

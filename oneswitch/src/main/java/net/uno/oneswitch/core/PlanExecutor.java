@@ -5,6 +5,7 @@ import java.util.Collections;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ScheduledExecutorService;
@@ -35,6 +36,19 @@ final class PlanExecutor {
     this.refusals = refusals;
     this.metrics = metrics;
     this.exec = exec;
+  }
+
+  /**
+   * The state of physical switch {@code sw} if OneSwitch connects to it and it is not connected now
+   * (down, or not connected yet); empty if it is connected or not one of the switches OneSwitch
+   * drives (a scratch core's: WarmUp, unit tests without switches).
+   */
+  Optional<SouthSwitch.Status> down(String sw) {
+    SouthSwitch s = south.get(sw);
+    if (s == null || s.isReady()) {
+      return Optional.empty();
+    }
+    return Optional.of(s.status());
   }
 
   /** The switches connected now (read-only; rebuilt only when one came or went). */

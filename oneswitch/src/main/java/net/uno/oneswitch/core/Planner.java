@@ -85,6 +85,20 @@ public final class Planner {
     return scaleIds;
   }
 
+  /**
+   * Every physical flow switch {@code sw} should hold now (the translations and the dispatch
+   * rules), whether or not it is connected: what a reconcile makes it hold.
+   */
+  public List<PhysRule> wanted(String sw) {
+    List<PhysRule> out = new ArrayList<>();
+    for (PhysRule r : trans.desired().values()) {
+      if (r.sw().equals(sw)) {
+        out.add(r);
+      }
+    }
+    return out;
+  }
+
   /** The physical rules of virtual rule {@code k} (empty if none). */
   public List<PhysRule> translationOf(VirtualRule.Key k) {
     return trans.of(k);

@@ -16,6 +16,7 @@ import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.PortMap;
 import net.uno.oneswitch.model.Topology;
 import net.uno.oneswitch.model.VPort;
+import net.uno.oneswitch.south.SouthSwitch;
 import net.uno.oneswitch.translate.OfError;
 import org.projectfloodlight.openflow.protocol.OFPortReason;
 import org.slf4j.Logger;
@@ -145,6 +146,7 @@ public final class PortChanges {
       return CompletableFuture.completedFuture(PortChange.unchanged(cur));
     }
     PortRequests.checkPhysical(topo, vs.ports(), vport, sw, port);
+    checkConnected("switch", sw);
     return moveTo(cur, new VPort(vport, sw, port, cur.name()), drainMs);
   }
 
@@ -164,6 +166,7 @@ public final class PortChanges {
     if (cur.has(sw, port)) {
       return CompletableFuture.completedFuture(PortChange.unchanged(cur));
     }
+    checkConnected("switch", sw);
     VPort.Loc loc = new VPort.Loc(sw, port);
     long until = clock.getAsLong() + ms;
     for (Drain d : vs.ports().drainsOf(vport)) {
@@ -194,7 +197,33 @@ public final class PortChanges {
     if (cur.instances().equals(instances)) {
       return CompletableFuture.completedFuture(PortChange.unchanged(cur));
     }
+    for (int i = 0; i < instances.size(); i++) {
+      checkConnected("instances[" + i + "].switch", instances.get(i).sw());
+    }
     return moveTo(cur, VPort.of(vport, cur.name(), instances), drainMs);
+  }
+
+  /**
+   * A port change may send a vport's traffic to switch {@code sw}: refused with 409 naming {@code
+   * field} while OneSwitch is not connected to it (down, or not connected yet), and nothing
+   * changes. Its rules could be installed there only once it is back, so its traffic would be lost
+   * until then (a failover must pick a live place). Mapping a new vport there (PUT) is allowed: it
+   * moves no traffic, and is installed when the switch connects.
+   */
+  private void checkConnected(String field, String sw) throws PortError {
+    Optional<SouthSwitch.Status> d = executor.down(sw);
+    if (d.isPresent()) {
+      long ms = Math.max(0, System.currentTimeMillis() - d.get().sinceMs());
+      throw PortError.conflict(
+          field,
+          "switch "
+              + sw
+              + " is disconnected ("
+              + d.get().reason()
+              + ", "
+              + ms
+              + " ms ago): no traffic can be moved there");
+    }
   }
 
   /**
@@ -216,7 +245,10 @@ public final class PortChanges {
 
   /**
    * {@code next} with the ports {@code cur} had and {@code n} has not as draining ports of the
-   * vport for {@code drainMs}. A port mapped again is no drain (PortMap).
+   * vport for {@code drainMs}. A port mapped again is no drain (PortMap). Nor is a port on a switch
+   * that is down (a failover away from a dead sNIC): nothing can come from it, and its rules there
+   * are gone; when the switch returns the reconcile installs what is wanted then, not the old
+   * instance's replicas.
    */
   private PortMap withLeavers(PortMap next, VPort cur, VPort n, long drainMs) {
     if (drainMs <= 0) {
@@ -225,7 +257,7 @@ public final class PortChanges {
     long until = clock.getAsLong() + drainMs;
     List<Drain> d = new ArrayList<>();
     for (VPort.Loc l : cur.instances()) {
-      if (!n.instances().contains(l)) {
+      if (!n.instances().contains(l) && executor.down(l.sw()).isEmpty()) {
         d.add(new Drain(cur.vport(), l, until));
       }
     }

@@ -78,6 +78,14 @@ final class Refusals {
     }
   }
 
+  /**
+   * Switch {@code sw} went down: the messages sent to it will never be answered (nor refused), and
+   * what it holds is reconciled when it returns.
+   */
+  void forget(String sw) {
+    inflight.remove(sw);
+  }
+
   /** Whether any physical message still waits for a barrier. */
   boolean pending() {
     return inflight.values().stream().anyMatch(m -> !m.isEmpty());

@@ -76,6 +76,10 @@ final class SouthEvents implements SouthListener {
         });
   }
 
+  /**
+   * PORT_STATUS(MODIFY) of every vport served on {@code sw}: its state follows the switch (link
+   * down while the switch is down, see {@link Controllers#portDesc}).
+   */
   private void portsOf(SouthSwitch sw) {
     vs.ports().all().stream()
         .filter(v -> v.on(sw.id()))
@@ -88,11 +92,17 @@ final class SouthEvents implements SouthListener {
     onCore(() -> portsOf(sw));
   }
 
+  /**
+   * A switch went down (its connection closed, or silent past the echo timeout): what it held is
+   * unknown until it returns (then reconciled), nothing is sent to it meanwhile (port changes skip
+   * it, a remap's phases do not wait for it), and the controllers see its vports go link down.
+   */
   @Override
   public void disconnected(SouthSwitch sw) {
     onCore(
         () -> {
           reconciler.forget(sw);
+          refusals.forget(sw.id());
           portsOf(sw);
         });
   }

@@ -20,7 +20,9 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import net.uno.oneswitch.config.Endpoint;
+import net.uno.oneswitch.core.GroupSpec;
 import net.uno.oneswitch.core.OneSwitchCore;
+import net.uno.oneswitch.core.PhysicalState;
 import net.uno.oneswitch.core.PortChange;
 import net.uno.oneswitch.core.PortChanges;
 import net.uno.oneswitch.core.PortError;
@@ -149,6 +151,10 @@ public final class RestServer {
     if (path.equals("/v1/rules")) {
       only(m, "GET");
       return ok(onCore(this::ruleList));
+    }
+    if (path.equals("/v1/physical")) {
+      only(m, "GET");
+      return ok(onCore(this::physical));
     }
     if (path.equals("/metrics")) {
       only(m, "GET");
@@ -471,6 +477,17 @@ public final class RestServer {
     }
     b.put("ok", all);
     b.put("switches", sws);
+    Map<String, Object> states = new LinkedHashMap<>();
+    for (SouthSwitch s : core.south().values()) {
+      SouthSwitch.Status st = s.status();
+      Map<String, Object> e = new LinkedHashMap<>();
+      e.put("state", st.connected() ? "connected" : "disconnected");
+      e.put("since_ms", st.sinceMs());
+      e.put("reason", st.reason());
+      e.put("downs", st.downs());
+      states.put(s.id(), e);
+    }
+    b.put("switch_states", states);
     List<Map<String, Object>> cs = new ArrayList<>();
     Map<Endpoint, Boolean> st = north.controllerStates();
     for (Endpoint ep : controllers) {
@@ -528,6 +545,52 @@ public final class RestServer {
       m.put("draining", dr);
       m.put("prepared", prep);
       out.add(m);
+    }
+    return out;
+  }
+
+  /**
+   * Per physical switch: whether it is connected, every flow OneSwitch wants it to hold (dispatch
+   * included) with the cookie it is installed under (null: not installed, e.g. while the switch is
+   * down), and every group it wants there (installed as wanted or not).
+   */
+  private Map<String, Object> physical() {
+    Map<String, Object> out = new LinkedHashMap<>();
+    PhysicalState phys = core.planner().physical();
+    Map<String, Map<Integer, GroupSpec>> groups = core.planner().desiredGroups();
+    for (SouthSwitch s : core.south().values()) {
+      String id = s.id();
+      List<PhysRule> want = new ArrayList<>(core.planner().wanted(id));
+      want.sort(
+          java.util.Comparator.comparingInt(PhysRule::table)
+              .thenComparing(PhysRule::priority, java.util.Comparator.reverseOrder())
+              .thenComparing(r -> r.key().match()));
+      Map<PhysRule.Key, PhysicalState.Installed> have = s.isReady() ? phys.flows(id) : Map.of();
+      List<Map<String, Object>> flows = new ArrayList<>();
+      for (PhysRule r : want) {
+        Map<String, Object> f = new LinkedHashMap<>();
+        f.put("table", r.table());
+        f.put("priority", r.priority());
+        f.put("match", OfText.match(r.match()));
+        f.put("actions", OfText.instructions(r.instructions()));
+        PhysicalState.Installed i = have.get(r.key());
+        f.put("cookie", i != null && i.rule().equals(r) ? String.format("0x%x", i.cookie()) : null);
+        flows.add(f);
+      }
+      Map<Integer, GroupSpec> haveGroups = s.isReady() ? phys.groups(id) : Map.of();
+      List<Map<String, Object>> gs = new ArrayList<>();
+      for (Map.Entry<Integer, GroupSpec> g : groups.getOrDefault(id, Map.of()).entrySet()) {
+        Map<String, Object> e = new LinkedHashMap<>();
+        e.put("group_id", Integer.toUnsignedLong(g.getKey()));
+        e.put("type", g.getValue().type().name().toLowerCase(java.util.Locale.ROOT));
+        e.put("installed", g.getValue().equals(haveGroups.get(g.getKey())));
+        gs.add(e);
+      }
+      Map<String, Object> m = new LinkedHashMap<>();
+      m.put("connected", s.isReady());
+      m.put("flows", flows);
+      m.put("groups", gs);
+      out.put(id, m);
     }
     return out;
   }

@@ -9,6 +9,8 @@ import io.netty.channel.EventLoopGroup;
 import io.netty.channel.SimpleChannelInboundHandler;
 import io.netty.handler.timeout.IdleStateEvent;
 import io.netty.handler.timeout.IdleStateHandler;
+import io.netty.handler.timeout.ReadTimeoutException;
+import io.netty.handler.timeout.ReadTimeoutHandler;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -45,18 +47,50 @@ import org.slf4j.LoggerFactory;
 
 /**
  * OneSwitch's controller connection to one physical switch: connect (reconnect with backoff),
- * handshake (HELLO, FEATURES, SET_CONFIG miss_send_len=0xffff, PORT_DESC), echo keepalive,
- * xid-matched requests (barriers, multipart with REPLY_MORE).
+ * handshake (HELLO, FEATURES, SET_CONFIG miss_send_len=0xffff, PORT_DESC), echo keepalive and death
+ * detection ({@link Keepalive}), xid-matched requests (barriers, multipart with REPLY_MORE).
  */
 public final class SouthSwitch {
   private static final Logger LOG = LoggerFactory.getLogger(SouthSwitch.class);
   static final OFFactory F = OFFactories.getFactory(OFVersion.OF_13);
+
+  /**
+   * How a connection is kept alive and declared dead: an ECHO_REQUEST whenever nothing was read
+   * from the switch for {@code intervalMs}, and the connection closed (the switch is down: {@link
+   * SouthListener#disconnected}, then reconnected with backoff) when nothing was read for {@code
+   * timeoutMs}: a peer gone without a FIN or RST (a link cut, a rebooting DPU) is noticed within
+   * that bound. A closed connection (EOF, RST) is noticed at once.
+   */
+  public record Keepalive(long intervalMs, long timeoutMs) {
+    /** Config {@code echo_interval_ms} and {@code echo_timeout_ms} when not given. */
+    public static final Keepalive DEFAULT = new Keepalive(1000, 3000);
+
+    public Keepalive {
+      if (intervalMs < 1 || timeoutMs <= intervalMs) {
+        throw new IllegalArgumentException("need 0 < interval < timeout");
+      }
+    }
+  }
+
+  /**
+   * The connection's state: {@code connected} (handshake done) or not, since {@code sinceMs} (epoch
+   * ms: when it connected, went down, or was created if it never connected), why it is down ({@code
+   * reason}, null when connected), and how many times it went down ({@code downs}).
+   */
+  public record Status(boolean connected, long sinceMs, String reason, int downs) {}
 
   private final String id;
   private final SwitchTarget ep;
   private final Transport transport;
   private final EventLoopGroup group;
   private final SouthListener listener;
+  private final Keepalive keepalive;
+  private volatile Status status =
+      new Status(false, System.currentTimeMillis(), "never connected", 0);
+
+  /** Why the current connection is being closed (set before the close), null if not known. */
+  private volatile String closing;
+
   private final AtomicLong xids = new AtomicLong(0x10000);
   private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
   private final Map<Integer, OFPortDesc> ports = new ConcurrentHashMap<>();
@@ -72,18 +106,30 @@ public final class SouthSwitch {
     final List<OFMessage> parts = new ArrayList<>();
   }
 
-  /** {@code group}: an event loop group of {@code transport}. */
+  /** {@code group}: an event loop group of {@code transport}; the default keepalive. */
   public SouthSwitch(
       String id,
       SwitchTarget ep,
       Transport transport,
       EventLoopGroup group,
       SouthListener listener) {
+    this(id, ep, transport, group, listener, Keepalive.DEFAULT);
+  }
+
+  /** {@code group}: an event loop group of {@code transport}. */
+  public SouthSwitch(
+      String id,
+      SwitchTarget ep,
+      Transport transport,
+      EventLoopGroup group,
+      SouthListener listener,
+      Keepalive keepalive) {
     this.id = id;
     this.ep = ep;
     this.transport = transport;
     this.group = group;
     this.listener = listener;
+    this.keepalive = keepalive;
   }
 
   public String id() {
@@ -92,6 +138,15 @@ public final class SouthSwitch {
 
   public boolean isReady() {
     return ready;
+  }
+
+  /** The connection's state and when it last changed. */
+  public Status status() {
+    return status;
+  }
+
+  public Keepalive keepalive() {
+    return keepalive;
   }
 
   public long dpid() {
@@ -131,7 +186,11 @@ public final class SouthSwitch {
                   @Override
                   protected void initChannel(Channel ch) {
                     ch.pipeline()
-                        .addLast(new IdleStateHandler(15, 5, 0))
+                        .addLast(
+                            new IdleStateHandler(
+                                keepalive.intervalMs(), 0, 0, TimeUnit.MILLISECONDS))
+                        .addLast(
+                            new ReadTimeoutHandler(keepalive.timeoutMs(), TimeUnit.MILLISECONDS))
                         .addLast(new OfFrameDecoder())
                         .addLast(new OfEncoder())
                         .addLast(new Handler());
@@ -282,6 +341,7 @@ public final class SouthSwitch {
 
     @Override
     public void channelActive(ChannelHandlerContext ctx) {
+      closing = null;
       channel = ctx.channel();
       ctx.write(
           F.buildHello()
@@ -308,7 +368,11 @@ public final class SouthSwitch {
       }
       pending.clear();
       if (was) {
-        LOG.warn("switch {}: disconnected", id);
+        String why =
+            closing != null ? closing : stopped ? "stopped" : "connection closed by the switch";
+        Status s = status;
+        status = new Status(false, System.currentTimeMillis(), why, s.downs() + 1);
+        LOG.warn("switch {}: disconnected ({})", id, why);
         listener.disconnected(SouthSwitch.this);
       }
       scheduleReconnect();
@@ -316,19 +380,24 @@ public final class SouthSwitch {
 
     @Override
     public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
-      if (evt instanceof IdleStateEvent e) {
-        if (e.state() == io.netty.handler.timeout.IdleState.READER_IDLE) {
-          LOG.warn("switch {}: no message for 15 s, reconnecting", id);
-          ctx.close();
-        } else {
-          ctx.writeAndFlush(F.buildEchoRequest().setXid(nextXid()).build());
-        }
+      if (evt instanceof IdleStateEvent e
+          && e.state() == io.netty.handler.timeout.IdleState.READER_IDLE) {
+        // Nothing read for an echo interval: ask (ReadTimeoutHandler closes at the timeout).
+        ctx.writeAndFlush(F.buildEchoRequest().setXid(nextXid()).build());
       }
     }
 
     @Override
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-      LOG.warn("switch {}: {}", id, cause.toString());
+      if (cause instanceof ReadTimeoutException) {
+        closing = "echo timeout: nothing from the switch for " + keepalive.timeoutMs() + " ms";
+        LOG.warn("switch {}: {}, closing", id, closing);
+      } else {
+        if (closing == null) {
+          closing = cause.toString();
+        }
+        LOG.warn("switch {}: {}", id, cause.toString());
+      }
       ctx.close();
     }
 
@@ -337,6 +406,7 @@ public final class SouthSwitch {
       if (in instanceof Inbound.Hello h) {
         if (h.version() < 4 || (h.bitmap() != 0 && (h.bitmap() & (1 << 4)) == 0)) {
           LOG.error("switch {}: does not speak OpenFlow 1.3 (hello version {})", id, h.version());
+          closing = "does not speak OpenFlow 1.3";
           ctx.close();
         }
         return;
@@ -344,6 +414,7 @@ public final class SouthSwitch {
       if (in instanceof Inbound.Bad b) {
         LOG.warn("switch {}: undecodable message ({})", id, b.code());
         if (b.fatal()) {
+          closing = "undecodable message (" + b.code() + ")";
           ctx.close();
         }
         return;
@@ -409,6 +480,7 @@ public final class SouthSwitch {
             }
             ready = true;
             backoffMs = 250;
+            status = new Status(true, System.currentTimeMillis(), null, status.downs());
             LOG.info(
                 "switch {}: connected to {} (dpid {}, {} tables, {} ports)",
                 id,
