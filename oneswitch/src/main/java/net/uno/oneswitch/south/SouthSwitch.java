@@ -63,7 +63,10 @@ public final class SouthSwitch {
    */
   public record Keepalive(long intervalMs, long timeoutMs) {
     /** Config {@code echo_interval_ms} and {@code echo_timeout_ms} when not given. */
-    public static final Keepalive DEFAULT = new Keepalive(1000, 3000);
+    public static final Keepalive DEFAULT =
+        new Keepalive(
+            net.uno.oneswitch.config.Config.ECHO_INTERVAL_MS,
+            net.uno.oneswitch.config.Config.ECHO_TIMEOUT_MS);
 
     public Keepalive {
       if (intervalMs < 1 || timeoutMs <= intervalMs) {

@@ -608,7 +608,7 @@ class SwitchDeathTest {
 
   @Test
   void aSilentSwitchIsDeclaredDownByEchoAndARemapWaitingForItEnds() throws Exception {
-    start("\"echo_interval_ms\": 100, \"echo_timeout_ms\": 600,");
+    start("\"echo_interval_ms\": 200, \"echo_timeout_ms\": 1200,");
     installRules();
     dead.add("snic0");
     long t0 = System.nanoTime();
@@ -629,7 +629,7 @@ class SwitchDeathTest {
     HttpResponse<String> r = remap.get(20, TimeUnit.SECONDS);
     double remapMs = (System.nanoTime() - t0) / 1e6;
     System.out.printf(
-        "silent snic0: declared down after %.0f ms (echo 100 ms, timeout 600 ms); the remap"
+        "silent snic0: declared down after %.0f ms (echo 200 ms, timeout 1200 ms); the remap"
             + " started then answered after %.0f ms: %s%n",
         detectMs, remapMs, r.body());
     assertEquals(200, r.statusCode(), r.body());
