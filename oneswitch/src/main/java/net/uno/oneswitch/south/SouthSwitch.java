@@ -9,8 +9,6 @@ import io.netty.channel.EventLoopGroup;
 import io.netty.channel.SimpleChannelInboundHandler;
 import io.netty.handler.timeout.IdleStateEvent;
 import io.netty.handler.timeout.IdleStateHandler;
-import io.netty.handler.timeout.ReadTimeoutException;
-import io.netty.handler.timeout.ReadTimeoutHandler;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -58,10 +56,29 @@ public final class SouthSwitch {
    * How a connection is kept alive and declared dead: an ECHO_REQUEST whenever nothing was read
    * from the switch for {@code intervalMs}, and the connection closed (the switch is down: {@link
    * SouthListener#disconnected}, then reconnected with backoff) when nothing was read for {@code
-   * timeoutMs}: a peer gone without a FIN or RST (a link cut, a rebooting DPU) is noticed within
-   * that bound. A closed connection (EOF, RST) is noticed at once.
+   * timeoutMs} plus {@link #BACKLOG_MS_PER_MESSAGE} per message sent since the last one read (a
+   * switch answers an echo only after the flow-mods queued before it: a big reconcile or a
+   * pipelined install must not make a busy switch look dead; at most {@link #MAX_BACKLOG_MS} more).
+   * A peer gone without a FIN or RST (a link cut, a rebooting DPU) is noticed within that bound. A
+   * closed connection (EOF, RST) is noticed at once.
    */
   public record Keepalive(long intervalMs, long timeoutMs) {
+    /** Extra silence allowed per message the switch may still be working through. */
+    public static final double BACKLOG_MS_PER_MESSAGE = 1.0;
+
+    /** The most extra silence a backlog allows. */
+    public static final long MAX_BACKLOG_MS = 60_000;
+
+    /** The silence allowed with {@code backlog} messages sent since the last one read. */
+    public long allowedSilenceMs(long backlog) {
+      return timeoutMs + Math.min(MAX_BACKLOG_MS, (long) (backlog * BACKLOG_MS_PER_MESSAGE));
+    }
+
+    /** How often a connection's silence is checked: a small part of the timeout. */
+    long checkEveryMs() {
+      return Math.max(10, timeoutMs / 12);
+    }
+
     /** Config {@code echo_interval_ms} and {@code echo_timeout_ms} when not given. */
     public static final Keepalive DEFAULT =
         new Keepalive(
@@ -192,8 +209,6 @@ public final class SouthSwitch {
                         .addLast(
                             new IdleStateHandler(
                                 keepalive.intervalMs(), 0, 0, TimeUnit.MILLISECONDS))
-                        .addLast(
-                            new ReadTimeoutHandler(keepalive.timeoutMs(), TimeUnit.MILLISECONDS))
                         .addLast(new OfFrameDecoder())
                         .addLast(new OfEncoder())
                         .addLast(new Handler());
@@ -339,12 +354,48 @@ public final class SouthSwitch {
             });
   }
 
+  /** Messages handed to the connection so far. */
+  private synchronized long sentCount() {
+    return sent;
+  }
+
   private final class Handler extends SimpleChannelInboundHandler<Object> {
     private long handshakeXid = -1;
+
+    /** When a message was last read (System.nanoTime), and how many were sent by then. */
+    private long lastRead;
+
+    private long sentAtLastRead;
+    private io.netty.util.concurrent.ScheduledFuture<?> silenceCheck;
+
+    /**
+     * Closes the connection once the switch has been silent for longer than the keepalive allows
+     * (the echoes went unanswered): it is down.
+     */
+    private void checkSilence(ChannelHandlerContext ctx) {
+      long silentMs = (System.nanoTime() - lastRead) / 1_000_000;
+      long backlog = sentCount() - sentAtLastRead;
+      long allowed = keepalive.allowedSilenceMs(backlog);
+      if (silentMs >= allowed && ctx.channel().isActive()) {
+        closing =
+            "echo timeout: nothing from the switch for "
+                + silentMs
+                + " ms"
+                + (backlog > 0 ? " (" + backlog + " messages unanswered)" : "");
+        LOG.warn("switch {}: {}, closing", id, closing);
+        ctx.close();
+      }
+    }
 
     @Override
     public void channelActive(ChannelHandlerContext ctx) {
       closing = null;
+      lastRead = System.nanoTime();
+      sentAtLastRead = sentCount();
+      long every = keepalive.checkEveryMs();
+      silenceCheck =
+          ctx.executor()
+              .scheduleAtFixedRate(() -> checkSilence(ctx), every, every, TimeUnit.MILLISECONDS);
       channel = ctx.channel();
       ctx.write(
           F.buildHello()
@@ -359,6 +410,9 @@ public final class SouthSwitch {
 
     @Override
     public void channelInactive(ChannelHandlerContext ctx) {
+      if (silenceCheck != null) {
+        silenceCheck.cancel(false);
+      }
       boolean was = ready;
       ready = false;
       synchronized (SouthSwitch.this) {
@@ -385,27 +439,24 @@ public final class SouthSwitch {
     public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
       if (evt instanceof IdleStateEvent e
           && e.state() == io.netty.handler.timeout.IdleState.READER_IDLE) {
-        // Nothing read for an echo interval: ask (ReadTimeoutHandler closes at the timeout).
+        // Nothing read for an echo interval: ask (checkSilence closes at the timeout).
         ctx.writeAndFlush(F.buildEchoRequest().setXid(nextXid()).build());
       }
     }
 
     @Override
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-      if (cause instanceof ReadTimeoutException) {
-        closing = "echo timeout: nothing from the switch for " + keepalive.timeoutMs() + " ms";
-        LOG.warn("switch {}: {}, closing", id, closing);
-      } else {
-        if (closing == null) {
-          closing = cause.toString();
-        }
-        LOG.warn("switch {}: {}", id, cause.toString());
+      if (closing == null) {
+        closing = cause.toString();
       }
+      LOG.warn("switch {}: {}", id, cause.toString());
       ctx.close();
     }
 
     @Override
     protected void channelRead0(ChannelHandlerContext ctx, Object in) {
+      lastRead = System.nanoTime();
+      sentAtLastRead = sentCount();
       if (in instanceof Inbound.Hello h) {
         if (h.version() < 4 || (h.bitmap() != 0 && (h.bitmap() & (1 << 4)) == 0)) {
           LOG.error("switch {}: does not speak OpenFlow 1.3 (hello version {})", id, h.version());
