@@ -133,7 +133,7 @@ def moved_next_to_its_sender(os_host, drain_ms: int):
 
 def test_tag_the_remap_stopped_using_still_reaches_the_new_place(clean):
     """A remap that leaves no rule sending to the vport across PCIe keeps its tag routed for a moment
-    (OneSwitchCore.LINGER_MS) toward the vport's new place: a frame the old sender tagged just before the
+    (PortChanges.LINGER_MS) toward the vport's new place: a frame the old sender tagged just before the
     switch-over (still on the link, or sent by a datapath still on its old megaflows) is delivered there,
     not dropped by a deleted tag rule. Vport 200 (host) moves to the spare port on snic0, next to its only
     sender (snic0's wire port, vport 1); the frame carrying its old tag reaches the host from the link."""

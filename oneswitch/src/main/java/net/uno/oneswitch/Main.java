@@ -163,14 +163,17 @@ public final class Main {
                 List<VPort> init = new ArrayList<>();
                 cfg.ports()
                     .forEach(p -> init.add(new VPort(p.vport(), p.sw(), p.port(), p.name())));
-                core.initPorts(init);
-                core.saveNow();
+                core.portChanges().initPorts(init);
+                core.state().saveNow();
               }
               return null;
             })
         .get();
+    SouthSwitch.Keepalive keepalive =
+        new SouthSwitch.Keepalive(cfg.echoIntervalMs(), cfg.echoTimeoutMs());
     for (Config.SwitchCfg s : cfg.switches()) {
-      core.addSouth(new SouthSwitch(s.id(), s.openflow(), transport, group, core));
+      core.addSouth(
+          new SouthSwitch(s.id(), s.openflow(), transport, group, core.southListener(), keepalive));
     }
     NorthServer north = new NorthServer(core, cfg.dpid(), transport, group);
     RestServer rest = new RestServer(core, north, cfg.controllers(), cfg.token());
@@ -194,13 +197,15 @@ public final class Main {
     north.connect(cfg.controllers());
     log.info(
         "OneSwitch dpid {} up: {} virtual tables, switches {}, {} transport, carrier {},"
-            + " wire_vlans {}",
+            + " wire_vlans {}, echo every {} ms of silence, a switch down after {} ms",
         String.format("%016x", cfg.dpid()),
         core.virtualTables(),
         ids,
         transport.name().toLowerCase(java.util.Locale.ROOT),
         cfg.carrier().name().toLowerCase(java.util.Locale.ROOT),
-        cfg.wireVlans());
+        cfg.wireVlans(),
+        cfg.echoIntervalMs(),
+        cfg.echoTimeoutMs());
     Running r = new Running(core, north, rest, group, exec, ofPort, restPort);
     Runtime.getRuntime()
         .addShutdownHook(
@@ -210,7 +215,8 @@ public final class Main {
                     return; // stopped already (Running.stop, in tests): nothing left to save
                   }
                   try {
-                    exec.submit(core::saveNow).get(5, java.util.concurrent.TimeUnit.SECONDS);
+                    exec.submit(core.state()::saveNow)
+                        .get(5, java.util.concurrent.TimeUnit.SECONDS);
                   } catch (Exception e) {
                     log.warn("final save failed: {}", e.toString());
                   }

@@ -25,8 +25,10 @@ public record Config(
     List<PortCfg> ports,
     int physicalTables,
     Carrier.Mode carrier,
-    int wireVlans) {
-  /** A bearer token: what `uno up` accepts too (nf_agent/emulated_host/config.py). */
+    int wireVlans,
+    long echoIntervalMs,
+    long echoTimeoutMs) {
+  /** A bearer token: what `uno up` accepts too (emulated_host/config.py). */
   private static final java.util.regex.Pattern TOKEN =
       java.util.regex.Pattern.compile("[A-Za-z0-9._~+/=-]{8,256}");
 
@@ -52,7 +54,18 @@ public record Config(
           "ports",
           "physical_tables",
           "carrier",
-          "wire_vlans");
+          "wire_vlans",
+          "echo_interval_ms",
+          "echo_timeout_ms");
+
+  /** Default {@code echo_interval_ms}: an echo after this long without a message from a switch. */
+  public static final int ECHO_INTERVAL_MS = 1000;
+
+  /** Default {@code echo_timeout_ms}: a switch silent this long is declared down. */
+  public static final int ECHO_TIMEOUT_MS = 3000;
+
+  /** Longest {@code echo_timeout_ms} (the old fixed value was 15 s). */
+  public static final int MAX_ECHO_TIMEOUT_MS = 600_000;
 
   public static Config load(Path file) throws ConfigError {
     String text;
@@ -131,6 +144,34 @@ public record Config(
             2,
             "must be 1 or 2 (the most VLAN headers a frame may carry when it comes in), got "
                 + root.get("wire_vlans"));
+    int echoInterval =
+        optInt(
+            root,
+            "echo_interval_ms",
+            ECHO_INTERVAL_MS,
+            10,
+            MAX_ECHO_TIMEOUT_MS - 1,
+            "must be an integer 10.."
+                + (MAX_ECHO_TIMEOUT_MS - 1)
+                + ", got "
+                + root.get("echo_interval_ms"));
+    JsonNode et = root.get("echo_timeout_ms");
+    int echoTimeout =
+        optInt(
+            root,
+            "echo_timeout_ms",
+            Math.max(ECHO_TIMEOUT_MS, 3 * echoInterval),
+            20,
+            MAX_ECHO_TIMEOUT_MS,
+            "must be an integer 20.." + MAX_ECHO_TIMEOUT_MS + ", got " + et);
+    if (echoTimeout <= echoInterval) {
+      throw new ConfigError(
+          "echo_timeout_ms",
+          "must be above echo_interval_ms ("
+              + echoInterval
+              + "): a live switch answers an echo within the timeout, got "
+              + echoTimeout);
+    }
     List<SwitchCfg> switches = new ArrayList<>();
     JsonNode sw = root.get("switches");
     if (sw == null || !sw.isArray() || sw.isEmpty()) {
@@ -244,7 +285,9 @@ public record Config(
         List.copyOf(ports),
         physTables,
         carrier,
-        wireVlans);
+        wireVlans,
+        echoInterval,
+        echoTimeout);
   }
 
   private static void onlyKeys(JsonNode n, String f, Set<String> keys) throws ConfigError {

@@ -254,8 +254,8 @@ public final class PhysicalState {
   }
 
   /**
-   * Builds and encodes one of each message a plan sends (OneSwitchCore.warmUp): loads and links
-   * their classes before the first remap needs them.
+   * Builds and encodes one of each message a plan sends (WarmUp): loads and links their classes
+   * before the first remap needs them.
    */
   static void encodeOneOfEach() {
     Installed i =

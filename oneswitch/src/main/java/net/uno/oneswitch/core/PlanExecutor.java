@@ -5,6 +5,7 @@ import java.util.Collections;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ScheduledExecutorService;
@@ -35,6 +36,19 @@ final class PlanExecutor {
     this.refusals = refusals;
     this.metrics = metrics;
     this.exec = exec;
+  }
+
+  /**
+   * The state of physical switch {@code sw} if OneSwitch connects to it and it is not connected now
+   * (down, or not connected yet); empty if it is connected or not one of the switches OneSwitch
+   * drives (a scratch core's: WarmUp, unit tests without switches).
+   */
+  Optional<SouthSwitch.Status> down(String sw) {
+    SouthSwitch s = south.get(sw);
+    if (s == null || s.isReady()) {
+      return Optional.empty();
+    }
+    return Optional.of(s.status());
   }
 
   /** The switches connected now (read-only; rebuilt only when one came or went). */
@@ -137,8 +151,8 @@ final class PlanExecutor {
   /**
    * Flushes after the tasks already queued on the core thread: a burst of flow-mods from a
    * controller (every message of one read is queued before the first runs) leaves in few large
-   * writes instead of one write per message. Queued, not timed: a 1 ms timer cost the core thread
-   * an extra wake-up per flow-mod + barrier round trip (bench/RESULTS.md, oneswitch).
+   * writes instead of one write per message. Queued, not timed: a timer would cost the core thread
+   * an extra wake-up per flow-mod + barrier round trip.
    */
   private void scheduleFlush() {
     if (!flushPending) {
@@ -153,9 +167,8 @@ final class PlanExecutor {
    * the BARRIER_REPLY that covers its message. {@code fresh}: a new barrier round trip on every
    * switch, also one sent nothing since its last barrier. The phase before a remap's break uses it:
    * that round trip also gives packets still crossing the PCIe link under the old rules time to
-   * arrive before the break (with barriers only on the switches touched, remap-under-traffic lost 1
-   * of 800 packets in 1 of 4 runs). The round trips it starts are timed into {@code trace} (may be
-   * null).
+   * arrive before the break (a switch the phase did not touch may still be forwarding such a
+   * packet). The round trips it starts are timed into {@code trace} (may be null).
    */
   CompletableFuture<Void> barrierAll(boolean fresh, ApplyTrace trace) {
     List<CompletableFuture<Void>> fs = new ArrayList<>();

@@ -12,7 +12,7 @@ import org.projectfloodlight.openflow.types.OFPort;
 
 /**
  * Checks of port-map requests (REST: map, remap, prepare, set-instances) against the topology and
- * the current port map. Pure: each throws a {@link PortOpError} naming the field, or returns.
+ * the current port map. Pure: each throws a {@link PortError} naming the field, or returns.
  */
 final class PortRequests {
   /** Longest drain or prepare window a request may ask for. */
@@ -21,16 +21,16 @@ final class PortRequests {
   private PortRequests() {}
 
   /** A drain window: 0 (none) .. {@link #MAX_WINDOW_MS}. */
-  static void checkDrainMs(long drainMs) throws PortOpError {
+  static void checkDrainMs(long drainMs) throws PortError {
     if (drainMs < 0 || drainMs > MAX_WINDOW_MS) {
-      throw new PortOpError(400, "drain_ms", "must be 0.." + MAX_WINDOW_MS);
+      throw PortError.invalid("drain_ms", "must be 0.." + MAX_WINDOW_MS);
     }
   }
 
   /** A prepare window: 1 .. {@link #MAX_WINDOW_MS}. */
-  static void checkPrepareMs(long ms) throws PortOpError {
+  static void checkPrepareMs(long ms) throws PortError {
     if (ms < 1 || ms > MAX_WINDOW_MS) {
-      throw new PortOpError(400, "ms", "must be 1.." + MAX_WINDOW_MS);
+      throw PortError.invalid("ms", "must be 1.." + MAX_WINDOW_MS);
     }
   }
 
@@ -39,23 +39,23 @@ final class PortRequests {
    * PCIe link port, and not mapped to another vport.
    */
   static void checkPhysical(Topology topo, PortMap ports, int vport, String sw, int port)
-      throws PortOpError {
+      throws PortError {
     if (vport == 0 || Integer.compareUnsigned(vport, OFPort.MAX.getPortNumber()) > 0) {
-      throw new PortOpError(400, "vport", "vport must be 1..4294967040");
+      throw PortError.invalid("vport", "vport must be 1..4294967040");
     }
     if (!topo.switches().contains(sw)) {
-      throw new PortOpError(400, "switch", "unknown switch " + sw);
+      throw PortError.invalid("switch", "unknown switch " + sw);
     }
     if (port == 0 || Integer.compareUnsigned(port, OFPort.MAX.getPortNumber()) > 0) {
-      throw new PortOpError(400, "port", "port must be 1..4294967040");
+      throw PortError.invalid("port", "port must be 1..4294967040");
     }
     if (topo.isPciePort(sw, port)) {
-      throw new PortOpError(400, "port", "port " + port + " is a PCIe link port");
+      throw PortError.invalid("port", "port " + port + " is a PCIe link port");
     }
     Optional<VPort> other = ports.byPhysical(sw, port);
     if (other.isPresent() && other.get().vport() != vport) {
-      throw new PortOpError(
-          409, "port", "physical port already mapped to vport " + other.get().vport());
+      throw PortError.conflict(
+          "port", "physical port already mapped to vport " + other.get().vport());
     }
   }
 
@@ -64,22 +64,22 @@ final class PortRequests {
    * checked like a remap target; a field error names {@code instances[i].switch|port}.
    */
   static void checkInstances(Topology topo, PortMap ports, int vport, List<VPort.Loc> instances)
-      throws PortOpError {
+      throws PortError {
     if (instances.isEmpty() || instances.size() > Translator.MAX_INSTANCES) {
-      throw new PortOpError(
-          400, "instances", "must list 1.." + Translator.MAX_INSTANCES + " instances");
+      throw PortError.invalid(
+          "instances", "must list 1.." + Translator.MAX_INSTANCES + " instances");
     }
     Set<VPort.Loc> seen = new HashSet<>();
     for (int i = 0; i < instances.size(); i++) {
       VPort.Loc l = instances.get(i);
       String f = "instances[" + i + "]";
       if (!seen.add(l)) {
-        throw new PortOpError(400, f, "duplicate instance " + l.sw() + ":" + l.port());
+        throw PortError.invalid(f, "duplicate instance " + l.sw() + ":" + l.port());
       }
       try {
         checkPhysical(topo, ports, vport, l.sw(), l.port());
-      } catch (PortOpError e) {
-        throw new PortOpError(e.status(), f + "." + e.field(), e.getMessage());
+      } catch (PortError e) {
+        throw e.under(f);
       }
     }
   }

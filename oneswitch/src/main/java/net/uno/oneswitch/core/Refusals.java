@@ -17,16 +17,16 @@ final class Refusals {
    * the virtual state before that message (each only if nothing newer replaced what it undoes).
    */
   static final class Undo {
-    private final OneSwitchCore.Origin origin;
+    private final Origin origin;
     private final List<Runnable> steps = new ArrayList<>();
     private boolean failed;
 
-    private Undo(OneSwitchCore.Origin origin) {
+    private Undo(Origin origin) {
       this.origin = origin;
     }
 
     /** The controller message to answer. */
-    OneSwitchCore.Origin origin() {
+    Origin origin() {
       return origin;
     }
 
@@ -45,7 +45,7 @@ final class Refusals {
   private final Map<String, TreeMap<Long, Undo>> inflight = new HashMap<>();
 
   /** The physical messages sent until {@link #end()} come from {@code origin}'s message. */
-  void begin(OneSwitchCore.Origin origin) {
+  void begin(Origin origin) {
     current = new Undo(origin);
   }
 
@@ -76,6 +76,14 @@ final class Refusals {
     if (m != null) {
       m.headMap(mark).clear();
     }
+  }
+
+  /**
+   * Switch {@code sw} went down: the messages sent to it will never be answered (nor refused), and
+   * what it holds is reconciled when it returns.
+   */
+  void forget(String sw) {
+    inflight.remove(sw);
   }
 
   /** Whether any physical message still waits for a barrier. */

@@ -17,9 +17,8 @@ import org.slf4j.LoggerFactory;
  * The port-change path run once at start on a scratch core (its own state; no switch, controller or
  * state file): rules added, a prepare, a remap with a drain window and its expiry, and one of each
  * physical message encoded. Otherwise the first real remap after a (re)start pays the JVM's
- * first-use costs on its critical path: ~120 classes loaded and linked during it (half of them
- * lambda forms), its translate+plan 10-150 ms on this 2-core machine against ~2 ms for the next one
- * (bench/RESULTS.md, remap-fast). Nothing of the real core changes.
+ * first-use costs (loading and linking the classes and lambda forms of that path) on its critical
+ * path, where a migration waits for it. Nothing of the real core changes.
  */
 final class WarmUp {
   private static final Logger LOG = LoggerFactory.getLogger(WarmUp.class);
@@ -45,19 +44,20 @@ final class WarmUp {
     OneSwitchCore s =
         new OneSwitchCore(
             topo, physicalTables, exec, System::currentTimeMillis, new Metrics(), null);
-    s.quiet = true;
+    PortChanges pc = s.portChanges();
+    pc.quiet = true;
     try {
-      s.initPorts(
+      pc.initPorts(
           List.of(
               new VPort(1, a, p, "warm1"),
               new VPort(2, b, p, "warm2"),
               new VPort(3, a, p + 1, "w3")));
-      s.addRule(rule(1, 3), false); // in_port=1 -> 3 (local, then across PCIe after the remap)
-      s.addRule(rule(3, 2), false); // in_port=3 -> 2 (across PCIe, then local)
-      s.addRule(rule(2, 1), false);
-      s.preparePort(3, b, p + 1, 1);
-      s.remapPort(3, b, p + 1, 1); // its drain and the prepared window expire on their timers
-    } catch (OfError | PortOpError | RuntimeException e) {
+      s.flowMods().addRule(rule(1, 3), false); // in_port=1 -> 3 (local, then across PCIe)
+      s.flowMods().addRule(rule(3, 2), false); // in_port=3 -> 2 (across PCIe, then local)
+      s.flowMods().addRule(rule(2, 1), false);
+      pc.preparePort(3, b, p + 1, 1);
+      pc.remapPort(3, b, p + 1, 1); // its drain and the prepared window expire on their timers
+    } catch (OfError | PortError | RuntimeException e) {
       LOG.debug("warm-up: {}", e.toString());
     }
     return s;

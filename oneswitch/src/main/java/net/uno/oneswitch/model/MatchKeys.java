@@ -8,17 +8,16 @@ import org.projectfloodlight.openflow.protocol.match.Match;
 /**
  * {@link MatchUtil#key} remembered per match (bounded). Rule identities are looked up far more
  * often than new matches appear (every remap re-derives the keys of every translated and dispatch
- * rule), and the text key costs ~10x a match's hash + equals; ~65 us per key in code the JIT has
- * not compiled yet (a remap's first runs), which was most of a remap's CPU.
+ * rule), and building the text key costs much more than a match's hash and equals, most of all in
+ * code the JIT has not compiled yet (a remap's first runs).
  *
  * <p>Two levels. First by identity, in a small direct-mapped table: a rule's key is asked for
  * several times per flow-mod on the same match object (the rule keeps it), and an identity lookup
  * hashes nothing; the table is bounded (a slot is overwritten on collision), so it keeps only the
  * last few thousand matches alive. Then by value (a new object equal to a known match, e.g. the
  * next decoded flow-mod's), under a mixed hash: a match's own hash (openflowj's, a sum over its
- * fields) spreads poorly over the low bits HashMap indexes by (4,000 {@code in_port, ip, nw_dst}
- * matches fell into 1,703 of 8,192 buckets, up to 10 each), which made lookups tree-bin searches
- * calling {@code equals}.
+ * fields) spreads poorly over the low bits HashMap indexes by (similar matches collide in a few
+ * buckets), which would make lookups tree-bin searches calling {@code equals}.
  */
 public final class MatchKeys {
   static final int MAX = 1 << 16;

@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import net.uno.oneswitch.codec.Inbound;
 import net.uno.oneswitch.core.OneSwitchCore;
+import net.uno.oneswitch.core.Origin;
 import net.uno.oneswitch.core.Session;
 import net.uno.oneswitch.translate.OfError;
 import org.projectfloodlight.openflow.protocol.OFBadRequestCode;
@@ -143,7 +144,7 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
   @Override
   public void channelInactive(ChannelHandlerContext ctx) {
     state = ConnState.CLOSED;
-    core.exec().execute(() -> core.removeSession(this));
+    core.exec().execute(() -> core.controllers().remove(this));
     LOG.info("controller {} disconnected", name);
   }
 
@@ -204,7 +205,7 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
       }
       if (state == ConnState.WAIT_HELLO) {
         state = ConnState.ACTIVE;
-        core.addSession(this);
+        core.controllers().add(this);
         LOG.info("controller {} connected (OpenFlow 1.3)", name);
       }
       return;
@@ -245,9 +246,9 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
               F.buildGetConfigReply()
                   .setXid(m.getXid())
                   .setFlags(java.util.Set.of())
-                  .setMissSendLen(core.missSendLen())
+                  .setMissSendLen(core.controllers().missSendLen())
                   .build());
-      case SET_CONFIG -> core.setMissSendLen(((OFSetConfig) m).getMissSendLen());
+      case SET_CONFIG -> core.controllers().setMissSendLen(((OFSetConfig) m).getMissSendLen());
       case BARRIER_REQUEST ->
           ordered(
               core.barrierAll()
@@ -274,7 +275,7 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
       case FLOW_MOD -> {
         if (!slaveCheck(im)) {
           try {
-            core.flowMod((OFFlowMod) m, new OneSwitchCore.Origin(this, m.getXid(), im.head()));
+            core.flowMods().flowMod((OFFlowMod) m, new Origin(this, m.getXid(), im.head()));
           } catch (OfError e) {
             LOG.info(
                 "controller {}: flow-mod refused (xid {}): {} ({})",
@@ -289,7 +290,7 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
       case GROUP_MOD -> {
         if (!slaveCheck(im)) {
           try {
-            core.groupMod((OFGroupMod) m, new OneSwitchCore.Origin(this, m.getXid(), im.head()));
+            core.groupMods().groupMod((OFGroupMod) m, new Origin(this, m.getXid(), im.head()));
           } catch (OfError e) {
             LOG.info(
                 "controller {}: group-mod refused: {} ({})", name, e.typeAndCode(), e.getMessage());
@@ -300,7 +301,7 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
       case PACKET_OUT -> {
         if (!slaveCheck(im)) {
           try {
-            core.packetOut((OFPacketOut) m);
+            core.packets().packetOut((OFPacketOut) m);
           } catch (OfError e) {
             send(e.toMessage(F, m.getXid(), im.head()));
           }
@@ -341,7 +342,7 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
     OFControllerRole want = r.getRole();
     if (want != OFControllerRole.ROLE_NOCHANGE) {
       if (want == OFControllerRole.ROLE_MASTER) {
-        for (Session s : core.sessions()) {
+        for (Session s : core.controllers().sessions()) {
           if (s != this && s instanceof NorthHandler h && h.role == OFControllerRole.ROLE_MASTER) {
             h.role = OFControllerRole.ROLE_SLAVE;
           }

@@ -78,7 +78,7 @@ final class StatsReplies {
       case PORT_DESC:
         {
           List<OFPortDesc> ds = new ArrayList<>();
-          core.ports().all().forEach(v -> ds.add(core.portDesc(v)));
+          core.vswitch().ports().all().forEach(v -> ds.add(core.controllers().portDesc(v)));
           List<OFMessage> out = new ArrayList<>();
           for (List<OFPortDesc> part : chunks(ds)) {
             out.add(
@@ -101,7 +101,7 @@ final class StatsReplies {
       case GROUP_DESC:
         {
           List<OFGroupDescStatsEntry> es = new ArrayList<>();
-          for (VirtualGroup g : core.groups().values()) {
+          for (VirtualGroup g : core.vswitch().groups().values()) {
             es.add(
                 F.buildGroupDescStatsEntry()
                     .setGroup(OFGroup.of(g.groupId()))
@@ -161,23 +161,25 @@ final class StatsReplies {
 
   private CompletableFuture<List<OFMessage>> flow(OFFlowStatsRequest req) {
     List<VirtualRule> sel =
-        core.selectForStats(
-            req.getTableId(),
-            req.getOutPort(),
-            req.getOutGroup(),
-            req.getCookie(),
-            req.getCookieMask(),
-            req.getMatch());
-    return core.physicalCounters()
+        core.counters()
+            .selectForStats(
+                req.getTableId(),
+                req.getOutPort(),
+                req.getOutGroup(),
+                req.getCookie(),
+                req.getCookieMask(),
+                req.getMatch());
+    return core.counters()
+        .physicalCounters()
         .thenApplyAsync(
             counters -> {
-              long now = core.now();
+              long now = core.counters().now();
               List<OFFlowStatsEntry> es = new ArrayList<>();
               for (VirtualRule r : sel) {
-                if (!core.rules().containsKey(r.key())) {
+                if (!core.vswitch().rules().containsKey(r.key())) {
                   continue;
                 }
-                long[] c = core.countersOf(r, counters);
+                long[] c = core.counters().countersOf(r, counters);
                 long d = Math.max(0, now - r.installedMillis());
                 es.add(
                     F.buildFlowStatsEntry()
@@ -206,20 +208,22 @@ final class StatsReplies {
 
   private CompletableFuture<List<OFMessage>> aggregate(OFAggregateStatsRequest req) {
     List<VirtualRule> sel =
-        core.selectForStats(
-            req.getTableId(),
-            req.getOutPort(),
-            req.getOutGroup(),
-            req.getCookie(),
-            req.getCookieMask(),
-            req.getMatch());
-    return core.physicalCounters()
+        core.counters()
+            .selectForStats(
+                req.getTableId(),
+                req.getOutPort(),
+                req.getOutGroup(),
+                req.getCookie(),
+                req.getCookieMask(),
+                req.getMatch());
+    return core.counters()
+        .physicalCounters()
         .thenApplyAsync(
             counters -> {
               long p = 0;
               long b = 0;
               for (VirtualRule r : sel) {
-                long[] c = core.countersOf(r, counters);
+                long[] c = core.counters().countersOf(r, counters);
                 p += c[0];
                 b += c[1];
               }
@@ -263,7 +267,7 @@ final class StatsReplies {
         .thenApplyAsync(
             x -> {
               int[] active = new int[core.virtualTables()];
-              core.rules().values().forEach(r -> active[r.table()]++);
+              core.vswitch().rules().values().forEach(r -> active[r.table()]++);
               List<OFTableStatsEntry> es = new ArrayList<>();
               for (int t = 0; t < core.virtualTables(); t++) {
                 long[] a = phys.getOrDefault(t + 1, new long[2]);
@@ -328,7 +332,7 @@ final class StatsReplies {
   private CompletableFuture<List<OFMessage>> port(OFPortStatsRequest req) {
     OFPort want = req.getPortNo();
     List<VPort> sel = new ArrayList<>();
-    for (VPort v : core.ports().all()) {
+    for (VPort v : core.vswitch().ports().all()) {
       if (want.equals(OFPort.ANY) || want.getPortNumber() == v.vport()) {
         sel.add(v);
       }
@@ -419,7 +423,7 @@ final class StatsReplies {
                       for (OFGroupStatsReply r : rs) {
                         for (OFGroupStatsEntry e : r.getEntries()) {
                           // A label variant's counters are its controller group's.
-                          int g = core.groupOfPhysical(e.getGroup().getGroupNumber());
+                          int g = core.planner().groupOfPhysical(e.getGroup().getGroupNumber());
                           long[] a = sums.computeIfAbsent(g, k -> new long[2]);
                           a[0] += e.getPacketCount().getValue();
                           a[1] += e.getByteCount().getValue();
@@ -442,7 +446,7 @@ final class StatsReplies {
         .thenApplyAsync(
             x -> {
               List<OFGroupStatsEntry> es = new ArrayList<>();
-              for (VirtualGroup g : core.groups().values()) {
+              for (VirtualGroup g : core.vswitch().groups().values()) {
                 if (!want.equals(OFGroup.ALL) && want.getGroupNumber() != g.groupId()) {
                   continue;
                 }
@@ -453,15 +457,16 @@ final class StatsReplies {
                   long[] c = i < bl.size() ? bl.get(i) : new long[2];
                   bc.add(F.bucketCounter(U64.of(c[0]), U64.of(c[1])));
                 }
-                int refs = core.groupRefs(g.groupId());
+                int refs = core.counters().groupRefs(g.groupId());
                 es.add(
                     F.buildGroupStatsEntry()
                         .setGroup(OFGroup.of(g.groupId()))
                         .setRefCount(refs)
                         .setPacketCount(U64.of(a[0]))
                         .setByteCount(U64.of(a[1]))
-                        .setDurationSec(core.groupAgeMillis(g.groupId()) / 1000)
-                        .setDurationNsec((core.groupAgeMillis(g.groupId()) % 1000) * 1_000_000)
+                        .setDurationSec(core.counters().groupAgeMillis(g.groupId()) / 1000)
+                        .setDurationNsec(
+                            (core.counters().groupAgeMillis(g.groupId()) % 1000) * 1_000_000)
                         .setBucketStats(bc)
                         .build());
               }

@@ -20,8 +20,12 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import net.uno.oneswitch.config.Endpoint;
+import net.uno.oneswitch.core.GroupSpec;
 import net.uno.oneswitch.core.OneSwitchCore;
-import net.uno.oneswitch.core.PortOpError;
+import net.uno.oneswitch.core.PhysicalState;
+import net.uno.oneswitch.core.PortChange;
+import net.uno.oneswitch.core.PortChanges;
+import net.uno.oneswitch.core.PortError;
 import net.uno.oneswitch.model.Drain;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.VPort;
@@ -34,7 +38,7 @@ import org.projectfloodlight.openflow.protocol.OFPortState;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** The small JSON REST API (see oneswitch/README.md). */
+/** The small JSON REST API (docs/rest.md); status codes from {@link HttpStatus}. */
 public final class RestServer {
   private static final Logger LOG = LoggerFactory.getLogger(RestServer.class);
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -148,10 +152,18 @@ public final class RestServer {
       only(m, "GET");
       return ok(onCore(this::ruleList));
     }
+    if (path.equals("/v1/physical")) {
+      only(m, "GET");
+      return ok(onCore(this::physical));
+    }
     if (path.equals("/metrics")) {
       only(m, "GET");
       String text =
-          onCore(() -> core.metrics().render(core.rules().size(), core.physical().flowCount()));
+          onCore(
+              () ->
+                  core.metrics()
+                      .render(
+                          core.vswitch().rules().size(), core.planner().physical().flowCount()));
       return new Reply(200, text, "text/plain; version=0.0.4");
     }
     String[] parts = path.split("/");
@@ -166,30 +178,33 @@ public final class RestServer {
           if (name != null && (name.isEmpty() || name.length() > 15)) {
             throw new HttpError(400, "name", "name must be 1-15 characters");
           }
-          return change(() -> core.mapPort(vport, sw, port, name));
+          return change(() -> core.portChanges().mapPort(vport, sw, port, name));
         }
         if (m.equals("DELETE")) {
-          return change(() -> core.unmapPort(vport));
+          return change(() -> core.portChanges().unmapPort(vport));
         }
         throw new HttpError(405, null, "method " + m + " not allowed");
       }
       if (parts.length == 5 && parts[4].equals("remap")) {
         Target t = target(ex, m, "drain_ms");
         long drain = drainMs(t.body());
-        return change(() -> core.remapPort(vport, t.sw(), t.port(), drain));
+        return change(() -> core.portChanges().remapPort(vport, t.sw(), t.port(), drain));
       }
       if (parts.length == 5 && parts[4].equals("prepare")) {
         Target t = target(ex, m, "ms");
         long ms = prepareMs(t.body());
         return prepared(
-            vport, t.sw(), t.port(), () -> core.preparePort(vport, t.sw(), t.port(), ms));
+            vport,
+            t.sw(),
+            t.port(),
+            () -> core.portChanges().preparePort(vport, t.sw(), t.port(), ms));
       }
       if (parts.length == 5 && parts[4].equals("instances")) {
         only(m, "PUT");
         JsonNode b = body(ex, Set.of("instances", "drain_ms"));
         List<VPort.Loc> inst = instances(b);
         long drain = drainMs(b);
-        return scale(vport, () -> core.setInstances(vport, inst, drain));
+        return scale(vport, () -> core.portChanges().setInstances(vport, inst, drain));
       }
     }
     throw new HttpError(404, null, "no such path: " + path);
@@ -284,9 +299,9 @@ public final class RestServer {
     if (v == null || v.isNull()) {
       return dflt;
     }
-    if (!v.isIntegralNumber() || v.asLong() < min || v.asLong() > OneSwitchCore.MAX_DRAIN_MS) {
+    if (!v.isIntegralNumber() || v.asLong() < min || v.asLong() > PortChanges.MAX_DRAIN_MS) {
       throw new HttpError(
-          400, f, "must be an integer " + min + ".." + OneSwitchCore.MAX_DRAIN_MS + " (ms)");
+          400, f, "must be an integer " + min + ".." + PortChanges.MAX_DRAIN_MS + " (ms)");
     }
     return v.asLong();
   }
@@ -354,18 +369,18 @@ public final class RestServer {
 
   /** Runs a set-instances change: {"vport", "instances", "rules", "ms"}. */
   private Reply scale(int vport, PortOp op) throws Exception {
-    OneSwitchCore.PortChange pc = await(op);
+    PortChange pc = await(op);
     Map<String, Object> b = new LinkedHashMap<>();
     b.put("vport", Integer.toUnsignedLong(vport));
     b.put("instances", locs(pc.to()));
     b.put("rules", pc.rules());
     b.put("ms", pc.durationMs());
     timing(b, pc);
-    return new Reply(pc.status(), b, null);
+    return new Reply(HttpStatus.of(pc), b, null);
   }
 
-  /** Where the change's time went ({@link OneSwitchCore.PortChange#trace}): plan_ms and phases. */
-  private static void timing(Map<String, Object> b, OneSwitchCore.PortChange pc) {
+  /** Where the change's time went ({@link PortChange#trace}): plan_ms and phases. */
+  private static void timing(Map<String, Object> b, PortChange pc) {
     if (pc.trace() != null) {
       b.put("plan_ms", pc.trace().planMs());
       b.put("phases", pc.trace().phaseMaps());
@@ -381,11 +396,11 @@ public final class RestServer {
   }
 
   interface PortOp {
-    CompletableFuture<OneSwitchCore.PortChange> run() throws PortOpError;
+    CompletableFuture<PortChange> run() throws PortError;
   }
 
   private Reply change(PortOp op) throws Exception {
-    OneSwitchCore.PortChange pc = await(op);
+    PortChange pc = await(op);
     Map<String, Object> b = new LinkedHashMap<>();
     VPort v = pc.to() != null ? pc.to() : pc.from();
     b.put("vport", Integer.toUnsignedLong(v.vport()));
@@ -394,12 +409,12 @@ public final class RestServer {
     b.put("rules", pc.rules());
     b.put("duration_ms", pc.durationMs());
     timing(b, pc);
-    return new Reply(pc.status(), b, null);
+    return new Reply(HttpStatus.of(pc), b, null);
   }
 
   /** Runs a prepare: {"vport", "switch", "port", "until_ms", "rules", "duration_ms"}. */
   private Reply prepared(int vport, String sw, int port, PortOp op) throws Exception {
-    OneSwitchCore.PortChange pc = await(op);
+    PortChange pc = await(op);
     Map<String, Object> b = new LinkedHashMap<>();
     b.put("vport", Integer.toUnsignedLong(vport));
     b.put("switch", sw);
@@ -407,7 +422,7 @@ public final class RestServer {
     Long until =
         onCore(
             () ->
-                core.ports().drainsOf(vport).stream()
+                core.vswitch().ports().drainsOf(vport).stream()
                     .filter(d -> d.loc().sw().equals(sw) && d.loc().port() == port)
                     .map(Drain::untilMs)
                     .findFirst()
@@ -416,28 +431,28 @@ public final class RestServer {
     b.put("rules", pc.rules());
     b.put("duration_ms", pc.durationMs());
     timing(b, pc);
-    return new Reply(pc.status(), b, null);
+    return new Reply(HttpStatus.of(pc), b, null);
   }
 
-  private OneSwitchCore.PortChange await(PortOp op) throws Exception {
-    CompletableFuture<CompletableFuture<OneSwitchCore.PortChange>> f = new CompletableFuture<>();
+  private PortChange await(PortOp op) throws Exception {
+    CompletableFuture<CompletableFuture<PortChange>> f = new CompletableFuture<>();
     core.exec()
         .execute(
             () -> {
               try {
                 f.complete(op.run());
-              } catch (PortOpError e) {
+              } catch (PortError e) {
                 f.completeExceptionally(e);
               } catch (RuntimeException e) {
                 f.completeExceptionally(e);
               }
             });
-    OneSwitchCore.PortChange pc;
+    PortChange pc;
     try {
       pc = f.get(30, TimeUnit.SECONDS).get(60, TimeUnit.SECONDS);
     } catch (ExecutionException e) {
-      if (e.getCause() instanceof PortOpError p) {
-        throw new HttpError(p.status(), p.field(), p.getMessage());
+      if (e.getCause() instanceof PortError p) {
+        throw new HttpError(HttpStatus.of(p), p.field(), p.getMessage());
       }
       throw e;
     }
@@ -462,13 +477,24 @@ public final class RestServer {
     }
     b.put("ok", all);
     b.put("switches", sws);
+    Map<String, Object> states = new LinkedHashMap<>();
+    for (SouthSwitch s : core.south().values()) {
+      SouthSwitch.Status st = s.status();
+      Map<String, Object> e = new LinkedHashMap<>();
+      e.put("state", st.connected() ? "connected" : "disconnected");
+      e.put("since_ms", st.sinceMs());
+      e.put("reason", st.reason());
+      e.put("downs", st.downs());
+      states.put(s.id(), e);
+    }
+    b.put("switch_states", states);
     List<Map<String, Object>> cs = new ArrayList<>();
     Map<Endpoint, Boolean> st = north.controllerStates();
     for (Endpoint ep : controllers) {
       cs.add(Map.of("target", "tcp:" + ep, "connected", st.getOrDefault(ep, false)));
     }
     b.put("controllers", cs);
-    b.put("sessions", core.sessions().size());
+    b.put("sessions", core.controllers().sessions().size());
     return b;
   }
 
@@ -500,7 +526,7 @@ public final class RestServer {
 
   private List<Map<String, Object>> portList() {
     List<Map<String, Object>> out = new ArrayList<>();
-    for (VPort v : core.ports().all()) {
+    for (VPort v : core.vswitch().ports().all()) {
       Map<String, Object> m = new LinkedHashMap<>();
       m.put("vport", Integer.toUnsignedLong(v.vport()));
       m.put("switch", v.sw());
@@ -509,7 +535,7 @@ public final class RestServer {
       m.put("instances", locs(v));
       List<Map<String, Object>> dr = new ArrayList<>();
       List<Map<String, Object>> prep = new ArrayList<>();
-      for (Drain d : core.ports().drainsOf(v.vport())) {
+      for (Drain d : core.vswitch().ports().drainsOf(v.vport())) {
         Map<String, Object> e = new LinkedHashMap<>();
         e.put("switch", d.loc().sw());
         e.put("port", Integer.toUnsignedLong(d.loc().port()));
@@ -523,9 +549,55 @@ public final class RestServer {
     return out;
   }
 
+  /**
+   * Per physical switch: whether it is connected, every flow OneSwitch wants it to hold (dispatch
+   * included) with the cookie it is installed under (null: not installed, e.g. while the switch is
+   * down), and every group it wants there (installed as wanted or not).
+   */
+  private Map<String, Object> physical() {
+    Map<String, Object> out = new LinkedHashMap<>();
+    PhysicalState phys = core.planner().physical();
+    Map<String, Map<Integer, GroupSpec>> groups = core.planner().desiredGroups();
+    for (SouthSwitch s : core.south().values()) {
+      String id = s.id();
+      List<PhysRule> want = new ArrayList<>(core.planner().wanted(id));
+      want.sort(
+          java.util.Comparator.comparingInt(PhysRule::table)
+              .thenComparing(PhysRule::priority, java.util.Comparator.reverseOrder())
+              .thenComparing(r -> r.key().match()));
+      Map<PhysRule.Key, PhysicalState.Installed> have = s.isReady() ? phys.flows(id) : Map.of();
+      List<Map<String, Object>> flows = new ArrayList<>();
+      for (PhysRule r : want) {
+        Map<String, Object> f = new LinkedHashMap<>();
+        f.put("table", r.table());
+        f.put("priority", r.priority());
+        f.put("match", OfText.match(r.match()));
+        f.put("actions", OfText.instructions(r.instructions()));
+        PhysicalState.Installed i = have.get(r.key());
+        f.put("cookie", i != null && i.rule().equals(r) ? String.format("0x%x", i.cookie()) : null);
+        flows.add(f);
+      }
+      Map<Integer, GroupSpec> haveGroups = s.isReady() ? phys.groups(id) : Map.of();
+      List<Map<String, Object>> gs = new ArrayList<>();
+      for (Map.Entry<Integer, GroupSpec> g : groups.getOrDefault(id, Map.of()).entrySet()) {
+        Map<String, Object> e = new LinkedHashMap<>();
+        e.put("group_id", Integer.toUnsignedLong(g.getKey()));
+        e.put("type", g.getValue().type().name().toLowerCase(java.util.Locale.ROOT));
+        e.put("installed", g.getValue().equals(haveGroups.get(g.getKey())));
+        gs.add(e);
+      }
+      Map<String, Object> m = new LinkedHashMap<>();
+      m.put("connected", s.isReady());
+      m.put("flows", flows);
+      m.put("groups", gs);
+      out.put(id, m);
+    }
+    return out;
+  }
+
   private List<Map<String, Object>> ruleList() {
     List<Map<String, Object>> out = new ArrayList<>();
-    for (VirtualRule r : core.rules().values()) {
+    for (VirtualRule r : core.vswitch().rules().values()) {
       Map<String, Object> m = new LinkedHashMap<>();
       m.put("table", r.table());
       m.put("priority", r.priority());
@@ -533,7 +605,7 @@ public final class RestServer {
       m.put("match", OfText.match(r.match()));
       m.put("instructions", OfText.instructions(r.instructions()));
       boolean wild = net.uno.oneswitch.translate.MatchUtil.inPort(r.match()).isEmpty();
-      List<PhysRule> ps = core.translationOf(r.key());
+      List<PhysRule> ps = core.planner().translationOf(r.key());
       m.put(
           "expansion",
           wild

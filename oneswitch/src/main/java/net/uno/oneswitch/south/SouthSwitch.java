@@ -45,18 +45,72 @@ import org.slf4j.LoggerFactory;
 
 /**
  * OneSwitch's controller connection to one physical switch: connect (reconnect with backoff),
- * handshake (HELLO, FEATURES, SET_CONFIG miss_send_len=0xffff, PORT_DESC), echo keepalive,
- * xid-matched requests (barriers, multipart with REPLY_MORE).
+ * handshake (HELLO, FEATURES, SET_CONFIG miss_send_len=0xffff, PORT_DESC), echo keepalive and death
+ * detection ({@link Keepalive}), xid-matched requests (barriers, multipart with REPLY_MORE).
  */
 public final class SouthSwitch {
   private static final Logger LOG = LoggerFactory.getLogger(SouthSwitch.class);
   static final OFFactory F = OFFactories.getFactory(OFVersion.OF_13);
+
+  /**
+   * How a connection is kept alive and declared dead: an ECHO_REQUEST whenever nothing was read
+   * from the switch for {@code intervalMs}, and the connection closed (the switch is down: {@link
+   * SouthListener#disconnected}, then reconnected with backoff) when nothing was read for {@code
+   * timeoutMs} plus {@link #BACKLOG_MS_PER_MESSAGE} per message sent since the last one read (a
+   * switch answers an echo only after the flow-mods queued before it: a big reconcile or a
+   * pipelined install must not make a busy switch look dead; at most {@link #MAX_BACKLOG_MS} more).
+   * A peer gone without a FIN or RST (a link cut, a rebooting DPU) is noticed within that bound. A
+   * closed connection (EOF, RST) is noticed at once.
+   */
+  public record Keepalive(long intervalMs, long timeoutMs) {
+    /** Extra silence allowed per message the switch may still be working through. */
+    public static final double BACKLOG_MS_PER_MESSAGE = 1.0;
+
+    /** The most extra silence a backlog allows. */
+    public static final long MAX_BACKLOG_MS = 60_000;
+
+    /** The silence allowed with {@code backlog} messages sent since the last one read. */
+    public long allowedSilenceMs(long backlog) {
+      return timeoutMs + Math.min(MAX_BACKLOG_MS, (long) (backlog * BACKLOG_MS_PER_MESSAGE));
+    }
+
+    /** How often a connection's silence is checked: a small part of the timeout. */
+    long checkEveryMs() {
+      return Math.max(10, timeoutMs / 12);
+    }
+
+    /** Config {@code echo_interval_ms} and {@code echo_timeout_ms} when not given. */
+    public static final Keepalive DEFAULT =
+        new Keepalive(
+            net.uno.oneswitch.config.Config.ECHO_INTERVAL_MS,
+            net.uno.oneswitch.config.Config.ECHO_TIMEOUT_MS);
+
+    public Keepalive {
+      if (intervalMs < 1 || timeoutMs <= intervalMs) {
+        throw new IllegalArgumentException("need 0 < interval < timeout");
+      }
+    }
+  }
+
+  /**
+   * The connection's state: {@code connected} (handshake done) or not, since {@code sinceMs} (epoch
+   * ms: when it connected, went down, or was created if it never connected), why it is down ({@code
+   * reason}, null when connected), and how many times it went down ({@code downs}).
+   */
+  public record Status(boolean connected, long sinceMs, String reason, int downs) {}
 
   private final String id;
   private final SwitchTarget ep;
   private final Transport transport;
   private final EventLoopGroup group;
   private final SouthListener listener;
+  private final Keepalive keepalive;
+  private volatile Status status =
+      new Status(false, System.currentTimeMillis(), "never connected", 0);
+
+  /** Why the current connection is being closed (set before the close), null if not known. */
+  private volatile String closing;
+
   private final AtomicLong xids = new AtomicLong(0x10000);
   private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
   private final Map<Integer, OFPortDesc> ports = new ConcurrentHashMap<>();
@@ -72,18 +126,30 @@ public final class SouthSwitch {
     final List<OFMessage> parts = new ArrayList<>();
   }
 
-  /** {@code group}: an event loop group of {@code transport}. */
+  /** {@code group}: an event loop group of {@code transport}; the default keepalive. */
   public SouthSwitch(
       String id,
       SwitchTarget ep,
       Transport transport,
       EventLoopGroup group,
       SouthListener listener) {
+    this(id, ep, transport, group, listener, Keepalive.DEFAULT);
+  }
+
+  /** {@code group}: an event loop group of {@code transport}. */
+  public SouthSwitch(
+      String id,
+      SwitchTarget ep,
+      Transport transport,
+      EventLoopGroup group,
+      SouthListener listener,
+      Keepalive keepalive) {
     this.id = id;
     this.ep = ep;
     this.transport = transport;
     this.group = group;
     this.listener = listener;
+    this.keepalive = keepalive;
   }
 
   public String id() {
@@ -92,6 +158,15 @@ public final class SouthSwitch {
 
   public boolean isReady() {
     return ready;
+  }
+
+  /** The connection's state and when it last changed. */
+  public Status status() {
+    return status;
+  }
+
+  public Keepalive keepalive() {
+    return keepalive;
   }
 
   public long dpid() {
@@ -131,7 +206,9 @@ public final class SouthSwitch {
                   @Override
                   protected void initChannel(Channel ch) {
                     ch.pipeline()
-                        .addLast(new IdleStateHandler(15, 5, 0))
+                        .addLast(
+                            new IdleStateHandler(
+                                keepalive.intervalMs(), 0, 0, TimeUnit.MILLISECONDS))
                         .addLast(new OfFrameDecoder())
                         .addLast(new OfEncoder())
                         .addLast(new Handler());
@@ -203,10 +280,10 @@ public final class SouthSwitch {
 
   /**
    * Encodes {@code batch} into one buffer and writes it, instead of a pass through the pipeline, a
-   * buffer and an outbound entry per message (that per-message write, encoding included, was 17 %
-   * of OneSwitch's CPU in a pipelined install, async-profiler). A message that cannot be encoded
-   * fails the connection as the pipeline's encoder would (exceptionCaught: logged, closed,
-   * reconnected and reconciled).
+   * buffer and an outbound entry per message (a per-message write costs far more CPU than the
+   * encoding itself when rules are installed pipelined). A message that cannot be encoded fails the
+   * connection as the pipeline's encoder would (exceptionCaught: logged, closed, reconnected and
+   * reconciled).
    */
   private static void writeBatch(Channel c, List<Object> batch) {
     ByteBuf buf = c.alloc().ioBuffer(BATCH_BYTES_GUESS * batch.size());
@@ -277,11 +354,48 @@ public final class SouthSwitch {
             });
   }
 
+  /** Messages handed to the connection so far. */
+  private synchronized long sentCount() {
+    return sent;
+  }
+
   private final class Handler extends SimpleChannelInboundHandler<Object> {
     private long handshakeXid = -1;
 
+    /** When a message was last read (System.nanoTime), and how many were sent by then. */
+    private long lastRead;
+
+    private long sentAtLastRead;
+    private io.netty.util.concurrent.ScheduledFuture<?> silenceCheck;
+
+    /**
+     * Closes the connection once the switch has been silent for longer than the keepalive allows
+     * (the echoes went unanswered): it is down.
+     */
+    private void checkSilence(ChannelHandlerContext ctx) {
+      long silentMs = (System.nanoTime() - lastRead) / 1_000_000;
+      long backlog = sentCount() - sentAtLastRead;
+      long allowed = keepalive.allowedSilenceMs(backlog);
+      if (silentMs >= allowed && ctx.channel().isActive()) {
+        closing =
+            "echo timeout: nothing from the switch for "
+                + silentMs
+                + " ms"
+                + (backlog > 0 ? " (" + backlog + " messages unanswered)" : "");
+        LOG.warn("switch {}: {}, closing", id, closing);
+        ctx.close();
+      }
+    }
+
     @Override
     public void channelActive(ChannelHandlerContext ctx) {
+      closing = null;
+      lastRead = System.nanoTime();
+      sentAtLastRead = sentCount();
+      long every = keepalive.checkEveryMs();
+      silenceCheck =
+          ctx.executor()
+              .scheduleAtFixedRate(() -> checkSilence(ctx), every, every, TimeUnit.MILLISECONDS);
       channel = ctx.channel();
       ctx.write(
           F.buildHello()
@@ -296,6 +410,9 @@ public final class SouthSwitch {
 
     @Override
     public void channelInactive(ChannelHandlerContext ctx) {
+      if (silenceCheck != null) {
+        silenceCheck.cancel(false);
+      }
       boolean was = ready;
       ready = false;
       synchronized (SouthSwitch.this) {
@@ -308,7 +425,11 @@ public final class SouthSwitch {
       }
       pending.clear();
       if (was) {
-        LOG.warn("switch {}: disconnected", id);
+        String why =
+            closing != null ? closing : stopped ? "stopped" : "connection closed by the switch";
+        Status s = status;
+        status = new Status(false, System.currentTimeMillis(), why, s.downs() + 1);
+        LOG.warn("switch {}: disconnected ({})", id, why);
         listener.disconnected(SouthSwitch.this);
       }
       scheduleReconnect();
@@ -316,27 +437,30 @@ public final class SouthSwitch {
 
     @Override
     public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
-      if (evt instanceof IdleStateEvent e) {
-        if (e.state() == io.netty.handler.timeout.IdleState.READER_IDLE) {
-          LOG.warn("switch {}: no message for 15 s, reconnecting", id);
-          ctx.close();
-        } else {
-          ctx.writeAndFlush(F.buildEchoRequest().setXid(nextXid()).build());
-        }
+      if (evt instanceof IdleStateEvent e
+          && e.state() == io.netty.handler.timeout.IdleState.READER_IDLE) {
+        // Nothing read for an echo interval: ask (checkSilence closes at the timeout).
+        ctx.writeAndFlush(F.buildEchoRequest().setXid(nextXid()).build());
       }
     }
 
     @Override
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+      if (closing == null) {
+        closing = cause.toString();
+      }
       LOG.warn("switch {}: {}", id, cause.toString());
       ctx.close();
     }
 
     @Override
     protected void channelRead0(ChannelHandlerContext ctx, Object in) {
+      lastRead = System.nanoTime();
+      sentAtLastRead = sentCount();
       if (in instanceof Inbound.Hello h) {
         if (h.version() < 4 || (h.bitmap() != 0 && (h.bitmap() & (1 << 4)) == 0)) {
           LOG.error("switch {}: does not speak OpenFlow 1.3 (hello version {})", id, h.version());
+          closing = "does not speak OpenFlow 1.3";
           ctx.close();
         }
         return;
@@ -344,6 +468,7 @@ public final class SouthSwitch {
       if (in instanceof Inbound.Bad b) {
         LOG.warn("switch {}: undecodable message ({})", id, b.code());
         if (b.fatal()) {
+          closing = "undecodable message (" + b.code() + ")";
           ctx.close();
         }
         return;
@@ -409,6 +534,7 @@ public final class SouthSwitch {
             }
             ready = true;
             backoffMs = 250;
+            status = new Status(true, System.currentTimeMillis(), null, status.downs());
             LOG.info(
                 "switch {}: connected to {} (dpid {}, {} tables, {} ports)",
                 id,

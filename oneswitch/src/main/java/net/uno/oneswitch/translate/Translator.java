@@ -8,23 +8,18 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.function.IntPredicate;
 import java.util.function.IntUnaryOperator;
-import net.uno.oneswitch.model.Drain;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.PortMap;
 import net.uno.oneswitch.model.Topology;
 import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.model.VirtualGroup;
 import net.uno.oneswitch.model.VirtualRule;
-import org.projectfloodlight.openflow.protocol.OFActionType;
 import org.projectfloodlight.openflow.protocol.OFBadActionCode;
 import org.projectfloodlight.openflow.protocol.OFBadInstructionCode;
 import org.projectfloodlight.openflow.protocol.OFBadMatchCode;
-import org.projectfloodlight.openflow.protocol.OFBadRequestCode;
 import org.projectfloodlight.openflow.protocol.OFBucket;
 import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.OFFlowModFailedCode;
-import org.projectfloodlight.openflow.protocol.OFGroupModFailedCode;
-import org.projectfloodlight.openflow.protocol.OFGroupType;
 import org.projectfloodlight.openflow.protocol.OFPacketIn;
 import org.projectfloodlight.openflow.protocol.OFPacketOut;
 import org.projectfloodlight.openflow.protocol.action.OFAction;
@@ -42,16 +37,13 @@ import org.projectfloodlight.openflow.protocol.instruction.OFInstructionWriteMet
 import org.projectfloodlight.openflow.protocol.match.Match;
 import org.projectfloodlight.openflow.protocol.match.MatchField;
 import org.projectfloodlight.openflow.protocol.oxm.OFOxm;
-import org.projectfloodlight.openflow.types.EthType;
-import org.projectfloodlight.openflow.types.OFBufferId;
 import org.projectfloodlight.openflow.types.OFGroup;
 import org.projectfloodlight.openflow.types.OFPort;
-import org.projectfloodlight.openflow.types.OFVlanVidMatch;
 import org.projectfloodlight.openflow.types.TableId;
 import org.projectfloodlight.openflow.types.U64;
 
 /**
- * Pure translation of the virtual switch onto the physical switches (DESIGN.md section 4): the
+ * Pure translation of the virtual switch onto the physical switches (docs/translation.md): the
  * ingress switch runs the whole virtual pipeline (virtual table t = physical table t+1); a packet
  * for a virtual port on another switch is tagged with the flow-id of that egress port (VLAN
  * carrier), sent over the PCIe link and untagged by the egress switch's table 0 before output.
@@ -580,363 +572,51 @@ public final class Translator {
   }
 
   /**
-   * Buckets of OneSwitch's SELECT group of scaled-out {@code v} on switch {@code sw}: one bucket of
-   * weight 1 per instance, a local output or the instance's own flow-id tag toward its switch (each
-   * instance has its tag, so the ingress switch alone chooses: chained selects on several switches
-   * would hash the flow with the same function and skew). Empty if a tag is not live (then no rule
-   * on {@code sw} uses the group).
+   * Buckets of OneSwitch's SELECT group of scaled-out {@code v} on switch {@code sw} ({@link
+   * GroupBuckets#scale}); empty if a tag is not live.
    */
   public Optional<List<OFBucket>> scaleBuckets(
       VPort v, String sw, java.util.function.LongFunction<java.util.OptionalInt> tagOf) {
-    List<OFBucket> out = new ArrayList<>();
-    for (int i = 0; i < v.k(); i++) {
-      VPort.Loc l = v.instances().get(i);
-      List<OFAction> acts;
-      if (l.sw().equals(sw)) {
-        acts = List.of(F.actions().output(OFPort.of(l.port()), 0xffff));
-      } else {
-        java.util.OptionalInt t = tagOf.apply(tagKey(v.vport(), i));
-        if (t.isEmpty()) {
-          return Optional.empty();
-        }
-        acts =
-            List.of(
-                F.actions().pushVlan(EthType.VLAN_FRAME),
-                F.actions().setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan(t.getAsInt()))),
-                F.actions().output(OFPort.of(topo.nextHopPort(sw, l.sw())), 0xffff));
-      }
-      out.add(
-          F.buildBucket()
-              .setWeight(1)
-              .setWatchPort(OFPort.ANY)
-              .setWatchGroup(org.projectfloodlight.openflow.types.OFGroup.ANY)
-              .setActions(acts)
-              .build());
-    }
-    return Optional.of(out);
+    return GroupBuckets.scale(topo, v, sw, tagOf);
   }
 
-  // ---------------------------------------------------------------- groups
-
-  /** Buckets of a virtual group as installed on {@code sw}. */
+  /** Buckets of a virtual group as installed on {@code sw} ({@link GroupBuckets}). */
   public List<OFBucket> buckets(VirtualGroup g, String sw) throws OfError {
-    if (g.type() == OFGroupType.FF) {
-      throw new OfError(OFGroupModFailedCode.BAD_TYPE, "fast-failover groups are not supported");
-    }
-    List<OFBucket> out = new ArrayList<>();
-    for (OFBucket b : g.buckets()) {
-      List<OFAction> acts;
-      try {
-        acts = bucketActions(b.getActions(), sw);
-      } catch (OfError e) {
-        throw new OfError(OFGroupModFailedCode.BAD_BUCKET, e.getMessage());
-      }
-      out.add(
-          F.buildBucket()
-              .setWeight(b.getWeight())
-              .setWatchPort(OFPort.ANY)
-              .setWatchGroup(org.projectfloodlight.openflow.types.OFGroup.ANY)
-              .setActions(acts)
-              .build());
-    }
-    return out;
+    return new GroupBuckets(this).of(g, sw);
   }
-
-  /**
-   * Translates a bucket's actions. OVS executes a bucket as an action SET (ovs-actions(7), "The
-   * group action"): pops run before pushes, set_fields before the one output, duplicates collapse.
-   * So a remote output becomes push tag + set tag + output with no trailing pop (each bucket works
-   * on its own copy of the packet), and anything whose meaning the tag would change is refused: the
-   * controller's own VLAN push/set in a bucket that crosses PCIe (one push_vlan and one vlan_vid
-   * slot in the set), more than one output, FLOOD/ALL.
-   */
-  List<OFAction> bucketActions(List<OFAction> in, String sw) throws OfError {
-    List<OFAction> out = new ArrayList<>();
-    boolean remote = false;
-    boolean vlanOwn = false;
-    int outputs = 0;
-    for (OFAction a : in) {
-      if (a instanceof OFActionOutput o) {
-        outputs++;
-        OFPort p = o.getPort();
-        if (p.equals(OFPort.FLOOD) || p.equals(OFPort.ALL)) {
-          throw new OfError(
-              OFBadActionCode.UNSUPPORTED_ORDER, "flood/all in a group bucket is not supported");
-        }
-        if (isStandard(p)) {
-          Optional<VPort> v = ports.get(p.getPortNumber());
-          if (v.isPresent() && v.get().k() > 1) {
-            // Chained to OneSwitch's select group of the vport (the rules using this group are
-            // checked to have another in_port: checkGroupIngress).
-            Integer sg = scaleGroups.get(v.get().vport());
-            if (sg == null) {
-              throw new OfError(
-                  OFFlowModFailedCode.TABLE_FULL, "no group id for vport " + v.get().vport());
-            }
-            for (int i = 0; i < v.get().k(); i++) {
-              if (!v.get().instances().get(i).sw().equals(sw)) {
-                remote = true; // its bucket toward instance i pushes the carrier tag
-                tags.tag(tagKey(v.get().vport(), i));
-              }
-            }
-            out.add(F.actions().group(org.projectfloodlight.openflow.types.OFGroup.of(sg)));
-            continue;
-          }
-          if (v.isPresent() && !v.get().sw().equals(sw)) {
-            remote = true;
-            out.add(F.actions().pushVlan(EthType.VLAN_FRAME));
-            out.add(
-                F.actions()
-                    .setField(
-                        F.oxms()
-                            .vlanVid(OFVlanVidMatch.ofVlan(tags.tag(tagKey(v.get().vport(), 0))))));
-            out.add(
-                F.actions().output(OFPort.of(topo.nextHopPort(sw, v.get().sw())), o.getMaxLen()));
-            continue;
-          }
-        }
-        out.addAll(actions(List.of(a), sw, false, Ingress.NONE));
-      } else {
-        if (a.getType() == OFActionType.PUSH_VLAN) {
-          vlanOwn = true;
-        } else if (a instanceof OFActionSetField f) {
-          MatchField<?> mf = f.getField().getMatchField();
-          vlanOwn |= mf.equals(MatchField.VLAN_VID) || mf.equals(MatchField.VLAN_PCP);
-        }
-        out.addAll(actions(List.of(a), sw, false, Ingress.NONE));
-      }
-    }
-    if (outputs > 1) {
-      throw new OfError(
-          OFBadActionCode.TOO_MANY, "a group bucket (an action set) holds one output");
-    }
-    if (remote && vlanOwn) {
-      throw new OfError(
-          OFBadActionCode.UNSUPPORTED_ORDER,
-          "VLAN push/set_field in a bucket whose output crosses PCIe (the VLAN flow-id tag)");
-    }
-    return out;
-  }
-
-  // ---------------------------------------------------------------- dispatch (physical table 0)
 
   /** The reserved table-0 rules of every switch for the current port map and live tags. */
   public List<PhysRule> dispatch(Map<Long, Integer> liveTags) {
-    List<PhysRule> out = new ArrayList<>();
-    for (String s : topo.switches()) {
-      out.add(new PhysRule(s, DISPATCH_TABLE, 0, MatchUtil.of(List.of()), List.of()));
-    }
-    for (VPort v : ports.all()) {
-      for (VPort.Loc l : v.instances()) {
-        Match m = F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(l.port())).build();
-        out.add(
-            new PhysRule(
-                l.sw(),
-                DISPATCH_TABLE,
-                PRIO_PORT,
-                m,
-                List.of(F.instructions().gotoTable(TableId.of(1)))));
-      }
-    }
-    for (Drain d : ports.drains()) {
-      Match m = F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(d.loc().port())).build();
-      out.add(
-          new PhysRule(
-              d.loc().sw(),
-              DISPATCH_TABLE,
-              PRIO_PORT,
-              m,
-              List.of(F.instructions().gotoTable(TableId.of(1)))));
-    }
-    controllerSwitch()
-        .ifPresent(
-            sw ->
-                out.add(
-                    new PhysRule(
-                        sw,
-                        DISPATCH_TABLE,
-                        PRIO_PORT,
-                        F.buildMatch().setExact(MatchField.IN_PORT, OFPort.CONTROLLER).build(),
-                        List.of(F.instructions().gotoTable(TableId.of(1))))));
-    // Every switch routes every live tag from every PCIe port: delivered where the vport is, else
-    // sent on toward it (back out of the port it came in by when that is the way). After a remap,
-    // a frame still crossing PCIe under the old map (in a shaped link's queue, say) is forwarded
-    // to the vport's new place instead of dropped: the break phase re-points these rules, never
-    // deletes them while the tag is live.
-    OFAction back = F.actions().output(OFPort.IN_PORT, 0xffff);
-    // Each instance of a scaled-out vport has its own tag (slot); a slot beyond the current
-    // instances (kept live a moment after a shrink, for frames in flight) goes to slot mod k.
-    for (Map.Entry<Long, Integer> e : liveTags.entrySet()) {
-      Optional<VPort> ov = ports.get(tagVport(e.getKey()));
-      if (ov.isEmpty()) {
-        continue;
-      }
-      VPort.Loc v = ov.get().instances().get(tagSlot(e.getKey()) % ov.get().k());
-      long key = e.getKey();
-      int tag = e.getValue();
-      List<OFAction> deliver = Carrier.deliver(key, v.port());
-      boolean onHost = v.sw().equals(topo.host());
-      Optional<VPort.Loc> left = leftPort(ov.get(), tagSlot(key));
-      for (Topology.Pcie l : topo.pcie().values()) {
-        List<OFAction> atHost;
-        if (onHost) {
-          atHost = deliver;
-        } else if (l.snic().equals(v.sw())) {
-          atHost = toLeftPort(left, topo.host(), key).orElse(List.of(back));
-        } else {
-          atHost =
-              List.of(F.actions().output(OFPort.of(topo.pcie().get(v.sw()).hostPort()), 0xffff));
-        }
-        out.add(tagRule(topo.host(), l.hostPort(), key, tag, atHost));
-        out.add(
-            tagRule(
-                l.snic(),
-                l.snicPort(),
-                key,
-                tag,
-                l.snic().equals(v.sw())
-                    ? deliver
-                    : toLeftPort(left, l.snic(), key).orElse(List.of(back))));
-      }
-    }
-    return out;
+    return Dispatch.rules(topo, ports, controllerSwitch(), liveTags);
   }
-
-  /**
-   * The port a single-instance vport {@code vp} left by a remap and that still drains, on another
-   * switch than its new one (empty otherwise, or when unclear: several such ports, a scaled-out
-   * vport, a slot other than 0). A frame tagged for {@code vp} before the remap may still be on its
-   * way to that switch; there, one coming in from the PCIe side of the vport's new switch can only
-   * be such a frame (the new switch delivers the vport's frames itself, and the host reaches an
-   * sNIC only through that sNIC's own link). Delivered to the leaving instance, which still runs
-   * and forwards it before its drain answers, it keeps its order; sent back to the new place it
-   * would arrive there after frames sent later (an order-preserving move would reorder).
-   */
-  private Optional<VPort.Loc> leftPort(VPort vp, int slot) {
-    if (vp.k() != 1 || slot != 0) {
-      return Optional.empty();
-    }
-    String now = vp.instances().get(0).sw();
-    List<VPort.Loc> left =
-        ports.drainsOf(vp.vport()).stream()
-            .filter(d -> !d.prepared() && !d.loc().sw().equals(now))
-            .map(Drain::loc)
-            .toList();
-    return left.size() == 1 ? Optional.of(left.get(0)) : Optional.empty();
-  }
-
-  /** Delivery to the left port {@code left} when it is on switch {@code sw} (see leftPort). */
-  private static Optional<List<OFAction>> toLeftPort(
-      Optional<VPort.Loc> left, String sw, long key) {
-    return left.filter(l -> l.sw().equals(sw)).map(l -> Carrier.deliver(key, l.port()));
-  }
-
-  private static PhysRule tagRule(String sw, int inPort, long key, int tag, List<OFAction> acts) {
-    return new PhysRule(
-        sw,
-        DISPATCH_TABLE,
-        Carrier.priority(key),
-        Carrier.tagMatch(key, inPort, tag),
-        List.of(F.instructions().applyActions(acts)));
-  }
-
-  // ---------------------------------------------------------------- packet-in / packet-out
 
   /** A PACKET_OUT to execute on switch {@code sw}. */
   public record PhysPacketOut(String sw, OFPacketOut msg) {}
 
-  /** Maps a virtual PACKET_OUT onto the physical switch that executes it. */
+  /** Maps a virtual PACKET_OUT onto the physical switch that executes it ({@link Packets}). */
   public PhysPacketOut packetOut(OFPacketOut po) throws OfError {
-    if (!po.getBufferId().equals(OFBufferId.NO_BUFFER)) {
-      throw new OfError(OFBadRequestCode.BUFFER_UNKNOWN, "OneSwitch buffers no packets");
-    }
-    OFPort in = po.getInPort();
-    String sw;
-    OFPort physIn;
-    if (in.equals(OFPort.CONTROLLER) || in.equals(OFPort.ANY)) {
-      sw = firstOutputSwitch(po.getActions());
-      physIn = OFPort.CONTROLLER;
-      for (OFAction a : po.getActions()) {
-        if (a instanceof OFActionOutput o && o.getPort().equals(OFPort.TABLE)) {
-          // The pipeline runs where table 0 sends in_port=CONTROLLER to table 1.
-          sw =
-              controllerSwitch()
-                  .orElseThrow(
-                      () ->
-                          new OfError(
-                              OFBadActionCode.BAD_OUT_PORT, "output:TABLE: no port is mapped"));
-        }
-      }
-    } else if (isStandard(in)) {
-      Optional<VPort> v = ports.get(in.getPortNumber());
-      if (v.isEmpty()) {
-        throw new OfError(OFBadRequestCode.BAD_PORT, "in_port " + in + " is not mapped");
-      }
-      sw = v.get().sw(); // a scaled-out vport: its first instance
-      physIn = OFPort.of(v.get().port());
-    } else {
-      throw new OfError(OFBadRequestCode.BAD_PORT, "in_port " + in);
-    }
-    Ingress ing =
-        physIn.equals(OFPort.CONTROLLER)
-            ? Ingress.NONE
-            : new Ingress(in.getPortNumber(), physIn.getPortNumber());
-    List<OFAction> acts = new ArrayList<>();
-    for (OFAction a : po.getActions()) {
-      if (a instanceof OFActionOutput o && o.getPort().equals(OFPort.TABLE)) {
-        acts.add(a); // runs the replicated pipeline from table 0 (dispatch) on this switch
-      } else {
-        acts.addAll(actions(List.of(a), sw, false, ing));
-      }
-    }
-    OFPacketOut msg =
-        F.buildPacketOut()
-            .setBufferId(OFBufferId.NO_BUFFER)
-            .setInPort(physIn)
-            .setActions(acts)
-            .setData(po.getData())
-            .build();
-    return new PhysPacketOut(sw, msg);
-  }
-
-  private String firstOutputSwitch(List<OFAction> acts) {
-    for (OFAction a : acts) {
-      if (a instanceof OFActionOutput o && isStandard(o.getPort())) {
-        Optional<VPort> v = ports.get(o.getPort().getPortNumber());
-        if (v.isPresent()) {
-          return v.get().sw();
-        }
-      }
-    }
-    return topo.host();
+    return Packets.out(this, po);
   }
 
   /**
-   * Maps a physical PACKET_IN back to the virtual switch: physical in_port to its vport, physical
-   * table t to virtual t-1, cookie via {@code virtualCookie}. Empty if it does not belong to the
-   * virtual switch (unmapped port, dispatch table).
+   * Maps a physical PACKET_IN back to the virtual switch ({@link Packets}); empty if it does not
+   * belong to it.
    */
   public Optional<OFPacketIn> packetIn(String sw, OFPacketIn pin, U64 virtualCookie) {
-    Optional<OFPort> in = MatchUtil.inPort(pin.getMatch());
-    if (in.isEmpty() || pin.getTableId().getValue() < 1) {
-      return Optional.empty();
-    }
-    Optional<VPort> v = ports.byIngress(sw, in.get().getPortNumber());
-    if (v.isEmpty()) {
-      return Optional.empty();
-    }
-    Match m = MatchUtil.withInPort(pin.getMatch(), OFPort.of(v.get().vport()));
-    return Optional.of(
-        F.buildPacketIn()
-            .setXid(0)
-            .setBufferId(OFBufferId.NO_BUFFER)
-            .setTotalLen(pin.getTotalLen())
-            .setReason(pin.getReason())
-            .setTableId(TableId.of(pin.getTableId().getValue() - 1))
-            .setCookie(virtualCookie)
-            .setMatch(m)
-            .setData(pin.getData())
-            .build());
+    return Packets.in(ports, sw, pin, virtualCookie);
+  }
+
+  Topology topo() {
+    return topo;
+  }
+
+  PortMap ports() {
+    return ports;
+  }
+
+  /** The SELECT group id of scaled-out vport {@code vport}, or null. */
+  Integer scaleGroup(int vport) {
+    return scaleGroups.get(vport);
   }
 
   /** Flow-mod flags OneSwitch supports on virtual rules. */

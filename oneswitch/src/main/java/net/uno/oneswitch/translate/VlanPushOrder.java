@@ -1,6 +1,7 @@
 package net.uno.oneswitch.translate;
 
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -41,7 +42,7 @@ import org.projectfloodlight.openflow.protocol.match.MatchField;
  *
  * <p>When the depths change (a push added or removed), the core re-translates the rules that rely
  * on them ({@link #reliesOnDepth}) in the tables whose depth changed; a push whose re-translations
- * cannot all be carried is refused (OneSwitchCore).
+ * cannot all be carried is refused (core/Planner, core/FlowMods).
  */
 public final class VlanPushOrder {
   /** VLAN headers a frame may carry when it comes in, by default. */
@@ -178,6 +179,21 @@ public final class VlanPushOrder {
    */
   public int later(int table) {
     return depths().after(table);
+  }
+
+  /**
+   * The depths as they would be with {@code removed} replaced by {@code added}; this order is left
+   * as it was.
+   */
+  public Depths depthsWith(Collection<VirtualRule> removed, Collection<VirtualRule> added) {
+    removed.forEach(this::remove);
+    added.forEach(this::add);
+    try {
+      return depths();
+    } finally {
+      added.forEach(this::remove);
+      removed.forEach(this::add);
+    }
   }
 
   /** The current depths, for comparison. */

@@ -64,6 +64,34 @@ class ConfigTest {
     }
   }
 
+  @Test
+  void echoKeysSetHowFastASilentSwitchIsDeclaredDown() throws ConfigError {
+    Config c = Config.parse(OK);
+    assertEquals(1000, c.echoIntervalMs());
+    assertEquals(3000, c.echoTimeoutMs());
+    String both = "\"token\": null, \"echo_interval_ms\": 50, \"echo_timeout_ms\": 200";
+    c = Config.parse(OK.replace("\"token\": null", both));
+    assertEquals(50, c.echoIntervalMs());
+    assertEquals(200, c.echoTimeoutMs());
+    // Only the interval: the timeout is 3 s, or three intervals if that is more.
+    String iv = "\"token\": null, \"echo_interval_ms\": 2000";
+    assertEquals(6000, Config.parse(OK.replace("\"token\": null", iv)).echoTimeoutMs());
+    String to = "\"token\": null, \"echo_timeout_ms\": 1500";
+    assertEquals(1000, Config.parse(OK.replace("\"token\": null", to)).echoIntervalMs());
+    for (String v : new String[] {"0", "9", "1.5", "\"100\"", "true", "-1", "600000"}) {
+      bad("echo_interval_ms", "\"token\": null", "\"echo_interval_ms\": " + v);
+    }
+    for (String v : new String[] {"0", "19", "2.5", "\"3000\"", "600001"}) {
+      bad("echo_timeout_ms", "\"token\": null", "\"echo_timeout_ms\": " + v);
+    }
+    // Not above the interval: a live switch could not answer in time.
+    bad(
+        "echo_timeout_ms",
+        "\"token\": null",
+        "\"echo_interval_ms\": 500, \"echo_timeout_ms\": 500");
+    bad("echo_timeout_ms", "\"token\": null", "\"echo_timeout_ms\": 800");
+  }
+
   private static void bad(String field, String from, String to) {
     ConfigError e = assertThrows(ConfigError.class, () -> Config.parse(OK.replace(from, to)));
     assertEquals(field, e.field(), e.getMessage());

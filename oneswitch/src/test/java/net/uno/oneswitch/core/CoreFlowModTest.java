@@ -10,6 +10,7 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.model.VirtualRule;
+import net.uno.oneswitch.rest.HttpStatus;
 import net.uno.oneswitch.south.SouthSwitch;
 import net.uno.oneswitch.translate.Fixtures;
 import net.uno.oneswitch.translate.OfError;
@@ -59,7 +60,7 @@ class CoreFlowModTest extends CoreHarness {
   }
 
   private int count() throws Exception {
-    return on(() -> core.rules().size());
+    return on(() -> core.vswitch().rules().size());
   }
 
   @Test
@@ -88,7 +89,7 @@ class CoreFlowModTest extends CoreHarness {
     long changed =
         on(
             () ->
-                core.rules().values().stream()
+                core.vswitch().rules().values().stream()
                     .filter(r -> r.instructions().equals(Fixtures.apply(Fixtures.out(3))))
                     .count());
     assertEquals(3, changed, "two cookie-0x1x rules + the one that already output to 3");
@@ -128,14 +129,14 @@ class CoreFlowModTest extends CoreHarness {
             .setOutGroup(OFGroup.ANY)
             .build());
     assertEquals(0, count());
-    assertTrue(on(() -> core.liveTags().isEmpty()), "every tag released with its rules");
+    assertTrue(on(() -> core.planner().liveTags().isEmpty()), "every tag released with its rules");
   }
 
   @Test
   void refusedModifyLeavesEverythingAsItWas() throws Exception {
     mod(add(10, ip("10.0.0.1/32", 2), 1, 1));
-    List<VirtualRule> before = on(() -> List.copyOf(core.rules().values()));
-    var tagsBefore = on(() -> core.liveTags());
+    List<VirtualRule> before = on(() -> List.copyOf(core.vswitch().rules().values()));
+    var tagsBefore = on(() -> core.planner().liveTags());
     OfError e =
         refused(
             F.buildFlowModify()
@@ -145,9 +146,11 @@ class CoreFlowModTest extends CoreHarness {
                     Fixtures.apply(Fixtures.out(3), F.actions().output(OFPort.NORMAL, 0)))
                 .build());
     assertEquals("BadAction/BAD_OUT_PORT", e.typeAndCode());
-    assertEquals(before, on(() -> List.copyOf(core.rules().values())));
+    assertEquals(before, on(() -> List.copyOf(core.vswitch().rules().values())));
     assertEquals(
-        tagsBefore, on(() -> core.liveTags()), "tags acquired for the failed modify freed");
+        tagsBefore,
+        on(() -> core.planner().liveTags()),
+        "tags acquired for the failed modify freed");
     assertEquals(
         "FlowModFailed/BAD_TABLE_ID",
         refused(
@@ -162,15 +165,16 @@ class CoreFlowModTest extends CoreHarness {
   void groupDeleteRemovesTheFlowsThatUseIt() throws Exception {
     on(
         () -> {
-          core.groupMod(
-              F.buildGroupAdd()
-                  .setGroup(OFGroup.of(3))
-                  .setGroupType(OFGroupType.ALL)
-                  .setBuckets(
-                      List.of(
-                          F.buildBucket().setActions(List.of(Fixtures.out(1))).build(),
-                          F.buildBucket().setActions(List.of(Fixtures.out(3))).build()))
-                  .build());
+          core.groupMods()
+              .groupMod(
+                  F.buildGroupAdd()
+                      .setGroup(OFGroup.of(3))
+                      .setGroupType(OFGroupType.ALL)
+                      .setBuckets(
+                          List.of(
+                              F.buildBucket().setActions(List.of(Fixtures.out(1))).build(),
+                              F.buildBucket().setActions(List.of(Fixtures.out(3))).build()))
+                      .build());
           return null;
         });
     mod(
@@ -182,43 +186,53 @@ class CoreFlowModTest extends CoreHarness {
             .build());
     mod(add(6, ip("10.0.0.2/32", 2), 0, 4));
     assertEquals(2, count());
-    assertTrue(on(() -> core.liveTags().keySet().containsAll(Set.of(1L, 3L))));
+    assertTrue(on(() -> core.planner().liveTags().keySet().containsAll(Set.of(1L, 3L))));
     OfError exists =
         on(
             () ->
                 assertThrows(
                     OfError.class,
                     () ->
-                        core.groupMod(
-                            F.buildGroupAdd()
-                                .setGroup(OFGroup.of(3))
-                                .setGroupType(OFGroupType.ALL)
-                                .setBuckets(List.of())
-                                .build())));
+                        core.groupMods()
+                            .groupMod(
+                                F.buildGroupAdd()
+                                    .setGroup(OFGroup.of(3))
+                                    .setGroupType(OFGroupType.ALL)
+                                    .setBuckets(List.of())
+                                    .build())));
     assertEquals("GroupModFailed/GROUP_EXISTS", exists.typeAndCode());
     on(
         () -> {
-          core.groupMod(
-              F.buildGroupDelete().setGroup(OFGroup.ALL).setGroupType(OFGroupType.ALL).build());
+          core.groupMods()
+              .groupMod(
+                  F.buildGroupDelete().setGroup(OFGroup.ALL).setGroupType(OFGroupType.ALL).build());
           return null;
         });
     assertEquals(1, count(), "the flow using group 3 went with it");
-    assertTrue(on(() -> core.liveTags().isEmpty()));
+    assertTrue(on(() -> core.planner().liveTags().isEmpty()));
   }
 
   @Test
   void remapRetranslatesAndCountsAffectedRules() throws Exception {
     mod(add(10, ip("10.0.0.1/32", 2), 0, 4)); // host-local today
     mod(add(11, ip("10.0.0.2/32", 1), 0, 3)); // unaffected by V4
-    var pc = on(() -> core.remapPort(4, "snic0", 7)).get(10, TimeUnit.SECONDS);
+    var pc = on(() -> core.portChanges().remapPort(4, "snic0", 7)).get(10, TimeUnit.SECONDS);
     assertEquals(1, pc.rules());
     assertEquals(new VPort(4, "snic0", 7, "vm1"), pc.to());
-    var phys = on(() -> core.translationOf(core.rules().keySet().iterator().next()).get(0));
+    var phys =
+        on(
+            () ->
+                core.planner()
+                    .translationOf(core.vswitch().rules().keySet().iterator().next())
+                    .get(0));
     assertTrue(phys.instructions().toString().contains("PushVlan"), phys.toString());
     assertTrue(phys.instructions().toString().contains("port=1,"), "toward snic0 over PCIe");
-    PortOpError conflict =
-        on(() -> assertThrows(PortOpError.class, () -> core.mapPort(9, "snic0", 7, null)));
-    assertEquals(409, conflict.status());
+    PortError conflict =
+        on(
+            () ->
+                assertThrows(
+                    PortError.class, () -> core.portChanges().mapPort(9, "snic0", 7, null)));
+    assertEquals(409, HttpStatus.of(conflict));
   }
 
   /**
@@ -226,7 +240,7 @@ class CoreFlowModTest extends CoreHarness {
    */
   private void awaitTranslations(VirtualRule.Key k, int n, String what) throws Exception {
     long end = System.currentTimeMillis() + 10_000;
-    while (on(() -> core.translationOf(k).size()) != n) {
+    while (on(() -> core.planner().translationOf(k).size()) != n) {
       assertTrue(System.currentTimeMillis() < end, what);
       Thread.sleep(20);
     }
@@ -235,25 +249,30 @@ class CoreFlowModTest extends CoreHarness {
   @Test
   void aDrainWindowKeepsTheOldPortAsIngressThenItsExpiryRetranslates() throws Exception {
     mod(add(10, ip("10.0.0.1/32", 4), 0, 2)); // from V4 (host:101) to vm0
-    var pc = on(() -> core.remapPort(4, "snic0", 7, 300)).get(10, TimeUnit.SECONDS);
+    var pc = on(() -> core.portChanges().remapPort(4, "snic0", 7, 300)).get(10, TimeUnit.SECONDS);
     assertEquals(1, pc.rules());
-    VirtualRule.Key k = on(() -> core.rules().keySet().iterator().next());
-    assertEquals(2, on(() -> core.translationOf(k).size()), "new port + draining port");
-    assertEquals(1, on(() -> core.ports().drains().size()));
-    PortOpError bad =
-        on(() -> assertThrows(PortOpError.class, () -> core.remapPort(4, "snic0", 8, 60_001)));
+    VirtualRule.Key k = on(() -> core.vswitch().rules().keySet().iterator().next());
+    assertEquals(2, on(() -> core.planner().translationOf(k).size()), "new port + draining port");
+    assertEquals(1, on(() -> core.vswitch().ports().drains().size()));
+    PortError bad =
+        on(
+            () ->
+                assertThrows(
+                    PortError.class, () -> core.portChanges().remapPort(4, "snic0", 8, 60_001)));
     assertEquals("drain_ms", bad.field());
     clock.addAndGet(301); // the window is over by the core's clock when its timer fires
     awaitTranslations(k, 1, "the drain never expired");
-    assertTrue(on(() -> core.ports().drains().isEmpty()));
-    assertEquals("snic0", on(() -> core.translationOf(k).get(0).sw()));
+    assertTrue(on(() -> core.vswitch().ports().drains().isEmpty()));
+    assertEquals("snic0", on(() -> core.planner().translationOf(k).get(0).sw()));
     // Mapping another vport onto a draining port ends that drain (no 409).
-    on(() -> core.remapPort(4, "host", 101, 5000)).get(10, TimeUnit.SECONDS);
-    assertEquals(1, on(() -> core.ports().drainsOf(4).size()));
+    on(() -> core.portChanges().remapPort(4, "host", 101, 5000)).get(10, TimeUnit.SECONDS);
+    assertEquals(1, on(() -> core.vswitch().ports().drainsOf(4).size()));
     assertEquals(
-        201, on(() -> core.mapPort(9, "snic0", 7, null)).get(10, TimeUnit.SECONDS).status());
-    assertTrue(on(() -> core.ports().drains().isEmpty()));
-    assertEquals(1, on(() -> core.translationOf(k).size()));
+        201,
+        HttpStatus.of(
+            on(() -> core.portChanges().mapPort(9, "snic0", 7, null)).get(10, TimeUnit.SECONDS)));
+    assertTrue(on(() -> core.vswitch().ports().drains().isEmpty()));
+    assertEquals(1, on(() -> core.planner().translationOf(k).size()));
   }
 
   private static OFPortStatus portStatus(OFPortReason reason, int port) {
@@ -271,84 +290,97 @@ class CoreFlowModTest extends CoreHarness {
   @Test
   void aDeletedDrainingPortDrainsNoMore() throws Exception {
     mod(add(10, ip("10.0.0.1/32", 4), 0, 2)); // from V4 (host:101) to vm0
-    on(() -> core.remapPort(4, "snic0", 7, 60_000)).get(10, TimeUnit.SECONDS);
-    VirtualRule.Key k = on(() -> core.rules().keySet().iterator().next());
-    SouthSwitch host = new SouthSwitch("host", null, null, null, core);
+    on(() -> core.portChanges().remapPort(4, "snic0", 7, 60_000)).get(10, TimeUnit.SECONDS);
+    VirtualRule.Key k = on(() -> core.vswitch().rules().keySet().iterator().next());
+    SouthSwitch host = new SouthSwitch("host", null, null, null, core.southListener());
     // Another port deleted, the draining one modified: the window goes on.
-    core.portStatus(host, portStatus(OFPortReason.DELETE, 100));
-    core.portStatus(host, portStatus(OFPortReason.MODIFY, 101));
-    assertEquals(1, on(() -> core.ports().drains().size()));
-    assertEquals(2, on(() -> core.translationOf(k).size()), "new port + draining port");
+    core.southListener().portStatus(host, portStatus(OFPortReason.DELETE, 100));
+    core.southListener().portStatus(host, portStatus(OFPortReason.MODIFY, 101));
+    assertEquals(1, on(() -> core.vswitch().ports().drains().size()));
+    assertEquals(2, on(() -> core.planner().translationOf(k).size()), "new port + draining port");
     // The draining port deleted (its instance stopped): its window ends now, re-translated.
-    core.portStatus(host, portStatus(OFPortReason.DELETE, 101));
+    core.southListener().portStatus(host, portStatus(OFPortReason.DELETE, 101));
     awaitTranslations(k, 1, "the drain of the deleted port went on");
-    assertTrue(on(() -> core.ports().drains().isEmpty()));
-    assertEquals("snic0", on(() -> core.translationOf(k).get(0).sw()));
+    assertTrue(on(() -> core.vswitch().ports().drains().isEmpty()));
+    assertEquals("snic0", on(() -> core.planner().translationOf(k).get(0).sw()));
   }
 
   @Test
   void aTagARemapStopsUsingStaysRoutedToTheNewPlaceForAMoment() throws Exception {
     mod(add(10, ip("10.0.0.1/32", 1), 0, 4)); // snic0 wire -> V4 (host:101): tagged over PCIe
-    assertEquals(Set.of(4L), on(() -> core.liveTags().keySet()));
-    int tag = on(() -> core.liveTags().get(4L));
+    assertEquals(Set.of(4L), on(() -> core.planner().liveTags().keySet()));
+    int tag = on(() -> core.planner().liveTags().get(4L));
     // V4 moves next to the wire: the sender outputs locally, no rule needs V4's tag any more.
-    var pc = on(() -> core.remapPort(4, "snic0", 7, 0)).get(10, TimeUnit.SECONDS);
+    var pc = on(() -> core.portChanges().remapPort(4, "snic0", 7, 0)).get(10, TimeUnit.SECONDS);
     assertEquals(1, pc.rules());
-    assertEquals(tag, on(() -> core.liveTags().get(4L)), "still live just after the remap");
+    assertEquals(
+        tag, on(() -> core.planner().liveTags().get(4L)), "still live just after the remap");
     // (Translator.dispatch routes every live tag to its vport's current place: the host sends
     // it back over PCIe to snic0, so a frame still crossing PCIe with it reaches the new port.)
     long end = System.currentTimeMillis() + 10_000;
-    while (on(() -> core.liveTags().containsKey(4L))) {
+    while (on(() -> core.planner().liveTags().containsKey(4L))) {
       assertTrue(System.currentTimeMillis() < end, "the unused tag was never released");
       Thread.sleep(100);
     }
-    assertTrue(on(() -> core.liveTags().isEmpty()));
+    assertTrue(on(() -> core.planner().liveTags().isEmpty()));
   }
 
   @Test
   void shrinkKeepsTheRemovedInstancesTagRoutedForAMomentAndFreesTheGroupId() throws Exception {
     mod(add(10, ip("10.0.0.1/32", 1), 0, 4)); // snic0 wire -> V4 (host:101)
     List<VPort.Loc> two = List.of(new VPort.Loc("host", 101), new VPort.Loc("snic1", 7));
-    var pc = on(() -> core.setInstances(4, two)).get(10, TimeUnit.SECONDS);
+    var pc = on(() -> core.portChanges().setInstances(4, two)).get(10, TimeUnit.SECONDS);
     assertEquals(1, pc.rules());
     long slot1 = net.uno.oneswitch.translate.Translator.tagKey(4, 1);
     assertTrue(
-        on(() -> core.liveTags().containsKey(slot1)), "snic0 reaches snic1's instance by tag");
-    int gid = on(() -> core.scaleGroups().get(4));
+        on(() -> core.planner().liveTags().containsKey(slot1)),
+        "snic0 reaches snic1's instance by tag");
+    int gid = on(() -> core.planner().scaleGroups().get(4));
     assertTrue(net.uno.oneswitch.translate.Translator.isScaleGroup(gid));
-    on(() -> core.setInstances(4, List.of(new VPort.Loc("host", 101)))).get(10, TimeUnit.SECONDS);
-    assertTrue(on(() -> core.scaleGroups().isEmpty()), "group id freed with the second instance");
-    assertTrue(on(() -> core.liveTags().containsKey(slot1)), "still routed just after the shrink");
+    on(() -> core.portChanges().setInstances(4, List.of(new VPort.Loc("host", 101))))
+        .get(10, TimeUnit.SECONDS);
+    assertTrue(
+        on(() -> core.planner().scaleGroups().isEmpty()),
+        "group id freed with the second instance");
+    assertTrue(
+        on(() -> core.planner().liveTags().containsKey(slot1)),
+        "still routed just after the shrink");
     long end = System.currentTimeMillis() + 10_000;
-    while (on(() -> core.liveTags().containsKey(slot1))) {
+    while (on(() -> core.planner().liveTags().containsKey(slot1))) {
       assertTrue(System.currentTimeMillis() < end, "the removed instance's tag was never released");
       Thread.sleep(100);
     }
-    assertEquals(Set.of(4L), on(() -> core.liveTags().keySet()), "slot 0 (the vport's tag) stays");
-    PortOpError dup =
+    assertEquals(
+        Set.of(4L), on(() -> core.planner().liveTags().keySet()), "slot 0 (the vport's tag) stays");
+    PortError dup =
         on(
             () ->
                 assertThrows(
-                    PortOpError.class,
+                    PortError.class,
                     () ->
-                        core.setInstances(
-                            4, List.of(new VPort.Loc("host", 101), new VPort.Loc("host", 101)))));
+                        core.portChanges()
+                            .setInstances(
+                                4,
+                                List.of(new VPort.Loc("host", 101), new VPort.Loc("host", 101)))));
     assertEquals("instances[1]", dup.field());
   }
 
   @Test
   void aGroupChangeThatWouldMakeARuleUnfaithfulIsRefused() throws Exception {
-    on(() -> core.setInstances(4, List.of(new VPort.Loc("host", 101), new VPort.Loc("snic1", 7))))
+    on(() ->
+            core.portChanges()
+                .setInstances(4, List.of(new VPort.Loc("host", 101), new VPort.Loc("snic1", 7))))
         .get(10, TimeUnit.SECONDS);
     var bucket1 = F.buildBucket().setActions(List.of(Fixtures.out(1))).build();
     on(
         () -> {
-          core.groupMod(
-              F.buildGroupAdd()
-                  .setGroup(OFGroup.of(3))
-                  .setGroupType(OFGroupType.ALL)
-                  .setBuckets(List.of(bucket1))
-                  .build());
+          core.groupMods()
+              .groupMod(
+                  F.buildGroupAdd()
+                      .setGroup(OFGroup.of(3))
+                      .setGroupType(OFGroupType.ALL)
+                      .setBuckets(List.of(bucket1))
+                      .build());
           return null;
         });
     mod(
@@ -364,19 +396,22 @@ class CoreFlowModTest extends CoreHarness {
                 assertThrows(
                     OfError.class,
                     () ->
-                        core.groupMod(
-                            F.buildGroupModify()
-                                .setGroup(OFGroup.of(3))
-                                .setGroupType(OFGroupType.ALL)
-                                .setBuckets(
-                                    List.of(
-                                        bucket1,
-                                        F.buildBucket()
-                                            .setActions(List.of(Fixtures.out(4)))
-                                            .build()))
-                                .build())));
+                        core.groupMods()
+                            .groupMod(
+                                F.buildGroupModify()
+                                    .setGroup(OFGroup.of(3))
+                                    .setGroupType(OFGroupType.ALL)
+                                    .setBuckets(
+                                        List.of(
+                                            bucket1,
+                                            F.buildBucket()
+                                                .setActions(List.of(Fixtures.out(4)))
+                                                .build()))
+                                    .build())));
     assertEquals("GroupModFailed/BAD_BUCKET", e.typeAndCode());
     assertEquals(
-        List.of(bucket1), on(() -> core.groups().get(3).buckets()), "the old buckets stand");
+        List.of(bucket1),
+        on(() -> core.vswitch().groups().get(3).buckets()),
+        "the old buckets stand");
   }
 }

@@ -64,7 +64,7 @@ class CoreGroupLabelsTest extends CoreHarness {
 
   private Map<Integer, GroupSpec> variantsOnHost() throws Exception {
     Map<Integer, GroupSpec> out = new java.util.TreeMap<>();
-    on(() -> core.plannedGroups())
+    on(() -> core.planner().desiredGroups())
         .getOrDefault("host", Map.of())
         .forEach(
             (id, g) -> {
@@ -76,7 +76,7 @@ class CoreGroupLabelsTest extends CoreHarness {
   }
 
   private boolean labelLive(int vport) throws Exception {
-    return on(() -> core.liveTags().containsKey(Carrier.mplsKey(vport, IPV4)));
+    return on(() -> core.planner().liveTags().containsKey(Carrier.mplsKey(vport, IPV4)));
   }
 
   private static boolean labels(GroupSpec g, int pcie) {
@@ -93,45 +93,48 @@ class CoreGroupLabelsTest extends CoreHarness {
   void aVariantFollowsItsGroupAndGoesWithItsRules() throws Exception {
     run(
         () -> {
-          core.groupMod(group(7, true, 1, 4)); // snic0 (across PCIe) and the host
-          core.flowMod(
-              F.buildFlowAdd()
-                  .setTableId(TableId.of(0))
-                  .setPriority(5)
-                  .setMatch(QINQ)
-                  .setInstructions(
-                      Fixtures.apply(
-                          F.actions().pushVlan(EthType.VLAN_FRAME),
-                          F.actions().group(OFGroup.of(7))))
-                  .build());
+          core.groupMods().groupMod(group(7, true, 1, 4)); // snic0 (across PCIe) and the host
+          core.flowMods()
+              .flowMod(
+                  F.buildFlowAdd()
+                      .setTableId(TableId.of(0))
+                      .setPriority(5)
+                      .setMatch(QINQ)
+                      .setInstructions(
+                          Fixtures.apply(
+                              F.actions().pushVlan(EthType.VLAN_FRAME),
+                              F.actions().group(OFGroup.of(7))))
+                      .build());
           return null;
         });
     Map<Integer, GroupSpec> v = variantsOnHost();
     assertEquals(1, v.size());
     int id = v.keySet().iterator().next();
-    assertEquals(7, on(() -> core.groupOfPhysical(id)));
+    assertEquals(7, on(() -> core.planner().groupOfPhysical(id)));
     assertTrue(labels(v.get(id), 1) && labelLive(1));
     // The controller's group now sends to snic1 (host PCIe port 2): the rule's labels follow.
     run(
         () -> {
-          core.groupMod(group(7, false, 3, 4));
+          core.groupMods().groupMod(group(7, false, 3, 4));
           return null;
         });
     v = variantsOnHost();
     assertTrue(labels(v.get(id), 2) && !labels(v.get(id), 1), "re-pointed");
     assertTrue(labelLive(3) && !labelLive(1));
     // A controller group with a variant's id is refused.
-    OfError e = on(() -> assertThrows(OfError.class, () -> core.groupMod(group(id, true, 4))));
+    OfError e =
+        on(() -> assertThrows(OfError.class, () -> core.groupMods().groupMod(group(id, true, 4))));
     assertEquals("GroupModFailed/INVALID_GROUP", e.typeAndCode());
     // The rule goes: so do the variant and its labels.
     run(
         () -> {
-          core.flowMod(
-              F.buildFlowDeleteStrict()
-                  .setTableId(TableId.of(0))
-                  .setPriority(5)
-                  .setMatch(QINQ)
-                  .build());
+          core.flowMods()
+              .flowMod(
+                  F.buildFlowDeleteStrict()
+                      .setTableId(TableId.of(0))
+                      .setPriority(5)
+                      .setMatch(QINQ)
+                      .build());
           return null;
         });
     assertTrue(variantsOnHost().isEmpty());

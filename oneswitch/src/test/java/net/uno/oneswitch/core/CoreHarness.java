@@ -29,7 +29,7 @@ abstract class CoreHarness {
     core = new OneSwitchCore(Fixtures.TOPO, 254, exec, clock::get, new Metrics(), null);
     on(
         () -> {
-          core.initPorts(List.copyOf(Fixtures.PORTS.all()));
+          core.portChanges().initPorts(List.copyOf(Fixtures.PORTS.all()));
           return null;
         });
   }
@@ -48,13 +48,13 @@ abstract class CoreHarness {
   void mod(OFFlowMod fm) throws Exception {
     on(
         () -> {
-          core.flowMod(fm);
+          core.flowMods().flowMod(fm);
           return null;
         });
   }
 
   /** The error of a flow-mod that must be refused. */
   OfError refused(OFFlowMod fm) throws Exception {
-    return on(() -> assertThrows(OfError.class, () -> core.flowMod(fm)));
+    return on(() -> assertThrows(OfError.class, () -> core.flowMods().flowMod(fm)));
   }
 }

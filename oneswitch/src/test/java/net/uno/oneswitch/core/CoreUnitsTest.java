@@ -14,6 +14,7 @@ import java.util.Set;
 import java.util.concurrent.atomic.AtomicLong;
 import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.model.VirtualRule;
+import net.uno.oneswitch.rest.HttpStatus;
 import net.uno.oneswitch.translate.Fixtures;
 import net.uno.oneswitch.translate.Translator;
 import org.junit.jupiter.api.Test;
@@ -143,7 +144,7 @@ class CoreUnitsTest {
   void aRefusalRollsBackItsMessageOnceAndABarrierForgetsAcceptedOnes() {
     Refusals rf = new Refusals();
     List<String> undone = new ArrayList<>();
-    OneSwitchCore.Origin o = new OneSwitchCore.Origin(null, 42, new byte[8]);
+    Origin o = new Origin(null, 42, new byte[8]);
     rf.begin(o);
     rf.onUndo(() -> undone.add("first"));
     rf.sent("host", 100);
@@ -168,30 +169,30 @@ class CoreUnitsTest {
   }
 
   @Test
-  void portRequestsNameTheFieldTheyRefuse() throws PortOpError {
+  void portRequestsNameTheFieldTheyRefuse() throws PortError {
     var ports = Fixtures.PORTS;
     assertEquals(
         "port",
         assertThrows(
-                PortOpError.class,
+                PortError.class,
                 () -> PortRequests.checkPhysical(Fixtures.TOPO, ports, 9, "host", 1))
             .field()); // a PCIe link port
-    PortOpError taken =
+    PortError taken =
         assertThrows(
-            PortOpError.class,
+            PortError.class,
             () -> PortRequests.checkPhysical(Fixtures.TOPO, ports, 9, "host", 100));
-    assertEquals(409, taken.status());
+    assertEquals(409, HttpStatus.of(taken));
     PortRequests.checkPhysical(Fixtures.TOPO, ports, 2, "host", 100); // its own port
     assertEquals(
         "switch",
         assertThrows(
-                PortOpError.class,
+                PortError.class,
                 () -> PortRequests.checkPhysical(Fixtures.TOPO, ports, 9, "nope", 5))
             .field());
     assertEquals(
         "instances[1]",
         assertThrows(
-                PortOpError.class,
+                PortError.class,
                 () ->
                     PortRequests.checkInstances(
                         Fixtures.TOPO,
@@ -202,16 +203,14 @@ class CoreUnitsTest {
     assertEquals(
         "instances[0].port",
         assertThrows(
-                PortOpError.class,
+                PortError.class,
                 () ->
                     PortRequests.checkInstances(
                         Fixtures.TOPO, ports, 9, List.of(new VPort.Loc("snic0", 100))))
             .field());
     assertEquals(
-        "drain_ms",
-        assertThrows(PortOpError.class, () -> PortRequests.checkDrainMs(60_001)).field());
-    assertEquals(
-        "ms", assertThrows(PortOpError.class, () -> PortRequests.checkPrepareMs(0)).field());
+        "drain_ms", assertThrows(PortError.class, () -> PortRequests.checkDrainMs(60_001)).field());
+    assertEquals("ms", assertThrows(PortError.class, () -> PortRequests.checkPrepareMs(0)).field());
     PortRequests.checkDrainMs(0);
   }
 

@@ -67,8 +67,11 @@ class CoreVlanPushTest extends CoreHarness {
     return on(
         () -> {
           VirtualRule r =
-              core.rules().values().stream().filter(x -> x.table() == 1).findFirst().orElseThrow();
-          List<PhysRule> p = core.translationOf(r.key());
+              core.vswitch().rules().values().stream()
+                  .filter(x -> x.table() == 1)
+                  .findFirst()
+                  .orElseThrow();
+          List<PhysRule> p = core.planner().translationOf(r.key());
           assertEquals(1, p.size());
           return ((OFInstructionApplyActions) p.get(0).instructions().get(0)).getActions();
         });
@@ -94,11 +97,13 @@ class CoreVlanPushTest extends CoreHarness {
     mod(push(fromHost(false, false), true));
     assertTrue(has(table1(), OFActionType.PUSH_MPLS), "a QinQ frame may reach it: the label");
     assertFalse(has(table1(), OFActionType.PUSH_VLAN));
-    assertTrue(on(() -> core.liveTags().keySet().stream().anyMatch(k -> k < 0)), "label live");
+    assertTrue(
+        on(() -> core.planner().liveTags().keySet().stream().anyMatch(k -> k < 0)), "label live");
     // The push goes (delete): the VLAN tag again, the label freed.
     mod(deleteFromHost());
     assertTrue(has(table1(), OFActionType.PUSH_VLAN) && !has(table1(), OFActionType.PUSH_MPLS));
-    assertFalse(on(() -> core.liveTags().keySet().stream().anyMatch(k -> k < 0)), "label freed");
+    assertFalse(
+        on(() -> core.planner().liveTags().keySet().stream().anyMatch(k -> k < 0)), "label freed");
   }
 
   @Test
@@ -109,12 +114,12 @@ class CoreVlanPushTest extends CoreHarness {
     OfError e = refused(push(fromHost(false, false), true));
     assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
     assertTrue(e.getMessage().contains("table 1"), e.getMessage());
-    assertEquals(1, on(() -> core.rules().size()));
+    assertEquals(1, on(() -> core.vswitch().rules().size()));
     assertEquals(before, table1());
     // A push whose frame reaches no later table, or leaves one header ("no VLAN" matched): fine.
     mod(push(fromHost(false, false), false));
     mod(push(fromHost(false, true), true));
-    assertEquals(3, on(() -> core.rules().size()));
+    assertEquals(3, on(() -> core.vswitch().rules().size()));
     assertEquals(before, table1());
     // MODIFY into a push that reaches table 1: refused as well, the rule unchanged.
     OfError m =
@@ -147,10 +152,10 @@ class CoreVlanPushTest extends CoreHarness {
     OFFlowMod laterPush = add(1, fromHost(false, false), Fixtures.apply(PUSH, Fixtures.out(4)));
     mod(set);
     assertEquals("BadAction/UNSUPPORTED_ORDER", refused(laterPush).typeAndCode());
-    assertEquals(1, on(() -> core.rules().size()));
+    assertEquals(1, on(() -> core.vswitch().rules().size()));
     mod(deleteFromHost());
     mod(laterPush);
     assertEquals("BadAction/UNSUPPORTED_ORDER", refused(set).typeAndCode());
-    assertEquals(1, on(() -> core.rules().size()));
+    assertEquals(1, on(() -> core.vswitch().rules().size()));
   }
 }

@@ -40,7 +40,7 @@ class CoreWriteActionsTest extends CoreHarness {
   }
 
   private Map<String, Map<Integer, GroupSpec>> groups() throws Exception {
-    return on(() -> core.plannedGroups());
+    return on(() -> core.planner().desiredGroups());
   }
 
   @Test
@@ -48,7 +48,7 @@ class CoreWriteActionsTest extends CoreHarness {
     mod(add(0, 2, write(Fixtures.out(1)))); // host -> V1 on snic0
     GroupSpec g = groups().get("host").get(C1);
     assertEquals(OFGroupType.INDIRECT, g.type());
-    int tag = on(() -> core.liveTags().get(1L));
+    int tag = on(() -> core.planner().liveTags().get(1L));
     assertEquals(
         List.of(
             F.actions().pushVlan(org.projectfloodlight.openflow.types.EthType.VLAN_FRAME),
@@ -59,14 +59,18 @@ class CoreWriteActionsTest extends CoreHarness {
             Fixtures.out(1)),
         g.buckets().get(0).getActions());
     assertFalse(groups().containsKey("snic0"), "only where a rule uses it");
-    var pc = on(() -> core.remapPort(1, "host", 7)).get(10, TimeUnit.SECONDS);
+    var pc = on(() -> core.portChanges().remapPort(1, "host", 7)).get(10, TimeUnit.SECONDS);
     assertEquals(0, pc.rules(), "the rule is unchanged: only the carrier moved");
     assertEquals(
         List.of(Fixtures.out(7)), groups().get("host").get(C1).buckets().get(0).getActions());
     on(
         () -> {
-          core.flowMod(
-              F.buildFlowDelete().setTableId(TableId.ALL).setMatch(F.buildMatch().build()).build());
+          core.flowMods()
+              .flowMod(
+                  F.buildFlowDelete()
+                      .setTableId(TableId.ALL)
+                      .setMatch(F.buildMatch().build())
+                      .build());
           return null;
         });
     assertTrue(groups().getOrDefault("host", Map.of()).isEmpty(), "gone with its last rule");
@@ -80,36 +84,40 @@ class CoreWriteActionsTest extends CoreHarness {
                 assertThrows(
                     OfError.class,
                     () ->
-                        core.groupMod(
-                            F.buildGroupAdd()
-                                .setGroup(OFGroup.of(C1))
-                                .setGroupType(OFGroupType.ALL)
-                                .setBuckets(List.of())
-                                .build())));
+                        core.groupMods()
+                            .groupMod(
+                                F.buildGroupAdd()
+                                    .setGroup(OFGroup.of(C1))
+                                    .setGroupType(OFGroupType.ALL)
+                                    .setBuckets(List.of())
+                                    .build())));
     assertEquals("GroupModFailed/INVALID_GROUP", e.typeAndCode());
     on(
         () -> {
-          core.groupMod(
-              F.buildGroupAdd()
-                  .setGroup(OFGroup.of(7))
-                  .setGroupType(OFGroupType.ALL)
-                  .setBuckets(
-                      List.of(
-                          F.buildBucket()
-                              .setWatchPort(OFPort.ANY)
-                              .setWatchGroup(OFGroup.ANY)
-                              .setActions(List.of(Fixtures.out(4)))
-                              .build()))
-                  .build());
+          core.groupMods()
+              .groupMod(
+                  F.buildGroupAdd()
+                      .setGroup(OFGroup.of(7))
+                      .setGroupType(OFGroupType.ALL)
+                      .setBuckets(
+                          List.of(
+                              F.buildBucket()
+                                  .setWatchPort(OFPort.ANY)
+                                  .setWatchGroup(OFGroup.ANY)
+                                  .setActions(List.of(Fixtures.out(4)))
+                                  .build()))
+                      .build());
           return null;
         });
     mod(add(0, 2, write(F.actions().group(OFGroup.of(7)))));
     e =
         on(
             () ->
-                assertThrows(OfError.class, () -> core.flowMod(add(1, 2, write(Fixtures.out(1))))));
+                assertThrows(
+                    OfError.class,
+                    () -> core.flowMods().flowMod(add(1, 2, write(Fixtures.out(1))))));
     assertEquals("BadAction/UNSUPPORTED_ORDER", e.typeAndCode());
-    assertEquals(1, on(() -> core.rules().size()), "the refused rule is not installed");
+    assertEquals(1, on(() -> core.vswitch().rules().size()), "the refused rule is not installed");
     // With clear_actions first it is faithful.
     mod(
         add(
@@ -118,6 +126,6 @@ class CoreWriteActionsTest extends CoreHarness {
             List.of(
                 F.instructions().clearActions(),
                 F.instructions().writeActions(List.of(Fixtures.out(1))))));
-    assertEquals(2, on(() -> core.rules().size()));
+    assertEquals(2, on(() -> core.vswitch().rules().size()));
   }
 }

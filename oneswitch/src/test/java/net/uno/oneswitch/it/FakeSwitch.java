@@ -25,6 +25,9 @@ import org.projectfloodlight.openflow.protocol.OFFlowDelete;
 import org.projectfloodlight.openflow.protocol.OFFlowMod;
 import org.projectfloodlight.openflow.protocol.OFFlowModifyStrict;
 import org.projectfloodlight.openflow.protocol.OFFlowStatsEntry;
+import org.projectfloodlight.openflow.protocol.OFGroupDelete;
+import org.projectfloodlight.openflow.protocol.OFGroupDescStatsEntry;
+import org.projectfloodlight.openflow.protocol.OFGroupMod;
 import org.projectfloodlight.openflow.protocol.OFMessage;
 import org.projectfloodlight.openflow.protocol.OFPortDesc;
 import org.projectfloodlight.openflow.protocol.OFVersion;
@@ -51,7 +54,18 @@ final class FakeSwitch implements AutoCloseable {
       java.util.Collections.synchronizedList(new ArrayList<>());
 
   final Map<Long, OFFlowMod> flows = new ConcurrentHashMap<>();
+
+  /** The groups it holds (GROUP_MOD add/modify/delete), listed in its GROUP_DESC reply. */
+  final Map<Integer, OFGroupMod> groups = new ConcurrentHashMap<>();
+
   private volatile SocketChannel sock;
+
+  /** Dead: every connection is closed at once (a switch whose vswitchd is gone). */
+  private volatile boolean dead;
+
+  /** Silent: reads and never answers (a peer gone without a FIN, e.g. a link cut). */
+  private volatile boolean silent;
+
   private volatile CountDownLatch barrierGate;
 
   /** FLOW_MODs this switch refuses with BAD_ACTION/BAD_TAG (as OVS does a third VLAN header). */
@@ -105,6 +119,33 @@ final class FakeSwitch implements AutoCloseable {
     return new ArrayList<>(log);
   }
 
+  /**
+   * Dies as a rebooting switch does: the connection closes, every new one is closed at once, and
+   * with {@code wipe} its flows and groups are gone (OVS keeps none across a restart).
+   */
+  void die(boolean wipe) throws IOException {
+    dead = true;
+    if (wipe) {
+      flows.clear();
+      groups.clear();
+    }
+    disconnect();
+  }
+
+  /**
+   * Goes silent, keeping its connection open: reads and answers nothing (not even an echo), as a
+   * peer gone without a FIN; new connections too. Its tables stay.
+   */
+  void goSilent() {
+    silent = true;
+  }
+
+  /** Comes back: answers new connections again (and the current one, if silent). */
+  void revive() {
+    dead = false;
+    silent = false;
+  }
+
   /** Drops the current connection (OneSwitch should reconnect). */
   void disconnect() throws IOException {
     SocketChannel s = sock;
@@ -117,6 +158,10 @@ final class FakeSwitch implements AutoCloseable {
     while (server.isOpen()) {
       try {
         SocketChannel s = server.accept();
+        if (dead) {
+          s.close();
+          continue;
+        }
         sock = s;
         connections++;
         Thread t = new Thread(() -> serve(s), "fake-conn");
@@ -149,7 +194,9 @@ final class FakeSwitch implements AutoCloseable {
 
   private void serve(SocketChannel s) {
     try {
-      write(s, F.buildHello().setXid(1).build());
+      if (!silent) {
+        write(s, F.buildHello().setXid(1).build());
+      }
       while (true) {
         ByteBuffer hdr = ByteBuffer.allocate(8);
         readFully(s, hdr);
@@ -161,7 +208,9 @@ final class FakeSwitch implements AutoCloseable {
           log.add(m);
         }
         GLOBAL.add(Map.entry(dpid, m));
-        handle(s, m);
+        if (!silent) {
+          handle(s, m);
+        }
       }
     } catch (Exception e) {
       // connection closed
@@ -197,6 +246,15 @@ final class FakeSwitch implements AutoCloseable {
           t.start();
         } else {
           write(s, F.buildBarrierReply().setXid(m.getXid()).build());
+        }
+      }
+      case GROUP_MOD -> {
+        OFGroupMod gm = (OFGroupMod) m;
+        int id = gm.getGroup().getGroupNumber();
+        if (gm instanceof OFGroupDelete) {
+          groups.remove(id);
+        } else {
+          groups.put(id, gm);
         }
       }
       case FLOW_MOD -> {
@@ -255,7 +313,18 @@ final class FakeSwitch implements AutoCloseable {
             }
             write(s, F.buildPortDescStatsReply().setXid(m.getXid()).setEntries(ds).build());
           }
-          case GROUP_DESC -> write(s, F.buildGroupDescStatsReply().setXid(m.getXid()).build());
+          case GROUP_DESC -> {
+            List<OFGroupDescStatsEntry> es = new ArrayList<>();
+            for (OFGroupMod g : groups.values()) {
+              es.add(
+                  F.buildGroupDescStatsEntry()
+                      .setGroup(g.getGroup())
+                      .setGroupType(g.getGroupType())
+                      .setBuckets(g.getBuckets())
+                      .build());
+            }
+            write(s, F.buildGroupDescStatsReply().setXid(m.getXid()).setEntries(es).build());
+          }
           case FLOW -> {
             List<OFFlowStatsEntry> es = new ArrayList<>();
             for (OFFlowMod fm : flows.values()) {

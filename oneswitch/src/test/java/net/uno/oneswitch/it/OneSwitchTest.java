@@ -17,7 +17,8 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import net.uno.oneswitch.Main;
 import net.uno.oneswitch.config.Config;
-import net.uno.oneswitch.core.OneSwitchCore;
+import net.uno.oneswitch.core.PortChange;
+import net.uno.oneswitch.rest.HttpStatus;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -178,7 +179,7 @@ class OneSwitchTest {
       }
       assertTrue(err >= 0, "the controller got no error for its flow-mod: " + c.seen);
       assertTrue(err < bar, "the error must come before the barrier reply covering it");
-      assertTrue(onCore(() -> os.core().rules().isEmpty()), "virtual rule rolled back");
+      assertTrue(onCore(() -> os.core().vswitch().rules().isEmpty()), "virtual rule rolled back");
       waitFor(() -> flowsWithPriority(host, 77) == 0); // the host's replica removed
       assertEquals(0, flowsWithPriority(snic, 77));
       assertEquals(1, os.core().metrics().physicalRefusals.get());
@@ -204,7 +205,7 @@ class OneSwitchTest {
       assertTrue(
           onCore(
               () ->
-                  os.core().rules().values().stream()
+                  os.core().vswitch().rules().values().stream()
                       .allMatch(r -> r.instructions().toString().contains("port=2"))));
       waitFor(
           () ->
@@ -271,7 +272,7 @@ class OneSwitchTest {
       OFMessage e = c.expect(OFType.ERROR, 7, 5000);
       assertEquals(OFBadActionCode.BAD_OUT_PORT, ((OFBadActionErrorMsg) e).getCode());
       barrier(c, 8);
-      assertEquals(0, (int) onCore(() -> os.core().rules().size()));
+      assertEquals(0, (int) onCore(() -> os.core().vswitch().rules().size()));
       long flowMods =
           java.util.stream.Stream.concat(host.logSnapshot().stream(), snic.logSnapshot().stream())
               .skip(0)
@@ -331,7 +332,7 @@ class OneSwitchTest {
   void remapIsMakeBeforeBreakAcrossSwitches() throws Exception {
     try (OfClient c = client()) {
       Remapped r = v3RulesThenRemap(c, 12, 0);
-      OneSwitchCore.PortChange pc = r.pc();
+      PortChange pc = r.pc();
       assertEquals(2, pc.rules());
       List<Map.Entry<Long, OFMessage>> seq = r.seq();
       int lastAdd = -1;
@@ -402,8 +403,9 @@ class OneSwitchTest {
   }
 
   /** V3 moves to snic0:200 with {@code drainMs}. */
-  private OneSwitchCore.PortChange remapV3(long drainMs) throws Exception {
-    return onCore(() -> os.core().remapPort(3, "snic0", 200, drainMs)).get(20, TimeUnit.SECONDS);
+  private PortChange remapV3(long drainMs) throws Exception {
+    return onCore(() -> os.core().portChanges().remapPort(3, "snic0", 200, drainMs))
+        .get(20, TimeUnit.SECONDS);
   }
 
   private boolean snicHasV3RuleAt200() {
@@ -418,14 +420,13 @@ class OneSwitchTest {
    * A remap's answer and what the fake switches received meanwhile (from {@code mark} in {@link
    * FakeSwitch#GLOBAL}).
    */
-  private record Remapped(
-      OneSwitchCore.PortChange pc, List<Map.Entry<Long, OFMessage>> seq, int mark) {}
+  private record Remapped(PortChange pc, List<Map.Entry<Long, OFMessage>> seq, int mark) {}
 
   /** With the V3 rules installed, V3 moves to snic0:200 with {@code drainMs}. */
   private Remapped v3RulesThenRemap(OfClient c, long xid, long drainMs) throws Exception {
     v3Rules(c, xid);
     int mark = FakeSwitch.GLOBAL.size();
-    OneSwitchCore.PortChange pc = remapV3(drainMs);
+    PortChange pc = remapV3(drainMs);
     return new Remapped(pc, since(mark), mark);
   }
 
@@ -509,7 +510,7 @@ class OneSwitchTest {
   void remapWithDrainWindowIsTwoRoundsAndBarriersOnlyWhatItSent() throws Exception {
     try (OfClient c = client()) {
       Remapped r = v3RulesThenRemap(c, 16, 1000);
-      OneSwitchCore.PortChange pc = r.pc();
+      PortChange pc = r.pc();
       List<Map.Entry<Long, OFMessage>> seq = r.seq();
       // The old port drains: nothing is deleted, so there is no break phase and no third round.
       assertEquals(0, countAll(seq, OFFlowDelete.class), names(seq).toString());
@@ -534,18 +535,20 @@ class OneSwitchTest {
     try (OfClient c = client()) {
       v3Rules(c, 17);
       int mark = FakeSwitch.GLOBAL.size();
-      OneSwitchCore.PortChange prep =
-          onCore(() -> os.core().preparePort(3, "snic0", 200, 5000)).get(20, TimeUnit.SECONDS);
+      PortChange prep =
+          onCore(() -> os.core().portChanges().preparePort(3, "snic0", 200, 5000))
+              .get(20, TimeUnit.SECONDS);
       List<Map.Entry<Long, OFMessage>> pseq = since(mark);
       assertTrue(count(pseq, 0xbL, OFFlowAdd.class) >= 2, "replica + dispatch: " + names(pseq));
       assertEquals(
           0, countAll(pseq, OFFlowModifyStrict.class) + countAll(pseq, OFFlowDelete.class));
-      assertEquals(200, prep.status());
-      assertEquals("host", onCore(() -> os.core().ports().get(3).get().sw()), "not moved yet");
+      assertEquals(200, HttpStatus.of(prep));
+      assertEquals(
+          "host", onCore(() -> os.core().vswitch().ports().get(3).get().sw()), "not moved yet");
       java.util.Set<Long> cookies = new java.util.HashSet<>(snic.flows.keySet());
 
       mark = FakeSwitch.GLOBAL.size();
-      OneSwitchCore.PortChange pc = remapV3(1000);
+      PortChange pc = remapV3(1000);
       List<Map.Entry<Long, OFMessage>> seq = since(mark);
       assertEquals(0, countAll(seq, OFFlowAdd.class) + countAll(seq, OFFlowDelete.class));
       // snic0's sender re-pointed; the host's dispatch of V3's tag from snic0 keeps delivering to
@@ -557,7 +560,7 @@ class OneSwitchTest {
           pc.trace().toString());
       assertBarriersOnlyAfterMessages(mark);
       assertTrue(snic.flows.keySet().containsAll(cookies), "the prepared flows are the final ones");
-      assertEquals("snic0", onCore(() -> os.core().ports().get(3).get().sw()));
+      assertEquals("snic0", onCore(() -> os.core().vswitch().ports().get(3).get().sw()));
       assertTrue(snicHasV3RuleAt200(), "in_port=200 translated on snic0");
     }
   }
@@ -566,7 +569,8 @@ class OneSwitchTest {
   void preparedRemapStillWaitsForEarlierUnansweredMessages() throws Exception {
     try (OfClient c = client()) {
       v3Rules(c, 18);
-      onCore(() -> os.core().preparePort(3, "snic0", 200, 5000)).get(20, TimeUnit.SECONDS);
+      onCore(() -> os.core().portChanges().preparePort(3, "snic0", 200, 5000))
+          .get(20, TimeUnit.SECONDS);
       int mark = FakeSwitch.GLOBAL.size();
       c.send(flow(0, 6, 1, out(2))); // snic0 -> V2 on the host: no barrier from the controller
       waitFor(() -> count(since(mark), 0xbL, OFFlowAdd.class) >= 1);
@@ -624,7 +628,8 @@ class OneSwitchTest {
       }
       assertNotNull(m, "connection alive: echo answered");
       assertTrue(errors > 0, "errors answered");
-      assertEquals(1, (int) onCore(() -> os.core().rules().size()), "virtual state unchanged");
+      assertEquals(
+          1, (int) onCore(() -> os.core().vswitch().rules().size()), "virtual state unchanged");
       // An unknown version after the handshake: BAD_VERSION.
       byte[] v6 = {6, 5, 0, 8, 0, 0, 0, 5};
       c.raw(v6);
@@ -648,7 +653,7 @@ class OneSwitchTest {
     }
     onCore(
         () -> {
-          os.core().saveNow();
+          os.core().state().saveNow();
           return null;
         });
     Config cfg =
@@ -663,7 +668,8 @@ class OneSwitchTest {
                 .formatted(dir, host.port(), snic.port()));
     os.stop();
     os = Main.run(cfg);
-    assertEquals(1, (int) onCore(() -> os.core().rules().size()));
-    assertEquals(3, (int) onCore(() -> os.core().ports().all().size()), "port map restored");
+    assertEquals(1, (int) onCore(() -> os.core().vswitch().rules().size()));
+    assertEquals(
+        3, (int) onCore(() -> os.core().vswitch().ports().all().size()), "port map restored");
   }
 }

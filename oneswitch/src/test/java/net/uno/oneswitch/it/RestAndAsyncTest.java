@@ -219,7 +219,11 @@ class RestAndAsyncTest {
       assertEquals(8, hard.getPriority());
       assertEquals(
           0,
-          (int) os.core().exec().submit(() -> os.core().rules().size()).get(5, TimeUnit.SECONDS));
+          (int)
+              os.core()
+                  .exec()
+                  .submit(() -> os.core().vswitch().rules().size())
+                  .get(5, TimeUnit.SECONDS));
     }
   }
 
@@ -477,7 +481,10 @@ class RestAndAsyncTest {
       OFPortStatus ps = (OFPortStatus) c.expect(OFType.PORT_STATUS, -1, 5000);
       assertEquals(OFPortReason.MODIFY, ps.getReason());
       int gid =
-          os.core().exec().submit(() -> os.core().scaleGroups().get(5)).get(5, TimeUnit.SECONDS);
+          os.core()
+              .exec()
+              .submit(() -> os.core().planner().scaleGroups().get(5))
+              .get(5, TimeUnit.SECONDS);
       assertTrue(net.uno.oneswitch.translate.Translator.isScaleGroup(gid));
       // A controller cannot use the reserved group ids.
       c.send(
@@ -511,7 +518,7 @@ class RestAndAsyncTest {
     assertEquals(200, v5.get("port").asInt());
     assertEquals(2, v5.get("instances").size());
     // Restart: the instances come back from state.json.
-    os.core().exec().submit(os.core()::saveNow).get(5, TimeUnit.SECONDS); // as on shutdown
+    os.core().exec().submit(os.core().state()::saveNow).get(5, TimeUnit.SECONDS); // as on shutdown
     os.stop();
     start();
     HttpResponse<String> again = get("/v1/ports", true);
@@ -521,7 +528,10 @@ class RestAndAsyncTest {
     assertEquals(200, one.statusCode(), one.body());
     assertEquals(1, json(one).get("instances").size());
     assertTrue(
-        os.core().exec().submit(() -> os.core().scaleGroups().isEmpty()).get(5, TimeUnit.SECONDS));
+        os.core()
+            .exec()
+            .submit(() -> os.core().planner().scaleGroups().isEmpty())
+            .get(5, TimeUnit.SECONDS));
     // A wildcard rule outputting to vport 5 exists now: growing again is refused with 409.
     try (OfClient c = client()) {
       c.send(fromTo(0, 5, true));
@@ -532,7 +542,10 @@ class RestAndAsyncTest {
     assertEquals("409 instances", field(refused));
     assertTrue(json(refused).get("error").asText().contains("in_port"), refused.body());
     assertTrue(
-        os.core().exec().submit(() -> os.core().scaleGroups().isEmpty()).get(5, TimeUnit.SECONDS),
+        os.core()
+            .exec()
+            .submit(() -> os.core().planner().scaleGroups().isEmpty())
+            .get(5, TimeUnit.SECONDS),
         "nothing changed");
   }
 }

@@ -42,7 +42,7 @@ import org.projectfloodlight.openflow.types.OFVlanVidMatch;
 import org.projectfloodlight.openflow.types.TableId;
 import org.projectfloodlight.openflow.types.U64;
 
-/** Translation cases of UNO Table 1 and DESIGN.md section 4. */
+/** Translation cases of UNO Table 1 and docs/translation.md. */
 class TranslatorTest {
   private final TagAllocator tags = TagAllocator.vlan();
   private final Translator t = Fixtures.translator(tags, PORTS);

@@ -1,0 +1,169 @@
+package net.uno.oneswitch.translate;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import net.uno.oneswitch.model.Drain;
+import net.uno.oneswitch.model.PhysRule;
+import net.uno.oneswitch.model.PortMap;
+import net.uno.oneswitch.model.Topology;
+import net.uno.oneswitch.model.VPort;
+import org.projectfloodlight.openflow.protocol.OFFactory;
+import org.projectfloodlight.openflow.protocol.action.OFAction;
+import org.projectfloodlight.openflow.protocol.match.Match;
+import org.projectfloodlight.openflow.protocol.match.MatchField;
+import org.projectfloodlight.openflow.types.OFPort;
+import org.projectfloodlight.openflow.types.TableId;
+
+/**
+ * Physical table 0 of every switch, reserved for dispatch (docs/translation.md): drop by default,
+ * each mapped, draining or prepared port (and CONTROLLER on the switch that runs packet-outs'
+ * pipelines) to the pipeline, and each live flow-id tag or label from each PCIe port delivered to
+ * its vport or sent on toward it. Pure.
+ */
+final class Dispatch {
+  private static final OFFactory F = MatchUtil.F;
+
+  private final Topology topo;
+  private final PortMap ports;
+  private final Optional<String> controllerSwitch;
+
+  private Dispatch(Topology topo, PortMap ports, Optional<String> controllerSwitch) {
+    this.topo = topo;
+    this.ports = ports;
+    this.controllerSwitch = controllerSwitch;
+  }
+
+  /**
+   * The table-0 rules of every switch of {@code topo} for {@code ports} and the live tags; {@code
+   * controllerSwitch}: where a packet-out from CONTROLLER runs the pipeline (if any port is
+   * mapped).
+   */
+  static List<PhysRule> rules(
+      Topology topo,
+      PortMap ports,
+      Optional<String> controllerSwitch,
+      Map<Long, Integer> liveTags) {
+    return new Dispatch(topo, ports, controllerSwitch).rules(liveTags);
+  }
+
+  /** The rules of every switch's table 0 for the live tags {@code liveTags} (key -> tag). */
+  private List<PhysRule> rules(Map<Long, Integer> liveTags) {
+    List<PhysRule> out = new ArrayList<>();
+    for (String s : topo.switches()) {
+      out.add(new PhysRule(s, Translator.DISPATCH_TABLE, 0, MatchUtil.of(List.of()), List.of()));
+    }
+    for (VPort v : ports.all()) {
+      for (VPort.Loc l : v.instances()) {
+        Match m = F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(l.port())).build();
+        out.add(
+            new PhysRule(
+                l.sw(),
+                Translator.DISPATCH_TABLE,
+                Translator.PRIO_PORT,
+                m,
+                List.of(F.instructions().gotoTable(TableId.of(1)))));
+      }
+    }
+    for (Drain d : ports.drains()) {
+      Match m = F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(d.loc().port())).build();
+      out.add(
+          new PhysRule(
+              d.loc().sw(),
+              Translator.DISPATCH_TABLE,
+              Translator.PRIO_PORT,
+              m,
+              List.of(F.instructions().gotoTable(TableId.of(1)))));
+    }
+    controllerSwitch.ifPresent(
+        sw ->
+            out.add(
+                new PhysRule(
+                    sw,
+                    Translator.DISPATCH_TABLE,
+                    Translator.PRIO_PORT,
+                    F.buildMatch().setExact(MatchField.IN_PORT, OFPort.CONTROLLER).build(),
+                    List.of(F.instructions().gotoTable(TableId.of(1))))));
+    // Every switch routes every live tag from every PCIe port: delivered where the vport is, else
+    // sent on toward it (back out of the port it came in by when that is the way). After a remap,
+    // a frame still crossing PCIe under the old map (in a shaped link's queue, say) is forwarded
+    // to the vport's new place instead of dropped: the break phase re-points these rules, never
+    // deletes them while the tag is live.
+    OFAction back = F.actions().output(OFPort.IN_PORT, 0xffff);
+    // Each instance of a scaled-out vport has its own tag (slot); a slot beyond the current
+    // instances (kept live a moment after a shrink, for frames in flight) goes to slot mod k.
+    for (Map.Entry<Long, Integer> e : liveTags.entrySet()) {
+      Optional<VPort> ov = ports.get(Translator.tagVport(e.getKey()));
+      if (ov.isEmpty()) {
+        continue;
+      }
+      VPort.Loc v = ov.get().instances().get(Translator.tagSlot(e.getKey()) % ov.get().k());
+      long key = e.getKey();
+      int tag = e.getValue();
+      List<OFAction> deliver = Carrier.deliver(key, v.port());
+      boolean onHost = v.sw().equals(topo.host());
+      Optional<VPort.Loc> left = leftPort(ov.get(), Translator.tagSlot(key));
+      for (Topology.Pcie l : topo.pcie().values()) {
+        List<OFAction> atHost;
+        if (onHost) {
+          atHost = deliver;
+        } else if (l.snic().equals(v.sw())) {
+          atHost = toLeftPort(left, topo.host(), key).orElse(List.of(back));
+        } else {
+          atHost =
+              List.of(F.actions().output(OFPort.of(topo.pcie().get(v.sw()).hostPort()), 0xffff));
+        }
+        out.add(tagRule(topo.host(), l.hostPort(), key, tag, atHost));
+        out.add(
+            tagRule(
+                l.snic(),
+                l.snicPort(),
+                key,
+                tag,
+                l.snic().equals(v.sw())
+                    ? deliver
+                    : toLeftPort(left, l.snic(), key).orElse(List.of(back))));
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The port a single-instance vport {@code vp} left by a remap and that still drains, on another
+   * switch than its new one (empty otherwise, or when unclear: several such ports, a scaled-out
+   * vport, a slot other than 0). A frame tagged for {@code vp} before the remap may still be on its
+   * way to that switch; there, one coming in from the PCIe side of the vport's new switch can only
+   * be such a frame (the new switch delivers the vport's frames itself, and the host reaches an
+   * sNIC only through that sNIC's own link). Delivered to the leaving instance, which still runs
+   * and forwards it before its drain answers, it keeps its order; sent back to the new place it
+   * would arrive there after frames sent later (an order-preserving move would reorder).
+   */
+  private Optional<VPort.Loc> leftPort(VPort vp, int slot) {
+    if (vp.k() != 1 || slot != 0) {
+      return Optional.empty();
+    }
+    String now = vp.instances().get(0).sw();
+    List<VPort.Loc> left =
+        ports.drainsOf(vp.vport()).stream()
+            .filter(d -> !d.prepared() && !d.loc().sw().equals(now))
+            .map(Drain::loc)
+            .toList();
+    return left.size() == 1 ? Optional.of(left.get(0)) : Optional.empty();
+  }
+
+  /** Delivery to the left port {@code left} when it is on switch {@code sw} (see leftPort). */
+  private static Optional<List<OFAction>> toLeftPort(
+      Optional<VPort.Loc> left, String sw, long key) {
+    return left.filter(l -> l.sw().equals(sw)).map(l -> Carrier.deliver(key, l.port()));
+  }
+
+  private static PhysRule tagRule(String sw, int inPort, long key, int tag, List<OFAction> acts) {
+    return new PhysRule(
+        sw,
+        Translator.DISPATCH_TABLE,
+        Carrier.priority(key),
+        Carrier.tagMatch(key, inPort, tag),
+        List.of(F.instructions().applyActions(acts)));
+  }
+}
