@@ -308,7 +308,7 @@ class Snic:
                 }
                 for j in range(c.eth_ports)
             ]
-        out["ports"] = _ports(self.switch.driver)
+        out["ports"] = self.switch.port_numbers() if self.emulated else _ports(self.switch.driver)
         return out
 
     def close(self) -> None:
@@ -659,6 +659,7 @@ class EmulatedHost:
         out["up"] = out["up"] and all(sw["running"] for sw in switches) and out["redis"]["pid"] is not None
         if "oneswitch" in out:
             out["up"] = out["up"] and out["oneswitch"]["running"]
+        out["up"] = out["up"] and all(sn.get("agent_pid") for sn in out["snics"] if sn.get("agent"))
 
         agent = status_entry(self.rundir)
         if agent is not None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from host_datapath.host_switch import HostSwitch
+from host_datapath.snic_agent_client import SnicAgentClient, SnicAgentError
 from host_datapath.sysutil import (
     DatapathError,
     kill_and_wait,
@@ -175,6 +176,18 @@ class EmulatedSnic(HostSwitch):
             self.stop_agent()
         super().down()
         self.cgroup.destroy()
+
+    def port_numbers(self) -> dict[str, int]:
+        """With an agent, as the host sees them: through the agent's API ({} when it does not answer)."""
+        if self.agent is None:
+            return super().port_numbers()
+        client = SnicAgentClient(self.agent.snic, self.agent_url(), self.token, timeout=2)
+        try:
+            return {p["name"]: p["ofport"] for p in client.ports()}
+        except SnicAgentError:
+            return {}
+        finally:
+            client.close()
 
     def status(self) -> dict:
         out = super().status()

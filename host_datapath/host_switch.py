@@ -128,11 +128,15 @@ class HostSwitch(BridgePorts):
 
     key = "host"  # its key in `uno status --json`
 
-    def status(self) -> dict:
+    def port_numbers(self) -> dict[str, int]:
+        """Its bridge's ports (name -> OpenFlow port); {} when its OVS is down."""
         try:
-            ports = self.driver.ports() if self.ovs.running() else {}
+            return self.driver.ports() if self.ovs.running() else {}
         except DatapathError:
-            ports = {}
+            return {}
+
+    def status(self) -> dict:
+        ports = self.port_numbers()
         return {
             "netns": self.netns,
             "bridge": self.bridge,

@@ -190,19 +190,26 @@ class Supervisor:
                 if nf.pin == sid:
                     inst.state = "failed"
             started = self._start_all([(nf, new) for nf, _, new in moves])
-            done, errors = [], []
+            by_nf: dict[str, list[tuple[Instance, Instance, bool]]] = {}
             for (nf, failed, new), ok in zip(moves, started, strict=True):
+                by_nf.setdefault(nf.id, []).append((failed, new, ok))
                 ctx.orphans.setdefault(sid, []).append(failed)
+            done, errors = [], []
+            for nf_id, rows in by_nf.items():
+                nf = ctx.state.nfs[nf_id]
                 try:
-                    if len(nf.instances) > 1:
-                        self._failover_in_set(nf, failed, new, "snic-dead", ok, release=False)
-                    elif not ok:
-                        failed.state = "failed"
+                    if len(nf.instances) > 1:  # its set changes in one step (OneSwitch refuses a dead member)
+                        self._replace_in_set(nf, rows)
+                    elif not rows[0][2]:
+                        rows[0][0].state = "failed"
                         errors.append(f"{nf.id}: its replacement did not start")
                         continue
                     else:
-                        self._switch_to(nf, failed, new, "snic-dead", True, release=False)
-                    done.append({"nf": nf.id, "failed": failed.id, "replacement": new.id if ok else None})
+                        self._switch_to(nf, rows[0][0], rows[0][1], "snic-dead", True, release=False)
+                    done += [
+                        {"nf": nf.id, "failed": f.id, "replacement": n.id if ok else None}
+                        for f, n, ok in rows
+                    ]
                 except OperationFailed as exc:
                     errors.append(f"{nf.id}: {exc}")
             ms = round((time.monotonic() - t0) * 1000, 2)
@@ -210,6 +217,29 @@ class Supervisor:
             ctx.event("snic-dead", snic=sid, failed_over=done, errors=errors, total_ms=ms)
             ctx.save()
             return {"snic": sid, "failed_over": done, "errors": errors, "total_ms": ms}
+
+    def _replace_in_set(self, nf: Nf, rows: list[tuple[Instance, Instance, bool]]) -> None:
+        """A scaled-out NF whose instances in `rows` (failed, replacement, started) died with their sNIC: one
+        change of its set, each failed instance replaced by its started replacement or left out."""
+        ctx = self.ctx
+        new_for = {f.id: (n if ok else None) for f, n, ok in rows}
+        want = [new_for.get(i.id, i) for i in nf.instances]
+        want = [i for i in want if i is not None]
+        if not want:
+            for f, _, _ in rows:
+                f.state = "failed"
+            raise OperationFailed(f"no replacement of {nf.id} started")
+        try:
+            ms = ctx.mapper.set_instances(nf.vport, [(i.switch, i.ofport) for i in want])
+        except PortMapError as exc:
+            for _, n, ok in rows:
+                if ok:
+                    ctx.stop_quietly(n)
+            raise DependencyFailed(f"failover of {nf.id}'s instances: {exc}") from None
+        nf.instances, nf.location = want, want[0].location
+        ctx.counters.failovers += len(rows)
+        ctx.event("nf-failover", nf=nf.id, failed=[f.id for f, _, _ in rows], reason="snic-dead",
+                  replacements=[n.id for _, n, ok in rows if ok], set_ms=ms, instances=len(want))  # fmt: skip
 
     def _start_all(self, starts: list[tuple[Nf, Instance]]) -> list[bool]:
         """Start these instances side by side; which started."""
@@ -281,9 +311,7 @@ class Supervisor:
         ctx.save()
         return res.to_json()
 
-    def _failover_in_set(
-        self, nf: Nf, failed: Instance, new: Instance, reason: str, standby: bool, release: bool = True
-    ) -> dict:
+    def _failover_in_set(self, nf: Nf, failed: Instance, new: Instance, reason: str, standby: bool) -> dict:
         """One of several instances failed: the replacement takes its place in the vport's set; when no
         replacement starts, the failed one is only removed from the set (the others carry its flows)."""
         ctx = self.ctx
@@ -304,8 +332,7 @@ class Supervisor:
             raise DependencyFailed(f"failover of {failed.id}: {exc}") from None
         errors = []
         try:
-            if release:
-                ctx.runtime.stop(failed)
+            ctx.runtime.stop(failed)
         except Exception as exc:  # noqa: BLE001 - traffic already moved; reported
             errors.append(f"stopping {failed.id}: {exc}")
         nf.instances = want

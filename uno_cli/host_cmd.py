@@ -153,6 +153,9 @@ def _what_is_down(status: dict) -> str:
     dead = [f"switch {sw_id}" for sw_id, sw in switches if not sw["running"]]
     services = ["redis"] if status["redis"]["pid"] is None else []
     services += ["oneswitch"] if "oneswitch" in status and not status["oneswitch"]["running"] else []
+    services += [
+        f"{sn['id']}'s agent" for sn in status["snics"] if sn.get("agent") and not sn.get("agent_pid")
+    ]
     if not dead and not services:
         return " (its bring-up did not complete: `uno up` brings it up afresh)"
     if dead:
@@ -182,6 +185,8 @@ def _print_status(status: dict, json_out: bool) -> None:
                 line += (
                     f" per {cg['cpu_period_us'] / 1000:g} ms (throttled {cg.get('nr_throttled', 0)} periods)"
                 )
+        if s.get("agent"):
+            line += f"  agent {s['agent']}" + ("" if s.get("agent_pid") else " (not running)")
         print(line)
     for vm in status["vms"]:
         print(f"  {vm['name']}     netns {vm['netns']} {vm['ip']} on host port {vm['host_ofport']}")
