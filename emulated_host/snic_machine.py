@@ -54,8 +54,8 @@ class AgentSpec:
     snic: str
     prefix: str
     warm_slots: int = 0
-    pcie_port: str | None = None
-    wire_ports: tuple[str, ...] = ()
+    pcie_port: str | None = None  # None: its agent discovers it (a BlueField's pfNhpf)
+    wire_ports: tuple[str, ...] | None = None  # None: discovered (pN)
     nf_binary: str | None = None
 
 
@@ -123,7 +123,8 @@ class EmulatedSnic(HostSwitch):
             "dir": str(self.agent_dir), "prefix": a.prefix, "bridge": self.bridge, "ovsdb": self.ovs.db_remote,
             "switch_netns": self.netns, "cgroup": self.cgroup_name, "cpu_quota": self.cpu_quota,
             "cpu_period_us": self.cpu_period_us or default_period_us(self.cpu_quota),
-            "warm_slots": a.warm_slots, "pcie_port": a.pcie_port, "wire_ports": list(a.wire_ports),
+            "warm_slots": a.warm_slots, "pcie_port": a.pcie_port,
+            "wire_ports": list(a.wire_ports) if a.wire_ports is not None else None,
             **({"nf_binary": a.nf_binary} if a.nf_binary else {}),
         }  # fmt: skip
         conf = self.rundir / "agent.json"

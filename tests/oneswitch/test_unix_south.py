@@ -1,6 +1,7 @@
-"""OneSwitch reaches the emulated switches over their bridges' unix sockets (no relay): the generated config
-names them, rules reach the real OVS through them, and a switch whose vswitchd died and came back is reconnected
-and reconciled (its flows reinstalled) over the same path."""
+"""OneSwitch reaches the host's own switch over its bridge's unix socket (no relay) and an emulated sNIC's switch
+over its management network only (a separate machine: its bridge's listener on its management address): the
+generated config names them, rules reach the real OVS through them, and an sNIC switch whose vswitchd died and
+came back is reconnected and reconciled (its flows reinstalled) over the same path."""
 
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ def test_switches_over_unix_sockets_and_a_restarted_vswitchd_is_reconciled():
     try:
         conf = json.loads((host.rundir / "oneswitch" / "config.json").read_text())
         snic = status["snics"][0]
+        assert snic["openflow_tcp"] == f"tcp:{snic['mgmt']['snic_ip']}:6653"
         assert {s["id"]: s["openflow"] for s in conf["switches"]} == {
             "host": f"unix:{status['host']['openflow_tcp_socket']}",
-            "snic0": f"unix:{snic['openflow_tcp_socket']}",
+            "snic0": snic["openflow_tcp"],
         }
         client = host.oneswitch().client(timeout=30)
         listen = status["oneswitch"]["listen"]
@@ -44,7 +46,7 @@ def test_switches_over_unix_sockets_and_a_restarted_vswitchd_is_reconciled():
         finally:
             for s in sw.values():
                 s.close()
-        wait_for(lambda: client.health().all_connected(), 30, "OneSwitch to reconnect over the unix socket")
+        wait_for(lambda: client.health().all_connected(), 30, "OneSwitch to reconnect over the management network")
         wait_for(
             lambda: "nw_dst=10.7.7.7" in ofctl("dump-flows", snic["openflow"]),
             30,
