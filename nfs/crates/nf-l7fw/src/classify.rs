@@ -5,6 +5,8 @@
 //! detector needs more bytes the flow stays pending.
 
 use crate::{dns, http, tls};
+use nfcore::config::{present, Hex, Int, Object};
+use serde::Deserialize;
 
 /// One detector's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,12 +36,56 @@ pub enum Outcome {
     NeedMore,
 }
 
-/// A protocol recognised by bytes at an offset.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A protocol recognised by bytes at an offset. In a config: `{"name": "myproto", "offset": 0,
+/// "content": "MYP"}` or with `"hex": "4d5950"` instead of `content`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Object<SigRuleConfig>")]
 pub struct SigRule {
     pub name: String,
     pub offset: usize,
     pub bytes: Vec<u8>,
+}
+
+/// A signature as the config writes it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SigRuleConfig {
+    /// Absent: refused as any name that is not 1-32 characters.
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    offset: Int<0, 1024>,
+    #[serde(default, deserialize_with = "present")]
+    content: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    hex: Option<Hex>,
+}
+
+impl TryFrom<Object<SigRuleConfig>> for SigRule {
+    type Error = String;
+    fn try_from(Object(c): Object<SigRuleConfig>) -> Result<SigRule, String> {
+        let name = c.name;
+        let valid = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_';
+        if name.is_empty() || name.len() > 32 || !name.bytes().all(valid) {
+            return Err(".name must be 1-32 characters of a-z, 0-9, '-', '_'".into());
+        }
+        if BUILTIN.contains(&name.as_str()) || name == "any" {
+            return Err(format!(".name {name:?} is a built-in protocol"));
+        }
+        let bytes = match (c.content, c.hex) {
+            (Some(text), None) => text.into_bytes(),
+            (None, Some(Hex(bytes))) => bytes,
+            _ => return Err("give exactly one of content or hex".into()),
+        };
+        if bytes.is_empty() || bytes.len() > 256 {
+            return Err("content/hex must be 1-256 bytes".into());
+        }
+        Ok(SigRule {
+            name,
+            offset: c.offset.0 as usize,
+            bytes,
+        })
+    }
 }
 
 /// Built-in signature list (extended by the config's `signatures`).

@@ -246,7 +246,7 @@ pub fn frame_from_json(v: &Value) -> Result<(u64, Vec<u8>), String> {
         (Some(_), Some(_)) => return Err("packet: give payload or payload_hex, not both".into()),
         (_, Some(h)) => h
             .as_str()
-            .and_then(parse_hex)
+            .and_then(crate::config::parse_hex)
             .ok_or("packet: payload_hex must be pairs of hex digits")?,
         (p, None) => p.and_then(|p| p.as_str()).unwrap_or("").as_bytes().to_vec(),
     };
@@ -261,17 +261,6 @@ pub fn frame_from_json(v: &Value) -> Result<(u64, Vec<u8>), String> {
     spec.payload = &payload;
     let f = spec.build();
     Ok((num("t_ms", 0)? * 1_000_000, f))
-}
-
-/// Bytes from hex digit pairs (whitespace ignored).
-fn parse_hex(s: &str) -> Option<Vec<u8>> {
-    let d: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
-    if !d.len().is_multiple_of(2) {
-        return None;
-    }
-    d.chunks(2)
-        .map(|p| u8::from_str_radix(std::str::from_utf8(p).ok()?, 16).ok())
-        .collect()
 }
 
 /// A case directory: `config.json`, `packets.json` (list of packets), `expected.json`

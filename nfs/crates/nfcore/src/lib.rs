@@ -13,6 +13,7 @@
 //!
 //! A tier failure leads to the configured [`FailMode`] for the whole batch.
 
+#[macro_use]
 pub mod config;
 pub mod control;
 pub mod cpu_latency;
@@ -35,25 +36,15 @@ pub enum Verdict {
     Drop,
 }
 
-/// Behaviour when the state tier cannot be reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailMode {
-    /// Drop packets whose state cannot be read or written (default; security NFs).
-    Closed,
-    /// Forward packets unprocessed.
-    Open,
-}
-
-impl std::str::FromStr for FailMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "closed" => Ok(FailMode::Closed),
-            "open" => Ok(FailMode::Open),
-            _ => Err(format!(
-                "fail_mode must be \"closed\" or \"open\", not {s:?}"
-            )),
-        }
+config_enum! {
+    /// Behaviour when the state tier cannot be reached (config `fail_mode`).
+    #[derive(Default)]
+    pub enum FailMode {
+        /// Drop packets whose state cannot be read or written (default; security NFs).
+        #[default]
+        Closed = "closed",
+        /// Forward packets unprocessed.
+        Open = "open",
     }
 }
 
