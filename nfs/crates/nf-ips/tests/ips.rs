@@ -5,7 +5,9 @@
 use flowstore::test_redis::TestRedis;
 use flowstore::{LocalStore, RedisConfig, RedisStore};
 use nf_ips::Ips;
-use nfcore::harness::{load_case, run_alternating, run_frames_full, verdicts};
+use nfcore::harness::{
+    case_dirs, load_case, run_alternating, run_frames_full, verdicts, CaseFormat,
+};
 use packet::build::{FrameSpec, Transport};
 use std::path::{Path, PathBuf};
 
@@ -27,12 +29,7 @@ impl Drop for TempDir {
 }
 
 fn cases() -> Vec<PathBuf> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/ips");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    v.sort();
+    let v = case_dirs("ips", CaseFormat::Json);
     assert!(v.len() >= 2);
     v
 }

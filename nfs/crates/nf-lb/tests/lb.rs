@@ -6,25 +6,14 @@ use flowstore::test_redis::TestRedis;
 use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
 use nf_lb::{load_key, set_backend_state, LoadBalancer};
 use nfcore::harness::{
-    load_case, recording_runtime, run_alternating, run_frames, verdicts, RecordingDevice,
+    case_dirs, load_case, recording_runtime, run_alternating, run_frames, verdicts, CaseFormat,
+    RecordingDevice,
 };
 use nfcore::runtime::{Runtime, TimeSource};
 use packet::build::{checksums_valid, FrameSpec, Transport};
 use packet::Parsed;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-
-fn cases() -> Vec<PathBuf> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/lb");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    v.sort();
-    assert!(v.len() >= 2);
-    v
-}
 
 fn check_case(out: &[Option<Vec<u8>>], expected: &serde_json::Value, what: &str) {
     let want: Vec<String> = serde_json::from_value(expected["verdicts"].clone()).unwrap();
@@ -53,7 +42,9 @@ fn check_case(out: &[Option<Vec<u8>>], expected: &serde_json::Value, what: &str)
 #[test]
 fn cases_local_redis_and_alternating() {
     let redis = TestRedis::start().expect("redis-server");
-    for dir in cases() {
+    let dirs = case_dirs("lb", CaseFormat::Json);
+    assert!(dirs.len() >= 2);
+    for dir in dirs {
         let name = dir.file_name().unwrap().to_str().unwrap().to_string();
         let case = load_case(&dir).unwrap();
         let mk = || Box::new(LoadBalancer::from_config(&case.config).unwrap());

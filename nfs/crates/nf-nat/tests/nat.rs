@@ -5,19 +5,14 @@ use flowstore::test_redis::TestRedis;
 use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
 use nf_nat::Nat;
 use nfcore::harness::{
-    load_case, recording_runtime, run_alternating, run_frames, verdicts, RecordingDevice,
+    case, recording_runtime, run_alternating, run_frames, verdicts, RecordingDevice,
 };
 use nfcore::runtime::{Runtime, TimeSource};
 use packet::build::{checksums_valid, FrameSpec, Transport};
 use packet::Parsed;
 use std::collections::HashSet;
 use std::net::IpAddr;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-
-fn case_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/nat/basic")
-}
 
 fn check_case(out: &[Option<Vec<u8>>], expected: &serde_json::Value, what: &str) {
     let want: Vec<String> = serde_json::from_value(expected["verdicts"].clone()).unwrap();
@@ -53,7 +48,7 @@ fn check_case(out: &[Option<Vec<u8>>], expected: &serde_json::Value, what: &str)
 #[test]
 fn case_local_redis_and_alternating() {
     let redis = TestRedis::start().expect("redis-server");
-    let case = load_case(&case_dir()).unwrap();
+    let case = case("nat", "basic");
     let mk = || Box::new(Nat::from_config(&case.config).unwrap());
     for batch in [1, 5, 32] {
         let local = run_frames(

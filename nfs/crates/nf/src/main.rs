@@ -7,8 +7,7 @@
 //! `nf lb-backend --store redis://...|unix:///... --nf-id ID --backend ADDR:PORT --state up|down` marks a
 //! load balancer's backend up or down in the tier and prints the pool.
 
-mod args;
-mod registry;
+use nf::{args, registry};
 
 use flowstore::{CachedStore, FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
 use nfcore::config::RuntimeConfig;

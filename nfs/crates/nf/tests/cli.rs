@@ -23,9 +23,7 @@ impl Drop for TempDir {
 }
 
 fn data(p: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests-data")
-        .join(p)
+    nfcore::harness::tests_data().join(p)
 }
 
 fn run_nf(args: &[&str]) -> std::process::Output {
