@@ -43,10 +43,10 @@ pub const TABLE_OOO: [&str; 2] = ["ips-ooo0", "ips-ooo1"];
 /// out-of-order buffer's bounds per direction. A hole (one segment lost before the IPS, e.g. its
 /// full port ring) leaves the sender's whole window behind it: every in-window segment the IPS
 /// cannot hold it drops (unscanned, so not forwarded), and a window of several hundred segments
-/// then collapsed into an RTO with backoff (the demo's 3 s at 0 Mbit/s after a move, with 16
-/// segments / 64 KiB). Measured here: up to ~900 segments of 1548 bytes (1.4 MB) in flight, a
-/// receiver window of 3.3 MB. So the defaults hold 4 MiB: the cost is tier memory, up to
-/// `max_ooo_bytes` per direction of a connection with a hole (lower it where that matters).
+/// losing most of its segments turns into a retransmission timeout with backoff: the connection
+/// stalls. So the defaults hold a whole receiver window of a fast local connection (several MB;
+/// bench/RESULTS.md, "TCP through a moved IPS"): the cost is tier memory, up to `max_ooo_bytes`
+/// per direction of a connection with a hole (lower it where that matters).
 pub const DEFAULT_WINDOW: u64 = 4 << 20;
 pub const DEFAULT_MAX_OOO_BYTES: u64 = 4 << 20;
 pub const DEFAULT_MAX_OOO_SEGMENTS: u64 = 4096;

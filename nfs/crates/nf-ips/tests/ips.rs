@@ -435,8 +435,8 @@ fn window_frames(
 
 /// A hole before a whole TCP window (one segment lost before the IPS, e.g. its port ring was
 /// full; the sender keeps sending its window): every segment behind the hole is held and
-/// forwarded, none dropped (with 16 segments of buffer, the other 683 of these 699 were dropped: the
-/// stream fell into an RTO), the buffer is not read while it grows (one write per segment), and
+/// forwarded, none dropped (a drop behind the hole would cost the sender a retransmission
+/// timeout), the buffer is not read while it grows (one write per segment), and
 /// once the hole is filled every byte is scanned once, in order. In Redis and local mode.
 #[test]
 fn a_hole_before_a_whole_window_holds_every_segment_and_scans_it_once_filled() {

@@ -312,9 +312,9 @@ mod tests {
         }
     }
 
-    /// Fuzz regression (nfs/fuzz, l7_classify): an HTTP request whose path holds an SMB
-    /// signature was classified `smb` when cut after the request line, `http` when whole, so a
-    /// blocked Host could pass by splitting the request.
+    /// An HTTP request whose path holds an SMB signature is `http` however it is cut: were it
+    /// `smb` when cut after the request line, a blocked Host could pass by splitting the request
+    /// (a fuzz input, nfs/fuzz l7_classify).
     #[test]
     fn signature_does_not_preempt_a_pending_detector() {
         let sigs = default_signatures();
@@ -342,9 +342,9 @@ mod tests {
         );
     }
 
-    /// Fuzz regression (nfs/fuzz, l7_classify): a DNS query whose ID is 0x1603 was taken for a
-    /// malformed TLS record (refused: unparsed, blocked by default; with `unparsed: allow` a
-    /// blocked query name passed).
+    /// A DNS query whose ID is 0x1603 is DNS, not a malformed TLS record: as TLS it would be
+    /// unparsed (blocked by default, and with `unparsed: allow` a blocked query name would pass;
+    /// a fuzz input, nfs/fuzz l7_classify).
     #[test]
     fn udp_is_never_tls() {
         let sigs = default_signatures();
@@ -357,8 +357,8 @@ mod tests {
         assert_eq!(proto(classify(&hello, false, &sigs, true)).0, "unknown");
     }
 
-    /// Fuzz regression (nfs/fuzz, l7_classify): a 265-byte SSH banner line was accepted when
-    /// whole but refused when its first 256 bytes came alone.
+    /// An over-long SSH banner line is refused whether it comes whole or its first 256 bytes come
+    /// alone: how a flow is cut must not change its class (a fuzz input, nfs/fuzz l7_classify).
     #[test]
     fn long_ssh_banner_is_refused_however_it_is_cut() {
         let sigs = default_signatures();
