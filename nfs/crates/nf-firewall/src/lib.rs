@@ -40,16 +40,12 @@ pub struct Firewall {
 }
 
 /// The config as written (besides the runtime options).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
 struct Config {
-    #[serde(default)]
     rules: Vec<Rule>,
-    #[serde(default)]
     default: Action,
-    #[serde(default)]
     idle_timeout_ms: Int<1, 86_400_000, 60_000>,
-    #[serde(default)]
     close_timeout_ms: Int<1, 86_400_000, 2_000>,
 }
 

@@ -6,7 +6,7 @@
 use aho_corasick::automaton::{Automaton, StateID};
 use aho_corasick::dfa::DFA;
 use aho_corasick::{Anchored, MatchKind, StartKind};
-use nfcore::config::{present, Hex, Int, Object};
+use nfcore::config::{content_or_hex, present, Hex, Int, Object};
 use serde::Deserialize;
 
 /// One signature. In a config: `{"id": 1001, "msg": "...", "content": "text"}` or with
@@ -35,11 +35,7 @@ pub struct SignatureConfig {
 impl TryFrom<Object<SignatureConfig>> for Signature {
     type Error = String;
     fn try_from(Object(c): Object<SignatureConfig>) -> Result<Signature, String> {
-        let content = match (c.content, c.hex) {
-            (Some(text), None) => text.into_bytes(),
-            (None, Some(Hex(bytes))) => bytes,
-            _ => return Err("give exactly one of content or hex".into()),
-        };
+        let content = content_or_hex(c.content, c.hex)?;
         if content.is_empty() || content.len() > 1024 {
             return Err("content must be 1-1024 bytes".into());
         }

@@ -6,27 +6,10 @@ use flowstore::test_redis::TestRedis;
 use flowstore::{LocalStore, RedisConfig, RedisStore};
 use nf_ips::Ips;
 use nfcore::harness::{
-    case_dirs, load_case, run_alternating, run_frames_full, verdicts, CaseFormat,
+    case_dirs, load_case, run_alternating, run_frames_full, verdicts, CaseFormat, TempDir,
 };
 use packet::build::{FrameSpec, Transport};
 use std::path::{Path, PathBuf};
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("unonfs-ips-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn cases() -> Vec<PathBuf> {
     let v = case_dirs("ips", CaseFormat::Json);
@@ -51,7 +34,7 @@ fn read_alerts(log: &Path) -> Vec<serde_json::Value> {
 #[test]
 fn cases_same_in_local_and_redis_modes_and_two_instances() {
     let redis = TestRedis::start().expect("redis-server");
-    let tmp = TempDir::new("cases");
+    let tmp = TempDir::new("ips-cases");
     for dir in cases() {
         let name = dir.file_name().unwrap().to_str().unwrap().to_string();
         let case = load_case(&dir).unwrap();
@@ -105,7 +88,7 @@ fn cases_same_in_local_and_redis_modes_and_two_instances() {
 
 #[test]
 fn alert_only_mode_forwards_and_logs() {
-    let tmp = TempDir::new("alert");
+    let tmp = TempDir::new("ips-alert");
     let dir = cases().into_iter().find(|d| d.ends_with("split")).unwrap();
     let case = load_case(&dir).unwrap();
     let log = tmp.0.join("a.jsonl");

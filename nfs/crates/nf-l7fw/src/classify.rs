@@ -5,7 +5,7 @@
 //! detector needs more bytes the flow stays pending.
 
 use crate::{dns, http, tls};
-use nfcore::config::{present, Hex, Int, Object};
+use nfcore::config::{content_or_hex, present, Hex, Int, Object};
 use serde::Deserialize;
 
 /// One detector's answer.
@@ -47,17 +47,15 @@ pub struct SigRule {
 }
 
 /// A signature as the config writes it.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
 pub struct SigRuleConfig {
     /// Absent: refused as any name that is not 1-32 characters.
-    #[serde(default)]
     name: String,
-    #[serde(default)]
     offset: Int<0, 1024>,
-    #[serde(default, deserialize_with = "present")]
+    #[serde(deserialize_with = "present")]
     content: Option<String>,
-    #[serde(default, deserialize_with = "present")]
+    #[serde(deserialize_with = "present")]
     hex: Option<Hex>,
 }
 
@@ -72,11 +70,7 @@ impl TryFrom<Object<SigRuleConfig>> for SigRule {
         if BUILTIN.contains(&name.as_str()) || name == "any" {
             return Err(format!(".name {name:?} is a built-in protocol"));
         }
-        let bytes = match (c.content, c.hex) {
-            (Some(text), None) => text.into_bytes(),
-            (None, Some(Hex(bytes))) => bytes,
-            _ => return Err("give exactly one of content or hex".into()),
-        };
+        let bytes = content_or_hex(c.content, c.hex)?;
         if bytes.is_empty() || bytes.len() > 256 {
             return Err("content/hex must be 1-256 bytes".into());
         }

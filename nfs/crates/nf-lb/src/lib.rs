@@ -87,18 +87,10 @@ impl Conn {
     }
 }
 
-nfcore::config_enum! {
-    /// How a new connection's backend choice is claimed.
-    #[derive(Default)]
-    pub enum Claim {
-        /// Compare-and-set, then INCRBY of the backend's counter: two blocking round trips; safe
-        /// when instances race on one connection.
-        #[default]
-        Atomic = "atomic",
-        /// Written with the batch (SET + INCRBY); one instance per connection at a time.
-        Pipelined = "pipelined",
-    }
-}
+/// How a new connection's backend choice is claimed (`conn_claim`): atomic is compare-and-set,
+/// then INCRBY of the backend's counter (two blocking round trips); pipelined writes both with
+/// the batch (SET NX + INCRBY).
+pub use nfcore::Claim;
 
 /// A pool value parsed (or why it could not be).
 type PoolParse = Result<Vec<Backend>, String>;

@@ -157,17 +157,8 @@ struct Counters {
     expired: u64,
 }
 
-nfcore::config_enum! {
-    /// How a new connection's outbound mapping is claimed in the tier.
-    #[derive(Default)]
-    pub enum Claim {
-        /// Compare-and-set round trip: concurrent instances agree on one mapping.
-        #[default]
-        Atomic = "atomic",
-        /// Written with the batch: one instance per connection at a time.
-        Pipelined = "pipelined",
-    }
-}
+/// How a new connection's outbound mapping is claimed in the tier (`mapping_claim`).
+pub use nfcore::Claim;
 
 /// The public port range, `"lo-hi"` with 1 <= lo <= hi.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

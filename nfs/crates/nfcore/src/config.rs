@@ -317,6 +317,15 @@ impl<'de> Deserialize<'de> for Hex {
     }
 }
 
+/// The bytes of a signature given as exactly one of `content` (text) or `hex`.
+pub fn content_or_hex(content: Option<String>, hex: Option<Hex>) -> Result<Vec<u8>, String> {
+    match (content, hex) {
+        (Some(text), None) => Ok(text.into_bytes()),
+        (None, Some(Hex(bytes))) => Ok(bytes),
+        _ => Err("give exactly one of content or hex".into()),
+    }
+}
+
 /// For `#[serde(default, deserialize_with = "nfcore::config::present")]` on an `Option<T>`: the
 /// field may be absent (None), but where it is given it must be a `T` (serde's `Option` would
 /// take `null` for absent; a config that says `null` for a number or a string is refused).

@@ -386,6 +386,55 @@ pub fn verdicts(out: &[Option<Vec<u8>>]) -> Vec<&'static str> {
         .collect()
 }
 
+/// Check a run against a JSON case's `verdicts` and its `rewritten` entries (`{"index", "src",
+/// "sport", "dst", "dport"}`: a forwarded packet's addresses and ports after the NF, its
+/// checksums valid). `what` names the run in failures.
+pub fn check_rewrites(out: &[Option<Vec<u8>>], expected: &Value, what: &str) {
+    let want: Vec<String> = serde_json::from_value(expected["verdicts"].clone()).unwrap();
+    assert_eq!(verdicts(out), want, "{what}");
+    for r in expected["rewritten"].as_array().unwrap() {
+        let i = r["index"].as_u64().unwrap() as usize;
+        let f = out[i].as_ref().unwrap();
+        assert!(
+            packet::build::checksums_valid(f),
+            "{what}: checksums of packet {i}"
+        );
+        let p = Parsed::new_checked(f).unwrap();
+        let got = (
+            p.src.to_string(),
+            p.ports().0,
+            p.dst.to_string(),
+            p.ports().1,
+        );
+        let want = (
+            r["src"].as_str().unwrap().to_string(),
+            r["sport"].as_u64().unwrap() as u16,
+            r["dst"].as_str().unwrap().to_string(),
+            r["dport"].as_u64().unwrap() as u16,
+        );
+        assert_eq!(got, want, "{what}: packet {i}");
+    }
+}
+
+/// A directory for a test's files, removed with them when dropped (also when the test fails).
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A fresh `unonfs-<tag>-<pid>` in the system's temp directory.
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("unonfs-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// One line about a frame: addresses, ports, protocol, TCP flags, length, checksums.
 pub fn describe_frame(f: &[u8]) -> String {
     match Parsed::new_checked(f) {

@@ -37,15 +37,22 @@ pub enum Verdict {
 }
 
 config_enum! {
-    /// Behaviour when the state tier cannot be reached (config `fail_mode`).
+    /// Behaviour when the state tier cannot be reached (config `fail_mode`): `Closed` (default;
+    /// security NFs) drops packets whose state cannot be read or written, `Open` forwards them
+    /// unprocessed.
     #[derive(Default)]
-    pub enum FailMode {
-        /// Drop packets whose state cannot be read or written (default; security NFs).
-        #[default]
-        Closed = "closed",
-        /// Forward packets unprocessed.
-        Open = "open",
-    }
+    pub enum FailMode { #[default] Closed = "closed", Open = "open" }
+}
+
+config_enum! {
+    /// How an NF claims a new connection's record in the tier (NAT `mapping_claim`, LB
+    /// `conn_claim`) when two instances may see its first packets at the same instant. `Atomic`
+    /// (default): a compare-and-set round trip, concurrent instances agree on one record (the
+    /// loser adopts the winner's). `Pipelined`: written with the batch (`SET NX`,
+    /// [`Ctx::claim`]), no round trip of its own; a lost claim's packets are dropped before they
+    /// leave and the NF undoes its part ([`NetworkFunction::claim_lost`]).
+    #[derive(Default)]
+    pub enum Claim { #[default] Atomic = "atomic", Pipelined = "pipelined" }
 }
 
 /// A stateless network function: all per-flow state goes through the [`Ctx`] to the tier, so

@@ -114,15 +114,15 @@ impl Pkt {
     }
 }
 
-/// A case's steps, one packet a millisecond.
-#[derive(Default)]
-struct Table(Vec<Step>);
-
-impl Table {
-    fn step(&mut self, mut pkt: Pkt, then: Then, why: &'static str) {
-        pkt.t_ms = self.0.len() as u64;
-        self.0.push(Step { pkt, then, why });
-    }
+/// A case's steps from its table rows, one packet a millisecond.
+fn steps(rows: Vec<(Pkt, Then, &'static str)>) -> Vec<Step> {
+    rows.into_iter()
+        .enumerate()
+        .map(|(i, (mut pkt, then, why))| {
+            pkt.t_ms = i as u64;
+            Step { pkt, then, why }
+        })
+        .collect()
 }
 
 /// Forwarded with source and destination `src` and `dst` (`"ADDR:PORT"`).
@@ -243,58 +243,20 @@ pub fn all() -> Vec<PcapCase> {
 fn firewall() -> PcapCase {
     let (c1, c2, web) = ("10.0.0.1:40000", "10.0.0.2:40001", "192.0.2.1:80");
     let dns = "192.0.2.53:53";
-    let mut t = Table::default();
     use Then::{Drop, Forward};
-    t.step(
-        tcp(c1, web, "S", 100, 0),
-        Forward,
-        "rule 0 allows tcp from 10/8 to port 80: opens the connection",
-    );
-    t.step(
-        tcp(web, c1, "SA", 900, 101),
-        Forward,
-        "the reply of an open connection",
-    );
-    t.step(
-        tcp(c1, web, "PA", 101, 901).data(b"GET / HTTP/1.1\r\n\r\n"),
-        Forward,
-        "data of the open connection",
-    );
-    t.step(
-        tcp("192.0.2.9:5555", "10.0.0.1:22", "S", 1, 0),
-        Drop,
-        "from outside 10/8: no rule allows it, default deny",
-    );
-    t.step(
-        tcp(c2, "192.0.2.1:443", "S", 1, 0),
-        Drop,
-        "port 443: no rule allows it, default deny",
-    );
-    t.step(
-        tcp(web, "10.0.0.2:40002", "A", 5, 6),
-        Drop,
-        "no connection, and no rule allows it from outside",
-    );
-    t.step(
-        udp("10.0.0.1:5353", dns).data(b"query"),
-        Forward,
-        "rule 1 allows udp from 10/8",
-    );
-    t.step(
-        udp(dns, "10.0.0.1:5353").data(b"answer"),
-        Forward,
-        "the reply of an open udp flow",
-    );
-    t.step(
-        tcp("10.0.0.4:40003", web, "S", 1, 0).vlan(10),
-        Forward,
-        "rule 0 allows it; the VLAN tag is kept",
-    );
-    t.step(
-        tcp(c1, web, "FA", 119, 901),
-        Forward,
-        "a FIN of the open connection passes",
-    );
+    #[rustfmt::skip]
+    let rows = vec![
+        (tcp(c1, web, "S", 100, 0), Forward, "rule 0 allows tcp from 10/8 to port 80: opens the connection"),
+        (tcp(web, c1, "SA", 900, 101), Forward, "the reply of an open connection"),
+        (tcp(c1, web, "PA", 101, 901).data(b"GET / HTTP/1.1\r\n\r\n"), Forward, "data of the open connection"),
+        (tcp("192.0.2.9:5555", "10.0.0.1:22", "S", 1, 0), Drop, "from outside 10/8: no rule allows it, default deny"),
+        (tcp(c2, "192.0.2.1:443", "S", 1, 0), Drop, "port 443: no rule allows it, default deny"),
+        (tcp(web, "10.0.0.2:40002", "A", 5, 6), Drop, "no connection, and no rule allows it from outside"),
+        (udp("10.0.0.1:5353", dns).data(b"query"), Forward, "rule 1 allows udp from 10/8"),
+        (udp(dns, "10.0.0.1:5353").data(b"answer"), Forward, "the reply of an open udp flow"),
+        (tcp("10.0.0.4:40003", web, "S", 1, 0).vlan(10), Forward, "rule 0 allows it; the VLAN tag is kept"),
+        (tcp(c1, web, "FA", 119, 901), Forward, "a FIN of the open connection passes"),
+    ];
     PcapCase {
         nf: "firewall",
         name: "pcap-basic",
@@ -302,7 +264,7 @@ fn firewall() -> PcapCase {
             {"action": "allow", "proto": "tcp", "src": "10.0.0.0/8", "dst_port": 80},
             {"action": "allow", "proto": "udp", "src": "10.0.0.0/8"}],
             "default": "deny"}),
-        steps: t.0,
+        steps: steps(rows),
         counters: json!({"opened": 3, "denied_by_rule": 3}),
     }
 }
@@ -314,53 +276,23 @@ fn nat() -> PcapCase {
         "192.0.2.1:80",
         "192.0.2.53:53",
     );
-    let mut t = Table::default();
     use Then::{Drop, Forward};
-    t.step(
-        tcp(c1, web, "S", 100, 0),
-        rw("198.51.100.1:20000", web),
-        "new outbound connection: the first pool pair",
-    );
-    t.step(
-        tcp(web, "198.51.100.1:20000", "SA", 900, 101),
-        rw(web, c1),
-        "return traffic to the mapping: back to its owner",
-    );
-    t.step(
-        tcp(c1, web, "PA", 101, 901).data(b"hello"),
-        rw("198.51.100.1:20000", web),
-        "the same connection keeps its mapping",
-    );
-    t.step(
-        tcp(c2, web, "S", 7, 0),
-        rw("198.51.100.1:20001", web),
-        "another inside host: the next pair",
-    );
-    t.step(
-        tcp("192.0.2.7:80", "198.51.100.1:20001", "A", 1, 8),
-        Drop,
-        "to a mapped pair from a remote it was not mapped to",
-    );
-    t.step(
-        udp("10.0.0.3:5353", dns).data(b"query"),
-        rw("198.51.100.1:20002", dns),
-        "udp is translated too: the next pair",
-    );
-    t.step(
-        udp("10.0.0.4:1", "10.0.0.5:2").data(b"x"),
-        Forward,
-        "inside to inside passes unchanged",
-    );
-    t.step(
-        tcp(web, "198.51.100.1:29999", "S", 1, 0),
-        Drop,
-        "to the public address without a mapping",
-    );
+    #[rustfmt::skip]
+    let rows = vec![
+        (tcp(c1, web, "S", 100, 0), rw("198.51.100.1:20000", web), "new outbound connection: the first pool pair"),
+        (tcp(web, "198.51.100.1:20000", "SA", 900, 101), rw(web, c1), "return traffic to the mapping: back to its owner"),
+        (tcp(c1, web, "PA", 101, 901).data(b"hello"), rw("198.51.100.1:20000", web), "the same connection keeps its mapping"),
+        (tcp(c2, web, "S", 7, 0), rw("198.51.100.1:20001", web), "another inside host: the next pair"),
+        (tcp("192.0.2.7:80", "198.51.100.1:20001", "A", 1, 8), Drop, "to a mapped pair from a remote it was not mapped to"),
+        (udp("10.0.0.3:5353", dns).data(b"query"), rw("198.51.100.1:20002", dns), "udp is translated too: the next pair"),
+        (udp("10.0.0.4:1", "10.0.0.5:2").data(b"x"), Forward, "inside to inside passes unchanged"),
+        (tcp(web, "198.51.100.1:29999", "S", 1, 0), Drop, "to the public address without a mapping"),
+    ];
     PcapCase {
         nf: "nat",
         name: "pcap-basic",
         config: json!({"inside": ["10.0.0.0/8"], "public_ips": ["198.51.100.1"], "ports": "20000-20003"}),
-        steps: t.0,
+        steps: steps(rows),
         counters: json!({"translated_out": 4, "translated_in": 1, "new_mappings": 3,
                          "no_mapping": 2, "passthrough": 1}),
     }
@@ -369,49 +301,23 @@ fn nat() -> PcapCase {
 fn lb() -> PcapCase {
     let (vip, b1, b2) = ("10.0.0.100:80", "10.1.0.1:8080", "10.1.0.2:8080");
     let (a, b) = ("192.0.2.1:40000", "192.0.2.2:40001");
-    let mut t = Table::default();
     use Then::{Drop, Forward};
-    t.step(tcp(a, vip, "S", 100, 0), rw(a, b1), "new connection, equal loads: the rendezvous hash of this 5-tuple picks 10.1.0.1 (as in lb/basic)");
-    t.step(
-        tcp(b1, a, "SA", 900, 101),
-        rw(vip, a),
-        "the backend's reply leaves from the VIP",
-    );
-    t.step(
-        tcp(a, vip, "PA", 101, 901).data(b"GET / HTTP/1.1\r\n\r\n"),
-        rw(a, b1),
-        "the connection keeps its backend",
-    );
-    t.step(
-        tcp(b, vip, "S", 7, 0),
-        rw(b, b2),
-        "new connection: least connections picks 10.1.0.2",
-    );
-    t.step(
-        tcp(b2, b, "SA", 5, 8),
-        rw(vip, b),
-        "the second backend's reply leaves from the VIP",
-    );
-    t.step(
-        tcp("192.0.2.3:5555", vip, "A", 1, 1),
-        Drop,
-        "not a SYN and no connection",
-    );
-    t.step(
-        tcp(a, "10.0.0.5:22", "S", 1, 0),
-        Forward,
-        "not to the VIP: unchanged",
-    );
-    t.step(
-        udp(a, vip).data(b"u"),
-        Forward,
-        "udp to the tcp VIP: unchanged",
-    );
+    #[rustfmt::skip]
+    let rows = vec![
+        (tcp(a, vip, "S", 100, 0), rw(a, b1), "new connection, equal loads: the rendezvous hash of this 5-tuple picks 10.1.0.1 (as in lb/basic)"),
+        (tcp(b1, a, "SA", 900, 101), rw(vip, a), "the backend's reply leaves from the VIP"),
+        (tcp(a, vip, "PA", 101, 901).data(b"GET / HTTP/1.1\r\n\r\n"), rw(a, b1), "the connection keeps its backend"),
+        (tcp(b, vip, "S", 7, 0), rw(b, b2), "new connection: least connections picks 10.1.0.2"),
+        (tcp(b2, b, "SA", 5, 8), rw(vip, b), "the second backend's reply leaves from the VIP"),
+        (tcp("192.0.2.3:5555", vip, "A", 1, 1), Drop, "not a SYN and no connection"),
+        (tcp(a, "10.0.0.5:22", "S", 1, 0), Forward, "not to the VIP: unchanged"),
+        (udp(a, vip).data(b"u"), Forward, "udp to the tcp VIP: unchanged"),
+    ];
     PcapCase {
         nf: "lb",
         name: "pcap-basic",
         config: json!({"vip": "10.0.0.100", "port": 80, "backends": [b1, b2]}),
-        steps: t.0,
+        steps: steps(rows),
         counters: json!({"new_conns": 2, "to_backend": 3, "to_client": 2, "no_conn": 1,
                          "passthrough": 2}),
     }
@@ -419,36 +325,18 @@ fn lb() -> PcapCase {
 
 fn ips() -> PcapCase {
     let (c, s, c3) = ("10.0.0.1:1234", "10.0.0.2:80", "10.0.0.3:1235");
-    let mut t = Table::default();
     use Then::{Drop, Forward};
-    t.step(tcp(c, s, "S", 999, 0), Forward, "opens the connection");
-    t.step(tcp(s, c, "SA", 4999, 1000), Forward, "the server's answer");
-    t.step(
-        tcp(c, s, "PA", 1000, 5000).data(b"hello AT"),
-        Forward,
-        "no signature yet",
-    );
-    t.step(
-        tcp(c, s, "PA", 1008, 5000).data(b"TACK world"),
-        Drop,
-        "completes ATTACK across two segments: alert, dropped, connection blocked",
-    );
-    t.step(
-        tcp(s, c, "A", 5000, 1008),
-        Drop,
-        "the blocked connection, other direction",
-    );
-    t.step(tcp(c3, s, "S", 1, 0), Forward, "another connection");
-    t.step(
-        tcp(c3, s, "PA", 2, 0).data(b"benign bytes"),
-        Forward,
-        "no signature",
-    );
-    t.step(
-        udp("10.0.0.3:5000", "10.0.0.2:53").data(b"xx\xde\xad\xbe\xefxx"),
-        Drop,
-        "udp datagram with signature 1002 (hex de ad be ef)",
-    );
+    #[rustfmt::skip]
+    let rows = vec![
+        (tcp(c, s, "S", 999, 0), Forward, "opens the connection"),
+        (tcp(s, c, "SA", 4999, 1000), Forward, "the server's answer"),
+        (tcp(c, s, "PA", 1000, 5000).data(b"hello AT"), Forward, "no signature yet"),
+        (tcp(c, s, "PA", 1008, 5000).data(b"TACK world"), Drop, "completes ATTACK across two segments: alert, dropped, connection blocked"),
+        (tcp(s, c, "A", 5000, 1008), Drop, "the blocked connection, other direction"),
+        (tcp(c3, s, "S", 1, 0), Forward, "another connection"),
+        (tcp(c3, s, "PA", 2, 0).data(b"benign bytes"), Forward, "no signature"),
+        (udp("10.0.0.3:5000", "10.0.0.2:53").data(b"xx\xde\xad\xbe\xefxx"), Drop, "udp datagram with signature 1002 (hex de ad be ef)"),
+    ];
     PcapCase {
         nf: "ips",
         name: "pcap-split",
@@ -456,40 +344,26 @@ fn ips() -> PcapCase {
             {"id": 1001, "msg": "ATTACK in stream", "content": "ATTACK"},
             {"id": 1002, "msg": "dead beef", "hex": "de ad be ef"}],
             "action": "drop", "alert_log": "/dev/null"}),
-        steps: t.0,
+        steps: steps(rows),
         counters: json!({"alerts": 2, "blocked_dropped": 1, "udp_scanned": 1}),
     }
 }
 
 fn monitor() -> PcapCase {
     let (c1, web) = ("10.0.0.1:40000", "192.0.2.1:80");
-    let mut t = Table::default();
     use Then::Forward;
-    t.step(
-        tcp(c1, web, "S", 1, 0),
-        Forward,
-        "counted, forwarded unchanged",
-    );
-    t.step(
-        tcp(web, c1, "SA", 9, 2),
-        Forward,
-        "the same flow, other direction",
-    );
-    t.step(
-        udp("10.0.0.2:5353", "192.0.2.53:53").data(b"query"),
-        Forward,
-        "a second flow",
-    );
-    t.step(
-        tcp("10.0.0.4:1", web, "S", 1, 0).vlan(20),
-        Forward,
-        "a third flow, VLAN tag kept",
-    );
+    #[rustfmt::skip]
+    let rows = vec![
+        (tcp(c1, web, "S", 1, 0), Forward, "counted, forwarded unchanged"),
+        (tcp(web, c1, "SA", 9, 2), Forward, "the same flow, other direction"),
+        (udp("10.0.0.2:5353", "192.0.2.53:53").data(b"query"), Forward, "a second flow"),
+        (tcp("10.0.0.4:1", web, "S", 1, 0).vlan(20), Forward, "a third flow, VLAN tag kept"),
+    ];
     PcapCase {
         nf: "monitor",
         name: "pcap-basic",
         config: json!({"idle_timeout_ms": 1000}),
-        steps: t.0,
+        steps: steps(rows),
         counters: json!({"new_flows": 3}),
     }
 }
