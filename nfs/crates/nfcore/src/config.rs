@@ -294,12 +294,13 @@ impl<'de> Deserialize<'de> for Ip {
 
 /// Bytes from hex digit pairs (whitespace between them ignored: `"de ad be ef"`).
 pub fn parse_hex(s: &str) -> Option<Vec<u8>> {
-    let d: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
+    let d: String = s.chars().filter(|c| !c.is_whitespace()).collect();
     if !d.len().is_multiple_of(2) {
         return None;
     }
-    d.chunks(2)
-        .map(|p| u8::from_str_radix(std::str::from_utf8(p).ok()?, 16).ok())
+    (0..d.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(d.get(i..i + 2)?, 16).ok())
         .collect()
 }
 
@@ -682,6 +683,18 @@ mod tests {
             (json!({"items": [{"name": "a"}], "tags": [1]}), "tags[0] must be a string".into()),
         ] {
             assert_eq!(doc(v.clone()).unwrap_err(), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn hex_pairs_with_any_whitespace_between() {
+        assert_eq!(
+            parse_hex("de ad\tbe\u{a0}ef"),
+            Some(vec![0xde, 0xad, 0xbe, 0xef])
+        );
+        assert_eq!(parse_hex(""), Some(vec![]));
+        for bad in ["abc", "zz", "\u{e9}\u{e9}"] {
+            assert_eq!(parse_hex(bad), None, "{bad:?}");
         }
     }
 
