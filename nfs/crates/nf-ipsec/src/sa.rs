@@ -31,9 +31,9 @@ pub struct Selector {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SelectorConfig {
-    #[serde(default, deserialize_with = "any_unless_string")]
+    #[serde(default, deserialize_with = "prefix")]
     src: Cidr,
-    #[serde(default, deserialize_with = "any_unless_string")]
+    #[serde(default, deserialize_with = "prefix")]
     dst: Cidr,
 }
 
@@ -46,22 +46,23 @@ impl From<Object<SelectorConfig>> for Selector {
     }
 }
 
-/// A selector's prefix: a string is parsed, any other value means `any`, as the parser before
-/// the typed one read it (refusing them now would refuse configs that run).
-fn any_unless_string<'de, D: Deserializer<'de>>(d: D) -> Result<Cidr, D::Error> {
+/// A selector's prefix: a string ("any" or a prefix). Anything else is refused: read as `any` it
+/// would widen the selector to every packet (fail closed, never open).
+fn prefix<'de, D: Deserializer<'de>>(d: D) -> Result<Cidr, D::Error> {
     match Value::deserialize(d)? {
         Value::String(s) => Cidr::parse(&s).map_err(D::Error::custom),
-        _ => Ok(Cidr::Any),
+        other => Err(D::Error::custom(format!(
+            "must be a string (a prefix or \"any\"), not {other}"
+        ))),
     }
 }
 
-/// An SA's name: a label for people; any value that is not a string is taken as no name, as the
-/// parser before the typed one read it.
+/// An SA's name: a label for people, a string when given.
 fn string_or_empty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    Ok(match Value::deserialize(d)? {
-        Value::String(s) => s,
-        _ => String::new(),
-    })
+    match Value::deserialize(d)? {
+        Value::String(s) => Ok(s),
+        other => Err(D::Error::custom(format!("must be a string, not {other}"))),
+    }
 }
 
 impl Selector {

@@ -137,17 +137,27 @@ fn case_configs_and_the_runtime_options_beside_them_are_accepted() {
     }
 }
 
-/// Configs the parser before the typed one accepted and that still mean the same: an IPsec
-/// selector prefix that is not a string is `any`, an SA name that is not a string is none.
+/// An IPsec selector prefix or SA name that is not a string is refused, naming the field: read as
+/// `any` (as the parser before the typed one did) a selector would match every packet.
 #[test]
-fn lenient_ipsec_fields_are_still_accepted() {
-    for (path, v) in [
-        ("sas.0.selectors.0.src", json!(5)),
-        ("sas.0.selectors.0.dst", json!(null)),
-        ("sas.0.name", json!(5)),
+fn ipsec_selector_prefixes_and_names_must_be_strings() {
+    for (path, v, field) in [
+        ("sas.0.selectors.0.src", json!(5), "sas[0].selectors[0].src"),
+        (
+            "sas.0.selectors.0.dst",
+            json!(null),
+            "sas[0].selectors[0].dst",
+        ),
+        ("sas.0.name", json!(5), "sas[0].name"),
     ] {
         let c = edited("ipsec", path, Some(v));
-        make_nf("ipsec", &c).unwrap_or_else(|e| panic!("{c}: {e}"));
+        let err = make_nf("ipsec", &c)
+            .err()
+            .unwrap_or_else(|| panic!("{c} accepted"));
+        assert!(
+            err.contains(field) && err.contains("must be a string"),
+            "{err}"
+        );
     }
 }
 
