@@ -1,6 +1,7 @@
 package net.uno.oneswitch.core;
 
 import static net.uno.oneswitch.translate.Fixtures.F;
+import static net.uno.oneswitch.translate.Fixtures.bucket;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -87,14 +88,6 @@ class EquivalenceTest extends EquivalenceHarness {
 
   static List<OFInstruction> apply(OFAction... a) {
     return Fixtures.apply(a);
-  }
-
-  static OFBucket bucket(OFAction... a) {
-    return F.buildBucket()
-        .setActions(List.of(a))
-        .setWatchGroup(OFGroup.ANY)
-        .setWatchPort(OFPort.ANY)
-        .build();
   }
 
   private void accept(OFFlowMod fm) throws Exception {
