@@ -67,12 +67,7 @@ public final class FlowMods {
    * refuses a part of it, {@code origin} gets an OFPT_ERROR and the change is rolled back.
    */
   public void flowMod(OFFlowMod fm, Origin origin) throws OfError {
-    refusals.begin(origin);
-    try {
-      flowMod(fm);
-    } finally {
-      refusals.end();
-    }
+    refusals.applying(origin, () -> flowMod(fm));
   }
 
   /** Applies a virtual FLOW_MOD; throws the OpenFlow error to answer with (state unchanged). */
