@@ -1,9 +1,9 @@
 //! Hash maps and sets for the per-batch bookkeeping keyed by tier keys (read sets, overlays,
 //! write grouping, pipeline overlays, the owner cache).
 //!
-//! The standard library's SipHash-1-3 was the largest shared cost of the batch path (a key of
-//! ~35 bytes is hashed several times per packet). foldhash is several times faster on such keys
-//! and is still seeded per process from the OS's randomness, so an attacker who chooses packets
+//! Every packet hashes its tier keys (a few dozen bytes each) several times on the batch path, so
+//! the hash function's cost counts: foldhash is much cheaper than the standard library's
+//! SipHash-1-3 on such keys and is still seeded per process from the OS's randomness, so an attacker who chooses packets
 //! (and with them the flow hashes inside keys) cannot precompute colliding keys; the maps are
 //! also per batch or bounded by what is in flight, so even a collision costs at most a slower
 //! batch, never unbounded growth.

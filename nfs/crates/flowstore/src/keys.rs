@@ -1,4 +1,4 @@
-//! Key layout in the state tier (DESIGN.md section 6).
+//! Key layout in the state tier (docs/state.md).
 
 use crate::Key;
 

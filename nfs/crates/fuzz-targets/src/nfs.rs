@@ -122,13 +122,8 @@ impl Run {
 pub fn firewall(data: &[u8]) {
     let cfg = config(configs::FIREWALL);
     let nf = nf_firewall::Firewall::from_config(&cfg).unwrap();
-    let rules: Vec<nf_firewall::rules::Rule> = cfg["rules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .enumerate()
-        .map(|(i, r)| nf_firewall::rules::Rule::from_json(r, i).unwrap())
-        .collect();
+    let rules: Vec<nf_firewall::rules::Rule> =
+        nfcore::config::parse(&cfg["rules"], "rules").unwrap();
     let r = run(Box::new(nf), data, Out::Unchanged);
     let mut opened: HashSet<FlowKey> = HashSet::new();
     for (i, p, _) in r.forwarded() {

@@ -6,19 +6,11 @@
 use crate::input::encode_frames;
 use crate::nfs::configs;
 use flowstore::LocalStore;
-use nfcore::harness::{load_case, run_frames};
+use nfcore::harness::{case, run_frames};
 use packet::{Direction, FlowKey};
-use std::path::{Path, PathBuf};
 
-/// `nfs/tests-data`.
-pub fn tests_data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-data")
-}
-
-fn case_frames(nf: &str, case: &str) -> Vec<(u64, Vec<u8>)> {
-    load_case(&tests_data().join(nf).join(case))
-        .unwrap_or_else(|e| panic!("case {nf}/{case}: {e}"))
-        .frames
+fn case_frames(nf: &str, name: &str) -> Vec<(u64, Vec<u8>)> {
+    case(nf, name).frames
 }
 
 /// A frame-list input: batch byte, then the frames.

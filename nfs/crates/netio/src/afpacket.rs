@@ -44,9 +44,9 @@ pub struct RingConfig {
 impl RingConfig {
     /// The default ring: 4 MiB in 128 blocks of 32 KiB. While the NF does not run (throttled by
     /// its CPU quota, stopped, descheduled), the kernel retires a block every `retire_ms` however
-    /// few frames it holds, so the ring holds `block_nr` ms of traffic at moderate rates: 16 blocks
-    /// of 256 KiB (the former default) dropped 584 of 1,000 frames sent at 10 kpps to a stopped
-    /// NF, 128 of 32 KiB none of 20,000 at 200 kpps (bench/RESULTS.md, nfs).
+    /// few frames it holds, so the ring holds `block_nr` ms of traffic at moderate rates: many
+    /// small blocks, not a few large ones, keep a stopped NF's ring from filling with mostly
+    /// empty blocks (bench/RESULTS.md, nfs, has the drops of both layouts).
     pub fn for_batch(batch: usize) -> RingConfig {
         RingConfig {
             block_size: 1 << 15,
@@ -126,8 +126,8 @@ impl AfPacket {
             }
             // Protocol 0: no packet hook until `bind` below names the protocol and the interface.
             // Opened with ETH_P_ALL, the socket is hooked to every interface at once and `bind`
-            // must unhook it first, which waits for an RCU grace period (synchronize_net: 7-15 ms
-            // measured, on a failover's start path); it also saw other interfaces' packets until then.
+            // must unhook it first, which waits for an RCU grace period (synchronize_net: several
+            // ms, on a failover's start path); it also saw other interfaces' packets until then.
             let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
             if fd < 0 {
                 return Err(os_err("socket", iface));

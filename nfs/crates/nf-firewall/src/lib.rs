@@ -11,10 +11,11 @@ pub mod conn;
 pub mod rules;
 
 use conn::{tcp_step, ConnState, Phase, Step};
-use nfcore::config::{object, only_keys, opt_str, opt_u64, RUNTIME_KEYS};
+use nfcore::config::{parse_nf, Int};
 use nfcore::{Ctx, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
 use packet::PROTO_TCP;
-use rules::{may_open, Rule};
+use rules::{may_open, Action, Rule};
+use serde::Deserialize;
 use serde_json::Value;
 
 /// State table name in the key layout.
@@ -38,31 +39,24 @@ pub struct Firewall {
     c: Counters,
 }
 
+/// The config as written (besides the runtime options).
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct Config {
+    rules: Vec<Rule>,
+    default: Action,
+    idle_timeout_ms: Int<1, 86_400_000, 60_000>,
+    close_timeout_ms: Int<1, 86_400_000, 2_000>,
+}
+
 impl Firewall {
     pub fn from_config(cfg: &Value) -> Result<Firewall, String> {
-        let o = object(cfg, "firewall config")?;
-        let mut allowed = vec!["rules", "default", "idle_timeout_ms", "close_timeout_ms"];
-        allowed.extend_from_slice(RUNTIME_KEYS);
-        only_keys(o, &allowed, "firewall config")?;
-        let rules = match o.get("rules") {
-            None => vec![],
-            Some(Value::Array(a)) => a
-                .iter()
-                .enumerate()
-                .map(|(i, r)| Rule::from_json(r, i))
-                .collect::<Result<_, _>>()?,
-            Some(_) => return Err("rules must be a list".into()),
-        };
-        let default_allow = match opt_str(o, "default", "deny")? {
-            "allow" => true,
-            "deny" => false,
-            d => return Err(format!("default must be \"allow\" or \"deny\", not {d:?}")),
-        };
+        let c: Config = parse_nf(cfg, "firewall config")?;
         Ok(Firewall {
-            rules,
-            default_allow,
-            idle_ms: opt_u64(o, "idle_timeout_ms", 60_000, 1, 86_400_000)?,
-            close_ms: opt_u64(o, "close_timeout_ms", 2_000, 1, 86_400_000)?,
+            rules: c.rules,
+            default_allow: c.default == Action::Allow,
+            idle_ms: c.idle_timeout_ms.0,
+            close_ms: c.close_timeout_ms.0,
             c: Counters::default(),
         })
     }

@@ -1,11 +1,15 @@
 //! Firewall rules: which packets may open a connection. Pure logic.
 
+use nfcore::config::Object;
+use serde::de::{Deserializer, Error as _};
+use serde::Deserialize;
 use serde_json::Value;
 use std::net::IpAddr;
 
 /// An address prefix (`10.0.0.0/8`, `fd00::/64`, or `any`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Cidr {
+    #[default]
     Any,
     Net(IpAddr, u8),
 }
@@ -48,8 +52,99 @@ impl Cidr {
     }
 }
 
-/// One rule; the first matching rule decides. `proto` 0 = any.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl<'de> Deserialize<'de> for Cidr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Cidr, D::Error> {
+        Cidr::parse(&String::deserialize(d)?).map_err(D::Error::custom)
+    }
+}
+
+nfcore::config_enum! {
+    /// What a rule (or the default) does with a new connection.
+    #[derive(Default)]
+    pub enum Action { Allow = "allow", #[default] Deny = "deny" }
+}
+
+nfcore::config_enum! {
+    /// The protocol a rule matches.
+    #[derive(Default)]
+    pub enum Proto {
+        #[default]
+        Any = "any",
+        Tcp = "tcp",
+        Udp = "udp",
+        Icmp = "icmp",
+        Icmpv6 = "icmpv6",
+    }
+}
+
+impl Proto {
+    /// The IP protocol number, 0 for any.
+    pub fn number(self) -> u8 {
+        match self {
+            Proto::Any => 0,
+            Proto::Tcp => packet::PROTO_TCP,
+            Proto::Udp => packet::PROTO_UDP,
+            Proto::Icmp => packet::PROTO_ICMP,
+            Proto::Icmpv6 => packet::PROTO_ICMPV6,
+        }
+    }
+}
+
+/// Destination ports of a rule: `80` or `"1000-2000"` (absent: all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRange(pub u16, pub u16);
+
+impl Default for PortRange {
+    fn default() -> PortRange {
+        PortRange(0, u16::MAX)
+    }
+}
+
+impl<'de> Deserialize<'de> for PortRange {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<PortRange, D::Error> {
+        let e = D::Error::custom;
+        match Value::deserialize(d)? {
+            Value::Number(n) => {
+                let p = n
+                    .as_u64()
+                    .filter(|p| *p <= 65535)
+                    .ok_or(e("out of range"))?;
+                Ok(PortRange(p as u16, p as u16))
+            }
+            Value::String(r) => {
+                let (a, b) = r.split_once('-').ok_or(e("range must be \"lo-hi\""))?;
+                let a: u16 = a.parse().map_err(|_| e("bad range"))?;
+                let b: u16 = b.parse().map_err(|_| e("bad range"))?;
+                if a > b {
+                    return Err(e("range is empty"));
+                }
+                Ok(PortRange(a, b))
+            }
+            _ => Err(e("must be a number or \"lo-hi\"")),
+        }
+    }
+}
+
+/// One rule as the config writes it ([`Rule`] is what the NF matches with).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    action: Action,
+    #[serde(default)]
+    proto: Proto,
+    #[serde(default)]
+    src: Cidr,
+    #[serde(default)]
+    dst: Cidr,
+    #[serde(default)]
+    dst_port: PortRange,
+}
+
+/// One rule; the first matching rule decides. `proto` 0 = any. In a config:
+/// `{"action": "allow"|"deny", "proto": "tcp", "src": "10.0.0.0/8", "dst": "any",
+/// "dst_port": 80 | "1000-2000"}` (all but action optional).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "Object<RuleConfig>")]
 pub struct Rule {
     pub allow: bool,
     pub proto: u8,
@@ -58,70 +153,19 @@ pub struct Rule {
     pub dst_ports: (u16, u16),
 }
 
-fn proto_num(s: &str) -> Result<u8, String> {
-    match s {
-        "any" => Ok(0),
-        "tcp" => Ok(packet::PROTO_TCP),
-        "udp" => Ok(packet::PROTO_UDP),
-        "icmp" => Ok(packet::PROTO_ICMP),
-        "icmpv6" => Ok(packet::PROTO_ICMPV6),
-        _ => Err(format!("proto must be any|tcp|udp|icmp|icmpv6, not {s:?}")),
+impl From<Object<RuleConfig>> for Rule {
+    fn from(Object(r): Object<RuleConfig>) -> Rule {
+        Rule {
+            allow: r.action == Action::Allow,
+            proto: r.proto.number(),
+            src: r.src,
+            dst: r.dst,
+            dst_ports: (r.dst_port.0, r.dst_port.1),
+        }
     }
 }
 
 impl Rule {
-    /// From `{"action": "allow"|"deny", "proto": "tcp", "src": "10.0.0.0/8", "dst": "any",
-    /// "dst_port": 80 | "1000-2000"}` (all but action optional).
-    pub fn from_json(v: &Value, idx: usize) -> Result<Rule, String> {
-        let w = |e: String| format!("rules[{idx}]: {e}");
-        let o = v.as_object().ok_or_else(|| w("must be an object".into()))?;
-        nfcore::config::only_keys(
-            o,
-            &["action", "proto", "src", "dst", "dst_port"],
-            &format!("rules[{idx}]"),
-        )?;
-        let allow = match o.get("action").and_then(|a| a.as_str()) {
-            Some("allow") => true,
-            Some("deny") => false,
-            _ => return Err(w("action must be \"allow\" or \"deny\"".into())),
-        };
-        let s = |k: &str| -> Result<&str, String> {
-            match o.get(k) {
-                None => Ok("any"),
-                Some(v) => v.as_str().ok_or_else(|| w(format!("{k} must be a string"))),
-            }
-        };
-        let dst_ports = match o.get("dst_port") {
-            None => (0, u16::MAX),
-            Some(Value::Number(n)) => {
-                let p = n
-                    .as_u64()
-                    .filter(|p| *p <= 65535)
-                    .ok_or_else(|| w("dst_port out of range".into()))?;
-                (p as u16, p as u16)
-            }
-            Some(Value::String(r)) => {
-                let (a, b) = r
-                    .split_once('-')
-                    .ok_or_else(|| w("dst_port range must be \"lo-hi\"".into()))?;
-                let a: u16 = a.parse().map_err(|_| w("bad dst_port range".into()))?;
-                let b: u16 = b.parse().map_err(|_| w("bad dst_port range".into()))?;
-                if a > b {
-                    return Err(w("dst_port range is empty".into()));
-                }
-                (a, b)
-            }
-            _ => return Err(w("dst_port must be a number or \"lo-hi\"".into())),
-        };
-        Ok(Rule {
-            allow,
-            proto: proto_num(s("proto")?).map_err(w)?,
-            src: Cidr::parse(s("src")?).map_err(w)?,
-            dst: Cidr::parse(s("dst")?).map_err(w)?,
-            dst_ports,
-        })
-    }
-
     pub fn matches(&self, k: &packet::FlowKey) -> bool {
         (self.proto == 0 || self.proto == k.proto)
             && self.src.contains(k.src)

@@ -4,24 +4,14 @@
 use flowstore::test_redis::TestRedis;
 use flowstore::{LocalStore, RedisConfig, RedisStore};
 use nf_firewall::Firewall;
-use nfcore::harness::{load_case, run_alternating, run_frames, verdicts};
-use std::path::PathBuf;
-
-fn cases() -> Vec<PathBuf> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/firewall");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    v.sort();
-    assert!(!v.is_empty());
-    v
-}
+use nfcore::harness::{case_dirs, load_case, run_alternating, run_frames, verdicts, CaseFormat};
 
 #[test]
 fn cases_same_in_local_and_redis_modes_and_two_instances() {
     let redis = TestRedis::start().expect("redis-server");
-    for dir in cases() {
+    let dirs = case_dirs("firewall", CaseFormat::Json);
+    assert!(!dirs.is_empty());
+    for dir in dirs {
         let case = load_case(&dir).unwrap();
         let want: Vec<String> = serde_json::from_value(case.expected["verdicts"].clone()).unwrap();
         let mk = || Box::new(Firewall::from_config(&case.config).unwrap());

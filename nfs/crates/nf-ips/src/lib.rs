@@ -26,10 +26,11 @@ pub mod matcher;
 pub mod reasm;
 
 use matcher::{Hit, Matcher, Signature};
-use nfcore::config::{object, only_keys, opt_str, opt_u64, RUNTIME_KEYS};
+use nfcore::config::{parse_nf, Int, List};
 use nfcore::{Ctx, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
 use packet::{Direction, L4, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 use reasm::{arrival, Arrival, DirState, OooBuffer, Segment, DIR_LEN};
+use serde::Deserialize;
 use serde_json::Value;
 use std::io::Write;
 use std::path::PathBuf;
@@ -42,10 +43,10 @@ pub const TABLE_OOO: [&str; 2] = ["ips-ooo0", "ips-ooo1"];
 /// out-of-order buffer's bounds per direction. A hole (one segment lost before the IPS, e.g. its
 /// full port ring) leaves the sender's whole window behind it: every in-window segment the IPS
 /// cannot hold it drops (unscanned, so not forwarded), and a window of several hundred segments
-/// then collapsed into an RTO with backoff (the demo's 3 s at 0 Mbit/s after a move, with 16
-/// segments / 64 KiB). Measured here: up to ~900 segments of 1548 bytes (1.4 MB) in flight, a
-/// receiver window of 3.3 MB. So the defaults hold 4 MiB: the cost is tier memory, up to
-/// `max_ooo_bytes` per direction of a connection with a hole (lower it where that matters).
+/// losing most of its segments turns into a retransmission timeout with backoff: the connection
+/// stalls. So the defaults hold a whole receiver window of a fast local connection (several MB;
+/// bench/RESULTS.md, "TCP through a moved IPS"): the cost is tier memory, up to `max_ooo_bytes`
+/// per direction of a connection with a hole (lower it where that matters).
 pub const DEFAULT_WINDOW: u64 = 4 << 20;
 pub const DEFAULT_MAX_OOO_BYTES: u64 = 4 << 20;
 pub const DEFAULT_MAX_OOO_SEGMENTS: u64 = 4096;
@@ -155,73 +156,48 @@ pub struct Ips {
     c: Counters,
 }
 
-fn parse_hex(s: &str) -> Option<Vec<u8>> {
-    let digits: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    if !digits.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..digits.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(digits.get(i..i + 2)?, 16).ok())
-        .collect()
+nfcore::config_enum! {
+    /// What a match does (`action`).
+    #[derive(Default)]
+    enum Action { #[default] Drop = "drop", Alert = "alert" }
 }
 
-fn signature(v: &Value, i: usize) -> Result<Signature, String> {
-    let what = format!("signatures[{i}]");
-    let o = object(v, &what)?;
-    only_keys(o, &["id", "msg", "content", "hex"], &what)?;
-    let id = o
-        .get("id")
-        .and_then(|x| x.as_u64())
-        .filter(|x| *x <= u32::MAX as u64)
-        .ok_or_else(|| format!("{what}.id must be an integer in [0, 4294967295]"))?
-        as u32;
-    let msg = opt_str(o, "msg", "")
-        .map_err(|e| format!("{what}.{e}"))?
-        .to_string();
-    let content = match (o.get("content"), o.get("hex")) {
-        (Some(c), None) => c
-            .as_str()
-            .map(|s| s.as_bytes().to_vec())
-            .ok_or_else(|| format!("{what}.content must be a string"))?,
-        (None, Some(h)) => h
-            .as_str()
-            .and_then(parse_hex)
-            .ok_or_else(|| format!("{what}.hex must be hex digit pairs"))?,
-        _ => return Err(format!("{what}: give exactly one of content or hex")),
-    };
-    if content.is_empty() || content.len() > 1024 {
-        return Err(format!("{what}: content must be 1-1024 bytes"));
-    }
-    Ok(Signature { id, msg, content })
+fn stderr() -> String {
+    "-".into()
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The config as written (besides the runtime options).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    signatures: List<Signature, 1, 10_000>,
+    #[serde(default)]
+    nocase: bool,
+    #[serde(default)]
+    action: Action,
+    /// `-`: stderr.
+    #[serde(default = "stderr")]
+    alert_log: String,
+    #[serde(default)]
+    max_ooo_segments: Int<0, 65_535, DEFAULT_MAX_OOO_SEGMENTS>,
+    #[serde(default)]
+    max_ooo_bytes: Int<0, { 16 << 20 }, DEFAULT_MAX_OOO_BYTES>,
+    #[serde(default)]
+    window: Int<1, { 1 << 30 }, DEFAULT_WINDOW>,
+    #[serde(default)]
+    idle_timeout_ms: Int<1, 86_400_000, 60_000>,
+    #[serde(default = "yes")]
+    resync_on_ack: bool,
 }
 
 impl Ips {
     pub fn from_config(cfg: &Value) -> Result<Ips, String> {
-        let o = object(cfg, "ips config")?;
-        let mut allowed = vec![
-            "signatures",
-            "nocase",
-            "action",
-            "alert_log",
-            "max_ooo_segments",
-            "max_ooo_bytes",
-            "window",
-            "idle_timeout_ms",
-            "resync_on_ack",
-        ];
-        allowed.extend_from_slice(RUNTIME_KEYS);
-        only_keys(o, &allowed, "ips config")?;
-        let list = o
-            .get("signatures")
-            .and_then(|s| s.as_array())
-            .filter(|a| !a.is_empty() && a.len() <= 10_000)
-            .ok_or("signatures must be a list of 1-10000 signatures")?;
-        let sigs = list
-            .iter()
-            .enumerate()
-            .map(|(i, s)| signature(s, i))
-            .collect::<Result<Vec<_>, _>>()?;
+        let c: Config = parse_nf(cfg, "ips config")?;
+        let sigs = c.signatures.0;
         // The DFA grows with the total signature length (states x byte classes).
         let total: usize = sigs.iter().map(|s| s.content.len()).sum();
         if total > MAX_SIGNATURE_BYTES {
@@ -235,20 +211,7 @@ impl Ips {
                 return Err(format!("signatures[{i}].id {} is a duplicate", s.id));
             }
         }
-        let nocase = match o.get("nocase") {
-            None => false,
-            Some(v) => v.as_bool().ok_or("nocase must be true or false")?,
-        };
-        let resync = match o.get("resync_on_ack") {
-            None => true,
-            Some(v) => v.as_bool().ok_or("resync_on_ack must be true or false")?,
-        };
-        let drop_on_match = match opt_str(o, "action", "drop")? {
-            "drop" => true,
-            "alert" => false,
-            a => return Err(format!("action must be \"drop\" or \"alert\", not {a:?}")),
-        };
-        let path = match opt_str(o, "alert_log", "-")? {
+        let path = match c.alert_log.as_str() {
             "-" => None,
             p => {
                 let p = PathBuf::from(p);
@@ -266,13 +229,13 @@ impl Ips {
             }
         };
         Ok(Ips {
-            m: Matcher::new(sigs, nocase)?,
-            drop_on_match,
-            max_segs: opt_u64(o, "max_ooo_segments", DEFAULT_MAX_OOO_SEGMENTS, 0, 65_535)? as usize,
-            max_bytes: opt_u64(o, "max_ooo_bytes", DEFAULT_MAX_OOO_BYTES, 0, 16 << 20)? as usize,
-            window: opt_u64(o, "window", DEFAULT_WINDOW, 1, 1 << 30)? as u32,
-            idle_ms: opt_u64(o, "idle_timeout_ms", 60_000, 1, 86_400_000)?,
-            resync,
+            m: Matcher::new(sigs, c.nocase)?,
+            drop_on_match: c.action == Action::Drop,
+            max_segs: c.max_ooo_segments.0 as usize,
+            max_bytes: c.max_ooo_bytes.0 as usize,
+            window: c.window.0 as u32,
+            idle_ms: c.idle_timeout_ms.0,
+            resync: c.resync_on_ack,
             log: AlertLog { path, file: None },
             hits: Vec::new(),
             c: Counters::default(),

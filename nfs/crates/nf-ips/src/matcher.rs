@@ -6,13 +6,45 @@
 use aho_corasick::automaton::{Automaton, StateID};
 use aho_corasick::dfa::DFA;
 use aho_corasick::{Anchored, MatchKind, StartKind};
+use nfcore::config::{content_or_hex, present, Hex, Int, Object};
+use serde::Deserialize;
 
-/// One signature.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One signature. In a config: `{"id": 1001, "msg": "...", "content": "text"}` or with
+/// `"hex": "de ad be ef"` instead of `content`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Object<SignatureConfig>")]
 pub struct Signature {
     pub id: u32,
     pub msg: String,
     pub content: Vec<u8>,
+}
+
+/// A signature as the config writes it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignatureConfig {
+    id: Int<0, { u32::MAX as u64 }>,
+    #[serde(default)]
+    msg: String,
+    #[serde(default, deserialize_with = "present")]
+    content: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    hex: Option<Hex>,
+}
+
+impl TryFrom<Object<SignatureConfig>> for Signature {
+    type Error = String;
+    fn try_from(Object(c): Object<SignatureConfig>) -> Result<Signature, String> {
+        let content = content_or_hex(c.content, c.hex)?;
+        if content.is_empty() || content.len() > 1024 {
+            return Err("content must be 1-1024 bytes".into());
+        }
+        Ok(Signature {
+            id: c.id.0 as u32,
+            msg: c.msg,
+            content,
+        })
+    }
 }
 
 /// A match found while scanning: which signature, and the stream offset just past its end.

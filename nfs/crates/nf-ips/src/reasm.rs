@@ -245,8 +245,9 @@ mod tests {
         assert_eq!(arrival(100, 100, 0, false, 1000), Arrival::Old);
     }
 
-    /// Fuzz regression (nfs/fuzz, reasm): a longer copy of a buffered segment (same start) was
-    /// dropped from the buffer but forwarded, so its tail reached the receiver unscanned.
+    /// A longer copy of a buffered segment (same start) adds its tail to the buffer: it is
+    /// forwarded, so a tail left out would reach the receiver unscanned (a fuzz input, nfs/fuzz
+    /// reasm).
     #[test]
     fn longer_copy_with_the_same_start_keeps_its_tail() {
         let seg = |d: &[u8], fin| Segment {

@@ -5,34 +5,14 @@
 use flowstore::test_redis::TestRedis;
 use flowstore::{LocalStore, RedisConfig, RedisStore};
 use nf_ips::Ips;
-use nfcore::harness::{load_case, run_alternating, run_frames_full, verdicts};
+use nfcore::harness::{
+    case_dirs, load_case, run_alternating, run_frames_full, verdicts, CaseFormat, TempDir,
+};
 use packet::build::{FrameSpec, Transport};
 use std::path::{Path, PathBuf};
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("unonfs-ips-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn cases() -> Vec<PathBuf> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/ips");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    v.sort();
+    let v = case_dirs("ips", CaseFormat::Json);
     assert!(v.len() >= 2);
     v
 }
@@ -54,7 +34,7 @@ fn read_alerts(log: &Path) -> Vec<serde_json::Value> {
 #[test]
 fn cases_same_in_local_and_redis_modes_and_two_instances() {
     let redis = TestRedis::start().expect("redis-server");
-    let tmp = TempDir::new("cases");
+    let tmp = TempDir::new("ips-cases");
     for dir in cases() {
         let name = dir.file_name().unwrap().to_str().unwrap().to_string();
         let case = load_case(&dir).unwrap();
@@ -108,7 +88,7 @@ fn cases_same_in_local_and_redis_modes_and_two_instances() {
 
 #[test]
 fn alert_only_mode_forwards_and_logs() {
-    let tmp = TempDir::new("alert");
+    let tmp = TempDir::new("ips-alert");
     let dir = cases().into_iter().find(|d| d.ends_with("split")).unwrap();
     let case = load_case(&dir).unwrap();
     let log = tmp.0.join("a.jsonl");
@@ -438,8 +418,8 @@ fn window_frames(
 
 /// A hole before a whole TCP window (one segment lost before the IPS, e.g. its port ring was
 /// full; the sender keeps sending its window): every segment behind the hole is held and
-/// forwarded, none dropped (with 16 segments of buffer, the other 683 of these 699 were dropped: the
-/// stream fell into an RTO), the buffer is not read while it grows (one write per segment), and
+/// forwarded, none dropped (a drop behind the hole would cost the sender a retransmission
+/// timeout), the buffer is not read while it grows (one write per segment), and
 /// once the hole is filled every byte is scanned once, in order. In Redis and local mode.
 #[test]
 fn a_hole_before_a_whole_window_holds_every_segment_and_scans_it_once_filled() {

@@ -2,24 +2,67 @@
 
 use crate::esp::Cipher;
 use nf_firewall::rules::Cidr;
-use nfcore::config::{object, only_keys, opt_u64, RUNTIME_KEYS};
-use serde_json::{Map, Value};
+use nfcore::config::{parse_nf, Int, List, Object};
+use serde::de::{Deserializer, Error as _};
+use serde::Deserialize;
+use serde_json::Value;
 use std::net::{IpAddr, Ipv4Addr};
 
-/// Direction of an SA.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dir {
-    /// Protect matching cleartext leaving through the tunnel.
-    Out,
-    /// Accept ESP arriving through the tunnel.
-    In,
+nfcore::config_enum! {
+    /// Direction of an SA.
+    pub enum Dir {
+        /// Accept ESP arriving through the tunnel.
+        In = "in",
+        /// Protect matching cleartext leaving through the tunnel.
+        Out = "out",
+    }
 }
 
-/// Which inner traffic an SA carries: source and destination prefixes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which inner traffic an SA carries: source and destination prefixes (`{"src": "10.1.0.0/16",
+/// "dst": "10.2.0.0/16"}`, each `any` when absent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(from = "Object<SelectorConfig>")]
 pub struct Selector {
     pub src: Cidr,
     pub dst: Cidr,
+}
+
+/// A selector as the config writes it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelectorConfig {
+    #[serde(default, deserialize_with = "prefix")]
+    src: Cidr,
+    #[serde(default, deserialize_with = "prefix")]
+    dst: Cidr,
+}
+
+impl From<Object<SelectorConfig>> for Selector {
+    fn from(Object(c): Object<SelectorConfig>) -> Selector {
+        Selector {
+            src: c.src,
+            dst: c.dst,
+        }
+    }
+}
+
+/// A selector's prefix: a string ("any" or a prefix). Anything else is refused: read as `any` it
+/// would widen the selector to every packet (fail closed, never open).
+fn prefix<'de, D: Deserializer<'de>>(d: D) -> Result<Cidr, D::Error> {
+    match Value::deserialize(d)? {
+        Value::String(s) => Cidr::parse(&s).map_err(D::Error::custom),
+        other => Err(D::Error::custom(format!(
+            "must be a string (a prefix or \"any\"), not {other}"
+        ))),
+    }
+}
+
+/// An SA's name: a label for people, a string when given.
+fn string_or_empty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    match Value::deserialize(d)? {
+        Value::String(s) => Ok(s),
+        other => Err(D::Error::custom(format!("must be a string, not {other}"))),
+    }
 }
 
 impl Selector {
@@ -28,7 +71,11 @@ impl Selector {
     }
 }
 
-/// One SA.
+/// One SA. In a config: `{"name": "a-to-b", "dir": "out"|"in", "spi": 4097, "key": "<32 or 64
+/// hex digits>", "salt": "<8 hex digits>", "tunnel_src": "203.0.113.1", "tunnel_dst":
+/// "203.0.113.2", "selectors": [...]}`.
+#[derive(Deserialize)]
+#[serde(try_from = "Object<SaConfig>")]
 pub struct Sa {
     pub name: String,
     pub dir: Dir,
@@ -47,11 +94,10 @@ impl Sa {
     }
 }
 
-/// What happens to cleartext that no outbound SA covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unprotected {
-    Bypass,
-    Drop,
+nfcore::config_enum! {
+    /// What happens to cleartext that no outbound SA covers.
+    #[derive(Default)]
+    pub enum Unprotected { #[default] Bypass = "bypass", Drop = "drop" }
 }
 
 /// The whole IPsec config.
@@ -64,6 +110,7 @@ pub struct Config {
     pub unprotected: Unprotected,
 }
 
+/// Bytes from hex digits (no separators), for `field`.
 fn hex(s: &str, field: &str) -> Result<Vec<u8>, String> {
     if !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(format!("{field} must be hex digits"));
@@ -74,99 +121,66 @@ fn hex(s: &str, field: &str) -> Result<Vec<u8>, String> {
         .collect())
 }
 
-fn str_field<'a>(o: &'a Map<String, Value>, k: &str, what: &str) -> Result<&'a str, String> {
-    o.get(k)
-        .and_then(|v| v.as_str())
-        .ok_or_else(|| format!("{what}.{k} is required (a string)"))
+/// An SA as the config writes it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SaConfig {
+    #[serde(default, deserialize_with = "string_or_empty")]
+    name: String,
+    dir: Dir,
+    spi: Int<256, { u32::MAX as u64 }>,
+    /// 32 or 64 hex digits: AES-128 or AES-256.
+    key: String,
+    /// 8 hex digits.
+    salt: String,
+    tunnel_src: String,
+    tunnel_dst: String,
+    selectors: List<Selector>,
 }
 
-fn ipv4(o: &Map<String, Value>, k: &str, what: &str) -> Result<Ipv4Addr, String> {
-    str_field(o, k, what)?
-        .parse()
-        .map_err(|_| format!("{what}.{k} must be an IPv4 address"))
-}
-
-fn parse_sa(v: &Value, what: &str) -> Result<Sa, String> {
-    let o = object(v, what)?;
-    only_keys(
-        o,
-        &[
-            "name",
-            "dir",
-            "spi",
-            "key",
-            "salt",
-            "tunnel_src",
-            "tunnel_dst",
-            "selectors",
-        ],
-        what,
-    )?;
-    let dir = match str_field(o, "dir", what)? {
-        "out" => Dir::Out,
-        "in" => Dir::In,
-        d => return Err(format!("{what}.dir must be \"in\" or \"out\", not {d:?}")),
-    };
-    let spi = o
-        .get("spi")
-        .and_then(|s| s.as_u64())
-        .filter(|s| (256..=u32::MAX as u64).contains(s))
-        .ok_or_else(|| format!("{what}.spi must be an integer in [256, 4294967295]"))?
-        as u32;
-    let key = hex(str_field(o, "key", what)?, &format!("{what}.key"))?;
-    let cipher = Cipher::new(&key).map_err(|e| format!("{what}.key {e}"))?;
-    let salt: [u8; 4] = hex(str_field(o, "salt", what)?, &format!("{what}.salt"))?
-        .try_into()
-        .map_err(|_| format!("{what}.salt must be 4 bytes (8 hex digits)"))?;
-    let sels = o
-        .get("selectors")
-        .and_then(|s| s.as_array())
-        .filter(|a| !a.is_empty())
-        .ok_or_else(|| format!("{what}.selectors must be a non-empty list"))?;
-    let mut selectors = Vec::new();
-    for (i, s) in sels.iter().enumerate() {
-        let w = format!("{what}.selectors[{i}]");
-        let so = object(s, &w)?;
-        only_keys(so, &["src", "dst"], &w)?;
-        let cidr = |k: &str| -> Result<Cidr, String> {
-            Cidr::parse(so.get(k).and_then(|x| x.as_str()).unwrap_or("any"))
-                .map_err(|e| format!("{w}.{k}: {e}"))
+impl TryFrom<Object<SaConfig>> for Sa {
+    type Error = String;
+    fn try_from(Object(c): Object<SaConfig>) -> Result<Sa, String> {
+        let key = hex(&c.key, ".key")?;
+        let cipher = Cipher::new(&key).map_err(|e| format!(".key {e}"))?;
+        let salt: [u8; 4] = hex(&c.salt, ".salt")?
+            .try_into()
+            .map_err(|_| ".salt must be 4 bytes (8 hex digits)".to_string())?;
+        let ipv4 = |s: &str, k: &str| -> Result<Ipv4Addr, String> {
+            s.parse()
+                .map_err(|_| format!(".{k} must be an IPv4 address"))
         };
-        selectors.push(Selector {
-            src: cidr("src")?,
-            dst: cidr("dst")?,
-        });
+        Ok(Sa {
+            name: c.name,
+            dir: c.dir,
+            spi: c.spi.0 as u32,
+            cipher,
+            salt,
+            tunnel_src: ipv4(&c.tunnel_src, "tunnel_src")?,
+            tunnel_dst: ipv4(&c.tunnel_dst, "tunnel_dst")?,
+            selectors: c.selectors.0,
+        })
     }
-    Ok(Sa {
-        name: o
-            .get("name")
-            .and_then(|n| n.as_str())
-            .unwrap_or("")
-            .to_string(),
-        dir,
-        spi,
-        cipher,
-        salt,
-        tunnel_src: ipv4(o, "tunnel_src", what)?,
-        tunnel_dst: ipv4(o, "tunnel_dst", what)?,
-        selectors,
-    })
+}
+
+/// The config as written (besides the runtime options).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFields {
+    sas: List<Sa>,
+    #[serde(default)]
+    replay_window: Int<64, 4096, 128>,
+    #[serde(default)]
+    seq_block: Int<1, { 1 << 20 }, 4096>,
+    #[serde(default)]
+    unprotected: Unprotected,
 }
 
 impl Config {
     pub fn from_json(cfg: &Value) -> Result<Config, String> {
-        let o = object(cfg, "ipsec config")?;
-        let mut allowed = vec!["sas", "replay_window", "seq_block", "unprotected"];
-        allowed.extend_from_slice(RUNTIME_KEYS);
-        only_keys(o, &allowed, "ipsec config")?;
-        let list = o
-            .get("sas")
-            .and_then(|s| s.as_array())
-            .filter(|a| !a.is_empty())
-            .ok_or("sas must be a non-empty list")?;
+        let c: ConfigFields = parse_nf(cfg, "ipsec config")?;
         let mut sas: Vec<Sa> = Vec::new();
-        for (i, v) in list.iter().enumerate() {
-            let sa = parse_sa(v, &format!("sas[{i}]"))?;
+        for (i, sa) in c.sas.0.into_iter().enumerate() {
             if sas.iter().any(|s| s.dir == sa.dir && s.spi == sa.spi) {
                 return Err(format!(
                     "sas[{i}].spi {} is used twice in one direction",
@@ -175,16 +189,12 @@ impl Config {
             }
             sas.push(sa);
         }
-        let replay_window = opt_u64(o, "replay_window", 128, 64, 4096)? as usize;
+        let replay_window = c.replay_window.0 as usize;
         if !replay_window.is_multiple_of(64) {
             return Err("replay_window must be a multiple of 64".into());
         }
-        let seq_block = opt_u64(o, "seq_block", 4096, 1, 1 << 20)? as u32;
-        let unprotected = match o.get("unprotected").map(|u| u.as_str()) {
-            None | Some(Some("bypass")) => Unprotected::Bypass,
-            Some(Some("drop")) => Unprotected::Drop,
-            _ => return Err("unprotected must be \"bypass\" or \"drop\"".into()),
-        };
+        let seq_block = c.seq_block.0 as u32;
+        let unprotected = c.unprotected;
         Ok(Config {
             sas,
             replay_window,

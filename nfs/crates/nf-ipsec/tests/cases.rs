@@ -6,22 +6,10 @@
 use flowstore::test_redis::TestRedis;
 use flowstore::{FlowStore, LocalStore, RedisConfig, RedisStore};
 use nf_ipsec::Ipsec;
-use nfcore::harness::{load_case, run_alternating, run_frames, verdicts};
+use nfcore::harness::{case_dirs, load_case, run_alternating, run_frames, verdicts, CaseFormat};
 use serde_json::Value;
-use std::path::PathBuf;
 
 type Frames = Vec<(u64, Vec<u8>)>;
-
-fn cases() -> Vec<PathBuf> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/ipsec");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    v.sort();
-    assert!(!v.is_empty());
-    v
-}
 
 fn is_esp(f: &[u8]) -> bool {
     packet::Parsed::new_checked(f).is_ok_and(|p| p.proto == nf_ipsec::esp::PROTO_ESP)
@@ -84,7 +72,9 @@ fn check(
 fn cases_in_local_and_redis_modes_and_two_instances() {
     let redis = TestRedis::start().expect("redis-server");
     let mut run = 0;
-    for dir in cases() {
+    let dirs = case_dirs("ipsec", CaseFormat::Json);
+    assert!(!dirs.is_empty());
+    for dir in dirs {
         let case = load_case(&dir).unwrap();
         let peer_cfg = nfcore::config::load(&dir.join("peer.json")).unwrap();
         let replays: Vec<usize> = serde_json::from_value(case.expected["replays"].clone()).unwrap();

@@ -9,10 +9,9 @@ use nfcore::harness::{run_frames, run_frames_full};
 use packet::build::{FrameSpec, Transport};
 use packet::Parsed;
 use serde_json::{json, Value};
-use std::path::PathBuf;
 
 fn cfg(name: &str) -> Value {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/ipsec/basic");
+    let dir = nfcore::harness::tests_data().join("ipsec/basic");
     nfcore::config::load(&dir.join(name)).unwrap()
 }
 

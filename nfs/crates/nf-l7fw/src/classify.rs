@@ -5,6 +5,8 @@
 //! detector needs more bytes the flow stays pending.
 
 use crate::{dns, http, tls};
+use nfcore::config::{content_or_hex, present, Hex, Int, Object};
+use serde::Deserialize;
 
 /// One detector's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,12 +36,50 @@ pub enum Outcome {
     NeedMore,
 }
 
-/// A protocol recognised by bytes at an offset.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A protocol recognised by bytes at an offset. In a config: `{"name": "myproto", "offset": 0,
+/// "content": "MYP"}` or with `"hex": "4d5950"` instead of `content`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Object<SigRuleConfig>")]
 pub struct SigRule {
     pub name: String,
     pub offset: usize,
     pub bytes: Vec<u8>,
+}
+
+/// A signature as the config writes it.
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct SigRuleConfig {
+    /// Absent: refused as any name that is not 1-32 characters.
+    name: String,
+    offset: Int<0, 1024>,
+    #[serde(deserialize_with = "present")]
+    content: Option<String>,
+    #[serde(deserialize_with = "present")]
+    hex: Option<Hex>,
+}
+
+impl TryFrom<Object<SigRuleConfig>> for SigRule {
+    type Error = String;
+    fn try_from(Object(c): Object<SigRuleConfig>) -> Result<SigRule, String> {
+        let name = c.name;
+        let valid = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_';
+        if name.is_empty() || name.len() > 32 || !name.bytes().all(valid) {
+            return Err(".name must be 1-32 characters of a-z, 0-9, '-', '_'".into());
+        }
+        if BUILTIN.contains(&name.as_str()) || name == "any" {
+            return Err(format!(".name {name:?} is a built-in protocol"));
+        }
+        let bytes = content_or_hex(c.content, c.hex)?;
+        if bytes.is_empty() || bytes.len() > 256 {
+            return Err("content/hex must be 1-256 bytes".into());
+        }
+        Ok(SigRule {
+            name,
+            offset: c.offset.0 as usize,
+            bytes,
+        })
+    }
 }
 
 /// Built-in signature list (extended by the config's `signatures`).
@@ -266,9 +306,9 @@ mod tests {
         }
     }
 
-    /// Fuzz regression (nfs/fuzz, l7_classify): an HTTP request whose path holds an SMB
-    /// signature was classified `smb` when cut after the request line, `http` when whole, so a
-    /// blocked Host could pass by splitting the request.
+    /// An HTTP request whose path holds an SMB signature is `http` however it is cut: were it
+    /// `smb` when cut after the request line, a blocked Host could pass by splitting the request
+    /// (a fuzz input, nfs/fuzz l7_classify).
     #[test]
     fn signature_does_not_preempt_a_pending_detector() {
         let sigs = default_signatures();
@@ -296,9 +336,9 @@ mod tests {
         );
     }
 
-    /// Fuzz regression (nfs/fuzz, l7_classify): a DNS query whose ID is 0x1603 was taken for a
-    /// malformed TLS record (refused: unparsed, blocked by default; with `unparsed: allow` a
-    /// blocked query name passed).
+    /// A DNS query whose ID is 0x1603 is DNS, not a malformed TLS record: as TLS it would be
+    /// unparsed (blocked by default, and with `unparsed: allow` a blocked query name would pass;
+    /// a fuzz input, nfs/fuzz l7_classify).
     #[test]
     fn udp_is_never_tls() {
         let sigs = default_signatures();
@@ -311,8 +351,8 @@ mod tests {
         assert_eq!(proto(classify(&hello, false, &sigs, true)).0, "unknown");
     }
 
-    /// Fuzz regression (nfs/fuzz, l7_classify): a 265-byte SSH banner line was accepted when
-    /// whole but refused when its first 256 bytes came alone.
+    /// An over-long SSH banner line is refused whether it comes whole or its first 256 bytes come
+    /// alone: how a flow is cut must not change its class (a fuzz input, nfs/fuzz l7_classify).
     #[test]
     fn long_ssh_banner_is_refused_however_it_is_cut() {
         let sigs = default_signatures();

@@ -25,10 +25,11 @@ pub mod policy;
 pub mod tls;
 
 use classify::{classify, Class, Outcome, SigRule};
-use nfcore::config::{object, only_keys, opt_str, opt_u64, RUNTIME_KEYS};
+use nfcore::config::{parse_nf, Int, Object};
 use nfcore::{Ctx, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
 use packet::{Direction, L4, TCP_RST, TCP_SYN};
-use policy::{Policy, Rule};
+use policy::{Policy, Rule, RuleConfig};
+use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -187,104 +188,72 @@ pub struct L7Firewall {
     c: Counters,
 }
 
-fn sig_rule(v: &Value, i: usize) -> Result<SigRule, String> {
-    let what = format!("signatures[{i}]");
-    let o = object(v, &what)?;
-    only_keys(o, &["name", "offset", "content", "hex"], &what)?;
-    let name = o
-        .get("name")
-        .and_then(|n| n.as_str())
-        .filter(|n| {
-            !n.is_empty()
-                && n.len() <= 32
-                && n.bytes()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_')
-        })
-        .ok_or_else(|| format!("{what}.name must be 1-32 characters of a-z, 0-9, '-', '_'"))?;
-    if classify::BUILTIN.contains(&name) || name == "any" {
-        return Err(format!("{what}.name {name:?} is a built-in protocol"));
+nfcore::config_enum! {
+    /// What `default` and `unparsed` do with a flow.
+    enum Decision { Allow = "allow", Block = "block" }
+}
+
+impl Decision {
+    fn allow() -> Decision {
+        Decision::Allow
     }
-    let offset = opt_u64(o, "offset", 0, 0, 1024).map_err(|e| format!("{what}.{e}"))? as usize;
-    let bytes = match (o.get("content"), o.get("hex")) {
-        (Some(c), None) => c.as_str().map(|s| s.as_bytes().to_vec()),
-        (None, Some(h)) => h.as_str().and_then(|s| {
-            let d: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-            if !d.len().is_multiple_of(2) {
-                return None;
-            }
-            (0..d.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(d.get(i..i + 2)?, 16).ok())
-                .collect()
-        }),
-        _ => return Err(format!("{what}: give exactly one of content or hex")),
+
+    fn block() -> Decision {
+        Decision::Block
     }
-    .filter(|b| !b.is_empty() && b.len() <= 256)
-    .ok_or_else(|| format!("{what}: content/hex must be 1-256 bytes"))?;
-    Ok(SigRule {
-        name: name.to_string(),
-        offset,
-        bytes,
-    })
+}
+
+/// The config as written (besides the runtime options).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    #[serde(default)]
+    block: Vec<Object<RuleConfig>>,
+    #[serde(default)]
+    allow: Vec<Object<RuleConfig>>,
+    #[serde(default = "Decision::allow")]
+    default: Decision,
+    #[serde(default = "Decision::block")]
+    unparsed: Decision,
+    /// Added to the built-in ones.
+    #[serde(default)]
+    signatures: Vec<SigRule>,
+    #[serde(default)]
+    max_inspect_bytes: Int<16, 65_536, 16_384>,
+    #[serde(default)]
+    max_inspect_packets: Int<1, 64, 8>,
+    #[serde(default)]
+    idle_timeout_ms: Int<1, 86_400_000, 60_000>,
 }
 
 impl L7Firewall {
     pub fn from_config(cfg: &Value) -> Result<L7Firewall, String> {
-        let o = object(cfg, "l7fw config")?;
-        let mut allowed = vec![
-            "block",
-            "allow",
-            "default",
-            "unparsed",
-            "signatures",
-            "max_inspect_bytes",
-            "max_inspect_packets",
-            "idle_timeout_ms",
-        ];
-        allowed.extend_from_slice(RUNTIME_KEYS);
-        only_keys(o, &allowed, "l7fw config")?;
+        let c: Config = parse_nf(cfg, "l7fw config")?;
         let mut sigs = classify::default_signatures();
-        if let Some(s) = o.get("signatures") {
-            let a = s.as_array().ok_or("signatures must be a list")?;
-            for (i, v) in a.iter().enumerate() {
-                sigs.push(sig_rule(v, i)?);
-            }
-        }
+        sigs.extend(c.signatures);
         let mut known: Vec<String> = classify::BUILTIN.iter().map(|s| s.to_string()).collect();
         for s in &sigs {
             if !known.contains(&s.name) {
                 known.push(s.name.clone());
             }
         }
-        let rules = |k: &str| -> Result<Vec<Rule>, String> {
-            match o.get(k) {
-                None => Ok(vec![]),
-                Some(Value::Array(a)) => a
-                    .iter()
-                    .enumerate()
-                    .map(|(i, r)| Rule::from_json(r, &format!("{k}[{i}]"), &known))
-                    .collect(),
-                Some(_) => Err(format!("{k} must be a list of rules")),
-            }
-        };
-        let choice = |k: &str, d: &str| -> Result<bool, String> {
-            match opt_str(o, k, d)? {
-                "block" => Ok(true),
-                "allow" => Ok(false),
-                x => Err(format!("{k} must be \"allow\" or \"block\", not {x:?}")),
-            }
+        let rules = |list: Vec<Object<RuleConfig>>, k: &str| -> Result<Vec<Rule>, String> {
+            list.into_iter()
+                .enumerate()
+                .map(|(i, r)| Rule::from_config(r.0, &format!("{k}[{i}]"), &known))
+                .collect()
         };
         Ok(L7Firewall {
             policy: Policy {
-                allow: rules("allow")?,
-                block: rules("block")?,
-                default_block: choice("default", "allow")?,
-                unparsed_block: choice("unparsed", "block")?,
+                allow: rules(c.allow, "allow")?,
+                block: rules(c.block, "block")?,
+                default_block: c.default == Decision::Block,
+                unparsed_block: c.unparsed == Decision::Block,
             },
             sigs,
-            max_bytes: opt_u64(o, "max_inspect_bytes", 16_384, 16, 65_536)? as usize,
-            max_packets: opt_u64(o, "max_inspect_packets", 8, 1, 64)? as u16,
-            idle_ms: opt_u64(o, "idle_timeout_ms", 60_000, 1, 86_400_000)?,
+            max_bytes: c.max_inspect_bytes.0 as usize,
+            max_packets: c.max_inspect_packets.0 as u16,
+            idle_ms: c.idle_timeout_ms.0,
             c: Counters::default(),
         })
     }

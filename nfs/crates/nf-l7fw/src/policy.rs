@@ -9,6 +9,8 @@
 //! (malformed, or incomplete at the inspection limit) follow `unparsed` (default `"block"`).
 
 use crate::classify::Class;
+use nfcore::config::{present, Object};
+use serde::Deserialize;
 use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,36 +62,46 @@ pub struct Rule {
     pub name: Option<Pattern>,
 }
 
+/// A rule as the config writes it: a protocol and at most one name pattern.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    proto: String,
+    #[serde(default, deserialize_with = "present")]
+    sni: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    host: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    qname: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    name: Option<String>,
+}
+
 impl Rule {
     /// Parse `v`, the rule at `what` (e.g. `block[2]`); `known` are the protocol names.
     pub fn from_json(v: &Value, what: &str, known: &[String]) -> Result<Rule, String> {
-        let o = v
-            .as_object()
-            .ok_or_else(|| format!("{what} must be an object"))?;
-        let proto = o
-            .get("proto")
-            .and_then(|p| p.as_str())
-            .ok_or_else(|| format!("{what}.proto must be a string"))?;
-        if proto != "any" && !known.iter().any(|k| k == proto) {
+        let Object(c) = nfcore::config::parse(v, what)?;
+        Rule::from_config(c, what, known)
+    }
+
+    /// The rule at `what` (e.g. `block[2]`); `known` are the protocol names.
+    pub fn from_config(c: RuleConfig, what: &str, known: &[String]) -> Result<Rule, String> {
+        let proto = c.proto;
+        if proto != "any" && !known.contains(&proto) {
             return Err(format!(
                 "{what}.proto {proto:?} is not known (known: any, {})",
                 known.join(", ")
             ));
         }
         let mut name = None;
-        for (k, val) in o {
-            let field_proto = match k.as_str() {
-                "proto" => continue,
-                "sni" => Some("tls"),
-                "host" => Some("http"),
-                "qname" => Some("dns"),
-                "name" => None,
-                _ => {
-                    return Err(format!(
-                        "{what}: unknown field {k:?} (allowed: proto, sni, host, qname, name)"
-                    ))
-                }
-            };
+        // (in the order of the field names: which error a rule with several gets is fixed)
+        for (k, val, field_proto) in [
+            ("host", c.host, Some("http")),
+            ("name", c.name, None),
+            ("qname", c.qname, Some("dns")),
+            ("sni", c.sni, Some("tls")),
+        ] {
+            let Some(val) = val else { continue };
             if let Some(fp) = field_proto {
                 if proto != fp {
                     return Err(format!("{what}.{k} needs proto {fp:?}"));
@@ -98,13 +110,10 @@ impl Rule {
             if name.is_some() {
                 return Err(format!("{what}: at most one name pattern"));
             }
-            let s = val
-                .as_str()
-                .ok_or_else(|| format!("{what}.{k} must be a string"))?;
-            name = Some(Pattern::parse(s).map_err(|e| format!("{what}.{k}: {e}"))?);
+            name = Some(Pattern::parse(&val).map_err(|e| format!("{what}.{k}: {e}"))?);
         }
         Ok(Rule {
-            proto: (proto != "any").then(|| proto.to_string()),
+            proto: (proto != "any").then_some(proto),
             name,
         })
     }

@@ -5,18 +5,13 @@
 use flowstore::test_redis::TestRedis;
 use flowstore::{LocalStore, RedisConfig, RedisStore};
 use nf_l7fw::{tls, L7Firewall};
-use nfcore::harness::{load_case, run_alternating, run_frames_full, verdicts};
+use nfcore::harness::{case, run_alternating, run_frames_full, verdicts};
 use packet::build::{FrameSpec, Transport};
-use std::path::PathBuf;
-
-fn case_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/l7fw/basic")
-}
 
 #[test]
 fn case_local_redis_and_alternating() {
     let redis = TestRedis::start().expect("redis-server");
-    let case = load_case(&case_dir()).unwrap();
+    let case = case("l7fw", "basic");
     let want: Vec<String> = serde_json::from_value(case.expected["verdicts"].clone()).unwrap();
     let mk = || Box::new(L7Firewall::from_config(&case.config).unwrap());
     for batch in [1, 4, 32] {

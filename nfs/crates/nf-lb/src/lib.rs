@@ -33,11 +33,13 @@
 
 pub mod pool;
 
-use nfcore::config::{object, only_keys, opt_str, opt_u64, RUNTIME_KEYS};
+use nfcore::config::{parse_nf, Int, Ip, List};
 use nfcore::{Ctx, FlowStore, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
 use packet::rewrite::{set_dst, set_src};
 use packet::{FlowKey, PROTO_TCP, PROTO_UDP, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 use pool::Backend;
+use serde::de::{Deserializer, Error as _};
+use serde::Deserialize;
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -85,24 +87,56 @@ impl Conn {
     }
 }
 
-/// How a new connection's backend choice is claimed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Claim {
-    /// Compare-and-set, then INCRBY of the backend's counter: two blocking round trips; safe when
-    /// instances race on one connection.
-    Atomic,
-    /// Written with the batch (SET + INCRBY); one instance per connection at a time.
-    Pipelined,
-}
+/// How a new connection's backend choice is claimed (`conn_claim`): atomic is compare-and-set,
+/// then INCRBY of the backend's counter (two blocking round trips); pipelined writes both with
+/// the batch (SET NX + INCRBY).
+pub use nfcore::Claim;
 
 /// A pool value parsed (or why it could not be).
 type PoolParse = Result<Vec<Backend>, String>;
 
-/// What an existing connection does when its backend is marked down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnDown {
-    Keep,
-    Drop,
+nfcore::config_enum! {
+    /// What an existing connection does when its backend is marked down.
+    #[derive(Default)]
+    pub enum OnDown { #[default] Keep = "keep", Drop = "drop" }
+}
+
+nfcore::config_enum! {
+    /// The VIP's transport protocol.
+    #[derive(Default)]
+    enum Proto { #[default] Tcp = "tcp", Udp = "udp" }
+}
+
+/// A backend in the config: `"ADDR:PORT"`.
+struct BackendAddr(SocketAddr);
+
+impl<'de> Deserialize<'de> for BackendAddr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<BackendAddr, D::Error> {
+        let v = Value::deserialize(d)?;
+        v.as_str()
+            .and_then(|s| s.parse().ok())
+            .map(BackendAddr)
+            .ok_or_else(|| D::Error::custom(format!("must be \"ADDR:PORT\", not {v}")))
+    }
+}
+
+/// The config as written (besides the runtime options).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    vip: Ip,
+    port: Int<1, 65535>,
+    #[serde(default)]
+    proto: Proto,
+    backends: List<BackendAddr, 1, 1024>,
+    #[serde(default)]
+    on_backend_down: OnDown,
+    #[serde(default)]
+    idle_timeout_ms: Int<1, 86_400_000, 60_000>,
+    #[serde(default)]
+    close_timeout_ms: Int<1, 86_400_000, 2_000>,
+    #[serde(default)]
+    conn_claim: Claim,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -149,44 +183,10 @@ enum Way {
 
 impl LoadBalancer {
     pub fn from_config(cfg: &Value) -> Result<LoadBalancer, String> {
-        let o = object(cfg, "lb config")?;
-        let mut allowed = vec![
-            "vip",
-            "port",
-            "proto",
-            "backends",
-            "on_backend_down",
-            "idle_timeout_ms",
-            "close_timeout_ms",
-            "conn_claim",
-        ];
-        allowed.extend_from_slice(RUNTIME_KEYS);
-        only_keys(o, &allowed, "lb config")?;
-        let vip: IpAddr = o
-            .get("vip")
-            .and_then(|v| v.as_str())
-            .and_then(|s| s.parse().ok())
-            .ok_or("vip must be an IP address")?;
-        let port = match o.get("port").and_then(|v| v.as_u64()) {
-            Some(p) if (1..=65535).contains(&p) => p as u16,
-            _ => return Err("port must be an integer in [1, 65535]".into()),
-        };
-        let proto = match opt_str(o, "proto", "tcp")? {
-            "tcp" => PROTO_TCP,
-            "udp" => PROTO_UDP,
-            p => return Err(format!("proto must be \"tcp\" or \"udp\", not {p:?}")),
-        };
-        let list = o
-            .get("backends")
-            .and_then(|v| v.as_array())
-            .filter(|a| !a.is_empty() && a.len() <= 1024)
-            .ok_or("backends must be a list of 1-1024 \"ADDR:PORT\" strings")?;
+        let c: Config = parse_nf(cfg, "lb config")?;
+        let vip = c.vip.0;
         let mut seed = Vec::new();
-        for (i, b) in list.iter().enumerate() {
-            let addr: SocketAddr = b
-                .as_str()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| format!("backends[{i}] must be \"ADDR:PORT\", not {b}"))?;
+        for (i, BackendAddr(addr)) in c.backends.0.into_iter().enumerate() {
             if addr.is_ipv4() != vip.is_ipv4() {
                 return Err(format!(
                     "backends[{i}]: address family differs from the vip"
@@ -200,35 +200,20 @@ impl LoadBalancer {
             }
             seed.push(Backend { addr, up: true });
         }
-        let on_down = match opt_str(o, "on_backend_down", "keep")? {
-            "keep" => OnDown::Keep,
-            "drop" => OnDown::Drop,
-            d => {
-                return Err(format!(
-                    "on_backend_down must be \"keep\" or \"drop\", not {d:?}"
-                ))
-            }
-        };
-        let claim = match opt_str(o, "conn_claim", "atomic")? {
-            "atomic" => Claim::Atomic,
-            "pipelined" => Claim::Pipelined,
-            c => {
-                return Err(format!(
-                    "conn_claim must be \"atomic\" or \"pipelined\", not {c:?}"
-                ))
-            }
-        };
         let seed_enc = pool::encode(&seed);
         Ok(LoadBalancer {
             vip,
-            port,
-            proto,
+            port: c.port.0 as u16,
+            proto: match c.proto {
+                Proto::Tcp => PROTO_TCP,
+                Proto::Udp => PROTO_UDP,
+            },
             pool_cache: RefCell::new((seed_enc, Ok(seed.clone()))),
             seed,
-            on_down,
-            idle_ms: opt_u64(o, "idle_timeout_ms", 60_000, 1, 86_400_000)?,
-            close_ms: opt_u64(o, "close_timeout_ms", 2_000, 1, 86_400_000)?,
-            claim,
+            on_down: c.on_backend_down,
+            idle_ms: c.idle_timeout_ms.0,
+            close_ms: c.close_timeout_ms.0,
+            claim: c.conn_claim,
             last_load: HashMap::new(),
             opened: HashMap::new(),
             c: Counters::default(),

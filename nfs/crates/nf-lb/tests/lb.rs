@@ -6,54 +6,21 @@ use flowstore::test_redis::TestRedis;
 use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
 use nf_lb::{load_key, set_backend_state, LoadBalancer};
 use nfcore::harness::{
-    load_case, recording_runtime, run_alternating, run_frames, verdicts, RecordingDevice,
+    case_dirs, check_rewrites, load_case, recording_runtime, run_alternating, run_frames,
+    CaseFormat, RecordingDevice,
 };
 use nfcore::runtime::{Runtime, TimeSource};
 use packet::build::{checksums_valid, FrameSpec, Transport};
 use packet::Parsed;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-
-fn cases() -> Vec<PathBuf> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/lb");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    v.sort();
-    assert!(v.len() >= 2);
-    v
-}
-
-fn check_case(out: &[Option<Vec<u8>>], expected: &serde_json::Value, what: &str) {
-    let want: Vec<String> = serde_json::from_value(expected["verdicts"].clone()).unwrap();
-    assert_eq!(verdicts(out), want, "{what}");
-    for r in expected["rewritten"].as_array().unwrap() {
-        let i = r["index"].as_u64().unwrap() as usize;
-        let f = out[i].as_ref().unwrap();
-        assert!(checksums_valid(f), "{what}: checksums of packet {i}");
-        let p = Parsed::new_checked(f).unwrap();
-        let got = (
-            p.src.to_string(),
-            p.ports().0,
-            p.dst.to_string(),
-            p.ports().1,
-        );
-        let want = (
-            r["src"].as_str().unwrap().to_string(),
-            r["sport"].as_u64().unwrap() as u16,
-            r["dst"].as_str().unwrap().to_string(),
-            r["dport"].as_u64().unwrap() as u16,
-        );
-        assert_eq!(got, want, "{what}: packet {i}");
-    }
-}
 
 #[test]
 fn cases_local_redis_and_alternating() {
     let redis = TestRedis::start().expect("redis-server");
-    for dir in cases() {
+    let dirs = case_dirs("lb", CaseFormat::Json);
+    assert!(dirs.len() >= 2);
+    for dir in dirs {
         let name = dir.file_name().unwrap().to_str().unwrap().to_string();
         let case = load_case(&dir).unwrap();
         let mk = || Box::new(LoadBalancer::from_config(&case.config).unwrap());
@@ -65,7 +32,7 @@ fn cases_local_redis_and_alternating() {
                 &case.frames,
                 batch,
             );
-            check_case(
+            check_rewrites(
                 &local,
                 &case.expected,
                 &format!("{name} local batch {batch}"),
@@ -83,7 +50,7 @@ fn cases_local_redis_and_alternating() {
             &format!("lbalt{name}"),
             &case.frames,
         );
-        check_case(
+        check_rewrites(
             &alt,
             &case.expected,
             &format!("{name} two instances alternating"),
@@ -101,7 +68,7 @@ fn cases_local_redis_and_alternating() {
                 batch,
             );
             let what = format!("{name} pipelined claim local batch {batch}");
-            check_case(&local, &case.expected, &what);
+            check_rewrites(&local, &case.expected, &what);
             let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
             let id = format!("lbpr{name}{batch}");
             let remote = run_frames(mkp(), Box::new(s), &id, &case.frames, batch);
@@ -115,7 +82,7 @@ fn cases_local_redis_and_alternating() {
             &format!("lbpalt{name}"),
             &case.frames,
         );
-        check_case(
+        check_rewrites(
             &alt,
             &case.expected,
             &format!("{name} pipelined claim, two instances alternating"),

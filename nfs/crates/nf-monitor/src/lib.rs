@@ -20,9 +20,10 @@
 //! plus the runtime options.
 
 use flowstore::BatchState;
-use nfcore::config::{object, only_keys, opt_str, opt_u64, RUNTIME_KEYS};
+use nfcore::config::{parse_nf, present, Int};
 use nfcore::{Ctx, FlowStore, HashOp, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
 use packet::Direction;
+use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -119,6 +120,25 @@ pub enum Counters {
     Increments { flush_ms: u64 },
 }
 
+nfcore::config_enum! {
+    /// `counters` as the config names it ([`Counters`] adds the flush interval).
+    #[derive(Default)]
+    enum CountersName { #[default] Record = "record", Increments = "increments" }
+}
+
+/// The config as written (besides the runtime options).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    #[serde(default)]
+    idle_timeout_ms: Int<1, 86_400_000, 30_000>,
+    #[serde(default)]
+    counters: CountersName,
+    /// `increments` only; absent: 0.
+    #[serde(default, deserialize_with = "present")]
+    flush_ms: Option<Int<0, 60_000>>,
+}
+
 /// The monitor NF.
 pub struct Monitor {
     idle_ms: u64,
@@ -137,25 +157,18 @@ pub struct Monitor {
 
 impl Monitor {
     pub fn from_config(cfg: &Value) -> Result<Monitor, String> {
-        let o = object(cfg, "monitor config")?;
-        let mut allowed = vec!["idle_timeout_ms", "counters", "flush_ms"];
-        allowed.extend_from_slice(RUNTIME_KEYS);
-        only_keys(o, &allowed, "monitor config")?;
-        let flush_ms = opt_u64(o, "flush_ms", 0, 0, 60_000)?;
-        let mode = match opt_str(o, "counters", "record")? {
-            "record" if o.contains_key("flush_ms") => {
+        let c: Config = parse_nf(cfg, "monitor config")?;
+        let mode = match (c.counters, c.flush_ms) {
+            (CountersName::Record, Some(_)) => {
                 return Err("flush_ms needs \"counters\": \"increments\"".into())
             }
-            "record" => Counters::Record,
-            "increments" => Counters::Increments { flush_ms },
-            other => {
-                return Err(format!(
-                    "counters must be \"record\" or \"increments\", not {other:?}"
-                ))
-            }
+            (CountersName::Record, None) => Counters::Record,
+            (CountersName::Increments, flush) => Counters::Increments {
+                flush_ms: flush.unwrap_or_default().0,
+            },
         };
         Ok(Monitor {
-            idle_ms: opt_u64(o, "idle_timeout_ms", 30_000, 1, 86_400_000)?,
+            idle_ms: c.idle_timeout_ms.0,
             mode,
             new_flows: 0,
             expired: 0,

@@ -3,9 +3,8 @@
 use flowstore::test_redis::TestRedis;
 use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
 use nf_monitor::{FlowRecord, Monitor};
-use nfcore::harness::{load_case, run_alternating, run_frames_depth, run_frames_full, verdicts};
+use nfcore::harness::{case, run_alternating, run_frames_depth, run_frames_full, verdicts};
 use packet::Parsed;
-use std::path::PathBuf;
 
 /// The record of the flow of packet `i` in either layout (None: not in the tier).
 fn record(store: &mut dyn FlowStore, nf_id: &str, frame: &[u8]) -> Option<FlowRecord> {
@@ -43,10 +42,7 @@ fn check(store: &mut dyn FlowStore, nf_id: &str, case: &nfcore::harness::Case, w
 
 #[test]
 fn counters_same_in_all_modes() {
-    let mut case = load_case(
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/monitor/basic"),
-    )
-    .unwrap();
+    let mut case = case("monitor", "basic");
     counters_same_in_all_modes_with(&case);
     // The counters as hash increments, flushed with every batch: the same counts.
     case.config["counters"] = "increments".into();
@@ -58,10 +54,7 @@ fn counters_same_in_all_modes() {
 #[test]
 fn write_behind_flushes_on_interval_and_release() {
     let redis = TestRedis::start().expect("redis-server");
-    let case = load_case(
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/monitor/basic"),
-    )
-    .unwrap();
+    let case = case("monitor", "basic");
     let mut cfg = case.config.clone();
     cfg["counters"] = "increments".into();
     cfg["flush_ms"] = 60_000.into();
@@ -145,10 +138,7 @@ fn tier_failure_follows_fail_mode_and_recovers_counters() {
     use nfcore::runtime::Runtime;
     use nfcore::FailMode;
     use std::sync::atomic::Ordering::Relaxed;
-    let case = load_case(
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/monitor/basic"),
-    )
-    .unwrap();
+    let case = case("monitor", "basic");
     for mode in [FailMode::Closed, FailMode::Open] {
         let mut redis = TestRedis::start().expect("redis-server");
         let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();

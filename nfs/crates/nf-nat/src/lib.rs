@@ -30,10 +30,12 @@
 //! 1..256), "mapping_claim": "atomic"|"pipelined"}` plus the runtime options.
 
 use nf_firewall::rules::Cidr;
-use nfcore::config::{object, only_keys, opt_str, opt_u64, RUNTIME_KEYS};
+use nfcore::config::{parse_nf, present, Int, Ip, List};
 use nfcore::{Ctx, FlowStore, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
 use packet::rewrite::{set_dst, set_src};
 use packet::{FlowKey, L4};
+use serde::de::{Deserializer, Error as _};
+use serde::Deserialize;
 use serde_json::Value;
 use std::net::IpAddr;
 
@@ -155,13 +157,48 @@ struct Counters {
     expired: u64,
 }
 
-/// How a new connection's outbound mapping is claimed in the tier.
+/// How a new connection's outbound mapping is claimed in the tier (`mapping_claim`).
+pub use nfcore::Claim;
+
+/// The public port range, `"lo-hi"` with 1 <= lo <= hi.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Claim {
-    /// Compare-and-set round trip: concurrent instances agree on one mapping.
-    Atomic,
-    /// Written with the batch: one instance per connection at a time.
-    Pipelined,
+struct Ports(u16, u16);
+
+impl Default for Ports {
+    fn default() -> Ports {
+        Ports(20000, 29999)
+    }
+}
+
+impl<'de> Deserialize<'de> for Ports {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Ports, D::Error> {
+        let r = String::deserialize(d)?;
+        r.split_once('-')
+            .and_then(|(a, b)| Some(Ports(a.parse().ok()?, b.parse().ok()?)))
+            .filter(|p| p.0 >= 1 && p.0 <= p.1)
+            .ok_or_else(|| {
+                D::Error::custom(format!(
+                    "must be \"lo-hi\" with 1 <= lo <= hi <= 65535, not {r:?}"
+                ))
+            })
+    }
+}
+
+/// The config as written (besides the runtime options).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    inside: List<Cidr>,
+    public_ips: List<Ip>,
+    #[serde(default)]
+    ports: Ports,
+    #[serde(default)]
+    idle_timeout_ms: Int<1, 86_400_000, 60_000>,
+    /// Absent: pairs / 1024, within 1-256.
+    #[serde(default, deserialize_with = "present")]
+    port_block: Option<Int<1, 4096>>,
+    #[serde(default)]
+    mapping_claim: Claim,
 }
 
 /// The NAT NF.
@@ -185,68 +222,21 @@ enum Way {
 
 impl Nat {
     pub fn from_config(cfg: &Value) -> Result<Nat, String> {
-        let o = object(cfg, "nat config")?;
-        let mut allowed = vec![
-            "inside",
-            "public_ips",
-            "ports",
-            "idle_timeout_ms",
-            "port_block",
-            "mapping_claim",
-        ];
-        allowed.extend_from_slice(RUNTIME_KEYS);
-        only_keys(o, &allowed, "nat config")?;
-        let list = |k: &str| -> Result<Vec<String>, String> {
-            o.get(k)
-                .and_then(|v| v.as_array())
-                .and_then(|a| {
-                    a.iter()
-                        .map(|x| x.as_str().map(String::from))
-                        .collect::<Option<Vec<_>>>()
-                })
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| format!("{k} must be a non-empty list of strings"))
-        };
-        let inside = list("inside")?
-            .iter()
-            .map(|s| Cidr::parse(s).map_err(|e| format!("inside: {e}")))
-            .collect::<Result<Vec<_>, _>>()?;
-        let public_ips = list("public_ips")?
-            .iter()
-            .map(|s| {
-                s.parse::<IpAddr>()
-                    .map_err(|_| format!("public_ips: bad address {s:?}"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let r = opt_str(o, "ports", "20000-29999")?;
-        let ports = r
-            .split_once('-')
-            .and_then(|(a, b)| Some((a.parse::<u16>().ok()?, b.parse::<u16>().ok()?)))
-            .filter(|(a, b)| *a >= 1 && a <= b)
-            .ok_or_else(|| {
-                format!("ports must be \"lo-hi\" with 1 <= lo <= hi <= 65535, not {r:?}")
-            })?;
+        let c: Config = parse_nf(cfg, "nat config")?;
+        let public_ips: Vec<IpAddr> = c.public_ips.0.iter().map(|ip| ip.0).collect();
+        let ports = (c.ports.0, c.ports.1);
         let pairs = public_ips.len() * (ports.1 - ports.0 + 1) as usize;
         if pairs > 1_000_000 {
             return Err("public_ips x ports must be at most 1000000 pairs".into());
         }
         let auto_block = (pairs / 1024).clamp(1, 256) as u64;
-        let claim = match opt_str(o, "mapping_claim", "atomic")? {
-            "atomic" => Claim::Atomic,
-            "pipelined" => Claim::Pipelined,
-            other => {
-                return Err(format!(
-                    "mapping_claim must be \"atomic\" or \"pipelined\", not {other:?}"
-                ))
-            }
-        };
         Ok(Nat {
-            inside,
+            inside: c.inside.0,
             public_ips,
             ports,
-            idle_ms: opt_u64(o, "idle_timeout_ms", 60_000, 1, 86_400_000)?,
-            block: opt_u64(o, "port_block", auto_block, 1, 4096)? as usize,
-            claim,
+            idle_ms: c.idle_timeout_ms.0,
+            block: c.port_block.map_or(auto_block, |b| b.0) as usize,
+            claim: c.mapping_claim,
             free: Vec::new(),
             c: Counters::default(),
         })

@@ -5,55 +5,19 @@ use flowstore::test_redis::TestRedis;
 use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
 use nf_nat::Nat;
 use nfcore::harness::{
-    load_case, recording_runtime, run_alternating, run_frames, verdicts, RecordingDevice,
+    case, check_rewrites, recording_runtime, run_alternating, run_frames, RecordingDevice,
 };
 use nfcore::runtime::{Runtime, TimeSource};
-use packet::build::{checksums_valid, FrameSpec, Transport};
+use packet::build::{FrameSpec, Transport};
 use packet::Parsed;
 use std::collections::HashSet;
 use std::net::IpAddr;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-
-fn case_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data/nat/basic")
-}
-
-fn check_case(out: &[Option<Vec<u8>>], expected: &serde_json::Value, what: &str) {
-    let want: Vec<String> = serde_json::from_value(expected["verdicts"].clone()).unwrap();
-    assert_eq!(verdicts(out), want, "{what}");
-    for r in expected["rewritten"].as_array().unwrap() {
-        let i = r["index"].as_u64().unwrap() as usize;
-        let f = out[i].as_ref().unwrap();
-        assert!(checksums_valid(f), "{what}: checksums of packet {i}");
-        let p = Parsed::new_checked(f).unwrap();
-        assert_eq!(
-            p.src.to_string(),
-            r["src"].as_str().unwrap(),
-            "{what}: packet {i}"
-        );
-        assert_eq!(
-            p.dst.to_string(),
-            r["dst"].as_str().unwrap(),
-            "{what}: packet {i}"
-        );
-        assert_eq!(
-            p.ports().0 as u64,
-            r["sport"].as_u64().unwrap(),
-            "{what}: packet {i}"
-        );
-        assert_eq!(
-            p.ports().1 as u64,
-            r["dport"].as_u64().unwrap(),
-            "{what}: packet {i}"
-        );
-    }
-}
 
 #[test]
 fn case_local_redis_and_alternating() {
     let redis = TestRedis::start().expect("redis-server");
-    let case = load_case(&case_dir()).unwrap();
+    let case = case("nat", "basic");
     let mk = || Box::new(Nat::from_config(&case.config).unwrap());
     for batch in [1, 5, 32] {
         let local = run_frames(
@@ -63,7 +27,7 @@ fn case_local_redis_and_alternating() {
             &case.frames,
             batch,
         );
-        check_case(&local, &case.expected, &format!("local batch {batch}"));
+        check_rewrites(&local, &case.expected, &format!("local batch {batch}"));
         let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
         let remote = run_frames(
             mk(),
@@ -84,7 +48,7 @@ fn case_local_redis_and_alternating() {
         "natalt",
         &case.frames,
     );
-    check_case(&alt, &case.expected, "two instances alternating");
+    check_rewrites(&alt, &case.expected, "two instances alternating");
     // The mapping written with the batch (no compare-and-set round trip): the same packets.
     let mut cfg = case.config.clone();
     cfg["mapping_claim"] = "pipelined".into();
@@ -98,7 +62,7 @@ fn case_local_redis_and_alternating() {
             &case.frames,
             batch,
         );
-        check_case(
+        check_rewrites(
             &out,
             &case.expected,
             &format!("pipelined claim, batch {batch}"),
@@ -114,7 +78,7 @@ fn case_local_redis_and_alternating() {
         "natpalt",
         &case.frames,
     );
-    check_case(
+    check_rewrites(
         &alt,
         &case.expected,
         "pipelined claim, two instances alternating",

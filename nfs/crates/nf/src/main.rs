@@ -7,11 +7,10 @@
 //! `nf lb-backend --store redis://...|unix:///... --nf-id ID --backend ADDR:PORT --state up|down` marks a
 //! load balancer's backend up or down in the tier and prints the pool.
 
-mod args;
-mod registry;
+use nf::{args, registry};
 
 use flowstore::{CachedStore, FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
-use nfcore::config::RuntimeOptions;
+use nfcore::config::RuntimeConfig;
 use nfcore::runtime::{Runtime, TimeSource};
 use nfcore::stats::Identity;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,11 +42,11 @@ fn run() -> Result<(), (i32, String)> {
     }
     let a = args::parse(&argv).map_err(|e| (2, e))?;
     let cfg = nfcore::config::load(&a.config).map_err(|e| (2, e))?;
-    let opts = RuntimeOptions::from_config(&cfg).map_err(|e| (2, format!("config: {e}")))?;
-    let depth = nfcore::config::pipeline_depth(&cfg).map_err(|e| (2, format!("config: {e}")))?;
-    let spin = nfcore::config::spin_us(&cfg).map_err(|e| (2, format!("config: {e}")))?;
-    let cpu_latency =
-        nfcore::config::cpu_latency_us(&cfg).map_err(|e| (2, format!("config: {e}")))?;
+    let runtime = RuntimeConfig::from_config(&cfg).map_err(|e| (2, format!("config: {e}")))?;
+    let opts = runtime.options();
+    let depth = runtime.pipeline_depth.0 as usize;
+    let spin = runtime.spin_us.0;
+    let cpu_latency = runtime.cpu_latency_us.map(|us| us.0 as u32);
     let nf = registry::make_nf(&a.nf_type, &cfg).map_err(|e| (2, format!("config: {e}")))?;
     let keys = KeySpace::new(&a.nf_id).map_err(|e| (2, e))?;
     // Held from before ready to the end of the run; released when dropped, or by the kernel if

@@ -2,30 +2,12 @@
 //! errors exit 2 with one line.
 
 use flowstore::test_redis::TestRedis;
+use nfcore::harness::TempDir;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("unonfs-cli-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn data(p: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests-data")
-        .join(p)
+    nfcore::harness::tests_data().join(p)
 }
 
 fn run_nf(args: &[&str]) -> std::process::Output {
@@ -75,7 +57,7 @@ fn run_case(
 #[test]
 fn pcap_in_out_same_in_both_modes() {
     let redis = TestRedis::start().expect("redis-server");
-    let tmp = TempDir::new("modes");
+    let tmp = TempDir::new("cli-modes");
     for (kind, case_name) in [
         ("firewall", "basic"),
         ("nat", "basic"),
@@ -135,7 +117,7 @@ fn nf_args<'a>(
 
 #[test]
 fn operator_errors_exit_2_with_one_line() {
-    let tmp = TempDir::new("errs");
+    let tmp = TempDir::new("cli-errs");
     let bad_cfg = tmp.0.join("bad.json");
     std::fs::write(
         &bad_cfg,
@@ -212,7 +194,7 @@ fn operator_errors_exit_2_with_one_line() {
 #[test]
 fn lb_backend_marks_a_backend_down_in_the_shared_pool() {
     let redis = TestRedis::start().expect("redis-server");
-    let tmp = TempDir::new("lbb");
+    let tmp = TempDir::new("cli-lbb");
     let url = redis.url();
     let mark = |backend: &str, state: &str| {
         run_nf(&[

@@ -4,11 +4,10 @@
 
 use flowstore::LocalStore;
 use nfcore::harness::{load_case, run_frames};
-use std::path::PathBuf;
 
 #[test]
 fn nf_packet_paths_survive_mutated_input() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-data");
+    let root = nfcore::harness::tests_data();
     let mut rng = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
         rng ^= rng << 13;

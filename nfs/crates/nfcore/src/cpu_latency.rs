@@ -4,9 +4,8 @@
 //!
 //! Why an NF host wants it: the tier's round trip wakes Redis, and Redis's reply wakes the NF
 //! when it stopped spinning. A halted CPU, above all a halted vCPU (each halt is a VM exit, and
-//! the host may run something else meanwhile), takes tens of us to wake. Measured on the 2-vCPU
-//! development VM: a Redis PING round trip over the unix socket without spinning p50 61 -> 11 us,
-//! with the client spinning 18 -> 10 us (bench/RESULTS.md "cpu-latency"). The cost: idle CPUs
+//! the host may run something else meanwhile), takes far longer to wake than a round trip over
+//! the unix socket takes (bench/RESULTS.md "cpu-latency" has the figures). The cost: idle CPUs
 //! poll instead of sleeping (power, and on a VM the host's CPU time).
 //!
 //! The request is system-wide and ends when the file is closed: on drop, and by the kernel when

@@ -1,5 +1,10 @@
 //! Test and benchmark harness: run an NF over frames in memory and record each input's fate;
-//! load Suricata-verify-style case directories (`packets.json`, `config.json`, `expected.json`).
+//! load Suricata-verify-style case directories (`nfs/tests-data/<nf>/<case>/`): `config.json`
+//! with `packets.json` and `expected.json` (a readable packet list), or with `input.pcap` and
+//! `expected.pcap` (the frames the NF must send, compared packet by packet: [`compare_frames`])
+//! and optionally `expected.json`. [`pcap_cases`] generates the pcap cases.
+
+pub mod pcap_cases;
 
 use crate::config::RuntimeOptions;
 use crate::runtime::{Runtime, DEFAULT_PIPELINE_DEPTH};
@@ -7,9 +12,10 @@ use crate::NetworkFunction;
 use flowstore::{FlowStore, KeySpace};
 use netio::{Batch, Device};
 use packet::build::{FrameSpec, Transport};
+use packet::Parsed;
 use serde_json::Value;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Feeds frames in order and records, per input frame, the frame sent (None = dropped).
 pub struct RecordingDevice {
@@ -189,6 +195,35 @@ pub fn run_alternating(
     out
 }
 
+/// TCP flags and their letters in the case formats.
+const FLAG_LETTERS: [(u8, char); 5] = [
+    (packet::TCP_SYN, 'S'),
+    (packet::TCP_ACK, 'A'),
+    (packet::TCP_FIN, 'F'),
+    (packet::TCP_RST, 'R'),
+    (packet::TCP_PSH, 'P'),
+];
+
+/// TCP flags from letters (`"SA"`: SYN and ACK).
+pub fn tcp_flags(letters: &str) -> Result<u8, String> {
+    letters.chars().try_fold(0, |acc, c| {
+        FLAG_LETTERS
+            .iter()
+            .find(|(_, l)| *l == c)
+            .map(|(b, _)| acc | b)
+            .ok_or_else(|| format!("unknown TCP flag {c:?}"))
+    })
+}
+
+/// The letters of TCP flags `f` (S, A, F, R, P).
+pub fn flag_letters(f: u8) -> String {
+    FLAG_LETTERS
+        .iter()
+        .filter(|(b, _)| f & b != 0)
+        .map(|(_, c)| *c)
+        .collect()
+}
+
 /// One packet of a case's `packets.json`: `{"t_ms": 0, "src": "10.0.0.1", "dst": "10.0.0.2",
 /// "sport": 1000, "dport": 80, "proto": "tcp"|"udp", "flags": "S"|"SA"|"A"|"FA"|"R"|"PA",
 /// "seq": 0, "ack": 0, "payload": "text" (or "payload_hex": "16 03 01"), "vlans": [10]}`.
@@ -205,18 +240,8 @@ pub fn frame_from_json(v: &Value) -> Result<(u64, Vec<u8>), String> {
             .map_or(Some(d), |n| n.as_u64())
             .ok_or_else(|| format!("packet: {k} must be a number"))
     };
-    let flags_s = o.get("flags").and_then(|f| f.as_str()).unwrap_or("");
-    let mut flags = 0u8;
-    for c in flags_s.chars() {
-        flags |= match c {
-            'S' => packet::TCP_SYN,
-            'A' => packet::TCP_ACK,
-            'F' => packet::TCP_FIN,
-            'R' => packet::TCP_RST,
-            'P' => packet::TCP_PSH,
-            _ => return Err(format!("packet: unknown TCP flag {c:?}")),
-        };
-    }
+    let flags = tcp_flags(o.get("flags").and_then(|f| f.as_str()).unwrap_or(""))
+        .map_err(|e| format!("packet: {e}"))?;
     let transport = match o.get("proto").and_then(|p| p.as_str()).unwrap_or("tcp") {
         "tcp" => Transport::Tcp {
             seq: num("seq", 0)? as u32,
@@ -246,7 +271,7 @@ pub fn frame_from_json(v: &Value) -> Result<(u64, Vec<u8>), String> {
         (Some(_), Some(_)) => return Err("packet: give payload or payload_hex, not both".into()),
         (_, Some(h)) => h
             .as_str()
-            .and_then(parse_hex)
+            .and_then(crate::config::parse_hex)
             .ok_or("packet: payload_hex must be pairs of hex digits")?,
         (p, None) => p.and_then(|p| p.as_str()).unwrap_or("").as_bytes().to_vec(),
     };
@@ -263,41 +288,94 @@ pub fn frame_from_json(v: &Value) -> Result<(u64, Vec<u8>), String> {
     Ok((num("t_ms", 0)? * 1_000_000, f))
 }
 
-/// Bytes from hex digit pairs (whitespace ignored).
-fn parse_hex(s: &str) -> Option<Vec<u8>> {
-    let d: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
-    if !d.len().is_multiple_of(2) {
-        return None;
-    }
-    d.chunks(2)
-        .map(|p| u8::from_str_radix(std::str::from_utf8(p).ok()?, 16).ok())
-        .collect()
+/// `nfs/tests-data`: one folder per NF, one case directory in it per case.
+pub fn tests_data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-data")
 }
 
-/// A case directory: `config.json`, `packets.json` (list of packets), `expected.json`
-/// (`{"verdicts": ["forward"|"drop", ...]}` and optional NF-specific fields).
+/// How a case gives its packets and what must come out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaseFormat {
+    /// `packets.json` (a readable packet list, [`frame_from_json`]) and `expected.json`.
+    Json,
+    /// `input.pcap` and `expected.pcap` (the frames sent, in order), `expected.json` optional.
+    Pcap,
+}
+
+impl CaseFormat {
+    /// The format of the case directory `dir` (None: not a case).
+    pub fn of(dir: &Path) -> Option<CaseFormat> {
+        if dir.join("input.pcap").is_file() {
+            Some(CaseFormat::Pcap)
+        } else if dir.join("packets.json").is_file() {
+            Some(CaseFormat::Json)
+        } else {
+            None
+        }
+    }
+}
+
+/// The case directories of `nf` in `format`, sorted by name.
+pub fn case_dirs(nf: &str, format: CaseFormat) -> Vec<PathBuf> {
+    let root = tests_data().join(nf);
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .map(|e| e.expect("read_dir entry").path())
+        .filter(|d| CaseFormat::of(d) == Some(format))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The case `name` of `nf` (panics, naming it, if it does not load).
+pub fn case(nf: &str, name: &str) -> Case {
+    let dir = tests_data().join(nf).join(name);
+    load_case(&dir).unwrap_or_else(|e| panic!("case {}: {e}", dir.display()))
+}
+
+/// A case directory: `config.json`, the input frames and what must come out: `expected.json`
+/// (`{"verdicts": ["forward"|"drop", ...]}` and optional NF-specific fields; `{}` when a pcap
+/// case has none) and, for a pcap case, the frames the NF sends.
 pub struct Case {
     pub config: Value,
     pub frames: Vec<(u64, Vec<u8>)>,
     pub expected: Value,
+    /// `expected.pcap` of a pcap case: the frames sent, in order.
+    pub expected_out: Option<Vec<(u64, Vec<u8>)>>,
 }
 
 pub fn load_case(dir: &Path) -> Result<Case, String> {
+    let format = CaseFormat::of(dir)
+        .ok_or_else(|| format!("{}: neither packets.json nor input.pcap", dir.display()))?;
     let config = crate::config::load(&dir.join("config.json"))?;
-    let pk = std::fs::read_to_string(dir.join("packets.json"))
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
-    let pk: Value = serde_json::from_str(&pk).map_err(|e| format!("packets.json: {e}"))?;
-    let frames = pk
-        .as_array()
-        .ok_or("packets.json must be a list")?
-        .iter()
-        .map(frame_from_json)
-        .collect::<Result<_, _>>()?;
-    let expected = crate::config::load(&dir.join("expected.json"))?;
+    let pcap = |name: &str| {
+        netio::pcap::read_all(&dir.join(name)).map_err(|e| format!("{}: {e}", dir.display()))
+    };
+    let (frames, expected_out) = match format {
+        CaseFormat::Json => {
+            let pk = std::fs::read_to_string(dir.join("packets.json"))
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+            let pk: Value = serde_json::from_str(&pk).map_err(|e| format!("packets.json: {e}"))?;
+            let frames = pk
+                .as_array()
+                .ok_or("packets.json must be a list")?
+                .iter()
+                .map(frame_from_json)
+                .collect::<Result<_, _>>()?;
+            (frames, None)
+        }
+        CaseFormat::Pcap => (pcap("input.pcap")?, Some(pcap("expected.pcap")?)),
+    };
+    let expected = if format == CaseFormat::Pcap && !dir.join("expected.json").exists() {
+        Value::Object(Default::default())
+    } else {
+        crate::config::load(&dir.join("expected.json"))?
+    };
     Ok(Case {
         config,
         frames,
         expected,
+        expected_out,
     })
 }
 
@@ -306,4 +384,138 @@ pub fn verdicts(out: &[Option<Vec<u8>>]) -> Vec<&'static str> {
     out.iter()
         .map(|o| if o.is_some() { "forward" } else { "drop" })
         .collect()
+}
+
+/// Check a run against a JSON case's `verdicts` and its `rewritten` entries (`{"index", "src",
+/// "sport", "dst", "dport"}`: a forwarded packet's addresses and ports after the NF, its
+/// checksums valid). `what` names the run in failures.
+pub fn check_rewrites(out: &[Option<Vec<u8>>], expected: &Value, what: &str) {
+    let want: Vec<String> = serde_json::from_value(expected["verdicts"].clone()).unwrap();
+    assert_eq!(verdicts(out), want, "{what}");
+    for r in expected["rewritten"].as_array().unwrap() {
+        let i = r["index"].as_u64().unwrap() as usize;
+        let f = out[i].as_ref().unwrap();
+        assert!(
+            packet::build::checksums_valid(f),
+            "{what}: checksums of packet {i}"
+        );
+        let p = Parsed::new_checked(f).unwrap();
+        let got = (
+            p.src.to_string(),
+            p.ports().0,
+            p.dst.to_string(),
+            p.ports().1,
+        );
+        let want = (
+            r["src"].as_str().unwrap().to_string(),
+            r["sport"].as_u64().unwrap() as u16,
+            r["dst"].as_str().unwrap().to_string(),
+            r["dport"].as_u64().unwrap() as u16,
+        );
+        assert_eq!(got, want, "{what}: packet {i}");
+    }
+}
+
+/// A directory for a test's files, removed with them when dropped (also when the test fails).
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A fresh `unonfs-<tag>-<pid>` in the system's temp directory.
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("unonfs-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One line about a frame: addresses, ports, protocol, TCP flags, length, checksums.
+pub fn describe_frame(f: &[u8]) -> String {
+    match Parsed::new_checked(f) {
+        Ok(p) => {
+            let (sp, dp) = p.ports();
+            let vlans = &p.vlans[..p.vlan_count as usize];
+            let flags = if p.proto == packet::PROTO_TCP {
+                format!(" [{}]", flag_letters(p.tcp_flags()))
+            } else {
+                String::new()
+            };
+            let sums = if packet::build::checksums_valid(f) {
+                "valid"
+            } else {
+                "BAD"
+            };
+            format!(
+                "{}:{sp} -> {}:{dp} proto {}{flags}{} payload {} B, {} B, checksums {sums}",
+                p.src,
+                p.dst,
+                p.proto,
+                if vlans.is_empty() {
+                    String::new()
+                } else {
+                    format!(" vlans {vlans:?}")
+                },
+                p.payload_len,
+                f.len(),
+            )
+        }
+        Err(e) => format!("{} B, does not parse ({e:?})", f.len()),
+    }
+}
+
+/// Hex of `f[from..to]` (clamped), bytes separated by spaces.
+fn hex_window(f: &[u8], from: usize, to: usize) -> String {
+    let to = to.min(f.len());
+    let from = from.min(to);
+    f[from..to]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Compare the frames an NF sent with those expected, packet by packet. Err: which packet
+/// differs (or is missing or extra), the fields of both, the first differing byte and the bytes
+/// around it.
+pub fn compare_frames(got: &[Vec<u8>], want: &[Vec<u8>]) -> Result<(), String> {
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if g == w {
+            continue;
+        }
+        let at = g
+            .iter()
+            .zip(w.iter())
+            .position(|(a, b)| a != b)
+            .unwrap_or(g.len().min(w.len()));
+        let (from, to) = (at.saturating_sub(8), at + 8);
+        return Err(format!(
+            "sent packet {i} differs from the expected one at byte {at}:\n  want: {}\n  got:  {}\n  \
+             want bytes {from}..: {}\n  got bytes  {from}..: {}",
+            describe_frame(w),
+            describe_frame(g),
+            hex_window(w, from, to),
+            hex_window(g, from, to),
+        ));
+    }
+    if got.len() != want.len() {
+        let n = got.len().min(want.len());
+        let (which, f) = if got.len() > want.len() {
+            ("one more than expected was sent", &got[n])
+        } else {
+            ("one expected was not sent", &want[n])
+        };
+        return Err(format!(
+            "{} packets sent, {} expected; packet {n}: {which}: {}",
+            got.len(),
+            want.len(),
+            describe_frame(f)
+        ));
+    }
+    Ok(())
 }

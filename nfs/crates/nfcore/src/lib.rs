@@ -13,6 +13,7 @@
 //!
 //! A tier failure leads to the configured [`FailMode`] for the whole batch.
 
+#[macro_use]
 pub mod config;
 pub mod control;
 pub mod cpu_latency;
@@ -35,26 +36,23 @@ pub enum Verdict {
     Drop,
 }
 
-/// Behaviour when the state tier cannot be reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailMode {
-    /// Drop packets whose state cannot be read or written (default; security NFs).
-    Closed,
-    /// Forward packets unprocessed.
-    Open,
+config_enum! {
+    /// Behaviour when the state tier cannot be reached (config `fail_mode`): `Closed` (default;
+    /// security NFs) drops packets whose state cannot be read or written, `Open` forwards them
+    /// unprocessed.
+    #[derive(Default)]
+    pub enum FailMode { #[default] Closed = "closed", Open = "open" }
 }
 
-impl std::str::FromStr for FailMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "closed" => Ok(FailMode::Closed),
-            "open" => Ok(FailMode::Open),
-            _ => Err(format!(
-                "fail_mode must be \"closed\" or \"open\", not {s:?}"
-            )),
-        }
-    }
+config_enum! {
+    /// How an NF claims a new connection's record in the tier (NAT `mapping_claim`, LB
+    /// `conn_claim`) when two instances may see its first packets at the same instant. `Atomic`
+    /// (default): a compare-and-set round trip, concurrent instances agree on one record (the
+    /// loser adopts the winner's). `Pipelined`: written with the batch (`SET NX`,
+    /// [`Ctx::claim`]), no round trip of its own; a lost claim's packets are dropped before they
+    /// leave and the NF undoes its part ([`NetworkFunction::claim_lost`]).
+    #[derive(Default)]
+    pub enum Claim { #[default] Atomic = "atomic", Pipelined = "pipelined" }
 }
 
 /// A stateless network function: all per-flow state goes through the [`Ctx`] to the tier, so

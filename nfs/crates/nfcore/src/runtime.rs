@@ -394,8 +394,8 @@ impl<D: Device> Runtime<D> {
     }
 
     /// Whether a small batch of the pipelined loop may borrow, rather than read, the keys an
-    /// earlier batch in flight reads and keeps writing (default off: it measured a worse added p99
-    /// at half load; on for A/B measurements).
+    /// earlier batch in flight reads and keeps writing (default off: it lengthens the latency
+    /// tail at partial load, bench/RESULTS.md; on for A/B measurements).
     pub fn set_borrow_reads(&mut self, on: bool) {
         self.borrow = on;
     }

@@ -245,8 +245,8 @@ impl Server {
             let Ok(mut c) = conn else { continue };
             c.set_timeout(HEAD_WAIT);
             let Some((head, rest)) = read_request_head(&mut c) else {
-                // Never guessed (an empty head used to be taken for `GET /`): a request cut
-                // short is refused, whatever it was going to ask.
+                // Never guessed (an empty head is no `GET /`): a request cut short is refused,
+                // whatever it was going to ask.
                 let msg = format!(
                     "incomplete request head (no blank line within {} s and {HEAD_MAX} bytes)",
                     HEAD_WAIT.as_secs()
@@ -445,8 +445,8 @@ fn state_request(
                 Ok(b) => b,
                 Err(r) => return r,
             };
-            // Decode and build the new store here, off the runtime thread (100,000 flows take ~0.5 s; the
-            // runtime keeps queueing packets meanwhile and only swaps the store in).
+            // Decode and build the new store here, off the runtime thread (a large snapshot takes
+            // a while; the runtime keeps queueing packets meanwhile and only swaps the store in).
             let Ok(keys) = flowstore::KeySpace::new(&id.nf_id) else {
                 return Response::error(500, "bad nf id");
             };

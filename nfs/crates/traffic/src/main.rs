@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn unknown_options_are_errors_not_ignored() {
-        // `--rat 100` (a typo of --rate) used to be ignored: the run went at the default rate
+        // `--rat 100` (a typo of --rate) must not be ignored: the run would go at the default rate
         let e = opts(&args(&["--port", "x", "--rat", "100"]), GEN_OPTS).unwrap_err();
         assert!(
             e.contains("unknown option \"--rat\"") && e.contains("--rate"),

@@ -10,7 +10,7 @@
 //!   values before processing. Keys changed by atomic operations (compare-and-set, incr) whose
 //!   result is not known locally are re-read from the tier.
 //! - When enabled (`Runtime::set_borrow_reads`; off by default: it lowers Redis's work per
-//!   packet at partial load but measured a worse latency tail), a small batch may borrow, rather
+//!   packet at partial load but lengthens the latency tail), a small batch may borrow, rather
 //!   than read, a key that a batch still reading also reads and that the last small batches
 //!   reading it wrote (`borrow_reads`): its value is then only what `recent` holds when the batch
 //!   is processed (the earlier batch's write), or, if nothing wrote it, a read made at that

@@ -67,12 +67,7 @@ public final class FlowMods {
    * refuses a part of it, {@code origin} gets an OFPT_ERROR and the change is rolled back.
    */
   public void flowMod(OFFlowMod fm, Origin origin) throws OfError {
-    refusals.begin(origin);
-    try {
-      flowMod(fm);
-    } finally {
-      refusals.end();
-    }
+    refusals.applying(origin, () -> flowMod(fm));
   }
 
   /** Applies a virtual FLOW_MOD; throws the OpenFlow error to answer with (state unchanged). */
@@ -164,11 +159,22 @@ public final class FlowMods {
     if (rm.removed().isEmpty()) {
       return;
     }
+    uninstall(List.of(key), rm);
+  }
+
+  /**
+   * Drops the translations of rules {@code keys}, just removed from the virtual switch ({@code
+   * gone}), with their retired counters and idle state; re-translates the rules that relied on
+   * them, then syncs.
+   */
+  private void uninstall(List<VirtualRule.Key> keys, VirtualSwitch.Removal gone) {
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
-    planner.install(key, null, dirty);
-    removals.forget(key);
-    idle.forget(key);
-    planner.retranslate(rm, dirty);
+    for (VirtualRule.Key k : keys) {
+      planner.install(k, null, dirty);
+      removals.forget(k);
+      idle.forget(k);
+    }
+    planner.retranslate(gone, dirty);
     planner.refreshDispatch(dirty);
     sync.apply(dirty, Set.of());
   }
@@ -197,16 +203,7 @@ public final class FlowMods {
         reports.add(rm);
       }
     }
-    VirtualSwitch.Removal gone = vs.remove(keys);
-    Set<PhysRule.Key> dirty = new LinkedHashSet<>();
-    for (VirtualRule.Key k : keys) {
-      planner.install(k, null, dirty);
-      removals.forget(k);
-      idle.forget(k);
-    }
-    planner.retranslate(gone, dirty);
-    planner.refreshDispatch(dirty);
-    sync.apply(dirty, Set.of());
+    uninstall(keys, vs.remove(keys));
     for (FlowRemovals.Removal rm : reports) {
       if (rm.waiting()) {
         exec.schedule(rm::finish, 3, TimeUnit.SECONDS); // a replica's switch went away

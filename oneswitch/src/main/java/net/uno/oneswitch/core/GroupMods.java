@@ -48,12 +48,7 @@ public final class GroupMods {
 
   /** As {@link #groupMod(OFGroupMod)}, answering {@code origin} on a physical refusal. */
   public void groupMod(OFGroupMod gm, Origin origin) throws OfError {
-    refusals.begin(origin);
-    try {
-      groupMod(gm);
-    } finally {
-      refusals.end();
-    }
+    refusals.applying(origin, () -> groupMod(gm));
   }
 
   /** Applies a virtual GROUP_MOD; throws the OpenFlow error to answer with (state unchanged). */

@@ -5,6 +5,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import net.uno.oneswitch.translate.OfError;
 
 /**
  * Which controller message each physical message came from, until a barrier shows the switch
@@ -52,6 +53,25 @@ final class Refusals {
   /** The controller message is applied (its physical messages may still be refused). */
   void end() {
     current = null;
+  }
+
+  /** Applies a controller message; throws the OpenFlow error to answer with. */
+  interface Apply {
+    void run() throws OfError;
+  }
+
+  /**
+   * Runs {@code apply}, the applying of {@code origin}'s message, between {@link #begin} and {@link
+   * #end}: a switch's refusal of a physical message it sends answers {@code origin} and rolls back
+   * what {@code apply} changed.
+   */
+  void applying(Origin origin, Apply apply) throws OfError {
+    begin(origin);
+    try {
+      apply.run();
+    } finally {
+      end();
+    }
   }
 
   /** A step undoing part of the message being applied (no-op outside one). */

@@ -6,6 +6,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.BiFunction;
+import java.util.function.Function;
 import net.uno.oneswitch.core.OneSwitchCore;
 import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.model.VirtualGroup;
@@ -79,16 +81,15 @@ final class StatsReplies {
         {
           List<OFPortDesc> ds = new ArrayList<>();
           core.vswitch().ports().all().forEach(v -> ds.add(core.controllers().portDesc(v)));
-          List<OFMessage> out = new ArrayList<>();
-          for (List<OFPortDesc> part : chunks(ds)) {
-            out.add(
-                F.buildPortDescStatsReply()
-                    .setXid(xid)
-                    .setEntries(part)
-                    .setFlags(Set.of())
-                    .build());
-          }
-          return done(more(out));
+          return done(
+              parts(
+                  ds,
+                  p ->
+                      F.buildPortDescStatsReply()
+                          .setXid(xid)
+                          .setEntries(p)
+                          .setFlags(Set.of())
+                          .build()));
         }
       case FLOW:
         return flow((OFFlowStatsRequest) req);
@@ -109,11 +110,8 @@ final class StatsReplies {
                     .setBuckets(g.buckets())
                     .build());
           }
-          List<OFMessage> out = new ArrayList<>();
-          for (List<OFGroupDescStatsEntry> part : chunks(es)) {
-            out.add(F.buildGroupDescStatsReply().setXid(xid).setEntries(part).build());
-          }
-          return done(more(out));
+          return done(
+              parts(es, p -> F.buildGroupDescStatsReply().setXid(xid).setEntries(p).build()));
         }
       case GROUP:
         return group((OFGroupStatsRequest) req);
@@ -129,6 +127,18 @@ final class StatsReplies {
 
   private static CompletableFuture<List<OFMessage>> done(List<OFMessage> l) {
     return CompletableFuture.completedFuture(l);
+  }
+
+  /**
+   * A reply of entries {@code es} in parts of {@code CHUNK} ({@code reply} builds one part of its
+   * entries), REPLY_MORE on every part but the last.
+   */
+  private static <E> List<OFMessage> parts(List<E> es, Function<List<E>, OFMessage> reply) {
+    List<OFMessage> out = new ArrayList<>();
+    for (List<E> part : chunks(es)) {
+      out.add(reply.apply(part));
+    }
+    return more(out);
   }
 
   private static <T> List<List<T>> chunks(List<T> l) {
@@ -159,7 +169,13 @@ final class StatsReplies {
     return out;
   }
 
-  private CompletableFuture<List<OFMessage>> flow(OFFlowStatsRequest req) {
+  /**
+   * The reply to a FLOW or AGGREGATE request: {@code reply} builds it on the core thread, once the
+   * physical counters are read, of the rules the FLOW request {@code req} selects and the counters.
+   */
+  private CompletableFuture<List<OFMessage>> overSelected(
+      OFFlowStatsRequest req,
+      BiFunction<List<VirtualRule>, Map<Long, long[]>, List<OFMessage>> reply) {
     List<VirtualRule> sel =
         core.counters()
             .selectForStats(
@@ -171,71 +187,72 @@ final class StatsReplies {
                 req.getMatch());
     return core.counters()
         .physicalCounters()
-        .thenApplyAsync(
-            counters -> {
-              long now = core.counters().now();
-              List<OFFlowStatsEntry> es = new ArrayList<>();
-              for (VirtualRule r : sel) {
-                if (!core.vswitch().rules().containsKey(r.key())) {
-                  continue;
-                }
-                long[] c = core.counters().countersOf(r, counters);
-                long d = Math.max(0, now - r.installedMillis());
-                es.add(
-                    F.buildFlowStatsEntry()
-                        .setTableId(TableId.of(r.table()))
-                        .setDurationSec(d / 1000)
-                        .setDurationNsec((d % 1000) * 1_000_000)
-                        .setPriority(r.priority())
-                        .setIdleTimeout(r.idleTimeout())
-                        .setHardTimeout(r.hardTimeout())
-                        .setFlags(r.flags())
-                        .setCookie(U64.of(r.cookie()))
-                        .setPacketCount(U64.of(c[0]))
-                        .setByteCount(U64.of(c[1]))
-                        .setMatch(r.match())
-                        .setInstructions(r.instructions())
-                        .build());
-              }
-              List<OFMessage> out = new ArrayList<>();
-              for (List<OFFlowStatsEntry> part : chunks(es)) {
-                out.add(F.buildFlowStatsReply().setXid(req.getXid()).setEntries(part).build());
-              }
-              return more(out);
-            },
-            core.exec());
+        .thenApplyAsync(counters -> reply.apply(sel, counters), core.exec());
+  }
+
+  /** The FLOW request that selects the rules {@code a} does (the same fields). */
+  private static OFFlowStatsRequest sameSelection(OFAggregateStatsRequest a) {
+    return F.buildFlowStatsRequest()
+        .setTableId(a.getTableId())
+        .setOutPort(a.getOutPort())
+        .setOutGroup(a.getOutGroup())
+        .setCookie(a.getCookie())
+        .setCookieMask(a.getCookieMask())
+        .setMatch(a.getMatch())
+        .build();
+  }
+
+  private CompletableFuture<List<OFMessage>> flow(OFFlowStatsRequest req) {
+    return overSelected(
+        req,
+        (sel, counters) -> {
+          long now = core.counters().now();
+          List<OFFlowStatsEntry> es = new ArrayList<>();
+          for (VirtualRule r : sel) {
+            if (!core.vswitch().rules().containsKey(r.key())) {
+              continue;
+            }
+            long[] c = core.counters().countersOf(r, counters);
+            long d = Math.max(0, now - r.installedMillis());
+            es.add(
+                F.buildFlowStatsEntry()
+                    .setTableId(TableId.of(r.table()))
+                    .setDurationSec(d / 1000)
+                    .setDurationNsec((d % 1000) * 1_000_000)
+                    .setPriority(r.priority())
+                    .setIdleTimeout(r.idleTimeout())
+                    .setHardTimeout(r.hardTimeout())
+                    .setFlags(r.flags())
+                    .setCookie(U64.of(r.cookie()))
+                    .setPacketCount(U64.of(c[0]))
+                    .setByteCount(U64.of(c[1]))
+                    .setMatch(r.match())
+                    .setInstructions(r.instructions())
+                    .build());
+          }
+          return parts(es, p -> F.buildFlowStatsReply().setXid(req.getXid()).setEntries(p).build());
+        });
   }
 
   private CompletableFuture<List<OFMessage>> aggregate(OFAggregateStatsRequest req) {
-    List<VirtualRule> sel =
-        core.counters()
-            .selectForStats(
-                req.getTableId(),
-                req.getOutPort(),
-                req.getOutGroup(),
-                req.getCookie(),
-                req.getCookieMask(),
-                req.getMatch());
-    return core.counters()
-        .physicalCounters()
-        .thenApplyAsync(
-            counters -> {
-              long p = 0;
-              long b = 0;
-              for (VirtualRule r : sel) {
-                long[] c = core.counters().countersOf(r, counters);
-                p += c[0];
-                b += c[1];
-              }
-              return List.<OFMessage>of(
-                  F.buildAggregateStatsReply()
-                      .setXid(req.getXid())
-                      .setPacketCount(U64.of(p))
-                      .setByteCount(U64.of(b))
-                      .setFlowCount(sel.size())
-                      .build());
-            },
-            core.exec());
+    return overSelected(
+        sameSelection(req),
+        (sel, counters) -> {
+          long p = 0;
+          long b = 0;
+          for (VirtualRule r : sel) {
+            long[] c = core.counters().countersOf(r, counters);
+            p += c[0];
+            b += c[1];
+          }
+          return List.<OFMessage>of(
+              F.buildAggregateStatsReply()
+                  .setXid(req.getXid())
+                  .setPacketCount(U64.of(p))
+                  .setByteCount(U64.of(b))
+                  .setFlowCount(sel.size())
+                  .build());
+        });
   }
 
   private CompletableFuture<List<OFMessage>> table(long xid) {
@@ -279,11 +296,7 @@ final class StatsReplies {
                         .setMatchedCount(U64.of(a[1]))
                         .build());
               }
-              List<OFMessage> out = new ArrayList<>();
-              for (List<OFTableStatsEntry> part : chunks(es)) {
-                out.add(F.buildTableStatsReply().setXid(xid).setEntries(part).build());
-              }
-              return more(out);
+              return parts(es, p -> F.buildTableStatsReply().setXid(xid).setEntries(p).build());
             },
             core.exec());
   }
@@ -396,11 +409,8 @@ final class StatsReplies {
                 }
                 es.add(b.build());
               }
-              List<OFMessage> out = new ArrayList<>();
-              for (List<OFPortStatsEntry> part : chunks(es)) {
-                out.add(F.buildPortStatsReply().setXid(req.getXid()).setEntries(part).build());
-              }
-              return more(out);
+              return parts(
+                  es, p -> F.buildPortStatsReply().setXid(req.getXid()).setEntries(p).build());
             },
             core.exec());
   }
@@ -470,11 +480,8 @@ final class StatsReplies {
                         .setBucketStats(bc)
                         .build());
               }
-              List<OFMessage> out = new ArrayList<>();
-              for (List<OFGroupStatsEntry> part : chunks(es)) {
-                out.add(F.buildGroupStatsReply().setXid(req.getXid()).setEntries(part).build());
-              }
-              return more(out);
+              return parts(
+                  es, p -> F.buildGroupStatsReply().setXid(req.getXid()).setEntries(p).build());
             },
             core.exec());
   }

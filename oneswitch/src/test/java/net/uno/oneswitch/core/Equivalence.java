@@ -76,19 +76,7 @@ final class Equivalence {
    * Sends a FLOW_MOD (ADD or DELETE_STRICT) to the core and, if accepted, to the virtual switch.
    */
   boolean flowMod(OFFlowMod fm) throws Exception {
-    OneSwitchCore core = coreOf.call();
-    OfError err =
-        on.on(
-            () -> {
-              try {
-                core.flowMods().flowMod(fm);
-                return null;
-              } catch (OfError e) {
-                return e;
-              }
-            });
-    if (err != null) {
-      refused.add(err.typeAndCode() + ": " + err.getMessage());
+    if (!coreAccepts(core -> core.flowMods().flowMod(fm))) {
       return false;
     }
     int table = fm.getTableId().getValue();
@@ -109,12 +97,33 @@ final class Equivalence {
 
   /** Sends a GROUP_MOD (ADD or MODIFY) to the core and, if accepted, to the virtual switch. */
   boolean groupMod(OFGroupMod gm) throws Exception {
+    if (!coreAccepts(core -> core.groupMods().groupMod(gm))) {
+      return false;
+    }
+    if (gm.getCommand() != OFGroupModCommand.ADD && gm.getCommand() != OFGroupModCommand.MODIFY) {
+      throw new UnsupportedOperationException("group-mod " + gm.getCommand());
+    }
+    int id = gm.getGroup().getGroupNumber();
+    virtualOps.add(t -> t.addGroup(id, gm.getGroupType(), gm.getBuckets()));
+    return true;
+  }
+
+  /** A controller message given to the core, which throws the OpenFlow error if it refuses it. */
+  private interface Message {
+    void send(OneSwitchCore core) throws OfError;
+  }
+
+  /**
+   * Gives {@code m} to the core on its thread; false, with the error added to {@link #refused}, if
+   * the core refused it.
+   */
+  private boolean coreAccepts(Message m) throws Exception {
     OneSwitchCore core = coreOf.call();
     OfError err =
         on.on(
             () -> {
               try {
-                core.groupMods().groupMod(gm);
+                m.send(core);
                 return null;
               } catch (OfError e) {
                 return e;
@@ -124,11 +133,6 @@ final class Equivalence {
       refused.add(err.typeAndCode() + ": " + err.getMessage());
       return false;
     }
-    if (gm.getCommand() != OFGroupModCommand.ADD && gm.getCommand() != OFGroupModCommand.MODIFY) {
-      throw new UnsupportedOperationException("group-mod " + gm.getCommand());
-    }
-    int id = gm.getGroup().getGroupNumber();
-    virtualOps.add(t -> t.addGroup(id, gm.getGroupType(), gm.getBuckets()));
     return true;
   }
 
@@ -312,6 +316,14 @@ final class Equivalence {
    * many virtual rules saw a packet.
    */
   int check(List<Frame> frames) throws Exception {
+    return sentToAll(frames).sameCounters();
+  }
+
+  /**
+   * A snapshot of the core as it stands, with every frame sent into every vport on both and equal
+   * fates asserted (the counters are left to compare).
+   */
+  private Snapshot sentToAll(List<Frame> frames) throws Exception {
     Snapshot s = new Snapshot();
     Set<Integer> vports = new TreeSet<>();
     s.ports.all().forEach(v -> vports.add(v.vport()));
@@ -320,7 +332,7 @@ final class Equivalence {
         s.same(v, fr);
       }
     }
-    return s.sameCounters();
+    return s;
   }
 
   /**
@@ -331,14 +343,7 @@ final class Equivalence {
   int checkInRounds(List<Frame> frames) throws Exception {
     int total = 0;
     for (int round = 0; round < 20; round++) {
-      Snapshot s = new Snapshot();
-      Set<Integer> vports = new TreeSet<>();
-      s.ports.all().forEach(v -> vports.add(v.vport()));
-      for (Frame fr : frames) {
-        for (int v : vports) {
-          s.same(v, fr);
-        }
-      }
+      Snapshot s = sentToAll(frames);
       int hit = s.sameCounters();
       if (hit == 0) {
         break;

@@ -1,22 +1,19 @@
 package net.uno.oneswitch.core;
 
 import static net.uno.oneswitch.translate.Fixtures.F;
+import static net.uno.oneswitch.translate.Fixtures.bucket;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
-import java.util.concurrent.Callable;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.oftable.Frame;
 import net.uno.oneswitch.translate.Carrier;
 import net.uno.oneswitch.translate.Fixtures;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.projectfloodlight.openflow.protocol.OFBucket;
 import org.projectfloodlight.openflow.protocol.OFFlowMod;
@@ -43,51 +40,9 @@ import org.projectfloodlight.openflow.types.U64;
  * host:101): every frame of {@link Equivalence#standardFrames} into every vport leaves the physical
  * switches as it leaves the virtual one.
  */
-class EquivalenceTest {
-  private final ScheduledExecutorService exec = Executors.newSingleThreadScheduledExecutor();
-  private OneSwitchCore core;
-  private Equivalence eq;
-  private int wireVlans;
-
-  @AfterEach
-  void stop() {
-    exec.shutdownNow();
-  }
-
-  private <T> T on(Callable<T> c) throws Exception {
-    return exec.submit(c).get(10, TimeUnit.SECONDS);
-  }
-
-  /**
-   * A core over the fixtures' port map with {@code wireVlans} and the carrier mode {@code mode}.
-   */
-  private void start(Carrier.Mode mode, int wireVlans) throws Exception {
-    this.wireVlans = wireVlans;
-    core =
-        new OneSwitchCore(
-            Fixtures.TOPO,
-            254,
-            exec,
-            System::currentTimeMillis,
-            new Metrics(),
-            null,
-            mode,
-            wireVlans);
-    on(
-        () -> {
-          core.portChanges().initPorts(List.copyOf(Fixtures.PORTS.all()));
-          return null;
-        });
-    eq =
-        new Equivalence(
-            Fixtures.TOPO,
-            new Equivalence.Runner() {
-              @Override
-              public <T> T on(Callable<T> c) throws Exception {
-                return EquivalenceTest.this.on(c);
-              }
-            },
-            () -> core);
+class EquivalenceTest extends EquivalenceHarness {
+  EquivalenceTest() {
+    super(10);
   }
 
   private void start() throws Exception {
@@ -133,14 +88,6 @@ class EquivalenceTest {
 
   static List<OFInstruction> apply(OFAction... a) {
     return Fixtures.apply(a);
-  }
-
-  static OFBucket bucket(OFAction... a) {
-    return F.buildBucket()
-        .setActions(List.of(a))
-        .setWatchGroup(OFGroup.ANY)
-        .setWatchPort(OFPort.ANY)
-        .build();
   }
 
   private void accept(OFFlowMod fm) throws Exception {

@@ -6,16 +6,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.Callable;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.oftable.FakeOfTable;
 import net.uno.oneswitch.oftable.Frame;
 import net.uno.oneswitch.translate.Carrier;
 import net.uno.oneswitch.translate.Fixtures;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.opentest4j.AssertionFailedError;
@@ -34,54 +30,17 @@ import org.projectfloodlight.openflow.types.OFPort;
  * remaps, a scale-out and with QinQ from the wire. Refused rules are fine (fail closed); a
  * difference is not. Each set must keep enough accepted and exercised rules to mean something.
  */
-class RandomEquivalenceTest {
+class RandomEquivalenceTest extends EquivalenceHarness {
   private static final int RULES = 45;
   private static final int FRAMES = 80;
 
-  private final ScheduledExecutorService exec = Executors.newSingleThreadScheduledExecutor();
-  private OneSwitchCore core;
-  private Equivalence eq;
-
-  @AfterEach
-  void stop() {
-    exec.shutdownNow();
-  }
-
-  private <T> T on(Callable<T> c) throws Exception {
-    return exec.submit(c).get(20, TimeUnit.SECONDS);
-  }
-
-  private void start(int wireVlans) throws Exception {
-    core =
-        new OneSwitchCore(
-            Fixtures.TOPO,
-            254,
-            exec,
-            System::currentTimeMillis,
-            new Metrics(),
-            null,
-            Carrier.Mode.AUTO,
-            wireVlans);
-    on(
-        () -> {
-          core.portChanges().initPorts(List.copyOf(Fixtures.PORTS.all()));
-          return null;
-        });
-    eq =
-        new Equivalence(
-            Fixtures.TOPO,
-            new Equivalence.Runner() {
-              @Override
-              public <T> T on(Callable<T> c) throws Exception {
-                return RandomEquivalenceTest.this.on(c);
-              }
-            },
-            () -> core);
+  RandomEquivalenceTest() {
+    super(20);
   }
 
   /** Installs a random set (groups first, then rules, some deleted again); returns its frames. */
   private List<Frame> install(long seed, int wireVlans) throws Exception {
-    start(wireVlans);
+    start(Carrier.Mode.AUTO, wireVlans);
     RandomRules gen = new RandomRules(seed, 4, wireVlans);
     for (OFGroupMod g : gen.groups()) {
       eq.groupMod(g);

@@ -1,5 +1,6 @@
 package net.uno.oneswitch.oftable;
 
+import static net.uno.oneswitch.translate.Fixtures.bucket;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -236,14 +237,6 @@ class FakeOfTableTest {
         List.of(F.instructions().writeActions(List.of(F.actions().group(OFGroup.of(1))))),
         null);
     assertEquals(List.of(o(4, want.tagged(0x8100, 0, 9))), send(UDP, 1));
-  }
-
-  static OFBucket bucket(OFAction... a) {
-    return F.buildBucket()
-        .setActions(List.of(a))
-        .setWatchGroup(OFGroup.ANY)
-        .setWatchPort(OFPort.ANY)
-        .build();
   }
 
   @Test

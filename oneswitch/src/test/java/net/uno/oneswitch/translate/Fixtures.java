@@ -11,6 +11,7 @@ import net.uno.oneswitch.model.Topology;
 import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.model.VirtualRule;
 import org.junit.jupiter.api.function.Executable;
+import org.projectfloodlight.openflow.protocol.OFBucket;
 import org.projectfloodlight.openflow.protocol.OFFactories;
 import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.OFVersion;
@@ -18,6 +19,7 @@ import org.projectfloodlight.openflow.protocol.action.OFAction;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
 import org.projectfloodlight.openflow.protocol.match.Match;
 import org.projectfloodlight.openflow.types.EthType;
+import org.projectfloodlight.openflow.types.OFGroup;
 import org.projectfloodlight.openflow.types.OFPort;
 import org.projectfloodlight.openflow.types.OFVlanVidMatch;
 
@@ -57,6 +59,15 @@ public final class Fixtures {
 
   public static OFAction out(int p) {
     return F.actions().output(OFPort.of(p), 0xffff);
+  }
+
+  /** A group bucket of actions {@code a}, watching no port or group. */
+  public static OFBucket bucket(OFAction... a) {
+    return F.buildBucket()
+        .setActions(List.of(a))
+        .setWatchGroup(OFGroup.ANY)
+        .setWatchPort(OFPort.ANY)
+        .build();
   }
 
   /** The actions of a tagged send: push tag, output to the PCIe port, pop tag. */
