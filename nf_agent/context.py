@@ -79,6 +79,9 @@ class PortMapper(Protocol):
     def instances(self) -> dict[int, list[tuple[str, int]]]:
         """vport -> all (switch, port)s it spreads over (one entry for a plainly mapped vport)."""
 
+    def connected(self, switch: str) -> bool:
+        """Whether OneSwitch holds a connection to `switch` now (traffic can be moved there)."""
+
 
 @dataclass
 class RestartPolicy:

@@ -42,7 +42,14 @@ class Moves:
 
         On failure the NF keeps running where it was: DependencyFailed when OneSwitch refused the prepare or
         remap, OperationFailed otherwise.
+
+        Holds the agent's lock throughout: the old instance's exit at the end of the move must not look like a
+        death to the failover watchdog (a failover would remap the vport back behind the move's back).
         """
+        with self.ctx.lock:
+            return self._migrate(nf, target)
+
+    def _migrate(self, nf: Nf, target: str) -> float:
         ctx = self.ctx
         old = list(nf.instances)
         inst = ctx.new_instance(nf, target)

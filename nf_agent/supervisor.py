@@ -4,6 +4,7 @@ restarts, and the health of every NF and of the state tier."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -78,7 +79,9 @@ class Supervisor:
                 i for n in ctx.state.nfs.values() for i in n.instances
                 if i.state != "failed" and i.location not in ctx.down and ctx.runtime.answers(i.location)
             ]  # fmt: skip
-        return {i.id: (ctx.runtime.alive(i), ctx.runtime.healthy(i, health_timeout)) for i in insts}
+        seen = {i.id: (ctx.runtime.alive(i), ctx.runtime.healthy(i, health_timeout)) for i in insts}
+        # an sNIC that stopped answering meanwhile: its instances' silence is its watch's to judge
+        return {i.id: seen[i.id] for i in insts if ctx.runtime.answers(i.location)}
 
     def instance_pids(self) -> dict[str, int]:
         """{instance: pid} of the NF processes the failover watchdog watches for an exit."""
@@ -166,16 +169,16 @@ class Supervisor:
 
     def snic_dead(self, sid: str) -> dict:
         """A whole sNIC died (its agent, its switch and its NFs at once): every instance that ran there is
-        replaced on the host, the replacements started together, each NF's vport remapped to its own; the
-        dead instances are released once the sNIC is back (`snic_back`). An NF pinned to that sNIC cannot go
-        elsewhere: it is marked failed. Returns what was done."""
+        replaced on the host, each NF on its own thread (its replacements started, then its vport remapped
+        to them: one NF's traffic flows again without waiting for the others' starts); the dead instances are
+        released once the sNIC is back (`snic_back`). An NF pinned to that sNIC cannot go elsewhere: it is
+        marked failed. Returns what was done."""
         ctx = self.ctx
         t0 = time.monotonic()
         with ctx.lock:
             if sid in ctx.down:
                 return {}
             ctx.down.add(sid)
-            before = {k: n.location for k, n in ctx.state.nfs.items() if n.location}
             victims = [(nf, i) for nf in ctx.state.nfs.values() for i in nf.instances if i.location == sid]
             for nf_id in [k for k, sb in ctx.standbys.items() if sb.location == sid]:
                 ctx.orphans.setdefault(sid, []).append(ctx.standbys.pop(nf_id))
@@ -189,72 +192,79 @@ class Supervisor:
             for nf, inst in victims:
                 if nf.pin == sid:
                     inst.state = "failed"
-            started = self._start_all([(nf, new) for nf, _, new in moves])
-            by_nf: dict[str, list[tuple[Instance, Instance, bool]]] = {}
-            for (nf, failed, new), ok in zip(moves, started, strict=True):
-                by_nf.setdefault(nf.id, []).append((failed, new, ok))
+            by_nf: dict[str, list[tuple[Instance, Instance]]] = {}
+            for nf, failed, new in moves:
+                by_nf.setdefault(nf.id, []).append((failed, new))
                 ctx.orphans.setdefault(sid, []).append(failed)
+            jobs = [(ctx.state.nfs[k], rows) for k, rows in by_nf.items()]
+            with ThreadPoolExecutor(max_workers=max(1, min(8, len(jobs)))) as ex:
+                results = list(ex.map(lambda j: self._replace_dead(*j), jobs))
             done, errors = [], []
-            for nf_id, rows in by_nf.items():
-                nf = ctx.state.nfs[nf_id]
-                try:
-                    if len(nf.instances) > 1:  # its set changes in one step (OneSwitch refuses a dead member)
-                        self._replace_in_set(nf, rows)
-                    elif not rows[0][2]:
-                        rows[0][0].state = "failed"
-                        errors.append(f"{nf.id}: its replacement did not start")
-                        continue
-                    else:
-                        self._switch_to(nf, rows[0][0], rows[0][1], "snic-dead", True, release=False)
-                    done += [
-                        {"nf": nf.id, "failed": f.id, "replacement": n.id if ok else None}
-                        for f, n, ok in rows
-                    ]
-                except OperationFailed as exc:
-                    errors.append(f"{nf.id}: {exc}")
+            for (nf, _), (event, rows, error) in zip(jobs, results, strict=True):
+                if event is not None:
+                    ctx.counters.failovers += len(rows)
+                    ctx.event("nf-failover", **event)
+                    done += rows
+                else:
+                    errors.append(f"{nf.id}: {error}")
             ms = round((time.monotonic() - t0) * 1000, 2)
-            ctx.cfg.dampener.record(ctx.clock(), before)  # moving back counts from now (dampening window)
+            ctx.cfg.dampener.forced(ctx.clock())  # moving back waits for the dampening window from now
             ctx.event("snic-dead", snic=sid, failed_over=done, errors=errors, total_ms=ms)
             ctx.save()
             return {"snic": sid, "failed_over": done, "errors": errors, "total_ms": ms}
 
-    def _replace_in_set(self, nf: Nf, rows: list[tuple[Instance, Instance, bool]]) -> None:
-        """A scaled-out NF whose instances in `rows` (failed, replacement, started) died with their sNIC: one
-        change of its set, each failed instance replaced by its started replacement or left out."""
+    def _replace_dead(
+        self, nf: Nf, rows: list[tuple[Instance, Instance]]
+    ) -> tuple[dict | None, list[dict], str | None]:
+        """One NF's instances in `rows` (failed, replacement) died with their sNIC: start the replacements and
+        remap (one instance: migration.failover; several: one change of its set, a failed instance replaced
+        by its started replacement or left out). On a worker thread of `snic_dead`, which holds the lock and
+        records the outcome: (its nf-failover event or None, rows of what was done, the error or None)."""
         ctx = self.ctx
-        new_for = {f.id: (n if ok else None) for f, n, ok in rows}
-        want = [new_for.get(i.id, i) for i in nf.instances]
-        want = [i for i in want if i is not None]
+        if len(nf.instances) == 1:
+            failed, new = rows[0]
+
+            def switched() -> None:
+                nf.instances, nf.location = [new], new.location
+
+            try:
+                res = run_failover(nf, failed, new, ctx.runtime, ctx.mapper, "snic-dead", on_switched=switched,
+                                   release=False)  # fmt: skip
+            except FailoverError as exc:
+                failed.state = "failed"
+                return None, [], str(exc)
+            return res.to_json(), [{"nf": nf.id, "failed": failed.id, "replacement": new.id}], None
+        started = {f.id: (n if self._try_start(nf, n) else None) for f, n in rows}
+        want = [i for i in (started.get(i.id, i) for i in nf.instances) if i is not None]
         if not want:
-            for f, _, _ in rows:
+            for f, _ in rows:
                 f.state = "failed"
-            raise OperationFailed(f"no replacement of {nf.id} started")
+            return None, [], f"no replacement of {nf.id} started"
         try:
             ms = ctx.mapper.set_instances(nf.vport, [(i.switch, i.ofport) for i in want])
         except PortMapError as exc:
-            for _, n, ok in rows:
-                if ok:
+            for n in started.values():
+                if n is not None:
                     ctx.stop_quietly(n)
-            raise DependencyFailed(f"failover of {nf.id}'s instances: {exc}") from None
+            return None, [], f"failover of {nf.id}'s instances: {exc}"
         nf.instances, nf.location = want, want[0].location
-        ctx.counters.failovers += len(rows)
-        ctx.event("nf-failover", nf=nf.id, failed=[f.id for f, _, _ in rows], reason="snic-dead",
-                  replacements=[n.id for _, n, ok in rows if ok], set_ms=ms, instances=len(want))  # fmt: skip
+        reps = [started[f.id] for f, _ in rows]
+        event = {"nf": nf.id, "failed": [f.id for f, _ in rows], "reason": "snic-dead", "set_ms": ms,
+                 "replacements": [n.id for n in reps if n is not None], "instances": len(want)}  # fmt: skip
+        done = [
+            {"nf": nf.id, "failed": f.id, "replacement": n.id if n else None}
+            for (f, _), n in zip(rows, reps, strict=True)
+        ]
+        return event, done, None
 
-    def _start_all(self, starts: list[tuple[Nf, Instance]]) -> list[bool]:
-        """Start these instances side by side; which started."""
-        if not starts:
-            return []
-        with ThreadPoolExecutor(max_workers=min(8, len(starts))) as ex:
-            return list(ex.map(lambda s: self._try_start(*s), starts))
-
-    def snic_back(self, sid: str, boot_id: str = "") -> dict:
+    def snic_back(self, sid: str, boot_id: str = "", poll_s: float = 0.05) -> dict:
         """The sNIC answers again (rebooted): release what its agent still holds of the instances that
-        failed over from it; it is a place for NFs again (the re-placement loop moves NFs back there once
-        worth it and the dampening window allows)."""
+        failed over from it. It is a place for NFs again (the re-placement loop moves NFs back there once
+        worth it and the dampening window allows) once OneSwitch has its switch back as well (reconnected and
+        reconciled; a move there is refused until then): at once if it has, else when a thread polling
+        OneSwitch every `poll_s` s sees it (given up if the sNIC stops answering again meanwhile)."""
         ctx = self.ctx
         with ctx.lock:
-            ctx.down.discard(sid)
             orphans = ctx.orphans.pop(sid, [])
         errors = []
         for inst in orphans:
@@ -265,18 +275,43 @@ class Supervisor:
         with ctx.lock:
             ctx.event("snic-back", snic=sid, boot_id=boot_id, released=[i.id for i in orphans], errors=errors)
             ctx.save()
-        return {"snic": sid, "released": [i.id for i in orphans], "errors": errors}
+        placeable = self._placeable_again(sid)
+        if not placeable:
+            threading.Thread(
+                target=self._await_switch, args=(sid, poll_s), name=f"uno-snic-return-{sid}", daemon=True
+            ).start()
+        return {"snic": sid, "released": [i.id for i in orphans], "errors": errors, "placeable": placeable}
+
+    def _placeable_again(self, sid: str) -> bool:
+        """If OneSwitch holds `sid`'s switch again: the sNIC is a location again (event snic-placeable)."""
+        ctx = self.ctx
+        if not ctx.mapper.connected(sid):
+            return False
+        with ctx.lock:
+            if sid in ctx.down:
+                ctx.down.discard(sid)
+                ctx.event("snic-placeable", snic=sid)
+                ctx.save()
+        return True
+
+    def _await_switch(self, sid: str, poll_s: float) -> None:
+        while self.ctx.runtime.answers(sid):
+            if self._placeable_again(sid):
+                return
+            time.sleep(poll_s)
 
     def failover(self, nf_id: str, inst_id: str, reason: str) -> dict:
         """Replace instance `inst_id` of `nf_id` (dead or stuck) by its running standby if it has one, else by a
         new instance at the same location, and remap the vport to it (migration.failover). Unknown ids
-        (already replaced) are a no-op."""
+        (already replaced) and instances on an sNIC that is silent or dead (its watch's to judge) are a no-op."""
         ctx = self.ctx
         with ctx.lock:
             nf = ctx.state.nfs.get(nf_id)
             failed = next((i for i in nf.instances if i.id == inst_id), None) if nf else None
             if nf is None or failed is None:
                 return {}
+            if failed.location in ctx.down or not ctx.runtime.answers(failed.location):
+                return {}  # its sNIC is silent: the sNIC's watch judges it (and fails it over whole if dead)
             new = ctx.standbys.pop(nf_id, None)
             if new is not None and not ctx.runtime.alive(new):
                 ctx.stop_quietly(new)
@@ -288,9 +323,7 @@ class Supervisor:
                 return self._failover_in_set(nf, failed, new, reason, standby)
             return self._switch_to(nf, failed, new, reason, standby)
 
-    def _switch_to(
-        self, nf: Nf, failed: Instance, new: Instance, reason: str, standby: bool, release: bool = True
-    ) -> dict:
+    def _switch_to(self, nf: Nf, failed: Instance, new: Instance, reason: str, standby: bool) -> dict:
         """migration.failover from `failed` to `new` (running already when `standby`)."""
         ctx = self.ctx
 
@@ -300,9 +333,9 @@ class Supervisor:
 
         try:
             res = run_failover(nf, failed, new, ctx.runtime, ctx.mapper, reason, standby=standby,
-                               on_switched=switched, release=release)  # fmt: skip
+                               on_switched=switched)  # fmt: skip
         except FailoverError as exc:
-            if standby and reason != "snic-dead":
+            if standby:
                 ctx.standbys[nf.id] = new
             ctx.event("nf-failover-failed", nf=nf.id, instance=failed.id, reason=reason, error=str(exc))
             raise DependencyFailed(str(exc)) from None

@@ -102,9 +102,20 @@ class SlotPool:
         self._wake.set()
 
     def fill_once(self) -> int:
-        """Create the slots missing now, one at a time (stops early when closed). Returns how many failed."""
+        """Create the slots missing now, one at a time, round by round (one per short location a round: the
+        emptiest first) until none is missing; stops early when closed, and after a round with a failure
+        (the caller retries later). Returns how many failed."""
         failed = 0
-        for loc in missing(self.counts(), self.locations, self.per_domain):
+        while not failed and not self._closed.is_set():
+            todo = missing(self.counts(), self.locations, self.per_domain)
+            if not todo:
+                break
+            failed = self._fill_round(todo)
+        return failed
+
+    def _fill_round(self, todo: list[str]) -> int:
+        failed = 0
+        for loc in todo:
             if self._closed.is_set():
                 break
             try:

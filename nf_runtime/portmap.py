@@ -62,3 +62,9 @@ class OneSwitchPortMapper:
             return {p.vport: list(p.instances) for p in self.client.ports()}
         except OneSwitchError as exc:
             raise PortMapError(f"list ports: {exc}") from None
+
+    def connected(self, switch: str) -> bool:
+        try:
+            return self.client.health().switches.get(switch) == "connected"
+        except OneSwitchError:
+            return False

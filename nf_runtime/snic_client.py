@@ -87,6 +87,12 @@ class RemoteNfs:
             if exc.status != 404:
                 raise DatapathError(f"stopping {inst.id} on {self.snic}: {exc}") from None
 
+    def _lost(self, exc: SnicAgentError) -> None:
+        """No answer at all (status 0): the agent is not answering until its heartbeat flows again (the
+        watch sets `answers` back), so no caller takes the silence for its NFs' deaths meanwhile."""
+        if exc.status == 0:
+            self.answers = False
+
     def _view(self, inst: Instance, max_age_s: float = 0.0) -> dict | None:
         """The agent's view of the instance (None: it does not know it, or cannot be reached); with
         `max_age_s` > 0 from one listing of every instance at most that old (monitoring rounds)."""
@@ -98,13 +104,15 @@ class RemoteNfs:
                 if time.monotonic() - at > max_age_s:
                     try:
                         views = {v["id"]: v for v in self.client.instances()}
-                    except SnicAgentError:
+                    except SnicAgentError as exc:
+                        self._lost(exc)
                         views = {}
                     self._cache = (time.monotonic(), views)
             return views.get(inst.id)
         try:
             return self.client.instance(inst.id)
-        except SnicAgentError:
+        except SnicAgentError as exc:
+            self._lost(exc)
             return None
 
     def alive(self, inst: Instance) -> bool:
@@ -119,7 +127,8 @@ class RemoteNfs:
             return False
         try:
             ans = self.client.nf(inst.id, "GET", "health", f"timeout_ms={max(1, round(timeout * 1000))}")
-        except SnicAgentError:
+        except SnicAgentError as exc:
+            self._lost(exc)
             return False
         return bool(isinstance(ans, dict) and ans.get("healthy"))
 
@@ -175,6 +184,7 @@ class RemoteNfs:
             return {}
 
     def close(self) -> None:
+        self.answers = False  # no longer asked (and whoever waits on it stops)
         self.client.close()
 
 
@@ -186,12 +196,28 @@ def parse_agent_url(url: str) -> str:
     return f"http://{u.hostname}:{u.port}"
 
 
-def reachable(target: str, timeout_s: float) -> bool:
-    """Something accepts TCP at `tcp:ADDR:PORT` within `timeout_s`."""
+OFPT_HELLO = 0
+
+
+def switch_answers(target: str, timeout_s: float) -> bool:
+    """The OpenFlow switch at `tcp:ADDR:PORT` says HELLO within `timeout_s` (a switch sends its HELLO as soon
+    as a connection opens). An accepted TCP connection alone proves nothing: the kernel completes it from the
+    listen backlog while a killed switch's threads are still tearing down."""
     _, addr, port = target.split(":", 2) if target.count(":") >= 2 else ("", "", "0")
+    deadline = time.monotonic() + timeout_s
     try:
-        with socket.create_connection((addr.strip("[]"), int(port)), timeout=timeout_s):
-            return True
+        with socket.create_connection((addr.strip("[]"), int(port)), timeout=timeout_s) as s:
+            got = b""
+            while len(got) < 8:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                s.settimeout(left)
+                chunk = s.recv(8 - len(got))
+                if not chunk:
+                    return False
+                got += chunk
+            return got[1] == OFPT_HELLO
     except (OSError, ValueError):
         return False
 
@@ -217,6 +243,7 @@ class SnicWatch:
         self.last_beat = 0.0
         self.boot_id: str | None = None
         self.died_at: float | None = None  # monotonic time the death was seen
+        self.lost_at: float | None = None  # monotonic time the heartbeat was last lost
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"uno-snic-watch-{remote.snic}", daemon=True)
 
@@ -242,12 +269,22 @@ class SnicWatch:
                         return
             except (TimeoutError, SnicAgentError, ValueError):
                 pass
+            now = time.monotonic()
+            if self.agent_up or self.lost_at is None:
+                self.lost_at = now
             self.agent_up = False
             self.remote.answers = False
-            if not self.dead and not reachable(self.openflow, self.probe_s):
-                self.dead, self.died_at = True, time.monotonic()
+            if not self.dead and not switch_answers(self.openflow, self.probe_s):
+                self.dead, self.died_at = True, now
                 self.on_dead(self.remote.snic)
-            self._stop.wait(0.05 if not self.dead else 0.2)
+            # Asked again at once while the loss is fresh: a dying sNIC's processes go one by one (its agent's
+            # connection may end before its switch stops answering); then calmer.
+            if self.dead:
+                self._stop.wait(0.2)
+            elif now - self.lost_at < 1.0:
+                self._stop.wait(self.interval_ms / 1000)
+            else:
+                self._stop.wait(0.1)
 
     def _back(self, boot_id: str) -> None:
         was_dead = self.dead

@@ -46,6 +46,11 @@ class Dampener:
             return False, f"anti-flap: that placement was left {now - left_at:.1f}s ago"
         return True, f"saving {saving:.3g}"
 
+    def forced(self, now: float) -> None:
+        """Call after a move that was not chosen (NFs failed over from a dead sNIC): the window counts from
+        `now`, but returning to the placement left is no flap (it is where the NFs belong once it is back)."""
+        self.last_migration = now
+
     def record(self, now: float, old: dict[str, str]) -> None:
         """Call after a migration from `old` completed at `now`."""
         self.last_migration = now

@@ -20,6 +20,7 @@ class FakeRuntime:
         self.counters: dict[str, dict[str, dict[str, int]]] = {"host": {}, **{s: {} for s in self.snics}}
         self.pids = 1000
         self.store_up: bool | None = True  # what store_reachable answers (None: local state)
+        self.silent: set[str] = set()  # sNICs whose agent does not answer
 
     def locations(self):
         return ["host", *self.snics]
@@ -65,7 +66,7 @@ class FakeRuntime:
         return 0.0
 
     def answers(self, location: str) -> bool:
-        return True
+        return location not in self.silent
 
     def port_counters(self):
         return {sw: {p: dict(c) for p, c in ports.items()} for sw, ports in self.counters.items()}
@@ -89,6 +90,7 @@ class FakeMapper:
         self.unsupported = False
         self.fail_prepare = False
         self.prepared: list[tuple[int, str, int, int | None]] = []  # (vport, switch, port, ms) per prepare
+        self.disconnected: set[str] = set()  # switches OneSwitch has no connection to
 
     def map(self, vport, switch, port, name):
         if self.fail:
@@ -134,6 +136,9 @@ class FakeMapper:
 
     def instances(self):
         return {v: list(self.sets.get(v, [m])) for v, m in self.map_.items()}
+
+    def connected(self, switch):
+        return switch not in self.disconnected
 
 
 class Clock:

@@ -13,7 +13,8 @@ On an emulated host with the agent in-process (testkit.testbed) and its defaults
   each chain; snic0 killed whole (agent, OVS and NFs at once). snic_failover_ms: the longest datagram gap
   (median over repeats, the worst chain of each); broken_conns: TCP connections reset, closed or stalled (a
   lost NAT mapping or firewall record would break them); lost_state: per-flow records of the three NFs in
-  Redis before the death and gone after. snic0 is brought back between repeats (its NFs moved back).
+  Redis before the death and gone after; snic_detect_ms: from the kill to the heartbeat watch's verdict
+  (median). snic0 is brought back between repeats (its NFs moved back, checked in OneSwitch's map).
 
     ./uno bench snic [--quick] [--repeats N] [--starts N]
 """
@@ -114,6 +115,7 @@ def snic_deaths(repeats: int) -> list[dict]:
 
             def die(seen: dict = seen) -> None:
                 seen["before"] = flow_records(tb)
+                seen["t0"] = time.monotonic()
                 tb.host.snic("snic0").kill()
                 wait(
                     lambda: any(h["event"] == "snic-dead" for h in tb.agent.state.history[-20:]),
@@ -125,8 +127,10 @@ def snic_deaths(repeats: int) -> list[dict]:
 
             tcp = run(tb, chains, conns=6, seconds=6, during=die, port=5700 + 10 * r, udp=udp)
             ev = next(h for h in reversed(tb.agent.state.history) if h["event"] == "snic-dead")
+            watch = next(w for w in tb.runtime.watches if w.remote.snic == "snic0")
             row = {
                 "outage_ms": max(u["max_gap_ms"] or 0 for u in udp),
+                "detect_ms": round((watch.died_at - seen["t0"]) * 1000, 1),
                 "agent_ms": ev["total_ms"],
                 "broken": sum(t["broken"] + t["stalled"] for t in tcp),
                 "lost_state": len(seen["before"] - seen["after"]),
@@ -139,6 +143,15 @@ def snic_deaths(repeats: int) -> list[dict]:
             wait(lambda: "snic0" not in tb.agent.ctx.down, 60, "snic0 back")
             for nf_id in NFS:
                 tb.agent.migrate(tb.agent.state.nfs[nf_id], "snic0")
+            mapped = tb.agent.ctx.mapper.mapped()
+            for nf in tb.agent.state.nfs.values():  # the next death is measured on NFs that run on snic0
+                if nf.location != "snic0" or mapped.get(nf.vport) != (
+                    nf.instances[0].switch,
+                    nf.instances[0].ofport,
+                ):
+                    raise RuntimeError(
+                        f"{nf.id} is not back on snic0: {nf.location}, mapped {mapped.get(nf.vport)}"
+                    )
             time.sleep(1.0)
     return rows
 
@@ -167,6 +180,7 @@ def main() -> int:
         "nf_failover_ms_by_location": {k: round(median(v), 1) for k, v in fo.items()},
         "snic_failover_ms": round(median([d["outage_ms"] for d in deaths]), 1),
         "snic_failover_agent_ms": round(median([d["agent_ms"] for d in deaths]), 1),
+        "snic_detect_ms": round(median([d["detect_ms"] for d in deaths]), 1),
         "broken_conns": sum(d["broken"] for d in deaths),
         "lost_state": sum(d["lost_state"] for d in deaths),
         "repeats": repeats, "starts": n_starts,

@@ -56,6 +56,22 @@ def test_take_refill_close_leaves_nothing():
     assert pool.take("snic0") is None
 
 
+def test_several_per_location_are_all_built_without_a_take():
+    """per_domain 3: the pool fills to 3 at each location at start, and back to 3 after takes, from one
+    refill (not one slot per refill)."""
+    f = Fake()
+    pool = SlotPool(f.create, f.destroy, ["host", "snic0"], per_domain=3, refill_delay_s=0.01).start()
+    try:
+        wait(lambda: pool.counts() == {"host": 3, "snic0": 3})
+        taken = [pool.take("host") for _ in range(3)]
+        assert None not in taken and pool.take("host") is None
+        pool.refill()
+        wait(lambda: pool.counts() == {"host": 3, "snic0": 3})
+        assert pool.created == 9
+    finally:
+        assert pool.close() == []
+
+
 def test_disabled_pool_creates_nothing():
     f = Fake()
     pool = SlotPool(f.create, f.destroy, ["host"], per_domain=0).start()

@@ -4,8 +4,8 @@ Two sNICs; every NF on snic0: a firewall and a NAT between vm0 and the wire behi
 between vm1 and vm2. snic0 dies at once (its agent, its OVS and its NFs: `EmulatedSnic.kill`, a DPU reboot).
 The agent sees its heartbeat stop and its switch gone, starts every NF that ran there on the host and remaps
 their ports: the TCP connections through them (NAT mapping and firewall state in Redis) all go on. snic0's
-wire port is reported down. When snic0 comes back (a new agent, no NFs), the dead instances are released and
-it is a place for NFs again. A host whose only NIC dies has no wire left (docs/snic.md)."""
+wire port is reported down. When snic0 comes back (a new agent, no NFs), the dead instances are released and,
+once OneSwitch has its switch again, it is a place for NFs again. A host whose only NIC dies has no wire left (docs/snic.md)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,21 @@ def test_whole_snic_death_fails_its_nfs_over_with_tcp_intact():
         back = next(h for h in tb.agent.state.history if h["event"] == "snic-back")
         assert sorted(back["released"]) == sorted(f["failed"] for f in seen["event"]["failed_over"]), back
         assert tb.runtime.remote["snic0"].client.instances() == []
-        assert "snic0" not in tb.agent.ctx.down
+        # a location again once OneSwitch has reconnected to its switch (and reconciled it)
+        wait(lambda: "snic0" not in tb.agent.ctx.down, 30, "snic0 placeable")
+        assert client.health().switches["snic0"] == "connected"
+        # the NFs move back (as the re-placement would after its dampening window), the watchdog on: OneSwitch
+        # maps each vport where the agent says its NF runs, and the chains carry TCP again
+        for nf in tb.agent.state.nfs.values():
+            tb.agent.migrate(nf, "snic0")
+        mapped = {p.vport: (p.switch, p.port) for p in client.ports()}
+        for nf in tb.agent.state.nfs.values():
+            assert nf.location == "snic0" and mapped[nf.vport] == (
+                nf.instances[0].switch,
+                nf.instances[0].ofport,
+            )
+        reps = run(tb, chains, conns=2, seconds=2, during=lambda: None, port=5620)
+        assert all(r["broken"] == 0 and r["stalled"] == 0 and r["echoed"] > 0 for r in reps), reps
     finally:
         tb.close()
         assert machine_snapshot(tb.name) == EMPTY

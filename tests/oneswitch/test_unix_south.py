@@ -46,7 +46,9 @@ def test_switches_over_unix_sockets_and_a_restarted_vswitchd_is_reconciled():
         finally:
             for s in sw.values():
                 s.close()
-        wait_for(lambda: client.health().all_connected(), 30, "OneSwitch to reconnect over the management network")
+        wait_for(
+            lambda: client.health().all_connected(), 30, "OneSwitch to reconnect over the management network"
+        )
         wait_for(
             lambda: "nw_dst=10.7.7.7" in ofctl("dump-flows", snic["openflow"]),
             30,

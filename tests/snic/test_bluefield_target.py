@@ -75,7 +75,9 @@ def test_an_emulated_bluefield_is_a_placement_target(tmp_path):
         name = unique_name()
         host_ns = nm.ns_host(name)
         h_if = f"{name}-ph"
-        veth_pair(h_if, dpu.netns, "pf0hpf", dpu.netns)  # the "PCIe" cable; its host end moves over after `up`
+        veth_pair(
+            h_if, dpu.netns, "pf0hpf", dpu.netns
+        )  # the "PCIe" cable; its host end moves over after `up`
         quiet_switch_port("pf0hpf", dpu.netns)
         dpu.driver.add_port("pf0hpf", 42)  # the host representor: a port number UNO is not told
         host = EmulatedHost(parse_config({
