@@ -9,25 +9,19 @@ agent has a token.
 
 from __future__ import annotations
 
-import hmac
-import json
 import logging
 
 from flask import Flask, Response, request
-from werkzeug.exceptions import HTTPException
 
-from domain.errors import (
-    Conflict,
-    DependencyFailed,
-    NotFound,
-    NotSupported,
-    OperationFailed,
-    ValidationError,
-)
+from domain.errors import DependencyFailed, NotFound, NotSupported, OperationFailed
 from nf_agent import validation
 from nf_agent.metrics import Metrics
 from nf_agent.openapi import spec
 from nf_agent.service import Agent
+from restkit.jsonapi import bearer_refused, install_errors
+from restkit.jsonapi import error_response as _error
+from restkit.jsonapi import json_response as _json
+from restkit.jsonapi import read_body as _body
 
 log = logging.getLogger("uno.agent")
 MAX_BODY = 1 << 20
@@ -37,30 +31,6 @@ OPEN_PATHS = {"/v1/health", "/v1/openapi.json"}
 def failure_status(exc: OperationFailed) -> int:
     """502 when a part the agent depends on (OneSwitch, an NF instance) refused or did not answer, else 500."""
     return 502 if isinstance(exc, DependencyFailed) else 500
-
-
-def _json(obj, status: int = 200, headers: dict | None = None) -> Response:
-    return Response(json.dumps(obj) + "\n", status=status, mimetype="application/json", headers=headers)
-
-
-def _error(status: int, message: str, fld: str | None = None, headers: dict | None = None) -> Response:
-    body = {"error": message}
-    if fld is not None:
-        body["field"] = fld
-    return _json(body, status, headers)
-
-
-def _body(optional: bool = False):
-    raw = request.get_data(cache=False)
-    # Only a body with no bytes at all is absent; whitespace is a body, and not JSON (a 400, as the spec says).
-    if not raw:
-        if optional:
-            return {}
-        raise ValidationError("body", "a JSON object is required")
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValidationError("body", f"not valid JSON: {exc}") from None
 
 
 def create_app(agent: Agent, token: str | None = None) -> Flask:
@@ -73,12 +43,7 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
     def _auth():
         if token is None or request.path in OPEN_PATHS:
             return None
-        got = request.headers.get("Authorization", "")
-        if not (got.startswith("Bearer ") and hmac.compare_digest(got[7:].encode(), token.encode())):
-            return _error(
-                401, "missing or wrong bearer token", "Authorization", {"WWW-Authenticate": "Bearer"}
-            )
-        return None
+        return bearer_refused(token)
 
     @app.after_request
     def _count(resp: Response):
@@ -93,17 +58,7 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
             )
         return resp
 
-    @app.errorhandler(ValidationError)
-    def _bad(exc: ValidationError):
-        return _error(400, exc.message, exc.field)
-
-    @app.errorhandler(Conflict)
-    def _conflict(exc: Conflict):
-        return _error(409, exc.message, exc.field)
-
-    @app.errorhandler(NotFound)
-    def _missing(exc: NotFound):
-        return _error(404, str(exc))
+    install_errors(app, log)
 
     @app.errorhandler(NotSupported)
     def _unsupported(exc: NotSupported):
@@ -112,16 +67,6 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
     @app.errorhandler(OperationFailed)
     def _failed(exc: OperationFailed):
         return _error(failure_status(exc), str(exc))
-
-    @app.errorhandler(HTTPException)
-    def _http(exc: HTTPException):
-        headers = {"Allow": ", ".join(exc.valid_methods)} if getattr(exc, "valid_methods", None) else None
-        return _error(exc.code or 500, exc.description or exc.name, headers=headers)
-
-    @app.errorhandler(Exception)
-    def _crash(exc: Exception):
-        log.exception("unhandled error", extra={"fields": {"path": request.path}})
-        return _error(500, f"internal error: {type(exc).__name__}: {exc}")
 
     # -- routes ---------------------------------------------------------------------------------------
     @app.get("/v1/health")

@@ -7,43 +7,23 @@ invalid field, 401 token, 404 unknown, 405 method, 409 conflict, 413 body too la
 
 from __future__ import annotations
 
-import hmac
-import json
 import logging
 import threading
 
 from flask import Flask, Response, request
-from werkzeug.exceptions import HTTPException
 
-from domain.errors import ConfigRejected, Conflict, NotFound, StartError, StateError, ValidationError
+from domain.errors import ConfigRejected, NotFound, StartError, StateError, ValidationError
 from host_datapath.sysutil import DatapathError
+from restkit.jsonapi import bearer_refused, install_errors
+from restkit.jsonapi import error_response as _error
+from restkit.jsonapi import json_response as _json
+from restkit.jsonapi import read_body as _body
 from snic_agent.service import SnicAgent
 
 log = logging.getLogger("uno.snic")
 MAX_BODY = 64 << 20  # a state import (PUT .../nf/state) can be large
 NF_CALLS = {("GET", "stats"), ("GET", "health"), ("POST", "drain"), ("GET", "state"), ("PUT", "state"),
             ("POST", "release")}  # fmt: skip
-
-
-def _json(obj, status: int = 200) -> Response:
-    return Response(json.dumps(obj) + "\n", status=status, mimetype="application/json")
-
-
-def _error(status: int, message: str, fld: str | None = None, headers: dict | None = None) -> Response:
-    body = {"error": message, **({"field": fld} if fld is not None else {})}
-    return Response(json.dumps(body) + "\n", status=status, mimetype="application/json", headers=headers)
-
-
-def _body(optional: bool = False):
-    raw = request.get_data(cache=False)
-    if not raw:
-        if optional:
-            return {}
-        raise ValidationError("body", "a JSON object is required")
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise ValidationError("body", f"not valid JSON: {exc}") from None
 
 
 def _interval() -> float:
@@ -63,28 +43,13 @@ def create_app(agent: SnicAgent, token: str, stop: threading.Event | None = None
 
     @app.before_request
     def _auth():
-        got = request.headers.get("Authorization", "")
-        if not (got.startswith("Bearer ") and hmac.compare_digest(got[7:].encode(), token.encode())):
-            return _error(
-                401, "missing or wrong bearer token", "Authorization", {"WWW-Authenticate": "Bearer"}
-            )
-        return None
+        return bearer_refused(token)
 
-    @app.errorhandler(ValidationError)
-    def _bad(exc: ValidationError):
-        return _error(400, exc.message, exc.field)
+    install_errors(app, log)
 
     @app.errorhandler(ConfigRejected)
     def _config(exc: ConfigRejected):
         return _error(400, f"the NF refused its config: {exc}", "config")
-
-    @app.errorhandler(Conflict)
-    def _conflict(exc: Conflict):
-        return _error(409, exc.message, exc.field)
-
-    @app.errorhandler(NotFound)
-    def _missing(exc: NotFound):
-        return _error(404, str(exc))
 
     @app.errorhandler(StartError)
     def _start(exc: StartError):
@@ -97,16 +62,6 @@ def create_app(agent: SnicAgent, token: str, stop: threading.Event | None = None
     @app.errorhandler(DatapathError)
     def _datapath(exc: DatapathError):
         return _error(500, str(exc))
-
-    @app.errorhandler(HTTPException)
-    def _http(exc: HTTPException):
-        headers = {"Allow": ", ".join(exc.valid_methods)} if getattr(exc, "valid_methods", None) else None
-        return _error(exc.code or 500, exc.description or exc.name, headers=headers)
-
-    @app.errorhandler(Exception)
-    def _crash(exc: Exception):
-        log.exception("unhandled error", extra={"fields": {"path": request.path}})
-        return _error(500, f"internal error: {type(exc).__name__}: {exc}")
 
     @app.get("/v1/health")
     def health():

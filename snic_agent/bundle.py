@@ -19,7 +19,7 @@ from domain.errors import CliError
 from snic_agent.config import parse_value
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("snic_agent", "nf_local", "host_datapath", "snic_datapath", "domain")
+PACKAGES = ("snic_agent", "nf_local", "host_datapath", "snic_datapath", "restkit", "domain")
 REQUIREMENTS = ("flask>=3.0", "ovs>=3.1", "ovsdbapp>=2.4")
 RUST_TARGETS = {"aarch64": "aarch64-unknown-linux-gnu", "x86_64": "x86_64-unknown-linux-gnu"}
 

@@ -28,12 +28,14 @@ def serve(cfg: SnicAgentConfig, log_file: str | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one line for the operator, not a traceback
         raise CliError(f"cannot open the sNIC: {exc}") from None
     stop = threading.Event()
+    pidfile = cfg.directory / "agent.pid"
+    pidfile.write_text(str(os.getpid()))  # before the port opens: whoever sees it answer finds the pid
     try:
         server = make_server(cfg.listen[0], cfg.listen[1], create_app(agent, cfg.token, stop), threaded=True)
     except (OSError, SystemExit):
         agent.close()
+        pidfile.unlink(missing_ok=True)
         raise CliError(f"listen: cannot listen on {cfg.listen[0]}:{cfg.listen[1]}") from None
-    (cfg.directory / "agent.pid").write_text(str(os.getpid()))
 
     def _stop(*_):
         stop.set()
@@ -49,5 +51,5 @@ def serve(cfg: SnicAgentConfig, log_file: str | None = None) -> int:
         server.serve_forever()
     finally:
         agent.close()
-        (cfg.directory / "agent.pid").unlink(missing_ok=True)
+        pidfile.unlink(missing_ok=True)
     return 0

@@ -22,7 +22,7 @@ from nf_local.processes import NF_BINARY
 from snic_agent.config import TOKEN_RE, parse_config
 
 REPO = Path(__file__).resolve().parents[2]
-AGENT_PACKAGES = {"snic_agent", "nf_local", "host_datapath", "snic_datapath", "domain"}
+AGENT_PACKAGES = {"snic_agent", "nf_local", "host_datapath", "snic_datapath", "restkit", "domain"}
 HOST_SIDE = {"nf_agent", "nf_runtime", "emulated_host", "migration", "placement", "uno_cli", "demo",
              "testkit", "tests", "bench"}  # fmt: skip
 FILES = {"python", "requirements.txt", "uno-snic-agent", "uno-snic-agent.service", "snic-agent.json",
