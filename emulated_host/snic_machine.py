@@ -24,7 +24,7 @@ from host_datapath.sysutil import (
     kill_and_wait,
     netns_add,
     netns_list,
-    netns_pids,
+    netns_members,
     read_pidfile,
     tcp_open,
     wait_for,
@@ -158,12 +158,10 @@ class EmulatedSnic(HostSwitch):
 
     def kill(self) -> None:
         """The whole sNIC dies at once (a DPU reboot): SIGKILL to its agent, its NFs and its OVS."""
-        pids = {self.agent_pid(), *self.ovs.pids().values()}
+        names = [self.netns]
         if self.agent is not None:
-            for ns in netns_list():
-                if ns.startswith(f"{self.agent.prefix}-"):
-                    pids.update(netns_pids(ns))
-        pids.update(netns_pids(self.netns))
+            names += [ns for ns in netns_list() if ns.startswith(f"{self.agent.prefix}-")]
+        pids = {self.agent_pid(), *self.ovs.pids().values(), *netns_members(names)}
         for pid in pids - {None}:
             try:
                 os.kill(pid, signal.SIGKILL)

@@ -86,6 +86,31 @@ def netns_pids(name: str) -> list[int]:
     return [int(p) for p in out.split() if p.isdigit()]
 
 
+def netns_members(names: list[str]) -> list[int]:
+    """Every process in any of the named namespaces, from one pass over /proc (`netns_pids` costs a process
+    and a pass per name: too slow to kill a machine's processes at once)."""
+    want = set()
+    for n in names:
+        try:
+            st = os.stat(f"/run/netns/{n}")
+        except OSError:
+            continue
+        want.add((st.st_dev, st.st_ino))
+    out = []
+    if not want:
+        return out
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            st = os.stat(f"/proc/{entry.name}/ns/net")
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in want:
+            out.append(int(entry.name))
+    return out
+
+
 def link_exists(ifname: str, netns: str | None = None) -> bool:
     """Interface `ifname` exists in `netns` (None: the caller's namespace); False if `netns` does not exist."""
     if netns is None:

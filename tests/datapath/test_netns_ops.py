@@ -3,12 +3,23 @@ tools: they act in the namespace and only there; bad names and missing namespace
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
 
 import pytest
 
 from host_datapath import netns_ops
-from host_datapath.sysutil import DatapathError, in_netns, link_exists, netns_add, netns_del
+from host_datapath.sysutil import (
+    DatapathError,
+    in_netns,
+    kill_and_wait,
+    link_exists,
+    netns_add,
+    netns_del,
+    netns_members,
+    netns_pids,
+)
 from testkit.hosts import needs_root, unique_name
 
 pytestmark = [pytest.mark.root, needs_root]
@@ -57,3 +68,20 @@ def test_errors_name_what_is_wrong(ns):
     with pytest.raises(DatapathError, match="invalid interface name"):
         in_netns(ns, lambda: netns_ops.link_up("x" * 16))
     assert not link_exists("lo", f"{ns}-gone")
+
+
+def test_netns_members_finds_the_processes_of_the_named_namespaces_only(ns):
+    inside = subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "30"])
+    outside = subprocess.Popen(["sleep", "30"])
+    try:
+        deadline = time.monotonic() + 5
+        while inside.pid not in netns_pids(ns) and time.monotonic() < deadline:  # `ip netns exec` ran sleep
+            time.sleep(0.05)
+        got = netns_members([ns, "no-such-namespace"])
+        assert inside.pid in got and outside.pid not in got and os.getpid() not in got
+        assert sorted(got) == sorted(netns_pids(ns))
+        assert netns_members(["no-such-namespace"]) == [] and netns_members([]) == []
+    finally:
+        for p in (inside, outside):
+            kill_and_wait(p.pid, 5)
+            p.wait()
