@@ -39,11 +39,11 @@ class SnicAgentClient(RestClient):
     def ports(self) -> list[dict]:
         return self._get("/v1/ports")
 
-    def instances(self, health: bool = False) -> list[dict]:
-        return self._get(f"/v1/instances?health={int(health)}")
+    def instances(self, health: bool = False, counters: bool = False) -> list[dict]:
+        return self._get(f"/v1/instances?health={int(health)}&counters={int(counters)}")
 
-    def instance(self, inst_id: str) -> dict:
-        return self._get(f"/v1/instances/{inst_id}")
+    def instance(self, inst_id: str, counters: bool = False) -> dict:
+        return self._get(f"/v1/instances/{inst_id}" + ("?counters=1" if counters else ""))
 
     def start(self, body: dict) -> dict:
         return self.request("POST", "/v1/instances", body)[1]

@@ -26,6 +26,13 @@ NF_CALLS = {("GET", "stats"), ("GET", "health"), ("POST", "drain"), ("GET", "sta
             ("POST", "release")}  # fmt: skip
 
 
+def _flag(name: str) -> bool:
+    raw = request.args.get(name, "0")
+    if raw not in ("0", "1"):
+        raise ValidationError(name, "must be 0 or 1")
+    return raw == "1"
+
+
 def _interval() -> float:
     raw = request.args.get("interval_ms", "10")
     try:
@@ -83,10 +90,7 @@ def create_app(agent: SnicAgent, token: str, stop: threading.Event | None = None
 
     @app.get("/v1/instances")
     def list_instances():
-        health = request.args.get("health", "0")
-        if health not in ("0", "1"):
-            raise ValidationError("health", "must be 0 or 1")
-        return _json(agent.instances(health=health == "1"))
+        return _json(agent.instances(health=_flag("health"), counters=_flag("counters")))
 
     @app.post("/v1/instances")
     def start():
@@ -94,9 +98,10 @@ def create_app(agent: SnicAgent, token: str, stop: threading.Event | None = None
 
     @app.get("/v1/instances/<inst_id>")
     def get_instance(inst_id: str):
+        counters = _flag("counters")
         with agent.lock:
             rec = agent.record(inst_id)
-        return _json(agent.view(rec, health=True))
+        return _json(agent.view(rec, health=True, ports=agent.port_counters() if counters else None))
 
     @app.delete("/v1/instances/<inst_id>")
     def delete_instance(inst_id: str):

@@ -291,7 +291,9 @@ class SnicAgent:
             self.exits.watch(inst.id, inst.pid)
             return self.view(rec)
 
-    def view(self, rec: dict, health: bool = False) -> dict:
+    def view(self, rec: dict, health: bool = False, ports: dict[str, dict] | None = None) -> dict:
+        """What the host sees of an instance; with `ports` (the bridge's port counters by name), its port's
+        packet and byte counters too (the switch's view: `tx_*` went into the NF, `rx_*` came out of it)."""
         inst = self._inst(rec)
         alive = bool(inst.pid) and self.nfs.alive(inst)
         out = {
@@ -302,12 +304,22 @@ class SnicAgent:
         }  # fmt: skip
         if health:
             out["healthy"] = alive and self.nfs.healthy(inst, timeout=0.2)
+        if ports is not None:
+            out["counters"] = ports.get(inst.port_if, {})
         return out
 
-    def instances(self, health: bool = False) -> list[dict]:
+    def port_counters(self) -> dict[str, dict]:
+        """The bridge's port counters by port name (one OpenFlow port-stats dump)."""
+        try:
+            return self.bridge.driver.port_stats()
+        except DatapathError as exc:
+            raise OSError(f"OVS: {exc}") from None
+
+    def instances(self, health: bool = False, counters: bool = False) -> list[dict]:
         with self.lock:
             recs = list(self.records.values())
-        return [self.view(r, health) for r in recs]
+        ports = self.port_counters() if counters else None
+        return [self.view(r, health, ports) for r in recs]
 
     def instance(self, inst_id: str) -> Instance:
         with self.lock:

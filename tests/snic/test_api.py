@@ -483,9 +483,11 @@ def test_heartbeat_streams_beats_with_the_boot_id(env):
 
 
 @pytest.mark.parametrize("value", ["2", "true", "", "yes"])
-def test_instances_health_flag(env, value):
+@pytest.mark.parametrize("flag", ["health", "counters"])
+def test_instances_flags(env, value, flag):
     _, _, c = env
-    assert_error(call(c, "GET", f"/v1/instances?health={value}"), 400, "health")
+    assert_error(call(c, "GET", f"/v1/instances?{flag}={value}"), 400, flag)
+    assert_error(call(c, "GET", f"/v1/instances/fw-1?counters={value}"), 400, "counters")
 
 
 @pytest.mark.parametrize(

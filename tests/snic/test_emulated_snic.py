@@ -318,6 +318,11 @@ def test_agent_killed_alone_the_nf_keeps_forwarding_and_a_new_agent_adopts_it(be
     keys0 = r.dbsize()
     assert bed.burst(6001)["received"] == 50
     wait(lambda: r.dbsize() > keys0, 5, "the NF's state in the host's Redis")
+    # its port's packet counters, as its switch counts them (tx: into the NF, rx: out of it)
+    [listed] = [v for v in bed.client().instances(counters=True) if v["id"] == "fw-b"]
+    one = bed.client().instance("fw-b", counters=True)
+    assert listed["counters"]["tx_packets"] >= 50 and one["counters"]["tx_packets"] >= 50, (listed, one)
+    assert "counters" not in bed.client().instance("fw-b")  # only when asked (a port-stats dump each)
     old_boot = bed.client().health()["boot_id"]
 
     apid = bed.agent_pid()
