@@ -88,9 +88,11 @@ def build_config(
     bridge listener) or `tcp:HOST:PORT` (a BlueField). Every sNIC takes
     part, emulated or BlueField, with the same port numbering: on the host switch sNIC k's PCIe link is port
     1+k; on the sNIC's bridge the PCIe link is port 100 and Ethernet port j is 1+j, unless `layouts` gives
-    sNIC k's ports as discovered (a BlueField's host representor and uplinks, through its agent).
+    sNIC k's ports as discovered (a BlueField's host representor and uplinks, through its agent). A BlueField's
+    switch is `"shared": true` (the operator's DPU bridge: OneSwitch leaves what is not its own there as it is).
     """
     snics = range(len(cfg.snics))
+    shared = {c.id for c in cfg.snics if c.backend == "bluefield"}
     layouts = (
         {k: layouts.get(k) or _default_layout(cfg, k) for k in snics}
         if layouts
@@ -112,7 +114,12 @@ def build_config(
         "rest": f"127.0.0.1:{rest}",
         "token": cfg.oneswitch.token,
         "state_dir": str(state_dir),
-        "switches": [{"id": sid, "openflow": target} for sid, target in switches.items()],
+        # A BlueField's bridge is the operator's: OneSwitch changes only what it owns there ("shared",
+        # oneswitch/README.md). Left out for the emulated ones (UNO's own), so an older jar still reads it.
+        "switches": [
+            {"id": sid, "openflow": target, **({"shared": True} if sid in shared else {})}
+            for sid, target in switches.items()
+        ],
         "pcie": [
             {"snic": f"snic{k}", "host_port": nm.HOST_PCIE_OFPORT_BASE + k, "snic_port": layouts[k].pcie}
             for k in snics

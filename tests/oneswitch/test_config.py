@@ -132,7 +132,13 @@ def test_generated_config_gives_a_bluefield_snic_to_oneswitch_like_an_emulated_o
     )
     switches = {"host": "tcp:127.0.0.1:1", "snic0": "tcp:127.0.0.1:2", "snic1": "tcp:192.0.2.10:6634"}
     conf = build_config(cfg, switches, 7000, 7001, tmp_path)
-    assert conf["switches"][2] == {"id": "snic1", "openflow": "tcp:192.0.2.10:6634"}
+    # The DPU's bridge is the operator's: shared (OneSwitch changes only what it owns there); the emulated
+    # sNIC's and the host's are UNO's own (no key: an older jar reads the config too).
+    assert conf["switches"][2] == {"id": "snic1", "openflow": "tcp:192.0.2.10:6634", "shared": True}
+    assert conf["switches"][:2] == [
+        {"id": "host", "openflow": "tcp:127.0.0.1:1"},
+        {"id": "snic0", "openflow": "tcp:127.0.0.1:2"},
+    ]
     assert conf["pcie"][1] == {"snic": "snic1", "host_port": 2, "snic_port": 100}
     assert [(p["vport"], p["switch"], p["port"]) for p in conf["ports"]] == [
         (1, "snic0", 1),

@@ -5,11 +5,16 @@ management address, its ports named as on a BlueField (`p0` the uplink, `pf0hpf`
 host's config names it `backend: bluefield` with its agent, the agent's token file and the host's address on
 the management network. `uno up` finds the DPU's layout through its agent (no port numbers given), the
 agent's runtime places an NF there through the DPU's agent, traffic VM -> NF on the DPU -> the DPU's wire
-passes, and the PCIe load is measured on the DPU's host representor."""
+passes, and the PCIe load is measured on the DPU's host representor.
+
+The DPU's bridge is the operator's (OneSwitch's config says `shared`): flows the operator put there before
+OneSwitch connected are still there, unchanged, after OneSwitch connected and reconciled, and after OneSwitch
+restarted (whose reconcile deletes the previous run's flows, by their marked cookies)."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 
@@ -49,6 +54,33 @@ def _free_mgmt() -> tuple[str, str]:
     return nm.mgmt_addresses(j)
 
 
+# The operator's own flows on the DPU's bridge, none of which UNO's traffic meets: in table 0 below OneSwitch's
+# dispatch and only for the bridge's LOCAL port (which UNO never maps), and in table 253, which OneSwitch never
+# uses (with physical_tables 254, OVS's: table 0 is its dispatch, 1..252 the controller's tables, 253 is kept
+# free; OVS's own table 254 takes no flow). One has cookie 0, as a hand-made flow does.
+OPERATOR_FLOWS = (
+    "table=0,priority=1,cookie=0x1234,arp,in_port=LOCAL,actions=NORMAL",
+    "table=0,priority=2,cookie=0,ip,in_port=LOCAL,actions=drop",
+    "table=253,priority=10,cookie=0x4321,ip,actions=drop",
+)
+
+
+def _marked(cookie: int) -> bool:
+    return cookie >> 56 == 0x55  # OneSwitch's flows (oneswitch/README.md "Shared switches")
+
+
+def operator_flows(dpu: EmulatedSnic) -> set[tuple]:
+    """The flows on the DPU's bridge that are not OneSwitch's: (table, priority, cookie, match, actions)."""
+    return {(f.table, f.priority, f.cookie, f.match, f.actions) for f in dpu.driver.flow_stats()
+            if not _marked(f.cookie)}  # fmt: skip
+
+
+def reconciled(host: EmulatedHost, times: int) -> bool:
+    """OneSwitch has reconciled the DPU's switch `times` times (its log; one log across restarts)."""
+    log = host.oneswitch().logfile.read_text(errors="replace")  # type: ignore[union-attr]
+    return len(re.findall(r"switch snic0( \(shared\))?: reconciled", log)) >= times
+
+
 def ping(ns: str, ip: str, count: int = 1) -> bool:
     return subprocess.run(["ip", "netns", "exec", ns, "ping", "-c", str(count), "-i", "0.2", "-W", "1", ip],
                           capture_output=True, timeout=30).returncode == 0  # fmt: skip
@@ -80,6 +112,9 @@ def test_an_emulated_bluefield_is_a_placement_target(tmp_path):
         )  # the "PCIe" cable; its host end moves over after `up`
         quiet_switch_port("pf0hpf", dpu.netns)
         dpu.driver.add_port("pf0hpf", 42)  # the host representor: a port number UNO is not told
+        dpu.driver.add_flows(list(OPERATOR_FLOWS))  # the operator's, before OneSwitch ever connects
+        theirs = operator_flows(dpu)
+        assert {(t, c) for t, _, c, _, _ in theirs} == {(0, 0x1234), (0, 0), (253, 0x4321)}, theirs
         host = EmulatedHost(parse_config({
             "name": name, "rundir": "/run/uno-test", "vms": 1,
             "snics": [{"backend": "bluefield", "ovsdb": f"tcp:127.0.0.1:{dpu.ovsdb_tcp_port}",
@@ -89,6 +124,11 @@ def test_an_emulated_bluefield_is_a_placement_target(tmp_path):
         status = host.up()
         conf = json.loads((host.rundir / "oneswitch" / "config.json").read_text())
         assert conf["pcie"] == [{"snic": "snic0", "host_port": 1, "snic_port": 42}], conf["pcie"]
+        assert [s.get("shared", False) for s in conf["switches"]] == [False, True], conf["switches"]
+        assert wait(lambda: reconciled(host, 1), 30, "OneSwitch to reconcile the DPU's switch")
+        flows = dpu.driver.flow_stats()
+        assert operator_flows(dpu) == theirs  # the operator's flows: there, unchanged
+        assert any(_marked(f.cookie) and f.table == 0 and "in_port=5" in f.match for f in flows), flows
         assert {(p["vport"], p["switch"], p["port"]) for p in status["oneswitch"]["ports"]} >= {
             (1, "snic0", 5)
         }
@@ -133,7 +173,25 @@ def test_an_emulated_bluefield_is_a_placement_target(tmp_path):
         ping(nm.ns_vm(name, 0), nm.ip_outside(0, 0), count=5)
         m = agent.sample()
         assert m.pcie["snic0"]["down"] > 0 and m.pcie["snic0"]["up"] > 0  # measured on the representor
+
+        # OneSwitch restarts: a new run (new cookies) reconnects and reconciles the DPU's switch. Its previous
+        # run's flows are deleted (marked cookies), the operator's stay, and the traffic passes again.
+        old_runs = {f.cookie >> 32 for f in dpu.driver.flow_stats() if _marked(f.cookie)}
+        osw = host.oneswitch()
+        assert osw is not None
+        osw.down()
+        osw.up()
+        assert wait(lambda: reconciled(host, 2), 30, "OneSwitch to reconcile the DPU's switch again")
+        assert wait(
+            lambda: not {f.cookie >> 32 for f in dpu.driver.flow_stats() if _marked(f.cookie)} & old_runs,
+            10, "the previous run's flows to be deleted",
+        )  # fmt: skip
+        assert operator_flows(dpu) == theirs
+        assert wait(
+            lambda: ping(nm.ns_vm(name, 0), nm.ip_outside(0, 0)), 30, "ping after OneSwitch's restart"
+        )
         agent.delete_nf("fw")
+        assert operator_flows(dpu) == theirs
     finally:
         try:
             if runtime is not None:

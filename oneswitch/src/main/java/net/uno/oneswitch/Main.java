@@ -132,7 +132,7 @@ public final class Main {
     cfg.pcie().forEach(p -> links.add(new Topology.Pcie(p.snic(), p.hostPort(), p.snicPort())));
     List<String> ids = new ArrayList<>();
     cfg.switches().forEach(s -> ids.add(s.id()));
-    Topology topo = new Topology(cfg.hostSwitch(), ids, links);
+    Topology topo = new Topology(cfg.hostSwitch(), ids, links, cfg.sharedSwitches());
     // One thread runs the core AND every OpenFlow connection (north and south): a flow-mod read,
     // translated, written south, its barrier answered and the reply written north cost no thread
     // hand-off (each a wake-up on a loaded machine; they dominated a flow-mod + barrier round
@@ -173,7 +173,8 @@ public final class Main {
         new SouthSwitch.Keepalive(cfg.echoIntervalMs(), cfg.echoTimeoutMs());
     for (Config.SwitchCfg s : cfg.switches()) {
       core.addSouth(
-          new SouthSwitch(s.id(), s.openflow(), transport, group, core.southListener(), keepalive));
+          new SouthSwitch(
+              s.id(), s.openflow(), transport, group, core.southListener(), keepalive, s.shared()));
     }
     NorthServer north = new NorthServer(core, cfg.dpid(), transport, group);
     RestServer rest = new RestServer(core, north, cfg.controllers(), cfg.token());
@@ -196,11 +197,12 @@ public final class Main {
     core.south().values().forEach(SouthSwitch::start);
     north.connect(cfg.controllers());
     log.info(
-        "OneSwitch dpid {} up: {} virtual tables, switches {}, {} transport, carrier {},"
-            + " wire_vlans {}, echo every {} ms of silence, a switch down after {} ms",
+        "OneSwitch dpid {} up: {} virtual tables, switches {} (shared: {}), {} transport, carrier"
+            + " {}, wire_vlans {}, echo every {} ms of silence, a switch down after {} ms",
         String.format("%016x", cfg.dpid()),
         core.virtualTables(),
         ids,
+        cfg.sharedSwitches().isEmpty() ? "none" : new java.util.TreeSet<>(cfg.sharedSwitches()),
         transport.name().toLowerCase(java.util.Locale.ROOT),
         cfg.carrier().name().toLowerCase(java.util.Locale.ROOT),
         cfg.wireVlans(),

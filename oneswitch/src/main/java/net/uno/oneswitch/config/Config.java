@@ -32,8 +32,18 @@ public record Config(
   private static final java.util.regex.Pattern TOKEN =
       java.util.regex.Pattern.compile("[A-Za-z0-9._~+/=-]{8,256}");
 
-  /** One physical switch OneSwitch connects to as its controller. */
-  public record SwitchCfg(String id, SwitchTarget openflow) {}
+  /**
+   * One physical switch OneSwitch connects to as its controller. {@code shared}: the bridge belongs
+   * to an operator (a BlueField DPU's OVS): OneSwitch changes only what it owns there (its marked
+   * flows, its groups) and leaves every other flow, group and the switch's fragment handling as
+   * they are (oneswitch/README.md "Shared switches").
+   */
+  public record SwitchCfg(String id, SwitchTarget openflow, boolean shared) {
+    /** A switch of OneSwitch's own (not shared). */
+    public SwitchCfg(String id, SwitchTarget openflow) {
+      this(id, openflow, false);
+    }
+  }
 
   /** The PCIe link of one sNIC: port on the host switch and port on the sNIC switch. */
   public record PcieCfg(String snic, int hostPort, int snicPort) {}
@@ -184,7 +194,7 @@ public record Config(
       if (!n.isObject()) {
         throw new ConfigError(f, "must be an object");
       }
-      onlyKeys(n, f, Set.of("id", "openflow"));
+      onlyKeys(n, f, Set.of("id", "openflow", "shared"));
       String id = str(n, f + ".id", "id", true);
       if (!id.matches("[A-Za-z0-9_.-]{1,32}")) {
         throw new ConfigError(f + ".id", "must be 1-32 chars [A-Za-z0-9_.-], got " + id);
@@ -194,7 +204,7 @@ public record Config(
       }
       SwitchTarget target =
           SwitchTarget.parse(f + ".openflow", str(n, f + ".openflow", "openflow", true));
-      switches.add(new SwitchCfg(id, target));
+      switches.add(new SwitchCfg(id, target, optBool(n, f + ".shared", "shared", false)));
     }
     List<PcieCfg> pcie = new ArrayList<>();
     JsonNode pc = root.get("pcie");
@@ -314,6 +324,19 @@ public record Config(
     return v.asInt();
   }
 
+  /** Optional boolean {@code key} of {@code n}: {@code dflt} if absent or null. */
+  private static boolean optBool(JsonNode n, String field, String key, boolean dflt)
+      throws ConfigError {
+    JsonNode v = n.get(key);
+    if (v == null || v.isNull()) {
+      return dflt;
+    }
+    if (!v.isBoolean()) {
+      throw new ConfigError(field, "must be true or false, got " + v);
+    }
+    return v.booleanValue();
+  }
+
   private static String str(JsonNode n, String key, boolean required) throws ConfigError {
     return str(n, key, key, required);
   }
@@ -342,6 +365,18 @@ public record Config(
       throw new ConfigError(field, "must be an integer 1..4294967040");
     }
     return (int) v.asLong();
+  }
+
+  /** The ids of the shared switches (config {@code shared: true}). */
+  public Set<String> sharedSwitches() {
+    Set<String> out = new HashSet<>();
+    switches.forEach(
+        s -> {
+          if (s.shared()) {
+            out.add(s.id());
+          }
+        });
+    return out;
   }
 
   /** The id of the host switch: the one switch without a PCIe link entry. */

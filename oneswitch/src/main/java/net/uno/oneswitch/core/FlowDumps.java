@@ -85,19 +85,38 @@ final class FlowDumps {
 
   /**
    * The cookies of the dumped flows that are not OneSwitch's: not in {@code ours} and not {@code
-   * inFlight} (issued since the dump began: a plan is installing or deleting it right now).
+   * inFlight} (issued since the dump began: a plan is installing or deleting it right now), of
+   * those {@code deletable} accepts (a shared switch: OneSwitch's marked cookies only, {@link
+   * PhysicalState#owned}; else every cookie).
    */
-  static Set<Long> stale(List<OFFlowStatsReply> replies, Set<Long> ours, LongPredicate inFlight) {
+  static Set<Long> stale(
+      List<OFFlowStatsReply> replies,
+      Set<Long> ours,
+      LongPredicate inFlight,
+      LongPredicate deletable) {
     Set<Long> out = new HashSet<>();
     for (OFFlowStatsReply r : replies) {
       for (OFFlowStatsEntry e : r.getEntries()) {
         long c = e.getCookie().getValue();
-        if (!ours.contains(c) && !inFlight.test(c)) {
+        if (!ours.contains(c) && !inFlight.test(c) && deletable.test(c)) {
           out.add(c);
         }
       }
     }
     return out;
+  }
+
+  /** How many dumped flows have a cookie {@code which} accepts. */
+  static int count(List<OFFlowStatsReply> replies, LongPredicate which) {
+    int n = 0;
+    for (OFFlowStatsReply r : replies) {
+      for (OFFlowStatsEntry e : r.getEntries()) {
+        if (which.test(e.getCookie().getValue())) {
+          n++;
+        }
+      }
+    }
+    return n;
   }
 
   /** The groups of a group-description dump, by id. */

@@ -2,14 +2,20 @@ package net.uno.oneswitch.core;
 
 import java.security.SecureRandom;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.VirtualRule;
+import net.uno.oneswitch.translate.GroupLabels;
+import net.uno.oneswitch.translate.Translator;
+import net.uno.oneswitch.translate.WriteActionSet;
 import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.OFFlowModFlags;
 import org.projectfloodlight.openflow.protocol.OFMessage;
@@ -18,13 +24,25 @@ import org.projectfloodlight.openflow.types.OFGroup;
 import org.projectfloodlight.openflow.types.OFPort;
 import org.projectfloodlight.openflow.types.TableId;
 import org.projectfloodlight.openflow.types.U64;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * What OneSwitch believes is installed on each physical switch, and the planner that turns a
  * desired state into ordered OpenFlow messages. Every physical flow gets a unique cookie, so it is
  * modified/deleted by cookie alone (independent of how the switch normalises matches).
+ *
+ * <p>Cookies: top byte {@link #COOKIE_MARKER} (OneSwitch's, in every run: {@link #owned}), then 24
+ * random bits per process (a previous run's cookies never collide with this one's), then a 32-bit
+ * counter. On a shared switch (an operator's) the groups OneSwitch does not own are kept apart
+ * ({@link #foreignGroups}): never planned, so never modified or deleted.
  */
 public final class PhysicalState {
+  private static final Logger LOG = LoggerFactory.getLogger(PhysicalState.class);
+
+  /** The top byte of every cookie OneSwitch gives a physical flow. */
+  public static final int COOKIE_MARKER = 0x55;
+
   static final OFFactory F = factory();
 
   private static OFFactory factory() {
@@ -55,16 +73,52 @@ public final class PhysicalState {
   private final Map<String, Map<PhysRule.Key, Installed>> flows = new HashMap<>();
   private final Map<Long, Installed> byCookie = new HashMap<>();
   private final Map<String, Map<Integer, GroupSpec>> groups = new HashMap<>();
+
+  /**
+   * Per shared switch: the ids of the groups it held when it (re)connected that are not OneSwitch's
+   * (see {@link #adopt}); forgotten with the switch.
+   */
+  private final Map<String, Set<Integer>> foreign = new HashMap<>();
+
+  /**
+   * Per switch: the group ids this process has added there and not deleted since (kept across a
+   * reconnect: how a shared switch's groups are told OneSwitch's).
+   */
+  private final Map<String, Set<Integer>> made = new HashMap<>();
+
+  /** (switch, group id) pairs whose collision with a foreign group was logged. */
+  private final Set<String> collisionsLogged = new HashSet<>();
+
   private final long cookieBase;
   private long cookieNext = 1;
 
   public PhysicalState() {
-    this(new SecureRandom().nextInt() & 0x7fffffffL);
+    this(new SecureRandom().nextInt());
   }
 
+  /** {@code seed}: its low 24 bits go into every cookie (per process, below the marker). */
   public PhysicalState(long seed) {
-    // High 32 bits: per-process random, so cookies of a previous run never collide with ours.
-    this.cookieBase = (seed | 0x40000000L) << 32;
+    this.cookieBase = ((long) COOKIE_MARKER << 56) | ((seed & 0xffffffL) << 32);
+  }
+
+  /**
+   * True if {@code cookie} is one OneSwitch gives its physical flows, in this run or any other (its
+   * top byte is {@link #COOKIE_MARKER}).
+   */
+  public static boolean owned(long cookie) {
+    return (cookie >>> 56) == COOKIE_MARKER;
+  }
+
+  /**
+   * True if group {@code id} is one of OneSwitch's own ids in every run: the ranges reserved for it
+   * (scale-out SELECT groups, carrier groups, label variants), which a controller cannot use.
+   * Controller group ids are installed as they are, so such a group is OneSwitch's only if this
+   * process added it ({@link #adopt}).
+   */
+  public static boolean reservedGroup(int id) {
+    return Translator.isScaleGroup(id)
+        || WriteActionSet.isCarrierGroup(id)
+        || GroupLabels.isVariant(id);
   }
 
   public Map<PhysRule.Key, Installed> flows(String sw) {
@@ -83,13 +137,46 @@ public final class PhysicalState {
     return byCookie.size();
   }
 
-  /** Forgets everything about a switch (it disconnected; reconcile reinstalls). */
+  /**
+   * Forgets everything about a switch (it disconnected; reconcile reinstalls), except which groups
+   * this process added there.
+   */
   public void forget(String sw) {
     Map<PhysRule.Key, Installed> m = flows.remove(sw);
     if (m != null) {
       m.values().forEach(i -> byCookie.remove(i.cookie()));
     }
     groups.remove(sw);
+    foreign.remove(sw);
+    collisionsLogged.removeIf(k -> k.startsWith(sw + "/"));
+  }
+
+  /**
+   * Takes in the groups switch {@code sw} holds after it (re)connected ({@code dumped}, by id). On
+   * a switch of OneSwitch's every group is taken as held (the plan deletes those not wanted). On a
+   * {@code shared} one only OneSwitch's: a {@link #reservedGroup} id, or one this process added
+   * there; every other group is the operator's (or of an earlier run of OneSwitch: not told apart)
+   * and is left out of every plan, never modified or deleted. Returns the foreign ids.
+   */
+  public Set<Integer> adopt(String sw, Map<Integer, GroupSpec> dumped, boolean shared) {
+    Map<Integer, GroupSpec> have = groups(sw);
+    Set<Integer> out = new TreeSet<>();
+    Set<Integer> mine = made.getOrDefault(sw, Set.of());
+    for (Map.Entry<Integer, GroupSpec> e : dumped.entrySet()) {
+      int id = e.getKey();
+      if (!shared || reservedGroup(id) || mine.contains(id)) {
+        have.put(id, e.getValue());
+      } else {
+        out.add(id);
+      }
+    }
+    foreign.put(sw, out);
+    return Collections.unmodifiableSet(out);
+  }
+
+  /** The ids of the groups on {@code sw} that are not OneSwitch's (a shared switch; see adopt). */
+  public Set<Integer> foreignGroups(String sw) {
+    return Collections.unmodifiableSet(foreign.getOrDefault(sw, Set.of()));
   }
 
   /** The cookie the next installed flow will get (see {@link #issuedSince}). */
@@ -125,11 +212,27 @@ public final class PhysicalState {
     List<Op> groupModifies = new ArrayList<>();
     for (String sw : live) {
       Map<Integer, GroupSpec> want = desiredGroups.getOrDefault(sw, Map.of());
+      Set<Integer> theirs = foreign.getOrDefault(sw, Set.of());
+      if (!theirs.isEmpty()) {
+        want = new TreeMap<>(want);
+        for (Integer g : theirs) {
+          if (want.remove(g) != null && collisionsLogged.add(sw + "/" + g)) {
+            LOG.warn(
+                "switch {} (shared): group {} is there and not OneSwitch's: left as it is,"
+                    + " not installed (OneSwitch's rules using group {} use that one)",
+                sw,
+                Integer.toUnsignedString(g),
+                Integer.toUnsignedString(g));
+          }
+        }
+      }
       Map<Integer, GroupSpec> have = groups(sw);
+      Set<Integer> mine = made.computeIfAbsent(sw, k -> new HashSet<>());
       for (Map.Entry<Integer, GroupSpec> e : want.entrySet()) {
         GroupSpec h = have.get(e.getKey());
         if (h == null) {
           p.make.add(new Op(sw, groupAdd(e.getKey(), e.getValue())));
+          mine.add(e.getKey());
         } else if (!h.equals(e.getValue())) {
           // In the modify phase, with the flows re-pointed: new buckets may send to tag-delivery
           // rules of other switches that the make phase installs.
@@ -139,6 +242,7 @@ public final class PhysicalState {
       for (Integer g : have.keySet()) {
         if (!want.containsKey(g)) {
           p.remove.add(new Op(sw, groupDelete(g)));
+          mine.remove(g);
         }
       }
       have.clear();

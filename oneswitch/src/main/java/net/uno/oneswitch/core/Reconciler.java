@@ -3,6 +3,7 @@ package net.uno.oneswitch.core;
 import java.util.HashSet;
 import java.util.Set;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.function.LongPredicate;
 import net.uno.oneswitch.south.SouthSwitch;
 import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.OFFlowStatsReply;
@@ -15,6 +16,11 @@ import org.slf4j.LoggerFactory;
  * read its groups, add or modify the wanted groups and ADD every wanted flow with fresh cookies (an
  * ADD replaces an identical entry atomically), barrier, then delete the flows that are not
  * OneSwitch's and the unwanted groups. Core thread only.
+ *
+ * <p>A shared switch (an operator's bridge, config {@code shared}) keeps everything that is not
+ * OneSwitch's: only flows whose cookie carries OneSwitch's marker ({@link PhysicalState#owned}: an
+ * earlier run's leftovers) are deleted, each by its exact cookie, and only OneSwitch's groups are
+ * planned ({@link PhysicalState#adopt}).
  */
 final class Reconciler {
   private static final Logger LOG = LoggerFactory.getLogger(Reconciler.class);
@@ -45,7 +51,14 @@ final class Reconciler {
     sw.<OFGroupDescStatsReply>stats(f.buildGroupDescStatsRequest().setXid(sw.nextXid()).build())
         .thenAcceptAsync(
             replies -> {
-              phys.groups(id).putAll(FlowDumps.groups(replies));
+              Set<Integer> foreign = phys.adopt(id, FlowDumps.groups(replies), sw.shared());
+              if (!foreign.isEmpty()) {
+                LOG.info(
+                    "switch {} (shared): {} group(s) not OneSwitch's left as they are: {}",
+                    id,
+                    foreign.size(),
+                    foreign.stream().map(Integer::toUnsignedString).toList());
+              }
               PhysicalState.Plan p = planner.planSwitch(id);
               executor.execute(p, true, null).thenRunAsync(() -> deleteStale(sw, mark), exec);
             },
@@ -58,28 +71,43 @@ final class Reconciler {
   }
 
   /**
-   * Deletes the flows on {@code sw} that are not OneSwitch's. A flow installed since the reconcile
+   * Deletes the flows on {@code sw} that are not OneSwitch's (on a shared switch: only those that
+   * carry its marker, an earlier run's; the operator's stay). A flow installed since the reconcile
    * began ({@code mark}) but no longer in the physical state is one a plan is deleting right now
    * (e.g. the break phase of a remap still waiting for its barrier): left to that plan, so the dump
-   * cannot delete an old rule before its replacement is barriered.
+   * cannot delete an old rule before its replacement is barriered. Each delete names one cookie
+   * exactly (full mask, every table, any match).
    */
   private void deleteStale(SouthSwitch sw, long mark) {
     PhysicalState phys = planner.physical();
+    boolean shared = sw.shared();
     sw.<OFFlowStatsReply>stats(FlowDumps.request(sw, -1))
         .thenAcceptAsync(
             replies -> {
               Set<Long> ours = new HashSet<>();
               phys.flows(sw.id()).values().forEach(i -> ours.add(i.cookie()));
-              Set<Long> stale = FlowDumps.stale(replies, ours, c -> phys.issuedSince(c, mark));
+              LongPredicate deletable = shared ? PhysicalState::owned : c -> true;
+              Set<Long> stale =
+                  FlowDumps.stale(replies, ours, c -> phys.issuedSince(c, mark), deletable);
               for (long c : stale) {
                 sw.send(PhysicalState.flowDelete(c), sw.nextXid());
               }
               sw.flush();
-              LOG.info(
-                  "switch {}: reconciled ({} flows ours, {} stale cookies deleted)",
-                  sw.id(),
-                  ours.size(),
-                  stale.size());
+              if (shared) {
+                LOG.info(
+                    "switch {} (shared): reconciled ({} flows ours, {} stale cookies of OneSwitch's"
+                        + " deleted, {} flows not OneSwitch's left as they are)",
+                    sw.id(),
+                    ours.size(),
+                    stale.size(),
+                    FlowDumps.count(replies, c -> !PhysicalState.owned(c)));
+              } else {
+                LOG.info(
+                    "switch {}: reconciled ({} flows ours, {} stale cookies deleted)",
+                    sw.id(),
+                    ours.size(),
+                    stale.size());
+              }
             },
             exec);
   }

@@ -1,8 +1,10 @@
 package net.uno.oneswitch.model;
 
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * The physical switches: one host switch and sNIC switches, each joined to the host switch by a
@@ -15,13 +17,41 @@ public final class Topology {
   private final String host;
   private final List<String> switches;
   private final Map<String, Pcie> pcie;
+  private final Set<String> shared;
 
   public Topology(String host, List<String> switches, List<Pcie> links) {
+    this(host, switches, links, Set.of());
+  }
+
+  /**
+   * {@code shared}: the switches that belong to an operator (config {@code shared}): OneSwitch
+   * changes only what it owns there.
+   */
+  public Topology(String host, List<String> switches, List<Pcie> links, Set<String> shared) {
     this.host = host;
     this.switches = List.copyOf(switches);
     Map<String, Pcie> m = new LinkedHashMap<>();
     links.forEach(l -> m.put(l.snic(), l));
     this.pcie = m;
+    this.shared = Set.copyOf(shared);
+  }
+
+  /** True if switch {@code sw} is an operator's (config {@code shared}). */
+  public boolean isShared(String sw) {
+    return shared.contains(sw);
+  }
+
+  /** The ports of switch {@code sw} that are ends of PCIe links. */
+  public List<Integer> pciePorts(String sw) {
+    List<Integer> out = new ArrayList<>();
+    for (Pcie p : pcie.values()) {
+      if (sw.equals(host)) {
+        out.add(p.hostPort());
+      } else if (sw.equals(p.snic())) {
+        out.add(p.snicPort());
+      }
+    }
+    return out;
   }
 
   public String host() {

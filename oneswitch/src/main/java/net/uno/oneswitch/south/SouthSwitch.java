@@ -29,6 +29,7 @@ import org.projectfloodlight.openflow.protocol.OFFactories;
 import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.OFFeaturesReply;
 import org.projectfloodlight.openflow.protocol.OFFlowRemoved;
+import org.projectfloodlight.openflow.protocol.OFGetConfigReply;
 import org.projectfloodlight.openflow.protocol.OFMessage;
 import org.projectfloodlight.openflow.protocol.OFPacketIn;
 import org.projectfloodlight.openflow.protocol.OFPortDesc;
@@ -47,6 +48,10 @@ import org.slf4j.LoggerFactory;
  * OneSwitch's controller connection to one physical switch: connect (reconnect with backoff),
  * handshake (HELLO, FEATURES, SET_CONFIG miss_send_len=0xffff, PORT_DESC), echo keepalive and death
  * detection ({@link Keepalive}), xid-matched requests (barriers, multipart with REPLY_MORE).
+ *
+ * <p>A shared switch (an operator's bridge, config {@code shared}) keeps its fragment handling: OVS
+ * applies a SET_CONFIG's flags to the whole bridge, so OneSwitch first asks for them (GET_CONFIG)
+ * and sends them back unchanged with its miss_send_len.
  */
 public final class SouthSwitch {
   private static final Logger LOG = LoggerFactory.getLogger(SouthSwitch.class);
@@ -105,6 +110,7 @@ public final class SouthSwitch {
   private final EventLoopGroup group;
   private final SouthListener listener;
   private final Keepalive keepalive;
+  private final boolean shared;
   private volatile Status status =
       new Status(false, System.currentTimeMillis(), "never connected", 0);
 
@@ -144,16 +150,37 @@ public final class SouthSwitch {
       EventLoopGroup group,
       SouthListener listener,
       Keepalive keepalive) {
+    this(id, ep, transport, group, listener, keepalive, false);
+  }
+
+  /**
+   * {@code group}: an event loop group of {@code transport}; {@code shared}: an operator's switch
+   * (config {@code shared}).
+   */
+  public SouthSwitch(
+      String id,
+      SwitchTarget ep,
+      Transport transport,
+      EventLoopGroup group,
+      SouthListener listener,
+      Keepalive keepalive,
+      boolean shared) {
     this.id = id;
     this.ep = ep;
     this.transport = transport;
     this.group = group;
     this.listener = listener;
     this.keepalive = keepalive;
+    this.shared = shared;
   }
 
   public String id() {
     return id;
+  }
+
+  /** True for an operator's switch (config {@code shared}). */
+  public boolean shared() {
+    return shared;
   }
 
   public boolean isReady() {
@@ -514,36 +541,75 @@ public final class SouthSwitch {
     private void onFeatures(ChannelHandlerContext ctx, OFFeaturesReply fr) {
       dpid = fr.getDatapathId().getLong();
       nTables = fr.getNTables();
-      ctx.write(F.buildSetConfig().setXid(nextXid()).setMissSendLen(0xffff).build());
+      CompletableFuture<Void> configured = configure(ctx);
       Pending p = new Pending();
       long x = nextXid();
       pending.put(x, p);
       ctx.writeAndFlush(F.buildPortDescStatsRequest().setXid(x).build());
-      p.future.whenComplete(
-          (l, err) -> {
-            if (err != null) {
-              LOG.warn("switch {}: port description failed: {}", id, err.toString());
-              ctx.close();
-              return;
-            }
-            ports.clear();
-            for (OFMessage part : l) {
-              for (OFPortDesc d : ((OFPortDescStatsReply) part).getEntries()) {
-                ports.put(d.getPortNo().getPortNumber(), d);
-              }
-            }
-            ready = true;
-            backoffMs = 250;
-            status = new Status(true, System.currentTimeMillis(), null, status.downs());
-            LOG.info(
-                "switch {}: connected to {} (dpid {}, {} tables, {} ports)",
-                id,
-                ep,
-                fr.getDatapathId(),
-                nTables,
-                ports.size());
-            listener.connected(SouthSwitch.this);
-          });
+      p.future
+          .thenCombine(configured, (l, c) -> l)
+          .whenComplete(
+              (l, err) -> {
+                if (err != null) {
+                  LOG.warn("switch {}: port description failed: {}", id, err.toString());
+                  ctx.close();
+                  return;
+                }
+                ports.clear();
+                for (OFMessage part : l) {
+                  for (OFPortDesc d : ((OFPortDescStatsReply) part).getEntries()) {
+                    ports.put(d.getPortNo().getPortNumber(), d);
+                  }
+                }
+                ready = true;
+                backoffMs = 250;
+                status = new Status(true, System.currentTimeMillis(), null, status.downs());
+                LOG.info(
+                    "switch {}: connected to {} (dpid {}, {} tables, {} ports)",
+                    id,
+                    ep,
+                    fr.getDatapathId(),
+                    nTables,
+                    ports.size());
+                listener.connected(SouthSwitch.this);
+              });
+    }
+
+    /**
+     * Sets miss_send_len 0xffff (whole packets in PACKET_INs). The flags of a SET_CONFIG (fragment
+     * handling) are the bridge's, not the connection's: a switch of OneSwitch's gets the default
+     * (normal), a shared switch its own flags back (asked for first); if it cannot tell them, its
+     * config is left alone. Completes when sent (never exceptionally).
+     */
+    private CompletableFuture<Void> configure(ChannelHandlerContext ctx) {
+      if (!shared) {
+        ctx.write(F.buildSetConfig().setXid(nextXid()).setMissSendLen(0xffff).build());
+        return CompletableFuture.completedFuture(null);
+      }
+      Pending g = new Pending();
+      long gx = nextXid();
+      pending.put(gx, g);
+      ctx.write(F.buildGetConfigRequest().setXid(gx).build());
+      return g.future
+          .thenAccept(
+              l -> {
+                OFGetConfigReply r = (OFGetConfigReply) l.get(0);
+                ctx.writeAndFlush(
+                    F.buildSetConfig()
+                        .setXid(nextXid())
+                        .setFlags(r.getFlags())
+                        .setMissSendLen(0xffff)
+                        .build());
+              })
+          .exceptionally(
+              e -> {
+                LOG.warn(
+                    "switch {} (shared): no GET_CONFIG answer ({}): its config left as it is"
+                        + " (PACKET_INs may be cut short)",
+                    id,
+                    e.toString());
+                return null;
+              });
     }
 
     private void reply(OFMessage m) {

@@ -17,10 +17,11 @@ import org.projectfloodlight.openflow.types.OFPort;
 import org.projectfloodlight.openflow.types.TableId;
 
 /**
- * Physical table 0 of every switch, reserved for dispatch (docs/translation.md): drop by default,
- * each mapped, draining or prepared port (and CONTROLLER on the switch that runs packet-outs'
- * pipelines) to the pipeline, and each live flow-id tag or label from each PCIe port delivered to
- * its vport or sent on toward it. Pure.
+ * Physical table 0 of every switch, reserved for dispatch (docs/translation.md): drop by default
+ * (on a shared switch, an operator's, only what comes in from its PCIe port), each mapped, draining
+ * or prepared port (and CONTROLLER on the switch that runs packet-outs' pipelines) to the pipeline,
+ * and each live flow-id tag or label from each PCIe port delivered to its vport or sent on toward
+ * it. Pure.
  */
 final class Dispatch {
   private static final OFFactory F = MatchUtil.F;
@@ -52,7 +53,17 @@ final class Dispatch {
   private List<PhysRule> rules(Map<Long, Integer> liveTags) {
     List<PhysRule> out = new ArrayList<>();
     for (String s : topo.switches()) {
-      out.add(new PhysRule(s, Translator.DISPATCH_TABLE, 0, MatchUtil.of(List.of()), List.of()));
+      if (!topo.isShared(s)) {
+        out.add(new PhysRule(s, Translator.DISPATCH_TABLE, 0, MatchUtil.of(List.of()), List.of()));
+        continue;
+      }
+      // An operator's switch: its other ports and its own table-0 defaults (a priority-0
+      // catch-all such as NORMAL, which a catch-all ADD of OneSwitch's would replace) stay its
+      // own; only what comes in from the PCIe side (OneSwitch's link) is dropped by default.
+      for (int p : topo.pciePorts(s)) {
+        Match m = F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(p)).build();
+        out.add(new PhysRule(s, Translator.DISPATCH_TABLE, 0, m, List.of()));
+      }
     }
     for (VPort v : ports.all()) {
       for (VPort.Loc l : v.instances()) {

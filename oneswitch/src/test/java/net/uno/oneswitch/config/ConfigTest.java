@@ -92,6 +92,32 @@ class ConfigTest {
     bad("echo_timeout_ms", "\"token\": null", "\"echo_timeout_ms\": 800");
   }
 
+  @Test
+  void sharedMarksAnOperatorsSwitchAndIsABoolean() throws ConfigError {
+    Config c = Config.parse(OK);
+    assertEquals(
+        java.util.List.of(false, false), c.switches().stream().map(s -> s.shared()).toList());
+    assertEquals(java.util.Set.of(), c.sharedSwitches());
+    String dpu = "\"tcp:127.0.0.1:41235\"";
+    for (String v : new String[] {"false", "null"}) {
+      assertEquals(
+          false,
+          Config.parse(OK.replace(dpu, dpu + ", \"shared\": " + v)).switches().get(1).shared());
+    }
+    c = Config.parse(OK.replace(dpu, dpu + ", \"shared\": true"));
+    assertEquals(true, c.switches().get(1).shared());
+    assertEquals(false, c.switches().get(0).shared());
+    assertEquals(java.util.Set.of("snic0"), c.sharedSwitches());
+    for (String v : new String[] {"\"true\"", "1", "0", "\"yes\"", "[]", "{}"}) {
+      ConfigError e =
+          assertThrows(
+              ConfigError.class, () -> Config.parse(OK.replace(dpu, dpu + ", \"shared\": " + v)));
+      assertEquals("switches[1].shared", e.field(), e.getMessage());
+      assertEquals(
+          "switches[1].shared: must be true or false, got " + v, e.getMessage(), e.getMessage());
+    }
+  }
+
   private static void bad(String field, String from, String to) {
     ConfigError e = assertThrows(ConfigError.class, () -> Config.parse(OK.replace(from, to)));
     assertEquals(field, e.field(), e.getMessage());

@@ -15,9 +15,11 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import org.projectfloodlight.openflow.protocol.OFConfigFlags;
 import org.projectfloodlight.openflow.protocol.OFFactories;
 import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.OFFlowAdd;
@@ -25,21 +27,32 @@ import org.projectfloodlight.openflow.protocol.OFFlowDelete;
 import org.projectfloodlight.openflow.protocol.OFFlowMod;
 import org.projectfloodlight.openflow.protocol.OFFlowModifyStrict;
 import org.projectfloodlight.openflow.protocol.OFFlowStatsEntry;
+import org.projectfloodlight.openflow.protocol.OFGroupAdd;
 import org.projectfloodlight.openflow.protocol.OFGroupDelete;
 import org.projectfloodlight.openflow.protocol.OFGroupDescStatsEntry;
 import org.projectfloodlight.openflow.protocol.OFGroupMod;
+import org.projectfloodlight.openflow.protocol.OFGroupModFailedCode;
+import org.projectfloodlight.openflow.protocol.OFGroupType;
 import org.projectfloodlight.openflow.protocol.OFMessage;
 import org.projectfloodlight.openflow.protocol.OFPortDesc;
+import org.projectfloodlight.openflow.protocol.OFSetConfig;
 import org.projectfloodlight.openflow.protocol.OFVersion;
+import org.projectfloodlight.openflow.protocol.action.OFAction;
+import org.projectfloodlight.openflow.protocol.match.MatchField;
 import org.projectfloodlight.openflow.types.DatapathId;
 import org.projectfloodlight.openflow.types.MacAddress;
+import org.projectfloodlight.openflow.types.OFErrorCauseData;
+import org.projectfloodlight.openflow.types.OFGroup;
 import org.projectfloodlight.openflow.types.OFPort;
+import org.projectfloodlight.openflow.types.TableId;
 import org.projectfloodlight.openflow.types.U64;
 
 /**
  * A small fake OpenFlow 1.3 physical switch for tests: a passive listener (TCP on loopback, or a
- * unix socket) that answers the handshake, keeps a flow table by cookie, answers flow/group-desc
- * stats and barriers (which a test can hold back), and logs every message it receives.
+ * unix socket) that answers the handshake, keeps a flow table by cookie (an ADD replaces the flow
+ * of the same table, priority and match; a delete honours the cookie mask), keeps groups (an ADD of
+ * an existing id fails), answers flow/group-desc stats, GET_CONFIG and barriers (which a test can
+ * hold back), and logs every message it receives.
  */
 final class FakeSwitch implements AutoCloseable {
   static final OFFactory F = OFFactories.getFactory(OFVersion.OF_13);
@@ -67,6 +80,9 @@ final class FakeSwitch implements AutoCloseable {
   private volatile boolean silent;
 
   private volatile CountDownLatch barrierGate;
+
+  /** Its SET_CONFIG flags (fragment handling), bridge-wide as in OVS: GET_CONFIG answers them. */
+  volatile Set<OFConfigFlags> configFlags = Set.of();
 
   /** FLOW_MODs this switch refuses with BAD_ACTION/BAD_TAG (as OVS does a third VLAN header). */
   volatile java.util.function.Predicate<OFFlowMod> refuse = fm -> false;
@@ -248,11 +264,34 @@ final class FakeSwitch implements AutoCloseable {
           write(s, F.buildBarrierReply().setXid(m.getXid()).build());
         }
       }
+      case GET_CONFIG_REQUEST ->
+          write(
+              s,
+              F.buildGetConfigReply()
+                  .setXid(m.getXid())
+                  .setFlags(configFlags)
+                  .setMissSendLen(128)
+                  .build());
+      case SET_CONFIG -> configFlags = ((OFSetConfig) m).getFlags(); // bridge-wide, as in OVS
       case GROUP_MOD -> {
         OFGroupMod gm = (OFGroupMod) m;
         int id = gm.getGroup().getGroupNumber();
         if (gm instanceof OFGroupDelete) {
-          groups.remove(id);
+          if (gm.getGroup().equals(OFGroup.ALL)) {
+            groups.clear();
+          } else {
+            groups.remove(id);
+          }
+        } else if (gm instanceof OFGroupAdd && groups.containsKey(id)) {
+          // As OVS: an ADD of an existing id changes nothing and fails.
+          write(
+              s,
+              F.errorMsgs()
+                  .buildGroupModFailedErrorMsg()
+                  .setXid(m.getXid())
+                  .setCode(OFGroupModFailedCode.GROUP_EXISTS)
+                  .setData(OFErrorCauseData.of(new byte[0], OFVersion.OF_13))
+                  .build());
         } else {
           groups.put(id, gm);
         }
@@ -274,6 +313,15 @@ final class FakeSwitch implements AutoCloseable {
           return;
         }
         if (fm instanceof OFFlowAdd) {
+          // As OVS: an ADD replaces the flow of the same table, priority and match (its cookie
+          // too).
+          flows
+              .values()
+              .removeIf(
+                  o ->
+                      o.getTableId().equals(fm.getTableId())
+                          && o.getPriority() == fm.getPriority()
+                          && o.getMatch().equals(fm.getMatch()));
           flows.put(c, fm);
         } else if (fm instanceof OFFlowModifyStrict) {
           OFFlowMod old = flows.get(c);
@@ -281,21 +329,35 @@ final class FakeSwitch implements AutoCloseable {
             flows.put(c, old.createBuilder().setInstructions(fm.getInstructions()).build());
           }
         } else if (fm instanceof OFFlowDelete) {
-          OFFlowMod old = flows.remove(c);
-          if (old != null
-              && old.getFlags()
-                  .contains(org.projectfloodlight.openflow.protocol.OFFlowModFlags.SEND_FLOW_REM)) {
-            write(
-                s,
-                F.buildFlowRemoved()
-                    .setCookie(old.getCookie())
-                    .setPriority(old.getPriority())
-                    .setTableId(old.getTableId())
-                    .setMatch(old.getMatch())
-                    .setReason(org.projectfloodlight.openflow.protocol.OFFlowRemovedReason.DELETE)
-                    .setPacketCount(U64.of(10))
-                    .setByteCount(U64.of(1000))
-                    .build());
+          // Every flow of the table (or all) whose cookie matches under the cookie mask and whose
+          // match equals the delete's (an empty match: any).
+          long mask = fm.getCookieMask().getValue();
+          boolean anyTable = fm.getTableId().equals(TableId.ALL);
+          boolean anyMatch = !fm.getMatch().getMatchFields().iterator().hasNext();
+          List<OFFlowMod> gone = new ArrayList<>();
+          for (OFFlowMod o : flows.values()) {
+            if ((o.getCookie().getValue() & mask) == (c & mask)
+                && (anyTable || o.getTableId().equals(fm.getTableId()))
+                && (anyMatch || o.getMatch().equals(fm.getMatch()))) {
+              gone.add(o);
+            }
+          }
+          for (OFFlowMod old : gone) {
+            flows.remove(old.getCookie().getValue());
+            if (old.getFlags()
+                .contains(org.projectfloodlight.openflow.protocol.OFFlowModFlags.SEND_FLOW_REM)) {
+              write(
+                  s,
+                  F.buildFlowRemoved()
+                      .setCookie(old.getCookie())
+                      .setPriority(old.getPriority())
+                      .setTableId(old.getTableId())
+                      .setMatch(old.getMatch())
+                      .setReason(org.projectfloodlight.openflow.protocol.OFFlowRemovedReason.DELETE)
+                      .setPacketCount(U64.of(10))
+                      .setByteCount(U64.of(1000))
+                      .build());
+            }
           }
         }
       }
@@ -353,6 +415,45 @@ final class FakeSwitch implements AutoCloseable {
       }
       default -> {}
     }
+  }
+
+  /**
+   * Adds a flow of someone else's (an operator's, or a previous OneSwitch's): table {@code table},
+   * priority {@code prio}, matching {@code in_port=inPort} (null: any), applying {@code acts}.
+   */
+  OFFlowMod addForeign(long cookie, int table, int prio, Integer inPort, List<OFAction> acts) {
+    var m = F.buildMatch();
+    if (inPort != null) {
+      m.setExact(MatchField.IN_PORT, OFPort.of(inPort));
+    }
+    OFFlowMod fm =
+        F.buildFlowAdd()
+            .setCookie(U64.of(cookie))
+            .setTableId(TableId.of(table))
+            .setPriority(prio)
+            .setMatch(m.build())
+            .setInstructions(List.of(F.instructions().applyActions(acts)))
+            .build();
+    flows.put(cookie, fm);
+    return fm;
+  }
+
+  /** Adds a group of someone else's: type ALL, one bucket outputting to {@code port}. */
+  OFGroupMod addForeignGroup(int id, int port) {
+    OFGroupMod gm =
+        F.buildGroupAdd()
+            .setGroup(OFGroup.of(id))
+            .setGroupType(OFGroupType.ALL)
+            .setBuckets(
+                List.of(
+                    F.buildBucket()
+                        .setWatchGroup(OFGroup.ANY)
+                        .setWatchPort(OFPort.ANY)
+                        .setActions(List.of(F.actions().output(OFPort.of(port), 0xffff)))
+                        .build()))
+            .build();
+    groups.put(id, gm);
+    return gm;
   }
 
   /** Adds a flow the way a previous controller would have left it. */
