@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what is missing, and nothing else: idempotent and quiet when all is there.
-#   scripts/setup.sh [all|apt|python|java|rust|fuzz]...
+#   scripts/setup.sh [all|apt|python|java|rust|cross|fuzz]...
 # (fuzz is not part of all: the nightly toolchain and cargo-fuzz for `make fuzz`)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -61,6 +61,24 @@ setup_rust() {
   fi
 }
 
+setup_cross() {
+  # Best effort: the sNIC bundle's `nf` for a BlueField's Arm cores (uno snic bundle --arch aarch64). Without
+  # it the bundle says how to build `nf` on or for the DPU, and its tests check that instead.
+  if ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    say "installing the aarch64 cross linker (gcc-aarch64-linux-gnu)"
+    export DEBIAN_FRONTEND=noninteractive
+    { apt-get install -y -qq --no-install-recommends gcc-aarch64-linux-gnu >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends gcc-aarch64-linux-gnu >/dev/null 2>&1; }; } \
+      || say "gcc-aarch64-linux-gnu not installed: the sNIC bundle will not include an aarch64 nf"
+  fi
+  if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
+    say "adding the Rust target aarch64-unknown-linux-gnu"
+    rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1 \
+      || say "Rust target aarch64-unknown-linux-gnu not added: the sNIC bundle will not include an aarch64 nf"
+  fi
+  return 0
+}
+
 setup_fuzz() {
   # cargo-fuzz drives libFuzzer with sanitizers, which need a nightly toolchain.
   if ! cargo +nightly --version >/dev/null 2>&1; then
@@ -77,12 +95,13 @@ parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(all)
 for part in "${parts[@]}"; do
   case "$part" in
-    all) setup_apt; setup_python; setup_java; setup_rust ;;
+    all) setup_apt; setup_python; setup_java; setup_rust; setup_cross ;;
     apt) setup_apt ;;
     python) setup_python ;;
     java) setup_java ;;
     rust) setup_rust ;;
+    cross) setup_cross ;;
     fuzz) setup_fuzz ;;
-    *) say "unknown part '$part' (all|apt|python|java|rust|fuzz)"; exit 2 ;;
+    *) say "unknown part '$part' (all|apt|python|java|rust|cross|fuzz)"; exit 2 ;;
   esac
 done

@@ -12,6 +12,7 @@ import re
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -64,6 +65,8 @@ def _nf_binary(arch: str) -> tuple[Path | None, str]:
     if target not in installed.stdout:
         return None, f"no cross toolchain here (rustup target {target} and {arch}-linux-gnu-gcc)"
     env_key = f"CARGO_TARGET_{target.upper().replace('-', '_')}_LINKER"
+    print(f"uno snic bundle: building nf for {target} with cargo (minutes the first time)", file=sys.stderr,
+          flush=True)  # fmt: skip
     proc = subprocess.run(
         ["cargo", "build", "-q", "--release", "--target", target, "-p", "nf"],
         cwd=REPO_ROOT / "nfs", capture_output=True, text=True, env={**os.environ, env_key: linker},
