@@ -28,18 +28,42 @@ def error_response(
     return json_response(body, status, headers)
 
 
+# Deeper bodies are refused before any handler walks them: every body of the APIs is a few levels deep, and
+# a handler's recursive walk (validation, dataclass copies) must never meet Python's recursion limit.
+MAX_DEPTH = 32
+
+
+def nesting_depth(obj, limit: int) -> int:
+    """Depth of nested arrays/objects in `obj` (a scalar is 0), counted without recursion; stops counting once
+    it exceeds `limit` (returns limit + 1)."""
+    deepest, stack = 0, [(obj, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            depth += 1
+            if depth > limit:
+                return limit + 1
+            deepest = max(deepest, depth)
+            stack.extend((child, depth) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
 def read_body(optional: bool = False):
     """The request's JSON body. Only a body with no bytes at all is absent ({} when `optional`); whitespace is
-    a body, and not JSON: ValidationError("body") as for anything that does not parse."""
+    a body, and not JSON: ValidationError("body") as for anything that does not parse or nests deeper than
+    MAX_DEPTH."""
     raw = request.get_data(cache=False)
     if not raw:
         if optional:
             return {}
         raise ValidationError("body", "a JSON object is required")
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ValidationError("body", f"not valid JSON: {exc}") from None
+    if nesting_depth(body, MAX_DEPTH) > MAX_DEPTH:
+        raise ValidationError("body", f"nested deeper than {MAX_DEPTH} levels of arrays/objects")
+    return body
 
 
 def bearer_refused(token: str) -> Response | None:

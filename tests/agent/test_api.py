@@ -310,3 +310,33 @@ def test_restart_revives_a_failed_nf_with_its_budget_reset(env):
     assert r.status_code == 502 and inst.id in r.get_json()["error"]
     assert inst.state == "failed"
     assert [e.get("manual") for e in agent.state.history if e["event"] == "nf-restart"] == [True] * 3
+
+
+@pytest.mark.parametrize("depth", [33, 600, 980, 100_000])
+def test_deeply_nested_bodies_are_400_and_change_nothing(env, depth):
+    # a ~200 KB body nested a few hundred levels parsed fine, then a handler's recursive walk hit Python's
+    # recursion limit: 500 RecursionError. Nesting is bounded at the edge now.
+    agent, rt, _, _, c = env
+    deep = '{"a":' * depth + "1" + "}" * depth
+    for path, body in (
+        ("/v1/vms", deep),
+        ("/v1/nfs", '{"type":"firewall","config":{"rules":' + deep + "}}"),
+        ("/v1/nfs", '{"type":"firewall","config":' + deep + "}"),
+        ("/v1/placement/run", "[" * depth + "]" * depth),
+    ):
+        r = post(c, path, body)
+        assert r.status_code == 400, (path, r.get_json())
+        assert r.get_json()["field"] == "body"
+    assert agent.state.vms == {} and agent.state.nfs == {} and rt.running == {}
+
+
+def test_nesting_depth_counts_without_recursion():
+    from restkit.jsonapi import nesting_depth
+
+    assert nesting_depth(1, 5) == 0
+    assert nesting_depth({"a": [1, {"b": []}]}, 5) == 4
+    assert nesting_depth({"a": [1, {"b": []}]}, 3) == 4  # stops counting past the limit
+    deep: list = []
+    for _ in range(50_000):
+        deep = [deep]
+    assert nesting_depth(deep, 32) == 33
