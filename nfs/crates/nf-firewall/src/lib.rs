@@ -4,15 +4,17 @@
 //! canonical 5-tuple), idle expiry by tier-held timers.
 //!
 //! Config (JSON): `{"rules": [{"action": "allow", "proto": "tcp", "src": "10.0.0.0/8",
-//! "dst": "any", "dst_port": 80}], "default": "deny", "idle_timeout_ms": 60000,
-//! "close_timeout_ms": 2000}` plus the runtime options.
+//! "dst": "any", "dst_port": 80}], "default": "deny", "timeouts": {...}}` plus the runtime
+//! options. Timeouts per protocol and phase ([`nfcore::timeouts`]); the older
+//! `idle_timeout_ms` / `close_timeout_ms` instead of `timeouts` still work as they did.
 
 pub mod conn;
 pub mod rules;
 
 use conn::{tcp_step, ConnState, Phase, Step};
-use nfcore::config::{parse_nf, Int};
-use nfcore::{Ctx, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
+use nfcore::config::{parse_nf, present, Int, Object};
+use nfcore::timeouts::{Legacy, TimeoutsConfig};
+use nfcore::{Ctx, Key, KeySpace, NetworkFunction, Parsed, StoreError, Timeouts, Track, Verdict};
 use packet::PROTO_TCP;
 use rules::{may_open, Action, Rule};
 use serde::Deserialize;
@@ -34,8 +36,7 @@ struct Counters {
 pub struct Firewall {
     rules: Vec<Rule>,
     default_allow: bool,
-    idle_ms: u64,
-    close_ms: u64,
+    timeouts: Timeouts,
     c: Counters,
 }
 
@@ -45,9 +46,17 @@ pub struct Firewall {
 struct Config {
     rules: Vec<Rule>,
     default: Action,
-    idle_timeout_ms: Int<1, 86_400_000, 60_000>,
-    close_timeout_ms: Int<1, 86_400_000, 2_000>,
+    #[serde(deserialize_with = "present")]
+    timeouts: Option<Object<TimeoutsConfig>>,
+    #[serde(deserialize_with = "present")]
+    idle_timeout_ms: Option<Int<1, 86_400_000>>,
+    #[serde(deserialize_with = "present")]
+    close_timeout_ms: Option<Int<1, 86_400_000>>,
 }
+
+/// What `close_timeout_ms` meant when absent, before `timeouts` (kept for configs with
+/// `idle_timeout_ms`).
+pub const LEGACY_CLOSE_MS: u64 = 2_000;
 
 impl Firewall {
     pub fn from_config(cfg: &Value) -> Result<Firewall, String> {
@@ -55,8 +64,14 @@ impl Firewall {
         Ok(Firewall {
             rules: c.rules,
             default_allow: c.default == Action::Allow,
-            idle_ms: c.idle_timeout_ms.0,
-            close_ms: c.close_timeout_ms.0,
+            timeouts: Timeouts::resolve(
+                c.timeouts.map(|t| t.0),
+                Legacy {
+                    idle_ms: c.idle_timeout_ms.map(|x| x.0),
+                    close_ms: c.close_timeout_ms.map(|x| x.0),
+                    close_default_ms: Some(LEGACY_CLOSE_MS),
+                },
+            )?,
             c: Counters::default(),
         })
     }
@@ -65,12 +80,13 @@ impl Firewall {
         keys.flow(pkt.flow_key().bidirectional_hash(), TABLE)
     }
 
-    fn save(&self, ctx: &mut Ctx<'_>, key: &Key, st: ConnState) {
-        let timeout = if st.phase == Phase::Closing {
-            self.close_ms
-        } else {
-            self.idle_ms
-        };
+    /// The timeouts in use.
+    pub fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
+    }
+
+    fn save(&self, ctx: &mut Ctx<'_>, key: &Key, st: ConnState, proto: u8) {
+        let timeout = self.timeouts.for_track(st.track, proto);
         ctx.set(key, st.encode());
         ctx.timer_set(key.clone(), st.refreshed_ms + timeout);
     }
@@ -97,15 +113,12 @@ impl NetworkFunction for Firewall {
         let now = ctx.now_ms();
         let flags = pkt.tcp_flags();
         let is_tcp = pkt.proto == PROTO_TCP;
+        let d = (dir == packet::Direction::Reverse) as usize;
         // A connection idle past its timeout is gone even if its timer has not fired yet.
-        let st = ctx.get(&key)?.and_then(ConnState::decode).filter(|st| {
-            let timeout = if st.phase == Phase::Closing {
-                self.close_ms
-            } else {
-                self.idle_ms
-            };
-            now < st.refreshed_ms + timeout
-        });
+        let st = ctx
+            .get(&key)?
+            .and_then(ConnState::decode)
+            .filter(|st| now < st.refreshed_ms + self.timeouts.for_track(st.track, pkt.proto));
         let Some(st) = st else {
             // Algorithm 4 on a new connection: the rules decide whether it may open.
             if !may_open(&self.rules, self.default_allow, &fk) {
@@ -130,7 +143,9 @@ impl NetworkFunction for Firewall {
                     phase,
                     initiator: dir,
                     refreshed_ms: now,
+                    track: Track::default().seen(d, pkt.proto, flags),
                 },
+                pkt.proto,
             );
             return Ok(Verdict::Forward);
         };
@@ -152,20 +167,22 @@ impl NetworkFunction for Firewall {
             }
             Step::Allow(phase) => {
                 // Write only on a change or to move the idle timer (not on every packet).
-                let timeout = if phase == Phase::Closing {
-                    self.close_ms
-                } else {
-                    self.idle_ms
-                };
-                if phase != st.phase || now.saturating_sub(st.refreshed_ms) >= timeout / 4 {
+                let track = st.track.seen(d, pkt.proto, flags);
+                let timeout = self.timeouts.for_track(track, pkt.proto);
+                if phase != st.phase
+                    || track != st.track
+                    || now.saturating_sub(st.refreshed_ms) >= timeout / 4
+                {
                     self.save(
                         ctx,
                         &key,
                         ConnState {
                             phase,
                             refreshed_ms: now,
+                            track,
                             ..st
                         },
+                        pkt.proto,
                     );
                 }
                 Ok(Verdict::Forward)

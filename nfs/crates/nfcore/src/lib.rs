@@ -22,10 +22,12 @@ pub mod drain;
 pub mod harness;
 pub mod runtime;
 pub mod stats;
+pub mod timeouts;
 
 pub use ctx::Ctx;
 pub use flowstore::{FlowStore, HashOp, Key, KeySpace, StoreError};
 pub use packet::Parsed;
+pub use timeouts::{Timeouts, Track};
 
 /// What happens to a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
