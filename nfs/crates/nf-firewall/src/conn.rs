@@ -204,7 +204,10 @@ mod tests {
         let mut old = vec![3u8, 1];
         old.extend_from_slice(&77u64.to_le_bytes());
         let st = ConnState::decode(&old).unwrap();
-        assert_eq!((st.phase, st.initiator, st.refreshed_ms), (Phase::Established, Reverse, 77));
+        assert_eq!(
+            (st.phase, st.initiator, st.refreshed_ms),
+            (Phase::Established, Reverse, 77)
+        );
         assert_eq!(st.track, Track::legacy(false));
         let mut bad = st.encode();
         bad[3] = 0x80;

@@ -22,16 +22,28 @@
 //! instance's block ([`Nat`]'s `claim_lost`). Both keep one mapping per connection.
 //!
 //! Keys: `nf:<id>:{<hash of the outbound 5-tuple>}:nat-out` -> [`Mapping`];
-//! `nf:<id>:{<hash of the inbound 5-tuple (remote -> public)>}:nat-in` -> original src IP:port;
-//! `nf:<id>:{pool}` (list) -> free public IP:port pairs.
+//! `nf:<id>:{<hash of the inbound 5-tuple (remote -> public)>}:nat-in` -> [`Reverse`] (original
+//! src IP:port); `nf:<id>:{pool}` (list) -> free public IP:port pairs.
+//!
+//! Timeouts per protocol and phase ([`nfcore::timeouts`]): each record keeps the [`Track`] of its
+//! own direction (outbound packets read only the mapping, inbound ones only the reverse record,
+//! so the packet path needs no extra read). A record change arms the mapping's timer at most
+//! [`Timeouts::short_ms`] ahead; the timer reads both records and, unless the connection's
+//! timeout (both tracks merged, from the later refresh) has passed, re-arms itself at it. So an
+//! established connection lives for days, one closed by FIN or RST a short timeout, and a UDP
+//! flow seen both ways longer than one never answered.
 //!
 //! Config (JSON): `{"inside": ["10.0.0.0/8"], "public_ips": ["198.51.100.1"],
-//! "ports": "20000-20999", "idle_timeout_ms": 60000, "port_block": 1..4096 (default: pairs / 1024,
-//! 1..256), "mapping_claim": "atomic"|"pipelined"}` plus the runtime options.
+//! "ports": "20000-20999", "timeouts": {...}, "port_block": 1..4096 (default: pairs / 1024,
+//! 1..256), "mapping_claim": "atomic"|"pipelined"}` plus the runtime options; the older
+//! `idle_timeout_ms` instead of `timeouts` sets every phase, as it did.
 
 use nf_firewall::rules::Cidr;
-use nfcore::config::{parse_nf, present, Int, Ip, List};
-use nfcore::{Ctx, FlowStore, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
+use nfcore::config::{parse_nf, present, Int, Ip, List, Object};
+use nfcore::timeouts::{Legacy, TimeoutsConfig};
+use nfcore::{
+    Ctx, FlowStore, Key, KeySpace, NetworkFunction, Parsed, StoreError, Timeouts, Track, Verdict,
+};
 use packet::rewrite::{set_dst, set_src};
 use packet::{FlowKey, L4};
 use serde::de::{Deserializer, Error as _};
@@ -42,6 +54,10 @@ use std::net::IpAddr;
 pub const TABLE_OUT: &str = "nat-out";
 pub const TABLE_IN: &str = "nat-in";
 pub const POOL: &str = "pool";
+
+/// First byte of a record since tracks are kept (an older one starts with an endpoint length,
+/// 6 or 18).
+const VERSION_1: u8 = 0x81;
 
 /// Encode an address and port: 4 or 16 address bytes, then the port (big endian).
 pub fn encode_endpoint(ip: IpAddr, port: u16) -> Vec<u8> {
@@ -76,12 +92,15 @@ pub struct Mapping {
     pub orig: FlowKey,
     /// When the idle timer was last moved (ms).
     pub refreshed_ms: u64,
+    /// What the outbound packets showed (direction 0).
+    pub track: Track,
 }
 
 impl Mapping {
+    /// `[0x81, track, len, public endpoint, refreshed_ms (8, LE), len, src, len, dst, proto]`.
     pub fn encode(&self) -> Vec<u8> {
         let ep = encode_endpoint(self.public.0, self.public.1);
-        let mut v = vec![ep.len() as u8];
+        let mut v = vec![VERSION_1, self.track.0, ep.len() as u8];
         v.extend_from_slice(&ep);
         v.extend_from_slice(&self.refreshed_ms.to_le_bytes());
         let o = &self.orig;
@@ -94,7 +113,23 @@ impl Mapping {
         v
     }
 
+    /// An older record (without the version byte and track) decodes with [`Track::legacy`].
     pub fn decode(b: &[u8]) -> Option<Mapping> {
+        match b.first() {
+            Some(&VERSION_1) => {
+                let t = *b.get(1)?;
+                if t & !Track::MASK != 0 {
+                    return None;
+                }
+                let mut m = Self::decode_v0(&b[2..])?;
+                m.track = Track(t);
+                Some(m)
+            }
+            _ => Self::decode_v0(b),
+        }
+    }
+
+    fn decode_v0(b: &[u8]) -> Option<Mapping> {
         let mut at = 0;
         let mut ep = |b: &[u8]| -> Option<(IpAddr, u16)> {
             let n = *b.get(at)? as usize;
@@ -128,6 +163,7 @@ impl Mapping {
                 proto,
             },
             refreshed_ms,
+            track: Track::legacy(false),
         })
     }
 
@@ -140,6 +176,47 @@ impl Mapping {
             dst_port: self.public.1,
             proto: self.orig.proto,
         }
+    }
+}
+
+/// The reverse record of a connection (`nat-in`): where inbound packets go, and what they
+/// showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reverse {
+    /// The inside host's address and port.
+    pub orig: (IpAddr, u16),
+    /// What the inbound packets showed (direction 1).
+    pub track: Track,
+    /// When an inbound packet last moved the timer (ms; 0: never).
+    pub refreshed_ms: u64,
+}
+
+impl Reverse {
+    /// `[0x81, track, refreshed_ms (8, LE), endpoint]`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = vec![VERSION_1, self.track.0];
+        v.extend_from_slice(&self.refreshed_ms.to_le_bytes());
+        v.extend_from_slice(&encode_endpoint(self.orig.0, self.orig.1));
+        v
+    }
+
+    /// An older record (the bare endpoint) decodes with nothing seen inbound.
+    pub fn decode(b: &[u8]) -> Option<Reverse> {
+        if b.len() == 6 || b.len() == 18 {
+            return Some(Reverse {
+                orig: decode_endpoint(b)?,
+                track: Track::default(),
+                refreshed_ms: 0,
+            });
+        }
+        if b.first() != Some(&VERSION_1) || b.len() < 10 || b[1] & !Track::MASK != 0 {
+            return None;
+        }
+        Some(Reverse {
+            orig: decode_endpoint(&b[10..])?,
+            track: Track(b[1]),
+            refreshed_ms: u64::from_le_bytes(b[2..10].try_into().ok()?),
+        })
     }
 }
 
@@ -192,8 +269,10 @@ struct Config {
     public_ips: List<Ip>,
     #[serde(default)]
     ports: Ports,
-    #[serde(default)]
-    idle_timeout_ms: Int<1, 86_400_000, 60_000>,
+    #[serde(default, deserialize_with = "present")]
+    timeouts: Option<Object<TimeoutsConfig>>,
+    #[serde(default, deserialize_with = "present")]
+    idle_timeout_ms: Option<Int<1, 86_400_000>>,
     /// Absent: pairs / 1024, within 1-256.
     #[serde(default, deserialize_with = "present")]
     port_block: Option<Int<1, 4096>>,
@@ -206,7 +285,7 @@ pub struct Nat {
     inside: Vec<Cidr>,
     public_ips: Vec<IpAddr>,
     ports: (u16, u16),
-    idle_ms: u64,
+    timeouts: Timeouts,
     block: usize,
     claim: Claim,
     /// Pairs taken from the pool and not handed out yet (this instance's block).
@@ -234,7 +313,13 @@ impl Nat {
             inside: c.inside.0,
             public_ips,
             ports,
-            idle_ms: c.idle_timeout_ms.0,
+            timeouts: Timeouts::resolve(
+                c.timeouts.map(|t| t.0),
+                Legacy {
+                    idle_ms: c.idle_timeout_ms.map(|x| x.0),
+                    ..Legacy::default()
+                },
+            )?,
             block: c.port_block.map_or(auto_block, |b| b.0) as usize,
             claim: c.mapping_claim,
             free: Vec::new(),
@@ -260,12 +345,35 @@ impl Nat {
         matches!(pkt.l4, L4::Tcp { .. } | L4::Udp { .. })
     }
 
-    fn touch(&self, ctx: &mut Ctx<'_>, key_out: &Key, m: &mut Mapping) {
+    /// The timeouts in use.
+    pub fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
+    }
+
+    /// How far ahead a packet moves the mapping's timer, from what its own record saw: at
+    /// most the short timeouts (the other record may know the connection closed; the timer
+    /// re-arms itself from both).
+    fn own_timeout(&self, t: Track, proto: u8) -> u64 {
+        self.timeouts
+            .for_track(t, proto)
+            .min(self.timeouts.short_ms())
+    }
+
+    /// Write the record and move the timer when the track changed or a quarter of its timeout
+    /// passed (not on every packet).
+    fn due(&self, now: u64, refreshed: u64, old: Track, new: Track, proto: u8) -> bool {
+        new != old || now.saturating_sub(refreshed) >= self.own_timeout(new, proto) / 4
+    }
+
+    fn touch(&self, ctx: &mut Ctx<'_>, key_out: &Key, m: &mut Mapping, flags: u8) {
         let now = ctx.now_ms();
-        if now.saturating_sub(m.refreshed_ms) >= self.idle_ms / 4 {
+        let proto = m.orig.proto;
+        let track = m.track.seen(0, proto, flags);
+        if self.due(now, m.refreshed_ms, m.track, track, proto) {
             m.refreshed_ms = now;
+            m.track = track;
             ctx.set(key_out, m.encode());
-            ctx.timer_set(key_out.clone(), now + self.idle_ms);
+            ctx.timer_set(key_out.clone(), now + self.own_timeout(track, proto));
         }
     }
 
@@ -294,6 +402,7 @@ impl Nat {
                     public,
                     orig: fk,
                     refreshed_ms: now,
+                    track: Track::default().seen(0, fk.proto, pkt.tcp_flags()),
                 };
                 let enc = cand.encode();
                 let claimed = match self.claim {
@@ -308,11 +417,17 @@ impl Nat {
                     if self.claim == Claim::Atomic {
                         ctx.set(&key_out, enc);
                     }
+                    let rev = Reverse {
+                        orig: (fk.src, fk.src_port),
+                        track: Track::default(),
+                        refreshed_ms: 0,
+                    };
                     ctx.set(
                         &ctx.keys.flow(cand.inbound_key().stable_hash(), TABLE_IN),
-                        encode_endpoint(fk.src, fk.src_port),
+                        rev.encode(),
                     );
-                    ctx.timer_set(key_out.clone(), now + self.idle_ms);
+                    let t = self.own_timeout(cand.track, fk.proto);
+                    ctx.timer_set(key_out.clone(), now + t);
                     cand
                 } else {
                     // Another instance mapped this flow first: use its mapping, return ours.
@@ -328,7 +443,7 @@ impl Nat {
                 }
             }
         };
-        self.touch(ctx, &key_out, &mut m);
+        self.touch(ctx, &key_out, &mut m, pkt.tcp_flags());
         if set_src(frame, pkt, m.public.0, m.public.1).is_err() {
             self.c.unsupported += 1;
             return Ok(Verdict::Drop);
@@ -357,11 +472,30 @@ impl Nat {
         frame: &mut [u8],
         pkt: &Parsed,
     ) -> Result<Verdict, StoreError> {
-        let key_in = ctx.keys.flow(pkt.flow_key().stable_hash(), TABLE_IN);
-        let Some((ip, port)) = ctx.get(&key_in)?.and_then(decode_endpoint) else {
+        let fk = pkt.flow_key();
+        let key_in = ctx.keys.flow(fk.stable_hash(), TABLE_IN);
+        let Some(mut rev) = ctx.get(&key_in)?.and_then(Reverse::decode) else {
             self.c.no_mapping += 1;
             return Ok(Verdict::Drop);
         };
+        let (ip, port) = rev.orig;
+        let now = ctx.now_ms();
+        let track = rev.track.seen(1, fk.proto, pkt.tcp_flags());
+        if self.due(now, rev.refreshed_ms, rev.track, track, fk.proto) {
+            rev.track = track;
+            rev.refreshed_ms = now;
+            ctx.set(&key_in, rev.encode());
+            // The mapping's key: the outbound 5-tuple this packet answers.
+            let out = FlowKey {
+                src: ip,
+                dst: fk.src,
+                src_port: port,
+                dst_port: fk.src_port,
+                proto: fk.proto,
+            };
+            let key_out = ctx.keys.flow(out.stable_hash(), TABLE_OUT);
+            ctx.timer_set(key_out, now + self.own_timeout(track, fk.proto));
+        }
         if set_dst(frame, pkt, ip, port).is_err() {
             self.c.unsupported += 1;
             return Ok(Verdict::Drop);
@@ -427,10 +561,21 @@ impl NetworkFunction for Nat {
             ctx.del(member);
             return Ok(());
         };
+        let key_in = ctx.keys.flow(m.inbound_key().stable_hash(), TABLE_IN);
+        let rev = ctx.get_owned(&key_in)?.as_deref().and_then(Reverse::decode);
+        let (track, last) = match rev {
+            Some(r) => (m.track.merge(r.track), m.refreshed_ms.max(r.refreshed_ms)),
+            None => (m.track, m.refreshed_ms),
+        };
+        let deadline = last + self.timeouts.for_track(track, m.orig.proto);
+        if ctx.now_ms() < deadline {
+            // Armed from one record's view: the connection's own timeout is later.
+            ctx.timer_set(member.to_vec(), deadline);
+            return Ok(());
+        }
         // Delete only the mapping we read (a concurrent refresh wins), then free its pair.
         if ctx.store().compare_and_set(member, Some(&cur), None)? {
             self.c.expired += 1;
-            let key_in = ctx.keys.flow(m.inbound_key().stable_hash(), TABLE_IN);
             ctx.del(member);
             ctx.del(&key_in);
             let pool = ctx.keys.global(POOL);
@@ -476,5 +621,57 @@ impl NetworkFunction for Nat {
             "no_mapping": c.no_mapping, "unsupported": c.unsupported, "passthrough": c.passthrough,
             "expired": c.expired,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_older_records_decode() {
+        let m = Mapping {
+            public: ("198.51.100.1".parse().unwrap(), 20000),
+            orig: FlowKey {
+                src: "10.0.0.1".parse().unwrap(),
+                dst: "192.0.2.1".parse().unwrap(),
+                src_port: 40000,
+                dst_port: 80,
+                proto: 6,
+            },
+            refreshed_ms: 123,
+            track: Track(Track::SEEN[0] | Track::FIN[0]),
+        };
+        assert_eq!(Mapping::decode(&m.encode()), Some(m.clone()));
+        // The layout before tracks: the same without the version byte and track.
+        let old = &m.encode()[2..];
+        let got = Mapping::decode(old).unwrap();
+        assert_eq!(
+            (got.public, got.orig, got.refreshed_ms),
+            (m.public, m.orig, 123)
+        );
+        assert_eq!(got.track, Track::legacy(false));
+        let mut bad = m.encode();
+        bad[1] = 0x80;
+        assert_eq!(Mapping::decode(&bad), None);
+
+        let r = Reverse {
+            orig: ("10.0.0.1".parse().unwrap(), 40000),
+            track: Track(Track::SEEN[1]),
+            refreshed_ms: 9,
+        };
+        assert_eq!(Reverse::decode(&r.encode()), Some(r));
+        let old = encode_endpoint(r.orig.0, r.orig.1);
+        assert_eq!(
+            Reverse::decode(&old),
+            Some(Reverse {
+                track: Track::default(),
+                refreshed_ms: 0,
+                ..r
+            })
+        );
+        for bad in [&[][..], &[0x81, 0, 1][..], &[0x81; 16][..]] {
+            assert_eq!(Reverse::decode(bad), None, "{bad:?}");
+        }
     }
 }

@@ -5,7 +5,8 @@ use flowstore::test_redis::TestRedis;
 use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
 use nf_nat::Nat;
 use nfcore::harness::{
-    case, check_rewrites, recording_runtime, run_alternating, run_frames, RecordingDevice,
+    case, check_rewrites, recording_runtime, run_alternating, run_frames, run_ticking, verdicts,
+    RecordingDevice,
 };
 use nfcore::runtime::{Runtime, TimeSource};
 use packet::build::{FrameSpec, Transport};
@@ -283,4 +284,67 @@ fn local_pool_exhaustion_and_config_errors() {
         let e = Nat::from_config(&bad).err().unwrap();
         assert!(e.contains(field), "{bad}: {e}");
     }
+}
+
+/// Timeouts per protocol and phase (case `timeouts`, default config): an established TCP
+/// connection idle for a day keeps its mapping, one closed by FINs or a RST loses it after the
+/// short timeout, an unanswered UDP datagram's mapping goes after 30 s, an answered one lives
+/// 120 s idle (also kept by inbound packets alone). Local, Redis, and two instances taking turns
+/// (each fires the timers due before its packet).
+#[test]
+fn timeouts_per_protocol_and_phase() {
+    let redis = TestRedis::start().expect("redis-server");
+    let case = case("nat", "timeouts");
+    let want: Vec<String> = serde_json::from_value(case.expected["verdicts"].clone()).unwrap();
+    let mk = || Box::new(Nat::from_config(&case.config).unwrap());
+    let local = run_ticking(
+        || (mk(), Box::new(LocalStore::new())),
+        "natto",
+        &case.frames,
+        1,
+    );
+    assert_eq!(verdicts(&local), want, "local");
+    for (n, claim) in [(1, "atomic"), (2, "atomic"), (2, "pipelined")] {
+        let mut cfg = case.config.clone();
+        cfg["mapping_claim"] = claim.into();
+        let out = run_ticking(
+            || {
+                (
+                    Box::new(Nat::from_config(&cfg).unwrap()),
+                    Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap()),
+                )
+            },
+            &format!("natto{n}{claim}"),
+            &case.frames,
+            n,
+        );
+        assert_eq!(verdicts(&out), want, "redis, {n} instances, {claim}");
+        assert_eq!(out, local, "same frames: redis, {n} instances, {claim}");
+    }
+    // The older key keeps its meaning: every phase 60 s, so the idle connection is cut (its next
+    // outbound packet gets a new mapping, and the remote's packets to the old one are dropped).
+    let mut old = case.config.clone();
+    old["idle_timeout_ms"] = 60_000.into();
+    let out = run_ticking(
+        || {
+            (
+                Box::new(Nat::from_config(&old).unwrap()),
+                Box::new(LocalStore::new()),
+            )
+        },
+        "nattold",
+        &case.frames,
+        1,
+    );
+    assert_eq!(
+        verdicts(&out)[4],
+        "drop",
+        "idle_timeout_ms 60000: gone after 10 min"
+    );
+    assert_ne!(out[3], local[3], "a new public port after 10 min");
+    old["timeouts"] = serde_json::json!({});
+    assert!(Nat::from_config(&old)
+        .err()
+        .unwrap()
+        .starts_with("idle_timeout_ms: not together with timeouts"));
 }

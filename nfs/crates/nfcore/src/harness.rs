@@ -195,6 +195,34 @@ pub fn run_alternating(
     out
 }
 
+/// `instances` instances (each with its own NF object and store connection, same `nf_id`) take
+/// the frames in turn, one packet each, and the one taking a packet first fires the timers due
+/// at its time (as a running NF's timer tick would have): what a flow idle past its timeout
+/// meets. With one instance: batch by batch, timers before every packet. Returns output per frame.
+pub fn run_ticking(
+    mut make: impl FnMut() -> (Box<dyn NetworkFunction>, Box<dyn FlowStore>),
+    nf_id: &str,
+    frames: &[(u64, Vec<u8>)],
+    instances: usize,
+) -> Vec<Option<Vec<u8>>> {
+    let mut inst: Vec<Runtime<RecordingDevice>> = (0..instances.max(1))
+        .map(|_| {
+            let (nf, store) = make();
+            recording_runtime(nf, store, nf_id, vec![], 1, 1)
+        })
+        .collect();
+    let n = inst.len();
+    let mut out = Vec::with_capacity(frames.len());
+    for (i, (ts, f)) in frames.iter().enumerate() {
+        let rt = &mut inst[i % n];
+        rt.fire_timers(*ts).expect("timers");
+        *rt.device_mut() = RecordingDevice::new(vec![(*ts, f.clone())]);
+        rt.step(*ts).expect("step");
+        out.push(rt.device_mut().out.pop().flatten());
+    }
+    out
+}
+
 /// TCP flags and their letters in the case formats.
 const FLAG_LETTERS: [(u8, char); 5] = [
     (packet::TCP_SYN, 'S'),
