@@ -244,6 +244,7 @@ fn state_seeds() -> Vec<Vec<u8>> {
                 phase: nf_firewall::conn::Phase::Established,
                 initiator: Direction::Reverse,
                 refreshed_ms: 5000,
+                track: nfcore::Track(0x07),
             }
             .encode(),
         ),
@@ -253,6 +254,7 @@ fn state_seeds() -> Vec<Vec<u8>> {
                 public: ("198.51.100.1".parse().unwrap(), 20001),
                 orig: k,
                 refreshed_ms: 9,
+                track: nfcore::Track(0x0f),
             }
             .encode(),
         ),
@@ -262,7 +264,7 @@ fn state_seeds() -> Vec<Vec<u8>> {
             nf_lb::Conn {
                 backend: "[fd00:1::1]:5353".parse().unwrap(),
                 refreshed_ms: 1,
-                closing: true,
+                track: nfcore::Track(0x35),
             }
             .encode(),
         ),

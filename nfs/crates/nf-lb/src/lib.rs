@@ -11,9 +11,10 @@
 //! - Health: a backend marked `down` in the tier gets no new connections; packets of existing
 //!   connections to it pass (`on_backend_down: "keep"`, default) or are dropped (`"drop"`).
 //! - TCP packets other than a SYN without a connection are dropped (Algorithm 1 line 13).
-//! - Connections expire by tier-held timers (idle, or `close_timeout_ms` after a FIN/RST); the
-//!   instance that fires the timer deletes the connection (compare-and-set) and decrements the
-//!   backend's counter, exactly once.
+//! - Connections expire by tier-held timers after the timeout of their protocol and phase
+//!   ([`nfcore::timeouts`]: the record keeps the connection's [`Track`]; established TCP days, a
+//!   FIN or RST seen minutes or seconds); the instance that fires the timer deletes the
+//!   connection (compare-and-set) and decrements the backend's counter, exactly once.
 //!
 //! - `conn_claim: "pipelined"` (option; default `"atomic"`): a new connection's record is
 //!   claimed (`SET NX`) and the backend's counter increment (INCRBY) written with the batch, no
@@ -28,15 +29,19 @@
 //! connections of a backend), `nf:<id>:{<hash of client -> VIP 5-tuple>}:lb` -> [`Conn`].
 //!
 //! Config (JSON): `{"vip": "10.0.0.100", "port": 80, "proto": "tcp", "backends":
-//! ["10.1.0.1:8080", "10.1.0.2:8080"], "on_backend_down": "keep", "idle_timeout_ms": 60000,
-//! "close_timeout_ms": 2000, "conn_claim": "atomic"}` plus the runtime options.
+//! ["10.1.0.1:8080", "10.1.0.2:8080"], "on_backend_down": "keep", "timeouts": {...},
+//! "conn_claim": "atomic"}` plus the runtime options; the older `idle_timeout_ms` /
+//! `close_timeout_ms` instead of `timeouts` still work as they did.
 
 pub mod pool;
 
-use nfcore::config::{parse_nf, Int, Ip, List};
-use nfcore::{Ctx, FlowStore, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
+use nfcore::config::{parse_nf, present, Int, Ip, List, Object};
+use nfcore::timeouts::{Legacy, TimeoutsConfig};
+use nfcore::{
+    Ctx, FlowStore, Key, KeySpace, NetworkFunction, Parsed, StoreError, Timeouts, Track, Verdict,
+};
 use packet::rewrite::{set_dst, set_src};
-use packet::{FlowKey, PROTO_TCP, PROTO_UDP, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
+use packet::{FlowKey, PROTO_TCP, PROTO_UDP, TCP_ACK, TCP_RST, TCP_SYN};
 use pool::Backend;
 use serde::de::{Deserializer, Error as _};
 use serde::Deserialize;
@@ -47,6 +52,10 @@ use std::net::{IpAddr, SocketAddr};
 
 pub const TABLE: &str = "lb";
 pub const POOL: &str = "backends";
+
+/// What `close_timeout_ms` meant when absent, before `timeouts` (kept for configs with
+/// `idle_timeout_ms`).
+pub const LEGACY_CLOSE_MS: u64 = 2_000;
 
 /// Key of a backend's active-connection counter.
 pub fn load_key(keys: &KeySpace, addr: &SocketAddr) -> Key {
@@ -59,30 +68,37 @@ pub struct Conn {
     pub backend: SocketAddr,
     /// When the timer was last moved (ms).
     pub refreshed_ms: u64,
-    /// A FIN or RST was seen: the connection expires after the close timeout.
-    pub closing: bool,
+    /// What the connection's packets showed (direction 0: client -> VIP, 1: backend -> client):
+    /// its timeout.
+    pub track: Track,
 }
 
+/// Marks the byte after `refreshed_ms` as a track (an older record has 0 or 1 there: closing).
+const TRACKED: u8 = 0x80;
+
 impl Conn {
+    /// `[refreshed_ms (8, LE), 0x80 | track, backend as text]`.
     pub fn encode(&self) -> Vec<u8> {
         let mut v = self.refreshed_ms.to_le_bytes().to_vec();
-        v.push(self.closing as u8);
+        v.push(TRACKED | self.track.0);
         v.extend_from_slice(self.backend.to_string().as_bytes());
         v
     }
 
+    /// An older record (a closing flag where the track is) decodes with [`Track::legacy`].
     pub fn decode(b: &[u8]) -> Option<Conn> {
         let t = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
-        let closing = match *b.get(8)? {
-            0 => false,
-            1 => true,
+        let track = match *b.get(8)? {
+            0 => Track::legacy(false),
+            1 => Track::legacy(true),
+            x if x & TRACKED != 0 => Track(x & Track::MASK),
             _ => return None,
         };
         let backend = std::str::from_utf8(b.get(9..)?).ok()?.parse().ok()?;
         Some(Conn {
             backend,
             refreshed_ms: t,
-            closing,
+            track,
         })
     }
 }
@@ -131,10 +147,12 @@ struct Config {
     backends: List<BackendAddr, 1, 1024>,
     #[serde(default)]
     on_backend_down: OnDown,
-    #[serde(default)]
-    idle_timeout_ms: Int<1, 86_400_000, 60_000>,
-    #[serde(default)]
-    close_timeout_ms: Int<1, 86_400_000, 2_000>,
+    #[serde(default, deserialize_with = "present")]
+    timeouts: Option<Object<TimeoutsConfig>>,
+    #[serde(default, deserialize_with = "present")]
+    idle_timeout_ms: Option<Int<1, 86_400_000>>,
+    #[serde(default, deserialize_with = "present")]
+    close_timeout_ms: Option<Int<1, 86_400_000>>,
     #[serde(default)]
     conn_claim: Claim,
 }
@@ -160,8 +178,7 @@ pub struct LoadBalancer {
     proto: u8,
     seed: Vec<Backend>,
     on_down: OnDown,
-    idle_ms: u64,
-    close_ms: u64,
+    timeouts: Timeouts,
     claim: Claim,
     /// Pipelined claim: each backend's counter as last read (used when a batch does not know it).
     last_load: HashMap<SocketAddr, i64>,
@@ -211,8 +228,14 @@ impl LoadBalancer {
             pool_cache: RefCell::new((seed_enc, Ok(seed.clone()))),
             seed,
             on_down: c.on_backend_down,
-            idle_ms: c.idle_timeout_ms.0,
-            close_ms: c.close_timeout_ms.0,
+            timeouts: Timeouts::resolve(
+                c.timeouts.map(|t| t.0),
+                Legacy {
+                    idle_ms: c.idle_timeout_ms.map(|x| x.0),
+                    close_ms: c.close_timeout_ms.map(|x| x.0),
+                    close_default_ms: Some(LEGACY_CLOSE_MS),
+                },
+            )?,
             claim: c.conn_claim,
             last_load: HashMap::new(),
             opened: HashMap::new(),
@@ -271,12 +294,19 @@ impl LoadBalancer {
         self.proto == PROTO_UDP || pkt.tcp_flags() & (TCP_SYN | TCP_ACK | TCP_RST) == TCP_SYN
     }
 
-    fn touch(&self, ctx: &mut Ctx<'_>, key: &Key, conn: &mut Conn, flags: u8) {
+    /// The timeouts in use.
+    pub fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
+    }
+
+    /// A packet going `dir` (0: client -> VIP, 1: backend -> client) with TCP `flags`: record
+    /// what it showed and move the timer (on a change, or when a quarter of the timeout passed).
+    fn touch(&self, ctx: &mut Ctx<'_>, key: &Key, conn: &mut Conn, dir: usize, flags: u8) {
         let now = ctx.now_ms();
-        let closing = conn.closing || flags & (TCP_FIN | TCP_RST) != 0;
-        let timeout = if closing { self.close_ms } else { self.idle_ms };
-        if closing != conn.closing || now.saturating_sub(conn.refreshed_ms) >= timeout / 4 {
-            conn.closing = closing;
+        let track = conn.track.seen(dir, self.proto, flags);
+        let timeout = self.timeouts.for_track(track, self.proto);
+        if track != conn.track || now.saturating_sub(conn.refreshed_ms) >= timeout / 4 {
+            conn.track = track;
             conn.refreshed_ms = now;
             ctx.set(key, conn.encode());
             ctx.timer_set(key.clone(), now + timeout);
@@ -290,6 +320,7 @@ impl LoadBalancer {
         key: &Key,
         flow_hash: u64,
         pool: &[Backend],
+        flags: u8,
     ) -> Result<Option<Conn>, StoreError> {
         let mut loads = HashMap::new();
         for b in pool.iter().filter(|b| b.up) {
@@ -324,7 +355,7 @@ impl LoadBalancer {
         let cand = Conn {
             backend: addr,
             refreshed_ms: now,
-            closing: false,
+            track: Track::default().seen(0, self.proto, flags),
         };
         let enc = cand.encode();
         let lk = load_key(ctx.keys, &addr);
@@ -350,7 +381,8 @@ impl LoadBalancer {
                 Claim::Atomic => ctx.set(key, enc),
                 Claim::Pipelined => ctx.claim(key, enc),
             }
-            ctx.timer_set(key.clone(), now + self.idle_ms);
+            let t = self.timeouts.for_track(cand.track, self.proto);
+            ctx.timer_set(key.clone(), now + t);
             Ok(Some(cand))
         } else {
             // Another instance claimed this connection first: use its choice.
@@ -389,7 +421,7 @@ impl LoadBalancer {
             Some(c) => c,
             None if self.is_new(pkt) => {
                 let h = pkt.flow_key().stable_hash();
-                match self.open(ctx, &key, h, &pool)? {
+                match self.open(ctx, &key, h, &pool, pkt.tcp_flags())? {
                     Some(c) => c,
                     None => return Ok(Verdict::Drop),
                 }
@@ -403,7 +435,7 @@ impl LoadBalancer {
             self.c.backend_down_dropped += 1;
             return Ok(Verdict::Drop);
         }
-        self.touch(ctx, &key, &mut conn, pkt.tcp_flags());
+        self.touch(ctx, &key, &mut conn, 0, pkt.tcp_flags());
         if set_dst(frame, pkt, conn.backend.ip(), conn.backend.port()).is_err() {
             return Ok(Verdict::Drop);
         }
@@ -443,7 +475,7 @@ impl LoadBalancer {
             self.c.backend_down_dropped += 1;
             return Ok(Verdict::Drop);
         }
-        self.touch(ctx, &key, &mut conn, pkt.tcp_flags());
+        self.touch(ctx, &key, &mut conn, 1, pkt.tcp_flags());
         if set_src(frame, pkt, self.vip, self.port).is_err() {
             return Ok(Verdict::Drop);
         }
@@ -545,11 +577,7 @@ impl NetworkFunction for LoadBalancer {
             ctx.del(member);
             return Ok(());
         };
-        let timeout = if conn.closing {
-            self.close_ms
-        } else {
-            self.idle_ms
-        };
+        let timeout = self.timeouts.for_track(conn.track, self.proto);
         if ctx.now_ms() < conn.refreshed_ms + timeout {
             return Ok(()); // refreshed after the timer was claimed; its new timer is pending
         }

@@ -6,8 +6,8 @@ use flowstore::test_redis::TestRedis;
 use flowstore::{FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
 use nf_lb::{load_key, set_backend_state, LoadBalancer};
 use nfcore::harness::{
-    case_dirs, check_rewrites, load_case, recording_runtime, run_alternating, run_frames,
-    CaseFormat, RecordingDevice,
+    case_dirs, check_rewrites, frame_from_json, load_case, recording_runtime, run_alternating,
+    run_frames, run_ticking, verdicts, CaseFormat, RecordingDevice,
 };
 use nfcore::runtime::{Runtime, TimeSource};
 use packet::build::{checksums_valid, FrameSpec, Transport};
@@ -407,4 +407,112 @@ fn backend_added_in_the_tier_serves_and_its_replies_are_rewritten() {
         ("10.0.0.100".to_string(), 80)
     );
     assert!(checksums_valid(out));
+}
+
+/// Packets between clients and the VIP / the backend `10.1.0.1:<bport>`: `(t_ms, client port,
+/// to the VIP (else from the backend), TCP flags ("" for UDP), verdict)`.
+fn lb_packets(
+    vport: u16,
+    bport: u16,
+    rows: &[(u64, u16, bool, &str, &str)],
+) -> (Vec<(u64, Vec<u8>)>, Vec<String>) {
+    let mut frames = Vec::new();
+    for &(t, cport, to_vip, flags, _) in rows {
+        let (src, dst, sport, dport) = if to_vip {
+            ("192.0.2.1", "10.0.0.100", cport, vport)
+        } else {
+            ("10.1.0.1", "192.0.2.1", bport, cport)
+        };
+        let mut v = serde_json::json!({"t_ms": t, "src": src, "dst": dst, "sport": sport,
+                                       "dport": dport, "payload": "x"});
+        if flags.is_empty() {
+            v["proto"] = "udp".into();
+        } else {
+            v["flags"] = flags.into();
+        }
+        frames.push(frame_from_json(&v).unwrap());
+    }
+    (frames, rows.iter().map(|r| r.4.to_string()).collect())
+}
+
+/// Timeouts per protocol and phase with the default config: an established TCP connection idle
+/// for a day keeps its backend, one closed by FINs goes 120 s after, one reset 10 s after (then
+/// the backend's packets to the client are dropped: no connection); UDP: a flow answered lives
+/// 120 s idle, one never answered 30 s. Local, Redis, two instances taking turns.
+#[test]
+fn timeouts_per_protocol_and_phase() {
+    let redis = TestRedis::start().expect("redis-server");
+    let day = 86_400_000;
+    let tcp = lb_packets(
+        80,
+        8080,
+        &[
+            (0, 40000, true, "S", "forward"),
+            (1, 40000, false, "SA", "forward"),
+            (2, 40000, true, "A", "forward"),
+            (600_000, 40000, true, "PA", "forward"),
+            (day, 40000, false, "PA", "forward"),
+            (day + 1, 40001, true, "S", "forward"),
+            (day + 2, 40001, false, "SA", "forward"),
+            (day + 3, 40001, true, "A", "forward"),
+            (day + 4, 40001, true, "FA", "forward"),
+            (day + 100_004, 40001, false, "PA", "forward"),
+            (day + 100_005, 40001, false, "FA", "forward"),
+            (day + 230_005, 40001, false, "A", "drop"),
+            (day + 230_006, 40002, true, "S", "forward"),
+            (day + 230_007, 40002, false, "SA", "forward"),
+            (day + 230_008, 40002, false, "R", "forward"),
+            (day + 241_008, 40002, false, "A", "drop"),
+            (day + 241_009, 40000, true, "A", "forward"),
+        ],
+    );
+    let udp = lb_packets(
+        53,
+        5353,
+        &[
+            (0, 5000, true, "", "forward"),
+            (29_000, 5000, false, "", "forward"),
+            (139_000, 5000, false, "", "forward"),
+            (258_000, 5000, true, "", "forward"),
+            (379_000, 5000, false, "", "drop"),
+            (379_001, 5001, true, "", "forward"),
+            (410_001, 5001, false, "", "drop"),
+        ],
+    );
+    let tcp_cfg =
+        serde_json::json!({"vip": "10.0.0.100", "port": 80, "backends": ["10.1.0.1:8080"]});
+    let udp_cfg = serde_json::json!({"vip": "10.0.0.100", "port": 53, "proto": "udp",
+                                     "backends": ["10.1.0.1:5353"]});
+    for (what, cfg, (frames, want)) in [("tcp", &tcp_cfg, &tcp), ("udp", &udp_cfg, &udp)] {
+        let mk = || Box::new(LoadBalancer::from_config(cfg).unwrap());
+        let local = run_ticking(|| (mk(), Box::new(LocalStore::new())), "lbto", frames, 1);
+        assert_eq!(&verdicts(&local), want, "{what} local");
+        for n in [1, 2] {
+            let out = run_ticking(
+                || {
+                    let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+                    (mk(), Box::new(s))
+                },
+                &format!("lbto{what}{n}"),
+                frames,
+                n,
+            );
+            assert_eq!(out, local, "{what} redis, {n} instances");
+        }
+    }
+    // The older keys keep their meaning: idle 60 s cuts the idle connection.
+    let old = serde_json::json!({"vip": "10.0.0.100", "port": 80, "backends": ["10.1.0.1:8080"],
+                                 "idle_timeout_ms": 60000});
+    let out = run_ticking(
+        || {
+            (
+                Box::new(LoadBalancer::from_config(&old).unwrap()),
+                Box::new(LocalStore::new()),
+            )
+        },
+        "lbtold",
+        &tcp.0,
+        1,
+    );
+    assert_eq!(verdicts(&out)[3], "drop", "idle_timeout_ms 60000");
 }
