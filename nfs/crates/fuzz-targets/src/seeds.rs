@@ -276,6 +276,7 @@ fn state_seeds() -> Vec<Vec<u8>> {
                 blocked: false,
                 refreshed_ms: 100,
                 dirs: [dir, nf_ips::reasm::DirState::default()],
+                track: nfcore::Track(0x05),
             }
             .encode(),
         ),

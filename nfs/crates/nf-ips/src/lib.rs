@@ -18,17 +18,20 @@
 //!
 //! Config (JSON): `{"signatures": [{"id": 1, "msg": "...", "content": "text" | "hex": "41 42"}],
 //! "nocase": false, "action": "drop"|"alert", "alert_log": "-" (stderr) | PATH,
-//! "max_ooo_segments": 4096, "max_ooo_bytes": 4194304, "window": 4194304, "idle_timeout_ms": 60000,
+//! "max_ooo_segments": 4096, "max_ooo_bytes": 4194304, "window": 4194304, "timeouts": {...},
 //! "resync_on_ack": true}`
-//! plus the runtime options.
+//! plus the runtime options. A connection is forgotten after the timeout of its phase
+//! ([`nfcore::timeouts`]: the record keeps its [`Track`]); the older `idle_timeout_ms` instead
+//! of `timeouts` sets every phase, as it did.
 
 pub mod matcher;
 pub mod reasm;
 
 use matcher::{Hit, Matcher, Signature};
-use nfcore::config::{parse_nf, Int, List};
-use nfcore::{Ctx, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
-use packet::{Direction, L4, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
+use nfcore::config::{parse_nf, present, Int, List, Object};
+use nfcore::timeouts::{Legacy, TimeoutsConfig};
+use nfcore::{Ctx, Key, KeySpace, NetworkFunction, Parsed, StoreError, Timeouts, Track, Verdict};
+use packet::{Direction, L4, PROTO_TCP, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 use reasm::{arrival, Arrival, DirState, OooBuffer, Segment, DIR_LEN};
 use serde::Deserialize;
 use serde_json::Value;
@@ -66,24 +69,38 @@ pub struct Record {
     pub refreshed_ms: u64,
     /// Index 0: the canonical key's direction; 1: the reverse.
     pub dirs: [DirState; 2],
+    /// What the connection's packets showed (directions as `dirs`): its timeout.
+    pub track: Track,
 }
 
+/// Length of a record before tracks were kept (one byte less).
+const V0_LEN: usize = 13 + 2 * DIR_LEN;
+
 impl Record {
+    /// `[fingerprint (4), blocked, refreshed_ms (8), dirs, track]`.
     pub fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(13 + 2 * DIR_LEN);
+        let mut v = Vec::with_capacity(V0_LEN + 1);
         v.extend_from_slice(&self.fingerprint.to_le_bytes());
         v.push(self.blocked as u8);
         v.extend_from_slice(&self.refreshed_ms.to_le_bytes());
         for d in &self.dirs {
             d.encode_into(&mut v);
         }
+        v.push(self.track.0);
         v
     }
 
+    /// A record of the older layout (no track byte) decodes with [`Track::legacy`].
     pub fn decode(b: &[u8]) -> Option<Record> {
-        if b.len() != 13 + 2 * DIR_LEN || b[4] > 1 {
+        let track = match b.len() {
+            V0_LEN => Track::legacy(false),
+            n if n == V0_LEN + 1 && b[V0_LEN] & !Track::MASK == 0 => Track(b[V0_LEN]),
+            _ => return None,
+        };
+        if b[4] > 1 {
             return None;
         }
+        let b = &b[..V0_LEN];
         Some(Record {
             fingerprint: u32::from_le_bytes(b[0..4].try_into().ok()?),
             blocked: b[4] == 1,
@@ -92,6 +109,7 @@ impl Record {
                 DirState::decode(&b[13..13 + DIR_LEN])?,
                 DirState::decode(&b[13 + DIR_LEN..])?,
             ],
+            track,
         })
     }
 }
@@ -150,7 +168,7 @@ pub struct Ips {
     window: u32,
     /// Resynchronise on the receiver's ACK (`resync_on_ack`, default true).
     resync: bool,
-    idle_ms: u64,
+    timeouts: Timeouts,
     log: AlertLog,
     hits: Vec<Hit>,
     c: Counters,
@@ -188,8 +206,10 @@ struct Config {
     max_ooo_bytes: Int<0, { 16 << 20 }, DEFAULT_MAX_OOO_BYTES>,
     #[serde(default)]
     window: Int<1, { 1 << 30 }, DEFAULT_WINDOW>,
-    #[serde(default)]
-    idle_timeout_ms: Int<1, 86_400_000, 60_000>,
+    #[serde(default, deserialize_with = "present")]
+    timeouts: Option<Object<TimeoutsConfig>>,
+    #[serde(default, deserialize_with = "present")]
+    idle_timeout_ms: Option<Int<1, 86_400_000>>,
     #[serde(default = "yes")]
     resync_on_ack: bool,
 }
@@ -234,7 +254,13 @@ impl Ips {
             max_segs: c.max_ooo_segments.0 as usize,
             max_bytes: c.max_ooo_bytes.0 as usize,
             window: c.window.0 as u32,
-            idle_ms: c.idle_timeout_ms.0,
+            timeouts: Timeouts::resolve(
+                c.timeouts.map(|t| t.0),
+                Legacy {
+                    idle_ms: c.idle_timeout_ms.map(|x| x.0),
+                    ..Legacy::default()
+                },
+            )?,
             resync: c.resync_on_ack,
             log: AlertLog { path, file: None },
             hits: Vec::new(),
@@ -244,6 +270,16 @@ impl Ips {
 
     fn key(keys: &KeySpace, pkt: &Parsed) -> Key {
         keys.flow(pkt.flow_key().bidirectional_hash(), TABLE)
+    }
+
+    /// The timeouts in use.
+    pub fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
+    }
+
+    /// How long a connection with this track is kept idle.
+    fn timeout(&self, t: Track) -> u64 {
+        self.timeouts.for_track(t, PROTO_TCP)
     }
 
     fn alert(&mut self, now_ms: u64, pkt: &Parsed) {
@@ -425,11 +461,10 @@ impl Ips {
         let now = ctx.now_ms();
         let syn = flags & TCP_SYN != 0 && flags & TCP_RST == 0;
         // A connection idle past its timeout is gone even if its timer has not fired yet.
-        let idle = self.idle_ms;
         let existing = ctx
             .get(&key)?
             .map(Record::decode)
-            .filter(|r| r.is_none_or(|r| now < r.refreshed_ms + idle));
+            .filter(|r| r.is_none_or(|r| now < r.refreshed_ms + self.timeout(r.track)));
         let is_new = existing.is_none();
         let mut rec = match existing {
             Some(Some(r)) => r,
@@ -442,23 +477,26 @@ impl Ips {
                 blocked: false,
                 refreshed_ms: 0,
                 dirs: [DirState::default(); 2],
+                track: Track::default(),
             },
             None => {
                 self.c.no_state += 1;
                 return Ok(Verdict::Drop);
             }
         };
+        let orig = rec;
+        rec.track = rec.track.seen(di, PROTO_TCP, flags);
         if rec.blocked {
             // Stays blocked while packets keep coming (the idle timer moves as for any flow).
             self.c.blocked_dropped += 1;
-            if now.saturating_sub(rec.refreshed_ms) >= self.idle_ms / 4 {
+            let timeout = self.timeout(rec.track);
+            if rec.track != orig.track || now.saturating_sub(rec.refreshed_ms) >= timeout / 4 {
                 rec.refreshed_ms = now;
-                ctx.timer_set(key.clone(), now + self.idle_ms);
+                ctx.timer_set(key.clone(), now + timeout);
                 ctx.set(&key, rec.encode());
             }
             return Ok(Verdict::Drop);
         }
-        let orig = rec;
         if rec.fingerprint != self.m.fingerprint {
             // Another signature set wrote these states: restart both streams' automata.
             self.c.signature_set_changed += 1;
@@ -532,10 +570,13 @@ impl Ips {
                 verdict = Verdict::Drop;
             }
         }
-        let move_timer = is_new || now.saturating_sub(rec.refreshed_ms) >= self.idle_ms / 4;
+        let timeout = self.timeout(rec.track);
+        let move_timer = is_new
+            || rec.track != orig.track
+            || now.saturating_sub(rec.refreshed_ms) >= timeout / 4;
         if move_timer {
             rec.refreshed_ms = now;
-            ctx.timer_set(key.clone(), now + self.idle_ms);
+            ctx.timer_set(key.clone(), now + timeout);
         }
         if rec != orig || is_new {
             ctx.set(&key, rec.encode());
@@ -588,7 +629,9 @@ impl NetworkFunction for Ips {
         let Some(cur) = ctx.get_owned(member)? else {
             return Ok(());
         };
-        if Record::decode(&cur).is_some_and(|r| ctx.now_ms() < r.refreshed_ms + self.idle_ms) {
+        if Record::decode(&cur)
+            .is_some_and(|r| ctx.now_ms() < r.refreshed_ms + self.timeout(r.track))
+        {
             return Ok(()); // refreshed since the timer was claimed; its new timer is pending
         }
         // Delete only what we read: a connection re-created meanwhile stays.
