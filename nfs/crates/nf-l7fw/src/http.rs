@@ -72,7 +72,20 @@ pub fn detect(b: &[u8]) -> Det {
     }
 }
 
-fn strip_port(v: &str) -> &str {
+/// Whether `m` is a request method this detector knows.
+pub fn is_method(m: &str) -> bool {
+    METHODS
+        .iter()
+        .any(|x| x.len() == m.len() + 1 && x.starts_with(m.as_bytes()))
+}
+
+/// Whether `b` starts like a request line (a known method and a space, or a prefix of one).
+pub fn may_start_request(b: &[u8]) -> bool {
+    METHODS.iter().any(|m| b.starts_with(m) || m.starts_with(b))
+}
+
+/// The host of a Host header's value (without a port; an IPv6 address without brackets).
+pub fn strip_port(v: &str) -> &str {
     if let Some(rest) = v.strip_prefix('[') {
         return rest.split(']').next().unwrap_or(rest);
     }

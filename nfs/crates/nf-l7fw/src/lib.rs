@@ -20,6 +20,7 @@
 
 pub mod classify;
 pub mod dns;
+pub mod follow;
 pub mod http;
 pub mod policy;
 pub mod tls;
