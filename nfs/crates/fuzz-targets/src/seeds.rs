@@ -296,6 +296,8 @@ fn state_seeds() -> Vec<Vec<u8>> {
             8,
             nf_l7fw::Record {
                 refreshed_ms: 3,
+                track: nfcore::Track(0x01),
+                proto: 6,
                 state: nf_l7fw::FlowState::Pending {
                     next: [Some(100), None],
                     dir: Some(0),
@@ -309,13 +311,20 @@ fn state_seeds() -> Vec<Vec<u8>> {
             8,
             nf_l7fw::Record {
                 refreshed_ms: 4,
+                track: nfcore::Track(0x0f),
+                proto: 6,
                 state: nf_l7fw::FlowState::Done {
                     class: nf_l7fw::classify::Class {
-                        proto: "tls".into(),
-                        name: Some("x.bad.example".into()),
+                        proto: "http".into(),
+                        name: Some("x.example".into()),
                         refused: None,
                     },
-                    blocked: true,
+                    blocked: false,
+                    follow: Some(nf_l7fw::Followed {
+                        dir: 0,
+                        next: 1000,
+                        at: nf_l7fw::follow::Follow::ChunkData { left: 5, crlf: 2 },
+                    }),
                 },
             }
             .encode(),

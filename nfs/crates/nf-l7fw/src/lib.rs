@@ -12,11 +12,17 @@
 //!   SYN / SYN-ACK (else the first data); TCP data ahead of what was inspected is dropped while
 //!   pending (the sender retransmits it); retransmissions pass.
 //! - UDP: the first datagram decides; for DNS every later query on the flow is checked too.
+//! - TCP HTTP and DNS: every later request / query of the connection is classified too
+//!   ([`follow`]: requests framed as a server reads them), in stream order (data ahead of it is
+//!   dropped, the sender retransmits it; body bytes may pass ahead); one that the policy blocks
+//!   blocks the flow from that packet on.
+//! - A flow is forgotten after the timeout of its protocol and phase ([`nfcore::timeouts`]).
 //!
 //! Config (JSON): `{"block": [{"proto": "tls", "sni": "*.bad.example"}], "allow": [...],
 //! "default": "allow", "unparsed": "block", "signatures": [{"name": "myproto", "offset": 0,
 //! "content": "MYP" | "hex": "4d5950"}], "max_inspect_bytes": 16384, "max_inspect_packets": 8,
-//! "idle_timeout_ms": 60000}` plus the runtime options.
+//! "timeouts": {...}}` plus the runtime options; the older `idle_timeout_ms` instead of
+//! `timeouts` sets every phase, as it did.
 
 pub mod classify;
 pub mod dns;
@@ -26,9 +32,11 @@ pub mod policy;
 pub mod tls;
 
 use classify::{classify, Class, Outcome, SigRule};
-use nfcore::config::{parse_nf, Int, Object};
-use nfcore::{Ctx, Key, KeySpace, NetworkFunction, Parsed, StoreError, Verdict};
-use packet::{Direction, L4, TCP_RST, TCP_SYN};
+use follow::Follow;
+use nfcore::config::{parse_nf, present, Int, Object};
+use nfcore::timeouts::{Legacy, TimeoutsConfig};
+use nfcore::{Ctx, Key, KeySpace, NetworkFunction, Parsed, StoreError, Timeouts, Track, Verdict};
+use packet::{Direction, L4, PROTO_TCP, PROTO_UDP, TCP_RST, TCP_SYN};
 use policy::{Policy, Rule, RuleConfig};
 use serde::Deserialize;
 use serde_json::Value;
@@ -51,14 +59,36 @@ pub enum FlowState {
     Done {
         class: Class,
         blocked: bool,
+        /// The connection's later requests / queries, followed ([`follow`]).
+        follow: Option<Followed>,
     },
+}
+
+/// A TCP connection followed past its first message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Followed {
+    /// The client's direction (0: canonical, 1: reverse).
+    pub dir: u8,
+    /// Its next sequence number.
+    pub next: u32,
+    pub at: Follow,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     pub refreshed_ms: u64,
+    /// What the flow's packets showed (directions as `next`): its timeout.
+    pub track: Track,
+    /// The flow's IP protocol (0 in a record of the older layout, which did not keep it).
+    pub proto: u8,
     pub state: FlowState,
 }
+
+/// State tags: the older layout's (no track, protocol or follower), and the current one's.
+const PENDING_V0: u8 = 0;
+const DONE_V0: u8 = 1;
+const PENDING_V1: u8 = 2;
+const DONE_V1: u8 = 3;
 
 fn put_str(v: &mut Vec<u8>, s: Option<&str>) {
     match s {
@@ -89,9 +119,15 @@ fn get_str(b: &[u8], at: &mut usize) -> Option<Option<String>> {
 }
 
 impl Record {
+    /// `[refreshed_ms (8, LE), tag (2 pending, 3 done), track, proto, the state's fields]`.
     pub fn encode(&self) -> Vec<u8> {
         let mut v = Vec::new();
         v.extend_from_slice(&self.refreshed_ms.to_le_bytes());
+        let tag = match self.state {
+            FlowState::Pending { .. } => PENDING_V1,
+            FlowState::Done { .. } => DONE_V1,
+        };
+        v.extend_from_slice(&[tag, self.track.0, self.proto]);
         match &self.state {
             FlowState::Pending {
                 next,
@@ -99,7 +135,6 @@ impl Record {
                 packets,
                 buf,
             } => {
-                v.push(0);
                 let bits = (next[0].is_some() as u8)
                     | ((next[1].is_some() as u8) << 1)
                     | ((dir.is_some() as u8) << 2)
@@ -110,21 +145,40 @@ impl Record {
                 v.extend_from_slice(&packets.to_le_bytes());
                 v.extend_from_slice(buf);
             }
-            FlowState::Done { class, blocked } => {
-                v.push(1);
+            FlowState::Done {
+                class,
+                blocked,
+                follow,
+            } => {
                 v.push(*blocked as u8);
                 put_str(&mut v, Some(&class.proto));
                 put_str(&mut v, class.name.as_deref());
                 put_str(&mut v, class.refused.as_deref());
+                if let Some(f) = follow {
+                    v.push(f.dir);
+                    v.extend_from_slice(&f.next.to_le_bytes());
+                    f.at.encode_into(&mut v);
+                }
             }
         }
         v
     }
 
+    /// A record of the older layout decodes with [`Track::legacy`], protocol 0, no follower.
     pub fn decode(b: &[u8]) -> Option<Record> {
         let refreshed_ms = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
-        let state = match *b.get(8)? {
-            0 => {
+        let tag = *b.get(8)?;
+        let (track, proto, b) = match tag {
+            PENDING_V0 | DONE_V0 => (Track::legacy(false), 0, b),
+            PENDING_V1 | DONE_V1 => {
+                let t = *b.get(9).filter(|t| **t & !Track::MASK == 0)?;
+                // The same offsets as the older layout from here on.
+                (Track(t), *b.get(10)?, &b[2..])
+            }
+            _ => return None,
+        };
+        let state = match tag {
+            PENDING_V0 | PENDING_V1 => {
                 let bits = *b.get(9).filter(|x| **x < 16)?;
                 let seq = |at: usize| -> Option<u32> {
                     Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
@@ -137,7 +191,7 @@ impl Record {
                     buf: b[20..].to_vec(),
                 }
             }
-            1 => {
+            _ => {
                 let blocked = match *b.get(9)? {
                     0 => false,
                     1 => true,
@@ -147,6 +201,15 @@ impl Record {
                 let proto = get_str(b, &mut at)??;
                 let name = get_str(b, &mut at)?;
                 let refused = get_str(b, &mut at)?;
+                let follow = if at == b.len() || tag == DONE_V0 {
+                    None
+                } else {
+                    let dir = *b.get(at).filter(|d| **d <= 1)?;
+                    let next = u32::from_le_bytes(b.get(at + 1..at + 5)?.try_into().ok()?);
+                    let (f, n) = Follow::decode(b.get(at + 5..)?)?;
+                    at += 5 + n;
+                    Some(Followed { dir, next, at: f })
+                };
                 if at != b.len() {
                     return None;
                 }
@@ -157,12 +220,14 @@ impl Record {
                         refused,
                     },
                     blocked,
+                    follow,
                 }
             }
-            _ => return None,
         };
         Some(Record {
             refreshed_ms,
+            track,
+            proto,
             state,
         })
     }
@@ -177,6 +242,10 @@ struct Counters {
     pending_ooo_dropped: u64,
     corrupt_state: u64,
     expired: u64,
+    /// Requests / queries after a connection's first, classified.
+    followed: u64,
+    /// Data of a followed connection ahead of its stream, dropped (the sender retransmits).
+    follow_ooo_dropped: u64,
 }
 
 /// The L7 firewall NF.
@@ -185,7 +254,7 @@ pub struct L7Firewall {
     sigs: Vec<SigRule>,
     max_bytes: usize,
     max_packets: u16,
-    idle_ms: u64,
+    timeouts: Timeouts,
     c: Counters,
 }
 
@@ -223,8 +292,10 @@ struct Config {
     max_inspect_bytes: Int<16, 65_536, 16_384>,
     #[serde(default)]
     max_inspect_packets: Int<1, 64, 8>,
-    #[serde(default)]
-    idle_timeout_ms: Int<1, 86_400_000, 60_000>,
+    #[serde(default, deserialize_with = "present")]
+    timeouts: Option<Object<TimeoutsConfig>>,
+    #[serde(default, deserialize_with = "present")]
+    idle_timeout_ms: Option<Int<1, 86_400_000>>,
 }
 
 impl L7Firewall {
@@ -254,7 +325,13 @@ impl L7Firewall {
             sigs,
             max_bytes: c.max_inspect_bytes.0 as usize,
             max_packets: c.max_inspect_packets.0 as u16,
-            idle_ms: c.idle_timeout_ms.0,
+            timeouts: Timeouts::resolve(
+                c.timeouts.map(|t| t.0),
+                Legacy {
+                    idle_ms: c.idle_timeout_ms.map(|x| x.0),
+                    ..Legacy::default()
+                },
+            )?,
             c: Counters::default(),
         })
     }
@@ -264,7 +341,7 @@ impl L7Firewall {
     }
 
     /// A classification is final: count it and decide.
-    fn decided(&mut self, class: Class) -> FlowState {
+    fn decided(&mut self, class: Class) -> (Class, bool) {
         let blocked = self.policy.blocks(&class);
         *self.c.classified.entry(class.proto.clone()).or_default() += 1;
         if class.refused.is_some() {
@@ -273,21 +350,117 @@ impl L7Firewall {
         if blocked {
             *self.c.blocked_flows.entry(class.proto.clone()).or_default() += 1;
         }
-        FlowState::Done { class, blocked }
+        (class, blocked)
     }
 
-    /// Write `rec` if `force` or when its idle timer moves (a quarter of the timeout passed, or
-    /// the record is `new`).
-    fn save(&self, ctx: &mut Ctx<'_>, key: &Key, mut rec: Record, force: bool, new: bool) {
+    /// The requests / queries a follower completed: the first one the policy blocks.
+    fn judge_followed(&mut self, classes: Vec<Class>) -> Option<Class> {
+        for c in classes {
+            self.c.followed += 1;
+            if c.refused.is_some() {
+                self.c.unparsed += 1;
+            }
+            if self.policy.blocks(&c) {
+                *self.c.blocked_flows.entry(c.proto.clone()).or_default() += 1;
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// The timeouts in use.
+    pub fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
+    }
+
+    fn timeout(&self, rec: &Record) -> u64 {
+        self.timeouts.for_track(rec.track, rec.proto)
+    }
+
+    /// Write `rec` if `force` or when its idle timer moves (the record is `new`, its track is
+    /// no longer `old`, or a quarter of the timeout passed).
+    fn save(
+        &self,
+        ctx: &mut Ctx<'_>,
+        key: &Key,
+        mut rec: Record,
+        force: bool,
+        new: bool,
+        old: Track,
+    ) {
         let now = ctx.now_ms();
-        let move_timer = new || now.saturating_sub(rec.refreshed_ms) >= self.idle_ms / 4;
+        let timeout = self.timeout(&rec);
+        let move_timer =
+            new || rec.track != old || now.saturating_sub(rec.refreshed_ms) >= timeout / 4;
         if move_timer {
             rec.refreshed_ms = now;
-            ctx.timer_set(key.clone(), now + self.idle_ms);
+            ctx.timer_set(key.clone(), now + timeout);
         }
         if move_timer || force {
             ctx.set(key, rec.encode());
         }
+    }
+
+    /// A packet of a decided, allowed TCP flow: the client's data goes through its follower.
+    #[allow(clippy::too_many_arguments)]
+    fn followed_packet(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        key: &Key,
+        mut rec: Record,
+        old: Track,
+        d: usize,
+        data_seq: u32,
+        payload: &[u8],
+    ) -> Verdict {
+        let FlowState::Done {
+            follow: Some(f), ..
+        } = &mut rec.state
+        else {
+            self.save(ctx, key, rec, false, false, old);
+            return Verdict::Forward;
+        };
+        if f.dir as usize != d || payload.is_empty() || f.at == Follow::Opaque {
+            self.save(ctx, key, rec, false, false, old);
+            return Verdict::Forward;
+        }
+        let rel = data_seq.wrapping_sub(f.next) as i32;
+        let len = payload.len() as u64;
+        let mut classes = Vec::new();
+        if rel > 0 {
+            // Ahead of the stream: only body bytes may pass unseen.
+            if rel as u64 + len > f.at.skippable() {
+                self.c.follow_ooo_dropped += 1;
+                self.save(ctx, key, rec, false, false, old);
+                return Verdict::Drop;
+            }
+            f.at.skip(rel as u64 + len);
+            f.next = data_seq.wrapping_add(len as u32);
+        } else {
+            let skip = rel.unsigned_abs() as usize;
+            if skip >= payload.len() {
+                // A retransmission of bytes already followed.
+                self.save(ctx, key, rec, false, false, old);
+                return Verdict::Forward;
+            }
+            let new = &payload[skip..];
+            f.at.feed(new, &mut classes);
+            f.next = f.next.wrapping_add(new.len() as u32);
+        }
+        let verdict = match self.judge_followed(classes) {
+            Some(class) => {
+                self.c.blocked_packets += 1;
+                rec.state = FlowState::Done {
+                    class,
+                    blocked: true,
+                    follow: None,
+                };
+                Verdict::Drop
+            }
+            None => Verdict::Forward,
+        };
+        self.save(ctx, key, rec, true, false, old);
+        verdict
     }
 }
 
@@ -313,6 +486,7 @@ impl NetworkFunction for L7Firewall {
             L4::Udp { .. } => (false, 0, 0),
             _ => return Ok(Verdict::Forward),
         };
+        let proto = if tcp { PROTO_TCP } else { PROTO_UDP };
         let syn = flags & (TCP_SYN | TCP_RST) == TCP_SYN;
         let key = Self::key(ctx.keys, pkt);
         let d = match pkt.flow_key().canonical().1 {
@@ -321,13 +495,13 @@ impl NetworkFunction for L7Firewall {
         };
         let payload = pkt.payload(frame);
         // A flow idle past its timeout is gone even if its timer has not fired yet.
-        let (now, idle) = (ctx.now_ms(), self.idle_ms);
-        let existing = ctx
-            .get(&key)?
-            .map(Record::decode)
-            .filter(|r| r.as_ref().is_none_or(|r| now < r.refreshed_ms + idle));
+        let now = ctx.now_ms();
+        let existing = ctx.get(&key)?.map(Record::decode).filter(|r| {
+            r.as_ref()
+                .is_none_or(|r| now < r.refreshed_ms + self.timeouts.for_track(r.track, proto))
+        });
         let is_new = existing.is_none();
-        let rec = match existing {
+        let mut rec = match existing {
             Some(Some(r)) => r,
             Some(None) => {
                 self.c.corrupt_state += 1;
@@ -337,6 +511,8 @@ impl NetworkFunction for L7Firewall {
             None if payload.is_empty() && !syn => return Ok(Verdict::Forward),
             None => Record {
                 refreshed_ms: 0,
+                track: Track::default(),
+                proto,
                 state: FlowState::Pending {
                     next: [None, None],
                     dir: None,
@@ -345,18 +521,29 @@ impl NetworkFunction for L7Firewall {
                 },
             },
         };
+        let old = rec.track;
+        rec.track = rec.track.seen(d, proto, flags);
+        rec.proto = proto;
         match rec.state {
             FlowState::Done { blocked: true, .. } => {
                 // Stays blocked while packets keep coming (the idle timer moves as for any flow).
                 self.c.blocked_packets += 1;
-                self.save(ctx, &key, rec, false, false);
+                self.save(ctx, &key, rec, false, false, old);
                 Ok(Verdict::Drop)
             }
+            FlowState::Done { .. } if tcp => Ok(self.followed_packet(
+                ctx,
+                &key,
+                rec,
+                old,
+                d,
+                seq.wrapping_add(syn as u32),
+                payload,
+            )),
             FlowState::Done { ref class, .. } => {
                 // DNS over UDP: every query on the flow is checked, not only the first (also on a
                 // flow that started with something else, e.g. a datagram from the server side).
-                if !tcp && (class.proto == "dns" || class.proto == "unknown") && !payload.is_empty()
-                {
+                if (class.proto == "dns" || class.proto == "unknown") && !payload.is_empty() {
                     if let Ok(name) = dns::query_name(payload) {
                         let q = Class {
                             proto: "dns".into(),
@@ -367,18 +554,19 @@ impl NetworkFunction for L7Firewall {
                             *self.c.blocked_flows.entry("dns".into()).or_default() += 1;
                             self.c.blocked_packets += 1;
                             let r = Record {
-                                refreshed_ms: rec.refreshed_ms,
                                 state: FlowState::Done {
                                     class: q,
                                     blocked: true,
+                                    follow: None,
                                 },
+                                ..rec
                             };
-                            self.save(ctx, &key, r, true, false);
+                            self.save(ctx, &key, r, true, false, old);
                             return Ok(Verdict::Drop);
                         }
                     }
                 }
-                self.save(ctx, &key, rec, false, false);
+                self.save(ctx, &key, rec, false, false, old);
                 Ok(Verdict::Forward)
             }
             FlowState::Pending {
@@ -388,26 +576,25 @@ impl NetworkFunction for L7Firewall {
                 mut buf,
             } => {
                 let this = Some(d as u8);
-                let mut changed = is_new;
+                let mut changed = is_new || rec.track != old;
                 // The stream of a direction starts after its SYN (until its first byte is seen).
                 if syn && dir != this && next[d] != Some(seq.wrapping_add(1)) {
                     next[d] = Some(seq.wrapping_add(1));
                     changed = true;
                 }
+                let pending = |next, dir, packets, buf| FlowState::Pending {
+                    next,
+                    dir,
+                    packets,
+                    buf,
+                };
                 if payload.is_empty() || (dir.is_some() && dir != this) {
-                    let r = Record {
-                        refreshed_ms: rec.refreshed_ms,
-                        state: FlowState::Pending {
-                            next,
-                            dir,
-                            packets,
-                            buf,
-                        },
-                    };
-                    self.save(ctx, &key, r, changed, is_new);
+                    rec.state = pending(next, dir, packets, buf);
+                    self.save(ctx, &key, rec, changed, is_new, old);
                     return Ok(Verdict::Forward);
                 }
-                if tcp {
+                let prev_len = buf.len();
+                let new: &[u8] = if tcp {
                     let data_seq = seq.wrapping_add(syn as u32);
                     // Without a SYN seen, the flow is picked up where its data starts.
                     let start = next[d].unwrap_or(data_seq);
@@ -417,40 +604,65 @@ impl NetworkFunction for L7Firewall {
                         // bytes must come first, so the sender retransmits these.
                         self.c.pending_ooo_dropped += 1;
                         if changed {
-                            let r = Record {
-                                refreshed_ms: rec.refreshed_ms,
-                                state: FlowState::Pending {
-                                    next,
-                                    dir,
-                                    packets,
-                                    buf,
-                                },
-                            };
-                            self.save(ctx, &key, r, true, is_new);
+                            rec.state = pending(next, dir, packets, buf);
+                            self.save(ctx, &key, rec, true, is_new, old);
                         }
                         return Ok(Verdict::Drop);
                     }
                     let skip = rel.unsigned_abs() as usize;
                     if skip >= payload.len() {
+                        if changed {
+                            rec.state = pending(next, dir, packets, buf);
+                            self.save(ctx, &key, rec, true, is_new, old);
+                        }
                         return Ok(Verdict::Forward); // retransmission of inspected bytes
                     }
                     let room = self.max_bytes.saturating_sub(buf.len());
                     let new = &payload[skip..];
                     buf.extend_from_slice(&new[..new.len().min(room)]);
                     next[d] = Some(start.wrapping_add(new.len() as u32));
+                    new
                 } else {
                     buf = payload[..payload.len().min(self.max_bytes)].to_vec();
-                }
+                    &[]
+                };
                 let packets = packets.saturating_add(1);
                 let last = !tcp || packets >= self.max_packets || buf.len() >= self.max_bytes;
                 let state = match classify(&buf, tcp, &self.sigs, last) {
-                    Outcome::NeedMore => FlowState::Pending {
-                        next,
-                        dir: this,
-                        packets,
-                        buf,
-                    },
-                    Outcome::Done(class) => self.decided(class),
+                    Outcome::NeedMore => pending(next, this, packets, buf),
+                    Outcome::Done(class) => {
+                        let (class, blocked) = self.decided(class);
+                        // An allowed HTTP / DNS connection: its later requests are checked too,
+                        // from the start of the stream (the first again, by the framing parser).
+                        let follow = match Follow::start(&class.proto) {
+                            Some(mut at) if tcp && !blocked && class.refused.is_none() => {
+                                let mut classes = Vec::new();
+                                at.feed(&buf[..prev_len], &mut classes);
+                                at.feed(new, &mut classes);
+                                match self.judge_followed(classes) {
+                                    Some(c) => Err(c),
+                                    None => Ok(next[d].map(|n| Followed {
+                                        dir: d as u8,
+                                        next: n,
+                                        at,
+                                    })),
+                                }
+                            }
+                            _ => Ok(None),
+                        };
+                        match follow {
+                            Ok(follow) => FlowState::Done {
+                                class,
+                                blocked,
+                                follow,
+                            },
+                            Err(c) => FlowState::Done {
+                                class: c,
+                                blocked: true,
+                                follow: None,
+                            },
+                        }
+                    }
                 };
                 let verdict = match state {
                     FlowState::Done { blocked: true, .. } => {
@@ -459,11 +671,8 @@ impl NetworkFunction for L7Firewall {
                     }
                     _ => Verdict::Forward,
                 };
-                let r = Record {
-                    refreshed_ms: rec.refreshed_ms,
-                    state,
-                };
-                self.save(ctx, &key, r, true, is_new);
+                rec.state = state;
+                self.save(ctx, &key, rec, true, is_new, old);
                 Ok(verdict)
             }
         }
@@ -473,7 +682,7 @@ impl NetworkFunction for L7Firewall {
         let Some(cur) = ctx.get_owned(member)? else {
             return Ok(());
         };
-        if Record::decode(&cur).is_some_and(|r| ctx.now_ms() < r.refreshed_ms + self.idle_ms) {
+        if Record::decode(&cur).is_some_and(|r| ctx.now_ms() < r.refreshed_ms + self.timeout(&r)) {
             return Ok(()); // refreshed since the timer was claimed; its new timer is pending
         }
         // Delete only what we read: a flow re-created meanwhile stays.
@@ -489,7 +698,8 @@ impl NetworkFunction for L7Firewall {
             "classified": c.classified, "blocked_flows": c.blocked_flows,
             "blocked_packets": c.blocked_packets, "unparsed": c.unparsed,
             "pending_ooo_dropped": c.pending_ooo_dropped, "corrupt_state": c.corrupt_state,
-            "expired": c.expired,
+            "expired": c.expired, "followed": c.followed,
+            "follow_ooo_dropped": c.follow_ooo_dropped,
         })
     }
 }
@@ -503,6 +713,8 @@ mod tests {
         let recs = [
             Record {
                 refreshed_ms: 7,
+                track: Track(3),
+                proto: 6,
                 state: FlowState::Pending {
                     next: [Some(5), None],
                     dir: Some(1),
@@ -512,6 +724,8 @@ mod tests {
             },
             Record {
                 refreshed_ms: 0,
+                track: Track(0),
+                proto: 17,
                 state: FlowState::Pending {
                     next: [None, Some(u32::MAX)],
                     dir: None,
@@ -521,6 +735,8 @@ mod tests {
             },
             Record {
                 refreshed_ms: 9,
+                track: Track(0x47),
+                proto: 6,
                 state: FlowState::Done {
                     class: Class {
                         proto: "tls".into(),
@@ -528,6 +744,28 @@ mod tests {
                         refused: None,
                     },
                     blocked: true,
+                    follow: None,
+                },
+            },
+            Record {
+                refreshed_ms: 9,
+                track: Track(0x0f),
+                proto: 6,
+                state: FlowState::Done {
+                    class: Class {
+                        proto: "http".into(),
+                        name: Some("a.example".into()),
+                        refused: None,
+                    },
+                    blocked: false,
+                    follow: Some(Followed {
+                        dir: 1,
+                        next: 77,
+                        at: Follow::Head {
+                            buf: b"GET / HT".to_vec(),
+                            upgraded: false,
+                        },
+                    }),
                 },
             },
         ];
@@ -537,6 +775,18 @@ mod tests {
         let mut bad = recs[2].encode();
         bad.push(0);
         assert_eq!(Record::decode(&bad), None);
+        let mut bad = recs[3].encode();
+        bad.push(0);
+        assert_eq!(Record::decode(&bad), None);
         assert_eq!(Record::decode(&[1, 2, 3]), None);
+        // The older layout (no track, protocol or follower) still decodes.
+        for r in &recs[..3] {
+            let mut old = r.encode();
+            old.drain(9..11);
+            old[8] -= 2;
+            let got = Record::decode(&old).unwrap();
+            assert_eq!((got.track, got.proto), (Track::legacy(false), 0));
+            assert_eq!((&got.state, got.refreshed_ms), (&r.state, r.refreshed_ms));
+        }
     }
 }

@@ -5,48 +5,59 @@
 use flowstore::test_redis::TestRedis;
 use flowstore::{LocalStore, RedisConfig, RedisStore};
 use nf_l7fw::{tls, L7Firewall};
-use nfcore::harness::{case, run_alternating, run_frames_full, verdicts};
+use nfcore::harness::{case, frame_from_json, run_alternating, run_frames_full, verdicts};
 use packet::build::{FrameSpec, Transport};
 
+/// `basic`, and `keepalive`: every request of a keep-alive HTTP connection (also pipelined, also
+/// after a body) and every DNS query on a TCP connection is classified, not only the first.
 #[test]
-fn case_local_redis_and_alternating() {
+fn cases_local_redis_and_alternating() {
+    for name in ["basic", "keepalive"] {
+        case_local_redis_and_alternating(name);
+    }
+}
+
+fn case_local_redis_and_alternating(name: &str) {
     let redis = TestRedis::start().expect("redis-server");
-    let case = case("l7fw", "basic");
+    let case = case("l7fw", name);
     let want: Vec<String> = serde_json::from_value(case.expected["verdicts"].clone()).unwrap();
     let mk = || Box::new(L7Firewall::from_config(&case.config).unwrap());
     for batch in [1, 4, 32] {
         let (local, nf, _) = run_frames_full(
             mk(),
             Box::new(LocalStore::new()),
-            "l7l",
+            &format!("l7l{name}"),
             &case.frames,
             batch,
         );
-        assert_eq!(verdicts(&local), want, "local batch {batch}");
+        assert_eq!(verdicts(&local), want, "{name}: local batch {batch}");
         let st = nf.stats();
         for (k, v) in case.expected["counters"].as_object().unwrap() {
-            assert_eq!(&st[k], v, "local batch {batch}: counter {k} in {st}");
+            assert_eq!(
+                &st[k], v,
+                "{name}: local batch {batch}: counter {k} in {st}"
+            );
         }
         let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
         let (remote, nf, _) = run_frames_full(
             mk(),
             Box::new(s),
-            &format!("l7r{batch}"),
+            &format!("l7r{name}{batch}"),
             &case.frames,
             batch,
         );
-        assert_eq!(remote, local, "redis batch {batch}");
-        assert_eq!(nf.stats(), st, "redis batch {batch}: counters");
+        assert_eq!(remote, local, "{name}: redis batch {batch}");
+        assert_eq!(nf.stats(), st, "{name}: redis batch {batch}: counters");
     }
     let alt = run_alternating(
         || {
             let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
             (mk(), Box::new(s))
         },
-        "l7alt",
+        &format!("l7alt{name}"),
         &case.frames,
     );
-    assert_eq!(verdicts(&alt), want, "two instances alternating");
+    assert_eq!(verdicts(&alt), want, "{name}: two instances alternating");
 }
 
 /// A TLS connection whose ClientHello is cut at `cuts` (no handshake; the first payload starts
@@ -249,4 +260,81 @@ fn blocked_flow_stays_blocked_while_active_and_expires_when_idle() {
             "{store}: the UDP flow and this one"
         );
     }
+}
+
+/// Timeouts per protocol and phase (default config): a blocked established TCP flow idle for
+/// 10 min is still blocked (before: forgotten after 60 s, its bytes then allowed as `unknown`);
+/// 130 s after both FINs it is forgotten (closing: 120 s); a blocked UDP flow never answered is
+/// forgotten after 30 s idle. Local and Redis, batch by batch, and two instances alternating.
+#[test]
+fn timeouts_per_protocol_and_phase() {
+    let cfg = serde_json::json!({"block": [{"proto": "tls", "sni": "*.bad.example"},
+                                           {"proto": "dns", "qname": "*.tracker.example"}]});
+    let hello = hex(&tls::build_client_hello(Some("a.bad.example"), 0));
+    let query = hex(&nf_l7fw::dns::build_query("x.tracker.example", 7));
+    let (c, s) = ("10.0.0.1", "192.0.2.1");
+    let tcp = |t: u64, out: bool, flags: &str, seq: u32, data: &str| {
+        let (src, dst, sp, dp) = if out {
+            (c, s, 40000, 443)
+        } else {
+            (s, c, 443, 40000)
+        };
+        serde_json::json!({"t_ms": t, "src": src, "dst": dst, "sport": sp, "dport": dp,
+                           "flags": flags, "seq": seq, "payload_hex": data})
+    };
+    let udp = |t: u64, data: &str| {
+        serde_json::json!({"t_ms": t, "src": c, "dst": "192.0.2.53", "sport": 5353, "dport": 53,
+                           "proto": "udp", "payload_hex": data})
+    };
+    let n = hello.len() as u32 / 2;
+    let rows = [
+        (tcp(0, true, "S", 99, ""), "forward"),
+        (tcp(1, false, "SA", 499, ""), "forward"),
+        (tcp(2, true, "A", 100, ""), "forward"),
+        (tcp(3, true, "PA", 100, &hello), "drop"),
+        (tcp(600_003, true, "PA", 100 + n, "6d6f7265"), "drop"),
+        (tcp(600_004, false, "FA", 500, ""), "drop"),
+        (tcp(600_005, true, "FA", 104 + n, ""), "drop"),
+        (tcp(730_005, true, "PA", 105 + n, "6d6f7265"), "forward"),
+        (udp(730_006, &query), "drop"),
+        (udp(759_006, "6d6f7265"), "drop"),
+        (udp(790_006, "6d6f7265"), "forward"),
+    ];
+    let frames: Vec<(u64, Vec<u8>)> = rows
+        .iter()
+        .map(|r| frame_from_json(&r.0).unwrap())
+        .collect();
+    let want: Vec<&str> = rows.iter().map(|r| r.1).collect();
+    let redis = TestRedis::start().expect("redis-server");
+    let mk = || Box::new(L7Firewall::from_config(&cfg).unwrap());
+    let (local, _, _) = run_frames_full(mk(), Box::new(LocalStore::new()), "l7to", &frames, 1);
+    assert_eq!(verdicts(&local), want, "local");
+    let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+    let (remote, _, _) = run_frames_full(mk(), Box::new(s), "l7tor", &frames, 1);
+    assert_eq!(verdicts(&remote), want, "redis");
+    let alt = run_alternating(
+        || {
+            let s = RedisStore::connect(RedisConfig::new(&redis.url())).unwrap();
+            (mk(), Box::new(s))
+        },
+        "l7toalt",
+        &frames,
+    );
+    assert_eq!(verdicts(&alt), want, "two instances alternating");
+    // The older key keeps its meaning: every phase 60 s, so the blocked flow idle 10 min is
+    // forgotten and its bytes are allowed as unknown.
+    let mut old = cfg.clone();
+    old["idle_timeout_ms"] = 60_000.into();
+    let (out, _, _) = run_frames_full(
+        Box::new(L7Firewall::from_config(&old).unwrap()),
+        Box::new(LocalStore::new()),
+        "l7told",
+        &frames,
+        1,
+    );
+    assert_eq!(verdicts(&out)[4], "forward", "idle_timeout_ms 60000");
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
