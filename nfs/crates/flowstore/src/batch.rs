@@ -327,6 +327,7 @@ impl BatchState {
             return;
         }
         self.merge_hash_ops();
+        self.merge_conditional_chains();
         let mut seen: FastSet<&[u8]> = FastSet::default();
         // Keys with conditional writes keep every write (each outcome is reported and matters).
         for w in &self.writes {
@@ -346,6 +347,55 @@ impl BatchState {
         }
         let mut it = keep.into_iter();
         self.writes.retain(|_| it.next().unwrap_or(true));
+    }
+
+    /// A conditional write of a key that expects the value this batch's previous write of it
+    /// (conditional, nothing else writing the key between) left merges into that one: a key
+    /// guarded through a batch (a read-modify-write record) then costs one compare-and-set from
+    /// the first expected value to the last value, not one per packet. It applies when the chain
+    /// would have, all or nothing.
+    fn merge_conditional_chains(&mut self) {
+        if !self.writes.iter().any(|w| {
+            matches!(
+                w,
+                WriteOp::SetIf {
+                    expect: Some(_),
+                    ..
+                }
+            )
+        }) {
+            return;
+        }
+        // key -> index of its last write, when that is a conditional one.
+        let mut last: FastMap<Key, usize> = FastMap::default();
+        let mut drop = vec![false; self.writes.len()];
+        for i in 0..self.writes.len() {
+            let (key, expect, value) = match &self.writes[i] {
+                WriteOp::SetIf { key, expect, value } => (key, expect, value),
+                WriteOp::TimerSet { .. } | WriteOp::TimerCancel { .. } => continue,
+                w => {
+                    last.remove(w.key());
+                    continue;
+                }
+            };
+            let into = last.get(key).copied().filter(
+                |&j| matches!(&self.writes[j], WriteOp::SetIf { value: v, .. } if v == expect),
+            );
+            match into {
+                Some(j) => {
+                    let value = value.clone();
+                    if let WriteOp::SetIf { value: v, .. } = &mut self.writes[j] {
+                        *v = value;
+                    }
+                    drop[i] = true;
+                }
+                None => {
+                    last.insert(key.clone(), i);
+                }
+            }
+        }
+        let mut it = drop.into_iter();
+        self.writes.retain(|_| !it.next().unwrap_or(false));
     }
 
     fn merge_hash_ops(&mut self) {
@@ -672,7 +722,7 @@ mod tests {
 
     /// Claims and guards: a claim is a conditional write of an absent key, seen at once by the
     /// batch; writes of a claimed or guarded key are conditional on the value expected there
-    /// (chained within the batch), and coalescing keeps every write of such a key.
+    /// (chained within the batch), and coalescing merges each chain into one conditional write.
     #[test]
     fn claims_and_guarded_writes_are_conditional() {
         let mut b = BatchState::new();
@@ -684,7 +734,6 @@ mod tests {
         b.del(b"g");
         b.set(b"x", b"1".to_vec());
         b.set(b"x", b"2".to_vec());
-        b.coalesce();
         let si = |k: &str, e: Option<&str>, v: Option<&str>| WriteOp::SetIf {
             key: k.as_bytes().to_vec(),
             expect: e.map(|x| x.as_bytes().to_vec()),
@@ -703,6 +752,18 @@ mod tests {
                 },
             ]
         );
+        b.coalesce();
+        assert_eq!(
+            b.pending_writes(),
+            &[
+                si("c", None, Some("2")),
+                si("g", Some("old"), None),
+                WriteOp::Set {
+                    key: b"x".to_vec(),
+                    value: b"2".to_vec()
+                },
+            ]
+        );
         // Through a store where "g" is no longer "old": the claim chain applies, the guarded
         // writes do not, and the flush says which.
         let mut s = LocalStore::new();
@@ -712,16 +773,53 @@ mod tests {
         }])
         .unwrap();
         let lost = b.flush(&mut s).unwrap();
-        assert_eq!(
-            lost,
-            vec![
-                si("g", Some("old"), Some("new")),
-                si("g", Some("new"), None)
-            ]
-        );
+        assert_eq!(lost, vec![si("g", Some("old"), None)]);
         let mut out = vec![];
         s.get_many(&[b"c".to_vec(), b"g".to_vec()], &mut out)
             .unwrap();
         assert_eq!(out, vec![Some(b"2".to_vec()), Some(b"other".to_vec())]);
+    }
+
+    #[test]
+    fn conditional_chains_merge_only_where_nothing_else_wrote_the_key() {
+        let si = |k: &str, e: Option<&str>, v: Option<&str>| WriteOp::SetIf {
+            key: k.as_bytes().to_vec(),
+            expect: e.map(|x| x.as_bytes().to_vec()),
+            value: v.map(|x| x.as_bytes().to_vec()),
+        };
+        let timer = WriteOp::TimerSet {
+            timers: b"t".to_vec(),
+            member: b"a".to_vec(),
+            deadline_ms: 5,
+        };
+        let mut b = BatchState::new();
+        b.writes = vec![
+            si("a", Some("0"), Some("1")),
+            si("b", Some("x"), Some("y")),
+            timer.clone(),
+            si("a", Some("1"), Some("2")),
+            WriteOp::Incr {
+                key: b"a".to_vec(),
+                delta: 1,
+            },
+            si("a", Some("9"), Some("3")),
+            si("a", Some("3"), Some("4")),
+            si("b", Some("other"), Some("z")),
+        ];
+        b.coalesce();
+        assert_eq!(
+            b.pending_writes(),
+            &[
+                si("a", Some("0"), Some("2")),
+                si("b", Some("x"), Some("y")),
+                timer,
+                WriteOp::Incr {
+                    key: b"a".to_vec(),
+                    delta: 1,
+                },
+                si("a", Some("9"), Some("4")),
+                si("b", Some("other"), Some("z")),
+            ]
+        );
     }
 }

@@ -59,6 +59,23 @@ pub fn ooo_table(dir: usize, slot: u16) -> String {
     format!("{}.{slot}", TABLE_OOO[dir])
 }
 
+/// The direction, slot index and record key of a buffer slot's key (None for other keys).
+fn slot_of(key: &[u8]) -> Option<(usize, u16, Key)> {
+    let (dir, table) = TABLE_OOO.iter().enumerate().find_map(|(d, t)| {
+        let at = key
+            .windows(t.len() + 1)
+            .rposition(|w| &w[..t.len()] == t.as_bytes() && w[t.len()] == b'.')?;
+        Some((d, at))
+    })?;
+    let slot = std::str::from_utf8(&key[table + TABLE_OOO[dir].len() + 1..])
+        .ok()?
+        .parse()
+        .ok()?;
+    let mut record = key[..table].to_vec();
+    record.extend_from_slice(TABLE.as_bytes());
+    Some((dir, slot, record))
+}
+
 /// The per-connection record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record {
@@ -133,6 +150,9 @@ struct Counters {
     expired: u64,
     resyncs: u64,
     resync_gap_bytes: u64,
+    /// Claims (a new record, a buffer slot) another instance's write beat.
+    lost_races: u64,
+    orphan_slots_deleted: u64,
 }
 
 /// Where alerts go: one JSON object per line.
@@ -313,6 +333,8 @@ impl Ips {
     /// The out-of-order buffer of direction `dir`: every slot, in the order they were written
     /// (one round trip for those this batch has not seen), merged as [`OooBuffer::insert`] does
     /// (the first copy of a byte wins). An undecodable slot counts as `corrupt_state`, skipped.
+    /// The batch's writes of the slots are made conditional on the values read (another
+    /// instance's concurrent change of them makes this batch's packets stay, as for the record).
     fn read_buffer(
         &mut self,
         ctx: &mut Ctx<'_>,
@@ -340,6 +362,7 @@ impl Ips {
                 Some(v) => v.map(|v| v.to_vec()),
                 None => fetched.next().flatten(),
             };
+            ctx.write_if(k, raw.clone());
             match raw.as_deref().map(OooBuffer::decode) {
                 Some(Some(slot)) => slot.segs.into_iter().for_each(|s| {
                     buf.insert(s);
@@ -352,11 +375,13 @@ impl Ips {
     }
 
     /// Append one out-of-order segment to direction `dir`'s buffer as a slot of its own: one
-    /// write, no read (the buffer is read only when the gap before it is filled).
+    /// write, no read (the buffer is read only when the gap before it is filled). The slot is
+    /// claimed (written only if absent): an instance racing on the same record cannot overwrite
+    /// a segment another one buffered and forwarded.
     fn append_segment(ctx: &mut Ctx<'_>, hash: u64, dir: usize, d: &mut DirState, seg: Segment) {
         let key = ctx.keys.flow(hash, &ooo_table(dir, d.slots));
         d.appended(seg.seq, seg.data.len());
-        ctx.set(&key, OooBuffer { segs: vec![seg] }.encode());
+        ctx.claim(&key, OooBuffer { segs: vec![seg] }.encode());
     }
 
     /// Write back what is left of the buffer after a delivery: one slot, the others deleted.
@@ -461,6 +486,10 @@ impl Ips {
         let now = ctx.now_ms();
         let syn = flags & TCP_SYN != 0 && flags & TCP_RST == 0;
         // A connection idle past its timeout is gone even if its timer has not fired yet.
+        // The record is read, changed and written back: the write applies only if no other
+        // instance wrote it meanwhile (else this batch's packets do not leave, the next ones
+        // see that instance's record).
+        ctx.write_if_unchanged(&key)?;
         let existing = ctx
             .get(&key)?
             .map(Record::decode)
@@ -655,9 +684,37 @@ impl NetworkFunction for Ips {
         Ok(())
     }
 
+    /// A buffer slot claimed by this instance was taken: another instance's (the record it
+    /// belongs to then counts it), or one left by an instance whose record write lost (then no
+    /// record counts it and every append at that slot would lose again): that one is deleted.
+    fn claim_lost(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        key: &[u8],
+        _value: &[u8],
+    ) -> Result<(), StoreError> {
+        self.c.lost_races += 1;
+        let Some((dir, slot, record)) = slot_of(key) else {
+            return Ok(());
+        };
+        let mut v = Vec::new();
+        ctx.store().get_many(&[record, key.to_vec()], &mut v)?;
+        let counted = v[0]
+            .as_deref()
+            .and_then(Record::decode)
+            .is_some_and(|r| r.dirs[dir].slots > slot);
+        if let (false, Some(orphan)) = (counted, v[1].as_deref()) {
+            if ctx.store().compare_and_set(key, Some(orphan), None)? {
+                self.c.orphan_slots_deleted += 1;
+            }
+        }
+        Ok(())
+    }
+
     fn stats(&self) -> Value {
         let c = &self.c;
         serde_json::json!({
+            "lost_races": c.lost_races, "orphan_slots_deleted": c.orphan_slots_deleted,
             "signatures": self.m.sigs.len(), "automaton_states": self.m.states(),
             "scanned_bytes": c.scanned_bytes, "alerts": c.alerts,
             "dropped_on_match": c.dropped_on_match, "blocked_dropped": c.blocked_dropped,

@@ -494,6 +494,10 @@ impl NetworkFunction for L7Firewall {
             Direction::Reverse => 1,
         };
         let payload = pkt.payload(frame);
+        // The record is read, changed and written back: the write applies only if no other
+        // instance wrote it meanwhile (else this batch's packets do not leave, the next ones
+        // see that instance's record).
+        ctx.write_if_unchanged(&key)?;
         // A flow idle past its timeout is gone even if its timer has not fired yet.
         let now = ctx.now_ms();
         let existing = ctx.get(&key)?.map(Record::decode).filter(|r| {

@@ -60,6 +60,24 @@ impl<'a> Ctx<'a> {
         self.batch.claim(key, value)
     }
 
+    /// Make this batch's writes of `key` conditional on its value in the tier being `expect`
+    /// (None: absent), compare-and-set with the batch's writes, no round trip of its own. If
+    /// another instance changed it meanwhile, they do not apply, and no packet of the batch
+    /// leaves (the runtime drops them, as for a lost [`Ctx::claim`]; batches still reading
+    /// re-read the key): the next packet of the flow sees the other instance's value. This is
+    /// how a record updated read-modify-write stays correct when two instances handle packets
+    /// of one connection at the same instant.
+    pub fn write_if(&mut self, key: &[u8], expect: Option<Vec<u8>>) {
+        self.batch.guard(key, expect)
+    }
+
+    /// [`Ctx::write_if`] the value this batch sees now (read if it is not known yet).
+    pub fn write_if_unchanged(&mut self, key: &[u8]) -> Result<(), StoreError> {
+        let cur = self.get_owned(key)?;
+        self.batch.guard(key, cur);
+        Ok(())
+    }
+
     /// Change one field of the hash at `key` in the tier with the batch's writes, without
     /// reading it (the tier applies it; several instances may add to one hash).
     pub fn hash_op(&mut self, key: &[u8], field: &[u8], op: HashOp) {
