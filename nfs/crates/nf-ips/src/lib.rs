@@ -59,23 +59,6 @@ pub fn ooo_table(dir: usize, slot: u16) -> String {
     format!("{}.{slot}", TABLE_OOO[dir])
 }
 
-/// The direction, slot index and record key of a buffer slot's key (None for other keys).
-fn slot_of(key: &[u8]) -> Option<(usize, u16, Key)> {
-    let (dir, table) = TABLE_OOO.iter().enumerate().find_map(|(d, t)| {
-        let at = key
-            .windows(t.len() + 1)
-            .rposition(|w| &w[..t.len()] == t.as_bytes() && w[t.len()] == b'.')?;
-        Some((d, at))
-    })?;
-    let slot = std::str::from_utf8(&key[table + TABLE_OOO[dir].len() + 1..])
-        .ok()?
-        .parse()
-        .ok()?;
-    let mut record = key[..table].to_vec();
-    record.extend_from_slice(TABLE.as_bytes());
-    Some((dir, slot, record))
-}
-
 /// The per-connection record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record {
@@ -152,7 +135,6 @@ struct Counters {
     resync_gap_bytes: u64,
     /// Claims (a new record, a buffer slot) another instance's write beat.
     lost_races: u64,
-    orphan_slots_deleted: u64,
 }
 
 /// Where alerts go: one JSON object per line.
@@ -684,37 +666,25 @@ impl NetworkFunction for Ips {
         Ok(())
     }
 
-    /// A buffer slot claimed by this instance was taken: another instance's (the record it
-    /// belongs to then counts it), or one left by an instance whose record write lost (then no
-    /// record counts it and every append at that slot would lose again): that one is deleted.
+    /// A claim of this instance (a new record, a buffer slot) lost to another instance's write:
+    /// the packets that depended on it did not leave. A slot taken by a segment whose batch lost
+    /// its record write (so it was never forwarded) is counted from the next record write that
+    /// appends there on: its bytes are scanned in stream order like any buffered ones. Deleting
+    /// it here instead could race with the batch that is about to count it.
     fn claim_lost(
         &mut self,
-        ctx: &mut Ctx<'_>,
-        key: &[u8],
+        _ctx: &mut Ctx<'_>,
+        _key: &[u8],
         _value: &[u8],
     ) -> Result<(), StoreError> {
         self.c.lost_races += 1;
-        let Some((dir, slot, record)) = slot_of(key) else {
-            return Ok(());
-        };
-        let mut v = Vec::new();
-        ctx.store().get_many(&[record, key.to_vec()], &mut v)?;
-        let counted = v[0]
-            .as_deref()
-            .and_then(Record::decode)
-            .is_some_and(|r| r.dirs[dir].slots > slot);
-        if let (false, Some(orphan)) = (counted, v[1].as_deref()) {
-            if ctx.store().compare_and_set(key, Some(orphan), None)? {
-                self.c.orphan_slots_deleted += 1;
-            }
-        }
         Ok(())
     }
 
     fn stats(&self) -> Value {
         let c = &self.c;
         serde_json::json!({
-            "lost_races": c.lost_races, "orphan_slots_deleted": c.orphan_slots_deleted,
+            "lost_races": c.lost_races,
             "signatures": self.m.sigs.len(), "automaton_states": self.m.states(),
             "scanned_bytes": c.scanned_bytes, "alerts": c.alerts,
             "dropped_on_match": c.dropped_on_match, "blocked_dropped": c.blocked_dropped,

@@ -504,3 +504,145 @@ fn two_holes_deliver_in_two_steps_and_leave_no_slot_behind() {
     store.get_many(&slots, &mut vals).unwrap();
     assert!(vals.iter().all(|v| v.is_none()), "every slot deleted");
 }
+
+/// Two instances handle segments of one connection at the same instant (StatelessNF: any
+/// instance may take any packet): instance A has read the connection's record and not written
+/// it yet when instance B runs a whole batch. The segments "ATT" (A) and "ACK" (B) together make
+/// the signature. B's segment is ahead of the stream: buffered and forwarded. A's write of the
+/// record is conditional on what it read, so it does not apply and A's segment does not leave;
+/// its retransmission then completes the signature in the buffer: caught. (With a last-write-
+/// wins record A's write overwrote B's: both segments left, "ATTACK" reached the receiver and
+/// was never scanned whole.) Real Redis, real runtimes on two threads.
+#[test]
+fn two_instances_at_the_same_instant_never_lose_an_update() {
+    use nfcore::harness::gated::{Gate, GatedStore};
+    use nfcore::harness::{recording_runtime, RecordingDevice};
+    use nfcore::runtime::Runtime;
+    let redis = TestRedis::start().expect("redis-server");
+    let tmp = TempDir::new("ips-race");
+    let log = tmp.0.join("alerts.jsonl");
+    let cfg = serde_json::json!({"signatures": [{"id": 7, "content": "ATTACK"}],
+                                 "alert_log": log.to_str().unwrap()});
+    let (c, s) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+    let frame = |t_ms: u64, out: bool, seq: u32, flags: u8, payload: &[u8]| {
+        let (a, b, pa, pb) = if out {
+            (c, s, 1234, 80)
+        } else {
+            (s, c, 80, 1234)
+        };
+        let mut f = FrameSpec::new(a, b, pa, pb, Transport::Tcp { seq, ack: 0, flags });
+        f.payload = payload;
+        (t_ms * 1_000_000, f.build())
+    };
+    let ack = packet::TCP_ACK;
+    let gate = Gate::new();
+    let store = |gated: bool| -> Box<dyn flowstore::FlowStore> {
+        let r = Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
+        if gated {
+            Box::new(GatedStore {
+                inner: r,
+                gate: gate.clone(),
+            })
+        } else {
+            r
+        }
+    };
+    let mk = |gated| {
+        let nf = Box::new(Ips::from_config(&cfg).unwrap());
+        recording_runtime(nf, store(gated), "ipsrace", vec![], 1, 1)
+    };
+    let one = |rt: &mut Runtime<RecordingDevice>, f: &(u64, Vec<u8>)| {
+        *rt.device_mut() = RecordingDevice::new(vec![f.clone()]);
+        rt.step(f.0).expect("step");
+        rt.device_mut().out.pop().flatten()
+    };
+    let (mut a, mut b) = (mk(true), mk(false));
+    for f in [
+        frame(0, true, 999, packet::TCP_SYN, b""),
+        frame(1, false, 4999, packet::TCP_SYN | ack, b""),
+        frame(2, true, 1000, ack, b""),
+    ] {
+        assert!(one(&mut b, &f).is_some());
+    }
+    let s1 = frame(3, true, 1000, ack, b"ATT");
+    let s2 = frame(3, true, 1003, ack, b"ACK");
+    gate.arm();
+    let held = {
+        let s1 = s1.clone();
+        std::thread::spawn(move || {
+            let out = one(&mut a, &s1);
+            (a, out)
+        })
+    };
+    gate.wait_held();
+    assert!(
+        one(&mut b, &s2).is_some(),
+        "B: buffered ahead of the stream, forwarded"
+    );
+    gate.release();
+    let (mut a, out) = held.join().unwrap();
+    assert!(
+        out.is_none(),
+        "A's record write lost: its segment must not leave"
+    );
+    let st = a.stats();
+    assert_eq!(
+        st.claim_dropped.load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    // The sender retransmits "ATT" (to either instance): the buffered "ACK" follows it.
+    assert!(
+        one(&mut a, &frame(200, true, 1000, ack, b"ATT")).is_none(),
+        "caught"
+    );
+    let alerts = read_alerts(&log);
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert_eq!(alerts[0]["sig_id"], 7);
+    // Blocked both ways from now on, on either instance.
+    assert!(one(&mut b, &frame(201, false, 5000, ack, b"ok")).is_none());
+
+    // The other way round, on a new connection: A (held) buffers "ACK" ahead of the stream in a
+    // slot of its own while B delivers "ATT" in order. A's record write loses (its segment
+    // stays), the slot it claimed is counted by no record: the next segment buffered there
+    // loses its claim (dropped, the sender retransmits; its batch's record counts the slot from
+    // then on), and its retransmission is buffered at the next slot. Nothing unscanned leaves.
+    let frame = |t_ms: u64, out: bool, seq: u32, flags: u8, payload: &[u8]| {
+        let (a, b, pa, pb) = if out {
+            (c, s, 1235, 80)
+        } else {
+            (s, c, 80, 1235)
+        };
+        let mut f = FrameSpec::new(a, b, pa, pb, Transport::Tcp { seq, ack: 0, flags });
+        f.payload = payload;
+        (t_ms * 1_000_000, f.build())
+    };
+    assert!(one(&mut b, &frame(300, true, 999, packet::TCP_SYN, b"")).is_some());
+    gate.arm();
+    let held = {
+        let f = frame(301, true, 1003, ack, b"ACK");
+        std::thread::spawn(move || {
+            let out = one(&mut a, &f);
+            (a, out)
+        })
+    };
+    gate.wait_held();
+    assert!(one(&mut b, &frame(301, true, 1000, ack, b"ATT")).is_some());
+    gate.release();
+    let (mut a, out) = held.join().unwrap();
+    assert!(out.is_none(), "A's record write lost");
+    let ahead = frame(302, true, 1006, ack, b"xyz");
+    assert!(
+        one(&mut a, &ahead).is_none(),
+        "the orphan slot was in the way"
+    );
+    assert_eq!(a.nf().stats()["lost_races"], 1, "{}", a.nf().stats());
+    assert!(
+        one(&mut a, &ahead).is_some(),
+        "buffered at the next slot, forwarded"
+    );
+    assert!(
+        one(&mut b, &frame(303, true, 1003, ack, b"ACK")).is_none(),
+        "fills the gap: caught"
+    );
+    assert_eq!(read_alerts(&log).len(), 2);
+}

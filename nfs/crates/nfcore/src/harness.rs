@@ -4,6 +4,7 @@
 //! `expected.pcap` (the frames the NF must send, compared packet by packet: [`compare_frames`])
 //! and optionally `expected.json`. [`pcap_cases`] generates the pcap cases.
 
+pub mod gated;
 pub mod pcap_cases;
 
 use crate::config::RuntimeOptions;
