@@ -338,3 +338,90 @@ fn timeouts_per_protocol_and_phase() {
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
+
+/// Two instances handle packets of one keep-alive HTTP connection at the same instant: A has
+/// read the connection's record for the server's FIN and not written it yet when B follows the
+/// client's next request head part way. A's write is conditional on what it read, so it does
+/// not apply (its packet stays; the server retransmits it) and B's progress stands: the rest of
+/// the head completes the request, and the one after it, to a blocked Host, is caught. (With a
+/// last-write-wins record A's stale record overwrote B's, the follower went back before bytes
+/// the receiver already had, and every later client segment was dropped as ahead of the
+/// stream: the connection stalled.) Real Redis, real runtimes on two threads.
+#[test]
+fn two_instances_at_the_same_instant_never_lose_an_update() {
+    use nfcore::harness::gated::{Gate, GatedStore};
+    use nfcore::harness::{recording_runtime, RecordingDevice};
+    use nfcore::runtime::Runtime;
+    let redis = TestRedis::start().expect("redis-server");
+    let cfg = serde_json::json!({"block": [{"proto": "http", "host": "evil.example"}]});
+    let (c, s) = ("10.0.0.1".parse().unwrap(), "192.0.2.1".parse().unwrap());
+    let frame = |t_ms: u64, out: bool, seq: u32, flags: u8, payload: &[u8]| {
+        let (a, b, pa, pb) = if out {
+            (c, s, 40000, 80)
+        } else {
+            (s, c, 80, 40000)
+        };
+        let mut f = FrameSpec::new(a, b, pa, pb, Transport::Tcp { seq, ack: 1, flags });
+        f.payload = payload;
+        (t_ms * 1_000_000, f.build())
+    };
+    let ack = packet::TCP_ACK;
+    let gate = Gate::new();
+    let mk = |gated: bool| {
+        let r = Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
+        let store: Box<dyn flowstore::FlowStore> = if gated {
+            Box::new(GatedStore {
+                inner: r,
+                gate: gate.clone(),
+            })
+        } else {
+            r
+        };
+        let nf = Box::new(L7Firewall::from_config(&cfg).unwrap());
+        recording_runtime(nf, store, "l7race", vec![], 1, 1)
+    };
+    let one = |rt: &mut Runtime<RecordingDevice>, f: &(u64, Vec<u8>)| {
+        *rt.device_mut() = RecordingDevice::new(vec![f.clone()]);
+        rt.step(f.0).expect("step");
+        rt.device_mut().out.pop().flatten()
+    };
+    let (mut a, mut b) = (mk(true), mk(false));
+    let req1 = b"GET /1 HTTP/1.1\r\nHost: a.example\r\n\r\n";
+    let (p1, p2) = (&b"GET /2 HTTP/1.1\r\nHost: a.exa"[..], &b"mple\r\n\r\n"[..]);
+    let n1 = req1.len() as u32;
+    for f in [
+        frame(0, true, 999, packet::TCP_SYN, b""),
+        frame(1, false, 4999, packet::TCP_SYN | ack, b""),
+        frame(2, true, 1000, ack, req1),
+    ] {
+        assert!(one(&mut b, &f).is_some());
+    }
+    gate.arm();
+    let fin = frame(3, false, 5000, ack | packet::TCP_FIN, b"");
+    let held = std::thread::spawn(move || {
+        let out = one(&mut a, &fin);
+        (a, out)
+    });
+    gate.wait_held();
+    assert!(one(&mut b, &frame(3, true, 1000 + n1, ack, p1)).is_some());
+    gate.release();
+    let (mut a, out) = held.join().unwrap();
+    assert!(
+        out.is_none(),
+        "A's record write lost: its packet must not leave"
+    );
+    let n2 = p1.len() as u32;
+    assert!(
+        one(&mut a, &frame(4, true, 1000 + n1 + n2, ack, p2)).is_some(),
+        "the rest of the head follows B's progress"
+    );
+    let req3 = b"GET /3 HTTP/1.1\r\nHost: evil.example\r\n\r\n";
+    let at = 1000 + n1 + n2 + p2.len() as u32;
+    assert!(
+        one(&mut a, &frame(5, true, at, ack, req3)).is_none(),
+        "caught"
+    );
+    let st = a.nf().stats();
+    assert_eq!(st["follow_ooo_dropped"], 0, "{st}");
+    assert_eq!(st["blocked_flows"]["http"], 1, "{st}");
+}
