@@ -369,7 +369,7 @@ impl BatchState {
         // key -> index of its last write, when that is a conditional one.
         let mut last: FastMap<Key, usize> = FastMap::default();
         let mut drop = vec![false; self.writes.len()];
-        for i in 0..self.writes.len() {
+        for (i, dropped) in drop.iter_mut().enumerate() {
             let (key, expect, value) = match &self.writes[i] {
                 WriteOp::SetIf { key, expect, value } => (key, expect, value),
                 WriteOp::TimerSet { .. } | WriteOp::TimerCancel { .. } => continue,
@@ -387,7 +387,7 @@ impl BatchState {
                     if let WriteOp::SetIf { value: v, .. } = &mut self.writes[j] {
                         *v = value;
                     }
-                    drop[i] = true;
+                    *dropped = true;
                 }
                 None => {
                     last.insert(key.clone(), i);

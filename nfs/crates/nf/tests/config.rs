@@ -50,11 +50,11 @@ fn refused_configs_name_the_field_and_why() {
     #[rustfmt::skip]
     let table: &[(&str, &str, Option<Value>, String)] = &[
         // Unknown keys: the key and the known ones (the NF's, then the runtime options).
-        ("firewall", "rulez", Some(json!([])), format!("firewall config: unknown field \"rulez\" (allowed: rules, default, idle_timeout_ms, close_timeout_ms, {runtime})")),
+        ("firewall", "rulez", Some(json!([])), format!("firewall config: unknown field \"rulez\" (allowed: rules, default, timeouts, idle_timeout_ms, close_timeout_ms, {runtime})")),
         ("firewall", "rules.0.srcc", Some(json!("any")), "rules[0]: unknown field \"srcc\" (allowed: action, proto, src, dst, dst_port)".into()),
-        ("nat", "insid", Some(json!(1)), format!("nat config: unknown field \"insid\" (allowed: inside, public_ips, ports, idle_timeout_ms, port_block, mapping_claim, {runtime})")),
+        ("nat", "insid", Some(json!(1)), format!("nat config: unknown field \"insid\" (allowed: inside, public_ips, ports, timeouts, idle_timeout_ms, port_block, mapping_claim, {runtime})")),
         ("monitor", "counter", Some(json!("record")), format!("monitor config: unknown field \"counter\" (allowed: idle_timeout_ms, counters, flush_ms, {runtime})")),
-        ("lb", "vips", Some(json!(1)), format!("lb config: unknown field \"vips\" (allowed: vip, port, proto, backends, on_backend_down, idle_timeout_ms, close_timeout_ms, conn_claim, {runtime})")),
+        ("lb", "vips", Some(json!(1)), format!("lb config: unknown field \"vips\" (allowed: vip, port, proto, backends, on_backend_down, timeouts, idle_timeout_ms, close_timeout_ms, conn_claim, {runtime})")),
         ("ips", "signatures.0.sid", Some(json!(2)), "signatures[0]: unknown field \"sid\" (allowed: id, msg, content, hex)".into()),
         ("l7fw", "block.0.foo", Some(json!("x")), "block[0]: unknown field \"foo\" (allowed: proto, sni, host, qname, name)".into()),
         ("ipsec", "sas.0.selectors.0.port", Some(json!(1)), "sas[0].selectors[0]: unknown field \"port\" (allowed: src, dst)".into()),
@@ -73,6 +73,13 @@ fn refused_configs_name_the_field_and_why() {
         ("ipsec", "unprotected", Some(json!(1)), "unprotected must be a string".into()),
         // Values out of range or not among the names.
         ("firewall", "idle_timeout_ms", Some(json!(0)), "idle_timeout_ms must be an integer in [1, 86400000]".into()),
+        // Timeouts per protocol and phase.
+        ("nat", "timeouts", Some(json!({"tcp_syn_ms": 0})), "timeouts.tcp_syn_ms must be an integer in [1, 2592000000]".into()),
+        ("lb", "timeouts", Some(json!({"udp_ms": 1})), "timeouts: unknown field \"udp_ms\" (allowed: tcp_syn_ms, tcp_established_ms, tcp_closing_ms, tcp_closed_ms, udp_unreplied_ms, udp_replied_ms, icmp_ms, other_ms)".into()),
+        ("ips", "timeouts", Some(json!([])), "timeouts must be an object".into()),
+        ("l7fw", "timeouts", Some(json!({"tcp_established_ms": null})), "timeouts.tcp_established_ms must be an integer in [1, 2592000000]".into()),
+        ("firewall", "timeouts", Some(json!({})), "idle_timeout_ms: not together with timeouts (timeouts sets each phase; idle_timeout_ms is the older key, give one of them)".into()),
+        ("l7fw", "timeouts", Some(json!({"icmp_ms": 5})), "idle_timeout_ms: not together with timeouts (timeouts sets each phase; idle_timeout_ms is the older key, give one of them)".into()),
         ("firewall", "rules.0.proto", Some(json!("sctp")), "rules[0].proto must be \"any\", \"tcp\", \"udp\", \"icmp\" or \"icmpv6\", not \"sctp\"".into()),
         ("firewall", "rules.0.src", Some(json!("10.0.0.0/33")), "rules[0].src: bad prefix length in \"10.0.0.0/33\"".into()),
         ("firewall", "rules.0.dst_port", Some(json!("9-1")), "rules[0].dst_port: range is empty".into()),
@@ -164,14 +171,19 @@ fn ipsec_selector_prefixes_and_names_must_be_strings() {
 /// Every default written out gives the same packets and counters as the field left out.
 #[test]
 fn a_default_written_out_means_what_its_absence_means() {
+    // Timeouts: the defaults written out in full (the case configs' older keys are left out
+    // of both runs: one of the two ways only).
+    let t = json!({"tcp_syn_ms": 120000, "tcp_established_ms": 432000000, "tcp_closing_ms": 120000,
+                        "tcp_closed_ms": 10000, "udp_unreplied_ms": 30000, "udp_replied_ms": 120000,
+                        "icmp_ms": 30000, "other_ms": 600000});
     let defaults = [
         (
             "firewall",
-            json!({"rules": [], "default": "deny", "idle_timeout_ms": 60000, "close_timeout_ms": 2000}),
+            json!({"rules": [], "default": "deny", "timeouts": t}),
         ),
         (
             "nat",
-            json!({"ports": "20000-29999", "idle_timeout_ms": 60000, "mapping_claim": "atomic"}),
+            json!({"ports": "20000-29999", "timeouts": t, "mapping_claim": "atomic"}),
         ),
         (
             "monitor",
@@ -179,20 +191,20 @@ fn a_default_written_out_means_what_its_absence_means() {
         ),
         (
             "lb",
-            json!({"proto": "tcp", "on_backend_down": "keep", "idle_timeout_ms": 60000,
-                      "close_timeout_ms": 2000, "conn_claim": "atomic"}),
+            json!({"proto": "tcp", "on_backend_down": "keep", "timeouts": t,
+                      "conn_claim": "atomic"}),
         ),
         (
             "ips",
             json!({"nocase": false, "action": "drop", "max_ooo_segments": 4096,
-                       "max_ooo_bytes": 4194304, "window": 4194304, "idle_timeout_ms": 60000,
+                       "max_ooo_bytes": 4194304, "window": 4194304, "timeouts": t,
                        "resync_on_ack": true}),
         ),
         (
             "l7fw",
             json!({"block": [], "allow": [], "default": "allow", "unparsed": "block",
                         "signatures": [], "max_inspect_bytes": 16384, "max_inspect_packets": 8,
-                        "idle_timeout_ms": 60000}),
+                        "timeouts": t}),
         ),
         (
             "ipsec",
@@ -203,7 +215,12 @@ fn a_default_written_out_means_what_its_absence_means() {
     for (kind, dflt) in defaults {
         let c = case(kind, if kind == "ips" { "split" } else { "basic" });
         let mut absent = c.config.clone();
-        let mut written = c.config.clone();
+        if dflt.get("timeouts").is_some() {
+            for k in ["idle_timeout_ms", "close_timeout_ms"] {
+                absent.as_object_mut().unwrap().remove(k);
+            }
+        }
+        let mut written = absent.clone();
         for (k, v) in dflt.as_object().unwrap() {
             absent.as_object_mut().unwrap().remove(k);
             written[k] = v.clone();
