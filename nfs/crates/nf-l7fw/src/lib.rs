@@ -84,6 +84,10 @@ pub struct Record {
     pub state: FlowState,
 }
 
+/// How far a followed connection's body may run past its recorded position before the position
+/// is written again (well inside TCP's sequence space).
+const BODY_STEP: u64 = 1 << 20;
+
 /// State tags: the older layout's (no track, protocol or follower), and the current one's.
 const PENDING_V0: u8 = 0;
 const DONE_V0: u8 = 1;
@@ -424,29 +428,38 @@ impl L7Firewall {
             self.save(ctx, key, rec, false, false, old);
             return Verdict::Forward;
         }
-        let rel = data_seq.wrapping_sub(f.next) as i32;
+        let mut rel = data_seq.wrapping_sub(f.next) as i32;
         let len = payload.len() as u64;
-        let mut classes = Vec::new();
+        // Body bytes need no inspection: a segment ending within the body passes and the
+        // recorded position stays (no write per packet), moving only every BODY_STEP bytes.
+        if let Follow::Body { left } = f.at {
+            let end = rel as i64 + len as i64;
+            if end > 0 && end as u64 <= left.min(BODY_STEP) {
+                self.save(ctx, key, rec, false, false, old);
+                return Verdict::Forward;
+            }
+        }
         if rel > 0 {
-            // Ahead of the stream: only body bytes may pass unseen.
-            if rel as u64 + len > f.at.skippable() {
+            // Ahead of the recorded position: only over body bytes (which need no inspection).
+            if rel as u64 > f.at.skippable() {
                 self.c.follow_ooo_dropped += 1;
                 self.save(ctx, key, rec, false, false, old);
                 return Verdict::Drop;
             }
-            f.at.skip(rel as u64 + len);
-            f.next = data_seq.wrapping_add(len as u32);
-        } else {
-            let skip = rel.unsigned_abs() as usize;
-            if skip >= payload.len() {
-                // A retransmission of bytes already followed.
-                self.save(ctx, key, rec, false, false, old);
-                return Verdict::Forward;
-            }
-            let new = &payload[skip..];
-            f.at.feed(new, &mut classes);
-            f.next = f.next.wrapping_add(new.len() as u32);
+            f.at.skip(rel as u64);
+            f.next = data_seq;
+            rel = 0;
         }
+        let skip = rel.unsigned_abs() as usize;
+        if skip >= payload.len() {
+            // A retransmission of bytes already followed.
+            self.save(ctx, key, rec, false, false, old);
+            return Verdict::Forward;
+        }
+        let new = &payload[skip..];
+        let mut classes = Vec::new();
+        f.at.feed(new, &mut classes);
+        f.next = f.next.wrapping_add(new.len() as u32);
         let verdict = match self.judge_followed(classes) {
             Some(class) => {
                 self.c.blocked_packets += 1;

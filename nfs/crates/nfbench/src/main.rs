@@ -101,7 +101,10 @@ fn make_nf(kind: &str) -> Box<dyn NetworkFunction> {
 }
 
 const LB_VIP: &str = "10.0.0.100";
-const HTTP_REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: bench.example\r\n\r\n";
+/// A request whose body is the rest of the client's stream (the L7 firewall follows a connection's
+/// requests: bytes after a head without a body would be an unparsed request).
+const HTTP_REQUEST: &[u8] =
+    b"POST / HTTP/1.1\r\nHost: bench.example\r\nContent-Length: 1000000000000\r\n\r\n";
 
 /// One SA carrying the workload's traffic (10/8 -> 192.0.2/24) from gateway A to gateway B.
 fn ipsec_config(gateway_a: bool) -> serde_json::Value {
