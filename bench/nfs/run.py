@@ -103,7 +103,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--depth", type=int, default=8, help="batches in flight (pipelined stateless/cached)")
     ap.add_argument(
         "--nfs",
-        default="firewall,nat,nat-pipelined,monitor,monitor-inc,monitor-wb,lb,lb-pipelined,ips,l7fw,ipsec-out,ipsec-in",
+        default="firewall,nat,nat-pipelined,monitor,monitor-inc,monitor-wb,lb,lb-pipelined,ips,ips-lastwins,l7fw,"
+        "l7fw-lastwins,ipsec-out,ipsec-in",
         help="NFs of the memory variant",
     )
     ap.add_argument("--path", default="memory,veth", help="variants to run: memory, veth or both (default)")

@@ -30,7 +30,9 @@ pub mod reasm;
 use matcher::{Hit, Matcher, Signature};
 use nfcore::config::{parse_nf, present, Int, List, Object};
 use nfcore::timeouts::{Legacy, TimeoutsConfig};
-use nfcore::{Ctx, Key, KeySpace, NetworkFunction, Parsed, StoreError, Timeouts, Track, Verdict};
+use nfcore::{
+    Ctx, Key, KeySpace, NetworkFunction, Parsed, RecordWrites, StoreError, Timeouts, Track, Verdict,
+};
 use packet::{Direction, L4, PROTO_TCP, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 use reasm::{arrival, Arrival, DirState, OooBuffer, Segment, DIR_LEN};
 use serde::Deserialize;
@@ -171,6 +173,8 @@ pub struct Ips {
     /// Resynchronise on the receiver's ACK (`resync_on_ack`, default true).
     resync: bool,
     timeouts: Timeouts,
+    /// Records and buffer slots written conditional on what was read (`record_writes`).
+    checked: bool,
     log: AlertLog,
     hits: Vec<Hit>,
     c: Counters,
@@ -214,6 +218,8 @@ struct Config {
     idle_timeout_ms: Option<Int<1, 86_400_000>>,
     #[serde(default = "yes")]
     resync_on_ack: bool,
+    #[serde(default)]
+    record_writes: RecordWrites,
 }
 
 impl Ips {
@@ -264,6 +270,7 @@ impl Ips {
                 },
             )?,
             resync: c.resync_on_ack,
+            checked: c.record_writes == RecordWrites::Checked,
             log: AlertLog { path, file: None },
             hits: Vec::new(),
             c: Counters::default(),
@@ -344,7 +351,9 @@ impl Ips {
                 Some(v) => v.map(|v| v.to_vec()),
                 None => fetched.next().flatten(),
             };
-            ctx.write_if(k, raw.clone());
+            if self.checked {
+                ctx.write_if(k, raw.clone());
+            }
             match raw.as_deref().map(OooBuffer::decode) {
                 Some(Some(slot)) => slot.segs.into_iter().for_each(|s| {
                     buf.insert(s);
@@ -360,10 +369,22 @@ impl Ips {
     /// write, no read (the buffer is read only when the gap before it is filled). The slot is
     /// claimed (written only if absent): an instance racing on the same record cannot overwrite
     /// a segment another one buffered and forwarded.
-    fn append_segment(ctx: &mut Ctx<'_>, hash: u64, dir: usize, d: &mut DirState, seg: Segment) {
+    fn append_segment(
+        &self,
+        ctx: &mut Ctx<'_>,
+        hash: u64,
+        dir: usize,
+        d: &mut DirState,
+        seg: Segment,
+    ) {
         let key = ctx.keys.flow(hash, &ooo_table(dir, d.slots));
         d.appended(seg.seq, seg.data.len());
-        ctx.claim(&key, OooBuffer { segs: vec![seg] }.encode());
+        let v = OooBuffer { segs: vec![seg] }.encode();
+        if self.checked {
+            ctx.claim(&key, v);
+        } else {
+            ctx.set(&key, v);
+        }
     }
 
     /// Write back what is left of the buffer after a delivery: one slot, the others deleted.
@@ -471,7 +492,9 @@ impl Ips {
         // The record is read, changed and written back: the write applies only if no other
         // instance wrote it meanwhile (else this batch's packets do not leave, the next ones
         // see that instance's record).
-        ctx.write_if_unchanged(&key)?;
+        if self.checked {
+            ctx.write_if_unchanged(&key)?;
+        }
         let existing = ctx
             .get(&key)?
             .map(Record::decode)
@@ -563,7 +586,7 @@ impl Ips {
                             fin,
                             data: payload.to_vec(),
                         };
-                        Self::append_segment(ctx, hash, di, &mut d, seg);
+                        self.append_segment(ctx, hash, di, &mut d, seg);
                     }
                 }
                 Arrival::OutOfWindow => {

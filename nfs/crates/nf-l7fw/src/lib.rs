@@ -35,7 +35,9 @@ use classify::{classify, Class, Outcome, SigRule};
 use follow::Follow;
 use nfcore::config::{parse_nf, present, Int, Object};
 use nfcore::timeouts::{Legacy, TimeoutsConfig};
-use nfcore::{Ctx, Key, KeySpace, NetworkFunction, Parsed, StoreError, Timeouts, Track, Verdict};
+use nfcore::{
+    Ctx, Key, KeySpace, NetworkFunction, Parsed, RecordWrites, StoreError, Timeouts, Track, Verdict,
+};
 use packet::{Direction, L4, PROTO_TCP, PROTO_UDP, TCP_RST, TCP_SYN};
 use policy::{Policy, Rule, RuleConfig};
 use serde::Deserialize;
@@ -259,6 +261,8 @@ pub struct L7Firewall {
     max_bytes: usize,
     max_packets: u16,
     timeouts: Timeouts,
+    /// Records written conditional on what was read (`record_writes`).
+    checked: bool,
     c: Counters,
 }
 
@@ -300,6 +304,8 @@ struct Config {
     timeouts: Option<Object<TimeoutsConfig>>,
     #[serde(default, deserialize_with = "present")]
     idle_timeout_ms: Option<Int<1, 86_400_000>>,
+    #[serde(default)]
+    record_writes: RecordWrites,
 }
 
 impl L7Firewall {
@@ -336,6 +342,7 @@ impl L7Firewall {
                     ..Legacy::default()
                 },
             )?,
+            checked: c.record_writes == RecordWrites::Checked,
             c: Counters::default(),
         })
     }
@@ -510,7 +517,9 @@ impl NetworkFunction for L7Firewall {
         // The record is read, changed and written back: the write applies only if no other
         // instance wrote it meanwhile (else this batch's packets do not leave, the next ones
         // see that instance's record).
-        ctx.write_if_unchanged(&key)?;
+        if self.checked {
+            ctx.write_if_unchanged(&key)?;
+        }
         // A flow idle past its timeout is gone even if its timer has not fired yet.
         let now = ctx.now_ms();
         let existing = ctx.get(&key)?.map(Record::decode).filter(|r| {

@@ -77,6 +77,7 @@ fn refused_configs_name_the_field_and_why() {
         ("nat", "timeouts", Some(json!({"tcp_syn_ms": 0})), "timeouts.tcp_syn_ms must be an integer in [1, 2592000000]".into()),
         ("lb", "timeouts", Some(json!({"udp_ms": 1})), "timeouts: unknown field \"udp_ms\" (allowed: tcp_syn_ms, tcp_established_ms, tcp_closing_ms, tcp_closed_ms, udp_unreplied_ms, udp_replied_ms, icmp_ms, other_ms)".into()),
         ("ips", "timeouts", Some(json!([])), "timeouts must be an object".into()),
+        ("ips", "record_writes", Some(json!("plain")), "record_writes must be \"checked\" or \"last_wins\", not \"plain\"".into()),
         ("l7fw", "timeouts", Some(json!({"tcp_established_ms": null})), "timeouts.tcp_established_ms must be an integer in [1, 2592000000]".into()),
         ("firewall", "timeouts", Some(json!({})), "idle_timeout_ms: not together with timeouts (timeouts sets each phase; idle_timeout_ms is the older key, give one of them)".into()),
         ("l7fw", "timeouts", Some(json!({"icmp_ms": 5})), "idle_timeout_ms: not together with timeouts (timeouts sets each phase; idle_timeout_ms is the older key, give one of them)".into()),
@@ -198,13 +199,13 @@ fn a_default_written_out_means_what_its_absence_means() {
             "ips",
             json!({"nocase": false, "action": "drop", "max_ooo_segments": 4096,
                        "max_ooo_bytes": 4194304, "window": 4194304, "timeouts": t,
-                       "resync_on_ack": true}),
+                       "resync_on_ack": true, "record_writes": "checked"}),
         ),
         (
             "l7fw",
             json!({"block": [], "allow": [], "default": "allow", "unparsed": "block",
                         "signatures": [], "max_inspect_bytes": 16384, "max_inspect_packets": 8,
-                        "timeouts": t}),
+                        "timeouts": t, "record_writes": "checked"}),
         ),
         (
             "ipsec",

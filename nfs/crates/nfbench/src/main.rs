@@ -1,4 +1,4 @@
-//! `nf-bench [--quick] [--batch N (default 64, the NFs' batch_size default)] [--depth N] [--scale N] [--nfs firewall,nat,monitor,lb,lb-pipelined,ips,l7fw,ipsec-out,ipsec-in]
+//! `nf-bench [--quick] [--batch N (default 64, the NFs' batch_size default)] [--depth N] [--scale N] [--nfs firewall,nat,monitor,lb,lb-pipelined,ips,ips-lastwins,l7fw,l7fw-lastwins,ipsec-out,ipsec-in]
 //!  [--modes local,sync,stateless,stateless-tcp,cached] [--workloads long64,long1500,short64,short1500]
 //!  [--paced-load 0.5 (0: no latency runs)] [--paced-pps N (instead: this fixed rate)] [--rtt N (0: no round-trip probe)] [--no-pin]
 //!  [--recv-cap N (saturated runs: at most N frames per receive, the batches of a port below saturation)]
@@ -79,17 +79,20 @@ fn make_nf(kind: &str) -> Box<dyn NetworkFunction> {
             .unwrap(),
         ),
         // 64 signatures (none occurs in the workload's payload, so every byte is scanned).
-        "ips" => Box::new(
+        // The IPS and L7 firewall with their records written conditional on what was read
+        // (`record_writes: checked`, their default), and plainly (`last_wins`): the A/B of that
+        // check's cost.
+        "ips" | "ips-lastwins" => Box::new(
             nf_ips::Ips::from_config(&json!({
                 "signatures": (0..64).map(|i| json!({"id": i, "content": format!("sig-{i:03}-attack")}))
                     .collect::<Vec<_>>(),
-                "action": "drop", "alert_log": "/dev/null"}))
+                "action": "drop", "alert_log": "/dev/null", "record_writes": record_writes(kind)}))
             .unwrap(),
         ),
-        "l7fw" => Box::new(
+        "l7fw" | "l7fw-lastwins" => Box::new(
             nf_l7fw::L7Firewall::from_config(&json!({
                 "block": [{"proto": "tls", "sni": "*.bad.example"}, {"proto": "http", "host": "evil.example"}],
-                "default": "allow"}))
+                "default": "allow", "record_writes": record_writes(kind)}))
             .unwrap(),
         ),
         // IPsec gateway A encapsulating (sequence numbers from the tier in blocks), and gateway B
@@ -101,6 +104,15 @@ fn make_nf(kind: &str) -> Box<dyn NetworkFunction> {
 }
 
 const LB_VIP: &str = "10.0.0.100";
+
+/// `record_writes` of an IPS / L7 firewall variant.
+fn record_writes(kind: &str) -> &'static str {
+    if kind.ends_with("-lastwins") {
+        "last_wins"
+    } else {
+        "checked"
+    }
+}
 /// A request whose body is the rest of the client's stream (the L7 firewall follows a connection's
 /// requests: bytes after a head without a body would be an unparsed request).
 const HTTP_REQUEST: &[u8] =
@@ -447,7 +459,16 @@ fn run_dev<D: Device>(
     );
     // These NFs must pass the whole workload, or the figures measure a broken run (e.g. an
     // IPS buffering a stream with gaps).
-    if ["lb", "lb-pipelined", "ips", "l7fw"].contains(&kind) {
+    if [
+        "lb",
+        "lb-pipelined",
+        "ips",
+        "l7fw",
+        "ips-lastwins",
+        "l7fw-lastwins",
+    ]
+    .contains(&kind)
+    {
         let dropped = st.dropped_by_nf.load(std::sync::atomic::Ordering::Relaxed);
         assert_eq!(dropped, 0, "{kind} dropped packets: {}", rt.nf().stats());
     }
@@ -622,7 +643,7 @@ fn check_args(args: &[String]) -> Result<(), String> {
 
 const USAGE: &str = "nf-bench [--quick] [--batch N] [--depth N] [--scale N] [--nfs LIST] [--modes LIST] \
 [--workloads LIST] [--paced-load FRACTION] [--paced-pps N] [--rtt N] [--recv-cap N] [--borrow] [--no-pin] [--stall-probe] [--cpu-latency-us N]
-  --nfs        firewall,nat,nat-pipelined,monitor,monitor-inc,monitor-wb,lb,lb-pipelined,ips,l7fw,ipsec-out,ipsec-in
+  --nfs        firewall,nat,nat-pipelined,monitor,monitor-inc,monitor-wb,lb,lb-pipelined,ips,ips-lastwins,l7fw,l7fw-lastwins,ipsec-out,ipsec-in
   --modes      local,sync,stateless,stateless-tcp,cached
   --workloads  long64,long1500,short64,short1500
   --paced-load fraction of the lower saturated rate offered in the latency runs (0: none; default 0.5)
@@ -741,7 +762,7 @@ fn main() {
                     || kind.starts_with("lb")
                     || kind.starts_with("ipsec"),
                 server: kind.starts_with("lb").then(|| LB_VIP.parse().unwrap()),
-                first_payload: (kind == "l7fw").then_some(HTTP_REQUEST),
+                first_payload: kind.starts_with("l7fw").then_some(HTTP_REQUEST),
             };
             let mut frames = workload::frames(&shape);
             if kind == "ipsec-in" {

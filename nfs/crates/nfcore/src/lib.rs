@@ -57,6 +57,17 @@ config_enum! {
     pub enum Claim { #[default] Atomic = "atomic", Pipelined = "pipelined" }
 }
 
+config_enum! {
+    /// How an NF that reads, changes and writes back a connection's record (IPS, L7 firewall)
+    /// writes it (`record_writes`). `Checked` (default): conditional on the value read
+    /// ([`Ctx::write_if_unchanged`], a compare-and-set script call per record and batch), so two
+    /// instances handling packets of one connection at the same instant never overwrite each
+    /// other's update (the loser's packets do not leave). `LastWins`: a plain write with the
+    /// batch, cheaper for the tier, correct only while one instance handles a connection at a time.
+    #[derive(Default)]
+    pub enum RecordWrites { #[default] Checked = "checked", LastWins = "last_wins" }
+}
+
 /// A stateless network function: all per-flow state goes through the [`Ctx`] to the tier, so
 /// any instance can process any packet of any flow.
 pub trait NetworkFunction: Send {
