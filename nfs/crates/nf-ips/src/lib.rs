@@ -720,3 +720,33 @@ impl NetworkFunction for Ips {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_older_records_decode() {
+        let r = Record {
+            fingerprint: 7,
+            blocked: true,
+            refreshed_ms: 99,
+            dirs: [DirState::default(); 2],
+            track: Track(Track::SEEN[0] | Track::RST),
+        };
+        assert_eq!(Record::decode(&r.encode()), Some(r));
+        // The layout before tracks: one byte shorter.
+        let old = &r.encode()[..V0_LEN];
+        assert_eq!(
+            Record::decode(old),
+            Some(Record {
+                track: Track::legacy(false),
+                ..r
+            })
+        );
+        let mut bad = r.encode();
+        *bad.last_mut().unwrap() = 0x80;
+        assert_eq!(Record::decode(&bad), None);
+        assert_eq!(Record::decode(&[0; 5]), None);
+    }
+}

@@ -618,3 +618,29 @@ impl NetworkFunction for LoadBalancer {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_older_records_decode() {
+        let c = Conn {
+            backend: "10.1.0.1:8080".parse().unwrap(),
+            refreshed_ms: 5,
+            track: Track(Track::SEEN[0] | Track::SEEN[1] | Track::FIN[1]),
+        };
+        assert_eq!(Conn::decode(&c.encode()), Some(c));
+        // The layout before tracks: a closing flag (0 or 1) where the track is.
+        for (flag, closing) in [(0u8, false), (1, true)] {
+            let mut old = c.encode();
+            old[8] = flag;
+            let got = Conn::decode(&old).unwrap();
+            assert_eq!(got.track, Track::legacy(closing));
+            assert_eq!((got.backend, got.refreshed_ms), (c.backend, 5));
+        }
+        let mut bad = c.encode();
+        bad[8] = 2;
+        assert_eq!(Conn::decode(&bad), None);
+    }
+}
