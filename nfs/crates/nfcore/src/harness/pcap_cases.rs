@@ -125,6 +125,16 @@ fn steps(rows: Vec<(Pkt, Then, &'static str)>) -> Vec<Step> {
         .collect()
 }
 
+/// A case's steps at the times given (ms): cases about time (timeouts).
+fn steps_at(rows: Vec<(u64, Pkt, Then, &'static str)>) -> Vec<Step> {
+    rows.into_iter()
+        .map(|(t_ms, mut pkt, then, why)| {
+            pkt.t_ms = t_ms;
+            Step { pkt, then, why }
+        })
+        .collect()
+}
+
 /// Forwarded with source and destination `src` and `dst` (`"ADDR:PORT"`).
 fn rw(src: &str, dst: &str) -> Then {
     let (s, d) = (addr(src), addr(dst));
@@ -132,7 +142,7 @@ fn rw(src: &str, dst: &str) -> Then {
 }
 
 impl PcapCase {
-    /// `input.pcap`: one packet a millisecond.
+    /// `input.pcap`: each packet at its time (one a millisecond unless the case is about time).
     pub fn input(&self) -> Vec<(u64, Vec<u8>)> {
         self.steps
             .iter()
@@ -237,7 +247,52 @@ impl PcapCase {
 
 /// Every pcap case.
 pub fn all() -> Vec<PcapCase> {
-    vec![firewall(), nat(), lb(), ips(), monitor()]
+    vec![
+        firewall(),
+        firewall_timeouts(),
+        nat(),
+        lb(),
+        ips(),
+        monitor(),
+    ]
+}
+
+/// The default timeouts (conntrack's) over days of packet time.
+fn firewall_timeouts() -> PcapCase {
+    let (c1, c2, web) = ("10.0.0.1:40000", "10.0.0.2:40001", "192.0.2.1:80");
+    let (u1, u2, dns) = ("10.0.0.5:5000", "10.0.0.6:5001", "192.0.2.53:53");
+    let day = 86_400_000;
+    use Then::{Drop, Forward};
+    #[rustfmt::skip]
+    let rows = vec![
+        (0, tcp(c1, web, "S", 100, 0), Forward, "opens a connection"),
+        (1, tcp(web, c1, "SA", 900, 101), Forward, "its reply"),
+        (2, tcp(c1, web, "A", 101, 901), Forward, "established"),
+        (600_002, tcp(c1, web, "PA", 101, 901).data(b"ten minutes idle"), Forward, "established, idle 10 min: kept (tcp_established_ms 5 days)"),
+        (day, tcp(web, c1, "PA", 901, 117).data(b"a day idle"), Forward, "idle a day: kept"),
+        (day + 1, tcp(c2, web, "S", 500, 0), Forward, "opens another connection"),
+        (day + 2, tcp(web, c2, "SA", 700, 501), Forward, "its reply"),
+        (day + 3, tcp(c2, web, "FA", 501, 701), Forward, "the client closes its side"),
+        (day + 100_003, tcp(web, c2, "PA", 701, 502).data(b"late answer"), Forward, "half-closed, idle 100 s: kept (tcp_closing_ms 120 s)"),
+        (day + 100_004, tcp(web, c2, "FA", 712, 502), Forward, "the server closes too"),
+        (day + 230_004, tcp(web, c2, "A", 713, 502), Drop, "130 s after both FINs: forgotten, and no rule lets it in"),
+        (day + 230_005, udp(u1, dns).data(b"query"), Forward, "rule 1 allows udp from 10/8"),
+        (day + 259_005, udp(dns, u1).data(b"answer"), Forward, "the answer after 29 s (udp_unreplied_ms 30 s)"),
+        (day + 378_005, udp(dns, u1).data(b"more"), Forward, "answered, idle 119 s: kept (udp_replied_ms 120 s)"),
+        (day + 378_006, udp(u2, dns).data(b"query"), Forward, "another udp flow"),
+        (day + 409_006, udp(dns, u2).data(b"answer"), Drop, "31 s unanswered: forgotten"),
+        (day + 409_007, tcp(c1, web, "A", 117, 911), Forward, "the first connection, idle 409 s: kept"),
+    ];
+    PcapCase {
+        nf: "firewall",
+        name: "pcap-timeouts",
+        config: json!({"rules": [
+            {"action": "allow", "proto": "tcp", "src": "10.0.0.0/8", "dst_port": 80},
+            {"action": "allow", "proto": "udp", "src": "10.0.0.0/8"}],
+            "default": "deny"}),
+        steps: steps_at(rows),
+        counters: json!({"opened": 4, "denied_by_rule": 2}),
+    }
 }
 
 fn firewall() -> PcapCase {
