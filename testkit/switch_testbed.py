@@ -15,6 +15,7 @@ directory; `leftovers()` lists what is still there (for the tests' cleanup check
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -36,6 +37,7 @@ from host_datapath.sysutil import (
     veth_pair,
     wait_for,
 )
+from nf_local.endpoints import http_get_unix, redis_ping
 
 DATAPATHS = ("netdev", "dpdk")
 
@@ -100,15 +102,18 @@ class SwitchTestbed:
         sw.up()
         return sw
 
-    def attach(self, switch: str, key: str, ofport: int, ip_cidr: str, mac: str | None = None) -> Endpoint:
-        """Namespace NAME-KEY plugged into `switch` as OpenFlow port `ofport`, address `ip_cidr` on its veth."""
+    def attach(
+        self, switch: str, key: str, ofport: int, ip_cidr: str | None = None, mac: str | None = None
+    ) -> Endpoint:
+        """Namespace NAME-KEY plugged into `switch` as OpenFlow port `ofport`, address `ip_cidr` on its veth
+        (none for an NF's namespace)."""
         sw = self.switches[switch]
         ns, inside, port = self._ns(key), f"{self.name}{key}0", f"{self.name}{key}1"
         sw.attach_namespace(ns, inside, port, ofport, ip_cidr)
         if mac:
             run(["ip", "link", "set", inside, "address", mac], netns=ns)
         mac = mac or run(["cat", f"/sys/class/net/{inside}/address"], netns=ns).strip()
-        ep = Endpoint(key, ns, inside, port, ofport, ip_cidr.split("/")[0], mac)
+        ep = Endpoint(key, ns, inside, port, ofport, (ip_cidr or "").split("/")[0], mac)
         self.endpoints[key] = ep
         return ep
 
@@ -185,6 +190,50 @@ class SwitchTestbed:
         if out.returncode != 0:
             raise RuntimeError(f"GET {url} from {key} failed: {out.stderr.decode()[-400:]}")
         return out.stdout
+
+    def start_redis(self) -> str:
+        """A redis-server in the root namespace on a unix socket in the run directory (reachable from every
+        namespace); returns the NFs' store URL."""
+        sock = self.dir / "redis.sock"
+        p = subprocess.Popen(
+            ["redis-server", "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700", "--save", "",
+             "--appendonly", "no", "--dir", str(self.dir)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        self.procs.append(p)
+        wait_for(lambda: redis_ping(sock) or p.poll() is not None, 20, "redis-server")
+        if p.poll() is not None:
+            raise RuntimeError(f"redis-server exited {p.returncode}")
+        return f"unix://{sock}"
+
+    def start_nf(
+        self, key: str, binary: Path, nf_type: str, config: dict, store: str, nf_id: str, instance: str
+    ) -> subprocess.Popen:
+        """The `nf` binary on endpoint `key`'s veth (AF_PACKET, one-arm); returns once its /health is 200."""
+        cfg = self.dir / f"{instance}.json"
+        cfg.write_text(json.dumps(config))
+        stats = self.dir / f"{instance}.stats"
+        p = self.spawn(
+            key,
+            [str(binary), nf_type, "--port", self.endpoints[key].inside, "--store", store, "--nf-id", nf_id,
+             "--instance", instance, "--config", str(cfg), "--stats", f"unix://{stats}"],
+            log=f"{instance}.log", stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+
+        def healthy() -> bool:
+            if p.poll() is not None:
+                log = (self.dir / f"{instance}.log").read_text()[-500:]
+                raise RuntimeError(f"nf {instance} exited {p.returncode}: {log}")
+            try:
+                return http_get_unix(str(stats), "/health")[0] == 200
+            except OSError:
+                return False
+
+        wait_for(healthy, 30, f"nf {instance} to become healthy", interval=0.1)
+        return p
+
+    def nf_stats(self, instance: str) -> dict:
+        return json.loads(http_get_unix(str(self.dir / f"{instance}.stats"), "/stats")[1])
 
     # -- teardown --------------------------------------------------------------------------------------------
     def close(self) -> None:
