@@ -27,6 +27,7 @@ import glob
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from host_datapath import dpdk_ports
 from host_datapath.dpdk_options import DpdkOptions, parse_pci_address
@@ -179,6 +180,7 @@ class DpdkHostSwitch(HostSwitch):
     """The host switch on OVS-DPDK: namespace `netns`, OVS state in `rundir`, netdev bridge `bridge`."""
 
     options: DpdkOptions = field(default_factory=DpdkOptions)
+    veth_mtu: ClassVar[int] = dpdk_ports.DPDK_VDEV_MTU
 
     def __post_init__(self) -> None:
         super().__post_init__()
