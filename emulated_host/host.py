@@ -167,15 +167,30 @@ class MgmtLinks:
 
 @dataclass
 class Vms:
-    """VM namespaces, each with one veth to the host bridge."""
+    """The VM slots on the host bridge: emulated VMs (a namespace each, one veth to the host bridge) and, on an
+    external host switch, real VMs' existing ports (a tap device, or an OVS-DPDK vhost-user port)."""
 
     name: str
-    count: int
-    host: HostSwitch
+    specs: tuple[VmConfig, ...]
+    host: HostSwitch | ExternalHostSwitch
     key: str = "vms"
 
+    def port_name(self, i: int) -> str:
+        """VM i's port on the host bridge."""
+        vm = self.specs[i]
+        if vm.type == "namespace":
+            return nm.if_vm(self.name, i)[1]
+        return vm.port or nm.if_vm_vhost(self.name, i)
+
     def up(self) -> None:
-        for i in range(self.count):
+        for i, vm in enumerate(self.specs):
+            ofport = nm.HOST_VM_OFPORT_BASE + i
+            if vm.type == "tap":
+                self.host.attach_device(vm.port, ofport)  # type: ignore[union-attr]
+                continue
+            if vm.type == "vhostuser":
+                self.host.attach_vhostuser(self.port_name(i), ofport, vm.socket)  # type: ignore[union-attr]
+                continue
             ns = nm.ns_vm(self.name, i)
             inside, outside = nm.if_vm(self.name, i)
             netns_add(ns)
@@ -184,25 +199,31 @@ class Vms:
             run(["ip", "link", "set", inside, "address", nm.mac(1, 0, i)], netns=ns)
             run(["ip", "addr", "replace", f"{nm.ip_vm(i)}/16", "dev", inside], netns=ns)
             quiet_switch_port(outside, self.host.netns)
-            self.host.driver.add_port(outside, nm.HOST_VM_OFPORT_BASE + i)
+            self.host.driver.add_port(outside, ofport)
 
     def down(self) -> None:
-        for i in range(self.count):
-            netns_del(nm.ns_vm(self.name, i))
+        # A real VM's port row goes with the host switch's teardown (UNO's marked rows); its device stays.
+        for i, vm in enumerate(self.specs):
+            if vm.type == "namespace":
+                netns_del(nm.ns_vm(self.name, i))
 
     def status(self) -> list:
-        return [
-            {
-                "name": f"vm{i}",
-                "netns": nm.ns_vm(self.name, i),
-                "ifname": nm.if_vm(self.name, i)[0],
-                "ip": nm.ip_vm(i),
-                "mac": nm.mac(1, 0, i),
-                "host_port": nm.if_vm(self.name, i)[1],
-                "host_ofport": nm.HOST_VM_OFPORT_BASE + i,
-            }
-            for i in range(self.count)
-        ]
+        numbers = self.host.port_numbers() if isinstance(self.host, ExternalHostSwitch) else {}
+        out = []
+        for i, vm in enumerate(self.specs):
+            emulated = vm.type == "namespace"
+            out.append({
+                "name": vm.name,
+                "type": vm.type,
+                "netns": nm.ns_vm(self.name, i) if emulated else None,
+                "ifname": nm.if_vm(self.name, i)[0] if emulated else None,
+                "ip": nm.ip_vm(i) if emulated else None,
+                "mac": nm.mac(1, 0, i) if emulated else None,
+                "host_port": self.port_name(i),
+                "host_ofport": numbers.get(self.port_name(i), nm.HOST_VM_OFPORT_BASE + i),
+                **({"socket": vm.socket} if vm.type == "vhostuser" else {}),
+            })  # fmt: skip
+        return out
 
 
 @dataclass
@@ -212,7 +233,7 @@ class Snic:
     name: str
     index: int
     cfg: object
-    host: HostSwitch
+    host: HostSwitch | ExternalHostSwitch
     disk: Path  # an emulated sNIC's own directory (never under the host's rundir)
     mgmt: MgmtLink | None = None
     token: str = ""
@@ -245,11 +266,24 @@ class Snic:
     def emulated(self) -> bool:
         return isinstance(self.switch, EmulatedSnic)
 
+    @property
+    def host_if(self) -> str | None:
+        """The host switch's port of the PCIe link: the operator's `host_port` (external host switch), an
+        emulated link's host end NAME-pKh; None for a BlueField on a managed host switch (hardware UNO does not
+        plug in)."""
+        if self.cfg.host_port:
+            return self.cfg.host_port
+        return nm.if_pcie(self.name, self.index)[0] if self.emulated else None
+
     def up(self) -> None:
         n, k, c = self.name, self.index, self.cfg
         self.switch.up()
         if not self.emulated:
-            return  # a real DPU's Ethernet ports and PCIe link are hardware
+            # a real DPU's Ethernet ports and PCIe link are hardware; on an external host switch its link's
+            # host end (the operator's port) goes onto UNO's bridge
+            if c.host_port and isinstance(self.host, ExternalHostSwitch):
+                self.host.attach_device(c.host_port, nm.HOST_PCIE_OFPORT_BASE + k)
+            return
         drv = self.switch.driver
         for j in range(c.eth_ports):
             ons = nm.ns_outside(n, k, j)
@@ -261,7 +295,7 @@ class Snic:
             run(["ip", "addr", "replace", f"{nm.ip_outside(k, j)}/16", "dev", out_if], netns=ons)
             quiet_switch_port(sw_if, self.switch.netns)
             drv.add_port(sw_if, nm.SNIC_ETH_OFPORT_BASE + j)
-        h_if, s_if = nm.if_pcie(n, k)
+        h_if, s_if = self.host_if, nm.if_pcie(n, k)[1]
         if not link_exists(h_if, self.host.netns):
             veth_pair(h_if, self.host.netns, s_if, self.switch.netns)
         quiet_switch_port(h_if, self.host.netns)
@@ -286,13 +320,19 @@ class Snic:
     def status(self) -> dict:
         n, k, c = self.name, self.index, self.cfg
         out = {"id": c.id, "capacity": c.capacity, **self.switch.status()}
+        host_ofport = nm.HOST_PCIE_OFPORT_BASE + k
+        if isinstance(self.host, ExternalHostSwitch) and self.host_if:
+            host_ofport = self.host.port_numbers().get(self.host_if, host_ofport)
+        if not self.emulated and self.host_if:
+            out["pcie"] = {"host_port": self.host_if, "host_ofport": host_ofport,
+                           "host_end_counters": link_counters(self.host_if, self.host.netns)}  # fmt: skip
         if self.emulated:
-            h_if, s_if = nm.if_pcie(n, k)
+            h_if, s_if = self.host_if, nm.if_pcie(n, k)[1]
             out["pcie"] = {
                 "gbps": c.pcie_gbps,
                 "shaped": c.pcie_gbps > 0,
                 "host_port": h_if,
-                "host_ofport": nm.HOST_PCIE_OFPORT_BASE + k,
+                "host_ofport": host_ofport,
                 "snic_port": s_if,
                 "snic_ofport": nm.SNIC_PCIE_OFPORT,
                 "host_end_counters": link_counters(h_if, self.host.netns),  # tx = host -> sNIC
@@ -370,20 +410,34 @@ class EmulatedHost:
     def _token_file(self, k: int) -> Path:
         return self.rundir / f"snic{k}.token"
 
-    def components(self, redis_port: int, mgmt: dict[int, int] | None = None) -> list[Component]:
-        """The parts in bring-up order; `mgmt`: each emulated sNIC's management subnet (index of a /30)."""
+    def host_switch_component(self, sw: HostSwitchConfig | None = None) -> HostSwitch | ExternalHostSwitch:
+        """The host switch as configured (`sw`: as recorded at bring-up, else the config's): UNO's own private
+        OVS (managed), or its bridge on the operator's OVS (external)."""
+        sw = sw or self.config.switch
+        if sw.external:
+            return ExternalHostSwitch(
+                self.name, sw.ovsdb or "", sw.bridge or nm.bridge_host(self.name), sw.datapath_type, sw.adopt
+            )
+        return HostSwitch(nm.ns_host(self.name), self.rundir / "host", nm.bridge_host(self.name), sw.datapath_type)
+
+    def components(
+        self, redis_port: int, mgmt: dict[int, int] | None = None, switch: HostSwitchConfig | None = None
+    ) -> list[Component]:
+        """The parts in bring-up order; `mgmt`: each emulated sNIC's management subnet (index of a /30);
+        `switch`: the host switch as recorded at bring-up (default: the config's)."""
         links = {}
         for k, j in (mgmt or {}).items():
             host_ip, snic_ip = nm.mgmt_addresses(j)
             links[k] = MgmtLink(*nm.if_mgmt(self.name, k), host_ip, snic_ip)
-        host = HostSwitch(nm.ns_host(self.name), self.rundir / "host", nm.bridge_host(self.name))
+        host = self.host_switch_component(switch)
         also = tuple(x.host_ip for x in links.values())
         also += tuple(c.host_address for c in self.config.snics if c.agent)  # BlueFields' NFs reach it there
         comps: list = [MgmtLinks(self.name, links), Redis(self.rundir, redis_port, also), host]
         for k, c in enumerate(self.config.snics):
             token = self._token_file(k).read_text().strip() if self._token_file(k).exists() else ""
             comps.append(Snic(self.name, k, c, host, self.snic_disks / f"snic{k}", links.get(k), token))
-        comps.append(Vms(self.name, self.config.vms, host))
+        vms = Vms(self.name, self.config.vm_specs, host)
+        comps.append(vms)
         if self.config.oneswitch.enabled:
             snics = [c for c in comps if isinstance(c, Snic)]
 
@@ -392,8 +446,12 @@ class EmulatedHost:
                 # switch's namespace; no TCP stack, no relay process per message: bench/RESULTS.md oneswitch),
                 # or its socat TCP relay with UNO_ONESWITCH_SOUTH=tcp. An emulated sNIC: its bridge's listener on
                 # its management address (a separate machine); a BlueField: its bridge's tcp:HOST:PORT.
-                local = south_target(os.environ.get("UNO_ONESWITCH_SOUTH"))
-                out = {"host": local(host.endpoint)}
+                # An external host switch: its bridge's management socket in ovs-vswitchd's run directory (or
+                # UNO's ptcp listener on its bridge with a tcp OVSDB; external_switch.py says why).
+                if isinstance(host, ExternalHostSwitch):
+                    out = {"host": host.openflow_target()}
+                else:
+                    out = {"host": south_target(os.environ.get("UNO_ONESWITCH_SOUTH"))(host.endpoint)}
                 for sn in snics:
                     out[sn.cfg.id] = sn.switch.openflow_target() if sn.emulated else sn.cfg.openflow  # type: ignore[union-attr]
                 return out
@@ -412,7 +470,19 @@ class EmulatedHost:
                         out[sn.index] = discover_layout(ports, f"snics[{sn.index}]")
                 return out
 
-            comps.append(OneSwitch(self.config, self.rundir / "oneswitch", endpoints, layouts))
+            def host_ports() -> HostPorts:
+                # The host switch's port numbers of VMs and PCIe links as OVS gave them (an adopted bridge's
+                # operator ports may hold the numbers UNO asks for).
+                numbers = host.driver.ports()
+                vm_ports = {i: numbers[vms.port_name(i)] for i in range(len(vms.specs)) if vms.port_name(i) in numbers}
+                pcie = {sn.index: numbers[sn.host_if] for sn in snics if sn.host_if in numbers}
+                return HostPorts(vm_ports, pcie)
+
+            def shared() -> set[str]:
+                # A bridge UNO took over is the operator's: OneSwitch keeps what is not its own there.
+                return {"host"} if isinstance(host, ExternalHostSwitch) and host.shared() else set()
+
+            comps.append(OneSwitch(self.config, self.rundir / "oneswitch", endpoints, layouts, host_ports, shared))
         return comps
 
     def oneswitch(self) -> OneSwitch | None:
