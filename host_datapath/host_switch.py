@@ -66,7 +66,7 @@ class BridgePorts:
             quiet_switch_port(port, self.netns)
             if on_veth is not None:
                 on_veth()
-            self.driver.add_port(port, ofport)
+            self.add_bridge_port(port, ofport)
         except BaseException:
             # the attach's own error is the one to report
             if made_veth:
@@ -76,6 +76,15 @@ class BridgePorts:
                 with contextlib.suppress(Exception):
                     netns_del(ns)
             raise
+
+    def add_bridge_port(self, port: str, ofport: int, shaped: bool = False) -> None:
+        """Make kernel interface `port` (in the switch's namespace) OpenFlow port `ofport` of the bridge.
+
+        `shaped`: the interface has a tc qdisc of ours (a PCIe link's tbf) that must stay in the packets' way.
+        (The OVS-DPDK switch takes the interface with a DPDK af_packet vdev instead: ovs_dpdk.DpdkHostSwitch.)"""
+        self.driver.add_port(port, ofport)
+        if shaped:
+            self.driver.keep_own_qdisc(port)
 
     def detach(self, port: str) -> None:
         """Remove bridge port `port` and its veth (the namespace on the other end stays)."""

@@ -102,20 +102,30 @@ class SwitchDriver:
         self.api.del_br(self.bridge, if_exists=True).execute(check_error=True)
 
     def add_port(
-        self, name: str, ofport: int, internal: bool = False, iface_type: str | None = None,
+        self,
+        name: str,
+        ofport: int,
+        internal: bool = False,
+        iface_type: str | None = None,
         options: dict[str, str] | None = None,
-    ) -> int:  # fmt: skip
+        mtu: int | None = None,
+    ) -> int:
         """Attach device `name` as OpenFlow port `ofport` (idempotent; the device must exist in `netns`);
-        returns the port's number. `iface_type`/`options`: the Interface's type and options (e.g.
-        dpdkvhostuserclient with vhost-server-path), for ports that are no kernel device."""
+        returns the port's number.
+
+        `iface_type`/`options`/`mtu`: the Interface's type, options and mtu_request, set in the same transaction
+        (a DPDK port: type "dpdk", options {"dpdk-devargs": ...}; host_datapath/dpdk_ports.py; a VM's
+        vhost-user port: dpdkvhostuserclient with vhost-server-path). The driver's `external_ids` mark the Port
+        and Interface rows. A port OVS cannot open fails naming the Interface's error."""
         if not 1 <= ofport <= 0xFF00:
             raise DatapathError(f"ofport {ofport} out of range 1..65280")
-        attrs: dict = {"type": "internal"} if internal else {}
-        if iface_type:
-            attrs["type"] = iface_type
-        cols: list[tuple] = [("ofport_request", ofport)]
+        cols: list[tuple[str, object]] = [("ofport_request", ofport)]
+        if internal or iface_type:
+            cols.append(("type", "internal" if internal else iface_type))
         if options:
-            cols.append(("options", options))
+            cols.append(("options", dict(options)))
+        if mtu:
+            cols.append(("mtu_request", mtu))
         if self.external_ids:
             cols.append(("external_ids", dict(self.external_ids)))
         holder = self.port_bridge(name)
@@ -125,11 +135,23 @@ class SwitchDriver:
             txn.add(self.api.add_port(self.bridge, name, may_exist=True))
             if self.external_ids:
                 txn.add(self.api.db_set("Port", name, ("external_ids", dict(self.external_ids))))
-            txn.add(self.api.db_set("Interface", name, *cols, **attrs))
+            txn.add(self.api.db_set("Interface", name, *cols))
         got = self.ofport(name)
         if got is None or (self.exact_ofport and got != ofport):
-            raise DatapathError(f"port {name}: asked for OpenFlow port {ofport}, OVS gave {got}")
+            why = self.interface_error(name)
+            raise DatapathError(
+                f"port {name}: asked for OpenFlow port {ofport}, OVS gave {got}" + (f": {why}" if why else "")
+            )
         return got
+
+    def interface_error(self, name: str) -> str:
+        """The Interface's `error` column (why OVS could not open it), "" if none."""
+        try:
+            val = self.api.db_get("Interface", name, "error").execute(check_error=True)
+        except Exception:  # the row is gone: no error to tell
+            return ""
+        val = val[0] if isinstance(val, list) and val else val
+        return val if isinstance(val, str) else ""
 
     def keep_own_qdisc(self, port: str) -> None:
         """Give `port` OVS's linux-noop QoS, so OVS leaves its Linux qdisc (our tc shaping) alone.

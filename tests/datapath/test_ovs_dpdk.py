@@ -1,0 +1,223 @@
+"""The host switch on OVS-DPDK (ovs-vswitchd-dpdk, netdev bridge, hugetlbfs mounted, one PMD core), on this
+machine with DPDK af_packet vdevs taking the switch's ends of veths: ping, HTTP, OpenFlow rules, an NF between
+two namespaces and its move, a shaped link, hugepages given back. Each test is short: the PMD thread holds a
+whole CPU while the switch runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from host_datapath.dpdk_options import DpdkOptions
+from host_datapath.hugepages import HugepageReservation
+from host_datapath.ovs_dpdk import DPDK_VSWITCHD, DpdkHostSwitch
+from host_datapath.sysutil import DatapathError, shape, veth_pair, wait_for
+from testkit.switch_testbed import SwitchTestbed, hugepages_total, wait_ping
+from testkit.traffic import iperf3_tcp, ping
+
+REPO = Path(__file__).resolve().parents[2]
+NF_BIN = REPO / "nfs" / "target" / "release" / "nf"
+
+needs_dpdk = pytest.mark.skipif(
+    os.geteuid() != 0 or not Path(DPDK_VSWITCHD).exists(),
+    reason="needs root and OVS-DPDK (openvswitch-switch-dpdk: make setup)",
+)
+pytestmark = [pytest.mark.root, needs_dpdk]
+
+OPTIONS = DpdkOptions(hugepages_mb=256)  # one PMD thread on the highest CPU, 256 MB on node 0
+
+
+def mounts_of(path: Path) -> list[str]:
+    return [m for m in Path("/proc/mounts").read_text().splitlines() if str(path) in m]
+
+
+@pytest.fixture
+def tb():
+    """A testbed whose teardown must leave nothing: namespaces, links, processes, mounts, hugepages."""
+    before = hugepages_total()
+    bed = SwitchTestbed(options=OPTIONS)
+    with bed:
+        yield bed
+    assert bed.leftovers() == []
+    wait_for(lambda: hugepages_total() == before, 10, f"nr_hugepages back to {before}", error=AssertionError)
+
+
+def two_ends(tb: SwitchTestbed):
+    tb.add_switch("sw", "dpdk")
+    a = tb.attach("sw", "a", 1, "10.9.0.1/24")
+    b = tb.attach("sw", "b", 2, "10.9.0.2/24")
+    return a, b
+
+
+def test_hugepages_reserved_mounted_and_given_back(tmp_path):
+    before = hugepages_total()
+    free = int(Path("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages").read_text())
+    res = HugepageReservation(tmp_path / "hp.json", tmp_path / "hp")
+    try:
+        res.acquire(free + 4)  # 4 more than are free: 4 added
+        assert hugepages_total() == before + 4
+        assert res.state()["added"] == 4
+        assert mounts_of(tmp_path / "hp") and "hugetlbfs" in mounts_of(tmp_path / "hp")[0]
+    finally:
+        res.release()
+    assert hugepages_total() == before
+    assert not mounts_of(tmp_path / "hp") and not (tmp_path / "hp").exists()
+
+
+def test_ping_http_and_openflow_rules(tb):
+    a, b = two_ends(tb)
+    sw = tb.switches["sw"]
+    st = sw.status()
+    assert st["datapath"] == "dpdk" and st["dpdk"]["initialized"]
+    assert st["dpdk"]["pmd_threads"] == [f"pmd-c{OPTIONS.validate().pmd_cpus[0]:02d}/id:8"] or len(
+        st["dpdk"]["pmd_threads"]
+    ) == len(OPTIONS.validate().pmd_cpus)
+    assert st["ports"] == {a.port: 1, b.port: 2}
+    # the ports are DPDK af_packet vdevs on the veths' switch ends
+    iface = sw.driver.api.db_get("Interface", a.port, "options").execute(check_error=True)
+    assert iface["dpdk-devargs"].startswith(f"net_af_packet_{a.port},iface={a.port}")
+
+    assert not ping(a.ns, b.ip, count=1)  # fail_mode secure, no flows: nothing passes
+    tb.add_flows("sw", ["in_port=1,actions=output:2", "in_port=2,actions=output:1"])
+    wait_ping(a.ns, b.ip)
+    assert ping(a.ns, b.ip) and ping(b.ns, a.ip)
+
+    www = tb.http_server("b")
+    blob = os.urandom(2 << 20)  # 2 MB: full-size TCP segments both ways through the PMD
+    (www / "blob").write_bytes(blob)
+    assert tb.http_get("a", f"http://{b.ip}:8000/hello.txt") == b"hello from b\n"
+    assert tb.http_get("a", f"http://{b.ip}:8000/blob") == blob
+
+    flows = {f.match: f for f in sw.driver.flow_stats()}
+    assert flows["in_port=1"].packets > 1000 and flows["in_port=2"].packets > 100
+    stats = sw.driver.port_stats()
+    assert stats[a.port]["rx_packets"] > 100 and stats[b.port]["tx_packets"] > 100
+
+    # a rule in front drops ICMP from a; the rest still flows
+    sw.driver.add_flows(["priority=100,in_port=1,icmp,actions=drop"])
+    assert not ping(a.ns, b.ip, count=2)
+    assert tb.http_get("a", f"http://{b.ip}:8000/hello.txt") == b"hello from b\n"
+    sw.driver.del_flows("in_port=1,icmp")
+    assert ping(a.ns, b.ip, count=2)
+    # ovs-ofctl against the bridge's management socket works as on any bridge
+    out = tb.ofctl("sw", "dump-ports-desc")
+    assert f"1({a.port})" in out and f"2({b.port})" in out
+
+
+def test_port_errors_name_the_reason(tb):
+    tb.add_switch("sw", "dpdk")
+    sw = tb.switches["sw"]
+    assert isinstance(sw, DpdkHostSwitch)
+    with pytest.raises(DatapathError, match="net_af_packet|could not|No such"):
+        sw.add_bridge_port("nosuchif0", 5)  # no such kernel interface for the af_packet vdev
+    sw.driver.del_port("nosuchif0")
+    with pytest.raises(DatapathError, match="not in host.switch.dpdk.pci"):
+        sw.attach_pci("pf0", 6, "0000:03:00.0")
+
+
+def test_vhost_user_port_is_added_and_waits_for_its_vm(tb):
+    """A vhost-user client port comes up in OVS without its VM (it keeps reconnecting), link down."""
+    tb.add_switch("sw", "dpdk")
+    sw = tb.switches["sw"]
+    sock = tb.dir / "vm0.sock"
+    sw.attach_vhost_user("vm0", 100, str(sock))
+    assert sw.driver.ports()["vm0"] == 100
+    row = sw.driver.api.db_find("Interface", ("name", "=", "vm0"), columns=["type", "options", "link_state"])
+    row = row.execute(check_error=True)[0]
+    assert row["type"] == "dpdkvhostuserclient" and row["options"] == {"vhost-server-path": str(sock)}
+    assert row["link_state"] in ("down", [])
+    sw.detach("vm0")
+    assert "vm0" not in sw.driver.ports()
+
+
+def test_shaped_port_keeps_its_qdisc(tb):
+    """The af_packet vdev bypasses the kernel qdisc by default; a port added as `shaped` keeps a tc tbf in the
+    way (what a PCIe link on the DPDK host switch needs)."""
+    tb.add_switch("sw", "dpdk")
+    sw = tb.switches["sw"]
+    a = tb.attach("sw", "a", 1, "10.9.0.1/24")
+    rates = {}
+    for ofport, shaped in ((2, False), (3, True)):
+        key = f"s{int(shaped)}"
+        ns = tb._ns(key)
+        port = f"{tb.name}{key}1"
+        veth_pair(f"{tb.name}{key}0", ns, port, sw.netns)
+        shape(port, sw.netns, 0.2)  # 200 Mbit/s towards the namespace
+        sw.add_bridge_port(port, ofport, shaped=shaped)
+        subprocess.run(["ip", "-n", ns, "addr", "add", f"10.9.0.{ofport}/24", "dev", f"{tb.name}{key}0"], check=True)
+        tb.add_flows("sw", [f"in_port=1,actions=output:{ofport}", f"in_port={ofport},actions=output:1"])
+        wait_ping(a.ns, f"10.9.0.{ofport}")
+        rates[shaped] = iperf3_tcp(ns, f"10.9.0.{ofport}", a.ns, seconds=2) / 1e9
+    assert rates[True] < 0.2 * 1.15, rates  # the tbf holds
+    assert rates[False] > 0.2 * 1.5, rates  # bypassed: faster than the shaping would allow
+
+
+@pytest.mark.skipif(not NF_BIN.exists(), reason="nf not built (make setup)")
+def test_nf_between_two_namespaces_and_its_move(tb):
+    """a -> firewall (one-arm, state in Redis) -> b on the DPDK bridge; then a second instance on another port
+    takes over (its flows first, then the ingress re-pointed, then the first stopped): ping, HTTP and TCP
+    connections opened before the move keep working."""
+    a, b = two_ends(tb)
+    store = tb.start_redis()
+    fw = {
+        "rules": [
+            {"action": "allow", "proto": "icmp", "src": "10.9.0.1/32", "dst": "any"},
+            {"action": "allow", "proto": "tcp", "src": "10.9.0.1/32", "dst": "10.9.0.2/32", "dst_port": "7000-8000"},
+        ],
+        "default": "deny",
+    }
+    nf1 = tb.attach("sw", "nf1", 3)
+    nf2 = tb.attach("sw", "nf2", 4)
+    tb.start_nf("nf1", NF_BIN, "firewall", fw, store, "fw", "fw-1")
+
+    def egress(nf: int) -> list[str]:  # what leaves NF port `nf`: by its source, to the other side
+        return [f"priority=10,in_port={nf},dl_src={a.mac},actions=output:2",
+                f"priority=10,in_port={nf},dl_src={b.mac},actions=output:1"]  # fmt: skip
+
+    def ingress(nf: int) -> list[str]:
+        return [f"priority=10,in_port=1,actions=output:{nf}", f"priority=10,in_port=2,actions=output:{nf}"]
+
+    tb.add_flows("sw", egress(3) + ingress(3))
+    wait_ping(a.ns, b.ip)
+    tb.http_server("b")
+    assert tb.http_get("a", f"http://{b.ip}:8000/hello.txt") == b"hello from b\n"
+    # the firewall decides: b may not open a connection to a
+    tb.http_server("a", 8000)
+    with pytest.raises(RuntimeError):
+        tb.http_get("b", f"http://{a.ip}:8000/hello.txt", timeout=1.5)
+
+    # long-lived TCP connections a -> b across the move
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    seconds = 8.0
+    tb.spawn("b", [sys.executable, "-m", "testkit.probes", "server", b.ip, "7000", str(seconds + 4)], env=env, cwd=REPO)
+    time.sleep(0.5)
+    client = tb.spawn(
+        "a",
+        [sys.executable, "-m", "testkit.probes", "client", b.ip, "7000", "4", str(seconds), "--every-ms", "20"],
+        env=env, cwd=REPO, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(2.0)
+    before_move = tb.nf_stats("fw-1")["counters"]["rx"]
+
+    t0 = time.monotonic()
+    tb.start_nf("nf2", NF_BIN, "firewall", fw, store, "fw", "fw-2")
+    tb.add_flows("sw", egress(4))  # make before break: the new instance's way out first
+    tb.add_flows("sw", ingress(4))  # then the traffic to it (one bundle: atomic)
+    move_s = time.monotonic() - t0
+    time.sleep(0.5)
+    tb.procs[-3].terminate()  # fw-1 (spawned before the probes): stopped once drained
+    out, _ = client.communicate(timeout=seconds + 20)
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res["conns"] == 4 and res["broken"] == 0 and res["stalled"] == 0, res
+    assert tb.nf_stats("fw-2")["counters"]["rx"] > 50, "the second instance carried traffic"
+    assert before_move > 50
+    assert ping(a.ns, b.ip)
+    assert tb.http_get("a", f"http://{b.ip}:8000/hello.txt") == b"hello from b\n"
+    print(f"move (start nf + re-point flows) {move_s * 1000:.0f} ms, max TCP gap {res['max_gap_ms']} ms")
+    assert nf1.ofport == 3 and nf2.ofport == 4
