@@ -12,6 +12,14 @@ from typing import Any
 import yaml
 
 from domain.errors import CliError
+from emulated_host.switch_config import (
+    HostSwitchConfig,
+    VmConfig,
+    check_host_ports,
+    config_error,
+    parse_host_switch,
+    parse_vms,
+)
 from host_datapath.sysutil import DatapathError
 from snic_datapath.cgroup import default_period_us, quota_us
 
@@ -73,43 +81,6 @@ class OneSwitchConfig:
     carrier: str = "auto"  # OneSwitch's flow-id carrier across PCIe: auto | vlan | mpls (oneswitch/README.md)
 
 
-SWITCH_MODES = ("managed", "external")
-DATAPATH_TYPES = ("netdev", "system")
-DEFAULT_EXTERNAL_OVSDB = "unix:/var/run/openvswitch/db.sock"  # the Debian/Ubuntu openvswitch-switch service
-
-
-@dataclass(frozen=True)
-class HostSwitchConfig:
-    """The host switch (`host.switch`): `managed` = UNO's own private OVS in the host's namespace (the
-    emulated host); `external` = a bridge of an Open vSwitch someone else runs (the server's), reached at
-    `ovsdb`, where UNO makes (or, with `adopt`, takes over) only `bridge` and its own ports."""
-
-    mode: str = "managed"
-    ovsdb: str | None = None  # external: the operator's OVSDB (default DEFAULT_EXTERNAL_OVSDB)
-    bridge: str | None = None  # external: UNO's bridge there (default NAME-hbr)
-    datapath_type: str = "netdev"
-    adopt: bool = False  # external: take over an existing bridge that UNO did not make
-
-    @property
-    def external(self) -> bool:
-        return self.mode == "external"
-
-
-VM_PORT_TYPES = ("namespace", "tap", "vhostuser")
-
-
-@dataclass(frozen=True)
-class VmConfig:
-    """One VM slot on the host switch: an emulated VM (a namespace UNO makes, `namespace`), or a real VM's
-    existing port: a tap device (`tap`, `port` = its name) or a vhost-user socket (`vhostuser`: OVS-DPDK
-    port `port` of type dpdkvhostuserclient, `socket` = the VM's vhost-user server socket)."""
-
-    name: str
-    type: str = "namespace"
-    port: str | None = None  # tap: the device; vhostuser: the OVS port's name
-    socket: str | None = None  # vhostuser: the socket QEMU serves (vhost-server-path)
-
-
 @dataclass(frozen=True)
 class HostConfig:
     name: str = "uno"
@@ -123,7 +94,9 @@ class HostConfig:
 
     @property
     def vm_specs(self) -> tuple[VmConfig, ...]:
-        return self.vm_list if self.vm_list is not None else tuple(VmConfig(f"vm{i}") for i in range(self.vms))
+        return (
+            self.vm_list if self.vm_list is not None else tuple(VmConfig(f"vm{i}") for i in range(self.vms))
+        )
 
     @property
     def host_bridge(self) -> str:
@@ -150,11 +123,6 @@ _SNIC_TYPES: dict[str, tuple[type, ...]] = {
     "host_port": (str,),
 }
 _TOP_KEYS = {"name", "vms", "snics", "redis", "rundir", "oneswitch", "host"}
-_SWITCH_KEYS = ("mode", "ovsdb", "bridge", "datapath_type", "adopt")
-_OVSDB_RE = re.compile(r"^(unix:/\S+|tcp:([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):([1-9]\d{0,4}))$")
-# OVS bridge and port names: a Linux interface name (1-15 characters, no '/', blanks or ':')
-_IFNAME_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,14}$")
-_VM_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,14}$")
 _ONESWITCH_KEYS = ("enabled", "controllers", "token", "wire_vlans", "carrier")
 _CONTROLLER_RE = re.compile(r"^tcp:([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")
 _TCP_TARGET_RE = re.compile(
@@ -164,7 +132,7 @@ _TOKEN_RE = re.compile(r"^[A-Za-z0-9._~+/=-]{8,256}$")
 
 
 def _fail(where: str, msg: str) -> CliError:
-    return CliError(f"config: {where}: {msg}")
+    return config_error(where, msg)
 
 
 def _number(where: str, value: Any, types: tuple[type, ...]) -> Any:
@@ -188,8 +156,8 @@ def parse_config(data: Any) -> HostConfig:
     name = _number("name", data.get("name", "uno"), (str,))
     if not NAME_RE.match(name):
         raise _fail("name", f"{name!r} must be 1-6 characters [a-z0-9], starting with a letter")
-    switch = _parse_host(data.get("host", {}))
-    vms, vm_list = _parse_vms(data.get("vms", 2), switch)
+    switch = parse_host_switch(data.get("host", {}))
+    vms, vm_list = parse_vms(data.get("vms", 2), switch)
     redis = data.get("redis", {}) or {}
     if not isinstance(redis, dict):
         raise _fail("redis", "expected a mapping")
@@ -211,7 +179,11 @@ def parse_config(data: Any) -> HostConfig:
     snics = []
     for i, raw in enumerate(snics_raw):
         snics.append(_parse_snic(f"snics[{i}]", i, raw))
-    _check_host_ports(snics, switch)
+    check_host_ports(snics, switch)
+    links = {sn.host_port for sn in snics if sn.host_port} | {switch.bridge}
+    for i, vm in enumerate(vm_list or ()):
+        if vm.port in links:
+            raise _fail(f"vms[{i}].port.name", f"{vm.port!r} is the host bridge or an sNIC's host_port")
     oneswitch = _parse_oneswitch(data.get("oneswitch", {}))
     if oneswitch.enabled:
         for i, sn in enumerate(snics):
@@ -225,126 +197,6 @@ def parse_config(data: Any) -> HostConfig:
         name=name, vms=vms, snics=tuple(snics), redis_port=redis_port, rundir=rundir, oneswitch=oneswitch,
         switch=switch, vm_list=vm_list,
     )  # fmt: skip
-
-
-def _mapping(where: str, raw: Any, known: tuple[str, ...]) -> dict:
-    """A mapping (None = empty) whose keys are all in `known`."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise _fail(where, "expected a mapping")
-    for key in raw:
-        if key not in known:
-            raise _fail(f"{where}.{key}", f"unknown key (known: {', '.join(known)})")
-    return raw
-
-
-def _parse_host(raw: Any) -> HostSwitchConfig:
-    """`host: {switch: {mode, ovsdb, bridge, datapath_type, adopt}}`."""
-    host = _mapping("host", raw, ("switch",))
-    sw = _mapping("host.switch", host.get("switch"), _SWITCH_KEYS)
-    mode = sw.get("mode", "managed")
-    if mode not in SWITCH_MODES:
-        raise _fail("host.switch.mode", f"{mode!r} is not one of: {', '.join(SWITCH_MODES)}")
-    dp = sw.get("datapath_type", "netdev")
-    if dp not in DATAPATH_TYPES:
-        raise _fail("host.switch.datapath_type", f"{dp!r} is not one of: {', '.join(DATAPATH_TYPES)}")
-    adopt = sw.get("adopt", False)
-    if not isinstance(adopt, bool):
-        raise _fail("host.switch.adopt", f"expected bool, got {type(adopt).__name__} {adopt!r}")
-    if mode == "managed":
-        for key in ("ovsdb", "bridge", "adopt"):
-            if key in sw:
-                raise _fail(
-                    f"host.switch.{key}",
-                    "only with mode: external (a managed host switch is UNO's own private OVS; its bridge is "
-                    "NAME-hbr)",
-                )
-        return HostSwitchConfig(mode=mode, datapath_type=dp)
-    ovsdb = sw.get("ovsdb", DEFAULT_EXTERNAL_OVSDB)
-    if not isinstance(ovsdb, str) or not _OVSDB_RE.match(ovsdb) or (
-        ovsdb.startswith("tcp:") and int(ovsdb.rsplit(":", 1)[1]) > 65535
-    ):
-        raise _fail("host.switch.ovsdb", f"{ovsdb!r} is not unix:/PATH or tcp:ADDR:PORT (the operator's OVSDB)")
-    if ovsdb.startswith("unix:") and len(ovsdb) - len("unix:") > 107:
-        raise _fail("host.switch.ovsdb", "the socket path is longer than 107 bytes")
-    bridge = sw.get("bridge")
-    if bridge is not None and (not isinstance(bridge, str) or not _IFNAME_RE.match(bridge)):
-        raise _fail("host.switch.bridge", f"{bridge!r} is not a bridge name (1-15 characters [A-Za-z0-9_.-])")
-    return HostSwitchConfig(mode=mode, ovsdb=ovsdb, bridge=bridge, datapath_type=dp, adopt=adopt)
-
-
-def _parse_vms(raw: Any, switch: HostSwitchConfig) -> tuple[int, tuple[VmConfig, ...] | None]:
-    """`vms: N` (N emulated VMs) or `vms: [{name, port?: {type, name?, socket?}}, ...]`."""
-    if not isinstance(raw, list):
-        vms = _number("vms", raw, (int,))
-        if not 0 <= vms <= 32:
-            raise _fail("vms", f"{vms} out of range 0..32")
-        return vms, None
-    if len(raw) > 32:
-        raise _fail("vms", f"{len(raw)} VMs; at most 32")
-    out: list[VmConfig] = []
-    for i, item in enumerate(raw):
-        where = f"vms[{i}]"
-        if not isinstance(item, dict):
-            raise _fail(where, "expected a mapping {name, port}")
-        vm = _mapping(where, item, ("name", "port"))
-        vm_name = vm.get("name")
-        if not isinstance(vm_name, str) or not _VM_NAME_RE.match(vm_name):
-            raise _fail(f"{where}.name", f"{vm_name!r}: required, 1-15 characters [a-z0-9_-], starting with a letter")
-        if vm_name in {v.name for v in out}:
-            raise _fail(f"{where}.name", f"{vm_name!r} is used by another VM")
-        if re.match(r"^snic\d+-eth\d+$", vm_name):
-            raise _fail(f"{where}.name", f"{vm_name!r} is the name of an sNIC's Ethernet port")
-        port = _mapping(f"{where}.port", vm.get("port"), ("type", "name", "socket"))
-        kind = port.get("type", "namespace")
-        if kind not in VM_PORT_TYPES:
-            raise _fail(f"{where}.port.type", f"{kind!r} is not one of: {', '.join(VM_PORT_TYPES)}")
-        if kind != "namespace" and not switch.external:
-            raise _fail(
-                f"{where}.port.type",
-                f"{kind} needs host.switch.mode: external (a managed host switch runs in its own namespace "
-                "and cannot reach this machine's devices)",
-            )
-        pname, sock = port.get("name"), port.get("socket")
-        if kind == "namespace" and (pname is not None or sock is not None):
-            raise _fail(f"{where}.port", "name/socket are only for type tap or vhostuser")
-        if kind == "tap" and pname is None:
-            raise _fail(f"{where}.port.name", "required for type tap: the VM's tap device")
-        if pname is not None and (not isinstance(pname, str) or not _IFNAME_RE.match(pname)):
-            raise _fail(f"{where}.port.name", f"{pname!r} is not an interface name (1-15 characters)")
-        if kind == "tap" and sock is not None:
-            raise _fail(f"{where}.port.socket", "only for type vhostuser")
-        if kind == "vhostuser":
-            if switch.datapath_type != "netdev":
-                raise _fail(f"{where}.port.type", "vhostuser needs host.switch.datapath_type: netdev (OVS-DPDK)")
-            if not isinstance(sock, str) or not sock.startswith("/"):
-                raise _fail(f"{where}.port.socket", f"{sock!r}: required, the absolute path of the VM's "
-                            "vhost-user socket")  # fmt: skip
-        if pname is not None and pname in {v.port for v in out}:
-            raise _fail(f"{where}.port.name", f"{pname!r} is the port of another VM")
-        out.append(VmConfig(vm_name, kind, pname, sock))
-    return len(out), tuple(out)
-
-
-def _check_host_ports(snics: list[SnicConfig], switch: HostSwitchConfig) -> None:
-    """`snics[k].host_port`: only with an external host switch; required there for a BlueField (its PCIe
-    link's host end is hardware the operator names); distinct."""
-    seen: set[str] = set()
-    for k, sn in enumerate(snics):
-        where = f"snics[{k}].host_port"
-        if sn.host_port is None:
-            if switch.external and sn.backend == "bluefield":
-                raise _fail(where, "required with host.switch.mode: external: the host switch's port of the "
-                            "BlueField's PCIe link (e.g. its PF netdev)")  # fmt: skip
-            continue
-        if not switch.external:
-            raise _fail(where, "only with host.switch.mode: external (a managed host names its links NAME-pKh)")
-        if not _IFNAME_RE.match(sn.host_port):
-            raise _fail(where, f"{sn.host_port!r} is not an interface name (1-15 characters)")
-        if sn.host_port in seen:
-            raise _fail(where, f"{sn.host_port!r} is the link of another sNIC")
-        seen.add(sn.host_port)
 
 
 def _parse_oneswitch(raw: Any) -> OneSwitchConfig:

@@ -21,13 +21,16 @@ from emulated_host import naming as nm
 from emulated_host.agent_endpoint import status_entry
 from emulated_host.config import HostConfig, period_us, quota_cores
 from emulated_host.naming import MAX_UNIX_PATH
-from emulated_host.oneswitch import OneSwitch, SnicLayout, discover_layout, south_target
+from emulated_host.oneswitch import HostPorts, OneSwitch, SnicLayout, discover_layout, south_target
 from emulated_host.snic_machine import AgentSpec, EmulatedSnic, MgmtLink
+from emulated_host.switch_config import HostSwitchConfig, VmConfig
+from host_datapath.external_switch import ExternalHostSwitch
 from host_datapath.host_switch import HostSwitch
 from host_datapath.snic_agent_client import SnicAgentClient, SnicAgentError
 from host_datapath.sysutil import (
     DatapathError,
     free_port,
+    kernel_datapath_problem,
     kill_and_wait,
     link_counters,
     link_exists,
@@ -178,7 +181,7 @@ class Vms:
     def port_name(self, i: int) -> str:
         """VM i's port on the host bridge."""
         vm = self.specs[i]
-        if vm.type == "namespace":
+        if vm.emulated:
             return nm.if_vm(self.name, i)[1]
         return vm.port or nm.if_vm_vhost(self.name, i)
 
@@ -186,10 +189,13 @@ class Vms:
         for i, vm in enumerate(self.specs):
             ofport = nm.HOST_VM_OFPORT_BASE + i
             if vm.type == "tap":
-                self.host.attach_device(vm.port, ofport)  # type: ignore[union-attr]
+                self.host.attach_device(vm.port, ofport)  # type: ignore[union-attr,arg-type]
                 continue
-            if vm.type == "vhostuser":
-                self.host.attach_vhostuser(self.port_name(i), ofport, vm.socket)  # type: ignore[union-attr]
+            iface = vm.vm_port().iface()
+            if iface is not None:  # vhost-user: an OVS-DPDK port, OVS the client of the VM's socket
+                self.host.driver.add_port(
+                    self.port_name(i), ofport, iface_type=iface.type, options=iface.options
+                )
                 continue
             ns = nm.ns_vm(self.name, i)
             inside, outside = nm.if_vm(self.name, i)
@@ -204,14 +210,14 @@ class Vms:
     def down(self) -> None:
         # A real VM's port row goes with the host switch's teardown (UNO's marked rows); its device stays.
         for i, vm in enumerate(self.specs):
-            if vm.type == "namespace":
+            if vm.emulated:
                 netns_del(nm.ns_vm(self.name, i))
 
     def status(self) -> list:
         numbers = self.host.port_numbers() if isinstance(self.host, ExternalHostSwitch) else {}
         out = []
         for i, vm in enumerate(self.specs):
-            emulated = vm.type == "namespace"
+            emulated = vm.emulated
             out.append({
                 "name": vm.name,
                 "type": vm.type,
@@ -418,7 +424,14 @@ class EmulatedHost:
             return ExternalHostSwitch(
                 self.name, sw.ovsdb or "", sw.bridge or nm.bridge_host(self.name), sw.datapath_type, sw.adopt
             )
-        return HostSwitch(nm.ns_host(self.name), self.rundir / "host", nm.bridge_host(self.name), sw.datapath_type)
+        return HostSwitch(
+            nm.ns_host(self.name), self.rundir / "host", nm.bridge_host(self.name), sw.datapath_type
+        )
+
+    def _recorded_switch(self, state: dict) -> HostSwitchConfig:
+        """The host switch of a bring-up as `uno up` recorded it (a host brought up before the key existed:
+        managed)."""
+        return HostSwitchConfig.from_dict(state.get("switch") or {})
 
     def components(
         self, redis_port: int, mgmt: dict[int, int] | None = None, switch: HostSwitchConfig | None = None
@@ -474,7 +487,9 @@ class EmulatedHost:
                 # The host switch's port numbers of VMs and PCIe links as OVS gave them (an adopted bridge's
                 # operator ports may hold the numbers UNO asks for).
                 numbers = host.driver.ports()
-                vm_ports = {i: numbers[vms.port_name(i)] for i in range(len(vms.specs)) if vms.port_name(i) in numbers}
+                vm_ports = {
+                    i: numbers[vms.port_name(i)] for i in range(len(vms.specs)) if vms.port_name(i) in numbers
+                }
                 pcie = {sn.index: numbers[sn.host_if] for sn in snics if sn.host_if in numbers}
                 return HostPorts(vm_ports, pcie)
 
@@ -482,7 +497,9 @@ class EmulatedHost:
                 # A bridge UNO took over is the operator's: OneSwitch keeps what is not its own there.
                 return {"host"} if isinstance(host, ExternalHostSwitch) and host.shared() else set()
 
-            comps.append(OneSwitch(self.config, self.rundir / "oneswitch", endpoints, layouts, host_ports, shared))
+            comps.append(
+                OneSwitch(self.config, self.rundir / "oneswitch", endpoints, layouts, host_ports, shared)
+            )
         return comps
 
     def oneswitch(self) -> OneSwitch | None:
@@ -498,7 +515,7 @@ class EmulatedHost:
         if not state:
             raise DatapathError(f"emulated host '{self.name}' is not up")
         sw = next(c for c in self._live_components(state) if c.key == "host")
-        sw.driver.openflow = f"unix:{sw.rundir}/{sw.bridge}.mgmt"  # type: ignore[attr-defined]
+        sw.driver.openflow = sw.ofctl_target()  # type: ignore[attr-defined]
         return sw  # type: ignore[return-value]
 
     def snic_agents(self) -> dict[str, SnicAccess]:
@@ -513,13 +530,16 @@ class EmulatedHost:
                 continue
             if c.emulated and c.mgmt is not None:
                 sw = c.switch
-                pcie = nm.if_pcie(self.name, c.index)[0]
                 out[c.cfg.id] = SnicAccess(
-                    sw.agent_url(), c.token, c.mgmt.host_ip, sw.openflow_target(), pcie
+                    sw.agent_url(), c.token, c.mgmt.host_ip, sw.openflow_target(), c.host_if
                 )  # type: ignore[union-attr]
             elif c.cfg.agent:
+                # a BlueField: its link measured on the host switch's port the operator named (external host
+                # switch), else on the DPU's host representor
                 token = Path(c.cfg.agent_token_file).read_text().strip()
-                out[c.cfg.id] = SnicAccess(c.cfg.agent, token, c.cfg.host_address, c.cfg.openflow)
+                out[c.cfg.id] = SnicAccess(
+                    c.cfg.agent, token, c.cfg.host_address, c.cfg.openflow, c.cfg.host_port
+                )
         return out
 
     def snic(self, sid: str) -> EmulatedSnic:
@@ -548,7 +568,7 @@ class EmulatedHost:
             if isinstance(c, Snic) and c.emulated:
                 out[c.cfg.id] = c.switch  # type: ignore[assignment]
         for sw in out.values():
-            sw.driver.openflow = f"unix:{sw.rundir}/{sw.bridge}.mgmt"
+            sw.driver.openflow = sw.ofctl_target()
         return out
 
     def _saved_state(self) -> dict | None:
@@ -573,13 +593,14 @@ class EmulatedHost:
         switches = [("host", c) for c in comps if c.key == "host"] + [
             (c.cfg.id, c.switch) for c in comps if isinstance(c, Snic) and c.emulated
         ]
-        dead = [sw_id for sw_id, sw in switches if not sw.ovs.running()]  # type: ignore[attr-defined]
+        dead = [sw_id for sw_id, sw in switches if not sw.running()]  # type: ignore[attr-defined]
         services = [c for c in comps if isinstance(c, Redis | OneSwitch) and not c.running()]
         agents = [SnicAgentProc(c.switch) for c in comps if isinstance(c, Snic) and c.emulated and c.mgmt]
         return dead, services + [a for a in agents if not a.running()]
 
     def _live_components(self, state: dict) -> list[Component]:
-        return self.components(state["redis_port"], {int(k): j for k, j in state.get("mgmt", {}).items()})
+        mgmt = {int(k): j for k, j in state.get("mgmt", {}).items()}
+        return self.components(state["redis_port"], mgmt, self._recorded_switch(state))
 
     def _allocate_mgmt(self) -> dict[int, int]:
         """A free /30 of the management range for each emulated sNIC, searched from a place the host's name
@@ -606,13 +627,15 @@ class EmulatedHost:
         if services:
             return self._restart_services(services)
         self.down()  # sweep the leftovers of a crashed run first
+        self._preflight()
         self.rundir.mkdir(parents=True, exist_ok=True)
         port = self.config.redis_port or free_port()
         mgmt = self._allocate_mgmt()
         for k in mgmt:  # the host's copy of each sNIC agent's token (the sNIC gets its own at its boot)
             self._token_file(k).write_text(secrets.token_urlsafe(24))
             self._token_file(k).chmod(0o600)
-        state = {"name": self.name, "redis_port": port, "mgmt": {str(k): j for k, j in mgmt.items()}}
+        state = {"name": self.name, "redis_port": port, "mgmt": {str(k): j for k, j in mgmt.items()},
+                 "switch": self.config.switch.as_dict()}  # fmt: skip
         self.state_file.write_text(json.dumps({**state, "complete": False}))
         comps = self.components(port, mgmt)
         try:
@@ -623,6 +646,40 @@ class EmulatedHost:
             raise
         self.state_file.write_text(json.dumps({**state, "complete": True}))
         return self.status()
+
+    def _preflight(self) -> None:
+        """Check, changing nothing, that the configured host switch can be used: the kernel datapath's module;
+        on an operator's OVS (external) that it answers, that the bridge is UNO's to make or take, and that
+        every port UNO will put there can be its. A DatapathError naming the config key otherwise."""
+        sw = self.config.switch
+        if not sw.external:
+            problem = kernel_datapath_problem() if sw.datapath_type == "system" else None
+            if problem:
+                raise DatapathError(f"config: host.switch.datapath_type: system: {problem}; use netdev")
+            return
+        host = self.host_switch_component(sw)
+        try:
+            host.preflight(self._own_ports())  # type: ignore[union-attr]
+        finally:
+            host.driver.close()
+
+    def _own_ports(self) -> tuple[tuple[str, str, str], ...]:
+        """The ports an external host switch gets: (name, config key, kind) as ExternalHostSwitch.check_port
+        takes them."""
+        out = []
+        for i, vm in enumerate(self.config.vm_specs):
+            if vm.type == "tap":
+                out.append((vm.port, f"vms[{i}].port.name", "tap"))
+            elif vm.type == "vhostuser":
+                out.append((vm.port or nm.if_vm_vhost(self.name, i), f"vms[{i}].port", "vhostuser"))
+            else:
+                out.append((nm.if_vm(self.name, i)[1], f"vms[{i}]", "new"))
+        for k, c in enumerate(self.config.snics):
+            if c.backend == "emulated":
+                out.append((c.host_port or nm.if_pcie(self.name, k)[0], f"snics[{k}].host_port", "new"))
+            elif c.host_port:
+                out.append((c.host_port, f"snics[{k}].host_port", "device"))
+        return tuple(out)  # type: ignore[arg-type]
 
     def _services_only_down(self) -> list:
         """A completed bring-up whose switches all run and of which only Redis and/or OneSwitch died: those."""
@@ -723,6 +780,8 @@ class EmulatedHost:
                 out["snics"].append(st)
             else:
                 out[comp.key] = st
+            if comp.key == "host":
+                st["switch"] = comp.switch_info()  # type: ignore[attr-defined]
         # Up = a completed bring-up whose switches, Redis and OneSwitch still run (after a crash: false, and
         # `uno up` recovers: Redis or OneSwitch alone restarted, the whole host after a switch died).
         switches = [out["host"], *[sn for sn in out["snics"] if "running" in sn]]

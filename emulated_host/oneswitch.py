@@ -135,8 +135,11 @@ def build_config(
             for sid, target in switches.items()
         ],
         "pcie": [
-            {"snic": f"snic{k}", "host_port": host_ports.pcie.get(k, nm.HOST_PCIE_OFPORT_BASE + k),
-             "snic_port": layouts[k].pcie}
+            {
+                "snic": f"snic{k}",
+                "host_port": host_ports.pcie.get(k, nm.HOST_PCIE_OFPORT_BASE + k),
+                "snic_port": layouts[k].pcie,
+            }
             for k in snics
         ],
         "ports": sorted(ports, key=lambda p: p["vport"]),

@@ -32,21 +32,29 @@ from pathlib import Path
 
 from host_datapath.host_switch import BridgePorts
 from host_datapath.switch import SwitchDriver
-from host_datapath.sysutil import DatapathError, free_port, link_exists, read_pidfile, run, tcp_open, wait_for
+from host_datapath.sysutil import (
+    DatapathError,
+    free_port,
+    kernel_datapath_problem,
+    link_exists,
+    read_pidfile,
+    run,
+    tcp_open,
+    wait_for,
+)
 
 OWNER = "uno-owner"
 ADOPTED = "uno-adopted"
 ADDED_PROTOCOLS = "uno-added-protocols"
 ONESWITCH_COOKIES = "cookie=0x5500000000000000/0xff00000000000000"  # oneswitch/README.md "Shared switches"
 ONESWITCH_GROUPS = range(0xFFF00000, 0xFFF40000)  # its reserved group ids (select, carrier, label variants)
-VHOSTUSER_TYPE = "dpdkvhostuserclient"
 
 
 class SwitchConfigError(DatapathError):
     """The operator's OVS does not fit the config: `key` names the config key to change; nothing was changed."""
 
     def __init__(self, key: str, message: str):
-        super().__init__(f"{key}: {message}")
+        super().__init__(f"config: {key}: {message}")
         self.key = key
         self.message = message
 
@@ -86,20 +94,6 @@ def probe_ovsdb(remote: str, timeout: float = 3.0) -> list[str]:
         raise DatapathError(f"{remote} does not answer ({exc.strerror or exc})") from None
 
 
-def kernel_datapath_problem() -> str | None:
-    """Why OVS's kernel datapath (`system`) cannot work here, or None when the openvswitch module is loaded."""
-    if Path("/sys/module/openvswitch").exists():
-        return None
-    try:
-        probe = run(["modprobe", "-n", "-v", "openvswitch"], check=False)
-        proc_ok = bool(probe.strip())
-    except DatapathError:
-        proc_ok = False
-    if proc_ok:
-        return "the openvswitch kernel module is not loaded (load it with `modprobe openvswitch`)"
-    return "this kernel has no openvswitch module (`modprobe openvswitch` finds none)"
-
-
 @dataclass
 class ExternalHostSwitch(BridgePorts):
     """Bridge `bridge` of the OVS at `ovsdb`, for UNO host `owner`; its ports live in the root namespace."""
@@ -110,15 +104,18 @@ class ExternalHostSwitch(BridgePorts):
     datapath_type: str = "netdev"
     adopt: bool = False
     timeout: float = 10.0
-    netns: str | None = None  # the switch's ports are in the root namespace, where the operator's vswitchd runs
+    netns: str | None = (
+        None  # the switch's ports are in the root namespace, where the operator's vswitchd runs
+    )
     driver: SwitchDriver = field(init=False)
 
     key = "host"  # its key in `uno status --json`
 
     def __post_init__(self) -> None:
+        # an adopted bridge's operator ports may hold the OpenFlow numbers UNO asks for: take what OVS gives
         self.driver = SwitchDriver(
             self.bridge, self.ovsdb, openflow=None, datapath_type=self.datapath_type, netns=None,
-            timeout=self.timeout, external_ids={OWNER: self.owner},
+            timeout=self.timeout, external_ids={OWNER: self.owner}, exact_ofport=not self.adopt,
         )  # fmt: skip
 
     # -- reading the operator's OVS (no changes) --------------------------------------------------------------
@@ -128,7 +125,9 @@ class ExternalHostSwitch(BridgePorts):
         except DatapathError as exc:
             raise SwitchConfigError("host.switch.ovsdb", str(exc)) from None
         if "Open_vSwitch" not in dbs:
-            raise SwitchConfigError("host.switch.ovsdb", f"{self.ovsdb} serves no Open_vSwitch database ({dbs})")
+            raise SwitchConfigError(
+                "host.switch.ovsdb", f"{self.ovsdb} serves no Open_vSwitch database ({dbs})"
+            )
         try:
             self.driver.api  # noqa: B018 - connects
         except DatapathError as exc:
@@ -145,7 +144,9 @@ class ExternalHostSwitch(BridgePorts):
     def _ovs(self):
         rows = self._rows("Open_vSwitch")
         if not rows:
-            raise SwitchConfigError("host.switch.ovsdb", f"{self.ovsdb} has no Open_vSwitch row (not initialised)")
+            raise SwitchConfigError(
+                "host.switch.ovsdb", f"{self.ovsdb} has no Open_vSwitch row (not initialised)"
+            )
         return rows[0]
 
     def _bridge_row(self):
@@ -155,7 +156,7 @@ class ExternalHostSwitch(BridgePorts):
         return ids.get(OWNER) == self.owner
 
     def ownership(self) -> str:
-        """"absent", "created" (UNO made it), "adopted" (UNO took it over), "foreign" (nobody's mark) or
+        """ "absent", "created" (UNO made it), "adopted" (UNO took it over), "foreign" (nobody's mark) or
         "uno:NAME" (another UNO host's)."""
         br = self._bridge_row()
         if br is None:
@@ -189,20 +190,27 @@ class ExternalHostSwitch(BridgePorts):
     def dpdk_initialized(self) -> bool:
         return bool(getattr(self._ovs(), "dpdk_initialized", False))
 
-    def preflight(self) -> None:
-        """Check, changing nothing, that UNO can use this OVS and bridge; SwitchConfigError naming the key."""
+    def preflight(self, ports: tuple[tuple[str, str, str], ...] = ()) -> None:
+        """Check, changing nothing, that UNO can use this OVS, its bridge and `ports` ((name, config key, kind)
+        each, see `check_port`); SwitchConfigError naming the key."""
         self._connect()
         ovs = self._ovs()
         types = list(getattr(ovs, "datapath_types", []) or [])
         if types and self.datapath_type not in types:
             raise SwitchConfigError(
-                "host.switch.datapath_type", f"{self.datapath_type!r}: this OVS offers only {', '.join(types)}"
+                "host.switch.datapath_type",
+                f"{self.datapath_type!r}: this OVS offers only {', '.join(types)}",
             )
+        if self.datapath_type == "system":  # OVS lists it whether or not the kernel has the module
+            problem = kernel_datapath_problem()
+            if problem:
+                raise SwitchConfigError("host.switch.datapath_type", f"system: {problem}; use netdev")
         rundir = self.rundir()
         if rundir is not None:
             if not rundir.is_dir():
                 raise SwitchConfigError(
-                    "host.switch.ovsdb", f"ovs-vswitchd's run directory {rundir} does not exist on this machine"
+                    "host.switch.ovsdb",
+                    f"ovs-vswitchd's run directory {rundir} does not exist on this machine",
                 )
             if not read_pidfile(rundir / "ovs-vswitchd.pid"):
                 raise SwitchConfigError(
@@ -210,13 +218,11 @@ class ExternalHostSwitch(BridgePorts):
                     f"no ovs-vswitchd runs for {self.ovsdb} (no live process in {rundir}/ovs-vswitchd.pid)",
                 )
         state = self.ownership()
-        if state == "absent":
-            if link_exists(self.bridge):
-                raise SwitchConfigError(
-                    "host.switch.bridge", f"an interface {self.bridge} exists on this machine (not a bridge of this "
-                    "OVS): its internal port would clash; name another bridge",
-                )  # fmt: skip
-            return
+        if state == "absent" and link_exists(self.bridge):
+            raise SwitchConfigError(
+                "host.switch.bridge", f"an interface {self.bridge} exists on this machine (not a bridge of this "
+                "OVS): its internal port would clash; name another bridge",
+            )  # fmt: skip
         if state.startswith("uno:"):
             raise SwitchConfigError(
                 "host.switch.bridge",
@@ -235,6 +241,8 @@ class ExternalHostSwitch(BridgePorts):
                     "host.switch.datapath_type",
                     f"bridge {self.bridge} has datapath_type {have}, the config says {self.datapath_type}",
                 )
+        for name, key, kind in ports:
+            self.check_port(name, key, kind)
 
     def check_port(self, name: str, key: str, kind: str) -> None:
         """Changing nothing, check that port `name` can be UNO's (`key`: the config key naming it). `kind`:
@@ -273,7 +281,8 @@ class ExternalHostSwitch(BridgePorts):
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def up(self) -> None:
-        """Make UNO's bridge (or take the adopted one over), idempotent; then wait for its OpenFlow endpoint."""
+        """Make UNO's bridge (or take the adopted one over), idempotent; then wait for its OpenFlow endpoint.
+        (`EmulatedHost.up` runs `preflight` with every port first, before it changes anything.)"""
         self.preflight()
         api = self.driver.api
         state = self.ownership()
@@ -343,12 +352,6 @@ class ExternalHostSwitch(BridgePorts):
             return got
         return self.driver.add_port(name, ofport)
 
-    def attach_vhostuser(self, name: str, ofport: int, socket_path: str) -> int:
-        """A VM's vhost-user port (OVS-DPDK: `dpdkvhostuserclient`, OVS connects to the VM's socket)."""
-        return self.driver.add_port(
-            name, ofport, iface_type=VHOSTUSER_TYPE, options={"vhost-server-path": socket_path}
-        )
-
     def connect_controllers(self, targets: list[str]) -> list[str]:
         raise DatapathError("an external host switch is driven by OneSwitch only (oneswitch.enabled)")
 
@@ -386,7 +389,9 @@ class ExternalHostSwitch(BridgePorts):
                     cmds.append(api.db_remove("Bridge", self.bridge, "controller", ctl.uuid))
             if br.external_ids.get(ADDED_PROTOCOLS):
                 added = br.external_ids[ADDED_PROTOCOLS]
-                cmds.append(api.db_set("Bridge", self.bridge, ("protocols", [p for p in br.protocols if p != added])))
+                cmds.append(
+                    api.db_set("Bridge", self.bridge, ("protocols", [p for p in br.protocols if p != added]))
+                )
             cmds.append(api.db_remove("Bridge", self.bridge, "external_ids", ADOPTED, ADDED_PROTOCOLS))
         # QoS rows are roots in the schema: they outlive the ports that used them
         in_use = {p.qos[0].uuid for p in self._rows("Port") if p.qos and not self._mine(p.external_ids)}
@@ -465,7 +470,6 @@ class ExternalHostSwitch(BridgePorts):
             "pids": {"ovs-vswitchd": self.vswitchd_pid() if running else None},
             "running": running,
             "ports": self.port_numbers(),
-            "switch": self.switch_info(),
         }
 
     def shared(self) -> bool:

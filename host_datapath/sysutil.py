@@ -282,3 +282,19 @@ def cpu_seconds(pids: list[int]) -> float:
             continue
         total += int(fields[11]) + int(fields[12])
     return total / tick
+
+
+def kernel_datapath_problem(sys_module: Path = Path("/sys/module/openvswitch")) -> str | None:
+    """Why OVS's kernel datapath (`system`) cannot work here, or None when the openvswitch module is loaded."""
+    if sys_module.exists():
+        return None
+    try:
+        found = (
+            subprocess.run(["modprobe", "-n", "openvswitch"], capture_output=True, check=False).returncode
+            == 0
+        )
+    except OSError:  # no modprobe here
+        found = False
+    if found:
+        return "the openvswitch kernel module is not loaded (load it: modprobe openvswitch)"
+    return "this kernel has no openvswitch module (modprobe finds none)"
