@@ -25,14 +25,15 @@ from host_datapath.sysutil import (
 
 
 class BridgePorts:
-    """The ports of an OVS bridge whose switch runs in namespace `netns` (someone else runs the OVS): plug a
-    namespace in as an OpenFlow port, unplug it. `driver` is the bridge's SwitchDriver."""
+    """The ports of an OVS bridge whose switch runs in namespace `netns` (None: the root namespace; someone
+    else runs the OVS): plug a namespace in as an OpenFlow port, unplug it. `driver` is the bridge's
+    SwitchDriver."""
 
     # MTU of the veths it plugs in: room for a flow-id tag on full-size frames. An OVS-DPDK switch uses 1500,
     # the most its DPDK ports take (host_datapath/dpdk_ports.py).
     veth_mtu: ClassVar[int] = 1600
 
-    def __init__(self, driver: SwitchDriver, netns: str):
+    def __init__(self, driver: SwitchDriver, netns: str | None):
         self.driver = driver
         self.netns = netns
 
@@ -99,18 +100,33 @@ class BridgePorts:
 
 @dataclass
 class HostSwitch(BridgePorts):
-    """Namespace `netns`, OVS state in `rundir`, bridge `bridge`."""
+    """Namespace `netns`, OVS state in `rundir`, bridge `bridge` (datapath `datapath_type`: netdev, or system
+    where the openvswitch kernel module is loaded)."""
 
     netns: str
     rundir: Path
     bridge: str
+    datapath_type: str = "netdev"
 
     def __post_init__(self) -> None:
         self.ovs = OvsInstance(self.rundir, self.netns)
         self.endpoint = OpenFlowTcpEndpoint(self.rundir, self.bridge)
         self.driver = SwitchDriver(
-            self.bridge, self.ovs.db_remote, netns=self.netns, listeners=(self.endpoint.controller_target,)
-        )
+            self.bridge, self.ovs.db_remote, netns=self.netns, listeners=(self.endpoint.controller_target,),
+            datapath_type=self.datapath_type,
+        )  # fmt: skip
+
+    def running(self) -> bool:
+        return self.ovs.running()
+
+    def ofctl_target(self) -> str:
+        """The bridge's management socket (ovs-ofctl, the agent's port statistics)."""
+        return f"unix:{self.rundir}/{self.bridge}.mgmt"
+
+    def switch_info(self) -> dict:
+        """`host.switch` of `uno status --json`: UNO's own private OVS."""
+        return {"mode": "managed", "bridge": self.bridge, "ovsdb": self.ovs.db_remote,
+                "datapath_type": self.datapath_type}  # fmt: skip
 
     def up(self) -> None:
         netns_add(self.netns)

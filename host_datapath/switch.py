@@ -48,6 +48,12 @@ class SwitchDriver:
     netns: str | None = None
     timeout: float = 10.0
     listeners: tuple[str, ...] = ()  # passive OpenFlow listeners kept through every set_controller
+    # Marks every Port, Interface and QoS row this driver adds (external_ids), e.g. {"uno-owner": NAME} on an
+    # operator's OVS, where a teardown removes only the rows carrying it.
+    external_ids: dict[str, str] = field(default_factory=dict)
+    # add_port: OVS must give the requested OpenFlow port number (else an error); False: take what it gives
+    # (a bridge shared with an operator's ports may have the number taken).
+    exact_ofport: bool = True
     _api: impl_idl.OvsdbIdl | None = field(default=None, init=False, repr=False)
 
     # -- OVSDB -------------------------------------------------------------------------------------
@@ -103,12 +109,14 @@ class SwitchDriver:
         iface_type: str | None = None,
         options: dict[str, str] | None = None,
         mtu: int | None = None,
-    ) -> None:
-        """Attach device `name` as OpenFlow port `ofport` (idempotent; the device must exist in `netns`).
+    ) -> int:
+        """Attach device `name` as OpenFlow port `ofport` (idempotent; the device must exist in `netns`);
+        returns the port's number.
 
         `iface_type`/`options`/`mtu`: the Interface's type, options and mtu_request, set in the same transaction
-        (a DPDK port: type "dpdk", options {"dpdk-devargs": ...}; host_datapath/dpdk_ports.py). A port OVS
-        cannot open fails naming the Interface's error."""
+        (a DPDK port: type "dpdk", options {"dpdk-devargs": ...}; host_datapath/dpdk_ports.py; a VM's
+        vhost-user port: dpdkvhostuserclient with vhost-server-path). The driver's `external_ids` mark the Port
+        and Interface rows. A port OVS cannot open fails naming the Interface's error."""
         if not 1 <= ofport <= 0xFF00:
             raise DatapathError(f"ofport {ofport} out of range 1..65280")
         cols: list[tuple[str, object]] = [("ofport_request", ofport)]
@@ -118,15 +126,23 @@ class SwitchDriver:
             cols.append(("options", dict(options)))
         if mtu:
             cols.append(("mtu_request", mtu))
+        if self.external_ids:
+            cols.append(("external_ids", dict(self.external_ids)))
+        holder = self.port_bridge(name)
+        if holder not in (None, self.bridge):  # ovsdbapp's may_exist would take (and change) it silently
+            raise DatapathError(f"port {name} is a port of bridge {holder}, not of {self.bridge}")
         with self.api.transaction(check_error=True) as txn:
             txn.add(self.api.add_port(self.bridge, name, may_exist=True))
+            if self.external_ids:
+                txn.add(self.api.db_set("Port", name, ("external_ids", dict(self.external_ids))))
             txn.add(self.api.db_set("Interface", name, *cols))
         got = self.ofport(name)
-        if got != ofport:
+        if got is None or (self.exact_ofport and got != ofport):
             why = self.interface_error(name)
             raise DatapathError(
                 f"port {name}: asked for OpenFlow port {ofport}, OVS gave {got}" + (f": {why}" if why else "")
             )
+        return got
 
     def interface_error(self, name: str) -> str:
         """The Interface's `error` column (why OVS could not open it), "" if none."""
@@ -142,11 +158,28 @@ class SwitchDriver:
 
         Without it OVS replaces the root qdisc of a port without QoS when it (re)configures the port.
         """
-        qos = self.api.db_create("QoS", type="linux-noop").execute(check_error=True)
+        marks = {"external_ids": dict(self.external_ids)} if self.external_ids else {}
+        qos = self.api.db_create("QoS", type="linux-noop", **marks).execute(check_error=True)
         self.api.db_set("Port", port, ("qos", qos)).execute(check_error=True)
 
     def del_port(self, name: str) -> None:
+        """Remove port `name` from this bridge; nothing when it is not there (also when it is a port of another
+        bridge: ovsdbapp's if_exists would delete that one's rows)."""
+        if self.port_bridge(name) != self.bridge:
+            return
         self.api.del_port(name, bridge=self.bridge, if_exists=True).execute(check_error=True)
+
+    def port_bridge(self, name: str) -> str | None:
+        """The bridge that holds port `name` in this OVS (None: no such port); from the IDL's local copy."""
+        for _ in range(3):  # the IDL's thread may change the rows while they are read
+            try:
+                for br in list(self.api.tables["Bridge"].rows.values()):
+                    if any(p.name == name for p in br.ports):
+                        return br.name
+                return None
+            except RuntimeError:
+                time.sleep(0.01)
+        raise DatapathError(f"cannot read the ports of {self.ovsdb}")
 
     def ofport(self, name: str, wait: float = 5.0) -> int | None:
         """OpenFlow port number of `name`, once vswitchd has assigned it (None if it never does).

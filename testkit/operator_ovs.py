@@ -1,0 +1,133 @@
+"""An operator's Open vSwitch for tests of the external host switch: started as the Debian service's ovs-ctl
+starts it (ovsdb-server on RUNDIR/db.sock with the manager_options remote, `init`, the system ids and
+`external_ids:rundir`, then ovs-vswitchd on that socket, its pidfile and the bridges' management sockets in
+RUNDIR), in the root namespace, in a run directory of its own; and a foreign bridge with ports, flows and a
+group, whose every byte a test compares before and after UNO came and went.
+
+(ovs-ctl itself is not used: it loads the openvswitch kernel module first, which this machine lacks, and its
+`--monitor` parent would restart a daemon the teardown kills.)"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from host_datapath.sysutil import kill_and_wait, read_pidfile, run, set_root_sysctls, wait_for
+
+SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
+# The foreign bridge's settings and rows a test compares (columns that do not move by themselves: no
+# statistics, status or link state).
+BRIDGE_COLS = (
+    "_uuid,name,ports,controller,protocols,fail_mode,other_config,external_ids,datapath_type,mirrors"
+)
+PORT_COLS = "_uuid,name,interfaces,external_ids,qos,tag,trunks,other_config,vlan_mode"
+IFACE_COLS = "_uuid,name,type,options,ofport,ofport_request,external_ids,mtu_request"
+OVS_COLS = "_uuid,bridges,other_config,external_ids,manager_options,ssl"
+
+
+@dataclass
+class OperatorOvs:
+    """The operator's OVS: its run directory (db.sock, pidfiles, BRIDGE.mgmt) and its OVSDB remote."""
+
+    rundir: Path
+    links: list[str] = field(default_factory=list)  # root-namespace links it made (removed at stop)
+
+    @property
+    def db(self) -> str:
+        return f"unix:{self.rundir}/db.sock"
+
+    def vsctl(self, *args: str) -> str:
+        return run(["ovs-vsctl", f"--db={self.db}", "--timeout=10", *args])
+
+    def ofctl(self, cmd: str, bridge: str, *args: str) -> str:
+        return run(["ovs-ofctl", "-O", "OpenFlow13", cmd, f"unix:{self.rundir}/{bridge}.mgmt", *args])
+
+    def start(self) -> None:
+        self.rundir.mkdir(parents=True)
+        d = self.rundir
+        run(["ovsdb-tool", "create", str(d / "conf.db"), SCHEMA])
+        run(["ovsdb-server", str(d / "conf.db"), f"--remote=punix:{d}/db.sock",
+             "--remote=db:Open_vSwitch,Open_vSwitch,manager_options", f"--pidfile={d}/ovsdb-server.pid",
+             f"--unixctl={d}/ovsdb-server.ctl", f"--log-file={d}/ovsdb-server.log", "--detach"])  # fmt: skip
+        version = run(["ovs-vswitchd", "--version"]).split()[-1]
+        self.vsctl("--no-wait", "--", "init", "--", "set", "Open_vSwitch", ".", f"ovs-version={version}",
+                   "external-ids:system-id=operator-test", f'external-ids:rundir="{d}"',
+                   "external-ids:hostname=operator")  # fmt: skip
+        set_root_sysctls()
+        env = {**os.environ, "OVS_RUNDIR": str(d)}
+        proc = subprocess.run(
+            ["ovs-vswitchd", self.db, f"--pidfile={d}/ovs-vswitchd.pid", f"--unixctl={d}/ovs-vswitchd.ctl",
+             f"--log-file={d}/ovs-vswitchd.log", "--detach"],
+            env=env, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise RuntimeError(f"ovs-vswitchd did not start: {proc.stderr.strip()}")
+        wait_for(lambda: read_pidfile(d / "ovs-vswitchd.pid"), 10, "the operator's ovs-vswitchd")
+
+    def stop(self) -> None:
+        for daemon in ("ovs-vswitchd", "ovsdb-server"):
+            pid = read_pidfile(self.rundir / f"{daemon}.pid")
+            if pid:
+                kill_and_wait(pid)
+        for link in self.links:
+            run(["ip", "link", "del", link], check=False)
+        shutil.rmtree(self.rundir, ignore_errors=True)
+
+    # -- the foreign bridge -------------------------------------------------------------------------------
+    def add_foreign_bridge(self, bridge: str, veth: tuple[str, str]) -> None:
+        """A bridge of the operator's: an internal port, one end of a veth pair (root namespace), flows under
+        several cookies (0 included), a group, a controller-less fail_mode and external_ids of its own."""
+        a, b = veth
+        run(["ip", "link", "add", a, "type", "veth", "peer", "name", b])
+        self.links.append(a)
+        run(["ip", "link", "set", a, "up"])
+        self.vsctl("add-br", bridge, "--", "set", "Bridge", bridge, "datapath_type=netdev",
+                   "protocols=OpenFlow10,OpenFlow13", "fail_mode=standalone",
+                   "external_ids:owner=operator", "other_config:disable-in-band=true")  # fmt: skip
+        self.vsctl("add-port", bridge, a, "--", "set", "Interface", a, "ofport_request=7")
+        self.vsctl(
+            "add-port", bridge, f"{bridge}-i", "--", "set", "Interface", f"{bridge}-i", "type=internal"
+        )
+        wait_for(lambda: (self.rundir / f"{bridge}.mgmt").exists(), 10, f"{bridge}'s management socket")
+        self.ofctl("add-group", bridge, "group_id=5,type=all,bucket=output:7")
+        flows = [
+            "priority=0,actions=NORMAL",
+            "cookie=0x0,table=0,priority=100,in_port=7,dl_type=0x0800,nw_dst=10.99.0.1,actions=drop",
+            "cookie=0x1234,table=0,priority=200,arp,actions=group:5",
+            "cookie=0x55ab,table=1,priority=10,ip,nw_src=10.99.0.0/24,actions=output:7",
+            "cookie=0x7700000000000001,table=2,priority=5,actions=drop",
+        ]
+        for f in flows:
+            self.ofctl("add-flow", bridge, f)
+
+    def snapshot(self, bridge: str) -> dict[str, str]:
+        """The foreign bridge as the operator sees it: flows (no statistics), groups, and its OVSDB rows."""
+        ports = self.vsctl("list-ports", bridge).split()
+        return {
+            "flows": self.ofctl("dump-flows", bridge, "--no-stats"),
+            "groups": self.ofctl("dump-groups", bridge),
+            "bridge": self.vsctl(f"--columns={BRIDGE_COLS}", "list", "Bridge", bridge),
+            "ports": "".join(self.vsctl(f"--columns={PORT_COLS}", "list", "Port", p) for p in sorted(ports)),
+            "ifaces": "".join(
+                self.vsctl(f"--columns={IFACE_COLS}", "list", "Interface", p) for p in sorted(ports)
+            ),
+            "open_vswitch": self.vsctl(f"--columns={OVS_COLS}", "list", "Open_vSwitch"),
+            "qos": self.vsctl("list", "QoS"),
+            "controllers": self.vsctl("list", "Controller"),
+        }
+
+
+@contextlib.contextmanager
+def operator_ovs(rundir: Path) -> Iterator[OperatorOvs]:
+    """An operator's OVS in `rundir` (must not exist), stopped and removed on exit, pass or fail."""
+    ovs = OperatorOvs(rundir)
+    try:
+        ovs.start()
+        yield ovs
+    finally:
+        ovs.stop()
