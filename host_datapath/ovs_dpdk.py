@@ -80,7 +80,8 @@ class OvsDpdkInstance(OvsInstance):
     init_timeout: float = 60.0
 
     def __post_init__(self) -> None:
-        self.options = self.options.validate()
+        if not (self.options.pmd_cpu_mask and self.options.socket_mem):  # defaults to fill in
+            self.options = self.options.validate()
         self.vswitchd = DPDK_VSWITCHD
         self.start_timeout = max(self.start_timeout, 30.0)
         self.hugepages = HugepageReservation(self.rundir / HUGEPAGE_STATE, self.rundir / "hugepages")
@@ -96,6 +97,7 @@ class OvsDpdkInstance(OvsInstance):
     def start(self, ovsdb_tcp_port: int | None = None) -> None:
         """Hugepages, DPDK settings, both daemons; returns once DPDK is initialised (idempotent)."""
         check_installed(self.vswitchd)
+        self.options = self.options.validate()  # raises ValidationError naming the key, before any change
         self.rundir.mkdir(parents=True, exist_ok=True)
         self.hugepages.acquire(self.options.hugepages)
         try:
@@ -215,6 +217,10 @@ class DpdkHostSwitch(HostSwitch):
     def attach_tap(self, name: str, ofport: int) -> None:
         """A kernel tap `name` in the switch's namespace, made by a net_tap vdev (its queues match the PMDs)."""
         self.add_dpdk_port(name, ofport, dpdk_ports.tap(name, pmd_threads=len(self.options.pmd_cpus)))
+
+    def switch_info(self) -> dict:
+        """`host.switch` of `uno status --json`: UNO's own private OVS, on DPDK."""
+        return {**super().switch_info(), "dpdk": self.options.as_dict()}
 
     def status(self) -> dict:
         out = super().status()
