@@ -45,7 +45,13 @@ HUGEPAGES_MB = 256
 FW = {
     "rules": [
         {"action": "allow", "proto": "icmp", "src": "any", "dst": "any"},
-        {"action": "allow", "proto": "tcp", "src": f"{nm.ip_vm(0)}/32", "dst": "any", "dst_port": "8000-8000"},
+        {
+            "action": "allow",
+            "proto": "tcp",
+            "src": f"{nm.ip_vm(0)}/32",
+            "dst": "any",
+            "dst_port": "8000-8000",
+        },
     ],
     "default": "deny",
 }
