@@ -27,6 +27,7 @@ from emulated_host.switch_config import HostSwitchConfig, VmConfig
 from host_datapath.external_switch import ExternalHostSwitch
 from host_datapath.host_switch import HostSwitch
 from host_datapath.ovs_dpdk import DpdkHostSwitch, release_leftovers
+from host_datapath.ovs_dpdk import preflight as dpdk_preflight
 from host_datapath.snic_agent_client import SnicAgentClient, SnicAgentError
 from host_datapath.sysutil import (
     DatapathError,
@@ -662,6 +663,8 @@ class EmulatedHost:
             problem = kernel_datapath_problem() if sw.datapath_type == "system" else None
             if problem:
                 raise DatapathError(f"config: host.switch.datapath_type: system: {problem}; use netdev")
+            if sw.dpdk is not None:
+                dpdk_preflight(sw.dpdk)
             return
         host = self.host_switch_component(sw)
         try:

@@ -29,11 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from domain.errors import ValidationError
 from host_datapath import dpdk_ports
 from host_datapath.dpdk_options import DpdkOptions, parse_pci_address
 from host_datapath.dpdk_ports import DpdkIface
 from host_datapath.host_switch import HostSwitch
-from host_datapath.hugepages import HugepageReservation
+from host_datapath.hugepages import SYSFS_2M, HugepageReservation, available_mb, read_count, shortfall_problem
 from host_datapath.ovs_instance import OvsInstance
 from host_datapath.sysutil import DatapathError, read_pidfile, run
 
@@ -60,6 +61,21 @@ def check_installed(binary: str = DPDK_VSWITCHD, pmd_dirs: str = PMD_DIRS) -> No
     missing = [pkg for lib, pkg in NEEDED_PMDS.items() if lib not in have]
     if missing:
         raise DatapathError(f"DPDK drivers missing: install {' '.join(missing)} (`make setup`)")
+
+
+def preflight(options: DpdkOptions, sysfs: Path = SYSFS_2M) -> DpdkOptions:
+    """Check, changing nothing, that an OVS-DPDK switch with `options` can start here: OVS-DPDK and its
+    drivers installed, the options valid on this machine's CPUs, the hugepages to be had. Returns the options
+    with their defaults filled in; one DatapathError naming the config key otherwise."""
+    check_installed()
+    try:
+        options = options.validate()
+    except ValidationError as exc:
+        raise DatapathError(f"config: {exc}") from None
+    problem = shortfall_problem(options.hugepages, read_count(sysfs, "free_hugepages"), available_mb())
+    if problem:
+        raise DatapathError(problem)
+    return options
 
 
 def release_leftovers(rundir: Path) -> None:
@@ -96,8 +112,7 @@ class OvsDpdkInstance(OvsInstance):
 
     def start(self, ovsdb_tcp_port: int | None = None) -> None:
         """Hugepages, DPDK settings, both daemons; returns once DPDK is initialised (idempotent)."""
-        check_installed(self.vswitchd)
-        self.options = self.options.validate()  # raises ValidationError naming the key, before any change
+        self.options = preflight(self.options, self.hugepages.sysfs)
         self.rundir.mkdir(parents=True, exist_ok=True)
         self.hugepages.acquire(self.options.hugepages)
         try:
