@@ -30,6 +30,7 @@ from testkit.poll import wait
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = AGENT_E2E
+FOREIGN = ("flows", "groups", "bridge", "ports", "ifaces")  # the snapshot's rows of the foreign bridge itself
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +122,10 @@ def test_attach_chain_move_detach_leaves_the_operators_ovs_as_it_was(op, tmp_pat
 
         # OneSwitch's flows went to UNO's bridge only
         assert "goto_table" in ovs.ofctl("dump-flows", ubr)
-        assert ovs.snapshot(foreign) == before  # untouched while UNO runs
+        now = ovs.snapshot(
+            foreign
+        )  # the foreign bridge untouched while UNO runs (the OVS-wide rows have UNO's)
+        assert {k: now[k] for k in FOREIGN} == {k: before[k] for k in FOREIGN}
     # `uno down` (the fixture's exit) removed UNO's bridge, its ports and rows, and nothing else
     assert ovs.vsctl("list-br").split() == [foreign]
     assert ovs.snapshot(foreign) == before
@@ -133,8 +137,8 @@ def test_adopt_a_foreign_bridge_then_give_it_back_as_it_was(op, tmp_path):
     there, the operator's flows stay; `uno down` leaves the bridge as it found it."""
     ovs, _, _ = op
     tag = unique_name()
-    theirs = f"{tag}-ad"
-    ovs.add_foreign_bridge(theirs, (f"{tag}-aa", f"{tag}-ab"))
+    theirs, veth = f"o{tag[1:]}-ad", (f"o{tag[1:]}-aa", f"o{tag[1:]}-ab")  # named unlike UNO's host
+    ovs.add_foreign_bridge(theirs, veth)
     before = ovs.snapshot(theirs)
     host = EmulatedHost(parse_config({"name": tag, "rundir": "/run/uno-test", "vms": 1,
                                       "host": external(ovs, theirs, adopt=True)}))  # fmt: skip
@@ -149,10 +153,14 @@ def test_adopt_a_foreign_bridge_then_give_it_back_as_it_was(op, tmp_path):
         assert "cookie=0x55" in flows
         for line in before["flows"].splitlines()[1:]:
             assert line.strip() in flows
+        # UNO's ports took numbers no operator port had or asked for (an operator's port is never renumbered)
+        assert ovs.vsctl("get", "Interface", f"{theirs}-i", "ofport").strip() == "1"
+        host.down()
+        assert ovs.snapshot(theirs) == before
+        assert machine_snapshot(tag) == EMPTY
     finally:
         host.down()
-    assert ovs.snapshot(theirs) == before
-    assert machine_snapshot(tag) == EMPTY
+        ovs.del_foreign_bridge(theirs, veth[0])
 
 
 @pytest.mark.parametrize(
@@ -168,7 +176,7 @@ def test_adopt_a_foreign_bridge_then_give_it_back_as_it_was(op, tmp_path):
     ],
 )
 def test_bad_config_is_one_line_naming_the_key_and_changes_nothing(op, tmp_path, case):
-    ovs, foreign, before = op
+    ovs, foreign, _ = op
     name = unique_name()
     host_cfg, vms, key = external(ovs, f"{name}-ubr"), 1, ""
     if case == "no_socket":
@@ -189,7 +197,7 @@ def test_bad_config_is_one_line_naming_the_key_and_changes_nothing(op, tmp_path,
     elif case == "foreign_bridge":
         host_cfg, key = external(ovs, foreign), "host.switch.bridge"
     elif case == "other_uno":
-        other = f"{name}-ob"
+        other = f"o{name[1:]}-ob"  # not named like the host: machine_snapshot(name) looks for those
         ovs.vsctl("add-br", other, "--", "set", "Bridge", other, "datapath_type=netdev",
                   "external_ids:uno-owner=someone")  # fmt: skip
         host_cfg, key = external(ovs, other, adopt=True), "host.switch.bridge"
@@ -200,7 +208,7 @@ def test_bad_config_is_one_line_naming_the_key_and_changes_nothing(op, tmp_path,
     elif case == "port_of_op":  # the sNIC's link named as a port of the operator's bridge
         vms, key = 1, "snics[0].host_port"
     snics = [{"id": "snic0", "host_port": f"{foreign.split('-')[0]}-fa"}] if case == "port_of_op" else None
-    br_before = ovs.vsctl("list-br")
+    br_before, before = ovs.vsctl("list-br"), ovs.snapshot(foreign)
     try:
         cfg = {"name": name, "rundir": "/run/uno-test", "vms": vms, "host": host_cfg, "oneswitch": {"enabled": True},
                **({"snics": snics} if snics else {})}  # fmt: skip
@@ -216,7 +224,7 @@ def test_bad_config_is_one_line_naming_the_key_and_changes_nothing(op, tmp_path,
         assert machine_snapshot(name) == EMPTY
     finally:
         if case == "other_uno":
-            ovs.vsctl("del-br", f"{name}-ob")
+            ovs.vsctl("del-br", f"o{name[1:]}-ob")
 
 
 def test_uno_up_cli_prints_the_key_of_a_bad_external_config(op, tmp_path):
