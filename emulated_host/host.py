@@ -26,6 +26,8 @@ from emulated_host.snic_machine import AgentSpec, EmulatedSnic, MgmtLink
 from emulated_host.switch_config import HostSwitchConfig, VmConfig
 from host_datapath.external_switch import ExternalHostSwitch
 from host_datapath.host_switch import HostSwitch
+from host_datapath.ovs_dpdk import DpdkHostSwitch, release_leftovers
+from host_datapath.ovs_dpdk import preflight as dpdk_preflight
 from host_datapath.snic_agent_client import SnicAgentClient, SnicAgentError
 from host_datapath.sysutil import (
     DatapathError,
@@ -201,11 +203,11 @@ class Vms:
             inside, outside = nm.if_vm(self.name, i)
             netns_add(ns)
             if not link_exists(inside, ns):
-                veth_pair(inside, ns, outside, self.host.netns)
+                veth_pair(inside, ns, outside, self.host.netns, mtu=self.host.veth_mtu)
             run(["ip", "link", "set", inside, "address", nm.mac(1, 0, i)], netns=ns)
             run(["ip", "addr", "replace", f"{nm.ip_vm(i)}/16", "dev", inside], netns=ns)
             quiet_switch_port(outside, self.host.netns)
-            self.host.driver.add_port(outside, ofport)
+            self.host.add_bridge_port(outside, ofport)
 
     def down(self) -> None:
         # A real VM's port row goes with the host switch's teardown (UNO's marked rows); its device stays.
@@ -306,12 +308,13 @@ class Snic:
             veth_pair(h_if, self.host.netns, s_if, self.switch.netns)
         quiet_switch_port(h_if, self.host.netns)
         quiet_switch_port(s_if, self.switch.netns)
-        self.host.driver.add_port(h_if, nm.HOST_PCIE_OFPORT_BASE + k)
+        shaped = c.pcie_gbps > 0
+        self.host.add_bridge_port(h_if, nm.HOST_PCIE_OFPORT_BASE + k, shaped=shaped)
         drv.add_port(s_if, nm.SNIC_PCIE_OFPORT)
-        if c.pcie_gbps > 0:
+        if shaped:
             # Egress shaping on each end: one budget per direction (full duplex, docs/placement.md).
-            for sw, ifname, ns in ((self.host.driver, h_if, self.host.netns), (drv, s_if, self.switch.netns)):
-                sw.keep_own_qdisc(ifname)
+            drv.keep_own_qdisc(s_if)
+            for ifname, ns in ((h_if, self.host.netns), (s_if, self.switch.netns)):
                 shape(ifname, ns, c.pcie_gbps)
 
     def down(self) -> None:
@@ -423,6 +426,10 @@ class EmulatedHost:
         if sw.external:
             return ExternalHostSwitch(
                 self.name, sw.ovsdb or "", sw.bridge or nm.bridge_host(self.name), sw.datapath_type, sw.adopt
+            )
+        if sw.dpdk is not None:
+            return DpdkHostSwitch(
+                nm.ns_host(self.name), self.rundir / "host", nm.bridge_host(self.name), options=sw.dpdk
             )
         return HostSwitch(
             nm.ns_host(self.name), self.rundir / "host", nm.bridge_host(self.name), sw.datapath_type
@@ -656,6 +663,8 @@ class EmulatedHost:
             problem = kernel_datapath_problem() if sw.datapath_type == "system" else None
             if problem:
                 raise DatapathError(f"config: host.switch.datapath_type: system: {problem}; use netdev")
+            if sw.dpdk is not None:
+                dpdk_preflight(sw.dpdk)
             return
         host = self.host_switch_component(sw)
         try:
@@ -746,6 +755,7 @@ class EmulatedHost:
             # ... and those whose pidfiles are gone too (directory removed): by their command line or cwd.
             for pid in processes_using(d):
                 kill_and_wait(pid)
+        release_leftovers(self.rundir)  # an OVS-DPDK switch's hugepages and hugetlbfs mount, after a crash
         for k in range(len(self.config.snics)):
             host_if = nm.if_mgmt(self.name, k)[0]
             if link_exists(host_if):

@@ -62,11 +62,16 @@ class HostSwitchConfig:
         """What `uno up` records (a later `uno down` removes what this switch made, whatever the config says
         by then)."""
         return {"mode": self.mode, "ovsdb": self.ovsdb, "bridge": self.bridge,
-                "datapath_type": self.datapath_type, "adopt": self.adopt}  # fmt: skip
+                "datapath_type": self.datapath_type, "adopt": self.adopt,
+                "dpdk": self.dpdk.as_dict() if self.dpdk else None}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: dict) -> HostSwitchConfig:
-        return cls(**{k: data[k] for k in ("mode", "ovsdb", "bridge", "datapath_type", "adopt") if k in data})
+        dpdk = DpdkOptions.from_dict(data["dpdk"]) if data.get("dpdk") else None
+        return cls(
+            **{k: data[k] for k in ("mode", "ovsdb", "bridge", "datapath_type", "adopt") if k in data},
+            dpdk=dpdk,
+        )
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,18 @@ class DpdkOptions:
             raise ValidationError(f"{where}.pci", "lists an address twice")
         return DpdkOptions(hp, _canonical_mask(mask), socket_mem, pci)
 
+    def as_dict(self) -> dict:
+        """The mapping `parse` takes (what `uno up` records for a later `uno down`)."""
+        return {"hugepages_mb": self.hugepages_mb, "pmd_cpu_mask": self.pmd_cpu_mask,
+                "socket_mem": self.socket_mem, "pci": list(self.pci)}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> DpdkOptions:
+        """Options as recorded by `as_dict`, taken as they are: a switch started with them is stopped with
+        them, even where this machine's CPUs would no longer validate them."""
+        return cls(int(data["hugepages_mb"]), str(data["pmd_cpu_mask"]), str(data["socket_mem"]),
+                   tuple(data.get("pci") or ()))  # fmt: skip
+
     @property
     def pmd_cpus(self) -> list[int]:
         value = int(self.pmd_cpu_mask, 16)

@@ -15,8 +15,10 @@ settings; pure (no I/O).
   to a DPDK-capable driver (vfio-pci) beforehand and listed in `host.switch.dpdk.pci`.
 
 MTU: DPDK 22.11's af_packet and tap PMDs refuse an MTU above 1500 (their maximum frame is 1518), so those
-ports keep OVS's default 1500, while the veths stay 1600 (a frame with one flow-id tag is 1518 bytes, which
-OVS lets through a 1500-MTU DPDK port: it allows for two VLAN headers).
+ports keep OVS's default 1500, and the af_packet PMD sets its kernel interface to 1500 too. The namespaces
+plugged into such a switch (VMs, NFs) therefore get 1500-MTU veths (`DpdkHostSwitch.veth_mtu`): a full-size
+frame with one flow-id tag is then 1518 bytes, which both OVS (it sends frames up to MTU + 18 bytes) and the
+kernel (a veth takes MTU + one VLAN header) let through, also on a PCIe link's host end.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from domain.errors import ValidationError
 from host_datapath.dpdk_options import parse_pci_address
 
 MAX_IFNAME = 15
+DPDK_VDEV_MTU = 1500  # the most DPDK 22.11's af_packet and tap PMDs take
 MAX_UNIX_PATH = 107
 VM_PORT_TYPES = ("veth", "vhostuser")
 

@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from host_datapath.of_endpoint import ControllerRelay, OpenFlowTcpEndpoint, parse_tcp_target
 from host_datapath.ovs_instance import OvsInstance
@@ -28,6 +29,10 @@ class BridgePorts:
     else runs the OVS): plug a namespace in as an OpenFlow port, unplug it. `driver` is the bridge's
     SwitchDriver."""
 
+    # MTU of the veths it plugs in: room for a flow-id tag on full-size frames. An OVS-DPDK switch uses 1500,
+    # the most its DPDK ports take (host_datapath/dpdk_ports.py).
+    veth_mtu: ClassVar[int] = 1600
+
     def __init__(self, driver: SwitchDriver, netns: str | None):
         self.driver = driver
         self.netns = netns
@@ -48,7 +53,7 @@ class BridgePorts:
         """Plug namespace `ns` (an NF or VM; created if missing) into the bridge as OpenFlow port `ofport`.
 
         A veth `inside` (in `ns`) <-> `port` (on the bridge, in the switch's namespace), offloads off, MTU
-        1600, optional address `ip_cidr` on `inside`. Idempotent. Prefix names with the host's instance name
+        `veth_mtu`, optional address `ip_cidr` on `inside`. Idempotent. Prefix names with the host's instance name
         (`NAME-...`): `uno down` then removes them with their namespace. On a failure what this call made
         (namespace, veth, bridge port) is removed again before the error is raised. `on_veth()` runs once
         the namespace's end is ready, before the bridge port is added (a cold NF start spawns `nf` there,
@@ -60,7 +65,7 @@ class BridgePorts:
             netns_add(ns)
             if new_ns or not link_exists(inside, ns):  # a namespace just made has no veth yet
                 made_veth = True
-                veth_pair(inside, ns, port, self.netns)
+                veth_pair(inside, ns, port, self.netns, mtu=self.veth_mtu)
             if ip_cidr:
                 run(["ip", "addr", "replace", ip_cidr, "dev", inside], netns=ns)
             quiet_switch_port(port, self.netns)

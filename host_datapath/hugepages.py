@@ -22,6 +22,7 @@ from pathlib import Path
 from host_datapath.sysutil import DatapathError, run
 
 SYSFS_2M = Path("/sys/kernel/mm/hugepages/hugepages-2048kB")
+KEY = "host.switch.dpdk.hugepages_mb"
 
 
 def read_count(sysfs: Path, name: str) -> int:
@@ -42,6 +43,28 @@ def write_count(sysfs: Path, pages: int) -> int:
     except OSError as exc:
         raise DatapathError(f"cannot set {sysfs / 'nr_hugepages'} to {pages}: {exc} (needs root)") from None
     return read_count(sysfs, "nr_hugepages")
+
+
+def available_mb(meminfo: Path = Path("/proc/meminfo")) -> int:
+    """MemAvailable: what the kernel could still hand out (hugepages come from it)."""
+    for line in meminfo.read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) // 1024
+    raise DatapathError(f"no MemAvailable in {meminfo}")
+
+
+def shortfall_problem(pages: int, free: int, avail_mb: int, key: str = KEY) -> str | None:
+    """Why `pages` 2 MB pages cannot be had when `free` are free and `avail_mb` MB of memory are available
+    (None: they can), as the one line naming the config key. Some memory must stay for everything else: the
+    pages added may take at most half of what is available."""
+    need_mb = max(0, pages - free) * 2
+    if need_mb and need_mb > avail_mb // 2:
+        return (
+            f"config: {key}: {pages * 2} MB of 2 MB hugepages needed, {free * 2} MB of them free, and the "
+            f"{need_mb} MB more would take over half of the {avail_mb} MB of memory available: lower it, or "
+            "reserve hugepages at boot (kernel command line `hugepagesz=2M hugepages=N`)"
+        )
+    return None
 
 
 def is_mount(path: Path) -> bool:
@@ -76,6 +99,9 @@ class HugepageReservation:
         if st is None:
             before = read_count(self.sysfs, "nr_hugepages")
             free = read_count(self.sysfs, "free_hugepages")
+            problem = shortfall_problem(pages, free, available_mb())
+            if problem:
+                raise DatapathError(problem)
             need = max(0, pages - free)
             st = {
                 "pages": pages,
@@ -94,10 +120,10 @@ class HugepageReservation:
                         )
                     self.state_file.unlink(missing_ok=True)
                     raise DatapathError(
-                        f"the kernel gave only {got - before} of the {need} more 2 MB hugepages asked for "
-                        f"({pages} needed = {pages * 2} MB, {free} were free): memory is short or too "
-                        "fragmented. Reserve them at boot (kernel command line `hugepagesz=2M hugepages=N`) "
-                        "or lower host.switch.dpdk.hugepages_mb"
+                        f"config: {KEY}: the kernel gave only {got - before} of the {need} more 2 MB hugepages "
+                        f"asked for ({pages} needed = {pages * 2} MB, {free} were free): memory is short or too "
+                        "fragmented. Lower it, or reserve them at boot (kernel command line "
+                        "`hugepagesz=2M hugepages=N`)"
                     )
         if not is_mount(self.mount_dir):
             self.mount_dir.mkdir(parents=True, exist_ok=True)

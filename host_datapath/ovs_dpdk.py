@@ -27,12 +27,14 @@ import glob
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
+from domain.errors import ValidationError
 from host_datapath import dpdk_ports
 from host_datapath.dpdk_options import DpdkOptions, parse_pci_address
 from host_datapath.dpdk_ports import DpdkIface
 from host_datapath.host_switch import HostSwitch
-from host_datapath.hugepages import HugepageReservation
+from host_datapath.hugepages import SYSFS_2M, HugepageReservation, available_mb, read_count, shortfall_problem
 from host_datapath.ovs_instance import OvsInstance
 from host_datapath.sysutil import DatapathError, read_pidfile, run
 
@@ -61,6 +63,21 @@ def check_installed(binary: str = DPDK_VSWITCHD, pmd_dirs: str = PMD_DIRS) -> No
         raise DatapathError(f"DPDK drivers missing: install {' '.join(missing)} (`make setup`)")
 
 
+def preflight(options: DpdkOptions, sysfs: Path = SYSFS_2M) -> DpdkOptions:
+    """Check, changing nothing, that an OVS-DPDK switch with `options` can start here: OVS-DPDK and its
+    drivers installed, the options valid on this machine's CPUs, the hugepages to be had. Returns the options
+    with their defaults filled in; one DatapathError naming the config key otherwise."""
+    check_installed()
+    try:
+        options = options.validate()
+    except ValidationError as exc:
+        raise DatapathError(f"config: {exc}") from None
+    problem = shortfall_problem(options.hugepages, read_count(sysfs, "free_hugepages"), available_mb())
+    if problem:
+        raise DatapathError(problem)
+    return options
+
+
 def release_leftovers(rundir: Path) -> None:
     """Give back the hugepages and unmount the hugetlbfs of every OVS-DPDK instance under `rundir` whose
     `stop()` did not run (a crash): for a sweep, after its processes are killed and before the directory
@@ -79,7 +96,8 @@ class OvsDpdkInstance(OvsInstance):
     init_timeout: float = 60.0
 
     def __post_init__(self) -> None:
-        self.options = self.options.validate()
+        if not (self.options.pmd_cpu_mask and self.options.socket_mem):  # defaults to fill in
+            self.options = self.options.validate()
         self.vswitchd = DPDK_VSWITCHD
         self.start_timeout = max(self.start_timeout, 30.0)
         self.hugepages = HugepageReservation(self.rundir / HUGEPAGE_STATE, self.rundir / "hugepages")
@@ -94,7 +112,7 @@ class OvsDpdkInstance(OvsInstance):
 
     def start(self, ovsdb_tcp_port: int | None = None) -> None:
         """Hugepages, DPDK settings, both daemons; returns once DPDK is initialised (idempotent)."""
-        check_installed(self.vswitchd)
+        self.options = preflight(self.options, self.hugepages.sysfs)
         self.rundir.mkdir(parents=True, exist_ok=True)
         self.hugepages.acquire(self.options.hugepages)
         try:
@@ -179,6 +197,7 @@ class DpdkHostSwitch(HostSwitch):
     """The host switch on OVS-DPDK: namespace `netns`, OVS state in `rundir`, netdev bridge `bridge`."""
 
     options: DpdkOptions = field(default_factory=DpdkOptions)
+    veth_mtu: ClassVar[int] = dpdk_ports.DPDK_VDEV_MTU
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -213,6 +232,10 @@ class DpdkHostSwitch(HostSwitch):
     def attach_tap(self, name: str, ofport: int) -> None:
         """A kernel tap `name` in the switch's namespace, made by a net_tap vdev (its queues match the PMDs)."""
         self.add_dpdk_port(name, ofport, dpdk_ports.tap(name, pmd_threads=len(self.options.pmd_cpus)))
+
+    def switch_info(self) -> dict:
+        """`host.switch` of `uno status --json`: UNO's own private OVS, on DPDK."""
+        return {**super().switch_info(), "dpdk": self.options.as_dict()}
 
     def status(self) -> dict:
         out = super().status()

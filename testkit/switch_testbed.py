@@ -20,7 +20,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from host_datapath.sysutil import (
     wait_for,
 )
 from nf_local.endpoints import http_get_unix, redis_ping
+from testkit.traffic import http_get, serve_http
 
 DATAPATHS = ("netdev", "dpdk")
 
@@ -160,36 +160,12 @@ class SwitchTestbed:
         root = self.dir / f"www-{key}"
         root.mkdir(exist_ok=True)
         (root / "hello.txt").write_text(f"hello from {ep.key}\n")
-        p = self.spawn(
-            key, [sys.executable, "-m", "http.server", str(port), "--bind", ep.ip, "--directory", str(root)]
-        )
-        want = f":{port:04X}"
-
-        def listening() -> bool:
-            if p.poll() is not None:
-                raise RuntimeError(f"http.server in {ep.ns} exited {p.returncode}")
-            return any(
-                want in line.split()[1] and line.split()[3] == "0A"
-                for line in Path(f"/proc/{p.pid}/net/tcp").read_text().splitlines()[1:]
-            )
-
-        wait_for(listening, 20, f"http.server in {ep.ns}")
+        self.procs.append(serve_http(ep.ns, ep.ip, root, port, self.dir / f"{key}.log"))
         return root
 
     def http_get(self, key: str, url: str, timeout: float = 5.0) -> bytes:
         """GET `url` from endpoint `key`'s namespace (a child Python process there)."""
-        code = (
-            "import sys,urllib.request;"
-            f"sys.stdout.buffer.write(urllib.request.urlopen({url!r}, timeout={timeout}).read())"
-        )
-        out = subprocess.run(
-            ["ip", "netns", "exec", self.endpoints[key].ns, sys.executable, "-c", code],
-            capture_output=True,
-            timeout=timeout + 20,
-        )
-        if out.returncode != 0:
-            raise RuntimeError(f"GET {url} from {key} failed: {out.stderr.decode()[-400:]}")
-        return out.stdout
+        return http_get(self.endpoints[key].ns, url, timeout)
 
     def start_redis(self) -> str:
         """A redis-server in the root namespace on a unix socket in the run directory (reachable from every

@@ -238,3 +238,36 @@ def test_release_after_a_crash_uses_the_state_file(fake):
     again = HugepageReservation(res.state_file, Path("/elsewhere"), res.sysfs)  # a later process
     again.release()
     assert fs.nr() == 0 and not res.state_file.exists()
+
+
+def test_recorded_options_round_trip_without_revalidation():
+    o = DpdkOptions.parse({"hugepages_mb": 256, "pmd_cpu_mask": "0x2", "pci": ["03:00.1"]}, cpus=CPUS)
+    assert DpdkOptions.from_dict(o.as_dict()) == o
+    # a switch recorded with CPU 7 is still stopped with its options on a machine without it
+    assert DpdkOptions.from_dict({**o.as_dict(), "pmd_cpu_mask": "0x80"}).pmd_cpus == [7]
+
+
+def test_the_host_switch_config_records_its_dpdk_options():
+    from emulated_host.switch_config import HostSwitchConfig, parse_host_switch
+
+    sw = parse_host_switch({"switch": {"dpdk": {"hugepages_mb": 128}}}, cpus=CPUS)
+    assert sw.dpdk == DpdkOptions(128, "0x2", "128", ())
+    assert HostSwitchConfig.from_dict(sw.as_dict()) == sw
+    assert HostSwitchConfig.from_dict({"mode": "managed"}).dpdk is None  # recorded before the key existed
+
+
+@pytest.mark.parametrize(
+    ("pages", "free", "avail_mb", "ok"),
+    [
+        (128, 128, 0, True),
+        (128, 0, 512, True),
+        (128, 0, 510, False),
+        (128, 64, 256, True),
+        (128, 64, 255, False),
+    ],
+)
+def test_memory_shortfall_is_named_by_key(pages, free, avail_mb, ok):
+    problem = hugepages.shortfall_problem(pages, free, avail_mb)
+    assert (problem is None) == ok
+    if not ok:
+        assert problem.startswith("config: host.switch.dpdk.hugepages_mb: ")
