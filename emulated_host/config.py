@@ -182,7 +182,7 @@ def parse_config(data: Any) -> HostConfig:
     check_host_ports(snics, switch)
     links = {sn.host_port for sn in snics if sn.host_port} | {switch.bridge}
     for i, vm in enumerate(vm_list or ()):
-        if vm.port in links:
+        if vm.port is not None and vm.port in links:
             raise _fail(f"vms[{i}].port.name", f"{vm.port!r} is the host bridge or an sNIC's host_port")
     oneswitch = _parse_oneswitch(data.get("oneswitch", {}))
     if oneswitch.enabled:

@@ -393,17 +393,20 @@ class ExternalHostSwitch(BridgePorts):
                     api.db_set("Bridge", self.bridge, ("protocols", [p for p in br.protocols if p != added]))
                 )
             cmds.append(api.db_remove("Bridge", self.bridge, "external_ids", ADOPTED, ADDED_PROTOCOLS))
-        # QoS rows are roots in the schema: they outlive the ports that used them
-        in_use = {p.qos[0].uuid for p in self._rows("Port") if p.qos and not self._mine(p.external_ids)}
-        for qos in self._rows("QoS"):
-            if self._mine(qos.external_ids) and qos.uuid not in in_use:
-                cmds.append(api.db_destroy("QoS", qos.uuid))
-        if cmds:
-            with api.transaction(check_error=True) as txn:
-                for cmd in cmds:
-                    txn.add(cmd)
+        self._commit(cmds)
+        # QoS rows are roots in the schema: they outlive the ports that used them (deleted once no port, the
+        # ones just removed included, refers to them: a second transaction)
+        in_use = {q.uuid for p in self._rows("Port") for q in p.qos}
+        self._commit([api.db_destroy("QoS", q.uuid) for q in self._rows("QoS")
+                      if self._mine(q.external_ids) and q.uuid not in in_use])  # fmt: skip
         if errors:
             raise DatapathError("; ".join(errors))
+
+    def _commit(self, cmds: list) -> None:
+        if cmds:
+            with self.driver.api.transaction(check_error=True) as txn:
+                for cmd in cmds:
+                    txn.add(cmd)
 
     def _remove_oneswitch_flows(self) -> list[str]:
         """OneSwitch's flows and reserved groups on an adopted bridge (it ran as a shared switch's controller)."""

@@ -119,6 +119,8 @@ class SwitchDriver:
         and Interface rows. A port OVS cannot open fails naming the Interface's error."""
         if not 1 <= ofport <= 0xFF00:
             raise DatapathError(f"ofport {ofport} out of range 1..65280")
+        if not self.exact_ofport:  # a number another port has or asked for: OVS would renumber that port
+            ofport = free_number(ofport, self._numbers_taken(name))
         cols: list[tuple[str, object]] = [("ofport_request", ofport)]
         if internal or iface_type:
             cols.append(("type", "internal" if internal else iface_type))
@@ -143,6 +145,17 @@ class SwitchDriver:
                 f"port {name}: asked for OpenFlow port {ofport}, OVS gave {got}" + (f": {why}" if why else "")
             )
         return got
+
+    def _numbers_taken(self, name: str) -> set[int]:
+        """The OpenFlow numbers the bridge's other interfaces have or asked for (from the IDL's copy)."""
+        for _ in range(3):  # the IDL's thread may change the rows while they are read
+            try:
+                br = next((b for b in self.api.tables["Bridge"].rows.values() if b.name == self.bridge), None)
+                ifaces = [i for p in (br.ports if br else []) for i in p.interfaces if i.name != name]
+                return {n for i in ifaces for n in (*i.ofport, *i.ofport_request)}
+            except RuntimeError:
+                time.sleep(0.01)
+        raise DatapathError(f"cannot read the ports of {self.ovsdb}")
 
     def interface_error(self, name: str) -> str:
         """The Interface's `error` column (why OVS could not open it), "" if none."""
@@ -260,6 +273,14 @@ class SwitchDriver:
         if self.openflow is None:
             raise DatapathError(f"bridge {self.bridge}: no OpenFlow endpoint (call ensure_bridge first)")
         return self.openflow
+
+
+def free_number(want: int, taken: set[int], top: int = 0xFF00) -> int:
+    """`want`, or the next OpenFlow port number above it that is not `taken` (wrapping to 1)."""
+    for n in [*range(want, top + 1), *range(1, want)]:
+        if n not in taken:
+            return n
+    raise DatapathError("no free OpenFlow port number on the bridge")
 
 
 _PORT_LINE = re.compile(r"^\s*port\s+(\S+):\s+rx\s+(.*)$")

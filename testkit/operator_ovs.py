@@ -105,6 +105,11 @@ class OperatorOvs:
         for f in flows:
             self.ofctl("add-flow", bridge, f)
 
+    def del_foreign_bridge(self, bridge: str, veth_end: str) -> None:
+        self.vsctl("--if-exists", "del-br", bridge)
+        run(["ip", "link", "del", veth_end], check=False)
+        self.links.remove(veth_end)
+
     def snapshot(self, bridge: str) -> dict[str, str]:
         """The foreign bridge as the operator sees it: flows (no statistics), groups, and its OVSDB rows."""
         ports = self.vsctl("list-ports", bridge).split()

@@ -8,20 +8,26 @@ key, changing nothing on the operator's OVS."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import select
+import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from scapy.layers.inet import ICMP, IP
+from scapy.layers.l2 import Ether
 
 from domain.errors import CliError
 from emulated_host import naming as nm
 from emulated_host.config import parse_config
 from emulated_host.host import EmulatedHost, ping
 from host_datapath.oneswitch_client import OneSwitchClient
-from host_datapath.sysutil import DatapathError
+from host_datapath.sysutil import DatapathError, run
 from nf_agent.client import call
 from testkit.agent_host import AGENT_E2E, FW_CONFIG, agent_host, instance, ofctl
 from testkit.hosts import EMPTY, machine_snapshot, unique_name
@@ -30,6 +36,7 @@ from testkit.poll import wait
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = AGENT_E2E
+FOREIGN = ("flows", "groups", "bridge", "ports", "ifaces")  # the snapshot's rows of the foreign bridge itself
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +128,10 @@ def test_attach_chain_move_detach_leaves_the_operators_ovs_as_it_was(op, tmp_pat
 
         # OneSwitch's flows went to UNO's bridge only
         assert "goto_table" in ovs.ofctl("dump-flows", ubr)
-        assert ovs.snapshot(foreign) == before  # untouched while UNO runs
+        now = ovs.snapshot(
+            foreign
+        )  # the foreign bridge untouched while UNO runs (the OVS-wide rows have UNO's)
+        assert {k: now[k] for k in FOREIGN} == {k: before[k] for k in FOREIGN}
     # `uno down` (the fixture's exit) removed UNO's bridge, its ports and rows, and nothing else
     assert ovs.vsctl("list-br").split() == [foreign]
     assert ovs.snapshot(foreign) == before
@@ -133,8 +143,8 @@ def test_adopt_a_foreign_bridge_then_give_it_back_as_it_was(op, tmp_path):
     there, the operator's flows stay; `uno down` leaves the bridge as it found it."""
     ovs, _, _ = op
     tag = unique_name()
-    theirs = f"{tag}-ad"
-    ovs.add_foreign_bridge(theirs, (f"{tag}-aa", f"{tag}-ab"))
+    theirs, veth = f"o{tag[1:]}-ad", (f"o{tag[1:]}-aa", f"o{tag[1:]}-ab")  # named unlike UNO's host
+    ovs.add_foreign_bridge(theirs, veth)
     before = ovs.snapshot(theirs)
     host = EmulatedHost(parse_config({"name": tag, "rundir": "/run/uno-test", "vms": 1,
                                       "host": external(ovs, theirs, adopt=True)}))  # fmt: skip
@@ -149,10 +159,74 @@ def test_adopt_a_foreign_bridge_then_give_it_back_as_it_was(op, tmp_path):
         assert "cookie=0x55" in flows
         for line in before["flows"].splitlines()[1:]:
             assert line.strip() in flows
+        # UNO's ports took numbers no operator port had or asked for (an operator's port is never renumbered)
+        assert ovs.vsctl("get", "Interface", f"{theirs}-i", "ofport").strip() == "1"
+        host.down()
+        assert ovs.snapshot(theirs) == before
+        assert machine_snapshot(tag) == EMPTY
     finally:
         host.down()
-    assert ovs.snapshot(theirs) == before
-    assert machine_snapshot(tag) == EMPTY
+        ovs.del_foreign_bridge(theirs, veth[0])
+
+
+def open_tap(name: str) -> int:
+    """A tap device held by this process (as QEMU holds a VM's): its fd, frames in and out."""
+    fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK)
+    fcntl.ioctl(fd, 0x400454CA, struct.pack("16sH", name.encode(), 0x0002 | 0x1000))  # TUNSETIFF: TAP, NO_PI
+    run(["ip", "link", "set", name, "up"])
+    return fd
+
+
+def echo_through(fd: int, frame: bytes, ident: int, timeout: float = 30.0) -> bool:
+    """Write `frame` (an ICMP echo request) into the tap every half second until its reply comes out of it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        os.write(fd, frame)
+        end = time.monotonic() + 0.5
+        while (left := end - time.monotonic()) > 0:
+            if not select.select([fd], [], [], left)[0]:
+                break
+            pkt = Ether(os.read(fd, 65536))
+            if ICMP in pkt and pkt[ICMP].type == 0 and pkt[ICMP].id == ident:
+                return True
+    return False
+
+
+def test_a_vms_own_tap_device_is_its_port(op):
+    """vms[].port {type: tap}: the VM's existing tap (held by its "QEMU", here this process) goes onto UNO's
+    bridge as the VM's port; a frame the VM sends crosses OneSwitch's rules, the PCIe link and the sNIC to the
+    wire, and the answer comes back into the tap. `uno down` takes the port off and leaves the device."""
+    ovs, _, _ = op
+    name = unique_name()
+    tap = f"o{name[1:]}-tap"
+    fd = open_tap(tap)
+    host = EmulatedHost(parse_config({"name": name, "rundir": "/run/uno-test", "oneswitch": {"enabled": True},
+                                      "vms": [{"name": "web", "port": {"type": "tap", "name": tap}}],
+                                      "host": external(ovs, f"{name}-ubr")}))  # fmt: skip
+    try:
+        status = host.up()
+        assert status["vms"][0] | {"host_ofport": 0} == {
+            "name": "web", "type": "tap", "netns": None, "ifname": None, "ip": None, "mac": None,
+            "host_port": tap, "host_ofport": 0,
+        }  # fmt: skip
+        assert ovs.vsctl("get", "Port", tap, "external_ids:uno-owner").strip('"\n') == name
+        listen, eth, vm = status["oneswitch"]["listen"], nm.vport_eth(0, 0), nm.vport_vm(0)
+        for f in (f"in_port={vm},actions=output:{eth}", f"in_port={eth},actions=output:{vm}"):
+            ofctl(status, "add-flow", listen, f)
+        vm_mac, vm_ip = "02:00:00:aa:00:01", "10.77.0.10"
+        run(["ip", "neigh", "replace", vm_ip, "lladdr", vm_mac, "dev", nm.if_eth(name, 0, 0)[1], "nud", "permanent"],
+            netns=nm.ns_outside(name, 0, 0))  # fmt: skip
+        frame = (
+            Ether(src=vm_mac, dst=nm.mac(2, 0, 0)) / IP(src=vm_ip, dst=nm.ip_outside(0, 0)) / ICMP(id=4242)
+        )
+        assert echo_through(fd, bytes(frame), 4242), "no echo reply came back into the VM's tap"
+        host.down()
+        assert Path(f"/sys/class/net/{tap}").exists()  # the VM's device stays; only UNO's port row went
+        assert tap not in ovs.vsctl("list", "Port") and f"{name}-ubr" not in ovs.vsctl("list-br").split()
+        assert machine_snapshot(name) == EMPTY
+    finally:
+        host.down()
+        os.close(fd)
 
 
 @pytest.mark.parametrize(
@@ -168,7 +242,7 @@ def test_adopt_a_foreign_bridge_then_give_it_back_as_it_was(op, tmp_path):
     ],
 )
 def test_bad_config_is_one_line_naming_the_key_and_changes_nothing(op, tmp_path, case):
-    ovs, foreign, before = op
+    ovs, foreign, _ = op
     name = unique_name()
     host_cfg, vms, key = external(ovs, f"{name}-ubr"), 1, ""
     if case == "no_socket":
@@ -189,7 +263,7 @@ def test_bad_config_is_one_line_naming_the_key_and_changes_nothing(op, tmp_path,
     elif case == "foreign_bridge":
         host_cfg, key = external(ovs, foreign), "host.switch.bridge"
     elif case == "other_uno":
-        other = f"{name}-ob"
+        other = f"o{name[1:]}-ob"  # not named like the host: machine_snapshot(name) looks for those
         ovs.vsctl("add-br", other, "--", "set", "Bridge", other, "datapath_type=netdev",
                   "external_ids:uno-owner=someone")  # fmt: skip
         host_cfg, key = external(ovs, other, adopt=True), "host.switch.bridge"
@@ -197,10 +271,15 @@ def test_bad_config_is_one_line_naming_the_key_and_changes_nothing(op, tmp_path,
         vms, key = [{"name": "vm0", "port": {"type": "tap", "name": f"{name}-tap"}}], "vms[0].port.name"
     elif case == "system_datapath":
         host_cfg, key = external(ovs, f"{name}-ubr", datapath_type="system"), "host.switch.datapath_type"
+    elif case == "vhost_no_dpdk":  # this OVS has no DPDK: no vhost-user port
+        vms, key = (
+            [{"name": "vm0", "port": {"type": "vhostuser", "socket": f"{tmp_path}/vm0.sock"}}],
+            "vms[0].port",
+        )
     elif case == "port_of_op":  # the sNIC's link named as a port of the operator's bridge
         vms, key = 1, "snics[0].host_port"
     snics = [{"id": "snic0", "host_port": f"{foreign.split('-')[0]}-fa"}] if case == "port_of_op" else None
-    br_before = ovs.vsctl("list-br")
+    br_before, before = ovs.vsctl("list-br"), ovs.snapshot(foreign)
     try:
         cfg = {"name": name, "rundir": "/run/uno-test", "vms": vms, "host": host_cfg, "oneswitch": {"enabled": True},
                **({"snics": snics} if snics else {})}  # fmt: skip
@@ -216,7 +295,7 @@ def test_bad_config_is_one_line_naming_the_key_and_changes_nothing(op, tmp_path,
         assert machine_snapshot(name) == EMPTY
     finally:
         if case == "other_uno":
-            ovs.vsctl("del-br", f"{name}-ob")
+            ovs.vsctl("del-br", f"o{name[1:]}-ob")
 
 
 def test_uno_up_cli_prints_the_key_of_a_bad_external_config(op, tmp_path):
