@@ -252,3 +252,20 @@ def test_nf_between_two_namespaces_and_its_move(tb):
     assert tb.http_get("a", f"http://{b.ip}:8000/hello.txt") == b"hello from b\n"
     print(f"move (start nf + re-point flows) {move_s * 1000:.0f} ms, max TCP gap {res['max_gap_ms']} ms")
     assert nf1.ofport == 3 and nf2.ofport == 4
+
+
+def test_emulated_host_crash_then_down_gives_everything_back(host_factory):
+    """`uno up` with host.switch.dpdk, then the DPDK vswitchd killed (-9) and the host's state file lost: the
+    sweep of `uno down` still unmounts the hugetlbfs and gives the pages back (nothing else is left either:
+    host_factory checks)."""
+    before = hugepages_total()
+    host = host_factory(vms=1, snics=[{"pcie_gbps": 0}], host={"switch": {"dpdk": {"hugepages_mb": 128}}})
+    status = host.up()
+    assert status["host"]["datapath"] == "dpdk" and status["host"]["dpdk"]["initialized"]
+    mount = Path(status["host"]["dpdk"]["hugepages"]["mount"])
+    assert mounts_of(mount)
+    os.kill(status["host"]["pids"]["ovs-vswitchd"], 9)
+    host.state_file.unlink()
+    host.down()
+    assert not mounts_of(mount)
+    wait_for(lambda: hugepages_total() == before, 10, f"nr_hugepages back to {before}", error=AssertionError)
