@@ -26,8 +26,10 @@ from pathlib import Path
 
 from host_datapath.dpdk_options import DpdkOptions
 from host_datapath.host_switch import HostSwitch
-from host_datapath.ovs_dpdk import DpdkHostSwitch, release_leftovers
+from host_datapath.hugepages import SYSFS_2M
+from host_datapath.ovs_dpdk import DpdkHostSwitch, check_installed, release_leftovers
 from host_datapath.sysutil import (
+    DatapathError,
     kill_and_wait,
     netns_del,
     quiet_switch_port,
@@ -248,8 +250,21 @@ class SwitchTestbed:
         return out + ([str(self.dir)] if self.dir.exists() else [])
 
 
+def dpdk_missing() -> str | None:
+    """Why this machine cannot run an OVS-DPDK host switch (None: it can)."""
+    try:
+        check_installed()
+    except DatapathError as exc:
+        return str(exc)
+    if not (SYSFS_2M / "nr_hugepages").exists():
+        return f"no 2 MB hugepages in this kernel ({SYSFS_2M} missing)"
+    if not os.access(SYSFS_2M / "nr_hugepages", os.W_OK):
+        return f"cannot reserve hugepages ({SYSFS_2M / 'nr_hugepages'} not writable)"
+    return None
+
+
 def hugepages_total() -> int:
-    return int(Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read_text())
+    return int((SYSFS_2M / "nr_hugepages").read_text())
 
 
 def wait_ping(ns: str, ip: str, timeout: float = 10.0) -> None:
@@ -266,4 +281,4 @@ def _raise_exit(signum, _frame) -> None:
     raise SystemExit(128 + signum)
 
 
-__all__ = ["DATAPATHS", "Endpoint", "SwitchTestbed", "hugepages_total", "wait_ping"]
+__all__ = ["DATAPATHS", "Endpoint", "SwitchTestbed", "dpdk_missing", "hugepages_total", "wait_ping"]

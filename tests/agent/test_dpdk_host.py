@@ -17,27 +17,13 @@ from emulated_host import naming as nm
 from emulated_host.host import ping
 from host_datapath.hugepages import SYSFS_2M
 from host_datapath.oneswitch_client import OneSwitchClient
-from host_datapath.ovs_dpdk import check_installed
-from host_datapath.sysutil import DatapathError, pid_alive, wait_for
+from host_datapath.sysutil import pid_alive, wait_for
 from nf_agent.client import call
 from testkit.agent_host import AGENT_E2E, agent_host, instance, ofctl
 from testkit.instances import gone
 from testkit.poll import wait
+from testkit.switch_testbed import dpdk_missing
 from testkit.traffic import http_get, serve_http
-
-
-def dpdk_missing() -> str | None:
-    """Why this machine cannot run an OVS-DPDK host switch (None: it can)."""
-    try:
-        check_installed()
-    except DatapathError as exc:
-        return str(exc)
-    if not (SYSFS_2M / "nr_hugepages").exists():
-        return f"no 2 MB hugepages in this kernel ({SYSFS_2M} missing)"
-    if not os.access(SYSFS_2M / "nr_hugepages", os.W_OK):
-        return f"cannot reserve hugepages ({SYSFS_2M / 'nr_hugepages'} not writable)"
-    return None
-
 
 pytestmark = [*AGENT_E2E, pytest.mark.skipif(bool(dpdk_missing()), reason=dpdk_missing() or "")]
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from host_datapath.hugepages import SYSFS_2M
-from host_datapath.ovs_dpdk import DPDK_VSWITCHD
 from testkit.hosts import EMPTY, machine_snapshot, needs_root, unique_name
+from testkit.switch_testbed import dpdk_missing
 
 pytestmark = [
     pytest.mark.root,
     needs_root,
-    pytest.mark.skipif(not Path(DPDK_VSWITCHD).exists(), reason="needs OVS-DPDK (openvswitch-switch-dpdk)"),
+    pytest.mark.skipif(bool(dpdk_missing()), reason=dpdk_missing() or ""),
 ]
 REPO = Path(__file__).resolve().parents[2]
 
