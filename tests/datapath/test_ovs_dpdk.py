@@ -267,3 +267,33 @@ def test_emulated_host_crash_then_down_gives_everything_back(host_factory):
     host.down()
     assert not mounts_of(mount)
     wait_for(lambda: hugepages_total() == before, 10, f"nr_hugepages back to {before}", error=AssertionError)
+
+
+def test_emulated_host_plugs_a_vhost_user_vm_and_an_emulated_one(host_factory, tmp_path):
+    """`vms: [{name, port: {type: vhostuser, socket}}, {name}]` on a managed OVS-DPDK host switch: the real VM's
+    port is a dpdkvhostuserclient of its socket (waiting for QEMU, link down), the emulated VM's an af_packet
+    vdev on its veth (MTU 1500); `uno status` lists both."""
+    sock = str(tmp_path / "web.sock")
+    host = host_factory(
+        vms=[{"name": "web", "port": {"type": "vhostuser", "socket": sock}}, {"name": "db"}],
+        snics=[{"pcie_gbps": 0}],
+        host={"switch": {"dpdk": {"hugepages_mb": 128}}},
+    )
+    status = host.up()
+    vms = {vm["name"]: vm for vm in status["vms"]}
+    assert vms["web"]["type"] == "vhostuser" and vms["web"]["socket"] == sock and vms["web"]["netns"] is None
+    assert status["host"]["ports"][vms["web"]["host_port"]] == vms["web"]["host_ofport"]
+    sw = host.host_switch()
+    try:
+        rows = sw.driver.api.db_find(
+            "Interface", ("name", "=", vms["web"]["host_port"]), columns=["type", "options", "link_state"]
+        ).execute(check_error=True)
+        assert rows[0]["type"] == "dpdkvhostuserclient" and rows[0]["options"] == {"vhost-server-path": sock}
+        assert rows[0]["link_state"] in ("down", [])
+        db = sw.driver.api.db_get("Interface", vms["db"]["host_port"], "options").execute(check_error=True)
+        assert db["dpdk-devargs"].startswith(f"net_af_packet_{vms['db']['host_port']},")
+    finally:
+        sw.close()
+    mtu = subprocess.run(["ip", "netns", "exec", vms["db"]["netns"], "cat", f"/sys/class/net/{vms['db']['ifname']}/mtu"],
+                         capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    assert mtu == "1500"
