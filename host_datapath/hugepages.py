@@ -7,15 +7,19 @@ shortfall is added to `/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages`; 
 `release()` — from this process or a later one, after a crash — unmounts and gives back exactly the pages
 added (nr_hugepages lowered by that number, never below 0; pages another program took meanwhile are
 left to it). Both are idempotent. When the kernel cannot give the pages (memory short or fragmented) the
-count is put back and one DatapathError says so and what to do.
+count is put back and one DatapathError says so and what to do. `claim_lock()` (a machine-wide flock) is
+held by a switch from counting the free pages until its DPDK process has taken them, and while it gives
+pages back, so two switches never count the same free pages.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +27,7 @@ from host_datapath.sysutil import DatapathError, run
 
 SYSFS_2M = Path("/sys/kernel/mm/hugepages/hugepages-2048kB")
 KEY = "host.switch.dpdk.hugepages_mb"
+CLAIM_LOCK = Path("/run/uno-hugepages.lock")
 
 
 def read_count(sysfs: Path, name: str) -> int:
@@ -65,6 +70,20 @@ def shortfall_problem(pages: int, free: int, avail_mb: int, key: str = KEY) -> s
             "reserve hugepages at boot (kernel command line `hugepagesz=2M hugepages=N`)"
         )
     return None
+
+
+@contextlib.contextmanager
+def claim_lock(path: Path = CLAIM_LOCK) -> Iterator[None]:
+    """Held from counting the free pages until the DPDK process has taken its pages (a machine-wide flock):
+    otherwise two switches starting at once would both count the same free pages as theirs, and one of them
+    would find them gone."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def is_mount(path: Path) -> bool:

@@ -34,7 +34,14 @@ from host_datapath import dpdk_ports
 from host_datapath.dpdk_options import DpdkOptions, parse_pci_address
 from host_datapath.dpdk_ports import DpdkIface
 from host_datapath.host_switch import HostSwitch
-from host_datapath.hugepages import SYSFS_2M, HugepageReservation, available_mb, read_count, shortfall_problem
+from host_datapath.hugepages import (
+    SYSFS_2M,
+    HugepageReservation,
+    available_mb,
+    claim_lock,
+    read_count,
+    shortfall_problem,
+)
 from host_datapath.ovs_instance import OvsInstance
 from host_datapath.sysutil import DatapathError, read_pidfile, run
 
@@ -85,7 +92,8 @@ def release_leftovers(rundir: Path) -> None:
     if not rundir.exists():
         return
     for state in rundir.rglob(HUGEPAGE_STATE):
-        HugepageReservation(state, state.with_name("hugepages")).release()
+        with claim_lock():
+            HugepageReservation(state, state.with_name("hugepages")).release()
 
 
 @dataclass
@@ -114,14 +122,18 @@ class OvsDpdkInstance(OvsInstance):
         """Hugepages, DPDK settings, both daemons; returns once DPDK is initialised (idempotent)."""
         self.options = preflight(self.options, self.hugepages.sysfs)
         self.rundir.mkdir(parents=True, exist_ok=True)
-        self.hugepages.acquire(self.options.hugepages)
-        try:
-            self.other_config = self.options.other_config(str(self.hugepages.mount_dir), self.file_prefix)
-            super().start(ovsdb_tcp_port)
-            self.wait_initialized()
-        except BaseException:
-            self.stop()
-            raise
+        with claim_lock():
+            self.hugepages.acquire(self.options.hugepages)
+            try:
+                self.other_config = self.options.other_config(str(self.hugepages.mount_dir), self.file_prefix)
+                try:
+                    super().start(ovsdb_tcp_port)
+                except DatapathError as exc:  # e.g. DPDK aborted before vswitchd detached: its log says why
+                    raise DatapathError(f"{exc}; {self.log_errors()}") from None
+                self.wait_initialized()
+            except BaseException:
+                self._stop()
+                raise
 
     def vsctl(self, *args: str) -> str:
         return run(["ovs-vsctl", f"--db={self.db_remote}", "--timeout=10", *args]).strip()
@@ -152,6 +164,10 @@ class OvsDpdkInstance(OvsInstance):
         return " / ".join(ln.split("|", 4)[-1] for ln in picked) + f" (log {self.log_file})"
 
     def stop(self) -> None:
+        with claim_lock():  # pages given back while another switch counts the free ones would vanish under it
+            self._stop()
+
+    def _stop(self) -> None:
         super().stop()
         self.hugepages.release()
 

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -297,3 +298,33 @@ def test_emulated_host_plugs_a_vhost_user_vm_and_an_emulated_one(host_factory, t
     mtu = subprocess.run(["ip", "netns", "exec", vms["db"]["netns"], "cat", f"/sys/class/net/{vms['db']['ifname']}/mtu"],
                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     assert mtu == "1500"
+
+
+def test_two_switches_starting_at_once_both_get_their_pages():
+    """Two OVS-DPDK switches started at the same moment each reserve their own pages (neither counts the other's
+    not yet taken pages as free for itself), both initialise, and stopping them gives back what each added."""
+    before = hugepages_total()
+    beds = [SwitchTestbed(options=DpdkOptions(hugepages_mb=64)) for _ in range(2)]
+    errors: list[BaseException] = []
+
+    def start(bed: SwitchTestbed) -> None:
+        try:
+            bed.add_switch("sw", "dpdk")
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    try:
+        for bed in beds:
+            bed.__enter__()
+        threads = [threading.Thread(target=start, args=(bed,)) for bed in beds]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=180)
+        assert not errors, errors
+        assert all(bed.switches["sw"].status()["dpdk"]["initialized"] for bed in beds)
+    finally:
+        for bed in beds:
+            bed.close()
+    assert all(bed.leftovers() == [] for bed in beds)
+    wait_for(lambda: hugepages_total() == before, 10, f"nr_hugepages back to {before}", error=AssertionError)
