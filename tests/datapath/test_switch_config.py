@@ -4,6 +4,7 @@ kernel datapath's check, the recorded switch, OneSwitch's config from actual por
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from emulated_host.switch_config import (
     parse_host_switch,
 )
 from host_datapath.dpdk_options import DpdkOptions
-from host_datapath.external_switch import ExternalHostSwitch
+from host_datapath.external_switch import ExternalHostSwitch, probe_ovsdb
 from host_datapath.host_switch import HostSwitch
 from host_datapath.switch import free_number
 from host_datapath.sysutil import DatapathError, kernel_datapath_problem
@@ -223,3 +224,17 @@ def test_managed_kernel_datapath_without_the_module_is_one_line_and_makes_nothin
         assert "\n" not in msg and machine_snapshot(name) == EMPTY
     finally:
         host.down()
+
+
+def test_probe_ovsdb_names_a_server_that_does_not_answer(tmp_path):
+    """A listener that accepts and never answers (a hung server), a refused connection, a missing socket."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        port = srv.getsockname()[1]
+        with pytest.raises(DatapathError, match=r"does not answer \(no reply within 0.3 s\)"):
+            probe_ovsdb(f"tcp:127.0.0.1:{port}", timeout=0.3)
+    with pytest.raises(DatapathError, match="does not answer"):
+        probe_ovsdb(f"tcp:127.0.0.1:{port}", timeout=0.3)  # closed now: refused
+    with pytest.raises(DatapathError, match="does not answer"):
+        probe_ovsdb(f"unix:{tmp_path}/none.sock", timeout=0.3)
