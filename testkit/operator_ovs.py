@@ -5,12 +5,18 @@ RUNDIR), in the root namespace, in a run directory of its own; and a foreign bri
 group, whose every byte a test compares before and after UNO came and went.
 
 (ovs-ctl itself is not used: it loads the openvswitch kernel module first, which this machine lacks, and its
-`--monitor` parent would restart a daemon the teardown kills.)"""
+`--monitor` parent would restart a daemon the teardown kills.)
+
+Two netdev ovs-vswitchd in one namespace fight over the `ovs-netdev` tap device (ENVIRONMENT.md), so one
+operator OVS at a time runs on the machine: `operator_ovs` holds a machine-wide lock (other worktrees' test
+runs wait for it)."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import time
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -20,6 +26,7 @@ from pathlib import Path
 from host_datapath.sysutil import kill_and_wait, read_pidfile, run, set_root_sysctls, wait_for
 
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
+LOCK = Path("/run/uno-test-ovs.lock")  # one root-namespace vswitchd at a time, machine-wide
 # The foreign bridge's settings and rows a test compares (columns that do not move by themselves: no
 # statistics, status or link state).
 BRIDGE_COLS = (
@@ -128,11 +135,31 @@ class OperatorOvs:
 
 
 @contextlib.contextmanager
+def root_vswitchd_lock(timeout: float = 1200.0) -> Iterator[None]:
+    """The machine-wide lock of the root namespace's one netdev vswitchd (waits up to `timeout` s)."""
+    with open(LOCK, "a") as f:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"another test's operator OVS held {LOCK} for {timeout:g} s") from None
+                time.sleep(0.5)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
 def operator_ovs(rundir: Path) -> Iterator[OperatorOvs]:
     """An operator's OVS in `rundir` (must not exist), stopped and removed on exit, pass or fail."""
     ovs = OperatorOvs(rundir)
-    try:
-        ovs.start()
-        yield ovs
-    finally:
-        ovs.stop()
+    with root_vswitchd_lock():
+        try:
+            ovs.start()
+            yield ovs
+        finally:
+            ovs.stop()
