@@ -16,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import time
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
