@@ -20,8 +20,9 @@ from emulated_host.switch_config import (
     parse_host_switch,
 )
 from host_datapath.dpdk_options import DpdkOptions
-from host_datapath.external_switch import ExternalHostSwitch, probe_ovsdb
+from host_datapath.external_switch import ExternalHostSwitch
 from host_datapath.host_switch import HostSwitch
+from host_datapath.ovsdb_probe import probe_ovsdb
 from host_datapath.switch import free_number
 from host_datapath.sysutil import DatapathError, kernel_datapath_problem
 from testkit.hosts import EMPTY, machine_snapshot, needs_root, unique_name
