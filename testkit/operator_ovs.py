@@ -77,12 +77,21 @@ class OperatorOvs:
         wait_for(lambda: read_pidfile(d / "ovs-vswitchd.pid"), 10, "the operator's ovs-vswitchd")
 
     def stop(self) -> None:
+        # A netdev bridge's internal ports are tap devices that outlive a killed vswitchd: delete the bridges
+        # first (vswitchd removes their taps), then whatever tap is left of them.
+        taps: list[str] = []
+        with contextlib.suppress(Exception):  # an OVS that never started or is gone
+            for br in self.vsctl("list-br").split():
+                taps += [br, *(i for i in self.vsctl("list-ifaces", br).split()
+                               if self.vsctl("get", "Interface", i, "type").strip() == "internal")]  # fmt: skip
+                self.vsctl("--if-exists", "del-br", br)
         for daemon in ("ovs-vswitchd", "ovsdb-server"):
             pid = read_pidfile(self.rundir / f"{daemon}.pid")
             if pid:
                 kill_and_wait(pid)
-        for link in self.links:
-            run(["ip", "link", "del", link], check=False)
+        for link in [*self.links, *taps]:
+            if Path(f"/sys/class/net/{link}").exists():
+                run(["ip", "link", "del", link], check=False)
         shutil.rmtree(self.rundir, ignore_errors=True)
 
     # -- the foreign bridge -------------------------------------------------------------------------------

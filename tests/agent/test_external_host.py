@@ -287,6 +287,7 @@ def test_a_bluefields_link_is_the_port_the_operator_names(op, tmp_path):
         "missing_tap",
         "system_datapath",
         "port_of_op",
+        "vhost_no_dpdk",
     ],
 )
 def test_bad_config_is_one_line_naming_the_key_and_changes_nothing(op, tmp_path, case):
