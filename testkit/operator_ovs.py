@@ -93,6 +93,8 @@ class OperatorOvs:
             if Path(f"/sys/class/net/{link}").exists():
                 run(["ip", "link", "del", link], check=False)
         shutil.rmtree(self.rundir, ignore_errors=True)
+        with contextlib.suppress(OSError):  # the run directories' root, once no operator OVS has one there
+            self.rundir.parent.rmdir()
 
     # -- the foreign bridge -------------------------------------------------------------------------------
     def add_foreign_bridge(self, bridge: str, veth: tuple[str, str]) -> None:
