@@ -779,19 +779,21 @@ class EmulatedHost:
             return {"name": self.name, "up": False}
         out: dict = {"name": self.name, "up": bool(state.get("complete")), "rundir": str(self.rundir)}
         out["snics"] = []
-        for comp in self._live_components(state):
-            try:
+        comps = self._live_components(state)
+        try:
+            for comp in comps:
                 st = comp.status()
-            finally:
+                if comp.key == "snic":
+                    out["snics"].append(st)
+                else:
+                    out[comp.key] = st
+                if comp.key == "host":
+                    st["switch"] = comp.switch_info()  # type: ignore[attr-defined]
+        finally:  # after all: the VMs' and sNICs' status read the host switch too
+            for comp in comps:
                 close = getattr(comp, "close", None)
                 if close:
                     close()
-            if comp.key == "snic":
-                out["snics"].append(st)
-            else:
-                out[comp.key] = st
-            if comp.key == "host":
-                st["switch"] = comp.switch_info()  # type: ignore[attr-defined]
         # Up = a completed bring-up whose switches, Redis and OneSwitch still run (after a crash: false, and
         # `uno up` recovers: Redis or OneSwitch alone restarted, the whole host after a switch died).
         switches = [out["host"], *[sn for sn in out["snics"] if "running" in sn]]

@@ -5,14 +5,20 @@ RUNDIR), in the root namespace, in a run directory of its own; and a foreign bri
 group, whose every byte a test compares before and after UNO came and went.
 
 (ovs-ctl itself is not used: it loads the openvswitch kernel module first, which this machine lacks, and its
-`--monitor` parent would restart a daemon the teardown kills.)"""
+`--monitor` parent would restart a daemon the teardown kills.)
+
+Two netdev ovs-vswitchd in one namespace fight over the `ovs-netdev` tap device (ENVIRONMENT.md), so one
+operator OVS at a time runs on the machine: `operator_ovs` holds a machine-wide lock (other worktrees' test
+runs wait for it)."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +26,7 @@ from pathlib import Path
 from host_datapath.sysutil import kill_and_wait, read_pidfile, run, set_root_sysctls, wait_for
 
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
+LOCK = Path("/run/uno-test-ovs.lock")  # one root-namespace vswitchd at a time, machine-wide
 # The foreign bridge's settings and rows a test compares (columns that do not move by themselves: no
 # statistics, status or link state).
 BRIDGE_COLS = (
@@ -70,13 +77,24 @@ class OperatorOvs:
         wait_for(lambda: read_pidfile(d / "ovs-vswitchd.pid"), 10, "the operator's ovs-vswitchd")
 
     def stop(self) -> None:
+        # A netdev bridge's internal ports are tap devices that outlive a killed vswitchd: delete the bridges
+        # first (vswitchd removes their taps), then whatever tap is left of them.
+        taps: list[str] = []
+        with contextlib.suppress(Exception):  # an OVS that never started or is gone
+            for br in self.vsctl("list-br").split():
+                taps += [br, *(i for i in self.vsctl("list-ifaces", br).split()
+                               if self.vsctl("get", "Interface", i, "type").strip() == "internal")]  # fmt: skip
+                self.vsctl("--if-exists", "del-br", br)
         for daemon in ("ovs-vswitchd", "ovsdb-server"):
             pid = read_pidfile(self.rundir / f"{daemon}.pid")
             if pid:
                 kill_and_wait(pid)
-        for link in self.links:
-            run(["ip", "link", "del", link], check=False)
+        for link in [*self.links, *taps]:
+            if Path(f"/sys/class/net/{link}").exists():
+                run(["ip", "link", "del", link], check=False)
         shutil.rmtree(self.rundir, ignore_errors=True)
+        with contextlib.suppress(OSError):  # the run directories' root, once no operator OVS has one there
+            self.rundir.parent.rmdir()
 
     # -- the foreign bridge -------------------------------------------------------------------------------
     def add_foreign_bridge(self, bridge: str, veth: tuple[str, str]) -> None:
@@ -128,11 +146,31 @@ class OperatorOvs:
 
 
 @contextlib.contextmanager
+def root_vswitchd_lock(timeout: float = 1200.0) -> Iterator[None]:
+    """The machine-wide lock of the root namespace's one netdev vswitchd (waits up to `timeout` s)."""
+    with open(LOCK, "a") as f:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"another test's operator OVS held {LOCK} for {timeout:g} s") from None
+                time.sleep(0.5)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
 def operator_ovs(rundir: Path) -> Iterator[OperatorOvs]:
     """An operator's OVS in `rundir` (must not exist), stopped and removed on exit, pass or fail."""
     ovs = OperatorOvs(rundir)
-    try:
-        ovs.start()
-        yield ovs
-    finally:
-        ovs.stop()
+    with root_vswitchd_lock():
+        try:
+            ovs.start()
+            yield ovs
+        finally:
+            ovs.stop()

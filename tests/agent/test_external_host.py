@@ -26,8 +26,9 @@ from domain.errors import CliError
 from emulated_host import naming as nm
 from emulated_host.config import parse_config
 from emulated_host.host import EmulatedHost, ping
+from emulated_host.snic_machine import EmulatedSnic
 from host_datapath.oneswitch_client import OneSwitchClient
-from host_datapath.sysutil import DatapathError, run
+from host_datapath.sysutil import DatapathError, free_port, netns_del, run, veth_pair
 from nf_agent.client import call
 from testkit.agent_host import AGENT_E2E, FW_CONFIG, agent_host, instance, ofctl
 from testkit.hosts import EMPTY, machine_snapshot, unique_name
@@ -229,6 +230,53 @@ def test_a_vms_own_tap_device_is_its_port(op):
         os.close(fd)
 
 
+def test_a_bluefields_link_is_the_port_the_operator_names(op, tmp_path):
+    """snics[k].host_port on an external host switch: the operator's existing device (a BlueField's PF; here a
+    veth whose other end is the "DPU" bridge's port 100, the DPU an emulated sNIC's OVS over TCP, as
+    tests/oneswitch/test_bluefield.py) goes onto UNO's bridge, OneSwitch is given the number OVS gave it, and
+    vm0 pings the DPU's wire port through rules written to OneSwitch only. `uno down` leaves the device."""
+    ovs, _, _ = op
+    d, name = f"o{unique_name()[1:]}", unique_name()
+    pf = f"{d}-pf"
+    dpu = EmulatedSnic(netns=f"{d}-dpu", rundir=tmp_path / "dpu", bridge=f"{d}-bf", cgroup_name=f"uno-{d}-dpu",
+                       ovsdb_tcp_port=free_port())  # fmt: skip
+    host = None
+    try:
+        dpu.up()
+        dpu.attach_namespace(f"{d}-wire", f"{d}-w", f"{d}-ws", 1, ip_cidr=f"{nm.ip_outside(0, 0)}/16")
+        veth_pair(pf, None, f"{d}-pd", dpu.netns)  # the PF (root namespace) <-> the DPU's host representor
+        dpu.driver.add_port(f"{d}-pd", nm.SNIC_PCIE_OFPORT)
+        bf = {"backend": "bluefield", "ovsdb": f"tcp:127.0.0.1:{dpu.ovsdb_tcp_port}", "openflow": dpu.endpoint.target(),
+              "bridge": dpu.bridge, "datapath_type": "netdev", "host_port": pf}  # fmt: skip
+        host = EmulatedHost(parse_config({"name": name, "rundir": "/run/uno-test", "vms": 1, "snics": [bf],
+                                          "host": external(ovs, f"{name}-ubr")}))  # fmt: skip
+        status = host.up()
+        assert ovs.vsctl("get", "Port", pf, "external_ids:uno-owner").strip('"\n') == name
+        number = int(ovs.vsctl("get", "Interface", pf, "ofport"))
+        assert (
+            status["snics"][0]["pcie"]["host_port"] == pf
+            and status["snics"][0]["pcie"]["host_ofport"] == number
+        )
+        conf = json.loads((host.rundir / "oneswitch" / "config.json").read_text())
+        assert conf["pcie"] == [{"snic": "snic0", "host_port": number, "snic_port": nm.SNIC_PCIE_OFPORT}]
+        listen = status["oneswitch"]["listen"]
+        for f in (f"in_port={nm.vport_vm(0)},actions=output:{nm.vport_eth(0, 0)}",
+                  f"in_port={nm.vport_eth(0, 0)},actions=output:{nm.vport_vm(0)}"):  # fmt: skip
+            ofctl(status, "add-flow", listen, f)
+        assert wait(
+            lambda: ping(nm.ns_vm(name, 0), nm.ip_outside(0, 0), count=1), 30, "vm0 -> the DPU's wire"
+        )
+        host.down()
+        assert Path(f"/sys/class/net/{pf}").exists() and pf not in ovs.vsctl("list", "Port")
+        assert machine_snapshot(name) == EMPTY
+    finally:
+        if host is not None:
+            host.down()
+        dpu.down()
+        for ns in (f"{d}-wire", dpu.netns):
+            netns_del(ns)
+
+
 @pytest.mark.parametrize(
     "case",
     [
@@ -239,6 +287,7 @@ def test_a_vms_own_tap_device_is_its_port(op):
         "missing_tap",
         "system_datapath",
         "port_of_op",
+        "vhost_no_dpdk",
     ],
 )
 def test_bad_config_is_one_line_naming_the_key_and_changes_nothing(op, tmp_path, case):

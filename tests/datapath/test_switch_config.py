@@ -4,10 +4,14 @@ kernel datapath's check, the recorded switch, OneSwitch's config from actual por
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+
 import pytest
 
 from domain.errors import CliError
-from emulated_host.config import parse_config
+from emulated_host.config import load_config, parse_config
+from emulated_host.host import EmulatedHost
 from emulated_host.oneswitch import HostPorts, build_config
 from emulated_host.switch_config import (
     DEFAULT_EXTERNAL_OVSDB,
@@ -16,9 +20,14 @@ from emulated_host.switch_config import (
     parse_host_switch,
 )
 from host_datapath.dpdk_options import DpdkOptions
+from host_datapath.external_switch import ExternalHostSwitch
+from host_datapath.host_switch import HostSwitch
+from host_datapath.ovsdb_probe import probe_ovsdb
 from host_datapath.switch import free_number
 from host_datapath.sysutil import DatapathError, kernel_datapath_problem
+from testkit.hosts import EMPTY, machine_snapshot, needs_root, unique_name
 
+REPO = Path(__file__).resolve().parents[2]
 EXT = {"mode": "external", "ovsdb": "unix:/var/run/openvswitch/db.sock", "bridge": "br-uno"}
 
 
@@ -180,3 +189,53 @@ def test_oneswitch_config_takes_the_actual_port_numbers_and_shared_host(tmp_path
     assert host_ports == {"web": 100, "db": 7}
     assert conf["pcie"][0]["host_port"] == 3
     assert next(s for s in conf["switches"] if s["id"] == "host")["shared"] is True
+
+
+def test_the_example_server_config_parses():
+    c = load_config(str(REPO / "docs" / "examples" / "host-external.yaml"))
+    assert c.switch.external and c.switch.bridge == "br-uno" and c.snics[0].host_port == "enp3s0f0"
+    assert [v.type for v in c.vm_specs] == ["tap", "vhostuser"]
+
+
+def test_status_names_the_mode_and_bridge_of_each_kind(tmp_path):
+    managed = HostSwitch("t0-h", tmp_path, "t0-hbr").switch_info()
+    assert (
+        managed["mode"] == "managed"
+        and managed["bridge"] == "t0-hbr"
+        and managed["datapath_type"] == "netdev"
+    )
+    ext = ExternalHostSwitch("t0", f"unix:{tmp_path}/none.sock", "br-uno")
+    info = ext.switch_info()  # an OVSDB that does not answer: the configured facts and the error
+    assert info["mode"] == "external" and info["bridge"] == "br-uno" and "does not answer" in info["error"]
+    assert info["owner_mark"] == "external_ids:uno-owner=t0"
+    ext.close()
+
+
+@needs_root
+@pytest.mark.skipif(Path("/sys/module/openvswitch").exists(), reason="the openvswitch module is loaded here")
+def test_managed_kernel_datapath_without_the_module_is_one_line_and_makes_nothing():
+    name = unique_name()
+    host = EmulatedHost(parse_config({"name": name, "rundir": "/run/uno-test",
+                                      "host": {"switch": {"datapath_type": "system"}}}))  # fmt: skip
+    try:
+        with pytest.raises(DatapathError) as err:
+            host.up()
+        msg = str(err.value)
+        assert msg.startswith("config: host.switch.datapath_type: system: ") and "openvswitch" in msg
+        assert "\n" not in msg and machine_snapshot(name) == EMPTY
+    finally:
+        host.down()
+
+
+def test_probe_ovsdb_names_a_server_that_does_not_answer(tmp_path):
+    """A listener that accepts and never answers (a hung server), a refused connection, a missing socket."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        port = srv.getsockname()[1]
+        with pytest.raises(DatapathError, match=r"does not answer \(no reply within 0.3 s\)"):
+            probe_ovsdb(f"tcp:127.0.0.1:{port}", timeout=0.3)
+    with pytest.raises(DatapathError, match="does not answer"):
+        probe_ovsdb(f"tcp:127.0.0.1:{port}", timeout=0.3)  # closed now: refused
+    with pytest.raises(DatapathError, match="does not answer"):
+        probe_ovsdb(f"unix:{tmp_path}/none.sock", timeout=0.3)
