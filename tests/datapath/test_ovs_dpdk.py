@@ -328,3 +328,23 @@ def test_two_switches_starting_at_once_both_get_their_pages():
             bed.close()
     assert all(bed.leftovers() == [] for bed in beds)
     wait_for(lambda: hugepages_total() == before, 10, f"nr_hugepages back to {before}", error=AssertionError)
+
+
+def test_tap_port_made_by_a_net_tap_vdev(tb):
+    """attach_tap: DPDK's net_tap PMD makes a kernel tap in the switch's namespace (the host's own stack on the
+    bridge): a namespace plugged in on an af_packet port pings an address on it."""
+    tb.add_switch("sw", "dpdk")
+    sw = tb.switches["sw"]
+    a = tb.attach("sw", "a", 1, "10.9.0.1/24")
+    tap = f"{tb.name}tap"
+    sw.attach_tap(tap, 7)
+    assert sw.driver.ports()[tap] == 7
+    opts = sw.driver.api.db_get("Interface", tap, "options").execute(check_error=True)
+    assert opts["dpdk-devargs"] == f"net_tap_{tap},iface={tap}" and opts["n_rxq"] == "2"
+    subprocess.run(["ip", "-n", sw.netns, "addr", "add", "10.9.0.7/24", "dev", tap], check=True)
+    subprocess.run(["ip", "-n", sw.netns, "link", "set", tap, "up"], check=True)
+    tb.add_flows("sw", ["in_port=1,actions=output:7", "in_port=7,actions=output:1"])
+    wait_ping(a.ns, "10.9.0.7")
+    assert ping(a.ns, "10.9.0.7", count=3)
+    sw.detach(tap)
+    assert tap not in sw.driver.ports()
