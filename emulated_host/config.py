@@ -12,6 +12,14 @@ from typing import Any
 import yaml
 
 from domain.errors import CliError
+from emulated_host.switch_config import (
+    HostSwitchConfig,
+    VmConfig,
+    check_host_ports,
+    config_error,
+    parse_host_switch,
+    parse_vms,
+)
 from host_datapath.sysutil import DatapathError
 from snic_datapath.cgroup import default_period_us, quota_us
 
@@ -54,6 +62,10 @@ class SnicConfig:
     agent: str | None = None  # bluefield: its sNIC agent, http://ADDR:PORT (none: a switch, no NF location)
     agent_token_file: str | None = None  # bluefield: the file holding that agent's bearer token
     host_address: str | None = None  # bluefield: the host's address as the DPU reaches it (the state tier)
+    # External host switch only: the host switch's port of this sNIC's PCIe link. A BlueField: the operator's
+    # existing port (the PF netdev, or a port already on an adopted bridge); an emulated sNIC: the name UNO
+    # gives its link's host end (default NAME-pKh). The link's PCIe use is measured from its counters.
+    host_port: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,11 +84,24 @@ class OneSwitchConfig:
 @dataclass(frozen=True)
 class HostConfig:
     name: str = "uno"
-    vms: int = 2
+    vms: int = 2  # how many VM slots (the agent binds VMs to them); `vm_specs` says what each is
     snics: tuple[SnicConfig, ...] = field(default_factory=lambda: (SnicConfig(id="snic0"),))
     redis_port: int = 0  # 0: pick a free port
     rundir: Path = Path("/run/uno")
     oneswitch: OneSwitchConfig = field(default_factory=OneSwitchConfig)
+    switch: HostSwitchConfig = field(default_factory=HostSwitchConfig)
+    vm_list: tuple[VmConfig, ...] | None = None  # None: `vms` emulated VMs named vm0, vm1, ...
+
+    @property
+    def vm_specs(self) -> tuple[VmConfig, ...]:
+        return (
+            self.vm_list if self.vm_list is not None else tuple(VmConfig(f"vm{i}") for i in range(self.vms))
+        )
+
+    @property
+    def host_bridge(self) -> str:
+        """The host switch's bridge: the configured one (external), else NAME-hbr."""
+        return self.switch.bridge or f"{self.name}-hbr"
 
 
 _SNIC_TYPES: dict[str, tuple[type, ...]] = {
@@ -95,8 +120,9 @@ _SNIC_TYPES: dict[str, tuple[type, ...]] = {
     "agent": (str,),
     "agent_token_file": (str,),
     "host_address": (str,),
+    "host_port": (str,),
 }
-_TOP_KEYS = {"name", "vms", "snics", "redis", "rundir", "oneswitch"}
+_TOP_KEYS = {"name", "vms", "snics", "redis", "rundir", "oneswitch", "host"}
 _ONESWITCH_KEYS = ("enabled", "controllers", "token", "wire_vlans", "carrier")
 _CONTROLLER_RE = re.compile(r"^tcp:([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")
 _TCP_TARGET_RE = re.compile(
@@ -106,7 +132,7 @@ _TOKEN_RE = re.compile(r"^[A-Za-z0-9._~+/=-]{8,256}$")
 
 
 def _fail(where: str, msg: str) -> CliError:
-    return CliError(f"config: {where}: {msg}")
+    return config_error(where, msg)
 
 
 def _number(where: str, value: Any, types: tuple[type, ...]) -> Any:
@@ -130,9 +156,8 @@ def parse_config(data: Any) -> HostConfig:
     name = _number("name", data.get("name", "uno"), (str,))
     if not NAME_RE.match(name):
         raise _fail("name", f"{name!r} must be 1-6 characters [a-z0-9], starting with a letter")
-    vms = _number("vms", data.get("vms", 2), (int,))
-    if not 0 <= vms <= 32:
-        raise _fail("vms", f"{vms} out of range 0..32")
+    switch = parse_host_switch(data.get("host", {}))
+    vms, vm_list = parse_vms(data.get("vms", 2), switch)
     redis = data.get("redis", {}) or {}
     if not isinstance(redis, dict):
         raise _fail("redis", "expected a mapping")
@@ -154,6 +179,11 @@ def parse_config(data: Any) -> HostConfig:
     snics = []
     for i, raw in enumerate(snics_raw):
         snics.append(_parse_snic(f"snics[{i}]", i, raw))
+    check_host_ports(snics, switch)
+    links = {sn.host_port for sn in snics if sn.host_port} | {switch.bridge}
+    for i, vm in enumerate(vm_list or ()):
+        if vm.port is not None and vm.port in links:
+            raise _fail(f"vms[{i}].port.name", f"{vm.port!r} is the host bridge or an sNIC's host_port")
     oneswitch = _parse_oneswitch(data.get("oneswitch", {}))
     if oneswitch.enabled:
         for i, sn in enumerate(snics):
@@ -164,8 +194,9 @@ def parse_config(data: Any) -> HostConfig:
                     "listener); or set `oneswitch: {enabled: false}`",
                 )
     return HostConfig(
-        name=name, vms=vms, snics=tuple(snics), redis_port=redis_port, rundir=rundir, oneswitch=oneswitch
-    )
+        name=name, vms=vms, snics=tuple(snics), redis_port=redis_port, rundir=rundir, oneswitch=oneswitch,
+        switch=switch, vm_list=vm_list,
+    )  # fmt: skip
 
 
 def _parse_oneswitch(raw: Any) -> OneSwitchConfig:

@@ -21,13 +21,18 @@ from emulated_host import naming as nm
 from emulated_host.agent_endpoint import status_entry
 from emulated_host.config import HostConfig, period_us, quota_cores
 from emulated_host.naming import MAX_UNIX_PATH
-from emulated_host.oneswitch import OneSwitch, SnicLayout, discover_layout, south_target
+from emulated_host.oneswitch import HostPorts, OneSwitch, SnicLayout, discover_layout, south_target
 from emulated_host.snic_machine import AgentSpec, EmulatedSnic, MgmtLink
+from emulated_host.switch_config import HostSwitchConfig, VmConfig
+from host_datapath.external_switch import ExternalHostSwitch
 from host_datapath.host_switch import HostSwitch
+from host_datapath.ovs_dpdk import DpdkHostSwitch, release_leftovers
+from host_datapath.ovs_dpdk import preflight as dpdk_preflight
 from host_datapath.snic_agent_client import SnicAgentClient, SnicAgentError
 from host_datapath.sysutil import (
     DatapathError,
     free_port,
+    kernel_datapath_problem,
     kill_and_wait,
     link_counters,
     link_exists,
@@ -167,42 +172,66 @@ class MgmtLinks:
 
 @dataclass
 class Vms:
-    """VM namespaces, each with one veth to the host bridge."""
+    """The VM slots on the host bridge: emulated VMs (a namespace each, one veth to the host bridge) and, on an
+    external host switch, real VMs' existing ports (a tap device, or an OVS-DPDK vhost-user port)."""
 
     name: str
-    count: int
-    host: HostSwitch
+    specs: tuple[VmConfig, ...]
+    host: HostSwitch | ExternalHostSwitch
     key: str = "vms"
 
+    def port_name(self, i: int) -> str:
+        """VM i's port on the host bridge."""
+        vm = self.specs[i]
+        if vm.emulated:
+            return nm.if_vm(self.name, i)[1]
+        return vm.port or nm.if_vm_vhost(self.name, i)
+
     def up(self) -> None:
-        for i in range(self.count):
+        for i, vm in enumerate(self.specs):
+            ofport = nm.HOST_VM_OFPORT_BASE + i
+            if vm.type == "tap":
+                self.host.attach_device(vm.port, ofport)  # type: ignore[union-attr,arg-type]
+                continue
+            iface = vm.vm_port().iface()
+            if iface is not None:  # vhost-user: an OVS-DPDK port, OVS the client of the VM's socket
+                self.host.driver.add_port(
+                    self.port_name(i), ofport, iface_type=iface.type, options=iface.options
+                )
+                continue
             ns = nm.ns_vm(self.name, i)
             inside, outside = nm.if_vm(self.name, i)
             netns_add(ns)
             if not link_exists(inside, ns):
-                veth_pair(inside, ns, outside, self.host.netns)
+                veth_pair(inside, ns, outside, self.host.netns, mtu=self.host.veth_mtu)
             run(["ip", "link", "set", inside, "address", nm.mac(1, 0, i)], netns=ns)
             run(["ip", "addr", "replace", f"{nm.ip_vm(i)}/16", "dev", inside], netns=ns)
             quiet_switch_port(outside, self.host.netns)
-            self.host.driver.add_port(outside, nm.HOST_VM_OFPORT_BASE + i)
+            self.host.add_bridge_port(outside, ofport)
 
     def down(self) -> None:
-        for i in range(self.count):
-            netns_del(nm.ns_vm(self.name, i))
+        # A real VM's port row goes with the host switch's teardown (UNO's marked rows); its device stays.
+        for i, vm in enumerate(self.specs):
+            if vm.emulated:
+                netns_del(nm.ns_vm(self.name, i))
 
     def status(self) -> list:
-        return [
-            {
-                "name": f"vm{i}",
-                "netns": nm.ns_vm(self.name, i),
-                "ifname": nm.if_vm(self.name, i)[0],
-                "ip": nm.ip_vm(i),
-                "mac": nm.mac(1, 0, i),
-                "host_port": nm.if_vm(self.name, i)[1],
-                "host_ofport": nm.HOST_VM_OFPORT_BASE + i,
-            }
-            for i in range(self.count)
-        ]
+        numbers = self.host.port_numbers() if isinstance(self.host, ExternalHostSwitch) else {}
+        out = []
+        for i, vm in enumerate(self.specs):
+            emulated = vm.emulated
+            out.append({
+                "name": vm.name,
+                "type": vm.type,
+                "netns": nm.ns_vm(self.name, i) if emulated else None,
+                "ifname": nm.if_vm(self.name, i)[0] if emulated else None,
+                "ip": nm.ip_vm(i) if emulated else None,
+                "mac": nm.mac(1, 0, i) if emulated else None,
+                "host_port": self.port_name(i),
+                "host_ofport": numbers.get(self.port_name(i), nm.HOST_VM_OFPORT_BASE + i),
+                **({"socket": vm.socket} if vm.type == "vhostuser" else {}),
+            })  # fmt: skip
+        return out
 
 
 @dataclass
@@ -212,7 +241,7 @@ class Snic:
     name: str
     index: int
     cfg: object
-    host: HostSwitch
+    host: HostSwitch | ExternalHostSwitch
     disk: Path  # an emulated sNIC's own directory (never under the host's rundir)
     mgmt: MgmtLink | None = None
     token: str = ""
@@ -245,11 +274,24 @@ class Snic:
     def emulated(self) -> bool:
         return isinstance(self.switch, EmulatedSnic)
 
+    @property
+    def host_if(self) -> str | None:
+        """The host switch's port of the PCIe link: the operator's `host_port` (external host switch), an
+        emulated link's host end NAME-pKh; None for a BlueField on a managed host switch (hardware UNO does not
+        plug in)."""
+        if self.cfg.host_port:
+            return self.cfg.host_port
+        return nm.if_pcie(self.name, self.index)[0] if self.emulated else None
+
     def up(self) -> None:
         n, k, c = self.name, self.index, self.cfg
         self.switch.up()
         if not self.emulated:
-            return  # a real DPU's Ethernet ports and PCIe link are hardware
+            # a real DPU's Ethernet ports and PCIe link are hardware; on an external host switch its link's
+            # host end (the operator's port) goes onto UNO's bridge
+            if c.host_port and isinstance(self.host, ExternalHostSwitch):
+                self.host.attach_device(c.host_port, nm.HOST_PCIE_OFPORT_BASE + k)
+            return
         drv = self.switch.driver
         for j in range(c.eth_ports):
             ons = nm.ns_outside(n, k, j)
@@ -261,17 +303,18 @@ class Snic:
             run(["ip", "addr", "replace", f"{nm.ip_outside(k, j)}/16", "dev", out_if], netns=ons)
             quiet_switch_port(sw_if, self.switch.netns)
             drv.add_port(sw_if, nm.SNIC_ETH_OFPORT_BASE + j)
-        h_if, s_if = nm.if_pcie(n, k)
+        h_if, s_if = self.host_if, nm.if_pcie(n, k)[1]
         if not link_exists(h_if, self.host.netns):
             veth_pair(h_if, self.host.netns, s_if, self.switch.netns)
         quiet_switch_port(h_if, self.host.netns)
         quiet_switch_port(s_if, self.switch.netns)
-        self.host.driver.add_port(h_if, nm.HOST_PCIE_OFPORT_BASE + k)
+        shaped = c.pcie_gbps > 0
+        self.host.add_bridge_port(h_if, nm.HOST_PCIE_OFPORT_BASE + k, shaped=shaped)
         drv.add_port(s_if, nm.SNIC_PCIE_OFPORT)
-        if c.pcie_gbps > 0:
+        if shaped:
             # Egress shaping on each end: one budget per direction (full duplex, docs/placement.md).
-            for sw, ifname, ns in ((self.host.driver, h_if, self.host.netns), (drv, s_if, self.switch.netns)):
-                sw.keep_own_qdisc(ifname)
+            drv.keep_own_qdisc(s_if)
+            for ifname, ns in ((h_if, self.host.netns), (s_if, self.switch.netns)):
                 shape(ifname, ns, c.pcie_gbps)
 
     def down(self) -> None:
@@ -286,13 +329,19 @@ class Snic:
     def status(self) -> dict:
         n, k, c = self.name, self.index, self.cfg
         out = {"id": c.id, "capacity": c.capacity, **self.switch.status()}
+        host_ofport = nm.HOST_PCIE_OFPORT_BASE + k
+        if isinstance(self.host, ExternalHostSwitch) and self.host_if:
+            host_ofport = self.host.port_numbers().get(self.host_if, host_ofport)
+        if not self.emulated and self.host_if:
+            out["pcie"] = {"host_port": self.host_if, "host_ofport": host_ofport,
+                           "host_end_counters": link_counters(self.host_if, self.host.netns)}  # fmt: skip
         if self.emulated:
-            h_if, s_if = nm.if_pcie(n, k)
+            h_if, s_if = self.host_if, nm.if_pcie(n, k)[1]
             out["pcie"] = {
                 "gbps": c.pcie_gbps,
                 "shaped": c.pcie_gbps > 0,
                 "host_port": h_if,
-                "host_ofport": nm.HOST_PCIE_OFPORT_BASE + k,
+                "host_ofport": host_ofport,
                 "snic_port": s_if,
                 "snic_ofport": nm.SNIC_PCIE_OFPORT,
                 "host_end_counters": link_counters(h_if, self.host.netns),  # tx = host -> sNIC
@@ -370,20 +419,45 @@ class EmulatedHost:
     def _token_file(self, k: int) -> Path:
         return self.rundir / f"snic{k}.token"
 
-    def components(self, redis_port: int, mgmt: dict[int, int] | None = None) -> list[Component]:
-        """The parts in bring-up order; `mgmt`: each emulated sNIC's management subnet (index of a /30)."""
+    def host_switch_component(self, sw: HostSwitchConfig | None = None) -> HostSwitch | ExternalHostSwitch:
+        """The host switch as configured (`sw`: as recorded at bring-up, else the config's): UNO's own private
+        OVS (managed), or its bridge on the operator's OVS (external)."""
+        sw = sw or self.config.switch
+        if sw.external:
+            return ExternalHostSwitch(
+                self.name, sw.ovsdb or "", sw.bridge or nm.bridge_host(self.name), sw.datapath_type, sw.adopt
+            )
+        if sw.dpdk is not None:
+            return DpdkHostSwitch(
+                nm.ns_host(self.name), self.rundir / "host", nm.bridge_host(self.name), options=sw.dpdk
+            )
+        return HostSwitch(
+            nm.ns_host(self.name), self.rundir / "host", nm.bridge_host(self.name), sw.datapath_type
+        )
+
+    def _recorded_switch(self, state: dict) -> HostSwitchConfig:
+        """The host switch of a bring-up as `uno up` recorded it (a host brought up before the key existed:
+        managed)."""
+        return HostSwitchConfig.from_dict(state.get("switch") or {})
+
+    def components(
+        self, redis_port: int, mgmt: dict[int, int] | None = None, switch: HostSwitchConfig | None = None
+    ) -> list[Component]:
+        """The parts in bring-up order; `mgmt`: each emulated sNIC's management subnet (index of a /30);
+        `switch`: the host switch as recorded at bring-up (default: the config's)."""
         links = {}
         for k, j in (mgmt or {}).items():
             host_ip, snic_ip = nm.mgmt_addresses(j)
             links[k] = MgmtLink(*nm.if_mgmt(self.name, k), host_ip, snic_ip)
-        host = HostSwitch(nm.ns_host(self.name), self.rundir / "host", nm.bridge_host(self.name))
+        host = self.host_switch_component(switch)
         also = tuple(x.host_ip for x in links.values())
         also += tuple(c.host_address for c in self.config.snics if c.agent)  # BlueFields' NFs reach it there
         comps: list = [MgmtLinks(self.name, links), Redis(self.rundir, redis_port, also), host]
         for k, c in enumerate(self.config.snics):
             token = self._token_file(k).read_text().strip() if self._token_file(k).exists() else ""
             comps.append(Snic(self.name, k, c, host, self.snic_disks / f"snic{k}", links.get(k), token))
-        comps.append(Vms(self.name, self.config.vms, host))
+        vms = Vms(self.name, self.config.vm_specs, host)
+        comps.append(vms)
         if self.config.oneswitch.enabled:
             snics = [c for c in comps if isinstance(c, Snic)]
 
@@ -392,8 +466,12 @@ class EmulatedHost:
                 # switch's namespace; no TCP stack, no relay process per message: bench/RESULTS.md oneswitch),
                 # or its socat TCP relay with UNO_ONESWITCH_SOUTH=tcp. An emulated sNIC: its bridge's listener on
                 # its management address (a separate machine); a BlueField: its bridge's tcp:HOST:PORT.
-                local = south_target(os.environ.get("UNO_ONESWITCH_SOUTH"))
-                out = {"host": local(host.endpoint)}
+                # An external host switch: its bridge's management socket in ovs-vswitchd's run directory (or
+                # UNO's ptcp listener on its bridge with a tcp OVSDB; external_switch.py says why).
+                if isinstance(host, ExternalHostSwitch):
+                    out = {"host": host.openflow_target()}
+                else:
+                    out = {"host": south_target(os.environ.get("UNO_ONESWITCH_SOUTH"))(host.endpoint)}
                 for sn in snics:
                     out[sn.cfg.id] = sn.switch.openflow_target() if sn.emulated else sn.cfg.openflow  # type: ignore[union-attr]
                 return out
@@ -412,7 +490,23 @@ class EmulatedHost:
                         out[sn.index] = discover_layout(ports, f"snics[{sn.index}]")
                 return out
 
-            comps.append(OneSwitch(self.config, self.rundir / "oneswitch", endpoints, layouts))
+            def host_ports() -> HostPorts:
+                # The host switch's port numbers of VMs and PCIe links as OVS gave them (an adopted bridge's
+                # operator ports may hold the numbers UNO asks for).
+                numbers = host.driver.ports()
+                vm_ports = {
+                    i: numbers[vms.port_name(i)] for i in range(len(vms.specs)) if vms.port_name(i) in numbers
+                }
+                pcie = {sn.index: numbers[sn.host_if] for sn in snics if sn.host_if in numbers}
+                return HostPorts(vm_ports, pcie)
+
+            def shared() -> set[str]:
+                # A bridge UNO took over is the operator's: OneSwitch keeps what is not its own there.
+                return {"host"} if isinstance(host, ExternalHostSwitch) and host.shared() else set()
+
+            comps.append(
+                OneSwitch(self.config, self.rundir / "oneswitch", endpoints, layouts, host_ports, shared)
+            )
         return comps
 
     def oneswitch(self) -> OneSwitch | None:
@@ -428,7 +522,7 @@ class EmulatedHost:
         if not state:
             raise DatapathError(f"emulated host '{self.name}' is not up")
         sw = next(c for c in self._live_components(state) if c.key == "host")
-        sw.driver.openflow = f"unix:{sw.rundir}/{sw.bridge}.mgmt"  # type: ignore[attr-defined]
+        sw.driver.openflow = sw.ofctl_target()  # type: ignore[attr-defined]
         return sw  # type: ignore[return-value]
 
     def snic_agents(self) -> dict[str, SnicAccess]:
@@ -443,13 +537,16 @@ class EmulatedHost:
                 continue
             if c.emulated and c.mgmt is not None:
                 sw = c.switch
-                pcie = nm.if_pcie(self.name, c.index)[0]
                 out[c.cfg.id] = SnicAccess(
-                    sw.agent_url(), c.token, c.mgmt.host_ip, sw.openflow_target(), pcie
+                    sw.agent_url(), c.token, c.mgmt.host_ip, sw.openflow_target(), c.host_if
                 )  # type: ignore[union-attr]
             elif c.cfg.agent:
+                # a BlueField: its link measured on the host switch's port the operator named (external host
+                # switch), else on the DPU's host representor
                 token = Path(c.cfg.agent_token_file).read_text().strip()
-                out[c.cfg.id] = SnicAccess(c.cfg.agent, token, c.cfg.host_address, c.cfg.openflow)
+                out[c.cfg.id] = SnicAccess(
+                    c.cfg.agent, token, c.cfg.host_address, c.cfg.openflow, c.cfg.host_port
+                )
         return out
 
     def snic(self, sid: str) -> EmulatedSnic:
@@ -478,7 +575,7 @@ class EmulatedHost:
             if isinstance(c, Snic) and c.emulated:
                 out[c.cfg.id] = c.switch  # type: ignore[assignment]
         for sw in out.values():
-            sw.driver.openflow = f"unix:{sw.rundir}/{sw.bridge}.mgmt"
+            sw.driver.openflow = sw.ofctl_target()
         return out
 
     def _saved_state(self) -> dict | None:
@@ -503,13 +600,14 @@ class EmulatedHost:
         switches = [("host", c) for c in comps if c.key == "host"] + [
             (c.cfg.id, c.switch) for c in comps if isinstance(c, Snic) and c.emulated
         ]
-        dead = [sw_id for sw_id, sw in switches if not sw.ovs.running()]  # type: ignore[attr-defined]
+        dead = [sw_id for sw_id, sw in switches if not sw.running()]  # type: ignore[attr-defined]
         services = [c for c in comps if isinstance(c, Redis | OneSwitch) and not c.running()]
         agents = [SnicAgentProc(c.switch) for c in comps if isinstance(c, Snic) and c.emulated and c.mgmt]
         return dead, services + [a for a in agents if not a.running()]
 
     def _live_components(self, state: dict) -> list[Component]:
-        return self.components(state["redis_port"], {int(k): j for k, j in state.get("mgmt", {}).items()})
+        mgmt = {int(k): j for k, j in state.get("mgmt", {}).items()}
+        return self.components(state["redis_port"], mgmt, self._recorded_switch(state))
 
     def _allocate_mgmt(self) -> dict[int, int]:
         """A free /30 of the management range for each emulated sNIC, searched from a place the host's name
@@ -536,13 +634,15 @@ class EmulatedHost:
         if services:
             return self._restart_services(services)
         self.down()  # sweep the leftovers of a crashed run first
+        self._preflight()
         self.rundir.mkdir(parents=True, exist_ok=True)
         port = self.config.redis_port or free_port()
         mgmt = self._allocate_mgmt()
         for k in mgmt:  # the host's copy of each sNIC agent's token (the sNIC gets its own at its boot)
             self._token_file(k).write_text(secrets.token_urlsafe(24))
             self._token_file(k).chmod(0o600)
-        state = {"name": self.name, "redis_port": port, "mgmt": {str(k): j for k, j in mgmt.items()}}
+        state = {"name": self.name, "redis_port": port, "mgmt": {str(k): j for k, j in mgmt.items()},
+                 "switch": self.config.switch.as_dict()}  # fmt: skip
         self.state_file.write_text(json.dumps({**state, "complete": False}))
         comps = self.components(port, mgmt)
         try:
@@ -553,6 +653,42 @@ class EmulatedHost:
             raise
         self.state_file.write_text(json.dumps({**state, "complete": True}))
         return self.status()
+
+    def _preflight(self) -> None:
+        """Check, changing nothing, that the configured host switch can be used: the kernel datapath's module;
+        on an operator's OVS (external) that it answers, that the bridge is UNO's to make or take, and that
+        every port UNO will put there can be its. A DatapathError naming the config key otherwise."""
+        sw = self.config.switch
+        if not sw.external:
+            problem = kernel_datapath_problem() if sw.datapath_type == "system" else None
+            if problem:
+                raise DatapathError(f"config: host.switch.datapath_type: system: {problem}; use netdev")
+            if sw.dpdk is not None:
+                dpdk_preflight(sw.dpdk)
+            return
+        host = self.host_switch_component(sw)
+        try:
+            host.preflight(self._own_ports())  # type: ignore[union-attr]
+        finally:
+            host.driver.close()
+
+    def _own_ports(self) -> tuple[tuple[str, str, str], ...]:
+        """The ports an external host switch gets: (name, config key, kind) as ExternalHostSwitch.check_port
+        takes them."""
+        out = []
+        for i, vm in enumerate(self.config.vm_specs):
+            if vm.type == "tap":
+                out.append((vm.port, f"vms[{i}].port.name", "tap"))
+            elif vm.type == "vhostuser":
+                out.append((vm.port or nm.if_vm_vhost(self.name, i), f"vms[{i}].port", "vhostuser"))
+            else:
+                out.append((nm.if_vm(self.name, i)[1], f"vms[{i}]", "new"))
+        for k, c in enumerate(self.config.snics):
+            if c.backend == "emulated":
+                out.append((c.host_port or nm.if_pcie(self.name, k)[0], f"snics[{k}].host_port", "new"))
+            elif c.host_port:
+                out.append((c.host_port, f"snics[{k}].host_port", "device"))
+        return tuple(out)  # type: ignore[arg-type]
 
     def _services_only_down(self) -> list:
         """A completed bring-up whose switches all run and of which only Redis and/or OneSwitch died: those."""
@@ -619,6 +755,7 @@ class EmulatedHost:
             # ... and those whose pidfiles are gone too (directory removed): by their command line or cwd.
             for pid in processes_using(d):
                 kill_and_wait(pid)
+        release_leftovers(self.rundir)  # an OVS-DPDK switch's hugepages and hugetlbfs mount, after a crash
         for k in range(len(self.config.snics)):
             host_if = nm.if_mgmt(self.name, k)[0]
             if link_exists(host_if):
@@ -642,17 +779,21 @@ class EmulatedHost:
             return {"name": self.name, "up": False}
         out: dict = {"name": self.name, "up": bool(state.get("complete")), "rundir": str(self.rundir)}
         out["snics"] = []
-        for comp in self._live_components(state):
-            try:
+        comps = self._live_components(state)
+        try:
+            for comp in comps:
                 st = comp.status()
-            finally:
+                if comp.key == "snic":
+                    out["snics"].append(st)
+                else:
+                    out[comp.key] = st
+                if comp.key == "host":
+                    st["switch"] = comp.switch_info()  # type: ignore[attr-defined]
+        finally:  # after all: the VMs' and sNICs' status read the host switch too
+            for comp in comps:
                 close = getattr(comp, "close", None)
                 if close:
                     close()
-            if comp.key == "snic":
-                out["snics"].append(st)
-            else:
-                out[comp.key] = st
         # Up = a completed bring-up whose switches, Redis and OneSwitch still run (after a crash: false, and
         # `uno up` recovers: Redis or OneSwitch alone restarted, the whole host after a switch died).
         switches = [out["host"], *[sn for sn in out["snics"] if "running" in sn]]

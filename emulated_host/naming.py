@@ -120,3 +120,8 @@ def mgmt_addresses(j: int) -> tuple[str, str]:
     base = MGMT_NET + 4 * (j % 16384)
     dotted = lambda a: ".".join(str((a >> s) & 255) for s in (24, 16, 8, 0))  # noqa: E731
     return dotted(base + 1), dotted(base + 2)
+
+
+def if_vm_vhost(n: str, i: int) -> str:
+    """VM i's vhost-user port on an external host switch (an OVS port, no kernel device), unless named."""
+    return f"{n}-vu{i}"

@@ -78,9 +78,19 @@ class SnicLayout:
     wire: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class HostPorts:
+    """The host switch's OpenFlow port numbers as OVS gave them: VM i, and sNIC k's PCIe link (missing ones:
+    the numbers UNO asks for, 100 + i and 1 + k)."""
+
+    vms: dict[int, int]
+    pcie: dict[int, int]
+
+
 def build_config(
     cfg: HostConfig, switches: dict[str, str], listen: int, rest: int, state_dir: Path,
-    layouts: dict[int, SnicLayout] | None = None,
+    layouts: dict[int, SnicLayout] | None = None, host_ports: HostPorts | None = None,
+    shared: set[str] | frozenset[str] = frozenset(),
 ) -> dict:  # fmt: skip
     """OneSwitch's JSON config (oneswitch/README.md) for host `cfg` (pure).
 
@@ -89,19 +99,23 @@ def build_config(
     part, emulated or BlueField, with the same port numbering: on the host switch sNIC k's PCIe link is port
     1+k; on the sNIC's bridge the PCIe link is port 100 and Ethernet port j is 1+j, unless `layouts` gives
     sNIC k's ports as discovered (a BlueField's host representor and uplinks, through its agent). A BlueField's
-    switch is `"shared": true` (the operator's DPU bridge: OneSwitch leaves what is not its own there as it is).
+    switch is `"shared": true` (the operator's DPU bridge: OneSwitch leaves what is not its own there as it is),
+    and so is every switch in `shared` (an external host bridge UNO took over). `host_ports`: the host
+    switch's actual port numbers of VMs and PCIe links.
     """
     snics = range(len(cfg.snics))
-    shared = {c.id for c in cfg.snics if c.backend == "bluefield"}
+    shared = {c.id for c in cfg.snics if c.backend == "bluefield"} | set(shared)
+    host_ports = host_ports or HostPorts({}, {})
     layouts = (
         {k: layouts.get(k) or _default_layout(cfg, k) for k in snics}
         if layouts
         else {k: _default_layout(cfg, k) for k in snics}
     )
     ports = [
-        {"vport": nm.vport_vm(i), "switch": "host", "port": nm.HOST_VM_OFPORT_BASE + i, "name": f"vm{i}"}
-        for i in range(cfg.vms)
-    ]
+        {"vport": nm.vport_vm(i), "switch": "host", "port": host_ports.vms.get(i, nm.HOST_VM_OFPORT_BASE + i),
+         "name": vm.name}
+        for i, vm in enumerate(cfg.vm_specs)
+    ]  # fmt: skip
     for k in snics:
         ports += [
             {"vport": nm.vport_eth(k, j), "switch": f"snic{k}", "port": port, "name": f"snic{k}-eth{j}"}
@@ -121,7 +135,11 @@ def build_config(
             for sid, target in switches.items()
         ],
         "pcie": [
-            {"snic": f"snic{k}", "host_port": nm.HOST_PCIE_OFPORT_BASE + k, "snic_port": layouts[k].pcie}
+            {
+                "snic": f"snic{k}",
+                "host_port": host_ports.pcie.get(k, nm.HOST_PCIE_OFPORT_BASE + k),
+                "snic_port": layouts[k].pcie,
+            }
             for k in snics
         ],
         "ports": sorted(ports, key=lambda p: p["vport"]),
@@ -155,6 +173,8 @@ class OneSwitch:
         object  # callable () -> {switch id: unix:/tcp: target}, evaluated at up() (switches are up by then)
     )
     layouts: object = None  # callable () -> {k: SnicLayout} of the sNICs whose ports are discovered
+    host_ports: object = None  # callable () -> HostPorts (the host switch's actual port numbers)
+    shared: object = None  # callable () -> ids of switches that are an operator's ("shared": true)
     key: str = "oneswitch"
 
     @property
@@ -204,7 +224,9 @@ class OneSwitch:
         switches = self.endpoints()  # type: ignore[operator]
         listen, rest = self._previous_ports() or (free_port(), free_port())
         layouts = self.layouts() if self.layouts else None  # type: ignore[operator]
-        conf = build_config(self.cfg, switches, listen, rest, self.state_dir, layouts)
+        host_ports = self.host_ports() if self.host_ports else None  # type: ignore[operator]
+        shared = self.shared() if self.shared else set()  # type: ignore[operator]
+        conf = build_config(self.cfg, switches, listen, rest, self.state_dir, layouts, host_ports, shared)
         self.config_file.touch(mode=0o600)  # it holds the REST token
         self.config_file.write_text(json.dumps(conf, indent=2))
         with open(self.logfile, "ab") as log:
@@ -310,7 +332,7 @@ def l2_flows(status: dict) -> list[str]:
     Unicast to each known endpoint's MAC goes to its vport; broadcast is copied to every other endpoint with
     explicit outputs (no NORMAL: a virtual switch has no learning bridge to hand packets to).
     """
-    endpoints = [(nm.vport_vm(i), vm["mac"]) for i, vm in enumerate(status.get("vms", []))]
+    endpoints = [(nm.vport_vm(i), vm["mac"]) for i, vm in enumerate(status.get("vms", [])) if vm.get("mac")]
     for k, sn in enumerate(status.get("snics", [])):
         endpoints += [(nm.vport_eth(k, j), eth["mac"]) for j, eth in enumerate(sn.get("eth_ports", []))]
     flows = [f"table=0,priority=10,dl_dst={mac},actions=output:{v}" for v, mac in endpoints]

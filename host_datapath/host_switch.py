@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from host_datapath.of_endpoint import ControllerRelay, OpenFlowTcpEndpoint, parse_tcp_target
 from host_datapath.ovs_instance import OvsInstance
@@ -24,10 +25,15 @@ from host_datapath.sysutil import (
 
 
 class BridgePorts:
-    """The ports of an OVS bridge whose switch runs in namespace `netns` (someone else runs the OVS): plug a
-    namespace in as an OpenFlow port, unplug it. `driver` is the bridge's SwitchDriver."""
+    """The ports of an OVS bridge whose switch runs in namespace `netns` (None: the root namespace; someone
+    else runs the OVS): plug a namespace in as an OpenFlow port, unplug it. `driver` is the bridge's
+    SwitchDriver."""
 
-    def __init__(self, driver: SwitchDriver, netns: str):
+    # MTU of the veths it plugs in: room for a flow-id tag on full-size frames. An OVS-DPDK switch uses 1500,
+    # the most its DPDK ports take (host_datapath/dpdk_ports.py).
+    veth_mtu: ClassVar[int] = 1600
+
+    def __init__(self, driver: SwitchDriver, netns: str | None):
         self.driver = driver
         self.netns = netns
 
@@ -47,7 +53,7 @@ class BridgePorts:
         """Plug namespace `ns` (an NF or VM; created if missing) into the bridge as OpenFlow port `ofport`.
 
         A veth `inside` (in `ns`) <-> `port` (on the bridge, in the switch's namespace), offloads off, MTU
-        1600, optional address `ip_cidr` on `inside`. Idempotent. Prefix names with the host's instance name
+        `veth_mtu`, optional address `ip_cidr` on `inside`. Idempotent. Prefix names with the host's instance name
         (`NAME-...`): `uno down` then removes them with their namespace. On a failure what this call made
         (namespace, veth, bridge port) is removed again before the error is raised. `on_veth()` runs once
         the namespace's end is ready, before the bridge port is added (a cold NF start spawns `nf` there,
@@ -59,13 +65,13 @@ class BridgePorts:
             netns_add(ns)
             if new_ns or not link_exists(inside, ns):  # a namespace just made has no veth yet
                 made_veth = True
-                veth_pair(inside, ns, port, self.netns)
+                veth_pair(inside, ns, port, self.netns, mtu=self.veth_mtu)
             if ip_cidr:
                 run(["ip", "addr", "replace", ip_cidr, "dev", inside], netns=ns)
             quiet_switch_port(port, self.netns)
             if on_veth is not None:
                 on_veth()
-            self.driver.add_port(port, ofport)
+            self.add_bridge_port(port, ofport)
         except BaseException:
             # the attach's own error is the one to report
             if made_veth:
@@ -76,6 +82,15 @@ class BridgePorts:
                     netns_del(ns)
             raise
 
+    def add_bridge_port(self, port: str, ofport: int, shaped: bool = False) -> None:
+        """Make kernel interface `port` (in the switch's namespace) OpenFlow port `ofport` of the bridge.
+
+        `shaped`: the interface has a tc qdisc of ours (a PCIe link's tbf) that must stay in the packets' way.
+        (The OVS-DPDK switch takes the interface with a DPDK af_packet vdev instead: ovs_dpdk.DpdkHostSwitch.)"""
+        self.driver.add_port(port, ofport)
+        if shaped:
+            self.driver.keep_own_qdisc(port)
+
     def detach(self, port: str) -> None:
         """Remove bridge port `port` and its veth (the namespace on the other end stays)."""
         self.driver.del_port(port)
@@ -85,18 +100,33 @@ class BridgePorts:
 
 @dataclass
 class HostSwitch(BridgePorts):
-    """Namespace `netns`, OVS state in `rundir`, bridge `bridge`."""
+    """Namespace `netns`, OVS state in `rundir`, bridge `bridge` (datapath `datapath_type`: netdev, or system
+    where the openvswitch kernel module is loaded)."""
 
     netns: str
     rundir: Path
     bridge: str
+    datapath_type: str = "netdev"
 
     def __post_init__(self) -> None:
         self.ovs = OvsInstance(self.rundir, self.netns)
         self.endpoint = OpenFlowTcpEndpoint(self.rundir, self.bridge)
         self.driver = SwitchDriver(
-            self.bridge, self.ovs.db_remote, netns=self.netns, listeners=(self.endpoint.controller_target,)
-        )
+            self.bridge, self.ovs.db_remote, netns=self.netns, listeners=(self.endpoint.controller_target,),
+            datapath_type=self.datapath_type,
+        )  # fmt: skip
+
+    def running(self) -> bool:
+        return self.ovs.running()
+
+    def ofctl_target(self) -> str:
+        """The bridge's management socket (ovs-ofctl, the agent's port statistics)."""
+        return f"unix:{self.rundir}/{self.bridge}.mgmt"
+
+    def switch_info(self) -> dict:
+        """`host.switch` of `uno status --json`: UNO's own private OVS."""
+        return {"mode": "managed", "bridge": self.bridge, "ovsdb": self.ovs.db_remote,
+                "datapath_type": self.datapath_type}  # fmt: skip
 
     def up(self) -> None:
         netns_add(self.netns)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from host_datapath.sysutil import DatapathError, kill_and_wait, read_pidfile, run, set_root_sysctls, wait_for
@@ -19,10 +19,17 @@ SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 
 @dataclass
 class OvsInstance:
-    """Start/stop one private OVS. `rundir` must be private to this instance."""
+    """Start/stop one private OVS. `rundir` must be private to this instance.
+
+    `vswitchd`: the ovs-vswitchd binary (the DPDK build is another file, host_datapath/ovs_dpdk.py);
+    `other_config`: Open_vSwitch other_config keys written before vswitchd starts (DPDK reads its settings only
+    then); `start_timeout`: seconds to wait for vswitchd's pidfile."""
 
     rundir: Path
     netns: str
+    vswitchd: str = "ovs-vswitchd"
+    other_config: dict[str, str] = field(default_factory=dict)
+    start_timeout: float = 10.0
 
     @property
     def db_sock(self) -> Path:
@@ -73,13 +80,20 @@ class OvsInstance:
                  "set", "Open_vSwitch", ".", "other_config:vlan-limit=0"])  # fmt: skip
         if not read_pidfile(self._pidfile("ovs-vswitchd")):
             set_root_sysctls()
+            if self.other_config:
+                run(["ovs-vsctl", f"--db={self.db_remote}", "--no-wait", "set", "Open_vSwitch", ".",
+                     *(f"other_config:{k}={_quoted(v)}" for k, v in self.other_config.items())])  # fmt: skip
             _daemon(
-                ["ip", "netns", "exec", self.netns, "ovs-vswitchd", self.db_remote,
+                ["ip", "netns", "exec", self.netns, self.vswitchd, self.db_remote,
                  f"--pidfile={self._pidfile('ovs-vswitchd')}", f"--unixctl={self.rundir / 'ovs-vswitchd.ctl'}",
                  f"--log-file={self.rundir / 'ovs-vswitchd.log'}", "--detach"],
                 env,
             )  # fmt: skip
-            wait_for(lambda: read_pidfile(self._pidfile("ovs-vswitchd")), 10, "ovs-vswitchd to start")
+            wait_for(
+                lambda: read_pidfile(self._pidfile("ovs-vswitchd")),
+                self.start_timeout,
+                "ovs-vswitchd to start",
+            )
 
     def stop(self) -> None:
         for daemon in ("ovs-vswitchd", "ovsdb-server"):
@@ -89,6 +103,11 @@ class OvsInstance:
 
     def appctl(self, *args: str) -> str:
         return run(["ovs-appctl", "-t", str(self.rundir / "ovs-vswitchd.ctl"), *args])
+
+
+def _quoted(value: str) -> str:
+    """An OVSDB string atom for ovs-vsctl (double-quoted: spaces, commas and '=' stay part of the value)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _daemon(cmd: list[str], env: dict[str, str]) -> None:

@@ -48,6 +48,12 @@ class SwitchDriver:
     netns: str | None = None
     timeout: float = 10.0
     listeners: tuple[str, ...] = ()  # passive OpenFlow listeners kept through every set_controller
+    # Marks every Port, Interface and QoS row this driver adds (external_ids), e.g. {"uno-owner": NAME} on an
+    # operator's OVS, where a teardown removes only the rows carrying it.
+    external_ids: dict[str, str] = field(default_factory=dict)
+    # add_port: OVS must give the requested OpenFlow port number (else an error); False: take what it gives
+    # (a bridge shared with an operator's ports may have the number taken).
+    exact_ofport: bool = True
     _api: impl_idl.OvsdbIdl | None = field(default=None, init=False, repr=False)
 
     # -- OVSDB -------------------------------------------------------------------------------------
@@ -95,28 +101,98 @@ class SwitchDriver:
     def delete_bridge(self) -> None:
         self.api.del_br(self.bridge, if_exists=True).execute(check_error=True)
 
-    def add_port(self, name: str, ofport: int, internal: bool = False) -> None:
-        """Attach device `name` as OpenFlow port `ofport` (idempotent; the device must exist in `netns`)."""
+    def add_port(
+        self,
+        name: str,
+        ofport: int,
+        internal: bool = False,
+        iface_type: str | None = None,
+        options: dict[str, str] | None = None,
+        mtu: int | None = None,
+    ) -> int:
+        """Attach device `name` as OpenFlow port `ofport` (idempotent; the device must exist in `netns`);
+        returns the port's number.
+
+        `iface_type`/`options`/`mtu`: the Interface's type, options and mtu_request, set in the same transaction
+        (a DPDK port: type "dpdk", options {"dpdk-devargs": ...}; host_datapath/dpdk_ports.py; a VM's
+        vhost-user port: dpdkvhostuserclient with vhost-server-path). The driver's `external_ids` mark the Port
+        and Interface rows. A port OVS cannot open fails naming the Interface's error."""
         if not 1 <= ofport <= 0xFF00:
             raise DatapathError(f"ofport {ofport} out of range 1..65280")
-        attrs = {"type": "internal"} if internal else {}
+        if not self.exact_ofport:  # a number another port has or asked for: OVS would renumber that port
+            ofport = free_number(ofport, self._numbers_taken(name))
+        cols: list[tuple[str, object]] = [("ofport_request", ofport)]
+        if internal or iface_type:
+            cols.append(("type", "internal" if internal else iface_type))
+        if options:
+            cols.append(("options", dict(options)))
+        if mtu:
+            cols.append(("mtu_request", mtu))
+        if self.external_ids:
+            cols.append(("external_ids", dict(self.external_ids)))
+        holder = self.port_bridge(name)
+        if holder not in (None, self.bridge):  # ovsdbapp's may_exist would take (and change) it silently
+            raise DatapathError(f"port {name} is a port of bridge {holder}, not of {self.bridge}")
         with self.api.transaction(check_error=True) as txn:
             txn.add(self.api.add_port(self.bridge, name, may_exist=True))
-            txn.add(self.api.db_set("Interface", name, ("ofport_request", ofport), **attrs))
+            if self.external_ids:
+                txn.add(self.api.db_set("Port", name, ("external_ids", dict(self.external_ids))))
+            txn.add(self.api.db_set("Interface", name, *cols))
         got = self.ofport(name)
-        if got != ofport:
-            raise DatapathError(f"port {name}: asked for OpenFlow port {ofport}, OVS gave {got}")
+        if got is None or (self.exact_ofport and got != ofport):
+            why = self.interface_error(name)
+            raise DatapathError(
+                f"port {name}: asked for OpenFlow port {ofport}, OVS gave {got}" + (f": {why}" if why else "")
+            )
+        return got
+
+    def _numbers_taken(self, name: str) -> set[int]:
+        """The OpenFlow numbers the bridge's other interfaces have or asked for (from the IDL's copy)."""
+        for _ in range(3):  # the IDL's thread may change the rows while they are read
+            try:
+                br = next((b for b in self.api.tables["Bridge"].rows.values() if b.name == self.bridge), None)
+                ifaces = [i for p in (br.ports if br else []) for i in p.interfaces if i.name != name]
+                return {n for i in ifaces for n in (*i.ofport, *i.ofport_request)}
+            except RuntimeError:
+                time.sleep(0.01)
+        raise DatapathError(f"cannot read the ports of {self.ovsdb}")
+
+    def interface_error(self, name: str) -> str:
+        """The Interface's `error` column (why OVS could not open it), "" if none."""
+        try:
+            val = self.api.db_get("Interface", name, "error").execute(check_error=True)
+        except Exception:  # the row is gone: no error to tell
+            return ""
+        val = val[0] if isinstance(val, list) and val else val
+        return val if isinstance(val, str) else ""
 
     def keep_own_qdisc(self, port: str) -> None:
         """Give `port` OVS's linux-noop QoS, so OVS leaves its Linux qdisc (our tc shaping) alone.
 
         Without it OVS replaces the root qdisc of a port without QoS when it (re)configures the port.
         """
-        qos = self.api.db_create("QoS", type="linux-noop").execute(check_error=True)
+        marks = {"external_ids": dict(self.external_ids)} if self.external_ids else {}
+        qos = self.api.db_create("QoS", type="linux-noop", **marks).execute(check_error=True)
         self.api.db_set("Port", port, ("qos", qos)).execute(check_error=True)
 
     def del_port(self, name: str) -> None:
+        """Remove port `name` from this bridge; nothing when it is not there (also when it is a port of another
+        bridge: ovsdbapp's if_exists would delete that one's rows)."""
+        if self.port_bridge(name) != self.bridge:
+            return
         self.api.del_port(name, bridge=self.bridge, if_exists=True).execute(check_error=True)
+
+    def port_bridge(self, name: str) -> str | None:
+        """The bridge that holds port `name` in this OVS (None: no such port); from the IDL's local copy."""
+        for _ in range(3):  # the IDL's thread may change the rows while they are read
+            try:
+                for br in list(self.api.tables["Bridge"].rows.values()):
+                    if any(p.name == name for p in br.ports):
+                        return br.name
+                return None
+            except RuntimeError:
+                time.sleep(0.01)
+        raise DatapathError(f"cannot read the ports of {self.ovsdb}")
 
     def ofport(self, name: str, wait: float = 5.0) -> int | None:
         """OpenFlow port number of `name`, once vswitchd has assigned it (None if it never does).
@@ -197,6 +273,14 @@ class SwitchDriver:
         if self.openflow is None:
             raise DatapathError(f"bridge {self.bridge}: no OpenFlow endpoint (call ensure_bridge first)")
         return self.openflow
+
+
+def free_number(want: int, taken: set[int], top: int = 0xFF00) -> int:
+    """`want`, or the next OpenFlow port number above it that is not `taken` (wrapping to 1)."""
+    for n in [*range(want, top + 1), *range(1, want)]:
+        if n not in taken:
+            return n
+    raise DatapathError("no free OpenFlow port number on the bridge")
 
 
 _PORT_LINE = re.compile(r"^\s*port\s+(\S+):\s+rx\s+(.*)$")

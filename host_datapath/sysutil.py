@@ -56,12 +56,13 @@ def netns_list() -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
-def in_netns(netns: str, fn: Callable[[], T]) -> T:
-    """`fn()` run in-process inside namespace `netns` (netns_ops.in_netns); errors as DatapathError."""
+def in_netns(netns: str | None, fn: Callable[[], T]) -> T:
+    """`fn()` run in-process inside namespace `netns` (netns_ops.in_netns; None: the root namespace, where this
+    process runs); errors as DatapathError."""
     try:
-        return netns_ops.in_netns(netns, fn)
+        return fn() if netns is None else netns_ops.in_netns(netns, fn)
     except (OSError, ValueError) as exc:
-        raise DatapathError(f"in network namespace {netns}: {exc}") from None
+        raise DatapathError(f"in network namespace {netns or '(root)'}: {exc}") from None
 
 
 def netns_exists(name: str) -> bool:
@@ -120,8 +121,9 @@ def link_exists(ifname: str, netns: str | None = None) -> bool:
     return in_netns(netns, lambda: netns_ops.link_present(ifname))
 
 
-def veth_pair(a: str, a_ns: str, b: str, b_ns: str, mtu: int = 1600) -> None:
-    """Create veth a<->b with each end made in its namespace, both up, transmit checksum offload off.
+def veth_pair(a: str, a_ns: str | None, b: str, b_ns: str | None, mtu: int = 1600) -> None:
+    """Create veth a<->b with each end made in its namespace (None: the root namespace, e.g. the port of an
+    operator's OVS that runs there), both up, transmit checksum offload off.
 
     Transmit checksum offload is switched off on both ends (which also disables TSO): OVS's userspace
     datapath forwards the partial checksums a veth leaves, and the receiver then drops TCP (docs/emulated-host.md).
@@ -133,8 +135,9 @@ def veth_pair(a: str, a_ns: str, b: str, b_ns: str, mtu: int = 1600) -> None:
     for name in (a, b):
         if not 0 < len(name) <= 15:
             raise DatapathError(f"interface name must have 1..15 characters: {name!r}")
-    run(["ip", "link", "add", a, "netns", a_ns, "mtu", str(mtu), "up",
-         "type", "veth", "peer", "name", b, "netns", b_ns, "mtu", str(mtu)])  # fmt: skip
+    where = lambda ns: ["netns", ns] if ns else []  # noqa: E731
+    run(["ip", "link", "add", a, *where(a_ns), "mtu", str(mtu), "up",
+         "type", "veth", "peer", "name", b, *where(b_ns), "mtu", str(mtu)])  # fmt: skip
     try:
         in_netns(a_ns, lambda: netns_ops.tx_checksum_off(a))
         in_netns(b_ns, lambda: (netns_ops.link_up(b), netns_ops.tx_checksum_off(b)))
@@ -144,12 +147,12 @@ def veth_pair(a: str, a_ns: str, b: str, b_ns: str, mtu: int = 1600) -> None:
         raise
 
 
-def quiet_switch_port(ifname: str, netns: str) -> None:
+def quiet_switch_port(ifname: str, netns: str | None) -> None:
     """A switch port is no host interface: no IPv6 link-local address, router or neighbour chatter."""
     in_netns(netns, lambda: netns_ops.disable_ipv6(ifname))
 
 
-def shape(ifname: str, netns: str, gbps: float) -> None:
+def shape(ifname: str, netns: str | None, gbps: float) -> None:
     """Cap egress of `ifname` to `gbps` with a token bucket (one direction of a full-duplex link)."""
     rate_kbit = max(1, int(gbps * 1_000_000))
     burst = max(256 * 1024, int(gbps * 1e9 / 8 / 250))  # >= 4 ms worth of bytes at rate
@@ -279,3 +282,19 @@ def cpu_seconds(pids: list[int]) -> float:
             continue
         total += int(fields[11]) + int(fields[12])
     return total / tick
+
+
+def kernel_datapath_problem(sys_module: Path = Path("/sys/module/openvswitch")) -> str | None:
+    """Why OVS's kernel datapath (`system`) cannot work here, or None when the openvswitch module is loaded."""
+    if sys_module.exists():
+        return None
+    try:
+        found = (
+            subprocess.run(["modprobe", "-n", "openvswitch"], capture_output=True, check=False).returncode
+            == 0
+        )
+    except OSError:  # no modprobe here
+        found = False
+    if found:
+        return "the openvswitch kernel module is not loaded (load it: modprobe openvswitch)"
+    return "this kernel has no openvswitch module (modprobe finds none)"

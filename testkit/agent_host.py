@@ -71,14 +71,25 @@ class AgentProc:
 
 
 @contextlib.contextmanager
-def agent_host(tmp: Path, vms: int = 1, snics: list[dict] | None = None, agent_args: tuple[str, ...] = ()):
+def agent_host(
+    tmp: Path,
+    vms: int = 1,
+    snics: list[dict] | None = None,
+    agent_args: tuple[str, ...] = (),
+    host_cfg: dict | None = None,
+    name: str | None = None,
+):
     """An emulated host with OneSwitch and `uno agent serve` running on it: (host, status, agent, url); torn
     down (and checked: nothing left) on exit, pass or fail. `snics`: the host config's sNICs (default one);
-    `agent_args`: more options of `uno agent serve`."""
-    host = make_host(vms=vms, oneswitch={"enabled": True}, **({"snics": snics} if snics else {}))
+    `agent_args`: more options of `uno agent serve`; `host_cfg`: the config's `host` (e.g. an external host
+    switch); `name`: the host's name (default: a unique one). The config file is `tmp/host.yaml`."""
+    extra = {"snics": snics} if snics else {}
+    extra |= {"host": host_cfg} if host_cfg else {}
+    extra |= {"name": name} if name else {}
+    host = make_host(vms=vms, oneswitch={"enabled": True}, **extra)
     cfg_file = tmp / "host.yaml"
-    snic_line = f"snics: {json.dumps(snics)}\n" if snics else ""  # JSON is YAML
-    cfg_file.write_text(f"name: {host.name}\nrundir: /run/uno-test\nvms: {vms}\n{snic_line}")
+    lines = "".join(f"{k}: {json.dumps(v)}\n" for k, v in extra.items() if k != "name")  # JSON is YAML
+    cfg_file.write_text(f"name: {host.name}\nrundir: /run/uno-test\nvms: {vms}\n{lines}")
     agent = AgentProc(cfg_file, host.rundir, tmp / "agent.log")
     try:
         status = host.up()

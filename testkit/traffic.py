@@ -1,10 +1,14 @@
-"""Real traffic helpers for datapath tests: ping, iperf3 and packet capture inside namespaces."""
+"""Real traffic helpers for datapath tests: ping, iperf3, HTTP and packet capture inside namespaces."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
+from pathlib import Path
+
+from host_datapath.sysutil import wait_for
 
 
 def ping(ns: str, ip: str, count: int = 3) -> bool:
@@ -73,3 +77,47 @@ class Capture:
         self.proc.terminate()
         out, _ = self.proc.communicate(timeout=10)
         return [line for line in out.splitlines() if line.strip()]
+
+
+def serve_http(ns: str, ip: str, root: Path, port: int = 8000, log: Path | None = None) -> subprocess.Popen:
+    """`python -m http.server` serving `root` on ip:port in namespace `ns` (its own session); returns once it
+    listens. The caller kills it."""
+    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
+    try:
+        p = subprocess.Popen(
+            ["ip", "netns", "exec", ns, sys.executable, "-m", "http.server", str(port), "--bind", ip,
+             "--directory", str(root)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+        )  # fmt: skip
+    finally:
+        if log:
+            out.close()
+    want = f":{port:04X}"
+
+    def listening() -> bool:
+        if p.poll() is not None:
+            raise RuntimeError(f"http.server in {ns} exited {p.returncode}")
+        rows = Path(f"/proc/{p.pid}/net/tcp").read_text().splitlines()[1:]
+        return any(want in row.split()[1] and row.split()[3] == "0A" for row in rows)
+
+    try:
+        wait_for(listening, 20, f"http.server in {ns}")
+    except BaseException:
+        p.kill()
+        p.wait()
+        raise
+    return p
+
+
+def http_get(ns: str, url: str, timeout: float = 5.0) -> bytes:
+    """GET `url` from namespace `ns` (a child Python process there); RuntimeError if it fails."""
+    code = (
+        "import sys,urllib.request;"
+        f"sys.stdout.buffer.write(urllib.request.urlopen({url!r}, timeout={timeout}).read())"
+    )
+    out = subprocess.run(
+        ["ip", "netns", "exec", ns, sys.executable, "-c", code], capture_output=True, timeout=timeout + 20
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"GET {url} from {ns} failed: {out.stderr.decode()[-400:]}")
+    return out.stdout

@@ -176,6 +176,10 @@ def _print_status(status: dict, json_out: bool) -> None:
     print(
         f"  host    bridge {h['bridge']} in netns {h['netns']}  openflow {h['openflow']}  ports {h['ports']}"
     )
+    if h.get("datapath") == "dpdk":
+        d, hp = h["dpdk"], h["dpdk"]["hugepages"]
+        print(f"          OVS-DPDK ({d.get('version', '?')}): PMD threads {d.get('pmd_threads', [])} on CPUs "
+              f"{d['pmd_cpus']}, {(hp['pages'] or 0) * 2} MB of hugepages, hugetlbfs at {hp['mount']}")  # fmt: skip
     for s in status["snics"]:
         line = f"  {s['id']}   {s['backend']} bridge {s['bridge']} capacity {s['capacity']}"
         if "pcie" in s:
