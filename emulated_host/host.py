@@ -24,6 +24,7 @@ from emulated_host.naming import MAX_UNIX_PATH
 from emulated_host.oneswitch import HostPorts, OneSwitch, SnicLayout, discover_layout, south_target
 from emulated_host.snic_machine import AgentSpec, EmulatedSnic, MgmtLink
 from emulated_host.switch_config import HostSwitchConfig, VmConfig
+from host_datapath.dpdk_options import parse_pci_address
 from host_datapath.external_switch import ExternalHostSwitch
 from host_datapath.host_switch import HostSwitch
 from host_datapath.ovs_dpdk import DpdkHostSwitch, release_leftovers
@@ -277,11 +278,20 @@ class Snic:
     @property
     def host_if(self) -> str | None:
         """The host switch's port of the PCIe link: the operator's `host_port` (external host switch), an
-        emulated link's host end NAME-pKh; None for a BlueField on a managed host switch (hardware UNO does not
-        plug in)."""
+        emulated link's host end NAME-pKh, or the OVS port NAME-pKh of a BlueField's PCI device (managed OVS-DPDK
+        host switch); None for a BlueField on another managed host switch (hardware UNO does not plug in)."""
+        if self.pci_link:
+            return nm.if_pcie(self.name, self.index)[0]
         if self.cfg.host_port:
             return self.cfg.host_port
         return nm.if_pcie(self.name, self.index)[0] if self.emulated else None
+
+    @property
+    def pci_link(self) -> str | None:
+        """The PCI address of a BlueField's link on a managed OVS-DPDK host switch (a DPDK physical port)."""
+        if self.emulated or not self.cfg.host_port or not isinstance(self.host, DpdkHostSwitch):
+            return None
+        return parse_pci_address(self.cfg.host_port, f"snics[{self.index}].host_port")
 
     def up(self) -> None:
         n, k, c = self.name, self.index, self.cfg
@@ -291,6 +301,8 @@ class Snic:
             # host end (the operator's port) goes onto UNO's bridge
             if c.host_port and isinstance(self.host, ExternalHostSwitch):
                 self.host.attach_device(c.host_port, nm.HOST_PCIE_OFPORT_BASE + k)
+            elif self.pci_link and isinstance(self.host, DpdkHostSwitch):
+                self.host.attach_pci(self.host_if, nm.HOST_PCIE_OFPORT_BASE + k, self.pci_link)  # type: ignore[arg-type]
             return
         drv = self.switch.driver
         for j in range(c.eth_ports):
@@ -333,8 +345,19 @@ class Snic:
         if isinstance(self.host, ExternalHostSwitch) and self.host_if:
             host_ofport = self.host.port_numbers().get(self.host_if, host_ofport)
         if not self.emulated and self.host_if:
-            out["pcie"] = {"host_port": self.host_if, "host_ofport": host_ofport,
-                           "host_end_counters": link_counters(self.host_if, self.host.netns)}  # fmt: skip
+            # a DPDK port has no kernel counters: OpenFlow's port statistics then
+            counters = (
+                self.host.driver.port_stats().get(self.host_if, {})
+                if self.pci_link
+                else link_counters(self.host_if, self.host.netns)
+            )
+            out["pcie"] = {
+                "host_port": self.host_if,
+                "host_ofport": host_ofport,
+                "host_end_counters": counters,
+            }
+            if self.pci_link:
+                out["pcie"]["pci"] = self.pci_link
         if self.emulated:
             h_if, s_if = self.host_if, nm.if_pcie(n, k)[1]
             out["pcie"] = {

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain.errors import CliError, ValidationError
-from host_datapath.dpdk_options import DpdkOptions
+from host_datapath.dpdk_options import DpdkOptions, parse_pci_address
 from host_datapath.dpdk_ports import VmPort, vhost_user_client
 
 SWITCH_MODES = ("managed", "external")
@@ -236,9 +236,20 @@ def _parse_vm(where: str, item: Any, switch: HostSwitchConfig) -> VmConfig:
     return VmConfig(name, "vhostuser", pname, sock)
 
 
+def is_pci_address(text: str) -> bool:
+    """Whether `snics[k].host_port` names a PCI device (a DPDK physical port) rather than an interface."""
+    try:
+        parse_pci_address(text, "host_port")
+    except ValidationError:
+        return False
+    return True
+
+
 def check_host_ports(snics: list, switch: HostSwitchConfig) -> None:
-    """`snics[k].host_port` (the host switch's port of sNIC k's PCIe link): only with an external host switch;
-    required there for a BlueField (its link's host end is hardware the operator names); distinct."""
+    """`snics[k].host_port` (the host switch's port of sNIC k's PCIe link): with an external host switch an
+    interface the operator names, required there for a BlueField (its link's host end is hardware); on a managed
+    OVS-DPDK host switch a BlueField's link may be a PCI address of `host.switch.dpdk.pci` (a DPDK physical
+    port, e.g. the DPU's PF bound to vfio-pci); distinct."""
     seen: set[str] = set()
     for k, sn in enumerate(snics):
         where = f"snics[{k}].host_port"
@@ -251,9 +262,26 @@ def check_host_ports(snics: list, switch: HostSwitchConfig) -> None:
                 )
             continue
         if not switch.external:
-            raise config_error(
-                where, "only with host.switch.mode: external (a managed host names its links NAME-pKh)"
-            )
+            if switch.dpdk is None or sn.backend != "bluefield":
+                raise config_error(
+                    where,
+                    "only with host.switch.mode: external, or a BlueField's PCI address on a managed OVS-DPDK "
+                    "host switch (host.switch.dpdk); a managed host names its emulated links NAME-pKh",
+                )
+            try:
+                addr = parse_pci_address(sn.host_port, where)
+            except ValidationError as exc:
+                raise config_error(where, f"on a managed OVS-DPDK host switch: {exc.message}") from None
+            if addr not in switch.dpdk.pci:
+                listed = ", ".join(switch.dpdk.pci) or "empty"
+                raise config_error(
+                    where,
+                    f"PCI device {addr} is not in host.switch.dpdk.pci ({listed}): DPDK may probe only those",
+                )
+            if addr in seen:
+                raise config_error(where, f"{addr} is the link of another sNIC")
+            seen.add(addr)
+            continue
         if not IFNAME_RE.match(sn.host_port):
             raise config_error(where, f"{sn.host_port!r} is not an interface name (1-15 characters)")
         if sn.host_port in seen:

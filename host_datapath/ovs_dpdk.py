@@ -243,7 +243,13 @@ class DpdkHostSwitch(HostSwitch):
                 f"PCI device {addr} is not in host.switch.dpdk.pci ({', '.join(self.options.pci) or 'empty'}): "
                 "DPDK was started without it"
             )
-        self.add_dpdk_port(name, ofport, dpdk_ports.pci(addr))
+        existed = name in self.driver.ports()
+        try:
+            self.add_dpdk_port(name, ofport, dpdk_ports.pci(addr))
+        except DatapathError:
+            if not existed:  # a device DPDK cannot probe leaves no dead port row behind
+                self.driver.del_port(name)
+            raise
 
     def attach_tap(self, name: str, ofport: int) -> None:
         """A kernel tap `name` in the switch's namespace, made by a net_tap vdev (its queues match the PMDs)."""

@@ -125,6 +125,24 @@ def test_port_errors_name_the_reason(tb):
         sw.attach_pci("pf0", 6, "0000:03:00.0")
 
 
+def test_a_pci_port_dpdk_cannot_probe_fails_naming_the_device():
+    """A PCI address allowed to DPDK (`host.switch.dpdk.pci`) that no device on this machine answers: the port
+    add fails with OVS's reason and the port is not left on the bridge (a BlueField's PF bound to vfio-pci
+    takes the same path on a real server)."""
+    before = hugepages_total()
+    addr = "0000:7e:1f.7"  # no such device here
+    bed = SwitchTestbed(options=DpdkOptions(hugepages_mb=256, pci=(addr,)))
+    with bed:
+        bed.add_switch("sw", "dpdk")
+        sw = bed.switches["sw"]
+        with pytest.raises(DatapathError, match=addr.replace(".", r"\.")) as exc:
+            sw.attach_pci("pf0", 6, addr)
+        assert "Error attaching device" in str(exc.value)
+        assert "pf0" not in sw.driver.api.list_ports(sw.bridge).execute(check_error=True)
+    assert bed.leftovers() == []
+    wait_for(lambda: hugepages_total() == before, 10, f"nr_hugepages back to {before}", error=AssertionError)
+
+
 def test_vhost_user_port_is_added_and_waits_for_its_vm(tb):
     """A vhost-user client port comes up in OVS without its VM (it keeps reconnecting), link down."""
     tb.add_switch("sw", "dpdk")

@@ -167,6 +167,26 @@ def test_snic_host_port():
                                "vms": [{"name": "a", "port": {"type": "tap", "name": "pf0"}}]})  # fmt: skip
 
 
+def test_bluefield_link_by_pci_address_on_a_managed_dpdk_host():
+    bf = {"id": "snic0", "backend": "bluefield", "ovsdb": "tcp:192.0.2.9:6640", "openflow": "tcp:192.0.2.9:6653",
+          "bridge": "br0", "host_port": "0000:03:00.0"}  # fmt: skip
+    dpdk = {"dpdk": {"hugepages_mb": 128, "pci": ["0000:03:00.0", "0000:03:00.1"]}}
+    c = cfg(dpdk, snics=[bf])
+    assert c.snics[0].host_port == "0000:03:00.0"
+    # not listed for DPDK to probe / not a PCI address / no DPDK / an emulated sNIC / twice: one line, the key
+    assert "not in host.switch.dpdk.pci" in fails(
+        "snics[0].host_port", {"host": {"switch": dpdk}, "snics": [{**bf, "host_port": "0000:04:00.0"}]}
+    )
+    fails("snics[0].host_port", {"host": {"switch": dpdk}, "snics": [{**bf, "host_port": "pf0"}]})
+    fails("snics[0].host_port", {"snics": [bf]})
+    fails(
+        "snics[0].host_port",
+        {"host": {"switch": dpdk}, "snics": [{"id": "snic0", "host_port": "0000:03:00.0"}]},
+    )
+    second = {**bf, "id": "snic1", "ovsdb": "tcp:192.0.2.10:6640", "openflow": "tcp:192.0.2.10:6653"}
+    fails("snics[1].host_port", {"host": {"switch": dpdk}, "snics": [bf, second]})
+
+
 def test_free_number_keeps_clear_of_taken_numbers():
     assert free_number(1, set()) == 1
     assert free_number(1, {1, 2, 3}) == 4
