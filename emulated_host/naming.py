@@ -120,3 +120,14 @@ def mgmt_addresses(j: int) -> tuple[str, str]:
     base = MGMT_NET + 4 * (j % 16384)
     dotted = lambda a: ".".join(str((a >> s) & 255) for s in (24, 16, 8, 0))  # noqa: E731
     return dotted(base + 1), dotted(base + 2)
+
+
+def ns_nfs(n: str) -> str:
+    """Where the host's NFs run with a TCP state tier (a cluster or an operator's tier): one namespace
+    linked to the root namespace, as an sNIC's NFs run in the sNIC's."""
+    return f"{n}-nfs"
+
+
+def if_tier(n: str) -> tuple[str, str]:
+    """The host NFs' namespace's link to the tier: (root namespace end, NF namespace end)."""
+    return f"{n}-th", f"{n}-tn"
