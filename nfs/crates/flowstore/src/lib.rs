@@ -34,7 +34,7 @@ pub use cache::CachedStore;
 pub use fasthash::{FastMap, FastSet};
 pub use keys::KeySpace;
 pub use local::LocalStore;
-pub use redis_store::{parse_url, RedisConfig, RedisStore};
+pub use redis_store::{parse_url, RedisConfig, RedisStore, WaitPolicy};
 pub use resp::Endpoint;
 
 /// A full key in the tier (bytes; built by [`KeySpace`]).
@@ -140,6 +140,12 @@ pub struct StoreStats {
     pub unplanned_reads: u64,
     /// CPU time the client spent spinning for replies (ns): waiting, not working.
     pub spin_ns: u64,
+    /// Write groups (batches) whose `WAIT` got fewer replicas than asked (failed closed).
+    pub wait_short: u64,
+    /// Redis Cluster: redirections followed (`MOVED`, `ASK`).
+    pub redirects: u64,
+    /// Redis Cluster: slot map refreshes (`CLUSTER SLOTS`).
+    pub refreshes: u64,
 }
 
 /// Per-flow state storage shared by all instances of one NF.
@@ -342,4 +348,10 @@ pub trait Pipeline {
     }
     /// Forget every group in flight (the caller failed them); the next call starts afresh.
     fn reset(&mut self);
+    /// Whether the write group last returned by `recv` is durable: the replicas a configured
+    /// `WAIT` asked for acknowledged it (true when none is configured). A group that is not was
+    /// applied by the master but could be lost with it: its batch must not leave.
+    fn last_durable(&self) -> bool {
+        true
+    }
 }
