@@ -50,14 +50,16 @@ const NO_SLOT: u16 = u16::MAX;
 
 /// Parse `redis-cluster://HOST:PORT[,HOST:PORT...]` into its seed nodes (`host:port`).
 pub fn parse_cluster_url(url: &str) -> Result<Vec<String>, String> {
-    let rest = url
-        .strip_prefix("redis-cluster://")
-        .ok_or_else(|| format!("bad store URL {url:?}: a cluster URL starts with redis-cluster://"))?;
+    let rest = url.strip_prefix("redis-cluster://").ok_or_else(|| {
+        format!("bad store URL {url:?}: a cluster URL starts with redis-cluster://")
+    })?;
     let rest = rest.strip_suffix('/').unwrap_or(rest);
     let mut seeds = Vec::new();
     for hp in rest.split(',') {
         let bad = |why: &str| {
-            format!("bad store URL {url:?}: expected redis-cluster://HOST:PORT[,HOST:PORT...] ({why})")
+            format!(
+                "bad store URL {url:?}: expected redis-cluster://HOST:PORT[,HOST:PORT...] ({why})"
+            )
         };
         if hp.is_empty() {
             return Err(bad("an empty node"));
@@ -736,19 +738,21 @@ impl ClusterStore {
             for c in 0..w.n {
                 let start = w.starts[c];
                 let end = w.starts.get(c + 1).copied().unwrap_or(sub.bytes.len());
-                let cond = ci.next_if(|((k, _), _)| *k == c).map(|((_, kind), &p)| (*kind, p));
+                let cond = ci
+                    .next_if(|((k, _), _)| *k == c)
+                    .map(|((_, kind), &p)| (*kind, p));
                 sub.cmds.push(Cmd {
                     slot,
                     kind: Kind::Write(cond),
                     start: start as u32,
                     end: end as u32,
                 });
-                if pipeline {
-                    self.inflight[slot as usize] += 1;
-                    self.routed[slot as usize] = ni;
-                }
             }
             debug_assert!(w.starts.first().is_none_or(|&s| s == base));
+            if pipeline {
+                self.inflight[slot as usize] += w.n as u32;
+                self.routed[slot as usize] = ni;
+            }
             i = j;
         }
         self.order = order;
@@ -779,7 +783,12 @@ impl ClusterStore {
     }
 
     /// Queue the sub-groups built on the nodes' pipeline connections as one group.
-    fn commit(&mut self, reads: bool, n_out: usize, write_keys: Vec<u64>) -> Result<(), StoreError> {
+    fn commit(
+        &mut self,
+        reads: bool,
+        n_out: usize,
+        write_keys: Vec<u64>,
+    ) -> Result<(), StoreError> {
         for i in 0..self.building.len() {
             let ni = self.building[i].0;
             if let Err(e) = self.ensure_conn(ni) {
@@ -878,7 +887,9 @@ impl ClusterStore {
             let addr = node.addr.clone();
             let Some(c) = node.conn.as_mut() else {
                 self.tmp = tmp;
-                return Err(self.fail_all(StoreError(format!("cluster node {addr}: not connected"))));
+                return Err(
+                    self.fail_all(StoreError(format!("cluster node {addr}: not connected")))
+                );
             };
             let mut io_err = None;
             for cmd in &sub.cmds {
@@ -977,7 +988,18 @@ impl ClusterStore {
                         // Sent below without a pause: they carry no `TRYAGAIN` of their own.
                         let (first, t) = queue.pop_front().expect("parts");
                         let target = first.from;
-                        self.resend_one(first, t, target, false, &mut queue, out, durable, reply, &mut wrote_on, &mut tmp)?;
+                        self.resend_one(
+                            first,
+                            t,
+                            target,
+                            false,
+                            &mut queue,
+                            out,
+                            durable,
+                            reply,
+                            &mut wrote_on,
+                            &mut tmp,
+                        )?;
                         continue;
                     }
                     if !matches!(&r.why, Retry::Busy(e) if e.is_empty()) {
@@ -996,7 +1018,18 @@ impl ClusterStore {
                     (t, false)
                 }
             };
-            self.resend_one(r, tries, target, asking, &mut queue, out, durable, reply, &mut wrote_on, &mut tmp)?;
+            self.resend_one(
+                r,
+                tries,
+                target,
+                asking,
+                &mut queue,
+                out,
+                durable,
+                reply,
+                &mut wrote_on,
+                &mut tmp,
+            )?;
         }
         if let Some(w) = self.cfg.wait {
             for ni in wrote_on {
@@ -1132,19 +1165,18 @@ impl ClusterStore {
             sent.push((ni, sub));
         }
         if result.is_ok() {
+            let mut failed = None;
             for &(ni, _) in &sent {
                 let n = &mut self.nodes[ni as usize];
                 if let Err(e) = n.side.as_mut().expect("connected").flush() {
-                    result = Err((ni, format!("cluster node {}: {e}", n.addr)));
+                    failed = Some((ni, format!("cluster node {}: {e}", n.addr)));
                     break;
                 }
             }
-            .map_or(Ok(()), Err::<(), _>)
-            .or_else(|(ni, e): (u16, String)| {
+            if let Some((ni, e)) = failed {
                 self.node_down(ni, e.clone());
-                Err(StoreError(e))
-            })
-            .ok();
+                result = Err(StoreError(e));
+            }
         }
         let mut durable = true;
         let mut first_err = result.err();
@@ -1221,11 +1253,12 @@ impl ClusterStore {
         self.maybe_refresh();
         let ni = self.route(slot)?;
         self.building.clear();
+        let wait = self.cfg.wait.filter(|_| write);
         let sub = self.building_for(ni);
         let start = sub.bytes.len();
         resp::encode(&mut sub.bytes, args);
         sub.push(slot, Kind::Call, start);
-        if let Some(w) = self.cfg.wait.filter(|_| write) {
+        if let Some(w) = wait {
             let start = sub.bytes.len();
             w.encode(&mut sub.bytes);
             sub.push(NO_SLOT, Kind::Wait(w.replicas), start);
@@ -1416,7 +1449,8 @@ impl FlowStore for ClusterStore {
     }
 
     fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
-        self.call(&[b"RPUSH", pool, item], &[pool], true).map(|_| ())
+        self.call(&[b"RPUSH", pool, item], &[pool], true)
+            .map(|_| ())
     }
 
     fn pool_len(&mut self, pool: &[u8]) -> Result<usize, StoreError> {
@@ -1624,7 +1658,10 @@ mod tests {
         let parts = split(&cmd, &b).unwrap();
         assert_eq!(parts.len(), 2);
         assert!(matches!(&parts[1].0.kind, Kind::Mget(p) if p == &vec![7]));
-        assert_eq!(command_args(&parts[1].1).unwrap(), vec![b"MGET".to_vec(), b"b".to_vec()]);
+        assert_eq!(
+            command_args(&parts[1].1).unwrap(),
+            vec![b"MGET".to_vec(), b"b".to_vec()]
+        );
         b.clear();
         resp::encode(&mut b, &[b"MSET", b"a", b"1", b"b", b"2"]);
         let cmd = Cmd {

@@ -11,8 +11,8 @@
 //! 3. packets are processed in order; reads see earlier packets' writes of the same batch (overlay),
 //! 4. one pipelined round trip writes the batch's changes ([`BatchState::flush`]).
 //!
-//! Keys follow `nf:<nf_id>:{<flow-hash>}:<table>` ([`KeySpace`]): they name the logical NF, not the
-//! instance, and the hash tag keeps all keys of one flow in one Redis Cluster slot.
+//! Keys follow `tn:<tenant>:nf:<nf_id>:{<flow-hash>}:<table>` ([`KeySpace`]): they name the tenant
+//! and the logical NF, not the instance, and the hash tag keeps all keys of one flow in one Redis Cluster slot.
 //!
 //! Operations where instances race (NAT port pool, LB backend choice) use atomic primitives that
 //! are single round trips outside the batch: [`FlowStore::pool_pop`], [`FlowStore::compare_and_set`].
@@ -21,18 +21,22 @@
 
 mod batch;
 mod cache;
+pub mod cluster;
 pub mod fasthash;
 mod keys;
 mod local;
 mod redis_store;
 pub mod resp;
+pub mod slots;
 pub mod snapshot;
+pub mod test_cluster;
 pub mod test_redis;
 
 pub use batch::{BatchState, Newer};
 pub use cache::CachedStore;
+pub use cluster::{parse_cluster_url, ClusterStore};
 pub use fasthash::{FastMap, FastSet};
-pub use keys::KeySpace;
+pub use keys::{check_tenant, KeySpace, DEFAULT_TENANT};
 pub use local::LocalStore;
 pub use redis_store::{parse_url, RedisConfig, RedisStore, WaitPolicy};
 pub use resp::Endpoint;

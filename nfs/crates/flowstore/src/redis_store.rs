@@ -61,7 +61,8 @@ impl WaitPolicy {
             Some((n, t)) => (n, Some(t)),
             None => (s, None),
         };
-        let digits = |x: &str| !x.is_empty() && x.len() <= 5 && x.bytes().all(|b| b.is_ascii_digit());
+        let digits =
+            |x: &str| !x.is_empty() && x.len() <= 5 && x.bytes().all(|b| b.is_ascii_digit());
         if !digits(n) || t.is_some_and(|t| !digits(t)) {
             return Err(bad());
         }
@@ -112,8 +113,7 @@ pub(crate) fn handshake(
     if n == 0 {
         return Ok(());
     }
-    c.flush()
-        .map_err(|e| StoreError(format!("{what}: {e}")))?;
+    c.flush().map_err(|e| StoreError(format!("{what}: {e}")))?;
     let user = cfg.user.as_deref().unwrap_or("default");
     for i in 0..n {
         let r = c
@@ -161,7 +161,7 @@ impl RedisConfig {
     }
 }
 
-const CAS: &[u8] = br#"
+pub(crate) const CAS: &[u8] = br#"
 local cur = redis.call('GET', KEYS[1])
 local exp_absent = ARGV[1] == '0'
 if (exp_absent and cur) or ((not exp_absent) and cur ~= ARGV[2]) then return 0 end
@@ -170,13 +170,13 @@ return 1
 "#;
 
 // KEYS[1] = pool list, KEYS[2] = init marker (same hash tag as the pool).
-const POOL_INIT: &[u8] = br#"
+pub(crate) const POOL_INIT: &[u8] = br#"
 if redis.call('SETNX', KEYS[2], '1') == 0 then return 0 end
 for i = 1, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
 return 1
 "#;
 
-const CLAIM_DUE: &[u8] = br#"
+pub(crate) const CLAIM_DUE: &[u8] = br#"
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 for i = 1, #due do redis.call('ZREM', KEYS[1], due[i]) end
 return due
@@ -975,7 +975,8 @@ impl FlowStore for RedisStore {
     }
 
     fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
-        self.call(&[b"RPUSH", pool, item], &[pool], true).map(|_| ())
+        self.call(&[b"RPUSH", pool, item], &[pool], true)
+            .map(|_| ())
     }
 
     fn pool_len(&mut self, pool: &[u8]) -> Result<usize, StoreError> {

@@ -85,7 +85,10 @@ pub fn parse_redirect(err: &str, replied_by: &str) -> Option<Redirect> {
         return None;
     }
     let port: u16 = port.parse().ok().filter(|&p| p != 0)?;
-    if host.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+    if host
+        .bytes()
+        .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+    {
         return None;
     }
     let host = if host.is_empty() || host == "?" {
@@ -312,6 +315,10 @@ mod tests {
             .contains("no master"));
         let bad = Reply::Array(vec![Reply::Array(vec![Reply::Int(5), Reply::Int(1)])]);
         assert!(parse_cluster_slots(&bad, "h:1").is_err());
-        assert!(parse_cluster_slots(&Reply::Error("ERR This instance has cluster support disabled".into()), "h:1").is_err());
+        assert!(parse_cluster_slots(
+            &Reply::Error("ERR This instance has cluster support disabled".into()),
+            "h:1"
+        )
+        .is_err());
     }
 }
