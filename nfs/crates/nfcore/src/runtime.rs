@@ -484,7 +484,8 @@ impl<D: Device> Runtime<D> {
             *v = serde_json::json!({
                 "kind": self.store.kind(), "round_trips": s.round_trips, "keys_read": s.keys_read,
                 "keys_written": s.keys_written, "errors": s.errors, "reconnects": s.reconnects,
-                "unplanned_reads": s.unplanned_reads,
+                "unplanned_reads": s.unplanned_reads, "wait_short": s.wait_short,
+                "redirects": s.redirects, "refreshes": s.refreshes,
             });
         }
         if let Ok(mut v) = self.stats.nf.lock() {
