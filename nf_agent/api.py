@@ -85,7 +85,9 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
     @app.get("/v1/vms")
     def list_vms():
         with agent.lock:
-            return _json([{"id": v.id, "vport": v.vport, "tenant": v.tenant} for v in agent.state.vms.values()])
+            return _json(
+                [{"id": v.id, "vport": v.vport, "tenant": v.tenant} for v in agent.state.vms.values()]
+            )
 
     @app.post("/v1/vms")
     def create_vm():

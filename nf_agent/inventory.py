@@ -66,7 +66,9 @@ class Inventory:
             for fld, end in (("expected.src", req.src), ("expected.dst", req.dst)):
                 vm = ctx.state.vms.get(end or "")
                 if vm is not None and vm.tenant != req.tenant:
-                    raise ValidationError(fld, f"VM {vm.id!r} belongs to tenant {vm.tenant!r}, not {req.tenant!r}")
+                    raise ValidationError(
+                        fld, f"VM {vm.id!r} belongs to tenant {vm.tenant!r}, not {req.tenant!r}"
+                    )
             nf = Nf(
                 id=nf_id, type=req.type, config=req.config, vport=ctx.state.free_vport(vports.VPORT_NF_BASE),
                 expected_gbps=req.expected_gbps, src=req.src, dst=req.dst, pin=req.pin, prefer=req.prefer,

@@ -89,7 +89,10 @@ def spec() -> dict:
                     "additionalProperties": False,
                     "properties": {"prefer": OPT_LOCATION},
                 },
-                "tenant": {**NAME, "description": "its state's owner: keys tn:<tenant>:..., the tenant's ACL user"},
+                "tenant": {
+                    **NAME,
+                    "description": "its state's owner: keys tn:<tenant>:..., the tenant's ACL user",
+                },
                 "durability": {
                     "type": "object",
                     "additionalProperties": False,

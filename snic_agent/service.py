@@ -24,9 +24,9 @@ from host_datapath.switch import SwitchDriver
 from host_datapath.sysutil import DatapathError
 from nf_local.processes import LocalNfs
 from nf_local.tier_access import WAIT_RE, TierAccess
-from state_tier.files import write_private
 from snic_agent.config import SnicAgentConfig
 from snic_datapath.cgroup import CpuCgroup, default_period_us
+from state_tier.files import write_private
 
 ID_RE = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
 STORE_RE = re.compile(r"redis://[A-Za-z0-9.\-\[\]:]+:([0-9]{1,5})(/[0-9]{1,2})?")
@@ -65,14 +65,20 @@ def _tier_fields(body: dict) -> dict:
                 raise ValidationError(k, msg)
             out[k] = body[k]
     if ("store_user" in out) != ("store_password" in out):
-        raise ValidationError("store_password" if "store_user" in out else "store_user", "give both or neither")
+        raise ValidationError(
+            "store_password" if "store_user" in out else "store_user", "give both or neither"
+        )
     return out
 
 
 def tier_access(rec: dict) -> TierAccess:
     """The NF's access to the tier as its start asked for it."""
     return TierAccess(
-        rec["store"], rec.get("tenant"), rec.get("store_user"), rec.get("store_password"), rec.get("store_wait")
+        rec["store"],
+        rec.get("tenant"),
+        rec.get("store_user"),
+        rec.get("store_password"),
+        rec.get("store_wait"),
     )
 
 
