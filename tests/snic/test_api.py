@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from domain.errors import ConfigRejected, StartError
 from domain.model import NF_TYPES, Instance
+from nf_local.tier_access import TierAccess
 from snic_agent.api import MAX_BODY, create_app
 from snic_agent.config import parse_config
-from nf_local.tier_access import TierAccess
 from snic_agent.service import MAX_BUFFER, START_KEYS, TIER_KEYS, SnicAgent
 
 TOKEN = "s3cret-snic-token"
