@@ -72,7 +72,7 @@ class HostRuntime:
                 else topo.url()  # fmt: skip
             local_store = tier_url
             shared_netns = self.tier.nf_netns
-            self.users = TenantUsers(self.dir / "tenants", self.tier.component.topology, self.tier.admin)
+            self.users = TenantUsers(self.tier.component.topology, self.tier.admin)
         else:
             local_store = f"unix://{self.store_socket()}" if store == "redis" else "local"
         self.local = LocalNfs(self.name, {HOST: host.host_switch()}, agent_dir, local_store, nf_binary,

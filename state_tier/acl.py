@@ -4,13 +4,12 @@ the tier (ACL users are per server: a cluster's masters and replicas each need i
 from __future__ import annotations
 
 import contextlib
-import secrets
-from pathlib import Path
+import hashlib
+import hmac
 
 import redis
 
 from state_tier.access import Credentials, TierError, Topology, node_client
-from state_tier.files import write_private
 from state_tier.keys import tenant_pattern
 
 
@@ -28,17 +27,12 @@ def tenant_rules(tenant: str, password: str) -> list[str]:
     ]  # fmt: skip
 
 
-def tenant_password(directory: Path, tenant: str) -> str:
-    """The tenant's password, kept in `directory/<tenant>.pass` (0600) so the agent's restarts keep it."""
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = directory / f"{tenant}.pass"
-    if path.exists():
-        return path.read_text().strip()
-    pw = secrets.token_urlsafe(24)
-    tmp = path.with_suffix(".tmp")
-    write_private(tmp, pw)
-    tmp.replace(path)
-    return pw
+def tenant_password(admin: Credentials, tenant: str) -> str:
+    """The tenant's password, derived from the admin's: every host's agent sharing one tier (with the same
+    admin credentials) hands the tenant's NFs the same password without exchanging it, and re-making the
+    user on a restarted node changes nothing for the NFs connected elsewhere."""
+    key = (admin.password or "").encode()
+    return hmac.new(key, f"uno-tenant:{tenant}".encode(), hashlib.sha256).hexdigest()[:40]
 
 
 def ensure_user(topo: Topology, admin: Credentials, tenant: str, password: str) -> list[str]:
