@@ -93,7 +93,9 @@ def probe(seeds: list[str], creds: Credentials, timeout: float = 2.0) -> Topolog
             c.execute_command("ACL", "USERS")  # needs the ACL rights the agent uses for tenants' users
             state = c.info("cluster").get("cluster_enabled") and c.execute_command("CLUSTER", "INFO")
         except redis.AuthenticationError as exc:
-            key = "redis.password_file" if creds.password else "redis.user"
+            if creds.password is None:
+                raise CliError(f"config: redis.password_file: {seed} requires a password ({exc})") from None
+            key = "redis.user" if creds.user else "redis.password_file"
             raise CliError(f"config: {key}: {seed} refused the credentials: {exc}") from None
         except redis.exceptions.NoPermissionError as exc:
             raise CliError(
