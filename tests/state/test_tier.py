@@ -175,7 +175,9 @@ def test_a_killed_master_fails_over_and_its_node_rejoins_on_up(bed):
     wait(promoted, 30, "its replica promoted", interval=0.2)
     # the connection's state, served by the new master once the NF's client follows the promotion (the
     # fail-closed window meanwhile is the bench's master_failover_ms); a lost record would never pass again
-    wait(lambda: burst(bed, "out", EST_PORT)["received"] == 50, 30, "the connection passing again", interval=0)
+    wait(
+        lambda: burst(bed, "out", EST_PORT)["received"] == 50, 30, "the connection passing again", interval=0
+    )
     assert not bed.host.is_up()
     bed.host.up()  # only the dead node starts again; it rejoins as a replica
     back = lambda: any(n["address"] == victim["address"] and n["role"] == "replica" and not n["failed"]  # noqa: E731
