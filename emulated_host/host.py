@@ -451,7 +451,8 @@ class EmulatedHost:
     def _tier_components(self, redis_port: int, links: dict[int, MgmtLink], tier: dict) -> list:
         """The state tier and, for a TCP tier, the host NFs' link to it (tier_link)."""
         cfg = self.config.tier
-        if cfg.mode == "local":
+        mode = tier.get("mode", cfg.mode)  # as brought up (a teardown with another config still finds it)
+        if mode == "local":
             also = tuple(x.host_ip for x in links.values())
             also += tuple(
                 c.host_address for c in self.config.snics if c.agent
@@ -460,9 +461,15 @@ class EmulatedHost:
         host_ip, nf_ip = nm.mgmt_addresses(tier["link"])
         routes = {nm.ns_snic(self.name, k): x.host_ip for k, x in links.items()}
         link = TierLink(self.name, host_ip, nf_ip, routes)
-        if cfg.mode == "cluster":
-            return [link, LocalCluster(self.rundir, tuple(tier["ports"]), cfg.replicas, host_ip)]
-        return [link, ExternalTier(cfg.nodes, external_credentials(cfg))]
+        if mode == "cluster":
+            return [
+                link,
+                LocalCluster(self.rundir, tuple(tier["ports"]), tier.get("replicas", cfg.replicas), host_ip),
+            ]
+        return [
+            link,
+            ExternalTier(cfg.nodes, external_credentials(cfg) if cfg.mode == "external" else Credentials()),
+        ]
 
     def tier(self) -> TierAccessInfo:
         """How the running host's NFs and tools reach the state tier."""
@@ -609,7 +616,7 @@ class EmulatedHost:
         self.rundir.mkdir(parents=True, exist_ok=True)
         port = self.config.redis_port or free_port()
         mgmt = self._allocate_mgmt()
-        tier: dict = {}
+        tier: dict = {"mode": tcfg.mode, "replicas": tcfg.replicas}
         if -1 in mgmt:
             tier["link"] = mgmt.pop(-1)
         if tcfg.mode == "cluster":
