@@ -92,7 +92,7 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
     @app.post("/v1/vms")
     def create_vm():
         vm = agent.create_vm(validation.parse_vm(_body()))
-        return _json({"id": vm.id, "vport": vm.vport, "tenant": vm.tenant}, 201)
+        return _json({"id": vm.id, "vport": vm.vport}, 201)
 
     @app.get("/v1/vms/<vm_id>")
     def get_vm(vm_id: str):

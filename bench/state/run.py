@@ -8,16 +8,19 @@ Emulated hosts with the agent in-process (testkit.testbed), all up at once so th
   new UDP flows from the VM to the wire at an offered rate above what the NF forwards; the NF's rate is the
   packets the sink got over its receive span. Median over `--repeats` alternating runs;
   ratio_cluster_vs_single = median cluster / median single (same run).
-- master_failover_ms, broken_conns: on the 3-master cluster, a firewall and a NAT between vm0 and the wire,
-  6 kernel TCP connections and a datagram per ms along the chain; the master holding most of the NFs' keys
-  is killed with SIGKILL. master_failover_ms = the longest datagram gap at the receiver (kill -> its replica
-  promoted -> the NFs' clients redirected and forwarding again); broken_conns: connections reset, closed or
-  stalled.
+- master_failover_ms: on the 3-master cluster, a firewall with one connection open (its one record, so its
+  master is known); the wire side sends 1 packet per ms on it and that master is killed with SIGKILL: every
+  packet lost is a ms in which the NF did not forward (fail closed: kill -> the cluster fails the master
+  over to its replica -> the NF's client follows the new slot owner).
+- broken_conns, tcp_max_gap_ms: a firewall and a NAT between vm0 and the wire, 6 kernel TCP connections; the
+  master holding most keys is killed with SIGKILL; connections reset, closed or stalled, and the longest gap
+  of an echoed message (TCP's retransmission backoff stretches the outage).
 - lost_updates_wait / lost_updates_nowait: the bench's own sequence: a writer sets key i (one hash slot of a
   master) as fast as it can, through redis-py's cluster client, and counts i as acknowledged when SET
   answered (nowait) or SET answered and WAIT 1 confirmed a replica has it (wait: what an NF's
   `--store-wait 1` does per batch); that master is killed mid-stream; after the failover every acknowledged
-  key is read back: the missing ones are lost updates. The dead node is started again (`uno up`) between.
+  key is read back: the missing ones are lost updates. The dead node is started again (`uno up`) between,
+  and every replica is back in sync before the next kill.
 - cross_tenant: tenant ta's ACL user reading and writing tenant tb's keys: "denied" when the server answers
   NOPERM to both.
 
