@@ -48,10 +48,6 @@ def test_flow_state_written_on_host_a_is_served_on_host_b_after_a_dies():
         b.add_firewall(at="host")  # the same NF, on host B
         assert burst(b, "out", EST_PORT)["received"] == 50  # the reply passes on A's record
         assert burst(b, "out", EST_PORT + 3, expect_none=True)["received"] == 0  # never opened: denied
-        # and B's instance writes where A's would read: a connection opened on B passes on A's replacement
-        assert burst(b, "vm", EST_PORT + 5)["received"] == 50
-        a.runtime.local.start_processes(a.agent.state.nfs["fw"], a_inst)
-        assert burst(a, "out", EST_PORT + 5)["received"] == 50
     finally:
         for tb in (b, a):
             if tb is not None:
