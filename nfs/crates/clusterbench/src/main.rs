@@ -164,7 +164,7 @@ fn pipelined(
         }
     }
     let rate = done as f64 / t0.elapsed().as_secs_f64();
-    while let Some(_) = expect.pop_front() {
+    while expect.pop_front().is_some() {
         p.recv(&mut out).expect("recv");
     }
     rate
