@@ -11,6 +11,10 @@
 //! - `own-wait`: `own-pipelined` with `WAIT 1 100` after each write group (needs replicas);
 //! - `single` / `single-pipelined`: `RedisStore` on one redis-server.
 //!
+//! Then the NF itself (`nf-*`, packets/s): the monitor NF (a 56-byte record per flow, read and
+//! written per packet's batch) in the runtime's pipelined loop (batch 64, depth 8) over frames of
+//! `--keys` flows from memory, on one Redis, on the cluster, and on the cluster with `WAIT 1`.
+//!
 //! `cluster-bench [--masters 3] [--replicas 1] [--batch 64] [--keys 4096] [--depth 8]
 //! [--secs 1.0] [--rounds 5] [--url redis-cluster://...]`: starts its own cluster (and
 //! redis-server) unless `--url` is given; the last line is JSON (medians of the rounds).
@@ -194,6 +198,55 @@ fn crate_client(url: &str, b: &[Vec<Key>], secs: f64) -> f64 {
     })
 }
 
+/// 64-byte TCP frames, the flows in turn.
+fn nf_frames(flows: usize, n: usize) -> Vec<Vec<u8>> {
+    use packet::build::{FrameSpec, Transport};
+    use std::net::{IpAddr, Ipv4Addr};
+    (0..n)
+        .map(|i| {
+            let f = (i % flows) as u32;
+            let c = IpAddr::V4(Ipv4Addr::new(10, (f >> 16) as u8, (f >> 8) as u8, f as u8));
+            let s = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+            let t = Transport::Tcp {
+                seq: i as u32,
+                ack: 1,
+                flags: packet::TCP_ACK,
+            };
+            FrameSpec::new(c, s, 20_000 + (f % 40_000) as u16, 80, t).build()
+        })
+        .collect()
+}
+
+/// Packets/s of the monitor NF over `frames` on `store` (pipelined loop, depth `depth`).
+fn nf_pps(store: Box<dyn FlowStore>, frames: &[Vec<u8>], depth: usize, nf_id: &str) -> f64 {
+    use nfcore::runtime::{Runtime, TimeSource};
+    let nf = nf_monitor::Monitor::from_config(&serde_json::json!({})).expect("monitor");
+    let opts = nfcore::config::RuntimeOptions {
+        batch_size: 64,
+        fail_mode: nfcore::FailMode::Closed,
+        timer_interval_ms: 3_600_000,
+        owner_cache: false,
+    };
+    let dev = netio::mem::MemDevice::new(frames.to_vec(), 1, false);
+    let mut rt = Runtime::new(
+        Box::new(nf),
+        store,
+        dev,
+        KeySpace::new(nf_id).unwrap(),
+        opts,
+    );
+    rt.set_pipeline_depth(depth);
+    rt.init().expect("init");
+    let t0 = Instant::now();
+    rt.run(TimeSource::Wall, &std::sync::atomic::AtomicBool::new(false))
+        .expect("run");
+    let secs = t0.elapsed().as_secs_f64();
+    let st = rt.stats();
+    let tx = st.tx.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(tx as usize, frames.len(), "every packet forwarded");
+    tx as f64 / secs
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -244,7 +297,11 @@ fn main() {
         "own-wait",
         "single",
         "single-pipelined",
+        "nf-single",
+        "nf-cluster",
+        "nf-cluster-wait",
     ];
+    let frames = nf_frames(o.keys, 40_000);
     let mut res: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     for r in 0..o.rounds {
         for (m, name) in modes.iter().enumerate() {
@@ -257,12 +314,31 @@ fn main() {
                     None => continue,
                 },
                 "single" => blocking(&mut one, &b, &w, o.secs),
-                _ => pipelined(&mut one, &b, &w, o.depth, o.secs),
+                "single-pipelined" => pipelined(&mut one, &b, &w, o.depth, o.secs),
+                "nf-single" => {
+                    let s = RedisStore::connect(cfg(&single.url(), None)).expect("single");
+                    nf_pps(Box::new(s), &frames, o.depth, "nfb")
+                }
+                "nf-cluster" => {
+                    let s = ClusterStore::connect(cfg(&url, None)).expect("cluster");
+                    nf_pps(Box::new(s), &frames, o.depth, "nfb")
+                }
+                _ => {
+                    if o.replicas == 0 {
+                        continue;
+                    }
+                    let s = ClusterStore::connect(cfg(&url, Some(wait))).expect("cluster");
+                    nf_pps(Box::new(s), &frames, o.depth, "nfb")
+                }
             };
-            eprintln!(
-                "round {r} {name}: {rate:.0} batches/s ({:.0} keys/s)",
-                rate * o.batch as f64
-            );
+            if name.starts_with("nf-") {
+                eprintln!("round {r} {name}: {rate:.0} packets/s");
+            } else {
+                eprintln!(
+                    "round {r} {name}: {rate:.0} batches/s ({:.0} keys/s)",
+                    rate * o.batch as f64
+                );
+            }
             res[m].push(rate);
         }
     }
@@ -273,7 +349,10 @@ fn main() {
     let get = |n: &str| med[modes.iter().position(|m| *m == n).unwrap()];
     let mut j = serde_json::json!({
         "masters": o.masters, "replicas": o.replicas, "batch": o.batch, "keys": o.keys,
-        "depth": o.depth, "secs": o.secs, "rounds": o.rounds, "unit": "batches/s (median)",
+        "depth": o.depth, "secs": o.secs, "rounds": o.rounds,
+        "unit": "batches/s (median); nf-*: packets/s (median)",
+        "nf_ratio_cluster_vs_single": get("nf-cluster") / get("nf-single"),
+        "nf_ratio_wait_vs_nowait": if o.replicas > 0 { serde_json::json!(get("nf-cluster-wait") / get("nf-cluster")) } else { serde_json::Value::Null },
         "ratio_crate_vs_own": get("crate") / get("own"),
         "ratio_own_pipelined_vs_crate": get("own-pipelined") / get("crate"),
         "ratio_cluster_vs_single_pipelined": get("own-pipelined") / get("single-pipelined"),
