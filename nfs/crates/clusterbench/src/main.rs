@@ -5,6 +5,9 @@
 //! A batch is what an NF sends per batch of packets: a read of B flow keys (values of a monitor
 //! record's size), then a write of the same B keys. Modes, interleaved round by round:
 //! - `own`: `get_many` + `write_many` (batch by batch: one pipeline per master each);
+//! - `own-nospin`: the same with `spin` 0 (blocks on a reply at once, as the crate does; the
+//!   default spins up to 200 us first, which on a machine with fewer cores than processes takes
+//!   CPU from the servers);
 //! - `own-pipelined`: the runtime's way, up to `--depth` batches' groups in flight;
 //! - `crate`: `redis::cluster::cluster_pipe()` of B GETs, then one of B SETs (the crate sends
 //!   one pipeline per node and then reads them, like `own`);
@@ -283,6 +286,11 @@ fn main() {
         replicas: 1,
         timeout_ms: 100,
     };
+    let mut own_nospin = ClusterStore::connect(RedisConfig {
+        spin: Duration::ZERO,
+        ..cfg(&url, None)
+    })
+    .expect("own client, no spin");
     let mut own_wait = (o.replicas > 0)
         .then(|| ClusterStore::connect(cfg(&url, Some(wait))).expect("own client, WAIT"));
     // Fill the keys once, so reads return values.
@@ -292,6 +300,7 @@ fn main() {
     }
     let modes = [
         "own",
+        "own-nospin",
         "own-pipelined",
         "crate",
         "own-wait",
@@ -307,6 +316,7 @@ fn main() {
         for (m, name) in modes.iter().enumerate() {
             let rate = match *name {
                 "own" => blocking(&mut own, &b, &w, o.secs),
+                "own-nospin" => blocking(&mut own_nospin, &b, &w, o.secs),
                 "own-pipelined" => pipelined(&mut own, &b, &w, o.depth, o.secs),
                 "crate" => crate_client(&url, &b, o.secs),
                 "own-wait" => match own_wait.as_mut() {
@@ -354,6 +364,7 @@ fn main() {
         "nf_ratio_cluster_vs_single": get("nf-cluster") / get("nf-single"),
         "nf_ratio_wait_vs_nowait": if o.replicas > 0 { serde_json::json!(get("nf-cluster-wait") / get("nf-cluster")) } else { serde_json::Value::Null },
         "ratio_crate_vs_own": get("crate") / get("own"),
+        "ratio_crate_vs_own_nospin": get("crate") / get("own-nospin"),
         "ratio_own_pipelined_vs_crate": get("own-pipelined") / get("crate"),
         "ratio_cluster_vs_single_pipelined": get("own-pipelined") / get("single-pipelined"),
         "ratio_wait_vs_nowait": if o.replicas > 0 { serde_json::json!(get("own-wait") / get("own-pipelined")) } else { serde_json::Value::Null },
