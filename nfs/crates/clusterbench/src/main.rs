@@ -19,7 +19,7 @@
 //! `--keys` flows from memory, on one Redis, on the cluster, and on the cluster with `WAIT 1`.
 //!
 //! `cluster-bench [--masters 3] [--replicas 1] [--batch 64] [--keys 4096] [--depth 8]
-//! [--secs 1.0] [--rounds 5] [--url redis-cluster://...]`: starts its own cluster (and
+//! [--secs 1.0] [--rounds 5] [--url redis-cluster://...] [--modes MODE,...]`: starts its own cluster (and
 //! redis-server) unless `--url` is given; the last line is JSON (medians of the rounds).
 
 use flowstore::test_cluster::TestCluster;
@@ -38,6 +38,8 @@ struct Opts {
     secs: f64,
     rounds: usize,
     url: Option<String>,
+    /// Run only these modes (all when None).
+    only: Option<Vec<String>>,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -50,6 +52,7 @@ fn parse() -> Result<Opts, String> {
         secs: 1.0,
         rounds: 5,
         url: None,
+        only: None,
     };
     let a: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -72,6 +75,7 @@ fn parse() -> Result<Opts, String> {
                     .map_err(|_| format!("--secs must be a number, not {v:?}"))?
             }
             "--url" => o.url = Some(v.clone()),
+            "--modes" => o.only = Some(v.split(',').map(String::from).collect()),
             x => return Err(format!("unknown option {x:?}")),
         }
         i += 2;
@@ -314,6 +318,12 @@ fn main() {
     let mut res: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     for r in 0..o.rounds {
         for (m, name) in modes.iter().enumerate() {
+            if o.only
+                .as_ref()
+                .is_some_and(|v| !v.iter().any(|x| x == name))
+            {
+                continue;
+            }
             let rate = match *name {
                 "own" => blocking(&mut own, &b, &w, o.secs),
                 "own-nospin" => blocking(&mut own_nospin, &b, &w, o.secs),
