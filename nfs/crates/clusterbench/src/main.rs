@@ -314,7 +314,7 @@ fn main() {
         "nf-cluster",
         "nf-cluster-wait",
     ];
-    let frames = nf_frames(o.keys, 40_000);
+    let frames = nf_frames(o.keys, 100_000);
     let mut res: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     for r in 0..o.rounds {
         for (m, name) in modes.iter().enumerate() {
@@ -362,23 +362,34 @@ fn main() {
             res[m].push(rate);
         }
     }
+    let idx = |n: &str| modes.iter().position(|m| *m == n).unwrap();
+    // Ratios per round (the two modes ran seconds apart), then their median: on a machine whose
+    // load moves, steadier than a ratio of medians.
+    let paired = |a: &str, b: &str| {
+        let (x, y) = (&res[idx(a)], &res[idx(b)]);
+        let v: Vec<f64> = x.iter().zip(y).map(|(p, q)| p / q).collect();
+        if v.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::json!((median(v) * 1000.0).round() / 1000.0)
+        }
+    };
+    let mut j = serde_json::json!({
+        "masters": o.masters, "replicas": o.replicas, "batch": o.batch, "keys": o.keys,
+        "depth": o.depth, "secs": o.secs, "rounds": o.rounds,
+        "unit": "batches/s (median); nf-*: packets/s (median); ratios: median of per-round ratios",
+        "nf_ratio_cluster_vs_single": paired("nf-cluster", "nf-single"),
+        "nf_ratio_wait_vs_nowait": paired("nf-cluster-wait", "nf-cluster"),
+        "ratio_crate_vs_own": paired("crate", "own"),
+        "ratio_crate_vs_own_nospin": paired("crate", "own-nospin"),
+        "ratio_own_pipelined_vs_crate": paired("own-pipelined", "crate"),
+        "ratio_cluster_vs_single_pipelined": paired("own-pipelined", "single-pipelined"),
+        "ratio_wait_vs_nowait": paired("own-wait", "own-pipelined"),
+    });
     let med: Vec<f64> = res
         .into_iter()
         .map(|v| if v.is_empty() { 0.0 } else { median(v) })
         .collect();
-    let get = |n: &str| med[modes.iter().position(|m| *m == n).unwrap()];
-    let mut j = serde_json::json!({
-        "masters": o.masters, "replicas": o.replicas, "batch": o.batch, "keys": o.keys,
-        "depth": o.depth, "secs": o.secs, "rounds": o.rounds,
-        "unit": "batches/s (median); nf-*: packets/s (median)",
-        "nf_ratio_cluster_vs_single": get("nf-cluster") / get("nf-single"),
-        "nf_ratio_wait_vs_nowait": if o.replicas > 0 { serde_json::json!(get("nf-cluster-wait") / get("nf-cluster")) } else { serde_json::Value::Null },
-        "ratio_crate_vs_own": get("crate") / get("own"),
-        "ratio_crate_vs_own_nospin": get("crate") / get("own-nospin"),
-        "ratio_own_pipelined_vs_crate": get("own-pipelined") / get("crate"),
-        "ratio_cluster_vs_single_pipelined": get("own-pipelined") / get("single-pipelined"),
-        "ratio_wait_vs_nowait": if o.replicas > 0 { serde_json::json!(get("own-wait") / get("own-pipelined")) } else { serde_json::Value::Null },
-    });
     for (m, v) in modes.iter().zip(&med) {
         j[*m] = serde_json::json!(v.round());
     }
