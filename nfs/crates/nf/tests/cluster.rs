@@ -418,6 +418,39 @@ fn tenant_acl_confines_an_nf_to_its_keys() {
     let ka = KeySpace::for_tenant("a", "mon").unwrap();
     s.get_many(&[ka.flow(1, "mon")], &mut v).unwrap();
 
+    // `nf lb-backend` on the cluster, as the tenant: its pool is under tn:a:.
+    let pool = ka.global(nf_lb::POOL);
+    s.write_many(&[flowstore::WriteOp::Set {
+        key: pool.clone(),
+        value: b"10.1.0.1:8080 up\n10.1.0.2:8080 up\n".to_vec(),
+    }])
+    .unwrap();
+    let lbb = |tenant: &str| {
+        Command::new(env!("CARGO_BIN_EXE_nf"))
+            .args([
+                "lb-backend",
+                "--store",
+                &url,
+                "--nf-id",
+                "mon",
+                "--tenant",
+                tenant,
+            ])
+            .args(["--store-user", "nf-a", "--store-password-file", pws])
+            .args(["--backend", "10.1.0.2:8080", "--state", "down"])
+            .output()
+            .unwrap()
+    };
+    let o = lbb("a");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "10.1.0.1:8080 up\n10.1.0.2:8080 down\n"
+    );
+    let o = lbb("b");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("NOPERM"));
+
     // Wrong password; no credentials where the tier wants them.
     let (ok, _, err) = run_nf(
         &url,
