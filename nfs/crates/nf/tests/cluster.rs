@@ -231,9 +231,16 @@ fn wait_not_acknowledged_fails_closed() {
         (st.tx.load(Relaxed), st.fail_closed_dropped.load(Relaxed))
     };
     let connect = || ClusterStore::connect(rc.clone()).unwrap();
+    // While the replica runs, a generous timeout: a loaded machine must not fail these.
+    let mut rc_slow = rc.clone();
+    rc_slow.wait = Some(WaitPolicy {
+        replicas: 1,
+        timeout_ms: 5000,
+    });
+    let connect_slow = || ClusterStore::connect(rc_slow.clone()).unwrap();
     use nfcore::FailMode::{Closed, Open};
     for depth in [1, 8] {
-        assert_eq!(run(connect(), depth, Closed), (64, 0));
+        assert_eq!(run(connect_slow(), depth, Closed), (64, 0));
     }
     cl.signal(&replica, libc::SIGSTOP);
     for depth in [1, 8] {
@@ -254,7 +261,7 @@ fn wait_not_acknowledged_fails_closed() {
     assert!(e.0.contains("WAIT 1 50"), "{e}");
     assert!(store.stats().wait_short >= 1);
     cl.signal(&replica, libc::SIGCONT);
-    assert_eq!(run(connect(), 8, Closed), (64, 0));
+    assert_eq!(run(connect_slow(), 8, Closed), (64, 0));
     // More replicas than the cluster has: refused at start, naming the option.
     rc.wait = Some(WaitPolicy {
         replicas: 2,
