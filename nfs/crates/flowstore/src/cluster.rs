@@ -28,7 +28,7 @@
 //! carry a hash tag per flow (`nf:<id>:{<flow>}:<table>`) or per NF-wide object (`{timers}`,
 //! `{pool}` with its `{pool}:init` marker, ...); a call naming keys of two slots is an error.
 
-use crate::redis_store::{handshake, Cond, RedisConfig, RedisStore, WaitPolicy};
+use crate::redis_store::{handshake, Cond, RedisConfig, RedisStore};
 use crate::resp::{self, Conn, Endpoint, Reply};
 use crate::slots::{self, key_slot, Redirect, SLOTS};
 use crate::{FastMap, FlowStore, HashFields, Key, Pipeline, StoreError, StoreStats, WriteOp};
@@ -1608,11 +1608,6 @@ impl Pipeline for ClusterStore {
         self.last_durable
     }
 }
-
-// Re-exported for the `nf` binary's option parsing.
-pub use crate::redis_store::WaitPolicy as ClusterWait;
-#[allow(unused_imports)]
-use WaitPolicy as _;
 
 #[cfg(test)]
 mod tests {

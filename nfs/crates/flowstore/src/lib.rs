@@ -131,6 +131,15 @@ impl std::fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
+impl StoreError {
+    /// Writes applied by the master but not acknowledged by the replicas `--store-wait` asks
+    /// for ([`WaitPolicy`]): the batch must not leave whatever the fail mode (its state could
+    /// be lost with the master).
+    pub fn is_not_durable(&self) -> bool {
+        self.0.starts_with("WAIT ") && self.0.contains("acknowledged")
+    }
+}
+
 /// Client counters (monotonic).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StoreStats {

@@ -347,6 +347,29 @@ impl RedisStore {
         };
         let c = s.new_conn(true)?;
         s.conn = Some(c);
+        if let Some(w) = s.cfg.wait {
+            // `WAIT N` on a Redis with fewer replicas would fail every batch: say so at start.
+            let replicas = match s.call(&[b"ROLE"], &[], false)? {
+                Reply::Array(r) if r.len() >= 3 && r[0] == Reply::Bulk(b"master".to_vec()) => {
+                    match &r[2] {
+                        Reply::Array(v) => v.len(),
+                        _ => 0,
+                    }
+                }
+                r => {
+                    return Err(StoreError(format!(
+                        "--store-wait: {} is not a master ({r:?})",
+                        s.cfg.url
+                    )))
+                }
+            };
+            if replicas < w.replicas as usize {
+                return Err(StoreError(format!(
+                    "--store-wait {}: {} has {replicas} replica(s)",
+                    w.replicas, s.cfg.url
+                )));
+            }
+        }
         Ok(s)
     }
 

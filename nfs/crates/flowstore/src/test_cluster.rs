@@ -134,11 +134,22 @@ impl TestCluster {
         ))
     }
 
-    /// Every master sees `replicas` connected replicas.
+    /// Every master sees `replicas` connected replicas, and every node's `CLUSTER SLOTS` lists
+    /// them (gossip reaches the nodes a little later).
     fn replicas_synced(&self, replicas: usize) -> bool {
-        self.masters().iter().all(|m| {
+        let connected = self.masters().iter().all(|m| {
             info(m, b"INFO", b"replication").contains(&format!("connected_slaves:{replicas}"))
-        })
+        });
+        connected
+            && self
+                .nodes
+                .iter()
+                .all(|n| match command(&n.addr(), &[b"CLUSTER", b"SLOTS"]) {
+                    Ok(Reply::Array(ranges)) => ranges
+                        .iter()
+                        .all(|r| matches!(r, Reply::Array(f) if f.len() >= 3 + replicas)),
+                    _ => false,
+                })
     }
 
     /// `redis-cluster://` URL with every node as a seed.

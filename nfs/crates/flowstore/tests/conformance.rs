@@ -718,3 +718,19 @@ fn cluster_store_semantics_routing_and_migration() {
         flowstore::resp::Reply::Bulk(b"3d".to_vec())
     );
 }
+
+/// `--store-wait` on one Redis without replicas: refused at start, naming the option.
+#[test]
+fn wait_needs_replicas_on_one_redis() {
+    let r = TestRedis::start().expect("redis-server");
+    let mut cfg = RedisConfig::new(&r.url());
+    cfg.wait = Some(WaitPolicy {
+        replicas: 1,
+        timeout_ms: 10,
+    });
+    let e = RedisStore::connect(cfg).err().expect("refused");
+    assert!(
+        e.0.contains("--store-wait 1") && e.0.contains("0 replica"),
+        "{e}"
+    );
+}

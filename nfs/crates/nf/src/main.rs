@@ -83,9 +83,13 @@ fn run() -> Result<(), (i32, String)> {
             rc.user = a.store_user.clone();
             rc.password = password.clone();
             rc.wait = a.store_wait;
+            let probe = keys.global("probe");
+            let tenant = a.tenant.as_str();
             sc.spawn(move || {
                 let t = std::time::Instant::now();
-                let r = Tier::connect(rc).map_err(|e| (1, e.to_string()));
+                let r = Tier::connect(rc)
+                    .and_then(|mut t| t.check_access(&probe).map(|_| t))
+                    .map_err(|e| (1, access_error(tenant, e)));
                 (r, ms(t))
             })
         });
@@ -173,11 +177,33 @@ impl Tier {
         }
     }
 
+    /// Read one key of the NF's key space: a tier whose ACL does not cover the tenant's keys
+    /// answers `NOPERM` here, at start, rather than on every batch.
+    fn check_access(&mut self, key: &[u8]) -> Result<(), StoreError> {
+        let mut out = Vec::new();
+        let keys = [key.to_vec()];
+        match self {
+            Tier::One(r) => r.get_many(&keys, &mut out),
+            Tier::Cluster(c) => c.get_many(&keys, &mut out),
+        }
+    }
+
     fn into_store(self) -> Box<dyn FlowStore> {
         match self {
             Tier::One(r) => Box::new(r),
             Tier::Cluster(c) => Box::new(c),
         }
+    }
+}
+
+/// A store error at start, with what to check when the tier refused the tenant's keys.
+fn access_error(tenant: &str, e: StoreError) -> String {
+    if e.0.contains("NOPERM") {
+        format!(
+            "the tier refused the keys of tenant {tenant:?} (tn:{tenant}:*): {e} (the --store-user's ACL key pattern must cover them)"
+        )
+    } else {
+        e.to_string()
     }
 }
 

@@ -563,9 +563,9 @@ impl<D: Device> Runtime<D> {
                 }
             }
             match self.state.flush(self.store.as_mut()) {
-                Err(_) => {
+                Err(e) => {
                     self.stats.store_errors.fetch_add(1, Relaxed);
-                    if fail == FailMode::Closed {
+                    if fail == FailMode::Closed || e.is_not_durable() {
                         // State of this batch is not in the tier: do not let its packets through.
                         for i in 0..n {
                             if self.parsed[i].is_some() && self.keep[i] {
