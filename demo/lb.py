@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from state_tier.keys import DEFAULT_TENANT, nf_key
+
 VIP = "10.77.0.100"  # in the VMs' /16, so the outside reaches it on-link (with a static neighbour entry)
 VIP_PORT = 80
 BACKEND_PORT = 8000
@@ -63,9 +65,9 @@ def format_spread(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {c}" for n, c in counts.items())
 
 
-def pool_keys(nf_id: str, addrs: Iterable[str]) -> tuple[str, dict[str, str]]:
+def pool_keys(nf_id: str, addrs: Iterable[str], tenant: str = DEFAULT_TENANT) -> tuple[str, dict[str, str]]:
     """The LB's pool key and its active-connection counter keys by backend address (nfs/README.md, `lb`)."""
-    return f"nf:{nf_id}:{{backends}}", {a: f"nf:{nf_id}:{{lb-conns:{a}}}" for a in addrs}
+    return nf_key(tenant, nf_id, "backends"), {a: nf_key(tenant, nf_id, f"lb-conns:{a}") for a in addrs}
 
 
 def format_pool(pool: bytes | None, active: dict[str, bytes | None], names: dict[str, str]) -> str:

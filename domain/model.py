@@ -20,6 +20,7 @@ class Vm:
     id: str
     slot: int
     vport: int
+    tenant: str = "default"
 
 
 @dataclass
@@ -55,6 +56,8 @@ class Nf:
     location: str | None = None
     instances: list[Instance] = field(default_factory=list)
     created: float = 0.0
+    tenant: str = "default"  # its state is the tenant's (keys `tn:<tenant>:...`, the tenant's ACL user)
+    store_wait: str | None = None  # N[:MS]: replicas acknowledging each batch's writes (`--store-wait`)
 
     def public(self) -> dict:
         """The northbound view: no physical ports, switches or PIDs."""
@@ -67,6 +70,8 @@ class Nf:
             "hints": {"prefer": self.prefer} if self.prefer else {},
             "expected": {"gbps": self.expected_gbps, "src": self.src, "dst": self.dst},
             "config": self.config,
+            "tenant": self.tenant,
+            "durability": {"wait": self.store_wait} if self.store_wait else {},
             "instance_count": len(self.instances),
             "instances": [
                 {"id": i.id, "location": i.location, "state": i.state, "restarts": i.restarts}

@@ -82,6 +82,19 @@ class OneSwitchConfig:
 
 
 @dataclass(frozen=True)
+class TierConfig:
+    """The state tier (`redis:`): one local Redis (`local`), a Redis Cluster this host starts (`cluster`), or
+    an operator's Redis / Redis Cluster given by seed nodes (`external`), shared by several hosts."""
+
+    mode: str = "local"  # local | cluster | external
+    masters: int = 3  # cluster: master processes
+    replicas: int = 1  # cluster: replicas per master
+    nodes: tuple[str, ...] = ()  # external: seed nodes HOST:PORT
+    user: str | None = None  # external: the admin user (default: `default`)
+    password_file: str | None = None  # external: the file holding that user's password
+
+
+@dataclass(frozen=True)
 class HostConfig:
     name: str = "uno"
     vms: int = 2  # how many VM slots (the agent binds VMs to them); `vm_specs` says what each is
@@ -89,6 +102,7 @@ class HostConfig:
     redis_port: int = 0  # 0: pick a free port
     rundir: Path = Path("/run/uno")
     oneswitch: OneSwitchConfig = field(default_factory=OneSwitchConfig)
+    tier: TierConfig = field(default_factory=TierConfig)
     switch: HostSwitchConfig = field(default_factory=HostSwitchConfig)
     vm_list: tuple[VmConfig, ...] | None = None  # None: `vms` emulated VMs named vm0, vm1, ...
 
@@ -158,14 +172,7 @@ def parse_config(data: Any) -> HostConfig:
         raise _fail("name", f"{name!r} must be 1-6 characters [a-z0-9], starting with a letter")
     switch = parse_host_switch(data.get("host", {}))
     vms, vm_list = parse_vms(data.get("vms", 2), switch)
-    redis = data.get("redis", {}) or {}
-    if not isinstance(redis, dict):
-        raise _fail("redis", "expected a mapping")
-    if set(redis) - {"port"}:
-        raise _fail(f"redis.{sorted(set(redis) - {'port'})[0]}", "unknown key (known: port)")
-    redis_port = _number("redis.port", redis.get("port", 0), (int,))
-    if not 0 <= redis_port <= 65535:
-        raise _fail("redis.port", f"{redis_port} out of range 0..65535")
+    redis_port, tier = _parse_redis(data.get("redis", {}))
     rundir = Path(_number("rundir", data.get("rundir", "/run/uno"), (str,)))
     if (
         not rundir.is_absolute()
@@ -195,8 +202,69 @@ def parse_config(data: Any) -> HostConfig:
                 )
     return HostConfig(
         name=name, vms=vms, snics=tuple(snics), redis_port=redis_port, rundir=rundir, oneswitch=oneswitch,
-        switch=switch, vm_list=vm_list,
+        switch=switch, vm_list=vm_list, tier=tier,
     )  # fmt: skip
+
+
+_REDIS_KEYS = ("mode", "port", "masters", "replicas", "nodes", "user", "password_file")
+_NODE_RE = re.compile(r"^([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")
+_USER_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def _parse_redis(raw: Any) -> tuple[int, TierConfig]:
+    """`redis:` -> (the local Redis's or first cluster node's port, the tier). Keys that do not fit the mode
+    are errors: a `nodes` list under `cluster` would otherwise be silently ignored."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise _fail("redis", "expected a mapping")
+    for key in raw:
+        if key not in _REDIS_KEYS:
+            raise _fail(f"redis.{key}", f"unknown key (known: {', '.join(_REDIS_KEYS)})")
+    mode = raw.get("mode", "local")
+    if mode not in ("local", "cluster", "external"):
+        raise _fail("redis.mode", f"must be local, cluster or external, got {mode!r}")
+    port = _number("redis.port", raw.get("port", 0), (int,))
+    if not 0 <= port <= 65535:
+        raise _fail("redis.port", f"{port} out of range 0..65535")
+    masters = _number("redis.masters", raw.get("masters", 3), (int,))
+    replicas = _number("redis.replicas", raw.get("replicas", 1), (int,))
+    if not 3 <= masters <= 16:  # redis-cli --cluster create refuses fewer than 3 masters
+        raise _fail("redis.masters", f"{masters} out of range 3..16 (a Redis Cluster has at least 3 masters)")
+    if not 0 <= replicas <= 4:
+        raise _fail("redis.replicas", f"{replicas} out of range 0..4")
+    if port and mode == "cluster" and port + masters * (1 + replicas) - 1 > 65535:
+        raise _fail("redis.port", f"{port}: the cluster's {masters * (1 + replicas)} ports run past 65535")
+    nodes = raw.get("nodes", [])
+    if not isinstance(nodes, list):
+        raise _fail("redis.nodes", "expected a list of HOST:PORT")
+    for i, node in enumerate(nodes):
+        m = _NODE_RE.match(node) if isinstance(node, str) else None
+        if not m or not 1 <= int(m.group(2)) <= 65535:
+            raise _fail(f"redis.nodes[{i}]", f"{node!r} is not HOST:PORT")
+    user = raw.get("user")
+    if user is not None and (not isinstance(user, str) or not _USER_RE.match(user)):
+        raise _fail("redis.user", f"{user!r}: must be 1-64 characters [A-Za-z0-9._-]")
+    pw = raw.get("password_file")
+    if pw is not None and (not isinstance(pw, str) or not Path(pw).is_absolute()):
+        raise _fail("redis.password_file", f"must be an absolute path, got {pw!r}")
+    if mode == "external":
+        if not nodes:
+            raise _fail("redis.nodes", "required with mode external (the tier's seed nodes, HOST:PORT)")
+        if port:
+            raise _fail("redis.port", "only for mode local or cluster (external: give redis.nodes)")
+        if pw is not None and not Path(pw).is_file():
+            raise _fail("redis.password_file", f"file not found: {pw}")
+    else:
+        for key in ("nodes", "user", "password_file"):
+            if key in raw:
+                raise _fail(f"redis.{key}", f"only for mode external (this host runs its {mode} tier itself)")
+    if mode != "cluster":
+        for key in ("masters", "replicas"):
+            if key in raw:
+                raise _fail(f"redis.{key}", "only for mode cluster")
+    tier = TierConfig(mode, masters, replicas, tuple(nodes), user, pw)
+    return port, tier
 
 
 def _parse_oneswitch(raw: Any) -> OneSwitchConfig:

@@ -19,11 +19,12 @@ from typing import Protocol
 
 from emulated_host import naming as nm
 from emulated_host.agent_endpoint import status_entry
-from emulated_host.config import HostConfig, period_us, quota_cores
+from emulated_host.config import HostConfig, TierConfig, period_us, quota_cores
 from emulated_host.naming import MAX_UNIX_PATH
 from emulated_host.oneswitch import HostPorts, OneSwitch, SnicLayout, discover_layout, south_target
 from emulated_host.snic_machine import AgentSpec, EmulatedSnic, MgmtLink
 from emulated_host.switch_config import HostSwitchConfig, VmConfig
+from emulated_host.tier_link import TierLink
 from host_datapath.dpdk_options import parse_pci_address
 from host_datapath.external_switch import ExternalHostSwitch
 from host_datapath.host_switch import HostSwitch
@@ -52,6 +53,29 @@ from host_datapath.sysutil import (
 )
 from snic_datapath.bluefield import BlueFieldSnic
 from snic_datapath.cgroup import CpuCgroup
+from state_tier.access import Credentials, probe, read_password
+from state_tier.cluster import LocalCluster, free_cluster_ports
+from state_tier.external import ExternalTier
+
+
+def external_credentials(cfg: TierConfig) -> Credentials:
+    """The admin credentials of an operator's tier, as the config names them."""
+    pw = read_password(cfg.password_file, "redis.password_file") if cfg.password_file else None
+    return Credentials(cfg.user, pw)
+
+
+@dataclass(frozen=True)
+class TierAccessInfo:
+    """The running host's state tier: `mode`; `local_url` (local mode: Redis on loopback TCP);
+    `nf_netns`: where the host's NFs run to reach a TCP tier (None: each in its own namespace, reaching
+    the local Redis on its unix socket); `admin`: the admin credentials (None: no access control);
+    `component`: the tier's component (`.status()`, `.topology()` for cluster/external)."""
+
+    mode: str
+    local_url: str | None
+    nf_netns: str | None
+    admin: Credentials | None
+    component: object
 
 
 class Component(Protocol):
@@ -118,11 +142,15 @@ class Redis:
     def status(self) -> dict:
         """`unix_socket` is null for a Redis started without one (by an older version: NFs then reach it by
         TCP through the agent's relay)."""
+        pid = read_pidfile(self.pidfile)
         return {
+            "mode": "local",
             "url": f"redis://127.0.0.1:{self.port}/0",
             "port": self.port,
             "unix_socket": str(self.socket) if self.socket.exists() else None,
-            "pid": read_pidfile(self.pidfile),
+            "pid": pid,
+            "running": pid is not None,
+            "nodes": [{"address": f"127.0.0.1:{self.port}", "role": "master", "failed": pid is None}],
         }
 
 
@@ -464,18 +492,25 @@ class EmulatedHost:
         return HostSwitchConfig.from_dict(state.get("switch") or {})
 
     def components(
-        self, redis_port: int, mgmt: dict[int, int] | None = None, switch: HostSwitchConfig | None = None
+        self,
+        redis_port: int,
+        mgmt: dict[int, int] | None = None,
+        switch: HostSwitchConfig | None = None,
+        tier: dict | None = None,
     ) -> list[Component]:
         """The parts in bring-up order; `mgmt`: each emulated sNIC's management subnet (index of a /30);
-        `switch`: the host switch as recorded at bring-up (default: the config's)."""
+        `switch`: the host switch as recorded at bring-up (default: the config's); `tier`: a TCP tier's link
+        subnet (`link`) and a local cluster's node ports (`ports`)."""
         links = {}
         for k, j in (mgmt or {}).items():
             host_ip, snic_ip = nm.mgmt_addresses(j)
             links[k] = MgmtLink(*nm.if_mgmt(self.name, k), host_ip, snic_ip)
         host = self.host_switch_component(switch)
-        also = tuple(x.host_ip for x in links.values())
-        also += tuple(c.host_address for c in self.config.snics if c.agent)  # BlueFields' NFs reach it there
-        comps: list = [MgmtLinks(self.name, links), Redis(self.rundir, redis_port, also), host]
+        comps: list = [
+            MgmtLinks(self.name, links),
+            *self._tier_components(redis_port, links, tier or {}),
+            host,
+        ]
         for k, c in enumerate(self.config.snics):
             token = self._token_file(k).read_text().strip() if self._token_file(k).exists() else ""
             comps.append(Snic(self.name, k, c, host, self.snic_disks / f"snic{k}", links.get(k), token))
@@ -531,6 +566,41 @@ class EmulatedHost:
                 OneSwitch(self.config, self.rundir / "oneswitch", endpoints, layouts, host_ports, shared)
             )
         return comps
+
+    def _tier_components(self, redis_port: int, links: dict[int, MgmtLink], tier: dict) -> list:
+        """The state tier and, for a TCP tier, the host NFs' link to it (tier_link)."""
+        cfg = self.config.tier
+        mode = tier.get("mode", cfg.mode)  # as brought up (a teardown with another config still finds it)
+        if mode == "local":
+            also = tuple(x.host_ip for x in links.values())
+            also += tuple(
+                c.host_address for c in self.config.snics if c.agent
+            )  # BlueFields' NFs reach it there
+            return [Redis(self.rundir, redis_port, also)]
+        host_ip, nf_ip = nm.mgmt_addresses(tier["link"])
+        routes = {nm.ns_snic(self.name, k): x.host_ip for k, x in links.items()}
+        link = TierLink(self.name, host_ip, nf_ip, routes)
+        if mode == "cluster":
+            return [
+                link,
+                LocalCluster(self.rundir, tuple(tier["ports"]), tier.get("replicas", cfg.replicas), host_ip),
+            ]
+        return [
+            link,
+            ExternalTier(cfg.nodes, external_credentials(cfg) if cfg.mode == "external" else Credentials()),
+        ]
+
+    def tier(self) -> TierAccessInfo:
+        """How the running host's NFs and tools reach the state tier."""
+        state = self._saved_state()
+        if not state:
+            raise DatapathError(f"emulated host '{self.name}' is not up")
+        comps = self._live_components(state)
+        link = next((c for c in comps if isinstance(c, TierLink)), None)
+        t = next(c for c in comps if c.key == "redis")
+        if isinstance(t, Redis):
+            return TierAccessInfo("local", f"redis://127.0.0.1:{t.port}", None, None, t)
+        return TierAccessInfo(self.config.tier.mode, None, link.netns if link else None, t.credentials(), t)
 
     def oneswitch(self) -> OneSwitch | None:
         """The running host's OneSwitch component (None when disabled): `.client()` for its REST API."""
@@ -624,17 +694,18 @@ class EmulatedHost:
             (c.cfg.id, c.switch) for c in comps if isinstance(c, Snic) and c.emulated
         ]
         dead = [sw_id for sw_id, sw in switches if not sw.running()]  # type: ignore[attr-defined]
-        services = [c for c in comps if isinstance(c, Redis | OneSwitch) and not c.running()]
+        services = [c for c in comps if isinstance(c, Redis | LocalCluster | OneSwitch) and not c.running()]
         agents = [SnicAgentProc(c.switch) for c in comps if isinstance(c, Snic) and c.emulated and c.mgmt]
         return dead, services + [a for a in agents if not a.running()]
 
     def _live_components(self, state: dict) -> list[Component]:
         mgmt = {int(k): j for k, j in state.get("mgmt", {}).items()}
-        return self.components(state["redis_port"], mgmt, self._recorded_switch(state))
+        return self.components(state["redis_port"], mgmt, self._recorded_switch(state), state.get("tier"))
 
     def _allocate_mgmt(self) -> dict[int, int]:
-        """A free /30 of the management range for each emulated sNIC, searched from a place the host's name
-        picks (several hosts coexist on one machine: their links must not share a subnet)."""
+        """A free /30 of the management range for each emulated sNIC (and, key -1, for a TCP tier's link),
+        searched from a place the host's name picks (several hosts coexist on one machine: their links must
+        not share a subnet)."""
         out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
         used = {ln.split()[3].split("/")[0] for ln in out.splitlines() if len(ln.split()) > 3}
         start = int.from_bytes(self.name.encode(), "big") * 131 % 16384
@@ -646,6 +717,10 @@ class EmulatedHost:
             while any(a in used for a in nm.mgmt_addresses(j)) or j in picked.values():
                 j += 1
             picked[k] = j
+        if self.config.tier.mode != "local":
+            while any(a in used for a in nm.mgmt_addresses(j)) or j in picked.values():
+                j += 1
+            picked[-1] = j
         return picked
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -656,18 +731,33 @@ class EmulatedHost:
         services = self._services_only_down()
         if services:
             return self._restart_services(services)
+        tcfg = self.config.tier
+        if tcfg.mode == "external":  # an operator's tier that does not answer: nothing starts
+            probe(list(tcfg.nodes), external_credentials(tcfg))
         self.down()  # sweep the leftovers of a crashed run first
         self._preflight()
         self.rundir.mkdir(parents=True, exist_ok=True)
         port = self.config.redis_port or free_port()
         mgmt = self._allocate_mgmt()
+        tier: dict = {"mode": tcfg.mode, "replicas": tcfg.replicas}
+        if -1 in mgmt:
+            tier["link"] = mgmt.pop(-1)
+        if tcfg.mode == "cluster":
+            n = tcfg.masters * (1 + tcfg.replicas)
+            base = self.config.redis_port
+            tier["ports"] = list(range(base, base + n)) if base else free_cluster_ports(n)
         for k in mgmt:  # the host's copy of each sNIC agent's token (the sNIC gets its own at its boot)
             self._token_file(k).write_text(secrets.token_urlsafe(24))
             self._token_file(k).chmod(0o600)
-        state = {"name": self.name, "redis_port": port, "mgmt": {str(k): j for k, j in mgmt.items()},
-                 "switch": self.config.switch.as_dict()}  # fmt: skip
+        state = {
+            "name": self.name,
+            "redis_port": port,
+            "mgmt": {str(k): j for k, j in mgmt.items()},
+            "switch": self.config.switch.as_dict(),
+            "tier": tier,
+        }
         self.state_file.write_text(json.dumps({**state, "complete": False}))
-        comps = self.components(port, mgmt)
+        comps = self.components(port, mgmt, tier=tier)
         try:
             for comp in comps:
                 comp.up()
@@ -820,7 +910,7 @@ class EmulatedHost:
         # Up = a completed bring-up whose switches, Redis and OneSwitch still run (after a crash: false, and
         # `uno up` recovers: Redis or OneSwitch alone restarted, the whole host after a switch died).
         switches = [out["host"], *[sn for sn in out["snics"] if "running" in sn]]
-        out["up"] = out["up"] and all(sw["running"] for sw in switches) and out["redis"]["pid"] is not None
+        out["up"] = out["up"] and all(sw["running"] for sw in switches) and out["redis"]["running"]
         if "oneswitch" in out:
             out["up"] = out["up"] and out["oneswitch"]["running"]
         out["up"] = out["up"] and all(sn.get("agent_pid") for sn in out["snics"] if sn.get("agent"))

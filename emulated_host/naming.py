@@ -125,3 +125,14 @@ def mgmt_addresses(j: int) -> tuple[str, str]:
 def if_vm_vhost(n: str, i: int) -> str:
     """VM i's vhost-user port on an external host switch (an OVS port, no kernel device), unless named."""
     return f"{n}-vu{i}"
+
+
+def ns_nfs(n: str) -> str:
+    """Where the host's NFs run with a TCP state tier (a cluster or an operator's tier): one namespace
+    linked to the root namespace, as an sNIC's NFs run in the sNIC's."""
+    return f"{n}-nfs"
+
+
+def if_tier(n: str) -> tuple[str, str]:
+    """The host NFs' namespace's link to the tier: (root namespace end, NF namespace end)."""
+    return f"{n}-th", f"{n}-tn"

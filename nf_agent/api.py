@@ -85,7 +85,9 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
     @app.get("/v1/vms")
     def list_vms():
         with agent.lock:
-            return _json([{"id": v.id, "vport": v.vport} for v in agent.state.vms.values()])
+            return _json(
+                [{"id": v.id, "vport": v.vport, "tenant": v.tenant} for v in agent.state.vms.values()]
+            )
 
     @app.post("/v1/vms")
     def create_vm():
@@ -98,7 +100,7 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
             vm = agent.state.vms.get(vm_id)
         if vm is None:
             raise NotFound(f"no VM {vm_id!r}")
-        return _json({"id": vm.id, "vport": vm.vport})
+        return _json({"id": vm.id, "vport": vm.vport, "tenant": vm.tenant})
 
     @app.delete("/v1/vms/<vm_id>")
     def delete_vm(vm_id: str):

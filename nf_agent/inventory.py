@@ -33,7 +33,7 @@ class Inventory:
             free = [i for i in range(ctx.cfg.vm_slots) if i not in used]
             if not free:
                 raise Conflict(f"all {ctx.cfg.vm_slots} VM slots of this host are in use")
-            vm = Vm(id=req.id, slot=free[0], vport=vports.vport_vm(free[0]))
+            vm = Vm(id=req.id, slot=free[0], vport=vports.vport_vm(free[0]), tenant=req.tenant)
             ctx.state.vms[vm.id] = vm
             ctx.event("vm-create", vm=vm.id, vport=vm.vport)
             try:
@@ -63,10 +63,16 @@ class Inventory:
             nf_id = req.id or ctx.state.new_nf_id()
             ctx.check_new_id(nf_id)
             graph.check_chain(nf_id, req.src, req.dst, ctx.vertices())
+            for fld, end in (("expected.src", req.src), ("expected.dst", req.dst)):
+                vm = ctx.state.vms.get(end or "")
+                if vm is not None and vm.tenant != req.tenant:
+                    raise ValidationError(
+                        fld, f"VM {vm.id!r} belongs to tenant {vm.tenant!r}, not {req.tenant!r}"
+                    )
             nf = Nf(
                 id=nf_id, type=req.type, config=req.config, vport=ctx.state.free_vport(vports.VPORT_NF_BASE),
                 expected_gbps=req.expected_gbps, src=req.src, dst=req.dst, pin=req.pin, prefer=req.prefer,
-                created=ctx.clock(),
+                created=ctx.clock(), tenant=req.tenant, store_wait=req.store_wait,
             )  # fmt: skip
             if nf.pin and nf.pin not in ctx.locations:
                 raise ValidationError("pin", f"no location {nf.pin!r} on this host")

@@ -77,7 +77,7 @@ class Moves:
             # Ownership moved: the new owner must not keep reads cached while the old one still wrote (the
             # drain); bumped after the old instance stopped, so nothing writes behind it any more.
             try:
-                ctx.runtime.bump_epoch(nf.id)
+                ctx.runtime.bump_epoch(nf.id, nf.tenant)
                 ctx.counters.epoch_bumps += 1
             except Exception as exc:  # noqa: BLE001 - committed move; reported
                 res.cleanup_errors.append(f"owner-cache epoch not bumped: {exc}")

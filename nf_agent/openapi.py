@@ -67,12 +67,12 @@ def spec() -> dict:
             "type": "object",
             "additionalProperties": False,
             "required": ["id"],
-            "properties": {"id": NAME},
+            "properties": {"id": NAME, "tenant": {**NAME, "description": "default: default"}},
         },
         "Vm": {
             "type": "object",
             "required": ["id", "vport"],
-            "properties": {"id": NAME, "vport": {"type": "integer"}},
+            "properties": {"id": NAME, "vport": {"type": "integer"}, "tenant": NAME},
         },
         "NfCreate": {
             "type": "object",
@@ -88,6 +88,21 @@ def spec() -> dict:
                     "type": "object",
                     "additionalProperties": False,
                     "properties": {"prefer": OPT_LOCATION},
+                },
+                "tenant": {
+                    **NAME,
+                    "description": "its state's owner: keys tn:<tenant>:..., the tenant's ACL user",
+                },
+                "durability": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "wait": {
+                            "type": ["integer", "string"],
+                            "description": "replicas acknowledging each batch's writes before its packets "
+                            'leave: 1-16 or "N:MS"',
+                        }
+                    },
                 },
             },
         },
@@ -115,6 +130,8 @@ def spec() -> dict:
                 "hints": {"type": "object"},
                 "expected": {"type": "object"},
                 "config": {"type": "object"},
+                "tenant": NAME,
+                "durability": {"type": "object"},
                 "instance_count": {"type": "integer", "minimum": 0, "maximum": MAX_INSTANCES},
                 "instances": {
                     "type": "array",

@@ -58,11 +58,28 @@ def location(fld: str, v: Any, locations: list[str]) -> str:
 @dataclass(frozen=True)
 class VmRequest:
     id: str
+    tenant: str = "default"
 
 
 def parse_vm(body: Any) -> VmRequest:
-    b = _obj(body, {"id"}, {"id"})
-    return VmRequest(id=_name("id", b["id"]))
+    """POST /v1/vms body: {id, tenant?}."""
+    b = _obj(body, {"id", "tenant"}, {"id"})
+    return VmRequest(id=_name("id", b["id"]), tenant=_name("tenant", b.get("tenant", "default")))
+
+
+WAIT_RE = re.compile(r"^([1-9]|1[0-6])(:([1-9][0-9]{0,4}))?$")
+
+
+def _durability(d: dict) -> str | None:
+    """`durability: {wait: N | "N:MS"}` -> the NF's `--store-wait` (replicas 1-16, timeout 1-60000 ms)."""
+    if "wait" not in d or d["wait"] is None:
+        return None
+    w = d["wait"]
+    text = str(w) if isinstance(w, int) and not isinstance(w, bool) else w
+    m = WAIT_RE.match(text) if isinstance(text, str) else None
+    if not m or (m.group(3) and int(m.group(3)) > 60000):
+        raise ValidationError("durability.wait", 'must be replicas 1-16 or "N:MS" (timeout 1-60000 ms)')
+    return text
 
 
 @dataclass(frozen=True)
@@ -75,11 +92,14 @@ class NfRequest:
     dst: str | None
     pin: str | None
     prefer: str | None
+    tenant: str = "default"
+    store_wait: str | None = None
 
 
 def parse_nf(body: Any, locations: list[str]) -> NfRequest:
-    """POST /v1/nfs body: {type, config?, id?, expected?: {gbps, src?, dst?}, pin?, hints?: {prefer}}."""
-    b = _obj(body, {"id", "type", "config", "expected", "pin", "hints"}, {"type"})
+    """POST /v1/nfs body: {type, config?, id?, expected?: {gbps, src?, dst?}, pin?, hints?: {prefer},
+    tenant?, durability?: {wait}}."""
+    b = _obj(body, {"id", "type", "config", "expected", "pin", "hints", "tenant", "durability"}, {"type"})
     nf_id = _name("id", b["id"]) if b.get("id") is not None else None
     t = b["type"]
     if not isinstance(t, str) or t not in NF_TYPES:
@@ -93,7 +113,9 @@ def parse_nf(body: Any, locations: list[str]) -> NfRequest:
     pin = location("pin", b["pin"], locations) if b.get("pin") is not None else None
     hints = _obj(b.get("hints", {}), {"prefer"}, set(), "hints.")
     prefer = location("hints.prefer", hints["prefer"], locations) if hints.get("prefer") is not None else None
-    return NfRequest(nf_id, t, config, gbps, src, dst, pin, prefer)
+    tenant = _name("tenant", b.get("tenant", "default"))
+    wait = _durability(_obj(b.get("durability", {}), {"wait"}, set(), "durability."))
+    return NfRequest(nf_id, t, config, gbps, src, dst, pin, prefer, tenant, wait)
 
 
 def _expected(exp: dict) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from host_datapath.sysutil import (
 from nf_local.command import MAX_CPU_LATENCY_US, run_config, spawn_command
 from nf_local.endpoints import http_get_unix, http_unix, redis_ping, redis_ping_tcp
 from nf_local.slots import Slot, SlotPool
+from nf_local.tier_access import TierAccess, as_access
 from snic_datapath.cgroup import CpuCgroup
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +111,9 @@ class LocalNfs:
         self.nf_binary = nf_binary
         self.cpu_latency_us = cpu_latency_us
         self.procs: dict[int, subprocess.Popen] = {}
-        self.stores: dict[str, str] = {}  # instance -> the store it was started with (restarts keep it)
+        self.stores: dict[
+            str, TierAccess
+        ] = {}  # instance -> the tier access it started with (restarts keep it)
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)
         self.slot_dir = self.dir / "slots"
         self.pool = SlotPool(self.create_slot, self.destroy_slot, self.locations(), warm_slots)
@@ -276,13 +279,14 @@ class LocalNfs:
             "config": self.dir / f"{inst.id}.json",
             "stats": self.dir / f"{inst.id}.stats",
             "log": self.dir / "logs" / f"{inst.id}.log",
+            "password": self.dir / f"{inst.id}.tier-pass",
         }
 
-    def start(self, nf: Nf, inst: Instance, buffer: int = 0, store: str | None = None) -> None:
+    def start(self, nf: Nf, inst: Instance, buffer: int = 0, store: str | TierAccess | None = None) -> None:
         """Plug the instance's namespace into its switch and start its processes; wait for /health.
         `buffer` > 0: the NF starts in buffering mode (`nf --buffer`), queueing up to that many packets
         until its state arrives (`put_state`, local store) or it is released (`release`, state in the tier).
-        `store`: its `--store` (default: this machine's), kept for its restarts.
+        `store`: its `--store` or its whole tier access (default: this machine's), kept for its restarts.
 
         With a warm slot free at the instance's location the instance takes it (its netns, interfaces and
         ofport become the slot's) and only `nf` starts here. Cold, `nf` is spawned as soon as its veth
@@ -294,7 +298,7 @@ class LocalNfs:
         """
         t0 = time.monotonic()
         self.last_start = {"slot": False}
-        self.stores[inst.id] = store or self.store
+        self.stores[inst.id] = as_access(store or self.store)
         spawned: list[float] = []
         try:
             if self._take_slot(inst):
@@ -366,11 +370,11 @@ class LocalNfs:
         self.config_files(nf, inst)
         cg = self._cgroup_files(inst.location)
         t0 = time.monotonic()
-        store = self.stores.get(inst.id, self.store)
+        store = self.stores.get(inst.id) or as_access(self.store)
         try:
             inst.pid = self.spawn(
                 [str(self.nf_binary), nf.type, "--port", inst.inside_if,
-                 "--store", store, "--nf-id", nf.id, "--instance", inst.id,
+                 *store.args(f["password"]), "--nf-id", nf.id, "--instance", inst.id,
                  "--config", str(f["config"]), "--stats", f"unix://{f['stats']}",
                  *(["--buffer", str(buffer)] if buffer > 0 else [])],
                 f["log"], inst.netns, cg,
@@ -531,7 +535,7 @@ class LocalNfs:
         self.stop_processes(inst)
         errors = self._unplug(inst.switch, inst.port_if, inst.netns)
         f = self._files(inst)
-        for key in ("config", "stats"):
+        for key in ("config", "stats", "password"):
             f[key].unlink(missing_ok=True)
         self.stores.pop(inst.id, None)
         if errors:

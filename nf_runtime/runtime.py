@@ -4,7 +4,11 @@
 
 On the host the NFs reach Redis through its own unix socket; only a Redis without one is reached through
 one relay in the root namespace (the agent's unix socket -> TCP to Redis). NFs on an sNIC reach it over TCP
-at the host's management address on that sNIC's link."""
+at the host's management address on that sNIC's link.
+
+With a TCP tier (`redis.mode` cluster or external) the host's NFs run in one namespace linked to the root
+namespace (emulated_host.tier_link) and every NF gets the tier's URL, its tenant and the tenant's ACL user
+(nf_runtime.tenants)."""
 
 from __future__ import annotations
 
@@ -17,7 +21,12 @@ from domain.model import HOST, Instance, Nf
 from host_datapath.snic_agent_client import SnicAgentClient
 from host_datapath.sysutil import MAX_UNIX_PATH, DatapathError, kill_and_wait, pid_alive, read_pidfile
 from nf_local.processes import NF_BINARY, LocalNfs
+from nf_local.tier_access import TierAccess
 from nf_runtime.snic_client import RemoteNfs, SnicWatch
+from nf_runtime.tenants import TenantUsers
+from state_tier.access import ping as tier_ping
+from state_tier.access import tier_client
+from state_tier.keys import DEFAULT_TENANT, nf_key
 
 
 class HostRuntime:
@@ -33,12 +42,14 @@ class HostRuntime:
         warm_slots: int = 0,
         redis_socket: str | Path | None = None,
         cpu_latency_us: int | None = None,
+        tier=None,
     ):
         """`store`: "redis" (the stateless mode, state in the host's Redis) or "local" (in-process state:
         the baseline that shows what a failover loses). `warm_slots`: free pre-created slots kept on the
         host (an sNIC agent keeps its own). `redis_socket`: Redis's own unix socket (the host status's
         `redis.unix_socket`); None: host NFs reach Redis by TCP on `redis_port` through the agent's relay.
-        `cpu_latency_us`: see `nf_local.command.run_config`."""
+        `cpu_latency_us`: see `nf_local.command.run_config`. `tier`: the host's state tier
+        (`EmulatedHost.tier()`); None or mode local: the host's own Redis as above."""
         if store not in ("redis", "local"):
             raise ValueError(f"store must be 'redis' or 'local', not {store!r}")
         self.store = store
@@ -50,14 +61,29 @@ class HostRuntime:
         self.redis_socket = Path(redis_socket) if redis_socket else None
         self.redis_sock = self.dir / "redis.sock"  # the relay's socket (no `redis_socket`)
         self.redis_relay: int | None = None
-        local_store = f"unix://{self.store_socket()}" if store == "redis" else "local"
+        self.tier = tier if tier is not None and tier.mode != "local" and store == "redis" else None
+        self.users: TenantUsers | None = None
+        shared_netns = None
+        if self.tier is not None:
+            topo = self.tier.component.topology()
+            if topo is None:
+                raise StartError("the state tier does not answer (redis.nodes / the host's cluster)")
+            tier_url = "redis-cluster://" + ",".join(n.address for n in topo.nodes) if topo.kind == "cluster" \
+                else topo.url()  # fmt: skip
+            local_store = tier_url
+            shared_netns = self.tier.nf_netns
+            self.users = TenantUsers(self.tier.component.topology, self.tier.admin)
+        else:
+            local_store = f"unix://{self.store_socket()}" if store == "redis" else "local"
         self.local = LocalNfs(self.name, {HOST: host.host_switch()}, agent_dir, local_store, nf_binary,
-                              warm_slots, cpu_latency_us)  # fmt: skip
+                              warm_slots, cpu_latency_us, shared_netns=shared_netns)  # fmt: skip
         self.remote: dict[str, RemoteNfs] = {}
         self.access = host.snic_agents()
         for sid, a in self.access.items():
-            tier = f"redis://{a.state_addr}:{redis_port}" if store == "redis" else "local"
-            self.remote[sid] = RemoteNfs(SnicAgentClient(sid, a.agent, a.token), tier, cpu_latency_us)
+            url = f"redis://{a.state_addr}:{redis_port}" if store == "redis" else "local"
+            self.remote[sid] = RemoteNfs(
+                SnicAgentClient(sid, a.agent, a.token), local_store if self.tier else url, cpu_latency_us
+            )
         self.watches: list[SnicWatch] = []
 
     def _at(self, location: str) -> LocalNfs | RemoteNfs:
@@ -75,6 +101,9 @@ class HostRuntime:
 
         A relay outlives the agent on purpose: running NFs keep their state tier while the agent restarts.
         `uno down` removes it with the host (its command line names the host's rundir)."""
+        if self.tier is not None:
+            self.local.open()
+            return
         sock = self.store_socket()
         if len(str(sock)) > MAX_UNIX_PATH:
             raise StartError(f"Redis socket path {sock} is longer than {MAX_UNIX_PATH} bytes")
@@ -154,19 +183,45 @@ class HostRuntime:
         return self.local.last_start
 
     def store_reachable(self, timeout: float = 0.5) -> bool | None:
-        """Whether the state tier answers a PING where the host's NFs reach it (None: NFs keep local state)."""
+        """Whether the state tier answers a PING where the host's NFs reach it (None: NFs keep local state).
+        A TCP tier: every master answers the admin's PING."""
+        if self.tier is not None:
+            topo = self.tier.component.topology()
+            return topo is not None and tier_ping(topo, self.tier.admin, timeout)
         return self.local.store_reachable(timeout)
 
-    def bump_epoch(self, nf_id: str) -> int:
-        """INCR the NF's owner-cache epoch (`nf:<id>:{epoch}`) in the host's Redis: instances running with
-        `owner_cache` drop their cache at their next timer tick. Returns the new epoch."""
-        import redis
+    def tier_client(self):
+        """A redis-py client of the whole tier with the admin's credentials (RedisCluster for a cluster)."""
+        if self.tier is None:
+            import redis
 
-        r = redis.Redis(host="127.0.0.1", port=self.redis_port, socket_timeout=2, socket_connect_timeout=2)
+            return redis.Redis(
+                host="127.0.0.1", port=self.redis_port, socket_timeout=2, socket_connect_timeout=2
+            )
+        topo = self.tier.component.topology()
+        if topo is None:
+            raise StartError("the state tier does not answer")
+        return tier_client(topo, self.tier.admin)
+
+    def bump_epoch(self, nf_id: str, tenant: str = DEFAULT_TENANT) -> int:
+        """INCR the NF's owner-cache epoch (`tn:<tenant>:nf:<id>:{epoch}`) in the tier: instances running with
+        `owner_cache` drop their cache at their next timer tick. Returns the new epoch."""
+        r = self.tier_client()
         try:
-            return int(r.incr(f"nf:{nf_id}:{{epoch}}"))
+            return int(r.incr(nf_key(tenant, nf_id, "epoch")))
         finally:
             r.close()
+
+    def tier_access(self, nf: Nf, location: str) -> TierAccess:
+        """What an instance of `nf` at `location` gets: the tier's URL as it reaches it, its tenant, with
+        access control the tenant's user."""
+        url = self.local.store if location == HOST else self._at(location).store
+        if url == "local":
+            return TierAccess("local")
+        if self.users is None:
+            return TierAccess(url, nf.tenant, wait=nf.store_wait)
+        user, password = self.users.credentials(nf.tenant)
+        return TierAccess(url, nf.tenant, user, password, nf.store_wait)
 
     # -- one instance, where it runs --------------------------------------------------------------------------
     def new_instance(self, nf: Nf, location: str, seq: int, used_ofports: set[int]) -> Instance:
@@ -176,7 +231,7 @@ class HostRuntime:
         return self._at(location).free_ofport(location, used_ofports)
 
     def start(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
-        self._at(inst.location).start(nf, inst, buffer)
+        self._at(inst.location).start(nf, inst, buffer, store=self.tier_access(nf, inst.location))
 
     def start_processes(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
         self._at(inst.location).start_processes(nf, inst, buffer)

@@ -13,6 +13,7 @@ from domain.model import Instance, Nf
 from host_datapath.snic_agent_client import SnicAgentClient, SnicAgentError
 from host_datapath.sysutil import DatapathError
 from nf_local.command import run_config
+from nf_local.tier_access import TierAccess
 
 
 class RemoteNfs:
@@ -47,10 +48,14 @@ class RemoteNfs:
         inst.inside_if, inst.pid = view["inside_if"], view.get("pid")
         inst.state = "running" if view.get("alive") else "starting"
 
-    def start(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
+    def start(self, nf: Nf, inst: Instance, buffer: int = 0, store: TierAccess | None = None) -> None:
+        """`store`: the instance's tier access (default: this sNIC's `--store`, no tenant fields)."""
         t0 = time.monotonic()
-        body = {"id": inst.id, "nf_id": nf.id, "type": nf.type, "store": self.store, "buffer": buffer,
-                "config": run_config(nf.type, nf.config, inst.location, self.cpu_latency_us)}  # fmt: skip
+        a = store or TierAccess(self.store)
+        tier = {"tenant": a.tenant, "store_user": a.user, "store_password": a.password, "store_wait": a.wait}
+        body = {"id": inst.id, "nf_id": nf.id, "type": nf.type, "store": a.url, "buffer": buffer,
+                "config": run_config(nf.type, nf.config, inst.location, self.cpu_latency_us),
+                **{k: v for k, v in tier.items() if v is not None}}  # fmt: skip
         try:
             view = self.client.start(body)
         except SnicAgentError as exc:

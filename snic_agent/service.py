@@ -23,21 +23,63 @@ from host_datapath.host_switch import BridgePorts
 from host_datapath.switch import SwitchDriver
 from host_datapath.sysutil import DatapathError
 from nf_local.processes import LocalNfs
+from nf_local.tier_access import WAIT_RE, TierAccess
 from snic_agent.config import SnicAgentConfig
 from snic_datapath.cgroup import CpuCgroup, default_period_us
+from state_tier.files import write_private
 
 ID_RE = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
 STORE_RE = re.compile(r"redis://[A-Za-z0-9.\-\[\]:]+:([0-9]{1,5})(/[0-9]{1,2})?")
-START_KEYS = {"id", "nf_id", "type", "config", "store", "buffer"}
+NODE_RE = re.compile(r"[A-Za-z0-9.\-]+:([0-9]{1,5})|\[[0-9a-fA-F:]+\]:([0-9]{1,5})")
+TIER_KEYS = ("tenant", "store_user", "store_password", "store_wait")  # a tier with access control
+START_KEYS = {"id", "nf_id", "type", "config", "store", "buffer", *TIER_KEYS}
+TENANT_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+USER_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 MAX_BUFFER = 1_000_000
 HOST_REPRESENTOR_RE = re.compile(r"^pf[0-9]+hpf$")  # BlueField: the host's PF representor
 UPLINK_RE = re.compile(r"^p[0-9]+$")  # BlueField: the physical uplinks
 
 
 def _tier_url(url: str) -> bool:
-    """`redis://HOST:PORT[/DB]` with a port in 1..65535."""
+    """`redis://HOST:PORT[/DB]` or `redis-cluster://HOST:PORT,...` with ports in 1..65535."""
+    if url.startswith("redis-cluster://"):
+        nodes = url[len("redis-cluster://") :].split(",")
+        ms = [NODE_RE.fullmatch(n) for n in nodes]
+        return all(m and 1 <= int(m.group(1) or m.group(2)) <= 65535 for m in ms)
     m = STORE_RE.fullmatch(url)
     return bool(m) and 1 <= int(m.group(1)) <= 65535
+
+
+def _tier_fields(body: dict) -> dict:
+    """The optional access fields of a start: tenant, ACL user and password, replica acknowledgement."""
+    checks = {
+        "tenant": (TENANT_RE, "must be 1-32 characters [a-z0-9-], starting with a letter"),
+        "store_user": (USER_RE, "must be 1-64 characters [A-Za-z0-9._-]"),
+        "store_password": (re.compile(r"^[!-~]{1,256}$"), "must be 1-256 printable characters"),
+        "store_wait": (WAIT_RE, 'must be replicas 1-16 or "N:MS"'),
+    }
+    out = {}
+    for k, (pat, msg) in checks.items():
+        if body.get(k) is not None:
+            if not isinstance(body[k], str) or not pat.fullmatch(body[k]):
+                raise ValidationError(k, msg)
+            out[k] = body[k]
+    if ("store_user" in out) != ("store_password" in out):
+        raise ValidationError(
+            "store_password" if "store_user" in out else "store_user", "give both or neither"
+        )
+    return out
+
+
+def tier_access(rec: dict) -> TierAccess:
+    """The NF's access to the tier as its start asked for it."""
+    return TierAccess(
+        rec["store"],
+        rec.get("tenant"),
+        rec.get("store_user"),
+        rec.get("store_password"),
+        rec.get("store_wait"),
+    )
 
 
 def _boot_id() -> str:
@@ -172,7 +214,7 @@ class SnicAgent:
 
     def _save(self) -> None:
         tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"seq": self.seq, "instances": self.records}))
+        write_private(tmp, json.dumps({"seq": self.seq, "instances": self.records}))  # tier passwords
         os.replace(tmp, self.state_file)
 
     @staticmethod
@@ -209,13 +251,16 @@ class SnicAgent:
         store = body["store"]
         if not isinstance(store, str) or not (store == "local" or _tier_url(store)):
             raise ValidationError(
-                "store", "must be redis://HOST:PORT[/DB] (the state tier over TCP) or local"
+                "store",
+                "must be redis://HOST:PORT[/DB] or redis-cluster://HOST:PORT,... (the state tier over TCP) "
+                "or local",
             )
+        tier = _tier_fields(body)
         buffer = body.get("buffer", 0)
         if isinstance(buffer, bool) or not isinstance(buffer, int) or not 0 <= buffer <= MAX_BUFFER:
             raise ValidationError("buffer", f"must be an integer in [0, {MAX_BUFFER}]")
         return {"id": body["id"], "nf_id": body["nf_id"], "type": body["type"], "config": config,
-                "store": store, "buffer": buffer}  # fmt: skip
+                "store": store, "buffer": buffer, **tier}  # fmt: skip
 
     @staticmethod
     def _nf(rec: dict) -> Nf:
@@ -235,7 +280,7 @@ class SnicAgent:
             self.records[inst.id] = rec
             self._save()
         try:
-            self.nfs.start(nf, inst, req["buffer"], store=req["store"])
+            self.nfs.start(nf, inst, req["buffer"], store=tier_access(req))
         except BaseException:
             with self.lock:
                 self.records.pop(inst.id, None)
@@ -283,7 +328,7 @@ class SnicAgent:
         inst = self._inst(rec)
         self.exits.forget(inst_id)
         self.nfs.stop_processes(inst)
-        self.nfs.stores[inst.id] = rec["store"]
+        self.nfs.stores[inst.id] = tier_access(rec)
         self.nfs.start_processes(self._nf(rec), inst)
         with self.lock:
             rec.update(instance=asdict(inst), state="running")

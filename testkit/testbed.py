@@ -44,11 +44,11 @@ class Testbed:
 
     def __init__(
         self, rundir: str = "/run/uno-test", store: str = "redis", drain_s: float = 0.5, warm_slots: int = 0,
-        snics: int = 1, vms: int = 1,
+        snics: int = 1, vms: int = 1, redis: dict | None = None, name: str | None = None,
     ):  # fmt: skip
         """`warm_slots`: pre-created NF slots per location (the host's runtime and the sNIC's agent; 0 = every
-        start is cold)."""
-        self.name = "m" + uuid.uuid4().hex[:5]
+        start is cold). `redis`: the host config's `redis:` (the state tier; default: one local Redis)."""
+        self.name = name or "m" + uuid.uuid4().hex[:5]
         self.host = EmulatedHost(
             parse_config(
                 {
@@ -57,6 +57,7 @@ class Testbed:
                     "vms": vms,
                     "oneswitch": {"enabled": True},
                     "snics": [{"id": f"snic{k}", "warm_slots": warm_slots} for k in range(snics)],
+                    **({"redis": redis} if redis else {}),
                 }
             )  # fmt: skip
         )
@@ -77,7 +78,7 @@ class Testbed:
         redis = status["redis"]
         self.runtime = HostRuntime(
             self.host, adir, redis["port"], store=self.store, warm_slots=self.warm_slots,
-            redis_socket=redis.get("unix_socket"),
+            redis_socket=redis.get("unix_socket"), tier=self.host.tier(),
         )  # fmt: skip
         self.runtime.open()
         snics = [
@@ -96,12 +97,12 @@ class Testbed:
 
     def add_nf(
         self, nf_id: str, nf_type: str, config: dict, at: str = "host", pin: bool = False,
-        macs: tuple[str, str] = (VM_MAC, OUT_MAC),
+        macs: tuple[str, str] = (VM_MAC, OUT_MAC), tenant: str = "default", wait: str | None = None,
     ) -> int:  # fmt: skip
         """One NF of `nf_type` at `at` (pinned there with `pin`, else preferred and moved there), chained
         VM <-> NF <-> wire for frames from the VM's and the wire's `macs`; returns its virtual port."""
         if not self.agent.state.vms:
-            self.agent.create_vm(VmRequest(id="web"))
+            self.agent.create_vm(VmRequest(id="web", tenant=tenant))
         nf = self.agent.create_nf(
             NfRequest(
                 id=nf_id,
@@ -112,6 +113,8 @@ class Testbed:
                 dst="web",
                 pin=at if pin else None,
                 prefer=None if pin else at,
+                tenant=tenant,
+                store_wait=wait,
             )  # fmt: skip
         )
         if nf.location != at:

@@ -147,14 +147,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     status = host.status()
     redis = status["redis"]
-    runtime = HostRuntime(
-        host,
-        adir,
-        redis["port"],
-        warm_slots=args.warm_slots,
-        redis_socket=redis.get("unix_socket"),
-        cpu_latency_us=args.cpu_latency_us,
-    )
+    try:
+        runtime = HostRuntime(
+            host,
+            adir,
+            redis["port"],
+            warm_slots=args.warm_slots,
+            redis_socket=redis.get("unix_socket"),
+            cpu_latency_us=args.cpu_latency_us,
+            tier=host.tier(),
+        )
+    except StartError as exc:
+        raise CliError(str(exc)) from None
     snics = [
         SnicInfo(s.id, float(s.capacity), float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4, s.eth_ports)
         for s in host.config.snics

@@ -151,7 +151,9 @@ def _what_is_down(status: dict) -> str:
         return ""
     switches = [("host", status["host"]), *[(sn["id"], sn) for sn in status["snics"] if "running" in sn]]
     dead = [f"switch {sw_id}" for sw_id, sw in switches if not sw["running"]]
-    services = ["redis"] if status["redis"]["pid"] is None else []
+    r = status["redis"]
+    dead_nodes = [n["address"] for n in r.get("nodes", []) if r.get("mode") == "cluster" and not n.get("pid")]
+    services = [f"redis ({', '.join(dead_nodes)})" if dead_nodes else "redis"] if not r.get("running") else []
     services += ["oneswitch"] if "oneswitch" in status and not status["oneswitch"]["running"] else []
     services += [
         f"{sn['id']}'s agent" for sn in status["snics"] if sn.get("agent") and not sn.get("agent_pid")
@@ -172,7 +174,13 @@ def _print_status(status: dict, json_out: bool) -> None:
         return
     h, r = status["host"], status["redis"]
     print(f"emulated host '{status['name']}' (rundir {status['rundir']})")
-    print(f"  redis   {r['url']} unix socket {r.get('unix_socket')} pid {r['pid']}")
+    if r.get("mode", "local") == "local":
+        print(f"  redis   {r['url']} unix socket {r.get('unix_socket')} pid {r['pid']}")
+    else:
+        nodes = ", ".join(
+            f"{n['address']} {n['role']}{' FAILED' if n.get('failed') else ''}" for n in r["nodes"]
+        )
+        print(f"  redis   {r['mode']} {r['url']}  nodes: {nodes}")
     print(
         f"  host    bridge {h['bridge']} in netns {h['netns']}  openflow {h['openflow']}  ports {h['ports']}"
     )

@@ -90,7 +90,7 @@ def flow_records(tb: Testbed) -> set[str]:
 
     r = redis.Redis(host="127.0.0.1", port=tb.host.status()["redis"]["port"])
     try:
-        return {k.decode() for nf in NFS for k in r.scan_iter(f"nf:{nf}:{{*", count=1000)}
+        return {k.decode() for nf in NFS for k in r.scan_iter(f"tn:default:nf:{nf}:{{*", count=1000)}
     finally:
         r.close()
 

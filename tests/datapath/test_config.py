@@ -62,6 +62,25 @@ def test_defaults_have_one_snic():
         ({"name": "Bad-Name"}, "name"),
         ({"redis": {"port": 70000}}, "redis.port"),
         ({"redis": {"host": "x"}}, "redis.host"),
+        ({"redis": {"mode": "sentinel"}}, "redis.mode"),
+        ({"redis": {"mode": "cluster", "masters": 2}}, "redis.masters"),  # redis-cli needs 3 masters
+        ({"redis": {"mode": "cluster", "replicas": 5}}, "redis.replicas"),
+        ({"redis": {"mode": "cluster", "masters": True}}, "redis.masters"),
+        ({"redis": {"mode": "cluster", "port": 65531}}, "redis.port"),  # its 6 ports run past 65535
+        ({"redis": {"mode": "cluster", "nodes": ["a:1"]}}, "redis.nodes"),  # would be ignored silently
+        ({"redis": {"mode": "external"}}, "redis.nodes"),  # required
+        ({"redis": {"mode": "external", "nodes": "a:1"}}, "redis.nodes"),
+        ({"redis": {"mode": "external", "nodes": ["a"]}}, "redis.nodes[0]"),
+        ({"redis": {"mode": "external", "nodes": ["a:1", "b:0"]}}, "redis.nodes[1]"),
+        ({"redis": {"mode": "external", "nodes": ["a:1"], "port": 6379}}, "redis.port"),
+        ({"redis": {"mode": "external", "nodes": ["a:1"], "masters": 3}}, "redis.masters"),
+        ({"redis": {"mode": "external", "nodes": ["a:1"], "user": "a b"}}, "redis.user"),
+        ({"redis": {"mode": "external", "nodes": ["a:1"], "password_file": "pw"}}, "redis.password_file"),
+        (
+            {"redis": {"mode": "external", "nodes": ["a:1"], "password_file": "/no/such"}},
+            "redis.password_file",
+        ),
+        ({"redis": {"user": "admin"}}, "redis.user"),  # local: this host's own Redis
         ([1, 2], "top level"),
         ({"snics": [{"capacity": float("nan")}]}, "snics[0].capacity"),  # YAML .nan: was accepted
         ({"snics": [{"pcie_gbps": float("inf")}]}, "snics[0].pcie_gbps"),
@@ -145,3 +164,13 @@ def test_an_empty_name_option_is_an_error_not_the_default_host():
         host_from_args(argparse.Namespace(config=None, name=""))
     assert host_from_args(argparse.Namespace(config=None, name="zz1")).name == "zz1"
     assert host_from_args(argparse.Namespace(config=None, name=None)).name == "uno"
+
+
+def test_redis_modes_parse():
+    assert parse_config({}).tier.mode == "local"
+    cl = parse_config({"redis": {"mode": "cluster", "masters": 6, "replicas": 0, "port": 7000}})
+    assert (cl.tier.mode, cl.tier.masters, cl.tier.replicas, cl.redis_port) == ("cluster", 6, 0, 7000)
+    ext = parse_config(
+        {"redis": {"mode": "external", "nodes": ["10.0.0.1:7000", "[::1]:7001"], "user": "uno"}}
+    )
+    assert ext.tier.nodes == ("10.0.0.1:7000", "[::1]:7001") and ext.tier.user == "uno"

@@ -297,7 +297,8 @@ def test_lb_answers_parse_and_spread():
 
 def test_lb_pool_keys_and_view():
     pool_key, conns = lb.pool_keys("lb", ["10.77.0.10:8000"])
-    assert pool_key == "nf:lb:{backends}" and conns == {"10.77.0.10:8000": "nf:lb:{lb-conns:10.77.0.10:8000}"}
+    assert pool_key == "tn:default:nf:lb:{backends}"
+    assert conns == {"10.77.0.10:8000": "tn:default:nf:lb:{lb-conns:10.77.0.10:8000}"}
     names = {"10.77.0.10:8000": "web", "10.77.0.11:8000": "app"}
     pool = b"10.77.0.10:8000 down\n10.77.0.11:8000 up\n"
     text = lb.format_pool(pool, {"10.77.0.10:8000": b"2", "10.77.0.11:8000": None}, names)

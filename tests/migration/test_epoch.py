@@ -9,6 +9,7 @@ import subprocess
 import time
 
 import pytest
+import redis
 
 from nf_agent.validation import NfRequest
 from nf_runtime.runtime import HostRuntime
@@ -23,13 +24,13 @@ def _nf(agent, nf_id, config):
 def test_bumped_after_a_move_only_with_owner_cache(tmp_path):
     agent, rt, _, _ = make_agent(tmp_path)
     bumps = []
-    rt.bump_epoch = lambda nf_id: bumps.append(nf_id) or len(bumps)
+    rt.bump_epoch = lambda nf_id, tenant="default": bumps.append(nf_id) or len(bumps)
     cached, plain = _nf(agent, "c", {"owner_cache": True}), _nf(agent, "p", {})
     agent.migrate(cached, "snic0")
     agent.migrate(plain, "snic0")
     assert bumps == ["c"] and agent.counters.epoch_bumps == 1
 
-    def broken(nf_id):
+    def broken(nf_id, tenant="default"):
         raise OSError("redis down")
 
     rt.bump_epoch = broken
@@ -48,6 +49,7 @@ def test_bump_epoch_increments_the_key_in_redis(tmp_path):
     try:
         rt = HostRuntime.__new__(HostRuntime)  # only the Redis port is needed
         rt.redis_port = port
+        rt.tier = None  # the host's own Redis
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -58,6 +60,9 @@ def test_bump_epoch_increments_the_key_in_redis(tmp_path):
                     raise
                 time.sleep(0.05)
         assert rt.bump_epoch("fw") == 2
+        r = redis.Redis(port=port)
+        assert r.get("tn:default:nf:fw:{epoch}") == b"2"  # the key the NFs read (flowstore::keys)
+        r.close()
     finally:
         srv.kill()
         srv.wait()

@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 
 from domain.errors import ConfigRejected, StartError
 from domain.model import NF_TYPES, Instance
+from nf_local.tier_access import TierAccess
 from snic_agent.api import MAX_BODY, create_app
 from snic_agent.config import parse_config
-from snic_agent.service import MAX_BUFFER, START_KEYS, SnicAgent
+from snic_agent.service import MAX_BUFFER, START_KEYS, TIER_KEYS, SnicAgent
 
 TOKEN = "s3cret-snic-token"
 INST_ROUTES_404 = [
@@ -421,7 +422,8 @@ def test_valid_start_reaches_the_runtime_once_and_a_second_is_409(env):
     agent, fake, c = env
     view = start_one(c)
     assert view["id"] == "fw-1" and view["alive"] is True and view["state"] == "running"
-    assert ("start", "fw-1", "firewall", {"default": "deny"}, 0, "redis://10.252.0.1:6379") in fake.calls
+    want = TierAccess("redis://10.252.0.1:6379")
+    assert ("start", "fw-1", "firewall", {"default": "deny"}, 0, want) in fake.calls
     n = len(fake.calls)
     assert_error(call(c, "POST", "/v1/instances", valid_body()), 409, "id")
     assert fake.calls[n:] == []
@@ -627,7 +629,8 @@ def test_fuzz_start_bodies_only_4xx_json_and_never_the_runtime(tmp_path):
         run()
     finally:
         dispose(agent)
-    assert named >= {"body", *START_KEYS}  # every check was reached
+    # every check was reached (the tier access fields have their own test: test_bad_tier_fields)
+    assert named >= {"body", *(START_KEYS - set(TIER_KEYS))}
 
 
 def test_fuzz_raw_bytes_only_4xx_json(tmp_path):
@@ -652,3 +655,32 @@ def test_fuzz_raw_bytes_only_4xx_json(tmp_path):
         run()
     finally:
         dispose(agent)
+
+
+def test_tier_access_fields_reach_the_runtime_and_are_never_shown(env):
+    agent, fake, c = env
+    body = valid_body(store="redis-cluster://10.252.0.1:7000,10.252.0.1:7001", tenant="acme",
+                      store_user="tn-acme", store_password="s3cret-pw", store_wait="1:50")  # fmt: skip
+    r = call(c, "POST", "/v1/instances", body)
+    assert r.status_code == 201, r.get_json()
+    want = TierAccess(
+        "redis-cluster://10.252.0.1:7000,10.252.0.1:7001", "acme", "tn-acme", "s3cret-pw", "1:50"
+    )
+    assert fake.calls[-1][-1] == want
+    assert "s3cret-pw" not in r.get_data(as_text=True)
+    assert "s3cret-pw" not in call(c, "GET", "/v1/instances").get_data(as_text=True)
+
+
+@pytest.mark.parametrize(
+    ("over", "field"),
+    [
+        ({"tenant": "Acme"}, "tenant"),
+        ({"store_user": "tn-a"}, "store_password"),
+        ({"store_password": "pw"}, "store_user"),
+        ({"store_wait": "0"}, "store_wait"),
+        ({"store_wait": "1:x"}, "store_wait"),
+        ({"store": "redis-cluster://10.0.0.1:7000,nohost"}, "store"),
+    ],
+)
+def test_bad_tier_fields(env, over, field):
+    _post_refused(env, json.dumps(valid_body(**over)).encode(), 400, field)

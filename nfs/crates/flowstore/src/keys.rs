@@ -2,15 +2,45 @@
 
 use crate::Key;
 
-/// Builds keys for one logical NF: `nf:<nf_id>:{<flow-hash>}:<table>`.
+/// Builds keys for one logical NF of one tenant: `tn:<tenant>:nf:<nf_id>:{<flow-hash>}:<table>`.
+///
+/// Every key starts with `tn:<tenant>:`, so the tier can confine a tenant's NFs with an ACL user
+/// whose key pattern is `~tn:<tenant>:*`. The prefix has no braces: the first `{...}` of a key is
+/// its Redis Cluster hash tag, and it must stay the per-flow (or per NF-wide object) one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeySpace {
     prefix: String,
 }
 
+/// The tenant of an NF started without `--tenant`.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// Check a tenant name: `[a-z0-9][a-z0-9-]{0,31}` (it becomes part of keys and ACL patterns).
+pub fn check_tenant(tenant: &str) -> Result<(), String> {
+    let b = tenant.as_bytes();
+    let ok = (1..=32).contains(&b.len())
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter()
+            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "tenant {tenant:?} must match [a-z0-9][a-z0-9-]{{0,31}} (lower-case letters, digits, '-')"
+        ))
+    }
+}
+
 impl KeySpace {
-    /// `nf_id` must be non-empty and free of ':', '{', '}' and whitespace.
+    /// The NF `nf_id` of the default tenant ([`DEFAULT_TENANT`]).
     pub fn new(nf_id: &str) -> Result<KeySpace, String> {
+        KeySpace::for_tenant(DEFAULT_TENANT, nf_id)
+    }
+
+    /// The NF `nf_id` of `tenant` ([`check_tenant`]); `nf_id` must be 1-64 characters free of
+    /// ':', '{', '}' and whitespace.
+    pub fn for_tenant(tenant: &str, nf_id: &str) -> Result<KeySpace, String> {
+        check_tenant(tenant)?;
         if nf_id.is_empty()
             || nf_id.len() > 64
             || nf_id
@@ -22,7 +52,7 @@ impl KeySpace {
             ));
         }
         Ok(KeySpace {
-            prefix: format!("nf:{nf_id}:"),
+            prefix: format!("tn:{tenant}:nf:{nf_id}:"),
         })
     }
 
@@ -39,12 +69,13 @@ impl KeySpace {
         k
     }
 
-    /// Key of NF-wide state (pools, timer sets, config): `nf:<nf_id>:{<name>}` — its own slot.
+    /// Key of NF-wide state (pools, timer sets, config): `tn:<tenant>:nf:<nf_id>:{<name>}` —
+    /// its own slot.
     pub fn global(&self, name: &str) -> Key {
         format!("{}{{{}}}", self.prefix, name).into_bytes()
     }
 
-    /// The `nf:<nf_id>:` prefix (for scans in tests and tools).
+    /// The `tn:<tenant>:nf:<nf_id>:` prefix (for scans in tests and tools).
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
@@ -69,12 +100,14 @@ mod tests {
         let ks = KeySpace::new("fw1").unwrap();
         assert_eq!(
             ks.flow(0xab, "conn"),
-            b"nf:fw1:{00000000000000ab}:conn".to_vec()
+            b"tn:default:nf:fw1:{00000000000000ab}:conn".to_vec()
         );
-        assert_eq!(ks.global("timers"), b"nf:fw1:{timers}".to_vec());
+        assert_eq!(ks.global("timers"), b"tn:default:nf:fw1:{timers}".to_vec());
+        assert_eq!(ks.prefix(), "tn:default:nf:fw1:");
+        let ks = KeySpace::for_tenant("acme-2", "fw1").unwrap();
         assert_eq!(
             ks.flow(0x0123_4567_89ab_cdef, "ips"),
-            b"nf:fw1:{0123456789abcdef}:ips".to_vec()
+            b"tn:acme-2:nf:fw1:{0123456789abcdef}:ips".to_vec()
         );
         assert_eq!(
             ks.flow(u64::MAX, "x").capacity(),
@@ -82,6 +115,28 @@ mod tests {
         );
         for bad in ["", "a:b", "a{b", "a b", "x}"] {
             assert!(KeySpace::new(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tenants() {
+        for good in ["a", "0", "default", "acme-2", "a-", &"x".repeat(32)] {
+            assert!(check_tenant(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "-a",
+            "A",
+            "a_b",
+            "a:b",
+            "a{b}",
+            "a b",
+            "a*",
+            &"x".repeat(33),
+            "é",
+        ] {
+            let e = check_tenant(bad).unwrap_err();
+            assert!(e.contains("tenant"), "{bad}: {e}");
         }
     }
 }

@@ -11,8 +11,8 @@
 //! 3. packets are processed in order; reads see earlier packets' writes of the same batch (overlay),
 //! 4. one pipelined round trip writes the batch's changes ([`BatchState::flush`]).
 //!
-//! Keys follow `nf:<nf_id>:{<flow-hash>}:<table>` ([`KeySpace`]): they name the logical NF, not the
-//! instance, and the hash tag keeps all keys of one flow in one Redis Cluster slot.
+//! Keys follow `tn:<tenant>:nf:<nf_id>:{<flow-hash>}:<table>` ([`KeySpace`]): they name the tenant
+//! and the logical NF, not the instance, and the hash tag keeps all keys of one flow in one Redis Cluster slot.
 //!
 //! Operations where instances race (NAT port pool, LB backend choice) use atomic primitives that
 //! are single round trips outside the batch: [`FlowStore::pool_pop`], [`FlowStore::compare_and_set`].
@@ -21,20 +21,24 @@
 
 mod batch;
 mod cache;
+pub mod cluster;
 pub mod fasthash;
 mod keys;
 mod local;
 mod redis_store;
 pub mod resp;
+pub mod slots;
 pub mod snapshot;
+pub mod test_cluster;
 pub mod test_redis;
 
 pub use batch::{BatchState, Newer};
 pub use cache::CachedStore;
+pub use cluster::{parse_cluster_url, ClusterStore};
 pub use fasthash::{FastMap, FastSet};
-pub use keys::KeySpace;
+pub use keys::{check_tenant, KeySpace, DEFAULT_TENANT};
 pub use local::LocalStore;
-pub use redis_store::{parse_url, RedisConfig, RedisStore};
+pub use redis_store::{parse_url, RedisConfig, RedisStore, WaitPolicy};
 pub use resp::Endpoint;
 
 /// A full key in the tier (bytes; built by [`KeySpace`]).
@@ -127,6 +131,15 @@ impl std::fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
+impl StoreError {
+    /// Writes applied by the master but not acknowledged by the replicas `--store-wait` asks
+    /// for ([`WaitPolicy`]): the batch must not leave whatever the fail mode (its state could
+    /// be lost with the master).
+    pub fn is_not_durable(&self) -> bool {
+        self.0.starts_with("WAIT ") && self.0.contains("acknowledged")
+    }
+}
+
 /// Client counters (monotonic).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StoreStats {
@@ -140,6 +153,12 @@ pub struct StoreStats {
     pub unplanned_reads: u64,
     /// CPU time the client spent spinning for replies (ns): waiting, not working.
     pub spin_ns: u64,
+    /// Write groups (batches) whose `WAIT` got fewer replicas than asked (failed closed).
+    pub wait_short: u64,
+    /// Redis Cluster: redirections followed (`MOVED`, `ASK`).
+    pub redirects: u64,
+    /// Redis Cluster: slot map refreshes (`CLUSTER SLOTS`).
+    pub refreshes: u64,
 }
 
 /// Per-flow state storage shared by all instances of one NF.
@@ -342,4 +361,10 @@ pub trait Pipeline {
     }
     /// Forget every group in flight (the caller failed them); the next call starts afresh.
     fn reset(&mut self);
+    /// Whether the write group last returned by `recv` is durable: the replicas a configured
+    /// `WAIT` asked for acknowledged it (true when none is configured). A group that is not was
+    /// applied by the master but could be lost with it: its batch must not leave.
+    fn last_durable(&self) -> bool {
+        true
+    }
 }

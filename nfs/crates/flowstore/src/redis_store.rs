@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 /// Connection settings.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RedisConfig {
     /// `redis://host:port[/db]` or `unix:///path[?db=N]` ([`parse_url`]).
     pub url: String,
@@ -26,6 +26,126 @@ pub struct RedisConfig {
     pub timeout: Duration,
     /// How long to spin for a reply before sleeping (an NF core polls anyway; 0 = never spin).
     pub spin: Duration,
+    /// ACL user (`AUTH user password`); None with a password: the `default` user.
+    pub user: Option<String>,
+    /// Password (read from a file by the caller: never a command-line argument). Sent with
+    /// `AUTH` on every new connection.
+    pub password: Option<String>,
+    /// Durability: after each batch's writes, `WAIT` for this many replicas (on every node that
+    /// got writes) before the batch may leave; fewer acknowledgements fail the batch closed.
+    pub wait: Option<WaitPolicy>,
+}
+
+/// `WAIT numreplicas timeout` after a batch's writes ([`RedisConfig::wait`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitPolicy {
+    /// Replicas that must acknowledge (1-16).
+    pub replicas: u32,
+    /// How long Redis waits for them (ms, 1-60000; WAIT's 0 = forever is not allowed).
+    pub timeout_ms: u32,
+}
+
+impl WaitPolicy {
+    /// Default timeout of `--store-wait N` (ms).
+    pub const DEFAULT_TIMEOUT_MS: u32 = 100;
+
+    /// `N[:TIMEOUT_MS]` (the `nf` option `--store-wait`).
+    pub fn parse(s: &str) -> Result<WaitPolicy, String> {
+        let bad = || {
+            format!(
+                "--store-wait must be N[:TIMEOUT_MS] (replicas 1-16, timeout 1-60000 ms, default {}), not {s:?}",
+                Self::DEFAULT_TIMEOUT_MS
+            )
+        };
+        let (n, t) = match s.split_once(':') {
+            Some((n, t)) => (n, Some(t)),
+            None => (s, None),
+        };
+        let digits =
+            |x: &str| !x.is_empty() && x.len() <= 5 && x.bytes().all(|b| b.is_ascii_digit());
+        if !digits(n) || t.is_some_and(|t| !digits(t)) {
+            return Err(bad());
+        }
+        let replicas: u32 = n.parse().map_err(|_| bad())?;
+        let timeout_ms: u32 = match t {
+            Some(t) => t.parse().map_err(|_| bad())?,
+            None => Self::DEFAULT_TIMEOUT_MS,
+        };
+        if !(1..=16).contains(&replicas) || !(1..=60_000).contains(&timeout_ms) {
+            return Err(bad());
+        }
+        Ok(WaitPolicy {
+            replicas,
+            timeout_ms,
+        })
+    }
+
+    /// The `WAIT` command (appended to a write group).
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        resp::encode_header(out, 3);
+        resp::encode_arg(out, b"WAIT");
+        resp::encode_int_arg(out, self.replicas as i64);
+        resp::encode_int_arg(out, self.timeout_ms as i64);
+    }
+}
+
+/// `AUTH` (when credentials are configured) on a new connection, then a `PING` on the first
+/// one of a store (`check`): a wrong credential or a tier that wants one is one clear error at
+/// start, not a failure of the first batch. `what` names the tier in messages.
+pub(crate) fn handshake(
+    c: &mut Conn,
+    cfg: &RedisConfig,
+    what: &str,
+    check: bool,
+) -> Result<(), StoreError> {
+    let mut n = 0;
+    if let Some(pw) = &cfg.password {
+        match &cfg.user {
+            Some(u) => resp::encode(&mut c.out, &[b"AUTH", u.as_bytes(), pw.as_bytes()]),
+            None => resp::encode(&mut c.out, &[b"AUTH", pw.as_bytes()]),
+        }
+        n += 1;
+    }
+    if check {
+        resp::encode(&mut c.out, &[b"PING"]);
+        n += 1;
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    c.flush().map_err(|e| StoreError(format!("{what}: {e}")))?;
+    let user = cfg.user.as_deref().unwrap_or("default");
+    for i in 0..n {
+        let r = c
+            .read_reply()
+            .map_err(|e| StoreError(format!("{what}: {e}")))?;
+        if let Reply::Error(e) = r {
+            let auth = cfg.password.is_some() && i == 0;
+            return Err(StoreError(if auth {
+                format!(
+                    "{what}: AUTH as user {user:?} refused: {e} (check --store-user and --store-password-file)"
+                )
+            } else if e.starts_with("NOAUTH") {
+                format!("{what}: the tier requires credentials: {e} (give --store-user and --store-password-file)")
+            } else {
+                format!("{what}: {e}")
+            }));
+        }
+    }
+    Ok(())
+}
+
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &self.url)
+            .field("timeout", &self.timeout)
+            .field("spin", &self.spin)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "<hidden>"))
+            .field("wait", &self.wait)
+            .finish()
+    }
 }
 
 impl RedisConfig {
@@ -34,11 +154,14 @@ impl RedisConfig {
             url: url.to_string(),
             timeout: Duration::from_millis(200),
             spin: Duration::from_micros(200),
+            user: None,
+            password: None,
+            wait: None,
         }
     }
 }
 
-const CAS: &[u8] = br#"
+pub(crate) const CAS: &[u8] = br#"
 local cur = redis.call('GET', KEYS[1])
 local exp_absent = ARGV[1] == '0'
 if (exp_absent and cur) or ((not exp_absent) and cur ~= ARGV[2]) then return 0 end
@@ -47,13 +170,13 @@ return 1
 "#;
 
 // KEYS[1] = pool list, KEYS[2] = init marker (same hash tag as the pool).
-const POOL_INIT: &[u8] = br#"
+pub(crate) const POOL_INIT: &[u8] = br#"
 if redis.call('SETNX', KEYS[2], '1') == 0 then return 0 end
 for i = 1, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
 return 1
 "#;
 
-const CLAIM_DUE: &[u8] = br#"
+pub(crate) const CLAIM_DUE: &[u8] = br#"
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 for i = 1, #due do redis.call('ZREM', KEYS[1], due[i]) end
 return due
@@ -145,7 +268,7 @@ fn fingerprint(key: &[u8]) -> u64 {
 
 /// How the reply of a conditional write ([`WriteOp::SetIf`]) says whether it applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cond {
+pub(crate) enum Cond {
     /// `SET key value NX`: `+OK` applied, nil not.
     Nx,
     /// The compare-and-set script: `:1` applied, `:0` not.
@@ -155,9 +278,15 @@ enum Cond {
 /// The write commands of one group: how many, and which of them are conditional (command
 /// index and reply kind, in order).
 #[derive(Debug, Clone, Default)]
-struct WriteCmds {
-    n: usize,
-    conds: Vec<(usize, Cond)>,
+pub(crate) struct WriteCmds {
+    pub n: usize,
+    pub conds: Vec<(usize, Cond)>,
+    /// Where each command starts in the output buffer (the cluster client resends single
+    /// commands after a redirection).
+    pub starts: Vec<usize>,
+    /// A `WAIT` follows the commands ([`RedisConfig::wait`]): one more reply, the number of
+    /// replicas that acknowledged.
+    pub wait: Option<u32>,
 }
 
 /// What a group of commands in flight returns.
@@ -178,8 +307,11 @@ pub struct RedisStore {
     in_flight: VecDeque<Group>,
     /// How many of the oldest groups in flight have been written to the socket.
     flushed: usize,
-    /// Replies of groups collected early by a blocking call, oldest first.
-    stash: VecDeque<Vec<Option<Vec<u8>>>>,
+    /// Replies of groups collected early by a blocking call, oldest first, and whether each was
+    /// durable (its `WAIT` satisfied, or none asked).
+    stash: VecDeque<(Vec<Option<Vec<u8>>>, bool)>,
+    /// Whether the group last returned by [`Pipeline::recv`] was durable.
+    last_durable: bool,
     /// Fingerprints of the keys written by each write group in flight, oldest first (dropped
     /// when its replies are read): a blocking call on a key none of them matches may use the side
     /// connection. A fingerprint collision only sends the call the slow way (after the pipeline).
@@ -210,16 +342,44 @@ impl RedisStore {
             stash: VecDeque::new(),
             write_keys: VecDeque::new(),
             side: None,
+            last_durable: true,
             stats: StoreStats::default(),
         };
-        s.ensure_conn()?;
+        let c = s.new_conn(true)?;
+        s.conn = Some(c);
+        if let Some(w) = s.cfg.wait {
+            // `WAIT N` on a Redis with fewer replicas would fail every batch: say so at start.
+            let replicas = match s.call(&[b"ROLE"], &[], false)? {
+                Reply::Array(r) if r.len() >= 3 && r[0] == Reply::Bulk(b"master".to_vec()) => {
+                    match &r[2] {
+                        Reply::Array(v) => v.len(),
+                        _ => 0,
+                    }
+                }
+                r => {
+                    return Err(StoreError(format!(
+                        "--store-wait: {} is not a master ({r:?})",
+                        s.cfg.url
+                    )))
+                }
+            };
+            if replicas < w.replicas as usize {
+                return Err(StoreError(format!(
+                    "--store-wait {}: {} has {replicas} replica(s)",
+                    w.replicas, s.cfg.url
+                )));
+            }
+        }
         Ok(s)
     }
 
-    fn new_conn(&self) -> Result<Conn, StoreError> {
+    /// A new connection: AUTH when configured, SELECT when a database is named; `check`: PING it
+    /// (the first connection: a tier that wants credentials is an error at start).
+    fn new_conn(&self, check: bool) -> Result<Conn, StoreError> {
         let mut c = Conn::connect(&self.addr, self.cfg.timeout)
             .map_err(|e| StoreError(format!("connect {}: {e}", self.cfg.url)))?;
         c.set_spin(self.cfg.spin);
+        handshake(&mut c, &self.cfg, &self.cfg.url, check)?;
         if let Some(db) = self.db {
             resp::encode(&mut c.out, &[b"SELECT", db.to_string().as_bytes()]);
             c.flush().map_err(err)?;
@@ -232,7 +392,7 @@ impl RedisStore {
 
     fn ensure_conn(&mut self) -> Result<&mut Conn, StoreError> {
         if self.conn.is_none() {
-            let c = self.new_conn()?;
+            let c = self.new_conn(false)?;
             if self.stats.round_trips > 0 || self.stats.errors > 0 {
                 self.stats.reconnects += 1;
             }
@@ -251,19 +411,16 @@ impl RedisStore {
             })
     }
 
-    /// One command on the side connection (connected on first use).
-    fn side_call(&mut self, args: &[&[u8]]) -> Result<Reply, StoreError> {
+    /// One command on the side connection (connected on first use); `write`: followed by the
+    /// configured `WAIT`.
+    fn side_call(&mut self, args: &[&[u8]], write: bool) -> Result<Reply, StoreError> {
+        let wait = self.cfg.wait.filter(|_| write);
         let r = (|| {
             if self.side.is_none() {
-                self.side = Some(self.new_conn()?);
+                self.side = Some(self.new_conn(false)?);
             }
             let c = self.side.as_mut().expect("connected");
-            resp::encode(&mut c.out, args);
-            c.flush().map_err(err)?;
-            match c.read_reply().map_err(err)? {
-                Reply::Error(e) => Err(StoreError(e)),
-                r => Ok(r),
-            }
+            call_on(c, args, wait)
         })();
         self.stats.round_trips += 1;
         if r.is_err() {
@@ -293,8 +450,9 @@ impl RedisStore {
         e
     }
 
-    /// Read the replies of the oldest group in flight, appended to `out`.
-    fn read_group(&mut self, out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError> {
+    /// Read the replies of the oldest group in flight, appended to `out`; returns whether it
+    /// was durable (its `WAIT` got the replicas asked for, or none was asked).
+    fn read_group(&mut self, out: &mut Vec<Option<Vec<u8>>>) -> Result<bool, StoreError> {
         let g = self
             .in_flight
             .pop_front()
@@ -305,6 +463,7 @@ impl RedisStore {
         }
         let conn = self.conn.as_mut().ok_or_else(|| err("not connected"))?;
         let mut first_err = None;
+        let mut durable = true;
         match g {
             // The values go straight into `out` (no reply tree); anything but an array of the
             // right length is an error.
@@ -339,11 +498,25 @@ impl RedisStore {
                         out.push(applied.then(Vec::new));
                     }
                 }
+                if let Some(want) = w.wait {
+                    match conn.read_reply().map_err(err)? {
+                        Reply::Int(k) => durable = k >= want as i64,
+                        Reply::Error(e) => {
+                            first_err.get_or_insert(format!("WAIT: {e}"));
+                        }
+                        r => {
+                            first_err.get_or_insert(format!("WAIT: unexpected reply {r:?}"));
+                        }
+                    }
+                    if !durable {
+                        self.stats.wait_short += 1;
+                    }
+                }
             }
         }
         match first_err {
             Some(e) => Err(StoreError(e)),
-            None => Ok(()),
+            None => Ok(durable),
         }
     }
 
@@ -361,8 +534,8 @@ impl RedisStore {
             self.flushed = self.in_flight.len();
             while !self.in_flight.is_empty() {
                 let mut v = Vec::new();
-                self.read_group(&mut v)?;
-                self.stash.push_back(v);
+                let durable = self.read_group(&mut v)?;
+                self.stash.push_back((v, durable));
             }
             Ok(())
         })();
@@ -372,19 +545,15 @@ impl RedisStore {
     /// One blocking command on `keys`: its reply (an error reply is a [`StoreError`]). On the
     /// side connection when allowed ([`RedisStore::side_ok`]), else after collecting the
     /// replies of the groups in flight.
-    fn call(&mut self, args: &[&[u8]], keys: &[&[u8]]) -> Result<Reply, StoreError> {
+    fn call(&mut self, args: &[&[u8]], keys: &[&[u8]], write: bool) -> Result<Reply, StoreError> {
         if self.side_ok(keys) {
-            return self.side_call(args);
+            return self.side_call(args, write);
         }
         self.drain_in_flight()?;
+        let wait = self.cfg.wait.filter(|_| write);
         let r = (|| {
             let c = self.ensure_conn()?;
-            resp::encode(&mut c.out, args);
-            c.flush().map_err(err)?;
-            match c.read_reply().map_err(err)? {
-                Reply::Error(e) => Err(StoreError(e)),
-                r => Ok(r),
-            }
+            call_on(c, args, wait)
         })();
         self.stats.round_trips += 1;
         r.map_err(|e| self.fail(e))
@@ -402,7 +571,10 @@ impl RedisStore {
     /// its own); returns the commands. Ops are grouped by command first when that changes no
     /// outcome ([`grouped`]), so a batch whose packets each wrote a record and moved its timer
     /// costs one MSET and one ZADD, not two commands per packet.
-    fn encode_writes(out: &mut Vec<u8>, ops: &[WriteOp]) -> WriteCmds {
+    pub(crate) fn encode_writes<W: std::borrow::Borrow<WriteOp>>(
+        out: &mut Vec<u8>,
+        ops: &[W],
+    ) -> WriteCmds {
         match grouped(ops) {
             Some(g) => Self::encode_runs(out, &g),
             None => Self::encode_runs(out, ops),
@@ -421,6 +593,7 @@ impl RedisStore {
                 j += 1;
             }
             let run = &ops[i..j];
+            cmds.starts.push(out.len());
             match ops[i] {
                 WriteOp::Set { .. } => {
                     resp::encode_header(out, 1 + 2 * run.len());
@@ -522,7 +695,7 @@ impl RedisStore {
         let mut v: Vec<&[u8]> = vec![b"EVAL", script, nk.as_bytes()];
         v.extend_from_slice(keys);
         v.extend_from_slice(args);
-        self.call(&v, keys)
+        self.call(&v, keys, true)
     }
 }
 
@@ -533,23 +706,24 @@ impl RedisStore {
 /// member both set and cancelled. Otherwise each key is touched by one kind only, and the order
 /// within a kind is kept, so the final state is the same; commands of one pipeline are never
 /// atomic for other clients, and the runtime transmits a batch only after all are acknowledged.
-fn grouped(ops: &[WriteOp]) -> Option<Vec<&WriteOp>> {
+fn grouped<W: std::borrow::Borrow<WriteOp>>(ops: &[W]) -> Option<Vec<&WriteOp>> {
     let class = write_class;
     if ops.len() < 3 {
         return None;
     }
+    let ops: Vec<&WriteOp> = ops.iter().map(|o| o.borrow()).collect();
     // Already in class order (a batch of record writes only, say): nothing to regroup, and no
     // need to hash every key to find out whether regrouping would be safe.
     let already_grouped = ops
         .windows(2)
-        .all(|w| same_run(&w[0], &w[1]) || class(&w[0]).0 <= class(&w[1]).0);
+        .all(|w| same_run(w[0], w[1]) || class(w[0]).0 <= class(w[1]).0);
     if already_grouped {
         return None;
     }
     let mut owner: FastMap<&[u8], u8> =
         FastMap::with_capacity_and_hasher(ops.len(), Default::default());
     let mut member: FastMap<(&[u8], &[u8]), u8> = FastMap::default();
-    for op in ops {
+    for &op in &ops {
         let (c, _) = class(op);
         let key: &[u8] = match op {
             WriteOp::Set { key, .. }
@@ -576,7 +750,7 @@ fn grouped(ops: &[WriteOp]) -> Option<Vec<&WriteOp>> {
             return None;
         }
     }
-    let mut v: Vec<&WriteOp> = ops.iter().collect();
+    let mut v = ops;
     v.sort_by(|a, b| class(a).cmp(&class(b)));
     Some(v)
 }
@@ -609,6 +783,33 @@ fn same_run(a: &WriteOp, b: &WriteOp) -> bool {
     }
 }
 
+/// One blocking command on `c` (nothing else in flight on it), followed by `WAIT` when given:
+/// its reply; an error reply, or fewer replicas than asked, is a [`StoreError`].
+fn call_on(c: &mut Conn, args: &[&[u8]], wait: Option<WaitPolicy>) -> Result<Reply, StoreError> {
+    resp::encode(&mut c.out, args);
+    if let Some(w) = wait {
+        w.encode(&mut c.out);
+    }
+    c.flush().map_err(err)?;
+    let r = c.read_reply().map_err(err)?;
+    if let Some(w) = wait {
+        match c.read_reply().map_err(err)? {
+            Reply::Int(k) if k >= w.replicas as i64 => {}
+            Reply::Int(k) => {
+                return Err(StoreError(format!(
+                    "WAIT {} {}: {k} replicas acknowledged",
+                    w.replicas, w.timeout_ms
+                )))
+            }
+            r => return Err(StoreError(format!("WAIT: unexpected reply {r:?}"))),
+        }
+    }
+    match r {
+        Reply::Error(e) => Err(StoreError(e)),
+        r => Ok(r),
+    }
+}
+
 fn int_reply(r: Reply) -> Result<i64, StoreError> {
     match r {
         Reply::Int(n) => Ok(n),
@@ -631,7 +832,7 @@ impl FlowStore for RedisStore {
             let mut args: Vec<&[u8]> = Vec::with_capacity(keys.len() + 1);
             args.push(b"MGET");
             args.extend_from_slice(&refs);
-            match self.side_call(&args)? {
+            match self.side_call(&args, false)? {
                 Reply::Array(items) if items.len() == keys.len() => {
                     out.extend(items.into_iter().map(|it| match it {
                         Reply::Bulk(b) => Some(b),
@@ -651,7 +852,7 @@ impl FlowStore for RedisStore {
             c.flush().map_err(err)?;
             self.in_flight.push_back(Group::Reads(keys.len()));
             self.flushed = self.in_flight.len();
-            self.read_group(out)
+            self.read_group(out).map(|_| ())
         })();
         self.stats.round_trips += 1;
         if let Err(e) = r {
@@ -673,18 +874,33 @@ impl FlowStore for RedisStore {
         }
         self.drain_in_flight()?;
         let r = (|| {
+            let wait = self.cfg.wait;
             let c = self.ensure_conn()?;
-            let cmds = Self::encode_writes(&mut c.out, ops);
+            let mut cmds = Self::encode_writes(&mut c.out, ops);
+            if let Some(w) = wait {
+                w.encode(&mut c.out);
+                cmds.wait = Some(w.replicas);
+            }
             c.flush().map_err(err)?;
             self.in_flight.push_back(Group::Writes(cmds));
             self.write_keys.push_back(Vec::new());
             self.flushed = self.in_flight.len();
             let mut outcomes = Vec::new();
-            self.read_group(&mut outcomes).map(|()| outcomes)
+            let durable = self.read_group(&mut outcomes)?;
+            Ok((outcomes, durable))
         })();
         self.stats.round_trips += 1;
-        let outcomes = r.map_err(|e| self.fail(e))?;
+        let (outcomes, durable) = r.map_err(|e| self.fail(e))?;
         self.stats.keys_written += ops.len() as u64;
+        if !durable {
+            // Applied by the master, not acknowledged by the replicas asked for: the caller
+            // fails the batch closed (its state could be lost with the master).
+            let w = self.cfg.wait.expect("wait configured");
+            return Err(StoreError(format!(
+                "WAIT {} {}: fewer replicas acknowledged the batch's writes",
+                w.replicas, w.timeout_ms
+            )));
+        }
         // Conditional writes are encoded in order, one command each: their outcomes map back.
         let conds = ops
             .iter()
@@ -719,7 +935,7 @@ impl FlowStore for RedisStore {
 
     fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, StoreError> {
         let d = delta.to_string();
-        int_reply(self.call(&[b"INCRBY", key, d.as_bytes()], &[key])?)
+        int_reply(self.call(&[b"INCRBY", key, d.as_bytes()], &[key], true)?)
     }
 
     fn pool_init(&mut self, pool: &[u8], items: &[Vec<u8>]) -> Result<bool, StoreError> {
@@ -737,7 +953,7 @@ impl FlowStore for RedisStore {
     }
 
     fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        match self.call(&[b"LPOP", pool], &[pool])? {
+        match self.call(&[b"LPOP", pool], &[pool], true)? {
             Reply::Bulk(b) => Ok(Some(b)),
             Reply::Nil => Ok(None),
             r => Err(StoreError(format!("LPOP: unexpected reply {r:?}"))),
@@ -745,7 +961,7 @@ impl FlowStore for RedisStore {
     }
 
     fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
-        match self.call(&[b"HGETALL", key], &[key])? {
+        match self.call(&[b"HGETALL", key], &[key], false)? {
             Reply::Array(items) => {
                 let mut flat = items.into_iter().map(|r| match r {
                     Reply::Bulk(b) => Ok(b),
@@ -768,7 +984,7 @@ impl FlowStore for RedisStore {
         }
         // LPOP with a count (Redis >= 6.2): one atomic pop of up to `max` items.
         let n = max.to_string();
-        match self.call(&[b"LPOP", pool, n.as_bytes()], &[pool])? {
+        match self.call(&[b"LPOP", pool, n.as_bytes()], &[pool], true)? {
             Reply::Array(items) => items
                 .into_iter()
                 .map(|r| match r {
@@ -782,11 +998,12 @@ impl FlowStore for RedisStore {
     }
 
     fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
-        self.call(&[b"RPUSH", pool, item], &[pool]).map(|_| ())
+        self.call(&[b"RPUSH", pool, item], &[pool], true)
+            .map(|_| ())
     }
 
     fn pool_len(&mut self, pool: &[u8]) -> Result<usize, StoreError> {
-        Ok(int_reply(self.call(&[b"LLEN", pool], &[pool])?)?.max(0) as usize)
+        Ok(int_reply(self.call(&[b"LLEN", pool], &[pool], false)?)?.max(0) as usize)
     }
 
     fn timer_claim_due(
@@ -841,11 +1058,16 @@ impl Pipeline for RedisStore {
     }
 
     fn send_writes(&mut self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        let wait = self.cfg.wait;
         let c = match self.ensure_conn() {
             Ok(c) => c,
             Err(e) => return Err(self.fail(e)),
         };
-        let cmds = Self::encode_writes(&mut c.out, ops);
+        let mut cmds = Self::encode_writes(&mut c.out, ops);
+        if let Some(w) = wait {
+            w.encode(&mut c.out);
+            cmds.wait = Some(w.replicas);
+        }
         self.in_flight.push_back(Group::Writes(cmds));
         self.write_keys
             .push_back(ops.iter().map(|op| fingerprint(op.key())).collect());
@@ -864,8 +1086,9 @@ impl Pipeline for RedisStore {
 
     fn recv(&mut self, out: &mut Vec<Option<Vec<u8>>>) -> Result<(), StoreError> {
         out.clear();
-        if let Some(v) = self.stash.pop_front() {
+        if let Some((v, durable)) = self.stash.pop_front() {
             out.extend(v);
+            self.last_durable = durable;
             return Ok(());
         }
         if self.in_flight.is_empty() {
@@ -887,7 +1110,13 @@ impl Pipeline for RedisStore {
         if self.flushed == 0 || waiting {
             self.flush()?;
         }
-        self.read_group(out).map_err(|e| self.fail(e))
+        let durable = self.read_group(out).map_err(|e| self.fail(e))?;
+        self.last_durable = durable;
+        Ok(())
+    }
+
+    fn last_durable(&self) -> bool {
+        self.last_durable
     }
 
     fn in_flight(&self) -> usize {

@@ -348,9 +348,8 @@ fn redis_pipeline_order_and_blocking_calls_in_between() {
     pipeline_order(&r.unix_url());
 }
 
-fn pipeline_order(url: &str) {
-    use flowstore::{CachedStore, WriteOp};
-    let mut s = RedisStore::connect(RedisConfig::new(url)).unwrap();
+/// Reads and writes in flight in order, a blocking call among them.
+fn pipeline_order_basic(s: &mut dyn FlowStore) {
     let k = |n: u64| KeySpace::new("pl").unwrap().flow(n, "v");
     let set = |n: u64, v: &str| WriteOp::Set {
         key: k(n),
@@ -375,7 +374,14 @@ fn pipeline_order(url: &str) {
     assert_eq!(out, vec![Some(b"b".to_vec()), Some(b"a".to_vec()), None]);
     assert_eq!(p.in_flight(), 0);
     assert!(p.recv(&mut out).is_err(), "nothing in flight");
+}
 
+fn pipeline_order(url: &str) {
+    use flowstore::CachedStore;
+    let mut s = RedisStore::connect(RedisConfig::new(url)).unwrap();
+    pipeline_order_basic(&mut s);
+    let k = |n: u64| KeySpace::new("pl").unwrap().flow(n, "v");
+    let mut out = vec![];
     // Owner cache: a second read of the same keys is answered locally.
     let inner = RedisStore::connect(RedisConfig::new(url)).unwrap();
     let mut c = CachedStore::new(inner, b"pl-epoch".to_vec(), 100);
@@ -558,4 +564,173 @@ fn conditional_writes_report_outcomes() {
     let mut v = vec![];
     c.get_many(&[k(1), k(9)], &mut v).unwrap();
     assert_eq!(v, vec![Some(b"a2".to_vec()), Some(b"won".to_vec())]);
+}
+
+/// The Redis Cluster client against a real cluster (3 masters, 1 replica each): the same
+/// semantics as one Redis, a batch spanning every master costs one round trip per master, its
+/// keys land on the masters that own their slots, and a slot migrated under it (ASK while it
+/// moves, TRYAGAIN for multi-key commands on the half-moved slot, MOVED once it has) changes
+/// no outcome.
+#[test]
+fn cluster_store_semantics_routing_and_migration() {
+    use flowstore::test_cluster::{command, TestCluster};
+    let cl = TestCluster::start(3, 1, 5000).expect("redis cluster");
+    let mut s = ClusterStore::connect(RedisConfig::new(&cl.url())).unwrap();
+    assert_eq!(s.masters().len(), 3);
+    exercise(&mut s);
+    pipeline_order_basic(&mut s);
+
+    // One batch over many flows: one MGET per slot, one pipeline per master.
+    let ks = KeySpace::for_tenant("t1", "cl").unwrap();
+    let keys: Vec<Key> = (0..96).map(|i| ks.flow(i * 7919, "r")).collect();
+    let ops: Vec<WriteOp> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| WriteOp::Set {
+            key: k.clone(),
+            value: format!("v{i}").into_bytes(),
+        })
+        .collect();
+    let owners: HashSet<String> = keys
+        .iter()
+        .map(|k| s.master_of(k).unwrap().to_string())
+        .collect();
+    assert_eq!(owners.len(), 3, "96 flows hash to every master");
+    let before = s.stats().round_trips;
+    let p = s.pipeline().unwrap();
+    p.send_writes(&ops).unwrap();
+    p.send_reads(&keys).unwrap();
+    let mut out = vec![];
+    let p = s.pipeline().unwrap();
+    p.recv(&mut out).unwrap();
+    assert!(out.is_empty());
+    p.recv(&mut out).unwrap();
+    let want: Vec<Option<Vec<u8>>> = (0..96)
+        .map(|i| Some(format!("v{i}").into_bytes()))
+        .collect();
+    assert_eq!(out, want);
+    assert_eq!(
+        s.stats().round_trips - before,
+        6,
+        "two groups, three masters each"
+    );
+    for (i, k) in keys.iter().enumerate() {
+        let owner = s.master_of(k).unwrap().to_string();
+        assert_eq!(
+            command(&owner, &[b"GET", k]).unwrap(),
+            flowstore::resp::Reply::Bulk(format!("v{i}").into_bytes()),
+            "key {i} on the master of its slot"
+        );
+    }
+
+    // Migrate one flow's slot from its master to another, step by step.
+    let k = |t: &str| ks.flow(424242, t);
+    let tables = ["a", "b", "c", "d"];
+    let set_all = |s: &mut ClusterStore, v: &str| {
+        let ops: Vec<WriteOp> = tables
+            .iter()
+            .map(|t| WriteOp::Set {
+                key: k(t),
+                value: format!("{v}{t}").into_bytes(),
+            })
+            .collect();
+        s.write_many(&ops).unwrap();
+    };
+    let get_all = |s: &mut ClusterStore| {
+        let mut out = vec![];
+        s.get_many(&tables.map(k), &mut out).unwrap();
+        out.into_iter()
+            .map(|v| String::from_utf8(v.unwrap()).unwrap())
+            .collect::<Vec<_>>()
+    };
+    set_all(&mut s, "1");
+    let slot = flowstore::slots::key_slot(&k("a"));
+    let src = s.master_of(&k("a")).unwrap().to_string();
+    let dst = s.masters().into_iter().find(|m| *m != src).unwrap();
+    let id = |a: &str| match command(a, &[b"CLUSTER", b"MYID"]).unwrap() {
+        flowstore::resp::Reply::Bulk(b) => b,
+        r => panic!("{r:?}"),
+    };
+    let (src_id, dst_id) = (id(&src), id(&dst));
+    let sl = slot.to_string();
+    let ok = |a: &str, args: &[&[u8]]| {
+        let r = command(a, args).unwrap();
+        assert!(
+            !matches!(r, flowstore::resp::Reply::Error(_)),
+            "{args:?}: {r:?}"
+        );
+    };
+    ok(
+        &dst,
+        &[b"CLUSTER", b"SETSLOT", sl.as_bytes(), b"IMPORTING", &src_id],
+    );
+    ok(
+        &src,
+        &[b"CLUSTER", b"SETSLOT", sl.as_bytes(), b"MIGRATING", &dst_id],
+    );
+    let (dh, dp) = dst.rsplit_once(':').unwrap();
+    let migrate = |keys: &[Key]| {
+        let mut args: Vec<&[u8]> = vec![
+            b"MIGRATE",
+            dh.as_bytes(),
+            dp.as_bytes(),
+            b"",
+            b"0",
+            b"5000",
+            b"KEYS",
+        ];
+        args.extend(keys.iter().map(|k| k.as_slice()));
+        ok(&src, &args);
+    };
+    // Half moved: a and b on the target, c and d on the source.
+    migrate(&[k("a"), k("b")]);
+    let r0 = s.stats().redirects;
+    assert_eq!(get_all(&mut s), ["1a", "1b", "1c", "1d"]);
+    set_all(&mut s, "2");
+    assert_eq!(get_all(&mut s), ["2a", "2b", "2c", "2d"]);
+    // Pipelined too.
+    let p = s.pipeline().unwrap();
+    p.send_reads(&tables.map(k)).unwrap();
+    p.recv(&mut out).unwrap();
+    assert_eq!(out[0], Some(b"2a".to_vec()));
+    assert_eq!(out[3], Some(b"2d".to_vec()));
+    assert!(s.stats().redirects > r0, "ASK followed");
+    let get = |a: &str, key: &[u8]| command(a, &[b"GET", key]).unwrap();
+    // Finish: the rest moves, every master learns the new owner.
+    migrate(&[k("c"), k("d")]);
+    for m in s.masters() {
+        ok(
+            &m,
+            &[b"CLUSTER", b"SETSLOT", sl.as_bytes(), b"NODE", &dst_id],
+        );
+    }
+    let r1 = s.stats().redirects;
+    assert_eq!(get_all(&mut s), ["2a", "2b", "2c", "2d"]);
+    assert!(s.stats().redirects > r1, "MOVED followed");
+    assert_eq!(
+        s.master_of(&k("a")),
+        Some(dst.as_str()),
+        "the map learnt the move"
+    );
+    set_all(&mut s, "3");
+    assert_eq!(
+        get(&dst, &k("d")),
+        flowstore::resp::Reply::Bulk(b"3d".to_vec())
+    );
+}
+
+/// `--store-wait` on one Redis without replicas: refused at start, naming the option.
+#[test]
+fn wait_needs_replicas_on_one_redis() {
+    let r = TestRedis::start().expect("redis-server");
+    let mut cfg = RedisConfig::new(&r.url());
+    cfg.wait = Some(WaitPolicy {
+        replicas: 1,
+        timeout_ms: 10,
+    });
+    let e = RedisStore::connect(cfg).err().expect("refused");
+    assert!(
+        e.0.contains("--store-wait 1") && e.0.contains("0 replica"),
+        "{e}"
+    );
 }

@@ -19,15 +19,26 @@ pub struct Args {
     /// is imported with `PUT /state` (local store) or the queue is released with `POST /release`
     /// (state in the tier: the old instance has drained, so every write of it is in the tier).
     pub buffer: Option<usize>,
+    /// The tenant whose keys the NF uses (`tn:<tenant>:...`; default `default`).
+    pub tenant: String,
+    /// ACL user of the tier (`AUTH user password`).
+    pub store_user: Option<String>,
+    /// File holding the tier's password (first line; never the password itself on the command
+    /// line, where any local user can read it).
+    pub store_password_file: Option<PathBuf>,
+    /// `--store-wait N[:TIMEOUT_MS]`: each batch's writes acknowledged by N replicas.
+    pub store_wait: Option<flowstore::WaitPolicy>,
 }
 
 /// Upper bound of `--buffer` (packets; each is held as a copy until the state arrives).
 pub const MAX_BUFFER: usize = 1_000_000;
 
 pub const USAGE: &str = "usage: nf <type> (--port IFACE | --pcap-in FILE [--pcap-out FILE]) \
---store redis://HOST:PORT|unix:///SOCKET|local --nf-id ID --instance ID --config FILE \
+--store redis://HOST:PORT|unix:///SOCKET|redis-cluster://HOST:PORT[,HOST:PORT...]|local \
+--nf-id ID --instance ID --config FILE \
 [--stats HOST:PORT|unix:///PATH] [--xdp] \
-[--buffer PACKETS (with --stats)] \
+[--buffer PACKETS (with --stats)] [--tenant NAME] \
+[--store-user NAME --store-password-file PATH] [--store-wait N[:TIMEOUT_MS]] \
 (types: firewall, nat, monitor, lb, ips, l7fw, ipsec); or nf lb-backend --help";
 
 pub fn parse(argv: &[String]) -> Result<Args, String> {
@@ -40,6 +51,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
     let (mut port, mut pin, mut pout, mut store, mut nf_id, mut inst, mut config, mut stats) =
         (None, None, None, None, None, None, None, None);
     let mut buffer = None;
+    let (mut tenant, mut user, mut pwfile, mut wait) = (None, None, None, None);
     let mut xdp = false;
     while let Some(opt) = it.next() {
         if opt == "--xdp" {
@@ -56,6 +68,10 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             "--config" => &mut config,
             "--stats" => &mut stats,
             "--buffer" => &mut buffer,
+            "--tenant" => &mut tenant,
+            "--store-user" => &mut user,
+            "--store-password-file" => &mut pwfile,
+            "--store-wait" => &mut wait,
             _ => return Err(format!("unknown option {opt:?}; {USAGE}")),
         };
         let v = it.next().ok_or_else(|| format!("{opt} needs a value"))?;
@@ -70,9 +86,42 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
     if port.is_some() && pout.is_some() {
         return Err("--pcap-out only goes with --pcap-in".into());
     }
-    let store = store.ok_or("--store is required (redis://HOST:PORT, unix:///SOCKET or local)")?;
-    if store != "local" {
-        flowstore::parse_url(&store).map_err(|e| format!("--store: {e} (or local)"))?;
+    let store = store.ok_or(
+        "--store is required (redis://HOST:PORT, unix:///SOCKET, redis-cluster://HOST:PORT,... or local)",
+    )?;
+    if store.starts_with("redis-cluster://") {
+        flowstore::parse_cluster_url(&store).map_err(|e| format!("--store: {e}"))?;
+    } else if store != "local" {
+        flowstore::parse_url(&store)
+            .map_err(|e| format!("--store: {e} (or redis-cluster://HOST:PORT,... or local)"))?;
+    }
+    let tenant = tenant.unwrap_or_else(|| flowstore::DEFAULT_TENANT.to_string());
+    flowstore::check_tenant(&tenant).map_err(|e| format!("--tenant: {e}"))?;
+    if let Some(u) = &user {
+        if u.is_empty()
+            || u.len() > 128
+            || u.bytes()
+                .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+        {
+            return Err(format!(
+                "--store-user must be 1-128 characters without spaces, not {u:?}"
+            ));
+        }
+        if pwfile.is_none() {
+            return Err("--store-user needs --store-password-file".into());
+        }
+    }
+    let store_wait = wait.map(|w| flowstore::WaitPolicy::parse(&w)).transpose()?;
+    if store == "local" {
+        for (given, opt) in [
+            (user.is_some(), "--store-user"),
+            (pwfile.is_some(), "--store-password-file"),
+            (store_wait.is_some(), "--store-wait"),
+        ] {
+            if given {
+                return Err(format!("{opt} needs a Redis store, not --store local"));
+            }
+        }
     }
     let stats = stats.map(|s| StatsAddr::parse(&s)).transpose()?;
     let buffer = match buffer {
@@ -107,6 +156,10 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
         stats,
         xdp,
         buffer,
+        tenant,
+        store_user: user,
+        store_password_file: pwfile.map(PathBuf::from),
+        store_wait,
     })
 }
 
@@ -132,6 +185,28 @@ mod tests {
         let a = p("nat --port x --store unix:///r/redis.sock --nf-id a --instance i --config c --stats 127.0.0.1:0")
             .unwrap();
         assert_eq!(a.store, "unix:///r/redis.sock");
+        assert_eq!(a.tenant, "default");
+        assert_eq!(a.store_wait, None);
+        let a = p("nat --port x --store redis-cluster://h:1,h:2 --nf-id a --instance i --config c --tenant acme \
+                   --store-user acme-nf --store-password-file /r/pw --store-wait 1:50")
+            .unwrap();
+        assert_eq!(a.tenant, "acme");
+        assert_eq!(a.store_user.as_deref(), Some("acme-nf"));
+        assert_eq!(a.store_password_file, Some(PathBuf::from("/r/pw")));
+        assert_eq!(
+            a.store_wait,
+            Some(flowstore::WaitPolicy {
+                replicas: 1,
+                timeout_ms: 50
+            })
+        );
+        let a =
+            p("nat --port x --store redis://h:1 --nf-id a --instance i --config c --store-wait 2")
+                .unwrap();
+        assert_eq!(
+            a.store_wait.unwrap().timeout_ms,
+            flowstore::WaitPolicy::DEFAULT_TIMEOUT_MS
+        );
         for (bad, word) in [
             ("", "usage"),
             (
@@ -176,6 +251,15 @@ mod tests {
                 "firewall --port x --store local --nf-id a --instance i --config c --buffer 9",
                 "--stats",
             ),
+            ("firewall --port x --store redis-cluster://h --nf-id a --instance i --config c", "redis-cluster://"),
+            ("firewall --port x --store redis://h:1 --nf-id a --instance i --config c --tenant Bad", "--tenant"),
+            ("firewall --port x --store redis://h:1 --nf-id a --instance i --config c --tenant a{b}", "--tenant"),
+            ("firewall --port x --store redis://h:1 --nf-id a --instance i --config c --store-user u", "--store-password-file"),
+            ("firewall --port x --store local --nf-id a --instance i --config c --store-wait 1", "--store-wait"),
+            ("firewall --port x --store redis://h:1 --nf-id a --instance i --config c --store-wait 0", "--store-wait"),
+            ("firewall --port x --store redis://h:1 --nf-id a --instance i --config c --store-wait 1:0", "--store-wait"),
+            ("firewall --port x --store redis://h:1 --nf-id a --instance i --config c --store-wait 1:x", "--store-wait"),
+            ("firewall --port x --store local --nf-id a --instance i --config c --store-user u --store-password-file f", "--store-user"),
         ] {
             let e = p(bad).unwrap_err();
             assert!(e.contains(word), "{bad}: {e}");

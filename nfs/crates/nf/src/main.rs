@@ -1,18 +1,24 @@
-//! `nf <type> --port IFACE|--pcap-in F [--pcap-out F] --store redis://...|unix:///...|local
-//!  --nf-id ID --instance ID --config FILE [--stats HOST:PORT|unix:///PATH] [--xdp] [--buffer PACKETS]`
+//! `nf <type> --port IFACE|--pcap-in F [--pcap-out F]
+//!  --store redis://...|unix:///...|redis-cluster://HOST:PORT,...|local
+//!  --nf-id ID --instance ID --config FILE [--stats HOST:PORT|unix:///PATH] [--xdp] [--buffer PACKETS]
+//!  [--tenant NAME] [--store-user NAME --store-password-file PATH] [--store-wait N[:TIMEOUT_MS]]`
 //!
 //! Runs one NF instance until the input ends (pcap) or SIGINT/SIGTERM (live port). Prints the
 //! final stats JSON on stdout. Operator errors: one line on stderr, exit status 2.
 //!
-//! `nf lb-backend --store redis://...|unix:///... --nf-id ID --backend ADDR:PORT --state up|down` marks a
-//! load balancer's backend up or down in the tier and prints the pool.
+//! `nf lb-backend --store redis://...|unix:///...|redis-cluster://... --nf-id ID --backend ADDR:PORT
+//!  --state up|down [--tenant NAME] [--store-user NAME --store-password-file PATH]` marks a load
+//! balancer's backend up or down in the tier and prints the pool.
 
 use nf::{args, registry};
 
-use flowstore::{CachedStore, FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
+use flowstore::{
+    CachedStore, ClusterStore, FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore, StoreError,
+};
 use nfcore::config::RuntimeConfig;
 use nfcore::runtime::{Runtime, TimeSource};
 use nfcore::stats::Identity;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -48,7 +54,13 @@ fn run() -> Result<(), (i32, String)> {
     let spin = runtime.spin_us.0;
     let cpu_latency = runtime.cpu_latency_us.map(|us| us.0 as u32);
     let nf = registry::make_nf(&a.nf_type, &cfg).map_err(|e| (2, format!("config: {e}")))?;
-    let keys = KeySpace::new(&a.nf_id).map_err(|e| (2, e))?;
+    let keys = KeySpace::for_tenant(&a.tenant, &a.nf_id).map_err(|e| (2, e))?;
+    let password = a
+        .store_password_file
+        .as_deref()
+        .map(read_password)
+        .transpose()
+        .map_err(|e| (2, e))?;
     // Held from before ready to the end of the run; released when dropped, or by the kernel if
     // the process dies. Not being allowed to hold it costs latency, not correctness: the NF runs
     // on with a warning.
@@ -68,9 +80,16 @@ fn run() -> Result<(), (i32, String)> {
         let redis = (a.store != "local").then(|| {
             let mut rc = RedisConfig::new(&a.store);
             rc.spin = std::time::Duration::from_micros(spin);
+            rc.user = a.store_user.clone();
+            rc.password = password.clone();
+            rc.wait = a.store_wait;
+            let probe = keys.global("probe");
+            let tenant = a.tenant.as_str();
             sc.spawn(move || {
                 let t = std::time::Instant::now();
-                let r = RedisStore::connect(rc).map_err(|e| (1, e.to_string()));
+                let r = Tier::connect(rc)
+                    .and_then(|mut t| t.check_access(&probe).map(|_| t))
+                    .map_err(|e| (1, access_error(tenant, e)));
                 (r, ms(t))
             })
         });
@@ -85,17 +104,19 @@ fn run() -> Result<(), (i32, String)> {
         (store, port, store_ms)
     });
     let port_ms = ms(t0);
+    let epoch = keys.global("epoch");
     let store: Box<dyn FlowStore> = match store_res? {
         None => Box::new(LocalStore::new()),
-        Some(redis) if opts.owner_cache => {
-            Box::new(CachedStore::new(redis, keys.global("epoch"), 1 << 20))
-        }
-        Some(redis) => Box::new(redis),
+        Some(Tier::One(r)) if opts.owner_cache => Box::new(CachedStore::new(r, epoch, 1 << 20)),
+        Some(Tier::Cluster(c)) if opts.owner_cache => Box::new(CachedStore::new(c, epoch, 1 << 20)),
+        Some(Tier::One(r)) => Box::new(r),
+        Some(Tier::Cluster(c)) => Box::new(c),
     };
     let (dev, time, port_desc) = port_res?;
     let id = Identity {
         nf_type: a.nf_type.clone(),
         nf_id: a.nf_id.clone(),
+        tenant: a.tenant.clone(),
         instance: a.instance.clone(),
         store_kind: store.kind().into(),
         port: port_desc,
@@ -141,6 +162,65 @@ fn run() -> Result<(), (i32, String)> {
     Ok(())
 }
 
+/// The state tier: one Redis, or a Redis Cluster (`redis-cluster://`).
+enum Tier {
+    One(RedisStore),
+    Cluster(ClusterStore),
+}
+
+impl Tier {
+    fn connect(rc: RedisConfig) -> Result<Tier, StoreError> {
+        if rc.url.starts_with("redis-cluster://") {
+            ClusterStore::connect(rc).map(Tier::Cluster)
+        } else {
+            RedisStore::connect(rc).map(Tier::One)
+        }
+    }
+
+    /// Read one key of the NF's key space: a tier whose ACL does not cover the tenant's keys
+    /// answers `NOPERM` here, at start, rather than on every batch.
+    fn check_access(&mut self, key: &[u8]) -> Result<(), StoreError> {
+        let mut out = Vec::new();
+        let keys = [key.to_vec()];
+        match self {
+            Tier::One(r) => r.get_many(&keys, &mut out),
+            Tier::Cluster(c) => c.get_many(&keys, &mut out),
+        }
+    }
+
+    fn into_store(self) -> Box<dyn FlowStore> {
+        match self {
+            Tier::One(r) => Box::new(r),
+            Tier::Cluster(c) => Box::new(c),
+        }
+    }
+}
+
+/// A store error at start, with what to check when the tier refused the tenant's keys.
+fn access_error(tenant: &str, e: StoreError) -> String {
+    if e.0.contains("NOPERM") {
+        format!(
+            "the tier refused the keys of tenant {tenant:?} (tn:{tenant}:*): {e} (the --store-user's ACL key pattern must cover them)"
+        )
+    } else {
+        e.to_string()
+    }
+}
+
+/// The tier's password: the first line of `path` (its line end removed). Errors name the option.
+fn read_password(path: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--store-password-file {}: {e}", path.display()))?;
+    let pw = text.lines().next().unwrap_or("");
+    if pw.is_empty() {
+        return Err(format!(
+            "--store-password-file {}: the first line (the password) is empty",
+            path.display()
+        ));
+    }
+    Ok(pw.to_string())
+}
+
 type Opened = (Box<dyn netio::Device>, TimeSource, String);
 
 /// The packet device: the live port `--port` (AF_PACKET or XDP) or the pcap files.
@@ -164,20 +244,34 @@ fn open_device(a: &args::Args, batch: usize) -> Result<Opened, (i32, String)> {
 
 /// `nf lb-backend`: mark a load balancer backend up or down in the shared pool.
 fn lb_backend(argv: &[String]) -> Result<(), (i32, String)> {
-    const USAGE: &str = "usage: nf lb-backend --store redis://HOST:PORT|unix:///SOCKET --nf-id ID \
-        --backend ADDR:PORT --state up|down";
+    const USAGE: &str = "usage: nf lb-backend --store redis://HOST:PORT|unix:///SOCKET|redis-cluster://HOST:PORT,... \
+        --nf-id ID --backend ADDR:PORT --state up|down [--tenant NAME] \
+        [--store-user NAME --store-password-file PATH]";
+    const OPTS: [&str; 7] = [
+        "--store",
+        "--nf-id",
+        "--backend",
+        "--state",
+        "--tenant",
+        "--store-user",
+        "--store-password-file",
+    ];
     if argv.iter().any(|a| a == "--help" || a == "-h") {
         println!("{USAGE}");
         return Ok(());
     }
+    let opt = |flag: &str| -> Result<Option<String>, (i32, String)> {
+        match argv.iter().position(|a| a == flag) {
+            None => Ok(None),
+            Some(i) => argv
+                .get(i + 1)
+                .cloned()
+                .map(Some)
+                .ok_or_else(|| (2, format!("{flag} needs a value; {USAGE}"))),
+        }
+    };
     let get = |flag: &str| -> Result<String, (i32, String)> {
-        let i = argv
-            .iter()
-            .position(|a| a == flag)
-            .ok_or_else(|| (2, format!("missing {flag}; {USAGE}")))?;
-        argv.get(i + 1)
-            .cloned()
-            .ok_or_else(|| (2, format!("{flag} needs a value; {USAGE}")))
+        opt(flag)?.ok_or_else(|| (2, format!("missing {flag}; {USAGE}")))
     };
     let (store, nf_id, backend, state) = (
         get("--store")?,
@@ -185,11 +279,7 @@ fn lb_backend(argv: &[String]) -> Result<(), (i32, String)> {
         get("--backend")?,
         get("--state")?,
     );
-    if let Some(a) = argv
-        .iter()
-        .step_by(2)
-        .find(|a| !["--store", "--nf-id", "--backend", "--state"].contains(&a.as_str()))
-    {
+    if let Some(a) = argv.iter().step_by(2).find(|a| !OPTS.contains(&a.as_str())) {
         return Err((2, format!("unknown argument {a:?}; {USAGE}")));
     }
     let addr: std::net::SocketAddr = backend
@@ -200,10 +290,27 @@ fn lb_backend(argv: &[String]) -> Result<(), (i32, String)> {
         "down" => false,
         s => return Err((2, format!("--state must be up or down, not {s:?}"))),
     };
-    flowstore::parse_url(&store).map_err(|e| (2, format!("--store (the shared tier): {e}")))?;
-    let keys = KeySpace::new(&nf_id).map_err(|e| (2, e))?;
-    let mut s = RedisStore::connect(RedisConfig::new(&store)).map_err(|e| (1, e.to_string()))?;
-    match nf_lb::set_backend_state(&mut s, &keys, addr, up) {
+    if store.starts_with("redis-cluster://") {
+        flowstore::parse_cluster_url(&store).map_err(|e| (2, format!("--store: {e}")))?;
+    } else {
+        flowstore::parse_url(&store).map_err(|e| (2, format!("--store (the shared tier): {e}")))?;
+    }
+    let tenant = opt("--tenant")?.unwrap_or_else(|| flowstore::DEFAULT_TENANT.to_string());
+    let keys =
+        KeySpace::for_tenant(&tenant, &nf_id).map_err(|e| (2, format!("--tenant/--nf-id: {e}")))?;
+    let mut rc = RedisConfig::new(&store);
+    rc.user = opt("--store-user")?;
+    rc.password = opt("--store-password-file")?
+        .map(|p| read_password(Path::new(&p)))
+        .transpose()
+        .map_err(|e| (2, e))?;
+    if rc.user.is_some() && rc.password.is_none() {
+        return Err((2, "--store-user needs --store-password-file".into()));
+    }
+    let mut s = Tier::connect(rc)
+        .map_err(|e| (1, e.to_string()))?
+        .into_store();
+    match nf_lb::set_backend_state(s.as_mut(), &keys, addr, up) {
         Ok(true) => {}
         Ok(false) => return Err((2, format!("--backend {addr} is not in the pool of {nf_id}"))),
         Err(e) => return Err((1, e)),

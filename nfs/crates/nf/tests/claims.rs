@@ -205,7 +205,7 @@ fn a_lost_pipelined_claim_lets_no_packet_leave_with_it() {
                 // A's block of 4: the losing pair came back, G took one.
                 assert_eq!(st["block_free"], 3, "{what}: {st}");
                 // Reverse mappings: B's for F and A's for G; A's for its losing F mapping is gone.
-                let rev = keys(&redis, &format!("nf:{nf_id}:*:nat-in"));
+                let rev = keys(&redis, &format!("tn:default:nf:{nf_id}:*:nat-in"));
                 assert_eq!(rev.len(), 2, "{what}");
             } else {
                 // One count per connection (F counted once, by B; G by A).

@@ -484,7 +484,8 @@ impl<D: Device> Runtime<D> {
             *v = serde_json::json!({
                 "kind": self.store.kind(), "round_trips": s.round_trips, "keys_read": s.keys_read,
                 "keys_written": s.keys_written, "errors": s.errors, "reconnects": s.reconnects,
-                "unplanned_reads": s.unplanned_reads,
+                "unplanned_reads": s.unplanned_reads, "wait_short": s.wait_short,
+                "redirects": s.redirects, "refreshes": s.refreshes,
             });
         }
         if let Ok(mut v) = self.stats.nf.lock() {
@@ -562,9 +563,9 @@ impl<D: Device> Runtime<D> {
                 }
             }
             match self.state.flush(self.store.as_mut()) {
-                Err(_) => {
+                Err(e) => {
                     self.stats.store_errors.fetch_add(1, Relaxed);
-                    if fail == FailMode::Closed {
+                    if fail == FailMode::Closed || e.is_not_durable() {
                         // State of this batch is not in the tier: do not let its packets through.
                         for i in 0..n {
                             if self.parsed[i].is_some() && self.keep[i] {

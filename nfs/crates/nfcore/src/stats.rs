@@ -56,6 +56,8 @@ pub struct Stats {
 pub struct Identity {
     pub nf_type: String,
     pub nf_id: String,
+    /// The tenant the NF's keys belong to (`tn:<tenant>:...`).
+    pub tenant: String,
     pub instance: String,
     pub store_kind: String,
     pub port: String,
@@ -68,7 +70,7 @@ impl Stats {
     pub fn to_json(&self, id: &Identity) -> serde_json::Value {
         let g = |a: &AtomicU64| a.load(Relaxed);
         serde_json::json!({
-            "nf": id.nf_type, "nf_id": id.nf_id, "instance": id.instance,
+            "nf": id.nf_type, "nf_id": id.nf_id, "tenant": id.tenant, "instance": id.instance,
             "store_kind": id.store_kind, "port": id.port, "cpu_latency_us": id.cpu_latency_us,
             "ready": self.ready.load(Relaxed),
             "buffering": self.buffering.load(Relaxed),
@@ -447,7 +449,7 @@ fn state_request(
             };
             // Decode and build the new store here, off the runtime thread (a large snapshot takes
             // a while; the runtime keeps queueing packets meanwhile and only swaps the store in).
-            let Ok(keys) = flowstore::KeySpace::new(&id.nf_id) else {
+            let Ok(keys) = flowstore::KeySpace::for_tenant(&id.tenant, &id.nf_id) else {
                 return Response::error(500, "bad nf id");
             };
             let mut store = flowstore::LocalStore::new();
@@ -597,6 +599,7 @@ mod tests {
         Identity {
             nf_type: "firewall".into(),
             nf_id: "fw".into(),
+            tenant: "default".into(),
             instance: "i".into(),
             store_kind: store.into(),
             cpu_latency_us: None,

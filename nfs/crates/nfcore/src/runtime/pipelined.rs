@@ -577,7 +577,22 @@ impl<D: Device> Runtime<D> {
                 }
             }
             Expect::Writes => {
+                let durable = pipe(self.store.as_mut()).last_durable();
                 if let Some(i) = self.pipe.writing.iter().position(|s| !s.acked) {
+                    if !durable {
+                        // Fewer replicas than `--store-wait` asks acknowledged it: its state
+                        // could die with the master, so its packets never leave (whatever the
+                        // fail mode), and the batches behind it fail with the tier.
+                        let slot = &mut self.pipe.writing[i];
+                        for k in 0..slot.batch.len() {
+                            if slot.keep[k] {
+                                slot.keep[k] = false;
+                                self.stats.fail_closed_dropped.fetch_add(1, Relaxed);
+                            }
+                        }
+                        self.pipe.values = vals;
+                        return self.fail_in_flight();
+                    }
                     self.pipe.writing[i].acked = true;
                     self.pipe.writing[i].marks.acked = self.mark();
                     let lost = self.settle_conditionals(i, &vals);
