@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -68,6 +69,8 @@ class Problem:
     edges: list[Edge]
     snics: list[Snic]
     pcie_model: str = "duplex"  # duplex: a budget per direction; shared: one budget for both (the paper)
+    # inputs read inexactly (floats with more digits than EXACT_DIGITS): (field, given, used, relative error)
+    inexact: list[tuple[str, float, Fraction, float]] = field(default_factory=list)
     index: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -113,30 +116,67 @@ class Problem:
         return self.locations
 
 
-def _exact(where: str, value: Any, *, nonneg: bool = True) -> Fraction:
+# Any finite JSON number is accepted (docs/placement.md "Numbers"). Read exactly: an integer, a number with
+# at most EXACT_DIGITS digits after the decimal point or at most EXACT_DIGITS significant digits, and every
+# numeric string ("1/3", "0.1", ...). Any other float (a measured ratio such as 0.2777777777777778 = 5/18 as
+# a float, a counter-derived rate with 16 digits) is replaced by the nearest rational of a fixed rule, within
+# relative error REL_ERROR_BOUND, and the output reports it (`inexact_inputs`):
+# 1. the simplest fraction p/q with q <= SMALL_DEN within relative 1e-14 of it (a float computed as a ratio
+#    of small numbers, e.g. 5/18, is that ratio: floats carry ~1.1e-16), else
+# 2. the float rounded half-even to EXACT_DIGITS significant digits, and never to fewer than EXACT_DIGITS
+#    decimal places (so every such value lies on the same 10^-9 grid as the exact ones of magnitude >= 1).
+EXACT_DIGITS = 9
+SMALL_DEN = 10_000
+SMALL_DEN_TOL = Fraction(1, 10**14)
+REL_ERROR_BOUND = 5e-9  # 0.5 x 10^(1 - EXACT_DIGITS): half a unit of the 9th significant digit
+
+
+def rationalize(value: float) -> Fraction:
+    """The rational the solver uses for the finite float `value` (the rule above; exact when it can be)."""
+    dec = Decimal(repr(value))
+    exact = Fraction(dec)
+    _, digits, exponent = dec.as_tuple()
+    significant = len(str(int("".join(map(str, digits)) or "0")))  # digits without leading zeros
+    if exponent >= -EXACT_DIGITS or significant <= EXACT_DIGITS or exact == 0:
+        return exact
+    small = exact.limit_denominator(SMALL_DEN)
+    if abs(small - exact) <= SMALL_DEN_TOL * abs(exact):
+        return small
+    magnitude = dec.adjusted()  # floor(log10 |value|)
+    quantum = Decimal(1).scaleb(min(-EXACT_DIGITS, magnitude - EXACT_DIGITS + 1))
+    return Fraction(dec.quantize(quantum, rounding=ROUND_HALF_EVEN))
+
+
+def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None = None) -> Fraction:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise PlacementInputError(f"{where}: expected a number, got {type(value).__name__}")
     if isinstance(value, float) and not math.isfinite(value):
         raise PlacementInputError(f"{where}: must be finite, got {value}")
     if isinstance(value, str) and not value.isascii():  # Fraction would read other scripts' digits
         raise PlacementInputError(f"{where}: not a number: {value!r}")
-    try:
-        frac = Fraction(str(value)) if not isinstance(value, int) else Fraction(value)
-    except (ValueError, ZeroDivisionError):
-        raise PlacementInputError(f"{where}: not a number: {value!r}") from None
+    if isinstance(value, float):
+        frac = rationalize(value)
+        given = Fraction(Decimal(repr(value)))  # the JSON number's decimal value (its shortest text)
+        if inexact is not None and frac != given:
+            inexact.append((where, value, frac, float(abs(given - frac) / abs(given))))
+    else:
+        try:
+            frac = Fraction(value)
+        except (ValueError, ZeroDivisionError):
+            raise PlacementInputError(f"{where}: not a number: {value!r}") from None
     if nonneg and frac < 0:
         raise PlacementInputError(f"{where}: must not be negative, got {value}")
     return frac
 
 
-def _amounts(where: str, obj: Any) -> dict[str, Fraction]:
+def _amounts(where: str, obj: Any, inexact: list | None = None) -> dict[str, Fraction]:
     if not isinstance(obj, dict):
         raise PlacementInputError(f"{where}: expected an object of resource name -> amount")
     out = {}
     for name, val in obj.items():
         if not name:
             raise PlacementInputError(f"{where}: empty resource name")
-        out[name] = _exact(f"{where}.{name}", val)
+        out[name] = _exact(f"{where}.{name}", val, inexact=inexact)
     return out
 
 
@@ -155,6 +195,11 @@ def _keys(where: str, obj: Any, required: set[str], optional: set[str]) -> dict:
 def parse_problem(data: Any) -> Problem:
     """Validate the JSON input of docs/placement.md into a Problem; PlacementInputError names the field."""
     _keys("input", data, {"nodes", "edges", "snics"}, {"pcie_model"})
+    inexact: list[tuple[str, float, Fraction, float]] = []  # (field, given, used, relative error)
+
+    def num(where: str, value: Any) -> Fraction:
+        return _exact(where, value, inexact=inexact)
+
     pcie_model = data.get("pcie_model", "duplex")
     if pcie_model not in ("duplex", "shared"):
         raise PlacementInputError(f"pcie_model: {pcie_model!r} is not 'duplex' or 'shared'")
@@ -168,12 +213,12 @@ def parse_problem(data: Any) -> Problem:
             raise PlacementInputError(f"{w}.id: must be a non-empty string other than 'host'")
         if any(x.id == s["id"] for x in snics):
             raise PlacementInputError(f"{w}.id: duplicate sNIC id {s['id']!r}")
-        resources = _amounts(f"{w}.resources", s.get("resources", {}))
+        resources = _amounts(f"{w}.resources", s.get("resources", {}), inexact)
         background = _keys(f"{w}.background_gbps", s.get("background_gbps", {}), set(), set(PCIE_DIRECTIONS))
         snics.append(
-            Snic(s["id"], _exact(f"{w}.capacity", s["capacity"]), _exact(f"{w}.pcie_gbps", s["pcie_gbps"]),
+            Snic(s["id"], num(f"{w}.capacity", s["capacity"]), num(f"{w}.pcie_gbps", s["pcie_gbps"]),
                  resources,
-                 {d: _exact(f"{w}.background_gbps.{d}", background.get(d, 0)) for d in PCIE_DIRECTIONS})
+                 {d: num(f"{w}.background_gbps.{d}", background.get(d, 0)) for d in PCIE_DIRECTIONS})
         )  # fmt: skip
     declared = set(snics[0].resources) if snics else set()
     for i, sn in enumerate(snics):
@@ -209,10 +254,10 @@ def parse_problem(data: Any) -> Problem:
             raise PlacementInputError(f"{w}.pinned: a VM runs on the host, not {pinned!r}")
         if kind == "port" and (pinned is None or pinned == HOST):
             raise PlacementInputError(f"{w}.pinned: a port must name its sNIC")
-        r_host = _exact(f"{w}.r_host", n.get("r_host", 0))
-        r_nic = _exact(f"{w}.r_nic", n.get("r_nic", 0))
-        b_host = _exact(f"{w}.b_host", n.get("b_host", 0))
-        b_nic = _exact(f"{w}.b_nic", n.get("b_nic", 0))
+        r_host = num(f"{w}.r_host", n.get("r_host", 0))
+        r_nic = num(f"{w}.r_nic", n.get("r_nic", 0))
+        b_host = num(f"{w}.b_host", n.get("b_host", 0))
+        b_nic = num(f"{w}.b_nic", n.get("b_nic", 0))
         instances = n.get("instances", 1)
         if isinstance(instances, float) and instances.is_integer():  # 2.0 is the JSON number 2
             instances = int(instances)
@@ -221,7 +266,7 @@ def parse_problem(data: Any) -> Problem:
         for key in ("b_host", "b_nic", "instances"):
             if key in n and kind != "nf":
                 raise PlacementInputError(f"{w}.{key}: only an NF has base costs and instances")
-        needs = _amounts(f"{w}.needs", n.get("needs", {}))
+        needs = _amounts(f"{w}.needs", n.get("needs", {}), inexact)
         if needs and kind != "nf":
             raise PlacementInputError(f"{w}.needs: only an NF uses sNIC resources")
         for res in needs:
@@ -240,5 +285,5 @@ def parse_problem(data: Any) -> Problem:
                 raise PlacementInputError(f"{w}.{key}: unknown vertex {e[key]!r}")
         if e["src"] == e["dst"]:
             raise PlacementInputError(f"{w}: an edge from {e['src']!r} to itself")
-        edges.append(Edge(e["src"], e["dst"], _exact(f"{w}.gbps", e["gbps"])))
-    return Problem(nodes, edges, snics, pcie_model)
+        edges.append(Edge(e["src"], e["dst"], num(f"{w}.gbps", e["gbps"])))
+    return Problem(nodes, edges, snics, pcie_model, inexact=inexact)
