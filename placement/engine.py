@@ -40,6 +40,7 @@ class Outcome:
     gap: float = 0.0  # proven relative gap of the primary cost (feasible only)
     core_groups: int = 0  # groups that still had a choice in the last CP-SAT model
     tiebreak_proven: bool = False  # PCIe / moves tie-breaks proven minimal too
+    primary_seconds: float | None = None  # when the primary cost was proven (seconds from the start)
 
 
 def _reduce(values: np.ndarray, start: np.ndarray, fn) -> np.ndarray:
@@ -310,11 +311,19 @@ def solve_groups(
     linearization: int = 2,
     tiebreak_time: float = 0.25,
     reduce: bool = True,
+    gap_limit: float = 0.0,
 ) -> Outcome:
-    """Lexicographic optimum over the groups (see module doc). The primary cost is always proven (or
-    the time limit reported); the tie-break stage gets at most max(tiebreak_time, time used so far).
-    reduce=False skips the LP bounds and fixing (CP-SAT on every configuration; tests, comparisons)."""
+    """Lexicographic optimum over the groups (see module doc). The primary cost is proven within the
+    relative `gap_limit` (0: exactly), or the time limit reported; the tie-break stage then gets as long
+    as the primary took, at least 0.05 s, at most `tiebreak_time` seconds. reduce=False skips the LP bounds and fixing (CP-SAT on every configuration;
+    tests, comparisons)."""
     t0 = time.monotonic()
+    gap_frac = Fraction(gap_limit)
+
+    def slack(p: int) -> int:
+        """Cost units a proven bound may stay below p and p still count as optimal (gap_limit)."""
+        return math.floor(gap_frac * (gr.cost_const + p)) if gap_frac else 0
+
     hint = [int(c) for c in gr.current] if gr.n_groups and (gr.current >= 0).all() else None
     full = _levels([gr.cost, gr.pcie, gr.moves], gr.start)
     folded0 = _fold(full[0]) if len(full) == 1 else gr.cost
@@ -346,14 +355,15 @@ def solve_groups(
             # A lexicographic optimum has primary <= p1: configurations forcing more are out.
             alive = _within(d1, den1 * p1 - lb1)
             alive[np.array(inc, dtype=np.int64)] = True
-            proven = lb1 > den1 * (p1 - 1)
+            proven = lb1 > den1 * (p1 - 1 - slack(p1))
             if not proven and lam.max(initial=0) > 0:
                 # The LP bound is fractional below p1: decide "primary <= p1 - 1" exactly on the
                 # relaxation keeping only the most binding budget row (dynamic programme over cost).
                 # Only configurations whose bound allows cost p1 - 1 can be in such a selection.
-                useful = alive & _within(d1, den1 * (p1 - 1) - lb1)
+                target = p1 - 1 - slack(p1)
+                useful = alive & _within(d1, den1 * target - lb1)
                 for weight, budget in _dp_rows(gr, lam):
-                    if _dp_no_better(gr, useful, weight, budget, p1 - 1) is True:
+                    if _dp_no_better(gr, useful, weight, budget, target) is True:
                         proven = True
                         break
             if status != "optimal":
@@ -365,7 +375,7 @@ def solve_groups(
         # refutes it in 0.2 s where minimising the cost on the same core did not close a 1-unit gap in
         # 20 s). Yes: a better incumbent, fix again, repeat. No: p1 is optimal.
         core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION)
-        core.m.add(core.objective(gr.cost) <= p1 - 1 - core.const(gr.cost))
+        core.m.add(core.objective(gr.cost) <= p1 - 1 - slack(p1) - core.const(gr.cost))
         status, ch, _, _ = core.solve(deadline, None)
         if status == "infeasible":
             proven = True
@@ -391,11 +401,14 @@ def solve_groups(
             return Outcome("feasible", best, _gap(gr, p1, lower), len(core.multi))
         restricted = None  # the incumbent came from this solve, not from the restricted core
     # Tie-break among placements of primary cost p1 (proven optimal): fewer PCIe units, then moves.
+    primary_s = time.monotonic() - t0
     tb_stages = _levels([gr.pcie, gr.moves], gr.start)
     if all(not int(reb.max(initial=0)) for st in tb_stages for reb, _ in st):
-        return Outcome("optimal", best, 0.0, 0, tiebreak_proven=True)
+        return Outcome("optimal", best, 0.0, 0, tiebreak_proven=True, primary_seconds=primary_s)
     eq = [(gr.cost, p1)]
-    tb_deadline = min(deadline, time.monotonic() + max(tiebreak_time, time.monotonic() - t0))
+    # The answer is known: the tie-break may hold it for as long as the primary took (at least 0.05 s),
+    # never more than tiebreak_time.
+    tb_deadline = min(deadline, time.monotonic() + min(tiebreak_time, max(0.05, primary_s)))
     if len(full) == 1 and gr.n_groups and reduce:
         lp2 = _lp(gr, alive, folded0, eq)
         if lp2 is not None:
@@ -415,12 +428,12 @@ def solve_groups(
                     restricted = None
             pf = _sum(folded0, best)
             if lb2 > den2 * (pf - 1):
-                return Outcome("optimal", best, 0.0, 0, tiebreak_proven=True)  # the bound meets it
+                return Outcome("optimal", best, 0.0, 0, True, primary_s)  # the bound meets it
             alive = alive & _within(d2, den2 * (pf - 1) - lb2)
             alive[np.array(best, dtype=np.int64)] = True
             if restricted is not None and not (alive & ~restricted).any():
                 # Nothing outside the restricted core can beat its optimum: that is the optimum.
-                return Outcome("optimal", best, 0.0, 0, tiebreak_proven=True)
+                return Outcome("optimal", best, 0.0, 0, True, primary_s)
     core = _Core(gr, alive, workers, linearization)
     core.m.add(core.objective(gr.cost) <= p1 - core.const(gr.cost))
     tb_proven = True
@@ -434,7 +447,7 @@ def solve_groups(
             tb_proven = False
             break
         core.m.add(core.objective(folded) <= _sum(folded, best) - core.const(folded))
-    return Outcome("optimal", best, 0.0, len(core.multi), tiebreak_proven=tb_proven)
+    return Outcome("optimal", best, 0.0, len(core.multi), tb_proven, primary_s)
 
 
 def _within(d: np.ndarray, slack: int) -> np.ndarray:

@@ -32,6 +32,12 @@ class Node:
     b_host: Fraction = Fraction(0)  # host cores per running instance, whatever the load (affine cost)
     b_nic: Fraction = Fraction(0)  # sNIC units per running instance
     instances: int = 1
+    latency_host: Fraction = Fraction(0)  # per-packet latency (us) it adds on the host
+    latency_nic: Fraction = Fraction(0)  # ... and on an sNIC
+
+    def latency(self, loc: str) -> Fraction:
+        """Per-packet latency (us) the vertex adds at location `loc`."""
+        return self.latency_host if loc == HOST else self.latency_nic
 
 
 @dataclass(frozen=True)
@@ -55,12 +61,37 @@ class Snic:
     background: dict[str, Fraction] = field(
         default_factory=lambda: dict.fromkeys(PCIE_DIRECTIONS, Fraction(0))
     )
+    pcie_latency: Fraction = Fraction(0)  # us a packet takes to cross this sNIC's link (either direction)
 
     def pcie_budget(self, direction: str) -> Fraction:
         """Gbit/s of the link left for the vertices' crossings in `direction` ("up", "down", or "both" for
         the shared model's one budget): pcie_gbps minus the background there (negative: over already)."""
         dirs = PCIE_DIRECTIONS if direction == "both" else (direction,)
         return self.pcie_gbps - sum((self.background[d] for d in dirs), Fraction(0))
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A declared path of vertices (the packets' order) with an optional latency SLO."""
+
+    id: str
+    vertices: tuple[str, ...]
+    latency_us: Fraction | None = None
+
+
+def chain_latency(problem: Problem, chain: Chain, placement: dict[str, str]) -> Fraction:
+    """Per-packet latency of `chain` under `placement`: its vertices' latencies where they run, plus the
+    link latency of every PCIe crossing between consecutive vertices (sNIC to sNIC crosses both links)."""
+    snic = {s.id: s for s in problem.snics}
+    total = Fraction(0)
+    prev = None
+    for v in chain.vertices:
+        loc = placement[v]
+        total += problem.nodes[problem.index[v]].latency(loc)
+        if prev is not None and prev != loc:
+            total += sum((snic[x].pcie_latency for x in (prev, loc) if x != HOST), Fraction(0))
+        prev = loc
+    return total
 
 
 @dataclass
@@ -71,6 +102,7 @@ class Problem:
     pcie_model: str = "duplex"  # duplex: a budget per direction; shared: one budget for both (the paper)
     # inputs read inexactly (floats with more digits than EXACT_DIGITS): (field, given, used, relative error)
     inexact: list[tuple[str, float, Fraction, float]] = field(default_factory=list)
+    chains: list[Chain] = field(default_factory=list)
     index: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -194,7 +226,7 @@ def _keys(where: str, obj: Any, required: set[str], optional: set[str]) -> dict:
 
 def parse_problem(data: Any) -> Problem:
     """Validate the JSON input of docs/placement.md into a Problem; PlacementInputError names the field."""
-    _keys("input", data, {"nodes", "edges", "snics"}, {"pcie_model"})
+    _keys("input", data, {"nodes", "edges", "snics"}, {"pcie_model", "chains"})
     inexact: list[tuple[str, float, Fraction, float]] = []  # (field, given, used, relative error)
 
     def num(where: str, value: Any) -> Fraction:
@@ -208,7 +240,7 @@ def parse_problem(data: Any) -> Problem:
     snics: list[Snic] = []
     for i, s in enumerate(data["snics"]):
         w = f"snics[{i}]"
-        _keys(w, s, {"id", "capacity", "pcie_gbps"}, {"resources", "background_gbps"})
+        _keys(w, s, {"id", "capacity", "pcie_gbps"}, {"resources", "background_gbps", "pcie_latency_us"})
         if not isinstance(s["id"], str) or not s["id"] or s["id"] == HOST:
             raise PlacementInputError(f"{w}.id: must be a non-empty string other than 'host'")
         if any(x.id == s["id"] for x in snics):
@@ -218,7 +250,8 @@ def parse_problem(data: Any) -> Problem:
         snics.append(
             Snic(s["id"], num(f"{w}.capacity", s["capacity"]), num(f"{w}.pcie_gbps", s["pcie_gbps"]),
                  resources,
-                 {d: num(f"{w}.background_gbps.{d}", background.get(d, 0)) for d in PCIE_DIRECTIONS})
+                 {d: num(f"{w}.background_gbps.{d}", background.get(d, 0)) for d in PCIE_DIRECTIONS},
+                 num(f"{w}.pcie_latency_us", s.get("pcie_latency_us", 0)))
         )  # fmt: skip
     declared = set(snics[0].resources) if snics else set()
     for i, sn in enumerate(snics):
@@ -235,7 +268,7 @@ def parse_problem(data: Any) -> Problem:
         w = f"nodes[{i}]"
         _keys(
             w, n, {"id", "kind"},
-            {"r_host", "r_nic", "b_host", "b_nic", "instances", "pinned", "location", "needs"},
+            {"r_host", "r_nic", "b_host", "b_nic", "instances", "pinned", "location", "needs", "latency_us"},
         )  # fmt: skip
         nid = n["id"]
         if not isinstance(nid, str) or not nid:
@@ -272,8 +305,12 @@ def parse_problem(data: Any) -> Problem:
         for res in needs:
             if res not in declared:
                 raise PlacementInputError(f"{w}.needs.{res}: no sNIC declares resource {res!r}")
+        lat = _keys(f"{w}.latency_us", n.get("latency_us", {}), set(), {"host", "nic"})
+        if lat and kind != "nf":
+            raise PlacementInputError(f"{w}.latency_us: only an NF has a per-location latency")
         nodes.append(Node(nid, kind, r_host, r_nic, pinned if kind != "vm" else HOST, location, needs,
-                          b_host, b_nic, instances))  # fmt: skip
+                          b_host, b_nic, instances, num(f"{w}.latency_us.host", lat.get("host", 0)),
+                          num(f"{w}.latency_us.nic", lat.get("nic", 0))))  # fmt: skip
     if not isinstance(data["edges"], list):
         raise PlacementInputError("edges: expected a list")
     edges: list[Edge] = []
@@ -286,4 +323,30 @@ def parse_problem(data: Any) -> Problem:
         if e["src"] == e["dst"]:
             raise PlacementInputError(f"{w}: an edge from {e['src']!r} to itself")
         edges.append(Edge(e["src"], e["dst"], num(f"{w}.gbps", e["gbps"])))
-    return Problem(nodes, edges, snics, pcie_model, inexact=inexact)
+    chains = _chains(data.get("chains", []), seen, num)
+    return Problem(nodes, edges, snics, pcie_model, inexact=inexact, chains=chains)
+
+
+def _chains(data: Any, known: set[str], num) -> list[Chain]:
+    """`chains`: [{"id", "vertices": [vertex ids in packet order], "latency_us"?}]."""
+    if not isinstance(data, list):
+        raise PlacementInputError("chains: expected a list")
+    chains: list[Chain] = []
+    for i, c in enumerate(data):
+        w = f"chains[{i}]"
+        _keys(w, c, {"id", "vertices"}, {"latency_us"})
+        if not isinstance(c["id"], str) or not c["id"]:
+            raise PlacementInputError(f"{w}.id: must be a non-empty string")
+        if any(x.id == c["id"] for x in chains):
+            raise PlacementInputError(f"{w}.id: duplicate chain id {c['id']!r}")
+        verts = c["vertices"]
+        if not isinstance(verts, list) or not verts:
+            raise PlacementInputError(f"{w}.vertices: expected a non-empty list of vertex ids")
+        for k, v in enumerate(verts):
+            if not isinstance(v, str) or v not in known:
+                raise PlacementInputError(f"{w}.vertices[{k}]: unknown vertex {v!r}")
+            if k and verts[k - 1] == v:
+                raise PlacementInputError(f"{w}.vertices[{k}]: {v!r} twice in a row")
+        slo = c.get("latency_us")
+        chains.append(Chain(c["id"], tuple(verts), None if slo is None else num(f"{w}.latency_us", slo)))
+    return chains

@@ -15,12 +15,15 @@ import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from placement import integers
 from placement.decompose import prepare
 from placement.engine import solve_groups
 from placement.evaluate import Evaluation, evaluate, moves
 from placement.model import HOST, PlacementInputError, Problem
 
-INT_LIMIT = 2**53  # keep every scaled sum exactly representable for both backends
+
+GAP_LIMIT = 1e-6
+TIEBREAK_SHARE = 0.1
 
 
 @dataclass
@@ -32,19 +35,23 @@ class Options:
     workers: int = 1  # measured on 2 loaded cores: 1 worker beats 2 (and 8) on the engine's small cores
     linearization: int = 2
     reduce: bool = True  # cpsat: LP-bound fixing before CP-SAT (False: CP-SAT on all configurations)
+    # Host cost counts as proven optimal once its proven relative gap is at most this (both backends).
+    gap_limit: float = GAP_LIMIT
+    tiebreak_share: float = TIEBREAK_SHARE  # the tie-breaks never hold the answer past this x time_limit
 
 
-def _scale(values: list[Fraction]) -> tuple[list[int], int]:
-    """Integers proportional to `values` (exactly) and the factor used."""
+def _scale(values: list[Fraction], row: bool = False) -> tuple[list[int], int]:
+    """Integers proportional to `values` and the factor used: exact when they fit in the working width,
+    else rounded as integers.py says (row=True: the last value is the budget of a <= row of the others,
+    rounded conservatively; else an objective, rounded to nearest)."""
     den = 1
     for v in values:
         den = den * v.denominator // math.gcd(den, v.denominator)
-    ints = [int(v * den) for v in values]
-    if sum(abs(i) for i in ints) >= INT_LIMIT:
-        raise PlacementInputError(
-            "values too precise to scale to exact integers (round traffic/ratios to fewer decimals)"
-        )
-    return ints, den
+    ints = [v.numerator * (den // v.denominator) for v in values]
+    if row:
+        sc = integers.row(ints[:-1], ints[-1])
+        return [*sc.ints, sc.budget], den
+    return integers.objective(ints).ints, den
 
 
 class _Model:
@@ -66,6 +73,7 @@ class _Model:
         else:
             raise PlacementInputError(f"solver: {opts.solver!r} is not 'cpsat' or 'mip'")
         self.x: dict[tuple[int, str], object] = {}
+        self.gap_limit = opts.gap_limit  # stage 2 sets 0: the tie-break's own optimum
         self.build()
 
     # Variables -------------------------------------------------------------------------------------
@@ -124,7 +132,7 @@ class _Model:
         rows += [(s, [(p.nodes[i].needs.get(r, Fraction(0)), self.on(i, s.id)) for i in nfs], s.resources[r])
                  for s in p.snics for r in p.resource_names]  # fmt: skip
         for _s, terms, budget in rows:
-            ints, _ = _scale([c for c, _ in terms] + [budget])
+            ints, _ = _scale([c for c, _ in terms] + [budget], row=True)
             cap = ints[-1]
             const = sum(c for c, (_, v) in zip(ints, terms, strict=False) if isinstance(v, int) and v)
             var_terms = [
@@ -160,7 +168,8 @@ class _Model:
                 else [("up", dirs["up"]), ("down", dirs["down"])]
             )
             for direction, g in groups:
-                ints, _ = _scale([c for c, _ in g] + [s.pcie_budget(direction)])  # the link minus background
+                # the link minus its background
+                ints, _ = _scale([c for c, _ in g] + [s.pcie_budget(direction)], row=True)
                 budget = ints[-1]
                 const = sum(c for c, (_, v) in zip(ints, g, strict=False) if isinstance(v, int))
                 var_terms = [(c, v) for c, (_, v) in zip(ints, g, strict=False) if not isinstance(v, int)]
@@ -169,6 +178,41 @@ class _Model:
                 elif const > budget:
                     self.add(self.boolvar("never") + 1 <= 0)  # pinned traffic alone exceeds the budget
             self.pcie_terms += dirs["up"] + dirs["down"]
+        for c in p.chains:
+            if c.latency_us is not None:
+                self.add_row(self.latency_terms(c), c.latency_us)
+
+    def latency_terms(self, chain) -> list[tuple[Fraction, object]]:
+        """The chain's latency as (coefficient, 0/1 term): its vertices where they run, and a crossing
+        indicator per consecutive pair and sNIC (at least |on_s(u) - on_s(v)|: minimal where it binds)."""
+        p = self.p
+        terms: list[tuple[Fraction, object]] = []
+        idx = [p.index[v] for v in chain.vertices]
+        for i in idx:
+            n = p.nodes[i]
+            terms += [(n.latency_nic, 1), (n.latency_host - n.latency_nic, self.on(i, HOST))]
+        for k, (a, b) in enumerate(zip(idx, idx[1:], strict=False)):
+            for s in p.snics:
+                oa, ob = self.on(a, s.id), self.on(b, s.id)
+                if isinstance(oa, int) and isinstance(ob, int):
+                    terms.append((s.pcie_latency, int(oa != ob)))
+                elif s.pcie_latency:
+                    z = self.boolvar(f"l{chain.id}_{k}_{s.id}")
+                    self.add(z >= oa - ob)
+                    self.add(z >= ob - oa)
+                    terms.append((s.pcie_latency, z))
+        return terms
+
+    def add_row(self, terms: list[tuple[Fraction, object]], budget: Fraction) -> None:
+        """sum(coefficient x term) <= budget, on the working integers (integers.py)."""
+        ints, _ = _scale([c for c, _ in terms] + [budget], row=True)
+        cap = ints[-1]
+        const = sum(c * v for c, (_, v) in zip(ints, terms, strict=False) if isinstance(v, int))
+        var_terms = [(c, v) for c, (_, v) in zip(ints, terms, strict=False) if c and not isinstance(v, int)]
+        if var_terms:
+            self.add(sum(c * v for c, v in var_terms) + const <= cap)
+        elif const > cap:
+            self.add(self.boolvar("never") + 1 <= 0)
 
     # Solving -----------------------------------------------------------------------------------------
     def minimize(self, terms: list[tuple[int, object]]) -> None:
@@ -183,6 +227,7 @@ class _Model:
             solver.parameters.max_time_in_seconds = remaining
             solver.parameters.num_workers = self.opts.workers
             solver.parameters.linearization_level = self.opts.linearization
+            solver.parameters.relative_gap_limit = self.gap_limit
             if hint:
                 self.m.ClearHints()
                 for var, val in hint.items():
@@ -201,8 +246,8 @@ class _Model:
 
         self.m.SetTimeLimit(int(remaining * 1000))
         params = pywraplp.MPSolverParameters()
-        # pywraplp stops at a 1e-4 relative gap by default: not a proof of optimality. Ask for 0.
-        params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, 0.0)
+        # pywraplp stops at a 1e-4 relative gap by default; ask for the same gap_limit as our engine.
+        params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, self.gap_limit)
         st = self.m.Solve(params)
         self.value = lambda v: v if isinstance(v, int) else round(v.solution_value())
         status = {
@@ -263,17 +308,19 @@ def _solve_engine(
     if gr is None:
         return None
     oc = solve_groups(
-        gr, deadline, workers=opts.workers, linearization=opts.linearization, reduce=opts.reduce
-    )
+        gr, deadline, workers=opts.workers, linearization=opts.linearization, reduce=opts.reduce,
+        gap_limit=opts.gap_limit, tiebreak_time=opts.tiebreak_share * opts.time_limit,
+    )  # fmt: skip
     if oc.status in ("infeasible", "unknown"):
         return _no_placement(problem, opts, oc.status, t0, _diagnose)
     placement = gr.placement(problem, oc.chosen)
     ev = gr.evaluation(problem, placement)
     if ev.violations:  # cannot happen unless the engine is wrong: never hand out a violating placement
         raise RuntimeError(f"placement engine produced an infeasible placement: {ev.violations}")
-    out = result(problem, placement, oc.status, time.monotonic() - t0, oc.gap, ev)
-    if oc.status == "optimal" and not oc.tiebreak_proven:
-        out["tiebreak"] = "best-effort"  # host cost proven optimal; fewer PCIe/moves not proven minimal
+    out = result(problem, placement, oc.status, time.monotonic() - t0, oc.gap, ev, opts=opts,
+                 primary_seconds=oc.primary_seconds, tiebreak_proven=oc.tiebreak_proven)  # fmt: skip
+    if gr.cost_error or gr.rounded_rows:
+        out["rounding"] = {"host_cost_within": float(gr.cost_error), "budgets": gr.rounded_rows}
     return out
 
 
@@ -312,16 +359,18 @@ def _solve_model(problem: Problem, opts: Options, t0: float, deadline: float, _d
         terms += [(1, v) for v in model.moved.values() if not isinstance(v, int)]
         model.minimize(terms)
         hint = {model.x[k]: int(placement[problem.nodes[k[0]].id] == k[1]) for k in model.x}
-        # The tie-break is a preference: bound its time (measured: it can take far longer than stage 1).
-        stage2_deadline = min(deadline, time.monotonic() + max(0.25, 2 * stage1_seconds))
+        # The tie-break is a preference: it holds the answer for as long as stage 1 took (at least 0.05 s),
+        # never more than tiebreak_share of the limit (measured: it can take far longer than stage 1).
+        budget = min(opts.tiebreak_share * opts.time_limit, max(0.05, stage1_seconds))
+        stage2_deadline = min(deadline, time.monotonic() + budget)
+        model.gap_limit = 0.0
         st2, _, _ = model.solve(stage2_deadline, hint=hint if opts.solver == "cpsat" else None)
         if st2 in ("optimal", "feasible"):
             placement = model.placement()
         tiebreak_proven = st2 == "optimal"
-    out = result(problem, placement, status, time.monotonic() - t0, gap)
-    if status == "optimal" and not tiebreak_proven:
-        out["tiebreak"] = "best-effort"  # host cost proven optimal; fewer PCIe/moves not proven minimal
-    return out
+    return result(problem, placement, status, time.monotonic() - t0, gap, opts=opts,
+                  primary_seconds=stage1_seconds if status == "optimal" else None,
+                  tiebreak_proven=tiebreak_proven)  # fmt: skip
 
 
 def _current_hint(model: _Model) -> dict | None:
@@ -348,7 +397,12 @@ def result(
     seconds: float,
     gap: float = 0.0,
     ev: Evaluation | None = None,
+    *,
+    opts: Options | None = None,
+    primary_seconds: float | None = None,
+    tiebreak_proven: bool = True,
 ) -> dict:
+    """The output object of docs/placement.md for a placement found with `status`."""
     ev = ev or evaluate(problem, placement)
     out = {
         "status": status,
@@ -361,6 +415,18 @@ def result(
     }
     if status == "feasible":
         out["gap"] = gap
+    if status == "optimal":
+        out["tiebreak"] = "proven" if tiebreak_proven else "best-effort"
+        if primary_seconds is not None:
+            out["host_cost_seconds"] = round(primary_seconds, 4)
+    if opts is not None:
+        out["gap_limit"] = opts.gap_limit
+    if problem.inexact:
+        worst = max(problem.inexact, key=lambda t: t[3])
+        out["inexact_inputs"] = {"count": len(problem.inexact), "max_relative_error": worst[3],
+                                 "fields": [t[0] for t in problem.inexact[:5]]}  # fmt: skip
+    if problem.chains:
+        out["chain_latency_us"] = {c: float(v) for c, v in ev.chain_latency.items()}
     return out
 
 
