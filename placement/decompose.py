@@ -125,7 +125,7 @@ def prepare(
     problem: Problem,
     move_cost: Fraction = Fraction(0),
     max_moves: int | None = None,
-    max_configs: int = 256,
+    max_configs: int = 4096,
 ) -> Groups | None:
     """Integer data and dominance-pruned configurations, or None when a group is too large or a sum
     would not fit in 60 bits."""
@@ -334,12 +334,14 @@ def prepare(
         if move_row:
             use[:, :, n_rows - 1] = moved
         meets = _meets_slos(p, slo, fixed, mat, table, where_row, where_col, where_m, m)
-        keep = _undominated(cost, pcie, moved, use) if K <= 81 else np.ones((nc, K), dtype=bool)
-        if meets is not None:
-            # Dominance first (a dominated configuration may be the one meeting the SLO: recompute).
-            keep = meets if K > 81 else _undominated_within(cost, pcie, moved, use, meets)
-            if not keep.any(1).all():
-                return None  # a group whose every configuration misses an SLO: infeasible, plain model
+        if meets is None:
+            keep = _undominated(cost, pcie, moved, use) if K <= 256 else np.ones((nc, K), dtype=bool)
+        else:  # among the configurations meeting the SLOs only
+            keep = meets if K > 256 else _undominated_within(cost, pcie, moved, use, meets)
+        if not keep.any(1).all():
+            return (
+                None  # a group whose every configuration misses an SLO: infeasible (the plain model says so)
+            )
         parts.append((mat, table, keep, cost, pcie, moved, use))
 
     starts = [0]
@@ -405,7 +407,18 @@ def prepare(
 
 
 def _undominated(cost, pcie, moves, use) -> np.ndarray:
-    """(nc, K) mask of configurations no other one of the same group dominates (see module doc).
+    """(nc, K) mask of configurations no other one of the same group dominates (see module doc); in
+    chunks of groups, so that the (groups, K, K, rows) comparison stays small."""
+    nc, K = cost.shape
+    step = max(1, 2_000_000 // max(1, K * K * max(1, use.shape[-1])))
+    if nc <= step:
+        return _undominated_chunk(cost, pcie, moves, use)
+    return np.concatenate([_undominated_chunk(cost[a : a + step], pcie[a : a + step], moves[a : a + step],
+                                              use[a : a + step]) for a in range(0, nc, step)])  # fmt: skip
+
+
+def _undominated_chunk(cost, pcie, moves, use) -> np.ndarray:
+    """_undominated of a few groups at once.
 
     j dominates k: objective (cost, pcie, moves) lexicographically <= and every use <=, and strictly
     better somewhere or (all equal and j < k). Such a relation has no cycles, so every group keeps one.
@@ -426,38 +439,35 @@ def _undominated(cost, pcie, moves, use) -> np.ndarray:
 
 def _meets_slos(p: Problem, slo, fixed, mat, table, where_row, where_col, where_m, m):
     """(nc, K) mask: the configurations of the size-m groups that keep every chain (SLO) through them
-    within its latency_us; None when no chain with an SLO touches them."""
+    within its latency_us; None when no chain with an SLO touches them. Exact: latencies on their
+    common denominator (Python integers when int64 would not hold them)."""
     if not slo:
         return None
     nc, K = len(mat), len(table)
     ok = np.ones((nc, K), dtype=bool)
     touched = False
-    cross = {k + 1: s.pcie_latency for k, s in enumerate(p.snics)}
-    cross[0] = Fraction(0)
+    den = _lcm_den([x for n in p.nodes for x in (n.latency_host, n.latency_nic)]
+                   + [s.pcie_latency for s in p.snics] + [c.latency_us for c in slo])  # fmt: skip
+    lat_host = [_times(n.latency_host, den) for n in p.nodes]
+    lat_nic = [_times(n.latency_nic, den) for n in p.nodes]
+    cross_l = [0] + [_times(s.pcie_latency, den) for s in p.snics]
+    worst = max(lat_host + lat_nic + cross_l, default=0) * 3 * max((len(c.vertices) for c in slo), default=1)
+    dtype = np.int64 if worst < 2**62 else object
+    cross = np.array(cross_l, dtype=dtype)
     for c in slo:
         idx = [p.index[v] for v in c.vertices]
         groups = {int(where_row[i]) for i in idx if where_m[i] == m}
         if not groups:
             continue  # this chain's group is of another size (or it has none: checked in prepare)
-        # Location per vertex per configuration: (K,) arrays for the group's movable vertices.
-        loc_rows = []
-        for i in idx:
-            if i in fixed:
-                loc_rows.append(np.full(K, fixed[i], dtype=np.int64))
-            else:
-                loc_rows.append(table[:, where_col[i]])
-        total = np.zeros(K, dtype=object)
-        for i, lr in zip(idx, loc_rows, strict=True):
-            nd = p.nodes[i]
-            total = total + np.where(lr == 0, nd.latency_host, nd.latency_nic)
-        for a, b in zip(loc_rows, loc_rows[1:], strict=False):
-            ca = np.array([cross[int(x)] for x in a.tolist()], dtype=object)
-            cb = np.array([cross[int(x)] for x in b.tolist()], dtype=object)
-            total = total + np.where(a != b, ca + cb, 0)
-        meets = total <= c.latency_us
-        touched = True
+        locs = [np.full(K, fixed[i], dtype=np.int64) if i in fixed else table[:, where_col[i]] for i in idx]
+        total = np.zeros(K, dtype=dtype)
+        for i, lr in zip(idx, locs, strict=True):
+            total = total + np.where(lr == 0, lat_host[i], lat_nic[i]).astype(dtype)
+        for a, b in zip(locs, locs[1:], strict=False):
+            total = total + np.where(a != b, cross[a] + cross[b], 0).astype(dtype)
         (g,) = groups
-        ok[g] &= meets.astype(bool)
+        ok[g] &= (total <= _times(c.latency_us, den)).astype(bool)
+        touched = True
     return ok if touched else None
 
 

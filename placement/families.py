@@ -57,8 +57,8 @@ FAMILIES: dict[str, Family] = {
     "skewed": Family(traffic="pareto"),
     "pinned": Family(shape="mix", pinned=0.3),
     "background": Family(shape="mix", background=0.3, pcie=1.2),
-    "two-snics": Family(shape="mix", snics=2),
-    "four-snics": Family(shape="mix", snics=4),
+    "two-snics": Family(snics=2),
+    "four-snics": Family(snics=4),
     "latency": Family(shape="mix", latency=True),
 }
 
