@@ -323,9 +323,9 @@ def _greedy(gr: Groups, y: np.ndarray) -> list[int] | None:
     for keys in ((gr.cost, -y, grp), (gr.cost, rel, grp)):
         order = np.lexsort(keys)  # per group, the best first
         chosen = order[gr.start[:-1]]
-        if (gr.use[chosen].sum(0) <= budget).all():
-            if found is None or _sum(gr.cost, chosen.tolist()) < _sum(gr.cost, found):
-                found = chosen.tolist()
+        fits = (gr.use[chosen].sum(0) <= budget).all()
+        if fits and (found is None or _sum(gr.cost, chosen.tolist()) < _sum(gr.cost, found)):
+            found = chosen.tolist()
     return found
 
 

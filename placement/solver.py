@@ -21,7 +21,6 @@ from placement.engine import solve_groups
 from placement.evaluate import Evaluation, evaluate, moves
 from placement.model import HOST, PlacementInputError, Problem
 
-
 GAP_LIMIT = 1e-5
 TIEBREAK_SHARE = 0.1
 
