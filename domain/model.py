@@ -55,6 +55,7 @@ class Nf:
     location: str | None = None
     instances: list[Instance] = field(default_factory=list)
     created: float = 0.0
+    latency_us: float | None = None  # SLO of the chain through this NF, first to last vertex (placement)
 
     def public(self) -> dict:
         """The northbound view: no physical ports, switches or PIDs."""
@@ -65,7 +66,8 @@ class Nf:
             "location": self.location,
             "pin": self.pin,
             "hints": {"prefer": self.prefer} if self.prefer else {},
-            "expected": {"gbps": self.expected_gbps, "src": self.src, "dst": self.dst},
+            "expected": {"gbps": self.expected_gbps, "src": self.src, "dst": self.dst}
+            | ({"latency_us": self.latency_us} if self.latency_us is not None else {}),
             "config": self.config,
             "instance_count": len(self.instances),
             "instances": [

@@ -17,7 +17,13 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 LOCATION_RE = re.compile(r"^(host|snic[0-9]{1,2})$")
 MAX_GBPS = 400.0
 MAX_INSTANCES = 16  # instances of one NF behind its vport (scale-out)
-EXPECTED_KEYS = {"gbps", "src", "dst"}  # an NF's traffic expectation: Gbit/s on its chain src -> NF -> dst
+MAX_LATENCY_US = 1e6
+EXPECTED_KEYS = {
+    "gbps",
+    "src",
+    "dst",
+    "latency_us",
+}  # an NF's traffic expectation: Gbit/s on its chain src -> NF -> dst
 
 
 # -- validation --------------------------------------------------------------------------------------------
@@ -75,6 +81,7 @@ class NfRequest:
     dst: str | None
     pin: str | None
     prefer: str | None
+    latency_us: float | None = None  # the chain's latency SLO (expected.latency_us)
 
 
 def parse_nf(body: Any, locations: list[str]) -> NfRequest:
@@ -93,7 +100,7 @@ def parse_nf(body: Any, locations: list[str]) -> NfRequest:
     pin = location("pin", b["pin"], locations) if b.get("pin") is not None else None
     hints = _obj(b.get("hints", {}), {"prefer"}, set(), "hints.")
     prefer = location("hints.prefer", hints["prefer"], locations) if hints.get("prefer") is not None else None
-    return NfRequest(nf_id, t, config, gbps, src, dst, pin, prefer)
+    return NfRequest(nf_id, t, config, gbps, src, dst, pin, prefer, exp.get("latency_us"))
 
 
 def _expected(exp: dict) -> dict[str, Any]:
@@ -105,6 +112,9 @@ def _expected(exp: dict) -> dict[str, Any]:
     for k in ("src", "dst"):
         if k in exp:
             out[k] = _name(f"expected.{k}", exp[k]) if exp[k] is not None else None
+    if "latency_us" in exp:  # null: no SLO
+        slo = exp["latency_us"]
+        out["latency_us"] = None if slo is None else _number("expected.latency_us", slo, 0.0, MAX_LATENCY_US)
     return out
 
 

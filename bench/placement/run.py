@@ -9,7 +9,8 @@ first solve's placement, one edge's traffic changed, solved again.
 Last line JSON: {"families": {family: {size: {ours_median_s, ours_max_s, ours_proven, mip_median_s,
 mip_max_s, mip_proven, instances}}}, "three_snics_1000": {...}, "warm_5000": {...}, gap_limit, time_limit}.
 
-    ./uno bench placement [--quick] [--families a,b] [--sizes 500,5000] [--seeds N] [--time-limit S]
+    ./uno bench placement [--quick] [--families a,b] [--sizes 500,5000] [--seeds N] [--large-seeds N]
+                          [--time-limit S]
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="500 vertices, one seed, no 5,000-vertex runs")
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--sizes", default="500,5000")
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=3, help="instances per family below 5,000 vertices")
+    ap.add_argument("--large-seeds", type=int, default=1, help="instances per family at 5,000 and more")
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--out", default="bench/out/placement")
     args = ap.parse_args()
@@ -91,7 +93,8 @@ def main() -> int:
     for fam in families:
         figures["families"][fam] = {}
         for n in sizes:
-            objs = [instance(fam, n, seed) for seed in range(seeds)]
+            k = seeds if n < 5000 or args.quick else args.large_seeds
+            objs = [instance(fam, n, seed) for seed in range(k)]
             f = _compare(objs, limit, rows, f"{fam}/{n}")
             figures["families"][fam][str(n)] = f
             print(f"{fam:<13} {n:>5}  {f['ours_median_s']:>8} {f['ours_max_s']:>8} {f['mip_median_s']:>8} "
@@ -101,7 +104,7 @@ def main() -> int:
         f = _compare(objs, limit, rows, "three-snics/1000")
         figures["three_snics_1000"] = f
         print(f"three sNICs, 1000 vertices: {f}", flush=True)
-        w = [warm(5000, seed, limit) for seed in range(seeds)]
+        w = [warm(5000, seed, limit) for seed in range(max(args.large_seeds, 2))]
         figures["warm_5000"] = {"warm_median_s": median([x["warm_s"] or limit for x in w]),
                                 "warm_max_s": max(x["warm_s"] or limit for x in w), "runs": w}  # fmt: skip
         print(f"warm re-placement, 5000 vertices: {figures['warm_5000']}", flush=True)
