@@ -205,6 +205,19 @@ def _set_latency(obj: dict, chains: list[dict], rng: random.Random, slack: float
     obj["chains"] = chains
 
 
+def set_slo(obj: dict, slack: float) -> dict:
+    """A copy of a latency-family instance with every chain's SLO at `slack` of the way from its
+    all-host latency (0) to its all-sNIC one (1)."""
+    out = {**obj, "snics": [dict(s) for s in obj["snics"]]}
+    chains = [{k: v for k, v in c.items() if k != "latency_us"} for c in obj["chains"]]
+    rng = random.Random(0)
+    pcie = {s["id"]: s["pcie_latency_us"] for s in obj["snics"]}
+    _set_latency(out, chains, rng, slack)
+    for s in out["snics"]:
+        s["pcie_latency_us"] = pcie[s["id"]]
+    return out
+
+
 def instance(name: str, n_vertices: int, seed: int = 0, **overrides) -> dict:
     """An instance of family `name` (FAMILIES), fields overridden (e.g. snics=3)."""
     return build(family(name, **overrides), n_vertices, seed)

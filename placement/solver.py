@@ -288,6 +288,10 @@ def solve(problem: Problem, options: Options | None = None, _diagnose: bool = Tr
         raise PlacementInputError(f"time_limit: must be a positive finite number, got {opts.time_limit}")
     if opts.max_moves is not None and opts.max_moves < 0:
         raise PlacementInputError(f"max_moves: must not be negative, got {opts.max_moves}")
+    if not (
+        isinstance(opts.gap_limit, int | float) and math.isfinite(opts.gap_limit) and 0 <= opts.gap_limit < 1
+    ):
+        raise PlacementInputError(f"gap_limit: must be a number in [0, 1), got {opts.gap_limit}")
     if not (math.isfinite(opts.move_cost or 0) and (opts.move_cost or 0) >= 0):
         raise PlacementInputError(f"move_cost: must be a finite number >= 0, got {opts.move_cost}")
     t0 = time.monotonic()
