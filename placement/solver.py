@@ -131,16 +131,7 @@ class _Model:
         rows += [(s, [(p.nodes[i].needs.get(r, Fraction(0)), self.on(i, s.id)) for i in nfs], s.resources[r])
                  for s in p.snics for r in p.resource_names]  # fmt: skip
         for _s, terms, budget in rows:
-            ints, _ = _scale([c for c, _ in terms] + [budget], row=True)
-            cap = ints[-1]
-            const = sum(c for c, (_, v) in zip(ints, terms, strict=False) if isinstance(v, int) and v)
-            var_terms = [
-                (c, v) for c, (_, v) in zip(ints, terms, strict=False) if c and not isinstance(v, int)
-            ]
-            if var_terms:
-                self.add(sum(c * v for c, v in var_terms) + const <= cap)
-            elif const > cap:
-                self.add(self.boolvar("never") + 1 <= 0)  # pinned NFs alone exceed it
+            self.add_row(terms, budget)  # an infeasible constant row: pinned NFs alone exceed it
         # PCIe crossings.
         self.pcie_terms: list[tuple[Fraction, object]] = []
         for s in p.snics:
@@ -167,15 +158,7 @@ class _Model:
                 else [("up", dirs["up"]), ("down", dirs["down"])]
             )
             for direction, g in groups:
-                # the link minus its background
-                ints, _ = _scale([c for c, _ in g] + [s.pcie_budget(direction)], row=True)
-                budget = ints[-1]
-                const = sum(c for c, (_, v) in zip(ints, g, strict=False) if isinstance(v, int))
-                var_terms = [(c, v) for c, (_, v) in zip(ints, g, strict=False) if not isinstance(v, int)]
-                if var_terms:
-                    self.add(sum(c * v for c, v in var_terms) + const <= budget)
-                elif const > budget:
-                    self.add(self.boolvar("never") + 1 <= 0)  # pinned traffic alone exceeds the budget
+                self.add_row(g, s.pcie_budget(direction))  # the link minus its background
             self.pcie_terms += dirs["up"] + dirs["down"]
         for c in p.chains:
             if c.latency_us is not None:
@@ -208,7 +191,13 @@ class _Model:
         cap = ints[-1]
         const = sum(c * v for c, (_, v) in zip(ints, terms, strict=False) if isinstance(v, int))
         var_terms = [(c, v) for c, (_, v) in zip(ints, terms, strict=False) if c and not isinstance(v, int)]
-        if var_terms:
+        if var_terms and self.opts.solver == "mip":
+            # SCIP works in floating point: rows of integers near 2^44 let it call a 0.1 % worse placement
+            # optimal (measured); the same row divided by its largest coefficient does not.
+            top = max(abs(c) for c, _ in var_terms)
+            # Its feasibility tolerance (1e-6 on these rows) is taken off the budget: conservative.
+            self.add(sum((c / top) * v for c, v in var_terms) <= (cap - const) / top - 2e-6)
+        elif var_terms:
             self.add(sum(c * v for c, v in var_terms) + const <= cap)
         elif const > cap:
             self.add(self.boolvar("never") + 1 <= 0)
@@ -373,7 +362,12 @@ def _solve_model(problem: Problem, opts: Options, t0: float, deadline: float, _d
         if st2 in ("optimal", "feasible"):
             placement = model.placement()
         tiebreak_proven = st2 == "optimal"
-    return result(problem, placement, status, time.monotonic() - t0, gap, opts=opts,
+    ev = evaluate(problem, placement)
+    if ev.violations:  # the MIP's floating point; never hand out a violating placement
+        out = _no_placement(problem, opts, "unknown", t0, False)
+        out["reason"] = f"the {opts.solver} placement violates the {ev.violations[0]} (numerical tolerance)"
+        return out
+    return result(problem, placement, status, time.monotonic() - t0, gap, ev, opts=opts,
                   primary_seconds=stage1_seconds if status == "optimal" else None,
                   tiebreak_proven=tiebreak_proven)  # fmt: skip
 
@@ -448,7 +442,7 @@ def diagnose(problem: Problem, opts: Options) -> str:
                          problem.snics, problem.pcie_model)  # fmt: skip
     # With every movable NF on the host, sNIC capacity and resources hold only pinned NFs.
     for v in evaluate(problem, base).violations:
-        if not v.startswith("pcie"):
+        if not v.startswith(("pcie", "latency")):
             return f"pinned NFs alone exceed the {v}"
     no_traffic = Problem(problem.nodes, [], problem.snics, problem.pcie_model)
     for v in evaluate(no_traffic, base).violations:  # only the sNICs' background is left on the links
@@ -460,6 +454,27 @@ def diagnose(problem: Problem, opts: Options) -> str:
         return f"pinned NFs must move ({len(forced)}), more than max_moves={opts.max_moves}"
     if opts.max_moves is not None:
         return f"no placement within max_moves={opts.max_moves} meets the capacity and PCIe budgets"
+    slo = [c for c in problem.chains if c.latency_us is not None]
+    for c in slo:
+        least = sum((min(problem.nodes[problem.index[v]].latency(loc) for loc in
+                         problem.allowed(problem.nodes[problem.index[v]])) for v in c.vertices), Fraction(0))  # fmt: skip
+        if least > c.latency_us:
+            return (f"chain {c.id}: latency_us {float(c.latency_us):g} is below the least latency of its "
+                    f"vertices wherever they may run ({float(least):g} us)")  # fmt: skip
+    trial_opts = replace(opts, time_limit=max(1.0, opts.time_limit / 4))
+
+    def feasible(trial: Problem) -> bool:
+        return solve(trial, trial_opts, _diagnose=False)["status"] != "infeasible"
+
+    if slo and feasible(replace(problem, chains=[])):
+        for c in slo[:20]:
+            if feasible(replace(problem, chains=[x for x in problem.chains if x is not c])):
+                return (
+                    f"chain {c.id}: its latency_us {float(c.latency_us):g} cannot be met within the budgets"
+                )
+        return "the chains' latency SLOs cannot be met together within the budgets: " + ", ".join(
+            c.id for c in slo[:5]
+        )
     big = Fraction(10**9)
     families = [
         ("PCIe budget", [replace(s, pcie_gbps=big) for s in problem.snics]),
@@ -467,9 +482,9 @@ def diagnose(problem: Problem, opts: Options) -> str:
     ]
     families += [(f"sNIC resource {r}", [replace(s, resources={**s.resources, r: big}) for s in problem.snics])
                  for r in problem.resource_names]  # fmt: skip
-    trial_opts = replace(opts, time_limit=max(1.0, opts.time_limit / 4))
     for family, relaxed in families:
-        trial = Problem(problem.nodes, problem.edges, relaxed, problem.pcie_model)
-        if solve(trial, trial_opts, _diagnose=False)["status"] != "infeasible":
+        if feasible(
+            Problem(problem.nodes, problem.edges, relaxed, problem.pcie_model, chains=problem.chains)
+        ):
             return f"the {family} cannot be met: the instance is feasible without it, infeasible with it"
     return "the sNIC capacity, resources and PCIe budgets cannot be met together"
