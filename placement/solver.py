@@ -3,7 +3,8 @@
 Formulation: for each NF with a choice, one boolean per allowed location (exactly one true); every other
 vertex is a constant. For each edge and sNIC s, a crossing indicator z >= on_s(dst) - on_s(src) (down) and
 z >= on_s(src) - on_s(dst) (up); sNIC-to-sNIC traffic thus counts on both links. All coefficients are
-scaled to integers exactly (common denominators of the rational inputs). Stage 1 minimises host cost (plus
+scaled to integers (common denominators of the rational inputs; integers.py rounds them, with a bound,
+when they do not fit). A chain with a latency SLO is one more row. Stage 1 minimises host cost (plus
 move costs, if given); stage 2 fixes that optimum and minimises PCIe Gbit/s, then moves (lexicographic, one
 weighted objective: moves < 1 PCIe unit).
 """
@@ -267,10 +268,11 @@ class _Model:
 def solve(problem: Problem, options: Options | None = None, _diagnose: bool = True, **kwargs) -> dict:
     """Place every vertex; returns the output object of docs/placement.md.
 
-    `options` (or keyword arguments of Options): solver, time_limit, max_moves, move_cost, workers.
-    Always bounded by time_limit; when it hits, the best placement found is returned with status
-    'feasible' and its proven relative `gap`; 'infeasible' comes with a `reason`. The tie-break stage gets
-    at most ~2x the time of the main solve; if it is not proven then, `tiebreak: "best-effort"` says so.
+    `options` (or keyword arguments of Options): solver, time_limit, max_moves, move_cost, gap_limit,
+    workers. Always bounded by time_limit; when it hits, the best placement found is returned with status
+    'feasible' and its proven relative `gap`; 'infeasible' comes with a `reason`. Once the host cost is
+    proven (within gap_limit), the tie-break stage gets as long as that took (at least 0.05 s), never more
+    than tiebreak_share x time_limit; `tiebreak` says whether it was proven.
     """
     opts = options or Options(**kwargs)
     if not (math.isfinite(opts.time_limit) and opts.time_limit > 0):  # NaN or inf would never end the search
