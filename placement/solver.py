@@ -196,8 +196,9 @@ class _Model:
             # SCIP works in floating point: rows of integers near 2^44 let it call a 0.1 % worse placement
             # optimal (measured); the same row divided by its largest coefficient does not.
             top = max(abs(c) for c, _ in var_terms)
-            # Its feasibility tolerance (1e-6 on these rows) is taken off the budget: conservative.
-            self.add(sum((c / top) * v for c, v in var_terms) <= (cap - const) / top - 2e-6)
+            # Within its feasibility tolerance (1e-6 on these rows) a placement may break the exact budget:
+            # the exact re-check in _solve_model catches it (a margin would cut placements at the budget).
+            self.add(sum((c / top) * v for c, v in var_terms) <= (cap - const) / top)
         elif var_terms:
             self.add(sum(c * v for c, v in var_terms) + const <= cap)
         elif const > cap:
