@@ -58,6 +58,7 @@ class Nf:
     created: float = 0.0
     tenant: str = "default"  # its state is the tenant's (keys `tn:<tenant>:...`, the tenant's ACL user)
     store_wait: str | None = None  # N[:MS]: replicas acknowledging each batch's writes (`--store-wait`)
+    latency_us: float | None = None  # SLO of the chain through this NF, first to last vertex (placement)
 
     def public(self) -> dict:
         """The northbound view: no physical ports, switches or PIDs."""
@@ -68,7 +69,8 @@ class Nf:
             "location": self.location,
             "pin": self.pin,
             "hints": {"prefer": self.prefer} if self.prefer else {},
-            "expected": {"gbps": self.expected_gbps, "src": self.src, "dst": self.dst},
+            "expected": {"gbps": self.expected_gbps, "src": self.src, "dst": self.dst}
+            | ({"latency_us": self.latency_us} if self.latency_us is not None else {}),
             "config": self.config,
             "tenant": self.tenant,
             "durability": {"wait": self.store_wait} if self.store_wait else {},

@@ -255,9 +255,11 @@ def build_problem(
         for (s, d), gbps in chain.items()
         for e, g in divide_edge(s, d, gbps, splits).items()
     }
+    slos = chain_slos(nfs, default, known, set(splits))
     return {
         "nodes": nodes,
         "edges": [{"src": s, "dst": d, "gbps": g} for (s, d), g in sorted(edges.items())],
+        **({"chains": slos} if slos else {}),
         "snics": [
             {"id": s.id, "capacity": s.capacity, "pcie_gbps": s.pcie_gbps}
             | ({"background_gbps": background[s.id]} if background and s.id in background else {})
@@ -265,3 +267,32 @@ def build_problem(
         ],
         "pcie_model": pcie_model,
     }
+
+
+def chain_slos(nfs: list[Nf], default: str | None, known: set[str], split: set[str]) -> list[dict]:
+    """The placement instance's `chains` with a latency SLO: for every serial chain (NFs linked by their
+    src/dst) in which some NF gives `latency_us`, its vertices first to last and the smallest SLO given.
+    A chain through a split NF (one vertex per location) is left out: its path is not one vertex list."""
+    by_id = {nf.id: nf for nf in nfs}
+    out, seen = [], set()
+    for nf in nfs:
+        if nf.latency_us is None or nf.id in seen:
+            continue
+        first = nf
+        while (p := by_id.get(first.src or "")) is not None and p.dst == first.id and p.id != nf.id:
+            first = p
+        path, cur, slo = [first.src or default], first, None
+        while cur is not None and cur.id not in path:
+            path.append(cur.id)
+            seen.add(cur.id)
+            if cur.latency_us is not None:
+                slo = cur.latency_us if slo is None else min(slo, cur.latency_us)
+            nxt = by_id.get(cur.dst or "")
+            if nxt is None or nxt.src != cur.id:
+                path.append(cur.dst or default)
+                break
+            cur = nxt
+        if any(v is None or v not in known for v in path) or split & set(path):
+            continue
+        out.append({"id": f"chain-{path[1]}", "vertices": path, "latency_us": slo})
+    return out

@@ -72,7 +72,7 @@ class Inventory:
             nf = Nf(
                 id=nf_id, type=req.type, config=req.config, vport=ctx.state.free_vport(vports.VPORT_NF_BASE),
                 expected_gbps=req.expected_gbps, src=req.src, dst=req.dst, pin=req.pin, prefer=req.prefer,
-                created=ctx.clock(), tenant=req.tenant, store_wait=req.store_wait,
+                created=ctx.clock(), tenant=req.tenant, store_wait=req.store_wait, latency_us=req.latency_us,
             )  # fmt: skip
             if nf.pin and nf.pin not in ctx.locations:
                 raise ValidationError("pin", f"no location {nf.pin!r} on this host")

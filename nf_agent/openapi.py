@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from domain.model import NF_TYPES
-from nf_agent.validation import MAX_GBPS, MAX_INSTANCES
+from nf_agent.validation import MAX_GBPS, MAX_INSTANCES, MAX_LATENCY_US
 
 NAME = {"type": "string", "pattern": "^[a-z][a-z0-9-]{0,31}$"}
 LOCATION = {"type": "string", "pattern": "^(host|snic[0-9]{1,2})$"}
@@ -26,10 +26,12 @@ EXPECTED = {
         "gbps": {"type": "number", "minimum": 0, "maximum": MAX_GBPS},
         "src": OPT_NAME,
         "dst": OPT_NAME,
+        "latency_us": {"type": ["number", "null"], "minimum": 0, "maximum": MAX_LATENCY_US},
     },
     "description": "expected traffic src -> NF -> dst (vertices: VM id, NF id, snicK-ethJ; default: the first "
     "sNIC Ethernet port); a chain of NFs is declared by naming each NF's neighbours, with PATCH /v1/nfs/ID "
-    "once they all exist",
+    "once they all exist; latency_us: per-packet latency SLO of the chain through this NF (its first to its "
+    "last vertex; the smallest of its NFs' holds), kept by placement",
 }
 
 

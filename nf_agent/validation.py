@@ -17,7 +17,13 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 LOCATION_RE = re.compile(r"^(host|snic[0-9]{1,2})$")
 MAX_GBPS = 400.0
 MAX_INSTANCES = 16  # instances of one NF behind its vport (scale-out)
-EXPECTED_KEYS = {"gbps", "src", "dst"}  # an NF's traffic expectation: Gbit/s on its chain src -> NF -> dst
+MAX_LATENCY_US = 1e6
+EXPECTED_KEYS = {
+    "gbps",
+    "src",
+    "dst",
+    "latency_us",
+}  # an NF's traffic expectation: Gbit/s on its chain src -> NF -> dst
 
 
 # -- validation --------------------------------------------------------------------------------------------
@@ -94,6 +100,7 @@ class NfRequest:
     prefer: str | None
     tenant: str = "default"
     store_wait: str | None = None
+    latency_us: float | None = None  # the chain's latency SLO (expected.latency_us)
 
 
 def parse_nf(body: Any, locations: list[str]) -> NfRequest:
@@ -115,7 +122,7 @@ def parse_nf(body: Any, locations: list[str]) -> NfRequest:
     prefer = location("hints.prefer", hints["prefer"], locations) if hints.get("prefer") is not None else None
     tenant = _name("tenant", b.get("tenant", "default"))
     wait = _durability(_obj(b.get("durability", {}), {"wait"}, set(), "durability."))
-    return NfRequest(nf_id, t, config, gbps, src, dst, pin, prefer, tenant, wait)
+    return NfRequest(nf_id, t, config, gbps, src, dst, pin, prefer, tenant, wait, exp.get("latency_us"))
 
 
 def _expected(exp: dict) -> dict[str, Any]:
@@ -127,6 +134,9 @@ def _expected(exp: dict) -> dict[str, Any]:
     for k in ("src", "dst"):
         if k in exp:
             out[k] = _name(f"expected.{k}", exp[k]) if exp[k] is not None else None
+    if "latency_us" in exp:  # null: no SLO
+        slo = exp["latency_us"]
+        out["latency_us"] = None if slo is None else _number("expected.latency_us", slo, 0.0, MAX_LATENCY_US)
     return out
 
 

@@ -26,8 +26,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from placement.evaluate import Evaluation
-from placement.model import Problem
+from placement import integers
+from placement.evaluate import Evaluation, latencies
+from placement.model import Problem, chain_latency
 
 SAFE = 2**60  # every integer sum we form stays below this (int64, and CP-SAT's overflow checks)
 
@@ -50,6 +51,10 @@ class Groups:
     row_names: list[str]
     cost_const: Fraction  # primary cost of the fixed vertices (host cost of NFs pinned to the host)
     cost_unit: Fraction  # one cost unit in host-cost units
+    # Rounding of the working integers (integers.py): the optimum's exact cost is at most this far above
+    # the solver's (host-cost units; 0 when exact), and the rows that were rounded conservatively.
+    cost_error: Fraction
+    rounded_rows: list[str]
     current: np.ndarray  # per group: configuration index (global) of the current placement, or -1
     exact: dict  # unscaled integer data for `evaluation` (host, nic, needs, edges and their units)
 
@@ -84,7 +89,8 @@ class Groups:
             up, down = pcie[s.id]["up"], pcie[s.id]["down"]
             if (up + down if problem.pcie_model == "shared" else max(up, down)) > s.pcie_gbps:
                 violations.append(f"pcie of {s.id}")
-        return Evaluation(host_cost, snic_load, pcie, violations, used)
+        lat, late = latencies(problem, placement)
+        return Evaluation(host_cost, snic_load, pcie, violations + late, used, lat)
 
     def placement(self, problem: Problem, chosen: list[int]) -> dict[str, str]:
         """Placement from one chosen configuration (global index) per group."""
@@ -119,7 +125,7 @@ def prepare(
     problem: Problem,
     move_cost: Fraction = Fraction(0),
     max_moves: int | None = None,
-    max_configs: int = 256,
+    max_configs: int = 4096,
 ) -> Groups | None:
     """Integer data and dominance-pruned configurations, or None when a group is too large or a sum
     would not fit in 60 bits."""
@@ -148,6 +154,11 @@ def prepare(
     src = np.fromiter((p.index[e.src] for e in edges), dtype=np.int64, count=len(edges))
     dst = np.fromiter((p.index[e.dst] for e in edges), dtype=np.int64, count=len(edges))
     g_int = [_times(e.gbps, G) for e in edges]
+    pcie_shift = 0  # one grid for every PCIe row, so the PCIe tie-break adds like units
+    for s in p.snics:
+        for d in ("up", "down", "both"):
+            pcie_shift = max(pcie_shift, integers.row(g_int, _times(s.pcie_budget(d), G)).shift)
+    g_work = [-((-g) >> pcie_shift) for g in g_int] if pcie_shift else g_int  # rounded up, as in rows
     load = [0] * n_nodes
     for a, b, g in zip(src.tolist(), dst.tolist(), g_int, strict=True):
         load[a] += g
@@ -167,11 +178,19 @@ def prepare(
     if any(cur[i] >= 0 for i in movable):
         div = math.gcd(div, mc)
     div = div or 1
-    cost_const = Fraction(sum(host[i] for i, loc in fixed.items() if loc == 0), div)  # reported only
     host_raw = host
     host = [h // div for h in host] if div > 1 else host
     mc //= div
-    cost_unit = Fraction(div, R * G)
+    obj = integers.objective([host[i] for i in movable] + [mc] * len(movable))
+    cost_shift = obj.shift
+    if cost_shift:
+        half = 1 << (cost_shift - 1)
+        host = [(h + half) >> cost_shift for h in host]
+        mc = (mc + half) >> cost_shift
+    cost_unit = Fraction(div << cost_shift, R * G)
+    cost_const = Fraction(sum(host_raw[i] for i, loc in fixed.items() if loc == 0), div << cost_shift)
+    cost_error = cost_unit * len(movable) * (2 if mc else 1) if cost_shift else Fraction(0)
+    rounded_rows: list[str] = ["PCIe budgets"] if pcie_shift else []
 
     # Budget rows: per sNIC capacity, per sNIC x resource, PCIe per link (and direction), moves.
     row_names: list[str] = []
@@ -185,10 +204,12 @@ def prepare(
         nd = p.nodes[i]
         nic[i] = _times(nd.r_nic, Rn) * load[i] + _times(nd.b_nic, Rn) * G * nd.instances
     for k, s in enumerate(p.snics):
-        coef = nic
+        sc = integers.row(nic, _times(s.capacity, Rn) * G)
         row_names.append(f"capacity of {s.id}")
-        node_rows.append((k + 1, coef))
-        budgets.append(_times(s.capacity, Rn) * G)
+        node_rows.append((k + 1, sc.ints))
+        budgets.append(sc.budget)
+        if not sc.exact:
+            rounded_rows.append(row_names[-1])
     for r in p.resource_names:
         Rr = _lcm_den([p.nodes[i].needs.get(r, Fraction(0)) for i in nfs] + [s.resources[r] for s in p.snics])
         coef = [0] * n_nodes
@@ -196,16 +217,19 @@ def prepare(
             coef[i] = _times(p.nodes[i].needs.get(r, Fraction(0)), Rr)
         needs_raw[r] = (coef, Rr)
         for k, s in enumerate(p.snics):
+            sc = integers.row(coef, _times(s.resources[r], Rr))
             row_names.append(f"resource {r} of {s.id}")
-            node_rows.append((k + 1, coef))
-            budgets.append(_times(s.resources[r], Rr))
+            node_rows.append((k + 1, sc.ints))
+            budgets.append(sc.budget)
+            if not sc.exact:
+                rounded_rows.append(row_names[-1])
     pcie_rows: list[tuple[int, str]] = []  # (sNIC location index, "up"|"down"|"both")
     for k, s in enumerate(p.snics):
         dirs = ["both"] if p.pcie_model == "shared" else ["up", "down"]
         for d in dirs:
             pcie_rows.append((k + 1, d))
             row_names.append(f"PCIe budget of {s.id}" + ("" if d == "both" else f" ({d})"))
-            budgets.append(_times(s.pcie_budget(d), G))  # the link minus its background
+            budgets.append(_times(s.pcie_budget(d), G) >> pcie_shift)  # the link minus its background
     move_row = max_moves is not None
     if move_row:
         # A pinned NF whose current location is elsewhere moves anyway: it uses the budget too.
@@ -215,7 +239,7 @@ def prepare(
     n_rows = len(row_names)
     n_node_rows = len(node_rows)
 
-    limit_terms = [sum(host), mc * len(movable), sum(g_int) * 2 * max(n_snic, 1)]
+    limit_terms = [sum(host), mc * len(movable), sum(g_work) * 2 * max(n_snic, 1)]
     limit_terms += [sum(c) for _, c in node_rows] + [abs(b) for b in budgets]
     if max(limit_terms, default=0) >= SAFE:
         return None
@@ -225,7 +249,7 @@ def prepare(
         budgets[r] -= sum(coef[i] for i, loc in fixed.items() if loc == k)
     is_mov = np.zeros(n_nodes, dtype=bool)
     is_mov[movable] = True
-    g_arr = np.array(g_int, dtype=np.int64)
+    g_arr = np.array(g_work, dtype=np.int64)
     both_fixed = ~is_mov[src] & ~is_mov[dst] if len(edges) else np.zeros(0, dtype=bool)
     floc = np.zeros(n_nodes, dtype=np.int64)
     for i, loc in fixed.items():
@@ -238,11 +262,21 @@ def prepare(
 
     # Components of the movable NFs.
     parent = list(range(n_nodes))
-    for a, b in zip(src.tolist(), dst.tolist(), strict=True):
+    # A chain's movable vertices join one group, so that its latency SLO is a rule of that group alone.
+    slo = [c for c in p.chains if c.latency_us is not None]
+    links = list(zip(src.tolist(), dst.tolist(), strict=True))
+    for c in slo:
+        mov = [p.index[v] for v in c.vertices if is_mov[p.index[v]]]
+        links += list(zip(mov, mov[1:], strict=False))
+    for a, b in links:
         if is_mov[a] and is_mov[b]:
             ra, rb = _find(parent, a), _find(parent, b)
             if ra != rb:
                 parent[ra] = rb
+    fixed_at = {p.nodes[i].id: locs[loc] for i, loc in fixed.items()}
+    for c in slo:
+        if all(v in fixed_at for v in c.vertices) and chain_latency(p, c, fixed_at) > c.latency_us:
+            return None  # fixed vertices alone miss this SLO: the plain model finds it infeasible
     comps: dict[int, list[int]] = {}
     for i in movable:
         comps.setdefault(_find(parent, i), []).append(i)
@@ -299,7 +333,15 @@ def prepare(
             pcie += acc  # a "both" row already counts up + down
         if move_row:
             use[:, :, n_rows - 1] = moved
-        keep = _undominated(cost, pcie, moved, use) if K <= 81 else np.ones((nc, K), dtype=bool)
+        meets = _meets_slos(p, slo, fixed, mat, table, where_row, where_col, where_m, m)
+        if meets is None:
+            keep = _undominated(cost, pcie, moved, use) if K <= 256 else np.ones((nc, K), dtype=bool)
+        else:  # among the configurations meeting the SLOs only
+            keep = meets if K > 256 else _undominated_within(cost, pcie, moved, use, meets)
+        if not keep.any(1).all():
+            return (
+                None  # a group whose every configuration misses an SLO: infeasible (the plain model says so)
+            )
         parts.append((mat, table, keep, cost, pcie, moved, use))
 
     starts = [0]
@@ -347,6 +389,8 @@ def prepare(
         row_names=row_names,
         cost_const=cost_const,
         cost_unit=cost_unit,
+        cost_error=cost_error,
+        rounded_rows=rounded_rows,
         current=np.array(current, dtype=np.int64),
         exact={
             "host": host_raw,
@@ -356,14 +400,25 @@ def prepare(
             "needs": needs_raw,
             "src": src,
             "dst": dst,
-            "g": g_arr,
+            "g": np.array(g_int, dtype=object),  # exact, any size
             "G": G,
         },  # fmt: skip
     )
 
 
 def _undominated(cost, pcie, moves, use) -> np.ndarray:
-    """(nc, K) mask of configurations no other one of the same group dominates (see module doc).
+    """(nc, K) mask of configurations no other one of the same group dominates (see module doc); in
+    chunks of groups, so that the (groups, K, K, rows) comparison stays small."""
+    nc, K = cost.shape
+    step = max(1, 2_000_000 // max(1, K * K * max(1, use.shape[-1])))
+    if nc <= step:
+        return _undominated_chunk(cost, pcie, moves, use)
+    return np.concatenate([_undominated_chunk(cost[a : a + step], pcie[a : a + step], moves[a : a + step],
+                                              use[a : a + step]) for a in range(0, nc, step)])  # fmt: skip
+
+
+def _undominated_chunk(cost, pcie, moves, use) -> np.ndarray:
+    """_undominated of a few groups at once.
 
     j dominates k: objective (cost, pcie, moves) lexicographically <= and every use <=, and strictly
     better somewhere or (all equal and j < k). Such a relation has no cycles, so every group keeps one.
@@ -380,3 +435,46 @@ def _undominated(cost, pcie, moves, use) -> np.ndarray:
     idx_lt = np.arange(K)[None, :] < np.arange(K)[:, None]  # [k, j]: j < k
     dominated = le & (lex_lt | (lex_eq & (lt_some | idx_lt[None])))
     return ~dominated.any(-1)
+
+
+def _meets_slos(p: Problem, slo, fixed, mat, table, where_row, where_col, where_m, m):
+    """(nc, K) mask: the configurations of the size-m groups that keep every chain (SLO) through them
+    within its latency_us; None when no chain with an SLO touches them. Exact: latencies on their
+    common denominator (Python integers when int64 would not hold them)."""
+    if not slo:
+        return None
+    nc, K = len(mat), len(table)
+    ok = np.ones((nc, K), dtype=bool)
+    touched = False
+    den = _lcm_den([x for n in p.nodes for x in (n.latency_host, n.latency_nic)]
+                   + [s.pcie_latency for s in p.snics] + [c.latency_us for c in slo])  # fmt: skip
+    lat_host = [_times(n.latency_host, den) for n in p.nodes]
+    lat_nic = [_times(n.latency_nic, den) for n in p.nodes]
+    cross_l = [0] + [_times(s.pcie_latency, den) for s in p.snics]
+    worst = max(lat_host + lat_nic + cross_l, default=0) * 3 * max((len(c.vertices) for c in slo), default=1)
+    dtype = np.int64 if worst < 2**62 else object
+    cross = np.array(cross_l, dtype=dtype)
+    for c in slo:
+        idx = [p.index[v] for v in c.vertices]
+        groups = {int(where_row[i]) for i in idx if where_m[i] == m}
+        if not groups:
+            continue  # this chain's group is of another size (or it has none: checked in prepare)
+        locs = [np.full(K, fixed[i], dtype=np.int64) if i in fixed else table[:, where_col[i]] for i in idx]
+        total = np.zeros(K, dtype=dtype)
+        for i, lr in zip(idx, locs, strict=True):
+            total = total + np.where(lr == 0, lat_host[i], lat_nic[i]).astype(dtype)
+        for a, b in zip(locs, locs[1:], strict=False):
+            total = total + np.where(a != b, cross[a] + cross[b], 0).astype(dtype)
+        (g,) = groups
+        ok[g] &= (total <= _times(c.latency_us, den)).astype(bool)
+        touched = True
+    return ok if touched else None
+
+
+def _undominated_within(cost, pcie, moves, use, allowed) -> np.ndarray:
+    """_undominated among the `allowed` configurations only (the others neither kept nor dominating)."""
+    big = np.iinfo(np.int64).max // 4
+    c = np.where(allowed, cost, big)
+    keep = _undominated(c, np.where(allowed, pcie, big), np.where(allowed, moves, big),
+                        np.where(allowed[..., None], use, big))  # fmt: skip
+    return keep & allowed

@@ -23,6 +23,7 @@ fit in 60 bits, the levels are solved in stages (each bounding the previous opti
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ import numpy as np
 
 from placement.decompose import SAFE, Groups
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class Outcome:
@@ -40,6 +43,7 @@ class Outcome:
     gap: float = 0.0  # proven relative gap of the primary cost (feasible only)
     core_groups: int = 0  # groups that still had a choice in the last CP-SAT model
     tiebreak_proven: bool = False  # PCIe / moves tie-breaks proven minimal too
+    primary_seconds: float | None = None  # when the primary cost was proven (seconds from the start)
 
 
 def _reduce(values: np.ndarray, start: np.ndarray, fn) -> np.ndarray:
@@ -102,8 +106,9 @@ class _Core:
         nz = np.nonzero(coef)[0]
         return self.cp.LinearExpr.weighted_sum([self.vars[k] for k in nz.tolist()], coef[nz].tolist())
 
-    def solve(self, deadline: float, hint: list[int] | None):
+    def solve(self, deadline: float, hint: list[int] | None, abs_gap: float = 0.0):
         solver = self.cp.CpSolver()
+        solver.parameters.absolute_gap_limit = abs_gap
         solver.parameters.max_time_in_seconds = max(0.01, deadline - time.monotonic())
         solver.parameters.num_workers = self.workers
         solver.parameters.linearization_level = self.linearization
@@ -168,7 +173,11 @@ def _lp(gr: Groups, alive: np.ndarray, obj: np.ndarray, eqs: list[tuple[np.ndarr
     n = len(cfg)
     m = mbh.ModelBuilderHelper()
     m.add_var_array_with_bounds(np.zeros(n), np.ones(n), np.zeros(n, dtype=bool), "y")
-    m.set_objective_coefficients(list(range(n)), obj[cfg].astype(float).tolist())
+    # GLOP fails ("abnormal") on coefficients of 2^40 and more: every row and the objective are divided
+    # by their largest coefficient, and the duals scaled back.
+    obj_f = obj[cfg].astype(float)
+    o_scale = float(np.abs(obj_f).max(initial=0.0)) or 1.0
+    m.set_objective_coefficients(list(range(n)), (obj_f / o_scale).tolist())
     ys = [mbh.Variable(m, k) for k in range(n)]
     grp = np.repeat(np.arange(gr.n_groups), np.diff(gr.start))[cfg]
     bounds = np.searchsorted(grp, np.arange(gr.n_groups + 1)).tolist()
@@ -177,21 +186,24 @@ def _lp(gr: Groups, alive: np.ndarray, obj: np.ndarray, eqs: list[tuple[np.ndarr
         m.set_constraint_lower_bound(c, 1.0)
         m.set_constraint_upper_bound(c, 1.0)
         m.add_terms_to_constraint(c, ys[bounds[g] : bounds[g + 1]], [1.0] * (bounds[g + 1] - bounds[g]))
-    rows = []
+    rows, scales = [], []
     specs = [(gr.use[cfg, r], -math.inf, float(b)) for r, b in enumerate(gr.budget)]
     specs += [(coef[cfg], float(rhs), float(rhs)) for coef, rhs in eqs]
     for col, lo, hi in specs:
         c = m.add_linear_constraint()
         rows.append(c)
-        m.set_constraint_lower_bound(c, lo)
-        m.set_constraint_upper_bound(c, hi)
+        col_f = col.astype(float)
+        f = float(np.abs(col_f).max(initial=0.0)) or 1.0
+        scales.append(f)
+        m.set_constraint_lower_bound(c, lo / f)
+        m.set_constraint_upper_bound(c, hi / f)
         nz = np.nonzero(col)[0]
-        m.add_terms_to_constraint(c, [ys[k] for k in nz.tolist()], col[nz].astype(float).tolist())
+        m.add_terms_to_constraint(c, [ys[k] for k in nz.tolist()], (col_f[nz] / f).tolist())
     solver = mbh.ModelSolverHelper("glop")
     solver.solve(m)
     if solver.status() != mbh.SolveStatus.OPTIMAL:
         return None
-    duals = -np.asarray(solver.dual_values())[rows] if rows else np.zeros(0)
+    duals = -np.asarray(solver.dual_values())[rows] * o_scale / np.array(scales) if rows else np.zeros(0)
     nb = len(gr.budget)
     y = np.zeros(len(obj))
     y[cfg] = np.asarray(solver.variable_values())
@@ -297,6 +309,26 @@ def _dp_rows(gr: Groups, lam: np.ndarray):
     yield gr.use[:, row], gr.budget[row]
 
 
+def _greedy(gr: Groups, y: np.ndarray) -> list[int] | None:
+    """A feasible choice, cheap: the LP solution rounded (largest y per group), else per group the
+    configuration using the least of the budgets (relative to each budget); None if neither fits.
+    CP-SAT on coefficients of 2^40 can take seconds to find any solution (measured: none in 10 s with
+    four sNICs); with this as a hint it starts from one."""
+    if not gr.n_groups:
+        return []
+    budget = np.array(gr.budget, dtype=np.int64)
+    grp = np.repeat(np.arange(gr.n_groups), np.diff(gr.start))
+    rel = (np.maximum(gr.use, 0) / np.maximum(budget, 1).astype(float)).sum(1)
+    found = None
+    for keys in ((gr.cost, -y, grp), (gr.cost, rel, grp)):
+        order = np.lexsort(keys)  # per group, the best first
+        chosen = order[gr.start[:-1]]
+        fits = (gr.use[chosen].sum(0) <= budget).all()
+        if fits and (found is None or _sum(gr.cost, chosen.tolist()) < _sum(gr.cost, found)):
+            found = chosen.tolist()
+    return found
+
+
 def _restricted(gr, d, y, alive):
     pos = np.sort(d[alive & (d > 0)])
     delta = int(pos[min(len(pos) - 1, 20 + gr.n_groups // 50)]) if len(pos) else 0
@@ -310,11 +342,19 @@ def solve_groups(
     linearization: int = 2,
     tiebreak_time: float = 0.25,
     reduce: bool = True,
+    gap_limit: float = 0.0,
 ) -> Outcome:
-    """Lexicographic optimum over the groups (see module doc). The primary cost is always proven (or
-    the time limit reported); the tie-break stage gets at most max(tiebreak_time, time used so far).
-    reduce=False skips the LP bounds and fixing (CP-SAT on every configuration; tests, comparisons)."""
+    """Lexicographic optimum over the groups (see module doc). The primary cost is proven within the
+    relative `gap_limit` (0: exactly), or the time limit reported; the tie-break stage then gets as long
+    as the primary took, at least 0.05 s, at most `tiebreak_time` seconds. reduce=False skips the LP bounds and fixing (CP-SAT on every configuration;
+    tests, comparisons)."""
     t0 = time.monotonic()
+    gap_frac = Fraction(gap_limit)
+
+    def slack(p: int) -> int:
+        """Cost units a proven bound may stay below p and p still count as optimal (gap_limit)."""
+        return math.floor(gap_frac * (gr.cost_const + p)) if gap_frac else 0
+
     hint = [int(c) for c in gr.current] if gr.n_groups and (gr.current >= 0).all() else None
     full = _levels([gr.cost, gr.pcie, gr.moves], gr.start)
     folded0 = _fold(full[0]) if len(full) == 1 else gr.cost
@@ -335,25 +375,37 @@ def solve_groups(
             # folded objective instead (same prices scaled by the cost weight), where those ties differ.
             _, _, df = _bound(gr, alive, folded0, lam * full[0][0][1], [], np.zeros(0))
             restricted = _restricted(gr, df, y, alive)
+        greedy = _greedy(gr, y)  # the incumbent if CP-SAT finds none on the restricted core
         core = _Core(gr, restricted, workers, linearization)
         core.m.minimize(core.objective(folded0))
         # Only an incumbent is needed here (any feasible one makes the fixing below valid): time-box it.
         now = time.monotonic()
-        status, inc, _, _ = core.solve(min(deadline, now + max(0.1, now - t0)), hint)
+        # Good enough once within half the slack the proof below allows (absolute: the core's objective
+        # leaves out the groups without a choice).
+        abs_gap = float(slack(max(0, math.floor(lower)))) / 2 if len(full) > 1 else 0.0
+        status, inc, _, _ = core.solve(min(deadline, now + max(0.1, now - t0)), hint, abs_gap)
+        log.debug("restricted core %s groups=%d t=%.3f", status, len(core.multi), time.monotonic() - t0)
+        if status not in ("optimal", "feasible") and greedy is not None:
+            status, inc = "feasible", greedy
         if status in ("optimal", "feasible"):
             best = inc
             p1 = _sum(gr.cost, inc)
             # A lexicographic optimum has primary <= p1: configurations forcing more are out.
             alive = _within(d1, den1 * p1 - lb1)
             alive[np.array(inc, dtype=np.int64)] = True
-            proven = lb1 > den1 * (p1 - 1)
+            proven = lb1 > den1 * (p1 - 1 - slack(p1))
+            log.debug("incumbent %s p1=%d lb=%.1f slack=%d alive=%d core=%d t=%.3f", status, p1, lb1 / den1,
+                      slack(p1), int(alive.sum()), len(core.multi), time.monotonic() - t0)  # fmt: skip
             if not proven and lam.max(initial=0) > 0:
                 # The LP bound is fractional below p1: decide "primary <= p1 - 1" exactly on the
                 # relaxation keeping only the most binding budget row (dynamic programme over cost).
                 # Only configurations whose bound allows cost p1 - 1 can be in such a selection.
-                useful = alive & _within(d1, den1 * (p1 - 1) - lb1)
+                target = p1 - 1 - slack(p1)
+                useful = alive & _within(d1, den1 * target - lb1)
                 for weight, budget in _dp_rows(gr, lam):
-                    if _dp_no_better(gr, useful, weight, budget, p1 - 1) is True:
+                    no_better = _dp_no_better(gr, useful, weight, budget, target)
+                    log.debug("dp proof %s t=%.3f", no_better, time.monotonic() - t0)
+                    if no_better is True:
                         proven = True
                         break
             if status != "optimal":
@@ -365,13 +417,27 @@ def solve_groups(
         # refutes it in 0.2 s where minimising the cost on the same core did not close a 1-unit gap in
         # 20 s). Yes: a better incumbent, fix again, repeat. No: p1 is optimal.
         core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION)
-        core.m.add(core.objective(gr.cost) <= p1 - 1 - core.const(gr.cost))
+        core.m.add(core.objective(gr.cost) <= p1 - 1 - slack(p1) - core.const(gr.cost))
         status, ch, _, _ = core.solve(deadline, None)
+        log.debug("cost <= p1 - 1 - slack? %s core=%d t=%.3f", status, len(core.multi), time.monotonic() - t0)
         if status == "infeasible":
             proven = True
             restricted = None if restricted is None or (alive & ~restricted).any() else restricted
         elif status in ("optimal", "feasible"):
             best, p1 = ch, _sum(gr.cost, ch)
+            if gap_frac:
+                # Small steps down (measured: 60 answers of a few units each at 500 vertices): minimise
+                # from here until within the slack, time-boxed; its bound may prove p1 at once.
+                opt = _Core(gr, alive, workers, linearization)
+                opt.m.minimize(opt.objective(gr.cost))
+                now = time.monotonic()
+                st, ch2, _, bound = opt.solve(min(deadline, now + max(0.1, now - t0)), best, slack(p1) / 2)
+                if st in ("optimal", "feasible") and _sum(gr.cost, ch2) <= p1:
+                    best, p1 = ch2, _sum(gr.cost, ch2)
+                    lo = math.ceil(bound - 1e-6) + opt.const(gr.cost)
+                    lower = max(lower, Fraction(lo)) if lower is not None else Fraction(lo)
+                    proven = lo >= p1 - slack(p1)
+                log.debug("minimise %s p1=%d t=%.3f", st, p1, time.monotonic() - t0)
             alive = alive & _within(d1, den1 * p1 - lb1)
             alive[np.array(best, dtype=np.int64)] = True
             restricted = None
@@ -382,6 +448,7 @@ def solve_groups(
         core = _Core(gr, alive, workers, linearization)
         core.m.minimize(core.objective(gr.cost))
         status, ch, obj, bound = core.solve(deadline, best or hint)
+        log.debug("full core %s groups=%d t=%.3f", status, len(core.multi), time.monotonic() - t0)
         if status in ("infeasible", "unknown"):
             return Outcome(status, None, core_groups=len(core.multi))
         best, p1 = ch, _sum(gr.cost, ch)
@@ -391,11 +458,14 @@ def solve_groups(
             return Outcome("feasible", best, _gap(gr, p1, lower), len(core.multi))
         restricted = None  # the incumbent came from this solve, not from the restricted core
     # Tie-break among placements of primary cost p1 (proven optimal): fewer PCIe units, then moves.
+    primary_s = time.monotonic() - t0
     tb_stages = _levels([gr.pcie, gr.moves], gr.start)
     if all(not int(reb.max(initial=0)) for st in tb_stages for reb, _ in st):
-        return Outcome("optimal", best, 0.0, 0, tiebreak_proven=True)
+        return Outcome("optimal", best, 0.0, 0, tiebreak_proven=True, primary_seconds=primary_s)
     eq = [(gr.cost, p1)]
-    tb_deadline = min(deadline, time.monotonic() + max(tiebreak_time, time.monotonic() - t0))
+    # The answer is known: the tie-break may hold it for as long as the primary took (at least 0.05 s),
+    # never more than tiebreak_time.
+    tb_deadline = min(deadline, time.monotonic() + min(tiebreak_time, max(0.05, primary_s)))
     if len(full) == 1 and gr.n_groups and reduce:
         lp2 = _lp(gr, alive, folded0, eq)
         if lp2 is not None:
@@ -415,12 +485,12 @@ def solve_groups(
                     restricted = None
             pf = _sum(folded0, best)
             if lb2 > den2 * (pf - 1):
-                return Outcome("optimal", best, 0.0, 0, tiebreak_proven=True)  # the bound meets it
+                return Outcome("optimal", best, 0.0, 0, True, primary_s)  # the bound meets it
             alive = alive & _within(d2, den2 * (pf - 1) - lb2)
             alive[np.array(best, dtype=np.int64)] = True
             if restricted is not None and not (alive & ~restricted).any():
                 # Nothing outside the restricted core can beat its optimum: that is the optimum.
-                return Outcome("optimal", best, 0.0, 0, tiebreak_proven=True)
+                return Outcome("optimal", best, 0.0, 0, True, primary_s)
     core = _Core(gr, alive, workers, linearization)
     core.m.add(core.objective(gr.cost) <= p1 - core.const(gr.cost))
     tb_proven = True
@@ -434,7 +504,7 @@ def solve_groups(
             tb_proven = False
             break
         core.m.add(core.objective(folded) <= _sum(folded, best) - core.const(folded))
-    return Outcome("optimal", best, 0.0, len(core.multi), tiebreak_proven=tb_proven)
+    return Outcome("optimal", best, 0.0, len(core.multi), tb_proven, primary_s)
 
 
 def _within(d: np.ndarray, slack: int) -> np.ndarray:

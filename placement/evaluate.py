@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
-from placement.model import HOST, Problem
+from placement.model import HOST, Problem, chain_latency
 
 
 @dataclass(frozen=True)
@@ -16,6 +16,7 @@ class Evaluation:
     pcie: dict[str, dict[str, Fraction]]
     violations: list[str]
     snic_resources: dict[str, dict[str, Fraction]]  # snic -> resource -> amount used (multi-resource)
+    chain_latency: dict[str, Fraction] = field(default_factory=dict)  # chain id -> per-packet latency (us)
 
     @property
     def feasible(self) -> bool:
@@ -63,7 +64,16 @@ def evaluate(problem: Problem, placement: dict[str, str]) -> Evaluation:
             for d, v in (("up", up), ("down", down)):
                 if v > s.pcie_gbps:
                     violations.append(f"pcie of {s.id} ({d}): {float(v):g} > {float(s.pcie_gbps):g} Gbit/s")
-    return Evaluation(host_cost, snic_load, pcie, violations, used)
+    lat, late = latencies(problem, placement)
+    return Evaluation(host_cost, snic_load, pcie, violations + late, used, lat)
+
+
+def latencies(problem: Problem, placement: dict[str, str]) -> tuple[dict[str, Fraction], list[str]]:
+    """Every chain's latency under `placement`, and a violation per chain over its latency_us."""
+    lat = {c.id: chain_latency(problem, c, placement) for c in problem.chains}
+    late = [f"latency of chain {c.id}: {float(lat[c.id]):g} > {float(c.latency_us):g} us"
+            for c in problem.chains if c.latency_us is not None and lat[c.id] > c.latency_us]  # fmt: skip
+    return lat, late
 
 
 def pcie_total(ev: Evaluation) -> Fraction:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -31,6 +32,12 @@ class Node:
     b_host: Fraction = Fraction(0)  # host cores per running instance, whatever the load (affine cost)
     b_nic: Fraction = Fraction(0)  # sNIC units per running instance
     instances: int = 1
+    latency_host: Fraction = Fraction(0)  # per-packet latency (us) it adds on the host
+    latency_nic: Fraction = Fraction(0)  # ... and on an sNIC
+
+    def latency(self, loc: str) -> Fraction:
+        """Per-packet latency (us) the vertex adds at location `loc`."""
+        return self.latency_host if loc == HOST else self.latency_nic
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,7 @@ class Snic:
     background: dict[str, Fraction] = field(
         default_factory=lambda: dict.fromkeys(PCIE_DIRECTIONS, Fraction(0))
     )
+    pcie_latency: Fraction = Fraction(0)  # us a packet takes to cross this sNIC's link (either direction)
 
     def pcie_budget(self, direction: str) -> Fraction:
         """Gbit/s of the link left for the vertices' crossings in `direction` ("up", "down", or "both" for
@@ -62,12 +70,39 @@ class Snic:
         return self.pcie_gbps - sum((self.background[d] for d in dirs), Fraction(0))
 
 
+@dataclass(frozen=True)
+class Chain:
+    """A declared path of vertices (the packets' order) with an optional latency SLO."""
+
+    id: str
+    vertices: tuple[str, ...]
+    latency_us: Fraction | None = None
+
+
+def chain_latency(problem: Problem, chain: Chain, placement: dict[str, str]) -> Fraction:
+    """Per-packet latency of `chain` under `placement`: its vertices' latencies where they run, plus the
+    link latency of every PCIe crossing between consecutive vertices (sNIC to sNIC crosses both links)."""
+    snic = {s.id: s for s in problem.snics}
+    total = Fraction(0)
+    prev = None
+    for v in chain.vertices:
+        loc = placement[v]
+        total += problem.nodes[problem.index[v]].latency(loc)
+        if prev is not None and prev != loc:
+            total += sum((snic[x].pcie_latency for x in (prev, loc) if x != HOST), Fraction(0))
+        prev = loc
+    return total
+
+
 @dataclass
 class Problem:
     nodes: list[Node]
     edges: list[Edge]
     snics: list[Snic]
     pcie_model: str = "duplex"  # duplex: a budget per direction; shared: one budget for both (the paper)
+    # inputs read inexactly (floats with more digits than EXACT_DIGITS): (field, given, used, relative error)
+    inexact: list[tuple[str, float, Fraction, float]] = field(default_factory=list)
+    chains: list[Chain] = field(default_factory=list)
     index: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -113,30 +148,67 @@ class Problem:
         return self.locations
 
 
-def _exact(where: str, value: Any, *, nonneg: bool = True) -> Fraction:
+# Any finite JSON number is accepted (docs/placement.md "Numbers"). Read exactly: an integer, a number with
+# at most EXACT_DIGITS digits after the decimal point or at most EXACT_DIGITS significant digits, and every
+# numeric string ("1/3", "0.1", ...). Any other float (a measured ratio such as 0.2777777777777778 = 5/18 as
+# a float, a counter-derived rate with 16 digits) is replaced by the nearest rational of a fixed rule, within
+# relative error REL_ERROR_BOUND, and the output reports it (`inexact_inputs`):
+# 1. the simplest fraction p/q with q <= SMALL_DEN within relative 1e-14 of it (a float computed as a ratio
+#    of small numbers, e.g. 5/18, is that ratio: floats carry ~1.1e-16), else
+# 2. the float rounded half-even to EXACT_DIGITS significant digits, and never to fewer than EXACT_DIGITS
+#    decimal places (so every such value lies on the same 10^-9 grid as the exact ones of magnitude >= 1).
+EXACT_DIGITS = 9
+SMALL_DEN = 10_000
+SMALL_DEN_TOL = Fraction(1, 10**14)
+REL_ERROR_BOUND = 5e-9  # 0.5 x 10^(1 - EXACT_DIGITS): half a unit of the 9th significant digit
+
+
+def rationalize(value: float) -> Fraction:
+    """The rational the solver uses for the finite float `value` (the rule above; exact when it can be)."""
+    dec = Decimal(repr(value))
+    exact = Fraction(dec)
+    _, digits, exponent = dec.as_tuple()
+    significant = len(str(int("".join(map(str, digits)) or "0")))  # digits without leading zeros
+    if exponent >= -EXACT_DIGITS or significant <= EXACT_DIGITS or exact == 0:
+        return exact
+    small = exact.limit_denominator(SMALL_DEN)
+    if abs(small - exact) <= SMALL_DEN_TOL * abs(exact):
+        return small
+    magnitude = dec.adjusted()  # floor(log10 |value|)
+    quantum = Decimal(1).scaleb(min(-EXACT_DIGITS, magnitude - EXACT_DIGITS + 1))
+    return Fraction(dec.quantize(quantum, rounding=ROUND_HALF_EVEN))
+
+
+def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None = None) -> Fraction:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise PlacementInputError(f"{where}: expected a number, got {type(value).__name__}")
     if isinstance(value, float) and not math.isfinite(value):
         raise PlacementInputError(f"{where}: must be finite, got {value}")
     if isinstance(value, str) and not value.isascii():  # Fraction would read other scripts' digits
         raise PlacementInputError(f"{where}: not a number: {value!r}")
-    try:
-        frac = Fraction(str(value)) if not isinstance(value, int) else Fraction(value)
-    except (ValueError, ZeroDivisionError):
-        raise PlacementInputError(f"{where}: not a number: {value!r}") from None
+    if isinstance(value, float):
+        frac = rationalize(value)
+        given = Fraction(Decimal(repr(value)))  # the JSON number's decimal value (its shortest text)
+        if inexact is not None and frac != given:
+            inexact.append((where, value, frac, float(abs(given - frac) / abs(given))))
+    else:
+        try:
+            frac = Fraction(value)
+        except (ValueError, ZeroDivisionError):
+            raise PlacementInputError(f"{where}: not a number: {value!r}") from None
     if nonneg and frac < 0:
         raise PlacementInputError(f"{where}: must not be negative, got {value}")
     return frac
 
 
-def _amounts(where: str, obj: Any) -> dict[str, Fraction]:
+def _amounts(where: str, obj: Any, inexact: list | None = None) -> dict[str, Fraction]:
     if not isinstance(obj, dict):
         raise PlacementInputError(f"{where}: expected an object of resource name -> amount")
     out = {}
     for name, val in obj.items():
         if not name:
             raise PlacementInputError(f"{where}: empty resource name")
-        out[name] = _exact(f"{where}.{name}", val)
+        out[name] = _exact(f"{where}.{name}", val, inexact=inexact)
     return out
 
 
@@ -154,7 +226,12 @@ def _keys(where: str, obj: Any, required: set[str], optional: set[str]) -> dict:
 
 def parse_problem(data: Any) -> Problem:
     """Validate the JSON input of docs/placement.md into a Problem; PlacementInputError names the field."""
-    _keys("input", data, {"nodes", "edges", "snics"}, {"pcie_model"})
+    _keys("input", data, {"nodes", "edges", "snics"}, {"pcie_model", "chains"})
+    inexact: list[tuple[str, float, Fraction, float]] = []  # (field, given, used, relative error)
+
+    def num(where: str, value: Any) -> Fraction:
+        return _exact(where, value, inexact=inexact)
+
     pcie_model = data.get("pcie_model", "duplex")
     if pcie_model not in ("duplex", "shared"):
         raise PlacementInputError(f"pcie_model: {pcie_model!r} is not 'duplex' or 'shared'")
@@ -163,17 +240,18 @@ def parse_problem(data: Any) -> Problem:
     snics: list[Snic] = []
     for i, s in enumerate(data["snics"]):
         w = f"snics[{i}]"
-        _keys(w, s, {"id", "capacity", "pcie_gbps"}, {"resources", "background_gbps"})
+        _keys(w, s, {"id", "capacity", "pcie_gbps"}, {"resources", "background_gbps", "pcie_latency_us"})
         if not isinstance(s["id"], str) or not s["id"] or s["id"] == HOST:
             raise PlacementInputError(f"{w}.id: must be a non-empty string other than 'host'")
         if any(x.id == s["id"] for x in snics):
             raise PlacementInputError(f"{w}.id: duplicate sNIC id {s['id']!r}")
-        resources = _amounts(f"{w}.resources", s.get("resources", {}))
+        resources = _amounts(f"{w}.resources", s.get("resources", {}), inexact)
         background = _keys(f"{w}.background_gbps", s.get("background_gbps", {}), set(), set(PCIE_DIRECTIONS))
         snics.append(
-            Snic(s["id"], _exact(f"{w}.capacity", s["capacity"]), _exact(f"{w}.pcie_gbps", s["pcie_gbps"]),
+            Snic(s["id"], num(f"{w}.capacity", s["capacity"]), num(f"{w}.pcie_gbps", s["pcie_gbps"]),
                  resources,
-                 {d: _exact(f"{w}.background_gbps.{d}", background.get(d, 0)) for d in PCIE_DIRECTIONS})
+                 {d: num(f"{w}.background_gbps.{d}", background.get(d, 0)) for d in PCIE_DIRECTIONS},
+                 num(f"{w}.pcie_latency_us", s.get("pcie_latency_us", 0)))
         )  # fmt: skip
     declared = set(snics[0].resources) if snics else set()
     for i, sn in enumerate(snics):
@@ -190,7 +268,7 @@ def parse_problem(data: Any) -> Problem:
         w = f"nodes[{i}]"
         _keys(
             w, n, {"id", "kind"},
-            {"r_host", "r_nic", "b_host", "b_nic", "instances", "pinned", "location", "needs"},
+            {"r_host", "r_nic", "b_host", "b_nic", "instances", "pinned", "location", "needs", "latency_us"},
         )  # fmt: skip
         nid = n["id"]
         if not isinstance(nid, str) or not nid:
@@ -209,10 +287,10 @@ def parse_problem(data: Any) -> Problem:
             raise PlacementInputError(f"{w}.pinned: a VM runs on the host, not {pinned!r}")
         if kind == "port" and (pinned is None or pinned == HOST):
             raise PlacementInputError(f"{w}.pinned: a port must name its sNIC")
-        r_host = _exact(f"{w}.r_host", n.get("r_host", 0))
-        r_nic = _exact(f"{w}.r_nic", n.get("r_nic", 0))
-        b_host = _exact(f"{w}.b_host", n.get("b_host", 0))
-        b_nic = _exact(f"{w}.b_nic", n.get("b_nic", 0))
+        r_host = num(f"{w}.r_host", n.get("r_host", 0))
+        r_nic = num(f"{w}.r_nic", n.get("r_nic", 0))
+        b_host = num(f"{w}.b_host", n.get("b_host", 0))
+        b_nic = num(f"{w}.b_nic", n.get("b_nic", 0))
         instances = n.get("instances", 1)
         if isinstance(instances, float) and instances.is_integer():  # 2.0 is the JSON number 2
             instances = int(instances)
@@ -221,14 +299,18 @@ def parse_problem(data: Any) -> Problem:
         for key in ("b_host", "b_nic", "instances"):
             if key in n and kind != "nf":
                 raise PlacementInputError(f"{w}.{key}: only an NF has base costs and instances")
-        needs = _amounts(f"{w}.needs", n.get("needs", {}))
+        needs = _amounts(f"{w}.needs", n.get("needs", {}), inexact)
         if needs and kind != "nf":
             raise PlacementInputError(f"{w}.needs: only an NF uses sNIC resources")
         for res in needs:
             if res not in declared:
                 raise PlacementInputError(f"{w}.needs.{res}: no sNIC declares resource {res!r}")
+        lat = _keys(f"{w}.latency_us", n.get("latency_us", {}), set(), {"host", "nic"})
+        if lat and kind != "nf":
+            raise PlacementInputError(f"{w}.latency_us: only an NF has a per-location latency")
         nodes.append(Node(nid, kind, r_host, r_nic, pinned if kind != "vm" else HOST, location, needs,
-                          b_host, b_nic, instances))  # fmt: skip
+                          b_host, b_nic, instances, num(f"{w}.latency_us.host", lat.get("host", 0)),
+                          num(f"{w}.latency_us.nic", lat.get("nic", 0))))  # fmt: skip
     if not isinstance(data["edges"], list):
         raise PlacementInputError("edges: expected a list")
     edges: list[Edge] = []
@@ -240,5 +322,31 @@ def parse_problem(data: Any) -> Problem:
                 raise PlacementInputError(f"{w}.{key}: unknown vertex {e[key]!r}")
         if e["src"] == e["dst"]:
             raise PlacementInputError(f"{w}: an edge from {e['src']!r} to itself")
-        edges.append(Edge(e["src"], e["dst"], _exact(f"{w}.gbps", e["gbps"])))
-    return Problem(nodes, edges, snics, pcie_model)
+        edges.append(Edge(e["src"], e["dst"], num(f"{w}.gbps", e["gbps"])))
+    chains = _chains(data.get("chains", []), seen, num)
+    return Problem(nodes, edges, snics, pcie_model, inexact=inexact, chains=chains)
+
+
+def _chains(data: Any, known: set[str], num) -> list[Chain]:
+    """`chains`: [{"id", "vertices": [vertex ids in packet order], "latency_us"?}]."""
+    if not isinstance(data, list):
+        raise PlacementInputError("chains: expected a list")
+    chains: list[Chain] = []
+    for i, c in enumerate(data):
+        w = f"chains[{i}]"
+        _keys(w, c, {"id", "vertices"}, {"latency_us"})
+        if not isinstance(c["id"], str) or not c["id"]:
+            raise PlacementInputError(f"{w}.id: must be a non-empty string")
+        if any(x.id == c["id"] for x in chains):
+            raise PlacementInputError(f"{w}.id: duplicate chain id {c['id']!r}")
+        verts = c["vertices"]
+        if not isinstance(verts, list) or not verts:
+            raise PlacementInputError(f"{w}.vertices: expected a non-empty list of vertex ids")
+        for k, v in enumerate(verts):
+            if not isinstance(v, str) or v not in known:
+                raise PlacementInputError(f"{w}.vertices[{k}]: unknown vertex {v!r}")
+            if k and verts[k - 1] == v:
+                raise PlacementInputError(f"{w}.vertices[{k}]: {v!r} twice in a row")
+        slo = c.get("latency_us")
+        chains.append(Chain(c["id"], tuple(verts), None if slo is None else num(f"{w}.latency_us", slo)))
+    return chains

@@ -21,7 +21,7 @@ DEFAULT_PROFILES = Path(__file__).with_name("profiles.json")
 EMULATED_PROFILES = Path(__file__).with_name("profiles-emulated.json")
 _PROVENANCE = {"date", "command", "used", "load_gbps"}
 _FIT_PROVENANCE = {"date", "command", "points", "residual"}
-_KEYS = {"r_host", "r_nic", "b_host", "b_nic", "measured"}
+_KEYS = {"r_host", "r_nic", "b_host", "b_nic", "measured", "latency_us"}
 
 
 def load_profiles(path: str | Path | None = None) -> dict[str, dict]:
@@ -40,7 +40,7 @@ def load_profiles(path: str | Path | None = None) -> dict[str, dict]:
 def node_costs(prof: dict) -> dict[str, float]:
     """The cost fields of a placement NF vertex from a profile: r_host, r_nic, and b_host/b_nic when set."""
     out = {"r_host": prof.get("r_host", 0.0), "r_nic": prof.get("r_nic", 0.0)}
-    out |= {k: prof[k] for k in ("b_host", "b_nic") if prof.get(k)}
+    out |= {k: prof[k] for k in ("b_host", "b_nic", "latency_us") if prof.get(k)}
     return out
 
 
@@ -69,6 +69,13 @@ def validate_profile(name: str, prof: object) -> None:
     for key, val in prof.items():
         if key == "measured":
             _validate_provenance(name, val)
+        elif key == "latency_us":
+            if not isinstance(val, dict) or set(val) - {"host", "nic"}:
+                raise PlacementInputError(
+                    f"profiles.{name}.latency_us: expected an object with host and/or nic"
+                )
+            for side, v in val.items():
+                _nonneg(f"profiles.{name}.latency_us.{side}", v)
         elif isinstance(val, bool) or not isinstance(val, int | float) or val < 0:
             raise PlacementInputError(f"profiles.{name}.{key}: must be a non-negative number, got {val!r}")
 

@@ -3,7 +3,8 @@
 Formulation: for each NF with a choice, one boolean per allowed location (exactly one true); every other
 vertex is a constant. For each edge and sNIC s, a crossing indicator z >= on_s(dst) - on_s(src) (down) and
 z >= on_s(src) - on_s(dst) (up); sNIC-to-sNIC traffic thus counts on both links. All coefficients are
-scaled to integers exactly (common denominators of the rational inputs). Stage 1 minimises host cost (plus
+scaled to integers (common denominators of the rational inputs; integers.py rounds them, with a bound,
+when they do not fit). A chain with a latency SLO is one more row. Stage 1 minimises host cost (plus
 move costs, if given); stage 2 fixes that optimum and minimises PCIe Gbit/s, then moves (lexicographic, one
 weighted objective: moves < 1 PCIe unit).
 """
@@ -15,12 +16,14 @@ import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from placement import integers
 from placement.decompose import prepare
 from placement.engine import solve_groups
 from placement.evaluate import Evaluation, evaluate, moves
 from placement.model import HOST, PlacementInputError, Problem
 
-INT_LIMIT = 2**53  # keep every scaled sum exactly representable for both backends
+GAP_LIMIT = 1e-5
+TIEBREAK_SHARE = 0.1
 
 
 @dataclass
@@ -32,19 +35,23 @@ class Options:
     workers: int = 1  # measured on 2 loaded cores: 1 worker beats 2 (and 8) on the engine's small cores
     linearization: int = 2
     reduce: bool = True  # cpsat: LP-bound fixing before CP-SAT (False: CP-SAT on all configurations)
+    # Host cost counts as proven optimal once its proven relative gap is at most this (both backends).
+    gap_limit: float = GAP_LIMIT
+    tiebreak_share: float = TIEBREAK_SHARE  # the tie-breaks never hold the answer past this x time_limit
 
 
-def _scale(values: list[Fraction]) -> tuple[list[int], int]:
-    """Integers proportional to `values` (exactly) and the factor used."""
+def _scale(values: list[Fraction], row: bool = False) -> tuple[list[int], int]:
+    """Integers proportional to `values` and the factor used: exact when they fit in the working width,
+    else rounded as integers.py says (row=True: the last value is the budget of a <= row of the others,
+    rounded conservatively; else an objective, rounded to nearest)."""
     den = 1
     for v in values:
         den = den * v.denominator // math.gcd(den, v.denominator)
-    ints = [int(v * den) for v in values]
-    if sum(abs(i) for i in ints) >= INT_LIMIT:
-        raise PlacementInputError(
-            "values too precise to scale to exact integers (round traffic/ratios to fewer decimals)"
-        )
-    return ints, den
+    ints = [v.numerator * (den // v.denominator) for v in values]
+    if row:
+        sc = integers.row(ints[:-1], ints[-1])
+        return [*sc.ints, sc.budget], den
+    return integers.objective(ints).ints, den
 
 
 class _Model:
@@ -66,6 +73,7 @@ class _Model:
         else:
             raise PlacementInputError(f"solver: {opts.solver!r} is not 'cpsat' or 'mip'")
         self.x: dict[tuple[int, str], object] = {}
+        self.gap_limit = opts.gap_limit  # stage 2 sets 0: the tie-break's own optimum
         self.build()
 
     # Variables -------------------------------------------------------------------------------------
@@ -124,16 +132,7 @@ class _Model:
         rows += [(s, [(p.nodes[i].needs.get(r, Fraction(0)), self.on(i, s.id)) for i in nfs], s.resources[r])
                  for s in p.snics for r in p.resource_names]  # fmt: skip
         for _s, terms, budget in rows:
-            ints, _ = _scale([c for c, _ in terms] + [budget])
-            cap = ints[-1]
-            const = sum(c for c, (_, v) in zip(ints, terms, strict=False) if isinstance(v, int) and v)
-            var_terms = [
-                (c, v) for c, (_, v) in zip(ints, terms, strict=False) if c and not isinstance(v, int)
-            ]
-            if var_terms:
-                self.add(sum(c * v for c, v in var_terms) + const <= cap)
-            elif const > cap:
-                self.add(self.boolvar("never") + 1 <= 0)  # pinned NFs alone exceed it
+            self.add_row(terms, budget)  # an infeasible constant row: pinned NFs alone exceed it
         # PCIe crossings.
         self.pcie_terms: list[tuple[Fraction, object]] = []
         for s in p.snics:
@@ -160,15 +159,50 @@ class _Model:
                 else [("up", dirs["up"]), ("down", dirs["down"])]
             )
             for direction, g in groups:
-                ints, _ = _scale([c for c, _ in g] + [s.pcie_budget(direction)])  # the link minus background
-                budget = ints[-1]
-                const = sum(c for c, (_, v) in zip(ints, g, strict=False) if isinstance(v, int))
-                var_terms = [(c, v) for c, (_, v) in zip(ints, g, strict=False) if not isinstance(v, int)]
-                if var_terms:
-                    self.add(sum(c * v for c, v in var_terms) + const <= budget)
-                elif const > budget:
-                    self.add(self.boolvar("never") + 1 <= 0)  # pinned traffic alone exceeds the budget
+                self.add_row(g, s.pcie_budget(direction))  # the link minus its background
             self.pcie_terms += dirs["up"] + dirs["down"]
+        for c in p.chains:
+            if c.latency_us is not None:
+                self.add_row(self.latency_terms(c), c.latency_us)
+
+    def latency_terms(self, chain) -> list[tuple[Fraction, object]]:
+        """The chain's latency as (coefficient, 0/1 term): its vertices where they run, and a crossing
+        indicator per consecutive pair and sNIC (at least |on_s(u) - on_s(v)|: minimal where it binds)."""
+        p = self.p
+        terms: list[tuple[Fraction, object]] = []
+        idx = [p.index[v] for v in chain.vertices]
+        for i in idx:
+            n = p.nodes[i]
+            terms += [(n.latency_nic, 1), (n.latency_host - n.latency_nic, self.on(i, HOST))]
+        for k, (a, b) in enumerate(zip(idx, idx[1:], strict=False)):
+            for s in p.snics:
+                oa, ob = self.on(a, s.id), self.on(b, s.id)
+                if isinstance(oa, int) and isinstance(ob, int):
+                    terms.append((s.pcie_latency, int(oa != ob)))
+                elif s.pcie_latency:
+                    z = self.boolvar(f"l{chain.id}_{k}_{s.id}")
+                    self.add(z >= oa - ob)
+                    self.add(z >= ob - oa)
+                    terms.append((s.pcie_latency, z))
+        return terms
+
+    def add_row(self, terms: list[tuple[Fraction, object]], budget: Fraction) -> None:
+        """sum(coefficient x term) <= budget, on the working integers (integers.py)."""
+        ints, _ = _scale([c for c, _ in terms] + [budget], row=True)
+        cap = ints[-1]
+        const = sum(c * v for c, (_, v) in zip(ints, terms, strict=False) if isinstance(v, int))
+        var_terms = [(c, v) for c, (_, v) in zip(ints, terms, strict=False) if c and not isinstance(v, int)]
+        if var_terms and self.opts.solver == "mip":
+            # SCIP works in floating point: rows of integers near 2^44 let it call a 0.1 % worse placement
+            # optimal (measured); the same row divided by its largest coefficient does not.
+            top = max(abs(c) for c, _ in var_terms)
+            # Within its feasibility tolerance (1e-6 on these rows) a placement may break the exact budget:
+            # the exact re-check in _solve_model catches it (a margin would cut placements at the budget).
+            self.add(sum((c / top) * v for c, v in var_terms) <= (cap - const) / top)
+        elif var_terms:
+            self.add(sum(c * v for c, v in var_terms) + const <= cap)
+        elif const > cap:
+            self.add(self.boolvar("never") + 1 <= 0)
 
     # Solving -----------------------------------------------------------------------------------------
     def minimize(self, terms: list[tuple[int, object]]) -> None:
@@ -183,6 +217,7 @@ class _Model:
             solver.parameters.max_time_in_seconds = remaining
             solver.parameters.num_workers = self.opts.workers
             solver.parameters.linearization_level = self.opts.linearization
+            solver.parameters.relative_gap_limit = self.gap_limit
             if hint:
                 self.m.ClearHints()
                 for var, val in hint.items():
@@ -201,8 +236,8 @@ class _Model:
 
         self.m.SetTimeLimit(int(remaining * 1000))
         params = pywraplp.MPSolverParameters()
-        # pywraplp stops at a 1e-4 relative gap by default: not a proof of optimality. Ask for 0.
-        params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, 0.0)
+        # pywraplp stops at a 1e-4 relative gap by default; ask for the same gap_limit as our engine.
+        params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, self.gap_limit)
         st = self.m.Solve(params)
         self.value = lambda v: v if isinstance(v, int) else round(v.solution_value())
         status = {
@@ -234,16 +269,21 @@ class _Model:
 def solve(problem: Problem, options: Options | None = None, _diagnose: bool = True, **kwargs) -> dict:
     """Place every vertex; returns the output object of docs/placement.md.
 
-    `options` (or keyword arguments of Options): solver, time_limit, max_moves, move_cost, workers.
-    Always bounded by time_limit; when it hits, the best placement found is returned with status
-    'feasible' and its proven relative `gap`; 'infeasible' comes with a `reason`. The tie-break stage gets
-    at most ~2x the time of the main solve; if it is not proven then, `tiebreak: "best-effort"` says so.
+    `options` (or keyword arguments of Options): solver, time_limit, max_moves, move_cost, gap_limit,
+    workers. Always bounded by time_limit; when it hits, the best placement found is returned with status
+    'feasible' and its proven relative `gap`; 'infeasible' comes with a `reason`. Once the host cost is
+    proven (within gap_limit), the tie-break stage gets as long as that took (at least 0.05 s), never more
+    than tiebreak_share x time_limit; `tiebreak` says whether it was proven.
     """
     opts = options or Options(**kwargs)
     if not (math.isfinite(opts.time_limit) and opts.time_limit > 0):  # NaN or inf would never end the search
         raise PlacementInputError(f"time_limit: must be a positive finite number, got {opts.time_limit}")
     if opts.max_moves is not None and opts.max_moves < 0:
         raise PlacementInputError(f"max_moves: must not be negative, got {opts.max_moves}")
+    if not (
+        isinstance(opts.gap_limit, int | float) and math.isfinite(opts.gap_limit) and 0 <= opts.gap_limit < 1
+    ):
+        raise PlacementInputError(f"gap_limit: must be a number in [0, 1), got {opts.gap_limit}")
     if not (math.isfinite(opts.move_cost or 0) and (opts.move_cost or 0) >= 0):
         raise PlacementInputError(f"move_cost: must be a finite number >= 0, got {opts.move_cost}")
     t0 = time.monotonic()
@@ -262,18 +302,22 @@ def _solve_engine(
     gr = prepare(problem, move_cost=Fraction(str(opts.move_cost or 0)), max_moves=opts.max_moves)
     if gr is None:
         return None
+    t_engine = time.monotonic()
     oc = solve_groups(
-        gr, deadline, workers=opts.workers, linearization=opts.linearization, reduce=opts.reduce
-    )
+        gr, deadline, workers=opts.workers, linearization=opts.linearization, reduce=opts.reduce,
+        gap_limit=opts.gap_limit, tiebreak_time=opts.tiebreak_share * opts.time_limit,
+    )  # fmt: skip
     if oc.status in ("infeasible", "unknown"):
         return _no_placement(problem, opts, oc.status, t0, _diagnose)
     placement = gr.placement(problem, oc.chosen)
     ev = gr.evaluation(problem, placement)
     if ev.violations:  # cannot happen unless the engine is wrong: never hand out a violating placement
         raise RuntimeError(f"placement engine produced an infeasible placement: {ev.violations}")
-    out = result(problem, placement, oc.status, time.monotonic() - t0, oc.gap, ev)
-    if oc.status == "optimal" and not oc.tiebreak_proven:
-        out["tiebreak"] = "best-effort"  # host cost proven optimal; fewer PCIe/moves not proven minimal
+    out = result(problem, placement, oc.status, time.monotonic() - t0, oc.gap, ev, opts=opts,
+                 primary_seconds=None if oc.primary_seconds is None else t_engine - t0 + oc.primary_seconds,
+                 tiebreak_proven=oc.tiebreak_proven)  # fmt: skip
+    if gr.cost_error or gr.rounded_rows:
+        out["rounding"] = {"host_cost_within": float(gr.cost_error), "budgets": gr.rounded_rows}
     return out
 
 
@@ -312,16 +356,23 @@ def _solve_model(problem: Problem, opts: Options, t0: float, deadline: float, _d
         terms += [(1, v) for v in model.moved.values() if not isinstance(v, int)]
         model.minimize(terms)
         hint = {model.x[k]: int(placement[problem.nodes[k[0]].id] == k[1]) for k in model.x}
-        # The tie-break is a preference: bound its time (measured: it can take far longer than stage 1).
-        stage2_deadline = min(deadline, time.monotonic() + max(0.25, 2 * stage1_seconds))
+        # The tie-break is a preference: it holds the answer for as long as stage 1 took (at least 0.05 s),
+        # never more than tiebreak_share of the limit (measured: it can take far longer than stage 1).
+        budget = min(opts.tiebreak_share * opts.time_limit, max(0.05, stage1_seconds))
+        stage2_deadline = min(deadline, time.monotonic() + budget)
+        model.gap_limit = 0.0
         st2, _, _ = model.solve(stage2_deadline, hint=hint if opts.solver == "cpsat" else None)
         if st2 in ("optimal", "feasible"):
             placement = model.placement()
         tiebreak_proven = st2 == "optimal"
-    out = result(problem, placement, status, time.monotonic() - t0, gap)
-    if status == "optimal" and not tiebreak_proven:
-        out["tiebreak"] = "best-effort"  # host cost proven optimal; fewer PCIe/moves not proven minimal
-    return out
+    ev = evaluate(problem, placement)
+    if ev.violations:  # the MIP's floating point; never hand out a violating placement
+        out = _no_placement(problem, opts, "unknown", t0, False)
+        out["reason"] = f"the {opts.solver} placement violates the {ev.violations[0]} (numerical tolerance)"
+        return out
+    return result(problem, placement, status, time.monotonic() - t0, gap, ev, opts=opts,
+                  primary_seconds=stage1_seconds if status == "optimal" else None,
+                  tiebreak_proven=tiebreak_proven)  # fmt: skip
 
 
 def _current_hint(model: _Model) -> dict | None:
@@ -348,7 +399,12 @@ def result(
     seconds: float,
     gap: float = 0.0,
     ev: Evaluation | None = None,
+    *,
+    opts: Options | None = None,
+    primary_seconds: float | None = None,
+    tiebreak_proven: bool = True,
 ) -> dict:
+    """The output object of docs/placement.md for a placement found with `status`."""
     ev = ev or evaluate(problem, placement)
     out = {
         "status": status,
@@ -361,6 +417,18 @@ def result(
     }
     if status == "feasible":
         out["gap"] = gap
+    if status == "optimal":
+        out["tiebreak"] = "proven" if tiebreak_proven else "best-effort"
+        if primary_seconds is not None:
+            out["host_cost_seconds"] = round(primary_seconds, 4)
+    if opts is not None:
+        out["gap_limit"] = opts.gap_limit
+    if problem.inexact:
+        worst = max(problem.inexact, key=lambda t: t[3])
+        out["inexact_inputs"] = {"count": len(problem.inexact), "max_relative_error": worst[3],
+                                 "fields": [t[0] for t in problem.inexact[:5]]}  # fmt: skip
+    if problem.chains:
+        out["chain_latency_us"] = {c: float(v) for c, v in ev.chain_latency.items()}
     return out
 
 
@@ -377,7 +445,7 @@ def diagnose(problem: Problem, opts: Options) -> str:
                          problem.snics, problem.pcie_model)  # fmt: skip
     # With every movable NF on the host, sNIC capacity and resources hold only pinned NFs.
     for v in evaluate(problem, base).violations:
-        if not v.startswith("pcie"):
+        if not v.startswith(("pcie", "latency")):
             return f"pinned NFs alone exceed the {v}"
     no_traffic = Problem(problem.nodes, [], problem.snics, problem.pcie_model)
     for v in evaluate(no_traffic, base).violations:  # only the sNICs' background is left on the links
@@ -389,6 +457,27 @@ def diagnose(problem: Problem, opts: Options) -> str:
         return f"pinned NFs must move ({len(forced)}), more than max_moves={opts.max_moves}"
     if opts.max_moves is not None:
         return f"no placement within max_moves={opts.max_moves} meets the capacity and PCIe budgets"
+    slo = [c for c in problem.chains if c.latency_us is not None]
+    for c in slo:
+        least = sum((min(problem.nodes[problem.index[v]].latency(loc) for loc in
+                         problem.allowed(problem.nodes[problem.index[v]])) for v in c.vertices), Fraction(0))  # fmt: skip
+        if least > c.latency_us:
+            return (f"chain {c.id}: latency_us {float(c.latency_us):g} is below the least latency of its "
+                    f"vertices wherever they may run ({float(least):g} us)")  # fmt: skip
+    trial_opts = replace(opts, time_limit=max(1.0, opts.time_limit / 4))
+
+    def feasible(trial: Problem) -> bool:
+        return solve(trial, trial_opts, _diagnose=False)["status"] != "infeasible"
+
+    if slo and feasible(replace(problem, chains=[])):
+        for c in slo[:20]:
+            if feasible(replace(problem, chains=[x for x in problem.chains if x is not c])):
+                return (
+                    f"chain {c.id}: its latency_us {float(c.latency_us):g} cannot be met within the budgets"
+                )
+        return "the chains' latency SLOs cannot be met together within the budgets: " + ", ".join(
+            c.id for c in slo[:5]
+        )
     big = Fraction(10**9)
     families = [
         ("PCIe budget", [replace(s, pcie_gbps=big) for s in problem.snics]),
@@ -396,9 +485,9 @@ def diagnose(problem: Problem, opts: Options) -> str:
     ]
     families += [(f"sNIC resource {r}", [replace(s, resources={**s.resources, r: big}) for s in problem.snics])
                  for r in problem.resource_names]  # fmt: skip
-    trial_opts = replace(opts, time_limit=max(1.0, opts.time_limit / 4))
     for family, relaxed in families:
-        trial = Problem(problem.nodes, problem.edges, relaxed, problem.pcie_model)
-        if solve(trial, trial_opts, _diagnose=False)["status"] != "infeasible":
+        if feasible(
+            Problem(problem.nodes, problem.edges, relaxed, problem.pcie_model, chains=problem.chains)
+        ):
             return f"the {family} cannot be met: the instance is feasible without it, infeasible with it"
     return "the sNIC capacity, resources and PCIe budgets cannot be met together"

@@ -26,7 +26,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     try:
         problem = parse_problem(data)
         out = solve(problem, Options(solver=args.solver, time_limit=args.time_limit, max_moves=args.max_moves,
-                                     move_cost=args.move_cost or 0))  # fmt: skip
+                                     move_cost=args.move_cost or 0,
+                                     **({} if args.gap_limit is None else {"gap_limit": args.gap_limit})))  # fmt: skip
     except PlacementInputError as exc:
         raise CliError(str(exc)) from None
     print(json.dumps(out, indent=2 if args.pretty else None, sort_keys=False))
@@ -95,10 +96,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--time-limit", type=float, default=10.0, help="seconds (default 10)")
     s.add_argument("--max-moves", type=int, default=None, help="at most this many NFs change location")
     s.add_argument("--move-cost", type=float, default=None, help="host-cost units charged per moved NF")
+    s.add_argument("--gap-limit", type=float, default=None,
+                   help="host cost counts as proven optimal within this relative gap (default 1e-5; 0: exact)")  # fmt: skip
     s.add_argument("--pretty", action="store_true")
     s.set_defaults(func=cmd_solve)
     m = psub.add_parser("sim", help="run a placement scenario, write CSV and PNG plots")
-    m.add_argument("scenario", choices=["fig16", "scaling", "drift"])
+    m.add_argument("scenario", choices=["fig16", "scaling", "drift", "latency"])
     m.add_argument("--out", default="bench/out/placement", help="output directory")
     m.add_argument("--quick", action="store_true")
     m.set_defaults(func=cmd_sim)

@@ -27,7 +27,7 @@ def run(label: str, insts: list[dict], **kw) -> None:
             ts.append(r["solve_seconds"])
             st.append(r["status"])
             hc.append(round(r["host_cost"], 3) if "host_cost" in r else None)
-            tb += "tiebreak" in r
+            tb += r.get("tiebreak") == "best-effort"
         who = "ours" if name == "cpsat" else "mip "
         print(f"{label:<32} {who} median {statistics.median(ts):7.3f} s  {[round(t, 3) for t in ts]} "
               f"{st} tie-break best-effort {tb}  host {hc}", flush=True)  # fmt: skip

@@ -208,3 +208,22 @@ def test_delete_of_an_nf_in_a_loop_does_not_point_a_neighbour_at_itself(env):
     assert c.delete("/v1/nfs/b").status_code == 200
     a = agent.state.nfs["a"]
     assert (a.src, a.dst) == (None, None)  # spliced to b's neighbours, which were a itself: the default
+
+
+def test_chain_latency_slo_over_rest_reaches_the_placement_instance(env):
+    agent, c = env
+    declare(c, PATH)
+    r = c.patch("/v1/nfs/b", json={"expected": {"latency_us": 40}})
+    assert r.status_code == 200, r.get_json()
+    assert r.get_json()["expected"] == {"gbps": 0.1, "src": "a", "dst": "c", "latency_us": 40}
+    assert store.load(agent.state_path).nfs["b"].latency_us == 40
+    c.patch("/v1/nfs/c", json={"expected": {"latency_us": 55.5}})  # the smallest of the chain's holds
+    obj = build_problem(SNICS, ["web"], list(agent.state.nfs.values()), load_profiles())
+    assert obj["chains"] == [{"id": "chain-a", "vertices": PATH, "latency_us": 40}]
+    assert parse_problem(obj).chains[0].latency_us == 40
+    for bad in (-1, "fast", 1e7, True):
+        r = c.patch("/v1/nfs/b", json={"expected": {"latency_us": bad}})
+        assert r.status_code == 400 and r.get_json()["field"] == "expected.latency_us", (bad, r.get_json())
+    for nf in "bc":  # null: no SLO
+        assert c.patch(f"/v1/nfs/{nf}", json={"expected": {"latency_us": None}}).status_code == 200
+    assert "chains" not in build_problem(SNICS, ["web"], list(agent.state.nfs.values()), load_profiles())

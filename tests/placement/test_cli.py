@@ -42,8 +42,12 @@ def test_solve_prints_the_contract_object(tmp_path):
         "pcie_gbps",
         "moves",
         "solve_seconds",
+        "tiebreak",
+        "host_cost_seconds",
+        "gap_limit",
     }
     assert obj["status"] == "optimal" and obj["placement"]["f"] == "snic0"
+    assert obj["tiebreak"] in ("proven", "best-effort") and "gap" not in obj
 
 
 @pytest.mark.parametrize(
