@@ -231,6 +231,94 @@ class OneSwitchTest {
     }
   }
 
+  /**
+   * Acts as Floodlight does on connect: reads TABLE_FEATURES and installs its priority-0 CONTROLLER
+   * flow in each of its first tables whose APPLY_ACTIONS_MISS lists OUTPUT. Its reactive forwarding
+   * then needs the miss flows to reach the switches and their PACKET_INs to come back as the virtual
+   * switch's.
+   */
+  @Test
+  void floodlightStyleTableMissIsInstalledAndPacketInsFlow() throws Exception {
+    final int floodlightMissTables = 4;
+    try (OfClient c = client()) {
+      c.send(F.buildTableFeaturesStatsRequest().setXid(7).build());
+      List<Integer> missTables = new ArrayList<>();
+      while (true) {
+        var r =
+            (org.projectfloodlight.openflow.protocol.OFTableFeaturesStatsReply)
+                c.expect(OFType.STATS_REPLY, 7, 5000);
+        assertNotNull(r);
+        for (var tf : r.getEntries()) {
+          for (var p : tf.getProperties()) {
+            if (p
+                    instanceof
+                    org.projectfloodlight.openflow.protocol.OFTableFeaturePropApplyActionsMiss m
+                && m.getActionIds().stream()
+                    .anyMatch(
+                        a ->
+                            a.getType()
+                                == org.projectfloodlight.openflow.protocol.OFActionType.OUTPUT)
+                && tf.getTableId().getValue() < floodlightMissTables) {
+              missTables.add((int) tf.getTableId().getValue());
+            }
+          }
+        }
+        if (!r.getFlags().contains(org.projectfloodlight.openflow.protocol.OFStatsReplyFlags.REPLY_MORE)) {
+          break;
+        }
+      }
+      assertEquals(List.of(0, 1, 2, 3), missTables);
+      for (int t : missTables) {
+        c.send(
+            F.buildFlowAdd()
+                .setXid(70 + t)
+                .setTableId(TableId.of(t))
+                .setPriority(0)
+                .setInstructions(
+                    List.of(
+                        F.instructions()
+                            .applyActions(
+                                List.of(F.actions().output(OFPort.CONTROLLER, 0xffffffff)))))
+                .build());
+      }
+      barrier(c, 79);
+      for (FakeSwitch sw : List.of(host, snic)) {
+        for (int t : missTables) {
+          assertTrue(
+              sw.flows.values().stream()
+                  .anyMatch(
+                      f ->
+                          f.getTableId().getValue() == t + 1
+                              && f.getPriority() == 0
+                              && f.toString().contains("CONTROLLER")),
+              "table-miss of virtual table " + t);
+        }
+      }
+      // A miss in virtual table 0 on vm0's port comes back as the virtual switch's PACKET_IN.
+      OFFlowMod miss =
+          host.flows.values().stream()
+              .filter(f -> f.getTableId().getValue() == 1 && f.getPriority() == 0)
+              .findFirst()
+              .orElseThrow();
+      host.send(
+          F.buildPacketIn()
+              .setXid(0)
+              .setBufferId(org.projectfloodlight.openflow.types.OFBufferId.NO_BUFFER)
+              .setTableId(TableId.of(1))
+              .setReason(org.projectfloodlight.openflow.protocol.OFPacketInReason.ACTION)
+              .setCookie(miss.getCookie())
+              .setMatch(F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(100)).build())
+              .setData(new byte[60])
+              .build());
+      var pin =
+          (org.projectfloodlight.openflow.protocol.OFPacketIn)
+              c.expect(OFType.PACKET_IN, -1, 5000);
+      assertNotNull(pin);
+      assertEquals(2, pin.getMatch().get(MatchField.IN_PORT).getPortNumber());
+      assertEquals(0, pin.getTableId().getValue());
+    }
+  }
+
   @Test
   void barrierAnsweredOnlyAfterEveryPhysicalBarrier() throws Exception {
     try (OfClient c = client()) {
