@@ -15,9 +15,10 @@ import org.projectfloodlight.openflow.types.U64;
 import org.projectfloodlight.openflow.types.U8;
 
 /**
- * The TABLE_FEATURES reply of the virtual switch: every OF1.3 property, each with its table-miss twin
- * (controllers such as Floodlight install their table-miss flow only if APPLY_ACTIONS_MISS lists
- * OUTPUT). A table-miss flow is an ordinary rule here, so the miss properties equal the others.
+ * The TABLE_FEATURES reply of the virtual switch: every OF1.3 property, each with its table-miss
+ * twin (controllers such as Floodlight install their table-miss flow only if APPLY_ACTIONS_MISS
+ * lists OUTPUT). A table-miss flow is an ordinary rule here, so the miss properties equal the
+ * others.
  */
 public final class TableFeatures {
   private static final OFFactory F = OneSwitchCore.F;

@@ -10,20 +10,22 @@ import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Set;
+import org.junit.jupiter.api.Test;
 import org.projectfloodlight.openflow.protocol.OFActionType;
 import org.projectfloodlight.openflow.protocol.OFFactories;
 import org.projectfloodlight.openflow.protocol.OFMessage;
 import org.projectfloodlight.openflow.protocol.OFTableFeatureProp;
-import org.projectfloodlight.openflow.protocol.OFTableFeatures;
 import org.projectfloodlight.openflow.protocol.OFTableFeaturePropApplyActionsMiss;
 import org.projectfloodlight.openflow.protocol.OFTableFeaturePropInstructionsMiss;
 import org.projectfloodlight.openflow.protocol.OFTableFeaturePropNextTablesMiss;
+import org.projectfloodlight.openflow.protocol.OFTableFeatures;
 import org.projectfloodlight.openflow.protocol.OFTableFeaturesStatsReply;
-import org.junit.jupiter.api.Test;
 
 /** The TABLE_FEATURES reply decoded from its bytes, as a controller reads it. */
 class TableFeaturesTest {
-  /** OF1.3 table feature property types (ofp_table_feature_prop_type), experimenter ones excluded. */
+  /**
+   * OF1.3 table feature property types (ofp_table_feature_prop_type), experimenter ones excluded.
+   */
   private static final Set<Integer> OF13_PROPS =
       Set.of(0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 13, 14, 15);
 
@@ -91,7 +93,7 @@ class TableFeaturesTest {
   @Test
   void partsStayBelowTheMessageLimitAndKeepTableOrder() throws Exception {
     List<OFMessage> parts = TableFeatures.reply(1, 252);
-    assertEquals((252 + TableFeatures.TABLES_PER_PART - 1) / TableFeatures.TABLES_PER_PART,
-        parts.size());
+    assertEquals(
+        (252 + TableFeatures.TABLES_PER_PART - 1) / TableFeatures.TABLES_PER_PART, parts.size());
   }
 }
