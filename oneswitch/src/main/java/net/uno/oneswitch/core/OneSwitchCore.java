@@ -197,7 +197,13 @@ public final class OneSwitchCore {
    * the BARRIER_REPLY that covers its message.
    */
   public CompletableFuture<Void> barrierAll() {
-    return executor.barrierAll(false, null);
+    return executor
+        .barrierAll(false, null)
+        .thenApply(
+            x -> {
+              state.journal(); // what the barrier acknowledges is on disk before its reply
+              return x;
+            });
   }
 
   /** Restores saved state (before any switch connects). Returns false if there was none. */
