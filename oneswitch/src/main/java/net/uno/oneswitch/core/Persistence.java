@@ -205,32 +205,47 @@ public final class Persistence {
       if (line.length() < 2 || line.charAt(1) != ' ') {
         throw new IOException("corrupt journal " + journal + " line " + (i + 1));
       }
-      String body = line.substring(2);
-      switch (line.charAt(0)) {
-        case FLOW -> {
-          OFMessage f = unhex(body);
-          VirtualRule.Key k = key(f);
-          flows.remove(k); // an ADD's entry goes last, as in the virtual switch
-          flows.put(k, f);
-        }
-        case FLOW_GONE -> flows.remove(key(unhex(body)));
-        case GROUP -> {
-          OFMessage g = unhex(body);
-          groups.put(groupId(g), g);
-        }
-        case GROUP_GONE -> groups.remove(parseGroupId(body, i));
-        case PORTS -> ports = parsePorts(JSON.readTree(body));
-        default -> throw new IOException("corrupt journal " + journal + " line " + (i + 1));
+      try {
+        ports = replayLine(line, ports, flows, groups);
+      } catch (IOException e) {
+        throw new IOException(
+            "corrupt journal " + journal + " line " + (i + 1) + ": " + e.getMessage(), e);
       }
     }
     return ports;
   }
 
-  private int parseGroupId(String body, int line) throws IOException {
+  private static List<VPort> replayLine(
+      String line,
+      List<VPort> ports,
+      LinkedHashMap<VirtualRule.Key, OFMessage> flows,
+      LinkedHashMap<Integer, OFMessage> groups)
+      throws IOException {
+    String body = line.substring(2);
+    switch (line.charAt(0)) {
+      case FLOW -> {
+        OFMessage f = unhex(body);
+        VirtualRule.Key k = key(f);
+        flows.remove(k); // an ADD's entry goes last, as in the virtual switch
+        flows.put(k, f);
+      }
+      case FLOW_GONE -> flows.remove(key(unhex(body)));
+      case GROUP -> {
+        OFMessage g = unhex(body);
+        groups.put(groupId(g), g);
+      }
+      case GROUP_GONE -> groups.remove(parseGroupId(body));
+      case PORTS -> ports = parsePorts(JSON.readTree(body));
+      default -> throw new IOException("unknown kind " + line.charAt(0));
+    }
+    return ports;
+  }
+
+  private static int parseGroupId(String body) throws IOException {
     try {
       return Integer.parseUnsignedInt(body);
     } catch (NumberFormatException e) {
-      throw new IOException("corrupt journal " + journal + " line " + (line + 1), e);
+      throw new IOException("bad group id " + body, e);
     }
   }
 
@@ -274,10 +289,15 @@ public final class Persistence {
   }
 
   private static OFMessage unhex(String s) throws IOException {
+    OFMessage m;
     try {
-      return READER.readFrom(Unpooled.wrappedBuffer(ByteBufUtil.decodeHexDump(s)));
+      m = READER.readFrom(Unpooled.wrappedBuffer(ByteBufUtil.decodeHexDump(s)));
     } catch (Exception e) {
       throw new IOException("corrupt state entry: " + e.getMessage(), e);
     }
+    if (m == null) {
+      throw new IOException("corrupt state entry: a message cut short");
+    }
+    return m;
   }
 }
