@@ -67,6 +67,7 @@ class OneSwitchConfig:
     # arrive (every output across PCIe then takes a carrier adding no header, or is refused).
     wire_vlans: int = 1
     carrier: str = "auto"  # OneSwitch's flow-id carrier across PCIe: auto | vlan | mpls (oneswitch/README.md)
+    supervise: bool = True  # a supervisor process starts OneSwitch again within a second if it dies
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ _SNIC_TYPES: dict[str, tuple[type, ...]] = {
     "host_address": (str,),
 }
 _TOP_KEYS = {"name", "vms", "snics", "redis", "rundir", "oneswitch"}
-_ONESWITCH_KEYS = ("enabled", "controllers", "token", "wire_vlans", "carrier")
+_ONESWITCH_KEYS = ("enabled", "controllers", "token", "wire_vlans", "carrier", "supervise")
 _CONTROLLER_RE = re.compile(r"^tcp:([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")
 _TCP_TARGET_RE = re.compile(
     r"^tcp:[A-Za-z0-9.-]+:([1-9]\d{0,4})$"
@@ -198,8 +199,16 @@ def _parse_oneswitch(raw: Any) -> OneSwitchConfig:
     carrier = raw.get("carrier", "auto")
     if carrier not in ("auto", "vlan", "mpls"):
         raise _fail("oneswitch.carrier", f"must be auto, vlan or mpls, got {carrier!r}")
+    supervise = raw.get("supervise", True)
+    if not isinstance(supervise, bool):
+        raise _fail("oneswitch.supervise", f"expected bool, got {type(supervise).__name__} {supervise!r}")
     return OneSwitchConfig(
-        enabled=enabled, controllers=tuple(ctls), token=token, wire_vlans=wire_vlans, carrier=carrier
+        enabled=enabled,
+        controllers=tuple(ctls),
+        token=token,
+        wire_vlans=wire_vlans,
+        carrier=carrier,
+        supervise=supervise,
     )
 
 

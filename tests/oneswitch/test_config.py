@@ -39,6 +39,7 @@ def test_defaults_enable_oneswitch_without_controllers():
         ({"oneswitch": {"wire_vlans": 2.0}}, "oneswitch.wire_vlans"),
         ({"oneswitch": {"carrier": "MPLS"}}, "oneswitch.carrier"),
         ({"oneswitch": {"carrier": 1}}, "oneswitch.carrier"),
+        ({"oneswitch": {"supervise": "yes"}}, "oneswitch.supervise"),
     ],
 )
 def test_bad_oneswitch_config_names_the_field(raw, field):
