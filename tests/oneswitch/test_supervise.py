@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from host_datapath.oneswitch_client import OneSwitchClient
+from host_datapath.oneswitch_client import OneSwitchClient, OneSwitchError
 from host_datapath.sysutil import read_pidfile, wait_for
 from testkit.hosts import EMPTY, machine_snapshot, unique_name
 
@@ -20,6 +20,13 @@ from .conftest import ONESWITCH
 from .test_restart import flows, uno
 
 pytestmark = ONESWITCH
+
+
+def healthy(client: OneSwitchClient) -> bool:
+    try:
+        return client.health().all_connected()
+    except OneSwitchError:
+        return False  # not listening yet
 
 
 def saved_flow_count(state_dir: Path) -> int:
@@ -54,7 +61,7 @@ def test_kill_9_after_barrier_reply_keeps_the_rule_and_supervisor_restarts(tmp_p
             assert saved_flow_count(state_dir) == saved_before, "state.json written before the kill: rerun"
             new = wait_for(lambda p=pid: (q := read_pidfile(pidfile)) and q != p and q, 30, "a new OneSwitch")
             kills.append(time.monotonic() - killed)
-            wait_for(lambda: client.health().all_connected(), 90, "the restarted OneSwitch to reconnect")
+            wait_for(lambda: healthy(client), 90, "the restarted OneSwitch to reconnect")
             virt = flows(o["listen"])
             for j in range(i + 1):
                 assert any(f"nw_dst=10.9.8.{j}" in f for f in virt), (j, virt)
