@@ -99,15 +99,23 @@ def build_config(
         if layouts
         else {k: _default_layout(cfg, k) for k in snics}
     )
+    names = cfg.oneswitch.port_names  # neutral: a controller is not told where a port is
     ports = [
-        {"vport": nm.vport_vm(i), "switch": "host", "port": nm.HOST_VM_OFPORT_BASE + i, "name": f"vm{i}"}
+        {
+            "vport": nm.vport_vm(i),
+            "switch": "host",
+            "port": nm.HOST_VM_OFPORT_BASE + i,
+            "name": names.vm_name(i),
+        }
         for i in range(cfg.vms)
     ]
+    n = 0
     for k in snics:
-        ports += [
-            {"vport": nm.vport_eth(k, j), "switch": f"snic{k}", "port": port, "name": f"snic{k}-eth{j}"}
-            for j, port in enumerate(layouts[k].wire)
-        ]
+        for j, port in enumerate(layouts[k].wire):
+            ports.append(
+                {"vport": nm.vport_eth(k, j), "switch": f"snic{k}", "port": port, "name": names.wire_name(n)}
+            )
+            n += 1
     return {
         "dpid": nm.dpid(cfg.name),
         "listen": f"ptcp:{listen}:127.0.0.1",

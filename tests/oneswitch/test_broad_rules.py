@@ -24,6 +24,7 @@ pytestmark = ONESWITCH
 SEEDS = [int(s) for s in os.environ.get("UNO_BROAD_SEEDS", "1,2,3").split(",")]
 N_RULES = int(os.environ.get("UNO_BROAD_RULES", "60"))
 STATS: dict[str, Counter] = {"total": Counter(), "errors": Counter()}
+REFUSED: list[str] = []
 # Every refusal OneSwitch may answer for a rule plain OVS takes (oneswitch/README.md "Supported / refused").
 DOCUMENTED = {"OFPBAC_UNSUPPORTED_ORDER", "OFPBAC_BAD_OUT_PORT", "OFPBAC_BAD_TAG", "OFPFMFC_TABLE_FULL"}
 
@@ -43,6 +44,7 @@ def pair(os_host, ref):
             "oneswitch_refused": t["refused"],
             "refusal_rate": round(t["refused"] / t["valid"], 4),
             "refusals_by_error": dict(STATS["errors"]),
+            "refused_examples": REFUSED[:12],
         }
         print("\nbroad rules:", json.dumps(summary))
         if os.environ.get("UNO_BROAD_OUT"):
@@ -79,6 +81,7 @@ def test_broad_rules_no_physical_refusal_and_equivalent(pair, seed):
     names = [error_name(err) for _, err in loaded.refused]
     STATS["total"].update(generated=len(rules.flows), valid=len(valid.flows), refused=len(names))
     STATS["errors"].update(names)
+    REFUSED.extend(spec for spec, _ in loaded.refused)
     undocumented = [
         (spec, n) for (spec, _), n in zip(loaded.refused, names, strict=True) if n not in DOCUMENTED
     ]
