@@ -19,14 +19,16 @@ pytestmark = ONESWITCH
 
 RULES = [
     # A tagged IPv4 frame from VM 0 (host) to Ethernet port 1 (snic0) and VM 1: OF1.3 cannot tell a QinQ
-    # frame from a single-tagged one, so with the ethertype known the crossing takes the MPLS carrier.
+    # frame from a single-tagged one; its outer VLAN id is known, so the crossing takes the VLAN id rewrite
+    # (no header added; before issue 26 the MPLS label).
     "table=0,priority=20,in_port=100,dl_vlan=10,dl_type=0x0800,actions=output:1,output:101",
-    # The rule makes the frame QinQ itself (known 2 headers): MPLS across PCIe, then the QinQ copy to VM 0.
+    # The rule makes the frame QinQ itself (known 2 headers, outer id 20): the rewrite, then the QinQ copy.
     "table=0,priority=20,in_port=101,dl_vlan=10,dl_type=0x0800,"
     "actions=push_vlan:0x88a8,set_field:4116->vlan_vid,output:1,output:100",
-    # QinQ streams into NF port 200 for the remap, from the sNIC side and from the host side.
-    "table=0,priority=30,in_port=1,dl_vlan=30,dl_type=0x0800,actions=output:200",
-    "table=0,priority=30,in_port=100,dl_vlan=30,dl_type=0x0800,actions=output:200",
+    # QinQ streams into NF port 200 for the remap, from the sNIC side and from the host side. A push and a
+    # pop (the frame unchanged) leave the outer VLAN id unknown statically: the MPLS label, not the rewrite.
+    "table=0,priority=30,in_port=1,dl_vlan=30,dl_type=0x0800,actions=push_vlan:0x8100,pop_vlan,output:200",
+    "table=0,priority=30,in_port=100,dl_vlan=30,dl_type=0x0800,actions=push_vlan:0x8100,pop_vlan,output:200",
 ]
 
 
@@ -158,7 +160,8 @@ def test_labelled_frame_at_the_wrong_end_reaches_the_vport(os_host, where):
             vport, ingress_v, sw, ns = NF_SNIC, 100, sws["host"], os_host.nf(1)
         else:
             vport, ingress_v, sw, ns = NF_HOST, 1, sws["snic0"], os_host.nf(0)
-        spec = f"in_port={ingress_v},dl_vlan=30,dl_type=0x0800,actions=output:{vport}"
+        # Tagged, any VLAN id (not known statically: the label, not the VLAN id rewrite), IPv4.
+        spec = f"in_port={ingress_v},vlan_tci=0x1000/0x1000,dl_type=0x0800,actions=output:{vport}"
         assert ofctl(os_host, "add-flow", spec).returncode == 0
         ofctl(os_host, "dump-flows")  # a barrier round: installed everywhere
         label, pcie = labelled_output(sw)
