@@ -83,7 +83,7 @@ def test_plain_ovs_ofctl_with_names_table_features(os_host):
         assert dump.returncode == 0 and "in_port=100 actions=output:1" in dump.stdout, dump.stdout
         named = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "--names", "dump-flows", os_host.listen],
                                capture_output=True, text=True, timeout=60)  # fmt: skip
-        assert "in_port=vm-0" in named.stdout and "wire0" in named.stdout, named.stdout + named.stderr
+        assert 'in_port="vm-0"' in named.stdout and "wire0" in named.stdout, named.stdout + named.stderr
         shown = plain("show").stdout
         assert "snic" not in shown and "host" not in shown.replace("dpid", ""), shown  # nothing tells where
     finally:

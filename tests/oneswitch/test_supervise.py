@@ -48,7 +48,8 @@ def test_kill_9_after_barrier_reply_keeps_the_rule_and_supervisor_restarts(tmp_p
         client = OneSwitchClient(o["rest"], timeout=30)
         wait_for(lambda: (state_dir / "state.json").exists(), 30, "the first state.json")
         kills = []
-        for i in range(3):  # each round: add-flow (barrier answered), then kill -9 at once
+        journal_only = 0  # rounds where the rule was in the journal alone when OneSwitch died
+        for i in range(8):  # each round: add-flow (barrier answered), then kill -9 at once
             pid = read_pidfile(pidfile)
             saved_before = saved_flow_count(state_dir)
             rule = f"table=0,priority={20 + i},in_port=101,ip,nw_dst=10.9.8.{i},actions=drop"
@@ -57,8 +58,9 @@ def test_kill_9_after_barrier_reply_keeps_the_rule_and_supervisor_restarts(tmp_p
             )  # returns once OneSwitch answered its barrier
             os.kill(pid, signal.SIGKILL)
             killed = time.monotonic()
-            # The test means something only if state.json had not been written with the rule yet.
-            assert saved_flow_count(state_dir) == saved_before, "state.json written before the kill: rerun"
+            # The round tests the journal only if state.json was not written with the rule before the kill
+            # (its once-a-second save may have come first on a slow machine): counted, not assumed.
+            journal_only += saved_flow_count(state_dir) == saved_before
             new = wait_for(lambda p=pid: (q := read_pidfile(pidfile)) and q != p and q, 30, "a new OneSwitch")
             kills.append(time.monotonic() - killed)
             wait_for(lambda: healthy(client), 90, "the restarted OneSwitch to reconnect")
@@ -68,6 +70,11 @@ def test_kill_9_after_barrier_reply_keeps_the_rule_and_supervisor_restarts(tmp_p
             # and the restart's reconcile left it on the host switch
             assert any(f"nw_dst=10.9.8.{i}" in f for f in flows(host_of))
             assert new != pid
+            if journal_only >= 3:
+                break
+        assert journal_only >= 3, (
+            f"only {journal_only} of {len(kills)} kills came before the state.json write"
+        )
         print(f"kill -9 -> new OneSwitch process: {[round(k, 3) for k in kills]} s")
         # Reported, not a timing assertion: the supervisor restarts within its first delay (0.1 s) plus a fork.
         assert all(k < 30 for k in kills)
