@@ -69,6 +69,27 @@ class SnicConfig:
 
 
 @dataclass(frozen=True)
+class PortNames:
+    """The names controllers see for OneSwitch's virtual ports: neutral, so that they do not tell which
+    switch (host, which sNIC) serves a port; where a port really is shows in OneSwitch's REST only
+    (`GET /v1/ports`). `{n}`: a wire port's index over every sNIC's Ethernet ports in order, or a VM's
+    index; `{id}`: an NF's id. OpenFlow port names hold 15 bytes: longer names are cut."""
+
+    wire: str = "wire{n}"
+    vm: str = "vm-{n}"
+    nf: str = "nf-{id}"
+
+    def wire_name(self, n: int) -> str:
+        return self.wire.format(n=n)[:15]
+
+    def vm_name(self, n: int) -> str:
+        return self.vm.format(n=n)[:15]
+
+    def nf_name(self, nf_id: str) -> str:
+        return self.nf.format(id=nf_id)[:15]
+
+
+@dataclass(frozen=True)
 class OneSwitchConfig:
     """OneSwitch, the host's one virtual OpenFlow switch (oneswitch/); `enabled: false` leaves it out."""
 
@@ -79,6 +100,8 @@ class OneSwitchConfig:
     # arrive (every output across PCIe then takes a carrier adding no header, or is refused).
     wire_vlans: int = 1
     carrier: str = "auto"  # OneSwitch's flow-id carrier across PCIe: auto | vlan | mpls (oneswitch/README.md)
+    supervise: bool = True  # a supervisor process starts OneSwitch again within a second if it dies
+    port_names: PortNames = field(default_factory=PortNames)  # what controllers see (PortNames)
 
 
 @dataclass(frozen=True)
@@ -137,7 +160,8 @@ _SNIC_TYPES: dict[str, tuple[type, ...]] = {
     "host_port": (str,),
 }
 _TOP_KEYS = {"name", "vms", "snics", "redis", "rundir", "oneswitch", "host"}
-_ONESWITCH_KEYS = ("enabled", "controllers", "token", "wire_vlans", "carrier")
+_ONESWITCH_KEYS = ("enabled", "controllers", "token", "wire_vlans", "carrier", "supervise", "port_names")
+_PORT_NAME_KEYS = {"wire": "{n}", "vm": "{n}", "nf": "{id}"}
 _CONTROLLER_RE = re.compile(r"^tcp:([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")
 _TCP_TARGET_RE = re.compile(
     r"^tcp:[A-Za-z0-9.-]+:([1-9]\d{0,4})$"
@@ -297,9 +321,33 @@ def _parse_oneswitch(raw: Any) -> OneSwitchConfig:
     carrier = raw.get("carrier", "auto")
     if carrier not in ("auto", "vlan", "mpls"):
         raise _fail("oneswitch.carrier", f"must be auto, vlan or mpls, got {carrier!r}")
+    supervise = raw.get("supervise", True)
+    if not isinstance(supervise, bool):
+        raise _fail("oneswitch.supervise", f"expected bool, got {type(supervise).__name__} {supervise!r}")
     return OneSwitchConfig(
-        enabled=enabled, controllers=tuple(ctls), token=token, wire_vlans=wire_vlans, carrier=carrier
+        enabled=enabled,
+        controllers=tuple(ctls),
+        token=token,
+        wire_vlans=wire_vlans,
+        carrier=carrier,
+        supervise=supervise,
+        port_names=_parse_port_names(raw.get("port_names", {})),
     )
+
+
+def _parse_port_names(raw: Any) -> PortNames:
+    if not isinstance(raw, dict):
+        raise _fail("oneswitch.port_names", "expected a mapping of wire, vm, nf to name templates")
+    for key, value in raw.items():
+        where = f"oneswitch.port_names.{key}"
+        if key not in _PORT_NAME_KEYS:
+            raise _fail(where, f"unknown key (known: {', '.join(_PORT_NAME_KEYS)})")
+        holder = _PORT_NAME_KEYS[key]
+        if not isinstance(value, str) or value.count(holder) != 1 or value.count("{") != 1:
+            raise _fail(where, f"must be a string holding {holder} once (e.g. {getattr(PortNames(), key)!r})")
+        if not re.fullmatch(r"[A-Za-z0-9._{}-]{1,12}", value.replace(holder, "x")):
+            raise _fail(where, "at most 11 characters [A-Za-z0-9._-] besides " + holder)
+    return PortNames(**raw)
 
 
 def _parse_snic(where: str, index: int, raw: Any) -> SnicConfig:

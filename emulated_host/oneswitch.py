@@ -14,6 +14,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,16 +112,23 @@ def build_config(
         if layouts
         else {k: _default_layout(cfg, k) for k in snics}
     )
+    names = cfg.oneswitch.port_names  # neutral: a controller is not told where a port is
     ports = [
-        {"vport": nm.vport_vm(i), "switch": "host", "port": host_ports.vms.get(i, nm.HOST_VM_OFPORT_BASE + i),
-         "name": vm.name}
-        for i, vm in enumerate(cfg.vm_specs)
-    ]  # fmt: skip
+        {
+            "vport": nm.vport_vm(i),
+            "switch": "host",
+            "port": host_ports.vms.get(i, nm.HOST_VM_OFPORT_BASE + i),
+            "name": names.vm_name(i),
+        }
+        for i in range(len(cfg.vm_specs))
+    ]
+    n = 0
     for k in snics:
-        ports += [
-            {"vport": nm.vport_eth(k, j), "switch": f"snic{k}", "port": port, "name": f"snic{k}-eth{j}"}
-            for j, port in enumerate(layouts[k].wire)
-        ]
+        for j, port in enumerate(layouts[k].wire):
+            ports.append(
+                {"vport": nm.vport_eth(k, j), "switch": f"snic{k}", "port": port, "name": names.wire_name(n)}
+            )
+            n += 1
     return {
         "dpid": nm.dpid(cfg.name),
         "listen": f"ptcp:{listen}:127.0.0.1",
@@ -186,6 +194,10 @@ class OneSwitch:
         return self.rundir / "oneswitch.pid"
 
     @property
+    def supervisor_pidfile(self) -> Path:
+        return self.rundir / "oneswitch-supervisor.pid"
+
+    @property
     def logfile(self) -> Path:
         return self.rundir / "oneswitch.log"
 
@@ -213,8 +225,8 @@ class OneSwitch:
         return OneSwitchClient(url, token=self.cfg.oneswitch.token, timeout=timeout)
 
     def up(self) -> None:
-        if self.pid():
-            return
+        if self.pid() or read_pidfile(self.supervisor_pidfile):
+            return  # running, or its supervisor is starting it again
         reason = jar_missing_reason()
         if reason:
             raise DatapathError(f"{reason}; or set `oneswitch: {{enabled: false}}` in the config")
@@ -229,16 +241,34 @@ class OneSwitch:
         conf = build_config(self.cfg, switches, listen, rest, self.state_dir, layouts, host_ports, shared)
         self.config_file.touch(mode=0o600)  # it holds the REST token
         self.config_file.write_text(json.dumps(conf, indent=2))
+        java = ["java", *JVM_OPTS, "-jar", str(JAR), "--config", str(self.config_file)]
+        if self.cfg.oneswitch.supervise:
+            # The supervisor starts it again within a second if it dies, and writes its pid to the pidfile.
+            cmd = [
+                sys.executable,
+                "-m",
+                "emulated_host.supervise",
+                "--pidfile",
+                str(self.pidfile),
+                "--",
+                *java,
+            ]
+        else:
+            cmd = java
         with open(self.logfile, "ab") as log:
             proc = subprocess.Popen(
-                ["java", *JVM_OPTS, "-jar", str(JAR), "--config", str(self.config_file)],
+                cmd,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
                 cwd=self.rundir,  # the host's sweep finds it by cwd/command line after a crash
                 start_new_session=True,  # Ctrl-C of `uno run` must not kill it before our own teardown
+                env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
             )
-        self.pidfile.write_text(str(proc.pid))
+        if self.cfg.oneswitch.supervise:
+            self.supervisor_pidfile.write_text(str(proc.pid))
+        else:
+            self.pidfile.write_text(str(proc.pid))
         client = self.client(timeout=2.0)
         missing: list[str] = []
 
@@ -282,10 +312,14 @@ class OneSwitch:
         return " | ".join(([first] if first and first not in tail else []) + tail)
 
     def down(self) -> None:
+        sup = read_pidfile(self.supervisor_pidfile)
+        if sup:  # first, so that it does not start OneSwitch again; it stops OneSwitch itself
+            kill_and_wait(sup, timeout=20.0)
         pid = self.pid()
         if pid:
             kill_and_wait(pid, timeout=15.0)
         self.pidfile.unlink(missing_ok=True)
+        self.supervisor_pidfile.unlink(missing_ok=True)
 
     def running(self) -> bool:
         pid = self.pid()
@@ -300,6 +334,7 @@ class OneSwitch:
             "rest": self.rest_url(),
             "dpid": c.get("dpid"),
             "pid": self.pid(),
+            "supervisor_pid": read_pidfile(self.supervisor_pidfile),
             "running": self.running(),
             "log": str(self.logfile),
             "wire_vlans": c.get("wire_vlans", 1),

@@ -4,17 +4,23 @@ kinds)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from domain.errors import PortMapError, PrepareUnsupported, ScaleUnsupported
 from host_datapath.oneswitch_client import OneSwitchClient, OneSwitchError
 
 
 class OneSwitchPortMapper:
-    def __init__(self, client: OneSwitchClient):
+    """`nf_name`: how an NF's id becomes the port name controllers see (neutral: `oneswitch.port_names.nf`;
+    OpenFlow port names hold 15 bytes)."""
+
+    def __init__(self, client: OneSwitchClient, nf_name: Callable[[str], str] = lambda i: f"nf-{i}"[:15]):
         self.client = client
+        self.nf_name = nf_name
 
     def map(self, vport: int, switch: str, port: int, name: str) -> None:
         try:
-            self.client.map_port(vport, switch, port, name=name)
+            self.client.map_port(vport, switch, port, name=self.nf_name(name))
         except OneSwitchError as exc:
             raise PortMapError(f"map vport {vport} -> {switch}:{port}: {exc}") from None
 

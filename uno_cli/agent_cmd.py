@@ -181,7 +181,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         runtime.open()
         agent = Agent(
-            cfg, runtime, OneSwitchPortMapper(ones.client()), adir / "state.json", drain_s=args.drain
+            cfg,
+            runtime,
+            OneSwitchPortMapper(ones.client(), ones.cfg.oneswitch.port_names.nf_name),
+            adir / "state.json",
+            drain_s=args.drain,
         )
         actions = agent.reconcile()
     except (StartError, OperationFailed, ValueError) as exc:

@@ -185,6 +185,50 @@ def pipelined(side: Side, msgs: list[bytes], barrier_each: bool = False) -> tupl
     return secs, (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
 
 
+def latencies(side: Side, msgs: list[bytes]) -> list[float]:
+    """Each flow-mod followed by a barrier, the next sent only after the barrier's reply (a controller that
+    waits for each rule to be in): the round trip of each, in microseconds; no error allowed."""
+    c = side.connect()
+    out = []
+    try:
+        c.hello()
+        for i, m in enumerate(msgs):
+            xid = 0x800000 + i
+            t0 = time.perf_counter()
+            c.send(m + ofraw.msg(ofraw.BARRIER_REQUEST, xid=xid))
+            got = c.until(xid, ofraw.BARRIER_REPLY, timeout=60)
+            out.append((time.perf_counter() - t0) * 1e6)
+            errors = [r for r in got if r.type == ofraw.ERROR]
+            assert got and not errors, f"{side.key}: flow-mod {i}: {errors[:1] or 'no barrier reply'}"
+    finally:
+        c.close()
+    return out
+
+
+def percentile(xs: list[float], q: float) -> float:
+    """The q-quantile (0..1) of xs, nearest rank."""
+    ys = sorted(xs)
+    return ys[min(len(ys) - 1, max(0, round(q * (len(ys) - 1))))]
+
+
+def bench_latency(sides: list[Side], n: int, repeats: int) -> dict[str, dict]:
+    """(a3): per flow-mod round trip (flow-mod + barrier, waited for) on each side, `repeats` rotating runs of n
+    rules each; p50/p99 over all of them, in microseconds."""
+    msgs = rate_flow_mods(n, 11)
+    lat: dict[str, list[float]] = {s.key: [] for s in sides}
+    for rep in range(repeats):
+        k = rep % len(sides)
+        for s in sides[k:] + sides[:k]:
+            ofctl("del-flows", s.target, netns=s.netns)
+            lat[s.key] += latencies(s, msgs)
+    for s in sides:
+        ofctl("del-flows", s.target, netns=s.netns)
+    return {
+        key: {"p50_us": round(percentile(xs, 0.5), 1), "p99_us": round(percentile(xs, 0.99), 1), "n": len(xs)}
+        for key, xs in lat.items()
+    }
+
+
 def alternating(
     label: str,
     sides: list[Side],

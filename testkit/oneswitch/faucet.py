@@ -3,19 +3,11 @@ listed ports are all in one VLAN; stopped (process group) by `stop()`."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
-import signal
-import subprocess
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from host_datapath.of_endpoint import free_port
-from host_datapath.sysutil import wait_for
 
-VENV_BIN = Path(sys.executable).parent  # faucet execs osken-manager: its venv's bin must be on PATH
+from .controller_proc import VENV_BIN, ControllerProcess
 
 
 def faucet_yaml(dp_id: int, ports: list[int], vid: int = 100) -> str:
@@ -26,85 +18,35 @@ def faucet_yaml(dp_id: int, ports: list[int], vid: int = 100) -> str:
     return "\n".join(lines) + "\n"
 
 
-@dataclass
-class Faucet:
-    workdir: Path
-    dp_id: int
-    ports: list[int]
-    port: int = field(default_factory=free_port)
-    proc: subprocess.Popen | None = None
+class Faucet(ControllerProcess):
+    """Faucet with one VLAN over `ports` of datapath `dp_id`."""
 
-    @property
-    def target(self) -> str:
-        return f"tcp:127.0.0.1:{self.port}"
+    def __init__(self, workdir: Path, dp_id: int, ports: list[int]):
+        super().__init__(workdir)
+        self.dp_id, self.ports = dp_id, ports
 
     @property
     def log(self) -> Path:
         return self.workdir / "faucet.log"
 
-    def start(self, attempts: int = 3) -> Faucet:
-        """Start Faucet; its port comes from `free_port()` and is bound later, so another process may take it in
-        between: then Faucet exits (address in use) or the port answers for someone else, and it is started again on
-        a fresh port (up to `attempts` times)."""
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        cfg = self.workdir / "faucet.yaml"
-        cfg.write_text(faucet_yaml(self.dp_id, self.ports))
-        for attempt in range(1, attempts + 1):
-            self._launch(cfg)
-            wait_for(
-                lambda: self.proc.poll() is not None or self._ours_listening(), 60, f"Faucet on {self.port}"
-            )
-            if self.proc.poll() is None:
-                return self
-            if attempt < attempts:
-                self.port = free_port()
-        raise AssertionError(f"Faucet did not start in {attempts} attempts:\n{self.tail()}")
+    def prepare(self) -> None:
+        (self.workdir / "faucet.yaml").write_text(faucet_yaml(self.dp_id, self.ports))
 
-    def _launch(self, cfg: Path) -> None:
-        env = dict(
-            os.environ,
-            PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}",
-            FAUCET_CONFIG=str(cfg),
-            FAUCET_LOG=str(self.log),
-            FAUCET_EXCEPTION_LOG=str(self.workdir / "faucet-exception.log"),
-            FAUCET_PROMETHEUS_ADDR="127.0.0.1",
-            FAUCET_PROMETHEUS_PORT=str(free_port()),
-        )
-        self.proc = subprocess.Popen(
-            [
-                str(VENV_BIN / "faucet"),
-                "--ryu-ofp-listen-host=127.0.0.1",
-                f"--ryu-ofp-tcp-listen-port={self.port}",
-            ],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=open(self.workdir / "faucet.out", "wb"),  # noqa: SIM115 (the child owns it)
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    def argv(self) -> list[str]:
+        return [
+            str(VENV_BIN / "faucet"),
+            "--ryu-ofp-listen-host=127.0.0.1",
+            f"--ryu-ofp-tcp-listen-port={self.port}",
+        ]
 
-    def _ours_listening(self) -> bool:
-        """Whether a process of Faucet's session (not some other program) listens on its OpenFlow port."""
-        out = subprocess.run(["ss", "-Hltnp", f"sport = :{self.port}"], capture_output=True, text=True).stdout
-        for pid in map(int, re.findall(r"pid=(\d+)", out)):
-            with contextlib.suppress(OSError):
-                if os.getsid(pid) == self.proc.pid:
-                    return True
-        return False
+    def env(self) -> dict[str, str]:
+        return {
+            "FAUCET_CONFIG": str(self.workdir / "faucet.yaml"),
+            "FAUCET_LOG": str(self.log),
+            "FAUCET_EXCEPTION_LOG": str(self.workdir / "faucet-exception.log"),
+            "FAUCET_PROMETHEUS_ADDR": "127.0.0.1",
+            "FAUCET_PROMETHEUS_PORT": str(free_port()),
+        }
 
-    def tail(self, n: int = 20) -> str:
-        out = []
-        for f in (self.log, self.workdir / "faucet.out", self.workdir / "faucet-exception.log"):
-            with contextlib.suppress(OSError):
-                out += [f"--- {f.name}"] + f.read_text(errors="replace").splitlines()[-n:]
-        return "\n".join(out)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+    def logs(self) -> list[Path]:
+        return [self.log, self.workdir / "controller.out", self.workdir / "faucet-exception.log"]

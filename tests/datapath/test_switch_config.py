@@ -206,7 +206,7 @@ def test_oneswitch_config_takes_the_actual_port_numbers_and_shared_host(tmp_path
     conf = build_config(c, {"host": "unix:/x/br-uno.mgmt", "snic0": "tcp:127.0.0.1:2"}, 1, 2, tmp_path,
                         host_ports=HostPorts({1: 7}, {0: 3}), shared={"host"})  # fmt: skip
     host_ports = {p["name"]: p["port"] for p in conf["ports"] if p["switch"] == "host"}
-    assert host_ports == {"web": 100, "db": 7}
+    assert host_ports == {"vm-0": 100, "vm-1": 7}  # neutral names (oneswitch.port_names), actual numbers
     assert conf["pcie"][0]["host_port"] == 3
     assert next(s for s in conf["switches"] if s["id"] == "host")["shared"] is True
 

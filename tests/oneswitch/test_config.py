@@ -39,6 +39,14 @@ def test_defaults_enable_oneswitch_without_controllers():
         ({"oneswitch": {"wire_vlans": 2.0}}, "oneswitch.wire_vlans"),
         ({"oneswitch": {"carrier": "MPLS"}}, "oneswitch.carrier"),
         ({"oneswitch": {"carrier": 1}}, "oneswitch.carrier"),
+        ({"oneswitch": {"supervise": "yes"}}, "oneswitch.supervise"),
+        ({"oneswitch": {"port_names": ["wire{n}"]}}, "oneswitch.port_names"),
+        ({"oneswitch": {"port_names": {"pcie": "p{n}"}}}, "oneswitch.port_names.pcie"),
+        ({"oneswitch": {"port_names": {"wire": "wire"}}}, "oneswitch.port_names.wire"),
+        ({"oneswitch": {"port_names": {"vm": "vm{n}{n}"}}}, "oneswitch.port_names.vm"),
+        ({"oneswitch": {"port_names": {"nf": "nf-{n}"}}}, "oneswitch.port_names.nf"),
+        ({"oneswitch": {"port_names": {"wire": "a-very-long-name{n}"}}}, "oneswitch.port_names.wire"),
+        ({"oneswitch": {"port_names": {"vm": "vm {n}"}}}, "oneswitch.port_names.vm"),
     ],
 )
 def test_bad_oneswitch_config_names_the_field(raw, field):
@@ -96,6 +104,8 @@ def test_generated_config_maps_vms_and_ethernet_ports_and_pcie_pairs(tmp_path):
         (100, "host", 100),
         (101, "host", 101),
     ]
+    # Neutral names: nothing in them tells which switch serves a port (OneSwitch's REST does).
+    assert [p["name"] for p in conf["ports"]] == ["wire0", "wire1", "wire2", "vm-0", "vm-1"]
 
 
 def test_l2_flows_unicast_per_mac_and_broadcast_to_every_other_port():
@@ -161,3 +171,10 @@ def test_oneswitch_reaches_an_emulated_bridge_by_its_unix_listener_or_its_relay(
     assert south_target("tcp")(ep) == "tcp:127.0.0.1:4321"
     with pytest.raises(DatapathError, match="UNO_ONESWITCH_SOUTH='udp'"):
         south_target("udp")
+
+
+def test_port_names_are_configurable(tmp_path):
+    cfg = parse_config({"vms": 1, "oneswitch": {"port_names": {"wire": "uplink{n}", "vm": "tenant{n}"}}})
+    conf = build_config(cfg, {"host": "tcp:127.0.0.1:1", "snic0": "tcp:127.0.0.1:2"}, 1, 2, tmp_path)
+    assert [p["name"] for p in conf["ports"]] == ["uplink0", "tenant0"]
+    assert cfg.oneswitch.port_names.nf_name("firewall-eu-west-1") == "nf-firewall-eu-"  # 15 bytes at most

@@ -79,7 +79,10 @@ def physical(status: dict) -> dict[str, list[str]]:
 def test_kill_9_under_traffic_then_up_again_reuses_state(tmp_path):
     name = unique_name()
     cfg = tmp_path / "host.yaml"
-    cfg.write_text("rundir: /run/uno-test\nvms: 2\nsnics:\n  - pcie_gbps: 0\n")
+    # No supervisor: this checks `uno up` starting a dead OneSwitch again (test_supervise.py: the supervisor).
+    cfg.write_text(
+        "rundir: /run/uno-test\nvms: 2\nsnics:\n  - pcie_gbps: 0\noneswitch:\n  supervise: false\n"
+    )
     ping = None
     try:
         up = uno("up", "--config", str(cfg), "--name", name, "--json")

@@ -273,6 +273,7 @@ public final class Main {
       core.south().values().forEach(SouthSwitch::stop);
       group.shutdownGracefully(0, 1, java.util.concurrent.TimeUnit.SECONDS);
       exec.shutdown();
+      core.state().close();
     }
   }
 }

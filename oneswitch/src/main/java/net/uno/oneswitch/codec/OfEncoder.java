@@ -5,7 +5,7 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.MessageToByteEncoder;
 import org.projectfloodlight.openflow.protocol.OFMessage;
 
-/** Writes openflowj messages, and {@link WithXid}s. */
+/** Writes openflowj messages, {@link WithXid}s and raw frames (byte arrays: ONF bundle replies). */
 public final class OfEncoder extends MessageToByteEncoder<Object> {
   /**
    * {@code msg} under transaction id {@code xid}, written into its encoded header: one message
@@ -15,7 +15,7 @@ public final class OfEncoder extends MessageToByteEncoder<Object> {
 
   @Override
   public boolean acceptOutboundMessage(Object msg) {
-    return msg instanceof OFMessage || msg instanceof WithXid;
+    return msg instanceof OFMessage || msg instanceof WithXid || msg instanceof byte[];
   }
 
   @Override
@@ -29,7 +29,9 @@ public final class OfEncoder extends MessageToByteEncoder<Object> {
    * entry per batch instead of per message).
    */
   public static void encodeTo(Object msg, ByteBuf out) {
-    if (msg instanceof WithXid w) {
+    if (msg instanceof byte[] raw) {
+      out.writeBytes(raw);
+    } else if (msg instanceof WithXid w) {
       int start = out.writerIndex();
       w.msg().writeTo(out);
       out.setInt(start + 4, (int) w.xid()); // OpenFlow header: version, type, length, xid

@@ -18,6 +18,7 @@ public final class OfFrameDecoder extends ByteToMessageDecoder {
   public static final int OF13 = 4;
   private static final OFMessageReader<OFMessage> READER = OFFactories.getGenericReader();
   private static final int MAX_OF13_TYPE = 29;
+  private static final int EXPERIMENTER = 4;
 
   @Override
   protected void decode(ChannelHandlerContext ctx, ByteBuf in, List<Object> out) {
@@ -51,6 +52,13 @@ public final class OfFrameDecoder extends ByteToMessageDecoder {
     }
     if (type > MAX_OF13_TYPE) {
       return new Inbound.Bad(version, xid, OFBadRequestCode.BAD_TYPE, head, false);
+    }
+    if (type == EXPERIMENTER && OnfBundle.isBundle(frame)) {
+      try {
+        return new Inbound.Bundle(OnfBundle.decode(frame), head);
+      } catch (OnfBundle.BadBundle e) {
+        return new Inbound.BadBundle(xid, e.code(), e.getMessage(), head);
+      }
     }
     try {
       OFMessage m = READER.readFrom(frame);

@@ -41,6 +41,12 @@ public final class FlowMods {
   private final ScheduledExecutorService exec;
   private final LongSupplier clock;
 
+  /**
+   * A trial (a bundle checked before it is applied, then rolled back): removals are undoable and
+   * report nothing, and no counters or idle state are forgotten.
+   */
+  private boolean trial;
+
   FlowMods(
       VirtualSwitch vs,
       Planner planner,
@@ -91,6 +97,11 @@ public final class FlowMods {
     }
   }
 
+  /** Starts or ends a trial ({@link #trial}). */
+  void trial(boolean on) {
+    trial = on;
+  }
+
   /** Adds rule {@code r} (a restored rule, the warm-up): as a controller's ADD. */
   void addRule(VirtualRule r, boolean checkOverlap) throws OfError {
     apply(vs.add(r, checkOverlap));
@@ -122,11 +133,11 @@ public final class FlowMods {
           });
       Translated t = ts.remove(key);
       planner.install(key, t, dirty);
-      if (e.newEntries()) {
+      if (e.newEntries() && !trial) {
         removals.forget(key);
         idle.forget(key);
       }
-      if (e.resetCounters()) {
+      if (e.resetCounters() && !trial) {
         t.phys().forEach(p -> readd.add(p.key())); // ADD over an identical entry clears counters
         removals.forget(key);
       }
@@ -171,8 +182,10 @@ public final class FlowMods {
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
     for (VirtualRule.Key k : keys) {
       planner.install(k, null, dirty);
-      removals.forget(k);
-      idle.forget(k);
+      if (!trial) {
+        removals.forget(k);
+        idle.forget(k);
+      }
     }
     planner.retranslate(gone, dirty);
     planner.refreshDispatch(dirty);
@@ -185,6 +198,19 @@ public final class FlowMods {
    */
   void removeRules(List<VirtualRule> victims, OFFlowRemovedReason reason) {
     if (victims.isEmpty()) {
+      return;
+    }
+    if (trial) {
+      for (VirtualRule r : victims) {
+        refusals.onUndo(
+            () -> {
+              if (vs.rule(r.key()) == null) {
+                reinstall(r);
+              }
+            });
+      }
+      List<VirtualRule.Key> keys = victims.stream().map(VirtualRule::key).toList();
+      uninstall(keys, vs.remove(keys));
       return;
     }
     List<FlowRemovals.Removal> reports = new ArrayList<>();

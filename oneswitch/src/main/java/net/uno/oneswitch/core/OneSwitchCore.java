@@ -47,6 +47,7 @@ public final class OneSwitchCore {
   private final PlanExecutor executor;
   private final Controllers controllers;
   private final StateStore state;
+  private final Bundles bundles;
   private final FlowMods flowMods;
   private final GroupMods groupMods;
   private final PortChanges portChanges;
@@ -102,6 +103,7 @@ public final class OneSwitchCore {
     PhysicalSync sync = new PhysicalSync(vs, planner, executor, removals, state::changed);
     flowMods = new FlowMods(vs, planner, sync, refusals, removals, idle, metrics, exec, clock);
     groupMods = new GroupMods(vs, planner, sync, flowMods, refusals, metrics, clock);
+    bundles = new Bundles(flowMods, groupMods, sync, refusals);
     portChanges =
         new PortChanges(topo, vs, planner, sync, executor, controllers, metrics, exec, clock);
     packets = new PacketIo(vs, planner, sync, south, controllers, metrics, exec);
@@ -187,6 +189,10 @@ public final class OneSwitchCore {
     return counters;
   }
 
+  public Bundles bundles() {
+    return bundles;
+  }
+
   public StateStore state() {
     return state;
   }
@@ -197,7 +203,13 @@ public final class OneSwitchCore {
    * the BARRIER_REPLY that covers its message.
    */
   public CompletableFuture<Void> barrierAll() {
-    return executor.barrierAll(false, null);
+    return executor
+        .barrierAll(false, null)
+        .thenApply(
+            x -> {
+              state.journal(); // what the barrier acknowledges is on disk before its reply
+              return x;
+            });
   }
 
   /** Restores saved state (before any switch connects). Returns false if there was none. */

@@ -18,6 +18,11 @@ final class PhysicalSync {
   private final FlowRemovals removals;
   private final Runnable changed;
 
+  /** While held (a bundle being applied): the keys to plan at release, else null. */
+  private Set<PhysRule.Key> heldDirty;
+
+  private Set<PhysRule.Key> heldReadd;
+
   /** {@code changed}: called after every plan (the state is saved soon). */
   PhysicalSync(
       VirtualSwitch vs,
@@ -47,6 +52,14 @@ final class PhysicalSync {
    */
   CompletableFuture<Void> apply(
       Set<PhysRule.Key> dirty, Set<PhysRule.Key> readd, boolean barriers, ApplyTrace trace) {
+    if (heldDirty != null) {
+      if (barriers) {
+        throw new IllegalStateException("a barriered apply while held");
+      }
+      heldDirty.addAll(dirty);
+      heldReadd.addAll(readd);
+      return CompletableFuture.completedFuture(null);
+    }
     PhysicalState.Plan p = planner.plan(dirty, readd, executor.liveSwitches());
     for (PhysicalState.Installed i : p.deleted) {
       if (i.owner() != null && vs.rule(i.owner()) != null) {
@@ -58,6 +71,28 @@ final class PhysicalSync {
     }
     changed.run();
     return executor.execute(p, barriers, trace);
+  }
+
+  /**
+   * Holds every apply until {@link #release}: the changes of several messages (a bundle) are then
+   * planned as one, so each switch gets them in one make-before-break order (adds, modifies, then
+   * deletes) and never sees an intermediate state.
+   */
+  void hold() {
+    if (heldDirty != null) {
+      throw new IllegalStateException("already held");
+    }
+    heldDirty = new LinkedHashSet<>();
+    heldReadd = new java.util.HashSet<>();
+  }
+
+  /** Plans and sends what was held since {@link #hold}, without barriers. */
+  CompletableFuture<Void> release() {
+    Set<PhysRule.Key> d = heldDirty;
+    Set<PhysRule.Key> r = heldReadd;
+    heldDirty = null;
+    heldReadd = null;
+    return apply(d, r, false, null);
   }
 
   /** Refreshes the dispatch rules (tags came or went) and applies, without barriers. */

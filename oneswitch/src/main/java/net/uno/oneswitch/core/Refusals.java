@@ -74,6 +74,22 @@ final class Refusals {
     }
   }
 
+  /**
+   * Undoes what the message being applied changed so far (its steps, last first) and forgets the
+   * steps: a bundle's trial run, or a bundle message refused before anything was sent.
+   */
+  void rollBackCurrent() {
+    if (current == null) {
+      return;
+    }
+    List<Runnable> steps = new ArrayList<>(current.steps);
+    current.steps.clear();
+    for (int i = steps.size() - 1; i >= 0; i--) {
+      steps.get(i).run();
+    }
+    current.steps.clear(); // steps the undo itself registered
+  }
+
   /** A step undoing part of the message being applied (no-op outside one). */
   void onUndo(Runnable step) {
     if (current != null) {

@@ -34,16 +34,30 @@ final class SavedForm {
     cache.keySet().retainAll(rules.keySet());
     List<String> hex = new ArrayList<>(rules.size());
     for (VirtualRule r : rules.values()) {
-      Map.Entry<VirtualRule, String> c = cache.get(r.key());
-      if (c != null && c.getKey() == r) {
-        hex.add(c.getValue());
-        continue;
-      }
-      String h = Persistence.hex(flowAdd(r));
-      cache.put(r.key(), Map.entry(r, h));
-      hex.add(h);
+      hex.add(flow(r));
     }
     return hex;
+  }
+
+  /** The hex-encoded FLOW_ADD of {@code r} (cached while {@code r} is the rule under its key). */
+  String flow(VirtualRule r) {
+    Map.Entry<VirtualRule, String> c = cache.get(r.key());
+    if (c != null && c.getKey() == r) {
+      return c.getValue();
+    }
+    String h = Persistence.hex(flowAdd(r));
+    cache.put(r.key(), Map.entry(r, h));
+    return h;
+  }
+
+  /** The GROUP_ADD of {@code g}. */
+  OFMessage group(VirtualGroup g) {
+    return factory
+        .buildGroupAdd()
+        .setGroup(OFGroup.of(g.groupId()))
+        .setGroupType(g.type())
+        .setBuckets(g.buckets())
+        .build();
   }
 
   private OFMessage flowAdd(VirtualRule r) {
@@ -65,13 +79,7 @@ final class SavedForm {
   List<OFMessage> groups(Collection<VirtualGroup> groups) {
     List<OFMessage> out = new ArrayList<>(groups.size());
     for (VirtualGroup g : groups) {
-      out.add(
-          factory
-              .buildGroupAdd()
-              .setGroup(OFGroup.of(g.groupId()))
-              .setGroupType(g.type())
-              .setBuckets(g.buckets())
-              .build());
+      out.add(group(g));
     }
     return out;
   }

@@ -7,6 +7,8 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
 import net.uno.oneswitch.model.PortMap;
+import net.uno.oneswitch.model.VirtualGroup;
+import net.uno.oneswitch.model.VirtualRule;
 import net.uno.oneswitch.translate.OfError;
 import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.OFFlowAdd;
@@ -16,9 +18,11 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The virtual switch on disk ({@link Persistence}): the port map, rules and groups, saved at most
- * once per second after a change (and on shutdown), and restored at start through the same paths as
- * a controller's messages, so a saved rule that is no longer valid is left out. Core thread only.
+ * The virtual switch on disk ({@link Persistence}): every change is journaled at once (before the
+ * barrier reply or REST answer that acknowledges it), the whole state saved at most once per second
+ * after a change (and on shutdown), which empties the journal, and restored at start through the
+ * same paths as a controller's messages, so a saved rule that is no longer valid is left out. Core
+ * thread only.
  */
 public final class StateStore {
   private static final Logger LOG = LoggerFactory.getLogger(StateStore.class);
@@ -44,8 +48,9 @@ public final class StateStore {
     this.saved = new SavedForm(f);
   }
 
-  /** The state changed: saves it within a second. */
+  /** The state changed: journals the change now and saves the whole state within a second. */
   void changed() {
+    journal();
     if (persistence == null || saveScheduled) {
       return;
     }
@@ -53,9 +58,47 @@ public final class StateStore {
     exec.schedule(this::saveNow, 1000, TimeUnit.MILLISECONDS);
   }
 
+  /**
+   * Appends what changed since the last journal write or save to the journal, in one write. Called
+   * after every change and before every barrier reply (a rollback after a physical refusal changes
+   * the state without a new plan).
+   */
+  public void journal() {
+    VirtualSwitch.Changes c = vs.drainChanges();
+    if (persistence == null || c.isEmpty()) {
+      return;
+    }
+    StringBuilder sb = new StringBuilder();
+    for (var e : c.rules().entrySet()) {
+      VirtualRule now = vs.rule(e.getKey());
+      sb.append(now != null ? Persistence.FLOW : Persistence.FLOW_GONE)
+          .append(' ')
+          .append(saved.flow(now != null ? now : e.getValue()))
+          .append('\n');
+    }
+    for (int id : c.groups()) {
+      VirtualGroup g = vs.group(id);
+      if (g != null) {
+        sb.append(Persistence.GROUP).append(' ').append(Persistence.hex(saved.group(g)));
+      } else {
+        sb.append(Persistence.GROUP_GONE).append(' ').append(Integer.toUnsignedString(id));
+      }
+      sb.append('\n');
+    }
+    if (c.ports()) {
+      sb.append(Persistence.portsLine(new ArrayList<>(vs.ports().all())));
+    }
+    try {
+      persistence.append(sb.toString());
+    } catch (IOException e) {
+      LOG.error("cannot journal to {}: {}", persistence.journalFile(), e.toString());
+    }
+  }
+
   public void saveNow() {
     saveScheduled = false;
     if (persistence == null) {
+      vs.drainChanges();
       return;
     }
     try {
@@ -63,8 +106,17 @@ public final class StateStore {
           new ArrayList<>(vs.ports().all()),
           saved.flows(vs.rules()),
           saved.groups(vs.groups().values()));
+      vs.drainChanges(); // the file holds them: the journal is empty again
     } catch (Exception e) {
       LOG.error("cannot save state to {}: {}", persistence.file(), e.toString());
+      journal();
+    }
+  }
+
+  /** Closes the journal (OneSwitch stops). */
+  public void close() {
+    if (persistence != null) {
+      persistence.close();
     }
   }
 

@@ -52,6 +52,9 @@ public final class VirtualSwitch {
   private final ActionSetOrder setOrder = new ActionSetOrder();
   private final VlanPushOrder pushOrder;
   private PortMap ports = PortMap.empty();
+  private final LinkedHashMap<VirtualRule.Key, VirtualRule> changedRules = new LinkedHashMap<>();
+  private final java.util.LinkedHashSet<Integer> changedGroups = new java.util.LinkedHashSet<>();
+  private boolean portsChanged;
 
   /**
    * A change of rules, not applied yet: {@code added} replace the rules of {@code removed} with the
@@ -130,6 +133,32 @@ public final class VirtualSwitch {
 
   public void setPorts(PortMap pm) {
     ports = pm;
+    portsChanged = true;
+  }
+
+  /**
+   * What changed since the last call (rules by key with the rule last seen under it, groups by id,
+   * whether the port map did), for the journal ({@link StateStore}); each is then forgotten.
+   */
+  public Changes drainChanges() {
+    Changes c =
+        new Changes(
+            new LinkedHashMap<>(changedRules), changedGroups.stream().toList(), portsChanged);
+    changedRules.clear();
+    changedGroups.clear();
+    portsChanged = false;
+    return c;
+  }
+
+  /**
+   * Changes since the last drain: {@code rules} maps a changed key to the rule last seen under it
+   * (present now, or the one removed); {@code groups} lists changed group ids.
+   */
+  public record Changes(
+      Map<VirtualRule.Key, VirtualRule> rules, List<Integer> groups, boolean ports) {
+    public boolean isEmpty() {
+      return rules.isEmpty() && groups.isEmpty() && !ports;
+    }
   }
 
   /** How many VLAN headers a frame may carry into each table now. */
@@ -268,6 +297,7 @@ public final class VirtualSwitch {
    */
   private void putRule(VirtualRule r) {
     VirtualRule old = rules.put(r.key(), r);
+    changedRules.put(r.key(), r);
     setOrder.remove(old);
     setOrder.add(r);
     pushOrder.remove(old);
@@ -276,6 +306,9 @@ public final class VirtualSwitch {
 
   private VirtualRule removeRule(VirtualRule.Key k) {
     VirtualRule old = rules.remove(k);
+    if (old != null) {
+      changedRules.put(k, old);
+    }
     setOrder.remove(old);
     pushOrder.remove(old);
     return old;
@@ -355,6 +388,7 @@ public final class VirtualSwitch {
     if (groups.put(g.groupId(), g) == null) {
       groupCreated.put(g.groupId(), nowMs);
     }
+    changedGroups.add(g.groupId());
   }
 
   /** Removes group {@code id}; false if there was none. */
@@ -363,6 +397,7 @@ public final class VirtualSwitch {
       return false;
     }
     groupCreated.remove(id);
+    changedGroups.add(id);
     return true;
   }
 }

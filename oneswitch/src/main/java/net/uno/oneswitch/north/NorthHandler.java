@@ -9,6 +9,7 @@ import java.util.EnumSet;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import net.uno.oneswitch.codec.Inbound;
+import net.uno.oneswitch.codec.OnfBundle;
 import net.uno.oneswitch.core.OneSwitchCore;
 import net.uno.oneswitch.core.Origin;
 import net.uno.oneswitch.core.Session;
@@ -43,6 +44,7 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
   private final OneSwitchCore core;
   private final long dpid;
   private final StatsReplies stats;
+  private final BundleSession bundles;
   private volatile Channel channel;
   private volatile ConnState state = ConnState.WAIT_HELLO;
   private volatile OFControllerRole role = OFControllerRole.ROLE_EQUAL;
@@ -57,6 +59,7 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
     this.core = core;
     this.dpid = dpid;
     this.stats = new StatsReplies(core);
+    this.bundles = new BundleSession(core, this);
   }
 
   public ConnState state() {
@@ -208,6 +211,21 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
         core.controllers().add(this);
         LOG.info("controller {} connected (OpenFlow 1.3)", name);
       }
+      return;
+    }
+    if (in instanceof Inbound.BadBundle b) {
+      core.metrics().translationErrors.incrementAndGet();
+      LOG.info("controller {}: bad bundle message: {} ({})", name, b.code(), b.why());
+      sendOrdered(OnfBundle.error(b.xid(), b.code(), b.head()));
+      return;
+    }
+    if (in instanceof Inbound.Bundle b) {
+      if (state != ConnState.ACTIVE) {
+        sendAlways(OfError.build(F, OFHelloFailedCode.EPERM, b.msg().xid(), b.head()));
+        channel.close();
+        return;
+      }
+      bundles.handle(b.msg(), b.head());
       return;
     }
     Inbound.Msg im = (Inbound.Msg) in;
@@ -373,5 +391,27 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
                 },
                 core.exec());
     tail = next;
+  }
+
+  /** Sends raw frame {@code raw} (an ONF bundle reply or error) after every earlier async reply. */
+  void sendOrdered(byte[] raw) {
+    sendOrdered(CompletableFuture.completedFuture(raw));
+  }
+
+  /** Sends the raw frame {@code f} gives after every earlier async reply of this connection. */
+  void sendOrdered(CompletableFuture<byte[]> f) {
+    tail =
+        tail.thenCompose(x -> f)
+            .handleAsync(
+                (raw, e) -> {
+                  Channel c = channel;
+                  if (e != null) {
+                    LOG.warn("controller {}: bundle reply failed: {}", name, e.toString());
+                  } else if (c != null && state == ConnState.ACTIVE) {
+                    c.writeAndFlush(raw);
+                  }
+                  return null;
+                },
+                core.exec());
   }
 }

@@ -24,7 +24,6 @@ import org.projectfloodlight.openflow.protocol.OFGroupDescStatsEntry;
 import org.projectfloodlight.openflow.protocol.OFGroupStatsEntry;
 import org.projectfloodlight.openflow.protocol.OFGroupStatsReply;
 import org.projectfloodlight.openflow.protocol.OFGroupStatsRequest;
-import org.projectfloodlight.openflow.protocol.OFInstructionType;
 import org.projectfloodlight.openflow.protocol.OFMessage;
 import org.projectfloodlight.openflow.protocol.OFPortDesc;
 import org.projectfloodlight.openflow.protocol.OFPortStatsEntry;
@@ -32,8 +31,6 @@ import org.projectfloodlight.openflow.protocol.OFPortStatsReply;
 import org.projectfloodlight.openflow.protocol.OFPortStatsRequest;
 import org.projectfloodlight.openflow.protocol.OFStatsReplyFlags;
 import org.projectfloodlight.openflow.protocol.OFStatsRequest;
-import org.projectfloodlight.openflow.protocol.OFTableFeatureProp;
-import org.projectfloodlight.openflow.protocol.OFTableFeatures;
 import org.projectfloodlight.openflow.protocol.OFTableFeaturesStatsRequest;
 import org.projectfloodlight.openflow.protocol.OFTableStatsEntry;
 import org.projectfloodlight.openflow.protocol.OFTableStatsReply;
@@ -41,7 +38,6 @@ import org.projectfloodlight.openflow.types.OFGroup;
 import org.projectfloodlight.openflow.types.OFPort;
 import org.projectfloodlight.openflow.types.TableId;
 import org.projectfloodlight.openflow.types.U64;
-import org.projectfloodlight.openflow.types.U8;
 
 /** Builds MULTIPART replies of the virtual switch. Methods run on the core thread. */
 final class StatsReplies {
@@ -119,7 +115,7 @@ final class StatsReplies {
         if (!((OFTableFeaturesStatsRequest) req).getEntries().isEmpty()) {
           throw new OfError(OFBadRequestCode.EPERM, "table features are read-only");
         }
-        return done(tableFeatures(xid));
+        return done(more(TableFeatures.reply(xid, core.virtualTables())));
       default:
         throw new OfError(OFBadRequestCode.BAD_STAT, "multipart " + req.getStatsType());
     }
@@ -484,92 +480,5 @@ final class StatsReplies {
                   es, p -> F.buildGroupStatsReply().setXid(req.getXid()).setEntries(p).build());
             },
             core.exec());
-  }
-
-  private List<OFMessage> tableFeatures(long xid) {
-    int n = core.virtualTables();
-    List<OFTableFeatures> tfs = new ArrayList<>();
-    for (int t = 0; t < n; t++) {
-      List<U8> next = new ArrayList<>();
-      for (int u = t + 1; u < n; u++) {
-        next.add(U8.of((short) u));
-      }
-      List<OFTableFeatureProp> props = new ArrayList<>();
-      props.add(
-          F.tableFeaturePropInstructions(
-              List.of(
-                  F.instructionIds().applyActions(),
-                  F.instructionIds().writeActions(),
-                  F.instructionIds().clearActions(),
-                  F.instructionIds().writeMetadata(),
-                  F.instructionIds().gotoTable())));
-      props.add(F.tableFeaturePropNextTables(next));
-      List<org.projectfloodlight.openflow.protocol.actionid.OFActionId> acts =
-          List.of(
-              F.actionIds().output(),
-              F.actionIds().group(),
-              F.actionIds().setField(),
-              F.actionIds().pushVlan(),
-              F.actionIds().popVlan(),
-              F.actionIds().pushMpls(),
-              F.actionIds().popMpls(),
-              F.actionIds().decNwTtl(),
-              F.actionIds().copyTtlIn(),
-              F.actionIds().copyTtlOut(),
-              F.actionIds().setMplsTtl(),
-              F.actionIds().decMplsTtl(),
-              F.actionIds().setNwTtl());
-      props.add(F.tableFeaturePropWriteActions(acts));
-      props.add(F.tableFeaturePropApplyActions(acts));
-      props.add(F.tableFeaturePropMatch(OXM_HEADERS));
-      props.add(F.tableFeaturePropWildcards(OXM_HEADERS));
-      props.add(F.tableFeaturePropWriteSetfield(SETFIELD_HEADERS));
-      props.add(F.tableFeaturePropApplySetfield(SETFIELD_HEADERS));
-      tfs.add(
-          F.buildTableFeatures()
-              .setTableId(TableId.of(t))
-              .setName("table" + t)
-              .setMetadataMatch(U64.NO_MASK)
-              .setMetadataWrite(U64.NO_MASK)
-              .setConfig(0)
-              .setMaxEntries(1_000_000)
-              .setProperties(props)
-              .build());
-    }
-    List<OFMessage> out = new ArrayList<>();
-    for (int i = 0; i < tfs.size(); i += 8) {
-      out.add(
-          F.buildTableFeaturesStatsReply()
-              .setXid(xid)
-              .setEntries(tfs.subList(i, Math.min(tfs.size(), i + 8)))
-              .build());
-    }
-    return more(out);
-  }
-
-  @SuppressWarnings("unused")
-  private static final OFInstructionType UNUSED = OFInstructionType.APPLY_ACTIONS;
-
-  /** OF1.3 OXM field numbers (basic class) with their value lengths; in_phy_port excluded. */
-  private static final int[][] OXM_FIELDS = {
-    {0, 4}, {2, 8}, {3, 6}, {4, 6}, {5, 2}, {6, 2}, {7, 1}, {8, 1}, {9, 1}, {10, 1}, {11, 4},
-    {12, 4}, {13, 2}, {14, 2}, {15, 2}, {16, 2}, {17, 2}, {18, 2}, {19, 1}, {20, 1}, {21, 2},
-    {22, 4}, {23, 4}, {24, 6}, {25, 6}, {26, 16}, {27, 16}, {28, 4}, {29, 1}, {30, 1}, {31, 16},
-    {32, 6}, {33, 6}, {34, 4}, {35, 1}, {36, 1}, {37, 3}, {38, 8}, {39, 2}
-  };
-
-  private static final List<org.projectfloodlight.openflow.types.U32> OXM_HEADERS = headers(false);
-  private static final List<org.projectfloodlight.openflow.types.U32> SETFIELD_HEADERS =
-      headers(true);
-
-  private static List<org.projectfloodlight.openflow.types.U32> headers(boolean settable) {
-    List<org.projectfloodlight.openflow.types.U32> out = new ArrayList<>();
-    for (int[] f : OXM_FIELDS) {
-      if (settable && (f[0] == 0 || f[0] == 2)) {
-        continue; // in_port and metadata are not set-field targets
-      }
-      out.add(org.projectfloodlight.openflow.types.U32.of(0x80000000L | (f[0] << 9) | f[1]));
-    }
-    return out;
   }
 }

@@ -500,7 +500,11 @@ public final class SouthSwitch {
         }
         return;
       }
-      OFMessage m = ((Inbound.Msg) in).msg();
+      if (!(in instanceof Inbound.Msg msg)) {
+        LOG.warn("switch {}: unexpected bundle message, ignored", id);
+        return;
+      }
+      OFMessage m = msg.msg();
       switch (m.getType()) {
         case ECHO_REQUEST ->
             ctx.writeAndFlush(

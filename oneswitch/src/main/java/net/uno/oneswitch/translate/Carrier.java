@@ -176,7 +176,10 @@ public final class Carrier {
   /**
    * Appends the actions sending the frame {@code f} to remote vport {@code vport} through PCIe port
    * {@code pcie} with its flow-id tag, then restoring the frame ({@code undo}: later actions of an
-   * apply-actions list see it unchanged). Refuses what no carrier carries faithfully.
+   * apply-actions list see it unchanged). Refuses what no carrier carries faithfully. {@code
+   * l4After}: a later action of the list sets a field that needs the IP protocol (TCP/UDP/SCTP
+   * ports, ICMP, ND), which OVS no longer knows after {@code pop_mpls} (it refuses such a rule with
+   * BAD_MATCH/MATCH_INCONSISTENT), so the label is not used then.
    */
   public static void send(
       Mode mode,
@@ -186,29 +189,48 @@ public final class Carrier {
       int pcie,
       int maxLen,
       boolean undo,
+      boolean l4After,
       List<OFAction> out)
       throws OfError {
     boolean known = f.ethType() >= 0 && mode != Mode.VLAN;
     if (needsMoreThanVlan(mode, f)) {
-      if (known) {
+      if (f.outerVid() >= 0 && mode != Mode.VLAN) {
+        // First choice: no header added, and the frame keeps its L3/L4 context for later actions.
+        try {
+          rewrite(f.outerVid(), vport, tags, pcie, maxLen, undo, out);
+          return;
+        } catch (OfError e) {
+          if (e.code() != OFFlowModFailedCode.TABLE_FULL || !known) {
+            throw e;
+          }
+        }
+      }
+      boolean mplsLosesL4 = undo && l4After; // pop_mpls gives back the ethertype, not nw_proto
+      if (known && !mplsLosesL4) {
         // Tagged: maybe QinQ already. MPLS: our label on top of the controller's stack, so no frame
         // under a VLAN carrier tag could look like a label of ours to the egress dispatch.
         mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
         return;
       }
-      if (f.outerVid() >= 0 && mode != Mode.VLAN) {
-        rewrite(f.outerVid(), vport, tags, pcie, maxLen, undo, out);
-        return;
+      if (f.max() >= Translator.MAX_VLAN_HEADERS) {
+        throw new OfError(
+            OFBadActionCode.UNSUPPORTED_ORDER,
+            "output to vport "
+                + Integer.toUnsignedString(vport)
+                + " crosses the PCIe link with "
+                + headers(f)
+                + (known
+                    ? ": the VLAN carrier would be a third header, the MPLS carrier would lose"
+                        + " the IP protocol a later set_field of this list needs (OVS rejects"
+                        + " it after pop_mpls), and the VLAN id rewrite needs a known outer VLAN"
+                        + " id (match vlan_vid exactly, or set it after a push)"
+                    : ": the VLAN carrier would be a third header, the MPLS carrier needs a"
+                        + " known eth_type (match it exactly; no push/pop mpls before the output)"
+                        + " and the VLAN id rewrite a known outer VLAN id (match vlan_vid"
+                        + " exactly, or set it after a push)"));
       }
-      throw new OfError(
-          OFBadActionCode.UNSUPPORTED_ORDER,
-          "output to vport "
-              + Integer.toUnsignedString(vport)
-              + " crosses the PCIe link with "
-              + headers(f)
-              + ": the VLAN carrier would be a third header, the MPLS carrier needs a known"
-              + " eth_type (match it exactly; no push/pop mpls before the output) and the VLAN id"
-              + " rewrite a known outer VLAN id (match vlan_vid exactly, or set it after a push)");
+      // At most one VLAN header (the table's depth says no more can come in): the VLAN tag is
+      // faithful, and keeps the L4 context the label would lose.
     }
     int tag;
     try {
@@ -287,6 +309,23 @@ public final class Carrier {
     if (undo) {
       out.add(F.actions().setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan(vid))));
     }
+  }
+
+  /** Set-field targets whose prerequisite is the IP protocol (ip_proto), which pop_mpls loses. */
+  public static boolean needsIpProto(MatchField<?> f) {
+    return f == MatchField.TCP_SRC
+        || f == MatchField.TCP_DST
+        || f == MatchField.UDP_SRC
+        || f == MatchField.UDP_DST
+        || f == MatchField.SCTP_SRC
+        || f == MatchField.SCTP_DST
+        || f == MatchField.ICMPV4_TYPE
+        || f == MatchField.ICMPV4_CODE
+        || f == MatchField.ICMPV6_TYPE
+        || f == MatchField.ICMPV6_CODE
+        || f == MatchField.IPV6_ND_TARGET
+        || f == MatchField.IPV6_ND_SLL
+        || f == MatchField.IPV6_ND_TLL;
   }
 
   static boolean isMplsType(int et) {

@@ -389,11 +389,19 @@ public final class Translator {
       List<OFAction> in, String sw, boolean set, Ingress ing, Carrier.Frame frame) throws OfError {
     List<OFAction> out = new ArrayList<>();
     Carrier.Frame f = frame;
-    for (OFAction a : in) {
+    int lastL4Set = -1; // the last set_field needing the IP protocol (see Carrier.send)
+    for (int i = 0; i < in.size(); i++) {
+      if (in.get(i) instanceof OFActionSetField s
+          && Carrier.needsIpProto(s.getField().getMatchField())) {
+        lastL4Set = i;
+      }
+    }
+    for (int i = 0; i < in.size(); i++) {
+      OFAction a = in.get(i);
       Carrier.Frame before = f;
       f = f.after(a);
       if (a instanceof OFActionOutput o) {
-        output(o, sw, set, ing, before, out);
+        output(o, sw, set, ing, before, i < lastL4Set, out);
       } else if (a instanceof OFActionGroup g) {
         if (!groupExists.test(g.getGroup().getGroupNumber())) {
           throw new OfError(OFBadActionCode.BAD_OUT_GROUP, "group " + g.getGroup() + " unknown");
@@ -418,7 +426,13 @@ public final class Translator {
   }
 
   private void output(
-      OFActionOutput o, String sw, boolean set, Ingress ing, Carrier.Frame f, List<OFAction> out)
+      OFActionOutput o,
+      String sw,
+      boolean set,
+      Ingress ing,
+      Carrier.Frame f,
+      boolean l4After,
+      List<OFAction> out)
       throws OfError {
     OFPort p = o.getPort();
     if (p.equals(OFPort.CONTROLLER) || p.equals(OFPort.IN_PORT)) {
@@ -432,7 +446,7 @@ public final class Translator {
       }
       // Output to the ingress port itself is dropped by the switch, as FLOOD/ALL require.
       for (VPort v : ports.all()) {
-        emit(v, o.getMaxLen(), sw, ing, f, out);
+        emit(v, o.getMaxLen(), sw, ing, f, l4After, out);
       }
       return;
     }
@@ -446,13 +460,19 @@ public final class Translator {
     }
     Optional<VPort> v = ports.get(p.getPortNumber());
     if (v.isPresent()) {
-      emit(v.get(), o.getMaxLen(), sw, ing, f, out);
+      emit(v.get(), o.getMaxLen(), sw, ing, f, l4After, out);
     }
     // Unmapped port: the packet goes nowhere, as on a switch whose port vanished.
   }
 
   private void emit(
-      VPort v, int maxLen, String sw, Ingress ing, Carrier.Frame f, List<OFAction> out)
+      VPort v,
+      int maxLen,
+      String sw,
+      Ingress ing,
+      Carrier.Frame f,
+      boolean l4After,
+      List<OFAction> out)
       throws OfError {
     if (v.k() > 1) {
       if (f.max() >= MAX_VLAN_HEADERS && v.instances().stream().anyMatch(l -> !l.sw().equals(sw))) {
@@ -475,7 +495,8 @@ public final class Translator {
       out.add(F.actions().output(OFPort.of(v.port()), maxLen));
       return;
     }
-    Carrier.send(carrierMode, f, v.vport(), tags, topo.nextHopPort(sw, v.sw()), maxLen, true, out);
+    Carrier.send(
+        carrierMode, f, v.vport(), tags, topo.nextHopPort(sw, v.sw()), maxLen, true, l4After, out);
   }
 
   /**

@@ -131,6 +131,11 @@ final class FakeSwitch implements AutoCloseable {
     }
   }
 
+  /** Sends {@code m} to OneSwitch on the current connection (e.g. a PACKET_IN). */
+  void send(OFMessage m) throws IOException {
+    write(sock, m);
+  }
+
   synchronized List<OFMessage> logSnapshot() {
     return new ArrayList<>(log);
   }

@@ -38,6 +38,22 @@ final class OfClient implements AutoCloseable {
     s.getOutputStream().flush();
   }
 
+  /** Next frame's bytes, undecoded (e.g. an ONF bundle reply), or null on timeout. */
+  byte[] readRaw(int timeoutMs) throws IOException {
+    s.setSoTimeout(timeoutMs);
+    try {
+      byte[] hdr = new byte[8];
+      in.readFully(hdr);
+      int len = ((hdr[2] & 0xff) << 8) | (hdr[3] & 0xff);
+      byte[] all = new byte[len];
+      System.arraycopy(hdr, 0, all, 0, 8);
+      in.readFully(all, 8, len - 8);
+      return all;
+    } catch (SocketTimeoutException e) {
+      return null;
+    }
+  }
+
   /** Next message, or null on timeout. */
   OFMessage read(int timeoutMs) throws IOException {
     s.setSoTimeout(timeoutMs);

@@ -231,6 +231,102 @@ class OneSwitchTest {
     }
   }
 
+  /**
+   * Acts as Floodlight does on connect: reads TABLE_FEATURES and installs its priority-0 CONTROLLER
+   * flow in each of its first tables whose APPLY_ACTIONS_MISS lists OUTPUT. Its reactive forwarding
+   * then needs the miss flows to reach the switches and their PACKET_INs to come back as the
+   * virtual switch's.
+   */
+  @Test
+  void floodlightStyleTableMissIsInstalledAndPacketInsFlow() throws Exception {
+    final int floodlightMissTables = 4;
+    try (OfClient c = client()) {
+      c.send(F.buildTableFeaturesStatsRequest().setXid(7).build());
+      List<Integer> missTables = new ArrayList<>();
+      while (true) {
+        var r =
+            (org.projectfloodlight.openflow.protocol.OFTableFeaturesStatsReply)
+                c.expect(OFType.STATS_REPLY, 7, 5000);
+        assertNotNull(r);
+        for (var tf : r.getEntries()) {
+          for (var p : tf.getProperties()) {
+            if (p
+                    instanceof
+                    org.projectfloodlight.openflow.protocol.OFTableFeaturePropApplyActionsMiss m
+                && m.getActionIds().stream()
+                    .anyMatch(
+                        a ->
+                            a.getType()
+                                == org.projectfloodlight.openflow.protocol.OFActionType.OUTPUT)
+                && tf.getTableId().getValue() < floodlightMissTables) {
+              missTables.add((int) tf.getTableId().getValue());
+            }
+          }
+        }
+        if (!r.getFlags()
+            .contains(org.projectfloodlight.openflow.protocol.OFStatsReplyFlags.REPLY_MORE)) {
+          break;
+        }
+      }
+      assertEquals(List.of(0, 1, 2, 3), missTables);
+      for (int t : missTables) {
+        c.send(
+            F.buildFlowAdd()
+                .setXid(70 + t)
+                .setTableId(TableId.of(t))
+                .setPriority(0)
+                .setInstructions(
+                    List.of(
+                        F.instructions()
+                            .applyActions(
+                                List.of(F.actions().output(OFPort.CONTROLLER, 0xffffffff)))))
+                .build());
+      }
+      barrier(c, 79);
+      for (FakeSwitch sw : List.of(host, snic)) {
+        for (int t : missTables) {
+          assertTrue(
+              sw.flows.values().stream()
+                  .anyMatch(
+                      f ->
+                          f.getTableId().getValue() == t + 1
+                              && f.getPriority() == 0
+                              && f.getInstructions()
+                                  .equals(
+                                      List.of(
+                                          F.instructions()
+                                              .applyActions(
+                                                  List.of(
+                                                      F.actions()
+                                                          .output(
+                                                              OFPort.CONTROLLER, 0xffffffff)))))),
+              "table-miss of virtual table " + t);
+        }
+      }
+      // A miss in virtual table 0 on vm0's port comes back as the virtual switch's PACKET_IN.
+      OFFlowMod miss =
+          host.flows.values().stream()
+              .filter(f -> f.getTableId().getValue() == 1 && f.getPriority() == 0)
+              .findFirst()
+              .orElseThrow();
+      host.send(
+          F.buildPacketIn()
+              .setXid(0)
+              .setBufferId(org.projectfloodlight.openflow.types.OFBufferId.NO_BUFFER)
+              .setTableId(TableId.of(1))
+              .setReason(org.projectfloodlight.openflow.protocol.OFPacketInReason.ACTION)
+              .setCookie(miss.getCookie())
+              .setMatch(F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(100)).build())
+              .setData(new byte[60])
+              .build());
+      var pin =
+          (org.projectfloodlight.openflow.protocol.OFPacketIn) c.expect(OFType.PACKET_IN, -1, 5000);
+      assertNotNull(pin);
+      assertEquals(2, pin.getMatch().get(MatchField.IN_PORT).getPortNumber());
+      assertEquals(0, pin.getTableId().getValue());
+    }
+  }
+
   @Test
   void barrierAnsweredOnlyAfterEveryPhysicalBarrier() throws Exception {
     try (OfClient c = client()) {
@@ -671,5 +767,68 @@ class OneSwitchTest {
     assertEquals(1, (int) onCore(() -> os.core().vswitch().rules().size()));
     assertEquals(
         3, (int) onCore(() -> os.core().vswitch().ports().all().size()), "port map restored");
+  }
+
+  /**
+   * Whatever a barrier acknowledged survives a stop with no save after it (a crash between the
+   * barrier reply and the next state.json write): the journal holds it, including a delete, a
+   * modify, a group and a port map change.
+   */
+  @Test
+  void acknowledgedChangesSurviveAStopBeforeTheNextSave() throws Exception {
+    try (OfClient c = client()) {
+      barrier(c, 14); // the initial state is saved; from here only the journal has the changes
+      c.send(
+          F.buildGroupAdd()
+              .setXid(16)
+              .setGroup(OFGroup.of(5))
+              .setGroupType(org.projectfloodlight.openflow.protocol.OFGroupType.ALL)
+              .setBuckets(List.of(F.buildBucket().setActions(List.of(out(3))).build()))
+              .build());
+      c.send(flow(0, 10, 1, out(2)));
+      c.send(flow(0, 11, 1, out(3)));
+      c.send(
+          F.buildFlowDeleteStrict()
+              .setXid(17)
+              .setTableId(TableId.of(0))
+              .setPriority(11)
+              .setMatch(F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(1)).build())
+              .build());
+      c.send(flow(1, 12, null, out(2)));
+      c.send(
+          F.buildFlowModifyStrict()
+              .setXid(18)
+              .setTableId(TableId.of(1))
+              .setPriority(12)
+              .setMatch(F.buildMatch().build())
+              .setInstructions(List.of(F.instructions().applyActions(List.of(out(3)))))
+              .build());
+      barrier(c, 19);
+    }
+    remapV3(0);
+    List<String> before = onCore(() -> ruleStrings());
+    Config cfg =
+        Config.parse(
+                """
+            {"dpid": "00000000000000ee", "listen": "ptcp:0:127.0.0.1", "rest": "127.0.0.1:0",
+             "state_dir": "%s",
+             "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:%d"},
+                          {"id": "snic0", "openflow": "tcp:127.0.0.1:%d"}],
+             "pcie": [{"snic": "snic0", "host_port": 1, "snic_port": 100}]}
+            """
+                .formatted(dir, host.port(), snic.port()));
+    os.stop(); // no save: only the journal holds the changes since the start
+    assertTrue(Files.size(dir.resolve("state.journal")) > 0);
+    os = Main.run(cfg);
+    assertEquals(before, onCore(() -> ruleStrings()));
+    assertEquals(2, (int) onCore(() -> os.core().vswitch().rules().size()));
+    assertNotNull(onCore(() -> os.core().vswitch().group(5)));
+    assertEquals("snic0", onCore(() -> os.core().vswitch().ports().get(3).orElseThrow().sw()));
+  }
+
+  private List<String> ruleStrings() {
+    return os.core().vswitch().rules().values().stream()
+        .map(r -> r.key() + " " + r.instructions())
+        .toList();
   }
 }

@@ -104,10 +104,13 @@ class CarrierTest {
     assertEquals(16, tags.tagOf(Carrier.mplsKey(1, IPV4)).getAsInt());
     assertEquals(17, tags.tagOf(Carrier.mplsKey(1, 0x86dd)).getAsInt());
     assertEquals(18, tags.tagOf(Carrier.mplsKey(3, IPV4)).getAsInt());
-    // One known VLAN header (maybe QinQ: OF1.3 cannot match the inner one): MPLS as well.
+    // One known VLAN header (maybe QinQ: OF1.3 cannot match the inner one) whose id is known: the
+    // VLAN id rewrite comes first (no header added, the L3/L4 context kept for later actions).
     t.rule(rule(0, 14, vlan10(IPV4), apply(out(1))));
+    assertEquals(1, tags.refs(Carrier.rewriteKey(1, 10)));
+    // Its id no longer known (a push, then a pop): MPLS as well.
     t.rule(rule(0, 15, vlan10(IPV4), apply(PUSH, F.actions().popVlan(), out(1))));
-    assertEquals(4, tags.refs(Carrier.mplsKey(1, IPV4)));
+    assertEquals(3, tags.refs(Carrier.mplsKey(1, IPV4)));
     // An MPLS frame: our label goes on top of its stack, pop_mpls:0x8847 restores it.
     List<PhysRule> p = t.rule(rule(0, 19, inPort(2, 0x8847), apply(out(1))));
     assertEquals(mplsSend(19, 1, 0x8847), actions(p.get(0)));
@@ -116,7 +119,7 @@ class CarrierTest {
     t.rule(rule(0, 17, inPort(2, IPV4), apply(out(1))));
     t.rule(rule(0, 18, vlan10(IPV4), apply(F.actions().popVlan(), out(1))));
     assertEquals(3, tags.refs(Translator.tagKey(1, 0)));
-    assertEquals(1, tags.tagOf(Translator.tagKey(1, 0)).getAsInt());
+    assertEquals(2, tags.tagOf(Translator.tagKey(1, 0)).getAsInt()); // 1: rule 14's rewrite
   }
 
   @Test
@@ -413,5 +416,55 @@ class CarrierTest {
     assertOfError(
         "BadAction/UNSUPPORTED_ORDER",
         () -> t.rule(rule(0, 11, vlan10(null), apply(PUSH, out(1)))));
+  }
+
+  private static OFAction setTcpDst(int port) {
+    return F.actions()
+        .setField(F.oxms().tcpDst(org.projectfloodlight.openflow.types.TransportPort.of(port)));
+  }
+
+  /** The rule: a VM's tagged TCP frame out to the wire, then its port rewritten locally. */
+  @Test
+  void aKnownOuterVlanIdTakesTheRewriteSoLaterL4SetFieldsStayValid() throws OfError {
+    Translator t = translator(tags, PORTS);
+    Match m =
+        F.buildMatch()
+            .setExact(MatchField.IN_PORT, OFPort.of(2))
+            .setExact(MatchField.VLAN_VID, OFVlanVidMatch.ofVlan(10))
+            .setExact(MatchField.ETH_TYPE, EthType.IPv4)
+            .setExact(MatchField.IP_PROTO, org.projectfloodlight.openflow.types.IpProtocol.TCP)
+            .build();
+    List<PhysRule> p = t.rule(rule(0, 10, m, apply(out(1), setTcpDst(80), out(4))));
+    int tag = tags.tagOf(Carrier.rewriteKey(1, 10)).getAsInt();
+    assertEquals(
+        List.of(setVid(tag), out(1), setVid(10), setTcpDst(80), out(101)), actions(p.get(0)));
+    assertTrue(tags.live().keySet().stream().noneMatch(Carrier::isMpls));
+  }
+
+  /**
+   * Outer id unknown (pushed, then popped): the label would lose the IP protocol the later
+   * set_field needs (OVS: MATCH_INCONSISTENT), so the VLAN tag carries the one-header frame.
+   */
+  @Test
+  void aLaterL4SetFieldKeepsTheLabelAwayWhereOneHeaderAtMost() throws OfError {
+    Translator t = translator(tags, PORTS);
+    Match m =
+        F.buildMatch()
+            .setExact(MatchField.IN_PORT, OFPort.of(2))
+            .setExact(MatchField.VLAN_VID, OFVlanVidMatch.ofVlan(10))
+            .setExact(MatchField.ETH_TYPE, EthType.IPv4)
+            .setExact(MatchField.IP_PROTO, org.projectfloodlight.openflow.types.IpProtocol.UDP)
+            .build();
+    OFAction setUdp =
+        F.actions()
+            .setField(F.oxms().udpDst(org.projectfloodlight.openflow.types.TransportPort.of(53)));
+    List<PhysRule> p =
+        t.rule(rule(0, 10, m, apply(PUSH, F.actions().popVlan(), out(1), setUdp, out(4))));
+    List<OFAction> a = actions(p.get(0));
+    assertTrue(a.stream().noneMatch(x -> x.getType().name().equals("PUSH_MPLS")), "" + a);
+    assertTrue(tags.live().keySet().stream().noneMatch(Carrier::isMpls));
+    // Without the later set_field: the label, as before.
+    t.rule(rule(0, 11, m, apply(PUSH, F.actions().popVlan(), out(1), out(4))));
+    assertTrue(tags.live().keySet().stream().anyMatch(Carrier::isMpls));
   }
 }
