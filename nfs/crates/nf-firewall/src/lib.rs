@@ -101,6 +101,14 @@ impl NetworkFunction for Firewall {
         out.push(Self::key(keys, pkt));
     }
 
+    /// Rules, default and timeouts change in place (counters kept). Connections already open
+    /// stay open: a rule is checked when a connection opens, as before the change.
+    fn reconfigure(&mut self, cfg: &Value) -> Result<bool, String> {
+        let new = Firewall::from_config(cfg)?;
+        (self.rules, self.default_allow, self.timeouts) = (new.rules, new.default_allow, new.timeouts);
+        Ok(true)
+    }
+
     fn process(
         &mut self,
         ctx: &mut Ctx<'_>,
