@@ -80,6 +80,11 @@ impl Firewall {
         keys.flow(pkt.flow_key().bidirectional_hash(), TABLE)
     }
 
+    /// Whether the rules let the connection `k` open (its initiator's packet).
+    pub fn may_open(&self, k: &packet::FlowKey) -> bool {
+        may_open(&self.rules, self.default_allow, k)
+    }
+
     /// The timeouts in use.
     pub fn timeouts(&self) -> &Timeouts {
         &self.timeouts
