@@ -22,8 +22,13 @@ from domain.errors import ValidationError
 DEFAULT_DIR = Path(__file__).resolve().parents[1] / "nfs" / "versions"
 VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 ASK_TIMEOUT_S = 10.0
-# The start of a config error of `nf` (`nf: config: PATH MESSAGE`): the path it names (a key, `a.b`, `a[0].b`).
-FIELD_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\[\d+\]|\.[A-Za-z_][A-Za-z0-9_]*)*)\b")
+# A config error of `nf` (`nf: config: SUBJECT: MESSAGE` or `SUBJECT must ...`): its subject is a path (`a`,
+# `a.b`, `a[0].b`) or the whole config (`firewall config`); an unknown key is named in the message.
+FIELD_RE = re.compile(
+    r"^(?:[a-z0-9]+ config|(?P<path>[A-Za-z_]\w*(?:\[\d+\]|\.[A-Za-z_]\w*)*))"
+    r"(?::| (?:must|is|needs|has|cannot|may|should) )"
+)
+UNKNOWN_RE = re.compile(r'unknown field "([^"]+)"')
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,11 @@ def config_error(stderr: str) -> ValidationError:
     """The ValidationError of an `nf` config refusal (`nf: config: PATH MESSAGE`): field `config.PATH`."""
     line = next((ln for ln in reversed(stderr.strip().splitlines()) if ln.strip()), "refused (no message)")
     msg = line.split("nf: config: ", 1)[-1].split("nf: ", 1)[-1]
+    parts = ["config"]
     m = FIELD_RE.match(msg)
-    fld = f"config.{m.group(1)}" if m and m.group(1) not in ("config", "firewall") else "config"
-    return ValidationError(fld, msg)
+    if m and m.group("path"):
+        parts.append(m.group("path"))
+    unknown = UNKNOWN_RE.search(msg) if m else None
+    if unknown:
+        parts.append(unknown.group(1))
+    return ValidationError(".".join(parts), msg)

@@ -40,7 +40,10 @@ def test_an_unknown_type_and_a_snapshot_change_are_refused():
         ('nf: config: rules[0].action must be "allow" or "deny", not "bogus"\n', "config.rules[0].action"),
         ("nf: config: batch_size must be an integer in [1, 1024]\n", "config.batch_size"),
         ("nf: config: timeouts.tcp.established_ms must be ...", "config.timeouts.tcp.established_ms"),
-        ("nf: config: must be a JSON object", "config"),
+        ("nf: config /tmp/x.json: must be a JSON object", "config"),
+        ('nf: config: firewall config: unknown field "bogus" (allowed: rules, default)', "config.bogus"),
+        ('nf: config: timeouts: unknown field "tcp" (allowed: tcp_syn_ms)', "config.timeouts.tcp"),
+        ("nf: config: rules must be a list", "config.rules"),
     ],
 )
 def test_config_error_names_the_field(stderr, field):
