@@ -110,7 +110,8 @@ impl NetworkFunction for Firewall {
     /// stay open: a rule is checked when a connection opens, as before the change.
     fn reconfigure(&mut self, cfg: &Value) -> Result<bool, String> {
         let new = Firewall::from_config(cfg)?;
-        (self.rules, self.default_allow, self.timeouts) = (new.rules, new.default_allow, new.timeouts);
+        (self.rules, self.default_allow, self.timeouts) =
+            (new.rules, new.default_allow, new.timeouts);
         Ok(true)
     }
 

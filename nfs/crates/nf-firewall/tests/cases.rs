@@ -90,9 +90,11 @@ fn config_errors_name_the_field() {
 #[test]
 fn reconfigure_changes_rules_in_place_and_refuses_a_bad_config_unchanged() {
     use nfcore::NetworkFunction;
-    let allow = serde_json::json!({"rules": [{"action": "allow", "proto": "udp"}], "default": "deny"});
+    let allow =
+        serde_json::json!({"rules": [{"action": "allow", "proto": "udp"}], "default": "deny"});
     let mut fw = Firewall::from_config(&allow).unwrap();
-    let deny = serde_json::json!({"rules": [{"action": "deny", "proto": "udp"}], "default": "deny"});
+    let deny =
+        serde_json::json!({"rules": [{"action": "deny", "proto": "udp"}], "default": "deny"});
     assert_eq!(fw.reconfigure(&deny), Ok(true));
     let bad = serde_json::json!({"rules": [{"action": "maybe"}]});
     let e = fw.reconfigure(&bad).unwrap_err();

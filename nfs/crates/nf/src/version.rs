@@ -63,7 +63,11 @@ mod tests {
             let e = &s["types"][*t];
             let w = e["writes"].as_u64().unwrap();
             assert!(
-                e["reads"].as_array().unwrap().iter().any(|r| r.as_u64() == Some(w)),
+                e["reads"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r.as_u64() == Some(w)),
                 "{t}"
             );
         }

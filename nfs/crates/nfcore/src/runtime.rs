@@ -178,7 +178,10 @@ impl<D: Device> Runtime<D> {
             }
             Ok(false) => Err(ControlError::new(
                 409,
-                format!("the {} NF cannot change its config in place: it takes a restart", self.nf.name()),
+                format!(
+                    "the {} NF cannot change its config in place: it takes a restart",
+                    self.nf.name()
+                ),
             )),
             Err(e) => Err(ControlError::new(400, e)),
         }
