@@ -6,7 +6,9 @@ kernel TCP and UDP through the emulated host), through the agent's REST API (its
 - a version whose state layout the running one cannot read: the rollback to it is 409 naming why, and
   nothing changes (same instance, same pid, same version);
 - a bad config: 400 naming the field, nothing changes;
-- a config change the firewall takes in place: a new flow the new rule denies is dropped, the pid is the same.
+- a config change the firewall takes in place: a new flow the new rule denies is dropped, the pid is the same;
+  one changing a runtime option rolls the NF instead;
+- an NF of two instances: each replaced in its set (no datagram of a sequenced UDP stream lost).
 
 The second version is the same source built with another version string (scripts/nf-version.sh), the third
 declares a state layout the first cannot read (UNO_NF_TEST_STATE_LAYOUT=2); built once when missing.
@@ -15,6 +17,7 @@ declares a state layout the first cannot read (UNO_NF_TEST_STATE_LAYOUT=2); buil
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -22,9 +25,9 @@ import pytest
 from nf_agent.api import create_app
 from nf_local.versions import DEFAULT_DIR
 from testkit.hosts import EMPTY, machine_snapshot
-from testkit.live import LIVE_MARKS, burst
+from testkit.live import LIVE_MARKS, burst, next_run
 from testkit.tcp_chain import End, TcpChain, add_chains, fw_tcp, run
-from testkit.testbed import FW_CONFIG, Testbed, nf_counters
+from testkit.testbed import FW_CONFIG, Testbed, nf_counters, report
 
 pytestmark = LIVE_MARKS
 REPO = Path(__file__).resolve().parents[2]
@@ -158,3 +161,41 @@ def test_config_in_place_denies_new_flow_pid_unchanged(udp_bed):
     assert r.status_code == 200 and r.get_json()["config_applied"] == "rolling", r.get_json()
     assert nf.instances[0].id != inst and nf.config["batch_size"] == 16
     assert burst(tb, "vm", 6003, expect_none=True)["received"] == 0  # the rules went with the roll
+
+
+def test_update_of_a_scaled_out_nf_replaces_each_instance_losing_nothing(udp_bed):
+    tb, api = udp_bed
+    nf = tb.agent.state.nfs["fw"]
+    nf.pin = "host"  # both instances on the host (an sNIC's agent runs its own binary: 409)
+    tb.agent.scale("fw", 2)
+    try:
+        olds = {i.id for i in nf.instances}
+        run, flows, pkts = next_run(), 20, 200  # 4000 packets at 1000/s: 4 s
+        sink = tb.sink("out", run, expect=flows * pkts, idle_ms=3000)
+        gen = tb.gen("vm", run, flows=flows, pkts=pkts, rate=1000)
+        time.sleep(0.5)
+        r = api.post("/v1/nfs/fw/update", json={"version": V_SAME})
+        report(gen)
+        got = report(sink)
+        body = r.get_json()
+        assert r.status_code == 200, body
+        assert {x["old"] for x in body["replaced"]} == olds and len(nf.instances) == 2
+        assert not olds & {i.id for i in nf.instances} and nf.version == V_SAME
+        assert got["lost"] == 0 and got["received"] == flows * pkts, got
+    finally:
+        tb.agent.scale("fw", 1)
+        nf.pin = None
+
+
+def test_update_of_an_nf_on_an_snic_is_409_and_changes_nothing(udp_bed):
+    tb, api = udp_bed
+    nf = tb.agent.state.nfs["fw"]
+    tb.agent.migrate(nf, "snic0")
+    try:
+        before = ([i.id for i in nf.instances], nf.version, nf.binary)
+        r = api.post("/v1/nfs/fw/update", json={"version": V_SAME})
+        assert r.status_code == 409 and r.get_json()["field"] == "version", r.get_json()
+        assert "sNIC" in r.get_json()["error"]
+        assert ([i.id for i in nf.instances], nf.version, nf.binary) == before
+    finally:
+        tb.agent.migrate(nf, "host")
