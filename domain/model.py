@@ -38,6 +38,7 @@ class Instance:
     relay_pids: list[int] = field(default_factory=list)
     restarts: int = 0
     state: str = "starting"  # starting | running | failed
+    binary: str | None = None  # the nf binary it runs (None: its runtime's default)
 
 
 @dataclass
@@ -59,6 +60,13 @@ class Nf:
     tenant: str = "default"  # its state is the tenant's (keys `tn:<tenant>:...`, the tenant's ACL user)
     store_wait: str | None = None  # N[:MS]: replicas acknowledging each batch's writes (`--store-wait`)
     latency_us: float | None = None  # SLO of the chain through this NF, first to last vertex (placement)
+    # Live update (nf_agent/update.py): the nf binary new instances run (None: the runtime's default), its
+    # version, the one before the last update (a rollback's target), and the state record layouts written by
+    # every version that ran this NF (its records may still be in the tier).
+    binary: str | None = None
+    version: str | None = None
+    previous_version: str | None = None
+    state_layouts: list[int] = field(default_factory=list)
 
     def public(self) -> dict:
         """The northbound view: no physical ports, switches or PIDs."""
@@ -74,6 +82,8 @@ class Nf:
             "config": self.config,
             "tenant": self.tenant,
             "durability": {"wait": self.store_wait} if self.store_wait else {},
+            "version": self.version,
+            "previous_version": self.previous_version,
             "instance_count": len(self.instances),
             "instances": [
                 {"id": i.id, "location": i.location, "state": i.state, "restarts": i.restarts}

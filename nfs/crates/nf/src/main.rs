@@ -6,11 +6,15 @@
 //! Runs one NF instance until the input ends (pcap) or SIGINT/SIGTERM (live port). Prints the
 //! final stats JSON on stdout. Operator errors: one line on stderr, exit status 2.
 //!
+//! `nf --version` prints the version; `nf --state-schema` the state record layouts it writes and
+//! reads (JSON, [`nf::version::schema`]); `nf --check-config TYPE FILE` validates a config as a
+//! start would (exit 0 and `{"ok": true}`, or exit 2 and `nf: config: ...` naming the field).
+//!
 //! `nf lb-backend --store redis://...|unix:///...|redis-cluster://... --nf-id ID --backend ADDR:PORT
 //!  --state up|down [--tenant NAME] [--store-user NAME --store-password-file PATH]` marks a load
 //! balancer's backend up or down in the tier and prints the pool.
 
-use nf::{args, registry};
+use nf::{args, registry, version};
 
 use flowstore::{
     CachedStore, ClusterStore, FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore, StoreError,
@@ -43,12 +47,23 @@ fn run() -> Result<(), (i32, String)> {
         println!("{}", args::USAGE);
         return Ok(());
     }
-    if argv.first().map(String::as_str) == Some("lb-backend") {
-        return lb_backend(&argv[1..]);
+    match argv.first().map(String::as_str) {
+        Some("lb-backend") => return lb_backend(&argv[1..]),
+        Some("--version") => {
+            println!("{}", version::version());
+            return Ok(());
+        }
+        Some("--state-schema") => {
+            println!("{}", version::schema());
+            return Ok(());
+        }
+        Some("--check-config") => return check_config(&argv[1..]),
+        _ => {}
     }
     let a = args::parse(&argv).map_err(|e| (2, e))?;
     let cfg = nfcore::config::load(&a.config).map_err(|e| (2, e))?;
     let runtime = RuntimeConfig::from_config(&cfg).map_err(|e| (2, format!("config: {e}")))?;
+    let runtime_cfg = runtime;
     let opts = runtime.options();
     let depth = runtime.pipeline_depth.0 as usize;
     let spin = runtime.spin_us.0;
@@ -124,6 +139,7 @@ fn run() -> Result<(), (i32, String)> {
     };
     let mut rt = Runtime::new(nf, store, dev, keys, opts);
     rt.set_pipeline_depth(depth);
+    rt.set_runtime_config(runtime_cfg);
     if let Some(cap) = a.buffer {
         rt.set_buffering(cap);
     }
@@ -219,6 +235,19 @@ fn read_password(path: &Path) -> Result<String, String> {
         ));
     }
     Ok(pw.to_string())
+}
+
+/// `nf --check-config TYPE FILE`: what a start checks of the config (runtime options and the
+/// NF's own), without starting.
+fn check_config(argv: &[String]) -> Result<(), (i32, String)> {
+    let [nf_type, file] = argv else {
+        return Err((2, "usage: nf --check-config TYPE FILE".into()));
+    };
+    let cfg = nfcore::config::load(std::path::Path::new(file)).map_err(|e| (2, e))?;
+    RuntimeConfig::from_config(&cfg).map_err(|e| (2, format!("config: {e}")))?;
+    registry::make_nf(nf_type, &cfg).map_err(|e| (2, format!("config: {e}")))?;
+    println!("{{\"ok\": true}}");
+    Ok(())
 }
 
 type Opened = (Box<dyn netio::Device>, TimeSource, String);
