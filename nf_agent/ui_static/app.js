@@ -18,6 +18,7 @@ const view = {
   locations: [],
   redraws: 0,
   lastRedrawMs: null,
+  lastPollMs: null,
   polls: 0,
   error: null,
 };
@@ -55,10 +56,12 @@ function showLogin(show) {
 async function poll() {
   try {
     const since = view.lastT === null ? "" : `?since=${view.lastT}`;
+    const p0 = performance.now();
     const [host, nfs, placement, health, ev] = await Promise.all([
       api("GET", "/v1/host"), api("GET", "/v1/nfs"), api("GET", "/v1/placement"),
       api("GET", "/v1/health"), api("GET", `/v1/events${since}`),
     ]);
+    view.lastPollMs = performance.now() - p0;
     showLogin(false);
     view.error = null;
     view.polls += 1;
@@ -93,6 +96,7 @@ function render(host, nfs, placement, health, newEvents) {
   }
   renderSolve(placement.last_solve);
   renderTable(nfRows(nfs, placement, health));
+  document.body.getBoundingClientRect(); // the style and layout the browser owes before its next paint
   view.redraws += 1;
   view.lastRedrawMs = performance.now() - t0;
 }

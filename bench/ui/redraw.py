@@ -1,0 +1,105 @@
+"""The web view's redraw time with 10 and 100 NFs, side by side in one run: a fake-edged agent (testkit.fakes:
+no NF processes, no OneSwitch; the REST API and the page are the real ones) serves /ui on loopback, headless
+Chromium polls it at 1 s, and the page's own clock (`window.unoView.lastRedrawMs`: layout, SVG, table,
+charts and the browser's style/layout of the result) is read after each poll. Prints JSON: per NF count the
+median and max redraw ms over the samples, the median poll round trip, and the ratio 100/10.
+
+    .venv/bin/python -m bench.ui.redraw [--samples 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from werkzeug.serving import make_server
+
+from nf_agent.api import create_app
+from testkit.browser import browser_missing_reason, chromium
+from testkit.fakes import make_agent
+
+NF_TYPES = ("firewall", "nat", "ips", "lb")
+
+
+def fake_host(tmp: Path, n: int):
+    """A fake-edged agent with two VMs and `n` NFs in chains of four (VM -> 4 NFs -> VM), placed by the
+    real solver."""
+    agent, rt, mp, clock = make_agent(tmp, capacity=200.0, pcie=100.0)
+    app = create_app(agent)
+    c = app.test_client()
+    for vm in ("web", "app"):
+        assert c.post("/v1/vms", json={"id": vm}).status_code == 201
+    for i in range(n):
+        body = {"type": NF_TYPES[i % 4], "id": f"nf{i}", "expected": {"gbps": 0.1 + (i % 7) / 10}}
+        body["expected"] |= {"src": "web"} if i % 4 == 0 else {"src": f"nf{i - 1}"}
+        if i % 4 == 3:
+            body["expected"]["dst"] = "app"
+        r = c.post("/v1/nfs", json=body)
+        assert r.status_code == 201, r.get_json()
+    return agent, app
+
+
+def measure(app, samples: int) -> dict:
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with chromium("uno-wv-bench-") as d:
+            d.get(f"http://127.0.0.1:{server.server_port}/ui/")
+            redraw, rtt = [], []
+            seen = 0
+            deadline = time.monotonic() + samples * 3 + 30
+            while len(redraw) < samples and time.monotonic() < deadline:
+                v = d.execute_script("return window.unoView")
+                if v["error"]:
+                    raise RuntimeError(v["error"])
+                if v["redraws"] > seen:
+                    seen = v["redraws"]
+                    if seen > 2:  # the first draws build the table rows and warm the JIT
+                        redraw.append(v["lastRedrawMs"])
+                        rtt.append(v["lastPollMs"])
+                time.sleep(0.2)
+            nodes = d.execute_script("return document.querySelectorAll('g.node-nf').length")
+            rows = d.execute_script("return document.querySelectorAll('#nf-rows tr').length")
+    finally:
+        server.shutdown()
+        thread.join()
+    return {
+        "samples": len(redraw),
+        "redraw_ms_median": round(statistics.median(redraw), 2),
+        "redraw_ms_max": round(max(redraw), 2),
+        "poll_ms_median": round(statistics.median(rtt), 1),
+        "nf_nodes": nodes,
+        "table_rows": rows,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--samples", type=int, default=15)
+    args = ap.parse_args()
+    reason = browser_missing_reason()
+    if reason:
+        print(reason, file=sys.stderr)
+        return 2
+    out = {}
+    for n in (10, 100):
+        with tempfile.TemporaryDirectory(prefix="uno-wv-bench-") as tmp:
+            t0 = time.monotonic()
+            _, app = fake_host(Path(tmp), n)
+            setup_s = time.monotonic() - t0
+            out[n] = measure(app, args.samples) | {"setup_s": round(setup_s, 1)}
+            print(f"[{n} NFs] {json.dumps(out[n])}", file=sys.stderr)
+    out["ratio_redraw_100_vs_10"] = round(out[100]["redraw_ms_median"] / out[10]["redraw_ms_median"], 2)
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
