@@ -134,14 +134,15 @@ function renderTimeline() {
 function renderTable(rows) {
   const body = $("nf-rows");
   const seen = new Set();
-  for (const r of rows) {
+  rows.forEach((r, i) => {
     seen.add(r.id);
     let tr = view.rows.get(r.id);
     if (!tr) {
       tr = newRow(r.id);
       view.rows.set(r.id, tr);
     }
-    body.appendChild(tr); // keeps the sorted order
+    // moved only when out of order: moving a row would take the focus from its controls
+    if (body.children[i] !== tr) body.insertBefore(tr, body.children[i] || null);
     for (const k of ["type", "location", "instances", "states", "health", "load", "pps"]) {
       const td = tr.querySelector(`[data-col=${k}]`);
       const v = String(r[k]);
@@ -153,7 +154,7 @@ function renderTable(rows) {
     if (sel.options.length !== view.locations.length) {
       sel.innerHTML = view.locations.map((l) => `<option>${esc(l)}</option>`).join("");
     }
-  }
+  });
   for (const [id, tr] of view.rows) {
     if (!seen.has(id)) {
       tr.remove();

@@ -57,7 +57,9 @@ def test_host_view_names_snics_with_budgets_and_vms(env):
     assert post(c, "/v1/vms", {"id": "web"}).status_code == 201
     body = c.get("/v1/host", headers=AUTH).get_json()
     assert body["locations"] == ["host", "snic0"]
-    assert body["snics"] == [{"id": "snic0", "capacity": 36.0, "pcie_gbps": 40.0, "eth_ports": 1, "down": False}]
+    assert body["snics"] == [
+        {"id": "snic0", "capacity": 36.0, "pcie_gbps": 40.0, "eth_ports": 1, "down": False}
+    ]
     assert body["vms"] == ["web"]
     agent.ctx.down.add("snic0")
     assert c.get("/v1/host", headers=AUTH).get_json()["snics"][0]["down"] is True
@@ -73,10 +75,16 @@ def test_events_feed_and_since(env):
     t0 = events[0]["t"]
     later = c.get(f"/v1/events?since={t0}", headers=AUTH).get_json()["events"]
     assert "vm-create" not in [e["event"] for e in later] and later[0]["event"] == "nf-create"
-    r = post(c, "/v1/nfs/fw1/migrate", {"to": "host"})
-    assert r.status_code == 200, r.get_json()
-    moves = [e for e in c.get(f"/v1/events?since={t0}", headers=AUTH).get_json()["events"] if e["event"] == "nf-migrate"]
-    assert moves and moves[-1]["src"] == "snic0" and moves[-1]["dst"] == "host" and "remap_ms" in moves[-1]
+    src = c.get("/v1/nfs/fw1", headers=AUTH).get_json()["location"]
+    dst = "host" if src != "host" else "snic0"
+    r = post(c, "/v1/nfs/fw1/migrate", {"to": dst})
+    assert r.status_code == 200 and r.get_json()["moved"], r.get_json()
+    moves = [
+        e
+        for e in c.get(f"/v1/events?since={t0}", headers=AUTH).get_json()["events"]
+        if e["event"] == "nf-migrate"
+    ]
+    assert moves and moves[-1]["src"] == src and moves[-1]["dst"] == dst and "remap_ms" in moves[-1]
 
 
 @pytest.mark.parametrize("bad", ["x", "nan", "inf", ""])
@@ -99,4 +107,6 @@ def test_all_on_host_prediction_is_at_least_the_placed_one(env):
 def test_spec_documents_the_feeds():
     s = spec()
     assert "get" in s["paths"]["/v1/host"] and "get" in s["paths"]["/v1/events"]
-    assert "all_host_cores" in s["components"]["schemas"]["Placement"]["properties"]["predicted"]["properties"]
+    assert (
+        "all_host_cores" in s["components"]["schemas"]["Placement"]["properties"]["predicted"]["properties"]
+    )

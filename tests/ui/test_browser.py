@@ -28,7 +28,9 @@ pytestmark = [*AGENT_E2E, pytest.mark.skipif(bool(reason), reason=reason or "")]
 
 
 def api(url: str, method: str, path: str, body=None) -> tuple[int, dict | str]:
-    req = urllib.request.Request(url + path, data=None if body is None else json.dumps(body).encode(), method=method)
+    req = urllib.request.Request(
+        url + path, data=None if body is None else json.dumps(body).encode(), method=method
+    )
     req.add_header("Content-Type", "application/json")
     req.add_header("Authorization", f"Bearer {TOKEN}")
     try:
@@ -54,7 +56,8 @@ def env(tmp_path_factory):
 
 def node_loc(driver, nf_id: str) -> str | None:
     return driver.execute_script(
-        "const n = document.querySelector(`g.node-nf[data-nf='${arguments[0]}']`); return n && n.dataset.loc;", nf_id
+        "const n = document.querySelector(`g.node-nf[data-nf='${arguments[0]}']`); return n && n.dataset.loc;",
+        nf_id,
     )
 
 
@@ -105,7 +108,9 @@ def test_page_draws_nfs_where_rest_says_and_migrates_from_the_page(env):
         result = d.find_element(By.ID, "action-result")
         wait(lambda: "ok" in result.get_attribute("class"), 30, "the action's answer")
         wait(
-            lambda: f"fw1 moved {src} → {dst}" in d.find_element(By.ID, "timeline").text, 30, "the move on the timeline"
+            lambda: f"fw1 moved {src} → {dst}" in d.find_element(By.ID, "timeline").text,
+            30,
+            "the move on the timeline",
         )
 
         # an error is shown as the API gives it: status, message and field
@@ -142,7 +147,9 @@ def dashboard_metrics() -> set[str]:
 
 def exported(text: str) -> set[str]:
     """Metric names with at least one sample in a Prometheus text exposition."""
-    return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}
+    return {
+        line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")
+    }
 
 
 def test_every_dashboard_metric_is_exported(env):
