@@ -2,7 +2,9 @@
 // operator's actions (migrate, scale, restart) to the same API and shows its errors as given.
 // The token (when the agent has one) lives in this tab's sessionStorage and goes out as a Bearer header.
 
-import { Series, charts, errorText, hostLayout, nfRows, pcieBars, sampleOf, timelineRows } from "./model.js";
+import {
+  Series, charts, errorText, hostLayout, nfRows, pcieBars, sampleOf, timeLabel, timelineRows,
+} from "./model.js";
 import { chartSvg, esc, hostSvg, pcieSvg } from "./svg.js";
 
 const POLL_MS = 1000;
@@ -125,7 +127,7 @@ function fmt(x) {
 
 function renderTimeline() {
   $("timeline").innerHTML = timelineRows(view.events).map((r) =>
-    `<li class="ev ev-${r.kind}"><span class="t">${esc(r.t.toFixed(1))}</span> ` +
+    `<li class="ev ev-${r.kind}"><span class="t">${esc(timeLabel(r.t))}</span> ` +
     `<b>${esc(r.title)}</b> <span class="detail">${esc(r.detail)}</span></li>`).join("");
 }
 

@@ -112,12 +112,29 @@ export function chainArrows(nodes, edges) {
     const a = at.get(e.src);
     const b = at.get(e.dst);
     if (!a || !b) continue;
-    out.push({
-      src: e.src, dst: e.dst, gbps: e.gbps, label: rateLabel(e.gbps),
-      x1: a.x + a.w / 2, y1: a.y + a.h / 2, x2: b.x + b.w / 2, y2: b.y + b.h / 2,
-    });
+    const [x1, y1] = border(a, b.x + b.w / 2, b.y + b.h / 2);
+    const [x2, y2] = border(b, a.x + a.w / 2, a.y + a.h / 2);
+    out.push({ src: e.src, dst: e.dst, gbps: e.gbps, label: rateLabel(e.gbps), x1, y1, x2, y2 });
   }
   return out;
+}
+
+/** Where the line from the centre of node `n` towards (tx, ty) leaves the node's rectangle. */
+export function border(n, tx, ty) {
+  const cx = n.x + n.w / 2;
+  const cy = n.y + n.h / 2;
+  const dx = tx - cx;
+  const dy = ty - cy;
+  if (dx === 0 && dy === 0) return [cx, cy];
+  const k = Math.min(dx ? n.w / 2 / Math.abs(dx) : Infinity, dy ? n.h / 2 / Math.abs(dy) : Infinity);
+  return [cx + dx * k, cy + dy * k];
+}
+
+/** An event's time: the agent's clock is Unix time, shown as the local time of day; a small clock value
+ *  (a test's clock) as seconds. */
+export function timeLabel(t) {
+  if (t > 1e9) return new Date(t * 1000).toLocaleTimeString("en-GB", { hour12: false });
+  return t.toFixed(1);
 }
 
 /** A bounded series store: push one sample per poll, keep the newest `max`. */

@@ -3,8 +3,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
-  Series, charts, chainArrows, errorText, ethSnic, hostLayout, nfPlacements, nfRows, pcieBars, rateLabel,
-  sampleOf, timelineRows,
+  Series, border, charts, chainArrows, errorText, ethSnic, hostLayout, nfPlacements, nfRows, pcieBars, rateLabel,
+  sampleOf, timeLabel, timelineRows,
 } from "../../nf_agent/ui_static/model.js";
 import { chartSvg, esc, hostSvg, pcieSvg, yRange } from "../../nf_agent/ui_static/svg.js";
 
@@ -72,9 +72,24 @@ test("chain arrows join the drawn vertices and carry the measured rate", () => {
   const [a, b] = l.arrows;
   assert.equal(a.label, "2.50 Gb/s");
   assert.equal(b.label, "12.3 Mb/s");
+  // arrows end on the nodes' borders, not under them
   const fw = l.nodes.find((n) => n.id === "fw1");
-  assert.equal(a.x2, fw.x + fw.w / 2);
+  const eth = l.nodes.find((n) => n.id === "snic0-eth0");
+  const onBorder = (n, x, y) =>
+    (Math.abs(x - n.x) < 1e-9 || Math.abs(x - n.x - n.w) < 1e-9) && y >= n.y && y <= n.y + n.h ||
+    (Math.abs(y - n.y) < 1e-9 || Math.abs(y - n.y - n.h) < 1e-9) && x >= n.x && x <= n.x + n.w;
+  assert.ok(onBorder(fw, a.x2, a.y2), `${a.x2},${a.y2}`);
+  assert.ok(onBorder(eth, a.x1, a.y1), `${a.x1},${a.y1}`);
   assert.deepEqual(chainArrows([], [{ src: "a", dst: "b", gbps: 1 }]), []);
+});
+
+test("border points and time labels", () => {
+  const n = { x: 0, y: 0, w: 10, h: 4 };
+  assert.deepEqual(border(n, 100, 2), [10, 2]);
+  assert.deepEqual(border(n, 5, -50), [5, 0]);
+  assert.deepEqual(border(n, 5, 2), [5, 2]);
+  assert.equal(timeLabel(12.34), "12.3");
+  assert.match(timeLabel(1795910721.5), /^\d\d:\d\d:\d\d$/);
 });
 
 test("rate labels", () => {
