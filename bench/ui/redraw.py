@@ -1,8 +1,11 @@
 """The web view's redraw time with 10 and 100 NFs, side by side in one run: a fake-edged agent (testkit.fakes:
 no NF processes, no OneSwitch; the REST API and the page are the real ones) serves /ui on loopback, headless
 Chromium polls it at 1 s, and the page's own clock (`window.unoView.lastRedrawMs`: layout, SVG, table,
-charts and the browser's style/layout of the result) is read after each poll. Prints JSON: per NF count the
-median and max redraw ms over the samples, the median poll round trip, and the ratio 100/10.
+charts and the browser's style/layout of the result) is read after each poll. Two cases per NF count: the
+host picture unchanged since the last poll (the page then skips re-inserting it) and the picture re-inserted
+at every poll (the bench clears the page's last-drawn key: what a move or a rate change costs). Prints
+JSON: per case the median and max redraw ms over the samples, the median poll round trip, and the ratios
+100/10.
 
     .venv/bin/python -m bench.ui.redraw [--samples 15]
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import sys
 import tempfile
@@ -45,7 +49,7 @@ def fake_host(tmp: Path, n: int):
     return agent, app
 
 
-def measure(app, samples: int) -> dict:
+def measure(app, samples: int, repaint: bool) -> dict:
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -64,6 +68,8 @@ def measure(app, samples: int) -> dict:
                     if seen > 2:  # the first draws build the table rows and warm the JIT
                         redraw.append(v["lastRedrawMs"])
                         rtt.append(v["lastPollMs"])
+                    if repaint:
+                        d.execute_script("window.unoView.hostKey = ''")
                 time.sleep(0.2)
             nodes = d.execute_script("return document.querySelectorAll('g.node-nf').length")
             rows = d.execute_script("return document.querySelectorAll('#nf-rows tr').length")
@@ -84,19 +90,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=15)
     args = ap.parse_args()
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     reason = browser_missing_reason()
     if reason:
         print(reason, file=sys.stderr)
         return 2
-    out = {}
+    out: dict = {}
     for n in (10, 100):
         with tempfile.TemporaryDirectory(prefix="uno-wv-bench-") as tmp:
             t0 = time.monotonic()
             _, app = fake_host(Path(tmp), n)
-            setup_s = time.monotonic() - t0
-            out[n] = measure(app, args.samples) | {"setup_s": round(setup_s, 1)}
-            print(f"[{n} NFs] {json.dumps(out[n])}", file=sys.stderr)
-    out["ratio_redraw_100_vs_10"] = round(out[100]["redraw_ms_median"] / out[10]["redraw_ms_median"], 2)
+            setup_s = round(time.monotonic() - t0, 1)
+            for case, repaint in (("unchanged", False), ("repainted", True)):
+                out[f"{n}/{case}"] = measure(app, args.samples, repaint) | {"setup_s": setup_s}
+                print(f"[{n} NFs, picture {case}] {json.dumps(out[f'{n}/{case}'])}", file=sys.stderr)
+    for case in ("unchanged", "repainted"):
+        out[f"ratio_100_vs_10/{case}"] = round(
+            out[f"100/{case}"]["redraw_ms_median"] / out[f"10/{case}"]["redraw_ms_median"], 2
+        )
     print(json.dumps(out, indent=2))
     return 0
 
