@@ -5,9 +5,9 @@ charts and the browser's style/layout of the result) is read after each poll. Tw
 host picture unchanged since the last poll (the page then skips re-inserting it) and the picture re-inserted
 at every poll (the bench clears the page's last-drawn key: what a move or a rate change costs). Prints
 JSON: per case the median and max redraw ms over the samples, the median poll round trip, and the ratios
-100/10.
+100/10; the last line is the figures as one JSON line.
 
-    .venv/bin/python -m bench.ui.redraw [--samples 15]
+    ./uno bench ui [--quick] [--samples 15]     (or: .venv/bin/python -m bench.ui.run)
 """
 
 from __future__ import annotations
@@ -89,7 +89,10 @@ def measure(app, samples: int, repaint: bool) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=15)
+    ap.add_argument("--quick", action="store_true", help="5 samples per case")
     args = ap.parse_args()
+    if args.quick:
+        args.samples = 5
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     reason = browser_missing_reason()
     if reason:
@@ -108,7 +111,8 @@ def main() -> int:
         out[f"ratio_100_vs_10/{case}"] = round(
             out[f"100/{case}"]["redraw_ms_median"] / out[f"10/{case}"]["redraw_ms_median"], 2
         )
-    print(json.dumps(out, indent=2))
+    print(json.dumps(out, indent=2), file=sys.stderr)
+    print(json.dumps(out))
     return 0
 
 
