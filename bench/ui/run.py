@@ -32,24 +32,27 @@ NF_TYPES = ("firewall", "nat", "ips", "lb")
 
 
 def fake_host(tmp: Path, n: int):
-    """A fake-edged agent with two VMs and `n` NFs in chains of four (VM -> 4 NFs -> VM), placed by the
-    real solver."""
-    agent, rt, mp, clock = make_agent(tmp, capacity=200.0, pcie=100.0)
+    """A fake-edged agent with two VMs and `n` NFs in chains of four (web -> 4 NFs -> app), placed by the
+    real solver (the sNIC's default capacity: part of them lands on the host)."""
+    agent, rt, mp, clock = make_agent(tmp)
     app = create_app(agent)
     c = app.test_client()
     for vm in ("web", "app"):
         assert c.post("/v1/vms", json={"id": vm}).status_code == 201
     for i in range(n):
         body = {"type": NF_TYPES[i % 4], "id": f"nf{i}", "expected": {"gbps": 0.1 + (i % 7) / 10}}
-        body["expected"] |= {"src": "web"} if i % 4 == 0 else {"src": f"nf{i - 1}"}
-        if i % 4 == 3:
-            body["expected"]["dst"] = "app"
         r = c.post("/v1/nfs", json=body)
         assert r.status_code == 201, r.get_json()
+    # the chains, once every NF exists (a neighbour must exist when named)
+    for i in range(n):
+        last = i % 4 == 3 or i == n - 1
+        chain = {"src": "web" if i % 4 == 0 else f"nf{i - 1}", "dst": "app" if last else f"nf{i + 1}"}
+        r = c.patch(f"/v1/nfs/nf{i}", json={"expected": chain})
+        assert r.status_code == 200, r.get_json()
     return agent, app
 
 
-def measure(app, samples: int, repaint: bool) -> dict:
+def measure(app, samples: int, repaint: bool, shot: Path | None = None) -> dict:
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -71,6 +74,9 @@ def measure(app, samples: int, repaint: bool) -> dict:
                     if repaint:
                         d.execute_script("window.unoView.hostKey = ''")
                 time.sleep(0.2)
+            if shot is not None:
+                d.set_window_size(1600, 2400)
+                d.save_screenshot(str(shot))
             nodes = d.execute_script("return document.querySelectorAll('g.node-nf').length")
             rows = d.execute_script("return document.querySelectorAll('#nf-rows tr').length")
     finally:
@@ -90,6 +96,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--quick", action="store_true", help="5 samples per case")
+    ap.add_argument("--screenshot", type=Path, help="save the 100-NF page as this PNG")
     args = ap.parse_args()
     if args.quick:
         args.samples = 5
@@ -105,7 +112,8 @@ def main() -> int:
             _, app = fake_host(Path(tmp), n)
             setup_s = round(time.monotonic() - t0, 1)
             for case, repaint in (("unchanged", False), ("repainted", True)):
-                out[f"{n}/{case}"] = measure(app, args.samples, repaint) | {"setup_s": setup_s}
+                shot = args.screenshot if n == 100 and repaint else None
+                out[f"{n}/{case}"] = measure(app, args.samples, repaint, shot) | {"setup_s": setup_s}
                 print(f"[{n} NFs, picture {case}] {json.dumps(out[f'{n}/{case}'])}", file=sys.stderr)
     for case in ("unchanged", "repainted"):
         out[f"ratio_100_vs_10/{case}"] = round(

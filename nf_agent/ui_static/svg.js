@@ -20,6 +20,19 @@ export function hostSvg(layout) {
       `<rect x="${b.x + 1}" y="${b.y + 1}" width="${b.w - 2}" height="${b.h - 2}" rx="8"/>` +
       `<text x="${b.x + 10}" y="${b.y + 19}" class="box-label">${esc(b.label)}</text></g>`);
   }
+  // arrows under the nodes, their labels above everything (with a halo, see style.css)
+  const labels = [];
+  for (const a of layout.arrows) {
+    // a slight curve, so that both directions of a chain stay apart
+    const mx = (a.x1 + a.x2) / 2 + (a.y2 - a.y1) * 0.15;
+    const my = (a.y1 + a.y2) / 2 - (a.x2 - a.x1) * 0.15;
+    parts.push(`<g class="arrow" data-src="${esc(a.src)}" data-dst="${esc(a.dst)}">` +
+      `<path d="M${a.x1},${a.y1} Q${mx},${my} ${a.x2},${a.y2}" marker-end="url(#arr)"/></g>`);
+    // the label at the curve's middle point
+    const lx = 0.25 * a.x1 + 0.5 * mx + 0.25 * a.x2;
+    const ly = 0.25 * a.y1 + 0.5 * my + 0.25 * a.y2;
+    labels.push(`<text class="rate" x="${lx}" y="${ly}" text-anchor="middle">${esc(a.label)}</text>`);
+  }
   for (const n of layout.nodes) {
     const attrs = n.kind === "nf" ? ` data-nf="${esc(n.nf)}" data-loc="${esc(n.loc)}"` : ` data-vertex="${esc(n.id)}"`;
     const title = n.kind === "nf" ? `${n.nf} (${n.type}) at ${n.loc}, ${n.instances} instance(s)` : n.id;
@@ -27,14 +40,7 @@ export function hostSvg(layout) {
       `<rect x="${n.x}" y="${n.y}" width="${n.w}" height="${n.h}" rx="5"/>` +
       `<text x="${n.x + n.w / 2}" y="${n.y + n.h / 2 + 4}" text-anchor="middle">${esc(n.label)}</text></g>`);
   }
-  for (const a of layout.arrows) {
-    // a slight curve, so that both directions of a chain stay apart
-    const mx = (a.x1 + a.x2) / 2 + (a.y2 - a.y1) * 0.15;
-    const my = (a.y1 + a.y2) / 2 - (a.x2 - a.x1) * 0.15;
-    parts.push(`<g class="arrow" data-src="${esc(a.src)}" data-dst="${esc(a.dst)}">` +
-      `<path d="M${a.x1},${a.y1} Q${mx},${my} ${a.x2},${a.y2}" marker-end="url(#arr)"/>` +
-      `<text x="${mx}" y="${my}" text-anchor="middle">${esc(a.label)}</text></g>`);
-  }
+  parts.push(...labels);
   parts.push("</svg>");
   return parts.join("");
 }
