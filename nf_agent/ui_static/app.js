@@ -105,13 +105,19 @@ function render(host, nfs, placement, health, newEvents) {
 
 function renderCharts(host) {
   const c = charts(view.series);
+  const t = view.series.t;
+  const span = t.length ? `${timeLabel(t[0])} – ${timeLabel(t[t.length - 1])}` : "";
   const parts = [];
-  if (c.cpu) parts.push(chartSvg("host CPU for NFs (cores)", c.cpu.lines));
+  if (c.cpu) parts.push(chartSvg("host CPU for NFs (cores)", c.cpu.lines, { span }));
   for (const s of host.snics) {
     const k = `pcie-${s.id}`;
-    if (c[k]) parts.push(chartSvg(`PCIe ${s.id} (Gbit/s)`, c[k].lines, { limit: s.pcie_gbps, limitLabel: "budget" }));
+    if (c[k]) {
+      parts.push(chartSvg(`PCIe ${s.id} (Gbit/s)`, c[k].lines, { limit: s.pcie_gbps, limitLabel: "budget", span }));
+    }
   }
-  if (c.snic) parts.push(chartSvg("sNIC capacity used (%)", c.snic.lines, { limit: 100, limitLabel: "capacity" }));
+  if (c.snic) {
+    parts.push(chartSvg("sNIC capacity used (%)", c.snic.lines, { limit: 100, limitLabel: "capacity", span }));
+  }
   $("charts").innerHTML = parts.join("");
 }
 

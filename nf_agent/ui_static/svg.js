@@ -60,7 +60,8 @@ export function yRange(lines, limit) {
   return [lo, hi * 1.05];
 }
 
-/** A line chart: one polyline per line (gaps where a value is missing), an optional limit (budget) line. */
+/** A line chart: one polyline per line (gaps where a value is missing), an optional limit (budget) line and
+ *  the time span it covers (`opts.span`, top right). */
 export function chartSvg(title, lines, opts = {}) {
   const w = opts.width ?? 420;
   const h = opts.height ?? 150;
@@ -72,6 +73,7 @@ export function chartSvg(title, lines, opts = {}) {
   const Y = (v) => h - pad.b - ((v - lo) * (h - pad.t - pad.b)) / (hi - lo);
   const parts = [`<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="${w}" height="${h}" ` +
     `viewBox="0 0 ${w} ${h}"><text x="4" y="13" class="chart-title">${esc(title)}</text>` +
+    (opts.span ? `<text x="${w - pad.r}" y="13" text-anchor="end" class="tick">${esc(opts.span)}</text>` : "") +
     `<line x1="${pad.l}" y1="${h - pad.b}" x2="${w - pad.r}" y2="${h - pad.b}" class="axis"/>` +
     `<text x="${pad.l - 4}" y="${pad.t + 8}" text-anchor="end" class="tick">${fmtTick(hi)}</text>` +
     `<text x="${pad.l - 4}" y="${h - pad.b}" text-anchor="end" class="tick">${fmtTick(lo)}</text>`];

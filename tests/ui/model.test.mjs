@@ -189,6 +189,7 @@ test("SVG output escapes ids and draws every node, arrow and line", () => {
   const c = chartSvg("cpu", { a: [1, null, 3], b: [2, 2, 2] }, { limit: 10, limitLabel: "budget" });
   assert.equal((c.match(/<polyline/g) || []).length, 3); // a's gap splits it in two
   assert.match(c, /class="limit"/);
+  assert.match(chartSvg("cpu", { a: [1] }, { span: "10:00:00 – 10:05:00" }), /10:00:00 – 10:05:00/);
   assert.deepEqual(yRange({ a: [0, 0] }), [0, 1.05]);
   assert.equal(esc(`a"<&>'`), "a&quot;&lt;&amp;&gt;&#39;");
 });
