@@ -45,7 +45,10 @@ def api(url: str, method: str, path: str, body=None) -> tuple[int, dict | str]:
 def env(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ui")
     (tmp / "token").write_text(TOKEN)
-    with agent_host(tmp, agent_args=("--token-file", str(tmp / "token"))) as (host, status, agent, url):
+    # a patient sNIC watch: on a loaded machine the default 40 ms without a heartbeat declares the sNIC dead
+    # and fails its NFs over mid-test; what this module checks is the page, not the failure detector
+    args = ("--token-file", str(tmp / "token"), "--snic-timeout-ms", "3000")
+    with agent_host(tmp, agent_args=args) as (host, status, agent, url):
         assert api(url, "POST", "/v1/vms", {"id": "web"})[0] == 201
         for nf_id in ("fw1", "fw2"):
             code, body = api(url, "POST", "/v1/nfs", {"type": "firewall", "id": nf_id, "config": FW_CONFIG,
