@@ -3,7 +3,7 @@
 // The token (when the agent has one) lives in this tab's sessionStorage and goes out as a Bearer header.
 
 import {
-  Series, charts, errorText, hostLayout, nfRows, pcieBars, sampleOf, timeLabel, timelineRows,
+  Series, charts, errorText, hostLayout, mergeEvents, nfRows, pcieBars, sampleOf, timeLabel, timelineRows,
 } from "./model.js";
 import { chartSvg, esc, hostSvg, pcieSvg } from "./svg.js";
 
@@ -22,6 +22,7 @@ const view = {
   lastRedrawMs: null,
   lastPollMs: null,
   polls: 0,
+  inflight: false,
   error: null,
 };
 window.unoView = view; // read by the browser tests and the redraw bench
@@ -56,6 +57,8 @@ function showLogin(show) {
 }
 
 async function poll() {
+  if (view.inflight) return; // a slow answer: the next tick asks again
+  view.inflight = true;
   try {
     const since = view.lastT === null ? "" : `?since=${view.lastT}`;
     const p0 = performance.now();
@@ -73,6 +76,8 @@ async function poll() {
     view.error = e.message;
     if (e.status === 401) showLogin(true);
     $("status").textContent = `agent: ${e.message}`;
+  } finally {
+    view.inflight = false;
   }
 }
 
@@ -91,9 +96,10 @@ function render(host, nfs, placement, health, newEvents) {
   view.series.push(t, sampleOf(placement, host));
   renderCharts(host);
   $("pcie").innerHTML = pcieSvg(pcieBars(placement, host));
-  if (newEvents.length) {
-    view.events = view.events.concat(newEvents).slice(-500);
-    view.lastT = view.events[view.events.length - 1].t;
+  const merged = mergeEvents(view.events, newEvents);
+  if (merged.length !== view.events.length || merged[merged.length - 1] !== view.events[view.events.length - 1]) {
+    view.events = merged;
+    view.lastT = merged[merged.length - 1].t;
     renderTimeline();
   }
   renderSolve(placement.last_solve);

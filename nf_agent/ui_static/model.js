@@ -217,6 +217,13 @@ function movesText(moves) {
   return (moves || []).map((m) => `${m.nf} ${m.from}→${m.to}`).join(", ");
 }
 
+/** The page's event list after a poll: the new events appended (only those after the newest held, so that
+ *  an overlapping poll cannot add one twice), the newest `max` kept. */
+export function mergeEvents(held, fresh, max = 500) {
+  const last = held.length ? held[held.length - 1].t : -Infinity;
+  return held.concat(fresh.filter((e) => e.t > last)).slice(-max);
+}
+
 /** One timeline row per recorded event, newest first: {t, kind, title, detail}. */
 export function timelineRows(events, limit = 200) {
   const rows = [];

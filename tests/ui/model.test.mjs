@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
-  Series, border, charts, chainArrows, errorText, ethSnic, hostLayout, nfPlacements, nfRows, pcieBars, rateLabel,
+  Series, border, charts, chainArrows, errorText, ethSnic, hostLayout, mergeEvents, nfPlacements, nfRows, pcieBars, rateLabel,
   sampleOf, timeLabel, timelineRows,
 } from "../../nf_agent/ui_static/model.js";
 import { chartSvg, esc, hostSvg, pcieSvg, yRange } from "../../nf_agent/ui_static/svg.js";
@@ -161,6 +161,18 @@ test("timeline rows: newest first, moves with from/to and remap ms, placement ru
   assert.equal(rows[3].detail, "saves 1.2 cores");
   assert.equal(rows[1].detail, "reason=snic-dead remap_ms=2");
   assert.equal(rows[0].title, "fw1 move to snic1 failed at start");
+});
+
+test("events merge without duplicates when polls overlap", () => {
+  const a = { t: 1, event: "vm-create" };
+  const b = { t: 2, event: "nf-create" };
+  const c = { t: 3, event: "nf-migrate" };
+  let held = mergeEvents([], [a, b]);
+  held = mergeEvents(held, [a, b]); // a second poll answered with the same events
+  held = mergeEvents(held, [c]);
+  assert.deepEqual(held, [a, b, c]);
+  assert.deepEqual(mergeEvents(held, [], 2), [b, c]);
+  assert.deepEqual(mergeEvents([], []), []);
 });
 
 test("NF rows: sorted, location(s), health, load and packets/s", () => {

@@ -116,6 +116,16 @@ def test_page_draws_nfs_where_rest_says_and_migrates_from_the_page(env):
             "the move on the timeline",
         )
 
+        # every recorded event once (the login's poll and the timer's overlap)
+        wait(
+            lambda: (
+                len(d.find_elements(By.CSS_SELECTOR, "#timeline li"))
+                == len(api(url, "GET", "/v1/events")[1]["events"])
+            ),
+            30,
+            "one timeline row per event",
+        )
+
         # an error is shown as the API gives it: status, message and field
         row = d.find_element(By.CSS_SELECTOR, "tr[data-nf='fw2']")
         box = row.find_element(By.CSS_SELECTOR, "input[type=number]")
