@@ -168,6 +168,11 @@ function renderTable(rows) {
     if (sel.options.length !== view.locations.length) {
       sel.innerHTML = view.locations.map((l) => `<option>${esc(l)}</option>`).join("");
     }
+    // offer a move away from where it runs, unless the operator is choosing right now
+    if (sel.value === r.location && document.activeElement !== sel) {
+      const other = view.locations.find((l) => l !== r.location);
+      if (other) sel.value = other;
+    }
   });
   for (const [id, tr] of view.rows) {
     if (!seen.has(id)) {
