@@ -7,7 +7,7 @@ MVN   ?= mvn -q -B
 PYTEST_ARGS ?=
 FUZZ_TIME ?= 120
 
-.PHONY: all setup build run test lint fmt clean test-python test-java test-rust test-fuzz fuzz lint-python lint-java lint-rust
+.PHONY: all setup build run test lint fmt clean test-js test-python test-java test-rust test-fuzz fuzz lint-python lint-java lint-rust
 
 all: build
 
@@ -19,7 +19,7 @@ build: setup
 run: setup
 	./uno run
 
-test: setup lint test-python test-java test-rust test-fuzz
+test: setup lint test-js test-python test-java test-rust test-fuzz
 
 lint: lint-python lint-java lint-rust
 
@@ -41,6 +41,10 @@ fmt:
 	$(VENV)/bin/ruff check --fix .
 	@if [ -f pom.xml ]; then $(MVN) fmt:format; fi
 	@if compgen -G 'nfs/crates/*/Cargo.toml' >/dev/null; then cd nfs && $(CARGO) fmt --all && (cd fuzz && $(CARGO) fmt); fi
+
+# The web view's data-to-drawing code (nf_agent/ui_static/*.js), with Node's own test runner (no npm package).
+test-js:
+	node --test tests/ui/
 
 test-python:
 	$(VENV)/bin/pytest -q -ra $(PYTEST_ARGS)

@@ -457,6 +457,8 @@ class Demo:
         self.out(f"agent {self.url} (profiles measured on the emulated host, {EMULATED_PROFILES.name}; demo: "
                  f"IPS r_nic x{IPS_DEMO_NIC_FACTOR:g}, a slow sNIC core, so that the ~100 Mbit/s this machine pushes "
                  f"through the chain fills the sNIC)")  # fmt: skip
+        self.out(f"web view: {self.url}/ui/ (live: the host, the chain's Gbit/s, PCIe, CPU, moves; open it in a "
+                 f"browser on this machine)")  # fmt: skip
         self.provision()
         ok = self.traffic_checks()
         time.sleep(2)  # a few monitoring samples of the light traffic

@@ -18,6 +18,7 @@ from nf_agent import validation
 from nf_agent.metrics import Metrics
 from nf_agent.openapi import spec
 from nf_agent.service import Agent
+from nf_agent.ui import is_open, ui_blueprint
 from nf_agent.update import UpdateRequest
 from restkit.jsonapi import bearer_refused, install_errors
 from restkit.jsonapi import error_response as _error
@@ -42,7 +43,7 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
 
     @app.before_request
     def _auth():
-        if token is None or request.path in OPEN_PATHS:
+        if token is None or request.path in OPEN_PATHS or is_open(request.path):
             return None
         return bearer_refused(token)
 
@@ -199,4 +200,5 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
         force = validation.parse_run(_body(optional=True))
         return _json(agent.run_placement(force=force).to_json())
 
+    app.register_blueprint(ui_blueprint(agent))
     return app

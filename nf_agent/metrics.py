@@ -53,6 +53,13 @@ class AgentCollector:
         )
         g.add_metric([], pred["host_cores"])
         yield g
+        if "all_host_cores" in pred:
+            g = GaugeMetricFamily(
+                "uno_agent_predicted_all_host_cores",
+                "Host CPU cores the model predicts for the same NFs all on the host (what the offload saves)",
+            )
+            g.add_metric([], pred["all_host_cores"])
+            yield g
         g = GaugeMetricFamily(
             "uno_agent_predicted_snic_load", "Predicted sNIC load (placement units)", labels=["snic"]
         )

@@ -255,6 +255,10 @@ def spec() -> dict:
                     "description": "the model's host cores, sNIC load, PCIe Gbit/s and violations; `split`: per "
                     "NF running at several locations, each location's instances, traffic shares, load and cost",
                     "properties": {
+                        "all_host_cores": {
+                            "type": "number",
+                            "description": "host cores the model predicts with every NF on the host",
+                        },
                         "pcie_gbps": {
                             "type": "object",
                             "description": "per sNIC link, up/down: the NFs' crossings plus `background_gbps` "
@@ -277,6 +281,43 @@ def spec() -> dict:
                 "traffic": {"type": "array", "description": "the graph's edges (a split NF's as ID@LOC)"},
                 "last_solve": {"type": ["object", "null"]},
                 "history": {"type": "array"},
+            },
+        },
+        "Host": {
+            "type": "object",
+            "required": ["locations", "snics", "vms", "t"],
+            "properties": {
+                "locations": {"type": "array", "items": LOCATION},
+                "snics": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["id", "capacity", "pcie_gbps", "eth_ports", "down"],
+                        "properties": {
+                            "id": {"type": "string"},
+                            "capacity": {"type": "number", "description": "placement units"},
+                            "pcie_gbps": {"type": "number", "description": "the link's budget per direction"},
+                            "eth_ports": {"type": "integer"},
+                            "down": {"type": "boolean"},
+                        },
+                    },
+                },
+                "vms": {"type": "array", "items": {"type": "string"}},
+                "t": {"type": "number", "description": "the agent's clock (seconds)"},
+            },
+        },
+        "Events": {
+            "type": "object",
+            "required": ["events"],
+            "properties": {
+                "events": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["t", "event"],
+                        "properties": {"t": {"type": "number"}, "event": {"type": "string"}},
+                    },
+                }
             },
         },
         "Decision": {
@@ -486,6 +527,27 @@ def spec() -> dict:
                 "summary": "Re-place now (hysteresis applies; force bypasses the dampening window)",
                 "requestBody": _body(_ref("Run"), required=False),
                 "responses": {"200": _resp("decision", _ref("Decision")), **_errors(400, 401)},
+            }
+        },
+        "/v1/host": {
+            "get": {
+                "summary": "The host's shape for the web view: locations, sNICs (capacity, PCIe budget), VMs",
+                "responses": {"200": _resp("host", _ref("Host")), **_errors(401)},
+            }
+        },
+        "/v1/events": {
+            "get": {
+                "summary": "What the agent recorded (placement runs, moves, failovers, restarts, ...), oldest first",
+                "parameters": [
+                    {
+                        "name": "since",
+                        "in": "query",
+                        "required": False,
+                        "description": "only events with `t` (agent clock, seconds) after this",
+                        "schema": {"type": "number"},
+                    }
+                ],
+                "responses": {"200": _resp("events", _ref("Events")), **_errors(400, 401)},
             }
         },
     }

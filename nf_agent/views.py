@@ -12,6 +12,11 @@ from placement import parse_problem
 from placement.model import Problem
 
 
+def all_on_host(problem: Problem) -> dict[str, str]:
+    """Every vertex that may run on the host placed there (the others where they must be)."""
+    return {n.id: HOST for n in problem.nodes if HOST in problem.allowed(n)}
+
+
 class Views:
     def __init__(self, ctx: AgentContext, model: PlacementModel):
         self.ctx = ctx
@@ -27,8 +32,11 @@ class Views:
             if nfs:
                 problem = parse_problem(problem_json)
                 _, ev = self.model.evaluate(problem, current)
+                _, all_host = self.model.evaluate(problem, all_on_host(problem))
                 predicted = {
                     "host_cores": float(ev.host_cost),
+                    # the same NFs and traffic with every NF on the host: what the offload saves
+                    "all_host_cores": float(all_host.host_cost),
                     "snic_load": {k: float(v) for k, v in ev.snic_load.items()},
                     # the link's load: the NFs' crossings plus the background, comparable to `measured`
                     "pcie_gbps": {k: {d: float(x) for d, x in v.items()} for k, v in ev.pcie.items()},

@@ -71,6 +71,7 @@ def test_run_once_chain_traffic_replacement_and_nothing_left(tmp_path, wire_vlan
             proc.wait()
     assert proc.returncode == 0, out + err
     assert "connected to controller tcp:127.0.0.1:" in out
+    assert re.search(r"^web view: http://127\.0\.0\.1:\d+/ui/ ", out, re.M)  # `make run` names the page
     assert "installed 20 steering rules on OneSwitch" in out  # 13 for the chains, 7 for the LB path
     assert "via ips, l7fw, ipsec: ok" in out
     assert "the server saw the client as 198.51.100.1" in out  # through the NAT
