@@ -55,6 +55,7 @@ class Nf:
     location: str | None = None
     instances: list[Instance] = field(default_factory=list)
     created: float = 0.0
+    autoscale: dict | None = None  # {"min", "max", "target_util"} (nf_agent.autoscale), None: fixed count
 
     def public(self) -> dict:
         """The northbound view: no physical ports, switches or PIDs."""
@@ -67,6 +68,7 @@ class Nf:
             "hints": {"prefer": self.prefer} if self.prefer else {},
             "expected": {"gbps": self.expected_gbps, "src": self.src, "dst": self.dst},
             "config": self.config,
+            "autoscale": self.autoscale,
             "instance_count": len(self.instances),
             "instances": [
                 {"id": i.id, "location": i.location, "state": i.state, "restarts": i.restarts}

@@ -75,11 +75,33 @@ class NfRequest:
     dst: str | None
     pin: str | None
     prefer: str | None
+    autoscale: dict | None = None  # AutoscalePolicy.to_json() (nf_agent.autoscale), None: fixed count
+
+
+def parse_autoscale(v: Any, fld: str = "autoscale") -> dict | None:
+    """`{"min", "max", "target_util"}` (min 1 <= min <= max <= MAX_INSTANCES, target_util in (0, 1]: a
+    fraction of one core per instance) or null (no autoscaling)."""
+    if v is None:
+        return None
+    b = _obj(v, {"min", "max", "target_util"}, {"min", "max", "target_util"}, f"{fld}.")
+    lim = {}
+    for k in ("min", "max"):
+        x = b[k]
+        if isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= MAX_INSTANCES:
+            raise ValidationError(f"{fld}.{k}", f"must be an integer in [1, {MAX_INSTANCES}]")
+        lim[k] = x
+    if lim["min"] > lim["max"]:
+        raise ValidationError(f"{fld}.min", f"must be at most max ({lim['max']})")
+    t = _number(f"{fld}.target_util", b["target_util"], 0.0, 1.0)
+    if t <= 0:
+        raise ValidationError(f"{fld}.target_util", "must be a number in (0, 1]")
+    return {"min": lim["min"], "max": lim["max"], "target_util": t}
 
 
 def parse_nf(body: Any, locations: list[str]) -> NfRequest:
-    """POST /v1/nfs body: {type, config?, id?, expected?: {gbps, src?, dst?}, pin?, hints?: {prefer}}."""
-    b = _obj(body, {"id", "type", "config", "expected", "pin", "hints"}, {"type"})
+    """POST /v1/nfs body: {type, config?, id?, expected?: {gbps, src?, dst?}, pin?, hints?: {prefer},
+    autoscale?: {min, max, target_util}}."""
+    b = _obj(body, {"id", "type", "config", "expected", "pin", "hints", "autoscale"}, {"type"})
     nf_id = _name("id", b["id"]) if b.get("id") is not None else None
     t = b["type"]
     if not isinstance(t, str) or t not in NF_TYPES:
@@ -93,7 +115,8 @@ def parse_nf(body: Any, locations: list[str]) -> NfRequest:
     pin = location("pin", b["pin"], locations) if b.get("pin") is not None else None
     hints = _obj(b.get("hints", {}), {"prefer"}, set(), "hints.")
     prefer = location("hints.prefer", hints["prefer"], locations) if hints.get("prefer") is not None else None
-    return NfRequest(nf_id, t, config, gbps, src, dst, pin, prefer)
+    autoscale = parse_autoscale(b.get("autoscale"))
+    return NfRequest(nf_id, t, config, gbps, src, dst, pin, prefer, autoscale)
 
 
 def _expected(exp: dict) -> dict[str, Any]:
@@ -109,14 +132,22 @@ def _expected(exp: dict) -> dict[str, Any]:
 
 
 def parse_nf_update(body: Any) -> dict[str, Any]:
-    """PATCH /v1/nfs/ID body: {"expected": {"gbps"?, "src"?, "dst"?}}, at least one of them. Returns the
-    changes by Nf attribute (expected_gbps, src, dst); a key not given is left as it is, a null src/dst goes
-    back to the default (the first sNIC Ethernet port)."""
-    b = _obj(body, {"expected"}, {"expected"})
-    exp = _obj(b["expected"], EXPECTED_KEYS, set(), "expected.")
-    if not exp:
-        raise ValidationError("expected", f"give at least one of {', '.join(sorted(EXPECTED_KEYS))}")
-    return _expected(exp)
+    """PATCH /v1/nfs/ID body: {"expected"?: {"gbps"?, "src"?, "dst"?}, "autoscale"?: {...} | null}, at least
+    one field. Returns the changes by Nf attribute (expected_gbps, src, dst, autoscale); a key not given is
+    left as it is, a null src/dst goes back to the default (the first sNIC Ethernet port), a null autoscale
+    turns autoscaling off."""
+    b = _obj(body, {"expected", "autoscale"}, set())
+    if not b:
+        raise ValidationError("body", "give at least one of autoscale, expected")
+    out: dict[str, Any] = {}
+    if "expected" in b:
+        exp = _obj(b["expected"], EXPECTED_KEYS, set(), "expected.")
+        if not exp:
+            raise ValidationError("expected", f"give at least one of {', '.join(sorted(EXPECTED_KEYS))}")
+        out |= _expected(exp)
+    if "autoscale" in b:
+        out["autoscale"] = parse_autoscale(b["autoscale"])
+    return out
 
 
 def parse_migrate(body: Any, locations: list[str]) -> str:
