@@ -116,9 +116,9 @@ def decide(inp: Inputs, state: ScaleState, now: float, hyst: Hysteresis = Hyster
         if inp.room <= 0:
             return ScaleDecision(n, "overloaded, no room on host or sNICs", util)
         want = min(p.max, n + inp.room, max(n + 1, inp.model.needed(inp.load_gbps, p.target_util)))
-        return _change(state, now, want, f"utilization {util:.2f} > {hi:.2f}", util)
+        return _change(state, now, want, f"utilization {util:.3g} > {hi:.3g}", util)
     if state.below_since is not None and now - state.below_since >= hyst.in_after_s and n > p.min:
-        return _change(state, now, n - 1, f"utilization with {n - 1} instances under {lo:.2f}", util)
+        return _change(state, now, n - 1, f"utilization with {n - 1} instances under {lo:.3g}", util)
     return ScaleDecision(n, "within the band", util)
 
 

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from domain.errors import Conflict, NotFound, NotSupported, OperationFailed
 from migration.scale import NoRoom
-from nf_agent.autoscale import AutoscalePolicy, Hysteresis, Inputs, LoadModel, ScaleDecision, ScaleState, decide
+from nf_agent.autoscale import (
+    AutoscalePolicy,
+    Hysteresis,
+    Inputs,
+    LoadModel,
+    ScaleDecision,
+    ScaleState,
+    decide,
+)
 from nf_agent.context import AgentContext
 from nf_agent.moves import Moves
 
@@ -56,7 +64,12 @@ class Autoscaler:
                 continue
             try:
                 self.moves.scale(nf.id, d.target)
-            except (Conflict, NotFound, NotSupported, OperationFailed) as exc:  # the NF keeps its instances; tried again next round
+            except (
+                Conflict,
+                NotFound,
+                NotSupported,
+                OperationFailed,
+            ) as exc:  # the NF keeps its instances; tried again next round
                 ctx.event("nf-autoscale-failed", nf=nf.id, to=d.target, why=d.why, error=str(exc))
                 continue
             ctx.event("nf-autoscale", nf=nf.id, before=n, after=d.target, why=d.why, util=d.util)

@@ -32,6 +32,20 @@ EXPECTED = {
     "once they all exist",
 }
 
+# An NF's autoscaling (POST and PATCH /v1/nfs; nf_agent/autoscale.py); null: a fixed instance count.
+AUTOSCALE = {
+    "type": ["object", "null"],
+    "additionalProperties": False,
+    "required": ["min", "max", "target_util"],
+    "properties": {
+        "min": {"type": "integer", "minimum": 1, "maximum": MAX_INSTANCES},
+        "max": {"type": "integer", "minimum": 1, "maximum": MAX_INSTANCES},
+        "target_util": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+    },
+    "description": "instances between min and max (min <= max), resized by the agent from the measured load so "
+    "that each instance's CPU share stays near target_util of one core (hysteresis: docs/rest.md)",
+}
+
 
 def _ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -89,14 +103,16 @@ def spec() -> dict:
                     "additionalProperties": False,
                     "properties": {"prefer": OPT_LOCATION},
                 },
+                "autoscale": AUTOSCALE,
             },
         },
         "NfUpdate": {
             "type": "object",
             "additionalProperties": False,
-            "required": ["expected"],
-            "properties": {"expected": {**EXPECTED, "minProperties": 1}},
-            "description": "a key of expected not given stays as it is; a null src/dst goes back to the default",
+            "minProperties": 1,
+            "properties": {"expected": {**EXPECTED, "minProperties": 1}, "autoscale": AUTOSCALE},
+            "description": "a key of expected not given stays as it is; a null src/dst goes back to the default; "
+            "a null autoscale turns autoscaling off",
         },
         "Created": {
             "type": "object",
@@ -115,6 +131,7 @@ def spec() -> dict:
                 "hints": {"type": "object"},
                 "expected": {"type": "object"},
                 "config": {"type": "object"},
+                "autoscale": {"type": ["object", "null"]},
                 "instance_count": {"type": "integer", "minimum": 0, "maximum": MAX_INSTANCES},
                 "instances": {
                     "type": "array",

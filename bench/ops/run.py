@@ -47,7 +47,7 @@ def rx_by_instance(tb: Testbed, nf_id: str = "fw") -> dict[str, int]:
     out = {}
     for inst in tb.agent.state.nfs[nf_id].instances:
         st = tb.runtime.stats(inst) or {}
-        out[inst.id] = int(st.get("rx", 0))
+        out[inst.id] = int(st.get("counters", st).get("rx", 0) or 0)
     return out
 
 
@@ -79,7 +79,9 @@ def reorder_on_move(tb: Testbed, moves: int) -> dict:
     gap_s = 1.5
     secs = moves * gap_s + 3.0
     per_flow = int(pps * secs / flows)
-    sink = tb.sink("out", run=21, expect=per_flow * flows, idle_ms=2000, duration_ms=int(secs * 1000) + 60_000)
+    sink = tb.sink(
+        "out", run=21, expect=per_flow * flows, idle_ms=2000, duration_ms=int(secs * 1000) + 60_000
+    )
     g = tb.gen("vm", run=21, flows=flows, pkts=per_flow, rate=pps, size=size, dst_port=5021)
     time.sleep(1.0)
     done = 0

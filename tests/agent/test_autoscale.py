@@ -109,7 +109,9 @@ def test_autoscale_on_create_and_patch():
     assert req.autoscale == {"min": 1, "max": 3, "target_util": 0.6}
     assert parse_nf({"type": "firewall"}, ["host"]).autoscale is None
     assert parse_nf_update({"autoscale": None}) == {"autoscale": None}
-    assert parse_nf_update({"expected": {"gbps": 1}, "autoscale": {"min": 2, "max": 2, "target_util": 1}}) == {
+    assert parse_nf_update(
+        {"expected": {"gbps": 1}, "autoscale": {"min": 2, "max": 2, "target_util": 1}}
+    ) == {
         "expected_gbps": 1.0,
         "autoscale": {"min": 2, "max": 2, "target_util": 1.0},
     }

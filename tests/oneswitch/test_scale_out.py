@@ -330,7 +330,10 @@ def test_flows_of_one_address_pair_spread_over_three_instances(os_host, bench):
     rule = f"priority=40000,in_port=100,tcp,tp_dst={UDP_DST},actions=output:{NF_HOST}"
     bench.ofctl("add-flow", rule)
     try:
-        shares = {"udp": spread(bench, tcp=False, first_pid=80000), "tcp": spread(bench, tcp=True, first_pid=81000)}
+        shares = {
+            "udp": spread(bench, tcp=False, first_pid=80000),
+            "tcp": spread(bench, tcp=True, first_pid=81000),
+        }
     finally:
         bench.ofctl("del-flows", "--strict", rule.split(",actions")[0])
         os_host.client.set_instances(NF_HOST, ONE)
