@@ -7,7 +7,9 @@ packets), the stateful firewall (state in Redis) on the host, chained VM <-> fir
 - udp_spread_min_share: the firewall scaled to 3 instances (POST /v1/nfs/fw/scale's path: Agent.scale), 30
   UDP flows of ONE address pair (VM -> wire, source ports differ) from `traffic gen`; the packets each
   instance received (its own rx counter) over all; the smallest share (1/3 = even, 0 = an idle instance).
-  flows_per_instance: the same as flows (packets / packets per flow).
+  flows_per_instance: the same as flows (packets / packets per flow). Side by side, on a second host whose
+  OneSwitch does not set the groups' selection method (-Doneswitch.select_method=off: OVS's default hash):
+  udp_spread_min_share_ovs_default.
 - reordered_on_move: sequenced UDP at 50 Mbit/s (8 flows, 1000-byte frames) through the firewall while it
   is moved host <-> snic0 10 times (--quick: 4, scaled to 10); the sink's count of packets that arrived
   after a later one of their flow, and lost packets.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
 from pathlib import Path
@@ -177,6 +180,21 @@ def main() -> int:
                 figures |= reorder_on_move(tb, 4 if args.quick else 10)
             if "autoscale" in parts:
                 figures |= autoscale_out(tb)
+    if "spread" in parts:
+        # OneSwitch's JVM (started by the emulated host) reads JAVA_TOOL_OPTIONS
+        old = os.environ.get("JAVA_TOOL_OPTIONS")
+        os.environ["JAVA_TOOL_OPTIONS"] = "-Doneswitch.select_method=off"
+        try:
+            with Testbed(rundir=RUNDIR, drain_s=0.5) as tb:
+                tb.add_firewall("fw", at="host")
+                base = udp_spread(tb)
+        finally:
+            if old is None:
+                os.environ.pop("JAVA_TOOL_OPTIONS")
+            else:
+                os.environ["JAVA_TOOL_OPTIONS"] = old
+        figures["udp_spread_min_share_ovs_default"] = base["udp_spread_min_share"]
+        figures["udp_spread_flows_per_instance_ovs_default"] = base["udp_spread_flows_per_instance"]
     if "update" in parts:
         figures |= update_figures(args.quick)
     final_json(figures)
