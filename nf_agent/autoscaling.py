@@ -54,10 +54,12 @@ class Autoscaler:
             n = len(nf.instances)
             prof = ctx.cfg.profiles.get(nf.type, {})
             load = m.nf_load.get(nf.id, 0.0) if m is not None else None
-            inp = Inputs(
-                pol, n, load, LoadModel(prof.get("r_host", 0.0), prof.get("b_host", 0.0)),
-                self.room(nf, max(0, pol.max - n)),
-            )  # fmt: skip
+            model = LoadModel(prof.get("r_host", 0.0), prof.get("b_host", 0.0))
+            # The room costs a model evaluation per count tried: only asked when a scale-out may follow.
+            hot = n < pol.min or (
+                load is not None and model.util(load, n) > pol.target_util * (1 + self.hysteresis.band)
+            )
+            inp = Inputs(pol, n, load, model, self.room(nf, max(0, pol.max - n)) if hot else 0)
             d = decide(inp, self.states.setdefault(nf.id, ScaleState()), now, self.hysteresis)
             self.last[nf.id] = d
             if d.target == n:

@@ -118,3 +118,39 @@ def test_autoscale_on_create_and_patch():
     with pytest.raises(ValidationError):
         parse_nf_update({})
     assert parse_autoscale(None) is None
+
+
+def test_the_agents_loop_scales_out_then_in_from_the_measured_load(tmp_path):
+    """The Autoscaler job with the fake runtime: port counters say 2 Gbit/s through the firewall (0.1 cores at
+    r_host 0.05), the policy's target 0.04: after the out delay the job scales to 3; the load gone, it scales
+    in one at a time, after the in delay."""
+    from nf_agent.validation import NfRequest
+    from testkit.fakes import make_agent
+
+    G = 1e9 / 8  # bytes per Gbit
+    agent, rt, _mp, clock = make_agent(tmp_path)
+    agent.create_nf(NfRequest("fw", "firewall", {}, 0.0, None, None, None, "host", autoscale=None))
+    agent.update_nf("fw", {"autoscale": {"min": 1, "max": 3, "target_util": 0.04}})
+    assert agent.state.nfs["fw"].public()["autoscale"] == {"min": 1, "max": 3, "target_util": 0.04}
+    sent = 0.0
+
+    def tick(gbps: float) -> dict:
+        nonlocal sent
+        clock.t += 0.5
+        sent += gbps * 0.5 * G / 2  # in + out = gbps
+        for inst in agent.state.nfs["fw"].instances:
+            share = sent / len(agent.state.nfs["fw"].instances)
+            rt.counters[inst.switch][inst.port_if] = {"tx_bytes": int(share), "rx_bytes": int(share)}
+        agent.sample()
+        return agent.autoscale()
+
+    changed = [(clock.t, d.target) for _ in range(12) for d in tick(2.0).values()]
+    assert len(changed) == 1 and changed[0][1] == 3, changed
+    assert len(agent.state.nfs["fw"].instances) == 3
+    assert agent.state.history[-1]["event"] == "nf-autoscale"
+    t_out = changed[0][0]
+    changed = [(clock.t, d.target) for _ in range(200) for d in tick(0.0).values()]
+    assert [n for _, n in changed] == [2, 1], changed
+    assert changed[0][0] - t_out >= 30  # the in delay
+    agent.update_nf("fw", {"autoscale": None})
+    assert tick(5.0) == {}  # no policy: no change
