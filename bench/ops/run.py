@@ -12,7 +12,9 @@ packets), the stateful firewall (state in Redis) on the host, chained VM <-> fir
   udp_spread_min_share_ovs_default.
 - reordered_on_move: sequenced UDP at 50 Mbit/s (8 flows, 1000-byte frames) through the firewall while it
   is moved host <-> snic0 10 times (--quick: 4, scaled to 10); the sink's count of packets that arrived
-  after a later one of their flow, and lost packets.
+  after a later one of their flow, lost packets, and the stream's worst one-way latency (the hold's cost).
+  Side by side in the same run, first: the same with the plain make-before-break move (*_unheld; the target
+  does not hold packets until the old instance drained: the default before issue 28).
 - autoscale_out_s: the firewall with autoscale {min 1, max 3, target_util set so the base load is at 0.9 of
   it}; the agent's loop (sample + autoscale every 0.5 s, as `uno agent serve`) under a base load of 30 flows;
   at t0 the offered load triples; autoscale_out_s = t0 -> the first packet counted by a new instance.
@@ -36,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import final_json, machine  # noqa: E402
+from migration.protocol import MigrationConfig  # noqa: E402
 from testkit.testbed import Testbed, report  # noqa: E402
 
 RUNDIR = "/run/uno-bench-ops"
@@ -75,8 +78,12 @@ def udp_spread(tb: Testbed, flows: int = 30, per_flow: int = 200) -> dict:
     }
 
 
-def reorder_on_move(tb: Testbed, moves: int) -> dict:
-    """Sequenced UDP at 50 Mbit/s across `moves` moves host <-> snic0; reordered and lost per 10 moves."""
+def reorder_on_move(tb: Testbed, moves: int, held: bool = True) -> dict:
+    """Sequenced UDP at 50 Mbit/s across `moves` moves host <-> snic0; reordered and lost per 10 moves.
+    `held`: the agent's default (the target holds packets until the old instance drained), else the plain
+    make-before-break move (the default before issue 28)."""
+    suffix = "" if held else "_unheld"
+    tb.agent.moves.buffer_types = MigrationConfig().buffer_types if held else frozenset({"ips"})
     size, flows = 1000, 8
     pps = 50e6 / 8 / size
     gap_s = 1.5
@@ -99,11 +106,13 @@ def reorder_on_move(tb: Testbed, moves: int) -> dict:
     r = report(sink, timeout=secs + 180)
     scale = 10 / done
     log(f"sink: {r}")
+    tb.agent.moves.buffer_types = MigrationConfig().buffer_types
     return {
-        "reordered_on_move": round(r.get("reordered", 0) * scale, 1),
-        "lost_on_move": round(r.get("lost", 0) * scale, 1),
-        "moves": done,
-        "move_stream": {"mbit_s": 50, "size": size, "flows": flows, "received": r.get("received")},
+        f"reordered_on_move{suffix}": round(r.get("reordered", 0) * scale, 1),
+        f"lost_on_move{suffix}": round(r.get("lost", 0) * scale, 1),
+        f"latency_max_ms_on_move{suffix}": round(r.get("latency_us", {}).get("max", 0) / 1000, 1),
+        f"moves{suffix}": done,
+        "move_stream": {"mbit_s": 50, "size": size, "flows": flows},
     }
 
 
@@ -177,6 +186,7 @@ def main() -> int:
             if "spread" in parts:
                 figures |= udp_spread(tb)
             if "move" in parts:
+                figures |= reorder_on_move(tb, 4 if args.quick else 10, held=False)
                 figures |= reorder_on_move(tb, 4 if args.quick else 10)
             if "autoscale" in parts:
                 figures |= autoscale_out(tb)
