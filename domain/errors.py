@@ -72,3 +72,8 @@ class ConfigRejected(StartError):
 class StateError(Exception):
     """A state export/import or a release of a buffering NF failed (the message names the instance and the
     answer)."""
+
+
+class RestartNeeded(Exception):
+    """A running NF instance cannot take a config in place (a runtime option changes, or the NF cannot): it
+    takes a restart with the config (a rolling update)."""

@@ -37,6 +37,7 @@ class Instance:
     relay_pids: list[int] = field(default_factory=list)
     restarts: int = 0
     state: str = "starting"  # starting | running | failed
+    binary: str | None = None  # the nf binary it runs (None: its runtime's default)
 
 
 @dataclass
@@ -56,6 +57,13 @@ class Nf:
     instances: list[Instance] = field(default_factory=list)
     created: float = 0.0
     autoscale: dict | None = None  # {"min", "max", "target_util"} (nf_agent.autoscale), None: fixed count
+    # Live update (nf_agent/update.py): the nf binary new instances run (None: the runtime's default), its
+    # version, the one before the last update (a rollback's target), and the state record layouts written by
+    # every version that ran this NF (its records may still be in the tier).
+    binary: str | None = None
+    version: str | None = None
+    previous_version: str | None = None
+    state_layouts: list[int] = field(default_factory=list)
 
     def public(self) -> dict:
         """The northbound view: no physical ports, switches or PIDs."""
@@ -69,6 +77,8 @@ class Nf:
             "expected": {"gbps": self.expected_gbps, "src": self.src, "dst": self.dst},
             "config": self.config,
             "autoscale": self.autoscale,
+            "version": self.version,
+            "previous_version": self.previous_version,
             "instance_count": len(self.instances),
             "instances": [
                 {"id": i.id, "location": i.location, "state": i.state, "restarts": i.restarts}

@@ -18,6 +18,7 @@ from nf_agent import validation
 from nf_agent.metrics import Metrics
 from nf_agent.openapi import spec
 from nf_agent.service import Agent
+from nf_agent.update import UpdateRequest
 from restkit.jsonapi import bearer_refused, install_errors
 from restkit.jsonapi import error_response as _error
 from restkit.jsonapi import json_response as _json
@@ -124,7 +125,27 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
     def update_nf(nf_id: str):
         with agent.lock:
             agent.nf(nf_id)  # 404 before 400
-        return _json(agent.update_nf(nf_id, validation.parse_nf_update(_body())).public())
+        changes = validation.parse_nf_update(_body())
+        config = changes.pop("config", None)
+        if config is not None:
+            agent.check_config(nf_id, config)  # 400 before anything changes
+        if changes:
+            agent.update_nf(nf_id, changes)
+        applied = agent.configure_nf(nf_id, config) if config is not None else None
+        with agent.lock:
+            out = agent.nf(nf_id).public()
+        return _json(out | ({"config_applied": applied["applied"]} if applied else {}))
+
+    @app.post("/v1/nfs/<nf_id>/update")
+    def live_update(nf_id: str):
+        with agent.lock:
+            agent.nf(nf_id)  # 404 before 400
+        version, binary, config = validation.parse_update(_body())
+        return _json(agent.update(nf_id, UpdateRequest(version, binary, config)))
+
+    @app.get("/v1/nf-versions")
+    def nf_versions():
+        return _json(agent.versions.listing())
 
     @app.delete("/v1/nfs/<nf_id>")
     def delete_nf(nf_id: str):

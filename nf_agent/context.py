@@ -40,6 +40,9 @@ class Runtime(Protocol):
     def start_processes(self, nf: Nf, inst: Instance) -> None: ...
     def stop(self, inst: Instance) -> None: ...
     def stop_processes(self, inst: Instance) -> None: ...
+    def reconfigure(self, nf: Nf, inst: Instance) -> None:
+        """Apply nf.config to the running instance in place; RestartNeeded when it takes a restart."""
+
     def alive(self, inst: Instance) -> bool: ...
     def healthy(self, inst: Instance, timeout: float = 1.0) -> bool: ...
     def store_reachable(self, timeout: float = 0.5) -> bool | None: ...
@@ -202,7 +205,9 @@ class AgentContext:
     def new_instance(self, nf: Nf, loc: str, used: set[int] | None = None) -> Instance:
         """A new instance of `nf` at `loc` (not started) on a port no instance or standby there holds."""
         ports = self.used_ofports(loc) if used is None else used
-        return self.runtime.new_instance(nf, loc, self.state.new_instance_seq(), ports)
+        inst = self.runtime.new_instance(nf, loc, self.state.new_instance_seq(), ports)
+        inst.binary = nf.binary  # a live update's new instances run the NF's new binary
+        return inst
 
     def start(self, nf: Nf, inst: Instance) -> None:
         """Start `inst`; a config the NF refuses is a ValidationError of `config`, any other failure

@@ -110,9 +110,55 @@ def spec() -> dict:
             "type": "object",
             "additionalProperties": False,
             "minProperties": 1,
-            "properties": {"expected": {**EXPECTED, "minProperties": 1}, "autoscale": AUTOSCALE},
+            "properties": {
+                "expected": {**EXPECTED, "minProperties": 1},
+                "config": {
+                    "type": "object",
+                    "description": "the NF's whole new config (nfs/README.md), checked by its nf binary first (400 "
+                    "names the field, nothing changes); applied in place where the NF can (firewall rules, default, "
+                    "timeouts: no restart), else by a rolling update with the same version",
+                },
+                "autoscale": AUTOSCALE,
+            },
             "description": "a key of expected not given stays as it is; a null src/dst goes back to the default; "
             "a null autoscale turns autoscaling off",
+        },
+        "LiveUpdate": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "version": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "a version of GET /v1/nf-versions",
+                },
+                "binary": {"type": "string", "minLength": 1, "description": "an nf binary by absolute path"},
+                "config": {"type": "object", "description": "a new config to roll with (checked first)"},
+            },
+            "oneOf": [{"required": ["version"]}, {"required": ["binary"]}],
+            "description": "roll every instance to this version; a rollback is the same call with the NF's "
+            "previous_version",
+        },
+        "Updated": {
+            "type": "object",
+            "required": ["id", "version", "replaced"],
+            "properties": {
+                "id": NAME,
+                "version": {"type": "string"},
+                "previous_version": {"type": ["string", "null"]},
+                "replaced": {"type": "array", "items": {"type": "object"}},
+            },
+        },
+        "NfVersion": {
+            "type": "object",
+            "required": ["binary", "default"],
+            "properties": {
+                "version": {"type": ["string", "null"]},
+                "binary": {"type": "string"},
+                "default": {"type": "boolean"},
+                "schema": {"type": "object", "description": "state record layouts written/read per NF type"},
+                "error": {"type": "string"},
+            },
         },
         "Created": {
             "type": "object",
@@ -132,6 +178,12 @@ def spec() -> dict:
                 "expected": {"type": "object"},
                 "config": {"type": "object"},
                 "autoscale": {"type": ["object", "null"]},
+                "version": {
+                    "type": ["string", "null"],
+                    "description": "null: never updated (default binary)",
+                },
+                "previous_version": {"type": ["string", "null"], "description": "a rollback's target"},
+                "config_applied": {"type": "string", "enum": ["in-place", "rolling"]},
                 "instance_count": {"type": "integer", "minimum": 0, "maximum": MAX_INSTANCES},
                 "instances": {
                     "type": "array",
@@ -320,9 +372,13 @@ def spec() -> dict:
             "get": {"summary": "One NF", "responses": {"200": _resp("NF", _ref("Nf")), **_errors(401, 404)}},
             "patch": {
                 "summary": "Change the NF's traffic expectation (its chain neighbours and Gbit/s in the placement "
-                "model); nothing moves",
+                "model; nothing moves) and/or its config (in place without a restart where the NF can, else a "
+                "rolling update; `config_applied` says which)",
                 "requestBody": _body(_ref("NfUpdate")),
-                "responses": {"200": _resp("the NF as now", _ref("Nf")), **_errors(400, 401, 404, 413, 500)},
+                "responses": {
+                    "200": _resp("the NF as now", _ref("Nf")),
+                    **_errors(400, 401, 404, 409, 413, 500, 502),
+                },
             },
             "delete": {
                 "summary": "Stop the NF, unmap its port, remove its namespace; NFs whose chain named it are "
@@ -363,6 +419,28 @@ def spec() -> dict:
                     **_errors(400, 401, 404, 413, 502),
                 },
             },
+        },
+        "/v1/nfs/{id}/update": {
+            "parameters": ID_PARAM,
+            "post": {
+                "summary": "Live update: roll every instance to another nf version (start beside, remap "
+                "make-before-break, drain, stop; connections kept). 409 names why when the version cannot read "
+                "the NF's state (or an instance runs on an sNIC); rollback: the same call with previous_version",
+                "requestBody": _body(_ref("LiveUpdate")),
+                "responses": {
+                    "200": _resp("rolled", _ref("Updated")),
+                    **_errors(400, 401, 404, 409, 413, 500, 502),
+                },
+            },
+        },
+        "/v1/nf-versions": {
+            "get": {
+                "summary": "The nf versions NFs can roll to: the default binary and the versions directory",
+                "responses": {
+                    "200": _resp("versions", {"type": "array", "items": _ref("NfVersion")}),
+                    **_errors(401),
+                },
+            }
         },
         "/v1/nfs/{id}/migrate": {
             "parameters": ID_PARAM,

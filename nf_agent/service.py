@@ -9,12 +9,15 @@
 - `Supervisor` (supervisor.py): restarts, standbys, failover, health;
 - `Replacement` (replacement.py): sampling and the re-placement loop;
 - `reconcile` (reconcile.py): adopting what runs after an agent restart;
-- `Views` (views.py): the placement and port views.
+- `Views` (views.py): the placement and port views;
+- `Updates` (update.py): live update to another nf version (and rollback), config in place.
 
 Failures are domain errors (domain/errors.py); the REST edge (api.py) maps them to HTTP statuses.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from nf_agent.autoscaling import Autoscaler
 from nf_agent.context import AgentConfig, AgentContext, RestartPolicy
@@ -24,15 +27,19 @@ from nf_agent.placement_model import PlacementModel
 from nf_agent.reconcile import reconcile
 from nf_agent.replacement import Replacement
 from nf_agent.supervisor import Supervisor
+from nf_agent.update import Updates
 from nf_agent.views import Views
+from nf_local.processes import NF_BINARY
+from nf_local.versions import DEFAULT_DIR, NfVersions
 
 __all__ = ["Agent", "AgentConfig", "RestartPolicy"]
 
 
 class Agent:
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, nf_versions: Path = DEFAULT_DIR, **kwargs):
         """The arguments of `AgentContext`: config, NF runtime, port mapper, state file path; optionally the
-        clock, the solver (placement instance -> output) and the drain bound of a move (s)."""
+        clock, the solver (placement instance -> output) and the drain bound of a move (s). `nf_versions`: the
+        directory of versioned nf binaries (`VERSION/nf`) live updates roll to."""
         self.ctx = ctx = AgentContext(*args, **kwargs)
         self.model = PlacementModel(ctx)
         self.inventory = Inventory(ctx, self.model)
@@ -42,6 +49,11 @@ class Agent:
         self.views = Views(ctx, self.model)
         self.autoscaler = Autoscaler(ctx, self.moves)
         self.autoscale = self.autoscaler.tick
+        default = Path(getattr(ctx.runtime, "nf_binary", NF_BINARY))
+        self.versions = NfVersions(nf_versions, default)
+        self.updates = Updates(ctx, self.moves, self.versions)
+        self.update, self.configure_nf = self.updates.update, self.updates.configure
+        self.check_config = self.updates.check_config
 
         inv, mv, sup, rep = self.inventory, self.moves, self.supervisor, self.replacement
         self.create_vm, self.delete_vm = inv.create_vm, inv.delete_vm

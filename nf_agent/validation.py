@@ -132,22 +132,44 @@ def _expected(exp: dict) -> dict[str, Any]:
 
 
 def parse_nf_update(body: Any) -> dict[str, Any]:
-    """PATCH /v1/nfs/ID body: {"expected"?: {"gbps"?, "src"?, "dst"?}, "autoscale"?: {...} | null}, at least
-    one field. Returns the changes by Nf attribute (expected_gbps, src, dst, autoscale); a key not given is
-    left as it is, a null src/dst goes back to the default (the first sNIC Ethernet port), a null autoscale
-    turns autoscaling off."""
-    b = _obj(body, {"expected", "autoscale"}, set())
+    """PATCH /v1/nfs/ID body: {"expected"?: {"gbps"?, "src"?, "dst"?}, "config"?: {...}, "autoscale"?: {...} |
+    null}, at least one, and `expected` with at least one key. Returns the changes by Nf attribute
+    (expected_gbps, src, dst, config, autoscale); a key not given is left as it is, a null src/dst goes back to
+    the default (the first sNIC Ethernet port), a null autoscale turns autoscaling off. The config's own fields
+    are the NF binary's to check (`nf --check-config`)."""
+    b = _obj(body, {"expected", "config", "autoscale"}, set())
     if not b:
-        raise ValidationError("body", "give at least one of autoscale, expected")
+        raise ValidationError("body", "give at least one of autoscale, config, expected")
     out: dict[str, Any] = {}
     if "expected" in b:
         exp = _obj(b["expected"], EXPECTED_KEYS, set(), "expected.")
         if not exp:
             raise ValidationError("expected", f"give at least one of {', '.join(sorted(EXPECTED_KEYS))}")
-        out |= _expected(exp)
+        out = _expected(exp)
+    if "config" in b:
+        out["config"] = _config(b["config"])
     if "autoscale" in b:
         out["autoscale"] = parse_autoscale(b["autoscale"])
     return out
+
+
+def _config(v: Any) -> dict:
+    if not isinstance(v, dict):
+        raise ValidationError("config", "expected a JSON object (the NF's config, nfs/README.md)")
+    return v
+
+
+def parse_update(body: Any) -> tuple[str | None, str | None, dict | None]:
+    """POST /v1/nfs/ID/update body: {"version" | "binary", "config"?}: (version, binary, config). The version's
+    existence and the config's fields are checked against the versions directory and the binary."""
+    b = _obj(body, {"version", "binary", "config"}, set())
+    if ("version" in b) == ("binary" in b):
+        raise ValidationError("version", "give exactly one of version or binary")
+    for k in ("version", "binary"):
+        if k in b and (not isinstance(b[k], str) or not b[k]):
+            raise ValidationError(k, "must be a non-empty string")
+    config = _config(b["config"]) if "config" in b else None
+    return b.get("version"), b.get("binary"), config
 
 
 def parse_migrate(body: Any, locations: list[str]) -> str:

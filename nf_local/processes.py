@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from domain.errors import ConfigRejected, StartError, StateError
+from domain.errors import ConfigRejected, RestartNeeded, StartError, StateError
 from domain.model import Instance, Nf
 from host_datapath.sysutil import (
     MAX_UNIX_PATH,
@@ -72,6 +72,14 @@ def _tail(path: Path, n: int = 5) -> str:
     except OSError:
         return ""
     return " | ".join(lines[-n:])
+
+
+def _error_text(body: bytes) -> str:
+    """The `error` of an NF endpoint's JSON error answer, else the body's start."""
+    try:
+        return str(json.loads(body)["error"])
+    except (ValueError, KeyError, TypeError):
+        return body[:200].decode(errors="replace")
 
 
 class LocalNfs:
@@ -367,9 +375,10 @@ class LocalNfs:
         cg = self._cgroup_files(inst.location)
         t0 = time.monotonic()
         store = self.stores.get(inst.id, self.store)
+        binary = inst.binary or str(self.nf_binary)  # a live update's instance runs its own version
         try:
             inst.pid = self.spawn(
-                [str(self.nf_binary), nf.type, "--port", inst.inside_if,
+                [binary, nf.type, "--port", inst.inside_if,
                  "--store", store, "--nf-id", nf.id, "--instance", inst.id,
                  "--config", str(f["config"]), "--stats", f"unix://{f['stats']}",
                  *(["--buffer", str(buffer)] if buffer > 0 else [])],
@@ -482,6 +491,25 @@ class LocalNfs:
         except ValueError:
             ans = None
         return ans if isinstance(ans, dict) and "drained" in ans else None
+
+    def reconfigure(self, nf: Nf, inst: Instance, timeout: float = 30.0) -> None:
+        """Apply `nf.config` to the running instance in place (`PUT /config`), then make it the config its
+        restarts read. ConfigRejected: the NF refused it (nothing changed); RestartNeeded: it takes a restart
+        (a runtime option changes, or the NF type cannot change in place); StateError: no answer."""
+        body = json.dumps(run_config(nf.type, nf.config, inst.location, self.cpu_latency_us)).encode()
+        what = f"{inst.id}: PUT /config"
+        try:
+            status, answer = http_unix(str(self._files(inst)["stats"]), "PUT", "/config", body, timeout)
+        except OSError as exc:
+            raise StateError(f"{what}: {exc}") from None
+        msg = _error_text(answer)
+        if status == 400:
+            raise ConfigRejected(msg)
+        if status in (404, 409):  # 404: an nf without the endpoint
+            raise RestartNeeded(f"{what}: {msg}")
+        if status != 200:
+            raise StateError(f"{what}: {status} {msg}")
+        self.config_files(nf, inst)
 
     def alive(self, inst: Instance) -> bool:
         """The instance's NF process runs (checked by PID and command line, so a reused PID does not count)."""

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from domain.errors import CliError
+from nf_local.versions import DEFAULT_DIR as VERSIONS_DIR
 
 
 def _listen(text: str) -> tuple[str, int]:
@@ -179,8 +180,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         runtime.open()
         agent = Agent(
-            cfg, runtime, OneSwitchPortMapper(ones.client()), adir / "state.json", drain_s=args.drain
-        )
+            cfg, runtime, OneSwitchPortMapper(ones.client()), adir / "state.json", drain_s=args.drain,
+            nf_versions=Path(args.nf_versions),
+        )  # fmt: skip
         actions = agent.reconcile()
     except (StartError, OperationFailed, ValueError) as exc:
         runtime.close()
@@ -295,6 +297,28 @@ def register(sub: argparse._SubParsersAction) -> None:
         "host's idle states alone (saves idle power; a laptop). An NF config's own cpu_latency_us wins",
     )  # fmt: skip
     s.add_argument("--solve-time-limit", type=float, default=5.0, help="placement solver time limit, s")
+    s.add_argument(
+        "--nf-versions", default=str(VERSIONS_DIR),
+        help="directory of versioned nf binaries (VERSION/nf; scripts/nf-version.sh adds one) that "
+        "POST /v1/nfs/ID/update rolls NFs to (default nfs/versions)",
+    )  # fmt: skip
     s.add_argument("--log-file", help="JSON log file (default RUNDIR/NAME/agent/agent.log; - = stderr)")
     s.set_defaults(func=cmd_serve)
+    v = asub.add_parser("nf-versions", help="list the nf versions NFs can roll to (version, schema)")
+    v.add_argument(
+        "--nf-versions", default=str(VERSIONS_DIR), help="the versions directory (default nfs/versions)"
+    )
+    v.set_defaults(func=cmd_nf_versions)
     p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
+
+
+def cmd_nf_versions(args: argparse.Namespace) -> int:
+    """`uno agent nf-versions`: the default nf binary and the versions directory's, one JSON line each."""
+    import json
+
+    from nf_local.processes import NF_BINARY
+    from nf_local.versions import NfVersions
+
+    for row in NfVersions(Path(args.nf_versions), NF_BINARY).listing():
+        print(json.dumps(row, sort_keys=True))
+    return 0

@@ -169,7 +169,7 @@ def update_figures(quick: bool) -> dict:
             "update_lost": None, "update_broken_conns": None, "update_ms": None,
             "update_reason": "bench/ops_update.py (live update, helper upd) is not on this branch",
         }  # fmt: skip
-    return mod.run(quick=quick)
+    return mod.measure_update(rounds=1 if quick else 3)
 
 
 def main() -> int:

@@ -80,6 +80,11 @@ impl Firewall {
         keys.flow(pkt.flow_key().bidirectional_hash(), TABLE)
     }
 
+    /// Whether the rules let the connection `k` open (its initiator's packet).
+    pub fn may_open(&self, k: &packet::FlowKey) -> bool {
+        may_open(&self.rules, self.default_allow, k)
+    }
+
     /// The timeouts in use.
     pub fn timeouts(&self) -> &Timeouts {
         &self.timeouts
@@ -99,6 +104,15 @@ impl NetworkFunction for Firewall {
 
     fn read_set(&self, keys: &KeySpace, pkt: &Parsed, _frame: &[u8], out: &mut Vec<Key>) {
         out.push(Self::key(keys, pkt));
+    }
+
+    /// Rules, default and timeouts change in place (counters kept). Connections already open
+    /// stay open: a rule is checked when a connection opens, as before the change.
+    fn reconfigure(&mut self, cfg: &Value) -> Result<bool, String> {
+        let new = Firewall::from_config(cfg)?;
+        (self.rules, self.default_allow, self.timeouts) =
+            (new.rules, new.default_allow, new.timeouts);
+        Ok(true)
     }
 
     fn process(

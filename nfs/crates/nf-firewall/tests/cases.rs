@@ -86,3 +86,28 @@ fn config_errors_name_the_field() {
         assert!(e.contains(field), "{cfg}: {e}");
     }
 }
+
+#[test]
+fn reconfigure_changes_rules_in_place_and_refuses_a_bad_config_unchanged() {
+    use nfcore::NetworkFunction;
+    let allow =
+        serde_json::json!({"rules": [{"action": "allow", "proto": "udp"}], "default": "deny"});
+    let mut fw = Firewall::from_config(&allow).unwrap();
+    let deny =
+        serde_json::json!({"rules": [{"action": "deny", "proto": "udp"}], "default": "deny"});
+    assert_eq!(fw.reconfigure(&deny), Ok(true));
+    let bad = serde_json::json!({"rules": [{"action": "maybe"}]});
+    let e = fw.reconfigure(&bad).unwrap_err();
+    assert!(e.contains("rules[0]"), "{e}");
+    // The refused config changed nothing: still the deny rule (a UDP flow may not open).
+    let k = packet::FlowKey {
+        src: "10.0.0.1".parse().unwrap(),
+        dst: "10.0.0.2".parse().unwrap(),
+        src_port: 1,
+        dst_port: 2,
+        proto: packet::PROTO_UDP,
+    };
+    assert!(!fw.may_open(&k));
+    assert_eq!(fw.reconfigure(&allow), Ok(true));
+    assert!(fw.may_open(&k));
+}

@@ -4,10 +4,14 @@
 //! Runs one NF instance until the input ends (pcap) or SIGINT/SIGTERM (live port). Prints the
 //! final stats JSON on stdout. Operator errors: one line on stderr, exit status 2.
 //!
+//! `nf --version` prints the version; `nf --state-schema` the state record layouts it writes and
+//! reads (JSON, [`nf::version::schema`]); `nf --check-config TYPE FILE` validates a config as a
+//! start would (exit 0 and `{"ok": true}`, or exit 2 and `nf: config: ...` naming the field).
+//!
 //! `nf lb-backend --store redis://...|unix:///... --nf-id ID --backend ADDR:PORT --state up|down` marks a
 //! load balancer's backend up or down in the tier and prints the pool.
 
-use nf::{args, registry};
+use nf::{args, registry, version};
 
 use flowstore::{CachedStore, FlowStore, KeySpace, LocalStore, RedisConfig, RedisStore};
 use nfcore::config::RuntimeConfig;
@@ -37,12 +41,23 @@ fn run() -> Result<(), (i32, String)> {
         println!("{}", args::USAGE);
         return Ok(());
     }
-    if argv.first().map(String::as_str) == Some("lb-backend") {
-        return lb_backend(&argv[1..]);
+    match argv.first().map(String::as_str) {
+        Some("lb-backend") => return lb_backend(&argv[1..]),
+        Some("--version") => {
+            println!("{}", version::version());
+            return Ok(());
+        }
+        Some("--state-schema") => {
+            println!("{}", version::schema());
+            return Ok(());
+        }
+        Some("--check-config") => return check_config(&argv[1..]),
+        _ => {}
     }
     let a = args::parse(&argv).map_err(|e| (2, e))?;
     let cfg = nfcore::config::load(&a.config).map_err(|e| (2, e))?;
     let runtime = RuntimeConfig::from_config(&cfg).map_err(|e| (2, format!("config: {e}")))?;
+    let runtime_cfg = runtime;
     let opts = runtime.options();
     let depth = runtime.pipeline_depth.0 as usize;
     let spin = runtime.spin_us.0;
@@ -103,6 +118,7 @@ fn run() -> Result<(), (i32, String)> {
     };
     let mut rt = Runtime::new(nf, store, dev, keys, opts);
     rt.set_pipeline_depth(depth);
+    rt.set_runtime_config(runtime_cfg);
     if let Some(cap) = a.buffer {
         rt.set_buffering(cap);
     }
@@ -138,6 +154,19 @@ fn run() -> Result<(), (i32, String)> {
     if let Some(nfcore::stats::Bound::Unix(p)) = stats_bound {
         let _ = std::fs::remove_file(p);
     }
+    Ok(())
+}
+
+/// `nf --check-config TYPE FILE`: what a start checks of the config (runtime options and the
+/// NF's own), without starting.
+fn check_config(argv: &[String]) -> Result<(), (i32, String)> {
+    let [nf_type, file] = argv else {
+        return Err((2, "usage: nf --check-config TYPE FILE".into()));
+    };
+    let cfg = nfcore::config::load(std::path::Path::new(file)).map_err(|e| (2, e))?;
+    RuntimeConfig::from_config(&cfg).map_err(|e| (2, format!("config: {e}")))?;
+    registry::make_nf(nf_type, &cfg).map_err(|e| (2, format!("config: {e}")))?;
+    println!("{{\"ok\": true}}");
     Ok(())
 }
 

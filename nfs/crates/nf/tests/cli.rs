@@ -246,3 +246,39 @@ fn help_is_the_usage_on_stdout_exit_0() {
     }
     assert_eq!(run_nf(&[]).status.code(), Some(2)); // no arguments stays a usage error
 }
+
+#[test]
+fn version_schema_and_check_config() {
+    let o = run_nf(&["--version"]);
+    assert!(o.status.success());
+    let v = String::from_utf8(o.stdout).unwrap();
+    let o = run_nf(&["--state-schema"]);
+    assert!(o.status.success());
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["version"], v.trim());
+    assert!(s["types"]["firewall"]["reads"].is_array() && s["snapshot"].is_u64());
+    let tmp = TempDir::new("cli-check");
+    let cfg = tmp.0.join("c.json");
+    for (text, ok, word) in [
+        (r#"{"rules": [], "default": "deny"}"#, true, ""),
+        (r#"{"rules": [{"action": "maybe"}]}"#, false, "rules[0]"),
+        (r#"{"batch_size": 0}"#, false, "batch_size"),
+        (r#"{"bogus": 1}"#, false, "bogus"),
+    ] {
+        std::fs::write(&cfg, text).unwrap();
+        let o = run_nf(&["--check-config", "firewall", cfg.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.success(), ok, "{text}: {err}");
+        if !ok {
+            assert_eq!(o.status.code(), Some(2));
+            assert!(
+                err.starts_with("nf: config: ") && err.contains(word),
+                "{text}: {err}"
+            );
+        }
+    }
+    let o = run_nf(&["--check-config", "teleporter", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run_nf(&["--check-config", "firewall"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -401,7 +401,7 @@ pub const DEFAULT_BATCH_SIZE: u64 = 64;
 
 /// The runtime options, valid at the top level of every NF's config (the NF itself does not
 /// read them; [`parse_nf`] sets them apart).
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeConfig {
     /// Frames per receive at most.

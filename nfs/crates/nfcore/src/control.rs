@@ -29,6 +29,10 @@ pub enum Request {
     Release,
     /// Answer once drained ([`crate::drain`]), or at the request's deadline.
     Drain(DrainRequest),
+    /// Apply a new config without a restart (`PUT /config`): the NF's own part through
+    /// [`crate::NetworkFunction::reconfigure`]; refused (409) when a runtime option changes or
+    /// the NF cannot change in place, 400 when the NF refuses the config.
+    Reconfigure(serde_json::Value),
 }
 
 impl std::fmt::Debug for Request {
@@ -38,6 +42,7 @@ impl std::fmt::Debug for Request {
             Request::Install { entries, .. } => write!(f, "Install({entries} entries)"),
             Request::Release => write!(f, "Release"),
             Request::Drain(d) => write!(f, "Drain({d:?})"),
+            Request::Reconfigure(_) => write!(f, "Reconfigure"),
         }
     }
 }
@@ -56,6 +61,7 @@ pub enum Reply {
         overflow: u64,
     },
     Drain(DrainReport),
+    Reconfigured,
 }
 
 /// A refused request: HTTP status and message.

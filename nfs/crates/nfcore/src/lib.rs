@@ -117,6 +117,13 @@ pub trait NetworkFunction: Send {
         Ok(())
     }
 
+    /// Take a new config (the whole NF config, runtime options included) while running, between
+    /// two batches: `Ok(true)` applied, `Ok(false)` this NF cannot change in place (the caller
+    /// restarts it with the config), `Err` the config is invalid (nothing changed).
+    fn reconfigure(&mut self, _cfg: &serde_json::Value) -> Result<bool, String> {
+        Ok(false)
+    }
+
     /// NF-specific counters for the stats endpoint.
     fn stats(&self) -> serde_json::Value {
         serde_json::json!({})

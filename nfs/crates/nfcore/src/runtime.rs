@@ -90,6 +90,8 @@ pub struct Runtime<D: Device> {
     last_rx_ns: u64,
     /// The port's wait as shortened for the drains (None: its own bound).
     wait_ms: Option<u32>,
+    /// The runtime options it was started with (a reconfiguration must leave them as they are).
+    runtime_cfg: Option<crate::config::RuntimeConfig>,
 }
 
 /// Frames received while buffering, in arrival order, at most `cap` (the rest counted as overflow).
@@ -135,6 +137,7 @@ impl<D: Device> Runtime<D> {
             drains: Drains::default(),
             last_rx_ns: 0,
             wait_ms: None,
+            runtime_cfg: None,
         }
     }
 
@@ -149,6 +152,39 @@ impl<D: Device> Runtime<D> {
             cap,
         });
         self.stats.buffering.store(true, Relaxed);
+    }
+
+    /// The runtime options this instance runs with: a `PUT /config` that changes them is refused
+    /// (they take a restart), one that keeps them goes to the NF ([`Request::Reconfigure`]).
+    pub fn set_runtime_config(&mut self, cfg: crate::config::RuntimeConfig) {
+        self.runtime_cfg = Some(cfg);
+    }
+
+    /// Apply a new config in place (see [`Request::Reconfigure`]).
+    fn reconfigure(&mut self, cfg: &serde_json::Value) -> Result<Reply, ControlError> {
+        let rt = crate::config::RuntimeConfig::from_config(cfg)
+            .map_err(|e| ControlError::new(400, e))?;
+        if self.runtime_cfg.is_some_and(|cur| cur != rt) {
+            return Err(ControlError::new(
+                409,
+                "a runtime option changes (batch_size, fail_mode, timer_interval_ms, owner_cache, pipeline_depth, spin_us or cpu_latency_us): it takes a restart",
+            ));
+        }
+        match self.nf.reconfigure(cfg) {
+            Ok(true) => {
+                self.stats.reconfigured.fetch_add(1, Relaxed);
+                self.snapshot();
+                Ok(Reply::Reconfigured)
+            }
+            Ok(false) => Err(ControlError::new(
+                409,
+                format!(
+                    "the {} NF cannot change its config in place: it takes a restart",
+                    self.nf.name()
+                ),
+            )),
+            Err(e) => Err(ControlError::new(400, e)),
+        }
     }
 
     pub fn buffering(&self) -> bool {
@@ -184,6 +220,7 @@ impl<D: Device> Runtime<D> {
                     409,
                     "buffering: its queue is processed only when it is released (POST /release, PUT /state)",
                 )),
+                Request::Reconfigure(cfg) => self.reconfigure(&cfg),
                 Request::Drain(d) => {
                     // Answered by `check_drains` once drained (or at its deadline).
                     self.drains.add(d, reply);

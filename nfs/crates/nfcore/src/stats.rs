@@ -43,6 +43,8 @@ pub struct Stats {
     pub replayed: AtomicU64,
     pub state_exports: AtomicU64,
     pub state_imports: AtomicU64,
+    /// Configs applied in place (`PUT /config`).
+    pub reconfigured: AtomicU64,
     /// Frames the port dropped because its receive ring was full (as the kernel counts them,
     /// read at snapshots and drain checks; 0 where the port does not count).
     pub port_drops: AtomicU64,
@@ -84,6 +86,7 @@ impl Stats {
                 "buffered": g(&self.buffered), "buffered_now": g(&self.buffered_now),
                 "buffer_overflow": g(&self.buffer_overflow), "replayed": g(&self.replayed),
                 "state_exports": g(&self.state_exports), "state_imports": g(&self.state_imports),
+                "reconfigured": g(&self.reconfigured),
                 "port_drops": g(&self.port_drops),
             },
             "store": self.store.lock().map(|v| v.clone()).unwrap_or_default(),
@@ -356,6 +359,7 @@ impl Server {
             "/" | "/stats" => Response::json("200 OK", self.stats.to_json(&self.id)),
             "/state" => state_request(c, method, head, rest, self.control.as_deref(), &self.id),
             "/release" => release_request(method, self.control.as_deref()),
+            "/config" => config_request(c, method, head, rest, self.control.as_deref()),
             _ => Response::json("404 Not Found", json!({"error": "not found"})),
         }
     }
@@ -481,6 +485,42 @@ fn state_request(
             405,
             &format!("method {method} not allowed on /state (GET, PUT)"),
         ),
+    }
+}
+
+/// `PUT /config` (the whole NF config, JSON): applied in place between two batches
+/// ([`Request::Reconfigure`]): 200 `{"reconfigured": true}`; 400 invalid (nothing changed); 409
+/// it takes a restart (a runtime option changes, or the NF cannot change in place).
+fn config_request(
+    c: &mut impl Read,
+    method: &str,
+    head: &str,
+    rest: Vec<u8>,
+    control: Option<&ControlHandle>,
+) -> Response {
+    if method != "PUT" {
+        return Response::error_in(
+            405,
+            "config",
+            &format!("method {method} not allowed on /config (PUT)"),
+        );
+    }
+    let Some(control) = control else {
+        return Response::error_in(409, "config", "no control channel: it takes a restart");
+    };
+    let body = match read_body(c, head, rest) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let cfg: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(v @ serde_json::Value::Object(_)) => v,
+        Ok(_) => return Response::error_in(400, "config", "config must be a JSON object"),
+        Err(e) => return Response::error_in(400, "config", &format!("invalid JSON: {e}")),
+    };
+    match control.call(Request::Reconfigure(cfg), Duration::from_secs(30)) {
+        Ok(Reply::Reconfigured) => Response::json("200 OK", json!({"reconfigured": true})),
+        Ok(_) => Response::error(500, "unexpected reply"),
+        Err(e) => Response::error_in(e.status, "config", &e.message),
     }
 }
 

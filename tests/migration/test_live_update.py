@@ -1,0 +1,160 @@
+"""Live update and config in place with real NFs and traffic (root; real OneSwitch, Redis, `nf` processes,
+kernel TCP and UDP through the emulated host), through the agent's REST API (its Flask app in-process).
+
+- roll the firewall to another nf version and back under TCP connections and a datagram per ms: none lost,
+  no connection broken or stalled, the instance replaced each time;
+- a version whose state layout the running one cannot read: the rollback to it is 409 naming why, and
+  nothing changes (same instance, same pid, same version);
+- a bad config: 400 naming the field, nothing changes;
+- a config change the firewall takes in place: a new flow the new rule denies is dropped, the pid is the same.
+
+The second version is the same source built with another version string (scripts/nf-version.sh), the third
+declares a state layout the first cannot read (UNO_NF_TEST_STATE_LAYOUT=2); built once when missing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nf_agent.api import create_app
+from nf_local.versions import DEFAULT_DIR
+from testkit.hosts import EMPTY, machine_snapshot
+from testkit.live import LIVE_MARKS, burst
+from testkit.tcp_chain import End, TcpChain, add_chains, fw_tcp, run
+from testkit.testbed import FW_CONFIG, Testbed, nf_counters
+
+pytestmark = LIVE_MARKS
+REPO = Path(__file__).resolve().parents[2]
+V_SAME = "0.1.1"  # reads and writes what the default binary does
+V_LAYOUT2 = "0.2.0-layout2"  # writes a layout the default binary cannot read
+
+
+def _ensure_version(version: str, env: dict[str, str]) -> None:
+    if (DEFAULT_DIR / version / "nf").is_file():
+        return
+    import os
+
+    subprocess.run([str(REPO / "scripts" / "nf-version.sh"), version], check=True, timeout=1800,
+                   env={**os.environ, **env}, capture_output=True)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def versions():
+    _ensure_version(V_SAME, {})
+    _ensure_version(V_LAYOUT2, {"UNO_NF_TEST_STATE_LAYOUT": "2"})
+
+
+@pytest.fixture(scope="module")
+def tcp_bed(versions):
+    tb = Testbed(warm_slots=0)
+    try:
+        tb.up()
+        chain = TcpChain(0, End("wire"), [("fw", "firewall", fw_tcp(0), "host")])
+        add_chains(tb, [chain])
+        yield tb, chain, create_app(tb.agent).test_client()
+    finally:
+        tb.close()
+        assert machine_snapshot(tb.name) == EMPTY
+
+
+@pytest.fixture(scope="module")
+def udp_bed(versions):
+    tb = Testbed()
+    try:
+        tb.up()
+        tb.add_firewall(at="host")
+        yield tb, create_app(tb.agent).test_client()
+    finally:
+        tb.close()
+        assert machine_snapshot(tb.name) == EMPTY
+
+
+def _default_version() -> str:
+    out = subprocess.run([str(DEFAULT_DIR.parent / "target" / "release" / "nf"), "--version"], capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    return out.stdout.strip()
+
+
+def test_update_and_rollback_under_traffic_lose_nothing(tcp_bed):
+    tb, chain, api = tcp_bed
+    nf = tb.agent.state.nfs["fw"]
+    seen: list[tuple[str, int]] = []
+    answers: list[dict] = []
+    default = _default_version()
+
+    def roll() -> None:
+        seen.append((nf.instances[0].id, nf.instances[0].pid))
+        for version in (V_SAME, default):
+            r = api.post("/v1/nfs/fw/update", json={"version": version})
+            assert r.status_code == 200, r.get_json()
+            answers.append(r.get_json())
+            seen.append((nf.instances[0].id, nf.instances[0].pid))
+
+    udp: list[dict] = []
+    [rep] = run(tb, [chain], conns=4, seconds=8, during=roll, udp=udp)
+    print(f"\nupdate + rollback: {answers}; tcp {rep}; udp {udp}")
+    assert rep["broken"] == 0 and rep["stalled"] == 0, rep
+    assert udp[0]["lost"] == 0 and udp[0]["received"] > 0, udp
+    assert answers[0]["version"] == V_SAME and answers[1]["version"] == default
+    assert answers[1]["previous_version"] == V_SAME
+    assert len({i for i, _ in seen}) == 3 and len({p for _, p in seen}) == 3  # a new instance each time
+    got = api.get("/v1/nfs/fw").get_json()
+    assert got["version"] == default and got["previous_version"] == V_SAME
+
+
+def test_update_refused_when_state_unreadable_changes_nothing(tcp_bed):
+    tb, _, api = tcp_bed
+    nf = tb.agent.state.nfs["fw"]
+    r = api.post("/v1/nfs/fw/update", json={"version": V_LAYOUT2})  # reads every layout written so far
+    assert r.status_code == 200, r.get_json()
+    before = (nf.instances[0].id, nf.instances[0].pid, nf.version, list(nf.state_layouts))
+    default = _default_version()
+    r = api.post("/v1/nfs/fw/update", json={"version": default})  # cannot read layout 2
+    body = r.get_json()
+    assert r.status_code == 409 and body["field"] == "version", body
+    assert "layout 2" in body["error"], body
+    assert (nf.instances[0].id, nf.instances[0].pid, nf.version, list(nf.state_layouts)) == before
+    assert tb.runtime.alive(nf.instances[0])
+    assert any(h["event"] == "nf-live-update-refused" for h in tb.agent.state.history)
+
+
+def test_bad_config_is_400_and_changes_nothing(udp_bed):
+    tb, api = udp_bed
+    nf = tb.agent.state.nfs["fw"]
+    before = (nf.instances[0].id, nf.instances[0].pid, dict(nf.config))
+    bad = {**FW_CONFIG, "rules": [{"action": "bogus"}]}
+    r = api.patch("/v1/nfs/fw", json={"config": bad})
+    body = r.get_json()
+    assert r.status_code == 400 and body["field"] == "config.rules[0].action", body
+    r = api.post("/v1/nfs/fw/update", json={"version": V_SAME, "config": {"rules": [], "batch_size": 0}})
+    assert r.status_code == 400 and r.get_json()["field"] == "config.batch_size", r.get_json()
+    assert (nf.instances[0].id, nf.instances[0].pid, dict(nf.config)) == before
+    assert nf_counters(tb)["counters"].get("reconfigured", 0) == 0
+
+
+def test_config_in_place_denies_new_flow_pid_unchanged(udp_bed):
+    tb, api = udp_bed
+    nf = tb.agent.state.nfs["fw"]
+    assert burst(tb, "vm", 6001)["received"] == 50  # UDP from the VM is allowed
+    inst, pid = nf.instances[0].id, nf.instances[0].pid
+    denied_before = nf_counters(tb)["nf_stats"]["denied_by_rule"]
+    new = {
+        **FW_CONFIG,
+        "rules": [{"action": "deny", "proto": "udp", "dst_port": "6002-6099"}, *FW_CONFIG["rules"]],
+    }
+    r = api.patch("/v1/nfs/fw", json={"config": new})
+    assert r.status_code == 200 and r.get_json()["config_applied"] == "in-place", r.get_json()
+    assert burst(tb, "vm", 6002, expect_none=True)["received"] == 0  # a new flow the new rule denies
+    assert burst(tb, "vm", 6001)["received"] == 50  # an open connection stays open
+    assert (nf.instances[0].id, nf.instances[0].pid) == (inst, pid) and tb.runtime.alive(nf.instances[0])
+    st = nf_counters(tb)
+    assert st["counters"]["reconfigured"] == 1 and st["nf_stats"]["denied_by_rule"] > denied_before
+    assert nf.config == new
+    # a runtime option cannot change in place: the same call rolls the NF (a new instance, same version)
+    r = api.patch("/v1/nfs/fw", json={"config": {**new, "batch_size": 16}})
+    assert r.status_code == 200 and r.get_json()["config_applied"] == "rolling", r.get_json()
+    assert nf.instances[0].id != inst and nf.config["batch_size"] == 16
+    assert burst(tb, "vm", 6003, expect_none=True)["received"] == 0  # the rules went with the roll
