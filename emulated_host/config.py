@@ -67,6 +67,9 @@ class OneSwitchConfig:
     # arrive (every output across PCIe then takes a carrier adding no header, or is refused).
     wire_vlans: int = 1
     carrier: str = "auto"  # OneSwitch's flow-id carrier across PCIe: auto | vlan | mpls (oneswitch/README.md)
+    # How scale-out select groups hash a flow: "symmetric" (OVS's default: both directions of a connection at
+    # one instance, UDP ports left out) | "5tuple" (dp_hash with UDP ports, not symmetric; oneswitch/README.md)
+    select_hash: str = "symmetric"
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ _SNIC_TYPES: dict[str, tuple[type, ...]] = {
     "host_address": (str,),
 }
 _TOP_KEYS = {"name", "vms", "snics", "redis", "rundir", "oneswitch"}
-_ONESWITCH_KEYS = ("enabled", "controllers", "token", "wire_vlans", "carrier")
+_ONESWITCH_KEYS = ("enabled", "controllers", "token", "wire_vlans", "carrier", "select_hash")
 _CONTROLLER_RE = re.compile(r"^tcp:([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")
 _TCP_TARGET_RE = re.compile(
     r"^tcp:[A-Za-z0-9.-]+:([1-9]\d{0,4})$"
@@ -198,9 +201,13 @@ def _parse_oneswitch(raw: Any) -> OneSwitchConfig:
     carrier = raw.get("carrier", "auto")
     if carrier not in ("auto", "vlan", "mpls"):
         raise _fail("oneswitch.carrier", f"must be auto, vlan or mpls, got {carrier!r}")
+    select_hash = raw.get("select_hash", "symmetric")
+    if select_hash not in ("symmetric", "5tuple"):
+        raise _fail("oneswitch.select_hash", f"must be symmetric or 5tuple, got {select_hash!r}")
     return OneSwitchConfig(
-        enabled=enabled, controllers=tuple(ctls), token=token, wire_vlans=wire_vlans, carrier=carrier
-    )
+        enabled=enabled, controllers=tuple(ctls), token=token, wire_vlans=wire_vlans, carrier=carrier,
+        select_hash=select_hash,
+    )  # fmt: skip
 
 
 def _parse_snic(where: str, index: int, raw: Any) -> SnicConfig:

@@ -70,6 +70,12 @@ def jar_missing_reason(jar: Path | None = None) -> str | None:
     return None
 
 
+def select_hash_opts(select_hash: str) -> list[str]:
+    """JVM options for config `oneswitch.select_hash`: "5tuple" turns on OneSwitch's dp_hash selection method
+    for its scale-out groups (south/SelectMethod), "symmetric" keeps OVS's default."""
+    return ["-Doneswitch.select_method=dp_hash"] if select_hash == "5tuple" else []
+
+
 @dataclass(frozen=True)
 class SnicLayout:
     """An sNIC bridge's port numbers: its PCIe-facing port and its Ethernet ports (wire), in order."""
@@ -209,7 +215,15 @@ class OneSwitch:
         self.config_file.write_text(json.dumps(conf, indent=2))
         with open(self.logfile, "ab") as log:
             proc = subprocess.Popen(
-                ["java", *JVM_OPTS, "-jar", str(JAR), "--config", str(self.config_file)],
+                [
+                    "java",
+                    *JVM_OPTS,
+                    *select_hash_opts(self.cfg.oneswitch.select_hash),
+                    "-jar",
+                    str(JAR),
+                    "--config",
+                    str(self.config_file),
+                ],  # fmt: skip
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,

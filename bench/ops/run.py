@@ -4,12 +4,12 @@ autoscaling's reaction to a load step, and (from bench/ops_update.py when presen
 On an emulated host with OneSwitch and Redis (testkit.testbed: agent in-process, real NF processes, real
 packets), the stateful firewall (state in Redis) on the host, chained VM <-> firewall <-> wire:
 
-- udp_spread_min_share: the firewall scaled to 3 instances (POST /v1/nfs/fw/scale's path: Agent.scale), 30
+- udp_spread_min_share: with OneSwitch's 5-tuple select hash (`oneswitch.select_hash: 5tuple`; the default
+  stays OVS's symmetric hash, see oneswitch/README.md), the firewall scaled to 3 instances (POST /v1/nfs/fw/scale's path: Agent.scale), 30
   UDP flows of ONE address pair (VM -> wire, source ports differ) from `traffic gen`; the packets each
   instance received (its own rx counter) over all; the smallest share (1/3 = even, 0 = an idle instance).
-  flows_per_instance: the same as flows (packets / packets per flow). Side by side, on a second host whose
-  OneSwitch does not set the groups' selection method (-Doneswitch.select_method=off: OVS's default hash):
-  udp_spread_min_share_ovs_default.
+  flows_per_instance: the same as flows (packets / packets per flow). Side by side, on a second host with
+  the default (OVS's symmetric hash, UDP ports left out): udp_spread_min_share_ovs_default.
 - reordered_on_move: sequenced UDP at 50 Mbit/s (8 flows, 1000-byte frames) through the firewall while it
   is moved host <-> snic0 10 times (--quick: 4, scaled to 10); the sink's count of packets that arrived
   after a later one of their flow, lost packets, and the stream's worst one-way latency (the hold's cost).
@@ -172,6 +172,23 @@ def update_figures(quick: bool) -> dict:
     return mod.measure_update(rounds=1 if quick else 3)
 
 
+def spread_with(env: dict[str, str]) -> dict:
+    """`udp_spread` on a fresh host whose processes see `env` (OneSwitch's JVM reads JAVA_TOOL_OPTIONS: the
+    emulated host's `oneswitch.select_hash: 5tuple` passes the same -D option)."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        with Testbed(rundir=RUNDIR, drain_s=0.5) as tb:
+            tb.add_firewall("fw", at="host")
+            return udp_spread(tb)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -180,29 +197,18 @@ def main() -> int:
     parts = args.part or ["spread", "move", "autoscale", "update"]
     log(f"machine {machine()}")
     figures: dict = {"quick": args.quick}
-    if {"spread", "move", "autoscale"} & set(parts):
+    if {"move", "autoscale"} & set(parts):
         with Testbed(rundir=RUNDIR, drain_s=0.5) as tb:
             tb.add_firewall("fw", at="host")
-            if "spread" in parts:
-                figures |= udp_spread(tb)
             if "move" in parts:
                 figures |= reorder_on_move(tb, 4 if args.quick else 10, held=False)
                 figures |= reorder_on_move(tb, 4 if args.quick else 10)
             if "autoscale" in parts:
                 figures |= autoscale_out(tb)
     if "spread" in parts:
-        # OneSwitch's JVM (started by the emulated host) reads JAVA_TOOL_OPTIONS
-        old = os.environ.get("JAVA_TOOL_OPTIONS")
-        os.environ["JAVA_TOOL_OPTIONS"] = "-Doneswitch.select_method=off"
-        try:
-            with Testbed(rundir=RUNDIR, drain_s=0.5) as tb:
-                tb.add_firewall("fw", at="host")
-                base = udp_spread(tb)
-        finally:
-            if old is None:
-                os.environ.pop("JAVA_TOOL_OPTIONS")
-            else:
-                os.environ["JAVA_TOOL_OPTIONS"] = old
+        five = spread_with({"JAVA_TOOL_OPTIONS": "-Doneswitch.select_method=dp_hash"})
+        base = spread_with({})
+        figures |= five
         figures["udp_spread_min_share_ovs_default"] = base["udp_spread_min_share"]
         figures["udp_spread_flows_per_instance_ovs_default"] = base["udp_spread_flows_per_instance"]
     if "update" in parts:

@@ -4,9 +4,10 @@ Vport 200 is served by the host NF namespace (host:200) and the spare namespace 
 `PUT /v1/ports/200/instances`: OneSwitch's select group on each ingress switch spreads the flows sent to it,
 each flow sticking to one instance. Real frames, real Open vSwitch, real OneSwitch.
 
-OneSwitch sets its select groups' method to dp_hash over the 5-tuple (south.SelectMethod, over OpenFlow 1.5):
-OVS's default (dp_hash over a symmetric L3/L4 hash) leaves out UDP ports, so UDP flows of one address pair
-all went to one instance (test_flows_of_one_address_pair_spread_over_three_instances).
+OneSwitch's select groups keep OVS's default method unless configured (`oneswitch.select_hash: 5tuple`):
+dp_hash over a SYMMETRIC L3/L4 hash, which leaves UDP ports out, so the UDP flows here differ in their
+source address. With `5tuple` (south.SelectMethod, over OpenFlow 1.5) UDP flows of one address pair spread
+too (test_flows_of_one_address_pair_spread_over_three_instances, on a second host).
 """
 
 from __future__ import annotations
@@ -23,7 +24,17 @@ from emulated_host import naming as nm
 from testkit.oneswitch import ofraw
 from testkit.oneswitch.pktio import Endpoint, collect
 
-from .conftest import NF_HOST, ONESWITCH, SPARE_HOST_OFPORT, SPARE_SNIC_OFPORT
+from .conftest import (
+    NF_HOST,
+    NF_SNIC,
+    ONESWITCH,
+    SPARE_HOST_OFPORT,
+    SPARE_SNIC_OFPORT,
+    OsHost,
+    attach_nfs,
+    bring_up,
+    teardown,
+)
 
 pytestmark = ONESWITCH
 
@@ -92,6 +103,24 @@ class Bench:
 
 @pytest.fixture(scope="module")
 def bench(os_host):
+    yield from _bench(os_host)
+
+
+@pytest.fixture(scope="module")
+def bench5():
+    """A second host whose OneSwitch hashes scale-out groups over the 5-tuple (`select_hash: 5tuple`)."""
+    host, _ = bring_up(oneswitch={"select_hash": "5tuple"})
+    try:
+        attach_nfs(host)
+        client = host.oneswitch().client(timeout=30)
+        client.map_port(NF_HOST, "host", nm.NF_PORT_BASE, "nf0")
+        client.map_port(NF_SNIC, "snic0", nm.NF_PORT_BASE, "nf1")
+        yield from _bench(OsHost(host, host.status(), client))
+    finally:
+        teardown(host)
+
+
+def _bench(os_host):
     b = Bench(os_host)
     b.ofctl("del-flows")
     b.ofctl("del-groups")
@@ -323,20 +352,24 @@ def spread(bench, tcp: bool, first_pid: int, n_flows: int = 30, per_flow: int = 
     return dict(Counter(next(iter(s)) for s in per_flow_at.values()))
 
 
-def test_flows_of_one_address_pair_spread_over_three_instances(os_host, bench):
-    """30 UDP and 30 TCP flows between one pair of addresses: every instance takes flows (OVS's default
-    select hash left UDP ports out: all UDP flows went to one instance) and each flow sticks to one."""
-    os_host.client.set_instances(NF_HOST, THREE)
+def spread_both(b: Bench) -> dict[str, dict[str, int]]:
+    """30 UDP and 30 TCP flows of one address pair over vport 200's three instances: flows per instance."""
+    b.os.client.set_instances(NF_HOST, THREE)
     rule = f"priority=40000,in_port=100,tcp,tp_dst={UDP_DST},actions=output:{NF_HOST}"
-    bench.ofctl("add-flow", rule)
+    b.ofctl("add-flow", rule)
     try:
-        shares = {
-            "udp": spread(bench, tcp=False, first_pid=80000),
-            "tcp": spread(bench, tcp=True, first_pid=81000),
-        }
+        return {"udp": spread(b, tcp=False, first_pid=80000), "tcp": spread(b, tcp=True, first_pid=81000)}
     finally:
-        bench.ofctl("del-flows", "--strict", rule.split(",actions")[0])
-        os_host.client.set_instances(NF_HOST, ONE)
-    print(f"\nflows per instance of 30: {shares}")
-    for proto, where in shares.items():
+        b.ofctl("del-flows", "--strict", rule.split(",actions")[0])
+        b.os.client.set_instances(NF_HOST, ONE)
+
+
+def test_flows_of_one_address_pair_spread_over_three_instances(bench, bench5):
+    """30 UDP and 30 TCP flows between one pair of addresses, each flow sticking to one instance. With OVS's
+    default (symmetric) hash the TCP flows spread but every UDP flow takes one instance; with `select_hash:
+    5tuple` both spread over all three."""
+    default, five = spread_both(bench), spread_both(bench5)
+    print(f"\nflows per instance of 30: default {default}; 5tuple {five}")
+    assert set(default["tcp"]) == {"a", "b", "c"} and len(default["udp"]) == 1, default
+    for proto, where in five.items():
         assert set(where) == {"a", "b", "c"}, (proto, where)

@@ -41,6 +41,13 @@ import org.slf4j.LoggerFactory;
  * still hashes alike at every select group of equal size (same fields, same basis), and the
  * datapath flows stay shared (no exact match on ports, unlike the {@code hash} method).
  *
+ * <p>Opt-in ({@code -Doneswitch.select_method=dp_hash}; emulated host: {@code
+ * oneswitch.select_hash: 5tuple}): the 5-tuple hash is not symmetric, so the two directions of a
+ * connection may take different instances, and a stateful NF whose instances do not see each
+ * other's writes at once then drops replies (tests/migration/test_scale.py: 984 of 2,624 packets
+ * lost at 4 instances of the TCP firewall). OVS offers no symmetric hash with UDP ports for select
+ * groups.
+ *
  * <p>Best effort: a switch that does not speak OpenFlow 1.5 (bridge {@code protocols}) or refuses
  * the modify keeps OVS's default method, logged once; nothing else depends on it.
  */

@@ -119,7 +119,10 @@ public final class SouthSwitch {
 
   private final AtomicLong xids = new AtomicLong(0x10000);
 
-  /** Sets the hash of OneSwitch's scale-out groups ({@link SelectMethod}); null when disabled. */
+  /**
+   * Sets the hash of OneSwitch's scale-out groups ({@link SelectMethod}); null (the default) unless
+   * {@code -Doneswitch.select_method=dp_hash}.
+   */
   private final SelectMethod select;
 
   /** Scale-out groups sent since the last barrier, to re-send with the selection method. */
@@ -180,9 +183,9 @@ public final class SouthSwitch {
     this.keepalive = keepalive;
     this.shared = shared;
     this.select =
-        "off".equals(System.getProperty("oneswitch.select_method", ""))
-            ? null
-            : new SelectMethod(id, ep, transport, group);
+        SelectMethod.METHOD.equals(System.getProperty("oneswitch.select_method", ""))
+            ? new SelectMethod(id, ep, transport, group)
+            : null;
   }
 
   public String id() {
