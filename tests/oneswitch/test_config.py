@@ -9,7 +9,7 @@ import pytest
 from domain.errors import CliError
 from emulated_host import naming as nm
 from emulated_host.config import parse_config
-from emulated_host.oneswitch import build_config, l2_flows
+from emulated_host.oneswitch import build_config, l2_flows, select_hash_opts
 
 
 def test_defaults_enable_oneswitch_without_controllers():
@@ -39,6 +39,7 @@ def test_defaults_enable_oneswitch_without_controllers():
         ({"oneswitch": {"wire_vlans": 2.0}}, "oneswitch.wire_vlans"),
         ({"oneswitch": {"carrier": "MPLS"}}, "oneswitch.carrier"),
         ({"oneswitch": {"carrier": 1}}, "oneswitch.carrier"),
+        ({"oneswitch": {"select_hash": "l4"}}, "oneswitch.select_hash"),
     ],
 )
 def test_bad_oneswitch_config_names_the_field(raw, field):
@@ -161,3 +162,10 @@ def test_oneswitch_reaches_an_emulated_bridge_by_its_unix_listener_or_its_relay(
     assert south_target("tcp")(ep) == "tcp:127.0.0.1:4321"
     with pytest.raises(DatapathError, match="UNO_ONESWITCH_SOUTH='udp'"):
         south_target("udp")
+
+
+def test_select_hash_is_symmetric_unless_configured():
+    assert parse_config({}).oneswitch.select_hash == "symmetric"
+    assert select_hash_opts(parse_config({}).oneswitch.select_hash) == []
+    five = parse_config({"oneswitch": {"select_hash": "5tuple"}}).oneswitch.select_hash
+    assert select_hash_opts(five) == ["-Doneswitch.select_method=dp_hash"]
