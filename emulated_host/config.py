@@ -103,6 +103,10 @@ class OneSwitchConfig:
     supervise: bool = True  # a supervisor process starts OneSwitch again within a second if it dies
     port_names: PortNames = field(default_factory=PortNames)  # what controllers see (PortNames)
 
+    # How scale-out select groups hash a flow: "symmetric" (OVS's default: both directions of a connection at
+    # one instance, UDP ports left out) | "5tuple" (dp_hash with UDP ports, not symmetric; oneswitch/README.md)
+    select_hash: str = "symmetric"
+
 
 @dataclass(frozen=True)
 class TierConfig:
@@ -160,7 +164,16 @@ _SNIC_TYPES: dict[str, tuple[type, ...]] = {
     "host_port": (str,),
 }
 _TOP_KEYS = {"name", "vms", "snics", "redis", "rundir", "oneswitch", "host"}
-_ONESWITCH_KEYS = ("enabled", "controllers", "token", "wire_vlans", "carrier", "supervise", "port_names")
+_ONESWITCH_KEYS = (
+    "enabled",
+    "controllers",
+    "token",
+    "wire_vlans",
+    "carrier",
+    "supervise",
+    "port_names",
+    "select_hash",
+)
 _PORT_NAME_KEYS = {"wire": "{n}", "vm": "{n}", "nf": "{id}"}
 _CONTROLLER_RE = re.compile(r"^tcp:([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")
 _TCP_TARGET_RE = re.compile(
@@ -321,6 +334,9 @@ def _parse_oneswitch(raw: Any) -> OneSwitchConfig:
     carrier = raw.get("carrier", "auto")
     if carrier not in ("auto", "vlan", "mpls"):
         raise _fail("oneswitch.carrier", f"must be auto, vlan or mpls, got {carrier!r}")
+    select_hash = raw.get("select_hash", "symmetric")
+    if select_hash not in ("symmetric", "5tuple"):
+        raise _fail("oneswitch.select_hash", f"must be symmetric or 5tuple, got {select_hash!r}")
     supervise = raw.get("supervise", True)
     if not isinstance(supervise, bool):
         raise _fail("oneswitch.supervise", f"expected bool, got {type(supervise).__name__} {supervise!r}")
@@ -332,6 +348,7 @@ def _parse_oneswitch(raw: Any) -> OneSwitchConfig:
         carrier=carrier,
         supervise=supervise,
         port_names=_parse_port_names(raw.get("port_names", {})),
+        select_hash=select_hash,
     )
 
 

@@ -71,6 +71,12 @@ def jar_missing_reason(jar: Path | None = None) -> str | None:
     return None
 
 
+def select_hash_opts(select_hash: str) -> list[str]:
+    """JVM options for config `oneswitch.select_hash`: "5tuple" turns on OneSwitch's dp_hash selection method
+    for its scale-out groups (south/SelectMethod), "symmetric" keeps OVS's default."""
+    return ["-Doneswitch.select_method=dp_hash"] if select_hash == "5tuple" else []
+
+
 @dataclass(frozen=True)
 class SnicLayout:
     """An sNIC bridge's port numbers: its PCIe-facing port and its Ethernet ports (wire), in order."""
@@ -241,7 +247,8 @@ class OneSwitch:
         conf = build_config(self.cfg, switches, listen, rest, self.state_dir, layouts, host_ports, shared)
         self.config_file.touch(mode=0o600)  # it holds the REST token
         self.config_file.write_text(json.dumps(conf, indent=2))
-        java = ["java", *JVM_OPTS, "-jar", str(JAR), "--config", str(self.config_file)]
+        java = ["java", *JVM_OPTS, *select_hash_opts(self.cfg.oneswitch.select_hash), "-jar", str(JAR),
+                "--config", str(self.config_file)]  # fmt: skip
         if self.cfg.oneswitch.supervise:
             # The supervisor starts it again within a second if it dies, and writes its pid to the pidfile.
             cmd = [

@@ -76,14 +76,15 @@ class SwitchDriver:
             self._api = None
 
     def ensure_bridge(self) -> None:
-        """Create the bridge if missing: OpenFlow 1.3, fail_mode secure, in-band off (idempotent)."""
+        """Create the bridge if missing: OpenFlow 1.3 (and 1.5, which OneSwitch uses only to set its scale-out
+        groups' hash: OneSwitch's SelectMethod), fail_mode secure, in-band off (idempotent)."""
         with self.api.transaction(check_error=True) as txn:
             txn.add(self.api.add_br(self.bridge, may_exist=True, datapath_type=self.datapath_type or None))
             txn.add(
                 self.api.db_set(
                     "Bridge",
                     self.bridge,
-                    ("protocols", ["OpenFlow13"]),
+                    ("protocols", ["OpenFlow13", "OpenFlow15"]),
                     ("fail_mode", "secure"),
                     ("other_config", {"disable-in-band": "true"}),
                 )

@@ -3,7 +3,7 @@
 Steps (each one recorded as a `StepEvent` with its duration):
 
     start   - start the target instance in its domain + cgroup (namespace, port, processes); for an NF type
-              in `buffer_types` (default: the IPS), with `buffer_packets` > 0 and a runtime that can
+              in `buffer_types` (default: every type), with `buffer_packets` > 0 and a runtime that can
               `release`, in buffering mode: it queues what it receives and processes nothing until `resume`
     ready   - wait until the target answers /health (the runtime's start already waits; re-checked here)
     prepare - OneSwitch installs the target's rules ahead (an ingress-only port of the vport for PREPARE_MS,
@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from domain.errors import PrepareUnsupported
-from domain.model import Instance, Nf
+from domain.model import NF_TYPES, Instance, Nf
 
 T = TypeVar("T")
 STEPS = ("start", "ready", "prepare", "remap", "verify", "drain", "resume", "stop", "release")
@@ -110,10 +110,12 @@ class MigrationConfig:
     # (`nf --buffer`), so the two never process one flow at once; 0 = process at once (make-before-break
     # with both instances live during the drain).
     buffer_packets: int = 100_000
-    # NF types moved buffered. Only those whose per-flow record changes on (nearly) every packet in stream
-    # order: the IPS (expected sequence number + automaton state; two live instances lose updates and stall
-    # TCP). The others keep the plain make-before-break move: no hold, latency during a move unchanged.
-    buffer_types: frozenset[str] = frozenset({"ips"})
+    # NF types moved buffered: all of them. The hold keeps a flow's packets in order across a move (with
+    # both instances live, packets sent to the target overtook those still queued at or behind the old
+    # one: reordering at every move), and an NF whose per-flow record changes on every packet (the IPS)
+    # needs it for correctness. A type left out gets the plain make-before-break move: no hold (lower
+    # latency during the move) but reordering.
+    buffer_types: frozenset[str] = frozenset(NF_TYPES)
 
 
 @dataclass

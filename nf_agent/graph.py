@@ -187,8 +187,9 @@ def divide_edge(src: str, dst: str, gbps: float, splits: dict[str, Split]) -> di
 
 def aligned(a: Split, b: Split) -> bool:
     """Whether a flow takes bucket i at both NFs' select groups: the same bucket count (OVS's equal-weight
-    tables are then alike) and a 5-tuple neither NF rewrites, so both groups hash the same fields (forward
-    and back: the hash is symmetric)."""
+    tables are then alike) and a 5-tuple neither NF rewrites, so both groups hash the same fields (OVS's
+    hash, basis 0, on every switch: the default symmetric one, forward and back alike; the opt-in 5-tuple
+    one per direction)."""
     return len(a.buckets) == len(b.buckets) and a.keeps_flow and b.keeps_flow
 
 

@@ -73,6 +73,7 @@ class Inventory:
                 id=nf_id, type=req.type, config=req.config, vport=ctx.state.free_vport(vports.VPORT_NF_BASE),
                 expected_gbps=req.expected_gbps, src=req.src, dst=req.dst, pin=req.pin, prefer=req.prefer,
                 created=ctx.clock(), tenant=req.tenant, store_wait=req.store_wait, latency_us=req.latency_us,
+                autoscale=req.autoscale,
             )  # fmt: skip
             if nf.pin and nf.pin not in ctx.locations:
                 raise ValidationError("pin", f"no location {nf.pin!r} on this host")
@@ -128,7 +129,8 @@ class Inventory:
         raise Conflict(f"no placement for {nf.id}: {res.get('reason', res.get('status'))}", "expected.gbps")
 
     def update_nf(self, nf_id: str, changes: dict) -> Nf:
-        """Change an NF's traffic expectation (`validation.parse_nf_update`: expected_gbps, src, dst): the chain
+        """Change an NF's traffic expectation or autoscaling (`validation.parse_nf_update`: expected_gbps, src,
+        dst, autoscale; the agent's loop applies a new autoscale policy at its next round): the chain
         vertices must exist and not be the NF itself. Only the model changes (the next solve and monitoring
         sample use it); nothing moves. On a bad vertex or a failed save nothing is changed."""
         ctx = self.ctx
@@ -140,7 +142,7 @@ class Inventory:
             for k, v in changes.items():
                 setattr(nf, k, v)
             history = list(ctx.state.history)
-            ctx.event("nf-update", nf=nf_id, expected=nf.public()["expected"])
+            ctx.event("nf-update", nf=nf_id, expected=nf.public()["expected"], autoscale=nf.autoscale)
             try:
                 ctx.save()
             except OSError as exc:

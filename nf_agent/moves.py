@@ -35,6 +35,9 @@ class Moves:
         # NFs with local state (runtime store "local") move with their state (migration.localstate);
         # False = a plain remap, which loses it (kept for the side-by-side tests and benchmark).
         self.move_state = True
+        # NF types whose moves hold the target's packets until the old instance drained (order-preserving;
+        # MigrationConfig's default: all); a smaller set is kept for the side-by-side benchmark.
+        self.buffer_types = MigrationConfig().buffer_types
 
     def migrate(self, nf: Nf, target: str) -> float:
         """Move `nf` to `target` with the protocol of `migration.protocol` (start, ready, make-before-break
@@ -61,7 +64,7 @@ class Moves:
                 lcfg = LocalMoveConfig(drain_timeout_s=max(ctx.drain_s, 0.5))
                 res = migrate_local(nf, old, inst, ctx.runtime, ctx.mapper, lcfg)
             else:
-                cfg = MigrationConfig(drain_timeout_s=ctx.drain_s)
+                cfg = MigrationConfig(drain_timeout_s=ctx.drain_s, buffer_types=self.buffer_types)
                 res = run_protocol(nf, old, inst, ctx.runtime, ctx.mapper, cfg)
         except MigrationError as exc:
             ctx.counters.migration_failures += 1

@@ -34,6 +34,20 @@ EXPECTED = {
     "last vertex; the smallest of its NFs' holds), kept by placement",
 }
 
+# An NF's autoscaling (POST and PATCH /v1/nfs; nf_agent/autoscale.py); null: a fixed instance count.
+AUTOSCALE = {
+    "type": ["object", "null"],
+    "additionalProperties": False,
+    "required": ["min", "max", "target_util"],
+    "properties": {
+        "min": {"type": "integer", "minimum": 1, "maximum": MAX_INSTANCES},
+        "max": {"type": "integer", "minimum": 1, "maximum": MAX_INSTANCES},
+        "target_util": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+    },
+    "description": "instances between min and max (min <= max), resized by the agent from the measured load so "
+    "that each instance's CPU share stays near target_util of one core (hysteresis: docs/rest.md)",
+}
+
 
 def _ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -106,6 +120,7 @@ def spec() -> dict:
                         }
                     },
                 },
+                "autoscale": AUTOSCALE,
             },
         },
         "NfUpdate": {
@@ -120,8 +135,10 @@ def spec() -> dict:
                     "names the field, nothing changes); applied in place where the NF can (firewall rules, default, "
                     "timeouts: no restart), else by a rolling update with the same version",
                 },
+                "autoscale": AUTOSCALE,
             },
-            "description": "a key of expected not given stays as it is; a null src/dst goes back to the default",
+            "description": "a key of expected not given stays as it is; a null src/dst goes back to the default; "
+            "a null autoscale turns autoscaling off",
         },
         "LiveUpdate": {
             "type": "object",
@@ -179,6 +196,7 @@ def spec() -> dict:
                 "config": {"type": "object"},
                 "tenant": NAME,
                 "durability": {"type": "object"},
+                "autoscale": {"type": ["object", "null"]},
                 "version": {
                     "type": ["string", "null"],
                     "description": "null: never updated (default binary)",

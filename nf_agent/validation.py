@@ -101,12 +101,37 @@ class NfRequest:
     tenant: str = "default"
     store_wait: str | None = None
     latency_us: float | None = None  # the chain's latency SLO (expected.latency_us)
+    autoscale: dict | None = None  # AutoscalePolicy.to_json() (nf_agent.autoscale), None: fixed count
+
+
+def parse_autoscale(v: Any, fld: str = "autoscale") -> dict | None:
+    """`{"min", "max", "target_util"}` (min 1 <= min <= max <= MAX_INSTANCES, target_util in (0, 1]: a
+    fraction of one core per instance) or null (no autoscaling)."""
+    if v is None:
+        return None
+    b = _obj(v, {"min", "max", "target_util"}, {"min", "max", "target_util"}, f"{fld}.")
+    lim = {}
+    for k in ("min", "max"):
+        x = b[k]
+        if isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= MAX_INSTANCES:
+            raise ValidationError(f"{fld}.{k}", f"must be an integer in [1, {MAX_INSTANCES}]")
+        lim[k] = x
+    if lim["min"] > lim["max"]:
+        raise ValidationError(f"{fld}.min", f"must be at most max ({lim['max']})")
+    t = _number(f"{fld}.target_util", b["target_util"], 0.0, 1.0)
+    if t <= 0:
+        raise ValidationError(f"{fld}.target_util", "must be a number in (0, 1]")
+    return {"min": lim["min"], "max": lim["max"], "target_util": t}
 
 
 def parse_nf(body: Any, locations: list[str]) -> NfRequest:
     """POST /v1/nfs body: {type, config?, id?, expected?: {gbps, src?, dst?}, pin?, hints?: {prefer},
-    tenant?, durability?: {wait}}."""
-    b = _obj(body, {"id", "type", "config", "expected", "pin", "hints", "tenant", "durability"}, {"type"})
+    tenant?, durability?: {wait}, autoscale?: {min, max, target_util}}."""
+    b = _obj(
+        body,
+        {"id", "type", "config", "expected", "pin", "hints", "tenant", "durability", "autoscale"},
+        {"type"},
+    )
     nf_id = _name("id", b["id"]) if b.get("id") is not None else None
     t = b["type"]
     if not isinstance(t, str) or t not in NF_TYPES:
@@ -122,7 +147,10 @@ def parse_nf(body: Any, locations: list[str]) -> NfRequest:
     prefer = location("hints.prefer", hints["prefer"], locations) if hints.get("prefer") is not None else None
     tenant = _name("tenant", b.get("tenant", "default"))
     wait = _durability(_obj(b.get("durability", {}), {"wait"}, set(), "durability."))
-    return NfRequest(nf_id, t, config, gbps, src, dst, pin, prefer, tenant, wait, exp.get("latency_us"))
+    autoscale = parse_autoscale(b.get("autoscale"))
+    return NfRequest(
+        nf_id, t, config, gbps, src, dst, pin, prefer, tenant, wait, exp.get("latency_us"), autoscale
+    )
 
 
 def _expected(exp: dict) -> dict[str, Any]:
@@ -141,13 +169,14 @@ def _expected(exp: dict) -> dict[str, Any]:
 
 
 def parse_nf_update(body: Any) -> dict[str, Any]:
-    """PATCH /v1/nfs/ID body: {"expected"?: {"gbps"?, "src"?, "dst"?}, "config"?: {...}}, at least one, and
-    `expected` with at least one key. Returns the changes by Nf attribute (expected_gbps, src, dst, config); a
-    key not given is left as it is, a null src/dst goes back to the default (the first sNIC Ethernet port).
-    The config's own fields are the NF binary's to check (`nf --check-config`)."""
-    b = _obj(body, {"expected", "config"}, set())
+    """PATCH /v1/nfs/ID body: {"expected"?: {"gbps"?, "src"?, "dst"?}, "config"?: {...}, "autoscale"?: {...} |
+    null}, at least one, and `expected` with at least one key. Returns the changes by Nf attribute
+    (expected_gbps, src, dst, config, autoscale); a key not given is left as it is, a null src/dst goes back to
+    the default (the first sNIC Ethernet port), a null autoscale turns autoscaling off. The config's own fields
+    are the NF binary's to check (`nf --check-config`)."""
+    b = _obj(body, {"expected", "config", "autoscale"}, set())
     if not b:
-        raise ValidationError("body", "give expected or config")
+        raise ValidationError("body", "give at least one of autoscale, config, expected")
     out: dict[str, Any] = {}
     if "expected" in b:
         exp = _obj(b["expected"], EXPECTED_KEYS, set(), "expected.")
@@ -156,6 +185,8 @@ def parse_nf_update(body: Any) -> dict[str, Any]:
         out = _expected(exp)
     if "config" in b:
         out["config"] = _config(b["config"])
+    if "autoscale" in b:
+        out["autoscale"] = parse_autoscale(b["autoscale"])
     return out
 
 

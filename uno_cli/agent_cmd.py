@@ -51,7 +51,8 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 class Loops:
-    """Monitoring (sample + supervise every `sample_s`) and re-placement (every `replace_s`) in one thread."""
+    """Monitoring (sample + supervise + autoscale every `sample_s`) and re-placement (every `replace_s`) in one
+    thread."""
 
     def __init__(self, agent, sample_s: float, replace_s: float, host_gone=None, on_host_gone=None):
         self.agent, self.sample_s, self.replace_s = agent, sample_s, replace_s
@@ -71,6 +72,7 @@ class Loops:
             try:
                 self.agent.sample()
                 self.agent.supervise()
+                self.agent.autoscale()
                 if self.replace_s > 0 and time.monotonic() >= next_replace:
                     next_replace = time.monotonic() + self.replace_s
                     self.agent.run_placement()

@@ -21,7 +21,22 @@ JSON = st.recursive(
     max_leaves=20,
 )
 KEYS = st.sampled_from(
-    ["id", "type", "config", "expected", "pin", "hints", "to", "instances", "force", "gbps"]
+    [
+        "id",
+        "type",
+        "config",
+        "expected",
+        "pin",
+        "hints",
+        "to",
+        "instances",
+        "force",
+        "gbps",
+        "autoscale",
+        "min",
+        "max",
+        "target_util",
+    ]
 )
 NEAR = st.dictionaries(KEYS, JSON, max_size=6)  # bodies close to valid ones reach the deeper checks
 LOCS = ["host", "snic0"]

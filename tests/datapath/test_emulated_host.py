@@ -233,7 +233,7 @@ def test_bluefield_backend_drives_a_switch_over_tcp_ovsdb(tmp_path):
         local = SwitchDriver(f"{name}-bf", dpu.ovs.db_remote)
         proto = local.api.db_get("Bridge", f"{name}-bf", "protocols").execute(check_error=True)
         mode = local.api.db_get("Bridge", f"{name}-bf", "fail_mode").execute(check_error=True)
-        assert proto in ("OpenFlow13", ["OpenFlow13"]) and mode in ("secure", ["secure"])
+        assert sorted(proto) == ["OpenFlow13", "OpenFlow15"] and mode in ("secure", ["secure"])
         local.close()
         bf.down()
     finally:

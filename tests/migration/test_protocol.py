@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.model import Instance, Nf
+from domain.model import NF_TYPES, Instance, Nf
 from migration.protocol import (
     PREPARE_MS,
     MigrationConfig,
@@ -280,12 +280,15 @@ def _buffered_setup(nf_type: str, refuse_release: bool = False):
 
 
 def test_only_the_buffer_types_are_held_until_the_old_instance_drained():
-    for typ, held in (("ips", True), ("firewall", False), ("nat", False)):
+    """By default every type is held (order-preserving moves); a type left out of `buffer_types` is not."""
+    cases = [(typ, frozenset(NF_TYPES), True) for typ in ("ips", "firewall", "nat")]
+    cases += [("ips", frozenset({"ips"}), True), ("firewall", frozenset({"ips"}), False)]
+    assert MigrationConfig().buffer_types == frozenset(NF_TYPES)
+    for typ, types, held in cases:
         rt, mp, nf, old, new = _buffered_setup(typ)
         clock = Clock(0.0)
-        res = migrate(
-            nf, [old], new, rt, mp, MigrationConfig(drain_timeout_s=1, quiet_s=0.1), clock, clock.sleep
-        )
+        cfg = MigrationConfig(drain_timeout_s=1, quiet_s=0.1, buffer_types=types)
+        res = migrate(nf, [old], new, rt, mp, cfg, clock, clock.sleep)
         steps = [e.step for e in res.steps]
         assert res.buffered is held and (rt.buffers["x-2"] > 0) is held, typ
         assert ("resume" in steps) is held and rt.released == (["x-2"] if held else []), typ

@@ -25,6 +25,7 @@ from testkit.oneswitch.refswitch import RefSwitch
 VPORTS = [1, 2, 100, 101, 200, 201]
 NF_HOST, NF_SNIC = 200, 201  # vports of the two NF ports
 SPARE_SNIC_OFPORT = 201  # where vport 200 is remapped to
+SPARE_HOST_OFPORT = 202  # a third instance of vport 200 (scale-out over three)
 
 needs_jar = pytest.mark.skipif(bool(jar_missing_reason()), reason=jar_missing_reason() or "")
 ONESWITCH = [pytest.mark.root, needs_root, needs_jar]  # pytestmark of modules that run OneSwitch
@@ -47,7 +48,8 @@ class OsHost:
         return self.status["oneswitch"]["listen"]
 
     def nf(self, i: int) -> Endpoint:
-        """NF namespace i: 0 on the host (vport 200), 1 on snic0 (vport 201), 2 the spare on snic0."""
+        """NF namespace i: 0 on the host (vport 200), 1 on snic0 (vport 201), 2 the spare on snic0, 3 the spare
+        on the host."""
         return Endpoint(f"{self.name}-nf{i}", f"{self.name}-n{i}")
 
     def endpoints(self) -> dict[int, list[Endpoint]]:
@@ -109,6 +111,7 @@ def attach_nfs(host: EmulatedHost) -> None:
         sw["host"].attach_namespace(f"{n}-nf0", f"{n}-n0", f"{n}-n0p", nm.NF_PORT_BASE)
         sw["snic0"].attach_namespace(f"{n}-nf1", f"{n}-n1", f"{n}-n1p", nm.NF_PORT_BASE)
         sw["snic0"].attach_namespace(f"{n}-nf2", f"{n}-n2", f"{n}-n2p", SPARE_SNIC_OFPORT)
+        sw["host"].attach_namespace(f"{n}-nf3", f"{n}-n3", f"{n}-n3p", SPARE_HOST_OFPORT)
     finally:
         for s in sw.values():
             s.close()

@@ -9,7 +9,7 @@ import pytest
 from domain.errors import CliError
 from emulated_host import naming as nm
 from emulated_host.config import parse_config
-from emulated_host.oneswitch import build_config, l2_flows
+from emulated_host.oneswitch import build_config, l2_flows, select_hash_opts
 
 
 def test_defaults_enable_oneswitch_without_controllers():
@@ -47,6 +47,7 @@ def test_defaults_enable_oneswitch_without_controllers():
         ({"oneswitch": {"port_names": {"nf": "nf-{n}"}}}, "oneswitch.port_names.nf"),
         ({"oneswitch": {"port_names": {"wire": "a-very-long-name{n}"}}}, "oneswitch.port_names.wire"),
         ({"oneswitch": {"port_names": {"vm": "vm {n}"}}}, "oneswitch.port_names.vm"),
+        ({"oneswitch": {"select_hash": "l4"}}, "oneswitch.select_hash"),
     ],
 )
 def test_bad_oneswitch_config_names_the_field(raw, field):
@@ -178,3 +179,10 @@ def test_port_names_are_configurable(tmp_path):
     conf = build_config(cfg, {"host": "tcp:127.0.0.1:1", "snic0": "tcp:127.0.0.1:2"}, 1, 2, tmp_path)
     assert [p["name"] for p in conf["ports"]] == ["uplink0", "tenant0"]
     assert cfg.oneswitch.port_names.nf_name("firewall-eu-west-1") == "nf-firewall-eu-"  # 15 bytes at most
+
+
+def test_select_hash_is_symmetric_unless_configured():
+    assert parse_config({}).oneswitch.select_hash == "symmetric"
+    assert select_hash_opts(parse_config({}).oneswitch.select_hash) == []
+    five = parse_config({"oneswitch": {"select_hash": "5tuple"}}).oneswitch.select_hash
+    assert select_hash_opts(five) == ["-Doneswitch.select_method=dp_hash"]

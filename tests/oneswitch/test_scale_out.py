@@ -4,8 +4,10 @@ Vport 200 is served by the host NF namespace (host:200) and the spare namespace 
 `PUT /v1/ports/200/instances`: OneSwitch's select group on each ingress switch spreads the flows sent to it,
 each flow sticking to one instance. Real frames, real Open vSwitch, real OneSwitch.
 
-OVS's default select method (dp_hash over a symmetric L3/L4 hash) hashes the IP addresses and TCP/SCTP ports
-but not UDP ports, so the UDP flows here differ in their source address.
+OneSwitch's select groups keep OVS's default method unless configured (`oneswitch.select_hash: 5tuple`):
+dp_hash over a SYMMETRIC L3/L4 hash, which leaves UDP ports out, so the UDP flows here differ in their
+source address. With `5tuple` (south.SelectMethod, over OpenFlow 1.5) UDP flows of one address pair spread
+too (test_flows_of_one_address_pair_spread_over_three_instances, on a second host).
 """
 
 from __future__ import annotations
@@ -22,7 +24,17 @@ from emulated_host import naming as nm
 from testkit.oneswitch import ofraw
 from testkit.oneswitch.pktio import Endpoint, collect
 
-from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT
+from .conftest import (
+    NF_HOST,
+    NF_SNIC,
+    ONESWITCH,
+    SPARE_HOST_OFPORT,
+    SPARE_SNIC_OFPORT,
+    OsHost,
+    attach_nfs,
+    bring_up,
+    teardown,
+)
 
 pytestmark = ONESWITCH
 
@@ -30,18 +42,20 @@ MAGIC = b"SCALEOUT"
 UDP_DST = 7777
 TWO = [("host", nm.NF_PORT_BASE), ("snic0", SPARE_SNIC_OFPORT)]
 ONE = [("host", nm.NF_PORT_BASE)]
+THREE = [*TWO, ("host", SPARE_HOST_OFPORT)]
 
 
-def frame(pid: int, sport: int, src_mac: str, src_ip: str, dport: int = UDP_DST) -> bytes:
-    """A UDP/IPv4 frame of flow (src_ip, sport -> 10.9.9.9:dport) carrying packet id `pid`."""
-    from scapy.layers.inet import IP, UDP
+def frame(pid: int, sport: int, src_mac: str, src_ip: str, dport: int = UDP_DST, tcp: bool = False) -> bytes:
+    """A UDP/IPv4 frame of flow (src_ip, sport -> 10.9.9.9:dport) carrying packet id `pid` (`tcp`: a TCP
+    segment, ACK set, of that flow instead)."""
+    from scapy.layers.inet import IP, TCP, UDP
     from scapy.layers.l2 import Ether
     from scapy.packet import Raw
 
     return bytes(
         Ether(src=src_mac, dst="02:00:00:00:09:09")
         / IP(src=src_ip, dst="10.9.9.9")
-        / UDP(sport=sport, dport=dport)
+        / (TCP(sport=sport, dport=dport, flags="A", seq=pid) if tcp else UDP(sport=sport, dport=dport))
         / Raw(MAGIC + struct.pack("!I", pid) + b"x" * 20)
     )
 
@@ -63,6 +77,7 @@ class Bench:
         self.a = os_host.nf(0).open()  # instance host:200
         self.b = os_host.nf(2).open()  # instance snic0:201
         self.other = os_host.nf(1).open()  # vport 201: nothing for it must arrive
+        self.c = os_host.nf(3).open()  # instance host:202 (the third)
 
     def ofctl(self, *args: str) -> str:
         r = subprocess.run(
@@ -75,19 +90,37 @@ class Bench:
         return r.stdout
 
     def sinks(self) -> dict[str, list[Endpoint]]:
-        return {"a": [self.a], "b": [self.b], "vm1": [self.vm1], "other": [self.other]}
+        return {"a": [self.a], "b": [self.b], "c": [self.c], "vm1": [self.vm1], "other": [self.other]}
 
     def drain(self) -> None:
-        for ep in (self.vm0, self.vm1, self.eth0, self.a, self.b, self.other):
+        for ep in (self.vm0, self.vm1, self.eth0, self.a, self.b, self.c, self.other):
             ep.drain()
 
     def close(self) -> None:
-        for ep in (self.vm0, self.vm1, self.eth0, self.a, self.b, self.other):
+        for ep in (self.vm0, self.vm1, self.eth0, self.a, self.b, self.c, self.other):
             ep.close()
 
 
 @pytest.fixture(scope="module")
 def bench(os_host):
+    yield from _bench(os_host)
+
+
+@pytest.fixture(scope="module")
+def bench5():
+    """A second host whose OneSwitch hashes scale-out groups over the 5-tuple (`select_hash: 5tuple`)."""
+    host, _ = bring_up(oneswitch={"select_hash": "5tuple"})
+    try:
+        attach_nfs(host)
+        client = host.oneswitch().client(timeout=30)
+        client.map_port(NF_HOST, "host", nm.NF_PORT_BASE, "nf0")
+        client.map_port(NF_SNIC, "snic0", nm.NF_PORT_BASE, "nf1")
+        yield from _bench(OsHost(host, host.status(), client))
+    finally:
+        teardown(host)
+
+
+def _bench(os_host):
     b = Bench(os_host)
     b.ofctl("del-flows")
     b.ofctl("del-groups")
@@ -297,3 +330,46 @@ def test_write_actions_output_to_the_scaled_port_uses_its_select_group(os_host, 
     finally:
         for f in rules:
             bench.ofctl("del-flows", "--strict", f.split(",actions")[0])
+
+
+def spread(bench, tcp: bool, first_pid: int, n_flows: int = 30, per_flow: int = 4) -> dict[str, int]:
+    """n_flows flows of ONE address pair (VM 0 -> 10.9.9.9, source ports differ), per_flow frames each,
+    over vport 200's three instances: each frame arrives once, each flow at one instance; returns the flows
+    per instance."""
+    pkts, flow_of = [], {}
+    for k in range(per_flow):
+        for i in range(n_flows):
+            pid = first_pid + k * n_flows + i
+            pkts.append((bench.vm0, frame(pid, 21000 + i, "02:00:00:00:00:10", "10.0.0.77", tcp=tcp)))
+            flow_of[pid] = i
+    got = send(bench, pkts)
+    lost = [p for p in flow_of if len(got.get(p, [])) != 1 or got[p][0] not in ("a", "b", "c")]
+    assert not lost, f"{len(lost)} of {len(flow_of)} frames not at exactly one instance: {lost[:10]}"
+    per_flow_at: dict[int, set[str]] = defaultdict(set)
+    for p, i in flow_of.items():
+        per_flow_at[i].add(got[p][0])
+    assert all(len(s) == 1 for s in per_flow_at.values()), "a flow hit two instances"
+    return dict(Counter(next(iter(s)) for s in per_flow_at.values()))
+
+
+def spread_both(b: Bench) -> dict[str, dict[str, int]]:
+    """30 UDP and 30 TCP flows of one address pair over vport 200's three instances: flows per instance."""
+    b.os.client.set_instances(NF_HOST, THREE)
+    rule = f"priority=40000,in_port=100,tcp,tp_dst={UDP_DST},actions=output:{NF_HOST}"
+    b.ofctl("add-flow", rule)
+    try:
+        return {"udp": spread(b, tcp=False, first_pid=80000), "tcp": spread(b, tcp=True, first_pid=81000)}
+    finally:
+        b.ofctl("del-flows", "--strict", rule.split(",actions")[0])
+        b.os.client.set_instances(NF_HOST, ONE)
+
+
+def test_flows_of_one_address_pair_spread_over_three_instances(bench, bench5):
+    """30 UDP and 30 TCP flows between one pair of addresses, each flow sticking to one instance. With OVS's
+    default (symmetric) hash the TCP flows spread but every UDP flow takes one instance; with `select_hash:
+    5tuple` both spread over all three."""
+    default, five = spread_both(bench), spread_both(bench5)
+    print(f"\nflows per instance of 30: default {default}; 5tuple {five}")
+    assert set(default["tcp"]) == {"a", "b", "c"} and len(default["udp"]) == 1, default
+    for proto, where in five.items():
+        assert set(where) == {"a", "b", "c"}, (proto, where)

@@ -118,6 +118,16 @@ public final class SouthSwitch {
   private volatile String closing;
 
   private final AtomicLong xids = new AtomicLong(0x10000);
+
+  /**
+   * Sets the hash of OneSwitch's scale-out groups ({@link SelectMethod}); null (the default) unless
+   * {@code -Doneswitch.select_method=dp_hash}.
+   */
+  private final SelectMethod select;
+
+  /** Scale-out groups sent since the last barrier, to re-send with the selection method. */
+  private List<SelectMethod.GroupBuckets> selectPending = new ArrayList<>();
+
   private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
   private final Map<Integer, OFPortDesc> ports = new ConcurrentHashMap<>();
   private volatile Channel channel;
@@ -172,6 +182,10 @@ public final class SouthSwitch {
     this.listener = listener;
     this.keepalive = keepalive;
     this.shared = shared;
+    this.select =
+        SelectMethod.METHOD.equals(System.getProperty("oneswitch.select_method", ""))
+            ? new SelectMethod(id, ep, transport, group)
+            : null;
   }
 
   public String id() {
@@ -214,6 +228,9 @@ public final class SouthSwitch {
 
   public void stop() {
     stopped = true;
+    if (select != null) {
+      select.stop();
+    }
     Channel c = channel;
     if (c != null) {
       c.close();
@@ -285,6 +302,10 @@ public final class SouthSwitch {
     if (channel != null && ready) {
       outq.add(m);
       sent++;
+      Object msg = m instanceof OfEncoder.WithXid w ? w.msg() : m;
+      if (select != null && SelectMethod.wants(msg)) {
+        selectPending.add(SelectMethod.of(msg));
+      }
     }
   }
 
@@ -362,7 +383,12 @@ public final class SouthSwitch {
     if (!fresh && lastBarrier != null && barrierCovers == sent) {
       return lastBarrier;
     }
-    lastBarrier = request(F.buildBarrierRequest().setXid(nextXid()).build()).thenApply(x -> null);
+    CompletableFuture<Void> main =
+        request(F.buildBarrierRequest().setXid(nextXid()).build()).thenApply(x -> null);
+    List<SelectMethod.GroupBuckets> groups = selectPending;
+    selectPending = new ArrayList<>();
+    // The groups exist once the main connection's barrier is answered; their hash is set after.
+    lastBarrier = groups.isEmpty() ? main : main.thenCompose(v -> select.apply(groups));
     barrierCovers = sent;
     return lastBarrier;
   }
@@ -445,6 +471,7 @@ public final class SouthSwitch {
       synchronized (SouthSwitch.this) {
         channel = null;
         outq = new ArrayList<>();
+        selectPending = new ArrayList<>();
         lastBarrier = null;
       }
       for (Pending p : pending.values()) {

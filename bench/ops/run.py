@@ -1,0 +1,221 @@
+"""Operating NFs without disruption (issue 28): flow spread over scaled-out instances, reordering across moves,
+autoscaling's reaction to a load step, and (from bench/ops_update.py when present) live update.
+
+On an emulated host with OneSwitch and Redis (testkit.testbed: agent in-process, real NF processes, real
+packets), the stateful firewall (state in Redis) on the host, chained VM <-> firewall <-> wire:
+
+- udp_spread_min_share: with OneSwitch's 5-tuple select hash (`oneswitch.select_hash: 5tuple`; the default
+  stays OVS's symmetric hash, see oneswitch/README.md), the firewall scaled to 3 instances (POST /v1/nfs/fw/scale's path: Agent.scale), 30
+  UDP flows of ONE address pair (VM -> wire, source ports differ) from `traffic gen`; the packets each
+  instance received (its own rx counter) over all; the smallest share (1/3 = even, 0 = an idle instance).
+  flows_per_instance: the same as flows (packets / packets per flow). Side by side, on a second host with
+  the default (OVS's symmetric hash, UDP ports left out): udp_spread_min_share_ovs_default.
+- reordered_on_move: sequenced UDP at 50 Mbit/s (8 flows, 1000-byte frames) through the firewall while it
+  is moved host <-> snic0 10 times (--quick: 4, scaled to 10); the sink's count of packets that arrived
+  after a later one of their flow, lost packets, and the stream's worst one-way latency (the hold's cost).
+  Side by side in the same run, first: the same with the plain make-before-break move (*_unheld; the target
+  does not hold packets until the old instance drained: the default before issue 28).
+- autoscale_out_s: the firewall with autoscale {min 1, max 3, target_util set so the base load is at 0.9 of
+  it}; the agent's loop (sample + autoscale every 0.5 s, as `uno agent serve`) under a base load of 30 flows;
+  at t0 the offered load triples; autoscale_out_s = t0 -> the first packet counted by a new instance.
+- update_lost, update_broken_conns, update_ms: bench/ops_update.py's figures (live software update), or null
+  with update_reason when that module is not there.
+
+Progress on stderr; the last line is one JSON object.
+
+    ./uno bench ops [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.common import final_json, machine  # noqa: E402
+from migration.protocol import MigrationConfig  # noqa: E402
+from testkit.testbed import Testbed, report  # noqa: E402
+
+RUNDIR = "/run/uno-bench-ops"
+SAMPLE_S = 0.5
+
+
+def log(msg: str) -> None:
+    print(f"[ops] {msg}", file=sys.stderr, flush=True)
+
+
+def rx_by_instance(tb: Testbed, nf_id: str = "fw") -> dict[str, int]:
+    out = {}
+    for inst in tb.agent.state.nfs[nf_id].instances:
+        st = tb.runtime.stats(inst) or {}
+        out[inst.id] = int(st.get("counters", st).get("rx", 0) or 0)
+    return out
+
+
+def udp_spread(tb: Testbed, flows: int = 30, per_flow: int = 200) -> dict:
+    """30 UDP flows of one address pair over the firewall's 3 instances: each instance's share."""
+    tb.agent.scale("fw", 3)
+    locs = [i.location for i in tb.agent.state.nfs["fw"].instances]
+    before = rx_by_instance(tb)
+    g = tb.gen("vm", run=11, flows=flows, pkts=per_flow, rate=3000, dst_port=5011)
+    report(g)
+    time.sleep(1.0)
+    after = rx_by_instance(tb)
+    got = {k: after[k] - before.get(k, 0) for k in after}
+    total = sum(got.values())
+    shares = sorted(v / total for v in got.values()) if total else [0.0]
+    log(f"udp spread over {locs}: packets per instance {sorted(got.values())} of {flows * per_flow} sent")
+    tb.agent.scale("fw", 1)
+    return {
+        "udp_spread_min_share": round(shares[0], 3),
+        "udp_spread_flows_per_instance": sorted(round(v / per_flow, 1) for v in got.values()),
+        "udp_spread_locations": locs,
+    }
+
+
+def reorder_on_move(tb: Testbed, moves: int, held: bool = True) -> dict:
+    """Sequenced UDP at 50 Mbit/s across `moves` moves host <-> snic0; reordered and lost per 10 moves.
+    `held`: the agent's default (the target holds packets until the old instance drained), else the plain
+    make-before-break move (the default before issue 28)."""
+    suffix = "" if held else "_unheld"
+    tb.agent.moves.buffer_types = MigrationConfig().buffer_types if held else frozenset({"ips"})
+    size, flows = 1000, 8
+    pps = 50e6 / 8 / size
+    gap_s = 1.5
+    secs = moves * gap_s + 3.0
+    per_flow = int(pps * secs / flows)
+    sink = tb.sink(
+        "out", run=21, expect=per_flow * flows, idle_ms=2000, duration_ms=int(secs * 1000) + 60_000
+    )
+    g = tb.gen("vm", run=21, flows=flows, pkts=per_flow, rate=pps, size=size, dst_port=5021)
+    time.sleep(1.0)
+    done = 0
+    for k in range(moves):
+        nf = tb.agent.state.nfs["fw"]
+        target = "snic0" if nf.location == "host" else "host"
+        tb.agent.migrate(nf, target)
+        done += 1
+        log(f"move {k + 1}/{moves} -> {target}")
+        time.sleep(gap_s)
+    report(g, timeout=secs + 120)
+    r = report(sink, timeout=secs + 180)
+    scale = 10 / done
+    log(f"sink: {r}")
+    tb.agent.moves.buffer_types = MigrationConfig().buffer_types
+    return {
+        f"reordered_on_move{suffix}": round(r.get("reordered", 0) * scale, 1),
+        f"lost_on_move{suffix}": round(r.get("lost", 0) * scale, 1),
+        f"latency_max_ms_on_move{suffix}": round(r.get("latency_us", {}).get("max", 0) / 1000, 1),
+        f"moves{suffix}": done,
+        "move_stream": {"mbit_s": 50, "size": size, "flows": flows},
+    }
+
+
+def autoscale_out(tb: Testbed, timeout_s: float = 30.0) -> dict:
+    """The load triples under the agent's loop: seconds until a new instance serves."""
+    agent = tb.agent
+    if agent.state.nfs["fw"].location != "host":
+        agent.migrate(agent.state.nfs["fw"], "host")
+    base_pps, flows, size = 1500.0, 30, 1000
+    base = tb.gen("vm", run=31, flows=flows, pkts=int(base_pps * 120 / flows), rate=base_pps, size=size,
+                  dst_port=5031)  # fmt: skip
+    t_end = time.monotonic() + 4.0
+    while time.monotonic() < t_end:  # the monitor's EWMA settles on the base load
+        agent.sample()
+        time.sleep(SAMPLE_S)
+    load = agent.ctx.monitor.measurement.nf_load.get("fw", 0.0)
+    r_host = agent.ctx.cfg.profiles["firewall"]["r_host"]
+    target = min(1.0, r_host * load / 0.9)
+    agent.update_nf("fw", {"autoscale": {"min": 1, "max": 3, "target_util": target}})
+    log(f"base load {load:.4f} Gbit/s; autoscale target_util {target:.6f}")
+    step = tb.gen("vm", run=32, flows=flows, pkts=int(2 * base_pps * 120 / flows), rate=2 * base_pps,
+                  size=size, dst_port=5032)  # fmt: skip
+    t0 = time.monotonic()
+    first = {i.id for i in agent.state.nfs["fw"].instances}
+    served_s, decisions = None, []
+    while time.monotonic() - t0 < timeout_s and served_s is None:
+        agent.sample()
+        changed = agent.autoscale()
+        if changed:
+            decisions.append({"t": round(time.monotonic() - t0, 2), **changed["fw"].to_json()})
+            log(f"autoscale at {decisions[-1]['t']} s: {changed['fw'].to_json()}")
+        for inst_id, rx in rx_by_instance(tb).items():
+            if inst_id not in first and rx > 0:
+                served_s = time.monotonic() - t0
+        time.sleep(0.1 if decisions else SAMPLE_S)
+    for p in (base, step):
+        p.kill()
+        p.wait()
+    n = len(agent.state.nfs["fw"].instances)
+    agent.update_nf("fw", {"autoscale": None})
+    log(f"autoscale_out_s {served_s}; instances {n}")
+    return {
+        "autoscale_out_s": round(served_s, 2) if served_s is not None else None,
+        "autoscale_instances": n,
+        "autoscale_decisions": decisions,
+    }
+
+
+def update_figures(quick: bool) -> dict:
+    try:
+        mod = importlib.import_module("bench.ops_update")
+    except ModuleNotFoundError:
+        return {
+            "update_lost": None, "update_broken_conns": None, "update_ms": None,
+            "update_reason": "bench/ops_update.py (live update, helper upd) is not on this branch",
+        }  # fmt: skip
+    return mod.measure_update(rounds=1 if quick else 3)
+
+
+def spread_with(env: dict[str, str]) -> dict:
+    """`udp_spread` on a fresh host whose processes see `env` (OneSwitch's JVM reads JAVA_TOOL_OPTIONS: the
+    emulated host's `oneswitch.select_hash: 5tuple` passes the same -D option)."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        with Testbed(rundir=RUNDIR, drain_s=0.5) as tb:
+            tb.add_firewall("fw", at="host")
+            return udp_spread(tb)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--part", choices=["spread", "move", "autoscale", "update"], action="append")
+    args = ap.parse_args()
+    parts = args.part or ["spread", "move", "autoscale", "update"]
+    log(f"machine {machine()}")
+    figures: dict = {"quick": args.quick}
+    if {"move", "autoscale"} & set(parts):
+        with Testbed(rundir=RUNDIR, drain_s=0.5) as tb:
+            tb.add_firewall("fw", at="host")
+            if "move" in parts:
+                figures |= reorder_on_move(tb, 4 if args.quick else 10, held=False)
+                figures |= reorder_on_move(tb, 4 if args.quick else 10)
+            if "autoscale" in parts:
+                figures |= autoscale_out(tb)
+    if "spread" in parts:
+        five = spread_with({"JAVA_TOOL_OPTIONS": "-Doneswitch.select_method=dp_hash"})
+        base = spread_with({})
+        figures |= five
+        figures["udp_spread_min_share_ovs_default"] = base["udp_spread_min_share"]
+        figures["udp_spread_flows_per_instance_ovs_default"] = base["udp_spread_flows_per_instance"]
+    if "update" in parts:
+        figures |= update_figures(args.quick)
+    final_json(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
