@@ -144,7 +144,7 @@ def test_patch_declares_the_chain_persists_and_records_it(env):
         ("a", {"expected": {"rate": 1}}, 400, "expected.rate"),  # unknown key
         ("a", {"expected": {"dst": "b"}, "pin": "host"}, 400, "pin"),  # only the expectation changes here
         ("a", {"expected": {}}, 400, "expected"),  # nothing to change
-        ("a", {}, 400, "expected"),
+        ("a", {}, 400, "body"),  # none of expected, config, autoscale
         ("a", {"expected": {"gbps": -1, "dst": "b"}}, 400, "expected.gbps"),
         ("a", {"expected": {"gbps": None}}, 400, "expected.gbps"),
         ("a", {"expected": {"dst": "Bad Id"}}, 400, "expected.dst"),
