@@ -37,7 +37,9 @@ def test_up_status_crash_and_down(tmp_path):
     name = unique_name()
     cfg = tmp_path / "host.yaml"
     cfg.write_text(
-        "rundir: /run/uno-test\nvms: 1\nsnics:\n  - pcie_gbps: 0\noneswitch:\n  token: s3cret-t0ken\n"
+        # no supervisor: this test is of a crashed OneSwitch staying dead (tests/oneswitch/test_supervise.py has
+        # the supervised restart)
+        "rundir: /run/uno-test\nvms: 1\nsnics:\n  - pcie_gbps: 0\noneswitch:\n  token: s3cret-t0ken\n  supervise: false\n"
     )
     try:
         up = uno("up", "--config", str(cfg), "--name", name)
