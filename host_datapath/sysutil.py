@@ -298,3 +298,12 @@ def kernel_datapath_problem(sys_module: Path = Path("/sys/module/openvswitch")) 
     if found:
         return "the openvswitch kernel module is not loaded (load it: modprobe openvswitch)"
     return "this kernel has no openvswitch module (modprobe finds none)"
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to `path` with mode 0600 (replacing any file there; no window at a wider mode): secrets
+    such as the state tier's passwords."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from state_tier.files import write_private
+from host_datapath.sysutil import write_private
 
 WAIT_RE = re.compile(r"^([1-9]|1[0-6])(:([1-9]\d{0,4}))?$")
 

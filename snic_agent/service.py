@@ -21,12 +21,11 @@ from domain.errors import Conflict, NotFound, ValidationError
 from domain.model import NF_TYPES, Instance, Nf
 from host_datapath.host_switch import BridgePorts
 from host_datapath.switch import SwitchDriver
-from host_datapath.sysutil import DatapathError
+from host_datapath.sysutil import DatapathError, write_private
 from nf_local.processes import LocalNfs
 from nf_local.tier_access import WAIT_RE, TierAccess
 from snic_agent.config import SnicAgentConfig
 from snic_datapath.cgroup import CpuCgroup, default_period_us
-from state_tier.files import write_private
 
 ID_RE = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
 STORE_RE = re.compile(r"redis://[A-Za-z0-9.\-\[\]:]+:([0-9]{1,5})(/[0-9]{1,2})?")

@@ -15,9 +15,15 @@ from pathlib import Path
 
 import redis
 
-from host_datapath.sysutil import DatapathError, kill_and_wait, read_pidfile, tcp_open, wait_for
+from host_datapath.sysutil import (
+    DatapathError,
+    kill_and_wait,
+    read_pidfile,
+    tcp_open,
+    wait_for,
+    write_private,
+)
 from state_tier.access import Credentials, Topology, live_topology, node_client
-from state_tier.files import write_private
 
 BUS_OFFSET = 10000  # Redis Cluster's bus port: the client port + 10000
 NODE_TIMEOUT_MS = 1000  # a master unanswered this long is failed over (the measured failover follows it)
