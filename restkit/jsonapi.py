@@ -66,6 +66,28 @@ def read_body(optional: bool = False):
     return body
 
 
+def query_args(known: set[str] | frozenset[str]) -> dict[str, str]:
+    """The request's query parameters as name -> value. An unknown name or a name given twice is a
+    ValidationError naming it: a mistyped or repeated parameter must never silently mean something else
+    (e.g. "everything", or whichever copy the framework happens to keep)."""
+    for name in request.args:
+        if name not in known:
+            raise ValidationError(
+                name, f"unknown query parameter (known: {', '.join(sorted(known)) or 'none'})"
+            )
+        if len(request.args.getlist(name)) > 1:
+            raise ValidationError(name, "given more than once")
+    return {name: request.args[name] for name in request.args}
+
+
+def query_arg(name: str, default: str) -> str:
+    """One query parameter's value (`default` when absent); given twice, a ValidationError naming it."""
+    values = request.args.getlist(name)
+    if len(values) > 1:
+        raise ValidationError(name, "given more than once")
+    return values[0] if values else default
+
+
 def bearer_refused(token: str) -> Response | None:
     """A 401 unless the request carries `Authorization: Bearer TOKEN` (compared in constant time)."""
     got = request.headers.get("Authorization", "")

@@ -14,7 +14,7 @@ from flask import Flask, Response, request
 
 from domain.errors import ConfigRejected, NotFound, StartError, StateError, ValidationError
 from host_datapath.sysutil import DatapathError
-from restkit.jsonapi import bearer_refused, install_errors
+from restkit.jsonapi import bearer_refused, install_errors, query_arg
 from restkit.jsonapi import error_response as _error
 from restkit.jsonapi import json_response as _json
 from restkit.jsonapi import read_body as _body
@@ -27,14 +27,14 @@ NF_CALLS = {("GET", "stats"), ("GET", "health"), ("POST", "drain"), ("GET", "sta
 
 
 def _flag(name: str) -> bool:
-    raw = request.args.get(name, "0")
+    raw = query_arg(name, "0")
     if raw not in ("0", "1"):
         raise ValidationError(name, "must be 0 or 1")
     return raw == "1"
 
 
 def _interval() -> float:
-    raw = request.args.get("interval_ms", "10")
+    raw = query_arg("interval_ms", "10")
     try:
         ms = int(raw)
     except ValueError:
@@ -157,7 +157,7 @@ def _no_body() -> None:
 
 
 def _int_arg(name: str, default: int, lo: int, hi: int) -> int:
-    raw = request.args.get(name, str(default))
+    raw = query_arg(name, str(default))
     try:
         v = int(raw)
     except ValueError:

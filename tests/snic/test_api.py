@@ -464,7 +464,7 @@ def test_delete_stop_start_of_a_known_instance(env):
 
 
 # -- query arguments ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("value", ["0", "10001", "-1", "x", "", "1.5", "1e3", "10ms"])
+@pytest.mark.parametrize("value", ["0", "10001", "-1", "x", "", "1.5", "1e3", "10ms", "5&interval_ms=6"])
 def test_heartbeat_interval_out_of_range(env, value):
     _, _, c = env
     assert_error(call(c, "GET", f"/v1/heartbeat?interval_ms={value}"), 400, "interval_ms")
