@@ -137,7 +137,9 @@ class HostRuntime:
         """The unix socket host NFs reach Redis on: its own, else the agent's relay."""
         return self.redis_socket if self.redis_socket is not None else self.redis_sock
 
-    def watch_snics(self, on_dead, on_back, on_exit, interval_ms: int = 10, timeout_ms: int = 40) -> None:
+    def watch_snics(
+        self, on_dead, on_back, on_exit, interval_ms: int = 10, timeout_ms: int = 40, confirm_ms: int = 300
+    ) -> None:
         """Watch every sNIC's heartbeat (snic_client.SnicWatch): `on_dead(snic)` when the whole sNIC died,
         `on_back(snic, boot_id)` when it answers again, `on_exit(snic, instance)` when an NF exited there. While
         an sNIC is dead its instances answer at once (not alive, no stats) instead of waiting out timeouts."""
@@ -151,7 +153,8 @@ class HostRuntime:
             on_back(sid, boot_id)
 
         for sid, r in self.remote.items():
-            w = SnicWatch(r, self.access[sid].openflow, dead, back, on_exit, interval_ms, timeout_ms)
+            w = SnicWatch(r, self.access[sid].openflow, dead, back, on_exit, interval_ms, timeout_ms,
+                          confirm_ms=confirm_ms)  # fmt: skip
             self.watches.append(w.start())
 
     def close(self) -> list[str]:

@@ -3,6 +3,7 @@ the same calls as `nf_local.LocalNfs`, answered by the sNIC agent), and the watc
 
 from __future__ import annotations
 
+import enum
 import socket
 import threading
 import time
@@ -204,10 +205,18 @@ def parse_agent_url(url: str) -> str:
 OFPT_HELLO = 0
 
 
-def switch_answers(target: str, timeout_s: float) -> bool:
-    """The OpenFlow switch at `tcp:ADDR:PORT` says HELLO within `timeout_s` (a switch sends its HELLO as soon
-    as a connection opens). An accepted TCP connection alone proves nothing: the kernel completes it from the
-    listen backlog while a killed switch's threads are still tearing down."""
+class Probe(enum.Enum):
+    """What an OpenFlow HELLO probe of a switch found."""
+
+    UP = "up"  # it said HELLO
+    GONE = "gone"  # refused, reset, closed, unreachable, or not an OpenFlow switch: a definite answer
+    SILENT = "silent"  # no answer in time: dead, or only slow (a loaded machine); not a verdict by itself
+
+
+def probe_switch(target: str, timeout_s: float) -> Probe:
+    """Probe the OpenFlow switch at `tcp:ADDR:PORT`: a switch sends its HELLO as soon as a connection opens.
+    An accepted TCP connection alone proves nothing: the kernel completes it from the listen backlog while a
+    killed switch's threads are still tearing down (they then close it: GONE)."""
     _, addr, port = target.split(":", 2) if target.count(":") >= 2 else ("", "", "0")
     deadline = time.monotonic() + timeout_s
     try:
@@ -216,15 +225,39 @@ def switch_answers(target: str, timeout_s: float) -> bool:
             while len(got) < 8:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return False
+                    return Probe.SILENT
                 s.settimeout(left)
                 chunk = s.recv(8 - len(got))
                 if not chunk:
-                    return False
+                    return Probe.GONE
                 got += chunk
-            return got[1] == OFPT_HELLO
+            return Probe.UP if got[1] == OFPT_HELLO else Probe.GONE
+    except TimeoutError:
+        return Probe.SILENT
     except (OSError, ValueError):
-        return False
+        return Probe.GONE
+
+
+def switch_answers(target: str, timeout_s: float) -> bool:
+    """The OpenFlow switch at `tcp:ADDR:PORT` says HELLO within `timeout_s`."""
+    return probe_switch(target, timeout_s) is Probe.UP
+
+
+def death_verdict(
+    probe: Probe, silent_since: float | None, now: float, confirm_s: float
+) -> tuple[bool, float | None]:
+    """After the heartbeat stream stopped: is the sNIC dead? Returns (dead, silent_since).
+
+    A switch that is gone (refused, closed) is a verdict at once: a killed machine's sockets say so. A switch that
+    is only silent may be slow: a loaded host or sNIC misses a 20 ms HELLO now and then, and a false death
+    moves every NF off a healthy sNIC. Silence is a verdict only once it has lasted `confirm_s` (a powered-off
+    machine, whose sockets never answer). `silent_since` is when the silence began (None: not silent)."""
+    if probe is Probe.UP:
+        return False, None
+    if probe is Probe.GONE:
+        return True, None
+    since = now if silent_since is None else silent_since
+    return now - since >= confirm_s, since
 
 
 class SnicWatch:
@@ -232,17 +265,20 @@ class SnicWatch:
 
     - an NF that exited there: `on_exit(snic, instance)` at once (the agent puts exits on the stream);
     - the stream stops (no beat for `timeout_ms`, or the connection ends) while the sNIC's switch no longer
-      takes OpenFlow connections either: the whole sNIC is dead, `on_dead(snic)` once;
+      takes OpenFlow connections either (refused or closed; or silent for `confirm_ms`, see `death_verdict`):
+      the whole sNIC is dead, `on_dead(snic)` once;
     - the stream stops but the switch still answers: only the agent died (its NFs keep forwarding): nothing
       to do but wait for the agent to come back;
     - the stream comes back after a death: `on_back(snic, boot_id)`.
     """
 
     def __init__(self, remote: RemoteNfs, openflow: str, on_dead, on_back, on_exit,
-                 interval_ms: int = 10, timeout_ms: int = 40, probe_ms: int = 20):  # fmt: skip
+                 interval_ms: int = 10, timeout_ms: int = 40, probe_ms: int = 20, confirm_ms: int = 300):  # fmt: skip
         self.remote, self.openflow = remote, openflow
         self.on_dead, self.on_back, self.on_exit = on_dead, on_back, on_exit
         self.interval_ms, self.timeout_s, self.probe_s = interval_ms, timeout_ms / 1000, probe_ms / 1000
+        self.confirm_s = confirm_ms / 1000
+        self.silent_since: float | None = None  # monotonic time the switch's probes began to go unanswered
         self.dead = False
         self.agent_up = False
         self.last_beat = 0.0
@@ -265,7 +301,7 @@ class SnicWatch:
             try:
                 for beat in self.remote.client.heartbeat(self.interval_ms, self.timeout_s):
                     self.last_beat = time.monotonic()
-                    self.remote.answers = True
+                    self.remote.answers, self.silent_since = True, None
                     if not self.agent_up or self.dead:
                         self._back(beat.get("boot_id", ""))
                     for inst_id in beat.get("exited", []):
@@ -279,9 +315,14 @@ class SnicWatch:
                 self.lost_at = now
             self.agent_up = False
             self.remote.answers = False
-            if not self.dead and not switch_answers(self.openflow, self.probe_s):
-                self.dead, self.died_at = True, now
-                self.on_dead(self.remote.snic)
+            if not self.dead:
+                probe = probe_switch(self.openflow, self.probe_s)
+                dead, self.silent_since = death_verdict(
+                    probe, self.silent_since, time.monotonic(), self.confirm_s
+                )
+                if dead:
+                    self.dead, self.died_at, self.silent_since = True, now, None
+                    self.on_dead(self.remote.snic)
             # Asked again at once while the loss is fresh: a dying sNIC's processes go one by one (its agent's
             # connection may end before its switch stops answering); then calmer.
             if self.dead:

@@ -130,6 +130,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError("--snic-heartbeat-ms must be 0 (off) or in [1, 10000]")
     if not args.snic_heartbeat_ms <= args.snic_timeout_ms <= 60_000:
         raise CliError("--snic-timeout-ms must be in [--snic-heartbeat-ms, 60000]")
+    if not 0 <= args.snic_confirm_ms <= 60_000:
+        raise CliError("--snic-confirm-ms must be in [0, 60000]")
     try:
         profiles = load_profiles(args.profiles)
     except PlacementInputError as exc:
@@ -219,7 +221,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.snic_heartbeat_ms > 0:  # an NF's exit on an sNIC comes with its heartbeat
         runtime.watch_snics(agent.snic_dead, agent.snic_back,
                             lambda _sid, inst_id: agent.instance_failed(inst_id, "dead"),
-                            args.snic_heartbeat_ms, args.snic_timeout_ms)  # fmt: skip
+                            args.snic_heartbeat_ms, args.snic_timeout_ms, args.snic_confirm_ms)  # fmt: skip
     if args.failover_interval > 0:
         from migration.failover import DetectorConfig, Watchdog
 
@@ -291,6 +293,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--snic-timeout-ms", type=int, default=40,
         help="no heartbeat for this long (ms, default 40) and the sNIC's switch not answering either: the "
         "sNIC is dead, its NFs fail over to the host",
+    )  # fmt: skip
+    s.add_argument(
+        "--snic-confirm-ms", type=int, default=300,
+        help="a switch that refuses or closes the probe is dead at once; one that is only silent (a loaded "
+        "machine) is dead once the silence has lasted this long (ms, default 300)",
     )  # fmt: skip
     s.add_argument(
         "--warm-slots", type=int, default=1,
