@@ -4,6 +4,7 @@ the same calls as `nf_local.LocalNfs`, answered by the sNIC agent), and the watc
 from __future__ import annotations
 
 import enum
+import logging
 import socket
 import threading
 import time
@@ -15,6 +16,8 @@ from host_datapath.snic_agent_client import SnicAgentClient, SnicAgentError
 from host_datapath.sysutil import DatapathError
 from nf_local.command import run_config
 from nf_local.tier_access import TierAccess
+
+log = logging.getLogger("uno.snic_watch")
 
 
 class RemoteNfs:
@@ -213,10 +216,10 @@ class Probe(enum.Enum):
     SILENT = "silent"  # no answer in time: dead, or only slow (a loaded machine); not a verdict by itself
 
 
-def probe_switch(target: str, timeout_s: float) -> Probe:
+def probe_switch(target: str, timeout_s: float) -> tuple[Probe, str]:
     """Probe the OpenFlow switch at `tcp:ADDR:PORT`: a switch sends its HELLO as soon as a connection opens.
     An accepted TCP connection alone proves nothing: the kernel completes it from the listen backlog while a
-    killed switch's threads are still tearing down (they then close it: GONE)."""
+    killed switch's threads are still tearing down (they then close it: GONE). Returns what it found and why."""
     _, addr, port = target.split(":", 2) if target.count(":") >= 2 else ("", "", "0")
     deadline = time.monotonic() + timeout_s
     try:
@@ -225,22 +228,24 @@ def probe_switch(target: str, timeout_s: float) -> Probe:
             while len(got) < 8:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return Probe.SILENT
+                    return Probe.SILENT, "connected, no HELLO in time"
                 s.settimeout(left)
                 chunk = s.recv(8 - len(got))
                 if not chunk:
-                    return Probe.GONE
+                    return Probe.GONE, "closed without a HELLO"
                 got += chunk
-            return Probe.UP if got[1] == OFPT_HELLO else Probe.GONE
+            if got[1] != OFPT_HELLO:
+                return Probe.GONE, f"not an OpenFlow HELLO (type {got[1]})"
+            return Probe.UP, "HELLO"
     except TimeoutError:
-        return Probe.SILENT
-    except (OSError, ValueError):
-        return Probe.GONE
+        return Probe.SILENT, "no connection in time"
+    except (OSError, ValueError) as exc:
+        return Probe.GONE, f"{type(exc).__name__}: {exc}"
 
 
 def switch_answers(target: str, timeout_s: float) -> bool:
     """The OpenFlow switch at `tcp:ADDR:PORT` says HELLO within `timeout_s`."""
-    return probe_switch(target, timeout_s) is Probe.UP
+    return probe_switch(target, timeout_s)[0] is Probe.UP
 
 
 def death_verdict(
@@ -279,6 +284,7 @@ class SnicWatch:
         self.interval_ms, self.timeout_s, self.probe_s = interval_ms, timeout_ms / 1000, probe_ms / 1000
         self.confirm_s = confirm_ms / 1000
         self.silent_since: float | None = None  # monotonic time the switch's probes began to go unanswered
+        self.verdict = ""  # why it was last declared dead
         self.dead = False
         self.agent_up = False
         self.last_beat = 0.0
@@ -316,11 +322,17 @@ class SnicWatch:
             self.agent_up = False
             self.remote.answers = False
             if not self.dead:
-                probe = probe_switch(self.openflow, self.probe_s)
-                dead, self.silent_since = death_verdict(
-                    probe, self.silent_since, time.monotonic(), self.confirm_s
-                )
+                probe, why = probe_switch(self.openflow, self.probe_s)
+                since = self.silent_since
+                dead, self.silent_since = death_verdict(probe, since, time.monotonic(), self.confirm_s)
                 if dead:
+                    silent = (
+                        f", silent for {(time.monotonic() - since) * 1000:.0f} ms"
+                        if since is not None
+                        else ""
+                    )
+                    self.verdict = f"heartbeat lost; switch {self.openflow}: {why}{silent}"
+                    log.warning("sNIC %s is dead: %s", self.remote.snic, self.verdict)
                     self.dead, self.died_at, self.silent_since = True, now, None
                     self.on_dead(self.remote.snic)
             # Asked again at once while the loss is fresh: a dying sNIC's processes go one by one (its agent's

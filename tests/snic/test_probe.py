@@ -73,7 +73,7 @@ def listener():
     [("hello", Probe.UP), ("close", Probe.GONE), ("other", Probe.GONE), ("mute", Probe.SILENT)],
 )
 def test_probe_outcomes(listener, behaviour, want):
-    assert probe_switch(listener(behaviour), 0.2) is want
+    assert probe_switch(listener(behaviour), 0.2)[0] is want
 
 
 def test_probe_of_a_closed_port_is_gone():
@@ -81,4 +81,5 @@ def test_probe_of_a_closed_port_is_gone():
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()  # nothing listens there now: refused
-    assert probe_switch(f"tcp:127.0.0.1:{port}", 0.2) is Probe.GONE
+    got, why = probe_switch(f"tcp:127.0.0.1:{port}", 0.2)
+    assert got is Probe.GONE and "ConnectionRefused" in why
