@@ -28,6 +28,7 @@
 //! carry a hash tag per flow (`nf:<id>:{<flow>}:<table>`) or per NF-wide object (`{timers}`,
 //! `{pool}` with its `{pool}:init` marker, ...); a call naming keys of two slots is an error.
 
+use crate::commands::{self, Call};
 use crate::redis_store::{handshake, Cond, RedisConfig, RedisStore};
 use crate::resp::{self, Conn, Endpoint, Reply};
 use crate::slots::{self, key_slot, Redirect, SLOTS};
@@ -644,22 +645,39 @@ impl ClusterStore {
 
     /// Encode the reads of `keys` into `building`: one `MGET` per slot, per node.
     fn build_reads(&mut self, keys: &[Key], pipeline: bool) -> Result<(), StoreError> {
+        let slots = keys.iter().map(|k| key_slot(k));
+        self.by_slot(slots, pipeline, |s, slot, ni, run| {
+            let sub = s.building_for(ni);
+            let start = sub.bytes.len();
+            resp::encode_header(&mut sub.bytes, run.len() + 1);
+            resp::encode_arg(&mut sub.bytes, b"MGET");
+            for &(_, k) in run {
+                resp::encode_arg(&mut sub.bytes, &keys[k as usize]);
+            }
+            let pos = run.iter().map(|&(_, k)| k).collect();
+            sub.push(slot, Kind::Mget(pos), start);
+            1
+        })
+    }
+
+    /// Calls `f(self, slot, node, run)` once per slot of the items whose slots `slots` gives (in
+    /// item order), in slot order; `run` = that slot's (slot, item index) pairs, items in their
+    /// order. `f` returns how many commands it queued for the slot (counted in flight with
+    /// `pipeline`). Stops at the first slot without a known master.
+    fn by_slot(
+        &mut self,
+        slots: impl Iterator<Item = u16>,
+        pipeline: bool,
+        mut f: impl FnMut(&mut Self, u16, u16, &[(u16, u32)]) -> usize,
+    ) -> Result<(), StoreError> {
         let mut order = std::mem::take(&mut self.order);
         order.clear();
-        order.extend(
-            keys.iter()
-                .enumerate()
-                .map(|(i, k)| (key_slot(k), i as u32)),
-        );
+        order.extend(slots.enumerate().map(|(i, s)| (s, i as u32)));
+        // (slot, index) pairs are distinct: sorting them keeps the item order within a slot.
         order.sort_unstable();
         let mut r = Ok(());
-        let mut i = 0;
-        while i < order.len() {
-            let slot = order[i].0;
-            let mut j = i + 1;
-            while j < order.len() && order[j].0 == slot {
-                j += 1;
-            }
+        for run in order.chunk_by(|a, b| a.0 == b.0) {
+            let slot = run[0].0;
             let ni = match self.route(slot) {
                 Ok(n) => n,
                 Err(e) => {
@@ -667,20 +685,11 @@ impl ClusterStore {
                     break;
                 }
             };
-            let sub = self.building_for(ni);
-            let start = sub.bytes.len();
-            resp::encode_header(&mut sub.bytes, j - i + 1);
-            resp::encode_arg(&mut sub.bytes, b"MGET");
-            for &(_, k) in &order[i..j] {
-                resp::encode_arg(&mut sub.bytes, &keys[k as usize]);
-            }
-            let pos = order[i..j].iter().map(|&(_, k)| k).collect();
-            sub.push(slot, Kind::Mget(pos), start);
+            let queued = f(self, slot, ni, run);
             if pipeline {
-                self.inflight[slot as usize] += 1;
+                self.inflight[slot as usize] += queued as u32;
                 self.routed[slot as usize] = ni;
             }
-            i = j;
         }
         self.order = order;
         r
@@ -690,15 +699,6 @@ impl ClusterStore {
     /// the slot), per node, then `WAIT` on every node that got writes. Returns the number of
     /// conditional writes (outcome positions in op order).
     fn build_writes(&mut self, ops: &[WriteOp], pipeline: bool) -> Result<usize, StoreError> {
-        let mut order = std::mem::take(&mut self.order);
-        order.clear();
-        order.extend(
-            ops.iter()
-                .enumerate()
-                .map(|(i, op)| (key_slot(op.key()), i as u32)),
-        );
-        // Stable by slot: op order kept within a slot.
-        order.sort_unstable();
         // Outcome position of each conditional write: its rank among them, in op order.
         let mut rank = vec![u32::MAX; ops.len()];
         let mut n_cond = 0u32;
@@ -708,30 +708,17 @@ impl ClusterStore {
                 n_cond += 1;
             }
         }
-        let mut r = Ok(());
         let mut slot_ops: Vec<&WriteOp> = Vec::new();
-        let mut i = 0;
-        while i < order.len() {
-            let slot = order[i].0;
-            let mut j = i + 1;
-            while j < order.len() && order[j].0 == slot {
-                j += 1;
-            }
-            let ni = match self.route(slot) {
-                Ok(n) => n,
-                Err(e) => {
-                    r = Err(e);
-                    break;
-                }
-            };
+        let slots = ops.iter().map(|op| key_slot(op.key()));
+        self.by_slot(slots, pipeline, |s, slot, ni, run| {
             slot_ops.clear();
-            slot_ops.extend(order[i..j].iter().map(|&(_, k)| &ops[k as usize]));
-            let conds: Vec<u32> = order[i..j]
+            slot_ops.extend(run.iter().map(|&(_, k)| &ops[k as usize]));
+            let conds: Vec<u32> = run
                 .iter()
                 .filter(|&&(_, k)| rank[k as usize] != u32::MAX)
                 .map(|&(_, k)| rank[k as usize])
                 .collect();
-            let sub = self.building_for(ni);
+            let sub = s.building_for(ni);
             let base = sub.bytes.len();
             let w = RedisStore::encode_writes(&mut sub.bytes, &slot_ops);
             let mut ci = w.conds.iter().zip(&conds).peekable();
@@ -749,14 +736,8 @@ impl ClusterStore {
                 });
             }
             debug_assert!(w.starts.first().is_none_or(|&s| s == base));
-            if pipeline {
-                self.inflight[slot as usize] += w.n as u32;
-                self.routed[slot as usize] = ni;
-            }
-            i = j;
-        }
-        self.order = order;
-        r?;
+            w.n
+        })?;
         if let Some(w) = self.cfg.wait {
             for (_, sub) in self.building.iter_mut() {
                 let start = sub.bytes.len();
@@ -1236,6 +1217,36 @@ impl ClusterStore {
         Ok(durable)
     }
 
+    fn with_long_timeout<T>(
+        &mut self,
+        key: &[u8],
+        f: impl FnOnce(&mut Self) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let long = self.cfg.timeout.max(Duration::from_secs(10));
+        let ni = self.map[key_slot(key) as usize];
+        if ni != NO_NODE {
+            if let Ok(c) = self.side(ni) {
+                let _ = c.set_read_timeout(long);
+            }
+        }
+        let r = f(self);
+        if ni != NO_NODE {
+            if let Some(c) = self.nodes[ni as usize].side.as_mut() {
+                let _ = c.set_read_timeout(self.cfg.timeout);
+            }
+        }
+        r
+    }
+}
+
+/// `CLUSTER SLOTS` on `c` (nothing else in flight on it).
+fn cluster_slots(c: &mut Conn) -> std::io::Result<Reply> {
+    resp::encode(&mut c.out, &[b"CLUSTER", b"SLOTS"]);
+    c.flush()?;
+    c.read_reply()
+}
+
+impl Call for ClusterStore {
     /// One blocking command on keys of one slot (`write`: followed by the configured `WAIT`).
     fn call(&mut self, args: &[&[u8]], keys: &[&[u8]], write: bool) -> Result<Reply, StoreError> {
         let slot = key_slot(keys.first().copied().unwrap_or(b""));
@@ -1274,49 +1285,6 @@ impl ClusterStore {
             )));
         }
         reply.ok_or_else(|| StoreError("no reply".into()))
-    }
-
-    fn eval(&mut self, script: &[u8], keys: &[&[u8]], args: &[&[u8]]) -> Result<Reply, StoreError> {
-        let nk = keys.len().to_string();
-        let mut v: Vec<&[u8]> = vec![b"EVAL", script, nk.as_bytes()];
-        v.extend_from_slice(keys);
-        v.extend_from_slice(args);
-        self.call(&v, keys, true)
-    }
-
-    fn with_long_timeout<T>(
-        &mut self,
-        key: &[u8],
-        f: impl FnOnce(&mut Self) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let long = self.cfg.timeout.max(Duration::from_secs(10));
-        let ni = self.map[key_slot(key) as usize];
-        if ni != NO_NODE {
-            if let Ok(c) = self.side(ni) {
-                let _ = c.set_read_timeout(long);
-            }
-        }
-        let r = f(self);
-        if ni != NO_NODE {
-            if let Some(c) = self.nodes[ni as usize].side.as_mut() {
-                let _ = c.set_read_timeout(self.cfg.timeout);
-            }
-        }
-        r
-    }
-}
-
-/// `CLUSTER SLOTS` on `c` (nothing else in flight on it).
-fn cluster_slots(c: &mut Conn) -> std::io::Result<Reply> {
-    resp::encode(&mut c.out, &[b"CLUSTER", b"SLOTS"]);
-    c.flush()?;
-    c.read_reply()
-}
-
-fn int_reply(r: Reply) -> Result<i64, StoreError> {
-    match r {
-        Reply::Int(n) => Ok(n),
-        r => Err(StoreError(format!("expected an integer reply, got {r:?}"))),
     }
 }
 
@@ -1394,67 +1362,31 @@ impl FlowStore for ClusterStore {
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> Result<bool, StoreError> {
-        let r = self.eval(
-            crate::redis_store::CAS,
-            &[key],
-            &[
-                if expected.is_some() { b"1" } else { b"0" },
-                expected.unwrap_or(b""),
-                if new.is_some() { b"1" } else { b"0" },
-                new.unwrap_or(b""),
-            ],
-        )?;
-        Ok(int_reply(r)? == 1)
+        commands::compare_and_set(self, key, expected, new)
     }
 
     fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, StoreError> {
-        let d = delta.to_string();
-        int_reply(self.call(&[b"INCRBY", key, d.as_bytes()], &[key], true)?)
+        commands::incr_by(self, key, delta)
     }
 
     fn pool_init(&mut self, pool: &[u8], items: &[Vec<u8>]) -> Result<bool, StoreError> {
-        let mut marker = pool.to_vec();
-        marker.extend_from_slice(b":init");
-        let args: Vec<&[u8]> = items.iter().map(|i| i.as_slice()).collect();
-        let r = self.with_long_timeout(pool, |s| {
-            s.eval(crate::redis_store::POOL_INIT, &[pool, &marker], &args)
-        })?;
-        Ok(int_reply(r)? == 1)
+        self.with_long_timeout(pool, |s| commands::pool_init(s, pool, items))
     }
 
     fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        match self.call(&[b"LPOP", pool], &[pool], true)? {
-            Reply::Bulk(b) => Ok(Some(b)),
-            Reply::Nil => Ok(None),
-            r => Err(StoreError(format!("LPOP: unexpected reply {r:?}"))),
-        }
+        commands::pool_pop(self, pool)
     }
 
     fn pool_pop_many(&mut self, pool: &[u8], max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
-        if max == 0 {
-            return Ok(Vec::new());
-        }
-        let n = max.to_string();
-        match self.call(&[b"LPOP", pool, n.as_bytes()], &[pool], true)? {
-            Reply::Array(items) => items
-                .into_iter()
-                .map(|r| match r {
-                    Reply::Bulk(b) => Ok(b),
-                    r => Err(StoreError(format!("LPOP: unexpected item {r:?}"))),
-                })
-                .collect(),
-            Reply::Nil => Ok(Vec::new()),
-            r => Err(StoreError(format!("LPOP: unexpected reply {r:?}"))),
-        }
+        commands::pool_pop_many(self, pool, max)
     }
 
     fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
-        self.call(&[b"RPUSH", pool, item], &[pool], true)
-            .map(|_| ())
+        commands::pool_push(self, pool, item)
     }
 
     fn pool_len(&mut self, pool: &[u8]) -> Result<usize, StoreError> {
-        Ok(int_reply(self.call(&[b"LLEN", pool], &[pool], false)?)?.max(0) as usize)
+        commands::pool_len(self, pool)
     }
 
     fn timer_claim_due(
@@ -1463,40 +1395,11 @@ impl FlowStore for ClusterStore {
         now_ms: u64,
         max: usize,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
-        let (now, max) = (now_ms.to_string(), max.to_string());
-        match self.eval(
-            crate::redis_store::CLAIM_DUE,
-            &[timers],
-            &[now.as_bytes(), max.as_bytes()],
-        )? {
-            Reply::Array(items) => Ok(items
-                .into_iter()
-                .filter_map(|r| match r {
-                    Reply::Bulk(b) => Some(b),
-                    _ => None,
-                })
-                .collect()),
-            Reply::Nil => Ok(vec![]),
-            r => Err(StoreError(format!("claim timers: unexpected reply {r:?}"))),
-        }
+        commands::timer_claim_due(self, timers, now_ms, max)
     }
 
     fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
-        match self.call(&[b"HGETALL", key], &[key], false)? {
-            Reply::Array(items) => {
-                let mut flat = items.into_iter().map(|r| match r {
-                    Reply::Bulk(b) => Ok(b),
-                    r => Err(StoreError(format!("HGETALL: unexpected item {r:?}"))),
-                });
-                let mut v = Vec::new();
-                while let (Some(f), Some(x)) = (flat.next(), flat.next()) {
-                    v.push((f?, x?));
-                }
-                v.sort();
-                Ok(v)
-            }
-            r => Err(StoreError(format!("HGETALL: unexpected reply {r:?}"))),
-        }
+        commands::hash_get_all(self, key)
     }
 
     fn stats(&self) -> StoreStats {

@@ -22,6 +22,7 @@
 mod batch;
 mod cache;
 pub mod cluster;
+mod commands;
 pub mod fasthash;
 mod keys;
 mod local;

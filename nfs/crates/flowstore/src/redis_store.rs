@@ -10,6 +10,7 @@
 //! otherwise it first collects the replies of the groups in flight (kept for
 //! [`Pipeline::recv`]) and runs on the main connection.
 
+use crate::commands::{self, Call};
 use crate::resp::{self, Conn, Endpoint, Reply, MAX_UNIX_PATH};
 use crate::{
     FastMap, FlowStore, HashFields, HashOp, Key, Pipeline, StoreError, StoreStats, WriteOp,
@@ -160,27 +161,6 @@ impl RedisConfig {
         }
     }
 }
-
-pub(crate) const CAS: &[u8] = br#"
-local cur = redis.call('GET', KEYS[1])
-local exp_absent = ARGV[1] == '0'
-if (exp_absent and cur) or ((not exp_absent) and cur ~= ARGV[2]) then return 0 end
-if ARGV[3] == '1' then redis.call('SET', KEYS[1], ARGV[4]) else redis.call('DEL', KEYS[1]) end
-return 1
-"#;
-
-// KEYS[1] = pool list, KEYS[2] = init marker (same hash tag as the pool).
-pub(crate) const POOL_INIT: &[u8] = br#"
-if redis.call('SETNX', KEYS[2], '1') == 0 then return 0 end
-for i = 1, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
-return 1
-"#;
-
-pub(crate) const CLAIM_DUE: &[u8] = br#"
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
-for i = 1, #due do redis.call('ZREM', KEYS[1], due[i]) end
-return due
-"#;
 
 /// Parse a store URL into (endpoint, db): `redis://HOST[:PORT][/DB]` (TCP, port 6379 by default)
 /// or `unix:///ABSOLUTE/PATH[?db=N]` (also spelled `redis+unix://`; the tier's unix socket).
@@ -542,23 +522,6 @@ impl RedisStore {
         r.map_err(|e| self.fail(e))
     }
 
-    /// One blocking command on `keys`: its reply (an error reply is a [`StoreError`]). On the
-    /// side connection when allowed ([`RedisStore::side_ok`]), else after collecting the
-    /// replies of the groups in flight.
-    fn call(&mut self, args: &[&[u8]], keys: &[&[u8]], write: bool) -> Result<Reply, StoreError> {
-        if self.side_ok(keys) {
-            return self.side_call(args, write);
-        }
-        self.drain_in_flight()?;
-        let wait = self.cfg.wait.filter(|_| write);
-        let r = (|| {
-            let c = self.ensure_conn()?;
-            call_on(c, args, wait)
-        })();
-        self.stats.round_trips += 1;
-        r.map_err(|e| self.fail(e))
-    }
-
     fn encode_reads(out: &mut Vec<u8>, keys: &[Key]) {
         resp::encode_header(out, keys.len() + 1);
         resp::encode_arg(out, b"MGET");
@@ -672,7 +635,7 @@ impl RedisStore {
                         out,
                         &[
                             b"EVAL",
-                            CAS,
+                            commands::CAS,
                             b"1",
                             key,
                             flag(expect),
@@ -688,14 +651,6 @@ impl RedisStore {
             i = j;
         }
         cmds
-    }
-
-    fn eval(&mut self, script: &[u8], keys: &[&[u8]], args: &[&[u8]]) -> Result<Reply, StoreError> {
-        let nk = keys.len().to_string();
-        let mut v: Vec<&[u8]> = vec![b"EVAL", script, nk.as_bytes()];
-        v.extend_from_slice(keys);
-        v.extend_from_slice(args);
-        self.call(&v, keys, true)
     }
 }
 
@@ -810,10 +765,22 @@ fn call_on(c: &mut Conn, args: &[&[u8]], wait: Option<WaitPolicy>) -> Result<Rep
     }
 }
 
-fn int_reply(r: Reply) -> Result<i64, StoreError> {
-    match r {
-        Reply::Int(n) => Ok(n),
-        r => Err(StoreError(format!("expected an integer reply, got {r:?}"))),
+impl Call for RedisStore {
+    /// One blocking command on `keys`: its reply (an error reply is a [`StoreError`]). On the
+    /// side connection when allowed ([`RedisStore::side_ok`]), else after collecting the
+    /// replies of the groups in flight.
+    fn call(&mut self, args: &[&[u8]], keys: &[&[u8]], write: bool) -> Result<Reply, StoreError> {
+        if self.side_ok(keys) {
+            return self.side_call(args, write);
+        }
+        self.drain_in_flight()?;
+        let wait = self.cfg.wait.filter(|_| write);
+        let r = (|| {
+            let c = self.ensure_conn()?;
+            call_on(c, args, wait)
+        })();
+        self.stats.round_trips += 1;
+        r.map_err(|e| self.fail(e))
     }
 }
 
@@ -920,90 +887,42 @@ impl FlowStore for RedisStore {
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> Result<bool, StoreError> {
-        let r = self.eval(
-            CAS,
-            &[key],
-            &[
-                if expected.is_some() { b"1" } else { b"0" },
-                expected.unwrap_or(b""),
-                if new.is_some() { b"1" } else { b"0" },
-                new.unwrap_or(b""),
-            ],
-        )?;
-        Ok(int_reply(r)? == 1)
+        commands::compare_and_set(self, key, expected, new)
     }
 
     fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, StoreError> {
-        let d = delta.to_string();
-        int_reply(self.call(&[b"INCRBY", key, d.as_bytes()], &[key], true)?)
+        commands::incr_by(self, key, delta)
     }
 
     fn pool_init(&mut self, pool: &[u8], items: &[Vec<u8>]) -> Result<bool, StoreError> {
-        let mut marker = pool.to_vec();
-        marker.extend_from_slice(b":init");
-        let args: Vec<&[u8]> = items.iter().map(|i| i.as_slice()).collect();
         // One-time setup that may carry 10^5 items: allow it more than the per-batch timeout.
         let long = self.cfg.timeout.max(Duration::from_secs(10));
         let _ = self.ensure_conn()?.set_read_timeout(long);
-        let r = self.eval(POOL_INIT, &[pool, &marker], &args);
+        let r = commands::pool_init(self, pool, items);
         if let Some(c) = self.conn.as_mut() {
             let _ = c.set_read_timeout(self.cfg.timeout);
         }
-        Ok(int_reply(r?)? == 1)
+        r
     }
 
     fn pool_pop(&mut self, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        match self.call(&[b"LPOP", pool], &[pool], true)? {
-            Reply::Bulk(b) => Ok(Some(b)),
-            Reply::Nil => Ok(None),
-            r => Err(StoreError(format!("LPOP: unexpected reply {r:?}"))),
-        }
+        commands::pool_pop(self, pool)
     }
 
     fn hash_get_all(&mut self, key: &[u8]) -> Result<HashFields, StoreError> {
-        match self.call(&[b"HGETALL", key], &[key], false)? {
-            Reply::Array(items) => {
-                let mut flat = items.into_iter().map(|r| match r {
-                    Reply::Bulk(b) => Ok(b),
-                    r => Err(StoreError(format!("HGETALL: unexpected item {r:?}"))),
-                });
-                let mut v = Vec::new();
-                while let (Some(f), Some(x)) = (flat.next(), flat.next()) {
-                    v.push((f?, x?));
-                }
-                v.sort();
-                Ok(v)
-            }
-            r => Err(StoreError(format!("HGETALL: unexpected reply {r:?}"))),
-        }
+        commands::hash_get_all(self, key)
     }
 
     fn pool_pop_many(&mut self, pool: &[u8], max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
-        if max == 0 {
-            return Ok(Vec::new());
-        }
-        // LPOP with a count (Redis >= 6.2): one atomic pop of up to `max` items.
-        let n = max.to_string();
-        match self.call(&[b"LPOP", pool, n.as_bytes()], &[pool], true)? {
-            Reply::Array(items) => items
-                .into_iter()
-                .map(|r| match r {
-                    Reply::Bulk(b) => Ok(b),
-                    r => Err(StoreError(format!("LPOP: unexpected item {r:?}"))),
-                })
-                .collect(),
-            Reply::Nil => Ok(Vec::new()),
-            r => Err(StoreError(format!("LPOP: unexpected reply {r:?}"))),
-        }
+        commands::pool_pop_many(self, pool, max)
     }
 
     fn pool_push(&mut self, pool: &[u8], item: &[u8]) -> Result<(), StoreError> {
-        self.call(&[b"RPUSH", pool, item], &[pool], true)
-            .map(|_| ())
+        commands::pool_push(self, pool, item)
     }
 
     fn pool_len(&mut self, pool: &[u8]) -> Result<usize, StoreError> {
-        Ok(int_reply(self.call(&[b"LLEN", pool], &[pool], false)?)?.max(0) as usize)
+        commands::pool_len(self, pool)
     }
 
     fn timer_claim_due(
@@ -1012,18 +931,7 @@ impl FlowStore for RedisStore {
         now_ms: u64,
         max: usize,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
-        let (now, max) = (now_ms.to_string(), max.to_string());
-        match self.eval(CLAIM_DUE, &[timers], &[now.as_bytes(), max.as_bytes()])? {
-            Reply::Array(items) => Ok(items
-                .into_iter()
-                .filter_map(|r| match r {
-                    Reply::Bulk(b) => Some(b),
-                    _ => None,
-                })
-                .collect()),
-            Reply::Nil => Ok(vec![]),
-            r => Err(StoreError(format!("claim timers: unexpected reply {r:?}"))),
-        }
+        commands::timer_claim_due(self, timers, now_ms, max)
     }
 
     fn stats(&self) -> StoreStats {

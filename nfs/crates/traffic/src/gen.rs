@@ -54,57 +54,78 @@ fn spec<'a>(
     s
 }
 
-/// Frames of all flows, interleaved round-robin. TCP flows: SYN, SYN+ACK (from the server side),
-/// ACK, data..., FIN (client), FIN+ACK (server). Data packets carry a [`Marker`]. TCP sequence
-/// numbers are byte offsets as a real stream's (the SYN takes 0, data starts at 1 and is
-/// contiguous), so a reassembling NF (the IPS) scans every payload byte.
-pub fn frames(c: &GenConfig) -> Vec<GenFrame> {
+/// Frames of all flows, interleaved round-robin, built as they are taken (a run of many flows
+/// and packets never sits in memory whole). TCP flows: SYN, SYN+ACK (from the server side), ACK,
+/// data..., FIN (client), FIN+ACK (server). Data packets carry a [`Marker`]. TCP sequence numbers
+/// are byte offsets as a real stream's (the SYN takes 0, data starts at 1 and is contiguous), so a
+/// reassembling NF (the IPS) scans every payload byte. [`frame_count`] frames in all.
+pub fn frames(c: &GenConfig) -> impl Iterator<Item = GenFrame> + '_ {
+    let handshakes = if c.tcp { c.flows } else { 0 };
+    let open = (0..handshakes).flat_map(move |f| {
+        [
+            ctrl(c, f, false, 0, TCP_SYN),
+            ctrl(c, f, true, 0, TCP_SYN | TCP_ACK),
+            ctrl(c, f, false, 1, TCP_ACK),
+        ]
+    });
+    let data = (0..c.pkts).flat_map(move |seq| (0..c.flows).map(move |f| data(c, f, seq)));
+    let close = (0..handshakes).flat_map(move |f| {
+        [
+            ctrl(c, f, false, data_seq(c, c.pkts), TCP_FIN | TCP_ACK),
+            ctrl(c, f, true, 1, TCP_FIN | TCP_ACK),
+        ]
+    });
+    open.chain(data).chain(close)
+}
+
+/// How many frames [`frames`] yields.
+pub fn frame_count(c: &GenConfig) -> u64 {
+    let per_flow = u64::from(c.pkts) + if c.tcp { 5 } else { 0 };
+    u64::from(c.flows) * per_flow
+}
+
+fn payload_len(c: &GenConfig) -> usize {
     let hdr = if c.tcp { 54 } else { 42 };
-    let plen = c.frame_len.saturating_sub(hdr).max(MARKER_LEN);
-    let tcp = |seq: u32, flags: u8| Transport::Tcp { seq, ack: 0, flags };
-    let ctrl = |flow: u32, reverse: bool, seq: u32, flags: u8| GenFrame {
-        frame: spec(c, flow, reverse, tcp(seq, flags), &[]).build(),
+    c.frame_len.saturating_sub(hdr).max(MARKER_LEN)
+}
+
+fn data_seq(c: &GenConfig, i: u32) -> u32 {
+    1u32.wrapping_add(i.wrapping_mul(payload_len(c) as u32))
+}
+
+fn ctrl(c: &GenConfig, flow: u32, reverse: bool, seq: u32, flags: u8) -> GenFrame {
+    let t = Transport::Tcp { seq, ack: 0, flags };
+    GenFrame {
+        frame: spec(c, flow, reverse, t, &[]).build(),
         marker_at: None,
-    };
-    let data_seq = |i: u32| 1u32.wrapping_add(i.wrapping_mul(plen as u32));
-    let mut out = vec![];
-    if c.tcp {
-        for f in 0..c.flows {
-            out.push(ctrl(f, false, 0, TCP_SYN));
-            out.push(ctrl(f, true, 0, TCP_SYN | TCP_ACK));
-            out.push(ctrl(f, false, 1, TCP_ACK));
-        }
     }
+}
+
+fn data(c: &GenConfig, flow: u32, seq: u32) -> GenFrame {
+    let plen = payload_len(c);
     let mut payload = vec![0u8; plen];
-    for seq in 0..c.pkts {
-        for f in 0..c.flows {
-            Marker {
-                run: c.run,
-                flow: f,
-                seq,
-                ts_ns: 0,
-            }
-            .write(&mut payload);
-            let t = if c.tcp {
-                tcp(data_seq(seq), TCP_PSH | TCP_ACK)
-            } else {
-                Transport::Udp
-            };
-            let frame = spec(c, f, false, t, &payload).build();
-            let at = frame.len() - plen;
-            out.push(GenFrame {
-                frame,
-                marker_at: Some(at),
-            });
-        }
+    Marker {
+        run: c.run,
+        flow,
+        seq,
+        ts_ns: 0,
     }
-    if c.tcp {
-        for f in 0..c.flows {
-            out.push(ctrl(f, false, data_seq(c.pkts), TCP_FIN | TCP_ACK));
-            out.push(ctrl(f, true, 1, TCP_FIN | TCP_ACK));
+    .write(&mut payload);
+    let t = if c.tcp {
+        Transport::Tcp {
+            seq: data_seq(c, seq),
+            ack: 0,
+            flags: TCP_PSH | TCP_ACK,
         }
+    } else {
+        Transport::Udp
+    };
+    let frame = spec(c, flow, false, t, &payload).build();
+    let at = frame.len() - plen;
+    GenFrame {
+        frame,
+        marker_at: Some(at),
     }
-    out
 }
 
 /// Write the send time into a data frame's marker and fix the transport checksum incrementally.
@@ -143,8 +164,9 @@ mod tests {
             dst_mac: [2, 0, 0, 0, 0, 2],
             dst_port: 80,
         };
-        let fr = frames(&c);
+        let fr: Vec<GenFrame> = frames(&c).collect();
         assert_eq!(fr.len(), 2 * 3 + 2 * 5);
+        assert_eq!(frame_count(&c), fr.len() as u64);
         // Client side of flow 0: SYN 0, ACK 1, data 1, 47, 93 (46-byte payloads), FIN 139.
         let seqs: Vec<(u32, usize)> = fr
             .iter()

@@ -9,7 +9,7 @@ use netio::afpacket::{AfPacket, RingConfig};
 use netio::{Batch, Device};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
-use traffic::gen::{frames, stamp, GenConfig};
+use traffic::gen::{frame_count, frames, stamp, GenConfig};
 use traffic::sink::SinkStats;
 use traffic::Marker;
 
@@ -102,22 +102,24 @@ fn gen(m: &HashMap<String, String>) -> Result<serde_json::Value, String> {
         return Err("--rate must be > 0".into());
     }
     let mut dev = AfPacket::open(port, RingConfig::for_batch(32)).map_err(|e| e.to_string())?;
+    let total = frame_count(&cfg);
     let mut all = frames(&cfg);
     let mut b = Batch::with_capacity(32);
     let t0 = Instant::now();
     let mut sent = 0usize;
-    let mut i = 0;
-    while i < all.len() {
+    let mut i = 0u64;
+    while i < total {
         // Pace: do not get ahead of rate.
         let due = Duration::from_secs_f64(i as f64 / rate);
         if let Some(w) = due.checked_sub(t0.elapsed()) {
             std::thread::sleep(w);
         }
         b.clear();
-        let now_due = ((t0.elapsed().as_secs_f64() * rate) as usize + 1).min(all.len());
-        while !b.is_full() && i < now_due.max(i + 1) && i < all.len() {
-            stamp(&mut all[i], wall_ns());
-            b.push(&all[i].frame, 0);
+        let now_due = ((t0.elapsed().as_secs_f64() * rate) as u64 + 1).min(total);
+        while !b.is_full() && i < now_due.max(i + 1) && i < total {
+            let Some(mut g) = all.next() else { break };
+            stamp(&mut g, wall_ns());
+            b.push(&g.frame, 0);
             i += 1;
         }
         let keep = vec![true; b.len()];
@@ -125,7 +127,7 @@ fn gen(m: &HashMap<String, String>) -> Result<serde_json::Value, String> {
     }
     let data = u64::from(cfg.flows) * u64::from(cfg.pkts);
     Ok(
-        serde_json::json!({"sent": sent, "data_packets": data, "frames": all.len(), "seconds": t0.elapsed().as_secs_f64()}),
+        serde_json::json!({"sent": sent, "data_packets": data, "frames": i, "seconds": t0.elapsed().as_secs_f64()}),
     )
 }
 

@@ -20,7 +20,7 @@ fn stamped_frames_keep_valid_checksums() {
             dst_mac: [2, 0, 0, 0, 0, 2],
             dst_port: 5001,
         };
-        let mut fs = frames(&c);
+        let mut fs: Vec<_> = frames(&c).collect();
         assert_eq!(fs.len(), if tcp { 6 + 6 + 4 } else { 6 });
         for f in fs.iter_mut() {
             stamp(f, 0x0123_4567_89ab_cdef);
