@@ -32,6 +32,7 @@ from fractions import Fraction
 import numpy as np
 
 from placement.decompose import SAFE, Groups
+from placement.dual import prices
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +211,16 @@ def _lp(gr: Groups, alive: np.ndarray, obj: np.ndarray, eqs: list[tuple[np.ndarr
     return np.maximum(0.0, duals[:nb]), duals[nb:], y
 
 
+def _prices(gr: Groups, alive: np.ndarray, deadline: float):
+    """Prices of the budget rows and a fractional solution for the primary cost: the Lagrangian dual
+    (dual.py, a few vectorised passes), else the LP relaxation (GLOP); the same shape as ``_lp``."""
+    pr = prices(gr.use, gr.budget, gr.cost, gr.start, alive, deadline)
+    if pr is None:
+        return _lp(gr, alive, gr.cost, [])
+    log.debug("prices: %d passes, bound %.1f", pr.passes, pr.bound)
+    return pr.lam, np.zeros(0), pr.y
+
+
 BIG = 2**62
 
 
@@ -309,24 +320,74 @@ def _dp_rows(gr: Groups, lam: np.ndarray):
     yield gr.use[:, row], gr.budget[row]
 
 
-def _greedy(gr: Groups, y: np.ndarray) -> list[int] | None:
-    """A feasible choice, cheap: the LP solution rounded (largest y per group), else per group the
-    configuration using the least of the budgets (relative to each budget); None if neither fits.
-    CP-SAT on coefficients of 2^40 can take seconds to find any solution (measured: none in 10 s with
-    four sNICs); with this as a hint it starts from one."""
+def _greedy(gr: Groups, y: np.ndarray, alive: np.ndarray | None = None) -> list[int] | None:
+    """A feasible choice, cheap: the LP solution rounded (largest y per group) and repaired (below), else
+    per group the configuration using the least of the budgets (relative to each budget); the cheaper
+    that fits, None if neither does. CP-SAT on coefficients of 2^40 can take seconds to find any solution
+    (measured: none in 10 s with three or four sNICs); with this as a hint it starts from one."""
     if not gr.n_groups:
         return []
     budget = np.array(gr.budget, dtype=np.int64)
     grp = np.repeat(np.arange(gr.n_groups), np.diff(gr.start))
     rel = (np.maximum(gr.use, 0) / np.maximum(budget, 1).astype(float)).sum(1)
+    ok = np.ones(len(gr.cost), dtype=bool) if alive is None else alive
     found = None
-    for keys in ((gr.cost, -y, grp), (gr.cost, rel, grp)):
+    for keys in ((gr.cost, -y, ~ok, grp), (gr.cost, rel, ~ok, grp)):
         order = np.lexsort(keys)  # per group, the best first
-        chosen = order[gr.start[:-1]]
-        fits = (gr.use[chosen].sum(0) <= budget).all()
-        if fits and (found is None or _sum(gr.cost, chosen.tolist()) < _sum(gr.cost, found)):
-            found = chosen.tolist()
+        chosen = _repair(gr, order[gr.start[:-1]], ok, grp, budget)
+        if chosen is not None and (found is None or _sum(gr.cost, chosen) < _sum(gr.cost, found)):
+            found = chosen
     return found
+
+
+def _repair(gr: Groups, chosen: np.ndarray, ok: np.ndarray, grp: np.ndarray, budget: np.ndarray,
+            steps: int = 200) -> list[int] | None:  # fmt: skip
+    """Make `chosen` fit the budgets, then cheaper: while a row is over, switch the one group whose
+    switch removes the most excess per unit of added cost; then, while a switch lowers the cost and
+    keeps every row within budget, take the one that lowers it most. None if it cannot fit."""
+    chosen = chosen.copy()
+    used = gr.use[chosen].sum(0)
+    scale = np.maximum(np.abs(budget), 1).astype(float)
+    for _ in range(steps):
+        over = np.maximum(used - budget, 0)
+        if not over.any():
+            break
+        cur = chosen[grp]
+        # Excess removed by switching to each configuration (relative to each row's budget).
+        after = np.maximum(used[None, :] - gr.use[cur] + gr.use - budget[None, :], 0)
+        gain = ((over[None, :] - after) / scale[None, :]).sum(1)
+        extra = (gr.cost - gr.cost[cur]).astype(float)
+        score = np.where(ok & (gain > 0), gain / (np.maximum(extra, 0) + 1.0), -1.0)
+        k = int(np.argmax(score))
+        if score[k] <= 0:
+            return None
+        used += gr.use[k] - gr.use[chosen[grp[k]]]
+        chosen[grp[k]] = k
+    else:
+        return None
+    if (used > budget).any():
+        return None
+    for _ in range(5):
+        # Per group its cheapest switch that fits alone; taken, largest saving first, while all fit.
+        cur = chosen[grp]
+        fits = ok & ((used[None, :] - gr.use[cur] + gr.use) <= budget[None, :]).all(1)
+        saving = np.where(fits, gr.cost[cur] - gr.cost, 0)
+        best = _reduce(saving, gr.start, np.maximum)
+        gs = np.nonzero(best > 0)[0]
+        if not len(gs):
+            break
+        taken = 0
+        for g in gs[np.argsort(-best[gs], kind="stable")].tolist():
+            lo = int(gr.start[g])
+            hi = int(gr.start[g + 1])
+            k = lo + int(np.argmax(saving[lo:hi]))
+            new_used = used + gr.use[k] - gr.use[chosen[g]]
+            if (new_used <= budget).all():
+                used, chosen[g] = new_used, k
+                taken += 1
+        if not taken:
+            break
+    return chosen.tolist()
 
 
 def _restricted(gr, d, y, alive):
@@ -361,7 +422,7 @@ def solve_groups(
     alive = np.ones(len(gr.cost), dtype=bool)
     best, p1, proven, lower = None, None, False, None
     restricted = None
-    lp1 = _lp(gr, alive, gr.cost, []) if gr.n_groups and reduce else None
+    lp1 = _prices(gr, alive, deadline) if gr.n_groups and reduce else None
     if lp1 is not None:
         # Incumbent from a small core around the LP optimum, then exact reduced-cost fixing.
         lam, _, y = lp1
@@ -375,7 +436,9 @@ def solve_groups(
             # folded objective instead (same prices scaled by the cost weight), where those ties differ.
             _, _, df = _bound(gr, alive, folded0, lam * full[0][0][1], [], np.zeros(0))
             restricted = _restricted(gr, df, y, alive)
-        greedy = _greedy(gr, y)  # the incumbent if CP-SAT finds none on the restricted core
+        greedy = _greedy(gr, y, alive)  # the incumbent if CP-SAT finds none on the restricted core
+        if greedy is not None:
+            restricted[np.array(greedy, dtype=np.int64)] = True
         core = _Core(gr, restricted, workers, linearization)
         core.m.minimize(core.objective(folded0))
         # Only an incumbent is needed here (any feasible one makes the fixing below valid): time-box it.
@@ -383,9 +446,12 @@ def solve_groups(
         # Good enough once within half the slack the proof below allows (absolute: the core's objective
         # leaves out the groups without a choice).
         abs_gap = float(slack(max(0, math.floor(lower)))) / 2 if len(full) > 1 else 0.0
-        status, inc, _, _ = core.solve(min(deadline, now + max(0.1, now - t0)), hint, abs_gap)
+        start_from = hint if hint is not None or greedy is None else greedy
+        status, inc, _, _ = core.solve(min(deadline, now + max(0.1, now - t0)), start_from, abs_gap)
         log.debug("restricted core %s groups=%d t=%.3f", status, len(core.multi), time.monotonic() - t0)
-        if status not in ("optimal", "feasible") and greedy is not None:
+        if greedy is not None and (
+            status not in ("optimal", "feasible") or _sum(gr.cost, greedy) < _sum(gr.cost, inc)
+        ):
             status, inc = "feasible", greedy
         if status in ("optimal", "feasible"):
             best = inc
