@@ -108,10 +108,7 @@ def _times(v: Fraction, den: int) -> int:
 
 
 def _lcm_den(values) -> int:
-    den = 1
-    for v in values:
-        den = den * v.denominator // math.gcd(den, v.denominator)
-    return den
+    return math.lcm(*{v.denominator for v in values})
 
 
 def _find(parent: list[int], i: int) -> int:

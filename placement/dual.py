@@ -10,9 +10,9 @@ a concave piecewise-linear function of a handful of prices, each evaluation one 
 the configurations. It is maximised here by a stabilised cutting-plane method (Kelley's cuts in a trust
 region; the small master LP in GLOP): tens of passes instead of one LP with a row per group (measured
 seconds at 5,000 vertices on the loaded machine). Only a guide, like the LP: the engine computes an exact
-integer bound from whatever prices come out (engine._bound). The master's duals weigh the selections that
-made the binding cuts: their mix is an (approximately) optimal fractional solution of the LP, used to
-choose the engine's restricted core.
+integer bound from whatever prices come out (engine._bound).
+The LP's fractional solution, which the engine rounds for an incumbent, comes from complementary
+slackness: only configurations of (near) zero reduced cost at the best prices, a small LP (``_primal``).
 """
 
 from __future__ import annotations
@@ -73,8 +73,7 @@ def prices(use: np.ndarray, budget: list[int], cost: np.ndarray, start: np.ndarr
         return float(gmin.sum() - lam @ bn), u[am].sum(0) - bn, am
 
     lam_best = np.zeros(n_rows)
-    val_best, g_best, am_best = evaluate(lam_best)
-    cuts = [(val_best, g_best, lam_best.copy(), am_best)]
+    val_best, g_best, _ = evaluate(lam_best)
     passes, radius, upper = 1, 1.0, np.inf
     m = mbh.ModelBuilderHelper()
     m.add_var_array_with_bounds(np.array([-1.0] + [0.0] * n_rows), np.array([10.0] + [1e6] * n_rows),
@@ -94,7 +93,6 @@ def prices(use: np.ndarray, budget: list[int], cost: np.ndarray, start: np.ndarr
         rows.append(ci)
 
     add_cut(val_best, g_best, lam_best)
-    weights = None
     while passes < max_passes and time.monotonic() < deadline:
         for r in range(n_rows):
             if active[r]:
@@ -108,15 +106,13 @@ def prices(use: np.ndarray, budget: list[int], cost: np.ndarray, start: np.ndarr
             return None
         sol = np.asarray(solver.variable_values())
         lam, model_val = np.maximum(sol[1:], 0.0), float(sol[0])
-        weights = np.abs(np.asarray(solver.dual_values()))[: len(cuts)]
         inside = bool((np.abs(lam - lam_best) < radius * 0.999)[active].all())
         if inside:
             upper = min(upper, model_val)
         if model_val - val_best <= rel_tol and (inside or radius >= 1e6):
             break
-        val, g, am = evaluate(lam)
+        val, g, _ = evaluate(lam)
         passes += 1
-        cuts.append((val, g, lam.copy(), am))
         add_cut(val, g, lam)
         if val > val_best + 1e-12:
             step = val - val_best
@@ -143,7 +139,9 @@ def prices(use: np.ndarray, budget: list[int], cost: np.ndarray, start: np.ndarr
     return Prices(np.maximum(lam_out, 0.0), y, c0 + val_best * c_scale, passes)
 
 
-def _primal(c: np.ndarray, u: np.ndarray, bn: np.ndarray, st: np.ndarray, near: np.ndarray) -> np.ndarray | None:
+def _primal(
+    c: np.ndarray, u: np.ndarray, bn: np.ndarray, st: np.ndarray, near: np.ndarray
+) -> np.ndarray | None:
     """The LP optimum among the near-tied configurations `near` at the best prices (complementary
     slackness: an optimal fractional solution uses only configurations of reduced cost 0): groups with one
     such configuration take it, the few with several share an LP (GLOP); None if that LP is infeasible."""

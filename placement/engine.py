@@ -107,10 +107,14 @@ class _Core:
         nz = np.nonzero(coef)[0]
         return self.cp.LinearExpr.weighted_sum([self.vars[k] for k in nz.tolist()], coef[nz].tolist())
 
-    def solve(self, deadline: float, hint: list[int] | None, abs_gap: float = 0.0):
+    def solve(self, deadline: float, hint: list[int] | None, abs_gap: float = 0.0, work: float | None = None):
+        """CP-SAT until `deadline` (wall clock) and, if given, `work` units of CP-SAT's deterministic time
+        (a box that does not shrink when the machine is loaded)."""
         solver = self.cp.CpSolver()
         solver.parameters.absolute_gap_limit = abs_gap
         solver.parameters.max_time_in_seconds = max(0.01, deadline - time.monotonic())
+        if work is not None:
+            solver.parameters.max_deterministic_time = work
         solver.parameters.num_workers = self.workers
         solver.parameters.linearization_level = self.linearization
         self.m.clear_hints()
@@ -120,6 +124,7 @@ class _Core:
                 if v is not None:
                     self.m.add_hint(v, 1)
         st = solver.solve(self.m)
+        log.debug("cp-sat wall %.3f deterministic %.3f", solver.wall_time, solver.deterministic_time)
         status = {self.cp.OPTIMAL: "optimal", self.cp.FEASIBLE: "feasible", self.cp.INFEASIBLE: "infeasible"}
         status = status.get(st, "unknown")
         if status not in ("optimal", "feasible"):
@@ -258,6 +263,7 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
 
 
 DP_STATES = 400_000
+RESTRICTED_WORK = 10.0  # deterministic time of the first incumbent's CP-SAT (on the small restricted core)
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
@@ -439,20 +445,28 @@ def solve_groups(
         greedy = _greedy(gr, y, alive)  # the incumbent if CP-SAT finds none on the restricted core
         if greedy is not None:
             restricted[np.array(greedy, dtype=np.int64)] = True
-        core = _Core(gr, restricted, workers, linearization)
-        core.m.minimize(core.objective(folded0))
-        # Only an incumbent is needed here (any feasible one makes the fixing below valid): time-box it.
-        now = time.monotonic()
-        # Good enough once within half the slack the proof below allows (absolute: the core's objective
-        # leaves out the groups without a choice).
-        abs_gap = float(slack(max(0, math.floor(lower)))) / 2 if len(full) > 1 else 0.0
-        start_from = hint if hint is not None or greedy is None else greedy
-        status, inc, _, _ = core.solve(min(deadline, now + max(0.1, now - t0)), start_from, abs_gap)
-        log.debug("restricted core %s groups=%d t=%.3f", status, len(core.multi), time.monotonic() - t0)
-        if greedy is not None and (
-            status not in ("optimal", "feasible") or _sum(gr.cost, greedy) < _sum(gr.cost, inc)
-        ):
-            status, inc = "feasible", greedy
+        # The current placement (warm start) or the repaired LP rounding may already be within the slack
+        # of the bound: then it is the answer, without CP-SAT.
+        cands = [c for c in (hint if _fits(gr, hint) else None, greedy) if c is not None]
+        quick = min(cands, key=lambda c: _sum(gr.cost, c)) if cands else None
+        if quick is not None and lb1 > den1 * (_sum(gr.cost, quick) - 1 - slack(_sum(gr.cost, quick))):
+            status, inc, core_groups = "feasible", quick, 0
+        else:
+            core = _Core(gr, restricted, workers, linearization)
+            core.m.minimize(core.objective(folded0))
+            # Only an incumbent is needed here (any feasible one makes the fixing below valid): boxed in
+            # CP-SAT's deterministic time, which does not shrink on a loaded machine. Good enough once
+            # within half the slack the proof below allows (absolute: the core's objective leaves out the
+            # groups without a choice).
+            abs_gap = float(slack(max(0, math.floor(lower)))) / 2 if len(full) > 1 else 0.0
+            now = time.monotonic()
+            status, inc, _, _ = core.solve(min(deadline, now + 3.0), quick, abs_gap, RESTRICTED_WORK)
+            core_groups = len(core.multi)
+            log.debug("restricted core %s groups=%d t=%.3f", status, core_groups, time.monotonic() - t0)
+            if quick is not None and (
+                status not in ("optimal", "feasible") or _sum(gr.cost, quick) < _sum(gr.cost, inc)
+            ):
+                status, inc = "feasible", quick
         if status in ("optimal", "feasible"):
             best = inc
             p1 = _sum(gr.cost, inc)
@@ -461,7 +475,7 @@ def solve_groups(
             alive[np.array(inc, dtype=np.int64)] = True
             proven = lb1 > den1 * (p1 - 1 - slack(p1))
             log.debug("incumbent %s p1=%d lb=%.1f slack=%d alive=%d core=%d t=%.3f", status, p1, lb1 / den1,
-                      slack(p1), int(alive.sum()), len(core.multi), time.monotonic() - t0)  # fmt: skip
+                      slack(p1), int(alive.sum()), core_groups, time.monotonic() - t0)  # fmt: skip
             if not proven and lam.max(initial=0) > 0:
                 # The LP bound is fractional below p1: decide "primary <= p1 - 1" exactly on the
                 # relaxation keeping only the most binding budget row (dynamic programme over cost).
@@ -580,6 +594,14 @@ def _within(d: np.ndarray, slack: int) -> np.ndarray:
     if slack < -(2**62):
         return np.zeros(len(d), dtype=bool)
     return d <= slack
+
+
+def _fits(gr: Groups, chosen: list[int] | None) -> bool:
+    """`chosen` (one configuration per group) is within every budget row."""
+    if chosen is None:
+        return False
+    used = gr.use[np.array(chosen, dtype=np.int64)].sum(0) if len(chosen) else np.zeros(len(gr.budget))
+    return bool((used <= np.array(gr.budget, dtype=np.int64)).all())
 
 
 def _sum(values: np.ndarray, chosen: list[int]) -> int:
