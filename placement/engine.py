@@ -384,11 +384,13 @@ def _repair(gr: Groups, chosen: np.ndarray, ok: np.ndarray, grp: np.ndarray, bud
         gs = np.nonzero(best > 0)[0]
         if not len(gs):
             break
+        # Per group the first configuration with its best saving.
+        n = len(saving)
+        cand = np.where(saving == np.repeat(best, np.diff(gr.start)), np.arange(n), n)
+        pick = _reduce(cand, gr.start, np.minimum)
         taken = 0
         for g in gs[np.argsort(-best[gs], kind="stable")].tolist():
-            lo = int(gr.start[g])
-            hi = int(gr.start[g + 1])
-            k = lo + int(np.argmax(saving[lo:hi]))
+            k = int(pick[g])
             new_used = used + gr.use[k] - gr.use[chosen[g]]
             if (new_used <= budget).all():
                 used, chosen[g] = new_used, k
