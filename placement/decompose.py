@@ -108,10 +108,7 @@ def _times(v: Fraction, den: int) -> int:
 
 
 def _lcm_den(values) -> int:
-    den = 1
-    for v in values:
-        den = den * v.denominator // math.gcd(den, v.denominator)
-    return den
+    return math.lcm(*{v.denominator for v in values})
 
 
 def _find(parent: list[int], i: int) -> int:
@@ -323,12 +320,19 @@ def prepare(
         la = np.where(is_mov[es][:, None], table[:, where_col[es]].T, floc[es][:, None])  # (ne, K)
         lb = np.where(is_mov[ed][:, None], table[:, where_col[ed]].T, floc[ed][:, None])
         pcie = np.zeros((nc, K), dtype=np.int64)
+        # Edges sorted by their group's row: per-row sums by reduceat (np.add.at is far slower).
+        order = np.argsort(row, kind="stable")
+        row, la, lb, eg = row[order], la[order], lb[order], eg[order]
+        firsts = np.nonzero(np.diff(row, prepend=-1))[0] if len(row) else np.zeros(0, dtype=np.int64)
+        rows_hit = row[firsts]
         for r, (k, d) in enumerate(pcie_rows):
-            up = eg[:, None] * ((la == k) & (lb != k))
-            down = eg[:, None] * ((lb == k) & (la != k))
+            at_a, at_b = la == k, lb == k
+            up = eg[:, None] * (at_a & ~at_b)
+            down = eg[:, None] * (at_b & ~at_a)
             contrib = {"up": up, "down": down, "both": up + down}[d]
             acc = np.zeros((nc, K), dtype=np.int64)
-            np.add.at(acc, row, contrib)
+            if len(firsts):
+                acc[rows_hit] = np.add.reduceat(contrib, firsts, axis=0)
             use[:, :, n_node_rows + r] = acc
             pcie += acc  # a "both" row already counts up + down
         if move_row:

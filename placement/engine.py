@@ -2,9 +2,11 @@
 
 Pipeline (every step exact; the floating-point LP is only a guide):
 1. ``prepare``: integer data, independent groups, dominated configurations dropped.
-2. LP relaxation (GLOP) of the primary cost; from its duals an EXACT integer Lagrangian bound and per
-   configuration reduced costs (``_bound``). CP-SAT solves a small restricted core around the LP optimum
-   for an incumbent p1 (lexicographic objective folded, below).
+2. Prices of the budget rows maximising the Lagrangian dual of the primary cost (dual.py; equal to the
+   LP relaxation's optimum, GLOP's LP as the fallback); from them an EXACT integer Lagrangian bound and
+   per configuration reduced costs (``_bound``). The repaired LP rounding (or the current placement) is
+   the incumbent p1 when within the slack of the bound; else CP-SAT solves a small restricted core around
+   the LP optimum for it (lexicographic objective folded, below).
 3. Reduced-cost fixing: a configuration whose bound exceeds p1 cannot be in any optimum and is removed.
    p1 is proven optimal when the bound rounds up to it, or else when a dynamic programme over the
    (small, gcd-reduced) integer costs shows that even the relaxation keeping only the most binding budget
@@ -32,6 +34,7 @@ from fractions import Fraction
 import numpy as np
 
 from placement.decompose import SAFE, Groups
+from placement.dual import prices
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +109,14 @@ class _Core:
         nz = np.nonzero(coef)[0]
         return self.cp.LinearExpr.weighted_sum([self.vars[k] for k in nz.tolist()], coef[nz].tolist())
 
-    def solve(self, deadline: float, hint: list[int] | None, abs_gap: float = 0.0):
+    def solve(self, deadline: float, hint: list[int] | None, abs_gap: float = 0.0, work: float | None = None):
+        """CP-SAT until `deadline` (wall clock) and, if given, `work` units of CP-SAT's deterministic time
+        (a box that does not shrink when the machine is loaded)."""
         solver = self.cp.CpSolver()
         solver.parameters.absolute_gap_limit = abs_gap
         solver.parameters.max_time_in_seconds = max(0.01, deadline - time.monotonic())
+        if work is not None:
+            solver.parameters.max_deterministic_time = work
         solver.parameters.num_workers = self.workers
         solver.parameters.linearization_level = self.linearization
         self.m.clear_hints()
@@ -119,6 +126,7 @@ class _Core:
                 if v is not None:
                     self.m.add_hint(v, 1)
         st = solver.solve(self.m)
+        log.debug("cp-sat wall %.3f deterministic %.3f", solver.wall_time, solver.deterministic_time)
         status = {self.cp.OPTIMAL: "optimal", self.cp.FEASIBLE: "feasible", self.cp.INFEASIBLE: "infeasible"}
         status = status.get(st, "unknown")
         if status not in ("optimal", "feasible"):
@@ -210,6 +218,16 @@ def _lp(gr: Groups, alive: np.ndarray, obj: np.ndarray, eqs: list[tuple[np.ndarr
     return np.maximum(0.0, duals[:nb]), duals[nb:], y
 
 
+def _prices(gr: Groups, alive: np.ndarray, deadline: float):
+    """Prices of the budget rows and a fractional solution for the primary cost: the Lagrangian dual
+    (dual.py, a few vectorised passes), else the LP relaxation (GLOP); the same shape as ``_lp``."""
+    pr = prices(gr.use, gr.budget, gr.cost, gr.start, alive, deadline)
+    if pr is None:
+        return _lp(gr, alive, gr.cost, [])
+    log.debug("prices: %d passes, bound %.1f", pr.passes, pr.bound)
+    return pr.lam, np.zeros(0), pr.y
+
+
 BIG = 2**62
 
 
@@ -247,6 +265,7 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
 
 
 DP_STATES = 400_000
+RESTRICTED_WORK = 10.0  # deterministic time of the first incumbent's CP-SAT (on the small restricted core)
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
@@ -309,24 +328,76 @@ def _dp_rows(gr: Groups, lam: np.ndarray):
     yield gr.use[:, row], gr.budget[row]
 
 
-def _greedy(gr: Groups, y: np.ndarray) -> list[int] | None:
-    """A feasible choice, cheap: the LP solution rounded (largest y per group), else per group the
-    configuration using the least of the budgets (relative to each budget); None if neither fits.
-    CP-SAT on coefficients of 2^40 can take seconds to find any solution (measured: none in 10 s with
-    four sNICs); with this as a hint it starts from one."""
+def _greedy(gr: Groups, y: np.ndarray, alive: np.ndarray | None = None) -> list[int] | None:
+    """A feasible choice, cheap: the LP solution rounded (largest y per group) and repaired (below), else
+    per group the configuration using the least of the budgets (relative to each budget); the cheaper
+    that fits, None if neither does. CP-SAT on coefficients of 2^40 can take seconds to find any solution
+    (measured: none in 10 s with three or four sNICs); with this as a hint it starts from one."""
     if not gr.n_groups:
         return []
     budget = np.array(gr.budget, dtype=np.int64)
     grp = np.repeat(np.arange(gr.n_groups), np.diff(gr.start))
     rel = (np.maximum(gr.use, 0) / np.maximum(budget, 1).astype(float)).sum(1)
+    ok = np.ones(len(gr.cost), dtype=bool) if alive is None else alive
     found = None
-    for keys in ((gr.cost, -y, grp), (gr.cost, rel, grp)):
+    for keys in ((gr.cost, -y, ~ok, grp), (gr.cost, rel, ~ok, grp)):
         order = np.lexsort(keys)  # per group, the best first
-        chosen = order[gr.start[:-1]]
-        fits = (gr.use[chosen].sum(0) <= budget).all()
-        if fits and (found is None or _sum(gr.cost, chosen.tolist()) < _sum(gr.cost, found)):
-            found = chosen.tolist()
+        chosen = _repair(gr, order[gr.start[:-1]], ok, grp, budget)
+        if chosen is not None and (found is None or _sum(gr.cost, chosen) < _sum(gr.cost, found)):
+            found = chosen
     return found
+
+
+def _repair(gr: Groups, chosen: np.ndarray, ok: np.ndarray, grp: np.ndarray, budget: np.ndarray,
+            steps: int = 200) -> list[int] | None:  # fmt: skip
+    """Make `chosen` fit the budgets, then cheaper: while a row is over, switch the one group whose
+    switch removes the most excess per unit of added cost; then, while a switch lowers the cost and
+    keeps every row within budget, take the one that lowers it most. None if it cannot fit."""
+    chosen = chosen.copy()
+    used = gr.use[chosen].sum(0)
+    scale = np.maximum(np.abs(budget), 1).astype(float)
+    for _ in range(steps):
+        over = np.maximum(used - budget, 0)
+        if not over.any():
+            break
+        cur = chosen[grp]
+        # Excess removed by switching to each configuration (relative to each row's budget).
+        after = np.maximum(used[None, :] - gr.use[cur] + gr.use - budget[None, :], 0)
+        gain = ((over[None, :] - after) / scale[None, :]).sum(1)
+        extra = (gr.cost - gr.cost[cur]).astype(float)
+        score = np.where(ok & (gain > 0), gain / (np.maximum(extra, 0) + 1.0), -1.0)
+        k = int(np.argmax(score))
+        if score[k] <= 0:
+            return None
+        used += gr.use[k] - gr.use[chosen[grp[k]]]
+        chosen[grp[k]] = k
+    else:
+        return None
+    if (used > budget).any():
+        return None
+    for _ in range(5):
+        # Per group its cheapest switch that fits alone; taken, largest saving first, while all fit.
+        cur = chosen[grp]
+        fits = ok & ((used[None, :] - gr.use[cur] + gr.use) <= budget[None, :]).all(1)
+        saving = np.where(fits, gr.cost[cur] - gr.cost, 0)
+        best = _reduce(saving, gr.start, np.maximum)
+        gs = np.nonzero(best > 0)[0]
+        if not len(gs):
+            break
+        # Per group the first configuration with its best saving.
+        n = len(saving)
+        cand = np.where(saving == np.repeat(best, np.diff(gr.start)), np.arange(n), n)
+        pick = _reduce(cand, gr.start, np.minimum)
+        taken = 0
+        for g in gs[np.argsort(-best[gs], kind="stable")].tolist():
+            k = int(pick[g])
+            new_used = used + gr.use[k] - gr.use[chosen[g]]
+            if (new_used <= budget).all():
+                used, chosen[g] = new_used, k
+                taken += 1
+        if not taken:
+            break
+    return chosen.tolist()
 
 
 def _restricted(gr, d, y, alive):
@@ -361,7 +432,7 @@ def solve_groups(
     alive = np.ones(len(gr.cost), dtype=bool)
     best, p1, proven, lower = None, None, False, None
     restricted = None
-    lp1 = _lp(gr, alive, gr.cost, []) if gr.n_groups and reduce else None
+    lp1 = _prices(gr, alive, deadline) if gr.n_groups and reduce else None
     if lp1 is not None:
         # Incumbent from a small core around the LP optimum, then exact reduced-cost fixing.
         lam, _, y = lp1
@@ -375,18 +446,31 @@ def solve_groups(
             # folded objective instead (same prices scaled by the cost weight), where those ties differ.
             _, _, df = _bound(gr, alive, folded0, lam * full[0][0][1], [], np.zeros(0))
             restricted = _restricted(gr, df, y, alive)
-        greedy = _greedy(gr, y)  # the incumbent if CP-SAT finds none on the restricted core
-        core = _Core(gr, restricted, workers, linearization)
-        core.m.minimize(core.objective(folded0))
-        # Only an incumbent is needed here (any feasible one makes the fixing below valid): time-box it.
-        now = time.monotonic()
-        # Good enough once within half the slack the proof below allows (absolute: the core's objective
-        # leaves out the groups without a choice).
-        abs_gap = float(slack(max(0, math.floor(lower)))) / 2 if len(full) > 1 else 0.0
-        status, inc, _, _ = core.solve(min(deadline, now + max(0.1, now - t0)), hint, abs_gap)
-        log.debug("restricted core %s groups=%d t=%.3f", status, len(core.multi), time.monotonic() - t0)
-        if status not in ("optimal", "feasible") and greedy is not None:
-            status, inc = "feasible", greedy
+        greedy = _greedy(gr, y, alive)  # the incumbent if CP-SAT finds none on the restricted core
+        if greedy is not None:
+            restricted[np.array(greedy, dtype=np.int64)] = True
+        # The current placement (warm start) or the repaired LP rounding may already be within the slack
+        # of the bound: then it is the answer, without CP-SAT.
+        cands = [c for c in (hint if _fits(gr, hint) else None, greedy) if c is not None]
+        quick = min(cands, key=lambda c: _sum(gr.cost, c)) if cands else None
+        if quick is not None and lb1 > den1 * (_sum(gr.cost, quick) - 1 - slack(_sum(gr.cost, quick))):
+            status, inc, core_groups = "feasible", quick, 0
+        else:
+            core = _Core(gr, restricted, workers, linearization)
+            core.m.minimize(core.objective(folded0))
+            # Only an incumbent is needed here (any feasible one makes the fixing below valid): boxed in
+            # CP-SAT's deterministic time, which does not shrink on a loaded machine. Good enough once
+            # within half the slack the proof below allows (absolute: the core's objective leaves out the
+            # groups without a choice).
+            abs_gap = float(slack(max(0, math.floor(lower)))) / 2 if len(full) > 1 else 0.0
+            now = time.monotonic()
+            status, inc, _, _ = core.solve(min(deadline, now + 3.0), quick, abs_gap, RESTRICTED_WORK)
+            core_groups = len(core.multi)
+            log.debug("restricted core %s groups=%d t=%.3f", status, core_groups, time.monotonic() - t0)
+            if quick is not None and (
+                status not in ("optimal", "feasible") or _sum(gr.cost, quick) < _sum(gr.cost, inc)
+            ):
+                status, inc = "feasible", quick
         if status in ("optimal", "feasible"):
             best = inc
             p1 = _sum(gr.cost, inc)
@@ -395,7 +479,7 @@ def solve_groups(
             alive[np.array(inc, dtype=np.int64)] = True
             proven = lb1 > den1 * (p1 - 1 - slack(p1))
             log.debug("incumbent %s p1=%d lb=%.1f slack=%d alive=%d core=%d t=%.3f", status, p1, lb1 / den1,
-                      slack(p1), int(alive.sum()), len(core.multi), time.monotonic() - t0)  # fmt: skip
+                      slack(p1), int(alive.sum()), core_groups, time.monotonic() - t0)  # fmt: skip
             if not proven and lam.max(initial=0) > 0:
                 # The LP bound is fractional below p1: decide "primary <= p1 - 1" exactly on the
                 # relaxation keeping only the most binding budget row (dynamic programme over cost).
@@ -514,6 +598,14 @@ def _within(d: np.ndarray, slack: int) -> np.ndarray:
     if slack < -(2**62):
         return np.zeros(len(d), dtype=bool)
     return d <= slack
+
+
+def _fits(gr: Groups, chosen: list[int] | None) -> bool:
+    """`chosen` (one configuration per group) is within every budget row."""
+    if chosen is None:
+        return False
+    used = gr.use[np.array(chosen, dtype=np.int64)].sum(0) if len(chosen) else np.zeros(len(gr.budget))
+    return bool((used <= np.array(gr.budget, dtype=np.int64)).all())
 
 
 def _sum(values: np.ndarray, chosen: list[int]) -> int:

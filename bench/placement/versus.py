@@ -1,0 +1,107 @@
+"""Placement engine before vs after a change: two versions of `placement/` side by side in one run.
+
+Each version runs in its own worker process (its tree first on sys.path), both kept alive for the whole
+run and given the same seeded instances (placement/families.py of THIS tree) alternately, the first
+solver swapped every seed; per family and size: median / max seconds to the proven host cost (the limit
+when not proven) and how many were proven. The other tree is an exported commit:
+
+    git archive REV | tar -x -C /tmp/old
+    .venv/bin/python -m bench.placement.versus --old /tmp/old [--families a,b] [--sizes 500,5000]
+                                               [--seeds 3] [--large-seeds 1] [--snics K] [--time-limit S]
+
+Last line JSON: {family: {size: {old: {median_s, max_s, proven}, new: {...}, instances}}}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.common import final_json, median, print_machine
+from placement.families import FAMILIES, instance
+
+# One JSON instance per line in, one JSON result per line out; the first solve warms the libraries.
+WORKER = """
+import json, sys
+from placement.model import parse_problem
+from placement.solver import solve
+for line in sys.stdin:
+    req = json.loads(line)
+    out = solve(parse_problem(req["instance"]), time_limit=req["limit"])
+    ok = out["status"] == "optimal"
+    print(json.dumps({"s": out["host_cost_seconds"] if ok else req["limit"], "ok": ok,
+                      "host_cost": out.get("host_cost"), "gap": out.get("gap")}), flush=True)
+"""
+
+
+class Worker:
+    """A solver process on one tree of `placement/`."""
+
+    def __init__(self, tree: Path):
+        self.proc = subprocess.Popen([sys.executable, "-c", WORKER], cwd=tree, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)  # fmt: skip
+
+    def solve(self, obj: dict, limit: float) -> dict:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(json.dumps({"instance": obj, "limit": limit}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"placement worker exited with {self.proc.wait()}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--old", required=True, help="tree of the other version (an exported commit)")
+    ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--sizes", default="500,5000")
+    ap.add_argument("--seeds", type=int, default=3, help="instances per family below 5,000 vertices")
+    ap.add_argument("--large-seeds", type=int, default=1, help="instances per family at 5,000 and more")
+    ap.add_argument("--snics", type=int, default=None, help="override the families' sNIC count")
+    ap.add_argument("--time-limit", type=float, default=10.0)
+    args = ap.parse_args()
+    print_machine()
+    old_tree = Path(args.old).resolve()
+    if not (old_tree / "placement" / "solver.py").is_file():
+        print(f"--old: {old_tree} has no placement/solver.py", file=sys.stderr)
+        return 2
+    workers = {"old": Worker(old_tree), "new": Worker(Path(__file__).resolve().parents[2])}
+    try:
+        warm_up = instance("chains", 50, 99)
+        for w in workers.values():
+            w.solve(warm_up, args.time_limit)
+        figures: dict = {}
+        for fam in args.families.split(","):
+            figures[fam] = {}
+            for n in [int(x) for x in args.sizes.split(",")]:
+                k = args.seeds if n < 5000 else args.large_seeds
+                runs: dict[str, list[dict]] = {"old": [], "new": []}
+                for seed in range(k):
+                    obj = instance(fam, n, seed, **({"snics": args.snics} if args.snics else {}))
+                    for name in ("old", "new") if seed % 2 == 0 else ("new", "old"):
+                        runs[name].append(workers[name].solve(obj, args.time_limit))
+                    print(f"{fam} {n} seed {seed}: " + ", ".join(
+                        f"{v} {runs[v][-1]['s']:.3f} s{'' if runs[v][-1]['ok'] else ' (not proven)'}"
+                        for v in ("old", "new")), flush=True)  # fmt: skip
+                figures[fam][str(n)] = {"instances": k} | {
+                    v: {"median_s": round(median([r["s"] for r in rs]), 4),
+                        "max_s": round(max(r["s"] for r in rs), 4), "proven": sum(r["ok"] for r in rs)}
+                    for v, rs in runs.items()}  # fmt: skip
+    finally:
+        for w in workers.values():
+            w.close()
+    final_json(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
