@@ -330,16 +330,16 @@ final class SelectMethod {
     }
     b.setShort(arrayLenAt, b.writerIndex() - bucketsStart);
     // ntr_group_prop_selection_method: type, length, experimenter, exp_type, pad, method[16],
-    // param,
-    // the fields' headers; the length excludes the padding to 8 bytes
-    int fieldsLen = mode.field == 0 ? 0 : 4;
+    // param, then each field as its header and its mask (all ones: the whole field), as OVS
+    // encodes them; the length excludes any padding to 8 bytes
+    int fieldsLen = mode.field == 0 ? 0 : 8;
     b.writeShort(0xffff).writeShort(40 + fieldsLen).writeInt((int) NTR_VENDOR_ID);
     b.writeInt(NTRT_SELECTION_METHOD).writeInt(0);
     byte[] name = mode.method.getBytes(StandardCharsets.US_ASCII);
     b.writeBytes(name).writeZero(16 - name.length);
     b.writeLong(0);
     if (fieldsLen > 0) {
-      b.writeInt(mode.field).writeZero(4);
+      b.writeInt(mode.field).writeInt(-1);
     }
     b.setShort(start + 2, b.writerIndex() - start);
   }

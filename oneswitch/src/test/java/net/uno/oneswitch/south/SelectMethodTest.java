@@ -71,17 +71,18 @@ class SelectMethodTest {
     byte[] got = ByteBufUtil.getBytes(b);
     assertEquals(got.length, ((got[2] & 0xff) << 8) | (got[3] & 0xff));
     assertEquals(0, got.length % 8);
-    // header 8 + group mod 16 + one bucket 32, then the property: 40 + one 4-byte field header,
-    // its length without the padding to 8 (as OVS's ofpprop_end writes it)
+    // header 8 + group mod 16 + one bucket 32, then the property: 40 + the field's header and its
+    // all-ones mask (the bytes OVS 3.1 itself sends for fields(reg7) in a GROUP_DESC reply)
     ByteBuf p = Unpooled.wrappedBuffer(got, 8 + 16 + 32, got.length - 56);
     assertEquals(0xffff, p.readUnsignedShort());
-    assertEquals(44, p.readUnsignedShort());
+    assertEquals(48, p.readUnsignedShort());
     p.skipBytes(12);
     byte[] name = new byte[16];
     p.readBytes(name);
     assertEquals("hash", new String(name).trim());
     assertEquals(0L, p.readLong());
     assertEquals(0x00010e04, p.readInt()); // NXM_NX_REG7
+    assertEquals(-1, p.readInt());
     assertEquals(48, got.length - 56);
   }
 
