@@ -194,8 +194,10 @@ class Testbed:
         return p
 
     def gen(self, side: str, run: int, flows: int, pkts: int, rate: float, dst_port: int = 5001,
-            size: int = 64) -> subprocess.Popen:  # fmt: skip
-        """A generator from the VM ("vm", to the wire) or from the wire ("out", to the VM)."""
+            size: int = 64, tcp: bool = False) -> subprocess.Popen:  # fmt: skip
+        """A generator from the VM ("vm", to the wire) or from the wire ("out", to the VM); `tcp`: TCP flows
+        (SYN, SYN+ACK from the server's address, ACK, data, FIN, FIN+ACK: `traffic gen` without --udp) instead
+        of UDP."""
         if side == "vm":
             ns, iface, src, dst, smac, dmac = (
                 self.vm_ns,
@@ -214,7 +216,7 @@ class Testbed:
                 OUT_MAC,
                 VM_MAC,
             )
-        return self._spawn(ns, ["gen", "--port", iface, "--udp", "--run", str(run), "--flows", str(flows),
+        return self._spawn(ns, ["gen", "--port", iface, *([] if tcp else ["--udp"]), "--run", str(run), "--flows", str(flows),
                                 "--pkts", str(pkts), "--rate", str(rate), "--size", str(size),
                                 "--src", src, "--dst", dst, "--src-mac", smac, "--dst-mac", dmac,
                                 "--dst-port", str(dst_port)])  # fmt: skip

@@ -4,12 +4,13 @@ autoscaling's reaction to a load step, and (from bench/ops_update.py when presen
 On an emulated host with OneSwitch and Redis (testkit.testbed: agent in-process, real NF processes, real
 packets), the stateful firewall (state in Redis) on the host, chained VM <-> firewall <-> wire:
 
-- udp_spread_min_share: with OneSwitch's 5-tuple select hash (`oneswitch.select_hash: 5tuple`; the default
-  stays OVS's symmetric hash, see oneswitch/README.md), the firewall scaled to 3 instances (POST /v1/nfs/fw/scale's path: Agent.scale), 30
-  UDP flows of ONE address pair (VM -> wire, source ports differ) from `traffic gen`; the packets each
-  instance received (its own rx counter) over all; the smallest share (1/3 = even, 0 = an idle instance).
-  flows_per_instance: the same as flows (packets / packets per flow). Side by side, on a second host with
-  the default (OVS's symmetric hash, UDP ports left out): udp_spread_min_share_ovs_default.
+- udp_spread_min_share / tcp_spread_min_share: with OneSwitch's default select hash (symmetric L3/L4 with UDP
+  ports, oneswitch/README.md "Scale-out"), the firewall scaled to 3 instances (POST /v1/nfs/fw/scale's path:
+  Agent.scale), 30 UDP flows of ONE address pair (VM -> wire, source ports differ) from `traffic gen`, then
+  30 TCP flows (their SYN+ACK and FIN+ACK from the server's address); the frames each instance received (its
+  own rx counter) over all; the smallest share (1/3 = even, 0 = an idle instance); *_lost: data packets
+  the wire's sink missed. Side by side, each on a fresh host: *_5tuple (`select_hash: 5tuple`, dp_hash, not
+  symmetric) and *_ovs_default (`select_hash: ovs`: OVS's own hash, UDP ports left out).
 - reordered_on_move: sequenced UDP at 50 Mbit/s (8 flows, 1000-byte frames) through the firewall while it
   is moved host <-> snic0 10 times (--quick: 4, scaled to 10); the sink's count of packets that arrived
   after a later one of their flow, lost packets, and the stream's worst one-way latency (the hold's cost).
@@ -39,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import final_json, machine  # noqa: E402
 from migration.protocol import MigrationConfig  # noqa: E402
-from testkit.testbed import Testbed, report  # noqa: E402
+from testkit.testbed import FW_CONFIG, Testbed, report  # noqa: E402
 
 RUNDIR = "/run/uno-bench-ops"
 SAMPLE_S = 0.5
@@ -58,24 +59,31 @@ def rx_by_instance(tb: Testbed, nf_id: str = "fw") -> dict[str, int]:
 
 
 def udp_spread(tb: Testbed, flows: int = 30, per_flow: int = 200) -> dict:
-    """30 UDP flows of one address pair over the firewall's 3 instances: each instance's share."""
+    """30 UDP, then 30 TCP flows of one address pair over the firewall's 3 instances: each instance's share of
+    the frames, and the data packets the wire's sink missed (a TCP flow whose SYN+ACK reached an instance that
+    did not see its SYN yet is refused by the firewall)."""
     tb.agent.scale("fw", 3)
     locs = [i.location for i in tb.agent.state.nfs["fw"].instances]
-    before = rx_by_instance(tb)
-    g = tb.gen("vm", run=11, flows=flows, pkts=per_flow, rate=3000, dst_port=5011)
-    report(g)
-    time.sleep(1.0)
-    after = rx_by_instance(tb)
-    got = {k: after[k] - before.get(k, 0) for k in after}
-    total = sum(got.values())
-    shares = sorted(v / total for v in got.values()) if total else [0.0]
-    log(f"udp spread over {locs}: packets per instance {sorted(got.values())} of {flows * per_flow} sent")
+    out: dict = {"udp_spread_locations": locs}
+    for proto, run, port in (("udp", 11, 5011), ("tcp", 12, 5012)):
+        before = rx_by_instance(tb)
+        sink = tb.sink("out", run=run, expect=flows * per_flow, idle_ms=1500, duration_ms=60_000)
+        g = tb.gen("vm", run=run, flows=flows, pkts=per_flow, rate=3000, dst_port=port, tcp=proto == "tcp")
+        report(g)
+        r = report(sink, timeout=90)
+        time.sleep(0.5)
+        after = rx_by_instance(tb)
+        got = sorted(after[k] - before.get(k, 0) for k in after)
+        total = sum(got)
+        log(f"{proto} spread over {locs}: frames per instance {got}; sink {r}")
+        out[f"{proto}_spread_min_share"] = round(got[0] / total, 3) if total else 0.0
+        out[f"{proto}_spread_frames_per_instance"] = got
+        out[f"{proto}_spread_lost"] = flows * per_flow - int(r.get("received", 0))
     tb.agent.scale("fw", 1)
-    return {
-        "udp_spread_min_share": round(shares[0], 3),
-        "udp_spread_flows_per_instance": sorted(round(v / per_flow, 1) for v in got.values()),
-        "udp_spread_locations": locs,
-    }
+    out["udp_spread_flows_per_instance"] = [
+        round(v / per_flow, 1) for v in out["udp_spread_frames_per_instance"]
+    ]
+    return out
 
 
 def reorder_on_move(tb: Testbed, moves: int, held: bool = True) -> dict:
@@ -179,7 +187,8 @@ def spread_with(env: dict[str, str]) -> dict:
     os.environ.update(env)
     try:
         with Testbed(rundir=RUNDIR, drain_s=0.5) as tb:
-            tb.add_firewall("fw", at="host")
+            vm = FW_CONFIG["rules"][0]
+            tb.add_nf("fw", "firewall", {**FW_CONFIG, "rules": [vm, {**vm, "proto": "tcp"}]}, at="host")
             return udp_spread(tb)
     finally:
         for k, v in old.items():
@@ -206,11 +215,10 @@ def main() -> int:
             if "autoscale" in parts:
                 figures |= autoscale_out(tb)
     if "spread" in parts:
-        five = spread_with({"JAVA_TOOL_OPTIONS": "-Doneswitch.select_method=dp_hash"})
-        base = spread_with({})
-        figures |= five
-        figures["udp_spread_min_share_ovs_default"] = base["udp_spread_min_share"]
-        figures["udp_spread_flows_per_instance_ovs_default"] = base["udp_spread_flows_per_instance"]
+        figures |= spread_with({})
+        for name, opt in (("5tuple", "dp_hash"), ("ovs_default", "ovs")):
+            other = spread_with({"JAVA_TOOL_OPTIONS": f"-Doneswitch.select_method={opt}"})
+            figures |= {f"{k}_{name}": v for k, v in other.items() if k != "udp_spread_locations"}
     if "update" in parts:
         figures |= update_figures(args.quick)
     final_json(figures)
