@@ -2,10 +2,12 @@ package net.uno.oneswitch.codec;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
+import net.uno.oneswitch.translate.SymmetricHash;
 
 /**
  * Removes Open vSwitch's Nicira {@code multipath} actions from an OF1.3 FLOW multipart reply, so
- * openflowj (which has no codec for it and fails the whole reply) can read the dump.
+ * openflowj (which has no codec for it and fails the whole reply) can read the dump, and the
+ * register it writes from a PACKET_IN's match.
  *
  * <p>Why: OneSwitch's dispatch rules carry that action while a vport is scaled out
  * (translate/SymmetricHash); its dumps are read for counters and reconciliation by cookie, never
@@ -14,7 +16,12 @@ import io.netty.buffer.Unpooled;
  */
 public final class NiciraStrip {
   private static final int OF13 = 4;
+  private static final int T_PACKET_IN = 10;
   private static final int T_MULTIPART_REPLY = 19;
+
+  /** Offset of a PACKET_IN's match: header, buffer_id, total_len, reason, table_id, cookie. */
+  private static final int PACKET_IN_MATCH = 24;
+
   private static final int MP_FLOW = 1;
   private static final int ENTRY_FIXED = 48;
   private static final int IT_WRITE_ACTIONS = 3;
@@ -23,6 +30,57 @@ public final class NiciraStrip {
   private static final int NXAST_MULTIPATH = 10;
 
   private NiciraStrip() {}
+
+  /**
+   * {@code frame} (one whole message from a switch, read from its reader index) as openflowj can
+   * read it: a flow dump without multipath actions, a PACKET_IN without the register the multipath
+   * wrote (OVS reports it in the packet's match).
+   */
+  public static ByteBuf fromSwitch(ByteBuf frame) {
+    int base = frame.readerIndex();
+    if (frame.readableBytes() >= 8
+        && frame.getUnsignedByte(base) == OF13
+        && frame.getUnsignedByte(base + 1) == T_PACKET_IN) {
+      return packetIn(frame);
+    }
+    return flowReply(frame);
+  }
+
+  /** A PACKET_IN without NXM register 7 in its match (else {@code frame} as it is). */
+  static ByteBuf packetIn(ByteBuf frame) {
+    int base = frame.readerIndex();
+    int len = frame.readableBytes();
+    int m = PACKET_IN_MATCH;
+    if (len < m + 4) {
+      return frame;
+    }
+    int mLen = frame.getUnsignedShort(base + m + 2);
+    int padded = (mLen + 7) / 8 * 8;
+    if (mLen < 4 || m + padded > len) {
+      return frame;
+    }
+    for (int o = m + 4; o + 4 <= m + mLen; ) {
+      int header = frame.getInt(base + o);
+      int oLen = 4 + (header & 0xff);
+      if (o + oLen > m + mLen) {
+        return frame;
+      }
+      if (header >>> 9 == SymmetricHash.REG7_HEADER >>> 9) { // class and field: masked or not
+        int newLen = mLen - oLen;
+        int newPadded = (newLen + 7) / 8 * 8;
+        ByteBuf out = Unpooled.buffer(len);
+        out.writeBytes(frame, base, o);
+        out.writeBytes(frame, base + o + oLen, m + mLen - o - oLen);
+        out.writeZero(newPadded - newLen);
+        out.writeBytes(frame, base + m + padded, len - m - padded);
+        out.setShort(m + 2, newLen);
+        out.setShort(2, out.readableBytes());
+        return out;
+      }
+      o += oLen;
+    }
+    return frame;
+  }
 
   /** {@code frame} (one whole message, read from its reader index) without multipath actions. */
   public static ByteBuf flowReply(ByteBuf frame) {

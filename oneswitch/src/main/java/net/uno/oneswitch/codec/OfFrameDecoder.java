@@ -55,7 +55,7 @@ public final class OfFrameDecoder extends ByteToMessageDecoder {
       byte[] head = ByteBufUtil.getBytes(in, idx, Math.min(len, 64));
       ByteBuf frame = in.readSlice(len);
       if (fromSwitch) {
-        frame = NiciraStrip.flowReply(frame);
+        frame = NiciraStrip.fromSwitch(frame);
       }
       out.add(decodeFrame(version, type, xid, frame, head));
     }

@@ -14,9 +14,12 @@ import org.projectfloodlight.openflow.protocol.OFFactories;
 import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.OFFlowStatsEntry;
 import org.projectfloodlight.openflow.protocol.OFFlowStatsReply;
+import org.projectfloodlight.openflow.protocol.OFPacketIn;
+import org.projectfloodlight.openflow.protocol.OFPacketInReason;
 import org.projectfloodlight.openflow.protocol.OFVersion;
 import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
 import org.projectfloodlight.openflow.protocol.match.MatchField;
+import org.projectfloodlight.openflow.types.OFBufferId;
 import org.projectfloodlight.openflow.types.OFPort;
 import org.projectfloodlight.openflow.types.TableId;
 import org.projectfloodlight.openflow.types.U64;
@@ -74,6 +77,41 @@ class NiciraStripTest {
     assertInstanceOf(Inbound.Bad.class, decode(sent, false));
     Inbound.Msg got = assertInstanceOf(Inbound.Msg.class, decode(sent, true));
     assertEquals(want, got.msg());
+  }
+
+  @Test
+  void aPacketInReadsWithoutRegisterSeven() {
+    OFPacketIn sent =
+        F.buildPacketIn()
+            .setXid(3)
+            .setBufferId(OFBufferId.NO_BUFFER)
+            .setTotalLen(5)
+            .setReason(OFPacketInReason.ACTION)
+            .setTableId(TableId.of(2))
+            .setCookie(U64.of(9))
+            .setMatch(F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(200)).build())
+            .setData(new byte[] {1, 2, 3, 4, 5})
+            .build();
+    ByteBuf plain = Unpooled.buffer();
+    sent.writeTo(plain);
+    // As OVS sends it: the match also holds NXM_NX_REG7 (header + 4-byte value) after in_port.
+    byte[] p = new byte[plain.readableBytes()];
+    plain.getBytes(0, p);
+    int mLen = ((p[26] & 0xff) << 8) | (p[27] & 0xff); // 4 + in_port's 8 = 12, padded to 16
+    ByteBuf withReg = Unpooled.buffer();
+    withReg.writeBytes(p, 0, 24 + mLen);
+    withReg.writeInt(SymmetricHash.REG7_HEADER).writeInt(0x1234);
+    withReg.writeZero((mLen + 8 + 7) / 8 * 8 - mLen - 8);
+    withReg.writeBytes(p, 24 + (mLen + 7) / 8 * 8, p.length - 24 - (mLen + 7) / 8 * 8);
+    withReg.setShort(26, mLen + 8);
+    withReg.setShort(2, withReg.readableBytes());
+    EmbeddedChannel raw = new EmbeddedChannel(new OfFrameDecoder(false));
+    raw.writeInbound(withReg.copy());
+    assertInstanceOf(Inbound.Bad.class, raw.readInbound()); // openflowj alone drops it
+    EmbeddedChannel ch = new EmbeddedChannel(new OfFrameDecoder(true));
+    ch.writeInbound(withReg);
+    Inbound.Msg got = assertInstanceOf(Inbound.Msg.class, ch.readInbound());
+    assertEquals(sent, got.msg());
   }
 
   @Test
