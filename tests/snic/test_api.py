@@ -89,8 +89,8 @@ class FakeNfs:
         self.calls.append(("stats", inst.id))
         return {"instance": inst.id} if inst.id in self.running else None
 
-    def drain(self, inst, quiet_ms, timeout_s):
-        self.calls.append(("drain", inst.id, quiet_ms, timeout_s))
+    def drain(self, inst, quiet_ms, timeout_s, flush=False):
+        self.calls.append(("drain", inst.id, quiet_ms, timeout_s) + (("flush",) if flush else ()))
         return {"drained": True}
 
     def get_state(self, inst, timeout=60.0):
