@@ -16,6 +16,9 @@ packets), the stateful firewall (state in Redis) on the host, chained VM <-> fir
   after a later one of their flow, lost packets, and the stream's worst one-way latency (the hold's cost).
   Side by side in the same run, first: the same with the plain make-before-break move (*_unheld; the target
   does not hold packets until the old instance drained: the default before issue 28).
+- reordered_on_scale: the same stream (32 flows) while the firewall is resized 1 -> 2 -> 3 -> 2 -> 1 -> ...
+  (8 changes, --quick: 4; per 10 changes); side by side first: *_unheld, scale-outs without the hold (the new
+  instances process at once, before the old ones flushed the moved flows' packets). Scale-ins are not held.
 - autoscale_out_s: the firewall with autoscale {min 1, max 3, target_util set so the base load is at 0.9 of
   it}; the agent's loop (sample + autoscale every 0.5 s, as `uno agent serve`) under a base load of 30 flows;
   at t0 the offered load triples; autoscale_out_s = t0 -> the first packet counted by a new instance.
@@ -124,6 +127,43 @@ def reorder_on_move(tb: Testbed, moves: int, held: bool = True) -> dict:
     }
 
 
+def reorder_on_scale(tb: Testbed, changes: int, held: bool = True) -> dict:
+    """Sequenced UDP at 50 Mbit/s (32 flows) across `changes` scale changes 1 -> 2 -> 3 -> 2 -> 1 -> 2 ...;
+    reordered and lost per 10 changes. `held`: the agent's default (a scale-out's new instances hold their
+    packets until the old ones flushed), else the plain make-before-break scale-out (before issue 28 part 6).
+    Scale-ins are not held either way."""
+    suffix = "" if held else "_unheld"
+    tb.agent.moves.buffer_types = MigrationConfig().buffer_types if held else frozenset()
+    size, flows = 1000, 32
+    pps = 50e6 / 8 / size
+    gap_s = 1.5
+    secs = changes * gap_s + 3.0
+    per_flow = int(pps * secs / flows)
+    sink = tb.sink(
+        "out", run=41, expect=per_flow * flows, idle_ms=2000, duration_ms=int(secs * 1000) + 60_000
+    )
+    g = tb.gen("vm", run=41, flows=flows, pkts=per_flow, rate=pps, size=size, dst_port=5041)
+    time.sleep(1.0)
+    counts = [2, 3, 2, 1]
+    for k in range(changes):
+        n = counts[k % len(counts)]
+        tb.agent.scale("fw", n)
+        log(f"scale {k + 1}/{changes} -> {n}")
+        time.sleep(gap_s)
+    report(g, timeout=secs + 120)
+    r = report(sink, timeout=secs + 180)
+    tb.agent.scale("fw", 1)
+    log(f"sink: {r}")
+    tb.agent.moves.buffer_types = MigrationConfig().buffer_types
+    per10 = 10 / changes
+    return {
+        f"reordered_on_scale{suffix}": round(r.get("reordered", 0) * per10, 1),
+        f"lost_on_scale{suffix}": round(r.get("lost", 0) * per10, 1),
+        f"latency_max_ms_on_scale{suffix}": round(r.get("latency_us", {}).get("max", 0) / 1000, 1),
+        f"scale_changes{suffix}": changes,
+    }
+
+
 def autoscale_out(tb: Testbed, timeout_s: float = 30.0) -> dict:
     """The load triples under the agent's loop: seconds until a new instance serves."""
     agent = tb.agent
@@ -201,17 +241,20 @@ def spread_with(env: dict[str, str]) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--part", choices=["spread", "move", "autoscale", "update"], action="append")
+    ap.add_argument("--part", choices=["spread", "move", "scale", "autoscale", "update"], action="append")
     args = ap.parse_args()
-    parts = args.part or ["spread", "move", "autoscale", "update"]
+    parts = args.part or ["spread", "move", "scale", "autoscale", "update"]
     log(f"machine {machine()}")
     figures: dict = {"quick": args.quick}
-    if {"move", "autoscale"} & set(parts):
+    if {"move", "scale", "autoscale"} & set(parts):
         with Testbed(rundir=RUNDIR, drain_s=0.5) as tb:
             tb.add_firewall("fw", at="host")
             if "move" in parts:
                 figures |= reorder_on_move(tb, 4 if args.quick else 10, held=False)
                 figures |= reorder_on_move(tb, 4 if args.quick else 10)
+            if "scale" in parts:
+                figures |= reorder_on_scale(tb, 4 if args.quick else 8, held=False)
+                figures |= reorder_on_scale(tb, 4 if args.quick else 8)
             if "autoscale" in parts:
                 figures |= autoscale_out(tb)
     if "spread" in parts:
