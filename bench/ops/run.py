@@ -43,7 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import final_json, machine  # noqa: E402
 from migration.protocol import MigrationConfig  # noqa: E402
+from testkit.scale_traffic import GEN_OUT_MAC, GEN_VM_MAC  # noqa: E402
 from testkit.testbed import FW_CONFIG, Testbed, report  # noqa: E402
+
+# The spread's frames carry MACs that are not the namespaces' own (the chain steers by them): the TCP flows'
+# segments would else meet the kernels, whose RSTs close the firewall's connections.
+GEN_MACS = (GEN_VM_MAC, GEN_OUT_MAC)
 
 RUNDIR = "/run/uno-bench-ops"
 SAMPLE_S = 0.5
@@ -71,7 +76,16 @@ def udp_spread(tb: Testbed, flows: int = 30, per_flow: int = 200) -> dict:
     for proto, run, port in (("udp", 11, 5011), ("tcp", 12, 5012)):
         before = rx_by_instance(tb)
         sink = tb.sink("out", run=run, expect=flows * per_flow, idle_ms=1500, duration_ms=60_000)
-        g = tb.gen("vm", run=run, flows=flows, pkts=per_flow, rate=3000, dst_port=port, tcp=proto == "tcp")
+        g = tb.gen(
+            "vm",
+            run=run,
+            flows=flows,
+            pkts=per_flow,
+            rate=3000,
+            dst_port=port,
+            tcp=proto == "tcp",
+            macs=GEN_MACS,
+        )
         report(g)
         r = report(sink, timeout=90)
         time.sleep(0.5)
@@ -228,7 +242,8 @@ def spread_with(env: dict[str, str]) -> dict:
     try:
         with Testbed(rundir=RUNDIR, drain_s=0.5) as tb:
             vm = FW_CONFIG["rules"][0]
-            tb.add_nf("fw", "firewall", {**FW_CONFIG, "rules": [vm, {**vm, "proto": "tcp"}]}, at="host")
+            fw = {**FW_CONFIG, "rules": [vm, {**vm, "proto": "tcp"}]}
+            tb.add_nf("fw", "firewall", fw, at="host", macs=GEN_MACS)
             return udp_spread(tb)
     finally:
         for k, v in old.items():
