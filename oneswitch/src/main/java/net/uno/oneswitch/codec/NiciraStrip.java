@@ -17,6 +17,11 @@ import net.uno.oneswitch.translate.SymmetricHash;
 public final class NiciraStrip {
   private static final int OF13 = 4;
   private static final int T_PACKET_IN = 10;
+  private static final int T_FLOW_MOD = 14;
+
+  /** Offset of a FLOW_MOD's match (header, cookies, table, command, timeouts, ... pad). */
+  private static final int FLOW_MOD_MATCH = 48;
+
   private static final int T_MULTIPART_REPLY = 19;
 
   /** Offset of a PACKET_IN's match: header, buffer_id, total_len, reason, table_id, cookie. */
@@ -106,31 +111,8 @@ public final class NiciraStrip {
         }
         int eOut = out.writerIndex();
         out.writeBytes(frame, base + pos, instStart - pos);
-        int i = instStart;
-        while (i < pos + eLen) {
-          int iType = frame.getUnsignedShort(base + i);
-          int iLen = frame.getUnsignedShort(base + i + 2);
-          if (iLen < 4 || i + iLen > pos + eLen) {
-            return frame;
-          }
-          if (iType != IT_APPLY_ACTIONS && iType != IT_WRITE_ACTIONS) {
-            out.writeBytes(frame, base + i, iLen);
-          } else {
-            int iOut = out.writerIndex();
-            out.writeBytes(frame, base + i, 8);
-            for (int a = i + 8; a < i + iLen; ) {
-              int aLen = frame.getUnsignedShort(base + a + 2);
-              if (aLen < 4 || a + aLen > i + iLen) {
-                return frame;
-              }
-              if (!isMultipath(frame, base + a, aLen)) {
-                out.writeBytes(frame, base + a, aLen);
-              }
-              a += aLen;
-            }
-            out.setShort(iOut + 2, out.writerIndex() - iOut);
-          }
-          i += iLen;
+        if (!copyInstructions(frame, base, instStart, pos + eLen, out)) {
+          return frame;
         }
         out.setShort(eOut, out.writerIndex() - eOut);
         pos += eLen;
@@ -140,6 +122,72 @@ public final class NiciraStrip {
     } catch (IndexOutOfBoundsException e) {
       return frame;
     }
+  }
+
+  /**
+   * A FLOW_MOD without multipath actions (else {@code frame} as it is): how a switch model that has
+   * no codec for the Nicira action (the tests' fake switch) reads OneSwitch's dispatch rules.
+   */
+  public static ByteBuf flowMod(ByteBuf frame) {
+    int base = frame.readerIndex();
+    int len = frame.readableBytes();
+    if (len < FLOW_MOD_MATCH + 4
+        || frame.getUnsignedByte(base) != OF13
+        || frame.getUnsignedByte(base + 1) != T_FLOW_MOD
+        || !holdsMultipath(frame, base, len)) {
+      return frame;
+    }
+    try {
+      int matchLen = frame.getUnsignedShort(base + FLOW_MOD_MATCH + 2);
+      int instStart = FLOW_MOD_MATCH + (matchLen + 7) / 8 * 8;
+      if (instStart > len) {
+        return frame;
+      }
+      ByteBuf out = Unpooled.buffer(len);
+      out.writeBytes(frame, base, instStart);
+      if (!copyInstructions(frame, base, instStart, len, out)) {
+        return frame;
+      }
+      out.setShort(2, out.readableBytes());
+      return out;
+    } catch (IndexOutOfBoundsException e) {
+      return frame;
+    }
+  }
+
+  /**
+   * Copies the instructions at {@code [from, to)} of {@code frame} (offsets from {@code base}) to
+   * {@code out} without multipath actions, fixing the instructions' lengths; false if they do not
+   * parse.
+   */
+  private static boolean copyInstructions(ByteBuf frame, int base, int from, int to, ByteBuf out) {
+    int i = from;
+    while (i < to) {
+      int iType = frame.getUnsignedShort(base + i);
+      int iLen = frame.getUnsignedShort(base + i + 2);
+      if (iLen < 4 || i + iLen > to) {
+        return false;
+      }
+      if (iType != IT_APPLY_ACTIONS && iType != IT_WRITE_ACTIONS) {
+        out.writeBytes(frame, base + i, iLen);
+      } else {
+        int iOut = out.writerIndex();
+        out.writeBytes(frame, base + i, 8);
+        for (int a = i + 8; a < i + iLen; ) {
+          int aLen = frame.getUnsignedShort(base + a + 2);
+          if (aLen < 4 || a + aLen > i + iLen) {
+            return false;
+          }
+          if (!isMultipath(frame, base + a, aLen)) {
+            out.writeBytes(frame, base + a, aLen);
+          }
+          a += aLen;
+        }
+        out.setShort(iOut + 2, out.writerIndex() - iOut);
+      }
+      i += iLen;
+    }
+    return true;
   }
 
   private static boolean holdsMultipath(ByteBuf f, int base, int len) {

@@ -115,6 +115,28 @@ class NiciraStripTest {
   }
 
   @Test
+  void aFlowModReadsWithoutMultipathForASwitchModel() throws Exception {
+    var goto1 = F.instructions().gotoTable(TableId.of(1));
+    java.util.function.Function<
+            List<OFInstruction>, org.projectfloodlight.openflow.protocol.OFFlowAdd>
+        add =
+            inst ->
+                F.buildFlowAdd()
+                    .setXid(4)
+                    .setPriority(100)
+                    .setCookie(U64.of(7))
+                    .setMatch(F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(3)).build())
+                    .setInstructions(inst)
+                    .build();
+    ByteBuf b = Unpooled.buffer();
+    add.apply(List.of(apply(List.of(SymmetricHash.ACTION)), goto1)).writeTo(b);
+    ByteBuf stripped = NiciraStrip.flowMod(b);
+    assertEquals(
+        add.apply(List.of(apply(List.of()), goto1)),
+        OFFactories.getGenericReader().readFrom(stripped));
+  }
+
+  @Test
   void otherFramesPassAsTheyAre() {
     ByteBuf b = Unpooled.buffer();
     reply(List.of(entry(2, 11, List.of()))).writeTo(b);
