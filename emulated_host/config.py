@@ -103,8 +103,9 @@ class OneSwitchConfig:
     supervise: bool = True  # a supervisor process starts OneSwitch again within a second if it dies
     port_names: PortNames = field(default_factory=PortNames)  # what controllers see (PortNames)
 
-    # How scale-out select groups hash a flow: "symmetric" (OVS's default: both directions of a connection at
-    # one instance, UDP ports left out) | "5tuple" (dp_hash with UDP ports, not symmetric; oneswitch/README.md)
+    # How scale-out select groups hash a flow: "symmetric" (both directions of a connection at one instance,
+    # UDP ports included) | "5tuple" (dp_hash with UDP ports, not symmetric) | "ovs" (OVS's default: symmetric,
+    # UDP ports left out); oneswitch/README.md
     select_hash: str = "symmetric"
 
 
@@ -335,8 +336,8 @@ def _parse_oneswitch(raw: Any) -> OneSwitchConfig:
     if carrier not in ("auto", "vlan", "mpls"):
         raise _fail("oneswitch.carrier", f"must be auto, vlan or mpls, got {carrier!r}")
     select_hash = raw.get("select_hash", "symmetric")
-    if select_hash not in ("symmetric", "5tuple"):
-        raise _fail("oneswitch.select_hash", f"must be symmetric or 5tuple, got {select_hash!r}")
+    if select_hash not in ("symmetric", "5tuple", "ovs"):
+        raise _fail("oneswitch.select_hash", f"must be symmetric, 5tuple or ovs, got {select_hash!r}")
     supervise = raw.get("supervise", True)
     if not isinstance(supervise, bool):
         raise _fail("oneswitch.supervise", f"expected bool, got {type(supervise).__name__} {supervise!r}")

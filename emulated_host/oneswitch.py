@@ -72,9 +72,12 @@ def jar_missing_reason(jar: Path | None = None) -> str | None:
 
 
 def select_hash_opts(select_hash: str) -> list[str]:
-    """JVM options for config `oneswitch.select_hash`: "5tuple" turns on OneSwitch's dp_hash selection method
-    for its scale-out groups (south/SelectMethod), "symmetric" keeps OVS's default."""
-    return ["-Doneswitch.select_method=dp_hash"] if select_hash == "5tuple" else []
+    """JVM options for config `oneswitch.select_hash` (south/SelectMethod): "symmetric" (OneSwitch's default:
+    a symmetric L3/L4 hash with UDP ports), "5tuple" (dp_hash over the 5-tuple, not symmetric), "ovs" (OVS's
+    own default hash, UDP ports left out)."""
+    return {"5tuple": ["-Doneswitch.select_method=dp_hash"], "ovs": ["-Doneswitch.select_method=ovs"]}.get(
+        select_hash, []
+    )
 
 
 @dataclass(frozen=True)

@@ -62,9 +62,10 @@ class MigrationRuntime(Protocol):
 class DrainingRuntime(MigrationRuntime, Protocol):
     """A runtime whose instances say themselves when they are drained (`POST /drain` on the NF)."""
 
-    def drain(self, inst: Instance, quiet_ms: int, timeout_s: float) -> dict | None:
+    def drain(self, inst: Instance, quiet_ms: int, timeout_s: float, flush: bool = False) -> dict | None:
         """The instance's answer once drained or at `timeout_s` ({"drained": bool, "waited_ms", "late",
-        "last_ms", "waiting", "in_flight", ...}); None when it cannot tell (then its counters are polled)."""
+        "last_ms", "waiting", "in_flight", ...}); None when it cannot tell (then its counters are polled).
+        `flush`: once what reached it before `quiet_ms` passed has left, while it keeps receiving."""
 
 
 class BufferingRuntime(MigrationRuntime, Protocol):

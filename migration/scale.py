@@ -8,10 +8,18 @@ between instances without breaking them; with local state, a flow that lands on 
 Steps (each one a `StepEvent`, as in migration/protocol.py):
 
   scale out (k new instances):
-    start   - start the new instances (their domains + cgroups), one after the other
+    start   - start the new instances (their domains + cgroups), one after the other; held (an NF type of
+              `MigrationConfig.buffer_types`, a runtime that can release): in buffering mode, queueing what
+              they receive
     ready   - all of them answer /health
     set     - OneSwitch: the vport now spreads over old + new instances (make-before-break)
     verify  - the new instances are still alive (else: the set goes back to the old instances)
+    flush   - (held) until each old instance has sent everything that reached it before its quiet window
+              ended (`POST /drain?flush=1`, all at once; it keeps serving its other flows meanwhile),
+              bounded by `drain_timeout_s`: the packets of the flows that moved to a new instance and still
+              sat at their old one are out before the new instance processes that flow's later ones
+    resume  - (held) release the new instances: each processes its queue in arrival order, then goes on
+              (a refused release maps the vport back to the old instances and stops the new ones)
   scale in (k leaving instances):
     set     - OneSwitch: the vport spreads over the staying instances only (make-before-break)
     drain   - until each leaving instance answers drained (`POST /drain`, all at once; an instance that
@@ -32,6 +40,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -153,6 +162,40 @@ def _ports(insts: list[Instance]) -> list[tuple[str, int]]:
     return [(i.switch, i.ofport) for i in insts]
 
 
+def held_scale_out(nf: Nf, runtime: object, cfg: MigrationConfig) -> bool:
+    """Whether a scale-out of `nf` holds the new instances' packets until the old ones flushed (pure): its type
+    is moved buffered and the runtime can release an instance and ask one to flush."""
+    return (
+        cfg.buffer_packets > 0
+        and nf.type in cfg.buffer_types
+        and cfg.drain_quiet_ms is not None
+        and hasattr(runtime, "release")
+        and hasattr(runtime, "drain")
+    )
+
+
+def flush_all(instances: list[Instance], runtime: MigrationRuntime, cfg: MigrationConfig) -> tuple[bool, str]:
+    """Ask each instance at once to flush (`runtime.drain(..., flush=True)`): whether all answered flushed, and
+    one detail line."""
+    bound = max(cfg.drain_timeout_s, 0.1)
+    quiet = cfg.drain_quiet_ms or 0
+
+    def ask(o: Instance) -> dict | None:
+        return runtime.drain(o, quiet, bound, flush=True)  # type: ignore[call-arg]
+
+    with ThreadPoolExecutor(max(1, len(instances))) as pool:
+        got = list(pool.map(ask, instances))
+    parts = []
+    for o, a in zip(instances, got, strict=True):
+        if a is None:
+            parts.append(f"{o.id}: cannot tell")
+        else:
+            parts.append(
+                f"{o.id}: {'flushed' if a.get('drained') else 'NOT flushed'} in {a.get('waited_ms')} ms"
+            )
+    return all(a is not None and a.get("drained") is True for a in got), "; ".join(parts)
+
+
 def scale_out(
     nf: Nf,
     current: list[Instance],
@@ -161,12 +204,16 @@ def scale_out(
     mapper: ScaleMapper,
     clock: Callable[[], float] = time.monotonic,
     on_event: Callable[[StepEvent], None] | None = None,
+    cfg: MigrationConfig | None = None,
 ) -> ScaleResult:
-    """Start the not yet started `new` instances and spread the vport over current + new.
+    """Start the not yet started `new` instances and spread the vport over current + new; held (see the module
+    doc), the new instances hold their packets until the current ones flushed.
 
     Raises ScaleError (current set serving, every new instance stopped) or returns the result; the caller
     updates nf.instances only after a successful return.
     """
+    cfg = cfg or MigrationConfig()
+    held = held_scale_out(nf, runtime, cfg)
     res = ScaleResult(nf.id, len(current), len(current) + len(new))
     started: list[Instance] = []
 
@@ -181,11 +228,14 @@ def scale_out(
     t0 = clock()
     for inst in new:
         try:
-            runtime.start(nf, inst)
+            if held:
+                runtime.start(nf, inst, buffer=cfg.buffer_packets)
+            else:
+                runtime.start(nf, inst)
         except Exception as exc:  # noqa: BLE001 - runtime.start removed what it created
             raise abort("start", t0, f"{inst.id}: {exc}") from None
         started.append(inst)
-    record("start", True, t0, ",".join(i.id for i in new))
+    record("start", True, t0, ",".join(i.id for i in new) + (" (holding)" if held else ""))
     t0 = clock()
     sick = [i.id for i in new if not runtime.healthy(i)]
     if sick:
@@ -208,6 +258,24 @@ def scale_out(
             msg += f"; setting the old instances back FAILED: {exc}"
         raise abort("verify", t0, msg)
     record("verify", True, t0)
+    if held:
+        t0 = clock()
+        flushed, detail = flush_all(current, runtime, cfg)
+        res.drained = flushed
+        record("flush", True, t0, detail)
+        t0 = clock()
+        for inst in new:
+            try:
+                runtime.release(inst)  # type: ignore[attr-defined]
+            except Exception as exc:  # noqa: BLE001 - a held instance that will not go on: back to the old set
+                msg = f"{inst.id} not released: {exc}"
+                try:
+                    mapper.set_instances(nf.vport, _ports(current))
+                    msg += f"; vport {nf.vport} back on {len(current)} instance(s)"
+                except Exception as back:  # noqa: BLE001
+                    msg += f"; setting the old instances back FAILED: {back}"
+                raise abort("resume", t0, msg) from None
+        record("resume", True, t0, ",".join(i.id for i in new))
     res.added = [i.id for i in new]
     return res
 
@@ -276,7 +344,7 @@ def scale(
         raise ValueError("n must be >= 1")
     if n > len(cur):
         new = new_instances(n - len(cur))
-        return scale_out(nf, cur, new, runtime, mapper, clock, on_event), cur + new
+        return scale_out(nf, cur, new, runtime, mapper, clock, on_event, cfg), cur + new
     leaving = choose_leaving(cur, n)
     if not leaving:
         return ScaleResult(nf.id, len(cur), len(cur)), cur

@@ -147,7 +147,7 @@ class Moves:
                     out.append(ctx.new_instance(nf, loc, used))
                 return out
 
-            cfg = MigrationConfig(drain_timeout_s=ctx.drain_s)
+            cfg = MigrationConfig(drain_timeout_s=ctx.drain_s, buffer_types=self.buffer_types)
             try:
                 res, insts = run_scale(nf, n, ctx.runtime, ctx.mapper, allocate, cfg)
             except ScaleError as exc:

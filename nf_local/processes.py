@@ -476,14 +476,16 @@ class LocalNfs:
         {"replayed", "buffer_overflow"}. Raises StateError."""
         return self._state_call_json(inst, "POST", "/release", b"", timeout)
 
-    def drain(self, inst: Instance, quiet_ms: int, timeout_s: float) -> dict | None:
+    def drain(self, inst: Instance, quiet_ms: int, timeout_s: float, flush: bool = False) -> dict | None:
         """The instance's own answer once drained (`POST /drain`: its port's ring empty by the kernel's
         count, nothing in flight, no frame for `quiet_ms`), or `{"drained": false, ...}` at `timeout_s`.
+        `flush`: once every frame that reached its port before `quiet_ms` passed has left, while it keeps
+        receiving (`POST /drain?flush=1`; a scale-out's old instances).
         None when it cannot tell: an `nf` without the endpoint (404), a port that cannot count its ring
         (501), any other refusal (a buffering instance: 409), or no endpoint to ask (process gone); the
         caller then polls its counters."""
         timeout_ms = max(1, min(60_000, round(timeout_s * 1000)))
-        url = f"/drain?quiet_ms={quiet_ms}&timeout_ms={timeout_ms}"
+        url = f"/drain?quiet_ms={quiet_ms}&timeout_ms={timeout_ms}" + ("&flush=1" if flush else "")
         try:
             status, body = http_unix(str(self._files(inst)["stats"]), "POST", url, b"", timeout_s + 1.0)
         except TimeoutError:

@@ -276,8 +276,8 @@ class HostRuntime:
     def release(self, inst: Instance, timeout: float = 60.0) -> dict:
         return self._at(inst.location).release(inst, timeout)
 
-    def drain(self, inst: Instance, quiet_ms: int, timeout_s: float) -> dict | None:
-        return self._at(inst.location).drain(inst, quiet_ms, timeout_s)
+    def drain(self, inst: Instance, quiet_ms: int, timeout_s: float, flush: bool = False) -> dict | None:
+        return self._at(inst.location).drain(inst, quiet_ms, timeout_s, flush)
 
     # -- monitoring inputs ---------------------------------------------------------------------------------
     def port_counters(self) -> dict[str, dict[str, dict[str, int]]]:

@@ -175,10 +175,11 @@ class RemoteNfs:
     def release(self, inst: Instance, timeout: float = 60.0) -> dict:
         return self._state_json(inst, "POST", "release", b"", timeout)
 
-    def drain(self, inst: Instance, quiet_ms: int, timeout_s: float) -> dict | None:
+    def drain(self, inst: Instance, quiet_ms: int, timeout_s: float, flush: bool = False) -> dict | None:
         timeout_ms = max(1, min(60_000, round(timeout_s * 1000)))
+        query = f"quiet_ms={quiet_ms}&timeout_ms={timeout_ms}" + ("&flush=1" if flush else "")
         try:
-            ans = self.client.nf(inst.id, "POST", "drain", f"quiet_ms={quiet_ms}&timeout_ms={timeout_ms}")
+            ans = self.client.nf(inst.id, "POST", "drain", query)
         except SnicAgentError:
             return None
         ans = ans.get("answer") if isinstance(ans, dict) else None

@@ -138,7 +138,8 @@ def create_app(agent: SnicAgent, token: str, stop: threading.Event | None = None
             return _json(st)
         if call == "drain":
             quiet = _int_arg("quiet_ms", 20, 0, 60_000)
-            ans = nfs.drain(inst, quiet, _int_arg("timeout_ms", 500, 1, 60_000) / 1000)
+            timeout_s = _int_arg("timeout_ms", 500, 1, 60_000) / 1000
+            ans = nfs.drain(inst, quiet, timeout_s, flush=_int_arg("flush", 0, 0, 1) == 1)
             return _json({"answer": ans})
         if call == "state" and request.method == "GET":
             data = nfs.get_state(inst, timeout=_timeout(60.0))

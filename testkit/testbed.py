@@ -194,8 +194,11 @@ class Testbed:
         return p
 
     def gen(self, side: str, run: int, flows: int, pkts: int, rate: float, dst_port: int = 5001,
-            size: int = 64) -> subprocess.Popen:  # fmt: skip
-        """A generator from the VM ("vm", to the wire) or from the wire ("out", to the VM)."""
+            size: int = 64, tcp: bool = False, macs: tuple[str, str] | None = None) -> subprocess.Popen:  # fmt: skip
+        """A generator from the VM ("vm", to the wire) or from the wire ("out", to the VM); `tcp`: TCP flows
+        (SYN, SYN+ACK from the server's address, ACK, data, FIN, FIN+ACK: `traffic gen` without --udp) instead
+        of UDP; `macs`: (VM side, wire side) source/destination MACs instead of the namespaces' own (TCP: so
+        that neither kernel answers the generator's segments with RSTs; the NF's chain must steer them)."""
         if side == "vm":
             ns, iface, src, dst, smac, dmac = (
                 self.vm_ns,
@@ -205,6 +208,8 @@ class Testbed:
                 VM_MAC,
                 OUT_MAC,
             )
+            if macs:
+                smac, dmac = macs
         else:
             ns, iface, src, dst, smac, dmac = (
                 self.out_ns,
@@ -214,7 +219,9 @@ class Testbed:
                 OUT_MAC,
                 VM_MAC,
             )
-        return self._spawn(ns, ["gen", "--port", iface, "--udp", "--run", str(run), "--flows", str(flows),
+            if macs:
+                dmac, smac = macs
+        return self._spawn(ns, ["gen", "--port", iface, *([] if tcp else ["--udp"]), "--run", str(run), "--flows", str(flows),
                                 "--pkts", str(pkts), "--rate", str(rate), "--size", str(size),
                                 "--src", src, "--dst", dst, "--src-mac", smac, "--dst-mac", dmac,
                                 "--dst-port", str(dst_port)])  # fmt: skip

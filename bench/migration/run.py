@@ -211,7 +211,7 @@ def rest_remap_run(calls: int = 20) -> dict:
                         rows[kind].append(((time.perf_counter() - t0) * 1000, r.duration_ms))
             clients["kept"].close()
         finally:
-            tb.runtime.destroy_slot(slot)
+            tb.runtime.local.destroy_slot(slot)
     out: dict = {"rest_remap_calls": calls * 2}
     for kind, rs in rows.items():
         out[f"rest_remap_wall_ms_{kind}"] = round(median([w for w, _ in rs]), 2)

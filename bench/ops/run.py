@@ -4,17 +4,21 @@ autoscaling's reaction to a load step, and (from bench/ops_update.py when presen
 On an emulated host with OneSwitch and Redis (testkit.testbed: agent in-process, real NF processes, real
 packets), the stateful firewall (state in Redis) on the host, chained VM <-> firewall <-> wire:
 
-- udp_spread_min_share: with OneSwitch's 5-tuple select hash (`oneswitch.select_hash: 5tuple`; the default
-  stays OVS's symmetric hash, see oneswitch/README.md), the firewall scaled to 3 instances (POST /v1/nfs/fw/scale's path: Agent.scale), 30
-  UDP flows of ONE address pair (VM -> wire, source ports differ) from `traffic gen`; the packets each
-  instance received (its own rx counter) over all; the smallest share (1/3 = even, 0 = an idle instance).
-  flows_per_instance: the same as flows (packets / packets per flow). Side by side, on a second host with
-  the default (OVS's symmetric hash, UDP ports left out): udp_spread_min_share_ovs_default.
+- udp_spread_min_share / tcp_spread_min_share: with OneSwitch's default select hash (symmetric L3/L4 with UDP
+  ports, oneswitch/README.md "Scale-out"), the firewall scaled to 3 instances (POST /v1/nfs/fw/scale's path:
+  Agent.scale), 30 UDP flows of ONE address pair (VM -> wire, source ports differ) from `traffic gen`, then
+  30 TCP flows (their SYN+ACK and FIN+ACK from the server's address); the frames each instance received (its
+  own rx counter) over all; the smallest share (1/3 = even, 0 = an idle instance); *_lost: data packets
+  the wire's sink missed. Side by side, each on a fresh host: *_5tuple (`select_hash: 5tuple`, dp_hash, not
+  symmetric) and *_ovs_default (`select_hash: ovs`: OVS's own hash, UDP ports left out).
 - reordered_on_move: sequenced UDP at 50 Mbit/s (8 flows, 1000-byte frames) through the firewall while it
   is moved host <-> snic0 10 times (--quick: 4, scaled to 10); the sink's count of packets that arrived
   after a later one of their flow, lost packets, and the stream's worst one-way latency (the hold's cost).
   Side by side in the same run, first: the same with the plain make-before-break move (*_unheld; the target
   does not hold packets until the old instance drained: the default before issue 28).
+- reordered_on_scale: the same stream (32 flows) while the firewall is resized 1 -> 2 -> 3 -> 2 -> 1 -> ...
+  (8 changes, --quick: 4; per 10 changes); side by side first: *_unheld, scale-outs without the hold (the new
+  instances process at once, before the old ones flushed the moved flows' packets). Scale-ins are not held.
 - autoscale_out_s: the firewall with autoscale {min 1, max 3, target_util set so the base load is at 0.9 of
   it}; the agent's loop (sample + autoscale every 0.5 s, as `uno agent serve`) under a base load of 30 flows;
   at t0 the offered load triples; autoscale_out_s = t0 -> the first packet counted by a new instance.
@@ -39,7 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import final_json, machine  # noqa: E402
 from migration.protocol import MigrationConfig  # noqa: E402
-from testkit.testbed import Testbed, report  # noqa: E402
+from testkit.scale_traffic import GEN_OUT_MAC, GEN_VM_MAC  # noqa: E402
+from testkit.testbed import FW_CONFIG, Testbed, report  # noqa: E402
+
+# The spread's frames carry MACs that are not the namespaces' own (the chain steers by them): the TCP flows'
+# segments would else meet the kernels, whose RSTs close the firewall's connections.
+GEN_MACS = (GEN_VM_MAC, GEN_OUT_MAC)
 
 RUNDIR = "/run/uno-bench-ops"
 SAMPLE_S = 0.5
@@ -58,24 +67,40 @@ def rx_by_instance(tb: Testbed, nf_id: str = "fw") -> dict[str, int]:
 
 
 def udp_spread(tb: Testbed, flows: int = 30, per_flow: int = 200) -> dict:
-    """30 UDP flows of one address pair over the firewall's 3 instances: each instance's share."""
+    """30 UDP, then 30 TCP flows of one address pair over the firewall's 3 instances: each instance's share of
+    the frames, and the data packets the wire's sink missed (a TCP flow whose SYN+ACK reached an instance that
+    did not see its SYN yet is refused by the firewall)."""
     tb.agent.scale("fw", 3)
     locs = [i.location for i in tb.agent.state.nfs["fw"].instances]
-    before = rx_by_instance(tb)
-    g = tb.gen("vm", run=11, flows=flows, pkts=per_flow, rate=3000, dst_port=5011)
-    report(g)
-    time.sleep(1.0)
-    after = rx_by_instance(tb)
-    got = {k: after[k] - before.get(k, 0) for k in after}
-    total = sum(got.values())
-    shares = sorted(v / total for v in got.values()) if total else [0.0]
-    log(f"udp spread over {locs}: packets per instance {sorted(got.values())} of {flows * per_flow} sent")
+    out: dict = {"udp_spread_locations": locs}
+    for proto, run, port in (("udp", 11, 5011), ("tcp", 12, 5012)):
+        before = rx_by_instance(tb)
+        sink = tb.sink("out", run=run, expect=flows * per_flow, idle_ms=1500, duration_ms=60_000)
+        g = tb.gen(
+            "vm",
+            run=run,
+            flows=flows,
+            pkts=per_flow,
+            rate=3000,
+            dst_port=port,
+            tcp=proto == "tcp",
+            macs=GEN_MACS,
+        )
+        report(g)
+        r = report(sink, timeout=90)
+        time.sleep(0.5)
+        after = rx_by_instance(tb)
+        got = sorted(after[k] - before.get(k, 0) for k in after)
+        total = sum(got)
+        log(f"{proto} spread over {locs}: frames per instance {got}; sink {r}")
+        out[f"{proto}_spread_min_share"] = round(got[0] / total, 3) if total else 0.0
+        out[f"{proto}_spread_frames_per_instance"] = got
+        out[f"{proto}_spread_lost"] = flows * per_flow - int(r.get("received", 0))
     tb.agent.scale("fw", 1)
-    return {
-        "udp_spread_min_share": round(shares[0], 3),
-        "udp_spread_flows_per_instance": sorted(round(v / per_flow, 1) for v in got.values()),
-        "udp_spread_locations": locs,
-    }
+    out["udp_spread_flows_per_instance"] = [
+        round(v / per_flow, 1) for v in out["udp_spread_frames_per_instance"]
+    ]
+    return out
 
 
 def reorder_on_move(tb: Testbed, moves: int, held: bool = True) -> dict:
@@ -113,6 +138,43 @@ def reorder_on_move(tb: Testbed, moves: int, held: bool = True) -> dict:
         f"latency_max_ms_on_move{suffix}": round(r.get("latency_us", {}).get("max", 0) / 1000, 1),
         f"moves{suffix}": done,
         "move_stream": {"mbit_s": 50, "size": size, "flows": flows},
+    }
+
+
+def reorder_on_scale(tb: Testbed, changes: int, held: bool = True) -> dict:
+    """Sequenced UDP at 50 Mbit/s (32 flows) across `changes` scale changes 1 -> 2 -> 3 -> 2 -> 1 -> 2 ...;
+    reordered and lost per 10 changes. `held`: the agent's default (a scale-out's new instances hold their
+    packets until the old ones flushed), else the plain make-before-break scale-out (before issue 28 part 6).
+    Scale-ins are not held either way."""
+    suffix = "" if held else "_unheld"
+    tb.agent.moves.buffer_types = MigrationConfig().buffer_types if held else frozenset()
+    size, flows = 1000, 32
+    pps = 50e6 / 8 / size
+    gap_s = 1.5
+    secs = changes * gap_s + 3.0
+    per_flow = int(pps * secs / flows)
+    sink = tb.sink(
+        "out", run=41, expect=per_flow * flows, idle_ms=2000, duration_ms=int(secs * 1000) + 60_000
+    )
+    g = tb.gen("vm", run=41, flows=flows, pkts=per_flow, rate=pps, size=size, dst_port=5041)
+    time.sleep(1.0)
+    counts = [2, 3, 2, 1]
+    for k in range(changes):
+        n = counts[k % len(counts)]
+        tb.agent.scale("fw", n)
+        log(f"scale {k + 1}/{changes} -> {n}")
+        time.sleep(gap_s)
+    report(g, timeout=secs + 120)
+    r = report(sink, timeout=secs + 180)
+    tb.agent.scale("fw", 1)
+    log(f"sink: {r}")
+    tb.agent.moves.buffer_types = MigrationConfig().buffer_types
+    per10 = 10 / changes
+    return {
+        f"reordered_on_scale{suffix}": round(r.get("reordered", 0) * per10, 1),
+        f"lost_on_scale{suffix}": round(r.get("lost", 0) * per10, 1),
+        f"latency_max_ms_on_scale{suffix}": round(r.get("latency_us", {}).get("max", 0) / 1000, 1),
+        f"scale_changes{suffix}": changes,
     }
 
 
@@ -179,7 +241,9 @@ def spread_with(env: dict[str, str]) -> dict:
     os.environ.update(env)
     try:
         with Testbed(rundir=RUNDIR, drain_s=0.5) as tb:
-            tb.add_firewall("fw", at="host")
+            vm = FW_CONFIG["rules"][0]
+            fw = {**FW_CONFIG, "rules": [vm, {**vm, "proto": "tcp"}]}
+            tb.add_nf("fw", "firewall", fw, at="host", macs=GEN_MACS)
             return udp_spread(tb)
     finally:
         for k, v in old.items():
@@ -192,25 +256,27 @@ def spread_with(env: dict[str, str]) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--part", choices=["spread", "move", "autoscale", "update"], action="append")
+    ap.add_argument("--part", choices=["spread", "move", "scale", "autoscale", "update"], action="append")
     args = ap.parse_args()
-    parts = args.part or ["spread", "move", "autoscale", "update"]
+    parts = args.part or ["spread", "move", "scale", "autoscale", "update"]
     log(f"machine {machine()}")
     figures: dict = {"quick": args.quick}
-    if {"move", "autoscale"} & set(parts):
+    if {"move", "scale", "autoscale"} & set(parts):
         with Testbed(rundir=RUNDIR, drain_s=0.5) as tb:
             tb.add_firewall("fw", at="host")
             if "move" in parts:
                 figures |= reorder_on_move(tb, 4 if args.quick else 10, held=False)
                 figures |= reorder_on_move(tb, 4 if args.quick else 10)
+            if "scale" in parts:
+                figures |= reorder_on_scale(tb, 4 if args.quick else 8, held=False)
+                figures |= reorder_on_scale(tb, 4 if args.quick else 8)
             if "autoscale" in parts:
                 figures |= autoscale_out(tb)
     if "spread" in parts:
-        five = spread_with({"JAVA_TOOL_OPTIONS": "-Doneswitch.select_method=dp_hash"})
-        base = spread_with({})
-        figures |= five
-        figures["udp_spread_min_share_ovs_default"] = base["udp_spread_min_share"]
-        figures["udp_spread_flows_per_instance_ovs_default"] = base["udp_spread_flows_per_instance"]
+        figures |= spread_with({})
+        for name, opt in (("5tuple", "dp_hash"), ("ovs_default", "ovs")):
+            other = spread_with({"JAVA_TOOL_OPTIONS": f"-Doneswitch.select_method={opt}"})
+            figures |= {f"{k}_{name}": v for k, v in other.items() if k != "udp_spread_locations"}
     if "update" in parts:
         figures |= update_figures(args.quick)
     final_json(figures)

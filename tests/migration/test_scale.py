@@ -75,6 +75,9 @@ def test_scale_1_2_4_1_no_loss_with_state_in_redis(redis_bed):
     assert tb.agent.mapper.instances()[nf.vport] == [(first.switch, first.ofport)]
     assert {n for n in netns_list() if n.startswith(f"{tb.name}-i")} == {first.netns}
     assert tb.agent.last_scale.removed and tb.agent.last_scale.aborted_at is None
+    # both scale-outs were held: the old instances answered flushed before the new ones were released
+    outs = [e for e in tb.agent.state.history if e["event"] == "nf-scale" and e["after"] > e["before"]]
+    assert len(outs) == 2 and all(e["drained"] is True for e in outs), outs
 
 
 def test_scale_with_local_state_breaks_connections(local_bed):

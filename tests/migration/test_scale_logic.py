@@ -93,6 +93,82 @@ def test_scale_out_steps_and_set():
     assert set(rt.running) == {"fw-1", "fw-2", "fw-3"}
 
 
+class HoldingRuntime(FakeRuntime):
+    """A FakeRuntime whose instances can start buffering, flush and be released (the held scale-out)."""
+
+    def __init__(self, refuse_release: bool = False, flushed: bool = True):
+        super().__init__()
+        self.calls: list[tuple] = []
+        self.refuse_release, self.flushed = refuse_release, flushed
+
+    def start(self, nf, inst, buffer: int = 0):
+        self.calls.append(("start", inst.id, buffer))
+        super().start(nf, inst)
+
+    def drain(self, inst, quiet_ms, timeout_s, flush=False):
+        self.calls.append(("drain", inst.id, flush))
+        return {"drained": self.flushed, "waited_ms": 21.0}
+
+    def release(self, inst, timeout=60.0):
+        self.calls.append(("release", inst.id))
+        if self.refuse_release:
+            raise RuntimeError("409 not buffering")
+        return {"replayed": 3}
+
+
+def test_held_scale_out_holds_the_new_instances_until_the_old_ones_flushed():
+    rt = HoldingRuntime()
+    mp = FakeMapper()
+    nf = Nf(id="fw", type="firewall", config={}, vport=1000, expected_gbps=0.1, src=None, dst=None)
+    nf.instances = [inst(1), inst(2)]
+    for i in nf.instances:
+        rt.start(nf, i)
+    mp.map(1000, "host", 201, "fw")
+    rt.calls.clear()
+    res = scale_out(nf, nf.instances, [inst(3, "snic0")], rt, mp, Clock(0.0), cfg=MigrationConfig())
+    assert [e.step for e in res.steps] == ["start", "ready", "set", "verify", "flush", "resume"]
+    assert rt.calls[0] == ("start", "fw-3", MigrationConfig().buffer_packets)  # holding
+    # the old ones flush (at once; they keep serving), then the new one processes its queue
+    assert sorted(rt.calls[1:3]) == [("drain", "fw-1", True), ("drain", "fw-2", True)]
+    assert rt.calls[3:] == [("release", "fw-3")] and res.drained is True
+    # a type moved unheld: the plain make-before-break scale-out
+    rt2 = HoldingRuntime()
+    nf2 = dataclasses.replace(nf, instances=[inst(1)])
+    rt2.start(nf2, nf2.instances[0])
+    rt2.calls.clear()
+    cfg = MigrationConfig(buffer_types=frozenset({"ips"}))
+    mp2 = FakeMapper()
+    mp2.map(1000, "host", 201, "fw")
+    res2 = scale_out(nf2, nf2.instances, [inst(3)], rt2, mp2, Clock(0.0), cfg=cfg)
+    assert [e.step for e in res2.steps] == ["start", "ready", "set", "verify"]
+    assert rt2.calls == [("start", "fw-3", 0)]
+
+
+def test_held_scale_out_not_flushed_in_time_still_resumes_and_says_so():
+    rt = HoldingRuntime(flushed=False)
+    mp = FakeMapper()
+    nf = Nf(id="fw", type="firewall", config={}, vport=1000, expected_gbps=0.1, src=None, dst=None)
+    nf.instances = [inst(1)]
+    rt.start(nf, nf.instances[0])
+    mp.map(1000, "host", 201, "fw")
+    res = scale_out(nf, nf.instances, [inst(2)], rt, mp, Clock(0.0), cfg=MigrationConfig())
+    flush = next(e for e in res.steps if e.step == "flush")
+    assert res.drained is False and "NOT flushed" in flush.detail and res.steps[-1].step == "resume"
+
+
+def test_held_scale_out_refused_release_goes_back_to_the_old_set():
+    rt = HoldingRuntime(refuse_release=True)
+    mp = FakeMapper()
+    nf = Nf(id="fw", type="firewall", config={}, vport=1000, expected_gbps=0.1, src=None, dst=None)
+    nf.instances = [inst(1)]
+    rt.start(nf, nf.instances[0])
+    mp.map(1000, "host", 201, "fw")
+    with pytest.raises(ScaleError) as e:
+        scale_out(nf, nf.instances, [inst(2)], rt, mp, Clock(0.0), cfg=MigrationConfig())
+    assert e.value.step == "resume" and "back on 1" in str(e.value)
+    assert mp.sets[1000] == [("host", 201)] and set(rt.running) == {"fw-1"}
+
+
 def test_scale_out_start_failure_stops_what_started_mapping_untouched():
     rt, mp, nf = bed(1)
     new = [inst(2), inst(3)]

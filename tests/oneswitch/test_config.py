@@ -186,3 +186,5 @@ def test_select_hash_is_symmetric_unless_configured():
     assert select_hash_opts(parse_config({}).oneswitch.select_hash) == []
     five = parse_config({"oneswitch": {"select_hash": "5tuple"}}).oneswitch.select_hash
     assert select_hash_opts(five) == ["-Doneswitch.select_method=dp_hash"]
+    ovs = parse_config({"oneswitch": {"select_hash": "ovs"}}).oneswitch.select_hash
+    assert select_hash_opts(ovs) == ["-Doneswitch.select_method=ovs"]

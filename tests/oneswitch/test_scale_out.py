@@ -4,10 +4,12 @@ Vport 200 is served by the host NF namespace (host:200) and the spare namespace 
 `PUT /v1/ports/200/instances`: OneSwitch's select group on each ingress switch spreads the flows sent to it,
 each flow sticking to one instance. Real frames, real Open vSwitch, real OneSwitch.
 
-OneSwitch's select groups keep OVS's default method unless configured (`oneswitch.select_hash: 5tuple`):
-dp_hash over a SYMMETRIC L3/L4 hash, which leaves UDP ports out, so the UDP flows here differ in their
-source address. With `5tuple` (south.SelectMethod, over OpenFlow 1.5) UDP flows of one address pair spread
-too (test_flows_of_one_address_pair_spread_over_three_instances, on a second host).
+OneSwitch's select groups hash a symmetric L3/L4 hash with UDP ports by default (the dispatch rules' multipath
+into reg7, `selection_method=hash,fields(reg7)` over OpenFlow 1.5: south.SelectMethod): UDP flows of one
+address pair spread, and both directions of a flow reach one instance
+(test_flows_of_one_address_pair_spread_over_three_instances). A second host with `oneswitch.select_hash: ovs`
+(OVS's own default dp_hash, UDP ports left out) is the comparison: there every UDP flow of the pair takes one
+instance.
 """
 
 from __future__ import annotations
@@ -45,8 +47,16 @@ ONE = [("host", nm.NF_PORT_BASE)]
 THREE = [*TWO, ("host", SPARE_HOST_OFPORT)]
 
 
-def frame(pid: int, sport: int, src_mac: str, src_ip: str, dport: int = UDP_DST, tcp: bool = False) -> bytes:
-    """A UDP/IPv4 frame of flow (src_ip, sport -> 10.9.9.9:dport) carrying packet id `pid` (`tcp`: a TCP
+def frame(
+    pid: int,
+    sport: int,
+    src_mac: str,
+    src_ip: str,
+    dport: int = UDP_DST,
+    tcp: bool = False,
+    dst_ip: str = "10.9.9.9",
+) -> bytes:
+    """A UDP/IPv4 frame of flow (src_ip, sport -> dst_ip:dport) carrying packet id `pid` (`tcp`: a TCP
     segment, ACK set, of that flow instead)."""
     from scapy.layers.inet import IP, TCP, UDP
     from scapy.layers.l2 import Ether
@@ -54,7 +64,7 @@ def frame(pid: int, sport: int, src_mac: str, src_ip: str, dport: int = UDP_DST,
 
     return bytes(
         Ether(src=src_mac, dst="02:00:00:00:09:09")
-        / IP(src=src_ip, dst="10.9.9.9")
+        / IP(src=src_ip, dst=dst_ip)
         / (TCP(sport=sport, dport=dport, flags="A", seq=pid) if tcp else UDP(sport=sport, dport=dport))
         / Raw(MAGIC + struct.pack("!I", pid) + b"x" * 20)
     )
@@ -107,9 +117,9 @@ def bench(os_host):
 
 
 @pytest.fixture(scope="module")
-def bench5():
-    """A second host whose OneSwitch hashes scale-out groups over the 5-tuple (`select_hash: 5tuple`)."""
-    host, _ = bring_up(oneswitch={"select_hash": "5tuple"})
+def bench_ovs():
+    """A second host whose OneSwitch leaves scale-out groups to OVS's default hash (`select_hash: ovs`)."""
+    host, _ = bring_up(oneswitch={"select_hash": "ovs"})
     try:
         attach_nfs(host)
         client = host.oneswitch().client(timeout=30)
@@ -332,44 +342,64 @@ def test_write_actions_output_to_the_scaled_port_uses_its_select_group(os_host, 
             bench.ofctl("del-flows", "--strict", f.split(",actions")[0])
 
 
-def spread(bench, tcp: bool, first_pid: int, n_flows: int = 30, per_flow: int = 4) -> dict[str, int]:
+def spread(
+    bench, tcp: bool, first_pid: int, n_flows: int = 30, per_flow: int = 4, reverse: bool = False
+) -> dict[str, int]:
     """n_flows flows of ONE address pair (VM 0 -> 10.9.9.9, source ports differ), per_flow frames each,
     over vport 200's three instances: each frame arrives once, each flow at one instance; returns the flows
-    per instance."""
+    per instance. `reverse`: each flow's replies too (10.9.9.9 -> VM 0's address, ports swapped), sent from
+    Ethernet port 0 (its ingress switch is snic0, not the host switch), must reach the flow's instance."""
     pkts, flow_of = [], {}
     for k in range(per_flow):
         for i in range(n_flows):
-            pid = first_pid + k * n_flows + i
+            pid = first_pid + 2 * (k * n_flows + i)
             pkts.append((bench.vm0, frame(pid, 21000 + i, "02:00:00:00:00:10", "10.0.0.77", tcp=tcp)))
             flow_of[pid] = i
+            if reverse:
+                back = frame(
+                    pid + 1, UDP_DST, "02:00:00:00:00:20", "10.9.9.9", 21000 + i, tcp=tcp, dst_ip="10.0.0.77"
+                )
+                pkts.append((bench.eth0, back))
+                flow_of[pid + 1] = i
     got = send(bench, pkts)
     lost = [p for p in flow_of if len(got.get(p, [])) != 1 or got[p][0] not in ("a", "b", "c")]
     assert not lost, f"{len(lost)} of {len(flow_of)} frames not at exactly one instance: {lost[:10]}"
     per_flow_at: dict[int, set[str]] = defaultdict(set)
     for p, i in flow_of.items():
         per_flow_at[i].add(got[p][0])
-    assert all(len(s) == 1 for s in per_flow_at.values()), "a flow hit two instances"
+    split = {i: s for i, s in per_flow_at.items() if len(s) != 1}
+    assert not split, f"flows (both directions: {reverse}) at two instances: {split}"
     return dict(Counter(next(iter(s)) for s in per_flow_at.values()))
 
 
-def spread_both(b: Bench) -> dict[str, dict[str, int]]:
-    """30 UDP and 30 TCP flows of one address pair over vport 200's three instances: flows per instance."""
+def spread_both(b: Bench, reverse: bool = False) -> dict[str, dict[str, int]]:
+    """30 UDP and 30 TCP flows of one address pair over vport 200's three instances: flows per instance
+    (`reverse`: with each flow's replies from Ethernet port 0, which must reach the same instance)."""
     b.os.client.set_instances(NF_HOST, THREE)
-    rule = f"priority=40000,in_port=100,tcp,tp_dst={UDP_DST},actions=output:{NF_HOST}"
-    b.ofctl("add-flow", rule)
+    proto_rules = [f"priority=40000,in_port=100,tcp,tp_dst={UDP_DST},actions=output:{NF_HOST}"]
+    if reverse:
+        proto_rules += [
+            f"priority=40000,in_port=1,{p},tp_src={UDP_DST},actions=output:{NF_HOST}" for p in ("udp", "tcp")
+        ]
+    for rule in proto_rules:
+        b.ofctl("add-flow", rule)
     try:
-        return {"udp": spread(b, tcp=False, first_pid=80000), "tcp": spread(b, tcp=True, first_pid=81000)}
+        return {
+            "udp": spread(b, tcp=False, first_pid=80000, reverse=reverse),
+            "tcp": spread(b, tcp=True, first_pid=81000, reverse=reverse),
+        }
     finally:
-        b.ofctl("del-flows", "--strict", rule.split(",actions")[0])
+        for rule in proto_rules:
+            b.ofctl("del-flows", "--strict", rule.split(",actions")[0])
         b.os.client.set_instances(NF_HOST, ONE)
 
 
-def test_flows_of_one_address_pair_spread_over_three_instances(bench, bench5):
-    """30 UDP and 30 TCP flows between one pair of addresses, each flow sticking to one instance. With OVS's
-    default (symmetric) hash the TCP flows spread but every UDP flow takes one instance; with `select_hash:
-    5tuple` both spread over all three."""
-    default, five = spread_both(bench), spread_both(bench5)
-    print(f"\nflows per instance of 30: default {default}; 5tuple {five}")
-    assert set(default["tcp"]) == {"a", "b", "c"} and len(default["udp"]) == 1, default
-    for proto, where in five.items():
+def test_flows_of_one_address_pair_spread_over_three_instances(bench, bench_ovs):
+    """30 UDP and 30 TCP flows between one pair of addresses, each flow sticking to one instance, its replies
+    (entering at another switch) at the same instance: by default both spread over all three. With OVS's own
+    default hash (`select_hash: ovs`) the TCP flows spread but every UDP flow takes one instance."""
+    default, ovs = spread_both(bench, reverse=True), spread_both(bench_ovs)
+    print(f"\nflows per instance of 30: default (symmetric, replies included) {default}; ovs {ovs}")
+    for proto, where in default.items():
         assert set(where) == {"a", "b", "c"}, (proto, where)
+    assert set(ovs["tcp"]) == {"a", "b", "c"} and len(ovs["udp"]) == 1, ovs

@@ -89,8 +89,8 @@ class FakeNfs:
         self.calls.append(("stats", inst.id))
         return {"instance": inst.id} if inst.id in self.running else None
 
-    def drain(self, inst, quiet_ms, timeout_s):
-        self.calls.append(("drain", inst.id, quiet_ms, timeout_s))
+    def drain(self, inst, quiet_ms, timeout_s, flush=False):
+        self.calls.append(("drain", inst.id, quiet_ms, timeout_s) + (("flush",) if flush else ()))
         return {"drained": True}
 
     def get_state(self, inst, timeout=60.0):
@@ -498,6 +498,7 @@ def test_instances_flags(env, value, flag):
         ("POST", "/v1/instances/fw-1/nf/drain?quiet_ms=-1", "quiet_ms"),
         ("POST", "/v1/instances/fw-1/nf/drain?quiet_ms=60001", "quiet_ms"),
         ("POST", "/v1/instances/fw-1/nf/drain?timeout_ms=0", "timeout_ms"),
+        ("POST", "/v1/instances/fw-1/nf/drain?flush=2", "flush"),
         ("GET", "/v1/instances/fw-1/nf/health?timeout_ms=x", "timeout_ms"),
         ("GET", "/v1/instances/fw-1/nf/state?timeout_ms=600001", "timeout_ms"),
     ],
@@ -684,3 +685,14 @@ def test_tier_access_fields_reach_the_runtime_and_are_never_shown(env):
 )
 def test_bad_tier_fields(env, over, field):
     _post_refused(env, json.dumps(valid_body(**over)).encode(), 400, field)
+
+
+def test_nf_drain_relays_a_flush(env):
+    """`drain?flush=1` reaches the NF as a flush (a scale-out's old instance), the default as a drain."""
+    _, fake, c = env
+    start_one(c)
+    n = len(fake.calls)
+    assert call(c, "POST", "/v1/instances/fw-1/nf/drain?quiet_ms=5&timeout_ms=100&flush=1").status_code == 200
+    assert call(c, "POST", "/v1/instances/fw-1/nf/drain?quiet_ms=5&timeout_ms=100").status_code == 200
+    drains = [x for x in fake.calls[n:] if x[0] == "drain"]
+    assert drains == [("drain", "fw-1", 5, 0.1, "flush"), ("drain", "fw-1", 5, 0.1)]

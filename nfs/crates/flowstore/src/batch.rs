@@ -328,17 +328,23 @@ impl BatchState {
         }
         self.merge_hash_ops();
         self.merge_conditional_chains();
+        // Keys with conditional writes keep every write (each outcome is reported and matters,
+        // and a conditional write expects what the plain writes before it left).
+        let conditional: FastSet<&[u8]> = self
+            .writes
+            .iter()
+            .filter_map(|w| match w {
+                WriteOp::SetIf { key, .. } => Some(key.as_slice()),
+                _ => None,
+            })
+            .collect();
         let mut seen: FastSet<&[u8]> = FastSet::default();
-        // Keys with conditional writes keep every write (each outcome is reported and matters).
-        for w in &self.writes {
-            if let WriteOp::SetIf { key, .. } = w {
-                seen.insert(key.as_slice());
-            }
-        }
         let mut keep = vec![false; self.writes.len()];
         for (i, w) in self.writes.iter().enumerate().rev() {
             keep[i] = match w {
-                WriteOp::Set { key, .. } | WriteOp::Del { key } => seen.insert(key.as_slice()),
+                WriteOp::Set { key, .. } | WriteOp::Del { key } => {
+                    conditional.contains(key.as_slice()) || seen.insert(key.as_slice())
+                }
                 _ => true,
             };
         }
@@ -587,6 +593,38 @@ mod tests {
         b.flush(&mut s).unwrap();
         b.set(b"k", vec![7]);
         assert_eq!(b.pending_writes().len(), 1);
+    }
+
+    #[test]
+    fn coalescing_keeps_plain_writes_of_a_key_that_also_has_a_conditional_write() {
+        // A plain set, then a write conditional on the value it left: the set must reach the
+        // tier first, or the compare-and-set fails (and the key keeps its old value).
+        let mut s = LocalStore::new();
+        s.write_many(&[WriteOp::Set {
+            key: b"k".to_vec(),
+            value: b"old".to_vec(),
+        }])
+        .unwrap();
+        let mut b = BatchState::new();
+        b.set(b"k", b"v1".to_vec());
+        b.guard(b"k", Some(b"v1".to_vec()));
+        b.set(b"k", b"v2".to_vec());
+        // A plain delete, then a claim of the (now absent) key.
+        b.del(b"c");
+        b.claim(b"c", b"mine".to_vec());
+        s.write_many(&[WriteOp::Set {
+            key: b"c".to_vec(),
+            value: b"theirs".to_vec(),
+        }])
+        .unwrap();
+        let before = b.pending_writes().len();
+        b.coalesce();
+        assert_eq!(b.pending_writes().len(), before, "{:?}", b.pending_writes());
+        s.write_many(b.pending_writes()).unwrap();
+        let mut out = Vec::new();
+        s.get_many(&[b"k".to_vec(), b"c".to_vec()], &mut out)
+            .unwrap();
+        assert_eq!(out, vec![Some(b"v2".to_vec()), Some(b"mine".to_vec())]);
     }
 
     #[test]

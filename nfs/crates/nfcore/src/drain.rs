@@ -49,6 +49,13 @@ pub struct DrainRequest {
     pub deadline_ns: u64,
     /// The instance's rx counter when it arrived (frames taken later are reported as `late`).
     pub rx_at: u64,
+    /// A flush, not a drain: answered once every frame that reached the port before the end of
+    /// the quiet window (counted then: taken + waiting in the ring) has been sent or dropped, while
+    /// later frames keep coming. What a scale-out waits for at the instances that keep serving
+    /// before the new ones, which hold the flows that move to them, may go on.
+    pub flush: bool,
+    /// A flush's mark: that count, fixed at the first look after the quiet window.
+    pub mark: Option<u64>,
 }
 
 impl DrainRequest {
@@ -60,6 +67,16 @@ impl DrainRequest {
             quiet_ns: quiet_ms * 1_000_000,
             deadline_ns: since_ns + timeout_ms * 1_000_000,
             rx_at,
+            flush: false,
+            mark: None,
+        }
+    }
+
+    /// The same request as a flush ([`DrainRequest::flush`]).
+    pub fn flushing(self) -> DrainRequest {
+        DrainRequest {
+            flush: true,
+            ..self
         }
     }
 }
@@ -89,6 +106,10 @@ pub enum Decision {
 /// Pure: the earliest time at which `req`'s quiet window can be over, the last frame having been
 /// taken at `last_rx_ns`.
 pub fn quiet_until(req: &DrainRequest, last_rx_ns: u64) -> u64 {
+    if req.flush {
+        // A flush's window runs from its arrival: frames keep coming.
+        return req.since_ns + req.quiet_ns;
+    }
     req.since_ns.max(last_rx_ns) + req.quiet_ns
 }
 
@@ -96,13 +117,16 @@ pub fn quiet_until(req: &DrainRequest, last_rx_ns: u64) -> u64 {
 /// window is over with nothing in flight, or its deadline passed.
 pub fn due(req: &DrainRequest, seen: &Seen, now_ns: u64) -> bool {
     now_ns >= req.deadline_ns
-        || (seen.in_flight == 0 && now_ns >= quiet_until(req, seen.last_rx_ns))
+        || ((seen.in_flight == 0 || req.flush) && now_ns >= quiet_until(req, seen.last_rx_ns))
 }
 
 /// Pure: the answer to `req` at `now_ns`, given what the runtime holds and what waits in the port
 /// (`waiting`: [`RxCounts::waiting`], read after `now_ns`). Drained wins over a deadline reached at
 /// the same check.
-pub fn decide(req: &DrainRequest, seen: &Seen, now_ns: u64, waiting: Option<u64>) -> Decision {
+pub fn decide(req: &mut DrainRequest, seen: &Seen, now_ns: u64, waiting: Option<u64>) -> Decision {
+    if req.flush {
+        return decide_flush(req, seen, now_ns, waiting);
+    }
     match waiting {
         None => Decision::CannotTell,
         Some(0) if seen.in_flight == 0 && now_ns >= quiet_until(req, seen.last_rx_ns) => {
@@ -110,6 +134,35 @@ pub fn decide(req: &DrainRequest, seen: &Seen, now_ns: u64, waiting: Option<u64>
         }
         Some(_) if now_ns >= req.deadline_ns => Decision::Expired,
         Some(_) => Decision::Wait,
+    }
+}
+
+/// Pure: [`decide`] for a flush: its mark is fixed at the first look after the quiet window
+/// (frames taken so far + frames waiting in the ring), and it is flushed once the frames taken
+/// and no longer in flight reach the mark.
+fn decide_flush(
+    req: &mut DrainRequest,
+    seen: &Seen,
+    now_ns: u64,
+    waiting: Option<u64>,
+) -> Decision {
+    let Some(waiting) = waiting else {
+        return Decision::CannotTell;
+    };
+    if now_ns < quiet_until(req, seen.last_rx_ns) {
+        return if now_ns >= req.deadline_ns {
+            Decision::Expired
+        } else {
+            Decision::Wait
+        };
+    }
+    let mark = *req.mark.get_or_insert(seen.rx + waiting);
+    if seen.rx.saturating_sub(seen.in_flight) >= mark {
+        Decision::Drained
+    } else if now_ns >= req.deadline_ns {
+        Decision::Expired
+    } else {
+        Decision::Wait
     }
 }
 
@@ -192,7 +245,7 @@ impl<R> Drains<R> {
         let mut out = vec![];
         let mut i = 0;
         while i < self.waiting.len() {
-            let decision = decide(&self.waiting[i].0, seen, now_ns, rx.waiting);
+            let decision = decide(&mut self.waiting[i].0, seen, now_ns, rx.waiting);
             if decision == Decision::Wait {
                 i += 1;
                 continue;
@@ -217,19 +270,21 @@ impl<R> Drains<R> {
     }
 }
 
-/// `quiet_ms` (required, 0..=[`MAX_QUIET_MS`]) and `timeout_ms` (1..=[`MAX_TIMEOUT_MS`], default
-/// [`DEFAULT_TIMEOUT_MS`]) from a request's query string; the error names the field.
-pub fn parse_query(query: &str) -> Result<(u64, u64), (&'static str, String)> {
-    let (mut quiet, mut timeout) = (None, None);
+/// `quiet_ms` (required, 0..=[`MAX_QUIET_MS`]), `timeout_ms` (1..=[`MAX_TIMEOUT_MS`], default
+/// [`DEFAULT_TIMEOUT_MS`]) and `flush` (0 or 1, default 0: [`DrainRequest::flush`]) from a
+/// request's query string; the error names the field.
+pub fn parse_query(query: &str) -> Result<(u64, u64, bool), (&'static str, String)> {
+    let (mut quiet, mut timeout, mut flush) = (None, None, None);
     for kv in query.split('&').filter(|s| !s.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
         let (field, slot, lo, hi) = match k {
             "quiet_ms" => ("quiet_ms", &mut quiet, 0, MAX_QUIET_MS),
             "timeout_ms" => ("timeout_ms", &mut timeout, 1, MAX_TIMEOUT_MS),
+            "flush" => ("flush", &mut flush, 0, 1),
             _ => {
                 return Err((
                     "query",
-                    format!("unknown parameter {k:?} (quiet_ms, timeout_ms)"),
+                    format!("unknown parameter {k:?} (quiet_ms, timeout_ms, flush)"),
                 ))
             }
         };
@@ -245,7 +300,11 @@ pub fn parse_query(query: &str) -> Result<(u64, u64), (&'static str, String)> {
         }
     }
     let quiet = quiet.ok_or(("quiet_ms", "quiet_ms is required".to_string()))?;
-    Ok((quiet, timeout.unwrap_or(DEFAULT_TIMEOUT_MS)))
+    Ok((
+        quiet,
+        timeout.unwrap_or(DEFAULT_TIMEOUT_MS),
+        flush == Some(1),
+    ))
 }
 
 #[cfg(test)]
@@ -275,42 +334,63 @@ mod tests {
         let idle = seen(40, 0); // last frame long before the request
                                 // The window counts from the request, not from an older last frame.
         assert_eq!(quiet_until(&req, idle.last_rx_ns), 120 * MS);
-        assert_eq!(decide(&req, &idle, 119 * MS, Some(0)), Decision::Wait);
-        assert_eq!(decide(&req, &idle, 120 * MS, Some(0)), Decision::Drained);
-        // Frames in the ring (the kernel's count), or in flight: not drained, however quiet.
-        assert_eq!(decide(&req, &idle, 300 * MS, Some(3)), Decision::Wait);
         assert_eq!(
-            decide(&req, &seen(40, 1), 300 * MS, Some(0)),
+            decide(&mut req.clone(), &idle, 119 * MS, Some(0)),
+            Decision::Wait
+        );
+        assert_eq!(
+            decide(&mut req.clone(), &idle, 120 * MS, Some(0)),
+            Decision::Drained
+        );
+        // Frames in the ring (the kernel's count), or in flight: not drained, however quiet.
+        assert_eq!(
+            decide(&mut req.clone(), &idle, 300 * MS, Some(3)),
+            Decision::Wait
+        );
+        assert_eq!(
+            decide(&mut req.clone(), &seen(40, 1), 300 * MS, Some(0)),
             Decision::Wait
         );
         // A frame taken after the request restarts the window.
         let late = seen(150, 0);
-        assert_eq!(decide(&req, &late, 160 * MS, Some(0)), Decision::Wait);
-        assert_eq!(decide(&req, &late, 170 * MS, Some(0)), Decision::Drained);
+        assert_eq!(
+            decide(&mut req.clone(), &late, 160 * MS, Some(0)),
+            Decision::Wait
+        );
+        assert_eq!(
+            decide(&mut req.clone(), &late, 170 * MS, Some(0)),
+            Decision::Drained
+        );
         // quiet 0: drained as soon as the ring is empty and nothing is in flight.
         let now = DrainRequest::new(100 * MS, 0, 0, 500);
-        assert_eq!(decide(&now, &idle, 100 * MS, Some(0)), Decision::Drained);
-        assert_eq!(decide(&now, &idle, 100 * MS, Some(1)), Decision::Wait);
+        assert_eq!(
+            decide(&mut now.clone(), &idle, 100 * MS, Some(0)),
+            Decision::Drained
+        );
+        assert_eq!(
+            decide(&mut now.clone(), &idle, 100 * MS, Some(1)),
+            Decision::Wait
+        );
     }
 
     #[test]
     fn deadline_and_unknown_ports() {
         let req = DrainRequest::new(0, 0, 20, 500);
         assert_eq!(
-            decide(&req, &seen(0, 0), 500 * MS, Some(2)),
+            decide(&mut req.clone(), &seen(0, 0), 500 * MS, Some(2)),
             Decision::Expired
         );
         assert_eq!(
-            decide(&req, &seen(0, 4), 500 * MS, Some(0)),
+            decide(&mut req.clone(), &seen(0, 4), 500 * MS, Some(0)),
             Decision::Expired
         );
         // Drained at the very check the deadline is reached: drained.
         assert_eq!(
-            decide(&req, &seen(0, 0), 500 * MS, Some(0)),
+            decide(&mut req.clone(), &seen(0, 0), 500 * MS, Some(0)),
             Decision::Drained
         );
         assert_eq!(
-            decide(&req, &seen(0, 0), 30 * MS, None),
+            decide(&mut req.clone(), &seen(0, 0), 30 * MS, None),
             Decision::CannotTell
         );
     }
@@ -384,9 +464,62 @@ mod tests {
     }
 
     #[test]
+    fn a_flush_waits_for_what_came_before_its_window_ended_not_for_quiet() {
+        let mut req = DrainRequest::new(100 * MS, 0, 20, 500).flushing();
+        let busy = |rx: u64, in_flight: u64, last_ms: u64| Seen {
+            last_rx_ns: last_ms * MS,
+            rx,
+            in_flight,
+        };
+        // Frames keep coming (the last one now): the window still ends 20 ms after the request.
+        assert!(!due(&req, &busy(50, 4, 110), 110 * MS));
+        assert!(due(&req, &busy(50, 4, 120), 120 * MS));
+        assert_eq!(
+            decide(&mut req, &busy(50, 4, 119), 119 * MS, Some(3)),
+            Decision::Wait
+        );
+        assert_eq!(req.mark, None);
+        // At 120 ms: 50 taken + 3 in the ring = mark 53; 46 of them out (4 in flight).
+        assert_eq!(
+            decide(&mut req, &busy(50, 4, 120), 120 * MS, Some(3)),
+            Decision::Wait
+        );
+        assert_eq!(req.mark, Some(53));
+        // Later frames do not move the mark: 60 taken, 7 in flight = 53 out.
+        assert_eq!(
+            decide(&mut req, &busy(60, 7, 130), 130 * MS, Some(9)),
+            Decision::Drained
+        );
+        // One that never gets there expires at its deadline.
+        let mut slow = DrainRequest::new(100 * MS, 0, 20, 500).flushing();
+        assert_eq!(
+            decide(&mut slow, &busy(50, 50, 120), 120 * MS, Some(0)),
+            Decision::Wait
+        );
+        assert_eq!(
+            decide(&mut slow, &busy(50, 50, 600), 600 * MS, Some(0)),
+            Decision::Expired
+        );
+        assert_eq!(
+            decide(&mut slow, &busy(50, 0, 600), 600 * MS, None),
+            Decision::CannotTell
+        );
+    }
+
+    #[test]
     fn query_is_validated() {
-        assert_eq!(parse_query("quiet_ms=20"), Ok((20, DEFAULT_TIMEOUT_MS)));
-        assert_eq!(parse_query("quiet_ms=0&timeout_ms=300"), Ok((0, 300)));
+        assert_eq!(
+            parse_query("quiet_ms=20"),
+            Ok((20, DEFAULT_TIMEOUT_MS, false))
+        );
+        assert_eq!(
+            parse_query("quiet_ms=0&timeout_ms=300"),
+            Ok((0, 300, false))
+        );
+        assert_eq!(
+            parse_query("quiet_ms=5&flush=1"),
+            Ok((5, DEFAULT_TIMEOUT_MS, true))
+        );
         for (q, field) in [
             ("", "quiet_ms"),
             ("timeout_ms=5", "quiet_ms"),
@@ -398,6 +531,8 @@ mod tests {
             ("quiet_ms=5&timeout_ms=0", "timeout_ms"),
             ("quiet_ms=5&timeout_ms=60001", "timeout_ms"),
             ("quiet_ms=5&x=1", "query"),
+            ("quiet_ms=5&flush=2", "flush"),
+            ("quiet_ms=5&flush=1&flush=1", "flush"),
         ] {
             let e = parse_query(q).unwrap_err();
             assert_eq!(e.0, field, "{q}: {e:?}");

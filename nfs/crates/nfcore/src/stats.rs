@@ -293,7 +293,7 @@ impl Server {
                 &format!("method {method} not allowed on /drain (POST)"),
             ));
         }
-        let (quiet, timeout) =
+        let (quiet, timeout, flush) =
             parse_query(query).map_err(|(field, e)| Response::error_in(400, field, &e))?;
         let Some(control) = &self.control else {
             return Err(Response::error_in(
@@ -305,7 +305,10 @@ impl Server {
         let rx = self.stats.rx.load(Relaxed);
         Ok((
             control.clone(),
-            DrainRequest::new(since_ns, rx, quiet, timeout),
+            match flush {
+                true => DrainRequest::new(since_ns, rx, quiet, timeout).flushing(),
+                false => DrainRequest::new(since_ns, rx, quiet, timeout),
+            },
         ))
     }
 

@@ -20,6 +20,21 @@ public final class OfFrameDecoder extends ByteToMessageDecoder {
   private static final int MAX_OF13_TYPE = 29;
   private static final int EXPERIMENTER = 4;
 
+  /**
+   * Frames come from a switch: flow dumps are read without Nicira multipath ({@link NiciraStrip}).
+   */
+  private final boolean fromSwitch;
+
+  /** A decoder of a controller's frames. */
+  public OfFrameDecoder() {
+    this(false);
+  }
+
+  /** {@code fromSwitch}: the peer is a switch (its flow dumps may hold OneSwitch's multipath). */
+  public OfFrameDecoder(boolean fromSwitch) {
+    this.fromSwitch = fromSwitch;
+  }
+
   @Override
   protected void decode(ChannelHandlerContext ctx, ByteBuf in, List<Object> out) {
     while (in.readableBytes() >= 8) {
@@ -39,6 +54,9 @@ public final class OfFrameDecoder extends ByteToMessageDecoder {
       }
       byte[] head = ByteBufUtil.getBytes(in, idx, Math.min(len, 64));
       ByteBuf frame = in.readSlice(len);
+      if (fromSwitch) {
+        frame = NiciraStrip.fromSwitch(frame);
+      }
       out.add(decodeFrame(version, type, xid, frame, head));
     }
   }

@@ -70,6 +70,8 @@ public final class OfText {
         out.add("pop_mpls:" + v.getEthertype());
       } else if (a instanceof OFActionGroup g) {
         out.add("group:" + Integer.toUnsignedString(g.getGroup().getGroupNumber()));
+      } else if (a instanceof net.uno.oneswitch.translate.SymmetricHash h) {
+        out.add(h.toString());
       } else {
         out.add(a.getType().name().toLowerCase());
       }

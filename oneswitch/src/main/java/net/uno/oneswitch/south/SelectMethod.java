@@ -13,12 +13,14 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import net.uno.oneswitch.config.SwitchTarget;
 import net.uno.oneswitch.io.Transport;
+import net.uno.oneswitch.translate.SymmetricHash;
 import net.uno.oneswitch.translate.Translator;
 import org.projectfloodlight.openflow.protocol.OFBucket;
 import org.projectfloodlight.openflow.protocol.OFGroupAdd;
@@ -37,16 +39,17 @@ import org.slf4j.LoggerFactory;
  * instance. The method is a group property (Netronome extension) that only OpenFlow 1.5 group mods
  * carry: OVS ignores it in OF1.3 and refuses an OF1.5 message on an OF1.3 connection. So the main
  * connection installs the group as before and this one re-sends its buckets as an OF1.5 GROUP_MOD
- * MODIFY with {@code selection_method=dp_hash} (param 0: the 5-tuple, UDP ports included). A flow
- * still hashes alike at every select group of equal size (same fields, same basis), and the
- * datapath flows stay shared (no exact match on ports, unlike the {@code hash} method).
+ * MODIFY with the {@link Mode}'s method.
  *
- * <p>Opt-in ({@code -Doneswitch.select_method=dp_hash}; emulated host: {@code
- * oneswitch.select_hash: 5tuple}): the 5-tuple hash is not symmetric, so the two directions of a
- * connection may take different instances, and a stateful NF whose instances do not see each
- * other's writes at once then drops replies (tests/migration/test_scale.py: 984 of 2,624 packets
- * lost at 4 instances of the TCP firewall). OVS offers no symmetric hash with UDP ports for select
- * groups.
+ * <p>{@link Mode#SYMMETRIC} (the default): {@code selection_method=hash,fields(reg7)}, where the
+ * dispatch rule of the port the packet came in by wrote a symmetric L3/L4 hash with UDP ports
+ * ({@link SymmetricHash}): both directions of a connection take one bucket, UDP flows of one
+ * address pair spread. The {@code hash} method picks the bucket while translating the flow (highest
+ * random weight over bucket ids 0..n-1: equal at every group of one size), so each connection
+ * through a scaled vport gets its own datapath flow. {@link Mode#DP_HASH} ({@code
+ * -Doneswitch.select_method=dp_hash}): the 5-tuple {@code dp_hash}, UDP ports included but NOT
+ * symmetric (tests/migration/test_scale.py lost 984 of 2,624 packets of a TCP firewall at 4
+ * instances with it). {@code -Doneswitch.select_method=ovs}: none of this, OVS's own default.
  *
  * <p>Best effort: a switch that does not speak OpenFlow 1.5 (bridge {@code protocols}) or refuses
  * the modify keeps OVS's default method, logged once; nothing else depends on it.
@@ -68,9 +71,40 @@ final class SelectMethod {
   private static final int NTRT_SELECTION_METHOD = 1;
   private static final long REPLY_TIMEOUT_MS = 3000;
 
-  /** The selection method sent; param 0 = the IP 5-tuple (ovs-ofctl(8), "selection_method"). */
-  static final String METHOD = "dp_hash";
+  /** How the scale groups pick a bucket (ovs-ofctl(8), "selection_method"). */
+  enum Mode {
+    /** {@code hash} over register 7, the symmetric L3/L4 hash with UDP ports. */
+    SYMMETRIC("hash", SymmetricHash.REG7_HEADER),
+    /** {@code dp_hash}, param 0: the IP 5-tuple (not symmetric). */
+    DP_HASH("dp_hash", 0);
 
+    final String method;
+
+    /** The one OXM/NXM header of the {@code fields} hashed (0: none). */
+    final int field;
+
+    Mode(String method, int field) {
+      this.method = method;
+      this.field = field;
+    }
+
+    /**
+     * The mode for {@code -Doneswitch.select_method} ({@code symmetric}, the default; {@code
+     * dp_hash}; {@code ovs}: none, empty).
+     */
+    static Optional<Mode> of(String property) {
+      return switch (property) {
+        case "", "symmetric", "hash" -> Optional.of(SYMMETRIC);
+        case "dp_hash" -> Optional.of(DP_HASH);
+        case "ovs" -> Optional.empty();
+        default ->
+            throw new IllegalArgumentException(
+                "oneswitch.select_method: " + property + " is not one of symmetric, dp_hash, ovs");
+      };
+    }
+  }
+
+  private final Mode mode;
   private final String id;
   private final SwitchTarget ep;
   private final Transport transport;
@@ -81,7 +115,8 @@ final class SelectMethod {
   private volatile boolean unsupported;
   private boolean warned;
 
-  SelectMethod(String id, SwitchTarget ep, Transport transport, EventLoopGroup group) {
+  SelectMethod(Mode mode, String id, SwitchTarget ep, Transport transport, EventLoopGroup group) {
+    this.mode = mode;
     this.id = id;
     this.ep = ep;
     this.transport = transport;
@@ -127,7 +162,7 @@ final class SelectMethod {
             ch -> {
               ByteBuf buf = Unpooled.buffer();
               for (GroupBuckets g : groups) {
-                encodeGroupMod(buf, xids.incrementAndGet(), g.groupId(), g.buckets());
+                encodeGroupMod(buf, xids.incrementAndGet(), g.groupId(), g.buckets(), mode);
               }
               long bx = xids.incrementAndGet();
               CompletableFuture<Void> done = new CompletableFuture<>();
@@ -269,10 +304,10 @@ final class SelectMethod {
 
   /**
    * An OF1.5 GROUP_MOD MODIFY of SELECT group {@code gid} with {@code buckets} (bucket ids 0..n-1,
-   * weight properties) and the NTR selection-method property. The buckets' actions encode as in
-   * OF1.3 (output, push_vlan and set_field are alike in both).
+   * weight properties) and the NTR selection-method property of {@code mode}. The buckets' actions
+   * encode as in OF1.3 (output, push_vlan and set_field are alike in both).
    */
-  static void encodeGroupMod(ByteBuf b, long xid, int gid, List<OFBucket> buckets) {
+  static void encodeGroupMod(ByteBuf b, long xid, int gid, List<OFBucket> buckets, Mode mode) {
     int start = b.writerIndex();
     header(b, T_GROUP_MOD, 0, xid);
     b.writeShort(GC_MODIFY).writeByte(GT_SELECT).writeByte(0).writeInt(gid);
@@ -294,12 +329,18 @@ final class SelectMethod {
       b.setShort(bStart + 2, aLen);
     }
     b.setShort(arrayLenAt, b.writerIndex() - bucketsStart);
-    // ntr_group_prop_selection_method: type, length, experimenter, exp_type, pad, method[16], param
-    b.writeShort(0xffff).writeShort(40).writeInt((int) NTR_VENDOR_ID);
+    // ntr_group_prop_selection_method: type, length, experimenter, exp_type, pad, method[16],
+    // param, then each field as its header and its mask (all ones: the whole field), as OVS
+    // encodes them; the length excludes any padding to 8 bytes
+    int fieldsLen = mode.field == 0 ? 0 : 8;
+    b.writeShort(0xffff).writeShort(40 + fieldsLen).writeInt((int) NTR_VENDOR_ID);
     b.writeInt(NTRT_SELECTION_METHOD).writeInt(0);
-    byte[] name = METHOD.getBytes(StandardCharsets.US_ASCII);
+    byte[] name = mode.method.getBytes(StandardCharsets.US_ASCII);
     b.writeBytes(name).writeZero(16 - name.length);
     b.writeLong(0);
+    if (fieldsLen > 0) {
+      b.writeInt(mode.field).writeInt(-1);
+    }
     b.setShort(start + 2, b.writerIndex() - start);
   }
 }

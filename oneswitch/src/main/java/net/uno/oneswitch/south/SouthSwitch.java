@@ -120,8 +120,8 @@ public final class SouthSwitch {
   private final AtomicLong xids = new AtomicLong(0x10000);
 
   /**
-   * Sets the hash of OneSwitch's scale-out groups ({@link SelectMethod}); null (the default) unless
-   * {@code -Doneswitch.select_method=dp_hash}.
+   * Sets the hash of OneSwitch's scale-out groups ({@link SelectMethod}); null with {@code
+   * -Doneswitch.select_method=ovs} (OVS's default hash).
    */
   private final SelectMethod select;
 
@@ -183,9 +183,9 @@ public final class SouthSwitch {
     this.keepalive = keepalive;
     this.shared = shared;
     this.select =
-        SelectMethod.METHOD.equals(System.getProperty("oneswitch.select_method", ""))
-            ? new SelectMethod(id, ep, transport, group)
-            : null;
+        SelectMethod.Mode.of(System.getProperty("oneswitch.select_method", ""))
+            .map(m -> new SelectMethod(m, id, ep, transport, group))
+            .orElse(null);
   }
 
   public String id() {
@@ -253,7 +253,7 @@ public final class SouthSwitch {
                         .addLast(
                             new IdleStateHandler(
                                 keepalive.intervalMs(), 0, 0, TimeUnit.MILLISECONDS))
-                        .addLast(new OfFrameDecoder())
+                        .addLast(new OfFrameDecoder(true))
                         .addLast(new OfEncoder())
                         .addLast(new Handler());
                   }

@@ -11,6 +11,7 @@ import net.uno.oneswitch.model.Topology;
 import net.uno.oneswitch.model.VPort;
 import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.action.OFAction;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
 import org.projectfloodlight.openflow.protocol.match.Match;
 import org.projectfloodlight.openflow.protocol.match.MatchField;
 import org.projectfloodlight.openflow.types.OFPort;
@@ -65,27 +66,26 @@ final class Dispatch {
         out.add(new PhysRule(s, Translator.DISPATCH_TABLE, 0, m, List.of()));
       }
     }
+    // While a vport is scaled out, what enters by a mapped port gets the symmetric flow hash the
+    // scale groups select by (SymmetricHash); without one the datapath flows stay wildcarded.
+    List<OFInstruction> toPipeline =
+        ports.all().stream().anyMatch(v -> v.k() > 1)
+            ? List.of(
+                F.instructions().applyActions(List.of(SymmetricHash.ACTION)),
+                F.instructions().gotoTable(TableId.of(1)))
+            : List.of(F.instructions().gotoTable(TableId.of(1)));
     for (VPort v : ports.all()) {
       for (VPort.Loc l : v.instances()) {
         Match m = F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(l.port())).build();
         out.add(
-            new PhysRule(
-                l.sw(),
-                Translator.DISPATCH_TABLE,
-                Translator.PRIO_PORT,
-                m,
-                List.of(F.instructions().gotoTable(TableId.of(1)))));
+            new PhysRule(l.sw(), Translator.DISPATCH_TABLE, Translator.PRIO_PORT, m, toPipeline));
       }
     }
     for (Drain d : ports.drains()) {
       Match m = F.buildMatch().setExact(MatchField.IN_PORT, OFPort.of(d.loc().port())).build();
       out.add(
           new PhysRule(
-              d.loc().sw(),
-              Translator.DISPATCH_TABLE,
-              Translator.PRIO_PORT,
-              m,
-              List.of(F.instructions().gotoTable(TableId.of(1)))));
+              d.loc().sw(), Translator.DISPATCH_TABLE, Translator.PRIO_PORT, m, toPipeline));
     }
     controllerSwitch.ifPresent(
         sw ->

@@ -183,9 +183,10 @@ final class FakeSwitch implements AutoCloseable {
           s.close();
           continue;
         }
+        SocketChannel before = sock;
         sock = s;
         connections++;
-        Thread t = new Thread(() -> serve(s), "fake-conn");
+        Thread t = new Thread(() -> serve(s, before), "fake-conn");
         t.setDaemon(true);
         t.start();
       } catch (IOException e) {
@@ -213,7 +214,13 @@ final class FakeSwitch implements AutoCloseable {
     }
   }
 
-  private void serve(SocketChannel s) {
+  /**
+   * Serves connection {@code s} ({@code before}: the connection it replaced). One that offers no
+   * OpenFlow 1.3 (OneSwitch's OF1.5 connection for the select method) is answered by the HELLO and
+   * closed, as by an OF1.3-only switch, and does not replace the current one.
+   */
+  private void serve(SocketChannel s, SocketChannel before) {
+    boolean first = true;
     try {
       if (!silent) {
         write(s, F.buildHello().setXid(1).build());
@@ -224,7 +231,22 @@ final class FakeSwitch implements AutoCloseable {
         int len = hdr.getShort(2) & 0xffff;
         ByteBuffer all = ByteBuffer.allocate(len).put(hdr.flip());
         readFully(s, all);
-        OFMessage m = OFFactories.getGenericReader().readFrom(Unpooled.wrappedBuffer(all.flip()));
+        if (first && all.get(0) != 4) { // not OpenFlow 1.3
+          synchronized (this) {
+            if (sock == s) {
+              sock = before;
+              connections--;
+            }
+          }
+          s.close();
+          return;
+        }
+        OFMessage m =
+            OFFactories.getGenericReader()
+                .readFrom(
+                    net.uno.oneswitch.codec.NiciraStrip.flowMod(
+                        Unpooled.wrappedBuffer(all.flip())));
+        first = false;
         synchronized (this) {
           log.add(m);
         }

@@ -48,6 +48,9 @@ final class Frames {
       }
     } else if (a instanceof OFActionSetField s) {
       Fields.write(fr, s.getField().getMatchField().id, Fields.bits(s.getField().getValue()));
+    } else if (a instanceof net.uno.oneswitch.translate.SymmetricHash) {
+      // Writes a register the frame model does not hold: this fake's SELECT groups already pick
+      // by a hash of the headers.
     } else {
       throw new UnsupportedOperationException("action " + a.getType());
     }

@@ -37,7 +37,8 @@ class SelectMethodTest {
   @Test
   void groupModCarriesBucketsWeightsAndTheSelectionMethod() {
     ByteBuf b = Unpooled.buffer();
-    SelectMethod.encodeGroupMod(b, 7, 0xfff00001, List.of(out(1), out(2)));
+    SelectMethod.encodeGroupMod(
+        b, 7, 0xfff00001, List.of(out(1), out(2)), SelectMethod.Mode.DP_HASH);
     byte[] got = ByteBufUtil.getBytes(b);
     // Layout as OVS 3.1 accepted it (dump-groups showed selection_method=dp_hash): header, MODIFY
     // of SELECT group 0xfff00001, two buckets (an OF1.3-encoded output and a weight property each),
@@ -61,6 +62,40 @@ class SelectMethodTest {
     System.arraycopy("dp_hash".getBytes(), 0, want, 0, 7);
     assertArrayEquals(want, name);
     assertEquals(0L, p.readLong());
+  }
+
+  @Test
+  void theSymmetricModeHashesRegisterSeven() {
+    ByteBuf b = Unpooled.buffer();
+    SelectMethod.encodeGroupMod(b, 7, 0xfff00001, List.of(out(1)), SelectMethod.Mode.SYMMETRIC);
+    byte[] got = ByteBufUtil.getBytes(b);
+    assertEquals(got.length, ((got[2] & 0xff) << 8) | (got[3] & 0xff));
+    assertEquals(0, got.length % 8);
+    // header 8 + group mod 16 + one bucket 32, then the property: 40 + the field's header and its
+    // all-ones mask (the bytes OVS 3.1 itself sends for fields(reg7) in a GROUP_DESC reply)
+    ByteBuf p = Unpooled.wrappedBuffer(got, 8 + 16 + 32, got.length - 56);
+    assertEquals(0xffff, p.readUnsignedShort());
+    assertEquals(48, p.readUnsignedShort());
+    p.skipBytes(12);
+    byte[] name = new byte[16];
+    p.readBytes(name);
+    assertEquals("hash", new String(name).trim());
+    assertEquals(0L, p.readLong());
+    assertEquals(0x00010e04, p.readInt()); // NXM_NX_REG7
+    assertEquals(-1, p.readInt());
+    assertEquals(48, got.length - 56);
+  }
+
+  @Test
+  void theModeComesFromTheProperty() {
+    assertEquals(SelectMethod.Mode.SYMMETRIC, SelectMethod.Mode.of("").orElseThrow());
+    assertEquals(SelectMethod.Mode.SYMMETRIC, SelectMethod.Mode.of("symmetric").orElseThrow());
+    assertEquals(SelectMethod.Mode.DP_HASH, SelectMethod.Mode.of("dp_hash").orElseThrow());
+    assertTrue(SelectMethod.Mode.of("ovs").isEmpty());
+    var e =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            IllegalArgumentException.class, () -> SelectMethod.Mode.of("l4"));
+    assertTrue(e.getMessage().contains("oneswitch.select_method"), e.getMessage());
   }
 
   @Test

@@ -77,6 +77,35 @@ class ScaleOutTest {
   }
 
   @Test
+  void mappedPortsHashTheFlowSymmetricallyOnlyWhileAVportIsScaledOut() {
+    Loc a = new Loc("host", 200);
+    Loc b = new Loc("snic0", 201);
+    List<PhysRule> one = t(with(a)).dispatch(Map.of());
+    List<PhysRule> two = t(with(a, b)).dispatch(Map.of());
+    java.util.function.Function<List<PhysRule>, List<PhysRule>> toPipeline =
+        rs ->
+            rs.stream()
+                .filter(r -> r.priority() == Translator.PRIO_PORT)
+                .filter(r -> !OFPort.CONTROLLER.equals(r.match().get(MatchField.IN_PORT)))
+                .toList();
+    assertTrue(toPipeline.apply(one).size() > 2);
+    for (PhysRule r : toPipeline.apply(one)) {
+      assertEquals(List.of(F.instructions().gotoTable(TableId.of(1))), r.instructions(), "" + r);
+    }
+    // every mapped port's entry (not only the scaled vport's: the hash is taken where a packet
+    // enters, before the pipeline decides where it goes)
+    assertEquals(toPipeline.apply(one).size() + 1, toPipeline.apply(two).size());
+    for (PhysRule r : toPipeline.apply(two)) {
+      assertEquals(
+          List.of(
+              F.instructions().applyActions(List.of(SymmetricHash.ACTION)),
+              F.instructions().gotoTable(TableId.of(1))),
+          r.instructions(),
+          "" + r);
+    }
+  }
+
+  @Test
   void tagKeysAndReservedGroupRange() {
     assertEquals(7L, Translator.tagKey(7, 0), "slot 0 is the vport: a remap keeps its tag");
     long k = Translator.tagKey(0xffffff00, 3);
