@@ -283,10 +283,37 @@ public final class Planner {
                   + err.getMessage());
         }
       }
+      checkMaxRules(out);
       return out;
     } catch (OfError err) {
       giveBack(out.values());
       throw err;
+    }
+  }
+
+  /**
+   * Refuses (TABLE_FULL) translations that would put more physical rules on a switch than its
+   * {@code max_rules} (config), where they add rules there: never half installed.
+   */
+  private void checkMaxRules(Map<VirtualRule.Key, Translated> ts) throws OfError {
+    Map<String, Integer> delta = new HashMap<>();
+    for (Map.Entry<VirtualRule.Key, Translated> e : ts.entrySet()) {
+      e.getValue().phys().forEach(p -> delta.merge(p.sw(), 1, Integer::sum));
+      trans.of(e.getKey()).forEach(p -> delta.merge(p.sw(), -1, Integer::sum));
+    }
+    for (Map.Entry<String, Integer> d : delta.entrySet()) {
+      Integer max = topo.maxRules(d.getKey());
+      int n = trans.count(d.getKey()) + d.getValue();
+      if (max != null && d.getValue() > 0 && n > max) {
+        throw new OfError(
+            org.projectfloodlight.openflow.protocol.OFFlowModFailedCode.TABLE_FULL,
+            "switch "
+                + d.getKey()
+                + " would hold "
+                + n
+                + " physical rules, above its max_rules "
+                + max);
+      }
     }
   }
 

@@ -39,6 +39,10 @@ final class Translations {
   private final Map<VirtualRule.Key, List<PhysRule>> trans = new HashMap<>();
   private final Map<Integer, Map<String, List<OFBucket>>> groupTrans = new HashMap<>();
   private final Map<PhysRule.Key, PhysRule> desired = new HashMap<>();
+
+  /** How many rules of {@link #desired} are on each switch (kept as it changes: max_rules). */
+  private final Map<String, Integer> perSwitch = new HashMap<>();
+
   private final Map<PhysRule.Key, VirtualRule.Key> owners = new HashMap<>();
   private final Set<PhysRule.Key> dispatchKeys = new HashSet<>();
   private List<PhysRule> handoffs = List.of();
@@ -50,6 +54,23 @@ final class Translations {
   /** {@code tags}: the allocator the translations' tags are given back to. */
   Translations(CarrierTags tags) {
     this.tags = tags;
+  }
+
+  private void want(PhysRule.Key k, PhysRule p) {
+    if (desired.put(k, p) == null) {
+      perSwitch.merge(k.sw(), 1, Integer::sum);
+    }
+  }
+
+  private void unwant(PhysRule.Key k) {
+    if (desired.remove(k) != null) {
+      perSwitch.merge(k.sw(), -1, Integer::sum);
+    }
+  }
+
+  /** How many physical rules OneSwitch wants on switch {@code sw}. */
+  int count(String sw) {
+    return perSwitch.getOrDefault(sw, 0);
   }
 
   /** The physical rules of virtual rule {@code k} (empty if none). */
@@ -87,7 +108,7 @@ final class Translations {
       for (PhysRule p : old) {
         carriers.unref(p);
         PhysRule.Key pk = p.key();
-        desired.remove(pk);
+        unwant(pk);
         owners.remove(pk);
         dirty.add(pk);
       }
@@ -98,7 +119,7 @@ final class Translations {
       for (PhysRule p : t.phys()) {
         carriers.ref(p);
         PhysRule.Key pk = p.key();
-        desired.put(pk, p);
+        want(pk, p);
         owners.put(pk, k);
         dirty.add(pk);
       }
@@ -130,12 +151,12 @@ final class Translations {
    */
   void setHandoffs(Translated t, Set<PhysRule.Key> dirty) {
     for (PhysRule p : handoffs) {
-      desired.remove(p.key());
+      unwant(p.key());
       dirty.add(p.key());
     }
     handoffs = t.phys();
     for (PhysRule p : handoffs) {
-      desired.put(p.key(), p);
+      want(p.key(), p);
       dirty.add(p.key());
     }
     Set<Long> old = tagHolders.put(new HandoffHolder(), t.tagVports());
@@ -176,13 +197,13 @@ final class Translations {
     dispatchPorts = ports;
     dispatchTags = live;
     for (PhysRule.Key k : dispatchKeys) {
-      desired.remove(k);
+      unwant(k);
       dirty.add(k);
     }
     dispatchKeys.clear();
     for (PhysRule p : plain.get().dispatch(live)) {
       PhysRule.Key pk = p.key();
-      desired.put(pk, p);
+      want(pk, p);
       dispatchKeys.add(pk);
       dirty.add(pk);
     }

@@ -264,20 +264,44 @@ class TablesRestTest {
   @Test
   void aTableTheSnicCannotHoldIsRefused() throws Exception {
     up(", \"max_rules\": 12");
+    // On the host only, its 21 rules do not count against snic0's limit.
+    assertEquals(200, call("PUT", "/v1/tables/0", "{\"location\": \"host\"}").statusCode());
     rules(20);
+    assertEquals(21, json(call("GET", "/v1/tables", null)).get(0).get("rules").asInt());
     int before = snic.flows.size();
-    HttpResponse<String> r = call("PUT", "/v1/tables/0", "{\"location\": \"snic0\"}");
-    assertError(r, 409, "location");
-    assertTrue(json(r).get("error").asText().contains("max_rules 12"), r.body());
-    assertEquals(before, snic.flows.size(), "never half installed");
-    assertEquals(
-        "everywhere", json(call("GET", "/v1/tables", null)).get(0).get("location").asText());
-    assertTrue(
-        json(call("GET", "/v1/tables", null))
-            .get(0)
-            .get("offload")
-            .get("snic0")
-            .asText()
-            .contains("max_rules"));
+    for (String to : List.of("snic0", "everywhere")) {
+      HttpResponse<String> r = call("PUT", "/v1/tables/0", "{\"location\": \"" + to + "\"}");
+      assertError(r, 409, "location");
+      assertTrue(json(r).get("error").asText().contains("max_rules 12"), r.body());
+      assertEquals(before, snic.flows.size(), "never half installed");
+    }
+    JsonNode t0 = json(call("GET", "/v1/tables", null)).get(0);
+    assertEquals("host", t0.get("location").asText());
+    assertTrue(t0.get("offload").get("snic0").asText().contains("max_rules"), t0.toString());
+    // A flow-mod that would go beyond the limit (a wildcard rule is replicated on snic0) is
+    // refused with TABLE_FULL.
+    try (OfClient c = new OfClient(os.ofPort())) {
+      c.send(F.buildHello().setXid(1).build());
+      assertNotNull(c.expect(OFType.HELLO, -1, 5000));
+      for (int i = 0; i < 12; i++) {
+        c.send(
+            add(
+                100 + i,
+                2,
+                10 + i,
+                F.buildMatch().setExact(MatchField.ETH_TYPE, EthType.of(0x9000 + i)).build(),
+                List.of()));
+      }
+      org.projectfloodlight.openflow.protocol.OFErrorMsg err =
+          (org.projectfloodlight.openflow.protocol.OFErrorMsg) c.expect(OFType.ERROR, -1, 5000);
+      assertNotNull(err, "refused");
+      assertEquals(
+          org.projectfloodlight.openflow.protocol.OFErrorType.FLOW_MOD_FAILED, err.getErrType());
+    }
+    long deadline = System.currentTimeMillis() + 2000;
+    while (System.currentTimeMillis() < deadline) {
+      Thread.sleep(50);
+    }
+    assertTrue(snic.flows.size() <= 12, "snic0 holds " + snic.flows.size());
   }
 }
