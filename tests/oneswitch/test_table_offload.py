@@ -118,6 +118,9 @@ def test_filter_table_on_the_snic_filters_exactly_as_on_the_host(bed):
     _, r = c.request("PUT", "/v1/tables/0", {"location": "snic0"})
     assert (r["table"], r["from"], r["to"], r["rules"]) == (0, "everywhere", "snic0", 3), r
     assert [p["phase"] for p in r["phases"]] == ["make", "modify", "break"], r
+    print(
+        f"table 0 everywhere -> snic0: {r['ms']:.1f} ms, phases {[(p['phase'], p['ms']) for p in r['phases']]}"
+    )
     host_t1 = physical_table(os_host, "host", 1)
     assert host_t1 and all("tp_dst=53" not in f and "10.9.9.66" not in f for f in host_t1), host_t1
     assert any("tp_dst=53" in f for f in physical_table(os_host, "snic0", 1))
