@@ -41,6 +41,14 @@ public final class TableMoves {
   private static final Logger LOG = LoggerFactory.getLogger(TableMoves.class);
   private static final ObjectMapper JSON = new ObjectMapper();
 
+  /**
+   * How long the old copies stay after the re-pointing when a move does not say ({@code drain_ms}):
+   * OVS answers a barrier before its datapath revalidated its cached megaflows, so for a moment a
+   * switch may still forward by the old rules (hand a packet off to the old place, whose copies and
+   * dispatch must still be there).
+   */
+  public static final long DEFAULT_DRAIN_MS = 1000;
+
   /** The REST name of the host switch's location. */
   public static final String HOST = "host";
 

@@ -166,7 +166,7 @@ public final class RestServer {
       int t = table(path.split("/")[3]);
       JsonNode b = body(ex, Set.of("location", "drain_ms"));
       String loc = str(b, "location", true);
-      long drain = msField(b, "drain_ms", 0, 0);
+      long drain = msField(b, "drain_ms", 0, TableMoves.DEFAULT_DRAIN_MS);
       return tableMove(() -> core.tableMoves().move(t, loc, drain));
     }
     if (path.equals("/metrics")) {
