@@ -27,6 +27,9 @@ final class Translations {
   /** A group as a tag holder (rules hold tags under their own key). */
   private record GroupHolder(int id) {}
 
+  /** The handoff rules of the table offload as a tag holder. */
+  private record HandoffHolder() {}
+
   private final CarrierTags tags;
 
   /** The carrier groups of write_actions outputs the translated rules use, per switch. */
@@ -36,8 +39,14 @@ final class Translations {
   private final Map<VirtualRule.Key, List<PhysRule>> trans = new HashMap<>();
   private final Map<Integer, Map<String, List<OFBucket>>> groupTrans = new HashMap<>();
   private final Map<PhysRule.Key, PhysRule> desired = new HashMap<>();
+
+  /** How many rules of {@link #desired} are on each switch (kept as it changes: max_rules). */
+  private final Map<String, Integer> perSwitch = new HashMap<>();
+
   private final Map<PhysRule.Key, VirtualRule.Key> owners = new HashMap<>();
   private final Set<PhysRule.Key> dispatchKeys = new HashSet<>();
+  private List<PhysRule> handoffs = List.of();
+  private Object dispatchOffload;
   private PortMap dispatchPorts;
   private Map<Long, Integer> dispatchTags = Map.of();
   private long dispatchGeneration = -1;
@@ -45,6 +54,23 @@ final class Translations {
   /** {@code tags}: the allocator the translations' tags are given back to. */
   Translations(CarrierTags tags) {
     this.tags = tags;
+  }
+
+  private void want(PhysRule.Key k, PhysRule p) {
+    if (desired.put(k, p) == null) {
+      perSwitch.merge(k.sw(), 1, Integer::sum);
+    }
+  }
+
+  private void unwant(PhysRule.Key k) {
+    if (desired.remove(k) != null) {
+      perSwitch.merge(k.sw(), -1, Integer::sum);
+    }
+  }
+
+  /** How many physical rules OneSwitch wants on switch {@code sw}. */
+  int count(String sw) {
+    return perSwitch.getOrDefault(sw, 0);
   }
 
   /** The physical rules of virtual rule {@code k} (empty if none). */
@@ -82,7 +108,7 @@ final class Translations {
       for (PhysRule p : old) {
         carriers.unref(p);
         PhysRule.Key pk = p.key();
-        desired.remove(pk);
+        unwant(pk);
         owners.remove(pk);
         dirty.add(pk);
       }
@@ -93,7 +119,7 @@ final class Translations {
       for (PhysRule p : t.phys()) {
         carriers.ref(p);
         PhysRule.Key pk = p.key();
-        desired.put(pk, p);
+        want(pk, p);
         owners.put(pk, k);
         dirty.add(pk);
       }
@@ -120,29 +146,64 @@ final class Translations {
   }
 
   /**
+   * The handoff rules of the table offload are now {@code t} (no owner: they never show
+   * northbound); the tags of the previous ones are given back after.
+   */
+  void setHandoffs(Translated t, Set<PhysRule.Key> dirty) {
+    for (PhysRule p : handoffs) {
+      unwant(p.key());
+      dirty.add(p.key());
+    }
+    handoffs = t.phys();
+    for (PhysRule p : handoffs) {
+      want(p.key(), p);
+      dirty.add(p.key());
+    }
+    Set<Long> old = tagHolders.put(new HandoffHolder(), t.tagVports());
+    if (old != null) {
+      old.forEach(tags::release);
+    }
+  }
+
+  /** The dispatch rules per switch (how many). */
+  Map<String, Integer> dispatchCounts() {
+    Map<String, Integer> out = new HashMap<>();
+    dispatchKeys.forEach(k -> out.merge(k.sw(), 1, Integer::sum));
+    return out;
+  }
+
+  /** The handoff rules of the table offload. */
+  List<PhysRule> handoffs() {
+    return handoffs;
+  }
+
+  /**
    * Makes the dispatch rules those of the live tags under {@code ports} ({@code plain} gives a
    * lookup translator for them). Cheap when nothing changed since the last call: most flow-mods.
    */
-  void refreshDispatch(PortMap ports, Supplier<Translator> plain, Set<PhysRule.Key> dirty) {
+  void refreshDispatch(
+      PortMap ports, Object offload, Supplier<Translator> plain, Set<PhysRule.Key> dirty) {
     long gen = tags.generation();
-    if (ports == dispatchPorts && gen == dispatchGeneration) {
+    boolean sameOffload = offload.equals(dispatchOffload);
+    if (ports == dispatchPorts && gen == dispatchGeneration && sameOffload) {
       return; // no tag came or went since the last look (most flow-mods): no copy of the tags
     }
     dispatchGeneration = gen;
     Map<Long, Integer> live = tags.live();
-    if (ports == dispatchPorts && live.equals(dispatchTags)) {
+    if (ports == dispatchPorts && live.equals(dispatchTags) && sameOffload) {
       return; // same port map and tags: same dispatch rules
     }
+    dispatchOffload = offload;
     dispatchPorts = ports;
     dispatchTags = live;
     for (PhysRule.Key k : dispatchKeys) {
-      desired.remove(k);
+      unwant(k);
       dirty.add(k);
     }
     dispatchKeys.clear();
     for (PhysRule p : plain.get().dispatch(live)) {
       PhysRule.Key pk = p.key();
-      desired.put(pk, p);
+      want(pk, p);
       dispatchKeys.add(pk);
       dirty.add(pk);
     }

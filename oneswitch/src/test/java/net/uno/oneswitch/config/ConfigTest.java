@@ -118,6 +118,21 @@ class ConfigTest {
     }
   }
 
+  @Test
+  void maxRulesIsAnOptionalPositiveIntegerPerSwitch() throws ConfigError {
+    assertEquals(java.util.Map.of(), Config.parse(OK).maxRules());
+    String dpu = "\"tcp:127.0.0.1:41235\"";
+    Config c = Config.parse(OK.replace(dpu, dpu + ", \"max_rules\": 70000"));
+    assertEquals(java.util.Map.of("snic0", 70000), c.maxRules());
+    for (String v : new String[] {"0", "-1", "1.5", "\"10\"", "true", "[]", "3000000000"}) {
+      ConfigError e =
+          assertThrows(
+              ConfigError.class,
+              () -> Config.parse(OK.replace(dpu, dpu + ", \"max_rules\": " + v)));
+      assertEquals("switches[1].max_rules", e.field(), e.getMessage());
+    }
+  }
+
   private static void bad(String field, String from, String to) {
     ConfigError e = assertThrows(ConfigError.class, () -> Config.parse(OK.replace(from, to)));
     assertEquals(field, e.field(), e.getMessage());

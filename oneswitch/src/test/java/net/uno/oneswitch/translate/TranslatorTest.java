@@ -487,6 +487,54 @@ class TranslatorTest {
   }
 
   @Test
+  void packetInOfAHandedOffPacketReportsItsVirtualInPort() {
+    // Handed off to snic0 from vport 2 (table offload): in_port is snic0's PCIe port, tunnel_id
+    // names vport 2.
+    OFPacketIn pin =
+        F.buildPacketIn()
+            .setBufferId(OFBufferId.NO_BUFFER)
+            .setTotalLen(60)
+            .setReason(OFPacketInReason.ACTION)
+            .setTableId(TableId.of(2))
+            .setCookie(U64.of(1))
+            .setMatch(
+                F.buildMatch()
+                    .setExact(MatchField.IN_PORT, OFPort.of(100))
+                    .setExact(MatchField.TUNNEL_ID, U64.of(Offload.code(2)))
+                    .build())
+            .setData(new byte[60])
+            .build();
+    OFPacketIn v = t.packetIn("snic0", pin, U64.of(9)).orElseThrow();
+    assertEquals(OFPort.of(2), v.getMatch().get(MatchField.IN_PORT));
+    assertEquals(false, v.getMatch().isExact(MatchField.TUNNEL_ID), "OneSwitch's field left out");
+    assertEquals(TableId.of(1), v.getTableId());
+    // A packet-out's frame handed off: CONTROLLER.
+    OFPacketIn ctl =
+        pin.createBuilder()
+            .setMatch(
+                F.buildMatch()
+                    .setExact(MatchField.IN_PORT, OFPort.of(100))
+                    .setExact(
+                        MatchField.TUNNEL_ID,
+                        U64.of(Offload.code(OFPort.CONTROLLER.getPortNumber())))
+                    .build())
+            .build();
+    assertEquals(
+        OFPort.CONTROLLER,
+        t.packetIn("snic0", ctl, U64.ZERO).orElseThrow().getMatch().get(MatchField.IN_PORT));
+    // tunnel_id on a port that is no PCIe port: not a handoff, not the virtual switch's.
+    OFPacketIn odd =
+        pin.createBuilder()
+            .setMatch(
+                F.buildMatch()
+                    .setExact(MatchField.IN_PORT, OFPort.of(7))
+                    .setExact(MatchField.TUNNEL_ID, U64.of(2))
+                    .build())
+            .build();
+    assertEquals(Optional.empty(), t.packetIn("snic0", odd, U64.ZERO));
+  }
+
+  @Test
   void packetOutRunsOnTheIngressSwitch() throws OfError {
     var po =
         F.buildPacketOut()
