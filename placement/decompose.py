@@ -163,7 +163,7 @@ def prepare(
     for a, b, g in zip(src.tolist(), dst.tolist(), g_int, strict=True):
         load[a] += g
         load[b] += g
-    nfs = [i for i, n in enumerate(p.nodes) if n.kind == "nf"]
+    nfs = [i for i, n in enumerate(p.nodes) if n.placed]
     # Primary cost: b_host x instances + r_host x load (+ move_cost per move), units 1/(R*G), reduced by
     # the common gcd.
     R = _lcm_den([p.nodes[i].r_host for i in nfs] + [p.nodes[i].b_host for i in nfs] + [move_cost])
