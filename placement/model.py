@@ -36,6 +36,9 @@ class Node:
     instances: int = 1
     latency_host: Fraction = Fraction(0)  # per-packet latency (us) it adds on the host
     latency_nic: Fraction = Fraction(0)  # ... and on an sNIC
+    # Table only: Gbit/s it classifies that cross PCIe wherever it runs (wire <-> VM traffic: the sNIC runs
+    # its offloaded tables on the way in, the host its own on the way out): load, but on no link.
+    through: Fraction = Fraction(0)
 
     @property
     def placed(self) -> bool:
@@ -125,8 +128,8 @@ class Problem:
         return [HOST] + [s.id for s in self.snics]
 
     def loads(self) -> list[Fraction]:
-        """load_i = sum of traffic in and out of vertex i (Gbit/s)."""
-        load = [Fraction(0)] * len(self.nodes)
+        """load_i = sum of traffic in and out of vertex i (Gbit/s), plus a table's `through_gbps`."""
+        load = [2 * n.through for n in self.nodes]  # in + out, like an edge through it
         for e in self.edges:
             load[self.index[e.src]] += e.gbps
             load[self.index[e.dst]] += e.gbps
@@ -281,7 +284,7 @@ def parse_problem(data: Any) -> Problem:
         _keys(
             w, n, {"id", "kind"},
             {"r_host", "r_nic", "b_host", "b_nic", "instances", "pinned", "location", "needs", "latency_us",
-             "rules"},
+             "rules", "through_gbps"},
         )  # fmt: skip
         nid = n["id"]
         if not isinstance(nid, str) or not nid:
@@ -322,12 +325,15 @@ def parse_problem(data: Any) -> Problem:
             if kind != "table":
                 raise PlacementInputError(f"{w}.rules: only a table has rules")
             needs[RULES] = Fraction(_count(f"{w}.rules", n["rules"]))
+        if "through_gbps" in n and kind != "table":
+            raise PlacementInputError(f"{w}.through_gbps: only a table has traffic through it off the edges")
         lat = _keys(f"{w}.latency_us", n.get("latency_us", {}), set(), {"host", "nic"})
         if lat and kind not in PLACED:
             raise PlacementInputError(f"{w}.latency_us: only an NF or a table has a per-location latency")
         nodes.append(Node(nid, kind, r_host, r_nic, pinned if kind != "vm" else HOST, location, needs,
                           b_host, b_nic, instances, num(f"{w}.latency_us.host", lat.get("host", 0)),
-                          num(f"{w}.latency_us.nic", lat.get("nic", 0))))  # fmt: skip
+                          num(f"{w}.latency_us.nic", lat.get("nic", 0)),
+                          num(f"{w}.through_gbps", n.get("through_gbps", 0))))  # fmt: skip
     if not isinstance(data["edges"], list):
         raise PlacementInputError("edges: expected a list")
     edges: list[Edge] = []

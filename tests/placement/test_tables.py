@@ -29,7 +29,8 @@ def instances_with_tables(draw):
         nodes.append({"id": f"t{i}", "kind": "table", "r_host": draw(st.sampled_from([0, 0.5, 1])),
                       "r_nic": draw(st.sampled_from([0, 0.25, 1])), "rules": draw(st.sampled_from([0, 1, 3, 8])),
                       "pinned": draw(st.sampled_from([None, None, None, "host"])),
-                      "location": draw(st.sampled_from([None, *locs]))})  # fmt: skip
+                      "location": draw(st.sampled_from([None, *locs])),
+                      "through_gbps": draw(st.sampled_from([0, 0.3, 1]))})  # fmt: skip
     for i in range(draw(st.integers(0, 2))):
         nodes.append({"id": f"f{i}", "kind": "nf", "r_host": draw(st.sampled_from([0.5, 1.5])),
                       "r_nic": draw(st.sampled_from([0.25, 3]))})  # fmt: skip
@@ -125,6 +126,8 @@ def test_why_pinned_capacity_and_no_gain():
         (lambda d: d["nodes"][1].update(rules=3), "nodes[1].rules"),
         (lambda d: d["snics"][0].update(resources={"rules": 5}), "snics[0].resources.rules"),
         (lambda d: d["nodes"][2].update(kind="tabel"), "nodes[2].kind"),
+        (lambda d: d["nodes"][2].update(through_gbps=-1), "nodes[2].through_gbps"),
+        (lambda d: d["nodes"][1].update(through_gbps=1), "nodes[1].through_gbps"),
     ],
 )
 def test_bad_table_fields_are_named(mutate, field):
@@ -132,6 +135,20 @@ def test_bad_table_fields_are_named(mutate, field):
     mutate(data)
     with pytest.raises(PlacementInputError, match=rf"^{__import__('re').escape(field)}"):
         parse_problem(data)
+
+
+def test_through_gbps_is_load_on_no_link():
+    # A table with only wire <-> VM traffic through it: its cost counts 2 x through_gbps, no PCIe either way.
+    data = _acl(10, None)
+    data["edges"] = []
+    data["nodes"][2]["through_gbps"] = 5
+    problem = parse_problem(data)
+    r = solve(problem, time_limit=5)
+    assert r["placement"]["acl"] == "snic0" and r["pcie_gbps"]["snic0"] == {"up": 0, "down": 0}
+    assert problem.host_costs()[2] == problem.nodes[2].r_host * 10
+    data["snics"][0]["capacity"] = 4  # r_nic 0.5 x 10 = 5 units: does not fit
+    r = solve(parse_problem(data), time_limit=5)
+    assert r["placement"]["acl"] == "host" and r["host_cost"] == 0.4
 
 
 def test_old_instances_mean_what_they_did():
