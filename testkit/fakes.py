@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from domain.errors import PortMapError, ScaleUnsupported, StartError, TableRefused
-from host_datapath.oneswitch_client import TableMove, TableState
 from domain.model import Instance, Nf
+from host_datapath.oneswitch_client import TableMove, TableState
 from nf_agent.graph import SnicInfo
 from nf_agent.service import Agent, AgentConfig
 from placement.profiles import load_profiles

@@ -82,13 +82,22 @@ class Testbed:
         )  # fmt: skip
         self.runtime.open()
         snics = [
-            SnicInfo(s.id, float(s.capacity), float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4, s.eth_ports)
+            SnicInfo(
+                s.id,
+                float(s.capacity),
+                float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4,
+                s.eth_ports,
+                s.max_rules,
+            )
             for s in self.host.config.snics
             if s.id in self.runtime.locations()
         ]
         cfg = AgentConfig(snics=snics, vm_slots=self.host.config.vms, profiles=load_profiles())
         mapper = OneSwitchPortMapper(self.host.oneswitch().client())
-        self.agent = Agent(cfg, self.runtime, mapper, adir / "state.json", drain_s=self.drain_s)
+        self.agent = Agent(
+            cfg, self.runtime, mapper, adir / "state.json", drain_s=self.drain_s,
+            tables=self.host.oneswitch().client(),
+        )  # fmt: skip
         self.listen = status["oneswitch"]["listen"]
         return self
 
