@@ -132,7 +132,8 @@ public final class Main {
     cfg.pcie().forEach(p -> links.add(new Topology.Pcie(p.snic(), p.hostPort(), p.snicPort())));
     List<String> ids = new ArrayList<>();
     cfg.switches().forEach(s -> ids.add(s.id()));
-    Topology topo = new Topology(cfg.hostSwitch(), ids, links, cfg.sharedSwitches());
+    Topology topo =
+        new Topology(cfg.hostSwitch(), ids, links, cfg.sharedSwitches(), cfg.maxRules());
     // One thread runs the core AND every OpenFlow connection (north and south): a flow-mod read,
     // translated, written south, its barrier answered and the reply written north cost no thread
     // hand-off (each a wake-up on a loaded machine; they dominated a flow-mod + barrier round

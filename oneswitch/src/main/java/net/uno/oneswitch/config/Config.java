@@ -9,6 +9,7 @@ import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import net.uno.oneswitch.translate.Carrier;
 
@@ -38,10 +39,15 @@ public record Config(
    * flows, its groups) and leaves every other flow, group and the switch's fragment handling as
    * they are (oneswitch/README.md "Shared switches").
    */
-  public record SwitchCfg(String id, SwitchTarget openflow, boolean shared) {
+  public record SwitchCfg(String id, SwitchTarget openflow, boolean shared, Integer maxRules) {
     /** A switch of OneSwitch's own (not shared). */
     public SwitchCfg(String id, SwitchTarget openflow) {
-      this(id, openflow, false);
+      this(id, openflow, false, null);
+    }
+
+    /** A switch without a rule limit. */
+    public SwitchCfg(String id, SwitchTarget openflow, boolean shared) {
+      this(id, openflow, shared, null);
     }
   }
 
@@ -194,7 +200,7 @@ public record Config(
       if (!n.isObject()) {
         throw new ConfigError(f, "must be an object");
       }
-      onlyKeys(n, f, Set.of("id", "openflow", "shared"));
+      onlyKeys(n, f, Set.of("id", "openflow", "shared", "max_rules"));
       String id = str(n, f + ".id", "id", true);
       if (!id.matches("[A-Za-z0-9_.-]{1,32}")) {
         throw new ConfigError(f + ".id", "must be 1-32 chars [A-Za-z0-9_.-], got " + id);
@@ -204,7 +210,15 @@ public record Config(
       }
       SwitchTarget target =
           SwitchTarget.parse(f + ".openflow", str(n, f + ".openflow", "openflow", true));
-      switches.add(new SwitchCfg(id, target, optBool(n, f + ".shared", "shared", false)));
+      Integer maxRules = null;
+      JsonNode mr = n.get("max_rules");
+      if (mr != null && !mr.isNull()) {
+        if (!mr.isInt() || mr.asInt() < 1) {
+          throw new ConfigError(f + ".max_rules", "must be an integer 1..2147483647, got " + mr);
+        }
+        maxRules = mr.asInt();
+      }
+      switches.add(new SwitchCfg(id, target, optBool(n, f + ".shared", "shared", false), maxRules));
     }
     List<PcieCfg> pcie = new ArrayList<>();
     JsonNode pc = root.get("pcie");
@@ -365,6 +379,18 @@ public record Config(
       throw new ConfigError(field, "must be an integer 1..4294967040");
     }
     return (int) v.asLong();
+  }
+
+  /** The rule limit of each switch that has one (config {@code max_rules}). */
+  public Map<String, Integer> maxRules() {
+    Map<String, Integer> out = new java.util.LinkedHashMap<>();
+    switches.forEach(
+        s -> {
+          if (s.maxRules() != null) {
+            out.put(s.id(), s.maxRules());
+          }
+        });
+    return out;
   }
 
   /** The ids of the shared switches (config {@code shared: true}). */

@@ -51,6 +51,7 @@ public final class OneSwitchCore {
   private final FlowMods flowMods;
   private final GroupMods groupMods;
   private final PortChanges portChanges;
+  private final TableMoves tableMoves;
   private final PacketIo packets;
   private final Counters counters;
   private final Timeouts timeouts;
@@ -106,6 +107,15 @@ public final class OneSwitchCore {
     bundles = new Bundles(flowMods, groupMods, sync, refusals);
     portChanges =
         new PortChanges(topo, vs, planner, sync, executor, controllers, metrics, exec, clock);
+    tableMoves =
+        new TableMoves(
+            topo,
+            vs,
+            planner,
+            sync,
+            executor,
+            exec,
+            persistence == null ? null : persistence.file().resolveSibling("tables.json"));
     packets = new PacketIo(vs, planner, sync, south, controllers, metrics, exec);
     counters = new Counters(vs, planner, removals, south, clock);
     timeouts =
@@ -181,6 +191,11 @@ public final class OneSwitchCore {
     return portChanges;
   }
 
+  /** Where each virtual table runs, and its moves. */
+  public TableMoves tableMoves() {
+    return tableMoves;
+  }
+
   public PacketIo packets() {
     return packets;
   }
@@ -214,7 +229,9 @@ public final class OneSwitchCore {
 
   /** Restores saved state (before any switch connects). Returns false if there was none. */
   public boolean restore() throws IOException {
-    return state.restore(portChanges, groupMods, flowMods, planner);
+    boolean had = state.restore(portChanges, groupMods, flowMods, planner);
+    tableMoves.restore();
+    return had;
   }
 
   /** Starts the 1 s tick and, on the core thread, the warm-up of the port-change path. */

@@ -267,7 +267,9 @@ public final class PhysicalState {
         Installed n = new Installed(want, newCookie(), owner);
         have.put(k, n);
         byCookie.put(n.cookie(), n);
-        p.make.add(new Op(k.sw(), flowAdd(n)));
+        // A new handoff rule waits for the make phase (the rules it hands packets to) to be
+        // barriered.
+        (want.isLate() && cur == null ? p.modify : p.make).add(new Op(k.sw(), flowAdd(n)));
       } else if (want != null) {
         if (!Objects.equals(want.instructions(), cur.rule().instructions())
             || !Objects.equals(owner, cur.owner())) {

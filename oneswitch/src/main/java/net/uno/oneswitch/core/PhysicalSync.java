@@ -52,6 +52,16 @@ final class PhysicalSync {
    */
   CompletableFuture<Void> apply(
       Set<PhysRule.Key> dirty, Set<PhysRule.Key> readd, boolean barriers, ApplyTrace trace) {
+    return apply(dirty, readd, barriers, trace, 0);
+  }
+
+  /** As above; the break phase waits {@code breakDelayMs} after the modify phase. */
+  CompletableFuture<Void> apply(
+      Set<PhysRule.Key> dirty,
+      Set<PhysRule.Key> readd,
+      boolean barriers,
+      ApplyTrace trace,
+      long breakDelayMs) {
     if (heldDirty != null) {
       if (barriers) {
         throw new IllegalStateException("a barriered apply while held");
@@ -70,7 +80,7 @@ final class PhysicalSync {
       trace.planned();
     }
     changed.run();
-    return executor.execute(p, barriers, trace);
+    return executor.execute(p, barriers, trace, breakDelayMs);
   }
 
   /**

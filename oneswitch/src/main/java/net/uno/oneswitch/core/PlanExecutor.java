@@ -84,6 +84,15 @@ final class PlanExecutor {
    * the old rules time to arrive).
    */
   CompletableFuture<Void> execute(PhysicalState.Plan p, boolean barriers, ApplyTrace trace) {
+    return execute(p, barriers, trace, 0);
+  }
+
+  /**
+   * As above; a barriered plan's break phase waits {@code breakDelayMs} more after the modify phase
+   * (a table move's in-flight margin, {@code drain_ms}).
+   */
+  CompletableFuture<Void> execute(
+      PhysicalState.Plan p, boolean barriers, ApplyTrace trace, long breakDelayMs) {
     if (!barriers) {
       send(p.make);
       send(p.modify);
@@ -96,7 +105,18 @@ final class PlanExecutor {
     boolean modifyFresh = breaks && !p.modify.isEmpty();
     return phase("make", p.make, makeFresh, trace)
         .thenComposeAsync(x -> phase("modify", p.modify, modifyFresh, trace), exec)
+        .thenComposeAsync(x -> delay(breaks ? breakDelayMs : 0), exec)
         .thenComposeAsync(x -> phase("break", p.remove, false, trace), exec);
+  }
+
+  /** Completes on the core thread after {@code ms} (at once for 0). */
+  private CompletableFuture<Void> delay(long ms) {
+    if (ms <= 0) {
+      return CompletableFuture.completedFuture(null);
+    }
+    CompletableFuture<Void> f = new CompletableFuture<>();
+    exec.schedule(() -> f.complete(null), ms, java.util.concurrent.TimeUnit.MILLISECONDS);
+    return f;
   }
 
   /**

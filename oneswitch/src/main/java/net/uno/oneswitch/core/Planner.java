@@ -23,10 +23,13 @@ import net.uno.oneswitch.translate.Carrier;
 import net.uno.oneswitch.translate.CarrierTags;
 import net.uno.oneswitch.translate.GroupLabels;
 import net.uno.oneswitch.translate.OfError;
+import net.uno.oneswitch.translate.Offload;
 import net.uno.oneswitch.translate.Translator;
 import net.uno.oneswitch.translate.VlanPushOrder;
 import org.projectfloodlight.openflow.protocol.OFBucket;
 import org.projectfloodlight.openflow.protocol.OFGroupType;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstructionWriteMetadata;
+import org.projectfloodlight.openflow.protocol.match.MatchField;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -58,11 +61,16 @@ public final class Planner {
 
   private final PhysicalState phys = new PhysicalState();
 
+  /** Where each virtual table runs (README "Table offload"). */
+  private Offload offload = Offload.NONE;
+
   /** The translations of a whole virtual switch for a new port map, not installed yet. */
   record MapTranslation(
       Map<VirtualRule.Key, Translated> rules,
       Map<Integer, Map<String, List<OFBucket>>> groups,
-      Map<Integer, Set<Long>> groupTags) {}
+      Map<Integer, Set<Long>> groupTags,
+      Translated handoffs,
+      Offload offload) {}
 
   /** {@code carrierMode}: the flow-id carrier (config {@code carrier}). */
   Planner(Topology topo, int virtualTables, Carrier.Mode carrierMode, VirtualSwitch vs) {
@@ -127,6 +135,16 @@ public final class Planner {
    */
   Translator translator(
       PortMap pm, VlanPushOrder.Depths d, IntFunction<VirtualGroup> groups, Set<Long> used) {
+    return translator(pm, d, groups, used, offload);
+  }
+
+  /** As above, for the table placement {@code o}. */
+  Translator translator(
+      PortMap pm,
+      VlanPushOrder.Depths d,
+      IntFunction<VirtualGroup> groups,
+      Set<Long> used,
+      Offload o) {
     return new Translator(
             topo,
             pm,
@@ -145,7 +163,43 @@ public final class Planner {
         .carrier(carrierMode)
         .depth(d::at)
         .later(d::after)
-        .groupLabels(trans.carriers()::variant);
+        .groupLabels(trans.carriers()::variant)
+        .offload(o, metaFacts());
+  }
+
+  /** Where each virtual table runs now. */
+  public Offload offload() {
+    return offload;
+  }
+
+  /**
+   * What the rules do with metadata, for the handoff checks: looked up in the rules only when a
+   * rule that writes or matches metadata asks (a scan of every rule).
+   */
+  private Offload.MetaFacts metaFacts() {
+    return new Offload.MetaFacts() {
+      @Override
+      public boolean matchedFrom(int t) {
+        for (VirtualRule r : vs.rules().values()) {
+          if (r.table() >= t && r.match().isPartiallyMasked(MatchField.METADATA)
+              || r.table() >= t && r.match().isExact(MatchField.METADATA)) {
+            return true;
+          }
+        }
+        return false;
+      }
+
+      @Override
+      public boolean writtenBefore(int t) {
+        for (VirtualRule r : vs.rules().values()) {
+          if (r.table() < t
+              && r.instructions().stream().anyMatch(i -> i instanceof OFInstructionWriteMetadata)) {
+            return true;
+          }
+        }
+        return false;
+      }
+    };
   }
 
   /** A translator of the current state, taking tags into {@code used}. */
@@ -155,15 +209,26 @@ public final class Planner {
 
   /** A translator for lookups only (dispatch, packet-in, scale group buckets). */
   Translator lookup() {
-    return new Translator(topo, vs.ports(), nVirt, v -> 0, g -> true, scaleGroups);
+    return new Translator(topo, vs.ports(), nVirt, v -> 0, g -> true, scaleGroups)
+        .offload(offload, metaFacts());
   }
 
   private Translated translate(
       VirtualRule r, PortMap pm, VlanPushOrder.Depths d, IntFunction<VirtualGroup> groups)
       throws OfError {
+    return translate(r, pm, d, groups, offload);
+  }
+
+  private Translated translate(
+      VirtualRule r,
+      PortMap pm,
+      VlanPushOrder.Depths d,
+      IntFunction<VirtualGroup> groups,
+      Offload o)
+      throws OfError {
     Set<Long> used = new HashSet<>();
     try {
-      return new Translated(translator(pm, d, groups, used).rule(r), used);
+      return new Translated(translator(pm, d, groups, used, o).rule(r), used);
     } catch (OfError e) {
       used.forEach(tags::release);
       throw e;
@@ -181,6 +246,18 @@ public final class Planner {
     VlanPushOrder.Depths after = e.after();
     PortMap pm = vs.ports();
     Map<VirtualRule.Key, Translated> out = new LinkedHashMap<>();
+    for (var loc : offload.locations().entrySet()) {
+      int t = loc.getKey();
+      if (after.at(t) > before.at(t) && after.at(t) >= 2) {
+        throw new OfError(
+            org.projectfloodlight.openflow.protocol.OFBadActionCode.UNSUPPORTED_ORDER,
+            "a VLAN pushed here may reach table "
+                + t
+                + " (it runs on "
+                + loc.getValue()
+                + ") with 2 headers, where the handoff's VLAN tag would be a third");
+      }
+    }
     try {
       for (VirtualRule r : e.added()) {
         out.put(r.key(), translate(r, pm, after, vs::group));
@@ -318,7 +395,16 @@ public final class Planner {
    * it took (tags, and the scale group ids {@code newIds} given for {@code next}) and throws.
    */
   MapTranslation translateFor(PortMap next, List<Integer> newIds) throws OfError {
+    return translateFor(next, newIds, offload);
+  }
+
+  /**
+   * As above, for the table placement {@code o} too. A rule that cannot be carried under it is
+   * named in the error.
+   */
+  MapTranslation translateFor(PortMap next, List<Integer> newIds, Offload o) throws OfError {
     Map<VirtualRule.Key, Translated> ts = new LinkedHashMap<>();
+    Set<Long> hused = new HashSet<>();
     Map<Integer, Map<String, List<OFBucket>>> gts = new HashMap<>();
     Map<Integer, Set<Long>> gused = new HashMap<>();
     try {
@@ -328,15 +414,42 @@ public final class Planner {
         gused.put(g.groupId(), used);
       }
       for (VirtualRule r : vs.rules().values()) {
-        ts.put(r.key(), translate(r, next, vs.depths(), vs::group));
+        try {
+          ts.put(r.key(), translate(r, next, vs.depths(), vs::group, o));
+        } catch (OfError e) {
+          if (!o.any() || e.getMessage().startsWith("table ")) {
+            throw e;
+          }
+          throw new OfError(
+              e.code(),
+              e.getMessage().startsWith("rule table=")
+                  ? e.getMessage()
+                  : "rule table="
+                      + r.table()
+                      + " priority="
+                      + r.priority()
+                      + " "
+                      + r.match()
+                      + ": "
+                      + e.getMessage());
+        }
       }
+      List<PhysRule> hand = translator(next, vs.depths(), vs::group, hused, o).handoffs();
+      return new MapTranslation(ts, gts, gused, new Translated(hand, hused), o);
     } catch (OfError e) {
       giveBack(ts.values());
+      hused.forEach(tags::release);
       gused.values().forEach(u -> u.forEach(tags::release));
       newIds.forEach(scaleIds::release);
       throw e;
     }
-    return new MapTranslation(ts, gts, gused);
+  }
+
+  /** Gives back everything a translation took (a trial: {@code GET /v1/tables}). */
+  void giveBack(MapTranslation m) {
+    giveBack(m.rules().values());
+    m.handoffs().tagVports().forEach(tags::release);
+    m.groupTags().values().forEach(u -> u.forEach(tags::release));
   }
 
   /**
@@ -354,6 +467,8 @@ public final class Planner {
     for (Map.Entry<Integer, Map<String, List<OFBucket>>> e : m.groups().entrySet()) {
       trans.setGroup(e.getKey(), e.getValue(), m.groupTags().get(e.getKey()));
     }
+    trans.setHandoffs(m.handoffs(), dirty);
+    offload = m.offload();
     return affected;
   }
 
@@ -399,7 +514,7 @@ public final class Planner {
 
   /** Makes the dispatch rules those of the live tags under the current port map. */
   void refreshDispatch(Set<PhysRule.Key> dirty) {
-    trans.refreshDispatch(vs.ports(), this::lookup, dirty);
+    trans.refreshDispatch(vs.ports(), offload, this::lookup, dirty);
   }
 
   /** The groups each switch should hold now. */

@@ -27,6 +27,9 @@ final class Translations {
   /** A group as a tag holder (rules hold tags under their own key). */
   private record GroupHolder(int id) {}
 
+  /** The handoff rules of the table offload as a tag holder. */
+  private record HandoffHolder() {}
+
   private final CarrierTags tags;
 
   /** The carrier groups of write_actions outputs the translated rules use, per switch. */
@@ -38,6 +41,8 @@ final class Translations {
   private final Map<PhysRule.Key, PhysRule> desired = new HashMap<>();
   private final Map<PhysRule.Key, VirtualRule.Key> owners = new HashMap<>();
   private final Set<PhysRule.Key> dispatchKeys = new HashSet<>();
+  private List<PhysRule> handoffs = List.of();
+  private Object dispatchOffload;
   private PortMap dispatchPorts;
   private Map<Long, Integer> dispatchTags = Map.of();
   private long dispatchGeneration = -1;
@@ -120,19 +125,54 @@ final class Translations {
   }
 
   /**
+   * The handoff rules of the table offload are now {@code t} (no owner: they never show
+   * northbound); the tags of the previous ones are given back after.
+   */
+  void setHandoffs(Translated t, Set<PhysRule.Key> dirty) {
+    for (PhysRule p : handoffs) {
+      desired.remove(p.key());
+      dirty.add(p.key());
+    }
+    handoffs = t.phys();
+    for (PhysRule p : handoffs) {
+      desired.put(p.key(), p);
+      dirty.add(p.key());
+    }
+    Set<Long> old = tagHolders.put(new HandoffHolder(), t.tagVports());
+    if (old != null) {
+      old.forEach(tags::release);
+    }
+  }
+
+  /** The dispatch rules per switch (how many). */
+  Map<String, Integer> dispatchCounts() {
+    Map<String, Integer> out = new HashMap<>();
+    dispatchKeys.forEach(k -> out.merge(k.sw(), 1, Integer::sum));
+    return out;
+  }
+
+  /** The handoff rules of the table offload. */
+  List<PhysRule> handoffs() {
+    return handoffs;
+  }
+
+  /**
    * Makes the dispatch rules those of the live tags under {@code ports} ({@code plain} gives a
    * lookup translator for them). Cheap when nothing changed since the last call: most flow-mods.
    */
-  void refreshDispatch(PortMap ports, Supplier<Translator> plain, Set<PhysRule.Key> dirty) {
+  void refreshDispatch(
+      PortMap ports, Object offload, Supplier<Translator> plain, Set<PhysRule.Key> dirty) {
     long gen = tags.generation();
-    if (ports == dispatchPorts && gen == dispatchGeneration) {
+    boolean sameOffload = offload.equals(dispatchOffload);
+    if (ports == dispatchPorts && gen == dispatchGeneration && sameOffload) {
       return; // no tag came or went since the last look (most flow-mods): no copy of the tags
     }
     dispatchGeneration = gen;
     Map<Long, Integer> live = tags.live();
-    if (ports == dispatchPorts && live.equals(dispatchTags)) {
+    if (ports == dispatchPorts && live.equals(dispatchTags) && sameOffload) {
       return; // same port map and tags: same dispatch rules
     }
+    dispatchOffload = offload;
     dispatchPorts = ports;
     dispatchTags = live;
     for (PhysRule.Key k : dispatchKeys) {

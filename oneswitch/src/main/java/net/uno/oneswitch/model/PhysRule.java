@@ -16,6 +16,7 @@ public final class PhysRule {
   private final int priority;
   private final Match match;
   private final List<OFInstruction> instructions;
+  private final boolean late;
   private Key key;
 
   /** Identity on the physical switch. */
@@ -45,6 +46,30 @@ public final class PhysRule {
     this.priority = priority;
     this.match = Objects.requireNonNull(match);
     this.instructions = Objects.requireNonNull(instructions);
+    this.late = false;
+  }
+
+  private PhysRule(PhysRule r, boolean late) {
+    this.sw = r.sw;
+    this.table = r.table;
+    this.priority = r.priority;
+    this.match = r.match;
+    this.instructions = r.instructions;
+    this.late = late;
+  }
+
+  /**
+   * This rule, added in the modify phase instead of the make phase when it is new (a handoff rule,
+   * which sends packets to rules the make phase installs on another switch). A planning hint: not
+   * part of the rule's value.
+   */
+  public PhysRule late() {
+    return new PhysRule(this, true);
+  }
+
+  /** True if this rule is added in the modify phase (see {@link #late()}). */
+  public boolean isLate() {
+    return late;
   }
 
   public String sw() {

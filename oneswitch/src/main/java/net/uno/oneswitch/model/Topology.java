@@ -18,6 +18,7 @@ public final class Topology {
   private final List<String> switches;
   private final Map<String, Pcie> pcie;
   private final Set<String> shared;
+  private final Map<String, Integer> maxRules;
 
   public Topology(String host, List<String> switches, List<Pcie> links) {
     this(host, switches, links, Set.of());
@@ -28,12 +29,31 @@ public final class Topology {
    * changes only what it owns there.
    */
   public Topology(String host, List<String> switches, List<Pcie> links, Set<String> shared) {
+    this(host, switches, links, shared, Map.of());
+  }
+
+  /**
+   * {@code maxRules}: the most physical rules a switch may hold for a table offload (config {@code
+   * max_rules}), per switch that has a limit.
+   */
+  public Topology(
+      String host,
+      List<String> switches,
+      List<Pcie> links,
+      Set<String> shared,
+      Map<String, Integer> maxRules) {
+    this.maxRules = Map.copyOf(maxRules);
     this.host = host;
     this.switches = List.copyOf(switches);
     Map<String, Pcie> m = new LinkedHashMap<>();
     links.forEach(l -> m.put(l.snic(), l));
     this.pcie = m;
     this.shared = Set.copyOf(shared);
+  }
+
+  /** The rule limit of switch {@code sw} (config {@code max_rules}), or null if none. */
+  public Integer maxRules(String sw) {
+    return maxRules.get(sw);
   }
 
   /** True if switch {@code sw} is an operator's (config {@code shared}). */

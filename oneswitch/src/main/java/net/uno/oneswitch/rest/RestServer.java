@@ -26,6 +26,7 @@ import net.uno.oneswitch.core.PhysicalState;
 import net.uno.oneswitch.core.PortChange;
 import net.uno.oneswitch.core.PortChanges;
 import net.uno.oneswitch.core.PortError;
+import net.uno.oneswitch.core.TableMoves;
 import net.uno.oneswitch.model.Drain;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.VPort;
@@ -156,6 +157,18 @@ public final class RestServer {
       only(m, "GET");
       return ok(onCore(this::physical));
     }
+    if (path.equals("/v1/tables")) {
+      only(m, "GET");
+      return ok(onCore(this::tableList));
+    }
+    if (path.startsWith("/v1/tables/") && path.split("/").length == 4) {
+      only(m, "PUT");
+      int t = table(path.split("/")[3]);
+      JsonNode b = body(ex, Set.of("location", "drain_ms"));
+      String loc = str(b, "location", true);
+      long drain = msField(b, "drain_ms", 0, 0);
+      return tableMove(() -> core.tableMoves().move(t, loc, drain));
+    }
     if (path.equals("/metrics")) {
       only(m, "GET");
       String text =
@@ -208,6 +221,67 @@ public final class RestServer {
       }
     }
     throw new HttpError(404, null, "no such path: " + path);
+  }
+
+  private static int table(String s) throws HttpError {
+    try {
+      int t = Integer.parseInt(s);
+      if (t < 0 || t > 253) {
+        throw new NumberFormatException();
+      }
+      return t;
+    } catch (NumberFormatException e) {
+      throw new HttpError(400, "table", "table must be an integer 0..253, got " + s);
+    }
+  }
+
+  private List<Map<String, Object>> tableList() {
+    List<Map<String, Object>> out = new ArrayList<>();
+    for (TableMoves.TableInfo t : core.tableMoves().tables()) {
+      Map<String, Object> m = new LinkedHashMap<>();
+      m.put("table", t.table());
+      m.put("location", t.location());
+      m.put("rules", t.rules());
+      m.put("physical", t.physical());
+      m.put("offload", t.offload());
+      out.add(m);
+    }
+    return out;
+  }
+
+  interface TableOp {
+    CompletableFuture<TableMoves.TableMove> run() throws PortError;
+  }
+
+  /** Runs a table move: {"table", "from", "to", "rules", "ms", "phases"}. */
+  private Reply tableMove(TableOp op) throws Exception {
+    CompletableFuture<CompletableFuture<TableMoves.TableMove>> f = new CompletableFuture<>();
+    core.exec()
+        .execute(
+            () -> {
+              try {
+                f.complete(op.run());
+              } catch (PortError | RuntimeException e) {
+                f.completeExceptionally(e);
+              }
+            });
+    TableMoves.TableMove mv;
+    try {
+      mv = f.get(120, TimeUnit.SECONDS).get(180, TimeUnit.SECONDS);
+    } catch (ExecutionException e) {
+      if (e.getCause() instanceof PortError p) {
+        throw new HttpError(HttpStatus.of(p), p.field(), p.getMessage());
+      }
+      throw e;
+    }
+    Map<String, Object> b = new LinkedHashMap<>();
+    b.put("table", mv.table());
+    b.put("from", mv.from());
+    b.put("to", mv.to());
+    b.put("rules", mv.rules());
+    b.put("ms", mv.ms());
+    b.put("phases", mv.trace() == null ? List.of() : mv.trace().phaseMaps());
+    return ok(b);
   }
 
   /** A POST body naming a physical port: {"switch", "port", extra?}. */

@@ -192,12 +192,32 @@ public final class Carrier {
       boolean l4After,
       List<OFAction> out)
       throws OfError {
+    sendKeyed(mode, f, Integer.toUnsignedLong(vport), tags, pcie, maxLen, undo, l4After, out);
+  }
+
+  /**
+   * As {@link #send}, with the tag keys built on {@code base} (a vport's, or a handoff's: {@link
+   * Offload#handoffKey}): VLAN tag key {@code base}, label and rewrite keys {@code base} plus their
+   * bits.
+   */
+  static void sendKeyed(
+      Mode mode,
+      Frame f,
+      long base,
+      Translator.TagSource tags,
+      int pcie,
+      int maxLen,
+      boolean undo,
+      boolean l4After,
+      List<OFAction> out)
+      throws OfError {
+    int vport = (int) base;
     boolean known = f.ethType() >= 0 && mode != Mode.VLAN;
     if (needsMoreThanVlan(mode, f)) {
       if (f.outerVid() >= 0 && mode != Mode.VLAN) {
         // First choice: no header added, and the frame keeps its L3/L4 context for later actions.
         try {
-          rewrite(f.outerVid(), vport, tags, pcie, maxLen, undo, out);
+          rewrite(f.outerVid(), base, tags, pcie, maxLen, undo, out);
           return;
         } catch (OfError e) {
           if (e.code() != OFFlowModFailedCode.TABLE_FULL || !known) {
@@ -209,7 +229,7 @@ public final class Carrier {
       if (known && !mplsLosesL4) {
         // Tagged: maybe QinQ already. MPLS: our label on top of the controller's stack, so no frame
         // under a VLAN carrier tag could look like a label of ours to the egress dispatch.
-        mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out);
+        mpls(f.ethType(), base, tags, pcie, maxLen, undo, out);
         return;
       }
       if (f.max() >= Translator.MAX_VLAN_HEADERS) {
@@ -234,12 +254,12 @@ public final class Carrier {
     }
     int tag;
     try {
-      tag = tags.tag(Translator.tagKey(vport, 0));
+      tag = tags.tag(base);
     } catch (OfError e) {
       if (e.code() != OFFlowModFailedCode.TABLE_FULL || !known) {
         throw e;
       }
-      mpls(f.ethType(), vport, tags, pcie, maxLen, undo, out); // VLAN ids exhausted
+      mpls(f.ethType(), base, tags, pcie, maxLen, undo, out); // VLAN ids exhausted
       return;
     }
     out.add(F.actions().pushVlan(EthType.VLAN_FRAME));
@@ -272,14 +292,14 @@ public final class Carrier {
 
   private static void mpls(
       int et,
-      int vport,
+      long base,
       Translator.TagSource tags,
       int pcie,
       int maxLen,
       boolean undo,
       List<OFAction> out)
       throws OfError {
-    int label = tags.tag(mplsKey(vport, et));
+    int label = tags.tag(base | ((long) (et & 0xffff) << 40) | MPLS_BIT);
     out.add(F.actions().pushMpls(EthType.MPLS_UNICAST));
     out.add(F.actions().setField(F.oxms().mplsLabel(U32.of(label))));
     out.add(F.actions().output(OFPort.of(pcie), maxLen));
@@ -296,14 +316,14 @@ public final class Carrier {
    */
   private static void rewrite(
       int vid,
-      int vport,
+      long base,
       Translator.TagSource tags,
       int pcie,
       int maxLen,
       boolean undo,
       List<OFAction> out)
       throws OfError {
-    int tag = tags.tag(rewriteKey(vport, vid));
+    int tag = tags.tag(base | ((long) (vid & 0xfff) << 40) | REWRITE_BIT);
     out.add(F.actions().setField(F.oxms().vlanVid(OFVlanVidMatch.ofVlan(tag))));
     out.add(F.actions().output(OFPort.of(pcie), maxLen));
     if (undo) {
@@ -350,6 +370,11 @@ public final class Carrier {
   /** Priority of the dispatch rules of {@code key}. */
   public static int priority(long key) {
     return isMpls(key) ? PRIO_MPLS : Translator.PRIO_TAG;
+  }
+
+  /** The action that removes the carrier of {@code key} at its egress. */
+  static OFAction undo(long key) {
+    return deliver(key, 0).get(0);
   }
 
   /** Delivery at the egress switch: remove the carrier, output to {@code port}. */

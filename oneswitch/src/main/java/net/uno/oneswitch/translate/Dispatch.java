@@ -11,10 +11,12 @@ import net.uno.oneswitch.model.Topology;
 import net.uno.oneswitch.model.VPort;
 import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.action.OFAction;
+import org.projectfloodlight.openflow.protocol.instruction.OFInstruction;
 import org.projectfloodlight.openflow.protocol.match.Match;
 import org.projectfloodlight.openflow.protocol.match.MatchField;
 import org.projectfloodlight.openflow.types.OFPort;
 import org.projectfloodlight.openflow.types.TableId;
+import org.projectfloodlight.openflow.types.U64;
 
 /**
  * Physical table 0 of every switch, reserved for dispatch (docs/translation.md): drop by default
@@ -29,11 +31,13 @@ final class Dispatch {
   private final Topology topo;
   private final PortMap ports;
   private final Optional<String> controllerSwitch;
+  private final Offload off;
 
-  private Dispatch(Topology topo, PortMap ports, Optional<String> controllerSwitch) {
+  private Dispatch(Topology topo, PortMap ports, Optional<String> controllerSwitch, Offload off) {
     this.topo = topo;
     this.ports = ports;
     this.controllerSwitch = controllerSwitch;
+    this.off = off;
   }
 
   /**
@@ -45,8 +49,9 @@ final class Dispatch {
       Topology topo,
       PortMap ports,
       Optional<String> controllerSwitch,
-      Map<Long, Integer> liveTags) {
-    return new Dispatch(topo, ports, controllerSwitch).rules(liveTags);
+      Map<Long, Integer> liveTags,
+      Offload off) {
+    return new Dispatch(topo, ports, controllerSwitch, off).rules(liveTags);
   }
 
   /** The rules of every switch's table 0 for the live tags {@code liveTags} (key -> tag). */
@@ -105,6 +110,10 @@ final class Dispatch {
     // Each instance of a scaled-out vport has its own tag (slot); a slot beyond the current
     // instances (kept live a moment after a shrink, for frames in flight) goes to slot mod k.
     for (Map.Entry<Long, Integer> e : liveTags.entrySet()) {
+      if (Offload.isHandoff(e.getKey())) {
+        handoff(e.getKey(), e.getValue(), out);
+        continue;
+      }
       Optional<VPort> ov = ports.get(Translator.tagVport(e.getKey()));
       if (ov.isEmpty()) {
         continue;
@@ -138,6 +147,61 @@ final class Dispatch {
       }
     }
     return out;
+  }
+
+  /**
+   * The dispatch rules of handoff tag {@code tag} ({@link Offload}): where its table is located,
+   * the carrier is popped, {@code tunnel_id} names the virtual in_port and the pipeline goes on at
+   * the table; elsewhere it is sent on toward that switch (the host) or back (an sNIC). A tag whose
+   * table is no longer located anywhere (it lingers after a move back) has no rule: dropped.
+   */
+  private void handoff(long key, int tag, List<PhysRule> out) {
+    int t = Offload.handoffTable(key);
+    Optional<String> at = off.at(t);
+    if (at.isEmpty()) {
+      return;
+    }
+    String to = at.get();
+    List<OFInstruction> deliver =
+        List.of(
+            F.instructions()
+                .applyActions(
+                    List.of(
+                        Carrier.undo(key),
+                        F.actions()
+                            .setField(
+                                F.oxms()
+                                    .tunnelId(U64.of(Offload.code(Offload.handoffVport(key))))))),
+            F.instructions().gotoTable(TableId.of(t + 1)));
+    List<OFInstruction> back =
+        List.of(F.instructions().applyActions(List.of(F.actions().output(OFPort.IN_PORT, 0xffff))));
+    for (Topology.Pcie l : topo.pcie().values()) {
+      List<OFInstruction> atHost;
+      if (to.equals(topo.host())) {
+        atHost = deliver;
+      } else if (l.snic().equals(to)) {
+        atHost = back;
+      } else {
+        atHost =
+            List.of(
+                F.instructions()
+                    .applyActions(
+                        List.of(
+                            F.actions()
+                                .output(OFPort.of(topo.pcie().get(to).hostPort()), 0xffff))));
+      }
+      out.add(rule(topo.host(), l.hostPort(), key, tag, atHost));
+      out.add(rule(l.snic(), l.snicPort(), key, tag, l.snic().equals(to) ? deliver : back));
+    }
+  }
+
+  private static PhysRule rule(String sw, int inPort, long key, int tag, List<OFInstruction> ins) {
+    return new PhysRule(
+        sw,
+        Translator.DISPATCH_TABLE,
+        Carrier.priority(key),
+        Carrier.tagMatch(key, inPort, tag),
+        ins);
   }
 
   /**

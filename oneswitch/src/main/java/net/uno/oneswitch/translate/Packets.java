@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import net.uno.oneswitch.model.PortMap;
+import net.uno.oneswitch.model.Topology;
 import net.uno.oneswitch.model.VPort;
 import org.projectfloodlight.openflow.protocol.OFBadActionCode;
 import org.projectfloodlight.openflow.protocol.OFBadRequestCode;
@@ -13,6 +14,7 @@ import org.projectfloodlight.openflow.protocol.OFPacketOut;
 import org.projectfloodlight.openflow.protocol.action.OFAction;
 import org.projectfloodlight.openflow.protocol.action.OFActionOutput;
 import org.projectfloodlight.openflow.protocol.match.Match;
+import org.projectfloodlight.openflow.protocol.match.MatchField;
 import org.projectfloodlight.openflow.types.OFBufferId;
 import org.projectfloodlight.openflow.types.OFPort;
 import org.projectfloodlight.openflow.types.TableId;
@@ -97,21 +99,49 @@ final class Packets {
     return t.topo().host();
   }
 
+  /** {@code m} without tunnel_id (OneSwitch's handoff field, never the controller's). */
+  private static Match withoutTunnel(Match m) {
+    if (!m.isExact(MatchField.TUNNEL_ID) && !m.isPartiallyMasked(MatchField.TUNNEL_ID)) {
+      return m;
+    }
+    List<org.projectfloodlight.openflow.protocol.oxm.OFOxm<?>> out = new ArrayList<>();
+    for (var o : MatchUtil.oxms(m)) {
+      if (o.getMatchField().id != MatchField.TUNNEL_ID.id) {
+        out.add(o);
+      }
+    }
+    return MatchUtil.of(out);
+  }
+
   /**
    * Maps a physical PACKET_IN back to the virtual switch: physical in_port to its vport, physical
    * table t to virtual t-1, cookie via {@code virtualCookie}. Empty if it does not belong to the
    * virtual switch (unmapped port, dispatch table).
    */
-  static Optional<OFPacketIn> in(PortMap ports, String sw, OFPacketIn pin, U64 virtualCookie) {
+  static Optional<OFPacketIn> in(
+      Topology topo, PortMap ports, String sw, OFPacketIn pin, U64 virtualCookie) {
     Optional<OFPort> in = MatchUtil.inPort(pin.getMatch());
     if (in.isEmpty() || pin.getTableId().getValue() < 1) {
       return Optional.empty();
     }
-    Optional<VPort> v = ports.byIngress(sw, in.get().getPortNumber());
-    if (v.isEmpty()) {
-      return Optional.empty();
+    Match pm = pin.getMatch();
+    long tunnel = pm.isExact(MatchField.TUNNEL_ID) ? pm.get(MatchField.TUNNEL_ID).getValue() : 0;
+    OFPort vin;
+    if (tunnel != 0) {
+      // Handed off from another switch (Offload): tunnel_id names the virtual in_port.
+      Optional<OFPort> h = Offload.vportOfCode(tunnel);
+      if (h.isEmpty() || !topo.isPciePort(sw, in.get().getPortNumber())) {
+        return Optional.empty();
+      }
+      vin = h.get();
+    } else {
+      Optional<VPort> v = ports.byIngress(sw, in.get().getPortNumber());
+      if (v.isEmpty()) {
+        return Optional.empty();
+      }
+      vin = OFPort.of(v.get().vport());
     }
-    Match m = MatchUtil.withInPort(pin.getMatch(), OFPort.of(v.get().vport()));
+    Match m = MatchUtil.withInPort(withoutTunnel(pm), vin);
     return Optional.of(
         F.buildPacketIn()
             .setXid(0)

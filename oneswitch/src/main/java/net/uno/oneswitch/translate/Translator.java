@@ -102,6 +102,17 @@ public final class Translator {
    */
   public record Ingress(int vport, int port) {
     public static final Ingress NONE = new Ingress(0, 0);
+
+    /**
+     * The {@code port} of a packet handed off to this switch from {@code vport} ({@link Offload}):
+     * it came in elsewhere, so an output back to {@code vport} is a drop and IN_PORT is {@code
+     * vport} itself.
+     */
+    public static final int HANDED = -1;
+
+    boolean handed() {
+      return port == HANDED;
+    }
   }
 
   private static final OFFactory F = MatchUtil.F;
@@ -117,6 +128,19 @@ public final class Translator {
   private IntUnaryOperator depth = t -> VlanPushOrder.WIRE;
   private IntUnaryOperator later = t -> 0;
   private GroupLabels.Ids groupIds;
+  private Offload off = Offload.NONE;
+  private Offload.MetaFacts meta =
+      new Offload.MetaFacts() {
+        @Override
+        public boolean matchedFrom(int t) {
+          return true;
+        }
+
+        @Override
+        public boolean writtenBefore(int t) {
+          return true;
+        }
+      };
 
   public Translator(
       Topology topo, PortMap ports, int virtualTables, TagSource tags, IntPredicate groupExists) {
@@ -175,6 +199,32 @@ public final class Translator {
   public Translator groupLabels(GroupLabels.Ids ids) {
     this.groupIds = ids;
     return this;
+  }
+
+  /**
+   * Sets where each virtual table runs ({@link Offload}) and what the rules do with metadata
+   * ({@code meta}, for the checks of a handoff); returns this. Default: every table everywhere.
+   */
+  public Translator offload(Offload o, Offload.MetaFacts meta) {
+    this.off = o;
+    this.meta = meta;
+    return this;
+  }
+
+  /** Where each virtual table runs. */
+  public Offload offload() {
+    return off;
+  }
+
+  /**
+   * The handoff rules of the offload (empty without one): the tags they take are the caller's
+   * ({@link OffloadRules#handoffs}).
+   */
+  public List<PhysRule> handoffs() throws OfError {
+    if (!off.any()) {
+      return List.of();
+    }
+    return new OffloadRules(this, topo, ports, off, meta).handoffs(depth);
   }
 
   /** The flow-id carrier mode. */
@@ -281,6 +331,9 @@ public final class Translator {
   /** Physical rules of a virtual rule; empty if its in_port is not mapped. */
   public List<PhysRule> rule(VirtualRule r) throws OfError {
     validate(r, virtualTables);
+    if (off.any()) {
+      return new OffloadRules(this, topo, ports, off, meta).rule(r);
+    }
     Optional<OFPort> in = MatchUtil.inPort(r.match());
     List<PhysRule> out = new ArrayList<>();
     if (in.isPresent()) {
@@ -322,6 +375,9 @@ public final class Translator {
       if (!seen.add(i.getType().name())) {
         throw new OfError(OFBadInstructionCode.DUP_INST, "duplicate " + i.getType());
       }
+      if (ing != null && ing.handed()) {
+        checkHanded(r, i);
+      }
       if (i instanceof OFInstructionApplyActions a) {
         checkVlanDepth(r.match(), a.getActions());
         out.add(F.instructions().applyActions(actions(a.getActions(), sw, false, ing, frameOf(r))));
@@ -350,6 +406,29 @@ public final class Translator {
       }
     }
     return out;
+  }
+
+  /**
+   * A copy for packets handed off from another switch: the physical groups and the action set's
+   * carrier groups do not know the virtual in_port (an output back to it must be a drop), so they
+   * are refused there.
+   */
+  private static void checkHanded(VirtualRule r, OFInstruction i) throws OfError {
+    List<OFAction> acts =
+        i instanceof OFInstructionApplyActions a
+            ? a.getActions()
+            : i instanceof OFInstructionWriteActions w ? w.getActions() : List.of();
+    boolean set = i instanceof OFInstructionWriteActions;
+    for (OFAction a : acts) {
+      if (a instanceof OFActionGroup || set && a instanceof OFActionOutput) {
+        throw new OfError(
+            OFBadActionCode.UNSUPPORTED_ORDER,
+            OffloadRules.what(r)
+                + "runs after a table offload's handoff, where its "
+                + (set ? "action set's output or group" : "group")
+                + " would not know the packet's virtual in_port");
+      }
+    }
   }
 
   /** OVS (like the 802.1ad model it follows) handles at most this many VLAN headers. */
@@ -435,6 +514,14 @@ public final class Translator {
       List<OFAction> out)
       throws OfError {
     OFPort p = o.getPort();
+    if (p.equals(OFPort.IN_PORT) && ing != null && ing.handed()) {
+      // Handed off: the packet came in by vport ing.vport() on another switch; send it there.
+      Optional<VPort> back = ports.get(ing.vport());
+      if (back.isPresent()) {
+        emit(back.get(), o.getMaxLen(), sw, null, f, l4After, out);
+      }
+      return;
+    }
     if (p.equals(OFPort.CONTROLLER) || p.equals(OFPort.IN_PORT)) {
       out.add(o);
       return;
@@ -484,6 +571,9 @@ public final class Translator {
       }
       emitScaled(v, sw, ing, out);
       return;
+    }
+    if (ing != null && ing.vport() == v.vport() && ing.handed()) {
+      return; // handed off from v: output back to its in_port, which the virtual switch drops
     }
     if (ing != null && ing.vport() == v.vport() && ing.port() != 0) {
       // Back to the port it came in by (a draining port's replica too): the switch drops output
@@ -574,6 +664,9 @@ public final class Translator {
               + " instances) from a rule without in_port: a packet that came in through it would"
               + " reach another instance, where the virtual switch drops it (match in_port)");
     }
+    if (ing.vport() == v.vport() && ing.handed()) {
+      return; // handed off from v: output back to its in_port, which the virtual switch drops
+    }
     if (ing.vport() == v.vport()) {
       // Back to the port it came in by: the switch drops output to in_port, as the virtual one.
       out.add(F.actions().output(OFPort.of(ing.port()), 0xffff));
@@ -608,7 +701,7 @@ public final class Translator {
 
   /** The reserved table-0 rules of every switch for the current port map and live tags. */
   public List<PhysRule> dispatch(Map<Long, Integer> liveTags) {
-    return Dispatch.rules(topo, ports, controllerSwitch(), liveTags);
+    return Dispatch.rules(topo, ports, controllerSwitch(), liveTags, off);
   }
 
   /** A PACKET_OUT to execute on switch {@code sw}. */
@@ -624,7 +717,7 @@ public final class Translator {
    * belong to it.
    */
   public Optional<OFPacketIn> packetIn(String sw, OFPacketIn pin, U64 virtualCookie) {
-    return Packets.in(ports, sw, pin, virtualCookie);
+    return Packets.in(topo, ports, sw, pin, virtualCookie);
   }
 
   Topology topo() {
