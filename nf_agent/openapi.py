@@ -262,7 +262,7 @@ def spec() -> dict:
             "type": "object",
             "required": ["table", "location", "rules", "physical", "offload", "pin", "why", "planned"],
             "properties": {
-                "table": {"type": "integer", "minimum": 0, "maximum": 254},
+                "table": {"type": "integer", "minimum": 0, "maximum": 253},
                 "location": {
                     "type": "string",
                     "description": "everywhere (each packet's ingress switch), host, or an sNIC",
@@ -627,7 +627,7 @@ def spec() -> dict:
                         "name": "table",
                         "in": "path",
                         "required": True,
-                        "schema": {"type": "integer", "minimum": 0, "maximum": 254},
+                        "schema": {"type": "integer", "minimum": 0, "maximum": 253},
                     }
                 ],
                 "requestBody": _body(_ref("TablePin")),

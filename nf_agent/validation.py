@@ -244,9 +244,9 @@ def parse_run(body: Any) -> bool:
 
 
 def parse_table(raw: str) -> int:
-    """A table number in a path: 0..254 (OpenFlow 1.3's table ids)."""
-    if not raw.isdigit() or not 0 <= int(raw) <= 254:
-        raise ValidationError("table", f"must be a table number 0..254, not {raw!r}")
+    """A table number in a path: 0..253 (OneSwitch's virtual tables)."""
+    if not raw.isdigit() or not 0 <= int(raw) <= 253:
+        raise ValidationError("table", f"must be a table number 0..253, not {raw!r}")
     return int(raw)
 
 

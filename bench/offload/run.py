@@ -125,7 +125,7 @@ class Bed:
     def capture(self, at_vm: bool, path: Path) -> subprocess.Popen:
         ns, port = (self.vm_ns, self.vm_if) if at_vm else (self.out_ns, self.out_if)
         p = subprocess.Popen(
-            ["ip", "netns", "exec", ns, sys.executable, "-m", "bench.offload.capture", port, str(path), "2500"],
+            ["ip", "netns", "exec", ns, sys.executable, "-m", "testkit.udp_capture", port, str(path), "2500"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
         )  # fmt: skip
         _ready(p)

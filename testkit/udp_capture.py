@@ -1,6 +1,7 @@
-"""Capture UDP (source port, destination port) pairs on an interface until it is idle (run inside the
-namespace: `ip netns exec NS python -m bench.offload.capture IFACE OUT [IDLE_MS] [TOTAL_S]`); writes them
-as JSON [[sport, dport], ...] to OUT. Prints {"ready": true} once it listens."""
+"""Capture UDP (source port, destination port) pairs on an interface until it is idle, run inside the
+namespace: `ip netns exec NS python -m testkit.udp_capture IFACE OUT [IDLE_MS] [TOTAL_S]`. Writes them as
+JSON [[sport, dport], ...] to OUT; prints {"ready": true} once it listens. Which probe packets got through:
+the offload bench and its end-to-end test."""
 
 from __future__ import annotations
 
