@@ -12,8 +12,6 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
-
 from emulated_host import naming as nm
 from testkit.live import LIVE_MARKS, next_run
 from testkit.testbed import Testbed, report
