@@ -112,7 +112,6 @@ def test_pin_refused_by_oneswitch_is_409_and_not_kept(env):
         ("/v1/tables/1", {"pin": "host", "x": 1}, "x"),
         ("/v1/tables/1", [1], "body"),
         ("/v1/tables/300", {"pin": "host"}, "table"),
-        ("/v1/tables/x1", {"pin": "host"}, "table"),
     ],
 )
 def test_bad_pin_bodies_are_400_naming_the_field_and_change_nothing(env, path, body, field):
@@ -126,6 +125,8 @@ def test_bad_pin_bodies_are_400_naming_the_field_and_change_nothing(env, path, b
 def test_unknown_table_is_404_and_no_offload_is_409(tmp_path, env):
     _, _, client = env
     assert put(client, "/v1/tables/9", {"pin": "host"}).status_code == 404
+    assert put(client, "/v1/tables/x1", {"pin": "host"}).status_code == 404  # not a table's path
+    assert put(client, "/v1/tables/place", {"pin": "host"}).status_code == 405
     agent, *_ = make_agent(tmp_path / "plain")
     plain = create_app(agent).test_client()
     assert plain.get("/v1/tables").status_code == 409
