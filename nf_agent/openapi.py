@@ -624,9 +624,10 @@ def spec() -> dict:
                 "summary": "Pin a table to the host or an sNIC (null: the solver's again); it moves there now",
                 "parameters": [
                     {
-                        "name": "table",
+                        "name": "id",
                         "in": "path",
                         "required": True,
+                        "description": "the table number",
                         "schema": {"type": "integer", "minimum": 0, "maximum": 253},
                     }
                 ],
