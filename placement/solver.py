@@ -286,6 +286,10 @@ def solve(problem: Problem, options: Options | None = None, _diagnose: bool = Tr
         raise PlacementInputError(f"gap_limit: must be a number in [0, 1), got {opts.gap_limit}")
     if not (math.isfinite(opts.move_cost or 0) and (opts.move_cost or 0) >= 0):
         raise PlacementInputError(f"move_cost: must be a finite number >= 0, got {opts.move_cost}")
+    # Imported before the clock starts: CP-SAT's first import (pandas with it) took 5-6 s on a loaded machine,
+    # and a fresh agent's first placement ended "unknown" within its 5 s limit without a single solve.
+    from ortools.sat.python import cp_model  # noqa: F401
+
     t0 = time.monotonic()
     deadline = t0 + opts.time_limit
     if opts.solver == "cpsat":

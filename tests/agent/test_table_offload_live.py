@@ -67,7 +67,6 @@ def probe(tb: Testbed, to_vm: bool, tmp: Path) -> set[int]:
 
 def test_agent_offloads_a_filter_table_that_filters_the_same_packets(tmp_path):
     with Testbed(max_rules=MAX_RULES) as tb:
-        tb.up()
         lines = flows(nm.vport_vm(0), nm.vport_eth(0, 0))
         (tmp_path / "rules.flows").write_text("\n".join(lines) + "\n")
         subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "del-flows", tb.listen], check=True)
