@@ -99,7 +99,10 @@ class TableOffload:
                 ctx.event("tables-placement", **out)
                 return out
             moves, refused = [], []
-            for t in sorted(seen, key=lambda t: t.table):
+            # off the sNICs first: what leaves an sNIC frees the rule memory the tables moving there need
+            for t in sorted(
+                seen, key=lambda t: (res["placement"].get(tb.table_vertex(t.table)) != HOST, t.table)
+            ):
                 want = res["placement"].get(tb.table_vertex(t.table))
                 if want is None:
                     continue

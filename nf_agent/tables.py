@@ -6,8 +6,10 @@ A table is a vertex of kind `table` (docs/placement.md): its host cost is the ho
 `rules` count against the sNIC's `max_rules`. Its traffic is every packet between the wire and the VMs or
 NFs: the sNIC links' measured Gbit/s (up + down), which cross PCIe wherever the table runs (the sNIC runs
 offloaded tables on the way in, the host the rest on the way out), so a table has `through_gbps` and no
-edges. A table OneSwitch reports it cannot offload to any sNIC (`offload`: a reason per sNIC) is pinned to
-the host with that reason; an operator's pin wins over everything.
+edges. An operator's pin wins over everything. OneSwitch's own word per sNIC (`offload`: null or why it
+cannot take the table now) is shown, not modelled: it counts the copies that tables running `everywhere`
+keep on the sNIC, which the placement's own moves free; a move OneSwitch refuses keeps the table where it
+was, with that reason.
 """
 
 from __future__ import annotations
@@ -80,12 +82,8 @@ def table_nodes(
         loc = model_location(t.location)
         if fixed:
             pinned = loc or HOST
-        elif t.table in pins:
-            pinned = pins[t.table]
-        elif refusal(t.offload, snics):
-            pinned = HOST
         else:
-            pinned = None
+            pinned = pins.get(t.table)
         if pinned is not None and pinned != HOST and pinned not in snics:
             pinned = HOST  # its sNIC is down or gone: the host runs it meanwhile
         node = {"id": table_vertex(t.table), "kind": "table", **node_costs(profile)}

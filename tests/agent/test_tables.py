@@ -150,7 +150,9 @@ def test_table_nodes_pure():
     nodes = table_nodes(ts, {"r_host": 0.1}, 2.0, ["snic0"], {2: "host"})
     assert nodes[0] == {"id": "table0", "kind": "table", "r_host": 0.1, "r_nic": 0.0, "rules": 5,
                         "through_gbps": 2.0}  # fmt: skip
-    assert nodes[1]["pinned"] == "host" and nodes[1]["location"] == "snic0"  # refused everywhere: host
+    assert (
+        "pinned" not in nodes[1] and nodes[1]["location"] == "snic0"
+    )  # OneSwitch's word is tried, not modelled
     assert nodes[2]["pinned"] == "host"
     # its sNIC is down: the host runs it meanwhile
     assert table_nodes(ts[1:2], {}, 0, [], {}, fixed=True)[0]["pinned"] == "host"
