@@ -24,6 +24,10 @@ from nf_agent.context import AgentContext
 from nf_agent.placement_model import PlacementModel
 from placement import parse_problem
 
+DRAIN_MS = (
+    500  # a moved table's old copy keeps serving packets in flight for this long (OneSwitch's default: 0)
+)
+
 
 class TableOffload:
     def __init__(self, ctx: AgentContext, model: PlacementModel):
@@ -110,7 +114,7 @@ class TableOffload:
                 if want == t.location:
                     continue
                 try:
-                    mv = self._switch().move_table(t.table, want)
+                    mv = self._switch().move_table(t.table, want, drain_ms=DRAIN_MS)
                 except TableRefused as exc:
                     self.refused[t.table] = exc.reason
                     refused.append({"table": t.table, "to": want, "reason": exc.reason})
@@ -146,7 +150,7 @@ class TableOffload:
             moved = None
             if where is not None and seen[table].location != where:
                 try:
-                    mv = self._switch().move_table(table, where)
+                    mv = self._switch().move_table(table, where, drain_ms=DRAIN_MS)
                 except TableRefused as exc:
                     raise Conflict(
                         f"OneSwitch refused table {table} on {where}: {exc.reason}", "pin"

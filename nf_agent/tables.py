@@ -80,10 +80,7 @@ def table_nodes(
     out = []
     for t in tables:
         loc = model_location(t.location)
-        if fixed:
-            pinned = loc or HOST
-        else:
-            pinned = pins.get(t.table)
+        pinned = (loc or HOST) if fixed else pins.get(t.table)
         if pinned is not None and pinned != HOST and pinned not in snics:
             pinned = HOST  # its sNIC is down or gone: the host runs it meanwhile
         node = {"id": table_vertex(t.table), "kind": "table", **node_costs(profile)}
