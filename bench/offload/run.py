@@ -52,6 +52,7 @@ OUT = REPO / "bench" / "out" / "offload"
 FLOWS = 1024  # flows of the load per direction: rules 0..1023 (every table holds some)
 SIZE = 128  # bytes per frame
 DRAIN_MS = 500  # a moved table's old copy keeps serving what is in flight for this long
+PROBE_PPS = 5000  # one probe per rule: slow enough for the Python capture to see every frame
 
 
 class Bed:
@@ -307,7 +308,7 @@ def main() -> int:
         for placement in ("host", "half", "snic"):
             bed.place(placement)
             time.sleep(1)
-            fates[placement] = probe(bed, max(sizes), min(args.pps, 20000), tmp)
+            fates[placement] = probe(bed, max(sizes), PROBE_PPS, tmp)
         figures["probes"] = 2 * max(sizes)
         figures["differences"] = sum(
             rules.differences(fates["host"][d], fates[p][d]) for p in ("half", "snic") for d in fates["host"]
