@@ -85,16 +85,9 @@ final class OffloadRules {
                   t.instructions(r, l.sw(), new Translator.Ingress(vport, l.port()))));
         }
       }
-      Match bare = MatchUtil.withInPort(r.match(), null);
       for (String sw : runs) {
         if (receives(sw, table) && sources(sw).contains(vport)) {
-          out.add(
-              new PhysRule(
-                  sw,
-                  table + 1,
-                  r.priority(),
-                  withTunnel(bare, Offload.code(vport)),
-                  t.instructions(r, sw, handed(vport))));
+          handedCopies(r, sw, vport, out);
         }
       }
       return out;
@@ -118,13 +111,66 @@ final class OffloadRules {
                 t.instructions(r, sw, null)));
       }
       for (int v : sources(sw)) {
-        out.add(
-            new PhysRule(
-                sw,
-                table + 1,
-                r.priority(),
-                withTunnel(r.match(), Offload.code(v)),
-                t.instructions(r, sw, handed(v))));
+        handedCopies(r, sw, v, out);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The copies of {@code r} on {@code sw} for packets handed off from virtual in_port {@code v}:
+   * one per PCIe port such a packet may come in by, matching it and {@code tunnel_id=code(v)}. An
+   * output back through that port is {@code output:IN_PORT} (the switch drops an output to the
+   * in_port by number).
+   */
+  private void handedCopies(VirtualRule r, String sw, int v, List<PhysRule> out) throws OfError {
+    List<OFInstruction> ins = t.instructions(r, sw, handed(v));
+    for (int a : arrivals(sw, v)) {
+      Match m = withTunnel(MatchUtil.withInPort(r.match(), OFPort.of(a)), Offload.code(v));
+      out.add(new PhysRule(sw, r.table() + 1, r.priority(), m, backByInPort(ins, a)));
+    }
+  }
+
+  /**
+   * The PCIe ports of {@code sw} a packet of virtual in_port {@code v} may be handed off to it by:
+   * those toward the switches {@code v} is on (its instances, draining ports; CONTROLLER: the
+   * switch that runs packet-outs' pipelines), every one if a packet may leave {@code sw} and come
+   * back.
+   */
+  private List<Integer> arrivals(String sw, int v) {
+    if (off.bounces(sw) || !sw.equals(topo.host())) {
+      return topo.pciePorts(sw);
+    }
+    Set<String> from = new LinkedHashSet<>();
+    ports.get(v).ifPresent(x -> x.instances().forEach(l -> from.add(l.sw())));
+    ports.drainsOf(v).forEach(d -> from.add(d.loc().sw()));
+    if (v == OFPort.CONTROLLER.getPortNumber()) {
+      t.controllerSwitch().ifPresent(from::add);
+    }
+    List<Integer> out = new ArrayList<>();
+    for (String s : from) {
+      if (!s.equals(sw)) {
+        out.add(topo.nextHopPort(sw, s));
+      }
+    }
+    return out;
+  }
+
+  /** {@code ins} with every apply-actions output to port {@code a} made {@code output:IN_PORT}. */
+  static List<OFInstruction> backByInPort(List<OFInstruction> ins, int a) {
+    List<OFInstruction> out = new ArrayList<>();
+    for (OFInstruction i : ins) {
+      if (i instanceof OFInstructionApplyActions ap) {
+        List<OFAction> acts = new ArrayList<>();
+        for (OFAction x : ap.getActions()) {
+          acts.add(
+              x instanceof OFActionOutput o && o.getPort().equals(OFPort.of(a))
+                  ? F.actions().output(OFPort.IN_PORT, o.getMaxLen())
+                  : x);
+        }
+        out.add(F.instructions().applyActions(acts));
+      } else {
+        out.add(i);
       }
     }
     return out;
@@ -164,7 +210,9 @@ final class OffloadRules {
         }
         if (receives(sw, table - 1)) {
           for (int v : sources(sw)) {
-            from.add(new Object[] {v, withTunnel(MatchUtil.of(List.of()), Offload.code(v))});
+            for (int a : arrivals(sw, v)) {
+              from.add(new Object[] {v, withTunnel(inPortMatch(OFPort.of(a)), Offload.code(v))});
+            }
           }
         }
         Set<String> seen = new java.util.HashSet<>();
@@ -197,10 +245,12 @@ final class OffloadRules {
                     + ": a frame entering it may carry 2 VLAN headers, and the handoff's VLAN tag"
                     + " would be a third (its ethertype is not known there)");
           }
-          out.add(
-              new PhysRule(
-                      sw, table + 1, PRIO_HANDOFF, m, List.of(F.instructions().applyActions(acts)))
-                  .late());
+          List<OFInstruction> ins = List.of(F.instructions().applyActions(acts));
+          Optional<OFPort> arrived = MatchUtil.inPort(m);
+          if (arrived.isPresent() && topo.isPciePort(sw, arrived.get().getPortNumber())) {
+            ins = backByInPort(ins, arrived.get().getPortNumber());
+          }
+          out.add(new PhysRule(sw, table + 1, PRIO_HANDOFF, m, ins).late());
         }
       }
     }

@@ -143,6 +143,15 @@ final class Equivalence {
     final Map<String, FakeOfTable> physical = new LinkedHashMap<>();
 
     Snapshot() throws Exception {
+      this(null, null);
+    }
+
+    /**
+     * With the physical flows {@code rules} (owners {@code owners}) instead of the core's (an
+     * intermediate state of a plan); null: the core's.
+     */
+    Snapshot(Map<PhysRule.Key, PhysRule> rules, Map<PhysRule.Key, VirtualRule.Key> owners)
+        throws Exception {
       OneSwitchCore core = coreOf.call();
       ports = on.on(() -> core.vswitch().ports());
       Set<Integer> vports = new TreeSet<>();
@@ -166,8 +175,10 @@ final class Equivalence {
       on.on(
           () -> {
             Translations tr = core.planner().translations();
-            for (PhysRule p : tr.desired().values()) {
-              VirtualRule.Key owner = tr.owners().get(p.key());
+            Map<PhysRule.Key, PhysRule> want = rules != null ? rules : tr.desired();
+            Map<PhysRule.Key, VirtualRule.Key> own = owners != null ? owners : tr.owners();
+            for (PhysRule p : want.values()) {
+              VirtualRule.Key owner = own.get(p.key());
               physical
                   .get(p.sw())
                   .addFlow(p.table(), p.priority(), p.match(), p.instructions(), owner);
@@ -333,6 +344,27 @@ final class Equivalence {
       }
     }
     return s;
+  }
+
+  /**
+   * Sends every frame into every vport on the virtual switch and on physical switches holding
+   * {@code rules} (owners {@code owners}), asserting equal fates and counters; returns how many
+   * virtual rules saw a packet.
+   */
+  int checkState(
+      Map<PhysRule.Key, PhysRule> rules,
+      Map<PhysRule.Key, VirtualRule.Key> owners,
+      List<Frame> frames)
+      throws Exception {
+    Snapshot s = new Snapshot(rules, owners);
+    Set<Integer> vports = new TreeSet<>();
+    s.ports.all().forEach(v -> vports.add(v.vport()));
+    for (Frame fr : frames) {
+      for (int v : vports) {
+        s.same(v, fr);
+      }
+    }
+    return s.sameCounters();
   }
 
   /**

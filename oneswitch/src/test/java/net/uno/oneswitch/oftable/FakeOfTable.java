@@ -24,6 +24,7 @@ import org.projectfloodlight.openflow.protocol.instruction.OFInstructionWriteAct
 import org.projectfloodlight.openflow.protocol.instruction.OFInstructionWriteMetadata;
 import org.projectfloodlight.openflow.protocol.match.Match;
 import org.projectfloodlight.openflow.protocol.match.MatchField;
+import org.projectfloodlight.openflow.protocol.match.MatchFields;
 import org.projectfloodlight.openflow.types.Masked;
 import org.projectfloodlight.openflow.types.OFPort;
 
@@ -172,6 +173,7 @@ public final class FakeOfTable {
   private final class Run {
     final int inPort;
     long metadata;
+    long tunnelId; // OVS: 0 on a frame from a port without a tunnel; set_field writes it
     final List<OFAction> actionSet = new ArrayList<>();
     final List<Output> out = new ArrayList<>();
 
@@ -237,7 +239,7 @@ public final class FakeOfTable {
   }
 
   private Flow lookup(int table, Frame fr, Run run) {
-    Fields.Pipeline p = new Fields.Pipeline(run.inPort & 0xffffffffL, run.metadata);
+    Fields.Pipeline p = new Fields.Pipeline(run.inPort & 0xffffffffL, run.metadata, run.tunnelId);
     Flow best = null;
     for (Flow f : flows) {
       if (f.table != table || !matches(f.match, fr, p)) {
@@ -339,6 +341,10 @@ public final class FakeOfTable {
         output(o.getPort(), fr, run);
       } else if (a instanceof OFActionGroup g) {
         group(g.getGroup().getGroupNumber(), fr, run, 0);
+      } else if (a instanceof OFActionSetField sf
+          && sf.getField().getMatchField().id == MatchFields.TUNNEL_ID) {
+        run.tunnelId =
+            ((org.projectfloodlight.openflow.types.U64) sf.getField().getValue()).getValue();
       } else {
         Frames.apply(a, fr);
       }

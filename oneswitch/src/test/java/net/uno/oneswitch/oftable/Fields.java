@@ -33,7 +33,11 @@ final class Fields {
   private Fields() {}
 
   /** Pipeline fields that are no header of the frame. */
-  record Pipeline(long inPort, long metadata) {}
+  record Pipeline(long inPort, long metadata, long tunnelId) {
+    Pipeline(long inPort, long metadata) {
+      this(inPort, metadata, 0);
+    }
+  }
 
   /** The bits of an openflowj field value (one long, or two for 128 bits). */
   static long[] bits(Object v) {
@@ -70,6 +74,8 @@ final class Fields {
       return one(c.getCode());
     } else if (v instanceof ArpOpcode o) {
       return one(o.getOpcode());
+    } else if (v instanceof org.projectfloodlight.openflow.types.U64 u) {
+      return one(u.getValue());
     } else if (v instanceof U32 u) {
       return one(u.getValue());
     } else if (v instanceof U8 u) {
@@ -113,7 +119,7 @@ final class Fields {
   /** True if {@code fr} has the header that field {@code id} lives in (its prerequisites hold). */
   static boolean present(Frame fr, MatchFields id) {
     return switch (id) {
-      case IN_PORT, METADATA, ETH_DST, ETH_SRC, ETH_TYPE, VLAN_VID -> true;
+      case IN_PORT, METADATA, TUNNEL_ID, ETH_DST, ETH_SRC, ETH_TYPE, VLAN_VID -> true;
       case VLAN_PCP -> !fr.vlans.isEmpty();
       case IP_DSCP, IP_ECN, IP_PROTO -> fr.ip();
       case IPV4_SRC, IPV4_DST -> fr.l3(0x0800);
@@ -139,6 +145,8 @@ final class Fields {
         return one(p.inPort());
       case METADATA:
         return one(p.metadata());
+      case TUNNEL_ID:
+        return one(p.tunnelId());
       case ETH_TYPE:
         return one(fr.ethType());
       case VLAN_VID:

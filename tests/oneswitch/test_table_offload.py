@@ -1,0 +1,147 @@
+"""Table offload on the real emulated host (issue 27, oneswitch/README.md "Table offload").
+
+A filter table (virtual table 0: UDP 53 and 10.9.9.66 dropped, the rest goes on) and a forwarding table
+(virtual table 1: VM 100 <-> wire 1) installed through OneSwitch; the filter moved to snic0 with
+`PUT /v1/tables/0`: UDP frames VM -> wire and wire -> VM are filtered exactly as before, the host OVS's
+physical table 1 holds only OneSwitch's handoff rules, snic0's the filter; then back to everywhere.
+Real frames, real Open vSwitch, real OneSwitch.
+"""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+
+import pytest
+
+from emulated_host import naming as nm
+from testkit.oneswitch.pktio import Endpoint, collect
+
+from .conftest import ONESWITCH
+
+pytestmark = ONESWITCH
+
+MAGIC = b"OFFLOADT"
+WIRE, VM = 1, 100
+
+
+def frame(pid: int, src_mac: str, dst_ip: str, dport: int) -> bytes:
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+
+    return bytes(
+        Ether(src=src_mac, dst="02:00:00:00:09:09")
+        / IP(src="10.7.0.1", dst=dst_ip)
+        / UDP(sport=4242, dport=dport)
+        / Raw(MAGIC + struct.pack("!I", pid) + b"x" * 20)
+    )
+
+
+def ofctl(target: str, *args: str) -> str:
+    r = subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", args[0], target, *args[1:]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, f"ovs-ofctl {args}: {r.stderr}"
+    return r.stdout
+
+
+def physical_table(os_host, sw: str, table: int) -> list[str]:
+    """The flows of physical `table` on switch `sw`, read from the switch itself."""
+    sws = os_host.host.switches()
+    try:
+        out = ofctl(sws[sw].driver.openflow, "dump-flows", f"table={table}")
+    finally:
+        for s in sws.values():
+            s.close()
+    return [ln for ln in out.splitlines() if "priority=" in ln]
+
+
+@pytest.fixture
+def bed(os_host):
+    n = os_host.name
+    eps = {
+        "vm0": Endpoint(nm.ns_vm(n, 0), nm.if_vm(n, 0)[0]).open(),
+        "wire": Endpoint(nm.ns_outside(n, 0, 0), nm.if_eth(n, 0, 0)[1]).open(),
+    }
+    c = os_host.client
+    ofctl(os_host.listen, "del-flows")
+    for flow in (
+        "table=0,priority=30,udp,tp_dst=53,actions=drop",
+        "table=0,priority=25,ip,nw_dst=10.9.9.66,actions=drop",
+        "table=0,priority=1,actions=goto_table:1",
+        f"table=1,priority=10,in_port={VM},actions=output:{WIRE}",
+        f"table=1,priority=10,in_port={WIRE},actions=output:{VM}",
+    ):
+        ofctl(os_host.listen, "add-flow", flow)
+    try:
+        yield os_host, eps
+    finally:
+        try:
+            c.request("PUT", "/v1/tables/0", {"location": "everywhere"})
+            ofctl(os_host.listen, "del-flows")
+        finally:
+            for ep in eps.values():
+                ep.close()
+
+
+def fates(eps: dict[str, Endpoint]) -> dict[int, list[str]]:
+    """Sends the same frames from the VM and from the wire; returns where each arrived (by id)."""
+    for ep in eps.values():
+        ep.drain()
+    sent = 0
+    for src, mac in (("vm0", "02:00:00:00:00:10"), ("wire", "02:00:00:00:00:20")):
+        for dst_ip, dport in (("10.9.9.9", 53), ("10.9.9.9", 54), ("10.9.9.66", 54), ("10.9.9.9", 80)):
+            eps[src].send(frame(sent, mac, dst_ip, dport))
+            sent += 1
+    got: dict[int, list[str]] = {}
+    for key, f in collect({k: [ep] for k, ep in eps.items()}, quiet=0.8):
+        i = f.find(MAGIC)
+        if i >= 0:
+            got.setdefault(struct.unpack_from("!I", f, i + len(MAGIC))[0], []).append(str(key))
+    return got
+
+
+def test_filter_table_on_the_snic_filters_exactly_as_on_the_host(bed):
+    os_host, eps = bed
+    c = os_host.client
+    want = {1: ["wire"], 3: ["wire"], 5: ["vm0"], 7: ["vm0"]}  # 53 and 10.9.9.66 dropped both ways
+    assert fates(eps) == want
+
+    _, tables = c.request("GET", "/v1/tables")
+    t0 = next(t for t in tables if t["table"] == 0)
+    assert t0["location"] == "everywhere" and t0["rules"] == 3 and t0["offload"]["snic0"] is None, t0
+
+    _, r = c.request("PUT", "/v1/tables/0", {"location": "snic0"})
+    assert (r["table"], r["from"], r["to"], r["rules"]) == (0, "everywhere", "snic0", 3), r
+    assert [p["phase"] for p in r["phases"]] == ["make", "modify", "break"], r
+    host_t1 = physical_table(os_host, "host", 1)
+    assert host_t1 and all("tp_dst=53" not in f and "10.9.9.66" not in f for f in host_t1), host_t1
+    assert any("tp_dst=53" in f for f in physical_table(os_host, "snic0", 1))
+    assert fates(eps) == want
+
+    _, again = c.request("PUT", "/v1/tables/0", {"location": "snic0"})
+    assert again["phases"] == []
+
+    _, r = c.request("PUT", "/v1/tables/0", {"location": "everywhere"})
+    assert r["to"] == "everywhere"
+    assert any("tp_dst=53" in f for f in physical_table(os_host, "host", 1))
+    assert fates(eps) == want
+
+
+def test_table_errors_name_their_field(bed):
+    os_host, _ = bed
+    c = os_host.client
+    for path, body, status, field in (
+        ("/v1/tables/254", {"location": "snic0"}, 400, "table"),
+        ("/v1/tables/0", {"location": "snic9"}, 400, "location"),
+        ("/v1/tables/0", {"location": "snic0", "extra": 1}, 400, "extra"),
+    ):
+        with pytest.raises(c.error) as e:
+            c.request("PUT", path, body)
+        assert (e.value.status, e.value.field) == (status, field), e.value
+    _, tables = c.request("GET", "/v1/tables")
+    assert all(t["location"] == "everywhere" for t in tables), tables
