@@ -49,7 +49,7 @@ def probe(tb: Testbed, to_vm: bool, tmp: Path) -> set[int]:
     ns, iface = (tb.vm_ns, tb.vm_if) if to_vm else (tb.out_ns, tb.out_if)
     path = tmp / f"cap-{uuid.uuid4().hex[:6]}.json"
     cap = subprocess.Popen(
-        ["ip", "netns", "exec", ns, sys.executable, "-m", "testkit.udp_capture", iface, str(path), "2000", "60"],
+        ["ip", "netns", "exec", ns, sys.executable, "-m", "testkit.udp_capture", iface, str(path), "2000", "20"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
     )  # fmt: skip
     try:
