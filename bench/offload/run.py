@@ -22,6 +22,7 @@ the largest N (same offered load; the delivered rates are reported beside it), p
 medians, differences, wrong, lost_on_move; a PNG like Fig. 8 (bench/out/offload/offload.png).
 
     ./uno bench offload [--quick] [--sizes 1000,8000,64000] [--seconds S] [--pps PPS] [--repeats R]
+                        [--directions both|to-vm]
 """
 
 from __future__ import annotations
@@ -150,12 +151,11 @@ def _report(p: subprocess.Popen, timeout: float) -> dict:
     return json.loads(lines[-1])
 
 
-def load_window(bed: Bed, seconds: float, pps: float, run: int) -> dict:
-    """The same UDP load wire -> VM and VM -> wire for `seconds`; CPU over its middle."""
+def load_window(bed: Bed, seconds: float, pps: float, run: int, directions: tuple[bool, ...]) -> dict:
+    """The same UDP load wire -> VM (True) and/or VM -> wire (False) for `seconds`; CPU over its middle."""
     pkts = max(1, int(pps * seconds / FLOWS))
-    sinks = [bed.sink(True, run, seconds + 6), bed.sink(False, run + 1, seconds + 6)]
-    gens = [bed.gen(True, FLOWS, pkts, pps, rules.BASE_DPORT, run),
-            bed.gen(False, FLOWS, pkts, pps, rules.BASE_DPORT, run + 1)]  # fmt: skip
+    sinks = [bed.sink(d, run + k, seconds + 6) for k, d in enumerate(directions)]
+    gens = [bed.gen(d, FLOWS, pkts, pps, rules.BASE_DPORT, run + k) for k, d in enumerate(directions)]
     warm = min(2.0, seconds / 4)
     time.sleep(warm)
     h0, s0, t0 = bed.host_cpu(), bed.snic_cpu(), time.monotonic()
@@ -169,7 +169,9 @@ def load_window(bed: Bed, seconds: float, pps: float, run: int) -> dict:
         "snic_cores": round((s1 - s0) / wall, 4) if s0 is not None and s1 is not None else None,
         "sent_pps": round(sum(x["sent"] for x in sent) / seconds, 1),
         "delivered_pps": round(sum(x["received"] for x in got) / seconds, 1),
-        "delivered": {"to_vm": got[0]["received"], "to_wire": got[1]["received"]},
+        "delivered": {
+            ("to_vm" if d else "to_wire"): g["received"] for d, g in zip(directions, got, strict=True)
+        },
     }
 
 
@@ -244,11 +246,17 @@ def main() -> int:
         "--pps", type=float, default=20000, help="offered packets/s per direction (default 20000)"
     )
     ap.add_argument("--repeats", type=int, help="windows per placement, rotating (default 3; quick 1)")
+    ap.add_argument(
+        "--directions", choices=("both", "to-vm"), default="both",
+        help="the load: wire -> VM and VM -> wire at once (default), or wire -> VM only (the paper's Fig. 8: "
+        "traffic injected at the sNIC's port)",
+    )  # fmt: skip
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else ([1000, 64000] if args.quick else
                                                                        [1000, 8000, 64000])  # fmt: skip
     seconds = args.seconds or (6.0 if args.quick else 10.0)
     repeats = args.repeats or (1 if args.quick else 3)
+    directions = (True, False) if args.directions == "both" else (True,)
     if not TRAFFIC.exists():
         print(f"offload: {TRAFFIC} is missing: scripts/setup.sh rust", file=sys.stderr)
         return 2
@@ -258,7 +266,8 @@ def main() -> int:
                         "snics": [{"pcie_gbps": 0, "max_rules": 4 * max(sizes) + 1000}]})  # fmt: skip
     host = EmulatedHost(cfg)
     tmp = Path(tempfile.mkdtemp(prefix="offpy-bench-"))
-    figures: dict = {"sizes": sizes, "seconds": seconds, "pps_per_direction": args.pps, "repeats": repeats}
+    figures: dict = {"sizes": sizes, "seconds": seconds, "pps_per_direction": args.pps, "repeats": repeats,
+                     "directions": args.directions}  # fmt: skip
     results: dict = {}
     try:
         status = host.up()
@@ -274,7 +283,7 @@ def main() -> int:
                 for placement in order:
                     move_ms[placement] += [m["ms"] for m in bed.place(placement)]
                     time.sleep(1)
-                    w = load_window(bed, seconds, args.pps, run)
+                    w = load_window(bed, seconds, args.pps, run, directions)
                     run += 2
                     per[placement].append(w)
                     print(f"  {n} {placement:<4}: host OVS {w['host_cores']:.3f} cores, sNIC switch "
