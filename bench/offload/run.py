@@ -309,6 +309,15 @@ def main() -> int:
         figures["host_cpu_ratio_half"] = rules.ratio(
             results[top]["half"]["host_cores"], results[top]["host"]["host_cores"]
         )
+        # host OVS cores per delivered packet, all on the sNIC / all on the host: the comparison when the host
+        # could not deliver the offered load with every rule on it (then host_cpu_ratio compares unlike work)
+        per = {
+            p: rules.ratio(results[top][p]["host_cores"], results[top][p]["delivered_pps"])
+            for p in ("host", "snic")
+        }
+        figures["host_cpu_per_delivered_ratio"] = (
+            rules.ratio(per["snic"], per["host"]) if all(per.values()) else None
+        )
         figures["delivered_ratio"] = rules.ratio(
             results[top]["snic"]["delivered_pps"], results[top]["host"]["delivered_pps"]
         )
