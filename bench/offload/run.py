@@ -311,12 +311,9 @@ def main() -> int:
         )
         # host OVS cores per delivered packet, all on the sNIC / all on the host: the comparison when the host
         # could not deliver the offered load with every rule on it (then host_cpu_ratio compares unlike work)
-        per = {
-            p: rules.ratio(results[top][p]["host_cores"], results[top][p]["delivered_pps"])
-            for p in ("host", "snic")
-        }
-        figures["host_cpu_per_delivered_ratio"] = (
-            rules.ratio(per["snic"], per["host"]) if all(per.values()) else None
+        h, sn = results[top]["host"], results[top]["snic"]
+        figures["host_cpu_per_delivered_ratio"] = rules.ratio(
+            sn["host_cores"] * h["delivered_pps"], h["host_cores"] * sn["delivered_pps"]
         )
         figures["delivered_ratio"] = rules.ratio(
             results[top]["snic"]["delivered_pps"], results[top]["host"]["delivered_pps"]
