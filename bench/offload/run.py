@@ -53,6 +53,7 @@ OUT = REPO / "bench" / "out" / "offload"
 FLOWS = 1024  # flows of the load per direction: rules 0..1023 (every table holds some)
 SIZE = 128  # bytes per frame
 DRAIN_MS = 500  # a moved table's old copy keeps serving what is in flight for this long
+MOVE_PPS = 2000  # per direction while table 0 moves: a rate the pipeline carries without loss at rest
 PROBE_PPS = 5000  # one probe per rule: slow enough for the Python capture to see every frame
 
 
@@ -331,7 +332,7 @@ def main() -> int:
         figures["wrong"] = {
             p: sum(rules.wrong(max(sizes), f[d]) for d in f) for p, f in fates.items()
         }  # fmt: skip
-        mv = lost_on_move(bed, min(args.pps, 10000), 10 if args.quick else 20)
+        mv = lost_on_move(bed, MOVE_PPS, 10 if args.quick else 20)
         figures["lost_on_move"] = mv["lost"]
         figures["move"] = mv
         plot({k: v for k, v in results.items()}, OUT / "offload.png")
