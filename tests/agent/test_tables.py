@@ -158,3 +158,15 @@ def test_table_nodes_pure():
     assert table_nodes(ts[1:2], {}, 0, [], {}, fixed=True)[0]["pinned"] == "host"
     assert through_gbps({"snic0": {"up": 1.5, "down": 0.25}, "snic1": {"up": 1}}) == 2.75
     assert through_gbps(None) == 0
+
+
+def test_uno_agent_tables_renders_where_and_why(env):
+    from uno_cli.tables_cmd import render
+
+    agent, tables, client = env
+    client.post("/v1/tables/place")
+    text = render(client.get("/v1/tables").get_json())
+    lines = text.splitlines()
+    assert lines[0].split() == ["TABLE", "LOCATION", "RULES", "PIN", "WHY", "ON", "HOST"]
+    assert "refused by OneSwitch: snic0: snic0 holds at most 16384 rules" in lines[1]
+    assert lines[2].split()[:3] == ["1", "snic0", "8000"]
