@@ -47,6 +47,19 @@ class DependencyFailed(OperationFailed):
     come up); the state is unchanged."""
 
 
+class TableRefused(Exception):
+    """OneSwitch refused to move a virtual table (e.g. the sNIC cannot hold its rules); `reason` is its word.
+    The table stays where it ran."""
+
+    def __init__(self, table: str, reason: str):
+        super().__init__(f"table {table}: {reason}")
+        self.table, self.reason = table, reason
+
+
+class TablesUnsupported(Exception):
+    """This OneSwitch cannot place tables (no /v1/tables endpoint)."""
+
+
 class PortMapError(Exception):
     """OneSwitch refused a port-map change or could not be reached."""
 

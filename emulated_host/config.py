@@ -66,6 +66,9 @@ class SnicConfig:
     # existing port (the PF netdev, or a port already on an adopted bridge); an emulated sNIC: the name UNO
     # gives its link's host end (default NAME-pKh). The link's PCIe use is measured from its counters.
     host_port: str | None = None
+    # Switching offload: the rules this sNIC's switch holds for offloaded tables (OneSwitch refuses more and
+    # the placement counts tables' rules against it); None: unlimited.
+    max_rules: int | None = None
 
 
 @dataclass(frozen=True)
@@ -163,7 +166,9 @@ _SNIC_TYPES: dict[str, tuple[type, ...]] = {
     "agent_token_file": (str,),
     "host_address": (str,),
     "host_port": (str,),
+    "max_rules": (int,),
 }
+MAX_RULES = 1 << 24  # rules an sNIC's switch may be said to hold (a config typo of 10**12 is refused)
 _TOP_KEYS = {"name", "vms", "snics", "redis", "rundir", "oneswitch", "host"}
 _ONESWITCH_KEYS = (
     "enabled",
@@ -392,6 +397,8 @@ def _parse_snic(where: str, index: int, raw: Any) -> SnicConfig:
         raise _fail(f"{where}.eth_ports", f"{snic.eth_ports} out of range 1..8")
     if not 0 <= snic.warm_slots <= 8:
         raise _fail(f"{where}.warm_slots", f"{snic.warm_slots} out of range 0..8")
+    if snic.max_rules is not None and not 0 <= snic.max_rules <= MAX_RULES:
+        raise _fail(f"{where}.max_rules", f"{snic.max_rules} out of range 0..{MAX_RULES}")
     if snic.backend not in ("emulated", "bluefield"):
         raise _fail(f"{where}.backend", f"{snic.backend!r} is not one of: emulated, bluefield")
     if snic.backend == "bluefield":

@@ -115,6 +115,7 @@ def build_config(
     """
     snics = range(len(cfg.snics))
     shared = {c.id for c in cfg.snics if c.backend == "bluefield"} | set(shared)
+    limits = {c.id: c.max_rules for c in cfg.snics if c.max_rules is not None}
     host_ports = host_ports or HostPorts({}, {})
     layouts = (
         {k: layouts.get(k) or _default_layout(cfg, k) for k in snics}
@@ -147,8 +148,11 @@ def build_config(
         "state_dir": str(state_dir),
         # A BlueField's bridge is the operator's: OneSwitch changes only what it owns there ("shared",
         # oneswitch/README.md). Left out for the emulated ones (UNO's own), so an older jar still reads it.
+        # An sNIC's max_rules: the rules its switch holds for offloaded tables (OneSwitch refuses a table move
+        # beyond it). Left out when unset, like "shared".
         "switches": [
             {"id": sid, "openflow": target, **({"shared": True} if sid in shared else {})}
+            | ({"max_rules": limits[sid]} if sid in limits else {})
             for sid, target in switches.items()
         ],
         "pcie": [

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.errors import TableRefused, TablesUnsupported
 from host_datapath.rest_client import RestClient, RestError
 
 
@@ -95,6 +96,31 @@ class VirtualRule:
     raw: dict = field(compare=False, repr=False, default_factory=dict)
 
 
+@dataclass(frozen=True)
+class TableState:
+    """Where virtual table `table` runs (OneSwitch's `GET /v1/tables`): "everywhere" (at each packet's
+    ingress switch), "host" or an sNIC's switch id; its virtual rules, the physical rules per switch, and per
+    sNIC `offload`: None when it could take the table, else OneSwitch's reason it cannot."""
+
+    table: int
+    location: str
+    rules: int
+    physical: dict[str, int]
+    offload: dict[str, str | None]
+
+
+@dataclass(frozen=True)
+class TableMove:
+    """A table move OneSwitch made (make-before-break): from, to, its rules, the time and its phases."""
+
+    table: int
+    from_: str
+    to: str
+    rules: int
+    ms: float
+    phases: Any = None
+
+
 class OneSwitchClient(RestClient):
     """`base` is OneSwitch's REST address, `http://127.0.0.1:PORT` (as `uno status --json` reports it)."""
 
@@ -170,6 +196,36 @@ class OneSwitchClient(RestClient):
     def metrics(self) -> str:
         return self._get("/metrics")
 
+    # -- tables (switching offload) ----------------------------------------------------------------------
+    def tables(self) -> list[TableState]:
+        """Every virtual table that has rules, where it runs. TablesUnsupported when OneSwitch has no such
+        endpoint (an older OneSwitch)."""
+        try:
+            rows = self._get("/v1/tables")
+        except OneSwitchError as exc:
+            if exc.status in (404, 405):
+                raise TablesUnsupported(str(exc)) from None
+            raise
+        return [_table(r) for r in rows]
+
+    def move_table(self, table: int, location: str, drain_ms: int | None = None) -> TableMove:
+        """Run `table` at `location` ("host", an sNIC's switch, or "everywhere"), make-before-break; returns
+        once OneSwitch has switched over. TableRefused (409) when OneSwitch will not offload it (its reason):
+        nothing changed then."""
+        body: dict[str, Any] = {"location": location}
+        if drain_ms is not None:
+            body["drain_ms"] = drain_ms
+        try:
+            r = self.request("PUT", f"/v1/tables/{table}", body)[1]
+        except OneSwitchError as exc:
+            if exc.status == 409:
+                raise TableRefused(str(table), exc.error) from None
+            if exc.status == 405:
+                raise TablesUnsupported(str(exc)) from None
+            raise
+        return TableMove(int(r.get("table", table)), str(r.get("from", "")), str(r.get("to", location)),
+                         int(r.get("rules", 0)), float(r.get("ms", 0.0)), r.get("phases"))  # fmt: skip
+
 
 def _mapping(p: dict) -> PortMapping:
     inst = [(str(i["switch"]), int(i["port"])) for i in p.get("instances") or []]
@@ -180,6 +236,16 @@ def _mapping(p: dict) -> PortMapping:
         name=p.get("name"),
         instances=inst or [(p["switch"], int(p["port"]))],
         draining=[(str(d["switch"]), int(d["port"]), int(d["until_ms"])) for d in p.get("draining") or []],
+    )
+
+
+def _table(r: dict) -> TableState:
+    return TableState(
+        table=int(r["table"]),
+        location=str(r.get("location", "everywhere")),
+        rules=int(r.get("rules", 0)),
+        physical={str(k): int(v) for k, v in (r.get("physical") or {}).items()},
+        offload={str(k): (None if v is None else str(v)) for k, v in (r.get("offload") or {}).items()},
     )
 
 

@@ -200,5 +200,19 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
         force = validation.parse_run(_body(optional=True))
         return _json(agent.run_placement(force=force).to_json())
 
+    @app.get("/v1/tables")
+    def tables():
+        return _json(agent.tables())
+
+    @app.post("/v1/tables/place")
+    def tables_place():
+        validation.parse_run(_body(optional=True))
+        return _json(agent.place_tables())
+
+    @app.put("/v1/tables/<int:table_id>")  # an int route: /v1/tables/place stays POST only
+    def table_pin(table_id: int):
+        table = validation.parse_table(str(table_id))
+        return _json(agent.pin_table(table, validation.parse_table_pin(_body())))
+
     app.register_blueprint(ui_blueprint(agent))
     return app

@@ -143,6 +143,7 @@ class AgentContext:
         clock: Callable[[], float] = time.time,
         solver: Callable[[dict], dict] | None = None,
         drain_s: float = 0.0,
+        tables: object | None = None,
     ):
         self.cfg = cfg
         self.runtime = runtime
@@ -151,6 +152,10 @@ class AgentContext:
         self.clock = clock
         self.solver = solver or default_solver(cfg.solve_time_limit, cfg.max_moves)
         self.drain_s = drain_s
+        # OneSwitch's virtual tables (nf_agent/tables.py TableSwitch), None: no switching offload; and the
+        # tables as last seen, which the NF placement counts where they run.
+        self.tables = tables
+        self.tables_seen: list = []
         self.lock = threading.RLock()
         self.state = store.load(state_path)
         self.monitor = Monitor(alpha=0.5)

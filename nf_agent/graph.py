@@ -40,6 +40,7 @@ class SnicInfo:
     capacity: float
     pcie_gbps: float
     eth_ports: int
+    max_rules: int | None = None  # rules its switch holds for offloaded tables; None: unlimited
 
 
 def eth_vertex(snic: str, j: int) -> str:
@@ -223,6 +224,7 @@ def build_problem(
     pcie_model: str = "duplex",
     measured_split: dict[str, dict[str, dict[str, float]]] | None = None,
     background: dict[str, dict[str, float]] | None = None,
+    tables: list[dict] | None = None,
 ) -> dict:
     """The JSON placement instance (placement.parse_problem input).
 
@@ -233,6 +235,8 @@ def build_problem(
     An NF's `location` (or, for a new NF, its `prefer` hint) is its current location, so the solver's
     tie-break prefers not to move it. `background`: sNIC -> {"up", "down"} Gbit/s on its PCIe link that no
     edge accounts for (agent/background.py), the sNIC's `background_gbps`; without it the link is all theirs.
+    `tables`: OneSwitch's virtual tables as vertices (nf_agent/tables.py `table_nodes`); an sNIC's
+    `max_rules` is its budget of their rules.
     """
     measured = measured or {}
     measured_split = measured_split or {}
@@ -258,12 +262,13 @@ def build_problem(
     }
     slos = chain_slos(nfs, default, known, set(splits))
     return {
-        "nodes": nodes,
+        "nodes": nodes + list(tables or []),
         "edges": [{"src": s, "dst": d, "gbps": g} for (s, d), g in sorted(edges.items())],
         **({"chains": slos} if slos else {}),
         "snics": [
             {"id": s.id, "capacity": s.capacity, "pcie_gbps": s.pcie_gbps}
             | ({"background_gbps": background[s.id]} if background and s.id in background else {})
+            | ({"max_rules": s.max_rules} if s.max_rules is not None else {})
             for s in snics
         ],
         "pcie_model": pcie_model,

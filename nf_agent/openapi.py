@@ -258,6 +258,62 @@ def spec() -> dict:
                 },
             },
         },
+        "Table": {
+            "type": "object",
+            "required": ["table", "location", "rules", "physical", "offload", "pin", "why", "planned"],
+            "properties": {
+                "table": {"type": "integer", "minimum": 0, "maximum": 253},
+                "location": {
+                    "type": "string",
+                    "description": "everywhere (each packet's ingress switch), host, or an sNIC",
+                },
+                "rules": {"type": "integer", "minimum": 0},
+                "physical": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "offload": {
+                    "type": "object",
+                    "additionalProperties": {"type": ["string", "null"]},
+                    "description": "per sNIC: null when OneSwitch can take the table there, else its reason",
+                },
+                "pin": {"type": ["string", "null"]},
+                "why": {
+                    "description": "on the host only: why it is not offloaded",
+                    "anyOf": [
+                        {"type": "null"},
+                        {
+                            "type": "object",
+                            "required": ["reason", "detail"],
+                            "properties": {
+                                "reason": {
+                                    "type": "string",
+                                    "enum": [
+                                        "pinned",
+                                        "refused by OneSwitch",
+                                        "memory",
+                                        "capacity",
+                                        "pcie",
+                                        "latency",
+                                        "no gain",
+                                        "pending",
+                                        "no sNIC",
+                                    ],
+                                },
+                                "detail": {"type": "string"},
+                            },
+                        },
+                    ],
+                },
+                "planned": {
+                    "type": ["string", "null"],
+                    "description": "where the last table placement put it",
+                },
+            },
+        },
+        "TablePin": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["pin"],
+            "properties": {"pin": {"type": ["string", "null"], "minLength": 1}},
+        },
         "Run": {
             "type": "object",
             "additionalProperties": False,
@@ -545,6 +601,38 @@ def spec() -> dict:
                 "summary": "Re-place now (hysteresis applies; force bypasses the dampening window)",
                 "requestBody": _body(_ref("Run"), required=False),
                 "responses": {"200": _resp("decision", _ref("Decision")), **_errors(400, 401)},
+            }
+        },
+        "/v1/tables": {
+            "get": {
+                "summary": "OneSwitch's virtual tables: where each runs and, on the host, why (switching offload)",
+                "responses": {
+                    "200": _resp("tables", {"type": "array", "items": _ref("Table")}),
+                    **_errors(401, 409, 502),
+                },
+            }
+        },
+        "/v1/tables/place": {
+            "post": {
+                "summary": "Place the tables now (NFs stay where they run) and move them through OneSwitch",
+                "requestBody": _body(_ref("Run"), required=False),
+                "responses": {"200": _resp("moves", {"type": "object"}), **_errors(400, 401, 409, 502)},
+            }
+        },
+        "/v1/tables/{id}": {
+            "put": {
+                "summary": "Pin a table to the host or an sNIC (null: the solver's again); it moves there now",
+                "parameters": [
+                    {
+                        "name": "id",
+                        "in": "path",
+                        "required": True,
+                        "description": "the table number",
+                        "schema": {"type": "integer", "minimum": 0, "maximum": 253},
+                    }
+                ],
+                "requestBody": _body(_ref("TablePin")),
+                "responses": {"200": _resp("pinned", {"type": "object"}), **_errors(400, 401, 404, 409, 502)},
             }
         },
         "/v1/host": {

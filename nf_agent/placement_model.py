@@ -9,6 +9,7 @@ from domain.model import Nf
 from nf_agent import graph
 from nf_agent.background import pcie_background
 from nf_agent.context import AgentContext
+from nf_agent.tables import TABLE_PROFILE, table_nodes, through_gbps
 from placement import parse_problem
 from placement.evaluate import Evaluation, evaluate
 from placement.model import Problem
@@ -25,17 +26,25 @@ class PlacementModel:
     def current_placement(self) -> dict[str, str]:
         return {k: n.location for k, n in self.ctx.state.nfs.items() if n.location}
 
-    def problem(self, nfs: list[Nf], fixed: set[str] = frozenset()) -> dict:
+    def problem(self, nfs: list[Nf], fixed: set[str] = frozenset(), tables: list[dict] | None = None) -> dict:
         """The placement instance (graph.build_problem) under the latest measurement: a scaled-out NF at
         several locations is one vertex per location, its traffic divided by its ports' measured split;
-        each sNIC's PCIe link carries its measured background (`pcie_background`)."""
-        return self._graph(nfs, fixed, self.pcie_background())
+        each sNIC's PCIe link carries its measured background (`pcie_background`). `tables`: OneSwitch's
+        tables as vertices; None: the tables last seen, fixed where they run (their sNIC capacity and
+        rules are taken)."""
+        return self._graph(nfs, fixed, self.pcie_background(), tables)
 
     def all_nfs(self) -> dict:
         """The instance of every NF of the agent."""
         return self.problem(list(self.ctx.state.nfs.values()))
 
-    def _graph(self, nfs: list[Nf], fixed: set[str] = frozenset(), background: dict | None = None) -> dict:
+    def _graph(
+        self,
+        nfs: list[Nf],
+        fixed: set[str] = frozenset(),
+        background: dict | None = None,
+        tables: list[dict] | None = None,
+    ) -> dict:
         """A dead sNIC is no location, and its Ethernet ports no vertices (their traffic is gone with it); an NF
         still recorded there (its failover failed) counts as being nowhere yet."""
         ctx = self.ctx
@@ -43,9 +52,14 @@ class PlacementModel:
         snics = [s for s in ctx.cfg.snics if s.id not in ctx.down]
         if ctx.down:
             nfs = [n if n.location not in ctx.down else replace(n, location=None, instances=[]) for n in nfs]
+        if tables is None:
+            tables = table_nodes(
+                ctx.tables_seen, ctx.cfg.profiles.get(TABLE_PROFILE, {}), through_gbps(m.pcie if m else None),
+                [s.id for s in snics], {}, fixed=True,
+            )  # fmt: skip
         return graph.build_problem(
             snics, list(ctx.state.vms), nfs, ctx.cfg.profiles, self.measured_edges(), fixed,
-            measured_split=m.nf_split if m else None, background=background,
+            measured_split=m.nf_split if m else None, background=background, tables=tables,
         )  # fmt: skip
 
     def pcie_background(self) -> dict[str, dict[str, float]]:

@@ -10,7 +10,8 @@
 - `Replacement` (replacement.py): sampling and the re-placement loop;
 - `reconcile` (reconcile.py): adopting what runs after an agent restart;
 - `Views` (views.py): the placement and port views;
-- `Updates` (update.py): live update to another nf version (and rollback), config in place.
+- `Updates` (update.py): live update to another nf version (and rollback), config in place;
+- `TableOffload` (table_offload.py): OneSwitch's virtual tables placed on the host or an sNIC (issue 27).
 
 Failures are domain errors (domain/errors.py); the REST edge (api.py) maps them to HTTP statuses.
 """
@@ -27,6 +28,7 @@ from nf_agent.placement_model import PlacementModel
 from nf_agent.reconcile import reconcile
 from nf_agent.replacement import Replacement
 from nf_agent.supervisor import Supervisor
+from nf_agent.table_offload import TableOffload
 from nf_agent.update import Updates
 from nf_agent.views import Views
 from nf_local.processes import NF_BINARY
@@ -38,7 +40,8 @@ __all__ = ["Agent", "AgentConfig", "RestartPolicy"]
 class Agent:
     def __init__(self, *args, nf_versions: Path = DEFAULT_DIR, **kwargs):
         """The arguments of `AgentContext`: config, NF runtime, port mapper, state file path; optionally the
-        clock, the solver (placement instance -> output) and the drain bound of a move (s). `nf_versions`: the
+        clock, the solver (placement instance -> output), the drain bound of a move (s) and OneSwitch's
+        tables (`tables=`, a TableSwitch: switching offload). `nf_versions`: the
         directory of versioned nf binaries (`VERSION/nf`) live updates roll to."""
         self.ctx = ctx = AgentContext(*args, **kwargs)
         self.model = PlacementModel(ctx)
@@ -54,6 +57,9 @@ class Agent:
         self.updates = Updates(ctx, self.moves, self.versions)
         self.update, self.configure_nf = self.updates.update, self.updates.configure
         self.check_config = self.updates.check_config
+        self.table_offload = TableOffload(ctx, self.model)
+        self.tables, self.place_tables = self.table_offload.view, self.table_offload.place
+        self.pin_table = self.table_offload.pin
 
         inv, mv, sup, rep = self.inventory, self.moves, self.supervisor, self.replacement
         self.create_vm, self.delete_vm = inv.create_vm, inv.delete_vm

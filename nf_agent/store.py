@@ -25,6 +25,7 @@ class AgentState:
     next_nf: int = 1
     next_instance: int = 1
     history: list[dict] = field(default_factory=list)  # placement decisions and migrations, newest last
+    table_pins: dict[int, str] = field(default_factory=dict)  # OneSwitch table -> where an operator pinned it
 
     # -- allocation (pure) -------------------------------------------------------------------------------
     def used_vports(self) -> set[int]:
@@ -63,6 +64,7 @@ class AgentState:
             "next_nf": self.next_nf,
             "next_instance": self.next_instance,
             "history": self.history,
+            "table_pins": {str(k): v for k, v in sorted(self.table_pins.items())},
         }
 
     @classmethod
@@ -79,6 +81,7 @@ class AgentState:
             next_nf=data["next_nf"],
             next_instance=data["next_instance"],
             history=list(data.get("history", [])),
+            table_pins={int(k): str(v) for k, v in data.get("table_pins", {}).items()},
         )
 
 

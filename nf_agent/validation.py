@@ -241,3 +241,19 @@ def parse_run(body: Any) -> bool:
     if not isinstance(force, bool):
         raise ValidationError("force", "must be a boolean")
     return force
+
+
+def parse_table(raw: str) -> int:
+    """A table number in a path: 0..253 (OneSwitch's virtual tables)."""
+    if not raw.isdigit() or not 0 <= int(raw) <= 253:
+        raise ValidationError("table", f"must be a table number 0..253, not {raw!r}")
+    return int(raw)
+
+
+def parse_table_pin(body: Any) -> str | None:
+    """PUT /v1/tables/{t} body: {"pin": "host" | SNIC | null} (null: the solver places it again)."""
+    b = _obj(body, {"pin"}, {"pin"})
+    pin = b["pin"]
+    if pin is not None and (not isinstance(pin, str) or not pin):
+        raise ValidationError("pin", "must be 'host', an sNIC id, or null")
+    return pin

@@ -146,7 +146,9 @@ def prepare(
     # Exact scaling: traffic in units of 1/G (G also makes every PCIe budget integral).
     edges = [e for e in p.edges if e.gbps]
     G = _lcm_den(
-        [e.gbps for e in edges] + [s.pcie_budget(d) for s in p.snics for d in ("up", "down", "both")]
+        [e.gbps for e in edges]
+        + [s.pcie_budget(d) for s in p.snics for d in ("up", "down", "both")]
+        + [n.through for n in p.nodes]
     )
     src = np.fromiter((p.index[e.src] for e in edges), dtype=np.int64, count=len(edges))
     dst = np.fromiter((p.index[e.dst] for e in edges), dtype=np.int64, count=len(edges))
@@ -156,11 +158,11 @@ def prepare(
         for d in ("up", "down", "both"):
             pcie_shift = max(pcie_shift, integers.row(g_int, _times(s.pcie_budget(d), G)).shift)
     g_work = [-((-g) >> pcie_shift) for g in g_int] if pcie_shift else g_int  # rounded up, as in rows
-    load = [0] * n_nodes
+    load = [2 * _times(n.through, G) for n in p.nodes]  # a table's traffic (in + out) on no link
     for a, b, g in zip(src.tolist(), dst.tolist(), g_int, strict=True):
         load[a] += g
         load[b] += g
-    nfs = [i for i, n in enumerate(p.nodes) if n.kind == "nf"]
+    nfs = [i for i, n in enumerate(p.nodes) if n.placed]
     # Primary cost: b_host x instances + r_host x load (+ move_cost per move), units 1/(R*G), reduced by
     # the common gcd.
     R = _lcm_den([p.nodes[i].r_host for i in nfs] + [p.nodes[i].b_host for i in nfs] + [move_cost])

@@ -33,7 +33,7 @@ def evaluate(problem: Problem, placement: dict[str, str]) -> Evaluation:
         loc = placement[n.id]
         if loc not in problem.allowed(n):
             violations.append(f"{n.id} may not be on {loc}")
-        if n.kind != "nf":
+        if not n.placed:
             continue
         if loc == HOST:
             host_cost += hcost[i]
@@ -84,5 +84,5 @@ def moves(problem: Problem, placement: dict[str, str]) -> list[dict]:
     return [
         {"id": n.id, "from": n.location, "to": placement[n.id]}
         for n in problem.nodes
-        if n.kind == "nf" and n.location is not None and n.location != placement[n.id]
+        if n.placed and n.location is not None and n.location != placement[n.id]
     ]

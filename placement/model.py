@@ -13,7 +13,9 @@ from fractions import Fraction
 from typing import Any
 
 HOST = "host"
-KINDS = ("nf", "vm", "port")
+KINDS = ("nf", "table", "vm", "port")
+PLACED = ("nf", "table")  # the kinds the solver places (a virtual switch table is placed like an NF)
+RULES = "rules"  # the sNIC resource that a table's rules use (an sNIC's max_rules; reserved name)
 
 
 class PlacementInputError(ValueError):
@@ -34,6 +36,14 @@ class Node:
     instances: int = 1
     latency_host: Fraction = Fraction(0)  # per-packet latency (us) it adds on the host
     latency_nic: Fraction = Fraction(0)  # ... and on an sNIC
+    # Table only: Gbit/s it classifies that cross PCIe wherever it runs (wire <-> VM traffic: the sNIC runs
+    # its offloaded tables on the way in, the host its own on the way out): load, but on no link.
+    through: Fraction = Fraction(0)
+
+    @property
+    def placed(self) -> bool:
+        """Whether the solver places this vertex (an NF or a switch table; VMs and ports are fixed)."""
+        return self.kind in PLACED
 
     def latency(self, loc: str) -> Fraction:
         """Per-packet latency (us) the vertex adds at location `loc`."""
@@ -118,29 +128,29 @@ class Problem:
         return [HOST] + [s.id for s in self.snics]
 
     def loads(self) -> list[Fraction]:
-        """load_i = sum of traffic in and out of vertex i (Gbit/s)."""
-        load = [Fraction(0)] * len(self.nodes)
+        """load_i = sum of traffic in and out of vertex i (Gbit/s), plus a table's `through_gbps`."""
+        load = [2 * n.through for n in self.nodes]  # in + out, like an edge through it
         for e in self.edges:
             load[self.index[e.src]] += e.gbps
             load[self.index[e.dst]] += e.gbps
         return load
 
     def host_costs(self) -> list[Fraction]:
-        """Per vertex: host cores it costs on the host (NFs: b_host x instances + r_host x load; else 0)."""
+        """Per vertex: host cores it costs on the host (NFs and tables: b_host x instances + r_host x load; else 0)."""
         return [
-            n.b_host * n.instances + n.r_host * ld if n.kind == "nf" else Fraction(0)
+            n.b_host * n.instances + n.r_host * ld if n.placed else Fraction(0)
             for n, ld in zip(self.nodes, self.loads(), strict=True)
         ]
 
     def nic_costs(self) -> list[Fraction]:
-        """Per vertex: sNIC capacity units it uses on an sNIC (NFs: b_nic x instances + r_nic x load)."""
+        """Per vertex: sNIC capacity units it uses on an sNIC (NFs and tables: b_nic x instances + r_nic x load)."""
         return [
-            n.b_nic * n.instances + n.r_nic * ld if n.kind == "nf" else Fraction(0)
+            n.b_nic * n.instances + n.r_nic * ld if n.placed else Fraction(0)
             for n, ld in zip(self.nodes, self.loads(), strict=True)
         ]
 
     def allowed(self, node: Node) -> list[str]:
-        """Where a vertex may go: VMs on host, ports on their sNIC, pinned NFs where pinned."""
+        """Where a vertex may go: VMs on host, ports on their sNIC, pinned NFs/tables where pinned."""
         if node.kind == "vm":
             return [HOST]
         if node.pinned:
@@ -240,12 +250,17 @@ def parse_problem(data: Any) -> Problem:
     snics: list[Snic] = []
     for i, s in enumerate(data["snics"]):
         w = f"snics[{i}]"
-        _keys(w, s, {"id", "capacity", "pcie_gbps"}, {"resources", "background_gbps", "pcie_latency_us"})
+        _keys(w, s, {"id", "capacity", "pcie_gbps"},
+              {"resources", "background_gbps", "pcie_latency_us", "max_rules"})  # fmt: skip
         if not isinstance(s["id"], str) or not s["id"] or s["id"] == HOST:
             raise PlacementInputError(f"{w}.id: must be a non-empty string other than 'host'")
         if any(x.id == s["id"] for x in snics):
             raise PlacementInputError(f"{w}.id: duplicate sNIC id {s['id']!r}")
         resources = _amounts(f"{w}.resources", s.get("resources", {}), inexact)
+        if RULES in resources:
+            raise PlacementInputError(f"{w}.resources.{RULES}: reserved (an sNIC's rule memory is max_rules)")
+        if "max_rules" in s:
+            resources[RULES] = Fraction(_count(f"{w}.max_rules", s["max_rules"]))
         background = _keys(f"{w}.background_gbps", s.get("background_gbps", {}), set(), set(PCIE_DIRECTIONS))
         snics.append(
             Snic(s["id"], num(f"{w}.capacity", s["capacity"]), num(f"{w}.pcie_gbps", s["pcie_gbps"]),
@@ -253,9 +268,9 @@ def parse_problem(data: Any) -> Problem:
                  {d: num(f"{w}.background_gbps.{d}", background.get(d, 0)) for d in PCIE_DIRECTIONS},
                  num(f"{w}.pcie_latency_us", s.get("pcie_latency_us", 0)))
         )  # fmt: skip
-    declared = set(snics[0].resources) if snics else set()
+    declared = set(snics[0].resources) - {RULES} if snics else set()
     for i, sn in enumerate(snics):
-        if set(sn.resources) != declared:
+        if set(sn.resources) - {RULES} != declared:
             raise PlacementInputError(
                 f"snics[{i}].resources: every sNIC must declare the same resources ({sorted(declared)})"
             )
@@ -268,7 +283,8 @@ def parse_problem(data: Any) -> Problem:
         w = f"nodes[{i}]"
         _keys(
             w, n, {"id", "kind"},
-            {"r_host", "r_nic", "b_host", "b_nic", "instances", "pinned", "location", "needs", "latency_us"},
+            {"r_host", "r_nic", "b_host", "b_nic", "instances", "pinned", "location", "needs", "latency_us",
+             "rules", "through_gbps"},
         )  # fmt: skip
         nid = n["id"]
         if not isinstance(nid, str) or not nid:
@@ -278,7 +294,7 @@ def parse_problem(data: Any) -> Problem:
         seen.add(nid)
         kind = n["kind"]
         if kind not in KINDS:
-            raise PlacementInputError(f"{w}.kind: {kind!r} is not one of nf, vm, port")
+            raise PlacementInputError(f"{w}.kind: {kind!r} is not one of nf, table, vm, port")
         pinned, location = n.get("pinned"), n.get("location")
         for key, val in (("pinned", pinned), ("location", location)):
             if val is not None and (not isinstance(val, str) or val not in locations):
@@ -297,20 +313,27 @@ def parse_problem(data: Any) -> Problem:
         if isinstance(instances, bool) or not isinstance(instances, int) or not 1 <= instances <= 1024:
             raise PlacementInputError(f"{w}.instances: must be an integer 1..1024, got {instances!r}")
         for key in ("b_host", "b_nic", "instances"):
-            if key in n and kind != "nf":
-                raise PlacementInputError(f"{w}.{key}: only an NF has base costs and instances")
+            if key in n and kind not in PLACED:
+                raise PlacementInputError(f"{w}.{key}: only an NF or a table has base costs and instances")
         needs = _amounts(f"{w}.needs", n.get("needs", {}), inexact)
-        if needs and kind != "nf":
-            raise PlacementInputError(f"{w}.needs: only an NF uses sNIC resources")
+        if needs and kind not in PLACED:
+            raise PlacementInputError(f"{w}.needs: only an NF or a table uses sNIC resources")
         for res in needs:
             if res not in declared:
                 raise PlacementInputError(f"{w}.needs.{res}: no sNIC declares resource {res!r}")
+        if "rules" in n:
+            if kind != "table":
+                raise PlacementInputError(f"{w}.rules: only a table has rules")
+            needs[RULES] = Fraction(_count(f"{w}.rules", n["rules"]))
+        if "through_gbps" in n and kind != "table":
+            raise PlacementInputError(f"{w}.through_gbps: only a table has traffic through it off the edges")
         lat = _keys(f"{w}.latency_us", n.get("latency_us", {}), set(), {"host", "nic"})
-        if lat and kind != "nf":
-            raise PlacementInputError(f"{w}.latency_us: only an NF has a per-location latency")
+        if lat and kind not in PLACED:
+            raise PlacementInputError(f"{w}.latency_us: only an NF or a table has a per-location latency")
         nodes.append(Node(nid, kind, r_host, r_nic, pinned if kind != "vm" else HOST, location, needs,
                           b_host, b_nic, instances, num(f"{w}.latency_us.host", lat.get("host", 0)),
-                          num(f"{w}.latency_us.nic", lat.get("nic", 0))))  # fmt: skip
+                          num(f"{w}.latency_us.nic", lat.get("nic", 0)),
+                          num(f"{w}.through_gbps", n.get("through_gbps", 0))))  # fmt: skip
     if not isinstance(data["edges"], list):
         raise PlacementInputError("edges: expected a list")
     edges: list[Edge] = []
@@ -324,7 +347,27 @@ def parse_problem(data: Any) -> Problem:
             raise PlacementInputError(f"{w}: an edge from {e['src']!r} to itself")
         edges.append(Edge(e["src"], e["dst"], num(f"{w}.gbps", e["gbps"])))
     chains = _chains(data.get("chains", []), seen, num)
+    _rule_budgets(snics, nodes)
     return Problem(nodes, edges, snics, pcie_model, inexact=inexact, chains=chains)
+
+
+def _count(where: str, value: Any) -> int:
+    """A rule count: a non-negative integer (2.0 is the JSON number 2)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise PlacementInputError(f"{where}: must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _rule_budgets(snics: list[Snic], nodes: list[Node]) -> None:
+    """Make `rules` a resource of every sNIC once any sNIC limits it or any table counts rules: an sNIC
+    without max_rules is unlimited, i.e. holds every table's rules at once (so the row never binds)."""
+    if not any(RULES in s.resources for s in snics) and not any(RULES in n.needs for n in nodes):
+        return
+    every = sum((n.needs.get(RULES, Fraction(0)) for n in nodes), Fraction(0))
+    for s in snics:
+        s.resources.setdefault(RULES, every)
 
 
 def _chains(data: Any, known: set[str], num) -> list[Chain]:

@@ -105,7 +105,7 @@ class _Model:
                     self.x[(i, loc)] = self.boolvar(f"x{i}_{loc}")
                 self.add(sum(self.x[(i, loc)] for loc in allowed) == 1)
         # Host cost and move terms (stage 1 objective).
-        nfs = [i for i, n in enumerate(p.nodes) if n.kind == "nf"]
+        nfs = [i for i, n in enumerate(p.nodes) if n.placed]
         move_cost = Fraction(str(self.opts.move_cost)) if self.opts.move_cost else Fraction(0)
         self.moved = {}
         for i in nfs:
@@ -121,7 +121,7 @@ class _Model:
         self.stage1_const = sum(c * v for c, v in host_terms + move_terms if isinstance(v, int))
         if self.opts.max_moves is not None:
             mv = [v for v in self.moved.values() if not isinstance(v, int)]
-            forced = sum(1 for n in p.nodes if n.kind == "nf" and len(p.allowed(n)) == 1
+            forced = sum(1 for n in p.nodes if n.placed and len(p.allowed(n)) == 1
                          and n.location not in (None, p.allowed(n)[0]))  # fmt: skip
             if mv:
                 self.add(sum(mv) <= self.opts.max_moves - forced)
@@ -286,6 +286,10 @@ def solve(problem: Problem, options: Options | None = None, _diagnose: bool = Tr
         raise PlacementInputError(f"gap_limit: must be a number in [0, 1), got {opts.gap_limit}")
     if not (math.isfinite(opts.move_cost or 0) and (opts.move_cost or 0) >= 0):
         raise PlacementInputError(f"move_cost: must be a finite number >= 0, got {opts.move_cost}")
+    # Imported before the clock starts: CP-SAT's first import (pandas with it) took 5-6 s on a loaded machine,
+    # and a fresh agent's first placement ended "unknown" within its 5 s limit without a single solve.
+    from ortools.sat.python import cp_model  # noqa: F401
+
     t0 = time.monotonic()
     deadline = t0 + opts.time_limit
     if opts.solver == "cpsat":

@@ -21,7 +21,7 @@ from domain.errors import Conflict, NotFound, ValidationError
 from domain.model import NF_TYPES, Instance, Nf
 from host_datapath.host_switch import BridgePorts
 from host_datapath.switch import SwitchDriver
-from host_datapath.sysutil import DatapathError, write_private
+from host_datapath.sysutil import DatapathError, cpu_seconds, read_pidfile, write_private
 from nf_local.processes import LocalNfs
 from nf_local.tier_access import WAIT_RE, TierAccess
 from snic_agent.config import SnicAgentConfig
@@ -370,6 +370,12 @@ class SnicAgent:
             return self._inst(self.record(inst_id))
 
     # -- the machine ----------------------------------------------------------------------------------------
+    def switch_cpu_s(self) -> float | None:
+        """CPU seconds its switch (ovs-vswitchd, pidfile beside its OVSDB socket) has used, None when it cannot
+        tell: what switching offload costs this sNIC (bench/offload)."""
+        pid = read_pidfile(Path(self.cfg.ovsdb.removeprefix("unix:")).parent / "ovs-vswitchd.pid")
+        return round(cpu_seconds([pid]), 3) if pid else None
+
     def info(self) -> dict:
         mem = {}
         with contextlib.suppress(OSError):
@@ -383,6 +389,7 @@ class SnicAgent:
             "mem_total_kb": mem.get("MemTotal"), "mem_available_kb": mem.get("MemAvailable"),
             "loadavg": list(os.getloadavg()), "instances": len(self.records),
             "nf_cpu_s": round(sum(i["cpu_s"] for i in self.instances()), 3),
+            "switch_cpu_s": self.switch_cpu_s(),
         }  # fmt: skip
         if self.cgroup is not None and self.cgroup.exists():
             t = self.cgroup.throttling()

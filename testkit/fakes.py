@@ -5,8 +5,11 @@ The lifecycle tests (test_lifecycle.py) use the real runtime (NF processes, name
 
 from __future__ import annotations
 
-from domain.errors import PortMapError, ScaleUnsupported, StartError
+from dataclasses import replace
+
+from domain.errors import PortMapError, ScaleUnsupported, StartError, TableRefused
 from domain.model import Instance, Nf
+from host_datapath.oneswitch_client import TableMove, TableState
 from nf_agent.graph import SnicInfo
 from nf_agent.service import Agent, AgentConfig
 from placement.profiles import load_profiles
@@ -141,6 +144,41 @@ class FakeMapper:
         return switch not in self.disconnected
 
 
+class FakeTables:
+    """OneSwitch's tables as its REST contract states them (GET/PUT /v1/tables), for the agent's unit tests:
+    a move to an sNIC whose `limits` (rules) it exceeds, or that is in `refuse`, is refused (409 reason)."""
+
+    def __init__(self, tables: dict[int, int] | None = None, snics=("snic0",), limits: dict | None = None):
+        self.snics = list(snics)
+        self.limits = dict(limits or {})
+        self.refuse: dict[str, str] = {}  # sNIC -> reason OneSwitch gives for any table there
+        self.state = {
+            t: TableState(t, "everywhere", n, {}, dict.fromkeys(self.snics))
+            for t, n in (tables or {}).items()
+        }
+        self.moves: list[tuple[int, str]] = []
+
+    def tables(self) -> list[TableState]:
+        return [replace(t, offload={s: self._reason(t, s) for s in self.snics}) for t in self.state.values()]
+
+    def _reason(self, t: TableState, snic: str) -> str | None:
+        if snic in self.refuse:
+            return self.refuse[snic]
+        limit = self.limits.get(snic)
+        others = sum(x.rules for x in self.state.values() if x.location == snic and x.table != t.table)
+        if limit is not None and others + t.rules > limit:
+            return f"{snic} holds at most {limit} rules ({others} in use)"
+        return None
+
+    def move_table(self, table: int, location: str, drain_ms: int | None = None) -> TableMove:
+        t = self.state[table]
+        if location in self.snics and (reason := self._reason(t, location)):
+            raise TableRefused(str(table), reason)
+        self.state[table] = replace(t, location=location)
+        self.moves.append((table, location))
+        return TableMove(table, t.location, location, t.rules, 1.0)
+
+
 class Clock:
     """A clock passed in: `clock()` reads it, `clock.sleep(s)` advances it (the sleep of the code under test)."""
 
@@ -154,13 +192,16 @@ class Clock:
         self.t += s
 
 
-def make_agent(tmp_path, capacity=36.0, pcie=40.0, **kw) -> tuple[Agent, FakeRuntime, FakeMapper, Clock]:
+def make_agent(
+    tmp_path, capacity=36.0, pcie=40.0, tables=None, max_rules=None, **kw
+) -> tuple[Agent, FakeRuntime, FakeMapper, Clock]:
+    """An agent on fakes; `tables`: a FakeTables (switching offload), `max_rules`: snic0's rule budget."""
     rt, mp, clock = FakeRuntime(), FakeMapper(), Clock()
     cfg = AgentConfig(
-        snics=[SnicInfo("snic0", capacity, pcie, 1)],
+        snics=[SnicInfo("snic0", capacity, pcie, 1, max_rules)],
         vm_slots=2,
         profiles=load_profiles(),
         solve_time_limit=5,
         **kw,
     )
-    return Agent(cfg, rt, mp, tmp_path / "state.json", clock=clock), rt, mp, clock
+    return Agent(cfg, rt, mp, tmp_path / "state.json", clock=clock, tables=tables), rt, mp, clock

@@ -45,9 +45,11 @@ class Testbed:
     def __init__(
         self, rundir: str = "/run/uno-test", store: str = "redis", drain_s: float = 0.5, warm_slots: int = 0,
         snics: int = 1, vms: int = 1, redis: dict | None = None, name: str | None = None,
+        max_rules: int | None = None,
     ):  # fmt: skip
         """`warm_slots`: pre-created NF slots per location (the host's runtime and the sNIC's agent; 0 = every
-        start is cold). `redis`: the host config's `redis:` (the state tier; default: one local Redis)."""
+        start is cold). `redis`: the host config's `redis:` (the state tier; default: one local Redis).
+        `max_rules`: every sNIC's rule budget for offloaded tables (switching offload)."""
         self.name = name or "m" + uuid.uuid4().hex[:5]
         self.host = EmulatedHost(
             parse_config(
@@ -56,7 +58,11 @@ class Testbed:
                     "rundir": rundir,
                     "vms": vms,
                     "oneswitch": {"enabled": True},
-                    "snics": [{"id": f"snic{k}", "warm_slots": warm_slots} for k in range(snics)],
+                    "snics": [
+                        {"id": f"snic{k}", "warm_slots": warm_slots}
+                        | ({"max_rules": max_rules} if max_rules is not None else {})
+                        for k in range(snics)
+                    ],
                     **({"redis": redis} if redis else {}),
                 }
             )  # fmt: skip
@@ -82,13 +88,22 @@ class Testbed:
         )  # fmt: skip
         self.runtime.open()
         snics = [
-            SnicInfo(s.id, float(s.capacity), float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4, s.eth_ports)
+            SnicInfo(
+                s.id,
+                float(s.capacity),
+                float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4,
+                s.eth_ports,
+                s.max_rules,
+            )
             for s in self.host.config.snics
             if s.id in self.runtime.locations()
         ]
         cfg = AgentConfig(snics=snics, vm_slots=self.host.config.vms, profiles=load_profiles())
         mapper = OneSwitchPortMapper(self.host.oneswitch().client())
-        self.agent = Agent(cfg, self.runtime, mapper, adir / "state.json", drain_s=self.drain_s)
+        self.agent = Agent(
+            cfg, self.runtime, mapper, adir / "state.json", drain_s=self.drain_s,
+            tables=self.host.oneswitch().client(),
+        )  # fmt: skip
         self.listen = status["oneswitch"]["listen"]
         return self
 

@@ -54,11 +54,23 @@ class Loops:
     """Monitoring (sample + supervise + autoscale every `sample_s`) and re-placement (every `replace_s`) in one
     thread."""
 
-    def __init__(self, agent, sample_s: float, replace_s: float, host_gone=None, on_host_gone=None):
+    def __init__(
+        self, agent, sample_s: float, replace_s: float, host_gone=None, on_host_gone=None, place_tables=False
+    ):
         self.agent, self.sample_s, self.replace_s = agent, sample_s, replace_s
+        self.place_tables = place_tables  # switching offload: place OneSwitch's tables after the NFs
         self.host_gone, self.on_host_gone = host_gone, on_host_gone
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="agent-loops", daemon=True)
+
+    def _place_tables(self, log: logging.Logger) -> None:
+        from domain.errors import NotSupported
+
+        try:
+            self.agent.place_tables()
+        except NotSupported as exc:  # an older OneSwitch: said once, not every period
+            log.warning("switching offload off", extra={"fields": {"error": str(exc)}})
+            self.place_tables = False
 
     def _run(self) -> None:
 
@@ -76,6 +88,8 @@ class Loops:
                 if self.replace_s > 0 and time.monotonic() >= next_replace:
                     next_replace = time.monotonic() + self.replace_s
                     self.agent.run_placement()
+                    if self.place_tables:
+                        self._place_tables(log)
             except Exception as exc:  # noqa: BLE001 - the loop must survive one bad round
                 log.exception("loop round failed", extra={"fields": {"error": str(exc)}})
 
@@ -165,7 +179,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except StartError as exc:
         raise CliError(str(exc)) from None
     snics = [
-        SnicInfo(s.id, float(s.capacity), float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4, s.eth_ports)
+        SnicInfo(
+            s.id, float(s.capacity), float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4, s.eth_ports, s.max_rules
+        )
         for s in host.config.snics
         if s.id in runtime.locations()
     ]
@@ -192,6 +208,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             adir / "state.json",
             drain_s=args.drain,
             nf_versions=Path(args.nf_versions),
+            tables=ones.client(),
         )
         actions = agent.reconcile()
     except (StartError, OperationFailed, ValueError) as exc:
@@ -215,7 +232,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         threading.Thread(target=server.shutdown, daemon=True).start()
 
     # `uno down` stops the agent first (SIGTERM); a host removed otherwise (its rundir gone): it stops by itself.
-    loops = Loops(agent, args.sample_interval, args.replace_interval, lambda: not adir.exists(), _stop)
+    loops = Loops(
+        agent,
+        args.sample_interval,
+        args.replace_interval,
+        lambda: not adir.exists(),
+        _stop,
+        args.offload_tables,
+    )
     loops.thread.start()
     watchdog = None
     if args.snic_heartbeat_ms > 0:  # an NF's exit on an sNIC comes with its heartbeat
@@ -313,12 +337,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     s.add_argument("--solve-time-limit", type=float, default=5.0, help="placement solver time limit, s")
     s.add_argument(
+        "--offload-tables", action="store_true",
+        help="switching offload: after each re-placement also place OneSwitch's virtual tables on the host or an "
+        "sNIC (within snics[].max_rules) and move them; off: only on demand (POST /v1/tables/place, "
+        "uno agent tables --place)",
+    )  # fmt: skip
+    s.add_argument(
         "--nf-versions", default=str(VERSIONS_DIR),
         help="directory of versioned nf binaries (VERSION/nf; scripts/nf-version.sh adds one) that "
         "POST /v1/nfs/ID/update rolls NFs to (default nfs/versions)",
     )  # fmt: skip
     s.add_argument("--log-file", help="JSON log file (default RUNDIR/NAME/agent/agent.log; - = stderr)")
     s.set_defaults(func=cmd_serve)
+    from uno_cli import tables_cmd
+
+    tables_cmd.register(asub)
     v = asub.add_parser("nf-versions", help="list the nf versions NFs can roll to (version, schema)")
     v.add_argument(
         "--nf-versions", default=str(VERSIONS_DIR), help="the versions directory (default nfs/versions)"

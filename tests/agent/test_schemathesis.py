@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis import checks  # noqa: E402
 
 from nf_agent.api import create_app  # noqa: E402
-from testkit.fakes import make_agent  # noqa: E402
+from testkit.fakes import FakeTables, make_agent  # noqa: E402
 
 TOKEN = "contract-token"
 _tmp = tempfile.TemporaryDirectory(prefix="uno-agent-st-")
-_agent, _rt, _mp, _clock = make_agent(Path(_tmp.name))
+_agent, _rt, _mp, _clock = make_agent(Path(_tmp.name), tables=FakeTables({0: 100, 1: 5000}), max_rules=1000)
 app = create_app(_agent, token=TOKEN)
 schema = schemathesis.openapi.from_wsgi("/v1/openapi.json", app)
 

@@ -211,6 +211,16 @@ def test_oneswitch_config_takes_the_actual_port_numbers_and_shared_host(tmp_path
     assert next(s for s in conf["switches"] if s["id"] == "host")["shared"] is True
 
 
+def test_oneswitch_config_carries_max_rules_of_the_snics_that_set_it(tmp_path):
+    c = parse_config({"snics": [{"max_rules": 16384}, {}]})
+    conf = build_config(c, {"host": "unix:/a", "snic0": "unix:/b", "snic1": "unix:/c"}, 1, 2, tmp_path)
+    assert {s["id"]: s.get("max_rules") for s in conf["switches"]} == {
+        "host": None,
+        "snic0": 16384,
+        "snic1": None,
+    }
+
+
 def test_the_example_server_config_parses():
     c = load_config(str(REPO / "docs" / "examples" / "host-external.yaml"))
     assert c.switch.external and c.switch.bridge == "br-uno" and c.snics[0].host_port == "enp3s0f0"

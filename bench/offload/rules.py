@@ -1,0 +1,74 @@
+"""The offload benchmark's rule set and its figures (pure).
+
+N filtering rules in two filter tables (rule i in table i % 2: "A" = table 0, "B" = table 1), each rule
+matching one UDP (source port, destination port) pair; a quarter of them allow (goto the next table), the
+rest drop. Table-misses go on to the next table; table 2 forwards by in_port (wire <-> VM). Placements move
+the filter tables: all on the host, half (A on the sNIC, B on the host), all on the sNIC; table 2 stays where
+OneSwitch runs it by default (at each packet's ingress switch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+SPAN = 32768  # source ports per destination port: rule i is (BASE_SPORT + i % SPAN, BASE_DPORT + i // SPAN)
+BASE_SPORT = 10_000  # `traffic gen`'s flow f has source port 10000 + f
+BASE_DPORT = 5001
+MISS_DPORT = 6000  # matched by no filter rule: the table-miss path (the move-under-traffic stream)
+FILTERS = (0, 1)
+FORWARD = 2
+PLACEMENTS = {
+    "host": {0: "host", 1: "host"},
+    "half": {0: "snic0", 1: "host"},
+    "snic": {0: "snic0", 1: "snic0"},
+}
+
+
+def match(i: int) -> tuple[int, int]:
+    """(UDP source port, destination port) that rule i matches."""
+    return BASE_SPORT + i % SPAN, BASE_DPORT + i // SPAN
+
+
+def allowed(i: int) -> bool:
+    return i % 4 == 0
+
+
+def flow_lines(n: int, vm_vport: int, wire_vport: int) -> list[str]:
+    """`ovs-ofctl add-flows` lines of the pipeline with n filtering rules."""
+    lines = []
+    for i in range(n):
+        sport, dport = match(i)
+        table = i % 2
+        action = f"goto_table:{table + 1}" if allowed(i) else "drop"
+        lines.append(f"table={table},priority=100,udp,tp_src={sport},tp_dst={dport},actions={action}")
+    lines += [f"table={t},priority=0,actions=goto_table:{t + 1}" for t in FILTERS]
+    lines += [
+        f"table={FORWARD},priority=10,in_port={wire_vport},actions=output:{vm_vport}",
+        f"table={FORWARD},priority=10,in_port={vm_vport},actions=output:{wire_vport}",
+    ]
+    return lines
+
+
+def probes(n: int) -> list[tuple[int, int]]:
+    """`traffic gen` runs that send one packet per rule: (flows, destination port) per run."""
+    return [(min(SPAN, n - d * SPAN), BASE_DPORT + d) for d in range((n + SPAN - 1) // SPAN)]
+
+
+def fates(n: int, arrived: Iterable[tuple[int, int]]) -> list[bool]:
+    """Per rule: whether its probe arrived (from the (sport, dport) pairs captured)."""
+    got = set(arrived)
+    return [match(i) in got for i in range(n)]
+
+
+def differences(a: list[bool], b: list[bool]) -> int:
+    """Rules whose probe had a different fate in the two runs."""
+    return sum(1 for x, y in zip(a, b, strict=True) if x != y)
+
+
+def wrong(n: int, fate: list[bool]) -> int:
+    """Rules whose probe did not do what the rule says (an allowed one lost, a dropped one delivered)."""
+    return sum(1 for i in range(n) if fate[i] != allowed(i))
+
+
+def ratio(num: float | None, den: float | None) -> float | None:
+    return round(num / den, 3) if num is not None and den else None

@@ -1,0 +1,131 @@
+"""Switching offload (UNO section 3.4, issue 27), the agent's pure part: OneSwitch's virtual tables as
+vertices of the placement instance, and where each table runs and why it stays on the host.
+
+A table is a vertex of kind `table` (docs/placement.md): its host cost is the host switch's CPU through it
+(profile type `table`: cores per Gbit/s of load, like an NF's r_host), its sNIC cost its units there, its
+`rules` count against the sNIC's `max_rules`. Its traffic is every packet between the wire and the VMs or
+NFs: the sNIC links' measured Gbit/s (up + down), which cross PCIe wherever the table runs (the sNIC runs
+offloaded tables on the way in, the host the rest on the way out), so a table has `through_gbps` and no
+edges. An operator's pin wins over everything. OneSwitch's own word per sNIC (`offload`: null or why it
+cannot take the table now) is shown, not modelled: it counts the copies that tables running `everywhere`
+keep on the sNIC, which the placement's own moves free; a move OneSwitch refuses keeps the table where it
+was, with that reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from domain.model import HOST
+from placement.explain import MOVES, why_on_host
+from placement.model import Problem
+from placement.profiles import node_costs
+
+TABLE_PROFILE = "table"  # the profile type of a virtual switch table
+EVERYWHERE = "everywhere"  # OneSwitch's location of a table copied to every switch (run at ingress)
+PINNED = "pinned"
+REFUSED = "refused by OneSwitch"
+PENDING = "pending"
+
+
+class TableSwitch(Protocol):
+    """OneSwitch's tables (host_datapath.oneswitch_client.OneSwitchClient): `tables()` lists
+    `TableState`s (TablesUnsupported on an older OneSwitch); `move_table` moves one make-before-break
+    (TableRefused with OneSwitch's reason when it will not; nothing changed then)."""
+
+    def tables(self) -> list: ...
+    def move_table(self, table: int, location: str, drain_ms: int | None = None): ...
+
+
+def table_vertex(table: int) -> str:
+    """The placement vertex id of virtual table `table`."""
+    return f"table{table}"
+
+
+def table_of(vertex: str) -> int | None:
+    """The table number of a table vertex id, else None."""
+    if vertex.startswith("table") and vertex[5:].isdigit():
+        return int(vertex[5:])
+    return None
+
+
+def model_location(location: str) -> str | None:
+    """A OneSwitch table location as a placement location ("everywhere" is none of the model's: new)."""
+    return None if location == EVERYWHERE else location
+
+
+def through_gbps(pcie: Mapping[str, Mapping[str, float]] | None) -> float:
+    """Gbit/s through the pipeline: the sNIC links' measured up + down (0 before a measurement)."""
+    return round(sum(d.get("up", 0.0) + d.get("down", 0.0) for d in (pcie or {}).values()), 4)
+
+
+def refusal(offload: Mapping[str, str | None], snics: list[str]) -> str | None:
+    """OneSwitch's reason when it can offload the table to none of `snics` (their reasons joined), else None."""
+    reasons = [f"{s}: {offload[s]}" for s in snics if offload.get(s)]
+    return "; ".join(reasons) if snics and len(reasons) == len(snics) else None
+
+
+def table_nodes(
+    tables: list,
+    profile: Mapping[str, float],
+    gbps: float,
+    snics: list[str],
+    pins: Mapping[int, str],
+    fixed: bool = False,
+) -> list[dict]:
+    """The vertices of OneSwitch's `tables` (TableState-like: table, location, rules, offload). `pins`:
+    table -> location an operator pinned it to. `fixed`: every table pinned where it runs (an NF
+    re-placement sees the sNIC capacity and rules the offloaded tables take, and moves none of them)."""
+    out = []
+    for t in tables:
+        loc = model_location(t.location)
+        pinned = (loc or HOST) if fixed else pins.get(t.table)
+        if pinned is not None and pinned != HOST and pinned not in snics:
+            pinned = HOST  # its sNIC is down or gone: the host runs it meanwhile
+        node = {"id": table_vertex(t.table), "kind": "table", **node_costs(profile)}
+        # fixed: its rules are where they are; counting them could only make the NFs' instance infeasible
+        node |= {} if fixed else {"rules": t.rules}
+        node |= {"through_gbps": gbps} if gbps else {}
+        node |= {"pinned": pinned} if pinned else {}
+        node |= {"location": loc} if loc in (HOST, *snics) else {}
+        out.append(node)
+    return out
+
+
+def why(
+    problem: Problem, placement: dict[str, str], table, pins: Mapping[int, str], refused: Mapping[int, str]
+) -> dict | None:
+    """Why `table` (a TableState) runs on the host ({"reason", "detail"}), or None when it does not. The
+    operator's pin first, then OneSwitch's refusal (reported per sNIC, or of the agent's last move), then
+    the budget the placement model names (placement/explain.py: memory, capacity, pcie, latency, no gain);
+    a move that breaks nothing and saves host CPU is `pending` (the next placement run makes it)."""
+    if table.location != HOST:
+        return None
+    if table.table in pins:
+        return {"reason": PINNED, "detail": f"pinned to {pins[table.table]}"}
+    snics = [s.id for s in problem.snics]
+    reason = refusal(table.offload, snics) or refused.get(table.table)
+    if reason:
+        return {"reason": REFUSED, "detail": reason}
+    w = why_on_host(problem, placement, table_vertex(table.table))
+    if w["reason"] == MOVES:
+        return {
+            "reason": PENDING,
+            "detail": "no budget keeps it on the host: the next placement run moves it",
+        }
+    return w
+
+
+def table_row(table, pin: str | None, why_: dict | None, planned: str | None) -> dict:
+    """The REST view of one table (GET /v1/tables)."""
+    return {
+        "table": table.table,
+        "location": table.location,
+        "rules": table.rules,
+        "physical": dict(table.physical),
+        "offload": dict(table.offload),
+        "pin": pin,
+        "why": why_,
+        "planned": planned,
+    }

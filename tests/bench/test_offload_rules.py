@@ -1,0 +1,34 @@
+"""The offload benchmark's pure parts (bench/offload/rules.py): the rule set, probes and figures."""
+
+from __future__ import annotations
+
+from bench.offload import rules
+
+
+def test_every_rule_distinct_and_in_its_filter_table():
+    lines = rules.flow_lines(70000, 100, 1)
+    filters = [x for x in lines if ",udp," in x]
+    assert len(filters) == 70000
+    assert len({x.split(",udp,")[1].split(",actions")[0] for x in filters}) == 70000  # distinct matches
+    assert sum(x.startswith("table=0,") for x in filters) == 35000
+    assert sum("goto_table" in x for x in filters) == 17500  # a quarter allow
+    assert "table=2,priority=10,in_port=1,actions=output:100" in lines
+    assert "table=0,priority=0,actions=goto_table:1" in lines
+
+
+def test_probes_cover_every_rule_once():
+    for n in (1000, 32768, 64000, 70000):
+        sent = {
+            (rules.BASE_SPORT + f, dport) for flows, dport in rules.probes(n) for f in range(flows)
+        }  # traffic gen: flow f has source port 10000 + f
+        assert sent == {rules.match(i) for i in range(n)}
+
+
+def test_fates_differences_and_wrong():
+    n = 8
+    arrived = [rules.match(i) for i in range(n) if rules.allowed(i)]
+    fate = rules.fates(n, arrived)
+    assert rules.wrong(n, fate) == 0
+    leaked = rules.fates(n, [*arrived, rules.match(1)])
+    assert rules.wrong(n, leaked) == 1 and rules.differences(fate, leaked) == 1
+    assert rules.ratio(1.0, 4.0) == 0.25 and rules.ratio(1.0, 0) is None
