@@ -16,14 +16,16 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Writes the state to disk ({@link Persistence}) on its own thread, so the core thread never waits
- * for a file: the core hands over what changed ({@link #append}) or a snapshot of the whole state
- * ({@link #save}), each numbered in order; the writer encodes them and writes every append queued
- * meanwhile in one {@code write} (group commit), a snapshot as state.json (which empties the
- * journal). {@link #written} tells the core when everything handed over so far is in the kernel, so
- * an acknowledgement (a BARRIER_REPLY, a REST answer) waits for the records it covers and nothing
- * else. Entries are immutable values, so the writer reads them without locks; the futures of {@link
- * #written} complete on the core executor.
+ * Writes the state to disk ({@link Persistence}) off the core thread's way: the core hands over
+ * what changed ({@link #append}) or a snapshot of the whole state ({@link #save}), each numbered in
+ * order, and goes on; this writer's thread encodes them and writes every append queued meanwhile in
+ * one {@code write} (group commit), a snapshot as state.json (which empties the journal). {@link
+ * #written} tells the core when everything handed over so far is in the kernel, so an
+ * acknowledgement (a BARRIER_REPLY, a REST answer) waits for the records it covers and nothing
+ * else; records the writer has not taken yet when an acknowledgement needs them, the core writes
+ * itself (no thread hand-off on that path; the snapshots, and the appends between acknowledgements,
+ * stay off the core thread). Entries are immutable values, read without locks; the futures of
+ * {@link #written} complete on the core executor.
  */
 final class JournalWriter {
   private static final Logger LOG = LoggerFactory.getLogger(JournalWriter.class);
@@ -58,12 +60,13 @@ final class JournalWriter {
 
   private final Persistence persistence;
   private final Executor core;
-  private final SavedForm saved; // writer thread only
+  private final SavedForm saved; // whoever is busy (below)
   private final Thread thread;
 
   private final Object lock = new Object();
   private final ArrayDeque<Task> queue = new ArrayDeque<>(); // under lock
   private boolean closing; // under lock
+  private boolean busy; // under lock: a batch is being written (by this thread or the core's)
 
   private long handed; // core thread: the last sequence number handed over
   private final ArrayDeque<Waiter> waiters = new ArrayDeque<>(); // core thread, seq ascending
@@ -98,10 +101,15 @@ final class JournalWriter {
 
   /**
    * Completes (on the core thread) once everything handed over so far is written; at once if it is.
-   * Core thread only.
+   * If the writer is idle and only journal records wait, the core thread writes them itself (one
+   * write, usually microseconds) instead of waiting for the writer thread to be scheduled: an
+   * acknowledgement then costs no thread hand-off. Core thread only.
    */
   CompletableFuture<Void> written() {
     long seq = handed;
+    if (done < seq) {
+      writeHere();
+    }
     if (done >= seq) {
       return CompletableFuture.completedFuture(null);
     }
@@ -138,6 +146,36 @@ final class JournalWriter {
     }
   }
 
+  /**
+   * Writes the journal records at the head of the queue on the calling (core) thread, unless the
+   * writer is busy or a snapshot comes first (those stay the writer's).
+   */
+  private void writeHere() {
+    List<Task> mine = new ArrayList<>();
+    synchronized (lock) {
+      if (busy) {
+        return;
+      }
+      while (queue.peek() instanceof Append) {
+        mine.add(queue.poll());
+      }
+      if (mine.isEmpty()) {
+        return;
+      }
+      busy = true;
+    }
+    try {
+      write(mine);
+    } catch (RuntimeException e) {
+      LOG.error("journal writer: {}", e.toString(), e);
+    }
+    done = mine.get(mine.size() - 1).seq(); // the writer was idle: everything before is written
+    synchronized (lock) {
+      busy = false;
+      lock.notifyAll();
+    }
+  }
+
   /** Completes the waiters whose records are written (core thread). */
   private void release() {
     long d = done;
@@ -150,7 +188,7 @@ final class JournalWriter {
     List<Task> batch = new ArrayList<>();
     while (true) {
       synchronized (lock) {
-        while (queue.isEmpty() && !closing) {
+        while (busy || (queue.isEmpty() && !closing)) {
           try {
             lock.wait();
           } catch (InterruptedException e) {
@@ -162,11 +200,20 @@ final class JournalWriter {
         }
         batch.addAll(queue);
         queue.clear();
+        busy = true;
       }
-      write(batch);
+      try {
+        write(batch);
+      } catch (RuntimeException e) {
+        // a bug, not the disk: logged; the thread lives on, or every acknowledgement would hang
+        LOG.error("journal writer: {}", e.toString(), e);
+      }
       long before = done;
       done = batch.get(batch.size() - 1).seq();
       batch.clear();
+      synchronized (lock) {
+        busy = false;
+      }
       if (wanted.get() > before) { // someone may wait for what was just written
         try {
           core.execute(this::release);
