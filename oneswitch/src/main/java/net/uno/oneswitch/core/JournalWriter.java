@@ -174,6 +174,7 @@ final class JournalWriter {
       busy = false;
       lock.notifyAll();
     }
+    release(); // earlier acknowledgements waiting for the writer may be covered now
   }
 
   /** Completes the waiters whose records are written (core thread). */

@@ -123,4 +123,29 @@ class JournalWriterTest {
     assertEquals(500, new Persistence(dir).load().flows().size());
     assertTrue(Files.size(p.journalFile()) > 0);
   }
+
+  /**
+   * Acknowledgements in a row, some waiting for the writer's thread, some written by the core
+   * itself: every one completes (one left waiting would hold a BARRIER_REPLY forever).
+   */
+  @Test
+  void everyAcknowledgementCompletesWhoeverWrites() throws Exception {
+    Persistence p = new Persistence(dir);
+    JournalWriter w = new JournalWriter(p, F, core);
+    List<CompletableFuture<Void>> acks = new ArrayList<>();
+    for (int i = 0; i < 300; i++) {
+      int prio = i;
+      acks.add(
+          onCore(
+              () -> {
+                w.append(List.of(new JournalWriter.Flow(rule(prio), false)));
+                if (prio % 50 == 0) {
+                  w.save(new JournalWriter.Snapshot(List.of(), List.of(rule(prio)), List.of()));
+                }
+                return w.written();
+              }));
+    }
+    CompletableFuture.allOf(acks.toArray(CompletableFuture[]::new)).get(20, TimeUnit.SECONDS);
+    w.close();
+  }
 }
