@@ -8,6 +8,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ScheduledExecutorService;
 import net.uno.oneswitch.config.Config;
 import net.uno.oneswitch.config.ConfigError;
@@ -165,11 +166,12 @@ public final class Main {
                 cfg.ports()
                     .forEach(p -> init.add(new VPort(p.vport(), p.sw(), p.port(), p.name())));
                 core.portChanges().initPorts(init);
-                core.state().saveNow();
+                return core.state().saveNow();
               }
-              return null;
+              return CompletableFuture.<Void>completedFuture(null);
             })
-        .get();
+        .get()
+        .get(); // state.json written (off the core thread) before anyone is told OneSwitch is up
     SouthSwitch.Keepalive keepalive =
         new SouthSwitch.Keepalive(cfg.echoIntervalMs(), cfg.echoTimeoutMs());
     for (Config.SwitchCfg s : cfg.switches()) {
@@ -219,6 +221,7 @@ public final class Main {
                   }
                   try {
                     exec.submit(core.state()::saveNow)
+                        .get(5, java.util.concurrent.TimeUnit.SECONDS)
                         .get(5, java.util.concurrent.TimeUnit.SECONDS);
                   } catch (Exception e) {
                     log.warn("final save failed: {}", e.toString());

@@ -214,17 +214,20 @@ public final class OneSwitchCore {
 
   /**
    * Completes when every connected physical switch answered a barrier (errors ignored), on the core
-   * thread after the switch's earlier errors were handled: a refusal reaches the controller before
-   * the BARRIER_REPLY that covers its message.
+   * thread after the switch's earlier errors were handled (a refusal reaches the controller before
+   * the BARRIER_REPLY that covers its message), and every change made by then is on disk (what the
+   * reply acknowledges survives OneSwitch's death; written meanwhile by the journal's thread).
    */
   public CompletableFuture<Void> barrierAll() {
-    return executor
-        .barrierAll(false, null)
-        .thenApply(
-            x -> {
-              state.journal(); // what the barrier acknowledges is on disk before its reply
-              return x;
-            });
+    return executor.barrierAll(false, null).thenCompose(x -> state.durable());
+  }
+
+  /**
+   * Completes (on the core thread) once every change made so far is on disk; call on the core
+   * thread.
+   */
+  public CompletableFuture<Void> durable() {
+    return state.durable();
   }
 
   /** Restores saved state (before any switch connects). Returns false if there was none. */

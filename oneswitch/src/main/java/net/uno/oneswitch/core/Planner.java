@@ -228,7 +228,7 @@ public final class Planner {
       throws OfError {
     Set<Long> used = new HashSet<>();
     try {
-      return new Translated(translator(pm, d, groups, used, o).rule(r), used);
+      return new Translated(translator(pm, d.of(r), groups, used, o).rule(r), used);
     } catch (OfError e) {
       used.forEach(tags::release);
       throw e;
@@ -268,7 +268,9 @@ public final class Planner {
         } catch (OfError err) {
           int t = r.table();
           int next = Math.max(0, VlanPushOrder.setGoesOn(r));
-          if (after.at(t) <= before.at(t) && after.after(next) <= before.after(next)) {
+          VlanPushOrder.Depths b = before.of(r);
+          VlanPushOrder.Depths a = after.of(r);
+          if (a.at(t) <= b.at(t) && a.after(next) <= b.after(next)) {
             continue; // shallower than it was: its deeper translation is still faithful
           }
           throw new OfError(
@@ -276,7 +278,7 @@ public final class Planner {
               "a VLAN pushed here may reach table "
                   + t
                   + " with "
-                  + Math.max(after.at(t), after.after(next))
+                  + Math.max(a.at(t), a.after(next))
                   + " headers, where rule priority="
                   + r.priority()
                   + " cannot then be carried: "

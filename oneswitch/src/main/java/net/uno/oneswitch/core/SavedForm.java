@@ -3,8 +3,10 @@ package net.uno.oneswitch.core;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import net.uno.oneswitch.model.VirtualGroup;
 import net.uno.oneswitch.model.VirtualRule;
 import org.projectfloodlight.openflow.protocol.OFFactory;
@@ -18,8 +20,9 @@ import org.projectfloodlight.openflow.types.U64;
 
 /**
  * The form virtual rules and groups are saved in ({@link Persistence}): the FLOW_ADD / GROUP_ADD
- * that recreates each. A rule's hex encoding is kept while the rule object is unchanged, so a save
- * of thousands of rules encodes only the ones changed since the last save.
+ * that recreates each. Used by one thread at a time (the journal writer). A rule's hex encoding is
+ * kept while the rule object is unchanged, so a save of thousands of rules encodes only the ones
+ * changed since the last save.
  */
 final class SavedForm {
   private final OFFactory factory;
@@ -30,10 +33,12 @@ final class SavedForm {
   }
 
   /** The hex-encoded FLOW_ADD of every rule of {@code rules}, in their order. */
-  List<String> flows(Map<VirtualRule.Key, VirtualRule> rules) {
-    cache.keySet().retainAll(rules.keySet());
+  List<String> flows(List<VirtualRule> rules) {
+    Set<VirtualRule.Key> keys = new HashSet<>(rules.size() * 2);
+    rules.forEach(r -> keys.add(r.key()));
+    cache.keySet().retainAll(keys);
     List<String> hex = new ArrayList<>(rules.size());
-    for (VirtualRule r : rules.values()) {
+    for (VirtualRule r : rules) {
       hex.add(flow(r));
     }
     return hex;

@@ -3,6 +3,8 @@ package net.uno.oneswitch.core;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
@@ -18,20 +20,22 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The virtual switch on disk ({@link Persistence}): every change is journaled at once (before the
- * barrier reply or REST answer that acknowledges it), the whole state saved at most once per second
- * after a change (and on shutdown), which empties the journal, and restored at start through the
+ * The virtual switch on disk ({@link Persistence}), written by a {@link JournalWriter} off the core
+ * thread: every change is handed to the journal as it is made, and an acknowledgement (a
+ * BARRIER_REPLY, a bundle's COMMIT_REPLY, a REST answer) waits for {@link #durable} (the records it
+ * covers written); the whole state is snapshotted at most once per second after a change (and on
+ * shutdown) and written as state.json, which empties the journal. Restored at start through the
  * same paths as a controller's messages, so a saved rule that is no longer valid is left out. Core
- * thread only.
+ * thread only (but {@link #close}).
  */
 public final class StateStore {
   private static final Logger LOG = LoggerFactory.getLogger(StateStore.class);
 
   private final VirtualSwitch vs;
   private final Persistence persistence;
+  private final JournalWriter writer;
   private final ScheduledExecutorService exec;
   private final LongSupplier clock;
-  private final SavedForm saved;
   private boolean saveScheduled;
 
   /** {@code persistence}: null saves nothing (a scratch core, tests). */
@@ -43,15 +47,15 @@ public final class StateStore {
       LongSupplier clock) {
     this.vs = vs;
     this.persistence = persistence;
+    this.writer = persistence == null ? null : new JournalWriter(persistence, f, exec);
     this.exec = exec;
     this.clock = clock;
-    this.saved = new SavedForm(f);
   }
 
   /** The state changed: journals the change now and saves the whole state within a second. */
   void changed() {
     journal();
-    if (persistence == null || saveScheduled) {
+    if (writer == null || saveScheduled) {
       return;
     }
     saveScheduled = true;
@@ -59,64 +63,61 @@ public final class StateStore {
   }
 
   /**
-   * Appends what changed since the last journal write or save to the journal, in one write. Called
-   * after every change and before every barrier reply (a rollback after a physical refusal changes
-   * the state without a new plan).
+   * Hands what changed since the last call (or save) to the journal writer, as one record. Called
+   * after every change and before every acknowledgement (a rollback after a physical refusal
+   * changes the state without a new plan).
    */
   public void journal() {
     VirtualSwitch.Changes c = vs.drainChanges();
-    if (persistence == null || c.isEmpty()) {
+    if (writer == null || c.isEmpty()) {
       return;
     }
-    StringBuilder sb = new StringBuilder();
+    List<JournalWriter.Entry> entries = new ArrayList<>(c.rules().size() + 1);
     for (var e : c.rules().entrySet()) {
       VirtualRule now = vs.rule(e.getKey());
-      sb.append(now != null ? Persistence.FLOW : Persistence.FLOW_GONE)
-          .append(' ')
-          .append(saved.flow(now != null ? now : e.getValue()))
-          .append('\n');
+      entries.add(new JournalWriter.Flow(now != null ? now : e.getValue(), now == null));
     }
     for (int id : c.groups()) {
       VirtualGroup g = vs.group(id);
-      if (g != null) {
-        sb.append(Persistence.GROUP).append(' ').append(Persistence.hex(saved.group(g)));
-      } else {
-        sb.append(Persistence.GROUP_GONE).append(' ').append(Integer.toUnsignedString(id));
-      }
-      sb.append('\n');
+      entries.add(g != null ? new JournalWriter.Group(g) : new JournalWriter.GroupGone(id));
     }
     if (c.ports()) {
-      sb.append(Persistence.portsLine(new ArrayList<>(vs.ports().all())));
+      entries.add(new JournalWriter.Ports(List.copyOf(vs.ports().all())));
     }
-    try {
-      persistence.append(sb.toString());
-    } catch (IOException e) {
-      LOG.error("cannot journal to {}: {}", persistence.journalFile(), e.toString());
-    }
+    writer.append(entries);
   }
 
-  public void saveNow() {
+  /**
+   * Completes (on the core thread) once every change made so far is written to disk (in the kernel:
+   * it survives OneSwitch's death): what an acknowledgement sent then covers.
+   */
+  public CompletableFuture<Void> durable() {
+    journal();
+    return writer == null ? CompletableFuture.completedFuture(null) : writer.written();
+  }
+
+  /**
+   * Snapshots the whole state (on the core thread) for the writer to save as state.json. The future
+   * completes once it is written (on the writer's thread: do not wait for it on the core thread).
+   */
+  public CompletableFuture<Void> saveNow() {
     saveScheduled = false;
-    if (persistence == null) {
+    if (writer == null) {
       vs.drainChanges();
-      return;
+      return CompletableFuture.completedFuture(null);
     }
-    try {
-      persistence.saveHex(
-          new ArrayList<>(vs.ports().all()),
-          saved.flows(vs.rules()),
-          saved.groups(vs.groups().values()));
-      vs.drainChanges(); // the file holds them: the journal is empty again
-    } catch (Exception e) {
-      LOG.error("cannot save state to {}: {}", persistence.file(), e.toString());
-      journal();
-    }
+    journal(); // a save that fails leaves these in the journal
+    return writer.save(
+        new JournalWriter.Snapshot(
+            List.copyOf(vs.ports().all()),
+            new ArrayList<>(vs.rules().values()),
+            new ArrayList<>(vs.groups().values())));
   }
 
-  /** Closes the journal (OneSwitch stops). */
+  /** Writes what is handed over, then closes the journal (OneSwitch stops). Any thread. */
   public void close() {
-    if (persistence != null) {
-      persistence.close();
+    if (writer != null) {
+      writer.close();
     }
   }
 

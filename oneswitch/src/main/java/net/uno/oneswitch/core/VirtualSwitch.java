@@ -325,8 +325,10 @@ public final class VirtualSwitch {
     for (VirtualRule r : rules.values()) {
       int t = r.table();
       int next = VlanPushOrder.setGoesOn(r);
-      if ((a.at(t) != b.at(t) && VlanPushOrder.reliesOnDepth(r))
-          || (next >= 0 && a.after(next) != b.after(next))) {
+      VlanPushOrder.Depths ar = a.of(r);
+      VlanPushOrder.Depths br = b.of(r);
+      if ((ar.at(t) != br.at(t) && VlanPushOrder.reliesOnDepth(r))
+          || (next >= 0 && ar.after(next) != br.after(next))) {
         out.add(r);
       }
     }

@@ -514,7 +514,8 @@ public final class RestServer {
         .execute(
             () -> {
               try {
-                f.complete(op.run());
+                // answered once the change is on disk too (it survives OneSwitch's death)
+                f.complete(op.run().thenCompose(pc -> onCoreDurable().thenApply(x -> pc)));
               } catch (PortError e) {
                 f.completeExceptionally(e);
               } catch (RuntimeException e) {
@@ -531,6 +532,11 @@ public final class RestServer {
       throw e;
     }
     return pc;
+  }
+
+  /** {@link OneSwitchCore#durable}, taken on the core thread wherever this is called. */
+  private CompletableFuture<Void> onCoreDurable() {
+    return CompletableFuture.supplyAsync(core::durable, core.exec()).thenCompose(f -> f);
   }
 
   private static Map<String, Object> loc(VPort v) {

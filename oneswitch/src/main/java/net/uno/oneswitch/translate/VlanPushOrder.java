@@ -4,11 +4,14 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.Comparator;
+import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.NavigableMap;
+import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.function.Predicate;
 import net.uno.oneswitch.model.VirtualRule;
 import org.projectfloodlight.openflow.protocol.OFActionType;
@@ -53,6 +56,8 @@ public final class VlanPushOrder {
 
   // The rules whose VLAN pushes may reach another table, counted (an identical rule twice is rare).
   private final Map<VirtualRule, Integer> pushers = new HashMap<>();
+  // The rules whose apply-actions change a frame's eth_type (MPLS, PBB push/pop), counted.
+  private final Map<VirtualRule, Integer> typeChangers = new HashMap<>();
   private Depths depths; // null = to compute
 
   /** Frames come in with at most one VLAN header ({@link #WIRE}). */
@@ -80,10 +85,24 @@ public final class VlanPushOrder {
    * A snapshot of the depths: {@link #at} a table's entry (a step function: from each key of {@code
    * entry} on, its value), and {@link #after} a goto to a table: the most headers a push in that or
    * a later table may leave the frame with when the action set runs, at the end of the pipeline (0
-   * if none pushes). {@code wire}: the depth of a table no push reaches.
+   * if none pushes). {@code wire}: the depth of a table no push reaches. These hold for any frame;
+   * {@link #of} gives the (lower or equal) depths of the frames one rule can match: {@code byClass}
+   * holds those of each {@link FrameClass} that differ, over the in_ports and eth_types the pushing
+   * rules match ({@code inPorts}, {@code ethTypes}; null when eth_type may change, see {@link
+   * FrameClass}).
    */
   public record Depths(
-      int wire, NavigableMap<Integer, Integer> entry, NavigableMap<Integer, Integer> exits) {
+      int wire,
+      NavigableMap<Integer, Integer> entry,
+      NavigableMap<Integer, Integer> exits,
+      Map<FrameClass, Depths> byClass,
+      Set<Long> inPorts,
+      Set<Integer> ethTypes) {
+    public Depths(
+        int wire, NavigableMap<Integer, Integer> entry, NavigableMap<Integer, Integer> exits) {
+      this(wire, entry, exits, Map.of(), Set.of(), Set.of());
+    }
+
     public int at(int table) {
       Map.Entry<Integer, Integer> e = entry.floorEntry(table);
       return e == null ? wire : e.getValue();
@@ -95,6 +114,61 @@ public final class VlanPushOrder {
         d = Math.max(d, v);
       }
       return d;
+    }
+
+    /**
+     * The depths of the frames {@code r} can match: only the pushes of rules that may match the
+     * same frames count.
+     */
+    public Depths of(VirtualRule r) {
+      if (byClass.isEmpty()) {
+        return this;
+      }
+      return byClass.getOrDefault(FrameClass.of(r.match()).within(inPorts, ethTypes), this);
+    }
+  }
+
+  /**
+   * What a frame keeps along the pipeline that tells rules apart: its in_port and eth_type, as a
+   * rule matches them exactly (null = any; {@link #OTHER} = a value no pushing rule matches). A
+   * frame's in_port never changes (set_field on in_port is refused) and its eth_type (the one after
+   * the VLAN headers) changes only by an MPLS or PBB push or pop in apply-actions: while no rule
+   * has one, eth_type is kept too. So a VLAN push of a rule matching another in_port or eth_type
+   * than a later rule never reaches that rule's frames: that rule's depth leaves it out.
+   */
+  public record FrameClass(Long inPort, Integer ethType) {
+    /** A value no pushing rule matches. */
+    static final long OTHER = -1;
+
+    static FrameClass of(Match m) {
+      Long in =
+          m.isExact(MatchField.IN_PORT)
+              ? Integer.toUnsignedLong(m.get(MatchField.IN_PORT).getPortNumber())
+              : null;
+      Integer et = m.isExact(MatchField.ETH_TYPE) ? m.get(MatchField.ETH_TYPE).getValue() : null;
+      return new FrameClass(in, et);
+    }
+
+    /**
+     * This class among the values pushing rules match ({@code ethTypes} null: eth_type may change,
+     * so it tells nothing).
+     */
+    FrameClass within(Set<Long> inPorts, Set<Integer> ethTypes) {
+      Long in = inPort;
+      if (in != null && !inPorts.contains(in)) {
+        in = OTHER;
+      }
+      Integer et = ethTypes == null ? null : ethType;
+      if (et != null && !ethTypes.contains(et)) {
+        et = (int) OTHER;
+      }
+      return new FrameClass(in, et);
+    }
+
+    /** True if a rule of class {@code pusher} may match a frame of this class. */
+    boolean meets(FrameClass pusher) {
+      return (pusher.inPort == null || inPort == null || pusher.inPort.equals(inPort))
+          && (pusher.ethType == null || ethType == null || pusher.ethType.equals(ethType));
     }
   }
 
@@ -152,16 +226,47 @@ public final class VlanPushOrder {
     return any(r, a -> a.getType() == OFActionType.PUSH_VLAN);
   }
 
+  private static boolean changesEthType(VirtualRule r) {
+    for (OFInstruction i : r.instructions()) {
+      if (i instanceof OFInstructionApplyActions a
+          && a.getActions().stream().anyMatch(x -> TYPE_CHANGERS.contains(x.getType()))) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static final Set<OFActionType> TYPE_CHANGERS =
+      EnumSet.of(
+          OFActionType.PUSH_MPLS,
+          OFActionType.POP_MPLS,
+          OFActionType.PUSH_PBB,
+          OFActionType.POP_PBB);
+
   public void add(VirtualRule r) {
-    if (r != null && pushes(r)) {
+    if (r == null) {
+      return;
+    }
+    if (pushes(r)) {
       pushers.merge(r, 1, Integer::sum);
+      depths = null;
+    }
+    if (changesEthType(r)) {
+      typeChangers.merge(r, 1, Integer::sum);
       depths = null;
     }
   }
 
   public void remove(VirtualRule r) {
-    if (r != null && pushes(r) && pushers.merge(r, -1, Integer::sum) <= 0) {
+    if (r == null) {
+      return;
+    }
+    if (pushes(r) && pushers.merge(r, -1, Integer::sum) <= 0) {
       pushers.remove(r);
+      depths = null;
+    }
+    if (changesEthType(r) && typeChangers.merge(r, -1, Integer::sum) <= 0) {
+      typeChangers.remove(r);
       depths = null;
     }
   }
@@ -205,9 +310,66 @@ public final class VlanPushOrder {
   }
 
   private Depths compute() {
+    Depths all = compute(pushers.keySet());
+    if (pushers.isEmpty()) {
+      return all;
+    }
+    // The classes worth telling apart: the values pushing rules match, any value, any other one.
+    boolean typesKept = typeChangers.isEmpty();
+    Set<Long> inPorts = new TreeSet<>();
+    Set<Integer> ethTypes = new TreeSet<>();
+    for (VirtualRule p : pushers.keySet()) {
+      FrameClass c = FrameClass.of(p.match());
+      if (c.inPort() != null) {
+        inPorts.add(c.inPort());
+      }
+      if (c.ethType() != null) {
+        ethTypes.add(c.ethType());
+      }
+    }
+    List<Long> ins = new ArrayList<>(inPorts);
+    ins.add(null);
+    ins.add(FrameClass.OTHER);
+    List<Integer> types = new ArrayList<>();
+    types.add(null);
+    if (typesKept) {
+      types.addAll(ethTypes);
+      types.add((int) FrameClass.OTHER);
+    }
+    Map<FrameClass, Depths> byClass = new HashMap<>();
+    for (Long in : ins) {
+      for (Integer et : types) {
+        FrameClass k = new FrameClass(in, et);
+        List<VirtualRule> meeting = new ArrayList<>();
+        for (VirtualRule p : pushers.keySet()) {
+          FrameClass c = FrameClass.of(p.match());
+          if (k.meets(typesKept ? c : new FrameClass(c.inPort(), null))) {
+            meeting.add(p);
+          }
+        }
+        Depths d = compute(meeting);
+        if (!d.equals(all)) {
+          byClass.put(k, d);
+        }
+      }
+    }
+    if (byClass.isEmpty()) {
+      return all;
+    }
+    return new Depths(
+        wire,
+        all.entry(),
+        all.exits(),
+        Collections.unmodifiableMap(byClass),
+        Collections.unmodifiableSet(inPorts),
+        typesKept ? Collections.unmodifiableSet(ethTypes) : null);
+  }
+
+  /** The depths the pushes of {@code pushing} make (for any frame they may all reach). */
+  private Depths compute(Collection<VirtualRule> pushing) {
     // What each push raises, in table order: a pusher's own entry depth depends on the tables
     // below it only (goto_table goes forward).
-    List<VirtualRule> ordered = new ArrayList<>(pushers.keySet());
+    List<VirtualRule> ordered = new ArrayList<>(pushing);
     ordered.sort(Comparator.comparingInt(VirtualRule::table));
     TreeMap<Integer, Integer> raise = new TreeMap<>();
     TreeMap<Integer, Integer> exits = new TreeMap<>();

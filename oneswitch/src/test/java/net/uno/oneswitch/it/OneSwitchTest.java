@@ -17,6 +17,7 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import net.uno.oneswitch.Main;
 import net.uno.oneswitch.config.Config;
+import net.uno.oneswitch.core.Persistence;
 import net.uno.oneswitch.core.PortChange;
 import net.uno.oneswitch.rest.HttpStatus;
 import org.junit.jupiter.api.AfterEach;
@@ -804,8 +805,17 @@ class OneSwitchTest {
               .setInstructions(List.of(F.instructions().applyActions(List.of(out(3)))))
               .build());
       barrier(c, 19);
+      // The barrier reply came once the journal's thread had written what it covers: on disk now.
+      Persistence.State disk = new Persistence(dir).load();
+      assertEquals(2, disk.flows().size());
+      assertEquals(1, disk.groups().size());
     }
     remapV3(0);
+    // A REST answer waits for this (RestServer): the remap is on disk once it completes.
+    onCore(() -> os.core().durable()).get(10, TimeUnit.SECONDS);
+    assertTrue(
+        new Persistence(dir)
+            .load().ports().stream().anyMatch(p -> p.vport() == 3 && p.sw().equals("snic0")));
     List<String> before = onCore(() -> ruleStrings());
     Config cfg =
         Config.parse(

@@ -306,4 +306,63 @@ class VlanPushOrderTest {
     // Staying on the switch needs no carrier.
     assertFalse(labels(t.rule(rule(1, 10, m(null, true), apply(PUSH, out(4))))));
   }
+
+  private static VirtualRule pusher(Integer inPort, Integer ethType, OFAction... more) {
+    var b = F.buildMatch();
+    if (inPort != null) {
+      b.setExact(MatchField.IN_PORT, OFPort.of(inPort));
+    }
+    if (ethType != null) {
+      b.setExact(MatchField.ETH_TYPE, EthType.of(ethType));
+    }
+    List<OFAction> acts = new java.util.ArrayList<>(List.of(PUSH));
+    acts.addAll(List.of(more));
+    return rule(
+        0,
+        10 + acts.size() + (inPort == null ? 0 : inPort) * 7 + (ethType == null ? 0 : 3),
+        b.build(),
+        List.of(F.instructions().applyActions(acts), F.instructions().gotoTable(TableId.of(1))));
+  }
+
+  private static VirtualRule relying(Integer inPort, Integer ethType) {
+    var b = F.buildMatch();
+    if (inPort != null) {
+      b.setExact(MatchField.IN_PORT, OFPort.of(inPort));
+    }
+    if (ethType != null) {
+      b.setExact(MatchField.ETH_TYPE, EthType.of(ethType));
+    }
+    return rule(1, 5, b.build(), List.of(F.instructions().applyActions(List.of(out(1)))));
+  }
+
+  /**
+   * A push reaches only the frames its rule can match: a later rule of another exact in_port, or of
+   * another exact eth_type while no rule changes eth_type (MPLS), keeps the entry depth; one
+   * matching neither, or the same, gets the push's.
+   */
+  @Test
+  void aPushReachesOnlyRulesThatCanSeeItsFrames() {
+    order.add(pusher(2, 0x0800));
+    VlanPushOrder.Depths d = order.depths();
+    assertEquals(2, d.at(1), "for any frame");
+    assertEquals(1, d.of(relying(3, null)).at(1), "another in_port");
+    assertEquals(1, d.of(relying(7, 0x0800)).at(1), "an in_port no pusher matches");
+    assertEquals(1, d.of(relying(null, 0x0806)).at(1), "another eth_type");
+    assertEquals(2, d.of(relying(2, null)).at(1), "the same in_port");
+    assertEquals(2, d.of(relying(null, 0x0800)).at(1), "the same eth_type");
+    assertEquals(2, d.of(relying(null, null)).at(1), "any frame");
+    // A second pusher of any in_port reaches them all.
+    VirtualRule any = pusher(null, null);
+    order.add(any);
+    assertEquals(2, order.depths().of(relying(3, 0x0806)).at(1));
+    order.remove(any);
+    // A rule that pushes MPLS may change eth_type: eth_type tells nothing then.
+    VirtualRule mpls = pusher(5, null, F.actions().pushMpls(EthType.MPLS_UNICAST));
+    order.add(mpls);
+    assertEquals(2, order.depths().of(relying(5, 0x0806)).at(1), "in_port 5's push reaches it");
+    assertEquals(2, order.depths().of(relying(2, 0x0806)).at(1), "eth_type may have changed");
+    assertEquals(1, order.depths().of(relying(3, null)).at(1), "but not in_port 3's");
+    order.remove(mpls);
+    assertEquals(1, order.depths().of(relying(null, 0x0806)).at(1));
+  }
 }
