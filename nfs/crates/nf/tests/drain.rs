@@ -61,7 +61,7 @@ fn burst(tx: &mut AfPacket, run: u32, n: u32) {
         dst_port: 9,
     };
     let mut b = Batch::with_capacity(32);
-    for chunk in frames(&gen).chunks(32) {
+    for chunk in frames(&gen).collect::<Vec<_>>().chunks(32) {
         b.clear();
         for g in chunk {
             b.push(&g.frame, 0);

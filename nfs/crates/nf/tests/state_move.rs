@@ -126,7 +126,7 @@ fn local_state_moves_to_a_buffering_instance_without_loss() {
         dst_mac: [2, 0, 0, 0, 0, 2],
         dst_port: 80,
     };
-    let all = frames(&gen);
+    let all: Vec<_> = frames(&gen).collect();
     // Handshakes, then data in round-robin order (flow-major within a seq), without the FINs.
     let hs = (FLOWS * 3) as usize;
     let half = hs + (FLOWS * PKTS / 2) as usize;

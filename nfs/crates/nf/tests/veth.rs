@@ -66,7 +66,7 @@ fn firewall_on_veth_with_redis_passes_only_allowed_flows() {
         dst_mac: [2, 0, 0, 0, 0, 2],
         dst_port: port,
     };
-    let mut all = frames(&mk(1, 80));
+    let mut all: Vec<_> = frames(&mk(1, 80)).collect();
     all.extend(frames(&mk(2, 81)));
     let mut b16 = Batch::with_capacity(16);
     for chunk in all.chunks_mut(16) {
