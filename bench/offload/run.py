@@ -22,7 +22,7 @@ the largest N (same offered load; the delivered rates are reported beside it), p
 medians, differences, wrong, lost_on_move; a PNG like Fig. 8 (bench/out/offload/offload.png).
 
     ./uno bench offload [--quick] [--sizes 1000,8000,64000] [--seconds S] [--pps PPS] [--repeats R]
-                        [--directions both|to-vm]
+                        [--directions both|to-vm] [--flows N]
 """
 
 from __future__ import annotations
@@ -152,11 +152,14 @@ def _report(p: subprocess.Popen, timeout: float) -> dict:
     return json.loads(lines[-1])
 
 
-def load_window(bed: Bed, seconds: float, pps: float, run: int, directions: tuple[bool, ...]) -> dict:
-    """The same UDP load wire -> VM (True) and/or VM -> wire (False) for `seconds`; CPU over its middle."""
-    pkts = max(1, int(pps * seconds / FLOWS))
+def load_window(bed: Bed, seconds: float, pps: float, run: int, directions: tuple[bool, ...],
+                flows: int = FLOWS) -> dict:  # fmt: skip
+    """The same UDP load of `flows` flows wire -> VM (True) and/or VM -> wire (False) for `seconds`; CPU over its
+    middle. Few flows are datapath-cache hits whatever the rules; many (each seen once in the window) make the
+    switch classify every packet against the rules, the cost Fig. 8 moves off the host."""
+    pkts = max(1, int(pps * seconds / flows))
     sinks = [bed.sink(d, run + k, seconds + 6) for k, d in enumerate(directions)]
-    gens = [bed.gen(d, FLOWS, pkts, pps, rules.BASE_DPORT, run + k) for k, d in enumerate(directions)]
+    gens = [bed.gen(d, flows, pkts, pps, rules.BASE_DPORT, run + k) for k, d in enumerate(directions)]
     warm = min(2.0, seconds / 4)
     time.sleep(warm)
     h0, s0, t0 = bed.host_cpu(), bed.snic_cpu(), time.monotonic()
@@ -252,7 +255,14 @@ def main() -> int:
         help="the load: wire -> VM and VM -> wire at once (default), or wire -> VM only (the paper's Fig. 8: "
         "traffic injected at the sNIC's port)",
     )  # fmt: skip
+    ap.add_argument(
+        "--flows", type=int, default=FLOWS,
+        help=f"flows of the load per direction (default {FLOWS}: cached after the first packets; as many as "
+        "packets in the window, e.g. 30000, makes every packet a new flow to classify)",
+    )  # fmt: skip
     args = ap.parse_args()
+    if not 1 <= args.flows <= rules.SPAN:
+        ap.error(f"--flows must be in [1, {rules.SPAN}]")
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else ([1000, 64000] if args.quick else
                                                                        [1000, 8000, 64000])  # fmt: skip
     seconds = args.seconds or (6.0 if args.quick else 10.0)
@@ -268,7 +278,7 @@ def main() -> int:
     host = EmulatedHost(cfg)
     tmp = Path(tempfile.mkdtemp(prefix="offpy-bench-"))
     figures: dict = {"sizes": sizes, "seconds": seconds, "pps_per_direction": args.pps, "repeats": repeats,
-                     "directions": args.directions}  # fmt: skip
+                     "directions": args.directions, "flows": args.flows}  # fmt: skip
     results: dict = {}
     try:
         status = host.up()
@@ -284,7 +294,7 @@ def main() -> int:
                 for placement in order:
                     move_ms[placement] += [m["ms"] for m in bed.place(placement)]
                     time.sleep(1)
-                    w = load_window(bed, seconds, args.pps, run, directions)
+                    w = load_window(bed, seconds, args.pps, run, directions, args.flows)
                     run += 2
                     per[placement].append(w)
                     print(f"  {n} {placement:<4}: host OVS {w['host_cores']:.3f} cores, sNIC switch "
