@@ -284,10 +284,10 @@ public final class PhysicalState {
         have.remove(k);
         byCookie.remove(cur.cookie());
         p.deleted.add(cur);
-        // A handoff rule goes in the modify phase, not after the drain: where it is removed, the table
-        // it handed off to now runs here (installed in the make phase), and kept through the drain it
-        // could hand packets back to the table's old place while that place hands them here (a loop:
-        // both are priority 0, tied with a table-miss rule).
+        // A handoff rule goes in the modify phase, not after the drain: where it is removed, the
+        // table it handed off to now runs here (installed in the make phase); kept through the
+        // drain it could hand packets back to the table's old place while that place hands them
+        // here (a loop: both are priority 0, tied with a table-miss rule).
         (cur.rule().isLate() ? p.modify : p.remove).add(new Op(k.sw(), flowDelete(cur.cookie())));
       }
     }
