@@ -225,6 +225,14 @@ def scale_out(
         res.cleanup_errors += stop_all(started, runtime)  # reported; `uno down` sweeps what remains
         return ScaleError(step, msg, res, cause)
 
+    def back_to_old(msg: str) -> str:
+        """Maps the vport back on the old instances after a failure past the set; `msg` plus how that went."""
+        try:
+            mapper.set_instances(nf.vport, _ports(current))
+            return f"{msg}; vport {nf.vport} back on {len(current)} instance(s)"
+        except Exception as exc:  # noqa: BLE001
+            return f"{msg}; setting the old instances back FAILED: {exc}"
+
     t0 = clock()
     for inst in new:
         try:
@@ -250,13 +258,7 @@ def scale_out(
     t0 = clock()
     dead = [i.id for i in new if not runtime.alive(i)]
     if dead:
-        msg = f"died after the set: {', '.join(dead)}"
-        try:
-            mapper.set_instances(nf.vport, _ports(current))
-            msg += f"; vport {nf.vport} back on {len(current)} instance(s)"
-        except Exception as exc:  # noqa: BLE001
-            msg += f"; setting the old instances back FAILED: {exc}"
-        raise abort("verify", t0, msg)
+        raise abort("verify", t0, back_to_old(f"died after the set: {', '.join(dead)}"))
     record("verify", True, t0)
     if held:
         t0 = clock()
@@ -268,13 +270,7 @@ def scale_out(
             try:
                 runtime.release(inst)  # type: ignore[attr-defined]
             except Exception as exc:  # noqa: BLE001 - a held instance that will not go on: back to the old set
-                msg = f"{inst.id} not released: {exc}"
-                try:
-                    mapper.set_instances(nf.vport, _ports(current))
-                    msg += f"; vport {nf.vport} back on {len(current)} instance(s)"
-                except Exception as back:  # noqa: BLE001
-                    msg += f"; setting the old instances back FAILED: {back}"
-                raise abort("resume", t0, msg) from None
+                raise abort("resume", t0, back_to_old(f"{inst.id} not released: {exc}")) from None
         record("resume", True, t0, ",".join(i.id for i in new))
     res.added = [i.id for i in new]
     return res
