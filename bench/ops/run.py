@@ -103,41 +103,58 @@ def udp_spread(tb: Testbed, flows: int = 30, per_flow: int = 200) -> dict:
     return out
 
 
+def _across(tb: Testbed, run: int, flows: int, port: int, steps: int, step) -> dict:
+    """Sequenced UDP at 50 Mbit/s (`flows` flows of 1,000-byte frames, VM -> wire) while `step(k)` runs `steps`
+    times 1.5 s apart; the sink's report."""
+    size = 1000
+    pps = 50e6 / 8 / size
+    gap_s = 1.5
+    secs = steps * gap_s + 3.0
+    per_flow = int(pps * secs / flows)
+    sink = tb.sink(
+        "out", run=run, expect=per_flow * flows, idle_ms=2000, duration_ms=int(secs * 1000) + 60_000
+    )
+    g = tb.gen("vm", run=run, flows=flows, pkts=per_flow, rate=pps, size=size, dst_port=port)
+    time.sleep(1.0)
+    for k in range(steps):
+        step(k)
+        time.sleep(gap_s)
+    report(g, timeout=secs + 120)
+    r = report(sink, timeout=secs + 180)
+    log(f"sink: {r}")
+    return r
+
+
+def _per_10(r: dict, what: str, suffix: str, steps: int) -> dict:
+    """Reordered and lost datagrams per 10 `what`s, and the stream's worst latency."""
+    per10 = 10 / steps
+    return {
+        f"reordered_on_{what}{suffix}": round(r.get("reordered", 0) * per10, 1),
+        f"lost_on_{what}{suffix}": round(r.get("lost", 0) * per10, 1),
+        f"latency_max_ms_on_{what}{suffix}": round(r.get("latency_us", {}).get("max", 0) / 1000, 1),
+    }
+
+
 def reorder_on_move(tb: Testbed, moves: int, held: bool = True) -> dict:
     """Sequenced UDP at 50 Mbit/s across `moves` moves host <-> snic0; reordered and lost per 10 moves.
     `held`: the agent's default (the target holds packets until the old instance drained), else the plain
     make-before-break move (the default before issue 28)."""
     suffix = "" if held else "_unheld"
     tb.agent.moves.buffer_types = MigrationConfig().buffer_types if held else frozenset({"ips"})
-    size, flows = 1000, 8
-    pps = 50e6 / 8 / size
-    gap_s = 1.5
-    secs = moves * gap_s + 3.0
-    per_flow = int(pps * secs / flows)
-    sink = tb.sink(
-        "out", run=21, expect=per_flow * flows, idle_ms=2000, duration_ms=int(secs * 1000) + 60_000
-    )
-    g = tb.gen("vm", run=21, flows=flows, pkts=per_flow, rate=pps, size=size, dst_port=5021)
-    time.sleep(1.0)
-    done = 0
-    for k in range(moves):
+
+    def move(k: int) -> None:
         nf = tb.agent.state.nfs["fw"]
         target = "snic0" if nf.location == "host" else "host"
         tb.agent.migrate(nf, target)
-        done += 1
         log(f"move {k + 1}/{moves} -> {target}")
-        time.sleep(gap_s)
-    report(g, timeout=secs + 120)
-    r = report(sink, timeout=secs + 180)
-    scale = 10 / done
-    log(f"sink: {r}")
+
+    flows = 8
+    r = _across(tb, 21, flows, 5021, moves, move)
     tb.agent.moves.buffer_types = MigrationConfig().buffer_types
     return {
-        f"reordered_on_move{suffix}": round(r.get("reordered", 0) * scale, 1),
-        f"lost_on_move{suffix}": round(r.get("lost", 0) * scale, 1),
-        f"latency_max_ms_on_move{suffix}": round(r.get("latency_us", {}).get("max", 0) / 1000, 1),
-        f"moves{suffix}": done,
-        "move_stream": {"mbit_s": 50, "size": size, "flows": flows},
+        **_per_10(r, "move", suffix, moves),
+        f"moves{suffix}": moves,
+        "move_stream": {"mbit_s": 50, "size": 1000, "flows": flows},
     }
 
 
@@ -148,34 +165,17 @@ def reorder_on_scale(tb: Testbed, changes: int, held: bool = True) -> dict:
     Scale-ins are not held either way."""
     suffix = "" if held else "_unheld"
     tb.agent.moves.buffer_types = MigrationConfig().buffer_types if held else frozenset()
-    size, flows = 1000, 32
-    pps = 50e6 / 8 / size
-    gap_s = 1.5
-    secs = changes * gap_s + 3.0
-    per_flow = int(pps * secs / flows)
-    sink = tb.sink(
-        "out", run=41, expect=per_flow * flows, idle_ms=2000, duration_ms=int(secs * 1000) + 60_000
-    )
-    g = tb.gen("vm", run=41, flows=flows, pkts=per_flow, rate=pps, size=size, dst_port=5041)
-    time.sleep(1.0)
     counts = [2, 3, 2, 1]
-    for k in range(changes):
+
+    def change(k: int) -> None:
         n = counts[k % len(counts)]
         tb.agent.scale("fw", n)
         log(f"scale {k + 1}/{changes} -> {n}")
-        time.sleep(gap_s)
-    report(g, timeout=secs + 120)
-    r = report(sink, timeout=secs + 180)
+
+    r = _across(tb, 41, 32, 5041, changes, change)
     tb.agent.scale("fw", 1)
-    log(f"sink: {r}")
     tb.agent.moves.buffer_types = MigrationConfig().buffer_types
-    per10 = 10 / changes
-    return {
-        f"reordered_on_scale{suffix}": round(r.get("reordered", 0) * per10, 1),
-        f"lost_on_scale{suffix}": round(r.get("lost", 0) * per10, 1),
-        f"latency_max_ms_on_scale{suffix}": round(r.get("latency_us", {}).get("max", 0) / 1000, 1),
-        f"scale_changes{suffix}": changes,
-    }
+    return {**_per_10(r, "scale", suffix, changes), f"scale_changes{suffix}": changes}
 
 
 def autoscale_out(tb: Testbed, timeout_s: float = 30.0) -> dict:
