@@ -127,3 +127,39 @@ def collect(
         for s in ready:
             got += [(socks[s], f) for f in eps[s].drain()]
     return got
+
+
+def marked_frame(magic: bytes, pid: int, src_mac: str, dst_ip: str = "10.9.9.9", dport: int = 4243) -> bytes:
+    """A UDP frame whose payload carries `magic` and the id `pid` (found again by `marked_arrivals`)."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+
+    return bytes(
+        Ether(src=src_mac, dst="02:00:00:00:09:09")
+        / IP(src="10.7.0.1", dst=dst_ip)
+        / UDP(sport=4242, dport=dport)
+        / Raw(magic + struct.pack("!I", pid) + b"x" * 20)
+    )
+
+
+def marked_arrivals(endpoints: dict[str, Endpoint], magic: bytes) -> dict[int, list[str]]:
+    """Per id of a `marked_frame` with `magic`: the endpoints it arrived at (until 0.8 s of quiet)."""
+    got: dict[int, list[str]] = {}
+    for key, f in collect({k: [ep] for k, ep in endpoints.items()}, quiet=0.8):
+        i = f.find(magic)
+        if i >= 0:
+            got.setdefault(struct.unpack_from("!I", f, i + len(magic))[0], []).append(str(key))
+    return got
+
+
+def ofctl13(target: str, *args: str) -> str:
+    """`ovs-ofctl -O OpenFlow13 COMMAND TARGET ARGS...` (args[0] is the command); its output, asserting success."""
+    r = subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", args[0], target, *args[1:]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, f"ovs-ofctl {args}: {r.stderr}"
+    return r.stdout

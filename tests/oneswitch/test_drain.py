@@ -9,14 +9,12 @@ Real frames, real Open vSwitch, real OneSwitch.
 
 from __future__ import annotations
 
-import struct
-import subprocess
 import time
 
 import pytest
 
 from emulated_host import naming as nm
-from testkit.oneswitch.pktio import Endpoint, collect
+from testkit.oneswitch.pktio import Endpoint, marked_arrivals, marked_frame, ofctl13
 
 from .conftest import NF_HOST, ONESWITCH, SPARE_SNIC_OFPORT
 
@@ -26,39 +24,6 @@ MAGIC = b"DRAINWIN"
 WINDOW_MS = (
     10_000  # generous: the in-window frames are sent within ~1 s of the remap even on a loaded machine
 )
-
-
-def frame(pid: int, src_mac: str) -> bytes:
-    from scapy.layers.inet import IP, UDP
-    from scapy.layers.l2 import Ether
-    from scapy.packet import Raw
-
-    return bytes(
-        Ether(src=src_mac, dst="02:00:00:00:09:09")
-        / IP(src="10.7.0.1", dst="10.9.9.9")
-        / UDP(sport=4242, dport=4243)
-        / Raw(MAGIC + struct.pack("!I", pid) + b"x" * 20)
-    )
-
-
-def arrivals(sinks: dict[str, Endpoint]) -> dict[int, list[str]]:
-    got: dict[int, list[str]] = {}
-    for key, f in collect({k: [ep] for k, ep in sinks.items()}, quiet=0.8):
-        i = f.find(MAGIC)
-        if i >= 0:
-            got.setdefault(struct.unpack_from("!I", f, i + len(MAGIC))[0], []).append(str(key))
-    return got
-
-
-def ofctl(target: str, *args: str) -> str:
-    r = subprocess.run(
-        ["ovs-ofctl", "-O", "OpenFlow13", args[0], target, *args[1:]],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 0, f"ovs-ofctl {args}: {r.stderr}"
-    return r.stdout
 
 
 @pytest.fixture
@@ -72,15 +37,15 @@ def bed(os_host):
     }
     c = os_host.client
     c.set_instances(NF_HOST, [("host", nm.NF_PORT_BASE)], drain_ms=0)  # whatever an earlier test left
-    ofctl(os_host.listen, "del-flows")
-    ofctl(os_host.listen, "add-flow", f"in_port={NF_HOST},actions=output:101")
-    ofctl(os_host.listen, "add-flow", f"in_port=100,actions=output:{NF_HOST}")
+    ofctl13(os_host.listen, "del-flows")
+    ofctl13(os_host.listen, "add-flow", f"in_port={NF_HOST},actions=output:101")
+    ofctl13(os_host.listen, "add-flow", f"in_port=100,actions=output:{NF_HOST}")
     try:
         yield os_host, eps
     finally:
         try:
             c.remap(NF_HOST, "host", nm.NF_PORT_BASE, drain_ms=0)
-            ofctl(os_host.listen, "del-flows")
+            ofctl13(os_host.listen, "del-flows")
         finally:
             for ep in eps.values():
                 ep.close()
@@ -90,7 +55,7 @@ def host_dispatches(os_host, port: int) -> bool:
     """The host switch's table 0 still lets physical `port` into the pipeline (read from the switch itself)."""
     sws = os_host.host.switches()
     try:
-        flows = ofctl(sws["host"].driver.openflow, "dump-flows", "table=0")
+        flows = ofctl13(sws["host"].driver.openflow, "dump-flows", "table=0")
     finally:
         for sw in sws.values():
             sw.close()
@@ -108,11 +73,11 @@ def test_old_port_is_ingress_only_for_the_window_then_dropped(bed):
 
     for ep in eps.values():
         ep.drain()
-    eps["old"].send(frame(1, "02:00:00:00:00:a1"))  # the leaving instance emits a late frame
-    eps["new"].send(frame(2, "02:00:00:00:00:a2"))  # the new instance too
-    eps["vm0"].send(frame(3, "02:00:00:00:00:10"))  # to vport 200: the new instance only
+    eps["old"].send(marked_frame(MAGIC, 1, "02:00:00:00:00:a1"))  # the leaving instance emits a late frame
+    eps["new"].send(marked_frame(MAGIC, 2, "02:00:00:00:00:a2"))  # the new instance too
+    eps["vm0"].send(marked_frame(MAGIC, 3, "02:00:00:00:00:10"))  # to vport 200: the new instance only
     sent_ms = time.time() * 1000
-    got = arrivals(eps)
+    got = marked_arrivals(eps, MAGIC)
     assert sent_ms < p.draining[0][2] - 1000, "sent too late to be inside the window (a stalled machine?)"
     assert got == {1: ["vm1"], 2: ["vm1"], 3: ["new"]}, got
 
@@ -124,6 +89,8 @@ def test_old_port_is_ingress_only_for_the_window_then_dropped(bed):
         time.sleep(0.2)
     for ep in eps.values():
         ep.drain()
-    eps["old"].send(frame(4, "02:00:00:00:00:a1"))  # after the window: an unmapped port, dropped
-    eps["new"].send(frame(5, "02:00:00:00:00:a2"))
-    assert arrivals(eps) == {5: ["vm1"]}
+    eps["old"].send(
+        marked_frame(MAGIC, 4, "02:00:00:00:00:a1")
+    )  # after the window: an unmapped port, dropped
+    eps["new"].send(marked_frame(MAGIC, 5, "02:00:00:00:00:a2"))
+    assert marked_arrivals(eps, MAGIC) == {5: ["vm1"]}

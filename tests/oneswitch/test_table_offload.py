@@ -9,13 +9,10 @@ Real frames, real Open vSwitch, real OneSwitch.
 
 from __future__ import annotations
 
-import struct
-import subprocess
-
 import pytest
 
 from emulated_host import naming as nm
-from testkit.oneswitch.pktio import Endpoint, collect
+from testkit.oneswitch.pktio import Endpoint, marked_arrivals, marked_frame, ofctl13
 
 from .conftest import ONESWITCH
 
@@ -25,35 +22,11 @@ MAGIC = b"OFFLOADT"
 WIRE, VM = 1, 100
 
 
-def frame(pid: int, src_mac: str, dst_ip: str, dport: int) -> bytes:
-    from scapy.layers.inet import IP, UDP
-    from scapy.layers.l2 import Ether
-    from scapy.packet import Raw
-
-    return bytes(
-        Ether(src=src_mac, dst="02:00:00:00:09:09")
-        / IP(src="10.7.0.1", dst=dst_ip)
-        / UDP(sport=4242, dport=dport)
-        / Raw(MAGIC + struct.pack("!I", pid) + b"x" * 20)
-    )
-
-
-def ofctl(target: str, *args: str) -> str:
-    r = subprocess.run(
-        ["ovs-ofctl", "-O", "OpenFlow13", args[0], target, *args[1:]],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 0, f"ovs-ofctl {args}: {r.stderr}"
-    return r.stdout
-
-
 def physical_table(os_host, sw: str, table: int) -> list[str]:
     """The flows of physical `table` on switch `sw`, read from the switch itself."""
     sws = os_host.host.switches()
     try:
-        out = ofctl(sws[sw].driver.openflow, "dump-flows", f"table={table}")
+        out = ofctl13(sws[sw].driver.openflow, "dump-flows", f"table={table}")
     finally:
         for s in sws.values():
             s.close()
@@ -68,7 +41,7 @@ def bed(os_host):
         "wire": Endpoint(nm.ns_outside(n, 0, 0), nm.if_eth(n, 0, 0)[1]).open(),
     }
     c = os_host.client
-    ofctl(os_host.listen, "del-flows")
+    ofctl13(os_host.listen, "del-flows")
     for flow in (
         "table=0,priority=30,udp,tp_dst=53,actions=drop",
         "table=0,priority=25,ip,nw_dst=10.9.9.66,actions=drop",
@@ -76,13 +49,13 @@ def bed(os_host):
         f"table=1,priority=10,in_port={VM},actions=output:{WIRE}",
         f"table=1,priority=10,in_port={WIRE},actions=output:{VM}",
     ):
-        ofctl(os_host.listen, "add-flow", flow)
+        ofctl13(os_host.listen, "add-flow", flow)
     try:
         yield os_host, eps
     finally:
         try:
             c.request("PUT", "/v1/tables/0", {"location": "everywhere"})
-            ofctl(os_host.listen, "del-flows")
+            ofctl13(os_host.listen, "del-flows")
         finally:
             for ep in eps.values():
                 ep.close()
@@ -95,14 +68,9 @@ def fates(eps: dict[str, Endpoint]) -> dict[int, list[str]]:
     sent = 0
     for src, mac in (("vm0", "02:00:00:00:00:10"), ("wire", "02:00:00:00:00:20")):
         for dst_ip, dport in (("10.9.9.9", 53), ("10.9.9.9", 54), ("10.9.9.66", 54), ("10.9.9.9", 80)):
-            eps[src].send(frame(sent, mac, dst_ip, dport))
+            eps[src].send(marked_frame(MAGIC, sent, mac, dst_ip, dport))
             sent += 1
-    got: dict[int, list[str]] = {}
-    for key, f in collect({k: [ep] for k, ep in eps.items()}, quiet=0.8):
-        i = f.find(MAGIC)
-        if i >= 0:
-            got.setdefault(struct.unpack_from("!I", f, i + len(MAGIC))[0], []).append(str(key))
-    return got
+    return marked_arrivals(eps, MAGIC)
 
 
 def test_filter_table_on_the_snic_filters_exactly_as_on_the_host(bed):
