@@ -153,13 +153,19 @@ def marked_arrivals(endpoints: dict[str, Endpoint], magic: bytes) -> dict[int, l
     return got
 
 
-def ofctl13(target: str, *args: str) -> str:
-    """`ovs-ofctl -O OpenFlow13 COMMAND TARGET ARGS...` (args[0] is the command); its output, asserting success."""
-    r = subprocess.run(
-        ["ovs-ofctl", "-O", "OpenFlow13", args[0], target, *args[1:]],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def ofctl13_run(
+    target: str, *args: str, stdin: str | None = None, names: bool = True
+) -> subprocess.CompletedProcess:
+    """`ovs-ofctl -O OpenFlow13 COMMAND TARGET ARGS...` (args[0] is the command), not checked: for refusals.
+
+    ``names=False`` passes ``--no-names`` (ports as numbers); ``stdin`` feeds a ``-`` file argument.
+    """
+    cmd = ["ovs-ofctl", "-O", "OpenFlow13", *([] if names else ["--no-names"]), args[0], target, *args[1:]]
+    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=60)
+
+
+def ofctl13(target: str, *args: str, stdin: str | None = None, names: bool = True) -> str:
+    """As `ofctl13_run`, asserting success; its output."""
+    r = ofctl13_run(target, *args, stdin=stdin, names=names)
     assert r.returncode == 0, f"ovs-ofctl {args}: {r.stderr}"
     return r.stdout

@@ -14,21 +14,11 @@ from emulated_host.host import EmulatedHost, free_port
 from emulated_host.snic_machine import EmulatedSnic
 from host_datapath.sysutil import netns_del, quiet_switch_port, veth_pair, wait_for
 from testkit.hosts import EMPTY, machine_snapshot, unique_name
+from testkit.oneswitch.pktio import ofctl13
 
 from .conftest import ONESWITCH
 
 pytestmark = ONESWITCH
-
-
-def ofctl(*args: str, stdin: str | None = None) -> str:
-    return subprocess.run(
-        ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
 
 
 def test_bluefield_snic_is_a_oneswitch_physical_switch(tmp_path):
@@ -79,14 +69,15 @@ def test_bluefield_snic_is_a_oneswitch_physical_switch(tmp_path):
             for s in sw.values():
                 s.close()
         dpu.driver.add_port(s_if, nm.SNIC_PCIE_OFPORT)
-        ofctl(
-            "add-flows",
+        ofctl13(
             o["listen"],
+            "add-flows",
             "-",
             stdin="in_port=100,actions=output:1\nin_port=1,actions=output:100\n",
+            names=False,
         )
         # OneSwitch translated them onto the DPU's bridge: the wire port's rule and the tag delivery from PCIe.
-        dpu_flows = ofctl("dump-flows", f"unix:{dpu.rundir}/{dpu.bridge}.mgmt")
+        dpu_flows = ofctl13(f"unix:{dpu.rundir}/{dpu.bridge}.mgmt", "dump-flows", names=False)
         assert "in_port=1 " in dpu_flows or "in_port=1," in dpu_flows, dpu_flows
         assert "in_port=100,dl_vlan=" in dpu_flows and "pop_vlan,output:1" in dpu_flows, dpu_flows
 

@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from testkit.oneswitch import ofraw
+from testkit.oneswitch.pktio import ofctl13_run
 
 from .conftest import ONESWITCH, physical_errors
 
@@ -45,8 +46,7 @@ def physical_view(os_host) -> dict[str, list[tuple]]:
 
 
 def ofctl(os_host, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "--no-names", args[0], os_host.listen, *args[1:]],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return ofctl13_run(os_host.listen, *args, names=False)
 
 
 @pytest.fixture

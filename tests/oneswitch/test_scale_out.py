@@ -15,7 +15,6 @@ instance.
 from __future__ import annotations
 
 import struct
-import subprocess
 import threading
 import time
 from collections import Counter, defaultdict
@@ -24,7 +23,7 @@ import pytest
 
 from emulated_host import naming as nm
 from testkit.oneswitch import ofraw
-from testkit.oneswitch.pktio import Endpoint, collect
+from testkit.oneswitch.pktio import Endpoint, collect, ofctl13
 
 from .conftest import (
     NF_HOST,
@@ -90,14 +89,7 @@ class Bench:
         self.c = os_host.nf(3).open()  # instance host:202 (the third)
 
     def ofctl(self, *args: str) -> str:
-        r = subprocess.run(
-            ["ovs-ofctl", "-O", "OpenFlow13", args[0], self.os.listen, *args[1:]],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert r.returncode == 0, f"ovs-ofctl {args}: {r.stderr}"
-        return r.stdout
+        return ofctl13(self.os.listen, *args)
 
     def sinks(self) -> dict[str, list[Endpoint]]:
         return {"a": [self.a], "b": [self.b], "c": [self.c], "vm1": [self.vm1], "other": [self.other]}

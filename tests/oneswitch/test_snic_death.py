@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from emulated_host import naming as nm
-from host_datapath.sysutil import pid_alive, run, wait_for
+from host_datapath.sysutil import pid_alive, wait_for
 from testkit.oneswitch import ofraw
-from testkit.oneswitch.pktio import Endpoint
+from testkit.oneswitch.pktio import Endpoint, ofctl13
 
 from .conftest import ONESWITCH, bring_up, teardown
 
@@ -59,10 +59,6 @@ def frame(pid: int, src_mac: str, dst_ip: str = "10.9.9.9") -> bytes:
 def pid_of(f: bytes) -> int | None:
     i = f.find(MAGIC)
     return struct.unpack_from("!I", f, i + len(MAGIC))[0] if i >= 0 else None
-
-
-def ofctl(*args: str) -> str:
-    return run(["ovs-ofctl", "-O", "OpenFlow13", "--no-names", *args], timeout=60)
 
 
 @dataclass
@@ -242,7 +238,7 @@ def bed():
 def flows_by_cookie(target: str) -> dict[int, tuple[int, int]]:
     """The switch's flows (ovs-ofctl dump-flows): cookie -> (table, priority)."""
     out: dict[int, tuple[int, int]] = {}
-    for ln in ofctl("dump-flows", target).splitlines():
+    for ln in ofctl13(target, "dump-flows", names=False).splitlines():
         if "actions=" not in ln:
             continue
         cookie = re.search(r"\bcookie=(0x[0-9a-f]+)", ln)
@@ -288,7 +284,7 @@ def test_snic_death_failover_and_return(bed):
             f"table=0,priority=10,in_port={WIRE0},ip,actions=output:{VM}",  # snic0's wire -> VM (stays on snic0)
             f"table=0,priority=20,in_port={VM},ip,nw_dst=10.1.0.1,actions=output:{WIRE0}",  # VM -> snic0's wire
         ):
-            ofctl("add-flow", listen, rule)
+            ofctl13(listen, "add-flow", rule, names=False)
         sinks = {k: eps[k] for k in ("vm", "wire0", "wire1")}
         vm_mac = "02:00:00:00:00:10"
         # VM -> NF (reflected) -> snic1's wire; snic1's wire -> NF -> back to snic1's wire; snic0's wire -> VM.
@@ -377,7 +373,9 @@ def test_snic_death_failover_and_return(bed):
         back_ms = (time.monotonic() - t_back) * 1000
         print(f"snic0 back: reconnected and reconciled {back_ms:.0f} ms after its OVS start")
         flows0 = [
-            ln.strip() for ln in ofctl("dump-flows", snic0["openflow"]).splitlines() if "actions=" in ln
+            ln.strip()
+            for ln in ofctl13(snic0["openflow"], "dump-flows", names=False).splitlines()
+            if "actions=" in ln
         ]
         # The NF's old rules are gone from snic0, its wire port's are there.
         assert not any(f"in_port={nm.NF_PORT_BASE}" in f for f in flows0), flows0

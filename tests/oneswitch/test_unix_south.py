@@ -9,15 +9,12 @@ import json
 import os
 import signal
 
-from host_datapath.sysutil import pid_alive, run, wait_for
+from host_datapath.sysutil import pid_alive, wait_for
+from testkit.oneswitch.pktio import ofctl13
 
 from .conftest import ONESWITCH, bring_up, teardown
 
 pytestmark = ONESWITCH
-
-
-def ofctl(*args: str) -> str:
-    return run(["ovs-ofctl", "-O", "OpenFlow13", "--no-names", *args], timeout=60)
 
 
 def test_switches_over_unix_sockets_and_a_restarted_vswitchd_is_reconciled():
@@ -33,8 +30,17 @@ def test_switches_over_unix_sockets_and_a_restarted_vswitchd_is_reconciled():
         client = host.oneswitch().client(timeout=30)
         listen = status["oneswitch"]["listen"]
         # vport 1 is snic0's Ethernet port 0 (physical 1), vport 100 the first VM on the host switch.
-        ofctl("add-flow", listen, "table=0,priority=77,in_port=1,ip,nw_dst=10.7.7.7,actions=output:100")
-        wait_for(lambda: "nw_dst=10.7.7.7" in ofctl("dump-flows", snic["openflow"]), 10, "the rule on snic0")
+        ofctl13(
+            listen,
+            "add-flow",
+            "table=0,priority=77,in_port=1,ip,nw_dst=10.7.7.7,actions=output:100",
+            names=False,
+        )
+        wait_for(
+            lambda: "nw_dst=10.7.7.7" in ofctl13(snic["openflow"], "dump-flows", names=False),
+            10,
+            "the rule on snic0",
+        )
 
         old = snic["pids"]["ovs-vswitchd"]
         os.kill(old, signal.SIGKILL)
@@ -50,11 +56,18 @@ def test_switches_over_unix_sockets_and_a_restarted_vswitchd_is_reconciled():
             lambda: client.health().all_connected(), 30, "OneSwitch to reconnect over the management network"
         )
         wait_for(
-            lambda: "nw_dst=10.7.7.7" in ofctl("dump-flows", snic["openflow"]),
+            lambda: "nw_dst=10.7.7.7" in ofctl13(snic["openflow"], "dump-flows", names=False),
             30,
             "the rule reinstalled (reconcile)",
         )
-        ofctl("add-flow", listen, "table=0,priority=78,in_port=1,ip,nw_dst=10.7.7.8,actions=output:100")
-        assert "nw_dst=10.7.7.8" in ofctl("dump-flows", snic["openflow"])  # add-flow waited for the barrier
+        ofctl13(
+            listen,
+            "add-flow",
+            "table=0,priority=78,in_port=1,ip,nw_dst=10.7.7.8,actions=output:100",
+            names=False,
+        )
+        assert "nw_dst=10.7.7.8" in ofctl13(
+            snic["openflow"], "dump-flows", names=False
+        )  # add-flow waited for the barrier
     finally:
         teardown(host)
