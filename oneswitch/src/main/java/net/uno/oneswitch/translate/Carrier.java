@@ -174,31 +174,14 @@ public final class Carrier {
   }
 
   /**
-   * Appends the actions sending the frame {@code f} to remote vport {@code vport} through PCIe port
-   * {@code pcie} with its flow-id tag, then restoring the frame ({@code undo}: later actions of an
-   * apply-actions list see it unchanged). Refuses what no carrier carries faithfully. {@code
-   * l4After}: a later action of the list sets a field that needs the IP protocol (TCP/UDP/SCTP
-   * ports, ICMP, ND), which OVS no longer knows after {@code pop_mpls} (it refuses such a rule with
-   * BAD_MATCH/MATCH_INCONSISTENT), so the label is not used then.
-   */
-  public static void send(
-      Mode mode,
-      Frame f,
-      int vport,
-      Translator.TagSource tags,
-      int pcie,
-      int maxLen,
-      boolean undo,
-      boolean l4After,
-      List<OFAction> out)
-      throws OfError {
-    sendKeyed(mode, f, Integer.toUnsignedLong(vport), tags, pcie, maxLen, undo, l4After, out);
-  }
-
-  /**
-   * As {@link #send}, with the tag keys built on {@code base} (a vport's, or a handoff's: {@link
-   * Offload#handoffKey}): VLAN tag key {@code base}, label and rewrite keys {@code base} plus their
-   * bits.
+   * Appends the actions sending the frame {@code f} through PCIe port {@code pcie} with the tag
+   * keyed on {@code base} (a remote vport's number, or a handoff's: {@link Offload#handoffKey}):
+   * VLAN tag key {@code base}, label and rewrite keys {@code base} plus their bits; then restoring
+   * the frame ({@code undo}: later actions of an apply-actions list see it unchanged). Refuses what
+   * no carrier carries faithfully. {@code l4After}: a later action of the list sets a field that
+   * needs the IP protocol (TCP/UDP/SCTP ports, ICMP, ND), which OVS no longer knows after {@code
+   * pop_mpls} (it refuses such a rule with BAD_MATCH/MATCH_INCONSISTENT), so the label is not used
+   * then.
    */
   static void sendKeyed(
       Mode mode,
@@ -272,8 +255,9 @@ public final class Carrier {
 
   /**
    * True if the VLAN tag is not faithful for frame {@code f} (VLAN ids exhaustion aside): {@link
-   * #send} takes an MPLS label (known eth_type) or refuses, and the VLAN-only paths (write_actions
-   * carrier groups) refuse such outputs across PCIe. The one place this decision is made.
+   * #sendKeyed} takes an MPLS label (known eth_type) or refuses, and the VLAN-only paths
+   * (write_actions carrier groups) refuse such outputs across PCIe. The one place this decision is
+   * made.
    */
   public static boolean needsMoreThanVlan(Mode mode, Frame f) {
     boolean known = f.ethType() >= 0 && mode != Mode.VLAN;

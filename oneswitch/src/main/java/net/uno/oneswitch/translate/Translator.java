@@ -437,7 +437,7 @@ public final class Translator {
   /**
    * Refuses up front what the physical switch would refuse: a packet known (from the match and the
    * actions before) to carry 2 VLAN headers cannot take a third push_vlan of its own. (Its output
-   * across PCIe takes the MPLS carrier or is refused: {@link Carrier#send}.)
+   * across PCIe takes the MPLS carrier or is refused: {@link Carrier#sendKeyed}.)
    */
   void checkVlanDepth(Match m, List<OFAction> acts) throws OfError {
     int depth = MatchUtil.vlanPresent(m) ? 1 : 0;
@@ -468,7 +468,7 @@ public final class Translator {
       List<OFAction> in, String sw, boolean set, Ingress ing, Carrier.Frame frame) throws OfError {
     List<OFAction> out = new ArrayList<>();
     Carrier.Frame f = frame;
-    int lastL4Set = -1; // the last set_field needing the IP protocol (see Carrier.send)
+    int lastL4Set = -1; // the last set_field needing the IP protocol (see Carrier.sendKeyed)
     for (int i = 0; i < in.size(); i++) {
       if (in.get(i) instanceof OFActionSetField s
           && Carrier.needsIpProto(s.getField().getMatchField())) {
@@ -585,8 +585,16 @@ public final class Translator {
       out.add(F.actions().output(OFPort.of(v.port()), maxLen));
       return;
     }
-    Carrier.send(
-        carrierMode, f, v.vport(), tags, topo.nextHopPort(sw, v.sw()), maxLen, true, l4After, out);
+    Carrier.sendKeyed(
+        carrierMode,
+        f,
+        Integer.toUnsignedLong(v.vport()),
+        tags,
+        topo.nextHopPort(sw, v.sw()),
+        maxLen,
+        true,
+        l4After,
+        out);
   }
 
   /**

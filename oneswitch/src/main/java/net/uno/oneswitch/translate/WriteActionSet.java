@@ -205,10 +205,10 @@ public final class WriteActionSet {
 
   /**
    * The carrier bucket toward a remote vport is VLAN only. Where the apply path ({@link
-   * Carrier#send}) would not take the VLAN tag (2 known VLAN headers: a third; or, by the carrier
-   * mode, a frame that may be QinQ or is MPLS: an MPLS label), a set output across PCIe is refused
-   * the same way, as the apply path refuses a group whose buckets cross PCIe: never a silent third
-   * VLAN header or a lost inner one.
+   * Carrier#sendKeyed}) would not take the VLAN tag (2 known VLAN headers: a third; or, by the
+   * carrier mode, a frame that may be QinQ or is MPLS: an MPLS label), a set output across PCIe is
+   * refused the same way, as the apply path refuses a group whose buckets cross PCIe: never a
+   * silent third VLAN header or a lost inner one.
    */
   private void checkCarrier(VPort v, String sw, Carrier.Frame f) throws OfError {
     boolean remote = v.instances().stream().anyMatch(l -> !l.sw().equals(sw));
