@@ -8,14 +8,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufUtil;
 import io.netty.buffer.Unpooled;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
-import net.uno.oneswitch.Main;
 import net.uno.oneswitch.codec.OnfBundle;
-import net.uno.oneswitch.config.Config;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -36,56 +31,26 @@ import org.projectfloodlight.openflow.types.TableId;
  */
 class BundleTest {
   private static final OFFactory F = FakeSwitch.F;
+  private TwoSwitches fx;
   private FakeSwitch host;
   private FakeSwitch snic;
-  private Main.Running os;
-  private Path dir;
-  private int start;
 
   @BeforeEach
   void up() throws Exception {
-    host = new FakeSwitch(0xa, List.of(1, 100, 101));
-    snic = new FakeSwitch(0xb, List.of(1, 100, 200));
-    dir = Files.createTempDirectory("oneswitch-bundle");
-    os =
-        Main.run(
-            Config.parse(
-                    """
-            {"dpid": "00000000000000ee", "listen": "ptcp:0:127.0.0.1", "rest": "127.0.0.1:0",
-             "state_dir": "%s",
-             "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:%d"},
-                          {"id": "snic0", "openflow": "tcp:127.0.0.1:%d"}],
-             "pcie": [{"snic": "snic0", "host_port": 1, "snic_port": 100}],
-             "ports": [{"vport": 1, "switch": "snic0", "port": 1, "name": "eth0"},
-                       {"vport": 2, "switch": "host", "port": 100, "name": "vm0"},
-                       {"vport": 3, "switch": "host", "port": 101, "name": "vm1"}]}
-            """
-                    .formatted(dir, host.port(), snic.port())));
+    fx = TwoSwitches.options().vms(2).create();
+    host = fx.host;
+    snic = fx.snic;
+    fx.start();
     waitFor(() -> host.flows.size() >= 3 && snic.flows.size() >= 2);
   }
 
   @AfterEach
   void down() throws Exception {
-    os.stop();
-    host.close();
-    snic.close();
-    try (var s = Files.walk(dir)) {
-      s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-    }
+    fx.close();
   }
 
   private int rules() throws Exception {
-    return os.core()
-        .exec()
-        .submit(() -> os.core().vswitch().rules().size())
-        .get(10, TimeUnit.SECONDS);
-  }
-
-  private OfClient client() throws Exception {
-    OfClient c = new OfClient(os.ofPort());
-    c.send(F.buildHello().setXid(1).build());
-    assertNotNull(c.expect(OFType.HELLO, -1, 5000));
-    return c;
+    return fx.onCore(() -> fx.os().core().vswitch().rules().size());
   }
 
   private static byte[] control(long xid, long id, OnfBundle.CtrlType t, int flags) {
@@ -156,7 +121,7 @@ class BundleTest {
   @Test
   void openAddCommitAppliesEverythingAtOnce() throws Exception {
     int flags = OnfBundle.ATOMIC | OnfBundle.ORDERED;
-    try (OfClient c = client()) {
+    try (OfClient c = fx.client()) {
       c.raw(control(10, 7, OnfBundle.CtrlType.OPEN_REQUEST, flags));
       assertTrue(isReply(until(c, 10).get(0), OnfBundle.CtrlType.OPEN_REPLY));
       c.raw(add(7, flags, flow(11, OFFlowModCommand.ADD, 10, 2, OFPort.of(3))));
@@ -174,7 +139,7 @@ class BundleTest {
 
   @Test
   void oneBadMessageChangesNothingAndAnswersItsError() throws Exception {
-    try (OfClient c = client()) {
+    try (OfClient c = fx.client()) {
       c.send(flow(5, OFFlowModCommand.ADD, 9, 2, OFPort.of(3)));
       c.send(F.buildBarrierRequest().setXid(6).build());
       assertNotNull(c.expect(OFType.BARRIER_REPLY, 6, 10000));
@@ -200,7 +165,7 @@ class BundleTest {
 
   @Test
   void replaceInOneBundleIsMakeBeforeBreak() throws Exception {
-    try (OfClient c = client()) {
+    try (OfClient c = fx.client()) {
       c.send(flow(5, OFFlowModCommand.ADD, 9, 2, OFPort.of(3)));
       c.send(F.buildBarrierRequest().setXid(6).build());
       assertNotNull(c.expect(OFType.BARRIER_REPLY, 6, 10000));
@@ -232,7 +197,7 @@ class BundleTest {
 
   @Test
   void discardAndProtocolErrors() throws Exception {
-    try (OfClient c = client()) {
+    try (OfClient c = fx.client()) {
       c.raw(add(3, 0, flow(40, OFFlowModCommand.ADD, 10, 2, OFPort.of(3))));
       c.raw(control(41, 3, OnfBundle.CtrlType.DISCARD_REQUEST, 0));
       assertTrue(isReply(until(c, 41).get(0), OnfBundle.CtrlType.DISCARD_REPLY));

@@ -16,7 +16,6 @@ import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import net.uno.oneswitch.Main;
-import net.uno.oneswitch.config.Config;
 import net.uno.oneswitch.core.Persistence;
 import net.uno.oneswitch.core.PortChange;
 import net.uno.oneswitch.rest.HttpStatus;
@@ -50,6 +49,7 @@ import org.projectfloodlight.openflow.types.U64;
  */
 class OneSwitchTest {
   private static final OFFactory F = FakeSwitch.F;
+  private TwoSwitches fx;
   private FakeSwitch host;
   private FakeSwitch snic;
   private Main.Running os;
@@ -61,51 +61,26 @@ class OneSwitchTest {
   @BeforeEach
   void up() throws Exception {
     start = FakeSwitch.GLOBAL.size();
-    host = new FakeSwitch(0xa, List.of(1, 100, 101));
-    snic = new FakeSwitch(0xb, List.of(1, 100, 200));
-    dir = Files.createTempDirectory("oneswitch-test");
-    Config cfg =
-        Config.parse(
-                """
-            {"dpid": "00000000000000ee", "listen": "ptcp:0:127.0.0.1", "rest": "127.0.0.1:0",
-             "state_dir": "%s",
-             "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:%d"},
-                          {"id": "snic0", "openflow": "tcp:127.0.0.1:%d"}],
-             "pcie": [{"snic": "snic0", "host_port": 1, "snic_port": 100}],
-             "ports": [{"vport": 1, "switch": "snic0", "port": 1, "name": "eth0"},
-                       {"vport": 2, "switch": "host", "port": 100, "name": "vm0"},
-                       {"vport": 3, "switch": "host", "port": 101, "name": "vm1"}]}
-            """
-                .formatted(dir, host.port(), snic.port()));
-    os = Main.run(cfg);
-    waitFor(() -> onCore(() -> os.core().south().values().stream().allMatch(s -> s.isReady())));
+    fx = TwoSwitches.options().vms(2).create();
+    host = fx.host;
+    snic = fx.snic;
+    dir = fx.dir;
+    os = fx.start();
     // reconciled: dispatch rules present on both
     waitFor(() -> host.flows.size() >= 3 && snic.flows.size() >= 2);
   }
 
   @AfterEach
   void down() throws Exception {
-    os.stop();
-    host.close();
-    snic.close();
-    try (var s = Files.walk(dir)) {
-      s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-    }
+    fx.close();
   }
 
   private <T> T onCore(java.util.concurrent.Callable<T> c) {
-    try {
-      return os.core().exec().submit(c).get(10, TimeUnit.SECONDS);
-    } catch (Exception e) {
-      throw new RuntimeException(e);
-    }
+    return fx.onCore(c);
   }
 
   private OfClient client() throws Exception {
-    OfClient c = new OfClient(os.ofPort());
-    c.send(F.buildHello().setXid(1).build());
-    assertNotNull(c.expect(OFType.HELLO, -1, 5000));
-    return c;
+    return fx.client();
   }
 
   private static OFFlowAdd flow(int table, int prio, Integer inPort, OFAction... acts) {
@@ -753,18 +728,8 @@ class OneSwitchTest {
           os.core().state().saveNow();
           return null;
         });
-    Config cfg =
-        Config.parse(
-                """
-            {"dpid": "00000000000000ee", "listen": "ptcp:0:127.0.0.1", "rest": "127.0.0.1:0",
-             "state_dir": "%s",
-             "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:%d"},
-                          {"id": "snic0", "openflow": "tcp:127.0.0.1:%d"}],
-             "pcie": [{"snic": "snic0", "host_port": 1, "snic_port": 100}]}
-            """
-                .formatted(dir, host.port(), snic.port()));
     os.stop();
-    os = Main.run(cfg);
+    os = fx.startWithoutPorts();
     assertEquals(1, (int) onCore(() -> os.core().vswitch().rules().size()));
     assertEquals(
         3, (int) onCore(() -> os.core().vswitch().ports().all().size()), "port map restored");
@@ -817,19 +782,9 @@ class OneSwitchTest {
         new Persistence(dir)
             .load().ports().stream().anyMatch(p -> p.vport() == 3 && p.sw().equals("snic0")));
     List<String> before = onCore(() -> ruleStrings());
-    Config cfg =
-        Config.parse(
-                """
-            {"dpid": "00000000000000ee", "listen": "ptcp:0:127.0.0.1", "rest": "127.0.0.1:0",
-             "state_dir": "%s",
-             "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:%d"},
-                          {"id": "snic0", "openflow": "tcp:127.0.0.1:%d"}],
-             "pcie": [{"snic": "snic0", "host_port": 1, "snic_port": 100}]}
-            """
-                .formatted(dir, host.port(), snic.port()));
     os.stop(); // no save: only the journal holds the changes since the start
     assertTrue(Files.size(dir.resolve("state.journal")) > 0);
-    os = Main.run(cfg);
+    os = fx.startWithoutPorts();
     assertEquals(before, onCore(() -> ruleStrings()));
     assertEquals(2, (int) onCore(() -> os.core().vswitch().rules().size()));
     assertNotNull(onCore(() -> os.core().vswitch().group(5)));

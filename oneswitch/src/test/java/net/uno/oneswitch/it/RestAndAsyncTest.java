@@ -5,18 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import net.uno.oneswitch.Main;
-import net.uno.oneswitch.config.Config;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -36,67 +29,31 @@ import org.projectfloodlight.openflow.types.U64;
 /** The REST contract (with a token) and OneSwitch's own async messages, on fake switches. */
 class RestAndAsyncTest {
   private static final OFFactory F = FakeSwitch.F;
-  private static final ObjectMapper JSON = new ObjectMapper();
+  private TwoSwitches fx;
   private FakeSwitch host;
-
   private FakeSwitch snic;
   private Main.Running os;
-  private Path dir;
-  private final HttpClient http = HttpClient.newHttpClient();
 
   @BeforeEach
   void up() throws Exception {
-    host = new FakeSwitch(0xa, List.of(1, 100, 101));
-    snic = new FakeSwitch(0xb, List.of(1, 100, 200));
-    dir = Files.createTempDirectory("oneswitch-rest");
-    config =
-            """
-                {"dpid": "00000000000000ee", "listen": "ptcp:0:127.0.0.1", "rest": "127.0.0.1:0",
-                 "token": "s3cret-t0ken", "state_dir": "%s",
-                 "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:%d"},
-                              {"id": "snic0", "openflow": "tcp:127.0.0.1:%d"}],
-                 "pcie": [{"snic": "snic0", "host_port": 1, "snic_port": 100}],
-                 "ports": [{"vport": 1, "switch": "snic0", "port": 1, "name": "eth0"},
-                           {"vport": 2, "switch": "host", "port": 100, "name": "vm0"}]}
-                """
-            .formatted(dir, host.port(), snic.port());
+    fx = TwoSwitches.options().token("s3cret-t0ken").create();
+    host = fx.host;
+    snic = fx.snic;
     start();
   }
 
-  private String config;
-
   private void start() throws Exception {
-    os = Main.run(Config.parse(config));
-    long end = System.currentTimeMillis() + 20000;
-    while (!get("/v1/health", true).body().contains("\"ok\":true")) {
-      assertTrue(System.currentTimeMillis() < end, "switches never connected");
-      Thread.sleep(50);
-    }
+    os = fx.start();
   }
 
   @AfterEach
   void down() throws Exception {
-    os.stop();
-    host.close();
-    snic.close();
-    try (var s = Files.walk(dir)) {
-      s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-    }
+    fx.close();
   }
 
   private HttpResponse<String> call(String method, String path, String body, boolean auth)
       throws Exception {
-    HttpRequest.Builder b =
-        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + os.restPort() + path))
-            .method(
-                method,
-                body == null
-                    ? HttpRequest.BodyPublishers.noBody()
-                    : HttpRequest.BodyPublishers.ofString(body));
-    if (auth) {
-      b.header("Authorization", "Bearer s3cret-t0ken");
-    }
-    return http.send(b.build(), HttpResponse.BodyHandlers.ofString());
+    return fx.call(method, path, body, auth);
   }
 
   private HttpResponse<String> get(String path, boolean auth) throws Exception {
@@ -104,13 +61,11 @@ class RestAndAsyncTest {
   }
 
   private static JsonNode json(HttpResponse<String> r) throws Exception {
-    return JSON.readTree(r.body());
+    return TwoSwitches.json(r);
   }
 
   private OfClient client() throws Exception {
-    OfClient c = new OfClient(os.ofPort());
-    c.send(F.buildHello().setXid(1).build());
-    assertNotNull(c.expect(OFType.HELLO, -1, 5000));
+    OfClient c = fx.client();
     c.send(F.buildBarrierRequest().setXid(2).build());
     assertNotNull(c.expect(OFType.BARRIER_REPLY, 2, 5000)); // session registered
     return c;

@@ -6,15 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.TimeUnit;
 import net.uno.oneswitch.Main;
-import net.uno.oneswitch.config.Config;
 import net.uno.oneswitch.core.PhysicalState;
 import net.uno.oneswitch.translate.Translator;
 import net.uno.oneswitch.translate.WriteActionSet;
@@ -55,10 +51,10 @@ class SharedSwitchTest {
 
   private static final long OLD_RUN_2 = 0x55abcdef00000002L;
 
+  private TwoSwitches fx;
   private FakeSwitch host;
   private FakeSwitch snic;
   private Main.Running os;
-  private Path dir;
 
   /** The operator's flows and groups on the sNIC, as put there (cookie / id -> flow-mod). */
   private final Map<Long, OFFlowMod> operatorFlows = new java.util.HashMap<>();
@@ -71,8 +67,13 @@ class SharedSwitchTest {
 
   @BeforeEach
   void up() throws Exception {
-    host = new FakeSwitch(0xa, List.of(1, 100));
-    snic = new FakeSwitch(0xb, List.of(1, 100, 300));
+    fx =
+        TwoSwitches.options()
+            .ports(List.of(1, 100), List.of(1, 100, 300))
+            .snicExtra(", \"shared\": true")
+            .create();
+    host = fx.host;
+    snic = fx.snic;
     // The operator's bridge, before OneSwitch ever connects: its catch-all (cookie 0, as OVS's own
     // NORMAL flow), a flow of its own in table 0 above OneSwitch's dispatch priorities (0x99), one
     // in a table OneSwitch does not use (0x1234), a group (7), its fragment handling.
@@ -91,46 +92,12 @@ class SharedSwitchTest {
     // The host switch is OneSwitch's own: someone else's flow and group there go.
     host.addForeign(0x99, 0, 300, 100, List.of(out(100)));
     host.addForeignGroup(7, 100);
-    dir = Files.createTempDirectory("oneswitch-shared");
-    Config cfg =
-        Config.parse(
-                """
-            {"dpid": "00000000000000ee", "listen": "ptcp:0:127.0.0.1", "rest": "127.0.0.1:0",
-             "state_dir": "%s",
-             "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:%d"},
-                          {"id": "snic0", "openflow": "tcp:127.0.0.1:%d", "shared": true}],
-             "pcie": [{"snic": "snic0", "host_port": 1, "snic_port": 100}],
-             "ports": [{"vport": 1, "switch": "snic0", "port": 1, "name": "eth0"},
-                       {"vport": 2, "switch": "host", "port": 100, "name": "vm0"}]}
-            """
-                .formatted(dir, host.port(), snic.port()));
-    os = Main.run(cfg);
-    waitFor(() -> onCore(() -> os.core().south().values().stream().allMatch(s -> s.isReady())));
+    os = fx.start();
   }
 
   @AfterEach
   void down() throws Exception {
-    os.stop();
-    host.close();
-    snic.close();
-    try (var s = Files.walk(dir)) {
-      s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-    }
-  }
-
-  private <T> T onCore(java.util.concurrent.Callable<T> c) {
-    try {
-      return os.core().exec().submit(c).get(10, TimeUnit.SECONDS);
-    } catch (Exception e) {
-      throw new RuntimeException(e);
-    }
-  }
-
-  private OfClient client() throws Exception {
-    OfClient c = new OfClient(os.ofPort());
-    c.send(F.buildHello().setXid(1).build());
-    assertNotNull(c.expect(OFType.HELLO, -1, 5000));
-    return c;
+    fx.close();
   }
 
   private static void barrier(OfClient c, long xid) throws Exception {
@@ -205,7 +172,7 @@ class SharedSwitchTest {
 
   @Test
   void aSharedSwitchKeepsWhatIsNotOneSwitchsAcrossConnectAndReconnect() throws Exception {
-    try (OfClient c = client()) {
+    try (OfClient c = fx.client()) {
       // Connected and reconciled: OneSwitch's dispatch is there, the earlier run's leftovers gone.
       waitFor(
           () ->
@@ -266,7 +233,7 @@ class SharedSwitchTest {
       // A reconnect: meanwhile another leftover of an earlier run and a new operator flow.
       int before = snic.connections();
       snic.disconnect();
-      waitFor(() -> onCore(() -> !os.core().south().get("snic0").isReady()));
+      waitFor(() -> fx.onCore(() -> !os.core().south().get("snic0").isReady()));
       snic.addForeign(0x5500000100000009L, 3, 7, 1, List.of(out(100)));
       operatorFlows.put(0x77L, snic.addForeign(0x77, 0, 5, 300, List.of(out(300))));
       waitFor(() -> snic.connections() > before);
@@ -296,7 +263,7 @@ class SharedSwitchTest {
 
   @Test
   void aSwitchOfOneSwitchsOwnIsReconciledToExactlyOneSwitchsFlows() throws Exception {
-    try (OfClient c = client()) {
+    try (OfClient c = fx.client()) {
       waitFor(() -> !host.flows.containsKey(0x99L) && host.groups.isEmpty());
       barrier(c, 70);
       // Every flow left on the host is OneSwitch's; its table-0 default drop matches everything.

@@ -5,16 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.List;
 import net.uno.oneswitch.Main;
-import net.uno.oneswitch.config.Config;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.projectfloodlight.openflow.protocol.OFFactory;
@@ -36,70 +29,35 @@ import org.projectfloodlight.openflow.types.TransportPort;
  */
 class TablesRestTest {
   private static final OFFactory F = FakeSwitch.F;
-  private static final ObjectMapper JSON = new ObjectMapper();
+  private TwoSwitches fx;
   private FakeSwitch host;
   private FakeSwitch snic;
   private Main.Running os;
-  private Path dir;
-  private String config;
-  private final HttpClient http = HttpClient.newHttpClient();
 
   private void up(String snicExtra) throws Exception {
-    host = new FakeSwitch(0xa, List.of(1, 100, 101));
-    snic = new FakeSwitch(0xb, List.of(1, 100, 200));
-    dir = Files.createTempDirectory("oneswitch-tables");
-    config =
-            """
-            {"dpid": "00000000000000ee", "listen": "ptcp:0:127.0.0.1", "rest": "127.0.0.1:0",
-             "state_dir": "%s",
-             "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:%d"},
-                          {"id": "snic0", "openflow": "tcp:127.0.0.1:%d"%s}],
-             "pcie": [{"snic": "snic0", "host_port": 1, "snic_port": 100}],
-             "ports": [{"vport": 1, "switch": "snic0", "port": 1, "name": "wire0"},
-                       {"vport": 2, "switch": "host", "port": 100, "name": "vm0"}]}
-            """
-            .formatted(dir, host.port(), snic.port(), snicExtra);
+    fx = TwoSwitches.options().wireName("wire0").snicExtra(snicExtra).create();
+    host = fx.host;
+    snic = fx.snic;
     start();
   }
 
   private void start() throws Exception {
-    os = Main.run(Config.parse(config));
-    long end = System.currentTimeMillis() + 20000;
-    while (!call("GET", "/v1/health", null).body().contains("\"ok\":true")) {
-      assertTrue(System.currentTimeMillis() < end, "switches never connected");
-      Thread.sleep(50);
-    }
+    os = fx.start();
   }
 
   @AfterEach
   void down() throws Exception {
-    if (os != null) {
-      os.stop();
-    }
-    if (host != null) {
-      host.close();
-      snic.close();
-    }
-    if (dir != null) {
-      try (var s = Files.walk(dir)) {
-        s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-      }
+    if (fx != null) {
+      fx.close();
     }
   }
 
   private HttpResponse<String> call(String method, String path, String body) throws Exception {
-    HttpRequest.Builder b =
-        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + os.restPort() + path))
-            .method(
-                method,
-                body == null
-                    ? HttpRequest.BodyPublishers.noBody()
-                    : HttpRequest.BodyPublishers.ofString(body));
-    return http.send(b.build(), HttpResponse.BodyHandlers.ofString());
+    return fx.call(method, path, body);
   }
 
   private static JsonNode json(HttpResponse<String> r) throws Exception {
-    return JSON.readTree(r.body());
+    return TwoSwitches.json(r);
   }
 
   private void assertError(HttpResponse<String> r, int status, String field) throws Exception {
