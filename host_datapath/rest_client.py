@@ -55,7 +55,7 @@ class RestClient:
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         headers = {}
         if data is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = "application/octet-stream" if raw is not None else "application/json"
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         status, ctype, payload = self._exchange(method, self._prefix + path, data, headers)

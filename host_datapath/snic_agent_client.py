@@ -57,6 +57,16 @@ class SnicAgentClient(RestClient):
     def start_processes(self, inst_id: str) -> dict:
         return self.request("POST", f"/v1/instances/{inst_id}/start")[1]
 
+    def nf_versions(self) -> list[dict]:
+        return self._get("/v1/nf-versions")
+
+    def nf_version(self, name: str) -> dict:
+        return self._get(f"/v1/nf-versions/{name}")
+
+    def put_nf_version(self, name: str, data: bytes, sha256: str) -> dict:
+        """Ship an nf binary (live update); the agent keeps it once `sha256` matches and it runs there."""
+        return self.request("PUT", f"/v1/nf-versions/{name}?sha256={sha256}", raw=data)[1]
+
     def nf(self, inst_id: str, method: str, call: str, query: str = "", raw: bytes | None = None) -> Any:
         path = f"/v1/instances/{inst_id}/nf/{call}" + (f"?{query}" if query else "")
         return self.request(method, path, raw=raw)[1]

@@ -4,9 +4,10 @@ call with the previous version) and a config change in place.
 A live update rolls every instance to the new binary with the existing move machinery: one instance is moved
 to a new instance of the new version at its own location (`Moves.migrate`: start beside, make-before-break
 remap, drain, stop; a local-state NF moves its state); several are replaced one at a time (migration.scale:
-the new instance joins the vport's set, then the old one leaves it, drains and stops). It is refused (409)
-before anything starts when the new version cannot read the state the NF's versions wrote
-(nf_agent.compat). A config change is checked by the NF's own binary first (400 naming the field), then
+the new instance joins the vport's set, then the old one leaves it, drains and stops). An instance on an sNIC
+is replaced there: the binary is shipped to the sNIC through its agent's API first (nf_runtime.nf_shipping).
+It is refused (409) before anything starts when the new version cannot read the state the NF's versions wrote
+(nf_agent.compat) or an sNIC cannot take the binary. A config change is checked by the NF's own binary first (400 naming the field), then
 applied by each instance in place (`PUT /config` on the NF) where the NF can, else by a rolling update with
 the new config.
 """
@@ -23,6 +24,7 @@ from domain.errors import (
     NotSupported,
     OperationFailed,
     RestartNeeded,
+    StartError,
     StateError,
     ValidationError,
 )
@@ -79,8 +81,8 @@ class Updates:
         """Roll every instance of `nf_id` to the requested version (with `req.config` if given).
 
         400 (ValidationError): unknown version, a config the new binary refuses. 409 (Conflict): the new
-        version cannot read the NF's state (the reason named); an instance on an sNIC (its agent runs its own
-        binary). On a failure of the roll the instances not yet replaced keep serving with the old version,
+        version cannot read the NF's state (the reason named); an sNIC running an instance cannot take the
+        binary (its agent refused it, or its CPU needs an `nf-ARCH` build beside it). On a failure of the roll the instances not yet replaced keep serving with the old version,
         those replaced run the new one (the NF's record says which: `version` is the new one only once all are).
         """
         ctx = self.ctx
@@ -97,13 +99,15 @@ class Updates:
             if why:
                 ctx.event("nf-live-update-refused", nf=nf.id, to=new.version, reason=why)
                 raise Conflict(f"update of {nf.id} to {new.version} refused: {why}", "version")
-            off_host = [i.id for i in nf.instances if i.location != HOST]
-            if off_host and binary != self.versions.default:
-                raise NotSupported(
-                    f"{nf.id} runs on an sNIC ({', '.join(off_host)}); its agent runs its own nf binary: move it "
-                    "to the host first",
-                    "version",
-                )
+            if binary != self.versions.default:
+                # Shipped before anything starts: a sNIC that cannot take it refuses the whole update.
+                for loc in sorted({i.location for i in nf.instances if i.location != HOST}):
+                    try:
+                        ctx.runtime.ship_binary(loc, binary)
+                    except StartError as exc:
+                        raise Conflict(
+                            f"update of {nf.id} to {new.version} refused: {exc}", "version"
+                        ) from None
             return self._roll(nf, binary, new, config, written, cur.version if cur else nf.version)
 
     def _roll(self, nf: Nf, binary: Path, new: NfSchema, config: dict, written: list[int],

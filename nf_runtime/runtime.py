@@ -236,6 +236,12 @@ class HostRuntime:
     def start(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
         self._at(inst.location).start(nf, inst, buffer, store=self.tier_access(nf, inst.location))
 
+    def ship_binary(self, location: str, binary: Path) -> None:
+        """Make `binary` startable at `location` (an sNIC holds it, shipped through its agent's API);
+        StartError why not. The host runs any binary of its own."""
+        if location != HOST:
+            self._at(location).shipper.ship(binary)
+
     def start_processes(self, nf: Nf, inst: Instance, buffer: int = 0) -> None:
         self._at(inst.location).start_processes(nf, inst, buffer)
 

@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 import urllib.parse
+from pathlib import Path
 
 from domain.errors import ConfigRejected, StartError, StateError
 from domain.model import Instance, Nf
@@ -16,6 +17,7 @@ from host_datapath.snic_agent_client import SnicAgentClient, SnicAgentError
 from host_datapath.sysutil import DatapathError
 from nf_local.command import run_config
 from nf_local.tier_access import TierAccess
+from nf_runtime.nf_shipping import BinaryShipper
 
 log = logging.getLogger("uno.snic_watch")
 
@@ -36,6 +38,7 @@ class RemoteNfs:
         self.answers = True  # its agent's heartbeat flows (SnicWatch; True when nothing watches it)
         self._cache: tuple[float, dict[str, dict]] = (0.0, {})
         self._lock = threading.Lock()
+        self.shipper = BinaryShipper(client)
 
     def locations(self) -> list[str]:
         return [self.snic]
@@ -60,6 +63,8 @@ class RemoteNfs:
         body = {"id": inst.id, "nf_id": nf.id, "type": nf.type, "store": a.url, "buffer": buffer,
                 "config": run_config(nf.type, nf.config, inst.location, self.cpu_latency_us),
                 **{k: v for k, v in tier.items() if v is not None}}  # fmt: skip
+        if inst.binary:  # a live update's instance: the sNIC runs the same binary, shipped to it
+            body["version"] = self.shipper.ship(Path(inst.binary))
         try:
             view = self.client.start(body)
         except SnicAgentError as exc:

@@ -118,6 +118,26 @@ def create_app(agent: SnicAgent, token: str, stop: threading.Event | None = None
         _no_body()
         return _json(agent.start_processes(inst_id))
 
+    @app.get("/v1/nf-versions")
+    def nf_versions():
+        return _json(agent.nf_versions())
+
+    @app.get("/v1/nf-versions/<name>")
+    def nf_version(name: str):
+        return _json(agent.versions.describe(name))
+
+    @app.put("/v1/nf-versions/<name>")
+    def put_nf_version(name: str):
+        """The body is the nf binary itself (application/octet-stream), `?sha256=` its digest."""
+        sha = query_arg("sha256", "")
+        desc, created = agent.put_nf_version(name, request.get_data(cache=False), sha)
+        return _json(desc, 201 if created else 200)
+
+    @app.delete("/v1/nf-versions/<name>")
+    def delete_nf_version(name: str):
+        agent.delete_nf_version(name)
+        return _json({"deleted": name})
+
     # every method routed here: one not allowed for the call is answered with the call's own Allow
     @app.route("/v1/instances/<inst_id>/nf/<call>", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     def nf_call(inst_id: str, call: str):

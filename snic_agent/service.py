@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import platform
 import re
 import select
 import threading
@@ -25,13 +26,14 @@ from host_datapath.sysutil import DatapathError, cpu_seconds, read_pidfile, writ
 from nf_local.processes import LocalNfs
 from nf_local.tier_access import WAIT_RE, TierAccess
 from snic_agent.config import SnicAgentConfig
+from snic_agent.versions import NfVersionStore
 from snic_datapath.cgroup import CpuCgroup, default_period_us
 
 ID_RE = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
 STORE_RE = re.compile(r"redis://[A-Za-z0-9.\-\[\]:]+:([0-9]{1,5})(/[0-9]{1,2})?")
 NODE_RE = re.compile(r"[A-Za-z0-9.\-]+:([0-9]{1,5})|\[[0-9a-fA-F:]+\]:([0-9]{1,5})")
 TIER_KEYS = ("tenant", "store_user", "store_password", "store_wait")  # a tier with access control
-START_KEYS = {"id", "nf_id", "type", "config", "store", "buffer", *TIER_KEYS}
+START_KEYS = {"id", "nf_id", "type", "config", "store", "buffer", "version", *TIER_KEYS}
 TENANT_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 USER_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 MAX_BUFFER = 1_000_000
@@ -161,6 +163,7 @@ class SnicAgent:
             cfg.prefix, {cfg.snic: self.bridge}, cfg.directory, "local", cfg.nf_binary, cfg.warm_slots,
             cgroups=cgroups, shared_netns=cfg.switch_netns,
         )  # fmt: skip
+        self.versions = NfVersionStore(cfg.directory / "nf-versions")  # shipped by the host (live update)
         self.records: dict[str, dict] = {}  # instance id -> its start request + Instance + state
         self.seq = 0
         self.events: list[dict] = []  # NF exits, for heartbeat streams (each stream keeps its own cursor)
@@ -258,8 +261,12 @@ class SnicAgent:
         buffer = body.get("buffer", 0)
         if isinstance(buffer, bool) or not isinstance(buffer, int) or not 0 <= buffer <= MAX_BUFFER:
             raise ValidationError("buffer", f"must be an integer in [0, {MAX_BUFFER}]")
+        version = {}
+        if "version" in body:  # a shipped nf version (live update); absent: the agent's own binary
+            self.versions.binary(body["version"])
+            version = {"version": body["version"]}
         return {"id": body["id"], "nf_id": body["nf_id"], "type": body["type"], "config": config,
-                "store": store, "buffer": buffer, **tier}  # fmt: skip
+                "store": store, "buffer": buffer, **tier, **version}  # fmt: skip
 
     @staticmethod
     def _nf(rec: dict) -> Nf:
@@ -275,6 +282,8 @@ class SnicAgent:
             nf = self._nf(req)
             inst = self.nfs.new_instance(nf, self.cfg.snic, self.seq, used)
             inst.id = req["id"]
+            if "version" in req:
+                inst.binary = str(self.versions.binary(req["version"]))
             rec = {**req, "instance": asdict(inst), "state": "starting"}
             self.records[inst.id] = rec
             self._save()
@@ -343,7 +352,7 @@ class SnicAgent:
         out = {
             "id": inst.id, "nf_id": rec["nf_id"], "type": rec["type"], "ofport": inst.ofport,
             "port_if": inst.port_if, "inside_if": inst.inside_if, "netns": inst.netns, "pid": inst.pid,
-            "state": rec["state"],
+            "state": rec["state"], "version": rec.get("version"),
             "alive": alive, "cpu_s": round(self.nfs.cpu_seconds(inst), 3) if alive else 0.0,
         }  # fmt: skip
         if health:
@@ -376,6 +385,27 @@ class SnicAgent:
         pid = read_pidfile(Path(self.cfg.ovsdb.removeprefix("unix:")).parent / "ovs-vswitchd.pid")
         return round(cpu_seconds([pid]), 3) if pid else None
 
+    # -- nf versions (live update) ---------------------------------------------------------------------------
+    def nf_versions(self) -> list[dict]:
+        """The shipped versions, each with the instances running it."""
+        with self.lock:
+            used = self._version_users()
+        return [{**v, "instances": used.get(v["version"], [])} for v in self.versions.list()]
+
+    def put_nf_version(self, name: str, data: bytes, sha256: str) -> tuple[dict, bool]:
+        return self.versions.put(name, data, sha256)
+
+    def delete_nf_version(self, name: str) -> None:
+        with self.lock:  # no start can pick it meanwhile
+            self.versions.delete(name, self._version_users().get(name, []))
+
+    def _version_users(self) -> dict[str, list[str]]:
+        used: dict[str, list[str]] = {}
+        for inst_id, rec in self.records.items():
+            if "version" in rec:
+                used.setdefault(rec["version"], []).append(inst_id)
+        return used
+
     def info(self) -> dict:
         mem = {}
         with contextlib.suppress(OSError):
@@ -387,7 +417,7 @@ class SnicAgent:
             "snic": self.cfg.snic, "boot_id": self.boot_id, "machine_boot_id": self.machine_boot,
             "uptime_s": round(time.time() - self.started, 3), "cpus": os.cpu_count(),
             "mem_total_kb": mem.get("MemTotal"), "mem_available_kb": mem.get("MemAvailable"),
-            "loadavg": list(os.getloadavg()), "instances": len(self.records),
+            "loadavg": list(os.getloadavg()), "instances": len(self.records), "arch": platform.machine(),
             "nf_cpu_s": round(sum(i["cpu_s"] for i in self.instances()), 3),
             "switch_cpu_s": self.switch_cpu_s(),
         }  # fmt: skip

@@ -166,7 +166,7 @@ def test_config_in_place_denies_new_flow_pid_unchanged(udp_bed):
 def test_update_of_a_scaled_out_nf_replaces_each_instance_losing_nothing(udp_bed):
     tb, api = udp_bed
     nf = tb.agent.state.nfs["fw"]
-    nf.pin = "host"  # both instances on the host (an sNIC's agent runs its own binary: 409)
+    nf.pin = "host"  # both instances on the host
     tb.agent.scale("fw", 2)
     try:
         olds = {i.id for i in nf.instances}
@@ -187,15 +187,38 @@ def test_update_of_a_scaled_out_nf_replaces_each_instance_losing_nothing(udp_bed
         nf.pin = None
 
 
-def test_update_of_an_nf_on_an_snic_is_409_and_changes_nothing(udp_bed):
+def _udp_through(tb, api, body: dict) -> tuple[dict, dict]:
+    """`POST /v1/nfs/fw/update body` under 1,500 UDP packets VM -> wire: (the answer, the sink's report)."""
+    run, flows, pkts = next_run(), 10, 150
+    sink = tb.sink("out", run, expect=flows * pkts, idle_ms=3000)
+    gen = tb.gen("vm", run, flows=flows, pkts=pkts, rate=1000)
+    time.sleep(0.4)
+    r = api.post("/v1/nfs/fw/update", json=body)
+    report(gen)
+    return r.get_json() | {"status": r.status_code}, report(sink)
+
+
+def test_update_of_an_nf_on_an_snic_ships_the_binary_and_loses_nothing(udp_bed):
+    """The sNIC is another machine: the new binary reaches it through its agent's API (PUT
+    /v1/nf-versions), once, and the new instance runs it there; rolling back runs the sNIC's own again."""
     tb, api = udp_bed
     nf = tb.agent.state.nfs["fw"]
+    snic = tb.runtime.remote["snic0"].client
     tb.agent.migrate(nf, "snic0")
     try:
-        before = ([i.id for i in nf.instances], nf.version, nf.binary)
-        r = api.post("/v1/nfs/fw/update", json={"version": V_SAME})
-        assert r.status_code == 409 and r.get_json()["field"] == "version", r.get_json()
-        assert "sNIC" in r.get_json()["error"]
-        assert ([i.id for i in nf.instances], nf.version, nf.binary) == before
+        was = _default_version()  # what the host's default binary (and the sNIC's own) is
+        body, got = _udp_through(tb, api, {"version": V_SAME})
+        assert body["status"] == 200, body
+        assert got["lost"] == 0 and got["received"] == 1500, got
+        inst = nf.instances[0]
+        assert inst.location == "snic0" and nf.version == V_SAME
+        shipped = [v for v in snic.nf_versions() if v["instances"]]
+        assert [v["reports"] for v in shipped] == [V_SAME] and shipped[0]["instances"] == [inst.id], shipped
+        assert snic.instance(inst.id)["version"] == shipped[0]["version"]
+        body, got = _udp_through(tb, api, {"version": was})  # back to the default: the sNIC's own binary
+        assert body["status"] == 200 and nf.version == was, body
+        assert got["lost"] == 0, got
+        assert snic.instance(nf.instances[0].id)["version"] is None
+        assert not any(v["instances"] for v in snic.nf_versions())
     finally:
         tb.agent.migrate(nf, "host")
