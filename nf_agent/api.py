@@ -122,7 +122,9 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
     @app.get("/v1/nfs/<nf_id>")
     def get_nf(nf_id: str):
         with agent.lock:
-            return _json(agent.nf(nf_id).public())
+            out = agent.nf(nf_id).public()
+        # predicted per-packet latency: the NF's own where it runs, and its chain's (None: not placed)
+        return _json(out | {"latency": agent.nf_latency(nf_id)})
 
     @app.patch("/v1/nfs/<nf_id>")
     def update_nf(nf_id: str):
@@ -190,6 +192,10 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
     @app.get("/v1/ports")
     def ports():
         return _json(agent.ports())
+
+    @app.get("/v1/chains")
+    def chains():
+        return _json(agent.chains())
 
     @app.get("/v1/placement")
     def placement():
