@@ -86,7 +86,7 @@ class Paths:
 
 def diff(path: dict, base: dict) -> dict:
     """What a path adds over its base, per statistic (clamped at 0: noise can make it negative)."""
-    return {k: max(path[k] - base[k], 0.0) for k in ("median", "p99")}
+    return {k: round(max(path[k] - base[k], 0.0), 2) for k in ("median", "p99")}
 
 
 def summary(rounds: list[dict]) -> dict:
@@ -188,7 +188,7 @@ def main() -> int:
     ap.add_argument("--write", default=str(EMULATED_PROFILES), help="profile file --profile updates")
     ap.add_argument("--profiles", default=str(EMULATED_PROFILES), help="profiles the agent predicts with")
     ap.add_argument("--rate", type=float, default=1000.0, help="frames per second of each measurement")
-    ap.add_argument("--rounds", type=int, default=None, help="rounds per figure (default 5, --quick 2)")
+    ap.add_argument("--rounds", type=int, default=None, help="rounds per figure (default 6, --quick 2)")
     args = ap.parse_args()
     types = [t for t in (args.profile or "").split(",") if t]
     for t in types:
@@ -201,8 +201,8 @@ def main() -> int:
     if not 10 <= args.rate <= 100_000:
         print("--rate: expected 10..100000 frames per second", file=sys.stderr)
         return 2
-    rounds = args.rounds or (2 if args.quick else 5)
-    packets = int(args.rate * (2 if args.quick else 4))
+    rounds = args.rounds or (2 if args.quick else 6)
+    packets = int(args.rate * 2)
     print_machine()
     source = "./uno bench latency " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     agent_args = (
@@ -244,7 +244,7 @@ def main() -> int:
         "factor_median": {c: r["factor_median"] for c, r in res.items()},
         "factor_p99": {c: r["factor_p99"] for c, r in res.items()},
         "predicted_us": {c: r["predicted_us"] for c, r in res.items()},
-        "measured_added_median_us": {c: r["added_us"]["median"] for c, r in res.items()},
+        "measured_added_median_us": {c: round(r["added_us"]["median"], 1) for c, r in res.items()},
         "rate_pps": args.rate, "packets": packets,
     })  # fmt: skip
     return 0
