@@ -139,6 +139,7 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
         applied = agent.configure_nf(nf_id, config) if config is not None else None
         with agent.lock:
             out = agent.nf(nf_id).public()
+        out["latency"] = agent.nf_latency(nf_id)  # as GET /v1/nfs/ID shows it
         return _json(out | ({"config_applied": applied["applied"]} if applied else {}))
 
     @app.post("/v1/nfs/<nf_id>/update")
