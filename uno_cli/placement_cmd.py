@@ -46,13 +46,13 @@ def cmd_sim(args: argparse.Namespace) -> int:
     return 0
 
 
-def _number(what: str, text: str) -> float:
+def _number(what: str, text: str, flag: str = "--measure") -> float:
     try:
         v = float(text)
     except ValueError:
-        raise CliError(f"--measure {what}: expected a number, got {text!r}") from None
+        raise CliError(f"{flag} {what}: expected a number, got {text!r}") from None
     if v != v or v in (float("inf"), float("-inf")):
-        raise CliError(f"--measure {what}: expected a finite number, got {text!r}")
+        raise CliError(f"{flag} {what}: expected a finite number, got {text!r}")
     return v
 
 
@@ -83,7 +83,8 @@ def _latency_record(args: argparse.Namespace, what: str, median: str, p99: str, 
         raise CliError("--details: expected a JSON object of packets, rate_pps, path, base")
     meta = {"date": date, "command": args.source or f"uno placement profile {what}", "commit": args.commit
             or _commit(), **details}  # fmt: skip
-    return measurement(_number("MEDIAN", median), _number("P99", p99), meta)
+    flag = what.split()[0]
+    return measurement(_number("MEDIAN", median, flag), _number("P99", p99, flag), meta)
 
 
 def _write(path: str, raw: dict) -> None:

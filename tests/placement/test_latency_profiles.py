@@ -136,7 +136,10 @@ def test_cli_records_latency_with_date_and_commit(tmp_path):
 @pytest.mark.parametrize(
     ("args", "msg"),
     [
-        (["--measure-latency", "firewall", "host", "40", "nan"], "expected a finite number"),
+        (
+            ["--measure-latency", "firewall", "host", "40", "nan"],
+            "--measure-latency P99: expected a finite number",
+        ),
         (["--measure-latency", "firewall", "host", "40", "20"], "p99: 20 is below the median 40"),
         (["--measure-latency", "firewall", "host", "-4", "20"], "median: must be a non-negative number"),
         (["--measure-latency", "firewall", "Not here", "4", "20"], "measurement.location"),
