@@ -204,14 +204,15 @@ def _set_latency(
     chains: list[dict],
     rng: random.Random,
     slack: float | None = None,
-    pcie_us: float | None = None,
+    pcie_us: float | dict[str, float] | None = None,
 ) -> None:
-    """Latency data: a PCIe crossing latency per sNIC (`pcie_us`, else a placeholder draw), and each chain's
-    SLO between its all-host latency (always met) and its all-sNIC one, at `slack` (default: random per
-    chain) of the way."""
+    """Latency data: a PCIe crossing latency per sNIC (`pcie_us`: one for all or per sNIC id, else a
+    placeholder draw), and each chain's SLO between its all-host latency (always met) and its all-sNIC one,
+    at `slack` (default: random per chain) of the way."""
     for s in obj["snics"]:
         drawn = rng.uniform(1.5, 3.0)
-        s["pcie_latency_us"] = drawn if pcie_us is None else pcie_us
+        given = pcie_us.get(s["id"]) if isinstance(pcie_us, dict) else pcie_us
+        s["pcie_latency_us"] = drawn if given is None else given
     cross = {s["id"]: s["pcie_latency_us"] for s in obj["snics"]}
     lat = {n["id"]: n.get("latency_us") for n in obj["nodes"]}
     pin = {n["id"]: n.get("pinned") for n in obj["nodes"]}
@@ -230,10 +231,8 @@ def set_slo(obj: dict, slack: float) -> dict:
     out = {**obj, "snics": [dict(s) for s in obj["snics"]]}
     chains = [{k: v for k, v in c.items() if k != "latency_us"} for c in obj["chains"]]
     rng = random.Random(0)
-    pcie = {s["id"]: s["pcie_latency_us"] for s in obj["snics"]}
-    _set_latency(out, chains, rng, slack)
-    for s in out["snics"]:
-        s["pcie_latency_us"] = pcie[s["id"]]
+    # the SLOs are computed with the instance's own crossing latencies (not fresh draws)
+    _set_latency(out, chains, rng, slack, pcie_us={s["id"]: s["pcie_latency_us"] for s in obj["snics"]})
     return out
 
 

@@ -206,16 +206,18 @@ def _plot_drift(path: Path, rows: list[list], steps: int) -> None:
 
 def measured_latencies(path: Path | None) -> tuple[dict[str, tuple[float, float]], float | None]:
     """NF type -> (host, nic) median us and the largest measured PCIe crossing (us) of a profile file with
-    measured latencies (placement/latency_profiles.py); ({}, None) without a file or measurements."""
+    measured latencies (placement/latency_profiles.py), in whole microseconds (far below their noise; finer
+    decimals beside the family's float amounts grow the solver's exact common denominators past 64 bits);
+    ({}, None) without a file or measurements."""
     from placement.latency_profiles import PCIE_KEY
     from placement.profiles import read_profile_file
 
     if path is None:
         return {}, None
     raw = read_profile_file(path)
-    lat = {t: (p["latency_us"]["host"], p["latency_us"]["nic"]) for t, p in raw.items()
+    lat = {t: (round(p["latency_us"]["host"]), round(p["latency_us"]["nic"])) for t, p in raw.items()
            if not t.startswith("_") and t != PCIE_KEY and {"host", "nic"} <= set(p.get("latency_us", {}))}  # fmt: skip
-    links = [v["latency_us"] for v in raw.get(PCIE_KEY, {}).values()]
+    links = [round(v["latency_us"]) for v in raw.get(PCIE_KEY, {}).values()]
     return lat, max(links, default=None)
 
 
