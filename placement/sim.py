@@ -214,6 +214,8 @@ def measured_latencies(path: Path | None) -> tuple[dict[str, tuple[float, float]
 
     if path is None:
         return {}, None
+    if not Path(path).is_file():  # a mistyped name must not silently mean the placeholders
+        raise PlacementInputError(f"profiles: no such file: {path}")
     raw = read_profile_file(path)
     lat = {t: (round(p["latency_us"]["host"]), round(p["latency_us"]["nic"])) for t, p in raw.items()
            if not t.startswith("_") and t != PCIE_KEY and {"host", "nic"} <= set(p.get("latency_us", {}))}  # fmt: skip

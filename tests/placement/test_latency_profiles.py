@@ -173,3 +173,12 @@ def test_sim_latency_instances_take_the_measured_figures(tmp_path):
     changed = [m for p, m in zip(plain["nodes"], measured["nodes"], strict=True) if p != m]
     assert changed and all(n["latency_us"] == {"host": 40.0, "nic": 70.0} for n in changed)
     assert measured_latencies(None) == ({}, None)
+    with pytest.raises(PlacementInputError, match="no such file"):
+        measured_latencies(tmp_path / "typo.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"firewall": {"latency_us": {"nic": -1}}}))
+    out = uno("placement", "sim", "latency", "--quick", "--out", str(tmp_path), "--profiles", str(bad))
+    assert (
+        out.returncode == 2
+        and "profiles.firewall.latency_us.nic: must be a non-negative number" in out.stderr
+    )
