@@ -236,6 +236,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"uno agent: serving {url} for host '{host.name}' ({len(agent.state.nfs)} NFs; {actions})",
         file=sys.stderr,
     )
+    links = ", ".join(f"{s.id} {s.pcie_latency_us:g} us" for s in snics)
+    print(f"uno agent: PCIe crossing latency ({args.latency_stat}, from --profiles): {links or 'no sNIC'}"
+          + ("" if crossing else " (none measured: 0)"), file=sys.stderr)  # fmt: skip
 
     def _stop(*_):
         threading.Thread(target=server.shutdown, daemon=True).start()
