@@ -122,7 +122,9 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
     @app.get("/v1/nfs/<nf_id>")
     def get_nf(nf_id: str):
         with agent.lock:
-            return _json(agent.nf(nf_id).public())
+            out = agent.nf(nf_id).public()
+        # predicted per-packet latency: the NF's own where it runs, and its chain's (None: not placed)
+        return _json(out | {"latency": agent.nf_latency(nf_id)})
 
     @app.patch("/v1/nfs/<nf_id>")
     def update_nf(nf_id: str):
@@ -137,6 +139,7 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
         applied = agent.configure_nf(nf_id, config) if config is not None else None
         with agent.lock:
             out = agent.nf(nf_id).public()
+        out["latency"] = agent.nf_latency(nf_id)  # as GET /v1/nfs/ID shows it
         return _json(out | ({"config_applied": applied["applied"]} if applied else {}))
 
     @app.post("/v1/nfs/<nf_id>/update")
@@ -190,6 +193,10 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
     @app.get("/v1/ports")
     def ports():
         return _json(agent.ports())
+
+    @app.get("/v1/chains")
+    def chains():
+        return _json(agent.chains())
 
     @app.get("/v1/placement")
     def placement():

@@ -41,6 +41,7 @@ class SnicInfo:
     pcie_gbps: float
     eth_ports: int
     max_rules: int | None = None  # rules its switch holds for offloaded tables; None: unlimited
+    pcie_latency_us: float = 0.0  # what one crossing of its PCIe link adds per packet (measured profile)
 
 
 def eth_vertex(snic: str, j: int) -> str:
@@ -225,6 +226,7 @@ def build_problem(
     measured_split: dict[str, dict[str, dict[str, float]]] | None = None,
     background: dict[str, dict[str, float]] | None = None,
     tables: list[dict] | None = None,
+    every_chain: bool = False,
 ) -> dict:
     """The JSON placement instance (placement.parse_problem input).
 
@@ -236,7 +238,8 @@ def build_problem(
     tie-break prefers not to move it. `background`: sNIC -> {"up", "down"} Gbit/s on its PCIe link that no
     edge accounts for (agent/background.py), the sNIC's `background_gbps`; without it the link is all theirs.
     `tables`: OneSwitch's virtual tables as vertices (nf_agent/tables.py `table_nodes`); an sNIC's
-    `max_rules` is its budget of their rules.
+    `max_rules` is its budget of their rules. `every_chain`: `chains` lists every serial chain, also those
+    without an SLO (for their predicted latency), instead of only those with one.
     """
     measured = measured or {}
     measured_split = measured_split or {}
@@ -260,7 +263,7 @@ def build_problem(
         for (s, d), gbps in chain.items()
         for e, g in divide_edge(s, d, gbps, splits).items()
     }
-    slos = chain_slos(nfs, default, known, set(splits))
+    slos = (serial_chains if every_chain else chain_slos)(nfs, default, known, set(splits))
     return {
         "nodes": nodes + list(tables or []),
         "edges": [{"src": s, "dst": d, "gbps": g} for (s, d), g in sorted(edges.items())],
@@ -269,20 +272,21 @@ def build_problem(
             {"id": s.id, "capacity": s.capacity, "pcie_gbps": s.pcie_gbps}
             | ({"background_gbps": background[s.id]} if background and s.id in background else {})
             | ({"max_rules": s.max_rules} if s.max_rules is not None else {})
+            | ({"pcie_latency_us": s.pcie_latency_us} if s.pcie_latency_us else {})
             for s in snics
         ],
         "pcie_model": pcie_model,
     }
 
 
-def chain_slos(nfs: list[Nf], default: str | None, known: set[str], split: set[str]) -> list[dict]:
-    """The placement instance's `chains` with a latency SLO: for every serial chain (NFs linked by their
-    src/dst) in which some NF gives `latency_us`, its vertices first to last and the smallest SLO given.
-    A chain through a split NF (one vertex per location) is left out: its path is not one vertex list."""
+def serial_chains(nfs: list[Nf], default: str | None, known: set[str], split: set[str]) -> list[dict]:
+    """Every serial chain of NFs (linked by their src/dst): its vertices first to last and its latency SLO,
+    the smallest `latency_us` its NFs give (None: none gives one). A chain through a split NF (one vertex per
+    location) is left out: its path is not one vertex list."""
     by_id = {nf.id: nf for nf in nfs}
     out, seen = [], set()
     for nf in nfs:
-        if nf.latency_us is None or nf.id in seen:
+        if nf.id in seen:
             continue
         first = nf
         while (p := by_id.get(first.src or "")) is not None and p.dst == first.id and p.id != nf.id:
@@ -302,3 +306,8 @@ def chain_slos(nfs: list[Nf], default: str | None, known: set[str], split: set[s
             continue
         out.append({"id": f"chain-{path[1]}", "vertices": path, "latency_us": slo})
     return out
+
+
+def chain_slos(nfs: list[Nf], default: str | None, known: set[str], split: set[str]) -> list[dict]:
+    """The placement instance's `chains`: the serial chains (`serial_chains`) that carry a latency SLO."""
+    return [c for c in serial_chains(nfs, default, known, split) if c["latency_us"] is not None]

@@ -183,6 +183,19 @@ def spec() -> dict:
             "properties": {"id": NAME, "vport": {"type": "integer"}},
             "description": "names only the virtual port",
         },
+        "Chain": {
+            "type": "object",
+            "required": ["id", "vertices", "locations", "predicted_latency_us", "slo_us", "pcie_crossings"],
+            "properties": {
+                "id": {"type": "string"},
+                "vertices": {"type": "array", "items": {"type": "string"}},
+                "locations": {"type": "array", "items": LOCATION},
+                "predicted_latency_us": {"type": "number", "minimum": 0},
+                "slo_us": {"type": ["number", "null"]},
+                "within_slo": {"type": ["boolean", "null"]},
+                "pcie_crossings": {"type": "integer", "minimum": 0},
+            },
+        },
         "Nf": {
             "type": "object",
             "required": ["id", "type", "vport", "instances"],
@@ -203,6 +216,11 @@ def spec() -> dict:
                 },
                 "previous_version": {"type": ["string", "null"], "description": "a rollback's target"},
                 "config_applied": {"type": "string", "enum": ["in-place", "rolling"]},
+                "latency": {
+                    "type": ["object", "null"],
+                    "description": "predicted per-packet latency (us): the NF's own where it runs (`nf_us`, its "
+                    "type's measured profile) and its chain's row (as GET /v1/chains); null: not placed",
+                },
                 "instance_count": {"type": "integer", "minimum": 0, "maximum": MAX_INSTANCES},
                 "instances": {
                     "type": "array",
@@ -586,6 +604,15 @@ def spec() -> dict:
                 "summary": "Virtual ports",
                 "responses": {
                     "200": _resp("ports", {"type": "array", "items": _ref("Port")}),
+                    **_errors(401),
+                },
+            }
+        },
+        "/v1/chains": {
+            "get": {
+                "summary": "Serial NF chains with their predicted per-packet latency under the current placement",
+                "responses": {
+                    "200": _resp("chains", {"type": "array", "items": _ref("Chain")}),
                     **_errors(401),
                 },
             }

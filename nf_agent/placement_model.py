@@ -34,6 +34,12 @@ class PlacementModel:
         rules are taken)."""
         return self._graph(nfs, fixed, self.pcie_background(), tables)
 
+    def with_every_chain(self) -> dict:
+        """The instance of every NF with every serial chain in `chains` (SLO or not), for predicted latencies."""
+        return self._graph(
+            list(self.ctx.state.nfs.values()), background=self.pcie_background(), every_chain=True
+        )
+
     def all_nfs(self) -> dict:
         """The instance of every NF of the agent."""
         return self.problem(list(self.ctx.state.nfs.values()))
@@ -44,6 +50,7 @@ class PlacementModel:
         fixed: set[str] = frozenset(),
         background: dict | None = None,
         tables: list[dict] | None = None,
+        every_chain: bool = False,
     ) -> dict:
         """A dead sNIC is no location, and its Ethernet ports no vertices (their traffic is gone with it); an NF
         still recorded there (its failover failed) counts as being nowhere yet."""
@@ -60,6 +67,7 @@ class PlacementModel:
         return graph.build_problem(
             snics, list(ctx.state.vms), nfs, ctx.cfg.profiles, self.measured_edges(), fixed,
             measured_split=m.nf_split if m else None, background=background, tables=tables,
+            every_chain=every_chain,
         )  # fmt: skip
 
     def pcie_background(self) -> dict[str, dict[str, float]]:

@@ -75,6 +75,7 @@ class Agent:
         )
         self.sample, self.wiring, self.run_placement = rep.sample, rep.wiring, rep.run_placement
         self.placement_view, self.ports = self.views.placement_view, self.views.ports
+        self.chains, self.nf_latency = self.views.chains, self.views.nf_latency
         self.problem, self.pcie_background = self.model.problem, self.model.pcie_background
         self.current_placement, self.measured_edges = self.model.current_placement, self.model.measured_edges
         self.nf = ctx.nf

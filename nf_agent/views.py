@@ -9,7 +9,7 @@ from nf_agent import graph
 from nf_agent.context import AgentContext
 from nf_agent.placement_model import PlacementModel
 from placement import parse_problem
-from placement.model import Problem
+from placement.model import Problem, chain_latency
 
 
 def all_on_host(problem: Problem) -> dict[str, str]:
@@ -74,6 +74,29 @@ class Views:
             out[nf.id] = {"measured": list(sp.measured), "locations": locs}
         return out
 
+    def chains(self) -> list[dict]:
+        """Every serial chain of NFs with its predicted per-packet latency under the current placement (the NFs'
+        profiled latencies where they run plus each PCIe crossing's, docs/placement.md) and its SLO."""
+        ctx = self.ctx
+        with ctx.lock:
+            if not ctx.state.nfs:
+                return []
+            problem = parse_problem(self.model.with_every_chain())
+            full, _ = self.model.evaluate(problem, self.model.current_placement())
+        return [chain_row(problem, c, full) for c in problem.chains]
+
+    def nf_latency(self, nf_id: str) -> dict | None:
+        """The NF's own predicted latency where it runs and its chain's (`chains`), None before it is placed."""
+        with self.ctx.lock:
+            nf = self.ctx.state.nfs.get(nf_id)
+            where = nf.location if nf else None
+            prof = self.ctx.cfg.profiles.get(nf.type, {}) if nf else {}
+        if where is None:
+            return None
+        own = (prof.get("latency_us") or {}).get("host" if where == HOST else "nic", 0.0)
+        chain = next((c for c in self.chains() if nf_id in c["vertices"]), None)
+        return {"nf_us": own, "chain": chain}
+
     def ports(self) -> list[dict]:
         ctx = self.ctx
         with ctx.lock:
@@ -89,3 +112,22 @@ class Views:
                 for j in range(s.eth_ports)
             ]
             return sorted(out, key=lambda p: p["vport"])
+
+
+def chain_row(problem: Problem, chain, placement: dict[str, str]) -> dict:
+    """One chain's view: vertices, their locations, predicted latency (us), SLO, PCIe crossings."""
+    locs = [placement[v] for v in chain.vertices]
+    crossings = sum(
+        (a != HOST) + (b != HOST) for a, b in zip(locs, locs[1:], strict=False) if a != b
+    )  # sNIC to sNIC crosses both links
+    lat = float(chain_latency(problem, chain, placement))
+    slo = None if chain.latency_us is None else float(chain.latency_us)
+    return {
+        "id": chain.id,
+        "vertices": list(chain.vertices),
+        "locations": locs,
+        "predicted_latency_us": round(lat, 2),
+        "slo_us": slo,
+        "within_slo": None if slo is None else lat <= slo,
+        "pcie_crossings": crossings,
+    }

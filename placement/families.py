@@ -110,8 +110,17 @@ def _traffic(kind: str, rng: random.Random) -> float:
     return rng.uniform(0.2, 4.0)
 
 
-def build(fam: Family, n_vertices: int, seed: int = 0) -> dict:
-    """An instance of family `fam` with about `n_vertices` vertices (JSON object of docs/placement.md)."""
+def build(
+    fam: Family,
+    n_vertices: int,
+    seed: int = 0,
+    latency: dict[str, tuple[float, float]] | None = None,
+    pcie_us: float | None = None,
+) -> dict:
+    """An instance of family `fam` with about `n_vertices` vertices (JSON object of docs/placement.md).
+    With `fam.latency`: `latency` (NF type -> measured (host, nic) us) replaces the placeholder latencies of
+    the types it names, as measured (not jittered), and `pcie_us` every sNIC's crossing latency; the random
+    draws are the same either way, so one seed gives the same graph and traffic."""
     rng = random.Random(seed)
     types = list(_TYPES)
     jitter = {t: (rng.uniform(0.93, 1.07), rng.uniform(0.93, 1.07)) for t in types}
@@ -143,6 +152,8 @@ def build(fam: Family, n_vertices: int, seed: int = 0) -> dict:
                 if fam.latency:
                     lh, ln = _LATENCY[t]
                     node["latency_us"] = {"host": lh * jitter[t][0], "nic": ln * jitter[t][1]}
+                    if latency and t in latency:
+                        node["latency_us"] = {"host": latency[t][0], "nic": latency[t][1]}
                 nodes.append(node)
             name = {-1: port, -2: vid}
             for a, b, share in graph:
@@ -167,7 +178,7 @@ def build(fam: Family, n_vertices: int, seed: int = 0) -> dict:
         snics.append(snic)
     out: dict = {"nodes": nodes, "edges": edges, "snics": snics}
     if fam.latency:
-        _set_latency(out, chains, rng)
+        _set_latency(out, chains, rng, pcie_us=pcie_us)
     for n in nodes:
         n.pop("type", None)
     return out
@@ -188,11 +199,20 @@ def _longest_path(k: int, graph: list[tuple[int, int, float]]) -> list[int]:
     return path
 
 
-def _set_latency(obj: dict, chains: list[dict], rng: random.Random, slack: float | None = None) -> None:
-    """Latency data: a PCIe crossing latency per sNIC, and each chain's SLO between its all-host latency
-    (always met) and its all-sNIC one, at `slack` (default: random per chain) of the way."""
+def _set_latency(
+    obj: dict,
+    chains: list[dict],
+    rng: random.Random,
+    slack: float | None = None,
+    pcie_us: float | dict[str, float] | None = None,
+) -> None:
+    """Latency data: a PCIe crossing latency per sNIC (`pcie_us`: one for all or per sNIC id, else a
+    placeholder draw), and each chain's SLO between its all-host latency (always met) and its all-sNIC one,
+    at `slack` (default: random per chain) of the way."""
     for s in obj["snics"]:
-        s["pcie_latency_us"] = rng.uniform(1.5, 3.0)
+        drawn = rng.uniform(1.5, 3.0)
+        given = pcie_us.get(s["id"]) if isinstance(pcie_us, dict) else pcie_us
+        s["pcie_latency_us"] = drawn if given is None else given
     cross = {s["id"]: s["pcie_latency_us"] for s in obj["snics"]}
     lat = {n["id"]: n.get("latency_us") for n in obj["nodes"]}
     pin = {n["id"]: n.get("pinned") for n in obj["nodes"]}
@@ -211,10 +231,8 @@ def set_slo(obj: dict, slack: float) -> dict:
     out = {**obj, "snics": [dict(s) for s in obj["snics"]]}
     chains = [{k: v for k, v in c.items() if k != "latency_us"} for c in obj["chains"]]
     rng = random.Random(0)
-    pcie = {s["id"]: s["pcie_latency_us"] for s in obj["snics"]}
-    _set_latency(out, chains, rng, slack)
-    for s in out["snics"]:
-        s["pcie_latency_us"] = pcie[s["id"]]
+    # the SLOs are computed with the instance's own crossing latencies (not fresh draws)
+    _set_latency(out, chains, rng, slack, pcie_us={s["id"]: s["pcie_latency_us"] for s in obj["snics"]})
     return out
 
 

@@ -14,6 +14,7 @@ import json
 import re
 from pathlib import Path
 
+from placement.latency_profiles import PCIE_KEY, latency_for, validate_nf_latency, validate_pcie
 from placement.model import PlacementInputError
 
 DEFAULT_PROFILES = Path(__file__).with_name("profiles.json")
@@ -21,7 +22,7 @@ DEFAULT_PROFILES = Path(__file__).with_name("profiles.json")
 EMULATED_PROFILES = Path(__file__).with_name("profiles-emulated.json")
 _PROVENANCE = {"date", "command", "used", "load_gbps"}
 _FIT_PROVENANCE = {"date", "command", "points", "residual"}
-_KEYS = {"r_host", "r_nic", "b_host", "b_nic", "measured", "latency_us"}
+_KEYS = {"r_host", "r_nic", "b_host", "b_nic", "measured", "latency_us", "latency_p99_us"}
 
 
 def load_profiles(path: str | Path | None = None) -> dict[str, dict]:
@@ -32,16 +33,23 @@ def load_profiles(path: str | Path | None = None) -> dict[str, dict]:
         if not Path(path).is_file():
             raise PlacementInputError(f"profiles: no such file: {path}")
         for name, prof in read_profile_file(path).items():
-            if not name.startswith("_"):
+            if not name.startswith("_") and name != PCIE_KEY:
                 data[name] = {**data.get(name, {}), **prof}
     return data
 
 
-def node_costs(prof: dict) -> dict[str, float]:
-    """The cost fields of a placement NF vertex from a profile: r_host, r_nic, and b_host/b_nic when set."""
+def load_pcie_section(path: str | Path | None) -> dict:
+    """The file's measured PCIe links (its reserved `pcie` key: sNIC id -> latency), {} without a file."""
+    return read_profile_file(path).get(PCIE_KEY, {}) if path else {}
+
+
+def node_costs(prof: dict, latency_stat: str = "median") -> dict[str, float]:
+    """The cost fields of a placement NF vertex from a profile: r_host, r_nic, b_host/b_nic when set, and its
+    per-location `latency_us` (the profile's medians, or with `latency_stat` "p99" its 99th percentiles)."""
     out = {"r_host": prof.get("r_host", 0.0), "r_nic": prof.get("r_nic", 0.0)}
-    out |= {k: prof[k] for k in ("b_host", "b_nic", "latency_us") if prof.get(k)}
-    return out
+    out |= {k: prof[k] for k in ("b_host", "b_nic") if prof.get(k)}
+    lat = latency_for(prof, latency_stat)
+    return out | ({"latency_us": lat} if lat else {})
 
 
 def read_profile_file(path: str | Path) -> dict:
@@ -56,7 +64,9 @@ def read_profile_file(path: str | Path) -> dict:
     if not isinstance(raw, dict):
         raise PlacementInputError(f"profiles: {path}: expected a JSON object")
     for name, prof in raw.items():
-        if not name.startswith("_"):
+        if name == PCIE_KEY:
+            validate_pcie(prof)
+        elif not name.startswith("_"):
             validate_profile(name, prof)
     return raw
 
@@ -66,23 +76,23 @@ def validate_profile(name: str, prof: object) -> None:
         raise PlacementInputError(
             f"profiles.{name}: expected an object with r_host and/or r_nic (and b_host, b_nic, measured)"
         )
+    validate_nf_latency(name, prof)
     for key, val in prof.items():
         if key == "measured":
-            _validate_provenance(name, val)
-        elif key == "latency_us":
-            if not isinstance(val, dict) or set(val) - {"host", "nic"}:
-                raise PlacementInputError(
-                    f"profiles.{name}.latency_us: expected an object with host and/or nic"
-                )
-            for side, v in val.items():
-                _nonneg(f"profiles.{name}.latency_us.{side}", v)
+            _validate_provenance(
+                name, {k: v for k, v in val.items() if k != "latency_us"} if isinstance(val, dict) else val
+            )
+        elif key in ("latency_us", "latency_p99_us"):
+            continue  # validate_nf_latency
         elif isinstance(val, bool) or not isinstance(val, int | float) or val < 0:
             raise PlacementInputError(f"profiles.{name}.{key}: must be a non-negative number, got {val!r}")
 
 
 def _validate_provenance(name: str, val: object) -> None:
     if not isinstance(val, dict) or set(val) - {"r_host", "r_nic"}:
-        raise PlacementInputError(f"profiles.{name}.measured: expected an object with r_host and/or r_nic")
+        raise PlacementInputError(
+            f"profiles.{name}.measured: expected an object with r_host, r_nic and/or latency_us"
+        )
     for side, rec in val.items():
         where = f"profiles.{name}.measured.{side}"
         if not isinstance(rec, dict) or set(rec) not in (_PROVENANCE, _FIT_PROVENANCE):

@@ -204,18 +204,42 @@ def _plot_drift(path: Path, rows: list[list], steps: int) -> None:
     plt.close(fig)
 
 
-def run_latency(out: Path, quick: bool) -> list[list]:
+def measured_latencies(path: Path | None) -> tuple[dict[str, tuple[float, float]], float | None]:
+    """NF type -> (host, nic) median us and the largest measured PCIe crossing (us) of a profile file with
+    measured latencies (placement/latency_profiles.py), in whole microseconds (far below their noise; finer
+    decimals beside the family's float amounts grow the solver's exact common denominators past 64 bits);
+    ({}, None) without a file or measurements."""
+    from placement.latency_profiles import PCIE_KEY
+    from placement.profiles import read_profile_file
+
+    if path is None:
+        return {}, None
+    if not Path(path).is_file():  # a mistyped name must not silently mean the placeholders
+        raise PlacementInputError(f"profiles: no such file: {path}")
+    raw = read_profile_file(path)
+    lat = {t: (round(p["latency_us"]["host"]), round(p["latency_us"]["nic"])) for t, p in raw.items()
+           if not t.startswith("_") and t != PCIE_KEY and {"host", "nic"} <= set(p.get("latency_us", {}))}  # fmt: skip
+    links = [round(v["latency_us"]) for v in raw.get(PCIE_KEY, {}).values()]
+    return lat, max(links, default=None)
+
+
+def run_latency(out: Path, quick: bool, profiles: Path | None = None) -> list[list]:
     """Host cost vs SLO tightness: the `latency` family's instance with every chain's latency_us set at a
     share `slack` of the way from its all-host latency (0: only the all-host placement of its NFs meets
-    it, apart from pins) to its all-sNIC one (1: no SLO binds) - CSV + PNG."""
+    it, apart from pins) to its all-sNIC one (1: no SLO binds) - CSV + PNG. `profiles`: a profile file with
+    measured latencies (`./uno bench latency --profile`): its NF types' medians replace the family's
+    placeholders for those types, its PCIe crossing every sNIC's."""
     from placement.families import family, set_slo
 
+    lat, pcie_us = measured_latencies(profiles)
+    source = f"measured: {', '.join(sorted(lat))}" + (f"; PCIe {pcie_us:g} us" if pcie_us is not None else "")
+    print(f"latency: NF latencies {source if lat or pcie_us is not None else 'placeholders (none measured)'}")
     n, seeds = (150, 1) if quick else (500, 3)
     slacks = [0.0, 0.25, 0.5, 0.75, 1.0] if quick else [i / 10 for i in range(11)]
     rows = []
     with progress(len(slacks) * seeds, "latency") as step:
         for seed in range(seeds):
-            base = build_family(family("latency"), n, seed)
+            base = build_family(family("latency"), n, seed, latency=lat, pcie_us=pcie_us)
             for slack in slacks:
                 obj = set_slo(base, slack)
                 r = solve(parse_problem(obj), time_limit=30)
@@ -235,10 +259,15 @@ def run_latency(out: Path, quick: bool) -> list[list]:
 SCENARIOS = {"fig16": run_fig16, "scaling": run_scaling, "drift": run_drift, "latency": run_latency}
 
 
-def run(scenario: str, out: Path, quick: bool = False) -> list[list]:
+def run(scenario: str, out: Path, quick: bool = False, profiles: Path | None = None) -> list[list]:
+    """Run `scenario`; `profiles` (measured latencies) is read by `latency` only."""
     if scenario not in SCENARIOS:
         raise PlacementInputError(f"scenario: {scenario!r} is not one of {', '.join(SCENARIOS)}")
     out.mkdir(parents=True, exist_ok=True)
-    rows = SCENARIOS[scenario](out, quick)
+    rows = (
+        SCENARIOS[scenario](out, quick, profiles)
+        if scenario == "latency"
+        else SCENARIOS[scenario](out, quick)
+    )
     print(f"{scenario}: wrote {out / (scenario + '.csv')} and {out / (scenario + '.png')}")
     return rows

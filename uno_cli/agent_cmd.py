@@ -108,8 +108,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from nf_runtime.portmap import OneSwitchPortMapper
     from nf_runtime.runtime import HostRuntime
     from placement.hysteresis import Dampener
+    from placement.latency_profiles import pcie_latency, with_latency_stat
     from placement.model import PlacementInputError
-    from placement.profiles import load_profiles
+    from placement.profiles import load_pcie_section, load_profiles
     from uno_cli.host_cmd import host_from_args
 
     addr, port = _listen(args.listen)
@@ -147,7 +148,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 <= args.snic_confirm_ms <= 60_000:
         raise CliError("--snic-confirm-ms must be in [0, 60000]")
     try:
-        profiles = load_profiles(args.profiles)
+        profiles = with_latency_stat(load_profiles(args.profiles), args.latency_stat)
+        links = load_pcie_section(args.profiles)
     except PlacementInputError as exc:
         raise CliError(str(exc)) from None
     host: EmulatedHost = host_from_args(args)
@@ -178,10 +180,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     except StartError as exc:
         raise CliError(str(exc)) from None
+    # each sNIC's PCIe crossing latency from the profiles' measured links (0 when none was measured)
+    crossing = pcie_latency(links, [s.id for s in host.config.snics], args.latency_stat)
     snics = [
         SnicInfo(
-            s.id, float(s.capacity), float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4, s.eth_ports, s.max_rules
-        )
+            s.id,
+            float(s.capacity),
+            float(s.pcie_gbps) if s.pcie_gbps > 0 else 1e4,
+            s.eth_ports,
+            s.max_rules,
+            crossing.get(s.id, 0.0),
+        )  # fmt: skip
         for s in host.config.snics
         if s.id in runtime.locations()
     ]
@@ -227,6 +236,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"uno agent: serving {url} for host '{host.name}' ({len(agent.state.nfs)} NFs; {actions})",
         file=sys.stderr,
     )
+    links = ", ".join(f"{s.id} {s.pcie_latency_us:g} us" for s in snics)
+    print(f"uno agent: PCIe crossing latency ({args.latency_stat}, from --profiles): {links or 'no sNIC'}"
+          + ("" if crossing else " (none measured: 0)"), file=sys.stderr)  # fmt: skip
 
     def _stop(*_):
         threading.Thread(target=server.shutdown, daemon=True).start()
@@ -281,6 +293,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--listen", default="127.0.0.1:0", help="IP:PORT (default loopback, free port)")
     s.add_argument("--token-file", help="file holding the bearer token the API requires")
     s.add_argument("--profiles", help="NF profiles JSON overriding placement/profiles.json")
+    s.add_argument(
+        "--latency-stat", choices=["median", "p99"], default="median",
+        help="which measured per-packet latency of the profiles (NF types' latency_us, the sNICs' PCIe "
+        "crossings) chain SLOs are checked against: median (default) or p99 (each part's 99th percentile)",
+    )  # fmt: skip
     s.add_argument("--sample-interval", type=float, default=1.0, help="monitoring period, s (default 1)")
     s.add_argument(
         "--replace-interval", type=float, default=30.0, help="re-placement period, s; 0 = on demand only"
@@ -349,9 +366,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     s.add_argument("--log-file", help="JSON log file (default RUNDIR/NAME/agent/agent.log; - = stderr)")
     s.set_defaults(func=cmd_serve)
-    from uno_cli import tables_cmd
+    from uno_cli import chains_cmd, tables_cmd
 
     tables_cmd.register(asub)
+    chains_cmd.register(asub)
     v = asub.add_parser("nf-versions", help="list the nf versions NFs can roll to (version, schema)")
     v.add_argument(
         "--nf-versions", default=str(VERSIONS_DIR), help="the versions directory (default nfs/versions)"

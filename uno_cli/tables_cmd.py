@@ -13,7 +13,7 @@ from pathlib import Path
 from domain.errors import CliError
 
 
-def _agent_url(args: argparse.Namespace) -> str:
+def agent_url(args: argparse.Namespace) -> str:
     if args.agent:
         return args.agent.rstrip("/")
     from emulated_host.agent_endpoint import status_entry
@@ -25,9 +25,9 @@ def _agent_url(args: argparse.Namespace) -> str:
     return str(entry["rest"]).rstrip("/")
 
 
-def _call(args: argparse.Namespace, method: str, path: str, body: object = None) -> object:
+def call_agent(args: argparse.Namespace, method: str, path: str, body: object = None) -> object:
     req = urllib.request.Request(
-        _agent_url(args) + path, data=None if body is None else json.dumps(body).encode(), method=method
+        agent_url(args) + path, data=None if body is None else json.dumps(body).encode(), method=method
     )
     req.add_header("Content-Type", "application/json")
     if args.token_file:
@@ -62,27 +62,32 @@ def render(rows: list[dict]) -> str:
 def cmd_tables(args: argparse.Namespace) -> int:
     if args.pin is not None:
         table, where = args.pin
-        out = _call(args, "PUT", f"/v1/tables/{table}", {"pin": where})
+        out = call_agent(args, "PUT", f"/v1/tables/{table}", {"pin": where})
         print(json.dumps(out))
         return 0
     if args.unpin is not None:
-        print(json.dumps(_call(args, "PUT", f"/v1/tables/{args.unpin}", {"pin": None})))
+        print(json.dumps(call_agent(args, "PUT", f"/v1/tables/{args.unpin}", {"pin": None})))
         return 0
     if args.place:
-        print(json.dumps(_call(args, "POST", "/v1/tables/place", {})))
-    rows = _call(args, "GET", "/v1/tables")
+        print(json.dumps(call_agent(args, "POST", "/v1/tables/place", {})))
+    rows = call_agent(args, "GET", "/v1/tables")
     print(json.dumps(rows) if args.json else render(rows))
     return 0
+
+
+def add_agent_args(p: argparse.ArgumentParser) -> None:
+    """The options that find the running agent (`agent_url`) and its token."""
+    p.add_argument("--agent", help="the agent's REST URL (default: the running agent of --config/--name)")
+    p.add_argument("--config", help="host config YAML (as for `uno up`)")
+    p.add_argument("--name", help="host instance name (overrides the config's)")
+    p.add_argument("--token-file", help="file holding the agent's bearer token")
 
 
 def register(asub: argparse._SubParsersAction) -> None:
     t = asub.add_parser(
         "tables", help="where OneSwitch's tables run (host or sNIC) and why one stays on the host"
     )
-    t.add_argument("--agent", help="the agent's REST URL (default: the running agent of --config/--name)")
-    t.add_argument("--config", help="host config YAML (as for `uno up`)")
-    t.add_argument("--name", help="host instance name (overrides the config's)")
-    t.add_argument("--token-file", help="file holding the agent's bearer token")
+    add_agent_args(t)
     g = t.add_mutually_exclusive_group()
     g.add_argument("--place", action="store_true", help="place the tables now (NFs stay), then list them")
     g.add_argument("--pin", nargs=2, metavar=("TABLE", "LOCATION"), help="pin TABLE to host or an sNIC")

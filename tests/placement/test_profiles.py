@@ -106,10 +106,15 @@ def test_bad_profile_files_name_the_field(tmp_path, raw, field):
 
 def test_shipped_emulated_profiles_are_valid_and_measured():
     raw = read_profile_file(EMULATED_PROFILES)
+    for sid, link in raw.pop("pcie", {}).items():  # the sNICs' PCIe links (latency_profiles.PCIE_KEY)
+        assert link["measured"]["median"] == link["latency_us"], sid
     for name, prof in raw.items():
         if name.startswith("_"):
             continue
-        assert set(prof["measured"]) == {"r_host", "r_nic"}, name  # every value has its provenance
+        # every value has its provenance: r_host, r_nic and, where measured, each location's latency
+        assert set(prof["measured"]) - {"latency_us"} == {"r_host", "r_nic"}, name
+        locs = prof["measured"].get("latency_us", {})
+        assert ("latency_us" in prof) == bool(locs) and set(locs) <= {"host", "snic0"}, name
 
 
 def test_fit_affine_least_squares_and_residual():
