@@ -114,9 +114,9 @@ def spec() -> dict:
                     "additionalProperties": False,
                     "properties": {
                         "wait": {
-                            "type": ["integer", "string"],
+                            "type": ["integer", "string", "null"],
                             "description": "replicas acknowledging each batch's writes before its packets "
-                            'leave: 1-16 or "N:MS"',
+                            'leave: 1-16 or "N:MS"; null or absent: none',
                         }
                     },
                 },
