@@ -17,8 +17,10 @@ packets), the stateful firewall (state in Redis) on the host, chained VM <-> fir
   Side by side in the same run, first: the same with the plain make-before-break move (*_unheld; the target
   does not hold packets until the old instance drained: the default before issue 28).
 - reordered_on_scale: the same stream (32 flows) while the firewall is resized 1 -> 2 -> 3 -> 2 -> 1 -> ...
-  (8 changes, --quick: 4; per 10 changes); side by side first: *_unheld, scale-outs without the hold (the new
-  instances process at once, before the old ones flushed the moved flows' packets). Scale-ins are not held.
+  (8 changes, --quick: 4; per 10 changes), scale-outs and scale-ins held (the agent's default); side by side
+  first: *_unheld, neither held (the new instances process at once, before the old ones flushed the moved
+  flows' packets; the staying ones take the leaving ones' flows at once), and *_outonly, scale-outs held and
+  scale-ins not (the default before scale-ins were held).
 - autoscale_out_s: the firewall with autoscale {min 1, max 3, target_util set so the base load is at 0.9 of
   it}; the agent's loop (sample + autoscale every 0.5 s, as `uno agent serve`) under a base load of 30 flows;
   at t0 the offered load triples; autoscale_out_s = t0 -> the first packet counted by a new instance.
@@ -158,13 +160,17 @@ def reorder_on_move(tb: Testbed, moves: int, held: bool = True) -> dict:
     }
 
 
-def reorder_on_scale(tb: Testbed, changes: int, held: bool = True) -> dict:
+SCALE_MODES = ("unheld", "outonly", "held")
+
+
+def reorder_on_scale(tb: Testbed, changes: int, mode: str = "held") -> dict:
     """Sequenced UDP at 50 Mbit/s (32 flows) across `changes` scale changes 1 -> 2 -> 3 -> 2 -> 1 -> 2 ...;
-    reordered and lost per 10 changes. `held`: the agent's default (a scale-out's new instances hold their
-    packets until the old ones flushed), else the plain make-before-break scale-out (before issue 28 part 6).
-    Scale-ins are not held either way."""
-    suffix = "" if held else "_unheld"
-    tb.agent.moves.buffer_types = MigrationConfig().buffer_types if held else frozenset()
+    reordered and lost per 10 changes. `mode` (SCALE_MODES): "held", the agent's default (a scale-out's new
+    instances hold their packets until the old ones flushed, a scale-in's staying ones until the leaving ones
+    drained); "outonly", scale-outs held, scale-ins not; "unheld", plain make-before-break both ways."""
+    suffix = "" if mode == "held" else f"_{mode}"
+    tb.agent.moves.buffer_types = MigrationConfig().buffer_types if mode != "unheld" else frozenset()
+    tb.agent.moves.hold_scale_in = mode == "held"
     counts = [2, 3, 2, 1]
 
     def change(k: int) -> None:
@@ -175,6 +181,7 @@ def reorder_on_scale(tb: Testbed, changes: int, held: bool = True) -> dict:
     r = _across(tb, 41, 32, 5041, changes, change)
     tb.agent.scale("fw", 1)
     tb.agent.moves.buffer_types = MigrationConfig().buffer_types
+    tb.agent.moves.hold_scale_in = MigrationConfig().hold_scale_in
     return {**_per_10(r, "scale", suffix, changes), f"scale_changes{suffix}": changes}
 
 
@@ -268,8 +275,8 @@ def main() -> int:
                 figures |= reorder_on_move(tb, 4 if args.quick else 10, held=False)
                 figures |= reorder_on_move(tb, 4 if args.quick else 10)
             if "scale" in parts:
-                figures |= reorder_on_scale(tb, 4 if args.quick else 8, held=False)
-                figures |= reorder_on_scale(tb, 4 if args.quick else 8)
+                for mode in SCALE_MODES:
+                    figures |= reorder_on_scale(tb, 4 if args.quick else 8, mode)
             if "autoscale" in parts:
                 figures |= autoscale_out(tb)
     if "spread" in parts:
