@@ -203,14 +203,17 @@ def hold_all(instances: list[Instance], runtime: object, buffer: int) -> tuple[l
 
 
 def release_all(instances: list[Instance], runtime: object) -> list[str]:
-    """Release each instance (`runtime.release`), at once: the errors, one per instance that refused."""
+    """Release each instance (`runtime.release`), at once, asking a refusing one once more (one left holding
+    queues its flows until its buffer overflows): the errors, one per instance that refused twice."""
 
     def ask(i: Instance) -> str | None:
-        try:
-            runtime.release(i)  # type: ignore[attr-defined]
-            return None
-        except Exception as exc:  # noqa: BLE001 - reported
-            return f"{i.id} not released: {exc}"
+        for _ in range(2):
+            try:
+                runtime.release(i)  # type: ignore[attr-defined]
+                return None
+            except Exception as exc:  # noqa: BLE001 - reported
+                err = exc
+        return f"{i.id} not released: {err}"
 
     with ThreadPoolExecutor(max(1, len(instances))) as pool:
         return [e for e in pool.map(ask, instances) if e]
