@@ -117,7 +117,7 @@ class PhysicalStateOwnershipTest {
   }
 
   private static List<Integer> groupOps(PhysicalState.Plan p, Class<? extends OFGroupMod> kind) {
-    return java.util.stream.Stream.of(p.make, p.modify, p.remove)
+    return java.util.stream.Stream.of(p.groups, p.make, p.modify, p.remove)
         .flatMap(List::stream)
         .map(PhysicalState.Op::msg)
         .filter(kind::isInstance)
