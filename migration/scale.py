@@ -21,7 +21,8 @@ Steps (each one a `StepEvent`, as in migration/protocol.py):
     resume  - (held) release the new instances: each processes its queue in arrival order, then goes on
               (a refused release maps the vport back to the old instances and stops the new ones)
   scale in (k leaving instances):
-    hold    - (held: as a held scale-out, and the runtime can tell a running instance to hold) each staying
+    hold    - (held: `MigrationConfig.hold_scale_in`, off by default, as a held scale-out, and the runtime can
+              tell a running instance to hold) each staying
               instance queues what it receives from now on (`POST /hold`), in arrival order: the flows of the
               leaving instances are about to reach them while their earlier packets may still sit there
               (a refused hold releases those that held and goes on unheld)

@@ -184,6 +184,10 @@ class HoldInRuntime(HoldingRuntime):
         return {"holding": True, "pending": 0}
 
 
+# Scale-ins held (off by default: MigrationConfig.hold_scale_in).
+HELD_IN = MigrationConfig(hold_scale_in=True)
+
+
 def held_in_bed(n: int, rt: HoldInRuntime):
     mp = FakeMapper()
     nf = Nf(id="fw", type="firewall", config={}, vport=1000, expected_gbps=0.1, src=None, dst=None)
@@ -206,7 +210,7 @@ def held_in_bed(n: int, rt: HoldInRuntime):
 def test_held_scale_in_holds_the_staying_instances_until_the_leaving_ones_drained():
     rt = HoldInRuntime()
     mp, nf = held_in_bed(3, rt)
-    cfg = MigrationConfig()
+    cfg = HELD_IN
     res = scale_in(nf, nf.instances[:2], nf.instances[2:], rt, mp, cfg, Clock(0.0))
     assert [e.step for e in res.steps] == ["hold", "set", "drain", "resume", "stop", "release"]
     # both staying hold (at once) before the set; the leaving one drains (not a flush); then they go on
@@ -218,7 +222,7 @@ def test_held_scale_in_holds_the_staying_instances_until_the_leaving_ones_draine
     assert sorted(rt.calls[4:]) == [("release", "fw-1"), ("release", "fw-2")]
     assert res.drained is True and res.cleanup_errors == [] and set(rt.running) == {"fw-1", "fw-2"}
     # not held: by the config, or for a type moved unheld
-    for off in (MigrationConfig(hold_scale_in=False), MigrationConfig(buffer_types=frozenset({"ips"}))):
+    for off in (MigrationConfig(), dataclasses.replace(HELD_IN, buffer_types=frozenset({"ips"}))):
         rt2 = HoldInRuntime()
         mp2, nf2 = held_in_bed(2, rt2)
         res2 = scale_in(nf2, nf2.instances[:1], nf2.instances[1:], rt2, mp2, off, Clock(0.0))
@@ -229,7 +233,7 @@ def test_held_scale_in_holds_the_staying_instances_until_the_leaving_ones_draine
 def test_held_scale_in_one_refused_hold_releases_the_others_and_goes_on_unheld():
     rt = HoldInRuntime(refuse_hold=frozenset({"fw-2"}))
     mp, nf = held_in_bed(3, rt)
-    res = scale_in(nf, nf.instances[:2], nf.instances[2:], rt, mp, MigrationConfig(), Clock(0.0))
+    res = scale_in(nf, nf.instances[:2], nf.instances[2:], rt, mp, HELD_IN, Clock(0.0))
     assert [e.step for e in res.steps] == ["hold", "set", "drain", "stop", "release"]
     hold = res.steps[0]
     assert not hold.ok and "fw-2: 409 buffering already" in hold.detail and "unheld" in hold.detail
@@ -243,7 +247,7 @@ def test_held_scale_in_set_refused_releases_the_held_and_changes_nothing():
     mp, nf = held_in_bed(2, rt)
     mp.fail_set = True
     with pytest.raises(ScaleError) as e:
-        scale_in(nf, nf.instances[:1], nf.instances[1:], rt, mp, MigrationConfig(), Clock(0.0))
+        scale_in(nf, nf.instances[:1], nf.instances[1:], rt, mp, HELD_IN, Clock(0.0))
     assert e.value.step == "set" and [s.step for s in e.value.result.steps] == ["hold", "set", "resume"]
     assert rt.calls[-1] == ("release", "fw-1") and set(rt.running) == {"fw-1", "fw-2"}
 
@@ -251,7 +255,7 @@ def test_held_scale_in_set_refused_releases_the_held_and_changes_nothing():
 def test_held_scale_in_refused_release_is_reported_the_scale_in_stays_committed():
     rt = HoldInRuntime(refuse_release=True)
     mp, nf = held_in_bed(2, rt)
-    res = scale_in(nf, nf.instances[:1], nf.instances[1:], rt, mp, MigrationConfig(), Clock(0.0))
+    res = scale_in(nf, nf.instances[:1], nf.instances[1:], rt, mp, HELD_IN, Clock(0.0))
     resume = next(e for e in res.steps if e.step == "resume")
     assert not resume.ok and "fw-1 not released" in resume.detail and res.removed == ["fw-2"]
     assert any("fw-1 not released" in e for e in res.cleanup_errors)
