@@ -21,10 +21,17 @@ Steps (each one a `StepEvent`, as in migration/protocol.py):
     resume  - (held) release the new instances: each processes its queue in arrival order, then goes on
               (a refused release maps the vport back to the old instances and stops the new ones)
   scale in (k leaving instances):
+    hold    - (held: `MigrationConfig.hold_scale_in`, off by default, as a held scale-out, and the runtime can
+              tell a running instance to hold) each staying
+              instance queues what it receives from now on (`POST /hold`), in arrival order: the flows of the
+              leaving instances are about to reach them while their earlier packets may still sit there
+              (a refused hold releases those that held and goes on unheld)
     set     - OneSwitch: the vport spreads over the staying instances only (make-before-break)
     drain   - until each leaving instance answers drained (`POST /drain`, all at once; an instance that
               cannot tell: its rx counter quiet for `quiet_s` and nothing in flight), bounded by
               `drain_timeout_s`; OneSwitch keeps the leaving ports ingress-only meanwhile
+    resume  - (held) release the staying instances: each processes its queue in order, then goes on (also
+              when the drain timed out, or the set failed: holding longer would only drop)
     stop    - stop the leaving instances' processes
     release - their ports and namespaces (done with stop by the runtime)
 
@@ -174,6 +181,45 @@ def held_scale_out(nf: Nf, runtime: object, cfg: MigrationConfig) -> bool:
     )
 
 
+def held_scale_in(nf: Nf, runtime: object, cfg: MigrationConfig) -> bool:
+    """Whether a scale-in of `nf` holds the staying instances' packets until the leaving ones drained (pure):
+    as `held_scale_out`, scale-ins held by the config, and the runtime can tell a running instance to hold."""
+    return cfg.hold_scale_in and held_scale_out(nf, runtime, cfg) and hasattr(runtime, "hold")
+
+
+def hold_all(instances: list[Instance], runtime: object, buffer: int) -> tuple[list[Instance], str]:
+    """Tell each instance at once to hold (`runtime.hold`): the ones that hold now, and one detail line."""
+
+    def ask(i: Instance) -> str | None:
+        try:
+            runtime.hold(i, buffer)  # type: ignore[attr-defined]
+            return None
+        except Exception as exc:  # noqa: BLE001 - reported; that instance goes on unheld
+            return f"{i.id}: {exc}"
+
+    with ThreadPoolExecutor(max(1, len(instances))) as pool:
+        errors = list(pool.map(ask, instances))
+    holding = [i for i, e in zip(instances, errors, strict=True) if e is None]
+    return holding, "; ".join(e for e in errors if e) or ",".join(i.id for i in holding)
+
+
+def release_all(instances: list[Instance], runtime: object) -> list[str]:
+    """Release each instance (`runtime.release`), at once, asking a refusing one once more (one left holding
+    queues its flows until its buffer overflows): the errors, one per instance that refused twice."""
+
+    def ask(i: Instance) -> str | None:
+        for _ in range(2):
+            try:
+                runtime.release(i)  # type: ignore[attr-defined]
+                return None
+            except Exception as exc:  # noqa: BLE001 - reported
+                err = exc
+        return f"{i.id} not released: {err}"
+
+    with ThreadPoolExecutor(max(1, len(instances))) as pool:
+        return [e for e in pool.map(ask, instances) if e]
+
+
 def flush_all(instances: list[Instance], runtime: MigrationRuntime, cfg: MigrationConfig) -> tuple[bool, str]:
     """Ask each instance at once to flush (`runtime.drain(..., flush=True)`): whether all answered flushed, and
     one detail line."""
@@ -287,9 +333,10 @@ def scale_in(
     sleep: Callable[[float], None] = time.sleep,
     on_event: Callable[[StepEvent], None] | None = None,
 ) -> ScaleResult:
-    """Take `leaving` out of the vport's set, drain them, stop and release them.
+    """Take `leaving` out of the vport's set, drain them, stop and release them; held (see the module doc),
+    the staying instances hold their packets until the leaving ones drained.
 
-    ScaleError only at `set` (nothing changed); after it the scale-in is committed.
+    ScaleError only at `set` (nothing changed, held instances released); after it the scale-in is committed.
     """
     cfg = cfg or MigrationConfig()
     res = ScaleResult(nf.id, len(staying) + len(leaving), len(staying))
@@ -298,6 +345,24 @@ def scale_in(
 
     if not staying:
         raise ValueError("scale_in needs at least one staying instance")
+    holding: list[Instance] = []
+    if held_scale_in(nf, runtime, cfg):
+        t0 = clock()
+        holding, detail = hold_all(staying, runtime, cfg.buffer_packets)
+        if len(holding) < len(staying):
+            # One that cannot hold would let the moved flows through at once: nobody holds.
+            errors = release_all(holding, runtime)
+            holding = []
+            detail = "; ".join([detail, *errors, "going on unheld"])
+        record("hold", bool(holding), t0, detail)
+
+    def resume() -> None:
+        if holding:
+            t0 = clock()
+            errors = release_all(holding, runtime)
+            res.cleanup_errors += errors
+            record("resume", not errors, t0, "; ".join(errors) or ",".join(i.id for i in holding))
+
     t0 = clock()
     try:
         res.set_ms = mapper.set_instances(
@@ -306,12 +371,14 @@ def scale_in(
     except Exception as exc:  # noqa: BLE001
         record("set", False, t0, str(exc))
         res.aborted_at = "set"
+        resume()
         raise ScaleError("set", str(exc), res, exc) from None
     record("set", True, t0, " ".join(f"{s}:{p}" for s, p in _ports(staying)))
     t0 = clock()
     out = drain_old(leaving, runtime, cfg, clock, sleep)
     res.drained = out.drained
     record("drain", True, t0, out.detail)
+    resume()
     t0 = clock()
     res.cleanup_errors += stop_all(leaving, runtime)
     record("stop", not res.cleanup_errors, t0, "; ".join(res.cleanup_errors))

@@ -38,6 +38,8 @@ class Moves:
         # NF types whose moves hold the target's packets until the old instance drained (order-preserving;
         # MigrationConfig's default: all); a smaller set is kept for the side-by-side benchmark.
         self.buffer_types = MigrationConfig().buffer_types
+        # Scale-ins of those types hold the staying instances' packets too (MigrationConfig.hold_scale_in).
+        self.hold_scale_in = MigrationConfig().hold_scale_in
 
     def migrate(self, nf: Nf, target: str) -> float:
         """Move `nf` to `target` with the protocol of `migration.protocol` (start, ready, make-before-break
@@ -147,7 +149,9 @@ class Moves:
                     out.append(ctx.new_instance(nf, loc, used))
                 return out
 
-            cfg = MigrationConfig(drain_timeout_s=ctx.drain_s, buffer_types=self.buffer_types)
+            cfg = MigrationConfig(
+                drain_timeout_s=ctx.drain_s, buffer_types=self.buffer_types, hold_scale_in=self.hold_scale_in
+            )
             try:
                 res, insts = run_scale(nf, n, ctx.runtime, ctx.mapper, allocate, cfg)
             except ScaleError as exc:

@@ -476,6 +476,11 @@ class LocalNfs:
         {"replayed", "buffer_overflow"}. Raises StateError."""
         return self._state_call_json(inst, "POST", "/release", b"", timeout)
 
+    def hold(self, inst: Instance, buffer: int, timeout: float = 10.0) -> dict:
+        """A running instance queues what it receives from now on, at most `buffer` frames, until `release`
+        (`POST /hold?buffer=N`; a scale-in's staying instances): {"holding", "pending"}. Raises StateError."""
+        return self._state_call_json(inst, "POST", f"/hold?buffer={buffer}", b"", timeout)
+
     def drain(self, inst: Instance, quiet_ms: int, timeout_s: float, flush: bool = False) -> dict | None:
         """The instance's own answer once drained (`POST /drain`: its port's ring empty by the kernel's
         count, nothing in flight, no frame for `quiet_ms`), or `{"drained": false, ...}` at `timeout_s`.

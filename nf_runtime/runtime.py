@@ -282,6 +282,9 @@ class HostRuntime:
     def release(self, inst: Instance, timeout: float = 60.0) -> dict:
         return self._at(inst.location).release(inst, timeout)
 
+    def hold(self, inst: Instance, buffer: int, timeout: float = 10.0) -> dict:
+        return self._at(inst.location).hold(inst, buffer, timeout)
+
     def drain(self, inst: Instance, quiet_ms: int, timeout_s: float, flush: bool = False) -> dict | None:
         return self._at(inst.location).drain(inst, quiet_ms, timeout_s, flush)
 

@@ -180,6 +180,16 @@ class RemoteNfs:
     def release(self, inst: Instance, timeout: float = 60.0) -> dict:
         return self._state_json(inst, "POST", "release", b"", timeout)
 
+    def hold(self, inst: Instance, buffer: int, timeout: float = 10.0) -> dict:
+        try:
+            q = f"buffer={buffer}&timeout_ms={round(timeout * 1000)}"
+            ans = self.client.nf(inst.id, "POST", "hold", q, raw=b"")
+        except SnicAgentError as exc:
+            raise StateError(f"{inst.id}: POST /hold: {exc}") from None
+        if not isinstance(ans, dict):
+            raise StateError(f"{inst.id}: POST /hold: answer is not JSON")
+        return ans
+
     def drain(self, inst: Instance, quiet_ms: int, timeout_s: float, flush: bool = False) -> dict | None:
         timeout_ms = max(1, min(60_000, round(timeout_s * 1000)))
         query = f"quiet_ms={quiet_ms}&timeout_ms={timeout_ms}" + ("&flush=1" if flush else "")

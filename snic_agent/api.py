@@ -23,7 +23,7 @@ from snic_agent.service import SnicAgent
 log = logging.getLogger("uno.snic")
 MAX_BODY = 64 << 20  # a state import (PUT .../nf/state) can be large
 NF_CALLS = {("GET", "stats"), ("GET", "health"), ("POST", "drain"), ("GET", "state"), ("PUT", "state"),
-            ("POST", "release")}  # fmt: skip
+            ("POST", "release"), ("POST", "hold")}  # fmt: skip
 
 
 def _flag(name: str) -> bool:
@@ -141,11 +141,11 @@ def create_app(agent: SnicAgent, token: str, stop: threading.Event | None = None
     # every method routed here: one not allowed for the call is answered with the call's own Allow
     @app.route("/v1/instances/<inst_id>/nf/<call>", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     def nf_call(inst_id: str, call: str):
-        """The instance's own endpoint (stats, health, drain, state, release), relayed."""
+        """The instance's own endpoint (stats, health, drain, state, release, hold), relayed."""
         if (request.method, call) not in NF_CALLS:
             allowed = sorted(m for m, c in NF_CALLS if c == call)
             if not allowed:
-                raise NotFound(f"no NF call {call!r} (stats, health, drain, state, release)")
+                raise NotFound(f"no NF call {call!r} (stats, health, drain, state, release, hold)")
             return _error(405, f"{call} takes {', '.join(allowed)}", headers={"Allow": ", ".join(allowed)})
         inst = agent.instance(inst_id)
         nfs = agent.nfs
@@ -167,6 +167,8 @@ def create_app(agent: SnicAgent, token: str, stop: threading.Event | None = None
         if call == "state":
             data = request.get_data(cache=False)
             return _json(nfs.put_state(inst, data, timeout=_timeout(60.0)))
+        if call == "hold":
+            return _json(nfs.hold(inst, _int_arg("buffer", 0, 1, 10_000_000), timeout=_timeout(10.0)))
         return _json(nfs.release(inst, timeout=_timeout(60.0)))
 
     return app

@@ -17,8 +17,10 @@ packets), the stateful firewall (state in Redis) on the host, chained VM <-> fir
   Side by side in the same run, first: the same with the plain make-before-break move (*_unheld; the target
   does not hold packets until the old instance drained: the default before issue 28).
 - reordered_on_scale: the same stream (32 flows) while the firewall is resized 1 -> 2 -> 3 -> 2 -> 1 -> ...
-  (8 changes, --quick: 4; per 10 changes); side by side first: *_unheld, scale-outs without the hold (the new
-  instances process at once, before the old ones flushed the moved flows' packets). Scale-ins are not held.
+  (8 changes, --quick: 4; per 10 changes) with the agent's defaults (scale-outs held, scale-ins not:
+  MigrationConfig.hold_scale_in); side by side first: *_unheld, neither held (the new instances process at
+  once, before the old ones flushed the moved flows' packets), and *_held_in, scale-ins held too (the staying
+  instances hold every packet until the leaving ones drained).
 - autoscale_out_s: the firewall with autoscale {min 1, max 3, target_util set so the base load is at 0.9 of
   it}; the agent's loop (sample + autoscale every 0.5 s, as `uno agent serve`) under a base load of 30 flows;
   at t0 the offered load triples; autoscale_out_s = t0 -> the first packet counted by a new instance.
@@ -158,13 +160,20 @@ def reorder_on_move(tb: Testbed, moves: int, held: bool = True) -> dict:
     }
 
 
-def reorder_on_scale(tb: Testbed, changes: int, held: bool = True) -> dict:
+SCALE_MODES = ("unheld", "held_in", "default")
+
+
+def reorder_on_scale(tb: Testbed, changes: int, mode: str = "default") -> dict:
     """Sequenced UDP at 50 Mbit/s (32 flows) across `changes` scale changes 1 -> 2 -> 3 -> 2 -> 1 -> 2 ...;
-    reordered and lost per 10 changes. `held`: the agent's default (a scale-out's new instances hold their
-    packets until the old ones flushed), else the plain make-before-break scale-out (before issue 28 part 6).
-    Scale-ins are not held either way."""
-    suffix = "" if held else "_unheld"
-    tb.agent.moves.buffer_types = MigrationConfig().buffer_types if held else frozenset()
+    reordered and lost per 10 changes. `mode` (SCALE_MODES): "default", the agent's (a scale-out's new
+    instances hold their packets until the old ones flushed; scale-ins as MigrationConfig.hold_scale_in);
+    "held_in", scale-ins held too (the staying instances until the leaving ones drained); "unheld", plain
+    make-before-break both ways."""
+    suffix = "" if mode == "default" else f"_{mode}"
+    tb.agent.moves.buffer_types = MigrationConfig().buffer_types if mode != "unheld" else frozenset()
+    tb.agent.moves.hold_scale_in = {"held_in": True, "unheld": False}.get(
+        mode, MigrationConfig().hold_scale_in
+    )
     counts = [2, 3, 2, 1]
 
     def change(k: int) -> None:
@@ -175,6 +184,7 @@ def reorder_on_scale(tb: Testbed, changes: int, held: bool = True) -> dict:
     r = _across(tb, 41, 32, 5041, changes, change)
     tb.agent.scale("fw", 1)
     tb.agent.moves.buffer_types = MigrationConfig().buffer_types
+    tb.agent.moves.hold_scale_in = MigrationConfig().hold_scale_in
     return {**_per_10(r, "scale", suffix, changes), f"scale_changes{suffix}": changes}
 
 
@@ -268,8 +278,8 @@ def main() -> int:
                 figures |= reorder_on_move(tb, 4 if args.quick else 10, held=False)
                 figures |= reorder_on_move(tb, 4 if args.quick else 10)
             if "scale" in parts:
-                figures |= reorder_on_scale(tb, 4 if args.quick else 8, held=False)
-                figures |= reorder_on_scale(tb, 4 if args.quick else 8)
+                for mode in SCALE_MODES:
+                    figures |= reorder_on_scale(tb, 4 if args.quick else 8, mode)
             if "autoscale" in parts:
                 figures |= autoscale_out(tb)
     if "spread" in parts:

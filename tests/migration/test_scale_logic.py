@@ -169,6 +169,98 @@ def test_held_scale_out_refused_release_goes_back_to_the_old_set():
     assert mp.sets[1000] == [("host", 201)] and set(rt.running) == {"fw-1"}
 
 
+class HoldInRuntime(HoldingRuntime):
+    """A HoldingRuntime whose running instances can be told to hold (the held scale-in); `refuse_hold`: the
+    ids that refuse."""
+
+    def __init__(self, refuse_hold: frozenset[str] = frozenset(), **kw):
+        super().__init__(**kw)
+        self.refuse_hold = refuse_hold
+
+    def hold(self, inst, buffer, timeout=10.0):
+        self.calls.append(("hold", inst.id, buffer))
+        if inst.id in self.refuse_hold:
+            raise RuntimeError("409 buffering already")
+        return {"holding": True, "pending": 0}
+
+
+# Scale-ins held (off by default: MigrationConfig.hold_scale_in).
+HELD_IN = MigrationConfig(hold_scale_in=True)
+
+
+def held_in_bed(n: int, rt: HoldInRuntime):
+    mp = FakeMapper()
+    nf = Nf(id="fw", type="firewall", config={}, vport=1000, expected_gbps=0.1, src=None, dst=None)
+    nf.instances = [inst(k) for k in range(1, n + 1)]
+    for i in nf.instances:
+        rt.start(nf, i)
+    mp.map(1000, "host", 201, "fw")
+    mp.set_instances(1000, [(i.switch, i.ofport) for i in nf.instances])
+    real = mp.set_instances
+
+    def set_instances(vport, insts, drain_ms=None):
+        rt.calls.append(("set", len(insts)))
+        return real(vport, insts, drain_ms)
+
+    mp.set_instances = set_instances
+    rt.calls.clear()
+    return mp, nf
+
+
+def test_held_scale_in_holds_the_staying_instances_until_the_leaving_ones_drained():
+    rt = HoldInRuntime()
+    mp, nf = held_in_bed(3, rt)
+    cfg = HELD_IN
+    res = scale_in(nf, nf.instances[:2], nf.instances[2:], rt, mp, cfg, Clock(0.0))
+    assert [e.step for e in res.steps] == ["hold", "set", "drain", "resume", "stop", "release"]
+    # both staying hold (at once) before the set; the leaving one drains (not a flush); then they go on
+    assert sorted(rt.calls[:2]) == [
+        ("hold", "fw-1", cfg.buffer_packets),
+        ("hold", "fw-2", cfg.buffer_packets),
+    ]
+    assert rt.calls[2:4] == [("set", 2), ("drain", "fw-3", False)]
+    assert sorted(rt.calls[4:]) == [("release", "fw-1"), ("release", "fw-2")]
+    assert res.drained is True and res.cleanup_errors == [] and set(rt.running) == {"fw-1", "fw-2"}
+    # not held: by the config, or for a type moved unheld
+    for off in (MigrationConfig(), dataclasses.replace(HELD_IN, buffer_types=frozenset({"ips"}))):
+        rt2 = HoldInRuntime()
+        mp2, nf2 = held_in_bed(2, rt2)
+        res2 = scale_in(nf2, nf2.instances[:1], nf2.instances[1:], rt2, mp2, off, Clock(0.0))
+        assert [e.step for e in res2.steps] == ["set", "drain", "stop", "release"]
+        assert not [c for c in rt2.calls if c[0] in ("hold", "release")]
+
+
+def test_held_scale_in_one_refused_hold_releases_the_others_and_goes_on_unheld():
+    rt = HoldInRuntime(refuse_hold=frozenset({"fw-2"}))
+    mp, nf = held_in_bed(3, rt)
+    res = scale_in(nf, nf.instances[:2], nf.instances[2:], rt, mp, HELD_IN, Clock(0.0))
+    assert [e.step for e in res.steps] == ["hold", "set", "drain", "stop", "release"]
+    hold = res.steps[0]
+    assert not hold.ok and "fw-2: 409 buffering already" in hold.detail and "unheld" in hold.detail
+    # fw-1 held and was released before the set: nobody holds while the flows move
+    assert rt.calls.index(("release", "fw-1")) < rt.calls.index(("set", 2))
+    assert mp.sets[1000] == [("host", 201), ("host", 202)] and set(rt.running) == {"fw-1", "fw-2"}
+
+
+def test_held_scale_in_set_refused_releases_the_held_and_changes_nothing():
+    rt = HoldInRuntime()
+    mp, nf = held_in_bed(2, rt)
+    mp.fail_set = True
+    with pytest.raises(ScaleError) as e:
+        scale_in(nf, nf.instances[:1], nf.instances[1:], rt, mp, HELD_IN, Clock(0.0))
+    assert e.value.step == "set" and [s.step for s in e.value.result.steps] == ["hold", "set", "resume"]
+    assert rt.calls[-1] == ("release", "fw-1") and set(rt.running) == {"fw-1", "fw-2"}
+
+
+def test_held_scale_in_refused_release_is_reported_the_scale_in_stays_committed():
+    rt = HoldInRuntime(refuse_release=True)
+    mp, nf = held_in_bed(2, rt)
+    res = scale_in(nf, nf.instances[:1], nf.instances[1:], rt, mp, HELD_IN, Clock(0.0))
+    resume = next(e for e in res.steps if e.step == "resume")
+    assert not resume.ok and "fw-1 not released" in resume.detail and res.removed == ["fw-2"]
+    assert any("fw-1 not released" in e for e in res.cleanup_errors)
+
+
 def test_scale_out_start_failure_stops_what_started_mapping_untouched():
     rt, mp, nf = bed(1)
     new = [inst(2), inst(3)]

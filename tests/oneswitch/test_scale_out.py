@@ -395,3 +395,48 @@ def test_flows_of_one_address_pair_spread_over_three_instances(bench, bench_ovs)
     for proto, where in default.items():
         assert set(where) == {"a", "b", "c"}, (proto, where)
     assert set(ovs["tcp"]) == {"a", "b", "c"} and len(ovs["udp"]) == 1, ovs
+
+
+# OneSwitch's first scale group id (translate.Translator.SCALE_GROUP_BASE) as OVS prints it.
+SCALE_GROUP = str(0xFFF00000)
+
+
+def _received(log_text: str) -> list[str]:
+    """The OpenFlow messages the switch logged as received (vconn debug), in order, each one string (a message
+    printed over several lines: its continuation lines, which carry no timestamp, joined)."""
+    entries: list[str] = []
+    for line in log_text.splitlines():
+        if line[:4].isdigit() and "|" in line:
+            entries.append(line)
+        elif entries:
+            entries[-1] += " " + line.strip()
+    return [e.split("received: ", 1)[1] for e in entries if "received: " in e]
+
+
+def test_scale_group_hashes_by_its_method_before_any_flow_uses_it(os_host, bench):
+    """On the real switch, across 1 -> 2 -> 3 -> 2 -> 1: the scale group is added, then given its selection
+    method over OpenFlow 1.5, before any flow sends to it; its bucket changes come over OpenFlow 1.5 only, with
+    the method (an OpenFlow 1.3 modify would put it on OVS's default hash until the next message)."""
+    sw = os_host.host.host_switch()
+    log = sw.ovs.rundir / "ovs-vswitchd.log"
+    start = log.stat().st_size if log.exists() else 0
+    sw.ovs.appctl("vlog/set", "vconn:file:dbg")
+    try:
+        for insts in (TWO, THREE, TWO, ONE):
+            os_host.client.set_instances(NF_HOST, insts)
+    finally:
+        sw.ovs.appctl("vlog/set", "vconn:file:info")
+    with open(log, errors="replace") as f:
+        f.seek(start)
+        msgs = _received(f.read())
+    mods = [m for m in msgs if "GROUP_MOD" in m and f"group_id={SCALE_GROUP}" in m]
+    uses = [i for i, m in enumerate(msgs) if "FLOW_MOD" in m and f"group:{SCALE_GROUP}" in m]
+    assert mods and uses, f"no scale group traffic logged: {len(msgs)} messages"
+    of13_modify = [m for m in mods if "(OF1.3)" in m and "): MOD " in m]
+    assert not of13_modify, of13_modify[:2]
+    method_set = next(i for i, m in enumerate(msgs) if m in mods and "(OF1.5)" in m)
+    assert "selection_method=hash,fields=reg7" in msgs[method_set], msgs[method_set]
+    assert method_set < uses[0], (msgs[method_set], msgs[uses[0]])
+    for m in mods:
+        if "(OF1.5)" in m:
+            assert "selection_method=hash,fields=reg7" in m, m

@@ -39,6 +39,7 @@ INST_ROUTES_404 = [
     ("GET", "/v1/instances/{id}/nf/state"),
     ("PUT", "/v1/instances/{id}/nf/state"),
     ("POST", "/v1/instances/{id}/nf/release"),
+    ("POST", "/v1/instances/{id}/nf/hold"),
 ]
 
 
@@ -107,6 +108,10 @@ class FakeNfs:
     def release(self, inst, timeout=60.0):
         self.calls.append(("release", inst.id))
         return {"replayed": 0, "buffer_overflow": 0}
+
+    def hold(self, inst, buffer, timeout=10.0):
+        self.calls.append(("hold", inst.id, buffer))
+        return {"holding": True, "pending": 0}
 
     def close(self):
         return []
@@ -267,6 +272,7 @@ WRONG_METHODS = [
     ("GET", "/v1/instances/fw-1/nf/drain", {"POST"}),
     ("POST", "/v1/instances/fw-1/nf/state", {"GET", "PUT"}),
     ("GET", "/v1/instances/fw-1/nf/release", {"POST"}),
+    ("GET", "/v1/instances/fw-1/nf/hold", {"POST"}),
 ]
 
 
@@ -287,7 +293,7 @@ def test_405_allow_lists_only_methods_that_are_allowed(env):
     _, _, c = env
     start_one(c)
     wrong = []
-    for call_name in ("stats", "health", "drain", "state", "release"):
+    for call_name in ("stats", "health", "drain", "state", "release", "hold"):
         path = f"/v1/instances/fw-1/nf/{call_name}"
         for method in ("PATCH", "DELETE"):
             r = call(c, method, path)
@@ -299,6 +305,20 @@ def test_405_allow_lists_only_methods_that_are_allowed(env):
                 if call(c, m, path, raw=b"" if m in ("POST", "PUT") else None).status_code == 405:
                     wrong.append(f"{method} {path} -> Allow: {', '.join(allow)}; but {m} is 405")
     assert wrong == []
+
+
+def test_hold_is_relayed_with_its_buffer_and_a_bad_buffer_is_refused(env):
+    """`POST .../nf/hold?buffer=N` reaches the NF with N (a scale-in's staying instance on the sNIC); a missing
+    or out-of-range buffer is a 400 naming `buffer` and reaches nothing."""
+    _, fake, c = env
+    start_one(c)
+    n = len(fake.calls)
+    r = call(c, "POST", "/v1/instances/fw-1/nf/hold?buffer=100000", raw=b"")
+    assert r.status_code == 200 and r.get_json() == {"holding": True, "pending": 0}, r.get_data(as_text=True)
+    assert fake.calls[n:] == [("hold", "fw-1", 100000)]
+    for q in ("", "?buffer=0", "?buffer=x", "?buffer=10000001"):
+        assert_error(call(c, "POST", f"/v1/instances/fw-1/nf/hold{q}", raw=b""), 400, "buffer")
+    assert fake.calls[n + 1 :] == []
 
 
 # -- POST /v1/instances: the body, field by field -----------------------------------------------------------------

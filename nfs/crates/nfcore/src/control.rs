@@ -1,7 +1,8 @@
 //! Control requests from the stats/health HTTP thread to the runtime thread, which owns the store:
 //! export the per-flow state, import it (and leave buffering mode). Used by the OpenNF-style
 //! move of local-state NFs (`GET /state`, `PUT /state`), and leave buffering mode without a state
-//! (`POST /release`: the order-preserving move of an NF whose state is in the tier), and answer
+//! (`POST /release`: the order-preserving move of an NF whose state is in the tier), enter it
+//! while running (`POST /hold`: the instances that stay in a scale-in), and answer
 //! once drained (`POST /drain`, [`crate::drain`]); see [`crate::runtime::Runtime::serve_control`].
 
 use crate::drain::{DrainReport, DrainRequest};
@@ -27,6 +28,11 @@ pub enum Request {
     /// Leave buffering mode keeping the store (state in the tier): process the buffered packets
     /// in order, then go on as a normal instance.
     Release,
+    /// Enter buffering mode now (`POST /hold`): frames taken from here on are queued (at most
+    /// this many; more are counted as overflow) until a [`Request::Release`]. What a scale-in asks
+    /// of the instances that stay, so the flows of a leaving instance do not overtake its last
+    /// packets; frames received before the hold are processed first.
+    Hold(usize),
     /// Answer once drained ([`crate::drain`]), or at the request's deadline.
     Drain(DrainRequest),
     /// Apply a new config without a restart (`PUT /config`): the NF's own part through
@@ -41,6 +47,7 @@ impl std::fmt::Debug for Request {
             Request::Export => write!(f, "Export"),
             Request::Install { entries, .. } => write!(f, "Install({entries} entries)"),
             Request::Release => write!(f, "Release"),
+            Request::Hold(cap) => write!(f, "Hold({cap})"),
             Request::Drain(d) => write!(f, "Drain({d:?})"),
             Request::Reconfigure(_) => write!(f, "Reconfigure"),
         }
@@ -62,6 +69,11 @@ pub enum Reply {
     },
     Drain(DrainReport),
     Reconfigured,
+    /// Buffering from now on; `pending` frames released earlier and not processed yet were put
+    /// first in its queue.
+    Holding {
+        pending: u64,
+    },
 }
 
 /// A refused request: HTTP status and message.

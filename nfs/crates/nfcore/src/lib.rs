@@ -20,6 +20,7 @@ pub mod cpu_latency;
 pub mod ctx;
 pub mod drain;
 pub mod harness;
+pub mod hold;
 pub mod runtime;
 pub mod stats;
 pub mod timeouts;

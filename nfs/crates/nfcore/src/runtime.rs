@@ -240,6 +240,11 @@ impl<D: Device> Runtime<D> {
                         Ok(Reply::State(b))
                     }
                 },
+                Request::Hold(_) if self.buffer.is_some() => Err(ControlError::new(
+                    409,
+                    "buffering already: POST /release first",
+                )),
+                Request::Hold(cap) => Ok(self.hold(cap)),
                 Request::Release if self.buffer.is_none() => Err(ControlError::new(
                     409,
                     "not buffering: nothing to release (started without --buffer, or released already)",
@@ -296,6 +301,21 @@ impl<D: Device> Runtime<D> {
             let _ = reply.send(ans);
         }
         Ok(())
+    }
+
+    /// Enter buffering mode while running ([`Request::Hold`]; nothing in flight: the caller
+    /// finished its batches). Released frames not taken yet go first in the queue: they arrived
+    /// earlier.
+    fn hold(&mut self, cap: usize) -> Reply {
+        self.set_buffering(cap);
+        let pending = std::mem::take(&mut self.backlog);
+        let n = pending.len() as u64;
+        if let Some(buf) = self.buffer.as_mut() {
+            let later = std::mem::replace(&mut buf.frames, pending);
+            buf.frames.extend(later);
+        }
+        self.stats.holds.fetch_add(1, Relaxed);
+        Reply::Holding { pending: n }
     }
 
     /// Leave buffering mode: process the queued frames in arrival order. Returns how many.
@@ -701,14 +721,16 @@ impl<D: Device> Runtime<D> {
     /// and the depth is above 1, else batch by batch.
     pub fn run(&mut self, time: TimeSource, stop: &AtomicBool) -> io::Result<()> {
         let pipelined = self.depth > 1 && self.store.pipeline().is_some();
-        if pipelined && self.buffer.is_none() {
-            return self.run_pipelined(time, stop);
-        }
         let mut clock_ns = 0u64;
         while !stop.load(Relaxed) && !self.dev.exhausted() {
             if pipelined && self.buffer.is_none() {
-                // Released (the buffer is processed and nothing is in flight): pipelined from here.
-                return self.run_pipelined(time, stop);
+                // Not buffering (never, or released: its queue processed, nothing in flight):
+                // pipelined until it stops or is told to hold (then batch by batch again here).
+                self.run_pipelined(time, stop)?;
+                if self.buffer.is_none() {
+                    return Ok(());
+                }
+                continue;
             }
             let now = match time {
                 TimeSource::Wall => wall_ns(),

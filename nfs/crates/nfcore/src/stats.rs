@@ -41,6 +41,8 @@ pub struct Stats {
     pub buffered_now: AtomicU64,
     pub buffer_overflow: AtomicU64,
     pub replayed: AtomicU64,
+    /// Times a running instance was told to hold (`POST /hold`).
+    pub holds: AtomicU64,
     pub state_exports: AtomicU64,
     pub state_imports: AtomicU64,
     /// Configs applied in place (`PUT /config`).
@@ -87,6 +89,7 @@ impl Stats {
                 "reads_borrowed": g(&self.reads_borrowed),
                 "buffered": g(&self.buffered), "buffered_now": g(&self.buffered_now),
                 "buffer_overflow": g(&self.buffer_overflow), "replayed": g(&self.replayed),
+                "holds": g(&self.holds),
                 "state_exports": g(&self.state_exports), "state_imports": g(&self.state_imports),
                 "reconfigured": g(&self.reconfigured),
                 "port_drops": g(&self.port_drops),
@@ -273,6 +276,7 @@ impl Server {
                     }
                     Err(r) => r,
                 },
+                "/hold" => hold_request(&method, query, self.control.as_deref()),
                 _ => self.answer(&mut c, &method, path, &head, rest),
             };
             let _ = resp.write(&mut c);
@@ -551,6 +555,29 @@ fn release_request(method: &str, control: Option<&ControlHandle>) -> Response {
         ),
         Ok(_) => Response::error(500, "unexpected reply"),
         Err(e) => Response::error(e.status, &e.message),
+    }
+}
+
+/// `POST /hold?buffer=N` ([`crate::hold`]): JSON `{"holding": true, "pending"}`; 409 when it is
+/// buffering already, 400 naming the field of a bad query.
+fn hold_request(method: &str, query: &str, control: Option<&ControlHandle>) -> Response {
+    if method != "POST" {
+        let msg = format!("method {method} not allowed on /hold (POST)");
+        return Response::error_in(405, "method", &msg);
+    }
+    let cap = match crate::hold::parse_query(query) {
+        Ok(cap) => cap,
+        Err((field, e)) => return Response::error_in(400, field, &e),
+    };
+    let Some(control) = control else {
+        return Response::error_in(501, "hold", "this endpoint does not reach the NF's runtime");
+    };
+    match control.call(Request::Hold(cap), Duration::from_secs(10)) {
+        Ok(Reply::Holding { pending }) => {
+            Response::json("200 OK", json!({"holding": true, "pending": pending}))
+        }
+        Ok(_) => Response::error_in(500, "hold", "unexpected reply"),
+        Err(e) => Response::error_in(e.status, "hold", &e.message),
     }
 }
 

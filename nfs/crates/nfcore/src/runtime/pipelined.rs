@@ -459,6 +459,10 @@ impl<D: Device> Runtime<D> {
             if !reqs.is_empty() {
                 self.drain()?;
                 self.handle_control(reqs, t)?;
+                if self.buffer.is_some() {
+                    // Told to hold: the batch-by-batch loop queues what comes until the release.
+                    break;
+                }
             }
             if !self.drains.is_empty() {
                 let held = self.frames_in_flight();

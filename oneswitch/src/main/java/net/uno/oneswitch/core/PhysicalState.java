@@ -58,6 +58,13 @@ public final class PhysicalState {
 
   /** Ordered phases: make (new groups, new flows), modify (groups, re-point), break (delete). */
   public static final class Plan {
+    /**
+     * OneSwitch's scale-out SELECT groups to add: a phase of their own before {@link #make}, so
+     * their selection method is set (south/SelectMethod, after the barrier) before any flow sends
+     * to them.
+     */
+    public final List<Op> groups = new ArrayList<>();
+
     public final List<Op> make = new ArrayList<>();
     public final List<Op> modify = new ArrayList<>();
     public final List<Op> remove = new ArrayList<>();
@@ -66,7 +73,7 @@ public final class PhysicalState {
     public final List<Installed> deleted = new ArrayList<>();
 
     public int size() {
-      return make.size() + modify.size() + remove.size();
+      return groups.size() + make.size() + modify.size() + remove.size();
     }
   }
 
@@ -231,7 +238,10 @@ public final class PhysicalState {
       for (Map.Entry<Integer, GroupSpec> e : want.entrySet()) {
         GroupSpec h = have.get(e.getKey());
         if (h == null) {
-          p.make.add(new Op(sw, groupAdd(e.getKey(), e.getValue())));
+          boolean scale =
+              e.getValue().type() == org.projectfloodlight.openflow.protocol.OFGroupType.SELECT
+                  && net.uno.oneswitch.translate.Translator.isScaleGroup(e.getKey());
+          (scale ? p.groups : p.make).add(new Op(sw, groupAdd(e.getKey(), e.getValue())));
           mine.add(e.getKey());
         } else if (!h.equals(e.getValue())) {
           // In the modify phase, with the flows re-pointed: new buckets may send to tag-delivery

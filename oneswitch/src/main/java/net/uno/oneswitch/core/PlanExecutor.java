@@ -94,6 +94,7 @@ final class PlanExecutor {
   CompletableFuture<Void> execute(
       PhysicalState.Plan p, boolean barriers, ApplyTrace trace, long breakDelayMs) {
     if (!barriers) {
+      send(p.groups);
       send(p.make);
       send(p.modify);
       send(p.remove);
@@ -103,7 +104,13 @@ final class PlanExecutor {
     boolean breaks = !p.remove.isEmpty();
     boolean makeFresh = breaks && p.modify.isEmpty() && !p.make.isEmpty();
     boolean modifyFresh = breaks && !p.modify.isEmpty();
-    return phase("make", p.make, makeFresh, trace)
+    // Scale groups first, alone: their barrier sets the selection method before a flow uses them.
+    CompletableFuture<Void> groups =
+        p.groups.isEmpty()
+            ? CompletableFuture.completedFuture(null)
+            : phase("groups", p.groups, false, trace);
+    return groups
+        .thenComposeAsync(x -> phase("make", p.make, makeFresh, trace), exec)
         .thenComposeAsync(x -> phase("modify", p.modify, modifyFresh, trace), exec)
         .thenComposeAsync(x -> delay(breaks ? breakDelayMs : 0), exec)
         .thenComposeAsync(x -> phase("break", p.remove, false, trace), exec);

@@ -139,44 +139,76 @@ final class SelectMethod {
   /** The group id and buckets of a message {@link #wants} accepts. */
   static GroupBuckets of(Object m) {
     if (m instanceof OFGroupAdd g) {
-      return new GroupBuckets(g.getGroup().getGroupNumber(), g.getBuckets());
+      return new GroupBuckets(g.getGroup().getGroupNumber(), g.getBuckets(), false);
     }
     OFGroupModify g = (OFGroupModify) m;
-    return new GroupBuckets(g.getGroup().getGroupNumber(), g.getBuckets());
+    return new GroupBuckets(g.getGroup().getGroupNumber(), g.getBuckets(), true);
   }
 
-  /** A SELECT group to re-send with the selection method. */
-  record GroupBuckets(int groupId, List<OFBucket> buckets) {}
+  /**
+   * A SELECT group to (re-)send with the selection method; {@code modify}: a change of a group that
+   * exists, sent over this connection only (see SouthSwitch), not an add the main connection made.
+   */
+  record GroupBuckets(int groupId, List<OFBucket> buckets, boolean modify) {}
 
   /**
-   * Re-sends {@code groups} (installed on the main connection, which has processed them) with the
-   * selection method; completes when the switch answered the barrier after them (never
-   * exceptionally: a failure is logged and the groups keep OVS's default method).
+   * Whether group modifies may go over this connection only: not known yet to lack OpenFlow 1.5
+   * (the first use tells; a modify it fails to apply is re-sent over the main connection).
    */
-  CompletableFuture<Void> apply(List<GroupBuckets> groups) {
-    if (groups.isEmpty() || unsupported) {
-      return CompletableFuture.completedFuture(null);
+  boolean usable() {
+    return !unsupported;
+  }
+
+  /**
+   * Sends {@code groups} (the adds installed on the main connection, which has processed them) with
+   * the selection method; completes when the switch answered the barrier after them, true when it
+   * applied all of them (never exceptionally: false when the connection failed or the switch
+   * refused one, logged; the groups then keep OVS's default method).
+   */
+  CompletableFuture<Boolean> apply(List<GroupBuckets> groups) {
+    if (groups.isEmpty()) {
+      return CompletableFuture.completedFuture(true);
+    }
+    if (unsupported) {
+      return CompletableFuture.completedFuture(false);
     }
     return connection()
         .thenCompose(
             ch -> {
               ByteBuf buf = Unpooled.buffer();
+              Batch batch = new Batch();
               for (GroupBuckets g : groups) {
-                encodeGroupMod(buf, xids.incrementAndGet(), g.groupId(), g.buckets(), mode);
+                long x = xids.incrementAndGet();
+                batches.put(x, batch);
+                batch.xids.add(x);
+                encodeGroupMod(buf, x, g.groupId(), g.buckets(), mode);
               }
               long bx = xids.incrementAndGet();
-              CompletableFuture<Void> done = new CompletableFuture<>();
-              pending.put(bx, done);
+              pending.put(bx, batch.done);
               header(buf, T_BARRIER_REQUEST, 8, bx);
               ch.writeAndFlush(buf);
-              return done.orTimeout(REPLY_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+              return batch
+                  .done
+                  .orTimeout(REPLY_TIMEOUT_MS, TimeUnit.MILLISECONDS)
+                  .whenComplete((v, e) -> batch.xids.forEach(batches::remove))
+                  .thenApply(v -> !batch.refused);
             })
         .exceptionally(
             e -> {
               warn("selection method not set: " + e);
-              return null;
+              return false;
             });
   }
+
+  /** The group mods of one {@link #apply}: refused when the switch answered one with an error. */
+  private static final class Batch {
+    final List<Long> xids = new ArrayList<>();
+    final CompletableFuture<Void> done = new CompletableFuture<>();
+    volatile boolean refused;
+  }
+
+  /** Group-mod xid -> its batch, until the batch's barrier is answered. */
+  private final Map<Long, Batch> batches = new ConcurrentHashMap<>();
 
   void stop() {
     CompletableFuture<Channel> c;
@@ -275,6 +307,10 @@ final class SelectMethod {
       } else if (type == T_ERROR) {
         int et = m.readableBytes() >= 12 ? m.getUnsignedShort(8) : -1;
         int code = m.readableBytes() >= 12 ? m.getUnsignedShort(10) : -1;
+        Batch b = batches.get(xid);
+        if (b != null) {
+          b.refused = true;
+        }
         warn("the switch refused a selection method (error type " + et + " code " + code + ")");
       } else if (type == T_BARRIER_REPLY) {
         CompletableFuture<Void> f = pending.remove(xid);

@@ -30,6 +30,7 @@ import org.projectfloodlight.openflow.protocol.OFFactory;
 import org.projectfloodlight.openflow.protocol.OFFeaturesReply;
 import org.projectfloodlight.openflow.protocol.OFFlowRemoved;
 import org.projectfloodlight.openflow.protocol.OFGetConfigReply;
+import org.projectfloodlight.openflow.protocol.OFGroupType;
 import org.projectfloodlight.openflow.protocol.OFMessage;
 import org.projectfloodlight.openflow.protocol.OFPacketIn;
 import org.projectfloodlight.openflow.protocol.OFPortDesc;
@@ -40,6 +41,7 @@ import org.projectfloodlight.openflow.protocol.OFStatsReply;
 import org.projectfloodlight.openflow.protocol.OFStatsReplyFlags;
 import org.projectfloodlight.openflow.protocol.OFStatsRequest;
 import org.projectfloodlight.openflow.protocol.OFVersion;
+import org.projectfloodlight.openflow.types.OFGroup;
 import org.projectfloodlight.openflow.types.U32;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -300,12 +302,20 @@ public final class SouthSwitch {
 
   private void queue(Object m) {
     if (channel != null && ready) {
-      outq.add(m);
       sent++;
       Object msg = m instanceof OfEncoder.WithXid w ? w.msg() : m;
       if (select != null && SelectMethod.wants(msg)) {
-        selectPending.add(SelectMethod.of(msg));
+        SelectMethod.GroupBuckets g = SelectMethod.of(msg);
+        selectPending.add(g);
+        if (g.modify() && select.usable()) {
+          // Only over OpenFlow 1.5, with the method: an OF1.3 modify would reset the group to OVS's
+          // default hash until the OF1.5 one came (flows live on it would change instance twice).
+          // Sent at the next barrier, after what the main connection was sent before; over OF1.3
+          // then if the OF1.5 one did not take (the buckets must change either way).
+          return;
+        }
       }
+      outq.add(m);
     }
   }
 
@@ -388,9 +398,44 @@ public final class SouthSwitch {
     List<SelectMethod.GroupBuckets> groups = selectPending;
     selectPending = new ArrayList<>();
     // The groups exist once the main connection's barrier is answered; their hash is set after.
-    lastBarrier = groups.isEmpty() ? main : main.thenCompose(v -> select.apply(groups));
+    lastBarrier =
+        groups.isEmpty()
+            ? main
+            : main.thenCompose(v -> select.apply(groups))
+                .thenCompose(ok -> ok ? CompletableFuture.completedFuture(null) : fallback(groups));
     barrierCovers = sent;
     return lastBarrier;
+  }
+
+  /**
+   * The scale-group modifies that went only to the OpenFlow 1.5 connection, which did not apply
+   * them: sent over this one (OVS's default hash, logged by {@link SelectMethod}); completes after
+   * their barrier.
+   */
+  private CompletableFuture<Void> fallback(List<SelectMethod.GroupBuckets> groups) {
+    List<OFMessage> mods = new ArrayList<>();
+    for (SelectMethod.GroupBuckets g : groups) {
+      if (g.modify()) {
+        mods.add(
+            F.buildGroupModify()
+                .setXid(nextXid())
+                .setGroup(OFGroup.of(g.groupId()))
+                .setGroupType(OFGroupType.SELECT)
+                .setBuckets(g.buckets())
+                .build());
+      }
+    }
+    if (mods.isEmpty()) {
+      return CompletableFuture.completedFuture(null);
+    }
+    synchronized (this) {
+      if (channel == null || !ready) {
+        return CompletableFuture.completedFuture(null);
+      }
+      outq.addAll(mods);
+      sent += mods.size();
+      return request(F.buildBarrierRequest().setXid(nextXid()).build()).thenApply(x -> null);
+    }
   }
 
   /** A multipart request; completes with every reply part. */

@@ -117,7 +117,7 @@ class PhysicalStateOwnershipTest {
   }
 
   private static List<Integer> groupOps(PhysicalState.Plan p, Class<? extends OFGroupMod> kind) {
-    return java.util.stream.Stream.of(p.make, p.modify, p.remove)
+    return java.util.stream.Stream.of(p.groups, p.make, p.modify, p.remove)
         .flatMap(List::stream)
         .map(PhysicalState.Op::msg)
         .filter(kind::isInstance)
@@ -129,6 +129,45 @@ class PhysicalStateOwnershipTest {
   private static PhysicalState.Plan planGroups(
       PhysicalState ps, String sw, Map<Integer, GroupSpec> want) {
     return ps.plan(Map.of(), Map.of(), List.of(), Set.of(), Map.of(sw, want), Set.of(sw));
+  }
+
+  private static GroupSpec select(int... ports) {
+    List<org.projectfloodlight.openflow.protocol.OFBucket> buckets = new java.util.ArrayList<>();
+    for (int port : ports) {
+      buckets.add(
+          F.buildBucket()
+              .setWeight(1)
+              .setWatchGroup(org.projectfloodlight.openflow.types.OFGroup.ANY)
+              .setWatchPort(OFPort.ANY)
+              .setActions(List.of(F.actions().output(OFPort.of(port), 0xffff)))
+              .build());
+    }
+    return new GroupSpec(OFGroupType.SELECT, buckets);
+  }
+
+  @Test
+  void aNewScaleGroupIsAddedInAPhaseOfItsOwnBeforeAnyFlowAndItsChangesInTheModifyPhase() {
+    int scale = Translator.SCALE_GROUP_BASE;
+    PhysicalState ps = new PhysicalState(1);
+    ps.adopt("host", Map.of(), true);
+    // OneSwitch's scale group: alone, before the make phase (its selection method is set at that
+    // phase's barrier, before a flow sends to it); a controller's group stays in the make phase.
+    PhysicalState.Plan p =
+        planGroups(ps, "host", new TreeMap<>(Map.of(scale, select(1, 2), 9, spec(3))));
+    assertEquals(1, p.groups.size());
+    assertTrue(p.groups.get(0).msg() instanceof OFGroupAdd);
+    assertEquals(scale, ((OFGroupMod) p.groups.get(0).msg()).getGroup().getGroupNumber());
+    assertEquals(List.of(9), groupOps(p, OFGroupAdd.class).stream().filter(g -> g == 9).toList());
+    assertTrue(
+        p.make.stream()
+            .noneMatch(
+                op -> op.msg() instanceof OFGroupMod g && g.getGroup().getGroupNumber() == scale));
+    assertEquals(p.groups.size() + p.make.size() + p.modify.size() + p.remove.size(), p.size());
+    // A resize: a modify, in the modify phase (south.SouthSwitch sends it over OpenFlow 1.5 only).
+    p = planGroups(ps, "host", new TreeMap<>(Map.of(scale, select(1, 2, 3), 9, spec(3))));
+    assertTrue(p.groups.isEmpty());
+    assertEquals(List.of(scale), groupOps(p, OFGroupModify.class));
+    assertTrue(p.modify.stream().anyMatch(op -> op.msg() instanceof OFGroupModify));
   }
 
   @Test
