@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Set
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -252,6 +253,20 @@ def _rationalize(value: float) -> tuple[Fraction, int, int]:
 
 
 def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None = None) -> Fraction:
+    kind = type(value)
+    if kind is int:  # the common cases first (JSON gives exactly int or float; bool is another type)
+        if nonneg and value < 0:
+            raise PlacementInputError(f"{where}: must not be negative, got {value}")
+        return Fraction(value)
+    if kind is float and math.isfinite(value):
+        frac, gn, gd = _rationalize(value)  # gn / gd: the JSON number's decimal value (its shortest text)
+        if nonneg and frac.numerator < 0:
+            raise PlacementInputError(f"{where}: must not be negative, got {value}")
+        if inexact is not None:
+            err = abs(gn * frac.denominator - frac.numerator * gd)
+            if err:
+                inexact.append((where, value, frac, err / abs(gn * frac.denominator)))
+        return frac
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise PlacementInputError(f"{where}: expected a number, got {type(value).__name__}")
     if isinstance(value, float) and not math.isfinite(value):
@@ -268,7 +283,7 @@ def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None 
             frac = Fraction(value)
         except (ValueError, ZeroDivisionError):
             raise PlacementInputError(f"{where}: not a number: {value!r}") from None
-    if nonneg and frac < 0:
+    if nonneg and frac.numerator < 0:
         raise PlacementInputError(f"{where}: must not be negative, got {value}")
     return frac
 
@@ -284,16 +299,21 @@ def _amounts(where: str, obj: Any, inexact: list | None = None) -> dict[str, Fra
     return out
 
 
-def _keys(where: str, obj: Any, required: set[str], optional: set[str]) -> dict:
+def _keys(where: str, obj: Any, required: Set[str], optional: Set[str]) -> dict:
     if not isinstance(obj, dict):
         raise PlacementInputError(f"{where}: expected an object")
-    missing = sorted(required - set(obj))
-    if missing:
-        raise PlacementInputError(f"{where}.{missing[0]}: missing")
-    unknown = sorted(set(obj) - required - optional)
-    if unknown:
-        raise PlacementInputError(f"{where}.{unknown[0]}: unknown key")
+    keys = obj.keys()
+    if not keys >= required:
+        raise PlacementInputError(f"{where}.{sorted(required - keys)[0]}: missing")
+    if len(keys) > len(required) and not keys - required <= optional:
+        raise PlacementInputError(f"{where}.{sorted(keys - required - optional)[0]}: unknown key")
     return obj
+
+
+_NODE_REQUIRED = frozenset({"id", "kind"})
+_NODE_OPTIONAL = frozenset({"r_host", "r_nic", "b_host", "b_nic", "instances", "pinned", "location", "needs",
+                            "latency_us", "rules", "through_gbps"})  # fmt: skip
+_EDGE_KEYS = frozenset({"src", "dst", "gbps"})
 
 
 def parse_problem(data: Any) -> Problem:
@@ -343,11 +363,7 @@ def parse_problem(data: Any) -> Problem:
     seen: set[str] = set()
     for i, n in enumerate(data["nodes"]):
         w = f"nodes[{i}]"
-        _keys(
-            w, n, {"id", "kind"},
-            {"r_host", "r_nic", "b_host", "b_nic", "instances", "pinned", "location", "needs", "latency_us",
-             "rules", "through_gbps"},
-        )  # fmt: skip
+        _keys(w, n, _NODE_REQUIRED, _NODE_OPTIONAL)
         nid = n["id"]
         if not isinstance(nid, str) or not nid:
             raise PlacementInputError(f"{w}.id: must be a non-empty string")
@@ -401,7 +417,7 @@ def parse_problem(data: Any) -> Problem:
     edges: list[Edge] = []
     for i, e in enumerate(data["edges"]):
         w = f"edges[{i}]"
-        _keys(w, e, {"src", "dst", "gbps"}, set())
+        _keys(w, e, _EDGE_KEYS, frozenset())
         for key in ("src", "dst"):
             if not isinstance(e[key], str) or e[key] not in seen:
                 raise PlacementInputError(f"{w}.{key}: unknown vertex {e[key]!r}")
