@@ -444,22 +444,31 @@ def solve_groups(
         lam, _, y = lp1
         lb1, den1, d1 = _bound(gr, alive, gr.cost, lam, [], np.zeros(0))
         lower = Fraction(lb1, den1)
-        restricted = _restricted(gr, d1, y, alive)
-        multi = int((np.add.reduceat(restricted.astype(np.int64), gr.start[:-1]) > 1).sum())
-        if len(full) == 1 and multi > gr.n_groups // 2:
-            # Cost ties (e.g. the same NF on either of two sNICs) put most groups in the core (measured:
-            # 1,908 of 1,908 at 5000 vertices, no incumbent in time): choose it by reduced costs of the
-            # folded objective instead (same prices scaled by the cost weight), where those ties differ.
-            _, _, df = _bound(gr, alive, folded0, lam * full[0][0][1], [], np.zeros(0))
-            restricted = _restricted(gr, df, y, alive)
-        greedy = _greedy(gr, y, alive)  # the incumbent if CP-SAT finds none on the restricted core
-        if greedy is not None:
-            restricted[np.array(greedy, dtype=np.int64)] = True
+
+        def close_enough(c: list[int] | None) -> bool:
+            return c is not None and lb1 > den1 * (_sum(gr.cost, c) - 1 - slack(_sum(gr.cost, c)))
+
         # The current placement (warm start) or the repaired LP rounding may already be within the slack
-        # of the bound: then it is the answer, without CP-SAT.
-        cands = [c for c in (hint if _fits(gr, hint) else None, greedy) if c is not None]
+        # of the bound: then it is the answer, without CP-SAT (the current one checked first: a warm
+        # re-solve then skips the rounding and the restricted core).
+        current = hint if _fits(gr, hint) else None
+        greedy = None
+        if not close_enough(current):
+            restricted = _restricted(gr, d1, y, alive)
+            multi = int((np.add.reduceat(restricted.astype(np.int64), gr.start[:-1]) > 1).sum())
+            if len(full) == 1 and multi > gr.n_groups // 2:
+                # Cost ties (e.g. the same NF on either of two sNICs) put most groups in the core
+                # (measured: 1,908 of 1,908 at 5000 vertices, no incumbent in time): choose it by reduced
+                # costs of the folded objective instead (same prices scaled by the cost weight), where
+                # those ties differ.
+                _, _, df = _bound(gr, alive, folded0, lam * full[0][0][1], [], np.zeros(0))
+                restricted = _restricted(gr, df, y, alive)
+            greedy = _greedy(gr, y, alive)  # the incumbent if CP-SAT finds none on the restricted core
+            if greedy is not None:
+                restricted[np.array(greedy, dtype=np.int64)] = True
+        cands = [c for c in (current, greedy) if c is not None]
         quick = min(cands, key=lambda c: _sum(gr.cost, c)) if cands else None
-        if quick is not None and lb1 > den1 * (_sum(gr.cost, quick) - 1 - slack(_sum(gr.cost, quick))):
+        if close_enough(quick):
             status, inc, core_groups = "feasible", quick, 0
         else:
             core = _Core(gr, restricted, workers, linearization)
