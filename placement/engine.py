@@ -269,6 +269,12 @@ RESTRICTED_WORK = 10.0  # deterministic time of the first incumbent's CP-SAT (on
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
+def _dp_span(gr: Groups, alive: np.ndarray, limit: int) -> int:
+    """Cost units between the sum of the groups' cheapest alive configurations and `limit`: the DP's
+    states (checked first: the surrogate row's weights cost a pass over every configuration)."""
+    return limit - int(_reduce(np.where(alive, gr.cost, BIG), gr.start, np.minimum).sum())
+
+
 def _dp_no_better(gr: Groups, alive: np.ndarray, weight: np.ndarray, budget: int, limit: int) -> bool | None:
     """Exact: True if no choice of alive configurations has primary cost <= limit while meeting the one
     row sum(weight) <= budget (a relaxation of the problem: one budget row, or a surrogate combination of
@@ -438,22 +444,31 @@ def solve_groups(
         lam, _, y = lp1
         lb1, den1, d1 = _bound(gr, alive, gr.cost, lam, [], np.zeros(0))
         lower = Fraction(lb1, den1)
-        restricted = _restricted(gr, d1, y, alive)
-        multi = int((np.add.reduceat(restricted.astype(np.int64), gr.start[:-1]) > 1).sum())
-        if len(full) == 1 and multi > gr.n_groups // 2:
-            # Cost ties (e.g. the same NF on either of two sNICs) put most groups in the core (measured:
-            # 1,908 of 1,908 at 5000 vertices, no incumbent in time): choose it by reduced costs of the
-            # folded objective instead (same prices scaled by the cost weight), where those ties differ.
-            _, _, df = _bound(gr, alive, folded0, lam * full[0][0][1], [], np.zeros(0))
-            restricted = _restricted(gr, df, y, alive)
-        greedy = _greedy(gr, y, alive)  # the incumbent if CP-SAT finds none on the restricted core
-        if greedy is not None:
-            restricted[np.array(greedy, dtype=np.int64)] = True
+
+        def close_enough(c: list[int] | None) -> bool:
+            return c is not None and lb1 > den1 * (_sum(gr.cost, c) - 1 - slack(_sum(gr.cost, c)))
+
         # The current placement (warm start) or the repaired LP rounding may already be within the slack
-        # of the bound: then it is the answer, without CP-SAT.
-        cands = [c for c in (hint if _fits(gr, hint) else None, greedy) if c is not None]
+        # of the bound: then it is the answer, without CP-SAT (the current one checked first: a warm
+        # re-solve then skips the rounding and the restricted core).
+        current = hint if _fits(gr, hint) else None
+        greedy = None
+        if not close_enough(current):
+            restricted = _restricted(gr, d1, y, alive)
+            multi = int((np.add.reduceat(restricted.astype(np.int64), gr.start[:-1]) > 1).sum())
+            if len(full) == 1 and multi > gr.n_groups // 2:
+                # Cost ties (e.g. the same NF on either of two sNICs) put most groups in the core
+                # (measured: 1,908 of 1,908 at 5000 vertices, no incumbent in time): choose it by reduced
+                # costs of the folded objective instead (same prices scaled by the cost weight), where
+                # those ties differ.
+                _, _, df = _bound(gr, alive, folded0, lam * full[0][0][1], [], np.zeros(0))
+                restricted = _restricted(gr, df, y, alive)
+            greedy = _greedy(gr, y, alive)  # the incumbent if CP-SAT finds none on the restricted core
+            if greedy is not None:
+                restricted[np.array(greedy, dtype=np.int64)] = True
+        cands = [c for c in (current, greedy) if c is not None]
         quick = min(cands, key=lambda c: _sum(gr.cost, c)) if cands else None
-        if quick is not None and lb1 > den1 * (_sum(gr.cost, quick) - 1 - slack(_sum(gr.cost, quick))):
+        if close_enough(quick):
             status, inc, core_groups = "feasible", quick, 0
         else:
             core = _Core(gr, restricted, workers, linearization)
@@ -486,12 +501,13 @@ def solve_groups(
                 # Only configurations whose bound allows cost p1 - 1 can be in such a selection.
                 target = p1 - 1 - slack(p1)
                 useful = alive & _within(d1, den1 * target - lb1)
-                for weight, budget in _dp_rows(gr, lam):
-                    no_better = _dp_no_better(gr, useful, weight, budget, target)
-                    log.debug("dp proof %s t=%.3f", no_better, time.monotonic() - t0)
-                    if no_better is True:
-                        proven = True
-                        break
+                if _dp_span(gr, useful, target) <= DP_STATES:
+                    for weight, budget in _dp_rows(gr, lam):
+                        no_better = _dp_no_better(gr, useful, weight, budget, target)
+                        log.debug("dp proof %s t=%.3f", no_better, time.monotonic() - t0)
+                        if no_better is True:
+                            proven = True
+                            break
             if status != "optimal":
                 restricted = None
         else:

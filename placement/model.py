@@ -6,9 +6,10 @@ costs and budgets are compared without float rounding, and the solver scales the
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Set
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -173,23 +174,99 @@ SMALL_DEN_TOL = Fraction(1, 10**14)
 REL_ERROR_BOUND = 5e-9  # 0.5 x 10^(1 - EXACT_DIGITS): half a unit of the 9th significant digit
 
 
+def _decimal(value: float) -> tuple[int, int, int]:
+    """(sign, digits, exponent) of the shortest decimal text of the finite float `value` (its repr), the
+    value being sign x digits x 10^exponent: Decimal(repr(value)) without Decimal (parsing is on the hot
+    path of every instance: thousands of numbers)."""
+    text = repr(value)
+    sign = 1
+    if text[0] == "-":
+        sign, text = -1, text[1:]
+    exponent = 0
+    if "e" in text:
+        text, e = text.split("e")
+        exponent = int(e)
+    if "." in text:
+        whole, frac = text.split(".")
+        text, exponent = whole + frac, exponent - len(frac)
+    return sign, int(text), exponent
+
+
+def _ratio(digits: int, exponent: int) -> Fraction:
+    return Fraction(digits * 10**exponent) if exponent >= 0 else Fraction(digits, 10**-exponent)
+
+
+def _limit_denominator(n: int, d: int, max_den: int) -> tuple[int, int]:
+    """Fraction(n, d).limit_denominator(max_den) for n, d > 0 coprime, on integers only (the same
+    continued-fraction algorithm and tie rule as the standard library's)."""
+    if d <= max_den:
+        return n, d
+    p0, q0, p1, q1 = 0, 1, 1, 0
+    nn, dd = n, d
+    while True:
+        a = nn // dd
+        q2 = q0 + a * q1
+        if q2 > max_den:
+            break
+        p0, q0, p1, q1 = p1, q1, p0 + a * p1, q2
+        nn, dd = dd, nn - a * dd
+    k = (max_den - q0) // q1
+    pb, qb = p0 + k * p1, q0 + k * q1
+    # |p1/q1 - n/d| <= |pb/qb - n/d|, cross-multiplied by d * q1 * qb > 0.
+    if abs(p1 * d - n * q1) * qb <= abs(pb * d - n * qb) * q1:
+        return p1, q1
+    return pb, qb
+
+
 def rationalize(value: float) -> Fraction:
     """The rational the solver uses for the finite float `value` (the rule above; exact when it can be)."""
-    dec = Decimal(repr(value))
-    exact = Fraction(dec)
-    _, digits, exponent = dec.as_tuple()
-    significant = len(str(int("".join(map(str, digits)) or "0")))  # digits without leading zeros
-    if exponent >= -EXACT_DIGITS or significant <= EXACT_DIGITS or exact == 0:
-        return exact
-    small = exact.limit_denominator(SMALL_DEN)
-    if abs(small - exact) <= SMALL_DEN_TOL * abs(exact):
-        return small
-    magnitude = dec.adjusted()  # floor(log10 |value|)
-    quantum = Decimal(1).scaleb(min(-EXACT_DIGITS, magnitude - EXACT_DIGITS + 1))
-    return Fraction(dec.quantize(quantum, rounding=ROUND_HALF_EVEN))
+    return _rationalize(value)[0]
+
+
+@functools.lru_cache(maxsize=1 << 16)  # a re-placement re-reads mostly the same measured floats
+def _rationalize(value: float) -> tuple[Fraction, int, int]:
+    """(the rational used for `value`, numerator and denominator of the exact value of its decimal text)."""
+    sign, digits, exponent = _decimal(value)
+    if exponent >= 0:
+        exact = Fraction(sign * digits * 10**exponent)
+        return exact, exact.numerator, 1
+    den = 10**-exponent
+    if exponent >= -EXACT_DIGITS or digits == 0 or len(str(digits)) <= EXACT_DIGITS:
+        exact = Fraction(sign * digits, den)
+        return exact, exact.numerator, exact.denominator
+    g = math.gcd(digits, den)
+    n, d = digits // g, den // g
+    p, q = _limit_denominator(n, d, SMALL_DEN)
+    # |p/q - n/d| <= SMALL_DEN_TOL x n/d, cross-multiplied by q x d.
+    if abs(p * d - n * q) * SMALL_DEN_TOL.denominator <= SMALL_DEN_TOL.numerator * n * q:
+        return Fraction(sign * p, q), sign * n, d
+    magnitude = exponent + len(str(digits)) - 1  # floor(log10 |value|)
+    quantum = min(-EXACT_DIGITS, magnitude - EXACT_DIGITS + 1)
+    shift = quantum - exponent
+    if shift <= 0:
+        return Fraction(sign * n, d), sign * n, d
+    kept, rest = divmod(digits, 10**shift)
+    half = 5 * 10 ** (shift - 1)
+    if rest > half or (rest == half and kept % 2):  # half-even, as Decimal.quantize(ROUND_HALF_EVEN)
+        kept += 1
+    return _ratio(sign * kept, quantum), sign * n, d
 
 
 def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None = None) -> Fraction:
+    kind = type(value)
+    if kind is int:  # the common cases first (JSON gives exactly int or float; bool is another type)
+        if nonneg and value < 0:
+            raise PlacementInputError(f"{where}: must not be negative, got {value}")
+        return Fraction(value)
+    if kind is float and math.isfinite(value):
+        frac, gn, gd = _rationalize(value)  # gn / gd: the JSON number's decimal value (its shortest text)
+        if nonneg and frac.numerator < 0:
+            raise PlacementInputError(f"{where}: must not be negative, got {value}")
+        if inexact is not None:
+            err = abs(gn * frac.denominator - frac.numerator * gd)
+            if err:
+                inexact.append((where, value, frac, err / abs(gn * frac.denominator)))
+        return frac
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise PlacementInputError(f"{where}: expected a number, got {type(value).__name__}")
     if isinstance(value, float) and not math.isfinite(value):
@@ -197,16 +274,16 @@ def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None 
     if isinstance(value, str) and not value.isascii():  # Fraction would read other scripts' digits
         raise PlacementInputError(f"{where}: not a number: {value!r}")
     if isinstance(value, float):
-        frac = rationalize(value)
-        given = Fraction(Decimal(repr(value)))  # the JSON number's decimal value (its shortest text)
-        if inexact is not None and frac != given:
-            inexact.append((where, value, frac, float(abs(given - frac) / abs(given))))
+        frac, gn, gd = _rationalize(value)  # gn / gd: the JSON number's decimal value (its shortest text)
+        err = abs(gn * frac.denominator - frac.numerator * gd)
+        if inexact is not None and err:
+            inexact.append((where, value, frac, err / abs(gn * frac.denominator)))
     else:
         try:
             frac = Fraction(value)
         except (ValueError, ZeroDivisionError):
             raise PlacementInputError(f"{where}: not a number: {value!r}") from None
-    if nonneg and frac < 0:
+    if nonneg and frac.numerator < 0:
         raise PlacementInputError(f"{where}: must not be negative, got {value}")
     return frac
 
@@ -222,16 +299,21 @@ def _amounts(where: str, obj: Any, inexact: list | None = None) -> dict[str, Fra
     return out
 
 
-def _keys(where: str, obj: Any, required: set[str], optional: set[str]) -> dict:
+def _keys(where: str, obj: Any, required: Set[str], optional: Set[str]) -> dict:
     if not isinstance(obj, dict):
         raise PlacementInputError(f"{where}: expected an object")
-    missing = sorted(required - set(obj))
-    if missing:
-        raise PlacementInputError(f"{where}.{missing[0]}: missing")
-    unknown = sorted(set(obj) - required - optional)
-    if unknown:
-        raise PlacementInputError(f"{where}.{unknown[0]}: unknown key")
+    keys = obj.keys()
+    if not keys >= required:
+        raise PlacementInputError(f"{where}.{sorted(required - keys)[0]}: missing")
+    if len(keys) > len(required) and not keys - required <= optional:
+        raise PlacementInputError(f"{where}.{sorted(keys - required - optional)[0]}: unknown key")
     return obj
+
+
+_NODE_REQUIRED = frozenset({"id", "kind"})
+_NODE_OPTIONAL = frozenset({"r_host", "r_nic", "b_host", "b_nic", "instances", "pinned", "location", "needs",
+                            "latency_us", "rules", "through_gbps"})  # fmt: skip
+_EDGE_KEYS = frozenset({"src", "dst", "gbps"})
 
 
 def parse_problem(data: Any) -> Problem:
@@ -281,11 +363,7 @@ def parse_problem(data: Any) -> Problem:
     seen: set[str] = set()
     for i, n in enumerate(data["nodes"]):
         w = f"nodes[{i}]"
-        _keys(
-            w, n, {"id", "kind"},
-            {"r_host", "r_nic", "b_host", "b_nic", "instances", "pinned", "location", "needs", "latency_us",
-             "rules", "through_gbps"},
-        )  # fmt: skip
+        _keys(w, n, _NODE_REQUIRED, _NODE_OPTIONAL)
         nid = n["id"]
         if not isinstance(nid, str) or not nid:
             raise PlacementInputError(f"{w}.id: must be a non-empty string")
@@ -339,7 +417,7 @@ def parse_problem(data: Any) -> Problem:
     edges: list[Edge] = []
     for i, e in enumerate(data["edges"]):
         w = f"edges[{i}]"
-        _keys(w, e, {"src", "dst", "gbps"}, set())
+        _keys(w, e, _EDGE_KEYS, frozenset())
         for key in ("src", "dst"):
             if not isinstance(e[key], str) or e[key] not in seen:
                 raise PlacementInputError(f"{w}.{key}: unknown vertex {e[key]!r}")

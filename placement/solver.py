@@ -38,6 +38,9 @@ class Options:
     # Host cost counts as proven optimal once its proven relative gap is at most this (both backends).
     gap_limit: float = GAP_LIMIT
     tiebreak_share: float = TIEBREAK_SHARE  # the tie-breaks never hold the answer past this x time_limit
+    # time.monotonic() when the limit's clock started (a caller that parses the instance starts it before
+    # parse_problem: the limit covers everything from its call); None: when solve() is called.
+    started: float | None = None
 
 
 def _scale(values: list[Fraction], row: bool = False) -> tuple[list[int], int]:
@@ -266,6 +269,14 @@ class _Model:
         self.add(expr <= round(objective))
 
 
+def load_backends() -> None:
+    """Import OR-Tools' solvers; call it before starting a time limit's clock (Options.started).
+
+    CP-SAT's first import (pandas with it) took 5-6 s on a loaded machine, and a fresh agent's first
+    placement ended "unknown" within its 5 s limit without a single solve."""
+    from ortools.sat.python import cp_model  # noqa: F401
+
+
 def solve(problem: Problem, options: Options | None = None, _diagnose: bool = True, **kwargs) -> dict:
     """Place every vertex; returns the output object of docs/placement.md.
 
@@ -286,11 +297,8 @@ def solve(problem: Problem, options: Options | None = None, _diagnose: bool = Tr
         raise PlacementInputError(f"gap_limit: must be a number in [0, 1), got {opts.gap_limit}")
     if not (math.isfinite(opts.move_cost or 0) and (opts.move_cost or 0) >= 0):
         raise PlacementInputError(f"move_cost: must be a finite number >= 0, got {opts.move_cost}")
-    # Imported before the clock starts: CP-SAT's first import (pandas with it) took 5-6 s on a loaded machine,
-    # and a fresh agent's first placement ended "unknown" within its 5 s limit without a single solve.
-    from ortools.sat.python import cp_model  # noqa: F401
-
-    t0 = time.monotonic()
+    load_backends()
+    t0 = time.monotonic() if opts.started is None else opts.started
     deadline = t0 + opts.time_limit
     if opts.solver == "cpsat":
         out = _solve_engine(problem, opts, t0, deadline, _diagnose)
@@ -410,6 +418,10 @@ def result(
 ) -> dict:
     """The output object of docs/placement.md for a placement found with `status`."""
     ev = ev or evaluate(problem, placement)
+    if status == "optimal" and opts is not None and (primary_seconds or 0) > opts.time_limit:
+        # Proven, but after the limit (e.g. a slow parse or prepare): not an answer within it. What was
+        # proven is a relative gap of at most gap_limit.
+        status, gap = "feasible", opts.gap_limit
     out = {
         "status": status,
         "placement": placement,

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from domain.errors import CliError
 from placement.model import PlacementInputError, parse_problem
 from placement.profiles import EMULATED_PROFILES
-from placement.solver import Options, solve
+from placement.solver import Options, load_backends, solve
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
@@ -18,6 +19,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         text = sys.stdin.read() if args.input == "-" else Path(args.input).read_text()
     except OSError as exc:
         raise CliError(f"cannot read {args.input}: {exc.strerror}") from None
+    load_backends()
+    started = time.monotonic()  # the time limit covers the parse too
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -27,7 +30,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     try:
         problem = parse_problem(data)
         out = solve(problem, Options(solver=args.solver, time_limit=args.time_limit, max_moves=args.max_moves,
-                                     move_cost=args.move_cost or 0,
+                                     move_cost=args.move_cost or 0, started=started,
                                      **({} if args.gap_limit is None else {"gap_limit": args.gap_limit})))  # fmt: skip
     except PlacementInputError as exc:
         raise CliError(str(exc)) from None

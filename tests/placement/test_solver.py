@@ -276,3 +276,18 @@ def test_without_background_field_the_instance_means_what_it_did():
 def test_background_field_validated(background, message):
     with pytest.raises(PlacementInputError, match=message.replace(".", r"\.").replace("[", r"\[")):
         parse_problem(east_west(1.5, background))
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_time_limit_counts_from_started_and_a_late_proof_is_not_optimal(solver):
+    """The limit covers everything from `started` (e.g. the parse before solve): a host cost proven after
+    it is 'feasible' with its gap, never 'optimal' with a host_cost_seconds above the limit."""
+    import time
+
+    problem = parse_problem(chain(capacity=1, pcie=100))
+    on_time = solve(problem, solver=solver, time_limit=5, started=time.monotonic())
+    assert on_time["status"] == "optimal" and on_time["host_cost_seconds"] <= 5
+    late = solve(problem, solver=solver, time_limit=0.5, started=time.monotonic() - 1.0)
+    assert late["status"] != "optimal" and "host_cost_seconds" not in late
+    if late["status"] == "feasible":
+        assert late["solve_seconds"] > 0.5 and 0 <= late["gap"] < 1
