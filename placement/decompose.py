@@ -468,7 +468,10 @@ def _meets_slos(p: Problem, slo, fixed, mat, table, where_row, where_col, where_
         locs = [np.full(K, fixed[i], dtype=np.int64) if i in fixed else table[:, where_col[i]] for i in idx]
         total = np.zeros(K, dtype=dtype)
         for i, lr in zip(idx, locs, strict=True):
-            total = total + np.where(lr == 0, lat_host[i], lat_nic[i]).astype(dtype)
+            # as arrays of `dtype` first: np.where would turn a Python int beyond int64 into a C long
+            total = total + np.where(
+                lr == 0, np.array(lat_host[i], dtype=dtype), np.array(lat_nic[i], dtype=dtype)
+            )
         for a, b in zip(locs, locs[1:], strict=False):
             total = total + np.where(a != b, cross[a] + cross[b], 0).astype(dtype)
         (g,) = groups

@@ -191,3 +191,28 @@ def test_latency_family_keeps_every_slo():
     assert out["status"] == "optimal"
     for c in problem.chains:
         assert out["chain_latency_us"][c.id] <= float(c.latency_us) + 1e-9
+
+
+def test_slo_with_latencies_beyond_int64_on_their_common_denominator():
+    """Measured latencies as floats of many denominators (k/p for the primes to 53): the SLO check's exact
+    integers no longer fit int64 (its object path); the answer still matches brute force."""
+    primes = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53]
+    nfs = [f"f{i}" for i in range(8)]
+    nodes = [{"id": "e", "kind": "port", "pinned": "s"}, {"id": "vm", "kind": "vm"}]
+    for i, f in enumerate(nfs):
+        lat = {"host": 3 + 1 / primes[2 * i], "nic": 1 + 1 / primes[2 * i + 1]}
+        nodes.append({"id": f, "kind": "nf", "r_host": 1 + i / 7, "r_nic": 1, "latency_us": lat})
+    path = ["e", *nfs, "vm"]
+    obj = {
+        "nodes": nodes,
+        "edges": [{"src": a, "dst": b, "gbps": 1} for a, b in zip(path, path[1:], strict=False)],
+        "snics": [{"id": "s", "capacity": 10, "pcie_gbps": 10, "pcie_latency_us": 2 + 1 / 59}],
+        "chains": [{"id": "c", "vertices": path, "latency_us": 20}],
+    }
+    problem = parse_problem(obj)
+    best = brute_force(problem)
+    assert best is not None
+    for solver in ("cpsat", "mip"):
+        out = solve(problem, solver=solver, time_limit=20, gap_limit=0)
+        assert out["status"] == "optimal", out
+        assert check_placed(problem, out) == best
