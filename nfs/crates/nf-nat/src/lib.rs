@@ -419,13 +419,11 @@ impl Nat {
         &self.timeouts
     }
 
-    /// How far ahead a packet moves the mapping's timer, from what its own record saw: at
-    /// most the short timeouts (the other record may know the connection closed; the timer
-    /// re-arms itself from both).
+    /// How far ahead a packet moves the mapping's timer, from what its own record saw: the
+    /// earliest the connection's timeout can end (the other record may know it closed, e.g.
+    /// the other FIN; the timer re-arms itself from both).
     fn own_timeout(&self, t: Track, proto: u8) -> u64 {
-        self.timeouts
-            .for_track(t, proto)
-            .min(self.timeouts.short_ms())
+        self.timeouts.one_view_ms(t, proto)
     }
 
     /// Write the record and move the timer when the track changed or a quarter of its timeout
