@@ -353,6 +353,9 @@ struct Config {
 pub struct Nat {
     inside: Vec<Cidr>,
     public_ips: Vec<IpAddr>,
+    /// Public addresses removed from the pool whose mappings may still be live (inbound packets
+    /// to them are still translated while a mapping exists).
+    draining_ips: Vec<IpAddr>,
     ports: (u16, u16),
     timeouts: Timeouts,
     block: usize,
@@ -381,6 +384,7 @@ impl Nat {
         Ok(Nat {
             inside: c.inside.0,
             public_ips,
+            draining_ips: Vec::new(),
             ports,
             timeouts: Timeouts::resolve(
                 c.timeouts.map(|t| t.0),
@@ -401,7 +405,7 @@ impl Nat {
     }
 
     fn way(&self, pkt: &Parsed) -> Way {
-        if self.public_ips.contains(&pkt.dst) {
+        if self.public_ips.contains(&pkt.dst) || self.draining_ips.contains(&pkt.dst) {
             Way::In
         } else if self.is_inside(pkt.src) && !self.is_inside(pkt.dst) {
             Way::Out
@@ -521,23 +525,23 @@ impl Nat {
 
     /// A free pair: from this instance's block, refilled with one atomic pop of `block` pairs.
     fn take_pair(&mut self, ctx: &mut Ctx<'_>, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        if self.free.is_empty() {
-            let mut got = ctx.store().pool_pop_many(pool, self.block)?;
-            if !got.is_empty() {
-                self.c.blocks += 1;
+        loop {
+            while let Some(item) = self.free.pop() {
+                if self.owns(&item) {
+                    return Ok(Some(item));
+                }
+                // Left in the pool by an instance that did not know yet that the pool shrank.
+                self.c.pairs_retired += 1;
             }
+            let mut got = ctx.store().pool_pop_many(pool, self.block)?;
+            if got.is_empty() {
+                return Ok(None);
+            }
+            self.c.blocks += 1;
             // Hand out in pool order.
             got.reverse();
             self.free = got;
         }
-        while let Some(item) = self.free.pop() {
-            if self.owns(&item) {
-                return Ok(Some(item));
-            }
-            // Left in the pool by an instance that did not know yet that the pool shrank.
-            self.c.pairs_retired += 1;
-        }
-        Ok(None)
     }
 
     /// Whether the pair `item` belongs to the pool as configured now.
@@ -545,6 +549,17 @@ impl Nat {
         decode_endpoint(item).is_some_and(|(ip, port)| {
             self.public_ips.contains(&ip) && (self.ports.0..=self.ports.1).contains(&port)
         })
+    }
+
+    /// The addresses `spec` retired that are not public any more.
+    fn draining(&self, spec: &PoolSpec) -> Vec<IpAddr> {
+        let mut out: Vec<IpAddr> = Vec::new();
+        for (ip, _, _) in &spec.retired {
+            if !self.public_ips.contains(ip) && !out.contains(ip) {
+                out.push(*ip);
+            }
+        }
+        out
     }
 
     fn spec(&self) -> PoolSpec {
@@ -589,13 +604,13 @@ impl Nat {
         new: &Nat,
         store: &mut dyn FlowStore,
         keys: &KeySpace,
-    ) -> Result<(), nfcore::Refused> {
+    ) -> Result<PoolSpec, nfcore::Refused> {
         let key = keys.global(POOL_SPEC);
         for _ in 0..100 {
             let (raw, spec) = Self::read_spec(store, &key)?;
             let cur = spec.unwrap_or_else(|| self.spec());
             if cur.ips == new.public_ips && cur.ports == new.ports {
-                return Ok(()); // another instance changed it already
+                return Ok(cur); // another instance changed it already
             }
             let next = cur.change(&new.public_ips, new.ports)?;
             let enc = serde_json::to_vec(&next).expect("spec encodes");
@@ -608,7 +623,7 @@ impl Nat {
                     store.pool_push(&pool, &encode_endpoint(ip, port))?;
                 }
             }
-            return Ok(());
+            return Ok(next);
         }
         Err(nfcore::Refused::Store(StoreError(
             "the NAT pool's spec keeps changing; try again".into(),
@@ -668,8 +683,12 @@ impl NetworkFunction for Nat {
         }
         store.pool_init(&keys.global(POOL), &items)?;
         // The pool's spec, once (a pool made by a version before specs: assumed this config's).
+        let key = keys.global(POOL_SPEC);
         let spec = serde_json::to_vec(&self.spec()).expect("spec encodes");
-        store.compare_and_set(&keys.global(POOL_SPEC), None, Some(&spec))?;
+        store.compare_and_set(&key, None, Some(&spec))?;
+        if let (_, Some(spec)) = Self::read_spec(store, &key)? {
+            self.draining_ips = self.draining(&spec);
+        }
         Ok(())
     }
 
@@ -684,9 +703,11 @@ impl NetworkFunction for Nat {
         keys: &KeySpace,
     ) -> Result<bool, nfcore::Refused> {
         let new = Nat::from_config(cfg)?;
-        if new.public_ips != self.public_ips || new.ports != self.ports {
-            self.change_pool(&new, store, keys)?;
-        }
+        let spec = if new.public_ips != self.public_ips || new.ports != self.ports {
+            Some(self.change_pool(&new, store, keys)?)
+        } else {
+            None
+        };
         let Nat {
             inside,
             public_ips,
@@ -698,6 +719,9 @@ impl NetworkFunction for Nat {
         } = new;
         (self.inside, self.public_ips, self.ports) = (inside, public_ips, ports);
         (self.timeouts, self.block, self.claim) = (timeouts, block, claim);
+        if let Some(spec) = spec {
+            self.draining_ips = self.draining(&spec);
+        }
         // Pairs of this instance's block that left the pool are not handed out.
         let before = self.free.len();
         let free = std::mem::take(&mut self.free);
