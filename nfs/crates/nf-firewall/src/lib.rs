@@ -102,6 +102,10 @@ impl NetworkFunction for Firewall {
         "firewall"
     }
 
+    fn record_lifetime_ms(&self) -> Option<u64> {
+        Some(self.timeouts.longest_ms())
+    }
+
     fn read_set(&self, keys: &KeySpace, pkt: &Parsed, _frame: &[u8], out: &mut Vec<Key>) {
         out.push(Self::key(keys, pkt));
     }

@@ -624,6 +624,10 @@ impl NetworkFunction for Ips {
         "ips"
     }
 
+    fn record_lifetime_ms(&self) -> Option<u64> {
+        Some(self.timeouts.longest_ms())
+    }
+
     /// Everything changes in place, counters kept. New signatures: each connection's automata
     /// restart at its next packet (its record names the old set's fingerprint), so a match
     /// spanning the change is not seen; connections already blocked stay blocked.

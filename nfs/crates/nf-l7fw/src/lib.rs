@@ -489,6 +489,10 @@ impl NetworkFunction for L7Firewall {
         "l7fw"
     }
 
+    fn record_lifetime_ms(&self) -> Option<u64> {
+        Some(self.timeouts.longest_ms())
+    }
+
     /// Rules, signatures, limits and timeouts change in place, counters kept. A connection's
     /// decision stands until its next request or query, which the new policy classifies.
     fn reconfigure(

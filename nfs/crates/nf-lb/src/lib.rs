@@ -605,6 +605,10 @@ impl NetworkFunction for LoadBalancer {
         "lb"
     }
 
+    fn record_lifetime_ms(&self) -> Option<u64> {
+        Some(self.timeouts.longest_ms())
+    }
+
     /// Backends (added, removed: draining while they have connections, which keep their
     /// backend), `on_backend_down`, timeouts and `conn_claim` change in place, counters kept.
     /// Another `vip`, `port` or `proto` is another service: a rolling update (`Ok(false)`).

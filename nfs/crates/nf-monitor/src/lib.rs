@@ -244,6 +244,10 @@ impl NetworkFunction for Monitor {
         "monitor"
     }
 
+    fn record_lifetime_ms(&self) -> Option<u64> {
+        Some(self.idle_ms)
+    }
+
     /// `idle_timeout_ms` and `flush_ms` change in place (pending deltas and counters kept; a
     /// flow's timer moves to the new timeout at its next refresh). `counters` cannot: the
     /// two modes keep a flow's record in different layouts, so live flows would be unreadable

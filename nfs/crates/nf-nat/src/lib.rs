@@ -674,6 +674,10 @@ impl NetworkFunction for Nat {
         "nat"
     }
 
+    fn record_lifetime_ms(&self) -> Option<u64> {
+        Some(self.timeouts.longest_ms())
+    }
+
     fn init(&mut self, store: &mut dyn FlowStore, keys: &KeySpace) -> Result<(), StoreError> {
         let mut items = Vec::new();
         for ip in &self.public_ips {
@@ -685,9 +689,11 @@ impl NetworkFunction for Nat {
         // The pool's spec, once (a pool made by a version before specs: assumed this config's).
         let key = keys.global(POOL_SPEC);
         let spec = serde_json::to_vec(&self.spec()).expect("spec encodes");
-        store.compare_and_set(&key, None, Some(&spec))?;
-        if let (_, Some(spec)) = Self::read_spec(store, &key)? {
-            self.draining_ips = self.draining(&spec);
+        // Written by another instance or an earlier change: read it for the draining addresses.
+        if !store.compare_and_set(&key, None, Some(&spec))? {
+            if let (_, Some(spec)) = Self::read_spec(store, &key)? {
+                self.draining_ips = self.draining(&spec);
+            }
         }
         Ok(())
     }

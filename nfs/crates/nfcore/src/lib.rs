@@ -162,6 +162,15 @@ pub trait NetworkFunction: Send {
         Ok(false)
     }
 
+    /// The longest a per-flow record this NF writes stays in the tier without being written
+    /// again (its longest timeout), with this config: once no instance of a version writes a
+    /// record layout any more, no record of it is left after this long (`nf --check-config`
+    /// says it; the agent's live update then stops requiring readers of that layout). None:
+    /// records without an end (e.g. the IPsec gateway's per-SA state).
+    fn record_lifetime_ms(&self) -> Option<u64> {
+        None
+    }
+
     /// NF-specific counters for the stats endpoint.
     fn stats(&self) -> serde_json::Value {
         serde_json::json!({})

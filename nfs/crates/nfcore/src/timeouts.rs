@@ -231,6 +231,23 @@ impl Timeouts {
         ms
     }
 
+    /// The longest timeout of any phase: how long a record can stay idle.
+    pub fn longest_ms(&self) -> u64 {
+        [
+            self.tcp_syn_ms,
+            self.tcp_established_ms,
+            self.tcp_closing_ms,
+            self.tcp_closed_ms,
+            self.udp_unreplied_ms,
+            self.udp_replied_ms,
+            self.icmp_ms,
+            self.other_ms,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+    }
+
     /// The longest timeout of a phase that is not established TCP, replied UDP or another
     /// protocol: how far ahead an NF whose record sees only one direction may arm a timer
     /// (its timer handler, seeing both, re-arms it).
