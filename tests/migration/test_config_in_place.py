@@ -85,7 +85,7 @@ def _cases() -> list[Case]:
              {**IPS_CONFIG, "signatures": []}, "config.signatures", "scanned_bytes"),
         Case("l7fw", {"default": "allow", "unparsed": "allow"},
              {"default": "allow", "unparsed": "allow", "block": [{"proto": "http", "host": "evil.example"}]},
-             {"default": "allow", "block": [{"proto": "gopher"}]}, "config.block[0]", "classified"),
+             {"default": "allow", "block": [{"proto": "gopher"}]}, "config.block[0].proto", "classified"),
         Case("monitor", {}, {"idle_timeout_ms": 60_000}, {"counters": "increments"}, "config", "new_flows"),
         Case("ipsec", a, {**added, "sas": [{**added["sas"][0], "name": "renamed"}, *added["sas"][1:]]},
              {**a, "replay_window": 100}, "config.replay_window", "encapsulated"),
