@@ -141,8 +141,10 @@ class Updates:
             raise
         if was != new.version:  # a config roll keeps the version: the rollback target stays
             nf.previous_version = was
-        # Every instance runs `new` now: the layouts it does not write are written no more.
-        lifetime = self._lifetime(binary, nf)
+        # Every instance runs `new` now: the layouts it does not write are written no more. Their records were
+        # timed by the config before the roll, and are now by this one: the longer of the two.
+        lifetimes = [self._lifetime(binary, nf.type, c) for c in (before[1], nf.config)]
+        lifetime = None if None in lifetimes else max(lifetimes)
         nf.layouts_retired = compat.retire_after_roll(
             nf.type, nf.state_layouts, nf.layouts_retired, new, lifetime, ctx.clock()
         )
@@ -170,10 +172,10 @@ class Updates:
         nf.location = nf.instances[0].location
         return {"old": old.id, "new": new.id, "set_ms": res.set_ms, "drained": res_in.drained}
 
-    def _lifetime(self, binary: Path, nf: Nf) -> float | None:
-        """How long a record of `nf`'s config lives unwritten (s), as `binary` says; None when it cannot."""
+    def _lifetime(self, binary: Path, nf_type: str, config: dict) -> float | None:
+        """How long a record of `config` lives unwritten (s), as `binary` says; None when it cannot."""
         try:
-            return self.versions.check_config(binary, nf.type, nf.config)
+            return self.versions.check_config(binary, nf_type, config)
         except ValidationError:
             return None
 
@@ -211,7 +213,8 @@ class Updates:
                     raise OperationFailed(f"config of {nf.id}: {exc}; {'; '.join(errors)}") from None
                 return self._config_by_roll(nf, config, str(exc))
             # Retired layouts' records now time out by this config's timeouts.
-            nf.layouts_retired = compat.stretch(nf.layouts_retired, self._lifetime(self._binary(nf), nf))
+            lifetime = self._lifetime(self._binary(nf), nf.type, config)
+            nf.layouts_retired = compat.stretch(nf.layouts_retired, lifetime)
             ctx.event("nf-config", nf=nf.id, applied="in-place", instances=[i.id for i in done])
             ctx.save()
             return {"id": nf.id, "applied": "in-place", "instances": [i.id for i in done]}
