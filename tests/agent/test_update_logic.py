@@ -120,3 +120,19 @@ def test_records_without_a_known_lifetime_are_never_forgotten():
 )
 def test_record_lifetime_from_check_config(stdout, seconds):
     assert record_lifetime_s(stdout) == seconds
+
+
+def test_the_agent_drops_expired_layouts_from_the_nf_record():
+    from types import SimpleNamespace
+
+    from domain.model import Nf
+    from nf_agent.update import Updates
+
+    nf = Nf(id="fw", type="firewall", config={}, vport=200, expected_gbps=0.1, src=None, dst=None)
+    nf.state_layouts, nf.layouts_retired = [1, 2], {"1": [1000.0, 60.0]}
+    now = {"t": 1000.0 + 60.0 + compat.GRACE_S - 1}
+    ups = Updates(SimpleNamespace(clock=lambda: now["t"]), None, None)  # type: ignore[arg-type]
+    assert ups._written(nf, None) == [1, 2]
+    now["t"] += 1
+    assert ups._written(nf, None) == [2]
+    assert (nf.state_layouts, nf.layouts_retired) == ([2], {})
