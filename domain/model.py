@@ -68,6 +68,9 @@ class Nf:
     version: str | None = None
     previous_version: str | None = None
     state_layouts: list[int] = field(default_factory=list)
+    # Layouts no running version writes any more: {layout: [since, record lifetime s]} (nf_agent.compat); they
+    # leave `state_layouts` once their last record must have expired, so they stop blocking updates.
+    layouts_retired: dict[str, list[float]] = field(default_factory=dict)
 
     def public(self) -> dict:
         """The northbound view: no physical ports, switches or PIDs."""

@@ -37,3 +37,47 @@ def refusal(
 def layouts_after(nf_type: str, written: list[int], new: NfSchema) -> list[int]:
     """The layouts the NF's state may hold once `new` runs it: what it held plus what `new` writes."""
     return sorted(set(written) | {new.types[nf_type][0]})
+
+
+# Added to a record's lifetime before its layout is forgotten: the expiry timer fires on a tick, and the
+# agent's clock is not the tier's.
+GRACE_S = 60.0
+
+# Retired layouts: {layout (as text, a JSON key): [since, lifetime_s]}: no running version writes the layout
+# since `since` (wall clock, s), and a record of it stays at most `lifetime_s` unwritten.
+Retired = dict[str, list[float]]
+
+
+def live_layouts(layouts: list[int], retired: Retired, now: float) -> list[int]:
+    """The layouts the NF's state may still hold at `now`: a retired layout is gone once its last record's
+    lifetime (plus GRACE_S) has passed since no version writes it."""
+    out = []
+    for layout in layouts:
+        entry = retired.get(str(layout))
+        if entry is None or now < entry[0] + entry[1] + GRACE_S:
+            out.append(layout)
+    return out
+
+
+def retire_after_roll(
+    nf_type: str, layouts: list[int], retired: Retired, new: NfSchema, lifetime_s: float | None, now: float
+) -> Retired:
+    """The retired layouts once every instance runs `new`: every layout but the one `new` writes is written no
+    more (one retired earlier keeps its time; the one `new` writes is live again). `lifetime_s` None (the
+    binary cannot say how long its records live): nothing is ever forgotten."""
+    if lifetime_s is None:
+        return {}
+    writes = new.types[nf_type][0]
+    out = {k: v for k, v in retired.items() if int(k) in layouts and int(k) != writes}
+    for layout in layouts:
+        if layout != writes:
+            out.setdefault(str(layout), [now, lifetime_s])
+    return {k: [float(v[0]), max(float(v[1]), lifetime_s)] for k, v in out.items()}
+
+
+def stretch(retired: Retired, lifetime_s: float | None) -> Retired:
+    """The retired layouts after a config change whose records live `lifetime_s`: an old record's timeout is
+    the new config's (its timer re-arms to it), so a longer one keeps it longer; None: kept for ever."""
+    if lifetime_s is None:
+        return {}
+    return {k: [v[0], max(v[1], lifetime_s)] for k, v in retired.items()}

@@ -68,9 +68,18 @@ class Updates:
             return None
 
     def _written(self, nf: Nf, cur: NfSchema | None) -> list[int]:
-        """The layouts the NF's state may hold: recorded by earlier updates, else what the running binary
-        writes (an NF never updated has run only it)."""
+        """The layouts the NF's state may hold: recorded by earlier updates (those no version writes any more
+        forgotten once their records must have expired), else what the running binary writes (an NF never
+        updated has run only it)."""
         if nf.state_layouts:
+            live = compat.live_layouts(nf.state_layouts, nf.layouts_retired, self.ctx.clock())
+            if live != nf.state_layouts:
+                log.info(
+                    "state layouts expired",
+                    extra={"fields": {"nf": nf.id, "was": nf.state_layouts, "now": live}},
+                )
+                nf.state_layouts = live
+                nf.layouts_retired = {k: v for k, v in nf.layouts_retired.items() if int(k) in live}
             return list(nf.state_layouts)
         if cur is not None and nf.type in cur.types:
             return [cur.types[nf.type][0]]
@@ -113,7 +122,7 @@ class Updates:
     def _roll(self, nf: Nf, binary: Path, new: NfSchema, config: dict, written: list[int],
               was: str | None) -> dict:  # fmt: skip
         ctx = self.ctx
-        before = (nf.binary, nf.config, nf.version, nf.previous_version, nf.state_layouts)
+        before = (nf.binary, nf.config, nf.version, nf.previous_version, nf.state_layouts, nf.layouts_retired)
         nf.binary = None if binary == self.versions.default else str(binary)
         nf.config = config
         nf.state_layouts = compat.layouts_after(nf.type, written, new)
@@ -123,12 +132,26 @@ class Updates:
                 replaced.append(self._replace(nf, old))
         except (OperationFailed, Conflict, NotSupported) as exc:
             if not replaced:  # nothing runs the new version: the NF is as it was
-                nf.binary, nf.config, nf.version, nf.previous_version, nf.state_layouts = before
+                (
+                    nf.binary,
+                    nf.config,
+                    nf.version,
+                    nf.previous_version,
+                    nf.state_layouts,
+                    nf.layouts_retired,
+                ) = before
             ctx.event("nf-live-update-failed", nf=nf.id, to=new.version, replaced=replaced, error=str(exc))
             ctx.save()
             raise
         if was != new.version:  # a config roll keeps the version: the rollback target stays
             nf.previous_version = was
+        # Every instance runs `new` now: the layouts it does not write are written no more. Their records were
+        # timed by the config before the roll, and are now by this one: the longer of the two.
+        lifetimes = [self._lifetime(binary, nf.type, c) for c in (before[1], nf.config)]
+        lifetime = None if None in lifetimes else max(lifetimes)
+        nf.layouts_retired = compat.retire_after_roll(
+            nf.type, nf.state_layouts, nf.layouts_retired, new, lifetime, ctx.clock()
+        )
         nf.version = new.version
         ctx.event("nf-live-update", nf=nf.id, version=new.version, previous=was, replaced=replaced)
         ctx.save()
@@ -152,6 +175,13 @@ class Updates:
         nf.instances = staying
         nf.location = nf.instances[0].location
         return {"old": old.id, "new": new.id, "set_ms": res.set_ms, "drained": res_in.drained}
+
+    def _lifetime(self, binary: Path, nf_type: str, config: dict) -> float | None:
+        """How long a record of `config` lives unwritten (s), as `binary` says; None when it cannot."""
+        try:
+            return self.versions.check_config(binary, nf_type, config)
+        except ValidationError:
+            return None
 
     # -- config in place ----------------------------------------------------------------------------------------
     def check_config(self, nf_id: str, config: dict) -> None:
@@ -186,6 +216,9 @@ class Updates:
                 if done:  # one instance changed in place, another cannot: not one NF type's behaviour
                     raise OperationFailed(f"config of {nf.id}: {exc}; {'; '.join(errors)}") from None
                 return self._config_by_roll(nf, config, str(exc))
+            # Retired layouts' records now time out by this config's timeouts.
+            lifetime = self._lifetime(self._binary(nf), nf.type, config)
+            nf.layouts_retired = compat.stretch(nf.layouts_retired, lifetime)
             ctx.event("nf-config", nf=nf.id, applied="in-place", instances=[i.id for i in done])
             ctx.save()
             return {"id": nf.id, "applied": "in-place", "instances": [i.id for i in done]}

@@ -119,8 +119,10 @@ class NfVersions:
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             raise ValidationError(fld, f"{path} cannot tell its state schema: {exc}") from None
 
-    def check_config(self, binary: str | Path, nf_type: str, config: dict) -> None:
-        """`binary --check-config TYPE FILE`: ValidationError naming the config field it refused."""
+    def check_config(self, binary: str | Path, nf_type: str, config: dict) -> float | None:
+        """`binary --check-config TYPE FILE`: ValidationError naming the config field it refused. Accepted: the
+        longest a state record of this config stays in the tier unwritten, in seconds (`record_lifetime_ms`),
+        None when the binary does not say (an older `nf`, or records without an end)."""
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="uno-check-") as f:
             json.dump(config, f)
             f.flush()
@@ -130,8 +132,17 @@ class NfVersions:
             except (OSError, subprocess.SubprocessError) as exc:
                 raise ValidationError("config", f"{binary} cannot check it: {exc}") from None
         if out.returncode == 0:
-            return
+            return record_lifetime_s(out.stdout)
         raise config_error(out.stderr)
+
+
+def record_lifetime_s(stdout: str) -> float | None:
+    """`record_lifetime_ms` of an `nf --check-config` answer, in seconds (None: absent, null or unreadable)."""
+    try:
+        ms = json.loads(stdout).get("record_lifetime_ms")
+    except (ValueError, AttributeError):
+        return None
+    return ms / 1000.0 if isinstance(ms, int) and not isinstance(ms, bool) and ms >= 0 else None
 
 
 def config_error(stderr: str) -> ValidationError:

@@ -68,6 +68,10 @@ class TcpChain:
     end: End
     nfs: list[tuple[str, str, dict, str]]  # (id, type, config, where it starts)
     nat: bool = False  # the end sees the NAT's public address: it needs a neighbour entry for it
+    target: str | None = None  # the address the VM connects to (a load balancer's VIP), else the end's
+
+    def dst_ip(self) -> str:
+        return self.target or self.end.ip()
 
 
 def add_chains(tb: Testbed, chains: list[TcpChain]) -> None:
@@ -99,6 +103,9 @@ def steer(tb: Testbed, chains: list[TcpChain]) -> None:
         vm_ns, vm_if = nm.ns_vm(n, c.vm), nm.if_vm(n, c.vm)[0]
         end_ns, end_if = c.end.netns(n), c.end.ifname(n)
         _ip(vm_ns, "neigh", "replace", c.end.ip(), "lladdr", c.end.mac(), "dev", vm_if)
+        if c.target:
+            _ip(vm_ns, "route", "replace", f"{c.target}/32", "dev", vm_if)
+            _ip(vm_ns, "neigh", "replace", c.target, "lladdr", c.end.mac(), "dev", vm_if)
         src_ip = PUBLIC_IP if c.nat else nm.ip_vm(c.vm)
         if c.nat:
             _ip(end_ns, "route", "replace", f"{PUBLIC_IP}/32", "dev", end_if)
@@ -127,11 +134,11 @@ def run(tb: Testbed, chains: list[TcpChain], conns: int, seconds: float, during:
                                        str(port + 1), str(seconds + 1)], stdout=subprocess.PIPE, text=True, env=env))  # fmt: skip
     time.sleep(0.5)
     for c in chains if udp is not None else []:
-        senders.append(subprocess.Popen(["ip", "netns", "exec", nm.ns_vm(n, c.vm), *py, "udp-send", c.end.ip(),
+        senders.append(subprocess.Popen(["ip", "netns", "exec", nm.ns_vm(n, c.vm), *py, "udp-send", c.dst_ip(),
                                          str(port + 1), str(seconds)], stdout=subprocess.PIPE, text=True, env=env))  # fmt: skip
     tb.procs += sinks + senders
     for c in chains:
-        clients.append(subprocess.Popen(["ip", "netns", "exec", nm.ns_vm(n, c.vm), *py, "client", c.end.ip(),
+        clients.append(subprocess.Popen(["ip", "netns", "exec", nm.ns_vm(n, c.vm), *py, "client", c.dst_ip(),
                                          str(port), str(conns), str(seconds), "--every-ms", str(every_ms)],
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))  # fmt: skip
     tb.procs += servers + clients

@@ -102,13 +102,22 @@ impl NetworkFunction for Firewall {
         "firewall"
     }
 
+    fn record_lifetime_ms(&self) -> Option<u64> {
+        Some(self.timeouts.longest_ms())
+    }
+
     fn read_set(&self, keys: &KeySpace, pkt: &Parsed, _frame: &[u8], out: &mut Vec<Key>) {
         out.push(Self::key(keys, pkt));
     }
 
     /// Rules, default and timeouts change in place (counters kept). Connections already open
     /// stay open: a rule is checked when a connection opens, as before the change.
-    fn reconfigure(&mut self, cfg: &Value) -> Result<bool, String> {
+    fn reconfigure(
+        &mut self,
+        cfg: &Value,
+        _store: &mut dyn nfcore::FlowStore,
+        _keys: &KeySpace,
+    ) -> Result<bool, nfcore::Refused> {
         let new = Firewall::from_config(cfg)?;
         (self.rules, self.default_allow, self.timeouts) =
             (new.rules, new.default_allow, new.timeouts);

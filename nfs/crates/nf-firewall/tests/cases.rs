@@ -93,11 +93,16 @@ fn reconfigure_changes_rules_in_place_and_refuses_a_bad_config_unchanged() {
     let allow =
         serde_json::json!({"rules": [{"action": "allow", "proto": "udp"}], "default": "deny"});
     let mut fw = Firewall::from_config(&allow).unwrap();
+    let mut store = LocalStore::new();
+    let keys = flowstore::KeySpace::new("fwre").unwrap();
     let deny =
         serde_json::json!({"rules": [{"action": "deny", "proto": "udp"}], "default": "deny"});
-    assert_eq!(fw.reconfigure(&deny), Ok(true));
+    assert_eq!(fw.reconfigure(&deny, &mut store, &keys), Ok(true));
     let bad = serde_json::json!({"rules": [{"action": "maybe"}]});
-    let e = fw.reconfigure(&bad).unwrap_err();
+    let e = fw
+        .reconfigure(&bad, &mut store, &keys)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("rules[0]"), "{e}");
     // The refused config changed nothing: still the deny rule (a UDP flow may not open).
     let k = packet::FlowKey {
@@ -108,6 +113,6 @@ fn reconfigure_changes_rules_in_place_and_refuses_a_bad_config_unchanged() {
         proto: packet::PROTO_UDP,
     };
     assert!(!fw.may_open(&k));
-    assert_eq!(fw.reconfigure(&allow), Ok(true));
+    assert_eq!(fw.reconfigure(&allow, &mut store, &keys), Ok(true));
     assert!(fw.may_open(&k));
 }

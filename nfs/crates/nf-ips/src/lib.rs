@@ -624,6 +624,28 @@ impl NetworkFunction for Ips {
         "ips"
     }
 
+    fn record_lifetime_ms(&self) -> Option<u64> {
+        Some(self.timeouts.longest_ms())
+    }
+
+    /// Everything changes in place, counters kept. New signatures: each connection's automata
+    /// restart at its next packet (its record names the old set's fingerprint), so a match
+    /// spanning the change is not seen; connections already blocked stay blocked.
+    fn reconfigure(
+        &mut self,
+        cfg: &Value,
+        _store: &mut dyn nfcore::FlowStore,
+        _keys: &KeySpace,
+    ) -> Result<bool, nfcore::Refused> {
+        let mut new = Ips::from_config(cfg)?;
+        if new.log.path == self.log.path {
+            new.log.file = self.log.file.take();
+        }
+        new.c = self.c;
+        *self = new;
+        Ok(true)
+    }
+
     fn read_set(&self, keys: &KeySpace, pkt: &Parsed, _frame: &[u8], out: &mut Vec<Key>) {
         if matches!(pkt.l4, L4::Tcp { .. }) {
             out.push(Self::key(keys, pkt));

@@ -646,3 +646,39 @@ fn two_instances_at_the_same_instant_never_lose_an_update() {
     );
     assert_eq!(read_alerts(&log).len(), 2);
 }
+
+/// `PUT /config` on a running IPS sharing Redis: a new signature set applies to a live
+/// connection from its next segment (its automata restart), counters are kept, a bad config is
+/// 400 naming the field and changes nothing.
+#[test]
+fn signatures_change_in_place_on_a_live_connection() {
+    use nfcore::harness::{feed, reconfigure, recording_runtime};
+    let redis = TestRedis::start().expect("redis-server");
+    let store = Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
+    let old = serde_json::json!({"signatures": [{"id": 1, "content": "evil"}]});
+    let new = serde_json::json!({"signatures": [{"id": 2, "content": "BAD"}]});
+    let nf = Box::new(Ips::from_config(&old).unwrap());
+    let mut rt = recording_runtime(nf, store, "ipscfg", vec![], 8, 1_000_000);
+    let data = b"one BAD two BAD three";
+    let frames = stream_frames(data, &[4, 11], &[0, 1, 2]);
+    let out = feed(&mut rt, frames[..2].to_vec());
+    assert!(
+        out.iter().all(|o| o.is_some()),
+        "no match yet: BAD is not a signature"
+    );
+    let e = reconfigure(&mut rt, &serde_json::json!({"signatures": []})).unwrap_err();
+    assert_eq!(e.status, 400);
+    assert!(e.message.contains("signatures"), "{}", e.message);
+    // Still the old set: the second segment passes.
+    let out = feed(&mut rt, frames[2..3].to_vec());
+    assert!(out[0].is_some());
+    reconfigure(&mut rt, &new).expect("in place");
+    let out = feed(&mut rt, frames[3..].to_vec());
+    assert!(
+        out[0].is_none(),
+        "the new signature matches in the live connection"
+    );
+    let st = rt.nf().stats();
+    assert_eq!(st["signature_set_changed"], 1, "{st}");
+    assert!(st["alerts"].as_u64().unwrap() >= 1, "{st}");
+}

@@ -54,6 +54,8 @@ pub struct Counters {
 /// The IPsec gateway.
 pub struct Ipsec {
     cfg: Config,
+    /// The config as given: an SA's own fields, to tell a changed SA from a kept one.
+    raw: Value,
     /// Per SA (index into `cfg.sas`, outbound only): next sequence number and last of the
     /// reserved block (next > last: none left).
     blocks: Vec<(u64, u64)>,
@@ -83,15 +85,26 @@ const SEQ: &str = "esp-seq";
 const REPLAY: &str = "esp-replay";
 
 impl Ipsec {
-    pub fn from_config(cfg: &Value) -> Result<Ipsec, String> {
-        let cfg = Config::from_json(cfg)?;
+    pub fn from_config(raw: &Value) -> Result<Ipsec, String> {
+        let cfg = Config::from_json(raw)?;
         let n = cfg.sas.len();
         Ok(Ipsec {
             cfg,
+            raw: raw.clone(),
             blocks: vec![(1, 0); n],
             scratch: Vec::with_capacity(2048),
             c: Counters::default(),
         })
+    }
+
+    /// SA `i` as the config wrote it, without what may change in place (name, selectors).
+    fn sa_keying(raw: &Value, i: usize) -> Value {
+        let mut v = raw["sas"][i].clone();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("name");
+            o.remove("selectors");
+        }
+        v
     }
 
     /// The inbound SA this ESP packet is for.
@@ -198,6 +211,43 @@ impl Ipsec {
 impl NetworkFunction for Ipsec {
     fn name(&self) -> &'static str {
         "ipsec"
+    }
+
+    /// SAs added or removed, an SA's name or selectors, `seq_block` and `unprotected` change in
+    /// place (counters kept; a kept outbound SA keeps its reserved sequence block, a new one
+    /// reserves from the tier). An SA whose key, salt or tunnel addresses change (same
+    /// direction and SPI) takes a rolling update (`Ok(false)`). `replay_window` is refused: the
+    /// inbound SAs' windows are kept in the tier at their size, which every instance must read.
+    fn reconfigure(
+        &mut self,
+        cfg: &Value,
+        _store: &mut dyn flowstore::FlowStore,
+        _keys: &KeySpace,
+    ) -> Result<bool, nfcore::Refused> {
+        let mut new = Ipsec::from_config(cfg)?;
+        if new.cfg.replay_window != self.cfg.replay_window {
+            return Err(nfcore::Refused::Invalid(format!(
+                "replay_window: cannot change on a running gateway ({} -> {}): the inbound SAs' \
+                 windows are kept in the tier at their size; recreate the NF",
+                self.cfg.replay_window, new.cfg.replay_window
+            )));
+        }
+        for (i, sa) in new.cfg.sas.iter().enumerate() {
+            let old = self
+                .cfg
+                .sas
+                .iter()
+                .position(|o| o.dir == sa.dir && o.spi == sa.spi);
+            if let Some(j) = old {
+                if Self::sa_keying(cfg, i) != Self::sa_keying(&self.raw, j) {
+                    return Ok(false);
+                }
+                new.blocks[i] = self.blocks[j];
+            }
+        }
+        new.c = self.c;
+        *self = new;
+        Ok(true)
     }
 
     fn read_set(&self, keys: &KeySpace, pkt: &Parsed, frame: &[u8], out: &mut Vec<Key>) {

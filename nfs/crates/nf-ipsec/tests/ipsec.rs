@@ -257,3 +257,58 @@ fn bad_configs_name_the_field() {
         .expect("refused")
         .contains("spi"));
 }
+
+/// `PUT /config` on a running gateway: an SA added and a selector changed in place (the kept
+/// outbound SA's sequence numbers go on, none repeated); another key for a live SPI takes a
+/// rolling update (409); another replay window is refused naming it; nothing changes then.
+#[test]
+fn sas_change_in_place_and_a_rekeyed_sa_takes_a_roll() {
+    use nfcore::harness::{feed, reconfigure, recording_runtime};
+    let redis = TestRedis::start().expect("redis-server");
+    let base = cfg("config.json");
+    let nf = Box::new(Ipsec::from_config(&base).unwrap());
+    let mut rt = recording_runtime(
+        nf,
+        redis_store(&redis.url()),
+        "ipseccfg",
+        vec![],
+        8,
+        1_000_000,
+    );
+    let seqs = |out: Vec<Option<Vec<u8>>>| -> Vec<u32> {
+        out.iter()
+            .map(|o| seq_of(o.as_ref().expect("encapsulated")))
+            .collect()
+    };
+    let first = seqs(feed(&mut rt, cleartext(3, 0)));
+    assert_eq!(first, [1, 2, 3]);
+    let mut added = base.clone();
+    let mut extra = added["sas"][0].clone();
+    extra["name"] = "a-to-c".into();
+    extra["spi"] = 4098.into();
+    extra["tunnel_dst"] = "203.0.113.3".into();
+    extra["selectors"] = json!([{"src": "10.1.0.0/16", "dst": "10.3.0.0/16"}]);
+    added["sas"].as_array_mut().unwrap().push(extra);
+    added["sas"][0]["name"] = "renamed".into();
+    reconfigure(&mut rt, &added).expect("in place");
+    assert_eq!(
+        seqs(feed(&mut rt, cleartext(3, 3))),
+        [4, 5, 6],
+        "the kept SA goes on"
+    );
+    let mut rekeyed = added.clone();
+    rekeyed["sas"][0]["key"] = "ffeeddccbbaa99887766554433221100".into();
+    let e = reconfigure(&mut rt, &rekeyed).unwrap_err();
+    assert_eq!(e.status, 409, "{}", e.message);
+    let mut window = added.clone();
+    window["replay_window"] = 256.into();
+    let e = reconfigure(&mut rt, &window).unwrap_err();
+    assert_eq!(e.status, 400);
+    assert!(e.message.starts_with("replay_window"), "{}", e.message);
+    assert_eq!(
+        seqs(feed(&mut rt, cleartext(2, 6))),
+        [7, 8],
+        "unchanged by the refusals"
+    );
+    assert_eq!(rt.nf().stats()["encapsulated"], 8, "counters kept");
+}

@@ -489,6 +489,24 @@ impl NetworkFunction for L7Firewall {
         "l7fw"
     }
 
+    fn record_lifetime_ms(&self) -> Option<u64> {
+        Some(self.timeouts.longest_ms())
+    }
+
+    /// Rules, signatures, limits and timeouts change in place, counters kept. A connection's
+    /// decision stands until its next request or query, which the new policy classifies.
+    fn reconfigure(
+        &mut self,
+        cfg: &Value,
+        _store: &mut dyn nfcore::FlowStore,
+        _keys: &KeySpace,
+    ) -> Result<bool, nfcore::Refused> {
+        let mut new = L7Firewall::from_config(cfg)?;
+        new.c = std::mem::take(&mut self.c);
+        *self = new;
+        Ok(true)
+    }
+
     fn read_set(&self, keys: &KeySpace, pkt: &Parsed, _frame: &[u8], out: &mut Vec<Key>) {
         if matches!(pkt.l4, L4::Tcp { .. } | L4::Udp { .. }) {
             out.push(Self::key(keys, pkt));

@@ -89,7 +89,7 @@ impl Rule {
         let proto = c.proto;
         if proto != "any" && !known.contains(&proto) {
             return Err(format!(
-                "{what}.proto {proto:?} is not known (known: any, {})",
+                "{what}.proto: {proto:?} is not known (known: any, {})",
                 known.join(", ")
             ));
         }

@@ -425,3 +425,56 @@ fn two_instances_at_the_same_instant_never_lose_an_update() {
     assert_eq!(st["follow_ooo_dropped"], 0, "{st}");
     assert_eq!(st["blocked_flows"]["http"], 1, "{st}");
 }
+
+/// `PUT /config` on a running L7 firewall sharing Redis: a Host blocked by the new rules is
+/// blocked at the next request of a live keep-alive connection, counters kept; a bad config is
+/// 400 naming the field and changes nothing.
+#[test]
+fn rules_change_in_place_and_the_next_request_is_classified_by_them() {
+    use nfcore::harness::{feed, reconfigure, recording_runtime};
+    let redis = TestRedis::start().expect("redis-server");
+    let store = Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
+    let old = serde_json::json!({"default": "allow"});
+    let new = serde_json::json!({"default": "allow",
+                                  "block": [{"proto": "http", "host": "shop.example"}]});
+    let nf = Box::new(L7Firewall::from_config(&old).unwrap());
+    let mut rt = recording_runtime(nf, store, "l7cfg", vec![], 8, 1_000_000);
+    let (c, s) = ("10.0.0.1".parse().unwrap(), "192.0.2.1".parse().unwrap());
+    let req = b"GET / HTTP/1.1\r\nHost: shop.example\r\n\r\n";
+    let frame = |from_client: bool, seq: u32, payload: &[u8], t_ms: u64| {
+        let t = Transport::Tcp {
+            seq,
+            ack: 1,
+            flags: packet::TCP_ACK | packet::TCP_PSH,
+        };
+        let mut f = if from_client {
+            FrameSpec::new(c, s, 5555, 80, t)
+        } else {
+            FrameSpec::new(s, c, 80, 5555, t)
+        };
+        f.payload = payload;
+        (t_ms * 1_000_000, f.build())
+    };
+    let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    let out = feed(
+        &mut rt,
+        vec![frame(true, 1, req, 0), frame(false, 1, resp, 1)],
+    );
+    assert!(out.iter().all(|o| o.is_some()), "allowed by the old rules");
+    let e = reconfigure(
+        &mut rt,
+        &serde_json::json!({"block": [{"proto": "gopher"}]}),
+    )
+    .unwrap_err();
+    assert_eq!(e.status, 400);
+    assert!(e.message.contains("block[0]"), "{}", e.message);
+    reconfigure(&mut rt, &new).expect("in place");
+    let n = req.len() as u32;
+    let out = feed(&mut rt, vec![frame(true, 1 + n, req, 2)]);
+    assert!(
+        out[0].is_none(),
+        "the second request, to a Host blocked now"
+    );
+    let st = rt.nf().stats();
+    assert!(st["followed"].as_u64().unwrap() >= 1, "counters kept: {st}");
+}

@@ -215,7 +215,11 @@ impl LoadBalancer {
             if addr.ip() == vip {
                 return Err(format!("backends[{i}]: must not be the vip"));
             }
-            seed.push(Backend { addr, up: true });
+            seed.push(Backend {
+                addr,
+                up: true,
+                drain: false,
+            });
         }
         let seed_enc = pool::encode(&seed);
         Ok(LoadBalancer {
@@ -398,7 +402,89 @@ impl LoadBalancer {
     }
 
     fn backend_usable(&self, pool: &[Backend], addr: &SocketAddr) -> bool {
-        self.on_down == OnDown::Keep || pool.iter().any(|b| b.addr == *addr && b.up)
+        // A draining backend (removed from the config) keeps its connections.
+        self.on_down == OnDown::Keep || pool.iter().any(|b| b.addr == *addr && (b.up || b.drain))
+    }
+
+    /// Make the tier's pool follow the config's backends ([`pool::reconcile`]; compare-and-set,
+    /// so instances reconfigured one after another, or marking health meanwhile, agree).
+    fn reconcile_pool(
+        &self,
+        store: &mut dyn FlowStore,
+        keys: &KeySpace,
+        config: &[SocketAddr],
+    ) -> Result<Vec<Backend>, nfcore::Refused> {
+        let key = keys.global(POOL);
+        for _ in 0..100 {
+            let mut v = Vec::new();
+            store.get_many(std::slice::from_ref(&key), &mut v)?;
+            let cur = v.pop().flatten();
+            let pool = match &cur {
+                None => self.seed.clone(),
+                Some(raw) => pool::decode(raw).map_err(|e| {
+                    nfcore::Refused::Invalid(format!("backends: the pool in the tier: {e}"))
+                })?,
+            };
+            let gone: Vec<Key> = pool
+                .iter()
+                .filter(|b| !config.contains(&b.addr))
+                .map(|b| load_key(keys, &b.addr))
+                .collect();
+            let mut loads = Vec::new();
+            if !gone.is_empty() {
+                store.get_many(&gone, &mut loads)?;
+            }
+            let mut active = HashMap::new();
+            for (b, l) in pool
+                .iter()
+                .filter(|b| !config.contains(&b.addr))
+                .zip(&loads)
+            {
+                let n = l
+                    .as_deref()
+                    .and_then(|v| std::str::from_utf8(v).ok()?.parse::<i64>().ok())
+                    .unwrap_or(0);
+                active.insert(b.addr, n);
+            }
+            let next = pool::reconcile(&pool, config, |a| active.get(a).copied().unwrap_or(0));
+            let enc = pool::encode(&next);
+            if cur.as_deref() == Some(&enc[..])
+                || store.compare_and_set(&key, cur.as_deref(), Some(&enc))?
+            {
+                return Ok(next);
+            }
+        }
+        Err(nfcore::Refused::Store(StoreError(
+            "backend pool keeps changing; try again".into(),
+        )))
+    }
+
+    /// A draining backend whose last connection ended leaves the pool.
+    fn drop_drained(
+        &self,
+        store: &mut dyn FlowStore,
+        keys: &KeySpace,
+        addr: SocketAddr,
+    ) -> Result<(), StoreError> {
+        let key = keys.global(POOL);
+        for _ in 0..100 {
+            let mut v = Vec::new();
+            store.get_many(std::slice::from_ref(&key), &mut v)?;
+            let Some(cur) = v.pop().flatten() else {
+                return Ok(());
+            };
+            let Ok(mut p) = pool::decode(&cur) else {
+                return Ok(());
+            };
+            let before = p.len();
+            p.retain(|b| !(b.addr == addr && b.drain));
+            if p.len() == before
+                || store.compare_and_set(&key, Some(&cur), Some(&pool::encode(&p)))?
+            {
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 
     fn client_packet(
@@ -500,7 +586,7 @@ pub fn set_backend_state(
             .map_err(|e| e.to_string())?;
         let cur = v.pop().flatten().ok_or("backend pool not initialised")?;
         let mut p = pool::decode(&cur)?;
-        let Some(b) = p.iter_mut().find(|b| b.addr == addr) else {
+        let Some(b) = p.iter_mut().find(|b| b.addr == addr && !b.drain) else {
             return Ok(false);
         };
         b.up = up;
@@ -517,6 +603,31 @@ pub fn set_backend_state(
 impl NetworkFunction for LoadBalancer {
     fn name(&self) -> &'static str {
         "lb"
+    }
+
+    fn record_lifetime_ms(&self) -> Option<u64> {
+        Some(self.timeouts.longest_ms())
+    }
+
+    /// Backends (added, removed: draining while they have connections, which keep their
+    /// backend), `on_backend_down`, timeouts and `conn_claim` change in place, counters kept.
+    /// Another `vip`, `port` or `proto` is another service: a rolling update (`Ok(false)`).
+    fn reconfigure(
+        &mut self,
+        cfg: &Value,
+        store: &mut dyn FlowStore,
+        keys: &KeySpace,
+    ) -> Result<bool, nfcore::Refused> {
+        let new = LoadBalancer::from_config(cfg)?;
+        if (new.vip, new.port, new.proto) != (self.vip, self.port, self.proto) {
+            return Ok(false);
+        }
+        let addrs: Vec<SocketAddr> = new.seed.iter().map(|b| b.addr).collect();
+        let pool = self.reconcile_pool(store, keys, &addrs)?;
+        *self.pool_cache.borrow_mut() = (pool::encode(&pool), Ok(pool));
+        self.seed = new.seed;
+        (self.on_down, self.timeouts, self.claim) = (new.on_down, new.timeouts, new.claim);
+        Ok(true)
     }
 
     fn init(&mut self, store: &mut dyn FlowStore, keys: &KeySpace) -> Result<(), StoreError> {
@@ -586,7 +697,12 @@ impl NetworkFunction for LoadBalancer {
             self.c.expired += 1;
             ctx.del(member);
             let lk = load_key(ctx.keys, &conn.backend);
-            ctx.store().incr_by(&lk, -1)?;
+            let left = ctx.store().incr_by(&lk, -1)?;
+            // No longer in the config: it may be draining (the tier's pool says).
+            if left <= 0 && !self.seed.iter().any(|b| b.addr == conn.backend) {
+                let keys = ctx.keys.clone();
+                self.drop_drained(ctx.store(), &keys, conn.backend)?;
+            }
         }
         Ok(())
     }

@@ -436,7 +436,8 @@ fn lb_packets(
 }
 
 /// Timeouts per protocol and phase with the default config: an established TCP connection idle
-/// for a day keeps its backend, one closed by FINs goes 120 s after, one reset 10 s after (then
+/// for a day keeps its backend, one half-closed lives 120 s idle, one closed by FINs both ways
+/// goes 10 s after the last FIN, one reset 10 s after (then
 /// the backend's packets to the client are dropped: no connection); UDP: a flow answered lives
 /// 120 s idle, one never answered 30 s. Local, Redis, two instances taking turns.
 #[test]
@@ -458,7 +459,7 @@ fn timeouts_per_protocol_and_phase() {
             (day + 4, 40001, true, "FA", "forward"),
             (day + 100_004, 40001, false, "PA", "forward"),
             (day + 100_005, 40001, false, "FA", "forward"),
-            (day + 230_005, 40001, false, "A", "drop"),
+            (day + 111_005, 40001, false, "A", "drop"),
             (day + 230_006, 40002, true, "S", "forward"),
             (day + 230_007, 40002, false, "SA", "forward"),
             (day + 230_008, 40002, false, "R", "forward"),
@@ -515,4 +516,98 @@ fn timeouts_per_protocol_and_phase() {
         1,
     );
     assert_eq!(verdicts(&out)[3], "drop", "idle_timeout_ms 60000");
+}
+
+/// The backend's packet to client `client` (port 40000) from `backend`.
+fn from_backend(backend: SocketAddr, client: u32, t_ms: u64, flags: u8) -> (u64, Vec<u8>) {
+    let dst = IpAddr::V4(std::net::Ipv4Addr::from(0xc000_0200 + client));
+    let t = Transport::Tcp {
+        seq: 1,
+        ack: 2,
+        flags,
+    };
+    let f = FrameSpec::new(backend.ip(), dst, backend.port(), 40000, t).build();
+    (t_ms * 1_000_000, f)
+}
+
+fn pool_text(store: &mut dyn FlowStore, nf_id: &str) -> String {
+    let mut v = Vec::new();
+    let key = KeySpace::new(nf_id).unwrap().global(nf_lb::POOL);
+    store.get_many(&[key], &mut v).unwrap();
+    String::from_utf8(v.pop().flatten().unwrap()).unwrap()
+}
+
+/// `PUT /config` on two running instances sharing one Redis: the backend of a live connection
+/// is removed and another added. The connection keeps its backend both ways on both instances
+/// (`on_backend_down: drop` does not cut it: removed is not down), new connections never get
+/// it, and it leaves the tier's pool when its last connection ends. Another VIP takes a restart
+/// (409), a bad config is 400 naming the field and changes nothing, counters are kept.
+#[test]
+fn backends_change_in_place_and_live_connections_keep_theirs() {
+    use nfcore::harness::{feed, reconfigure};
+    let redis = TestRedis::start().expect("redis-server");
+    let conn = || Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
+    let base = serde_json::json!({"vip": "10.0.0.100", "port": 80, "on_backend_down": "drop",
+                                   "backends": ["10.1.0.1:8080", "10.1.0.2:8080"]});
+    let mut a = runtime(conn(), "lbcfg", &base, vec![]);
+    let mut b = runtime(conn(), "lbcfg", &base, vec![]);
+    let out = feed(&mut a, vec![syn(1, 0)]);
+    let live = backend_of(&out[0]).expect("forwarded");
+    let other: SocketAddr = if live.port() == 8080 && live.ip().to_string() == "10.1.0.1" {
+        "10.1.0.2:8080".parse().unwrap()
+    } else {
+        "10.1.0.1:8080".parse().unwrap()
+    };
+    let added: SocketAddr = "10.1.0.3:8080".parse().unwrap();
+    let mut next = base.clone();
+    next["backends"] = serde_json::json!([other.to_string(), added.to_string()]);
+
+    let mut bad = next.clone();
+    bad["backends"] = serde_json::json!(["10.1.0.1:0"]);
+    let e = reconfigure(&mut a, &bad).unwrap_err();
+    assert_eq!(e.status, 400);
+    assert!(e.message.contains("backends"), "{}", e.message);
+    let before = pool_text(a.store_mut(), "lbcfg");
+    assert!(!before.contains("drain"), "{before}");
+
+    for rt in [&mut a, &mut b] {
+        reconfigure(rt, &next).expect("in place");
+    }
+    let pool = pool_text(a.store_mut(), "lbcfg");
+    assert_eq!(
+        pool,
+        format!("{other} up\n{added} up\n{live} drain\n"),
+        "added once, the removed one drains"
+    );
+    // The live connection, both ways, on both instances.
+    for (i, rt) in [&mut a, &mut b].into_iter().enumerate() {
+        let t = 10 + 2 * i as u64;
+        let out = feed(
+            rt,
+            vec![data(1, t), from_backend(live, 1, t + 1, packet::TCP_ACK)],
+        );
+        assert_eq!(backend_of(&out[0]), Some(live), "instance {i}");
+        let r = Parsed::new_checked(out[1].as_ref().expect("reply forwarded")).unwrap();
+        assert_eq!((r.src.to_string(), r.ports().0), ("10.0.0.100".into(), 80));
+    }
+    assert_eq!(a.nf().stats()["to_backend"], 2, "counters kept");
+    // New connections: never the removed backend.
+    let got: Vec<_> = feed(&mut b, (2..10).map(|c| syn(c, 20)).collect())
+        .iter()
+        .map(|o| backend_of(o).expect("forwarded"))
+        .collect();
+    assert!(got.iter().all(|x| *x == other || *x == added), "{got:?}");
+    assert!(got.contains(&added));
+    // The live connection ends: once its record expires, the backend leaves the pool.
+    feed(&mut a, vec![from_backend(live, 1, 30, packet::TCP_RST)]);
+    assert_eq!(a.fire_timers(10_100_000_000).unwrap(), 1);
+    assert_eq!(
+        pool_text(a.store_mut(), "lbcfg"),
+        format!("{other} up\n{added} up\n")
+    );
+    // Another VIP is another service: not in place.
+    let mut vip = next.clone();
+    vip["vip"] = "10.0.0.101".into();
+    let e = reconfigure(&mut a, &vip).unwrap_err();
+    assert_eq!(e.status, 409, "{}", e.message);
 }

@@ -244,6 +244,32 @@ impl NetworkFunction for Monitor {
         "monitor"
     }
 
+    fn record_lifetime_ms(&self) -> Option<u64> {
+        Some(self.idle_ms)
+    }
+
+    /// `idle_timeout_ms` and `flush_ms` change in place (pending deltas and counters kept; a
+    /// flow's timer moves to the new timeout at its next refresh). `counters` cannot: the
+    /// two modes keep a flow's record in different layouts, so live flows would be unreadable
+    /// (refused, naming it).
+    fn reconfigure(
+        &mut self,
+        cfg: &Value,
+        _store: &mut dyn FlowStore,
+        _keys: &KeySpace,
+    ) -> Result<bool, nfcore::Refused> {
+        let new = Monitor::from_config(cfg)?;
+        if std::mem::discriminant(&new.mode) != std::mem::discriminant(&self.mode) {
+            return Err(nfcore::Refused::Invalid(
+                "counters: cannot change on a running monitor (the record and increments modes \
+                 keep a flow's counters in different layouts); recreate the NF"
+                    .into(),
+            ));
+        }
+        (self.idle_ms, self.mode) = (new.idle_ms, new.mode);
+        Ok(true)
+    }
+
     fn read_set(&self, keys: &KeySpace, pkt: &Parsed, _frame: &[u8], out: &mut Vec<Key>) {
         if self.mode == Counters::Record {
             out.push(Self::key(keys, pkt));

@@ -172,3 +172,34 @@ fn tier_failure_follows_fail_mode_and_recovers_counters() {
         }
     }
 }
+
+/// `PUT /config`: the idle timeout changes in place (counters kept); the counters mode cannot
+/// (400 naming `counters`), nor an invalid config (400 naming the field), both changing nothing.
+#[test]
+fn idle_timeout_changes_in_place_counters_mode_is_refused() {
+    use nfcore::harness::{feed, reconfigure, recording_runtime};
+    let c = case("monitor", "basic");
+    let nf =
+        Box::new(Monitor::from_config(&serde_json::json!({"idle_timeout_ms": 30000})).unwrap());
+    let mut rt = recording_runtime(
+        nf,
+        Box::new(LocalStore::new()),
+        "moncfg",
+        vec![],
+        8,
+        1_000_000,
+    );
+    feed(&mut rt, c.frames.clone());
+    let flows = rt.nf().stats()["new_flows"].clone();
+    assert!(flows.as_u64().unwrap() > 0);
+    reconfigure(&mut rt, &serde_json::json!({"idle_timeout_ms": 5000})).expect("in place");
+    for (bad, field) in [
+        (serde_json::json!({"counters": "increments"}), "counters"),
+        (serde_json::json!({"idle_timeout_ms": 0}), "idle_timeout_ms"),
+    ] {
+        let e = reconfigure(&mut rt, &bad).unwrap_err();
+        assert_eq!(e.status, 400);
+        assert!(e.message.starts_with(field), "{}", e.message);
+    }
+    assert_eq!(rt.nf().stats()["new_flows"], flows, "counters kept");
+}

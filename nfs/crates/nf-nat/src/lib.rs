@@ -54,6 +54,9 @@ use std::net::IpAddr;
 pub const TABLE_OUT: &str = "nat-out";
 pub const TABLE_IN: &str = "nat-in";
 pub const POOL: &str = "pool";
+/// What the pool was made of (JSON [`PoolSpec`]): written at the first start, changed by a
+/// reconfiguration, so instances reconfigured one after another change the pool once.
+pub const POOL_SPEC: &str = "pool-spec";
 
 /// First byte of a record since tracks are kept (an older one starts with an endpoint length,
 /// 6 or 18).
@@ -220,6 +223,70 @@ impl Reverse {
     }
 }
 
+/// The public pairs of a pool: addresses x a port range.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct PoolSpec {
+    pub ips: Vec<IpAddr>,
+    pub ports: (u16, u16),
+    /// Pairs removed by earlier reconfigurations `(ip, lo, hi)`: their live mappings drain
+    /// (the pair is not given again when they end), so they cannot come back in place.
+    #[serde(default)]
+    pub retired: Vec<(IpAddr, u16, u16)>,
+}
+
+impl PoolSpec {
+    /// The pairs of `self` not in `other`, as `(ip, lo, hi)` ranges.
+    fn minus(&self, other: &PoolSpec) -> Vec<(IpAddr, u16, u16)> {
+        let (lo, hi) = self.ports;
+        let mut out = Vec::new();
+        for ip in &self.ips {
+            if !other.ips.contains(ip) || other.ports.1 < lo || other.ports.0 > hi {
+                out.push((*ip, lo, hi));
+                continue;
+            }
+            if lo < other.ports.0 {
+                out.push((*ip, lo, other.ports.0 - 1));
+            }
+            if hi > other.ports.1 {
+                out.push((*ip, other.ports.1 + 1, hi));
+            }
+        }
+        out
+    }
+
+    /// The spec after the pool became `ips` x `ports`: pairs dropped join `retired`. Err names
+    /// the field when a pair retired earlier would come back (its mapping may still be live).
+    pub fn change(&self, ips: &[IpAddr], ports: (u16, u16)) -> Result<PoolSpec, String> {
+        let new = PoolSpec {
+            ips: ips.to_vec(),
+            ports,
+            retired: Vec::new(),
+        };
+        for (ip, lo, hi) in new.minus(self) {
+            if let Some((_, rlo, rhi)) = self
+                .retired
+                .iter()
+                .find(|(rip, rlo, rhi)| *rip == ip && *rlo <= hi && lo <= *rhi)
+            {
+                let field = if self.ips.contains(&ip) {
+                    "ports"
+                } else {
+                    "public_ips"
+                };
+                return Err(format!(
+                    "{field}: {ip} ports {}-{} were removed from the pool by an earlier change \
+                     and may still be mapped; they cannot be added back in place (recreate the NF)",
+                    lo.max(*rlo),
+                    hi.min(*rhi)
+                ));
+            }
+        }
+        let mut retired = self.retired.clone();
+        retired.extend(self.minus(&new));
+        Ok(PoolSpec { retired, ..new })
+    }
+}
+
 #[derive(Debug, Default, Clone, Copy)]
 struct Counters {
     translated_out: u64,
@@ -232,6 +299,8 @@ struct Counters {
     unsupported: u64,
     passthrough: u64,
     expired: u64,
+    /// Pairs no longer in the pool's config, not handed out again (taken, expired, released).
+    pairs_retired: u64,
 }
 
 /// How a new connection's outbound mapping is claimed in the tier (`mapping_claim`).
@@ -284,6 +353,9 @@ struct Config {
 pub struct Nat {
     inside: Vec<Cidr>,
     public_ips: Vec<IpAddr>,
+    /// Public addresses removed from the pool whose mappings may still be live (inbound packets
+    /// to them are still translated while a mapping exists).
+    draining_ips: Vec<IpAddr>,
     ports: (u16, u16),
     timeouts: Timeouts,
     block: usize,
@@ -312,6 +384,7 @@ impl Nat {
         Ok(Nat {
             inside: c.inside.0,
             public_ips,
+            draining_ips: Vec::new(),
             ports,
             timeouts: Timeouts::resolve(
                 c.timeouts.map(|t| t.0),
@@ -332,7 +405,7 @@ impl Nat {
     }
 
     fn way(&self, pkt: &Parsed) -> Way {
-        if self.public_ips.contains(&pkt.dst) {
+        if self.public_ips.contains(&pkt.dst) || self.draining_ips.contains(&pkt.dst) {
             Way::In
         } else if self.is_inside(pkt.src) && !self.is_inside(pkt.dst) {
             Way::Out
@@ -350,13 +423,11 @@ impl Nat {
         &self.timeouts
     }
 
-    /// How far ahead a packet moves the mapping's timer, from what its own record saw: at
-    /// most the short timeouts (the other record may know the connection closed; the timer
-    /// re-arms itself from both).
+    /// How far ahead a packet moves the mapping's timer, from what its own record saw: the
+    /// earliest the connection's timeout can end (the other record may know it closed, e.g.
+    /// the other FIN; the timer re-arms itself from both).
     fn own_timeout(&self, t: Track, proto: u8) -> u64 {
-        self.timeouts
-            .for_track(t, proto)
-            .min(self.timeouts.short_ms())
+        self.timeouts.one_view_ms(t, proto)
     }
 
     /// Write the record and move the timer when the track changed or a quarter of its timeout
@@ -454,16 +525,109 @@ impl Nat {
 
     /// A free pair: from this instance's block, refilled with one atomic pop of `block` pairs.
     fn take_pair(&mut self, ctx: &mut Ctx<'_>, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        if self.free.is_empty() {
-            let mut got = ctx.store().pool_pop_many(pool, self.block)?;
-            if !got.is_empty() {
-                self.c.blocks += 1;
+        loop {
+            while let Some(item) = self.free.pop() {
+                if self.owns(&item) {
+                    return Ok(Some(item));
+                }
+                // Left in the pool by an instance that did not know yet that the pool shrank.
+                self.c.pairs_retired += 1;
             }
+            let mut got = ctx.store().pool_pop_many(pool, self.block)?;
+            if got.is_empty() {
+                return Ok(None);
+            }
+            self.c.blocks += 1;
             // Hand out in pool order.
             got.reverse();
             self.free = got;
         }
-        Ok(self.free.pop())
+    }
+
+    /// Whether the pair `item` belongs to the pool as configured now.
+    fn owns(&self, item: &[u8]) -> bool {
+        decode_endpoint(item).is_some_and(|(ip, port)| {
+            self.public_ips.contains(&ip) && (self.ports.0..=self.ports.1).contains(&port)
+        })
+    }
+
+    /// The addresses `spec` retired that are not public any more.
+    fn draining(&self, spec: &PoolSpec) -> Vec<IpAddr> {
+        let mut out: Vec<IpAddr> = Vec::new();
+        for (ip, _, _) in &spec.retired {
+            if !self.public_ips.contains(ip) && !out.contains(ip) {
+                out.push(*ip);
+            }
+        }
+        out
+    }
+
+    fn spec(&self) -> PoolSpec {
+        PoolSpec {
+            ips: self.public_ips.clone(),
+            ports: self.ports,
+            retired: Vec::new(),
+        }
+    }
+
+    /// Give a pair back to the shared pool, unless the pool no longer has it (a mapping of a
+    /// removed pair drains).
+    fn give_back(
+        &mut self,
+        store: &mut dyn FlowStore,
+        pool: &[u8],
+        item: &[u8],
+    ) -> Result<(), StoreError> {
+        if !self.owns(item) {
+            self.c.pairs_retired += 1;
+            return Ok(());
+        }
+        store.pool_push(pool, item)
+    }
+
+    /// Read the pool's spec (None: written by a version before specs).
+    fn read_spec(
+        store: &mut dyn FlowStore,
+        key: &Key,
+    ) -> Result<(Option<Vec<u8>>, Option<PoolSpec>), StoreError> {
+        let mut v = Vec::new();
+        store.get_many(std::slice::from_ref(key), &mut v)?;
+        let raw = v.pop().flatten();
+        let spec = raw.as_deref().and_then(|r| serde_json::from_slice(r).ok());
+        Ok((raw, spec))
+    }
+
+    /// Make the shared pool follow `new`'s pairs: added pairs pushed once (by the instance whose
+    /// compare-and-set of the spec wins), removed ones retired (see [`PoolSpec::change`]).
+    fn change_pool(
+        &mut self,
+        new: &Nat,
+        store: &mut dyn FlowStore,
+        keys: &KeySpace,
+    ) -> Result<PoolSpec, nfcore::Refused> {
+        let key = keys.global(POOL_SPEC);
+        for _ in 0..100 {
+            let (raw, spec) = Self::read_spec(store, &key)?;
+            let cur = spec.unwrap_or_else(|| self.spec());
+            if cur.ips == new.public_ips && cur.ports == new.ports {
+                return Ok(cur); // another instance changed it already
+            }
+            let next = cur.change(&new.public_ips, new.ports)?;
+            let enc = serde_json::to_vec(&next).expect("spec encodes");
+            if !store.compare_and_set(&key, raw.as_deref(), Some(&enc))? {
+                continue;
+            }
+            let pool = keys.global(POOL);
+            for (ip, lo, hi) in next.minus(&cur) {
+                for port in lo..=hi {
+                    store.pool_push(&pool, &encode_endpoint(ip, port))?;
+                }
+            }
+            return Ok(next);
+        }
+        Err(nfcore::Refused::Store(StoreError(
+            "the NAT pool's spec keeps changing; try again".into(),
+        )))
     }
 
     fn inbound(
@@ -510,6 +674,10 @@ impl NetworkFunction for Nat {
         "nat"
     }
 
+    fn record_lifetime_ms(&self) -> Option<u64> {
+        Some(self.timeouts.longest_ms())
+    }
+
     fn init(&mut self, store: &mut dyn FlowStore, keys: &KeySpace) -> Result<(), StoreError> {
         let mut items = Vec::new();
         for ip in &self.public_ips {
@@ -518,7 +686,54 @@ impl NetworkFunction for Nat {
             }
         }
         store.pool_init(&keys.global(POOL), &items)?;
+        // The pool's spec, once (a pool made by a version before specs: assumed this config's).
+        let key = keys.global(POOL_SPEC);
+        let spec = serde_json::to_vec(&self.spec()).expect("spec encodes");
+        // Written by another instance or an earlier change: read it for the draining addresses.
+        if !store.compare_and_set(&key, None, Some(&spec))? {
+            if let (_, Some(spec)) = Self::read_spec(store, &key)? {
+                self.draining_ips = self.draining(&spec);
+            }
+        }
         Ok(())
+    }
+
+    /// `inside`, timeouts, `port_block` and `mapping_claim` change in place, counters kept; so
+    /// does the pool (`public_ips` x `ports`): added pairs join the shared pool, removed ones
+    /// drain (live mappings keep them until they end; they are not given again). A removed pair
+    /// cannot come back in place (refused, naming the field): one of its mappings may be live.
+    fn reconfigure(
+        &mut self,
+        cfg: &Value,
+        store: &mut dyn FlowStore,
+        keys: &KeySpace,
+    ) -> Result<bool, nfcore::Refused> {
+        let new = Nat::from_config(cfg)?;
+        let spec = if new.public_ips != self.public_ips || new.ports != self.ports {
+            Some(self.change_pool(&new, store, keys)?)
+        } else {
+            None
+        };
+        let Nat {
+            inside,
+            public_ips,
+            ports,
+            timeouts,
+            block,
+            claim,
+            ..
+        } = new;
+        (self.inside, self.public_ips, self.ports) = (inside, public_ips, ports);
+        (self.timeouts, self.block, self.claim) = (timeouts, block, claim);
+        if let Some(spec) = spec {
+            self.draining_ips = self.draining(&spec);
+        }
+        // Pairs of this instance's block that left the pool are not handed out.
+        let before = self.free.len();
+        let free = std::mem::take(&mut self.free);
+        self.free = free.into_iter().filter(|p| self.owns(p)).collect();
+        self.c.pairs_retired += (before - self.free.len()) as u64;
+        Ok(true)
     }
 
     fn read_set(&self, keys: &KeySpace, pkt: &Parsed, _frame: &[u8], out: &mut Vec<Key>) {
@@ -579,8 +794,8 @@ impl NetworkFunction for Nat {
             ctx.del(member);
             ctx.del(&key_in);
             let pool = ctx.keys.global(POOL);
-            ctx.store()
-                .pool_push(&pool, &encode_endpoint(m.public.0, m.public.1))?;
+            let item = encode_endpoint(m.public.0, m.public.1);
+            self.give_back(ctx.store(), &pool, &item)?;
         }
         Ok(())
     }
@@ -596,7 +811,10 @@ impl NetworkFunction for Nat {
         self.c.lost_races += 1;
         if let Some(m) = Mapping::decode(value) {
             ctx.del(&ctx.keys.flow(m.inbound_key().stable_hash(), TABLE_IN));
-            self.free.push(encode_endpoint(m.public.0, m.public.1));
+            let item = encode_endpoint(m.public.0, m.public.1);
+            if self.owns(&item) {
+                self.free.push(item);
+            }
         }
         Ok(())
     }
@@ -604,7 +822,7 @@ impl NetworkFunction for Nat {
     fn release(&mut self, store: &mut dyn FlowStore, keys: &KeySpace) -> Result<(), StoreError> {
         let pool = keys.global(POOL);
         while let Some(item) = self.free.pop() {
-            if let Err(e) = store.pool_push(&pool, &item) {
+            if let Err(e) = self.give_back(store, &pool, &item) {
                 self.free.push(item);
                 return Err(e);
             }
@@ -619,7 +837,7 @@ impl NetworkFunction for Nat {
             "new_mappings": c.new_mappings, "lost_races": c.lost_races, "pool_empty": c.pool_empty,
             "port_blocks": c.blocks, "block_free": self.free.len(),
             "no_mapping": c.no_mapping, "unsupported": c.unsupported, "passthrough": c.passthrough,
-            "expired": c.expired,
+            "expired": c.expired, "pairs_retired": c.pairs_retired,
         })
     }
 }

@@ -348,3 +348,109 @@ fn timeouts_per_protocol_and_phase() {
         .unwrap()
         .starts_with("idle_timeout_ms: not together with timeouts"));
 }
+
+fn tcp_at(t_ms: u64, src: &str, dst: &str, sport: u16, dport: u16, flags: &str) -> (u64, Vec<u8>) {
+    let t = Transport::Tcp {
+        seq: 1,
+        ack: 1,
+        flags: nfcore::harness::tcp_flags(flags).unwrap(),
+    };
+    let f = FrameSpec::new(src.parse().unwrap(), dst.parse().unwrap(), sport, dport, t).build();
+    (t_ms * 1_000_000, f)
+}
+
+/// `PUT /config` on running instances sharing one Redis: the pool moves to another address
+/// while a connection holds a pair of the old one. The live connection keeps its pair both
+/// ways (also on an instance started after the change), new connections get only the new
+/// pairs (pushed once, though two instances were reconfigured), the old pair is not given
+/// again when its mapping ends, a change that would bring it back is 400 naming `ports`, a
+/// bad config 400 changing nothing, counters kept throughout.
+#[test]
+fn pool_change_in_place_drains_live_mappings() {
+    use nfcore::harness::{feed, reconfigure};
+    let redis = TestRedis::start().expect("redis-server");
+    let conn = || Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
+    let cfg1 = serde_json::json!({"inside": ["10.0.0.0/8"], "public_ips": ["198.51.100.1"],
+                                   "ports": "100-103", "port_block": 1});
+    let cfg2 = serde_json::json!({"inside": ["10.0.0.0/8"], "public_ips": ["198.51.100.2"],
+                                   "ports": "100-103", "port_block": 1});
+    let mut a = runtime_in("natcfg", conn(), &cfg1, vec![]);
+    let mut b = runtime_in("natcfg", conn(), &cfg1, vec![]);
+    let out = feed(
+        &mut a,
+        vec![tcp_at(0, "10.0.0.1", "192.0.2.1", 1000, 80, "S")],
+    );
+    let (pub_ip, pub_port) = sources(out)[0];
+    assert_eq!(pub_ip, "198.51.100.1".parse::<IpAddr>().unwrap());
+    let pool = KeySpace::new("natcfg").unwrap().global("pool");
+    assert_eq!(a.store_mut().pool_len(&pool).unwrap(), 3);
+
+    // A bad config: refused naming the field, nothing changed.
+    let mut bad = cfg2.clone();
+    bad["ports"] = "9-1".into();
+    let e = reconfigure(&mut a, &bad).unwrap_err();
+    assert_eq!(e.status, 400);
+    assert!(e.message.contains("ports"), "{}", e.message);
+    assert_eq!(a.store_mut().pool_len(&pool).unwrap(), 3);
+
+    for rt in [&mut a, &mut b] {
+        reconfigure(rt, &cfg2).expect("in place");
+    }
+    assert_eq!(
+        a.store_mut().pool_len(&pool).unwrap(),
+        3 + 4,
+        "the new address's 4 pairs pushed once (the old ones are discarded when taken)"
+    );
+    let dst = pub_ip.to_string();
+    // The live connection, both ways, on both instances and on one started after the change.
+    let mut c = runtime_in("natcfg", conn(), &cfg2, vec![]);
+    for rt in [&mut a, &mut b, &mut c] {
+        let out = feed(
+            rt,
+            vec![
+                tcp_at(10, "192.0.2.1", &dst, 80, pub_port, "SA"),
+                tcp_at(11, "10.0.0.1", "192.0.2.1", 1000, 80, "A"),
+            ],
+        );
+        assert!(out.iter().all(|o| o.is_some()), "live connection kept");
+        let p = Parsed::new_checked(out[0].as_ref().unwrap()).unwrap();
+        assert_eq!((p.dst, p.ports().1), ("10.0.0.1".parse().unwrap(), 1000));
+        assert_eq!(sources(vec![out[1].clone()]), [(pub_ip, pub_port)]);
+    }
+    assert_eq!(a.nf().stats()["translated_out"], 2, "counters kept");
+    // New connections: only pairs of the new address; the old free ones are dropped when taken.
+    let news: Vec<_> = (0..5)
+        .map(|i| tcp_at(20 + i, "10.0.1.1", "192.0.2.1", 2000 + i as u16, 80, "S"))
+        .collect();
+    let got = sources(feed(&mut b, news));
+    assert_eq!(got.len(), 4, "4 pairs in the pool now");
+    assert!(got
+        .iter()
+        .all(|(ip, _)| *ip == "198.51.100.2".parse::<IpAddr>().unwrap()));
+    assert_eq!(b.nf().stats()["pairs_retired"], 3);
+    // The old connection ends (RST): its pair does not go back to the pool.
+    feed(
+        &mut a,
+        vec![tcp_at(30, "192.0.2.1", &dst, 80, pub_port, "R")],
+    );
+    assert_eq!(a.fire_timers(9_000_000_000).unwrap(), 0, "closed: 10 s");
+    assert_eq!(a.fire_timers(10_100_000_000).unwrap(), 1);
+    assert_eq!(a.nf().stats()["expired"], 1);
+    assert_eq!(a.store_mut().pool_len(&pool).unwrap(), 0);
+    // Bringing the old pairs back in place: refused (one may still be mapped elsewhere).
+    let mut back = cfg2.clone();
+    back["public_ips"] = serde_json::json!(["198.51.100.2", "198.51.100.1"]);
+    let e = reconfigure(&mut a, &back).unwrap_err();
+    assert_eq!(e.status, 400);
+    assert!(
+        e.message
+            .starts_with("public_ips: 198.51.100.1 ports 100-103"),
+        "{}",
+        e.message
+    );
+    // Widening the new address's range is fine: 2 more pairs.
+    let mut wider = cfg2.clone();
+    wider["ports"] = "100-105".into();
+    reconfigure(&mut a, &wider).expect("in place");
+    assert_eq!(a.store_mut().pool_len(&pool).unwrap(), 2);
+}

@@ -238,15 +238,19 @@ fn read_password(path: &Path) -> Result<String, String> {
 }
 
 /// `nf --check-config TYPE FILE`: what a start checks of the config (runtime options and the
-/// NF's own), without starting.
+/// NF's own), without starting. Prints `{"ok": true, "record_lifetime_ms": N|null}`
+/// ([`nfcore::NetworkFunction::record_lifetime_ms`]).
 fn check_config(argv: &[String]) -> Result<(), (i32, String)> {
     let [nf_type, file] = argv else {
         return Err((2, "usage: nf --check-config TYPE FILE".into()));
     };
     let cfg = nfcore::config::load(std::path::Path::new(file)).map_err(|e| (2, e))?;
     RuntimeConfig::from_config(&cfg).map_err(|e| (2, format!("config: {e}")))?;
-    registry::make_nf(nf_type, &cfg).map_err(|e| (2, format!("config: {e}")))?;
-    println!("{{\"ok\": true}}");
+    let nf = registry::make_nf(nf_type, &cfg).map_err(|e| (2, format!("config: {e}")))?;
+    println!(
+        "{}",
+        serde_json::json!({"ok": true, "record_lifetime_ms": nf.record_lifetime_ms()})
+    );
     Ok(())
 }
 

@@ -17,11 +17,13 @@ pub fn version() -> &'static str {
 }
 
 /// Record layouts of the per-flow state: (type, layout written, layouts read). Layout 0 is the
-/// one before the per-record version byte / track (the decoders still read it), 1 the current.
+/// one before the per-record version byte / track (the decoders still read it), 1 the current
+/// (the LB's 2: its shared pool, below).
 const LAYOUTS: &[(&str, u32, &[u32])] = &[
     ("firewall", 1, &[0, 1]),
     ("nat", 1, &[0, 1]),
-    ("lb", 1, &[0, 1]),
+    // 2: the backend pool may hold `drain` entries (a backend removed by a config change).
+    ("lb", 2, &[0, 1, 2]),
     ("ips", 1, &[0, 1]),
     ("l7fw", 1, &[0, 1]),
     ("monitor", 1, &[1]),

@@ -269,6 +269,14 @@ fn version_schema_and_check_config() {
         let o = run_nf(&["--check-config", "firewall", cfg.to_str().unwrap()]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.success(), ok, "{text}: {err}");
+        if ok {
+            let a: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            // The firewall's longest timeout: TCP established, 5 days by default.
+            assert_eq!(
+                a,
+                serde_json::json!({"ok": true, "record_lifetime_ms": 432_000_000u64})
+            );
+        }
         if !ok {
             assert_eq!(o.status.code(), Some(2));
             assert!(

@@ -96,7 +96,7 @@ fn refused_configs_name_the_field_and_why() {
         ("ips", "signatures.0.content", Some(json!("")), "signatures[0]: content must be 1-1024 bytes".into()),
         ("ips", "signatures.1.id", Some(json!(1001)), "signatures[1].id 1001 is a duplicate".into()),
         ("ips", "action", Some(json!("block")), "action must be \"drop\" or \"alert\", not \"block\"".into()),
-        ("l7fw", "block.0", Some(json!({"proto": "gopher"})), "block[0].proto \"gopher\" is not known (known: any, tls, http, dns, ssh, unknown, bittorrent, smb)".into()),
+        ("l7fw", "block.0", Some(json!({"proto": "gopher"})), "block[0].proto: \"gopher\" is not known (known: any, tls, http, dns, ssh, unknown, bittorrent, smb)".into()),
         ("l7fw", "block.0", Some(json!({"proto": "tls", "host": "x"})), "block[0].host needs proto \"http\"".into()),
         ("l7fw", "max_inspect_packets", Some(json!(65)), "max_inspect_packets must be an integer in [1, 64]".into()),
         ("ipsec", "sas.0.spi", Some(json!(255)), "sas[0].spi must be an integer in [256, 4294967295]".into()),

@@ -224,6 +224,49 @@ pub fn run_ticking(
     out
 }
 
+/// Feed `frames` to `rt` one batch after another, the timers due before each batch fired first
+/// (as a running NF's tick would); the output per frame. The runtime (its NF object, counters
+/// and store) stays, so a test can change its config between two feeds ([`reconfigure`]).
+pub fn feed(
+    rt: &mut Runtime<RecordingDevice>,
+    frames: Vec<(u64, Vec<u8>)>,
+) -> Vec<Option<Vec<u8>>> {
+    *rt.device_mut() = RecordingDevice::new(frames);
+    loop {
+        let d = rt.device();
+        let Some((ts, _)) = d.input.get(d.pos) else {
+            break;
+        };
+        let ts = *ts;
+        rt.fire_timers(ts).expect("timers");
+        rt.step(ts).expect("step");
+    }
+    std::mem::take(&mut rt.device_mut().out)
+}
+
+/// Give `rt` the config `cfg` as `PUT /config` does: through its control channel, answered by
+/// the runtime between two batches. The answer (or the refusal with its HTTP status).
+pub fn reconfigure<D: Device>(
+    rt: &mut Runtime<D>,
+    cfg: &Value,
+) -> Result<crate::control::Reply, crate::control::ControlError> {
+    let h = rt.control_handle();
+    let cfg = cfg.clone();
+    std::thread::scope(|s| {
+        let call = s.spawn(move || {
+            h.call(
+                crate::control::Request::Reconfigure(cfg),
+                std::time::Duration::from_secs(30),
+            )
+        });
+        while !call.is_finished() {
+            rt.serve_control(0).expect("serve control");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        call.join().expect("control call")
+    })
+}
+
 /// TCP flags and their letters in the case formats.
 const FLAG_LETTERS: [(u8, char); 5] = [
     (packet::TCP_SYN, 'S'),

@@ -69,6 +69,37 @@ config_enum! {
     pub enum RecordWrites { #[default] Checked = "checked", LastWins = "last_wins" }
 }
 
+/// Why an NF refused a new config in place ([`NetworkFunction::reconfigure`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// The config is invalid, or invalid as a change of the running one (the message names the
+    /// field).
+    Invalid(String),
+    /// The tier failed while the change was checked or applied.
+    Store(StoreError),
+}
+
+impl From<String> for Refused {
+    fn from(e: String) -> Refused {
+        Refused::Invalid(e)
+    }
+}
+
+impl From<StoreError> for Refused {
+    fn from(e: StoreError) -> Refused {
+        Refused::Store(e)
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Invalid(e) => f.write_str(e),
+            Refused::Store(e) => write!(f, "state tier: {e}"),
+        }
+    }
+}
+
 /// A stateless network function: all per-flow state goes through the [`Ctx`] to the tier, so
 /// any instance can process any packet of any flow.
 pub trait NetworkFunction: Send {
@@ -119,10 +150,26 @@ pub trait NetworkFunction: Send {
     }
 
     /// Take a new config (the whole NF config, runtime options included) while running, between
-    /// two batches: `Ok(true)` applied, `Ok(false)` this NF cannot change in place (the caller
-    /// restarts it with the config), `Err` the config is invalid (nothing changed).
-    fn reconfigure(&mut self, _cfg: &serde_json::Value) -> Result<bool, String> {
+    /// two batches (nothing in flight, so `store` may be used directly, e.g. to change a shared
+    /// pool): `Ok(true)` applied, `Ok(false)` this NF cannot change in place (the caller
+    /// restarts it with the config), `Err` refused (nothing changed): [`Refused::Invalid`] names
+    /// the config field, [`Refused::Store`] the tier could not be reached.
+    fn reconfigure(
+        &mut self,
+        _cfg: &serde_json::Value,
+        _store: &mut dyn FlowStore,
+        _keys: &KeySpace,
+    ) -> Result<bool, Refused> {
         Ok(false)
+    }
+
+    /// The longest a per-flow record this NF writes stays in the tier without being written
+    /// again (its longest timeout), with this config: once no instance of a version writes a
+    /// record layout any more, no record of it is left after this long (`nf --check-config`
+    /// says it; the agent's live update then stops requiring readers of that layout). None:
+    /// records without an end (e.g. the IPsec gateway's per-SA state).
+    fn record_lifetime_ms(&self) -> Option<u64> {
+        None
     }
 
     /// NF-specific counters for the stats endpoint.

@@ -170,7 +170,7 @@ impl<D: Device> Runtime<D> {
                 "a runtime option changes (batch_size, fail_mode, timer_interval_ms, owner_cache, pipeline_depth, spin_us or cpu_latency_us): it takes a restart",
             ));
         }
-        match self.nf.reconfigure(cfg) {
+        match self.nf.reconfigure(cfg, self.store.as_mut(), &self.keys) {
             Ok(true) => {
                 self.stats.reconfigured.fetch_add(1, Relaxed);
                 self.snapshot();
@@ -183,7 +183,11 @@ impl<D: Device> Runtime<D> {
                     self.nf.name()
                 ),
             )),
-            Err(e) => Err(ControlError::new(400, e)),
+            Err(crate::Refused::Invalid(e)) => Err(ControlError::new(400, e)),
+            Err(crate::Refused::Store(e)) => {
+                self.stats.store_errors.fetch_add(1, Relaxed);
+                Err(ControlError::new(503, format!("state tier: {e}")))
+            }
         }
     }
 

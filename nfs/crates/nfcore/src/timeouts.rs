@@ -6,7 +6,9 @@
 //!
 //! Config (`"timeouts": {...}` in an NF's config, every key optional): `tcp_syn_ms` (handshake not
 //! complete: 120000), `tcp_established_ms` (432000000, 5 days), `tcp_closing_ms` (a FIN seen
-//! either way: 120000), `tcp_closed_ms` (a RST seen: 10000), `udp_unreplied_ms` (30000),
+//! one way: 120000, conntrack's FIN_WAIT), `tcp_closed_ms` (FINs seen both ways, or a RST:
+//! 10000; conntrack keeps TIME_WAIT 120 s, which protects the endpoints' next connection on the
+//! same ports; a NAT or LB entry after both FINs only waits for the last ACK), `udp_unreplied_ms` (30000),
 //! `udp_replied_ms` (packets seen both ways: 120000), `icmp_ms` (30000), `other_ms` (600000).
 //! The older `idle_timeout_ms` (and the firewall's and LB's `close_timeout_ms`) are still read:
 //! [`Timeouts::resolve`].
@@ -71,7 +73,7 @@ impl Track {
         let both = Self::SEEN[0] | Self::SEEN[1];
         match proto {
             PROTO_TCP => {
-                if self.0 & Self::RST != 0 {
+                if self.0 & Self::RST != 0 || self.has(Self::FIN[0] | Self::FIN[1]) {
                     Phase::TcpClosed
                 } else if self.0 & (Self::FIN[0] | Self::FIN[1]) != 0 {
                     Phase::TcpClosing
@@ -106,9 +108,9 @@ pub enum Phase {
     /// TCP, the handshake not complete (conntrack SYN_SENT / SYN_RECV).
     TcpSyn,
     TcpEstablished,
-    /// TCP, a FIN seen (FIN_WAIT, CLOSE_WAIT, LAST_ACK, TIME_WAIT).
+    /// TCP, a FIN seen one way (FIN_WAIT, CLOSE_WAIT).
     TcpClosing,
-    /// TCP, a RST seen (CLOSE).
+    /// TCP, FINs seen both ways (LAST_ACK, TIME_WAIT) or a RST (CLOSE).
     TcpClosed,
     /// UDP, packets one way only.
     UdpUnreplied,
@@ -214,6 +216,36 @@ impl Timeouts {
     /// The timeout of a flow of protocol `proto` with track `t`.
     pub fn for_track(&self, t: Track, proto: u8) -> u64 {
         self.of(t.phase(proto))
+    }
+
+    /// How far ahead an NF whose record sees only one direction of a flow with `own` (its
+    /// record's track) may arm the flow's timer: the earliest the whole flow's timeout can end,
+    /// whatever the other direction saw (its timer handler, seeing both, re-arms it at the real
+    /// deadline). A FIN one way may meet the other way's FIN (closed), otherwise at most the
+    /// [`Timeouts::short_ms`].
+    pub fn one_view_ms(&self, own: Track, proto: u8) -> u64 {
+        let mut ms = self.for_track(own, proto).min(self.short_ms());
+        if proto == PROTO_TCP && own.0 & (Track::FIN[0] | Track::FIN[1]) != 0 {
+            ms = ms.min(self.tcp_closed_ms);
+        }
+        ms
+    }
+
+    /// The longest timeout of any phase: how long a record can stay idle.
+    pub fn longest_ms(&self) -> u64 {
+        [
+            self.tcp_syn_ms,
+            self.tcp_established_ms,
+            self.tcp_closing_ms,
+            self.tcp_closed_ms,
+            self.udp_unreplied_ms,
+            self.udp_replied_ms,
+            self.icmp_ms,
+            self.other_ms,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
     }
 
     /// The longest timeout of a phase that is not established TCP, replied UDP or another
@@ -325,8 +357,8 @@ mod tests {
                 TcpEstablished,
                 TcpClosing,
                 TcpClosing,
-                TcpClosing,
-                TcpClosing
+                TcpClosed,
+                TcpClosed
             ]
         );
         // A retransmitted SYN or a lone SYN+ACK is no handshake.
@@ -381,6 +413,11 @@ mod tests {
         assert_eq!(out.merge(inb), all);
         assert_eq!(out.phase(PROTO_TCP), Phase::TcpSyn, "one view alone");
         assert_eq!(all.phase(PROTO_TCP), Phase::TcpClosing);
+        // The other side's FIN too: closed, though each view alone is only closing.
+        let inb = inb.seen(1, PROTO_TCP, FA);
+        let out = out.seen(0, PROTO_TCP, FA);
+        assert_eq!(inb.phase(PROTO_TCP), Phase::TcpClosing);
+        assert_eq!(out.merge(inb).phase(PROTO_TCP), Phase::TcpClosed);
         assert_eq!(Track(Track::MASK).0 & 0x80, 0);
     }
 
