@@ -225,6 +225,7 @@ def build_problem(
     measured_split: dict[str, dict[str, dict[str, float]]] | None = None,
     background: dict[str, dict[str, float]] | None = None,
     tables: list[dict] | None = None,
+    table_edges: list[dict] | None = None,
 ) -> dict:
     """The JSON placement instance (placement.parse_problem input).
 
@@ -236,7 +237,8 @@ def build_problem(
     tie-break prefers not to move it. `background`: sNIC -> {"up", "down"} Gbit/s on its PCIe link that no
     edge accounts for (agent/background.py), the sNIC's `background_gbps`; without it the link is all theirs.
     `tables`: OneSwitch's virtual tables as vertices (nf_agent/tables.py `table_nodes`); an sNIC's
-    `max_rules` is its budget of their rules.
+    `max_rules` is its budget of their rules; `table_edges` their pipeline (nf_agent/tables.py
+    `pipeline_edges`).
     """
     measured = measured or {}
     measured_split = measured_split or {}
@@ -263,7 +265,8 @@ def build_problem(
     slos = chain_slos(nfs, default, known, set(splits))
     return {
         "nodes": nodes + list(tables or []),
-        "edges": [{"src": s, "dst": d, "gbps": g} for (s, d), g in sorted(edges.items())],
+        "edges": [{"src": s, "dst": d, "gbps": g} for (s, d), g in sorted(edges.items())]
+        + list(table_edges or []),
         **({"chains": slos} if slos else {}),
         "snics": [
             {"id": s.id, "capacity": s.capacity, "pcie_gbps": s.pcie_gbps}
