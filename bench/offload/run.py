@@ -62,6 +62,9 @@ LOADS = {"both": (True, False), "to-vm": (True,)}  # wire -> VM (True) and/or VM
 SIZE = 128  # bytes per frame
 DRAIN_MS = 500  # a moved table's old copy keeps serving what is in flight for this long
 MOVE_PPS = 2000  # per direction while table 0 moves: a rate the pipeline carries without loss at rest
+# rules per bundle: ovs-ofctl answers no echo while it waits for a commit, and OneSwitch drops a controller
+# it has not heard from for 30 s: one bundle of 64K rules took longer than that on a loaded machine
+BUNDLE = 8000
 PROBE_PPS = 5000  # one probe per rule: slow enough for the Python capture to see every frame
 
 
@@ -103,19 +106,22 @@ class Bed:
         return float(v) if v is not None else None
 
     def install(self, n: int) -> float:
-        """Replace the virtual pipeline by n filtering rules (one bundle); seconds it took."""
+        """Replace the virtual pipeline by n filtering rules (bundles of BUNDLE rules); seconds it took."""
         for t in rules.FILTERS:
             self.client.move_table(t, "host")  # a fresh table starts where the last placement left it
         subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "del-flows", self.listen], check=True)
         lines = rules.flow_lines(n, nm.vport_vm(0), nm.vport_eth(0, 0))
-        with tempfile.NamedTemporaryFile("w", suffix=".flows", prefix="offpy-", delete=False) as f:
-            f.write("\n".join(lines) + "\n")
         t0 = time.monotonic()
-        try:
-            subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "--bundle", "add-flows", self.listen, f.name],
-                           check=True, capture_output=True, timeout=1800)  # fmt: skip
-        finally:
-            Path(f.name).unlink()
+        for k in range(0, len(lines), BUNDLE):
+            with tempfile.NamedTemporaryFile("w", suffix=".flows", prefix="offpy-", delete=False) as f:
+                f.write("\n".join(lines[k : k + BUNDLE]) + "\n")
+            try:
+                p = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "--bundle", "add-flows", self.listen, f.name],
+                                   capture_output=True, text=True, timeout=1800)  # fmt: skip
+            finally:
+                Path(f.name).unlink()
+            if p.returncode != 0:
+                raise RuntimeError(f"installing rules {k}..{k + BUNDLE}: {p.stderr.strip()[:300]}")
         return time.monotonic() - t0
 
     def place(self, placement: str | dict[int, str]) -> list[dict]:
