@@ -50,6 +50,7 @@ if str(REPO) not in sys.path:
 
 from bench.common import final_json, median, print_machine  # noqa: E402
 from bench.offload import rules  # noqa: E402
+from domain.errors import TableRefused  # noqa: E402
 from emulated_host import naming as nm  # noqa: E402
 from emulated_host.config import parse_config  # noqa: E402
 from emulated_host.host import EmulatedHost  # noqa: E402
@@ -128,9 +129,22 @@ class Bed:
         out = []
         where = rules.PLACEMENTS[placement] if isinstance(placement, str) else placement
         for t, loc in where.items():
-            mv = self.client.move_table(t, loc, drain_ms=DRAIN_MS)
+            mv = self._move(t, loc)
             out.append({"table": t, "from": mv.from_, "to": mv.to, "ms": mv.ms})
         return out
+
+    def _move(self, table: int, location: str, tries: int = 15):
+        """One table move; refused while a switch is disconnected (OneSwitch's echo timeout cut a vswitchd
+        busy with a big move on a loaded machine; it reconnects): retried until it is back."""
+        for k in range(tries):
+            try:
+                return self.client.move_table(table, location, drain_ms=DRAIN_MS)
+            except TableRefused as exc:
+                if "disconnected" not in str(exc) or k == tries - 1:
+                    raise
+                print(f"  move of table {table} to {location} refused ({exc}): retrying", flush=True)
+                time.sleep(2)
+        raise AssertionError("unreachable")
 
     # -- traffic -------------------------------------------------------------------------------------------
     def gen(self, to_vm: bool, flows: int, pkts: int, pps: float, dport: int, run: int) -> subprocess.Popen:
