@@ -401,6 +401,7 @@ def main() -> int:
             at["host"]["sent_pps"],
             SIZE,
             len(rules.FILTERS),
+            int(top),
         )
         # every rule exercised, both directions, at the largest N
         fates = {}
