@@ -9,7 +9,8 @@ host / half = table 0 on the sNIC, table 1 on the host / snic), two UDP loads ru
 placement: wire -> VM and VM -> wire at once (the issue's load) and wire -> VM only (Fig. 8's: traffic
 injected at the sNIC's Ethernet port). By default every packet is a new flow (`--flows new`): a flow seen
 once is classified by the switch holding the rules (an upcall), the cost Fig. 8 moves off the host; a few
-long-lived flows would be datapath-cache hits whatever the rules. Before each window both switches are left
+long-lived flows would be datapath-cache hits whatever the rules. Each window starts with the host's
+datapath flow cache emptied (the windows reuse the same flows). Before each window both switches are left
 to settle (an install's or a move's last flow-mods applied: OneSwitch answers a bundle commit before the
 host's vswitchd has worked through them). Over each window's middle:
 - host OVS CPU: the host's ovs-vswitchd (utime + stime from /proc: the host's own process);
@@ -79,6 +80,7 @@ class Bed:
         sw = host.host_switch()
         try:
             self.vswitchd = sw.ovs.pids()["ovs-vswitchd"]
+            self.host_ovs = sw.ovs  # its unixctl (ovs-appctl), which outlives the driver closed below
         finally:
             sw.close()
         acc = host.snic_agents()["snic0"]
@@ -98,6 +100,12 @@ class Bed:
             busy = max(self.host_cpu() - h0, (self.snic_cpu() or 0.0) - s0) / w
             calm = calm + 1 if busy < quiet else 0
         return time.monotonic() - t0
+
+    def forget_flows(self) -> None:
+        """Empty the host datapath's flow cache: every window reuses the same flows (ports), and a megaflow of
+        the last window (idle less than OVS's 10 s max-idle, its actions revalidated in place) would spare
+        this window's packets their upcall. The sNIC's cache is its own (another machine)."""
+        self.host_ovs.appctl("dpctl/del-flows")
 
     def host_cpu(self) -> float:
         return cpu_seconds([self.vswitchd])
@@ -327,6 +335,7 @@ def measure(bed: Bed, n: int, loads: list[str], args: argparse.Namespace, run: i
             for placement in order:
                 move_ms[placement] += [m["ms"] for m in bed.place(placement)]
                 bed.settle()
+                bed.forget_flows()
                 w = load_window(bed, args.seconds, args.pps, run, LOADS[load], args.flows)
                 run += 2
                 per[placement].append(w)
