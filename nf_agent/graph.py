@@ -227,6 +227,7 @@ def build_problem(
     background: dict[str, dict[str, float]] | None = None,
     tables: list[dict] | None = None,
     every_chain: bool = False,
+    table_edges: list[dict] | None = None,
 ) -> dict:
     """The JSON placement instance (placement.parse_problem input).
 
@@ -238,8 +239,9 @@ def build_problem(
     tie-break prefers not to move it. `background`: sNIC -> {"up", "down"} Gbit/s on its PCIe link that no
     edge accounts for (agent/background.py), the sNIC's `background_gbps`; without it the link is all theirs.
     `tables`: OneSwitch's virtual tables as vertices (nf_agent/tables.py `table_nodes`); an sNIC's
-    `max_rules` is its budget of their rules. `every_chain`: `chains` lists every serial chain, also those
-    without an SLO (for their predicted latency), instead of only those with one.
+    `max_rules` is its budget of their rules; `table_edges` their pipeline (nf_agent/tables.py
+    `pipeline_edges`). `every_chain`: `chains` lists every serial chain, also those without an SLO (for
+    their predicted latency), instead of only those with one.
     """
     measured = measured or {}
     measured_split = measured_split or {}
@@ -266,7 +268,8 @@ def build_problem(
     slos = (serial_chains if every_chain else chain_slos)(nfs, default, known, set(splits))
     return {
         "nodes": nodes + list(tables or []),
-        "edges": [{"src": s, "dst": d, "gbps": g} for (s, d), g in sorted(edges.items())],
+        "edges": [{"src": s, "dst": d, "gbps": g} for (s, d), g in sorted(edges.items())]
+        + list(table_edges or []),
         **({"chains": slos} if slos else {}),
         "snics": [
             {"id": s.id, "capacity": s.capacity, "pcie_gbps": s.pcie_gbps}

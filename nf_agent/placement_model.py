@@ -9,7 +9,7 @@ from domain.model import Nf
 from nf_agent import graph
 from nf_agent.background import pcie_background
 from nf_agent.context import AgentContext
-from nf_agent.tables import TABLE_PROFILE, table_nodes, through_gbps
+from nf_agent.tables import TABLE_PROFILE, pipeline_edges, table_nodes, through_gbps
 from placement import parse_problem
 from placement.evaluate import Evaluation, evaluate
 from placement.model import Problem
@@ -26,12 +26,17 @@ class PlacementModel:
     def current_placement(self) -> dict[str, str]:
         return {k: n.location for k, n in self.ctx.state.nfs.items() if n.location}
 
-    def problem(self, nfs: list[Nf], fixed: set[str] = frozenset(), tables: list[dict] | None = None) -> dict:
+    def problem(
+        self,
+        nfs: list[Nf],
+        fixed: set[str] = frozenset(),
+        tables: tuple[list[dict], list[dict]] | None = None,
+    ) -> dict:
         """The placement instance (graph.build_problem) under the latest measurement: a scaled-out NF at
         several locations is one vertex per location, its traffic divided by its ports' measured split;
         each sNIC's PCIe link carries its measured background (`pcie_background`). `tables`: OneSwitch's
-        tables as vertices; None: the tables last seen, fixed where they run (their sNIC capacity and
-        rules are taken)."""
+        tables as vertices and their pipeline's edges (`table_graph`); None: the tables last seen, fixed
+        where they run (their sNIC capacity and rules are taken)."""
         return self._graph(nfs, fixed, self.pcie_background(), tables)
 
     def with_every_chain(self) -> dict:
@@ -39,6 +44,23 @@ class PlacementModel:
         return self._graph(
             list(self.ctx.state.nfs.values()), background=self.pcie_background(), every_chain=True
         )
+
+    def table_graph(
+        self, seen: list, pins: dict[int, str], fixed: bool = False
+    ) -> tuple[list[dict], list[dict]]:
+        """OneSwitch's tables `seen` (TableState-like) as vertices and the edges of their pipeline, from
+        each live sNIC's first Ethernet port to the first VM and back, carrying its measured PCIe Gbit/s
+        (nf_agent/tables.py); without a VM the tables have `through_gbps` and no edges."""
+        ctx = self.ctx
+        m = ctx.monitor.measurement
+        pcie = m.pcie if m else None
+        snics = [s for s in ctx.cfg.snics if s.id not in ctx.down]
+        vms = list(ctx.state.vms)
+        wire = {s.id: graph.eth_vertex(s.id, 0) for s in snics if s.eth_ports}
+        edges = pipeline_edges(seen, pcie, wire, vms[0] if vms else None)
+        gbps = 0.0 if edges else through_gbps(pcie)
+        profile = ctx.cfg.profiles.get(TABLE_PROFILE, {})
+        return table_nodes(seen, profile, gbps, [s.id for s in snics], pins, fixed=fixed), edges
 
     def all_nfs(self) -> dict:
         """The instance of every NF of the agent."""
@@ -49,7 +71,7 @@ class PlacementModel:
         nfs: list[Nf],
         fixed: set[str] = frozenset(),
         background: dict | None = None,
-        tables: list[dict] | None = None,
+        tables: tuple[list[dict], list[dict]] | None = None,
         every_chain: bool = False,
     ) -> dict:
         """A dead sNIC is no location, and its Ethernet ports no vertices (their traffic is gone with it); an NF
@@ -59,14 +81,10 @@ class PlacementModel:
         snics = [s for s in ctx.cfg.snics if s.id not in ctx.down]
         if ctx.down:
             nfs = [n if n.location not in ctx.down else replace(n, location=None, instances=[]) for n in nfs]
-        if tables is None:
-            tables = table_nodes(
-                ctx.tables_seen, ctx.cfg.profiles.get(TABLE_PROFILE, {}), through_gbps(m.pcie if m else None),
-                [s.id for s in snics], {}, fixed=True,
-            )  # fmt: skip
+        nodes, edges = tables if tables is not None else self.table_graph(ctx.tables_seen, {}, fixed=True)
         return graph.build_problem(
             snics, list(ctx.state.vms), nfs, ctx.cfg.profiles, self.measured_edges(), fixed,
-            measured_split=m.nf_split if m else None, background=background, tables=tables,
+            measured_split=m.nf_split if m else None, background=background, tables=nodes, table_edges=edges,
             every_chain=every_chain,
         )  # fmt: skip
 

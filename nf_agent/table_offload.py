@@ -59,14 +59,9 @@ class TableOffload:
 
     def problem_json(self, seen: list) -> dict:
         """The instance: every NF fixed where it runs, the tables free (but for pins and refusals)."""
-        ctx = self.ctx
-        m = ctx.monitor.measurement
-        nodes = tb.table_nodes(
-            seen, ctx.cfg.profiles.get(tb.TABLE_PROFILE, {}), tb.through_gbps(m.pcie if m else None),
-            self._live_snics(), ctx.state.table_pins,
-        )  # fmt: skip
-        nfs = list(ctx.state.nfs.values())
-        return self.model.problem(nfs, fixed={n.id for n in nfs}, tables=nodes)
+        nfs = list(self.ctx.state.nfs.values())
+        tables = self.model.table_graph(seen, self.ctx.state.table_pins)
+        return self.model.problem(nfs, fixed={n.id for n in nfs}, tables=tables)
 
     def _current(self, problem, seen: list) -> dict[str, str]:
         current = self.model.current_placement()

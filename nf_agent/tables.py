@@ -2,11 +2,14 @@
 vertices of the placement instance, and where each table runs and why it stays on the host.
 
 A table is a vertex of kind `table` (docs/placement.md): its host cost is the host switch's CPU through it
-(profile type `table`: cores per Gbit/s of load, like an NF's r_host), its sNIC cost its units there, its
-`rules` count against the sNIC's `max_rules`. Its traffic is every packet between the wire and the VMs or
-NFs: the sNIC links' measured Gbit/s (up + down), which cross PCIe wherever the table runs (the sNIC runs
-offloaded tables on the way in, the host the rest on the way out), so a table has `through_gbps` and no
-edges. An operator's pin wins over everything. OneSwitch's own word per sNIC (`offload`: null or why it
+(profile type `table`: cores per Gbit/s of load, like an NF's r_host, measured by `./uno bench offload`),
+its sNIC cost its units there, its `rules` count against the sNIC's `max_rules`. Its traffic is every
+packet between the wire and the VMs: the sNIC links' measured Gbit/s, which run through the tables in
+pipeline order (table number order: a goto only goes forward), so the tables are a chain of edges from
+each sNIC's Ethernet port to the VMs (its `up`) and back (its `down`): a packet crosses PCIe wherever two
+neighbours in the pipeline run on different switches (OneSwitch hands it to where the next table runs),
+so host / sNIC / host costs three crossings where all on one side costs one. Without a VM to end the
+chain, each table has `through_gbps` instead (its load, no PCIe). An operator's pin wins over everything. OneSwitch's own word per sNIC (`offload`: null or why it
 cannot take the table now) is shown, not modelled: it counts the copies that tables running `everywhere`
 keep on the sNIC, which the placement's own moves free; a move OneSwitch refuses keeps the table where it
 was, with that reason.
@@ -15,6 +18,7 @@ was, with that reason.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import pairwise
 from typing import Protocol
 
 from domain.model import HOST
@@ -58,6 +62,31 @@ def model_location(location: str) -> str | None:
 def through_gbps(pcie: Mapping[str, Mapping[str, float]] | None) -> float:
     """Gbit/s through the pipeline: the sNIC links' measured up + down (0 before a measurement)."""
     return round(sum(d.get("up", 0.0) + d.get("down", 0.0) for d in (pcie or {}).values()), 4)
+
+
+def pipeline_edges(
+    tables: list,
+    pcie: Mapping[str, Mapping[str, float]] | None,
+    wire: Mapping[str, str],
+    host_end: str | None,
+) -> list[dict]:
+    """The edges of the virtual pipeline (`tables`: TableState-like, any order): per sNIC in `wire` (sNIC ->
+    its Ethernet port vertex), its measured `up` Gbit/s from the port through every table in table order to
+    `host_end` (a VM vertex), and its `down` from `host_end` through the tables to the port; the same edge
+    from several sNICs is one, their Gbit/s summed. [] without tables, traffic or a host end."""
+    order = [table_vertex(t.table) for t in sorted(tables, key=lambda t: t.table)]
+    if not order or host_end is None:
+        return []
+    chain: dict[tuple[str, str], float] = {}
+    for snic, port in wire.items():
+        link = (pcie or {}).get(snic, {})
+        for path, gbps in (([port, *order, host_end], link.get("up", 0.0)),
+                           ([host_end, *order, port], link.get("down", 0.0))):  # fmt: skip
+            if gbps <= 0:
+                continue
+            for e in pairwise(path):
+                chain[e] = chain.get(e, 0.0) + gbps
+    return [{"src": a, "dst": b, "gbps": round(g, 4)} for (a, b), g in sorted(chain.items())]
 
 
 def refusal(offload: Mapping[str, str | None], snics: list[str]) -> str | None:

@@ -72,3 +72,35 @@ def wrong(n: int, fate: list[bool]) -> int:
 
 def ratio(num: float | None, den: float | None) -> float | None:
     return round(num / den, 3) if num is not None and den else None
+
+
+def flows(spec: str, pps: float, seconds: float) -> int | None:
+    """Flows per direction of a load window: `new` = one per packet of the window (every packet a new flow),
+    at most SPAN (the source ports one destination port offers); a number in [1, SPAN]; None if neither."""
+    if spec == "new":
+        return max(1, min(SPAN, int(pps * seconds)))
+    try:
+        n = int(spec)
+    except ValueError:
+        return None
+    return n if 1 <= n <= SPAN else None
+
+
+def table_profile(
+    host_all: float, host_none: float, pps: float, frame_bytes: int, tables: int, rules: int
+) -> dict | None:
+    """The `table` placement profile's host cost from one load: host OVS cores with every filter table on the
+    host minus with none there, per table, per Gbit/s and per Mpps of the load through the pipeline (`pps`
+    offered, all directions; the model's load of a table is in + out, twice what passes through it), and
+    per Mpps per 1,000 of the `rules` the tables hold."""
+    if pps <= 0 or tables <= 0 or rules <= 0:
+        return None
+    saved = max(0.0, host_all - host_none) / tables
+    gbps = pps * frame_bytes * 8 / 1e9
+    per_mpps = saved / (pps / 1e6)
+    return {
+        "r_host": round(saved / (2 * gbps), 3),
+        "cores_per_mpps": round(per_mpps, 3),
+        "cores_per_mpps_per_1k_rules": round(per_mpps / (rules / tables / 1000), 4),
+        "cores_saved_per_table": round(saved, 4),
+    }

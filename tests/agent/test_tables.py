@@ -13,7 +13,7 @@ import pytest
 from nf_agent import store
 from nf_agent.api import create_app
 from nf_agent.monitor import Measurement
-from nf_agent.tables import table_nodes, through_gbps
+from nf_agent.tables import pipeline_edges, table_nodes, through_gbps
 from testkit.fakes import FakeTables, make_agent
 
 
@@ -170,3 +170,32 @@ def test_uno_agent_tables_renders_where_and_why(env):
     assert lines[0].split() == ["TABLE", "LOCATION", "RULES", "PIN", "WHY", "ON", "HOST"]
     assert "refused by OneSwitch: snic0: snic0 holds at most 16384 rules" in lines[1]
     assert lines[2].split()[:3] == ["1", "snic0", "8000"]
+
+
+def test_pipeline_edges_in_table_order_both_ways():
+    class T:
+        def __init__(self, table):
+            self.table = table
+
+    pcie = {"snic0": {"up": 1.5, "down": 0.5}, "snic1": {"up": 1.0, "down": 0.0}}
+    edges = pipeline_edges([T(2), T(0)], pcie, {"snic0": "snic0-eth0", "snic1": "snic1-eth0"}, "vm0")
+    got = {(e["src"], e["dst"]): e["gbps"] for e in edges}
+    assert got == {
+        ("snic0-eth0", "table0"): 1.5, ("snic1-eth0", "table0"): 1.0, ("table0", "table2"): 3.0,
+        ("table2", "vm0"): 2.5, ("vm0", "table0"): 0.5, ("table2", "snic0-eth0"): 0.5,
+    }  # fmt: skip
+    assert pipeline_edges([T(0)], pcie, {"snic0": "snic0-eth0"}, None) == []  # no VM to end the chain
+    assert pipeline_edges([], pcie, {"snic0": "snic0-eth0"}, "vm0") == []
+
+
+def test_the_agents_instance_carries_the_pipeline_not_through_gbps(env):
+    agent, tables, client = env
+    assert all(e["src"] != "table0" for e in agent.problem([])["edges"])  # no VM: through_gbps, no chain
+    r = client.post("/v1/vms", data=json.dumps({"id": "web"}), content_type="application/json")
+    assert r.status_code in (200, 201), r.get_json()
+    client.post("/v1/tables/place")
+    problem = agent.problem([])
+    edges = {(e["src"], e["dst"]): e["gbps"] for e in problem["edges"]}
+    assert edges[("table0", "table1")] == 2.0 and edges[("table1", "table2")] == 2.0  # up + down, in order
+    assert edges[("snic0-eth0", "table0")] == 1.0 and edges[("table2", "web")] == 1.0
+    assert all("through_gbps" not in n for n in problem["nodes"] if n["kind"] == "table")

@@ -32,3 +32,23 @@ def test_fates_differences_and_wrong():
     leaked = rules.fates(n, [*arrived, rules.match(1)])
     assert rules.wrong(n, leaked) == 1 and rules.differences(fate, leaked) == 1
     assert rules.ratio(1.0, 4.0) == 0.25 and rules.ratio(1.0, 0) is None
+
+
+def test_flows_new_is_one_per_packet_within_the_ports():
+    assert rules.flows("new", 4000, 6) == 24000
+    assert rules.flows("new", 4000, 10) == rules.SPAN  # one destination port offers SPAN source ports
+    assert rules.flows("1024", 4000, 6) == 1024
+    for bad in ("0", "-3", "abc", str(rules.SPAN + 1), "1.5"):
+        assert rules.flows(bad, 4000, 6) is None
+
+
+def test_table_profile_per_table_per_gbps_and_mpps():
+    # 0.2 cores saved by moving 2 tables at 8,000 pkt/s of 125-byte frames (8 Mbit/s through the pipeline)
+    # (64,000 rules: 32,000 per table)
+    p = rules.table_profile(0.3, 0.1, 8000, 125, 2, 64000)
+    assert p == {"r_host": 6.25, "cores_per_mpps": 12.5, "cores_per_mpps_per_1k_rules": 0.3906,
+                 "cores_saved_per_table": 0.1}  # fmt: skip
+    assert (
+        rules.table_profile(0.1, 0.3, 8000, 125, 2, 64000)["r_host"] == 0
+    )  # no saving: no cost, not negative
+    assert rules.table_profile(0.3, 0.1, 0, 125, 2, 64000) is None

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placement import PlacementInputError, parse_problem, solve
+from placement.evaluate import evaluate
 from placement.explain import rules_used, why_on_host
 from tests.placement.test_engine import brute_force, check
 
@@ -157,3 +158,67 @@ def test_old_instances_mean_what_they_did():
     problem = parse_problem(copy.deepcopy(data))
     assert problem.resource_names == ["mem_gb"]
     assert solve(problem, time_limit=5)["placement"]["l7fw"] == "host"
+
+
+def _pipeline(n_tables: int, up: float, down: float, pcie: float) -> dict:
+    """A pipeline of tables in table order, wire port e0 (snic0) -> t0 -> ... -> vm0 carrying `up` and
+    vm0 -> t0 -> ... -> e0 carrying `down` (nf_agent/tables.py `pipeline_edges`)."""
+    order = [f"table{i}" for i in range(n_tables)]
+    edges = []
+    for path, gbps in ((["e0", *order, "vm0"], up), (["vm0", *order, "e0"], down)):
+        edges += [{"src": a, "dst": b, "gbps": gbps} for a, b in zip(path, path[1:], strict=False)]
+    nodes = [{"id": "e0", "kind": "port", "pinned": "snic0"}, {"id": "vm0", "kind": "vm"}]
+    nodes += [{"id": t, "kind": "table", "r_host": 0.1, "r_nic": 0, "rules": 10} for t in order]
+    return {"nodes": nodes, "edges": edges, "snics": [{"id": "snic0", "capacity": 36, "pcie_gbps": pcie}]}
+
+
+def test_tables_alternating_host_and_snic_pay_a_crossing_per_change():
+    # table1 pinned to the host between table0 and table2: offloading both costs 3 crossings each way
+    data = _pipeline(3, 1, 1, 3)
+    data["nodes"][3]["pinned"] = "host"
+    problem = parse_problem(data)
+    r = solve(problem, time_limit=5)
+    assert r["placement"] == {
+        "e0": "snic0",
+        "vm0": "host",
+        "table0": "snic0",
+        "table1": "host",
+        "table2": "snic0",
+    }
+    assert r["pcie_gbps"]["snic0"] == {"up": 3, "down": 3}
+    # one crossing less than that: only one of them moves (either saves the same)
+    data["snics"][0]["pcie_gbps"] = 2.5
+    r = solve(parse_problem(data), time_limit=5)
+    assert sorted(r["placement"][t] for t in ("table0", "table2")) == ["host", "snic0"]
+    assert r["pcie_gbps"]["snic0"] == {"up": 2, "down": 2}
+    # all on one side: one crossing each way, wherever the tables run
+    for where in ("host", "snic0"):
+        placed = {"e0": "snic0", "vm0": "host"} | {f"table{i}": where for i in range(3)}
+        ev = evaluate(parse_problem(_pipeline(3, 1, 1, 3)), placed)
+        assert {d: float(g) for d, g in ev.pcie["snic0"].items()} == {"up": 1.0, "down": 1.0}
+
+
+@st.composite
+def pipelines(draw):
+    n = draw(st.integers(1, 4))
+    data = _pipeline(n, draw(st.sampled_from([0.5, 1, 2])), draw(st.sampled_from([0, 0.5, 1])),
+                     draw(st.sampled_from([1, 1.5, 2, 3, 5])))  # fmt: skip
+    for node in data["nodes"][2:]:
+        node["r_host"] = draw(st.sampled_from([0, 0.1, 0.5]))
+        node["r_nic"] = draw(st.sampled_from([0, 0.25]))
+        node["pinned"] = draw(st.sampled_from([None, None, "host", "snic0"]))
+        if node["pinned"] is None:
+            del node["pinned"]
+    data["snics"][0]["capacity"] = draw(st.sampled_from([0.5, 2, 36]))
+    return data
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pipelines())
+def test_pipelines_placed_optimally_with_their_crossings(data):
+    problem = parse_problem(data)
+    best = brute_force(problem, None, 0)
+    for solver in ("cpsat", "mip"):
+        check(
+            problem, {"max_moves": None, "move_cost": 0}, solve(problem, solver=solver, time_limit=20), best
+        )
