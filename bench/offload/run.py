@@ -219,6 +219,18 @@ def lost_on_move(bed: Bed, pps: float, seconds: float) -> dict:
     }
 
 
+def _move_only(bed: Bed, n: int, quick: bool, figures: dict) -> int:
+    """`--move-only`: n rules installed, then the move part alone; prints the figures (the caller's finally
+    takes the host down)."""
+    secs = bed.install(n)
+    print(f"{n} rules installed through OneSwitch in {secs:.1f} s", flush=True)
+    mv = lost_on_move(bed, MOVE_PPS, 10 if quick else 20)
+    figures["lost_on_move"] = mv["lost"]
+    figures["move"] = mv
+    final_json(figures)
+    return 0
+
+
 def plot(results: dict, path: Path) -> None:
     import matplotlib
 
@@ -260,6 +272,10 @@ def main() -> int:
         help=f"flows of the load per direction (default {FLOWS}: cached after the first packets; as many as "
         "packets in the window, e.g. 30000, makes every packet a new flow to classify)",
     )  # fmt: skip
+    ap.add_argument(
+        "--move-only", action="store_true",
+        help="only the move part: the largest size installed, then lost_on_move (no load windows, no probes)",
+    )  # fmt: skip
     args = ap.parse_args()
     if not 1 <= args.flows <= rules.SPAN:
         ap.error(f"--flows must be in [1, {rules.SPAN}]")
@@ -284,6 +300,8 @@ def main() -> int:
         status = host.up()
         bed = Bed(host, status)
         run = 1
+        if args.move_only:
+            return _move_only(bed, max(sizes), args.quick, figures)
         for n in sizes:
             secs = bed.install(n)
             print(f"{n} rules installed through OneSwitch in {secs:.1f} s", flush=True)

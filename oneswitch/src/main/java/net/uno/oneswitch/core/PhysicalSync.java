@@ -1,6 +1,7 @@
 package net.uno.oneswitch.core;
 
 import java.util.LinkedHashSet;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import net.uno.oneswitch.model.PhysRule;
@@ -62,6 +63,20 @@ final class PhysicalSync {
       boolean barriers,
       ApplyTrace trace,
       long breakDelayMs) {
+    return apply(dirty, readd, barriers, trace, breakDelayMs, List.of());
+  }
+
+  /**
+   * As above; the modify messages of the switches {@code modifyFirst} go first, one barriered stage
+   * each ({@link PhysicalState.Plan#modifyFirst}).
+   */
+  CompletableFuture<Void> apply(
+      Set<PhysRule.Key> dirty,
+      Set<PhysRule.Key> readd,
+      boolean barriers,
+      ApplyTrace trace,
+      long breakDelayMs,
+      List<String> modifyFirst) {
     if (heldDirty != null) {
       if (barriers) {
         throw new IllegalStateException("a barriered apply while held");
@@ -71,6 +86,7 @@ final class PhysicalSync {
       return CompletableFuture.completedFuture(null);
     }
     PhysicalState.Plan p = planner.plan(dirty, readd, executor.liveSwitches());
+    p.modifyFirst = modifyFirst;
     for (PhysicalState.Installed i : p.deleted) {
       if (i.owner() != null && vs.rule(i.owner()) != null) {
         removals.retiring(i.cookie(), i.owner());

@@ -75,8 +75,8 @@ final class PlanExecutor {
   }
 
   /**
-   * Sends a plan. Barriered: make-before-break in three phases (make, modify, break), each sent
-   * only once every switch has answered a barrier covering everything sent to it before (the
+   * Sends a plan. Barriered: make-before-break in four phases (make, unhand, modify, break), each
+   * sent only once every switch has answered a barrier covering everything sent to it before (the
    * previous phase and any earlier message). A round trip is spent only where it confirms
    * something: on the switches a phase (or an earlier message) went to; an empty phase costs none.
    * The phase right before a break barriers every live switch afresh (see {@link
@@ -95,17 +95,27 @@ final class PlanExecutor {
       PhysicalState.Plan p, boolean barriers, ApplyTrace trace, long breakDelayMs) {
     if (!barriers) {
       send(p.make);
+      send(p.unhand);
       send(p.modify);
       send(p.remove);
       scheduleFlush();
       return CompletableFuture.completedFuture(null);
     }
     boolean breaks = !p.remove.isEmpty();
-    boolean makeFresh = breaks && p.modify.isEmpty() && !p.make.isEmpty();
+    // The last phase that sends something before a break barriers every switch afresh.
     boolean modifyFresh = breaks && !p.modify.isEmpty();
-    return phase("make", p.make, makeFresh, trace)
-        .thenComposeAsync(x -> phase("modify", p.modify, modifyFresh, trace), exec)
-        .thenComposeAsync(x -> delay(breaks ? breakDelayMs : 0), exec)
+    boolean unhandFresh = breaks && p.modify.isEmpty() && !p.unhand.isEmpty();
+    boolean makeFresh = breaks && p.modify.isEmpty() && p.unhand.isEmpty() && !p.make.isEmpty();
+    CompletableFuture<Void> f =
+        phase("make", p.make, makeFresh, trace)
+            .thenComposeAsync(x -> phase("unhand", p.unhand, unhandFresh, trace), exec);
+    List<List<PhysicalState.Op>> stages = p.modifyStages();
+    for (int i = 0; i < stages.size(); i++) {
+      List<PhysicalState.Op> stage = stages.get(i);
+      boolean fresh = modifyFresh && i == stages.size() - 1;
+      f = f.thenComposeAsync(x -> phase("modify", stage, fresh, trace), exec);
+    }
+    return f.thenComposeAsync(x -> delay(breaks ? breakDelayMs : 0), exec)
         .thenComposeAsync(x -> phase("break", p.remove, false, trace), exec);
   }
 
