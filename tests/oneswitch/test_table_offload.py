@@ -165,3 +165,46 @@ def test_moves_under_a_udp_stream_lose_nothing_and_duplicate_nothing(bed):
     print(f"moves under a stream: {len(frames)} frames, lost {len(lost)}, wrong/duplicated {len(wrong)}")
     assert lost == [], f"{len(lost)} lost: {lost[:20]}"
     assert wrong == {}, f"{len(wrong)} arrived wrongly or twice: {dict(list(wrong.items())[:20])}"
+
+
+def test_packet_in_of_a_handed_off_packet_reports_its_virtual_in_port(bed, tmp_path):
+    """A CONTROLLER rule in the filter table on snic0: a VM frame (host port) is handed off to snic0, whose OVS
+    sends the PACKET_IN with the PCIe port as in_port and the handoff's tunnel_id in its match; OneSwitch
+    reports the original virtual in_port (the VM's) to the controller, without tunnel_id."""
+    import subprocess
+    import time
+
+    os_host, eps = bed
+    c = os_host.client
+    ofctl13(os_host.listen, "add-flow", "table=0,priority=40,udp,tp_dst=99,actions=CONTROLLER:128")
+    _, r = c.request("PUT", "/v1/tables/0", {"location": "snic0"})
+    assert r["to"] == "snic0", r
+    mon = subprocess.Popen(
+        [
+            "ovs-ofctl",
+            "-O",
+            "OpenFlow13",
+            f"--unixctl={tmp_path}/mon.ctl",
+            "monitor",
+            os_host.listen,
+            "65535",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        time.sleep(1.0)
+        for i in range(3):
+            eps["vm0"].send(marked_frame(MAGIC, 900 + i, "02:00:00:00:00:10", "10.9.9.9", 99))
+            eps["wire"].send(marked_frame(MAGIC, 950 + i, "02:00:00:00:00:20", "10.9.9.9", 99))
+        time.sleep(2.0)
+    finally:
+        mon.terminate()
+        out = mon.communicate(timeout=10)[0]
+    ins = [ln for ln in out.splitlines() if "PACKET_IN" in ln]
+    print("\n".join(ins))
+    assert len(ins) == 6, out
+    assert sum(f" in_port={VM} " in ln for ln in ins) == 3, out
+    assert sum(f" in_port={WIRE} " in ln for ln in ins) == 3, out
+    assert not any("tun_id" in ln or "tunnel_id" in ln for ln in ins), out
