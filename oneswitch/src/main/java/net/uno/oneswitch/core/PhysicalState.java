@@ -17,6 +17,7 @@ import net.uno.oneswitch.translate.GroupLabels;
 import net.uno.oneswitch.translate.Translator;
 import net.uno.oneswitch.translate.WriteActionSet;
 import org.projectfloodlight.openflow.protocol.OFFactory;
+import org.projectfloodlight.openflow.protocol.OFFlowAdd;
 import org.projectfloodlight.openflow.protocol.OFFlowModFlags;
 import org.projectfloodlight.openflow.protocol.OFMessage;
 import org.projectfloodlight.openflow.types.OFBufferId;
@@ -78,11 +79,52 @@ public final class PhysicalState {
     public List<String> modifyFirst = List.of();
 
     /**
+     * The switches that take a moved table over (null: every switch). Only their dropped handoff
+     * rules go before the modify phase (the table now runs there); another switch's (one that
+     * handed on packets it received by a handoff) may still carry packets sent the old way, so it
+     * goes in the break phase, after the drain.
+     */
+    public Set<String> takeOver;
+
+    /** The physical table of the moved table (-1: none); see {@link #takeOver}. */
+    public int movedTable = -1;
+
+    /** The physical table of each dropped handoff rule in {@link #unhand}. */
+    final Map<Op, Integer> unhandTable = new HashMap<>();
+
+    /** A key of {@link #unhandTable}: a replica a split replaces, always before modify. */
+    static final int ANY_TABLE = -2;
+
+    private boolean now(Op op) {
+      int t = unhandTable.getOrDefault(op, -1);
+      return t == ANY_TABLE
+          || (movedTable < 0 || t == movedTable)
+              && (takeOver == null || takeOver.contains(op.sw()));
+    }
+
+    /** The unhand phase: the dropped handoff rules of the switches in {@link #takeOver}. */
+    public List<Op> unhandNow() {
+      return unhand.stream().filter(this::now).toList();
+    }
+
+    /** The break phase: the other dropped handoff rules, then {@link #remove}. */
+    public List<Op> breakOps() {
+      List<Op> out = new ArrayList<>();
+      unhand.stream().filter(op -> !now(op)).forEach(out::add);
+      out.addAll(remove);
+      return out;
+    }
+
+    /**
      * The modify phase in its stages ({@link #modifyFirst}, then the rest); empty ones left out.
+     * Within a stage the new (handoff) flows come first: a switch's re-pointed dispatch may lead
+     * packets into a table whose new handoff it also gets, never the reverse.
      */
     public List<List<Op>> modifyStages() {
       List<List<Op>> out = new ArrayList<>();
-      List<Op> rest = new ArrayList<>(modify);
+      List<Op> rest = new ArrayList<>();
+      modify.stream().filter(op -> op.msg() instanceof OFFlowAdd).forEach(rest::add);
+      modify.stream().filter(op -> !(op.msg() instanceof OFFlowAdd)).forEach(rest::add);
       for (String sw : modifyFirst) {
         List<Op> stage = new ArrayList<>();
         rest.removeIf(op -> op.sw().equals(sw) && stage.add(op));
@@ -327,6 +369,9 @@ public final class PhysicalState {
         // its barrier.
         Op op = new Op(k.sw(), flowDelete(cur.cookie()));
         (cur.rule().isLate() ? p.unhand : p.remove).add(op);
+        if (cur.rule().isLate()) {
+          p.unhandTable.put(op, cur.rule().table());
+        }
         if (!cur.rule().isLate()) {
           resplits.deleted(cur.rule(), cur.owner(), op);
         }
@@ -405,6 +450,7 @@ public final class PhysicalState {
       p.remove.removeIf(moved::contains);
       p.make.removeIf(moved::contains);
       p.unhand.addAll(early);
+      early.forEach(op -> p.unhandTable.put(op, Plan.ANY_TABLE));
       p.remove.addAll(0, late);
     }
   }

@@ -63,7 +63,7 @@ final class PhysicalSync {
       boolean barriers,
       ApplyTrace trace,
       long breakDelayMs) {
-    return apply(dirty, readd, barriers, trace, breakDelayMs, List.of());
+    return apply(dirty, readd, barriers, trace, breakDelayMs, List.of(), null, -1);
   }
 
   /**
@@ -76,7 +76,9 @@ final class PhysicalSync {
       boolean barriers,
       ApplyTrace trace,
       long breakDelayMs,
-      List<String> modifyFirst) {
+      List<String> modifyFirst,
+      Set<String> takeOver,
+      int movedTable) {
     if (heldDirty != null) {
       if (barriers) {
         throw new IllegalStateException("a barriered apply while held");
@@ -87,6 +89,8 @@ final class PhysicalSync {
     }
     PhysicalState.Plan p = planner.plan(dirty, readd, executor.liveSwitches());
     p.modifyFirst = modifyFirst;
+    p.takeOver = takeOver;
+    p.movedTable = movedTable;
     for (PhysicalState.Installed i : p.deleted) {
       if (i.owner() != null && vs.rule(i.owner()) != null) {
         removals.retiring(i.cookie(), i.owner());

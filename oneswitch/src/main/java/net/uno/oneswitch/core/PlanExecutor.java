@@ -101,14 +101,16 @@ final class PlanExecutor {
       scheduleFlush();
       return CompletableFuture.completedFuture(null);
     }
-    boolean breaks = !p.remove.isEmpty();
+    List<PhysicalState.Op> unhand = p.unhandNow();
+    List<PhysicalState.Op> remove = p.breakOps();
+    boolean breaks = !remove.isEmpty();
     // The last phase that sends something before a break barriers every switch afresh.
     boolean modifyFresh = breaks && !p.modify.isEmpty();
-    boolean unhandFresh = breaks && p.modify.isEmpty() && !p.unhand.isEmpty();
-    boolean makeFresh = breaks && p.modify.isEmpty() && p.unhand.isEmpty() && !p.make.isEmpty();
+    boolean unhandFresh = breaks && p.modify.isEmpty() && !unhand.isEmpty();
+    boolean makeFresh = breaks && p.modify.isEmpty() && unhand.isEmpty() && !p.make.isEmpty();
     CompletableFuture<Void> f =
         phase("make", p.make, makeFresh, trace)
-            .thenComposeAsync(x -> phase("unhand", p.unhand, unhandFresh, trace), exec);
+            .thenComposeAsync(x -> phase("unhand", unhand, unhandFresh, trace), exec);
     List<List<PhysicalState.Op>> stages = p.modifyStages();
     for (int i = 0; i < stages.size(); i++) {
       List<PhysicalState.Op> stage = stages.get(i);
@@ -116,7 +118,7 @@ final class PlanExecutor {
       f = f.thenComposeAsync(x -> phase("modify", stage, fresh, trace), exec);
     }
     return f.thenComposeAsync(x -> delay(breaks ? breakDelayMs : 0), exec)
-        .thenComposeAsync(x -> phase("break", p.remove, false, trace), exec);
+        .thenComposeAsync(x -> phase("break", remove, false, trace), exec);
   }
 
   /** Completes on the core thread after {@code ms} (at once for 0). */

@@ -142,7 +142,8 @@ public final class TableMoves {
     planner.refreshDispatch(dirty);
     planner.addInstalled(executor.liveSwitches(), dirty);
     save();
-    return sync.apply(dirty, Set.of(), true, trace, drainMs, repointFirst(to))
+    Set<String> takeOver = to.equals(Offload.EVERYWHERE) ? null : Set.of(to);
+    return sync.apply(dirty, Set.of(), true, trace, drainMs, repointFirst(to), takeOver, t + 1)
         .thenApplyAsync(
             x -> {
               if (!linger.isEmpty()) {

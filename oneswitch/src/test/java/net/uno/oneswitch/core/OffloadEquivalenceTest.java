@@ -242,11 +242,12 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
   }
 
   /**
-   * Open: with tables 0 and 1 on snic0, moving table 0 to the host passes through a state (snic1
-   * through its unhand phase, the others not) that drops a frame of snic0's wire. Not yet
-   * understood; the moves after it are not checked state by state.
+   * As above, with a packet that leaves a switch and comes back (table 0 on the host, table 1 on
+   * snic0), the moves out of it and to everywhere. It found: dispatch re-pointed on a switch before
+   * the handoff it leads into (so new flows come first in a stage), a handoff that relays
+   * handed-off packets dropped before the modify phase (only the moved table's, on its new place,
+   * go then).
    */
-  @org.junit.jupiter.api.Disabled("open: table 0 snic0 -> host with table 1 on snic0, see javadoc")
   @Test
   void everyStateOfTheMovesAfterAPacketBounces() throws Exception {
     everyStateOf(
@@ -287,7 +288,9 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
           step[1].equals("snic0") || step[1].equals("snic1")
               ? List.of(step[1], "host")
               : List.of("host");
-      MoveReplay replay = new MoveReplay(a, oa, b, ob, first);
+      Set<String> takeOver = step[1].equals("everywhere") ? null : Set.of(step[1]);
+      MoveReplay replay =
+          new MoveReplay(a, oa, b, ob, first, takeOver, Integer.parseInt(step[0]) + 1);
       for (Map.Entry<String, Map<PhysRule.Key, PhysRule>> st : replay.states().entrySet()) {
         for (FakeOfTable.Tie tie : ties) {
           try {
@@ -331,7 +334,9 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
         Map<PhysRule.Key, VirtualRule.Key> oa,
         Map<PhysRule.Key, PhysRule> b,
         Map<PhysRule.Key, VirtualRule.Key> ob,
-        List<String> modifyFirst) {
+        List<String> modifyFirst,
+        Set<String> takeOver,
+        int movedTable) {
       this.b = b;
       PhysicalState ps = new PhysicalState(1);
       Set<String> live = Set.copyOf(SWITCHES);
@@ -342,16 +347,18 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
       dirty.addAll(b.keySet());
       PhysicalState.Plan plan = ps.plan(b, ob, dirty, Set.of(), Map.of(), live);
       plan.modifyFirst = modifyFirst;
+      plan.takeOver = takeOver;
+      plan.movedTable = movedTable;
       st = new LinkedHashMap<>(a);
       states.put("before", st);
       List<String> names = new ArrayList<>(List.of("make", "unhand"));
-      List<List<PhysicalState.Op>> phases = new ArrayList<>(List.of(plan.make, plan.unhand));
+      List<List<PhysicalState.Op>> phases = new ArrayList<>(List.of(plan.make, plan.unhandNow()));
       for (List<PhysicalState.Op> stage : plan.modifyStages()) {
         names.add("modify stage " + names.size());
         phases.add(stage);
       }
       names.add("break");
-      phases.add(plan.remove);
+      phases.add(plan.breakOps());
       for (int ph = 0; ph < phases.size(); ph++) {
         List<PhysicalState.Op> phase = phases.get(ph);
         String name = names.get(ph);
