@@ -268,6 +268,18 @@ def lost_on_move(bed: Bed, pps: float, seconds: float) -> dict:
     }
 
 
+def _move_only(bed: Bed, n: int, quick: bool, figures: dict) -> int:
+    """`--move-only`: n rules installed, then the move part alone; prints the figures (the caller's finally
+    takes the host down)."""
+    secs = bed.install(n)
+    print(f"{n} rules installed through OneSwitch in {secs:.1f} s", flush=True)
+    mv = lost_on_move(bed, MOVE_PPS, 10 if quick else 20)
+    figures["lost_on_move"] = mv["lost"]
+    figures["move"] = mv
+    final_json(figures)
+    return 0
+
+
 def plot(results: dict, path: Path) -> None:
     """Host OVS CPU per rule count and placement, one panel per load (cf. UNO Fig. 8)."""
     import matplotlib
@@ -368,6 +380,10 @@ def main() -> int:
         f"{rules.SPAN}: every packet a new flow to classify) or a number (e.g. 1024: cached after the first "
         "packets)",
     )  # fmt: skip
+    ap.add_argument(
+        "--move-only", action="store_true",
+        help="only the move part: the largest size installed, then lost_on_move (no load windows, no probes)",
+    )  # fmt: skip
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else ([1000, 64000] if args.quick else
                                                                        [1000, 8000, 64000])  # fmt: skip
@@ -394,6 +410,8 @@ def main() -> int:
         status = host.up()
         bed = Bed(host, status)
         run = 1
+        if args.move_only:
+            return _move_only(bed, max(sizes), args.quick, figures)
         for n in sizes:
             per_load, run = measure(bed, n, loads, args, run)
             for load, res in per_load.items():

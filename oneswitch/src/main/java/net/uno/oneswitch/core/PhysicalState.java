@@ -17,6 +17,7 @@ import net.uno.oneswitch.translate.GroupLabels;
 import net.uno.oneswitch.translate.Translator;
 import net.uno.oneswitch.translate.WriteActionSet;
 import org.projectfloodlight.openflow.protocol.OFFactory;
+import org.projectfloodlight.openflow.protocol.OFFlowAdd;
 import org.projectfloodlight.openflow.protocol.OFFlowModFlags;
 import org.projectfloodlight.openflow.protocol.OFMessage;
 import org.projectfloodlight.openflow.types.OFBufferId;
@@ -56,7 +57,10 @@ public final class PhysicalState {
   /** One message for one switch. */
   public record Op(String sw, OFMessage msg) {}
 
-  /** Ordered phases: make (new groups, new flows), modify (groups, re-point), break (delete). */
+  /**
+   * Ordered phases: make (new groups, new flows), unhand (the handoff rules dropped), modify
+   * (groups, re-point, new handoff rules), break (delete).
+   */
   public static final class Plan {
     /**
      * OneSwitch's scale-out SELECT groups to add: a phase of their own before {@link #make}, so
@@ -66,14 +70,83 @@ public final class PhysicalState {
     public final List<Op> groups = new ArrayList<>();
 
     public final List<Op> make = new ArrayList<>();
+    public final List<Op> unhand = new ArrayList<>();
     public final List<Op> modify = new ArrayList<>();
     public final List<Op> remove = new ArrayList<>();
 
     /** Installed flows deleted by this plan (cookie -> owner), for counter accounting. */
     public final List<Installed> deleted = new ArrayList<>();
 
+    /**
+     * Switches whose modify messages go first, each in a barriered stage of its own in this order,
+     * before the rest's (a table move: its new place, then the host, which relays between sNICs):
+     * re-pointed from the destination back, each hop points to one already re-pointed, so no packet
+     * is sent back and forth between an old and a new hop.
+     */
+    public List<String> modifyFirst = List.of();
+
+    /**
+     * The switches that take a moved table over (null: every switch). Only their dropped handoff
+     * rules go before the modify phase (the table now runs there); another switch's (one that
+     * handed on packets it received by a handoff) may still carry packets sent the old way, so it
+     * goes in the break phase, after the drain.
+     */
+    public Set<String> takeOver;
+
+    /** The physical table of the moved table (-1: none); see {@link #takeOver}. */
+    public int movedTable = -1;
+
+    /** The physical table of each dropped handoff rule in {@link #unhand}. */
+    final Map<Op, Integer> unhandTable = new HashMap<>();
+
+    /** A key of {@link #unhandTable}: a replica a split replaces, always before modify. */
+    static final int ANY_TABLE = -2;
+
+    private boolean now(Op op) {
+      int t = unhandTable.getOrDefault(op, -1);
+      return t == ANY_TABLE
+          || (movedTable < 0 || t == movedTable)
+              && (takeOver == null || takeOver.contains(op.sw()));
+    }
+
+    /** The unhand phase: the dropped handoff rules of the switches in {@link #takeOver}. */
+    public List<Op> unhandNow() {
+      return unhand.stream().filter(this::now).toList();
+    }
+
+    /** The break phase: the other dropped handoff rules, then {@link #remove}. */
+    public List<Op> breakOps() {
+      List<Op> out = new ArrayList<>();
+      unhand.stream().filter(op -> !now(op)).forEach(out::add);
+      out.addAll(remove);
+      return out;
+    }
+
+    /**
+     * The modify phase in its stages ({@link #modifyFirst}, then the rest); empty ones left out.
+     * Within a stage the new (handoff) flows come first: a switch's re-pointed dispatch may lead
+     * packets into a table whose new handoff it also gets, never the reverse.
+     */
+    public List<List<Op>> modifyStages() {
+      List<List<Op>> out = new ArrayList<>();
+      List<Op> rest = new ArrayList<>();
+      modify.stream().filter(op -> op.msg() instanceof OFFlowAdd).forEach(rest::add);
+      modify.stream().filter(op -> !(op.msg() instanceof OFFlowAdd)).forEach(rest::add);
+      for (String sw : modifyFirst) {
+        List<Op> stage = new ArrayList<>();
+        rest.removeIf(op -> op.sw().equals(sw) && stage.add(op));
+        if (!stage.isEmpty()) {
+          out.add(stage);
+        }
+      }
+      if (!rest.isEmpty()) {
+        out.add(rest);
+      }
+      return out;
+    }
+
     public int size() {
-      return groups.size() + make.size() + modify.size() + remove.size();
+      return groups.size() + make.size() + unhand.size() + modify.size() + remove.size();
     }
   }
 
@@ -262,6 +335,7 @@ public final class PhysicalState {
     p.remove.clear();
     p.modify.addAll(groupModifies);
     java.util.Set<PhysRule.Key> seen = new java.util.HashSet<>();
+    Resplits resplits = new Resplits();
     for (PhysRule.Key k : dirty) {
       if (!seen.add(k) || !live.contains(k.sw())) {
         continue;
@@ -279,7 +353,11 @@ public final class PhysicalState {
         byCookie.put(n.cookie(), n);
         // A new handoff rule waits for the make phase (the rules it hands packets to) to be
         // barriered.
-        (want.isLate() && cur == null ? p.modify : p.make).add(new Op(k.sw(), flowAdd(n)));
+        Op op = new Op(k.sw(), flowAdd(n));
+        (want.isLate() && cur == null ? p.modify : p.make).add(op);
+        if (cur == null && !want.isLate()) {
+          resplits.added(want, owner, op);
+        }
       } else if (want != null) {
         if (!Objects.equals(want.instructions(), cur.rule().instructions())
             || !Objects.equals(owner, cur.owner())) {
@@ -294,15 +372,97 @@ public final class PhysicalState {
         have.remove(k);
         byCookie.remove(cur.cookie());
         p.deleted.add(cur);
-        // A handoff rule goes in the modify phase, not after the drain: where it is removed, the
-        // table it handed off to now runs here (installed in the make phase); kept through the
-        // drain it could hand packets back to the table's old place while that place hands them
-        // here (a loop: both are priority 0, tied with a table-miss rule).
-        (cur.rule().isLate() ? p.modify : p.remove).add(new Op(k.sw(), flowDelete(cur.cookie())));
+        // A handoff rule goes before the modify phase, not after the drain: where it is removed,
+        // the table it handed off to now runs here (installed in the make phase). Kept while the
+        // table's old place gets its new handoff to here, it could hand packets back there (a
+        // loop: both are priority 0, tied with a table-miss rule), so the modify phase waits for
+        // its barrier.
+        Op op = new Op(k.sw(), flowDelete(cur.cookie()));
+        (cur.rule().isLate() ? p.unhand : p.remove).add(op);
+        if (cur.rule().isLate()) {
+          p.unhandTable.put(op, cur.rule().table());
+        }
+        if (!cur.rule().isLate()) {
+          resplits.deleted(cur.rule(), cur.owner(), op);
+        }
       }
     }
+    resplits.order(p);
     p.remove.addAll(groupDeletes);
     return p;
+  }
+
+  /**
+   * A virtual rule whose replicas on a switch are split or merged in one plan (a table there starts
+   * or stops running handed-off packets: one rule becomes a local part plus a copy per source, or
+   * back). The old and new replicas have the same priority and overlap, so while both are there the
+   * switch picks either; the unsplit one sends a handed-off packet's output back out its PCIe
+   * in_port, which the switch drops. So the unsplit replica is never beside a split one while
+   * handed-off packets arrive: on a split it goes before the modify phase (which starts the
+   * handoffs here), on a merge it comes in the break phase (after the drain), ahead of the
+   * deletions on its switch.
+   */
+  private static final class Resplits {
+    private record Site(String sw, int table, int priority, VirtualRule.Key owner) {}
+
+    private final Map<Site, List<Op>> plainAdds = new HashMap<>();
+    private final Map<Site, List<Op>> plainDeletes = new HashMap<>();
+    private final Set<Site> handedAdds = new HashSet<>();
+    private final Set<Site> handedDeletes = new HashSet<>();
+
+    private static Site site(PhysRule r, VirtualRule.Key owner) {
+      return new Site(r.sw(), r.table(), r.priority(), owner);
+    }
+
+    private static boolean handed(PhysRule r) {
+      return r.match().isExact(org.projectfloodlight.openflow.protocol.match.MatchField.TUNNEL_ID);
+    }
+
+    void added(PhysRule r, VirtualRule.Key owner, Op op) {
+      if (owner == null) {
+        return;
+      }
+      Site s = site(r, owner);
+      if (handed(r)) {
+        handedAdds.add(s);
+      } else {
+        plainAdds.computeIfAbsent(s, k -> new ArrayList<>()).add(op);
+      }
+    }
+
+    void deleted(PhysRule r, VirtualRule.Key owner, Op op) {
+      if (owner == null) {
+        return;
+      }
+      Site s = site(r, owner);
+      if (handed(r)) {
+        handedDeletes.add(s);
+      } else {
+        plainDeletes.computeIfAbsent(s, k -> new ArrayList<>()).add(op);
+      }
+    }
+
+    void order(Plan p) {
+      List<Op> early = new ArrayList<>();
+      for (Map.Entry<Site, List<Op>> e : plainDeletes.entrySet()) {
+        if (handedAdds.contains(e.getKey()) && !handedDeletes.contains(e.getKey())) {
+          early.addAll(e.getValue());
+        }
+      }
+      List<Op> late = new ArrayList<>();
+      for (Map.Entry<Site, List<Op>> e : plainAdds.entrySet()) {
+        if (handedDeletes.contains(e.getKey()) && !handedAdds.contains(e.getKey())) {
+          late.addAll(e.getValue());
+        }
+      }
+      Set<Op> moved = new HashSet<>(early);
+      moved.addAll(late);
+      p.remove.removeIf(moved::contains);
+      p.make.removeIf(moved::contains);
+      p.unhand.addAll(early);
+      early.forEach(op -> p.unhandTable.put(op, Plan.ANY_TABLE));
+      p.remove.addAll(0, late);
+    }
   }
 
   static OFMessage flowAdd(Installed i) {

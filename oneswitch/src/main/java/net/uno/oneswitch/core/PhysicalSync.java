@@ -1,6 +1,7 @@
 package net.uno.oneswitch.core;
 
 import java.util.LinkedHashSet;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import net.uno.oneswitch.model.PhysRule;
@@ -62,6 +63,22 @@ final class PhysicalSync {
       boolean barriers,
       ApplyTrace trace,
       long breakDelayMs) {
+    return apply(dirty, readd, barriers, trace, breakDelayMs, List.of(), null, -1);
+  }
+
+  /**
+   * As above; the modify messages of the switches {@code modifyFirst} go first, one barriered stage
+   * each ({@link PhysicalState.Plan#modifyFirst}).
+   */
+  CompletableFuture<Void> apply(
+      Set<PhysRule.Key> dirty,
+      Set<PhysRule.Key> readd,
+      boolean barriers,
+      ApplyTrace trace,
+      long breakDelayMs,
+      List<String> modifyFirst,
+      Set<String> takeOver,
+      int movedTable) {
     if (heldDirty != null) {
       if (barriers) {
         throw new IllegalStateException("a barriered apply while held");
@@ -71,6 +88,9 @@ final class PhysicalSync {
       return CompletableFuture.completedFuture(null);
     }
     PhysicalState.Plan p = planner.plan(dirty, readd, executor.liveSwitches());
+    p.modifyFirst = modifyFirst;
+    p.takeOver = takeOver;
+    p.movedTable = movedTable;
     for (PhysicalState.Installed i : p.deleted) {
       if (i.owner() != null && vs.rule(i.owner()) != null) {
         removals.retiring(i.cookie(), i.owner());

@@ -75,8 +75,8 @@ final class PlanExecutor {
   }
 
   /**
-   * Sends a plan. Barriered: make-before-break in three phases (make, modify, break), each sent
-   * only once every switch has answered a barrier covering everything sent to it before (the
+   * Sends a plan. Barriered: make-before-break in four phases (make, unhand, modify, break), each
+   * sent only once every switch has answered a barrier covering everything sent to it before (the
    * previous phase and any earlier message). A round trip is spent only where it confirms
    * something: on the switches a phase (or an earlier message) went to; an empty phase costs none.
    * The phase right before a break barriers every live switch afresh (see {@link
@@ -96,24 +96,36 @@ final class PlanExecutor {
     if (!barriers) {
       send(p.groups);
       send(p.make);
+      send(p.unhand);
       send(p.modify);
       send(p.remove);
       scheduleFlush();
       return CompletableFuture.completedFuture(null);
     }
-    boolean breaks = !p.remove.isEmpty();
-    boolean makeFresh = breaks && p.modify.isEmpty() && !p.make.isEmpty();
+    List<PhysicalState.Op> unhand = p.unhandNow();
+    List<PhysicalState.Op> remove = p.breakOps();
+    boolean breaks = !remove.isEmpty();
+    // The last phase that sends something before a break barriers every switch afresh.
     boolean modifyFresh = breaks && !p.modify.isEmpty();
+    boolean unhandFresh = breaks && p.modify.isEmpty() && !unhand.isEmpty();
+    boolean makeFresh = breaks && p.modify.isEmpty() && unhand.isEmpty() && !p.make.isEmpty();
     // Scale groups first, alone: their barrier sets the selection method before a flow uses them.
     CompletableFuture<Void> groups =
         p.groups.isEmpty()
             ? CompletableFuture.completedFuture(null)
             : phase("groups", p.groups, false, trace);
-    return groups
-        .thenComposeAsync(x -> phase("make", p.make, makeFresh, trace), exec)
-        .thenComposeAsync(x -> phase("modify", p.modify, modifyFresh, trace), exec)
-        .thenComposeAsync(x -> delay(breaks ? breakDelayMs : 0), exec)
-        .thenComposeAsync(x -> phase("break", p.remove, false, trace), exec);
+    CompletableFuture<Void> f =
+        groups
+            .thenComposeAsync(x -> phase("make", p.make, makeFresh, trace), exec)
+            .thenComposeAsync(x -> phase("unhand", unhand, unhandFresh, trace), exec);
+    List<List<PhysicalState.Op>> stages = p.modifyStages();
+    for (int i = 0; i < stages.size(); i++) {
+      List<PhysicalState.Op> stage = stages.get(i);
+      boolean fresh = modifyFresh && i == stages.size() - 1;
+      f = f.thenComposeAsync(x -> phase("modify", stage, fresh, trace), exec);
+    }
+    return f.thenComposeAsync(x -> delay(breaks ? breakDelayMs : 0), exec)
+        .thenComposeAsync(x -> phase("break", remove, false, trace), exec);
   }
 
   /** Completes on the core thread after {@code ms} (at once for 0). */

@@ -142,7 +142,8 @@ public final class TableMoves {
     planner.refreshDispatch(dirty);
     planner.addInstalled(executor.liveSwitches(), dirty);
     save();
-    return sync.apply(dirty, Set.of(), true, trace, drainMs)
+    Set<String> takeOver = to.equals(Offload.EVERYWHERE) ? null : Set.of(to);
+    return sync.apply(dirty, Set.of(), true, trace, drainMs, repointFirst(to), takeOver, t + 1)
         .thenApplyAsync(
             x -> {
               if (!linger.isEmpty()) {
@@ -159,6 +160,17 @@ public final class TableMoves {
               return new TableMove(t, name(from), name(to), rules, ms, trace);
             },
             exec);
+  }
+
+  /**
+   * The switches re-pointed first when a table moves to {@code to}, in order: its new place, then
+   * the host (which relays handoffs between sNICs); the other sNICs after them.
+   */
+  private List<String> repointFirst(String to) {
+    if (to.equals(Offload.EVERYWHERE) || to.equals(topo.host())) {
+      return List.of(topo.host());
+    }
+    return List.of(to, topo.host());
   }
 
   /**

@@ -42,8 +42,14 @@ import org.projectfloodlight.openflow.types.U64;
 final class OffloadRules {
   private static final OFFactory F = MatchUtil.F;
 
-  /** Priority of the handoff rules: below every rule, they stand in for a whole table. */
-  static final int PRIO_HANDOFF = 0;
+  /**
+   * Priority of the handoff rules: above every rule. A handoff stands in for a whole table, and
+   * where a move puts the table's rules beside it (its new place, before the handoff goes; its old
+   * place, after the new handoff came) they stay shadowed: the switch runs either the handoff or
+   * the whole table, never a table half installed or half removed, and never ties with a
+   * table-miss.
+   */
+  static final int PRIO_HANDOFF = 0xffff;
 
   private final Translator t;
   private final Topology topo;

@@ -152,6 +152,18 @@ final class Equivalence {
      */
     Snapshot(Map<PhysRule.Key, PhysRule> rules, Map<PhysRule.Key, VirtualRule.Key> owners)
         throws Exception {
+      this(rules, owners, FakeOfTable.Tie.THROW);
+    }
+
+    /**
+     * As above; a physical switch resolves a priority tie between a rule with an owner and one
+     * without (a handoff) by {@code tie}.
+     */
+    Snapshot(
+        Map<PhysRule.Key, PhysRule> rules,
+        Map<PhysRule.Key, VirtualRule.Key> owners,
+        FakeOfTable.Tie tie)
+        throws Exception {
       OneSwitchCore core = coreOf.call();
       ports = on.on(() -> core.vswitch().ports());
       Set<Integer> vports = new TreeSet<>();
@@ -170,7 +182,9 @@ final class Equivalence {
         swPorts.get(e.getKey().sw()).add(e.getKey().port());
       }
       for (String sw : topo.switches()) {
-        physical.put(sw, new FakeOfTable(sw, swPorts.get(sw)));
+        FakeOfTable ft = new FakeOfTable(sw, swPorts.get(sw));
+        ft.tie(tie);
+        physical.put(sw, ft);
       }
       on.on(
           () -> {
@@ -356,7 +370,17 @@ final class Equivalence {
       Map<PhysRule.Key, VirtualRule.Key> owners,
       List<Frame> frames)
       throws Exception {
-    Snapshot s = new Snapshot(rules, owners);
+    return checkState(rules, owners, frames, FakeOfTable.Tie.THROW);
+  }
+
+  /** As above, the physical switches resolving a tie of a rule and a handoff by {@code tie}. */
+  int checkState(
+      Map<PhysRule.Key, PhysRule> rules,
+      Map<PhysRule.Key, VirtualRule.Key> owners,
+      List<Frame> frames,
+      FakeOfTable.Tie tie)
+      throws Exception {
+    Snapshot s = new Snapshot(rules, owners, tie);
     Set<Integer> vports = new TreeSet<>();
     s.ports.all().forEach(v -> vports.add(v.vport()));
     for (Frame fr : frames) {

@@ -10,12 +10,15 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.VirtualRule;
+import net.uno.oneswitch.oftable.FakeOfTable;
 import net.uno.oneswitch.oftable.Frame;
 import net.uno.oneswitch.translate.Carrier;
 import net.uno.oneswitch.translate.Offload;
@@ -23,6 +26,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.projectfloodlight.openflow.protocol.OFActionType;
+import org.projectfloodlight.openflow.protocol.OFFlowAdd;
+import org.projectfloodlight.openflow.protocol.OFFlowDelete;
 import org.projectfloodlight.openflow.protocol.OFFlowMod;
 import org.projectfloodlight.openflow.protocol.OFGroupMod;
 import org.projectfloodlight.openflow.protocol.action.OFAction;
@@ -213,45 +218,227 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
     eq.check(frames());
   }
 
-  @Test
-  void everyStateOfAMoveForwardsAsTheVirtualSwitchNothingLostNothingTwice() throws Exception {
-    start(Carrier.Mode.AUTO, 1);
-    filterPipeline();
-    List<Frame> frames = frames();
-    for (String[] step :
+  /**
+   * Every state a move passes through forwards as the virtual switch. The plan is the one {@link
+   * PhysicalState#plan} makes for the move (every switch live); its barriered phases (make, unhand,
+   * modify, break) land on the switches in any order within a phase, and each switch applies its
+   * messages one by one: so each phase is checked with every subset of the switches through it, and
+   * with each switch part way through its messages. Frames go into every vport (both directions and
+   * the replies), with tables before and after the moved one placed elsewhere. With {@code
+   * missAtZero} both tables end in a priority-0 rule, as the bench's do, which a handoff rule
+   * (priority 0 too) ties with: each state is checked with the switch picking either.
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void everyStateOfAMoveForwardsAsTheVirtualSwitchNothingLostNothingTwice(boolean missAtZero)
+      throws Exception {
+    everyStateOf(
+        missAtZero,
         List.of(
             new String[] {"0", "snic0"},
             new String[] {"0", "snic1"},
             new String[] {"1", "host"},
+            new String[] {"1", "snic0"}));
+  }
+
+  /**
+   * As above, with a packet that leaves a switch and comes back (table 0 on the host, table 1 on
+   * snic0), the moves out of it and to everywhere. It found: dispatch re-pointed on a switch before
+   * the handoff it leads into (so new flows come first in a stage), a handoff that relays
+   * handed-off packets dropped before the modify phase (only the moved table's, on its new place,
+   * go then).
+   */
+  @Test
+  void everyStateOfTheMovesAfterAPacketBounces() throws Exception {
+    everyStateOf(
+        false,
+        List.of(
+            new String[] {"0", "snic0"},
+            new String[] {"1", "snic0"},
+            new String[] {"0", "host"},
+            new String[] {"0", "snic0"},
+            new String[] {"1", "snic1"},
+            new String[] {"1", "host"},
             new String[] {"0", "everywhere"},
-            new String[] {"1", "everywhere"})) {
+            new String[] {"1", "everywhere"}));
+  }
+
+  private void everyStateOf(boolean missAtZero, List<String[]> steps) throws Exception {
+    start(Carrier.Mode.AUTO, 1);
+    filterPipeline();
+    if (missAtZero) {
+      assertTrue(eq.flowMod(add(1, 0, F.buildMatch().build(), apply(out(3)))));
+    }
+    List<Frame> frames = frames();
+    List<FakeOfTable.Tie> ties =
+        missAtZero
+            ? List.of(FakeOfTable.Tie.OWNED_WINS, FakeOfTable.Tie.UNOWNED_WINS)
+            : List.of(FakeOfTable.Tie.THROW);
+    int states = 0;
+    for (String[] step : steps) {
       Map<PhysRule.Key, PhysRule> a = desired();
       Map<PhysRule.Key, VirtualRule.Key> oa = owners();
       assertNull(move(Integer.parseInt(step[0]), step[1]));
       Map<PhysRule.Key, PhysRule> b = desired();
       Map<PhysRule.Key, VirtualRule.Key> ob = owners();
-      // The states the barriered phases leave the switches in (PhysicalState.plan): make adds
-      // the new flows but the late (handoff) ones, modify changes actions in place and adds the
-      // handoff rules, break deletes.
-      Map<PhysRule.Key, PhysRule> make = new LinkedHashMap<>(a);
       Map<PhysRule.Key, VirtualRule.Key> owners = new HashMap<>(oa);
-      b.forEach(
-          (k, p) -> {
-            if (!a.containsKey(k) && !p.isLate()) {
-              make.put(k, p);
-            }
-          });
       owners.putAll(ob);
-      Map<PhysRule.Key, PhysRule> modify = new LinkedHashMap<>(make);
-      b.forEach(
-          (k, p) -> {
-            if (a.containsKey(k) || p.isLate()) {
-              modify.put(k, p);
-            }
-          });
-      for (Map<PhysRule.Key, PhysRule> st : List.of(a, make, modify, b)) {
-        eq.checkState(st, owners, frames);
+      // As TableMoves re-points: the table's new place, then the host.
+      List<String> first =
+          step[1].equals("snic0") || step[1].equals("snic1")
+              ? List.of(step[1], "host")
+              : List.of("host");
+      Set<String> takeOver = step[1].equals("everywhere") ? null : Set.of(step[1]);
+      MoveReplay replay =
+          new MoveReplay(a, oa, b, ob, first, takeOver, Integer.parseInt(step[0]) + 1);
+      for (Map.Entry<String, Map<PhysRule.Key, PhysRule>> st : replay.states().entrySet()) {
+        for (FakeOfTable.Tie tie : ties) {
+          try {
+            eq.checkState(st.getValue(), owners, frames, tie);
+          } catch (AssertionError | IllegalStateException e) {
+            throw new AssertionError(
+                "table "
+                    + step[0]
+                    + " -> "
+                    + step[1]
+                    + ", "
+                    + st.getKey()
+                    + ", tie "
+                    + tie
+                    + ": "
+                    + e.getMessage(),
+                e);
+          }
+          states++;
+        }
       }
+      assertEquals(b.keySet(), replay.end().keySet(), "the phases end in the new placement");
+    }
+    assertTrue(states >= steps.size() * 4 * 6, "states checked: " + states);
+    System.out.println("move states checked: " + states);
+  }
+
+  /**
+   * The switch states a move's plan passes through: the plan {@link PhysicalState#plan} makes from
+   * {@code a} to {@code b}, replayed phase by phase.
+   */
+  private static final class MoveReplay {
+    private static final List<String> SWITCHES = List.of("host", "snic0", "snic1");
+    private final Map<Long, PhysRule.Key> byCookie = new HashMap<>();
+    private final Map<PhysRule.Key, PhysRule> b;
+    private final Map<String, Map<PhysRule.Key, PhysRule>> states = new LinkedHashMap<>();
+    private Map<PhysRule.Key, PhysRule> st;
+
+    MoveReplay(
+        Map<PhysRule.Key, PhysRule> a,
+        Map<PhysRule.Key, VirtualRule.Key> oa,
+        Map<PhysRule.Key, PhysRule> b,
+        Map<PhysRule.Key, VirtualRule.Key> ob,
+        List<String> modifyFirst,
+        Set<String> takeOver,
+        int movedTable) {
+      this.b = b;
+      PhysicalState ps = new PhysicalState(1);
+      Set<String> live = Set.copyOf(SWITCHES);
+      PhysicalState.Plan first = ps.plan(a, oa, a.keySet(), Set.of(), Map.of(), live);
+      first.make.forEach(this::learn);
+      first.modify.forEach(this::learn);
+      Set<PhysRule.Key> dirty = new LinkedHashSet<>(a.keySet());
+      dirty.addAll(b.keySet());
+      PhysicalState.Plan plan = ps.plan(b, ob, dirty, Set.of(), Map.of(), live);
+      plan.modifyFirst = modifyFirst;
+      plan.takeOver = takeOver;
+      plan.movedTable = movedTable;
+      st = new LinkedHashMap<>(a);
+      states.put("before", st);
+      List<String> names = new ArrayList<>(List.of("make", "unhand"));
+      List<List<PhysicalState.Op>> phases = new ArrayList<>(List.of(plan.make, plan.unhandNow()));
+      for (List<PhysicalState.Op> stage : plan.modifyStages()) {
+        names.add("modify stage " + names.size());
+        phases.add(stage);
+      }
+      names.add("break");
+      phases.add(plan.breakOps());
+      for (int ph = 0; ph < phases.size(); ph++) {
+        List<PhysicalState.Op> phase = phases.get(ph);
+        String name = names.get(ph);
+        phase.forEach(this::learn);
+        Map<PhysRule.Key, PhysRule> before = st;
+        Map<PhysRule.Key, PhysRule> after = apply(before, phase);
+        for (int subset = 1; subset < (1 << SWITCHES.size()) - 1; subset++) {
+          List<PhysicalState.Op> some = new ArrayList<>();
+          for (PhysicalState.Op op : phase) {
+            if ((subset & 1 << SWITCHES.indexOf(op.sw())) != 0) {
+              some.add(op);
+            }
+          }
+          states.put(name + " on " + subsetOf(subset), apply(before, some));
+        }
+        // One switch part way through its messages, the others before or after the phase.
+        for (String sw : SWITCHES) {
+          List<PhysicalState.Op> mine = new ArrayList<>();
+          List<PhysicalState.Op> others = new ArrayList<>();
+          phase.forEach(op -> (op.sw().equals(sw) ? mine : others).add(op));
+          for (int n = 1; n < mine.size(); n++) {
+            states.put(
+                name + ": " + sw + " " + n + "/" + mine.size() + ", others before",
+                apply(before, mine.subList(0, n)));
+            List<PhysicalState.Op> rest = new ArrayList<>(others);
+            rest.addAll(mine.subList(0, n));
+            states.put(
+                name + ": " + sw + " " + n + "/" + mine.size() + ", others after",
+                apply(before, rest));
+          }
+        }
+        states.put(name + " on every switch", after);
+        st = after;
+      }
+    }
+
+    /** Every state by what it is (the phase, the switches through it). */
+    Map<String, Map<PhysRule.Key, PhysRule>> states() {
+      return states;
+    }
+
+    private static String subsetOf(int subset) {
+      List<String> out = new ArrayList<>();
+      for (int i = 0; i < SWITCHES.size(); i++) {
+        if ((subset & 1 << i) != 0) {
+          out.add(SWITCHES.get(i));
+        }
+      }
+      return out.toString();
+    }
+
+    Map<PhysRule.Key, PhysRule> end() {
+      return st;
+    }
+
+    private void learn(PhysicalState.Op op) {
+      if (op.msg() instanceof OFFlowAdd fa) {
+        byCookie.put(
+            fa.getCookie().getValue(),
+            new PhysRule.Key(
+                op.sw(),
+                fa.getTableId().getValue(),
+                fa.getPriority(),
+                net.uno.oneswitch.model.MatchKeys.of(fa.getMatch())));
+      }
+    }
+
+    /** {@code st} with the flow messages {@code ops} applied in order (group messages left out). */
+    private Map<PhysRule.Key, PhysRule> apply(
+        Map<PhysRule.Key, PhysRule> from, List<PhysicalState.Op> ops) {
+      Map<PhysRule.Key, PhysRule> out = new LinkedHashMap<>(from);
+      for (PhysicalState.Op op : ops) {
+        if (op.msg() instanceof OFFlowDelete d) {
+          out.remove(byCookie.get(d.getCookie().getValue()));
+        } else if (op.msg() instanceof OFFlowMod fm) {
+          PhysRule.Key k = byCookie.get(fm.getCookie().getValue());
+          out.put(k, b.get(k));
+        }
+      }
+      return out;
     }
   }
 

@@ -125,6 +125,23 @@ public final class FakeOfTable {
   private final List<Flow> flows = new ArrayList<>();
   private final Map<Integer, Group> groups = new HashMap<>();
   private long seq;
+  private Tie tie = Tie.THROW;
+
+  /**
+   * What a lookup does when two matching entries have the same priority (undefined in OpenFlow: a
+   * real switch picks one): throw, or let the entry with (or without) an owner win, to check both
+   * picks a switch may make.
+   */
+  public enum Tie {
+    THROW,
+    OWNED_WINS,
+    UNOWNED_WINS
+  }
+
+  /** Sets what a lookup does on a priority tie (default {@link Tie#THROW}). */
+  public void tie(Tie t) {
+    tie = t;
+  }
 
   /** A switch named {@code name} with ports {@code ports} (FLOOD and ALL go to them). */
   public FakeOfTable(String name, Set<Integer> ports) {
@@ -243,6 +260,15 @@ public final class FakeOfTable {
     Flow best = null;
     for (Flow f : flows) {
       if (f.table != table || !matches(f.match, fr, p)) {
+        continue;
+      }
+      if (best != null
+          && best.priority == f.priority
+          && tie != Tie.THROW
+          && (best.owner != null) != (f.owner != null)) {
+        if ((f.owner != null) == (tie == Tie.OWNED_WINS)) {
+          best = f;
+        }
         continue;
       }
       if (best != null && best.priority == f.priority) {
