@@ -179,7 +179,7 @@ public final class Main {
           new SouthSwitch(
               s.id(), s.openflow(), transport, group, core.southListener(), keepalive, s.shared()));
     }
-    NorthServer north = new NorthServer(core, cfg.dpid(), transport, group);
+    NorthServer north = new NorthServer(core, cfg.dpid(), transport, group, cfg.controllerIdleMs());
     RestServer rest = new RestServer(core, north, cfg.controllers(), cfg.token());
     int ofPort;
     int restPort;

@@ -28,7 +28,8 @@ public record Config(
     Carrier.Mode carrier,
     int wireVlans,
     long echoIntervalMs,
-    long echoTimeoutMs) {
+    long echoTimeoutMs,
+    long controllerIdleMs) {
   /** A bearer token: what `uno up` accepts too (emulated_host/config.py). */
   private static final java.util.regex.Pattern TOKEN =
       java.util.regex.Pattern.compile("[A-Za-z0-9._~+/=-]{8,256}");
@@ -72,7 +73,15 @@ public record Config(
           "carrier",
           "wire_vlans",
           "echo_interval_ms",
-          "echo_timeout_ms");
+          "echo_timeout_ms",
+          "controller_idle_ms");
+
+  /**
+   * Default {@code controller_idle_ms}: a controller silent this long is disconnected, unless
+   * OneSwitch owes it replies (a barrier or bundle commit still being applied: a waiting controller
+   * such as ovs-ofctl answers no echo meanwhile).
+   */
+  public static final int CONTROLLER_IDLE_MS = 30_000;
 
   /** Default {@code echo_interval_ms}: an echo after this long without a message from a switch. */
   public static final int ECHO_INTERVAL_MS = 1000;
@@ -188,6 +197,17 @@ public record Config(
               + "): a live switch answers an echo within the timeout, got "
               + echoTimeout);
     }
+    int controllerIdle =
+        optInt(
+            root,
+            "controller_idle_ms",
+            CONTROLLER_IDLE_MS,
+            1000,
+            MAX_ECHO_TIMEOUT_MS,
+            "must be an integer 1000.."
+                + MAX_ECHO_TIMEOUT_MS
+                + ", got "
+                + root.get("controller_idle_ms"));
     List<SwitchCfg> switches = new ArrayList<>();
     JsonNode sw = root.get("switches");
     if (sw == null || !sw.isArray() || sw.isEmpty()) {
@@ -311,7 +331,8 @@ public record Config(
         carrier,
         wireVlans,
         echoInterval,
-        echoTimeout);
+        echoTimeout,
+        controllerIdle);
   }
 
   private static void onlyKeys(JsonNode n, String f, Set<String> keys) throws ConfigError {

@@ -48,7 +48,8 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
   private volatile Channel channel;
   private volatile ConnState state = ConnState.WAIT_HELLO;
   private volatile OFControllerRole role = OFControllerRole.ROLE_EQUAL;
-  private CompletableFuture<Void> tail = CompletableFuture.completedFuture(null);
+  // Read by the idle check on the connection's event loop too.
+  private volatile CompletableFuture<Void> tail = CompletableFuture.completedFuture(null);
   private String name = "?";
   // OF1.3 async masks, [equal/master, slave]: defaults of the spec (section A.3.10).
   private volatile long[] pktInMask = {0x3, 0x0};
@@ -154,7 +155,10 @@ public final class NorthHandler extends SimpleChannelInboundHandler<Object> impl
   @Override
   public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
     if (evt instanceof IdleStateEvent e) {
-      if (e.state() == IdleState.READER_IDLE) {
+      if (e.state() == IdleState.READER_IDLE && !tail.isDone()) {
+        // It waits for a reply of ours (a long bundle commit): ovs-ofctl answers no echo meanwhile.
+        LOG.info("controller {}: silent while a reply of ours is pending, kept", name);
+      } else if (e.state() == IdleState.READER_IDLE) {
         LOG.warn("controller {}: silent for too long, closing", name);
         ctx.close();
       } else if (state == ConnState.ACTIVE) {

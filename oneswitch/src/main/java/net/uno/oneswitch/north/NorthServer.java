@@ -30,15 +30,21 @@ public final class NorthServer {
   private final EventLoopGroup group;
   private final Map<Endpoint, NorthHandler> active = new ConcurrentHashMap<>();
   private final Map<Endpoint, Long> backoff = new ConcurrentHashMap<>();
+  private final long idleMs;
   private Channel server;
   private volatile boolean stopped;
 
-  /** {@code group}: an event loop group of {@code transport}. */
-  public NorthServer(OneSwitchCore core, long dpid, Transport transport, EventLoopGroup group) {
+  /**
+   * {@code group}: an event loop group of {@code transport}; {@code idleMs}: a controller silent
+   * this long (owing it no reply) is disconnected; OneSwitch echoes it after a sixth of that.
+   */
+  public NorthServer(
+      OneSwitchCore core, long dpid, Transport transport, EventLoopGroup group, long idleMs) {
     this.core = core;
     this.dpid = dpid;
     this.transport = transport;
     this.group = group;
+    this.idleMs = idleMs;
   }
 
   private ChannelInitializer<SocketChannel> init(Endpoint ctl) {
@@ -50,7 +56,7 @@ public final class NorthServer {
           active.put(ctl, h);
         }
         ch.pipeline()
-            .addLast(new IdleStateHandler(30, 5, 0))
+            .addLast(new IdleStateHandler(idleMs, idleMs / 6, 0, TimeUnit.MILLISECONDS))
             .addLast(new OfFrameDecoder())
             .addLast(new OfEncoder())
             .addLast(h);

@@ -48,6 +48,7 @@ final class TwoSwitches implements AutoCloseable {
     private String wireName = "eth0";
     private String token;
     private String snicExtra = "";
+    private String top = "";
 
     /** The fake switches' ports. */
     Options ports(List<Integer> host, List<Integer> snic) {
@@ -70,6 +71,14 @@ final class TwoSwitches implements AutoCloseable {
     /** A REST bearer token: OneSwitch asks for it, {@link #call} sends it. */
     Options token(String t) {
       token = t;
+      return this;
+    }
+
+    /**
+     * Top-level JSON members, each followed by a comma, e.g. {@code "controller_idle_ms": 1200, }.
+     */
+    Options top(String json) {
+      top = json;
       return this;
     }
 
@@ -103,12 +112,13 @@ final class TwoSwitches implements AutoCloseable {
     String head =
             """
         {"dpid": "00000000000000ee", "listen": "ptcp:0:127.0.0.1", "rest": "127.0.0.1:0",
-         %s"state_dir": "%s",
+         %s%s"state_dir": "%s",
          "switches": [{"id": "host", "openflow": "tcp:127.0.0.1:%d"},
                       {"id": "snic0", "openflow": "tcp:127.0.0.1:%d"%s}],
          "pcie": [{"snic": "snic0", "host_port": 1, "snic_port": 100}]"""
             .formatted(
                 token == null ? "" : "\"token\": \"" + token + "\", ",
+                o.top,
                 dir,
                 host.port(),
                 snic.port(),
