@@ -252,6 +252,7 @@ def prepare(
     if max(limit_terms, default=0) >= SAFE:
         return None
 
+    base_budgets = list(budgets)
     # Fixed vertices' share of every budget.
     for r, (k, coef) in enumerate(node_rows):
         budgets[r] -= sum(coef[i] for i, loc in fixed.items() if loc == k)
@@ -323,8 +324,9 @@ def prepare(
         first += len(mat)
     memo = Memo(ctx=ctx, group_of=group_of, e_grp=e_grp, blocks=blocks, G=G, R=R, Rn=Rn, div=div,
                 cost_shift=cost_shift, pcie_shift=pcie_shift, cap_shifts=cap_shifts, load=load,
-                host_raw=host_raw, nic=nic, g_int=g_int, move_cost=move_cost, max_moves=max_moves,
-                fixed_host=fixed_host, edge_pos=edge_pos)  # fmt: skip
+                host_raw=host_raw, host=host, nic=nic, node_rows=[c for _, c in node_rows], g_int=g_int,
+                g_work=g_work, movable=movable, base_budgets=base_budgets, move_cost=move_cost,
+                max_moves=max_moves, edge_pos=edge_pos)  # fmt: skip
     return assemble(memo, locs, fixed, group_nodes, group_table, budgets, row_names, cost_const, cost_unit,
                     cost_error, rounded_rows, needs_raw)  # fmt: skip
 
@@ -380,14 +382,19 @@ class Memo:
     cost_shift: int
     pcie_shift: int
     cap_shifts: list[int]
-    load: list[int]
-    host_raw: list[int]
-    nic: list[int]
-    g_int: list[int]
+    load: list[int]  # per node: Gbit/s in + out, units 1/G
+    host_raw: list[int]  # per node: exact host cost, units 1/(R*G)
+    host: list[int]  # per node: host cost in working units (the objective's)
+    nic: list[int]  # per node: exact sNIC units, units 1/(Rn*G)
+    node_rows: list[list[int]]  # per node row: per node coefficient (working units)
+    g_int: list[int]  # per edge with traffic: exact Gbit/s, units 1/G
+    g_work: list[int]  # ... in PCIe working units
+    movable: list[int]
+    base_budgets: list[int]  # per row: before the fixed vertices' share
     move_cost: Fraction
     max_moves: int | None
-    fixed_host: int  # sum of host_raw over the vertices fixed on the host
     edge_pos: list[int]  # per input edge: its index among the edges with traffic, or -1
+    dens: dict | None = None  # denominators behind G, R, Rn, counted (reprepare.py, on its first update)
 
 
 def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
