@@ -27,6 +27,17 @@ def _copy_node(n: dict) -> dict:
     return {k: (v.copy() if type(v) is dict else v) for k, v in n.items()}
 
 
+def _risky(n: dict) -> bool:
+    """A node with a (nested) value equal to 0 or 1: a JSON true/false in its place compares equal."""
+    for v in n.values():
+        if type(v) is dict:
+            if any(x == 0 or x == 1 for x in v.values() if type(x) is not str):
+                return True
+        elif type(v) is not str and (v == 0 or v == 1):
+            return True
+    return False
+
+
 def _has_bool(n: dict) -> bool:
     """A node with a JSON true/false among its (nested) values: equal to 1/0 under ==, refused by the parse."""
     for v in n.values():
@@ -66,6 +77,7 @@ class Parsed:
         self._edges: list[dict] = []
         self._offsets = np.zeros(0, dtype=np.int64)  # per node, then per edge: start in inexact; then end
         self._ids: set[str] = set()
+        self._risky: set[int] = set()  # nodes where true/false would compare equal to a value (_risky)
 
     def read(self, obj: Any) -> Read:
         """The Problem of `obj` (PlacementInputError naming the field when invalid: nothing kept then)."""
@@ -86,8 +98,9 @@ class Parsed:
         head = _head(obj)
         if head is None or head != self._head:
             return None
+        risky = self._risky
         nodes = [i for i, (n, o) in enumerate(zip(obj["nodes"], self._nodes, strict=True))
-                 if n != o or _has_bool(n)]  # fmt: skip
+                 if n != o or (i in risky and _has_bool(n))]  # fmt: skip
         edges = [j for j, (e, o) in enumerate(zip(obj["edges"], self._edges, strict=True))
                  if e != o or type(e["gbps"]) is bool]  # fmt: skip
         return nodes, edges
@@ -101,6 +114,7 @@ class Parsed:
         self._edges = [dict(e) for e in obj["edges"]]
         self._offsets = np.array(offsets, dtype=np.int64)
         self._ids = {n.id for n in problem.nodes}
+        self._risky = {i for i, n in enumerate(self._nodes) if _risky(n)}
         return Read(problem, None, None)
 
     def _patch(self, obj: dict, nodes: list[int], edges: list[int]) -> Read:
@@ -127,6 +141,10 @@ class Parsed:
         self.problem = problem
         for i in nodes:
             self._nodes[i] = _copy_node(obj["nodes"][i])
+            if _risky(self._nodes[i]):
+                self._risky.add(i)
+            else:
+                self._risky.discard(i)
         for j in edges:
             self._edges[j] = dict(obj["edges"][j])
         self._offsets = offsets

@@ -86,21 +86,32 @@ def update(
     if memo.dens is None:
         memo.dens = _dens(old, memo)
     dens = {k: Counter(v) for k, v in memo.dens.items()}
+    dropped, added = set(), set()  # which counts fell to 0 / rose from 0 (the lcm may change only then)
+
+    def swap(key: str, was: int, now: int) -> None:
+        if was == now:
+            return
+        count = dens[key]
+        count[was] -= 1
+        if not count[was]:
+            dropped.add(key)
+        if not count[now]:
+            added.add(key)
+        count[now] += 1
+
     for j in edges:
         if old.edges[j].gbps:
-            dens["G"][old.edges[j].gbps.denominator] -= 1
-            dens["G"][p.edges[j].gbps.denominator] += 1
+            swap("G", old.edges[j].gbps.denominator, p.edges[j].gbps.denominator)
     for i in nodes:
         a, b = old.nodes[i], p.nodes[i]
-        dens["G"][a.through.denominator] -= 1
-        dens["G"][b.through.denominator] += 1
+        swap("G", a.through.denominator, b.through.denominator)
         if a.placed:
-            for key, fields in (("R", ("r_host", "b_host")), ("Rn", ("r_nic", "b_nic"))):
-                for f in fields:
-                    dens[key][getattr(a, f).denominator] -= 1
-                    dens[key][getattr(b, f).denominator] += 1
+            for f in ("r_host", "b_host"):
+                swap("R", getattr(a, f).denominator, getattr(b, f).denominator)
+            for f in ("r_nic", "b_nic"):
+                swap("Rn", getattr(a, f).denominator, getattr(b, f).denominator)
     G, R, Rn = memo.G, memo.R, memo.Rn
-    if (_lcm(dens["G"]), _lcm(dens["R"]), _lcm(dens["Rn"])) != (G, R, Rn):
+    if any(_lcm(dens[k]) != v for k, v in (("G", G), ("R", R), ("Rn", Rn)) if k in dropped | added):
         return None
 
     # Traffic: exact integers of the changed edges, the loads of their ends.
