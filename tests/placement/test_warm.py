@@ -133,7 +133,7 @@ def test_warm_resolve_matches_a_cold_solve(name):
 
 
 def test_a_change_of_scale_takes_the_full_prepare():
-    obj, ws = settled("chains", 200, 3)
+    obj, ws = settled("chains", 60, 3)
     obj["edges"][5]["gbps"] = "1/7"  # a denominator no other value has: G changes
     out = ws.solve(obj)
     assert ws.last == {"parse": "incremental", "prepare": "full"}
