@@ -127,8 +127,8 @@ class Parsed:
         for i in nodes:
             got: list = []
             node = parse_node(i, obj["nodes"][i], locations, declared, got)
-            if node.id != old.nodes[i].id:
-                return self._full(obj)  # ids are what edges and chains name
+            if node.id != old.nodes[i].id or RULES in node.needs:
+                return self._full(obj)  # ids are what edges and chains name; rules sum into the sNICs
             new_nodes[i] = node
             entries[i] = got
         n_nodes = len(new_nodes)

@@ -213,3 +213,17 @@ def test_true_is_not_one():
     bad["snics"][0]["capacity"] = True  # the top-level part: compared as JSON text
     with pytest.raises(PlacementInputError, match="capacity"):
         ws.solve(bad)
+
+
+def test_a_table_given_rules_takes_the_full_parse():
+    """A table's rules sum into every sNIC's rule budget: re-read as a whole, as parse_problem does."""
+    obj = {"nodes": [{"id": "p", "kind": "port", "pinned": "s"}, {"id": "t", "kind": "table", "r_host": 0.1,
+                      "r_nic": 0.2}, {"id": "v", "kind": "vm"}],
+           "edges": [{"src": "p", "dst": "t", "gbps": 1}, {"src": "t", "dst": "v", "gbps": 1}],
+           "snics": [{"id": "s", "capacity": 10, "pcie_gbps": 10}]}  # fmt: skip
+    parsed = Parsed()
+    parsed.read(obj)
+    obj["nodes"][1]["rules"] = 100
+    read = parsed.read(obj)
+    assert not read.incremental
+    assert read.problem.snics == parse_problem(obj).snics
