@@ -342,10 +342,10 @@ def _near(gr: Groups, current: list[int]) -> list[int] | None:
     return _repair(gr, np.array(current, dtype=np.int64), ok, grp, budget)
 
 
-def _greedy(gr: Groups, y: np.ndarray, alive: np.ndarray | None = None) -> list[int] | None:
+def _greedy(gr: Groups, y: np.ndarray, alive: np.ndarray | None = None, enough=None) -> list[int] | None:
     """A feasible choice, cheap: the LP solution rounded (largest y per group) and repaired (below), else
     per group the configuration using the least of the budgets (relative to each budget); the cheaper
-    that fits, None if neither does. CP-SAT on coefficients of 2^40 can take seconds to find any solution
+    that fits, None if neither does (the first one when `enough` of it holds). CP-SAT on coefficients of 2^40 can take seconds to find any solution
     (measured: none in 10 s with three or four sNICs); with this as a hint it starts from one."""
     if not gr.n_groups:
         return []
@@ -359,6 +359,8 @@ def _greedy(gr: Groups, y: np.ndarray, alive: np.ndarray | None = None) -> list[
         chosen = _repair(gr, order[gr.start[:-1]], ok, grp, budget)
         if chosen is not None and (found is None or _sum(gr.cost, chosen) < _sum(gr.cost, found)):
             found = chosen
+            if enough is not None and enough(found):
+                break  # already the answer (e.g. within the slack of the bound): the other rounding is moot
     return found
 
 
@@ -476,7 +478,7 @@ def solve_groups(
                 # those ties differ.
                 _, _, df = _bound(gr, alive, folded0, lam * full[0][0][1], [], np.zeros(0))
                 restricted = _restricted(gr, df, y, alive)
-            greedy = _greedy(gr, y, alive)  # the incumbent if CP-SAT finds none on the restricted core
+            greedy = _greedy(gr, y, alive, close_enough)  # the incumbent if CP-SAT finds none on the core
             if greedy is not None:
                 restricted[np.array(greedy, dtype=np.int64)] = True
         cands = [c for c in (current, near, greedy) if c is not None]
