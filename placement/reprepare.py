@@ -25,7 +25,7 @@ from fractions import Fraction
 import numpy as np
 
 from placement import integers
-from placement.decompose import SAFE, Groups, Memo, assemble, configs
+from placement.decompose import SAFE, Block, Ctx, Groups, Memo, assemble, configs
 from placement.model import Problem
 
 
@@ -83,36 +83,10 @@ def update(
         a, b = old.edges[j], p.edges[j]
         if (a.src, a.dst, bool(a.gbps)) != (b.src, b.dst, bool(b.gbps)):
             return None
-    if memo.dens is None:
-        memo.dens = _dens(old, memo)
-    dens = {k: Counter(v) for k, v in memo.dens.items()}
-    dropped, added = set(), set()  # which counts fell to 0 / rose from 0 (the lcm may change only then)
-
-    def swap(key: str, was: int, now: int) -> None:
-        if was == now:
-            return
-        count = dens[key]
-        count[was] -= 1
-        if not count[was]:
-            dropped.add(key)
-        if not count[now]:
-            added.add(key)
-        count[now] += 1
-
-    for j in edges:
-        if old.edges[j].gbps:
-            swap("G", old.edges[j].gbps.denominator, p.edges[j].gbps.denominator)
-    for i in nodes:
-        a, b = old.nodes[i], p.nodes[i]
-        swap("G", a.through.denominator, b.through.denominator)
-        if a.placed:
-            for f in ("r_host", "b_host"):
-                swap("R", getattr(a, f).denominator, getattr(b, f).denominator)
-            for f in ("r_nic", "b_nic"):
-                swap("Rn", getattr(a, f).denominator, getattr(b, f).denominator)
-    G, R, Rn = memo.G, memo.R, memo.Rn
-    if any(_lcm(dens[k]) != v for k, v in (("G", G), ("R", R), ("Rn", Rn)) if k in dropped | added):
+    dens = _denominators(memo, old, p, nodes, edges)
+    if dens is None:
         return None
+    G, R, Rn = memo.G, memo.R, memo.Rn
 
     # Traffic: exact integers of the changed edges, the loads of their ends.
     g_int, g_work, load = list(memo.g_int), list(memo.g_work), list(memo.load)
@@ -216,6 +190,21 @@ def update(
     # The groups holding a touched or re-located movable vertex, rebuilt.
     new_ctx = replace(ctx, problem=p, host=np.array(host, dtype=np.int64), mc=mc, cur=cur, coef=coef_a,
                       g=g_arr)  # fmt: skip
+    blocks = _rebuild(gr, new_ctx, touched)
+    if blocks is None:
+        return None
+    new_memo = replace(memo, ctx=new_ctx, blocks=blocks, load=load, host_raw=host_raw, host=host, nic=nic,
+                       node_rows=node_rows, g_int=g_int, g_work=g_work, dens=dens)  # fmt: skip
+    return assemble(new_memo, locs, fixed, gr.group_nodes, gr.group_table, budgets, gr.row_names, cost_const,
+                    gr.cost_unit, gr.cost_error, gr.rounded_rows, gr.exact["needs"])  # fmt: skip
+
+
+def _rebuild(gr: Groups, ctx: Ctx, touched: set[int]) -> list[Block] | None:
+    """gr's blocks with those of the groups holding a vertex of `touched` built again from `ctx`; None
+    when one of them has no configuration meeting its SLOs."""
+    memo = gr.memo
+    assert memo is not None
+    ix = ctx.problem.index
     hit = sorted({int(memo.group_of[i]) for i in touched if memo.group_of[i] >= 0})
     blocks = list(memo.blocks)
     by_size: dict[int, list[int]] = {}
@@ -224,13 +213,46 @@ def update(
     for gs in by_size.values():
         mat = np.stack([gr.group_nodes[g] for g in gs])
         members = set(mat.ravel().tolist())
-        sub = replace(new_ctx, slo=[c for c in ctx.slo if any(ix[v] in members for v in c.vertices)])
+        sub = replace(ctx, slo=[c for c in ctx.slo if any(ix[v] in members for v in c.vertices)])
         built = configs(sub, mat, np.isin(memo.e_grp, gs))
         if built is None:
             return None
         for g, block in zip(gs, built, strict=True):
             blocks[g] = block
-    new_memo = replace(memo, ctx=new_ctx, blocks=blocks, load=load, host_raw=host_raw, host=host, nic=nic,
-                       node_rows=node_rows, g_int=g_int, g_work=g_work, dens=dens)  # fmt: skip
-    return assemble(new_memo, locs, fixed, gr.group_nodes, gr.group_table, budgets, gr.row_names, cost_const,
-                    gr.cost_unit, gr.cost_error, gr.rounded_rows, gr.exact["needs"])  # fmt: skip
+    return blocks
+
+
+def _denominators(memo: Memo, old: Problem, p: Problem, nodes: list[int], edges: list[int]) -> dict | None:
+    """The counted denominators of `p` (from `old`'s, the changed elements swapped), None when the lcm
+    behind G, R or Rn is no longer the memo's."""
+    if memo.dens is None:
+        memo.dens = _dens(old, memo)
+    dens = {k: Counter(v) for k, v in memo.dens.items()}
+    dropped, added = set(), set()  # which counts fell to 0 / rose from 0 (the lcm may change only then)
+
+    def swap(key: str, was: int, now: int) -> None:
+        if was == now:
+            return
+        count = dens[key]
+        count[was] -= 1
+        if not count[was]:
+            dropped.add(key)
+        if not count[now]:
+            added.add(key)
+        count[now] += 1
+
+    for j in edges:
+        if old.edges[j].gbps:
+            swap("G", old.edges[j].gbps.denominator, p.edges[j].gbps.denominator)
+    for i in nodes:
+        a, b = old.nodes[i], p.nodes[i]
+        swap("G", a.through.denominator, b.through.denominator)
+        if a.placed:
+            for f in ("r_host", "b_host"):
+                swap("R", getattr(a, f).denominator, getattr(b, f).denominator)
+            for f in ("r_nic", "b_nic"):
+                swap("Rn", getattr(a, f).denominator, getattr(b, f).denominator)
+    kept = {"G": memo.G, "R": memo.R, "Rn": memo.Rn}
+    if any(_lcm(dens[k]) != kept[k] for k in dropped | added):
+        return None
+    return dens
