@@ -227,3 +227,21 @@ def test_a_table_given_rules_takes_the_full_parse():
     read = parsed.read(obj)
     assert not read.incremental
     assert read.problem.snics == parse_problem(obj).snics
+
+
+def test_a_broken_element_where_a_risky_one_was_is_refused():
+    """Elements that were 0/1-valued (checked for true/false each time) replaced by non-objects."""
+    obj = {"nodes": [{"id": "p", "kind": "port", "pinned": "s"}, {"id": "a", "kind": "nf", "r_host": 1,
+                      "r_nic": 0}, {"id": "v", "kind": "vm"}],
+           "edges": [{"src": "p", "dst": "a", "gbps": 1}, {"src": "a", "dst": "v", "gbps": 0}],
+           "snics": [{"id": "s", "capacity": 10, "pcie_gbps": 10}]}  # fmt: skip
+    ws = WarmSolver(time_limit=5)
+    ws.solve(obj)
+    for where, k, message in (("nodes", 1, r"nodes\[1\]: expected an object"),
+                              ("edges", 0, r"edges\[0\]: expected an object")):  # fmt: skip
+        bad = copy.deepcopy(obj)
+        bad[where][k] = "garbage"
+        with pytest.raises(PlacementInputError, match=message):
+            ws.solve(bad)
+    ws.solve(obj)
+    assert ws.last["parse"] == "incremental"
