@@ -195,8 +195,33 @@ def update(
         return None
     new_memo = replace(memo, ctx=new_ctx, blocks=blocks, load=load, host_raw=host_raw, host=host, nic=nic,
                        node_rows=node_rows, g_int=g_int, g_work=g_work, dens=dens)  # fmt: skip
+    spliced = _splice(gr, new_memo)
+    if spliced is not None:
+        g_exact = gr.exact["g"].copy()
+        for j in edges:
+            if memo.edge_pos[j] >= 0:
+                g_exact[memo.edge_pos[j]] = g_int[memo.edge_pos[j]]
+        exact = {**gr.exact, "host": host_raw, "nic": nic, "g": g_exact}
+        return replace(gr, **spliced, budget=budgets, cost_const=cost_const, exact=exact, memo=new_memo)
     return assemble(new_memo, locs, fixed, gr.group_nodes, gr.group_table, budgets, gr.row_names, cost_const,
                     gr.cost_unit, gr.cost_error, gr.rounded_rows, gr.exact["needs"])  # fmt: skip
+
+
+def _splice(gr: Groups, memo: Memo) -> dict | None:
+    """gr's configuration arrays with the changed blocks of `memo` written over theirs (copies), when
+    every changed block kept its size; None otherwise (then assemble concatenates them all)."""
+    old = gr.memo
+    assert old is not None
+    changed = [g for g, (a, b) in enumerate(zip(old.blocks, memo.blocks, strict=True)) if a is not b]
+    if any(len(old.blocks[g].config) != len(memo.blocks[g].config) for g in changed):
+        return None
+    out = {k: getattr(gr, k).copy() for k in ("config", "cost", "pcie", "moves", "use", "current")}
+    for g in changed:
+        b, s0, s1 = memo.blocks[g], int(gr.start[g]), int(gr.start[g + 1])
+        for k in ("config", "cost", "pcie", "moves", "use"):
+            out[k][s0:s1] = getattr(b, k)
+        out["current"][g] = s0 + b.current if b.current >= 0 else -1
+    return out
 
 
 def _rebuild(gr: Groups, ctx: Ctx, touched: set[int]) -> list[Block] | None:
