@@ -453,11 +453,19 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
     known = (cur_m >= 0).all(1)
     radix = L ** np.arange(m - 1, -1, -1)
     cur_row = np.where(known, (np.maximum(cur_m, 0) * radix).sum(1), -1)
-    out = []
-    for c in range(nc):
-        ks = np.nonzero(keep[c])[0]
-        hit = int(keep[c, : cur_row[c]].sum()) if cur_row[c] >= 0 and keep[c, cur_row[c]] else -1
-        out.append(Block(table, ks, cost[c, ks], pcie[c, ks], moved[c, ks], use[c, ks], hit))
+    # Flattened once (row-major: grouped by group), each block a view of its run.
+    rows, ks = np.nonzero(keep)
+    f_cost, f_pcie, f_moves, f_use = cost[rows, ks], pcie[rows, ks], moved[rows, ks], use[rows, ks]
+    ends = np.cumsum(keep.sum(1)).tolist()
+    rank = np.cumsum(keep, axis=1) - 1  # index among the kept ones
+    at = np.maximum(cur_row, 0)
+    hits = np.where((cur_row >= 0) & keep[np.arange(nc), at], rank[np.arange(nc), at], -1).tolist()
+    out, s0 = [], 0
+    for c, s1 in enumerate(ends):
+        out.append(
+            Block(table, ks[s0:s1], f_cost[s0:s1], f_pcie[s0:s1], f_moves[s0:s1], f_use[s0:s1], hits[c])
+        )
+        s0 = s1
     return out
 
 
