@@ -25,7 +25,6 @@ from domain.model import Instance, Nf
 from nf_agent import graph, store
 from nf_agent.decide import Decision
 from nf_agent.monitor import Monitor
-from placement import parse_problem
 from placement.hysteresis import Dampener
 
 log = logging.getLogger("uno.agent")
@@ -123,12 +122,11 @@ class AgentConfig:
 
 
 def default_solver(time_limit: float, max_moves: int | None) -> Callable[[dict], dict]:
-    from placement import solve
+    """The placement solver: a WarmSolver, so that a re-placement after a small change (measured traffic,
+    where NFs run now) re-reads and rebuilds only what changed (placement/warm.py; the same answers)."""
+    from placement.warm import WarmSolver
 
-    def run(problem_json: dict) -> dict:
-        return solve(parse_problem(problem_json), time_limit=time_limit, max_moves=max_moves)
-
-    return run
+    return WarmSolver(time_limit=time_limit, max_moves=max_moves)
 
 
 class AgentContext:

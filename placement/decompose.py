@@ -19,9 +19,10 @@ plain variable-per-NF model).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
@@ -57,6 +58,7 @@ class Groups:
     rounded_rows: list[str]
     current: np.ndarray  # per group: configuration index (global) of the current placement, or -1
     exact: dict  # unscaled integer data for `evaluation` (host, nic, needs, edges and their units)
+    memo: Memo | None = field(default=None, repr=False, compare=False)  # for reprepare.py
 
     @property
     def n_groups(self) -> int:
@@ -145,6 +147,10 @@ def prepare(
 
     # Exact scaling: traffic in units of 1/G (G also makes every PCIe budget integral).
     edges = [e for e in p.edges if e.gbps]
+    edge_pos, k = [], 0
+    for e in p.edges:
+        edge_pos.append(k if e.gbps else -1)
+        k += 1 if e.gbps else 0
     G = _lcm_den(
         [e.gbps for e in edges]
         + [s.pcie_budget(d) for s in p.snics for d in ("up", "down", "both")]
@@ -187,7 +193,8 @@ def prepare(
         host = [(h + half) >> cost_shift for h in host]
         mc = (mc + half) >> cost_shift
     cost_unit = Fraction(div << cost_shift, R * G)
-    cost_const = Fraction(sum(host_raw[i] for i, loc in fixed.items() if loc == 0), div << cost_shift)
+    fixed_host = sum(host_raw[i] for i, loc in fixed.items() if loc == 0)
+    cost_const = Fraction(fixed_host, div << cost_shift)
     cost_error = cost_unit * len(movable) * (2 if mc else 1) if cost_shift else Fraction(0)
     rounded_rows: list[str] = ["PCIe budgets"] if pcie_shift else []
 
@@ -199,11 +206,13 @@ def prepare(
     Rn = _lcm_den([p.nodes[i].r_nic for i in nfs] + [p.nodes[i].b_nic for i in nfs]
                   + [s.capacity for s in p.snics])  # fmt: skip
     nic = [0] * n_nodes
+    cap_shifts: list[int] = []
     for i in nfs:
         nd = p.nodes[i]
         nic[i] = _times(nd.r_nic, Rn) * load[i] + _times(nd.b_nic, Rn) * G * nd.instances
     for k, s in enumerate(p.snics):
         sc = integers.row(nic, _times(s.capacity, Rn) * G)
+        cap_shifts.append(sc.shift)
         row_names.append(f"capacity of {s.id}")
         node_rows.append((k + 1, sc.ints))
         budgets.append(sc.budget)
@@ -243,6 +252,7 @@ def prepare(
     if max(limit_terms, default=0) >= SAFE:
         return None
 
+    base_budgets = list(budgets)
     # Fixed vertices' share of every budget.
     for r, (k, coef) in enumerate(node_rows):
         budgets[r] -= sum(coef[i] for i, loc in fixed.items() if loc == k)
@@ -286,111 +296,210 @@ def prepare(
             return None
         by_size.setdefault(len(members), []).append(members)
 
-    host_a = np.array(host, dtype=np.int64)
-    coef_a = [np.array(c, dtype=np.int64) for _, c in node_rows]
+    ctx = Ctx(problem=p, L=L, host=np.array(host, dtype=np.int64), mc=mc, cur=cur,
+              row_loc=[k for k, _ in node_rows], coef=[np.array(c, dtype=np.int64) for _, c in node_rows],
+              pcie_rows=pcie_rows, n_rows=n_rows, move_row=move_row, src=src, dst=dst,
+              g=np.array(g_work, dtype=np.int64), is_mov=is_mov, floc=floc, slo=slo, fixed=fixed)  # fmt: skip
     group_nodes: list[np.ndarray] = []
     group_table: list[np.ndarray] = []
-    parts = []  # per size class: (keep mask, config arrays)
-    # Node -> (row in its size class, column) and edge -> size class.
-    where_row = np.full(n_nodes, -1, dtype=np.int64)
-    where_col = np.full(n_nodes, -1, dtype=np.int64)
-    where_m = np.full(n_nodes, -1, dtype=np.int64)
-    for m, members_list in by_size.items():
-        mat = np.array(members_list, dtype=np.int64)
-        where_row[mat] = np.arange(len(mat))[:, None]
-        where_col[mat] = np.arange(m)[None, :]
-        where_m[mat] = m
-    edge_mov = ~both_fixed
-    e_m = np.where(is_mov[src], where_m[src], where_m[dst])
+    blocks: list[Block] = []
+    group_of = np.full(n_nodes, -1, dtype=np.int64)
     for m in sorted(by_size):
-        members_list = by_size[m]
-        mat = np.array(members_list, dtype=np.int64)  # (nc, m)
-        nc = len(mat)
-        table = np.array(list(itertools.product(range(L), repeat=m)), dtype=np.int64)  # (K, m)
-        K = len(table)
-        on_host = (table == 0).astype(np.int64)
-        cost = host_a[mat] @ on_host.T  # (nc, K)
-        cur_m = cur[mat]
-        moved = ((cur_m[:, None, :] >= 0) & (table[None, :, :] != cur_m[:, None, :])).sum(-1)
-        cost = cost + mc * moved
-        use = np.zeros((nc, K, n_rows), dtype=np.int64)
-        for r, (k, _) in enumerate(node_rows):
-            use[:, :, r] = coef_a[r][mat] @ (table == k).astype(np.int64).T
-        sel = edge_mov & (e_m == m)
-        es, ed, eg = src[sel], dst[sel], g_arr[sel]
-        row = np.where(is_mov[es], where_row[es], where_row[ed])
-        la = np.where(is_mov[es][:, None], table[:, where_col[es]].T, floc[es][:, None])  # (ne, K)
-        lb = np.where(is_mov[ed][:, None], table[:, where_col[ed]].T, floc[ed][:, None])
-        pcie = np.zeros((nc, K), dtype=np.int64)
-        # Edges sorted by their group's row: per-row sums by reduceat (np.add.at is far slower).
-        order = np.argsort(row, kind="stable")
-        row, la, lb, eg = row[order], la[order], lb[order], eg[order]
-        firsts = np.nonzero(np.diff(row, prepend=-1))[0] if len(row) else np.zeros(0, dtype=np.int64)
-        rows_hit = row[firsts]
-        for r, (k, d) in enumerate(pcie_rows):
-            at_a, at_b = la == k, lb == k
-            up = eg[:, None] * (at_a & ~at_b)
-            down = eg[:, None] * (at_b & ~at_a)
-            contrib = {"up": up, "down": down, "both": up + down}[d]
-            acc = np.zeros((nc, K), dtype=np.int64)
-            if len(firsts):
-                acc[rows_hit] = np.add.reduceat(contrib, firsts, axis=0)
-            use[:, :, n_node_rows + r] = acc
-            pcie += acc  # a "both" row already counts up + down
-        if move_row:
-            use[:, :, n_rows - 1] = moved
-        meets = _meets_slos(p, slo, fixed, mat, table, where_row, where_col, where_m, m)
-        if meets is None:
-            keep = _undominated(cost, pcie, moved, use) if K <= 256 else np.ones((nc, K), dtype=bool)
-        else:  # among the configurations meeting the SLOs only
-            keep = meets if K > 256 else _undominated_within(cost, pcie, moved, use, meets)
-        if not keep.any(1).all():
+        mat = np.array(by_size[m], dtype=np.int64)  # (nc, m)
+        group_of[mat] = len(group_nodes) + np.arange(len(mat))[:, None]
+        group_nodes += list(mat)
+        group_table += [None] * len(mat)
+    e_grp = np.where(is_mov[src], group_of[src], group_of[dst]) if len(edges) else np.zeros(0, np.int64)
+    first = 0
+    for m in sorted(by_size):
+        mat = np.array(by_size[m], dtype=np.int64)
+        built = configs(ctx, mat, (e_grp >= first) & (e_grp < first + len(mat)))
+        if built is None:
             return (
                 None  # a group whose every configuration misses an SLO: infeasible (the plain model says so)
             )
-        parts.append((mat, table, keep, cost, pcie, moved, use))
+        for k in range(len(mat)):
+            group_table[first + k] = built[k].table
+        blocks += built
+        first += len(mat)
+    memo = Memo(ctx=ctx, group_of=group_of, e_grp=e_grp, blocks=blocks, G=G, R=R, Rn=Rn, div=div,
+                cost_shift=cost_shift, pcie_shift=pcie_shift, cap_shifts=cap_shifts, load=load,
+                host_raw=host_raw, host=host, nic=nic, node_rows=[c for _, c in node_rows], g_int=g_int,
+                g_work=g_work, movable=movable, base_budgets=base_budgets, move_cost=move_cost,
+                max_moves=max_moves, edge_pos=edge_pos)  # fmt: skip
+    return assemble(memo, locs, fixed, group_nodes, group_table, budgets, row_names, cost_const, cost_unit,
+                    cost_error, rounded_rows, needs_raw)  # fmt: skip
 
-    starts = [0]
-    cfg, cost_l, pcie_l, moves_l, use_l, current = [], [], [], [], [], []
-    for mat, table, keep, cost, pcie, moved, use in parts:
-        counts = keep.sum(1)
-        ks = np.nonzero(keep)  # row-major: grouped by component
-        cfg.append(ks[1])
-        cost_l.append(cost[ks])
-        pcie_l.append(pcie[ks])
-        moves_l.append(moved[ks])
-        use_l.append(use[ks])
-        # Current configuration's row in the table (mixed radix, first column most significant).
-        cur_m = cur[mat]
-        known = (cur_m >= 0).all(1)
-        radix = L ** np.arange(table.shape[1] - 1, -1, -1)
-        cur_row = np.where(known, (np.maximum(cur_m, 0) * radix).sum(1), -1)
-        base = starts[-1]
-        ends = base + np.cumsum(counts)
-        for c in range(len(mat)):
-            group_nodes.append(mat[c])
-            group_table.append(table)
-            s0 = int(ends[c] - counts[c])
-            hit = -1
-            if cur_row[c] >= 0 and keep[c, cur_row[c]]:
-                hit = s0 + int(keep[c, : cur_row[c]].sum())
-            current.append(hit)
-        starts.extend(ends.tolist())
+
+@dataclass
+class Ctx:
+    """What building a group's configurations reads (kept, updated in place of changes, by reprepare.py)."""
+
+    problem: Problem
+    L: int  # locations
+    host: np.ndarray  # per node: primary cost on the host (working units)
+    mc: int  # per move
+    cur: np.ndarray  # per node: current location index, or -1
+    row_loc: list[int]  # per node row (capacity, resources): its sNIC's location index
+    coef: list[np.ndarray]  # per node row: per node coefficient
+    pcie_rows: list[tuple[int, str]]  # (sNIC location index, "up"|"down"|"both")
+    n_rows: int
+    move_row: bool
+    src: np.ndarray  # per edge with traffic: source node
+    dst: np.ndarray
+    g: np.ndarray  # per edge with traffic: PCIe working units
+    is_mov: np.ndarray
+    floc: np.ndarray  # per node: its location if fixed (else 0)
+    slo: list  # chains with a latency SLO
+    fixed: dict[int, int]
+
+
+@dataclass
+class Block:
+    """One group's configurations (its undominated rows of `table`)."""
+
+    table: np.ndarray  # (L**m, m) location of each member per configuration
+    config: np.ndarray  # kept rows of `table`
+    cost: np.ndarray
+    pcie: np.ndarray
+    moves: np.ndarray
+    use: np.ndarray  # (kept, rows)
+    current: int  # index among the kept ones of the current placement, or -1
+
+
+@dataclass
+class Memo:
+    """prepare's intermediate data, for an incremental update (reprepare.py)."""
+
+    ctx: Ctx
+    group_of: np.ndarray  # per node: its group, -1 if fixed
+    e_grp: np.ndarray  # per edge with traffic: its group, -1 between fixed vertices
+    blocks: list[Block]
+    G: int
+    R: int
+    Rn: int
+    div: int
+    cost_shift: int
+    pcie_shift: int
+    cap_shifts: list[int]
+    load: list[int]  # per node: Gbit/s in + out, units 1/G
+    host_raw: list[int]  # per node: exact host cost, units 1/(R*G)
+    host: list[int]  # per node: host cost in working units (the objective's)
+    nic: list[int]  # per node: exact sNIC units, units 1/(Rn*G)
+    node_rows: list[list[int]]  # per node row: per node coefficient (working units)
+    g_int: list[int]  # per edge with traffic: exact Gbit/s, units 1/G
+    g_work: list[int]  # ... in PCIe working units
+    movable: list[int]
+    base_budgets: list[int]  # per row: before the fixed vertices' share
+    move_cost: Fraction
+    max_moves: int | None
+    edge_pos: list[int]  # per input edge: its index among the edges with traffic, or -1
+    dens: dict | None = None  # denominators behind G, R, Rn, counted (reprepare.py, on its first update)
+
+
+def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
+    """The blocks of the groups `mat` (nc, m) (all of one size m), `esel` the edges (with traffic) of these
+    groups; None when a group has no configuration meeting the SLOs."""
+    p, L, n_nodes = ctx.problem, ctx.L, len(ctx.host)
+    nc, m = mat.shape
+    where_row = np.full(n_nodes, -1, dtype=np.int64)
+    where_col = np.full(n_nodes, -1, dtype=np.int64)
+    where_m = np.full(n_nodes, -1, dtype=np.int64)
+    where_row[mat] = np.arange(nc)[:, None]
+    where_col[mat] = np.arange(m)[None, :]
+    where_m[mat] = m
+    table = _table(L, m)
+    K = len(table)
+    is_mov, floc, src, dst = ctx.is_mov, ctx.floc, ctx.src, ctx.dst
+    on_host = (table == 0).astype(np.int64)
+    cost = ctx.host[mat] @ on_host.T  # (nc, K)
+    cur_m = ctx.cur[mat]
+    moved = ((cur_m[:, None, :] >= 0) & (table[None, :, :] != cur_m[:, None, :])).sum(-1)
+    cost = cost + ctx.mc * moved
+    use = np.zeros((nc, K, ctx.n_rows), dtype=np.int64)
+    for r, k in enumerate(ctx.row_loc):
+        use[:, :, r] = ctx.coef[r][mat] @ (table == k).astype(np.int64).T
+    n_node_rows = len(ctx.row_loc)
+    es, ed, eg = src[esel], dst[esel], ctx.g[esel]
+    row = np.where(is_mov[es], where_row[es], where_row[ed])
+    la = np.where(is_mov[es][:, None], table[:, where_col[es]].T, floc[es][:, None])  # (ne, K)
+    lb = np.where(is_mov[ed][:, None], table[:, where_col[ed]].T, floc[ed][:, None])
+    pcie = np.zeros((nc, K), dtype=np.int64)
+    # Edges sorted by their group's row: per-row sums by reduceat (np.add.at is far slower).
+    order = np.argsort(row, kind="stable")
+    row, la, lb, eg = row[order], la[order], lb[order], eg[order]
+    firsts = np.nonzero(np.diff(row, prepend=-1))[0] if len(row) else np.zeros(0, dtype=np.int64)
+    rows_hit = row[firsts]
+    for r, (k, d) in enumerate(ctx.pcie_rows):
+        at_a, at_b = la == k, lb == k
+        up = eg[:, None] * (at_a & ~at_b)
+        down = eg[:, None] * (at_b & ~at_a)
+        contrib = {"up": up, "down": down, "both": up + down}[d]
+        acc = np.zeros((nc, K), dtype=np.int64)
+        if len(firsts):
+            acc[rows_hit] = np.add.reduceat(contrib, firsts, axis=0)
+        use[:, :, n_node_rows + r] = acc
+        pcie += acc  # a "both" row already counts up + down
+    if ctx.move_row:
+        use[:, :, ctx.n_rows - 1] = moved
+    meets = _meets_slos(p, ctx.slo, ctx.fixed, mat, table, where_row, where_col, where_m, m)
+    if meets is None:
+        keep = _undominated(cost, pcie, moved, use) if K <= 256 else np.ones((nc, K), dtype=bool)
+    else:  # among the configurations meeting the SLOs only
+        keep = meets if K > 256 else _undominated_within(cost, pcie, moved, use, meets)
+    if not keep.any(1).all():
+        return None
+    # Current configuration's row in the table (mixed radix, first column most significant).
+    known = (cur_m >= 0).all(1)
+    radix = L ** np.arange(m - 1, -1, -1)
+    cur_row = np.where(known, (np.maximum(cur_m, 0) * radix).sum(1), -1)
+    # Flattened once (row-major: grouped by group), each block a view of its run.
+    rows, ks = np.nonzero(keep)
+    f_cost, f_pcie, f_moves, f_use = cost[rows, ks], pcie[rows, ks], moved[rows, ks], use[rows, ks]
+    ends = np.cumsum(keep.sum(1)).tolist()
+    rank = np.cumsum(keep, axis=1) - 1  # index among the kept ones
+    at = np.maximum(cur_row, 0)
+    hits = np.where((cur_row >= 0) & keep[np.arange(nc), at], rank[np.arange(nc), at], -1).tolist()
+    out, s0 = [], 0
+    for c, s1 in enumerate(ends):
+        out.append(
+            Block(table, ks[s0:s1], f_cost[s0:s1], f_pcie[s0:s1], f_moves[s0:s1], f_use[s0:s1], hits[c])
+        )
+        s0 = s1
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _table(L: int, m: int) -> np.ndarray:
+    """(L**m, m) every assignment of m members to L locations (first column most significant)."""
+    table = np.array(list(itertools.product(range(L), repeat=m)), dtype=np.int64).reshape(-1, m)
+    table.setflags(write=False)
+    return table
+
+
+def assemble(memo: Memo, locs, fixed, group_nodes, group_table, budgets, row_names, cost_const, cost_unit,
+             cost_error, rounded_rows, needs_raw) -> Groups:  # fmt: skip
+    """Groups from the per-group blocks of `memo`."""
+    blocks = memo.blocks
+    n_rows = memo.ctx.n_rows
+    counts = np.fromiter((len(b.config) for b in blocks), dtype=np.int64, count=len(blocks))
+    start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
     def cat(xs, shape=(0,)):
         return np.concatenate(xs) if xs else np.zeros(shape, dtype=np.int64)
 
+    current = [int(start[g]) + b.current if b.current >= 0 else -1 for g, b in enumerate(blocks)]
     return Groups(
         locations=locs,
         fixed=fixed,
         group_nodes=group_nodes,
         group_table=group_table,
-        start=np.array(starts, dtype=np.int64),
-        config=cat(cfg),
-        cost=cat(cost_l),
-        pcie=cat(pcie_l),
-        moves=cat(moves_l),
-        use=cat(use_l, (0, n_rows)),
+        start=start,
+        config=cat([b.config for b in blocks]),
+        cost=cat([b.cost for b in blocks]),
+        pcie=cat([b.pcie for b in blocks]),
+        moves=cat([b.moves for b in blocks]),
+        use=cat([b.use for b in blocks], (0, n_rows)),
         budget=budgets,
         row_names=row_names,
         cost_const=cost_const,
@@ -399,16 +508,17 @@ def prepare(
         rounded_rows=rounded_rows,
         current=np.array(current, dtype=np.int64),
         exact={
-            "host": host_raw,
-            "host_den": R * G,
-            "nic": nic,
-            "nic_den": Rn * G,
+            "host": memo.host_raw,
+            "host_den": memo.R * memo.G,
+            "nic": memo.nic,
+            "nic_den": memo.Rn * memo.G,
             "needs": needs_raw,
-            "src": src,
-            "dst": dst,
-            "g": np.array(g_int, dtype=object),  # exact, any size
-            "G": G,
+            "src": memo.ctx.src,
+            "dst": memo.ctx.dst,
+            "g": np.array(memo.g_int, dtype=object),  # exact, any size
+            "G": memo.G,
         },  # fmt: skip
+        memo=memo,
     )
 
 

@@ -29,7 +29,11 @@ class Scaled:
 
 
 def _shift_for(values: list[int], budget: int | None, bits: int) -> int:
-    total = sum(abs(v) for v in values) + (abs(budget) if budget is not None else 0)
+    return shift_for_total(sum(abs(v) for v in values) + (abs(budget) if budget is not None else 0), bits)
+
+
+def shift_for_total(total: int, bits: int = WORK_BITS) -> int:
+    """The shift of a row or objective whose |coefficients| (and |budget|) sum to `total`."""
     return max(0, total.bit_length() - bits)
 
 

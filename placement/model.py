@@ -316,8 +316,11 @@ _NODE_OPTIONAL = frozenset({"r_host", "r_nic", "b_host", "b_nic", "instances", "
 _EDGE_KEYS = frozenset({"src", "dst", "gbps"})
 
 
-def parse_problem(data: Any) -> Problem:
-    """Validate the JSON input of docs/placement.md into a Problem; PlacementInputError names the field."""
+def parse_problem(data: Any, offsets: list[int] | None = None) -> Problem:
+    """Validate the JSON input of docs/placement.md into a Problem; PlacementInputError names the field.
+
+    `offsets` (an empty list), if given, receives per node and then per edge the index in the Problem's
+    `inexact` where that element's entries start, and their end (warm.py re-reads one element alone)."""
     _keys("input", data, {"nodes", "edges", "snics"}, {"pcie_model", "chains"})
     inexact: list[tuple[str, float, Fraction, float]] = []  # (field, given, used, relative error)
 
@@ -362,71 +365,95 @@ def parse_problem(data: Any) -> Problem:
     nodes: list[Node] = []
     seen: set[str] = set()
     for i, n in enumerate(data["nodes"]):
-        w = f"nodes[{i}]"
-        _keys(w, n, _NODE_REQUIRED, _NODE_OPTIONAL)
-        nid = n["id"]
-        if not isinstance(nid, str) or not nid:
-            raise PlacementInputError(f"{w}.id: must be a non-empty string")
-        if nid in seen:
-            raise PlacementInputError(f"{w}.id: duplicate id {nid!r}")
-        seen.add(nid)
-        kind = n["kind"]
-        if kind not in KINDS:
-            raise PlacementInputError(f"{w}.kind: {kind!r} is not one of nf, table, vm, port")
-        pinned, location = n.get("pinned"), n.get("location")
-        for key, val in (("pinned", pinned), ("location", location)):
-            if val is not None and (not isinstance(val, str) or val not in locations):
-                raise PlacementInputError(f"{w}.{key}: unknown location {val!r} (known: {sorted(locations)})")
-        if kind == "vm" and pinned not in (None, HOST):
-            raise PlacementInputError(f"{w}.pinned: a VM runs on the host, not {pinned!r}")
-        if kind == "port" and (pinned is None or pinned == HOST):
-            raise PlacementInputError(f"{w}.pinned: a port must name its sNIC")
-        r_host = num(f"{w}.r_host", n.get("r_host", 0))
-        r_nic = num(f"{w}.r_nic", n.get("r_nic", 0))
-        b_host = num(f"{w}.b_host", n.get("b_host", 0))
-        b_nic = num(f"{w}.b_nic", n.get("b_nic", 0))
-        instances = n.get("instances", 1)
-        if isinstance(instances, float) and instances.is_integer():  # 2.0 is the JSON number 2
-            instances = int(instances)
-        if isinstance(instances, bool) or not isinstance(instances, int) or not 1 <= instances <= 1024:
-            raise PlacementInputError(f"{w}.instances: must be an integer 1..1024, got {instances!r}")
-        for key in ("b_host", "b_nic", "instances"):
-            if key in n and kind not in PLACED:
-                raise PlacementInputError(f"{w}.{key}: only an NF or a table has base costs and instances")
-        needs = _amounts(f"{w}.needs", n.get("needs", {}), inexact)
-        if needs and kind not in PLACED:
-            raise PlacementInputError(f"{w}.needs: only an NF or a table uses sNIC resources")
-        for res in needs:
-            if res not in declared:
-                raise PlacementInputError(f"{w}.needs.{res}: no sNIC declares resource {res!r}")
-        if "rules" in n:
-            if kind != "table":
-                raise PlacementInputError(f"{w}.rules: only a table has rules")
-            needs[RULES] = Fraction(_count(f"{w}.rules", n["rules"]))
-        if "through_gbps" in n and kind != "table":
-            raise PlacementInputError(f"{w}.through_gbps: only a table has traffic through it off the edges")
-        lat = _keys(f"{w}.latency_us", n.get("latency_us", {}), set(), {"host", "nic"})
-        if lat and kind not in PLACED:
-            raise PlacementInputError(f"{w}.latency_us: only an NF or a table has a per-location latency")
-        nodes.append(Node(nid, kind, r_host, r_nic, pinned if kind != "vm" else HOST, location, needs,
-                          b_host, b_nic, instances, num(f"{w}.latency_us.host", lat.get("host", 0)),
-                          num(f"{w}.latency_us.nic", lat.get("nic", 0)),
-                          num(f"{w}.through_gbps", n.get("through_gbps", 0))))  # fmt: skip
+        if offsets is not None:
+            offsets.append(len(inexact))
+        nodes.append(parse_node(i, n, locations, declared, inexact, seen))
     if not isinstance(data["edges"], list):
         raise PlacementInputError("edges: expected a list")
     edges: list[Edge] = []
     for i, e in enumerate(data["edges"]):
-        w = f"edges[{i}]"
-        _keys(w, e, _EDGE_KEYS, frozenset())
-        for key in ("src", "dst"):
-            if not isinstance(e[key], str) or e[key] not in seen:
-                raise PlacementInputError(f"{w}.{key}: unknown vertex {e[key]!r}")
-        if e["src"] == e["dst"]:
-            raise PlacementInputError(f"{w}: an edge from {e['src']!r} to itself")
-        edges.append(Edge(e["src"], e["dst"], num(f"{w}.gbps", e["gbps"])))
+        if offsets is not None:
+            offsets.append(len(inexact))
+        edges.append(parse_edge(i, e, seen, inexact))
+    if offsets is not None:
+        offsets.append(len(inexact))
     chains = _chains(data.get("chains", []), seen, num)
     _rule_budgets(snics, nodes)
     return Problem(nodes, edges, snics, pcie_model, inexact=inexact, chains=chains)
+
+
+def parse_node(
+    i: int, n: Any, locations: Set[str], declared: Set[str], inexact: list, seen: set[str] | None = None
+) -> Node:
+    """nodes[i] of the input; its inexact numbers appended to `inexact`; its id added to `seen` (refused
+    when there already; None: not checked)."""
+    w = f"nodes[{i}]"
+
+    def num(where: str, value: Any) -> Fraction:
+        return _exact(where, value, inexact=inexact)
+
+    _keys(w, n, _NODE_REQUIRED, _NODE_OPTIONAL)
+    nid = n["id"]
+    if not isinstance(nid, str) or not nid:
+        raise PlacementInputError(f"{w}.id: must be a non-empty string")
+    if seen is not None:
+        if nid in seen:
+            raise PlacementInputError(f"{w}.id: duplicate id {nid!r}")
+        seen.add(nid)
+    kind = n["kind"]
+    if kind not in KINDS:
+        raise PlacementInputError(f"{w}.kind: {kind!r} is not one of nf, table, vm, port")
+    pinned, location = n.get("pinned"), n.get("location")
+    for key, val in (("pinned", pinned), ("location", location)):
+        if val is not None and (not isinstance(val, str) or val not in locations):
+            raise PlacementInputError(f"{w}.{key}: unknown location {val!r} (known: {sorted(locations)})")
+    if kind == "vm" and pinned not in (None, HOST):
+        raise PlacementInputError(f"{w}.pinned: a VM runs on the host, not {pinned!r}")
+    if kind == "port" and (pinned is None or pinned == HOST):
+        raise PlacementInputError(f"{w}.pinned: a port must name its sNIC")
+    r_host = num(f"{w}.r_host", n.get("r_host", 0))
+    r_nic = num(f"{w}.r_nic", n.get("r_nic", 0))
+    b_host = num(f"{w}.b_host", n.get("b_host", 0))
+    b_nic = num(f"{w}.b_nic", n.get("b_nic", 0))
+    instances = n.get("instances", 1)
+    if isinstance(instances, float) and instances.is_integer():  # 2.0 is the JSON number 2
+        instances = int(instances)
+    if isinstance(instances, bool) or not isinstance(instances, int) or not 1 <= instances <= 1024:
+        raise PlacementInputError(f"{w}.instances: must be an integer 1..1024, got {instances!r}")
+    for key in ("b_host", "b_nic", "instances"):
+        if key in n and kind not in PLACED:
+            raise PlacementInputError(f"{w}.{key}: only an NF or a table has base costs and instances")
+    needs = _amounts(f"{w}.needs", n.get("needs", {}), inexact)
+    if needs and kind not in PLACED:
+        raise PlacementInputError(f"{w}.needs: only an NF or a table uses sNIC resources")
+    for res in needs:
+        if res not in declared:
+            raise PlacementInputError(f"{w}.needs.{res}: no sNIC declares resource {res!r}")
+    if "rules" in n:
+        if kind != "table":
+            raise PlacementInputError(f"{w}.rules: only a table has rules")
+        needs[RULES] = Fraction(_count(f"{w}.rules", n["rules"]))
+    if "through_gbps" in n and kind != "table":
+        raise PlacementInputError(f"{w}.through_gbps: only a table has traffic through it off the edges")
+    lat = _keys(f"{w}.latency_us", n.get("latency_us", {}), set(), {"host", "nic"})
+    if lat and kind not in PLACED:
+        raise PlacementInputError(f"{w}.latency_us: only an NF or a table has a per-location latency")
+    return Node(nid, kind, r_host, r_nic, pinned if kind != "vm" else HOST, location, needs,
+                      b_host, b_nic, instances, num(f"{w}.latency_us.host", lat.get("host", 0)),
+                      num(f"{w}.latency_us.nic", lat.get("nic", 0)),
+                      num(f"{w}.through_gbps", n.get("through_gbps", 0)))  # fmt: skip
+
+
+def parse_edge(i: int, e: Any, known: Set[str], inexact: list) -> Edge:
+    """edges[i] of the input, between vertices of `known`; its inexact numbers appended to `inexact`."""
+    w = f"edges[{i}]"
+    _keys(w, e, _EDGE_KEYS, frozenset())
+    for key in ("src", "dst"):
+        if not isinstance(e[key], str) or e[key] not in known:
+            raise PlacementInputError(f"{w}.{key}: unknown vertex {e[key]!r}")
+    if e["src"] == e["dst"]:
+        raise PlacementInputError(f"{w}: an edge from {e['src']!r} to itself")
+    return Edge(e["src"], e["dst"], _exact(f"{w}.gbps", e["gbps"], inexact=inexact))
 
 
 def _count(where: str, value: Any) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from placement import integers
-from placement.decompose import prepare
+from placement.decompose import Groups, prepare
 from placement.engine import solve_groups
 from placement.evaluate import Evaluation, evaluate, moves
 from placement.model import HOST, PlacementInputError, Problem
@@ -277,7 +277,14 @@ def load_backends() -> None:
     from ortools.sat.python import cp_model  # noqa: F401
 
 
-def solve(problem: Problem, options: Options | None = None, _diagnose: bool = True, **kwargs) -> dict:
+def solve(
+    problem: Problem,
+    options: Options | None = None,
+    _diagnose: bool = True,
+    *,
+    prepared: Groups | None = None,
+    **kwargs,
+) -> dict:
     """Place every vertex; returns the output object of docs/placement.md.
 
     `options` (or keyword arguments of Options): solver, time_limit, max_moves, move_cost, gap_limit,
@@ -301,17 +308,22 @@ def solve(problem: Problem, options: Options | None = None, _diagnose: bool = Tr
     t0 = time.monotonic() if opts.started is None else opts.started
     deadline = t0 + opts.time_limit
     if opts.solver == "cpsat":
-        out = _solve_engine(problem, opts, t0, deadline, _diagnose)
+        out = _solve_engine(problem, opts, t0, deadline, _diagnose, prepared)
         if out is not None:
             return out
     return _solve_model(problem, opts, t0, deadline, _diagnose)
 
 
 def _solve_engine(
-    problem: Problem, opts: Options, t0: float, deadline: float, _diagnose: bool = True
+    problem: Problem,
+    opts: Options,
+    t0: float,
+    deadline: float,
+    _diagnose: bool = True,
+    prepared: Groups | None = None,
 ) -> dict | None:
     """Our engine (decompose.py + engine.py); None when the instance does not decompose into small groups."""
-    gr = prepare(problem, move_cost=Fraction(str(opts.move_cost or 0)), max_moves=opts.max_moves)
+    gr = prepared or prepare(problem, move_cost=move_cost_of(opts), max_moves=opts.max_moves)
     if gr is None:
         return None
     t_engine = time.monotonic()
@@ -331,6 +343,11 @@ def _solve_engine(
     if gr.cost_error or gr.rounded_rows:
         out["rounding"] = {"host_cost_within": float(gr.cost_error), "budgets": gr.rounded_rows}
     return out
+
+
+def move_cost_of(opts: Options) -> Fraction:
+    """The options' move_cost as prepare takes it."""
+    return Fraction(str(opts.move_cost or 0))
 
 
 def _no_placement(problem: Problem, opts: Options, status: str, t0: float, why: bool = True) -> dict:

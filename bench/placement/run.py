@@ -4,14 +4,14 @@ Same seeded instances (placement/families.py) for both, one run, side by side. P
 median and max seconds from the start of parse_problem to the proven host cost (`host_cost_seconds` with
 the limit's clock started before the parse: the answer, before the tie-breaks; an instance not proven
 within the time limit counts as the limit) and how many were proven. Then 1,000
-vertices with three sNICs, and a warm re-placement at 5,000 vertices: every NF's `location` set to the
-first solve's placement, one edge's traffic changed, solved again.
+vertices with three sNICs, and a warm re-placement at 5,000 vertices (`warm`: one edge's traffic
+changed after a settled solve; WarmSolver vs a cold re-solve, side by side).
 
 Last line JSON: {"families": {family: {size: {ours_median_s, ours_max_s, ours_proven, mip_median_s,
 mip_max_s, mip_proven, instances}}}, "three_snics_1000": {...}, "warm_5000": {...}, gap_limit, time_limit}.
 
     ./uno bench placement [--quick] [--families a,b] [--sizes 500,5000] [--seeds N] [--large-seeds N]
-                          [--time-limit S]
+                          [--time-limit S] [--warm-changes N] [--warm-only]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from bench.common import final_json, median, print_machine
 from placement.families import FAMILIES, instance
 from placement.model import parse_problem
 from placement.solver import GAP_LIMIT, solve
+from placement.warm import WarmSolver
 
 
 def _time_to_proof(obj: dict, solver: str, limit: float) -> tuple[float, bool, dict]:
@@ -55,22 +56,50 @@ def _compare(objs: list[dict], limit: float, rows: list, label: str) -> dict:
     return fig
 
 
-def warm(n: int, seed: int, limit: float) -> dict:
-    """Re-placement after one changed edge: cold solve, then every NF at its placed location, one edge's
-    traffic x1.3, solved again (warm) - the time to the proven host cost of that second solve."""
+def warm(n: int, seed: int, limit: float, changes: int = 5) -> dict:
+    """Re-placement after one changed edge, side by side: an instance solved and settled (every NF at its
+    placed location, solved again), then `changes` times one edge's traffic x1.3 and both re-solves on the
+    same instance, in alternating order: cold (`solve(parse_problem(obj))`) and warm (WarmSolver:
+    incremental parse and prepare, from the current placement). Seconds from the start of the parse to
+    the proven host cost; the NFs then move to the warm answer."""
     obj = instance("chains", n, seed)
-    cold_started = time.monotonic()
-    first = solve(parse_problem(obj), time_limit=limit, started=cold_started)
+    ws = WarmSolver(time_limit=limit)
+    first = ws.solve(obj)
     for node in obj["nodes"]:
         if node["kind"] == "nf":
             node["location"] = first["placement"][node["id"]]
-    edge = random.Random(seed).choice(obj["edges"])
-    edge["gbps"] *= 1.3
-    t0 = time.monotonic()
-    out = solve(parse_problem(obj), time_limit=limit, started=t0)
-    return {"cold_s": first.get("host_cost_seconds"), "warm_s": out.get("host_cost_seconds"),
-            "warm_total_s": round(time.monotonic() - t0, 4), "status": out["status"],
-            "tiebreak": out.get("tiebreak"), "moves": len(out.get("moves", []))}  # fmt: skip
+    ws.solve(obj)
+    rng = random.Random(seed)
+    runs = []
+    for k in range(changes):
+        rng.choice(obj["edges"])["gbps"] *= 1.3
+        got = {}
+        for which in ("warm", "cold") if k % 2 == 0 else ("cold", "warm"):
+            t0 = time.monotonic()
+            if which == "warm":
+                out = ws.solve(obj, started=t0)
+            else:
+                out = solve(parse_problem(obj), time_limit=limit, started=t0)
+            got[which] = (out, out.get("host_cost_seconds") or limit, time.monotonic() - t0)
+        (w, w_s, w_total), (c, c_s, _) = got["warm"], got["cold"]
+        runs.append({"warm_s": w_s, "cold_s": c_s, "warm_total_s": round(w_total, 4), "status": w["status"],
+                     "same_host_cost": w.get("host_cost") == c.get("host_cost"), "moves": len(w["moves"]),
+                     **ws.last})  # fmt: skip
+        for node in obj["nodes"]:
+            if node["kind"] == "nf":
+                node["location"] = w["placement"][node["id"]]
+    return {"first_s": first.get("host_cost_seconds"), "runs": runs}
+
+
+def warm_figures(n: int, seeds: int, limit: float, changes: int) -> dict:
+    """Median / max of warm() over seeds, warm vs cold, and the ratio of the medians."""
+    runs = [r for seed in range(seeds) for r in warm(n, seed, limit, changes)["runs"]]
+    w, c = [r["warm_s"] for r in runs], [r["cold_s"] for r in runs]
+    return {"warm_median_s": round(median(w), 4), "warm_max_s": round(max(w), 4),
+            "cold_median_s": round(median(c), 4), "cold_max_s": round(max(c), 4),
+            "cold_over_warm": round(median(c) / median(w), 1), "changes": len(runs),
+            "incremental": sum(r["prepare"] == "incremental" for r in runs),
+            "same_host_cost": sum(r["same_host_cost"] for r in runs), "runs": runs}  # fmt: skip
 
 
 def main() -> int:
@@ -82,8 +111,19 @@ def main() -> int:
     ap.add_argument("--large-seeds", type=int, default=1, help="instances per family at 5,000 and more")
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--out", default="bench/out/placement")
+    ap.add_argument("--warm-changes", type=int, default=5, help="one-edge changes per warm instance")
+    ap.add_argument("--warm-only", action="store_true", help="only the warm re-placement at 5,000")
     args = ap.parse_args()
     print_machine()
+    if args.warm_only:
+        solve(parse_problem(instance("chains", 50, 99)), time_limit=args.time_limit)
+        figures = {
+            "warm_5000": warm_figures(5000, max(args.large_seeds, 2), args.time_limit, args.warm_changes)
+        }
+        for r in figures["warm_5000"]["runs"]:
+            print(r, flush=True)
+        final_json(figures | {"gap_limit": GAP_LIMIT, "time_limit": args.time_limit})
+        return 0
     families = args.families.split(",")
     sizes = [500] if args.quick else [int(x) for x in args.sizes.split(",")]
     seeds = 1 if args.quick else args.seeds
@@ -108,9 +148,7 @@ def main() -> int:
         f = _compare(objs, limit, rows, "three-snics/1000")
         figures["three_snics_1000"] = f
         print(f"three sNICs, 1000 vertices: {f}", flush=True)
-        w = [warm(5000, seed, limit) for seed in range(max(args.large_seeds, 2))]
-        figures["warm_5000"] = {"warm_median_s": median([x["warm_s"] or limit for x in w]),
-                                "warm_max_s": max(x["warm_s"] or limit for x in w), "runs": w}  # fmt: skip
+        figures["warm_5000"] = warm_figures(5000, max(args.large_seeds, 2), limit, args.warm_changes)
         print(f"warm re-placement, 5000 vertices: {figures['warm_5000']}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
