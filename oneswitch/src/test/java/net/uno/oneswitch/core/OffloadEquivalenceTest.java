@@ -203,6 +203,29 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
     assertEquals(Offload.NONE, on(() -> core.planner().offload()));
   }
 
+  /**
+   * TABLE statistics: a packet handed off to the table's switch is looked up there and at the
+   * handoff rule; the merged count is one lookup per virtual table it went through.
+   */
+  @Test
+  void aHandedOffPacketIsCountedOnceInTableStats() throws Exception {
+    start(Carrier.Mode.AUTO, 1);
+    filterPipeline();
+    assertNull(move(0, "snic0"));
+    Frame fr = Frame.l4(0x020000000001L, 0x020000000002L, 0x0a000001, 0x0a000002, 17, 1000, 80);
+    Equivalence.Snapshot s = eq.new Snapshot();
+    s.same(2, fr); // from the VM on the host: handed off to snic0 for table 0
+    assertEquals(1, s.virtual.tableCounts(0)[0]);
+    assertEquals(1, s.virtual.tableCounts(1)[0]);
+    long raw = 0;
+    for (FakeOfTable t : s.physical.values()) {
+      raw += t.tableCounts(1)[0];
+    }
+    assertEquals(2, raw, "the host's handoff rule and snic0's table both look it up");
+    s.sameTableCounters();
+    s.sameCounters();
+  }
+
   @Test
   void aLaterTableOnEachSwitchToo() throws Exception {
     start(Carrier.Mode.AUTO, 1);
