@@ -8,6 +8,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
@@ -71,6 +72,15 @@ public final class TableMoves {
   private final PlanExecutor executor;
   private final ScheduledExecutorService exec;
   private final Path file;
+
+  /**
+   * The offload verdicts of {@link #tables()} per (table, sNIC) as of {@link #verdictsOf}: each is
+   * a trial translation of every rule, so they are kept until the virtual state, its physical form
+   * or the placement changes.
+   */
+  private final Map<String, String> verdicts = new HashMap<>();
+
+  private List<Object> verdictsOf = List.of();
 
   /** {@code file}: where the placement is saved (null: nowhere). */
   TableMoves(
@@ -291,11 +301,28 @@ public final class TableMoves {
     }
     try {
       checkConnected(sw);
-      planner.giveBack(trial(t, sw));
-      return null;
     } catch (PortError e) {
       return e.getMessage();
     }
+    List<Object> version =
+        List.of(vs.changes(), planner.translations().changes(), planner.offload());
+    if (!version.equals(verdictsOf)) {
+      verdicts.clear();
+      verdictsOf = version;
+    }
+    String k = t + "/" + sw;
+    if (verdicts.containsKey(k)) {
+      return verdicts.get(k);
+    }
+    String why;
+    try {
+      planner.giveBack(trial(t, sw));
+      why = null;
+    } catch (PortError e) {
+      why = e.getMessage();
+    }
+    verdicts.put(k, why);
+    return why;
   }
 
   // ------------------------------------------------------------------ persistence

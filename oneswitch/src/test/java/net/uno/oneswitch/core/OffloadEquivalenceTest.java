@@ -546,6 +546,50 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
     assertEquals(before, desired());
   }
 
+  /** The offload verdicts of GET /v1/tables of table 1 (per sNIC) on the core's thread. */
+  private Map<String, String> verdicts() throws Exception {
+    return on(
+        () ->
+            core.tableMoves().tables().stream()
+                .filter(i -> i.table() == 1)
+                .findFirst()
+                .orElseThrow()
+                .offload());
+  }
+
+  /**
+   * GET /v1/tables keeps its trial translations only while nothing changes: a rule that makes a
+   * table unmovable shows at once, and its deletion too.
+   */
+  @Test
+  void tablesVerdictsFollowEveryChange() throws Exception {
+    start(Carrier.Mode.AUTO, 1);
+    filterPipeline();
+    assertNull(verdicts().get("snic0"));
+    assertNull(verdicts().get("snic0"), "cached: the same");
+    assertTrue(
+        eq.flowMod(
+            add(
+                0,
+                40,
+                udpDst(80),
+                List.of(F.instructions().writeActions(List.of(out(3))), gotoT(1)))));
+    String why = verdicts().get("snic0");
+    assertNotNull(why);
+    assertTrue(why.contains("writes an action set"), why);
+    assertNotNull(verdicts().get("snic1"));
+    eq.flowMod(
+        F.buildFlowDeleteStrict()
+            .setTableId(TableId.of(0))
+            .setPriority(40)
+            .setMatch(udpDst(80))
+            .build());
+    assertNull(verdicts().get("snic0"));
+    assertNull(move(1, "snic0"));
+    assertNull(verdicts().get("snic0"), "its own place");
+    assertNull(verdicts().get("snic1"));
+  }
+
   @Test
   void eachRefusalNamesItsReasonAndChangesNothing() throws Exception {
     start(Carrier.Mode.AUTO, 1);
