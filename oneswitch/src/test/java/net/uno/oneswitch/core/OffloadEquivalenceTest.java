@@ -148,8 +148,13 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
 
   /** Moves table {@code t} to {@code loc} on the core's thread; the PortError if refused. */
   private PortError move(int t, String loc) throws Exception {
+    return move(t, loc, null);
+  }
+
+  /** As above, split with {@code hostMin} (null: whole). */
+  private PortError move(int t, String loc, Integer hostMin) throws Exception {
     try {
-      on(() -> core.tableMoves().move(t, loc, 0)).get(20, TimeUnit.SECONDS);
+      on(() -> core.tableMoves().move(t, loc, hostMin, 0)).get(20, TimeUnit.SECONDS);
       return null;
     } catch (PortError e) {
       return e;
@@ -224,6 +229,89 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
     assertEquals(2, raw, "the host's handoff rule and snic0's table both look it up");
     s.sameTableCounters();
     s.sameCounters();
+  }
+
+  /**
+   * Split tables (host_min_priority): the host keeps a table's higher rules for its own packets,
+   * handing them off to the sNIC (which runs the whole table) below them; every frame into every
+   * vport fares as on the virtual switch, counters and table counts equal.
+   */
+  @Test
+  void splitTablesForwardEveryFrameAsTheVirtualSwitch() throws Exception {
+    start(Carrier.Mode.AUTO, 1);
+    filterPipeline();
+    int before = eq.check(frames());
+    assertNull(move(0, "snic0", 25));
+    Map<PhysRule.Key, VirtualRule.Key> own = owners();
+    int high = 0;
+    for (PhysRule p : desired().values()) {
+      if (p.sw().equals("host") && p.table() == 1) {
+        if (own.get(p.key()) != null) {
+          assertTrue(p.priority() >= 25, "a lower rule of table 0 on the host: " + p);
+          high++;
+        } else {
+          assertTrue(p.priority() == 0 || p.priority() == 0xffff, "a handoff in between: " + p);
+        }
+      }
+    }
+    assertEquals(2, high, "the host keeps the rules of priority 30 and 25");
+    assertEquals(before, eq.check(frames()), "the same rules exercised");
+    assertNull(move(1, "snic1", 5));
+    eq.check(frames());
+    assertNull(move(1, "snic0", 10));
+    eq.check(frames());
+    assertTrue(eq.checkInRounds(frames()) >= 1);
+    filterPipeline();
+    eq.check(frames());
+    // GET /v1/tables shows the split.
+    Integer shown =
+        on(
+            () ->
+                core.tableMoves().tables().stream()
+                    .filter(i -> i.table() == 0)
+                    .findFirst()
+                    .orElseThrow()
+                    .hostMinPriority());
+    assertEquals(25, shown);
+    assertNull(move(0, "everywhere"));
+    assertNull(move(1, "everywhere"));
+    eq.check(frames());
+    assertEquals(Offload.NONE, on(() -> core.planner().offload()));
+  }
+
+  /**
+   * Every state of moves into, between and out of split tables forwards as the virtual switch: each
+   * a single step as {@link TableMoves#move} takes them (into or out of a split only from or to the
+   * table whole on its sNIC).
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void everyStateOfAMoveToAndFromASplitForwardsAsTheVirtualSwitch(boolean missAtZero)
+      throws Exception {
+    everyStateOf(
+        missAtZero,
+        List.of(
+            new String[] {"0", "snic0"},
+            new String[] {"0", "snic0@25"},
+            new String[] {"0", "snic0"},
+            new String[] {"0", "snic0@20"},
+            new String[] {"0", "snic0"},
+            new String[] {"0", "snic1"},
+            new String[] {"0", "snic1@25"},
+            new String[] {"0", "snic1"},
+            new String[] {"0", "everywhere"},
+            new String[] {"1", "snic0"},
+            new String[] {"1", "snic0@5"},
+            new String[] {"1", "snic0"},
+            new String[] {"1", "host"},
+            new String[] {"1", "snic1"},
+            new String[] {"1", "snic1@10"},
+            new String[] {"0", "snic0"},
+            new String[] {"0", "snic0@1"},
+            new String[] {"1", "snic1"},
+            new String[] {"1", "everywhere"},
+            new String[] {"0", "snic0"},
+            new String[] {"0", "host"}));
   }
 
   @Test
@@ -301,17 +389,19 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
     for (String[] step : steps) {
       Map<PhysRule.Key, PhysRule> a = desired();
       Map<PhysRule.Key, VirtualRule.Key> oa = owners();
-      assertNull(move(Integer.parseInt(step[0]), step[1]));
+      // "snic0@25": split, the host keeping priorities 25 and up.
+      String[] lp = step[1].split("@");
+      String loc = lp[0];
+      assertNull(
+          move(Integer.parseInt(step[0]), loc, lp.length > 1 ? Integer.valueOf(lp[1]) : null));
       Map<PhysRule.Key, PhysRule> b = desired();
       Map<PhysRule.Key, VirtualRule.Key> ob = owners();
       Map<PhysRule.Key, VirtualRule.Key> owners = new HashMap<>(oa);
       owners.putAll(ob);
       // As TableMoves re-points: the table's new place, then the host.
       List<String> first =
-          step[1].equals("snic0") || step[1].equals("snic1")
-              ? List.of(step[1], "host")
-              : List.of("host");
-      Set<String> takeOver = step[1].equals("everywhere") ? null : Set.of(step[1]);
+          loc.equals("snic0") || loc.equals("snic1") ? List.of(loc, "host") : List.of("host");
+      Set<String> takeOver = loc.equals("everywhere") ? null : Set.of(loc);
       MoveReplay replay =
           new MoveReplay(a, oa, b, ob, first, takeOver, Integer.parseInt(step[0]) + 1);
       for (Map.Entry<String, Map<PhysRule.Key, PhysRule>> st : replay.states().entrySet()) {
