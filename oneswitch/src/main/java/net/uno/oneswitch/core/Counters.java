@@ -1,9 +1,12 @@
 package net.uno.oneswitch.core;
 
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.Function;
 import java.util.function.LongSupplier;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.VirtualRule;
@@ -63,6 +66,43 @@ public final class Counters {
       }
     }
     return sum;
+  }
+
+  /**
+   * The physical tables that hold handoff rules of the table offload (a located table's slot on the
+   * switches it does not run on).
+   */
+  public Set<Integer> handoffTables() {
+    Set<Integer> out = new HashSet<>();
+    planner.translations().handoffs().forEach(p -> out.add(p.table()));
+    return out;
+  }
+
+  /**
+   * Packets the live handoff rules sent on, per physical table, from {@code physCounters} (by
+   * cookie): see {@link TableCounts}.
+   */
+  public Map<Integer, Long> handoffPackets(Map<Long, long[]> physCounters) {
+    return handoffPackets(
+        p -> {
+          PhysicalState.Installed i = planner.physical().flows(p.sw()).get(p.key());
+          return i == null ? null : physCounters.get(i.cookie());
+        });
+  }
+
+  /**
+   * Packets the live handoff rules sent on, per physical table, {@code countersOf} giving each
+   * handoff rule's {packets, bytes} (null: not installed).
+   */
+  Map<Integer, Long> handoffPackets(Function<PhysRule, long[]> countersOf) {
+    Map<Integer, Long> out = new HashMap<>();
+    for (PhysRule p : planner.translations().handoffs()) {
+      long[] c = countersOf.apply(p);
+      if (c != null) {
+        out.merge(p.table(), c[0], Long::sum);
+      }
+    }
+    return out;
   }
 
   /** Rules selected by a flow/aggregate stats request. */

@@ -8,11 +8,14 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import java.util.TreeMap;
@@ -60,6 +63,7 @@ public final class TableMoves {
   public record TableInfo(
       int table,
       String location,
+      Integer hostMinPriority,
       int rules,
       Map<String, Integer> physical,
       Map<String, String> offload) {}
@@ -71,6 +75,15 @@ public final class TableMoves {
   private final PlanExecutor executor;
   private final ScheduledExecutorService exec;
   private final Path file;
+
+  /**
+   * The offload verdicts of {@link #tables()} per (table, sNIC) as of {@link #verdictsOf}: each is
+   * a trial translation of every rule, so they are kept until the virtual state, its physical form
+   * or the placement changes.
+   */
+  private final Map<String, String> verdicts = new HashMap<>();
+
+  private List<Object> verdictsOf = List.of();
 
   /** {@code file}: where the placement is saved (null: nowhere). */
   TableMoves(
@@ -117,15 +130,35 @@ public final class TableMoves {
 
   /** PUT /v1/tables/{t}: moves table {@code t} to {@code loc}, make-before-break. */
   public CompletableFuture<TableMove> move(int t, String loc, long drainMs) throws PortError {
+    return move(t, loc, null, drainMs);
+  }
+
+  /**
+   * PUT /v1/tables/{t}: moves table {@code t} to {@code loc}, split with {@code hostMin} (null:
+   * whole; else the host keeps its rules of priority at least that, {@code loc} an sNIC).
+   */
+  public CompletableFuture<TableMove> move(int t, String loc, Integer hostMin, long drainMs)
+      throws PortError {
     if (t < 0 || t >= vs.tables()) {
       throw PortError.invalid("table", "table must be 0.." + (vs.tables() - 1) + ", got " + t);
     }
     PortRequests.checkDrainMs(drainMs);
     String to = resolve(loc);
+    if (hostMin != null) {
+      if (hostMin < 1 || hostMin > 65535) {
+        throw PortError.invalid(
+            "host_min_priority", "host_min_priority must be 1..65535, got " + hostMin);
+      }
+      if (to.equals(Offload.EVERYWHERE) || to.equals(topo.host())) {
+        throw PortError.invalid(
+            "host_min_priority", "a table is split between the host and an sNIC: location " + loc);
+      }
+    }
     Offload cur = planner.offload();
     String from = cur.location(t);
     int rules = rulesOf(t);
-    if (from.equals(to)) {
+    Integer fromMin = cur.hostMin(t).orElse(null);
+    if (from.equals(to) && Objects.equals(fromMin, hostMin)) {
       return CompletableFuture.completedFuture(
           new TableMove(t, name(from), name(to), rules, 0, null));
     }
@@ -134,7 +167,55 @@ public final class TableMoves {
     }
     long t0 = System.nanoTime();
     ApplyTrace trace = new ApplyTrace();
-    Planner.MapTranslation m = trial(t, to);
+    // A split's host hands its own packets off below the high part it keeps, so the host's other
+    // rules of that table must never come or go beside it (a half installed table): a move into or
+    // out of a split goes through the table whole on its sNIC (its handoffs above everything).
+    List<Object[]> hops = new ArrayList<>(); // {location, host_min_priority or null}
+    if (fromMin != null) {
+      hops.add(new Object[] {from, null});
+    }
+    if (hostMin != null) {
+      hops.add(new Object[] {to, null});
+    }
+    hops.add(new Object[] {to, hostMin});
+    List<Object[]> path = new ArrayList<>();
+    Object[] at = {from, fromMin};
+    for (Object[] h : hops) {
+      if (!Arrays.equals(h, at)) {
+        path.add(h);
+        at = h;
+      }
+    }
+    for (Object[] h : path) { // refused before anything changes
+      planner.giveBack(trial(t, (String) h[0], (Integer) h[1]));
+    }
+    CompletableFuture<TableMove> f = CompletableFuture.completedFuture(null);
+    for (Object[] h : path) {
+      f =
+          f.thenComposeAsync(
+              x -> {
+                try {
+                  return once(t, (String) h[0], (Integer) h[1], drainMs, trace);
+                } catch (PortError e) {
+                  return CompletableFuture.failedFuture(e);
+                }
+              },
+              exec);
+    }
+    return f.thenApply(
+        x -> {
+          double ms = (System.nanoTime() - t0) / 1e6;
+          return new TableMove(t, name(from), name(to), rules, ms, trace);
+        });
+  }
+
+  /** One make-before-break move of table {@code t} to {@code to} (split {@code hostMin}). */
+  private CompletableFuture<TableMove> once(
+      int t, String to, Integer hostMin, long drainMs, ApplyTrace trace) throws PortError {
+    String from = planner.offload().location(t);
+    int rules = rulesOf(t);
+    long t0 = System.nanoTime();
+    Planner.MapTranslation m = trial(t, to, hostMin);
     List<Long> held = planner.holdTags();
     Set<PhysRule.Key> dirty = new LinkedHashSet<>();
     planner.installAll(m, dirty);
@@ -179,9 +260,14 @@ public final class TableMoves {
    * than its {@code max_rules}.
    */
   private Planner.MapTranslation trial(int t, String to) throws PortError {
+    return trial(t, to, null);
+  }
+
+  /** As above, split with {@code hostMin} (null: whole). */
+  private Planner.MapTranslation trial(int t, String to, Integer hostMin) throws PortError {
     Planner.MapTranslation m;
     try {
-      m = planner.translateFor(vs.ports(), List.of(), planner.offload().with(t, to));
+      m = planner.translateFor(vs.ports(), List.of(), planner.offload().with(t, to, hostMin));
     } catch (OfError e) {
       throw PortError.conflict(
           "location", "table " + t + " cannot run on " + name(to) + ": " + e.getMessage());
@@ -279,7 +365,14 @@ public final class TableMoves {
           can.put(sw, couldMove(t, sw));
         }
       }
-      out.add(new TableInfo(t, location(t), e.getValue(), phys.getOrDefault(t, Map.of()), can));
+      out.add(
+          new TableInfo(
+              t,
+              location(t),
+              planner.offload().hostMin(t).orElse(null),
+              e.getValue(),
+              phys.getOrDefault(t, Map.of()),
+              can));
     }
     return out;
   }
@@ -291,11 +384,28 @@ public final class TableMoves {
     }
     try {
       checkConnected(sw);
-      planner.giveBack(trial(t, sw));
-      return null;
     } catch (PortError e) {
       return e.getMessage();
     }
+    List<Object> version =
+        List.of(vs.changes(), planner.translations().changes(), planner.offload());
+    if (!version.equals(verdictsOf)) {
+      verdicts.clear();
+      verdictsOf = version;
+    }
+    String k = t + "/" + sw;
+    if (verdicts.containsKey(k)) {
+      return verdicts.get(k);
+    }
+    String why;
+    try {
+      planner.giveBack(trial(t, sw));
+      why = null;
+    } catch (PortError e) {
+      why = e.getMessage();
+    }
+    verdicts.put(k, why);
+    return why;
   }
 
   // ------------------------------------------------------------------ persistence
@@ -307,6 +417,8 @@ public final class TableMoves {
     ObjectNode root = JSON.createObjectNode();
     ObjectNode locs = root.putObject("tables");
     planner.offload().locations().forEach((t, l) -> locs.put(Integer.toString(t), l));
+    ObjectNode split = root.putObject("host_min_priority");
+    planner.offload().hostMin().forEach((t, p) -> split.put(Integer.toString(t), p));
     try {
       Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
       Files.write(tmp, JSON.writerWithDefaultPrettyPrinter().writeValueAsBytes(root));
@@ -330,6 +442,10 @@ public final class TableMoves {
     if (locs == null || !locs.isObject()) {
       throw new IOException(file + ": \"tables\" must be an object");
     }
+    JsonNode split = root.get("host_min_priority"); // absent in files of before the split
+    if (split != null && !split.isObject()) {
+      throw new IOException(file + ": \"host_min_priority\" must be an object");
+    }
     for (Iterator<Map.Entry<String, JsonNode>> it = locs.fields(); it.hasNext(); ) {
       Map.Entry<String, JsonNode> e = it.next();
       int t;
@@ -339,15 +455,20 @@ public final class TableMoves {
         throw new IOException(file + ": table " + e.getKey() + " is not a number");
       }
       String loc = e.getValue().asText();
+      JsonNode p = split == null ? null : split.get(e.getKey());
+      Integer hostMin = p == null ? null : p.asInt();
       try {
         if (t < 0 || t >= vs.tables() || !topo.switches().contains(loc)) {
           throw PortError.invalid("location", "table " + t + " on " + loc + " is not valid here");
         }
-        Planner.MapTranslation m = trial(t, loc);
+        if (hostMin != null && (hostMin < 1 || hostMin > 65535 || loc.equals(topo.host()))) {
+          throw PortError.invalid("host_min_priority", "split " + hostMin + " is not valid here");
+        }
+        Planner.MapTranslation m = trial(t, loc, hostMin);
         Set<PhysRule.Key> dirty = new LinkedHashSet<>();
         planner.installAll(m, dirty);
         planner.refreshDispatch(dirty);
-        LOG.info("restored table {} on {}", t, loc);
+        LOG.info("restored table {} on {} (host_min_priority {})", t, loc, hostMin);
       } catch (PortError x) {
         LOG.error(
             "saved table placement not restored, table {} runs everywhere: {}", t, x.getMessage());

@@ -51,21 +51,31 @@ final class Translations {
   private Map<Long, Integer> dispatchTags = Map.of();
   private long dispatchGeneration = -1;
 
+  /** How many changes the physical form has had: see {@link #changes()}. */
+  private long changes;
+
   /** {@code tags}: the allocator the translations' tags are given back to. */
   Translations(CarrierTags tags) {
     this.tags = tags;
   }
 
   private void want(PhysRule.Key k, PhysRule p) {
+    changes++;
     if (desired.put(k, p) == null) {
       perSwitch.merge(k.sw(), 1, Integer::sum);
     }
   }
 
   private void unwant(PhysRule.Key k) {
+    changes++;
     if (desired.remove(k) != null) {
       perSwitch.merge(k.sw(), -1, Integer::sum);
     }
+  }
+
+  /** A version of the physical form (equal values: the same desired rules, groups, handoffs). */
+  long changes() {
+    return changes;
   }
 
   /** How many physical rules OneSwitch wants on switch {@code sw}. */
@@ -134,6 +144,7 @@ final class Translations {
    * Virtual group {@code id} now has buckets {@code t} (null: removed), holding tags {@code used}.
    */
   void setGroup(int id, Map<String, List<OFBucket>> t, Set<Long> used) {
+    changes++;
     groupTrans.remove(id);
     Set<Long> oldTags = tagHolders.remove(new GroupHolder(id));
     if (t != null) {
@@ -150,6 +161,7 @@ final class Translations {
    * northbound); the tags of the previous ones are given back after.
    */
   void setHandoffs(Translated t, Set<PhysRule.Key> dirty) {
+    changes++;
     for (PhysRule p : handoffs) {
       unwant(p.key());
       dirty.add(p.key());

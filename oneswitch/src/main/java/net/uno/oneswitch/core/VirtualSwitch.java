@@ -95,6 +95,9 @@ public final class VirtualSwitch {
   public record GroupEdit(VirtualGroup group, VirtualGroup old, List<Integer> deleted) {}
 
   /** {@code tables} virtual tables; frames come in with at most {@code wireVlans} VLAN headers. */
+  /** See {@link #changes()}. */
+  private long changes;
+
   public VirtualSwitch(int tables, int wireVlans) {
     this.nTables = tables;
     this.pushOrder = new VlanPushOrder(wireVlans);
@@ -131,8 +134,17 @@ public final class VirtualSwitch {
     return ports;
   }
 
+  /**
+   * How many changes the rules, groups and port map have had (a version: equal values, the same
+   * virtual state).
+   */
+  public long changes() {
+    return changes;
+  }
+
   public void setPorts(PortMap pm) {
     ports = pm;
+    changes++;
     portsChanged = true;
   }
 
@@ -296,6 +308,7 @@ public final class VirtualSwitch {
    * Every change of {@code rules} goes through here and {@link #removeRule} (the orders' counts).
    */
   private void putRule(VirtualRule r) {
+    changes++;
     VirtualRule old = rules.put(r.key(), r);
     changedRules.put(r.key(), r);
     setOrder.remove(old);
@@ -305,6 +318,7 @@ public final class VirtualSwitch {
   }
 
   private VirtualRule removeRule(VirtualRule.Key k) {
+    changes++;
     VirtualRule old = rules.remove(k);
     if (old != null) {
       changedRules.put(k, old);
@@ -387,6 +401,7 @@ public final class VirtualSwitch {
 
   /** Applies a put (its translation was accepted), added at {@code nowMs} if it is new. */
   public void commitGroup(VirtualGroup g, long nowMs) {
+    changes++;
     if (groups.put(g.groupId(), g) == null) {
       groupCreated.put(g.groupId(), nowMs);
     }
@@ -395,6 +410,7 @@ public final class VirtualSwitch {
 
   /** Removes group {@code id}; false if there was none. */
   public boolean removeGroup(int id) {
+    changes++;
     if (groups.remove(id) == null) {
       return false;
     }

@@ -9,6 +9,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.function.BiFunction;
 import java.util.function.Function;
 import net.uno.oneswitch.core.OneSwitchCore;
+import net.uno.oneswitch.core.TableCounts;
 import net.uno.oneswitch.model.VPort;
 import net.uno.oneswitch.model.VirtualGroup;
 import net.uno.oneswitch.model.VirtualRule;
@@ -276,14 +277,23 @@ final class StatsReplies {
                   })
               .exceptionally(e -> null));
     }
+    // A handed-off packet is looked up in its table twice (the handoff rule, then the table's
+    // switch): the live handoff rules' packets are taken out once.
+    Set<Integer> handoffTables = core.counters().handoffTables();
+    CompletableFuture<Map<Long, long[]>> handoffCounters =
+        handoffTables.isEmpty()
+            ? CompletableFuture.completedFuture(Map.of())
+            : core.counters().physicalCounters(handoffTables);
+    fs.add(handoffCounters.thenAccept(c -> {}));
     return CompletableFuture.allOf(fs.toArray(new CompletableFuture<?>[0]))
         .thenApplyAsync(
             x -> {
+              Map<Integer, Long> twice = core.counters().handoffPackets(handoffCounters.join());
               int[] active = new int[core.virtualTables()];
               core.vswitch().rules().values().forEach(r -> active[r.table()]++);
               List<OFTableStatsEntry> es = new ArrayList<>();
               for (int t = 0; t < core.virtualTables(); t++) {
-                long[] a = phys.getOrDefault(t + 1, new long[2]);
+                long[] a = TableCounts.of(t, phys, twice);
                 es.add(
                     F.buildTableStatsEntry()
                         .setTableId(TableId.of(t))

@@ -164,10 +164,11 @@ public final class RestServer {
     if (path.startsWith("/v1/tables/") && path.split("/").length == 4) {
       only(m, "PUT");
       int t = table(path.split("/")[3]);
-      JsonNode b = body(ex, Set.of("location", "drain_ms"));
+      JsonNode b = body(ex, Set.of("location", "drain_ms", "host_min_priority"));
       String loc = str(b, "location", true);
       long drain = msField(b, "drain_ms", 0, TableMoves.DEFAULT_DRAIN_MS);
-      return tableMove(() -> core.tableMoves().move(t, loc, drain));
+      Integer hostMin = hostMinPriority(b);
+      return tableMove(() -> core.tableMoves().move(t, loc, hostMin, drain));
     }
     if (path.equals("/metrics")) {
       only(m, "GET");
@@ -235,12 +236,26 @@ public final class RestServer {
     }
   }
 
+  /** The optional {@code host_min_priority} of a table move: an integer 1..65535, or null. */
+  private static Integer hostMinPriority(JsonNode b) throws HttpError {
+    JsonNode n = b.get("host_min_priority");
+    if (n == null || n.isNull()) {
+      return null;
+    }
+    if (!n.isIntegralNumber() || n.asLong() < 1 || n.asLong() > 65535) {
+      throw new HttpError(
+          400, "host_min_priority", "host_min_priority must be an integer 1..65535");
+    }
+    return n.asInt();
+  }
+
   private List<Map<String, Object>> tableList() {
     List<Map<String, Object>> out = new ArrayList<>();
     for (TableMoves.TableInfo t : core.tableMoves().tables()) {
       Map<String, Object> m = new LinkedHashMap<>();
       m.put("table", t.table());
       m.put("location", t.location());
+      m.put("host_min_priority", t.hostMinPriority());
       m.put("rules", t.rules());
       m.put("physical", t.physical());
       m.put("offload", t.offload());

@@ -15,7 +15,7 @@ import org.projectfloodlight.openflow.types.OFPort;
  * <p>Handoff tag keys: the virtual in_port in bits 0..31, the table in bits 32..39 and {@link
  * #HANDOFF_BIT}, beside the carrier's own bits (MPLS, rewrite) as for egress tags.
  */
-public record Offload(Map<Integer, String> locations) {
+public record Offload(Map<Integer, String> locations, Map<Integer, Integer> hostMin) {
   /** Whether a table's rules use metadata written before it (computed from the virtual rules). */
   public interface MetaFacts {
     /** True if a rule in a table at or after {@code t} matches metadata. */
@@ -34,8 +34,39 @@ public record Offload(Map<Integer, String> locations) {
   /** Flag bit of a handoff tag key. */
   static final long HANDOFF_BIT = 1L << 61;
 
+  /**
+   * {@code hostMin}: the split tables (README "Table offload", "Split"): table t located on an sNIC
+   * L with {@code hostMin.get(t) = P} keeps its rules of priority at least P on the host too, for
+   * the host's own packets, which the host hands off to L (the whole table) only when they miss
+   * them. Every key of it is located.
+   */
   public Offload {
     locations = Map.copyOf(new TreeMap<>(locations));
+    hostMin = Map.copyOf(new TreeMap<>(hostMin));
+    for (int t : hostMin.keySet()) {
+      if (!locations.containsKey(t)) {
+        throw new IllegalArgumentException("split table " + t + " is not located");
+      }
+    }
+  }
+
+  /** No table split. */
+  public Offload(Map<Integer, String> locations) {
+    this(locations, Map.of());
+  }
+
+  /** The lowest priority of table {@code t}'s rules that the host keeps too; empty if unsplit. */
+  public Optional<Integer> hostMin(int t) {
+    return Optional.ofNullable(hostMin.get(t));
+  }
+
+  /**
+   * True if rule priority {@code priority} of table {@code t} runs on switch {@code host} (the
+   * host) as the high part of a split table.
+   */
+  public boolean hostPart(int t, int priority) {
+    Integer p = hostMin.get(t);
+    return p != null && priority >= p;
   }
 
   /** The switch table {@code t} is located on; empty if it runs everywhere. */
@@ -89,13 +120,26 @@ public record Offload(Map<Integer, String> locations) {
 
   /** This placement with table {@code t} at {@code loc} ({@link #EVERYWHERE} removes it). */
   public Offload with(int t, String loc) {
+    return with(t, loc, null);
+  }
+
+  /**
+   * This placement with table {@code t} at {@code loc}, split with {@code hostMin} (null: not
+   * split).
+   */
+  public Offload with(int t, String loc, Integer hostMin) {
     Map<Integer, String> m = new TreeMap<>(locations);
+    Map<Integer, Integer> h = new TreeMap<>(this.hostMin);
+    h.remove(t);
     if (loc.equals(EVERYWHERE)) {
       m.remove(t);
     } else {
       m.put(t, loc);
+      if (hostMin != null) {
+        h.put(t, hostMin);
+      }
     }
-    return new Offload(m);
+    return new Offload(m, h);
   }
 
   /** The tag key of a handoff of a packet from virtual in_port {@code vin} at table {@code t}. */

@@ -51,6 +51,12 @@ final class OffloadRules {
    */
   static final int PRIO_HANDOFF = 0xffff;
 
+  /**
+   * Priority of a split table's handoff of the host's own packets: below every rule the host keeps
+   * of it (a split's {@code host_min_priority} is at least 1).
+   */
+  static final int PRIO_SPLIT_HANDOFF = 0;
+
   private final Translator t;
   private final Topology topo;
   private final PortMap ports;
@@ -80,7 +86,7 @@ final class OffloadRules {
         return out;
       }
       for (VPort.Loc l : ingress(vport)) {
-        if (off.runsOn(table, l.sw())) {
+        if (off.runsOn(table, l.sw()) || hostPart(r, l.sw())) {
           Match m = MatchUtil.withInPort(r.match(), OFPort.of(l.port()));
           out.add(
               new PhysRule(
@@ -100,6 +106,17 @@ final class OffloadRules {
     }
     if (runs.isEmpty()) {
       t.instructions(r, topo.host(), null); // validation only
+    }
+    if (hostPart(r, topo.host())) {
+      // The host's own packets only: the packets it received by a handoff meet the relaying
+      // handoffs above every rule (and the whole table on L).
+      out.add(
+          new PhysRule(
+              topo.host(),
+              table + 1,
+              r.priority(),
+              r.match(),
+              t.instructions(r, topo.host(), null)));
     }
     List<String> local = t.ingressSwitches();
     for (String sw : runs) {
@@ -256,7 +273,14 @@ final class OffloadRules {
           if (arrived.isPresent() && topo.isPciePort(sw, arrived.get().getPortNumber())) {
             ins = backByInPort(ins, arrived.get().getPortNumber());
           }
-          out.add(new PhysRule(sw, table + 1, PRIO_HANDOFF, m, ins).late());
+          // A split table's host hands its own packets off below its high part (the table's
+          // lower rules are only on L), the packets it relays above everything.
+          boolean local = MatchUtil.inPort(m).isPresent() && !isTunnel(m);
+          int prio =
+              sw.equals(topo.host()) && local && off.hostMin(table).isPresent()
+                  ? PRIO_SPLIT_HANDOFF
+                  : PRIO_HANDOFF;
+          out.add(new PhysRule(sw, table + 1, prio, m, ins).late());
         }
       }
     }
@@ -359,6 +383,11 @@ final class OffloadRules {
     return out;
   }
 
+  /** True if {@code sw} is the host and {@code r} is in the high part of a split table. */
+  private boolean hostPart(VirtualRule r, String sw) {
+    return sw.equals(topo.host()) && off.hostPart(r.table(), r.priority());
+  }
+
   /** True if {@code sw} runs handed-off packets at table {@code table}. */
   private boolean receives(String sw, int table) {
     return off.receivesAt(sw) <= table;
@@ -421,6 +450,11 @@ final class OffloadRules {
 
   static Match inPortMatch(OFPort p) {
     return F.buildMatch().setExact(MatchField.IN_PORT, p).build();
+  }
+
+  private static boolean isTunnel(Match m) {
+    return MatchUtil.oxms(m).stream()
+        .anyMatch(o -> o.getMatchField().id == MatchField.TUNNEL_ID.id);
   }
 
   /** {@code m} plus {@code tunnel_id=code}. */

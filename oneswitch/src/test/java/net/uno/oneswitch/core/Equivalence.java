@@ -142,6 +142,9 @@ final class Equivalence {
     final FakeOfTable virtual;
     final Map<String, FakeOfTable> physical = new LinkedHashMap<>();
 
+    /** Each physical flow by its rule's key. */
+    private final Map<PhysRule.Key, FakeOfTable.Flow> flowOf = new HashMap<>();
+
     Snapshot() throws Exception {
       this(null, null);
     }
@@ -193,9 +196,11 @@ final class Equivalence {
             Map<PhysRule.Key, VirtualRule.Key> own = owners != null ? owners : tr.owners();
             for (PhysRule p : want.values()) {
               VirtualRule.Key owner = own.get(p.key());
-              physical
-                  .get(p.sw())
-                  .addFlow(p.table(), p.priority(), p.match(), p.instructions(), owner);
+              flowOf.put(
+                  p.key(),
+                  physical
+                      .get(p.sw())
+                      .addFlow(p.table(), p.priority(), p.match(), p.instructions(), owner));
             }
             for (Map.Entry<String, Map<Integer, GroupSpec>> e :
                 core.planner().desiredGroups().entrySet()) {
@@ -296,6 +301,40 @@ final class Equivalence {
       return exercised.size();
     }
 
+    /**
+     * Asserts that each virtual table's TABLE statistics (lookups, matches) are what the core
+     * merges from the physical tables' ({@link TableCounts}, the live handoff rules' packets taken
+     * out): each packet counted once per virtual table it went through. For the core's own rules
+     * only (the handoff rules are the core's).
+     */
+    void sameTableCounters() throws Exception {
+      OneSwitchCore core = coreOf.call();
+      Map<Integer, long[]> phys = new HashMap<>();
+      for (FakeOfTable t : physical.values()) {
+        for (int pt = 1; pt <= core.virtualTables(); pt++) {
+          long[] c = t.tableCounts(pt);
+          long[] a = phys.computeIfAbsent(pt, k -> new long[2]);
+          a[0] += c[0];
+          a[1] += c[1];
+        }
+      }
+      Map<Integer, Long> handoff =
+          on.on(
+              () ->
+                  core.counters()
+                      .handoffPackets(
+                          p -> {
+                            FakeOfTable.Flow f = flowOf.get(p.key());
+                            return f == null ? null : new long[] {f.packets(), f.bytes()};
+                          }));
+      for (int t = 0; t < core.virtualTables(); t++) {
+        long[] want = virtual.tableCounts(t);
+        long[] got = TableCounts.of(t, phys, handoff);
+        assertEquals(want[0], got[0], "lookups of table " + t);
+        assertEquals(want[1], got[1], "matches of table " + t);
+      }
+    }
+
     /** The virtual rules the last {@link #sameCounters} saw a packet in. */
     final List<VirtualRule.Key> exercised = new ArrayList<>();
 
@@ -341,7 +380,9 @@ final class Equivalence {
    * many virtual rules saw a packet.
    */
   int check(List<Frame> frames) throws Exception {
-    return sentToAll(frames).sameCounters();
+    Snapshot s = sentToAll(frames);
+    s.sameTableCounters();
+    return s.sameCounters();
   }
 
   /**

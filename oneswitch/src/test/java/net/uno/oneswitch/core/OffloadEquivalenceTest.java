@@ -148,8 +148,13 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
 
   /** Moves table {@code t} to {@code loc} on the core's thread; the PortError if refused. */
   private PortError move(int t, String loc) throws Exception {
+    return move(t, loc, null);
+  }
+
+  /** As above, split with {@code hostMin} (null: whole). */
+  private PortError move(int t, String loc, Integer hostMin) throws Exception {
     try {
-      on(() -> core.tableMoves().move(t, loc, 0)).get(20, TimeUnit.SECONDS);
+      on(() -> core.tableMoves().move(t, loc, hostMin, 0)).get(20, TimeUnit.SECONDS);
       return null;
     } catch (PortError e) {
       return e;
@@ -201,6 +206,112 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
     assertNull(move(0, "everywhere"));
     eq.check(frames());
     assertEquals(Offload.NONE, on(() -> core.planner().offload()));
+  }
+
+  /**
+   * TABLE statistics: a packet handed off to the table's switch is looked up there and at the
+   * handoff rule; the merged count is one lookup per virtual table it went through.
+   */
+  @Test
+  void aHandedOffPacketIsCountedOnceInTableStats() throws Exception {
+    start(Carrier.Mode.AUTO, 1);
+    filterPipeline();
+    assertNull(move(0, "snic0"));
+    Frame fr = Frame.l4(0x020000000001L, 0x020000000002L, 0x0a000001, 0x0a000002, 17, 1000, 80);
+    Equivalence.Snapshot s = eq.new Snapshot();
+    s.same(2, fr); // from the VM on the host: handed off to snic0 for table 0
+    assertEquals(1, s.virtual.tableCounts(0)[0]);
+    assertEquals(1, s.virtual.tableCounts(1)[0]);
+    long raw = 0;
+    for (FakeOfTable t : s.physical.values()) {
+      raw += t.tableCounts(1)[0];
+    }
+    assertEquals(2, raw, "the host's handoff rule and snic0's table both look it up");
+    s.sameTableCounters();
+    s.sameCounters();
+  }
+
+  /**
+   * Split tables (host_min_priority): the host keeps a table's higher rules for its own packets,
+   * handing them off to the sNIC (which runs the whole table) below them; every frame into every
+   * vport fares as on the virtual switch, counters and table counts equal.
+   */
+  @Test
+  void splitTablesForwardEveryFrameAsTheVirtualSwitch() throws Exception {
+    start(Carrier.Mode.AUTO, 1);
+    filterPipeline();
+    int before = eq.check(frames());
+    assertNull(move(0, "snic0", 25));
+    Map<PhysRule.Key, VirtualRule.Key> own = owners();
+    int high = 0;
+    for (PhysRule p : desired().values()) {
+      if (p.sw().equals("host") && p.table() == 1) {
+        if (own.get(p.key()) != null) {
+          assertTrue(p.priority() >= 25, "a lower rule of table 0 on the host: " + p);
+          high++;
+        } else {
+          assertTrue(p.priority() == 0 || p.priority() == 0xffff, "a handoff in between: " + p);
+        }
+      }
+    }
+    assertEquals(2, high, "the host keeps the rules of priority 30 and 25");
+    assertEquals(before, eq.check(frames()), "the same rules exercised");
+    assertNull(move(1, "snic1", 5));
+    eq.check(frames());
+    assertNull(move(1, "snic0", 10));
+    eq.check(frames());
+    assertTrue(eq.checkInRounds(frames()) >= 1);
+    filterPipeline();
+    eq.check(frames());
+    // GET /v1/tables shows the split.
+    Integer shown =
+        on(
+            () ->
+                core.tableMoves().tables().stream()
+                    .filter(i -> i.table() == 0)
+                    .findFirst()
+                    .orElseThrow()
+                    .hostMinPriority());
+    assertEquals(25, shown);
+    assertNull(move(0, "everywhere"));
+    assertNull(move(1, "everywhere"));
+    eq.check(frames());
+    assertEquals(Offload.NONE, on(() -> core.planner().offload()));
+  }
+
+  /**
+   * Every state of moves into, between and out of split tables forwards as the virtual switch: each
+   * a single step as {@link TableMoves#move} takes them (into or out of a split only from or to the
+   * table whole on its sNIC).
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void everyStateOfAMoveToAndFromASplitForwardsAsTheVirtualSwitch(boolean missAtZero)
+      throws Exception {
+    everyStateOf(
+        missAtZero,
+        List.of(
+            new String[] {"0", "snic0"},
+            new String[] {"0", "snic0@25"},
+            new String[] {"0", "snic0"},
+            new String[] {"0", "snic0@20"},
+            new String[] {"0", "snic0"},
+            new String[] {"0", "snic1"},
+            new String[] {"0", "snic1@25"},
+            new String[] {"0", "snic1"},
+            new String[] {"0", "everywhere"},
+            new String[] {"1", "snic0"},
+            new String[] {"1", "snic0@5"},
+            new String[] {"1", "snic0"},
+            new String[] {"1", "host"},
+            new String[] {"1", "snic1"},
+            new String[] {"1", "snic1@10"},
+            new String[] {"0", "snic0"},
+            new String[] {"0", "snic0@1"},
+            new String[] {"1", "snic1"},
+            new String[] {"1", "everywhere"},
+            new String[] {"0", "snic0"},
+            new String[] {"0", "host"}));
   }
 
   @Test
@@ -278,17 +389,19 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
     for (String[] step : steps) {
       Map<PhysRule.Key, PhysRule> a = desired();
       Map<PhysRule.Key, VirtualRule.Key> oa = owners();
-      assertNull(move(Integer.parseInt(step[0]), step[1]));
+      // "snic0@25": split, the host keeping priorities 25 and up.
+      String[] lp = step[1].split("@");
+      String loc = lp[0];
+      assertNull(
+          move(Integer.parseInt(step[0]), loc, lp.length > 1 ? Integer.valueOf(lp[1]) : null));
       Map<PhysRule.Key, PhysRule> b = desired();
       Map<PhysRule.Key, VirtualRule.Key> ob = owners();
       Map<PhysRule.Key, VirtualRule.Key> owners = new HashMap<>(oa);
       owners.putAll(ob);
       // As TableMoves re-points: the table's new place, then the host.
       List<String> first =
-          step[1].equals("snic0") || step[1].equals("snic1")
-              ? List.of(step[1], "host")
-              : List.of("host");
-      Set<String> takeOver = step[1].equals("everywhere") ? null : Set.of(step[1]);
+          loc.equals("snic0") || loc.equals("snic1") ? List.of(loc, "host") : List.of("host");
+      Set<String> takeOver = loc.equals("everywhere") ? null : Set.of(loc);
       MoveReplay replay =
           new MoveReplay(a, oa, b, ob, first, takeOver, Integer.parseInt(step[0]) + 1);
       for (Map.Entry<String, Map<PhysRule.Key, PhysRule>> st : replay.states().entrySet()) {
@@ -521,6 +634,50 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
     assertEquals("location", e.field());
     assertTrue(e.getMessage().contains(why), e.getMessage());
     assertEquals(before, desired());
+  }
+
+  /** The offload verdicts of GET /v1/tables of table 1 (per sNIC) on the core's thread. */
+  private Map<String, String> verdicts() throws Exception {
+    return on(
+        () ->
+            core.tableMoves().tables().stream()
+                .filter(i -> i.table() == 1)
+                .findFirst()
+                .orElseThrow()
+                .offload());
+  }
+
+  /**
+   * GET /v1/tables keeps its trial translations only while nothing changes: a rule that makes a
+   * table unmovable shows at once, and its deletion too.
+   */
+  @Test
+  void tablesVerdictsFollowEveryChange() throws Exception {
+    start(Carrier.Mode.AUTO, 1);
+    filterPipeline();
+    assertNull(verdicts().get("snic0"));
+    assertNull(verdicts().get("snic0"), "cached: the same");
+    assertTrue(
+        eq.flowMod(
+            add(
+                0,
+                40,
+                udpDst(80),
+                List.of(F.instructions().writeActions(List.of(out(3))), gotoT(1)))));
+    String why = verdicts().get("snic0");
+    assertNotNull(why);
+    assertTrue(why.contains("writes an action set"), why);
+    assertNotNull(verdicts().get("snic1"));
+    eq.flowMod(
+        F.buildFlowDeleteStrict()
+            .setTableId(TableId.of(0))
+            .setPriority(40)
+            .setMatch(udpDst(80))
+            .build());
+    assertNull(verdicts().get("snic0"));
+    assertNull(move(1, "snic0"));
+    assertNull(verdicts().get("snic0"), "its own place");
+    assertNull(verdicts().get("snic1"));
   }
 
   @Test

@@ -1,5 +1,6 @@
 package net.uno.oneswitch.it;
 
+import static net.uno.oneswitch.it.Wait.waitFor;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -217,6 +218,48 @@ class TablesRestTest {
     assertEquals("host", json(call("GET", "/v1/tables", null)).get(0).get("location").asText());
     r = call("PUT", "/v1/tables/0", "{\"location\": \"everywhere\"}");
     assertEquals(200, r.statusCode(), r.body());
+
+    // A split: the host keeps the filters (priority 100) above its handoff, snic0 the whole table.
+    assertError(
+        call("PUT", "/v1/tables/0", "{\"location\": \"snic0\", \"host_min_priority\": 0}"),
+        400,
+        "host_min_priority");
+    assertError(
+        call("PUT", "/v1/tables/0", "{\"location\": \"snic0\", \"host_min_priority\": \"x\"}"),
+        400,
+        "host_min_priority");
+    assertError(
+        call("PUT", "/v1/tables/0", "{\"location\": \"host\", \"host_min_priority\": 5}"),
+        400,
+        "host_min_priority");
+    assertError(
+        call("PUT", "/v1/tables/0", "{\"location\": \"everywhere\", \"host_min_priority\": 5}"),
+        400,
+        "host_min_priority");
+    r =
+        call(
+            "PUT",
+            "/v1/tables/0",
+            "{\"location\": \"snic0\", \"host_min_priority\": 100, \"drain_ms\": 0}");
+    assertEquals(200, r.statusCode(), r.body());
+    JsonNode split = json(call("GET", "/v1/tables", null)).get(0);
+    assertEquals("snic0", split.get("location").asText(), split.toString());
+    assertEquals(100, split.get("host_min_priority").asInt(), split.toString());
+    assertTrue(json(call("GET", "/v1/tables", null)).get(1).get("host_min_priority").isNull());
+    waitFor(
+        () ->
+            host.flows.values().stream()
+                .filter(f -> f.getTableId().getValue() == 1)
+                .map(f -> f.getPriority())
+                .collect(java.util.stream.Collectors.toSet())
+                .equals(java.util.Set.of(100, 0)));
+    os.stop();
+    start();
+    split = json(call("GET", "/v1/tables", null)).get(0);
+    assertEquals(100, split.get("host_min_priority").asInt(), "kept across a restart");
+    r = call("PUT", "/v1/tables/0", "{\"location\": \"everywhere\", \"drain_ms\": 0}");
+    assertEquals(200, r.statusCode(), r.body());
+    assertTrue(json(call("GET", "/v1/tables", null)).get(0).get("host_min_priority").isNull());
   }
 
   @Test

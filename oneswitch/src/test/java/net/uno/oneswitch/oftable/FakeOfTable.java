@@ -127,6 +127,9 @@ public final class FakeOfTable {
   private long seq;
   private Tie tie = Tie.THROW;
 
+  /** Per table: {lookups, matches}, as an OpenFlow switch's TABLE statistics count them. */
+  private final Map<Integer, long[]> tableCounts = new HashMap<>();
+
   /**
    * What a lookup does when two matching entries have the same priority (undefined in OpenFlow: a
    * real switch picks one): throw, or let the entry with (or without) an owner win, to check both
@@ -184,6 +187,11 @@ public final class FakeOfTable {
     return List.copyOf(flows);
   }
 
+  /** Table {@code table}'s {lookups, matches} so far (a new array). */
+  public long[] tableCounts(int table) {
+    return tableCounts.getOrDefault(table, new long[2]).clone();
+  }
+
   // ------------------------------------------------------------------ the pipeline
 
   /** What one frame does in the pipeline. */
@@ -206,6 +214,11 @@ public final class FakeOfTable {
     int table = 0;
     while (true) {
       Flow f = lookup(table, fr, run);
+      long[] tc = tableCounts.computeIfAbsent(table, k -> new long[2]);
+      tc[0]++;
+      if (f != null) {
+        tc[1]++;
+      }
       if (f == null) {
         // A table miss ends the pipeline. OpenFlow 1.3 drops the frame there, but OVS still runs
         // the action set written so far (checked with ofproto/trace on OVS 3.1): OVS is the truth.
