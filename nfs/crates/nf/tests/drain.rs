@@ -6,87 +6,22 @@
 
 use flowstore::test_redis::TestRedis;
 use netio::afpacket::{AfPacket, RingConfig};
-use netio::{Batch, Device};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use traffic::gen::{frames, GenConfig};
-use traffic::Marker;
 
 mod common;
-use common::{http, http_get, request, split_response, stats_json, wait_ready, Child, TempDir};
+use common::{
+    burst, http, http_get, json, request, returned, spawn_monitor, split_response, stats_json,
+    TempDir,
+};
 use testnet::Veth;
 
 const BURST: u32 = 300;
 
-fn spawn_monitor(iface: &str, store: &str, sock: &Path, cfg: &Path, extra: &[&str]) -> Child {
-    let c = Child(
-        Command::new(env!("CARGO_BIN_EXE_nf"))
-            .args(["monitor", "--port", iface, "--store", store])
-            .args(["--nf-id", "dmon", "--instance", iface])
-            .args(["--config", cfg.to_str().unwrap()])
-            .args(["--stats", &format!("unix://{}", sock.display())])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_ready(sock, Duration::from_secs(10), "monitor");
-    c
-}
-
-fn json(body: &[u8]) -> serde_json::Value {
-    serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}: {body:?}"))
-}
-
 fn counters(sock: &Path) -> serde_json::Value {
     stats_json(sock)["counters"].clone()
-}
-
-/// Send `n` UDP frames of run `run` (`traffic` markers) as fast as the socket takes them.
-fn burst(tx: &mut AfPacket, run: u32, n: u32) {
-    let gen = GenConfig {
-        run,
-        flows: 1,
-        pkts: n,
-        tcp: false,
-        frame_len: 64,
-        src: "10.9.0.1".parse().unwrap(),
-        dst: "10.9.0.2".parse().unwrap(),
-        src_mac: [2, 0, 0, 0, 0, 1],
-        dst_mac: [2, 0, 0, 0, 0, 2],
-        dst_port: 9,
-    };
-    let mut b = Batch::with_capacity(32);
-    for chunk in frames(&gen).collect::<Vec<_>>().chunks(32) {
-        b.clear();
-        for g in chunk {
-            b.push(&g.frame, 0);
-        }
-        assert_eq!(tx.send(&b, &vec![true; b.len()], 0).unwrap(), b.len());
-    }
-}
-
-/// Frames of `run` that came back within `wait` (stops at `want`).
-fn returned(rx: &mut AfPacket, run: u32, want: usize, wait: Duration) -> usize {
-    let mut got = 0;
-    let mut b = Batch::with_capacity(64);
-    let t0 = Instant::now();
-    while got < want && t0.elapsed() < wait {
-        rx.recv(&mut b, 0).unwrap();
-        got += b
-            .iter()
-            .filter_map(|f| {
-                let p = packet::Parsed::new_checked(f).ok()?;
-                Marker::read(p.payload(f))
-            })
-            .filter(|m| m.run == run)
-            .count();
-    }
-    got
 }
 
 /// The answer says drained, with run `run`'s burst (sent after rx was `rx0`) counted, and every
@@ -100,7 +35,7 @@ fn assert_burst_through(
     let (st, v) = answer;
     assert!(st.contains("200") && v["drained"] == true, "{st} {v}");
     assert!(v["rx"].as_u64().unwrap() >= rx0 + u64::from(BURST), "{v}");
-    let back = returned(rx, run, BURST as usize, Duration::from_secs(5));
+    let back = returned(rx, run, BURST as usize, Duration::from_secs(5)).len();
     let ring = netio::Device::rx_counts(rx);
     assert_eq!(back, BURST as usize, "{v}; the test's own ring: {ring:?}");
 }
@@ -158,7 +93,7 @@ fn case(store: &str, what: &str, veth: (&str, &str), dir: &Path) {
     std::fs::write(&cfg, r#"{"batch_size": 8}"#).unwrap();
     let sock_path: PathBuf = dir.join(format!("{what}.stats"));
     let sock = sock_path.as_path();
-    let nf = spawn_monitor(veth.1, store, sock, &cfg, &[]);
+    let nf = spawn_monitor("dmon", veth.1, store, sock, &cfg, &[]);
     let pid = nf.0.id() as libc::pid_t;
     let mut tx = AfPacket::open(veth.0, RingConfig::for_batch(32)).unwrap();
     let mut rx = AfPacket::open(veth.0, return_ring()).unwrap();
@@ -183,7 +118,7 @@ fn case(store: &str, what: &str, veth: (&str, &str), dir: &Path) {
     // 1. A burst, the request right behind it (quiet 0: only the ring and what is in flight
     // decide). Every frame of the burst is counted, processed and sent by the answer.
     let rx0 = counters(sock)["rx"].as_u64().unwrap();
-    burst(&mut tx, 1, BURST);
+    burst(&mut tx, 1, BURST, 0);
     let answer = drain(sock, "quiet_ms=0&timeout_ms=5000");
     let v = &answer.1;
     assert_eq!(
@@ -200,7 +135,7 @@ fn case(store: &str, what: &str, veth: (&str, &str), dir: &Path) {
     let rx0 = counters(sock)["rx"].as_u64().unwrap();
     // SAFETY: signalling our own child process.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
-    burst(&mut tx, 2, BURST);
+    burst(&mut tx, 2, BURST, 0);
     let asker = drain_sent(sock, "quiet_ms=0&timeout_ms=5000");
     std::thread::sleep(Duration::from_millis(100));
     // SAFETY: as above.
@@ -211,7 +146,7 @@ fn case(store: &str, what: &str, veth: (&str, &str), dir: &Path) {
     let asker = drain_sent(sock, "quiet_ms=300&timeout_ms=5000");
     taken(sock);
     std::thread::sleep(Duration::from_millis(50));
-    burst(&mut tx, 3, 1);
+    burst(&mut tx, 3, 1, 0);
     let (st, v) = asker.join().unwrap();
     assert!(
         st.contains("200") && v["drained"] == true,
@@ -229,7 +164,7 @@ fn case(store: &str, what: &str, veth: (&str, &str), dir: &Path) {
     let asker = drain_sent(sock, "quiet_ms=1000&timeout_ms=400");
     let t0 = Instant::now();
     while !asker.is_finished() && t0.elapsed() < Duration::from_secs(5) {
-        burst(&mut tx, 4, 4);
+        burst(&mut tx, 4, 4, 0);
         std::thread::sleep(Duration::from_millis(20));
     }
     let (st, v) = asker.join().unwrap();
@@ -259,7 +194,7 @@ fn drain_answers_once_what_came_before_it_has_left() {
     // A buffering instance (a move's target) is not drained: its queue waits for its release.
     let cfg = dir.0.join("mon.json");
     let sock = dir.0.join("buf.stats");
-    let _buf = spawn_monitor(&b, "local", &sock, &cfg, &["--buffer", "100"]);
+    let _buf = spawn_monitor("dmon", &b, "local", &sock, &cfg, &["--buffer", "100"]);
     let (st, v) = drain(&sock, "quiet_ms=0");
     assert!(st.contains("409") && v["field"] == "drain", "{st} {v}");
 }

@@ -6,87 +6,18 @@
 
 use flowstore::test_redis::TestRedis;
 use netio::afpacket::{AfPacket, RingConfig};
-use netio::{Batch, Device};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use traffic::gen::{frames, GenConfig};
-use traffic::Marker;
 
 mod common;
-use common::{http, stats_json, wait_ready, Child, TempDir};
+use common::{burst, http, json, returned, spawn_monitor, stats_json, TempDir};
 use testnet::Veth;
 
 const BURST: u32 = 200;
 
-fn spawn_monitor(iface: &str, store: &str, sock: &Path, cfg: &Path) -> Child {
-    let c = Child(
-        Command::new(env!("CARGO_BIN_EXE_nf"))
-            .args(["monitor", "--port", iface, "--store", store])
-            .args(["--nf-id", "hmon", "--instance", iface])
-            .args(["--config", cfg.to_str().unwrap()])
-            .args(["--stats", &format!("unix://{}", sock.display())])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_ready(sock, Duration::from_secs(10), "monitor");
-    c
-}
-
-fn json(body: &[u8]) -> serde_json::Value {
-    serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}: {body:?}"))
-}
-
 fn post(sock: &Path, path: &str) -> (String, serde_json::Value) {
     let (st, body) = http(sock, "POST", path, b"");
     (st, json(&body))
-}
-
-/// Send `n` UDP frames of run `run` (one flow, sequence 0..n).
-fn burst(tx: &mut AfPacket, run: u32, n: u32) {
-    let gen = GenConfig {
-        run,
-        flows: 1,
-        pkts: n,
-        tcp: false,
-        frame_len: 64,
-        src: "10.9.1.1".parse().unwrap(),
-        dst: "10.9.1.2".parse().unwrap(),
-        src_mac: [2, 0, 0, 0, 1, 1],
-        dst_mac: [2, 0, 0, 0, 1, 2],
-        dst_port: 9,
-    };
-    let mut b = Batch::with_capacity(32);
-    for chunk in frames(&gen).collect::<Vec<_>>().chunks(32) {
-        b.clear();
-        for g in chunk {
-            b.push(&g.frame, 0);
-        }
-        assert_eq!(tx.send(&b, &vec![true; b.len()], 0).unwrap(), b.len());
-    }
-}
-
-/// The sequence numbers of run `run`'s frames that came back within `wait`, in arrival order
-/// (stops at `want`).
-fn returned(rx: &mut AfPacket, run: u32, want: usize, wait: Duration) -> Vec<u32> {
-    let mut got = vec![];
-    let mut b = Batch::with_capacity(64);
-    let t0 = Instant::now();
-    while got.len() < want && t0.elapsed() < wait {
-        rx.recv(&mut b, 0).unwrap();
-        got.extend(
-            b.iter()
-                .filter_map(|f| {
-                    let p = packet::Parsed::new_checked(f).ok()?;
-                    Marker::read(p.payload(f))
-                })
-                .filter(|m| m.run == run)
-                .map(|m| m.seq),
-        );
-    }
-    got
 }
 
 fn counter(sock: &Path, k: &str) -> u64 {
@@ -98,7 +29,7 @@ fn case(store: &str, what: &str, veth: (&str, &str), dir: &Path) {
     std::fs::write(&cfg, r#"{"batch_size": 8}"#).unwrap();
     let sock_path = dir.join(format!("{what}.stats"));
     let sock = sock_path.as_path();
-    let _nf = spawn_monitor(veth.1, store, sock, &cfg);
+    let _nf = spawn_monitor("hmon", veth.1, store, sock, &cfg, &[]);
     let mut tx = AfPacket::open(veth.0, RingConfig::for_batch(32)).unwrap();
     let ring = RingConfig {
         block_size: 1 << 12,
@@ -126,7 +57,7 @@ fn case(store: &str, what: &str, veth: (&str, &str), dir: &Path) {
     }
     let (st, v) = post(sock, "/release");
     assert!(st.contains("409"), "{what}: not holding: {st} {v}");
-    burst(&mut tx, 1, BURST);
+    burst(&mut tx, 1, BURST, 1);
     assert_eq!(returned(&mut rx, 1, BURST as usize, wait), all, "{what}");
 
     // Held: nothing leaves, everything is queued; a second hold is refused.
@@ -140,7 +71,7 @@ fn case(store: &str, what: &str, veth: (&str, &str), dir: &Path) {
         st.contains("409") && v["field"] == "hold",
         "{what}: {st} {v}"
     );
-    burst(&mut tx, 2, BURST);
+    burst(&mut tx, 2, BURST, 1);
     let early = returned(&mut rx, 2, 1, Duration::from_millis(300));
     assert!(early.is_empty(), "{what}: sent while held: {early:?}");
     let t0 = Instant::now();
@@ -159,7 +90,7 @@ fn case(store: &str, what: &str, veth: (&str, &str), dir: &Path) {
         "{what}: {st} {v}"
     );
     assert_eq!(returned(&mut rx, 2, BURST as usize, wait), all, "{what}");
-    burst(&mut tx, 3, BURST);
+    burst(&mut tx, 3, BURST, 1);
     assert_eq!(returned(&mut rx, 3, BURST as usize, wait), all, "{what}");
     let c = stats_json(sock)["counters"].clone();
     assert_eq!(

@@ -123,3 +123,87 @@ pub fn wait_ready(at: impl Into<StatsAt>, timeout: Duration, what: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `nf monitor` on `iface` (NF id `nf_id`) with its stats on the unix socket `sock`, `extra`
+/// arguments last; returns once it answers /health.
+pub fn spawn_monitor(
+    nf_id: &str,
+    iface: &str,
+    store: &str,
+    sock: &std::path::Path,
+    cfg: &std::path::Path,
+    extra: &[&str],
+) -> Child {
+    let c = Child(
+        std::process::Command::new(env!("CARGO_BIN_EXE_nf"))
+            .args(["monitor", "--port", iface, "--store", store])
+            .args(["--nf-id", nf_id, "--instance", iface])
+            .args(["--config", cfg.to_str().unwrap()])
+            .args(["--stats", &format!("unix://{}", sock.display())])
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_ready(sock, Duration::from_secs(10), "monitor");
+    c
+}
+
+/// A JSON body, or a panic naming it.
+pub fn json(body: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}: {body:?}"))
+}
+
+/// Send `n` UDP frames of run `run` (`traffic` markers, one flow, sequence 0..n) from 10.9.`net`.1
+/// to 10.9.`net`.2 as fast as the socket takes them.
+pub fn burst(tx: &mut netio::afpacket::AfPacket, run: u32, n: u32, net: u8) {
+    use netio::Device;
+    let gen = traffic::gen::GenConfig {
+        run,
+        flows: 1,
+        pkts: n,
+        tcp: false,
+        frame_len: 64,
+        src: std::net::Ipv4Addr::new(10, 9, net, 1).into(),
+        dst: std::net::Ipv4Addr::new(10, 9, net, 2).into(),
+        src_mac: [2, 0, 0, 0, net, 1],
+        dst_mac: [2, 0, 0, 0, net, 2],
+        dst_port: 9,
+    };
+    let mut b = netio::Batch::with_capacity(32);
+    for chunk in traffic::gen::frames(&gen).collect::<Vec<_>>().chunks(32) {
+        b.clear();
+        for g in chunk {
+            b.push(&g.frame, 0);
+        }
+        assert_eq!(tx.send(&b, &vec![true; b.len()], 0).unwrap(), b.len());
+    }
+}
+
+/// The sequence numbers of run `run`'s frames that came back within `wait`, in arrival order
+/// (stops at `want`).
+pub fn returned(
+    rx: &mut netio::afpacket::AfPacket,
+    run: u32,
+    want: usize,
+    wait: Duration,
+) -> Vec<u32> {
+    use netio::Device;
+    let mut got = vec![];
+    let mut b = netio::Batch::with_capacity(64);
+    let t0 = std::time::Instant::now();
+    while got.len() < want && t0.elapsed() < wait {
+        rx.recv(&mut b, 0).unwrap();
+        got.extend(
+            b.iter()
+                .filter_map(|f| {
+                    let p = packet::Parsed::new_checked(f).ok()?;
+                    traffic::Marker::read(p.payload(f))
+                })
+                .filter(|m| m.run == run)
+                .map(|m| m.seq),
+        );
+    }
+    got
+}
