@@ -134,9 +134,18 @@ class LocalCluster:
             raise DatapathError(
                 f"redis: node {port} did not start: {proc.stderr.strip() or proc.stdout.strip()}"
             )
-        wait_for(
-            lambda: read_pidfile(d / "redis.pid") and tcp_open(port, self.announce), 10, f"redis node {port}"
-        )
+        try:
+            wait_for(
+                lambda: read_pidfile(d / "redis.pid") and tcp_open(port, self.announce),
+                10,
+                f"redis node {port}",
+            )
+        except DatapathError as exc:  # it daemonized, then failed (a port taken meanwhile, ...): say why
+            try:
+                tail = (d / "redis.log").read_text(errors="replace").strip().splitlines()[-2:]
+            except OSError:
+                tail = []
+            raise DatapathError(f"{exc}; its log: {' | '.join(tail) or 'none'}") from None
 
     def _create(self) -> None:
         env = {**os.environ, "REDISCLI_AUTH": self.password_file.read_text().strip()}
