@@ -14,14 +14,6 @@ from domain.errors import StartError
 from host_datapath.snic_agent_client import SnicAgentClient, SnicAgentError
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 class BinaryShipper:
     """The nf binaries one sNIC agent holds, shipped on first use. A binary built for the host's CPU runs on
     an sNIC of another architecture only as its sibling `nf-ARCH` (e.g. `nf-aarch64` beside `nf` in a
@@ -55,14 +47,15 @@ class BinaryShipper:
                 key = (str(path), st.st_size, st.st_mtime_ns)
                 if key in self._names:
                     return self._names[key]
-                digest = _sha256(path)
+                data = path.read_bytes()  # read once: what is hashed is what is shipped
+                digest = hashlib.sha256(data).hexdigest()
                 name = f"sha256-{digest[:32]}"
                 try:
                     have = self.client.nf_version(name)
                 except SnicAgentError as exc:
                     if exc.status != 404:
                         raise
-                    have = self.client.put_nf_version(name, path.read_bytes(), digest)
+                    have = self.client.put_nf_version(name, data, digest)
                 if have.get("sha256") != digest:
                     raise StartError(f"{self.client.snic} holds {name} as other bytes")
             except SnicAgentError as exc:

@@ -24,14 +24,6 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,79}$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _reported_version(binary: Path) -> str:
     """What `binary --version` says; ValidationError when it does not run as an nf binary here."""
     try:
