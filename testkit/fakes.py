@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from domain.errors import PortMapError, ScaleUnsupported, StartError, TableRefused
+from domain.errors import PortMapError, RestartNeeded, ScaleUnsupported, StartError, TableRefused
 from domain.model import Instance, Nf
 from host_datapath.oneswitch_client import TableMove, TableState
 from nf_agent.graph import SnicInfo
@@ -24,6 +24,8 @@ class FakeRuntime:
         self.pids = 1000
         self.store_up: bool | None = True  # what store_reachable answers (None: local state)
         self.silent: set[str] = set()  # sNICs whose agent does not answer
+        self.restart_config: set[str] = set()  # NF ids whose config takes a restart (RestartNeeded)
+        self.configs: dict[str, dict] = {}  # instance id -> the config applied in place
 
     def locations(self):
         return ["host", *self.snics]
@@ -52,6 +54,11 @@ class FakeRuntime:
     def stop_processes(self, inst: Instance) -> None:
         self.running.pop(inst.id, None)
         inst.pid = None
+
+    def reconfigure(self, nf: Nf, inst: Instance) -> None:
+        if nf.id in self.restart_config:
+            raise RestartNeeded(f"{inst.id}: takes a restart")
+        self.configs[inst.id] = dict(nf.config or {})
 
     def alive(self, inst: Instance) -> bool:
         return inst.id in self.running

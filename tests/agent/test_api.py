@@ -341,3 +341,17 @@ def test_nesting_depth_counts_without_recursion():
     for _ in range(50_000):
         deep = [deep]
     assert nesting_depth(deep, 32) == 33
+
+
+def test_patch_config_applies_in_place_and_a_refusal_changes_nothing(env):
+    agent, rt, _, _, c = env
+    assert post(c, "/v1/nfs", {"type": "firewall", "id": "fw"}).status_code == 201
+    inst = agent.state.nfs["fw"].instances[0]
+    cfg = {"rules": [{"action": "deny", "proto": "udp", "dst_port": 53}]}
+    r = c.patch("/v1/nfs/fw", data=json.dumps({"config": cfg}), content_type="application/json")
+    assert r.status_code == 200, r.get_json()
+    assert rt.configs[inst.id] == cfg and agent.state.nfs["fw"].config == cfg
+    bad = {"rules": [{"action": "bogus"}]}  # the NF binary's own check refuses it: 400 naming the field
+    r = c.patch("/v1/nfs/fw", data=json.dumps({"config": bad}), content_type="application/json")
+    assert r.status_code == 400 and r.get_json()["field"].startswith("config.rules[0]")
+    assert rt.configs[inst.id] == cfg and agent.state.nfs["fw"].config == cfg
