@@ -32,8 +32,10 @@ from placement.solver import Options, move_cost_of, solve
 class WarmSolver:
     """A placement solver that keeps the last instance's parse and groups (module doc)."""
 
-    def __init__(self, options: Options | None = None, **kwargs: Any):
+    def __init__(self, options: Options | None = None, *, onto_scale: bool = True, **kwargs: Any):
+        """`onto_scale` False: a value off the kept scale always takes the full path (for A/B runs)."""
         self.options = options or Options(**kwargs)
+        self.onto_scale = onto_scale
         self._parsed = Parsed()
         self._groups: Groups | None = None
         self._lock = threading.Lock()
@@ -57,7 +59,8 @@ class WarmSolver:
                 memo = self._groups.memo if self._groups is not None else None
                 if read.incremental and memo is not None:
                     # a value off the kept scale read onto it when close enough: else the scale changes
-                    read = self._parsed.snap(read, {"G": memo.G, "R": memo.R, "Rn": memo.Rn}) or read
+                    if self.onto_scale:
+                        read = self._parsed.snap(read, {"G": memo.G, "R": memo.R, "Rn": memo.Rn}) or read
                     gr = update(self._groups, read.problem, read.nodes, read.edges, mc, opts.max_moves)
                     how = "incremental"
                 if gr is None:
