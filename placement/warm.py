@@ -12,8 +12,9 @@ touch, and the engine starts from the current placement (each NF's `location`). 
 the scale or the structure, both take the full path; but a changed measured float that the parse's rule
 reads onto a finer grid than the kept scale is read onto the kept scale instead when that is within the
 parse's documented relative error (REL_ERROR_BOUND; `inexact_inputs` reports it): then the answer is
-`solve` on those numbers, which differs from a cold parse's by at most that relative error. `last` says which path the last solve took. The
-time limit's clock starts when `solve` is called (before the parse). Calls are serialised (a lock).
+`solve` on those numbers (each within that relative error of the cold parse's). `last` says which path
+the last solve took. The time limit's clock starts when `solve` is called (before the parse). Calls are
+serialised (a lock).
 """
 
 from __future__ import annotations
