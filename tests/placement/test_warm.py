@@ -306,6 +306,18 @@ def test_round_onto_keeps_within_the_bound_or_refuses():
             assert got[1] <= REL_ERROR_BOUND
 
 
+def as_read(obj: dict, problem) -> dict:
+    """`obj` with every inexactly read top-level number of its nodes and edges written as the exact rational
+    `problem` used (a numeric string): a cold parse of it gives the numbers the warm solver read."""
+    out = copy.deepcopy(obj)
+    for where, _given, used, _err in problem.inexact:
+        part, field = where.split(".", 1)
+        kind, idx = part[:-1].split("[")
+        if "." not in field:
+            out[kind][int(idx)][field] = f"{used.numerator}/{used.denominator}"
+    return out
+
+
 def brute(problem):
     best = None
     for combo in itertools.product(*[problem.allowed(n) for n in problem.nodes]):
@@ -341,6 +353,8 @@ def test_measured_floats_warm_equals_brute_force_on_small(seed):
         assert warm["status"] == "optimal"
         assert warm["host_cost"] == pytest.approx(float(best), rel=1e-12)
         assert warm["host_cost"] == pytest.approx(float(brute(parse_problem(obj))), rel=1e-8)
+        cold = solve(parse_problem(as_read(obj, ws._parsed.problem)), time_limit=20, gap_limit=0)
+        assert cold["host_cost"] == warm["host_cost"]  # a cold solve of the same numbers
         for node in obj["nodes"]:
             if node["kind"] == "nf":
                 node["location"] = warm["placement"][node["id"]]
