@@ -386,6 +386,8 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
             ? List.of(FakeOfTable.Tie.OWNED_WINS, FakeOfTable.Tie.UNOWNED_WINS)
             : List.of(FakeOfTable.Tie.THROW);
     int states = 0;
+    int inFlight = 0;
+    Map<Integer, String> where = new HashMap<>();
     for (String[] step : steps) {
       Map<PhysRule.Key, PhysRule> a = desired();
       Map<PhysRule.Key, VirtualRule.Key> oa = owners();
@@ -425,10 +427,47 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
           states++;
         }
       }
+      // A packet forwarded by a state before the break and handed on into any later one before the
+      // break (the drain covers the break): the old place still runs what it is handed. Not yet
+      // covered (oneswitch/README "A move"): in a move from one sNIC to another, a packet of the
+      // new place's own ports that it handed off before its unhand phase and that the host then
+      // relays back to it (the new place has no copy of the rules for its own ports' packets
+      // coming back by a handoff).
+      String from = where.getOrDefault(Integer.parseInt(step[0]), "everywhere");
+      where.put(Integer.parseInt(step[0]), loc);
+      String notOn = from.startsWith("snic") && loc.startsWith("snic") ? loc : null;
+      List<Map.Entry<String, Map<PhysRule.Key, PhysRule>>> whole = replay.wholeStates();
+      for (int i = 0; i < whole.size(); i++) {
+        for (int j = i + 1; j < whole.size(); j++) {
+          try {
+            eq.checkInFlight(
+                whole.get(i).getValue(),
+                whole.get(j).getValue(),
+                owners,
+                frames,
+                ties.get(0),
+                notOn);
+          } catch (AssertionError | IllegalStateException e) {
+            throw new AssertionError(
+                "table "
+                    + step[0]
+                    + " -> "
+                    + step[1]
+                    + ", in flight from "
+                    + whole.get(i).getKey()
+                    + " into "
+                    + whole.get(j).getKey()
+                    + ": "
+                    + e.getMessage(),
+                e);
+          }
+          inFlight++;
+        }
+      }
       assertEquals(b.keySet(), replay.end().keySet(), "the phases end in the new placement");
     }
     assertTrue(states >= steps.size() * 4 * 6, "states checked: " + states);
-    System.out.println("move states checked: " + states);
+    System.out.println("move states checked: " + states + ", in-flight pairs: " + inFlight);
   }
 
   /**
@@ -506,6 +545,18 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
         states.put(name + " on every switch", after);
         st = after;
       }
+    }
+
+    /** The states before the move and after each phase on every switch, the break left out. */
+    List<Map.Entry<String, Map<PhysRule.Key, PhysRule>>> wholeStates() {
+      List<Map.Entry<String, Map<PhysRule.Key, PhysRule>>> out = new ArrayList<>();
+      for (Map.Entry<String, Map<PhysRule.Key, PhysRule>> e : states.entrySet()) {
+        if (e.getKey().equals("before")
+            || e.getKey().endsWith(" on every switch") && !e.getKey().startsWith("break")) {
+          out.add(e);
+        }
+      }
+      return out;
     }
 
     /** Every state by what it is (the phase, the switches through it). */
