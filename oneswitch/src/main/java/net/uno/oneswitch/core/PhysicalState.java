@@ -512,7 +512,9 @@ public final class PhysicalState {
         .setBufferId(OFBufferId.NO_BUFFER)
         .setOutPort(OFPort.ANY)
         .setOutGroup(OFGroup.ANY)
-        .setFlags(i.owner() == null ? Set.of() : Set.of(OFFlowModFlags.SEND_FLOW_REM))
+        // A handoff rule (late, no owner) reports its final packets too: TABLE statistics.
+        .setFlags(
+            i.owner() == null && !r.isLate() ? Set.of() : Set.of(OFFlowModFlags.SEND_FLOW_REM))
         .build();
   }
 

@@ -731,6 +731,71 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
     assertNull(verdicts().get("snic1"));
   }
 
+  /** {whole trials, single-rule trials} GET /v1/tables ran so far. */
+  private long[] verdictTrials() throws Exception {
+    return on(() -> core.tableMoves().verdictTrials());
+  }
+
+  /**
+   * After a flow-mod GET /v1/tables translates only the rules that changed (not every rule again),
+   * and its verdicts are what a whole trial says: a rule that cannot be carried shows at once, a
+   * rule added beside it keeps it, its deletion re-runs the whole trial; a change of what every
+   * rule depends on (a move) re-runs every verdict.
+   */
+  @Test
+  void tablesVerdictsFollowAFlowModRuleByRule() throws Exception {
+    start(Carrier.Mode.AUTO, 1);
+    filterPipeline();
+    assertNull(verdicts().get("snic0"));
+    long whole = verdictTrials()[0];
+    long rules = verdictTrials()[1];
+    assertTrue(eq.flowMod(add(1, 20, udpDst(81), apply(out(3)))));
+    assertNull(verdicts().get("snic0"));
+    assertNull(verdicts().get("snic1"));
+    assertEquals(whole, verdictTrials()[0], "no whole trial after an added rule");
+    assertTrue(verdictTrials()[1] > rules, "the added rule translated");
+    // A rule before table 1 that writes an action set: table 1 cannot be handed off any more.
+    assertTrue(
+        eq.flowMod(
+            add(
+                0,
+                40,
+                udpDst(80),
+                List.of(F.instructions().writeActions(List.of(out(3))), gotoT(1)))));
+    String why = verdicts().get("snic0");
+    assertNotNull(why);
+    assertTrue(why.contains("writes an action set"), why);
+    assertEquals(whole, verdictTrials()[0], "found by the rule alone");
+    PortError e = move(1, "snic0");
+    assertNotNull(e);
+    assertEquals(why, e.getMessage(), "a move's own trial says the same");
+    assertTrue(eq.flowMod(add(1, 21, udpDst(82), apply(out(3)))));
+    assertEquals(why, verdicts().get("snic0"), "still refused");
+    eq.flowMod(
+        F.buildFlowDeleteStrict()
+            .setTableId(TableId.of(0))
+            .setPriority(40)
+            .setMatch(udpDst(80))
+            .build());
+    assertNull(verdicts().get("snic0"));
+    assertTrue(verdictTrials()[0] > whole, "a deletion where a rule could not be carried");
+    // A rule deleted from a movable verdict: taken off its counts, no whole trial.
+    whole = verdictTrials()[0];
+    eq.flowMod(
+        F.buildFlowDeleteStrict()
+            .setTableId(TableId.of(1))
+            .setPriority(21)
+            .setMatch(udpDst(82))
+            .build());
+    assertNull(verdicts().get("snic0"));
+    assertEquals(whole, verdictTrials()[0]);
+    assertNull(move(0, "snic0"));
+    assertNull(verdicts().get("snic1"));
+    assertTrue(verdictTrials()[0] > whole, "a move re-runs the verdicts");
+    assertNull(move(1, "snic0"), "the verdict said it could");
+    eq.check(frames());
+  }
+
   @Test
   void eachRefusalNamesItsReasonAndChangesNothing() throws Exception {
     start(Carrier.Mode.AUTO, 1);
