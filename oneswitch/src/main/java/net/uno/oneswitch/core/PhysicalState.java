@@ -97,6 +97,14 @@ public final class PhysicalState {
     public int movedTable = -1;
 
     /**
+     * How long a barriered plan waits after each phase that sent something, before the next (a
+     * table move's; 0: not at all). OVS answers a barrier before its revalidators brought the
+     * datapath's cached megaflows up to the new rules, so for a moment the switch still forwards by
+     * the old ones; the phases' order holds only once each phase is in force in the datapath.
+     */
+    public long settleMs;
+
+    /**
      * Dispatch rules in {@link #modify} that stop running handed-off packets here (they took them
      * into this switch's copy of a table, and now send them on). In a table move they go in the
      * break phase, ahead of the deletions: until then this switch keeps its old copies, and a

@@ -92,6 +92,7 @@ final class PhysicalSync {
     p.modifyFirst = modifyFirst;
     p.takeOver = takeOver;
     p.movedTable = movedTable;
+    p.settleMs = movedTable >= 0 ? TableMoves.SETTLE_MS : 0;
     for (PhysicalState.Installed i : p.deleted) {
       if (i.owner() != null && vs.rule(i.owner()) != null) {
         removals.retiring(i.cookie(), i.owner());

@@ -118,11 +118,16 @@ final class PlanExecutor {
     CompletableFuture<Void> f =
         groups
             .thenComposeAsync(x -> phase("make", p.make, makeFresh, trace), exec)
-            .thenComposeAsync(x -> phase("unhand", unhand, unhandFresh, trace), exec);
+            .thenComposeAsync(x -> delay(p.make.isEmpty() ? 0 : p.settleMs), exec)
+            .thenComposeAsync(x -> phase("unhand", unhand, unhandFresh, trace), exec)
+            .thenComposeAsync(x -> delay(unhand.isEmpty() ? 0 : p.settleMs), exec);
     for (int i = 0; i < stages.size(); i++) {
       List<PhysicalState.Op> stage = stages.get(i);
       boolean fresh = modifyFresh && i == stages.size() - 1;
       f = f.thenComposeAsync(x -> phase("modify", stage, fresh, trace), exec);
+      if (i < stages.size() - 1) {
+        f = f.thenComposeAsync(x -> delay(p.settleMs), exec);
+      }
     }
     return f.thenComposeAsync(x -> delay(breaks ? breakDelayMs : 0), exec)
         .thenComposeAsync(x -> phase("break", remove, false, trace), exec);

@@ -52,6 +52,14 @@ public final class TableMoves {
    */
   public static final long DEFAULT_DRAIN_MS = 1000;
 
+  /**
+   * How long a move waits after each of its phases before the next ({@link
+   * PhysicalState.Plan#settleMs}): a loaded host's revalidators took tens of milliseconds to bring
+   * OVS's datapath up to a phase's rules after the barrier, and a frame forwarded by a rule of the
+   * phase before was lost (a VM frame handed to the sNIC bounced back by the sNIC's stale flow).
+   */
+  public static final long SETTLE_MS = 100;
+
   /** The REST name of the host switch's location. */
   public static final String HOST = "host";
 
