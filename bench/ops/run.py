@@ -106,14 +106,14 @@ def udp_spread(tb: Testbed, flows: int = 30, per_flow: int = 200) -> dict:
     return out
 
 
-def reorders_by_step(events: list[dict], starts: list[tuple[int, str]]) -> dict[str, int]:
-    """Pure: the sink's listed reordered packets (`reorder_events`, receive time `at_ns`) counted by the step
-    that last started before each (`starts`: (wall ns, label) in time order; "before" when none had)."""
+def by_step(times_ns: list[int], starts: list[tuple[int, str]]) -> dict[str, int]:
+    """Pure: events at `times_ns` (wall ns) counted by the step that last started before each (`starts`: (wall
+    ns, label) in time order; "before" when none had)."""
     out: dict[str, int] = {}
-    for e in events:
+    for at in times_ns:
         label = "before"
         for t, name in starts:
-            if t <= e["at_ns"]:
+            if t <= at:
                 label = name
         out[label] = out.get(label, 0) + 1
     return out
@@ -122,7 +122,9 @@ def reorders_by_step(events: list[dict], starts: list[tuple[int, str]]) -> dict[
 def _across(tb: Testbed, run: int, flows: int, port: int, steps: int, step) -> dict:
     """Sequenced UDP at 50 Mbit/s (`flows` flows of 1,000-byte frames, VM -> wire) while `step(k)` runs `steps`
     times 1.5 s apart (it returns the step's label); the sink's report, with `reordered_by_step`: the
-    reordered packets it lists, counted by the step during or after which they arrived."""
+    reordered packets it lists, counted by the step during or after which they arrived, and `lost_by_step`:
+    the missing ones it lists, by the step during or after which they were sent (flows round-robin at the
+    paced rate: sequence number s left about s x flows / rate after the generator started)."""
     size = 1000
     pps = 50e6 / 8 / size
     gap_s = 1.5
@@ -132,6 +134,7 @@ def _across(tb: Testbed, run: int, flows: int, port: int, steps: int, step) -> d
         "out", run=run, expect=per_flow * flows, idle_ms=2000, duration_ms=int(secs * 1000) + 60_000
     )
     g = tb.gen("vm", run=run, flows=flows, pkts=per_flow, rate=pps, size=size, dst_port=port)
+    t_gen = time.time_ns()
     time.sleep(1.0)
     starts = []
     for k in range(steps):
@@ -140,7 +143,10 @@ def _across(tb: Testbed, run: int, flows: int, port: int, steps: int, step) -> d
         time.sleep(gap_s)
     report(g, timeout=secs + 120)
     r = report(sink, timeout=secs + 180)
-    r["reordered_by_step"] = reorders_by_step(r.get("reorder_events", []), starts)
+    r["reordered_by_step"] = by_step([e["at_ns"] for e in r.get("reorder_events", [])], starts)
+    r["lost_by_step"] = by_step(
+        [t_gen + int(seq * flows / pps * 1e9) for _, seq in r.get("missing", [])], starts
+    )
     log(f"sink: {r}")
     return r
 
@@ -153,6 +159,7 @@ def _per_10(r: dict, what: str, suffix: str, steps: int) -> dict:
         f"lost_on_{what}{suffix}": round(r.get("lost", 0) * per10, 1),
         f"latency_max_ms_on_{what}{suffix}": round(r.get("latency_us", {}).get("max", 0) / 1000, 1),
         f"reordered_by_step_on_{what}{suffix}": r.get("reordered_by_step", {}),
+        f"lost_by_step_on_{what}{suffix}": r.get("lost_by_step", {}),
     }
 
 

@@ -3,7 +3,7 @@
 use crate::Marker;
 use std::collections::HashMap;
 
-/// How many reordered packets a report lists one by one.
+/// How many reordered (and missing) packets a report lists one by one.
 pub const MAX_EVENTS: usize = 64;
 
 #[derive(Debug, Default)]
@@ -84,6 +84,21 @@ impl SinkStats {
             .map(|f| f.max_seq.map_or(0, |m| m as u64 + 1))
             .sum();
         let expected = expected.unwrap_or(implied);
+        // The first missing packets (flow, seq) below each flow's highest seen: where a loss was.
+        let mut flows: Vec<(&u32, &FlowSeen)> = self.flows.iter().collect();
+        flows.sort_by_key(|(k, _)| **k);
+        let mut missing = Vec::new();
+        'outer: for (flow, f) in flows {
+            for seq in 0..f.max_seq.map_or(0, |m| m + 1) {
+                let (w, b) = ((seq / 64) as usize, seq % 64);
+                if f.seen[w] & (1 << b) == 0 {
+                    if missing.len() == MAX_EVENTS {
+                        break 'outer;
+                    }
+                    missing.push(serde_json::json!([flow, seq]));
+                }
+            }
+        }
         self.latencies_ns.sort_unstable();
         let pct = |q: f64| -> f64 {
             if self.latencies_ns.is_empty() {
@@ -95,7 +110,7 @@ impl SinkStats {
         serde_json::json!({
             "run": self.run, "flows": self.flows.len(), "expected": expected, "received": self.received,
             "lost": expected.saturating_sub(self.received), "duplicates": self.duplicates,
-            "reordered": self.reordered,
+            "reordered": self.reordered, "missing": missing,
             "reorder_events": self.events.iter().map(|&(flow, seq, max, at, lat)| serde_json::json!({
                 "flow": flow, "seq": seq, "after": max, "at_ns": at, "latency_us": lat / 1000,
             })).collect::<Vec<_>>(),
@@ -139,6 +154,7 @@ mod tests {
         assert_eq!(r["reorder_events"][0]["after"], 2);
         assert_eq!(r["reorder_events"][0]["latency_us"], 10);
         assert_eq!(r["lost"], 3);
+        assert_eq!(r["missing"], serde_json::json!([[1, 1], [1, 2]]));
         assert_eq!(r["latency_us"]["p50"], 10.0);
         assert_eq!(r["rx_span_s"], 0.0);
         assert_eq!(s.report(None)["expected"], 3 + 4);
