@@ -120,8 +120,7 @@ final class Dispatch {
       }
       int slot = Translator.tagSlot(e.getKey());
       VPort.Loc v =
-          removedSlotPort(ov.get(), slot)
-              .orElse(ov.get().instances().get(slot % ov.get().k()));
+          removedSlotPort(ov.get(), slot).orElse(ov.get().instances().get(slot % ov.get().k()));
       long key = e.getKey();
       int tag = e.getValue();
       List<OFAction> deliver = Carrier.deliver(key, v.port());
@@ -236,9 +235,9 @@ final class Dispatch {
    * tagged for that slot before the shrink (on the PCIe link, or sent by a datapath still on its
    * cached megaflows of the old select buckets) belongs to a flow whose earlier frames that
    * instance has; delivered to it, it is forwarded before the instance's drain answers, so the
-   * instances that took its flows over (held until then) cannot send the flow's later frames
-   * first. Sent to slot mod k instead, it reached an instance after the flow's later frames
-   * (reordering at every scale-in under load).
+   * instances that took its flows over (held until then) cannot send the flow's later frames first.
+   * Sent to slot mod k instead, it reached an instance after the flow's later frames (reordering at
+   * every scale-in under load).
    */
   private Optional<VPort.Loc> removedSlotPort(VPort vp, int slot) {
     if (slot < vp.k()) {

@@ -222,8 +222,9 @@ class ScaleOutTest {
         with(new Loc("host", 200), new Loc("snic0", 201))
             .withDrains(List.of(new Drain(V, leaving, 5000, false, 2)));
     List<PhysRule> d = t(pm).dispatch(tags.live());
-    // A frame tagged for slot 2 before the shrink belongs to a flow whose earlier frames the leaving
-    // instance has: it goes there, not to slot 2 mod 2 (the host), where it arrived after later ones.
+    // A frame tagged for slot 2 before the shrink belongs to a flow whose earlier frames the
+    // leaving instance has: it goes there, not to slot 2 mod 2 (the host), where it arrived
+    // after later ones.
     assertEquals(
         List.of(F.actions().popVlan(), out(202)),
         actions(tagRule(d, "snic0", 100, tag(2))),
