@@ -117,12 +117,13 @@ class MigrationConfig:
     # needs it for correctness. A type left out gets the plain make-before-break move: no hold (lower
     # latency during the move) but reordering.
     buffer_types: frozenset[str] = frozenset(NF_TYPES)
-    # True: a scale-in of such a type also holds: the staying instances queue every packet from just before
-    # the remap until the leaving ones drained (migration/scale.py), so a moved flow's packets cannot overtake
-    # its last ones inside the leaving instance; the cost is latency for every flow of the NF meanwhile. Off
-    # by default: measured under sequenced UDP (bench/RESULTS.md "ops"), it did not lower the reordering
-    # across scale changes (more than with unheld scale-ins in 4 of 6 runs; cause not found).
-    hold_scale_in: bool = False
+    # A scale-in of such a type also holds: the staying instances queue every packet from just before the
+    # remap until the leaving ones drained (migration/scale.py), so a moved flow's packets cannot overtake
+    # its last ones inside a leaving instance (a CPU-throttled sNIC instance may sit on them for tens of ms);
+    # the cost is latency for every flow of the NF meanwhile. OneSwitch delivers frames still tagged for a
+    # leaving instance's slot to that instance while it drains (before, they went to another instance and
+    # arrived after later frames: why holding did not help at first). False: scale-ins unheld.
+    hold_scale_in: bool = True
 
 
 @dataclass

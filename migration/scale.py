@@ -21,7 +21,7 @@ Steps (each one a `StepEvent`, as in migration/protocol.py):
     resume  - (held) release the new instances: each processes its queue in arrival order, then goes on
               (a refused release maps the vport back to the old instances and stops the new ones)
   scale in (k leaving instances):
-    hold    - (held: `MigrationConfig.hold_scale_in`, off by default, as a held scale-out, and the runtime can
+    hold    - (held: `MigrationConfig.hold_scale_in`, on by default, as a held scale-out, and the runtime can
               tell a running instance to hold) each staying
               instance queues what it receives from now on (`POST /hold`), in arrival order: the flows of the
               leaving instances are about to reach them while their earlier packets may still sit there
@@ -29,7 +29,9 @@ Steps (each one a `StepEvent`, as in migration/protocol.py):
     set     - OneSwitch: the vport spreads over the staying instances only (make-before-break)
     drain   - until each leaving instance answers drained (`POST /drain`, all at once; an instance that
               cannot tell: its rx counter quiet for `quiet_s` and nothing in flight), bounded by
-              `drain_timeout_s`; OneSwitch keeps the leaving ports ingress-only meanwhile
+              `drain_timeout_s`; OneSwitch keeps the leaving ports ingress-only meanwhile, and delivers
+              them the frames still tagged for their slot (on the PCIe link, or sent by a switch datapath
+              still on its cached old buckets), which they forward before they answer drained
     resume  - (held) release the staying instances: each processes its queue in order, then goes on (also
               when the drain timed out, or the set failed: holding longer would only drop)
     stop    - stop the leaving instances' processes

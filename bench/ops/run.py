@@ -17,10 +17,11 @@ packets), the stateful firewall (state in Redis) on the host, chained VM <-> fir
   Side by side in the same run, first: the same with the plain make-before-break move (*_unheld; the target
   does not hold packets until the old instance drained: the default before issue 28).
 - reordered_on_scale: the same stream (32 flows) while the firewall is resized 1 -> 2 -> 3 -> 2 -> 1 -> ...
-  (8 changes, --quick: 4; per 10 changes) with the agent's defaults (scale-outs held, scale-ins not:
+  (8 changes, --quick: 4; per 10 changes) with the agent's defaults (scale-outs and scale-ins held:
   MigrationConfig.hold_scale_in); side by side first: *_unheld, neither held (the new instances process at
-  once, before the old ones flushed the moved flows' packets), and *_held_in, scale-ins held too (the staying
-  instances hold every packet until the leaving ones drained).
+  once, before the old ones flushed the moved flows' packets), and *_out_only, scale-ins not held (the
+  default before: the staying instances process the leaving ones' flows at once, while the leaving ones may
+  still hold their earlier packets).
 - autoscale_out_s: the firewall with autoscale {min 1, max 3, target_util set so the base load is at 0.9 of
   it}; the agent's loop (sample + autoscale every 0.5 s, as `uno agent serve`) under a base load of 30 flows;
   at t0 the offered load triples; autoscale_out_s = t0 -> the first packet counted by a new instance.
@@ -105,9 +106,25 @@ def udp_spread(tb: Testbed, flows: int = 30, per_flow: int = 200) -> dict:
     return out
 
 
+def by_step(times_ns: list[int], starts: list[tuple[int, str]]) -> dict[str, int]:
+    """Pure: events at `times_ns` (wall ns) counted by the step that last started before each (`starts`: (wall
+    ns, label) in time order; "before" when none had)."""
+    out: dict[str, int] = {}
+    for at in times_ns:
+        label = "before"
+        for t, name in starts:
+            if t <= at:
+                label = name
+        out[label] = out.get(label, 0) + 1
+    return out
+
+
 def _across(tb: Testbed, run: int, flows: int, port: int, steps: int, step) -> dict:
     """Sequenced UDP at 50 Mbit/s (`flows` flows of 1,000-byte frames, VM -> wire) while `step(k)` runs `steps`
-    times 1.5 s apart; the sink's report."""
+    times 1.5 s apart (it returns the step's label); the sink's report, with `reordered_by_step`: the
+    reordered packets it lists, counted by the step during or after which they arrived, and `lost_by_step`:
+    the missing ones it lists, by the step during or after which they were sent (flows round-robin at the
+    paced rate: sequence number s left about s x flows / rate after the generator started)."""
     size = 1000
     pps = 50e6 / 8 / size
     gap_s = 1.5
@@ -117,12 +134,19 @@ def _across(tb: Testbed, run: int, flows: int, port: int, steps: int, step) -> d
         "out", run=run, expect=per_flow * flows, idle_ms=2000, duration_ms=int(secs * 1000) + 60_000
     )
     g = tb.gen("vm", run=run, flows=flows, pkts=per_flow, rate=pps, size=size, dst_port=port)
+    t_gen = time.time_ns()
     time.sleep(1.0)
+    starts = []
     for k in range(steps):
-        step(k)
+        t = time.time_ns()  # the sink stamps with the wall clock too
+        starts.append((t, step(k)))
         time.sleep(gap_s)
     report(g, timeout=secs + 120)
     r = report(sink, timeout=secs + 180)
+    r["reordered_by_step"] = by_step([e["at_ns"] for e in r.get("reorder_events", [])], starts)
+    r["lost_by_step"] = by_step(
+        [t_gen + int(seq * flows / pps * 1e9) for _, seq in r.get("missing", [])], starts
+    )
     log(f"sink: {r}")
     return r
 
@@ -134,6 +158,8 @@ def _per_10(r: dict, what: str, suffix: str, steps: int) -> dict:
         f"reordered_on_{what}{suffix}": round(r.get("reordered", 0) * per10, 1),
         f"lost_on_{what}{suffix}": round(r.get("lost", 0) * per10, 1),
         f"latency_max_ms_on_{what}{suffix}": round(r.get("latency_us", {}).get("max", 0) / 1000, 1),
+        f"reordered_by_step_on_{what}{suffix}": r.get("reordered_by_step", {}),
+        f"lost_by_step_on_{what}{suffix}": r.get("lost_by_step", {}),
     }
 
 
@@ -144,11 +170,12 @@ def reorder_on_move(tb: Testbed, moves: int, held: bool = True) -> dict:
     suffix = "" if held else "_unheld"
     tb.agent.moves.buffer_types = MigrationConfig().buffer_types if held else frozenset({"ips"})
 
-    def move(k: int) -> None:
+    def move(k: int) -> str:
         nf = tb.agent.state.nfs["fw"]
         target = "snic0" if nf.location == "host" else "host"
         tb.agent.migrate(nf, target)
         log(f"move {k + 1}/{moves} -> {target}")
+        return f"to_{target}"
 
     flows = 8
     r = _across(tb, 21, flows, 5021, moves, move)
@@ -160,26 +187,28 @@ def reorder_on_move(tb: Testbed, moves: int, held: bool = True) -> dict:
     }
 
 
-SCALE_MODES = ("unheld", "held_in", "default")
+SCALE_MODES = ("unheld", "out_only", "default")
 
 
 def reorder_on_scale(tb: Testbed, changes: int, mode: str = "default") -> dict:
     """Sequenced UDP at 50 Mbit/s (32 flows) across `changes` scale changes 1 -> 2 -> 3 -> 2 -> 1 -> 2 ...;
     reordered and lost per 10 changes. `mode` (SCALE_MODES): "default", the agent's (a scale-out's new
-    instances hold their packets until the old ones flushed; scale-ins as MigrationConfig.hold_scale_in);
-    "held_in", scale-ins held too (the staying instances until the leaving ones drained); "unheld", plain
+    instances hold their packets until the old ones flushed; a scale-in's staying ones until the leaving
+    ones drained: MigrationConfig.hold_scale_in); "out_only", scale-ins not held; "unheld", plain
     make-before-break both ways."""
     suffix = "" if mode == "default" else f"_{mode}"
     tb.agent.moves.buffer_types = MigrationConfig().buffer_types if mode != "unheld" else frozenset()
-    tb.agent.moves.hold_scale_in = {"held_in": True, "unheld": False}.get(
+    tb.agent.moves.hold_scale_in = {"out_only": False, "unheld": False}.get(
         mode, MigrationConfig().hold_scale_in
     )
     counts = [2, 3, 2, 1]
 
-    def change(k: int) -> None:
+    def change(k: int) -> str:
         n = counts[k % len(counts)]
+        before = len(tb.agent.state.nfs["fw"].instances)
         tb.agent.scale("fw", n)
         log(f"scale {k + 1}/{changes} -> {n}")
+        return f"{'out' if n > before else 'in'}_{before}_{n}"
 
     r = _across(tb, 41, 32, 5041, changes, change)
     tb.agent.scale("fw", 1)

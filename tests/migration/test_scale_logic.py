@@ -184,8 +184,9 @@ class HoldInRuntime(HoldingRuntime):
         return {"holding": True, "pending": 0}
 
 
-# Scale-ins held (off by default: MigrationConfig.hold_scale_in).
-HELD_IN = MigrationConfig(hold_scale_in=True)
+# Scale-ins held (the default: MigrationConfig.hold_scale_in).
+HELD_IN = MigrationConfig()
+UNHELD_IN = MigrationConfig(hold_scale_in=False)
 
 
 def held_in_bed(n: int, rt: HoldInRuntime):
@@ -222,7 +223,7 @@ def test_held_scale_in_holds_the_staying_instances_until_the_leaving_ones_draine
     assert sorted(rt.calls[4:]) == [("release", "fw-1"), ("release", "fw-2")]
     assert res.drained is True and res.cleanup_errors == [] and set(rt.running) == {"fw-1", "fw-2"}
     # not held: by the config, or for a type moved unheld
-    for off in (MigrationConfig(), dataclasses.replace(HELD_IN, buffer_types=frozenset({"ips"}))):
+    for off in (UNHELD_IN, dataclasses.replace(HELD_IN, buffer_types=frozenset({"ips"}))):
         rt2 = HoldInRuntime()
         mp2, nf2 = held_in_bed(2, rt2)
         res2 = scale_in(nf2, nf2.instances[:1], nf2.instances[1:], rt2, mp2, off, Clock(0.0))

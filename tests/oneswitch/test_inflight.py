@@ -151,3 +151,36 @@ def test_a_frame_tagged_before_a_remap_reaches_the_draining_old_port(clean):
     buffered, order-preserving move reordered a few packets under load that way."""
     with moved_next_to_its_sender(clean, drain_ms=60_000) as (sws, tag):
         untagged(inject_at(sws["host"], nm.HOST_PCIE_OFPORT_BASE, frame(tag), clean.nf(0)))  # the old port
+
+
+def slot_tag(sw, port: int) -> int:
+    """The flow-id tag that switch `sw` delivers from its PCIe side to its port `port` (table 0: the tag of the
+    instance slot `port` serves)."""
+    for f in sw.driver.flow_stats():
+        if f.table == 0 and re.search(rf"pop_vlan,output:{port}$", f.actions):
+            m = re.search(r"dl_vlan=(\d+)", f.match)
+            if m:
+                return int(m.group(1))
+    raise AssertionError(f"no tag delivered to port {port}")
+
+
+def test_a_frame_tagged_for_a_removed_instance_reaches_it_while_it_drains(clean):
+    """A shrink: vport 200 over the host's port and snic0's spare port, then over the host's port alone, the
+    spare draining. A frame tagged for the removed slot before the shrink (on the link, or sent by a datapath
+    still on its cached old select buckets) reaches snic0 from the link: it goes to the leaving instance,
+    which forwards it before its drain answers. Sent on to slot mod k (the host's instance, the staying one)
+    it arrived there after its flow's later frames: the held scale-ins of `uno bench ops --part scale`
+    reordered at every scale-in that way."""
+    c = clean.client
+    sws = clean.host.switches()
+    try:
+        # the host's VM (vport 100) sends to vport 200: the host's select group tags slot 1 toward snic0
+        assert ofctl(clean, "add-flow", f"in_port=100,actions=output:{NF_HOST}").returncode == 0
+        c.set_instances(NF_HOST, [("host", nm.NF_PORT_BASE), ("snic0", SPARE_SNIC_OFPORT)])
+        tag = slot_tag(sws["snic0"], SPARE_SNIC_OFPORT)
+        c.set_instances(NF_HOST, [("host", nm.NF_PORT_BASE)], drain_ms=3000)
+        # within the removed tag's linger (PortChanges.LINGER_MS): its rules are still there
+        untagged(inject_at(sws["snic0"], nm.SNIC_PCIE_OFPORT, frame(tag), clean.nf(2)))  # the leaving port
+    finally:
+        for s in sws.values():
+            s.close()

@@ -3,6 +3,9 @@
 use crate::Marker;
 use std::collections::HashMap;
 
+/// How many reordered (and missing) packets a report lists one by one.
+pub const MAX_EVENTS: usize = 64;
+
 #[derive(Debug, Default)]
 struct FlowSeen {
     seen: Vec<u64>,
@@ -17,6 +20,9 @@ pub struct SinkStats {
     received: u64,
     duplicates: u64,
     reordered: u64,
+    /// The first [`MAX_EVENTS`] reordered packets: (flow, seq, the flow's highest seq before it,
+    /// receive time, one-way latency), so a report says which flows and when.
+    events: Vec<(u32, u32, u32, u64, u64)>,
     latencies_ns: Vec<u64>,
     /// Receive times of the first and the last counted marker (the delivered rate's window).
     first_ns: Option<u64>,
@@ -51,7 +57,13 @@ impl SinkStats {
         f.seen[w] |= 1 << b;
         self.received += 1;
         match f.max_seq {
-            Some(mx) if m.seq < mx => self.reordered += 1,
+            Some(mx) if m.seq < mx => {
+                self.reordered += 1;
+                if self.events.len() < MAX_EVENTS {
+                    let lat = now_ns.saturating_sub(m.ts_ns);
+                    self.events.push((m.flow, m.seq, mx, now_ns, lat));
+                }
+            }
             _ => f.max_seq = Some(m.seq),
         }
         self.latencies_ns.push(now_ns.saturating_sub(m.ts_ns));
@@ -72,6 +84,21 @@ impl SinkStats {
             .map(|f| f.max_seq.map_or(0, |m| m as u64 + 1))
             .sum();
         let expected = expected.unwrap_or(implied);
+        // The first missing packets (flow, seq) below each flow's highest seen: where a loss was.
+        let mut flows: Vec<(&u32, &FlowSeen)> = self.flows.iter().collect();
+        flows.sort_by_key(|(k, _)| **k);
+        let mut missing = Vec::new();
+        'outer: for (flow, f) in flows {
+            for seq in 0..f.max_seq.map_or(0, |m| m + 1) {
+                let (w, b) = ((seq / 64) as usize, seq % 64);
+                if f.seen[w] & (1 << b) == 0 {
+                    if missing.len() == MAX_EVENTS {
+                        break 'outer;
+                    }
+                    missing.push(serde_json::json!([flow, seq]));
+                }
+            }
+        }
         self.latencies_ns.sort_unstable();
         let pct = |q: f64| -> f64 {
             if self.latencies_ns.is_empty() {
@@ -83,7 +110,10 @@ impl SinkStats {
         serde_json::json!({
             "run": self.run, "flows": self.flows.len(), "expected": expected, "received": self.received,
             "lost": expected.saturating_sub(self.received), "duplicates": self.duplicates,
-            "reordered": self.reordered,
+            "reordered": self.reordered, "missing": missing,
+            "reorder_events": self.events.iter().map(|&(flow, seq, max, at, lat)| serde_json::json!({
+                "flow": flow, "seq": seq, "after": max, "at_ns": at, "latency_us": lat / 1000,
+            })).collect::<Vec<_>>(),
             "rx_span_s": self.first_ns.map_or(0.0, |f| self.last_ns.saturating_sub(f) as f64 / 1e9),
             "latency_us": {"p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "max": pct(1.0)},
         })
@@ -119,7 +149,12 @@ mod tests {
         assert_eq!(r["received"], 5);
         assert_eq!(r["duplicates"], 1);
         assert_eq!(r["reordered"], 1);
+        assert_eq!(r["reorder_events"][0]["flow"], 0);
+        assert_eq!(r["reorder_events"][0]["seq"], 1);
+        assert_eq!(r["reorder_events"][0]["after"], 2);
+        assert_eq!(r["reorder_events"][0]["latency_us"], 10);
         assert_eq!(r["lost"], 3);
+        assert_eq!(r["missing"], serde_json::json!([[1, 1], [1, 2]]));
         assert_eq!(r["latency_us"]["p50"], 10.0);
         assert_eq!(r["rx_span_s"], 0.0);
         assert_eq!(s.report(None)["expected"], 3 + 4);

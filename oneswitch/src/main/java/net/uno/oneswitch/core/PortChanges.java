@@ -258,7 +258,7 @@ public final class PortChanges {
     List<Drain> d = new ArrayList<>();
     for (VPort.Loc l : cur.instances()) {
       if (!n.instances().contains(l) && executor.down(l.sw()).isEmpty()) {
-        d.add(new Drain(cur.vport(), l, until));
+        d.add(new Drain(cur.vport(), l, until, false, cur.instances().indexOf(l)));
       }
     }
     return d.isEmpty() ? next : next.withDrains(d);

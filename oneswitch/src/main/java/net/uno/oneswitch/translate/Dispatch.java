@@ -107,7 +107,8 @@ final class Dispatch {
     // deletes them while the tag is live.
     OFAction back = F.actions().output(OFPort.IN_PORT, 0xffff);
     // Each instance of a scaled-out vport has its own tag (slot); a slot beyond the current
-    // instances (kept live a moment after a shrink, for frames in flight) goes to slot mod k.
+    // instances (kept live a moment after a shrink, for frames in flight) goes to the port that
+    // held it while that one drains (removedSlotPort), else to slot mod k.
     for (Map.Entry<Long, Integer> e : liveTags.entrySet()) {
       if (Offload.isHandoff(e.getKey())) {
         handoff(e.getKey(), e.getValue(), out);
@@ -117,7 +118,9 @@ final class Dispatch {
       if (ov.isEmpty()) {
         continue;
       }
-      VPort.Loc v = ov.get().instances().get(Translator.tagSlot(e.getKey()) % ov.get().k());
+      int slot = Translator.tagSlot(e.getKey());
+      VPort.Loc v =
+          removedSlotPort(ov.get(), slot).orElse(ov.get().instances().get(slot % ov.get().k()));
       long key = e.getKey();
       int tag = e.getValue();
       List<OFAction> deliver = Carrier.deliver(key, v.port());
@@ -224,6 +227,26 @@ final class Dispatch {
             .map(Drain::loc)
             .toList();
     return left.size() == 1 ? Optional.of(left.get(0)) : Optional.empty();
+  }
+
+  /**
+   * The leaving port that held slot {@code slot} of scaled-out vport {@code vp} when a shrink took
+   * it out and that still drains (empty for a slot the vport still has, or when none does). A frame
+   * tagged for that slot before the shrink (on the PCIe link, or sent by a datapath still on its
+   * cached megaflows of the old select buckets) belongs to a flow whose earlier frames that
+   * instance has; delivered to it, it is forwarded before the instance's drain answers, so the
+   * instances that took its flows over (held until then) cannot send the flow's later frames first.
+   * Sent to slot mod k instead, it reached an instance after the flow's later frames (reordering at
+   * every scale-in under load).
+   */
+  private Optional<VPort.Loc> removedSlotPort(VPort vp, int slot) {
+    if (slot < vp.k()) {
+      return Optional.empty();
+    }
+    return ports.drainsOf(vp.vport()).stream()
+        .filter(d -> !d.prepared() && d.slot() == slot)
+        .map(Drain::loc)
+        .findFirst();
   }
 
   /** Delivery to the left port {@code left} when it is on switch {@code sw} (see leftPort). */

@@ -13,6 +13,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import net.uno.oneswitch.model.Drain;
 import net.uno.oneswitch.model.PhysRule;
 import net.uno.oneswitch.model.PortMap;
 import net.uno.oneswitch.model.VPort;
@@ -209,6 +210,45 @@ class ScaleOutTest {
         List.of(F.actions().popVlan(), out(200)),
         actions(tagRule(d, "host", 1, tag(2))),
         "slot 2 mod 2 = slot 0, on the host");
+  }
+
+  @Test
+  void aRemovedSlotGoesToItsLeavingPortWhileThatDrains() throws OfError {
+    tags.acquire(Translator.tagKey(V, 0));
+    tags.acquire(Translator.tagKey(V, 1));
+    tags.acquire(Translator.tagKey(V, 2)); // the third instance, snic0:202, left by a shrink
+    Loc leaving = new Loc("snic0", 202);
+    PortMap pm =
+        with(new Loc("host", 200), new Loc("snic0", 201))
+            .withDrains(List.of(new Drain(V, leaving, 5000, false, 2)));
+    List<PhysRule> d = t(pm).dispatch(tags.live());
+    // A frame tagged for slot 2 before the shrink belongs to a flow whose earlier frames the
+    // leaving instance has: it goes there, not to slot 2 mod 2 (the host), where it arrived
+    // after later ones.
+    assertEquals(
+        List.of(F.actions().popVlan(), out(202)),
+        actions(tagRule(d, "snic0", 100, tag(2))),
+        "delivered to the leaving instance on snic0");
+    assertEquals(
+        List.of(F.actions().output(OFPort.IN_PORT, 0xffff)),
+        actions(tagRule(d, "host", 1, tag(2))),
+        "at the host, from snic0: back toward it");
+    assertEquals(List.of(out(1)), actions(tagRule(d, "host", 2, tag(2))), "from snic1: to snic0");
+    assertEquals(
+        List.of(F.actions().output(OFPort.IN_PORT, 0xffff)),
+        actions(tagRule(d, "snic1", 100, tag(2))),
+        "snic1 sends it back to the host");
+    // The slots still served and the drain without a slot (a remap's) are unchanged.
+    assertEquals(
+        List.of(F.actions().popVlan(), out(201)), actions(tagRule(d, "snic0", 100, tag(1))));
+    List<PhysRule> noSlot =
+        t(with(new Loc("host", 200), new Loc("snic0", 201))
+                .withDrains(List.of(new Drain(V, leaving, 5000))))
+            .dispatch(tags.live());
+    assertEquals(
+        List.of(F.actions().popVlan(), out(200)),
+        actions(tagRule(noSlot, "host", 1, tag(2))),
+        "a drain that held no known slot: slot mod k as before");
   }
 
   @Test
