@@ -30,11 +30,13 @@ import math
 import time
 from dataclasses import dataclass
 from fractions import Fraction
+from types import SimpleNamespace
 
 import numpy as np
 
 from placement.decompose import SAFE, Groups
 from placement.dual import prices
+from placement.swaps import improve
 
 log = logging.getLogger(__name__)
 
@@ -265,6 +267,7 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
 
 
 DP_STATES = 400_000
+SWAP_SHARE, SWAP_MAX = 0.3, 2.0  # of the time left, and at most seconds: the exact local search (swaps.py)
 RESTRICTED_WORK = 10.0  # deterministic time of the first incumbent's CP-SAT (on the small restricted core)
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
@@ -479,6 +482,15 @@ def solve_groups(
                 _, _, df = _bound(gr, alive, folded0, lam * full[0][0][1], [], np.zeros(0))
                 restricted = _restricted(gr, df, y, alive)
             greedy = _greedy(gr, y, alive, close_enough)  # the incumbent if CP-SAT finds none on the core
+            if not close_enough(greedy):
+                now = time.monotonic()
+                greedy = _improved(
+                    gr, greedy, lb1, den1, d1, y, slack, now + min(SWAP_MAX, SWAP_SHARE * (deadline - now))
+                )
+                if greedy is not None:
+                    log.debug(
+                        "swaps p=%d lb=%.1f t=%.3f", _sum(gr.cost, greedy), lb1 / den1, time.monotonic() - t0
+                    )
             if greedy is not None:
                 restricted[np.array(greedy, dtype=np.int64)] = True
         cands = [c for c in (current, near, greedy) if c is not None]
@@ -620,6 +632,40 @@ def solve_groups(
             break
         core.m.add(core.objective(folded) <= _sum(folded, best) - core.const(folded))
     return Outcome("optimal", best, 0.0, len(core.multi), tb_proven, primary_s)
+
+
+def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.ndarray, y: np.ndarray, slack,
+              deadline: float) -> list[int] | None:  # fmt: skip
+    """A cheaper incumbent by exact switches (swaps.py), until within the slack of the bound lb / den.
+
+    Two starts: `chosen` (the repaired LP rounding); and every group at its least reduced cost (the LP's
+    choice on ties), repaired by least added reduced cost. From each, switches among near-free
+    configurations first (reduced cost a small share of the slack: they fill the binding rows without
+    giving up what the prices say is right), then among every configuration that can still be in a
+    better placement. The cheaper result, or None when neither start fits."""
+    floor = -(-lb // den)
+    target = floor + slack(floor)
+    budget = np.array(gr.budget, dtype=np.int64)
+    grp = np.repeat(np.arange(gr.n_groups), np.diff(gr.start))
+    reduced = SimpleNamespace(cost=d // den, use=gr.use, n_groups=gr.n_groups, start=gr.start)
+    by_d = _repair(reduced, np.lexsort((-y, d, grp))[gr.start[:-1]], np.ones(len(d), dtype=bool), grp, budget)
+    best = chosen
+    for start in (by_d, chosen):
+        if start is None:
+            continue
+        cur = start
+        unit = max(1, slack(floor))
+        for share in (256, 1):
+            near = _within(d, den * (unit // share))
+            near[np.array(cur, dtype=np.int64)] = True
+            cur = improve(gr.cost, gr.use, budget, gr.start, cur, near, target, deadline, near)
+        allowed = _within(d, den * _sum(gr.cost, cur) - lb)
+        cur = improve(gr.cost, gr.use, budget, gr.start, cur, allowed, target, deadline, near)
+        if best is None or _sum(gr.cost, cur) < _sum(gr.cost, best):
+            best = cur
+        if _sum(gr.cost, best) <= target:
+            break
+    return best
 
 
 def _within(d: np.ndarray, slack: int) -> np.ndarray:
