@@ -34,6 +34,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from placement import surrogate
 from placement.decompose import SAFE, Groups
 from placement.dual import prices
 from placement.swaps import improve
@@ -267,6 +268,7 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
 
 
 DP_STATES = 400_000
+SURROGATE_SHARE = 0.3  # of the time left: the surrogate relaxation's CP-SAT (surrogate.py)
 SWAP_SHARE, SWAP_MAX = 0.3, 2.0  # of the time left, and at most seconds: the exact local search (swaps.py)
 RESTRICTED_WORK = 10.0  # deterministic time of the first incumbent's CP-SAT (on the small restricted core)
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
@@ -535,6 +537,23 @@ def solve_groups(
                         if no_better is True:
                             proven = True
                             break
+                if not proven:
+                    # The same one-row relaxation, minimised by CP-SAT on each group's (cost, weight)
+                    # frontier (surrogate.py): a bound above the LP's; its minimiser spread over the real
+                    # rows is often a placement of that very cost.
+                    now = time.monotonic()
+                    box = min(deadline, now + max(0.2, SURROGATE_SHARE * (deadline - now)))
+                    found = _surrogate(gr, alive, useful, lam, target, slack, best, box)
+                    if found is not None:
+                        low, ch = found
+                        lower = max(lower, Fraction(low))
+                        if ch is not None and _sum(gr.cost, ch) < p1:
+                            best, p1 = ch, _sum(gr.cost, ch)
+                            alive = alive & _within(d1, den1 * p1 - lb1)
+                            alive[np.array(best, dtype=np.int64)] = True
+                        proven = low >= p1 - slack(p1)
+                        log.debug("surrogate lower=%d p1=%d proven=%s t=%.3f", low, p1, proven,
+                                  time.monotonic() - t0)  # fmt: skip
             if status != "optimal":
                 restricted = None
         else:
@@ -632,6 +651,31 @@ def solve_groups(
             break
         core.m.add(core.objective(folded) <= _sum(folded, best) - core.const(folded))
     return Outcome("optimal", best, 0.0, len(core.multi), tb_proven, primary_s)
+
+
+def _surrogate(gr: Groups, alive: np.ndarray, useful: np.ndarray, lam: np.ndarray, target: int, slack,
+               incumbent: list[int], deadline: float) -> tuple[int, list[int] | None] | None:  # fmt: skip
+    """(lower bound on the primary cost, a placement or None) from the surrogate relaxation (surrogate.py)
+    over the `useful` configurations (those whose bound allows cost <= target); None if it proved nothing
+    in time. The bound is min(relaxation's minimum, target + 1): a placement using any other configuration
+    costs more than target. The placement: the relaxation's minimiser, each group kept at its cost, placed
+    on the real rows by CP-SAT (feasibility, a short box)."""
+    weight, capacity = next(iter(_dp_rows(gr, lam)))
+    if int(np.abs(weight).max(initial=0)) * max(gr.n_groups, 1) >= 2**62:
+        return None
+    low, relaxed = surrogate.minimise(gr.cost, weight, int(capacity), gr.start, useful, deadline,
+                                      float(slack(target)) / 2, incumbent)  # fmt: skip
+    if low is None:
+        return None
+    low = min(low, target + 1)
+    if relaxed is None or _fits(gr, relaxed):
+        return low, relaxed
+    # Same cost per group, any alive configuration: the relaxation pooled rows the placement must split.
+    per_group = np.repeat(gr.cost[np.array(relaxed, dtype=np.int64)], np.diff(gr.start))
+    core = _Core(gr, alive & (gr.cost == per_group), 1, FEASIBILITY_LINEARIZATION)
+    now = time.monotonic()
+    status, ch, _, _ = core.solve(min(deadline + 0.5, now + 0.5), relaxed)
+    return low, ch if status in ("optimal", "feasible") else None
 
 
 def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.ndarray, y: np.ndarray, slack,

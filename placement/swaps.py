@@ -12,9 +12,12 @@ the bound).
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 PAIR_CELLS = 2_000_000  # largest pair matrix one step builds (memory: a few of these)
 SEEDS = 16  # savers tried per round for a three-group move
@@ -78,12 +81,13 @@ def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.nda
             # other groups (finer sums than a pair can reach: the last units of a binding row).
             partners = np.nonzero(near_free[cand])[0]
             blocked = savers[~fits[savers]]
-            seeds = np.concatenate(
-                [
-                    blocked[np.argsort(d_cost[blocked], kind="stable")[:SEEDS]],
-                    partners[np.argsort(d_cost[partners], kind="stable")[: 3 * SEEDS]],
-                ]
-            )
+            # The savers that come closest to fitting (least excess over the rows, each relative to its
+            # budget), those that save most, and the near-free switches that save most.
+            scale = np.maximum(np.abs(budget), 1).astype(float)
+            excess = (np.maximum(d_use[blocked] - room, 0) / scale).sum(1)
+            seeds = np.concatenate([blocked[np.argsort(excess, kind="stable")[:SEEDS]],
+                                    blocked[np.argsort(d_cost[blocked], kind="stable")[:SEEDS]],
+                                    partners[np.argsort(d_cost[partners], kind="stable")[: 2 * SEEDS]]])  # fmt: skip
             for s in np.unique(seeds).tolist():
                 if time.monotonic() > deadline:
                     break
@@ -93,6 +97,7 @@ def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.nda
                     gain, move = g3 + int(d_cost[s]), [s, a, b]
         if not move:
             break
+        log.debug("swaps: %d-group move, cost %d -> %d", len(move), total, total + gain)
         for k in move:
             c, g = int(cand[k]), int(grp[k])
             used += use[c] - use[sel[g]]
