@@ -543,7 +543,7 @@ def solve_groups(
                     # rows is often a placement of that very cost.
                     now = time.monotonic()
                     box = min(deadline, now + max(0.2, SURROGATE_SHARE * (deadline - now)))
-                    found = _surrogate(gr, alive, useful, lam, target, slack, best, box)
+                    found = _surrogate(gr, alive, useful, lam, target, slack, best, box, deadline)
                     if found is not None:
                         low, ch = found
                         lower = max(lower, Fraction(low))
@@ -654,12 +654,12 @@ def solve_groups(
 
 
 def _surrogate(gr: Groups, alive: np.ndarray, useful: np.ndarray, lam: np.ndarray, target: int, slack,
-               incumbent: list[int], deadline: float) -> tuple[int, list[int] | None] | None:  # fmt: skip
+               incumbent: list[int], deadline: float, end: float) -> tuple[int, list[int] | None] | None:  # fmt: skip
     """(lower bound on the primary cost, a placement or None) from the surrogate relaxation (surrogate.py)
     over the `useful` configurations (those whose bound allows cost <= target); None if it proved nothing
-    in time. The bound is min(relaxation's minimum, target + 1): a placement using any other configuration
+    by `deadline`. The bound is min(relaxation's minimum, target + 1): a placement using any other configuration
     costs more than target. The placement: the relaxation's minimiser, each group kept at its cost, placed
-    on the real rows by CP-SAT (feasibility, a short box)."""
+    on the real rows by CP-SAT (feasibility, a short box, never past `end`)."""
     weight, capacity = next(iter(_dp_rows(gr, lam)))
     if int(np.abs(weight).max(initial=0)) * max(gr.n_groups, 1) >= 2**62:
         return None
@@ -674,7 +674,7 @@ def _surrogate(gr: Groups, alive: np.ndarray, useful: np.ndarray, lam: np.ndarra
     per_group = np.repeat(gr.cost[np.array(relaxed, dtype=np.int64)], np.diff(gr.start))
     core = _Core(gr, alive & (gr.cost == per_group), 1, FEASIBILITY_LINEARIZATION)
     now = time.monotonic()
-    status, ch, _, _ = core.solve(min(deadline + 0.5, now + 0.5), relaxed)
+    status, ch, _, _ = core.solve(min(end, now + 0.5), relaxed)
     return low, ch if status in ("optimal", "feasible") else None
 
 
