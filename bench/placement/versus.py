@@ -99,7 +99,8 @@ def main() -> int:
                     for name in ("old", "new") if seed % 2 == 0 else ("new", "old"):
                         runs[name].append(workers[name].solve(obj, args.time_limit))
                     print(f"{fam} {n} seed {seed}: " + ", ".join(
-                        f"{v} {runs[v][-1]['s']:.3f} s{'' if runs[v][-1]['ok'] else ' (not proven)'}"
+                        f"{v} {runs[v][-1]['s']:.3f} s"
+                        f"{'' if runs[v][-1]['ok'] else ' (not proven, gap %s)' % runs[v][-1]['gap']}"
                         for v in ("old", "new")), flush=True)  # fmt: skip
                 figures[fam][str(n)] = {"instances": k} | {
                     v: {"median_s": round(median([r["s"] for r in rs]), 4),
