@@ -67,6 +67,10 @@ class Worker:
         self.proc.wait(timeout=30)
 
 
+def _line(version: str, run: dict) -> str:
+    return f"{version} {run['s']:.3f} s" + ("" if run["ok"] else f" (not proven, gap {run['gap']})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old", required=True, help="tree of the other version (an exported commit)")
@@ -98,10 +102,8 @@ def main() -> int:
                     obj = instance(fam, n, seed, **({"snics": args.snics} if args.snics else {}))
                     for name in ("old", "new") if seed % 2 == 0 else ("new", "old"):
                         runs[name].append(workers[name].solve(obj, args.time_limit))
-                    print(f"{fam} {n} seed {seed}: " + ", ".join(
-                        f"{v} {runs[v][-1]['s']:.3f} s"
-                        f"{'' if runs[v][-1]['ok'] else ' (not proven, gap %s)' % runs[v][-1]['gap']}"
-                        for v in ("old", "new")), flush=True)  # fmt: skip
+                    print(f"{fam} {n} seed {seed}: " + ", ".join(_line(v, runs[v][-1]) for v in ("old", "new")),
+                          flush=True)  # fmt: skip
                 figures[fam][str(n)] = {"instances": k} | {
                     v: {"median_s": round(median([r["s"] for r in rs]), 4),
                         "max_s": round(max(r["s"] for r in rs), 4), "proven": sum(r["ok"] for r in rs)}
