@@ -34,7 +34,6 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from placement import surrogate
 from placement.decompose import SAFE, Groups
 from placement.dual import prices
 from placement.swaps import improve
@@ -268,8 +267,7 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
 
 
 DP_STATES = 400_000
-SURROGATE_SHARE = 0.3  # of the time left: the surrogate relaxation's CP-SAT (surrogate.py)
-SWAP_SHARE, SWAP_MAX = 0.3, 2.0  # of the time left, and at most seconds: the exact local search (swaps.py)
+SWAP_SHARE, SWAP_MAX = 0.3, 1.0  # of the time left, and at most seconds: the exact local search (swaps.py)
 RESTRICTED_WORK = 10.0  # deterministic time of the first incumbent's CP-SAT (on the small restricted core)
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
@@ -472,7 +470,7 @@ def solve_groups(
             # A re-placement after a small change: the current placement repaired (fit, then cheaper
             # switches) is often within the slack, without the LP rounding and CP-SAT.
             near = _near(gr, hint)
-        greedy = None
+        greedy, ties = None, False
         if not close_enough(current) and not close_enough(near):
             restricted = _restricted(gr, d1, y, alive)
             multi = int((np.add.reduceat(restricted.astype(np.int64), gr.start[:-1]) > 1).sum())
@@ -484,15 +482,11 @@ def solve_groups(
                 _, _, df = _bound(gr, alive, folded0, lam * full[0][0][1], [], np.zeros(0))
                 restricted = _restricted(gr, df, y, alive)
             greedy = _greedy(gr, y, alive, close_enough)  # the incumbent if CP-SAT finds none on the core
-            if not close_enough(greedy):
-                now = time.monotonic()
-                greedy = _improved(
-                    gr, greedy, lb1, den1, d1, y, slack, now + min(SWAP_MAX, SWAP_SHARE * (deadline - now))
-                )
-                if greedy is not None:
-                    log.debug(
-                        "swaps p=%d lb=%.1f t=%.3f", _sum(gr.cost, greedy), lb1 / den1, time.monotonic() - t0
-                    )
+            ties = multi > gr.n_groups // 2
+            if ties and not close_enough(greedy):
+                # Ties between sNICs: CP-SAT on the core takes its whole box for a poor incumbent
+                # (measured), the exact local search goes first.
+                greedy = _improved(gr, greedy, lb1, den1, d1, y, slack, _swap_box(deadline), t0)
             if greedy is not None:
                 restricted[np.array(greedy, dtype=np.int64)] = True
         cands = [c for c in (current, near, greedy) if c is not None]
@@ -515,6 +509,11 @@ def solve_groups(
                 status not in ("optimal", "feasible") or _sum(gr.cost, quick) < _sum(gr.cost, inc)
             ):
                 status, inc = "feasible", quick
+            if not ties and status in ("optimal", "feasible") and not close_enough(inc):
+                # (a restricted core's optimum is not the problem's: switches outside it may still help)
+                better = _improved(gr, inc, lb1, den1, d1, y, slack, _swap_box(deadline), t0)
+                if better is not None and _sum(gr.cost, better) < _sum(gr.cost, inc):
+                    status, inc = "feasible", better
         if status in ("optimal", "feasible"):
             best = inc
             p1 = _sum(gr.cost, inc)
@@ -537,23 +536,6 @@ def solve_groups(
                         if no_better is True:
                             proven = True
                             break
-                if not proven:
-                    # The same one-row relaxation, minimised by CP-SAT on each group's (cost, weight)
-                    # frontier (surrogate.py): a bound above the LP's; its minimiser spread over the real
-                    # rows is often a placement of that very cost.
-                    now = time.monotonic()
-                    box = min(deadline, now + max(0.2, SURROGATE_SHARE * (deadline - now)))
-                    found = _surrogate(gr, alive, useful, lam, target, slack, best, box, deadline)
-                    if found is not None:
-                        low, ch = found
-                        lower = max(lower, Fraction(low))
-                        if ch is not None and _sum(gr.cost, ch) < p1:
-                            best, p1 = ch, _sum(gr.cost, ch)
-                            alive = alive & _within(d1, den1 * p1 - lb1)
-                            alive[np.array(best, dtype=np.int64)] = True
-                        proven = low >= p1 - slack(p1)
-                        log.debug("surrogate lower=%d p1=%d proven=%s t=%.3f", low, p1, proven,
-                                  time.monotonic() - t0)  # fmt: skip
             if status != "optimal":
                 restricted = None
         else:
@@ -653,33 +635,13 @@ def solve_groups(
     return Outcome("optimal", best, 0.0, len(core.multi), tb_proven, primary_s)
 
 
-def _surrogate(gr: Groups, alive: np.ndarray, useful: np.ndarray, lam: np.ndarray, target: int, slack,
-               incumbent: list[int], deadline: float, end: float) -> tuple[int, list[int] | None] | None:  # fmt: skip
-    """(lower bound on the primary cost, a placement or None) from the surrogate relaxation (surrogate.py)
-    over the `useful` configurations (those whose bound allows cost <= target); None if it proved nothing
-    by `deadline`. The bound is min(relaxation's minimum, target + 1): a placement using any other configuration
-    costs more than target. The placement: the relaxation's minimiser, each group kept at its cost, placed
-    on the real rows by CP-SAT (feasibility, a short box, never past `end`)."""
-    weight, capacity = next(iter(_dp_rows(gr, lam)))
-    if int(np.abs(weight).max(initial=0)) * max(gr.n_groups, 1) >= 2**62:
-        return None
-    low, relaxed = surrogate.minimise(gr.cost, weight, int(capacity), gr.start, useful, deadline,
-                                      float(slack(target)) / 2, incumbent)  # fmt: skip
-    if low is None:
-        return None
-    low = min(low, target + 1)
-    if relaxed is None or _fits(gr, relaxed):
-        return low, relaxed
-    # Same cost per group, any alive configuration: the relaxation pooled rows the placement must split.
-    per_group = np.repeat(gr.cost[np.array(relaxed, dtype=np.int64)], np.diff(gr.start))
-    core = _Core(gr, alive & (gr.cost == per_group), 1, FEASIBILITY_LINEARIZATION)
+def _swap_box(deadline: float) -> float:
     now = time.monotonic()
-    status, ch, _, _ = core.solve(min(end, now + 0.5), relaxed)
-    return low, ch if status in ("optimal", "feasible") else None
+    return now + min(SWAP_MAX, SWAP_SHARE * (deadline - now))
 
 
 def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.ndarray, y: np.ndarray, slack,
-              deadline: float) -> list[int] | None:  # fmt: skip
+              deadline: float, t0: float | None = None) -> list[int] | None:  # fmt: skip
     """A cheaper incumbent by exact switches (swaps.py), until within the slack of the bound lb / den.
 
     Two starts: `chosen` (the repaired LP rounding); and every group at its least reduced cost (the LP's
@@ -709,6 +671,8 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
             best = cur
         if _sum(gr.cost, best) <= target:
             break
+    if best is not None and t0 is not None:
+        log.debug("swaps p=%d lb=%.1f t=%.3f", _sum(gr.cost, best), lb / den, time.monotonic() - t0)
     return best
 
 
