@@ -509,7 +509,7 @@ def solve_groups(
                 status not in ("optimal", "feasible") or _sum(gr.cost, quick) < _sum(gr.cost, inc)
             ):
                 status, inc = "feasible", quick
-            if not ties and status in ("optimal", "feasible") and not close_enough(inc):
+            if status in ("optimal", "feasible") and not close_enough(inc) and not (ties and inc is quick):
                 # (a restricted core's optimum is not the problem's: switches outside it may still help)
                 # A shorter box: on one sNIC the refutation below usually finishes the proof soon.
                 better = _improved(gr, inc, lb1, den1, d1, y, slack, _swap_box(deadline, 0.4), t0)
