@@ -4,9 +4,10 @@ Pipeline (every step exact; the floating-point LP is only a guide):
 1. ``prepare``: integer data, independent groups, dominated configurations dropped.
 2. Prices of the budget rows maximising the Lagrangian dual of the primary cost (dual.py; equal to the
    LP relaxation's optimum, GLOP's LP as the fallback); from them an EXACT integer Lagrangian bound and
-   per configuration reduced costs (``_bound``). The repaired LP rounding (or the current placement) is
-   the incumbent p1 when within the slack of the bound; else CP-SAT solves a small restricted core around
-   the LP optimum for it (lexicographic objective folded, below).
+   per configuration reduced costs (``_bound``). The repaired LP rounding (or the current placement),
+   made cheaper by an exact local search (swaps.py), is the incumbent p1 when within the slack of the
+   bound; else CP-SAT solves a small restricted core around the LP optimum for it (lexicographic
+   objective folded, below), its result again improved by the local search.
 3. Reduced-cost fixing: a configuration whose bound exceeds p1 cannot be in any optimum and is removed.
    p1 is proven optimal when the bound rounds up to it, or else when a dynamic programme over the
    (small, gcd-reduced) integer costs shows that even the relaxation keeping only the most binding budget

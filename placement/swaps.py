@@ -1,6 +1,6 @@
 """Exact local search for a cheaper incumbent: switches of one, two or three groups at once (numpy).
 
-The LP (= Lagrangian) bound of a placement with several sNICs sits within a few millionths of the optimum,
+The LP (= Lagrangian) bound of a placement with several sNICs often sits very close to the optimum,
 but an integer placement that close has to fill every binding budget row almost exactly: a subset-sum over
 many groups that CP-SAT, on working integers of 2^44, finds only after tens of seconds. Each round here
 takes the best improving move of: one group's switch; two groups' switches (one frees room in a row, the
