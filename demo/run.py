@@ -39,7 +39,7 @@ from host_datapath.sysutil import free_port
 from nf_agent.client import call
 from nf_agent.graph import chain_links, eth_vertex
 from nf_runtime.runtime import NF_BINARY
-from placement.profiles import EMULATED_PROFILES, load_profiles
+from placement.profiles import EMULATED_PROFILES, profile_file
 from snic_datapath.cgroup import CpuCgroup
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,6 +96,14 @@ def _stop_proc(proc: subprocess.Popen | None, sig: int = signal.SIGTERM) -> None
         proc.wait()
 
 
+def demo_profiles() -> dict:
+    """The profile file the demo's agent predicts with: the emulated host's (every field the placement reads:
+    costs, NF latencies, the PCIe links' crossing latency), the IPS's r_nic scaled by IPS_DEMO_NIC_FACTOR."""
+    prof = profile_file(EMULATED_PROFILES)
+    prof["ips"] = {**prof["ips"], "r_nic": round(prof["ips"]["r_nic"] * IPS_DEMO_NIC_FACTOR, 4)}
+    return prof
+
+
 class Demo:
     """One demo run. `run()` returns the exit code; `teardown()` (idempotent) removes everything it started."""
 
@@ -147,9 +155,7 @@ class Demo:
         wait_for(listening, 30, "the os-ken controller to listen")
 
     def start_agent(self) -> None:
-        prof = load_profiles(EMULATED_PROFILES)
-        prof["ips"] = {**prof["ips"], "r_nic": round(prof["ips"]["r_nic"] * IPS_DEMO_NIC_FACTOR, 4)}
-        (self.tmp / "profiles.json").write_text(json.dumps(prof))
+        (self.tmp / "profiles.json").write_text(json.dumps(demo_profiles()))
         cmd = [sys.executable, "-m", "uno_cli.main", "agent", "serve", "--name", self.name,
                "--profiles", str(self.tmp / "profiles.json"), "--sample-interval", "1",
                "--replace-interval", "0", "--dampening", "0",

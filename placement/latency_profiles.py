@@ -3,7 +3,7 @@
 An NF type's profile may hold `latency_us: {"host", "nic"}` (the medians the placement model adds per packet
 where the NF runs) and `latency_p99_us: {"host", "nic"}` (the 99th percentiles), with their provenance under
 `measured.latency_us.<location>` (`host` or an sNIC id): `{"date", "command", "commit", "median", "p99"}`
-plus optional `packets`, `rate_pps`, and the raw one-way figures the NF's share was taken from, `path` (with
+plus optional `packets`, `rate_pps`, `load1` (the machine's load while it was measured), and the raw one-way figures the NF's share was taken from, `path` (with
 the NF) and `base` (the same path without it), each `{"median", "p99"}`. `nic` is the largest of the measured
 sNICs (all sNICs of a host are one placement side).
 
@@ -22,7 +22,7 @@ PCIE_KEY = "pcie"  # reserved: the sNICs' PCIe crossing latencies, not an NF typ
 STATS = ("median", "p99")
 _LOC_RE = re.compile(r"^(host|[a-z][a-z0-9_-]{0,31})$")
 _REQUIRED = {"date", "command", "commit", "median", "p99"}
-_OPTIONAL = {"packets", "rate_pps", "path", "base"}
+_OPTIONAL = {"packets", "rate_pps", "load1", "path", "base"}
 _PCIE_KEYS = {"latency_us", "latency_p99_us", "measured"}
 
 
@@ -46,7 +46,7 @@ def validate_record(where: str, rec: object) -> None:
         if not isinstance(rec[k], str) or not rec[k]:
             raise PlacementInputError(f"{where}.{k}: must be a non-empty string")
     _pair(where, rec)
-    for k in ("packets", "rate_pps"):
+    for k in ("packets", "rate_pps", "load1"):
         if k in rec:
             _amount(f"{where}.{k}", rec[k])
     for k in ("path", "base"):
@@ -103,7 +103,8 @@ def validate_pcie(section: object) -> None:
 
 
 def measurement(median: float, p99: float, meta: dict) -> dict:
-    """A provenance record: `meta` gives date, command, commit and optionally packets, rate_pps, path, base."""
+    """A provenance record: `meta` gives date, command, commit and optionally packets, rate_pps, load1, path,
+    base."""
     rec = {**meta, "median": round(median, 2), "p99": round(p99, 2)}
     return rec
 

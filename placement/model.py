@@ -252,6 +252,24 @@ def _rationalize(value: float) -> tuple[Fraction, int, int]:
     return _ratio(sign * kept, quantum), sign * n, d
 
 
+def round_onto(value: float, scale: int) -> tuple[Fraction, float] | None:
+    """The multiple of 1/`scale` nearest the float `value` (the value of its decimal text) and its relative
+    error, when that error is within REL_ERROR_BOUND and the multiple is not 0 (nor of the other sign);
+    None otherwise. A re-placement reads a changed measured float onto the scale it keeps (reprepare.py)
+    with it, when the rule above gives a rational on a finer grid."""
+    _, gn, gd = _rationalize(value)
+    if gn == 0 or scale <= 0:
+        return None
+    k = round(Fraction(gn * scale, gd))
+    if k == 0 or (k < 0) != (gn < 0):
+        return None
+    off = abs(k * gd - gn * scale)
+    # off / |gn x scale| <= 5 / 10^9, cross-multiplied
+    if off * 10**EXACT_DIGITS > 5 * abs(gn * scale):
+        return None
+    return Fraction(k, scale), off / abs(gn * scale)
+
+
 def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None = None) -> Fraction:
     kind = type(value)
     if kind is int:  # the common cases first (JSON gives exactly int or float; bool is another type)

@@ -43,6 +43,14 @@ def load_pcie_section(path: str | Path | None) -> dict:
     return read_profile_file(path).get(PCIE_KEY, {}) if path else {}
 
 
+def profile_file(path: str | Path | None = None) -> dict:
+    """A whole profile file as the agent's `--profiles` reads it: the shipped profiles overlaid with `path`,
+    and `path`'s measured PCIe links (the reserved `pcie` key), so a copy written from it (e.g. with some
+    figures changed) predicts what `path` does: the crossing latency included."""
+    links = load_pcie_section(path)
+    return load_profiles(path) | ({PCIE_KEY: links} if links else {})
+
+
 def node_costs(prof: dict, latency_stat: str = "median") -> dict[str, float]:
     """The cost fields of a placement NF vertex from a profile: r_host, r_nic, b_host/b_nic when set, and its
     per-location `latency_us` (the profile's medians, or with `latency_stat` "p99" its 99th percentiles)."""

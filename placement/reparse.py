@@ -12,14 +12,18 @@ into them), take the full parse.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from placement.model import RULES, Problem, parse_edge, parse_node, parse_problem
+from placement.model import RULES, Problem, parse_edge, parse_node, parse_problem, round_onto
 
 _PARTS = ("nodes", "edges")
+# A number's field (the end of its inexact entry's name) -> (the Node/Edge attribute, the scale it is on:
+# G traffic, R host ratios, Rn sNIC ratios; reprepare.py). Ratios count only for a placed vertex.
+_SCALED = {"gbps": ("gbps", "G"), "through_gbps": ("through", "G"), "r_host": ("r_host", "R"),
+           "b_host": ("b_host", "R"), "r_nic": ("r_nic", "Rn"), "b_nic": ("b_nic", "Rn")}  # fmt: skip
 
 
 def _copy_node(n: dict) -> dict:
@@ -96,6 +100,7 @@ class Parsed:
         self._ids: set[str] = set()
         self._risky: set[int] = set()  # nodes where true/false would compare equal to a value (_risky)
         self._risky_edges: set[int] = set()  # edges whose gbps is 0 or 1 (likewise)
+        self.snapped = 0  # values the last `snap` read onto the kept scale
 
     def read(self, obj: Any) -> Read:
         """The Problem of `obj` (PlacementInputError naming the field when invalid: nothing kept then)."""
@@ -172,6 +177,50 @@ class Parsed:
                 self._risky_edges.discard(j)
         self._offsets = offsets
         return Read(problem, nodes, edges)
+
+    def snap(self, read: Read, scales: dict[str, int]) -> Read | None:
+        """`read` (incremental, the last read) with each re-read value that is off its kept scale (`scales`:
+        G, R, Rn; its denominator does not divide it) read onto that scale instead (model.round_onto,
+        within the documented relative error; its inexact entry says so): `read` itself when none is off,
+        None (nothing changed) when one is off and cannot be: an exact input, or one too far from the
+        scale's grid. Then the kept instance is the snapped one."""
+        p = read.problem
+        self.snapped = 0
+        if read.nodes is None or read.edges is None or p is not self.problem:
+            return None
+        n_nodes = len(p.nodes)
+        elements = [(i, p.nodes[i]) for i in read.nodes] + [(n_nodes + j, p.edges[j]) for j in read.edges]
+        swaps: dict[int, dict] = {}  # element -> {attribute: new value}
+        entries: dict[int, tuple] = {}  # position in inexact -> its new entry
+        for el, obj in elements:
+            fields = {k: v for k, v in _SCALED.items() if hasattr(obj, v[0])}
+            if el < n_nodes and not obj.placed:
+                fields = {k: v for k, v in fields.items() if v[1] == "G"}
+            for key, (attr, scale) in fields.items():
+                val = getattr(obj, attr)
+                if not val or scales[scale] % val.denominator == 0:
+                    continue
+                lo, hi = int(self._offsets[el]), int(self._offsets[el + 1])
+                name = f"nodes[{el}].{key}" if el < n_nodes else f"edges[{el - n_nodes}].{key}"
+                pos = next((k for k in range(lo, hi) if p.inexact[k][0] == name), None)
+                got = None if pos is None else round_onto(p.inexact[pos][1], scales[scale])
+                if got is None:
+                    return None
+                swaps.setdefault(el, {})[attr] = got[0]
+                entries[pos] = (p.inexact[pos][0], p.inexact[pos][1], got[0], got[1])
+        self.snapped = len(entries)
+        if not swaps:
+            return read
+        nodes, edges, inexact = list(p.nodes), list(p.edges), list(p.inexact)
+        for el, values in swaps.items():
+            if el < n_nodes:
+                nodes[el] = replace(nodes[el], **values)
+            else:
+                edges[el - n_nodes] = replace(edges[el - n_nodes], **values)
+        for pos, entry in entries.items():
+            inexact[pos] = entry
+        self.problem = Problem(nodes, edges, p.snics, p.pcie_model, inexact=inexact, chains=p.chains)
+        return Read(self.problem, read.nodes, read.edges)
 
     def _inexact(self, old: list, entries: dict[int, list]) -> tuple[list, np.ndarray]:
         """The inexact list with the entries of the re-read elements replaced (parse order kept)."""

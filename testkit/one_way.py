@@ -23,12 +23,32 @@ class End:
     mac: str
 
 
-def one_way(src: End, dst: End, run: int, packets: int, rate: float, size: int = 128) -> dict:
+@dataclass(frozen=True)
+class Via:
+    """What an NF on the path needs of the frames: sent to `dst_ip`:`dst_port` instead of the far end's
+    address (a load balancer's VIP), or read through an IPsec gateway's outbound SA (`esp_key`, `esp_salt`
+    hex: the sink decrypts the ESP frames to read their stamps)."""
+
+    dst_ip: str | None = None
+    dst_port: int | None = None
+    esp_key: str | None = None
+    esp_salt: str | None = None
+
+
+DIRECT = Via()  # the frames as addressed to the far end, in clear
+
+
+def one_way(
+    src: End, dst: End, run: int, packets: int, rate: float, size: int = 128, via: Via = DIRECT
+) -> dict:
     """Send `packets` UDP frames src -> dst at `rate` per second; the sink's report: `received`,
     `latency_us` {p50, p90, p99, max}. Both processes are gone when it returns (also on failure)."""
+    esp = ["--esp-key", via.esp_key, "--esp-salt", via.esp_salt or ""] if via.esp_key else []
+    port = ["--dst-port", str(via.dst_port)] if via.dst_port else []
     sink = subprocess.Popen(
         ["ip", "netns", "exec", dst.ns, str(TRAFFIC), "sink", "--port", dst.iface, "--run", str(run),
-         "--expect", str(packets), "--idle-ms", "2000", "--duration-ms", str(int(packets / rate * 1000) + 30_000)],
+         "--expect", str(packets), "--idle-ms", "2000", "--duration-ms", str(int(packets / rate * 1000) + 30_000),
+         *esp],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -38,7 +58,7 @@ def one_way(src: End, dst: End, run: int, packets: int, rate: float, size: int =
         gen = subprocess.run(
             ["ip", "netns", "exec", src.ns, str(TRAFFIC), "gen", "--port", src.iface, "--udp", "--run", str(run),
              "--flows", "1", "--pkts", str(packets), "--rate", str(rate), "--size", str(size), "--src", src.ip,
-             "--dst", dst.ip, "--src-mac", src.mac, "--dst-mac", dst.mac],
+             "--dst", via.dst_ip or dst.ip, *port, "--src-mac", src.mac, "--dst-mac", dst.mac],
             capture_output=True, text=True, timeout=packets / rate + 60,
         )  # fmt: skip
         if gen.returncode != 0:

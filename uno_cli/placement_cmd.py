@@ -82,8 +82,8 @@ def _latency_record(args: argparse.Namespace, what: str, median: str, p99: str, 
         details = json.loads(args.details) if args.details else {}
     except json.JSONDecodeError as exc:
         raise CliError(f"--details: not JSON: {exc.msg}") from None
-    if not isinstance(details, dict) or set(details) - {"packets", "rate_pps", "path", "base"}:
-        raise CliError("--details: expected a JSON object of packets, rate_pps, path, base")
+    if not isinstance(details, dict) or set(details) - {"packets", "rate_pps", "load1", "path", "base"}:
+        raise CliError("--details: expected a JSON object of packets, rate_pps, load1, path, base")
     meta = {"date": date, "command": args.source or f"uno placement profile {what}", "commit": args.commit
             or _commit(), **details}  # fmt: skip
     flag = what.split()[0]
@@ -193,7 +193,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="record one crossing of SNIC's PCIe link (us) into --file (its reserved `pcie` key)",
     )  # fmt: skip
     f.add_argument(
-        "--details", help="latency provenance, JSON: packets, rate_pps, path, base ({median, p99})"
+        "--details", help="latency provenance, JSON: packets, rate_pps, load1, path, base ({median, p99})"
     )
     f.add_argument("--commit", help="latency provenance: the commit measured (default: this checkout's)")
     f.add_argument("--source", help="provenance: the command that measured it (default: this command)")

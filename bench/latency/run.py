@@ -10,7 +10,9 @@ arrive (testkit/one_way.py); median (p50) and p99 per run.
 - `--profile TYPES [--write F]`: per round, VM0 -> VM1 direct (the host switch only) and VM0 -> wire direct
   (host switch, PCIe link, the sNIC's switch): one PCIe crossing = wire path - VM path. Per type, VM0 -> NF
   -> wire with the NF on the host and on snic0 (moved by the agent, POST /v1/nfs/ID/migrate), each minus the
-  direct wire path of the same round: what the NF adds there. Medians over `--rounds` rounds of the
+  direct wire path of the same round: what the NF adds there. ipsec: an outbound SA VM0 -> wire, the sink
+  decrypts the ESP frames with its key to read the stamps; lb: a UDP VIP whose one backend is the wire's
+  address, the frames sent to the VIP (every other type: to the wire's address). Medians over `--rounds` rounds of the
   per-round differences; written with `uno placement profile --file F --measure-latency TYPE LOCATION MEDIAN
   P99` and `--measure-pcie snic0 MEDIAN P99` (provenance: date, commit, this command, packets, rate, the raw
   path and base figures). Nothing runs inside the sNIC for it: its switch is programmed through OneSwitch and
@@ -23,7 +25,7 @@ arrive (testkit/one_way.py); median (p50) and p99 per run.
   factor = measured added / predicted, for the median (agent's default statistic) and for p99 (profiles'
   p99s summed).
 
-    ./uno bench latency [--quick] [--profile firewall,monitor,ips,l7fw,nat [--write F]] [--profiles F]
+    ./uno bench latency [--quick] [--profile firewall,monitor,ips,l7fw,nat,ipsec,lb [--write F]] [--profiles F]
 """
 
 from __future__ import annotations
@@ -38,19 +40,24 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.agent.run import CONFIGS
-from bench.common import final_json, median, print_machine
+from bench.agent.run import CONFIGS, IPSEC
+from bench.common import final_json, machine, median, print_machine
 from demo.chain import Chain
 from emulated_host import naming as nm
 from nf_agent.client import call
 from placement.latency_profiles import PCIE_KEY
 from placement.profiles import EMULATED_PROFILES, read_profile_file
 from testkit.agent_host import agent_host, install_chain
-from testkit.one_way import End, one_way
+from testkit.one_way import DIRECT, End, Via, one_way
 
 REPO = Path(__file__).resolve().parents[2]
-# ipsec encrypts the marker the sink reads; lb needs a VIP and backends: neither is measured here
-LATENCY_TYPES = ("firewall", "monitor", "ips", "l7fw", "nat")
+LATENCY_TYPES = ("firewall", "monitor", "ips", "l7fw", "nat", "ipsec", "lb")
+LB_VIP, LB_PORT = "10.77.0.200", 9000  # a VIP in the VMs' /16; its one backend: the wire's address
+LB = {"vip": LB_VIP, "port": LB_PORT, "proto": "udp", "backends": [f"{nm.ip_outside(0, 0)}:{LB_PORT}"]}
+_SA = IPSEC["sas"][0]
+# what the frames through each type need (the others: none); the direct path of a round is sent as these are
+VIA = {"ipsec": Via(esp_key=_SA["key"], esp_salt=_SA["salt"]), "lb": Via(dst_ip=LB_VIP, dst_port=LB_PORT)}
+TYPE_CONFIGS = {**CONFIGS, "lb": LB}
 
 
 def ends(name: str) -> dict[str, End]:
@@ -67,7 +74,7 @@ class Paths:
         self.status, self.e, self.packets, self.rate = status, ends(name), packets, rate
         self.run = 100
 
-    def measure(self, to: str, nf_ports: tuple[int, ...] = ()) -> dict:
+    def measure(self, to: str, nf_ports: tuple[int, ...] = (), via: Via = DIRECT) -> dict:
         """VM0 -> (NFs) -> `to` ("vm1" | "wire"): {"median", "p99", "received"} in us."""
         out_port = nm.vport_vm(1) if to == "vm1" else nm.vport_eth(0, 0)
         install_chain(
@@ -75,7 +82,7 @@ class Paths:
         )
         time.sleep(0.5)  # the rules' translation reaches both switches
         self.run += 1
-        r = one_way(self.e["vm0"], self.e[to], self.run, self.packets, self.rate)
+        r = one_way(self.e["vm0"], self.e[to], self.run, self.packets, self.rate, via=via)
         if r["received"] < 0.9 * self.packets:
             raise RuntimeError(
                 f"VM0 -> {to} via {nf_ports}: {r['received']} of {self.packets} frames arrived"
@@ -100,10 +107,14 @@ def summary(rounds: list[dict]) -> dict:
 
 
 def record(write: Path, flag: str, args: list[str], s: dict, meta: dict) -> None:
-    details = {"packets": meta["packets"], "rate_pps": meta["rate"], "path": s["path"], "base": s["base"]}
+    """Into `write` with its provenance: the commit the run started at (the measuring code's: files the run
+    writes would make the checkout's own `+dirty`) and the load while the figure was measured."""
+    details = {"packets": meta["packets"], "rate_pps": meta["rate"], "load1": round(os.getloadavg()[0], 2),
+               "path": s["path"], "base": s["base"]}  # fmt: skip
     subprocess.run(
         [sys.executable, "-m", "uno_cli.main", "placement", "profile", "--file", str(write), flag, *args,
-         f"{s['median']:.2f}", f"{s['p99']:.2f}", "--details", json.dumps(details), "--source", meta["source"]],
+         f"{s['median']:.2f}", f"{s['p99']:.2f}", "--details", json.dumps(details), "--source", meta["source"],
+         "--commit", meta["commit"]],
         cwd=REPO, check=True, capture_output=True, text=True,
     )  # fmt: skip
 
@@ -114,7 +125,7 @@ def migrate(url: str, nf: str, to: str) -> None:
 
 
 def profile(url: str, paths: Paths, types: list[str], rounds: int, write: Path, source: str) -> dict:
-    meta = {"packets": paths.packets, "rate": paths.rate, "source": source}
+    meta = {"packets": paths.packets, "rate": paths.rate, "source": source, "commit": machine()["commit"]}
     pcie = []
     for i in range(rounds):
         vm, wire = paths.measure("vm1"), paths.measure("wire")
@@ -123,7 +134,7 @@ def profile(url: str, paths: Paths, types: list[str], rounds: int, write: Path, 
     found = {PCIE_KEY: summary(pcie)}
     record(write, "--measure-pcie", ["snic0"], found[PCIE_KEY], meta)
     for typ in types:
-        code, body = call(url, "POST", "/v1/nfs", {"type": typ, "id": "lat", "config": CONFIGS[typ],
+        code, body = call(url, "POST", "/v1/nfs", {"type": typ, "id": "lat", "config": TYPE_CONFIGS[typ],
                                                    "expected": {"src": "web"}, "hints": {"prefer": "host"}})  # fmt: skip
         assert code == 201, body
         found[typ] = {}
@@ -131,7 +142,8 @@ def profile(url: str, paths: Paths, types: list[str], rounds: int, write: Path, 
             migrate(url, "lat", loc)
             got = []
             for i in range(rounds):
-                base, path = paths.measure("wire"), paths.measure("wire", (body["vport"],))
+                via = VIA.get(typ, DIRECT)
+                base, path = paths.measure("wire", (), via), paths.measure("wire", (body["vport"],), via)
                 got.append({"added": diff(path, base), "path": path, "base": base})
                 print(f"[{typ} on {loc} round {i + 1}] direct {base}, through the NF {path}", file=sys.stderr)
             found[typ][loc] = summary(got)

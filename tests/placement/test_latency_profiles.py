@@ -114,10 +114,10 @@ def test_bad_latency_fields_are_named(tmp_path, raw, field):
 def test_cli_records_latency_with_date_and_commit(tmp_path):
     f = tmp_path / "p.json"
     f.write_text(json.dumps({"_about": "kept", "firewall": {"r_host": 0.3}}))
-    details = {"packets": 2000, "rate_pps": 1000, "path": {"median": 90, "p99": 200},
+    details = {"packets": 2000, "rate_pps": 1000, "load1": 3.5, "path": {"median": 90, "p99": 200},
                "base": {"median": 50, "p99": 80}}  # fmt: skip
     out = uno("placement", "profile", "--file", str(f), "--measure-latency", "firewall", "host", "40", "120",
-              "--details", json.dumps(details), "--source", "bench")  # fmt: skip
+              "--details", json.dumps(details), "--source", "bench", "--commit", "8cdacce")  # fmt: skip
     assert out.returncode == 0, out.stderr
     out = uno("placement", "profile", "--file", str(f), "--measure-pcie", "snic0", "25", "80")
     assert out.returncode == 0, out.stderr
@@ -129,6 +129,7 @@ def test_cli_records_latency_with_date_and_commit(tmp_path):
         and prov["commit"]
         and prov["path"]["p99"] == 200
     )
+    assert prov["commit"] == "8cdacce" and prov["load1"] == 3.5  # the bench's start commit, the load
     assert raw["firewall"]["r_host"] == 0.3 and raw["_about"] == "kept"
     assert raw[PCIE_KEY]["snic0"]["measured"]["command"].startswith("uno placement profile --measure-pcie")
 
@@ -146,6 +147,10 @@ def test_cli_records_latency_with_date_and_commit(tmp_path):
         (["--measure-latency", "pcie", "host", "4", "20"], "measurement.type"),
         (["--measure-pcie", "host", "4", "20"], "measurement.snic"),
         (["--measure-pcie", "snic0", "4", "20", "--details", "[1]"], "--details: expected a JSON object"),
+        (
+            ["--measure-pcie", "snic0", "4", "20", "--details", '{"load1": -1}'],
+            "measurement.snic0.load1: must be a non-negative number",
+        ),
     ],
 )
 def test_cli_bad_latency_is_one_line_and_writes_nothing(tmp_path, args, msg):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from domain.model import NF_TYPES
 from placement.model import PlacementInputError
 from placement.profiles import (
     EMULATED_PROFILES,
@@ -111,10 +112,19 @@ def test_shipped_emulated_profiles_are_valid_and_measured():
     for name, prof in raw.items():
         if name.startswith("_"):
             continue
-        # every value has its provenance: r_host, r_nic and, where measured, each location's latency
-        assert set(prof["measured"]) - {"latency_us"} == {"r_host", "r_nic"}, name
+        # every value has its provenance: r_host, r_nic where measured (lb's CPU cost is not: the shipped
+        # profile's) and, where measured, each location's latency
+        assert set(prof["measured"]) - {"latency_us"} == {"r_host", "r_nic"} & set(prof), name
         locs = prof["measured"].get("latency_us", {})
         assert ("latency_us" in prof) == bool(locs) and set(locs) <= {"host", "snic0"}, name
+
+
+def test_every_nf_type_the_agent_runs_has_measured_latencies_and_the_link_too():
+    raw = read_profile_file(EMULATED_PROFILES)
+    assert raw["pcie"]["snic0"]["latency_us"] > 0
+    for name in NF_TYPES:
+        assert set(raw[name]["latency_us"]) == {"host", "nic"}, name
+        assert set(raw[name]["measured"]["latency_us"]) == {"host", "snic0"}, name
 
 
 def test_fit_affine_least_squares_and_residual():

@@ -5,6 +5,7 @@ one, and a change that touches the scale or the structure takes the full path.""
 from __future__ import annotations
 
 import copy
+import itertools
 import random
 from fractions import Fraction
 
@@ -13,6 +14,7 @@ import pytest
 
 from placement import PlacementInputError, parse_problem, solve
 from placement.decompose import Groups, prepare
+from placement.evaluate import evaluate
 from placement.families import instance
 from placement.reparse import Parsed
 from placement.reprepare import update
@@ -134,9 +136,9 @@ def test_warm_resolve_matches_a_cold_solve(name):
 
 def test_a_change_of_scale_takes_the_full_prepare():
     obj, ws = settled("chains", 60, 3)
-    obj["edges"][5]["gbps"] = "1/7"  # a denominator no other value has: G changes
+    obj["edges"][5]["gbps"] = "1/7"  # a denominator no other value has, exact (never rounded): G changes
     out = ws.solve(obj)
-    assert ws.last == {"parse": "incremental", "prepare": "full"}
+    assert ws.last == {"parse": "incremental", "prepare": "full", "onto_scale": 0}
     cold = solve(parse_problem(obj), time_limit=20, gap_limit=0)
     assert out["host_cost"] == cold["host_cost"]
     parsed = Parsed()
@@ -161,7 +163,7 @@ def test_structure_changes_take_the_full_path():
     nf = next(n for n in obj["nodes"] if n["kind"] == "nf")
     nf["pinned"] = "host"
     ws.solve(obj)
-    assert ws.last == {"parse": "incremental", "prepare": "full"}
+    assert ws.last == {"parse": "incremental", "prepare": "full", "onto_scale": 0}
     cold = solve(parse_problem(obj), time_limit=20)
     assert ws.solve(obj)["host_cost"] == cold["host_cost"]
 
@@ -192,7 +194,7 @@ def test_bad_input_is_refused_and_changes_nothing(mutate, message):
     with pytest.raises(PlacementInputError, match=message.replace("[", r"\[").replace("]", r"\]")):
         ws.solve(bad)
     again = ws.solve(good)
-    assert ws.last == {"parse": "incremental", "prepare": "incremental"}
+    assert ws.last == {"parse": "incremental", "prepare": "incremental", "onto_scale": 0}
     assert again["host_cost"] == before["host_cost"]
 
 
@@ -245,3 +247,115 @@ def test_a_broken_element_where_a_risky_one_was_is_refused():
             ws.solve(bad)
     ws.solve(obj)
     assert ws.last["parse"] == "incremental"
+
+
+MEASURED = 1.2937418263514  # a measured-looking factor: products of it are floats of 16 digits
+
+
+def test_a_value_off_the_kept_scale_is_read_onto_it_within_the_documented_error():
+    obj, ws = settled("chains", 60, 3)
+    memo = ws._groups.memo
+    for value in (2 / 3, 0.2777777777777778, 1 / 7):  # on grids of 3, 18, 7: none divides the kept G
+        obj["edges"][5]["gbps"] = value
+        assert memo.G % parse_problem(obj).edges[5].gbps.denominator
+        warm = ws.solve(obj)
+        assert ws.last == {"parse": "incremental", "prepare": "incremental", "onto_scale": 1}
+        used = ws._parsed.problem.edges[5].gbps
+        assert memo.G % used.denominator == 0 and abs(used - Fraction(value)) <= 5e-9 * Fraction(value)
+        entry = next(e for e in ws._parsed.problem.inexact if e[0] == "edges[5].gbps")
+        assert entry[2] == used and entry[3] <= 5e-9 and warm["inexact_inputs"]["max_relative_error"] <= 5e-9
+        # the incremental prepare is the full prepare of the numbers read; the answer a cold solve of them
+        assert_same_groups(ws._groups, prepare(ws._parsed.problem))
+        exact = copy.deepcopy(obj)
+        exact["edges"][5]["gbps"] = f"{used.numerator}/{used.denominator}"
+        assert warm["host_cost"] == solve(parse_problem(exact), time_limit=20, gap_limit=0)["host_cost"]
+        cold = solve(parse_problem(copy.deepcopy(obj)), time_limit=20, gap_limit=0)["host_cost"]
+        assert abs(warm["host_cost"] - cold) <= 1e-8 * cold  # the numbers differ by <= 5e-9 relative
+
+
+def test_a_value_too_far_from_the_kept_scale_takes_the_full_path():
+    obj, ws = settled("chains", 60, 3)
+    obj["edges"][5]["gbps"] = 1.23456789123e-7  # 13 decimals: on the kept 10^-10 grid it is 1e-3 off
+    warm = ws.solve(obj)
+    assert ws.last == {"parse": "incremental", "prepare": "full", "onto_scale": 0}
+    assert ws._parsed.problem.edges[5].gbps == parse_problem(obj).edges[5].gbps  # the parse's own rational
+    assert warm["host_cost"] == solve(parse_problem(obj), time_limit=20, gap_limit=0)["host_cost"]
+    obj["edges"][6]["gbps"] = "1/3"  # exact input (a numeric string): never rounded
+    ws.solve(obj)
+    assert ws.last["prepare"] == "full" and ws._parsed.problem.edges[6].gbps == Fraction(1, 3)
+
+
+def test_round_onto_keeps_within_the_bound_or_refuses():
+    from placement.model import REL_ERROR_BOUND, round_onto
+
+    assert round_onto(2 / 3, 10**9) == (Fraction(666666667, 10**9), pytest.approx(5e-10, rel=1e-3))
+    assert round_onto(0.0123456789123, 10**9) is None  # 1.2e-11 off a 0.012: above 5e-9 relative
+    assert round_onto(1e-12, 10**9) is None  # would round to 0: traffic to/from 0 is structure
+    assert round_onto(0.0, 10) is None
+    got = round_onto(-2 / 3, 10**9)
+    assert got is not None and got[0] < 0
+    rng = random.Random(5)
+    for _ in range(2000):
+        v = rng.uniform(0.05, 50) * rng.choice([1, MEASURED])
+        scale = rng.choice([10**9, 10**10, 3 * 10**9, 2**40])
+        got = round_onto(v, scale)
+        err = abs(Fraction(repr(v)) - Fraction(round(Fraction(repr(v)) * scale), scale)) / Fraction(repr(v))
+        assert (got is not None) == (err <= Fraction(5, 10**9))
+        if got is not None:
+            assert got[0].denominator <= scale and scale % got[0].denominator == 0
+            assert got[1] <= REL_ERROR_BOUND
+
+
+def as_read(obj: dict, problem) -> dict:
+    """`obj` with every inexactly read top-level number of its nodes and edges written as the exact rational
+    `problem` used (a numeric string): a cold parse of it gives the numbers the warm solver read."""
+    out = copy.deepcopy(obj)
+    for where, _given, used, _err in problem.inexact:
+        part, field = where.split(".", 1)
+        kind, idx = part[:-1].split("[")
+        if "." not in field:
+            out[kind][int(idx)][field] = f"{used.numerator}/{used.denominator}"
+    return out
+
+
+def brute(problem):
+    best = None
+    for combo in itertools.product(*[problem.allowed(n) for n in problem.nodes]):
+        ev = evaluate(problem, {n.id: loc for n, loc in zip(problem.nodes, combo, strict=True)})
+        if ev.feasible and (best is None or ev.host_cost < best):
+            best = ev.host_cost
+    return best
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_measured_floats_warm_equals_brute_force_on_small(seed):
+    """One-edge and one-ratio changes by measured-looking factors (and to ratios of small numbers, on
+    other grids): on every change the warm answer's host cost is the brute-force optimum of the numbers
+    it read (within the rounding of a float) and within the documented error of the cold parse's."""
+    rng = random.Random(seed)
+    obj, ws = settled("chains", 10, seed)
+    onto = 0
+    for k in range(9):
+        e = rng.choice(obj["edges"])
+        if k % 3 == 2:
+            e["gbps"] = rng.randint(1, 30) / 18  # a grid of 18: not the kept scale's
+        elif k % 3 == 1:
+            e["gbps"] *= rng.choice([MEASURED, 1 / MEASURED])
+        else:
+            node = rng.choice([n for n in obj["nodes"] if n["kind"] == "nf"])
+            node["r_host"] *= rng.choice([MEASURED, 1 / MEASURED])
+        warm = ws.solve(obj)
+        onto += ws.last["onto_scale"]
+        best = brute(ws._parsed.problem)
+        if best is None:
+            assert warm["status"] == "infeasible"
+            continue
+        assert warm["status"] == "optimal"
+        assert warm["host_cost"] == pytest.approx(float(best), rel=1e-12)
+        assert warm["host_cost"] == pytest.approx(float(brute(parse_problem(obj))), rel=1e-8)
+        cold = solve(parse_problem(as_read(obj, ws._parsed.problem)), time_limit=20, gap_limit=0)
+        assert cold["host_cost"] == warm["host_cost"]  # a cold solve of the same numbers
+        for node in obj["nodes"]:
+            if node["kind"] == "nf":
+                node["location"] = warm["placement"][node["id"]]
+    assert onto >= 1  # the path under test was taken

@@ -2,6 +2,7 @@
 //! FIN, or UDP) whose data packets carry a marker with run id, flow, sequence number and send
 //! timestamp, and a sink that reports loss, duplicates, reordering and latency percentiles.
 
+pub mod esp;
 pub mod gen;
 pub mod sink;
 

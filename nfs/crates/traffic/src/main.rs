@@ -1,14 +1,18 @@
 //! `traffic gen --port IFACE [--flows N] [--pkts P] [--rate PPS] [--size BYTES] [--udp] [--run ID]
 //!              [--src IP] [--dst IP] [--dst-port P] [--src-mac M] [--dst-mac M]`
-//! `traffic sink --port IFACE [--run ID] [--expect N] [--duration-ms MS] [--idle-ms MS]`
+//! `traffic sink --port IFACE [--run ID] [--expect N] [--duration-ms MS] [--idle-ms MS]
+//!               [--esp-key HEX --esp-salt HEX]`
 //!
 //! The generator prints `{"sent": N, ...}`; the sink prints its report (JSON) when `--expect`
 //! packets arrived, after `--idle-ms` without data once data started, or after `--duration-ms`.
+//! With `--esp-key`/`--esp-salt` (an IPsec gateway's outbound SA) it also reads the markers of
+//! ESP frames, decrypted after their arrival time is taken.
 
 use netio::afpacket::{AfPacket, RingConfig};
 use netio::{Batch, Device};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+use traffic::esp::EspOpener;
 use traffic::gen::{frame_count, frames, stamp, GenConfig};
 use traffic::sink::SinkStats;
 use traffic::Marker;
@@ -32,12 +36,21 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
 const USAGE: &str =
     "usage: traffic gen --port IFACE [--flows N] [--pkts P] [--rate PPS] [--size BYTES (60-1514)] \
 [--udp] [--run ID] [--src IP] [--dst IP] [--dst-port P] [--src-mac M] [--dst-mac M]
-       traffic sink --port IFACE [--run ID] [--expect N] [--duration-ms MS] [--idle-ms MS]";
+       traffic sink --port IFACE [--run ID] [--expect N] [--duration-ms MS] [--idle-ms MS] \
+[--esp-key HEX --esp-salt HEX]";
 const GEN_OPTS: &[&str] = &[
     "port", "flows", "pkts", "rate", "size", "udp", "run", "src", "dst", "dst-port", "src-mac",
     "dst-mac",
 ];
-const SINK_OPTS: &[&str] = &["port", "run", "expect", "duration-ms", "idle-ms"];
+const SINK_OPTS: &[&str] = &[
+    "port",
+    "run",
+    "expect",
+    "duration-ms",
+    "idle-ms",
+    "esp-key",
+    "esp-salt",
+];
 
 /// The options of one subcommand; an option it does not know is an error (a typo must not fall back to a
 /// default silently).
@@ -143,6 +156,11 @@ fn sink(m: &HashMap<String, String>) -> Result<serde_json::Value, String> {
         .transpose()?;
     let duration = Duration::from_millis(get(m, "duration-ms", 60_000u64)?);
     let idle = Duration::from_millis(get(m, "idle-ms", 2_000u64)?);
+    let esp = match (m.get("esp-key"), m.get("esp-salt")) {
+        (Some(k), Some(s)) => Some(EspOpener::new(k, s)?),
+        (None, None) => None,
+        _ => return Err("--esp-key and --esp-salt go together".into()),
+    };
     let mut dev = AfPacket::open(port, RingConfig::for_batch(64)).map_err(|e| e.to_string())?;
     println!("{}", serde_json::json!({"ready": true}));
     let mut st = SinkStats::new(run);
@@ -159,7 +177,8 @@ fn sink(m: &HashMap<String, String>) -> Result<serde_json::Value, String> {
             let Ok(p) = packet::Parsed::new_checked(f) else {
                 continue;
             };
-            if let Some(mk) = Marker::read(p.payload(f)) {
+            let esp_mk = || esp.as_ref().and_then(|o| o.marker(f));
+            if let Some(mk) = Marker::read(p.payload(f)).or_else(esp_mk) {
                 st.observe(&mk, now);
                 last = Some(Instant::now());
             }

@@ -1,6 +1,5 @@
 package net.uno.oneswitch.core;
 
-import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -79,8 +78,8 @@ public final class Counters {
   }
 
   /**
-   * Packets the live handoff rules sent on, per physical table, from {@code physCounters} (by
-   * cookie): see {@link TableCounts}.
+   * Packets the handoff rules sent on, per physical table, the live ones' from {@code physCounters}
+   * (by cookie): see {@link TableCounts}.
    */
   public Map<Integer, Long> handoffPackets(Map<Long, long[]> physCounters) {
     return handoffPackets(
@@ -91,11 +90,13 @@ public final class Counters {
   }
 
   /**
-   * Packets the live handoff rules sent on, per physical table, {@code countersOf} giving each
-   * handoff rule's {packets, bytes} (null: not installed).
+   * Packets the handoff rules sent on, per physical table: the live ones', {@code countersOf}
+   * giving each one's {packets, bytes} (null: not installed), and the deleted ones' final packets
+   * (a move or a port change deletes handoff rules; the switches' table counters keep their
+   * packets).
    */
   Map<Integer, Long> handoffPackets(Function<PhysRule, long[]> countersOf) {
-    Map<Integer, Long> out = new HashMap<>();
+    Map<Integer, Long> out = removals.retiredHandoffPackets();
     for (PhysRule p : planner.translations().handoffs()) {
       long[] c = countersOf.apply(p);
       if (c != null) {

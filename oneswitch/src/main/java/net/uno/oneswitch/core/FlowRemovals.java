@@ -21,6 +21,11 @@ import org.projectfloodlight.openflow.types.U64;
  * being removed ({@link #expect}), whose counters go into its report, and one of a replica a
  * re-translation retired while its virtual rule lives on ({@link #retiring}), whose counters are
  * kept so the virtual rule's statistics do not drop. Core thread only.
+ *
+ * <p>The handoff rules of the table offload have no virtual rule, but their packets are taken out
+ * of the TABLE statistics ({@link TableCounts}): a deleted handoff rule's final packets are kept
+ * per physical table ({@link #retiringHandoff}), since the switches' table counters keep counting
+ * them.
  */
 final class FlowRemovals {
   private final OFFactory factory;
@@ -35,6 +40,12 @@ final class FlowRemovals {
 
   /** Physical cookie of a replica of a rule being removed -> that removal. */
   private final Map<Long, Removal> pending = new HashMap<>();
+
+  /** Physical cookie of a handoff rule being deleted -> its physical table, until its report. */
+  private final Map<Long, Integer> handoffsRetiring = new HashMap<>();
+
+  /** Packets of the deleted handoff rules, per physical table. */
+  private final Map<Integer, Long> handoffsRetired = new HashMap<>();
 
   /** {@code report} gets each finished FLOW_REMOVED (for the controllers that asked for it). */
   FlowRemovals(OFFactory factory, LongSupplier clock, Consumer<OFFlowRemoved> report) {
@@ -115,6 +126,19 @@ final class FlowRemovals {
   }
 
   /**
+   * The handoff rule with physical {@code cookie} in physical table {@code table} is being deleted:
+   * its final packets are kept for that table's TABLE statistics.
+   */
+  void retiringHandoff(long cookie, int table) {
+    handoffsRetiring.put(cookie, table);
+  }
+
+  /** Packets of the deleted handoff rules so far, per physical table (a copy). */
+  Map<Integer, Long> retiredHandoffPackets() {
+    return new HashMap<>(handoffsRetired);
+  }
+
+  /**
    * A switch reported the physical flow {@code cookie} removed with these final counters. Returns
    * true if it was expected (a removal's replica or a retired one); false for a flow OneSwitch did
    * not delete. {@code live}: whether a virtual rule still exists (a retired replica of a rule
@@ -128,6 +152,11 @@ final class FlowRemovals {
       if (--rm.remaining == 0) {
         rm.finish();
       }
+      return true;
+    }
+    Integer handoffTable = handoffsRetiring.remove(cookie);
+    if (handoffTable != null) {
+      handoffsRetired.merge(handoffTable, packets, Long::sum);
       return true;
     }
     VirtualRule.Key owner = retiring.remove(cookie);

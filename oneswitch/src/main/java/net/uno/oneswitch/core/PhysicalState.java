@@ -96,6 +96,20 @@ public final class PhysicalState {
     /** The physical table of the moved table (-1: none); see {@link #takeOver}. */
     public int movedTable = -1;
 
+    /**
+     * Dispatch rules in {@link #modify} that stop running handed-off packets here (they took them
+     * into this switch's copy of a table, and now send them on). In a table move they go in the
+     * break phase, ahead of the deletions: until then this switch keeps its old copies, and a
+     * packet handed to it the old way (by another switch's cached datapath flow, or still crossing
+     * the link after that switch's barrier) still runs here. Sent on, it could reach a place with
+     * no rule for its origin: the table's new place, when the packet came from there.
+     */
+    final Set<Op> stopsHere = new HashSet<>();
+
+    private boolean deferred(Op op) {
+      return movedTable >= 0 && stopsHere.contains(op);
+    }
+
     /** The physical table of each dropped handoff rule in {@link #unhand}. */
     final Map<Op, Integer> unhandTable = new HashMap<>();
 
@@ -114,9 +128,15 @@ public final class PhysicalState {
       return unhand.stream().filter(this::now).toList();
     }
 
-    /** The break phase: the other dropped handoff rules, then {@link #remove}. */
+    /**
+     * The break phase: in a table move the dispatch that stops running handed-off packets ({@link
+     * #stopsHere}), then the other dropped handoff rules and {@link #remove}.
+     */
     public List<Op> breakOps() {
       List<Op> out = new ArrayList<>();
+      if (movedTable >= 0) {
+        modify.stream().filter(stopsHere::contains).forEach(out::add);
+      }
       unhand.stream().filter(op -> !now(op)).forEach(out::add);
       out.addAll(remove);
       return out;
@@ -131,7 +151,9 @@ public final class PhysicalState {
       List<List<Op>> out = new ArrayList<>();
       List<Op> rest = new ArrayList<>();
       modify.stream().filter(op -> op.msg() instanceof OFFlowAdd).forEach(rest::add);
-      modify.stream().filter(op -> !(op.msg() instanceof OFFlowAdd)).forEach(rest::add);
+      modify.stream()
+          .filter(op -> !(op.msg() instanceof OFFlowAdd) && !deferred(op))
+          .forEach(rest::add);
       for (String sw : modifyFirst) {
         List<Op> stage = new ArrayList<>();
         rest.removeIf(op -> op.sw().equals(sw) && stage.add(op));
@@ -365,7 +387,11 @@ public final class PhysicalState {
           have.put(k, n);
           byCookie.put(n.cookie(), n);
           if (!Objects.equals(want.instructions(), cur.rule().instructions())) {
-            p.modify.add(new Op(k.sw(), flowModify(n)));
+            Op op = new Op(k.sw(), flowModify(n));
+            p.modify.add(op);
+            if (owner == null && !want.isLate() && runsHere(cur.rule()) && !runsHere(want)) {
+              p.stopsHere.add(op);
+            }
           }
         }
       } else if (cur != null) {
@@ -390,6 +416,16 @@ public final class PhysicalState {
     resplits.order(p);
     p.remove.addAll(groupDeletes);
     return p;
+  }
+
+  /** True if {@code r} sends its packets on into a table of its own switch (a goto_table). */
+  private static boolean runsHere(PhysRule r) {
+    return r.instructions().stream()
+        .anyMatch(
+            i ->
+                i
+                    instanceof
+                    org.projectfloodlight.openflow.protocol.instruction.OFInstructionGotoTable);
   }
 
   /**
@@ -476,7 +512,9 @@ public final class PhysicalState {
         .setBufferId(OFBufferId.NO_BUFFER)
         .setOutPort(OFPort.ANY)
         .setOutGroup(OFGroup.ANY)
-        .setFlags(i.owner() == null ? Set.of() : Set.of(OFFlowModFlags.SEND_FLOW_REM))
+        // A handoff rule (late, no owner) reports its final packets too: TABLE statistics.
+        .setFlags(
+            i.owner() == null && !r.isLate() ? Set.of() : Set.of(OFFlowModFlags.SEND_FLOW_REM))
         .build();
   }
 

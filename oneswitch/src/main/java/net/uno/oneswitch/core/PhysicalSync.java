@@ -9,7 +9,8 @@ import net.uno.oneswitch.model.PhysRule;
 /**
  * Brings the physical switches to the translations after a change: the {@link Planner} plans, the
  * {@link PlanExecutor} sends. Replicas a plan deletes while their virtual rule lives on keep their
- * final counters for it ({@link FlowRemovals#retiring}), and the changed state is saved soon. Core
+ * final counters for it ({@link FlowRemovals#retiring}), handoff rules theirs for the TABLE
+ * statistics ({@link FlowRemovals#retiringHandoff}), and the changed state is saved soon. Core
  * thread only.
  */
 final class PhysicalSync {
@@ -94,6 +95,8 @@ final class PhysicalSync {
     for (PhysicalState.Installed i : p.deleted) {
       if (i.owner() != null && vs.rule(i.owner()) != null) {
         removals.retiring(i.cookie(), i.owner());
+      } else if (i.owner() == null && i.rule().isLate()) {
+        removals.retiringHandoff(i.cookie(), i.rule().table());
       }
     }
     if (trace != null) {

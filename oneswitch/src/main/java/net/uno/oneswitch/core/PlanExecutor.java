@@ -105,10 +105,11 @@ final class PlanExecutor {
     List<PhysicalState.Op> unhand = p.unhandNow();
     List<PhysicalState.Op> remove = p.breakOps();
     boolean breaks = !remove.isEmpty();
+    List<List<PhysicalState.Op>> stages = p.modifyStages();
     // The last phase that sends something before a break barriers every switch afresh.
-    boolean modifyFresh = breaks && !p.modify.isEmpty();
-    boolean unhandFresh = breaks && p.modify.isEmpty() && !unhand.isEmpty();
-    boolean makeFresh = breaks && p.modify.isEmpty() && unhand.isEmpty() && !p.make.isEmpty();
+    boolean modifyFresh = breaks && !stages.isEmpty();
+    boolean unhandFresh = breaks && stages.isEmpty() && !unhand.isEmpty();
+    boolean makeFresh = breaks && stages.isEmpty() && unhand.isEmpty() && !p.make.isEmpty();
     // Scale groups first, alone: their barrier sets the selection method before a flow uses them.
     CompletableFuture<Void> groups =
         p.groups.isEmpty()
@@ -118,7 +119,6 @@ final class PlanExecutor {
         groups
             .thenComposeAsync(x -> phase("make", p.make, makeFresh, trace), exec)
             .thenComposeAsync(x -> phase("unhand", unhand, unhandFresh, trace), exec);
-    List<List<PhysicalState.Op>> stages = p.modifyStages();
     for (int i = 0; i < stages.size(); i++) {
       List<PhysicalState.Op> stage = stages.get(i);
       boolean fresh = modifyFresh && i == stages.size() - 1;

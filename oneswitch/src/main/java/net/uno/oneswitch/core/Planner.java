@@ -443,25 +443,7 @@ public final class Planner {
         gused.put(g.groupId(), used);
       }
       for (VirtualRule r : vs.rules().values()) {
-        try {
-          ts.put(r.key(), translate(r, next, vs.depths(), vs::group, o));
-        } catch (OfError e) {
-          if (!o.any() || e.getMessage().startsWith("table ")) {
-            throw e;
-          }
-          throw new OfError(
-              e.code(),
-              e.getMessage().startsWith("rule table=")
-                  ? e.getMessage()
-                  : "rule table="
-                      + r.table()
-                      + " priority="
-                      + r.priority()
-                      + " "
-                      + r.match()
-                      + ": "
-                      + e.getMessage());
-        }
+        ts.put(r.key(), translateNamed(r, next, o));
       }
       List<PhysRule> hand = translator(next, vs.depths(), vs::group, hused, o).handoffs();
       return new MapTranslation(ts, gts, gused, new Translated(hand, hused), o);
@@ -472,6 +454,40 @@ public final class Planner {
       newIds.forEach(scaleIds::release);
       throw e;
     }
+  }
+
+  /**
+   * Rule {@code r} translated for port map {@code next} and placement {@code o}; a rule that cannot
+   * be carried under a placement is named in the error. Tags given back on a failure.
+   */
+  private Translated translateNamed(VirtualRule r, PortMap next, Offload o) throws OfError {
+    try {
+      return translate(r, next, vs.depths(), vs::group, o);
+    } catch (OfError e) {
+      if (!o.any() || e.getMessage().startsWith("table ")) {
+        throw e;
+      }
+      throw new OfError(
+          e.code(),
+          e.getMessage().startsWith("rule table=")
+              ? e.getMessage()
+              : "rule table="
+                  + r.table()
+                  + " priority="
+                  + r.priority()
+                  + " "
+                  + r.match()
+                  + ": "
+                  + e.getMessage());
+    }
+  }
+
+  /**
+   * Rule {@code r} alone translated under placement {@code o} (the current ports), not installed:
+   * give it back ({@link #giveBack(Collection)}). Fails as {@link #translateFor} does for it.
+   */
+  Translated trialRule(VirtualRule r, Offload o) throws OfError {
+    return translateNamed(r, vs.ports(), o);
   }
 
   /** Gives back everything a translation took (a trial: {@code GET /v1/tables}). */

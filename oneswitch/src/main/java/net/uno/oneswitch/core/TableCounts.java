@@ -9,7 +9,9 @@ import java.util.Map;
  * handoff rule) in the table's slot on the switch that hands it off and looked up again in the same
  * table on the table's own switch (the handoff dispatch goes straight there), so without that it
  * would count twice; every other packet is looked up in a table on one switch only (the ingress
- * runs the replicated pipeline, the egress switch only pops the tag in table 0).
+ * runs the replicated pipeline, the egress switch only pops the tag in table 0). The handoff rules
+ * a move or a port change deleted count too (their final packets, from their FLOW_REMOVED): a
+ * switch's table counters keep the packets they handed off.
  */
 public final class TableCounts {
   private TableCounts() {}
@@ -17,7 +19,7 @@ public final class TableCounts {
   /**
    * {lookups, matches} of virtual table {@code t}: {@code physical} maps a physical table to its
    * {lookups, matches} summed over the switches, {@code handoff} to the packets its handoff rules
-   * sent on.
+   * (live and deleted) sent on.
    */
   public static long[] of(int t, Map<Integer, long[]> physical, Map<Integer, Long> handoff) {
     long[] a = physical.getOrDefault(t + 1, new long[2]);

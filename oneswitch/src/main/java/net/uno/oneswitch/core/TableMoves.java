@@ -76,14 +76,8 @@ public final class TableMoves {
   private final ScheduledExecutorService exec;
   private final Path file;
 
-  /**
-   * The offload verdicts of {@link #tables()} per (table, sNIC) as of {@link #verdictsOf}: each is
-   * a trial translation of every rule, so they are kept until the virtual state, its physical form
-   * or the placement changes.
-   */
-  private final Map<String, String> verdicts = new HashMap<>();
-
-  private List<Object> verdictsOf = List.of();
+  /** The offload verdicts of {@link #tables()}, kept up to date by the rules that change. */
+  private final OffloadVerdicts verdicts;
 
   /** {@code file}: where the placement is saved (null: nowhere). */
   TableMoves(
@@ -101,6 +95,42 @@ public final class TableMoves {
     this.executor = executor;
     this.exec = exec;
     this.file = file;
+    this.verdicts = new OffloadVerdicts(vs, planner, new VerdictTrials());
+  }
+
+  /** The trials of {@link OffloadVerdicts}: those of a move (whole, unsplit). */
+  private final class VerdictTrials implements OffloadVerdicts.Trials {
+    @Override
+    public Map<String, Integer> whole(int t, String sw) throws PortError {
+      Planner.MapTranslation m = translated(t, sw, null);
+      planner.giveBack(m);
+      return counts(m);
+    }
+
+    @Override
+    public Map<String, Integer> rule(int t, String sw, VirtualRule r) throws PortError {
+      Translations.Translated tr;
+      try {
+        tr = planner.trialRule(r, planner.offload().with(t, sw));
+      } catch (OfError e) {
+        throw refused(t, sw, e.getMessage());
+      }
+      planner.giveBack(List.of(tr));
+      Map<String, Integer> out = new HashMap<>();
+      tr.phys().forEach(p -> out.merge(p.sw(), 1, Integer::sum));
+      return out;
+    }
+
+    @Override
+    public String overLimit(int t, String sw, Map<String, Integer> counts) {
+      String full = TableMoves.this.overLimit(counts);
+      return full == null ? null : refused(t, sw, full).getMessage();
+    }
+  }
+
+  /** How many whole trials and single rules {@code GET /v1/tables} translated so far. */
+  long[] verdictTrials() {
+    return verdicts.trials();
   }
 
   /** The location of table {@code t} as the REST API names it. */
@@ -255,43 +285,48 @@ public final class TableMoves {
   }
 
   /**
-   * The whole translation with table {@code t} on {@code to}, not installed; refused (409 {@code
-   * location}, everything given back) where a rule cannot be carried or a switch would hold more
-   * than its {@code max_rules}.
+   * The whole translation with table {@code t} on {@code to} (split with {@code hostMin}, null:
+   * whole), not installed; refused (409 {@code location}, everything given back) where a rule
+   * cannot be carried or a switch would hold more than its {@code max_rules}.
    */
-  private Planner.MapTranslation trial(int t, String to) throws PortError {
-    return trial(t, to, null);
-  }
-
-  /** As above, split with {@code hostMin} (null: whole). */
   private Planner.MapTranslation trial(int t, String to, Integer hostMin) throws PortError {
-    Planner.MapTranslation m;
-    try {
-      m = planner.translateFor(vs.ports(), List.of(), planner.offload().with(t, to, hostMin));
-    } catch (OfError e) {
-      throw PortError.conflict(
-          "location", "table " + t + " cannot run on " + name(to) + ": " + e.getMessage());
-    }
-    String full = overLimit(m);
+    Planner.MapTranslation m = translated(t, to, hostMin);
+    String full = overLimit(counts(m));
     if (full != null) {
       planner.giveBack(m);
-      throw PortError.conflict(
-          "location", "table " + t + " cannot run on " + name(to) + ": " + full);
+      throw refused(t, to, full);
     }
     return m;
   }
 
-  /** Why {@code m} would put too many rules on a switch with {@code max_rules}; null if none. */
-  private String overLimit(Planner.MapTranslation m) {
-    Map<String, Integer> now = new TreeMap<>();
-    Map<String, Integer> next = new TreeMap<>();
-    for (PhysRule p : planner.translations().desired().values()) {
-      now.merge(p.sw(), 1, Integer::sum);
+  /** The whole translation with table {@code t} on {@code to}; refused where a rule cannot be. */
+  private Planner.MapTranslation translated(int t, String to, Integer hostMin) throws PortError {
+    try {
+      return planner.translateFor(vs.ports(), List.of(), planner.offload().with(t, to, hostMin));
+    } catch (OfError e) {
+      throw refused(t, to, e.getMessage());
     }
+  }
+
+  private PortError refused(int t, String to, String why) {
+    return PortError.conflict("location", "table " + t + " cannot run on " + name(to) + ": " + why);
+  }
+
+  /** The physical rules per switch of {@code m}'s rules and handoffs. */
+  private static Map<String, Integer> counts(Planner.MapTranslation m) {
+    Map<String, Integer> next = new TreeMap<>();
     for (Translations.Translated tr : m.rules().values()) {
       tr.phys().forEach(p -> next.merge(p.sw(), 1, Integer::sum));
     }
     m.handoffs().phys().forEach(p -> next.merge(p.sw(), 1, Integer::sum));
+    return next;
+  }
+
+  /**
+   * Why {@code next} (physical rules per switch of a translation) would put too many rules on a
+   * switch with {@code max_rules}; null if none.
+   */
+  private String overLimit(Map<String, Integer> next) {
     // The dispatch rules stay about what they are (a tag or two more: counted with the current).
     Map<String, Integer> dispatch = planner.translations().dispatchCounts();
     for (String sw : topo.switches()) {
@@ -300,7 +335,7 @@ public final class TableMoves {
         continue;
       }
       int n = next.getOrDefault(sw, 0) + dispatch.getOrDefault(sw, 0);
-      if (n > max && n > now.getOrDefault(sw, 0)) {
+      if (n > max && n > planner.translations().count(sw)) {
         return "switch "
             + name(sw)
             + " would hold "
@@ -387,25 +422,7 @@ public final class TableMoves {
     } catch (PortError e) {
       return e.getMessage();
     }
-    List<Object> version =
-        List.of(vs.changes(), planner.translations().changes(), planner.offload());
-    if (!version.equals(verdictsOf)) {
-      verdicts.clear();
-      verdictsOf = version;
-    }
-    String k = t + "/" + sw;
-    if (verdicts.containsKey(k)) {
-      return verdicts.get(k);
-    }
-    String why;
-    try {
-      planner.giveBack(trial(t, sw));
-      why = null;
-    } catch (PortError e) {
-      why = e.getMessage();
-    }
-    verdicts.put(k, why);
-    return why;
+    return verdicts.of(t, sw);
   }
 
   // ------------------------------------------------------------------ persistence

@@ -278,7 +278,8 @@ final class StatsReplies {
               .exceptionally(e -> null));
     }
     // A handed-off packet is looked up in its table twice (the handoff rule, then the table's
-    // switch): the live handoff rules' packets are taken out once.
+    // switch): the handoff rules' packets (the live ones' and the deleted ones') are taken out
+    // once.
     Set<Integer> handoffTables = core.counters().handoffTables();
     CompletableFuture<Map<Long, long[]>> handoffCounters =
         handoffTables.isEmpty()

@@ -227,12 +227,55 @@ final class Equivalence {
       return new Fate(FakeOfTable.canonical(out));
     }
 
+    /**
+     * Sends {@code fr} into vport {@code vport} with the first switch it meets holding this
+     * snapshot's flows and every switch it is handed on to holding {@code later}'s (a packet
+     * forwarded the old way that arrives after its next hop changed: still crossing the link, or
+     * sent by a switch's cached datapath flow after its barrier), and asserts the virtual switch's
+     * fate; not for an instance on switch {@code notOn} (null: every instance). Counters are not
+     * compared.
+     */
+    void sameInFlight(Snapshot later, int vport, Frame fr, String notOn) {
+      Map<VPort.Loc, Integer> vp = vportOf(ports);
+      for (VPort.Loc in : ports.get(vport).orElseThrow().instances()) {
+        if (in.sw().equals(notOn)) {
+          continue;
+        }
+        List<FakeOfTable.Output> out = new ArrayList<>();
+        walk(in, fr, vp, out, 0, later);
+        assertEquals(
+            virtual(vport, fr).outputs(),
+            new Fate(FakeOfTable.canonical(out)).outputs(),
+            "frame "
+                + fr
+                + " into vport "
+                + vport
+                + " at "
+                + in
+                + ", handed on into the later state\nphysical before:\n"
+                + describePhysical()
+                + "\nphysical later:\n"
+                + later.describePhysical());
+      }
+    }
+
     private void walk(
         VPort.Loc in,
         Frame fr,
         Map<VPort.Loc, Integer> vp,
         List<FakeOfTable.Output> out,
         int hops) {
+      walk(in, fr, vp, out, hops, this);
+    }
+
+    /** As above, the switches after the first hop holding {@code next}'s flows. */
+    private void walk(
+        VPort.Loc in,
+        Frame fr,
+        Map<VPort.Loc, Integer> vp,
+        List<FakeOfTable.Output> out,
+        int hops,
+        Snapshot next) {
       if (hops > 8) {
         throw new IllegalStateException("frame loops over PCIe: " + fr);
       }
@@ -242,7 +285,7 @@ final class Equivalence {
         if (o.port() == FakeOfTable.CONTROLLER) {
           out.add(o);
         } else if (peer != null) {
-          walk(peer, o.frame(), vp, out, hops + 1);
+          next.walk(peer, o.frame(), vp, out, hops + 1, next);
         } else if (vp.containsKey(at)) {
           out.add(new FakeOfTable.Output(vp.get(at), o.frame()));
         } else {
@@ -430,6 +473,31 @@ final class Equivalence {
       }
     }
     return s.sameCounters();
+  }
+
+  /**
+   * Sends every frame into every vport with the first switch in state {@code from} and the switches
+   * it is handed on to in state {@code to} (a move's in-flight packets, {@link
+   * Snapshot#sameInFlight}), asserting the virtual switch's fates; not the frames that come in on
+   * switch {@code notOn} (null: none).
+   */
+  void checkInFlight(
+      Map<PhysRule.Key, PhysRule> from,
+      Map<PhysRule.Key, PhysRule> to,
+      Map<PhysRule.Key, VirtualRule.Key> owners,
+      List<Frame> frames,
+      FakeOfTable.Tie tie,
+      String notOn)
+      throws Exception {
+    Snapshot a = new Snapshot(from, owners, tie);
+    Snapshot b = new Snapshot(to, owners, tie);
+    Set<Integer> vports = new TreeSet<>();
+    a.ports.all().forEach(v -> vports.add(v.vport()));
+    for (Frame fr : frames) {
+      for (int v : vports) {
+        a.sameInFlight(b, v, fr, notOn);
+      }
+    }
   }
 
   /**

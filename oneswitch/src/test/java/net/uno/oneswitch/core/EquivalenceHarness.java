@@ -1,6 +1,5 @@
 package net.uno.oneswitch.core;
 
-import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -10,9 +9,9 @@ import net.uno.oneswitch.translate.Fixtures;
 import org.junit.jupiter.api.AfterEach;
 
 /**
- * The set-up of the equivalence tests: a core over the test topology and port map
- * (translate/Fixtures) with the carrier mode and wire VLANs a test starts it with, driven on its
- * own thread, and an {@link Equivalence} over it.
+ * The set-up of the equivalence tests: a core over the test topology and port map ({@link
+ * FixtureCore}) with the carrier mode and wire VLANs a test starts it with, driven on its own
+ * thread, and an {@link Equivalence} over it.
  */
 abstract class EquivalenceHarness {
   final ScheduledExecutorService exec = Executors.newSingleThreadScheduledExecutor();
@@ -44,21 +43,7 @@ abstract class EquivalenceHarness {
    */
   void start(Carrier.Mode mode, int wireVlans) throws Exception {
     this.wireVlans = wireVlans;
-    core =
-        new OneSwitchCore(
-            Fixtures.TOPO,
-            254,
-            exec,
-            System::currentTimeMillis,
-            new Metrics(),
-            null,
-            mode,
-            wireVlans);
-    on(
-        () -> {
-          core.portChanges().initPorts(List.copyOf(Fixtures.PORTS.all()));
-          return null;
-        });
+    core = FixtureCore.start(exec, mode, wireVlans, timeoutSeconds);
     eq = new Equivalence(Fixtures.TOPO, this::on, () -> core);
   }
 }

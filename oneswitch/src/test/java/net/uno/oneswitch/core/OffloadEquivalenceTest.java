@@ -386,6 +386,8 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
             ? List.of(FakeOfTable.Tie.OWNED_WINS, FakeOfTable.Tie.UNOWNED_WINS)
             : List.of(FakeOfTable.Tie.THROW);
     int states = 0;
+    int inFlight = 0;
+    Map<Integer, String> where = new HashMap<>();
     for (String[] step : steps) {
       Map<PhysRule.Key, PhysRule> a = desired();
       Map<PhysRule.Key, VirtualRule.Key> oa = owners();
@@ -425,10 +427,47 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
           states++;
         }
       }
+      // A packet forwarded by a state before the break and handed on into any later one before the
+      // break (the drain covers the break): the old place still runs what it is handed. Not yet
+      // covered (oneswitch/README "A move"): in a move from one sNIC to another, a packet of the
+      // new place's own ports that it handed off before its unhand phase and that the host then
+      // relays back to it (the new place has no copy of the rules for its own ports' packets
+      // coming back by a handoff).
+      String from = where.getOrDefault(Integer.parseInt(step[0]), "everywhere");
+      where.put(Integer.parseInt(step[0]), loc);
+      String notOn = from.startsWith("snic") && loc.startsWith("snic") ? loc : null;
+      List<Map.Entry<String, Map<PhysRule.Key, PhysRule>>> whole = replay.wholeStates();
+      for (int i = 0; i < whole.size(); i++) {
+        for (int j = i + 1; j < whole.size(); j++) {
+          try {
+            eq.checkInFlight(
+                whole.get(i).getValue(),
+                whole.get(j).getValue(),
+                owners,
+                frames,
+                ties.get(0),
+                notOn);
+          } catch (AssertionError | IllegalStateException e) {
+            throw new AssertionError(
+                "table "
+                    + step[0]
+                    + " -> "
+                    + step[1]
+                    + ", in flight from "
+                    + whole.get(i).getKey()
+                    + " into "
+                    + whole.get(j).getKey()
+                    + ": "
+                    + e.getMessage(),
+                e);
+          }
+          inFlight++;
+        }
+      }
       assertEquals(b.keySet(), replay.end().keySet(), "the phases end in the new placement");
     }
     assertTrue(states >= steps.size() * 4 * 6, "states checked: " + states);
-    System.out.println("move states checked: " + states);
+    System.out.println("move states checked: " + states + ", in-flight pairs: " + inFlight);
   }
 
   /**
@@ -506,6 +545,18 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
         states.put(name + " on every switch", after);
         st = after;
       }
+    }
+
+    /** The states before the move and after each phase on every switch, the break left out. */
+    List<Map.Entry<String, Map<PhysRule.Key, PhysRule>>> wholeStates() {
+      List<Map.Entry<String, Map<PhysRule.Key, PhysRule>>> out = new ArrayList<>();
+      for (Map.Entry<String, Map<PhysRule.Key, PhysRule>> e : states.entrySet()) {
+        if (e.getKey().equals("before")
+            || e.getKey().endsWith(" on every switch") && !e.getKey().startsWith("break")) {
+          out.add(e);
+        }
+      }
+      return out;
     }
 
     /** Every state by what it is (the phase, the switches through it). */
@@ -678,6 +729,71 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
     assertNull(move(1, "snic0"));
     assertNull(verdicts().get("snic0"), "its own place");
     assertNull(verdicts().get("snic1"));
+  }
+
+  /** {whole trials, single-rule trials} GET /v1/tables ran so far. */
+  private long[] verdictTrials() throws Exception {
+    return on(() -> core.tableMoves().verdictTrials());
+  }
+
+  /**
+   * After a flow-mod GET /v1/tables translates only the rules that changed (not every rule again),
+   * and its verdicts are what a whole trial says: a rule that cannot be carried shows at once, a
+   * rule added beside it keeps it, its deletion re-runs the whole trial; a change of what every
+   * rule depends on (a move) re-runs every verdict.
+   */
+  @Test
+  void tablesVerdictsFollowAFlowModRuleByRule() throws Exception {
+    start(Carrier.Mode.AUTO, 1);
+    filterPipeline();
+    assertNull(verdicts().get("snic0"));
+    long whole = verdictTrials()[0];
+    long rules = verdictTrials()[1];
+    assertTrue(eq.flowMod(add(1, 20, udpDst(81), apply(out(3)))));
+    assertNull(verdicts().get("snic0"));
+    assertNull(verdicts().get("snic1"));
+    assertEquals(whole, verdictTrials()[0], "no whole trial after an added rule");
+    assertTrue(verdictTrials()[1] > rules, "the added rule translated");
+    // A rule before table 1 that writes an action set: table 1 cannot be handed off any more.
+    assertTrue(
+        eq.flowMod(
+            add(
+                0,
+                40,
+                udpDst(80),
+                List.of(F.instructions().writeActions(List.of(out(3))), gotoT(1)))));
+    String why = verdicts().get("snic0");
+    assertNotNull(why);
+    assertTrue(why.contains("writes an action set"), why);
+    assertEquals(whole, verdictTrials()[0], "found by the rule alone");
+    PortError e = move(1, "snic0");
+    assertNotNull(e);
+    assertEquals(why, e.getMessage(), "a move's own trial says the same");
+    assertTrue(eq.flowMod(add(1, 21, udpDst(82), apply(out(3)))));
+    assertEquals(why, verdicts().get("snic0"), "still refused");
+    eq.flowMod(
+        F.buildFlowDeleteStrict()
+            .setTableId(TableId.of(0))
+            .setPriority(40)
+            .setMatch(udpDst(80))
+            .build());
+    assertNull(verdicts().get("snic0"));
+    assertTrue(verdictTrials()[0] > whole, "a deletion where a rule could not be carried");
+    // A rule deleted from a movable verdict: taken off its counts, no whole trial.
+    whole = verdictTrials()[0];
+    eq.flowMod(
+        F.buildFlowDeleteStrict()
+            .setTableId(TableId.of(1))
+            .setPriority(21)
+            .setMatch(udpDst(82))
+            .build());
+    assertNull(verdicts().get("snic0"));
+    assertEquals(whole, verdictTrials()[0]);
+    assertNull(move(0, "snic0"));
+    assertNull(verdicts().get("snic1"));
+    assertTrue(verdictTrials()[0] > whole, "a move re-runs the verdicts");
+    assertNull(move(1, "snic0"), "the verdict said it could");
+    eq.check(frames());
   }
 
   @Test

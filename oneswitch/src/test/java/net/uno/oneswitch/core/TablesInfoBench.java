@@ -9,7 +9,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import net.uno.oneswitch.translate.Carrier;
-import net.uno.oneswitch.translate.Fixtures;
 import org.projectfloodlight.openflow.protocol.match.MatchField;
 import org.projectfloodlight.openflow.types.EthType;
 import org.projectfloodlight.openflow.types.IPv4Address;
@@ -35,20 +34,10 @@ public final class TablesInfoBench {
     int n = args.length > 0 ? Integer.parseInt(args[0]) : 65536;
     ScheduledExecutorService exec = Executors.newSingleThreadScheduledExecutor();
     try {
-      OneSwitchCore core =
-          new OneSwitchCore(
-              Fixtures.TOPO,
-              254,
-              exec,
-              System::currentTimeMillis,
-              new Metrics(),
-              null,
-              Carrier.Mode.AUTO,
-              1);
+      OneSwitchCore core = FixtureCore.start(exec, Carrier.Mode.AUTO, 1, 600);
       on(
           exec,
           () -> {
-            core.portChanges().initPorts(List.copyOf(Fixtures.PORTS.all()));
             for (int i = 0; i < n; i++) {
               core.flowMods().flowMod(rule(i));
             }

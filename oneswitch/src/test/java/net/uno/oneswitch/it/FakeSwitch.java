@@ -51,8 +51,8 @@ import org.projectfloodlight.openflow.types.U64;
  * A small fake OpenFlow 1.3 physical switch for tests: a passive listener (TCP on loopback, or a
  * unix socket) that answers the handshake, keeps a flow table by cookie (an ADD replaces the flow
  * of the same table, priority and match; a delete honours the cookie mask), keeps groups (an ADD of
- * an existing id fails), answers flow/group-desc stats, GET_CONFIG and barriers (which a test can
- * hold back), and logs every message it receives.
+ * an existing id fails), answers flow/group-desc/table stats, GET_CONFIG and barriers (which a test
+ * can hold back), and logs every message it receives.
  */
 final class FakeSwitch implements AutoCloseable {
   static final OFFactory F = OFFactories.getFactory(OFVersion.OF_13);
@@ -67,6 +67,12 @@ final class FakeSwitch implements AutoCloseable {
       java.util.Collections.synchronizedList(new ArrayList<>());
 
   final Map<Long, OFFlowMod> flows = new ConcurrentHashMap<>();
+
+  /**
+   * Its TABLE statistics, {lookups, matches} per table, as a test sets them (a switch's table
+   * counters: they keep counting what deleted flows matched); tables not in it are not reported.
+   */
+  final Map<Integer, long[]> tableStats = new ConcurrentHashMap<>();
 
   /** The groups it holds (GROUP_MOD add/modify/delete), listed in its GROUP_DESC reply. */
   final Map<Integer, OFGroupMod> groups = new ConcurrentHashMap<>();
@@ -413,6 +419,18 @@ final class FakeSwitch implements AutoCloseable {
                       .build());
             }
             write(s, F.buildGroupDescStatsReply().setXid(m.getXid()).setEntries(es).build());
+          }
+          case TABLE -> {
+            List<org.projectfloodlight.openflow.protocol.OFTableStatsEntry> es = new ArrayList<>();
+            for (Map.Entry<Integer, long[]> e : new java.util.TreeMap<>(tableStats).entrySet()) {
+              es.add(
+                  F.buildTableStatsEntry()
+                      .setTableId(TableId.of(e.getKey()))
+                      .setLookupCount(U64.of(e.getValue()[0]))
+                      .setMatchedCount(U64.of(e.getValue()[1]))
+                      .build());
+            }
+            write(s, F.buildTableStatsReply().setXid(m.getXid()).setEntries(es).build());
           }
           case FLOW -> {
             List<OFFlowStatsEntry> es = new ArrayList<>();

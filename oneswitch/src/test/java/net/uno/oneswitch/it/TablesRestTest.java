@@ -262,6 +262,54 @@ class TablesRestTest {
     assertTrue(json(call("GET", "/v1/tables", null)).get(0).get("host_min_priority").isNull());
   }
 
+  /** {lookups, matches} of virtual table {@code t} in OneSwitch's TABLE statistics. */
+  private long[] tableStats(int t) throws Exception {
+    try (OfClient c = new OfClient(os.ofPort())) {
+      c.send(F.buildHello().setXid(1).build());
+      assertNotNull(c.expect(OFType.HELLO, -1, 5000));
+      c.send(F.buildTableStatsRequest().setXid(7).build());
+      var r =
+          (org.projectfloodlight.openflow.protocol.OFTableStatsReply)
+              c.expect(OFType.STATS_REPLY, 7, 5000);
+      assertNotNull(r, "TABLE stats reply");
+      for (var e : r.getEntries()) {
+        if (e.getTableId().getValue() == t) {
+          return new long[] {e.getLookupCount().getValue(), e.getMatchedCount().getValue()};
+        }
+      }
+      throw new AssertionError("no table " + t + " in " + r);
+    }
+  }
+
+  /**
+   * TABLE statistics stay the merged truth across a move: the handoff rules a move deletes report
+   * their packets (FLOW_REMOVED), which the switches' table counters keep counting, so the packets
+   * they handed off before the move stay counted once, not twice.
+   */
+  @Test
+  void tableStatsCountHandedOffPacketsOnceAcrossAMove() throws Exception {
+    up("");
+    rules(1);
+    assertEquals(200, call("PUT", "/v1/tables/0", "{\"location\": \"snic0\"}").statusCode());
+    waitFor(() -> flowsIn(host, 1) == 2);
+    // The host's 2 handoff rules handed off 10 packets each (the fake's flow counters), looked up
+    // in its physical table 1 and again in snic0's, which also looked up 30 of the wire's.
+    host.tableStats.put(1, new long[] {20, 20});
+    snic.tableStats.put(1, new long[] {50, 50});
+    assertEquals(List.of(50L, 50L), List.of(tableStats(0)[0], tableStats(0)[1]), "before");
+    HttpResponse<String> r =
+        call("PUT", "/v1/tables/0", "{\"location\": \"everywhere\", \"drain_ms\": 0}");
+    assertEquals(200, r.statusCode(), r.body());
+    waitFor(
+        () ->
+            host.flows.values().stream()
+                .noneMatch(f -> f.getTableId().getValue() == 1 && f.getPriority() == 0xffff));
+    assertEquals(
+        List.of(50L, 50L),
+        List.of(tableStats(0)[0], tableStats(0)[1]),
+        "after: the deleted handoff rules' 20 packets still taken out");
+  }
+
   @Test
   void aTableTheSnicCannotHoldIsRefused() throws Exception {
     up(", \"max_rules\": 12");
