@@ -4,9 +4,10 @@ Pipeline (every step exact; the floating-point LP is only a guide):
 1. ``prepare``: integer data, independent groups, dominated configurations dropped.
 2. Prices of the budget rows maximising the Lagrangian dual of the primary cost (dual.py; equal to the
    LP relaxation's optimum, GLOP's LP as the fallback); from them an EXACT integer Lagrangian bound and
-   per configuration reduced costs (``_bound``). The repaired LP rounding (or the current placement) is
-   the incumbent p1 when within the slack of the bound; else CP-SAT solves a small restricted core around
-   the LP optimum for it (lexicographic objective folded, below).
+   per configuration reduced costs (``_bound``). The repaired LP rounding (or the current placement),
+   made cheaper by an exact local search (swaps.py), is the incumbent p1 when within the slack of the
+   bound; else CP-SAT solves a small restricted core around the LP optimum for it (lexicographic
+   objective folded, below), its result again improved by the local search.
 3. Reduced-cost fixing: a configuration whose bound exceeds p1 cannot be in any optimum and is removed.
    p1 is proven optimal when the bound rounds up to it, or else when a dynamic programme over the
    (small, gcd-reduced) integer costs shows that even the relaxation keeping only the most binding budget
@@ -30,11 +31,13 @@ import math
 import time
 from dataclasses import dataclass
 from fractions import Fraction
+from types import SimpleNamespace
 
 import numpy as np
 
 from placement.decompose import SAFE, Groups
 from placement.dual import prices
+from placement.swaps import improve
 
 log = logging.getLogger(__name__)
 
@@ -265,6 +268,7 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
 
 
 DP_STATES = 400_000
+SWAP_SHARE, SWAP_MAX = 0.3, 1.0  # of the time left, and at most seconds: the exact local search (swaps.py)
 RESTRICTED_WORK = 10.0  # deterministic time of the first incumbent's CP-SAT (on the small restricted core)
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
@@ -467,7 +471,7 @@ def solve_groups(
             # A re-placement after a small change: the current placement repaired (fit, then cheaper
             # switches) is often within the slack, without the LP rounding and CP-SAT.
             near = _near(gr, hint)
-        greedy = None
+        greedy, ties = None, False
         if not close_enough(current) and not close_enough(near):
             restricted = _restricted(gr, d1, y, alive)
             multi = int((np.add.reduceat(restricted.astype(np.int64), gr.start[:-1]) > 1).sum())
@@ -479,6 +483,11 @@ def solve_groups(
                 _, _, df = _bound(gr, alive, folded0, lam * full[0][0][1], [], np.zeros(0))
                 restricted = _restricted(gr, df, y, alive)
             greedy = _greedy(gr, y, alive, close_enough)  # the incumbent if CP-SAT finds none on the core
+            ties = multi > gr.n_groups // 2
+            if ties and not close_enough(greedy):
+                # Ties between sNICs: CP-SAT on the core takes its whole box for a poor incumbent
+                # (measured), the exact local search goes first.
+                greedy = _improved(gr, greedy, lb1, den1, d1, y, slack, _swap_box(deadline), t0)
             if greedy is not None:
                 restricted[np.array(greedy, dtype=np.int64)] = True
         cands = [c for c in (current, near, greedy) if c is not None]
@@ -501,6 +510,12 @@ def solve_groups(
                 status not in ("optimal", "feasible") or _sum(gr.cost, quick) < _sum(gr.cost, inc)
             ):
                 status, inc = "feasible", quick
+            if status in ("optimal", "feasible") and not close_enough(inc) and not (ties and inc is quick):
+                # (a restricted core's optimum is not the problem's: switches outside it may still help)
+                # A shorter box: on one sNIC the refutation below usually finishes the proof soon.
+                better = _improved(gr, inc, lb1, den1, d1, y, slack, _swap_box(deadline, 0.4), t0)
+                if better is not None and _sum(gr.cost, better) < _sum(gr.cost, inc):
+                    status, inc = "feasible", better
         if status in ("optimal", "feasible"):
             best = inc
             p1 = _sum(gr.cost, inc)
@@ -620,6 +635,48 @@ def solve_groups(
             break
         core.m.add(core.objective(folded) <= _sum(folded, best) - core.const(folded))
     return Outcome("optimal", best, 0.0, len(core.multi), tb_proven, primary_s)
+
+
+def _swap_box(deadline: float, cap: float = 1.0) -> float:
+    """When the local search stops: SWAP_SHARE of the time left, at most SWAP_MAX x `cap` seconds."""
+    now = time.monotonic()
+    return now + cap * min(SWAP_MAX, SWAP_SHARE * (deadline - now))
+
+
+def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.ndarray, y: np.ndarray, slack,
+              deadline: float, t0: float | None = None) -> list[int] | None:  # fmt: skip
+    """A cheaper incumbent by exact switches (swaps.py), until within the slack of the bound lb / den.
+
+    Two starts: `chosen` (the repaired LP rounding); and every group at its least reduced cost (the LP's
+    choice on ties), repaired by least added reduced cost. From each, switches among near-free
+    configurations first (reduced cost a small share of the slack: they fill the binding rows without
+    giving up what the prices say is right), then among every configuration that can still be in a
+    better placement. The cheaper result, or None when neither start fits."""
+    floor = -(-lb // den)
+    target = floor + slack(floor)
+    budget = np.array(gr.budget, dtype=np.int64)
+    grp = np.repeat(np.arange(gr.n_groups), np.diff(gr.start))
+    reduced = SimpleNamespace(cost=d // den, use=gr.use, n_groups=gr.n_groups, start=gr.start)
+    by_d = _repair(reduced, np.lexsort((-y, d, grp))[gr.start[:-1]], np.ones(len(d), dtype=bool), grp, budget)
+    best = chosen
+    for start in (by_d, chosen):
+        if start is None:
+            continue
+        cur = start
+        unit = max(1, slack(floor))
+        for share in (256, 1):
+            near = _within(d, den * (unit // share))
+            near[np.array(cur, dtype=np.int64)] = True
+            cur = improve(gr.cost, gr.use, budget, gr.start, cur, near, target, deadline, near)
+        allowed = _within(d, den * _sum(gr.cost, cur) - lb)
+        cur = improve(gr.cost, gr.use, budget, gr.start, cur, allowed, target, deadline, near)
+        if best is None or _sum(gr.cost, cur) < _sum(gr.cost, best):
+            best = cur
+        if _sum(gr.cost, best) <= target:
+            break
+    if best is not None and t0 is not None:
+        log.debug("swaps p=%d lb=%.1f t=%.3f", _sum(gr.cost, best), lb / den, time.monotonic() - t0)
+    return best
 
 
 def _within(d: np.ndarray, slack: int) -> np.ndarray:

@@ -8,6 +8,7 @@ the proven host cost (the limit when not proven) and how many were proven. The o
     git archive REV | tar -x -C /tmp/old
     .venv/bin/python -m bench.placement.versus --old /tmp/old [--families a,b] [--sizes 500,5000]
                                                [--seeds 3] [--large-seeds 1] [--snics K] [--time-limit S]
+                                               [--first-seed N]
 
 Last line JSON: {family: {size: {old: {median_s, max_s, proven}, new: {...}, instances}}}.
 """
@@ -66,6 +67,10 @@ class Worker:
         self.proc.wait(timeout=30)
 
 
+def _line(version: str, run: dict) -> str:
+    return f"{version} {run['s']:.3f} s" + ("" if run["ok"] else f" (not proven, gap {run['gap']})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old", required=True, help="tree of the other version (an exported commit)")
@@ -74,6 +79,7 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=3, help="instances per family below 5,000 vertices")
     ap.add_argument("--large-seeds", type=int, default=1, help="instances per family at 5,000 and more")
     ap.add_argument("--snics", type=int, default=None, help="override the families' sNIC count")
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds from this one (others than the bench's)")
     ap.add_argument("--time-limit", type=float, default=10.0)
     args = ap.parse_args()
     print_machine()
@@ -92,13 +98,12 @@ def main() -> int:
             for n in [int(x) for x in args.sizes.split(",")]:
                 k = args.seeds if n < 5000 else args.large_seeds
                 runs: dict[str, list[dict]] = {"old": [], "new": []}
-                for seed in range(k):
+                for seed in range(args.first_seed, args.first_seed + k):
                     obj = instance(fam, n, seed, **({"snics": args.snics} if args.snics else {}))
                     for name in ("old", "new") if seed % 2 == 0 else ("new", "old"):
                         runs[name].append(workers[name].solve(obj, args.time_limit))
-                    print(f"{fam} {n} seed {seed}: " + ", ".join(
-                        f"{v} {runs[v][-1]['s']:.3f} s{'' if runs[v][-1]['ok'] else ' (not proven)'}"
-                        for v in ("old", "new")), flush=True)  # fmt: skip
+                    print(f"{fam} {n} seed {seed}: " + ", ".join(_line(v, runs[v][-1]) for v in ("old", "new")),
+                          flush=True)  # fmt: skip
                 figures[fam][str(n)] = {"instances": k} | {
                     v: {"median_s": round(median([r["s"] for r in rs]), 4),
                         "max_s": round(max(r["s"] for r in rs), 4), "proven": sum(r["ok"] for r in rs)}

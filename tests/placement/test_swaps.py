@@ -1,0 +1,139 @@
+"""The exact local search for incumbents (placement/swaps.py, engine._improved): every result is a
+feasible choice no dearer than where it started and never below the exact optimum (brute force on small
+random multi-row instances); on multi-sNIC family instances, sNICs alike and sNICs that differ in capacity,
+PCIe and max_rules, the engine's answers stay exact (brute force) and `optimal` only when proven."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+
+import numpy as np
+import pytest
+
+from placement import engine, parse_problem, solve
+from placement.decompose import prepare
+from placement.dual import prices
+from placement.families import instance
+from placement.swaps import improve
+
+from .test_families import brute_force, check_placed, small_instance
+
+
+def _random_groups(rng: random.Random, n_groups: int, rows: int):
+    sizes = [rng.randint(1, 4) for _ in range(n_groups)]
+    start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n = int(start[-1])
+    cost = np.array([rng.randint(0, 10**12) for _ in range(n)], dtype=np.int64)
+    use = np.array([[rng.randint(-(10**9), 10**11) for _ in range(rows)] for _ in range(n)], dtype=np.int64)
+    # A feasible start: the first configuration of every group, the budgets a little above its use.
+    first = start[:-1]
+    budget = use[first].sum(0) + np.array([rng.randint(0, 10**11) for _ in range(rows)], dtype=np.int64)
+    return cost, use, budget, start, first.tolist()
+
+
+def _exact_best(cost, use, budget, start) -> int:
+    best = None
+    for pick in itertools.product(
+        *[range(int(a), int(b)) for a, b in zip(start[:-1], start[1:], strict=True)]
+    ):
+        ix = np.array(pick)
+        if (use[ix].sum(0) <= budget).all():
+            c = int(cost[ix].sum())
+            best = c if best is None else min(best, c)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_improve_stays_feasible_never_dearer_never_below_the_optimum(seed):
+    rng = random.Random(seed)
+    cost, use, budget, start, chosen = _random_groups(rng, rng.randint(1, 7), rng.randint(1, 3))
+    best = _exact_best(cost, use, budget, start)
+    allowed = np.ones(len(cost), dtype=bool)
+    near = np.array([rng.random() < 0.5 for _ in range(len(cost))])
+    out = improve(cost, use, budget, start, chosen, allowed, -(10**18), time.monotonic() + 30, near)
+    ix = np.array(out)
+    assert (np.searchsorted(start, ix, side="right") - 1 == np.arange(len(start) - 1)).all()
+    assert (use[ix].sum(0) <= budget).all()
+    assert best <= int(cost[ix].sum()) <= int(cost[np.array(chosen)].sum())
+
+
+def test_improve_uses_only_allowed_configurations_and_stops_at_the_target():
+    rng = random.Random(7)
+    cost, use, budget, start, chosen = _random_groups(rng, 6, 2)
+    allowed = np.zeros(len(cost), dtype=bool)
+    allowed[np.array(chosen)] = True
+    assert improve(cost, use, budget, start, chosen, allowed, 0, time.monotonic() + 30, allowed) == chosen
+    everything = np.ones(len(cost), dtype=bool)
+    start_cost = int(cost[np.array(chosen)].sum())
+    assert improve(cost, use, budget, start, chosen, everything, start_cost, time.monotonic() + 30) == chosen
+
+
+@pytest.mark.parametrize(("name", "snics"), [("two-snics", None), ("chains", 3), ("four-snics", None)])
+def test_improved_incumbent_fits_and_is_not_below_the_bound(name, snics):
+    gr = prepare(parse_problem(instance(name, 300, 5, **({"snics": snics} if snics else {}))))
+    alive = np.ones(len(gr.cost), dtype=bool)
+    pr = prices(gr.use, gr.budget, gr.cost, gr.start, alive, time.monotonic() + 30)
+    lb, den, d = engine._bound(gr, alive, gr.cost, pr.lam, [], np.zeros(0))
+    greedy = engine._greedy(gr, pr.y, alive)
+    out = engine._improved(gr, greedy, lb, den, d, pr.y, lambda p: p // 10**5, time.monotonic() + 30)
+    assert out is not None and engine._fits(gr, out)
+    assert den * engine._sum(gr.cost, out) >= lb
+    assert engine._sum(gr.cost, out) <= engine._sum(gr.cost, greedy)
+
+
+def _unlike_snics(obj: dict, rng: random.Random) -> dict:
+    """The same instance with sNICs that differ: capacity, PCIe and max_rules scaled per sNIC."""
+    for s in obj["snics"]:
+        s["capacity"] *= rng.uniform(0.3, 1.7)
+        s["pcie_gbps"] *= rng.uniform(0.6, 1.5)
+        s["max_rules"] = rng.randint(0, 3)
+    for n in obj["nodes"]:
+        if n["kind"] == "nf" and rng.random() < 0.4:  # a switch table: its rules count against max_rules
+            n["kind"], n["rules"] = "table", rng.randint(1, 2)
+    return obj
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(("name", "snics", "unlike"), [("two-snics", None, False), ("two-snics", None, True),
+                                                        ("chains", 3, True), ("four-snics", None, True)])  # fmt: skip
+def test_multi_snic_answers_match_brute_force(name, snics, unlike, seed):
+    obj = small_instance(name, seed) if snics is None else _small_with(name, seed, snics)
+    if unlike:
+        obj = _unlike_snics(obj, random.Random(seed))
+    problem = parse_problem(obj)
+    best = brute_force(problem)
+    out = solve(problem, time_limit=20, gap_limit=0)
+    if best is None:
+        assert out["status"] == "infeasible", out
+        return
+    assert out["status"] == "optimal", out
+    cost = check_placed(problem, out)
+    assert best <= cost <= best * (1 + 1e-12) + 1e-12
+
+
+def _small_with(name: str, seed: int, snics: int) -> dict:
+    for s in range(seed, seed + 200, 2):
+        for n in range(12, 3, -1):
+            obj = instance(name, n, s, snics=snics)
+            p = parse_problem(obj)
+            if np.prod([len(p.allowed(nd)) for nd in p.nodes], dtype=float) <= 5_000:
+                return obj
+    raise AssertionError("no small instance")
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_multi_snic_medium_optimal_only_when_the_mip_agrees(seed):
+    """Seeds the bench does not use; sNICs that differ. `optimal` must hold against SCIP's placement."""
+    obj = _unlike_snics(instance("chains", 90, seed, snics=3), random.Random(seed))
+    problem = parse_problem(obj)
+    ours = solve(problem, time_limit=20)
+    mip = solve(problem, solver="mip", time_limit=20)
+    if ours["status"] == "infeasible":
+        assert mip["status"] == "infeasible"
+        return
+    a = check_placed(problem, ours)
+    if ours["status"] == "optimal" and mip["status"] in ("optimal", "feasible"):
+        b = check_placed(problem, mip)
+        assert float(a) <= float(b) * (1 + ours["gap_limit"]) + 1e-9
