@@ -34,7 +34,7 @@ from migration.scale import ScaleError, scale_in, scale_out
 from nf_agent import compat
 from nf_agent.context import AgentContext
 from nf_agent.moves import Moves
-from nf_local.versions import NfSchema, NfVersions
+from nf_local.versions import NfSchema, NfVersions, config_error
 
 log = logging.getLogger("uno.agent")
 
@@ -210,7 +210,8 @@ class Updates:
                 nf.config = old_config
                 errors = self._put_back(nf, done)
                 if isinstance(exc, ConfigRejected):
-                    raise ValidationError("config", f"the {nf.type} NF refused it: {exc}") from None
+                    fld = config_error(str(exc)).field  # the NF's message names its field
+                    raise ValidationError(fld, f"the {nf.type} NF refused it: {exc}") from None
                 if isinstance(exc, StateError):
                     raise OperationFailed(f"config of {nf.id}: {exc}; {'; '.join(errors)}") from None
                 if done:  # one instance changed in place, another cannot: not one NF type's behaviour
