@@ -654,21 +654,18 @@ impl NetworkFunction for LoadBalancer {
     fn init(&mut self, store: &mut dyn FlowStore, keys: &KeySpace) -> Result<(), nfcore::Refused> {
         let addrs: Vec<SocketAddr> = self.seed.iter().map(|b| b.addr).collect();
         let (spec_key, mine) = (keys.global(POOL_SPEC), spec_text(&addrs));
-        let mut v = Vec::new();
-        store.get_many(std::slice::from_ref(&spec_key), &mut v)?;
-        match v.pop().flatten() {
-            Some(cur) if cur != mine => {
+        // The first instance (or the first since specs): no read.
+        if !store.compare_and_set(&spec_key, None, Some(&mine))? {
+            let mut v = Vec::new();
+            store.get_many(std::slice::from_ref(&spec_key), &mut v)?;
+            if let Some(cur) = v.pop().flatten().filter(|cur| *cur != mine) {
                 let pool = self.reconcile_pool(store, keys, &addrs)?;
                 *self.pool_cache.borrow_mut() = (pool::encode(&pool), Ok(pool));
                 store.compare_and_set(&spec_key, Some(&cur), Some(&mine))?;
-            }
-            cur => {
-                store.compare_and_set(&keys.global(POOL), None, Some(&pool::encode(&self.seed)))?;
-                if cur.is_none() {
-                    store.compare_and_set(&spec_key, None, Some(&mine))?;
-                }
+                return Ok(());
             }
         }
+        store.compare_and_set(&keys.global(POOL), None, Some(&pool::encode(&self.seed)))?;
         Ok(())
     }
 
