@@ -57,6 +57,10 @@ class SnicAgentClient(RestClient):
     def start_processes(self, inst_id: str) -> dict:
         return self.request("POST", f"/v1/instances/{inst_id}/start")[1]
 
+    def put_config(self, inst_id: str, config: dict) -> dict:
+        """Give a running instance its whole new config in place (its NF's `PUT /config`, relayed)."""
+        return self.request("PUT", f"/v1/instances/{inst_id}/config", config)[1]
+
     def nf_versions(self) -> list[dict]:
         return self._get("/v1/nf-versions")
 

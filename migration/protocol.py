@@ -85,10 +85,11 @@ class MigrationMapper(Protocol):
 class MigrationError(Exception):
     """The migration was aborted at `step`; the NF still runs on its old instance, mapping unchanged."""
 
-    def __init__(self, step: str, message: str, result: MigrationResult):
+    def __init__(self, step: str, message: str, result: MigrationResult, cause: Exception | None = None):
         super().__init__(f"migration aborted at {step}: {message}")
         self.step = step
         self.result = result
+        self.cause = cause  # the runtime's or mapper's exception, if one (e.g. the target's ConfigRejected)
 
 
 @dataclass
@@ -388,7 +389,13 @@ class MoveSteps:
         self.record = step_recorder(res.steps, clock, on_event)
 
     def abort(
-        self, step: str, t0: float, msg: str, stop_target: bool = True, back: bool = False
+        self,
+        step: str,
+        t0: float,
+        msg: str,
+        stop_target: bool = True,
+        back: bool = False,
+        cause: Exception | None = None,
     ) -> MigrationError:
         """Record `step` as failed, undo as the abort rules say; the error to raise."""
         if back:
@@ -403,7 +410,7 @@ class MoveSteps:
                 self.runtime.stop(self.target)
             except Exception as exc:  # noqa: BLE001 - reported; `uno down` sweeps what remains
                 self.res.cleanup_errors.append(f"stopping target {self.target.id}: {exc}")
-        return MigrationError(step, msg, self.res)
+        return MigrationError(step, msg, self.res, cause)
 
     def step(
         self,
@@ -420,7 +427,8 @@ class MoveSteps:
         try:
             value = fn()
         except Exception as exc:  # noqa: BLE001 - each step's failure is the move's abort, never a crash
-            raise self.abort(name, t0, f"{what}: {exc}" if what else str(exc), stop_target, back) from None
+            msg = f"{what}: {exc}" if what else str(exc)
+            raise self.abort(name, t0, msg, stop_target, back, cause=exc) from None
         self.record(name, True, t0, detail(value))
         return value
 

@@ -289,7 +289,7 @@ def scale_out(
             else:
                 runtime.start(nf, inst)
         except Exception as exc:  # noqa: BLE001 - runtime.start removed what it created
-            raise abort("start", t0, f"{inst.id}: {exc}") from None
+            raise abort("start", t0, f"{inst.id}: {exc}", exc) from None
         started.append(inst)
     record("start", True, t0, ",".join(i.id for i in new) + (" (holding)" if held else ""))
     t0 = clock()

@@ -74,7 +74,7 @@ class Moves:
                 "nf-migrate-failed", nf=nf.id, dst=target, step=exc.step, steps=exc.result.to_json()["steps"]
             )
             failed = DependencyFailed if exc.step in MOVE_SWITCH_STEPS else OperationFailed
-            raise failed(str(exc)) from None
+            raise failed(str(exc)) from exc.cause  # e.g. the target refused its config (a roll's caller)
         nf.instances = [inst]
         prev, nf.location = nf.location, target
         ctx.counters.migrations += 1

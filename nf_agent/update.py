@@ -34,7 +34,7 @@ from migration.scale import ScaleError, scale_in, scale_out
 from nf_agent import compat
 from nf_agent.context import AgentContext
 from nf_agent.moves import Moves
-from nf_local.versions import NfSchema, NfVersions
+from nf_local.versions import NfSchema, NfVersions, config_error
 
 log = logging.getLogger("uno.agent")
 
@@ -99,8 +99,10 @@ class Updates:
         with ctx.lock:
             nf = ctx.nf(nf_id)
             config = nf.config if req.config is None else req.config
-            if req.config is not None:
-                self.versions.check_config(binary, nf.type, config)
+            if (
+                req.config is not None
+            ):  # also as a change: what the state in the tier cannot take, PATCH neither
+                self.versions.check_config(binary, nf.type, config, running=nf.config)
             cur = self._current_schema(nf)
             written = self._written(nf, cur)
             local = getattr(ctx.runtime, "store", "redis") == "local"
@@ -142,6 +144,12 @@ class Updates:
                 ) = before
             ctx.event("nf-live-update-failed", nf=nf.id, to=new.version, replaced=replaced, error=str(exc))
             ctx.save()
+            refused = exc.__cause__
+            if not replaced and isinstance(refused, ConfigRejected):
+                # The new instance refused its config at start: the state in the tier cannot take it (e.g.
+                # a NAT pair retired earlier); nothing changed, so the caller's error, named as PATCH names it.
+                fld = config_error(str(refused)).field
+                raise ValidationError(fld, f"the {nf.type} NF refused it: {refused}") from None
             raise
         if was != new.version:  # a config roll keeps the version: the rollback target stays
             nf.previous_version = was
@@ -171,7 +179,7 @@ class Updates:
             staying = [i for i in nf.instances if i.id != old.id]
             res_in = scale_in(nf, staying, [old], ctx.runtime, ctx.mapper, cfg)
         except ScaleError as exc:
-            raise OperationFailed(f"replacing {old.id}: {exc}") from None
+            raise OperationFailed(f"replacing {old.id}: {exc}") from exc.cause
         nf.instances = staying
         nf.location = nf.instances[0].location
         return {"old": old.id, "new": new.id, "set_ms": res.set_ms, "drained": res_in.drained}
@@ -185,11 +193,13 @@ class Updates:
 
     # -- config in place ----------------------------------------------------------------------------------------
     def check_config(self, nf_id: str, config: dict) -> None:
-        """400 (ValidationError naming the field) when the NF's binary refuses `config`."""
+        """400 (ValidationError naming the field) when the NF's binary refuses `config`, alone or as a change
+        of the running config the state it keeps in the tier cannot take (so a change that would go by a
+        roll, e.g. with a runtime option, is refused as the change in place is)."""
         with self.ctx.lock:
             nf = self.ctx.nf(nf_id)
-            binary = self._binary(nf)
-        self.versions.check_config(binary, nf.type, config)
+            binary, running = self._binary(nf), nf.config
+        self.versions.check_config(binary, nf.type, config, running=running)
 
     def configure(self, nf_id: str, config: dict) -> dict:
         """Give `nf_id` the (checked) `config`: in place on every instance where the NF can (`applied`:
@@ -210,7 +220,8 @@ class Updates:
                 nf.config = old_config
                 errors = self._put_back(nf, done)
                 if isinstance(exc, ConfigRejected):
-                    raise ValidationError("config", f"the {nf.type} NF refused it: {exc}") from None
+                    fld = config_error(str(exc)).field  # the NF's message names its field
+                    raise ValidationError(fld, f"the {nf.type} NF refused it: {exc}") from None
                 if isinstance(exc, StateError):
                     raise OperationFailed(f"config of {nf.id}: {exc}; {'; '.join(errors)}") from None
                 if done:  # one instance changed in place, another cannot: not one NF type's behaviour

@@ -1,7 +1,7 @@
 """Versions of the `nf` binary an NF can run (live update): a directory of versioned binaries,
 `DIR/VERSION/nf`, besides the runtime's default binary; each binary says what it is (`nf --version`), which
-state record layouts it writes and reads (`nf --state-schema`) and whether it takes a config
-(`nf --check-config TYPE FILE`). The agent asks the binary, so no NF's config schema is re-implemented here.
+state record layouts it writes and reads (`nf --state-schema`) and whether it takes a config, also as a change
+of the running one (`nf --check-config TYPE FILE [--running FILE]`). The agent asks the binary, so no NF's config schema is re-implemented here.
 
 To add a version: build `nf` (e.g. `UNO_NF_VERSION=X cargo build --release -p nf`) and copy
 `nfs/target/release/nf` to `DIR/X/nf` (`scripts/nf-version.sh X` does both).
@@ -29,6 +29,8 @@ FIELD_RE = re.compile(
     r"(?::| (?:must|is|needs|has|cannot|may|should) )"
 )
 UNKNOWN_RE = re.compile(r'unknown field "([^"]+)"')
+# An `nf` before `--running`: its usage line names only TYPE FILE.
+CHECK_USAGE_RE = re.compile(r"^nf: usage: nf --check-config TYPE FILE$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -119,21 +121,38 @@ class NfVersions:
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             raise ValidationError(fld, f"{path} cannot tell its state schema: {exc}") from None
 
-    def check_config(self, binary: str | Path, nf_type: str, config: dict) -> float | None:
-        """`binary --check-config TYPE FILE`: ValidationError naming the config field it refused. Accepted: the
-        longest a state record of this config stays in the tier unwritten, in seconds (`record_lifetime_ms`),
-        None when the binary does not say (an older `nf`, or records without an end)."""
-        with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="uno-check-") as f:
-            json.dump(config, f)
-            f.flush()
-            try:
-                out = subprocess.run([str(binary), "--check-config", nf_type, f.name], capture_output=True,
-                                     text=True, timeout=ASK_TIMEOUT_S)  # fmt: skip
-            except (OSError, subprocess.SubprocessError) as exc:
-                raise ValidationError("config", f"{binary} cannot check it: {exc}") from None
-        if out.returncode == 0:
-            return record_lifetime_s(out.stdout)
-        raise config_error(out.stderr)
+    def check_config(
+        self, binary: str | Path, nf_type: str, config: dict, running: dict | None = None
+    ) -> float | None:
+        """`binary --check-config TYPE FILE [--running FILE]`: ValidationError naming the config field it
+        refused; with `running` (the config the NF runs now) also a change the state the NF keeps in the tier
+        cannot take (e.g. the monitor's `counters` mode), as a change in place refuses it. An `nf` too old to
+        judge a change checks the config alone. Accepted: the longest a state record of this config stays in
+        the tier unwritten, in seconds (`record_lifetime_ms`), None when the binary does not say (an older
+        `nf`, or records without an end)."""
+        with tempfile.TemporaryDirectory(prefix="uno-check-") as d:
+            new, cur = Path(d) / "config.json", Path(d) / "running.json"
+            new.write_text(json.dumps(config))
+            cmd = [str(binary), "--check-config", nf_type, str(new)]
+            if running is not None:
+                cur.write_text(json.dumps(running))
+                out = _ask(binary, [*cmd, "--running", str(cur)])
+                if out.returncode != 2 or not CHECK_USAGE_RE.search(out.stderr):
+                    return _checked(out)
+            return _checked(_ask(binary, cmd))
+
+
+def _ask(binary: str | Path, cmd: list[str]) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=ASK_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ValidationError("config", f"{binary} cannot check it: {exc}") from None
+
+
+def _checked(out: subprocess.CompletedProcess) -> float | None:
+    if out.returncode == 0:
+        return record_lifetime_s(out.stdout)
+    raise config_error(out.stderr)
 
 
 def record_lifetime_s(stdout: str) -> float | None:

@@ -16,7 +16,7 @@ import contextlib
 import time
 from pathlib import Path
 
-from domain.errors import RestartNeeded, StartError
+from domain.errors import StartError
 from domain.model import HOST, Instance, Nf
 from host_datapath.snic_agent_client import SnicAgentClient
 from host_datapath.sysutil import MAX_UNIX_PATH, DatapathError, kill_and_wait, pid_alive, read_pidfile
@@ -252,11 +252,9 @@ class HostRuntime:
         self._at(inst.location).stop(inst)
 
     def reconfigure(self, nf: Nf, inst: Instance) -> None:
-        """Apply `nf.config` in place (`LocalNfs.reconfigure`); an sNIC's instance: RestartNeeded (its agent
-        has no such call yet)."""
-        if inst.location != HOST:
-            raise RestartNeeded(f"{inst.id}: in-place config on an sNIC is not supported; it takes a restart")
-        self.local.reconfigure(nf, inst)
+        """Apply `nf.config` in place where the instance runs (`LocalNfs.reconfigure`, an sNIC's through its
+        agent: `RemoteNfs.reconfigure`); RestartNeeded only when the NF says it takes a restart."""
+        self._at(inst.location).reconfigure(nf, inst)
 
     def plugged(self, inst: Instance) -> bool:
         return self._at(inst.location).plugged(inst)

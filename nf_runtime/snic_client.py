@@ -11,7 +11,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from domain.errors import ConfigRejected, StartError, StateError
+from domain.errors import ConfigRejected, RestartNeeded, StartError, StateError
 from domain.model import Instance, Nf
 from host_datapath.snic_agent_client import SnicAgentClient, SnicAgentError
 from host_datapath.sysutil import DatapathError
@@ -199,6 +199,24 @@ class RemoteNfs:
             return None
         ans = ans.get("answer") if isinstance(ans, dict) else None
         return ans if isinstance(ans, dict) and "drained" in ans else None
+
+    def reconfigure(self, nf: Nf, inst: Instance) -> None:
+        """Apply `nf.config` to the running instance in place through the sNIC agent (`PUT
+        /v1/instances/ID/config`; the agent keeps it for the instance's restarts). ConfigRejected: the NF
+        refused it (nothing changed); RestartNeeded: it takes a restart (the NF says so, or an sNIC agent
+        without the call: 404); StateError: no answer, or the NF did not answer its agent."""
+        if self.down:
+            raise StateError(f"{inst.id}: {self.snic} is down")
+        body = run_config(nf.type, nf.config, inst.location, self.cpu_latency_us)
+        try:
+            self.client.put_config(inst.id, body)
+        except SnicAgentError as exc:
+            if exc.status == 400 and exc.field == "config":
+                raise ConfigRejected(exc.error.removeprefix("the NF refused its config: ")) from None
+            if exc.status in (404, 409):
+                raise RestartNeeded(f"{inst.id} on {self.snic}: {exc.error}") from None
+            self._lost(exc)
+            raise StateError(f"{inst.id}: PUT config on {self.snic}: {exc}") from None
 
     def port_counters(self) -> dict[str, dict[str, int]]:
         if self.down:

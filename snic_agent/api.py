@@ -1,8 +1,8 @@
 """The sNIC agent's REST API (`/v1`, JSON), the only way the host reaches what runs on the sNIC.
 
 Every path needs `Authorization: Bearer TOKEN`. Errors are JSON `{"error": "...", "field"?: "..."}`: 400
-invalid field, 401 token, 404 unknown, 405 method, 409 conflict, 413 body too large, 500 failure on the sNIC
-(the state is unchanged), 502 the NF itself did not answer.
+invalid field, 401 token, 404 unknown, 405 method, 409 conflict (`config`: the NF takes a restart for that config),
+413 body too large, 500 failure on the sNIC (the state is unchanged), 502 the NF itself did not answer.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import threading
 
 from flask import Flask, Response, request
 
-from domain.errors import ConfigRejected, NotFound, StartError, StateError, ValidationError
+from domain.errors import ConfigRejected, NotFound, RestartNeeded, StartError, StateError, ValidationError
 from host_datapath.sysutil import DatapathError
 from restkit.jsonapi import bearer_refused, install_errors, query_arg
 from restkit.jsonapi import error_response as _error
@@ -57,6 +57,10 @@ def create_app(agent: SnicAgent, token: str, stop: threading.Event | None = None
     @app.errorhandler(ConfigRejected)
     def _config(exc: ConfigRejected):
         return _error(400, f"the NF refused its config: {exc}", "config")
+
+    @app.errorhandler(RestartNeeded)
+    def _restart(exc: RestartNeeded):
+        return _error(409, f"the NF takes a restart for this config: {exc}", "config")
 
     @app.errorhandler(StartError)
     def _start(exc: StartError):
@@ -117,6 +121,13 @@ def create_app(agent: SnicAgent, token: str, stop: threading.Event | None = None
     def start_processes(inst_id: str):
         _no_body()
         return _json(agent.start_processes(inst_id))
+
+    @app.put("/v1/instances/<inst_id>/config")
+    def put_config(inst_id: str):
+        """The body is the NF's whole new config, applied in place (see `SnicAgent.reconfigure`)."""
+        with agent.lock:
+            agent.record(inst_id)  # 404 before 400
+        return _json(agent.reconfigure(inst_id, agent.parse_config(_body())))
 
     @app.get("/v1/nf-versions")
     def nf_versions():

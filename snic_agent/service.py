@@ -344,6 +344,26 @@ class SnicAgent:
             self.exits.watch(inst.id, inst.pid)
             return self.view(rec)
 
+    @staticmethod
+    def parse_config(body: Any) -> dict:
+        """The body of `PUT /v1/instances/ID/config`: the NF's whole new config, a JSON object."""
+        if not isinstance(body, dict):
+            raise ValidationError("body", "expected a JSON object (the NF's config)")
+        return body
+
+    def reconfigure(self, inst_id: str, config: dict) -> dict:
+        """Give the running instance `config` in place (its NF's `PUT /config`); once applied it is also the
+        config its restarts read. ConfigRejected (the NF refused it), RestartNeeded (it takes a restart) and
+        StateError (no answer) from the runtime; the record keeps the old config then."""
+        with self.lock:
+            rec = self.record(inst_id)
+            inst, nf = self._inst(rec), self._nf({**rec, "config": config})
+        self.nfs.reconfigure(nf, inst)
+        with self.lock:
+            rec["config"] = config
+            self._save()
+            return self.view(rec)
+
     def view(self, rec: dict, health: bool = False, ports: dict[str, dict] | None = None) -> dict:
         """What the host sees of an instance; with `ports` (the bridge's port counters by name), its port's
         packet and byte counters too (the switch's view: `tx_*` went into the NF, `rx_*` came out of it)."""

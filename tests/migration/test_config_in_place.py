@@ -1,6 +1,8 @@
 """Config in place for every NF type but the firewall (tests/migration/test_live_update.py has it), with real NFs
 and kernel TCP (root; real OneSwitch, Redis, `nf` processes, connections between namespaces through the
-emulated host), through the agent's REST API (`PATCH /v1/nfs/ID {"config"}`, its Flask app in-process).
+emulated host), through the agent's REST API (`PATCH /v1/nfs/ID {"config"}`, its Flask app in-process). The NAT
+and the monitor also on snic0: the host reaches that instance only through the sNIC agent's API
+(`PUT /v1/instances/ID/config`), which relays the config to the NF.
 
 Per type, while a VM's TCP connections run through the NF: a bad config is 400 naming the field and changes
 nothing (same instance, same pid, same config); the new config is applied in place (`config_applied`
@@ -97,12 +99,23 @@ def _count(stats: dict, name: str) -> int:
     return sum(v.values()) if isinstance(v, dict) else v
 
 
-@pytest.mark.parametrize("case", _cases(), ids=lambda c: c.nf_type)
-def test_config_in_place_keeps_connections_and_counters(case: Case):
+def _pid(tb: Testbed, inst) -> int | None:
+    """The instance's NF process as where it runs knows it (an sNIC's: its agent's view)."""
+    if inst.location == "host":
+        return inst.pid
+    return tb.runtime.remote[inst.location].client.instance(inst.id)["pid"]
+
+
+CASES = [(c, "host") for c in _cases()] + [(c, "snic0") for c in _cases() if c.nf_type in ("nat", "monitor")]
+
+
+@pytest.mark.parametrize(("case", "at"), CASES, ids=lambda x: x if isinstance(x, str) else x.nf_type)
+def test_config_in_place_keeps_connections_and_counters(case: Case, at: str):
+    """`at`: where the NF runs (an sNIC's instance takes its config through its agent's API)."""
     tb = Testbed(warm_slots=0)
     try:
         tb.up()
-        nfs = [("x", case.nf_type, case.config, "host")]
+        nfs = [("x", case.nf_type, case.config, at)]
         if case.nf_type == "ipsec":
             nfs.append(("xb", "ipsec", _ipsec("b"), "host"))
         chain = TcpChain(0, End("wire"), nfs, nat=case.nat, target=case.target)
@@ -113,19 +126,22 @@ def test_config_in_place_keeps_connections_and_counters(case: Case):
 
         def change() -> None:
             inst = nf.instances[0]
+            was = (inst.id, _pid(tb, inst))
             before = nf_counters(tb, "x")
             seen["before"] = before
             r = api.patch("/v1/nfs/x", json={"config": case.bad})
             seen["bad"] = (r.status_code, r.get_json())
-            seen["after_bad"] = (nf.instances[0].id, nf.instances[0].pid, nf.config)
+            seen["after_bad"] = (nf.instances[0].id, _pid(tb, nf.instances[0]), nf.config)
             r = api.patch("/v1/nfs/x", json={"config": case.new})
             seen["new"] = (r.status_code, r.get_json())
-            seen["same"] = (nf.instances[0].id, nf.instances[0].pid) == (inst.id, inst.pid)
+            seen["same"] = (nf.instances[0].id, _pid(tb, nf.instances[0])) == was
+            seen["was"] = was
 
         [rep] = run(tb, [chain], conns=4, seconds=6, during=change)
         status, body = seen["bad"]
         assert status == 400 and body["field"].startswith(case.field), body
-        assert seen["after_bad"][2] == case.config
+        assert seen["after_bad"] == (*seen["was"], case.config)
+        assert nf.instances[0].location == at
         status, body = seen["new"]
         assert status == 200 and body["config_applied"] == "in-place", body
         assert seen["same"] and tb.runtime.alive(nf.instances[0])

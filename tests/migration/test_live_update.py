@@ -16,6 +16,7 @@ declares a state layout the first cannot read (UNO_NF_TEST_STATE_LAYOUT=2); buil
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ import pytest
 
 from nf_agent.api import create_app
 from nf_local.versions import DEFAULT_DIR
+from state_tier.keys import nf_key
 from testkit.hosts import EMPTY, machine_snapshot
 from testkit.live import LIVE_MARKS, burst, next_run
 from testkit.tcp_chain import End, TcpChain, add_chains, fw_tcp, run
@@ -222,3 +224,92 @@ def test_update_of_an_nf_on_an_snic_ships_the_binary_and_loses_nothing(udp_bed):
         assert not any(v["instances"] for v in snic.nf_versions())
     finally:
         tb.agent.migrate(nf, "host")
+
+
+K1 = "000102030405060708090a0b0c0d0e0f"
+IPSEC = {"replay_window": 128, "sas": [{
+    "name": "in", "dir": "in", "spi": 4097, "key": K1, "salt": "01020304", "tunnel_src": "203.0.113.1",
+    "tunnel_dst": "203.0.113.2", "selectors": [{"src": "10.9.0.1/32", "dst": "10.9.0.2/32"}]}]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("nf_type", "config", "bad", "field"),
+    [
+        ("monitor", {}, {"counters": "increments"}, "config.counters"),
+        ("ipsec", IPSEC, {**IPSEC, "replay_window": 256}, "config.replay_window"),
+    ],
+)
+def test_a_roll_cannot_bring_what_the_state_cannot_take(udp_bed, nf_type, config, bad, field):
+    """What the running NF refuses in place (its state in the tier cannot take it) is refused the same way by
+    `POST /update` with that config and by a PATCH that would roll (a runtime option changes with it): 400
+    naming the field, nothing changed."""
+    tb, api = udp_bed
+    r = api.post("/v1/nfs", json={"type": nf_type, "id": "st", "config": config, "pin": "host"})
+    assert r.status_code == 201, r.get_json()
+    try:
+        nf = tb.agent.state.nfs["st"]
+        before = (nf.instances[0].id, nf.instances[0].pid, nf.config, nf.version)
+        answers = [
+            api.patch("/v1/nfs/st", json={"config": bad}),
+            api.patch("/v1/nfs/st", json={"config": {**bad, "batch_size": 16}}),
+            api.post("/v1/nfs/st/update", json={"version": _default_version(), "config": bad}),
+            api.post(
+                "/v1/nfs/st/update", json={"version": _default_version(), "config": {**bad, "batch_size": 16}}
+            ),
+        ]
+        for r in answers:
+            assert r.status_code == 400 and r.get_json()["field"] == field, r.get_json()
+        assert (nf.instances[0].id, nf.instances[0].pid, nf.config, nf.version) == before
+        assert tb.runtime.alive(nf.instances[0])
+        assert nf_counters(tb, "st")["counters"].get("reconfigured", 0) == 0
+    finally:
+        assert api.delete("/v1/nfs/st").status_code in (200, 204)
+
+
+def _nat(ip: str) -> dict:
+    return {"inside": ["10.0.0.0/8"], "public_ips": [ip], "ports": "20000-20009", "port_block": 1}
+
+
+def test_a_nat_pool_changed_by_a_roll_reaches_the_tier(udp_bed):
+    """The pool of a NAT changed by `POST /update` with a config, and by a PATCH that rolls (a runtime option
+    with it), reaches the state tier as a change in place does: the tier's pool spec is the new config's, the
+    new pairs are in the shared pool once, the removed ones retired."""
+    tb, api = udp_bed
+    r = api.post("/v1/nfs", json={"type": "nat", "id": "nt", "config": _nat("198.51.100.1"), "pin": "host"})
+    assert r.status_code == 201, r.get_json()
+    redis = tb.runtime.tier_client()
+    spec_key, pool_key = nf_key("default", "nt", "pool-spec"), nf_key("default", "nt", "pool")
+
+    def tier() -> tuple[dict, list[str]]:
+        pairs = sorted(f"{b[:4].hex()}:{int.from_bytes(b[4:], 'big')}" for b in redis.lrange(pool_key, 0, -1))
+        return json.loads(redis.get(spec_key)), pairs
+
+    try:
+        spec, pairs = tier()
+        assert spec["ips"] == ["198.51.100.1"] and len(pairs) == 10
+        old = set(pairs)
+        r = api.post(
+            "/v1/nfs/nt/update", json={"version": _default_version(), "config": _nat("198.51.100.2")}
+        )
+        assert r.status_code == 200 and r.get_json()["replaced"], r.get_json()
+        spec, pairs = tier()
+        assert spec["ips"] == ["198.51.100.2"] and spec["retired"] == [["198.51.100.1", 20000, 20009]], spec
+        new = set(pairs) - old
+        assert len(new) == 10 and all(p.startswith("c6336402:") for p in new), pairs  # 198.51.100.2, once
+        r = api.patch("/v1/nfs/nt", json={"config": {**_nat("198.51.100.3"), "batch_size": 16}})
+        assert r.status_code == 200 and r.get_json()["config_applied"] == "rolling", r.get_json()
+        spec, pairs = tier()
+        assert spec["ips"] == ["198.51.100.3"] and len(spec["retired"]) == 2, spec
+        assert sum(p.startswith("c6336403:") for p in pairs) == 10, pairs
+        # the old pool back: refused before anything starts (its pairs may still be mapped)
+        nf = tb.agent.state.nfs["nt"]
+        inst = nf.instances[0].id
+        r = api.post(
+            "/v1/nfs/nt/update", json={"version": _default_version(), "config": _nat("198.51.100.1")}
+        )
+        assert r.status_code == 400 and r.get_json()["field"] == "config.public_ips", r.get_json()
+        assert nf.instances[0].id == inst and nf.config["public_ips"] == ["198.51.100.3"]
+        assert tier()[0] == spec
+    finally:
+        redis.close()
+        assert api.delete("/v1/nfs/nt").status_code in (200, 204)

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from domain.errors import ConfigRejected, StartError
+from domain.errors import ConfigRejected, RestartNeeded, StartError, StateError
 from domain.model import NF_TYPES, Instance
 from nf_local.processes import NF_BINARY
 from nf_local.tier_access import TierAccess
@@ -40,6 +40,7 @@ INST_ROUTES_404 = [
     ("PUT", "/v1/instances/{id}/nf/state"),
     ("POST", "/v1/instances/{id}/nf/release"),
     ("POST", "/v1/instances/{id}/nf/hold"),
+    ("PUT", "/v1/instances/{id}/config"),
 ]
 
 
@@ -52,6 +53,7 @@ class FakeNfs:
         self.running: dict[str, Instance] = {}
         self.stores: dict[str, str] = {}
         self.fail: BaseException | None = None
+        self.fail_config: BaseException | None = None  # what the next `reconfigure` raises
 
     def new_instance(self, nf, location, seq, used_ofports):
         self.calls.append(("new_instance", nf.id))
@@ -112,6 +114,12 @@ class FakeNfs:
     def hold(self, inst, buffer, timeout=10.0):
         self.calls.append(("hold", inst.id, buffer))
         return {"holding": True, "pending": 0}
+
+    def reconfigure(self, nf, inst):
+        self.calls.append(("reconfigure", inst.id, nf.type, nf.config))
+        if self.fail_config is not None:
+            exc, self.fail_config = self.fail_config, None
+            raise exc
 
     def close(self):
         return []
@@ -781,3 +789,83 @@ def test_nf_drain_relays_a_flush(env):
     assert call(c, "POST", "/v1/instances/fw-1/nf/drain?quiet_ms=5&timeout_ms=100").status_code == 200
     drains = [x for x in fake.calls[n:] if x[0] == "drain"]
     assert drains == [("drain", "fw-1", 5, 0.1, "flush"), ("drain", "fw-1", 5, 0.1)]
+
+
+# -- config in place (PUT /v1/instances/ID/config); the real NF's answers: tests/snic/test_config_relay.py --------
+def test_config_is_relayed_and_kept_for_restarts(env):
+    agent, fake, c = env
+    start_one(c)
+    new = {"default": "allow", "rules": []}
+    r = call(c, "PUT", "/v1/instances/fw-1/config", new)
+    assert r.status_code == 200 and r.get_json()["id"] == "fw-1", r.get_json()
+    assert fake.calls[-1] == ("reconfigure", "fw-1", "firewall", new)
+    assert agent.records["fw-1"]["config"] == new
+    assert (
+        json.loads(agent.state_file.read_text())["instances"]["fw-1"]["config"] == new
+    )  # a restarted agent's
+    call(c, "POST", "/v1/instances/fw-1/start", raw=b"")
+    assert fake.calls[-1] == ("start_processes", "fw-1")
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "fld"),
+    [
+        (ConfigRejected("counters: cannot change on a running monitor"), 400, "config"),
+        (RestartNeeded("fw-1: PUT /config: a runtime option changes"), 409, "config"),
+        (StateError("fw-1: PUT /config: [Errno 111] Connection refused"), 502, None),
+    ],
+)
+def test_config_the_nf_does_not_take_keeps_the_old_one(env, exc, status, fld):
+    agent, fake, c = env
+    start_one(c)
+    was = agent.records["fw-1"]["config"]
+    fake.fail_config = exc
+    body = assert_error(call(c, "PUT", "/v1/instances/fw-1/config", {"default": "allow"}), status, fld)
+    assert str(exc) in body["error"]
+    assert agent.records["fw-1"]["config"] == was
+    assert json.loads(agent.state_file.read_text())["instances"]["fw-1"]["config"] == was
+
+
+@pytest.mark.parametrize(
+    "raw", [b"", b"not json", b"[]", b'"x"', b"1", b"null", b"{", b"[" * 100 + b"]" * 100, b" "]
+)
+def test_config_body_not_an_object_is_400_and_never_the_nf(env, raw):
+    agent, fake, c = env
+    start_one(c)
+    n = len(fake.calls)
+    assert_error(call(c, "PUT", "/v1/instances/fw-1/config", raw=raw), 400, "body")
+    assert fake.calls[n:] == []
+    assert agent.records["fw-1"]["config"] == {"default": "deny"}
+
+
+def test_config_takes_only_put(env):
+    _, _, c = env
+    start_one(c)
+    for method in ("GET", "POST", "PATCH", "DELETE"):
+        r = call(c, method, "/v1/instances/fw-1/config", raw=b"{}")
+        assert_error(r, 405)
+        assert "PUT" in r.headers["Allow"] and method not in r.headers["Allow"]
+
+
+def test_fuzz_config_bodies_not_objects_only_400_json(tmp_path):
+    agent, fake = make_agent(tmp_path)
+    client = create_app(agent, TOKEN).test_client()
+    start_one(client)
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(JSON.filter(lambda v: not isinstance(v, dict)).map(lambda v: json.dumps(v).encode())
+           | st.binary(max_size=64))  # fmt: skip
+    def run(raw):
+        with contextlib.suppress(ValueError, RecursionError):  # not JSON: a bad body too
+            assume(not isinstance(json.loads(raw), dict))
+        fake.calls.clear()
+        r = call(client, "PUT", "/v1/instances/fw-1/config", raw=raw)
+        assert r.status_code == 400, (raw, r.status_code)
+        assert r.get_json().get("field") == "body", r.get_json()
+        assert fake.calls == []
+        assert agent.records["fw-1"]["config"] == {"default": "deny"}
+
+    try:
+        run()
+    finally:
+        dispose(agent)

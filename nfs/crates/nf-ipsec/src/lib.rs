@@ -224,14 +224,8 @@ impl NetworkFunction for Ipsec {
         _store: &mut dyn flowstore::FlowStore,
         _keys: &KeySpace,
     ) -> Result<bool, nfcore::Refused> {
+        self.check_change(cfg)?;
         let mut new = Ipsec::from_config(cfg)?;
-        if new.cfg.replay_window != self.cfg.replay_window {
-            return Err(nfcore::Refused::Invalid(format!(
-                "replay_window: cannot change on a running gateway ({} -> {}): the inbound SAs' \
-                 windows are kept in the tier at their size; recreate the NF",
-                self.cfg.replay_window, new.cfg.replay_window
-            )));
-        }
         for (i, sa) in new.cfg.sas.iter().enumerate() {
             let old = self
                 .cfg
@@ -248,6 +242,18 @@ impl NetworkFunction for Ipsec {
         new.c = self.c;
         *self = new;
         Ok(true)
+    }
+
+    fn check_change(&self, cfg: &Value) -> Result<(), String> {
+        let new = Ipsec::from_config(cfg)?;
+        if new.cfg.replay_window != self.cfg.replay_window {
+            return Err(format!(
+                "replay_window: cannot change on a running gateway ({} -> {}): the inbound SAs' \
+                 windows are kept in the tier at their size; recreate the NF",
+                self.cfg.replay_window, new.cfg.replay_window
+            ));
+        }
+        Ok(())
     }
 
     fn read_set(&self, keys: &KeySpace, pkt: &Parsed, frame: &[u8], out: &mut Vec<Key>) {

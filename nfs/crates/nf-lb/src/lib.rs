@@ -52,6 +52,10 @@ use std::net::{IpAddr, SocketAddr};
 
 pub const TABLE: &str = "lb";
 pub const POOL: &str = "backends";
+/// The config's backends the pool was last made to follow (one `addr:port` a line, config
+/// order): an instance whose config names others brings the change (a rolling update's new
+/// instance); one whose config names these leaves the pool as it is (edits to it win).
+pub const POOL_SPEC: &str = "backends-spec";
 
 /// What `close_timeout_ms` meant when absent, before `timeouts` (kept for configs with
 /// `idle_timeout_ms`).
@@ -570,6 +574,15 @@ impl LoadBalancer {
     }
 }
 
+/// The [`POOL_SPEC`] value of a config's backends.
+fn spec_text(addrs: &[SocketAddr]) -> Vec<u8> {
+    addrs
+        .iter()
+        .map(|a| format!("{a}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
 /// Mark `addr` up or down in the pool of the LB `keys` (compare-and-set loop, so concurrent
 /// edits are not lost). Returns false if `addr` is not in the pool.
 pub fn set_backend_state(
@@ -625,13 +638,33 @@ impl NetworkFunction for LoadBalancer {
         let addrs: Vec<SocketAddr> = new.seed.iter().map(|b| b.addr).collect();
         let pool = self.reconcile_pool(store, keys, &addrs)?;
         *self.pool_cache.borrow_mut() = (pool::encode(&pool), Ok(pool));
+        store.write_many(&[flowstore::WriteOp::Set {
+            key: keys.global(POOL_SPEC),
+            value: spec_text(&addrs),
+        }])?;
         self.seed = new.seed;
         (self.on_down, self.timeouts, self.claim) = (new.on_down, new.timeouts, new.claim);
         Ok(true)
     }
 
-    fn init(&mut self, store: &mut dyn FlowStore, keys: &KeySpace) -> Result<(), StoreError> {
-        // Seed the shared pool once; a pool already in the tier (maybe edited) wins.
+    /// Seeds the shared pool once (an existing pool, possibly edited, wins), unless the pool
+    /// was made for other backends ([`POOL_SPEC`]): then it follows this config's as in
+    /// [`Self::reconfigure`] (a rolling update's new instances bring a change of backends; the
+    /// health marks of backends kept stay).
+    fn init(&mut self, store: &mut dyn FlowStore, keys: &KeySpace) -> Result<(), nfcore::Refused> {
+        let addrs: Vec<SocketAddr> = self.seed.iter().map(|b| b.addr).collect();
+        let (spec_key, mine) = (keys.global(POOL_SPEC), spec_text(&addrs));
+        // The first instance (or the first since specs): no read.
+        if !store.compare_and_set(&spec_key, None, Some(&mine))? {
+            let mut v = Vec::new();
+            store.get_many(std::slice::from_ref(&spec_key), &mut v)?;
+            if let Some(cur) = v.pop().flatten().filter(|cur| *cur != mine) {
+                let pool = self.reconcile_pool(store, keys, &addrs)?;
+                *self.pool_cache.borrow_mut() = (pool::encode(&pool), Ok(pool));
+                store.compare_and_set(&spec_key, Some(&cur), Some(&mine))?;
+                return Ok(());
+            }
+        }
         store.compare_and_set(&keys.global(POOL), None, Some(&pool::encode(&self.seed)))?;
         Ok(())
     }

@@ -611,3 +611,76 @@ fn backends_change_in_place_and_live_connections_keep_theirs() {
     let e = reconfigure(&mut a, &vip).unwrap_err();
     assert_eq!(e.status, 409, "{}", e.message);
 }
+
+/// Backends changed by a rolling update (new instances started with the new config beside an
+/// old one, no `PUT /config`) reach the tier as the change in place does: the first new
+/// instance's start makes the pool follow (added up, the live connection's removed backend
+/// draining), a second changes nothing; the live connection keeps its backend on a new
+/// instance, new connections never get it. An instance of the same config started after an
+/// operator's edit of the pool (a backend marked down) leaves the edit as it is.
+#[test]
+fn backends_changed_by_a_rolling_update_reach_the_tier() {
+    use nfcore::harness::feed;
+    let redis = TestRedis::start().expect("redis-server");
+    let conn = || Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
+    let base = serde_json::json!({"vip": "10.0.0.100", "port": 80,
+                                   "backends": ["10.1.0.1:8080", "10.1.0.2:8080"]});
+    let mut a = runtime(conn(), "lbroll", &base, vec![]);
+    let live = backend_of(&feed(&mut a, vec![syn(1, 0)])[0]).expect("forwarded");
+    let other: SocketAddr = if live.to_string() == "10.1.0.1:8080" {
+        "10.1.0.2:8080".parse().unwrap()
+    } else {
+        "10.1.0.1:8080".parse().unwrap()
+    };
+    let added: SocketAddr = "10.1.0.3:8080".parse().unwrap();
+    let mut next = base.clone();
+    next["backends"] = serde_json::json!([other.to_string(), added.to_string()]);
+
+    // An instance of the same config after an edit: the edit stays.
+    let keys = KeySpace::new("lbroll").unwrap();
+    assert!(set_backend_state(a.store_mut(), &keys, other, false).unwrap());
+    let _same = runtime(conn(), "lbroll", &base, vec![]);
+    assert_eq!(
+        pool_text(a.store_mut(), "lbroll"),
+        format!(
+            "10.1.0.1:8080 {}\n10.1.0.2:8080 {}\n",
+            if other.to_string() == "10.1.0.1:8080" {
+                "down"
+            } else {
+                "up"
+            },
+            if other.to_string() == "10.1.0.2:8080" {
+                "down"
+            } else {
+                "up"
+            }
+        ),
+    );
+    assert!(set_backend_state(a.store_mut(), &keys, other, true).unwrap());
+
+    let mut n1 = runtime(conn(), "lbroll", &next, vec![]);
+    let want = format!("{other} up\n{added} up\n{live} drain\n");
+    assert_eq!(
+        pool_text(a.store_mut(), "lbroll"),
+        want,
+        "added, the removed one drains"
+    );
+    let _n2 = runtime(conn(), "lbroll", &next, vec![]);
+    assert_eq!(pool_text(a.store_mut(), "lbroll"), want, "changed once");
+    // The live connection keeps its backend on a new instance.
+    let out = feed(
+        &mut n1,
+        vec![data(1, 10), from_backend(live, 1, 11, packet::TCP_ACK)],
+    );
+    assert_eq!(backend_of(&out[0]), Some(live));
+    let r = Parsed::new_checked(out[1].as_ref().expect("reply forwarded")).unwrap();
+    assert_eq!((r.src.to_string(), r.ports().0), ("10.0.0.100".into(), 80));
+    // New connections, on the new instance and on the old one: never the removed backend.
+    for rt in [&mut n1, &mut a] {
+        let got: Vec<_> = feed(rt, (2..8).map(|c| syn(c, 20)).collect())
+            .iter()
+            .map(|o| backend_of(o).expect("forwarded"))
+            .collect();
+        assert!(got.iter().all(|x| *x == other || *x == added), "{got:?}");
+    }
+}

@@ -258,16 +258,22 @@ impl NetworkFunction for Monitor {
         _store: &mut dyn FlowStore,
         _keys: &KeySpace,
     ) -> Result<bool, nfcore::Refused> {
+        self.check_change(cfg)?;
+        let new = Monitor::from_config(cfg)?;
+        (self.idle_ms, self.mode) = (new.idle_ms, new.mode);
+        Ok(true)
+    }
+
+    fn check_change(&self, cfg: &Value) -> Result<(), String> {
         let new = Monitor::from_config(cfg)?;
         if std::mem::discriminant(&new.mode) != std::mem::discriminant(&self.mode) {
-            return Err(nfcore::Refused::Invalid(
+            return Err(
                 "counters: cannot change on a running monitor (the record and increments modes \
                  keep a flow's counters in different layouts); recreate the NF"
                     .into(),
-            ));
+            );
         }
-        (self.idle_ms, self.mode) = (new.idle_ms, new.mode);
-        Ok(true)
+        Ok(())
     }
 
     fn read_set(&self, keys: &KeySpace, pkt: &Parsed, _frame: &[u8], out: &mut Vec<Key>) {

@@ -301,6 +301,8 @@ struct Counters {
     expired: u64,
     /// Pairs no longer in the pool's config, not handed out again (taken, expired, released).
     pairs_retired: u64,
+    /// Pool changes taken from the tier's spec before this instance's own config had them.
+    pool_followed: u64,
 }
 
 /// How a new connection's outbound mapping is claimed in the tier (`mapping_claim`).
@@ -525,12 +527,24 @@ impl Nat {
 
     /// A free pair: from this instance's block, refilled with one atomic pop of `block` pairs.
     fn take_pair(&mut self, ctx: &mut Ctx<'_>, pool: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let mut synced = false;
         loop {
             while let Some(item) = self.free.pop() {
                 if self.owns(&item) {
                     return Ok(Some(item));
                 }
-                // Left in the pool by an instance that did not know yet that the pool shrank.
+                // Not this config's pair: added by a change this instance has not had yet (an
+                // instance of a rolling update, or reconfigured before this one), which the tier's
+                // spec says (once per call); else one left in the pool by an instance that did
+                // not know yet that the pool shrank.
+                if !synced {
+                    synced = true;
+                    let keys = ctx.keys;
+                    self.follow_spec(ctx.store(), keys)?;
+                    if self.owns(&item) {
+                        return Ok(Some(item));
+                    }
+                }
                 self.c.pairs_retired += 1;
             }
             let mut got = ctx.store().pool_pop_many(pool, self.block)?;
@@ -542,6 +556,23 @@ impl Nat {
             got.reverse();
             self.free = got;
         }
+    }
+
+    /// Take the tier's spec of the pool as this instance's pool (a change made by other
+    /// instances: its added pairs are handed out here too, its removed ones no more).
+    fn follow_spec(
+        &mut self,
+        store: &mut dyn FlowStore,
+        keys: &KeySpace,
+    ) -> Result<(), StoreError> {
+        if let (_, Some(spec)) = Self::read_spec(store, &keys.global(POOL_SPEC))? {
+            if spec.ips != self.public_ips || spec.ports != self.ports {
+                (self.public_ips, self.ports) = (spec.ips.clone(), spec.ports);
+                self.draining_ips = self.draining(&spec);
+                self.c.pool_followed += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Whether the pair `item` belongs to the pool as configured now.
@@ -597,11 +628,13 @@ impl Nat {
         Ok((raw, spec))
     }
 
-    /// Make the shared pool follow `new`'s pairs: added pairs pushed once (by the instance whose
-    /// compare-and-set of the spec wins), removed ones retired (see [`PoolSpec::change`]).
+    /// Make the shared pool `ips` x `ports`: added pairs pushed once (by the instance whose
+    /// compare-and-set of the spec wins), removed ones retired (see [`PoolSpec::change`]). A
+    /// pool without a spec is taken for this instance's.
     fn change_pool(
-        &mut self,
-        new: &Nat,
+        &self,
+        ips: &[IpAddr],
+        ports: (u16, u16),
         store: &mut dyn FlowStore,
         keys: &KeySpace,
     ) -> Result<PoolSpec, nfcore::Refused> {
@@ -609,10 +642,10 @@ impl Nat {
         for _ in 0..100 {
             let (raw, spec) = Self::read_spec(store, &key)?;
             let cur = spec.unwrap_or_else(|| self.spec());
-            if cur.ips == new.public_ips && cur.ports == new.ports {
+            if cur.ips == ips && cur.ports == ports {
                 return Ok(cur); // another instance changed it already
             }
-            let next = cur.change(&new.public_ips, new.ports)?;
+            let next = cur.change(ips, ports)?;
             let enc = serde_json::to_vec(&next).expect("spec encodes");
             if !store.compare_and_set(&key, raw.as_deref(), Some(&enc))? {
                 continue;
@@ -678,7 +711,11 @@ impl NetworkFunction for Nat {
         Some(self.timeouts.longest_ms())
     }
 
-    fn init(&mut self, store: &mut dyn FlowStore, keys: &KeySpace) -> Result<(), StoreError> {
+    /// Fills the shared pool once; a pool made by another config (a rolling update's new
+    /// instance, or instances started before a change) is changed to this one's as in
+    /// [`Self::reconfigure`]: added pairs pushed once, removed ones retired, a pair retired
+    /// earlier refused.
+    fn init(&mut self, store: &mut dyn FlowStore, keys: &KeySpace) -> Result<(), nfcore::Refused> {
         let mut items = Vec::new();
         for ip in &self.public_ips {
             for port in self.ports.0..=self.ports.1 {
@@ -689,12 +726,13 @@ impl NetworkFunction for Nat {
         // The pool's spec, once (a pool made by a version before specs: assumed this config's).
         let key = keys.global(POOL_SPEC);
         let spec = serde_json::to_vec(&self.spec()).expect("spec encodes");
-        // Written by another instance or an earlier change: read it for the draining addresses.
-        if !store.compare_and_set(&key, None, Some(&spec))? {
-            if let (_, Some(spec)) = Self::read_spec(store, &key)? {
-                self.draining_ips = self.draining(&spec);
-            }
+        if store.compare_and_set(&key, None, Some(&spec))? {
+            return Ok(());
         }
+        // Written by another instance or an earlier change: made of this config's pairs, or
+        // changed to them now.
+        let spec = self.change_pool(&self.public_ips, self.ports, store, keys)?;
+        self.draining_ips = self.draining(&spec);
         Ok(())
     }
 
@@ -710,7 +748,7 @@ impl NetworkFunction for Nat {
     ) -> Result<bool, nfcore::Refused> {
         let new = Nat::from_config(cfg)?;
         let spec = if new.public_ips != self.public_ips || new.ports != self.ports {
-            Some(self.change_pool(&new, store, keys)?)
+            Some(self.change_pool(&new.public_ips, new.ports, store, keys)?)
         } else {
             None
         };
@@ -837,7 +875,7 @@ impl NetworkFunction for Nat {
             "new_mappings": c.new_mappings, "lost_races": c.lost_races, "pool_empty": c.pool_empty,
             "port_blocks": c.blocks, "block_free": self.free.len(),
             "no_mapping": c.no_mapping, "unsupported": c.unsupported, "passthrough": c.passthrough,
-            "expired": c.expired, "pairs_retired": c.pairs_retired,
+            "expired": c.expired, "pairs_retired": c.pairs_retired, "pool_followed": c.pool_followed,
         })
     }
 }

@@ -454,3 +454,112 @@ fn pool_change_in_place_drains_live_mappings() {
     reconfigure(&mut a, &wider).expect("in place");
     assert_eq!(a.store_mut().pool_len(&pool).unwrap(), 2);
 }
+
+/// A pool change by a rolling update (new instances started with the new config beside old
+/// ones, no `PUT /config`) reaches the tier as the change in place does: the first new instance's
+/// init pushes the new pairs once (a second one pushes nothing), the removed pairs are retired;
+/// a live mapping of an old pair keeps working on a new instance; an old instance still running
+/// the old config hands out its config's pairs, then the new ones (taken from the tier's spec)
+/// instead of losing them;
+/// a new instance whose config brings back a pair retired earlier does not start (400-like
+/// refusal naming `public_ips`), the pool unchanged.
+#[test]
+fn pool_change_by_a_rolling_update_reaches_the_tier() {
+    use nfcore::harness::feed;
+    let redis = TestRedis::start().expect("redis-server");
+    let conn = || Box::new(RedisStore::connect(RedisConfig::new(&redis.url())).unwrap());
+    let cfg1 = serde_json::json!({"inside": ["10.0.0.0/8"], "public_ips": ["198.51.100.1"],
+                                   "ports": "100-103", "port_block": 1});
+    let cfg2 = serde_json::json!({"inside": ["10.0.0.0/8"], "public_ips": ["198.51.100.2"],
+                                   "ports": "100-103", "port_block": 1});
+    let (old_ip, new_ip): (IpAddr, IpAddr) = (
+        "198.51.100.1".parse().unwrap(),
+        "198.51.100.2".parse().unwrap(),
+    );
+    let mut a = runtime_in("natroll", conn(), &cfg1, vec![]);
+    let out = feed(
+        &mut a,
+        vec![tcp_at(0, "10.0.0.1", "192.0.2.1", 1000, 80, "S")],
+    );
+    let (pub_ip, pub_port) = sources(out)[0];
+    assert_eq!(pub_ip, old_ip);
+    let pool = KeySpace::new("natroll").unwrap().global("pool");
+    assert_eq!(a.store_mut().pool_len(&pool).unwrap(), 3);
+
+    // The roll starts two new instances with the new config: the new pairs pushed once.
+    let mut n1 = runtime_in("natroll", conn(), &cfg2, vec![]);
+    let mut n2 = runtime_in("natroll", conn(), &cfg2, vec![]);
+    assert_eq!(n1.store_mut().pool_len(&pool).unwrap(), 3 + 4);
+    let spec = {
+        let mut v = Vec::new();
+        let key = KeySpace::new("natroll").unwrap().global("pool-spec");
+        n1.store_mut()
+            .get_many(std::slice::from_ref(&key), &mut v)
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&v[0].clone().unwrap()).unwrap()
+    };
+    assert_eq!(spec["ips"], serde_json::json!(["198.51.100.2"]));
+    assert_eq!(
+        spec["retired"],
+        serde_json::json!([["198.51.100.1", 100, 103]])
+    );
+
+    // The live connection of an old pair, both ways, on a new instance.
+    let dst = pub_ip.to_string();
+    let out = feed(
+        &mut n1,
+        vec![
+            tcp_at(10, "192.0.2.1", &dst, 80, pub_port, "SA"),
+            tcp_at(11, "10.0.0.1", "192.0.2.1", 1000, 80, "A"),
+        ],
+    );
+    assert!(out.iter().all(|o| o.is_some()), "live connection kept");
+    assert_eq!(sources(vec![out[1].clone()]), [(pub_ip, pub_port)]);
+
+    // The old instance, still on the old config until it is replaced, hands out the old pairs
+    // left in the pool as that config says, then the new ones, which it takes the tier's spec
+    // for (none is lost as not its own).
+    let news: Vec<_> = (0..5)
+        .map(|i| tcp_at(20 + i, "10.0.1.1", "192.0.2.1", 2000 + i as u16, 80, "S"))
+        .collect();
+    let got = sources(feed(&mut a, news));
+    assert_eq!(got.len(), 5, "{got:?}");
+    assert!(got[..3].iter().all(|(ip, _)| *ip == old_ip), "{got:?}");
+    assert!(got[3..].iter().all(|(ip, _)| *ip == new_ip), "{got:?}");
+    assert_eq!(a.nf().stats()["pool_followed"], 1);
+    assert_eq!(a.nf().stats()["pairs_retired"], 0);
+    // The new instances share the other 2 new pairs; every new pair handed out once.
+    let news: Vec<_> = (0..3)
+        .map(|i| tcp_at(30 + i, "10.0.2.1", "192.0.2.1", 3000 + i as u16, 80, "S"))
+        .collect();
+    let mut got2 = sources(feed(&mut n2, news));
+    assert_eq!(got2.len(), 2, "2 pairs left: {got2:?}");
+    got2.extend_from_slice(&got[3..]);
+    let distinct: HashSet<_> = got2.iter().collect();
+    assert_eq!(distinct.len(), 4, "every new pair once: {got2:?}");
+    assert!(got2.iter().all(|(ip, _)| *ip == new_ip));
+
+    // A roll back to the old address cannot start: its pairs were retired (may still be live).
+    let mut rt = Runtime::new(
+        Box::new(Nat::from_config(&cfg1).unwrap()),
+        conn(),
+        RecordingDevice::new(vec![]),
+        KeySpace::new("natroll").unwrap(),
+        nfcore::config::RuntimeOptions {
+            batch_size: 8,
+            fail_mode: nfcore::FailMode::Closed,
+            timer_interval_ms: 1_000_000,
+            owner_cache: false,
+        },
+    );
+    match rt.init() {
+        Err(nfcore::Refused::Invalid(e)) => {
+            assert!(
+                e.starts_with("public_ips: 198.51.100.1 ports 100-103"),
+                "{e}"
+            )
+        }
+        other => panic!("init of a retired pair: {other:?}"),
+    }
+    assert_eq!(n1.store_mut().pool_len(&pool).unwrap(), 0);
+}

@@ -7,8 +7,9 @@
 //! final stats JSON on stdout. Operator errors: one line on stderr, exit status 2.
 //!
 //! `nf --version` prints the version; `nf --state-schema` the state record layouts it writes and
-//! reads (JSON, [`nf::version::schema`]); `nf --check-config TYPE FILE` validates a config as a
-//! start would (exit 0 and `{"ok": true}`, or exit 2 and `nf: config: ...` naming the field).
+//! reads (JSON, [`nf::version::schema`]); `nf --check-config TYPE FILE [--running FILE]` validates
+//! a config as a start would, and with `--running` as a change of the running config (exit 0 and
+//! `{"ok": true}`, or exit 2 and `nf: config: ...` naming the field).
 //!
 //! `nf lb-backend --store redis://...|unix:///...|redis-cluster://... --nf-id ID --backend ADDR:PORT
 //!  --state up|down [--tenant NAME] [--store-user NAME --store-password-file PATH]` marks a load
@@ -159,7 +160,12 @@ fn run() -> Result<(), (i32, String)> {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
-    rt.init().map_err(|e| (1, e.to_string()))?;
+    rt.init().map_err(|e| match e {
+        // The tier's state cannot take this config (e.g. a NAT pair retired earlier): the
+        // operator's error, named like any config error.
+        nfcore::Refused::Invalid(e) => (2, format!("config: {e}")),
+        nfcore::Refused::Store(e) => (1, e.to_string()),
+    })?;
     eprintln!(
         "nf: ready in {:.1} ms (store connect {store_ms:.1}, store+port {port_ms:.1}, stats server {:.1}, init {:.1})",
         ms(t0),
@@ -237,19 +243,36 @@ fn read_password(path: &Path) -> Result<String, String> {
     Ok(pw.to_string())
 }
 
-/// `nf --check-config TYPE FILE`: what a start checks of the config (runtime options and the
-/// NF's own), without starting. Prints `{"ok": true, "record_lifetime_ms": N|null}`
+/// `nf --check-config TYPE FILE [--running FILE]`: what a start checks of the config (runtime
+/// options and the NF's own), without starting. With `--running` (the config the NF runs now),
+/// also whether the state it keeps in the tier can take the change
+/// ([`nfcore::NetworkFunction::check_change`]), as a change in place checks it; a running config
+/// this version cannot read is not judged (`change_checked` false). Prints `{"ok": true,
+/// "record_lifetime_ms": N|null, "change_checked": bool}`
 /// ([`nfcore::NetworkFunction::record_lifetime_ms`]).
 fn check_config(argv: &[String]) -> Result<(), (i32, String)> {
-    let [nf_type, file] = argv else {
-        return Err((2, "usage: nf --check-config TYPE FILE".into()));
+    const USAGE: &str = "usage: nf --check-config TYPE FILE [--running FILE]";
+    let (nf_type, file, running) = match argv {
+        [t, f] => (t, f, None),
+        [t, f, flag, r] if flag == "--running" => (t, f, Some(r)),
+        _ => return Err((2, USAGE.into())),
     };
     let cfg = nfcore::config::load(std::path::Path::new(file)).map_err(|e| (2, e))?;
     RuntimeConfig::from_config(&cfg).map_err(|e| (2, format!("config: {e}")))?;
     let nf = registry::make_nf(nf_type, &cfg).map_err(|e| (2, format!("config: {e}")))?;
+    let mut checked = false;
+    if let Some(r) = running {
+        let old = nfcore::config::load(std::path::Path::new(r)).map_err(|e| (2, e))?;
+        if let Ok(cur) = registry::make_nf(nf_type, &old) {
+            cur.check_change(&cfg)
+                .map_err(|e| (2, format!("config: {e}")))?;
+            checked = true;
+        }
+    }
     println!(
         "{}",
-        serde_json::json!({"ok": true, "record_lifetime_ms": nf.record_lifetime_ms()})
+        serde_json::json!({"ok": true, "record_lifetime_ms": nf.record_lifetime_ms(),
+                           "change_checked": checked})
     );
     Ok(())
 }

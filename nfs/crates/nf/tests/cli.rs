@@ -274,7 +274,8 @@ fn version_schema_and_check_config() {
             // The firewall's longest timeout: TCP established, 5 days by default.
             assert_eq!(
                 a,
-                serde_json::json!({"ok": true, "record_lifetime_ms": 432_000_000u64})
+                serde_json::json!({"ok": true, "record_lifetime_ms": 432_000_000u64,
+                                   "change_checked": false})
             );
         }
         if !ok {
@@ -289,4 +290,20 @@ fn version_schema_and_check_config() {
     assert_eq!(o.status.code(), Some(2));
     let o = run_nf(&["--check-config", "firewall"]);
     assert_eq!(o.status.code(), Some(2));
+    // As a change of the running config: what the state in the tier cannot take is refused.
+    let running = tmp.0.join("r.json");
+    std::fs::write(&running, r#"{"counters": "record"}"#).unwrap();
+    std::fs::write(&cfg, r#"{"counters": "increments"}"#).unwrap();
+    let args = ["--check-config", "monitor", cfg.to_str().unwrap()];
+    assert!(run_nf(&args).status.success(), "valid on its own");
+    let o = run_nf(&[&args[..], &["--running", running.to_str().unwrap()]].concat());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("nf: config: counters: "), "{err}");
+    std::fs::write(&cfg, r#"{"counters": "record", "idle_timeout_ms": 1000}"#).unwrap();
+    let o = run_nf(&[&args[..], &["--running", running.to_str().unwrap()]].concat());
+    let a: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(a["change_checked"], true, "{a}");
+    let o = run_nf(&[&args[..], &["--running"]].concat());
+    assert_eq!(o.status.code(), Some(2), "--running without a file");
 }

@@ -107,8 +107,19 @@ pub trait NetworkFunction: Send {
     fn name(&self) -> &'static str;
 
     /// One-time setup against the tier (e.g. initialise a shared pool; idempotent across
-    /// instances). Called before the first batch.
-    fn init(&mut self, _store: &mut dyn FlowStore, _keys: &KeySpace) -> Result<(), StoreError> {
+    /// instances). Called before the first batch. A shared resource made from the config (NAT's
+    /// pool, the LB's backends) follows this instance's config as a [`Self::reconfigure`]
+    /// would: the new instances of a rolling update bring a changed pool to the tier.
+    /// [`Refused::Invalid`] (naming the field): the tier's state cannot take this config.
+    fn init(&mut self, _store: &mut dyn FlowStore, _keys: &KeySpace) -> Result<(), Refused> {
+        Ok(())
+    }
+
+    /// Whether the state this NF keeps in the tier can take a change of its config (this one)
+    /// to `cfg`, judged from the two configs alone: Err names the field of a change the records
+    /// cannot take (e.g. a layout or a size they are kept in). [`Self::reconfigure`] refuses such
+    /// a change, and so must a rolling update (`nf --check-config TYPE FILE --running FILE`).
+    fn check_change(&self, _cfg: &serde_json::Value) -> Result<(), String> {
         Ok(())
     }
 

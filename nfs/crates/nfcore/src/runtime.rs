@@ -524,7 +524,7 @@ impl<D: Device> Runtime<D> {
     }
 
     /// Initialise the NF against the tier and mark the instance ready.
-    pub fn init(&mut self) -> Result<(), StoreError> {
+    pub fn init(&mut self) -> Result<(), crate::Refused> {
         self.nf.init(self.store.as_mut(), &self.keys)?;
         self.stats.ready.store(true, Relaxed);
         self.snapshot();
