@@ -120,13 +120,47 @@ def test_table_errors_name_their_field(bed):
     assert all(t["location"] == "everywhere" for t in tables), tables
 
 
+def stream_moving(c, eps, frames, rate: float, gap: float, moves: list[dict]) -> tuple[list, list, dict]:
+    """Sends `frames` ((source, frame, where it must arrive)) at `rate` frames/s from a thread while table 0
+    moves through `moves` (PUT bodies), `gap` seconds apart; returns (the moves' answers, the ids lost, the
+    ids that arrived wrongly or twice)."""
+    import threading
+    import time
+
+    for ep in eps.values():
+        ep.drain()
+    done = threading.Event()
+
+    def stream() -> None:
+        start = time.monotonic()
+        for i, (src, frame, _) in enumerate(frames):
+            delay = start + i / rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            eps[src].send(frame)
+        done.set()
+
+    t = threading.Thread(target=stream)
+    t.start()
+    answers = []
+    try:
+        for body in moves:
+            time.sleep(gap)
+            answers.append(c.request("PUT", "/v1/tables/0", body)[1])
+    finally:
+        t.join(timeout=60)
+    assert done.is_set()
+    got = marked_arrivals(eps, MAGIC)
+    lost = [i for i, (_, _, want) in enumerate(frames) if want and i not in got]
+    wrong = {i: got[i] for i, (_, _, want) in enumerate(frames) if i in got and got[i] != want}
+    print(f"under a stream: {len(frames)} frames, lost {len(lost)}, wrong/duplicated {len(wrong)}")
+    return answers, lost, wrong
+
+
 def test_moves_under_a_udp_stream_lose_nothing_and_duplicate_nothing(bed):
     """The filter table moved everywhere -> snic0 -> host -> snic0 -> everywhere while marked UDP frames
     stream both ways: every frame the filter passes arrives exactly once, where it should; every frame it
     drops (UDP 53) arrives nowhere, in every state the moves pass through."""
-    import threading
-    import time
-
     os_host, eps = bed
     c = os_host.client
     frames = []
@@ -136,35 +170,12 @@ def test_moves_under_a_udp_stream_lose_nothing_and_duplicate_nothing(bed):
         frames.append(
             (src[0], marked_frame(MAGIC, i, src[1], "10.9.9.9", dport), [] if dport == 53 else [src[2]])
         )
-    for ep in eps.values():
-        ep.drain()
-    done = threading.Event()
-
-    def stream() -> None:
-        start = time.monotonic()
-        for i, (src, frame, _) in enumerate(frames):
-            delay = start + i / 800 - time.monotonic()  # 800 frames/s in all, 3 s
-            if delay > 0:
-                time.sleep(delay)
-            eps[src].send(frame)
-        done.set()
-
-    t = threading.Thread(target=stream)
-    t.start()
-    moves = []
-    try:
-        for loc in ("snic0", "host", "snic0", "everywhere"):
-            time.sleep(0.5)
-            _, r = c.request("PUT", "/v1/tables/0", {"location": loc, "drain_ms": 300})
-            moves.append((loc, r))
-    finally:
-        t.join(timeout=30)
-    assert done.is_set()
-    got = marked_arrivals(eps, MAGIC)
-    assert [r["to"] for _, r in moves] == ["snic0", "host", "snic0", "everywhere"], moves
-    lost = [i for i, (_, _, want) in enumerate(frames) if want and i not in got]
-    wrong = {i: got[i] for i, (_, _, want) in enumerate(frames) if i in got and got[i] != want}
-    print(f"moves under a stream: {len(frames)} frames, lost {len(lost)}, wrong/duplicated {len(wrong)}")
+    to = ["snic0", "host", "snic0", "everywhere"]
+    # 800 frames/s in all, 3 s
+    answers, lost, wrong = stream_moving(
+        c, eps, frames, 800, 0.5, [{"location": t, "drain_ms": 300} for t in to]
+    )
+    assert [r["to"] for r in answers] == to, answers
     assert lost == [], f"{len(lost)} lost: {lost[:20]}"
     assert wrong == {}, f"{len(wrong)} arrived wrongly or twice: {dict(list(wrong.items())[:20])}"
 
@@ -331,7 +342,6 @@ def test_moves_into_and_out_of_a_split_under_a_udp_stream_lose_nothing(bed):
     -> everywhere while marked UDP frames stream both ways: every frame the filter passes arrives exactly once,
     every frame its high or low part drops arrives nowhere; afterwards each frame is counted once per table in
     TABLE statistics (the handoff rules the moves deleted included)."""
-    import threading
     import time
 
     os_host, eps = bed
@@ -343,42 +353,15 @@ def test_moves_into_and_out_of_a_split_under_a_udp_stream_lose_nothing(bed):
         ip, dport, passes = KINDS[min((i // 2) % 5, 3)]  # per direction: 53, 10.9.9.66, 55, then 2 passed
         frames.append((src[0], marked_frame(MAGIC, i, src[1], ip, dport), [src[2]] if passes else []))
     before = counters(os_host)
-    for ep in eps.values():
-        ep.drain()
-    done = threading.Event()
-
-    def stream() -> None:
-        start = time.monotonic()
-        for i, (src, frame, _) in enumerate(frames):
-            delay = start + i / 600 - time.monotonic()  # 600 frames/s in all, 4 s
-            if delay > 0:
-                time.sleep(delay)
-            eps[src].send(frame)
-        done.set()
-
-    t = threading.Thread(target=stream)
-    t.start()
-    moves = []
-    try:
-        for loc, prio in (
-            ("snic0", SPLIT_AT),
-            ("everywhere", None),
-            ("snic0", 20),
-            ("snic0", None),
-            ("everywhere", None),
-        ):
-            time.sleep(0.3)
-            body = {"location": loc, "drain_ms": 300} | ({"host_min_priority": prio} if prio else {})
-            _, r = c.request("PUT", "/v1/tables/0", body)
-            moves.append((loc, prio, r["to"], r["ms"]))
-    finally:
-        t.join(timeout=60)
-    assert done.is_set()
-    got = marked_arrivals(eps, MAGIC)
-    print(f"moves into/out of a split: {moves}")
-    lost = [i for i, (_, _, want) in enumerate(frames) if want and i not in got]
-    wrong = {i: got[i] for i, (_, _, want) in enumerate(frames) if i in got and got[i] != want}
-    print(f"under a stream: {len(frames)} frames, lost {len(lost)}, wrong/duplicated {len(wrong)}")
+    steps = [("snic0", SPLIT_AT), ("everywhere", None), ("snic0", 20), ("snic0", None), ("everywhere", None)]
+    bodies = [
+        {"location": loc, "drain_ms": 300} | ({"host_min_priority": p} if p else {}) for loc, p in steps
+    ]
+    # 600 frames/s in all, 4 s
+    answers, lost, wrong = stream_moving(c, eps, frames, 600, 0.3, bodies)
+    print(
+        f"moves into/out of a split: {[(s, r['to'], r['ms']) for s, r in zip(steps, answers, strict=True)]}"
+    )
     assert lost == [], f"{len(lost)} lost: {lost[:20]}"
     assert wrong == {}, f"{len(wrong)} arrived wrongly or twice: {dict(list(wrong.items())[:20])}"
 

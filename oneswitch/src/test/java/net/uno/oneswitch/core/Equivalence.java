@@ -241,21 +241,24 @@ final class Equivalence {
         if (in.sw().equals(notOn)) {
           continue;
         }
+        Fate want = virtual(vport, fr); // once per instance: the counters compare too
         List<FakeOfTable.Output> out = new ArrayList<>();
         walk(in, fr, vp, out, 0, later);
+        String where = "frame " + fr + " into vport " + vport + " at " + in;
         assertEquals(
-            virtual(vport, fr).outputs(),
+            want.outputs(),
             new Fate(FakeOfTable.canonical(out)).outputs(),
-            "frame "
-                + fr
-                + " into vport "
-                + vport
-                + " at "
-                + in
-                + ", handed on into the later state\nphysical before:\n"
-                + describePhysical()
-                + "\nphysical later:\n"
-                + later.describePhysical());
+            later == this
+                ? where
+                    + "\nvirtual rules:\n"
+                    + describe(virtual)
+                    + "\nphysical:\n"
+                    + describePhysical()
+                : where
+                    + ", handed on into the later state\nphysical before:\n"
+                    + describePhysical()
+                    + "\nphysical later:\n"
+                    + later.describePhysical());
       }
     }
 
@@ -299,22 +302,7 @@ final class Equivalence {
      * and asserts the same fate.
      */
     void same(int vport, Frame fr) {
-      for (VPort.Loc in : ports.get(vport).orElseThrow().instances()) {
-        Fate want = virtual(vport, fr); // once per instance: the counters compare too
-        assertEquals(
-            want.outputs(),
-            physical(in, fr).outputs(),
-            "frame "
-                + fr
-                + " into vport "
-                + vport
-                + " at "
-                + in
-                + "\nvirtual rules:\n"
-                + describe(virtual)
-                + "\nphysical:\n"
-                + describePhysical());
-      }
+      sameInFlight(this, vport, fr, null);
     }
 
     /**
