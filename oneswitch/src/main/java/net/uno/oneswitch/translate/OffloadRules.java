@@ -396,11 +396,13 @@ final class OffloadRules {
   /**
    * The virtual in_ports whose packets may be handed off to {@code sw}: every vport with a port
    * elsewhere (and CONTROLLER for a packet-out's pipeline run elsewhere); every vport if a packet
-   * of {@code sw} may leave and come back.
+   * of {@code sw} may leave and come back: by a table located elsewhere before one located here,
+   * or, on an sNIC, relayed back by the host after a move from another sNIC (a packet this sNIC
+   * handed off before the move, which the host re-points to it while that packet is on the way).
    */
   private Set<Integer> sources(String sw) {
     Set<Integer> out = new LinkedHashSet<>();
-    boolean all = off.bounces(sw);
+    boolean all = off.bounces(sw) || !sw.equals(topo.host());
     for (VPort v : ports.all()) {
       if (all || v.instances().stream().anyMatch(l -> !l.sw().equals(sw))) {
         out.add(v.vport());

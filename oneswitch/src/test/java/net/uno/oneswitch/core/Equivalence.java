@@ -232,15 +232,12 @@ final class Equivalence {
      * snapshot's flows and every switch it is handed on to holding {@code later}'s (a packet
      * forwarded the old way that arrives after its next hop changed: still crossing the link, or
      * sent by a switch's cached datapath flow after its barrier), and asserts the virtual switch's
-     * fate; not for an instance on switch {@code notOn} (null: every instance). Counters are not
-     * compared.
+     * fate. Into its own state ({@code later} this snapshot): the frame's whole path in this state,
+     * counted.
      */
-    void sameInFlight(Snapshot later, int vport, Frame fr, String notOn) {
+    void sameInFlight(Snapshot later, int vport, Frame fr) {
       Map<VPort.Loc, Integer> vp = vportOf(ports);
       for (VPort.Loc in : ports.get(vport).orElseThrow().instances()) {
-        if (in.sw().equals(notOn)) {
-          continue;
-        }
         Fate want = virtual(vport, fr); // once per instance: the counters compare too
         List<FakeOfTable.Output> out = new ArrayList<>();
         walk(in, fr, vp, out, 0, later);
@@ -302,7 +299,7 @@ final class Equivalence {
      * and asserts the same fate.
      */
     void same(int vport, Frame fr) {
-      sameInFlight(this, vport, fr, null);
+      sameInFlight(this, vport, fr);
     }
 
     /**
@@ -466,16 +463,14 @@ final class Equivalence {
   /**
    * Sends every frame into every vport with the first switch in state {@code from} and the switches
    * it is handed on to in state {@code to} (a move's in-flight packets, {@link
-   * Snapshot#sameInFlight}), asserting the virtual switch's fates; not the frames that come in on
-   * switch {@code notOn} (null: none).
+   * Snapshot#sameInFlight}), asserting the virtual switch's fates.
    */
   void checkInFlight(
       Map<PhysRule.Key, PhysRule> from,
       Map<PhysRule.Key, PhysRule> to,
       Map<PhysRule.Key, VirtualRule.Key> owners,
       List<Frame> frames,
-      FakeOfTable.Tie tie,
-      String notOn)
+      FakeOfTable.Tie tie)
       throws Exception {
     Snapshot a = new Snapshot(from, owners, tie);
     Snapshot b = new Snapshot(to, owners, tie);
@@ -483,7 +478,7 @@ final class Equivalence {
     a.ports.all().forEach(v -> vports.add(v.vport()));
     for (Frame fr : frames) {
       for (int v : vports) {
-        a.sameInFlight(b, v, fr, notOn);
+        a.sameInFlight(b, v, fr);
       }
     }
   }

@@ -387,7 +387,6 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
             : List.of(FakeOfTable.Tie.THROW);
     int states = 0;
     int inFlight = 0;
-    Map<Integer, String> where = new HashMap<>();
     for (String[] step : steps) {
       Map<PhysRule.Key, PhysRule> a = desired();
       Map<PhysRule.Key, VirtualRule.Key> oa = owners();
@@ -428,25 +427,14 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
         }
       }
       // A packet forwarded by a state before the break and handed on into any later one before the
-      // break (the drain covers the break): the old place still runs what it is handed. Not yet
-      // covered (oneswitch/README "A move"): in a move from one sNIC to another, a packet of the
-      // new place's own ports that it handed off before its unhand phase and that the host then
-      // relays back to it (the new place has no copy of the rules for its own ports' packets
-      // coming back by a handoff).
-      String from = where.getOrDefault(Integer.parseInt(step[0]), "everywhere");
-      where.put(Integer.parseInt(step[0]), loc);
-      String notOn = from.startsWith("snic") && loc.startsWith("snic") ? loc : null;
+      // break (the drain covers the break): the old place still runs what it is handed, and an sNIC
+      // runs its own ports' packets relayed back to it.
       List<Map.Entry<String, Map<PhysRule.Key, PhysRule>>> whole = replay.wholeStates();
       for (int i = 0; i < whole.size(); i++) {
         for (int j = i + 1; j < whole.size(); j++) {
           try {
             eq.checkInFlight(
-                whole.get(i).getValue(),
-                whole.get(j).getValue(),
-                owners,
-                frames,
-                ties.get(0),
-                notOn);
+                whole.get(i).getValue(), whole.get(j).getValue(), owners, frames, ties.get(0));
           } catch (AssertionError | IllegalStateException e) {
             throw new AssertionError(
                 "table "
