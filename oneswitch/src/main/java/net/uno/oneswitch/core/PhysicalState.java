@@ -141,10 +141,7 @@ public final class PhysicalState {
      * #stopsHere}), then the other dropped handoff rules and {@link #remove}.
      */
     public List<Op> breakOps() {
-      List<Op> out = new ArrayList<>();
-      if (movedTable >= 0) {
-        modify.stream().filter(stopsHere::contains).forEach(out::add);
-      }
+      List<Op> out = new ArrayList<>(modify.stream().filter(this::deferred).toList());
       unhand.stream().filter(op -> !now(op)).forEach(out::add);
       out.addAll(remove);
       return out;

@@ -303,6 +303,20 @@ final class Equivalence {
     }
 
     /**
+     * Sends every frame into every vport, each as {@link #sameInFlight} into {@code later} (this
+     * snapshot: the whole path here).
+     */
+    void sendAll(Snapshot later, List<Frame> frames) {
+      Set<Integer> vports = new TreeSet<>();
+      ports.all().forEach(v -> vports.add(v.vport()));
+      for (Frame fr : frames) {
+        for (int v : vports) {
+          sameInFlight(later, v, fr);
+        }
+      }
+    }
+
+    /**
      * Asserts that each virtual rule counted what its replicas counted together; returns how many
      * virtual rules saw a packet.
      */
@@ -419,13 +433,7 @@ final class Equivalence {
    */
   private Snapshot sentToAll(List<Frame> frames) throws Exception {
     Snapshot s = new Snapshot();
-    Set<Integer> vports = new TreeSet<>();
-    s.ports.all().forEach(v -> vports.add(v.vport()));
-    for (Frame fr : frames) {
-      for (int v : vports) {
-        s.same(v, fr);
-      }
-    }
+    s.sendAll(s, frames);
     return s;
   }
 
@@ -450,13 +458,7 @@ final class Equivalence {
       FakeOfTable.Tie tie)
       throws Exception {
     Snapshot s = new Snapshot(rules, owners, tie);
-    Set<Integer> vports = new TreeSet<>();
-    s.ports.all().forEach(v -> vports.add(v.vport()));
-    for (Frame fr : frames) {
-      for (int v : vports) {
-        s.same(v, fr);
-      }
-    }
+    s.sendAll(s, frames);
     return s.sameCounters();
   }
 
@@ -472,15 +474,7 @@ final class Equivalence {
       List<Frame> frames,
       FakeOfTable.Tie tie)
       throws Exception {
-    Snapshot a = new Snapshot(from, owners, tie);
-    Snapshot b = new Snapshot(to, owners, tie);
-    Set<Integer> vports = new TreeSet<>();
-    a.ports.all().forEach(v -> vports.add(v.vport()));
-    for (Frame fr : frames) {
-      for (int v : vports) {
-        a.sameInFlight(b, v, fr);
-      }
-    }
+    new Snapshot(from, owners, tie).sendAll(new Snapshot(to, owners, tie), frames);
   }
 
   /**

@@ -696,13 +696,7 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
     filterPipeline();
     assertNull(verdicts().get("snic0"));
     assertNull(verdicts().get("snic0"), "cached: the same");
-    assertTrue(
-        eq.flowMod(
-            add(
-                0,
-                40,
-                udpDst(80),
-                List.of(F.instructions().writeActions(List.of(out(3))), gotoT(1)))));
+    assertTrue(eq.flowMod(actionSetWriter()));
     String why = verdicts().get("snic0");
     assertNotNull(why);
     assertTrue(why.contains("writes an action set"), why);
@@ -717,6 +711,15 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
     assertNull(move(1, "snic0"));
     assertNull(verdicts().get("snic0"), "its own place");
     assertNull(verdicts().get("snic1"));
+  }
+
+  /**
+   * A rule in table 0 that writes an action set and goes to table 1: table 1 cannot be handed off
+   * while it is there (a handoff cannot carry the action set).
+   */
+  private static OFFlowMod actionSetWriter() {
+    return add(
+        0, 40, udpDst(80), List.of(F.instructions().writeActions(List.of(out(3))), gotoT(1)));
   }
 
   /** {whole trials, single-rule trials} GET /v1/tables ran so far. */
@@ -743,13 +746,7 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
     assertEquals(whole, verdictTrials()[0], "no whole trial after an added rule");
     assertTrue(verdictTrials()[1] > rules, "the added rule translated");
     // A rule before table 1 that writes an action set: table 1 cannot be handed off any more.
-    assertTrue(
-        eq.flowMod(
-            add(
-                0,
-                40,
-                udpDst(80),
-                List.of(F.instructions().writeActions(List.of(out(3))), gotoT(1)))));
+    assertTrue(eq.flowMod(actionSetWriter()));
     String why = verdicts().get("snic0");
     assertNotNull(why);
     assertTrue(why.contains("writes an action set"), why);
@@ -789,13 +786,7 @@ class OffloadEquivalenceTest extends EquivalenceHarness {
     start(Carrier.Mode.AUTO, 1);
     filterPipeline();
     // An action set written before the table cannot cross the handoff.
-    assertTrue(
-        eq.flowMod(
-            add(
-                0,
-                40,
-                udpDst(80),
-                List.of(F.instructions().writeActions(List.of(out(3))), gotoT(1)))));
+    assertTrue(eq.flowMod(actionSetWriter()));
     assertRefused(1, "snic0", "writes an action set");
     eq.flowMod(
         F.buildFlowDeleteStrict()
