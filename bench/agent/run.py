@@ -60,10 +60,14 @@ NAT = {"inside": ["10.77.0.0/24"], "public_ips": ["198.51.100.1"], "ports": "200
 IPSEC = {"sas": [{"name": "vm-out", "dir": "out", "spi": 8193, "key": "00112233445566778899aabbccddeeff", "salt": "01020304",
                   "tunnel_src": "192.0.2.1", "tunnel_dst": nm.ip_outside(0, 0),
                   "selectors": [{"src": f"{nm.ip_vm(0)}/32", "dst": f"{nm.ip_outside(0, 0)}/32"}]}]}  # fmt: skip
-CONFIGS = {"firewall": FW, "ips": IPS, "l7fw": L7FW, "monitor": {}, "nat": NAT, "ipsec": IPSEC}
+LB_VIP, LB_PORT = "10.77.0.200", 9000  # a VIP in the VMs' /16; its one backend: the wire's address
+LB = {"vip": LB_VIP, "port": LB_PORT, "proto": "udp", "backends": [f"{nm.ip_outside(0, 0)}:{LB_PORT}"]}
+CONFIGS = {"firewall": FW, "ips": IPS, "l7fw": L7FW, "monitor": {}, "nat": NAT, "ipsec": IPSEC, "lb": LB}
 # Types measured with UDP frames from `traffic gen` (no answer needed: the NAT's and the IPsec gateway's
-# output is not something the outside's stack answers); the others with iperf3 TCP.
-GEN_TYPES = {"nat", "ipsec"}
+# output is not something the outside's stack answers; the LB's frames go to its VIP); the others with
+# iperf3 TCP.
+GEN_TYPES = {"nat", "ipsec", "lb"}
+GEN_DST = {"lb": (LB_VIP, LB_PORT)}  # where a type's frames are sent (others: the wire's address)
 TRAFFIC = REPO / "nfs" / "target" / "release" / "traffic"
 # NFs in order from the wire to the VM: (id, type)
 CHAINS = {
@@ -101,18 +105,23 @@ def inst_roots(rundir: Path, nf: str) -> list[int]:
 
 class Load:
     """iperf3 TCP vm -> outside at a fixed rate, in the background (`gen`: UDP frames of 1400 B from
-    `traffic gen` on the VM's interface instead, 4 flows, no receiver)."""
+    `traffic gen` on the VM's interface instead, 4 flows, no receiver, to `dst` (address, port) when
+    given)."""
 
-    def __init__(self, name: str, mbps: float, seconds: float, port: int = 5302, gen: bool = False):
+    def __init__(
+        self, name: str, mbps: float, seconds: float, port: int = 5302, gen: bool = False,
+        dst: tuple[str, int] | None = None,
+    ):  # fmt: skip
         vm, out, ip = nm.ns_vm(name, 0), nm.ns_outside(name, 0, 0), nm.ip_outside(0, 0)
         self.gen = gen
         if gen:
+            to = ["--dst", dst[0], "--dst-port", str(dst[1])] if dst else ["--dst", ip]
             pps = int(mbps * 1e6 / (1400 * 8))
             self.srv = None
             self.cli = subprocess.Popen(
                 ["ip", "netns", "exec", vm, str(TRAFFIC), "gen", "--port", nm.if_vm(name, 0)[0], "--udp", "--flows",
                  "4", "--pkts", str(int(pps * seconds)), "--rate", str(pps), "--size", "1400", "--src", nm.ip_vm(0),
-                 "--dst", ip, "--src-mac", nm.mac(1, 0, 0), "--dst-mac", nm.mac(2, 0, 0)],
+                 *to, "--src-mac", nm.mac(1, 0, 0), "--dst-mac", nm.mac(2, 0, 0)],
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
             )  # fmt: skip
             return
@@ -142,10 +151,10 @@ class Load:
 
 
 def measure(url: str, rundir: Path, cg: CpuCgroup, name: str, nfs: list[str], mbps: float, seconds: float,
-            before_window=None, gen: bool = False) -> dict:  # fmt: skip
+            before_window=None, gen: bool = False, dst: tuple[str, int] | None = None) -> dict:  # fmt: skip
     """Load for `seconds`; over its middle (after a 3 s warm-up, `before_window()` run first): host cores of
     the NFs placed on the host, sNIC cgroup cores, the agent's predicted host cores and NF loads."""
-    load = Load(name, mbps, seconds, gen=gen)
+    load = Load(name, mbps, seconds, gen=gen, dst=dst)
     try:
         time.sleep(3)
         if before_window:
@@ -218,7 +227,8 @@ def profile_types(url, rundir, cg, name, listen, types, args, out_file: Path) ->
             migrate(url, rundir, "prof", loc)
             points = []  # (amount, Gbit/s through) per rate
             for mbps in args.rates:
-                r = measure(url, rundir, cg, name, ["prof"], mbps, args.seconds, gen=typ in GEN_TYPES)
+                r = measure(url, rundir, cg, name, ["prof"], mbps, args.seconds, gen=typ in GEN_TYPES,
+                            dst=GEN_DST.get(typ))  # fmt: skip
                 cores = r["host_cores"] if loc == "host" else r["snic_cores"]
                 load = r["load_gbps"]["prof"]
                 got = "UDP, no receiver" if typ in GEN_TYPES else f"delivered {r['rx_mbps']:.1f} Mbit/s"

@@ -40,7 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.agent.run import CONFIGS, IPSEC
+from bench.agent.run import CONFIGS, IPSEC, LB_PORT, LB_VIP
 from bench.common import final_json, machine, median, print_machine
 from demo.chain import Chain
 from emulated_host import naming as nm
@@ -52,12 +52,9 @@ from testkit.one_way import DIRECT, End, Via, one_way
 
 REPO = Path(__file__).resolve().parents[2]
 LATENCY_TYPES = ("firewall", "monitor", "ips", "l7fw", "nat", "ipsec", "lb")
-LB_VIP, LB_PORT = "10.77.0.200", 9000  # a VIP in the VMs' /16; its one backend: the wire's address
-LB = {"vip": LB_VIP, "port": LB_PORT, "proto": "udp", "backends": [f"{nm.ip_outside(0, 0)}:{LB_PORT}"]}
 _SA = IPSEC["sas"][0]
 # what the frames through each type need (the others: none); the direct path of a round is sent as these are
 VIA = {"ipsec": Via(esp_key=_SA["key"], esp_salt=_SA["salt"]), "lb": Via(dst_ip=LB_VIP, dst_port=LB_PORT)}
-TYPE_CONFIGS = {**CONFIGS, "lb": LB}
 
 
 def ends(name: str) -> dict[str, End]:
@@ -134,7 +131,7 @@ def profile(url: str, paths: Paths, types: list[str], rounds: int, write: Path, 
     found = {PCIE_KEY: summary(pcie)}
     record(write, "--measure-pcie", ["snic0"], found[PCIE_KEY], meta)
     for typ in types:
-        code, body = call(url, "POST", "/v1/nfs", {"type": typ, "id": "lat", "config": TYPE_CONFIGS[typ],
+        code, body = call(url, "POST", "/v1/nfs", {"type": typ, "id": "lat", "config": CONFIGS[typ],
                                                    "expected": {"src": "web"}, "hints": {"prefer": "host"}})  # fmt: skip
         assert code == 201, body
         found[typ] = {}
