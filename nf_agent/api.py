@@ -155,8 +155,11 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
 
     @app.delete("/v1/nfs/<nf_id>")
     def delete_nf(nf_id: str):
-        agent.delete_nf(nf_id)
-        return _json({"deleted": nf_id})
+        with agent.lock:
+            agent.nf(nf_id)  # 404 before 400
+        drop = validation.parse_delete_query(request.args)
+        dropped = agent.delete_nf(nf_id, drop_state=drop)
+        return _json({"deleted": nf_id, **({"state_keys_dropped": dropped} if drop else {})})
 
     @app.post("/v1/nfs/<nf_id>/standby")
     def start_standby(nf_id: str):

@@ -7,7 +7,15 @@ import logging
 import time
 
 from domain import vports
-from domain.errors import Conflict, DependencyFailed, NotFound, OperationFailed, PortMapError, ValidationError
+from domain.errors import (
+    Conflict,
+    DependencyFailed,
+    NotFound,
+    OperationFailed,
+    PortMapError,
+    StartError,
+    ValidationError,
+)
 from domain.model import HOST, Nf, Vm
 from nf_agent import graph
 from nf_agent.context import AgentContext
@@ -167,9 +175,10 @@ class Inventory:
             out.append({"nf": n.id, "src": n.src, "dst": n.dst})
         return out
 
-    def delete_nf(self, nf_id: str) -> None:
+    def delete_nf(self, nf_id: str, drop_state: bool = False) -> int | None:
         """Stop every instance, unmap the vport, forget the NF; NFs whose chain named it are spliced
-        (`_unlink`)."""
+        (`_unlink`). `drop_state`: then delete the NF's keys on the state tier too (every host sharing the
+        tier loses them); the number deleted (None: not asked)."""
         ctx = self.ctx
         with ctx.lock:
             nf = ctx.nf(nf_id)
@@ -184,8 +193,17 @@ class Inventory:
                     ctx.runtime.stop(inst)
                 except Exception as exc:  # noqa: BLE001
                     errors.append(str(exc))
+            dropped = None
+            if drop_state:
+                try:
+                    dropped = ctx.runtime.drop_state(nf_id, nf.tenant)
+                except StartError as exc:
+                    errors.append(str(exc))
             del ctx.state.nfs[nf_id]
-            ctx.event("nf-delete", nf=nf_id, errors=errors, rechained=self._unlink(nf))
+            ctx.event(
+                "nf-delete", nf=nf_id, errors=errors, rechained=self._unlink(nf), state_keys_dropped=dropped
+            )
             ctx.save()
             if errors:
                 raise OperationFailed(f"NF {nf_id} deleted, with cleanup errors: {'; '.join(errors)}")
+            return dropped

@@ -516,8 +516,18 @@ def spec() -> dict:
             },
             "delete": {
                 "summary": "Stop the NF, unmap its port, remove its namespace; NFs whose chain named it are "
-                "spliced (a -> NF -> b becomes a -> b)",
-                "responses": {"200": _resp("deleted", {"type": "object"}), **_errors(401, 404, 500)},
+                "spliced (a -> NF -> b becomes a -> b). Its state stays on the tier unless `drop_state=true`",
+                "parameters": [
+                    {
+                        "name": "drop_state",
+                        "in": "query",
+                        "required": False,
+                        "description": "also delete the NF's keys on the state tier (`tn:<tenant>:nf:<id>:*`; "
+                        "every host sharing the tier loses them); the answer counts them",
+                        "schema": {"type": "string", "enum": ["true", "false"]},
+                    }
+                ],
+                "responses": {"200": _resp("deleted", {"type": "object"}), **_errors(400, 401, 404, 500)},
             },
         },
         "/v1/nfs/{id}/standby": {

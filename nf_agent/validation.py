@@ -7,6 +7,7 @@ the field. Nothing here does I/O.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -224,6 +225,18 @@ def parse_standby(body: Any, locations: list[str]) -> str | None:
 def parse_restart(body: Any) -> None:
     """POST /v1/nfs/ID/restart body: empty or {} (no options yet; any field is unknown)."""
     _obj(body, set(), set())
+
+
+def parse_delete_query(args: Mapping[str, str]) -> bool:
+    """DELETE /v1/nfs/ID query: `drop_state=true|false` (default false) deletes the NF's keys on the state tier
+    too; any other parameter is refused (a typo must not keep state the caller meant to drop)."""
+    for key in args:
+        if key != "drop_state":
+            raise ValidationError(f"query.{key}", "unknown parameter (known: drop_state)")
+    v = args.get("drop_state", "false")
+    if v not in ("true", "false"):
+        raise ValidationError("query.drop_state", f"must be true or false, not {v[:40]!r}")
+    return v == "true"
 
 
 def parse_scale(body: Any) -> int:

@@ -26,7 +26,7 @@ from nf_runtime.snic_client import RemoteNfs, SnicWatch
 from nf_runtime.tenants import TenantUsers
 from state_tier.access import ping as tier_ping
 from state_tier.access import tier_client
-from state_tier.keys import DEFAULT_TENANT, nf_key
+from state_tier.keys import DEFAULT_TENANT, nf_key, nf_pattern
 
 
 class HostRuntime:
@@ -214,6 +214,31 @@ class HostRuntime:
             return int(r.incr(nf_key(tenant, nf_id, "epoch")))
         finally:
             r.close()
+
+    def drop_state(self, nf_id: str, tenant: str = DEFAULT_TENANT, batch: int = 500) -> int:
+        """Delete every key of `tenant`'s NF `nf_id` on the state tier (`tn:<tenant>:nf:<id>:*`, SCAN on every
+        master); the number deleted (0 with local state). Stop the NF's instances first: a running one writes
+        again. StartError: the tier does not answer."""
+        if self.store != "redis":
+            return 0
+        import redis
+
+        r = self.tier_client()
+        gone = 0
+        try:
+            keys: list[bytes] = []
+            for key in r.scan_iter(match=nf_pattern(tenant, nf_id), count=batch):
+                keys.append(key)
+                if len(keys) >= batch:
+                    gone += int(r.unlink(*keys))
+                    keys.clear()
+            if keys:
+                gone += int(r.unlink(*keys))
+        except redis.RedisError as exc:
+            raise StartError(f"dropping the state of {nf_id!r} (tenant {tenant}): {exc}") from None
+        finally:
+            r.close()
+        return gone
 
     def tier_access(self, nf: Nf, location: str) -> TierAccess:
         """What an instance of `nf` at `location` gets: the tier's URL as it reaches it, its tenant, with

@@ -19,6 +19,15 @@ def tenant_pattern(tenant: str) -> str:
     return f"{tenant_prefix(tenant)}*"
 
 
+_GLOB = re.compile(r"([*?\[\]\\])")
+
+
+def nf_pattern(tenant: str, nf_id: str) -> str:
+    """The SCAN pattern of every key of the tenant's NF `nf_id` (glob characters in the id escaped)."""
+    escaped = _GLOB.sub(r"\\\1", nf_id)
+    return f"{tenant_prefix(tenant)}nf:{escaped}:*"
+
+
 def nf_key(tenant: str, nf_id: str, name: str) -> str:
     """An NF-wide key, e.g. `nf_key("default", "lb", "backends")` -> `tn:default:nf:lb:{backends}`."""
     return f"{tenant_prefix(tenant)}nf:{nf_id}:{{{name}}}"

@@ -20,6 +20,7 @@ class FakeRuntime:
         self.snics = list(snics)
         self.running: dict[str, Instance] = {}
         self.fail_start: set[str] = set()  # NF ids whose start fails
+        self.dropped: list[tuple[str, str]] = []  # (tenant, NF id) whose state drop_state deleted
         self.counters: dict[str, dict[str, dict[str, int]]] = {"host": {}, **{s: {} for s in self.snics}}
         self.pids = 1000
         self.store_up: bool | None = True  # what store_reachable answers (None: local state)
@@ -62,6 +63,10 @@ class FakeRuntime:
 
     def alive(self, inst: Instance) -> bool:
         return inst.id in self.running
+
+    def drop_state(self, nf_id: str, tenant: str = "default") -> int:
+        self.dropped.append((tenant, nf_id))
+        return 0
 
     def healthy(self, inst: Instance, timeout: float = 1.0) -> bool:
         return inst.id in self.running
