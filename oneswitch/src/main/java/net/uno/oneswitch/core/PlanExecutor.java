@@ -115,12 +115,15 @@ final class PlanExecutor {
         p.groups.isEmpty()
             ? CompletableFuture.completedFuture(null)
             : phase("groups", p.groups, false, trace);
+    // A settle before each later phase; the break waits the longer of it and its drain window.
+    boolean afterMake = !unhand.isEmpty() || !stages.isEmpty();
     CompletableFuture<Void> f =
         groups
             .thenComposeAsync(x -> phase("make", p.make, makeFresh, trace), exec)
-            .thenComposeAsync(x -> delay(p.make.isEmpty() ? 0 : p.settleMs), exec)
+            .thenComposeAsync(x -> delay(p.make.isEmpty() || !afterMake ? 0 : p.settleMs), exec)
             .thenComposeAsync(x -> phase("unhand", unhand, unhandFresh, trace), exec)
-            .thenComposeAsync(x -> delay(unhand.isEmpty() ? 0 : p.settleMs), exec);
+            .thenComposeAsync(
+                x -> delay(unhand.isEmpty() || stages.isEmpty() ? 0 : p.settleMs), exec);
     for (int i = 0; i < stages.size(); i++) {
       List<PhysicalState.Op> stage = stages.get(i);
       boolean fresh = modifyFresh && i == stages.size() - 1;
@@ -129,7 +132,7 @@ final class PlanExecutor {
         f = f.thenComposeAsync(x -> delay(p.settleMs), exec);
       }
     }
-    return f.thenComposeAsync(x -> delay(breaks ? breakDelayMs : 0), exec)
+    return f.thenComposeAsync(x -> delay(breaks ? Math.max(breakDelayMs, p.settleMs) : 0), exec)
         .thenComposeAsync(x -> phase("break", remove, false, trace), exec);
   }
 
