@@ -66,8 +66,27 @@ class OneSwitchTest {
     snic = fx.snic;
     dir = fx.dir;
     os = fx.start();
-    // reconciled: dispatch rules present on both
+    // reconciled: dispatch rules present on both, and each reconcile past its barrier (its flow
+    // dump, which follows it, sent), so no reconcile round interleaves with what a test counts
     waitFor(() -> host.flows.size() >= 3 && snic.flows.size() >= 2);
+    waitFor(() -> dumpedAfterBarrier(0xaL) && dumpedAfterBarrier(0xbL));
+  }
+
+  /** Whether {@code sw} was sent a flow dump after a barrier since this test began. */
+  private boolean dumpedAfterBarrier(long sw) {
+    boolean barrier = false;
+    for (Map.Entry<Long, OFMessage> e : since(start)) {
+      if (e.getKey() != sw) {
+        continue;
+      }
+      if (e.getValue().getType() == OFType.BARRIER_REQUEST) {
+        barrier = true;
+      } else if (barrier
+          && e.getValue() instanceof org.projectfloodlight.openflow.protocol.OFFlowStatsRequest) {
+        return true;
+      }
+    }
+    return false;
   }
 
   @AfterEach
