@@ -49,13 +49,24 @@ def call_agent(args: argparse.Namespace, method: str, path: str, body: object = 
         raise CliError(f"cannot reach the agent: {exc}") from None
 
 
+def split_text(split: dict | None) -> str:
+    """A split table's column: `>=P host:K snic0:N` (its priority and each side's physical rules), else -."""
+    if not split:
+        return "-"
+    sides = " ".join(f"{k}:{v}" for k, v in split["rules"].items())
+    return f">={split['host_min_priority']} {sides}"
+
+
 def render(rows: list[dict]) -> str:
-    """The tables as a text table: TABLE LOCATION RULES PIN WHY-ON-HOST."""
-    lines = [f"{'TABLE':>5}  {'LOCATION':<11} {'RULES':>7}  {'PIN':<6} WHY ON HOST"]
-    for r in rows:
+    """The tables as a text table: TABLE LOCATION RULES SPLIT PIN WHY-ON-HOST."""
+    splits = [split_text(r.get("split")) for r in rows]
+    w = max([5, *map(len, splits)])
+    lines = [f"{'TABLE':>5}  {'LOCATION':<11} {'RULES':>7}  {'SPLIT':<{w}}  {'PIN':<6} WHY ON HOST"]
+    for r, sp in zip(rows, splits, strict=True):
         why = r.get("why")
         text = f"{why['reason']}" + (f": {why['detail']}" if why and why.get("detail") else "") if why else ""
-        lines.append(f"{r['table']:>5}  {r['location']:<11} {r['rules']:>7}  {r.get('pin') or '-':<6} {text}")
+        lines.append(f"{r['table']:>5}  {r['location']:<11} {r['rules']:>7}  {sp:<{w}}  "
+                     f"{r.get('pin') or '-':<6} {text}")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -167,9 +167,30 @@ def test_uno_agent_tables_renders_where_and_why(env):
     client.post("/v1/tables/place")
     text = render(client.get("/v1/tables").get_json())
     lines = text.splitlines()
-    assert lines[0].split() == ["TABLE", "LOCATION", "RULES", "PIN", "WHY", "ON", "HOST"]
+    assert lines[0].split() == ["TABLE", "LOCATION", "RULES", "SPLIT", "PIN", "WHY", "ON", "HOST"]
     assert "refused by OneSwitch: snic0: snic0 holds at most 16384 rules" in lines[1]
-    assert lines[2].split()[:3] == ["1", "snic0", "8000"]
+    assert lines[2].split()[:4] == ["1", "snic0", "8000", "-"]
+
+
+def test_a_split_table_shows_its_priority_and_sides_and_stays_split_where_the_solver_keeps_it(env):
+    """A table OneSwitch runs split (`host_min_priority`, set on OneSwitch) on the sNIC the solver also picks
+    is not moved (a move would unsplit it); GET and the CLI show the split priority and each side's rules."""
+    from dataclasses import replace
+
+    from uno_cli.tables_cmd import render
+
+    agent, tables, client = env
+    tables.state[1] = replace(tables.state[1], location="snic0", host_min_priority=101,
+                              physical={"host": 4000, "snic0": 8002})  # fmt: skip
+    out = client.post("/v1/tables/place").get_json()
+    assert 1 not in {m["table"] for m in out["moves"]}, out
+    rows = client.get("/v1/tables").get_json()
+    row = {r["table"]: r for r in rows}[1]
+    assert row["location"] == "snic0" and row["why"] is None
+    assert row["split"] == {"host_min_priority": 101, "rules": {"host": 4000, "snic0": 8002}}
+    assert {r["table"]: r for r in rows}[2]["split"] is None
+    line = [x for x in render(rows).splitlines() if x.split()[0] == "1"][0]
+    assert line.split()[:6] == ["1", "snic0", "8000", ">=101", "host:4000", "snic0:8002"]
 
 
 def test_pipeline_edges_in_table_order_both_ways():
