@@ -304,7 +304,7 @@ def plot(results: dict, path: Path) -> None:
         ax.set_xticks(range(len(sizes)), [f"{int(s) // 1000}K rules" for s in sizes])
         ax.set_ylabel("host OVS CPU (% of a core)")
         ax.set_title({"both": "wire <-> VM", "to-vm": "wire -> VM (Fig. 8's load)"}[load])
-        ax.legend()
+        ax.legend(fontsize="small")
     fig.suptitle("Switching offload: host OVS CPU, every packet a new flow (cf. UNO Fig. 8)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
