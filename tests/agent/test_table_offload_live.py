@@ -12,6 +12,9 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
+from domain.errors import TableRefused
 from emulated_host import naming as nm
 from testkit.live import LIVE_MARKS, next_run
 from testkit.testbed import Testbed, report
@@ -89,7 +92,14 @@ def test_agent_offloads_a_filter_table_that_filters_the_same_packets(tmp_path):
         assert rows[0]["location"] == "snic0" and rows[0]["why"] is None
         assert rows[2]["location"] == "host"  # 120 rules > max_rules 100: never offloaded
         assert rows[2]["why"]["reason"] in ("memory", "refused by OneSwitch"), rows[2]
+        assert rows[2]["split"] is None and rows[0]["split"] is None
         assert tb.host.oneswitch().client().tables()[0].location == "snic0"
+        # split, it does not fit either: OneSwitch's split keeps the whole table on the sNIC (the high part
+        # on the host besides), so it refuses with the sNIC's max_rules and nothing changes
+        with pytest.raises(TableRefused, match="max_rules"):
+            tb.host.oneswitch().client().move_table(2, "snic0", host_min_priority=100)
+        t2 = {t.table: t for t in tb.host.oneswitch().client().tables()}[2]
+        assert (t2.location, t2.host_min_priority) == ("host", None)
 
         offloaded = {d: probe(tb, d, tmp_path) for d in (True, False)}
         assert offloaded == on_host  # 0 differences
