@@ -356,7 +356,16 @@ def spec() -> dict:
             "type": "object",
             "additionalProperties": False,
             "required": ["pin"],
-            "properties": {"pin": {"type": ["string", "null"], "minLength": 1}},
+            "properties": {
+                "pin": {"type": ["string", "null"], "minLength": 1},
+                "host_min_priority": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 65535,
+                    "description": "with an sNIC pin: split the table there (the host keeps its rules of at "
+                    "least this priority for its own packets, the sNIC runs the whole table)",
+                },
+            },
         },
         "Run": {
             "type": "object",

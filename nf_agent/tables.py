@@ -39,7 +39,9 @@ class TableSwitch(Protocol):
     (TableRefused with OneSwitch's reason when it will not; nothing changed then)."""
 
     def tables(self) -> list: ...
-    def move_table(self, table: int, location: str, drain_ms: int | None = None): ...
+    def move_table(
+        self, table: int, location: str, drain_ms: int | None = None, host_min_priority: int | None = None
+    ): ...
 
 
 def table_vertex(table: int) -> str:

@@ -1,6 +1,6 @@
 """`uno agent tables`: where each of OneSwitch's virtual tables runs (host or an sNIC) and, for a table kept on
-the host, why; `--place` places them now, `--pin T LOCATION` / `--unpin T` pins one (the agent's
-/v1/tables, docs/rest.md)."""
+the host, why; `--place` places them now, `--pin T LOCATION [--split P]` / `--unpin T` pins one (split at
+priority P on an sNIC) (the agent's /v1/tables, docs/rest.md)."""
 
 from __future__ import annotations
 
@@ -71,10 +71,12 @@ def render(rows: list[dict]) -> str:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
+    if args.split is not None and args.pin is None:
+        raise CliError("--split needs --pin TABLE SNIC")
     if args.pin is not None:
         table, where = args.pin
-        out = call_agent(args, "PUT", f"/v1/tables/{table}", {"pin": where})
-        print(json.dumps(out))
+        body: dict = {"pin": where} | ({"host_min_priority": args.split} if args.split is not None else {})
+        print(json.dumps(call_agent(args, "PUT", f"/v1/tables/{table}", body)))
         return 0
     if args.unpin is not None:
         print(json.dumps(call_agent(args, "PUT", f"/v1/tables/{args.unpin}", {"pin": None})))
@@ -103,5 +105,10 @@ def register(asub: argparse._SubParsersAction) -> None:
     g.add_argument("--place", action="store_true", help="place the tables now (NFs stay), then list them")
     g.add_argument("--pin", nargs=2, metavar=("TABLE", "LOCATION"), help="pin TABLE to host or an sNIC")
     g.add_argument("--unpin", metavar="TABLE", help="let the solver place TABLE again")
+    t.add_argument(
+        "--split", type=int, metavar="P",
+        help="with --pin TABLE SNIC: split the table there (OneSwitch's host_min_priority: the sNIC runs the "
+        "whole table, the host its rules of priority >= P for its own packets)",
+    )  # fmt: skip
     t.add_argument("--json", action="store_true", help="the agent's JSON rows instead of a text table")
     t.set_defaults(func=cmd_tables)
