@@ -107,6 +107,7 @@ class TableState:
     rules: int
     physical: dict[str, int]
     offload: dict[str, str | None]
+    host_min_priority: int | None = None  # split: the host keeps the rules of at least this priority
 
 
 @dataclass(frozen=True)
@@ -208,11 +209,16 @@ class OneSwitchClient(RestClient):
             raise
         return [_table(r) for r in rows]
 
-    def move_table(self, table: int, location: str, drain_ms: int | None = None) -> TableMove:
+    def move_table(
+        self, table: int, location: str, drain_ms: int | None = None, host_min_priority: int | None = None
+    ) -> TableMove:
         """Run `table` at `location` ("host", an sNIC's switch, or "everywhere"), make-before-break; returns
-        once OneSwitch has switched over. TableRefused (409) when OneSwitch will not offload it (its reason):
-        nothing changed then."""
+        once OneSwitch has switched over. With `host_min_priority` P (`location` an sNIC) the table is split:
+        the host keeps its rules of priority >= P for its own packets, the sNIC runs the whole table.
+        TableRefused (409) when OneSwitch will not offload it (its reason): nothing changed then."""
         body: dict[str, Any] = {"location": location}
+        if host_min_priority is not None:
+            body["host_min_priority"] = host_min_priority
         if drain_ms is not None:
             body["drain_ms"] = drain_ms
         try:
@@ -246,6 +252,7 @@ def _table(r: dict) -> TableState:
         rules=int(r.get("rules", 0)),
         physical={str(k): int(v) for k, v in (r.get("physical") or {}).items()},
         offload={str(k): (None if v is None else str(v)) for k, v in (r.get("offload") or {}).items()},
+        host_min_priority=None if r.get("host_min_priority") is None else int(r["host_min_priority"]),
     )
 
 

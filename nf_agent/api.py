@@ -222,7 +222,7 @@ def create_app(agent: Agent, token: str | None = None) -> Flask:
     @app.put("/v1/tables/<int:table_id>")  # an int route: /v1/tables/place stays POST only
     def table_pin(table_id: int):
         table = validation.parse_table(str(table_id))
-        return _json(agent.pin_table(table, validation.parse_table_pin(_body())))
+        return _json(agent.pin_table(table, *validation.parse_table_pin(_body())))
 
     app.register_blueprint(ui_blueprint(agent))
     return app

@@ -278,7 +278,17 @@ def spec() -> dict:
         },
         "Table": {
             "type": "object",
-            "required": ["table", "location", "rules", "physical", "offload", "pin", "why", "planned"],
+            "required": [
+                "table",
+                "location",
+                "rules",
+                "split",
+                "physical",
+                "offload",
+                "pin",
+                "why",
+                "planned",
+            ],
             "properties": {
                 "table": {"type": "integer", "minimum": 0, "maximum": 253},
                 "location": {
@@ -286,6 +296,22 @@ def spec() -> dict:
                     "description": "everywhere (each packet's ingress switch), host, or an sNIC",
                 },
                 "rules": {"type": "integer", "minimum": 0},
+                "split": {
+                    "description": "split on its sNIC (OneSwitch's host_min_priority): the priority and each "
+                    "side's physical rules (the sNIC runs the whole table, the host its rules of at least that "
+                    "priority for its own packets); null when not split",
+                    "anyOf": [
+                        {"type": "null"},
+                        {
+                            "type": "object",
+                            "required": ["host_min_priority", "rules"],
+                            "properties": {
+                                "host_min_priority": {"type": "integer", "minimum": 1, "maximum": 65535},
+                                "rules": {"type": "object", "additionalProperties": {"type": "integer"}},
+                            },
+                        },
+                    ],
+                },
                 "physical": {"type": "object", "additionalProperties": {"type": "integer"}},
                 "offload": {
                     "type": "object",
@@ -330,7 +356,16 @@ def spec() -> dict:
             "type": "object",
             "additionalProperties": False,
             "required": ["pin"],
-            "properties": {"pin": {"type": ["string", "null"], "minLength": 1}},
+            "properties": {
+                "pin": {"type": ["string", "null"], "minLength": 1},
+                "host_min_priority": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 65535,
+                    "description": "with an sNIC pin: split the table there (the host keeps its rules of at "
+                    "least this priority for its own packets, the sNIC runs the whole table)",
+                },
+            },
         },
         "Run": {
             "type": "object",

@@ -26,6 +26,8 @@ class AgentState:
     next_instance: int = 1
     history: list[dict] = field(default_factory=list)  # placement decisions and migrations, newest last
     table_pins: dict[int, str] = field(default_factory=dict)  # OneSwitch table -> where an operator pinned it
+    # pinned table -> the host_min_priority of an operator's split on its pinned sNIC (OneSwitch's split)
+    table_splits: dict[int, int] = field(default_factory=dict)
 
     # -- allocation (pure) -------------------------------------------------------------------------------
     def used_vports(self) -> set[int]:
@@ -65,6 +67,7 @@ class AgentState:
             "next_instance": self.next_instance,
             "history": self.history,
             "table_pins": {str(k): v for k, v in sorted(self.table_pins.items())},
+            "table_splits": {str(k): v for k, v in sorted(self.table_splits.items())},
         }
 
     @classmethod
@@ -82,6 +85,7 @@ class AgentState:
             next_instance=data["next_instance"],
             history=list(data.get("history", [])),
             table_pins={int(k): str(v) for k, v in data.get("table_pins", {}).items()},
+            table_splits={int(k): int(v) for k, v in data.get("table_splits", {}).items()},
         )
 
 

@@ -106,10 +106,11 @@ class TableOffload:
                 if want is None:
                     continue
                 self.planned[t.table] = want
-                if want == t.location:
+                split = self._split(t, want)
+                if (want, split) == (t.location, getattr(t, "host_min_priority", None)):
                     continue
                 try:
-                    mv = self._switch().move_table(t.table, want, drain_ms=DRAIN_MS)
+                    mv = self._switch().move_table(t.table, want, drain_ms=DRAIN_MS, host_min_priority=split)
                 except TableRefused as exc:
                     self.refused[t.table] = exc.reason
                     refused.append({"table": t.table, "to": want, "reason": exc.reason})
@@ -119,7 +120,7 @@ class TableOffload:
                     continue
                 self.refused.pop(t.table, None)
                 moves.append({"table": t.table, "from": t.location, "to": want, "rules": mv.rules,
-                              "ms": mv.ms})  # fmt: skip
+                              "ms": mv.ms, "host_min_priority": split})  # fmt: skip
             self._fetch()  # where they run now, for the NF model
             out = {
                 "status": res["status"],
@@ -131,10 +132,18 @@ class TableOffload:
             ctx.save()
             return out
 
-    def pin(self, table: int, where: str | None) -> dict:
-        """PUT /v1/tables/{t} {"pin": "host" | SNIC | null}: keep the table there (null: the solver's
-        again). The pin is persisted; the table moves there now (OneSwitch may refuse: a 409 then, and the
-        pin is not kept)."""
+    def _split(self, table, want: str) -> int | None:
+        """The split `table` should run with at `want`: an operator's split pin's priority; else the split it
+        runs now if it stays on that sNIC (one made on OneSwitch); else none (a move elsewhere unsplits)."""
+        if table.table in self.ctx.state.table_pins:
+            return self.ctx.state.table_splits.get(table.table)
+        return getattr(table, "host_min_priority", None) if want == table.location else None
+
+    def pin(self, table: int, where: str | None, split: int | None = None) -> dict:
+        """PUT /v1/tables/{t} {"pin": "host" | SNIC | null, "host_min_priority"?: P}: keep the table there
+        (null: the solver's again), split at P on that sNIC if given (OneSwitch's split: the sNIC runs the
+        whole table, the host its rules of priority >= P for its own packets). The pin is persisted; the
+        table moves there now (OneSwitch may refuse: a 409 then, and the pin is not kept)."""
         ctx = self.ctx
         with ctx.lock:
             if where is not None and where != HOST and where not in self._live_snics():
@@ -143,9 +152,10 @@ class TableOffload:
             if table not in seen:
                 raise NotFound(f"no table {table} with rules in OneSwitch")
             moved = None
-            if where is not None and seen[table].location != where:
+            now = (seen[table].location, getattr(seen[table], "host_min_priority", None))
+            if where is not None and now != (where, split):
                 try:
-                    mv = self._switch().move_table(table, where, drain_ms=DRAIN_MS)
+                    mv = self._switch().move_table(table, where, drain_ms=DRAIN_MS, host_min_priority=split)
                 except TableRefused as exc:
                     raise Conflict(
                         f"OneSwitch refused table {table} on {where}: {exc.reason}", "pin"
@@ -155,7 +165,11 @@ class TableOffload:
                 ctx.state.table_pins.pop(table, None)
             else:
                 ctx.state.table_pins[table] = where
-            ctx.event("table-pin", table=table, pin=where, moved=moved)
+            if split is None:
+                ctx.state.table_splits.pop(table, None)
+            else:
+                ctx.state.table_splits[table] = split
+            ctx.event("table-pin", table=table, pin=where, host_min_priority=split, moved=moved)
             ctx.save()
             self._fetch()
-            return {"table": table, "pin": where, "moved": moved}
+            return {"table": table, "pin": where, "host_min_priority": split, "moved": moved}

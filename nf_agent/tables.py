@@ -39,7 +39,9 @@ class TableSwitch(Protocol):
     (TableRefused with OneSwitch's reason when it will not; nothing changed then)."""
 
     def tables(self) -> list: ...
-    def move_table(self, table: int, location: str, drain_ms: int | None = None): ...
+    def move_table(
+        self, table: int, location: str, drain_ms: int | None = None, host_min_priority: int | None = None
+    ): ...
 
 
 def table_vertex(table: int) -> str:
@@ -146,12 +148,27 @@ def why(
     return w
 
 
+def split_view(table) -> dict | None:
+    """A split table's two sides (OneSwitch's `host_min_priority` P): {"host_min_priority": P, "rules": {"host":
+    the host's physical rules of it (its rules of priority >= P), SNIC: the sNIC's (the whole table: a split
+    keeps every rule on the sNIC, the high part on the host besides)}}; None for a table not split."""
+    p = getattr(table, "host_min_priority", None)
+    if p is None:
+        return None
+    phys = dict(table.physical)
+    return {
+        "host_min_priority": p,
+        "rules": {HOST: phys.get(HOST, 0), table.location: phys.get(table.location, 0)},
+    }
+
+
 def table_row(table, pin: str | None, why_: dict | None, planned: str | None) -> dict:
     """The REST view of one table (GET /v1/tables)."""
     return {
         "table": table.table,
         "location": table.location,
         "rules": table.rules,
+        "split": split_view(table),
         "physical": dict(table.physical),
         "offload": dict(table.offload),
         "pin": pin,

@@ -263,10 +263,19 @@ def parse_table(raw: str) -> int:
     return int(raw)
 
 
-def parse_table_pin(body: Any) -> str | None:
-    """PUT /v1/tables/{t} body: {"pin": "host" | SNIC | null} (null: the solver places it again)."""
-    b = _obj(body, {"pin"}, {"pin"})
+def parse_table_pin(body: Any) -> tuple[str | None, int | None]:
+    """PUT /v1/tables/{t} body: {"pin": "host" | SNIC | null, "host_min_priority"?: P} (null: the solver
+    places it again; P, 1..65535, with an sNIC pin only: split there, the host keeping the rules of
+    priority >= P). Returns (pin, P or None)."""
+    b = _obj(body, {"pin", "host_min_priority"}, {"pin"})
     pin = b["pin"]
     if pin is not None and (not isinstance(pin, str) or not pin):
         raise ValidationError("pin", "must be 'host', an sNIC id, or null")
-    return pin
+    split = b.get("host_min_priority")
+    if split is None:
+        return pin, None
+    if isinstance(split, bool) or not isinstance(split, int) or not 1 <= split <= 65535:
+        raise ValidationError("host_min_priority", f"must be an integer 1..65535, got {split!r}")
+    if pin is None or pin == "host":
+        raise ValidationError("host_min_priority", "a split needs an sNIC pin (not host or null)")
+    return pin, split

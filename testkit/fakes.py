@@ -182,12 +182,19 @@ class FakeTables:
             return f"{snic} holds at most {limit} rules ({others} in use)"
         return None
 
-    def move_table(self, table: int, location: str, drain_ms: int | None = None) -> TableMove:
+    def move_table(
+        self, table: int, location: str, drain_ms: int | None = None, host_min_priority: int | None = None
+    ) -> TableMove:
+        """As OneSwitch: a split (`host_min_priority`) needs an sNIC and counts the whole table there."""
         t = self.state[table]
+        if host_min_priority is not None and location not in self.snics:
+            raise ValueError("host_min_priority with a location that is not an sNIC: OneSwitch's 400")
         if location in self.snics and (reason := self._reason(t, location)):
             raise TableRefused(str(table), reason)
-        self.state[table] = replace(t, location=location)
-        self.moves.append((table, location))
+        self.state[table] = replace(t, location=location, host_min_priority=host_min_priority)
+        self.moves.append(
+            (table, location) if host_min_priority is None else (table, location, host_min_priority)
+        )
         return TableMove(table, t.location, location, t.rules, 1.0)
 
 

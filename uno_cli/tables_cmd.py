@@ -1,6 +1,6 @@
 """`uno agent tables`: where each of OneSwitch's virtual tables runs (host or an sNIC) and, for a table kept on
-the host, why; `--place` places them now, `--pin T LOCATION` / `--unpin T` pins one (the agent's
-/v1/tables, docs/rest.md)."""
+the host, why; `--place` places them now, `--pin T LOCATION [--split P]` / `--unpin T` pins one (split at
+priority P on an sNIC) (the agent's /v1/tables, docs/rest.md)."""
 
 from __future__ import annotations
 
@@ -49,21 +49,34 @@ def call_agent(args: argparse.Namespace, method: str, path: str, body: object = 
         raise CliError(f"cannot reach the agent: {exc}") from None
 
 
+def split_text(split: dict | None) -> str:
+    """A split table's column: `>=P host:K snic0:N` (its priority and each side's physical rules), else -."""
+    if not split:
+        return "-"
+    sides = " ".join(f"{k}:{v}" for k, v in split["rules"].items())
+    return f">={split['host_min_priority']} {sides}"
+
+
 def render(rows: list[dict]) -> str:
-    """The tables as a text table: TABLE LOCATION RULES PIN WHY-ON-HOST."""
-    lines = [f"{'TABLE':>5}  {'LOCATION':<11} {'RULES':>7}  {'PIN':<6} WHY ON HOST"]
-    for r in rows:
+    """The tables as a text table: TABLE LOCATION RULES SPLIT PIN WHY-ON-HOST."""
+    splits = [split_text(r.get("split")) for r in rows]
+    w = max([5, *map(len, splits)])
+    lines = [f"{'TABLE':>5}  {'LOCATION':<11} {'RULES':>7}  {'SPLIT':<{w}}  {'PIN':<6} WHY ON HOST"]
+    for r, sp in zip(rows, splits, strict=True):
         why = r.get("why")
         text = f"{why['reason']}" + (f": {why['detail']}" if why and why.get("detail") else "") if why else ""
-        lines.append(f"{r['table']:>5}  {r['location']:<11} {r['rules']:>7}  {r.get('pin') or '-':<6} {text}")
+        lines.append(f"{r['table']:>5}  {r['location']:<11} {r['rules']:>7}  {sp:<{w}}  "
+                     f"{r.get('pin') or '-':<6} {text}")  # fmt: skip
     return "\n".join(lines)
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
+    if args.split is not None and args.pin is None:
+        raise CliError("--split needs --pin TABLE SNIC")
     if args.pin is not None:
         table, where = args.pin
-        out = call_agent(args, "PUT", f"/v1/tables/{table}", {"pin": where})
-        print(json.dumps(out))
+        body: dict = {"pin": where} | ({"host_min_priority": args.split} if args.split is not None else {})
+        print(json.dumps(call_agent(args, "PUT", f"/v1/tables/{table}", body)))
         return 0
     if args.unpin is not None:
         print(json.dumps(call_agent(args, "PUT", f"/v1/tables/{args.unpin}", {"pin": None})))
@@ -92,5 +105,10 @@ def register(asub: argparse._SubParsersAction) -> None:
     g.add_argument("--place", action="store_true", help="place the tables now (NFs stay), then list them")
     g.add_argument("--pin", nargs=2, metavar=("TABLE", "LOCATION"), help="pin TABLE to host or an sNIC")
     g.add_argument("--unpin", metavar="TABLE", help="let the solver place TABLE again")
+    t.add_argument(
+        "--split", type=int, metavar="P",
+        help="with --pin TABLE SNIC: split the table there (OneSwitch's host_min_priority: the sNIC runs the "
+        "whole table, the host its rules of priority >= P for its own packets)",
+    )  # fmt: skip
     t.add_argument("--json", action="store_true", help="the agent's JSON rows instead of a text table")
     t.set_defaults(func=cmd_tables)

@@ -2,9 +2,12 @@
 
 N filtering rules in two filter tables (rule i in table i % 2: "A" = table 0, "B" = table 1), each rule
 matching one UDP (source port, destination port) pair; a quarter of them allow (goto the next table), the
-rest drop. Table-misses go on to the next table; table 2 forwards by in_port (wire <-> VM). Placements move
-the filter tables: all on the host, half (A on the sNIC, B on the host), all on the sNIC; table 2 stays where
-OneSwitch runs it by default (at each packet's ingress switch).
+rest drop. Half the rules of each filter table (allowing and dropping ones alike) have a higher priority
+than the other half: none overlap, so priority changes no verdict, but a split at HIGH keeps exactly that half
+on the host. Table-misses go on to the next table; table 2 forwards by in_port (wire <-> VM). Placements move
+the filter tables: all on the host, half (A on the sNIC, B on the host), split (each filter table split on
+the sNIC at HIGH: its high half also on the host, for the host's own packets), all on the sNIC; table 2 stays
+where OneSwitch runs it by default (at each packet's ingress switch).
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ BASE_DPORT = 5001
 MISS_DPORT = 6000  # matched by no filter rule: the table-miss path (the move-under-traffic stream)
 FILTERS = (0, 1)
 FORWARD = 2
-PLACEMENTS = {
+LOW, HIGH = 100, 101  # the filter rules' two priorities
+# table -> location, or (sNIC, host_min_priority) for a split
+PLACEMENTS: dict[str, dict[int, str | tuple[str, int]]] = {
     "host": {0: "host", 1: "host"},
     "half": {0: "snic0", 1: "host"},
+    "split": {0: ("snic0", HIGH), 1: ("snic0", HIGH)},
     "snic": {0: "snic0", 1: "snic0"},
 }
 
@@ -33,6 +39,16 @@ def allowed(i: int) -> bool:
     return i % 4 == 0
 
 
+def priority(i: int) -> int:
+    """Rule i's priority: HIGH for i % 8 in 0..3 (in each table one allowing and one dropping rule of four)."""
+    return HIGH if (i // 4) % 2 == 0 else LOW
+
+
+def split_counts(n: int) -> dict[str, int]:
+    """Filter rules (of n) a split at HIGH keeps on the host, and all the sNIC runs (the whole tables)."""
+    return {"host": sum(1 for i in range(n) if priority(i) >= HIGH), "snic": n}
+
+
 def flow_lines(n: int, vm_vport: int, wire_vport: int) -> list[str]:
     """`ovs-ofctl add-flows` lines of the pipeline with n filtering rules."""
     lines = []
@@ -40,7 +56,9 @@ def flow_lines(n: int, vm_vport: int, wire_vport: int) -> list[str]:
         sport, dport = match(i)
         table = i % 2
         action = f"goto_table:{table + 1}" if allowed(i) else "drop"
-        lines.append(f"table={table},priority=100,udp,tp_src={sport},tp_dst={dport},actions={action}")
+        lines.append(
+            f"table={table},priority={priority(i)},udp,tp_src={sport},tp_dst={dport},actions={action}"
+        )
     lines += [f"table={t},priority=0,actions=goto_table:{t + 1}" for t in FILTERS]
     lines += [
         f"table={FORWARD},priority=10,in_port={wire_vport},actions=output:{vm_vport}",

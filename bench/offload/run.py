@@ -1,11 +1,13 @@
 """Switching offload (UNO section 3.4, Fig. 8; issue 27): host OVS CPU with N filtering rules all on the host,
-half offloaded, all on the sNIC, through OneSwitch.
+half offloaded, split, all on the sNIC, through OneSwitch.
 
 One emulated host (1 VM, one sNIC with one Ethernet port, unshaped PCIe, `max_rules` large enough) with
 OneSwitch. A controller's flow-mods (`ovs-ofctl --bundle add-flows` to OneSwitch's listener) install N
 filtering rules in two filter tables before a forwarding table (bench/offload/rules.py: a quarter of the
-rules allow, the rest drop). For N in 1K, 8K, 64K and each placement (OneSwitch's `PUT /v1/tables/{t}`:
-host / half = table 0 on the sNIC, table 1 on the host / snic), two UDP loads run in turn, each over every
+rules allow, the rest drop; half of each table's rules one priority higher). For N in 1K, 8K, 64K and each
+placement (OneSwitch's `PUT /v1/tables/{t}`: host / half = table 0 on the sNIC, table 1 on the host / split =
+each filter table split at the priority that keeps half its rules on the host (`host_min_priority`: the
+sNIC runs the whole table, the host the high half for its own packets) / snic), two UDP loads run in turn, each over every
 placement: wire -> VM and VM -> wire at once (the issue's load) and wire -> VM only (Fig. 8's: traffic
 injected at the sNIC's Ethernet port). By default every packet is a new flow (`--flows new`): a flow seen
 once is classified by the switch holding the rules (an upcall), the cost Fig. 8 moves off the host; a few
@@ -19,12 +21,13 @@ host's vswitchd has worked through them). Over each window's middle:
 - delivered rate: packets per second the sinks received (VM and wire).
 Then, at the largest N: every rule exercised by one probe packet in each direction per placement;
 `differences` = rules whose probe was forwarded differently with the tables offloaded than on the host
-(half and snic against host), `wrong` = probes not doing what their rule says. Last: a stream through the
+(half, split and snic against host), `wrong` = probes not doing what their rule says. Last: a stream through the
 tables (table-miss path) while the tables move host -> sNIC -> host twice: `lost_on_move` (the sink's
 sequence gaps).
 
 Figures (last line JSON): host_cpu_ratio = host OVS cores with all rules on the sNIC / all on the host at
 the largest N, load both ways (same offered load; the delivered rates are reported beside it);
+host_cpu_ratio_split the same with the tables split (half, host_cpu_ratio_half, by tables);
 host_cpu_ratio_to_vm the same for the wire -> VM load; per load, N and placement the medians; the table
 profile's measured host cost (`table_profile`: cores per Gbit/s and per Mpps of one filter table, for
 placement/profiles.json); differences, wrong, lost_on_move; a PNG like Fig. 8
@@ -133,20 +136,22 @@ class Bed:
                 raise RuntimeError(f"installing rules {k}..{k + BUNDLE}: {p.stderr.strip()[:300]}")
         return time.monotonic() - t0
 
-    def place(self, placement: str | dict[int, str]) -> list[dict]:
+    def place(self, placement: str | dict[int, str | tuple[str, int]]) -> list[dict]:
+        """Move the tables: per table a location, or (sNIC, host_min_priority) for a split."""
         out = []
         where = rules.PLACEMENTS[placement] if isinstance(placement, str) else placement
-        for t, loc in where.items():
-            mv = self._move(t, loc)
+        for t, at in where.items():
+            loc, split = at if isinstance(at, tuple) else (at, None)
+            mv = self._move(t, loc, split)
             out.append({"table": t, "from": mv.from_, "to": mv.to, "ms": mv.ms})
         return out
 
-    def _move(self, table: int, location: str, tries: int = 15):
+    def _move(self, table: int, location: str, split: int | None, tries: int = 15):
         """One table move; refused while a switch is disconnected (OneSwitch's echo timeout cut a vswitchd
         busy with a big move on a loaded machine; it reconnects): retried until it is back."""
         for k in range(tries):
             try:
-                return self.client.move_table(table, location, drain_ms=DRAIN_MS)
+                return self.client.move_table(table, location, drain_ms=DRAIN_MS, host_min_priority=split)
             except TableRefused as exc:
                 if "disconnected" not in str(exc) or k == tries - 1:
                     raise
@@ -287,18 +292,19 @@ def plot(results: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(results), figsize=(5.2 * len(results), 3.6), squeeze=False)
-    width = 0.25
+    fig, axes = plt.subplots(1, len(results), figsize=(5.6 * len(results), 3.6), squeeze=False)
+    width = 0.8 / len(rules.PLACEMENTS)
+    names = {"host": "HOST", "half": "HALF (by table)", "split": "SPLIT (by priority)", "snic": "sNIC"}
     for ax, (load, per_n) in zip(axes[0], results.items(), strict=True):
         sizes = sorted(per_n, key=int)
         for k, placement in enumerate(rules.PLACEMENTS):
             ys = [per_n[s][placement]["host_cores"] * 100 for s in sizes]
-            xs = [i + (k - 1) * width for i in range(len(sizes))]
-            ax.bar(xs, ys, width, label={"host": "HOST", "half": "HALF", "snic": "sNIC"}[placement])
+            xs = [i + (k - (len(rules.PLACEMENTS) - 1) / 2) * width for i in range(len(sizes))]
+            ax.bar(xs, ys, width, label=names[placement])
         ax.set_xticks(range(len(sizes)), [f"{int(s) // 1000}K rules" for s in sizes])
         ax.set_ylabel("host OVS CPU (% of a core)")
         ax.set_title({"both": "wire <-> VM", "to-vm": "wire -> VM (Fig. 8's load)"}[load])
-        ax.legend()
+        ax.legend(fontsize="small")
     fig.suptitle("Switching offload: host OVS CPU, every packet a new flow (cf. UNO Fig. 8)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -322,6 +328,7 @@ def _ratios(at: dict) -> dict:
     return {
         "host_cpu_ratio": rules.ratio(sn["host_cores"], h["host_cores"]),
         "host_cpu_ratio_half": rules.ratio(at["half"]["host_cores"], h["host_cores"]),
+        "host_cpu_ratio_split": rules.ratio(at["split"]["host_cores"], h["host_cores"]),
         # host OVS cores per delivered packet, all on the sNIC / all on the host: the comparison when the host
         # could not deliver the offered load with every rule on it (then host_cpu_ratio compares unlike work)
         "host_cpu_per_delivered_ratio": rules.ratio(
@@ -343,7 +350,8 @@ def measure(bed: Bed, n: int, loads: list[str], args: argparse.Namespace, run: i
         per: dict = {p: [] for p in rules.PLACEMENTS}
         move_ms: dict = {p: [] for p in rules.PLACEMENTS}
         for r in range(args.repeats):
-            order = list(rules.PLACEMENTS)[r % 3 :] + list(rules.PLACEMENTS)[: r % 3]
+            names = list(rules.PLACEMENTS)
+            order = names[r % len(names) :] + names[: r % len(names)]
             for placement in order:
                 move_ms[placement] += [m["ms"] for m in bed.place(placement)]
                 bed.settle()
@@ -351,7 +359,7 @@ def measure(bed: Bed, n: int, loads: list[str], args: argparse.Namespace, run: i
                 w = load_window(bed, args.seconds, args.pps, run, LOADS[load], args.flows)
                 run += 2
                 per[placement].append(w)
-                print(f"  {n} {load:<5} {placement:<4}: host OVS {w['host_cores']:.3f} cores, sNIC switch "
+                print(f"  {n} {load:<5} {placement:<5}: host OVS {w['host_cores']:.3f} cores, sNIC switch "
                       f"{w['snic_cores']} cores, delivered {w['delivered_pps']:.0f} of {w['sent_pps']:.0f} "
                       "pkt/s", flush=True)  # fmt: skip
         out[load] = {p: _medians(ws, move_ms[p]) for p, ws in per.items()}
@@ -432,14 +440,16 @@ def main() -> int:
         )
         # every rule exercised, both directions, at the largest N
         fates = {}
-        for placement in ("host", "half", "snic"):
+        for placement in rules.PLACEMENTS:
             bed.place(placement)
             time.sleep(1)
             fates[placement] = probe(bed, max(sizes), PROBE_PPS, tmp)
         figures["probes"] = 2 * max(sizes)
         figures["differences"] = sum(
-            rules.differences(fates["host"][d], fates[p][d]) for p in ("half", "snic") for d in fates["host"]
-        )
+            rules.differences(fates["host"][d], fates[p][d]) for p in rules.PLACEMENTS if p != "host"
+            for d in fates["host"]
+        )  # fmt: skip
+        figures["split_rules"] = rules.split_counts(max(sizes))
         figures["wrong"] = {
             p: sum(rules.wrong(max(sizes), f[d]) for d in f) for p, f in fates.items()
         }  # fmt: skip

@@ -59,12 +59,12 @@ def test_refusal_keeps_the_table_and_is_recorded(env):
     agent, tables, client = env
     tables.limits = {}
 
-    def refuse(table, location, drain_ms=None):
+    def refuse(table, location, drain_ms=None, host_min_priority=None):
         from domain.errors import TableRefused
 
         if location == "snic0":
             raise TableRefused(str(table), "the sNIC cannot match on tun_id")
-        return orig(table, location, drain_ms)
+        return orig(table, location, drain_ms, host_min_priority)
 
     orig, tables.move_table = tables.move_table, refuse
     out = client.post("/v1/tables/place").get_json()
@@ -112,6 +112,13 @@ def test_pin_refused_by_oneswitch_is_409_and_not_kept(env):
         ("/v1/tables/1", {"pin": "host", "x": 1}, "x"),
         ("/v1/tables/1", [1], "body"),
         ("/v1/tables/300", {"pin": "host"}, "table"),
+        ("/v1/tables/1", {"pin": "snic0", "host_min_priority": 0}, "host_min_priority"),
+        ("/v1/tables/1", {"pin": "snic0", "host_min_priority": 65536}, "host_min_priority"),
+        ("/v1/tables/1", {"pin": "snic0", "host_min_priority": "100"}, "host_min_priority"),
+        ("/v1/tables/1", {"pin": "snic0", "host_min_priority": True}, "host_min_priority"),
+        ("/v1/tables/1", {"pin": "host", "host_min_priority": 100}, "host_min_priority"),
+        ("/v1/tables/1", {"pin": None, "host_min_priority": 100}, "host_min_priority"),
+        ("/v1/tables/1", {"pin": "snic7", "host_min_priority": 100}, "pin"),
     ],
 )
 def test_bad_pin_bodies_are_400_naming_the_field_and_change_nothing(env, path, body, field):
@@ -119,7 +126,44 @@ def test_bad_pin_bodies_are_400_naming_the_field_and_change_nothing(env, path, b
     r = put(client, path, body)
     assert r.status_code == 400, r.get_json()
     assert r.get_json()["field"] == field
-    assert agent.state.table_pins == {} and tables.moves == []
+    assert agent.state.table_pins == {} and agent.state.table_splits == {} and tables.moves == []
+
+
+def test_a_split_pin_splits_on_the_snic_persists_and_survives_placement(env):
+    agent, tables, client = env
+    r = put(client, "/v1/tables/1", {"pin": "snic0", "host_min_priority": 101})
+    assert r.status_code == 200, r.get_json()
+    assert r.get_json()["host_min_priority"] == 101
+    assert tables.moves == [(1, "snic0", 101)]
+    assert (tables.state[1].location, tables.state[1].host_min_priority) == ("snic0", 101)
+    for st in (agent.state, store.load(agent.state_path)):  # persisted
+        assert st.table_pins == {1: "snic0"} and st.table_splits == {1: 101}
+    client.post("/v1/tables/place")
+    assert (tables.state[1].location, tables.state[1].host_min_priority) == ("snic0", 101)  # kept split
+    assert [m for m in tables.moves if m[0] == 1] == [(1, "snic0", 101)]
+    row = {t["table"]: t for t in client.get("/v1/tables").get_json()}[1]
+    assert row["split"]["host_min_priority"] == 101 and row["pin"] == "snic0"
+    # the same pin unsplit: moved whole, the split forgotten
+    assert put(client, "/v1/tables/1", {"pin": "snic0"}).status_code == 200
+    assert tables.state[1].host_min_priority is None and agent.state.table_splits == {}
+
+
+def test_a_split_pin_of_a_table_the_snic_cannot_hold_is_409_and_not_kept(env):
+    """OneSwitch's split keeps the whole table on the sNIC: table 0 (64,000 rules) no more fits split."""
+    agent, tables, client = env
+    r = put(client, "/v1/tables/0", {"pin": "snic0", "host_min_priority": 101})
+    assert r.status_code == 409 and r.get_json()["field"] == "pin", r.get_json()
+    assert agent.state.table_pins == {} and agent.state.table_splits == {}
+    assert tables.state[0].location == "everywhere" and tables.state[0].host_min_priority is None
+
+
+def test_a_split_made_on_oneswitch_is_kept_in_place_and_dropped_by_a_move_elsewhere(env):
+    from dataclasses import replace
+
+    agent, tables, client = env
+    tables.state[1] = replace(tables.state[1], location="snic0", host_min_priority=7)
+    assert put(client, "/v1/tables/1", {"pin": "host"}).status_code == 200
+    assert tables.moves[-1] == (1, "host") and tables.state[1].host_min_priority is None
 
 
 def test_unknown_table_is_404_and_no_offload_is_409(tmp_path, env):
@@ -167,9 +211,30 @@ def test_uno_agent_tables_renders_where_and_why(env):
     client.post("/v1/tables/place")
     text = render(client.get("/v1/tables").get_json())
     lines = text.splitlines()
-    assert lines[0].split() == ["TABLE", "LOCATION", "RULES", "PIN", "WHY", "ON", "HOST"]
+    assert lines[0].split() == ["TABLE", "LOCATION", "RULES", "SPLIT", "PIN", "WHY", "ON", "HOST"]
     assert "refused by OneSwitch: snic0: snic0 holds at most 16384 rules" in lines[1]
-    assert lines[2].split()[:3] == ["1", "snic0", "8000"]
+    assert lines[2].split()[:4] == ["1", "snic0", "8000", "-"]
+
+
+def test_a_split_table_shows_its_priority_and_sides_and_stays_split_where_the_solver_keeps_it(env):
+    """A table OneSwitch runs split (`host_min_priority`, set on OneSwitch) on the sNIC the solver also picks
+    is not moved (a move would unsplit it); GET and the CLI show the split priority and each side's rules."""
+    from dataclasses import replace
+
+    from uno_cli.tables_cmd import render
+
+    agent, tables, client = env
+    tables.state[1] = replace(tables.state[1], location="snic0", host_min_priority=101,
+                              physical={"host": 4000, "snic0": 8002})  # fmt: skip
+    out = client.post("/v1/tables/place").get_json()
+    assert 1 not in {m["table"] for m in out["moves"]}, out
+    rows = client.get("/v1/tables").get_json()
+    row = {r["table"]: r for r in rows}[1]
+    assert row["location"] == "snic0" and row["why"] is None
+    assert row["split"] == {"host_min_priority": 101, "rules": {"host": 4000, "snic0": 8002}}
+    assert {r["table"]: r for r in rows}[2]["split"] is None
+    line = [x for x in render(rows).splitlines() if x.split()[0] == "1"][0]
+    assert line.split()[:6] == ["1", "snic0", "8000", ">=101", "host:4000", "snic0:8002"]
 
 
 def test_pipeline_edges_in_table_order_both_ways():
@@ -199,3 +264,14 @@ def test_the_agents_instance_carries_the_pipeline_not_through_gbps(env):
     assert edges[("table0", "table1")] == 2.0 and edges[("table1", "table2")] == 2.0  # up + down, in order
     assert edges[("snic0-eth0", "table0")] == 1.0 and edges[("table2", "web")] == 1.0
     assert all("through_gbps" not in n for n in problem["nodes"] if n["kind"] == "table")
+
+
+def test_uno_agent_tables_split_needs_pin():
+    import argparse
+
+    from domain.errors import CliError
+    from uno_cli.tables_cmd import cmd_tables
+
+    args = argparse.Namespace(pin=None, unpin=None, place=False, split=101, json=False, agent="http://x")
+    with pytest.raises(CliError, match="--split needs --pin"):
+        cmd_tables(args)

@@ -52,3 +52,18 @@ def test_table_profile_per_table_per_gbps_and_mpps():
         rules.table_profile(0.1, 0.3, 8000, 125, 2, 64000)["r_host"] == 0
     )  # no saving: no cost, not negative
     assert rules.table_profile(0.3, 0.1, 0, 125, 2, 64000) is None
+
+
+def test_split_at_high_keeps_half_of_each_table_allowing_and_dropping():
+    n = 64000
+    lines = [x for x in rules.flow_lines(n, 100, 1) if ",udp," in x]
+    for t in rules.FILTERS:
+        mine = [x for x in lines if x.startswith(f"table={t},")]
+        high = [x for x in mine if f"priority={rules.HIGH}," in x]
+        low = [x for x in mine if f"priority={rules.LOW}," in x]
+        assert len(high) == len(low) == len(mine) // 2  # a split at HIGH keeps exactly half on the host
+        for part in (high, low):  # table 0 allows and drops in both parts (table 1's rules all drop)
+            assert any("drop" in x for x in part)
+            assert any("goto_table" in x for x in part) == (t == 0)
+    assert rules.split_counts(n) == {"host": n // 2, "snic": n}
+    assert rules.PLACEMENTS["split"] == {t: ("snic0", rules.HIGH) for t in rules.FILTERS}
