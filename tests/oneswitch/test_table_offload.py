@@ -372,9 +372,12 @@ def test_moves_into_and_out_of_a_split_under_a_udp_stream_lose_nothing(bed):
     # revalidates it, so a VM frame the host ran by its old rules just before a move may be credited to the
     # new handoff (taken out of the lookups) and to no virtual rule, or the reverse (counted on both switches):
     # in 4 runs here +3, -60, -72, +70 of 2,400, all the VM's (snic0 runs table 0 for the wire's in every
-    # placement), each within the exact per-table sums above.
+    # placement). The same crediting can also move a packet between a handoff's final count (its
+    # FLOW_REMOVED) and a rule's, so the per-table sums agree within a few frames, not always exactly
+    # (lookups 2,351 against rules 2,352 in 1 of 8 runs).
     passed = sum(1 for _, _, w in frames if w)
     slack = len(frames) // 10
+    near = len(frames) // 200
     flows = tables = {}
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -382,13 +385,20 @@ def test_moves_into_and_out_of_a_split_under_a_udp_stream_lose_nothing(bed):
         t0, t1 = tables.get(0, (0, 0)), tables.get(1, (0, 0))
         sum0 = sum(v for k, v in flows.items() if k[0] == 0)
         sum1 = sum(v for k, v in flows.items() if k[0] == 1)
-        if t0[0] == t0[1] == sum0 and t1[1] == sum1 and sum1 >= passed - slack:
+        if (
+            t0[0] == t0[1]
+            and abs(t0[0] - sum0) <= near
+            and abs(t1[1] - sum1) <= near
+            and sum1 >= passed - slack
+        ):
             break
         time.sleep(0.5)
     strays = t1[0] - t1[1]
     print(f"after the moves: FLOW {flows}, TABLE {tables}, {strays} frames of other ports")
-    assert t0[0] == t0[1] == sum0, f"table 0: lookups/matches {t0}, its rules counted {sum0}"
-    assert t1[1] == sum1, f"table 1: matches {t1[1]}, its rules counted {sum1}"
+    assert t0[0] == t0[1] and abs(t0[0] - sum0) <= near, (
+        f"table 0: lookups/matches {t0}, its rules counted {sum0}"
+    )
+    assert abs(t1[1] - sum1) <= near, f"table 1: matches {t1[1]}, its rules counted {sum1}"
     assert abs(t0[0] - strays - len(frames)) <= slack, (
         f"table 0 counted {t0[0] - strays} of {len(frames)} frames"
     )
