@@ -85,6 +85,7 @@ class Loops:
                 self.agent.sample()
                 self.agent.supervise()
                 self.agent.autoscale()
+                self.agent.balance()
                 if self.replace_s > 0 and time.monotonic() >= next_replace:
                     next_replace = time.monotonic() + self.replace_s
                     self.agent.run_placement()

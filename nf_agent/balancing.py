@@ -1,0 +1,93 @@
+"""The balancing job: each round, every NF with more than one instance (and `balance` on, the default) gets
+new select bucket weights when `nf_agent.balance.decide` says so, from the packets each instance received
+since the previous round (its own rx counter). The change is applied order-preserving (migration.reweight:
+the instance that gains flows holds them until the others flushed). I/O edge: the decision itself is pure."""
+
+from __future__ import annotations
+
+from domain.errors import OperationFailed, PortMapError
+from domain.model import Instance, Nf
+from migration.protocol import MigrationConfig
+from migration.reweight import reweight
+from nf_agent.balance import BalanceDecision, BalancePolicy, BalanceState, decide, even
+from nf_agent.context import AgentContext
+from nf_agent.moves import Moves
+
+
+def _key(nf: Nf) -> tuple[str, ...]:
+    """The instance set the weights belong to, in bucket order (an instance restarted on another port is a
+    new set: OneSwitch's weights went back to equal with it)."""
+    return tuple(f"{i.id}@{i.switch}:{i.ofport}" for i in nf.instances)
+
+
+class Balancer:
+    def __init__(self, ctx: AgentContext, moves: Moves, policy: BalancePolicy | None = None):
+        self.ctx, self.moves = ctx, moves
+        self.policy = policy or BalancePolicy()
+        self.states: dict[str, BalanceState] = {}  # nf id -> the hysteresis' memory
+        self.weights: dict[str, tuple[tuple[str, ...], list[int]]] = {}  # nf id -> (instance set, weights)
+        self.rx: dict[str, dict[str, int]] = {}  # nf id -> instance id -> rx packets at the previous round
+        self.last: dict[str, BalanceDecision] = {}  # nf id -> the latest decision (GET views, events)
+
+    def _rx(self, inst: Instance) -> int | None:
+        st = self.ctx.runtime.stats(inst)
+        if not st:
+            return None
+        return int(st.get("counters", st).get("rx", 0) or 0)
+
+    def weights_of(self, nf: Nf) -> list[int]:
+        """The weights in force for `nf`'s current instances (equal after any change of the set)."""
+        key, w = self.weights.get(nf.id, ((), []))
+        return list(w) if key == _key(nf) else even(len(nf.instances))
+
+    def tick(self) -> dict[str, BalanceDecision]:
+        """One round over the scaled-out NFs; returns the decisions that changed weights."""
+        ctx = self.ctx
+        changed: dict[str, BalanceDecision] = {}
+        with ctx.lock:
+            nfs = [nf for nf in ctx.state.nfs.values() if len(nf.instances) > 1 and nf.balance]
+        live = {nf.id for nf in nfs}
+        for memo in (self.states, self.weights, self.rx, self.last):
+            for gone in set(memo) - live:
+                memo.pop(gone, None)
+        for nf in nfs:
+            with ctx.lock:
+                if ctx.state.nfs.get(nf.id) is not nf or len(nf.instances) < 2:
+                    continue  # deleted or scaled in meanwhile
+                d = self._round(nf)
+            if d is not None:
+                changed[nf.id] = d
+        return changed
+
+    def _round(self, nf: Nf) -> BalanceDecision | None:
+        ctx = self.ctx
+        now = ctx.clock()
+        counts = {i.id: self._rx(i) for i in nf.instances}
+        prev = self.rx.get(nf.id, {})
+        self.rx[nf.id] = {k: v for k, v in counts.items() if v is not None}
+        # An instance without a reading (or a new one, or one restarted: its counter went back) counts 0.
+        deltas = [
+            max(0, (counts[i.id] or 0) - prev[i.id]) if counts[i.id] is not None and i.id in prev else 0
+            for i in nf.instances
+        ]
+        key = _key(nf)
+        weights = self.weights_of(nf)
+        d = decide(key, deltas, weights, self.states.setdefault(nf.id, BalanceState()), now, self.policy)
+        self.last[nf.id] = d
+        if d.weights is None:
+            return None
+        gainer = nf.instances[d.gainer] if d.gainer is not None else None
+        cfg = MigrationConfig(drain_timeout_s=ctx.drain_s, buffer_types=self.moves.buffer_types)
+        try:
+            res = reweight(nf, d.weights, [gainer] if gainer else [], ctx.runtime, ctx.mapper, cfg, ctx.clock)
+        except (PortMapError, OperationFailed) as exc:  # the old weights stay; tried again after the cooldown
+            ctx.event("nf-balance-failed", nf=nf.id, weights=d.weights, error=str(exc))
+            return None
+        self.weights[nf.id] = (key, list(d.weights))
+        # The next window starts after the change: the packets before it say nothing of the new spread.
+        self.rx[nf.id] = {i.id: v for i in nf.instances if (v := self._rx(i)) is not None}
+        ctx.event(
+            "nf-balance", nf=nf.id, weights=d.weights, why=d.why, shares=[round(s, 3) for s in d.shares or []],
+            held=res.held, flushed=res.flushed, set_ms=res.set_ms,
+        )  # fmt: skip
+        return d
