@@ -139,13 +139,13 @@ def udp_spread(tb: Testbed, flows: int = 30, balanced: bool = True) -> dict:
     did not see its SYN yet is refused by the firewall). `balanced`: 30 s of flows with the agent's balancer
     (the share before its first change and after its last), else 2 s with the hash alone (balance off)."""
     tb.agent.update_nf("fw", {"balance": balanced})
-    tb.agent.scale("fw", 3)
-    locs = [i.location for i in tb.agent.state.nfs["fw"].instances]
-    out: dict = {"udp_spread_locations": locs}
+    out: dict = {}
     per_flow, rate = (2000, 2000.0) if balanced else (200, 3000.0)
     for proto, run, port in (("udp", 11, 5011), ("tcp", 12, 5012)):
+        tb.agent.scale("fw", 3)  # per proto: each starts with equal weights (a scale change resets them)
+        out.setdefault("udp_spread_locations", [i.location for i in tb.agent.state.nfs["fw"].instances])
         out |= _spread_one(tb, proto, run, port, flows, per_flow, rate, balanced)
-    tb.agent.scale("fw", 1)
+        tb.agent.scale("fw", 1)
     for k in ("", "_hash"):
         if f"udp_spread_frames_per_instance{k}" in out:
             got = out[f"udp_spread_frames_per_instance{k}"]
