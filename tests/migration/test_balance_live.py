@@ -79,10 +79,13 @@ def test_a_skewed_spread_of_30_udp_flows_gets_balanced_without_loss(bed):
             if d is not None:
                 changes.append((time.monotonic() - t0, d.weights, len(snaps) - 1))
     finally:
-        report(gen, timeout=120)
-        r = report(sink, timeout=180)
-        agent.scale("fw", 1)
-    end = rx(tb)
+        try:
+            report(gen, timeout=120)
+            r = report(sink, timeout=180)
+            time.sleep(0.5)
+            end = rx(tb)
+        finally:
+            agent.scale("fw", 1)
     first = snaps[changes[0][2]][1] if changes else end
     skewed = shares(snaps[0][1], first)
     settled_at = changes[-1][0] + 1.0 if changes else 0.0
