@@ -79,8 +79,7 @@ def decide(
     k = len(instances)
     if len(deltas) != k or len(weights) != k:
         raise ValueError("one packet count and one weight per instance")
-    if instances != state.instances:
-        state.instances, state.last_change = instances, now
+    if note_instances(state, instances, now):
         return BalanceDecision(None, "instance set changed: cooling down")
     if k < 2:
         return BalanceDecision(None, "one instance")
@@ -102,6 +101,14 @@ def decide(
     state.last_change = now
     why = f"instance {j} had {shares[j]:.3f} of the load (under {policy.threshold / k:.3f}): weight up {step:.0%}"
     return BalanceDecision(w, why, gainer=j, shares=shares)
+
+
+def note_instances(state: BalanceState, instances: tuple[str, ...], now: float) -> bool:
+    """Records `instances` as the set in force; True (and the cooldown starts at `now`) if it changed."""
+    if instances == state.instances:
+        return False
+    state.instances, state.last_change = instances, now
+    return True
 
 
 def scaled_up(weights: list[int], base: int, max_weight: int = MAX_WEIGHT) -> list[int]:

@@ -9,7 +9,7 @@ from domain.errors import OperationFailed, PortMapError
 from domain.model import Instance, Nf
 from migration.protocol import MigrationConfig
 from migration.reweight import reweight
-from nf_agent.balance import BalanceDecision, BalancePolicy, BalanceState, decide, even
+from nf_agent.balance import BalanceDecision, BalancePolicy, BalanceState, decide, even, note_instances
 from nf_agent.context import AgentContext
 from nf_agent.moves import Moves
 
@@ -65,14 +65,15 @@ class Balancer:
         counts = {i.id: self._rx(i) for i in nf.instances}
         prev = self.rx.get(nf.id, {})
         self.rx[nf.id] = {k: v for k, v in counts.items() if v is not None}
-        # An instance without a reading (or a new one, or one restarted: its counter went back) counts 0.
-        deltas = [
-            max(0, (counts[i.id] or 0) - prev[i.id]) if counts[i.id] is not None and i.id in prev else 0
-            for i in nf.instances
-        ]
         key = _key(nf)
-        weights = self.weights_of(nf)
-        d = decide(key, deltas, weights, self.states.setdefault(nf.id, BalanceState()), now, self.policy)
+        state = self.states.setdefault(nf.id, BalanceState())
+        if any(v is None or i not in prev or v < prev[i] for i, v in counts.items()):
+            # No reading, a new instance, or one restarted (its counter went back): this window says
+            # nothing of the spread; the next one starts from these readings.
+            note_instances(state, key, now)
+            return None
+        deltas = [counts[i.id] - prev[i.id] for i in nf.instances]
+        d = decide(key, deltas, self.weights_of(nf), state, now, self.policy)
         self.last[nf.id] = d
         if d.weights is None:
             return None

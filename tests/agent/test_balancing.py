@@ -122,3 +122,14 @@ def test_balance_must_be_a_boolean_on_create_and_patch(bad):
     assert e.value.field == "balance"
     assert parse_nf({"type": "firewall"}, ["host"]).balance is True
     assert parse_nf_update({"balance": False}) == {"balance": False}
+
+
+def test_a_counter_that_went_back_skips_the_round(tmp_path):
+    """An instance restarted in place starts its counter at 0: that window is no measure of the spread."""
+    agent, rt, mp, clock = scaled(tmp_path)
+    feed(agent, rt, clock, [200, 200, 200], 5)  # past the cooldown, balanced
+    first = agent.state.nfs["fw"].instances[0].id
+    rt.nf_rx[first] = 0  # restarted
+    assert feed(agent, rt, clock, [0, 300, 300], 1) == []
+    assert agent.balancer.last["fw"].why == "balanced"  # the last decision made, not one on that window
+    assert len(feed(agent, rt, clock, [0, 300, 300], 1)) == 1  # the next window counts
