@@ -36,9 +36,19 @@ class Balancer:
         return int(st.get("counters", st).get("rx", 0) or 0)
 
     def weights_of(self, nf: Nf) -> list[int]:
-        """The weights in force for `nf`'s current instances (equal after any change of the set)."""
-        key, w = self.weights.get(nf.id, ((), []))
+        """The weights in force for `nf`'s current instances (equal after any change of the set; at the first
+        sight of the NF, e.g. after an agent restart, what OneSwitch has)."""
+        if nf.id not in self.weights:
+            self.weights[nf.id] = (_key(nf), self._installed(nf))
+        key, w = self.weights[nf.id]
         return list(w) if key == _key(nf) else even(len(nf.instances))
+
+    def _installed(self, nf: Nf) -> list[int]:
+        try:
+            w = self.ctx.mapper.weights().get(nf.vport) or []
+        except PortMapError:
+            w = []
+        return list(w) if len(w) == len(nf.instances) else even(len(nf.instances))
 
     def tick(self) -> dict[str, BalanceDecision]:
         """One round over the scaled-out NFs; returns the decisions that changed weights."""

@@ -86,6 +86,9 @@ class PortMapper(Protocol):
     def instances(self) -> dict[int, list[tuple[str, int]]]:
         """vport -> all (switch, port)s it spreads over (one entry for a plainly mapped vport)."""
 
+    def weights(self) -> dict[int, list[int]]:
+        """vport -> its instances' select bucket weights (all 1 unless set by `set_instances`)."""
+
     def connected(self, switch: str) -> bool:
         """Whether OneSwitch holds a connection to `switch` now (traffic can be moved there)."""
 

@@ -75,6 +75,13 @@ class OneSwitchPortMapper:
         except OneSwitchError as exc:
             raise PortMapError(f"list ports: {exc}") from None
 
+    def weights(self) -> dict[int, list[int]]:
+        """vport -> its instances' select bucket weights (empty from an OneSwitch that has none)."""
+        try:
+            return {p.vport: list(p.weights) for p in self.client.ports()}
+        except OneSwitchError as exc:
+            raise PortMapError(f"list ports: {exc}") from None
+
     def connected(self, switch: str) -> bool:
         try:
             return self.client.health().switches.get(switch) == "connected"

@@ -96,7 +96,7 @@ class FakeMapper:
         self.remaps: list[tuple[int, str, int]] = []
         self.drain_ms: list[int | None] = []  # the drain_ms of every remap / set_instances call
         self.sets: dict[int, list[tuple[str, int]]] = {}  # vports spread over several ports
-        self.weights: dict[int, list[int] | None] = {}  # their bucket weights (None: all equal)
+        self.bucket_weights: dict[int, list[int] | None] = {}  # their bucket weights (None: all equal)
         self.set_calls: list[tuple[int, list[tuple[str, int]]]] = []
         self.fail_set = False
         self.unsupported = False
@@ -144,11 +144,17 @@ class FakeMapper:
         self.drain_ms.append(drain_ms)
         self.map_[vport] = tuple(instances[0])
         self.sets[vport] = list(instances)
-        self.weights[vport] = list(weights) if weights is not None else None
+        self.bucket_weights[vport] = list(weights) if weights is not None else None
         return 2.5
 
     def instances(self):
         return {v: list(self.sets.get(v, [m])) for v, m in self.map_.items()}
+
+    def weights(self):
+        return {
+            v: list(self.bucket_weights.get(v) or [1] * len(self.sets.get(v, [m])))
+            for v, m in self.map_.items()
+        }
 
     def connected(self, switch):
         return switch not in self.disconnected

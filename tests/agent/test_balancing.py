@@ -36,18 +36,18 @@ def feed(agent, rt, clock, per_round: list[int], rounds: int) -> list:
 def test_a_starved_instance_gets_a_higher_weight_after_the_cooldown_then_nothing_while_it_cools(tmp_path):
     agent, rt, mp, clock = scaled(tmp_path)
     vport = agent.state.nfs["fw"].vport
-    assert mp.weights[vport] is None  # the scale-out: equal weights
+    assert mp.bucket_weights[vport] is None  # the scale-out: equal weights
     changes = feed(agent, rt, clock, [40, 220, 300], 3)  # the first round only sees the set; cooldown 3 s
     assert changes == []
     changes = feed(agent, rt, clock, [40, 220, 300], 1)
     assert len(changes) == 1 and changes[0].gainer == 0
-    w0 = mp.weights[vport]
+    w0 = mp.bucket_weights[vport]
     assert 1000 < w0[0] <= 1250 and w0[1:] == [1000, 1000]  # equal weights scaled to the base, then one step
     assert mp.sets[vport] == [(i.switch, i.ofport) for i in agent.state.nfs["fw"].instances]
     assert agent.state.history[-1]["event"] == "nf-balance"
     assert feed(agent, rt, clock, [40, 220, 300], 2) == []  # cooling down
     assert len(feed(agent, rt, clock, [40, 220, 300], 1)) == 1
-    w1 = mp.weights[vport]
+    w1 = mp.bucket_weights[vport]
     assert w0[0] < w1[0] <= w0[0] * 1.25 + 1 and w1[1:] == [1000, 1000]  # from the weights in force
     assert feed(agent, rt, clock, [180, 190, 190], 10) == []  # balanced
 
@@ -56,9 +56,9 @@ def test_a_scale_change_resets_the_weights_and_balance_false_turns_it_off(tmp_pa
     agent, rt, mp, clock = scaled(tmp_path)
     vport = agent.state.nfs["fw"].vport
     feed(agent, rt, clock, [0, 300, 300], 4)
-    assert mp.weights[vport] is not None
+    assert mp.bucket_weights[vport] is not None
     agent.scale("fw", 2)
-    assert mp.weights[vport] is None  # OneSwitch: equal again
+    assert mp.bucket_weights[vport] is None  # OneSwitch: equal again
     assert agent.balancer.weights_of(agent.state.nfs["fw"]) == [1, 1]
     assert feed(agent, rt, clock, [0, 300], 3) == []  # the new set cools down first
     assert len(feed(agent, rt, clock, [0, 300], 1)) == 1
@@ -122,6 +122,17 @@ def test_balance_must_be_a_boolean_on_create_and_patch(bad):
     assert e.value.field == "balance"
     assert parse_nf({"type": "firewall"}, ["host"]).balance is True
     assert parse_nf_update({"balance": False}) == {"balance": False}
+
+
+def test_at_first_sight_the_weights_are_read_from_oneswitch(tmp_path):
+    """After an agent restart the balancer has no memory: it steps from the weights OneSwitch holds, not
+    from equal ones (which would move flows back and forth)."""
+    agent, rt, mp, clock = scaled(tmp_path)
+    nf = agent.state.nfs["fw"]
+    mp.set_instances(nf.vport, mp.sets[nf.vport], weights=[1000, 1000, 400])
+    assert len(feed(agent, rt, clock, [200, 300, 10], 5)) == 1
+    w = mp.bucket_weights[nf.vport]
+    assert w[:2] == [2000, 2000] and 800 < w[2] <= 1000  # x2 (to the base), then the third one up
 
 
 def test_a_counter_that_went_back_skips_the_round(tmp_path):
