@@ -59,10 +59,6 @@ final class PortRequests {
     }
   }
 
-  /**
-   * The instances of a set-instances request: 1..{@link Translator#MAX_INSTANCES}, distinct, each
-   * checked like a remap target; a field error names {@code instances[i].switch|port}.
-   */
   /** {@code weights} (null: all equal) has one weight 1..65535 per instance, else 400 weights. */
   static void checkWeights(List<Integer> weights, int k) throws PortError {
     if (weights == null) {
@@ -78,6 +74,10 @@ final class PortRequests {
     }
   }
 
+  /**
+   * The instances of a set-instances request: 1..{@link Translator#MAX_INSTANCES}, distinct, each
+   * checked like a remap target; a field error names {@code instances[i].switch|port}.
+   */
   static void checkInstances(Topology topo, PortMap ports, int vport, List<VPort.Loc> instances)
       throws PortError {
     if (instances.isEmpty() || instances.size() > Translator.MAX_INSTANCES) {

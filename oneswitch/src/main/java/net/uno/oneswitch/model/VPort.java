@@ -1,5 +1,6 @@
 package net.uno.oneswitch.model;
 
+import java.util.Collections;
 import java.util.List;
 
 /**
@@ -26,7 +27,7 @@ public record VPort(
       }
     }
     if (weights == null || weights.isEmpty()) {
-      weights = java.util.Collections.nCopies(instances.size(), 1);
+      weights = Collections.nCopies(instances.size(), 1);
     } else {
       weights = List.copyOf(weights);
       if (weights.size() != instances.size()) {
