@@ -66,9 +66,16 @@ def log(msg: str) -> None:
 
 
 def rx_by_instance(tb: Testbed, nf_id: str = "fw") -> dict[str, int]:
+    """Each instance's rx counter; a stats call without an answer (a loaded machine) is asked again for up to
+    2 s, so a missing reading does not count as 0 (then it does, logged)."""
     out = {}
     for inst in tb.agent.state.nfs[nf_id].instances:
-        st = tb.runtime.stats(inst) or {}
+        deadline = time.monotonic() + 2.0
+        while not (st := tb.runtime.stats(inst)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not st:
+            log(f"no stats from {inst.id}: counted 0")
+        st = st or {}
         out[inst.id] = int(st.get("counters", st).get("rx", 0) or 0)
     return out
 

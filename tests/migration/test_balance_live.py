@@ -38,9 +38,14 @@ def bed():
 
 
 def rx(tb: Testbed) -> list[int]:
+    """Each instance's rx counter (a stats call that gets no answer, e.g. on a loaded machine, is asked again:
+    a missing reading must not count as 0)."""
     out = []
     for inst in tb.agent.state.nfs["fw"].instances:
-        st = tb.runtime.stats(inst) or {}
+        deadline = time.monotonic() + 5.0
+        while not (st := tb.runtime.stats(inst)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert st, f"no stats from {inst.id}"
         out.append(int(st.get("counters", st).get("rx", 0) or 0))
     return out
 
@@ -97,7 +102,14 @@ def test_a_skewed_spread_of_30_udp_flows_gets_balanced_without_loss(bed):
     assert min(skewed) < 0.15, f"the start was not skewed: {skewed}"
     w0 = changes[0][1]
     assert w0[0] == w0[1] and SKEW[2] / SKEW[0] < w0[2] / w0[0] <= 1.25 * SKEW[2] / SKEW[0] + 0.01, changes
-    assert end[0] - settled[0] > 1000, "too little traffic after the last change to judge"
+    assert sum(end) - sum(settled) > 3000, (
+        "too little traffic after the last change to judge",
+        settled,
+        end,
+        snaps[-3:],
+    )
     assert min(after) >= 0.2, (after, changes)
     assert r["lost"] == 0 and r["duplicates"] == 0, r
     assert r["reordered"] == 0, (r["reordered"], r["reorder_events"][:8], changes)
+    events = [e for e in agent.state.history if e["event"] == "nf-balance"][-len(changes) :]
+    assert all(e["held"] and e["flushed"] for e in events), events  # each raise held its gainer
