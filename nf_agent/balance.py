@@ -9,8 +9,8 @@ raising ONE bucket's weight only moves flows TO that bucket, from any other; not
 raises the weight of the instance with the smallest share of the measured load, one bounded step per
 change, until every instance has a fair share:
 
-- it acts only when the smallest share is under `threshold / k` of the load, the window saw at least
-  `min_packets` packets, and `cooldown_s` passed since the last weight change AND since the last change of
+- it acts only when the smallest share is under `threshold / k` of the load over the last `window_s` (the
+  agent's job keeps the rounds' readings), the window saw at least `min_packets` packets, and `cooldown_s` passed since the last weight change AND since the last change of
   the instance set (the new spread must show in the counters first);
 - a step raises the smallest instance's weight by at most `max_step` (relative), less the closer its share is
   to the fair one: no single step swings the load far;
@@ -34,6 +34,7 @@ MAX_WEIGHT = 0xFFFF  # OpenFlow's 16-bit bucket weight
 class BalancePolicy:
     threshold: float = 0.75  # act when the smallest share < threshold / k
     min_packets: int = 300  # in the window, summed over the instances
+    window_s: float = 2.0  # the agent measures the load over the rounds of the last window_s
     cooldown_s: float = 3.0  # after a weight change and after a change of the instance set
     max_step: float = 0.25  # the largest relative raise of one weight in one change
     min_step: float = 0.02  # the smallest (so a step always moves at least some flows' scores)

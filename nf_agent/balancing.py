@@ -26,7 +26,8 @@ class Balancer:
         self.policy = policy or BalancePolicy()
         self.states: dict[str, BalanceState] = {}  # nf id -> the hysteresis' memory
         self.weights: dict[str, tuple[tuple[str, ...], list[int]]] = {}  # nf id -> (instance set, weights)
-        self.rx: dict[str, dict[str, int]] = {}  # nf id -> instance id -> rx packets at the previous round
+        # nf id -> (clock, instance id -> rx packets) of the rounds within the window, oldest first
+        self.rx: dict[str, list[tuple[float, dict[str, int]]]] = {}
         self.last: dict[str, BalanceDecision] = {}  # nf id -> the latest decision (GET views, events)
 
     def _rx(self, inst: Instance) -> int | None:
@@ -34,6 +35,16 @@ class Balancer:
         if not st:
             return None
         return int(st.get("counters", st).get("rx", 0) or 0)
+
+    def _counts(self, nf: Nf) -> dict[str, int] | None:
+        """Each instance's rx counter now; None if one has no reading."""
+        out = {}
+        for i in nf.instances:
+            v = self._rx(i)
+            if v is None:
+                return None
+            out[i.id] = v
+        return out
 
     def weights_of(self, nf: Nf) -> list[int]:
         """The weights in force for `nf`'s current instances (equal after any change of the set; at the first
@@ -72,17 +83,27 @@ class Balancer:
     def _round(self, nf: Nf) -> BalanceDecision | None:
         ctx = self.ctx
         now = ctx.clock()
-        counts = {i.id: self._rx(i) for i in nf.instances}
-        prev = self.rx.get(nf.id, {})
-        self.rx[nf.id] = {k: v for k, v in counts.items() if v is not None}
         key = _key(nf)
         state = self.states.setdefault(nf.id, BalanceState())
-        if any(v is None or i not in prev or v < prev[i] for i, v in counts.items()):
-            # No reading, a new instance, or one restarted (its counter went back): this window says
-            # nothing of the spread; the next one starts from these readings.
+        counts = self._counts(nf)
+        if counts is None:
+            note_instances(state, key, now)
+            return None  # no reading: this round says nothing; the window goes on from the last one
+        snaps = self.rx.setdefault(nf.id, [])
+        if snaps and (
+            snaps[-1][1].keys() != counts.keys() or any(v < snaps[-1][1][i] for i, v in counts.items())
+        ):
+            snaps.clear()  # a new instance, or one restarted (its counter went back): a new window
+        snaps.append((now, counts))
+        while len(snaps) > 2 and now - snaps[1][0] >= self.policy.window_s:
+            snaps.pop(0)
+        t_old, old = snaps[0]
+        if now - t_old <= 0:
             note_instances(state, key, now)
             return None
-        deltas = [counts[i.id] - prev[i.id] for i in nf.instances]
+        # The load over the window (up to window_s): one round's counts can be off (a throttled instance
+        # counts its ring only when it runs), which must not make a change.
+        deltas = [counts[i.id] - old[i.id] for i in nf.instances]
         d = decide(key, deltas, self.weights_of(nf), state, now, self.policy)
         self.last[nf.id] = d
         if d.weights is None:
@@ -96,7 +117,8 @@ class Balancer:
             return None
         self.weights[nf.id] = (key, list(d.weights))
         # The next window starts after the change: the packets before it say nothing of the new spread.
-        self.rx[nf.id] = {i.id: v for i in nf.instances if (v := self._rx(i)) is not None}
+        after = self._counts(nf)
+        self.rx[nf.id] = [(ctx.clock(), after)] if after is not None else []
         ctx.event(
             "nf-balance", nf=nf.id, weights=d.weights, why=d.why, shares=[round(s, 3) for s in d.shares or []],
             held=res.held, flushed=res.flushed, set_ms=res.set_ms,

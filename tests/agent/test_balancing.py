@@ -22,11 +22,11 @@ def scaled(tmp_path, balance: bool = True):
     return agent, rt, mp, clock
 
 
-def feed(agent, rt, clock, per_round: list[int], rounds: int) -> list:
-    """`rounds` rounds of 1 s, instance i receiving per_round[i] packets in each; the weight changes made."""
+def feed(agent, rt, clock, per_round: list[int], rounds: int, dt: float = 1.0) -> list:
+    """`rounds` rounds of `dt` s, instance i receiving per_round[i] packets in each; the weight changes made."""
     out = []
     for _ in range(rounds):
-        clock.t += 1.0
+        clock.t += dt
         for inst, n in zip(agent.state.nfs["fw"].instances, per_round, strict=True):
             rt.nf_rx[inst.id] = rt.nf_rx.get(inst.id, 0) + n
         out += list(agent.balance().values())
@@ -144,3 +144,13 @@ def test_a_counter_that_went_back_skips_the_round(tmp_path):
     assert feed(agent, rt, clock, [0, 300, 300], 1) == []
     assert agent.balancer.last["fw"].why == "balanced"  # the last decision made, not one on that window
     assert len(feed(agent, rt, clock, [0, 300, 300], 1)) == 1  # the next window counts
+
+
+def test_the_load_is_measured_over_a_window_so_one_odd_round_changes_nothing(tmp_path):
+    """Rounds of 0.5 s, the window 2 s: one round in which an instance counted nothing (a throttled instance
+    counts its ring when it runs) is a quarter of the window, not the whole measure."""
+    agent, rt, mp, clock = scaled(tmp_path)
+    assert feed(agent, rt, clock, [200, 200, 200], 12, dt=0.5) == []
+    assert feed(agent, rt, clock, [0, 300, 300], 1, dt=0.5) == []
+    assert agent.balancer.last["fw"].why == "balanced"
+    assert len(feed(agent, rt, clock, [0, 300, 300], 3, dt=0.5)) == 1  # it goes on: then it is the load
