@@ -51,7 +51,7 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 class Loops:
-    """Monitoring (sample + supervise + autoscale every `sample_s`) and re-placement (every `replace_s`) in one
+    """Monitoring (sample + supervise + autoscale + balance every `sample_s`) and re-placement (every `replace_s`) in one
     thread."""
 
     def __init__(
