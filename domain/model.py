@@ -61,6 +61,9 @@ class Nf:
     store_wait: str | None = None  # N[:MS]: replicas acknowledging each batch's writes (`--store-wait`)
     latency_us: float | None = None  # SLO of the chain through this NF, first to last vertex (placement)
     autoscale: dict | None = None  # {"min", "max", "target_util"} (nf_agent.autoscale), None: fixed count
+    balance: bool = (
+        True  # scaled out: the agent weighs its instances' buckets by their load (nf_agent.balance)
+    )
     # Live update (nf_agent/update.py): the nf binary new instances run (None: the runtime's default), its
     # version, the one before the last update (a rollback's target), and the state record layouts written by
     # every version that ran this NF (its records may still be in the tier).
@@ -87,6 +90,7 @@ class Nf:
             "tenant": self.tenant,
             "durability": {"wait": self.store_wait} if self.store_wait else {},
             "autoscale": self.autoscale,
+            "balance": self.balance,
             "version": self.version,
             "previous_version": self.previous_version,
             "instance_count": len(self.instances),

@@ -37,6 +37,7 @@ class PortMapping:
     port: int
     name: str | None = None
     instances: list[tuple[str, int]] = field(default_factory=list, hash=False)
+    weights: list[int] = field(default_factory=list, hash=False)  # per instance (empty: an older OneSwitch)
     # (switch, port, until_ms): ports that left the vport and stay ingress-only (draining) until then
     draining: list[tuple[str, int, int]] = field(default_factory=list, hash=False)
 
@@ -178,16 +179,25 @@ class OneSwitchClient(RestClient):
         return _remap_result(r, {}, {k: r.get(k) for k in ("switch", "port", "until_ms")})
 
     def set_instances(
-        self, vport: int, instances: list[tuple[str, int]], drain_ms: int | None = None
+        self,
+        vport: int,
+        instances: list[tuple[str, int]],
+        drain_ms: int | None = None,
+        weights: list[int] | None = None,
     ) -> RemapResult:
         """Serve `vport` by every (switch, port) of `instances` (1..16, distinct): OneSwitch's select group
         spreads the flows sent to it, one flow sticking to one instance. Applied make-before-break like
         `remap` and returns once every switch answered its barriers; one instance is a plain remap.
         `RemapResult.to` is {"instances": [{"switch", "port"}, ...]}, `from_` is empty. A removed instance's
-        port drains for `drain_ms` as in `remap`."""
+        port drains for `drain_ms` as in `remap`. `weights`: each instance's select bucket weight (1..65535;
+        None: all equal, the hash alone decides); OVS gives a flow the bucket with the highest hash x weight,
+        so raising one weight moves flows only to that instance. Only the weights changed: the groups are
+        modified in place (no drain)."""
         body: dict[str, Any] = {"instances": [{"switch": sw, "port": port} for sw, port in instances]}
         if drain_ms is not None:
             body["drain_ms"] = drain_ms
+        if weights is not None:
+            body["weights"] = list(weights)
         r = self.request("PUT", f"/v1/ports/{vport}/instances", body)[1]
         return _remap_result(r, {}, {"instances": r.get("instances", [])}, ms_key="ms")
 
@@ -241,6 +251,7 @@ def _mapping(p: dict) -> PortMapping:
         port=int(p["port"]),
         name=p.get("name"),
         instances=inst or [(p["switch"], int(p["port"]))],
+        weights=[int(w) for w in p.get("weights") or []],
         draining=[(str(d["switch"]), int(d["port"]), int(d["until_ms"])) for d in p.get("draining") or []],
     )
 

@@ -67,10 +67,15 @@ from migration.protocol import (
 
 class ScaleMapper(Protocol):
     def set_instances(
-        self, vport: int, instances: list[tuple[str, int]], drain_ms: int | None = None
+        self,
+        vport: int,
+        instances: list[tuple[str, int]],
+        drain_ms: int | None = None,
+        weights: list[int] | None = None,
     ) -> float:
         """Spread `vport` over these (switch, port)s, make-before-break; returns the OneSwitch time in ms. A
-        removed instance's port stays ingress-only for `drain_ms`."""
+        removed instance's port stays ingress-only for `drain_ms`. `weights`: the instances' select bucket
+        weights (None: all equal)."""
 
 
 class ScaleError(Exception):

@@ -72,14 +72,22 @@ class PortMapper(Protocol):
         """The current map: vport -> (switch, port) (the first instance when the vport has several)."""
 
     def set_instances(
-        self, vport: int, instances: list[tuple[str, int]], drain_ms: int | None = None
+        self,
+        vport: int,
+        instances: list[tuple[str, int]],
+        drain_ms: int | None = None,
+        weights: list[int] | None = None,
     ) -> float:
         """Spread `vport` over several physical ports (OneSwitch: an OVS select group, per-flow hash),
         make-before-break; the vport must be mapped. Returns OneSwitch's time in ms. ScaleUnsupported when
-        OneSwitch has no such endpoint. A removed instance's port drains for `drain_ms` as in `remap`."""
+        OneSwitch has no such endpoint. A removed instance's port drains for `drain_ms` as in `remap`.
+        `weights`: the instances' bucket weights (None: all equal; nf_agent.balance)."""
 
     def instances(self) -> dict[int, list[tuple[str, int]]]:
         """vport -> all (switch, port)s it spreads over (one entry for a plainly mapped vport)."""
+
+    def weights(self) -> dict[int, list[int]]:
+        """vport -> its instances' select bucket weights (all 1 unless set by `set_instances`)."""
 
     def connected(self, switch: str) -> bool:
         """Whether OneSwitch holds a connection to `switch` now (traffic can be moved there)."""

@@ -81,7 +81,7 @@ class Inventory:
                 id=nf_id, type=req.type, config=req.config, vport=ctx.state.free_vport(vports.VPORT_NF_BASE),
                 expected_gbps=req.expected_gbps, src=req.src, dst=req.dst, pin=req.pin, prefer=req.prefer,
                 created=ctx.clock(), tenant=req.tenant, store_wait=req.store_wait, latency_us=req.latency_us,
-                autoscale=req.autoscale,
+                autoscale=req.autoscale, balance=req.balance,
             )  # fmt: skip
             if nf.pin and nf.pin not in ctx.locations:
                 raise ValidationError("pin", f"no location {nf.pin!r} on this host")
@@ -150,7 +150,13 @@ class Inventory:
             for k, v in changes.items():
                 setattr(nf, k, v)
             history = list(ctx.state.history)
-            ctx.event("nf-update", nf=nf_id, expected=nf.public()["expected"], autoscale=nf.autoscale)
+            ctx.event(
+                "nf-update",
+                nf=nf_id,
+                expected=nf.public()["expected"],
+                autoscale=nf.autoscale,
+                balance=nf.balance,
+            )
             try:
                 ctx.save()
             except OSError as exc:

@@ -48,6 +48,15 @@ AUTOSCALE = {
     "that each instance's CPU share stays near target_util of one core (hysteresis: docs/rest.md)",
 }
 
+# Load-aware spread of a scaled-out NF's flows (POST and PATCH /v1/nfs; nf_agent/balance.py).
+BALANCE = {
+    "type": "boolean",
+    "default": True,
+    "description": "with more than one instance, the agent raises the select bucket weight of an instance that "
+    "gets less than 0.75/k of the measured packets (order-preserving, hysteresis: docs/rest.md); false: the "
+    "flow hash alone spreads the flows",
+}
+
 
 def _ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -121,6 +130,7 @@ def spec() -> dict:
                     },
                 },
                 "autoscale": AUTOSCALE,
+                "balance": BALANCE,
             },
         },
         "NfUpdate": {
@@ -136,6 +146,7 @@ def spec() -> dict:
                     "timeouts: no restart), else by a rolling update with the same version",
                 },
                 "autoscale": AUTOSCALE,
+                "balance": BALANCE,
             },
             "description": "a key of expected not given stays as it is; a null src/dst goes back to the default; "
             "a null autoscale turns autoscaling off",
@@ -210,6 +221,7 @@ def spec() -> dict:
                 "tenant": NAME,
                 "durability": {"type": "object"},
                 "autoscale": {"type": ["object", "null"]},
+                "balance": {"type": "boolean"},
                 "version": {
                     "type": ["string", "null"],
                     "description": "null: never updated (default binary)",

@@ -6,6 +6,7 @@
 - `Inventory` (inventory.py): VM/NF create, update, delete, each complete or rolled back;
 - `Moves` (moves.py): migrate (the ONE place that moves an NF) and scale;
 - `Autoscaler` (autoscaling.py): resizes NFs with an autoscale policy from their measured load;
+- `Balancer` (balancing.py): weighs a scaled-out NF's select buckets by the load each instance gets;
 - `Supervisor` (supervisor.py): restarts, standbys, failover, health;
 - `Replacement` (replacement.py): sampling and the re-placement loop;
 - `reconcile` (reconcile.py): adopting what runs after an agent restart;
@@ -21,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nf_agent.autoscaling import Autoscaler
+from nf_agent.balancing import Balancer
 from nf_agent.context import AgentConfig, AgentContext, RestartPolicy
 from nf_agent.inventory import Inventory
 from nf_agent.moves import Moves
@@ -52,6 +54,8 @@ class Agent:
         self.views = Views(ctx, self.model)
         self.autoscaler = Autoscaler(ctx, self.moves)
         self.autoscale = self.autoscaler.tick
+        self.balancer = Balancer(ctx, self.moves)
+        self.balance = self.balancer.tick
         default = Path(getattr(ctx.runtime, "nf_binary", NF_BINARY))
         self.versions = NfVersions(nf_versions, default)
         self.updates = Updates(ctx, self.moves, self.versions)

@@ -103,6 +103,7 @@ class NfRequest:
     store_wait: str | None = None
     latency_us: float | None = None  # the chain's latency SLO (expected.latency_us)
     autoscale: dict | None = None  # AutoscalePolicy.to_json() (nf_agent.autoscale), None: fixed count
+    balance: bool = True  # weigh a scaled-out NF's instances by their load (nf_agent.balance)
 
 
 def parse_autoscale(v: Any, fld: str = "autoscale") -> dict | None:
@@ -127,10 +128,10 @@ def parse_autoscale(v: Any, fld: str = "autoscale") -> dict | None:
 
 def parse_nf(body: Any, locations: list[str]) -> NfRequest:
     """POST /v1/nfs body: {type, config?, id?, expected?: {gbps, src?, dst?}, pin?, hints?: {prefer},
-    tenant?, durability?: {wait}, autoscale?: {min, max, target_util}}."""
+    tenant?, durability?: {wait}, autoscale?: {min, max, target_util}, balance?: bool}."""
     b = _obj(
         body,
-        {"id", "type", "config", "expected", "pin", "hints", "tenant", "durability", "autoscale"},
+        {"id", "type", "config", "expected", "pin", "hints", "tenant", "durability", "autoscale", "balance"},
         {"type"},
     )
     nf_id = _name("id", b["id"]) if b.get("id") is not None else None
@@ -149,9 +150,18 @@ def parse_nf(body: Any, locations: list[str]) -> NfRequest:
     tenant = _name("tenant", b.get("tenant", "default"))
     wait = _durability(_obj(b.get("durability", {}), {"wait"}, set(), "durability."))
     autoscale = parse_autoscale(b.get("autoscale"))
+    balance = parse_balance(b.get("balance", True))
     return NfRequest(
-        nf_id, t, config, gbps, src, dst, pin, prefer, tenant, wait, exp.get("latency_us"), autoscale
+        nf_id, t, config, gbps, src, dst, pin, prefer, tenant, wait, exp.get("latency_us"), autoscale, balance
     )
+
+
+def parse_balance(v: Any) -> bool:
+    """`balance`: true (the default: the agent weighs a scaled-out NF's select buckets by the load each
+    instance gets, nf_agent.balance) or false (the flow hash alone spreads the flows)."""
+    if not isinstance(v, bool):
+        raise ValidationError("balance", "must be true or false")
+    return v
 
 
 def _expected(exp: dict) -> dict[str, Any]:
@@ -171,13 +181,13 @@ def _expected(exp: dict) -> dict[str, Any]:
 
 def parse_nf_update(body: Any) -> dict[str, Any]:
     """PATCH /v1/nfs/ID body: {"expected"?: {"gbps"?, "src"?, "dst"?}, "config"?: {...}, "autoscale"?: {...} |
-    null}, at least one, and `expected` with at least one key. Returns the changes by Nf attribute
+    null, "balance"?: bool}, at least one, and `expected` with at least one key. Returns the changes by Nf attribute
     (expected_gbps, src, dst, config, autoscale); a key not given is left as it is, a null src/dst goes back to
     the default (the first sNIC Ethernet port), a null autoscale turns autoscaling off. The config's own fields
     are the NF binary's to check (`nf --check-config`)."""
-    b = _obj(body, {"expected", "config", "autoscale"}, set())
+    b = _obj(body, {"expected", "config", "autoscale", "balance"}, set())
     if not b:
-        raise ValidationError("body", "give at least one of autoscale, config, expected")
+        raise ValidationError("body", "give at least one of autoscale, balance, config, expected")
     out: dict[str, Any] = {}
     if "expected" in b:
         exp = _obj(b["expected"], EXPECTED_KEYS, set(), "expected.")
@@ -188,6 +198,8 @@ def parse_nf_update(body: Any) -> dict[str, Any]:
         out["config"] = _config(b["config"])
     if "autoscale" in b:
         out["autoscale"] = parse_autoscale(b["autoscale"])
+    if "balance" in b:
+        out["balance"] = parse_balance(b["balance"])
     return out
 
 

@@ -54,10 +54,16 @@ class OneSwitchPortMapper:
             raise PortMapError(f"list ports: {exc}") from None
 
     def set_instances(
-        self, vport: int, instances: list[tuple[str, int]], drain_ms: int | None = None
+        self,
+        vport: int,
+        instances: list[tuple[str, int]],
+        drain_ms: int | None = None,
+        weights: list[int] | None = None,
     ) -> float:
         try:
-            return self.client.set_instances(vport, list(instances), drain_ms=drain_ms).duration_ms
+            return self.client.set_instances(
+                vport, list(instances), drain_ms=drain_ms, weights=weights
+            ).duration_ms
         except OneSwitchError as exc:
             if exc.status in (404, 405) and exc.field is None:  # no such path/method: an older OneSwitch
                 raise ScaleUnsupported(f"OneSwitch cannot spread vport {vport}: {exc}") from None
@@ -66,6 +72,13 @@ class OneSwitchPortMapper:
     def instances(self) -> dict[int, list[tuple[str, int]]]:
         try:
             return {p.vport: list(p.instances) for p in self.client.ports()}
+        except OneSwitchError as exc:
+            raise PortMapError(f"list ports: {exc}") from None
+
+    def weights(self) -> dict[int, list[int]]:
+        """vport -> its instances' select bucket weights (empty from an OneSwitch that has none)."""
+        try:
+            return {p.vport: list(p.weights) for p in self.client.ports()}
         except OneSwitchError as exc:
             raise PortMapError(f"list ports: {exc}") from None
 

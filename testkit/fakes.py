@@ -27,6 +27,7 @@ class FakeRuntime:
         self.silent: set[str] = set()  # sNICs whose agent does not answer
         self.restart_config: set[str] = set()  # NF ids whose config takes a restart (RestartNeeded)
         self.configs: dict[str, dict] = {}  # instance id -> the config applied in place
+        self.nf_rx: dict[str, int] = {}  # instance id -> packets its NF process received (its stats' rx)
 
     def locations(self):
         return ["host", *self.snics]
@@ -75,7 +76,7 @@ class FakeRuntime:
         return self.store_up
 
     def stats(self, inst: Instance):
-        return {"rx": 0, "tx": 0} if inst.id in self.running else None
+        return {"rx": self.nf_rx.get(inst.id, 0), "tx": 0} if inst.id in self.running else None
 
     def cpu_seconds(self, inst: Instance) -> float:
         return 0.0
@@ -100,6 +101,7 @@ class FakeMapper:
         self.remaps: list[tuple[int, str, int]] = []
         self.drain_ms: list[int | None] = []  # the drain_ms of every remap / set_instances call
         self.sets: dict[int, list[tuple[str, int]]] = {}  # vports spread over several ports
+        self.bucket_weights: dict[int, list[int] | None] = {}  # their bucket weights (None: all equal)
         self.set_calls: list[tuple[int, list[tuple[str, int]]]] = []
         self.fail_set = False
         self.unsupported = False
@@ -136,7 +138,7 @@ class FakeMapper:
     def mapped(self):
         return dict(self.map_)
 
-    def set_instances(self, vport, instances, drain_ms=None):
+    def set_instances(self, vport, instances, drain_ms=None, weights=None):
         if self.unsupported:
             raise ScaleUnsupported("OneSwitch 404: no such path")
         if self.fail or self.fail_set:
@@ -147,10 +149,17 @@ class FakeMapper:
         self.drain_ms.append(drain_ms)
         self.map_[vport] = tuple(instances[0])
         self.sets[vport] = list(instances)
+        self.bucket_weights[vport] = list(weights) if weights is not None else None
         return 2.5
 
     def instances(self):
         return {v: list(self.sets.get(v, [m])) for v, m in self.map_.items()}
+
+    def weights(self):
+        return {
+            v: list(self.bucket_weights.get(v) or [1] * len(self.sets.get(v, [m])))
+            for v, m in self.map_.items()
+        }
 
     def connected(self, switch):
         return switch not in self.disconnected

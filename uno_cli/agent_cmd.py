@@ -51,7 +51,7 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 class Loops:
-    """Monitoring (sample + supervise + autoscale every `sample_s`) and re-placement (every `replace_s`) in one
+    """Monitoring (sample + supervise + autoscale + balance every `sample_s`) and re-placement (every `replace_s`) in one
     thread."""
 
     def __init__(
@@ -85,6 +85,7 @@ class Loops:
                 self.agent.sample()
                 self.agent.supervise()
                 self.agent.autoscale()
+                self.agent.balance()
                 if self.replace_s > 0 and time.monotonic() >= next_replace:
                     next_replace = time.monotonic() + self.replace_s
                     self.agent.run_placement()

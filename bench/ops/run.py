@@ -6,11 +6,15 @@ packets), the stateful firewall (state in Redis) on the host, chained VM <-> fir
 
 - udp_spread_min_share / tcp_spread_min_share: with OneSwitch's default select hash (symmetric L3/L4 with UDP
   ports, oneswitch/README.md "Scale-out"), the firewall scaled to 3 instances (POST /v1/nfs/fw/scale's path:
-  Agent.scale), 30 UDP flows of ONE address pair (VM -> wire, source ports differ) from `traffic gen`, then
-  30 TCP flows (their SYN+ACK and FIN+ACK from the server's address); the frames each instance received (its
-  own rx counter) over all; the smallest share (1/3 = even, 0 = an idle instance); *_lost: data packets
-  the wire's sink missed. Side by side, each on a fresh host: *_5tuple (`select_hash: 5tuple`, dp_hash, not
-  symmetric) and *_ovs_default (`select_hash: ovs`: OVS's own hash, UDP ports left out).
+  Agent.scale), 30 UDP flows of ONE address pair (VM -> wire, source ports differ) from `traffic gen` for
+  30 s, then 30 TCP flows (their SYN+ACK and FIN+ACK from the server's address), with the agent's balancer
+  (nf_agent.balance) run every 0.5 s; the frames each instance received (its own rx counter); the smallest
+  share (1/3 = even, 0 = an idle instance) after the balancer's last weight change (*_min_share) and before
+  its first (*_min_share_hash: the hash alone); *_balance_s: first frame -> its last change; *_lost: data
+  packets the wire's sink missed, *_reordered: packets it got after a later one of their flow (both over
+  the whole send, the weight changes included). Side by side, each on a fresh host, 2 s of flows with the
+  balancer off: *_5tuple (`select_hash: 5tuple`, dp_hash, not symmetric) and *_ovs_default (`select_hash:
+  ovs`: OVS's own hash, UDP ports left out).
 - reordered_on_move: sequenced UDP at 50 Mbit/s (8 flows, 1000-byte frames) through the firewall while it
   is moved host <-> snic0 10 times (--quick: 4, scaled to 10); the sink's count of packets that arrived
   after a later one of their flow, lost packets, and the stream's worst one-way latency (the hold's cost).
@@ -62,47 +66,98 @@ def log(msg: str) -> None:
 
 
 def rx_by_instance(tb: Testbed, nf_id: str = "fw") -> dict[str, int]:
+    """Each instance's rx counter; a stats call without an answer (a loaded machine) is asked again for up to
+    2 s, so a missing reading does not count as 0 (then it does, logged)."""
     out = {}
     for inst in tb.agent.state.nfs[nf_id].instances:
-        st = tb.runtime.stats(inst) or {}
+        deadline = time.monotonic() + 2.0
+        while not (st := tb.runtime.stats(inst)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not st:
+            log(f"no stats from {inst.id}: counted 0")
+        st = st or {}
         out[inst.id] = int(st.get("counters", st).get("rx", 0) or 0)
     return out
 
 
-def udp_spread(tb: Testbed, flows: int = 30, per_flow: int = 200) -> dict:
+def _shares(a: dict[str, int], b: dict[str, int]) -> tuple[float, list[int]]:
+    """The smallest share of the frames the instances received between snapshots `a` and `b`, and the counts
+    (sorted)."""
+    got = sorted(b[k] - a.get(k, 0) for k in b)
+    total = sum(got)
+    return (round(got[0] / total, 3) if total else 0.0), got
+
+
+def _spread_one(tb: Testbed, proto: str, run: int, port: int, flows: int, per_flow: int, rate: float,
+                balanced: bool) -> dict:  # fmt: skip
+    """One proto's flows through the scaled firewall. Unbalanced: the frames each instance got over the whole
+    send (the hash alone). Balanced: the agent's balancer runs every SAMPLE_S as in `uno agent serve`; the
+    hash alone is the share before its first weight change, the balanced one the share from 1 s after its
+    last change to the end, and `balance_s` the time from the first frame to that last change."""
+    p = f"{proto}_spread"
+    snap0 = rx_by_instance(tb)
+    secs = flows * per_flow / rate
+    sink = tb.sink(
+        "out", run=run, expect=flows * per_flow, idle_ms=1500, duration_ms=int(secs * 1000) + 60_000
+    )
+    g = tb.gen("vm", run=run, flows=flows, pkts=per_flow, rate=rate, dst_port=port, tcp=proto == "tcp",
+               macs=GEN_MACS)  # fmt: skip
+    t0 = time.monotonic()
+    snaps: list[tuple[float, dict[str, int]]] = []
+    changes: list[dict] = []
+    while g.poll() is None:
+        time.sleep(SAMPLE_S)
+        snaps.append((time.monotonic() - t0, rx_by_instance(tb)))
+        if balanced:
+            d = tb.agent.balance().get("fw")
+            if d is not None:
+                at = round(time.monotonic() - t0, 2)
+                changes.append({"t": at, "weights": d.weights, "why": d.why, "snap": len(snaps) - 1})
+                log(f"{proto} balance at {changes[-1]['t']} s: {d.weights} ({d.why})")
+    report(g, timeout=secs + 120)
+    r = report(sink, timeout=secs + 180)
+    time.sleep(0.5)
+    end = rx_by_instance(tb)
+    out: dict = {
+        f"{p}_lost": flows * per_flow - int(r.get("received", 0)),
+        f"{p}_reordered": r.get("reordered", 0),
+    }
+    if not balanced:
+        out[f"{p}_min_share"], out[f"{p}_frames_per_instance"] = _shares(snap0, end)
+        log(f"{proto} spread (hash alone): {out}")
+        return out
+    first = snaps[changes[0].pop("snap")][1] if changes else end  # taken just before the first change
+    for c in changes[1:]:
+        c.pop("snap")
+    settled_t = changes[-1]["t"] + 1.0 if changes else 0.0
+    settled = next((s for t, s in snaps if t >= settled_t), end)
+    out[f"{p}_min_share_hash"], out[f"{p}_frames_per_instance_hash"] = _shares(snap0, first)
+    out[f"{p}_min_share"], out[f"{p}_frames_per_instance"] = _shares(settled, end)
+    out[f"{p}_balance_s"] = changes[-1]["t"] if changes else 0.0
+    out[f"{p}_weight_changes"] = changes
+    out[f"{p}_latency_max_ms"] = round(r.get("latency_us", {}).get("max", 0) / 1000, 1)
+    log(f"{proto} spread: {out}; sink {r}")
+    return out
+
+
+def udp_spread(tb: Testbed, flows: int = 30, balanced: bool = True) -> dict:
     """30 UDP, then 30 TCP flows of one address pair over the firewall's 3 instances: each instance's share of
     the frames, and the data packets the wire's sink missed (a TCP flow whose SYN+ACK reached an instance that
-    did not see its SYN yet is refused by the firewall)."""
-    tb.agent.scale("fw", 3)
-    locs = [i.location for i in tb.agent.state.nfs["fw"].instances]
-    out: dict = {"udp_spread_locations": locs}
+    did not see its SYN yet is refused by the firewall). `balanced`: 30 s of flows with the agent's balancer
+    (the share before its first change and after its last), else 2 s with the hash alone (balance off)."""
+    tb.agent.update_nf("fw", {"balance": balanced})
+    out: dict = {}
+    per_flow, rate = (2000, 2000.0) if balanced else (200, 3000.0)
     for proto, run, port in (("udp", 11, 5011), ("tcp", 12, 5012)):
-        before = rx_by_instance(tb)
-        sink = tb.sink("out", run=run, expect=flows * per_flow, idle_ms=1500, duration_ms=60_000)
-        g = tb.gen(
-            "vm",
-            run=run,
-            flows=flows,
-            pkts=per_flow,
-            rate=3000,
-            dst_port=port,
-            tcp=proto == "tcp",
-            macs=GEN_MACS,
-        )
-        report(g)
-        r = report(sink, timeout=90)
-        time.sleep(0.5)
-        after = rx_by_instance(tb)
-        got = sorted(after[k] - before.get(k, 0) for k in after)
-        total = sum(got)
-        log(f"{proto} spread over {locs}: frames per instance {got}; sink {r}")
-        out[f"{proto}_spread_min_share"] = round(got[0] / total, 3) if total else 0.0
-        out[f"{proto}_spread_frames_per_instance"] = got
-        out[f"{proto}_spread_lost"] = flows * per_flow - int(r.get("received", 0))
-    tb.agent.scale("fw", 1)
-    out["udp_spread_flows_per_instance"] = [
-        round(v / per_flow, 1) for v in out["udp_spread_frames_per_instance"]
-    ]
+        tb.agent.scale("fw", 3)  # per proto: each starts with equal weights (a scale change resets them)
+        out.setdefault("udp_spread_locations", [i.location for i in tb.agent.state.nfs["fw"].instances])
+        out |= _spread_one(tb, proto, run, port, flows, per_flow, rate, balanced)
+        tb.agent.scale("fw", 1)
+    for k in ("", "_hash"):
+        if f"udp_spread_frames_per_instance{k}" in out:
+            got = out[f"udp_spread_frames_per_instance{k}"]
+            out[f"udp_spread_flows_per_instance{k}"] = [round(flows * v / max(1, sum(got)), 1) for v in got]
+    out["spread_stream"] = {"flows": flows, "per_flow": per_flow, "pps": rate}
     return out
 
 
@@ -273,7 +328,7 @@ def update_figures(quick: bool) -> dict:
     return mod.measure_update(rounds=1 if quick else 3)
 
 
-def spread_with(env: dict[str, str]) -> dict:
+def spread_with(env: dict[str, str], balanced: bool = True) -> dict:
     """`udp_spread` on a fresh host whose processes see `env` (OneSwitch's JVM reads JAVA_TOOL_OPTIONS: the
     emulated host's `oneswitch.select_hash: 5tuple` passes the same -D option)."""
     old = {k: os.environ.get(k) for k in env}
@@ -283,7 +338,7 @@ def spread_with(env: dict[str, str]) -> dict:
             vm = FW_CONFIG["rules"][0]
             fw = {**FW_CONFIG, "rules": [vm, {**vm, "proto": "tcp"}]}
             tb.add_nf("fw", "firewall", fw, at="host", macs=GEN_MACS)
-            return udp_spread(tb)
+            return udp_spread(tb, balanced=balanced)
     finally:
         for k, v in old.items():
             if v is None:
@@ -314,8 +369,12 @@ def main() -> int:
     if "spread" in parts:
         figures |= spread_with({})
         for name, opt in (("5tuple", "dp_hash"), ("ovs_default", "ovs")):
-            other = spread_with({"JAVA_TOOL_OPTIONS": f"-Doneswitch.select_method={opt}"})
-            figures |= {f"{k}_{name}": v for k, v in other.items() if k != "udp_spread_locations"}
+            other = spread_with({"JAVA_TOOL_OPTIONS": f"-Doneswitch.select_method={opt}"}, balanced=False)
+            figures |= {
+                f"{k}_{name}": v
+                for k, v in other.items()
+                if k not in ("udp_spread_locations", "spread_stream")
+            }
     if "update" in parts:
         figures |= update_figures(args.quick)
     final_json(figures)

@@ -341,6 +341,13 @@ def spread(
     over vport 200's three instances: each frame arrives once, each flow at one instance; returns the flows
     per instance. `reverse`: each flow's replies too (10.9.9.9 -> VM 0's address, ports swapped), sent from
     Ethernet port 0 (its ingress switch is snic0, not the host switch), must reach the flow's instance."""
+    return dict(Counter(placed(bench, tcp, first_pid, n_flows, per_flow, reverse).values()))
+
+
+def placed(
+    bench, tcp: bool, first_pid: int, n_flows: int = 30, per_flow: int = 4, reverse: bool = False
+) -> dict[int, str]:
+    """As `spread`, but flow i -> the instance ("a", "b", "c") that received it."""
     pkts, flow_of = [], {}
     for k in range(per_flow):
         for i in range(n_flows):
@@ -361,7 +368,34 @@ def spread(
         per_flow_at[i].add(got[p][0])
     split = {i: s for i, s in per_flow_at.items() if len(s) != 1}
     assert not split, f"flows (both directions: {reverse}) at two instances: {split}"
-    return dict(Counter(next(iter(s)) for s in per_flow_at.values()))
+    return {i: next(iter(s)) for i, s in per_flow_at.items()}
+
+
+def test_bucket_weights_are_honoured_and_raising_one_moves_flows_only_to_it(os_host, bench):
+    """The balancer's ground (nf_agent.balance): OVS gives a flow the bucket with the highest hash x weight, so
+    raising one instance's weight moves flows only TO it, and a weights-only change keeps the selection
+    method (an OpenFlow 1.3 modify would fall back to OVS's default hash: every UDP flow of the pair on one
+    instance). Real OVS, 30 UDP flows of one address pair over three instances."""
+    c = os_host.client
+    c.set_instances(NF_HOST, THREE)
+    try:
+        even = placed(bench, tcp=False, first_pid=90000, per_flow=2)
+        assert set(even.values()) == {"a", "b", "c"}, even
+        scaled = c.set_instances(NF_HOST, THREE, weights=[1000, 1000, 1000])
+        assert scaled.to["instances"] and [p.weights for p in c.ports() if p.vport == NF_HOST] == [[1000] * 3]
+        assert placed(bench, tcp=False, first_pid=90200, per_flow=2) == even, "equal weights: the hash alone"
+        c.set_instances(NF_HOST, THREE, weights=[1000, 1000, 1600])
+        raised = placed(bench, tcp=False, first_pid=90400, per_flow=2)
+        moved = {i: (even[i], raised[i]) for i in even if even[i] != raised[i]}
+        assert moved, "a 1.6x weight moved no flow"
+        assert all(to == "c" for _, to in moved.values()), moved
+        print(
+            f"\nweights 1000/1000/1600: {len(moved)} of 30 flows moved to c: {sorted(Counter(raised.values()).items())}"
+        )
+        c.set_instances(NF_HOST, THREE, weights=[65535, 1, 1])
+        assert set(placed(bench, tcp=False, first_pid=90600, per_flow=2).values()) == {"a"}
+    finally:
+        c.set_instances(NF_HOST, ONE)
 
 
 def spread_both(b: Bench, reverse: bool = False) -> dict[str, dict[str, int]]:

@@ -152,6 +152,10 @@ public final class Persistence {
         for (VPort.Loc l : p.instances()) {
           is.addObject().put("switch", l.sw()).put("port", Integer.toUnsignedLong(l.port()));
         }
+        if (!p.evenWeights()) {
+          ArrayNode ws = n.putArray("weights");
+          p.weights().forEach(ws::add);
+        }
       }
     }
     return ps;
@@ -275,7 +279,20 @@ public final class Persistence {
       if (!inst.isEmpty() && !inst.get(0).equals(new VPort.Loc(sw, port))) {
         throw new IOException("corrupt state: vport " + n.get("vport") + " instances[0] != port");
       }
-      ports.add(new VPort((int) n.get("vport").asLong(), sw, port, n.get("name").asText(), inst));
+      List<Integer> weights = new ArrayList<>();
+      for (JsonNode w : n.path("weights")) {
+        weights.add(w.asInt());
+      }
+      if (!weights.isEmpty() && weights.size() != Math.max(1, inst.size())) {
+        throw new IOException("corrupt state: vport " + n.get("vport") + " weights");
+      }
+      try {
+        ports.add(
+            new VPort(
+                (int) n.get("vport").asLong(), sw, port, n.get("name").asText(), inst, weights));
+      } catch (IllegalArgumentException e) {
+        throw new IOException("corrupt state: vport " + n.get("vport") + ": " + e.getMessage());
+      }
     }
     return ports;
   }

@@ -191,16 +191,31 @@ public final class PortChanges {
   /** As {@link #setInstances(int, List)}; a removed instance drains for {@code drainMs}. */
   public CompletableFuture<PortChange> setInstances(
       int vport, List<VPort.Loc> instances, long drainMs) throws PortError {
+    return setInstances(vport, instances, null, drainMs);
+  }
+
+  /**
+   * As {@link #setInstances(int, List, long)} with the select bucket {@code weights} of the
+   * instances (null: all equal). Only the weights changed: the scale groups are modified in place
+   * (no drain, no dispatch change, no PORT_STATUS: the controller's port is the same).
+   */
+  public CompletableFuture<PortChange> setInstances(
+      int vport, List<VPort.Loc> instances, List<Integer> weights, long drainMs) throws PortError {
     PortRequests.checkDrainMs(drainMs);
     VPort cur = mapped(vport);
     PortRequests.checkInstances(topo, vs.ports(), vport, instances);
-    if (cur.instances().equals(instances)) {
+    PortRequests.checkWeights(weights, instances.size());
+    VPort n = VPort.of(vport, cur.name(), instances, weights);
+    if (cur.equals(n)) {
       return CompletableFuture.completedFuture(PortChange.unchanged(cur));
+    }
+    if (cur.instances().equals(instances)) {
+      return changeMap(vs.ports().with(n), cur, n, false);
     }
     for (int i = 0; i < instances.size(); i++) {
       checkConnected("instances[" + i + "].switch", instances.get(i).sw());
     }
-    return moveTo(cur, VPort.of(vport, cur.name(), instances), drainMs);
+    return moveTo(cur, n, drainMs);
   }
 
   /**

@@ -59,6 +59,21 @@ final class PortRequests {
     }
   }
 
+  /** {@code weights} (null: all equal) has one weight 1..65535 per instance, else 400 weights. */
+  static void checkWeights(List<Integer> weights, int k) throws PortError {
+    if (weights == null) {
+      return;
+    }
+    if (weights.size() != k) {
+      throw PortError.invalid("weights", "must list one weight per instance (" + k + ")");
+    }
+    for (Integer w : weights) {
+      if (w == null || w < 1 || w > VPort.MAX_WEIGHT) {
+        throw PortError.invalid("weights", "each weight must be an integer 1.." + VPort.MAX_WEIGHT);
+      }
+    }
+  }
+
   /**
    * The instances of a set-instances request: 1..{@link Translator#MAX_INSTANCES}, distinct, each
    * checked like a remap target; a field error names {@code instances[i].switch|port}.

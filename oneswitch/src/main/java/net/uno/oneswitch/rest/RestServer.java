@@ -215,10 +215,11 @@ public final class RestServer {
       }
       if (parts.length == 5 && parts[4].equals("instances")) {
         only(m, "PUT");
-        JsonNode b = body(ex, Set.of("instances", "drain_ms"));
+        JsonNode b = body(ex, Set.of("instances", "weights", "drain_ms"));
         List<VPort.Loc> inst = instances(b);
+        List<Integer> weights = weights(b, inst.size());
         long drain = drainMs(b);
-        return scale(vport, () -> core.portChanges().setInstances(vport, inst, drain));
+        return scale(vport, () -> core.portChanges().setInstances(vport, inst, weights, drain));
       }
     }
     throw new HttpError(404, null, "no such path: " + path);
@@ -445,6 +446,30 @@ public final class RestServer {
     return out;
   }
 
+  /**
+   * The optional {@code weights} of PUT /v1/ports/{vport}/instances: one integer 1..65535 per
+   * instance; null when absent (all equal).
+   */
+  static List<Integer> weights(JsonNode b, int k) throws HttpError {
+    JsonNode a = b.get("weights");
+    if (a == null || a.isNull()) {
+      return null;
+    }
+    if (!a.isArray() || a.size() != k) {
+      throw new HttpError(
+          400, "weights", "must be an array of one weight per instance (" + k + ")");
+    }
+    List<Integer> out = new ArrayList<>();
+    for (JsonNode w : a) {
+      if (!w.isIntegralNumber() || w.asLong() < 1 || w.asLong() > VPort.MAX_WEIGHT) {
+        throw new HttpError(
+            400, "weights", "each weight must be an integer 1.." + VPort.MAX_WEIGHT);
+      }
+      out.add(w.asInt());
+    }
+    return out;
+  }
+
   private static List<Map<String, Object>> locs(VPort v) {
     List<Map<String, Object>> out = new ArrayList<>();
     for (VPort.Loc l : v.instances()) {
@@ -462,6 +487,7 @@ public final class RestServer {
     Map<String, Object> b = new LinkedHashMap<>();
     b.put("vport", Integer.toUnsignedLong(vport));
     b.put("instances", locs(pc.to()));
+    b.put("weights", pc.to().weights());
     b.put("rules", pc.rules());
     b.put("ms", pc.durationMs());
     timing(b, pc);
@@ -628,6 +654,7 @@ public final class RestServer {
       m.put("port", Integer.toUnsignedLong(v.port()));
       m.put("name", v.name());
       m.put("instances", locs(v));
+      m.put("weights", v.weights());
       List<Map<String, Object>> dr = new ArrayList<>();
       List<Map<String, Object>> prep = new ArrayList<>();
       for (Drain d : core.vswitch().ports().drainsOf(v.vport())) {

@@ -40,11 +40,12 @@ final class GroupBuckets {
   }
 
   /**
-   * Buckets of OneSwitch's SELECT group of scaled-out {@code v} on switch {@code sw}: one bucket of
-   * weight 1 per instance, a local output or the instance's own flow-id tag toward its switch (each
-   * instance has its tag, so the ingress switch alone chooses: chained selects on several switches
-   * would hash the flow with the same function and skew). Empty if a tag is not live (then no rule
-   * on {@code sw} uses the group).
+   * Buckets of OneSwitch's SELECT group of scaled-out {@code v} on switch {@code sw}: one bucket
+   * per instance, of the instance's weight (OVS picks the highest {@code hash(bucket) * weight}, so
+   * raising one weight only moves flows to that bucket), a local output or the instance's own
+   * flow-id tag toward its switch (each instance has its tag, so the ingress switch alone chooses:
+   * chained selects on several switches would hash the flow with the same function and skew). Empty
+   * if a tag is not live (then no rule on {@code sw} uses the group).
    */
   static Optional<List<OFBucket>> scale(
       Topology topo, VPort v, String sw, LongFunction<OptionalInt> tagOf) {
@@ -67,7 +68,7 @@ final class GroupBuckets {
       }
       out.add(
           F.buildBucket()
-              .setWeight(1)
+              .setWeight(v.weights().get(i))
               .setWatchPort(OFPort.ANY)
               .setWatchGroup(org.projectfloodlight.openflow.types.OFGroup.ANY)
               .setActions(acts)

@@ -2,6 +2,7 @@ package net.uno.oneswitch.it;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -18,6 +19,8 @@ import org.projectfloodlight.openflow.protocol.OFFlowAdd;
 import org.projectfloodlight.openflow.protocol.OFFlowModFlags;
 import org.projectfloodlight.openflow.protocol.OFFlowRemoved;
 import org.projectfloodlight.openflow.protocol.OFFlowRemovedReason;
+import org.projectfloodlight.openflow.protocol.OFGroupModify;
+import org.projectfloodlight.openflow.protocol.OFMessage;
 import org.projectfloodlight.openflow.protocol.OFPortReason;
 import org.projectfloodlight.openflow.protocol.OFPortStatus;
 import org.projectfloodlight.openflow.protocol.OFType;
@@ -365,6 +368,76 @@ class RestAndAsyncTest {
 
   private HttpResponse<String> prepare(int vport, String body) throws Exception {
     return call("POST", "/v1/ports/" + vport + "/prepare", body, true);
+  }
+
+  private HttpResponse<String> weighted(String instances, String weights) throws Exception {
+    return call(
+        "PUT",
+        "/v1/ports/5/instances",
+        "{\"instances\": " + instances + ", \"weights\": " + weights + "}",
+        true);
+  }
+
+  @Test
+  void weightsAreValidatedAndAWeightsOnlyChangeModifiesTheGroupInPlace() throws Exception {
+    mapV5AtSnic0();
+    String two = "[{\"switch\": \"snic0\", \"port\": 200}, {\"switch\": \"host\", \"port\": 101}]";
+    try (OfClient c = client()) {
+      c.send(fromTo(2, 5, false));
+      c.send(F.buildBarrierRequest().setXid(80).build());
+      assertNotNull(c.expect(OFType.BARRIER_REPLY, 80, 5000));
+      assertEquals(200, inst(5, two).statusCode());
+      assertEquals(
+          OFPortReason.MODIFY, ((OFPortStatus) c.expect(OFType.PORT_STATUS, -1, 5000)).getReason());
+      String before = get("/v1/ports", true).body();
+      for (String bad :
+          List.of(
+              "[1]", "[1, 2, 3]", "[0, 5]", "[1, 65536]", "[1, \"2\"]", "[1.5, 2]", "{}", "7")) {
+        assertEquals("400 weights", field(weighted(two, bad)), bad);
+      }
+      assertEquals(before, get("/v1/ports", true).body(), "a refused body changes nothing");
+      int gid =
+          os.core()
+              .exec()
+              .submit(() -> os.core().planner().scaleGroups().get(5))
+              .get(5, TimeUnit.SECONDS);
+      int mods = host.logSnapshot().size();
+      HttpResponse<String> r = weighted(two, "[100, 300]");
+      assertEquals(200, r.statusCode(), r.body());
+      assertEquals("[100,300]", json(r).get("weights").toString());
+      // Only the group changed: a GROUP_MOD with the weights, no flow mod, no PORT_STATUS.
+      List<OFMessage> sent = host.logSnapshot().subList(mods, host.logSnapshot().size());
+      assertTrue(
+          sent.stream()
+              .anyMatch(
+                  m ->
+                      m instanceof OFGroupModify g
+                          && g.getGroup().getGroupNumber() == gid
+                          && g.getBuckets().stream()
+                              .map(b -> b.getWeight())
+                              .toList()
+                              .equals(List.of(100, 300))),
+          sent.toString());
+      assertTrue(sent.stream().noneMatch(m -> m.getType() == OFType.FLOW_MOD), sent.toString());
+      assertNull(c.expect(OFType.PORT_STATUS, -1, 300), "the port did not change");
+    }
+    JsonNode v5 = null;
+    for (JsonNode p : json(get("/v1/ports", true))) {
+      if (p.get("vport").asInt() == 5) {
+        v5 = p;
+      }
+    }
+    assertNotNull(v5);
+    assertEquals("[100,300]", v5.get("weights").toString());
+    assertEquals("[]", v5.get("draining").toString(), "a weights change drains nothing");
+    // Persisted; an instances change without weights resets them to equal.
+    os.core().exec().submit(os.core().state()::saveNow).get(5, TimeUnit.SECONDS);
+    os.stop();
+    start();
+    assertTrue(get("/v1/ports", true).body().contains("\"weights\":[100,300]"));
+    HttpResponse<String> reset = inst(5, two);
+    assertEquals(200, reset.statusCode(), reset.body());
+    assertEquals("[1,1]", json(reset).get("weights").toString());
   }
 
   @Test

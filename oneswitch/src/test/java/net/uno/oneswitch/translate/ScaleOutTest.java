@@ -146,6 +146,41 @@ class ScaleOutTest {
   }
 
   @Test
+  void eachBucketCarriesItsInstancesWeight() throws OfError {
+    List<Loc> inst = List.of(new Loc("host", 200), new Loc("snic0", 201), new Loc("host", 202));
+    PortMap pm = PORTS.with(VPort.of(V, "nf", inst, List.of(100, 250, 65535)));
+    Translator tr = t(pm);
+    tr.rule(rule(0, 10, inPort(2), apply(out(V))));
+    List<OFBucket> b = tr.scaleBuckets(pm.get(V).get(), "host", tags::tagOf).orElseThrow();
+    assertEquals(List.of(100, 250, 65535), b.stream().map(OFBucket::getWeight).toList());
+    assertEquals(List.of(out(200)), bucket(b.get(0)));
+    assertEquals(List.of(out(202)), bucket(b.get(2)));
+    // Without weights every bucket weighs 1 (the hash alone decides).
+    assertTrue(
+        tr
+            .scaleBuckets(with(inst.toArray(Loc[]::new)).get(V).get(), "host", tags::tagOf)
+            .orElseThrow()
+            .stream()
+            .allMatch(x -> x.getWeight() == 1));
+  }
+
+  @Test
+  void weightsAreValidatedAgainstTheInstances() {
+    List<Loc> two = List.of(new Loc("host", 200), new Loc("snic0", 201));
+    for (List<Integer> bad :
+        List.of(List.of(1), List.of(1, 2, 3), List.of(0, 1), List.of(1, 65536))) {
+      try {
+        VPort.of(V, "nf", two, bad);
+        throw new AssertionError("accepted " + bad);
+      } catch (IllegalArgumentException expected) {
+        // refused
+      }
+    }
+    assertEquals(List.of(1, 1), VPort.of(V, "nf", two).weights());
+    assertTrue(VPort.of(V, "nf", two, List.of(7, 7)).evenWeights());
+  }
+
+  @Test
   void fourInstancesOverHostAndBothSnicsEachReachedByItsOwnTag() throws OfError {
     PortMap pm =
         with(
