@@ -250,6 +250,22 @@ def report(p: subprocess.Popen, timeout: float = 180) -> dict:
     return last_json(out)
 
 
+@contextlib.contextmanager
+def firewall_bed(at: str = "host", **kwargs):
+    """A Testbed (`kwargs`) up with the firewall `fw` at `at`; closed on exit, pass or fail, and checked:
+    nothing of it left on the machine."""
+    from testkit.hosts import EMPTY, machine_snapshot
+
+    tb = Testbed(**kwargs)
+    try:
+        tb.up()
+        tb.add_firewall("fw", at=at)
+        yield tb
+    finally:
+        tb.close()
+        assert machine_snapshot(tb.name) == EMPTY
+
+
 def nf_counters(tb: Testbed, nf_id: str = "fw") -> dict:
     """The NF's /stats counters of its current instance ({} if unreadable)."""
     inst = tb.agent.state.nfs[nf_id].instances[0]
@@ -257,4 +273,4 @@ def nf_counters(tb: Testbed, nf_id: str = "fw") -> dict:
     return st
 
 
-__all__ = ["EST_PORT", "FW_CONFIG", "Testbed", "nf_counters", "report"]
+__all__ = ["EST_PORT", "FW_CONFIG", "Testbed", "firewall_bed", "nf_counters", "report"]

@@ -15,9 +15,8 @@ import time
 
 import pytest
 
-from testkit.hosts import EMPTY, machine_snapshot
 from testkit.live import LIVE_MARKS, next_run
-from testkit.testbed import Testbed, report
+from testkit.testbed import Testbed, firewall_bed, report
 
 pytestmark = LIVE_MARKS
 
@@ -27,14 +26,8 @@ SKEW = [1000, 1000, 400]
 
 @pytest.fixture(scope="module")
 def bed():
-    tb = Testbed(rundir="/run/uno-test-spread", drain_s=0.5)
-    try:
-        tb.up()
-        tb.add_firewall("fw", at="host")
+    with firewall_bed(rundir="/run/uno-test", drain_s=0.5) as tb:
         yield tb
-    finally:
-        tb.close()
-        assert machine_snapshot(tb.name) == EMPTY
 
 
 def rx(tb: Testbed) -> list[int]:

@@ -16,9 +16,8 @@ import time
 
 import pytest
 
-from testkit.hosts import EMPTY, machine_snapshot
 from testkit.live import LIVE_MARKS, next_run
-from testkit.testbed import Testbed, report
+from testkit.testbed import firewall_bed, report
 
 pytestmark = LIVE_MARKS
 
@@ -28,14 +27,8 @@ FLOWS, FRAME, GAP_S = 32, 1000, 1.5
 
 @pytest.fixture(scope="module")
 def bed():
-    tb = Testbed(rundir="/run/uno-test", drain_s=0.5)
-    try:
-        tb.up()
-        tb.add_firewall("fw", at="host")
+    with firewall_bed(rundir="/run/uno-test", drain_s=0.5) as tb:
         yield tb
-    finally:
-        tb.close()
-        assert machine_snapshot(tb.name) == EMPTY
 
 
 def test_sequenced_udp_keeps_its_order_across_scale_changes(bed):
