@@ -22,6 +22,8 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -32,6 +34,11 @@ from placement.evaluate import Evaluation, latencies
 from placement.model import Problem, chain_latency
 
 SAFE = 2**60  # every integer sum we form stays below this (int64, and CP-SAT's overflow checks)
+CHUNK_CELLS = 1 << 20  # configurations x rows built at once: the deadline is checked between chunks
+
+
+class PrepareTimeout(Exception):
+    """prepare passed its deadline before every group's configurations were built."""
 
 
 @dataclass
@@ -125,9 +132,17 @@ def prepare(
     move_cost: Fraction = Fraction(0),
     max_moves: int | None = None,
     max_configs: int = 4096,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Groups | None:
     """Integer data and dominance-pruned configurations, or None when a group is too large or a sum
-    would not fit in 60 bits."""
+    would not fit in 60 bits. With a `deadline` (on `clock`): PrepareTimeout once it has passed, checked
+    between chunks of groups (large groups enumerate thousands of configurations each)."""
+
+    def check(where: str) -> None:
+        if deadline is not None and clock() > deadline:
+            raise PrepareTimeout(f"time limit hit in prepare ({where})")
+
     p = problem
     locs = p.locations
     loc_ix = {loc: k for k, loc in enumerate(locs)}
@@ -312,16 +327,17 @@ def prepare(
     e_grp = np.where(is_mov[src], group_of[src], group_of[dst]) if len(edges) else np.zeros(0, np.int64)
     first = 0
     for m in sorted(by_size):
-        mat = np.array(by_size[m], dtype=np.int64)
-        built = configs(ctx, mat, (e_grp >= first) & (e_grp < first + len(mat)))
-        if built is None:
-            return (
-                None  # a group whose every configuration misses an SLO: infeasible (the plain model says so)
-            )
-        for k in range(len(mat)):
-            group_table[first + k] = built[k].table
-        blocks += built
-        first += len(mat)
+        step = max(1, CHUNK_CELLS // (L**m * max(1, n_rows)))
+        for a in range(0, len(by_size[m]), step):
+            check(f"groups of {m} NFs")
+            mat = np.array(by_size[m][a : a + step], dtype=np.int64)
+            built = configs(ctx, mat, (e_grp >= first) & (e_grp < first + len(mat)))
+            if built is None:
+                return None  # a group whose every configuration misses an SLO: infeasible (the plain model says so)
+            for k in range(len(mat)):
+                group_table[first + k] = built[k].table
+            blocks += built
+            first += len(mat)
     memo = Memo(ctx=ctx, group_of=group_of, e_grp=e_grp, blocks=blocks, G=G, R=R, Rn=Rn, div=div,
                 cost_shift=cost_shift, pcie_shift=pcie_shift, cap_shifts=cap_shifts, load=load,
                 host_raw=host_raw, host=host, nic=nic, node_rows=[c for _, c in node_rows], g_int=g_int,
