@@ -430,7 +430,10 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
     on_host = (table == 0).astype(np.int64)
     cost = ctx.host[mat] @ on_host.T  # (nc, K)
     cur_m = ctx.cur[mat]
-    moved = ((cur_m[:, None, :] >= 0) & (table[None, :, :] != cur_m[:, None, :])).sum(-1)
+    if (cur_m >= 0).any():
+        moved = ((cur_m[:, None, :] >= 0) & (table[None, :, :] != cur_m[:, None, :])).sum(-1)
+    else:  # no current placement: the (groups, configurations, members) comparison is all false
+        moved = np.zeros((nc, K), dtype=np.int64)
     cost = cost + ctx.mc * moved
     use = np.zeros((nc, K, ctx.n_rows), dtype=np.int64)
     for r, k in enumerate(ctx.row_loc):
