@@ -451,9 +451,9 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
     rows_hit = row[firsts]
     for r, (k, d) in enumerate(ctx.pcie_rows):
         at_a, at_b = la == k, lb == k
-        up = eg[:, None] * (at_a & ~at_b)
-        down = eg[:, None] * (at_b & ~at_a)
-        contrib = {"up": up, "down": down, "both": up + down}[d]
+        # only the direction this row counts ("both": up + down, i.e. exactly one end at sNIC k)
+        cross = (at_a != at_b) if d == "both" else (at_a & ~at_b) if d == "up" else (at_b & ~at_a)
+        contrib = np.where(cross, eg[:, None], 0)
         acc = np.zeros((nc, K), dtype=np.int64)
         if len(firsts):
             acc[rows_hit] = np.add.reduceat(contrib, firsts, axis=0)
