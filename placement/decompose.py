@@ -22,6 +22,8 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -32,6 +34,11 @@ from placement.evaluate import Evaluation, latencies
 from placement.model import Problem, chain_latency
 
 SAFE = 2**60  # every integer sum we form stays below this (int64, and CP-SAT's overflow checks)
+CHUNK_CELLS = 1 << 20  # configurations x rows built at once: the deadline is checked between chunks
+
+
+class PrepareTimeout(Exception):
+    """prepare passed its deadline before every group's configurations were built."""
 
 
 @dataclass
@@ -125,9 +132,17 @@ def prepare(
     move_cost: Fraction = Fraction(0),
     max_moves: int | None = None,
     max_configs: int = 4096,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Groups | None:
     """Integer data and dominance-pruned configurations, or None when a group is too large or a sum
-    would not fit in 60 bits."""
+    would not fit in 60 bits. With a `deadline` (on `clock`): PrepareTimeout once it has passed, checked
+    between chunks of groups (large groups enumerate thousands of configurations each)."""
+
+    def check(where: str) -> None:
+        if deadline is not None and clock() > deadline:
+            raise PrepareTimeout(f"time limit hit in prepare ({where})")
+
     p = problem
     locs = p.locations
     loc_ix = {loc: k for k, loc in enumerate(locs)}
@@ -312,16 +327,17 @@ def prepare(
     e_grp = np.where(is_mov[src], group_of[src], group_of[dst]) if len(edges) else np.zeros(0, np.int64)
     first = 0
     for m in sorted(by_size):
-        mat = np.array(by_size[m], dtype=np.int64)
-        built = configs(ctx, mat, (e_grp >= first) & (e_grp < first + len(mat)))
-        if built is None:
-            return (
-                None  # a group whose every configuration misses an SLO: infeasible (the plain model says so)
-            )
-        for k in range(len(mat)):
-            group_table[first + k] = built[k].table
-        blocks += built
-        first += len(mat)
+        step = max(1, CHUNK_CELLS // (L**m * max(1, n_rows)))
+        for a in range(0, len(by_size[m]), step):
+            check(f"groups of {m} NFs")
+            mat = np.array(by_size[m][a : a + step], dtype=np.int64)
+            built = configs(ctx, mat, (e_grp >= first) & (e_grp < first + len(mat)))
+            if built is None:
+                return None  # a group whose every configuration misses an SLO: infeasible (the plain model says so)
+            for k in range(len(mat)):
+                group_table[first + k] = built[k].table
+            blocks += built
+            first += len(mat)
     memo = Memo(ctx=ctx, group_of=group_of, e_grp=e_grp, blocks=blocks, G=G, R=R, Rn=Rn, div=div,
                 cost_shift=cost_shift, pcie_shift=pcie_shift, cap_shifts=cap_shifts, load=load,
                 host_raw=host_raw, host=host, nic=nic, node_rows=[c for _, c in node_rows], g_int=g_int,
@@ -414,7 +430,10 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
     on_host = (table == 0).astype(np.int64)
     cost = ctx.host[mat] @ on_host.T  # (nc, K)
     cur_m = ctx.cur[mat]
-    moved = ((cur_m[:, None, :] >= 0) & (table[None, :, :] != cur_m[:, None, :])).sum(-1)
+    if (cur_m >= 0).any():
+        moved = ((cur_m[:, None, :] >= 0) & (table[None, :, :] != cur_m[:, None, :])).sum(-1)
+    else:  # no current placement: the (groups, configurations, members) comparison is all false
+        moved = np.zeros((nc, K), dtype=np.int64)
     cost = cost + ctx.mc * moved
     use = np.zeros((nc, K, ctx.n_rows), dtype=np.int64)
     for r, k in enumerate(ctx.row_loc):
@@ -432,9 +451,9 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
     rows_hit = row[firsts]
     for r, (k, d) in enumerate(ctx.pcie_rows):
         at_a, at_b = la == k, lb == k
-        up = eg[:, None] * (at_a & ~at_b)
-        down = eg[:, None] * (at_b & ~at_a)
-        contrib = {"up": up, "down": down, "both": up + down}[d]
+        # only the direction this row counts ("both": up + down, i.e. exactly one end at sNIC k)
+        cross = (at_a != at_b) if d == "both" else (at_a & ~at_b) if d == "up" else (at_b & ~at_a)
+        contrib = np.where(cross, eg[:, None], 0)
         acc = np.zeros((nc, K), dtype=np.int64)
         if len(firsts):
             acc[rows_hit] = np.add.reduceat(contrib, firsts, axis=0)

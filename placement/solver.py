@@ -17,13 +17,14 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from placement import integers
-from placement.decompose import Groups, prepare
+from placement.decompose import Groups, PrepareTimeout, prepare
 from placement.engine import solve_groups
 from placement.evaluate import Evaluation, evaluate, moves
 from placement.model import HOST, PlacementInputError, Problem
 
 GAP_LIMIT = 1e-5
 TIEBREAK_SHARE = 0.1
+PREPARE_SHARE = 0.5  # of the time limit: prepare past it gives up, the plain model gets the rest
 
 
 @dataclass
@@ -322,8 +323,10 @@ def _solve_engine(
     _diagnose: bool = True,
     prepared: Groups | None = None,
 ) -> dict | None:
-    """Our engine (decompose.py + engine.py); None when the instance does not decompose into small groups."""
-    gr = prepared or prepare(problem, move_cost=move_cost_of(opts), max_moves=opts.max_moves)
+    """Our engine (decompose.py + engine.py); None when the instance does not decompose into small groups
+    or its preparation did not finish within PREPARE_SHARE of the limit (the plain model then takes the
+    rest: it answers with the best placement it finds, `feasible` unless proven)."""
+    gr = prepared or prepare_within(problem, opts, t0)
     if gr is None:
         return None
     t_engine = time.monotonic()
@@ -343,6 +346,16 @@ def _solve_engine(
     if gr.cost_error or gr.rounded_rows:
         out["rounding"] = {"host_cost_within": float(gr.cost_error), "budgets": gr.rounded_rows}
     return out
+
+
+def prepare_within(problem: Problem, opts: Options, t0: float) -> Groups | None:
+    """prepare() bounded by PREPARE_SHARE of the limit (clock started at t0); None when it does not
+    decompose or did not finish in time."""
+    try:
+        return prepare(problem, move_cost=move_cost_of(opts), max_moves=opts.max_moves,
+                       deadline=t0 + PREPARE_SHARE * opts.time_limit)  # fmt: skip
+    except PrepareTimeout:
+        return None
 
 
 def move_cost_of(opts: Options) -> Fraction:

@@ -24,10 +24,10 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from placement.decompose import Groups, prepare
+from placement.decompose import Groups
 from placement.reparse import Parsed
 from placement.reprepare import update
-from placement.solver import Options, move_cost_of, solve
+from placement.solver import Options, move_cost_of, prepare_within, solve
 
 
 class WarmSolver:
@@ -65,7 +65,7 @@ class WarmSolver:
                     gr = update(self._groups, read.problem, read.nodes, read.edges, mc, opts.max_moves)
                     how = "incremental"
                 if gr is None:
-                    gr = prepare(read.problem, move_cost=mc, max_moves=opts.max_moves)
+                    gr = prepare_within(read.problem, opts, t0)
                     how = "full" if gr is not None else "none"
             self._groups = gr
             self.last = {"parse": "incremental" if read.incremental else "full", "prepare": how,

@@ -69,3 +69,24 @@ def test_repair_reports_a_budget_nothing_can_meet():
     gr.budget = [-1] + list(gr.budget[1:])  # no placement can use less than nothing of the first row
     y = np.zeros(len(gr.cost))
     assert engine._greedy(gr, y, np.ones(len(gr.cost), dtype=bool)) is None
+
+
+@pytest.mark.parametrize(("name", "overrides"), [("long", {}), ("chains-tight", {}), ("background", {})])
+def test_reduced_cost_row_keeps_the_optimum_and_nothing_cheaper(name, overrides):
+    # The engine adds sum(d) <= den x asked - lb to each "cost <= asked?" question: at the exact optimum
+    # the question with the row must stay feasible, one unit below it infeasible (CP-SAT, real).
+    gr = _groups(name, overrides, seed=2)
+    oc = engine.solve_groups(gr, time.monotonic() + 60, gap_limit=0.0)
+    assert oc.status == "optimal"
+    opt = engine._sum(gr.cost, oc.chosen)
+    alive = np.ones(len(gr.cost), dtype=bool)
+    lam, _, _ = engine._prices(gr, alive, time.monotonic() + 10)
+    lb, den, d = engine._bound(gr, alive, gr.cost, lam, [], np.zeros(0))
+    for asked, expect in ((opt, "feasible"), (opt - 1, "infeasible")):
+        core = engine._Core(gr, alive, 1, 1)
+        core.m.add(core.objective(gr.cost) <= asked - core.const(gr.cost))
+        core.add_reduced_cut(d, den * asked - lb)
+        status, chosen, _, _ = core.solve(time.monotonic() + 60, oc.chosen if expect == "feasible" else None)
+        assert (status in ("optimal", "feasible")) == (expect == "feasible"), (asked, status)
+        if chosen is not None:
+            assert engine._sum(gr.cost, chosen) <= asked

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from placement import parse_problem, solve
 from placement.decompose import prepare
 from placement.evaluate import evaluate, moves, pcie_total
+from placement.families import instance
 
 
 @st.composite
@@ -179,3 +180,47 @@ def test_incremental_replacement_on_a_generated_graph_matches_the_mip():
     ev = evaluate(problem, ours["placement"])
     assert ev.feasible and float(ev.host_cost) == ours["host_cost"] == mip["host_cost"]
     assert len(ours["moves"]) <= 10
+
+
+class _Ticks:
+    """A clock that advances one second per reading (prepare's deadline checks, counted)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_prepare_gives_up_at_its_deadline_between_chunks():
+    from placement.decompose import PrepareTimeout
+
+    problem = parse_problem(instance("long", 200, 1))
+    whole = prepare(problem, deadline=1e9, clock=_Ticks())  # checked, never passed: the same groups
+    plain = prepare(problem)
+    assert whole.n_groups == plain.n_groups and (whole.cost == plain.cost).all()
+    clock = _Ticks()
+    try:
+        prepare(problem, deadline=2.5, clock=clock)
+    except PrepareTimeout as e:
+        assert "prepare" in str(e)
+    else:
+        raise AssertionError("prepare ran past its deadline")
+    assert clock.now == 3.0  # stopped at the first check past the deadline
+
+
+def test_solve_falls_back_to_the_plain_model_when_prepare_runs_out_of_time(monkeypatch):
+    # prepare never finishes in time here: the plain model answers, with its own proof or a gap.
+    import placement.solver as solver
+
+    problem = parse_problem(instance("chains", 60, 4))
+    monkeypatch.setattr(solver, "PREPARE_SHARE", -1.0)  # its deadline has passed at the start
+    out = solve(problem, time_limit=20)
+    exact = solve(problem, solver="mip", time_limit=20)
+    assert out["status"] in ("optimal", "feasible")
+    assert not evaluate(problem, out["placement"]).violations
+    if out["status"] == "optimal":
+        assert (
+            abs(out["host_cost"] - exact["host_cost"]) <= 2.1e-5 * exact["host_cost"]
+        )  # both within gap_limit
