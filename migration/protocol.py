@@ -171,7 +171,8 @@ class MigrationResult:
         }  # fmt: skip
 
 
-def _rx(stats: dict | None) -> int | None:
+def rx_count(stats: dict | None) -> int | None:
+    """Pure: the frames an instance received (its /stats `rx`); None without a readable counter."""
     if not stats:
         return None
     c = stats.get("counters", stats)
@@ -245,7 +246,7 @@ def wait_drained(
         now = clock()
         for o in instances:
             st = runtime.stats(o)
-            samples[o.id].append((now, _rx(st)))
+            samples[o.id].append((now, rx_count(st)))
             pending[o.id] = in_flight(st)
         if all(drained(s, quiet_s, pending[i]) for i, s in samples.items()):
             return True

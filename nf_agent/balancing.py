@@ -6,8 +6,8 @@ the instance that gains flows holds them until the others flushed). I/O edge: th
 from __future__ import annotations
 
 from domain.errors import OperationFailed, PortMapError
-from domain.model import Instance, Nf
-from migration.protocol import MigrationConfig
+from domain.model import Nf
+from migration.protocol import MigrationConfig, rx_count
 from migration.reweight import reweight
 from nf_agent.balance import BalanceDecision, BalancePolicy, BalanceState, decide, even, note_instances
 from nf_agent.context import AgentContext
@@ -30,17 +30,11 @@ class Balancer:
         self.rx: dict[str, list[tuple[float, dict[str, int]]]] = {}
         self.last: dict[str, BalanceDecision] = {}  # nf id -> the latest decision (GET views, events)
 
-    def _rx(self, inst: Instance) -> int | None:
-        st = self.ctx.runtime.stats(inst)
-        if not st:
-            return None
-        return int(st.get("counters", st).get("rx", 0) or 0)
-
     def _counts(self, nf: Nf) -> dict[str, int] | None:
         """Each instance's rx counter now; None if one has no reading."""
         out = {}
         for i in nf.instances:
-            v = self._rx(i)
+            v = rx_count(self.ctx.runtime.stats(i))
             if v is None:
                 return None
             out[i.id] = v

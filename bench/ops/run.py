@@ -49,7 +49,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import final_json, machine  # noqa: E402
-from migration.protocol import MigrationConfig  # noqa: E402
+from migration.protocol import MigrationConfig, rx_count  # noqa: E402
 from testkit.scale_traffic import GEN_OUT_MAC, GEN_VM_MAC  # noqa: E402
 from testkit.testbed import FW_CONFIG, Testbed, report  # noqa: E402
 
@@ -75,8 +75,7 @@ def rx_by_instance(tb: Testbed, nf_id: str = "fw") -> dict[str, int]:
             time.sleep(0.05)
         if not st:
             log(f"no stats from {inst.id}: counted 0")
-        st = st or {}
-        out[inst.id] = int(st.get("counters", st).get("rx", 0) or 0)
+        out[inst.id] = rx_count(st) or 0
     return out
 
 
