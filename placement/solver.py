@@ -284,6 +284,7 @@ def solve(
     _diagnose: bool = True,
     *,
     prepared: Groups | None = None,
+    engine: bool = True,
     **kwargs,
 ) -> dict:
     """Place every vertex; returns the output object of docs/placement.md.
@@ -292,7 +293,8 @@ def solve(
     workers. Always bounded by time_limit; when it hits, the best placement found is returned with status
     'feasible' and its proven relative `gap`; 'infeasible' comes with a `reason`. Once the host cost is
     proven (within gap_limit), the tie-break stage gets as long as that took (at least 0.05 s), never more
-    than tiebreak_share x time_limit; `tiebreak` says whether it was proven.
+    than tiebreak_share x time_limit; `tiebreak` says whether it was proven. `prepared`: the engine's groups,
+    prepared by the caller; `engine=False`: the caller's prepare already gave none (the plain model answers).
     """
     opts = options or Options(**kwargs)
     if not (math.isfinite(opts.time_limit) and opts.time_limit > 0):  # NaN or inf would never end the search
@@ -308,7 +310,7 @@ def solve(
     load_backends()
     t0 = time.monotonic() if opts.started is None else opts.started
     deadline = t0 + opts.time_limit
-    if opts.solver == "cpsat":
+    if opts.solver == "cpsat" and engine:
         out = _solve_engine(problem, opts, t0, deadline, _diagnose, prepared)
         if out is not None:
             return out

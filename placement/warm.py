@@ -70,4 +70,5 @@ class WarmSolver:
             self._groups = gr
             self.last = {"parse": "incremental" if read.incremental else "full", "prepare": how,
                          "onto_scale": self._parsed.snapped if how == "incremental" else 0}  # fmt: skip
-            return solve(read.problem, opts, prepared=gr)
+            # prepare gave no groups (no small groups, or out of time): not tried again inside solve
+            return solve(read.problem, opts, prepared=gr, engine=gr is not None)
