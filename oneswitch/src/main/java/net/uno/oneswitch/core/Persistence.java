@@ -283,9 +283,6 @@ public final class Persistence {
       for (JsonNode w : n.path("weights")) {
         weights.add(w.asInt());
       }
-      if (!weights.isEmpty() && weights.size() != Math.max(1, inst.size())) {
-        throw new IOException("corrupt state: vport " + n.get("vport") + " weights");
-      }
       try {
         ports.add(
             new VPort(
