@@ -105,7 +105,7 @@ def test_kill_9_under_traffic_then_up_again_reuses_state(tmp_path):
         assert any(f"group_id={CARRIER_1}," in g for g in groups_before), groups_before
         # vm0 -> outside crosses the PCIe link (VLAN tag out of the host switch, popped on the sNIC): 100/s.
         ping = subprocess.Popen(
-            ["ip", "netns", "exec", nm.ns_vm(name, 0), "ping", "-n", "-q", "-i", "0.01", "-W", "1",
+            ["ip", "netns", "exec", nm.ns_vm(name, 0), "ping", "-n", "-i", "0.01", "-W", "1",
              nm.ip_outside(0, 0)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -135,8 +135,12 @@ def test_kill_9_under_traffic_then_up_again_reuses_state(tmp_path):
         ping = None
         m = re.search(r"(\d+) packets transmitted, (\d+) received", summary)
         assert m, summary
-        sent, received = int(m.group(1)), int(m.group(2))
-        assert sent > 200 and received == sent, summary  # not one lost across the crash and the restart
+        sent = int(m.group(1))
+        replied = sorted(int(s) for s in re.findall(r"icmp_seq=(\d+) ttl=", summary))
+        # Not one lost across the crash and the restart: every echo answered, in sequence, except the one
+        # SIGINT may catch in flight (ping stops without waiting for it: CI saw 551 of 552 that way).
+        assert sent > 200 and replied == list(range(1, len(replied) + 1)), summary[-2000:]
+        assert len(replied) >= sent - 1, summary[-2000:]
         # The controller finds it at the same address, with the same rules (cookies included) and ports.
         assert flows(o["listen"], keep_cookie=True) == virt_before
         assert client.ports() == ports_before
