@@ -43,6 +43,11 @@ from placement.swaps import improve
 log = logging.getLogger(__name__)
 
 
+class ModelRefused(RuntimeError):
+    """A solver refused a model we built (CP-SAT's MODEL_INVALID, e.g. a row that could overflow 64 bits, or
+    the MIP's MODEL_INVALID/ABNORMAL): a defect of ours, never to be taken for a time-out."""
+
+
 @dataclass
 class Outcome:
     status: str  # optimal | feasible | infeasible | unknown
@@ -152,6 +157,8 @@ class _Core:
                     self.m.add_hint(v, 1)
         st = solver.solve(self.m)
         log.debug("cp-sat wall %.3f deterministic %.3f", solver.wall_time, solver.deterministic_time)
+        if st == self.cp.MODEL_INVALID:
+            raise ModelRefused(f"CP-SAT refused the engine's model: {self.m.validate() or 'no reason given'}")
         status = {self.cp.OPTIMAL: "optimal", self.cp.FEASIBLE: "feasible", self.cp.INFEASIBLE: "infeasible"}
         status = status.get(st, "unknown")
         if status not in ("optimal", "feasible"):

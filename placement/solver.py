@@ -11,6 +11,7 @@ weighted objective: moves < 1 PCIe unit).
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, replace
@@ -18,10 +19,11 @@ from fractions import Fraction
 
 from placement import integers
 from placement.decompose import Groups, PrepareTimeout, prepare
-from placement.engine import solve_groups
+from placement.engine import ModelRefused, solve_groups
 from placement.evaluate import Evaluation, evaluate, moves
 from placement.model import HOST, PlacementInputError, Problem
 
+log = logging.getLogger(__name__)
 GAP_LIMIT = 1e-5
 TIEBREAK_SHARE = 0.1
 PREPARE_SHARE = 0.5  # of the time limit: prepare past it gives up, the plain model gets the rest
@@ -227,6 +229,8 @@ class _Model:
                 for var, val in hint.items():
                     self.m.AddHint(var, val)
             st = solver.Solve(self.m)
+            if st == self.cp.MODEL_INVALID:
+                raise ModelRefused(f"CP-SAT refused the model: {self.m.Validate() or 'no reason given'}")
             self.value = lambda v: v if isinstance(v, int) else solver.Value(v)
             status = {
                 self.cp.OPTIMAL: "optimal",
@@ -243,6 +247,9 @@ class _Model:
         # pywraplp stops at a 1e-4 relative gap by default; ask for the same gap_limit as our engine.
         params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, self.gap_limit)
         st = self.m.Solve(params)
+        if st in (pywraplp.Solver.MODEL_INVALID, pywraplp.Solver.ABNORMAL):
+            what = "refused the model" if st == pywraplp.Solver.MODEL_INVALID else "stopped abnormally"
+            raise ModelRefused(f"the MIP solver ({self.m.SolverVersion()}) {what}")
         self.value = lambda v: v if isinstance(v, int) else round(v.solution_value())
         status = {
             pywraplp.Solver.OPTIMAL: "optimal",
@@ -310,11 +317,20 @@ def solve(
     load_backends()
     t0 = time.monotonic() if opts.started is None else opts.started
     deadline = t0 + opts.time_limit
+    refused = None
     if opts.solver == "cpsat" and engine:
-        out = _solve_engine(problem, opts, t0, deadline, _diagnose, prepared)
+        try:
+            out = _solve_engine(problem, opts, t0, deadline, _diagnose, prepared)
+        except ModelRefused as exc:
+            # Our defect, not the instance's: the plain model answers and the output says why.
+            log.error("placement engine: %s; the plain model answers", exc)
+            out, refused = None, str(exc)
         if out is not None:
             return out
-    return _solve_model(problem, opts, t0, deadline, _diagnose)
+    out = _solve_model(problem, opts, t0, deadline, _diagnose)
+    if refused is not None:
+        out["engine_refused"] = refused
+    return out
 
 
 def _solve_engine(
@@ -379,7 +395,13 @@ def _solve_model(problem: Problem, opts: Options, t0: float, deadline: float, _d
     """The plain model (a variable per NF and location): the MIP baseline, and CP-SAT's fallback."""
     model = _Model(problem, opts)
     model.minimize(model.stage1)
-    status, obj, bound = model.solve(deadline, hint=_current_hint(model))
+    try:
+        status, obj, bound = model.solve(deadline, hint=_current_hint(model))
+    except ModelRefused as exc:
+        log.error("placement: %s", exc)
+        out = _no_placement(problem, opts, "unknown", t0, False)
+        out["reason"] = str(exc)
+        return out
     if status in ("infeasible", "unknown"):
         return _no_placement(problem, opts, status, t0, _diagnose)
     placement = model.placement()
@@ -405,7 +427,11 @@ def _solve_model(problem: Problem, opts: Options, t0: float, deadline: float, _d
         budget = min(opts.tiebreak_share * opts.time_limit, max(0.05, stage1_seconds))
         stage2_deadline = min(deadline, time.monotonic() + budget)
         model.gap_limit = 0.0
-        st2, _, _ = model.solve(stage2_deadline, hint=hint if opts.solver == "cpsat" else None)
+        try:
+            st2, _, _ = model.solve(stage2_deadline, hint=hint if opts.solver == "cpsat" else None)
+        except ModelRefused as exc:  # the host cost stands proven; only the preference is lost
+            log.error("placement tie-break: %s", exc)
+            st2 = "refused"
         if st2 in ("optimal", "feasible"):
             placement = model.placement()
         tiebreak_proven = st2 == "optimal"
