@@ -107,7 +107,7 @@ class TableOffload:
                     continue
                 self.planned[t.table] = want
                 split = self._split(t, want)
-                if (want, split) == (t.location, getattr(t, "host_min_priority", None)):
+                if (want, split) == (t.location, t.host_min_priority):
                     continue
                 try:
                     mv = self._switch().move_table(t.table, want, drain_ms=DRAIN_MS, host_min_priority=split)
@@ -137,7 +137,7 @@ class TableOffload:
         runs now if it stays on that sNIC (one made on OneSwitch); else none (a move elsewhere unsplits)."""
         if table.table in self.ctx.state.table_pins:
             return self.ctx.state.table_splits.get(table.table)
-        return getattr(table, "host_min_priority", None) if want == table.location else None
+        return table.host_min_priority if want == table.location else None
 
     def pin(self, table: int, where: str | None, split: int | None = None) -> dict:
         """PUT /v1/tables/{t} {"pin": "host" | SNIC | null, "host_min_priority"?: P}: keep the table there
@@ -152,7 +152,7 @@ class TableOffload:
             if table not in seen:
                 raise NotFound(f"no table {table} with rules in OneSwitch")
             moved = None
-            now = (seen[table].location, getattr(seen[table], "host_min_priority", None))
+            now = (seen[table].location, seen[table].host_min_priority)
             if where is not None and now != (where, split):
                 try:
                     mv = self._switch().move_table(table, where, drain_ms=DRAIN_MS, host_min_priority=split)

@@ -152,7 +152,7 @@ def split_view(table) -> dict | None:
     """A split table's two sides (OneSwitch's `host_min_priority` P): {"host_min_priority": P, "rules": {"host":
     the host's physical rules of it (its rules of priority >= P), SNIC: the sNIC's (the whole table: a split
     keeps every rule on the sNIC, the high part on the host besides)}}; None for a table not split."""
-    p = getattr(table, "host_min_priority", None)
+    p = table.host_min_priority
     if p is None:
         return None
     phys = dict(table.physical)
