@@ -38,6 +38,7 @@ import numpy as np
 
 from placement.decompose import SAFE, Groups
 from placement.dual import prices
+from placement.rowbound import kept_row_bound
 from placement.swaps import improve
 
 log = logging.getLogger(__name__)
@@ -292,6 +293,10 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
 DP_STATES = 400_000
 SWAP_SHARE, SWAP_MAX = 0.3, 1.0  # of the time left, and at most seconds: the exact local search (swaps.py)
 RESTRICTED_WORK = 10.0  # deterministic time of the first incumbent's CP-SAT (on the small restricted core)
+# The kept-row DP (rowbound.py): levels of reduced cost, at most KEPT_WORK level x configuration steps, and
+# skipped when fewer than KEPT_MIN_STATES_PER_GROUP levels per group with a choice remain (the rounding down
+# of each group's reduced cost to a level then loses more than the row adds).
+KEPT_STATES, KEPT_WORK, KEPT_MIN_STATES_PER_GROUP = 20_000, 40_000_000, 20
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
@@ -358,6 +363,34 @@ def _dp_rows(gr: Groups, lam: np.ndarray):
         yield gr.use @ ell, sum(int(a) * int(b) for a, b in zip(ell.tolist(), gr.budget, strict=True))
     row = int(np.argmax(lam * np.array(gr.budget, dtype=float)))
     yield gr.use[:, row], gr.budget[row]
+
+
+def _kept_rows_bound(gr: Groups, useful: np.ndarray, lam: np.ndarray, target: int,
+                     deadline: float) -> bool | Fraction | None:  # fmt: skip
+    """Exact lower bound on the primary from relaxations keeping one binding budget row exactly, the
+    others at the LP prices (rowbound.py), over the `useful` configurations (every placement of primary
+    <= target uses only those): True when one shows that no placement has primary <= target, else the
+    best bound found (None: none computed, e.g. too much DP work)."""
+    best: Fraction | None = None
+    rows = [r for r in np.argsort(-lam * np.array(gr.budget, dtype=float)).tolist() if lam[r] > 0]
+    for r in rows:
+        if time.monotonic() >= deadline:
+            break
+        others = lam.copy()
+        others[r] = 0.0
+        lbr, den, dr = _bound(gr, useful, gr.cost, others, [], np.zeros(0))
+        room = den * target - lbr
+        if room < 0:
+            return True
+        b = kept_row_bound(dr, gr.use[:, r], gr.budget[r], gr.start, useful, room, KEPT_STATES, KEPT_WORK,
+                           KEPT_MIN_STATES_PER_GROUP)  # fmt: skip
+        if b is None:
+            continue
+        if lbr + b > den * target:
+            return True
+        if best is None or Fraction(lbr + b, den) > best:
+            best = Fraction(lbr + b, den)
+    return best
 
 
 def _near(gr: Groups, current: list[int]) -> list[int] | None:
@@ -560,6 +593,13 @@ def solve_groups(
                         if no_better is True:
                             proven = True
                             break
+                if not proven:
+                    kept = _kept_rows_bound(gr, useful, lam, target, deadline)
+                    log.debug("kept-row bound %s t=%.3f", kept, time.monotonic() - t0)
+                    if kept is True:
+                        proven = True
+                    elif kept is not None and kept > lower:
+                        lower = kept
             if status != "optimal":
                 restricted = None
         else:
