@@ -42,18 +42,26 @@ def kept_row_bound(dr: np.ndarray, weight: np.ndarray, budget: int, start: np.nd
         return None
     # Per group only its Pareto front of (dr, weight): one with less dr and no more weight serves every
     # choice as well. A group left with one configuration is a constant.
-    base_d, base_w, fronts = 0, 0, []
-    for g in range(n_groups):
-        ks = np.nonzero(inside[start[g] : start[g + 1]])[0] + start[g]
-        front: list[tuple[int, int]] = []
-        for e, w in sorted(zip(dr[ks].tolist(), weight[ks].tolist(), strict=True)):
-            if not front or w < front[-1][1]:
-                front.append((e, w))
-        base_d += front[0][0]
-        if len(front) == 1:
-            base_w += front[0][1]
-        else:
-            fronts.append([(e - front[0][0], w) for e, w in front])
+    idx = np.nonzero(inside)[0]
+    grp = np.searchsorted(start, idx, side="right") - 1
+    order = np.lexsort((weight[idx], dr[idx], grp))
+    idx, grp = idx[order], grp[order]
+    # Running minimum of the weight within each group (sorted by dr): weights replaced by their ranks,
+    # each group shifted below every earlier one, so one running minimum over all restarts per group.
+    rank = np.unique(weight[idx], return_inverse=True)[1].astype(np.int64)
+    key = rank - grp.astype(np.int64) * (len(idx) + 1)
+    keep = np.ones(len(idx), dtype=bool)
+    keep[1:] = key[1:] < np.minimum.accumulate(key)[:-1]
+    idx, grp = idx[keep], grp[keep]
+    first = np.searchsorted(grp, np.arange(n_groups))
+    sizes = np.diff(np.append(first, len(idx)))
+    base_d = sum(dr[idx[first]].tolist())
+    base_w = sum(weight[idx[first[sizes == 1]]].tolist())
+    fronts = []
+    for g in np.nonzero(sizes > 1)[0].tolist():
+        ks = idx[first[g] : first[g] + sizes[g]]
+        e = dr[ks] - dr[ks[0]]
+        fronts.append(list(zip(e.tolist(), weight[ks].tolist(), strict=True)))
     span = room - base_d
     if span < 0:
         return room + 1
