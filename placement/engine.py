@@ -555,7 +555,7 @@ def solve_groups(
             # A re-placement after a small change: the current placement repaired (fit, then cheaper
             # switches) is often within the slack, without the LP rounding and CP-SAT.
             near = _near(gr, hint)
-        greedy, ties = None, False
+        greedy, ties, nf_asked = None, False, False
         if not close_enough(current) and not close_enough(near):
             restricted = _restricted(gr, d1, y, alive)
             multi = int((np.add.reduceat(restricted.astype(np.int64), gr.start[:-1]) > 1).sum())
@@ -594,6 +594,14 @@ def solve_groups(
                 status not in ("optimal", "feasible") or _sum(gr.cost, quick) < _sum(gr.cost, inc)
             ):
                 status, inc = "feasible", quick
+            if status in ("optimal", "feasible") and not close_enough(inc) and gap_frac:
+                # Before the local search: where the bound is tight, a placement it proves is often one
+                # question away (measured: background 5,000 seed 0, 0.03 s here vs 0.4 s of swaps).
+                nf_asked = True
+                nf = _near_free(gr, d1, lb1, den1, inc, slack, workers, deadline)
+                log.debug("near-free %s t=%.3f", nf is not None, time.monotonic() - t0)
+                if nf is not None and _sum(gr.cost, nf) < _sum(gr.cost, inc):
+                    status, inc = "feasible", nf
             if status in ("optimal", "feasible") and not close_enough(inc) and not (ties and inc is quick):
                 # (a restricted core's optimum is not the problem's: switches outside it may still help)
                 # A shorter box: on one sNIC the refutation below usually finishes the proof soon.
@@ -631,7 +639,7 @@ def solve_groups(
                         # (a rise of less than a slack only moves the bisection's midpoints, measured:
                         # long 500 seed 0 +0.15 slacks, a 0.2 s question became a 1.1 s one)
                         lower = kept
-            if not proven:
+            if not proven and not nf_asked:
                 nf = _near_free(gr, d1, lb1, den1, best, slack, workers, deadline)
                 log.debug("near-free %s t=%.3f", nf is not None, time.monotonic() - t0)
                 if nf is not None and _sum(gr.cost, nf) < p1:
