@@ -35,7 +35,7 @@ from placement.model import Problem, chain_latency
 
 SAFE = 2**60  # every integer sum we form stays below this (int64, and CP-SAT's overflow checks)
 CHUNK_CELLS = 1 << 20  # configurations x rows built at once: the deadline is checked between chunks
-ENUMERATE_MAX = 256  # configurations of a group enumerated at once; larger groups are built member by member
+ENUMERATE_MAX = 64  # configurations of a group enumerated at once; larger groups are built member by member
 
 
 class PrepareTimeout(Exception):
@@ -426,9 +426,7 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
     where_col[mat] = np.arange(m)[None, :]
     where_m[mat] = m
     if L**m > ENUMERATE_MAX and not _slo_touches(ctx, mat):
-        built = _configs_by_member(ctx, mat, esel)
-        if built is not None:
-            return built
+        return _configs_by_member(ctx, mat, esel)
     table = _table(L, m)
     K = len(table)
     is_mov, floc, src, dst = ctx.is_mov, ctx.floc, ctx.src, ctx.dst
@@ -503,10 +501,9 @@ def _slo_touches(ctx: Ctx, mat: np.ndarray) -> bool:
     return any(members[ix[v]] for c in ctx.slo for v in c.vertices)
 
 
-def _configs_by_member(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
+def _configs_by_member(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block]:
     """configs of the groups `mat` (nc, m) built one member (column) at a time, dropping dominated
-    partial configurations on the way; None when pareto.dominated gives up (too many distinct budget
-    tuples), the caller then enumerates.
+    partial configurations on the way (groups without a latency SLO).
 
     A partial configuration (locations of the first j members) carries the objective and the budget use
     of its members and of the edges with both ends placed; the edges still open join a placed member of
@@ -573,8 +570,6 @@ def _configs_by_member(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Bloc
         for c in range(j + 1):
             key += np.where(last[grp, c] > j, (pre // L ** (j - c)) % L * L**c, 0)
         dom = pareto.dominated(grp * L**m + key, vec[:, :3], vec[:, 3:], pre)
-        if dom is None:
-            return None
         grp, pre, vec = grp[~dom], pre[~dom], vec[~dom]
     # Still sorted by (group, prefix): repeats and filters keep the order.
     table = _table(L, m)
