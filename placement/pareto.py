@@ -92,17 +92,19 @@ def _by_blocks(u: np.ndarray) -> np.ndarray:
     configurations against the undominated ones before it and the earlier ones of the block. Enough, as
     whatever dominates k is undominated or dominated by an undominated one before it (no cycles)."""
     n, n_rows = u.shape
+    cols = np.ascontiguousarray(u.T)  # one row's ranks contiguous
     out = np.zeros(n, dtype=bool)
-    kept = u[:0]
+    kept = np.zeros(0, dtype=np.int64)  # positions of the undominated ones so far
     for a in range(0, n, BLOCK):
-        blk = u[a : a + BLOCK]
-        b = len(blk)
-        cand = np.concatenate([kept, blk])
+        b = min(BLOCK, n - a)
+        cand = np.concatenate([kept, np.arange(a, a + b)])
         le = np.ones((b, len(cand)), dtype=bool)
         le[:, len(kept) :] = np.tri(b, k=-1, dtype=bool)  # within the block: j before k only
+        tmp = np.empty_like(le)
         for r in range(n_rows):
-            le &= cand[None, :, r] <= blk[:, None, r]
+            np.less_equal(cols[r, cand][None, :], cols[r, a : a + b][:, None], out=tmp)
+            le &= tmp
         d = le.any(1)
         out[a : a + b] = d
-        kept = np.concatenate([kept, blk[~d]])
+        kept = np.concatenate([kept, a + np.nonzero(~d)[0]])
     return out
