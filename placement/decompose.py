@@ -13,7 +13,8 @@ replaced by the list of its *configurations* (one location per NF in it) with, p
 A configuration is dropped when another one of the same group is no worse in the lexicographic objective
 (cost, pcie, moves) and uses no more of any budget (dominance; exact: swapping it in keeps every solution
 feasible and no worse). Chains of the UNO placement graph give groups of 1-3 NFs, i.e. 2-8 configurations
-with one sNIC. Components too large to enumerate make ``prepare`` return None (the caller then uses the
+with one sNIC. A group of more than ENUMERATE_MAX configurations (a long chain) is built one NF at a time,
+dominated partial configurations dropped on the way (``_configs_by_member``, pareto.py). Components too large to enumerate make ``prepare`` return None (the caller then uses the
 plain variable-per-NF model).
 """
 
@@ -567,7 +568,7 @@ def _configs_by_member(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Bloc
                 vec[:, first_pcie + r] += add
                 vec[:, 1] += add  # a "both" row already counts up + down
         key = np.zeros(len(grp), dtype=np.int64)  # the frontier's locations
-        for c in range(j + 1):
+        for c in np.nonzero((last[:, : j + 1] > j).any(0))[0].tolist():  # a chain: the member just placed
             key += np.where(last[grp, c] > j, (pre // L ** (j - c)) % L * L**c, 0)
         dom = pareto.dominated(grp * L**m + key, vec[:, :3], vec[:, 3:], pre)
         grp, pre, vec = grp[~dom], pre[~dom], vec[~dom]
