@@ -37,6 +37,9 @@ from placement.model import Problem, chain_latency
 SAFE = 2**60  # every integer sum we form stays below this (int64, and CP-SAT's overflow checks)
 CHUNK_CELLS = 1 << 20  # configurations x rows built at once: the deadline is checked between chunks
 ENUMERATE_MAX = 64  # configurations of a group enumerated at once; larger groups are built member by member
+# ... if they have at most 256 (else every pair is compared), or few budget rows: with many rows few
+# configurations dominate another, and comparing them costs more than enumerating them all
+BY_MEMBER_ROWS = 4
 
 
 class PrepareTimeout(Exception):
@@ -426,10 +429,10 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
     where_row[mat] = np.arange(nc)[:, None]
     where_col[mat] = np.arange(m)[None, :]
     where_m[mat] = m
-    if L**m > ENUMERATE_MAX and not _slo_touches(ctx, mat):
+    K = L**m
+    if K > ENUMERATE_MAX and (K <= 256 or ctx.n_rows <= BY_MEMBER_ROWS) and not _slo_touches(ctx, mat):
         return _configs_by_member(ctx, mat, esel)
     table = _table(L, m)
-    K = len(table)
     is_mov, floc, src, dst = ctx.is_mov, ctx.floc, ctx.src, ctx.dst
     on_host = (table == 0).astype(np.int64)
     cost = ctx.host[mat] @ on_host.T  # (nc, K)
