@@ -13,7 +13,8 @@ replaced by the list of its *configurations* (one location per NF in it) with, p
 A configuration is dropped when another one of the same group is no worse in the lexicographic objective
 (cost, pcie, moves) and uses no more of any budget (dominance; exact: swapping it in keeps every solution
 feasible and no worse). Chains of the UNO placement graph give groups of 1-3 NFs, i.e. 2-8 configurations
-with one sNIC. Components too large to enumerate make ``prepare`` return None (the caller then uses the
+with one sNIC. A group of more than ENUMERATE_MAX configurations (a long chain) is built one NF at a time,
+dominated partial configurations dropped on the way (``_configs_by_member``, pareto.py). Components too large to enumerate make ``prepare`` return None (the caller then uses the
 plain variable-per-NF model).
 """
 
@@ -29,12 +30,16 @@ from fractions import Fraction
 
 import numpy as np
 
-from placement import integers
+from placement import integers, pareto
 from placement.evaluate import Evaluation, latencies
 from placement.model import Problem, chain_latency
 
 SAFE = 2**60  # every integer sum we form stays below this (int64, and CP-SAT's overflow checks)
 CHUNK_CELLS = 1 << 20  # configurations x rows built at once: the deadline is checked between chunks
+ENUMERATE_MAX = 64  # configurations of a group enumerated at once; larger groups are built member by member
+# ... if they have at most 256 (else every pair is compared), or few budget rows: with many rows few
+# configurations dominate another, and comparing them costs more than enumerating them all
+BY_MEMBER_ROWS = 4
 
 
 class PrepareTimeout(Exception):
@@ -424,8 +429,10 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
     where_row[mat] = np.arange(nc)[:, None]
     where_col[mat] = np.arange(m)[None, :]
     where_m[mat] = m
+    K = L**m
+    if K > ENUMERATE_MAX and (K <= 256 or ctx.n_rows <= BY_MEMBER_ROWS) and not _slo_touches(ctx, mat):
+        return _configs_by_member(ctx, mat, esel)
     table = _table(L, m)
-    K = len(table)
     is_mov, floc, src, dst = ctx.is_mov, ctx.floc, ctx.src, ctx.dst
     on_host = (table == 0).astype(np.int64)
     cost = ctx.host[mat] @ on_host.T  # (nc, K)
@@ -485,6 +492,103 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
             Block(table, ks[s0:s1], f_cost[s0:s1], f_pcie[s0:s1], f_moves[s0:s1], f_use[s0:s1], hits[c])
         )
         s0 = s1
+    return out
+
+
+def _slo_touches(ctx: Ctx, mat: np.ndarray) -> bool:
+    """Whether a chain with a latency SLO passes through one of the groups `mat`."""
+    if not ctx.slo:
+        return False
+    members = np.zeros(len(ctx.host), dtype=bool)
+    members[mat] = True
+    ix = ctx.problem.index
+    return any(members[ix[v]] for c in ctx.slo for v in c.vertices)
+
+
+def _configs_by_member(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block]:
+    """configs of the groups `mat` (nc, m) built one member (column) at a time, dropping dominated
+    partial configurations on the way (groups without a latency SLO).
+
+    A partial configuration (locations of the first j members) carries the objective and the budget use
+    of its members and of the edges with both ends placed; the edges still open join a placed member of
+    the *frontier* (one with a neighbour not yet placed) to a later one. Two partial configurations with
+    the same frontier locations get the same terms from every completion, so one that dominates the other
+    (same rule as _undominated) still dominates after any completion: exactly the undominated rows of the
+    full table are left, without building it (a chain's frontier is its last member)."""
+    L = ctx.L
+    nc, m = mat.shape
+    n_nodes = len(ctx.host)
+    col = np.full(n_nodes, -1, dtype=np.int64)
+    col[mat] = np.arange(m)[None, :]
+    grow = np.full(n_nodes, -1, dtype=np.int64)
+    grow[mat] = np.arange(nc)[:, None]
+    es, ed, eg = ctx.src[esel], ctx.dst[esel], ctx.g[esel]
+    ca = np.where(ctx.is_mov[es], col[es], -1)
+    cb = np.where(ctx.is_mov[ed], col[ed], -1)
+    e_row = np.where(ca >= 0, grow[es], grow[ed])
+    fa, fb = ctx.floc[es], ctx.floc[ed]
+    close = np.maximum(ca, cb)  # the member whose placement places the edge's last end
+    last = np.full((nc, m), -1, dtype=np.int64)  # per member: its latest neighbour in the group
+    inner = (ca >= 0) & (cb >= 0)
+    np.maximum.at(last, (e_row[inner], ca[inner]), cb[inner])
+    np.maximum.at(last, (e_row[inner], cb[inner]), ca[inner])
+    n_node_rows = len(ctx.row_loc)
+    first_pcie = 3 + n_node_rows
+    # Per partial configuration: its group (row of mat), its prefix (mixed radix, first member most
+    # significant: the row of the full table once complete) and [cost, pcie, moves, use...].
+    grp = np.arange(nc, dtype=np.int64)
+    pre = np.zeros(nc, dtype=np.int64)
+    vec = np.zeros((nc, 3 + ctx.n_rows), dtype=np.int64)
+    for j in range(m):
+        n = len(grp)
+        grp, vec = np.repeat(grp, L), np.repeat(vec, L, axis=0)
+        pre = np.repeat(pre, L) * L + np.tile(np.arange(L, dtype=np.int64), n)
+        loc = pre % L
+        node = mat[grp, j]
+        cur = ctx.cur[node]
+        moved = ((cur >= 0) & (loc != cur)).astype(np.int64)
+        vec[:, 0] += np.where(loc == 0, ctx.host[node], 0) + ctx.mc * moved
+        vec[:, 2] += moved
+        for r, k in enumerate(ctx.row_loc):
+            vec[:, 3 + r] += np.where(loc == k, ctx.coef[r][node], 0)
+        if ctx.move_row:
+            vec[:, 3 + ctx.n_rows - 1] += moved
+        closing = np.nonzero(close == j)[0]
+        closing = closing[np.argsort(e_row[closing], kind="stable")]
+        rows_c = e_row[closing]
+        slot = np.arange(len(closing)) - np.searchsorted(rows_c, rows_c)  # index among its group's edges
+        for s in range(int(slot.max()) + 1 if len(slot) else 0):
+            edge_of = np.full(nc, -1, dtype=np.int64)
+            edge_of[rows_c[slot == s]] = closing[slot == s]
+            e = edge_of[grp]
+            has, e = e >= 0, np.maximum(e, 0)
+            la = np.where(ca[e] >= 0, (pre // L ** (j - ca[e])) % L, fa[e])
+            lb = np.where(cb[e] >= 0, (pre // L ** (j - cb[e])) % L, fb[e])
+            for r, (k, d) in enumerate(ctx.pcie_rows):
+                at_a, at_b = la == k, lb == k
+                cross = (at_a != at_b) if d == "both" else (at_a & ~at_b) if d == "up" else (at_b & ~at_a)
+                add = np.where(cross & has, eg[e], 0)
+                vec[:, first_pcie + r] += add
+                vec[:, 1] += add  # a "both" row already counts up + down
+        key = np.zeros(len(grp), dtype=np.int64)  # the frontier's locations
+        for c in np.nonzero((last[:, : j + 1] > j).any(0))[0].tolist():  # a chain: the member just placed
+            key += np.where(last[grp, c] > j, (pre // L ** (j - c)) % L * L**c, 0)
+        dom = pareto.dominated(grp * L**m + key, vec[:, :3], vec[:, 3:], pre)
+        grp, pre, vec = grp[~dom], pre[~dom], vec[~dom]
+    # Still sorted by (group, prefix): repeats and filters keep the order.
+    table = _table(L, m)
+    cur_m = ctx.cur[mat]
+    radix = L ** np.arange(m - 1, -1, -1)
+    cur_row = np.where((cur_m >= 0).all(1), (np.maximum(cur_m, 0) * radix).sum(1), -1)
+    ends = np.searchsorted(grp, np.arange(nc + 1))
+    out = []
+    for c in range(nc):
+        s0, s1 = int(ends[c]), int(ends[c + 1])
+        rows = pre[s0:s1]
+        at = int(np.searchsorted(rows, cur_row[c]))
+        hit = at if cur_row[c] >= 0 and at < len(rows) and rows[at] == cur_row[c] else -1
+        v = vec[s0:s1]
+        out.append(Block(table, rows, v[:, 0], v[:, 1], v[:, 2], v[:, 3:], hit))
     return out
 
 

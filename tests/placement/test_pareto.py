@@ -1,0 +1,87 @@
+"""Dominance without all pairs (placement/pareto.py) and the member-by-member build of large groups
+(decompose._configs_by_member) against the plain rule: every configuration enumerated, then every pair
+compared (decompose._undominated). Both must keep exactly the same configurations."""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from placement import decompose, pareto
+from placement.decompose import _undominated, prepare
+from placement.families import instance
+from placement.model import parse_problem
+
+
+def _reference(cls, obj, use, index) -> np.ndarray:
+    """Dominated mask by the plain rule, class by class in index order."""
+    out = np.zeros(len(cls), dtype=bool)
+    for c in np.unique(cls):
+        at = np.nonzero(cls == c)[0]
+        at = at[np.argsort(index[at])]
+        keep = _undominated(obj[at, 0][None], obj[at, 1][None], obj[at, 2][None], use[at][None])[0]
+        out[at] = ~keep
+    return out
+
+
+@pytest.mark.parametrize("block", [2, 5, pareto.BLOCK])
+def test_dominated_matches_every_pair(monkeypatch, block):
+    monkeypatch.setattr(pareto, "BLOCK", block)  # small blocks: large classes go block by block
+    rng = np.random.default_rng(block)
+    for _ in range(200):
+        n, rows, hi = int(rng.integers(1, 90)), int(rng.integers(0, 4)), int(rng.integers(1, 30))
+        obj = np.column_stack([rng.integers(0, hi, n), rng.integers(0, hi, n), rng.integers(0, 2, n)])
+        if rng.random() < 0.5:  # distinct costs: the cost-only order
+            obj[:, 0] = rng.permutation(n) * 7
+        use = rng.integers(0, hi, (n, rows))
+        cls = rng.integers(0, int(rng.integers(1, 5)), n)
+        index = rng.permutation(n)
+        got = pareto.dominated(cls, obj, use, index)
+        assert (got == _reference(cls, obj, use, index)).all()
+
+
+def _with_current(obj: dict, seed: int) -> dict:
+    """obj with a current location on most NFs (moves count)."""
+    rnd = random.Random(seed)
+    locs = ["host"] + [s["id"] for s in obj["snics"]]
+    for n in obj["nodes"]:
+        if n["kind"] == "nf" and "pinned" not in n and rnd.random() < 0.8:
+            n["location"] = rnd.choice(locs)
+    return obj
+
+
+CASES = [
+    ("long", 150, 0, {}),
+    ("long", 150, 7, {"current": True}),
+    ("pinned", 300, 4, {}),
+    ("background", 200, 1, {"current": True}),
+    ("four-snics", 120, 2, {}),
+    ("mesh", 150, 3, {"snics": 2, "current": True}),
+]
+
+
+@pytest.mark.parametrize(("fam", "size", "seed", "how"), CASES)
+def test_member_by_member_keeps_the_undominated(monkeypatch, fam, size, seed, how):
+    obj = instance(fam, size, seed=seed, **({"snics": how["snics"]} if "snics" in how else {}))
+    max_moves = None
+    if how.get("current"):
+        max_moves = size // 10
+        obj = _with_current(obj, seed)
+    problem = parse_problem(obj)
+    limit = decompose.ENUMERATE_MAX
+    built = prepare(problem, move_cost=Fraction(1, 3), max_moves=max_moves)
+    monkeypatch.setattr(decompose, "ENUMERATE_MAX", 10**9)
+    full = prepare(problem, move_cost=Fraction(1, 3), max_moves=max_moves)
+    assert built is not None and full is not None
+    big = 0
+    for b, f in zip(built.memo.blocks, full.memo.blocks, strict=True):
+        keep = _undominated(f.cost[None], f.pcie[None], f.moves[None], f.use[None])[0]
+        big += len(f.table) > limit
+        assert (b.config == f.config[keep]).all()
+        for name in ("cost", "pcie", "moves", "use"):
+            assert (getattr(b, name) == getattr(f, name)[keep]).all(), name
+        assert b.current == (int(keep[: f.current].sum()) if f.current >= 0 and keep[f.current] else -1)
+    assert big, "no group was built member by member"
