@@ -38,7 +38,7 @@ import numpy as np
 
 from placement.decompose import SAFE, Groups
 from placement.dual import prices
-from placement.swaps import improve
+from placement.swaps import improve, shake
 
 log = logging.getLogger(__name__)
 
@@ -291,6 +291,8 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
 
 DP_STATES = 400_000
 SWAP_SHARE, SWAP_MAX = 0.3, 1.0  # of the time left, and at most seconds: the exact local search (swaps.py)
+TIES_SWAP_CAP = 3.0  # x SWAP_MAX: the local search's box when ties between sNICs fill the core
+STARTS_SHARE = 0.6  # of the local search's box: its descents from the starts; the rest shakes (swaps.shake)
 RESTRICTED_WORK = 10.0  # deterministic time of the first incumbent's CP-SAT (on the small restricted core)
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
@@ -508,8 +510,10 @@ def solve_groups(
             ties = multi > gr.n_groups // 2
             if ties and not close_enough(greedy):
                 # Ties between sNICs: CP-SAT on the core takes its whole box for a poor incumbent
-                # (measured), the exact local search goes first.
-                greedy = _improved(gr, greedy, lb1, den1, d1, y, slack, _swap_box(deadline), t0)
+                # (measured), the exact local search goes first, with a longer box: its shakes keep
+                # closing the gap where CP-SAT's box after it found nothing better (measured).
+                box = _swap_box(deadline, TIES_SWAP_CAP)
+                greedy = _improved(gr, greedy, lb1, den1, d1, y, slack, box, t0)
             if greedy is not None:
                 restricted[np.array(greedy, dtype=np.int64)] = True
         cands = [c for c in (current, near, greedy) if c is not None]
@@ -670,29 +674,49 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
     choice on ties), repaired by least added reduced cost. From each, switches among near-free
     configurations first (reduced cost a small share of the slack: they fill the binding rows without
     giving up what the prices say is right), then among every configuration that can still be in a
-    better placement. The cheaper result, or None when neither start fits."""
+    better placement. The cheaper result, or None when neither start fits. Then, while above the
+    slack and time is left: the result shaken by random cost-neutral exchanges (swaps.shake) and
+    descended again the same way (among interchangeable sNICs a stop of the descent is a plateau: moving
+    NFs between sNICs at no cost opens switches that fill the rows further)."""
     floor = -(-lb // den)
     target = floor + slack(floor)
+    unit = max(1, slack(floor))
     budget = np.array(gr.budget, dtype=np.int64)
     grp = np.repeat(np.arange(gr.n_groups), np.diff(gr.start))
+
+    def descend(cur: list[int], until: float, shares: tuple[int, ...] = (256, 1)) -> list[int]:
+        for share in shares:
+            near = _within(d, den * (unit // share))
+            near[np.array(cur, dtype=np.int64)] = True
+            cur = improve(gr.cost, gr.use, budget, gr.start, cur, near, target, until, near)
+        allowed = _within(d, den * _sum(gr.cost, cur) - lb)
+        return improve(gr.cost, gr.use, budget, gr.start, cur, allowed, target, until, near)
+
+    # The starts' descents leave a share of the time to the shakes (measured: one shake and descent
+    # closed what the whole box of descents left).
+    starts_until = time.monotonic() + STARTS_SHARE * (deadline - time.monotonic())
+
     reduced = SimpleNamespace(cost=d // den, use=gr.use, n_groups=gr.n_groups, start=gr.start)
     by_d = _repair(reduced, np.lexsort((-y, d, grp))[gr.start[:-1]], np.ones(len(d), dtype=bool), grp, budget)
     best = chosen
     for start in (by_d, chosen):
         if start is None:
             continue
-        cur = start
-        unit = max(1, slack(floor))
-        for share in (256, 1):
-            near = _within(d, den * (unit // share))
-            near[np.array(cur, dtype=np.int64)] = True
-            cur = improve(gr.cost, gr.use, budget, gr.start, cur, near, target, deadline, near)
-        allowed = _within(d, den * _sum(gr.cost, cur) - lb)
-        cur = improve(gr.cost, gr.use, budget, gr.start, cur, allowed, target, deadline, near)
+        cur = descend(start, starts_until)
         if best is None or _sum(gr.cost, cur) < _sum(gr.cost, best):
             best = cur
         if _sum(gr.cost, best) <= target:
             break
+    rng = np.random.default_rng(0)  # seeded: the same instance gives the same incumbent
+    neutral = _within(d, den * (unit // 256))
+    cur = best
+    while cur is not None and _sum(gr.cost, best) > target and time.monotonic() < deadline:
+        shaken = shake(gr.cost, gr.use, budget, gr.start, cur, neutral, rng)
+        if shaken == cur:
+            break  # no cost-neutral exchange fits (e.g. one sNIC)
+        cur = descend(shaken, deadline, (256,))  # fewer stages: more shakes in the box
+        if _sum(gr.cost, cur) < _sum(gr.cost, best):
+            best = cur
     if best is not None and t0 is not None:
         log.debug("swaps p=%d lb=%.1f t=%.3f", _sum(gr.cost, best), lb / den, time.monotonic() - t0)
     return best

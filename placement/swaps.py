@@ -21,6 +21,48 @@ log = logging.getLogger(__name__)
 
 PAIR_CELLS = 2_000_000  # largest pair matrix one step builds (memory: a few of these)
 SEEDS = 16  # savers tried per round for a three-group move
+SHAKES = 4  # random cost-neutral exchanges per shake
+
+
+class _Pairs:
+    """Every pair (a in `left`, b in `right`, of two groups) with its summed d_cost and, row by row when
+    first asked, its summed d_use: built once, then asked for the cheapest pair fitting several rooms
+    (the three-group moves ask once per saver)."""
+
+    def __init__(self, d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.ndarray,
+                 right: np.ndarray):  # fmt: skip
+        if len(left) * len(right) > PAIR_CELLS:
+            left = left[np.argsort(d_cost[left], kind="stable")[: max(1, PAIR_CELLS // len(right))]]
+        self.left, self.right, self.d_use = left, right, d_use
+        self.cost = d_cost[left][:, None] + d_cost[right][None, :]
+        self.other = grp[left][:, None] != grp[right][None, :]
+        self.grp_l, self.grp_r = grp[left], grp[right]
+        # A row can refuse a pair only where its largest pair sum passes the room: others are skipped.
+        self.top = d_use[left].max(0) + d_use[right].max(0) if len(left) and len(right) else None
+        self.rows: dict[int, np.ndarray] = {}
+
+    def fitting(self, room: np.ndarray, skip_group: int = -1) -> np.ndarray:
+        """Mask (left x right) of the pairs that fit `room`, neither of group `skip_group`."""
+        ok = self.other
+        if skip_group >= 0:
+            ok = ok & (self.grp_l != skip_group)[:, None] & (self.grp_r != skip_group)[None, :]
+        for r in np.nonzero(self.top > room)[0].tolist():
+            if r not in self.rows:
+                self.rows[r] = self.d_use[self.left, r][:, None] + self.d_use[self.right, r][None, :]
+            ok = ok & (self.rows[r] <= room[r])
+        return ok
+
+    def best(self, room: np.ndarray, skip_group: int = -1) -> tuple[int, int, int]:
+        """(d_cost sum, a, b) of the cheapest pair that fits `room` (neither of group `skip_group`), or
+        (0, -1, -1) when none does."""
+        if self.top is None:
+            return 0, -1, -1
+        ok = self.fitting(room, skip_group)
+        if not ok.any():
+            return 0, -1, -1
+        flat = int(np.argmin(np.where(ok, self.cost, np.iinfo(np.int64).max)))
+        a, b = divmod(flat, len(self.right))
+        return int(self.cost.flat[flat]), int(self.left[a]), int(self.right[b])
 
 
 def _best_pair(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.ndarray, right: np.ndarray,
@@ -29,17 +71,7 @@ def _best_pair(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.
     (d_cost sum, a, b), or (0, -1, -1) when no pair fits."""
     if not len(left) or not len(right):
         return 0, -1, -1
-    if len(left) * len(right) > PAIR_CELLS:
-        left = left[np.argsort(d_cost[left], kind="stable")[: max(1, PAIR_CELLS // len(right))]]
-    pair = d_cost[left][:, None] + d_cost[right][None, :]
-    ok = grp[left][:, None] != grp[right][None, :]
-    for r in range(d_use.shape[1]):
-        ok &= (d_use[left, r][:, None] + d_use[right, r][None, :]) <= room[r]
-    if not ok.any():
-        return 0, -1, -1
-    flat = int(np.argmin(np.where(ok, pair, np.iinfo(np.int64).max)))
-    a, b = divmod(flat, len(right))
-    return int(pair.flat[flat]), int(left[a]), int(right[b])
+    return _Pairs(d_cost, d_use, grp, left, right).best(room)
 
 
 def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarray, chosen: list[int],
@@ -88,11 +120,11 @@ def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.nda
             seeds = np.concatenate([blocked[np.argsort(excess, kind="stable")[:SEEDS]],
                                     blocked[np.argsort(d_cost[blocked], kind="stable")[:SEEDS]],
                                     partners[np.argsort(d_cost[partners], kind="stable")[: 2 * SEEDS]]])  # fmt: skip
+            pairs = _Pairs(d_cost, d_use, grp, partners, partners)
             for s in np.unique(seeds).tolist():
                 if time.monotonic() > deadline:
                     break
-                others = partners[grp[partners] != grp[s]]
-                g3, a, b = _best_pair(d_cost, d_use, grp, others, others, room - d_use[s])
+                g3, a, b = pairs.best(room - d_use[s], int(grp[s]))
                 if a >= 0 and g3 + int(d_cost[s]) < gain:
                     gain, move = g3 + int(d_cost[s]), [s, a, b]
         if not move:
@@ -104,4 +136,40 @@ def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.nda
             sel[g] = c
         total += gain
     assert (used <= budget).all() and total == int(cost[sel].sum())
+    return sel.tolist()
+
+
+def shake(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarray, chosen: list[int],
+          neutral: np.ndarray, rng: np.random.Generator, moves: int = SHAKES) -> list[int]:  # fmt: skip
+    """`chosen` after up to `moves` random cost-neutral exchanges: each a pair of switches of two groups
+    to `neutral` configurations, neither changing the cost, that fit the budgets together (with several
+    sNICs: an NF from one sNIC to another and another one back). Where ``improve`` stops among
+    interchangeable sNICs the cost is flat in every direction it looks; from a shaken placement the
+    same search finds switches that fill the rows further. Exact int64; the result is feasible and
+    costs what `chosen` costs."""
+    n_groups = len(start) - 1
+    sel = np.array(chosen, dtype=np.int64)
+    if not n_groups:
+        return sel.tolist()
+    grp_all = np.repeat(np.arange(n_groups), np.diff(start))
+    for _ in range(moves):
+        cand = np.nonzero(neutral & (np.arange(len(cost)) != sel[grp_all]))[0]
+        cand = cand[cost[cand] == cost[sel[grp_all[cand]]]]
+        if len(cand) < 2:
+            break
+        side = max(2, int(PAIR_CELLS**0.5))
+        if len(cand) > side:
+            cand = rng.choice(cand, size=side, replace=False)
+        grp = grp_all[cand]
+        d_use = use[cand] - use[sel[grp]]
+        local = np.arange(len(cand))
+        ok = _Pairs(np.zeros(len(cand), dtype=np.int64), d_use, grp, local, local).fitting(
+            budget - use[sel].sum(0)
+        )
+        hits = np.argwhere(ok)
+        if not len(hits):
+            break
+        a, b = hits[int(rng.integers(len(hits)))].tolist()
+        sel[grp[a]], sel[grp[b]] = cand[a], cand[b]
+    assert (use[sel].sum(0) <= budget).all()
     return sel.tolist()
