@@ -38,7 +38,7 @@ import numpy as np
 
 from placement.decompose import SAFE, Groups
 from placement.dual import prices
-from placement.swaps import improve, shake
+from placement.swaps import SHAKES, fill, improve, shake
 
 log = logging.getLogger(__name__)
 
@@ -292,6 +292,7 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
 DP_STATES = 400_000
 SWAP_SHARE, SWAP_MAX = 0.3, 1.0  # of the time left, and at most seconds: the exact local search (swaps.py)
 TIES_SWAP_CAP = 3.0  # x SWAP_MAX: the local search's box when ties between sNICs fill the core
+POOL_MOVES = 4  # per priced row: exchanges of one gathering shake (swaps.shake's pool)
 STARTS_SHARE = 0.6  # of the local search's box: its descents from the starts; the rest shakes (swaps.shake)
 RESTRICTED_WORK = 10.0  # deterministic time of the first incumbent's CP-SAT (on the small restricted core)
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
@@ -513,7 +514,7 @@ def solve_groups(
                 # (measured), the exact local search goes first, with a longer box: its shakes keep
                 # closing the gap where CP-SAT's box after it found nothing better (measured).
                 box = _swap_box(deadline, TIES_SWAP_CAP)
-                greedy = _improved(gr, greedy, lb1, den1, d1, y, slack, box, t0)
+                greedy = _improved(gr, greedy, lb1, den1, d1, y, slack, box, t0, lam)
             if greedy is not None:
                 restricted[np.array(greedy, dtype=np.int64)] = True
         cands = [c for c in (current, near, greedy) if c is not None]
@@ -539,7 +540,7 @@ def solve_groups(
             if status in ("optimal", "feasible") and not close_enough(inc) and not (ties and inc is quick):
                 # (a restricted core's optimum is not the problem's: switches outside it may still help)
                 # A shorter box: on one sNIC the refutation below usually finishes the proof soon.
-                better = _improved(gr, inc, lb1, den1, d1, y, slack, _swap_box(deadline, 0.4), t0)
+                better = _improved(gr, inc, lb1, den1, d1, y, slack, _swap_box(deadline, 0.4), t0, lam)
                 if better is not None and _sum(gr.cost, better) < _sum(gr.cost, inc):
                     status, inc = "feasible", better
         if status in ("optimal", "feasible"):
@@ -667,7 +668,7 @@ def _swap_box(deadline: float, cap: float = 1.0) -> float:
 
 
 def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.ndarray, y: np.ndarray, slack,
-              deadline: float, t0: float | None = None) -> list[int] | None:  # fmt: skip
+              deadline: float, t0: float | None = None, lam: np.ndarray | None = None) -> list[int] | None:  # fmt: skip
     """A cheaper incumbent by exact switches (swaps.py), until within the slack of the bound lb / den.
 
     Two starts: `chosen` (the repaired LP rounding); and every group at its least reduced cost (the LP's
@@ -709,11 +710,20 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
             break
     rng = np.random.default_rng(0)  # seeded: the same instance gives the same incumbent
     neutral = _within(d, den * (unit // 256))
-    cur = best
+    # First the free room of the priced rows gathered on each of them in turn (a saving switch then has
+    # to fit one row's room, not several small ones), then random shakes.
+    rows = np.nonzero(lam > 1e-9 * lam.max(initial=0))[0] if lam is not None else np.zeros(0, dtype=np.int64)
+    pools = [(rows, int(k)) for k in rows] if len(rows) > 1 else []
+    cur, turn = best, 0
     while cur is not None and _sum(gr.cost, best) > target and time.monotonic() < deadline:
-        shaken = shake(gr.cost, gr.use, budget, gr.start, cur, neutral, rng)
-        if shaken == cur:
+        pool = pools[turn] if turn < len(pools) else None
+        turn += 1
+        moves = POOL_MOVES * len(rows) if pool is not None else SHAKES
+        shaken = shake(gr.cost, gr.use, budget, gr.start, cur, neutral, rng, moves, pool)
+        if shaken == cur and pool is None:
             break  # no cost-neutral exchange fits (e.g. one sNIC)
+        if pool is not None:  # the gathered room filled by a subset of switches in and out of that row
+            shaken = fill(gr.cost, gr.use, budget, gr.start, shaken, _within(d, den * unit), rows, pool[1])
         cur = descend(shaken, deadline, (256,))  # fewer stages: more shakes in the box
         if _sum(gr.cost, cur) < _sum(gr.cost, best):
             best = cur
