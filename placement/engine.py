@@ -38,7 +38,7 @@ import numpy as np
 
 from placement.decompose import SAFE, Groups
 from placement.dual import prices
-from placement.swaps import SHAKES, fill, improve, shake
+from placement.swaps import fill, improve, shake
 
 log = logging.getLogger(__name__)
 
@@ -292,6 +292,8 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
 DP_STATES = 400_000
 SWAP_SHARE, SWAP_MAX = 0.3, 1.0  # of the time left, and at most seconds: the exact local search (swaps.py)
 TIES_SWAP_CAP = 3.0  # x SWAP_MAX: the local search's box when ties between sNICs fill the core
+TIES_NEAR = 4  # slacks: a ties incumbent this close to the bound skips the restricted core
+SHAKE_MISSES = 3  # shakes in a row that find no exchange: the local search stops
 POOL_MOVES = 4  # per priced row: exchanges of one gathering shake (swaps.shake's pool)
 STARTS_SHARE = 0.6  # of the local search's box: its descents from the starts; the rest shakes (swaps.shake)
 RESTRICTED_WORK = 10.0  # deterministic time of the first incumbent's CP-SAT (on the small restricted core)
@@ -519,7 +521,13 @@ def solve_groups(
                 restricted[np.array(greedy, dtype=np.int64)] = True
         cands = [c for c in (current, near, greedy) if c is not None]
         quick = min(cands, key=lambda c: _sum(gr.cost, c)) if cands else None
-        if close_enough(quick):
+        if close_enough(quick) or (
+            ties
+            and quick is not None
+            and lb1 > den1 * (_sum(gr.cost, quick) - 1 - TIES_NEAR * slack(_sum(gr.cost, quick)))
+        ):
+            # (ties: within a few slacks the proof's questions below, on the core reduced-cost fixing
+            # leaves, find the better placement sooner than CP-SAT on the restricted core; measured)
             status, inc, core_groups = "feasible", quick, 0
         else:
             core = _Core(gr, restricted, workers, linearization)
@@ -675,10 +683,12 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
     choice on ties), repaired by least added reduced cost. From each, switches among near-free
     configurations first (reduced cost a small share of the slack: they fill the binding rows without
     giving up what the prices say is right), then among every configuration that can still be in a
-    better placement. The cheaper result, or None when neither start fits. Then, while above the
-    slack and time is left: the result shaken by random cost-neutral exchanges (swaps.shake) and
-    descended again the same way (among interchangeable sNICs a stop of the descent is a plateau: moving
-    NFs between sNICs at no cost opens switches that fill the rows further)."""
+    better placement. The cheaper result, or None when neither start fits. Among interchangeable sNICs
+    a stop of the descent is a plateau, not the end: moving NFs between sNICs at no cost opens switches
+    that fill the rows further. So after the first start's descent, with several priced rows (`lam`):
+    the free room gathered on each priced row in turn and filled by a subset of switches
+    (swaps.shake's pool, swaps.fill), descended again; at the end, while above the slack and time is
+    left, random cost-neutral exchanges (swaps.shake), descended again."""
     floor = -(-lb // den)
     target = floor + slack(floor)
     unit = max(1, slack(floor))
@@ -697,34 +707,48 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
     # closed what the whole box of descents left).
     starts_until = time.monotonic() + STARTS_SHARE * (deadline - time.monotonic())
 
+    rng = np.random.default_rng(0)  # seeded: the same instance gives the same incumbent
+    neutral = _within(d, den * (unit // 256))
+    rows = np.nonzero(lam > 1e-9 * lam.max(initial=0))[0] if lam is not None else np.zeros(0, dtype=np.int64)
+
+    def gather(cur: list[int]) -> list[int]:
+        """The free room of the priced rows gathered on each of them in turn (a saving switch then has
+        to fit one row's room, not several small ones) and filled by a subset of switches in and out of
+        that row; each result descended. The cheapest."""
+        best = cur
+        for k in rows.tolist() if len(rows) > 1 else []:
+            if _sum(gr.cost, best) <= target or time.monotonic() > deadline:
+                break
+            pooled = shake(
+                gr.cost, gr.use, budget, gr.start, best, neutral, rng, POOL_MOVES * len(rows), (rows, k)
+            )
+            pooled = fill(gr.cost, gr.use, budget, gr.start, pooled, _within(d, den * unit), rows, k)
+            out = descend(pooled, deadline, (256,))
+            if _sum(gr.cost, out) < _sum(gr.cost, best):
+                best = out
+        return best
+
     reduced = SimpleNamespace(cost=d // den, use=gr.use, n_groups=gr.n_groups, start=gr.start)
     by_d = _repair(reduced, np.lexsort((-y, d, grp))[gr.start[:-1]], np.ones(len(d), dtype=bool), grp, budget)
     best = chosen
-    for start in (by_d, chosen):
-        if start is None:
-            continue
+    for k, start in enumerate(s for s in (by_d, chosen) if s is not None):
         cur = descend(start, starts_until)
+        if k == 0 and _sum(gr.cost, cur) > target:
+            cur = gather(cur)  # before the second start: it usually closes what the first descent left
         if best is None or _sum(gr.cost, cur) < _sum(gr.cost, best):
             best = cur
         if _sum(gr.cost, best) <= target:
             break
-    rng = np.random.default_rng(0)  # seeded: the same instance gives the same incumbent
-    neutral = _within(d, den * (unit // 256))
-    # First the free room of the priced rows gathered on each of them in turn (a saving switch then has
-    # to fit one row's room, not several small ones), then random shakes.
-    rows = np.nonzero(lam > 1e-9 * lam.max(initial=0))[0] if lam is not None else np.zeros(0, dtype=np.int64)
-    pools = [(rows, int(k)) for k in rows] if len(rows) > 1 else []
-    cur, turn = best, 0
+    # Then random shakes while time is left, each descended and gathered again.
+    cur, misses = best, 0
     while cur is not None and _sum(gr.cost, best) > target and time.monotonic() < deadline:
-        pool = pools[turn] if turn < len(pools) else None
-        turn += 1
-        moves = POOL_MOVES * len(rows) if pool is not None else SHAKES
-        shaken = shake(gr.cost, gr.use, budget, gr.start, cur, neutral, rng, moves, pool)
-        if shaken == cur and pool is None:
-            break  # no cost-neutral exchange fits (e.g. one sNIC)
-        if pool is not None:  # the gathered room filled by a subset of switches in and out of that row
-            shaken = fill(gr.cost, gr.use, budget, gr.start, shaken, _within(d, den * unit), rows, pool[1])
-        cur = descend(shaken, deadline, (256,))  # fewer stages: more shakes in the box
+        shaken = shake(gr.cost, gr.use, budget, gr.start, cur, neutral, rng)
+        if shaken == cur:
+            misses += 1  # none fit in the sample drawn, or none at all (e.g. one sNIC)
+            if misses == SHAKE_MISSES:
+                break
+            continue
+        cur = gather(descend(shaken, deadline, (256,)))  # fewer stages: more shakes in the box
         if _sum(gr.cost, cur) < _sum(gr.cost, best):
             best = cur
     if best is not None and t0 is not None:

@@ -16,7 +16,7 @@ from placement import engine, parse_problem, solve
 from placement.decompose import prepare
 from placement.dual import prices
 from placement.families import instance
-from placement.swaps import improve, shake
+from placement.swaps import fill, improve, shake
 
 from .test_families import brute_force, check_placed, small_instance
 
@@ -86,6 +86,39 @@ def test_shake_keeps_the_cost_and_every_budget(seed):
     assert (use[ix].sum(0) <= budget).all()
     assert int(cost[ix].sum()) == int(cost[np.array(chosen)].sum())
     assert all(neutral[k] for k, c in zip(out, chosen, strict=True) if k != c)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_fill_stays_feasible_and_never_dearer(seed):
+    rng = random.Random(seed)
+    cost, use, budget, start, chosen = _random_groups(rng, rng.randint(2, 8), rng.randint(2, 3))
+    allowed = np.array([rng.random() < 0.7 for _ in range(len(cost))])
+    rows = np.arange(use.shape[1])
+    out = fill(cost, use, budget, start, chosen, allowed, rows, rng.randrange(use.shape[1]))
+    ix = np.array(out)
+    assert (np.searchsorted(start, ix, side="right") - 1 == np.arange(len(start) - 1)).all()
+    assert (use[ix].sum(0) <= budget).all()
+    assert int(cost[ix].sum()) <= int(cost[np.array(chosen)].sum())
+    assert all(allowed[k] for k, c in zip(out, chosen, strict=True) if k != c)
+
+
+def test_fill_finds_the_subset_that_fills_the_row():
+    """Six groups of one item each (off, or on the row at a saving proportional to its size): the room
+    is filled exactly only by items 3 + 5 + 11 - 7 (three in, one out), which no single or paired
+    switch reaches; fill finds it, and nothing when nothing fits."""
+    sizes = [3, 5, 11, 7, 40, 50]
+    on = [False, False, False, True, False, False]
+    start = np.arange(0, 2 * len(sizes) + 1, 2, dtype=np.int64)
+    use = np.array([[0] if k % 2 == 0 else [sizes[k // 2]] for k in range(2 * len(sizes))], dtype=np.int64)
+    cost = np.array([0 if k % 2 == 0 else -10 * sizes[k // 2] for k in range(2 * len(sizes))], dtype=np.int64)
+    chosen = [2 * g + int(x) for g, x in enumerate(on)]
+    budget = np.array([7 + 12], dtype=np.int64)  # 12 free
+    allowed = np.ones(len(cost), dtype=bool)
+    out = fill(cost, use, budget, start, chosen, allowed, np.array([0]), 0)
+    assert int(use[np.array(out)].sum()) == 19
+    assert [k % 2 for k in out] == [1, 1, 1, 0, 0, 0]
+    tight = np.array([7], dtype=np.int64)
+    assert fill(cost, use, tight, start, chosen, allowed, np.array([0]), 0) == chosen
 
 
 def test_shake_moves_nfs_between_like_snics_and_leaves_one_snic_alone():
