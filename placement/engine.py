@@ -703,13 +703,14 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
         allowed = _within(d, den * _sum(gr.cost, cur) - lb)
         return improve(gr.cost, gr.use, budget, gr.start, cur, allowed, target, until, near)
 
-    # The starts' descents leave a share of the time to the shakes (measured: one shake and descent
-    # closed what the whole box of descents left).
-    starts_until = time.monotonic() + STARTS_SHARE * (deadline - time.monotonic())
-
     rng = np.random.default_rng(0)  # seeded: the same instance gives the same incumbent
     neutral = _within(d, den * (unit // 256))
     rows = np.nonzero(lam > 1e-9 * lam.max(initial=0))[0] if lam is not None else np.zeros(0, dtype=np.int64)
+    # With several priced rows the starts' descents leave a share of the time to gathering and shaking
+    # (measured: one gathering and descent closed what the whole box of descents left); with one (one
+    # sNIC) they have it all, as before.
+    share = STARTS_SHARE if len(rows) > 1 else 1.0
+    starts_until = time.monotonic() + share * (deadline - time.monotonic())
 
     def gather(cur: list[int]) -> list[int]:
         """The free room of the priced rows gathered on each of them in turn (a saving switch then has
@@ -748,6 +749,7 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
             if misses == SHAKE_MISSES:
                 break
             continue
+        misses = 0
         cur = gather(descend(shaken, deadline, (256,)))  # fewer stages: more shakes in the box
         if _sum(gr.cost, cur) < _sum(gr.cost, best):
             best = cur
