@@ -231,10 +231,8 @@ def fill(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarra
     _, first = np.unique(grp, return_index=True)
     cand = cand[first]
     delta = (use[cand, row] - use[sel[grp_all[cand]], row]).astype(np.int64)
-    cand, delta = (
-        cand[np.argsort(np.abs(delta), kind="stable")[:items]],
-        delta[np.argsort(np.abs(delta), kind="stable")[:items]],
-    )
+    keep = np.argsort(np.abs(delta), kind="stable")[:items]
+    cand, delta = cand[keep], delta[keep]
     room = int(budget[row] - use[sel, row].sum())
     half = len(cand) // 2
     ls, lm = _subset_sums(delta[:half])
