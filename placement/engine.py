@@ -44,7 +44,7 @@ import numpy as np
 from placement.decompose import SAFE, Groups
 from placement.dual import prices
 from placement.rowbound import kept_row_bound
-from placement.swaps import improve
+from placement.swaps import fill, improve, shake
 
 log = logging.getLogger(__name__)
 
@@ -304,6 +304,11 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
 
 DP_STATES = 400_000
 SWAP_SHARE, SWAP_MAX = 0.3, 1.0  # of the time left, and at most seconds: the exact local search (swaps.py)
+TIES_SWAP_CAP = 3.0  # x SWAP_MAX: the local search's box when ties between sNICs fill the core
+TIES_NEAR = 4  # slacks: a ties incumbent this close to the bound skips the restricted core
+SHAKE_MISSES = 3  # shakes in a row that find no exchange: the local search stops
+POOL_MOVES = 4  # per priced row: exchanges of one gathering shake (swaps.shake's pool)
+STARTS_SHARE = 0.6  # of the local search's box: its descents from the starts; the rest shakes (swaps.shake)
 RESTRICTED_WORK = 10.0  # deterministic time of the first incumbent's CP-SAT (on the small restricted core)
 # The kept-row DP (rowbound.py): levels of reduced cost, at most KEPT_WORK level x configuration steps, and
 # skipped when fewer than KEPT_MIN_STATES_PER_GROUP levels per group with a choice remain (the rounding down
@@ -578,13 +583,21 @@ def solve_groups(
             ties = multi > gr.n_groups // 2
             if ties and not close_enough(greedy):
                 # Ties between sNICs: CP-SAT on the core takes its whole box for a poor incumbent
-                # (measured), the exact local search goes first.
-                greedy = _improved(gr, greedy, lb1, den1, d1, y, slack, _swap_box(deadline), t0)
+                # (measured), the exact local search goes first, with a longer box: its shakes keep
+                # closing the gap where CP-SAT's box after it found nothing better (measured).
+                box = _swap_box(deadline, TIES_SWAP_CAP)
+                greedy = _improved(gr, greedy, lb1, den1, d1, y, slack, box, t0, lam)
             if greedy is not None:
                 restricted[np.array(greedy, dtype=np.int64)] = True
         cands = [c for c in (current, near, greedy) if c is not None]
         quick = min(cands, key=lambda c: _sum(gr.cost, c)) if cands else None
-        if close_enough(quick):
+        if close_enough(quick) or (
+            ties
+            and quick is not None
+            and lb1 > den1 * (_sum(gr.cost, quick) - 1 - TIES_NEAR * slack(_sum(gr.cost, quick)))
+        ):
+            # (ties: within a few slacks the proof's questions below, on the core reduced-cost fixing
+            # leaves, find the better placement sooner than CP-SAT on the restricted core; measured)
             status, inc, core_groups = "feasible", quick, 0
         else:
             core = _Core(gr, restricted, workers, linearization)
@@ -613,7 +626,7 @@ def solve_groups(
             if status in ("optimal", "feasible") and not close_enough(inc) and not (ties and inc is quick):
                 # (a restricted core's optimum is not the problem's: switches outside it may still help)
                 # A shorter box: on one sNIC the refutation below usually finishes the proof soon.
-                better = _improved(gr, inc, lb1, den1, d1, y, slack, _swap_box(deadline, 0.4), t0)
+                better = _improved(gr, inc, lb1, den1, d1, y, slack, _swap_box(deadline, 0.4), t0, lam)
                 if better is not None and _sum(gr.cost, better) < _sum(gr.cost, inc):
                     status, inc = "feasible", better
         if status in ("optimal", "feasible"):
@@ -759,36 +772,83 @@ def _swap_box(deadline: float, cap: float = 1.0) -> float:
 
 
 def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.ndarray, y: np.ndarray, slack,
-              deadline: float, t0: float | None = None) -> list[int] | None:  # fmt: skip
+              deadline: float, t0: float | None = None, lam: np.ndarray | None = None) -> list[int] | None:  # fmt: skip
     """A cheaper incumbent by exact switches (swaps.py), until within the slack of the bound lb / den.
 
     Two starts: `chosen` (the repaired LP rounding); and every group at its least reduced cost (the LP's
     choice on ties), repaired by least added reduced cost. From each, switches among near-free
     configurations first (reduced cost a small share of the slack: they fill the binding rows without
     giving up what the prices say is right), then among every configuration that can still be in a
-    better placement. The cheaper result, or None when neither start fits."""
+    better placement. The cheaper result, or None when neither start fits. Among interchangeable sNICs
+    a stop of the descent is a plateau, not the end: moving NFs between sNICs at no cost opens switches
+    that fill the rows further. So after the first start's descent, with several priced rows (`lam`):
+    the free room gathered on each priced row in turn and filled by a subset of switches
+    (swaps.shake's pool, swaps.fill), descended again; at the end, while above the slack and time is
+    left, random cost-neutral exchanges (swaps.shake), descended again."""
     floor = -(-lb // den)
     target = floor + slack(floor)
+    unit = max(1, slack(floor))
     budget = np.array(gr.budget, dtype=np.int64)
     grp = np.repeat(np.arange(gr.n_groups), np.diff(gr.start))
+
+    def descend(cur: list[int], until: float, shares: tuple[int, ...] = (256, 1)) -> list[int]:
+        for share in shares:
+            near = _within(d, den * (unit // share))
+            near[np.array(cur, dtype=np.int64)] = True
+            cur = improve(gr.cost, gr.use, budget, gr.start, cur, near, target, until, near)
+        allowed = _within(d, den * _sum(gr.cost, cur) - lb)
+        return improve(gr.cost, gr.use, budget, gr.start, cur, allowed, target, until, near)
+
+    rng = np.random.default_rng(0)  # seeded: the same instance gives the same incumbent
+    neutral = _within(d, den * (unit // 256))
+    rows = np.nonzero(lam > 1e-9 * lam.max(initial=0))[0] if lam is not None else np.zeros(0, dtype=np.int64)
+    # With several priced rows the starts' descents leave a share of the time to gathering and shaking
+    # (measured: one gathering and descent closed what the whole box of descents left); with one (one
+    # sNIC) they have it all, as before.
+    share = STARTS_SHARE if len(rows) > 1 else 1.0
+    starts_until = time.monotonic() + share * (deadline - time.monotonic())
+
+    def gather(cur: list[int]) -> list[int]:
+        """The free room of the priced rows gathered on each of them in turn (a saving switch then has
+        to fit one row's room, not several small ones) and filled by a subset of switches in and out of
+        that row; each result descended. The cheapest."""
+        best = cur
+        for k in rows.tolist() if len(rows) > 1 else []:
+            if _sum(gr.cost, best) <= target or time.monotonic() > deadline:
+                break
+            pooled = shake(
+                gr.cost, gr.use, budget, gr.start, best, neutral, rng, POOL_MOVES * len(rows), (rows, k)
+            )
+            pooled = fill(gr.cost, gr.use, budget, gr.start, pooled, _within(d, den * unit), rows, k)
+            out = descend(pooled, deadline, (256,))
+            if _sum(gr.cost, out) < _sum(gr.cost, best):
+                best = out
+        return best
+
     reduced = SimpleNamespace(cost=d // den, use=gr.use, n_groups=gr.n_groups, start=gr.start)
     by_d = _repair(reduced, np.lexsort((-y, d, grp))[gr.start[:-1]], np.ones(len(d), dtype=bool), grp, budget)
     best = chosen
-    for start in (by_d, chosen):
-        if start is None:
-            continue
-        cur = start
-        unit = max(1, slack(floor))
-        for share in (256, 1):
-            near = _within(d, den * (unit // share))
-            near[np.array(cur, dtype=np.int64)] = True
-            cur = improve(gr.cost, gr.use, budget, gr.start, cur, near, target, deadline, near)
-        allowed = _within(d, den * _sum(gr.cost, cur) - lb)
-        cur = improve(gr.cost, gr.use, budget, gr.start, cur, allowed, target, deadline, near)
+    for k, start in enumerate(s for s in (by_d, chosen) if s is not None):
+        cur = descend(start, starts_until)
+        if k == 0 and _sum(gr.cost, cur) > target:
+            cur = gather(cur)  # before the second start: it usually closes what the first descent left
         if best is None or _sum(gr.cost, cur) < _sum(gr.cost, best):
             best = cur
         if _sum(gr.cost, best) <= target:
             break
+    # Then random shakes while time is left, each descended and gathered again.
+    cur, misses = best, 0
+    while cur is not None and _sum(gr.cost, best) > target and time.monotonic() < deadline:
+        shaken = shake(gr.cost, gr.use, budget, gr.start, cur, neutral, rng)
+        if shaken == cur:
+            misses += 1  # none fit in the sample drawn, or none at all (e.g. one sNIC)
+            if misses == SHAKE_MISSES:
+                break
+            continue
+        misses = 0
+        cur = gather(descend(shaken, deadline, (256,)))  # fewer stages: more shakes in the box
+        if _sum(gr.cost, cur) < _sum(gr.cost, best):
+            best = cur
     if best is not None and t0 is not None:
         log.debug("swaps p=%d lb=%.1f t=%.3f", _sum(gr.cost, best), lb / den, time.monotonic() - t0)
     return best

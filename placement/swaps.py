@@ -5,7 +5,8 @@ but an integer placement that close has to fill every binding budget row almost 
 many groups that CP-SAT, on working integers of 2^44, finds only after tens of seconds. Each round here
 takes the best improving move of: one group's switch; two groups' switches (one frees room in a row, the
 other uses it for a saving); or a saving switch that does not fit alone plus the best pair of *near-free*
-switches (reduced cost, from the Lagrangian prices, small) that makes room for it. Exact int64
+switches (reduced cost, from the Lagrangian prices, small) that makes room for it (the first such
+saver found, not the best: each saver's search is a pass over every pair). Exact int64
 throughout, so every result is a feasible placement (an incumbent only: optimality is proven elsewhere, by
 the bound).
 """
@@ -21,6 +22,49 @@ log = logging.getLogger(__name__)
 
 PAIR_CELLS = 2_000_000  # largest pair matrix one step builds (memory: a few of these)
 SEEDS = 16  # savers tried per round for a three-group move
+SHAKES = 4  # random cost-neutral exchanges per shake
+FILL_ITEMS = 24  # switches in the meet-in-the-middle of `fill` (2 x 2 ** 12 subset sums)
+
+
+class _Pairs:
+    """Every pair (a in `left`, b in `right`, of two groups) with its summed d_cost and, row by row when
+    first asked, its summed d_use: built once, then asked for the cheapest pair fitting several rooms
+    (the three-group moves ask once per saver)."""
+
+    def __init__(self, d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.ndarray,
+                 right: np.ndarray):  # fmt: skip
+        if len(left) * len(right) > PAIR_CELLS:
+            left = left[np.argsort(d_cost[left], kind="stable")[: max(1, PAIR_CELLS // len(right))]]
+        self.left, self.right, self.d_use = left, right, d_use
+        self.cost = d_cost[left][:, None] + d_cost[right][None, :]
+        self.other = grp[left][:, None] != grp[right][None, :]
+        self.grp_l, self.grp_r = grp[left], grp[right]
+        # A row can refuse a pair only where its largest pair sum passes the room: others are skipped.
+        self.top = d_use[left].max(0) + d_use[right].max(0) if len(left) and len(right) else None
+        self.rows: dict[int, np.ndarray] = {}
+
+    def fitting(self, room: np.ndarray, skip_group: int = -1) -> np.ndarray:
+        """Mask (left x right) of the pairs that fit `room`, neither of group `skip_group`."""
+        ok = self.other
+        if skip_group >= 0:
+            ok = ok & (self.grp_l != skip_group)[:, None] & (self.grp_r != skip_group)[None, :]
+        for r in np.nonzero(self.top > room)[0].tolist():
+            if r not in self.rows:
+                self.rows[r] = self.d_use[self.left, r][:, None] + self.d_use[self.right, r][None, :]
+            ok = ok & (self.rows[r] <= room[r])
+        return ok
+
+    def best(self, room: np.ndarray, skip_group: int = -1) -> tuple[int, int, int]:
+        """(d_cost sum, a, b) of the cheapest pair that fits `room` (neither of group `skip_group`), or
+        (0, -1, -1) when none does."""
+        if self.top is None:
+            return 0, -1, -1
+        ok = self.fitting(room, skip_group)
+        if not ok.any():
+            return 0, -1, -1
+        flat = int(np.argmin(np.where(ok, self.cost, np.iinfo(np.int64).max)))
+        a, b = divmod(flat, len(self.right))
+        return int(self.cost.flat[flat]), int(self.left[a]), int(self.right[b])
 
 
 def _best_pair(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.ndarray, right: np.ndarray,
@@ -29,17 +73,7 @@ def _best_pair(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.
     (d_cost sum, a, b), or (0, -1, -1) when no pair fits."""
     if not len(left) or not len(right):
         return 0, -1, -1
-    if len(left) * len(right) > PAIR_CELLS:
-        left = left[np.argsort(d_cost[left], kind="stable")[: max(1, PAIR_CELLS // len(right))]]
-    pair = d_cost[left][:, None] + d_cost[right][None, :]
-    ok = grp[left][:, None] != grp[right][None, :]
-    for r in range(d_use.shape[1]):
-        ok &= (d_use[left, r][:, None] + d_use[right, r][None, :]) <= room[r]
-    if not ok.any():
-        return 0, -1, -1
-    flat = int(np.argmin(np.where(ok, pair, np.iinfo(np.int64).max)))
-    a, b = divmod(flat, len(right))
-    return int(pair.flat[flat]), int(left[a]), int(right[b])
+    return _Pairs(d_cost, d_use, grp, left, right).best(room)
 
 
 def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarray, chosen: list[int],
@@ -88,13 +122,14 @@ def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.nda
             seeds = np.concatenate([blocked[np.argsort(excess, kind="stable")[:SEEDS]],
                                     blocked[np.argsort(d_cost[blocked], kind="stable")[:SEEDS]],
                                     partners[np.argsort(d_cost[partners], kind="stable")[: 2 * SEEDS]]])  # fmt: skip
+            pairs = _Pairs(d_cost, d_use, grp, partners, partners)
             for s in np.unique(seeds).tolist():
                 if time.monotonic() > deadline:
                     break
-                others = partners[grp[partners] != grp[s]]
-                g3, a, b = _best_pair(d_cost, d_use, grp, others, others, room - d_use[s])
+                g3, a, b = pairs.best(room - d_use[s], int(grp[s]))
                 if a >= 0 and g3 + int(d_cost[s]) < gain:
                     gain, move = g3 + int(d_cost[s]), [s, a, b]
+                    break  # first improvement: each seed costs a pass over the pairs (rounds at 1,000 vertices)
         if not move:
             break
         log.debug("swaps: %d-group move, cost %d -> %d", len(move), total, total + gain)
@@ -104,4 +139,117 @@ def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.nda
             sel[g] = c
         total += gain
     assert (used <= budget).all() and total == int(cost[sel].sum())
+    return sel.tolist()
+
+
+def _neutral_pairs(cost: np.ndarray, use: np.ndarray, start: np.ndarray, sel: np.ndarray, neutral: np.ndarray,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, _Pairs] | None:  # fmt: skip
+    """The switches from `sel` to `neutral` configurations that keep the cost (at most a random sample
+    of them, so that their pairs fit PAIR_CELLS), their groups and their pairs; None when fewer than two."""
+    grp_all = np.repeat(np.arange(len(start) - 1), np.diff(start))
+    cand = np.nonzero(neutral & (np.arange(len(cost)) != sel[grp_all]))[0]
+    cand = cand[cost[cand] == cost[sel[grp_all[cand]]]]
+    if len(cand) < 2:
+        return None
+    side = max(2, int(PAIR_CELLS**0.5))
+    if len(cand) > side:
+        cand = np.sort(rng.choice(cand, size=side, replace=False))
+    grp = grp_all[cand]
+    local = np.arange(len(cand))
+    return (
+        cand,
+        grp,
+        _Pairs(np.zeros(len(cand), dtype=np.int64), use[cand] - use[sel[grp]], grp, local, local),
+    )
+
+
+def shake(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarray, chosen: list[int],
+          neutral: np.ndarray, rng: np.random.Generator, moves: int = SHAKES,
+          pool: tuple[np.ndarray, int] | None = None) -> list[int]:  # fmt: skip
+    """`chosen` after up to `moves` cost-neutral exchanges: each a pair of switches of two groups to
+    `neutral` configurations, neither changing the cost, that fit the budgets together (with several
+    sNICs: an NF from one sNIC to another and another one back). Random ones; or with `pool` = (rows,
+    keep) each the one that leaves the least room in `rows` other than row `keep` (the free room of the
+    sNICs gathered on one: a saving switch then needs to fit only there). Where ``improve`` stops among
+    interchangeable sNICs the cost is flat in every direction it looks; from a shaken placement the
+    same search finds switches that fill the rows further. Exact int64; the result is feasible and
+    costs what `chosen` costs."""
+    sel = np.array(chosen, dtype=np.int64)
+    for _ in range(moves):
+        found = _neutral_pairs(cost, use, start, sel, neutral, rng)
+        if found is None:
+            break
+        cand, grp, pairs = found
+        room = budget - use[sel].sum(0)
+        ok = pairs.fitting(room)
+        if pool is None:
+            hits = np.argwhere(ok)
+            if not len(hits):
+                break
+            a, b = hits[int(rng.integers(len(hits)))].tolist()
+        else:
+            rows, keep = pool
+            gain = np.zeros(ok.shape, dtype=np.int64)  # room taken from the rows drained
+            for r in rows.tolist():
+                if r != keep:
+                    gain += pairs.d_use[:, r][:, None] + pairs.d_use[:, r][None, :]
+            flat = int(np.argmax(np.where(ok, gain, 0)))
+            if not ok.flat[flat] or gain.flat[flat] <= 0:
+                break
+            a, b = divmod(flat, len(cand))
+        sel[grp[a]], sel[grp[b]] = cand[a], cand[b]
+    assert (use[sel].sum(0) <= budget).all()
+    return sel.tolist()
+
+
+def _subset_sums(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every subset's sum of `values` and the subset as a bit mask (2 ** len(values) of each)."""
+    sums, masks = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    for k, v in enumerate(values.tolist()):
+        sums = np.concatenate([sums, sums + v])
+        masks = np.concatenate([masks, masks | (1 << k)])
+    return sums, masks
+
+
+def fill(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarray, chosen: list[int],
+         allowed: np.ndarray, rows: np.ndarray, row: int, items: int = FILL_ITEMS) -> list[int]:  # fmt: skip
+    """`chosen` with the set of switches (to `allowed` configurations, at most one per group, each
+    changing of the priced `rows` only `row`) that fills the room of `row` most closely (meet in the
+    middle over `items` of them: a subset sum no pair or triple of switches reaches), when that set
+    fits every row and lowers the cost; else `chosen`. Exact int64."""
+    sel = np.array(chosen, dtype=np.int64)
+    grp_all = np.repeat(np.arange(len(start) - 1), np.diff(start))
+    cand = np.nonzero(allowed & (np.arange(len(cost)) != sel[grp_all]))[0]
+    d_use = use[cand] - use[sel[grp_all[cand]]]
+    others = np.array([r for r in rows.tolist() if r != row], dtype=np.int64)
+    only = (d_use[:, row] != 0) & ((d_use[:, others] == 0).all(1) if len(others) else True)
+    cand = cand[only]
+    if not len(cand):
+        return sel.tolist()
+    # One switch per group (its first), the smallest first: the finest sums.
+    grp = grp_all[cand]
+    _, first = np.unique(grp, return_index=True)
+    cand = cand[first]
+    delta = (use[cand, row] - use[sel[grp_all[cand]], row]).astype(np.int64)
+    keep = np.argsort(np.abs(delta), kind="stable")[:items]
+    cand, delta = cand[keep], delta[keep]
+    room = int(budget[row] - use[sel, row].sum())
+    half = len(cand) // 2
+    ls, lm = _subset_sums(delta[:half])
+    rs, rm = _subset_sums(delta[half:])
+    order = np.argsort(rs, kind="stable")
+    rs, rm = rs[order], rm[order]
+    # Per left sum the largest right sum that keeps the row within its room.
+    k = np.searchsorted(rs, room - ls, side="right") - 1
+    ok = k >= 0
+    total = np.where(ok, ls + rs[np.maximum(k, 0)], np.iinfo(np.int64).min)
+    best = int(np.argmax(total))
+    if not ok[best] or total[best] <= 0:
+        return sel.tolist()
+    pick = [int(c) for j, c in enumerate(cand[:half].tolist()) if lm[best] >> j & 1]
+    pick += [int(c) for j, c in enumerate(cand[half:].tolist()) if rm[k[best]] >> j & 1]
+    new = sel.copy()
+    new[grp_all[np.array(pick, dtype=np.int64)]] = pick
+    if (use[new].sum(0) <= budget).all() and int(cost[new].sum()) < int(cost[sel].sum()):
+        return new.tolist()
     return sel.tolist()

@@ -16,7 +16,7 @@ from placement import engine, parse_problem, solve
 from placement.decompose import prepare
 from placement.dual import prices
 from placement.families import instance
-from placement.swaps import improve
+from placement.swaps import fill, improve, shake
 
 from .test_families import brute_force, check_placed, small_instance
 
@@ -68,6 +68,73 @@ def test_improve_uses_only_allowed_configurations_and_stops_at_the_target():
     everything = np.ones(len(cost), dtype=bool)
     start_cost = int(cost[np.array(chosen)].sum())
     assert improve(cost, use, budget, start, chosen, everything, start_cost, time.monotonic() + 30) == chosen
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_shake_keeps_the_cost_and_every_budget(seed):
+    rng = random.Random(seed)
+    cost, use, budget, start, chosen = _random_groups(rng, rng.randint(2, 7), rng.randint(1, 3))
+    # Cost-neutral switches exist: some configurations cost what their group's chosen one costs.
+    for g, c in enumerate(chosen):
+        for k in range(int(start[g]), int(start[g + 1])):
+            if rng.random() < 0.5:
+                cost[k] = cost[c]
+    neutral = np.array([rng.random() < 0.8 for _ in range(len(cost))])
+    out = shake(cost, use, budget, start, chosen, neutral, np.random.default_rng(seed), moves=3)
+    ix = np.array(out)
+    assert (np.searchsorted(start, ix, side="right") - 1 == np.arange(len(start) - 1)).all()
+    assert (use[ix].sum(0) <= budget).all()
+    assert int(cost[ix].sum()) == int(cost[np.array(chosen)].sum())
+    assert all(neutral[k] for k, c in zip(out, chosen, strict=True) if k != c)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_fill_stays_feasible_and_never_dearer(seed):
+    rng = random.Random(seed)
+    cost, use, budget, start, chosen = _random_groups(rng, rng.randint(2, 8), rng.randint(2, 3))
+    allowed = np.array([rng.random() < 0.7 for _ in range(len(cost))])
+    rows = np.arange(use.shape[1])
+    out = fill(cost, use, budget, start, chosen, allowed, rows, rng.randrange(use.shape[1]))
+    ix = np.array(out)
+    assert (np.searchsorted(start, ix, side="right") - 1 == np.arange(len(start) - 1)).all()
+    assert (use[ix].sum(0) <= budget).all()
+    assert int(cost[ix].sum()) <= int(cost[np.array(chosen)].sum())
+    assert all(allowed[k] for k, c in zip(out, chosen, strict=True) if k != c)
+
+
+def test_fill_finds_the_subset_that_fills_the_row():
+    """Six groups of one item each (off, or on the row at a saving proportional to its size): the room
+    is filled exactly only by items 3 + 5 + 11 - 7 (three in, one out), which no single or paired
+    switch reaches; fill finds it, and nothing when nothing fits."""
+    sizes = [3, 5, 11, 7, 40, 50]
+    on = [False, False, False, True, False, False]
+    start = np.arange(0, 2 * len(sizes) + 1, 2, dtype=np.int64)
+    use = np.array([[0] if k % 2 == 0 else [sizes[k // 2]] for k in range(2 * len(sizes))], dtype=np.int64)
+    cost = np.array([0 if k % 2 == 0 else -10 * sizes[k // 2] for k in range(2 * len(sizes))], dtype=np.int64)
+    chosen = [2 * g + int(x) for g, x in enumerate(on)]
+    budget = np.array([7 + 12], dtype=np.int64)  # 12 free
+    allowed = np.ones(len(cost), dtype=bool)
+    out = fill(cost, use, budget, start, chosen, allowed, np.array([0]), 0)
+    assert int(use[np.array(out)].sum()) == 19
+    assert [k % 2 for k in out] == [1, 1, 1, 0, 0, 0]
+    tight = np.array([7], dtype=np.int64)
+    assert fill(cost, use, tight, start, chosen, allowed, np.array([0]), 0) == chosen
+
+
+def test_shake_moves_nfs_between_like_snics_and_leaves_one_snic_alone():
+    """Two sNICs alike: an exchange is found (the placement changes, same cost); with nothing
+    cost-neutral to switch to, the placement comes back as it was."""
+    gr = prepare(parse_problem(instance("two-snics", 300, 5)))
+    alive = np.ones(len(gr.cost), dtype=bool)
+    pr = prices(gr.use, gr.budget, gr.cost, gr.start, alive, time.monotonic() + 30)
+    chosen = engine._greedy(gr, pr.y, alive)
+    budget = np.array(gr.budget, dtype=np.int64)
+    out = shake(gr.cost, gr.use, budget, gr.start, chosen, alive, np.random.default_rng(0))
+    assert (
+        out != chosen and engine._fits(gr, out) and engine._sum(gr.cost, out) == engine._sum(gr.cost, chosen)
+    )
+    none = np.zeros(len(gr.cost), dtype=bool)
+    assert shake(gr.cost, gr.use, budget, gr.start, chosen, none, np.random.default_rng(0)) == chosen
 
 
 @pytest.mark.parametrize(("name", "snics"), [("two-snics", None), ("chains", 3), ("four-snics", None)])
