@@ -84,3 +84,86 @@ def kept_row_bound(dr: np.ndarray, weight: np.ndarray, budget: int, start: np.nd
         f = new
     within = np.nonzero((f <= budget) & (f < INF - WEIGHT_LIMIT))[0]  # (above: no choice reaches t)
     return base_d + q * int(within[0]) if len(within) else room + 1
+
+
+def kept_two_rows_bound(dr: np.ndarray, w1: np.ndarray, b1: int, w2: np.ndarray, b2: int, start: np.ndarray,
+                        usable: np.ndarray, room: int, states: int, points: int) -> int | None:  # fmt: skip
+    """Like `kept_row_bound`, with two rows kept exactly: a lower bound B on sum(dr) over every choice of
+    `usable` configurations (one per group) with sum(w1) <= b1 and sum(w2) <= b2, or just above `room` when
+    no such choice has sum(dr) <= room. The DP keeps, per level of reduced cost (rounded down as there),
+    the Pareto front of (use of row 1, use of row 2); when more than `points` states would remain, the
+    states of one level are merged in runs into their component-wise minimum (a relaxation: the merged
+    state is reachable by no choice but dominates every one it replaces), so the work stays bounded and
+    the bound stays valid, only weaker. None when the weights are too large for the DP's integers."""
+    if room < 0:
+        return 0
+    n_groups = len(start) - 1
+    inside = usable & (dr <= room)
+    counts = np.add.reduceat(inside.astype(np.int64), start[:-1]) if n_groups else np.zeros(0)
+    if (counts == 0).any():
+        return room + 1
+    for w in (w1, w2):
+        if (
+            n_groups
+            and int(np.maximum.reduceat(np.where(inside, np.abs(w), 0), start[:-1]).sum()) >= WEIGHT_LIMIT
+        ):
+            return None
+    idx = np.nonzero(inside)[0]
+    grp = np.searchsorted(start, idx, side="right") - 1
+    first = np.searchsorted(grp, np.arange(n_groups))
+    dmin = np.minimum.reduceat(dr[idx], first)
+    base_d = sum(dmin.tolist())
+    span = room - base_d
+    if span < 0:
+        return room + 1
+    choice = np.nonzero(counts > 1)[0]
+    q = max(1, -(-span // max(1, states)))
+    top = span // q
+    # Least use of each row by the groups not yet added: a state that cannot meet a row is dropped.
+    m1 = np.minimum.reduceat(w1[idx], first)
+    m2 = np.minimum.reduceat(w2[idx], first)
+    single = counts == 1
+    rest1 = np.cumsum(m1[choice][::-1])[::-1].tolist() + [0]
+    rest2 = np.cumsum(m2[choice][::-1])[::-1].tolist() + [0]
+    fixed1 = sum(m1[single].tolist())
+    fixed2 = sum(m2[single].tolist())
+    lev = np.zeros(1, dtype=np.int64)
+    u1 = np.full(1, fixed1, dtype=np.int64)
+    u2 = np.full(1, fixed2, dtype=np.int64)
+    if fixed1 + rest1[0] > b1 or fixed2 + rest2[0] > b2:
+        return room + 1
+    ends = np.append(first, len(idx))
+    for k, g in enumerate(choice.tolist()):
+        ks = idx[ends[g] : ends[g + 1]]
+        e = (dr[ks] - dmin[g]) // q
+        lev = (lev[:, None] + e[None, :]).ravel()
+        u1 = (u1[:, None] + w1[ks][None, :]).ravel()
+        u2 = (u2[:, None] + w2[ks][None, :]).ravel()
+        ok = (lev <= top) & (u1 + rest1[k + 1] <= b1) & (u2 + rest2[k + 1] <= b2)
+        lev, u1, u2 = lev[ok], u1[ok], u2[ok]
+        if not len(lev):
+            return room + 1
+        lev, u1, u2 = _front(lev, u1, u2, points)
+    return base_d + q * int(lev.min())
+
+
+def _front(lev: np.ndarray, u1: np.ndarray, u2: np.ndarray, points: int):
+    """Per level, the states no other of that level dominates in (u1, u2), sorted by u1; then, while more
+    than `points` remain, runs of each level merged into their component-wise minimum."""
+    order = np.lexsort((u2, u1, lev))
+    lev, u1, u2 = lev[order], u1[order], u2[order]
+    # Within a level (sorted by u1, then u2) a state survives when its u2 is below every earlier one's:
+    # ranks of u2 shifted per level so that one running minimum restarts at each level.
+    rank = np.unique(u2, return_inverse=True)[1].astype(np.int64)
+    key = rank - lev * (len(lev) + 1)
+    keep = np.ones(len(lev), dtype=bool)
+    keep[1:] = key[1:] < np.minimum.accumulate(key)[:-1]
+    lev, u1, u2 = lev[keep], u1[keep], u2[keep]
+    if len(lev) <= points:
+        return lev, u1, u2
+    run = -(-len(lev) // points)
+    starts = np.nonzero(np.diff(lev, prepend=-1))[0]
+    pos = np.arange(len(lev)) - np.repeat(starts, np.diff(np.append(starts, len(lev))))
+    cut = np.nonzero((pos % run) == 0)[0]  # each run starts at a multiple of `run` within its level
+    last = np.append(cut[1:], len(lev)) - 1
+    return lev[cut], u1[cut], u2[last]  # u1 rises and u2 falls along a level's front
