@@ -14,7 +14,7 @@ import pytest
 
 from placement import engine, parse_problem
 from placement.families import instance
-from placement.rowbound import kept_row_bound, kept_two_rows_bound
+from placement.rowbound import kept_row_bound
 from placement.solver import Options, prepare_within
 
 
@@ -82,24 +82,3 @@ def test_engine_with_the_kept_row_bound_matches_the_plain_model(seed):
     plain = engine.solve_groups(gr, time.monotonic() + 60, reduce=False)
     assert ours.status == plain.status == "optimal"
     assert engine._sum(gr.cost, ours.chosen) == engine._sum(gr.cost, plain.chosen)
-
-
-@pytest.mark.parametrize("seed", range(60))
-def test_two_rows_bound_never_above_the_least_and_exact_with_every_level(seed):
-    rng = random.Random(seed)
-    dr, w1, b1, start, usable = _random(rng)
-    w2 = np.array([rng.randint(-(10**5), 10**9) for _ in range(len(dr))], dtype=np.int64)
-    b2 = rng.randint(0, 3 * 10**9)
-    least = None
-    for pick in itertools.product(
-        *[range(int(a), int(b)) for a, b in zip(start[:-1], start[1:], strict=True)]
-    ):
-        ix = np.array(pick)
-        if usable[ix].all() and int(w1[ix].sum()) <= b1 and int(w2[ix].sum()) <= b2:
-            least = int(dr[ix].sum()) if least is None else min(least, int(dr[ix].sum()))
-    room = rng.randint(0, 4 * 10**6)
-    exact = kept_two_rows_bound(dr, w1, b1, w2, b2, start, usable, room, room + 1, 10**6)
-    assert exact == (least if least is not None and least <= room else room + 1)
-    for states, points in itertools.product((1, 3, 50, 1000), (1, 2, 5, 1000)):
-        b = kept_two_rows_bound(dr, w1, b1, w2, b2, start, usable, room, states, points)
-        assert b > room if least is None else b <= least
