@@ -457,10 +457,7 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
     firsts = np.nonzero(np.diff(row, prepend=-1))[0] if len(row) else np.zeros(0, dtype=np.int64)
     rows_hit = row[firsts]
     for r, (k, d) in enumerate(ctx.pcie_rows):
-        at_a, at_b = la == k, lb == k
-        # only the direction this row counts ("both": up + down, i.e. exactly one end at sNIC k)
-        cross = (at_a != at_b) if d == "both" else (at_a & ~at_b) if d == "up" else (at_b & ~at_a)
-        contrib = np.where(cross, eg[:, None], 0)
+        contrib = np.where(_crosses(la, lb, k, d), eg[:, None], 0)
         acc = np.zeros((nc, K), dtype=np.int64)
         if len(firsts):
             acc[rows_hit] = np.add.reduceat(contrib, firsts, axis=0)
@@ -475,10 +472,7 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
         keep = meets if K > 256 else _undominated_within(cost, pcie, moved, use, meets)
     if not keep.any(1).all():
         return None
-    # Current configuration's row in the table (mixed radix, first column most significant).
-    known = (cur_m >= 0).all(1)
-    radix = L ** np.arange(m - 1, -1, -1)
-    cur_row = np.where(known, (np.maximum(cur_m, 0) * radix).sum(1), -1)
+    cur_row = _current_rows(cur_m, L)
     # Flattened once (row-major: grouped by group), each block a view of its run.
     rows, ks = np.nonzero(keep)
     f_cost, f_pcie, f_moves, f_use = cost[rows, ks], pcie[rows, ks], moved[rows, ks], use[rows, ks]
@@ -493,6 +487,20 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
         )
         s0 = s1
     return out
+
+
+def _crosses(la: np.ndarray, lb: np.ndarray, k: int, d: str) -> np.ndarray:
+    """Where an edge from location `la` to `lb` counts on the PCIe row (sNIC k, direction d): only the
+    direction the row counts ("both": up + down, i.e. exactly one end at sNIC k)."""
+    at_a, at_b = la == k, lb == k
+    return (at_a != at_b) if d == "both" else (at_a & ~at_b) if d == "up" else (at_b & ~at_a)
+
+
+def _current_rows(cur_m: np.ndarray, L: int) -> np.ndarray:
+    """Per group (row of `cur_m`, its members' current locations) the row of its current configuration in
+    the full table (mixed radix, first member most significant); -1 where a member has none."""
+    radix = L ** np.arange(cur_m.shape[1] - 1, -1, -1)
+    return np.where((cur_m >= 0).all(1), (np.maximum(cur_m, 0) * radix).sum(1), -1)
 
 
 def _slo_touches(ctx: Ctx, mat: np.ndarray) -> bool:
@@ -565,9 +573,7 @@ def _configs_by_member(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Bloc
             la = np.where(ca[e] >= 0, (pre // L ** (j - ca[e])) % L, fa[e])
             lb = np.where(cb[e] >= 0, (pre // L ** (j - cb[e])) % L, fb[e])
             for r, (k, d) in enumerate(ctx.pcie_rows):
-                at_a, at_b = la == k, lb == k
-                cross = (at_a != at_b) if d == "both" else (at_a & ~at_b) if d == "up" else (at_b & ~at_a)
-                add = np.where(cross & has, eg[e], 0)
+                add = np.where(_crosses(la, lb, k, d) & has, eg[e], 0)
                 vec[:, first_pcie + r] += add
                 vec[:, 1] += add  # a "both" row already counts up + down
         key = np.zeros(len(grp), dtype=np.int64)  # the frontier's locations
@@ -577,9 +583,7 @@ def _configs_by_member(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Bloc
         grp, pre, vec = grp[~dom], pre[~dom], vec[~dom]
     # Still sorted by (group, prefix): repeats and filters keep the order.
     table = _table(L, m)
-    cur_m = ctx.cur[mat]
-    radix = L ** np.arange(m - 1, -1, -1)
-    cur_row = np.where((cur_m >= 0).all(1), (np.maximum(cur_m, 0) * radix).sum(1), -1)
+    cur_row = _current_rows(ctx.cur[mat], L)
     ends = np.searchsorted(grp, np.arange(nc + 1))
     out = []
     for c in range(nc):
