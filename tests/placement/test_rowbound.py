@@ -5,7 +5,6 @@ and the engine's use of it (chains-tight, where it closes the LP's gap) stays ex
 
 from __future__ import annotations
 
-import itertools
 import random
 import time
 
@@ -16,6 +15,8 @@ from placement import engine, parse_problem
 from placement.families import instance
 from placement.rowbound import kept_row_bound
 from placement.solver import Options, prepare_within
+
+from .test_swaps import _exact_best
 
 
 def _random(rng: random.Random):
@@ -30,15 +31,7 @@ def _random(rng: random.Random):
 
 
 def _least(dr, weight, budget, start, usable) -> int | None:
-    best = None
-    for pick in itertools.product(
-        *[range(int(a), int(b)) for a, b in zip(start[:-1], start[1:], strict=True)]
-    ):
-        ix = np.array(pick)
-        if usable[ix].all() and int(weight[ix].sum()) <= budget:
-            v = int(dr[ix].sum())
-            best = v if best is None else min(best, v)
-    return best
+    return _exact_best(dr, weight[:, None], np.array([budget]), start, usable)
 
 
 @pytest.mark.parametrize("seed", range(60))

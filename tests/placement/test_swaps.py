@@ -33,13 +33,15 @@ def _random_groups(rng: random.Random, n_groups: int, rows: int):
     return cost, use, budget, start, first.tolist()
 
 
-def _exact_best(cost, use, budget, start) -> int:
+def _exact_best(cost, use, budget, start, usable=None) -> int | None:
+    """The least cost of one configuration per group (only `usable` ones, if given) within every budget
+    row, by brute force; None when no choice fits."""
     best = None
     for pick in itertools.product(
         *[range(int(a), int(b)) for a, b in zip(start[:-1], start[1:], strict=True)]
     ):
         ix = np.array(pick)
-        if (use[ix].sum(0) <= budget).all():
+        if (usable is None or usable[ix].all()) and (use[ix].sum(0) <= budget).all():
             c = int(cost[ix].sum())
             best = c if best is None else min(best, c)
     return best
