@@ -351,6 +351,7 @@ def _solve_engine(
     oc = solve_groups(
         gr, deadline, workers=opts.workers, linearization=opts.linearization, reduce=opts.reduce,
         gap_limit=opts.gap_limit, tiebreak_time=opts.tiebreak_share * opts.time_limit,
+        time_limit=opts.time_limit,
     )  # fmt: skip
     if oc.status in ("infeasible", "unknown"):
         return _no_placement(problem, opts, oc.status, t0, _diagnose)
