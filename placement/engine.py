@@ -83,11 +83,13 @@ class _Run:
 class _Core:
     """The CP-SAT model of the groups that still have a choice (the rest are constants)."""
 
-    def __init__(self, gr: Groups, alive: np.ndarray, workers: int, linearization: int, run: _Run):
+    def __init__(
+        self, gr: Groups, alive: np.ndarray, workers: int, linearization: int, run: _Run | None = None
+    ):
         from ortools.sat.python import cp_model
 
         self.cp = cp_model
-        self.run = run
+        self.run = run if run is not None else _Run()
         self.gr, self.workers, self.linearization = gr, workers, linearization
         self.m = cp_model.CpModel()
         start = gr.start
@@ -268,7 +270,7 @@ def _lp(gr: Groups, alive: np.ndarray, obj: np.ndarray, eqs: list[tuple[np.ndarr
     return np.maximum(0.0, duals[:nb]), duals[nb:], y
 
 
-def _prices(gr: Groups, alive: np.ndarray, deadline: float, clock: Callable[[], float]):
+def _prices(gr: Groups, alive: np.ndarray, deadline: float, clock: Callable[[], float] = time.monotonic):
     """Prices of the budget rows and a fractional solution for the primary cost: the Lagrangian dual
     (dual.py, a few vectorised passes), else the LP relaxation (GLOP); the same shape as ``_lp``."""
     pr = prices(gr.use, gr.budget, gr.cost, gr.start, alive, deadline, clock=clock)
@@ -319,12 +321,19 @@ DP_STATES = 400_000
 # units at SWAP_RATE units per second of an idle core (calibrated in bench/RESULTS.md, helper place9).
 SWAP_SHARE, SWAP_MAX, SWAP_RATE = 0.3, 1.0, 800_000_000
 TIES_SWAP_CAP = 3.0  # x SWAP_MAX: the local search's box when ties between sNICs fill the core
-TIEBREAK_MIN_WORK = 0.05  # CP-SAT deterministic seconds the tie-break may always spend
+# CP-SAT's deterministic seconds per second of one idle core on the engine's cores (measured: 0.1-0.33,
+# most near 0.25): converts the wall-clock boxes these replaced.
+CPSAT_WORK_PER_SECOND = 0.25
+# The tie-break's box: this share of the primary's work (its CP-SAT deterministic time and its local
+# search's units), at least TIEBREAK_MIN_WORK; below one, so that it ends before its wall-clock bound
+# (tiebreak_time) even on a loaded machine, where that bound would make the answer depend on the load.
+TIEBREAK_WORK_SHARE, TIEBREAK_MIN_WORK = 0.25, 0.05 * CPSAT_WORK_PER_SECOND
 TIES_NEAR = 4  # slacks: a ties incumbent this close to the bound skips the restricted core
 SHAKE_MISSES = 3  # shakes in a row that find no exchange: the local search stops
 POOL_MOVES = 4  # per priced row: exchanges of one gathering shake (swaps.shake's pool)
 STARTS_SHARE = 0.6  # of the local search's box: its descents from the starts; the rest shakes (swaps.shake)
-RESTRICTED_WORK = 10.0  # deterministic time of the first incumbent's CP-SAT (on the small restricted core)
+# Deterministic time of the first incumbent's CP-SAT (on the small restricted core): the 3 s it had.
+RESTRICTED_WORK = 3.0 * CPSAT_WORK_PER_SECOND
 # The kept-row DP (rowbound.py): levels of reduced cost, at most KEPT_WORK level x configuration steps, and
 # skipped when fewer than KEPT_MIN_STATES_PER_GROUP levels per group with a choice remain (the rounding down
 # of each group's reduced cost to a level then loses more than the row adds).
@@ -748,10 +757,11 @@ def solve_groups(
     if all(not int(reb.max(initial=0)) for st in tb_stages for reb, _ in st):
         return Outcome("optimal", best, 0.0, 0, tiebreak_proven=True, primary_seconds=primary_s)
     eq = [(gr.cost, p1)]
-    # The answer is known: the tie-break may do as much work as the primary did (at least TIEBREAK_MIN_WORK),
+    # The answer is known: the tie-break may do a share of the work the primary did (TIEBREAK_WORK_SHARE),
     # never hold it more than tiebreak_time. Work, not the primary's seconds: those grow with the load.
     tb_deadline = min(deadline, run.clock() + tiebreak_time)
-    tb_until = run.cpsat_work + max(TIEBREAK_MIN_WORK, run.cpsat_work + swap_work / SWAP_RATE)
+    primary_work = run.cpsat_work + swap_work / SWAP_RATE * CPSAT_WORK_PER_SECOND
+    tb_until = run.cpsat_work + max(TIEBREAK_MIN_WORK, TIEBREAK_WORK_SHARE * primary_work)
     if len(full) == 1 and gr.n_groups and reduce:
         lp2 = _lp(gr, alive, folded0, eq)
         if lp2 is not None:
