@@ -41,7 +41,7 @@ def _solve(gr, clock, caplog) -> tuple[engine.Outcome, list[str]]:
     return out, [WALL.sub(r"\1 _", r.getMessage()) for r in caplog.records]
 
 
-@pytest.mark.parametrize(("name", "n", "seed", "snics"), [("long", 300, 0, None), ("chains", 300, 1, 3)])
+@pytest.mark.parametrize(("name", "n", "seed", "snics"), [("long", 300, 0, None), ("chains", 300, 5, 3)])
 def test_same_placement_and_path_whatever_the_clock(name, n, seed, snics, caplog):
     gr = prepare(parse_problem(instance(name, n, seed, **({"snics": snics} if snics else {}))))
     ref, ref_path = _solve(gr, time.monotonic, caplog)
