@@ -21,7 +21,12 @@ Pipeline (every step exact; the floating-point LP is only a guide):
    each with the exact reduced-cost row as a redundant constraint.
 4. Tie-breaks (fewer PCIe units, then fewer moves) among placements of cost p1: a second exact bound with
    the row cost == p1 fixes more configurations; then CP-SAT on the core with one folded objective,
-   time-bounded (the host cost is proven already; ``tiebreak_proven`` says whether the tie-break is).
+   boxed in a share of the primary's deterministic work (the host cost is proven already;
+   ``tiebreak_proven`` says whether the tie-break is).
+
+Determinism: every box inside the user's limit is deterministic work (CP-SAT's deterministic time, the
+local search's units, work.py), never seconds; the clock (passed in) bounds only the whole solve and the
+tie-break (``tiebreak_time``), so the same groups and options give the same path on any machine load.
 
 Folding: with per-group ranges rebased to 0, Rm = total range of moves and Rp = of PCIe units, the weights
 W_pcie = Rm + 1 and W_cost = (Rp + 1) * (Rm + 1) make the folded minimum the lexicographic one: a change of
