@@ -171,7 +171,7 @@ class _Core:
         solver.parameters.max_time_in_seconds = max(0.01, deadline - self.run.clock())
         if work is not None:
             solver.parameters.max_deterministic_time = work
-            if work < NO_PRESOLVE_WORK:
+            if work < NO_PRESOLVE_WORK and len(self.vars) > NO_PRESOLVE_VARS:
                 # CP-SAT adds presolve's deterministic time only when it ends: a box this small would
                 # be overrun by a whole presolve (measured: mesh 5,000's tie-break 0.073 for 0.0125).
                 solver.parameters.cp_model_presolve = False
@@ -185,7 +185,8 @@ class _Core:
                     self.m.add_hint(v, 1)
         st = solver.solve(self.m)
         self.run.cpsat_work += solver.deterministic_time
-        log.debug("cp-sat wall %.3f deterministic %.3f", solver.wall_time, solver.deterministic_time)
+        log.debug("cp-sat wall %.3f deterministic %.3f vars %d", solver.wall_time, solver.deterministic_time,
+                  len(self.vars))  # fmt: skip
         if st == self.cp.MODEL_INVALID:
             raise ModelRefused(f"CP-SAT refused the engine's model: {self.m.validate() or 'no reason given'}")
         status = {self.cp.OPTIMAL: "optimal", self.cp.FEASIBLE: "feasible", self.cp.INFEASIBLE: "infeasible"}
@@ -341,7 +342,9 @@ TIES_NEAR = 4  # slacks: a ties incumbent this close to the bound skips the rest
 SHAKE_MISSES = 3  # shakes in a row that find no exchange: the local search stops
 POOL_MOVES = 4  # per priced row: exchanges of one gathering shake (swaps.shake's pool)
 STARTS_SHARE = 0.6  # of the local search's box: its descents from the starts; the rest shakes (swaps.shake)
-NO_PRESOLVE_WORK = 0.05  # CP-SAT boxes of less deterministic time skip the presolve (_Core.solve)
+# CP-SAT boxes of less deterministic time on more variables skip the presolve (_Core.solve); a small core's
+# presolve is cheap and lets a small box prove the tie-break (measured: pinned 500).
+NO_PRESOLVE_WORK, NO_PRESOLVE_VARS = 0.05, 1000
 # Deterministic time of the first incumbent's CP-SAT (on the small restricted core): the 3 s it had.
 RESTRICTED_WORK = 3.0 * CPSAT_WORK_PER_SECOND
 # The kept-row DP (rowbound.py): levels of reduced cost, at most KEPT_WORK level x configuration steps, and
