@@ -18,6 +18,7 @@ slackness: only configurations of (near) zero reduced cost at the best prices, a
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,11 +40,12 @@ def _argmin_per_group(v: np.ndarray, st: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def prices(use: np.ndarray, budget: list[int], cost: np.ndarray, start: np.ndarray, alive: np.ndarray,
-           deadline: float, rel_tol: float = 1e-7, max_passes: int = 200) -> Prices | None:  # fmt: skip
+           deadline: float, rel_tol: float = 1e-7, max_passes: int = 200,
+           clock: Callable[[], float] = time.monotonic) -> Prices | None:  # fmt: skip
     """Near-optimal Lagrangian prices (module doc) over the `alive` configurations of groups
     start[g]:start[g+1]; None when a group has no alive configuration. Stops when the cutting-plane
     model's optimum is within `rel_tol` of the best value found (relative to the cost scale), after
-    `max_passes` evaluations or at `deadline`."""
+    `max_passes` evaluations or at `deadline` (on `clock`)."""
     from ortools.linear_solver.python import model_builder_helper as mbh
 
     cfg = np.nonzero(alive)[0]
@@ -93,7 +95,7 @@ def prices(use: np.ndarray, budget: list[int], cost: np.ndarray, start: np.ndarr
         rows.append(ci)
 
     add_cut(val_best, g_best, lam_best)
-    while passes < max_passes and time.monotonic() < deadline:
+    while passes < max_passes and clock() < deadline:
         for r in range(n_rows):
             if active[r]:
                 m.set_var_lower_bound(1 + r, max(0.0, lam_best[r] - radius))

@@ -21,7 +21,12 @@ Pipeline (every step exact; the floating-point LP is only a guide):
    each with the exact reduced-cost row as a redundant constraint.
 4. Tie-breaks (fewer PCIe units, then fewer moves) among placements of cost p1: a second exact bound with
    the row cost == p1 fixes more configurations; then CP-SAT on the core with one folded objective,
-   time-bounded (the host cost is proven already; ``tiebreak_proven`` says whether the tie-break is).
+   boxed in a share of the primary's deterministic work (the host cost is proven already;
+   ``tiebreak_proven`` says whether the tie-break is).
+
+Determinism: every box inside the user's limit is deterministic work (CP-SAT's deterministic time, the
+local search's units, work.py), never seconds; the clock (passed in) bounds only the whole solve and the
+tie-break (``tiebreak_time``), so the same groups and options give the same path on any machine load.
 
 Folding: with per-group ranges rebased to 0, Rm = total range of moves and Rp = of PCIe units, the weights
 W_pcie = Rm + 1 and W_cost = (Rp + 1) * (Rm + 1) make the folded minimum the lexicographic one: a change of
@@ -35,6 +40,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from types import SimpleNamespace
@@ -45,6 +51,7 @@ from placement.decompose import SAFE, Groups
 from placement.dual import prices
 from placement.rowbound import kept_row_bound
 from placement.swaps import fill, improve, shake
+from placement.work import Work
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +77,24 @@ def _reduce(values: np.ndarray, start: np.ndarray, fn) -> np.ndarray:
     return fn.reduceat(values, start[:-1])
 
 
+@dataclass
+class _Run:
+    """One solve's clock (read for the outer deadline only) and the CP-SAT deterministic time it spent."""
+
+    clock: Callable[[], float] = time.monotonic
+    cpsat_work: float = 0.0
+
+
 class _Core:
     """The CP-SAT model of the groups that still have a choice (the rest are constants)."""
 
-    def __init__(self, gr: Groups, alive: np.ndarray, workers: int, linearization: int):
+    def __init__(
+        self, gr: Groups, alive: np.ndarray, workers: int, linearization: int, run: _Run | None = None
+    ):
         from ortools.sat.python import cp_model
 
         self.cp = cp_model
+        self.run = run if run is not None else _Run()
         self.gr, self.workers, self.linearization = gr, workers, linearization
         self.m = cp_model.CpModel()
         start = gr.start
@@ -150,9 +168,13 @@ class _Core:
         (a box that does not shrink when the machine is loaded)."""
         solver = self.cp.CpSolver()
         solver.parameters.absolute_gap_limit = abs_gap
-        solver.parameters.max_time_in_seconds = max(0.01, deadline - time.monotonic())
+        solver.parameters.max_time_in_seconds = max(0.01, deadline - self.run.clock())
         if work is not None:
             solver.parameters.max_deterministic_time = work
+            if work < NO_PRESOLVE_WORK and len(self.vars) > NO_PRESOLVE_VARS:
+                # CP-SAT adds presolve's deterministic time only when it ends: a box this small would
+                # be overrun by a whole presolve (measured: mesh 5,000's tie-break 0.073 for 0.0125).
+                solver.parameters.cp_model_presolve = False
         solver.parameters.num_workers = self.workers
         solver.parameters.linearization_level = self.linearization
         self.m.clear_hints()
@@ -162,7 +184,9 @@ class _Core:
                 if v is not None:
                     self.m.add_hint(v, 1)
         st = solver.solve(self.m)
-        log.debug("cp-sat wall %.3f deterministic %.3f", solver.wall_time, solver.deterministic_time)
+        self.run.cpsat_work += solver.deterministic_time
+        log.debug("cp-sat wall %.3f deterministic %.3f vars %d", solver.wall_time, solver.deterministic_time,
+                  len(self.vars))  # fmt: skip
         if st == self.cp.MODEL_INVALID:
             raise ModelRefused(f"CP-SAT refused the engine's model: {self.m.validate() or 'no reason given'}")
         status = {self.cp.OPTIMAL: "optimal", self.cp.FEASIBLE: "feasible", self.cp.INFEASIBLE: "infeasible"}
@@ -256,10 +280,10 @@ def _lp(gr: Groups, alive: np.ndarray, obj: np.ndarray, eqs: list[tuple[np.ndarr
     return np.maximum(0.0, duals[:nb]), duals[nb:], y
 
 
-def _prices(gr: Groups, alive: np.ndarray, deadline: float):
+def _prices(gr: Groups, alive: np.ndarray, deadline: float, clock: Callable[[], float] = time.monotonic):
     """Prices of the budget rows and a fractional solution for the primary cost: the Lagrangian dual
     (dual.py, a few vectorised passes), else the LP relaxation (GLOP); the same shape as ``_lp``."""
-    pr = prices(gr.use, gr.budget, gr.cost, gr.start, alive, deadline)
+    pr = prices(gr.use, gr.budget, gr.cost, gr.start, alive, deadline, clock=clock)
     if pr is None:
         return _lp(gr, alive, gr.cost, [])
     log.debug("prices: %d passes, bound %.1f", pr.passes, pr.bound)
@@ -303,13 +327,26 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
 
 
 DP_STATES = 400_000
-SWAP_SHARE, SWAP_MAX = 0.3, 1.0  # of the time left, and at most seconds: the exact local search (swaps.py)
+# The exact local search's box (swaps.py): SWAP_SHARE of the time limit, at most SWAP_MAX seconds, as work
+# units at SWAP_RATE units per second of an idle core (calibrated in bench/RESULTS.md, helper place9).
+SWAP_SHARE, SWAP_MAX, SWAP_RATE = 0.3, 1.0, 800_000_000
 TIES_SWAP_CAP = 3.0  # x SWAP_MAX: the local search's box when ties between sNICs fill the core
+# CP-SAT's deterministic seconds per second of one idle core on the engine's cores (measured: 0.1-0.33,
+# most near 0.25): converts the wall-clock boxes these replaced.
+CPSAT_WORK_PER_SECOND = 0.25
+# The tie-break's box: this share of the primary's work (its CP-SAT deterministic time and its local
+# search's units), at least TIEBREAK_MIN_WORK; below one, so that it ends before its wall-clock bound
+# (tiebreak_time) even on a loaded machine, where that bound would make the answer depend on the load.
+TIEBREAK_WORK_SHARE, TIEBREAK_MIN_WORK = 0.25, 0.05 * CPSAT_WORK_PER_SECOND
 TIES_NEAR = 4  # slacks: a ties incumbent this close to the bound skips the restricted core
 SHAKE_MISSES = 3  # shakes in a row that find no exchange: the local search stops
 POOL_MOVES = 4  # per priced row: exchanges of one gathering shake (swaps.shake's pool)
 STARTS_SHARE = 0.6  # of the local search's box: its descents from the starts; the rest shakes (swaps.shake)
-RESTRICTED_WORK = 10.0  # deterministic time of the first incumbent's CP-SAT (on the small restricted core)
+# CP-SAT boxes of less deterministic time on more variables skip the presolve (_Core.solve); a small core's
+# presolve is cheap and lets a small box prove the tie-break (measured: pinned 500).
+NO_PRESOLVE_WORK, NO_PRESOLVE_VARS = 0.05, 1000
+# Deterministic time of the first incumbent's CP-SAT (on the small restricted core): the 3 s it had.
+RESTRICTED_WORK = 3.0 * CPSAT_WORK_PER_SECOND
 # The kept-row DP (rowbound.py): levels of reduced cost, at most KEPT_WORK level x configuration steps, and
 # skipped when fewer than KEPT_MIN_STATES_PER_GROUP levels per group with a choice remain (the rounding down
 # of each group's reduced cost to a level then loses more than the row adds).
@@ -386,7 +423,7 @@ def _dp_rows(gr: Groups, lam: np.ndarray):
 
 
 def _kept_rows_bound(gr: Groups, useful: np.ndarray, lam: np.ndarray, target: int,
-                     deadline: float) -> bool | Fraction | None:  # fmt: skip
+                     deadline: float, clock: Callable[[], float]) -> bool | Fraction | None:  # fmt: skip
     """Exact lower bound on the primary from relaxations keeping one binding budget row exactly, the
     others at the LP prices (rowbound.py), over the `useful` configurations (every placement of primary
     <= target uses only those): True when one shows that no placement has primary <= target, else the
@@ -394,7 +431,7 @@ def _kept_rows_bound(gr: Groups, useful: np.ndarray, lam: np.ndarray, target: in
     best: Fraction | None = None
     rows = [r for r in np.argsort(-lam * np.array(gr.budget, dtype=float)).tolist() if lam[r] > 0]
     for r in rows:
-        if time.monotonic() >= deadline:
+        if clock() >= deadline:
             break
         others = lam.copy()
         others[r] = 0.0
@@ -414,7 +451,7 @@ def _kept_rows_bound(gr: Groups, useful: np.ndarray, lam: np.ndarray, target: in
 
 
 def _near_free(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack, workers: int,
-               deadline: float) -> list[int] | None:  # fmt: skip
+               deadline: float, run: _Run) -> list[int] | None:  # fmt: skip
     """A placement the bound lb / den proves (within its slack), searched only among the near-free
     configurations (reduced cost d at most 1 / NEAR_FREE_SHARE of the slack) and the incumbent's: a
     feasibility question boxed in NEAR_FREE_WORK deterministic seconds. Where the LP bound is tight, such a
@@ -427,7 +464,7 @@ def _near_free(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], sla
         return None
     near = _within(d, den * units // NEAR_FREE_SHARE)
     near[np.array(inc, dtype=np.int64)] = True
-    core = _Core(gr, near, workers, FEASIBILITY_LINEARIZATION)
+    core = _Core(gr, near, workers, FEASIBILITY_LINEARIZATION, run)
     core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
     core.add_reduced_cut(d, den * ask - lb)
     status, ch, _, _ = core.solve(deadline, None, work=NEAR_FREE_WORK)
@@ -531,12 +568,22 @@ def solve_groups(
     tiebreak_time: float = 0.25,
     reduce: bool = True,
     gap_limit: float = 0.0,
+    time_limit: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Outcome:
     """Lexicographic optimum over the groups (see module doc). The primary cost is proven within the
-    relative `gap_limit` (0: exactly), or the time limit reported; the tie-break stage then gets as long
-    as the primary took, at least 0.05 s, at most `tiebreak_time` seconds. reduce=False skips the LP bounds and fixing (CP-SAT on every configuration;
-    tests, comparisons)."""
-    t0 = time.monotonic()
+    relative `gap_limit` (0: exactly), or the time limit reported; the tie-break stage then gets as much
+    deterministic work as the primary took (at least 0.05, CP-SAT's deterministic seconds), never more than
+    `tiebreak_time` seconds. reduce=False skips the LP bounds and fixing (CP-SAT on every configuration;
+    tests, comparisons).
+
+    Every box inside is one of deterministic work (CP-SAT's deterministic time, the local search's units
+    sized from `time_limit`: the user's limit, default `deadline` - now), so the same groups and options
+    give the same path and placement on any machine load; `deadline` on `clock` is only the outer bound."""
+    run = _Run(clock)
+    t0 = clock()
+    limit = time_limit if time_limit is not None else deadline - t0
+    swap_work = 0  # units the local search spent (part of the primary's work, for the tie-break's box)
     gap_frac = Fraction(gap_limit)
 
     def slack(p: int) -> int:
@@ -549,7 +596,7 @@ def solve_groups(
     alive = np.ones(len(gr.cost), dtype=bool)
     best, p1, proven, lower = None, None, False, None
     restricted = None
-    lp1 = _prices(gr, alive, deadline) if gr.n_groups and reduce else None
+    lp1 = _prices(gr, alive, deadline, run.clock) if gr.n_groups and reduce else None
     if lp1 is not None:
         # Incumbent from a small core around the LP optimum, then exact reduced-cost fixing.
         lam, _, y = lp1
@@ -585,8 +632,9 @@ def solve_groups(
                 # Ties between sNICs: CP-SAT on the core takes its whole box for a poor incumbent
                 # (measured), the exact local search goes first, with a longer box: its shakes keep
                 # closing the gap where CP-SAT's box after it found nothing better (measured).
-                box = _swap_box(deadline, TIES_SWAP_CAP)
+                box = _swap_work(limit, deadline, run.clock, TIES_SWAP_CAP)
                 greedy = _improved(gr, greedy, lb1, den1, d1, y, slack, box, t0, lam)
+                swap_work += box.spent
             if greedy is not None:
                 restricted[np.array(greedy, dtype=np.int64)] = True
         cands = [c for c in (current, near, greedy) if c is not None]
@@ -600,17 +648,16 @@ def solve_groups(
             # leaves, find the better placement sooner than CP-SAT on the restricted core; measured)
             status, inc, core_groups = "feasible", quick, 0
         else:
-            core = _Core(gr, restricted, workers, linearization)
+            core = _Core(gr, restricted, workers, linearization, run)
             core.m.minimize(core.objective(folded0))
             # Only an incumbent is needed here (any feasible one makes the fixing below valid): boxed in
             # CP-SAT's deterministic time, which does not shrink on a loaded machine. Good enough once
             # within half the slack the proof below allows (absolute: the core's objective leaves out the
             # groups without a choice).
             abs_gap = float(slack(max(0, math.floor(lower)))) / 2 if len(full) > 1 else 0.0
-            now = time.monotonic()
-            status, inc, _, _ = core.solve(min(deadline, now + 3.0), quick, abs_gap, RESTRICTED_WORK)
+            status, inc, _, _ = core.solve(deadline, quick, abs_gap, RESTRICTED_WORK)
             core_groups = len(core.multi)
-            log.debug("restricted core %s groups=%d t=%.3f", status, core_groups, time.monotonic() - t0)
+            log.debug("restricted core %s groups=%d t=%.3f", status, core_groups, run.clock() - t0)
             if quick is not None and (
                 status not in ("optimal", "feasible") or _sum(gr.cost, quick) < _sum(gr.cost, inc)
             ):
@@ -619,14 +666,16 @@ def solve_groups(
                 # Before the local search: where the bound is tight, a placement it proves is often one
                 # question away (measured: background 5,000 seed 0, 0.03 s here vs 0.4 s of swaps).
                 nf_asked = True
-                nf = _near_free(gr, d1, lb1, den1, inc, slack, workers, deadline)
-                log.debug("near-free %s t=%.3f", nf is not None, time.monotonic() - t0)
+                nf = _near_free(gr, d1, lb1, den1, inc, slack, workers, deadline, run)
+                log.debug("near-free %s t=%.3f", nf is not None, run.clock() - t0)
                 if nf is not None and _sum(gr.cost, nf) < _sum(gr.cost, inc):
                     status, inc = "feasible", nf
             if status in ("optimal", "feasible") and not close_enough(inc) and not (ties and inc is quick):
                 # (a restricted core's optimum is not the problem's: switches outside it may still help)
                 # A shorter box: on one sNIC the refutation below usually finishes the proof soon.
-                better = _improved(gr, inc, lb1, den1, d1, y, slack, _swap_box(deadline, 0.4), t0, lam)
+                box = _swap_work(limit, deadline, run.clock, 0.4)
+                better = _improved(gr, inc, lb1, den1, d1, y, slack, box, t0, lam)
+                swap_work += box.spent
                 if better is not None and _sum(gr.cost, better) < _sum(gr.cost, inc):
                     status, inc = "feasible", better
         if status in ("optimal", "feasible"):
@@ -637,7 +686,7 @@ def solve_groups(
             alive[np.array(inc, dtype=np.int64)] = True
             proven = lb1 > den1 * (p1 - 1 - slack(p1))
             log.debug("incumbent %s p1=%d lb=%.1f slack=%d alive=%d core=%d t=%.3f", status, p1, lb1 / den1,
-                      slack(p1), int(alive.sum()), core_groups, time.monotonic() - t0)  # fmt: skip
+                      slack(p1), int(alive.sum()), core_groups, run.clock() - t0)  # fmt: skip
             if not proven and lam.max(initial=0) > 0:
                 # The LP bound is fractional below p1: decide "primary <= p1 - 1" exactly on the
                 # relaxation keeping only the most binding budget row (dynamic programme over cost).
@@ -647,13 +696,13 @@ def solve_groups(
                 if _dp_span(gr, useful, target) <= DP_STATES:
                     for weight, budget in _dp_rows(gr, lam):
                         no_better = _dp_no_better(gr, useful, weight, budget, target)
-                        log.debug("dp proof %s t=%.3f", no_better, time.monotonic() - t0)
+                        log.debug("dp proof %s t=%.3f", no_better, run.clock() - t0)
                         if no_better is True:
                             proven = True
                             break
                 if not proven:
-                    kept = _kept_rows_bound(gr, useful, lam, target, deadline)
-                    log.debug("kept-row bound %s t=%.3f", kept, time.monotonic() - t0)
+                    kept = _kept_rows_bound(gr, useful, lam, target, deadline, run.clock)
+                    log.debug("kept-row bound %s t=%.3f", kept, run.clock() - t0)
                     if kept is True:
                         proven = True
                     elif kept is not None and kept >= lower + max(1, slack(p1)):
@@ -661,8 +710,8 @@ def solve_groups(
                         # long 500 seed 0 +0.15 slacks, a 0.2 s question became a 1.1 s one)
                         lower = kept
             if not proven and not nf_asked:
-                nf = _near_free(gr, d1, lb1, den1, best, slack, workers, deadline)
-                log.debug("near-free %s t=%.3f", nf is not None, time.monotonic() - t0)
+                nf = _near_free(gr, d1, lb1, den1, best, slack, workers, deadline, run)
+                log.debug("near-free %s t=%.3f", nf is not None, run.clock() - t0)
                 if nf is not None and _sum(gr.cost, nf) < p1:
                     best, p1 = nf, _sum(gr.cost, nf)
                     alive = alive & _within(d1, den1 * p1 - lb1)
@@ -682,12 +731,12 @@ def solve_groups(
         # the bound, a "yes" a better incumbent; the optimum usually lies a few slacks above the bound).
         target = p1 - 1 - slack(p1)
         ask = lo + (target - lo) // 2 if gap_frac and target - lo > slack(p1) else target
-        core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION)
+        core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
         core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
         core.add_reduced_cut(d1, den1 * ask - lb1)
         status, ch, _, _ = core.solve(deadline, None)
         log.debug("cost <= %s? %s core=%d t=%.3f", "p1 - 1 - slack" if ask == target else "midpoint", status,
-                  len(core.multi), time.monotonic() - t0)  # fmt: skip
+                  len(core.multi), run.clock() - t0)  # fmt: skip
         if status == "infeasible" and ask < target:
             lo = ask + 1
             lower = max(lower, Fraction(lo))
@@ -703,10 +752,10 @@ def solve_groups(
             return Outcome("feasible", best, _gap(gr, p1, lower), len(core.multi))
     if not proven:
         # No incumbent yet (LP relaxation or restricted core failed): CP-SAT minimises on everything.
-        core = _Core(gr, alive, workers, linearization)
+        core = _Core(gr, alive, workers, linearization, run)
         core.m.minimize(core.objective(gr.cost))
         status, ch, obj, bound = core.solve(deadline, best or hint)
-        log.debug("full core %s groups=%d t=%.3f", status, len(core.multi), time.monotonic() - t0)
+        log.debug("full core %s groups=%d t=%.3f", status, len(core.multi), run.clock() - t0)
         if status in ("infeasible", "unknown"):
             return Outcome(status, None, core_groups=len(core.multi))
         best, p1 = ch, _sum(gr.cost, ch)
@@ -716,14 +765,16 @@ def solve_groups(
             return Outcome("feasible", best, _gap(gr, p1, lower), len(core.multi))
         restricted = None  # the incumbent came from this solve, not from the restricted core
     # Tie-break among placements of primary cost p1 (proven optimal): fewer PCIe units, then moves.
-    primary_s = time.monotonic() - t0
+    primary_s = run.clock() - t0
     tb_stages = _levels([gr.pcie, gr.moves], gr.start)
     if all(not int(reb.max(initial=0)) for st in tb_stages for reb, _ in st):
         return Outcome("optimal", best, 0.0, 0, tiebreak_proven=True, primary_seconds=primary_s)
     eq = [(gr.cost, p1)]
-    # The answer is known: the tie-break may hold it for as long as the primary took (at least 0.05 s),
-    # never more than tiebreak_time.
-    tb_deadline = min(deadline, time.monotonic() + min(tiebreak_time, max(0.05, primary_s)))
+    # The answer is known: the tie-break may do a share of the work the primary did (TIEBREAK_WORK_SHARE),
+    # never hold it more than tiebreak_time. Work, not the primary's seconds: those grow with the load.
+    tb_deadline = min(deadline, run.clock() + tiebreak_time)
+    primary_work = run.cpsat_work + swap_work / SWAP_RATE * CPSAT_WORK_PER_SECOND
+    tb_until = run.cpsat_work + max(TIEBREAK_MIN_WORK, TIEBREAK_WORK_SHARE * primary_work)
     if len(full) == 1 and gr.n_groups and reduce:
         lp2 = _lp(gr, alive, folded0, eq)
         if lp2 is not None:
@@ -733,10 +784,10 @@ def solve_groups(
                 # A better incumbent for the tie-break from a small core around the second LP.
                 restricted = _restricted(gr, d2, y2, alive)
                 restricted[np.array(best, dtype=np.int64)] = True
-                core = _Core(gr, restricted, workers, linearization)
+                core = _Core(gr, restricted, workers, linearization, run)
                 core.m.add(core.objective(gr.cost) <= p1 - core.const(gr.cost))
                 core.m.minimize(core.objective(folded0))
-                status, ch, _, _ = core.solve(tb_deadline, best)
+                status, ch, _, _ = core.solve(tb_deadline, best, work=_left(tb_until, run))
                 if status in ("optimal", "feasible") and _sum(folded0, ch) <= _sum(folded0, best):
                     best = ch
                 if status != "optimal":
@@ -749,13 +800,13 @@ def solve_groups(
             if restricted is not None and not (alive & ~restricted).any():
                 # Nothing outside the restricted core can beat its optimum: that is the optimum.
                 return Outcome("optimal", best, 0.0, 0, True, primary_s)
-    core = _Core(gr, alive, workers, linearization)
+    core = _Core(gr, alive, workers, linearization, run)
     core.m.add(core.objective(gr.cost) <= p1 - core.const(gr.cost))
     tb_proven = True
     for stage in tb_stages:
         folded = _fold(stage)
         core.m.minimize(core.objective(folded))
-        status, ch, _, _ = core.solve(tb_deadline, best)
+        status, ch, _, _ = core.solve(tb_deadline, best, work=_left(tb_until, run))
         if status in ("optimal", "feasible") and _sum(folded, ch) <= _sum(folded, best):
             best = ch
         if status != "optimal":
@@ -765,14 +816,20 @@ def solve_groups(
     return Outcome("optimal", best, 0.0, len(core.multi), tb_proven, primary_s)
 
 
-def _swap_box(deadline: float, cap: float = 1.0) -> float:
-    """When the local search stops: SWAP_SHARE of the time left, at most SWAP_MAX x `cap` seconds."""
-    now = time.monotonic()
-    return now + cap * min(SWAP_MAX, SWAP_SHARE * (deadline - now))
+def _left(until: float, run: _Run) -> float:
+    """CP-SAT deterministic time left until `until` (a token amount when none: CP-SAT then stops at once)."""
+    return max(1e-3, until - run.cpsat_work)
+
+
+def _swap_work(time_limit: float, deadline: float, clock: Callable[[], float], cap: float = 1.0) -> Work:
+    """The local search's box: `cap` x the work of min(SWAP_MAX, SWAP_SHARE x the time limit) seconds on an
+    idle core (SWAP_RATE), within the outer `deadline`. Sized from the limit, not from the time left, so
+    that it does not depend on how long the steps before took."""
+    return Work(cap * SWAP_RATE * min(SWAP_MAX, SWAP_SHARE * time_limit), deadline, clock)
 
 
 def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.ndarray, y: np.ndarray, slack,
-              deadline: float, t0: float | None = None, lam: np.ndarray | None = None) -> list[int] | None:  # fmt: skip
+              work: Work, t0: float | None = None, lam: np.ndarray | None = None) -> list[int] | None:  # fmt: skip
     """A cheaper incumbent by exact switches (swaps.py), until within the slack of the bound lb / den.
 
     Two starts: `chosen` (the repaired LP rounding); and every group at its least reduced cost (the LP's
@@ -783,21 +840,22 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
     a stop of the descent is a plateau, not the end: moving NFs between sNICs at no cost opens switches
     that fill the rows further. So after the first start's descent, with several priced rows (`lam`):
     the free room gathered on each priced row in turn and filled by a subset of switches
-    (swaps.shake's pool, swaps.fill), descended again; at the end, while above the slack and time is
-    left, random cost-neutral exchanges (swaps.shake), descended again."""
+    (swaps.shake's pool, swaps.fill), descended again; at the end, while above the slack and the `work`
+    box is not used up, random cost-neutral exchanges (swaps.shake), descended again. Bounded by `work`
+    (units the switches charge, not seconds): the same instance gives the same incumbent on any load."""
     floor = -(-lb // den)
     target = floor + slack(floor)
     unit = max(1, slack(floor))
     budget = np.array(gr.budget, dtype=np.int64)
     grp = np.repeat(np.arange(gr.n_groups), np.diff(gr.start))
 
-    def descend(cur: list[int], until: float, shares: tuple[int, ...] = (256, 1)) -> list[int]:
+    def descend(cur: list[int], box: Work, shares: tuple[int, ...] = (256, 1)) -> list[int]:
         for share in shares:
             near = _within(d, den * (unit // share))
             near[np.array(cur, dtype=np.int64)] = True
-            cur = improve(gr.cost, gr.use, budget, gr.start, cur, near, target, until, near)
+            cur = improve(gr.cost, gr.use, budget, gr.start, cur, near, target, box, near)
         allowed = _within(d, den * _sum(gr.cost, cur) - lb)
-        return improve(gr.cost, gr.use, budget, gr.start, cur, allowed, target, until, near)
+        return improve(gr.cost, gr.use, budget, gr.start, cur, allowed, target, box, near)
 
     rng = np.random.default_rng(0)  # seeded: the same instance gives the same incumbent
     neutral = _within(d, den * (unit // 256))
@@ -813,8 +871,7 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
     # With several priced rows the starts' descents leave a share of the time to gathering and shaking
     # (measured: one gathering and descent closed what the whole box of descents left); with one sNIC
     # they have it all, as before.
-    share = STARTS_SHARE if len(rows) > 1 else 1.0
-    starts_until = time.monotonic() + share * (deadline - time.monotonic())
+    starts_box = work.share(STARTS_SHARE if len(rows) > 1 else 1.0)
 
     def gather(cur: list[int]) -> list[int]:
         """The free room of the priced rows gathered on each of them in turn (a saving switch then has
@@ -822,13 +879,13 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
         that row; each result descended. The cheapest."""
         best = cur
         for k in rows.tolist() if len(rows) > 1 else []:
-            if _sum(gr.cost, best) <= target or time.monotonic() > deadline:
+            if _sum(gr.cost, best) <= target or work.over():
                 break
             pooled = shake(
-                gr.cost, gr.use, budget, gr.start, best, neutral, rng, POOL_MOVES * len(rows), (rows, k)
+                gr.cost, gr.use, budget, gr.start, best, neutral, rng, work, POOL_MOVES * len(rows), (rows, k)
             )
-            pooled = fill(gr.cost, gr.use, budget, gr.start, pooled, _within(d, den * unit), rows, k)
-            out = descend(pooled, deadline, (256,))
+            pooled = fill(gr.cost, gr.use, budget, gr.start, pooled, _within(d, den * unit), rows, k, work)
+            out = descend(pooled, work, (256,))
             if _sum(gr.cost, out) < _sum(gr.cost, best):
                 best = out
         return best
@@ -837,7 +894,7 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
     by_d = _repair(reduced, np.lexsort((-y, d, grp))[gr.start[:-1]], np.ones(len(d), dtype=bool), grp, budget)
     best = chosen
     for k, start in enumerate(s for s in (by_d, chosen) if s is not None):
-        cur = descend(start, starts_until)
+        cur = descend(start, starts_box)
         if k == 0 and _sum(gr.cost, cur) > target:
             cur = gather(cur)  # before the second start: it usually closes what the first descent left
         if best is None or _sum(gr.cost, cur) < _sum(gr.cost, best):
@@ -846,19 +903,21 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
             break
     # Then random shakes while time is left, each descended and gathered again.
     cur, misses = best, 0
-    while cur is not None and _sum(gr.cost, best) > target and time.monotonic() < deadline:
-        shaken = shake(gr.cost, gr.use, budget, gr.start, cur, neutral, rng)
+    while cur is not None and _sum(gr.cost, best) > target and not work.over():
+        shaken = shake(gr.cost, gr.use, budget, gr.start, cur, neutral, rng, work)
         if shaken == cur:
             misses += 1  # none fit in the sample drawn, or none at all (e.g. one sNIC)
             if misses == SHAKE_MISSES:
                 break
             continue
         misses = 0
-        cur = gather(descend(shaken, deadline, (256,)))  # fewer stages: more shakes in the box
+        cur = gather(descend(shaken, work, (256,)))  # fewer stages: more shakes in the box
         if _sum(gr.cost, cur) < _sum(gr.cost, best):
             best = cur
     if best is not None and t0 is not None:
-        log.debug("swaps p=%d lb=%.1f t=%.3f", _sum(gr.cost, best), lb / den, time.monotonic() - t0)
+        log.debug(
+            "swaps p=%d lb=%.1f work=%d t=%.3f", _sum(gr.cost, best), lb / den, work.spent, work.clock() - t0
+        )
     return best
 
 

@@ -299,7 +299,7 @@ def solve(
     `options` (or keyword arguments of Options): solver, time_limit, max_moves, move_cost, gap_limit,
     workers. Always bounded by time_limit; when it hits, the best placement found is returned with status
     'feasible' and its proven relative `gap`; 'infeasible' comes with a `reason`. Once the host cost is
-    proven (within gap_limit), the tie-break stage gets as long as that took (at least 0.05 s), never more
+    proven (within gap_limit), the tie-break stage gets a share of that work (deterministic), never more
     than tiebreak_share x time_limit; `tiebreak` says whether it was proven. `prepared`: the engine's groups,
     prepared by the caller; `engine=False`: the caller's prepare already gave none (the plain model answers).
     """
@@ -351,6 +351,7 @@ def _solve_engine(
     oc = solve_groups(
         gr, deadline, workers=opts.workers, linearization=opts.linearization, reduce=opts.reduce,
         gap_limit=opts.gap_limit, tiebreak_time=opts.tiebreak_share * opts.time_limit,
+        time_limit=opts.time_limit,
     )  # fmt: skip
     if oc.status in ("infeasible", "unknown"):
         return _no_placement(problem, opts, oc.status, t0, _diagnose)

@@ -14,9 +14,10 @@ the bound).
 from __future__ import annotations
 
 import logging
-import time
 
 import numpy as np
+
+from placement.work import Work
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +25,9 @@ PAIR_CELLS = 2_000_000  # largest pair matrix one step builds (memory: a few of 
 SEEDS = 16  # savers tried per round for a three-group move
 SHAKES = 4  # random cost-neutral exchanges per shake
 FILL_ITEMS = 24  # switches in the meet-in-the-middle of `fill` (2 x 2 ** 12 subset sums)
+# Work (placement/work.py) is charged in cells evaluated (configurations, pairs) plus CALL per step: a
+# step's fixed cost (numpy calls on small arrays) in cells.
+CALL = 4096
 
 
 class _Pairs:
@@ -32,10 +36,12 @@ class _Pairs:
     (the three-group moves ask once per saver)."""
 
     def __init__(self, d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.ndarray,
-                 right: np.ndarray):  # fmt: skip
+                 right: np.ndarray, work: Work):  # fmt: skip
         if len(left) * len(right) > PAIR_CELLS:
             left = left[np.argsort(d_cost[left], kind="stable")[: max(1, PAIR_CELLS // len(right))]]
-        self.left, self.right, self.d_use = left, right, d_use
+        self.left, self.right, self.d_use, self.work = left, right, d_use, work
+        self.cells = len(left) * len(right)
+        work.charge(CALL + 3 * self.cells)
         self.cost = d_cost[left][:, None] + d_cost[right][None, :]
         self.other = grp[left][:, None] != grp[right][None, :]
         self.grp_l, self.grp_r = grp[left], grp[right]
@@ -48,10 +54,14 @@ class _Pairs:
         ok = self.other
         if skip_group >= 0:
             ok = ok & (self.grp_l != skip_group)[:, None] & (self.grp_r != skip_group)[None, :]
+        passes = 1  # matrices of `cells` built or compared
         for r in np.nonzero(self.top > room)[0].tolist():
             if r not in self.rows:
                 self.rows[r] = self.d_use[self.left, r][:, None] + self.d_use[self.right, r][None, :]
+                passes += 1
             ok = ok & (self.rows[r] <= room[r])
+            passes += 2
+        self.work.charge(CALL + passes * self.cells)
         return ok
 
     def best(self, room: np.ndarray, skip_group: int = -1) -> tuple[int, int, int]:
@@ -62,26 +72,27 @@ class _Pairs:
         ok = self.fitting(room, skip_group)
         if not ok.any():
             return 0, -1, -1
+        self.work.charge(2 * self.cells)
         flat = int(np.argmin(np.where(ok, self.cost, np.iinfo(np.int64).max)))
         a, b = divmod(flat, len(self.right))
         return int(self.cost.flat[flat]), int(self.left[a]), int(self.right[b])
 
 
 def _best_pair(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.ndarray, right: np.ndarray,
-               room: np.ndarray) -> tuple[int, int, int]:  # fmt: skip
+               room: np.ndarray, work: Work) -> tuple[int, int, int]:  # fmt: skip
     """The pair (a in `left`, b in `right`, of two groups) of least summed d_cost that fits `room`:
     (d_cost sum, a, b), or (0, -1, -1) when no pair fits."""
     if not len(left) or not len(right):
         return 0, -1, -1
-    return _Pairs(d_cost, d_use, grp, left, right).best(room)
+    return _Pairs(d_cost, d_use, grp, left, right, work).best(room)
 
 
 def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarray, chosen: list[int],
-            allowed: np.ndarray, target: int, deadline: float, near_free: np.ndarray | None = None,
+            allowed: np.ndarray, target: int, work: Work, near_free: np.ndarray | None = None,
             rounds: int = 2000) -> list[int]:  # fmt: skip
     """`chosen` (one global configuration index per group, within `budget`) made cheaper by switches to
     `allowed` configurations until its cost is <= `target`, no move improves it, `rounds` rounds passed or
-    `deadline` (monotonic) passed. `near_free` (a mask of configurations) are the partners of the
+    the `work` box is used up (each round charges the cells it evaluates). `near_free` (a mask of configurations) are the partners of the
     three-group moves (none without it). Returns the (feasible) result."""
     n_groups = len(start) - 1
     if not n_groups:
@@ -92,11 +103,12 @@ def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.nda
     total = int(cost[sel].sum())
     idx = np.arange(len(cost))
     for _ in range(rounds):
-        if total <= target or time.monotonic() > deadline:
+        if total <= target or work.over():
             break
         cand = np.nonzero(allowed & (idx != sel[grp_all]))[0]
         if not len(cand):
             break
+        work.charge(CALL + len(cost) + len(cand) * (1 + len(budget)))
         grp = grp_all[cand]
         d_cost = cost[cand] - cost[sel[grp]]
         d_use = use[cand] - use[sel[grp]]
@@ -107,7 +119,7 @@ def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.nda
         gain, move = int(single[k]), ([k] if single[k] < 0 else [])
         everyone = np.arange(len(cand))
         savers = np.nonzero(d_cost < 0)[0]
-        g2, a, b = _best_pair(d_cost, d_use, grp, savers, everyone, room)
+        g2, a, b = _best_pair(d_cost, d_use, grp, savers, everyone, room, work)
         if a >= 0 and g2 < gain:
             gain, move = g2, [a, b]
         if not move and near_free is not None:
@@ -122,9 +134,9 @@ def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.nda
             seeds = np.concatenate([blocked[np.argsort(excess, kind="stable")[:SEEDS]],
                                     blocked[np.argsort(d_cost[blocked], kind="stable")[:SEEDS]],
                                     partners[np.argsort(d_cost[partners], kind="stable")[: 2 * SEEDS]]])  # fmt: skip
-            pairs = _Pairs(d_cost, d_use, grp, partners, partners)
+            pairs = _Pairs(d_cost, d_use, grp, partners, partners, work)
             for s in np.unique(seeds).tolist():
-                if time.monotonic() > deadline:
+                if work.over():
                     break
                 g3, a, b = pairs.best(room - d_use[s], int(grp[s]))
                 if a >= 0 and g3 + int(d_cost[s]) < gain:
@@ -143,11 +155,12 @@ def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.nda
 
 
 def _neutral_pairs(cost: np.ndarray, use: np.ndarray, start: np.ndarray, sel: np.ndarray, neutral: np.ndarray,
-                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, _Pairs] | None:  # fmt: skip
+                   rng: np.random.Generator, work: Work) -> tuple[np.ndarray, np.ndarray, _Pairs] | None:  # fmt: skip
     """The switches from `sel` to `neutral` configurations that keep the cost (at most a random sample
     of them, so that their pairs fit PAIR_CELLS), their groups and their pairs; None when fewer than two."""
     grp_all = np.repeat(np.arange(len(start) - 1), np.diff(start))
     cand = np.nonzero(neutral & (np.arange(len(cost)) != sel[grp_all]))[0]
+    work.charge(CALL + len(cost))
     cand = cand[cost[cand] == cost[sel[grp_all[cand]]]]
     if len(cand) < 2:
         return None
@@ -159,12 +172,12 @@ def _neutral_pairs(cost: np.ndarray, use: np.ndarray, start: np.ndarray, sel: np
     return (
         cand,
         grp,
-        _Pairs(np.zeros(len(cand), dtype=np.int64), use[cand] - use[sel[grp]], grp, local, local),
+        _Pairs(np.zeros(len(cand), dtype=np.int64), use[cand] - use[sel[grp]], grp, local, local, work),
     )
 
 
 def shake(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarray, chosen: list[int],
-          neutral: np.ndarray, rng: np.random.Generator, moves: int = SHAKES,
+          neutral: np.ndarray, rng: np.random.Generator, work: Work, moves: int = SHAKES,
           pool: tuple[np.ndarray, int] | None = None) -> list[int]:  # fmt: skip
     """`chosen` after up to `moves` cost-neutral exchanges: each a pair of switches of two groups to
     `neutral` configurations, neither changing the cost, that fit the budgets together (with several
@@ -176,7 +189,7 @@ def shake(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarr
     costs what `chosen` costs."""
     sel = np.array(chosen, dtype=np.int64)
     for _ in range(moves):
-        found = _neutral_pairs(cost, use, start, sel, neutral, rng)
+        found = _neutral_pairs(cost, use, start, sel, neutral, rng, work)
         if found is None:
             break
         cand, grp, pairs = found
@@ -212,7 +225,7 @@ def _subset_sums(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fill(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarray, chosen: list[int],
-         allowed: np.ndarray, rows: np.ndarray, row: int, items: int = FILL_ITEMS) -> list[int]:  # fmt: skip
+         allowed: np.ndarray, rows: np.ndarray, row: int, work: Work, items: int = FILL_ITEMS) -> list[int]:  # fmt: skip
     """`chosen` with the set of switches (to `allowed` configurations, at most one per group, each
     changing of the priced `rows` only `row`) that fills the room of `row` most closely (meet in the
     middle over `items` of them: a subset sum no pair or triple of switches reaches), when that set
@@ -220,6 +233,7 @@ def fill(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarra
     sel = np.array(chosen, dtype=np.int64)
     grp_all = np.repeat(np.arange(len(start) - 1), np.diff(start))
     cand = np.nonzero(allowed & (np.arange(len(cost)) != sel[grp_all]))[0]
+    work.charge(CALL + len(cost) + len(cand) * len(budget))
     d_use = use[cand] - use[sel[grp_all[cand]]]
     others = np.array([r for r in rows.tolist() if r != row], dtype=np.int64)
     only = (d_use[:, row] != 0) & ((d_use[:, others] == 0).all(1) if len(others) else True)
@@ -235,6 +249,7 @@ def fill(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarra
     cand, delta = cand[keep], delta[keep]
     room = int(budget[row] - use[sel, row].sum())
     half = len(cand) // 2
+    work.charge(2 ** (len(cand) - half) * (len(cand) - half + 2))  # subset sums and their search
     ls, lm = _subset_sums(delta[:half])
     rs, rm = _subset_sums(delta[half:])
     order = np.argsort(rs, kind="stable")

@@ -3,14 +3,15 @@
 Each version runs in its own worker process (its tree first on sys.path), both kept alive for the whole
 run and given the same seeded instances (placement/families.py of THIS tree) alternately, the first
 solver swapped every seed; per family and size: median / max seconds from the start of parse_problem to
-the proven host cost (the limit when not proven) and how many were proven. The other tree is an exported commit:
+the proven host cost (the limit when not proven) and how many were proven; and the CPU seconds of each
+whole solve (parse, proof and tie-break: process_time of its worker), the claim on a shared machine. The other tree is an exported commit:
 
     git archive REV | tar -x -C /tmp/old
     .venv/bin/python -m bench.placement.versus --old /tmp/old [--families a,b] [--sizes 500,5000]
                                                [--seeds 3] [--large-seeds 1] [--snics K] [--time-limit S]
                                                [--first-seed N]
 
-Last line JSON: {family: {size: {old: {median_s, max_s, proven}, new: {...}, instances}}}.
+Last line JSON: {family: {size: {old: {median_s, max_s, proven, cpu_median_s, cpu_max_s}, new: {...}, instances}}}.
 """
 
 from __future__ import annotations
@@ -34,13 +35,13 @@ from placement.solver import Options, solve
 has_started = "started" in Options.__dataclass_fields__
 for line in sys.stdin:
     req = json.loads(line)
-    t = time.monotonic()
+    t, c = time.monotonic(), time.process_time()
     problem = parse_problem(req["instance"])
     parse_s = time.monotonic() - t
     out = solve(problem, time_limit=req["limit"], **({"started": t} if has_started else {}))
     s = out.get("host_cost_seconds", req["limit"]) + (0 if has_started else parse_s)
     ok = out["status"] == "optimal" and s <= req["limit"]
-    print(json.dumps({"s": s if ok else req["limit"], "ok": ok,
+    print(json.dumps({"s": s if ok else req["limit"], "ok": ok, "cpu": time.process_time() - c,
                       "host_cost": out.get("host_cost"), "gap": out.get("gap")}), flush=True)
 """
 
@@ -68,7 +69,9 @@ class Worker:
 
 
 def _line(version: str, run: dict) -> str:
-    return f"{version} {run['s']:.3f} s" + ("" if run["ok"] else f" (not proven, gap {run['gap']})")
+    return f"{version} {run['s']:.3f} s ({run['cpu']:.3f} CPU s)" + (
+        "" if run["ok"] else f" (not proven, gap {run['gap']})"
+    )
 
 
 def main() -> int:
@@ -106,7 +109,9 @@ def main() -> int:
                           flush=True)  # fmt: skip
                 figures[fam][str(n)] = {"instances": k} | {
                     v: {"median_s": round(median([r["s"] for r in rs]), 4),
-                        "max_s": round(max(r["s"] for r in rs), 4), "proven": sum(r["ok"] for r in rs)}
+                        "max_s": round(max(r["s"] for r in rs), 4), "proven": sum(r["ok"] for r in rs),
+                        "cpu_median_s": round(median([r["cpu"] for r in rs]), 4),
+                        "cpu_max_s": round(max(r["cpu"] for r in rs), 4)}
                     for v, rs in runs.items()}  # fmt: skip
     finally:
         for w in workers.values():

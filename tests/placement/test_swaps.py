@@ -17,8 +17,14 @@ from placement.decompose import prepare
 from placement.dual import prices
 from placement.families import instance
 from placement.swaps import fill, improve, shake
+from placement.work import Work
 
 from .test_families import brute_force, check_placed, small_instance
+
+
+def _box(limit: float = 1e12) -> Work:
+    """A work box that ends the search only when the search ends by itself (on the real clock)."""
+    return Work(limit, time.monotonic() + 30)
 
 
 def _random_groups(rng: random.Random, n_groups: int, rows: int):
@@ -54,7 +60,7 @@ def test_improve_stays_feasible_never_dearer_never_below_the_optimum(seed):
     best = _exact_best(cost, use, budget, start)
     allowed = np.ones(len(cost), dtype=bool)
     near = np.array([rng.random() < 0.5 for _ in range(len(cost))])
-    out = improve(cost, use, budget, start, chosen, allowed, -(10**18), time.monotonic() + 30, near)
+    out = improve(cost, use, budget, start, chosen, allowed, -(10**18), _box(), near)
     ix = np.array(out)
     assert (np.searchsorted(start, ix, side="right") - 1 == np.arange(len(start) - 1)).all()
     assert (use[ix].sum(0) <= budget).all()
@@ -66,10 +72,10 @@ def test_improve_uses_only_allowed_configurations_and_stops_at_the_target():
     cost, use, budget, start, chosen = _random_groups(rng, 6, 2)
     allowed = np.zeros(len(cost), dtype=bool)
     allowed[np.array(chosen)] = True
-    assert improve(cost, use, budget, start, chosen, allowed, 0, time.monotonic() + 30, allowed) == chosen
+    assert improve(cost, use, budget, start, chosen, allowed, 0, _box(), allowed) == chosen
     everything = np.ones(len(cost), dtype=bool)
     start_cost = int(cost[np.array(chosen)].sum())
-    assert improve(cost, use, budget, start, chosen, everything, start_cost, time.monotonic() + 30) == chosen
+    assert improve(cost, use, budget, start, chosen, everything, start_cost, _box()) == chosen
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -82,7 +88,7 @@ def test_shake_keeps_the_cost_and_every_budget(seed):
             if rng.random() < 0.5:
                 cost[k] = cost[c]
     neutral = np.array([rng.random() < 0.8 for _ in range(len(cost))])
-    out = shake(cost, use, budget, start, chosen, neutral, np.random.default_rng(seed), moves=3)
+    out = shake(cost, use, budget, start, chosen, neutral, np.random.default_rng(seed), _box(), moves=3)
     ix = np.array(out)
     assert (np.searchsorted(start, ix, side="right") - 1 == np.arange(len(start) - 1)).all()
     assert (use[ix].sum(0) <= budget).all()
@@ -96,7 +102,7 @@ def test_fill_stays_feasible_and_never_dearer(seed):
     cost, use, budget, start, chosen = _random_groups(rng, rng.randint(2, 8), rng.randint(2, 3))
     allowed = np.array([rng.random() < 0.7 for _ in range(len(cost))])
     rows = np.arange(use.shape[1])
-    out = fill(cost, use, budget, start, chosen, allowed, rows, rng.randrange(use.shape[1]))
+    out = fill(cost, use, budget, start, chosen, allowed, rows, rng.randrange(use.shape[1]), _box())
     ix = np.array(out)
     assert (np.searchsorted(start, ix, side="right") - 1 == np.arange(len(start) - 1)).all()
     assert (use[ix].sum(0) <= budget).all()
@@ -116,11 +122,11 @@ def test_fill_finds_the_subset_that_fills_the_row():
     chosen = [2 * g + int(x) for g, x in enumerate(on)]
     budget = np.array([7 + 12], dtype=np.int64)  # 12 free
     allowed = np.ones(len(cost), dtype=bool)
-    out = fill(cost, use, budget, start, chosen, allowed, np.array([0]), 0)
+    out = fill(cost, use, budget, start, chosen, allowed, np.array([0]), 0, _box())
     assert int(use[np.array(out)].sum()) == 19
     assert [k % 2 for k in out] == [1, 1, 1, 0, 0, 0]
     tight = np.array([7], dtype=np.int64)
-    assert fill(cost, use, tight, start, chosen, allowed, np.array([0]), 0) == chosen
+    assert fill(cost, use, tight, start, chosen, allowed, np.array([0]), 0, _box()) == chosen
 
 
 def test_shake_moves_nfs_between_like_snics_and_leaves_one_snic_alone():
@@ -131,12 +137,12 @@ def test_shake_moves_nfs_between_like_snics_and_leaves_one_snic_alone():
     pr = prices(gr.use, gr.budget, gr.cost, gr.start, alive, time.monotonic() + 30)
     chosen = engine._greedy(gr, pr.y, alive)
     budget = np.array(gr.budget, dtype=np.int64)
-    out = shake(gr.cost, gr.use, budget, gr.start, chosen, alive, np.random.default_rng(0))
+    out = shake(gr.cost, gr.use, budget, gr.start, chosen, alive, np.random.default_rng(0), _box())
     assert (
         out != chosen and engine._fits(gr, out) and engine._sum(gr.cost, out) == engine._sum(gr.cost, chosen)
     )
     none = np.zeros(len(gr.cost), dtype=bool)
-    assert shake(gr.cost, gr.use, budget, gr.start, chosen, none, np.random.default_rng(0)) == chosen
+    assert shake(gr.cost, gr.use, budget, gr.start, chosen, none, np.random.default_rng(0), _box()) == chosen
 
 
 @pytest.mark.parametrize(("name", "snics"), [("two-snics", None), ("chains", 3), ("four-snics", None)])
@@ -146,7 +152,7 @@ def test_improved_incumbent_fits_and_is_not_below_the_bound(name, snics):
     pr = prices(gr.use, gr.budget, gr.cost, gr.start, alive, time.monotonic() + 30)
     lb, den, d = engine._bound(gr, alive, gr.cost, pr.lam, [], np.zeros(0))
     greedy = engine._greedy(gr, pr.y, alive)
-    out = engine._improved(gr, greedy, lb, den, d, pr.y, lambda p: p // 10**5, time.monotonic() + 30)
+    out = engine._improved(gr, greedy, lb, den, d, pr.y, lambda p: p // 10**5, _box())
     assert out is not None and engine._fits(gr, out)
     assert den * engine._sum(gr.cost, out) >= lb
     assert engine._sum(gr.cost, out) <= engine._sum(gr.cost, greedy)
@@ -206,3 +212,51 @@ def test_multi_snic_medium_optimal_only_when_the_mip_agrees(seed):
     if ours["status"] == "optimal" and mip["status"] in ("optimal", "feasible"):
         b = check_placed(problem, mip)
         assert float(a) <= float(b) * (1 + ours["gap_limit"]) + 1e-9
+
+
+class _JumpingClock:
+    """A clock that jumps forward by a random step on every reading (as a loaded machine's would, seen
+    from a search that reads it between steps), never reaching `until`."""
+
+    def __init__(self, seed: int, until: float):
+        self.rng, self.now, self.until = random.Random(seed), 0.0, until
+
+    def __call__(self) -> float:
+        self.now = min(self.until - 1.0, self.now + self.rng.choice([0.0, 1e-4, 0.5, 7.0]))
+        return self.now
+
+
+@pytest.mark.parametrize(("name", "snics"), [("two-snics", None), ("chains", 3), ("long", None)])
+def test_local_search_result_does_not_depend_on_the_clock(name, snics):
+    """The local search is boxed in work, not seconds: with a box small enough to end it early (so the
+    box decides where it stops), the same result from the real clock and from clocks that jump by up to
+    seven seconds between readings; the outer deadline alone still stops it (a clock past it: no step)."""
+    gr = prepare(parse_problem(instance(name, 300, 5, **({"snics": snics} if snics else {}))))
+    alive = np.ones(len(gr.cost), dtype=bool)
+    pr = prices(gr.use, gr.budget, gr.cost, gr.start, alive, time.monotonic() + 30)
+    lb, den, d = engine._bound(gr, alive, gr.cost, pr.lam, [], np.zeros(0))
+    greedy = engine._greedy(gr, pr.y, alive)
+    slack = lambda p: p // 10**6  # noqa: E731 (a tight target: the box, not the target, ends the search)
+    full = Work(1e15, time.monotonic() + 60)
+    engine._improved(gr, greedy, lb, den, d, pr.y, slack, full, None, pr.lam)
+    limit = full.spent // 3  # a box that stops the search a third of the way
+    assert limit > 0
+    outs, spent = [], []
+    for clock in (time.monotonic, _JumpingClock(1, 10**9), _JumpingClock(2, 10**9)):
+        box = Work(limit, clock() + 10**6 if clock is time.monotonic else 10**9, clock)
+        outs.append(engine._improved(gr, greedy, lb, den, d, pr.y, slack, box, None, pr.lam))
+        spent.append(box.spent)
+    assert outs[0] == outs[1] == outs[2] and spent[0] == spent[1] == spent[2] >= limit
+    assert engine._fits(gr, outs[0]) and engine._sum(gr.cost, outs[0]) <= engine._sum(gr.cost, greedy)
+    late = Work(1e15, 5.0, lambda: 6.0)  # the outer deadline has passed: not one step is taken
+    assert engine._improved(gr, greedy, lb, den, d, pr.y, slack, late, None, pr.lam) is not None
+    assert late.spent <= full.spent // 10
+
+
+def test_work_shares_one_meter():
+    outer = Work(100, 10.0, lambda: 0.0)
+    inner = outer.share(0.5)
+    assert inner.limit == 50
+    inner.charge(50)
+    assert inner.over() and not outer.over() and outer.spent == 50
+    assert Work(100, 10.0, lambda: 11.0).over()  # the outer deadline, whatever is left of the box
