@@ -49,6 +49,7 @@ import numpy as np
 
 from placement.decompose import SAFE, Groups
 from placement.dual import prices
+from placement.pack import pack
 from placement.rowbound import kept_row_bound
 from placement.swaps import fill, improve, shake
 from placement.work import Work
@@ -342,6 +343,9 @@ TIES_NEAR = 4  # slacks: a ties incumbent this close to the bound skips the rest
 SHAKE_MISSES = 3  # shakes in a row that find no exchange: the local search stops
 POOL_MOVES = 4  # per priced row: exchanges of one gathering shake (swaps.shake's pool)
 STARTS_SHARE = 0.6  # of the local search's box: its descents from the starts; the rest shakes (swaps.shake)
+# Priced rows within this relative difference of the largest price are pooled (pack.py), and the pooled fill
+# stops 1 / PACK_MARGIN of the slack short of their summed room: what the split into the rows may leave.
+POOL_PRICE_TOLERANCE, PACK_MARGIN = 1e-6, 8
 # CP-SAT boxes of less deterministic time on more variables skip the presolve (_Core.solve); a small core's
 # presolve is cheap and lets a small box prove the tie-break (measured: pinned 500).
 NO_PRESOLVE_WORK, NO_PRESOLVE_VARS = 0.05, 1000
@@ -868,6 +872,18 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
         if lam is not None and several
         else np.zeros(0, dtype=np.int64)
     )
+    pool = rows[lam[rows] >= (1 - POOL_PRICE_TOLERANCE) * lam[rows].max()] if len(rows) else rows
+    if len(pool) > 1:
+        # Several sNIC rows at one price: the pooled room filled and split directly (pack.py) is usually
+        # within the slack at once, where the switches below approach it slowly (measured).
+        margin = int(unit / (PACK_MARGIN * float(lam[pool].max())))
+        packed = pack(gr.cost, gr.use, budget, gr.start, chosen, neutral, y, pool, margin, work)
+        if packed is not None and (chosen is None or _sum(gr.cost, packed) < _sum(gr.cost, chosen)):
+            chosen = packed
+            if t0 is not None:
+                log.debug("pack p=%d lb=%.1f t=%.3f", _sum(gr.cost, chosen), lb / den, work.clock() - t0)
+            if _sum(gr.cost, chosen) <= target:
+                return chosen
     # With several priced rows the starts' descents leave a share of the time to gathering and shaking
     # (measured: one gathering and descent closed what the whole box of descents left); with one sNIC
     # they have it all, as before.

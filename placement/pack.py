@@ -116,7 +116,7 @@ def _choices(delta: np.ndarray, configs: np.ndarray, rank: np.ndarray) -> tuple[
     return steps, [best[v][0] for v in steps]
 
 
-def pack(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarray, chosen: list[int],
+def pack(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarray, chosen: list[int] | None,
          neutral: np.ndarray, y: np.ndarray, rows: np.ndarray, margin: int, work: Work) -> list[int] | None:  # fmt: skip
     """A placement among the `neutral` configurations, from the fractional solution `y` (the LP's), that
     fills the pooled `rows` to within about `margin` of their summed room and then splits the pooled use
@@ -124,7 +124,7 @@ def pack(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarra
     `work` box. `chosen` settles ties."""
     n_groups = len(start) - 1
     grp_all = np.repeat(np.arange(n_groups), np.diff(start))
-    sel = np.array(chosen, dtype=np.int64)
+    sel = np.array(chosen if chosen is not None else start[:-1], dtype=np.int64)
     ok = neutral.copy()
     ok[sel] = ok[sel] | ~np.add.reduceat(neutral.astype(np.int64), start[:-1]).astype(bool)
     pooled = use[:, rows].sum(1)
