@@ -26,6 +26,7 @@ from placement.work import Work
 
 HALF_CHOICES = 1 << 13  # multiple-choice combinations per half of a meet in the middle
 CALL = 4096  # a step's fixed cost in work units (as swaps.CALL)
+LP_SUPPORT = 1e-6  # a configuration the LP takes at least this much of is in its support
 
 
 def _meet(values: list[list[int]], room: int, work: Work) -> tuple[int, list[int]] | None:
@@ -118,14 +119,16 @@ def _choices(delta: np.ndarray, configs: np.ndarray, rank: np.ndarray) -> tuple[
 
 def pack(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarray, chosen: list[int] | None,
          neutral: np.ndarray, y: np.ndarray, rows: np.ndarray, margin: int, work: Work) -> list[int] | None:  # fmt: skip
-    """A placement among the `neutral` configurations, from the fractional solution `y` (the LP's), that
+    """A placement among the `neutral` configurations and those of `y`'s support (the LP's), from `y`, that
     fills the pooled `rows` to within about `margin` of their summed room and then splits the pooled use
     row by row (module doc), each row in turn last; None when no split fits every budget row in the
     `work` box. `chosen` settles ties."""
+    if work.over():
+        return None
     n_groups = len(start) - 1
     grp_all = np.repeat(np.arange(n_groups), np.diff(start))
     sel = np.array(chosen if chosen is not None else start[:-1], dtype=np.int64)
-    ok = neutral.copy()
+    ok = neutral | (y > LP_SUPPORT)  # the LP's configurations too: its prices are approximate
     ok[sel] = ok[sel] | ~np.add.reduceat(neutral.astype(np.int64), start[:-1]).astype(bool)
     pooled = use[:, rows].sum(1)
     others = np.array([r for r in range(use.shape[1]) if r not in set(rows.tolist())], dtype=np.int64)
