@@ -5,7 +5,8 @@ Pipeline (every step exact; the floating-point LP is only a guide):
 2. Prices of the budget rows maximising the Lagrangian dual of the primary cost (dual.py; equal to the
    LP relaxation's optimum, GLOP's LP as the fallback); from them an EXACT integer Lagrangian bound and
    per configuration reduced costs (``_bound``). The repaired LP rounding (or the current placement),
-   made cheaper by an exact local search (swaps.py), is the incumbent p1 when within the slack of the
+   made cheaper by an exact local search (swaps.py; where several sNIC rows bind at one price, first the
+   pooled fill and split of pack.py), is the incumbent p1 when within the slack of the
    bound; else CP-SAT solves a small restricted core around the LP optimum for it (lexicographic
    objective folded, below), its result again improved by the local search.
 3. Reduced-cost fixing: a configuration whose bound exceeds p1 cannot be in any optimum and is removed.
@@ -840,7 +841,9 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
     choice on ties), repaired by least added reduced cost. From each, switches among near-free
     configurations first (reduced cost a small share of the slack: they fill the binding rows without
     giving up what the prices say is right), then among every configuration that can still be in a
-    better placement. The cheaper result, or None when neither start fits. Among interchangeable sNICs
+    better placement. The cheaper result, or None when neither start fits. Before all that, with several
+    priced sNIC rows at one price: pack.py's pooled fill and split, returned when within the slack, else
+    the start when cheaper than `chosen`. Among interchangeable sNICs
     a stop of the descent is a plateau, not the end: moving NFs between sNICs at no cost opens switches
     that fill the rows further. So after the first start's descent, with several priced rows (`lam`):
     the free room gathered on each priced row in turn and filled by a subset of switches
