@@ -631,7 +631,17 @@ def solve_groups(
                 # those ties differ.
                 _, _, df = _bound(gr, alive, folded0, lam * full[0][0][1], [], np.zeros(0))
                 restricted = _restricted(gr, df, y, alive)
-            greedy = _greedy(gr, y, alive, close_enough)  # the incumbent if CP-SAT finds none on the core
+            # Several sNICs priced alike: the pooled fill and split first; where it is within the slack
+            # the LP rounding's repair (most of the CPU before it at 5,000 vertices) is not needed.
+            box = _swap_work(limit, deadline, run.clock)
+            greedy = _packed(gr, None, lb1, den1, d1, y, slack, lam, box, t0)
+            swap_work += box.spent
+            if not close_enough(greedy):
+                rounded = _greedy(
+                    gr, y, alive, close_enough
+                )  # the incumbent if CP-SAT finds none on the core
+                if greedy is None or (rounded is not None and _sum(gr.cost, rounded) < _sum(gr.cost, greedy)):
+                    greedy = rounded
             ties = multi > gr.n_groups // 2
             if ties and not close_enough(greedy):
                 # Ties between sNICs: CP-SAT on the core takes its whole box for a poor incumbent
@@ -875,18 +885,11 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
         if lam is not None and several
         else np.zeros(0, dtype=np.int64)
     )
-    pool = rows[lam[rows] >= (1 - POOL_PRICE_TOLERANCE) * lam[rows].max()] if len(rows) else rows
-    if len(pool) > 1:
-        # Several sNIC rows at one price: the pooled room filled and split directly (pack.py) is usually
-        # within the slack at once, where the switches below approach it slowly (measured).
-        margin = int(unit / (PACK_MARGIN * float(lam[pool].max())))
-        packed = pack(gr.cost, gr.use, budget, gr.start, chosen, neutral, y, pool, margin, work)
-        if packed is not None and (chosen is None or _sum(gr.cost, packed) < _sum(gr.cost, chosen)):
-            chosen = packed
-            if t0 is not None:
-                log.debug("pack p=%d lb=%.1f t=%.3f", _sum(gr.cost, chosen), lb / den, work.clock() - t0)
-            if _sum(gr.cost, chosen) <= target:
-                return chosen
+    packed = _packed(gr, chosen, lb, den, d, y, slack, lam, work, t0)
+    if packed is not None and (chosen is None or _sum(gr.cost, packed) < _sum(gr.cost, chosen)):
+        chosen = packed
+        if _sum(gr.cost, chosen) <= target:
+            return chosen
     # With several priced rows the starts' descents leave a share of the time to gathering and shaking
     # (measured: one gathering and descent closed what the whole box of descents left); with one sNIC
     # they have it all, as before.
@@ -938,6 +941,28 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
             "swaps p=%d lb=%.1f work=%d t=%.3f", _sum(gr.cost, best), lb / den, work.spent, work.clock() - t0
         )
     return best
+
+
+def _packed(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.ndarray, y: np.ndarray, slack,
+            lam: np.ndarray | None, work: Work, t0: float | None = None) -> list[int] | None:  # fmt: skip
+    """pack.py's placement where several sNIC rows are priced alike (the bound pools them): the pooled room
+    filled and split directly, usually within the slack at once where the switches of ``_improved``
+    approach it slowly (measured). None with one sNIC, without such rows, or when no split fits."""
+    if lam is None or len(gr.locations) <= 2:
+        return None
+    rows = np.nonzero(lam > 1e-9 * lam.max(initial=0))[0]
+    pool = rows[lam[rows] >= (1 - POOL_PRICE_TOLERANCE) * lam[rows].max()] if len(rows) else rows
+    if len(pool) < 2:
+        return None
+    unit = max(1, slack(-(-lb // den)))
+    margin = int(unit / (PACK_MARGIN * float(lam[pool].max())))
+    budget = np.array(gr.budget, dtype=np.int64)
+    out = pack(
+        gr.cost, gr.use, budget, gr.start, chosen, _within(d, den * (unit // 256)), y, pool, margin, work
+    )
+    if out is not None and t0 is not None:
+        log.debug("pack p=%d lb=%.1f t=%.3f", _sum(gr.cost, out), lb / den, work.clock() - t0)
+    return out
 
 
 def _within(d: np.ndarray, slack: int) -> np.ndarray:

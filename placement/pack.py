@@ -26,6 +26,9 @@ from placement.work import Work
 
 HALF_CHOICES = 1 << 13  # multiple-choice combinations per half of a meet in the middle
 CALL = 4096  # a step's fixed cost in work units (as swaps.CALL)
+# Per group and pass over the groups: a few numpy calls on small arrays (measured: pack's units then
+# within 2x of swaps.py's per CPU second).
+PER_GROUP = 3 * CALL
 LP_SUPPORT = 1e-6  # a configuration the LP takes at least this much of is in its support
 
 
@@ -131,6 +134,8 @@ def pack(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarra
     ok = neutral | (y > LP_SUPPORT)  # the LP's configurations too: its prices are approximate
     ok[sel] = ok[sel] | ~np.add.reduceat(neutral.astype(np.int64), start[:-1]).astype(bool)
     pooled = use[:, rows].sum(1)
+    if int(np.abs(pooled).max(initial=0)) * (n_groups + 1) >= 1 << 62:
+        return None  # the sums of the meet in the middle could pass 64 bits
     others = np.array([r for r in range(use.shape[1]) if r not in set(rows.tolist())], dtype=np.int64)
     # The rows not pooled (e.g. PCIe), weighted by how little room the LP left them: a configuration
     # of less weighted use is easier to fit.
@@ -140,6 +145,7 @@ def pack(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarra
     not_current = (np.arange(len(cost)) != sel[grp_all]).astype(np.int64)
     work.charge(CALL + len(cost) * (2 + use.shape[1]))
     cfg = [np.nonzero(ok[start[g] : start[g + 1]])[0] + start[g] for g in range(n_groups)]
+    work.charge(PER_GROUP * n_groups)
     # 1. Pool: from the LP's choice per group, the steps that fill the summed room.
     prefer = [np.lexsort((spare[c], not_current[c], -y[c])) for c in cfg]
     base = np.array([c[o[0]] for c, o in zip(cfg, prefer, strict=True)], dtype=np.int64)
@@ -193,7 +199,7 @@ def _split(use: np.ndarray, budget: np.ndarray, same: list[np.ndarray], cur: np.
                 if s:
                     steps.append(s)
                     picks.append((g, p))
-            work.charge(CALL + sum(len(c) for c in same) * (2 + len(rows)))
+            work.charge(PER_GROUP * len(same) + sum(len(c) for c in same) * (2 + len(rows)))
             ratio = [min((spare[x] - spare[cur[g]]) / abs(v) for x, v in zip(p, s, strict=True))
                      for (g, p), s in zip(picks, steps, strict=True)]  # fmt: skip
             taken = _fill(
