@@ -637,9 +637,8 @@ def solve_groups(
             greedy = _packed(gr, None, lb1, den1, d1, y, slack, lam, box, t0)
             swap_work += box.spent
             if not close_enough(greedy):
-                rounded = _greedy(
-                    gr, y, alive, close_enough
-                )  # the incumbent if CP-SAT finds none on the core
+                # (the incumbent if CP-SAT finds none on the core)
+                rounded = _greedy(gr, y, alive, close_enough)
                 if greedy is None or (rounded is not None and _sum(gr.cost, rounded) < _sum(gr.cost, greedy)):
                     greedy = rounded
             ties = multi > gr.n_groups // 2
