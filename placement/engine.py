@@ -358,8 +358,8 @@ NEAR_FREE_SHARE, NEAR_FREE_WORK = 32, 0.2
 # (measured: chains-tight 500 seed 2 proven within 0.05; long 500 seeds 4-5 not within 0.1).
 MINIMISE_WORK = 0.06
 # ... run only when the incumbent is more than this many slacks above the bound (else the bisection's
-# questions are few).
-MINIMISE_GAP = 16
+# questions are few) and the core has at most MINIMISE_MAX_VARS variables.
+MINIMISE_GAP, MINIMISE_MAX_VARS = 32, 1000
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
@@ -496,6 +496,12 @@ def _minimised(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, 
         return status, ch, None
     # CP-SAT's bound of an integer objective is an integer; floor() keeps it valid if it were not.
     return status, ch, math.floor(bound) + const
+
+
+def _choice_vars(gr: Groups, alive: np.ndarray) -> int:
+    """Variables of the CP-SAT core of `alive`: the alive configurations of groups with more than one."""
+    n_alive = np.add.reduceat(alive.astype(np.int64), gr.start[:-1]) if gr.n_groups else np.zeros(0)
+    return int(n_alive[n_alive > 1].sum())
 
 
 def _near(gr: Groups, current: list[int]) -> list[int] | None:
@@ -754,11 +760,13 @@ def solve_groups(
         and lower is not None
         and slack(p1) > 0
         and p1 - lower > MINIMISE_GAP * slack(p1)
+        and _choice_vars(gr, alive) <= MINIMISE_MAX_VARS
     ):
         # Where the bisection below would take many questions, CP-SAT first minimises on the fixed core:
         # its own bound (its LP with cuts, then the search) often closes two binding rows' gap in one
         # step (measured: chains-tight 500 seed 2, one step instead of ten questions). Not where the
-        # gap is a few slacks: there a feasibility question or two refute it sooner than a minimisation.
+        # gap is a few slacks: there a feasibility question or two refute it sooner than a minimisation;
+        # nor on a large core, whose presolve alone takes the box (measured: long 500, no solution).
         status, ch, floor_ = _minimised(gr, alive, d1, lb1, den1, best, p1, slack(p1), workers, deadline, run)
         log.debug("minimised %s gap %.1f slacks -> %s t=%.3f", status, float(p1 - lower) / slack(p1),
                   None if floor_ is None else float(p1 - floor_) / slack(p1), run.clock() - t0)  # fmt: skip
