@@ -16,7 +16,9 @@ Pipeline (every step exact; the floating-point LP is only a guide):
    two rows bind, otherwise raises the floor of the bisection below. When the bound is tight but the
    incumbent is not within its slack, one boxed CP-SAT question among the near-free configurations
    (``_near_free``, asked before the local search of step 2 when that runs) looks for a placement the
-   bound proves. Otherwise CP-SAT proves the primary
+   bound proves. Where the incumbent is still many slacks above the bound on a small core, CP-SAT
+   minimises there in a small box (``_minimised``): its own objective bound proves p1 or raises the
+   bisection's floor. Otherwise CP-SAT proves the primary
    on the fixed core by feasibility questions "cost <= x?" (bisecting between the bound and p1 while far apart),
    each with the exact reduced-cost row as a redundant constraint.
 4. Tie-breaks (fewer PCIe units, then fewer moves) among placements of cost p1: a second exact bound with
