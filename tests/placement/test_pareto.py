@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from placement import decompose, pareto
+from placement import decompose, families, pareto
 from placement.decompose import _undominated, prepare
 from placement.families import instance
 from placement.model import parse_problem
@@ -84,4 +84,55 @@ def test_member_by_member_keeps_the_undominated(monkeypatch, fam, size, seed, ho
         for name in ("cost", "pcie", "moves", "use"):
             assert (getattr(b, name) == getattr(f, name)[keep]).all(), name
         assert b.current == (int(keep[: f.current].sum()) if f.current >= 0 and keep[f.current] else -1)
+    assert big, "no group was built member by member"
+
+
+def _vectors(b, keep=None) -> set:
+    """The distinct (cost, pcie, moves, use...) of a block's configurations (of `keep` only)."""
+    at = np.arange(len(b.config)) if keep is None else np.nonzero(keep)[0]
+    return {(int(b.cost[k]), int(b.pcie[k]), int(b.moves[k]), *b.use[k].tolist()) for k in at}
+
+
+SLO_CASES = [
+    (250, 0, 0.5, {}),
+    (250, 1, 0.1, {}),
+    (250, 2, 0.9, {"current": True}),
+    (250, 1, 0.8, {"pinned": 0.05}),
+    (250, 1, 1.0, {"pinned": 0.1}),
+    (200, 4, 0.6, {"snics": 2, "current": True}),
+]
+
+
+@pytest.mark.parametrize(("size", "seed", "slack", "how"), SLO_CASES)
+def test_member_by_member_with_slos_keeps_the_undominated_that_meet_them(monkeypatch, size, seed, slack, how):
+    """Groups with a latency SLO built member by member (the latency so far compared as one more use):
+    the same undominated vectors as every configuration enumerated, those missing an SLO dropped, the
+    rest compared pair by pair; each kept configuration is one of the enumerated ones, same figures."""
+    over = {k: v for k, v in how.items() if k in ("snics", "pinned")}
+    obj = families.set_slo(instance("latency", size, seed=seed, **over), slack)
+    max_moves = None
+    if how.get("current"):
+        max_moves = size // 10
+        obj = _with_current(obj, seed)
+    problem = parse_problem(obj)
+    limit = decompose.ENUMERATE_MAX
+    built = prepare(problem, move_cost=Fraction(1, 3), max_moves=max_moves)
+    monkeypatch.setattr(decompose, "ENUMERATE_MAX", 10**9)
+    full = prepare(problem, move_cost=Fraction(1, 3), max_moves=max_moves)
+    assert built is not None and full is not None
+    big = 0
+    for b, f in zip(built.memo.blocks, full.memo.blocks, strict=True):
+        keep = _undominated(f.cost[None], f.pcie[None], f.moves[None], f.use[None])[0]
+        if len(f.table) > 256 and np.array_equal(b.config, f.config):
+            continue  # enumerated (many rows): every configuration meeting the SLOs is kept, as in `full`
+        assert _vectors(b) == _vectors(f, keep)
+        big += len(f.table) > limit
+        at = np.searchsorted(f.config, b.config)
+        assert (f.config[np.minimum(at, len(f.config) - 1)] == b.config).all(), (
+            "a configuration missing an SLO"
+        )
+        for name in ("cost", "pcie", "moves", "use"):
+            assert (getattr(b, name) == getattr(f, name)[at]).all(), name
+        if b.current >= 0:
+            assert b.config[b.current] == f.config[f.current]
     assert big, "no group was built member by member"
