@@ -252,6 +252,15 @@ def _rationalize(value: float) -> tuple[Fraction, int, int]:
     return _ratio(sign * kept, quantum), sign * n, d
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _read_float(value: float) -> tuple[Fraction, float | None]:
+    """The rational used for `value` and its relative error from the JSON number's decimal value, None
+    when exact (cached: the big-integer error is computed once per distinct float)."""
+    frac, gn, gd = _rationalize(value)  # gn / gd: the JSON number's decimal value (its shortest text)
+    err = abs(gn * frac.denominator - frac.numerator * gd)
+    return frac, (err / abs(gn * frac.denominator) if err else None)
+
+
 def round_onto(value: float, scale: int) -> tuple[Fraction, float] | None:
     """The multiple of 1/`scale` nearest the float `value` (the value of its decimal text) and its relative
     error, when that error is within REL_ERROR_BOUND and the multiple is not 0 (nor of the other sign);
@@ -277,13 +286,11 @@ def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None 
             raise PlacementInputError(f"{where}: must not be negative, got {value}")
         return Fraction(value)
     if kind is float and math.isfinite(value):
-        frac, gn, gd = _rationalize(value)  # gn / gd: the JSON number's decimal value (its shortest text)
+        frac, rel = _read_float(value)
         if nonneg and frac.numerator < 0:
             raise PlacementInputError(f"{where}: must not be negative, got {value}")
-        if inexact is not None:
-            err = abs(gn * frac.denominator - frac.numerator * gd)
-            if err:
-                inexact.append((where, value, frac, err / abs(gn * frac.denominator)))
+        if inexact is not None and rel is not None:
+            inexact.append((where, value, frac, rel))
         return frac
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise PlacementInputError(f"{where}: expected a number, got {type(value).__name__}")
@@ -292,10 +299,9 @@ def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None 
     if isinstance(value, str) and not value.isascii():  # Fraction would read other scripts' digits
         raise PlacementInputError(f"{where}: not a number: {value!r}")
     if isinstance(value, float):
-        frac, gn, gd = _rationalize(value)  # gn / gd: the JSON number's decimal value (its shortest text)
-        err = abs(gn * frac.denominator - frac.numerator * gd)
-        if inexact is not None and err:
-            inexact.append((where, value, frac, err / abs(gn * frac.denominator)))
+        frac, rel = _read_float(value)
+        if inexact is not None and rel is not None:
+            inexact.append((where, value, frac, rel))
     else:
         try:
             frac = Fraction(value)
