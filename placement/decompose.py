@@ -14,8 +14,9 @@ A configuration is dropped when another one of the same group is no worse in the
 (cost, pcie, moves) and uses no more of any budget (dominance; exact: swapping it in keeps every solution
 feasible and no worse). Chains of the UNO placement graph give groups of 1-3 NFs, i.e. 2-8 configurations
 with one sNIC. A group of more than ENUMERATE_MAX configurations (a long chain) is built one NF at a time,
-dominated partial configurations dropped on the way (``_configs_by_member``, pareto.py). Components too large to enumerate make ``prepare`` return None (the caller then uses the
-plain variable-per-NF model).
+dominated partial configurations dropped on the way (``_configs_by_member``, pareto.py), a group with a
+latency SLO too (each chain's latency so far one more compared use). Components too large to enumerate make
+``prepare`` return None (the caller then uses the plain variable-per-NF model).
 """
 
 from __future__ import annotations
