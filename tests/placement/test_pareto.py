@@ -114,7 +114,14 @@ def test_member_by_member_with_slos_keeps_the_undominated_that_meet_them(monkeyp
     if how.get("current"):
         max_moves = size // 10
         obj = _with_current(obj, seed)
-    problem = parse_problem(obj)
+    assert _slo_build_matches(monkeypatch, parse_problem(obj), max_moves), (
+        "no group was built member by member"
+    )
+
+
+def _slo_build_matches(monkeypatch, problem, max_moves) -> int:
+    """prepare's blocks against those of every configuration enumerated (as the test above says); the
+    number of groups built member by member."""
     limit = decompose.ENUMERATE_MAX
     built = prepare(problem, move_cost=Fraction(1, 3), max_moves=max_moves)
     monkeypatch.setattr(decompose, "ENUMERATE_MAX", 10**9)
@@ -135,4 +142,41 @@ def test_member_by_member_with_slos_keeps_the_undominated_that_meet_them(monkeyp
             assert (getattr(b, name) == getattr(f, name)[at]).all(), name
         if b.current >= 0:
             assert b.config[b.current] == f.config[f.current]
-    assert big, "no group was built member by member"
+    monkeypatch.setattr(decompose, "ENUMERATE_MAX", limit)
+    return big
+
+
+def _two_chains(seed: int) -> dict:
+    """One group of 7 NFs (128 configurations: built member by member) between a port and a VM, with two
+    chains through it that have SLOs: one through every NF, one backwards through a few, visiting one NF
+    twice and the VM in between; random latencies and traffic, SLOs between the least and most latency."""
+    rnd = random.Random(seed)
+    nfs = [f"n{k}" for k in range(7)]
+    nodes = [{"id": "p", "kind": "port", "pinned": "s"}, {"id": "vm", "kind": "vm"}]
+    nodes += [{"id": n, "kind": "nf", "r_host": rnd.uniform(0.1, 1), "r_nic": rnd.uniform(0.1, 1),
+               "latency_us": {"host": rnd.uniform(1, 5), "nic": rnd.uniform(1, 12)}} for n in nfs]  # fmt: skip
+    path = ["p", *nfs, "vm"]
+    edges = [{"src": a, "dst": b, "gbps": rnd.uniform(0.5, 3)} for a, b in zip(path, path[1:], strict=False)]
+    snic = {"id": "s", "capacity": rnd.uniform(1, 4), "pcie_gbps": rnd.uniform(3, 9),
+            "pcie_latency_us": rnd.uniform(0.5, 4)}  # fmt: skip
+    back = ["vm", "n5", "n2", "vm", "n4", "n2", "n1", "p"]
+    lat = {n["id"]: n.get("latency_us", {"host": 0, "nic": 0}) for n in nodes}
+    chains = []
+    for cid, verts in (("all", path), ("back", back)):
+        least = sum(min(lat[v].values()) for v in verts)
+        most = sum(max(lat[v].values()) for v in verts) + (len(verts) - 1) * snic["pcie_latency_us"]
+        chains.append(
+            {"id": cid, "vertices": verts, "latency_us": least + rnd.uniform(0.2, 0.9) * (most - least)}
+        )
+    return {"nodes": nodes, "edges": edges, "snics": [snic], "chains": chains}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_member_by_member_with_two_slos_on_one_group(monkeypatch, seed):
+    problem = parse_problem(_two_chains(seed))
+    built = prepare(problem)
+    if built is None:  # every configuration misses an SLO: so must the enumerated build
+        monkeypatch.setattr(decompose, "ENUMERATE_MAX", 10**9)
+        assert prepare(problem) is None
+        return
+    assert _slo_build_matches(monkeypatch, problem, None) == 1
