@@ -224,8 +224,16 @@ def rationalize(value: float) -> Fraction:
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a re-placement re-reads mostly the same measured floats
-def _rationalize(value: float) -> tuple[Fraction, int, int]:
-    """(the rational used for `value`, numerator and denominator of the exact value of its decimal text)."""
+def _rationalize(value: float) -> tuple[Fraction, int, int, float | None]:
+    """(the rational used for `value`, numerator and denominator of the exact value of its decimal text,
+    the relative error between them or None when equal: computed once per distinct float)."""
+    frac, gn, gd = _rule(value)
+    err = abs(gn * frac.denominator - frac.numerator * gd)
+    return frac, gn, gd, (err / abs(gn * frac.denominator) if err else None)
+
+
+def _rule(value: float) -> tuple[Fraction, int, int]:
+    """_rationalize without the error."""
     sign, digits, exponent = _decimal(value)
     if exponent >= 0:
         exact = Fraction(sign * digits * 10**exponent)
@@ -252,21 +260,12 @@ def _rationalize(value: float) -> tuple[Fraction, int, int]:
     return _ratio(sign * kept, quantum), sign * n, d
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _read_float(value: float) -> tuple[Fraction, float | None]:
-    """The rational used for `value` and its relative error from the JSON number's decimal value, None
-    when exact (cached: the big-integer error is computed once per distinct float)."""
-    frac, gn, gd = _rationalize(value)  # gn / gd: the JSON number's decimal value (its shortest text)
-    err = abs(gn * frac.denominator - frac.numerator * gd)
-    return frac, (err / abs(gn * frac.denominator) if err else None)
-
-
 def round_onto(value: float, scale: int) -> tuple[Fraction, float] | None:
     """The multiple of 1/`scale` nearest the float `value` (the value of its decimal text) and its relative
     error, when that error is within REL_ERROR_BOUND and the multiple is not 0 (nor of the other sign);
     None otherwise. A re-placement reads a changed measured float onto the scale it keeps (reprepare.py)
     with it, when the rule above gives a rational on a finer grid."""
-    _, gn, gd = _rationalize(value)
+    _, gn, gd, _ = _rationalize(value)
     if gn == 0 or scale <= 0:
         return None
     k = round(Fraction(gn * scale, gd))
@@ -286,7 +285,7 @@ def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None 
             raise PlacementInputError(f"{where}: must not be negative, got {value}")
         return Fraction(value)
     if kind is float and math.isfinite(value):
-        frac, rel = _read_float(value)
+        frac, _, _, rel = _rationalize(value)
         if nonneg and frac.numerator < 0:
             raise PlacementInputError(f"{where}: must not be negative, got {value}")
         if inexact is not None and rel is not None:
@@ -299,7 +298,7 @@ def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None 
     if isinstance(value, str) and not value.isascii():  # Fraction would read other scripts' digits
         raise PlacementInputError(f"{where}: not a number: {value!r}")
     if isinstance(value, float):
-        frac, rel = _read_float(value)
+        frac, _, _, rel = _rationalize(value)
         if inexact is not None and rel is not None:
             inexact.append((where, value, frac, rel))
     else:
