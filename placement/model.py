@@ -503,13 +503,15 @@ def _chains(data: Any, known: set[str], num) -> list[Chain]:
     if not isinstance(data, list):
         raise PlacementInputError("chains: expected a list")
     chains: list[Chain] = []
+    ids: set[str] = set()  # a set, not a scan of the chains so far (thousands of chains)
     for i, c in enumerate(data):
         w = f"chains[{i}]"
         _keys(w, c, {"id", "vertices"}, {"latency_us"})
         if not isinstance(c["id"], str) or not c["id"]:
             raise PlacementInputError(f"{w}.id: must be a non-empty string")
-        if any(x.id == c["id"] for x in chains):
+        if c["id"] in ids:
             raise PlacementInputError(f"{w}.id: duplicate chain id {c['id']!r}")
+        ids.add(c["id"])
         verts = c["vertices"]
         if not isinstance(verts, list) or not verts:
             raise PlacementInputError(f"{w}.vertices: expected a non-empty list of vertex ids")
