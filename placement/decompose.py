@@ -14,8 +14,9 @@ A configuration is dropped when another one of the same group is no worse in the
 (cost, pcie, moves) and uses no more of any budget (dominance; exact: swapping it in keeps every solution
 feasible and no worse). Chains of the UNO placement graph give groups of 1-3 NFs, i.e. 2-8 configurations
 with one sNIC. A group of more than ENUMERATE_MAX configurations (a long chain) is built one NF at a time,
-dominated partial configurations dropped on the way (``_configs_by_member``, pareto.py). Components too large to enumerate make ``prepare`` return None (the caller then uses the
-plain variable-per-NF model).
+dominated partial configurations dropped on the way (``_configs_by_member``, pareto.py), a group with a
+latency SLO too (each chain's latency so far one more compared use). Components too large to enumerate make
+``prepare`` return None (the caller then uses the plain variable-per-NF model).
 """
 
 from __future__ import annotations
@@ -319,7 +320,8 @@ def prepare(
     ctx = Ctx(problem=p, L=L, host=np.array(host, dtype=np.int64), mc=mc, cur=cur,
               row_loc=[k for k, _ in node_rows], coef=[np.array(c, dtype=np.int64) for _, c in node_rows],
               pcie_rows=pcie_rows, n_rows=n_rows, move_row=move_row, src=src, dst=dst,
-              g=np.array(g_work, dtype=np.int64), is_mov=is_mov, floc=floc, slo=slo, fixed=fixed)  # fmt: skip
+              g=np.array(g_work, dtype=np.int64), is_mov=is_mov, floc=floc, slo=slo, fixed=fixed,
+              lat=_latencies(p, slo) if slo else None)  # fmt: skip
     group_nodes: list[np.ndarray] = []
     group_table: list[np.ndarray] = []
     blocks: list[Block] = []
@@ -373,6 +375,31 @@ class Ctx:
     floc: np.ndarray  # per node: its location if fixed (else 0)
     slo: list  # chains with a latency SLO
     fixed: dict[int, int]
+    lat: Latencies | None = None  # the latencies as integers (when a chain has an SLO)
+
+
+@dataclass
+class Latencies:
+    """Every latency of a problem with SLOs on one common denominator, converted once (exact)."""
+
+    host: np.ndarray  # per node: its latency on the host (int64, or Python ints when int64 may not hold sums)
+    nic: np.ndarray  # ... on an sNIC
+    cross: np.ndarray  # per location: the latency of its PCIe link (0 for the host)
+    slo: dict[str, int]  # per chain id with an SLO: its latency_us
+    vertices: dict[str, list[int]]  # ... its vertices' node indices
+
+
+def _latencies(p: Problem, slo: list) -> Latencies:
+    den = _lcm_den([x for n in p.nodes for x in (n.latency_host, n.latency_nic)]
+                   + [s.pcie_latency for s in p.snics] + [c.latency_us for c in slo])  # fmt: skip
+    host = [_times(n.latency_host, den) for n in p.nodes]
+    nic = [_times(n.latency_nic, den) for n in p.nodes]
+    cross = [0] + [_times(s.pcie_latency, den) for s in p.snics]
+    worst = max(host + nic + cross, default=0) * 3 * max((len(c.vertices) for c in slo), default=1)
+    dtype = np.int64 if worst < 2**62 else object
+    return Latencies(np.array(host, dtype=dtype), np.array(nic, dtype=dtype), np.array(cross, dtype=dtype),
+                     {c.id: _times(c.latency_us, den) for c in slo},
+                     {c.id: [p.index[v] for v in c.vertices] for c in slo})  # fmt: skip
 
 
 @dataclass
@@ -430,8 +457,12 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
     where_col[mat] = np.arange(m)[None, :]
     where_m[mat] = m
     K = L**m
-    if K > ENUMERATE_MAX and (K <= 256 or ctx.n_rows <= BY_MEMBER_ROWS) and not _slo_touches(ctx, mat):
-        return _configs_by_member(ctx, mat, esel)
+    if K > ENUMERATE_MAX:
+        touches = _slo_touches(ctx, mat)
+        slo = _slo_terms(ctx, mat, where_row, where_col) if touches else None
+        rows = ctx.n_rows + (slo.budget.shape[1] if slo is not None else 0)  # an SLO compares like a row
+        if (K <= 256 or rows <= BY_MEMBER_ROWS) and (slo is not None or not touches):
+            return _configs_by_member(ctx, mat, esel, slo)
     table = _table(L, m)
     is_mov, floc, src, dst = ctx.is_mov, ctx.floc, ctx.src, ctx.dst
     on_host = (table == 0).astype(np.int64)
@@ -465,7 +496,7 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
         pcie += acc  # a "both" row already counts up + down
     if ctx.move_row:
         use[:, :, ctx.n_rows - 1] = moved
-    meets = _meets_slos(p, ctx.slo, ctx.fixed, mat, table, where_row, where_col, where_m, m)
+    meets = _meets_slos(p, ctx.lat, ctx.slo, ctx.fixed, mat, table, where_row, where_col, where_m, m)
     if meets is None:
         keep = _undominated(cost, pcie, moved, use) if K <= 256 else np.ones((nc, K), dtype=bool)
     else:  # among the configurations meeting the SLOs only
@@ -513,16 +544,109 @@ def _slo_touches(ctx: Ctx, mat: np.ndarray) -> bool:
     return any(members[ix[v]] for c in ctx.slo for v in c.vertices)
 
 
-def _configs_by_member(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block]:
+@dataclass
+class SloTerms:
+    """The latency SLOs of a batch of groups for the member-by-member build: per group (row of the batch)
+    one slot per chain with an SLO through it, its latency split by the member whose placement settles
+    each term (int64: only built when the latencies fit)."""
+
+    budget: np.ndarray  # (nc, S) the SLO less the latency of its fixed vertices and their crossings
+    on_host: np.ndarray  # (nc, S, m) latency a member adds on the host (x its occurrences in the chain)
+    on_nic: np.ndarray  # ... on an sNIC
+    rest: np.ndarray  # (nc, S, m) the least latency the members after column j can still add
+    row: np.ndarray  # per pair of consecutive chain vertices with at least one member: its group's row
+    slot: np.ndarray  # ... its chain's slot
+    ca: np.ndarray  # ... column of its first vertex (-1: fixed)
+    cb: np.ndarray  # ... of its second
+    fa: np.ndarray  # ... location of its first vertex when fixed
+    fb: np.ndarray
+
+
+def _slo_terms(ctx: Ctx, mat: np.ndarray, where_row: np.ndarray, where_col: np.ndarray) -> SloTerms | None:
+    """SloTerms of the groups `mat`, None when the latencies need more than int64."""
+    lat = ctx.lat
+    if lat is None or lat.host.dtype != np.int64:
+        return None
+    nc, m = mat.shape
+    host, nic, cross, floc, is_mov = (
+        lat.host.tolist(),
+        lat.nic.tolist(),
+        lat.cross.tolist(),
+        ctx.floc,
+        ctx.is_mov,
+    )
+    slots = np.zeros(nc, dtype=np.int64)
+    terms = []  # (row, slot, chain)
+    for c in ctx.slo:
+        idx = lat.vertices[c.id]
+        rows = [int(where_row[i]) for i in idx if where_row[i] >= 0]
+        if rows:
+            terms.append((rows[0], int(slots[rows[0]]), c, idx))
+            slots[rows[0]] += 1
+    S = max(1, int(slots.max()))
+    budget = np.full((nc, S), SAFE, dtype=np.int64)  # an unused slot never binds
+    on_host = np.zeros((nc, S, m), dtype=np.int64)
+    on_nic = np.zeros((nc, S, m), dtype=np.int64)
+    pairs = []
+    for g, k, c, idx in terms:
+        const = 0
+        for i in idx:
+            if is_mov[i]:
+                on_host[g, k, where_col[i]] += host[i]
+                on_nic[g, k, where_col[i]] += nic[i]
+            else:
+                const += host[i] if floc[i] == 0 else nic[i]
+        for a, b in zip(idx, idx[1:], strict=False):
+            if is_mov[a] or is_mov[b]:
+                pairs.append((g, k, int(where_col[a]) if is_mov[a] else -1, int(where_col[b]) if is_mov[b] else -1,
+                              int(floc[a]), int(floc[b])))  # fmt: skip
+            elif floc[a] != floc[b]:
+                const += cross[floc[a]] + cross[floc[b]]
+        budget[g, k] = lat.slo[c.id] - const
+    least = np.minimum(on_host, on_nic)
+    rest = np.cumsum(least[:, :, ::-1], axis=2)[:, :, ::-1] - least  # after column j
+    p = np.array(pairs, dtype=np.int64).reshape(-1, 6).T
+    return SloTerms(budget, on_host, on_nic, rest, *p)
+
+
+def _closing(closing: np.ndarray, rows: np.ndarray, nc: int, grp: np.ndarray):
+    """The terms `closing` (indices; `rows` their groups' rows) per partial configuration of groups `grp`:
+    rounds of (has, term), the s-th term of its group in round s (a group may settle several at once)."""
+    closing = closing[np.argsort(rows[closing], kind="stable")]
+    rows_c = rows[closing]
+    slot = np.arange(len(closing)) - np.searchsorted(rows_c, rows_c)  # index among its group's terms
+    for s in range(int(slot.max()) + 1 if len(slot) else 0):
+        term_of = np.full(nc, -1, dtype=np.int64)
+        term_of[rows_c[slot == s]] = closing[slot == s]
+        e = term_of[grp]
+        yield e >= 0, np.maximum(e, 0)
+
+
+def _end(pre: np.ndarray, c: np.ndarray, fixed_loc: np.ndarray, j: int, L: int) -> np.ndarray:
+    """Location of an end of a term: member c's (digit of the prefix after j + 1 members) or its fixed one."""
+    return np.where(c >= 0, (pre // L ** np.maximum(j - c, 0)) % L, fixed_loc)
+
+
+def _configs_by_member(
+    ctx: Ctx, mat: np.ndarray, esel: np.ndarray, slo: SloTerms | None = None
+) -> list[Block] | None:
     """configs of the groups `mat` (nc, m) built one member (column) at a time, dropping dominated
-    partial configurations on the way (groups without a latency SLO).
+    partial configurations on the way; `slo` the latency SLOs through them, if any (then None when a
+    group has no configuration meeting them).
 
     A partial configuration (locations of the first j members) carries the objective and the budget use
     of its members and of the edges with both ends placed; the edges still open join a placed member of
     the *frontier* (one with a neighbour not yet placed) to a later one. Two partial configurations with
     the same frontier locations get the same terms from every completion, so one that dominates the other
     (same rule as _undominated) still dominates after any completion: exactly the undominated rows of the
-    full table are left, without building it (a chain's frontier is its last member)."""
+    full table are left, without building it (a chain's frontier is its last member).
+
+    With SLOs, each chain's latency so far (its placed members and its crossings between placed
+    vertices; consecutive chain vertices count as neighbours) is one more use compared, smaller being
+    better: a dominating partial configuration's completions are then also no later, so they meet every
+    SLO its rival's do. A partial one that cannot meet an SLO even with the least latency of its
+    remaining members is dropped; the complete ones are compared without the latencies (all meet their
+    SLOs): the undominated ones among those that meet the SLOs are left (_undominated_within)."""
     L = ctx.L
     nc, m = mat.shape
     n_nodes = len(ctx.host)
@@ -540,6 +664,12 @@ def _configs_by_member(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Bloc
     inner = (ca >= 0) & (cb >= 0)
     np.maximum.at(last, (e_row[inner], ca[inner]), cb[inner])
     np.maximum.at(last, (e_row[inner], cb[inner]), ca[inner])
+    if slo is not None:
+        p_close = np.maximum(slo.ca, slo.cb)
+        inner = (slo.ca >= 0) & (slo.cb >= 0)
+        np.maximum.at(last, (slo.row[inner], slo.ca[inner]), slo.cb[inner])
+        np.maximum.at(last, (slo.row[inner], slo.cb[inner]), slo.ca[inner])
+        lat = np.zeros((nc, slo.budget.shape[1]), dtype=np.int64)  # per partial configuration and slot
     n_node_rows = len(ctx.row_loc)
     first_pcie = 3 + n_node_rows
     # Per partial configuration: its group (row of mat), its prefix (mixed radix, first member most
@@ -561,30 +691,36 @@ def _configs_by_member(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Bloc
             vec[:, 3 + r] += np.where(loc == k, ctx.coef[r][node], 0)
         if ctx.move_row:
             vec[:, 3 + ctx.n_rows - 1] += moved
-        closing = np.nonzero(close == j)[0]
-        closing = closing[np.argsort(e_row[closing], kind="stable")]
-        rows_c = e_row[closing]
-        slot = np.arange(len(closing)) - np.searchsorted(rows_c, rows_c)  # index among its group's edges
-        for s in range(int(slot.max()) + 1 if len(slot) else 0):
-            edge_of = np.full(nc, -1, dtype=np.int64)
-            edge_of[rows_c[slot == s]] = closing[slot == s]
-            e = edge_of[grp]
-            has, e = e >= 0, np.maximum(e, 0)
-            la = np.where(ca[e] >= 0, (pre // L ** (j - ca[e])) % L, fa[e])
-            lb = np.where(cb[e] >= 0, (pre // L ** (j - cb[e])) % L, fb[e])
+        for has, e in _closing(np.nonzero(close == j)[0], e_row, nc, grp):
+            la, lb = _end(pre, ca[e], fa[e], j, L), _end(pre, cb[e], fb[e], j, L)
             for r, (k, d) in enumerate(ctx.pcie_rows):
                 add = np.where(_crosses(la, lb, k, d) & has, eg[e], 0)
                 vec[:, first_pcie + r] += add
                 vec[:, 1] += add  # a "both" row already counts up + down
+        use = vec[:, 3:]
+        if slo is not None:
+            lat = np.repeat(lat, L, axis=0)
+            lat += np.where((loc == 0)[:, None], slo.on_host[grp, :, j], slo.on_nic[grp, :, j])
+            at = np.arange(len(grp))
+            for has, e in _closing(np.nonzero(p_close == j)[0], slo.row, nc, grp):
+                la, lb = _end(pre, slo.ca[e], slo.fa[e], j, L), _end(pre, slo.cb[e], slo.fb[e], j, L)
+                lat[at, slo.slot[e]] += np.where(has & (la != lb), ctx.lat.cross[la] + ctx.lat.cross[lb], 0)
+            ok = (lat + slo.rest[grp, :, j] <= slo.budget[grp]).all(1)
+            grp, pre, vec, lat = grp[ok], pre[ok], vec[ok], lat[ok]
+            use = vec[:, 3:] if j == m - 1 else np.hstack([vec[:, 3:], lat])
         key = np.zeros(len(grp), dtype=np.int64)  # the frontier's locations
         for c in np.nonzero((last[:, : j + 1] > j).any(0))[0].tolist():  # a chain: the member just placed
             key += np.where(last[grp, c] > j, (pre // L ** (j - c)) % L * L**c, 0)
-        dom = pareto.dominated(grp * L**m + key, vec[:, :3], vec[:, 3:], pre)
+        dom = pareto.dominated(grp * L**m + key, vec[:, :3], use, pre)
         grp, pre, vec = grp[~dom], pre[~dom], vec[~dom]
+        if slo is not None:
+            lat = lat[~dom]
     # Still sorted by (group, prefix): repeats and filters keep the order.
     table = _table(L, m)
     cur_row = _current_rows(ctx.cur[mat], L)
     ends = np.searchsorted(grp, np.arange(nc + 1))
+    if (np.diff(ends) == 0).any():
+        return None  # a group whose every configuration misses an SLO
     out = []
     for c in range(nc):
         s0, s1 = int(ends[c]), int(ends[c + 1])
@@ -680,39 +816,29 @@ def _undominated_chunk(cost, pcie, moves, use) -> np.ndarray:
     return ~dominated.any(-1)
 
 
-def _meets_slos(p: Problem, slo, fixed, mat, table, where_row, where_col, where_m, m):
+def _meets_slos(p: Problem, lat: Latencies | None, slo, fixed, mat, table, where_row, where_col, where_m, m):
     """(nc, K) mask: the configurations of the size-m groups that keep every chain (SLO) through them
-    within its latency_us; None when no chain with an SLO touches them. Exact: latencies on their
-    common denominator (Python integers when int64 would not hold them)."""
-    if not slo:
+    within its latency_us; None when no chain with an SLO touches them. Exact: `lat`, the latencies on
+    their common denominator (Python integers when int64 would not hold them)."""
+    if not slo or lat is None:
         return None
     nc, K = len(mat), len(table)
     ok = np.ones((nc, K), dtype=bool)
     touched = False
-    den = _lcm_den([x for n in p.nodes for x in (n.latency_host, n.latency_nic)]
-                   + [s.pcie_latency for s in p.snics] + [c.latency_us for c in slo])  # fmt: skip
-    lat_host = [_times(n.latency_host, den) for n in p.nodes]
-    lat_nic = [_times(n.latency_nic, den) for n in p.nodes]
-    cross_l = [0] + [_times(s.pcie_latency, den) for s in p.snics]
-    worst = max(lat_host + lat_nic + cross_l, default=0) * 3 * max((len(c.vertices) for c in slo), default=1)
-    dtype = np.int64 if worst < 2**62 else object
-    cross = np.array(cross_l, dtype=dtype)
+    dtype = lat.host.dtype
     for c in slo:
-        idx = [p.index[v] for v in c.vertices]
+        idx = lat.vertices[c.id]
         groups = {int(where_row[i]) for i in idx if where_m[i] == m}
         if not groups:
             continue  # this chain's group is of another size (or it has none: checked in prepare)
         locs = [np.full(K, fixed[i], dtype=np.int64) if i in fixed else table[:, where_col[i]] for i in idx]
         total = np.zeros(K, dtype=dtype)
         for i, lr in zip(idx, locs, strict=True):
-            # as arrays of `dtype` first: np.where would turn a Python int beyond int64 into a C long
-            total = total + np.where(
-                lr == 0, np.array(lat_host[i], dtype=dtype), np.array(lat_nic[i], dtype=dtype)
-            )
+            total = total + np.where(lr == 0, lat.host[i : i + 1], lat.nic[i : i + 1])
         for a, b in zip(locs, locs[1:], strict=False):
-            total = total + np.where(a != b, cross[a] + cross[b], 0).astype(dtype)
+            total = total + np.where(a != b, lat.cross[a] + lat.cross[b], 0).astype(dtype)
         (g,) = groups
-        ok[g] &= (total <= _times(c.latency_us, den)).astype(bool)
+        ok[g] &= (total <= lat.slo[c.id]).astype(bool)
         touched = True
     return ok if touched else None
 

@@ -224,8 +224,16 @@ def rationalize(value: float) -> Fraction:
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a re-placement re-reads mostly the same measured floats
-def _rationalize(value: float) -> tuple[Fraction, int, int]:
-    """(the rational used for `value`, numerator and denominator of the exact value of its decimal text)."""
+def _rationalize(value: float) -> tuple[Fraction, int, int, float | None]:
+    """(the rational used for `value`, numerator and denominator of the exact value of its decimal text,
+    the relative error between them or None when equal: computed once per distinct float)."""
+    frac, gn, gd = _rule(value)
+    err = abs(gn * frac.denominator - frac.numerator * gd)
+    return frac, gn, gd, (err / abs(gn * frac.denominator) if err else None)
+
+
+def _rule(value: float) -> tuple[Fraction, int, int]:
+    """_rationalize without the error."""
     sign, digits, exponent = _decimal(value)
     if exponent >= 0:
         exact = Fraction(sign * digits * 10**exponent)
@@ -257,7 +265,7 @@ def round_onto(value: float, scale: int) -> tuple[Fraction, float] | None:
     error, when that error is within REL_ERROR_BOUND and the multiple is not 0 (nor of the other sign);
     None otherwise. A re-placement reads a changed measured float onto the scale it keeps (reprepare.py)
     with it, when the rule above gives a rational on a finer grid."""
-    _, gn, gd = _rationalize(value)
+    _, gn, gd, _ = _rationalize(value)
     if gn == 0 or scale <= 0:
         return None
     k = round(Fraction(gn * scale, gd))
@@ -277,13 +285,11 @@ def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None 
             raise PlacementInputError(f"{where}: must not be negative, got {value}")
         return Fraction(value)
     if kind is float and math.isfinite(value):
-        frac, gn, gd = _rationalize(value)  # gn / gd: the JSON number's decimal value (its shortest text)
+        frac, _, _, rel = _rationalize(value)
         if nonneg and frac.numerator < 0:
             raise PlacementInputError(f"{where}: must not be negative, got {value}")
-        if inexact is not None:
-            err = abs(gn * frac.denominator - frac.numerator * gd)
-            if err:
-                inexact.append((where, value, frac, err / abs(gn * frac.denominator)))
+        if inexact is not None and rel is not None:
+            inexact.append((where, value, frac, rel))
         return frac
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise PlacementInputError(f"{where}: expected a number, got {type(value).__name__}")
@@ -292,10 +298,9 @@ def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None 
     if isinstance(value, str) and not value.isascii():  # Fraction would read other scripts' digits
         raise PlacementInputError(f"{where}: not a number: {value!r}")
     if isinstance(value, float):
-        frac, gn, gd = _rationalize(value)  # gn / gd: the JSON number's decimal value (its shortest text)
-        err = abs(gn * frac.denominator - frac.numerator * gd)
-        if inexact is not None and err:
-            inexact.append((where, value, frac, err / abs(gn * frac.denominator)))
+        frac, _, _, rel = _rationalize(value)
+        if inexact is not None and rel is not None:
+            inexact.append((where, value, frac, rel))
     else:
         try:
             frac = Fraction(value)
@@ -498,13 +503,15 @@ def _chains(data: Any, known: set[str], num) -> list[Chain]:
     if not isinstance(data, list):
         raise PlacementInputError("chains: expected a list")
     chains: list[Chain] = []
+    ids: set[str] = set()  # a set, not a scan of the chains so far (thousands of chains)
     for i, c in enumerate(data):
         w = f"chains[{i}]"
         _keys(w, c, {"id", "vertices"}, {"latency_us"})
         if not isinstance(c["id"], str) or not c["id"]:
             raise PlacementInputError(f"{w}.id: must be a non-empty string")
-        if any(x.id == c["id"] for x in chains):
+        if c["id"] in ids:
             raise PlacementInputError(f"{w}.id: duplicate chain id {c['id']!r}")
+        ids.add(c["id"])
         verts = c["vertices"]
         if not isinstance(verts, list) or not verts:
             raise PlacementInputError(f"{w}.vertices: expected a non-empty list of vertex ids")

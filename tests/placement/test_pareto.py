@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from placement import decompose, pareto
+from placement import decompose, families, pareto
 from placement.decompose import _undominated, prepare
 from placement.families import instance
 from placement.model import parse_problem
@@ -85,3 +85,98 @@ def test_member_by_member_keeps_the_undominated(monkeypatch, fam, size, seed, ho
             assert (getattr(b, name) == getattr(f, name)[keep]).all(), name
         assert b.current == (int(keep[: f.current].sum()) if f.current >= 0 and keep[f.current] else -1)
     assert big, "no group was built member by member"
+
+
+def _vectors(b, keep=None) -> set:
+    """The distinct (cost, pcie, moves, use...) of a block's configurations (of `keep` only)."""
+    at = np.arange(len(b.config)) if keep is None else np.nonzero(keep)[0]
+    return {(int(b.cost[k]), int(b.pcie[k]), int(b.moves[k]), *b.use[k].tolist()) for k in at}
+
+
+SLO_CASES = [
+    (250, 0, 0.5, {}),
+    (250, 1, 0.1, {}),
+    (250, 2, 0.9, {"current": True}),
+    (250, 1, 0.8, {"pinned": 0.05}),
+    (250, 1, 1.0, {"pinned": 0.1}),
+    (300, 5, 0.4, {"current": True}),
+]
+
+
+@pytest.mark.parametrize(("size", "seed", "slack", "how"), SLO_CASES)
+def test_member_by_member_with_slos_keeps_the_undominated_that_meet_them(monkeypatch, size, seed, slack, how):
+    """Groups with a latency SLO built member by member (the latency so far compared as one more use):
+    the same undominated vectors as every configuration enumerated, those missing an SLO dropped, the
+    rest compared pair by pair; each kept configuration is one of the enumerated ones, same figures."""
+    over = {k: v for k, v in how.items() if k == "pinned"}
+    obj = families.set_slo(instance("latency", size, seed=seed, **over), slack)
+    max_moves = None
+    if how.get("current"):
+        max_moves = size // 10
+        obj = _with_current(obj, seed)
+    assert _slo_build_matches(monkeypatch, parse_problem(obj), max_moves), (
+        "no group was built member by member"
+    )
+
+
+def _slo_build_matches(monkeypatch, problem, max_moves) -> int:
+    """prepare's blocks against those of every configuration enumerated (as the test above says); the
+    number of groups built member by member."""
+    limit = decompose.ENUMERATE_MAX
+    built = prepare(problem, move_cost=Fraction(1, 3), max_moves=max_moves)
+    monkeypatch.setattr(decompose, "ENUMERATE_MAX", 10**9)
+    full = prepare(problem, move_cost=Fraction(1, 3), max_moves=max_moves)
+    assert built is not None and full is not None
+    big = 0
+    for b, f in zip(built.memo.blocks, full.memo.blocks, strict=True):
+        keep = _undominated(f.cost[None], f.pcie[None], f.moves[None], f.use[None])[0]
+        if len(f.table) > 256 and np.array_equal(b.config, f.config):
+            continue  # enumerated (many rows): every configuration meeting the SLOs is kept, as in `full`
+        assert _vectors(b) == _vectors(f, keep)
+        big += len(f.table) > limit
+        at = np.searchsorted(f.config, b.config)
+        assert (f.config[np.minimum(at, len(f.config) - 1)] == b.config).all(), (
+            "a configuration missing an SLO"
+        )
+        for name in ("cost", "pcie", "moves", "use"):
+            assert (getattr(b, name) == getattr(f, name)[at]).all(), name
+        if b.current >= 0:
+            assert b.config[b.current] == f.config[f.current]
+    monkeypatch.setattr(decompose, "ENUMERATE_MAX", limit)
+    return big
+
+
+def _two_chains(seed: int) -> dict:
+    """One group of 7 NFs (128 configurations: built member by member) between a port and a VM, with two
+    chains through it that have SLOs: one through every NF, one backwards through a few, visiting one NF
+    twice and the VM in between; random latencies and traffic, SLOs between the least and most latency."""
+    rnd = random.Random(seed)
+    nfs = [f"n{k}" for k in range(7)]
+    nodes = [{"id": "p", "kind": "port", "pinned": "s"}, {"id": "vm", "kind": "vm"}]
+    nodes += [{"id": n, "kind": "nf", "r_host": rnd.uniform(0.1, 1), "r_nic": rnd.uniform(0.1, 1),
+               "latency_us": {"host": rnd.uniform(1, 5), "nic": rnd.uniform(1, 12)}} for n in nfs]  # fmt: skip
+    path = ["p", *nfs, "vm"]
+    edges = [{"src": a, "dst": b, "gbps": rnd.uniform(0.5, 3)} for a, b in zip(path, path[1:], strict=False)]
+    snic = {"id": "s", "capacity": rnd.uniform(1, 4), "pcie_gbps": rnd.uniform(3, 9),
+            "pcie_latency_us": rnd.uniform(0.5, 4)}  # fmt: skip
+    back = ["vm", "n5", "n2", "vm", "n4", "n2", "n1", "p"]
+    lat = {n["id"]: n.get("latency_us", {"host": 0, "nic": 0}) for n in nodes}
+    chains = []
+    for cid, verts in (("all", path), ("back", back)):
+        least = sum(min(lat[v].values()) for v in verts)
+        most = sum(max(lat[v].values()) for v in verts) + (len(verts) - 1) * snic["pcie_latency_us"]
+        chains.append(
+            {"id": cid, "vertices": verts, "latency_us": least + rnd.uniform(0.2, 0.9) * (most - least)}
+        )
+    return {"nodes": nodes, "edges": edges, "snics": [snic], "chains": chains}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_member_by_member_with_two_slos_on_one_group(monkeypatch, seed):
+    problem = parse_problem(_two_chains(seed))
+    built = prepare(problem)
+    if built is None:  # every configuration misses an SLO: so must the enumerated build
+        monkeypatch.setattr(decompose, "ENUMERATE_MAX", 10**9)
+        assert prepare(problem) is None
+        return
+    assert _slo_build_matches(monkeypatch, problem, None) == 1
