@@ -595,11 +595,10 @@ def solve_groups(
         return math.floor(gap_frac * (gr.cost_const + p)) if gap_frac else 0
 
     hint = [int(c) for c in gr.current] if gr.n_groups and (gr.current >= 0).all() else None
-    # With one sNIC the restricted core, the last "cost <= x?" question (usually the refutation) and the
-    # tie-break go without CP-SAT's cutting planes: the LP there is a few budget rows (plus the cost or
-    # reduced-cost row) and the cut rounds cost more than they pruned (measured, bench/RESULTS.md); the
-    # midpoint questions keep them (their "yes" answers came sooner with them), and so does everything
-    # with several sNICs.
+    # With one sNIC the restricted core and the last "cost <= x?" question (usually the refutation) go
+    # without CP-SAT's cutting planes: the LP there is a few budget rows (plus the reduced-cost row) and
+    # the cut rounds cost more than they pruned (measured, bench/RESULTS.md); the midpoint questions keep
+    # them (their "yes" answers came sooner with them), and so does everything with several sNICs.
     one_snic = len(gr.locations) <= 2
     full = _levels([gr.cost, gr.pcie, gr.moves], gr.start)
     folded0 = _fold(full[0]) if len(full) == 1 else gr.cost
@@ -797,7 +796,7 @@ def solve_groups(
                 core = _Core(gr, restricted, workers, linearization, run)
                 core.m.add(core.objective(gr.cost) <= p1 - core.const(gr.cost))
                 core.m.minimize(core.objective(folded0))
-                status, ch, _, _ = core.solve(tb_deadline, best, work=_left(tb_until, run), cuts=not one_snic)
+                status, ch, _, _ = core.solve(tb_deadline, best, work=_left(tb_until, run))
                 if status in ("optimal", "feasible") and _sum(folded0, ch) <= _sum(folded0, best):
                     best = ch
                 if status != "optimal":
@@ -816,7 +815,7 @@ def solve_groups(
     for stage in tb_stages:
         folded = _fold(stage)
         core.m.minimize(core.objective(folded))
-        status, ch, _, _ = core.solve(tb_deadline, best, work=_left(tb_until, run), cuts=not one_snic)
+        status, ch, _, _ = core.solve(tb_deadline, best, work=_left(tb_until, run))
         if status in ("optimal", "feasible") and _sum(folded, ch) <= _sum(folded, best):
             best = ch
         if status != "optimal":
