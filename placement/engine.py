@@ -167,10 +167,14 @@ class _Core:
             expr = self.cp.LinearExpr.weighted_sum([self.vars[k] for k in nz.tolist()], scaled[nz].tolist())
             self.m.add(expr <= room // q)
 
-    def solve(self, deadline: float, hint: list[int] | None, abs_gap: float = 0.0, work: float | None = None):
+    def solve(self, deadline: float, hint: list[int] | None, abs_gap: float = 0.0, work: float | None = None,
+              cuts: bool = True):  # fmt: skip
         """CP-SAT until `deadline` (wall clock) and, if given, `work` units of CP-SAT's deterministic time
-        (a box that does not shrink when the machine is loaded)."""
+        (a box that does not shrink when the machine is loaded). `cuts=False`: no cutting planes
+        (cut_level 0; where they cost more than they prune, see the callers)."""
         solver = self.cp.CpSolver()
+        if not cuts:
+            solver.parameters.cut_level = 0
         solver.parameters.absolute_gap_limit = abs_gap
         solver.parameters.max_time_in_seconds = max(0.01, deadline - self.run.clock())
         if work is not None:
@@ -630,6 +634,11 @@ def solve_groups(
         return math.floor(gap_frac * (gr.cost_const + p)) if gap_frac else 0
 
     hint = [int(c) for c in gr.current] if gr.n_groups and (gr.current >= 0).all() else None
+    # With one sNIC the restricted core and the last "cost <= x?" question (usually the refutation) go
+    # without CP-SAT's cutting planes: the LP there is a few budget rows (plus the reduced-cost row) and
+    # the cut rounds cost more than they pruned (measured, bench/RESULTS.md); the midpoint questions keep
+    # them (their "yes" answers came sooner with them), and so does everything with several sNICs.
+    one_snic = len(gr.locations) <= 2
     full = _levels([gr.cost, gr.pcie, gr.moves], gr.start)
     folded0 = _fold(full[0]) if len(full) == 1 else gr.cost
     alive = np.ones(len(gr.cost), dtype=bool)
@@ -703,7 +712,7 @@ def solve_groups(
             # within half the slack the proof below allows (absolute: the core's objective leaves out the
             # groups without a choice).
             abs_gap = float(slack(max(0, math.floor(lower)))) / 2 if len(full) > 1 else 0.0
-            status, inc, _, _ = core.solve(deadline, quick, abs_gap, RESTRICTED_WORK)
+            status, inc, _, _ = core.solve(deadline, quick, abs_gap, RESTRICTED_WORK, cuts=not one_snic)
             core_groups = len(core.multi)
             log.debug("restricted core %s groups=%d t=%.3f", status, core_groups, run.clock() - t0)
             if quick is not None and (
@@ -808,7 +817,7 @@ def solve_groups(
         core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
         core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
         core.add_reduced_cut(d1, den1 * ask - lb1)
-        status, ch, _, _ = core.solve(deadline, None)
+        status, ch, _, _ = core.solve(deadline, None, cuts=ask < target or not one_snic)
         log.debug("cost <= %s? %s core=%d t=%.3f", "p1 - 1 - slack" if ask == target else "midpoint", status,
                   len(core.multi), run.clock() - t0)  # fmt: skip
         if status == "infeasible" and ask < target:
