@@ -43,9 +43,12 @@ ENUMERATE_MAX = 64  # configurations of a group enumerated at once; larger group
 BY_MEMBER_ROWS = 4
 # Above max_configs a group is only built member by member (never enumerated); its row in the full
 # table (mixed radix) and the dominance class must stay in int64, and the partial configurations alive
-# at once (memory) are capped: past either limit the instance goes to the plain model.
+# at once (memory) are capped: past either limit the instance goes to the plain model. So does a group
+# that keeps more than MAX_KEPT: with several sNICs few configurations dominate another, and building and
+# searching ever larger groups costs more than the plain model (bench/RESULTS.md, place10cap).
 MAX_ROW = 2**40
 MAX_PARTIALS = 1 << 20
+MAX_KEPT = 16384
 
 
 class PrepareTimeout(Exception):
@@ -452,7 +455,7 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
     """The blocks of the groups `mat` (nc, m) (all of one size m), `esel` the edges (with traffic) of these
     groups; None when a group has no configuration meeting the SLOs, or when they are too large: above
     ctx.max_configs configurations and not buildable member by member (latencies beyond int64), or past
-    MAX_PARTIALS."""
+    MAX_PARTIALS or MAX_KEPT."""
     p, L, n_nodes = ctx.problem, ctx.L, len(ctx.host)
     nc, m = mat.shape
     where_row = np.full(n_nodes, -1, dtype=np.int64)
@@ -654,7 +657,9 @@ def _configs_by_member(
     remaining members is dropped; the complete ones are compared without the latencies (all meet their
     SLOs): the undominated ones among those that meet the SLOs are left (_undominated_within).
 
-    None as well when more than MAX_PARTIALS partial configurations would be alive at once."""
+    None as well when more than MAX_PARTIALS partial configurations would be alive at once, or a group
+    keeps more than MAX_KEPT (given up early once one has more than L times as many partial
+    ones: the last member's locations still split them into up to L classes)."""
     L = ctx.L
     nc, m = mat.shape
     n_nodes = len(ctx.host)
@@ -725,6 +730,8 @@ def _configs_by_member(
         grp, pre, vec = grp[~dom], pre[~dom], vec[~dom]
         if slo is not None:
             lat = lat[~dom]
+        if len(grp) > MAX_KEPT and np.bincount(grp).max() > (L if j < m - 1 else 1) * MAX_KEPT:
+            return None
     # Still sorted by (group, prefix): repeats and filters keep the order.
     cur_row = _current_rows(ctx.cur[mat], L)
     ends = np.searchsorted(grp, np.arange(nc + 1))

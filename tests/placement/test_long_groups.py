@@ -111,6 +111,10 @@ def test_past_the_limits_the_plain_model_answers(monkeypatch):
     # Past MAX_PARTIALS alive partial configurations: no groups either, and the answer is still exact.
     problem = parse_problem(long_chains([14], 1, 5))
     assert prepare(problem) is not None
+    # A group keeping more than MAX_KEPT configurations: no groups.
+    monkeypatch.setattr(decompose, "MAX_KEPT", 256)
+    assert prepare(problem) is None
+    monkeypatch.setattr(decompose, "MAX_KEPT", 10**6)
     monkeypatch.setattr(decompose, "MAX_PARTIALS", 16)
     assert prepare(problem) is None
     ours = solve(problem, solver="cpsat", time_limit=60)
