@@ -5,40 +5,17 @@ past which the whole instance still goes to the plain model."""
 from __future__ import annotations
 
 import itertools
-import random
 
 import pytest
 
 from placement import decompose, parse_problem, solve
 from placement.decompose import prepare
+from placement.families import long_chains
 from placement.reparse import Parsed
 from placement.reprepare import update
 from placement.warm import WarmSolver
 from tests.placement.test_engine import brute_force, check
 from tests.placement.test_warm import assert_same_groups
-
-
-def long_chains(lengths: list[int], snics: int, seed: int) -> dict:
-    """Chains port -> NFs -> VM of the given lengths, sNIC capacity and PCIe about 40% of what
-    everything on the sNICs would need (so that both bind)."""
-    rng = random.Random(seed)
-    nodes, edges, nic_need, traffic = [], [], 0.0, 0.0
-    for c, k in enumerate(lengths):
-        chain = [f"p{c}"] + [f"c{c}f{j}" for j in range(k)] + [f"v{c}"]
-        nodes += [{"id": f"p{c}", "kind": "port", "pinned": "snic0"}, {"id": f"v{c}", "kind": "vm"}]
-        for j in range(k):
-            r_nic = round(rng.uniform(0.5, 3.0), 2)
-            nic_need += r_nic
-            nodes.append({"id": f"c{c}f{j}", "kind": "nf", "r_host": round(rng.uniform(0.5, 2.0), 2),
-                          "r_nic": r_nic})  # fmt: skip
-        for a, b in itertools.pairwise(chain):
-            g = round(rng.uniform(0.2, 4.0), 2)
-            traffic += g
-            edges.append({"src": a, "dst": b, "gbps": g})
-    share = 0.4 / snics
-    snic_list = [{"id": f"snic{s}", "capacity": round(nic_need * share, 2), "pcie_gbps": round(traffic * share, 2)}
-                 for s in range(snics)]  # fmt: skip
-    return {"nodes": nodes, "edges": edges, "snics": snic_list, "pcie_model": "duplex"}
 
 
 def _largest(gr) -> int:
