@@ -41,6 +41,14 @@ ENUMERATE_MAX = 64  # configurations of a group enumerated at once; larger group
 # ... if they have at most 256 (else every pair is compared), or few budget rows: with many rows few
 # configurations dominate another, and comparing them costs more than enumerating them all
 BY_MEMBER_ROWS = 4
+# Above max_configs a group is only built member by member (never enumerated); its row in the full
+# table (mixed radix) and the dominance class must stay in int64, and the partial configurations alive
+# at once (memory) are capped: past either limit the instance goes to the plain model. So does a group
+# that keeps more than MAX_KEPT: with several sNICs few configurations dominate another, and building and
+# searching ever larger groups costs more than the plain model (bench/RESULTS.md, place10cap).
+MAX_ROW = 2**40
+MAX_PARTIALS = 1 << 20
+MAX_KEPT = 16384
 
 
 class PrepareTimeout(Exception):
@@ -54,9 +62,8 @@ class Groups:
     locations: list[str]
     fixed: dict[int, int]  # node index -> location index, for every vertex that cannot move
     group_nodes: list[np.ndarray]  # per group: the movable node indices, in column order
-    group_table: list[np.ndarray]  # per group: (L**m, m) location table of all configurations
     start: np.ndarray  # configurations of group g are start[g]:start[g+1]
-    config: np.ndarray  # row of the configuration in its group's table
+    config: np.ndarray  # row of the configuration in its group's full table (mixed radix, see _digits)
     cost: np.ndarray
     pcie: np.ndarray
     moves: np.ndarray
@@ -110,9 +117,10 @@ class Groups:
     def placement(self, problem: Problem, chosen: list[int]) -> dict[str, str]:
         """Placement from one chosen configuration (global index) per group."""
         out = {problem.nodes[i].id: self.locations[loc] for i, loc in self.fixed.items()}
+        L = len(self.locations)
         for g, c in enumerate(chosen):
-            row = self.group_table[g][self.config[c]]
-            for i, loc in zip(self.group_nodes[g].tolist(), row.tolist(), strict=True):
+            row = _digits(int(self.config[c]), L, len(self.group_nodes[g]))
+            for i, loc in zip(self.group_nodes[g].tolist(), row, strict=True):
                 out[problem.nodes[i].id] = self.locations[loc]
         return {n.id: out[n.id] for n in problem.nodes}
 
@@ -141,7 +149,8 @@ def prepare(
     deadline: float | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Groups | None:
-    """Integer data and dominance-pruned configurations, or None when a group is too large or a sum
+    """Integer data and dominance-pruned configurations, or None when a group is too large (above
+    `max_configs` configurations and not built member by member, or past MAX_ROW / MAX_PARTIALS) or a sum
     would not fit in 60 bits. With a `deadline` (on `clock`): PrepareTimeout once it has passed, checked
     between chunks of groups (large groups enumerate thousands of configurations each)."""
 
@@ -313,7 +322,7 @@ def prepare(
     L = len(locs)
     by_size: dict[int, list[list[int]]] = {}
     for members in comps.values():
-        if L ** len(members) > max_configs:
+        if L ** len(members) > MAX_ROW:
             return None
         by_size.setdefault(len(members), []).append(members)
 
@@ -321,16 +330,14 @@ def prepare(
               row_loc=[k for k, _ in node_rows], coef=[np.array(c, dtype=np.int64) for _, c in node_rows],
               pcie_rows=pcie_rows, n_rows=n_rows, move_row=move_row, src=src, dst=dst,
               g=np.array(g_work, dtype=np.int64), is_mov=is_mov, floc=floc, slo=slo, fixed=fixed,
-              lat=_latencies(p, slo) if slo else None)  # fmt: skip
+              lat=_latencies(p, slo) if slo else None, max_configs=max_configs)  # fmt: skip
     group_nodes: list[np.ndarray] = []
-    group_table: list[np.ndarray] = []
     blocks: list[Block] = []
     group_of = np.full(n_nodes, -1, dtype=np.int64)
     for m in sorted(by_size):
         mat = np.array(by_size[m], dtype=np.int64)  # (nc, m)
         group_of[mat] = len(group_nodes) + np.arange(len(mat))[:, None]
         group_nodes += list(mat)
-        group_table += [None] * len(mat)
     e_grp = np.where(is_mov[src], group_of[src], group_of[dst]) if len(edges) else np.zeros(0, np.int64)
     first = 0
     for m in sorted(by_size):
@@ -340,9 +347,7 @@ def prepare(
             mat = np.array(by_size[m][a : a + step], dtype=np.int64)
             built = configs(ctx, mat, (e_grp >= first) & (e_grp < first + len(mat)))
             if built is None:
-                return None  # a group whose every configuration misses an SLO: infeasible (the plain model says so)
-            for k in range(len(mat)):
-                group_table[first + k] = built[k].table
+                return None  # no configuration meets an SLO (the plain model says infeasible), or too large
             blocks += built
             first += len(mat)
     memo = Memo(ctx=ctx, group_of=group_of, e_grp=e_grp, blocks=blocks, G=G, R=R, Rn=Rn, div=div,
@@ -350,7 +355,7 @@ def prepare(
                 host_raw=host_raw, host=host, nic=nic, node_rows=[c for _, c in node_rows], g_int=g_int,
                 g_work=g_work, movable=movable, base_budgets=base_budgets, move_cost=move_cost,
                 max_moves=max_moves, edge_pos=edge_pos)  # fmt: skip
-    return assemble(memo, locs, fixed, group_nodes, group_table, budgets, row_names, cost_const, cost_unit,
+    return assemble(memo, locs, fixed, group_nodes, budgets, row_names, cost_const, cost_unit,
                     cost_error, rounded_rows, needs_raw)  # fmt: skip
 
 
@@ -376,6 +381,7 @@ class Ctx:
     slo: list  # chains with a latency SLO
     fixed: dict[int, int]
     lat: Latencies | None = None  # the latencies as integers (when a chain has an SLO)
+    max_configs: int = 4096  # a larger group is built member by member or not at all
 
 
 @dataclass
@@ -404,10 +410,10 @@ def _latencies(p: Problem, slo: list) -> Latencies:
 
 @dataclass
 class Block:
-    """One group's configurations (its undominated rows of `table`)."""
+    """One group's configurations (its undominated rows of the full table, never kept: see _digits)."""
 
-    table: np.ndarray  # (L**m, m) location of each member per configuration
-    config: np.ndarray  # kept rows of `table`
+    size: int  # L**m: configurations of the full table
+    config: np.ndarray  # kept rows of the full table
     cost: np.ndarray
     pcie: np.ndarray
     moves: np.ndarray
@@ -447,7 +453,9 @@ class Memo:
 
 def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
     """The blocks of the groups `mat` (nc, m) (all of one size m), `esel` the edges (with traffic) of these
-    groups; None when a group has no configuration meeting the SLOs."""
+    groups; None when a group has no configuration meeting the SLOs, or when they are too large: above
+    ctx.max_configs configurations and not buildable member by member (latencies beyond int64), or past
+    MAX_PARTIALS or MAX_KEPT."""
     p, L, n_nodes = ctx.problem, ctx.L, len(ctx.host)
     nc, m = mat.shape
     where_row = np.full(n_nodes, -1, dtype=np.int64)
@@ -461,8 +469,11 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
         touches = _slo_touches(ctx, mat)
         slo = _slo_terms(ctx, mat, where_row, where_col) if touches else None
         rows = ctx.n_rows + (slo.budget.shape[1] if slo is not None else 0)  # an SLO compares like a row
-        if (K <= 256 or rows <= BY_MEMBER_ROWS) and (slo is not None or not touches):
+        # Above max_configs enumerating is out of reach: member by member whatever the rows.
+        if (K <= 256 or rows <= BY_MEMBER_ROWS or ctx.max_configs < K) and (slo is not None or not touches):
             return _configs_by_member(ctx, mat, esel, slo)
+        if ctx.max_configs < K:
+            return None
     table = _table(L, m)
     is_mov, floc, src, dst = ctx.is_mov, ctx.floc, ctx.src, ctx.dst
     on_host = (table == 0).astype(np.int64)
@@ -513,9 +524,7 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
     hits = np.where((cur_row >= 0) & keep[np.arange(nc), at], rank[np.arange(nc), at], -1).tolist()
     out, s0 = [], 0
     for c, s1 in enumerate(ends):
-        out.append(
-            Block(table, ks[s0:s1], f_cost[s0:s1], f_pcie[s0:s1], f_moves[s0:s1], f_use[s0:s1], hits[c])
-        )
+        out.append(Block(K, ks[s0:s1], f_cost[s0:s1], f_pcie[s0:s1], f_moves[s0:s1], f_use[s0:s1], hits[c]))
         s0 = s1
     return out
 
@@ -646,7 +655,11 @@ def _configs_by_member(
     better: a dominating partial configuration's completions are then also no later, so they meet every
     SLO its rival's do. A partial one that cannot meet an SLO even with the least latency of its
     remaining members is dropped; the complete ones are compared without the latencies (all meet their
-    SLOs): the undominated ones among those that meet the SLOs are left (_undominated_within)."""
+    SLOs): the undominated ones among those that meet the SLOs are left (_undominated_within).
+
+    None as well when more than MAX_PARTIALS partial configurations would be alive at once, or a group
+    keeps more than MAX_KEPT (given up early once one has more than L times as many partial
+    ones: the last member's locations still split them into up to L classes)."""
     L = ctx.L
     nc, m = mat.shape
     n_nodes = len(ctx.host)
@@ -679,6 +692,8 @@ def _configs_by_member(
     vec = np.zeros((nc, 3 + ctx.n_rows), dtype=np.int64)
     for j in range(m):
         n = len(grp)
+        if n * L > MAX_PARTIALS:
+            return None
         grp, vec = np.repeat(grp, L), np.repeat(vec, L, axis=0)
         pre = np.repeat(pre, L) * L + np.tile(np.arange(L, dtype=np.int64), n)
         loc = pre % L
@@ -715,8 +730,9 @@ def _configs_by_member(
         grp, pre, vec = grp[~dom], pre[~dom], vec[~dom]
         if slo is not None:
             lat = lat[~dom]
+        if len(grp) > MAX_KEPT and np.bincount(grp).max() > (L if j < m - 1 else 1) * MAX_KEPT:
+            return None
     # Still sorted by (group, prefix): repeats and filters keep the order.
-    table = _table(L, m)
     cur_row = _current_rows(ctx.cur[mat], L)
     ends = np.searchsorted(grp, np.arange(nc + 1))
     if (np.diff(ends) == 0).any():
@@ -728,7 +744,7 @@ def _configs_by_member(
         at = int(np.searchsorted(rows, cur_row[c]))
         hit = at if cur_row[c] >= 0 and at < len(rows) and rows[at] == cur_row[c] else -1
         v = vec[s0:s1]
-        out.append(Block(table, rows, v[:, 0], v[:, 1], v[:, 2], v[:, 3:], hit))
+        out.append(Block(L**m, rows, v[:, 0], v[:, 1], v[:, 2], v[:, 3:], hit))
     return out
 
 
@@ -740,7 +756,15 @@ def _table(L: int, m: int) -> np.ndarray:
     return table
 
 
-def assemble(memo: Memo, locs, fixed, group_nodes, group_table, budgets, row_names, cost_const, cost_unit,
+def _digits(row: int, L: int, m: int) -> list[int]:
+    """The members' locations of row `row` of the full (L**m, m) table (first member most significant)."""
+    out = [0] * m
+    for j in range(m - 1, -1, -1):
+        row, out[j] = divmod(row, L)
+    return out
+
+
+def assemble(memo: Memo, locs, fixed, group_nodes, budgets, row_names, cost_const, cost_unit,
              cost_error, rounded_rows, needs_raw) -> Groups:  # fmt: skip
     """Groups from the per-group blocks of `memo`."""
     blocks = memo.blocks
@@ -756,7 +780,6 @@ def assemble(memo: Memo, locs, fixed, group_nodes, group_table, budgets, row_nam
         locations=locs,
         fixed=fixed,
         group_nodes=group_nodes,
-        group_table=group_table,
         start=start,
         config=cat([b.config for b in blocks]),
         cost=cat([b.cost for b in blocks]),

@@ -13,6 +13,7 @@ exercise the inexact-input path of model.rationalize.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -244,3 +245,27 @@ def instance(name: str, n_vertices: int, seed: int = 0, **overrides) -> dict:
 GENERATORS: dict[str, Callable[[int, int], dict]] = {
     name: (lambda n, seed, _f=fam: build(_f, n, seed)) for name, fam in FAMILIES.items()
 }
+
+
+def long_chains(lengths: list[int], snics: int, seed: int) -> dict:
+    """An instance of chains port -> NFs -> VM of the given lengths (groups far above 4,096
+    configurations: decompose.py builds them member by member), sNIC capacity and PCIe about 40% of what
+    everything on the sNICs would need (so that both bind)."""
+    rng = random.Random(seed)
+    nodes, edges, nic_need, traffic = [], [], 0.0, 0.0
+    for c, k in enumerate(lengths):
+        chain = [f"p{c}"] + [f"c{c}f{j}" for j in range(k)] + [f"v{c}"]
+        nodes += [{"id": f"p{c}", "kind": "port", "pinned": "snic0"}, {"id": f"v{c}", "kind": "vm"}]
+        for j in range(k):
+            r_nic = round(rng.uniform(0.5, 3.0), 2)
+            nic_need += r_nic
+            nodes.append({"id": f"c{c}f{j}", "kind": "nf", "r_host": round(rng.uniform(0.5, 2.0), 2),
+                          "r_nic": r_nic})  # fmt: skip
+        for a, b in itertools.pairwise(chain):
+            g = round(rng.uniform(0.2, 4.0), 2)
+            traffic += g
+            edges.append({"src": a, "dst": b, "gbps": g})
+    share = 0.4 / snics
+    snic_list = [{"id": f"snic{s}", "capacity": round(nic_need * share, 2), "pcie_gbps": round(traffic * share, 2)}
+                 for s in range(snics)]  # fmt: skip
+    return {"nodes": nodes, "edges": edges, "snics": snic_list, "pcie_model": "duplex"}

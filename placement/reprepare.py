@@ -203,7 +203,7 @@ def update(
                 g_exact[memo.edge_pos[j]] = g_int[memo.edge_pos[j]]
         exact = {**gr.exact, "host": host_raw, "nic": nic, "g": g_exact}
         return replace(gr, **spliced, budget=budgets, cost_const=cost_const, exact=exact, memo=new_memo)
-    return assemble(new_memo, locs, fixed, gr.group_nodes, gr.group_table, budgets, gr.row_names, cost_const,
+    return assemble(new_memo, locs, fixed, gr.group_nodes, budgets, gr.row_names, cost_const,
                     gr.cost_unit, gr.cost_error, gr.rounded_rows, gr.exact["needs"])  # fmt: skip
 
 

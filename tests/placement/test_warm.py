@@ -29,7 +29,7 @@ def assert_same_groups(a: Groups, b: Groups) -> None:
         if key == "memo":
             continue
         vb = b.__dict__[key]
-        if key in ("group_nodes", "group_table"):
+        if key == "group_nodes":
             assert len(va) == len(vb) and all(np.array_equal(x, y) for x, y in zip(va, vb, strict=True)), key
         elif key == "exact":
             assert va.keys() == vb.keys()
