@@ -345,7 +345,7 @@ def prepare(
         for a in range(0, len(by_size[m]), step):
             check(f"groups of {m} NFs")
             mat = np.array(by_size[m][a : a + step], dtype=np.int64)
-            built = configs(ctx, mat, (e_grp >= first) & (e_grp < first + len(mat)))
+            built = configs(ctx, mat, (e_grp >= first) & (e_grp < first + len(mat)), check)
             if built is None:
                 return None  # no configuration meets an SLO (the plain model says infeasible), or too large
             blocks += built
@@ -451,11 +451,14 @@ class Memo:
     dens: dict | None = None  # denominators behind G, R, Rn, counted (reprepare.py, on its first update)
 
 
-def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
+def configs(
+    ctx: Ctx, mat: np.ndarray, esel: np.ndarray, check: Callable[[str], None] | None = None
+) -> list[Block] | None:
     """The blocks of the groups `mat` (nc, m) (all of one size m), `esel` the edges (with traffic) of these
     groups; None when a group has no configuration meeting the SLOs, or when they are too large: above
     ctx.max_configs configurations and not buildable member by member (latencies beyond int64), or past
-    MAX_PARTIALS or MAX_KEPT."""
+    MAX_PARTIALS or MAX_KEPT. `check(where)` (prepare's deadline) is called before each member of a
+    group built member by member: one large group is a chunk of its own."""
     p, L, n_nodes = ctx.problem, ctx.L, len(ctx.host)
     nc, m = mat.shape
     where_row = np.full(n_nodes, -1, dtype=np.int64)
@@ -471,7 +474,7 @@ def configs(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
         rows = ctx.n_rows + (slo.budget.shape[1] if slo is not None else 0)  # an SLO compares like a row
         # Above max_configs enumerating is out of reach: member by member whatever the rows.
         if (K <= 256 or rows <= BY_MEMBER_ROWS or ctx.max_configs < K) and (slo is not None or not touches):
-            return _configs_by_member(ctx, mat, esel, slo)
+            return _configs_by_member(ctx, mat, esel, slo, check)
         if ctx.max_configs < K:
             return None
     table = _table(L, m)
@@ -637,7 +640,11 @@ def _end(pre: np.ndarray, c: np.ndarray, fixed_loc: np.ndarray, j: int, L: int) 
 
 
 def _configs_by_member(
-    ctx: Ctx, mat: np.ndarray, esel: np.ndarray, slo: SloTerms | None = None
+    ctx: Ctx,
+    mat: np.ndarray,
+    esel: np.ndarray,
+    slo: SloTerms | None = None,
+    check: Callable[[str], None] | None = None,
 ) -> list[Block] | None:
     """configs of the groups `mat` (nc, m) built one member (column) at a time, dropping dominated
     partial configurations on the way; `slo` the latency SLOs through them, if any (then None when a
@@ -691,6 +698,8 @@ def _configs_by_member(
     pre = np.zeros(nc, dtype=np.int64)
     vec = np.zeros((nc, 3 + ctx.n_rows), dtype=np.int64)
     for j in range(m):
+        if check is not None:
+            check(f"groups of {m} NFs, member {j + 1}")
         n = len(grp)
         if n * L > MAX_PARTIALS:
             return None

@@ -113,3 +113,12 @@ def test_enumerated_groups_keep_the_limit():
     problem = parse_problem(inst)
     assert prepare(problem, max_configs=64) is None
     assert prepare(problem) is not None
+
+
+def test_prepare_deadline_is_checked_inside_one_large_group():
+    # One 16-NF chain is one group and one chunk: the deadline must still stop its member-by-member build.
+    problem = parse_problem(long_chains([16], 1, 0))
+    reads = iter([0.0] + [2.0] * 100)  # the chunk's check passes, the first member's does not
+    with pytest.raises(decompose.PrepareTimeout, match="member"):
+        prepare(problem, deadline=1.0, clock=lambda: next(reads))
+    assert prepare(problem, deadline=1.0, clock=lambda: 0.0) is not None
