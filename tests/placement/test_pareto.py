@@ -70,21 +70,26 @@ def test_member_by_member_keeps_the_undominated(monkeypatch, fam, size, seed, ho
     if how.get("current"):
         max_moves = size // 10
         obj = _with_current(obj, seed)
-    problem = parse_problem(obj)
     limit = decompose.ENUMERATE_MAX
-    built = prepare(problem, move_cost=Fraction(1, 3), max_moves=max_moves)
-    monkeypatch.setattr(decompose, "ENUMERATE_MAX", 10**9)
-    full = prepare(problem, move_cost=Fraction(1, 3), max_moves=max_moves)
-    assert built is not None and full is not None
     big = 0
-    for b, f in zip(built.memo.blocks, full.memo.blocks, strict=True):
-        keep = _undominated(f.cost[None], f.pcie[None], f.moves[None], f.use[None])[0]
+    for b, f, keep in _built_and_full(monkeypatch, parse_problem(obj), max_moves):
         big += f.size > limit
         assert (b.config == f.config[keep]).all()
         for name in ("cost", "pcie", "moves", "use"):
             assert (getattr(b, name) == getattr(f, name)[keep]).all(), name
         assert b.current == (int(keep[: f.current].sum()) if f.current >= 0 and keep[f.current] else -1)
     assert big, "no group was built member by member"
+
+
+def _built_and_full(monkeypatch, problem, max_moves):
+    """Per group: prepare's block, the block of every configuration enumerated, and the undominated mask
+    of the latter (enumerate-then-filter)."""
+    built = prepare(problem, move_cost=Fraction(1, 3), max_moves=max_moves)
+    monkeypatch.setattr(decompose, "ENUMERATE_MAX", 10**9)
+    full = prepare(problem, move_cost=Fraction(1, 3), max_moves=max_moves)
+    assert built is not None and full is not None
+    for b, f in zip(built.memo.blocks, full.memo.blocks, strict=True):
+        yield b, f, _undominated(f.cost[None], f.pcie[None], f.moves[None], f.use[None])[0]
 
 
 def _vectors(b, keep=None) -> set:
@@ -123,13 +128,8 @@ def _slo_build_matches(monkeypatch, problem, max_moves) -> int:
     """prepare's blocks against those of every configuration enumerated (as the test above says); the
     number of groups built member by member."""
     limit = decompose.ENUMERATE_MAX
-    built = prepare(problem, move_cost=Fraction(1, 3), max_moves=max_moves)
-    monkeypatch.setattr(decompose, "ENUMERATE_MAX", 10**9)
-    full = prepare(problem, move_cost=Fraction(1, 3), max_moves=max_moves)
-    assert built is not None and full is not None
     big = 0
-    for b, f in zip(built.memo.blocks, full.memo.blocks, strict=True):
-        keep = _undominated(f.cost[None], f.pcie[None], f.moves[None], f.use[None])[0]
+    for b, f, keep in _built_and_full(monkeypatch, problem, max_moves):
         if f.size > 256 and np.array_equal(b.config, f.config):
             continue  # enumerated (many rows): every configuration meeting the SLOs is kept, as in `full`
         assert _vectors(b) == _vectors(f, keep)
