@@ -371,6 +371,10 @@ MINIMISE_WORK = 0.06
 # ... run only when the incumbent is more than this many slacks above the bound (else the bisection's
 # questions are few) and the core has at most MINIMISE_MAX_VARS variables.
 MINIMISE_GAP, MINIMISE_MAX_VARS = 32, 1000
+# The widened core (_widened): run when the incumbent is more than WIDEN_GAP slacks above the bound, on the
+# configurations of reduced cost at most 1 / WIDEN_SHARE of that gap, at most WIDEN_MAX_VARS variables,
+# boxed in WIDEN_WORK deterministic seconds.
+WIDEN_GAP, WIDEN_SHARE, WIDEN_WORK, WIDEN_ROUNDS = 16, 3, 0.05, 2
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
@@ -487,6 +491,47 @@ def _near_free(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], sla
     status, ch, _, _ = core.solve(deadline, None, work=NEAR_FREE_WORK)
     log.debug("near-free question %s core=%d", status, len(core.multi))
     return ch if status in ("optimal", "feasible") else None
+
+
+def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack, workers: int,
+             deadline: float, run: _Run) -> list[int] | None:  # fmt: skip
+    """A cheaper incumbent than `inc` from CP-SAT minimising the primary on the configurations of reduced
+    cost at most 1 / WIDEN_SHARE of `inc`'s gap above the bound lb / den (and `inc`'s), from `inc`, boxed
+    in WIDEN_WORK deterministic seconds, again on the narrower core of the gap left when the box ended the
+    search; None when `inc` is within WIDEN_GAP slacks of the bound, when the proof's core at `inc` is
+    small enough for ``_minimised`` or nothing cheaper is found. Where two budget rows bind (one sNIC's
+    capacity and PCIe) the optimum can lie tens of slacks above the bound and differ from the local
+    search's stop in many groups at once, each a configuration of a few to tens of slacks of reduced cost:
+    the restricted core (the least reduced costs) does not hold them, the proof's core (everything within
+    the incumbent's gap) is too wide to find them in a small box (measured, bench/RESULTS.md)."""
+    p = _sum(gr.cost, inc)
+    floor = -(-lb // den)
+    units = slack(floor)
+    gap = den * p - lb
+    if units <= 0 or gap <= den * units * WIDEN_GAP:
+        return None
+    # Only where the proof's core at this incumbent is too wide for its minimisation (_minimised): there
+    # the first questions' "yes" answers are the costly ones; on a narrower core the minimisation closes
+    # the gap from a poorer incumbent sooner (measured: chains-tight 500 seed 2).
+    if _choice_vars(gr, _within(d, gap)) <= MINIMISE_MAX_VARS:
+        return None
+    found = None
+    for _ in range(WIDEN_ROUNDS):
+        keep = _within(d, gap // WIDEN_SHARE)
+        keep[np.array(inc, dtype=np.int64)] = True
+        core = _Core(gr, keep, workers, FEASIBILITY_LINEARIZATION, run)
+        core.m.add(core.objective(gr.cost) <= p - 1 - core.const(gr.cost))
+        core.m.minimize(core.objective(gr.cost))
+        status, ch, _, _ = core.solve(deadline, inc, float(units), WIDEN_WORK, cuts=False)
+        log.debug("widened %s core=%d", status, len(core.multi))
+        if status not in ("optimal", "feasible"):
+            break
+        found = inc = ch
+        p = _sum(gr.cost, inc)
+        gap = den * p - lb
+        if status == "optimal" or gap <= den * units * WIDEN_GAP:
+            break  # (the next core is a part of this one)
+    return found
 
 
 def _minimised(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, best: list[int], p1: int,
@@ -735,6 +780,10 @@ def solve_groups(
                 swap_work += box.spent
                 if better is not None and _sum(gr.cost, better) < _sum(gr.cost, inc):
                     status, inc = "feasible", better
+            if status in ("optimal", "feasible") and not close_enough(inc):
+                wide = _widened(gr, d1, lb1, den1, inc, slack, workers, deadline, run)
+                if wide is not None and _sum(gr.cost, wide) < _sum(gr.cost, inc):
+                    status, inc = "feasible", wide
         if status in ("optimal", "feasible"):
             best = inc
             p1 = _sum(gr.cost, inc)
