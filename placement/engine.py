@@ -8,7 +8,9 @@ Pipeline (every step exact; the floating-point LP is only a guide):
    made cheaper by an exact local search (swaps.py; where several sNIC rows bind at one price, first the
    pooled fill and split of pack.py), is the incumbent p1 when within the slack of the
    bound; else CP-SAT solves a small restricted core around the LP optimum for it (lexicographic
-   objective folded, below), its result again improved by the local search.
+   objective folded, below), its result again improved by the local search and, where it is still far
+   above the bound on a wide proof core, by CP-SAT minimising on the configurations within a third of
+   its gap (``_widened``).
 3. Reduced-cost fixing: a configuration whose bound exceeds p1 cannot be in any optimum and is removed.
    p1 is proven optimal when the bound rounds up to it, or else when a dynamic programme over the
    (small, gcd-reduced) integer costs shows that even the relaxation keeping only the most binding budget
