@@ -955,6 +955,8 @@ def _meets_slos(p: Problem, lat: Latencies | None, slo, fixed, mat, table, where
     if not slo or lat is None:
         return None
     nc, K = len(mat), len(table)
+    if lat.host.dtype == np.int64:
+        return _meets_slos_int64(lat, slo, fixed, nc, table, where_row, where_col)
     ok = np.ones((nc, K), dtype=bool)
     touched = False
     dtype = lat.host.dtype
@@ -973,6 +975,47 @@ def _meets_slos(p: Problem, lat: Latencies | None, slo, fixed, mat, table, where
         ok[g] &= (total <= lat.slo[c.id]).astype(bool)
         touched = True
     return ok if touched else None
+
+
+SLO_CELLS = 1 << 18  # configurations x chain vertices compared at once by _meets_slos_int64
+
+
+def _meets_slos_int64(lat: Latencies, slo, fixed, nc, table, where_row, where_col) -> np.ndarray | None:
+    """_meets_slos when the latencies are int64: the chains' vertices side by side as columns (chains
+    in turn, a batch at a time), each chain's latency a sum over its run of columns."""
+    K = len(table)
+    chains = []  # (group row, chain) of each chain through these groups
+    for c in slo:
+        idx = lat.vertices[c.id]
+        rows = where_row[idx]
+        rows = rows[rows >= 0]
+        if len(rows):
+            chains.append((int(rows[0]), c))
+    if not chains:
+        return None
+    ok = np.ones((nc, K), dtype=bool)
+    fix = np.zeros(len(where_row), dtype=np.int64)
+    for i, loc in fixed.items():
+        fix[i] = loc
+    step = max(1, SLO_CELLS // (K * max(len(lat.vertices[c.id]) for _, c in chains)))
+    for a in range(0, len(chains), step):
+        part = chains[a : a + step]
+        idx = np.concatenate([lat.vertices[c.id] for _, c in part])
+        lens = np.array([len(lat.vertices[c.id]) for _, c in part], dtype=np.int64)
+        starts = np.cumsum(lens) - lens
+        cols = where_col[idx]
+        locs = np.where(cols >= 0, table[:, np.maximum(cols, 0)], fix[idx])  # (K, vertices)
+        val = np.where(locs == 0, lat.host[idx], lat.nic[idx])
+        x, y = locs[:, :-1], locs[:, 1:]
+        same_chain = np.ones(len(idx) - 1, dtype=bool)
+        same_chain[starts[1:] - 1] = False  # a chain's last vertex and the next chain's first
+        val[:, :-1] += np.where((x != y) & same_chain, lat.cross[x] + lat.cross[y], 0)
+        total = np.add.reduceat(val, starts, axis=1)  # (K, chains)
+        limit = np.array([lat.slo[c.id] for _, c in part], dtype=np.int64)
+        meets = (total <= limit).T
+        for (g, _), m in zip(part, meets, strict=True):
+            ok[g] &= m
+    return ok
 
 
 def _undominated_within(cost, pcie, moves, use, allowed) -> np.ndarray:
