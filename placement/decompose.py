@@ -37,6 +37,9 @@ from placement.model import Problem, chain_latency
 
 SAFE = 2**60  # every integer sum we form stays below this (int64, and CP-SAT's overflow checks)
 CHUNK_CELLS = 1 << 20  # configurations x rows built at once: the deadline is checked between chunks
+# Chunks built member by member are batched together up to this many (full-table) configurations x rows:
+# small groups' build is mostly a fixed cost per member column; large ones gain nothing from a batch
+MERGE_CELLS = 1 << 16
 ENUMERATE_MAX = 64  # configurations of a group enumerated at once; larger groups are built member by member
 # ... if they have at most 256 (else every pair is compared), or few budget rows: with many rows few
 # configurations dominate another, and comparing them costs more than enumerating them all
@@ -340,7 +343,7 @@ def prepare(
         group_nodes += list(mat)
     e_grp = np.where(is_mov[src], group_of[src], group_of[dst]) if len(edges) else np.zeros(0, np.int64)
     # Chunks built member by member wait and are built together, several sizes at once, up to
-    # CHUNK_CELLS: the build's fixed cost is per member column, whatever the number of groups.
+    # MERGE_CELLS: the build's fixed cost is per member column, whatever the number of groups.
     built: list[list[Block] | None] = []  # per chunk, in group order (None: pending)
     pending: list[tuple[int, np.ndarray, np.ndarray, SloTerms | None]] = []  # (chunk, groups, edges, SLOs)
     cells = 0
@@ -357,7 +360,7 @@ def prepare(
                 return None  # too large
             if plan[0]:
                 size = L**m * len(mat) * max(1, n_rows)
-                if pending and cells + size > CHUNK_CELLS:
+                if pending and cells + size > MERGE_CELLS:
                     if not _build_pending(ctx, pending, built, check):
                         return None
                     pending, cells = [], 0
