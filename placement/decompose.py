@@ -37,6 +37,9 @@ from placement.model import Problem, chain_latency
 
 SAFE = 2**60  # every integer sum we form stays below this (int64, and CP-SAT's overflow checks)
 CHUNK_CELLS = 1 << 20  # configurations x rows built at once: the deadline is checked between chunks
+# Chunks built member by member are batched together up to this many (full-table) configurations x rows:
+# small groups' build is mostly a fixed cost per member column; large ones gain nothing from a batch
+MERGE_CELLS = 1 << 16
 ENUMERATE_MAX = 64  # configurations of a group enumerated at once; larger groups are built member by member
 # ... if they have at most 256 (else every pair is compared), or few budget rows: with many rows few
 # configurations dominate another, and comparing them costs more than enumerating them all
@@ -339,17 +342,41 @@ def prepare(
         group_of[mat] = len(group_nodes) + np.arange(len(mat))[:, None]
         group_nodes += list(mat)
     e_grp = np.where(is_mov[src], group_of[src], group_of[dst]) if len(edges) else np.zeros(0, np.int64)
+    # Chunks built member by member wait and are built together, several sizes at once, up to
+    # MERGE_CELLS: the build's fixed cost is per member column, whatever the number of groups.
+    built: list[list[Block] | None] = []  # per chunk, in group order (None: pending)
+    pending: list[tuple[int, np.ndarray, np.ndarray, SloTerms | None]] = []  # (chunk, groups, edges, SLOs)
+    cells = 0
     first = 0
     for m in sorted(by_size):
         step = max(1, CHUNK_CELLS // (L**m * max(1, n_rows)))
         for a in range(0, len(by_size[m]), step):
             check(f"groups of {m} NFs")
             mat = np.array(by_size[m][a : a + step], dtype=np.int64)
-            built = configs(ctx, mat, (e_grp >= first) & (e_grp < first + len(mat)), check)
-            if built is None:
-                return None  # no configuration meets an SLO (the plain model says infeasible), or too large
-            blocks += built
+            esel = (e_grp >= first) & (e_grp < first + len(mat))
             first += len(mat)
+            plan = _member_plan(ctx, mat)
+            if plan is None:
+                return None  # too large
+            if plan[0]:
+                size = L**m * len(mat) * max(1, n_rows)
+                if pending and cells + size > MERGE_CELLS:
+                    if not _build_pending(ctx, pending, built, check):
+                        return None
+                    pending, cells = [], 0
+                pending.append((len(built), mat, esel, plan[1]))
+                cells += size
+                built.append(None)
+                continue
+            blocks_m = _enumerated(ctx, mat, esel)
+            if blocks_m is None:
+                return None  # no configuration meets an SLO (the plain model says infeasible)
+            built.append(blocks_m)
+    if pending and not _build_pending(ctx, pending, built, check):
+        return None
+    for chunk in built:
+        assert chunk is not None
+        blocks += chunk
     memo = Memo(ctx=ctx, group_of=group_of, e_grp=e_grp, blocks=blocks, G=G, R=R, Rn=Rn, div=div,
                 cost_shift=cost_shift, pcie_shift=pcie_shift, cap_shifts=cap_shifts, load=load,
                 host_raw=host_raw, host=host, nic=nic, node_rows=[c for _, c in node_rows], g_int=g_int,
@@ -459,24 +486,77 @@ def configs(
     ctx.max_configs configurations and not buildable member by member (latencies beyond int64), or past
     MAX_PARTIALS or MAX_KEPT. `check(where)` (prepare's deadline) is called before each member of a
     group built member by member: one large group is a chunk of its own."""
-    p, L, n_nodes = ctx.problem, ctx.L, len(ctx.host)
-    nc, m = mat.shape
+    plan = _member_plan(ctx, mat)
+    if plan is None:
+        return None
+    if plan[0]:
+        return _configs_by_member(ctx, mat, esel, plan[1], check)
+    return _enumerated(ctx, mat, esel)
+
+
+def _where(mat: np.ndarray, n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per node: its row in `mat` (groups, members; -1 pads a group with fewer members) and its column,
+    -1 for a node in none."""
     where_row = np.full(n_nodes, -1, dtype=np.int64)
     where_col = np.full(n_nodes, -1, dtype=np.int64)
+    r, c = np.nonzero(mat >= 0)
+    where_row[mat[r, c]] = r
+    where_col[mat[r, c]] = c
+    return where_row, where_col
+
+
+def _member_plan(ctx: Ctx, mat: np.ndarray) -> tuple[bool, SloTerms | None] | None:
+    """How configs builds the groups `mat` (nc, m): (True, their SLO terms or None) member by member,
+    (False, None) enumerated; None when neither (too large)."""
+    L, (_, m) = ctx.L, mat.shape
+    K = L**m
+    if K <= ENUMERATE_MAX:
+        return False, None
+    touches = _slo_touches(ctx, mat)
+    slo = _slo_terms(ctx, mat, *_where(mat, len(ctx.host))) if touches else None
+    rows = ctx.n_rows + (slo.budget.shape[1] if slo is not None else 0)  # an SLO compares like a row
+    # Above max_configs enumerating is out of reach: member by member whatever the rows.
+    if (K <= 256 or rows <= BY_MEMBER_ROWS or ctx.max_configs < K) and (slo is not None or not touches):
+        return True, slo
+    if ctx.max_configs < K:
+        return None
+    return False, None
+
+
+def _build_pending(ctx: Ctx, pending: list, built: list, check: Callable[[str], None]) -> bool:
+    """Build the chunks `pending` (chunk index, groups, edges, their SLO terms) member by member in one
+    batch, their groups' members padded to the largest size, into `built`; False when configs would
+    return None for one of them."""
+    if len(pending) == 1:
+        _, mat, esel, slo = pending[0]
+        got = _configs_by_member(ctx, mat, esel, slo, check)
+    else:
+        width = max(mat.shape[1] for _, mat, _, _ in pending)
+        mat = np.concatenate(
+            [np.pad(m, ((0, 0), (0, width - m.shape[1])), constant_values=-1) for _, m, _, _ in pending]
+        )
+        esel = np.logical_or.reduce([e for _, _, e, _ in pending])
+        has_slo = any(t is not None for _, _, _, t in pending)
+        slo = _slo_terms(ctx, mat, *_where(mat, len(ctx.host))) if has_slo else None
+        got = _configs_by_member(ctx, mat, esel, slo, check)
+    if got is None:
+        return False
+    at = 0
+    for chunk, m, _, _ in pending:
+        built[chunk] = got[at : at + len(m)]
+        at += len(m)
+    return True
+
+
+def _enumerated(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | None:
+    """configs of the groups `mat` (nc, m) from their full table: every configuration, then the
+    undominated ones (up to 256 configurations; those meeting the SLOs when a chain with one passes)."""
+    p, L, n_nodes = ctx.problem, ctx.L, len(ctx.host)
+    nc, m = mat.shape
+    where_row, where_col = _where(mat, n_nodes)
     where_m = np.full(n_nodes, -1, dtype=np.int64)
-    where_row[mat] = np.arange(nc)[:, None]
-    where_col[mat] = np.arange(m)[None, :]
     where_m[mat] = m
     K = L**m
-    if K > ENUMERATE_MAX:
-        touches = _slo_touches(ctx, mat)
-        slo = _slo_terms(ctx, mat, where_row, where_col) if touches else None
-        rows = ctx.n_rows + (slo.budget.shape[1] if slo is not None else 0)  # an SLO compares like a row
-        # Above max_configs enumerating is out of reach: member by member whatever the rows.
-        if (K <= 256 or rows <= BY_MEMBER_ROWS or ctx.max_configs < K) and (slo is not None or not touches):
-            return _configs_by_member(ctx, mat, esel, slo, check)
-        if ctx.max_configs < K:
-            return None
     table = _table(L, m)
     is_mov, floc, src, dst = ctx.is_mov, ctx.floc, ctx.src, ctx.dst
     on_host = (table == 0).astype(np.int64)
@@ -666,14 +746,15 @@ def _configs_by_member(
 
     None as well when more than MAX_PARTIALS partial configurations would be alive at once, or a group
     keeps more than MAX_KEPT (given up early once one has more than L times as many partial
-    ones: the last member's locations still split them into up to L classes)."""
+    ones: the last member's locations still split them into up to L classes).
+
+    Groups of several sizes are built together: a row of `mat` padded with -1 after its members; a
+    group's partial configurations stay as they are once it has placed its last member."""
     L = ctx.L
     nc, m = mat.shape
-    n_nodes = len(ctx.host)
-    col = np.full(n_nodes, -1, dtype=np.int64)
-    col[mat] = np.arange(m)[None, :]
-    grow = np.full(n_nodes, -1, dtype=np.int64)
-    grow[mat] = np.arange(nc)[:, None]
+    size = (mat >= 0).sum(1)
+    mixed = bool((size < m).any())
+    grow, col = _where(mat, len(ctx.host))
     es, ed, eg = ctx.src[esel], ctx.dst[esel], ctx.g[esel]
     ca = np.where(ctx.is_mov[es], col[es], -1)
     cb = np.where(ctx.is_mov[ed], col[ed], -1)
@@ -701,14 +782,23 @@ def _configs_by_member(
         if check is not None:
             check(f"groups of {m} NFs, member {j + 1}")
         n = len(grp)
-        if n * L > MAX_PARTIALS:
+        # Per partial configuration: the copies it becomes (1: its group is complete).
+        reps = np.where(size[grp] > j, L, 1) if mixed else L
+        if (int(reps.sum()) if mixed else n * L) > MAX_PARTIALS:
             return None
-        grp, vec = np.repeat(grp, L), np.repeat(vec, L, axis=0)
-        pre = np.repeat(pre, L) * L + np.tile(np.arange(L, dtype=np.int64), n)
-        loc = pre % L
+        if mixed:
+            active = np.repeat(size[grp] > j, reps)
+            grp, vec = np.repeat(grp, reps), np.repeat(vec, reps, axis=0)
+            digit = np.arange(len(grp)) - np.repeat(np.cumsum(reps) - reps, reps)
+            pre = np.repeat(pre, reps) * np.where(active, L, 1) + digit
+            loc = np.where(active, digit, -1)  # -1: no member placed (adds nothing below)
+        else:
+            grp, vec = np.repeat(grp, L), np.repeat(vec, L, axis=0)
+            pre = np.repeat(pre, L) * L + np.tile(np.arange(L, dtype=np.int64), n)
+            loc = pre % L
         node = mat[grp, j]
         cur = ctx.cur[node]
-        moved = ((cur >= 0) & (loc != cur)).astype(np.int64)
+        moved = ((cur >= 0) & (loc != cur) & (loc >= 0)).astype(np.int64)
         vec[:, 0] += np.where(loc == 0, ctx.host[node], 0) + ctx.mc * moved
         vec[:, 2] += moved
         for r, k in enumerate(ctx.row_loc):
@@ -723,7 +813,7 @@ def _configs_by_member(
                 vec[:, 1] += add  # a "both" row already counts up + down
         use = vec[:, 3:]
         if slo is not None:
-            lat = np.repeat(lat, L, axis=0)
+            lat = np.repeat(lat, reps, axis=0)
             lat += np.where((loc == 0)[:, None], slo.on_host[grp, :, j], slo.on_nic[grp, :, j])
             at = np.arange(len(grp))
             for has, e in _closing(np.nonzero(p_close == j)[0], slo.row, nc, grp):
@@ -731,18 +821,31 @@ def _configs_by_member(
                 lat[at, slo.slot[e]] += np.where(has & (la != lb), ctx.lat.cross[la] + ctx.lat.cross[lb], 0)
             ok = (lat + slo.rest[grp, :, j] <= slo.budget[grp]).all(1)
             grp, pre, vec, lat = grp[ok], pre[ok], vec[ok], lat[ok]
-            use = vec[:, 3:] if j == m - 1 else np.hstack([vec[:, 3:], lat])
+            if mixed:  # complete ones compared without their latencies (zeros compare equal)
+                use = np.hstack([vec[:, 3:], np.where((size[grp] > j + 1)[:, None], lat, 0)])
+            else:
+                use = vec[:, 3:] if j == m - 1 else np.hstack([vec[:, 3:], lat])
         key = np.zeros(len(grp), dtype=np.int64)  # the frontier's locations
         for c in np.nonzero((last[:, : j + 1] > j).any(0))[0].tolist():  # a chain: the member just placed
             key += np.where(last[grp, c] > j, (pre // L ** (j - c)) % L * L**c, 0)
-        dom = pareto.dominated(grp * L**m + key, vec[:, :3], use, pre)
+        if mixed:  # groups complete before this member: compared already
+            now = size[grp] > j
+            dom = np.zeros(len(grp), dtype=bool)
+            dom[now] = pareto.dominated((grp * L**m + key)[now], vec[now, :3], use[now], pre[now])
+        else:
+            dom = pareto.dominated(grp * L**m + key, vec[:, :3], use, pre)
         grp, pre, vec = grp[~dom], pre[~dom], vec[~dom]
         if slo is not None:
             lat = lat[~dom]
-        if len(grp) > MAX_KEPT and np.bincount(grp).max() > (L if j < m - 1 else 1) * MAX_KEPT:
+        if (
+            len(grp) > MAX_KEPT
+            and (np.bincount(grp, minlength=nc) > np.where(size > j + 1, L, 1) * MAX_KEPT).any()
+        ):
             return None
     # Still sorted by (group, prefix): repeats and filters keep the order.
-    cur_row = _current_rows(ctx.cur[mat], L)
+    cur_m = np.where(mat >= 0, ctx.cur[mat], 0)
+    radix = np.where(mat >= 0, L ** np.maximum(size[:, None] - 1 - np.arange(m)[None, :], 0), 0)
+    cur_row = np.where((cur_m >= 0).all(1), (np.maximum(cur_m, 0) * radix).sum(1), -1)
     ends = np.searchsorted(grp, np.arange(nc + 1))
     if (np.diff(ends) == 0).any():
         return None  # a group whose every configuration misses an SLO
@@ -753,7 +856,7 @@ def _configs_by_member(
         at = int(np.searchsorted(rows, cur_row[c]))
         hit = at if cur_row[c] >= 0 and at < len(rows) and rows[at] == cur_row[c] else -1
         v = vec[s0:s1]
-        out.append(Block(L**m, rows, v[:, 0], v[:, 1], v[:, 2], v[:, 3:], hit))
+        out.append(Block(L ** int(size[c]), rows, v[:, 0], v[:, 1], v[:, 2], v[:, 3:], hit))
     return out
 
 
@@ -855,6 +958,8 @@ def _meets_slos(p: Problem, lat: Latencies | None, slo, fixed, mat, table, where
     if not slo or lat is None:
         return None
     nc, K = len(mat), len(table)
+    if lat.host.dtype == np.int64:
+        return _meets_slos_int64(lat, slo, fixed, nc, table, where_row, where_col)
     ok = np.ones((nc, K), dtype=bool)
     touched = False
     dtype = lat.host.dtype
@@ -873,6 +978,47 @@ def _meets_slos(p: Problem, lat: Latencies | None, slo, fixed, mat, table, where
         ok[g] &= (total <= lat.slo[c.id]).astype(bool)
         touched = True
     return ok if touched else None
+
+
+SLO_CELLS = 1 << 18  # configurations x chain vertices compared at once by _meets_slos_int64
+
+
+def _meets_slos_int64(lat: Latencies, slo, fixed, nc, table, where_row, where_col) -> np.ndarray | None:
+    """_meets_slos when the latencies are int64: the chains' vertices side by side as columns (chains
+    in turn, a batch at a time), each chain's latency a sum over its run of columns."""
+    K = len(table)
+    chains = []  # (group row, chain) of each chain through these groups
+    for c in slo:
+        idx = lat.vertices[c.id]
+        rows = where_row[idx]
+        rows = rows[rows >= 0]
+        if len(rows):
+            chains.append((int(rows[0]), c))
+    if not chains:
+        return None
+    ok = np.ones((nc, K), dtype=bool)
+    fix = np.zeros(len(where_row), dtype=np.int64)
+    for i, loc in fixed.items():
+        fix[i] = loc
+    step = max(1, SLO_CELLS // (K * max(len(lat.vertices[c.id]) for _, c in chains)))
+    for a in range(0, len(chains), step):
+        part = chains[a : a + step]
+        idx = np.concatenate([lat.vertices[c.id] for _, c in part])
+        lens = np.array([len(lat.vertices[c.id]) for _, c in part], dtype=np.int64)
+        starts = np.cumsum(lens) - lens
+        cols = where_col[idx]
+        locs = np.where(cols >= 0, table[:, np.maximum(cols, 0)], fix[idx])  # (K, vertices)
+        val = np.where(locs == 0, lat.host[idx], lat.nic[idx])
+        x, y = locs[:, :-1], locs[:, 1:]
+        same_chain = np.ones(len(idx) - 1, dtype=bool)
+        same_chain[starts[1:] - 1] = False  # a chain's last vertex and the next chain's first
+        val[:, :-1] += np.where((x != y) & same_chain, lat.cross[x] + lat.cross[y], 0)
+        total = np.add.reduceat(val, starts, axis=1)  # (K, chains)
+        limit = np.array([lat.slo[c.id] for _, c in part], dtype=np.int64)
+        meets = (total <= limit).T
+        for (g, _), m in zip(part, meets, strict=True):
+            ok[g] &= m
+    return ok
 
 
 def _undominated_within(cost, pcie, moves, use, allowed) -> np.ndarray:

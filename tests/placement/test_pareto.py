@@ -180,3 +180,32 @@ def test_member_by_member_with_two_slos_on_one_group(monkeypatch, seed):
         assert prepare(problem) is None
         return
     assert _slo_build_matches(monkeypatch, problem, None) == 1
+
+
+@pytest.mark.parametrize(
+    ("seed", "slack", "pinned", "feasible"),
+    [(0, 0.3, 0, True), (1, 0.6, 0, True), (3, 0.9, 0, True), (0, 0.9, 0.05, True), (2, 0.9, 0.05, False)],
+)
+def test_slo_check_on_int64_matches_the_python_integers_one(monkeypatch, seed, slack, pinned, feasible):
+    """The enumerated groups' SLO check (decompose._meets_slos) has an int64 path, the chains' vertices
+    side by side in batches (small batches here: SLO_CELLS), and one on Python integers (latencies
+    beyond int64): the same blocks from both."""
+    over = {"pinned": pinned} if pinned else {}
+    problem = parse_problem(families.set_slo(instance("latency", 200, seed=seed, **over), slack))
+    monkeypatch.setattr(decompose, "ENUMERATE_MAX", 10**9)  # every group enumerated: the check runs on all
+    monkeypatch.setattr(decompose, "SLO_CELLS", 64)
+    fast = prepare(problem)
+    real = decompose._latencies
+
+    def on_python_ints(p, slo):
+        lat = real(p, slo)
+        lat.host, lat.nic, lat.cross = (x.astype(object) for x in (lat.host, lat.nic, lat.cross))
+        return lat
+
+    monkeypatch.setattr(decompose, "_latencies", on_python_ints)
+    slow = prepare(problem)
+    assert (fast is not None) == feasible  # None: a group with no configuration meeting its SLOs
+    assert (slow is not None) == feasible
+    if fast is not None:
+        for name in ("start", "config", "cost", "pcie", "moves", "use"):
+            assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
