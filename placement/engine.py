@@ -374,8 +374,8 @@ MINIMISE_WORK = 0.06
 # questions are few) and the core has at most MINIMISE_MAX_VARS variables.
 MINIMISE_GAP, MINIMISE_MAX_VARS = 32, 1000
 # The widened core (_widened): run when the incumbent is more than WIDEN_GAP slacks above the bound, on the
-# configurations of reduced cost at most 1 / WIDEN_SHARE of that gap, at most WIDEN_MAX_VARS variables,
-# boxed in WIDEN_WORK deterministic seconds.
+# configurations of reduced cost at most 1 / WIDEN_SHARE of that gap (only where the proof's core is wider than
+# MINIMISE_MAX_VARS), boxed in WIDEN_WORK deterministic seconds, at most WIDEN_ROUNDS times.
 WIDEN_GAP, WIDEN_SHARE, WIDEN_WORK, WIDEN_ROUNDS = 16, 3, 0.05, 2
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
@@ -822,8 +822,7 @@ def solve_groups(
                 log.debug("near-free %s t=%.3f", nf is not None, run.clock() - t0)
                 if nf is not None and _sum(gr.cost, nf) < p1:
                     best, p1 = nf, _sum(gr.cost, nf)
-                    alive = alive & _within(d1, den1 * p1 - lb1)
-                    alive[np.array(best, dtype=np.int64)] = True
+                    alive = _fixed(alive, d1, den1 * p1 - lb1, best)
                     proven = lb1 > den1 * (p1 - 1 - slack(p1))
                     restricted = None
             if status != "optimal":
@@ -848,14 +847,13 @@ def solve_groups(
                   None if floor_ is None else float(p1 - floor_) / slack(p1), run.clock() - t0)  # fmt: skip
         if ch is not None and _sum(gr.cost, ch) < p1:
             best, p1 = ch, _sum(gr.cost, ch)
-            alive = alive & _within(d1, den1 * p1 - lb1)
-            alive[np.array(best, dtype=np.int64)] = True
+            alive = _fixed(alive, d1, den1 * p1 - lb1, best)
             restricted = None
         if floor_ is not None and floor_ > lower:
             lower = Fraction(floor_)
         if lower > p1 - 1 - slack(p1):
             proven = True
-            restricted = None if restricted is None or (alive & ~restricted).any() else restricted
+            restricted = restricted if _holds(restricted, alive) else None
     lo = math.ceil(lower) if lower is not None else 0  # no placement costs less (proven)
     while not proven and best is not None:
         # Is there a placement of cost <= p1 - 1? Asked as a pure feasibility question (measured: CP-SAT
@@ -876,11 +874,10 @@ def solve_groups(
             lower = max(lower, Fraction(lo))
         elif status == "infeasible":
             proven = True
-            restricted = None if restricted is None or (alive & ~restricted).any() else restricted
+            restricted = restricted if _holds(restricted, alive) else None
         elif status in ("optimal", "feasible"):
             best, p1 = ch, _sum(gr.cost, ch)
-            alive = alive & _within(d1, den1 * p1 - lb1)
-            alive[np.array(best, dtype=np.int64)] = True
+            alive = _fixed(alive, d1, den1 * p1 - lb1, best)
             restricted = None
         else:
             return Outcome("feasible", best, _gap(gr, p1, lower), len(core.multi))
@@ -929,9 +926,8 @@ def solve_groups(
             pf = _sum(folded0, best)
             if lb2 > den2 * (pf - 1):
                 return Outcome("optimal", best, 0.0, 0, True, primary_s)  # the bound meets it
-            alive = alive & _within(d2, den2 * (pf - 1) - lb2)
-            alive[np.array(best, dtype=np.int64)] = True
-            if restricted is not None and not (alive & ~restricted).any():
+            alive = _fixed(alive, d2, den2 * (pf - 1) - lb2, best)
+            if _holds(restricted, alive):
                 # Nothing outside the restricted core can beat its optimum: that is the optimum.
                 return Outcome("optimal", best, 0.0, 0, True, primary_s)
     core = _Core(gr, alive, workers, linearization, run)
@@ -1082,6 +1078,20 @@ def _packed(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.ndarr
     if out is not None and t0 is not None:
         log.debug("pack p=%d lb=%.1f t=%.3f", _sum(gr.cost, out), lb / den, work.clock() - t0)
     return out
+
+
+def _fixed(alive: np.ndarray, d: np.ndarray, room: int, keep: list[int]) -> np.ndarray:
+    """Reduced-cost fixing: `alive` less the configurations whose exact reduced cost `d` exceeds `room`
+    (none of them can be in a placement the fixing asks about), the configurations of `keep` (the
+    incumbent) kept."""
+    out = alive & _within(d, room)
+    out[np.array(keep, dtype=np.int64)] = True
+    return out
+
+
+def _holds(restricted: np.ndarray | None, alive: np.ndarray) -> bool:
+    """Whether the restricted core holds every `alive` configuration (its optimum is then the core's)."""
+    return restricted is not None and not (alive & ~restricted).any()
 
 
 def _within(d: np.ndarray, slack: int) -> np.ndarray:
