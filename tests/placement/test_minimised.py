@@ -28,28 +28,42 @@ def _groups(cost, use, budget, start) -> SimpleNamespace:
                            n_groups=len(start) - 1, row_names=[f"row{r}" for r in range(len(budget))])  # fmt: skip
 
 
+def _priced(rng: random.Random) -> SimpleNamespace:
+    """A small random multi-row instance (test_swaps._random_groups) with its groups, an exact Lagrangian
+    bound lb / den and reduced costs d at random prices, the feasible start `first` and its cost p, and
+    the brute-force optimum `best`."""
+    cost, use, budget, start, first = _random_groups(rng, rng.randint(1, 7), rng.randint(1, 3))
+    gr = _groups(cost, use, budget, start)
+    lam = np.array([rng.choice([0.0, rng.random()]) for _ in budget])  # any prices give an exact bound
+    lb, den, d = engine._bound(gr, np.ones(len(cost), dtype=bool), cost, lam, [], np.zeros(0))
+    p = engine._sum(cost, first)
+    best = _exact_best(cost, use, budget, start)
+    assert best is not None and best <= p
+    return SimpleNamespace(cost=cost, use=use, budget=budget, start=start, first=first, gr=gr, lb=lb, den=den,
+                           d=d, p=p, best=best)  # fmt: skip
+
+
+def _assert_fits(t: SimpleNamespace, chosen: list[int]) -> None:
+    """`chosen` takes one configuration of each group of `t` and fits every budget row."""
+    ix = np.array(chosen)
+    assert (np.searchsorted(t.start, ix, side="right") - 1 == np.arange(len(t.start) - 1)).all()
+    assert (t.use[ix].sum(0) <= t.budget).all()
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_floor_never_above_the_optimum_and_exact_when_proven(seed):
     rng = random.Random(seed)
-    cost, use, budget, start, first = _random_groups(rng, rng.randint(1, 7), rng.randint(1, 3))
-    gr = _groups(cost, use, budget, start)
-    alive = np.ones(len(cost), dtype=bool)
-    lam = np.array([rng.choice([0.0, rng.random()]) for _ in budget])  # any prices give an exact bound
-    lb, den, d = engine._bound(gr, alive, cost, lam, [], np.zeros(0))
-    p1 = engine._sum(cost, first)  # the feasible start is the incumbent
+    t = _priced(rng)
+    cost, d, lb, den, p1, best = t.cost, t.d, t.lb, t.den, t.p, t.best  # the feasible start is the incumbent
     alive = engine._within(d, den * p1 - lb)
-    alive[np.array(first)] = True
-    best = _exact_best(cost, use, budget, start)
-    assert best is not None and best <= p1
+    alive[np.array(t.first)] = True
     slack = rng.choice([0, 0, rng.randint(0, 10**11)])
     status, ch, floor_ = engine._minimised(
-        gr, alive, d, lb, den, first, p1, slack, 1, time.monotonic() + 30, engine._Run()
+        t.gr, alive, d, lb, den, t.first, p1, slack, 1, time.monotonic() + 30, engine._Run()
     )
     assert floor_ is not None and floor_ <= best  # a valid lower bound on the optimum
     if ch is not None:
-        ix = np.array(ch)
-        assert (np.searchsorted(start, ix, side="right") - 1 == np.arange(len(start) - 1)).all()
-        assert (use[ix].sum(0) <= budget).all()
+        _assert_fits(t, ch)
         assert best <= engine._sum(cost, ch) <= p1
     if status == "optimal":
         assert engine._sum(cost, ch) - floor_ <= slack

@@ -18,23 +18,18 @@ from placement import engine, parse_problem
 from placement.families import instance
 from placement.solver import Options, prepare_within
 
-from .test_minimised import _groups
-from .test_swaps import _exact_best, _random_groups
+from .test_minimised import _assert_fits, _priced
+from .test_swaps import _exact_best
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_widened_fits_is_cheaper_and_never_below_the_optimum(seed, monkeypatch):
     monkeypatch.setattr(engine, "MINIMISE_MAX_VARS", -1)  # the wide-core condition, on small instances
     rng = random.Random(seed)
-    cost, use, budget, start, first = _random_groups(rng, rng.randint(1, 7), rng.randint(1, 3))
-    gr = _groups(cost, use, budget, start)
-    alive = np.ones(len(cost), dtype=bool)
-    lam = np.array([rng.choice([0.0, rng.random()]) for _ in budget])  # any prices give an exact bound
-    lb, den, d = engine._bound(gr, alive, cost, lam, [], np.zeros(0))
-    p = engine._sum(cost, first)
+    t = _priced(rng)
+    cost, use, budget, start, first = t.cost, t.use, t.budget, t.start, t.first
+    gr, lb, den, d, p, best = t.gr, t.lb, t.den, t.d, t.p, t.best
     units = rng.choice([1, rng.randint(1, 10**9)])
-    best = _exact_best(cost, use, budget, start)
-    assert best is not None and best <= p
     out = engine._widened(gr, d, lb, den, first, lambda _: units, 1, time.monotonic() + 30, engine._Run())
     if den * p - lb <= den * units * engine.WIDEN_GAP:
         assert out is None  # within WIDEN_GAP slacks: not asked
@@ -45,9 +40,7 @@ def test_widened_fits_is_cheaper_and_never_below_the_optimum(seed, monkeypatch):
     if out is None:
         assert best_kept is None or best_kept > p - units  # nothing cheaper beyond CP-SAT's gap
         return
-    ix = np.array(out)
-    assert (np.searchsorted(start, ix, side="right") - 1 == np.arange(len(start) - 1)).all()
-    assert (use[ix].sum(0) <= budget).all()
+    _assert_fits(t, out)
     assert best <= engine._sum(cost, out) < p
     assert engine._sum(cost, out) <= best_kept + units
 
