@@ -19,7 +19,7 @@ from fractions import Fraction
 
 from placement import integers
 from placement.decompose import Groups, PrepareTimeout, prepare
-from placement.engine import ModelRefused, solve_groups
+from placement.engine import ModelRefused, Outcome, solve_groups
 from placement.evaluate import Evaluation, evaluate, moves
 from placement.model import HOST, PlacementInputError, Problem
 
@@ -333,6 +333,16 @@ def solve(
     return out
 
 
+def run_engine(gr: Groups, opts: Options, deadline: float) -> Outcome:
+    """The engine (engine.solve_groups) on prepared groups with `opts`, as solve() runs it, until `deadline`
+    (monotonic); its Outcome."""
+    return solve_groups(
+        gr, deadline, workers=opts.workers, linearization=opts.linearization, reduce=opts.reduce,
+        gap_limit=opts.gap_limit, tiebreak_time=opts.tiebreak_share * opts.time_limit,
+        time_limit=opts.time_limit,
+    )  # fmt: skip
+
+
 def _solve_engine(
     problem: Problem,
     opts: Options,
@@ -348,11 +358,7 @@ def _solve_engine(
     if gr is None:
         return None
     t_engine = time.monotonic()
-    oc = solve_groups(
-        gr, deadline, workers=opts.workers, linearization=opts.linearization, reduce=opts.reduce,
-        gap_limit=opts.gap_limit, tiebreak_time=opts.tiebreak_share * opts.time_limit,
-        time_limit=opts.time_limit,
-    )  # fmt: skip
+    oc = run_engine(gr, opts, deadline)
     if oc.status in ("infeasible", "unknown"):
         return _no_placement(problem, opts, oc.status, t0, _diagnose)
     placement = gr.placement(problem, oc.chosen)

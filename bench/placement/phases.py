@@ -18,10 +18,9 @@ import time
 
 from bench.common import final_json, print_machine
 from placement.decompose import prepare
-from placement.engine import solve_groups
 from placement.families import FAMILIES, instance
 from placement.model import parse_problem
-from placement.solver import Options, load_backends
+from placement.solver import Options, load_backends, run_engine
 
 
 def phases(obj: dict, limit: float) -> dict:
@@ -35,9 +34,7 @@ def phases(obj: dict, limit: float) -> dict:
     out = {"parse": round(c1 - c0, 4), "prepare": round(c2 - c1, 4)}
     if gr is None:
         return out | {"status": "no groups (the plain model would answer)"}
-    oc = solve_groups(gr, time.monotonic() + limit, workers=opts.workers, linearization=opts.linearization,
-                      reduce=opts.reduce, gap_limit=opts.gap_limit,
-                      tiebreak_time=opts.tiebreak_share * limit, time_limit=limit)  # fmt: skip
+    oc = run_engine(gr, opts, time.monotonic() + limit)
     out["engine"] = round(time.process_time() - c2, 4)
     primary = None if oc.primary_seconds is None else round(oc.primary_seconds, 4)
     return out | {"configs": len(gr.cost), "status": oc.status, "primary_s": primary}
