@@ -4,37 +4,21 @@ another tree's (e.g. main before place10cap, where such an instance went whole t
     .venv/bin/python -m bench.placement.longchains --old /tmp/place10cap_old --seeds 0,1,2
 
 Instances (placement.families.long_chains, per seed): 30 chains of 13-16 NFs with one sNIC, 50 of 8-9 NFs
-with two, 45 of 8-10 NFs with two. Each tree solves every instance in its own process (solver cpsat, the
-10 s limit); CPU seconds (process_time of parse + solve) are the claim on a shared machine.
-Last line JSON: {instance: {tree: {status, host_cost, cpu, wall}}}.
+with two, 45 of 8-10 NFs with two. Each tree solves every instance in its own process (versus.Worker: the
+default solver, the 10 s limit); CPU seconds (process_time of parse + solve) are the claim on a shared
+machine. Last line JSON: {instance: {tree: {status, host_cost, cpu, s (to the proven host cost), ok, gap}}}.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from bench.common import final_json, print_machine
+from bench.placement.versus import Worker
 from placement.families import long_chains
-
-# Run in a child with only the tree's `placement` importable (the old tree need not have this module).
-WORKER = """
-import json, sys, time
-sys.path.insert(0, sys.argv[1])
-from placement import parse_problem, solve
-out = {}
-for name, obj in json.load(open(sys.argv[2])).items():
-    c0, w0 = time.process_time(), time.perf_counter()
-    r = solve(parse_problem(obj), solver="cpsat", time_limit=float(sys.argv[3]))
-    out[name] = {"status": r["status"], "host_cost": r.get("host_cost"),
-                 "cpu": round(time.process_time() - c0, 3), "wall": round(time.perf_counter() - w0, 3)}
-print(json.dumps(out))
-"""
 
 
 def instances(seeds: list[int]) -> dict[str, dict]:
@@ -48,11 +32,13 @@ def instances(seeds: list[int]) -> dict[str, dict]:
     return out
 
 
-def run_tree(tree: Path, path: Path, limit: float) -> dict:
-    """Every instance of the file `path` solved by the `placement` of `tree`."""
-    done = subprocess.run([sys.executable, "-c", WORKER, str(tree), str(path), str(limit)],
-                          capture_output=True, text=True, check=True)  # fmt: skip
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def run_tree(tree: Path, insts: dict[str, dict], limit: float) -> dict:
+    """Every instance solved by the `placement` of `tree`, in its own process (versus.Worker)."""
+    worker = Worker(tree)
+    try:
+        return {name: worker.solve(obj, limit) for name, obj in insts.items()}
+    finally:
+        worker.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,10 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     print_machine()
     insts = instances([int(s) for s in args.seeds.split(",")])
     new_tree = Path(__file__).resolve().parents[2]
-    with tempfile.TemporaryDirectory(prefix="longchains-") as tmp:
-        path = Path(tmp) / "instances.json"
-        path.write_text(json.dumps(insts))
-        res = {"new": run_tree(new_tree, path, args.limit), "old": run_tree(args.old, path, args.limit)}
+    res = {"new": run_tree(new_tree, insts, args.limit), "old": run_tree(args.old, insts, args.limit)}
     table = {}
     for name, obj in insts.items():
         table[name] = {t: res[t][name] for t in ("new", "old")}

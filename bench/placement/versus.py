@@ -42,7 +42,8 @@ for line in sys.stdin:
     s = out.get("host_cost_seconds", req["limit"]) + (0 if has_started else parse_s)
     ok = out["status"] == "optimal" and s <= req["limit"]
     print(json.dumps({"s": s if ok else req["limit"], "ok": ok, "cpu": time.process_time() - c,
-                      "host_cost": out.get("host_cost"), "gap": out.get("gap")}), flush=True)
+                      "status": out["status"], "host_cost": out.get("host_cost"), "gap": out.get("gap")}),
+          flush=True)
 """
 
 
