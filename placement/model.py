@@ -284,7 +284,7 @@ def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None 
         if nonneg and value < 0:
             raise PlacementInputError(f"{where}: must not be negative, got {value}")
         return Fraction(value)
-    if kind is float and math.isfinite(value):
+    if (kind is float or isinstance(value, float)) and math.isfinite(value):
         frac, _, _, rel = _rationalize(value)
         if nonneg and frac.numerator < 0:
             raise PlacementInputError(f"{where}: must not be negative, got {value}")
@@ -297,15 +297,10 @@ def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None 
         raise PlacementInputError(f"{where}: must be finite, got {value}")
     if isinstance(value, str) and not value.isascii():  # Fraction would read other scripts' digits
         raise PlacementInputError(f"{where}: not a number: {value!r}")
-    if isinstance(value, float):
-        frac, _, _, rel = _rationalize(value)
-        if inexact is not None and rel is not None:
-            inexact.append((where, value, frac, rel))
-    else:
-        try:
-            frac = Fraction(value)
-        except (ValueError, ZeroDivisionError):
-            raise PlacementInputError(f"{where}: not a number: {value!r}") from None
+    try:  # an int subclass or a string (every finite float was read above)
+        frac = Fraction(value)
+    except (ValueError, ZeroDivisionError):
+        raise PlacementInputError(f"{where}: not a number: {value!r}") from None
     if nonneg and frac.numerator < 0:
         raise PlacementInputError(f"{where}: must not be negative, got {value}")
     return frac
