@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from placement.meet import best_within, decode, sums
+from placement.swaps import CALL
 from placement.work import Work
 
 HALF_CHOICES = 1 << 13  # multiple-choice combinations per half of a meet in the middle
-CALL = 4096  # a step's fixed cost in work units (as swaps.CALL)
 # Per group and pass over the groups: a few numpy calls on small arrays (measured: pack's units then
 # within 2x of swaps.py's per CPU second).
 PER_GROUP = 3 * CALL
@@ -36,42 +37,19 @@ def _meet(values: list[list[int]], room: int, work: Work) -> tuple[int, list[int
     """Per group at most one of its `values` (a choice of none allowed) with the largest sum <= room:
     (sum, index of the value taken per group or -1), or None when no choice fits."""
     half = _split_point(values)
-    left, right = _sums(values[:half]), _sums(values[half:])
+    left, right = sums(values[:half]), sums(values[half:])
     work.charge(CALL + 4 * (len(left[0]) + len(right[0])))
-    order = np.argsort(right[0], kind="stable")
-    rs, rcode = right[0][order], right[1][order]
-    k = np.searchsorted(rs, room - left[0], side="right") - 1
-    ok = k >= 0
-    total = np.where(ok, left[0] + rs[np.maximum(k, 0)], np.iinfo(np.int64).min)
-    best = int(np.argmax(total))
-    if not ok[best]:
+    found = best_within(left[0], right[0], room)
+    if found is None:
         return None
-    picks = _decode(values[:half], int(left[1][best])) + _decode(values[half:], int(rcode[k[best]]))
-    return int(total[best]), picks
+    total, i, j = found
+    return total, decode(values[:half], int(left[1][i])) + decode(values[half:], int(right[1][j]))
 
 
 def _split_point(values: list[list[int]]) -> int:
     """Index splitting `values` into two halves of about equal numbers of combinations."""
     logs = np.cumsum([np.log2(len(v) + 1) for v in values])
     return int(np.searchsorted(logs, logs[-1] / 2)) + 1 if len(values) > 1 else len(values)
-
-
-def _sums(values: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Every multiple-choice sum of `values` (per group none or one value) and its mixed-radix code."""
-    sums, codes, radix = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), 1
-    for vs in values:
-        sums = np.concatenate([sums] + [sums + v for v in vs])
-        codes = np.concatenate([codes] + [codes + (j + 1) * radix for j in range(len(vs))])
-        radix *= len(vs) + 1
-    return sums, codes
-
-
-def _decode(values: list[list[int]], code: int) -> list[int]:
-    out = []
-    for vs in values:
-        out.append(code % (len(vs) + 1) - 1)
-        code //= len(vs) + 1
-    return out
 
 
 def _fill(steps: list[list[int]], order: list[int], room: int, work: Work) -> list[int] | None:

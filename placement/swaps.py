@@ -17,6 +17,7 @@ import logging
 
 import numpy as np
 
+from placement.meet import best_within, sums
 from placement.work import Work
 
 log = logging.getLogger(__name__)
@@ -215,15 +216,6 @@ def shake(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarr
     return sel.tolist()
 
 
-def _subset_sums(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every subset's sum of `values` and the subset as a bit mask (2 ** len(values) of each)."""
-    sums, masks = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    for k, v in enumerate(values.tolist()):
-        sums = np.concatenate([sums, sums + v])
-        masks = np.concatenate([masks, masks | (1 << k)])
-    return sums, masks
-
-
 def fill(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarray, chosen: list[int],
          allowed: np.ndarray, rows: np.ndarray, row: int, work: Work, items: int = FILL_ITEMS) -> list[int]:  # fmt: skip
     """`chosen` with the set of switches (to `allowed` configurations, at most one per group, each
@@ -250,19 +242,14 @@ def fill(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarra
     room = int(budget[row] - use[sel, row].sum())
     half = len(cand) // 2
     work.charge(2 ** (len(cand) - half) * (len(cand) - half + 2))  # subset sums and their search
-    ls, lm = _subset_sums(delta[:half])
-    rs, rm = _subset_sums(delta[half:])
-    order = np.argsort(rs, kind="stable")
-    rs, rm = rs[order], rm[order]
-    # Per left sum the largest right sum that keeps the row within its room.
-    k = np.searchsorted(rs, room - ls, side="right") - 1
-    ok = k >= 0
-    total = np.where(ok, ls + rs[np.maximum(k, 0)], np.iinfo(np.int64).min)
-    best = int(np.argmax(total))
-    if not ok[best] or total[best] <= 0:
+    ls, lm = sums([[v] for v in delta[:half].tolist()])  # one value per item: the codes are bit masks
+    rs, rm = sums([[v] for v in delta[half:].tolist()])
+    found = best_within(ls, rs, room)  # the largest total sum that keeps the row within its room
+    if found is None or found[0] <= 0:
         return sel.tolist()
-    pick = [int(c) for j, c in enumerate(cand[:half].tolist()) if lm[best] >> j & 1]
-    pick += [int(c) for j, c in enumerate(cand[half:].tolist()) if rm[k[best]] >> j & 1]
+    _, i, j = found
+    pick = [int(c) for b, c in enumerate(cand[:half].tolist()) if lm[i] >> b & 1]
+    pick += [int(c) for b, c in enumerate(cand[half:].tolist()) if rm[j] >> b & 1]
     new = sel.copy()
     new[grp_all[np.array(pick, dtype=np.int64)]] = pick
     if (use[new].sum(0) <= budget).all() and int(cost[new].sum()) < int(cost[sel].sum()):
