@@ -681,11 +681,10 @@ def solve_groups(
         return math.floor(gap_frac * (gr.cost_const + p)) if gap_frac else 0
 
     hint = [int(c) for c in gr.current] if gr.n_groups and (gr.current >= 0).all() else None
-    # With one sNIC the restricted core and every "cost <= x?" question go without CP-SAT's cutting
-    # planes: the LP there is a few budget rows (plus the reduced-cost row) and the cut rounds cost more
-    # than they pruned (measured, bench/RESULTS.md: the refutations; then the midpoints too, place12proof,
-    # 9 % less deterministic work over 5 families x 24 seeds at 500); everything with several sNICs keeps
-    # them.
+    # With one sNIC the restricted core and the last "cost <= x?" question (usually the refutation) go
+    # without CP-SAT's cutting planes: the LP there is a few budget rows (plus the reduced-cost row) and
+    # the cut rounds cost more than they pruned (measured, bench/RESULTS.md); the midpoint questions keep
+    # them (their "yes" answers came sooner with them), and so does everything with several sNICs.
     one_snic = len(gr.locations) <= 2
     full = _levels([gr.cost, gr.pcie, gr.moves], gr.start)
     folded0 = _fold(full[0]) if len(full) == 1 else gr.cost
@@ -872,7 +871,7 @@ def solve_groups(
         core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
         core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
         core.add_reduced_cut(d1, den1 * ask - lb1)
-        status, ch, _, _ = core.solve(deadline, None, cuts=not one_snic)
+        status, ch, _, _ = core.solve(deadline, None, cuts=ask < target or not one_snic)
         log.debug("cost <= %s? %s core=%d t=%.3f", "p1 - 1 - slack" if ask == target else "midpoint", status,
                   len(core.multi), run.clock() - t0)  # fmt: skip
         if status == "infeasible" and ask < target:
