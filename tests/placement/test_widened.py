@@ -30,14 +30,15 @@ def test_widened_fits_is_cheaper_and_never_below_the_optimum(seed, monkeypatch):
     cost, use, budget, start, first = t.cost, t.use, t.budget, t.start, t.first
     gr, lb, den, d, p, best = t.gr, t.lb, t.den, t.d, t.p, t.best
     units = rng.choice([1, rng.randint(1, 10**9)])
-    out = engine._widened(gr, d, lb, den, first, lambda _: units, 1, time.monotonic() + 30, engine._Run())
+    out, settled = engine._widened(gr, d, lb, den, first, lambda _: units, 1, time.monotonic() + 30, engine._Run())
     if den * p - lb <= den * units * engine.WIDEN_GAP:
-        assert out is None  # within WIDEN_GAP slacks: not asked
+        assert out is None and not settled  # within WIDEN_GAP slacks: not asked
         return
     keep = engine._within(d, (den * p - lb) // engine.WIDEN_SHARE)
     keep[np.array(first)] = True
     best_kept = _exact_best(cost, use, budget, start, keep)
     if out is None:
+        assert not settled  # (settled: a proven optimum of its core, so a placement)
         assert best_kept is None or best_kept > p - units  # nothing cheaper beyond CP-SAT's gap
         return
     _assert_fits(t, out)
