@@ -799,8 +799,8 @@ def solve_groups(
             alive = _within(d1, den1 * p1 - lb1)
             alive[np.array(inc, dtype=np.int64)] = True
             proven = lb1 > den1 * (p1 - 1 - slack(p1))
-            log.debug("incumbent %s p1=%d lb=%.1f slack=%d alive=%d core=%d t=%.3f", status, p1, lb1 / den1,
-                      slack(p1), int(alive.sum()), core_groups, run.clock() - t0)  # fmt: skip
+            log.debug("incumbent %s p1=%d lb=%.1f slack=%d alive=%d core=%d settled=%s t=%.3f", status, p1,
+                      lb1 / den1, slack(p1), int(alive.sum()), core_groups, settled, run.clock() - t0)  # fmt: skip
             if not proven and lam.max(initial=0) > 0:
                 # The LP bound is fractional below p1: decide "primary <= p1 - 1" exactly on the
                 # relaxation keeping only the most binding budget row (dynamic programme over cost).
