@@ -22,7 +22,8 @@ Pipeline (every step exact; the floating-point LP is only a guide):
    bound proves. Where the incumbent is still many slacks above the bound on a small core, CP-SAT
    minimises there in a small box (``_minimised``): its own objective bound proves p1 or raises the
    bisection's floor. Otherwise CP-SAT proves the primary
-   on the fixed core by feasibility questions "cost <= x?" (bisecting between the bound and p1 while far apart),
+   on the fixed core by feasibility questions "cost <= x?" (bisecting between the bound and p1 while far apart,
+   but asking p1's refutation first, without ``_minimised``, when p1 is a CP-SAT core's proven optimum),
    each with the exact reduced-cost row as a redundant constraint.
 4. Tie-breaks (fewer PCIe units, then fewer moves) among placements of cost p1: a second exact bound with
    the row cost == p1 fixes more configurations; then CP-SAT on the core with one folded objective,
