@@ -22,7 +22,8 @@ Pipeline (every step exact; the floating-point LP is only a guide):
    bound proves. Where the incumbent is still many slacks above the bound on a small core, CP-SAT
    minimises there in a small box (``_minimised``): its own objective bound proves p1 or raises the
    bisection's floor. Otherwise CP-SAT proves the primary
-   on the fixed core by feasibility questions "cost <= x?" (bisecting between the bound and p1 while far apart),
+   on the fixed core by feasibility questions "cost <= x?" (bisecting between the bound and p1 while far apart,
+   but asking p1's refutation first, without ``_minimised``, when p1 is a CP-SAT core's proven optimum),
    each with the exact reduced-cost row as a redundant constraint.
 4. Tie-breaks (fewer PCIe units, then fewer moves) among placements of cost p1: a second exact bound with
    the row cost == p1 fixes more configurations; then CP-SAT on the core with one folded objective,
@@ -496,12 +497,13 @@ def _near_free(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], sla
 
 
 def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack, workers: int,
-             deadline: float, run: _Run) -> list[int] | None:  # fmt: skip
+             deadline: float, run: _Run) -> tuple[list[int] | None, bool]:  # fmt: skip
     """A cheaper incumbent than `inc` from CP-SAT minimising the primary on the configurations of reduced
     cost at most 1 / WIDEN_SHARE of `inc`'s gap above the bound lb / den (and `inc`'s), from `inc`, boxed
     in WIDEN_WORK deterministic seconds, again on the narrower core of the gap left when the box ended the
     search; None when `inc` is within WIDEN_GAP slacks of the bound, when the proof's core at `inc` is
-    small enough for ``_minimised`` or nothing cheaper is found. Where two budget rows bind (one sNIC's
+    small enough for ``_minimised`` or nothing cheaper is found. With it, whether CP-SAT proved it
+    within the slack of its core's optimum (a sign, not a proof, that it is the problem's). Where two budget rows bind (one sNIC's
     capacity and PCIe) the optimum can lie tens of slacks above the bound and differ from the local
     search's stop in many groups at once, each a configuration of a few to tens of slacks of reduced cost:
     the restricted core (the least reduced costs) does not hold them, the proof's core (everything within
@@ -511,13 +513,13 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
     units = slack(floor)
     gap = den * p - lb
     if units <= 0 or gap <= den * units * WIDEN_GAP:
-        return None
+        return None, False
     # Only where the proof's core at this incumbent is too wide for its minimisation (_minimised): there
     # the first questions' "yes" answers are the costly ones; on a narrower core the minimisation closes
     # the gap from a poorer incumbent sooner (measured: chains-tight 500 seed 2).
     if _choice_vars(gr, _within(d, gap)) <= MINIMISE_MAX_VARS:
-        return None
-    found = None
+        return None, False
+    found, settled = None, False
     for _ in range(WIDEN_ROUNDS):
         keep = _within(d, gap // WIDEN_SHARE)
         keep[np.array(inc, dtype=np.int64)] = True
@@ -529,11 +531,12 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
         if status not in ("optimal", "feasible"):
             break
         found = inc = ch
+        settled = status == "optimal"
         p = _sum(gr.cost, inc)
         gap = den * p - lb
         if status == "optimal" or gap <= den * units * WIDEN_GAP:
             break  # (the next core is a part of this one)
-    return found
+    return found, settled
 
 
 def _minimised(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, best: list[int], p1: int,
@@ -691,6 +694,9 @@ def solve_groups(
     alive = np.ones(len(gr.cost), dtype=bool)
     best, p1, proven, lower = None, None, False, None
     restricted = None
+    # The incumbent is a CP-SAT core's proven optimum (the restricted core's, untouched by the steps
+    # after it, or the widened core's): the proof then asks the refutation at once (below).
+    settled = False
     lp1 = _prices(gr, alive, deadline, run.clock) if gr.n_groups and reduce else None
     if lp1 is not None:
         # Incumbent from a small core around the LP optimum, then exact reduced-cost fixing.
@@ -783,18 +789,19 @@ def solve_groups(
                 if better is not None and _sum(gr.cost, better) < _sum(gr.cost, inc):
                     status, inc = "feasible", better
             if status in ("optimal", "feasible") and not close_enough(inc):
-                wide = _widened(gr, d1, lb1, den1, inc, slack, workers, deadline, run)
+                wide, wide_settled = _widened(gr, d1, lb1, den1, inc, slack, workers, deadline, run)
                 if wide is not None and _sum(gr.cost, wide) < _sum(gr.cost, inc):
-                    status, inc = "feasible", wide
+                    status, inc, settled = "feasible", wide, wide_settled
         if status in ("optimal", "feasible"):
             best = inc
             p1 = _sum(gr.cost, inc)
+            settled = settled or status == "optimal"
             # A lexicographic optimum has primary <= p1: configurations forcing more are out.
             alive = _within(d1, den1 * p1 - lb1)
             alive[np.array(inc, dtype=np.int64)] = True
             proven = lb1 > den1 * (p1 - 1 - slack(p1))
-            log.debug("incumbent %s p1=%d lb=%.1f slack=%d alive=%d core=%d t=%.3f", status, p1, lb1 / den1,
-                      slack(p1), int(alive.sum()), core_groups, run.clock() - t0)  # fmt: skip
+            log.debug("incumbent %s p1=%d lb=%.1f slack=%d alive=%d core=%d settled=%s t=%.3f", status, p1,
+                      lb1 / den1, slack(p1), int(alive.sum()), core_groups, settled, run.clock() - t0)  # fmt: skip
             if not proven and lam.max(initial=0) > 0:
                 # The LP bound is fractional below p1: decide "primary <= p1 - 1" exactly on the
                 # relaxation keeping only the most binding budget row (dynamic programme over cost).
@@ -821,7 +828,7 @@ def solve_groups(
                 nf = _near_free(gr, d1, lb1, den1, best, slack, workers, deadline, run)
                 log.debug("near-free %s t=%.3f", nf is not None, run.clock() - t0)
                 if nf is not None and _sum(gr.cost, nf) < p1:
-                    best, p1 = nf, _sum(gr.cost, nf)
+                    best, p1, settled = nf, _sum(gr.cost, nf), False
                     alive = _fixed(alive, d1, den1 * p1 - lb1, best)
                     proven = lb1 > den1 * (p1 - 1 - slack(p1))
                     restricted = None
@@ -836,6 +843,7 @@ def solve_groups(
         and slack(p1) > 0
         and p1 - lower > MINIMISE_GAP * slack(p1)
         and _choice_vars(gr, alive) <= MINIMISE_MAX_VARS
+        and not settled
     ):
         # Where the bisection below would take many questions, CP-SAT first minimises on the fixed core:
         # its own bound (its LP with cuts, then the search) often closes two binding rows' gap in one
@@ -860,13 +868,13 @@ def solve_groups(
         # refutes it in 0.2 s where minimising the cost on the same core did not close a 1-unit gap in
         # 20 s). Yes: a better incumbent, fix again, repeat. No: p1 is optimal. While the incumbent is
         # more than twice the slack above the bound, the midpoint is asked first (bisection: a "no" raises
-        # the bound, a "yes" a better incumbent; the optimum usually lies a few slacks above the bound).
-        # Not while the incumbent is the restricted core's optimum that nothing has improved (`restricted`
-        # still set): that one is usually the optimum, so the midpoints' "no" answers would only add to the
-        # refutation p1 - 1 - slack needs anyway (measured: 13 of 15 such at 500 on chains-tight, mesh,
-        # pinned and background seeds 0-11, bench/RESULTS.md).
+        # the bound, a "yes" a better incumbent; the optimum usually lies a few slacks above the bound),
+        # unless the incumbent is `settled`: then its refutation first (measured: 13 of 15 unimproved
+        # restricted-core optima at 500 on chains-tight, mesh, pinned and background seeds 0-11 were the
+        # optimum; on long 500 the widened core's too, and the bisection's "no" answers below it were 3-6
+        # questions spent for nothing).
         target = p1 - 1 - slack(p1)
-        bisect = gap_frac and target - lo > slack(p1) and restricted is None
+        bisect = gap_frac and target - lo > slack(p1) and not settled
         ask = lo + (target - lo) // 2 if bisect else target
         core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
         core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
@@ -881,7 +889,7 @@ def solve_groups(
             proven = True
             restricted = restricted if _holds(restricted, alive) else None
         elif status in ("optimal", "feasible"):
-            best, p1 = ch, _sum(gr.cost, ch)
+            best, p1, settled = ch, _sum(gr.cost, ch), False
             alive = _fixed(alive, d1, den1 * p1 - lb1, best)
             restricted = None
         else:

@@ -30,14 +30,17 @@ def test_widened_fits_is_cheaper_and_never_below_the_optimum(seed, monkeypatch):
     cost, use, budget, start, first = t.cost, t.use, t.budget, t.start, t.first
     gr, lb, den, d, p, best = t.gr, t.lb, t.den, t.d, t.p, t.best
     units = rng.choice([1, rng.randint(1, 10**9)])
-    out = engine._widened(gr, d, lb, den, first, lambda _: units, 1, time.monotonic() + 30, engine._Run())
+    out, settled = engine._widened(
+        gr, d, lb, den, first, lambda _: units, 1, time.monotonic() + 30, engine._Run()
+    )
     if den * p - lb <= den * units * engine.WIDEN_GAP:
-        assert out is None  # within WIDEN_GAP slacks: not asked
+        assert out is None and not settled  # within WIDEN_GAP slacks: not asked
         return
     keep = engine._within(d, (den * p - lb) // engine.WIDEN_SHARE)
     keep[np.array(first)] = True
     best_kept = _exact_best(cost, use, budget, start, keep)
     if out is None:
+        assert not settled  # (settled: a proven optimum of its core, so a placement)
         assert best_kept is None or best_kept > p - units  # nothing cheaper beyond CP-SAT's gap
         return
     _assert_fits(t, out)
@@ -55,6 +58,26 @@ def test_engine_with_the_widened_core_is_within_the_gap_of_the_exact_optimum(siz
     with caplog.at_level(logging.DEBUG, logger="placement.engine"):
         ours = engine.solve_groups(gr, time.monotonic() + 60, gap_limit=1e-5)
     assert any(r.getMessage().startswith("widened") for r in caplog.records)
+    assert exact.status == ours.status == "optimal"
+    host = engine._sum(gr.cost, ours.chosen) + gr.cost_const
+    opt = engine._sum(gr.cost, exact.chosen) + gr.cost_const
+    assert opt <= host <= opt + 1e-5 * host + 1
+    assert engine._fits(gr, ours.chosen)
+
+
+@pytest.mark.parametrize(("size", "seed"), [(100, 0), (100, 2), (150, 3), (150, 4)])
+def test_settled_incumbent_is_refuted_first_and_within_the_gap_of_the_exact_optimum(size, seed, caplog):
+    """long chains with a gap limit, whose incumbent is a CP-SAT core's proven optimum (checked in the debug
+    log): the proof asks its refutation first (a "yes" there falls back to the bisection); the answer is
+    within the limit of the exact optimum (the engine at gap 0, where no question is reordered)."""
+    gr = prepare_within(parse_problem(instance("long", size, seed)), Options(), time.monotonic())
+    exact = engine.solve_groups(gr, time.monotonic() + 60)
+    with caplog.at_level(logging.DEBUG, logger="placement.engine"):
+        ours = engine.solve_groups(gr, time.monotonic() + 60, gap_limit=1e-5)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("incumbent") and "settled=True" in m for m in messages)
+    asked = [m for m in messages if m.startswith("cost <=")]
+    assert asked and asked[0].startswith("cost <= p1 - 1 - slack?")
     assert exact.status == ours.status == "optimal"
     host = engine._sum(gr.cost, ours.chosen) + gr.cost_const
     opt = engine._sum(gr.cost, exact.chosen) + gr.cost_const
