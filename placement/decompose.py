@@ -420,6 +420,9 @@ class Latencies:
     cross: np.ndarray  # per location: the latency of its PCIe link (0 for the host)
     slo: dict[str, int]  # per chain id with an SLO: its latency_us
     vertices: dict[str, list[int]]  # ... its vertices' node indices
+    flat: np.ndarray  # every such chain's vertices' node indices, chain after chain
+    starts: np.ndarray  # per such chain: where its vertices start in `flat`
+    pos: dict[str, int]  # per chain id with an SLO: its index in `starts`
 
 
 def _latencies(p: Problem, slo: list) -> Latencies:
@@ -430,9 +433,19 @@ def _latencies(p: Problem, slo: list) -> Latencies:
     cross = [0] + [_times(s.pcie_latency, den) for s in p.snics]
     worst = max(host + nic + cross, default=0) * 3 * max((len(c.vertices) for c in slo), default=1)
     dtype = np.int64 if worst < 2**62 else object
+    vertices = {c.id: [p.index[v] for v in c.vertices] for c in slo}
+    lens = [len(c.vertices) for c in slo]
     return Latencies(np.array(host, dtype=dtype), np.array(nic, dtype=dtype), np.array(cross, dtype=dtype),
-                     {c.id: _times(c.latency_us, den) for c in slo},
-                     {c.id: [p.index[v] for v in c.vertices] for c in slo})  # fmt: skip
+                     {c.id: _times(c.latency_us, den) for c in slo}, vertices,
+                     np.array([i for c in slo for i in vertices[c.id]], dtype=np.int64),
+                     np.cumsum([0] + lens[:-1], dtype=np.int64), {c.id: k for k, c in enumerate(slo)})  # fmt: skip
+
+
+def _chain_rows(lat: Latencies, slo: list, where_row: np.ndarray) -> list[int]:
+    """Per chain of `slo`: the row (in `where_row`'s batch) of the group its movable vertices join (a
+    chain's movable vertices are one group), -1 when none is in the batch; one pass over every chain."""
+    rows = np.maximum.reduceat(where_row[lat.flat], lat.starts) if len(lat.starts) else lat.starts
+    return rows[[lat.pos[c.id] for c in slo]].tolist()
 
 
 @dataclass
@@ -628,12 +641,11 @@ def _current_rows(cur_m: np.ndarray, L: int) -> np.ndarray:
 
 def _slo_touches(ctx: Ctx, mat: np.ndarray) -> bool:
     """Whether a chain with a latency SLO passes through one of the groups `mat`."""
-    if not ctx.slo:
+    if not ctx.slo or ctx.lat is None:  # prepare builds ctx.lat whenever a chain has an SLO
         return False
-    members = np.zeros(len(ctx.host), dtype=bool)
-    members[mat] = True
-    ix = ctx.problem.index
-    return any(members[ix[v]] for c in ctx.slo for v in c.vertices)
+    where_row = np.full(len(ctx.host), -1, dtype=np.int64)
+    where_row[mat] = 0
+    return max(_chain_rows(ctx.lat, ctx.slo, where_row)) >= 0
 
 
 @dataclass
@@ -669,12 +681,10 @@ def _slo_terms(ctx: Ctx, mat: np.ndarray, where_row: np.ndarray, where_col: np.n
     )
     slots = np.zeros(nc, dtype=np.int64)
     terms = []  # (row, slot, chain)
-    for c in ctx.slo:
-        idx = lat.vertices[c.id]
-        rows = [int(where_row[i]) for i in idx if where_row[i] >= 0]
-        if rows:
-            terms.append((rows[0], int(slots[rows[0]]), c, idx))
-            slots[rows[0]] += 1
+    for c, row in zip(ctx.slo, _chain_rows(lat, ctx.slo, where_row), strict=True):
+        if row >= 0:
+            terms.append((row, int(slots[row]), c, lat.vertices[c.id]))
+            slots[row] += 1
     S = max(1, int(slots.max()))
     budget = np.full((nc, S), SAFE, dtype=np.int64)  # an unused slot never binds
     on_host = np.zeros((nc, S, m), dtype=np.int64)
@@ -714,9 +724,10 @@ def _closing(closing: np.ndarray, rows: np.ndarray, nc: int, grp: np.ndarray):
         yield e >= 0, np.maximum(e, 0)
 
 
-def _end(pre: np.ndarray, c: np.ndarray, fixed_loc: np.ndarray, j: int, L: int) -> np.ndarray:
-    """Location of an end of a term: member c's (digit of the prefix after j + 1 members) or its fixed one."""
-    return np.where(c >= 0, (pre // L ** np.maximum(j - c, 0)) % L, fixed_loc)
+def _end(digs: np.ndarray, c: np.ndarray, fixed_loc: np.ndarray) -> np.ndarray:
+    """Location of an end of a term per partial configuration (`digs` their members' locations): member
+    c's, or its fixed one where c < 0."""
+    return np.where(c >= 0, digs[np.arange(len(digs)), np.maximum(c, 0)], fixed_loc)
 
 
 def _configs_by_member(
@@ -778,6 +789,8 @@ def _configs_by_member(
     grp = np.arange(nc, dtype=np.int64)
     pre = np.zeros(nc, dtype=np.int64)
     vec = np.zeros((nc, 3 + ctx.n_rows), dtype=np.int64)
+    # ... and its members' locations (the prefix's digits, read without dividing the prefix)
+    digs = np.zeros((nc, m), dtype=np.min_scalar_type(L))
     for j in range(m):
         if check is not None:
             check(f"groups of {m} NFs, member {j + 1}")
@@ -792,10 +805,14 @@ def _configs_by_member(
             digit = np.arange(len(grp)) - np.repeat(np.cumsum(reps) - reps, reps)
             pre = np.repeat(pre, reps) * np.where(active, L, 1) + digit
             loc = np.where(active, digit, -1)  # -1: no member placed (adds nothing below)
+            digs = np.repeat(digs, reps, axis=0)
+            digs[:, j] = np.where(active, digit, 0)
         else:
             grp, vec = np.repeat(grp, L), np.repeat(vec, L, axis=0)
-            pre = np.repeat(pre, L) * L + np.tile(np.arange(L, dtype=np.int64), n)
-            loc = pre % L
+            loc = np.tile(np.arange(L, dtype=np.int64), n)
+            pre = np.repeat(pre, L) * L + loc
+            digs = np.repeat(digs, L, axis=0)
+            digs[:, j] = loc
         node = mat[grp, j]
         cur = ctx.cur[node]
         moved = ((cur >= 0) & (loc != cur) & (loc >= 0)).astype(np.int64)
@@ -806,7 +823,7 @@ def _configs_by_member(
         if ctx.move_row:
             vec[:, 3 + ctx.n_rows - 1] += moved
         for has, e in _closing(np.nonzero(close == j)[0], e_row, nc, grp):
-            la, lb = _end(pre, ca[e], fa[e], j, L), _end(pre, cb[e], fb[e], j, L)
+            la, lb = _end(digs, ca[e], fa[e]), _end(digs, cb[e], fb[e])
             for r, (k, d) in enumerate(ctx.pcie_rows):
                 add = np.where(_crosses(la, lb, k, d) & has, eg[e], 0)
                 vec[:, first_pcie + r] += add
@@ -817,24 +834,24 @@ def _configs_by_member(
             lat += np.where((loc == 0)[:, None], slo.on_host[grp, :, j], slo.on_nic[grp, :, j])
             at = np.arange(len(grp))
             for has, e in _closing(np.nonzero(p_close == j)[0], slo.row, nc, grp):
-                la, lb = _end(pre, slo.ca[e], slo.fa[e], j, L), _end(pre, slo.cb[e], slo.fb[e], j, L)
+                la, lb = _end(digs, slo.ca[e], slo.fa[e]), _end(digs, slo.cb[e], slo.fb[e])
                 lat[at, slo.slot[e]] += np.where(has & (la != lb), ctx.lat.cross[la] + ctx.lat.cross[lb], 0)
             ok = (lat + slo.rest[grp, :, j] <= slo.budget[grp]).all(1)
-            grp, pre, vec, lat = grp[ok], pre[ok], vec[ok], lat[ok]
+            grp, pre, vec, lat, digs = grp[ok], pre[ok], vec[ok], lat[ok], digs[ok]
             if mixed:  # complete ones compared without their latencies (zeros compare equal)
                 use = np.hstack([vec[:, 3:], np.where((size[grp] > j + 1)[:, None], lat, 0)])
             else:
                 use = vec[:, 3:] if j == m - 1 else np.hstack([vec[:, 3:], lat])
         key = np.zeros(len(grp), dtype=np.int64)  # the frontier's locations
         for c in np.nonzero((last[:, : j + 1] > j).any(0))[0].tolist():  # a chain: the member just placed
-            key += np.where(last[grp, c] > j, (pre // L ** (j - c)) % L * L**c, 0)
+            key += np.where(last[grp, c] > j, digs[:, c].astype(np.int64) * L**c, 0)
         if mixed:  # groups complete before this member: compared already
             now = size[grp] > j
             dom = np.zeros(len(grp), dtype=bool)
             dom[now] = pareto.dominated((grp * L**m + key)[now], vec[now, :3], use[now], pre[now])
         else:
             dom = pareto.dominated(grp * L**m + key, vec[:, :3], use, pre)
-        grp, pre, vec = grp[~dom], pre[~dom], vec[~dom]
+        grp, pre, vec, digs = grp[~dom], pre[~dom], vec[~dom], digs[~dom]
         if slo is not None:
             lat = lat[~dom]
         if (
@@ -987,13 +1004,8 @@ def _meets_slos_int64(lat: Latencies, slo, fixed, nc, table, where_row, where_co
     """_meets_slos when the latencies are int64: the chains' vertices side by side as columns (chains
     in turn, a batch at a time), each chain's latency a sum over its run of columns."""
     K = len(table)
-    chains = []  # (group row, chain) of each chain through these groups
-    for c in slo:
-        idx = lat.vertices[c.id]
-        rows = where_row[idx]
-        rows = rows[rows >= 0]
-        if len(rows):
-            chains.append((int(rows[0]), c))
+    # (group row, chain) of each chain through these groups
+    chains = [(row, c) for c, row in zip(slo, _chain_rows(lat, slo, where_row), strict=True) if row >= 0]
     if not chains:
         return None
     ok = np.ones((nc, K), dtype=bool)
