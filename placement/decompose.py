@@ -50,6 +50,11 @@ BY_MEMBER_ROWS = 4
 # that keeps more than MAX_KEPT: with several sNICs few configurations dominate another, and building and
 # searching ever larger groups costs more than the plain model (bench/RESULTS.md, place10cap).
 MAX_ROW = 2**40
+# The member-by-member build first compares partial configurations once a group may have more than this
+# many (each comparison is a fixed cost of tens of numpy calls, and among a few of them few dominate).
+# Exact: a partial configuration dominated now has its completions dominated by those of the one that
+# dominates it, in the next member's classes too; the limits below cannot be passed before it.
+FILTER_FROM = 16
 MAX_PARTIALS = 1 << 20
 MAX_KEPT = 16384
 
@@ -137,11 +142,27 @@ def _lcm_den(values) -> int:
     return math.lcm(*{v.denominator for v in values})
 
 
-def _find(parent: list[int], i: int) -> int:
-    while parent[i] != i:
-        parent[i] = parent[parent[i]]
-        i = parent[i]
-    return i
+def _components(movable: list[int], a: np.ndarray, b: np.ndarray, is_mov: np.ndarray) -> list[list[int]]:
+    """The movable nodes joined by the links a[k] - b[k] (a link with a fixed end joins nothing): each
+    component's nodes ascending, the components by their first node (the order of `movable`, ascending).
+    Each node takes the least label of its links' ends, then of its label's label, until none changes:
+    the labels settle on each component's least node (vectorised; no loop per link)."""
+    inner = is_mov[a] & is_mov[b]
+    a, b = a[inner], b[inner]
+    label = np.arange(len(is_mov), dtype=np.int64)
+    while True:
+        least = np.minimum(label[a], label[b])
+        new = label.copy()
+        np.minimum.at(new, a, least)
+        np.minimum.at(new, b, least)
+        new = new[new]
+        if np.array_equal(new, label):
+            break
+        label = new
+    nodes = np.array(movable, dtype=np.int64)
+    nodes = nodes[np.lexsort((nodes, label[nodes]))]
+    cut = np.nonzero(np.diff(label[nodes]))[0] + 1
+    return [part.tolist() for part in np.split(nodes, cut)] if len(nodes) else []
 
 
 def prepare(
@@ -179,11 +200,9 @@ def prepare(
             cur[i] = loc_ix[p.nodes[i].location]
 
     # Exact scaling: traffic in units of 1/G (G also makes every PCIe budget integral).
-    edges = [e for e in p.edges if e.gbps]
-    edge_pos, k = [], 0
-    for e in p.edges:
-        edge_pos.append(k if e.gbps else -1)
-        k += 1 if e.gbps else 0
+    has_traffic = np.fromiter((bool(e.gbps) for e in p.edges), dtype=bool, count=len(p.edges))
+    edges = [e for e, t in zip(p.edges, has_traffic.tolist(), strict=True) if t]
+    edge_pos = np.where(has_traffic, np.cumsum(has_traffic) - 1, -1).tolist()
     G = _lcm_den(
         [e.gbps for e in edges]
         + [s.pcie_budget(d) for s in p.snics for d in ("up", "down", "both")]
@@ -303,28 +322,20 @@ def prepare(
         budgets[n_node_rows + r] -= {"up": up, "down": down, "both": up + down}[d]
 
     # Components of the movable NFs.
-    parent = list(range(n_nodes))
     # A chain's movable vertices join one group, so that its latency SLO is a rule of that group alone.
     slo = [c for c in p.chains if c.latency_us is not None]
-    links = list(zip(src.tolist(), dst.tolist(), strict=True))
+    link_a, link_b = [src], [dst]
     for c in slo:
         mov = [p.index[v] for v in c.vertices if is_mov[p.index[v]]]
-        links += list(zip(mov, mov[1:], strict=False))
-    for a, b in links:
-        if is_mov[a] and is_mov[b]:
-            ra, rb = _find(parent, a), _find(parent, b)
-            if ra != rb:
-                parent[ra] = rb
+        link_a.append(np.array(mov[:-1], dtype=np.int64))
+        link_b.append(np.array(mov[1:], dtype=np.int64))
     fixed_at = {p.nodes[i].id: locs[loc] for i, loc in fixed.items()}
     for c in slo:
         if all(v in fixed_at for v in c.vertices) and chain_latency(p, c, fixed_at) > c.latency_us:
             return None  # fixed vertices alone miss this SLO: the plain model finds it infeasible
-    comps: dict[int, list[int]] = {}
-    for i in movable:
-        comps.setdefault(_find(parent, i), []).append(i)
     L = len(locs)
     by_size: dict[int, list[list[int]]] = {}
-    for members in comps.values():
+    for members in _components(movable, np.concatenate(link_a), np.concatenate(link_b), is_mov):
         if L ** len(members) > MAX_ROW:
             return None
         by_size.setdefault(len(members), []).append(members)
@@ -842,6 +853,8 @@ def _configs_by_member(
                 use = np.hstack([vec[:, 3:], np.where((size[grp] > j + 1)[:, None], lat, 0)])
             else:
                 use = vec[:, 3:] if j == m - 1 else np.hstack([vec[:, 3:], lat])
+        if j + 1 < int(size.min()) and L ** (j + 1) <= FILTER_FROM and len(grp) * L <= MAX_PARTIALS:
+            continue  # few to compare yet, no group complete: the next member's comparison drops them
         key = np.zeros(len(grp), dtype=np.int64)  # the frontier's locations
         for c in np.nonzero((last[:, : j + 1] > j).any(0))[0].tolist():  # a chain: the member just placed
             key += np.where(last[grp, c] > j, digs[:, c].astype(np.int64) * L**c, 0)
