@@ -12,6 +12,8 @@ class's order. For each use row, the configurations of a class sorted by that us
 their bits (distinct bits: a sum is their union), the set of those that use no more than k; the AND of
 these sets over the rows, and of the positions before k, is empty unless k is dominated. Each row costs a
 sort and a few passes over (configurations x words of their class), against a comparison per pair and row.
+A class of more than BITS_MAX goes block by block instead, each block against the undominated ones before
+it (a prefix sum costs numpy ~30 times a comparison: the bit sets gain nothing on such widths).
 """
 
 from __future__ import annotations
