@@ -50,6 +50,11 @@ BY_MEMBER_ROWS = 4
 # that keeps more than MAX_KEPT: with several sNICs few configurations dominate another, and building and
 # searching ever larger groups costs more than the plain model (bench/RESULTS.md, place10cap).
 MAX_ROW = 2**40
+# The member-by-member build first compares partial configurations once a group may have more than this
+# many (each comparison is a fixed cost of tens of numpy calls, and among a few of them few dominate).
+# Exact: a partial configuration dominated now has its completions dominated by those of the one that
+# dominates it, in the next member's classes too; the limits below cannot be passed before it.
+FILTER_FROM = 16
 MAX_PARTIALS = 1 << 20
 MAX_KEPT = 16384
 
@@ -137,11 +142,27 @@ def _lcm_den(values) -> int:
     return math.lcm(*{v.denominator for v in values})
 
 
-def _find(parent: list[int], i: int) -> int:
-    while parent[i] != i:
-        parent[i] = parent[parent[i]]
-        i = parent[i]
-    return i
+def _components(movable: list[int], a: np.ndarray, b: np.ndarray, is_mov: np.ndarray) -> list[list[int]]:
+    """The movable nodes joined by the links a[k] - b[k] (a link with a fixed end joins nothing): each
+    component's nodes ascending, the components by their first node (the order of `movable`, ascending).
+    Each node takes the least label of its links' ends, then of its label's label, until none changes:
+    the labels settle on each component's least node (vectorised; no loop per link)."""
+    inner = is_mov[a] & is_mov[b]
+    a, b = a[inner], b[inner]
+    label = np.arange(len(is_mov), dtype=np.int64)
+    while True:
+        least = np.minimum(label[a], label[b])
+        new = label.copy()
+        np.minimum.at(new, a, least)
+        np.minimum.at(new, b, least)
+        new = new[new]
+        if np.array_equal(new, label):
+            break
+        label = new
+    nodes = np.array(movable, dtype=np.int64)
+    nodes = nodes[np.lexsort((nodes, label[nodes]))]
+    cut = np.nonzero(np.diff(label[nodes]))[0] + 1
+    return [part.tolist() for part in np.split(nodes, cut)] if len(nodes) else []
 
 
 def prepare(
@@ -179,11 +200,9 @@ def prepare(
             cur[i] = loc_ix[p.nodes[i].location]
 
     # Exact scaling: traffic in units of 1/G (G also makes every PCIe budget integral).
-    edges = [e for e in p.edges if e.gbps]
-    edge_pos, k = [], 0
-    for e in p.edges:
-        edge_pos.append(k if e.gbps else -1)
-        k += 1 if e.gbps else 0
+    has_traffic = np.fromiter((bool(e.gbps) for e in p.edges), dtype=bool, count=len(p.edges))
+    edges = [e for e, t in zip(p.edges, has_traffic.tolist(), strict=True) if t]
+    edge_pos = np.where(has_traffic, np.cumsum(has_traffic) - 1, -1).tolist()
     G = _lcm_den(
         [e.gbps for e in edges]
         + [s.pcie_budget(d) for s in p.snics for d in ("up", "down", "both")]
@@ -303,28 +322,20 @@ def prepare(
         budgets[n_node_rows + r] -= {"up": up, "down": down, "both": up + down}[d]
 
     # Components of the movable NFs.
-    parent = list(range(n_nodes))
     # A chain's movable vertices join one group, so that its latency SLO is a rule of that group alone.
     slo = [c for c in p.chains if c.latency_us is not None]
-    links = list(zip(src.tolist(), dst.tolist(), strict=True))
+    link_a, link_b = [src], [dst]
     for c in slo:
         mov = [p.index[v] for v in c.vertices if is_mov[p.index[v]]]
-        links += list(zip(mov, mov[1:], strict=False))
-    for a, b in links:
-        if is_mov[a] and is_mov[b]:
-            ra, rb = _find(parent, a), _find(parent, b)
-            if ra != rb:
-                parent[ra] = rb
+        link_a.append(np.array(mov[:-1], dtype=np.int64))
+        link_b.append(np.array(mov[1:], dtype=np.int64))
     fixed_at = {p.nodes[i].id: locs[loc] for i, loc in fixed.items()}
     for c in slo:
         if all(v in fixed_at for v in c.vertices) and chain_latency(p, c, fixed_at) > c.latency_us:
             return None  # fixed vertices alone miss this SLO: the plain model finds it infeasible
-    comps: dict[int, list[int]] = {}
-    for i in movable:
-        comps.setdefault(_find(parent, i), []).append(i)
     L = len(locs)
     by_size: dict[int, list[list[int]]] = {}
-    for members in comps.values():
+    for members in _components(movable, np.concatenate(link_a), np.concatenate(link_b), is_mov):
         if L ** len(members) > MAX_ROW:
             return None
         by_size.setdefault(len(members), []).append(members)
@@ -420,6 +431,9 @@ class Latencies:
     cross: np.ndarray  # per location: the latency of its PCIe link (0 for the host)
     slo: dict[str, int]  # per chain id with an SLO: its latency_us
     vertices: dict[str, list[int]]  # ... its vertices' node indices
+    flat: np.ndarray  # every such chain's vertices' node indices, chain after chain
+    starts: np.ndarray  # per such chain: where its vertices start in `flat`
+    pos: dict[str, int]  # per chain id with an SLO: its index in `starts`
 
 
 def _latencies(p: Problem, slo: list) -> Latencies:
@@ -430,9 +444,19 @@ def _latencies(p: Problem, slo: list) -> Latencies:
     cross = [0] + [_times(s.pcie_latency, den) for s in p.snics]
     worst = max(host + nic + cross, default=0) * 3 * max((len(c.vertices) for c in slo), default=1)
     dtype = np.int64 if worst < 2**62 else object
+    vertices = {c.id: [p.index[v] for v in c.vertices] for c in slo}
+    lens = [len(c.vertices) for c in slo]
     return Latencies(np.array(host, dtype=dtype), np.array(nic, dtype=dtype), np.array(cross, dtype=dtype),
-                     {c.id: _times(c.latency_us, den) for c in slo},
-                     {c.id: [p.index[v] for v in c.vertices] for c in slo})  # fmt: skip
+                     {c.id: _times(c.latency_us, den) for c in slo}, vertices,
+                     np.array([i for c in slo for i in vertices[c.id]], dtype=np.int64),
+                     np.cumsum([0] + lens[:-1], dtype=np.int64), {c.id: k for k, c in enumerate(slo)})  # fmt: skip
+
+
+def _chain_rows(lat: Latencies, slo: list, where_row: np.ndarray) -> list[int]:
+    """Per chain of `slo`: the row (in `where_row`'s batch) of the group its movable vertices join (a
+    chain's movable vertices are one group), -1 when none is in the batch; one pass over every chain."""
+    rows = np.maximum.reduceat(where_row[lat.flat], lat.starts) if len(lat.starts) else lat.starts
+    return rows[[lat.pos[c.id] for c in slo]].tolist()
 
 
 @dataclass
@@ -628,12 +652,11 @@ def _current_rows(cur_m: np.ndarray, L: int) -> np.ndarray:
 
 def _slo_touches(ctx: Ctx, mat: np.ndarray) -> bool:
     """Whether a chain with a latency SLO passes through one of the groups `mat`."""
-    if not ctx.slo:
+    if not ctx.slo or ctx.lat is None:  # prepare builds ctx.lat whenever a chain has an SLO
         return False
-    members = np.zeros(len(ctx.host), dtype=bool)
-    members[mat] = True
-    ix = ctx.problem.index
-    return any(members[ix[v]] for c in ctx.slo for v in c.vertices)
+    where_row = np.full(len(ctx.host), -1, dtype=np.int64)
+    where_row[mat] = 0
+    return max(_chain_rows(ctx.lat, ctx.slo, where_row)) >= 0
 
 
 @dataclass
@@ -669,12 +692,10 @@ def _slo_terms(ctx: Ctx, mat: np.ndarray, where_row: np.ndarray, where_col: np.n
     )
     slots = np.zeros(nc, dtype=np.int64)
     terms = []  # (row, slot, chain)
-    for c in ctx.slo:
-        idx = lat.vertices[c.id]
-        rows = [int(where_row[i]) for i in idx if where_row[i] >= 0]
-        if rows:
-            terms.append((rows[0], int(slots[rows[0]]), c, idx))
-            slots[rows[0]] += 1
+    for c, row in zip(ctx.slo, _chain_rows(lat, ctx.slo, where_row), strict=True):
+        if row >= 0:
+            terms.append((row, int(slots[row]), c, lat.vertices[c.id]))
+            slots[row] += 1
     S = max(1, int(slots.max()))
     budget = np.full((nc, S), SAFE, dtype=np.int64)  # an unused slot never binds
     on_host = np.zeros((nc, S, m), dtype=np.int64)
@@ -714,9 +735,10 @@ def _closing(closing: np.ndarray, rows: np.ndarray, nc: int, grp: np.ndarray):
         yield e >= 0, np.maximum(e, 0)
 
 
-def _end(pre: np.ndarray, c: np.ndarray, fixed_loc: np.ndarray, j: int, L: int) -> np.ndarray:
-    """Location of an end of a term: member c's (digit of the prefix after j + 1 members) or its fixed one."""
-    return np.where(c >= 0, (pre // L ** np.maximum(j - c, 0)) % L, fixed_loc)
+def _end(digs: np.ndarray, c: np.ndarray, fixed_loc: np.ndarray) -> np.ndarray:
+    """Location of an end of a term per partial configuration (`digs` their members' locations): member
+    c's, or its fixed one where c < 0."""
+    return np.where(c >= 0, digs[np.arange(len(digs)), np.maximum(c, 0)], fixed_loc)
 
 
 def _configs_by_member(
@@ -778,6 +800,8 @@ def _configs_by_member(
     grp = np.arange(nc, dtype=np.int64)
     pre = np.zeros(nc, dtype=np.int64)
     vec = np.zeros((nc, 3 + ctx.n_rows), dtype=np.int64)
+    # ... and its members' locations (the prefix's digits, read without dividing the prefix)
+    digs = np.zeros((nc, m), dtype=np.min_scalar_type(L))
     for j in range(m):
         if check is not None:
             check(f"groups of {m} NFs, member {j + 1}")
@@ -792,10 +816,14 @@ def _configs_by_member(
             digit = np.arange(len(grp)) - np.repeat(np.cumsum(reps) - reps, reps)
             pre = np.repeat(pre, reps) * np.where(active, L, 1) + digit
             loc = np.where(active, digit, -1)  # -1: no member placed (adds nothing below)
+            digs = np.repeat(digs, reps, axis=0)
+            digs[:, j] = np.where(active, digit, 0)
         else:
             grp, vec = np.repeat(grp, L), np.repeat(vec, L, axis=0)
-            pre = np.repeat(pre, L) * L + np.tile(np.arange(L, dtype=np.int64), n)
-            loc = pre % L
+            loc = np.tile(np.arange(L, dtype=np.int64), n)
+            pre = np.repeat(pre, L) * L + loc
+            digs = np.repeat(digs, L, axis=0)
+            digs[:, j] = loc
         node = mat[grp, j]
         cur = ctx.cur[node]
         moved = ((cur >= 0) & (loc != cur) & (loc >= 0)).astype(np.int64)
@@ -806,7 +834,7 @@ def _configs_by_member(
         if ctx.move_row:
             vec[:, 3 + ctx.n_rows - 1] += moved
         for has, e in _closing(np.nonzero(close == j)[0], e_row, nc, grp):
-            la, lb = _end(pre, ca[e], fa[e], j, L), _end(pre, cb[e], fb[e], j, L)
+            la, lb = _end(digs, ca[e], fa[e]), _end(digs, cb[e], fb[e])
             for r, (k, d) in enumerate(ctx.pcie_rows):
                 add = np.where(_crosses(la, lb, k, d) & has, eg[e], 0)
                 vec[:, first_pcie + r] += add
@@ -817,24 +845,26 @@ def _configs_by_member(
             lat += np.where((loc == 0)[:, None], slo.on_host[grp, :, j], slo.on_nic[grp, :, j])
             at = np.arange(len(grp))
             for has, e in _closing(np.nonzero(p_close == j)[0], slo.row, nc, grp):
-                la, lb = _end(pre, slo.ca[e], slo.fa[e], j, L), _end(pre, slo.cb[e], slo.fb[e], j, L)
+                la, lb = _end(digs, slo.ca[e], slo.fa[e]), _end(digs, slo.cb[e], slo.fb[e])
                 lat[at, slo.slot[e]] += np.where(has & (la != lb), ctx.lat.cross[la] + ctx.lat.cross[lb], 0)
             ok = (lat + slo.rest[grp, :, j] <= slo.budget[grp]).all(1)
-            grp, pre, vec, lat = grp[ok], pre[ok], vec[ok], lat[ok]
+            grp, pre, vec, lat, digs = grp[ok], pre[ok], vec[ok], lat[ok], digs[ok]
             if mixed:  # complete ones compared without their latencies (zeros compare equal)
                 use = np.hstack([vec[:, 3:], np.where((size[grp] > j + 1)[:, None], lat, 0)])
             else:
                 use = vec[:, 3:] if j == m - 1 else np.hstack([vec[:, 3:], lat])
+        if j + 1 < int(size.min()) and L ** (j + 1) <= FILTER_FROM and len(grp) * L <= MAX_PARTIALS:
+            continue  # few to compare yet, no group complete: the next member's comparison drops them
         key = np.zeros(len(grp), dtype=np.int64)  # the frontier's locations
         for c in np.nonzero((last[:, : j + 1] > j).any(0))[0].tolist():  # a chain: the member just placed
-            key += np.where(last[grp, c] > j, (pre // L ** (j - c)) % L * L**c, 0)
+            key += np.where(last[grp, c] > j, digs[:, c].astype(np.int64) * L**c, 0)
         if mixed:  # groups complete before this member: compared already
             now = size[grp] > j
             dom = np.zeros(len(grp), dtype=bool)
             dom[now] = pareto.dominated((grp * L**m + key)[now], vec[now, :3], use[now], pre[now])
         else:
             dom = pareto.dominated(grp * L**m + key, vec[:, :3], use, pre)
-        grp, pre, vec = grp[~dom], pre[~dom], vec[~dom]
+        grp, pre, vec, digs = grp[~dom], pre[~dom], vec[~dom], digs[~dom]
         if slo is not None:
             lat = lat[~dom]
         if (
@@ -987,13 +1017,8 @@ def _meets_slos_int64(lat: Latencies, slo, fixed, nc, table, where_row, where_co
     """_meets_slos when the latencies are int64: the chains' vertices side by side as columns (chains
     in turn, a batch at a time), each chain's latency a sum over its run of columns."""
     K = len(table)
-    chains = []  # (group row, chain) of each chain through these groups
-    for c in slo:
-        idx = lat.vertices[c.id]
-        rows = where_row[idx]
-        rows = rows[rows >= 0]
-        if len(rows):
-            chains.append((int(rows[0]), c))
+    # (group row, chain) of each chain through these groups
+    chains = [(row, c) for c, row in zip(slo, _chain_rows(lat, slo, where_row), strict=True) if row >= 0]
     if not chains:
         return None
     ok = np.ones((nc, K), dtype=bool)

@@ -27,17 +27,20 @@ def _reference(cls, obj, use, index) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("block", [2, 5, pareto.BLOCK])
-def test_dominated_matches_every_pair(monkeypatch, block):
-    monkeypatch.setattr(pareto, "BLOCK", block)  # small blocks: large classes go block by block
-    rng = np.random.default_rng(block)
+@pytest.mark.parametrize("cells", [1, 200, pareto.WORD_CELLS])
+def test_dominated_matches_every_pair(monkeypatch, cells):
+    monkeypatch.setattr(pareto, "WORD_CELLS", cells)  # few cells: classes split over several chunks
+    rng = np.random.default_rng(cells)
     for _ in range(200):
-        n, rows, hi = int(rng.integers(1, 90)), int(rng.integers(0, 4)), int(rng.integers(1, 30))
+        # up to 300 in a class: bit sets of several words (64 configurations a word)
+        n, rows, hi = int(rng.integers(1, 300)), int(rng.integers(0, 4)), int(rng.integers(1, 30))
         obj = np.column_stack([rng.integers(0, hi, n), rng.integers(0, hi, n), rng.integers(0, 2, n)])
         if rng.random() < 0.5:  # distinct costs: the cost-only order
             obj[:, 0] = rng.permutation(n) * 7
+        if rng.random() < 0.2:  # values far apart: the order by two keys without a combined one
+            obj[:, 0] = obj[:, 0] * 2**55
         use = rng.integers(0, hi, (n, rows))
-        cls = rng.integers(0, int(rng.integers(1, 5)), n)
+        cls = rng.integers(0, int(rng.integers(1, 5)), n) * int(rng.choice([1, 2**40]))
         index = rng.permutation(n)
         got = pareto.dominated(cls, obj, use, index)
         assert (got == _reference(cls, obj, use, index)).all()
