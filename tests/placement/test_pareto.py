@@ -27,10 +27,17 @@ def _reference(cls, obj, use, index) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("cells", [1, 200, pareto.WORD_CELLS])
-def test_dominated_matches_every_pair(monkeypatch, cells):
+@pytest.mark.parametrize(
+    "cells,bits_max,block",
+    [(1, pareto.BITS_MAX, pareto.BLOCK), (200, pareto.BITS_MAX, pareto.BLOCK), (pareto.WORD_CELLS, 100, 7),
+     (pareto.WORD_CELLS, pareto.BITS_MAX, pareto.BLOCK)],
+)  # fmt: skip
+def test_dominated_matches_every_pair(monkeypatch, cells, bits_max, block):
     monkeypatch.setattr(pareto, "WORD_CELLS", cells)  # few cells: classes split over several chunks
-    rng = np.random.default_rng(cells)
+    # a low BITS_MAX: the larger classes go block by block (_by_blocks), the others on bit sets
+    monkeypatch.setattr(pareto, "BITS_MAX", bits_max)
+    monkeypatch.setattr(pareto, "BLOCK", block)
+    rng = np.random.default_rng(cells + bits_max)
     for _ in range(200):
         # up to 300 in a class: bit sets of several words (64 configurations a word)
         n, rows, hi = int(rng.integers(1, 300)), int(rng.integers(0, 4)), int(rng.integers(1, 30))
