@@ -145,17 +145,21 @@ def _lcm_den(values) -> int:
 def _components(movable: list[int], a: np.ndarray, b: np.ndarray, is_mov: np.ndarray) -> list[list[int]]:
     """The movable nodes joined by the links a[k] - b[k] (a link with a fixed end joins nothing): each
     component's nodes ascending, the components by their first node (the order of `movable`, ascending).
-    Each node takes the least label of its links' ends, then of its label's label, until none changes:
-    the labels settle on each component's least node (vectorised; no loop per link)."""
+    Each round, a link's ends and their labels take the least label of the two ends, then every label
+    follows its label's label to the end: the labels (each a node of the same component) settle on each
+    component's least node in a few rounds (vectorised; no loop per link). Hooking the labels too and
+    following them to the end is what keeps the rounds few: moving only the ends' labels one step took a
+    round per few nodes of a path listed in random order (50,000 nodes: 11.8 s, now 0.03 s)."""
     inner = is_mov[a] & is_mov[b]
     a, b = a[inner], b[inner]
     label = np.arange(len(is_mov), dtype=np.int64)
     while True:
         least = np.minimum(label[a], label[b])
         new = label.copy()
-        np.minimum.at(new, a, least)
-        np.minimum.at(new, b, least)
-        new = new[new]
+        for end in (a, b, label[a], label[b]):
+            np.minimum.at(new, end, least)
+        while not np.array_equal(jumped := new[new], new):
+            new = jumped
         if np.array_equal(new, label):
             break
         label = new
