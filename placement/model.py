@@ -357,8 +357,8 @@ def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None 
             raise PlacementInputError(f"{where}: must not be negative, got {value}")
         return Fraction(value)
     if (kind is float or isinstance(value, float)) and math.isfinite(value):
-        frac, _, _, rel = _rationalize(value)
-        if nonneg and frac.numerator < 0:
+        frac, _, _, rel = _READINGS.get(value) or _rationalize(value)
+        if nonneg and value < 0:  # the reading has the float's sign (-0.0 reads 0)
             raise PlacementInputError(f"{where}: must not be negative, got {value}")
         if inexact is not None and rel is not None:
             inexact.append((where, value, frac, rel))
