@@ -246,25 +246,77 @@ def _rationalize(value: float) -> tuple[Fraction, int, int, float | None]:
 
 def _remember(value: float, rule: tuple[Fraction, int, int]) -> tuple[Fraction, int, int, float | None]:
     """Cache `value`'s reading `rule` (from _rule) with its relative error."""
-    if len(_READINGS) >= _READINGS_MAX:
-        _READINGS.clear()
     frac, gn, gd = rule
     err = abs(gn * frac.denominator - frac.numerator * gd)
-    got = _READINGS[value] = frac, gn, gd, (err / abs(gn * frac.denominator) if err else None)
-    return got
+    return _keep(value, (frac, gn, gd, (err / abs(gn * frac.denominator) if err else None)))
+
+
+def _keep(
+    value: float, reading: tuple[Fraction, int, int, float | None]
+) -> tuple[Fraction, int, int, float | None]:
+    """Cache `reading` (rational, text's numerator and denominator, relative error) for `value`."""
+    if len(_READINGS) >= _READINGS_MAX:
+        _READINGS.clear()
+    _READINGS[value] = reading
+    return reading
 
 
 def read_floats(values: Iterable[float]) -> None:
     """Read every distinct finite float of `values` not read yet, at once: the continued fractions of
     step 1 (above) for all of them in one vectorised pass, which proves for nearly every measured float
-    that no small ratio is near it, so only the rare others take step 1's exact integer search. The
-    readings are those of _rule (the same rationals and errors), cached for _rationalize."""
-    todo = list({v for v in values if v not in _READINGS and math.isfinite(v)})
+    that no small ratio is near it, so only the rare others take step 1's exact integer search; those
+    proven far are rounded by step 2 at once (_on_grid). The readings are those of _rule (the same
+    rationals and errors), cached for _rationalize."""
+    todo = [v for v in set(values) if v not in _READINGS and math.isfinite(v)]
     if not todo:
         return
-    far = _far_from_small_ratios(np.abs(np.array(todo, dtype=np.float64)))
-    for value, no_ratio in zip(todo, far.tolist(), strict=True):
-        _remember(value, _rule(value, small_ratio=not no_ratio))
+    far = _far_from_small_ratios(np.abs(np.array(todo, dtype=np.float64))).tolist()
+    near = [v for v, no_ratio in zip(todo, far, strict=True) if not no_ratio]
+    for value in near:
+        _remember(value, _rule(value))
+    _on_grid([v for v, no_ratio in zip(todo, far, strict=True) if no_ratio])
+
+
+_P10 = np.array(_POW10[:19], dtype=np.int64)  # the powers of ten int64 holds
+
+
+def _on_grid(values: list[float]) -> None:
+    """Cache the readings of `values`, floats for which step 1 is known to fail: step 2 (rounding the
+    decimal text half-even onto its grid) on int64 arrays for every value whose text and grid fit 10^18
+    (measured 15-17-digit floats of magnitude >= 1e-10), _rule for the others. Same readings as _rule."""
+    if not values:
+        return
+    # A float's decimal text has at most 17 digits and an exponent in [-324, 308]: all fit int64.
+    sign, digits, exponent = (
+        np.array(column, dtype=np.int64) for column in zip(*map(_decimal, values), strict=True)
+    )
+    width = np.searchsorted(_P10, digits, side="right")  # digits in [10^(width-1), 10^width)
+    quantum = np.minimum(-EXACT_DIGITS, exponent + width - EXACT_DIGITS)  # as _rule: magnitude - 8
+    shift = quantum - exponent
+    fits = (
+        (exponent < -EXACT_DIGITS)
+        & (width > EXACT_DIGITS)
+        & (exponent >= -18)
+        & (quantum >= -18)
+        & (shift > 0)
+    )
+    unit = _P10[np.where(fits, shift, 1)]
+    kept, rest = digits // unit, digits % unit
+    half = unit // 2
+    kept += (rest > half) | ((rest == half) & (kept % 2 == 1))  # half-even, as _rule
+    off = np.abs(kept * unit - digits)  # |used - given| x 10^-exponent
+    grid = _P10[np.where(fits, -quantum, 0)]
+    g = np.gcd(kept, grid)
+    text = _P10[np.where(fits, -exponent, 0)]
+    h = np.gcd(digits, text)
+    rows = zip(values, fits.tolist(), sign.tolist(), (kept // g).tolist(), (grid // g).tolist(),
+               (digits // h).tolist(), (text // h).tolist(), off.tolist(), digits.tolist(), strict=True)  # fmt: skip
+    for value, ok, sg, p, q, gn, gd, err, dig in rows:
+        if not ok:
+            _remember(value, _rule(value, small_ratio=False))
+            continue
+        # the relative error |kept x 10^shift - digits| / digits, the same rational (and float) as _remember's
+        _keep(value, (Fraction(sg * p, q), sg * gn, gd, err / dig if err else None))
 
 
 # Step 1's search is skipped for |x| in [2^-8, _LEGENDRE_MAX): there any p/q (q <= SMALL_DEN) within
