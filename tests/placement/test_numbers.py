@@ -88,8 +88,14 @@ def _near_small_ratios(rng: random.Random, n: int) -> list[float]:
         x = rng.randint(1, 10**6) / q * 2.0 ** rng.randint(-12, 12)
         rel = rng.choice((0.0, 1e-16, 1e-15, 5e-15, 9e-15, 1e-14, 1.1e-14, 2e-14, 1e-13, 1e-9))
         v = x * (1 + rng.choice((-1, 1)) * rel * rng.random() * 2)
-        out.append(struct.unpack("<d", (struct.unpack("<q", struct.pack("<d", v))[0] + rng.randint(-3, 3)).to_bytes(8, "little", signed=True))[0])  # fmt: skip
+        out.append(_ulps_off(v, rng.randint(-3, 3)))
     return out
+
+
+def _ulps_off(v: float, k: int) -> float:
+    """The float k representable steps from the positive float v."""
+    (bits,) = struct.unpack("<q", struct.pack("<d", v))
+    return struct.unpack("<d", struct.pack("<q", bits + k))[0]
 
 
 def test_read_floats_is_the_rule():
