@@ -6,12 +6,13 @@ costs and budgets are compared without float rounding, and the solver scales the
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Set
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
+
+import numpy as np
 
 HOST = "host"
 KINDS = ("nf", "table", "vm", "port")
@@ -179,6 +180,9 @@ def _decimal(value: float) -> tuple[int, int, int]:
     value being sign x digits x 10^exponent: Decimal(repr(value)) without Decimal (parsing is on the hot
     path of every instance: thousands of numbers)."""
     text = repr(value)
+    if text[0] != "-" and "e" not in text:  # the common case, e.g. 0.11444773114541912: one split
+        point = text.index(".")
+        return 1, int(text[:point] + text[point + 1 :]), point + 1 - len(text)
     sign = 1
     if text[0] == "-":
         sign, text = -1, text[1:]
@@ -192,8 +196,12 @@ def _decimal(value: float) -> tuple[int, int, int]:
     return sign, int(text), exponent
 
 
+# 10^k for every k the rule below needs: a finite float's decimal text has an exponent in [-324, 308].
+_POW10 = [10**k for k in range(400)]
+
+
 def _ratio(digits: int, exponent: int) -> Fraction:
-    return Fraction(digits * 10**exponent) if exponent >= 0 else Fraction(digits, 10**-exponent)
+    return Fraction(digits * _POW10[exponent]) if exponent >= 0 else Fraction(digits, _POW10[-exponent])
 
 
 def _limit_denominator(n: int, d: int, max_den: int) -> tuple[int, int]:
@@ -223,38 +231,154 @@ def rationalize(value: float) -> Fraction:
     return _rationalize(value)[0]
 
 
-@functools.lru_cache(maxsize=1 << 16)  # a re-placement re-reads mostly the same measured floats
+_READINGS: dict[float, tuple[Fraction, int, int, float | None]] = {}  # per distinct float, see _rationalize
+_READINGS_MAX = 1 << 16  # a re-placement re-reads mostly the same measured floats; beyond this, start over
+
+
 def _rationalize(value: float) -> tuple[Fraction, int, int, float | None]:
     """(the rational used for `value`, numerator and denominator of the exact value of its decimal text,
     the relative error between them or None when equal: computed once per distinct float)."""
-    frac, gn, gd = _rule(value)
+    got = _READINGS.get(value)
+    if got is None:
+        got = _remember(value, _rule(value))
+    return got
+
+
+def _remember(value: float, rule: tuple[Fraction, int, int]) -> tuple[Fraction, int, int, float | None]:
+    """Cache `value`'s reading `rule` (from _rule) with its relative error."""
+    frac, gn, gd = rule
     err = abs(gn * frac.denominator - frac.numerator * gd)
-    return frac, gn, gd, (err / abs(gn * frac.denominator) if err else None)
+    return _keep(value, (frac, gn, gd, (err / abs(gn * frac.denominator) if err else None)))
 
 
-def _rule(value: float) -> tuple[Fraction, int, int]:
-    """_rationalize without the error."""
+def _keep(
+    value: float, reading: tuple[Fraction, int, int, float | None]
+) -> tuple[Fraction, int, int, float | None]:
+    """Cache `reading` (rational, text's numerator and denominator, relative error) for `value`."""
+    if len(_READINGS) >= _READINGS_MAX:
+        _READINGS.clear()
+    _READINGS[value] = reading
+    return reading
+
+
+def read_floats(values: Iterable[float]) -> None:
+    """Read every distinct finite float of `values` not read yet, at once: the continued fractions of
+    step 1 (above) for all of them in one vectorised pass, which proves for nearly every measured float
+    that no small ratio is near it, so only the rare others take step 1's exact integer search; those
+    proven far are rounded by step 2 at once (_on_grid). The readings are those of _rule (the same
+    rationals and errors), cached for _rationalize."""
+    todo = [v for v in set(values) if v not in _READINGS and math.isfinite(v)]
+    if not todo:
+        return
+    far = _far_from_small_ratios(np.abs(np.array(todo, dtype=np.float64))).tolist()
+    near = [v for v, no_ratio in zip(todo, far, strict=True) if not no_ratio]
+    for value in near:
+        _remember(value, _rule(value))
+    _on_grid([v for v, no_ratio in zip(todo, far, strict=True) if no_ratio])
+
+
+_P10 = np.array(_POW10[:19], dtype=np.int64)  # the powers of ten int64 holds
+
+
+def _on_grid(values: list[float]) -> None:
+    """Cache the readings of `values`, floats for which step 1 is known to fail: step 2 (rounding the
+    decimal text half-even onto its grid) on int64 arrays for every value whose text and grid fit 10^18
+    (measured 15-17-digit floats of magnitude >= 1e-10), _rule for the others. Same readings as _rule."""
+    if not values:
+        return
+    # A float's decimal text has at most 17 digits and an exponent in [-324, 308]: all fit int64.
+    sign, digits, exponent = (
+        np.array(column, dtype=np.int64) for column in zip(*map(_decimal, values), strict=True)
+    )
+    width = np.searchsorted(_P10, digits, side="right")  # digits in [10^(width-1), 10^width)
+    quantum = np.minimum(-EXACT_DIGITS, exponent + width - EXACT_DIGITS)  # as _rule: magnitude - 8
+    shift = quantum - exponent
+    fits = (
+        (exponent < -EXACT_DIGITS)
+        & (width > EXACT_DIGITS)
+        & (exponent >= -18)
+        & (quantum >= -18)
+        & (shift > 0)
+    )
+    unit = _P10[np.where(fits, shift, 1)]
+    kept, rest = digits // unit, digits % unit
+    half = unit // 2
+    kept += (rest > half) | ((rest == half) & (kept % 2 == 1))  # half-even, as _rule
+    off = np.abs(kept * unit - digits)  # |used - given| x 10^-exponent
+    grid = _P10[np.where(fits, -quantum, 0)]
+    g = np.gcd(kept, grid)
+    text = _P10[np.where(fits, -exponent, 0)]
+    h = np.gcd(digits, text)
+    rows = zip(values, fits.tolist(), sign.tolist(), (kept // g).tolist(), (grid // g).tolist(),
+               (digits // h).tolist(), (text // h).tolist(), off.tolist(), digits.tolist(), strict=True)  # fmt: skip
+    for value, ok, sg, p, q, gn, gd, err, dig in rows:
+        if not ok:
+            _remember(value, _rule(value, small_ratio=False))
+            continue
+        # the relative error |kept x 10^shift - digits| / digits, the same rational (and float) as _remember's
+        _keep(value, (Fraction(sg * p, q), sg * gn, gd, err / dig if err else None))
+
+
+# Step 1's search is skipped for |x| in [2^-8, _LEGENDRE_MAX): there any p/q (q <= SMALL_DEN) within
+# SMALL_DEN_TOL of the decimal text's value is within (SMALL_DEN_TOL + 2^-52) x of the float x (the text
+# rounds to x), below 1/(2 q^2), so by Legendre's theorem it is a convergent of x's continued fraction.
+# x = m / 2^k exactly with k <= 61, so the expansion runs exactly on int64.
+_LEGENDRE_MAX = 1 / (2 * SMALL_DEN**2 * (1.01 * float(SMALL_DEN_TOL) + 2.0**-52))
+# Partial quotients are capped here (> _LEGENDRE_MAX, so a capped one still ends the expansion: q > SMALL_DEN)
+# to keep the products within int64.
+_QUOTIENT_CAP = 1 << 20
+
+
+def _far_from_small_ratios(x: np.ndarray) -> np.ndarray:
+    """Per float x > 0 (an array): True when proven that no p/q with q <= SMALL_DEN lies within relative
+    SMALL_DEN_TOL of the value of x's decimal text, i.e. step 1 of the rule fails; False: not proven."""
+    fits = (x >= 2.0**-8) & (x < _LEGENDRE_MAX)
+    mant, exp = np.frexp(np.where(fits, x, 1.0))  # x = mant x 2^exp, mant in [0.5, 1)
+    num = (mant * 2.0**53).astype(np.int64)  # exact: 53-bit significand
+    den = np.left_shift(np.ones_like(num), 53 - exp.astype(np.int64))
+    p0, q0 = np.zeros_like(num), np.ones_like(num)  # convergents k-2 and k-1
+    p1, q1 = np.ones_like(num), np.zeros_like(num)
+    near = np.zeros_like(fits)
+    live = fits.copy()
+    while live.any():
+        a = np.minimum(num // np.where(live, den, 1), _QUOTIENT_CAP)
+        p2, q2 = p0 + a * p1, q0 + a * q1
+        live &= q2 <= SMALL_DEN
+        # |q x - p| <= 2 SMALL_DEN_TOL q x in floats: the products' rounding (~1e-16 q x) stays inside the
+        # doubled tolerance, so no convergent within SMALL_DEN_TOL (+ the text's offset) is missed.
+        near |= live & (np.abs(q2 * x - p2) <= 2 * float(SMALL_DEN_TOL) * q2 * x)
+        p0, q0 = np.where(live, p1, p0), np.where(live, q1, q0)
+        p1, q1 = np.where(live, p2, p1), np.where(live, q2, q1)
+        num, den = np.where(live, den, num), np.where(live, num % np.where(live, den, 1), den)
+        live &= den != 0  # x is p1/q1 exactly (and near)
+    return fits & ~near
+
+
+def _rule(value: float, small_ratio: bool = True) -> tuple[Fraction, int, int]:
+    """_rationalize without the error; `small_ratio` False: step 1 is known to fail (read_floats)."""
     sign, digits, exponent = _decimal(value)
     if exponent >= 0:
-        exact = Fraction(sign * digits * 10**exponent)
+        exact = Fraction(sign * digits * _POW10[exponent])
         return exact, exact.numerator, 1
-    den = 10**-exponent
-    if exponent >= -EXACT_DIGITS or digits == 0 or len(str(digits)) <= EXACT_DIGITS:
+    den = _POW10[-exponent]
+    width = len(str(digits))
+    if exponent >= -EXACT_DIGITS or digits == 0 or width <= EXACT_DIGITS:
         exact = Fraction(sign * digits, den)
         return exact, exact.numerator, exact.denominator
     g = math.gcd(digits, den)
     n, d = digits // g, den // g
-    p, q = _limit_denominator(n, d, SMALL_DEN)
-    # |p/q - n/d| <= SMALL_DEN_TOL x n/d, cross-multiplied by q x d.
-    if abs(p * d - n * q) * SMALL_DEN_TOL.denominator <= SMALL_DEN_TOL.numerator * n * q:
-        return Fraction(sign * p, q), sign * n, d
-    magnitude = exponent + len(str(digits)) - 1  # floor(log10 |value|)
+    if small_ratio:
+        p, q = _limit_denominator(n, d, SMALL_DEN)
+        # |p/q - n/d| <= SMALL_DEN_TOL x n/d, cross-multiplied by q x d.
+        if abs(p * d - n * q) * SMALL_DEN_TOL.denominator <= SMALL_DEN_TOL.numerator * n * q:
+            return Fraction(sign * p, q), sign * n, d
+    magnitude = exponent + width - 1  # floor(log10 |value|)
     quantum = min(-EXACT_DIGITS, magnitude - EXACT_DIGITS + 1)
     shift = quantum - exponent
     if shift <= 0:
         return Fraction(sign * n, d), sign * n, d
-    kept, rest = divmod(digits, 10**shift)
-    half = 5 * 10 ** (shift - 1)
+    kept, rest = divmod(digits, _POW10[shift])
+    half = 5 * _POW10[shift - 1]
     if rest > half or (rest == half and kept % 2):  # half-even, as Decimal.quantize(ROUND_HALF_EVEN)
         kept += 1
     return _ratio(sign * kept, quantum), sign * n, d
@@ -285,8 +409,8 @@ def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None 
             raise PlacementInputError(f"{where}: must not be negative, got {value}")
         return Fraction(value)
     if (kind is float or isinstance(value, float)) and math.isfinite(value):
-        frac, _, _, rel = _rationalize(value)
-        if nonneg and frac.numerator < 0:
+        frac, _, _, rel = _READINGS.get(value) or _rationalize(value)
+        if nonneg and value < 0:  # the reading has the float's sign (-0.0 reads 0)
             raise PlacementInputError(f"{where}: must not be negative, got {value}")
         if inexact is not None and rel is not None:
             inexact.append((where, value, frac, rel))
@@ -332,6 +456,8 @@ _NODE_REQUIRED = frozenset({"id", "kind"})
 _NODE_OPTIONAL = frozenset({"r_host", "r_nic", "b_host", "b_nic", "instances", "pinned", "location", "needs",
                             "latency_us", "rules", "through_gbps"})  # fmt: skip
 _EDGE_KEYS = frozenset({"src", "dst", "gbps"})
+_LATENCY_KEYS = frozenset({"host", "nic"})
+_ZERO = Fraction(0)  # a Fraction is immutable: every absent field shares this one
 
 
 def parse_problem(data: Any, offsets: list[int] | None = None) -> Problem:
@@ -345,6 +471,7 @@ def parse_problem(data: Any, offsets: list[int] | None = None) -> Problem:
     def num(where: str, value: Any) -> Fraction:
         return _exact(where, value, inexact=inexact)
 
+    read_floats(_element_floats(data))
     pcie_model = data.get("pcie_model", "duplex")
     if pcie_model not in ("duplex", "shared"):
         raise PlacementInputError(f"pcie_model: {pcie_model!r} is not 'duplex' or 'shared'")
@@ -400,6 +527,25 @@ def parse_problem(data: Any, offsets: list[int] | None = None) -> Problem:
     return Problem(nodes, edges, snics, pcie_model, inexact=inexact, chains=chains)
 
 
+def _element_floats(data: dict) -> list[float]:
+    """The floats of the nodes and edges (nearly every number of an instance), unchecked (the parse
+    checks them), for read_floats to read at once."""
+    out: list[float] = []
+    for part in ("nodes", "edges"):
+        elements = data[part]
+        if type(elements) is not list:
+            continue
+        for element in elements:
+            if type(element) is not dict:
+                continue
+            for v in element.values():
+                if type(v) is float:
+                    out.append(v)
+                elif type(v) is dict:  # latency_us, needs
+                    out.extend(w for w in v.values() if type(w) is float)
+    return out
+
+
 def parse_node(
     i: int, n: Any, locations: Set[str], declared: Set[str], inexact: list, seen: set[str] | None = None
 ) -> Node:
@@ -407,8 +553,11 @@ def parse_node(
     when there already; None: not checked)."""
     w = f"nodes[{i}]"
 
-    def num(where: str, value: Any) -> Fraction:
-        return _exact(where, value, inexact=inexact)
+    def num(obj: dict, key: str, label: str) -> Fraction:
+        """obj[key], the field nodes[i].`label`; 0 when absent (most are: no text built, no Fraction made)."""
+        if key not in obj:
+            return _ZERO
+        return _exact(f"{w}.{label}", obj[key], inexact=inexact)
 
     _keys(w, n, _NODE_REQUIRED, _NODE_OPTIONAL)
     nid = n["id"]
@@ -429,10 +578,8 @@ def parse_node(
         raise PlacementInputError(f"{w}.pinned: a VM runs on the host, not {pinned!r}")
     if kind == "port" and (pinned is None or pinned == HOST):
         raise PlacementInputError(f"{w}.pinned: a port must name its sNIC")
-    r_host = num(f"{w}.r_host", n.get("r_host", 0))
-    r_nic = num(f"{w}.r_nic", n.get("r_nic", 0))
-    b_host = num(f"{w}.b_host", n.get("b_host", 0))
-    b_nic = num(f"{w}.b_nic", n.get("b_nic", 0))
+    r_host, r_nic = num(n, "r_host", "r_host"), num(n, "r_nic", "r_nic")
+    b_host, b_nic = num(n, "b_host", "b_host"), num(n, "b_nic", "b_nic")
     instances = n.get("instances", 1)
     if isinstance(instances, float) and instances.is_integer():  # 2.0 is the JSON number 2
         instances = int(instances)
@@ -441,7 +588,7 @@ def parse_node(
     for key in ("b_host", "b_nic", "instances"):
         if key in n and kind not in PLACED:
             raise PlacementInputError(f"{w}.{key}: only an NF or a table has base costs and instances")
-    needs = _amounts(f"{w}.needs", n.get("needs", {}), inexact)
+    needs = _amounts(f"{w}.needs", n["needs"], inexact) if "needs" in n else {}
     if needs and kind not in PLACED:
         raise PlacementInputError(f"{w}.needs: only an NF or a table uses sNIC resources")
     for res in needs:
@@ -453,13 +600,12 @@ def parse_node(
         needs[RULES] = Fraction(_count(f"{w}.rules", n["rules"]))
     if "through_gbps" in n and kind != "table":
         raise PlacementInputError(f"{w}.through_gbps: only a table has traffic through it off the edges")
-    lat = _keys(f"{w}.latency_us", n.get("latency_us", {}), set(), {"host", "nic"})
+    lat = _keys(f"{w}.latency_us", n["latency_us"], frozenset(), _LATENCY_KEYS) if "latency_us" in n else {}
     if lat and kind not in PLACED:
         raise PlacementInputError(f"{w}.latency_us: only an NF or a table has a per-location latency")
     return Node(nid, kind, r_host, r_nic, pinned if kind != "vm" else HOST, location, needs,
-                      b_host, b_nic, instances, num(f"{w}.latency_us.host", lat.get("host", 0)),
-                      num(f"{w}.latency_us.nic", lat.get("nic", 0)),
-                      num(f"{w}.through_gbps", n.get("through_gbps", 0)))  # fmt: skip
+                      b_host, b_nic, instances, num(lat, "host", "latency_us.host"),
+                      num(lat, "nic", "latency_us.nic"), num(n, "through_gbps", "through_gbps"))  # fmt: skip
 
 
 def parse_edge(i: int, e: Any, known: Set[str], inexact: list) -> Edge:

@@ -7,7 +7,17 @@ import struct
 from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 
-from placement.model import EXACT_DIGITS, SMALL_DEN, SMALL_DEN_TOL, parse_problem, rationalize
+from placement import model
+from placement.families import FAMILIES, instance
+from placement.model import (
+    _READINGS,
+    EXACT_DIGITS,
+    SMALL_DEN,
+    SMALL_DEN_TOL,
+    parse_problem,
+    rationalize,
+    read_floats,
+)
 
 
 def _reference(value: float) -> Fraction:
@@ -67,3 +77,50 @@ def test_inexact_report_is_the_relative_error():
         assert g == given and used == _reference(given)
         exact = Fraction(Decimal(repr(given)))
         assert err == float(abs(exact - used) / exact) and 0 < err < 5e-9
+
+
+def _near_small_ratios(rng: random.Random, n: int) -> list[float]:
+    """Floats at and around p/q (q <= SMALL_DEN) of many magnitudes: a few ulps off (step 1 holds) and
+    about SMALL_DEN_TOL off (either side of its bound), where read_floats' screen must not err."""
+    out = []
+    for _ in range(n):
+        q = rng.choice((rng.randint(1, 50), rng.randint(1, SMALL_DEN), SMALL_DEN))
+        x = rng.randint(1, 10**6) / q * 2.0 ** rng.randint(-12, 12)
+        rel = rng.choice((0.0, 1e-16, 1e-15, 5e-15, 9e-15, 1e-14, 1.1e-14, 2e-14, 1e-13, 1e-9))
+        v = x * (1 + rng.choice((-1, 1)) * rel * rng.random() * 2)
+        out.append(_ulps_off(v, rng.randint(-3, 3)))
+    return out
+
+
+def _ulps_off(v: float, k: int) -> float:
+    """The float k representable steps from the positive float v."""
+    (bits,) = struct.unpack("<q", struct.pack("<d", v))
+    return struct.unpack("<d", struct.pack("<q", bits + k))[0]
+
+
+def test_read_floats_is_the_rule():
+    """The batch reading (a vectorised proof that step 1 fails, then the rule without it) gives every
+    float the rational and relative error of the documented rule: a drift of the screen fails here."""
+    rng = random.Random(11)
+    values = _floats(rng, 20_000) + _near_small_ratios(rng, 20_000)
+    _READINGS.clear()
+    read_floats(values)
+    for v in values:
+        frac, gn, gd, rel = _READINGS[v]
+        exact = Fraction(Decimal(repr(v)))
+        assert frac == _reference(v) and Fraction(gn, gd) == exact, repr(v)
+        assert rel == (float(abs(exact - frac) / abs(exact)) if frac != exact else None), repr(v)
+    _READINGS.clear()
+
+
+def test_parse_reads_as_one_float_at_a_time(monkeypatch):
+    """parse_problem with read_floats' batch equals the parse reading each float alone (rule above)."""
+    for family in FAMILIES:
+        obj = instance(family, 300, 4)
+        _READINGS.clear()
+        batch = parse_problem(obj)
+        _READINGS.clear()
+        with monkeypatch.context() as m:
+            m.setattr(model, "read_floats", lambda values: None)
+            alone = parse_problem(obj)
+        assert batch == alone and batch.inexact == alone.inexact, family
