@@ -600,21 +600,29 @@ def _repair(gr: Groups, chosen: np.ndarray, ok: np.ndarray, grp: np.ndarray, bud
     chosen = chosen.copy()
     used = gr.use[chosen].sum(0)
     scale = np.maximum(np.abs(budget), 1).astype(float)
+    # Each configuration's use and cost relative to its group's chosen one, kept up to date per switch
+    # (only the switched group's slice changes): gathering them anew each step took most of the repair's
+    # CPU at 5,000 vertices (measured, long seed 1: 0.89 s for one repair of ~100 steps).
+    cur = chosen[grp]
+    delta = gr.use - gr.use[cur]
+    denom = np.maximum((gr.cost - gr.cost[cur]).astype(float), 0) + 1.0
     for _ in range(steps):
         over = np.maximum(used - budget, 0)
         if not over.any():
             break
-        cur = chosen[grp]
         # Excess removed by switching to each configuration (relative to each row's budget).
-        after = np.maximum(used[None, :] - gr.use[cur] + gr.use - budget[None, :], 0)
+        after = np.maximum(delta + (used - budget)[None, :], 0)
         gain = ((over[None, :] - after) / scale[None, :]).sum(1)
-        extra = (gr.cost - gr.cost[cur]).astype(float)
-        score = np.where(ok & (gain > 0), gain / (np.maximum(extra, 0) + 1.0), -1.0)
+        score = np.where(ok & (gain > 0), gain / denom, -1.0)
         k = int(np.argmax(score))
         if score[k] <= 0:
             return None
-        used += gr.use[k] - gr.use[chosen[grp[k]]]
-        chosen[grp[k]] = k
+        used += delta[k]
+        g = int(grp[k])
+        chosen[g] = k
+        grp_rows = slice(int(gr.start[g]), int(gr.start[g + 1]))
+        delta[grp_rows] = gr.use[grp_rows] - gr.use[k]
+        denom[grp_rows] = np.maximum((gr.cost[grp_rows] - gr.cost[k]).astype(float), 0) + 1.0
     else:
         return None
     if (used > budget).any():
