@@ -602,25 +602,7 @@ def _repair(gr: Groups, chosen: np.ndarray, ok: np.ndarray, grp: np.ndarray, bud
     keeps every row within budget, take the one that lowers it most. None if it cannot fit."""
     chosen = chosen.copy()
     used = gr.use[chosen].sum(0)
-    scale = np.maximum(np.abs(budget), 1).astype(float)
-    for _ in range(steps):
-        over = np.maximum(used - budget, 0)
-        if not over.any():
-            break
-        cur = chosen[grp]
-        # Excess removed by switching to each configuration (relative to each row's budget).
-        after = np.maximum(used[None, :] - gr.use[cur] + gr.use - budget[None, :], 0)
-        gain = ((over[None, :] - after) / scale[None, :]).sum(1)
-        extra = (gr.cost - gr.cost[cur]).astype(float)
-        score = np.where(ok & (gain > 0), gain / (np.maximum(extra, 0) + 1.0), -1.0)
-        k = int(np.argmax(score))
-        if score[k] <= 0:
-            return None
-        used += gr.use[k] - gr.use[chosen[grp[k]]]
-        chosen[grp[k]] = k
-    else:
-        return None
-    if (used > budget).any():
+    if (used > budget).any() and not _fit(gr, chosen, used, ok, grp, budget, steps):
         return None
     for _ in range(5):
         # Per group its cheapest switch that fits alone; taken, largest saving first, while all fit.
@@ -645,6 +627,39 @@ def _repair(gr: Groups, chosen: np.ndarray, ok: np.ndarray, grp: np.ndarray, bud
         if not taken:
             break
     return chosen.tolist()
+
+
+def _fit(gr: Groups, chosen: np.ndarray, used: np.ndarray, ok: np.ndarray, grp: np.ndarray, budget: np.ndarray,
+         steps: int) -> bool:  # fmt: skip
+    """Switch groups of `chosen` (in place, `used` with it) until every budget row fits: each step the
+    one `ok` switch that removes the most excess (relative to each row's budget) per unit of added cost,
+    the first such configuration on ties. False if no switch removes any or `steps` run out."""
+    scale = np.maximum(np.abs(budget), 1).astype(float)
+    # Each configuration's use and cost relative to its group's chosen one, kept up to date per switch
+    # (only the switched group's slice changes): gathering them anew each step took most of the repair's
+    # CPU at 5,000 vertices (measured, long seed 1: 0.90 s for one repair of ~100 steps).
+    cur = chosen[grp]
+    delta = gr.use - gr.use[cur]
+    denom = np.maximum((gr.cost - gr.cost[cur]).astype(float), 0) + 1.0
+    for _ in range(steps):
+        over = np.maximum(used - budget, 0)
+        if not over.any():
+            return True
+        # Only a configuration using less of some over row than its group's choice removes any excess.
+        cand = np.flatnonzero(ok & (delta[:, over > 0] < 0).any(1))
+        after = np.maximum(delta[cand] + (used - budget)[None, :], 0)
+        gain = ((over[None, :] - after) / scale[None, :]).sum(1)
+        score = np.where(gain > 0, gain / denom[cand], -1.0)
+        if not len(cand) or score.max() <= 0:
+            return False
+        k = int(cand[np.argmax(score)])
+        used += delta[k]
+        g = int(grp[k])
+        chosen[g] = k
+        grp_rows = slice(int(gr.start[g]), int(gr.start[g + 1]))
+        delta[grp_rows] = gr.use[grp_rows] - gr.use[k]
+        denom[grp_rows] = np.maximum((gr.cost[grp_rows] - gr.cost[k]).astype(float), 0) + 1.0
+    return False
 
 
 def _restricted(gr, d, y, alive):
