@@ -700,6 +700,7 @@ def solve_groups(
     # The incumbent is a CP-SAT core's proven optimum (the restricted core's, untouched by the steps
     # after it, or the widened core's): the proof then asks the refutation at once (below).
     settled = False
+    wide_won = False  # the incumbent is the widened core's (its optimum there: settled, no minimisation)
     lp1 = _prices(gr, alive, deadline, run.clock) if gr.n_groups and reduce else None
     if lp1 is not None:
         # Incumbent from a small core around the LP optimum, then exact reduced-cost fixing.
@@ -794,7 +795,7 @@ def solve_groups(
             if status in ("optimal", "feasible") and not close_enough(inc):
                 wide, wide_settled = _widened(gr, d1, lb1, den1, inc, slack, workers, deadline, run)
                 if wide is not None and _sum(gr.cost, wide) < _sum(gr.cost, inc):
-                    status, inc, settled = "feasible", wide, wide_settled
+                    status, inc, settled, wide_won = "feasible", wide, wide_settled, True
         if status in ("optimal", "feasible"):
             best = inc
             p1 = _sum(gr.cost, inc)
@@ -846,6 +847,7 @@ def solve_groups(
         and slack(p1) > 0
         and p1 - lower > MINIMISE_GAP * slack(p1)
         and _choice_vars(gr, alive) <= MINIMISE_MAX_VARS
+        and not (settled and wide_won)
     ):
         # Where the bisection below would take many questions, CP-SAT first minimises on the fixed core:
         # its own bound (its LP with cuts, then the search) often closes two binding rows' gap in one
