@@ -853,7 +853,9 @@ def solve_groups(
         # its own bound (its LP with cuts, then the search) often closes two binding rows' gap in one
         # step (measured: chains-tight 500 seed 2, one step instead of ten questions). Not where the
         # gap is a few slacks: there a feasibility question or two refute it sooner than a minimisation;
-        # nor on a large core, whose presolve alone takes the box (measured: long 500, no solution).
+        # nor on a large core, whose presolve alone takes the box (measured: long 500, no solution);
+        # nor on the widened core's optimum (long 500 seeds 4-6: it was the optimum). A restricted core's
+        # optimum is minimised too: on a few groups it was often hundreds of slacks above (long 100-200).
         status, ch, floor_ = _minimised(gr, alive, d1, lb1, den1, best, p1, slack(p1), workers, deadline, run)
         log.debug("minimised %s gap %.1f slacks -> %s t=%.3f", status, float(p1 - lower) / slack(p1),
                   None if floor_ is None else float(p1 - floor_) / slack(p1), run.clock() - t0)  # fmt: skip
