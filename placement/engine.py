@@ -552,7 +552,10 @@ def _minimised(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, 
     core.m.add(core.objective(gr.cost) <= p1 - const)
     core.add_reduced_cut(d, den * p1 - lb)
     core.m.minimize(core.objective(gr.cost))
-    status, ch, _, bound = core.solve(deadline, best, float(slack), MINIMISE_WORK)
+    # A box per question the bisection would otherwise ask (about log2 of the gap in slacks): a gap of
+    # hundreds of slacks takes ten questions of 0.05-0.25 deterministic seconds each (measured: long 150).
+    questions = max(1.0, math.log2(max(1, den * p1 - lb) / (den * max(1, slack))))
+    status, ch, _, bound = core.solve(deadline, best, float(slack), MINIMISE_WORK * questions)
     if bound is None or not math.isfinite(bound) or abs(bound) >= 2**52:
         return status, ch, None
     # CP-SAT's bound of an integer objective is an integer; floor() keeps it valid if it were not.
@@ -712,6 +715,7 @@ def solve_groups(
     # The incumbent is a CP-SAT core's proven optimum (the restricted core's, untouched by the steps
     # after it, or the widened core's): the proof then asks the refutation at once (below).
     settled = False
+    wide_won = False  # the incumbent is the widened core's (its optimum there: settled, no minimisation)
     lp1 = _prices(gr, alive, deadline, run.clock) if gr.n_groups and reduce else None
     if lp1 is not None:
         # Incumbent from a small core around the LP optimum, then exact reduced-cost fixing.
@@ -806,7 +810,7 @@ def solve_groups(
             if status in ("optimal", "feasible") and not close_enough(inc):
                 wide, wide_settled = _widened(gr, d1, lb1, den1, inc, slack, workers, deadline, run)
                 if wide is not None and _sum(gr.cost, wide) < _sum(gr.cost, inc):
-                    status, inc, settled = "feasible", wide, wide_settled
+                    status, inc, settled, wide_won = "feasible", wide, wide_settled, True
         if status in ("optimal", "feasible"):
             best = inc
             p1 = _sum(gr.cost, inc)
@@ -858,13 +862,15 @@ def solve_groups(
         and slack(p1) > 0
         and p1 - lower > MINIMISE_GAP * slack(p1)
         and _choice_vars(gr, alive) <= MINIMISE_MAX_VARS
-        and not settled
+        and not (settled and wide_won)
     ):
         # Where the bisection below would take many questions, CP-SAT first minimises on the fixed core:
         # its own bound (its LP with cuts, then the search) often closes two binding rows' gap in one
         # step (measured: chains-tight 500 seed 2, one step instead of ten questions). Not where the
         # gap is a few slacks: there a feasibility question or two refute it sooner than a minimisation;
-        # nor on a large core, whose presolve alone takes the box (measured: long 500, no solution).
+        # nor on a large core, whose presolve alone takes the box (measured: long 500, no solution);
+        # nor on the widened core's optimum (long 500 seeds 4-6: it was the optimum). A restricted core's
+        # optimum is minimised too: on a few groups it was often hundreds of slacks above (long 100-200).
         status, ch, floor_ = _minimised(gr, alive, d1, lb1, den1, best, p1, slack(p1), workers, deadline, run)
         log.debug("minimised %s gap %.1f slacks -> %s t=%.3f", status, float(p1 - lower) / slack(p1),
                   None if floor_ is None else float(p1 - floor_) / slack(p1), run.clock() - t0)  # fmt: skip

@@ -68,7 +68,8 @@ def test_engine_with_the_widened_core_is_within_the_gap_of_the_exact_optimum(siz
 @pytest.mark.parametrize(("size", "seed"), [(100, 0), (100, 2), (150, 3), (150, 4)])
 def test_settled_incumbent_is_refuted_first_and_within_the_gap_of_the_exact_optimum(size, seed, caplog):
     """long chains with a gap limit, whose incumbent is a CP-SAT core's proven optimum (checked in the debug
-    log): the proof asks its refutation first (a "yes" there falls back to the bisection); the answer is
+    log): the proof asks its refutation first (a "yes" there falls back to the bisection), unless the
+    minimisation proved it; the answer is
     within the limit of the exact optimum (the engine at gap 0, where no question is reordered)."""
     gr = prepare_within(parse_problem(instance("long", size, seed)), Options(), time.monotonic())
     exact = engine.solve_groups(gr, time.monotonic() + 60)
@@ -77,7 +78,12 @@ def test_settled_incumbent_is_refuted_first_and_within_the_gap_of_the_exact_opti
     messages = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("incumbent") and "settled=True" in m for m in messages)
     asked = [m for m in messages if m.startswith("cost <=")]
-    assert asked and asked[0].startswith("cost <= p1 - 1 - slack?")
+    # (a restricted core's settled optimum far above the bound is minimised first, which may prove it)
+    assert (
+        asked[0].startswith("cost <= p1 - 1 - slack?")
+        if asked
+        else any(m.startswith("minimised") for m in messages)
+    )
     assert exact.status == ours.status == "optimal"
     host = engine._sum(gr.cost, ours.chosen) + gr.cost_const
     opt = engine._sum(gr.cost, exact.chosen) + gr.cost_const
