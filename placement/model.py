@@ -507,24 +507,126 @@ def parse_problem(data: Any, offsets: list[int] | None = None) -> Problem:
     locations = {HOST, *(s.id for s in snics)}
     if not isinstance(data["nodes"], list):
         raise PlacementInputError("nodes: expected a list")
-    nodes: list[Node] = []
     seen: set[str] = set()
-    for i, n in enumerate(data["nodes"]):
-        if offsets is not None:
-            offsets.append(len(inexact))
-        nodes.append(parse_node(i, n, locations, declared, inexact, seen))
+    nodes = _parse_nodes(data["nodes"], locations, declared, inexact, seen, offsets)
     if not isinstance(data["edges"], list):
         raise PlacementInputError("edges: expected a list")
-    edges: list[Edge] = []
-    for i, e in enumerate(data["edges"]):
-        if offsets is not None:
-            offsets.append(len(inexact))
-        edges.append(parse_edge(i, e, seen, inexact))
+    edges = _parse_edges(data["edges"], seen, inexact, offsets)
     if offsets is not None:
         offsets.append(len(inexact))
     chains = _chains(data.get("chains", []), seen, num)
     _rule_budgets(snics, nodes)
     return Problem(nodes, edges, snics, pcie_model, inexact=inexact, chains=chains)
+
+
+# The common, well-formed element is read on a fast path (exact types, floats already read by read_floats,
+# no sNIC resources or rules): per element no field text is built unless a number is inexact, and no
+# per-field checks run. Anything else - unusual types, a duplicate, a bad value, needs or rules - returns
+# None and the element is read again by parse_node / parse_edge, whose checks and errors are the reference.
+_NODE_QUICK_KEYS = _NODE_REQUIRED | (_NODE_OPTIONAL - {"needs", "rules"})
+_NODE_NUMBERS = ("r_host", "r_nic", "b_host", "b_nic")  # in parse_node's order of inexact entries
+_UNPLACED_KEYS = frozenset({"b_host", "b_nic", "instances", "latency_us", "through_gbps"})
+_KIND_SET = frozenset(KINDS)
+
+
+def _plain(value: Any) -> tuple[Fraction, float | None] | None:
+    """The reading of a non-negative int, or of a finite non-negative float already read (its rational and
+    relative error, None when exact); None for any other value (parse_node / parse_edge judge it)."""
+    kind = type(value)
+    if kind is float:
+        got = _READINGS.get(value)  # NaN and infinities are never cached
+        return None if got is None or value < 0 else (got[0], got[3])
+    if kind is int and value >= 0:
+        return Fraction(value), None
+    return None
+
+
+def _parse_nodes(
+    items: list, locations: Set[str], declared: Set[str], inexact: list, seen: set[str], offsets: list | None
+) -> list[Node]:
+    """Every node of `items` (see parse_problem's `offsets`): the fast path, else parse_node."""
+    nodes: list[Node] = []
+    for i, n in enumerate(items):
+        if offsets is not None:
+            offsets.append(len(inexact))
+        node = _quick_node(i, n, locations, inexact, seen)
+        nodes.append(parse_node(i, n, locations, declared, inexact, seen) if node is None else node)
+    return nodes
+
+
+def _quick_node(i: int, n: Any, locations: Set[str], inexact: list, seen: set[str]) -> Node | None:
+    """nodes[i] as parse_node reads it, when it is the common well-formed case (nothing else changed:
+    `inexact` and `seen` are extended only on success); None otherwise."""
+    if type(n) is not dict or not n.keys() <= _NODE_QUICK_KEYS:
+        return None
+    nid, kind = n.get("id"), n.get("kind")
+    if type(nid) is not str or not nid or nid in seen or type(kind) is not str or kind not in _KIND_SET:
+        return None
+    pinned, location = n.get("pinned"), n.get("location")
+    if not (pinned is None or (type(pinned) is str and pinned in locations)):
+        return None
+    if not (location is None or (type(location) is str and location in locations)):
+        return None
+    if kind in PLACED:
+        if "through_gbps" in n and kind != "table":
+            return None
+    elif not _UNPLACED_KEYS.isdisjoint(n) or (pinned in (None, HOST)) != (kind == "vm"):
+        return None  # base costs or latencies off an NF / table, a VM off the host, a port on no sNIC
+    instances = n.get("instances", 1)
+    if type(instances) is not int or not 1 <= instances <= 1024:
+        return None
+    lat = n.get("latency_us", _NO_LATENCY)
+    if type(lat) is not dict or not lat.keys() <= _LATENCY_KEYS:
+        return None
+    values: list[Fraction] = []
+    entries: list[tuple[str, float, Fraction, float]] = []
+    for obj, key, label in _NODE_FIELDS:
+        source = lat if obj else n
+        if key not in source:
+            values.append(_ZERO)
+            continue
+        value = source[key]
+        got = _plain(value)
+        if got is None:
+            return None
+        values.append(got[0])
+        if got[1] is not None:
+            entries.append((f"nodes[{i}].{label}", value, got[0], got[1]))
+    seen.add(nid)
+    inexact.extend(entries)
+    r_host, r_nic, b_host, b_nic, lat_host, lat_nic, through = values
+    return Node(nid, kind, r_host, r_nic, pinned if kind != "vm" else HOST, location, {},
+                b_host, b_nic, instances, lat_host, lat_nic, through)  # fmt: skip
+
+
+_NO_LATENCY: dict = {}  # never mutated
+# (in latency_us?, key, field label) of every number of a quick node, in parse_node's order
+_NODE_FIELDS = (
+    *((False, key, key) for key in _NODE_NUMBERS),
+    (True, "host", "latency_us.host"),
+    (True, "nic", "latency_us.nic"),
+    (False, "through_gbps", "through_gbps"),
+)
+
+
+def _parse_edges(items: list, known: Set[str], inexact: list, offsets: list | None) -> list[Edge]:
+    """Every edge of `items` (see parse_problem's `offsets`): the common well-formed edge on the fast path,
+    any other read by parse_edge (the same result, or its error)."""
+    edges: list[Edge] = []
+    for i, e in enumerate(items):
+        if offsets is not None:
+            offsets.append(len(inexact))
+        if type(e) is dict and e.keys() == _EDGE_KEYS:
+            src, dst, gbps = e["src"], e["dst"], e["gbps"]
+            if type(src) is str and type(dst) is str and src != dst and src in known and dst in known:
+                got = _plain(gbps)
+                if got is not None:
+                    if got[1] is not None:
+                        inexact.append((f"edges[{i}].gbps", gbps, got[0], got[1]))
+                    edges.append(Edge(src, dst, got[0]))
+                    continue
+        edges.append(parse_edge(i, e, known, inexact))
+    return edges
 
 
 def _element_floats(data: dict) -> list[float]:
