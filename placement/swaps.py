@@ -125,7 +125,7 @@ def _cheapest_fitting(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, le
             break
         ok = gl[rows][:, None] != gr[None, :]
         for j in range(len(room)):
-            ok &= ul[rows, j][:, None] + ur[:, j][None, :] <= room[j]
+            ok &= ur[:, j][None, :] <= (room[j] - ul[rows, j])[:, None]  # a + b <= room: one pass, not two
         if not ok.any():
             continue
         cost = np.where(ok, lc[rows][:, None] + rc[None, :], np.iinfo(np.int64).max)
