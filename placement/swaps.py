@@ -111,29 +111,33 @@ def _cheapest_fitting(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, le
                       right: np.ndarray, room: np.ndarray) -> tuple[int, int, int] | None:  # fmt: skip
     """(d_cost sum, a, b) of the cheapest pair (a in `left`, b in `right`, of two groups) whose summed
     `d_use` (the rows that can refuse a pair) fits `room`, the least flat index of `left` x `right` among
-    equals; None when none fits. Blocks of `left` in increasing d_cost: a block whose cheapest pair costs
-    more than the best found ends the search (most pairs are never built)."""
-    lc, rc, gl, gr = d_cost[left], d_cost[right], grp[left], grp[right]
-    ul, ur = d_use[left], d_use[right]
+    equals; None when none fits. Blocks of `left` in increasing d_cost, each against the switches of
+    `right` (in increasing d_cost) that can still make a pair no dearer than the best found: a block whose
+    cheapest pair costs more ends the search (most pairs are never built)."""
+    n_right = len(right)
+    by_cost = np.argsort(d_cost[right], kind="stable")  # ties in right's order: the first fit is the least flat
+    lc, gl, ul = d_cost[left], grp[left], d_use[left]
+    rc, gr, ur = d_cost[right][by_cost], grp[right][by_cost], d_use[right][by_cost]
     order = np.argsort(lc, kind="stable")
-    r_min, n_right = int(rc.min()), len(right)
     step = max(1, BLOCK_CELLS // n_right)
     best: tuple[int, int] | None = None  # (cost, flat index in left x right)
     for s in range(0, len(left), step):
         rows = order[s : s + step]
-        if best is not None and int(lc[rows[0]]) + r_min > best[0]:
+        # Only the switches b with lc[first row] + rc[b] <= best can be in a pair no dearer than it.
+        width = n_right if best is None else int(np.searchsorted(rc, best[0] - int(lc[rows[0]]), side="right"))
+        if not width:
             break
-        ok = gl[rows][:, None] != gr[None, :]
+        ok = gl[rows][:, None] != gr[None, :width]
         for j in range(len(room)):
-            ok &= ur[:, j][None, :] <= (room[j] - ul[rows, j])[:, None]  # a + b <= room: one pass, not two
+            ok &= ur[:width, j][None, :] <= (room[j] - ul[rows, j])[:, None]  # a + b <= room: one pass, not two
         if not ok.any():
             continue
-        cost = np.where(ok, lc[rows][:, None] + rc[None, :], np.iinfo(np.int64).max)
+        cost = np.where(ok, lc[rows][:, None] + rc[None, :width], np.iinfo(np.int64).max)
         low = int(cost.min())
         if best is not None and low > best[0]:
             continue
         ii, jj = np.nonzero(ok & (cost == low))
-        flat = int((rows[ii] * n_right + jj).min())
+        flat = int((rows[ii] * n_right + by_cost[jj]).min())
         best = (low, flat) if best is None or low < best[0] else (low, min(best[1], flat))
     if best is None:
         return None
