@@ -115,7 +115,8 @@ def _cheapest_fitting(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, le
     `right` (in increasing d_cost) that can still make a pair no dearer than the best found: a block whose
     cheapest pair costs more ends the search (most pairs are never built)."""
     n_right = len(right)
-    by_cost = np.argsort(d_cost[right], kind="stable")  # ties in right's order: the first fit is the least flat
+    # Stable: among equal d_cost, right's order (the least flat index first).
+    by_cost = np.argsort(d_cost[right], kind="stable")
     lc, gl, ul = d_cost[left], grp[left], d_use[left]
     rc, gr, ur = d_cost[right][by_cost], grp[right][by_cost], d_use[right][by_cost]
     order = np.argsort(lc, kind="stable")
@@ -124,12 +125,13 @@ def _cheapest_fitting(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, le
     for s in range(0, len(left), step):
         rows = order[s : s + step]
         # Only the switches b with lc[first row] + rc[b] <= best can be in a pair no dearer than it.
-        width = n_right if best is None else int(np.searchsorted(rc, best[0] - int(lc[rows[0]]), side="right"))
+        width = n_right if best is None else int(np.searchsorted(rc, best[0] - lc[rows[0]], side="right"))
         if not width:
             break
         ok = gl[rows][:, None] != gr[None, :width]
         for j in range(len(room)):
-            ok &= ur[:width, j][None, :] <= (room[j] - ul[rows, j])[:, None]  # a + b <= room: one pass, not two
+            # a + b <= room as b <= room - a: one pass a row, not two.
+            ok &= ur[:width, j][None, :] <= (room[j] - ul[rows, j])[:, None]
         if not ok.any():
             continue
         cost = np.where(ok, lc[rows][:, None] + rc[None, :width], np.iinfo(np.int64).max)
