@@ -29,6 +29,7 @@ FILL_ITEMS = 24  # switches in the meet-in-the-middle of `fill` (2 x 2 ** 12 sub
 # Work (placement/work.py) is charged in cells evaluated (configurations, pairs) plus CALL per step: a
 # step's fixed cost (numpy calls on small arrays) in cells.
 CALL = 4096
+BLOCK_CELLS = 1 << 16  # pairs one block of _cheapest_fitting builds (a few cache-sized matrices)
 
 
 class _Pairs:
@@ -38,8 +39,7 @@ class _Pairs:
 
     def __init__(self, d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.ndarray,
                  right: np.ndarray, work: Work):  # fmt: skip
-        if len(left) * len(right) > PAIR_CELLS:
-            left = left[np.argsort(d_cost[left], kind="stable")[: max(1, PAIR_CELLS // len(right))]]
+        left = _capped(d_cost, left, len(right))
         self.left, self.right, self.d_use, self.work = left, right, d_use, work
         self.cells = len(left) * len(right)
         work.charge(CALL + 3 * self.cells)
@@ -82,10 +82,69 @@ class _Pairs:
 def _best_pair(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.ndarray, right: np.ndarray,
                room: np.ndarray, work: Work) -> tuple[int, int, int]:  # fmt: skip
     """The pair (a in `left`, b in `right`, of two groups) of least summed d_cost that fits `room`:
-    (d_cost sum, a, b), or (0, -1, -1) when no pair fits."""
+    (d_cost sum, a, b), the first in `left` x `right` order among equals, or (0, -1, -1) when no pair
+    fits. The answer and the work charged are those of ``_Pairs(...).best(room)``, which builds every
+    pair; here blocks of `left`, cheapest first, only until no later block can be cheaper."""
     if not len(left) or not len(right):
         return 0, -1, -1
-    return _Pairs(d_cost, d_use, grp, left, right, work).best(room)
+    left = _capped(d_cost, left, len(right))
+    cells = len(left) * len(right)
+    over = np.nonzero(d_use[left].max(0) + d_use[right].max(0) > room)[0]
+    # Charged as _Pairs does (same units, same path under the box): its matrices, then one pass and three
+    # per row that can refuse a pair.
+    work.charge(CALL + 3 * cells + CALL + (1 + 3 * len(over)) * cells)
+    found = _cheapest_fitting(d_cost, d_use[:, over], grp, left, right, room[over])
+    if found is None:
+        return 0, -1, -1
+    work.charge(2 * cells)  # _Pairs.best's pick among the fitting pairs
+    return found
+
+
+def _capped(d_cost: np.ndarray, left: np.ndarray, n_right: int) -> np.ndarray:
+    """`left` cut to its cheapest (by d_cost, stable) when its pairs with `n_right` would pass PAIR_CELLS."""
+    if len(left) * n_right > PAIR_CELLS:
+        return left[np.argsort(d_cost[left], kind="stable")[: max(1, PAIR_CELLS // n_right)]]
+    return left
+
+
+def _cheapest_fitting(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.ndarray,
+                      right: np.ndarray, room: np.ndarray) -> tuple[int, int, int] | None:  # fmt: skip
+    """(d_cost sum, a, b) of the cheapest pair (a in `left`, b in `right`, of two groups) whose summed
+    `d_use` (the rows that can refuse a pair) fits `room`, the least flat index of `left` x `right` among
+    equals; None when none fits. Blocks of `left` in increasing d_cost, each against the switches of
+    `right` (in increasing d_cost) that can still make a pair no dearer than the best found: a block whose
+    cheapest pair costs more ends the search (most pairs are never built)."""
+    n_right = len(right)
+    # Stable: among equal d_cost, right's order (the least flat index first).
+    by_cost = np.argsort(d_cost[right], kind="stable")
+    lc, gl, ul = d_cost[left], grp[left], d_use[left]
+    rc, gr, ur = d_cost[right][by_cost], grp[right][by_cost], d_use[right][by_cost]
+    order = np.argsort(lc, kind="stable")
+    step = max(1, BLOCK_CELLS // n_right)
+    best: tuple[int, int] | None = None  # (cost, flat index in left x right)
+    for s in range(0, len(left), step):
+        rows = order[s : s + step]
+        # Only the switches b with lc[first row] + rc[b] <= best can be in a pair no dearer than it.
+        width = n_right if best is None else int(np.searchsorted(rc, best[0] - lc[rows[0]], side="right"))
+        if not width:
+            break
+        ok = gl[rows][:, None] != gr[None, :width]
+        for j in range(len(room)):
+            # a + b <= room as b <= room - a: one pass a row, not two.
+            ok &= ur[:width, j][None, :] <= (room[j] - ul[rows, j])[:, None]
+        if not ok.any():
+            continue
+        cost = np.where(ok, lc[rows][:, None] + rc[None, :width], np.iinfo(np.int64).max)
+        low = int(cost.min())
+        if best is not None and low > best[0]:
+            continue
+        ii, jj = np.nonzero(ok & (cost == low))
+        flat = int((rows[ii] * n_right + by_cost[jj]).min())
+        best = (low, flat) if best is None or low < best[0] else (low, min(best[1], flat))
+    if best is None:
+        return None
+    a, b = divmod(best[1], n_right)
+    return best[0], int(left[a]), int(right[b])
 
 
 def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarray, chosen: list[int],

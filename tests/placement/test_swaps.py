@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from placement import engine, parse_problem, solve
+from placement import engine, parse_problem, solve, swaps
 from placement.decompose import prepare
 from placement.dual import prices
 from placement.families import instance
@@ -260,3 +260,25 @@ def test_work_shares_one_meter():
     inner.charge(50)
     assert inner.over() and not outer.over() and outer.spent == 50
     assert Work(100, 10.0, lambda: 11.0).over()  # the outer deadline, whatever is left of the box
+
+
+@pytest.mark.parametrize("block", [1 << 16, 64])
+def test_best_pair_by_blocks_is_the_pair_and_the_work_of_every_pair(monkeypatch, block):
+    """swaps._best_pair (blocks of savers, cheapest first, stopped early) gives the pair that building every
+    pair gives (_Pairs.best: least cost, first in left x right order among equals) and charges the same
+    units, on random instances with ties, small and large numbers, capped left sides and small blocks."""
+    monkeypatch.setattr(swaps, "BLOCK_CELLS", block)
+    monkeypatch.setattr(swaps, "PAIR_CELLS", 5000)
+    for seed in range(400):
+        rng = np.random.default_rng(seed)
+        n, rows, spread = int(rng.integers(1, 300)), int(rng.integers(1, 4)), int(rng.choice([3, 50, 10**9]))
+        d_cost, d_use = rng.integers(-spread, spread, n), rng.integers(-spread, spread, (n, rows))
+        grp = rng.integers(0, int(rng.integers(1, 12)), n)
+        left = np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False))
+        right = np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False))
+        room = rng.integers(-spread // 2, spread, rows)
+        every, blocks = _box(), _box()
+        assert swaps._best_pair(d_cost, d_use, grp, left, right, room, blocks) == swaps._Pairs(
+            d_cost, d_use, grp, left, right, every
+        ).best(room)
+        assert blocks.spent == every.spent
