@@ -1,0 +1,49 @@
+"""The proof's "cost <= x?" questions (engine.solve_groups): within REFUTE_SLACKS slacks of the floor the
+refutation is asked instead of the midpoint, and no question is asked once the floor proves the incumbent.
+Both only reorder or drop questions whose answers are implied, so the host cost stays within the gap limit
+of the exact optimum (the engine at gap 0, which asks only refutations) on instances where the engine asks
+several questions, and a "yes" below the floor's slack ends the proof with the floor as its bound."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from placement import engine, parse_problem
+from placement.families import instance
+from placement.solver import Options, prepare_within
+
+
+def _host_costs(family: str, size: int, seed: int, caplog) -> tuple[int, int, list[str], engine.Outcome]:
+    """Primary cost of the exact engine (gap 0) and of the engine at gap 1e-5 (its debug log too)."""
+    gr = prepare_within(parse_problem(instance(family, size, seed)), Options(), time.monotonic())
+    exact = engine.solve_groups(gr, time.monotonic() + 120)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="placement.engine"):
+        ours = engine.solve_groups(gr, time.monotonic() + 120, gap_limit=1e-5)
+    assert exact.status == ours.status == "optimal"
+    msgs = [r.getMessage() for r in caplog.records]
+    p_exact, p_ours = engine._sum(gr.cost, exact.chosen), engine._sum(gr.cost, ours.chosen)
+    assert p_exact <= p_ours <= p_exact + 1e-5 * (gr.cost_const + p_ours)
+    return p_exact, p_ours, msgs, gr
+
+
+@pytest.mark.parametrize(
+    ("family", "size", "seed"),
+    [("pinned", 100, 2), ("pinned", 150, 0), ("pinned", 150, 4), ("background", 100, 2), ("background", 100, 4),
+     ("background", 150, 4), ("long", 150, 2), ("long", 100, 0)],
+)  # fmt: skip
+def test_questions_keep_the_host_cost_within_the_gap_of_the_exact_optimum(family, size, seed, caplog):
+    """Instances where the engine at gap 1e-5 asks questions (checked in its debug log)."""
+    _, _, msgs, _ = _host_costs(family, size, seed, caplog)
+    assert any(m.startswith("cost <=") for m in msgs)
+
+
+def test_the_floor_proves_the_incumbent_without_a_question(caplog):
+    """chains-tight 500 seed 1: a "yes" lands below the floor's slack; the proof ends there (no question
+    asked after it) and the answer is within the gap of the exact optimum."""
+    _, _, msgs, _ = _host_costs("chains-tight", 500, 1, caplog)
+    ends = [i for i, m in enumerate(msgs) if m.startswith("floor proves")]
+    assert ends and not any(m.startswith("cost <=") for m in msgs[ends[0] :])
