@@ -1,8 +1,7 @@
-"""The proof's "cost <= x?" questions (engine.solve_groups): within REFUTE_SLACKS slacks of the floor the
-refutation is asked instead of the midpoint, and no question is asked once the floor proves the incumbent.
-Both only reorder or drop questions whose answers are implied, so the host cost stays within the gap limit
-of the exact optimum (the engine at gap 0, which asks only refutations) on instances where the engine asks
-several questions, and a "yes" below the floor's slack ends the proof with the floor as its bound."""
+"""The proof's "cost <= x?" questions (engine.solve_groups): no question is asked once the floor proves
+the incumbent (a "yes" landed within a slack of it). On instances where the engine asks several questions
+the host cost stays within the gap limit of the exact optimum (the engine at gap 0, which asks only
+refutations), and where a "yes" lands within a slack of the floor the proof ends there."""
 
 from __future__ import annotations
 
@@ -42,7 +41,7 @@ def test_questions_keep_the_host_cost_within_the_gap_of_the_exact_optimum(family
 
 
 def test_the_floor_proves_the_incumbent_without_a_question(caplog):
-    """chains-tight 500 seed 1: a "yes" lands below the floor's slack; the proof ends there (no question
+    """chains-tight 500 seed 1: a "yes" lands within a slack of the floor's slack; the proof ends there (no question
     asked after it) and the answer is within the gap of the exact optimum."""
     _, _, msgs, _ = _host_costs("chains-tight", 500, 1, caplog)
     ends = [i for i, m in enumerate(msgs) if m.startswith("floor proves")]
