@@ -84,48 +84,20 @@ def _best_pair(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.
     """The pair (a in `left`, b in `right`, of two groups) of least summed d_cost that fits `room`:
     (d_cost sum, a, b), the first in `left` x `right` order among equals, or (0, -1, -1) when no pair
     fits. The answer and the work charged are those of ``_Pairs(...).best(room)``, which builds every
-    pair (no charge when a side is empty: no step)."""
+    pair; here blocks of `left`, cheapest first, only until no later block can be cheaper."""
     if not len(left) or not len(right):
         return 0, -1, -1
-    return _PairSearch(d_cost, d_use, grp, left, right, work).best(room)
-
-
-class _PairSearch:
-    """The answers of `_Pairs.best` and the work it charges, without building every pair: each question
-    by `_cheapest_fitting` (blocks of `left`, cheapest first, only until no later block can be cheaper).
-    The work units are those of `_Pairs` (its matrices, then per question one pass and three per row that
-    can refuse a pair, one fewer for a row already built by an earlier question, two more when any pair
-    fits), so the box and with it the engine's path are unchanged."""
-
-    def __init__(self, d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.ndarray,
-                 right: np.ndarray, work: Work):  # fmt: skip
-        left = _capped(d_cost, left, len(right))
-        self.d_cost, self.d_use, self.grp, self.left, self.right, self.work = d_cost, d_use, grp, left, right, work
-        self.cells = len(left) * len(right)
-        work.charge(CALL + 3 * self.cells)
-        self.top = d_use[left].max(0) + d_use[right].max(0) if len(left) and len(right) else None
-        self.built: set[int] = set()  # rows whose pair sums _Pairs would have built by now
-
-    def best(self, room: np.ndarray, skip_group: int = -1) -> tuple[int, int, int]:
-        """(d_cost sum, a, b) of the cheapest pair that fits `room` (neither of group `skip_group`), or
-        (0, -1, -1) when none does: `_Pairs.best`'s answer and units."""
-        if self.top is None:
-            return 0, -1, -1
-        over = np.nonzero(self.top > room)[0]
-        fresh = [r for r in over.tolist() if r not in self.built]
-        self.built.update(fresh)
-        self.work.charge(CALL + (1 + len(fresh) + 2 * len(over)) * self.cells)
-        left, right = self.left, self.right
-        if skip_group >= 0:
-            # Dropping entries keeps the left x right order of the rest (the same first among equals).
-            left, right = left[self.grp[left] != skip_group], right[self.grp[right] != skip_group]
-        found = None
-        if len(left) and len(right):
-            found = _cheapest_fitting(self.d_cost, self.d_use[:, over], self.grp, left, right, room[over])
-        if found is None:
-            return 0, -1, -1
-        self.work.charge(2 * self.cells)  # _Pairs.best's pick among the fitting pairs
-        return found
+    left = _capped(d_cost, left, len(right))
+    cells = len(left) * len(right)
+    over = np.nonzero(d_use[left].max(0) + d_use[right].max(0) > room)[0]
+    # Charged as _Pairs does (same units, same path under the box): its matrices, then one pass and three
+    # per row that can refuse a pair.
+    work.charge(CALL + 3 * cells + CALL + (1 + 3 * len(over)) * cells)
+    found = _cheapest_fitting(d_cost, d_use[:, over], grp, left, right, room[over])
+    if found is None:
+        return 0, -1, -1
+    work.charge(2 * cells)  # _Pairs.best's pick among the fitting pairs
+    return found
 
 
 def _capped(d_cost: np.ndarray, left: np.ndarray, n_right: int) -> np.ndarray:
@@ -222,15 +194,13 @@ def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.nda
             seeds = np.concatenate([blocked[np.argsort(excess, kind="stable")[:SEEDS]],
                                     blocked[np.argsort(d_cost[blocked], kind="stable")[:SEEDS]],
                                     partners[np.argsort(d_cost[partners], kind="stable")[: 2 * SEEDS]]])  # fmt: skip
-            # The partners' own arrays: each question then slices them, not every switch's.
-            mine = np.arange(len(partners))
-            pairs = _PairSearch(d_cost[partners], d_use[partners], grp[partners], mine, mine, work)
+            pairs = _Pairs(d_cost, d_use, grp, partners, partners, work)
             for s in np.unique(seeds).tolist():
                 if work.over():
                     break
                 g3, a, b = pairs.best(room - d_use[s], int(grp[s]))
                 if a >= 0 and g3 + int(d_cost[s]) < gain:
-                    gain, move = g3 + int(d_cost[s]), [s, int(partners[a]), int(partners[b])]
+                    gain, move = g3 + int(d_cost[s]), [s, a, b]
                     break  # first improvement: each seed costs a pass over the pairs (rounds at 1,000 vertices)
         if not move:
             break
