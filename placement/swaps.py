@@ -65,9 +65,9 @@ class _Pairs:
         self.work.charge(CALL + passes * self.cells)
         return ok
 
-    def best(self, room: np.ndarray, skip_group: int = -1) -> tuple[int, int, int]:
+    def best(self, room: np.ndarray, skip_group: int = -1, limit: int | None = None) -> tuple[int, int, int]:
         """(d_cost sum, a, b) of the cheapest pair that fits `room` (neither of group `skip_group`), or
-        (0, -1, -1) when none does."""
+        (0, -1, -1) when none does or (with `limit`) it costs more than `limit`."""
         if self.top is None:
             return 0, -1, -1
         ok = self.fitting(room, skip_group)
@@ -76,6 +76,8 @@ class _Pairs:
         self.work.charge(2 * self.cells)
         flat = int(np.argmin(np.where(ok, self.cost, np.iinfo(np.int64).max)))
         a, b = divmod(flat, len(self.right))
+        if limit is not None and int(self.cost.flat[flat]) > limit:
+            return 0, -1, -1
         return int(self.cost.flat[flat]), int(self.left[a]), int(self.right[b])
 
 
@@ -137,14 +139,14 @@ class _PairSearch:
     def _viable(self, room: np.ndarray, over: np.ndarray, skip: int,
                 limit: int | None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """Positions (on the sorted sides) of the switches that can be in a fitting pair (costing at most
-        `limit`): not of group `skip`, and with some switch of the other side within the room of every
-        two of the rows `over` (and the cost) at once. Only switches in no such pair are dropped."""
+        `limit`): not of group `skip` and, with a `limit` (the three-group questions, where most pairs within
+        it do not fit), with some switch of the other side within the room of every two of the rows `over`
+        and the cost at once. Only switches in no such pair are dropped."""
         lv, rv = np.nonzero(self.gl != skip)[0], np.nonzero(self.gr != skip)[0]
-        sides = [(self.ul[:, j], self.ur[:, j], int(room[j])) for j in over.tolist()]
-        if limit is not None:
-            sides.append((self.lc, self.rc, limit))
-        if not sides:
+        if limit is None:  # the two-group move: its cheapest-first blocks end early by themselves
             return lv, rv
+        sides = [(self.ul[:, j], self.ur[:, j], int(room[j])) for j in over.tolist()]
+        sides.append((self.lc, self.rc, limit))
         lv = lv[
             _can_pair([x[lv] for x, _, _ in sides], [y[rv] for _, y, _ in sides], [t for _, _, t in sides])
         ]
@@ -272,7 +274,9 @@ def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.nda
                                     partners[np.argsort(d_cost[partners], kind="stable")[: 2 * SEEDS]]])  # fmt: skip
             # The partners' own arrays: each question then slices them, not every switch's.
             mine = np.arange(len(partners))
-            pairs = _PairSearch(d_cost[partners], d_use[partners], grp[partners], mine, mine, work)
+            # Up to a block's cells every pair at once (a few numpy calls a question), else by blocks.
+            kind = _Pairs if len(partners) ** 2 <= BLOCK_CELLS else _PairSearch
+            pairs = kind(d_cost[partners], d_use[partners], grp[partners], mine, mine, work)
             for s in np.unique(seeds).tolist():
                 if work.over():
                     break
