@@ -29,7 +29,7 @@ FILL_ITEMS = 24  # switches in the meet-in-the-middle of `fill` (2 x 2 ** 12 sub
 # Work (placement/work.py) is charged in cells evaluated (configurations, pairs) plus CALL per step: a
 # step's fixed cost (numpy calls on small arrays) in cells.
 CALL = 4096
-BLOCK_CELLS = 1 << 16  # pairs one block of _cheapest_fitting builds (a few cache-sized matrices)
+BLOCK_CELLS = 1 << 16  # pairs one block of _PairSearch builds (a few cache-sized matrices)
 
 
 class _Pairs:
@@ -65,9 +65,9 @@ class _Pairs:
         self.work.charge(CALL + passes * self.cells)
         return ok
 
-    def best(self, room: np.ndarray, skip_group: int = -1) -> tuple[int, int, int]:
+    def best(self, room: np.ndarray, skip_group: int = -1, limit: int | None = None) -> tuple[int, int, int]:
         """(d_cost sum, a, b) of the cheapest pair that fits `room` (neither of group `skip_group`), or
-        (0, -1, -1) when none does."""
+        (0, -1, -1) when none does or (with `limit`) it costs more than `limit`."""
         if self.top is None:
             return 0, -1, -1
         ok = self.fitting(room, skip_group)
@@ -76,6 +76,8 @@ class _Pairs:
         self.work.charge(2 * self.cells)
         flat = int(np.argmin(np.where(ok, self.cost, np.iinfo(np.int64).max)))
         a, b = divmod(flat, len(self.right))
+        if limit is not None and int(self.cost.flat[flat]) > limit:
+            return 0, -1, -1
         return int(self.cost.flat[flat]), int(self.left[a]), int(self.right[b])
 
 
@@ -84,20 +86,136 @@ def _best_pair(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.
     """The pair (a in `left`, b in `right`, of two groups) of least summed d_cost that fits `room`:
     (d_cost sum, a, b), the first in `left` x `right` order among equals, or (0, -1, -1) when no pair
     fits. The answer and the work charged are those of ``_Pairs(...).best(room)``, which builds every
-    pair; here blocks of `left`, cheapest first, only until no later block can be cheaper."""
+    pair (no charge when a side is empty: no step)."""
     if not len(left) or not len(right):
         return 0, -1, -1
-    left = _capped(d_cost, left, len(right))
-    cells = len(left) * len(right)
-    over = np.nonzero(d_use[left].max(0) + d_use[right].max(0) > room)[0]
-    # Charged as _Pairs does (same units, same path under the box): its matrices, then one pass and three
-    # per row that can refuse a pair.
-    work.charge(CALL + 3 * cells + CALL + (1 + 3 * len(over)) * cells)
-    found = _cheapest_fitting(d_cost, d_use[:, over], grp, left, right, room[over])
-    if found is None:
-        return 0, -1, -1
-    work.charge(2 * cells)  # _Pairs.best's pick among the fitting pairs
-    return found
+    return _PairSearch(d_cost, d_use, grp, left, right, work).best(room)
+
+
+class _PairSearch:
+    """The answers of `_Pairs.best` and the work it charges, without building every pair: `left` in
+    increasing d_cost by blocks, each against the switches of `right` (in increasing d_cost) that can still
+    make a pair no dearer than the best found (or than a `limit`); a block whose cheapest pair costs more
+    ends the search, so most pairs are never built. The work units are those of `_Pairs` (its matrices,
+    then per question one pass and three per row that can refuse a pair, one fewer for a row an earlier
+    question built, two more when any pair fits), so the box and with it the engine's path are unchanged."""
+
+    def __init__(self, d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.ndarray,
+                 right: np.ndarray, work: Work):  # fmt: skip
+        left = _capped(d_cost, left, len(right))
+        self.work, self.n_right, self.cells = work, len(right), len(left) * len(right)
+        work.charge(CALL + 3 * self.cells)
+        self.top = d_use[left].max(0) + d_use[right].max(0) if len(left) and len(right) else None
+        self.built: set[int] = set()  # rows whose pair sums _Pairs would have built by now
+        # Both sides sorted once by d_cost (stable: among equals, the least flat index first).
+        self.l_at = np.argsort(d_cost[left], kind="stable")
+        self.r_at = np.argsort(d_cost[right], kind="stable")
+        self.given = left, right  # the caller's order (flat indices count in it)
+        self.left, self.right = left[self.l_at], right[self.r_at]
+        self.lc, self.gl, self.ul = d_cost[self.left], grp[self.left], d_use[self.left]
+        self.rc, self.gr, self.ur = d_cost[self.right], grp[self.right], d_use[self.right]
+
+    def best(self, room: np.ndarray, skip_group: int = -1, limit: int | None = None) -> tuple[int, int, int]:
+        """(d_cost sum, a, b) of the cheapest pair that fits `room` (neither of group `skip_group`), or
+        (0, -1, -1) when none does (`_Pairs.best`'s answer and units); with `limit`, (0, -1, -1) also
+        when that pair costs more than `limit` (found without the dearer pairs)."""
+        if self.top is None:
+            return 0, -1, -1
+        over = np.nonzero(self.top > room)[0]
+        fresh = [r for r in over.tolist() if r not in self.built]
+        self.built.update(fresh)
+        self.work.charge(CALL + (1 + len(fresh) + 2 * len(over)) * self.cells)
+        found = self._cheapest(room, over, self._viable(room, over, skip_group, limit), limit)
+        if found is None and (
+            limit is None or not self._any_fits(room, over, self._viable(room, over, skip_group, None))
+        ):
+            return 0, -1, -1
+        self.work.charge(2 * self.cells)  # _Pairs.best's pick among the fitting pairs
+        if found is None:
+            return 0, -1, -1
+        a, b = divmod(found[1], self.n_right)
+        return found[0], int(self.given[0][a]), int(self.given[1][b])
+
+    def _viable(self, room: np.ndarray, over: np.ndarray, skip: int,
+                limit: int | None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """Positions (on the sorted sides) of the switches that can be in a fitting pair (costing at most
+        `limit`): not of group `skip` and, with a `limit` (the three-group questions, where most pairs within
+        it do not fit), with some switch of the other side within the room of every two of the rows `over`
+        and the cost at once. Only switches in no such pair are dropped."""
+        lv, rv = np.nonzero(self.gl != skip)[0], np.nonzero(self.gr != skip)[0]
+        if limit is None:  # the two-group move: its cheapest-first blocks end early by themselves
+            return lv, rv
+        sides = [(self.ul[:, j], self.ur[:, j], int(room[j])) for j in over.tolist()]
+        sides.append((self.lc, self.rc, limit))
+        lv = lv[
+            _can_pair([x[lv] for x, _, _ in sides], [y[rv] for _, y, _ in sides], [t for _, _, t in sides])
+        ]
+        rv = rv[
+            _can_pair([y[rv] for _, y, _ in sides], [x[lv] for x, _, _ in sides], [t for _, _, t in sides])
+        ]
+        return lv, rv
+
+    def _fits(self, rows: np.ndarray, cols: np.ndarray, room: np.ndarray, over: np.ndarray) -> np.ndarray:
+        """Mask (rows x cols) of the pairs of two groups that fit `room` in the rows `over` (the only
+        ones that can refuse a pair)."""
+        ok = self.gl[rows][:, None] != self.gr[cols][None, :]
+        for j in over.tolist():
+            # a + b <= room as b <= room - a: one pass a row, not two.
+            ok &= self.ur[cols, j][None, :] <= (room[j] - self.ul[rows, j])[:, None]
+        return ok
+
+    def _cheapest(self, room: np.ndarray, over: np.ndarray, viable: tuple[np.ndarray, np.ndarray],
+                  limit: int | None) -> tuple[int, int] | None:  # fmt: skip
+        """(cost, flat index in the caller's left x right) of the cheapest fitting pair of `viable`
+        switches costing at most `limit` (any when None), the least flat index among equals; None when
+        there is none."""
+        vl, vr = viable
+        rc = self.rc[vr]
+        step = max(1, BLOCK_CELLS // max(1, len(vr)))
+        best: tuple[int, int] | None = None
+        for s in range(0, len(vl), step):
+            rows = vl[s : s + step]
+            cap = limit if best is None else best[0]
+            # Only the switches b with lc[first row] + rc[b] <= cap can be in a pair no dearer than it.
+            width = len(vr) if cap is None else int(np.searchsorted(rc, cap - self.lc[rows[0]], side="right"))
+            if not width:
+                break
+            cols = vr[:width]
+            ok = self._fits(rows, cols, room, over)
+            if not ok.any():
+                continue
+            cost = np.where(ok, self.lc[rows][:, None] + rc[None, :width], np.iinfo(np.int64).max)
+            low = int(cost.min())
+            if cap is not None and low > cap:
+                continue
+            ii, jj = np.nonzero(ok & (cost == low))
+            flat = int((self.l_at[rows[ii]] * self.n_right + self.r_at[cols[jj]]).min())
+            best = (low, flat) if best is None or low < best[0] else (low, min(best[1], flat))
+        return best
+
+    def _any_fits(self, room: np.ndarray, over: np.ndarray, viable: tuple[np.ndarray, np.ndarray]) -> bool:
+        """Whether any pair of `viable` switches fits (block by block, to the first that holds one)."""
+        vl, vr = viable
+        step = max(1, BLOCK_CELLS // max(1, len(vr)))
+        return any(self._fits(vl[s : s + step], vr, room, over).any() for s in range(0, len(vl), step))
+
+
+def _can_pair(a: list[np.ndarray], b: list[np.ndarray], room: list[int]) -> np.ndarray:
+    """Mask of the switches of `a` (their values on several sides) for which, for every two sides x and
+    y, some switch of `b` has a[x] + b[x] <= room[x] and a[y] + b[y] <= room[y]: a necessary condition of
+    a pair within every room (the least b[y] among the b with b[x] small enough, by a prefix minimum)."""
+    ok = np.ones(len(a[0]), dtype=bool)
+    if not len(b[0]):
+        return ~ok
+    for x in range(len(a)):
+        order = np.argsort(b[x], kind="stable")
+        k = np.searchsorted(b[x][order], room[x] - a[x], side="right")
+        ok &= k > 0
+        at = np.maximum(k - 1, 0)
+        for y in range(len(a)):
+            if y != x:
+                ok &= np.minimum.accumulate(b[y][order])[at] <= room[y] - a[y]
+    return ok
 
 
 def _capped(d_cost: np.ndarray, left: np.ndarray, n_right: int) -> np.ndarray:
@@ -105,46 +223,6 @@ def _capped(d_cost: np.ndarray, left: np.ndarray, n_right: int) -> np.ndarray:
     if len(left) * n_right > PAIR_CELLS:
         return left[np.argsort(d_cost[left], kind="stable")[: max(1, PAIR_CELLS // n_right)]]
     return left
-
-
-def _cheapest_fitting(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.ndarray,
-                      right: np.ndarray, room: np.ndarray) -> tuple[int, int, int] | None:  # fmt: skip
-    """(d_cost sum, a, b) of the cheapest pair (a in `left`, b in `right`, of two groups) whose summed
-    `d_use` (the rows that can refuse a pair) fits `room`, the least flat index of `left` x `right` among
-    equals; None when none fits. Blocks of `left` in increasing d_cost, each against the switches of
-    `right` (in increasing d_cost) that can still make a pair no dearer than the best found: a block whose
-    cheapest pair costs more ends the search (most pairs are never built)."""
-    n_right = len(right)
-    # Stable: among equal d_cost, right's order (the least flat index first).
-    by_cost = np.argsort(d_cost[right], kind="stable")
-    lc, gl, ul = d_cost[left], grp[left], d_use[left]
-    rc, gr, ur = d_cost[right][by_cost], grp[right][by_cost], d_use[right][by_cost]
-    order = np.argsort(lc, kind="stable")
-    step = max(1, BLOCK_CELLS // n_right)
-    best: tuple[int, int] | None = None  # (cost, flat index in left x right)
-    for s in range(0, len(left), step):
-        rows = order[s : s + step]
-        # Only the switches b with lc[first row] + rc[b] <= best can be in a pair no dearer than it.
-        width = n_right if best is None else int(np.searchsorted(rc, best[0] - lc[rows[0]], side="right"))
-        if not width:
-            break
-        ok = gl[rows][:, None] != gr[None, :width]
-        for j in range(len(room)):
-            # a + b <= room as b <= room - a: one pass a row, not two.
-            ok &= ur[:width, j][None, :] <= (room[j] - ul[rows, j])[:, None]
-        if not ok.any():
-            continue
-        cost = np.where(ok, lc[rows][:, None] + rc[None, :width], np.iinfo(np.int64).max)
-        low = int(cost.min())
-        if best is not None and low > best[0]:
-            continue
-        ii, jj = np.nonzero(ok & (cost == low))
-        flat = int((rows[ii] * n_right + by_cost[jj]).min())
-        best = (low, flat) if best is None or low < best[0] else (low, min(best[1], flat))
-    if best is None:
-        return None
-    a, b = divmod(best[1], n_right)
-    return best[0], int(left[a]), int(right[b])
 
 
 def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.ndarray, chosen: list[int],
@@ -194,13 +272,18 @@ def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.nda
             seeds = np.concatenate([blocked[np.argsort(excess, kind="stable")[:SEEDS]],
                                     blocked[np.argsort(d_cost[blocked], kind="stable")[:SEEDS]],
                                     partners[np.argsort(d_cost[partners], kind="stable")[: 2 * SEEDS]]])  # fmt: skip
-            pairs = _Pairs(d_cost, d_use, grp, partners, partners, work)
+            # The partners' own arrays: each question then slices them, not every switch's.
+            mine = np.arange(len(partners))
+            # Up to a block's cells every pair at once (a few numpy calls a question), else by blocks.
+            kind = _Pairs if len(partners) ** 2 <= BLOCK_CELLS else _PairSearch
+            pairs = kind(d_cost[partners], d_use[partners], grp[partners], mine, mine, work)
             for s in np.unique(seeds).tolist():
                 if work.over():
                     break
-                g3, a, b = pairs.best(room - d_use[s], int(grp[s]))
+                # Only a pair saving more than the saver's d_cost can improve: dearer ones are not built.
+                g3, a, b = pairs.best(room - d_use[s], int(grp[s]), gain - int(d_cost[s]) - 1)
                 if a >= 0 and g3 + int(d_cost[s]) < gain:
-                    gain, move = g3 + int(d_cost[s]), [s, a, b]
+                    gain, move = g3 + int(d_cost[s]), [s, int(partners[a]), int(partners[b])]
                     break  # first improvement: each seed costs a pass over the pairs (rounds at 1,000 vertices)
         if not move:
             break

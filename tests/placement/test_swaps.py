@@ -282,3 +282,40 @@ def test_best_pair_by_blocks_is_the_pair_and_the_work_of_every_pair(monkeypatch,
             d_cost, d_use, grp, left, right, every
         ).best(room)
         assert blocks.spent == every.spent
+
+
+@pytest.mark.parametrize("block", [1 << 16, 64])
+def test_pair_search_answers_and_charges_every_question_as_every_pair(monkeypatch, block):
+    """swaps._PairSearch (the three-group moves' partner pairs, each question by blocks) gives, question
+    after question on one set of pairs (with and without a cost limit), the pair that building every pair gives (_Pairs.best: least cost,
+    first in left x right order among equals, neither of the skipped group) and charges the same units,
+    rows built by an earlier question included; random instances with ties, 2^30 spreads, capped sides."""
+    monkeypatch.setattr(swaps, "BLOCK_CELLS", block)
+    monkeypatch.setattr(swaps, "PAIR_CELLS", 5000)
+    for seed in range(300):
+        rng = np.random.default_rng(1000 + seed)
+        n, rows, spread = int(rng.integers(1, 300)), int(rng.integers(1, 4)), int(rng.choice([3, 50, 10**9]))
+        d_cost, d_use = rng.integers(-spread, spread, n), rng.integers(-spread, spread, (n, rows))
+        n_groups = int(rng.integers(1, 12))
+        grp = rng.integers(0, n_groups, n)
+        side = np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False))
+        every, blocks = _box(), _box()
+        built, search = (
+            swaps._Pairs(d_cost, d_use, grp, side, side, every),
+            swaps._PairSearch(d_cost, d_use, grp, side, side, blocks),
+        )
+        assert blocks.spent == every.spent
+        for _ in range(int(rng.integers(1, 8))):
+            room = rng.integers(-spread // 2, spread, rows)
+            skip = int(rng.integers(-1, n_groups))
+            want = built.best(room, skip)
+            if rng.random() < 0.5:
+                assert search.best(room, skip) == want
+            else:  # with a limit: the pair only when it costs at most the limit (ties at the limit too)
+                limit = (
+                    want[0] + int(rng.integers(-1, 2)) if want[1] >= 0 else int(rng.integers(-spread, spread))
+                )
+                assert search.best(room, skip, limit) == (
+                    want if want[1] >= 0 and want[0] <= limit else (0, -1, -1)
+                )
+            assert blocks.spent == every.spent
