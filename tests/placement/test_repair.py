@@ -1,4 +1,5 @@
-"""engine._repair (kept per-switch arrays) against the plain per-step formula, on seeded instances."""
+"""engine._fit (the repair's fitting steps on kept per-switch arrays) against the plain per-step formula, on
+seeded instances."""
 
 from __future__ import annotations
 
@@ -6,22 +7,21 @@ import numpy as np
 import pytest
 
 from placement.decompose import prepare
-from placement.engine import _reduce, _repair
+from placement.engine import _fit
 from placement.families import instance
 from placement.model import parse_problem
 
 
-def _plain_repair(
-    gr, chosen: np.ndarray, ok: np.ndarray, grp: np.ndarray, budget: np.ndarray
-) -> list[int] | None:
-    """The repair as first written: every array gathered anew from the choice at each step."""
+def _plain_fit(gr, chosen: np.ndarray, ok: np.ndarray, grp: np.ndarray, budget: np.ndarray):
+    """The repair's fitting steps as first written, every array gathered anew from the choice at each step:
+    (the fitted choice, its use) or None."""
     chosen = chosen.copy()
     used = gr.use[chosen].sum(0)
     scale = np.maximum(np.abs(budget), 1).astype(float)
     for _ in range(200):
         over = np.maximum(used - budget, 0)
         if not over.any():
-            break
+            return chosen, used
         cur = chosen[grp]
         after = np.maximum(used[None, :] - gr.use[cur] + gr.use - budget[None, :], 0)
         gain = ((over[None, :] - after) / scale[None, :]).sum(1)
@@ -32,36 +32,20 @@ def _plain_repair(
             return None
         used += gr.use[k] - gr.use[chosen[grp[k]]]
         chosen[grp[k]] = k
-    else:
+    return None
+
+
+def _fitted(gr, chosen: np.ndarray, ok: np.ndarray, grp: np.ndarray, budget: np.ndarray):
+    """engine._fit on a copy of `chosen`: (the fitted choice, its use) or None."""
+    chosen = chosen.copy()
+    used = gr.use[chosen].sum(0)
+    if (used > budget).any() and not _fit(gr, chosen, used, ok, grp, budget, 200):
         return None
-    if (used > budget).any():
-        return None
-    for _ in range(5):
-        cur = chosen[grp]
-        fits = ok & ((used[None, :] - gr.use[cur] + gr.use) <= budget[None, :]).all(1)
-        saving = np.where(fits, gr.cost[cur] - gr.cost, 0)
-        best = _reduce(saving, gr.start, np.maximum)
-        gs = np.nonzero(best > 0)[0]
-        if not len(gs):
-            break
-        n = len(saving)
-        pick = _reduce(
-            np.where(saving == np.repeat(best, np.diff(gr.start)), np.arange(n), n), gr.start, np.minimum
-        )
-        taken = 0
-        for g in gs[np.argsort(-best[gs], kind="stable")].tolist():
-            k = int(pick[g])
-            new_used = used + gr.use[k] - gr.use[chosen[g]]
-            if (new_used <= budget).all():
-                used, chosen[g] = new_used, k
-                taken += 1
-        if not taken:
-            break
-    return chosen.tolist()
+    return chosen, used
 
 
 @pytest.mark.parametrize("family", ["long", "background", "mesh", "pinned", "chains-tight", "four-snics"])
-def test_repair_matches_plain_formula(family: str) -> None:
+def test_fit_matches_plain_formula(family: str) -> None:
     for seed in range(4):
         gr = prepare(parse_problem(instance(family, 300, seed)))
         assert gr is not None
@@ -76,4 +60,7 @@ def test_repair_matches_plain_formula(family: str) -> None:
         for i, start in enumerate([*starts, heavy]):
             ok = np.ones(len(gr.cost), dtype=bool) if i % 2 == 0 else rng.random(len(gr.cost)) < 0.8
             ok[start] = True
-            assert _repair(gr, start, ok, grp, budget) == _plain_repair(gr, start, ok, grp, budget)
+            got, want = _fitted(gr, start, ok, grp, budget), _plain_fit(gr, start, ok, grp, budget)
+            assert (got is None) == (want is None)
+            if got is not None:
+                assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
