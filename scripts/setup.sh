@@ -71,6 +71,13 @@ setup_cross() {
       || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends gcc-aarch64-linux-gnu >/dev/null 2>&1; }; } \
       || say "gcc-aarch64-linux-gnu not installed: the sNIC bundle will not include an aarch64 nf"
   fi
+  # Its C library is only a recommendation of the linker's package: without it nothing links.
+  if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && [ "$(aarch64-linux-gnu-gcc -print-file-name=Scrt1.o)" = Scrt1.o ] \
+    && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    say "installing the aarch64 C library for the cross linker (libc6-dev-arm64-cross)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libc6-dev-arm64-cross >/dev/null 2>&1 \
+      || say "libc6-dev-arm64-cross not installed: the sNIC bundle will not include an aarch64 nf"
+  fi
   if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
     say "adding the Rust target aarch64-unknown-linux-gnu"
     rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1 \

@@ -64,6 +64,9 @@ def _nf_binary(arch: str) -> tuple[Path | None, str]:
     installed = subprocess.run(["rustup", "target", "list", "--installed"], capture_output=True, text=True)
     if target not in installed.stdout:
         return None, f"no cross toolchain here (rustup target {target} and {arch}-linux-gnu-gcc)"
+    if not _has_cross_libc(linker):
+        # The cross gcc without its C library links nothing (Debian: libc6-dev-<arch>-cross, only recommended)
+        return None, f"no C library for the {arch}-linux-gnu-gcc linker here (Debian: libc6-dev-arm64-cross)"
     env_key = f"CARGO_TARGET_{target.upper().replace('-', '_')}_LINKER"
     print(f"uno snic bundle: building nf for {target} with cargo (minutes the first time)", file=sys.stderr,
           flush=True)  # fmt: skip
@@ -74,6 +77,14 @@ def _nf_binary(arch: str) -> tuple[Path | None, str]:
     if proc.returncode != 0:
         return None, f"cross build failed: {proc.stderr.strip()[-300:]}"
     return REPO_ROOT / "nfs" / "target" / target / "release" / "nf", f"cross-built for {target}"
+
+
+def _has_cross_libc(linker: str) -> bool:
+    """Whether the cross linker finds its C library's start file (gcc prints the bare name when not)."""
+    found = subprocess.run(
+        [linker, "-print-file-name=Scrt1.o"], capture_output=True, text=True
+    ).stdout.strip()
+    return os.path.isabs(found)
 
 
 def write_bundle(out: str | Path, snic: str, listen: str, bridge: str, arch: str) -> Path:

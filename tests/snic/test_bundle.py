@@ -35,7 +35,13 @@ def cross_toolchain() -> bool:
     if shutil.which("aarch64-linux-gnu-gcc") is None or shutil.which("rustup") is None:
         return False
     out = subprocess.run(["rustup", "target", "list", "--installed"], capture_output=True, text=True).stdout
-    return "aarch64-unknown-linux-gnu" in out.split()
+    if "aarch64-unknown-linux-gnu" not in out.split():
+        return False
+    # ... and the cross C library (gcc-aarch64-linux-gnu only recommends it): without it nothing links
+    libc = subprocess.run(
+        ["aarch64-linux-gnu-gcc", "-print-file-name=Scrt1.o"], capture_output=True, text=True
+    )
+    return Path(libc.stdout.strip()).is_absolute()
 
 
 def uno(
