@@ -712,10 +712,11 @@ def solve_groups(
     alive = np.ones(len(gr.cost), dtype=bool)
     best, p1, proven, lower = None, None, False, None
     restricted = None
-    # The incumbent is a CP-SAT core's proven optimum (the restricted core's, untouched by the steps
-    # after it, or the widened core's): the proof then asks the refutation at once (below).
-    settled = False
-    wide_won = False  # the incumbent is the widened core's (its optimum there: settled, no minimisation)
+    # Which CP-SAT core's proven optimum the incumbent is, if any: "restricted" (untouched by the steps
+    # after it) or "widened"; the proof then asks the refutation at once (below), and does not minimise a
+    # widened core's optimum. None once the near-free question or a proof question improved it (a better
+    # placement from _minimised leaves it as it was).
+    settled: str | None = None
     lp1 = _prices(gr, alive, deadline, run.clock) if gr.n_groups and reduce else None
     if lp1 is not None:
         # Incumbent from a small core around the LP optimum, then exact reduced-cost fixing.
@@ -810,17 +811,18 @@ def solve_groups(
             if status in ("optimal", "feasible") and not close_enough(inc):
                 wide, wide_settled = _widened(gr, d1, lb1, den1, inc, slack, workers, deadline, run)
                 if wide is not None and _sum(gr.cost, wide) < _sum(gr.cost, inc):
-                    status, inc, settled, wide_won = "feasible", wide, wide_settled, True
+                    status, inc, settled = "feasible", wide, "widened" if wide_settled else None
         if status in ("optimal", "feasible"):
             best = inc
             p1 = _sum(gr.cost, inc)
-            settled = settled or status == "optimal"
+            if status == "optimal":  # (only the restricted core's solve answers "optimal" here)
+                settled = "restricted"
             # A lexicographic optimum has primary <= p1: configurations forcing more are out.
             alive = _within(d1, den1 * p1 - lb1)
             alive[np.array(inc, dtype=np.int64)] = True
             proven = lb1 > den1 * (p1 - 1 - slack(p1))
             log.debug("incumbent %s p1=%d lb=%.1f slack=%d alive=%d core=%d settled=%s t=%.3f", status, p1,
-                      lb1 / den1, slack(p1), int(alive.sum()), core_groups, settled, run.clock() - t0)  # fmt: skip
+                      lb1 / den1, slack(p1), int(alive.sum()), core_groups, settled is not None, run.clock() - t0)  # fmt: skip
             if not proven and lam.max(initial=0) > 0:
                 # The LP bound is fractional below p1: decide "primary <= p1 - 1" exactly on the
                 # relaxation keeping only the most binding budget row (dynamic programme over cost).
@@ -847,7 +849,7 @@ def solve_groups(
                 nf = _near_free(gr, d1, lb1, den1, best, slack, workers, deadline, run)
                 log.debug("near-free %s t=%.3f", nf is not None, run.clock() - t0)
                 if nf is not None and _sum(gr.cost, nf) < p1:
-                    best, p1, settled = nf, _sum(gr.cost, nf), False
+                    best, p1, settled = nf, _sum(gr.cost, nf), None
                     alive = _fixed(alive, d1, den1 * p1 - lb1, best)
                     proven = lb1 > den1 * (p1 - 1 - slack(p1))
                     restricted = None
@@ -862,7 +864,7 @@ def solve_groups(
         and slack(p1) > 0
         and p1 - lower > MINIMISE_GAP * slack(p1)
         and _choice_vars(gr, alive) <= MINIMISE_MAX_VARS
-        and not (settled and wide_won)
+        and settled != "widened"
     ):
         # Where the bisection below would take many questions, CP-SAT first minimises on the fixed core:
         # its own bound (its LP with cuts, then the search) often closes two binding rows' gap in one
@@ -903,7 +905,7 @@ def solve_groups(
             restricted = restricted if _holds(restricted, alive) else None
             log.debug("floor proves p1=%d t=%.3f", p1, run.clock() - t0)
             break
-        bisect = gap_frac and target - lo > slack(p1) and not settled
+        bisect = gap_frac and target - lo > slack(p1) and settled is None
         ask = lo + (target - lo) // 2 if bisect else target
         core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
         core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
@@ -919,7 +921,7 @@ def solve_groups(
             proven = True
             restricted = restricted if _holds(restricted, alive) else None
         elif status in ("optimal", "feasible"):
-            best, p1, settled = ch, _sum(gr.cost, ch), False
+            best, p1, settled = ch, _sum(gr.cost, ch), None
             alive = _fixed(alive, d1, den1 * p1 - lb1, best)
             restricted = None
         else:
