@@ -862,12 +862,21 @@ def _configs_by_member(
         key = np.zeros(len(grp), dtype=np.int64)  # the frontier's locations
         for c in np.nonzero((last[:, : j + 1] > j).any(0))[0].tolist():  # a chain: the member just placed
             key += np.where(last[grp, c] > j, digs[:, c].astype(np.int64) * L**c, 0)
+        # (what a group may keep, as checked below: the comparison gives up as soon as one keeps more)
+        limit = np.where(size > j + 1, L, 1) * MAX_KEPT
+        stop = None if check is None else functools.partial(check, f"groups of {m} NFs, member {j + 1}")
         if mixed:  # groups complete before this member: compared already
             now = size[grp] > j
             dom = np.zeros(len(grp), dtype=bool)
-            dom[now] = pareto.dominated((grp * L**m + key)[now], vec[now, :3], use[now], pre[now])
+            got = pareto.dominated(
+                (grp * L**m + key)[now], vec[now, :3], use[now], pre[now], grp[now], limit, stop
+            )
+            if got is not None:
+                dom[now] = got
         else:
-            dom = pareto.dominated(grp * L**m + key, vec[:, :3], use, pre)
+            got = dom = pareto.dominated(grp * L**m + key, vec[:, :3], use, pre, grp, limit, stop)
+        if got is None:
+            return None
         grp, pre, vec, digs = grp[~dom], pre[~dom], vec[~dom], digs[~dom]
         if slo is not None:
             lat = lat[~dom]

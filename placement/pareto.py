@@ -19,6 +19,7 @@ it (a prefix sum costs numpy ~30 times a comparison: the bit sets gain nothing o
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 
@@ -27,18 +28,32 @@ WORD_CELLS = 1 << 20  # configurations x words of their class handled at once (8
 # more (a prefix sum is ~30 times a comparison per element in numpy; measured on long 5,000's classes)
 BITS_MAX = 1024
 BLOCK = 128  # _by_blocks' block
+CHECK_BLOCKS = 16  # _by_blocks calls the caller's deadline check every this many blocks
 _ONES = np.uint64(2**64 - 1)
 
 
-def dominated(cls: np.ndarray, obj: np.ndarray, use: np.ndarray, index: np.ndarray) -> np.ndarray:
+def dominated(
+    cls: np.ndarray,
+    obj: np.ndarray,
+    use: np.ndarray,
+    index: np.ndarray,
+    group: np.ndarray | None = None,
+    limit: np.ndarray | None = None,
+    check: Callable[[], None] | None = None,
+) -> np.ndarray | None:
     """(N,) mask of the configurations another one of their class dominates.
 
     `cls` (N,) class ids, `obj` (N, 3) objective columns (cost, pcie, moves), `use` (N, R) budget uses,
-    `index` (N,) the tie-break order (distinct within a class).
+    `index` (N,) the tie-break order (distinct within a class). With `group` (N,) (each class within one
+    group) and `limit` (per group): None when some group keeps more than its limit, as soon as that is
+    sure (the
+    caller gives up then: a large class in many rows, where few dominate, took seconds to compare only to
+    be given up after - measured, two sNICs). `check` is called now and then in those large classes (the
+    caller's deadline: it may raise).
     """
     n = len(cls)
     if n <= 1:
-        return np.zeros(n, dtype=bool)
+        return None if _over(group, np.ones(n, dtype=bool), limit) else np.zeros(n, dtype=bool)
     # A class-major order in which only an earlier configuration can dominate a later one: by cost,
     # unless two of a class tie on it, then by (cost, pcie, moves, use, index).
     order = _sorted_within(cls, obj[:, 0])
@@ -46,8 +61,12 @@ def dominated(cls: np.ndarray, obj: np.ndarray, use: np.ndarray, index: np.ndarr
     if same.any():
         keys = [index] + [use[:, r] for r in range(use.shape[1] - 1, -1, -1)] + [obj[:, c] for c in (2, 1, 0)]
         order = np.lexsort(keys + [cls])
+    g = None if group is None else group[order]
+    got = _dominated_in_order(cls[order], use[order], g, limit, check)
+    if got is None:
+        return None
     out = np.zeros(n, dtype=bool)
-    out[order] = _dominated_in_order(cls[order], use[order])
+    out[order] = got
     return out
 
 
@@ -61,9 +80,16 @@ def _sorted_within(cls: np.ndarray, value: np.ndarray) -> np.ndarray:
     return np.lexsort((value, cls))
 
 
-def _dominated_in_order(c_sorted: np.ndarray, u: np.ndarray) -> np.ndarray:
+def _dominated_in_order(
+    c_sorted: np.ndarray,
+    u: np.ndarray,
+    g: np.ndarray | None = None,
+    limit: np.ndarray | None = None,
+    check: Callable[[], None] | None = None,
+) -> np.ndarray | None:
     """dominated of configurations in a class-major dominance order (`c_sorted` their classes, `u` their
-    uses in that order): classes of one bit-set width (words) handled together, a chunk at a time."""
+    uses in that order): classes of one bit-set width (words) handled together, a chunk at a time, then
+    the large ones block by block (None: a group keeps more than its `limit`, see dominated)."""
     n, n_rows = u.shape
     new = np.ones(n, dtype=bool)
     new[1:] = c_sorted[1:] != c_sorted[:-1]
@@ -73,9 +99,6 @@ def _dominated_in_order(c_sorted: np.ndarray, u: np.ndarray) -> np.ndarray:
     if n_rows == 0:
         return pos > 0  # no use to compare: any earlier one dominates
     out = np.zeros(n, dtype=bool)
-    for c in np.nonzero(sizes > BITS_MAX)[0].tolist():
-        at = slice(c_start[c], c_start[c] + sizes[c])
-        out[at] = _by_blocks(_ranks(u[at]))
     # Bit sets of 1, 2, 4, 8 ... words: a few widths per call (a fixed cost each), at most twice the words
     words = 1 << np.ceil(np.log2((sizes + 63) // 64)).astype(np.int64)
     for w in np.unique(words[(sizes > 1) & (sizes <= BITS_MAX)]).tolist():
@@ -85,7 +108,28 @@ def _dominated_in_order(c_sorted: np.ndarray, u: np.ndarray) -> np.ndarray:
         for part in np.split(classes, np.nonzero(np.diff(chunk))[0] + 1):
             at = _positions(c_start[part], sizes[part])
             out[at] = _dominated_by_bits(pos[at], sizes[part], u[at], w)
-    return out
+    large = np.nonzero(sizes > BITS_MAX)[0].tolist()
+    kept = None
+    if g is not None and limit is not None and large:
+        small = ~np.repeat(sizes > BITS_MAX, sizes)
+        kept = np.bincount(g[small & ~out], minlength=len(limit))  # what the smaller classes keep
+    for c in large:
+        at = slice(c_start[c], c_start[c] + sizes[c])
+        room = None if kept is None else int(limit[g[c_start[c]]] - kept[g[c_start[c]]])
+        d = _by_blocks(_ranks(u[at]), room, check)
+        if d is None:
+            return None
+        out[at] = d
+        if kept is not None:
+            kept[g[c_start[c]]] += int((~d).sum())
+    return None if _over(g, ~out, limit) else out
+
+
+def _over(group: np.ndarray | None, kept: np.ndarray, limit: np.ndarray | None) -> bool:
+    """Whether some group keeps (mask `kept`) more than its limit."""
+    if group is None or limit is None:
+        return False
+    return bool((np.bincount(group[kept], minlength=len(limit)) > limit).any())
 
 
 def _positions(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -140,10 +184,13 @@ def _ranks(u: np.ndarray) -> np.ndarray:
     return out
 
 
-def _by_blocks(u: np.ndarray) -> np.ndarray:
+def _by_blocks(
+    u: np.ndarray, room: int | None = None, check: Callable[[], None] | None = None
+) -> np.ndarray | None:
     """dominated within one large class (`u` its use ranks in the dominance order): each block of
     configurations against the undominated ones before it and the earlier ones of the block. Enough, as
-    whatever dominates k is undominated or dominated by an undominated one before it (no cycles)."""
+    whatever dominates k is undominated or dominated by an undominated one before it (no cycles). None
+    once more than `room` are undominated (they stay so: the rest cannot dominate an earlier one)."""
     n, n_rows = u.shape
     cols = np.ascontiguousarray(u.T)  # one row's ranks contiguous
     out = np.zeros(n, dtype=bool)
@@ -160,4 +207,8 @@ def _by_blocks(u: np.ndarray) -> np.ndarray:
         d = le.any(1)
         out[a : a + b] = d
         kept = np.concatenate([kept, a + np.nonzero(~d)[0]])
+        if room is not None and len(kept) > room:
+            return None
+        if check is not None and (a // BLOCK) % CHECK_BLOCKS == CHECK_BLOCKS - 1:
+            check()
     return out

@@ -53,6 +53,35 @@ def test_dominated_matches_every_pair(monkeypatch, cells, bits_max, block):
         assert (got == _reference(cls, obj, use, index)).all()
 
 
+@pytest.mark.parametrize("bits_max,block", [(100, 7), (20, 3)])
+def test_dominated_gives_up_exactly_when_a_group_keeps_more_than_its_limit(monkeypatch, bits_max, block):
+    # The limit's answer is the plain answer's count: None exactly when some group keeps more than its
+    # limit, else the same mask; classes of a group small (bit sets) and large (blocks), deadline checks.
+    monkeypatch.setattr(pareto, "BITS_MAX", bits_max)
+    monkeypatch.setattr(pareto, "BLOCK", block)
+    monkeypatch.setattr(pareto, "CHECK_BLOCKS", 2)
+    rng = np.random.default_rng(bits_max)
+    given_up, calls = 0, []
+    for _ in range(300):
+        n, rows, hi = int(rng.integers(1, 400)), int(rng.integers(1, 4)), int(rng.integers(2, 30))
+        obj = np.column_stack([rng.permutation(n) * 3, rng.integers(0, hi, n), rng.integers(0, 2, n)])
+        use = rng.integers(0, hi, (n, rows))
+        n_groups = int(rng.integers(1, 4))
+        group = rng.integers(0, n_groups, n)
+        cls = group * 10 + rng.integers(0, int(rng.integers(1, 4)), n)  # classes within a group
+        index = rng.permutation(n)
+        plain = _reference(cls, obj, use, index)
+        keeps = np.bincount(group[~plain], minlength=n_groups)
+        limit = np.maximum(0, keeps + rng.integers(-3, 3, n_groups))
+        got = pareto.dominated(cls, obj, use, index, group, limit, lambda: calls.append(1))
+        if (keeps > limit).any():
+            assert got is None
+            given_up += 1
+        else:
+            assert got is not None and (got == plain).all()
+    assert given_up > 50 and calls  # (the deadline checked in the large classes)
+
+
 def _with_current(obj: dict, seed: int) -> dict:
     """obj with a current location on most NFs (moves count)."""
     rnd = random.Random(seed)
