@@ -85,7 +85,8 @@ def _best_pair(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.
                room: np.ndarray, work: Work, limit: int | None = None) -> tuple[int, int, int]:  # fmt: skip
     """The pair (a in `left`, b in `right`, of two groups) of least summed d_cost that fits `room`:
     (d_cost sum, a, b), the first in `left` x `right` order among equals, or (0, -1, -1) when no pair
-    fits. The answer and the work charged are those of ``_Pairs(...).best(room)``, which builds every
+    fits or, with a `limit`, when that pair costs more (found without building the dearer pairs). The
+    answer and the work charged are those of ``_Pairs(...).best(room, limit=limit)``, which builds every
     pair (no charge when a side is empty: no step)."""
     if not len(left) or not len(right):
         return 0, -1, -1
