@@ -82,14 +82,15 @@ class _Pairs:
 
 
 def _best_pair(d_cost: np.ndarray, d_use: np.ndarray, grp: np.ndarray, left: np.ndarray, right: np.ndarray,
-               room: np.ndarray, work: Work) -> tuple[int, int, int]:  # fmt: skip
+               room: np.ndarray, work: Work, limit: int | None = None) -> tuple[int, int, int]:  # fmt: skip
     """The pair (a in `left`, b in `right`, of two groups) of least summed d_cost that fits `room`:
     (d_cost sum, a, b), the first in `left` x `right` order among equals, or (0, -1, -1) when no pair
-    fits. The answer and the work charged are those of ``_Pairs(...).best(room)``, which builds every
+    fits or, with a `limit`, when that pair costs more (found without building the dearer pairs). The
+    answer and the work charged are those of ``_Pairs(...).best(room, limit=limit)``, which builds every
     pair (no charge when a side is empty: no step)."""
     if not len(left) or not len(right):
         return 0, -1, -1
-    return _PairSearch(d_cost, d_use, grp, left, right, work).best(room)
+    return _PairSearch(d_cost, d_use, grp, left, right, work).best(room, limit=limit)
 
 
 class _PairSearch:
@@ -257,7 +258,9 @@ def improve(cost: np.ndarray, use: np.ndarray, budget: np.ndarray, start: np.nda
         gain, move = int(single[k]), ([k] if single[k] < 0 else [])
         everyone = np.arange(len(cand))
         savers = np.nonzero(d_cost < 0)[0]
-        g2, a, b = _best_pair(d_cost, d_use, grp, savers, everyone, room, work)
+        # Only a pair cheaper than the best single switch is taken: dearer pairs are not built (the same
+        # answer and units as the cheapest pair's, see _PairSearch.best).
+        g2, a, b = _best_pair(d_cost, d_use, grp, savers, everyone, room, work, gain - 1)
         if a >= 0 and g2 < gain:
             gain, move = g2, [a, b]
         if not move and near_free is not None:

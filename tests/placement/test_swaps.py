@@ -285,6 +285,31 @@ def test_best_pair_by_blocks_is_the_pair_and_the_work_of_every_pair(monkeypatch,
 
 
 @pytest.mark.parametrize("block", [1 << 16, 64])
+def test_best_pair_within_a_limit_is_the_cheapest_pair_or_none_and_the_same_work(monkeypatch, block):
+    """swaps._best_pair with a cost limit (the local search's two-group move: only a pair cheaper than the
+    best single switch is taken) answers the cheapest fitting pair when it costs at most the limit, else
+    (0, -1, -1), and charges the units of building every pair (the engine's path does not change)."""
+    monkeypatch.setattr(swaps, "BLOCK_CELLS", block)
+    monkeypatch.setattr(swaps, "PAIR_CELLS", 5000)
+    for seed in range(400):
+        rng = np.random.default_rng(5000 + seed)
+        n, rows, spread = int(rng.integers(1, 300)), int(rng.integers(1, 4)), int(rng.choice([3, 50, 10**9]))
+        d_cost, d_use = rng.integers(-spread, spread, n), rng.integers(-spread, spread, (n, rows))
+        grp = rng.integers(0, int(rng.integers(1, 12)), n)
+        left = np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False))
+        right = np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False))
+        room = rng.integers(-spread // 2, spread, rows)
+        every, limited = _box(), _box()
+        cheapest = swaps._Pairs(d_cost, d_use, grp, left, right, every).best(room)
+        limit = int(rng.integers(-2 * spread, 2 * spread))
+        if cheapest[1] >= 0 and rng.random() < 0.3:
+            limit = cheapest[0] - int(rng.integers(0, 2))  # at the cheapest pair's cost and just below it
+        expected = cheapest if cheapest[1] >= 0 and cheapest[0] <= limit else (0, -1, -1)
+        assert swaps._best_pair(d_cost, d_use, grp, left, right, room, limited, limit) == expected
+        assert limited.spent == every.spent
+
+
+@pytest.mark.parametrize("block", [1 << 16, 64])
 def test_pair_search_answers_and_charges_every_question_as_every_pair(monkeypatch, block):
     """swaps._PairSearch (the three-group moves' partner pairs, each question by blocks) gives, question
     after question on one set of pairs (with and without a cost limit), the pair that building every pair gives (_Pairs.best: least cost,
