@@ -626,10 +626,13 @@ def _repair(gr: Groups, chosen: np.ndarray, ok: np.ndarray, grp: np.ndarray, bud
     used = gr.use[chosen].sum(0)
     if (used > budget).any() and not _fit(gr, chosen, used, ok, grp, budget, steps):
         return None
+    use_t = np.ascontiguousarray(gr.use.T)  # a row's uses contiguous: one pass per row below
     for _ in range(5):
         # Per group its cheapest switch that fits alone; taken, largest saving first, while all fit.
         cur = chosen[grp]
-        fits = ok & ((used[None, :] - gr.use[cur] + gr.use) <= budget[None, :]).all(1)
+        fits = ok.copy()
+        for r, col in enumerate(use_t):
+            fits &= used[r] - col[cur] + col <= budget[r]
         saving = np.where(fits, gr.cost[cur] - gr.cost, 0)
         best = _reduce(saving, gr.start, np.maximum)
         gs = np.nonzero(best > 0)[0]
@@ -656,64 +659,125 @@ def _fit(gr: Groups, chosen: np.ndarray, used: np.ndarray, ok: np.ndarray, grp: 
     """Switch groups of `chosen` (in place, `used` with it) until every budget row fits: each step the
     one `ok` switch that removes the most excess (relative to each row's budget) per unit of added cost,
     the first such configuration on ties. False if no switch removes any or `steps` run out."""
-    scale = np.maximum(np.abs(budget), 1).astype(float)
-    # Each configuration's use and cost relative to its group's chosen one, kept up to date per switch
-    # (only the switched group's slice changes): gathering them anew each step took most of the repair's
-    # CPU at 5,000 vertices (measured, long seed 1: 0.90 s for one repair of ~100 steps). The use is kept
-    # row-major (a row's deltas contiguous): the bounds of _best_fit_switch read one row at a time.
-    cur = chosen[grp]
-    delta_t = np.ascontiguousarray((gr.use - gr.use[cur]).T)
-    denom = np.maximum((gr.cost - gr.cost[cur]).astype(float), 0) + 1.0
+    fits = _FitScores(gr, chosen, grp, ok, budget)
     for _ in range(steps):
-        over = np.maximum(used - budget, 0)
-        if not over.any():
+        if (used <= budget).all():
             return True
-        k = _best_fit_switch(delta_t, denom, ok, used - budget, over, scale)
+        k = fits.best(used - budget)
         if k < 0:
             return False
-        used += delta_t[:, k]
+        used += fits.delta_t[:, k]
         g = int(grp[k])
         chosen[g] = k
-        a, b = int(gr.start[g]), int(gr.start[g + 1])
-        delta_t[:, a:b] = (gr.use[a:b] - gr.use[k]).T
-        denom[a:b] = np.maximum((gr.cost[a:b] - gr.cost[k]).astype(float), 0) + 1.0
+        fits.switched(g, k)
     return False
 
 
-FIT_PROBES = 8  # configurations of largest score bound whose exact scores set _best_fit_switch's bar
+FIT_PROBES = 8  # configurations whose exact scores set a bar for the others' bounds (_FitScores.best)
 # A score bound's slack for rounding: a row-by-row sum of R terms is within ~R x 1.1e-16 of their magnitude
 # of any other order of the same sum (the exact score's), far below this for any number of rows.
 FIT_MARGIN = 1e-9
 
 
-def _best_fit_switch(delta_t: np.ndarray, denom: np.ndarray, ok: np.ndarray, excess: np.ndarray,
-                     over: np.ndarray, scale: np.ndarray) -> int:  # fmt: skip
-    """_fit's step: the configuration of largest score (excess removed, relative to each row's budget, per
-    unit of added cost: gain / denom), the first on ties; -1 when none removes any excess.
+class _FitScores:
+    """_fit's scores, kept per switch: each configuration's use and cost relative to its group's chosen
+    one (only the switched group's slice changes: gathering them anew each step took most of the repair's
+    CPU at 5,000 vertices, long seed 1), the use row-major (a row's deltas contiguous, read one row at a
+    time), and `cap`, a bound on each one's score that holds while the over rows stay among `rows`."""
 
-    The gain is first summed row by row over every configuration (a row's deltas contiguous: a few numpy
-    passes each, against one over (configurations, rows) per operation), as a bound: what it removes
-    of the over rows (a use it adds there counted as 0) less what it puts over on the others, plus a
-    margin for the order of the sum. The exact scores (the same expression as ever) are then computed
-    only for the FIT_PROBES largest bounds, which set a bar, and for those whose bound reaches it: the
-    same pick as scoring every configuration."""
-    n = len(denom)
+    def __init__(self, gr: Groups, chosen: np.ndarray, grp: np.ndarray, ok: np.ndarray, budget: np.ndarray):
+        self.gr, self.ok, self.grp = gr, ok, grp
+        self.scale = np.maximum(np.abs(budget), 1).astype(float)
+        cur = chosen[grp]
+        self.delta_t = np.ascontiguousarray((gr.use - gr.use[cur]).T)
+        self.denom = np.maximum((gr.cost - gr.cost[cur]).astype(float), 0) + 1.0
+        self.rows: set[int] = set()
+        self.cap = np.zeros(0)
+        self.last = np.zeros(0, dtype=np.int64)  # the previous step's best few: the next step's bar
+
+    def switched(self, g: int, k: int) -> None:
+        """Group g's choice is now configuration k."""
+        a, b = int(self.gr.start[g]), int(self.gr.start[g + 1])
+        self.delta_t[:, a:b] = (self.gr.use[a:b] - self.gr.use[k]).T
+        self.denom[a:b] = np.maximum((self.gr.cost[a:b] - self.gr.cost[k]).astype(float), 0) + 1.0
+        if len(self.cap):
+            self.cap[a:b] = self._cap(slice(a, b))
+
+    def _cap(self, at: slice) -> np.ndarray:
+        """Per configuration of `at`: what it uses less of the rows `rows` (relative to each budget) per
+        unit of added cost, with the margin; 0 where not ok. Its gain is no more while only those rows
+        are over (it removes at most that of them, and counts <= 0 on every other row)."""
+        out = np.zeros(len(self.denom[at]))
+        for r in sorted(self.rows):
+            out += np.maximum(-self.delta_t[r, at], 0) / self.scale[r]
+        return np.where(self.ok[at], out * (1 + FIT_MARGIN) / self.denom[at], 0.0)
+
+    def best(self, excess: np.ndarray) -> int:
+        """The configuration of largest score (excess removed, relative to each row's budget, per unit of
+        added cost), the first on ties; -1 when none removes any excess. The previous step's best few,
+        scored now, set a bar: when few configurations' `cap` reach it, only those are looked at (the
+        others score below it); else all are."""
+        over = np.maximum(excess, 0)
+        rows = set(np.flatnonzero(over).tolist())
+        if not rows <= self.rows or not len(self.cap):
+            self.rows, self.cap = rows, np.zeros(0)
+            self.cap = self._cap(slice(None))
+        at = None
+        if len(self.last):
+            bar = _fit_scores(self.delta_t, self.denom, self.last, excess, over, self.scale).max()
+            near = np.flatnonzero(self.cap >= bar) if bar > 0 else None
+            if near is not None and 4 * len(near) <= len(self.denom):
+                at = near
+        k, scored = _best_fit_switch(self.delta_t, self.denom, self.ok, excess, over, self.scale, at)
+        # The next bar: the best few scored now or kept from before, outside the switched group (whose
+        # deltas change).
+        rivals = np.union1d(scored, self.last)
+        rivals = rivals[self.grp[rivals] != (self.grp[k] if k >= 0 else -1)]
+        by_score = np.argsort(
+            -_fit_scores(self.delta_t, self.denom, rivals, excess, over, self.scale), kind="stable"
+        )
+        self.last = rivals[by_score[:FIT_PROBES]]
+        return k
+
+
+def _best_fit_switch(delta_t: np.ndarray, denom: np.ndarray, ok: np.ndarray, excess: np.ndarray,
+                     over: np.ndarray, scale: np.ndarray,
+                     at: np.ndarray | None = None) -> tuple[int, np.ndarray]:  # fmt: skip
+    """_fit's step among the configurations `at` (ascending; None: all): the one of largest score (excess
+    removed, relative to each row's budget, per unit of added cost: gain / denom), the first on ties, -1
+    when none removes any excess; and those scored positive (the pick's rivals at the next step).
+
+    The gain is first summed row by row (a row's deltas contiguous: a few numpy passes each, against one
+    over (configurations, rows) per operation), as a bound: what it removes of the over rows (a use it
+    adds there counted as 0) less what it puts over on the others, plus a margin for the order of the
+    sum. The exact scores (the same expression as ever) are then computed only for the FIT_PROBES largest
+    bounds, which set a bar, and for those whose bound reaches it: the same pick as scoring every one."""
+
+    def row(r: int) -> np.ndarray:
+        return delta_t[r] if at is None else delta_t[r, at]
+
+    n = len(denom) if at is None else len(at)
     removed, added = np.zeros(n), np.zeros(n)
     for r in range(len(over)):
         if over[r] > 0:  # only a configuration using less of it removes excess: min(over, -delta) > 0
-            removed += np.maximum(np.minimum(-delta_t[r], over[r]), 0) / scale[r]
+            removed += np.maximum(np.minimum(-row(r), over[r]), 0) / scale[r]
         else:
-            added += np.maximum(delta_t[r] + excess[r], 0) / scale[r]
-    bound = (removed - added + FIT_MARGIN * (removed + added)) / denom
-    cand = np.flatnonzero(ok & (removed > 0))
-    if len(cand) > FIT_PROBES:
-        probe = np.sort(cand[np.argpartition(-bound[cand], FIT_PROBES)[:FIT_PROBES]])
-        bar = _fit_scores(delta_t, denom, probe, excess, over, scale).max()
-        cand = cand[bound[cand] >= bar] if bar > 0 else cand[bound[cand] > 0]
+            added += np.maximum(row(r) + excess[r], 0) / scale[r]
+    bound = (removed - added + FIT_MARGIN * (removed + added)) / (denom if at is None else denom[at])
+    pos = np.flatnonzero((ok if at is None else ok[at]) & (removed > 0))
+    probed = np.zeros(0, dtype=np.int64)
+    if len(pos) > FIT_PROBES:
+        probe = np.sort(pos[np.argpartition(-bound[pos], FIT_PROBES)[:FIT_PROBES]])
+        probed = probe if at is None else at[probe]
+        probe_score = _fit_scores(delta_t, denom, probed, excess, over, scale)
+        bar = probe_score.max()
+        pos = pos[bound[pos] >= bar] if bar > 0 else pos[bound[pos] > 0]
+        probed = probed[probe_score > 0]
+    cand = pos if at is None else at[pos]
     score = _fit_scores(delta_t, denom, cand, excess, over, scale)
     if not len(cand) or score.max() <= 0:
-        return -1
-    return int(cand[np.argmax(score)])
+        return -1, probed
+    return int(cand[np.argmax(score)]), np.union1d(probed, cand[score > 0])
 
 
 def _fit_scores(delta_t: np.ndarray, denom: np.ndarray, cand: np.ndarray, excess: np.ndarray, over: np.ndarray,
