@@ -507,12 +507,8 @@ def parse_problem(data: Any, offsets: list[int] | None = None) -> Problem:
     locations = {HOST, *(s.id for s in snics)}
     if not isinstance(data["nodes"], list):
         raise PlacementInputError("nodes: expected a list")
-    nodes: list[Node] = []
     seen: set[str] = set()
-    for i, n in enumerate(data["nodes"]):
-        if offsets is not None:
-            offsets.append(len(inexact))
-        nodes.append(parse_node(i, n, locations, declared, inexact, seen))
+    nodes = _parse_nodes(data["nodes"], locations, declared, inexact, seen, offsets)
     if not isinstance(data["edges"], list):
         raise PlacementInputError("edges: expected a list")
     edges = _parse_edges(data["edges"], seen, inexact, offsets)
@@ -539,6 +535,71 @@ def _element_floats(data: dict) -> list[float]:
                     out.append(v)
                 elif type(v) is dict:  # latency_us, needs
                     out.extend(w for w in v.values() if type(w) is float)
+    return out
+
+
+_PLAIN_NODE_KEYS = frozenset({"id", "kind", "r_host", "r_nic", "pinned", "latency_us"})
+
+
+def _plain_number(value: Any) -> tuple[Fraction, float | None] | None:
+    """(rational, relative error or None) of a non-negative int or already read float (what _exact gives
+    it); None for anything else (which _exact then reads or refuses)."""
+    kind = type(value)
+    if kind is float:
+        got = _READINGS.get(value) if value >= 0 else None
+        return None if got is None else (got[0], got[3])
+    if kind is int and value >= 0:
+        return Fraction(value), None
+    return None
+
+
+def _plain_node(i: int, n: Any, locations: Set[str], inexact: list, seen: set[str]) -> Node | None:
+    """nodes[i] when it is a plain NF, VM or port (only the keys of _PLAIN_NODE_KEYS, a new id, a known
+    pin, plain numbers) that parse_node would accept, read as parse_node reads it (the same Node and
+    inexact entries, in its order); None, with nothing recorded, for any other node."""
+    if type(n) is not dict or not n.keys() <= _PLAIN_NODE_KEYS:
+        return None
+    nid, kind, pinned = n.get("id"), n.get("kind"), n.get("pinned")
+    if type(nid) is not str or not nid or nid in seen or kind not in ("nf", "vm", "port"):
+        return None
+    if pinned is not None and (type(pinned) is not str or pinned not in locations):
+        return None
+    if (kind == "vm" and pinned not in (None, HOST)) or (kind == "port" and pinned in (None, HOST)):
+        return None
+    lat = n.get("latency_us", {})
+    if type(lat) is not dict or not lat.keys() <= _LATENCY_KEYS or (lat and kind != "nf"):
+        return None
+    read = {}  # label -> (given, rational, error): every number first, so that a refused one records nothing
+    for obj, key, label in ((n, "r_host", "r_host"), (n, "r_nic", "r_nic"), (lat, "host", "latency_us.host"),
+                            (lat, "nic", "latency_us.nic")):  # fmt: skip
+        if key in obj:
+            got = _plain_number(obj[key])
+            if got is None:
+                return None
+            read[label] = (obj[key], *got)
+    for label, (given, frac, rel) in read.items():
+        if rel is not None:
+            inexact.append((f"nodes[{i}].{label}", given, frac, rel))
+    seen.add(nid)
+
+    def value(label: str) -> Fraction:
+        return read[label][1] if label in read else _ZERO
+
+    return Node(nid, kind, value("r_host"), value("r_nic"), pinned if kind != "vm" else HOST, None, {}, _ZERO,
+                _ZERO, 1, value("latency_us.host"), value("latency_us.nic"), _ZERO)  # fmt: skip
+
+
+def _parse_nodes(items: list, locations: Set[str], declared: Set[str], inexact: list, seen: set[str],
+                 offsets: list[int] | None) -> list[Node]:  # fmt: skip
+    """The input's nodes (parse_node of each, `offsets` as parse_problem's): a plain one read inline
+    (_plain_node: parse_node's checks and readings in fewer steps), any other through parse_node, whose
+    error it raises."""
+    out: list[Node] = []
+    for i, n in enumerate(items):
+        if offsets is not None:
+            offsets.append(len(inexact))
+        node = _plain_node(i, n, locations, inexact, seen)
+        out.append(node if node is not None else parse_node(i, n, locations, declared, inexact, seen))
     return out
 
 
