@@ -585,17 +585,36 @@ def _greedy(gr: Groups, y: np.ndarray, alive: np.ndarray | None = None, enough=N
         return []
     budget = np.array(gr.budget, dtype=np.int64)
     grp = np.repeat(np.arange(gr.n_groups), np.diff(gr.start))
-    rel = (np.maximum(gr.use, 0) / np.maximum(budget, 1).astype(float)).sum(1)
     ok = np.ones(len(gr.cost), dtype=bool) if alive is None else alive
+
+    def least_use() -> np.ndarray:
+        return (np.maximum(gr.use, 0) / np.maximum(budget, 1).astype(float)).sum(1)
+
     found = None
-    for keys in ((gr.cost, -y, ~ok, grp), (gr.cost, rel, ~ok, grp)):
-        order = np.lexsort(keys)  # per group, the best first
-        chosen = _repair(gr, order[gr.start[:-1]], ok, grp, budget)
+    for second in (lambda: -y, least_use):
+        chosen = _repair(gr, _first_least(gr.start, ~ok, second(), gr.cost), ok, grp, budget)
         if chosen is not None and (found is None or _sum(gr.cost, chosen) < _sum(gr.cost, found)):
             found = chosen
             if enough is not None and enough(found):
                 break  # already the answer (e.g. within the slack of the bound): the other rounding is moot
     return found
+
+
+def _first_least(start: np.ndarray, *keys: np.ndarray) -> np.ndarray:
+    """Per group (configurations start[g]:start[g+1], none empty) the first configuration of the least
+    `keys` (lexicographic, the first key most significant): np.lexsort((*reversed(keys), group))[start[:-1]]
+    without sorting (one masked minimum per key; a sort of every configuration cost the rounding ~40 ms
+    at 5,000 vertices). Falls back to the sort when a key holds a NaN (which a minimum does not order)."""
+    sizes = np.diff(start)
+    if any(k.dtype.kind == "f" and np.isnan(k).any() for k in keys):
+        return np.lexsort((*reversed(keys), np.repeat(np.arange(len(sizes)), sizes)))[start[:-1]]
+    n = len(keys[0])
+    tied = np.ones(n, dtype=bool)  # still least on every key so far
+    for key in keys:
+        top = np.inf if key.dtype.kind == "f" else True if key.dtype.kind == "b" else np.iinfo(key.dtype).max
+        least = np.minimum.reduceat(np.where(tied, key, top), start[:-1])
+        tied &= key == np.repeat(least, sizes)
+    return np.minimum.reduceat(np.where(tied, np.arange(n), n), start[:-1])
 
 
 def _repair(gr: Groups, chosen: np.ndarray, ok: np.ndarray, grp: np.ndarray, budget: np.ndarray,
@@ -607,10 +626,13 @@ def _repair(gr: Groups, chosen: np.ndarray, ok: np.ndarray, grp: np.ndarray, bud
     used = gr.use[chosen].sum(0)
     if (used > budget).any() and not _fit(gr, chosen, used, ok, grp, budget, steps):
         return None
+    use_t = np.ascontiguousarray(gr.use.T)  # a row's uses contiguous: one pass per row below
     for _ in range(5):
         # Per group its cheapest switch that fits alone; taken, largest saving first, while all fit.
         cur = chosen[grp]
-        fits = ok & ((used[None, :] - gr.use[cur] + gr.use) <= budget[None, :]).all(1)
+        fits = ok.copy()
+        for r, col in enumerate(use_t):
+            fits &= used[r] - col[cur] + col <= budget[r]
         saving = np.where(fits, gr.cost[cur] - gr.cost, 0)
         best = _reduce(saving, gr.start, np.maximum)
         gs = np.nonzero(best > 0)[0]
@@ -637,32 +659,134 @@ def _fit(gr: Groups, chosen: np.ndarray, used: np.ndarray, ok: np.ndarray, grp: 
     """Switch groups of `chosen` (in place, `used` with it) until every budget row fits: each step the
     one `ok` switch that removes the most excess (relative to each row's budget) per unit of added cost,
     the first such configuration on ties. False if no switch removes any or `steps` run out."""
-    scale = np.maximum(np.abs(budget), 1).astype(float)
-    # Each configuration's use and cost relative to its group's chosen one, kept up to date per switch
-    # (only the switched group's slice changes): gathering them anew each step took most of the repair's
-    # CPU at 5,000 vertices (measured, long seed 1: 0.90 s for one repair of ~100 steps).
-    cur = chosen[grp]
-    delta = gr.use - gr.use[cur]
-    denom = np.maximum((gr.cost - gr.cost[cur]).astype(float), 0) + 1.0
+    fits = _FitScores(gr, chosen, grp, ok, budget)
     for _ in range(steps):
-        over = np.maximum(used - budget, 0)
-        if not over.any():
+        if (used <= budget).all():
             return True
-        # Only a configuration using less of some over row than its group's choice removes any excess.
-        cand = np.flatnonzero(ok & (delta[:, over > 0] < 0).any(1))
-        after = np.maximum(delta[cand] + (used - budget)[None, :], 0)
-        gain = ((over[None, :] - after) / scale[None, :]).sum(1)
-        score = np.where(gain > 0, gain / denom[cand], -1.0)
-        if not len(cand) or score.max() <= 0:
+        k = fits.best(used - budget)
+        if k < 0:
             return False
-        k = int(cand[np.argmax(score)])
-        used += delta[k]
+        used += fits.delta_t[:, k]
         g = int(grp[k])
         chosen[g] = k
-        grp_rows = slice(int(gr.start[g]), int(gr.start[g + 1]))
-        delta[grp_rows] = gr.use[grp_rows] - gr.use[k]
-        denom[grp_rows] = np.maximum((gr.cost[grp_rows] - gr.cost[k]).astype(float), 0) + 1.0
+        fits.switched(g, k)
     return False
+
+
+FIT_PROBES = 8  # configurations whose exact scores set a bar for the others' bounds (_FitScores.best)
+# A score bound's slack for rounding: a row-by-row sum of R terms is within ~R x 1.1e-16 of their magnitude
+# of any other order of the same sum (the exact score's), far below this for any number of rows.
+FIT_MARGIN = 1e-9
+
+
+class _FitScores:
+    """_fit's scores, kept per switch: each configuration's use and cost relative to its group's chosen
+    one (only the switched group's slice changes: gathering them anew each step took most of the repair's
+    CPU at 5,000 vertices, long seed 1), the use row-major (a row's deltas contiguous, read one row at a
+    time), and `cap`, a bound on each one's score that holds while the over rows stay among `rows`."""
+
+    def __init__(self, gr: Groups, chosen: np.ndarray, grp: np.ndarray, ok: np.ndarray, budget: np.ndarray):
+        self.gr, self.ok, self.grp = gr, ok, grp
+        self.scale = np.maximum(np.abs(budget), 1).astype(float)
+        cur = chosen[grp]
+        self.delta_t = np.ascontiguousarray((gr.use - gr.use[cur]).T)
+        self.denom = np.maximum((gr.cost - gr.cost[cur]).astype(float), 0) + 1.0
+        self.rows: set[int] = set()
+        self.cap = np.zeros(0)
+        self.last = np.zeros(0, dtype=np.int64)  # the previous step's best few: the next step's bar
+
+    def switched(self, g: int, k: int) -> None:
+        """Group g's choice is now configuration k."""
+        a, b = int(self.gr.start[g]), int(self.gr.start[g + 1])
+        self.delta_t[:, a:b] = (self.gr.use[a:b] - self.gr.use[k]).T
+        self.denom[a:b] = np.maximum((self.gr.cost[a:b] - self.gr.cost[k]).astype(float), 0) + 1.0
+        if len(self.cap):
+            self.cap[a:b] = self._cap(slice(a, b))
+
+    def _cap(self, at: slice) -> np.ndarray:
+        """Per configuration of `at`: what it uses less of the rows `rows` (relative to each budget) per
+        unit of added cost, with the margin; 0 where not ok. Its gain is no more while only those rows
+        are over (it removes at most that of them, and counts <= 0 on every other row)."""
+        out = np.zeros(len(self.denom[at]))
+        for r in sorted(self.rows):
+            out += np.maximum(-self.delta_t[r, at], 0) / self.scale[r]
+        return np.where(self.ok[at], out * (1 + FIT_MARGIN) / self.denom[at], 0.0)
+
+    def best(self, excess: np.ndarray) -> int:
+        """The configuration of largest score (excess removed, relative to each row's budget, per unit of
+        added cost), the first on ties; -1 when none removes any excess. The previous step's best few,
+        scored now, set a bar: when few configurations' `cap` reach it, only those are looked at (the
+        others score below it); else all are."""
+        over = np.maximum(excess, 0)
+        rows = set(np.flatnonzero(over).tolist())
+        if not rows <= self.rows or not len(self.cap):
+            self.rows, self.cap = rows, np.zeros(0)
+            self.cap = self._cap(slice(None))
+        at = None
+        if len(self.last):
+            bar = _fit_scores(self.delta_t, self.denom, self.last, excess, over, self.scale).max()
+            near = np.flatnonzero(self.cap >= bar) if bar > 0 else None
+            if near is not None and 4 * len(near) <= len(self.denom):
+                at = near
+        k, scored = _best_fit_switch(self.delta_t, self.denom, self.ok, excess, over, self.scale, at)
+        # The next bar: the best few scored now or kept from before, outside the switched group (whose
+        # deltas change).
+        rivals = np.union1d(scored, self.last)
+        rivals = rivals[self.grp[rivals] != (self.grp[k] if k >= 0 else -1)]
+        by_score = np.argsort(
+            -_fit_scores(self.delta_t, self.denom, rivals, excess, over, self.scale), kind="stable"
+        )
+        self.last = rivals[by_score[:FIT_PROBES]]
+        return k
+
+
+def _best_fit_switch(delta_t: np.ndarray, denom: np.ndarray, ok: np.ndarray, excess: np.ndarray,
+                     over: np.ndarray, scale: np.ndarray,
+                     at: np.ndarray | None = None) -> tuple[int, np.ndarray]:  # fmt: skip
+    """_fit's step among the configurations `at` (ascending; None: all): the one of largest score (excess
+    removed, relative to each row's budget, per unit of added cost: gain / denom), the first on ties, -1
+    when none removes any excess; and those scored positive (the pick's rivals at the next step).
+
+    The gain is first summed row by row (a row's deltas contiguous: a few numpy passes each, against one
+    over (configurations, rows) per operation), as a bound: what it removes of the over rows (a use it
+    adds there counted as 0) less what it puts over on the others, plus a margin for the order of the
+    sum. The exact scores (the same expression as ever) are then computed only for the FIT_PROBES largest
+    bounds, which set a bar, and for those whose bound reaches it: the same pick as scoring every one."""
+
+    def row(r: int) -> np.ndarray:
+        return delta_t[r] if at is None else delta_t[r, at]
+
+    n = len(denom) if at is None else len(at)
+    removed, added = np.zeros(n), np.zeros(n)
+    for r in range(len(over)):
+        if over[r] > 0:  # only a configuration using less of it removes excess: min(over, -delta) > 0
+            removed += np.maximum(np.minimum(-row(r), over[r]), 0) / scale[r]
+        else:
+            added += np.maximum(row(r) + excess[r], 0) / scale[r]
+    bound = (removed - added + FIT_MARGIN * (removed + added)) / (denom if at is None else denom[at])
+    pos = np.flatnonzero((ok if at is None else ok[at]) & (removed > 0))
+    probed = np.zeros(0, dtype=np.int64)
+    if len(pos) > FIT_PROBES:
+        probe = np.sort(pos[np.argpartition(-bound[pos], FIT_PROBES)[:FIT_PROBES]])
+        probed = probe if at is None else at[probe]
+        probe_score = _fit_scores(delta_t, denom, probed, excess, over, scale)
+        bar = probe_score.max()
+        pos = pos[bound[pos] >= bar] if bar > 0 else pos[bound[pos] > 0]
+        probed = probed[probe_score > 0]
+    cand = pos if at is None else at[pos]
+    score = _fit_scores(delta_t, denom, cand, excess, over, scale)
+    if not len(cand) or score.max() <= 0:
+        return -1, probed
+    return int(cand[np.argmax(score)]), np.union1d(probed, cand[score > 0])
+
+
+def _fit_scores(delta_t: np.ndarray, denom: np.ndarray, cand: np.ndarray, excess: np.ndarray, over: np.ndarray,
+                scale: np.ndarray) -> np.ndarray:  # fmt: skip
+    """_fit's score of the configurations `cand`: the excess a switch to each removes (relative to each
+    row's budget; rows it would put over count against it) per unit of added cost, -1 when none."""
+    after = np.maximum(np.ascontiguousarray(delta_t[:, cand].T) + excess[None, :], 0)
+    gain = ((over[None, :] - after) / scale[None, :]).sum(1)
+    return np.where(gain > 0, gain / denom[cand], -1.0)
 
 
 def _restricted(gr, d, y, alive):
@@ -1073,7 +1197,7 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
         return best
 
     reduced = SimpleNamespace(cost=d // den, use=gr.use, n_groups=gr.n_groups, start=gr.start)
-    by_d = _repair(reduced, np.lexsort((-y, d, grp))[gr.start[:-1]], np.ones(len(d), dtype=bool), grp, budget)
+    by_d = _repair(reduced, _first_least(gr.start, d, -y), np.ones(len(d), dtype=bool), grp, budget)
     best = chosen
     for k, start in enumerate(s for s in (by_d, chosen) if s is not None):
         cur = descend(start, starts_box)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from placement.decompose import prepare
-from placement.engine import _fit
+from placement.engine import _first_least, _fit
 from placement.families import instance
 from placement.model import parse_problem
 
@@ -64,3 +64,27 @@ def test_fit_matches_plain_formula(family: str) -> None:
             assert (got is None) == (want is None)
             if got is not None:
                 assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+
+
+def test_first_least_matches_lexsort() -> None:
+    """engine._first_least (per group the first configuration of least keys, by masked minima) against the
+    sort it replaces, on random groups with ties, -0.0, infinities, the int64 maximum and NaN keys."""
+    rng = np.random.default_rng(0)
+    for t in range(500):
+        sizes = rng.integers(1, 9, int(rng.integers(1, 40)))
+        start = np.concatenate([[0], np.cumsum(sizes)])
+        n = int(start[-1])
+        grp = np.repeat(np.arange(len(sizes)), sizes)
+        ok = rng.random(n) < 0.7
+        y = rng.integers(0, 3, n) / 2.0
+        y[rng.random(n) < 0.2] = -0.0
+        if t % 7 == 0:
+            y[rng.random(n) < 0.1] = np.inf
+        if t % 11 == 0:
+            y[rng.random(n) < 0.1] = np.nan
+        cost = rng.integers(0, 4, n)
+        if t % 5 == 0:
+            cost[rng.random(n) < 0.3] = np.iinfo(np.int64).max
+        want = np.lexsort((cost, -y, ~ok, grp))[start[:-1]]
+        assert _first_least(start, ~ok, -y, cost).tolist() == want.tolist()
+        assert _first_least(start, cost, -y).tolist() == np.lexsort((-y, cost, grp))[start[:-1]].tolist()
