@@ -13,11 +13,9 @@ completion can meet the question, by a relaxation of the groups still to come:
   on the groups still to come, and kept: every price vector gives a valid surrogate anywhere (``Prices``
   carries them from one question to the next).
 Every rule is a relaxation in exact integers (surrogates scaled to stay below 2^62 in int64), so "no" is a
-proof; "yes" comes with a choice checked against every limit. The states of a layer are boxed (the caller's
-``Work``, in state x configuration x column cells and PASS_UNITS per price evaluation, and STATE_CELLS
-at once): "unknown" when the box ends,
-and the caller asks CP-SAT instead. A layer of more than BEAM states carries on with the BEAM of them with the
-most room (a "yes" found so is a placement; a "no" is then "unknown").
+proof; "yes" comes with a choice checked against every limit. The search is boxed (the caller's ``Work``,
+in state x configuration x column cells and PASS_UNITS per price evaluation; at most MAX_STATES states a
+layer, STATE_CELLS candidate cells at once): "unknown" when a box ends, and the caller asks CP-SAT instead.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from placement.work import Work
 
 SURROGATE_BITS = 61  # sum over columns of w_c x (largest |value| a state or limit reaches in c): below 2^61
 STATE_CELLS = 8_000_000  # states x configurations x columns of one layer's candidates at most (memory)
-BEAM = 5_000  # states carried at most: past it, only those with the most room (no proof of "no" then)
+MAX_STATES = 10_000  # states of a layer at most (measured: past it the bounds had stopped pruning)
 REPRICES = 3  # price re-optimisations per layer (on its least pruned state)
 REPRICE_STATES = 64  # ... only when the layer keeps more states than this (fewer: cheaper to carry them)
 PRICE_PASSES = 40  # dual.prices' evaluations per re-optimisation
@@ -126,7 +124,6 @@ def _layers(values: np.ndarray, limits: list[int], cfg: list[np.ndarray], groups
     for lam in known.rows:
         add(np.concatenate([[1.0], lam]))
     states = np.zeros((1, n_cols), dtype=np.int64)
-    beam = False  # some states were dropped without a proof: a "no" is then an "unknown"
     trail: list[tuple[np.ndarray, np.ndarray]] = []  # per layer: (parent state, configuration position)
     for j, v in enumerate(per):
         if len(states) * len(v) * n_cols > STATE_CELLS:
@@ -159,11 +156,9 @@ def _layers(values: np.ndarray, limits: list[int], cfg: list[np.ndarray], groups
             first.sort()
             cand, parent, pos = cand[first], parent[first], pos[first]
         if not len(cand):
-            return Answer("unknown" if beam else "no")
-        if len(cand) > BEAM:
-            # Too many to carry: the BEAM with the most room go on, looking for a "yes" (no longer a proof)
-            keep = np.sort(np.argsort(-_room(cand, surrogates, rests, lim, j), kind="stable")[:BEAM])
-            cand, parent, pos, beam = cand[keep], parent[keep], pos[keep], True
+            return Answer("no")
+        if len(cand) > MAX_STATES:
+            return Answer("unknown")  # (the bounds no longer prune: CP-SAT's search does better)
         trail.append((parent, pos))
         states = cand
     return Answer("yes", _traced(trail, cfg, groups, n_groups))

@@ -381,8 +381,10 @@ MINIMISE_GAP, MINIMISE_MAX_VARS = 32, 1000
 # MINIMISE_MAX_VARS), boxed in WIDEN_WORK deterministic seconds, at most WIDEN_ROUNDS times.
 WIDEN_GAP, WIDEN_SHARE, WIDEN_WORK, WIDEN_ROUNDS = 16, 3, 0.05, 2
 # The exact answer to the proof's questions (choicebb.py): on cores of at most EXACT_MAX_GROUPS groups with a
-# choice and EXACT_MAX_VARS variables, boxed in EXACT_WORK units (EXACT_RATE a second of an idle core).
-EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE = 64, 2000, 30_000_000, 70_000_000
+# choice and EXACT_MAX_VARS variables, boxed in EXACT_WORK units (EXACT_RATE a second of an idle core,
+# measured 3e7-2e8); not asked again after EXACT_MISSES questions in a row ran out of their box (measured:
+# on long 200 seed 8 every question did, on seed 0 the first and a "yes", between quick "no" answers).
+EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE, EXACT_MISSES = 64, 2000, 20_000_000, 70_000_000, 2
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
@@ -912,9 +914,10 @@ def solve_groups(
             proven = True
             restricted = restricted if _holds(restricted, alive) else None
     lo = math.ceil(lower) if lower is not None else 0  # no placement costs less (proven)
-    # Prices the exact answers (choicebb.py) found, carried from one question to the next; None once one
-    # ran out of its box (CP-SAT answers the rest).
-    known = choicebb.Prices([lam]) if lp1 is not None else None
+    # Prices the exact answers (choicebb.py) found, carried from one question to the next; after
+    # EXACT_MISSES of them in a row ran out of their box, CP-SAT answers the rest.
+    known = choicebb.Prices([lam] if lp1 is not None else [])
+    misses = 0
     while not proven and best is not None:
         # Is there a placement of cost <= p1 - 1? Asked as a pure feasibility question (measured: CP-SAT
         # refutes it in 0.2 s where minimising the cost on the same core did not close a 1-unit gap in
@@ -936,14 +939,13 @@ def solve_groups(
             break
         bisect = gap_frac and target - lo > slack(p1) and settled is None
         ask = lo + (target - lo) // 2 if bisect else target
-        answer = _answered(gr, alive, ask, known, deadline, run) if known is not None else None
+        answer = _answered(gr, alive, ask, known, deadline, run) if misses < EXACT_MISSES else None
         exact = answer is not None and answer.status != "unknown"
+        misses = 0 if exact else misses + (answer is not None)
         if exact:
             status = "feasible" if answer.status == "yes" else "infeasible"
             ch, core_groups = answer.chosen, answer.groups
         else:
-            if answer is not None:
-                known = None  # (out of its box: CP-SAT from now on, the next questions are not easier)
             core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
             core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
             core.add_reduced_cut(d1, den1 * ask - lb1)

@@ -85,10 +85,9 @@ def test_an_empty_box_answers_unknown_never_wrong():
     assert ans.status == "unknown"
 
 
-def test_a_beam_finds_a_yes_but_proves_no_no(monkeypatch):
-    """With BEAM 1 the search drops states: a "yes" it finds is a placement, a "no" becomes "unknown"."""
-    monkeypatch.setattr(choicebb, "BEAM", 1)
-    monkeypatch.setattr(choicebb, "REPRICE_STATES", 10**9)
+def test_too_many_states_answer_unknown_never_wrong(monkeypatch):
+    """With MAX_STATES 2 the search gives up on wide layers: only "unknown" or the true answer."""
+    monkeypatch.setattr(choicebb, "MAX_STATES", 2)
     rng = np.random.default_rng(3)
     statuses = set()
     for _ in range(30):
@@ -101,9 +100,6 @@ def test_a_beam_finds_a_yes_but_proves_no_no(monkeypatch):
                                   Work(1e12, time.monotonic() + 60))  # fmt: skip
             assert ans.status in (("yes", "unknown") if feasible else ("no", "unknown"))
             statuses.add(ans.status)
-            if ans.status == "yes":
-                idx = np.array(ans.chosen, dtype=np.int64)
-                assert int(cost[idx].sum()) <= ask and (use[idx].sum(0) <= np.array(budget)).all()
     assert "unknown" in statuses
 
 
