@@ -24,7 +24,8 @@ Pipeline (every step exact; the floating-point LP is only a guide):
    bisection's floor. Otherwise CP-SAT proves the primary
    on the fixed core by feasibility questions "cost <= x?" (bisecting between the bound and p1 while far apart,
    but asking p1's refutation first, without ``_minimised``, when p1 is a CP-SAT core's proven optimum),
-   each with the exact reduced-cost row as a redundant constraint.
+   each with the exact reduced-cost row as a redundant constraint; on a small core each question is first
+   answered exactly without CP-SAT (choicebb.py, boxed; ``_answered``), CP-SAT asked when it runs out.
 4. Tie-breaks (fewer PCIe units, then fewer moves) among placements of cost p1: a second exact bound with
    the row cost == p1 fixes more configurations; then CP-SAT on the core with one folded objective,
    boxed in a share of the primary's deterministic work (the host cost is proven already;
@@ -384,7 +385,7 @@ WIDEN_GAP, WIDEN_SHARE, WIDEN_WORK, WIDEN_ROUNDS = 16, 3, 0.05, 2
 # choice and EXACT_MAX_VARS variables, boxed in EXACT_WORK units (EXACT_RATE a second of an idle core,
 # measured 3e7-2e8); not asked again after EXACT_MISSES questions in a row ran out of their box (measured:
 # on long 200 seed 8 every question did, on seed 0 the first and a "yes", between quick "no" answers).
-EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE, EXACT_MISSES = 64, 2000, 20_000_000, 70_000_000, 2
+EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE, EXACT_MISSES = 25, 2000, 20_000_000, 70_000_000, 2
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
