@@ -30,7 +30,7 @@ from placement.work import Work
 SURROGATE_BITS = 61  # sum over columns of w_c x (largest |value| a state or limit reaches in c): below 2^61
 STATE_CELLS = 8_000_000  # states x configurations x columns of one layer's candidates at most (memory)
 MAX_STATES = 10_000  # states of a layer at most (measured: past it the bounds had stopped pruning)
-REPRICES = 3  # price re-optimisations per layer (on its least pruned state)
+REPRICES = 1  # price re-optimisations per layer (on its least pruned state; measured: 3 took twice the CPU, no fewer unknown)
 REPRICE_STATES = 64  # ... only when the layer keeps more states than this (fewer: cheaper to carry them)
 PRICE_PASSES = 40  # dual.prices' evaluations per re-optimisation
 PASS_UNITS = 25_000  # work units charged per evaluation of dual.prices (its master LP; measured ~0.4 ms)
