@@ -5,6 +5,7 @@ engine's proven host cost with it against the engine asking CP-SAT only."""
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 
 import numpy as np
@@ -114,3 +115,19 @@ def test_the_engine_proves_the_same_host_cost_as_with_cp_sat_questions(family, s
     p_ours, p_theirs = engine._sum(gr.cost, ours.chosen), engine._sum(gr.cost, theirs.chosen)
     # (either may stop within the gap limit's slack of the optimum: both are within it of the other)
     assert abs(p_ours - p_theirs) <= 1e-5 * (gr.cost_const + max(p_ours, p_theirs))
+
+
+@pytest.mark.parametrize(("family", "size", "seed"), [("long", 100, 11), ("long", 200, 1)])
+def test_the_exact_engine_proves_the_same_optimum_as_with_cp_sat_questions(
+    family, size, seed, monkeypatch, caplog
+):
+    """At gap 0 (every question a refutation of p1 - 1) the optimum is one number: the same with either
+    (and some question was answered exactly, its debug line says so)."""
+    gr = prepare_within(parse_problem(instance(family, size, seed)), Options(), time.monotonic())
+    with caplog.at_level(logging.DEBUG, logger="placement.engine"):
+        ours = engine.solve_groups(gr, time.monotonic() + 120)
+    assert any(r.getMessage().startswith("cost <=") and " exact t=" in r.getMessage() for r in caplog.records)
+    monkeypatch.setattr(engine, "EXACT_MAX_GROUPS", -1)
+    theirs = engine.solve_groups(gr, time.monotonic() + 120)
+    assert ours.status == theirs.status == "optimal"
+    assert engine._sum(gr.cost, ours.chosen) == engine._sum(gr.cost, theirs.chosen)
