@@ -385,7 +385,7 @@ WIDEN_GAP, WIDEN_SHARE, WIDEN_WORK, WIDEN_ROUNDS = 16, 3, 0.05, 2
 # choice and EXACT_MAX_VARS variables, boxed in EXACT_WORK units (EXACT_RATE a second of an idle core,
 # measured 3e7-2e8); not asked again after EXACT_MISSES questions in a row ran out of their box (measured:
 # on long 200 seed 8 every question did, on seed 0 the first and a "yes", between quick "no" answers).
-EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE, EXACT_MISSES = 25, 2000, 20_000_000, 70_000_000, 2
+EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE, EXACT_MISSES = 25, 2000, 10_000_000, 70_000_000, 2
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
