@@ -383,9 +383,8 @@ MINIMISE_GAP, MINIMISE_MAX_VARS = 32, 1000
 WIDEN_GAP, WIDEN_SHARE, WIDEN_WORK, WIDEN_ROUNDS = 16, 3, 0.05, 2
 # The exact answer to the proof's questions (choicebb.py): on cores of at most EXACT_MAX_GROUPS groups with a
 # choice and EXACT_MAX_VARS variables, boxed in EXACT_WORK units (EXACT_RATE a second of an idle core,
-# measured 3e7-2e8); not asked again after EXACT_MISSES questions in a row ran out of their box (measured:
-# on long 200 seed 8 every question did, on seed 0 the first and a "yes", between quick "no" answers).
-EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE, EXACT_MISSES = 25, 2000, 10_000_000, 70_000_000, 2
+# measured 3e7-2e8).
+EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE = 25, 2000, 10_000_000, 70_000_000
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
@@ -915,10 +914,10 @@ def solve_groups(
             proven = True
             restricted = restricted if _holds(restricted, alive) else None
     lo = math.ceil(lower) if lower is not None else 0  # no placement costs less (proven)
-    # Prices the exact answers (choicebb.py) found, carried from one question to the next; after
-    # EXACT_MISSES of them in a row ran out of their box, CP-SAT answers the rest.
+    # Prices the exact answers (choicebb.py) found, carried from one question to the next; the least ask
+    # whose exact answer ran out of its box (CP-SAT answers every ask from there up; the core only shrinks).
     known = choicebb.Prices([lam] if lp1 is not None else [])
-    misses = 0
+    failed: int | None = None
     while not proven and best is not None:
         # Is there a placement of cost <= p1 - 1? Asked as a pure feasibility question (measured: CP-SAT
         # refutes it in 0.2 s where minimising the cost on the same core did not close a 1-unit gap in
@@ -940,9 +939,11 @@ def solve_groups(
             break
         bisect = gap_frac and target - lo > slack(p1) and settled is None
         ask = lo + (target - lo) // 2 if bisect else target
-        answer = _answered(gr, alive, ask, known, deadline, run) if misses < EXACT_MISSES else None
+        # (a larger ask on the same or a larger core keeps more states: where one ran out, it would too)
+        answer = _answered(gr, alive, ask, known, deadline, run) if failed is None or ask < failed else None
         exact = answer is not None and answer.status != "unknown"
-        misses = 0 if exact else misses + (answer is not None)
+        if answer is not None and not exact:
+            failed = ask
         if exact:
             status = "feasible" if answer.status == "yes" else "infeasible"
             ch, core_groups = answer.chosen, answer.groups
