@@ -30,9 +30,11 @@ from placement.work import Work
 SURROGATE_BITS = 61  # sum over columns of w_c x (largest |value| a state or limit reaches in c): below 2^61
 STATE_CELLS = 8_000_000  # states x configurations x columns of one layer's candidates at most (memory)
 MAX_STATES = 10_000  # states of a layer at most (measured: past it the bounds had stopped pruning)
-REPRICES = 1  # price re-optimisations per layer (on its least pruned state; measured: 3 took twice the CPU, no fewer unknown)
+# Price re-optimisations per layer, on its least pruned state (measured: 3 took twice the CPU, no fewer unknown)
+REPRICES = 1
 REPRICE_STATES = 64  # ... only when the layer keeps more states than this (fewer: cheaper to carry them)
 PRICE_PASSES = 40  # dual.prices' evaluations per re-optimisation
+MAX_PRICES = 64  # price vectors carried into a question at most: the first (the caller's) and the latest
 PASS_UNITS = 25_000  # work units charged per evaluation of dual.prices (its master LP; measured ~0.4 ms)
 
 
@@ -92,6 +94,9 @@ def _feasible_alone(values: np.ndarray, limits: list[int], start: np.ndarray,
 def _surrogate(weights: np.ndarray, span: np.ndarray) -> np.ndarray:
     """Integer surrogate row >= 0 proportional to `weights` (per column), scaled so that its products with
     every value a state or limit reaches (|.| <= span per column) sum below 2^SURROGATE_BITS."""
+    if not np.isfinite(weights).all():
+        return np.zeros(len(weights), dtype=np.int64)  # (no surrogate: dropped by the caller)
+    weights = np.maximum(weights, 0.0)  # (a negative weight would not give a relaxation)
     top = float((weights * span.astype(float)).sum())
     scale = 2.0**SURROGATE_BITS / max(top, 1.0) / 2.0  # (float rounding: half again)
     return np.floor(weights * scale).astype(np.int64)
@@ -121,7 +126,7 @@ def _layers(values: np.ndarray, limits: list[int], cfg: list[np.ndarray], groups
         rests.append(np.concatenate([np.cumsum(least[::-1])[::-1], [0]]))
         work.charge(len(flat))
 
-    for lam in known.rows:
+    for lam in known.rows[:1] + known.rows[1:][-(MAX_PRICES - 1) :]:
         add(np.concatenate([[1.0], lam]))
     states = np.zeros((1, n_cols), dtype=np.int64)
     trail: list[tuple[np.ndarray, np.ndarray]] = []  # per layer: (parent state, configuration position)

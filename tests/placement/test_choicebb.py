@@ -131,3 +131,16 @@ def test_the_exact_engine_proves_the_same_optimum_as_with_cp_sat_questions(
     theirs = engine.solve_groups(gr, time.monotonic() + 120)
     assert ours.status == theirs.status == "optimal"
     assert engine._sum(gr.cost, ours.chosen) == engine._sum(gr.cost, theirs.chosen)
+
+
+def test_prices_that_are_not_finite_or_negative_give_no_invalid_surrogate():
+    span = np.array([10**12, 10**12], dtype=np.int64)
+    assert not choicebb._surrogate(np.array([1.0, np.nan]), span).any()
+    w = choicebb._surrogate(np.array([1.0, -3.0]), span)
+    assert w[0] > 0 and w[1] == 0
+    rng = np.random.default_rng(11)
+    cost, use, budget, start, alive = _core(rng, 6, 1, 1000)
+    costs = _brute(cost, use, budget, start, alive)
+    best = costs[0] if costs else 10**9
+    known = choicebb.Prices([np.array([np.nan]), np.array([-5.0])])
+    _check(cost, use, budget, start, alive, best - 1, False, known)
