@@ -24,7 +24,8 @@ Pipeline (every step exact; the floating-point LP is only a guide):
    bisection's floor. Otherwise CP-SAT proves the primary
    on the fixed core by feasibility questions "cost <= x?" (bisecting between the bound and p1 while far apart,
    but asking p1's refutation first, without ``_minimised``, when p1 is a CP-SAT core's proven optimum),
-   each with the exact reduced-cost row as a redundant constraint.
+   each with the exact reduced-cost row as a redundant constraint; on a small core each question is first
+   answered exactly without CP-SAT (choicebb.py, boxed; ``_answered``), CP-SAT asked when it runs out.
 4. Tie-breaks (fewer PCIe units, then fewer moves) among placements of cost p1: a second exact bound with
    the row cost == p1 fixes more configurations; then CP-SAT on the core with one folded objective,
    boxed in a share of the primary's deterministic work (the host cost is proven already;
@@ -53,6 +54,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from placement import choicebb
 from placement.decompose import SAFE, Groups
 from placement.dual import prices
 from placement.pack import pack
@@ -90,6 +92,7 @@ class _Run:
 
     clock: Callable[[], float] = time.monotonic
     cpsat_work: float = 0.0
+    exact_work: int = 0  # units of the exact answers (choicebb.py)
 
 
 class _Core:
@@ -378,6 +381,10 @@ MINIMISE_GAP, MINIMISE_MAX_VARS = 32, 1000
 # configurations of reduced cost at most 1 / WIDEN_SHARE of that gap (only where the proof's core is wider than
 # MINIMISE_MAX_VARS), boxed in WIDEN_WORK deterministic seconds, at most WIDEN_ROUNDS times.
 WIDEN_GAP, WIDEN_SHARE, WIDEN_WORK, WIDEN_ROUNDS = 16, 3, 0.05, 2
+# The exact answer to the proof's questions (choicebb.py): on cores of at most EXACT_MAX_GROUPS groups with a
+# choice and EXACT_MAX_VARS variables, boxed in EXACT_WORK units (EXACT_RATE a second of an idle core,
+# measured 3e7-2e8).
+EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE = 25, 2000, 10_000_000, 70_000_000
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
@@ -560,6 +567,27 @@ def _minimised(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, 
         return status, ch, None
     # CP-SAT's bound of an integer objective is an integer; floor() keeps it valid if it were not.
     return status, ch, math.floor(bound) + const
+
+
+@dataclass
+class _Answer:
+    status: str  # yes | no | unknown (choicebb.Answer's)
+    chosen: list[int] | None
+    groups: int  # groups with a choice
+
+
+def _answered(gr: Groups, alive: np.ndarray, ask: int, known: choicebb.Prices, deadline: float,
+              run: _Run) -> _Answer | None:  # fmt: skip
+    """The exact answer (choicebb.py) to "is there a placement of primary <= ask among the `alive`
+    configurations?" on a small core, boxed in EXACT_WORK units; None on a larger core."""
+    n_alive = np.add.reduceat(alive.astype(np.int64), gr.start[:-1]) if gr.n_groups else np.zeros(0)
+    groups = int((n_alive > 1).sum())
+    if groups > EXACT_MAX_GROUPS or int(n_alive[n_alive > 1].sum()) > EXACT_MAX_VARS:
+        return None
+    box = Work(EXACT_WORK, deadline, run.clock)
+    out = choicebb.exists(gr.cost, gr.use, gr.budget, gr.start, alive, ask, known, box)
+    run.exact_work += box.spent
+    return _Answer(out.status, out.chosen, groups)
 
 
 def _choice_vars(gr: Groups, alive: np.ndarray) -> int:
@@ -1010,6 +1038,10 @@ def solve_groups(
             proven = True
             restricted = restricted if _holds(restricted, alive) else None
     lo = math.ceil(lower) if lower is not None else 0  # no placement costs less (proven)
+    # Prices the exact answers (choicebb.py) found, carried from one question to the next; the least ask
+    # whose exact answer ran out of its box (CP-SAT answers every ask from there up; the core only shrinks).
+    known = choicebb.Prices([lam] if lp1 is not None else [])
+    failed: int | None = None
     while not proven and best is not None:
         # Is there a placement of cost <= p1 - 1? Asked as a pure feasibility question (measured: CP-SAT
         # refutes it in 0.2 s where minimising the cost on the same core did not close a 1-unit gap in
@@ -1031,13 +1063,24 @@ def solve_groups(
             break
         bisect = gap_frac and target - lo > slack(p1) and settled is None
         ask = lo + (target - lo) // 2 if bisect else target
-        core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
-        core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
-        core.add_reduced_cut(d1, den1 * ask - lb1)
-        status, ch, _, _ = core.solve(deadline, None, cuts=ask < target or not one_snic)
-        log.debug("cost <= %s? %s at %.3f of [lo %d, target %d] in slacks %.1f core=%d t=%.3f",
+        # (a larger ask on the same or a larger core keeps more states: where one ran out, it would too)
+        answer = _answered(gr, alive, ask, known, deadline, run) if failed is None or ask < failed else None
+        exact = answer is not None and answer.status != "unknown"
+        if answer is not None and not exact:
+            failed = ask
+        if exact:
+            status = "feasible" if answer.status == "yes" else "infeasible"
+            ch, core_groups = answer.chosen, answer.groups
+        else:
+            core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
+            core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
+            core.add_reduced_cut(d1, den1 * ask - lb1)
+            status, ch, _, _ = core.solve(deadline, None, cuts=ask < target or not one_snic)
+            core_groups = len(core.multi)
+        log.debug("cost <= %s? %s at %.3f of [lo %d, target %d] in slacks %.1f core=%d %s t=%.3f",
                   "p1 - 1 - slack" if ask == target else "midpoint", status, (ask - lo) / max(1, target - lo), lo,
-                  target, (target - lo) / max(1, slack(p1)), len(core.multi), run.clock() - t0)  # fmt: skip
+                  target, (target - lo) / max(1, slack(p1)), core_groups, "exact" if exact else "cp-sat",
+                  run.clock() - t0)  # fmt: skip
         if status == "infeasible" and ask < target:
             lo = ask + 1
             lower = max(lower, Fraction(lo))
@@ -1049,7 +1092,7 @@ def solve_groups(
             alive = _fixed(alive, d1, den1 * p1 - lb1, best)
             restricted = None
         else:
-            return Outcome("feasible", best, _gap(gr, p1, lower), len(core.multi))
+            return Outcome("feasible", best, _gap(gr, p1, lower), core_groups)
     if not proven:
         # No incumbent yet (LP relaxation or restricted core failed): CP-SAT minimises on everything.
         core = _Core(gr, alive, workers, linearization, run)
@@ -1073,7 +1116,9 @@ def solve_groups(
     # The answer is known: the tie-break may do a share of the work the primary did (TIEBREAK_WORK_SHARE),
     # never hold it more than tiebreak_time. Work, not the primary's seconds: those grow with the load.
     tb_deadline = min(deadline, run.clock() + tiebreak_time)
-    primary_work = run.cpsat_work + swap_work / SWAP_RATE * CPSAT_WORK_PER_SECOND
+    primary_work = (
+        run.cpsat_work + (swap_work / SWAP_RATE + run.exact_work / EXACT_RATE) * CPSAT_WORK_PER_SECOND
+    )
     tb_until = run.cpsat_work + max(TIEBREAK_MIN_WORK, TIEBREAK_WORK_SHARE * primary_work)
     if len(full) == 1 and gr.n_groups and reduce:
         lp2 = _lp(gr, alive, folded0, eq)

@@ -70,7 +70,7 @@ class Worker:
 
 
 def _line(version: str, run: dict) -> str:
-    return f"{version} {run['s']:.3f} s ({run['cpu']:.3f} CPU s)" + (
+    return f"{version} {run['s']:.3f} s ({run['cpu']:.3f} CPU s, host cost {run['host_cost']})" + (
         "" if run["ok"] else f" (not proven, gap {run['gap']})"
     )
 
