@@ -15,8 +15,10 @@ Pipeline (every step exact; the floating-point LP is only a guide):
    p1 is proven optimal when the bound rounds up to it, or else when a dynamic programme over the
    (small, gcd-reduced) integer costs shows that even the relaxation keeping only the most binding budget
    row has no solution of cost p1 - 1 (``_dp_no_better``), or when a relaxation keeping one binding row
-   exactly and pricing the others (rowbound.py) shows it; that relaxation's bound, above the LP's where
-   two rows bind, otherwise raises the floor of the bisection below. When the bound is tight but the
+   exactly and pricing the others (rowbound.py) shows it, or one keeping the two most binding rows exactly
+   (``_two_rows_bound``: a sparse DP over both rows' uses, given up past its states); those relaxations'
+   bounds, above the LP's where two rows bind, otherwise raise the floor of the bisection below. When the
+   bound is tight but the
    incumbent is not within its slack, one boxed CP-SAT question among the near-free configurations
    (``_near_free``, asked before the local search of step 2 when that runs) looks for a placement the
    bound proves. Where the incumbent is still many slacks above the bound on a small core, CP-SAT
@@ -376,7 +378,7 @@ RESTRICTED_WORK = 3.0 * CPSAT_WORK_PER_SECOND
 KEPT_STATES, KEPT_WORK, KEPT_MIN_STATES_PER_GROUP = 20_000, 40_000_000, 20
 # The two-rows DP (rowbound.two_rows_bound): at most TWO_ROWS_STATES states after a group and TWO_ROWS_WORK
 # state x configuration steps in all, else no bound (measured: see bench/RESULTS.md, issue 25 place14bound).
-TWO_ROWS_STATES, TWO_ROWS_WORK = 10_000, 5_000_000
+TWO_ROWS_STATES, TWO_ROWS_WORK = 10_000, 3_000_000
 # The near-free question (_near_free): configurations within 1 / NEAR_FREE_SHARE of the slack, boxed in
 # NEAR_FREE_WORK deterministic seconds.
 NEAR_FREE_SHARE, NEAR_FREE_WORK = 32, 0.2
