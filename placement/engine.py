@@ -379,6 +379,10 @@ KEPT_STATES, KEPT_WORK, KEPT_MIN_STATES_PER_GROUP = 20_000, 40_000_000, 20
 # The two-rows DP (rowbound.two_rows_bound): at most TWO_ROWS_STATES states after a group and TWO_ROWS_WORK
 # state x configuration steps in all, else no bound (measured: see bench/RESULTS.md, issue 25 place14bound).
 TWO_ROWS_STATES, TWO_ROWS_WORK = 10_000, 3_000_000
+# ... not tried on more groups with a choice or more configurations among them: its states then passed the
+# cap every time, after 0.02-0.05 s (measured: 84 proof steps of chains-tight, mesh, long, pinned 200 / 500
+# seeds 0-11; proven ones had at most 53 groups and 204 configurations, none past 60 or 400 was).
+TWO_ROWS_MAX_GROUPS, TWO_ROWS_MAX_VARS = 60, 400
 # The near-free question (_near_free): configurations within 1 / NEAR_FREE_SHARE of the slack, boxed in
 # NEAR_FREE_WORK deterministic seconds.
 NEAR_FREE_SHARE, NEAR_FREE_WORK = 32, 0.2
@@ -494,11 +498,16 @@ def _two_rows_bound(gr: Groups, useful: np.ndarray, lam: np.ndarray, lb: int, de
     lam * budget) exactly and dropping the others' priced slack (rowbound.two_rows_bound), with (lb, den,
     d) the Lagrangian bound of prices lam (``_bound``, all configurations alive), over the `useful`
     configurations (every placement of primary <= target uses only those): True when it shows that no
-    placement has primary <= target, else the bound; None when fewer than two rows are priced or the DP
-    gives up (TWO_ROWS_STATES, TWO_ROWS_WORK)."""
+    placement has primary <= target, else the bound; None when fewer than two rows are priced, the core is
+    past TWO_ROWS_MAX_GROUPS / TWO_ROWS_MAX_VARS or the DP gives up (TWO_ROWS_STATES, TWO_ROWS_WORK)."""
     order = np.argsort(-lam * np.array(gr.budget, dtype=float), kind="stable").tolist()
     rows = [r for r in order if lam[r] > 0][:2]
-    if len(rows) < 2:
+    n_alive = np.add.reduceat(useful.astype(np.int64), gr.start[:-1])
+    if (
+        len(rows) < 2
+        or (n_alive > 1).sum() > TWO_ROWS_MAX_GROUPS
+        or _choice_vars(gr, useful) > TWO_ROWS_MAX_VARS
+    ):
         return None
     _, ell = _integer_prices(gr, gr.cost, lam, [], np.zeros(0))
     b = two_rows_bound(d, gr.use[:, rows], [gr.budget[r] for r in rows], [ell[r] for r in rows], gr.start,
