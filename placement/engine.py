@@ -509,7 +509,9 @@ def _two_rows_bound(gr: Groups, useful: np.ndarray, lam: np.ndarray, lb: int, de
         or _choice_vars(gr, useful) > TWO_ROWS_MAX_VARS
     ):
         return None
-    _, ell = _integer_prices(gr, gr.cost, lam, [], np.zeros(0))
+    den_ell, ell = _integer_prices(gr, gr.cost, lam, [], np.zeros(0))
+    if den_ell != den:
+        return None  # (not the integer prices of (lb, den, d): the DP's identity would not hold)
     b = two_rows_bound(d, gr.use[:, rows], [gr.budget[r] for r in rows], [ell[r] for r in rows], gr.start,
                        useful, den * target - lb, TWO_ROWS_STATES, TWO_ROWS_WORK)  # fmt: skip
     if b is None:
