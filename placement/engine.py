@@ -15,8 +15,10 @@ Pipeline (every step exact; the floating-point LP is only a guide):
    p1 is proven optimal when the bound rounds up to it, or else when a dynamic programme over the
    (small, gcd-reduced) integer costs shows that even the relaxation keeping only the most binding budget
    row has no solution of cost p1 - 1 (``_dp_no_better``), or when a relaxation keeping one binding row
-   exactly and pricing the others (rowbound.py) shows it; that relaxation's bound, above the LP's where
-   two rows bind, otherwise raises the floor of the bisection below. When the bound is tight but the
+   exactly and pricing the others (rowbound.py) shows it, or one keeping the two most binding rows exactly
+   (``_two_rows_bound``: a sparse DP over both rows' uses, given up past its states); those relaxations'
+   bounds, above the LP's where two rows bind, otherwise raise the floor of the bisection below. When the
+   bound is tight but the
    incumbent is not within its slack, one boxed CP-SAT question among the near-free configurations
    (``_near_free``, asked before the local search of step 2 when that runs) looks for a placement the
    bound proves. Where the incumbent is still many slacks above the bound on a small core, CP-SAT
@@ -58,7 +60,7 @@ from placement import choicebb
 from placement.decompose import SAFE, Groups
 from placement.dual import prices
 from placement.pack import pack
-from placement.rowbound import kept_row_bound
+from placement.rowbound import kept_row_bound, two_rows_bound
 from placement.swaps import fill, improve, shake
 from placement.work import Work
 
@@ -320,15 +322,7 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
     """
     cols = [gr.use[:, r] for r in range(len(gr.budget))] + [coef for coef, _ in eqs]
     rhs = list(gr.budget) + [int(r) for _, r in eqs]
-    mult = np.concatenate([lam, mu]) if len(mu) else lam
-    maxes = [float(np.abs(c).max()) if len(c) else 0.0 for c in cols]
-    max_o = float(np.abs(obj).max()) if len(obj) else 0.0
-    den = 2**30
-    while (
-        den > 1 and den * max_o + sum(abs(x) * den * mx for x, mx in zip(mult, maxes, strict=True)) >= 2**60
-    ):
-        den //= 2
-    ell = [int(math.floor(x * den)) if k < len(lam) else int(round(x * den)) for k, x in enumerate(mult)]
+    den, ell = _integer_prices(gr, obj, lam, eqs, mu)
     val = den * obj
     for e, c in zip(ell, cols, strict=True):
         if e:
@@ -338,6 +332,23 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
     d = val - np.repeat(gmin, np.diff(gr.start))
     lb = sum(gmin.tolist()) - sum(e * r for e, r in zip(ell, rhs, strict=True))
     return lb, den, d
+
+
+def _integer_prices(gr: Groups, obj: np.ndarray, lam: np.ndarray, eqs: list[tuple[np.ndarray, int]],
+                    mu: np.ndarray) -> tuple[int, list[int]]:  # fmt: skip
+    """The integers den and l ~ den * lam (rounded down: l >= 0), u ~ den * mu (rounded) of ``_bound``: den
+    as large as keeps den * obj + l . use of one configuration below 2**60."""
+    cols = [gr.use[:, r] for r in range(len(gr.budget))] + [coef for coef, _ in eqs]
+    mult = np.concatenate([lam, mu]) if len(mu) else lam
+    maxes = [float(np.abs(c).max()) if len(c) else 0.0 for c in cols]
+    max_o = float(np.abs(obj).max()) if len(obj) else 0.0
+    den = 2**30
+    while (
+        den > 1 and den * max_o + sum(abs(x) * den * mx for x, mx in zip(mult, maxes, strict=True)) >= 2**60
+    ):
+        den //= 2
+    ell = [int(math.floor(x * den)) if k < len(lam) else int(round(x * den)) for k, x in enumerate(mult)]
+    return den, ell
 
 
 DP_STATES = 400_000
@@ -368,6 +379,13 @@ RESTRICTED_WORK = 3.0 * CPSAT_WORK_PER_SECOND
 # skipped when fewer than KEPT_MIN_STATES_PER_GROUP levels per group with a choice remain (the rounding down
 # of each group's reduced cost to a level then loses more than the row adds).
 KEPT_STATES, KEPT_WORK, KEPT_MIN_STATES_PER_GROUP = 20_000, 40_000_000, 20
+# The two-rows DP (rowbound.two_rows_bound): at most TWO_ROWS_STATES states after a group and TWO_ROWS_WORK
+# state x configuration steps in all, else no bound (measured: see bench/RESULTS.md, issue 25 place14bound).
+TWO_ROWS_STATES, TWO_ROWS_WORK = 10_000, 3_000_000
+# ... not tried on more groups with a choice or more configurations among them: its states then passed the
+# cap every time, after 0.02-0.05 s (measured: 84 proof steps of chains-tight, mesh, long, pinned 200 / 500
+# seeds 0-11; proven ones had at most 53 groups and 204 configurations, none past 60 or 400 was).
+TWO_ROWS_MAX_GROUPS, TWO_ROWS_MAX_VARS = 60, 400
 # The near-free question (_near_free): configurations within 1 / NEAR_FREE_SHARE of the slack, boxed in
 # NEAR_FREE_WORK deterministic seconds.
 NEAR_FREE_SHARE, NEAR_FREE_WORK = 32, 0.2
@@ -479,6 +497,33 @@ def _kept_rows_bound(gr: Groups, useful: np.ndarray, lam: np.ndarray, target: in
         if best is None or Fraction(lbr + b, den) > best:
             best = Fraction(lbr + b, den)
     return best
+
+
+def _two_rows_bound(gr: Groups, useful: np.ndarray, lam: np.ndarray, lb: int, den: int, d: np.ndarray,
+                    target: int) -> bool | Fraction | None:  # fmt: skip
+    """Exact lower bound on the primary from the relaxation keeping the two most binding budget rows (by
+    lam * budget) exactly and dropping the others' priced slack (rowbound.two_rows_bound), with (lb, den,
+    d) the Lagrangian bound of prices lam (``_bound``, all configurations alive), over the `useful`
+    configurations (every placement of primary <= target uses only those): True when it shows that no
+    placement has primary <= target, else the bound; None when fewer than two rows are priced, the core is
+    past TWO_ROWS_MAX_GROUPS / TWO_ROWS_MAX_VARS or the DP gives up (TWO_ROWS_STATES, TWO_ROWS_WORK)."""
+    order = np.argsort(-lam * np.array(gr.budget, dtype=float), kind="stable").tolist()
+    rows = [r for r in order if lam[r] > 0][:2]
+    n_alive = np.add.reduceat(useful.astype(np.int64), gr.start[:-1])
+    if (
+        len(rows) < 2
+        or (n_alive > 1).sum() > TWO_ROWS_MAX_GROUPS
+        or _choice_vars(gr, useful) > TWO_ROWS_MAX_VARS
+    ):
+        return None
+    den_ell, ell = _integer_prices(gr, gr.cost, lam, [], np.zeros(0))
+    if den_ell != den:
+        return None  # (not the integer prices of (lb, den, d): the DP's identity would not hold)
+    b = two_rows_bound(d, gr.use[:, rows], [gr.budget[r] for r in rows], [ell[r] for r in rows], gr.start,
+                       useful, den * target - lb, TWO_ROWS_STATES, TWO_ROWS_WORK)  # fmt: skip
+    if b is None:
+        return None
+    return True if lb + b > den * target else Fraction(lb + b, den)
 
 
 def _near_free(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack, workers: int,
@@ -997,6 +1042,14 @@ def solve_groups(
                         # (a rise of less than a slack only moves the bisection's midpoints, measured:
                         # long 500 seed 0 +0.15 slacks, a 0.2 s question became a 1.1 s one)
                         lower = kept
+                if not proven:
+                    # Both binding rows kept: the integer gap the LP and the one-row DP each leave
+                    both = _two_rows_bound(gr, useful, lam, lb1, den1, d1, target)
+                    log.debug("two-rows bound %s t=%.3f", both, run.clock() - t0)
+                    if both is True:
+                        proven = True
+                    elif both is not None and both >= lower + max(1, slack(p1)):
+                        lower = both
             if not proven and not nf_asked:
                 nf = _near_free(gr, d1, lb1, den1, best, slack, workers, deadline, run)
                 log.debug("near-free %s t=%.3f", nf is not None, run.clock() - t0)

@@ -83,14 +83,15 @@ def test_floor_is_withheld_when_a_double_cannot_hold_it_exactly(monkeypatch):
 
 @pytest.mark.parametrize(
     ("family", "size", "seed"),
-    [("chains-tight", 150, 5), ("chains-tight", 200, 2), ("chains-tight", 250, 1), ("chains-tight", 250, 3),
+    [("chains-tight", 250, 2), ("chains-tight", 250, 4), ("chains-tight", 250, 1), ("chains-tight", 250, 3),
      ("chains-tight", 300, 2), ("long", 150, 0), ("long", 150, 4), ("long", 150, 5), ("long", 100, 3)],
 )  # fmt: skip
 def test_engine_with_the_minimising_step_is_within_the_gap_of_the_exact_optimum(family, size, seed, caplog):
     """chains-tight and long with a gap limit: the incumbent starts far above the LP bound, so the
     minimising step runs (checked in the debug log; on long 150 seeds 0 and 4 from a core's proven optimum
     that is not the problem's, on long with a box of several questions); the answer is within the limit of
-    the exact optimum (the engine at gap 0, where the step does not run)."""
+    the exact optimum (the engine at gap 0, where the step does not run). (chains-tight 150 seed 5 and 200
+    seed 2 no longer get there: the two-rows bound proves them.)"""
     gr = prepare_within(parse_problem(instance(family, size, seed)), Options(), time.monotonic())
     exact = engine.solve_groups(gr, time.monotonic() + 60)
     with caplog.at_level(logging.DEBUG, logger="placement.engine"):

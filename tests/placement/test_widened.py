@@ -65,12 +65,13 @@ def test_engine_with_the_widened_core_is_within_the_gap_of_the_exact_optimum(siz
     assert engine._fits(gr, ours.chosen)
 
 
-@pytest.mark.parametrize(("size", "seed"), [(100, 0), (100, 2), (150, 3), (150, 4)])
+@pytest.mark.parametrize(("size", "seed"), [(100, 1), (100, 2), (150, 3), (150, 4)])
 def test_settled_incumbent_is_refuted_first_and_within_the_gap_of_the_exact_optimum(size, seed, caplog):
     """long chains with a gap limit, whose incumbent is a CP-SAT core's proven optimum (checked in the debug
     log): the proof asks its refutation first (a "yes" there falls back to the bisection), unless the
     minimisation proved it; the answer is
-    within the limit of the exact optimum (the engine at gap 0, where no question is reordered)."""
+    within the limit of the exact optimum (the engine at gap 0, where no question is reordered). (Seed 0 at
+    100 no longer gets there: the two-rows bound proves it.)"""
     gr = prepare_within(parse_problem(instance("long", size, seed)), Options(), time.monotonic())
     exact = engine.solve_groups(gr, time.monotonic() + 60)
     with caplog.at_level(logging.DEBUG, logger="placement.engine"):
