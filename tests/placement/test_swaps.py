@@ -271,17 +271,23 @@ def test_best_pair_by_blocks_is_the_pair_and_the_work_of_every_pair(monkeypatch,
     monkeypatch.setattr(swaps, "PAIR_CELLS", 5000)
     for seed in range(400):
         rng = np.random.default_rng(seed)
-        n, rows, spread = int(rng.integers(1, 300)), int(rng.integers(1, 4)), int(rng.choice([3, 50, 10**9]))
-        d_cost, d_use = rng.integers(-spread, spread, n), rng.integers(-spread, spread, (n, rows))
-        grp = rng.integers(0, int(rng.integers(1, 12)), n)
-        left = np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False))
-        right = np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False))
-        room = rng.integers(-spread // 2, spread, rows)
+        spread, (d_cost, d_use, grp, left, right, room) = _pair_case(rng)
         every, blocks = _box(), _box()
         assert swaps._best_pair(d_cost, d_use, grp, left, right, room, blocks) == swaps._Pairs(
             d_cost, d_use, grp, left, right, every
         ).best(room)
         assert blocks.spent == every.spent
+
+
+def _pair_case(rng: np.random.Generator) -> tuple[int, tuple]:
+    """A random pair-search case (spread, (d_cost, d_use, grp, left, right, room)): ties, small and large
+    numbers, any sides."""
+    n, rows, spread = int(rng.integers(1, 300)), int(rng.integers(1, 4)), int(rng.choice([3, 50, 10**9]))
+    d_cost, d_use = rng.integers(-spread, spread, n), rng.integers(-spread, spread, (n, rows))
+    grp = rng.integers(0, int(rng.integers(1, 12)), n)
+    left = np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False))
+    right = np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False))
+    return spread, (d_cost, d_use, grp, left, right, rng.integers(-spread // 2, spread, rows))
 
 
 @pytest.mark.parametrize("block", [1 << 16, 64])
@@ -293,12 +299,7 @@ def test_best_pair_within_a_limit_is_the_cheapest_pair_or_none_and_the_same_work
     monkeypatch.setattr(swaps, "PAIR_CELLS", 5000)
     for seed in range(400):
         rng = np.random.default_rng(5000 + seed)
-        n, rows, spread = int(rng.integers(1, 300)), int(rng.integers(1, 4)), int(rng.choice([3, 50, 10**9]))
-        d_cost, d_use = rng.integers(-spread, spread, n), rng.integers(-spread, spread, (n, rows))
-        grp = rng.integers(0, int(rng.integers(1, 12)), n)
-        left = np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False))
-        right = np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False))
-        room = rng.integers(-spread // 2, spread, rows)
+        spread, (d_cost, d_use, grp, left, right, room) = _pair_case(rng)
         every, limited = _box(), _box()
         cheapest = swaps._Pairs(d_cost, d_use, grp, left, right, every).best(room)
         limit = int(rng.integers(-2 * spread, 2 * spread))
