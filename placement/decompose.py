@@ -862,7 +862,8 @@ def _configs_by_member(
         key = np.zeros(len(grp), dtype=np.int64)  # the frontier's locations
         for c in np.nonzero((last[:, : j + 1] > j).any(0))[0].tolist():  # a chain: the member just placed
             key += np.where(last[grp, c] > j, digs[:, c].astype(np.int64) * L**c, 0)
-        # (what a group may keep, as checked below: the comparison gives up as soon as one keeps more)
+        # What a group may keep (a chain's last member still splits its partial configurations in up to L
+        # classes): the comparison gives up, and so does the build, as soon as one keeps more.
         limit = np.where(size > j + 1, L, 1) * MAX_KEPT
         stop = None if check is None else functools.partial(check, f"groups of {m} NFs, member {j + 1}")
         if mixed:  # groups complete before this member: compared already
@@ -880,11 +881,6 @@ def _configs_by_member(
         grp, pre, vec, digs = grp[~dom], pre[~dom], vec[~dom], digs[~dom]
         if slo is not None:
             lat = lat[~dom]
-        if (
-            len(grp) > MAX_KEPT
-            and (np.bincount(grp, minlength=nc) > np.where(size > j + 1, L, 1) * MAX_KEPT).any()
-        ):
-            return None
     # Still sorted by (group, prefix): repeats and filters keep the order.
     cur_m = np.where(mat >= 0, ctx.cur[mat], 0)
     radix = np.where(mat >= 0, L ** np.maximum(size[:, None] - 1 - np.arange(m)[None, :], 0), 0)

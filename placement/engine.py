@@ -510,12 +510,8 @@ def _two_rows_bound(gr: Groups, useful: np.ndarray, lam: np.ndarray, lb: int, de
     past TWO_ROWS_MAX_GROUPS / TWO_ROWS_MAX_VARS or the DP gives up (TWO_ROWS_STATES, TWO_ROWS_WORK)."""
     order = np.argsort(-lam * np.array(gr.budget, dtype=float), kind="stable").tolist()
     rows = [r for r in order if lam[r] > 0][:2]
-    n_alive = np.add.reduceat(useful.astype(np.int64), gr.start[:-1])
-    if (
-        len(rows) < 2
-        or (n_alive > 1).sum() > TWO_ROWS_MAX_GROUPS
-        or _choice_vars(gr, useful) > TWO_ROWS_MAX_VARS
-    ):
+    groups, n_vars = _core_size(gr, useful)
+    if len(rows) < 2 or groups > TWO_ROWS_MAX_GROUPS or n_vars > TWO_ROWS_MAX_VARS:
         return None
     den_ell, ell = _integer_prices(gr, gr.cost, lam, [], np.zeros(0))
     if den_ell != den:
@@ -626,9 +622,8 @@ def _answered(gr: Groups, alive: np.ndarray, ask: int, known: choicebb.Prices, d
               run: _Run) -> _Answer | None:  # fmt: skip
     """The exact answer (choicebb.py) to "is there a placement of primary <= ask among the `alive`
     configurations?" on a small core, boxed in EXACT_WORK units; None on a larger core."""
-    n_alive = np.add.reduceat(alive.astype(np.int64), gr.start[:-1]) if gr.n_groups else np.zeros(0)
-    groups = int((n_alive > 1).sum())
-    if groups > EXACT_MAX_GROUPS or int(n_alive[n_alive > 1].sum()) > EXACT_MAX_VARS:
+    groups, n_vars = _core_size(gr, alive)
+    if groups > EXACT_MAX_GROUPS or n_vars > EXACT_MAX_VARS:
         return None
     box = Work(EXACT_WORK, deadline, run.clock)
     out = choicebb.exists(gr.cost, gr.use, gr.budget, gr.start, alive, ask, known, box)
@@ -636,10 +631,17 @@ def _answered(gr: Groups, alive: np.ndarray, ask: int, known: choicebb.Prices, d
     return _Answer(out.status, out.chosen, groups)
 
 
+def _core_size(gr: Groups, alive: np.ndarray) -> tuple[int, int]:
+    """The core of `alive`: its groups with a choice (more than one alive configuration) and their alive
+    configurations (the CP-SAT core's variables)."""
+    n_alive = np.add.reduceat(alive.astype(np.int64), gr.start[:-1]) if gr.n_groups else np.zeros(0, np.int64)
+    multi = n_alive > 1
+    return int(multi.sum()), int(n_alive[multi].sum())
+
+
 def _choice_vars(gr: Groups, alive: np.ndarray) -> int:
     """Variables of the CP-SAT core of `alive`: the alive configurations of groups with more than one."""
-    n_alive = np.add.reduceat(alive.astype(np.int64), gr.start[:-1]) if gr.n_groups else np.zeros(0)
-    return int(n_alive[n_alive > 1].sum())
+    return _core_size(gr, alive)[1]
 
 
 def _near(gr: Groups, current: list[int]) -> list[int] | None:

@@ -46,10 +46,9 @@ def dominated(
     `cls` (N,) class ids, `obj` (N, 3) objective columns (cost, pcie, moves), `use` (N, R) budget uses,
     `index` (N,) the tie-break order (distinct within a class). With `group` (N,) (each class within one
     group) and `limit` (per group): None when some group keeps more than its limit, as soon as that is
-    sure (the
-    caller gives up then: a large class in many rows, where few dominate, took seconds to compare only to
-    be given up after - measured, two sNICs). `check` is called now and then in those large classes (the
-    caller's deadline: it may raise).
+    sure (the caller gives up then: a large class in many rows, where few dominate, took seconds to
+    compare only to be given up after - measured, two sNICs). `check` is called now and then in those
+    large classes (the caller's deadline: it may raise).
     """
     n = len(cls)
     if n <= 1:
