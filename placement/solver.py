@@ -27,6 +27,12 @@ log = logging.getLogger(__name__)
 GAP_LIMIT = 1e-5
 TIEBREAK_SHARE = 0.1
 PREPARE_SHARE = 0.5  # of the time limit: prepare past it gives up, the plain model gets the rest
+# A small instance with several sNICs (at most this many location booleans) first gets the plain model for
+# PLAIN_FIRST_WORK units of CP-SAT's deterministic time: there it proves or refutes in ~0.01 s where the
+# engine's fixed costs (prepare's dominance in many rows, the ties search) took 0.3-6 s (bench/RESULTS.md).
+# With one sNIC the engine was faster at every size measured (the box only added its cost).
+PLAIN_FIRST_VARS = 256
+PLAIN_FIRST_WORK = 0.01
 
 
 @dataclass
@@ -215,12 +221,15 @@ class _Model:
         expr = sum(c * v for c, v in terms) if terms else 0
         self.m.Minimize(expr)
 
-    def solve(self, deadline: float, hint: dict | None = None):
-        """Returns (status in optimal|feasible|infeasible|unknown, objective, bound)."""
+    def solve(self, deadline: float, hint: dict | None = None, work: float | None = None):
+        """Returns (status in optimal|feasible|infeasible|unknown, objective, bound); `work`: CP-SAT's
+        deterministic time box, if any."""
         remaining = max(0.01, deadline - time.monotonic())
         if self.opts.solver == "cpsat":
             solver = self.cp.CpSolver()
             solver.parameters.max_time_in_seconds = remaining
+            if work is not None:
+                solver.parameters.max_deterministic_time = work
             solver.parameters.num_workers = self.opts.workers
             solver.parameters.linearization_level = self.opts.linearization
             solver.parameters.relative_gap_limit = self.gap_limit
@@ -318,6 +327,10 @@ def solve(
     t0 = time.monotonic() if opts.started is None else opts.started
     deadline = t0 + opts.time_limit
     refused = None
+    if opts.solver == "cpsat" and engine and prepared is None and _plain_first(problem):
+        out = _solve_model(problem, opts, t0, deadline, _diagnose, first_work=PLAIN_FIRST_WORK)
+        if out is not None:
+            return out
     if opts.solver == "cpsat" and engine:
         try:
             out = _solve_engine(problem, opts, t0, deadline, _diagnose, prepared)
@@ -398,17 +411,38 @@ def _no_placement(problem: Problem, opts: Options, status: str, t0: float, why: 
     return out
 
 
-def _solve_model(problem: Problem, opts: Options, t0: float, deadline: float, _diagnose: bool = True) -> dict:
-    """The plain model (a variable per NF and location): the MIP baseline, and CP-SAT's fallback."""
+def _plain_first(problem: Problem) -> bool:
+    """Whether the plain model gets the first try: several sNICs and at most PLAIN_FIRST_VARS location
+    booleans (one per allowed location of each vertex with a choice)."""
+    if len(problem.snics) < 2:
+        return False
+    return sum(len(a) for a in (problem.allowed(n) for n in problem.nodes) if len(a) > 1) <= PLAIN_FIRST_VARS
+
+
+def _solve_model(
+    problem: Problem,
+    opts: Options,
+    t0: float,
+    deadline: float,
+    _diagnose: bool = True,
+    first_work: float | None = None,
+) -> dict | None:
+    """The plain model (a variable per NF and location): the MIP baseline, and CP-SAT's fallback.
+    `first_work`: stage 1 gets that deterministic box and None comes back unless it proves the optimum or
+    infeasibility in it (the engine then takes over)."""
     model = _Model(problem, opts)
     model.minimize(model.stage1)
     try:
-        status, obj, bound = model.solve(deadline, hint=_current_hint(model))
+        status, obj, bound = model.solve(deadline, hint=_current_hint(model), work=first_work)
     except ModelRefused as exc:
+        if first_work is not None:
+            return None  # the engine answers (and says why if the plain model is refused again)
         log.error("placement: %s", exc)
         out = _no_placement(problem, opts, "unknown", t0, False)
         out["reason"] = str(exc)
         return out
+    if first_work is not None and status not in ("optimal", "infeasible"):
+        return None
     if status in ("infeasible", "unknown"):
         return _no_placement(problem, opts, status, t0, _diagnose)
     placement = model.placement()

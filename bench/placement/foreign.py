@@ -1,0 +1,209 @@
+"""Our engine against the MIP on instances of a second generator, written apart from placement/families.py.
+
+The families share one builder (its NF types, profiles, jitter, budgets as shares of what must cross). This
+generator draws differently on purpose: per-type profiles drawn anew for each instance (base costs in some),
+measured-looking floats (counter ratios, few decimals, log-uniform), chains of 1-15 NFs between random VMs
+and ports in either direction plus random east-west edges, uniform or heavy-tailed traffic, 1-4 sNICs with
+their own budgets (identical in some), memory needs, background PCIe, shared PCIe links, latency SLOs on
+some chains, a few pins and current locations. Mostly small instances (5-100 vertices), where a solver's
+fixed costs show.
+
+For each draw both backends solve it; reported: how many agree (status; proven host costs within the gap
+limit), how many ours proves, how many the MIP proves, and the draws where ours is slower than the MIP (CPU
+seconds; ratio and absolute difference), with their seeds (`instance(seed)` rebuilds one).
+
+    .venv/bin/python -m bench.placement.foreign [--draws 90] [--seed 0] [--time-limit 20]
+
+Last line JSON: {"draws", "agree", "disagree": [...], "ours_proven", "mip_proven", "cpu_sum_ours",
+"cpu_sum_mip", "median_cpu_ours", "median_cpu_mip", "slower": [...]}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+import time
+
+from bench.common import final_json, median, print_machine
+from placement.model import parse_problem
+from placement.solver import GAP_LIMIT, load_backends, solve
+
+TYPES = ["fw", "nat", "lb", "ips", "ipsec", "l7fw", "mon", "dpi"]
+SLOWER_RATIO, SLOWER_ABS = 2.0, 0.05  # "slower": both over the MIP's CPU seconds
+
+
+def measured(rng: random.Random, lo: float, hi: float) -> float:
+    """A float as measurements give them: a ratio of counters, a few decimals, or log-uniform."""
+    k = rng.random()
+    if k < 0.3:
+        return rng.randint(1, 997) / rng.randint(3, 1999) * (hi - lo) + lo
+    if k < 0.5:
+        return round(rng.uniform(lo, hi), rng.randint(1, 4))
+    return math.exp(rng.uniform(math.log(max(lo, 1e-6)), math.log(hi)))
+
+
+def _nf(rng: random.Random, i: int, prof: tuple, locs: list[str], res: bool, lat: bool) -> dict:
+    rh, rn, bh, bn = prof
+    nd = {
+        "id": f"nf{i}",
+        "kind": "nf",
+        "r_host": rh * rng.uniform(0.8, 1.25),
+        "r_nic": rn * rng.uniform(0.8, 1.25),
+    }
+    if bh:
+        nd["b_host"] = bh
+    if bn:
+        nd["b_nic"] = bn
+    if rng.random() < 0.1:
+        nd["instances"] = rng.randint(2, 4)
+    if rng.random() < 0.04:
+        nd["pinned"] = rng.choice(locs)
+    if res:
+        nd["needs"] = {"mem_gb": rng.choice([0.5, 1, 2, 3])}
+    if lat:
+        nd["latency_us"] = {"host": measured(rng, 1, 30), "nic": measured(rng, 1, 30)}
+    if rng.random() < 0.3:
+        nd["location"] = rng.choice(locs)
+    return nd
+
+
+def instance(seed: int) -> dict:
+    """One instance (the JSON object of docs/placement.md) of this generator."""
+    rng = random.Random(seed)
+    ns = rng.choice([1, 1, 2, 3, 4])
+    n_nf = rng.randint(4, rng.choice([12, 30, 60, 90]))
+    prof = {t: (measured(rng, 0.01, 0.6), measured(rng, 2, 40),
+                measured(rng, 0, 0.02) if rng.random() < 0.3 else 0,
+                measured(rng, 0, 0.8) if rng.random() < 0.3 else 0) for t in TYPES}  # fmt: skip
+    res, lat = rng.random() < 0.25, rng.random() < 0.25
+    snics: list[dict] = []
+    nodes: list[dict] = []
+    for s in range(ns):
+        sn: dict = {"id": f"s{s}", "capacity": 0, "pcie_gbps": 0}
+        if res:
+            sn["resources"] = {"mem_gb": rng.choice([4, 8, 16])}
+        if rng.random() < 0.3:
+            sn["background_gbps"] = {"up": measured(rng, 0.01, 1.0), "down": measured(rng, 0.01, 1.0)}
+        if lat:
+            sn["pcie_latency_us"] = measured(rng, 1, 40)
+        snics.append(sn)
+        nodes.append({"id": f"p{s}", "kind": "port", "pinned": f"s{s}"})
+    n_vm = rng.randint(1, 6)
+    nodes += [
+        {"id": f"vm{v}", "kind": "vm", "pinned": "host" if rng.random() < 0.7 else None} for v in range(n_vm)
+    ]
+    locs = ["host"] + [s["id"] for s in snics]
+    nfs = [_nf(rng, i, prof[rng.choice(TYPES)], locs, res, lat) for i in range(n_nf)]
+    nodes += nfs
+    heavy = rng.random() < 0.5
+
+    def gbps() -> float:
+        return min(50.0, rng.paretovariate(1.2) * 0.05) if heavy else measured(rng, 0.001, 5.0)
+
+    edges: list[dict] = []
+    chains: list[dict] = []
+    left = [n["id"] for n in nfs]
+    rng.shuffle(left)
+    while left:
+        k = min(len(left), rng.choice([1, 2, 3, 5, 8, 15]))
+        seg, left = left[:k], left[k:]
+        a, b = f"vm{rng.randrange(n_vm)}", f"p{rng.randrange(ns)}"
+        path = [a, *seg, b] if rng.random() < 0.5 else [b, *seg, a]
+        g = gbps()
+        edges += [
+            {"src": x, "dst": y, "gbps": g * rng.uniform(0.6, 1.0)}
+            for x, y in zip(path, path[1:], strict=False)
+        ]
+        if lat and rng.random() < 0.5:
+            chains.append({"id": f"c{len(chains)}", "vertices": path})
+    ids = [n["id"] for n in nfs]
+    for _ in range(rng.randint(0, n_nf // 4)):
+        x, y = rng.sample(ids, 2)
+        edges.append({"src": x, "dst": y, "gbps": gbps()})
+    nic_all = 2 * sum(n["r_nic"] for n in nfs)
+    crossing = sum(e["gbps"] for e in edges)
+    for sn in snics:
+        sn["capacity"] = nic_all * rng.uniform(0.02, 0.8) / ns
+        sn["pcie_gbps"] = crossing * rng.uniform(0.1, 1.5) / ns + sum(sn.get("background_gbps", {}).values())
+    if ns > 1 and rng.random() < 0.25:  # interchangeable sNICs
+        for sn in snics[1:]:
+            sn["capacity"], sn["pcie_gbps"] = snics[0]["capacity"], snics[0]["pcie_gbps"]
+    obj: dict = {"nodes": nodes, "edges": edges, "snics": snics}
+    if rng.random() < 0.2:
+        obj["pcie_model"] = "shared"
+    for c in chains:
+        c["latency_us"] = measured(rng, 20, 200) if rng.random() < 0.8 else None
+    if chains:
+        obj["chains"] = chains
+    return obj
+
+
+def _agree(ours: dict, mip: dict) -> bool:
+    if (ours["status"] == "infeasible") != (mip["status"] == "infeasible"):
+        return False
+    if ours["status"] == "optimal" and mip["status"] == "optimal":
+        a, b = ours["host_cost"], mip["host_cost"]
+        return abs(a - b) <= 2 * GAP_LIMIT * max(1.0, abs(a), abs(b))
+    if ours["status"] == "optimal" and mip.get("host_cost") is not None:
+        return mip["host_cost"] >= ours["host_cost"] * (1 - 2 * GAP_LIMIT)  # the MIP never beats a proof
+    return True
+
+
+def _cpu(obj: dict, solver: str, time_limit: float) -> tuple[dict, float]:
+    cpu = time.process_time()
+    out = solve(parse_problem(obj), solver=solver, time_limit=time_limit, started=time.monotonic())
+    return out, time.process_time() - cpu
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--draws", type=int, default=90)
+    ap.add_argument("--seed", type=int, default=0, help="first instance seed (then seed + 1, ...)")
+    ap.add_argument("--time-limit", type=float, default=20.0)
+    args = ap.parse_args()
+    if args.draws < 1 or args.time_limit <= 0:
+        ap.error("--draws must be >= 1 and --time-limit > 0")
+    print_machine()
+    load_backends()
+    for solver in ("cpsat", "mip"):  # first calls import their solvers' modules: not a figure
+        _cpu(instance(1), solver, args.time_limit)
+    runs = []
+    for seed in range(args.seed, args.seed + args.draws):
+        obj = instance(seed)
+        ours, c_ours = _cpu(obj, "cpsat", args.time_limit)
+        mip, c_mip = _cpu(obj, "mip", args.time_limit)
+        run = {"seed": seed, "vertices": len(obj["nodes"]), "snics": len(obj["snics"]), "ours": ours["status"],
+               "mip": mip["status"], "cpu_ours": round(c_ours, 4), "cpu_mip": round(c_mip, 4),
+               "agree": _agree(ours, mip)}  # fmt: skip
+        runs.append(run)
+        print(f"{seed:>5} n={run['vertices']:<4} snics {run['snics']}  ours {ours['status']:<10} {c_ours:7.3f} s"
+              f"  mip {mip['status']:<10} {c_mip:7.3f} s{'' if run['agree'] else '  DISAGREE'}", flush=True)  # fmt: skip
+    slower = [
+        r
+        for r in runs
+        if r["cpu_ours"] > SLOWER_RATIO * r["cpu_mip"] and r["cpu_ours"] - r["cpu_mip"] > SLOWER_ABS
+    ]
+    figures = {
+        "draws": len(runs),
+        "agree": sum(r["agree"] for r in runs),
+        "disagree": [r for r in runs if not r["agree"]],
+        "ours_proven": sum(r["ours"] in ("optimal", "infeasible") for r in runs),
+        "mip_proven": sum(r["mip"] in ("optimal", "infeasible") for r in runs),
+        "cpu_sum_ours": round(sum(r["cpu_ours"] for r in runs), 3),
+        "cpu_sum_mip": round(sum(r["cpu_mip"] for r in runs), 3),
+        "median_cpu_ours": round(median([r["cpu_ours"] for r in runs]), 4),
+        "median_cpu_mip": round(median([r["cpu_mip"] for r in runs]), 4),
+        "slower": sorted(slower, key=lambda r: r["cpu_mip"] - r["cpu_ours"]),
+        "time_limit": args.time_limit,
+    }
+    print(f"agree {figures['agree']}/{len(runs)}; proven ours {figures['ours_proven']}, mip {figures['mip_proven']}; "
+          f"CPU sum ours {figures['cpu_sum_ours']} s, mip {figures['cpu_sum_mip']} s; "
+          f"slower than the MIP (x{SLOWER_RATIO} and +{SLOWER_ABS} s): {len(slower)}")  # fmt: skip
+    final_json(figures)
+    return 0 if not figures["disagree"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
