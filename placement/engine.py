@@ -599,10 +599,10 @@ def _minimised(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, 
     """CP-SAT minimising the primary over the `alive` configurations (every placement of primary <= p1 uses
     only those: reduced-cost fixing at p1), from the incumbent `best`, with the exact reduced-cost row as a
     redundant constraint; it stops within `slack` of its own bound or after MINIMISE_WORK deterministic
-    seconds a bisection question it replaces. `whole`: at the deadline only, and without the reduced-cost
+    seconds per bisection question it replaces. `whole`: at the deadline only, and without the reduced-cost
     row (measured on a core of 4,749 variables 1,200 slacks above the bound: proven in 4.0 deterministic
-    seconds without it, 10.2 with it). Returns (status, its best placement or None, floor or None): floor is an exact lower bound on
-    every placement of primary <= p1 (so on the optimum, p1 being a placement's), None when CP-SAT
+    seconds without it, 10.2 with it). Returns (status, its best placement or None, floor or None): floor
+    is an exact lower bound on every placement of primary <= p1 (so on the optimum, p1 being a placement's), None when CP-SAT
     reported none or the bound is too large to be exact in a double (CP-SAT reports it as one)."""
     core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
     const = core.const(gr.cost)
@@ -919,7 +919,9 @@ def solve_groups(
 
     Every box inside is one of deterministic work (CP-SAT's deterministic time, the local search's units
     sized from `time_limit`: the user's limit, default `deadline` - now), so the same groups and options
-    give the same path and placement on any machine load; `deadline` on `clock` is only the outer bound."""
+    give the same path and placement on any machine load; `deadline` on `clock` is only the outer bound.
+    `whole_from` (slacks, variables): the gap and core size past which the proof minimises until the deadline
+    (_minimise_step; tests lower it)."""
     run = _Run(clock)
     t0 = clock()
     limit = time_limit if time_limit is not None else deadline - t0
@@ -1104,7 +1106,9 @@ def solve_groups(
         # its own bound (its LP with cuts, then the search) often closes two binding rows' gap in one
         # step (measured: chains-tight 500 seed 2, one step instead of ten questions). Not where the
         # gap is a few slacks: there a feasibility question or two refute it sooner than a minimisation;
-        # nor on a large core, whose presolve alone takes the box (measured: long 500, no solution);
+        # nor boxed on a large core, whose presolve alone takes the box (measured: long 500, no solution):
+        # there only far above the floor, until the deadline ("whole": one question there ran to the limit
+        # where the minimisation proved the optimum, bench/RESULTS.md);
         # nor on the widened core's optimum (long 500 seeds 4-6: it was the optimum). A restricted core's
         # optimum is minimised too: on a few groups it was often hundreds of slacks above (long 100-200).
         status, ch, floor_ = _minimised(
