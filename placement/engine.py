@@ -396,6 +396,11 @@ MINIMISE_WORK = 0.06
 # ... run only when the incumbent is more than this many slacks above the bound (else the bisection's
 # questions are few) and the core has at most MINIMISE_MAX_VARS variables.
 MINIMISE_GAP, MINIMISE_MAX_VARS = 32, 1000
+# ... on a larger core, a minimisation until the deadline in place of the questions when the incumbent is more
+# than WHOLE_MINIMISE_GAP slacks above the floor (measured, bench/RESULTS.md: 17 of 80 tight long-chain draws at
+# 200-500 reach such a core, 16 of them 150-14,000 slacks above, where one question ran to the limit; no
+# family's instance at 200 / 500 seeds 0-11 reaches one).
+WHOLE_MINIMISE_GAP = 64
 # The widened core (_widened): run when the incumbent is more than WIDEN_GAP slacks above the bound, on the
 # configurations of reduced cost at most 1 / WIDEN_SHARE of that gap (only where the proof's core is wider than
 # MINIMISE_MAX_VARS), boxed in WIDEN_WORK deterministic seconds, at most WIDEN_ROUNDS times.
@@ -589,26 +594,49 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
 
 
 def _minimised(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, best: list[int], p1: int,
-               slack: int, workers: int, deadline: float, run: _Run) -> tuple[str, list[int] | None, int | None]:  # fmt: skip
+               slack: int, workers: int, deadline: float, run: _Run,
+               whole: bool = False) -> tuple[str, list[int] | None, int | None]:  # fmt: skip
     """CP-SAT minimising the primary over the `alive` configurations (every placement of primary <= p1 uses
     only those: reduced-cost fixing at p1), from the incumbent `best`, with the exact reduced-cost row as a
     redundant constraint; it stops within `slack` of its own bound or after MINIMISE_WORK deterministic
-    seconds. Returns (status, its best placement or None, floor or None): floor is an exact lower bound on
-    every placement of primary <= p1 (so on the optimum, p1 being a placement's), None when CP-SAT
+    seconds per bisection question it replaces. `whole`: at the deadline only, and without the reduced-cost
+    row (measured on a core of 4,749 variables 1,200 slacks above the bound: proven in 4.0 deterministic
+    seconds without it, 10.2 with it). Returns (status, its best placement or None, floor or None): floor
+    is an exact lower bound on every placement of primary <= p1 (so on the optimum, p1 being a placement's), None when CP-SAT
     reported none or the bound is too large to be exact in a double (CP-SAT reports it as one)."""
     core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
     const = core.const(gr.cost)
     core.m.add(core.objective(gr.cost) <= p1 - const)
-    core.add_reduced_cut(d, den * p1 - lb)
+    if not whole:
+        core.add_reduced_cut(d, den * p1 - lb)
     core.m.minimize(core.objective(gr.cost))
     # A box per question the bisection would otherwise ask (about log2 of the gap in slacks): a gap of
     # hundreds of slacks takes ten questions of 0.05-0.25 deterministic seconds each (measured: long 150).
     questions = max(1.0, math.log2(max(1, den * p1 - lb) / (den * max(1, slack))))
-    status, ch, _, bound = core.solve(deadline, best, float(slack), MINIMISE_WORK * questions)
+    status, ch, _, bound = core.solve(
+        deadline, best, float(slack), None if whole else MINIMISE_WORK * questions
+    )
     if bound is None or not math.isfinite(bound) or abs(bound) >= 2**52:
         return status, ch, None
     # CP-SAT's bound of an integer objective is an integer; floor() keeps it valid if it were not.
     return status, ch, math.floor(bound) + const
+
+
+def _minimise_step(gr: Groups, alive: np.ndarray, gap: Fraction, slack: int, settled: str | None,
+                   whole_from: tuple[float, int]) -> str | None:  # fmt: skip
+    """Whether the proof starts with a minimisation (_minimised) of the fixed core `alive`, the incumbent `gap`
+    above the floor: "whole" (a gap of more than whole_from[0] slacks on a core of more than whole_from[1]
+    variables: until the deadline, in place of the questions), "boxed" (a core of at most MINIMISE_MAX_VARS
+    variables, a gap of more than MINIMISE_GAP slacks, not the widened core's optimum) or None (the
+    questions at once)."""
+    if slack <= 0:
+        return None
+    n_vars = _choice_vars(gr, alive)
+    if n_vars > whole_from[1] and gap > whole_from[0] * slack:
+        return "whole"
+    if n_vars <= MINIMISE_MAX_VARS and gap > MINIMISE_GAP * slack and settled != "widened":
+        return "boxed"
+    return None
 
 
 @dataclass
@@ -881,6 +909,7 @@ def solve_groups(
     gap_limit: float = 0.0,
     time_limit: float | None = None,
     clock: Callable[[], float] = time.monotonic,
+    whole_from: tuple[float, int] = (WHOLE_MINIMISE_GAP, MINIMISE_MAX_VARS),
 ) -> Outcome:
     """Lexicographic optimum over the groups (see module doc). The primary cost is proven within the
     relative `gap_limit` (0: exactly), or the time limit reported; the tie-break stage then gets as much
@@ -890,7 +919,9 @@ def solve_groups(
 
     Every box inside is one of deterministic work (CP-SAT's deterministic time, the local search's units
     sized from `time_limit`: the user's limit, default `deadline` - now), so the same groups and options
-    give the same path and placement on any machine load; `deadline` on `clock` is only the outer bound."""
+    give the same path and placement on any machine load; `deadline` on `clock` is only the outer bound.
+    `whole_from` (slacks, variables): the gap and core size past which the proof minimises until the deadline
+    (_minimise_step; tests lower it)."""
     run = _Run(clock)
     t0 = clock()
     limit = time_limit if time_limit is not None else deadline - t0
@@ -1065,24 +1096,26 @@ def solve_groups(
                 restricted = None
         else:
             restricted = None
-    if (
-        not proven
-        and best is not None
-        and lower is not None
-        and slack(p1) > 0
-        and p1 - lower > MINIMISE_GAP * slack(p1)
-        and _choice_vars(gr, alive) <= MINIMISE_MAX_VARS
-        and settled != "widened"
-    ):
+    step = (
+        None
+        if proven or best is None or lower is None
+        else _minimise_step(gr, alive, p1 - lower, slack(p1), settled, whole_from)
+    )
+    if step is not None:
         # Where the bisection below would take many questions, CP-SAT first minimises on the fixed core:
         # its own bound (its LP with cuts, then the search) often closes two binding rows' gap in one
         # step (measured: chains-tight 500 seed 2, one step instead of ten questions). Not where the
         # gap is a few slacks: there a feasibility question or two refute it sooner than a minimisation;
-        # nor on a large core, whose presolve alone takes the box (measured: long 500, no solution);
+        # nor boxed on a large core, whose presolve alone takes the box (measured: long 500, no solution):
+        # there only far above the floor, until the deadline ("whole": one question there ran to the limit
+        # where the minimisation proved the optimum, bench/RESULTS.md);
         # nor on the widened core's optimum (long 500 seeds 4-6: it was the optimum). A restricted core's
         # optimum is minimised too: on a few groups it was often hundreds of slacks above (long 100-200).
-        status, ch, floor_ = _minimised(gr, alive, d1, lb1, den1, best, p1, slack(p1), workers, deadline, run)
-        log.debug("minimised %s gap %.1f slacks -> %s t=%.3f", status, float(p1 - lower) / slack(p1),
+        status, ch, floor_ = _minimised(
+            gr, alive, d1, lb1, den1, best, p1, slack(p1), workers, deadline, run, step == "whole"
+        )
+        log.debug("minimised %s %s vars %d gap %.1f slacks -> %s t=%.3f", step, status, _choice_vars(gr, alive),
+                  float(p1 - lower) / slack(p1),
                   None if floor_ is None else float(p1 - floor_) / slack(p1), run.clock() - t0)  # fmt: skip
         if ch is not None and _sum(gr.cost, ch) < p1:
             best, p1 = ch, _sum(gr.cost, ch)

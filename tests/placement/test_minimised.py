@@ -50,8 +50,10 @@ def _assert_fits(t: SimpleNamespace, chosen: list[int]) -> None:
     assert (t.use[ix].sum(0) <= t.budget).all()
 
 
+@pytest.mark.parametrize("whole", [False, True])
 @pytest.mark.parametrize("seed", range(40))
-def test_floor_never_above_the_optimum_and_exact_when_proven(seed):
+def test_floor_never_above_the_optimum_and_exact_when_proven(seed, whole):
+    """(whole: until the deadline, without the reduced-cost row)"""
     rng = random.Random(seed)
     t = _priced(rng)
     cost, d, lb, den, p1, best = t.cost, t.d, t.lb, t.den, t.p, t.best  # the feasible start is the incumbent
@@ -59,7 +61,7 @@ def test_floor_never_above_the_optimum_and_exact_when_proven(seed):
     alive[np.array(t.first)] = True
     slack = rng.choice([0, 0, rng.randint(0, 10**11)])
     status, ch, floor_ = engine._minimised(
-        t.gr, alive, d, lb, den, t.first, p1, slack, 1, time.monotonic() + 30, engine._Run()
+        t.gr, alive, d, lb, den, t.first, p1, slack, 1, time.monotonic() + 30, engine._Run(), whole
     )
     assert floor_ is not None and floor_ <= best  # a valid lower bound on the optimum
     if ch is not None:
@@ -100,3 +102,26 @@ def test_engine_with_the_minimising_step_is_within_the_gap_of_the_exact_optimum(
     assert exact.status == ours.status == "optimal"
     p_exact, p_ours = engine._sum(gr.cost, exact.chosen), engine._sum(gr.cost, ours.chosen)
     assert p_exact <= p_ours <= p_exact + 1e-5 * (gr.cost_const + p_ours)
+
+
+@pytest.mark.parametrize(
+    ("family", "size", "seed"),
+    [("long", 100, 1), ("long", 150, 0), ("long", 150, 1), ("long", 100, 3), ("chains-tight", 150, 3),
+     ("chains-tight", 60, 1), ("mesh", 100, 0), ("mesh", 60, 2), ("pinned", 100, 3), ("background", 60, 3),
+     ("chains", 100, 2)],
+)  # fmt: skip
+def test_engine_through_the_whole_minimisation_is_within_the_gap_of_the_exact_optimum(
+    family, size, seed, caplog
+):
+    """The minimisation until the deadline (on large cores far above the floor) forced on small ones
+    (whole_from (0, 0): any gap, any core): it runs (debug log) and the answer is within the gap limit of
+    the exact optimum (the engine at gap 0, where no minimisation runs)."""
+    gr = prepare_within(parse_problem(instance(family, size, seed)), Options(), time.monotonic())
+    exact = engine.solve_groups(gr, time.monotonic() + 60)
+    with caplog.at_level(logging.DEBUG, logger="placement.engine"):
+        ours = engine.solve_groups(gr, time.monotonic() + 60, gap_limit=1e-5, whole_from=(0, 0))
+    assert any(r.getMessage().startswith("minimised whole") for r in caplog.records)
+    assert exact.status == ours.status == "optimal"
+    p_exact, p_ours = engine._sum(gr.cost, exact.chosen), engine._sum(gr.cost, ours.chosen)
+    assert p_exact <= p_ours <= p_exact + 1e-5 * (gr.cost_const + p_ours)
+    assert (gr.use[np.array(ours.chosen)].sum(0) <= gr.budget).all()
