@@ -140,6 +140,8 @@ def _layers(values: np.ndarray, limits: list[int], cfg: list[np.ndarray], groups
         j, states, chosen = stack.pop()
         if j == len(per):
             k = int(np.argmin(states[:, 0]))
+            if states[k, 0] > lim[0]:
+                continue  # (kept before a cheaper choice lowered the ask)
             found = _traced(chosen[k], cfg, groups, n_groups)
             if not least:
                 return Answer("yes", found)

@@ -1127,7 +1127,9 @@ def solve_groups(
         bisect = not exact and gap_frac and target - lo > slack(p1) and settled is None
         ask = lo + (target - lo) // 2 if bisect else target
         answer = _answered(gr, alive, ask, known, deadline, run) if exact else None
-        if answer is not None and (answer.status == "unknown" or (answer.status == "yes" and not answer.least)):
+        if answer is not None and (
+            answer.status == "unknown" or (answer.status == "yes" and not answer.least)
+        ):
             exact_out = True
         exact = answer is not None and answer.status != "unknown"
         if exact:
