@@ -20,6 +20,7 @@ layer, STATE_CELLS candidate cells at once): "unknown" when a box ends, and the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,7 +30,7 @@ from placement.work import Work
 
 SURROGATE_BITS = 61  # sum over columns of w_c x (largest |value| a state or limit reaches in c): below 2^61
 STATE_CELLS = 8_000_000  # states x configurations x columns of one layer's candidates at most (memory)
-MAX_STATES = 10_000  # states of a layer at most (measured: past it the bounds had stopped pruning)
+MAX_STATES = 10_000  # states of a batch at most (a layer's past it: split, searched depth first)
 # Price re-optimisations per layer, on its least pruned state (measured: 3 took twice the CPU, no fewer unknown)
 REPRICES = 1
 REPRICE_STATES = 64  # ... only when the layer keeps more states than this (fewer: cheaper to carry them)
@@ -49,16 +50,18 @@ class Prices:
 class Answer:
     status: str  # yes | no | unknown
     chosen: list[int] | None = None  # global configuration per group (yes)
-    least: bool = False  # (yes, asked for the least) no choice costs less than the chosen one (proven)
+    least: bool = False  # (yes, asked with `lowered`) no choice costs at most lowered(its cost) (proven)
 
 
 def exists(cost: np.ndarray, use: np.ndarray, budget: list[int], start: np.ndarray, alive: np.ndarray,
-           ask: int, known: Prices, work: Work, least: bool = False) -> Answer:  # fmt: skip
+           ask: int, known: Prices, work: Work,
+           lowered: Callable[[int], int] | None = None) -> Answer:  # fmt: skip
     """Whether a choice of one `alive` configuration per group (start[g]:start[g+1]) has sum(cost) <= ask
     and sum(use[:, r]) <= budget[r] for every row: "yes" with the choice, "no" (proven), or "unknown" when
-    `work` ran out. With `least`, each choice found lowers the ask below its cost and the search goes on:
-    "yes" with the least choice (``Answer.least``) when it ends, with the last one found when `work` ran
-    out. New prices found are appended to `known`."""
+    `work` ran out. With `lowered`, each choice found of cost c lowers the ask to lowered(c) < c and the
+    search goes on: "yes" with the last choice found, marked ``Answer.least`` when the search ended (no
+    choice costs at most lowered of its cost; with c - 1 it is the least), not when `work` ran out. New
+    prices found are appended to `known`."""
     n_groups = len(start) - 1
     counts = np.add.reduceat(alive.astype(np.int64), start[:-1]) if n_groups else np.zeros(0, dtype=np.int64)
     if (counts == 0).any():
@@ -69,7 +72,7 @@ def exists(cost: np.ndarray, use: np.ndarray, budget: list[int], start: np.ndarr
     if cfg is None:
         return Answer("no")
     groups = sorted(range(n_groups), key=lambda g: (len(cfg[g]), g))
-    return _layers(values, limits, [cfg[g] for g in groups], groups, n_groups, known, work, least)
+    return _layers(values, limits, [cfg[g] for g in groups], groups, n_groups, known, work, lowered)
 
 
 def _feasible_alone(values: np.ndarray, limits: list[int], start: np.ndarray,
@@ -106,7 +109,7 @@ def _surrogate(weights: np.ndarray, span: np.ndarray) -> np.ndarray:
 
 
 def _layers(values: np.ndarray, limits: list[int], cfg: list[np.ndarray], groups: list[int], n_groups: int,
-            known: Prices, work: Work, least: bool) -> Answer:  # fmt: skip
+            known: Prices, work: Work, lowered: Callable[[int], int] | None) -> Answer:  # fmt: skip
     """The breadth-first search over the groups in the order of `cfg` (module doc)."""
     n_cols = values.shape[1]
     per = [values[ks] for ks in cfg]
@@ -143,9 +146,11 @@ def _layers(values: np.ndarray, limits: list[int], cfg: list[np.ndarray], groups
             if states[k, 0] > lim[0]:
                 continue  # (kept before a cheaper choice lowered the ask)
             found = _traced(chosen[k], cfg, groups, n_groups)
-            if not least:
+            if lowered is None:
                 return Answer("yes", found)
-            lim[0] = states[k, 0] - 1  # (every later state is pruned against the lower ask)
+            lim[0] = min(
+                lowered(int(states[k, 0])), int(states[k, 0]) - 1
+            )  # (later states: pruned against it)
             continue
         v = per[j]
         if len(states) > 1 and len(states) * len(v) * n_cols > STATE_CELLS:
@@ -185,7 +190,7 @@ def _layers(values: np.ndarray, limits: list[int], cfg: list[np.ndarray], groups
             continue
         nxt = np.hstack([chosen[parent], pos[:, None].astype(np.int32)])
         if len(cand) > MAX_STATES:
-            # Most room last on the stack (taken first); each part of at most MAX_STATES states.
+            # Parts of at most MAX_STATES states, the one of most room (by every bound) taken first.
             room = _room(cand, surrogates, rests, lim, j)
             for tab in tables:
                 room = np.minimum(room, tab.slack(cand, lim, j + 1) / max(int(tab.w[0]), 1))

@@ -615,16 +615,17 @@ def _minimised(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, 
 class _Answer:
     status: str  # yes | no | unknown (choicebb.Answer's)
     chosen: list[int] | None
-    least: bool  # (yes) no placement of the core costs less than the chosen one (proven)
+    least: bool  # (yes) no placement of the core costs at most lowered(p) (proven), p the chosen one's
     groups: int  # groups with a choice
 
 
-def _answered(gr: Groups, alive: np.ndarray, ask: int, known: choicebb.Prices, deadline: float,
+def _answered(gr: Groups, alive: np.ndarray, ask: int, known: choicebb.Prices, lowered, deadline: float,
               run: _Run) -> _Answer:  # fmt: skip
-    """The exact least placement of primary <= ask among the `alive` configurations (choicebb.py, asked for
-    the least), boxed in EXACT_WORK units; on a core ``_exact_fits``."""
+    """The exact search (choicebb.py) for a placement of primary <= ask among the `alive` configurations,
+    lowering the ask to lowered(p) below each one found of primary p, boxed in EXACT_WORK units; on a core
+    ``_exact_fits``."""
     box = Work(EXACT_WORK, deadline, run.clock)
-    out = choicebb.exists(gr.cost, gr.use, gr.budget, gr.start, alive, ask, known, box, least=True)
+    out = choicebb.exists(gr.cost, gr.use, gr.budget, gr.start, alive, ask, known, box, lowered)
     run.exact_work += box.spent
     return _Answer(out.status, out.chosen, out.least, _core_size(gr, alive)[0])
 
@@ -1126,7 +1127,9 @@ def solve_groups(
         exact = not exact_out and _exact_fits(gr, alive)
         bisect = not exact and gap_frac and target - lo > slack(p1) and settled is None
         ask = lo + (target - lo) // 2 if bisect else target
-        answer = _answered(gr, alive, ask, known, deadline, run) if exact else None
+        answer = (
+            _answered(gr, alive, ask, known, lambda c: c - 1 - slack(c), deadline, run) if exact else None
+        )
         if answer is not None and (
             answer.status == "unknown" or (answer.status == "yes" and not answer.least)
         ):
@@ -1157,7 +1160,7 @@ def solve_groups(
             best, p1, settled = ch, _sum(gr.cost, ch), None
             alive = _fixed(alive, d1, den1 * p1 - lb1, best)
             restricted = None
-            proven = status == "least"  # (no placement of the core costs less: the optimum)
+            proven = status == "least"  # (no placement costs p1 - 1 - slack or less: within the gap)
         else:
             return Outcome("feasible", best, _gap(gr, p1, lower), core_groups)
     if not proven:
