@@ -403,8 +403,10 @@ WIDEN_GAP, WIDEN_SHARE, WIDEN_WORK, WIDEN_ROUNDS = 16, 3, 0.05, 2
 # The exact answer to the proof's questions (choicebb.py): on cores of at most EXACT_MAX_GROUPS groups with a
 # choice and EXACT_MAX_VARS variables, boxed in EXACT_WORK units (EXACT_RATE a second of an idle core,
 # measured 3e7-2e8; the least search of long 200 seed 8 took 1.1e8 units, 1.3 s CPU, where CP-SAT's
-# questions ran out of 10 s).
-EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE = 25, 2000, 150_000_000, 70_000_000
+# questions ran out of 10 s). 6,000 variables, not 2,000: the batches bound the memory, and a long-chain draw
+# of 20 groups and 4,750 variables was proven in 0.8 s where CP-SAT's question ran out (bench/RESULTS.md
+# place15bb; neutral on chains-tight, mesh, pinned, fanio, background 200 / 500 and long 100-300).
+EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE = 25, 6000, 150_000_000, 70_000_000
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
