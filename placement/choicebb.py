@@ -47,6 +47,8 @@ REPRICE_STATES = 64  # ... only when the layer keeps more states than this (fewe
 PRICE_PASSES = 40  # dual.prices' evaluations per re-optimisation
 MAX_PRICES = 64  # price vectors carried into a question at most: the first (the caller's) and the latest
 PASS_UNITS = 25_000  # work units charged per evaluation of dual.prices (its master LP; measured ~0.4 ms)
+KEPT_LEVELS = 2048  # levels of a kept row's table (its uses rounded down to them)
+INF = 2**62  # a table's "no completion" (sums of surrogate values stay below 2^61)
 
 
 @dataclass
@@ -158,9 +160,8 @@ def _layers(values: np.ndarray, limits: list[int], cfg: list[np.ndarray], groups
             found = _traced(chosen[k], cfg, groups, n_groups)
             if lowered is None:
                 return Answer("yes", found)
-            lim[0] = min(
-                lowered(int(states[k, 0])), int(states[k, 0]) - 1
-            )  # (later states: pruned against it)
+            cost = int(states[k, 0])
+            lim[0] = min(lowered(cost), cost - 1)  # (every later state is pruned against the lower ask)
             continue
         v = per[j]
         if len(states) > 1 and len(states) * len(v) * n_cols > STATE_CELLS:
@@ -213,12 +214,9 @@ def _layers(values: np.ndarray, limits: list[int], cfg: list[np.ndarray], groups
     return Answer("no") if found is None else Answer("yes", found, least=True)
 
 
-KEPT_LEVELS = 2048  # levels of a kept row's table (its uses rounded down to them)
-
-
 @dataclass
 class _Kept:
-    """For kept rows (one or two): per suffix of the groups (from layer j on) and per levels t of the rows'
+    """For kept rows: per suffix of the groups (from layer j on) and per levels t of the rows'
     room, the least surrogate value (the kept rows' weights 0) of a choice of the suffix whose uses, above
     each group's least and rounded down to levels of q, sum to at most t. Any completion within a row's
     room R lies within level floor(R / q) (a sum of floors is at most the floor of the sum): a relaxation."""
@@ -237,9 +235,6 @@ class _Kept:
         t = np.minimum(np.maximum(room, 0) // self.q, np.array(self.f.shape[1:]) - 1)
         val = self.f[j][tuple(t.T)]
         return np.where(fits & (val < INF), lim @ self.w - cand @ self.w - val, -1)
-
-
-INF = 2**62
 
 
 def _kept_tables(per: list[np.ndarray], lim: np.ndarray, known: Prices, span: np.ndarray,

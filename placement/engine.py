@@ -622,8 +622,8 @@ class _Answer:
     groups: int  # groups with a choice
 
 
-def _answered(gr: Groups, alive: np.ndarray, ask: int, known: choicebb.Prices, lowered, deadline: float,
-              run: _Run) -> _Answer:  # fmt: skip
+def _answered(gr: Groups, alive: np.ndarray, ask: int, known: choicebb.Prices, lowered: Callable[[int], int],
+              deadline: float, run: _Run) -> _Answer:  # fmt: skip
     """The exact search (choicebb.py) for a placement of primary <= ask among the `alive` configurations,
     lowering the ask to lowered(p) below each one found of primary p, boxed in EXACT_WORK units; on a core
     ``_exact_fits``."""
