@@ -407,8 +407,11 @@ WHOLE_MINIMISE_GAP = 64
 WIDEN_GAP, WIDEN_SHARE, WIDEN_WORK, WIDEN_ROUNDS = 16, 3, 0.05, 2
 # The exact answer to the proof's questions (choicebb.py): on cores of at most EXACT_MAX_GROUPS groups with a
 # choice and EXACT_MAX_VARS variables, boxed in EXACT_WORK units (EXACT_RATE a second of an idle core,
-# measured 3e7-2e8).
-EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE = 25, 2000, 10_000_000, 70_000_000
+# measured 3e7-2e8; the least search of long 200 seed 8 took 1.1e8 units, 1.3 s CPU, where CP-SAT's
+# questions ran out of 10 s). 6,000 variables, not 2,000: the batches bound the memory, and a long-chain draw
+# of 20 groups and 4,750 variables was proven in 0.8 s where CP-SAT's question ran out (bench/RESULTS.md
+# place15bb; neutral on chains-tight, mesh, pinned, fanio, background 200 / 500 and long 100-300).
+EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE = 25, 6000, 150_000_000, 70_000_000
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
@@ -643,20 +646,25 @@ def _minimise_step(gr: Groups, alive: np.ndarray, gap: Fraction, slack: int, set
 class _Answer:
     status: str  # yes | no | unknown (choicebb.Answer's)
     chosen: list[int] | None
+    least: bool  # (yes) no placement of the core costs at most lowered(p) (proven), p the chosen one's
     groups: int  # groups with a choice
 
 
-def _answered(gr: Groups, alive: np.ndarray, ask: int, known: choicebb.Prices, deadline: float,
-              run: _Run) -> _Answer | None:  # fmt: skip
-    """The exact answer (choicebb.py) to "is there a placement of primary <= ask among the `alive`
-    configurations?" on a small core, boxed in EXACT_WORK units; None on a larger core."""
-    groups, n_vars = _core_size(gr, alive)
-    if groups > EXACT_MAX_GROUPS or n_vars > EXACT_MAX_VARS:
-        return None
+def _answered(gr: Groups, alive: np.ndarray, ask: int, known: choicebb.Prices, lowered: Callable[[int], int],
+              deadline: float, run: _Run) -> _Answer:  # fmt: skip
+    """The exact search (choicebb.py) for a placement of primary <= ask among the `alive` configurations,
+    lowering the ask to lowered(p) below each one found of primary p, boxed in EXACT_WORK units; on a core
+    ``_exact_fits``."""
     box = Work(EXACT_WORK, deadline, run.clock)
-    out = choicebb.exists(gr.cost, gr.use, gr.budget, gr.start, alive, ask, known, box)
+    out = choicebb.exists(gr.cost, gr.use, gr.budget, gr.start, alive, ask, known, box, lowered)
     run.exact_work += box.spent
-    return _Answer(out.status, out.chosen, groups)
+    return _Answer(out.status, out.chosen, out.least, _core_size(gr, alive)[0])
+
+
+def _exact_fits(gr: Groups, alive: np.ndarray) -> bool:
+    """The core of `alive` is small enough for the exact answer (EXACT_MAX_GROUPS, EXACT_MAX_VARS)."""
+    groups, n_vars = _core_size(gr, alive)
+    return groups <= EXACT_MAX_GROUPS and n_vars <= EXACT_MAX_VARS
 
 
 def _core_size(gr: Groups, alive: np.ndarray) -> tuple[int, int]:
@@ -1127,10 +1135,10 @@ def solve_groups(
             proven = True
             restricted = restricted if _holds(restricted, alive) else None
     lo = math.ceil(lower) if lower is not None else 0  # no placement costs less (proven)
-    # Prices the exact answers (choicebb.py) found, carried from one question to the next; the least ask
-    # whose exact answer ran out of its box (CP-SAT answers every ask from there up; the core only shrinks).
+    # Prices the exact answers (choicebb.py) found, carried from one question to the next; whether one ran out
+    # of its box (CP-SAT answers from there on).
     known = choicebb.Prices([lam] if lp1 is not None else [])
-    failed: int | None = None
+    exact_out = False
     while not proven and best is not None:
         # Is there a placement of cost <= p1 - 1? Asked as a pure feasibility question (measured: CP-SAT
         # refutes it in 0.2 s where minimising the cost on the same core did not close a 1-unit gap in
@@ -1150,16 +1158,24 @@ def solve_groups(
             restricted = restricted if _holds(restricted, alive) else None
             log.debug("floor proves p1=%d t=%.3f", p1, run.clock() - t0)
             break
-        bisect = gap_frac and target - lo > slack(p1) and settled is None
+        # On a small core the exact search minimises below the target in one answer (measured: long 200 seed
+        # 8, 1.3 s against five exact "no" answers of the bisection, 2.8 s, and a sixth that ran out).
+        exact = not exact_out and _exact_fits(gr, alive)
+        bisect = not exact and gap_frac and target - lo > slack(p1) and settled is None
         ask = lo + (target - lo) // 2 if bisect else target
-        # (a larger ask on the same or a larger core keeps more states: where one ran out, it would too)
-        answer = _answered(gr, alive, ask, known, deadline, run) if failed is None or ask < failed else None
+        answer = (
+            _answered(gr, alive, ask, known, lambda c: c - 1 - slack(c), deadline, run) if exact else None
+        )
+        if answer is not None and (
+            answer.status == "unknown" or (answer.status == "yes" and not answer.least)
+        ):
+            exact_out = True
         exact = answer is not None and answer.status != "unknown"
-        if answer is not None and not exact:
-            failed = ask
         if exact:
             status = "feasible" if answer.status == "yes" else "infeasible"
             ch, core_groups = answer.chosen, answer.groups
+            if answer.least:
+                status = "least"
         else:
             core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
             core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
@@ -1176,10 +1192,11 @@ def solve_groups(
         elif status == "infeasible":
             proven = True
             restricted = restricted if _holds(restricted, alive) else None
-        elif status in ("optimal", "feasible"):
+        elif status in ("optimal", "feasible", "least"):
             best, p1, settled = ch, _sum(gr.cost, ch), None
             alive = _fixed(alive, d1, den1 * p1 - lb1, best)
             restricted = None
+            proven = status == "least"  # (no placement costs p1 - 1 - slack or less: within the gap)
         else:
             return Outcome("feasible", best, _gap(gr, p1, lower), core_groups)
     if not proven:

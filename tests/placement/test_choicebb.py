@@ -86,22 +86,108 @@ def test_an_empty_box_answers_unknown_never_wrong():
     assert ans.status == "unknown"
 
 
-def test_too_many_states_answer_unknown_never_wrong(monkeypatch):
-    """With MAX_STATES 2 the search gives up on wide layers: only "unknown" or the true answer."""
-    monkeypatch.setattr(choicebb, "MAX_STATES", 2)
-    rng = np.random.default_rng(3)
-    statuses = set()
+@pytest.mark.parametrize(("max_states", "cells"), [(2, 8_000_000), (3, 40), (10_000, 8_000_000)])
+def test_wide_layers_split_into_batches_answer_exactly(max_states, cells, monkeypatch):
+    """With MAX_STATES 2-3 (and STATE_CELLS 40) every wide layer is split into batches searched depth
+    first: the answers stay those of brute force, and the least one is the optimum."""
+    monkeypatch.setattr(choicebb, "MAX_STATES", max_states)
+    monkeypatch.setattr(choicebb, "STATE_CELLS", cells)
+    rng = np.random.default_rng(3 + max_states)
+    for n_rows in (1, 2, 3):
+        for _ in range(12):
+            cost, use, budget, start, alive = _core(rng, int(rng.integers(4, 9)), n_rows, 1000)
+            costs = _brute(cost, use, budget, start, alive)
+            pr = prices(use, budget, cost, start, alive, time.monotonic() + 10)
+            known = choicebb.Prices([pr.lam] if pr is not None else [])
+            if not costs:
+                _check(cost, use, budget, start, alive, 10**9, False, known)
+                continue
+            for ask in (costs[0] - 1, costs[0], costs[len(costs) // 2], costs[-1]):
+                _check(cost, use, budget, start, alive, ask, ask >= costs[0], known)
+                _check_least(cost, use, budget, start, alive, ask, costs[0], known)
+
+
+def _check_least(cost, use, budget, start, alive, ask: int, best: int, known: choicebb.Prices,
+                 slack: int = 0) -> None:  # fmt: skip
+    """Asked with lowered(c) = c - 1 - slack: "no" when the optimum `best` is above ask, else "yes" with a
+    placement marked least, of cost within `slack` of `best` (the optimum itself at slack 0)."""
+    ans = choicebb.exists(cost, use, budget, start, alive, ask, known, Work(1e12, time.monotonic() + 60),
+                          lambda c: c - 1 - slack)  # fmt: skip
+    if best > ask:
+        assert ans.status == "no"
+        return
+    assert ans.status == "yes" and ans.least
+    idx = np.array(ans.chosen, dtype=np.int64)
+    assert alive[idx].all() and (use[idx].sum(0) <= np.array(budget)).all()
+    assert best <= int(cost[idx].sum()) <= min(ask, best + slack)
+
+
+@pytest.mark.parametrize("n_rows", [1, 2, 3])
+@pytest.mark.parametrize("scale", [10, 10**9])
+def test_least_answers_are_the_brute_force_optimum(n_rows, scale):
+    """Asked for the least below asks at, around and far above the optimum (zero costs, ties, 1-3 rows,
+    with the caller's prices, so with the kept-row tables, and without): the optimum or "no"."""
+    rng = np.random.default_rng(n_rows * 77 + scale % 991)
     for _ in range(30):
-        cost, use, budget, start, alive = _core(rng, 8, 1, 1000)
+        cost, use, budget, start, alive = _core(rng, int(rng.integers(1, 8)), n_rows, scale)
         costs = _brute(cost, use, budget, start, alive)
-        if not costs:
+        pr = prices(use, budget, cost, start, alive, time.monotonic() + 10)
+        for known in (choicebb.Prices([pr.lam] if pr is not None else []), choicebb.Prices()):
+            if not costs:
+                _check_least(cost, use, budget, start, alive, 10**12, 10**13, known)
+                continue
+            for ask in (costs[0] - 1, costs[0], costs[0] + 1, costs[-1], 10**12):
+                _check_least(cost, use, budget, start, alive, ask, costs[0], known)
+                _check_least(cost, use, budget, start, alive, ask, costs[0], known, scale // 3)
+
+
+def test_an_exhausted_least_search_returns_its_last_placement_not_marked_least():
+    """A box that ends after a placement was found: "yes" with it (a valid placement), not marked least."""
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        cost, use, budget, start, alive = _core(rng, 8, 2, 1000)
+        costs = _brute(cost, use, budget, start, alive)
+        if len(costs) < 2:
             continue
-        for ask, feasible in ((costs[0], True), (costs[0] - 1, False), (costs[len(costs) // 2], True)):
-            ans = choicebb.exists(cost, use, budget, start, alive, ask, choicebb.Prices(),
-                                  Work(1e12, time.monotonic() + 60))  # fmt: skip
-            assert ans.status in (("yes", "unknown") if feasible else ("no", "unknown"))
-            statuses.add(ans.status)
-    assert "unknown" in statuses
+        for limit in (1, 50, 200, 1000, 5000):
+            ans = choicebb.exists(cost, use, budget, start, alive, costs[-1], choicebb.Prices(),
+                                  Work(limit, time.monotonic() + 60), lambda c: c - 1)  # fmt: skip
+            assert ans.status in ("yes", "unknown")
+            if ans.status == "yes":
+                idx = np.array(ans.chosen, dtype=np.int64)
+                assert (use[idx].sum(0) <= np.array(budget)).all() and int(cost[idx].sum()) <= costs[-1]
+                assert ans.least == (int(cost[idx].sum()) == costs[0]) or not ans.least
+
+
+def test_kept_row_tables_never_cut_a_feasible_completion():
+    """For every feasible choice and each of its prefixes, each table leaves room (slack >= 0) for it."""
+    rng = np.random.default_rng(17)
+    for n_rows in (1, 2, 3):
+        for _ in range(15):
+            cost, use, budget, start, alive = _core(rng, 5, n_rows, 10**6)
+            alive[:] = True
+            values = np.column_stack([cost, use]).astype(np.int64)
+            lim = np.array([10**12, *budget], dtype=np.int64)
+            per = [values[start[g] : start[g + 1]] for g in range(len(start) - 1)]
+            span = np.abs(values).max(0) * len(per) + np.abs(lim)
+            pr = prices(use, budget, cost, start, alive, time.monotonic() + 10)
+            if pr is None:
+                continue
+            lam = np.maximum(pr.lam, 0.5)  # (every row priced: a table per row)
+            tables = choicebb._kept_tables(per, lim, choicebb.Prices([lam]), span, Work(1e12, 1e18))
+            assert len(tables) == n_rows
+            opts = [range(len(v)) for v in per]
+            for ch in itertools.product(*opts):
+                total = sum(per[g][k] for g, k in enumerate(ch))
+                if (total[1:] > lim[1:]).any():
+                    continue
+                lim[0] = total[0]  # (the tightest ask this choice meets)
+                for j in range(len(per) + 1):
+                    prefix = sum(
+                        (per[g][k] for g, k in enumerate(ch[:j])), np.zeros(values.shape[1], np.int64)
+                    )
+                    for tab in tables:
+                        assert tab.slack(prefix[None, :], lim, j)[0] >= 0
 
 
 @pytest.mark.parametrize(("family", "size", "seed"), [("long", 100, 9), ("long", 100, 11), ("long", 200, 1)])
