@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from placement import engine, parse_problem
+from placement import engine, parse_problem, solve
 from placement.families import instance
 from placement.solver import Options, prepare_within
 
@@ -47,3 +47,22 @@ def test_the_floor_proves_the_incumbent_without_a_question(caplog):
     _, _, msgs, _ = _host_costs("chains-tight", 500, 1, caplog)
     ends = [i for i, m in enumerate(msgs) if m.startswith("floor proves")]
     assert ends and not any(m.startswith("cost <=") for m in msgs[ends[0] :])
+
+
+@pytest.mark.parametrize(("family", "size", "seed"),
+                         [("two-snics", 40, 0), ("two-snics", 60, 3), ("four-snics", 40, 3)])  # fmt: skip
+def test_several_sNICs_questions_hinted_by_the_incumbent_agree_with_the_mip(family, size, seed, caplog):
+    """With several sNICs CP-SAT's questions start from the incumbent (a hint only): at gap 0, with CP-SAT
+    questions asked (debug log), the host cost is the MIP backend's (no more than its best where it
+    proves none in its limit)."""
+    problem = parse_problem(instance(family, size, seed))
+    with caplog.at_level(logging.DEBUG, logger="placement.engine"):
+        ours = solve(problem, time_limit=60, gap_limit=0)
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("cost <=") and m.split()[-2] == "cp-sat" for m in msgs)
+    assert ours["status"] == "optimal"
+    mip = solve(problem, solver="mip", time_limit=20, gap_limit=0)
+    if mip["status"] == "optimal":
+        assert ours["host_cost"] == pytest.approx(mip["host_cost"], rel=1e-12, abs=1e-12)
+    else:
+        assert mip["status"] == "feasible" and ours["host_cost"] <= mip["host_cost"] + 1e-9
