@@ -110,17 +110,28 @@ def test_engine_with_the_minimising_step_is_within_the_gap_of_the_exact_optimum(
      ("chains-tight", 60, 1), ("mesh", 100, 0), ("mesh", 60, 2), ("pinned", 100, 3), ("background", 60, 3),
      ("chains", 100, 2)],
 )  # fmt: skip
+@pytest.mark.parametrize("after_exact", [False, True])
 def test_engine_through_the_whole_minimisation_is_within_the_gap_of_the_exact_optimum(
-    family, size, seed, caplog
+    family, size, seed, after_exact, caplog, monkeypatch
 ):
     """The minimisation until the deadline (on large cores far above the floor) forced on small ones
     (whole_from (0, 0): any gap, any core): it runs (debug log) and the answer is within the gap limit of
-    the exact optimum (the engine at gap 0, where no minimisation runs)."""
+    the exact optimum (the engine at gap 0, where no minimisation runs). Either in place of the exact search
+    (no core fits it) or after the exact search ran out of its box (at once: a box of one unit)."""
     gr = prepare_within(parse_problem(instance(family, size, seed)), Options(), time.monotonic())
     exact = engine.solve_groups(gr, time.monotonic() + 60)
+    if after_exact:  # (and no boxed minimisation before the questions)
+        monkeypatch.setattr(engine, "EXACT_WORK", 1)
+        monkeypatch.setattr(engine, "MINIMISE_MAX_VARS", 0)
+    else:
+        monkeypatch.setattr(engine, "EXACT_MAX_GROUPS", 0)
     with caplog.at_level(logging.DEBUG, logger="placement.engine"):
         ours = engine.solve_groups(gr, time.monotonic() + 60, gap_limit=1e-5, whole_from=(0, 0))
-    assert any(r.getMessage().startswith("minimised whole") for r in caplog.records)
+    said = [r.getMessage() for r in caplog.records]
+    # (after the exact search: unless the floor proved the incumbent before any question was needed)
+    assert any(m.startswith("minimised whole") for m in said) or (
+        after_exact and not any(m.startswith("cost <=") for m in said)
+    )
     assert exact.status == ours.status == "optimal"
     p_exact, p_ours = engine._sum(gr.cost, exact.chosen), engine._sum(gr.cost, ours.chosen)
     assert p_exact <= p_ours <= p_exact + 1e-5 * (gr.cost_const + p_ours)
