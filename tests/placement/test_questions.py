@@ -57,8 +57,10 @@ def test_several_sNICs_questions_hinted_by_the_incumbent_agree_with_the_mip(
 ):
     """With several sNICs CP-SAT's questions start from the incumbent (a hint only): at gap 0, with CP-SAT
     questions asked (debug log), the host cost is the MIP backend's (no more than its best where it
-    proves none in its limit). The engine answers (these small instances would first go to the plain model)."""
+    proves none in its limit). The engine answers (these small instances would first go to the plain model),
+    and CP-SAT answers its questions (their small cores would go to the exact search)."""
     monkeypatch.setattr(solver_mod, "PLAIN_FIRST_VARS", 0)
+    monkeypatch.setattr(engine, "EXACT_MAX_GROUPS", 0)
     problem = parse_problem(instance(family, size, seed))
     with caplog.at_level(logging.DEBUG, logger="placement.engine"):
         ours = solve(problem, time_limit=60, gap_limit=0)
