@@ -1182,12 +1182,6 @@ def solve_groups(
         exact = not exact_out and _exact_fits(gr, alive)
         bisect = not exact and gap_frac and target - lo > slack(p1) and settled is None
         ask = lo + (target - lo) // 2 if bisect else target
-        # (on a core far above the floor the whole minimisation follows if it runs out; its full box even there:
-        # a third of it lost 230536's proof and still left 646933 3.3 s slower, bench/RESULTS.md)
-        whole_next = exact and (
-            _minimise_step(gr, alive, p1 - lower, slack(p1), settled, whole_from, exact_first=False)
-            == "whole"
-        )
         answer = (
             _answered(gr, alive, ask, known, lambda c: c - 1 - slack(c), deadline, run) if exact else None
         )
@@ -1195,8 +1189,15 @@ def solve_groups(
             answer.status == "unknown" or (answer.status == "yes" and not answer.least)
         ):
             exact_out = True
-        if whole_next and answer is not None and answer.status == "unknown":
-            # The exact search ran out on a core far above the floor: the whole minimisation, not questions.
+        if (
+            answer is not None
+            and answer.status == "unknown"
+            and _minimise_step(gr, alive, p1 - lower, slack(p1), settled, whole_from, exact_first=False)
+            == "whole"
+        ):
+            # The exact search ran out on a core far above the floor: the whole minimisation, not questions
+            # (after the exact search's full box: a third of it lost 230536's proof and still left 646933
+            # 3.3 s slower, bench/RESULTS.md).
             best, p1, alive, lower, better = _minimise_into(
                 gr, alive, d1, lb1, den1, best, p1, lower, slack, workers, deadline, run, "whole", t0
             )
