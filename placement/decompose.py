@@ -57,6 +57,17 @@ MAX_ROW = 2**40
 FILTER_FROM = 16
 MAX_PARTIALS = 1 << 20
 MAX_KEPT = 16384
+# ... and sooner on a small instance: a group keeping more than KEPT_PER_BOOLEAN configurations per location
+# boolean of the whole instance (the plain model's size) cost more to build and search than the plain model
+# took (bench/RESULTS.md: one-sNIC instances with base costs, 54-148 booleans, up to 16,384 kept: prepare
+# 0.06-0.34 s, then the plain model; the families keep at most ~11 per boolean below 512 booleans).
+KEPT_PER_BOOLEAN = 32
+KEPT_FLOOR = 1024
+
+
+def kept_limit(problem: Problem) -> int:
+    """The most configurations a group may keep in `problem` (MAX_KEPT, less on small instances)."""
+    return min(MAX_KEPT, max(KEPT_FLOOR, KEPT_PER_BOOLEAN * problem.location_booleans()))
 
 
 class PrepareTimeout(Exception):
@@ -348,7 +359,8 @@ def prepare(
               row_loc=[k for k, _ in node_rows], coef=[np.array(c, dtype=np.int64) for _, c in node_rows],
               pcie_rows=pcie_rows, n_rows=n_rows, move_row=move_row, src=src, dst=dst,
               g=np.array(g_work, dtype=np.int64), is_mov=is_mov, floc=floc, slo=slo, fixed=fixed,
-              lat=_latencies(p, slo) if slo else None, max_configs=max_configs)  # fmt: skip
+              lat=_latencies(p, slo) if slo else None, max_configs=max_configs,
+              max_kept=kept_limit(p))  # fmt: skip
     group_nodes: list[np.ndarray] = []
     blocks: list[Block] = []
     group_of = np.full(n_nodes, -1, dtype=np.int64)
@@ -424,6 +436,7 @@ class Ctx:
     fixed: dict[int, int]
     lat: Latencies | None = None  # the latencies as integers (when a chain has an SLO)
     max_configs: int = 4096  # a larger group is built member by member or not at all
+    max_kept: int = MAX_KEPT  # a group keeping more: no groups (kept_limit)
 
 
 @dataclass
@@ -512,7 +525,7 @@ def configs(
     """The blocks of the groups `mat` (nc, m) (all of one size m), `esel` the edges (with traffic) of these
     groups; None when a group has no configuration meeting the SLOs, or when they are too large: above
     ctx.max_configs configurations and not buildable member by member (latencies beyond int64), or past
-    MAX_PARTIALS or MAX_KEPT. `check(where)` (prepare's deadline) is called before each member of a
+    MAX_PARTIALS or ctx.max_kept. `check(where)` (prepare's deadline) is called before each member of a
     group built member by member: one large group is a chunk of its own."""
     plan = _member_plan(ctx, mat)
     if plan is None:
@@ -771,7 +784,7 @@ def _configs_by_member(
     SLOs): the undominated ones among those that meet the SLOs are left (_undominated_within).
 
     None as well when more than MAX_PARTIALS partial configurations would be alive at once, or a group
-    keeps more than MAX_KEPT (given up early once one has more than L times as many partial
+    keeps more than ctx.max_kept (see kept_limit; given up early once one has more than L times as many partial
     ones: the last member's locations still split them into up to L classes).
 
     Groups of several sizes are built together: a row of `mat` padded with -1 after its members; a
@@ -864,7 +877,7 @@ def _configs_by_member(
             key += np.where(last[grp, c] > j, digs[:, c].astype(np.int64) * L**c, 0)
         # What a group may keep (a chain's last member still splits its partial configurations in up to L
         # classes): the comparison gives up, and so does the build, as soon as one keeps more.
-        limit = np.where(size > j + 1, L, 1) * MAX_KEPT
+        limit = np.where(size > j + 1, L, 1) * ctx.max_kept
         stop = None if check is None else functools.partial(check, f"groups of {m} NFs, member {j + 1}")
         if mixed:  # groups complete before this member: compared already
             now = size[grp] > j

@@ -151,6 +151,10 @@ class Problem:
             for n, ld in zip(self.nodes, self.loads(), strict=True)
         ]
 
+    def location_booleans(self) -> int:
+        """The plain model's size: one boolean per allowed location of each vertex with a choice."""
+        return sum(len(a) for a in (self.allowed(n) for n in self.nodes) if len(a) > 1)
+
     def allowed(self, node: Node) -> list[str]:
         """Where a vertex may go: VMs on host, ports on their sNIC, pinned NFs/tables where pinned."""
         if node.kind == "vm":

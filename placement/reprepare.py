@@ -25,7 +25,7 @@ from fractions import Fraction
 import numpy as np
 
 from placement import integers
-from placement.decompose import SAFE, Block, Ctx, Groups, Memo, assemble, configs
+from placement.decompose import SAFE, Block, Ctx, Groups, Memo, assemble, configs, kept_limit
 from placement.model import Problem
 
 
@@ -189,7 +189,7 @@ def update(
 
     # The groups holding a touched or re-located movable vertex, rebuilt.
     new_ctx = replace(ctx, problem=p, host=np.array(host, dtype=np.int64), mc=mc, cur=cur, coef=coef_a,
-                      g=g_arr)  # fmt: skip
+                      g=g_arr, max_kept=kept_limit(p))  # fmt: skip
     blocks = _rebuild(gr, new_ctx, touched)
     if blocks is None:
         return None

@@ -416,7 +416,7 @@ def _plain_first(problem: Problem) -> bool:
     booleans (one per allowed location of each vertex with a choice)."""
     if len(problem.snics) < 2:
         return False
-    return sum(len(a) for a in (problem.allowed(n) for n in problem.nodes) if len(a) > 1) <= PLAIN_FIRST_VARS
+    return problem.location_booleans() <= PLAIN_FIRST_VARS
 
 
 def _solve_model(

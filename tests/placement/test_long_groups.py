@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 
 from placement import decompose, parse_problem, solve
@@ -44,7 +45,9 @@ def test_eight_nf_chain_with_two_snics_is_exact():
     ("lengths", "snics", "seed"),
     [([16, 14, 5, 3], 1, 0), ([15, 2, 7], 1, 3), ([9, 4, 2], 2, 1), ([9, 9], 2, 4)],
 )
-def test_long_chains_match_the_mip(lengths, snics, seed):
+def test_long_chains_match_the_mip(lengths, snics, seed, monkeypatch):
+    # Small instances: without kept_limit's small-instance limit, so that the groups are built.
+    monkeypatch.setattr(decompose, "KEPT_PER_BOOLEAN", 10**6)
     problem = parse_problem(long_chains(lengths, snics, seed))
     gr = prepare(problem)
     assert gr is not None and _largest(gr) > 4096
@@ -115,10 +118,36 @@ def test_enumerated_groups_keep_the_limit():
     assert prepare(problem) is not None
 
 
-def test_prepare_deadline_is_checked_inside_one_large_group():
+def test_prepare_deadline_is_checked_inside_one_large_group(monkeypatch):
     # One 16-NF chain is one group and one chunk: the deadline must still stop its member-by-member build.
+    monkeypatch.setattr(decompose, "KEPT_PER_BOOLEAN", 10**6)  # a small instance: built all the same
     problem = parse_problem(long_chains([16], 1, 0))
     reads = iter([0.0] + [2.0] * 100)  # the chunk's check passes, the first member's does not
     with pytest.raises(decompose.PrepareTimeout, match="member"):
         prepare(problem, deadline=1.0, clock=lambda: next(reads))
     assert prepare(problem, deadline=1.0, clock=lambda: 0.0) is not None
+
+
+def test_small_instances_give_up_sooner_and_the_plain_model_answers():
+    # A 60-NF one-sNIC instance with base costs (the foreign generator's draw 87): one group keeps ~15,000
+    # configurations, over 200 per location boolean; past kept_limit's 32 per boolean: no groups.
+    from bench.placement.foreign import instance
+
+    problem = parse_problem(instance(87))
+    booleans = problem.location_booleans()
+    assert decompose.kept_limit(problem) == max(decompose.KEPT_FLOOR, decompose.KEPT_PER_BOOLEAN * booleans)
+    assert decompose.kept_limit(problem) < decompose.MAX_KEPT
+    assert prepare(problem) is None
+    ours = solve(problem, solver="cpsat", time_limit=60)
+    mip = solve(problem, solver="mip", time_limit=60)
+    assert ours["status"] == mip["status"] == "optimal"
+    assert ours["host_cost"] == pytest.approx(mip["host_cost"], rel=2e-5)
+    limit = decompose.kept_limit(problem)
+    # With MAX_KEPT alone it was built: a group keeps more than the small limit.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(decompose, "KEPT_PER_BOOLEAN", 10**6)
+        gr = prepare(problem)
+        assert gr is not None and int(np.diff(gr.start).max()) > limit
+    # Large instances keep MAX_KEPT.
+    big = parse_problem(long_chains([14] * 40, 1, 5))
+    assert decompose.kept_limit(big) == decompose.MAX_KEPT
