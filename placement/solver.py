@@ -547,12 +547,24 @@ def result(
     return out
 
 
+def _placeable(problem: Problem, opts: Options) -> bool:
+    """False only when the plain model proves `problem` infeasible within opts.time_limit. No objective:
+    it answers at its first placement (a full solve proved the optimum of every trial: 2.7 s on a 50-NF
+    instance with SLO chains where the whole diagnosis now takes a fraction of that)."""
+    try:
+        status, _, _ = _Model(problem, opts).solve(time.monotonic() + opts.time_limit)
+    except ModelRefused:
+        return True  # not proven infeasible
+    return status != "infeasible"
+
+
 def diagnose(problem: Problem, opts: Options) -> str:
     """Name the constraint that cannot be met.
 
     First what fixed vertices alone violate (pinned NFs' sNIC capacity or resources; a link's background
     traffic; traffic between vertices that cannot move); otherwise the family of constraints whose removal
-    makes the instance feasible (each trial is solved without a further diagnosis).
+    makes the instance feasible (each trial a feasibility question: the plain model without an
+    objective, which stops at its first placement; unanswered within its limit counts as feasible).
     """
     fixed = {n.id for n in problem.nodes if len(problem.allowed(n)) == 1}
     base = {n.id: problem.allowed(n)[0] if n.id in fixed else HOST for n in problem.nodes}
@@ -582,7 +594,7 @@ def diagnose(problem: Problem, opts: Options) -> str:
     trial_opts = replace(opts, time_limit=max(1.0, opts.time_limit / 4))
 
     def feasible(trial: Problem) -> bool:
-        return solve(trial, trial_opts, _diagnose=False)["status"] != "infeasible"
+        return _placeable(trial, trial_opts)
 
     if slo and feasible(replace(problem, chains=[])):
         for c in slo[:20]:

@@ -291,3 +291,23 @@ def test_time_limit_counts_from_started_and_a_late_proof_is_not_optimal(solver):
     assert late["status"] != "optimal" and "host_cost_seconds" not in late
     if late["status"] == "feasible":
         assert late["solve_seconds"] > 0.5 and 0 <= late["gap"] < 1
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_diagnosis_trials_are_feasibility_questions(solver):
+    from placement.families import Family, build
+    from placement.solver import Options, _placeable
+
+    # Two sNICs, SLO chains: infeasible through one chain's SLO; each trial (the instance without a chain)
+    # only needs a placement, not its optimum.
+    fam = Family(
+        shape="chain", capacity=0.908, pcie=3.17, snics=2, traffic="pareto", pinned=0.13, latency=True
+    )
+    problem = parse_problem(build(fam, 50, 961020))
+    opts = Options(solver=solver, time_limit=20)
+    assert not _placeable(problem, opts)
+    relaxed = parse_problem(build(fam, 50, 961020))
+    relaxed.chains = []
+    assert _placeable(relaxed, opts)
+    r = solve(problem, solver=solver, time_limit=20)
+    assert r["status"] == "infeasible" and r["reason"].startswith("chain c13: its latency_us"), r["reason"]
