@@ -26,8 +26,9 @@ Pipeline (every step exact; the floating-point LP is only a guide):
    bisection's floor. Otherwise CP-SAT proves the primary
    on the fixed core by feasibility questions "cost <= x?" (bisecting between the bound and p1 while far apart,
    but asking p1's refutation first, without ``_minimised``, when p1 is a CP-SAT core's proven optimum),
-   each with the exact reduced-cost row as a redundant constraint; on a small core each question is first
-   answered exactly without CP-SAT (choicebb.py, boxed; ``_answered``), CP-SAT asked when it runs out.
+   each with the exact reduced-cost row as a redundant constraint (and, where the kept-row bound rose above
+   the LP's, one per binding row of the prices with that row's freed: ``_row_freed_bounds``); on a small
+   core each question is first answered exactly without CP-SAT (choicebb.py, boxed; ``_answered``), CP-SAT asked when it runs out.
 4. Tie-breaks (fewer PCIe units, then fewer moves) among placements of cost p1: a second exact bound with
    the row cost == p1 fixes more configurations; then CP-SAT on the core with one folded objective,
    boxed in a share of the primary's deterministic work (the host cost is proven already;

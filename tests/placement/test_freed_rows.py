@@ -30,7 +30,9 @@ def test_freed_rows_cut_off_no_placement(seed):
     alive = np.array([rng.random() < 0.85 for _ in cost]) | np.isin(np.arange(len(cost)), start[:-1])
     bounds = engine._row_freed_bounds(gr, alive, lam)
     assert len(bounds) == (int((lam > 0).sum()) if (lam > 0).sum() > 1 else 0)
-    for pick in itertools.product(*[range(int(a), int(b)) for a, b in zip(start[:-1], start[1:], strict=True)]):
+    for pick in itertools.product(
+        *[range(int(a), int(b)) for a, b in zip(start[:-1], start[1:], strict=True)]
+    ):
         ix = np.array(pick)
         if not alive[ix].all() or not (use[ix].sum(0) <= budget).all():
             continue
