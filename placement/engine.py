@@ -26,8 +26,9 @@ Pipeline (every step exact; the floating-point LP is only a guide):
    bisection's floor. Otherwise CP-SAT proves the primary
    on the fixed core by feasibility questions "cost <= x?" (bisecting between the bound and p1 while far apart,
    but asking p1's refutation first, without ``_minimised``, when p1 is a CP-SAT core's proven optimum),
-   each with the exact reduced-cost row as a redundant constraint; on a small core each question is first
-   answered exactly without CP-SAT (choicebb.py, boxed; ``_answered``), CP-SAT asked when it runs out.
+   each with the exact reduced-cost row as a redundant constraint (and, where the kept-row bound rose above
+   the LP's, one per binding row of the prices with that row's freed: ``_row_freed_bounds``); on a small
+   core each question is first answered exactly without CP-SAT (choicebb.py, boxed; ``_answered``), CP-SAT asked when it runs out.
 4. Tie-breaks (fewer PCIe units, then fewer moves) among placements of cost p1: a second exact bound with
    the row cost == p1 fixes more configurations; then CP-SAT on the core with one folded objective,
    boxed in a share of the primary's deterministic work (the host cost is proven already;
@@ -508,6 +509,19 @@ def _kept_rows_bound(gr: Groups, useful: np.ndarray, lam: np.ndarray, target: in
     return best
 
 
+def _row_freed_bounds(gr: Groups, alive: np.ndarray, lam: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
+    """Where several budget rows are priced: per priced row r the exact Lagrangian bound (``_bound``) of the
+    prices with r's set to 0, over the `alive` configurations (its reduced costs are a valid row for every
+    placement among them that meets row r)."""
+    rows = np.nonzero(lam > 0)[0].tolist()
+    out = []
+    for r in rows if len(rows) > 1 else []:
+        others = lam.copy()
+        others[r] = 0.0
+        out.append(_bound(gr, alive, gr.cost, others, [], np.zeros(0)))
+    return out
+
+
 def _two_rows_bound(gr: Groups, useful: np.ndarray, lam: np.ndarray, lb: int, den: int, d: np.ndarray,
                     target: int) -> bool | Fraction | None:  # fmt: skip
     """Exact lower bound on the primary from the relaxation keeping the two most binding budget rows (by
@@ -983,6 +997,9 @@ def solve_groups(
     # widened core's optimum. None once the near-free question or a proof question improved it (a better
     # placement from _minimised leaves it as it was).
     settled: str | None = None
+    # Whether the kept-row bound rose above the LP's (by a slack at least): the questions then carry the
+    # reduced-cost rows of each binding row's freed prices (_row_freed_bounds).
+    freed = False
     lp1 = _prices(gr, alive, deadline, run.clock) if gr.n_groups and reduce else None
     if lp1 is not None:
         # Incumbent from a small core around the LP optimum, then exact reduced-cost fixing.
@@ -1110,7 +1127,7 @@ def solve_groups(
                     elif kept is not None and kept >= lower + max(1, slack(p1)):
                         # (a rise of less than a slack only moves the bisection's midpoints, measured:
                         # long 500 seed 0 +0.15 slacks, a 0.2 s question became a 1.1 s one)
-                        lower = kept
+                        lower, freed = kept, True
                 if not proven:
                     # Both binding rows kept: the integer gap the LP and the one-row DP each leave
                     both = _two_rows_bound(gr, useful, lam, lb1, den1, d1, target)
@@ -1217,6 +1234,8 @@ def solve_groups(
             core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
             core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
             core.add_reduced_cut(d1, den1 * ask - lb1)
+            for lbr, denr, dr in _row_freed_bounds(gr, alive, lam) if freed else []:
+                core.add_reduced_cut(dr, denr * ask - lbr)
             # Several sNICs: the incumbent as CP-SAT's hint, its "yes" is usually a few switches away
             # (measured: two-snics 200 seed 11's midpoint "yes" 2.5 deterministic seconds later without);
             # with one sNIC the hint slowed long and background 500 (0.61 -> 1.03 CPU s; bench/RESULTS.md).
