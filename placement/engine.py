@@ -1158,7 +1158,6 @@ def solve_groups(
     # of its box (CP-SAT answers from there on).
     known = choicebb.Prices([lam] if lp1 is not None else [])
     exact_out = False
-    answered_yes = False  # a question found a cheaper placement (several sNICs: no bisection after it)
     while not proven and best is not None:
         # Is there a placement of cost <= p1 - 1? Asked as a pure feasibility question (measured: CP-SAT
         # refutes it in 0.2 s where minimising the cost on the same core did not close a 1-unit gap in
@@ -1181,18 +1180,7 @@ def solve_groups(
         # On a small core the exact search minimises below the target in one answer (measured: long 200 seed
         # 8, 1.3 s against five exact "no" answers of the bisection, 2.8 s, and a sixth that ran out).
         exact = not exact_out and _exact_fits(gr, alive)
-        # With several sNICs the refutation first as well once a question answered "yes": its placement was
-        # usually the optimum, and each midpoint "no" below it cost about as much as the refutation (measured:
-        # two-snics 100 seed 1, six "no" answers of 4-9 CPU s after the "yes" that found the optimum, 36 s,
-        # against one refutation of 12 s); before one, the midpoint (two-snics 200 seeds 2, 11: its "yes"
-        # jumped to within two slacks of the floor where refutations from the top crept down a slack a time).
-        bisect = (
-            not exact
-            and gap_frac
-            and target - lo > slack(p1)
-            and settled is None
-            and (one_snic or not answered_yes)
-        )
+        bisect = not exact and gap_frac and target - lo > slack(p1) and settled is None
         ask = lo + (target - lo) // 2 if bisect else target
         answer = (
             _answered(gr, alive, ask, known, lambda c: c - 1 - slack(c), deadline, run) if exact else None
@@ -1246,7 +1234,7 @@ def solve_groups(
             proven = True
             restricted = restricted if _holds(restricted, alive) else None
         elif status in ("optimal", "feasible", "least"):
-            best, p1, settled, answered_yes = ch, _sum(gr.cost, ch), None, True
+            best, p1, settled = ch, _sum(gr.cost, ch), None
             alive = _fixed(alive, d1, den1 * p1 - lb1, best)
             restricted = None
             proven = status == "least"  # (no placement costs p1 - 1 - slack or less: within the gap)
