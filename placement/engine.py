@@ -413,6 +413,8 @@ WHOLE_MINIMISE_GAP = 64
 # configurations of reduced cost at most 1 / WIDEN_SHARE of that gap (only where the proof's core is wider than
 # MINIMISE_MAX_VARS), boxed in WIDEN_WORK deterministic seconds, at most WIDEN_ROUNDS times.
 WIDEN_GAP, WIDEN_SHARE, WIDEN_WORK, WIDEN_ROUNDS = 16, 3, 0.05, 2
+# ... and on a narrower proof core whose groups have at least this many configurations each on average.
+WIDEN_NARROW_CONFIGS = 4
 # The exact answer to the proof's questions (choicebb.py): on cores of at most EXACT_MAX_GROUPS groups with a
 # choice and EXACT_MAX_VARS variables, boxed in EXACT_WORK units (EXACT_RATE a second of an idle core,
 # measured 3e7-2e8; the least search of long 200 seed 8 took 1.1e8 units, 1.3 s CPU, where CP-SAT's
@@ -589,10 +591,15 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
     gap = den * p - lb
     if units <= 0 or gap <= den * units * WIDEN_GAP:
         return None, False, None
-    # Only where the proof's core at this incumbent is too wide for its minimisation (_minimised): there
-    # the first questions' "yes" answers are the costly ones; on a narrower core the minimisation closes
-    # the gap from a poorer incumbent sooner (measured: chains-tight 500 seed 2).
-    if _choice_vars(gr, _within(d, gap)) <= MINIMISE_MAX_VARS:
+    # Where the proof's core at this incumbent is too wide for its minimisation (_minimised): there the
+    # first questions' "yes" answers are the costly ones. On a narrower core the minimisation closes the
+    # gap from a poorer incumbent sooner (measured: chains-tight 500 seed 2), unless its groups have many
+    # configurations each (long chains: 7 a group; chains-tight 2.7): there the widened core's optimum and
+    # the refutation outside it were 2-15x cheaper (long 200 / 500), and only that optimum is taken
+    # (`narrow`): an incumbent the box left unproven sent long 300 seed 4 down a 4x longer proof.
+    groups, n_vars = _core_size(gr, _within(d, gap))
+    narrow = n_vars <= MINIMISE_MAX_VARS
+    if narrow and n_vars < WIDEN_NARROW_CONFIGS * groups:
         return None, False, None
     found, settled, floor = None, False, None
     for _ in range(WIDEN_ROUNDS):
@@ -614,6 +621,8 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
         gap = den * p - lb
         if status == "optimal" or gap <= den * units * WIDEN_GAP:
             break  # (the next core is a part of this one)
+    if narrow and not settled:
+        return None, False, None
     return found, settled, floor
 
 

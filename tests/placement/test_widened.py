@@ -53,6 +53,29 @@ def test_widened_fits_is_cheaper_and_never_below_the_optimum(seed, monkeypatch):
     assert engine._sum(cost, out) <= best_kept + units
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_widened_on_a_narrow_core_returns_only_its_proven_optimum(seed, monkeypatch):
+    """A proof core narrow enough for the minimisation (MINIMISE_MAX_VARS raised) with many configurations
+    a group (WIDEN_NARROW_CONFIGS lowered): the widened core's placement is returned only when proven
+    within the slack of its core's optimum, with its floor."""
+    monkeypatch.setattr(engine, "MINIMISE_MAX_VARS", 10**9)
+    monkeypatch.setattr(engine, "WIDEN_NARROW_CONFIGS", 0)
+    rng = random.Random(seed)
+    t = _priced(rng)
+    units = rng.choice([1, rng.randint(1, 10**9)])
+    out, settled, floor = engine._widened(
+        t.gr, t.d, t.lb, t.den, t.first, lambda _: units, 1, time.monotonic() + 30, engine._Run()
+    )
+    if out is None:
+        assert not settled and floor is None
+        return
+    assert settled and floor is not None
+    _assert_fits(t, out)
+    assert t.best <= engine._sum(t.cost, out) <= floor.floor + units
+    inside = _exact_best(t.cost, t.use, t.budget, t.start, floor.keep)
+    assert inside is not None and inside >= floor.floor
+
+
 @pytest.mark.parametrize(("size", "seed"), [(150, 0), (200, 2), (300, 2)])
 def test_engine_with_the_widened_core_is_within_the_gap_of_the_exact_optimum(size, seed, caplog, monkeypatch):
     """chains-tight with a gap limit, the widened core let run on any core (MINIMISE_MAX_VARS lowered;
