@@ -596,13 +596,14 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
     # gap from a poorer incumbent sooner (measured: chains-tight 500 seed 2), unless its groups have many
     # configurations each (long chains: 7 a group; chains-tight 2.7): there the widened core's optimum and
     # the refutation outside it were 2-15x cheaper (long 200 / 500), and only that optimum is taken
-    # (`narrow`): an incumbent the box left unproven sent long 300 seed 4 down a 4x longer proof.
+    # (`narrow`), from one round: an incumbent the box left unproven sent long 300 seed 4 down a 4x longer
+    # proof, and a second round settled none of long 200-1,000 seeds 0-11 (0.05 deterministic s lost each).
     groups, n_vars = _core_size(gr, _within(d, gap))
     narrow = n_vars <= MINIMISE_MAX_VARS
     if narrow and n_vars < WIDEN_NARROW_CONFIGS * groups:
         return None, False, None
     found, settled, floor = None, False, None
-    for _ in range(WIDEN_ROUNDS):
+    for _ in range(1 if narrow else WIDEN_ROUNDS):  # (narrow: a second round's optimum never paid, below)
         keep = _within(d, gap // WIDEN_SHARE)
         keep[np.array(inc, dtype=np.int64)] = True
         core = _Core(gr, keep, workers, FEASIBILITY_LINEARIZATION, run)
