@@ -167,3 +167,20 @@ def test_questions_outside_the_widened_core_keep_the_exact_optimum(caplog):
     opt = engine._sum(gr.cost, exact.chosen) + gr.cost_const
     assert opt <= host <= opt + 1e-5 * host + 1
     assert engine._fits(gr, ours.chosen)
+
+
+@pytest.mark.parametrize(("size", "seed"), [(150, 0), (200, 5), (200, 10), (300, 2)])
+def test_engine_with_the_widened_core_on_a_narrow_proof_core_keeps_the_exact_optimum(size, seed, caplog):
+    """long chains whose proof core is narrow (at most MINIMISE_MAX_VARS) with many configurations a group:
+    the widened core runs there (checked in the debug log) and the answer is within the gap limit of the
+    exact optimum (the engine at gap 0, no widened core)."""
+    gr = prepare_within(parse_problem(instance("long", size, seed)), Options(), time.monotonic())
+    exact = engine.solve_groups(gr, time.monotonic() + 60)
+    with caplog.at_level(logging.DEBUG, logger="placement.engine"):
+        ours = engine.solve_groups(gr, time.monotonic() + 60, gap_limit=1e-5)
+    assert any(r.getMessage().startswith("widened") for r in caplog.records)
+    assert exact.status == ours.status == "optimal"
+    host = engine._sum(gr.cost, ours.chosen) + gr.cost_const
+    opt = engine._sum(gr.cost, exact.chosen) + gr.cost_const
+    assert opt <= host <= opt + 1e-5 * host + 1
+    assert engine._fits(gr, ours.chosen)
