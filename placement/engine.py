@@ -176,6 +176,14 @@ class _Core:
             expr = self.cp.LinearExpr.weighted_sum([self.vars[k] for k in nz.tolist()], scaled[nz].tolist())
             self.m.add(expr <= room // q)
 
+    def add_outside(self, keep: np.ndarray) -> None:
+        """At least one chosen configuration outside `keep` (where a ``_CoreFloor`` proves every placement
+        inside it costs more than asked)."""
+        if (~keep[self.single[self.single >= 0]]).any():
+            return  # a group without a choice is outside already
+        out = np.nonzero(~keep[self.var_cfg])[0]
+        self.m.add_bool_or([self.vars[k] for k in out.tolist()])  # (none: unsatisfiable)
+
     def solve(self, deadline: float, hint: list[int] | None, abs_gap: float = 0.0, work: float | None = None,
               cuts: bool = True):  # fmt: skip
         """CP-SAT until `deadline` (wall clock) and, if given, `work` units of CP-SAT's deterministic time
@@ -406,6 +414,8 @@ WHOLE_MINIMISE_GAP = 64
 # configurations of reduced cost at most 1 / WIDEN_SHARE of that gap (only where the proof's core is wider than
 # MINIMISE_MAX_VARS), boxed in WIDEN_WORK deterministic seconds, at most WIDEN_ROUNDS times.
 WIDEN_GAP, WIDEN_SHARE, WIDEN_WORK, WIDEN_ROUNDS = 16, 3, 0.05, 2
+# ... and on a narrower proof core whose groups have at least this many configurations each on average.
+WIDEN_NARROW_CONFIGS = 4
 # The exact answer to the proof's questions (choicebb.py): on cores of at most EXACT_MAX_GROUPS groups with a
 # choice and EXACT_MAX_VARS variables, boxed in EXACT_WORK units (EXACT_RATE a second of an idle core,
 # measured 3e7-2e8; the least search of long 200 seed 8 took 1.1e8 units, 1.3 s CPU, where CP-SAT's
@@ -567,8 +577,17 @@ def _near_free(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], sla
     return ch if status in ("optimal", "feasible") else None
 
 
+@dataclass
+class _CoreFloor:
+    """No placement of only `keep`'s configurations costs less than `floor` (a CP-SAT core's proven bound):
+    a question asking less needs a configuration outside `keep` (``_Core.add_outside``)."""
+
+    keep: np.ndarray
+    floor: int
+
+
 def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack, workers: int,
-             deadline: float, run: _Run) -> tuple[list[int] | None, bool]:  # fmt: skip
+             deadline: float, run: _Run) -> tuple[list[int] | None, bool, _CoreFloor | None]:  # fmt: skip
     """A cheaper incumbent than `inc` from CP-SAT minimising the primary on the configurations of reduced
     cost at most 1 / WIDEN_SHARE of `inc`'s gap above the bound lb / den (and `inc`'s), from `inc`, boxed
     in WIDEN_WORK deterministic seconds, again on the narrower core of the gap left when the box ended the
@@ -578,36 +597,56 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
     capacity and PCIe) the optimum can lie tens of slacks above the bound and differ from the local
     search's stop in many groups at once, each a configuration of a few to tens of slacks of reduced cost:
     the restricted core (the least reduced costs) does not hold them, the proof's core (everything within
-    the incumbent's gap) is too wide to find them in a small box (measured, bench/RESULTS.md)."""
+    the incumbent's gap) is too wide to find them in a small box (measured, bench/RESULTS.md). Third: the
+    highest floor a round's core proved (None if none), for the proof's questions below it."""
     p = _sum(gr.cost, inc)
     floor = -(-lb // den)
     units = slack(floor)
     gap = den * p - lb
     if units <= 0 or gap <= den * units * WIDEN_GAP:
-        return None, False
-    # Only where the proof's core at this incumbent is too wide for its minimisation (_minimised): there
-    # the first questions' "yes" answers are the costly ones; on a narrower core the minimisation closes
-    # the gap from a poorer incumbent sooner (measured: chains-tight 500 seed 2).
-    if _choice_vars(gr, _within(d, gap)) <= MINIMISE_MAX_VARS:
-        return None, False
-    found, settled = None, False
-    for _ in range(WIDEN_ROUNDS):
+        return None, False, None
+    # Where the proof's core at this incumbent is too wide for its minimisation (_minimised): there the
+    # first questions' "yes" answers are the costly ones. On a narrower core the minimisation closes the
+    # gap from a poorer incumbent sooner (measured: chains-tight 500 seed 2), unless its groups have many
+    # configurations each (long chains: 7 a group; chains-tight 2.7): there the widened core's optimum and
+    # the refutation outside it were 2-15x cheaper (long 200 / 500), and only that optimum is taken
+    # (`narrow`), from one round: an incumbent the box left unproven sent long 300 seed 4 down a 4x longer
+    # proof, and a second round settled none of long 200-1,000 seeds 0-11 (0.05 deterministic s lost each).
+    groups, n_vars = _core_size(gr, _within(d, gap))
+    narrow = n_vars <= MINIMISE_MAX_VARS
+    if narrow and n_vars < WIDEN_NARROW_CONFIGS * groups:
+        return None, False, None
+    found, settled, floor = None, False, None
+    for _ in range(1 if narrow else WIDEN_ROUNDS):  # (narrow: a second round's optimum never paid, below)
         keep = _within(d, gap // WIDEN_SHARE)
         keep[np.array(inc, dtype=np.int64)] = True
         core = _Core(gr, keep, workers, FEASIBILITY_LINEARIZATION, run)
         core.m.add(core.objective(gr.cost) <= p - 1 - core.const(gr.cost))
         core.m.minimize(core.objective(gr.cost))
-        status, ch, _, _ = core.solve(deadline, inc, float(units), WIDEN_WORK, cuts=False)
+        status, ch, _, bound = core.solve(deadline, inc, float(units), WIDEN_WORK, cuts=False)
         log.debug("widened %s core=%d", status, len(core.multi))
         if status not in ("optimal", "feasible"):
             break
+        low = _exact_floor(bound)
+        if low is not None and (floor is None or low + core.const(gr.cost) > floor.floor):
+            floor = _CoreFloor(keep, low + core.const(gr.cost))
         found = inc = ch
         settled = status == "optimal"
         p = _sum(gr.cost, inc)
         gap = den * p - lb
         if status == "optimal" or gap <= den * units * WIDEN_GAP:
             break  # (the next core is a part of this one)
-    return found, settled
+    if narrow and not settled:
+        return None, False, None
+    return found, settled, floor
+
+
+def _exact_floor(bound: float | None) -> int | None:
+    """CP-SAT's objective bound as an exact integer lower bound, None when it reported none or it is too
+    large to be exact in a double (CP-SAT reports it as one)."""
+    if bound is None or not math.isfinite(bound) or abs(bound) >= 2**52:
+        return None
+    return math.floor(bound)  # (an integer objective's bound is an integer; floor() keeps it valid if not)
 
 
 def _minimised(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, best: list[int], p1: int,
@@ -633,10 +672,8 @@ def _minimised(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, 
     status, ch, _, bound = core.solve(
         deadline, best, float(slack), None if whole else MINIMISE_WORK * questions
     )
-    if bound is None or not math.isfinite(bound) or abs(bound) >= 2**52:
-        return status, ch, None
-    # CP-SAT's bound of an integer objective is an integer; floor() keeps it valid if it were not.
-    return status, ch, math.floor(bound) + const
+    low = _exact_floor(bound)
+    return status, ch, None if low is None else low + const
 
 
 def _minimise_into(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, best: list[int], p1: int,
@@ -1000,6 +1037,10 @@ def solve_groups(
     # Whether the kept-row bound rose above the LP's (by a slack at least): the questions then carry the
     # reduced-cost rows of each binding row's freed prices (_row_freed_bounds).
     freed = False
+    # A core whose placements all cost at least its floor (_widened's): the questions below it need a
+    # configuration outside it, which CP-SAT refutes far sooner than the question alone (measured,
+    # bench/RESULTS.md).
+    core_floor: _CoreFloor | None = None
     lp1 = _prices(gr, alive, deadline, run.clock) if gr.n_groups and reduce else None
     if lp1 is not None:
         # Incumbent from a small core around the LP optimum, then exact reduced-cost fixing.
@@ -1092,7 +1133,9 @@ def solve_groups(
                 if better is not None and _sum(gr.cost, better) < _sum(gr.cost, inc):
                     status, inc = "feasible", better
             if status in ("optimal", "feasible") and not close_enough(inc):
-                wide, wide_settled = _widened(gr, d1, lb1, den1, inc, slack, workers, deadline, run)
+                wide, wide_settled, core_floor = _widened(
+                    gr, d1, lb1, den1, inc, slack, workers, deadline, run
+                )
                 if wide is not None and _sum(gr.cost, wide) < _sum(gr.cost, inc):
                     status, inc, settled = "feasible", wide, "widened" if wide_settled else None
         if status in ("optimal", "feasible"):
@@ -1225,6 +1268,7 @@ def solve_groups(
                 break
             return Outcome("feasible", best, _gap(gr, p1, lower), _core_size(gr, alive)[0])
         exact = answer is not None and answer.status != "unknown"
+        outside = False
         if exact:
             status = "feasible" if answer.status == "yes" else "infeasible"
             ch, core_groups = answer.chosen, answer.groups
@@ -1236,6 +1280,9 @@ def solve_groups(
             core.add_reduced_cut(d1, den1 * ask - lb1)
             for lbr, denr, dr in _row_freed_bounds(gr, alive, lam) if freed else []:
                 core.add_reduced_cut(dr, denr * ask - lbr)
+            outside = core_floor is not None and ask < core_floor.floor
+            if outside:
+                core.add_outside(core_floor.keep)
             # Several sNICs: the incumbent as CP-SAT's hint, its "yes" is usually a few switches away
             # (measured: two-snics 200 seed 11's midpoint "yes" 2.5 deterministic seconds later without);
             # with one sNIC the hint slowed long and background 500 (0.61 -> 1.03 CPU s; bench/RESULTS.md).
@@ -1244,8 +1291,8 @@ def solve_groups(
             core_groups = len(core.multi)
         log.debug("cost <= %s? %s at %.3f of [lo %d, target %d] in slacks %.1f core=%d %s t=%.3f",
                   "p1 - 1 - slack" if ask == target else "midpoint", status, (ask - lo) / max(1, target - lo), lo,
-                  target, (target - lo) / max(1, slack(p1)), core_groups, "exact" if exact else "cp-sat",
-                  run.clock() - t0)  # fmt: skip
+                  target, (target - lo) / max(1, slack(p1)), core_groups,
+                  "exact" if exact else "cp-sat outside" if outside else "cp-sat", run.clock() - t0)  # fmt: skip
         if status == "infeasible" and ask < target:
             lo = ask + 1
             lower = max(lower, Fraction(lo))

@@ -2,11 +2,13 @@
 the incumbent's gap above the bound. Against brute force on small random multi-row instances: what it returns
 fits every row, takes one configuration per group, costs less than the incumbent and no less than the optimum,
 and is within the slack of the best choice among the configurations it was given (None only when that set has
-nothing cheaper); and the engine that uses it on chains-tight stays within the gap limit of the exact
-optimum."""
+nothing cheaper), its core's floor never above that core's optimum; the question below such a floor,
+which asks for a configuration outside the core, answers as brute force does; and the engine that uses
+them stays within the gap limit of the exact optimum."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import time
@@ -30,12 +32,15 @@ def test_widened_fits_is_cheaper_and_never_below_the_optimum(seed, monkeypatch):
     cost, use, budget, start, first = t.cost, t.use, t.budget, t.start, t.first
     gr, lb, den, d, p, best = t.gr, t.lb, t.den, t.d, t.p, t.best
     units = rng.choice([1, rng.randint(1, 10**9)])
-    out, settled = engine._widened(
+    out, settled, floor = engine._widened(
         gr, d, lb, den, first, lambda _: units, 1, time.monotonic() + 30, engine._Run()
     )
     if den * p - lb <= den * units * engine.WIDEN_GAP:
-        assert out is None and not settled  # within WIDEN_GAP slacks: not asked
+        assert out is None and not settled and floor is None  # within WIDEN_GAP slacks: not asked
         return
+    if floor is not None:  # no placement of only its core's configurations costs less
+        inside = _exact_best(cost, use, budget, start, floor.keep)
+        assert inside is None or inside >= floor.floor
     keep = engine._within(d, (den * p - lb) // engine.WIDEN_SHARE)
     keep[np.array(first)] = True
     best_kept = _exact_best(cost, use, budget, start, keep)
@@ -46,6 +51,29 @@ def test_widened_fits_is_cheaper_and_never_below_the_optimum(seed, monkeypatch):
     _assert_fits(t, out)
     assert best <= engine._sum(cost, out) < p
     assert engine._sum(cost, out) <= best_kept + units
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_widened_on_a_narrow_core_returns_only_its_proven_optimum(seed, monkeypatch):
+    """A proof core narrow enough for the minimisation (MINIMISE_MAX_VARS raised) with many configurations
+    a group (WIDEN_NARROW_CONFIGS lowered): the widened core's placement is returned only when proven
+    within the slack of its core's optimum, with its floor."""
+    monkeypatch.setattr(engine, "MINIMISE_MAX_VARS", 10**9)
+    monkeypatch.setattr(engine, "WIDEN_NARROW_CONFIGS", 0)
+    rng = random.Random(seed)
+    t = _priced(rng)
+    units = rng.choice([1, rng.randint(1, 10**9)])
+    out, settled, floor = engine._widened(
+        t.gr, t.d, t.lb, t.den, t.first, lambda _: units, 1, time.monotonic() + 30, engine._Run()
+    )
+    if out is None:
+        assert not settled and floor is None
+        return
+    assert settled and floor is not None
+    _assert_fits(t, out)
+    assert t.best <= engine._sum(t.cost, out) <= floor.floor + units
+    inside = _exact_best(t.cost, t.use, t.budget, t.start, floor.keep)
+    assert inside is not None and inside >= floor.floor
 
 
 @pytest.mark.parametrize(("size", "seed"), [(150, 0), (200, 2), (300, 2)])
@@ -85,6 +113,72 @@ def test_settled_incumbent_is_refuted_first_and_within_the_gap_of_the_exact_opti
         if asked
         else any(m.startswith("minimised") for m in messages)
     )
+    assert exact.status == ours.status == "optimal"
+    host = engine._sum(gr.cost, ours.chosen) + gr.cost_const
+    opt = engine._sum(gr.cost, exact.chosen) + gr.cost_const
+    assert opt <= host <= opt + 1e-5 * host + 1
+    assert engine._fits(gr, ours.chosen)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_question_outside_a_core_answers_as_brute_force(seed):
+    """_Core.add_outside: a placement of cost <= ask with a configuration outside `keep` exists iff brute
+    force finds one (the groups whose choice the core fixes included)."""
+    rng = random.Random(seed)
+    t = _priced(rng)
+    cost, use, budget, start = t.cost, t.use, t.budget, t.start
+    keep = np.array([rng.random() < 0.6 for _ in range(len(cost))])
+    alive = np.array([rng.random() < 0.8 for _ in range(len(cost))])
+    alive[np.array(t.first)] = True
+    ask = rng.randint(t.best, t.p)
+    core = engine._Core(t.gr, alive, 1, 1)
+    core.m.add(core.objective(cost) <= ask - core.const(cost))
+    core.add_outside(keep)
+    status, ch, _, _ = core.solve(time.monotonic() + 30, None)
+    expected = False
+    for pick in itertools.product(
+        *[range(int(a), int(b)) for a, b in zip(start[:-1], start[1:], strict=True)]
+    ):
+        ix = np.array(pick)
+        if (
+            alive[ix].all()
+            and not keep[ix].all()
+            and (use[ix].sum(0) <= budget).all()
+            and cost[ix].sum() <= ask
+        ):
+            expected = True
+            break
+    assert (status in ("optimal", "feasible")) == expected
+    if ch is not None:
+        _assert_fits(t, ch)
+        assert engine._sum(cost, ch) <= ask and not keep[np.array(ch)].all()
+
+
+def test_questions_outside_the_widened_core_keep_the_exact_optimum(caplog):
+    """long 500 seed 4 (its refutation is asked outside the widened core, checked in the debug log): the
+    answer is within the gap limit of the exact optimum (the engine at gap 0, no widened core)."""
+    gr = prepare_within(parse_problem(instance("long", 500, 4)), Options(), time.monotonic())
+    exact = engine.solve_groups(gr, time.monotonic() + 120)
+    with caplog.at_level(logging.DEBUG, logger="placement.engine"):
+        ours = engine.solve_groups(gr, time.monotonic() + 60, gap_limit=1e-5)
+    assert any(r.getMessage().startswith("cost <=") and "outside" in r.getMessage() for r in caplog.records)
+    assert exact.status == ours.status == "optimal"
+    host = engine._sum(gr.cost, ours.chosen) + gr.cost_const
+    opt = engine._sum(gr.cost, exact.chosen) + gr.cost_const
+    assert opt <= host <= opt + 1e-5 * host + 1
+    assert engine._fits(gr, ours.chosen)
+
+
+@pytest.mark.parametrize(("size", "seed"), [(150, 0), (200, 5), (200, 10), (300, 2)])
+def test_engine_with_the_widened_core_on_a_narrow_proof_core_keeps_the_exact_optimum(size, seed, caplog):
+    """long chains whose proof core is narrow (at most MINIMISE_MAX_VARS) with many configurations a group:
+    the widened core runs there (checked in the debug log) and the answer is within the gap limit of the
+    exact optimum (the engine at gap 0, no widened core)."""
+    gr = prepare_within(parse_problem(instance("long", size, seed)), Options(), time.monotonic())
+    exact = engine.solve_groups(gr, time.monotonic() + 60)
+    with caplog.at_level(logging.DEBUG, logger="placement.engine"):
+        ours = engine.solve_groups(gr, time.monotonic() + 60, gap_limit=1e-5)
+    assert any(r.getMessage().startswith("widened") for r in caplog.records)
     assert exact.status == ours.status == "optimal"
     host = engine._sum(gr.cost, ours.chosen) + gr.cost_const
     opt = engine._sum(gr.cost, exact.chosen) + gr.cost_const
