@@ -33,6 +33,11 @@ PREPARE_SHARE = 0.5  # of the time limit: prepare past it gives up, the plain mo
 # With one sNIC the engine was faster at every size measured (the box only added its cost).
 PLAIN_FIRST_VARS = 256
 PLAIN_FIRST_WORK = 0.01
+# ... and with at least PLAIN_ONLY_SNICS sNICs the plain model answers alone (no box, no engine after it):
+# on four-snics 50 it proved 11 of 12 where the engine after the box proved 7, faster on 10 of 12 (the
+# engine's bound sees no single sNIC's packing); with two and three sNICs the engine was as fast or faster
+# (bench/RESULTS.md).
+PLAIN_ONLY_SNICS = 4
 
 
 @dataclass
@@ -328,7 +333,9 @@ def solve(
     deadline = t0 + opts.time_limit
     refused = None
     if opts.solver == "cpsat" and engine and prepared is None and _plain_first(problem):
-        out = _solve_model(problem, opts, t0, deadline, _diagnose, first_work=PLAIN_FIRST_WORK)
+        alone = len(problem.snics) >= PLAIN_ONLY_SNICS
+        box = None if alone else PLAIN_FIRST_WORK
+        out = _solve_model(problem, opts, t0, deadline, _diagnose, first_work=box, refused_none=True)
         if out is not None:
             return out
     if opts.solver == "cpsat" and engine:
@@ -426,16 +433,18 @@ def _solve_model(
     deadline: float,
     _diagnose: bool = True,
     first_work: float | None = None,
+    refused_none: bool = False,
 ) -> dict | None:
     """The plain model (a variable per NF and location): the MIP baseline, and CP-SAT's fallback.
     `first_work`: stage 1 gets that deterministic box and None comes back unless it proves the optimum or
-    infeasibility in it (the engine then takes over)."""
+    infeasibility in it (the engine then takes over); None too when CP-SAT refuses the model and
+    `refused_none` is set (the engine answers)."""
     model = _Model(problem, opts)
     model.minimize(model.stage1)
     try:
         status, obj, bound = model.solve(deadline, hint=_current_hint(model), work=first_work)
     except ModelRefused as exc:
-        if first_work is not None:
+        if refused_none:
             return None  # the engine answers (and says why if the plain model is refused again)
         log.error("placement: %s", exc)
         out = _no_placement(problem, opts, "unknown", t0, False)

@@ -74,3 +74,30 @@ def test_the_engine_answers_when_the_box_runs_out(monkeypatch):
     out = solve(problem, time_limit=20)
     mip = solve(problem, solver="mip", time_limit=20)
     assert calls and out["status"] == "optimal" and _same_cost(out, mip)
+
+
+def test_with_four_snics_the_plain_model_answers_alone(monkeypatch):
+    calls = []
+    real = solver_mod._solve_engine
+    monkeypatch.setattr(solver_mod, "_solve_engine", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(solver_mod, "PLAIN_FIRST_WORK", 1e-6)  # a box that never decides
+    four = parse_problem(instance("four-snics", 30, 2))
+    out = solve(four, time_limit=20)
+    mip = solve(four, solver="mip", time_limit=20)
+    assert not calls and out["status"] == mip["status"] == "optimal" and _same_cost(out, mip)
+    # Three sNICs: the box, then the engine.
+    three = parse_problem(build(Family(shape="long", snics=3, capacity=0.3, pcie=1.3), 30, 2))
+    out = solve(three, time_limit=20)
+    assert calls and out["status"] == "optimal"
+
+
+def test_a_refused_plain_model_leaves_the_answer_to_the_engine(monkeypatch):
+    def refuse(*a, **k):
+        raise solver_mod.ModelRefused("refused for the test")
+
+    monkeypatch.setattr(solver_mod._Model, "solve", refuse)
+    four = parse_problem(instance("four-snics", 30, 2))
+    out = solver_mod._solve_model(four, solver_mod.Options(), 0.0, float("inf"), refused_none=True)
+    assert out is None
+    out = solver_mod._solve_model(four, solver_mod.Options(), 0.0, float("inf"))
+    assert out["status"] == "unknown" and out["reason"] == "refused for the test"
