@@ -24,6 +24,14 @@ from .test_minimised import _assert_fits, _priced
 from .test_swaps import _exact_best
 
 
+def _assert_within_gap(gr, ours, exact) -> None:
+    """`ours` (gap limit 1e-5) fits and its host cost is within that gap of `exact`'s (gap 0)."""
+    host = engine._sum(gr.cost, ours.chosen) + gr.cost_const
+    opt = engine._sum(gr.cost, exact.chosen) + gr.cost_const
+    assert opt <= host <= opt + 1e-5 * host + 1
+    assert engine._fits(gr, ours.chosen)
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_widened_fits_is_cheaper_and_never_below_the_optimum(seed, monkeypatch):
     monkeypatch.setattr(engine, "MINIMISE_MAX_VARS", -1)  # the wide-core condition, on small instances
@@ -87,10 +95,7 @@ def test_engine_with_the_widened_core_is_within_the_gap_of_the_exact_optimum(siz
         ours = engine.solve_groups(gr, time.monotonic() + 60, gap_limit=1e-5)
     assert any(r.getMessage().startswith("widened") for r in caplog.records)
     assert exact.status == ours.status == "optimal"
-    host = engine._sum(gr.cost, ours.chosen) + gr.cost_const
-    opt = engine._sum(gr.cost, exact.chosen) + gr.cost_const
-    assert opt <= host <= opt + 1e-5 * host + 1
-    assert engine._fits(gr, ours.chosen)
+    _assert_within_gap(gr, ours, exact)
 
 
 @pytest.mark.parametrize(("size", "seed"), [(100, 1), (100, 2), (150, 3), (150, 4)])
@@ -114,10 +119,7 @@ def test_settled_incumbent_is_refuted_first_and_within_the_gap_of_the_exact_opti
         else any(m.startswith("minimised") for m in messages)
     )
     assert exact.status == ours.status == "optimal"
-    host = engine._sum(gr.cost, ours.chosen) + gr.cost_const
-    opt = engine._sum(gr.cost, exact.chosen) + gr.cost_const
-    assert opt <= host <= opt + 1e-5 * host + 1
-    assert engine._fits(gr, ours.chosen)
+    _assert_within_gap(gr, ours, exact)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -163,10 +165,7 @@ def test_questions_outside_the_widened_core_keep_the_exact_optimum(caplog):
         ours = engine.solve_groups(gr, time.monotonic() + 60, gap_limit=1e-5)
     assert any(r.getMessage().startswith("cost <=") and "outside" in r.getMessage() for r in caplog.records)
     assert exact.status == ours.status == "optimal"
-    host = engine._sum(gr.cost, ours.chosen) + gr.cost_const
-    opt = engine._sum(gr.cost, exact.chosen) + gr.cost_const
-    assert opt <= host <= opt + 1e-5 * host + 1
-    assert engine._fits(gr, ours.chosen)
+    _assert_within_gap(gr, ours, exact)
 
 
 @pytest.mark.parametrize(("size", "seed"), [(150, 0), (200, 5), (200, 10), (300, 2)])
@@ -180,7 +179,4 @@ def test_engine_with_the_widened_core_on_a_narrow_proof_core_keeps_the_exact_opt
         ours = engine.solve_groups(gr, time.monotonic() + 60, gap_limit=1e-5)
     assert any(r.getMessage().startswith("widened") for r in caplog.records)
     assert exact.status == ours.status == "optimal"
-    host = engine._sum(gr.cost, ours.chosen) + gr.cost_const
-    opt = engine._sum(gr.cost, exact.chosen) + gr.cost_const
-    assert opt <= host <= opt + 1e-5 * host + 1
-    assert engine._fits(gr, ours.chosen)
+    _assert_within_gap(gr, ours, exact)
