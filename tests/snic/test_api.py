@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from domain.errors import ConfigRejected, RestartNeeded, StartError, StateError
@@ -689,6 +689,16 @@ EXTRA = st.builds(lambda body, k, v: ({**body, k: v}, k), VALID_BODY,
 CASES = st.one_of(ONE_BAD, DROPPED, EXTRA, JSON.map(lambda v: (v, None)))
 
 
+def each_check(test):
+    """One explicit example per checked field (a list where an id, a type, a config, a store, a buffer or a
+    version is due) and a body that is no object: every check is reached whatever the random draw (500 random
+    bodies once named neither config nor buffer)."""
+    base = {"id": "a1", "nf_id": "n1", "type": NF_TYPES[0], "store": "local"}
+    for k in sorted(START_KEYS - set(TIER_KEYS)):
+        test = example(({**base, k: [1]}, k))(test)
+    return example((7, "body"))(test)
+
+
 def reset(agent: SnicAgent, fake: FakeNfs) -> None:
     """Forget what an earlier example (one that failed) started: each example is judged on its own."""
     for inst_id in list(agent.records):
@@ -703,6 +713,7 @@ def test_fuzz_start_bodies_only_4xx_json_and_never_the_runtime(tmp_path):
     named: set[str] = set()
 
     @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @each_check
     @given(CASES)
     def run(case):
         body, bad = case
