@@ -134,15 +134,14 @@ def test_small_instances_give_up_sooner_and_the_plain_model_answers():
     from bench.placement.foreign import instance
 
     problem = parse_problem(instance(87))
-    booleans = problem.location_booleans()
-    assert decompose.kept_limit(problem) == max(decompose.KEPT_FLOOR, decompose.KEPT_PER_BOOLEAN * booleans)
-    assert decompose.kept_limit(problem) < decompose.MAX_KEPT
+    limit = decompose.kept_limit(problem)
+    assert limit == max(decompose.KEPT_FLOOR, decompose.KEPT_PER_BOOLEAN * problem.location_booleans())
+    assert limit < decompose.MAX_KEPT
     assert prepare(problem) is None
     ours = solve(problem, solver="cpsat", time_limit=60)
     mip = solve(problem, solver="mip", time_limit=60)
     assert ours["status"] == mip["status"] == "optimal"
     assert ours["host_cost"] == pytest.approx(mip["host_cost"], rel=2e-5)
-    limit = decompose.kept_limit(problem)
     # With MAX_KEPT alone it was built: a group keeps more than the small limit.
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(decompose, "KEPT_PER_BOOLEAN", 10**6)

@@ -15,6 +15,14 @@ def _same_cost(a: dict, b: dict) -> bool:
     return abs(ca - cb) <= GAP * max(1.0, abs(ca), abs(cb))
 
 
+def _engine_calls(monkeypatch) -> list:
+    """A list that gets an item each time solve() runs the engine."""
+    calls: list = []
+    real = solver_mod._solve_engine
+    monkeypatch.setattr(solver_mod, "_solve_engine", lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
 def test_only_small_instances_with_several_snics_go_first():
     assert not solver_mod._plain_first(parse_problem(build(Family(snics=1), 30, 0)))
     assert solver_mod._plain_first(parse_problem(build(Family(snics=2), 30, 0)))
@@ -34,9 +42,7 @@ CASES = [
 
 
 def test_plain_first_answers_as_the_engine_and_the_mip(monkeypatch):
-    calls = []
-    real = solver_mod._solve_engine
-    monkeypatch.setattr(solver_mod, "_solve_engine", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = _engine_calls(monkeypatch)
     answered_first = 0
     for snics, shape, seed in CASES:
         problem = parse_problem(build(Family(shape=shape, snics=snics, capacity=0.3, pcie=1.3), 30, seed))
@@ -67,9 +73,7 @@ def test_the_engine_answers_when_the_box_runs_out(monkeypatch):
     problem = parse_problem(build(Family(shape="long", snics=2, capacity=0.3, pcie=1.3), 30, 2))
     box = solver_mod._solve_model(problem, solver_mod.Options(), 0.0, float("inf"), first_work=1e-6)
     assert box is None  # not decided in the box
-    calls = []
-    real = solver_mod._solve_engine
-    monkeypatch.setattr(solver_mod, "_solve_engine", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = _engine_calls(monkeypatch)
     monkeypatch.setattr(solver_mod, "PLAIN_FIRST_WORK", 1e-6)
     out = solve(problem, time_limit=20)
     mip = solve(problem, solver="mip", time_limit=20)
@@ -77,9 +81,7 @@ def test_the_engine_answers_when_the_box_runs_out(monkeypatch):
 
 
 def test_with_four_snics_the_plain_model_answers_alone(monkeypatch):
-    calls = []
-    real = solver_mod._solve_engine
-    monkeypatch.setattr(solver_mod, "_solve_engine", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = _engine_calls(monkeypatch)
     monkeypatch.setattr(solver_mod, "PLAIN_FIRST_WORK", 1e-6)  # a box that never decides
     four = parse_problem(instance("four-snics", 30, 2))
     out = solve(four, time_limit=20)
