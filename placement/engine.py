@@ -1019,10 +1019,11 @@ def solve_groups(
         return math.floor(gap_frac * (gr.cost_const + p)) if gap_frac else 0
 
     hint = [int(c) for c in gr.current] if gr.n_groups and (gr.current >= 0).all() else None
-    # With one sNIC the restricted core and the last "cost <= x?" question (usually the refutation) go
-    # without CP-SAT's cutting planes: the LP there is a few budget rows (plus the reduced-cost row) and
-    # the cut rounds cost more than they pruned (measured, bench/RESULTS.md); the midpoint questions keep
-    # them (their "yes" answers came sooner with them), and so does everything with several sNICs.
+    # With one sNIC the restricted core and every "cost <= x?" question go without CP-SAT's cutting
+    # planes: the LP there is a few budget rows (plus the reduced-cost row) and the cut rounds cost more
+    # than they pruned (measured, bench/RESULTS.md: the proof questions of long 300 / 500, chains-tight,
+    # pinned and mesh 500 seeds 0-11 took 1.48 deterministic seconds without, 2.22 with cuts on the
+    # midpoints); everything with several sNICs keeps them.
     one_snic = len(gr.locations) <= 2
     full = _levels([gr.cost, gr.pcie, gr.moves], gr.start)
     folded0 = _fold(full[0]) if len(full) == 1 else gr.cost
@@ -1287,7 +1288,7 @@ def solve_groups(
             # (measured: two-snics 200 seed 11's midpoint "yes" 2.5 deterministic seconds later without);
             # with one sNIC the hint slowed long and background 500 (0.61 -> 1.03 CPU s; bench/RESULTS.md).
             hint_q = None if one_snic else best
-            status, ch, _, _ = core.solve(deadline, hint_q, cuts=ask < target or not one_snic)
+            status, ch, _, _ = core.solve(deadline, hint_q, cuts=not one_snic)
             core_groups = len(core.multi)
         log.debug("cost <= %s? %s at %.3f of [lo %d, target %d] in slacks %.1f core=%d %s t=%.3f",
                   "p1 - 1 - slack" if ask == target else "midpoint", status, (ask - lo) / max(1, target - lo), lo,
