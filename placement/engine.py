@@ -384,6 +384,7 @@ POOL_PRICE_TOLERANCE, PACK_MARGIN = 1e-6, 8
 NO_PRESOLVE_WORK, NO_PRESOLVE_VARS = 0.05, 1000
 # Deterministic time of the first incumbent's CP-SAT (on the small restricted core): the 3 s it had.
 RESTRICTED_WORK = 3.0 * CPSAT_WORK_PER_SECOND
+REGROW = 2
 # The kept-row DP (rowbound.py): levels of reduced cost, at most KEPT_WORK level x configuration steps, and
 # skipped when fewer than KEPT_MIN_STATES_PER_GROUP levels per group with a choice remain (the rounding down
 # of each group's reduced cost to a level then loses more than the row adds).
@@ -639,6 +640,23 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
     if narrow and not settled:
         return None, False, None
     return found, settled, floor
+
+
+def _regrow(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack) -> bool:
+    """Whether CP-SAT runs again on the restricted core grown to REGROW x its rank of reduced costs
+    (solve_groups): `inc` more than WIDEN_GAP slacks above the bound lb / den, on a proof core of few
+    configurations per group (_widened's other case). There the local search's stop differs from the
+    optimum in 9-20 groups at once (one switch taking the second binding row's room, the first row's
+    refilled by many switches of near-zero reduced cost: chains-tight 500 seeds 1, 2, 8), which the
+    grown core often holds (measured, bench/RESULTS.md); the widened core (a third of the gap) was too
+    wide for CP-SAT's box there."""
+    p = _sum(gr.cost, inc)
+    units = slack(-(-lb // den))
+    gap = den * p - lb
+    if units <= 0 or gap <= den * units * WIDEN_GAP:
+        return False
+    groups, n_vars = _core_size(gr, _within(d, gap))
+    return n_vars <= MINIMISE_MAX_VARS and n_vars < WIDEN_NARROW_CONFIGS * groups
 
 
 def _exact_floor(bound: float | None) -> int | None:
@@ -979,9 +997,11 @@ def _fit_scores(delta_t: np.ndarray, denom: np.ndarray, cand: np.ndarray, excess
     return np.where(gain > 0, gain / denom[cand], -1.0)
 
 
-def _restricted(gr, d, y, alive):
+def _restricted(gr: Groups, d: np.ndarray, y: np.ndarray, alive: np.ndarray, grow: int = 1) -> np.ndarray:
+    """The small core around the LP optimum: the configurations in its support and those of the least
+    reduced costs (up to the (20 + groups / 50)-th least positive one, `grow` times that rank)."""
     pos = np.sort(d[alive & (d > 0)])
-    delta = int(pos[min(len(pos) - 1, 20 + gr.n_groups // 50)]) if len(pos) else 0
+    delta = int(pos[min(len(pos) - 1, grow * (20 + gr.n_groups // 50))]) if len(pos) else 0
     return alive & ((d <= delta) | (y > 1e-6))
 
 
@@ -1132,6 +1152,17 @@ def solve_groups(
                 swap_work += box.spent
                 if better is not None and _sum(gr.cost, better) < _sum(gr.cost, inc):
                     status, inc = "feasible", better
+            if status in ("optimal", "feasible") and _regrow(gr, d1, lb1, den1, inc, slack):
+                grown = _restricted(gr, d1, y, alive, REGROW)
+                grown[np.array(inc, dtype=np.int64)] = True
+                core = _Core(gr, grown, workers, linearization, run)
+                core.m.add(core.objective(gr.cost) <= _sum(gr.cost, inc) - 1 - core.const(gr.cost))
+                core.m.minimize(core.objective(folded0))
+                regrown, inc2, _, _ = core.solve(deadline, inc, abs_gap, RESTRICTED_WORK, cuts=not one_snic)
+                log.debug("regrown core %s groups=%d t=%.3f", regrown, len(core.multi), run.clock() - t0)
+                if regrown in ("optimal", "feasible"):
+                    # (its optimum as the restricted core's: a core optimum, refuted first below)
+                    status, inc, restricted, core_groups = regrown, inc2, grown, len(core.multi)
             if status in ("optimal", "feasible") and not close_enough(inc):
                 wide, wide_settled, core_floor = _widened(
                     gr, d1, lb1, den1, inc, slack, workers, deadline, run
