@@ -665,6 +665,21 @@ def _regrow(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack)
     return n_vars <= MINIMISE_MAX_VARS and n_vars < WIDEN_NARROW_CONFIGS * groups
 
 
+def _regrown(gr: Groups, d: np.ndarray, y: np.ndarray, alive: np.ndarray, inc: list[int], units: int,
+             workers: int, deadline: float, run: _Run) -> tuple[str, list[int] | None, int]:  # fmt: skip
+    """CP-SAT minimising the primary below `inc`'s on the grown restricted core (_restricted at REGROW x its
+    rank, and `inc`'s configurations), from `inc`, within `units` of its optimum ("optimal"), boxed in
+    REGROW_CONFLICTS conflicts and WIDEN_WORK deterministic seconds: (status, its placement or None, the
+    core's groups with a choice)."""
+    grown = _restricted(gr, d, y, alive, REGROW)
+    grown[np.array(inc, dtype=np.int64)] = True
+    core = _Core(gr, grown, workers, FEASIBILITY_LINEARIZATION, run)
+    core.m.add(core.objective(gr.cost) <= _sum(gr.cost, inc) - 1 - core.const(gr.cost))
+    core.m.minimize(core.objective(gr.cost))
+    status, chosen, _, _ = core.solve(deadline, inc, float(units), WIDEN_WORK, False, REGROW_CONFLICTS)
+    return status, chosen, len(core.multi)
+
+
 def _exact_floor(bound: float | None) -> int | None:
     """CP-SAT's objective bound as an exact integer lower bound, None when it reported none or it is too
     large to be exact in a double (CP-SAT reports it as one)."""
@@ -1056,7 +1071,7 @@ def solve_groups(
     best, p1, proven, lower = None, None, False, None
     restricted = None
     # Which CP-SAT core's proven optimum the incumbent is, if any: "restricted" (untouched by the steps
-    # after it) or "widened"; the proof then asks the refutation at once (below), and does not minimise a
+    # after it), "regrown" (the grown restricted core's, _regrow) or "widened"; the proof then asks the refutation at once (below), and does not minimise a
     # widened core's optimum. None once the near-free question or a proof question improved it (a better
     # placement from _minimised leaves it as it was).
     settled: str | None = None
@@ -1159,17 +1174,13 @@ def solve_groups(
                 if better is not None and _sum(gr.cost, better) < _sum(gr.cost, inc):
                     status, inc = "feasible", better
             if status in ("optimal", "feasible") and _regrow(gr, d1, lb1, den1, inc, slack):
-                grown = _restricted(gr, d1, y, alive, REGROW)
-                grown[np.array(inc, dtype=np.int64)] = True
-                core = _Core(gr, grown, workers, FEASIBILITY_LINEARIZATION, run)
-                core.m.add(core.objective(gr.cost) <= _sum(gr.cost, inc) - 1 - core.const(gr.cost))
-                core.m.minimize(core.objective(gr.cost))
-                units = float(slack(math.floor(lower)))
-                regrown, inc2, _, _ = core.solve(deadline, inc, units, WIDEN_WORK, False, REGROW_CONFLICTS)
-                log.debug("regrown core %s groups=%d t=%.3f", regrown, len(core.multi), run.clock() - t0)
+                regrown, inc2, grown_groups = _regrown(
+                    gr, d1, y, alive, inc, slack(math.floor(lower)), workers, deadline, run
+                )
+                log.debug("regrown core %s groups=%d t=%.3f", regrown, grown_groups, run.clock() - t0)
                 if regrown in ("optimal", "feasible"):
                     # (within a slack of the grown core's optimum: refuted first below, as a core optimum)
-                    status, inc, core_groups = "feasible", inc2, len(core.multi)
+                    status, inc, core_groups = "feasible", inc2, grown_groups
                     settled = "regrown" if regrown == "optimal" else None
             if status in ("optimal", "feasible") and not close_enough(inc):
                 wide, wide_settled, core_floor = _widened(
