@@ -1182,6 +1182,8 @@ def solve_groups(
                     # (within a slack of the grown core's optimum: refuted first below, as a core optimum)
                     status, inc, core_groups = "feasible", inc2, grown_groups
                     settled = "regrown" if regrown == "optimal" else None
+                elif regrown == "infeasible":
+                    settled = "regrown"  # (the incumbent is the grown core's optimum)
             if status in ("optimal", "feasible") and not close_enough(inc):
                 wide, wide_settled, core_floor = _widened(
                     gr, d1, lb1, den1, inc, slack, workers, deadline, run
