@@ -185,12 +185,15 @@ class _Core:
         self.m.add_bool_or([self.vars[k] for k in out.tolist()])  # (none: unsatisfiable)
 
     def solve(self, deadline: float, hint: list[int] | None, abs_gap: float = 0.0, work: float | None = None,
-              cuts: bool = True, first: bool = False):  # fmt: skip
+              cuts: bool = True, first: bool = False, conflicts: int | None = None):  # fmt: skip
         """CP-SAT until `deadline` (wall clock) and, if given, `work` units of CP-SAT's deterministic time
-        (a box that does not shrink when the machine is loaded). `cuts=False`: no cutting planes
-        (cut_level 0; where they cost more than they prune, see the callers). `first`: stop at the first
-        solution (a question asked with an objective only to guide the search: status "feasible")."""
+        (a box that does not shrink when the machine is loaded) or `conflicts` conflicts (also
+        deterministic). `cuts=False`: no cutting planes (cut_level 0; where they cost more than they
+        prune, see the callers). `first`: stop at the first solution (a question asked with an objective
+        only to guide the search: status "feasible")."""
         solver = self.cp.CpSolver()
+        if conflicts is not None:
+            solver.parameters.max_number_of_conflicts = conflicts
         if not cuts:
             solver.parameters.cut_level = 0
         solver.parameters.stop_after_first_solution = first
@@ -386,6 +389,10 @@ POOL_PRICE_TOLERANCE, PACK_MARGIN = 1e-6, 8
 NO_PRESOLVE_WORK, NO_PRESOLVE_VARS = 0.05, 1000
 # Deterministic time of the first incumbent's CP-SAT (on the small restricted core): the 3 s it had.
 RESTRICTED_WORK = 3.0 * CPSAT_WORK_PER_SECOND
+# The grown restricted core (_regrow): REGROW x the restricted core's rank of reduced costs, boxed in
+# REGROW_CONFLICTS CP-SAT conflicts (its deterministic time undercounts there: 0.017 for 0.22 s on 45
+# booleans, chains-tight 300 seed 4, measured) as well as WIDEN_WORK.
+REGROW, REGROW_CONFLICTS = 2, 1000
 # The kept-row DP (rowbound.py): levels of reduced cost, at most KEPT_WORK level x configuration steps, and
 # skipped when fewer than KEPT_MIN_STATES_PER_GROUP levels per group with a choice remain (the rounding down
 # of each group's reduced cost to a level then loses more than the row adds).
@@ -641,6 +648,38 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
     if narrow and not settled:
         return None, False, None
     return found, settled, floor
+
+
+def _regrow(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack) -> bool:
+    """Whether CP-SAT runs again on the restricted core grown to REGROW x its rank of reduced costs
+    (solve_groups): `inc` more than WIDEN_GAP slacks above the bound lb / den, on a proof core of few
+    configurations per group (_widened's other case). There the local search's stop differs from the
+    optimum in 9-20 groups at once (one switch taking the second binding row's room, the first row's
+    refilled by many switches of near-zero reduced cost: chains-tight 500 seeds 1, 2, 8), which the
+    grown core often holds (measured, bench/RESULTS.md); the widened core (a third of the gap) was too
+    wide for CP-SAT's box there."""
+    p = _sum(gr.cost, inc)
+    units = slack(-(-lb // den))
+    gap = den * p - lb
+    if units <= 0 or gap <= den * units * WIDEN_GAP:
+        return False
+    groups, n_vars = _core_size(gr, _within(d, gap))
+    return n_vars <= MINIMISE_MAX_VARS and n_vars < WIDEN_NARROW_CONFIGS * groups
+
+
+def _regrown(gr: Groups, d: np.ndarray, y: np.ndarray, alive: np.ndarray, inc: list[int], units: int,
+             workers: int, deadline: float, run: _Run) -> tuple[str, list[int] | None, int]:  # fmt: skip
+    """CP-SAT minimising the primary below `inc`'s on the grown restricted core (_restricted at REGROW x its
+    rank, and `inc`'s configurations), from `inc`, within `units` of its optimum ("optimal"), boxed in
+    REGROW_CONFLICTS conflicts and WIDEN_WORK deterministic seconds: (status, its placement or None, the
+    core's groups with a choice)."""
+    grown = _restricted(gr, d, y, alive, REGROW)
+    grown[np.array(inc, dtype=np.int64)] = True
+    core = _Core(gr, grown, workers, FEASIBILITY_LINEARIZATION, run)
+    core.m.add(core.objective(gr.cost) <= _sum(gr.cost, inc) - 1 - core.const(gr.cost))
+    core.m.minimize(core.objective(gr.cost))
+    status, chosen, _, _ = core.solve(deadline, inc, float(units), WIDEN_WORK, False, REGROW_CONFLICTS)
+    return status, chosen, len(core.multi)
 
 
 def _exact_floor(bound: float | None) -> int | None:
@@ -981,9 +1020,11 @@ def _fit_scores(delta_t: np.ndarray, denom: np.ndarray, cand: np.ndarray, excess
     return np.where(gain > 0, gain / denom[cand], -1.0)
 
 
-def _restricted(gr, d, y, alive):
+def _restricted(gr: Groups, d: np.ndarray, y: np.ndarray, alive: np.ndarray, grow: int = 1) -> np.ndarray:
+    """The small core around the LP optimum: the configurations in its support and those of the least
+    reduced costs (up to the (20 + groups / 50)-th least positive one, `grow` times that rank)."""
     pos = np.sort(d[alive & (d > 0)])
-    delta = int(pos[min(len(pos) - 1, 20 + gr.n_groups // 50)]) if len(pos) else 0
+    delta = int(pos[min(len(pos) - 1, grow * (20 + gr.n_groups // 50))]) if len(pos) else 0
     return alive & ((d <= delta) | (y > 1e-6))
 
 
@@ -1033,7 +1074,7 @@ def solve_groups(
     best, p1, proven, lower = None, None, False, None
     restricted = None
     # Which CP-SAT core's proven optimum the incumbent is, if any: "restricted" (untouched by the steps
-    # after it) or "widened"; the proof then asks the refutation at once (below), and does not minimise a
+    # after it), "regrown" (the grown restricted core's, _regrow) or "widened"; the proof then asks the refutation at once (below), and does not minimise a
     # widened core's optimum. None once the near-free question or a proof question improved it (a better
     # placement from _minimised leaves it as it was).
     settled: str | None = None
@@ -1135,6 +1176,17 @@ def solve_groups(
                 swap_work += box.spent
                 if better is not None and _sum(gr.cost, better) < _sum(gr.cost, inc):
                     status, inc = "feasible", better
+            if status in ("optimal", "feasible") and _regrow(gr, d1, lb1, den1, inc, slack):
+                regrown, inc2, grown_groups = _regrown(
+                    gr, d1, y, alive, inc, slack(math.floor(lower)), workers, deadline, run
+                )
+                log.debug("regrown core %s groups=%d t=%.3f", regrown, grown_groups, run.clock() - t0)
+                if regrown in ("optimal", "feasible"):
+                    # (within a slack of the grown core's optimum: refuted first below, as a core optimum)
+                    status, inc, core_groups = "feasible", inc2, grown_groups
+                    settled = "regrown" if regrown == "optimal" else None
+                elif regrown == "infeasible":
+                    settled = "regrown"  # (the incumbent is the grown core's optimum)
             if status in ("optimal", "feasible") and not close_enough(inc):
                 wide, wide_settled, core_floor = _widened(
                     gr, d1, lb1, den1, inc, slack, workers, deadline, run
