@@ -35,8 +35,8 @@ PLAIN_FIRST_VARS = 256
 PLAIN_FIRST_WORK = 0.01
 # ... and with at least PLAIN_ONLY_SNICS sNICs the plain model answers alone (no box, no engine after it):
 # the engine's bound sees no single sNIC's packing. Four sNICs at 50: proven 11 of 12 vs the engine's 7;
-# three sNICs at 40-100 (five shapes and random draws): proven 17 of 28 vs 14; two sNICs at 100: the engine
-# proved 7 of 12, the plain model 1, so two sNICs keep the box, then the engine (bench/RESULTS.md).
+# three sNICs side by side at 50 / 70 vertices: proven 9 -> 20 of 36 / 12 -> 11 of 20; two sNICs at 100: the
+# engine proved 7 of 12, the plain model 1, so two sNICs keep the box, then the engine (bench/RESULTS.md).
 PLAIN_ONLY_SNICS = 3
 
 
