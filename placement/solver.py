@@ -34,10 +34,10 @@ PREPARE_SHARE = 0.5  # of the time limit: prepare past it gives up, the plain mo
 PLAIN_FIRST_VARS = 256
 PLAIN_FIRST_WORK = 0.01
 # ... and with at least PLAIN_ONLY_SNICS sNICs the plain model answers alone (no box, no engine after it):
-# on four-snics 50 it proved 11 of 12 where the engine after the box proved 7, faster on 10 of 12 (the
-# engine's bound sees no single sNIC's packing); with two and three sNICs the engine was as fast or faster
-# (bench/RESULTS.md).
-PLAIN_ONLY_SNICS = 4
+# the engine's bound sees no single sNIC's packing. Four sNICs at 50: proven 11 of 12 vs the engine's 7;
+# three sNICs side by side at 50 / 70 vertices: proven 9 -> 20 of 36 / 12 -> 11 of 20; two sNICs at 100: the
+# engine proved 7 of 12, the plain model 1, so two sNICs keep the box, then the engine (bench/RESULTS.md).
+PLAIN_ONLY_SNICS = 3
 
 
 @dataclass

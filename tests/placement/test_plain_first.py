@@ -80,16 +80,17 @@ def test_the_engine_answers_when_the_box_runs_out(monkeypatch):
     assert calls and out["status"] == "optimal" and _same_cost(out, mip)
 
 
-def test_with_four_snics_the_plain_model_answers_alone(monkeypatch):
+def test_with_three_or_more_snics_the_plain_model_answers_alone(monkeypatch):
     calls = _engine_calls(monkeypatch)
     monkeypatch.setattr(solver_mod, "PLAIN_FIRST_WORK", 1e-6)  # a box that never decides
-    four = parse_problem(instance("four-snics", 30, 2))
-    out = solve(four, time_limit=20)
-    mip = solve(four, solver="mip", time_limit=20)
-    assert not calls and out["status"] == mip["status"] == "optimal" and _same_cost(out, mip)
-    # Three sNICs: the box, then the engine.
     three = parse_problem(build(Family(shape="long", snics=3, capacity=0.3, pcie=1.3), 30, 2))
-    out = solve(three, time_limit=20)
+    for problem in (parse_problem(instance("four-snics", 30, 2)), three):
+        out = solve(problem, time_limit=20)
+        mip = solve(problem, solver="mip", time_limit=20)
+        assert not calls and out["status"] == mip["status"] == "optimal" and _same_cost(out, mip)
+    # Two sNICs: the box, then the engine.
+    two = parse_problem(build(Family(shape="long", snics=2, capacity=0.3, pcie=1.3), 30, 2))
+    out = solve(two, time_limit=20)
     assert calls and out["status"] == "optimal"
 
 
