@@ -1074,9 +1074,9 @@ def solve_groups(
     best, p1, proven, lower = None, None, False, None
     restricted = None
     # Which CP-SAT core's proven optimum the incumbent is, if any: "restricted" (untouched by the steps
-    # after it), "regrown" (the grown restricted core's, _regrow) or "widened"; the proof then asks the refutation at once (below), and does not minimise a
-    # widened core's optimum. None once the near-free question or a proof question improved it (a better
-    # placement from _minimised leaves it as it was).
+    # after it), "regrown" (the grown restricted core's, _regrow) or "widened"; the proof then asks the
+    # refutation at once (below), and does not minimise a widened core's optimum. None once the near-free
+    # question or a proof question improved it (a better placement from _minimised leaves it as it was).
     settled: str | None = None
     # Whether the kept-row bound rose above the LP's (by a slack at least): the questions then carry the
     # reduced-cost rows of each binding row's freed prices (_row_freed_bounds).
