@@ -608,12 +608,10 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
     the restricted core (the least reduced costs) does not hold them, the proof's core (everything within
     the incumbent's gap) is too wide to find them in a small box (measured, bench/RESULTS.md). Third: the
     highest floor a round's core proved (None if none), for the proof's questions below it."""
-    p = _sum(gr.cost, inc)
-    floor = -(-lb // den)
-    units = slack(floor)
-    gap = den * p - lb
-    if units <= 0 or gap <= den * units * WIDEN_GAP:
+    wide = _wide_gap(gr, d, lb, den, inc, slack)
+    if wide is None:
         return None, False, None
+    gap, units, groups, n_vars = wide
     # Where the proof's core at this incumbent is too wide for its minimisation (_minimised): there the
     # first questions' "yes" answers are the costly ones. On a narrower core the minimisation closes the
     # gap from a poorer incumbent sooner (measured: chains-tight 500 seed 2), unless its groups have many
@@ -621,17 +619,13 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
     # the refutation outside it were 2-15x cheaper (long 200 / 500), and only that optimum is taken
     # (`narrow`), from one round: an incumbent the box left unproven sent long 300 seed 4 down a 4x longer
     # proof, and a second round settled none of long 200-1,000 seeds 0-11 (0.05 deterministic s lost each).
-    groups, n_vars = _core_size(gr, _within(d, gap))
     narrow = n_vars <= MINIMISE_MAX_VARS
     if narrow and n_vars < WIDEN_NARROW_CONFIGS * groups:
         return None, False, None
     found, settled, floor = None, False, None
     for _ in range(1 if narrow else WIDEN_ROUNDS):  # (narrow: a second round's optimum never paid, below)
         keep = _within(d, gap // WIDEN_SHARE)
-        keep[np.array(inc, dtype=np.int64)] = True
-        core = _Core(gr, keep, workers, FEASIBILITY_LINEARIZATION, run)
-        core.m.add(core.objective(gr.cost) <= p - 1 - core.const(gr.cost))
-        core.m.minimize(core.objective(gr.cost))
+        core = _below(gr, keep, inc, workers, run)
         status, ch, _, bound = core.solve(deadline, inc, float(units), WIDEN_WORK, cuts=False)
         log.debug("widened %s core=%d", status, len(core.multi))
         if status not in ("optimal", "feasible"):
@@ -641,8 +635,7 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
             floor = _CoreFloor(keep, low + core.const(gr.cost))
         found = inc = ch
         settled = status == "optimal"
-        p = _sum(gr.cost, inc)
-        gap = den * p - lb
+        gap = den * _sum(gr.cost, inc) - lb
         if status == "optimal" or gap <= den * units * WIDEN_GAP:
             break  # (the next core is a part of this one)
     if narrow and not settled:
@@ -658,13 +651,34 @@ def _regrow(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack)
     refilled by many switches of near-zero reduced cost: chains-tight 500 seeds 1, 2, 8), which the
     grown core often holds (measured, bench/RESULTS.md); the widened core (a third of the gap) was too
     wide for CP-SAT's box there."""
-    p = _sum(gr.cost, inc)
-    units = slack(-(-lb // den))
-    gap = den * p - lb
-    if units <= 0 or gap <= den * units * WIDEN_GAP:
+    wide = _wide_gap(gr, d, lb, den, inc, slack)
+    if wide is None:
         return False
-    groups, n_vars = _core_size(gr, _within(d, gap))
+    _, _, groups, n_vars = wide
     return n_vars <= MINIMISE_MAX_VARS and n_vars < WIDEN_NARROW_CONFIGS * groups
+
+
+def _wide_gap(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int],
+              slack) -> tuple[int, int, int, int] | None:  # fmt: skip
+    """`inc`'s gap above the bound lb / den (in 1 / den units), the slack units at the bound
+    and the proof's core at that gap (groups with a choice, variables); None when `inc` is within
+    WIDEN_GAP slacks of the bound (_widened and _regrow leave it to the proof)."""
+    units = slack(-(-lb // den))
+    gap = den * _sum(gr.cost, inc) - lb
+    if units <= 0 or gap <= den * units * WIDEN_GAP:
+        return None
+    groups, n_vars = _core_size(gr, _within(d, gap))
+    return gap, units, groups, n_vars
+
+
+def _below(gr: Groups, keep: np.ndarray, inc: list[int], workers: int, run: _Run) -> _Core:
+    """CP-SAT minimising the primary strictly below `inc`'s on the `keep` configurations and `inc`'s (`keep`
+    is marked in place)."""
+    keep[np.array(inc, dtype=np.int64)] = True
+    core = _Core(gr, keep, workers, FEASIBILITY_LINEARIZATION, run)
+    core.m.add(core.objective(gr.cost) <= _sum(gr.cost, inc) - 1 - core.const(gr.cost))
+    core.m.minimize(core.objective(gr.cost))
+    return core
 
 
 def _regrown(gr: Groups, d: np.ndarray, y: np.ndarray, alive: np.ndarray, inc: list[int], units: int,
@@ -673,11 +687,7 @@ def _regrown(gr: Groups, d: np.ndarray, y: np.ndarray, alive: np.ndarray, inc: l
     rank, and `inc`'s configurations), from `inc`, within `units` of its optimum ("optimal"), boxed in
     REGROW_CONFLICTS conflicts and WIDEN_WORK deterministic seconds: (status, its placement or None, the
     core's groups with a choice)."""
-    grown = _restricted(gr, d, y, alive, REGROW)
-    grown[np.array(inc, dtype=np.int64)] = True
-    core = _Core(gr, grown, workers, FEASIBILITY_LINEARIZATION, run)
-    core.m.add(core.objective(gr.cost) <= _sum(gr.cost, inc) - 1 - core.const(gr.cost))
-    core.m.minimize(core.objective(gr.cost))
+    core = _below(gr, _restricted(gr, d, y, alive, REGROW), inc, workers, run)
     status, chosen, _, _ = core.solve(deadline, inc, float(units), WIDEN_WORK, False, REGROW_CONFLICTS)
     return status, chosen, len(core.multi)
 
