@@ -91,6 +91,7 @@ class _Model:
             raise PlacementInputError(f"solver: {opts.solver!r} is not 'cpsat' or 'mip'")
         self.x: dict[tuple[int, str], object] = {}
         self.gap_limit = opts.gap_limit  # stage 2 sets 0: the tie-break's own optimum
+        self.work_done = 0.0  # CP-SAT's deterministic time of the last solve (the first-try box's unit)
         self.build()
 
     # Variables -------------------------------------------------------------------------------------
@@ -243,6 +244,7 @@ class _Model:
                 for var, val in hint.items():
                     self.m.AddHint(var, val)
             st = solver.Solve(self.m)
+            self.work_done = solver.deterministic_time
             if st == self.cp.MODEL_INVALID:
                 raise ModelRefused(f"CP-SAT refused the model: {self.m.Validate() or 'no reason given'}")
             self.value = lambda v: v if isinstance(v, int) else solver.Value(v)

@@ -1,10 +1,10 @@
 """The plain model's first try (solver.PLAIN_FIRST_WORK, PLAIN_ONLY_SNICS) measured: per instance, the solve()
 path as shipped vs the plain CP-SAT model alone, with the deterministic time the plain model needed to decide.
 
-Per instance: location booleans, the shipped path's status and CPU seconds (process_time: the claim on a shared
-machine), the plain model's stage-1 status, its deterministic time and CPU seconds. A box of W deterministic
-units decides exactly the instances whose plain deterministic time is <= W (CP-SAT's deterministic time does
-not depend on the machine's load), so one run tells what any box would decide:
+Per instance: location booleans, the shipped path's status and CPU seconds (process_time: the claim on a
+shared machine), the plain model's stage-1 status, its deterministic time and CPU seconds. A box of W
+deterministic units decides exactly the instances whose plain deterministic time is <= W (CP-SAT's
+deterministic time does not depend on the machine's load), so one run tells what any box would decide:
 
     .venv/bin/python -m bench.placement.plainfirst [--families two-snics,four-snics] [--sizes 50,100]
                                                    [--seeds 12] [--draws 0 --snics 2 --draw-seed 5]
@@ -26,25 +26,19 @@ from bench.common import final_json, print_machine
 from bench.placement.sweep import draw
 from placement.families import FAMILIES, Family, build, instance
 from placement.model import Problem, parse_problem
-from placement.solver import Options, _Model, solve
+from placement.solver import Options, _current_hint, _Model, solve
 
-DECIDED = ("OPTIMAL", "INFEASIBLE")
+DECIDED = ("optimal", "infeasible")
 
 
 def plain_alone(problem: Problem, limit: float) -> dict:
-    """The plain model's stage 1 as solve() builds it, alone: status, deterministic time, CPU seconds."""
-    opts = Options(time_limit=limit)
+    """The plain model's stage 1 as solve() builds and solves it, alone: status, deterministic time, CPU
+    seconds."""
     cpu = time.process_time()
-    model = _Model(problem, opts)
+    model = _Model(problem, Options(time_limit=limit))
     model.minimize(model.stage1)
-    solver = model.cp.CpSolver()
-    solver.parameters.max_time_in_seconds = limit
-    solver.parameters.num_workers = opts.workers
-    solver.parameters.linearization_level = opts.linearization
-    solver.parameters.relative_gap_limit = opts.gap_limit
-    status = solver.StatusName(solver.Solve(model.m))
-    return {"status": status, "det": round(solver.deterministic_time, 4),
-            "cpu_s": round(time.process_time() - cpu, 4)}  # fmt: skip
+    status, _, _ = model.solve(time.monotonic() + limit, hint=_current_hint(model))
+    return {"status": status, "det": round(model.work_done, 4), "cpu_s": round(time.process_time() - cpu, 4)}
 
 
 def shipped(problem: Problem, limit: float) -> dict:
@@ -83,8 +77,12 @@ def main() -> int:
     runs = []
     for label, obj in instances(args):
         problem = parse_problem(obj)
-        run = {"instance": label, "booleans": problem.location_booleans(),
-               "shipped": shipped(problem, args.time_limit), "plain": plain_alone(problem, args.time_limit)}  # fmt: skip
+        run = {
+            "instance": label,
+            "booleans": problem.location_booleans(),
+            "shipped": shipped(problem, args.time_limit),
+            "plain": plain_alone(problem, args.time_limit),
+        }
         runs.append(run)
         print(label, run["booleans"], run["shipped"], run["plain"], flush=True)
     boxes: dict = {}
