@@ -40,8 +40,8 @@ def test_questions_keep_the_host_cost_within_the_gap_of_the_exact_optimum(
 ):
     """Instances where the engine at gap 1e-5 asks questions (checked in its debug log; long 100 seed 0 no
     longer does: the two-rows bound proves it; the widened core kept off the narrow proof cores, where its
-    proven optimum would settle pinned 100 seed 2 without one: test_widened.py; and the grown restricted core, whose
-    incumbent the floor proves on pinned 100 seed 2 and long 150 seed 2: test_regrown.py)."""
+    proven optimum would settle pinned 100 seed 2 without one: test_widened.py; and the grown restricted
+    core, whose incumbent the floor proves on pinned 100 seed 2 and long 150 seed 2: test_regrown.py)."""
     monkeypatch.setattr(engine, "WIDEN_NARROW_CONFIGS", 10**9)
     monkeypatch.setattr(engine, "_regrow", lambda *_: False)
     _, _, msgs, _ = _host_costs(family, size, seed, caplog)

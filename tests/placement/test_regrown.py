@@ -1,8 +1,9 @@
-"""The grown restricted core (engine._regrown, engine._regrow): CP-SAT minimising on the restricted core grown
-to REGROW x its rank of reduced costs. Against brute force on small random multi-row instances: what it returns
-fits every row, takes one configuration per group, costs less than the incumbent and no less than the optimum,
-and is within the slack of the best choice of the grown core when proven ("optimal"); "infeasible" only when
-that core has nothing cheaper. And the engine that uses it stays within the gap limit of the exact optimum."""
+"""The grown restricted core (engine._regrown, engine._regrow): CP-SAT minimising on the restricted core
+grown to REGROW x its rank of reduced costs. Against brute force on small random multi-row instances: what it
+returns fits every row, takes one configuration per group, costs less than the incumbent and no less than the
+optimum, and is within the slack of the best choice of the grown core when proven ("optimal"); "infeasible"
+only when that core has nothing cheaper. And the engine that uses it stays within the gap limit of the exact
+optimum."""
 
 from __future__ import annotations
 
@@ -52,8 +53,8 @@ def test_regrown_fits_is_cheaper_and_within_the_slack_of_its_core(seed):
 
 @pytest.mark.parametrize(("size", "seed"), [(150, 5), (300, 2), (500, 8)])
 def test_engine_with_the_grown_core_keeps_the_exact_optimum(size, seed, caplog):
-    """chains-tight whose local search stops far above the bound on a narrow proof core of few configurations a
-    group: the grown core improves the incumbent (checked in the debug log) and the answer is within the gap
+    """chains-tight whose local search stops far above the bound on a narrow proof core of few configurations
+    a group: the grown core improves the incumbent (checked in the debug log) and the answer is within the gap
     limit of the exact optimum (the engine at gap 0, where it does not run)."""
     gr = prepare_within(parse_problem(instance("chains-tight", size, seed)), Options(), time.monotonic())
     exact = engine.solve_groups(gr, time.monotonic() + 120)
