@@ -19,6 +19,9 @@ class Sample:
     ports: dict[str, dict[str, dict[str, int]]]  # switch -> port name -> counters (rx_bytes, tx_bytes, ...)
     cpu_seconds: dict[str, float] = field(default_factory=dict)  # location -> CPU s used by its NFs
     nf_stats: dict[str, dict] = field(default_factory=dict)  # nf id -> summed NF counters (rx, tx, ...)
+    # switch -> when its counters were read (same clock; absent: t). An sNIC's come over its agent's API, a
+    # round trip that varies under load: rates over the sample's interval would skew them by the variation.
+    port_t: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,12 @@ def _ewma(old: dict, new: dict, a: float) -> dict:
     return {k: a * v + (1 - a) * old.get(k, v) for k, v in new.items()}
 
 
+def _port_dt(prev: Sample, cur: Sample, switch: str, dt: float) -> float:
+    """The interval between two reads of one switch's counters (the sample's when their times are unknown)."""
+    d = cur.port_t.get(switch, cur.t) - prev.port_t.get(switch, prev.t)
+    return d if d > 0 else dt
+
+
 def rates(prev: Sample, cur: Sample, wiring: Wiring, dt: float) -> Measurement:
     split: dict[str, dict[str, dict[str, float]]] = {}  # nf -> switch (= location) -> in/out
     for (sw, port), nf in wiring.nf_ports.items():
@@ -119,8 +128,9 @@ def rates(prev: Sample, cur: Sample, wiring: Wiring, dt: float) -> Measurement:
         if c is None:
             continue
         at = split.setdefault(nf, {}).setdefault(sw, {"in": 0.0, "out": 0.0})
-        at["in"] += _gbps(_delta(c["tx_bytes"], p.get("tx_bytes", 0)), dt)
-        at["out"] += _gbps(_delta(c["rx_bytes"], p.get("rx_bytes", 0)), dt)
+        sw_dt = _port_dt(prev, cur, sw, dt)
+        at["in"] += _gbps(_delta(c["tx_bytes"], p.get("tx_bytes", 0)), sw_dt)
+        at["out"] += _gbps(_delta(c["rx_bytes"], p.get("rx_bytes", 0)), sw_dt)
     into = {nf: sum(r["in"] for r in locs.values()) for nf, locs in split.items()}
     out = {nf: sum(r["out"] for r in locs.values()) for nf, locs in split.items()}
     # An edge between two NFs is seen twice (out of one, into the other): same traffic, keep the larger.
@@ -137,9 +147,10 @@ def rates(prev: Sample, cur: Sample, wiring: Wiring, dt: float) -> Measurement:
         c, p = cur.ports.get(switch, {}).get(port), prev.ports.get(switch, {}).get(port, {})
         if c is None:
             continue
+        sw_dt = _port_dt(prev, cur, switch, dt)
         pcie[snic] = {
-            "up": _gbps(_delta(c[up], p.get(up, 0)), dt),
-            "down": _gbps(_delta(c[down], p.get(down, 0)), dt),
+            "up": _gbps(_delta(c[up], p.get(up, 0)), sw_dt),
+            "down": _gbps(_delta(c[down], p.get(down, 0)), sw_dt),
         }
     cpu = {
         loc: _delta(s, prev.cpu_seconds.get(loc, 0.0)) / dt

@@ -53,7 +53,9 @@ class Replacement:
                     agg = stats.setdefault(n.id, {"rx": 0, "tx": 0})
                     for k in ("rx", "tx"):
                         agg[k] += int(st.get("counters", st).get(k, 0) or 0)
-        sample = Sample(ctx.clock(), ctx.runtime.port_counters(), cpu, stats)
+        t = ctx.clock()
+        ports, port_t = ctx.runtime.port_counters_timed(ctx.clock)
+        sample = Sample(t, ports, cpu, stats, port_t)
         return ctx.monitor.update(sample, wiring)
 
     # -- re-placement ----------------------------------------------------------------------------------

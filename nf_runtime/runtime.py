@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from domain.errors import StartError
@@ -314,13 +315,27 @@ class HostRuntime:
     # -- monitoring inputs ---------------------------------------------------------------------------------
     def port_counters(self) -> dict[str, dict[str, dict[str, int]]]:
         """Per location: port name -> counters (the host's switch read here, each sNIC's from its agent)."""
+        return self.port_counters_timed(time.monotonic)[0]
+
+    def port_counters_timed(
+        self, clock: Callable[[], float]
+    ) -> tuple[dict[str, dict[str, dict[str, int]]], dict[str, float]]:
+        """port_counters() and, per location, the middle of its read on `clock`: an sNIC's read is a round trip
+        to its agent whose length varies under load, so each location's rates take their own interval."""
+        out: dict[str, dict[str, dict[str, int]]] = {}
+        at: dict[str, float] = {}
+        t0 = clock()
         try:
-            out = {HOST: self.local.switches[HOST].driver.port_stats()}
+            out[HOST] = self.local.switches[HOST].driver.port_stats()
         except DatapathError:
-            out = {HOST: {}}
+            out[HOST] = {}
+        t1 = clock()
+        at[HOST] = (t0 + t1) / 2
         for sid, r in self.remote.items():
             out[sid] = r.port_counters()
-        return out
+            t0, t1 = t1, clock()
+            at[sid] = (t0 + t1) / 2
+        return out, at
 
     def pcie_ports(self) -> dict[str, str]:
         """Per sNIC whose PCIe link ends on the host switch: that port (its counters give the link's load)."""

@@ -87,6 +87,10 @@ class FakeRuntime:
     def port_counters(self):
         return {sw: {p: dict(c) for p, c in ports.items()} for sw, ports in self.counters.items()}
 
+    def port_counters_timed(self, clock):
+        now = clock()
+        return self.port_counters(), {sw: now for sw in self.counters}
+
     def pcie_ports(self):
         return {s: f"x-p{s[4:]}h" for s in self.snics}
 

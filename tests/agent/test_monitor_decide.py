@@ -283,3 +283,18 @@ def test_a_move_oneswitch_refuses_is_not_retried_within_the_window(tmp_path):
     clock.t += 25
     d = agent.run_placement()
     assert calls == [("ips1", "snic0"), ("ips1", "snic0")] and n.location == "snic0", d.why
+
+
+def test_each_switch_rates_over_its_own_read_interval():
+    """An sNIC's counters come over its agent's API: read 0.25 s later in the second sample than in the first,
+    its rates take that switch's own interval (1.25 s), not the sample's (1 s), which would read 25 % high."""
+    m, w = Monitor(), wiring()
+    m.update(Sample(0.0, ports(0, 0, 0, 0, 0, 0), port_t={"host": 0.0, "snic0": 0.0}), w)
+    got = m.update(Sample(1.0, ports(G, G, 5 * G // 4, 0, G, 0), port_t={"host": 1.0, "snic0": 1.25}), w)
+    assert got.edges[("fw", "ips")] == pytest.approx(1.0)  # ips (on snic0) got 1.25 Gbit in 1.25 s
+    assert got.pcie["snic0"]["down"] == pytest.approx(1.0)  # the host's PCIe port: the host's own interval
+    # a read time that does not advance (a clock step) falls back to the sample's interval
+    again = m.update(
+        Sample(2.0, ports(2 * G, 2 * G, 9 * G // 4, 0, 2 * G, 0), port_t={"host": 2.0, "snic0": 1.0}), w
+    )
+    assert again.edges[("fw", "ips")] == pytest.approx(1.0)
