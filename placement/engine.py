@@ -419,10 +419,15 @@ MINIMISE_GAP, MINIMISE_MAX_VARS = 32, 1000
 # 200-500 reach such a core, 16 of them 150-14,000 slacks above, where one question ran to the limit; no
 # family's instance at 200 / 500 seeds 0-11 reaches one).
 WHOLE_MINIMISE_GAP = 64
-# The widened core (_widened): run when the incumbent is more than WIDEN_GAP slacks above the bound, on the
+# The widened core (_widened): run when the incumbent is more than WIDEN_FROM slacks above the bound, on the
 # configurations of reduced cost at most 1 / WIDEN_SHARE of that gap (only where the proof's core is wider than
-# MINIMISE_MAX_VARS), boxed in WIDEN_WORK deterministic seconds, at most WIDEN_ROUNDS times.
-WIDEN_GAP, WIDEN_SHARE, WIDEN_WORK, WIDEN_ROUNDS = 16, 3, 0.05, 2
+# MINIMISE_MAX_VARS), boxed in WIDEN_WORK deterministic seconds, at most WIDEN_ROUNDS times (a second round
+# only while still more than WIDEN_GAP slacks above). The grown restricted core (_regrow), and the widened one
+# from a core's proven optimum: more than WIDEN_GAP.
+# WIDEN_FROM 4, not 16: 4-16 slacks above, the bisection's questions on the whole proof core took 2-5 answers
+# where the widened core's optimum then needed one refutation or none (measured, bench/RESULTS.md place18long:
+# long 500 seeds 0 / 2 0.204 / 0.072 -> 0.061 / 0.034 CP-SAT deterministic seconds, long 300 seed 11 0.083 -> 0.030).
+WIDEN_FROM, WIDEN_GAP, WIDEN_SHARE, WIDEN_WORK, WIDEN_ROUNDS = 4, 16, 3, 0.05, 2
 # ... and on a narrower proof core whose groups have at least this many configurations each on average.
 WIDEN_NARROW_CONFIGS = 4
 # The exact answer to the proof's questions (choicebb.py): on cores of at most EXACT_MAX_GROUPS groups with a
@@ -596,11 +601,12 @@ class _CoreFloor:
 
 
 def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack, workers: int,
-             deadline: float, run: _Run) -> tuple[list[int] | None, bool, _CoreFloor | None]:  # fmt: skip
+             deadline: float, run: _Run,
+             least: int = WIDEN_FROM) -> tuple[list[int] | None, bool, _CoreFloor | None]:  # fmt: skip
     """A cheaper incumbent than `inc` from CP-SAT minimising the primary on the configurations of reduced
     cost at most 1 / WIDEN_SHARE of `inc`'s gap above the bound lb / den (and `inc`'s), from `inc`, boxed
     in WIDEN_WORK deterministic seconds, again on the narrower core of the gap left when the box ended the
-    search; None when `inc` is within WIDEN_GAP slacks of the bound, when the proof's core at `inc` is
+    search; None when `inc` is within `least` slacks of the bound, when the proof's core at `inc` is
     small enough for ``_minimised`` or nothing cheaper is found. With it, whether CP-SAT proved it
     within the slack of its core's optimum (a sign, not a proof, that it is the problem's). Where two budget rows bind (one sNIC's
     capacity and PCIe) the optimum can lie tens of slacks above the bound and differ from the local
@@ -608,7 +614,7 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
     the restricted core (the least reduced costs) does not hold them, the proof's core (everything within
     the incumbent's gap) is too wide to find them in a small box (measured, bench/RESULTS.md). Third: the
     highest floor a round's core proved (None if none), for the proof's questions below it."""
-    wide = _wide_gap(gr, d, lb, den, inc, slack)
+    wide = _wide_gap(gr, d, lb, den, inc, slack, least)
     if wide is None:
         return None, False, None
     gap, units, groups, n_vars = wide
@@ -651,21 +657,21 @@ def _regrow(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack)
     refilled by many switches of near-zero reduced cost: chains-tight 500 seeds 1, 2, 8), which the
     grown core often holds (measured, bench/RESULTS.md); the widened core (a third of the gap) was too
     wide for CP-SAT's box there."""
-    wide = _wide_gap(gr, d, lb, den, inc, slack)
+    wide = _wide_gap(gr, d, lb, den, inc, slack, WIDEN_GAP)
     if wide is None:
         return False
     _, _, groups, n_vars = wide
     return n_vars <= MINIMISE_MAX_VARS and n_vars < WIDEN_NARROW_CONFIGS * groups
 
 
-def _wide_gap(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int],
-              slack) -> tuple[int, int, int, int] | None:  # fmt: skip
+def _wide_gap(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack,
+              least: int) -> tuple[int, int, int, int] | None:  # fmt: skip
     """`inc`'s gap above the bound lb / den (in 1 / den units), the slack units at the bound
     and the proof's core at that gap (groups with a choice, variables); None when `inc` is within
-    WIDEN_GAP slacks of the bound (_widened and _regrow leave it to the proof)."""
+    `least` slacks of the bound (_widened and _regrow then leave it to the proof)."""
     units = slack(-(-lb // den))
     gap = den * _sum(gr.cost, inc) - lb
-    if units <= 0 or gap <= den * units * WIDEN_GAP:
+    if units <= 0 or gap <= den * units * least:
         return None
     groups, n_vars = _core_size(gr, _within(d, gap))
     return gap, units, groups, n_vars
@@ -1230,8 +1236,12 @@ def solve_groups(
                 elif regrown == "infeasible":
                     settled = "regrown"  # (the incumbent is the grown core's optimum)
             if status in ("optimal", "feasible") and not close_enough(inc) and not _past(deadline, run):
+                # A core's proven optimum (the restricted core's, unimproved, or the grown one's) goes to its
+                # refutation first (below) unless far above the bound: such optima were usually the optimum
+                # (measured: background 500 seed 10, 4.6 slacks above, the widened core's box 0.05 lost).
+                least = WIDEN_GAP if status == "optimal" or settled is not None else WIDEN_FROM
                 wide, wide_settled, core_floor = _widened(
-                    gr, d1, lb1, den1, inc, slack, workers, deadline, run
+                    gr, d1, lb1, den1, inc, slack, workers, deadline, run, least
                 )
                 if wide is not None and _sum(gr.cost, wide) < _sum(gr.cost, inc):
                     status, inc, settled = "feasible", wide, "widened" if wide_settled else None

@@ -43,8 +43,8 @@ def test_widened_fits_is_cheaper_and_never_below_the_optimum(seed, monkeypatch):
     out, settled, floor = engine._widened(
         gr, d, lb, den, first, lambda _: units, 1, time.monotonic() + 30, engine._Run()
     )
-    if den * p - lb <= den * units * engine.WIDEN_GAP:
-        assert out is None and not settled and floor is None  # within WIDEN_GAP slacks: not asked
+    if den * p - lb <= den * units * engine.WIDEN_FROM:
+        assert out is None and not settled and floor is None  # within WIDEN_FROM slacks: not asked
         return
     if floor is not None:  # no placement of only its core's configurations costs less
         inside = _exact_best(cost, use, budget, start, floor.keep)
