@@ -76,3 +76,27 @@ def test_early_give_up_changes_no_result(
     if early is not None:
         for name in ("start", "config", "cost", "pcie", "moves", "use"):
             assert np.array_equal(getattr(early, name), getattr(late, name))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_plain_model_without_a_placement_answers_the_host_placement(monkeypatch, seed: int) -> None:
+    """When CP-SAT finds no placement, the plain model answers every movable vertex on the host if that
+    meets every constraint (feasible, gap 1), and `unknown` otherwise (max_moves 0 with NFs elsewhere)."""
+    from placement import solver
+    from placement.evaluate import evaluate
+
+    fam = Family(shape="long", snics=2, capacity=0.5, pcie=2.5)
+    p = parse_problem(build(fam, 60, seed))
+    monkeypatch.setattr(solver._Model, "solve", lambda self, *a, **k: ("unknown", None, None))
+    out = solver.solve(p, engine=False, time_limit=5)
+    assert out["status"] == "feasible" and out["gap"] == 1.0
+    assert all(
+        loc == "host" for n, loc in out["placement"].items() if len(p.allowed(p.nodes[p.index[n]])) > 1
+    )
+    assert not evaluate(p, out["placement"]).violations
+    obj = build(fam, 60, seed)
+    for node in obj["nodes"]:
+        if len(p.allowed(p.nodes[p.index[node["id"]]])) > 1:
+            node["location"] = p.locations[1]  # every NF with a choice on an sNIC now: the host moves them
+    moved = parse_problem(obj)
+    assert solver.solve(moved, engine=False, time_limit=5, max_moves=0)["status"] == "unknown"
