@@ -19,6 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 FRONT_MAX = 1 << 14  # Pareto points followed at once; past it no bound (0): a cap on the bound's own cost
+# Host sets whose sNIC uses are counted (most members on sNICs first; each count is a few numpy calls per
+# member): the first ones count (sNICs)^(members on sNICs) each, the later ones little.
+COUNTED_MAX = 256
 
 
 def kept_exceeds(host: np.ndarray, cap: np.ndarray, n_snics: int, limit: int) -> bool:
@@ -30,9 +33,11 @@ def kept_exceeds(host: np.ndarray, cap: np.ndarray, n_snics: int, limit: int) ->
     front = _strict_front(host, cap)
     if front is None:
         return False
+    if n_snics == 1:
+        return len(front) > limit  # one use per host set
     count = 0
     # Host sets with the most members on sNICs first: they count the most vectors.
-    for mask in sorted(front, key=lambda x: bin(x).count("1")):
+    for mask in sorted(front, key=lambda x: bin(x).count("1"))[:COUNTED_MAX]:
         on_nic = [int(cap[i]) for i in range(len(host)) if not (mask >> i) & 1]
         count += _distinct_uses(on_nic, n_snics, limit - count + 1)
         if count > limit:
