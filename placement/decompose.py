@@ -31,7 +31,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from placement import integers, pareto
+from placement import integers, keptbound, pareto
 from placement.evaluate import Evaluation, latencies
 from placement.model import Problem, chain_latency
 
@@ -374,31 +374,25 @@ def prepare(
     built: list[list[Block] | None] = []  # per chunk, in group order (None: pending)
     pending: list[tuple[int, np.ndarray, np.ndarray, SloTerms | None]] = []  # (chunk, groups, edges, SLOs)
     cells = 0
-    first = 0
-    for m in sorted(by_size):
-        step = max(1, CHUNK_CELLS // (L**m * max(1, n_rows)))
-        for a in range(0, len(by_size[m]), step):
-            check(f"groups of {m} NFs")
-            mat = np.array(by_size[m][a : a + step], dtype=np.int64)
-            esel = (e_grp >= first) & (e_grp < first + len(mat))
-            first += len(mat)
-            plan = _member_plan(ctx, mat)
-            if plan is None:
-                return None  # too large
-            if plan[0]:
-                size = L**m * len(mat) * max(1, n_rows)
-                if pending and cells + size > MERGE_CELLS:
-                    if not _build_pending(ctx, pending, built, check):
-                        return None
-                    pending, cells = [], 0
-                pending.append((len(built), mat, esel, plan[1]))
-                cells += size
-                built.append(None)
-                continue
-            blocks_m = _enumerated(ctx, mat, esel)
-            if blocks_m is None:
-                return None  # no configuration meets an SLO (the plain model says infeasible)
-            built.append(blocks_m)
+    chunks = _chunks(ctx, by_size, e_grp)
+    if chunks is None or any(_doomed(ctx, mat, plan) for _, mat, _, plan in reversed(chunks)):
+        return None  # a group too large, or keeping more than max_kept: the build would give up there
+    for m, mat, esel, plan in chunks:
+        check(f"groups of {m} NFs")
+        if plan[0]:
+            size = L**m * len(mat) * max(1, n_rows)
+            if pending and cells + size > MERGE_CELLS:
+                if not _build_pending(ctx, pending, built, check):
+                    return None
+                pending, cells = [], 0
+            pending.append((len(built), mat, esel, plan[1]))
+            cells += size
+            built.append(None)
+            continue
+        blocks_m = _enumerated(ctx, mat, esel)
+        if blocks_m is None:
+            return None  # no configuration meets an SLO (the plain model says infeasible)
+        built.append(blocks_m)
     if pending and not _build_pending(ctx, pending, built, check):
         return None
     for chunk in built:
@@ -411,6 +405,42 @@ def prepare(
                 max_moves=max_moves, edge_pos=edge_pos)  # fmt: skip
     return assemble(memo, locs, fixed, group_nodes, budgets, row_names, cost_const, cost_unit,
                     cost_error, rounded_rows, needs_raw)  # fmt: skip
+
+
+def _chunks(ctx: Ctx, by_size: dict[int, list[list[int]]], e_grp: np.ndarray) -> list[tuple] | None:
+    """The groups in build order (by size), in chunks of up to CHUNK_CELLS cells: per chunk (size, groups
+    (nc, m), its edges' mask, how configs builds it (_member_plan)); None when a chunk is too large."""
+    out, first, L = [], 0, ctx.L
+    for m in sorted(by_size):
+        step = max(1, CHUNK_CELLS // (L**m * max(1, ctx.n_rows)))
+        for a in range(0, len(by_size[m]), step):
+            mat = np.array(by_size[m][a : a + step], dtype=np.int64)
+            esel = (e_grp >= first) & (e_grp < first + len(mat))
+            first += len(mat)
+            plan = _member_plan(ctx, mat)
+            if plan is None:
+                return None
+            out.append((m, mat, esel, plan))
+    return out
+
+
+def _doomed(ctx: Ctx, mat: np.ndarray, plan: tuple[bool, SloTerms | None]) -> bool:
+    """Whether a group of the chunk `mat` surely keeps more than ctx.max_kept configurations, so that its
+    build member by member gives up (keptbound.py: only without SLOs in the chunk, without move costs, and
+    with the same coefficients in every sNIC's capacity row)."""
+    n_snics = ctx.L - 1
+    if not plan[0] or plan[1] is not None or n_snics < 1:
+        return False
+    if ctx.L ** mat.shape[1] <= ctx.max_kept:
+        return False
+    cap = np.array([ctx.coef[r] for r in range(n_snics)])  # the capacity rows come first, one per sNIC
+    for members in mat:
+        if ctx.mc and (ctx.cur[members] >= 0).any():
+            continue
+        c = cap[:, members]
+        if (c == c[0]).all() and keptbound.kept_exceeds(ctx.host[members], c[0], n_snics, ctx.max_kept):
+            return True
+    return False
 
 
 @dataclass

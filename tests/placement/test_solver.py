@@ -290,8 +290,8 @@ def test_time_limit_counts_from_started_and_a_late_proof_is_not_optimal(solver):
     assert on_time["status"] == "optimal" and on_time["host_cost_seconds"] <= 5
     late = solve(problem, solver=solver, time_limit=0.5, started=time.monotonic() - 1.0)
     assert late["status"] != "optimal" and "host_cost_seconds" not in late
-    if late["status"] == "feasible":
-        assert late["solve_seconds"] > 0.5 and 0 <= late["gap"] < 1
+    if late["status"] == "feasible":  # gap 1: the host placement, when CP-SAT had no time to find one
+        assert late["solve_seconds"] > 0.5 and 0 <= late["gap"] <= 1
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
