@@ -19,6 +19,7 @@ from schemathesis import checks  # noqa: E402
 from schemathesis.generation import GenerationMode  # noqa: E402
 
 from testkit.agent_host import AGENT_E2E, agent_host  # noqa: E402
+from testkit.contract import auth_headers  # noqa: E402
 
 pytestmark = AGENT_E2E
 
@@ -49,9 +50,10 @@ def test_real_agent_conforms_to_its_spec(live_url):
         @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), database=None)
         def run(case):
             # As in test_schemathesis.py: schema-valid bodies may still be refused (400) by checks the schema
-            # cannot express (a chain vertex that does not exist, an sNIC this host lacks): that check is off.
+            # cannot express (a chain vertex that does not exist, an sNIC this host lacks): that check is off;
+            # cases generated with invalid headers go without the token (auth_headers).
             case.call_and_validate(
-                headers={"Authorization": f"Bearer {TOKEN}"},
+                headers=auth_headers(case, TOKEN),
                 excluded_checks=[checks.positive_data_acceptance],
             )
 
