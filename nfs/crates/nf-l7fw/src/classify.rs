@@ -4,21 +4,10 @@
 //! then the signature list (bytes at an offset). The first detector that is sure wins; while a
 //! detector needs more bytes the flow stays pending.
 
+pub use crate::detect::{host_name, Det};
 use crate::{dns, http, tls};
 use nfcore::config::{content_or_hex, present, Hex, Int, Object};
 use serde::Deserialize;
-
-/// One detector's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Det {
-    /// This protocol; its name (host, SNI, query name, SSH software) if it has one.
-    Yes(&'static str, Option<String>),
-    /// Cannot tell yet; Some(protocol) when the protocol is clear but its name is not complete.
-    More(Option<&'static str>),
-    No,
-    /// The protocol is clear but its name cannot be parsed (the reason).
-    Refused(&'static str, &'static str),
-}
 
 /// A flow's classification.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,26 +87,6 @@ pub fn default_signatures() -> Vec<SigRule> {
 
 /// Names that are built-in protocols (a signature may not reuse them).
 pub const BUILTIN: &[&str] = &["tls", "http", "dns", "ssh", "unknown"];
-
-/// Lower-cased host name if `v` is one (letters, digits, '-', '_', dots; a trailing dot is
-/// dropped; labels 1-63 bytes; at most 253 characters).
-pub fn host_name(v: &[u8]) -> Option<String> {
-    let v = v.strip_suffix(b".").unwrap_or(v);
-    if v.is_empty() || v.len() > 253 {
-        return None;
-    }
-    for label in v.split(|c| *c == b'.') {
-        if label.is_empty()
-            || label.len() > 63
-            || !label
-                .iter()
-                .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_')
-        {
-            return None;
-        }
-    }
-    Some(String::from_utf8_lossy(v).to_ascii_lowercase())
-}
 
 fn ssh(b: &[u8]) -> Det {
     const P: &[u8] = b"SSH-";
@@ -366,13 +335,5 @@ mod tests {
         ok.resize(253, b'0');
         ok.extend_from_slice(b"\r\n");
         assert!(!proto(classify(&ok, true, &sigs, false)).2);
-    }
-
-    #[test]
-    fn host_names() {
-        assert_eq!(host_name(b"A.Example."), Some("a.example".into()));
-        for bad in [&b""[..], b".", b"a..b", b"a b", &[b'a'; 64], b"x\xff"] {
-            assert_eq!(host_name(bad), None, "{bad:?}");
-        }
     }
 }

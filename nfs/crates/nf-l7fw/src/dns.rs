@@ -2,7 +2,7 @@
 //! query (QR=0, opcode 0) with exactly one question, no answers or authority records and at most
 //! one additional record (EDNS OPT).
 
-use crate::classify::Det;
+use crate::detect::Det;
 
 /// Parse one DNS message (UDP payload, or a TCP message without its length prefix).
 pub fn query_name(m: &[u8]) -> Result<String, &'static str> {

@@ -11,7 +11,8 @@
 //! `Upgrade` request the server may have switched protocols: bytes that are not a request head
 //! then end the following quietly (`Opaque`); a request head is still checked.
 
-use crate::classify::{host_name, Class};
+use crate::classify::Class;
+use crate::detect::host_name;
 use crate::{dns, http};
 
 /// Longest request head (as [`http`]) and longest chunk-size or trailer line.

@@ -1,6 +1,6 @@
 //! HTTP/1.x request head: the Host header from the first bytes a client sends.
 
-use crate::classify::{host_name, Det};
+use crate::detect::{host_name, Det};
 
 const METHODS: &[&[u8]] = &[
     b"GET ",

@@ -25,6 +25,7 @@
 //! `timeouts` sets every phase, as it did.
 
 pub mod classify;
+pub mod detect;
 pub mod dns;
 pub mod follow;
 pub mod http;

@@ -172,7 +172,7 @@ fn server_name(data: &[u8]) -> Result<Option<String>, &'static str> {
             if name.is_some() {
                 return Err("two host names in server_name");
             }
-            name = Some(crate::classify::host_name(v).ok_or("server name is not a DNS host name")?);
+            name = Some(crate::detect::host_name(v).ok_or("server name is not a DNS host name")?);
         }
     }
     Ok(name)

@@ -399,6 +399,11 @@ macro_rules! config_enum {
 /// the cap does not add latency there.
 pub const DEFAULT_BATCH_SIZE: u64 = 64;
 
+/// Default number of batches in flight on a pipelined store (the runtime's `set_pipeline_depth`).
+pub const DEFAULT_PIPELINE_DEPTH: usize = 8;
+/// Upper bound of the pipeline depth.
+pub const MAX_PIPELINE_DEPTH: usize = 64;
+
 /// The runtime options, valid at the top level of every NF's config (the NF itself does not
 /// read them; [`parse_nf`] sets them apart).
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
@@ -417,11 +422,7 @@ pub struct RuntimeConfig {
     pub owner_cache: bool,
     /// Batches in flight at once on a pipelined store (1 = batch by batch).
     #[serde(default)]
-    pub pipeline_depth: Int<
-        1,
-        { crate::runtime::MAX_PIPELINE_DEPTH as u64 },
-        { crate::runtime::DEFAULT_PIPELINE_DEPTH as u64 },
-    >,
+    pub pipeline_depth: Int<1, { MAX_PIPELINE_DEPTH as u64 }, { DEFAULT_PIPELINE_DEPTH as u64 }>,
     /// How long the Redis client spins for a reply before sleeping: an NF with a core of its own
     /// should spin; one under a CPU quota (an sNIC cgroup) may prefer 0.
     #[serde(default)]

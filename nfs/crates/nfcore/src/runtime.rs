@@ -30,10 +30,8 @@ fn drop_claim_dependents(parsed: &[Option<Parsed>], keep: &mut [bool], st: &Stat
     }
 }
 
-/// Default number of batches in flight on a pipelined store (see [`Runtime::set_pipeline_depth`]).
-pub const DEFAULT_PIPELINE_DEPTH: usize = 8;
-/// Upper bound of the pipeline depth.
-pub const MAX_PIPELINE_DEPTH: usize = 64;
+// (defined with the configuration that bounds them, so that config does not depend on the runtime)
+pub use crate::config::{DEFAULT_PIPELINE_DEPTH, MAX_PIPELINE_DEPTH};
 
 /// Where the runtime's notion of "now" comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
