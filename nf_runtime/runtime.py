@@ -313,15 +313,12 @@ class HostRuntime:
         return self._at(inst.location).drain(inst, quiet_ms, timeout_s, flush)
 
     # -- monitoring inputs ---------------------------------------------------------------------------------
-    def port_counters(self) -> dict[str, dict[str, dict[str, int]]]:
-        """Per location: port name -> counters (the host's switch read here, each sNIC's from its agent)."""
-        return self.port_counters_timed(time.monotonic)[0]
-
     def port_counters_timed(
         self, clock: Callable[[], float]
     ) -> tuple[dict[str, dict[str, dict[str, int]]], dict[str, float]]:
-        """port_counters() and, per location, the middle of its read on `clock`: an sNIC's read is a round trip
-        to its agent whose length varies under load, so each location's rates take their own interval."""
+        """Per location: port name -> counters (the host's switch read here, each sNIC's from its agent), and
+        the middle of that location's read on `clock`: an sNIC's read is a round trip to its agent whose length
+        varies under load, so each location's rates take their own interval."""
         out: dict[str, dict[str, dict[str, int]]] = {}
         at: dict[str, float] = {}
         t0 = clock()

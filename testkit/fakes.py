@@ -84,12 +84,10 @@ class FakeRuntime:
     def answers(self, location: str) -> bool:
         return location not in self.silent
 
-    def port_counters(self):
-        return {sw: {p: dict(c) for p, c in ports.items()} for sw, ports in self.counters.items()}
-
     def port_counters_timed(self, clock):
         now = clock()
-        return self.port_counters(), {sw: now for sw in self.counters}
+        counters = {sw: {p: dict(c) for p, c in ports.items()} for sw, ports in self.counters.items()}
+        return counters, {sw: now for sw in self.counters}
 
     def pcie_ports(self):
         return {s: f"x-p{s[4:]}h" for s in self.snics}
