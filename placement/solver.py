@@ -505,11 +505,16 @@ def _on_host(problem: Problem, opts: Options, t0: float) -> dict | None:
     """Every vertex with a choice on the host, as a `feasible` answer (gap 1: the only bound is 0) when it
     meets every constraint and max_moves; None otherwise. The last resort when CP-SAT found no placement in
     the limit (3 sNICs at 2,000 vertices: the plain model found none where this one meets every budget)."""
-    placement = {n.id: a[0] if len(a := problem.allowed(n)) == 1 else HOST for n in problem.nodes}
+    placement = _movable_on_host(problem)
     ev = evaluate(problem, placement)
     if ev.violations or (opts.max_moves is not None and len(moves(problem, placement)) > opts.max_moves):
         return None
     return result(problem, placement, "feasible", time.monotonic() - t0, 1.0, ev, opts=opts)
+
+
+def _movable_on_host(problem: Problem) -> dict[str, str]:
+    """Every vertex with a choice on the host, the others where they must be."""
+    return {n.id: a[0] if len(a := problem.allowed(n)) == 1 else HOST for n in problem.nodes}
 
 
 def _current_hint(model: _Model) -> dict | None:
@@ -593,7 +598,7 @@ def diagnose(problem: Problem, opts: Options) -> str:
     objective, which stops at its first placement; unanswered within its limit counts as feasible).
     """
     fixed = {n.id for n in problem.nodes if len(problem.allowed(n)) == 1}
-    base = {n.id: problem.allowed(n)[0] if n.id in fixed else HOST for n in problem.nodes}
+    base = _movable_on_host(problem)
     only_fixed = Problem(problem.nodes, [e for e in problem.edges if e.src in fixed and e.dst in fixed],
                          problem.snics, problem.pcie_model)  # fmt: skip
     # With every movable NF on the host, sNIC capacity and resources hold only pinned NFs.
