@@ -47,6 +47,7 @@ fit in 60 bits, the levels are solved in stages (each bounding the previous opti
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -98,6 +99,22 @@ class _Run:
     exact_work: int = 0  # units of the exact answers (choicebb.py)
 
 
+@functools.cache
+def _model_class() -> type:
+    """CP-SAT's CpModel without its pre-PEP 8 aliases. CpModel() binds a deprecated camelCase alias of each
+    add_ / new_ / clear_ method on every instance it makes (dir() and getattr over the whole class, ~1.5 ms a
+    model: 5 % of the engine's CPU at 500 vertices, where a solve builds about ten small models; measured,
+    bench/RESULTS.md place pin19); the engine calls only the snake_case names, and the model's proto is the
+    same."""
+    from ortools.sat.python import cp_model
+
+    class _Model(cp_model.CpModel):
+        def _add_pre_pep8_methods(self) -> None:
+            return None
+
+    return _Model
+
+
 class _Core:
     """The CP-SAT model of the groups that still have a choice (the rest are constants)."""
 
@@ -109,7 +126,7 @@ class _Core:
         self.cp = cp_model
         self.run = run if run is not None else _Run()
         self.gr, self.workers, self.linearization = gr, workers, linearization
-        self.m = cp_model.CpModel()
+        self.m = _model_class()()
         start = gr.start
         n_alive = np.add.reduceat(alive.astype(np.int64), start[:-1]) if len(alive) else alive
         self.single = np.zeros(gr.n_groups, dtype=np.int64)  # the configuration of a group without choice
