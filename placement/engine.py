@@ -406,10 +406,12 @@ POOL_PRICE_TOLERANCE, PACK_MARGIN = 1e-6, 8
 NO_PRESOLVE_WORK, NO_PRESOLVE_VARS = 0.05, 1000
 # Deterministic time of the first incumbent's CP-SAT (on the small restricted core): the 3 s it had.
 RESTRICTED_WORK = 3.0 * CPSAT_WORK_PER_SECOND
-# The grown restricted core (_regrow): REGROW x the restricted core's rank of reduced costs, boxed in
-# REGROW_CONFLICTS CP-SAT conflicts (its deterministic time undercounts there: 0.017 for 0.22 s on 45
-# booleans, chains-tight 300 seed 4, measured) as well as WIDEN_WORK.
-REGROW, REGROW_CONFLICTS = 2, 1000
+# The grown restricted core (_regrow): REGROW x the restricted core's rank of reduced costs, stopped at its
+# first placement below the incumbent's (or WIDEN_WORK). Boxed in 1,000 conflicts and minimised to its
+# optimum instead (as first measured, 4f404fe) it settled more incumbents but was no faster in all and
+# changed proven host costs within the slack (bench/RESULTS.md, place pin19: pinned 500 seeds 0-11 sum
+# 0.68 -> 0.62 CPU s, max 0.15 -> 0.09; chains-tight 0.68 -> 0.75, max 0.10 -> 0.14).
+REGROW = 2
 # The kept-row DP (rowbound.py): levels of reduced cost, at most KEPT_WORK level x configuration steps, and
 # skipped when fewer than KEPT_MIN_STATES_PER_GROUP levels per group with a choice remain (the rounding down
 # of each group's reduced cost to a level then loses more than the row adds).
@@ -707,11 +709,11 @@ def _below(gr: Groups, keep: np.ndarray, inc: list[int], workers: int, run: _Run
 def _regrown(gr: Groups, d: np.ndarray, y: np.ndarray, alive: np.ndarray, inc: list[int], units: int,
              workers: int, deadline: float, run: _Run) -> tuple[str, list[int] | None, int]:  # fmt: skip
     """CP-SAT minimising the primary below `inc`'s on the grown restricted core (_restricted at REGROW x its
-    rank, and `inc`'s configurations), from `inc`, within `units` of its optimum ("optimal"), boxed in
-    REGROW_CONFLICTS conflicts and WIDEN_WORK deterministic seconds: (status, its placement or None, the
-    core's groups with a choice)."""
+    rank, and `inc`'s configurations), from `inc`, stopped at its first placement below `inc`'s ("optimal"
+    where that is within `units` of the core's optimum, proven) or after WIDEN_WORK deterministic seconds:
+    (status, its placement or None, the core's groups with a choice)."""
     core = _below(gr, _restricted(gr, d, y, alive, REGROW), inc, workers, run)
-    status, chosen, _, _ = core.solve(deadline, inc, float(units), WIDEN_WORK, False, REGROW_CONFLICTS)
+    status, chosen, _, _ = core.solve(deadline, inc, float(units), WIDEN_WORK, cuts=False, first=True)
     return status, chosen, len(core.multi)
 
 
