@@ -48,10 +48,22 @@ def kept_exceeds(host: np.ndarray, cap: np.ndarray, n_snics: int, limit: int) ->
 def _strict_front(host: np.ndarray, cap: np.ndarray) -> list[int] | None:
     """The host sets (bit masks over the members) on the strict Pareto front of (min host cost, max
     capacity coefficient sum) among all subsets; None past FRONT_MAX points on the way."""
+    state = None
+    for state in _fronts(host, cap):
+        if state is None:
+            return None
+    mask, tied = state if state is not None else (np.zeros(1, dtype=np.int64), np.zeros(1, dtype=bool))
+    return mask[~tied].tolist()
+
+
+def _fronts(host: np.ndarray, cap: np.ndarray):
+    """Per member added in turn: (masks, tied) of the Pareto front of (min host cost, max capacity sum)
+    over the subsets of the members so far (tied: another subset reaches the same point, so not strict),
+    then None and no more past FRONT_MAX points."""
     h = np.zeros(1, dtype=np.int64)
     c = np.zeros(1, dtype=np.int64)
     mask = np.zeros(1, dtype=np.int64)
-    tied = np.zeros(1, dtype=bool)  # another subset reaches the same point: not strict
+    tied = np.zeros(1, dtype=bool)
     for i in range(len(host)):
         h = np.concatenate([h, h + int(host[i])])
         c = np.concatenate([c, c + int(cap[i])])
@@ -69,8 +81,43 @@ def _strict_front(host: np.ndarray, cap: np.ndarray) -> list[int] | None:
         tied = tied | same
         h, c, mask, tied = h[keep], c[keep], mask[keep], tied[keep]
         if len(h) > FRONT_MAX:
-            return None
-    return mask[~tied].tolist()
+            yield None
+            return
+        yield mask, tied
+
+
+def partials_exceed(host: np.ndarray, cap: np.ndarray, last: np.ndarray, first: int, limit: int) -> bool:
+    """One sNIC: whether building a group member by member (decompose._configs_by_member, members in
+    column order, host costs `host`, capacity coefficients `cap`, `last` per member its latest neighbour
+    in the group or -1) surely keeps more than `limit` partial configurations after placing some member
+    j, first <= j < m - 1, where it compares them (no SLO, no move cost: see the module's docstring).
+
+    After member j the build compares partial configurations only within a class (the locations of the
+    frontier F_j: members <= j with a neighbour after j); in each class the other placed members R_j form
+    a host set, and the module's argument on R_j's subsets (the frontier's members add the same cost and
+    use to all) keeps one per point of R_j's strict front, never dropped before (what dominates it then
+    extends to a subset with the same frontier that weakly dominates it). So the build keeps at least
+    2^|F_j| x (R_j's strict front) of them. R_j grows by the members' retire times max(c, last[c]), so
+    one pass of the front over the members in that order reads every stage's count."""
+    m = len(host)
+    retire = np.maximum(np.arange(m), last)
+    order = np.argsort(retire, kind="stable")
+    # Per R_j, the count is largest at its last stage, before the next member retires (F_j only grows).
+    stage = min(int(retire[order[0]]) - 1, m - 2)  # no member retired yet: each location its own class
+    if stage >= first and 1 << (stage + 1) > limit:
+        return True
+    fronts = _fronts(host[order], cap[order])
+    for k in range(m):
+        state = next(fronts)
+        j = int(retire[order[k]])
+        if state is None or j >= m - 1:
+            return False  # past FRONT_MAX, or the last member's comparison (kept_exceeds' count)
+        if int(retire[order[k + 1]]) == j:
+            continue  # this stage's R_j is not complete yet
+        stage = min(int(retire[order[k + 1]]) - 1, m - 2)
+        if stage >= first and int((~state[1]).sum()) << (stage - k) > limit:  # |F| = (stage + 1) - (k + 1)
+            return True
+    return False
 
 
 def _distinct_uses(on_nic: list[int], n_snics: int, enough: int) -> int:
