@@ -370,22 +370,14 @@ def prepare(
         group_nodes += list(mat)
     e_grp = np.where(is_mov[src], group_of[src], group_of[dst]) if len(edges) else np.zeros(0, np.int64)
     # Chunks built member by member wait and are built together, several sizes at once, up to
-    # MERGE_CELLS: the build's fixed cost is per member column, whatever the number of groups. The
-    # largest chunk goes first, alone, when its build may give up (_risky_first).
+    # MERGE_CELLS: the build's fixed cost is per member column, whatever the number of groups.
+    built: list[list[Block] | None] = []  # per chunk, in group order (None: pending)
     pending: list[tuple[int, np.ndarray, np.ndarray, SloTerms | None]] = []  # (chunk, groups, edges, SLOs)
     cells = 0
     chunks = _chunks(ctx, by_size, e_grp)
     if chunks is None or any(_doomed(ctx, mat, plan) for _, mat, _, plan in reversed(chunks)):
         return None  # a group too large, or keeping more than max_kept: the build would give up there
-    built: list[list[Block] | None] = [None] * len(chunks)  # per chunk, in group order (None: not yet)
-    first = _risky_first(ctx, chunks)
-    if first is not None:
-        _, mat, esel, plan = chunks[first]
-        if not _build_pending(ctx, [(first, mat, esel, plan[1])], built, check):
-            return None
-    for i, (m, mat, esel, plan) in enumerate(chunks):
-        if built[i] is not None:
-            continue
+    for m, mat, esel, plan in chunks:
         check(f"groups of {m} NFs")
         if plan[0]:
             size = L**m * len(mat) * max(1, n_rows)
@@ -393,13 +385,14 @@ def prepare(
                 if not _build_pending(ctx, pending, built, check):
                     return None
                 pending, cells = [], 0
-            pending.append((i, mat, esel, plan[1]))
+            pending.append((len(built), mat, esel, plan[1]))
             cells += size
+            built.append(None)
             continue
         blocks_m = _enumerated(ctx, mat, esel)
         if blocks_m is None:
             return None  # no configuration meets an SLO (the plain model says infeasible)
-        built[i] = blocks_m
+        built.append(blocks_m)
     if pending and not _build_pending(ctx, pending, built, check):
         return None
     for chunk in built:
@@ -431,20 +424,11 @@ def _chunks(ctx: Ctx, by_size: dict[int, list[list[int]]], e_grp: np.ndarray) ->
     return out
 
 
-def _risky_first(ctx: Ctx, chunks: list[tuple]) -> int | None:
-    """The chunk to build before the others: the last (largest groups) when it is built member by member,
-    may keep more than ctx.max_kept (more configurations than that in all) and others wait after it: a
-    build that gives up there spares the others' (same groups either way; None: the usual order)."""
-    m, mat, _, plan = chunks[-1]
-    if len(chunks) < 2 or not plan[0] or ctx.L**m <= ctx.max_kept:
-        return None
-    return len(chunks) - 1
-
-
 def _doomed(ctx: Ctx, mat: np.ndarray, plan: tuple[bool, SloTerms | None]) -> bool:
-    """Whether a group of the chunk `mat` surely keeps more than ctx.max_kept configurations, so that its
-    build member by member gives up (keptbound.py: only without SLOs in the chunk, without move costs, and
-    with the same coefficients in every sNIC's capacity row)."""
+    """Whether a group of the chunk `mat` surely keeps more than ctx.max_kept configurations (or, one sNIC,
+    more than L x max_kept partial ones after some member), so that its build member by member gives up
+    (keptbound.py: only without SLOs in the chunk, without move costs, and with the same coefficients in
+    every sNIC's capacity row)."""
     n_snics = ctx.L - 1
     if not plan[0] or plan[1] is not None or n_snics < 1:
         return False
@@ -457,8 +441,8 @@ def _doomed(ctx: Ctx, mat: np.ndarray, plan: tuple[bool, SloTerms | None]) -> bo
         c = cap[:, members]
         if (c == c[0]).all() and keptbound.kept_exceeds(ctx.host[members], c[0], n_snics, ctx.max_kept):
             return True
-        # One sNIC: the whole group's front is small next to its kept count (the PCIe rows keep most), the
-        # partial configurations' after some member already exceed what the build allows.
+        # One sNIC: the whole group's front is small next to what the PCIe rows keep, but the partial
+        # configurations after some member may surely be more than the build allows (L x max_kept).
         if n_snics == 1 and keptbound.partials_exceed(
             ctx.host[members],
             c[0],

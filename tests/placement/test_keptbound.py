@@ -71,7 +71,6 @@ def test_early_give_up_changes_no_result(
         monkeypatch.setattr(decompose, "KEPT_FLOOR", limit)
     early = decompose.prepare(p)
     monkeypatch.setattr(decompose, "_doomed", lambda *a: False)
-    monkeypatch.setattr(decompose, "_risky_first", lambda *a: None)
     late = decompose.prepare(p)
     assert (early is None) == (late is None)
     if early is not None:
@@ -165,8 +164,7 @@ ONE_SNIC = [("foreign", s) for s in (20, 21, 43, 54, 86, 168, 225, 385, 455, 489
 
 @pytest.mark.parametrize(("kind", "seed"), ONE_SNIC)
 def test_early_give_up_with_one_snic_changes_no_result(monkeypatch, kind: str, seed: int) -> None:
-    """prepare gives up early only where the build gives up, with one sNIC too (and the largest chunk
-    built first, _risky_first, gives the same groups as the usual order)."""
+    """prepare gives up early only where the build gives up, with one sNIC too."""
     from bench.placement.foreign import instance
 
     if kind == "foreign":
