@@ -12,6 +12,9 @@ Take a host set H on the strict Pareto front of (min h, max c) over all subsets 
 and c >= c(H)): a configuration with host set H is dominated only by one with the same host set, hence the
 same total sNIC use, hence (no more on each sNIC) the same use on every sNIC. So each distinct vector of
 per-sNIC capacity use over the front's host sets is the use of at least one kept configuration.
+
+With one sNIC the front is small next to what the PCIe rows keep; the same argument on the partial
+configurations the build compares after each member (partials_exceed) reads its own earlier limit.
 """
 
 from __future__ import annotations

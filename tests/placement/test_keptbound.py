@@ -156,9 +156,10 @@ def test_partial_bound_fires_on_a_chain() -> None:
 
 
 # One sNIC: the second generator's draws where prepare gives no groups (a component whose partial
-# configurations pass the limit) and others that keep their groups, and the families' small shapes.
+# configurations pass the limit) and others that keep their groups, and the families' shapes at a limit of
+# 1,024 (long and mix: some give up, some keep their groups).
 ONE_SNIC = [("foreign", s) for s in (20, 21, 43, 54, 86, 168, 225, 385, 455, 489, 652, 0, 1, 2, 5, 8)] + [
-    (shape, seed) for shape in ("chain", "long", "dag", "mesh") for seed in range(3)
+    (shape, seed) for shape in ("chain", "long", "dag", "mix") for seed in range(4)
 ]
 
 
@@ -174,6 +175,8 @@ def test_early_give_up_with_one_snic_changes_no_result(monkeypatch, kind: str, s
         fam = Family(shape=kind, snics=1, capacity=rng.uniform(0.1, 1.0), pcie=rng.uniform(1.1, 3.5),
                      traffic=rng.choice(["uniform", "pareto"]))  # fmt: skip
         obj = build(fam, 120, seed)
+        monkeypatch.setattr(decompose, "MAX_KEPT", 1024)
+        monkeypatch.setattr(decompose, "KEPT_FLOOR", 1024)
     p = parse_problem(obj)
     early = decompose.prepare(p)
     monkeypatch.setattr(decompose, "_doomed", lambda *a: False)
