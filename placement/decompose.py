@@ -439,16 +439,17 @@ def _doomed(ctx: Ctx, mat: np.ndarray, plan: tuple[bool, SloTerms | None]) -> bo
         if ctx.mc and (ctx.cur[members] >= 0).any():
             continue
         c = cap[:, members]
-        if (c == c[0]).all() and keptbound.kept_exceeds(ctx.host[members], c[0], n_snics, ctx.max_kept):
-            return True
+        if not (c == c[0]).all():
+            continue
+        if n_snics > 1:
+            if keptbound.kept_exceeds(ctx.host[members], c[0], n_snics, ctx.max_kept):
+                return True
+            continue
         # One sNIC: the whole group's front is small next to what the PCIe rows keep, but the partial
         # configurations after some member may surely be more than the build allows (L x max_kept).
-        if n_snics == 1 and keptbound.partials_exceed(
-            ctx.host[members],
-            c[0],
-            _latest_neighbours(ctx, members),
-            _first_compared(ctx.L),
-            ctx.L * ctx.max_kept,
+        last, first = _latest_neighbours(ctx, members), _first_compared(ctx.L)
+        if keptbound.one_snic_exceeds(
+            ctx.host[members], c[0], last, first, ctx.L * ctx.max_kept, ctx.max_kept
         ):
             return True
     return False

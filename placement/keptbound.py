@@ -14,7 +14,7 @@ same total sNIC use, hence (no more on each sNIC) the same use on every sNIC. So
 per-sNIC capacity use over the front's host sets is the use of at least one kept configuration.
 
 With one sNIC the front is small next to what the PCIe rows keep; the same argument on the partial
-configurations the build compares after each member (partials_exceed) reads its own earlier limit.
+configurations the build compares after each member (one_snic_exceeds) reads its own earlier limit.
 """
 
 from __future__ import annotations
@@ -89,11 +89,14 @@ def _fronts(host: np.ndarray, cap: np.ndarray):
         yield mask, tied
 
 
-def partials_exceed(host: np.ndarray, cap: np.ndarray, last: np.ndarray, first: int, limit: int) -> bool:
+def one_snic_exceeds(
+    host: np.ndarray, cap: np.ndarray, last: np.ndarray, first: int, partial_limit: int, kept_limit: int
+) -> bool:
     """One sNIC: whether building a group member by member (decompose._configs_by_member, members in
     column order, host costs `host`, capacity coefficients `cap`, `last` per member its latest neighbour
-    in the group or -1) surely keeps more than `limit` partial configurations after placing some member
-    j, first <= j < m - 1, where it compares them (no SLO, no move cost: see the module's docstring).
+    in the group or -1) surely keeps more than `partial_limit` partial configurations after placing some
+    member j, first <= j < m - 1, where it compares them, or more than `kept_limit` configurations in the
+    end (no SLO, no move cost: see the module's docstring).
 
     After member j the build compares partial configurations only within a class (the locations of the
     frontier F_j: members <= j with a neighbour after j); in each class the other placed members R_j form
@@ -101,24 +104,27 @@ def partials_exceed(host: np.ndarray, cap: np.ndarray, last: np.ndarray, first: 
     use to all) keeps one per point of R_j's strict front, never dropped before (what dominates it then
     extends to a subset with the same frontier that weakly dominates it). So the build keeps at least
     2^|F_j| x (R_j's strict front) of them. R_j grows by the members' retire times max(c, last[c]), so
-    one pass of the front over the members in that order reads every stage's count."""
+    one pass of the front over the members in that order reads every stage's count, and last the whole
+    group's (kept_exceeds' count with one sNIC)."""
     m = len(host)
     retire = np.maximum(np.arange(m), last)
     order = np.argsort(retire, kind="stable")
     # Per R_j, the count is largest at its last stage, before the next member retires (F_j only grows).
     stage = min(int(retire[order[0]]) - 1, m - 2)  # no member retired yet: each location its own class
-    if stage >= first and 1 << (stage + 1) > limit:
+    if stage >= first and 1 << (stage + 1) > partial_limit:
         return True
     fronts = _fronts(host[order], cap[order])
     for k in range(m):
         state = next(fronts)
-        j = int(retire[order[k]])
-        if state is None or j >= m - 1:
-            return False  # past FRONT_MAX, or the last member's comparison (kept_exceeds' count)
-        if int(retire[order[k + 1]]) == j:
+        if state is None:
+            return False  # past FRONT_MAX: no bound
+        strict = int((~state[1]).sum())
+        if k + 1 == m:
+            return strict > kept_limit
+        if int(retire[order[k + 1]]) == int(retire[order[k]]):
             continue  # this stage's R_j is not complete yet
         stage = min(int(retire[order[k + 1]]) - 1, m - 2)
-        if stage >= first and int((~state[1]).sum()) << (stage - k) > limit:  # |F| = (stage + 1) - (k + 1)
+        if stage >= first and strict << (stage - k) > partial_limit:  # |F| = (stage + 1) - (k + 1)
             return True
     return False
 

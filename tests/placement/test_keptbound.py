@@ -126,7 +126,7 @@ def _most_partials(host: list[int], cap: list[int], edges: list[tuple[int, int]]
 
 
 @pytest.mark.parametrize("seed", range(80))
-def test_partial_bound_never_exceeds_the_partials_kept(seed: int) -> None:
+def test_partial_bound_never_exceeds_the_partials_or_configurations_kept(seed: int) -> None:
     rng = random.Random(seed)
     m = rng.randint(3, 11)
     top = rng.choice([3, 10, 1000])
@@ -141,8 +141,8 @@ def test_partial_bound_never_exceeds_the_partials_kept(seed: int) -> None:
     for a, b in edges:
         last[a], last[b] = max(last[a], b), max(last[b], a)
     first = rng.randint(0, 4)
-    most = _most_partials(host, cap, edges, first)
-    assert not keptbound.partials_exceed(np.array(host), np.array(cap), last, first, most)
+    most, kept = _most_partials(host, cap, edges, first), _kept(host, cap, 1)
+    assert not keptbound.one_snic_exceeds(np.array(host), np.array(cap), last, first, most, kept)
 
 
 def test_partial_bound_fires_on_a_chain() -> None:
@@ -151,8 +151,10 @@ def test_partial_bound_fires_on_a_chain() -> None:
     cap = [2, 4, 8, 16, 32, 64, 128, 256]
     last = np.array([1, 2, 3, 4, 5, 6, 7, 6])
     edges = [(i, i + 1) for i in range(7)]
-    most = _most_partials(host, cap, edges, 4)
-    assert keptbound.partials_exceed(np.array(host), np.array(cap), last, 4, most - 1)
+    most, kept = _most_partials(host, cap, edges, 4), _kept(host, cap, 1)
+    args = np.array(host), np.array(cap), last, 4
+    assert keptbound.one_snic_exceeds(*args, most - 1, 1 << 20)
+    assert keptbound.one_snic_exceeds(*args, 1 << 20, kept - 1)
 
 
 # One sNIC: the second generator's draws where prepare gives no groups (a component whose partial
