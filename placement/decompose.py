@@ -425,9 +425,10 @@ def _chunks(ctx: Ctx, by_size: dict[int, list[list[int]]], e_grp: np.ndarray) ->
 
 
 def _doomed(ctx: Ctx, mat: np.ndarray, plan: tuple[bool, SloTerms | None]) -> bool:
-    """Whether a group of the chunk `mat` surely keeps more than ctx.max_kept configurations, so that its
-    build member by member gives up (keptbound.py: only without SLOs in the chunk, without move costs, and
-    with the same coefficients in every sNIC's capacity row)."""
+    """Whether a group of the chunk `mat` surely keeps more than ctx.max_kept configurations (or, one sNIC,
+    more than L x max_kept partial ones after some member), so that its build member by member gives up
+    (keptbound.py: only without SLOs in the chunk, without move costs, and with the same coefficients in
+    every sNIC's capacity row)."""
     n_snics = ctx.L - 1
     if not plan[0] or plan[1] is not None or n_snics < 1:
         return False
@@ -438,9 +439,41 @@ def _doomed(ctx: Ctx, mat: np.ndarray, plan: tuple[bool, SloTerms | None]) -> bo
         if ctx.mc and (ctx.cur[members] >= 0).any():
             continue
         c = cap[:, members]
-        if (c == c[0]).all() and keptbound.kept_exceeds(ctx.host[members], c[0], n_snics, ctx.max_kept):
+        if not (c == c[0]).all():
+            continue
+        if n_snics > 1:
+            if keptbound.kept_exceeds(ctx.host[members], c[0], n_snics, ctx.max_kept):
+                return True
+            continue
+        # One sNIC: the whole group's front is small next to what the PCIe rows keep, but the partial
+        # configurations after some member may surely be more than the build allows (L x max_kept).
+        last, first = _latest_neighbours(ctx, members), _first_compared(ctx.L)
+        if keptbound.one_snic_exceeds(
+            ctx.host[members], c[0], last, first, ctx.L * ctx.max_kept, ctx.max_kept
+        ):
             return True
     return False
+
+
+def _latest_neighbours(ctx: Ctx, members: np.ndarray) -> np.ndarray:
+    """Per member of a group (column order): the column of its latest neighbour in the group, or -1 (the
+    build's frontier: _configs_by_member's `last`, without SLOs)."""
+    col = np.full(len(ctx.host), -1, dtype=np.int64)
+    col[members] = np.arange(len(members))
+    ca, cb = col[ctx.src], col[ctx.dst]
+    inner = (ca >= 0) & (cb >= 0)
+    last = np.full(len(members), -1, dtype=np.int64)
+    np.maximum.at(last, ca[inner], cb[inner])
+    np.maximum.at(last, cb[inner], ca[inner])
+    return last
+
+
+def _first_compared(L: int) -> int:
+    """The first member after which _configs_by_member surely compares its partial configurations."""
+    j = 0
+    while L ** (j + 1) <= FILTER_FROM:
+        j += 1
+    return j
 
 
 @dataclass

@@ -12,6 +12,9 @@ Take a host set H on the strict Pareto front of (min h, max c) over all subsets 
 and c >= c(H)): a configuration with host set H is dominated only by one with the same host set, hence the
 same total sNIC use, hence (no more on each sNIC) the same use on every sNIC. So each distinct vector of
 per-sNIC capacity use over the front's host sets is the use of at least one kept configuration.
+
+With one sNIC the front is small next to what the PCIe rows keep; the same argument on the partial
+configurations the build compares after each member (one_snic_exceeds) reads its own earlier limit.
 """
 
 from __future__ import annotations
@@ -48,10 +51,22 @@ def kept_exceeds(host: np.ndarray, cap: np.ndarray, n_snics: int, limit: int) ->
 def _strict_front(host: np.ndarray, cap: np.ndarray) -> list[int] | None:
     """The host sets (bit masks over the members) on the strict Pareto front of (min host cost, max
     capacity coefficient sum) among all subsets; None past FRONT_MAX points on the way."""
+    state = None
+    for state in _fronts(host, cap):
+        if state is None:
+            return None
+    mask, tied = state if state is not None else (np.zeros(1, dtype=np.int64), np.zeros(1, dtype=bool))
+    return mask[~tied].tolist()
+
+
+def _fronts(host: np.ndarray, cap: np.ndarray):
+    """Per member added in turn: (masks, tied) of the Pareto front of (min host cost, max capacity sum)
+    over the subsets of the members so far (tied: another subset reaches the same point, so not strict),
+    then None and no more past FRONT_MAX points."""
     h = np.zeros(1, dtype=np.int64)
     c = np.zeros(1, dtype=np.int64)
     mask = np.zeros(1, dtype=np.int64)
-    tied = np.zeros(1, dtype=bool)  # another subset reaches the same point: not strict
+    tied = np.zeros(1, dtype=bool)
     for i in range(len(host)):
         h = np.concatenate([h, h + int(host[i])])
         c = np.concatenate([c, c + int(cap[i])])
@@ -69,8 +84,49 @@ def _strict_front(host: np.ndarray, cap: np.ndarray) -> list[int] | None:
         tied = tied | same
         h, c, mask, tied = h[keep], c[keep], mask[keep], tied[keep]
         if len(h) > FRONT_MAX:
-            return None
-    return mask[~tied].tolist()
+            yield None
+            return
+        yield mask, tied
+
+
+def one_snic_exceeds(
+    host: np.ndarray, cap: np.ndarray, last: np.ndarray, first: int, partial_limit: int, kept_limit: int
+) -> bool:
+    """One sNIC: whether building a group member by member (decompose._configs_by_member, members in
+    column order, host costs `host`, capacity coefficients `cap`, `last` per member its latest neighbour
+    in the group or -1) surely keeps more than `partial_limit` partial configurations after placing some
+    member j, first <= j < m - 1, where it compares them, or more than `kept_limit` configurations in the
+    end (no SLO, no move cost: see the module's docstring).
+
+    After member j the build compares partial configurations only within a class (the locations of the
+    frontier F_j: members <= j with a neighbour after j); in each class the other placed members R_j form
+    a host set, and the module's argument on R_j's subsets (the frontier's members add the same cost and
+    use to all) keeps one per point of R_j's strict front, never dropped before (what dominates it then
+    extends to a subset with the same frontier that weakly dominates it). So the build keeps at least
+    2^|F_j| x (R_j's strict front) of them. R_j grows by the members' retire times max(c, last[c]), so
+    one pass of the front over the members in that order reads every stage's count, and last the whole
+    group's (kept_exceeds' count with one sNIC)."""
+    m = len(host)
+    retire = np.maximum(np.arange(m), last)
+    order = np.argsort(retire, kind="stable")
+    # Per R_j, the count is largest at its last stage, before the next member retires (F_j only grows).
+    stage = min(int(retire[order[0]]) - 1, m - 2)  # no member retired yet: each location its own class
+    if stage >= first and 1 << (stage + 1) > partial_limit:
+        return True
+    fronts = _fronts(host[order], cap[order])
+    for k in range(m):
+        state = next(fronts)
+        if state is None:
+            return False  # past FRONT_MAX: no bound
+        strict = int((~state[1]).sum())
+        if k + 1 == m:
+            return strict > kept_limit
+        if int(retire[order[k + 1]]) == int(retire[order[k]]):
+            continue  # this stage's R_j is not complete yet
+        stage = min(int(retire[order[k + 1]]) - 1, m - 2)
+        if stage >= first and strict << (stage - k) > partial_limit:  # |F| = (stage + 1) - (k + 1)
+            return True
+    return False
 
 
 def _distinct_uses(on_nic: list[int], n_snics: int, enough: int) -> int:

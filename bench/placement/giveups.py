@@ -2,13 +2,14 @@
 
 The draws come from a file, one a line: `k snics size seed shape capacity pcie traffic pinned background
 latency ...` (the sweep's parameters; `placement.families.build(Family(...), size, seed)` rebuilds each; `#` a comment).
-bench/placement/giveup_draws.txt: 41 such draws, with several sNICs mostly (bench/RESULTS.md).
+bench/placement/giveup_draws.txt: 41 such draws, with several sNICs mostly (bench/RESULTS.md). `--foreign A-B,C`
+takes the second generator's draws of those seeds instead (bench.placement.foreign.instance).
 Per draw, each tree (and with --mip this tree's MIP backend) runs in its own worker process, alternately:
 `--prepare` times prepare alone (CPU s, and whether it gave groups: the trees must agree), else the whole
 solve at --time-limit (status, host cost, gap, CPU s).
 
     git archive REV | tar -x -C /tmp/old
-    .venv/bin/python -m bench.placement.giveups --old /tmp/old --draws FILE [--prepare] [--mip]
+    .venv/bin/python -m bench.placement.giveups --old /tmp/old (--draws FILE | --foreign SEEDS) [--prepare] [--mip]
                                                 [--time-limit 10]
 
 Last line JSON: per tree, the CPU seconds' median, max and sum, and the per-draw results.
@@ -23,6 +24,7 @@ import sys
 from pathlib import Path
 
 from bench.common import final_json, median, print_machine
+from bench.placement.foreign import instance
 from placement.families import Family, build
 
 WORKER = """
@@ -45,8 +47,8 @@ for line in sys.stdin:
 """
 
 
-def read_draws(path: Path) -> list[tuple[str, Family, int, int]]:
-    """(label, family, size, seed) per line of `path`."""
+def read_draws(path: Path) -> list[tuple[str, dict]]:
+    """(label, instance) per line of `path`."""
     out = []
     for line in path.read_text().splitlines():
         if line.startswith("#") or not line.strip():
@@ -54,14 +56,25 @@ def read_draws(path: Path) -> list[tuple[str, Family, int, int]]:
         f = line.split()
         fam = Family(shape=f[4], capacity=float(f[5]), pcie=float(f[6]), snics=int(f[1]), traffic=f[7],
                      pinned=float(f[8]), background=float(f[9]), latency=f[10] == "True")  # fmt: skip
-        out.append((f"{f[0]}: {f[1]} sNICs {f[2]} {f[4]}", fam, int(f[2]), int(f[3])))
+        out.append((f"{f[0]}: {f[1]} sNICs {f[2]} {f[4]}", build(fam, int(f[2]), int(f[3]))))
+    return out
+
+
+def foreign_draws(seeds: str) -> list[tuple[str, dict]]:
+    """(label, instance) per seed of `seeds` ("A-B" ranges and single seeds, comma separated)."""
+    out = []
+    for part in seeds.split(","):
+        a, _, b = part.partition("-")
+        out += [(f"foreign {s}", instance(s)) for s in range(int(a), int(b or a) + 1)]
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old", required=True, help="tree of the other version (an exported commit)")
-    ap.add_argument("--draws", required=True, type=Path, help="file of draws, one a line")
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--draws", type=Path, help="file of draws, one a line")
+    what.add_argument("--foreign", help="seeds of the second generator's draws: A-B,C,...")
     ap.add_argument("--prepare", action="store_true", help="prepare alone, not the whole solve")
     ap.add_argument("--mip", action="store_true", help="the MIP backend of this tree too (whole solve)")
     ap.add_argument("--time-limit", type=float, default=10.0)
@@ -73,9 +86,16 @@ def main() -> int:
     procs = {k: subprocess.Popen([sys.executable, "-c", WORKER], cwd=t, stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, text=True) for k, t in trees.items()}  # fmt: skip
     runs: dict[str, list[dict]] = {k: [] for k in trees}
+    draws = read_draws(args.draws) if args.draws else foreign_draws(args.foreign)
     try:
-        for n, (label, fam, size, seed) in enumerate(read_draws(args.draws)):
-            req = {"instance": build(fam, size, seed), "limit": args.time_limit, "prepare": args.prepare}
+        for k, p in procs.items():  # each worker's first solve imports its solvers' modules: not a figure
+            assert p.stdin and p.stdout
+            req = {"instance": draws[0][1], "limit": args.time_limit, "prepare": args.prepare}
+            p.stdin.write(json.dumps({**req, "solver": "mip" if k == "mip" else "cpsat"}) + "\n")
+            p.stdin.flush()
+            p.stdout.readline()
+        for n, (label, obj) in enumerate(draws):
+            req = {"instance": obj, "limit": args.time_limit, "prepare": args.prepare}
             names = list(trees) if n % 2 == 0 else ["new", "old", *list(trees)[2:]]
             for k in names:
                 assert procs[k].stdin and procs[k].stdout

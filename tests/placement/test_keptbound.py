@@ -100,3 +100,90 @@ def test_plain_model_without_a_placement_answers_the_host_placement(monkeypatch,
             node["location"] = p.locations[1]  # every NF with a choice on an sNIC now: the host moves them
     moved = parse_problem(obj)
     assert solver.solve(moved, engine=False, time_limit=5, max_moves=0)["status"] == "unknown"
+
+
+def _most_partials(host: list[int], cap: list[int], edges: list[tuple[int, int]], first: int) -> int:
+    """Brute force: the most partial configurations the build keeps after one member j, first <= j < m - 1
+    (one sNIC, undominated in (host cost, sNIC capacity use) within a class of the frontier's locations;
+    equal points once): the fewest any group with these members and edges keeps there."""
+    m, most = len(host), 0
+    for j in range(first, m - 1):
+        frontier = [
+            c for c in range(j + 1) if any((a == c and b > j) or (b == c and a > j) for a, b in edges)
+        ]
+        classes: dict[tuple, set] = {}
+        for locs in itertools.product((0, 1), repeat=j + 1):
+            point = (
+                sum(host[i] for i in range(j + 1) if locs[i] == 0),
+                sum(cap[i] for i in range(j + 1) if locs[i]),
+            )
+            classes.setdefault(tuple(locs[c] for c in frontier), set()).add(point)
+        count = 0
+        for pts in classes.values():
+            count += sum(1 for a in pts if not any(b != a and b[0] <= a[0] and b[1] <= a[1] for b in pts))
+        most = max(most, count)
+    return most
+
+
+@pytest.mark.parametrize("seed", range(80))
+def test_partial_bound_never_exceeds_the_partials_or_configurations_kept(seed: int) -> None:
+    rng = random.Random(seed)
+    m = rng.randint(3, 11)
+    top = rng.choice([3, 10, 1000])
+    host = [rng.randint(0, top) for _ in range(m)]
+    cap = [rng.randint(0, top) for _ in range(m)]
+    # A chain, a tree or a denser group, in a shuffled column order (frontiers of several members).
+    cols = list(range(m))
+    rng.shuffle(cols)
+    edges = [(cols[i], cols[rng.randrange(i) if rng.random() < 0.5 else i - 1]) for i in range(1, m)]
+    edges += [tuple(rng.sample(range(m), 2)) for _ in range(rng.randint(0, m // 2))]
+    last = np.full(m, -1)
+    for a, b in edges:
+        last[a], last[b] = max(last[a], b), max(last[b], a)
+    first = rng.randint(0, 4)
+    most, kept = _most_partials(host, cap, edges, first), _kept(host, cap, 1)
+    assert not keptbound.one_snic_exceeds(np.array(host), np.array(cap), last, first, most, kept)
+
+
+def test_partial_bound_fires_on_a_chain() -> None:
+    """Not a bound that never fires: a chain of members with generic coefficients."""
+    host = [3, 5, 9, 17, 33, 65, 129, 257]
+    cap = [2, 4, 8, 16, 32, 64, 128, 256]
+    last = np.array([1, 2, 3, 4, 5, 6, 7, 6])
+    edges = [(i, i + 1) for i in range(7)]
+    most, kept = _most_partials(host, cap, edges, 4), _kept(host, cap, 1)
+    args = np.array(host), np.array(cap), last, 4
+    assert keptbound.one_snic_exceeds(*args, most - 1, 1 << 20)
+    assert keptbound.one_snic_exceeds(*args, 1 << 20, kept - 1)
+
+
+# One sNIC: the second generator's draws where prepare gives no groups (a component whose partial
+# configurations pass the limit) and others that keep their groups, and the families' shapes at a limit of
+# 1,024 (long and mix: some give up, some keep their groups).
+ONE_SNIC = [("foreign", s) for s in (20, 21, 43, 54, 86, 168, 225, 385, 455, 489, 652, 0, 1, 2, 5, 8)] + [
+    (shape, seed) for shape in ("chain", "long", "dag", "mix") for seed in range(4)
+]
+
+
+@pytest.mark.parametrize(("kind", "seed"), ONE_SNIC)
+def test_early_give_up_with_one_snic_changes_no_result(monkeypatch, kind: str, seed: int) -> None:
+    """prepare gives up early only where the build gives up, with one sNIC too."""
+    from bench.placement.foreign import instance
+
+    if kind == "foreign":
+        obj = instance(seed)
+    else:
+        rng = random.Random(seed)
+        fam = Family(shape=kind, snics=1, capacity=rng.uniform(0.1, 1.0), pcie=rng.uniform(1.1, 3.5),
+                     traffic=rng.choice(["uniform", "pareto"]))  # fmt: skip
+        obj = build(fam, 120, seed)
+        monkeypatch.setattr(decompose, "MAX_KEPT", 1024)
+        monkeypatch.setattr(decompose, "KEPT_FLOOR", 1024)
+    p = parse_problem(obj)
+    early = decompose.prepare(p)
+    monkeypatch.setattr(decompose, "_doomed", lambda *a: False)
+    late = decompose.prepare(p)
+    assert (early is None) == (late is None)
+    if early is not None:
+        for name in ("start", "config", "cost", "pcie", "moves", "use"):
+            assert np.array_equal(getattr(early, name), getattr(late, name))
