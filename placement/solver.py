@@ -504,12 +504,17 @@ def _solve_model(
 def _on_host(problem: Problem, opts: Options, t0: float) -> dict | None:
     """Every vertex with a choice on the host, as a `feasible` answer (gap 1: the only bound is 0) when it
     meets every constraint and max_moves; None otherwise. The last resort when CP-SAT found no placement in
-    the limit (3 sNICs at 2,000 vertices: the plain model found none where this one meets every budget)."""
+    the limit (3 sNICs at 2,000 vertices: the plain model found none where this one meets every budget).
+    When it costs nothing it is optimal (host costs are never negative); its tie-break is then unproven."""
     placement = _movable_on_host(problem)
     ev = evaluate(problem, placement)
     if ev.violations or (opts.max_moves is not None and len(moves(problem, placement)) > opts.max_moves):
         return None
-    return result(problem, placement, "feasible", time.monotonic() - t0, 1.0, ev, opts=opts)
+    seconds = time.monotonic() - t0
+    if ev.host_cost == 0:
+        return result(problem, placement, "optimal", seconds, ev=ev, opts=opts, primary_seconds=seconds,
+                      tiebreak_proven=False)  # fmt: skip
+    return result(problem, placement, "feasible", seconds, 1.0, ev, opts=opts)
 
 
 def _movable_on_host(problem: Problem) -> dict[str, str]:

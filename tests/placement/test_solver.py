@@ -310,3 +310,28 @@ def test_diagnosis_trials_are_feasibility_questions(solver):
     assert _placeable(replace(problem, chains=[]), opts)
     r = solve(problem, solver=solver, time_limit=20)
     assert r["status"] == "infeasible" and r["reason"].startswith("chain c13: its latency_us"), r["reason"]
+
+
+def test_all_host_last_resort_answers_only_what_it_can_claim():
+    """The plain model's last resort (every movable vertex on the host): feasible with gap 1 when it costs
+    something, optimal (tie-break unproven) when it costs nothing, None when it breaks a budget or max_moves."""
+    import time
+
+    from placement.solver import Options, _on_host
+
+    t0 = time.monotonic()
+    costly = _on_host(parse_problem(chain()), Options(), t0)
+    assert costly["status"] == "feasible" and costly["gap"] == 1.0
+    assert costly["placement"] == {"eth": "snic0", "a": "host", "b": "host", "vm": "host"}
+    free = chain()
+    free["nodes"][1:3] = [nf("a", r_host=0), nf("b", r_host=0)]
+    zero = _on_host(parse_problem(free), Options(), t0)
+    assert zero["status"] == "optimal" and zero["tiebreak"] == "best-effort" and "gap" not in zero
+    assert zero["host_cost"] == 0.0
+    # 1 Gbit/s down and back up over a 0.5 Gbit/s PCIe link: the all-host placement breaks its budget.
+    assert _on_host(parse_problem(chain(pcie=0.5)), Options(), t0) is None
+    moved = chain()
+    for n in moved["nodes"][1:3]:
+        n["location"] = "snic0"
+    assert _on_host(parse_problem(moved), Options(max_moves=1), t0) is None
+    assert _on_host(parse_problem(moved), Options(max_moves=2), t0)["status"] == "feasible"
