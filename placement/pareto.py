@@ -13,9 +13,7 @@ their bits (distinct bits: a sum is their union), the set of those that use no m
 these sets over the rows, and of the positions before k, is empty unless k is dominated. Each row costs a
 sort and a few passes over (configurations x words of their class), against a comparison per pair and row.
 A class of more than BITS_MAX goes block by block instead, each block against the undominated ones before
-it (a prefix sum costs numpy ~30 times a comparison: the bit sets gain nothing on such widths). First, those
-one of their NEAR predecessors in the order dominates leave (a few comparisons each): what dominates k, an
-undominated one earlier dominates too, so the rest are compared among themselves only.
+it (a prefix sum costs numpy ~30 times a comparison: the bit sets gain nothing on such widths).
 """
 
 from __future__ import annotations
@@ -32,9 +30,6 @@ BITS_MAX = 1024
 BLOCK = 128  # _by_blocks' block
 CHECK_BLOCKS = 16  # _by_blocks calls the caller's deadline check every this many blocks
 _ONES = np.uint64(2**64 - 1)
-# _dominated_by_near's reach. Neighbours in the cost order are alike: on long chains the 8 before each
-# configuration hold a dominating one for 60-100 % of the dominated (measured), ~10 % less CPU in dominated.
-NEAR = 8
 
 
 def dominated(
@@ -65,33 +60,12 @@ def dominated(
     if same.any():
         keys = [index] + [use[:, r] for r in range(use.shape[1] - 1, -1, -1)] + [obj[:, c] for c in (2, 1, 0)]
         order = np.lexsort(keys + [cls])
-    c_sorted, u_sorted = cls[order], use[order]
-    # Those a near predecessor dominates leave first; the rest are compared among themselves only (what
-    # dominates k, an undominated one earlier dominates too: no cycles), in smaller classes.
-    near = _dominated_by_near(c_sorted, u_sorted)
-    rest = np.nonzero(~near)[0]
-    g = None if group is None else group[order][rest]
-    got = _dominated_in_order(c_sorted[rest], u_sorted[rest], g, limit, check)
+    g = None if group is None else group[order]
+    got = _dominated_in_order(cls[order], use[order], g, limit, check)
     if got is None:
         return None
-    near[rest] = got
     out = np.zeros(n, dtype=bool)
-    out[order] = near
-    return out
-
-
-def _dominated_by_near(c_sorted: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Part of dominated in a class-major dominance order: those one of the NEAR before them in their
-    class dominates (n x NEAR x rows comparisons, against the bit sets' sorts and prefix sums)."""
-    n, n_rows = u.shape
-    out = np.zeros(n, dtype=bool)
-    if n_rows == 0:
-        return out  # _dominated_in_order's rule: any earlier one dominates
-    for s in range(1, min(NEAR, n - 1) + 1):
-        hit = c_sorted[s:] == c_sorted[:-s]
-        for r in range(n_rows):
-            hit &= u[:-s, r] <= u[s:, r]
-        out[s:] |= hit
+    out[order] = got
     return out
 
 

@@ -6,7 +6,7 @@ same configurations (the group blocks' rows and vectors):
 
     git archive REV | tar -x -C /tmp/old
     .venv/bin/python -m bench.placement.prepare_versus --old /tmp/old --families long,chains --sizes 500
-                                                       [--seeds 12] [--repeat 3]
+                                                       [--seeds 12] [--repeat 3] [--snics K]
 
 Last line JSON: {family: {size: {old: {cpu_median_s, cpu_max_s}, new: {...}, instances, same}}}.
 """
@@ -48,6 +48,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="500,5000")
     ap.add_argument("--seeds", type=int, default=12)
     ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--snics", type=int, default=None, help="override the families' sNIC count")
     ap.add_argument("--repeat", type=int, default=3, help="runs per instance and tree (the least counts)")
     args = ap.parse_args()
     print_machine()
@@ -62,7 +63,8 @@ def main() -> int:
             for n in [int(x) for x in args.sizes.split(",")]:
                 runs: dict[str, list[dict]] = {"old": [], "new": []}
                 for seed in range(args.first_seed, args.first_seed + args.seeds):
-                    req = {"instance": instance(fam, n, seed), "repeat": args.repeat}
+                    obj = instance(fam, n, seed, **({"snics": args.snics} if args.snics else {}))
+                    req = {"instance": obj, "repeat": args.repeat}
                     for v in ("old", "new") if seed % 2 == 0 else ("new", "old"):
                         runs[v].append(workers[v].ask(req))
                     o, w = runs["old"][-1], runs["new"][-1]

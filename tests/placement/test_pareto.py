@@ -54,8 +54,8 @@ def test_dominated_matches_every_pair(monkeypatch, cells, bits_max, block):
 
 
 def test_dominated_matches_every_pair_on_chain_like_classes():
-    # Costs and uses moving together, as in a chain's partial configurations (near predecessors dominate
-    # often: _dominated_by_near drops most before the bit sets), classes up to ~1,500 (blocks too).
+    # Costs and uses moving together, as in a chain's partial configurations (many dominated, often by a
+    # near predecessor in the cost order), classes up to ~1,500 (blocks too).
     rng = np.random.default_rng(25)
     for _ in range(12):
         n, rows = int(rng.integers(2, 1500)), int(rng.integers(1, 4))
