@@ -50,13 +50,17 @@ for line in sys.stdin:
 class Worker:
     """A solver process on one tree of `placement/`."""
 
-    def __init__(self, tree: Path):
-        self.proc = subprocess.Popen([sys.executable, "-c", WORKER], cwd=tree, stdin=subprocess.PIPE,
+    def __init__(self, tree: Path, script: str = WORKER):
+        self.proc = subprocess.Popen([sys.executable, "-c", script], cwd=tree, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)  # fmt: skip
 
     def solve(self, obj: dict, limit: float) -> dict:
+        return self.ask({"instance": obj, "limit": limit})
+
+    def ask(self, req: dict) -> dict:
+        """One JSON request to the worker's script, its one JSON line of answer."""
         assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(json.dumps({"instance": obj, "limit": limit}) + "\n")
+        self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:

@@ -53,6 +53,22 @@ def test_dominated_matches_every_pair(monkeypatch, cells, bits_max, block):
         assert (got == _reference(cls, obj, use, index)).all()
 
 
+def test_dominated_matches_every_pair_on_chain_like_classes():
+    # Costs and uses moving together, as in a chain's partial configurations (many dominated, often by a
+    # near predecessor in the cost order), classes up to ~1,500 (blocks too).
+    rng = np.random.default_rng(25)
+    for _ in range(12):
+        n, rows = int(rng.integers(2, 1500)), int(rng.integers(1, 4))
+        cls = np.sort(rng.integers(0, int(rng.integers(1, 4)), n))
+        cost = rng.permutation(n) * 5
+        trend = (n - cost // 5)[:, None]  # a lower cost, more use: the usual trade
+        use = trend * int(rng.integers(1, 4)) + rng.integers(0, int(rng.integers(1, 200)), (n, rows))
+        obj = np.column_stack([cost, rng.integers(0, 3, n), np.zeros(n, dtype=np.int64)])
+        index = rng.permutation(n)
+        got = pareto.dominated(cls, obj, use, index)
+        assert (got == _reference(cls, obj, use, index)).all()
+
+
 @pytest.mark.parametrize("bits_max,block", [(100, 7), (20, 3)])
 def test_dominated_gives_up_exactly_when_a_group_keeps_more_than_its_limit(monkeypatch, bits_max, block):
     # The limit's answer is the plain answer's count: None exactly when some group keeps more than its
