@@ -57,6 +57,17 @@ CASES = [(shape, snics, size, seed, limit) for shapes, limit in ((("long", "mix"
          for size in (60, 120) for seed in range(6)]  # fmt: skip
 
 
+def _same_prepare_without_early_give_up(monkeypatch, p) -> None:
+    """prepare's groups with the early give-up equal those of the full build (or None both)."""
+    early = decompose.prepare(p)
+    monkeypatch.setattr(decompose, "_doomed", lambda *a: False)
+    late = decompose.prepare(p)
+    assert (early is None) == (late is None)
+    if early is not None:
+        for name in ("start", "config", "cost", "pcie", "moves", "use"):
+            assert np.array_equal(getattr(early, name), getattr(late, name))
+
+
 @pytest.mark.parametrize(("shape", "snics", "size", "seed", "limit"), CASES)
 def test_early_give_up_changes_no_result(
     monkeypatch, shape: str, snics: int, size: int, seed: int, limit: int | None
@@ -69,13 +80,7 @@ def test_early_give_up_changes_no_result(
     if limit is not None:
         monkeypatch.setattr(decompose, "MAX_KEPT", limit)
         monkeypatch.setattr(decompose, "KEPT_FLOOR", limit)
-    early = decompose.prepare(p)
-    monkeypatch.setattr(decompose, "_doomed", lambda *a: False)
-    late = decompose.prepare(p)
-    assert (early is None) == (late is None)
-    if early is not None:
-        for name in ("start", "config", "cost", "pcie", "moves", "use"):
-            assert np.array_equal(getattr(early, name), getattr(late, name))
+    _same_prepare_without_early_give_up(monkeypatch, p)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -180,10 +185,4 @@ def test_early_give_up_with_one_snic_changes_no_result(monkeypatch, kind: str, s
         monkeypatch.setattr(decompose, "MAX_KEPT", 1024)
         monkeypatch.setattr(decompose, "KEPT_FLOOR", 1024)
     p = parse_problem(obj)
-    early = decompose.prepare(p)
-    monkeypatch.setattr(decompose, "_doomed", lambda *a: False)
-    late = decompose.prepare(p)
-    assert (early is None) == (late is None)
-    if early is not None:
-        for name in ("start", "config", "cost", "pcie", "moves", "use"):
-            assert np.array_equal(getattr(early, name), getattr(late, name))
+    _same_prepare_without_early_give_up(monkeypatch, p)
