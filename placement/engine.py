@@ -411,7 +411,7 @@ RESTRICTED_WORK = 3.0 * CPSAT_WORK_PER_SECOND
 # optimum instead (as first measured, 4f404fe) it settled more incumbents but was no faster in all and
 # changed proven host costs within the slack (bench/RESULTS.md, place pin19: pinned 500 seeds 0-11 sum
 # 0.68 -> 0.62 CPU s, max 0.15 -> 0.09; chains-tight 0.68 -> 0.75, max 0.10 -> 0.14).
-REGROW = 2
+REGROW, REGROW_CONFLICTS = 2, 1000
 # The kept-row DP (rowbound.py): levels of reduced cost, at most KEPT_WORK level x configuration steps, and
 # skipped when fewer than KEPT_MIN_STATES_PER_GROUP levels per group with a choice remain (the rounding down
 # of each group's reduced cost to a level then loses more than the row adds).
@@ -706,15 +706,36 @@ def _below(gr: Groups, keep: np.ndarray, inc: list[int], workers: int, run: _Run
     return core
 
 
-def _regrown(gr: Groups, d: np.ndarray, y: np.ndarray, alive: np.ndarray, inc: list[int], units: int,
-             workers: int, deadline: float, run: _Run) -> tuple[str, list[int] | None, int]:  # fmt: skip
+def _regrown(gr: Groups, d: np.ndarray, y: np.ndarray, alive: np.ndarray, lb: int, den: int, inc: list[int],
+             slack, workers: int, deadline: float,
+             run: _Run) -> tuple[str, list[int] | None, int, _CoreFloor | None]:  # fmt: skip
     """CP-SAT minimising the primary below `inc`'s on the grown restricted core (_restricted at REGROW x its
-    rank, and `inc`'s configurations), from `inc`, stopped at its first placement below `inc`'s ("optimal"
-    where that is within `units` of the core's optimum, proven) or after WIDEN_WORK deterministic seconds:
-    (status, its placement or None, the core's groups with a choice)."""
-    core = _below(gr, _restricted(gr, d, y, alive, REGROW), inc, workers, run)
-    status, chosen, _, _ = core.solve(deadline, inc, float(units), WIDEN_WORK, cuts=False, first=True)
-    return status, chosen, len(core.multi)
+    rank, and `inc`'s configurations), from `inc`, boxed in WIDEN_WORK deterministic seconds: minimised to
+    the core's optimum (within the slack at the bound lb / den, and REGROW_CONFLICTS conflicts) where `inc`
+    is within MINIMISE_GAP slacks of the bound, else stopped at its first placement below `inc`'s (the
+    proof then minimises on its own core first, _minimise_step). Returns (status, its best placement or
+    None, the core's groups with a choice, the core's proven floor or None: "infeasible" proves `inc`'s
+    cost the floor)."""
+    keep = _restricted(gr, d, y, alive, REGROW)
+    core = _below(gr, keep, inc, workers, run)
+    units = slack(lb // den)  # (the slack at the bound)
+    first = den * _sum(gr.cost, inc) - lb > den * MINIMISE_GAP * units
+    status, chosen, _, bound = core.solve(
+        deadline, inc, float(units), WIDEN_WORK, cuts=False, first=first,
+        conflicts=None if first else REGROW_CONFLICTS,
+    )  # fmt: skip
+    low = _sum(gr.cost, inc) if status == "infeasible" else _exact_floor(bound)
+    if low is not None and status != "infeasible":
+        low += core.const(gr.cost)
+    return status, chosen, len(core.multi), None if low is None else _CoreFloor(keep, low)
+
+
+def _settles(gr: Groups, lb: int, den: int, inc: list[int], slack) -> bool:
+    """Whether the grown core's proven optimum `inc` goes to its refutation first (`settled`): only within
+    WIDEN_GAP slacks of the bound lb / den, as the other core optima (further above, such an optimum was
+    often not the problem's and its refutation an extra "yes"; measured, bench/RESULTS.md)."""
+    p = _sum(gr.cost, inc)
+    return den * p - lb <= den * WIDEN_GAP * slack(p)
 
 
 def _exact_floor(bound: float | None) -> int | None:
@@ -1244,24 +1265,25 @@ def solve_groups(
                 and not _past(deadline, run)
                 and _regrow(gr, d1, lb1, den1, inc, slack)
             ):
-                regrown, inc2, grown_groups = _regrown(
-                    gr, d1, y, alive, inc, slack(math.floor(lower)), workers, deadline, run
+                regrown, inc2, grown_groups, core_floor = _regrown(
+                    gr, d1, y, alive, lb1, den1, inc, slack, workers, deadline, run
                 )
-                log.debug("regrown core %s groups=%d t=%.3f", regrown, grown_groups, run.clock() - t0)
+                log.debug("regrown core %s groups=%d floor=%s t=%.3f", regrown, grown_groups,
+                          core_floor and core_floor.floor, run.clock() - t0)  # fmt: skip
                 if regrown in ("optimal", "feasible"):
-                    # (within a slack of the grown core's optimum: refuted first below, as a core optimum)
                     status, inc, core_groups = "feasible", inc2, grown_groups
-                    settled = "regrown" if regrown == "optimal" else None
-                elif regrown == "infeasible":
-                    settled = "regrown"  # (the incumbent is the grown core's optimum)
+                if regrown in ("optimal", "infeasible") and _settles(gr, lb1, den1, inc, slack):
+                    settled = "regrown"
             if status in ("optimal", "feasible") and not close_enough(inc) and not _past(deadline, run):
-                # A core's proven optimum (the restricted core's, unimproved, or the grown one's) goes to its
+                # A core's proven optimum (the restricted core's, unimproved) goes to its
                 # refutation first (below) unless far above the bound: such optima were usually the optimum
                 # (measured: background 500 seed 10, 4.6 slacks above, the widened core's box 0.05 lost).
                 least = WIDEN_GAP if status == "optimal" or settled is not None else WIDEN_FROM
-                wide, wide_settled, core_floor = _widened(
+                wide, wide_settled, wide_floor = _widened(
                     gr, d1, lb1, den1, inc, slack, workers, deadline, run, least
                 )
+                if wide_floor is not None and (core_floor is None or wide_floor.floor > core_floor.floor):
+                    core_floor = wide_floor
                 if wide is not None and _sum(gr.cost, wide) < _sum(gr.cost, inc):
                     status, inc, settled = "feasible", wide, "widened" if wide_settled else None
         if status in ("optimal", "feasible"):
