@@ -406,11 +406,12 @@ POOL_PRICE_TOLERANCE, PACK_MARGIN = 1e-6, 8
 NO_PRESOLVE_WORK, NO_PRESOLVE_VARS = 0.05, 1000
 # Deterministic time of the first incumbent's CP-SAT (on the small restricted core): the 3 s it had.
 RESTRICTED_WORK = 3.0 * CPSAT_WORK_PER_SECOND
-# The grown restricted core (_regrow): REGROW x the restricted core's rank of reduced costs, stopped at its
-# first placement below the incumbent's (or WIDEN_WORK). Boxed in 1,000 conflicts and minimised to its
-# optimum instead (as first measured, 4f404fe) it settled more incumbents but was no faster in all and
-# changed proven host costs within the slack (bench/RESULTS.md, place pin19: pinned 500 seeds 0-11 sum
-# 0.68 -> 0.62 CPU s, max 0.15 -> 0.09; chains-tight 0.68 -> 0.75, max 0.10 -> 0.14).
+# The grown restricted core (_regrow): REGROW x the restricted core's rank of reduced costs, minimised to its
+# optimum in REGROW_CONFLICTS conflicts (or WIDEN_WORK) where the incumbent is within MINIMISE_GAP slacks of
+# the bound, else stopped at its first placement below the incumbent's: minimised everywhere it changed the
+# next step's _minimised path where that runs (chains-tight 500 seed 2 0.17 -> 0.22-0.30 CPU s), and settled
+# everywhere its refutation was an extra "yes" (seed 1); as it is, pinned 500 seed 8 0.22 -> 0.16 CPU s, the
+# rest within noise (bench/RESULTS.md, placeregrow20).
 REGROW, REGROW_CONFLICTS = 2, 1000
 # The kept-row DP (rowbound.py): levels of reduced cost, at most KEPT_WORK level x configuration steps, and
 # skipped when fewer than KEPT_MIN_STATES_PER_GROUP levels per group with a choice remain (the rounding down
@@ -1160,9 +1161,9 @@ def solve_groups(
     # Whether the kept-row bound rose above the LP's (by a slack at least): the questions then carry the
     # reduced-cost rows of each binding row's freed prices (_row_freed_bounds).
     freed = False
-    # A core whose placements all cost at least its floor (_widened's): the questions below it need a
-    # configuration outside it, which CP-SAT refutes far sooner than the question alone (measured,
-    # bench/RESULTS.md).
+    # A core whose placements all cost at least its floor (_regrown's or _widened's, the higher): the
+    # questions below it need a configuration outside it, which CP-SAT refutes far sooner than the question
+    # alone (measured, bench/RESULTS.md).
     core_floor: _CoreFloor | None = None
     lp1 = _prices(gr, alive, deadline, run.clock) if gr.n_groups and reduce else None
     if lp1 is not None:

@@ -2,7 +2,8 @@
 grown to REGROW x its rank of reduced costs. Against brute force on small random multi-row instances: what it
 returns fits every row, takes one configuration per group, costs less than the incumbent and no less than the
 optimum, and is within the slack of the best choice of the grown core when proven ("optimal"); "infeasible"
-only when that core has nothing cheaper. And the engine that uses it stays within the gap limit of the exact
+only when that core has nothing cheaper; its floor is never above the grown core's best choice. Both ways of
+asking (stopped at the first placement below, or minimised: the incumbent far from or near the bound). And the engine that uses it stays within the gap limit of the exact
 optimum."""
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ def test_regrown_fits_is_cheaper_and_within_the_slack_of_its_core(seed):
     y = np.array([rng.choice([0.0, rng.random()]) for _ in range(len(t.cost))])  # any LP support
     alive = np.ones(len(t.cost), dtype=bool)
     units = rng.choice([0, 1, rng.randint(1, 10**9)])
-    status, out, _ = engine._regrown(
-        t.gr, t.d, y, alive, t.first, units, 1, time.monotonic() + 30, engine._Run()
+    status, out, _, floor = engine._regrown(
+        t.gr, t.d, y, alive, t.lb, t.den, t.first, lambda _: units, 1, time.monotonic() + 30, engine._Run()
     )
     grown = engine._restricted(t.gr, t.d, y, alive, engine.REGROW)
     grown[np.array(t.first)] = True
     best_grown = _exact_best(t.cost, t.use, t.budget, t.start, grown)
     assert best_grown is not None and best_grown <= t.p  # (the incumbent is in the grown core)
+    assert floor is None or (floor.floor <= best_grown and (floor.keep == grown).all())
     if status == "infeasible":
         assert best_grown == t.p  # nothing cheaper in the grown core
         return
