@@ -720,7 +720,7 @@ def _regrown(gr: Groups, d: np.ndarray, y: np.ndarray, alive: np.ndarray, lb: in
     keep = _restricted(gr, d, y, alive, REGROW)
     core = _below(gr, keep, inc, workers, run)
     units = slack(lb // den)  # (the slack at the bound)
-    first = den * _sum(gr.cost, inc) - lb > den * MINIMISE_GAP * units
+    first = not _regrow_minimises(gr, lb, den, inc, slack)
     status, chosen, _, bound = core.solve(
         deadline, inc, float(units), WIDEN_WORK, cuts=False, first=first,
         conflicts=None if first else REGROW_CONFLICTS,
@@ -731,10 +731,17 @@ def _regrown(gr: Groups, d: np.ndarray, y: np.ndarray, alive: np.ndarray, lb: in
     return status, chosen, len(core.multi), None if low is None else _CoreFloor(keep, low)
 
 
+def _regrow_minimises(gr: Groups, lb: int, den: int, inc: list[int], slack) -> bool:
+    """Whether _regrown minimises to the grown core's optimum: `inc` within MINIMISE_GAP slacks (at the bound
+    lb / den) of it, where the bisection's questions are the proof's first step; further above, the proof's
+    _minimised comes next and a better start changed its path (measured, bench/RESULTS.md)."""
+    return den * _sum(gr.cost, inc) - lb <= den * MINIMISE_GAP * slack(lb // den)
+
+
 def _settles(gr: Groups, lb: int, den: int, inc: list[int], slack) -> bool:
-    """Whether the grown core's proven optimum `inc` goes to its refutation first (`settled`): only within
+    """Whether the grown core's minimised optimum `inc` goes to its refutation first (`settled`): only within
     WIDEN_GAP slacks of the bound lb / den, as the other core optima (further above, such an optimum was
-    often not the problem's and its refutation an extra "yes"; measured, bench/RESULTS.md)."""
+    not the problem's and its refutation an extra "yes": chains-tight 500 seed 1, bench/RESULTS.md)."""
     p = _sum(gr.cost, inc)
     return den * p - lb <= den * WIDEN_GAP * slack(p)
 
@@ -1266,6 +1273,7 @@ def solve_groups(
                 and not _past(deadline, run)
                 and _regrow(gr, d1, lb1, den1, inc, slack)
             ):
+                minimises = _regrow_minimises(gr, lb1, den1, inc, slack)
                 regrown, inc2, grown_groups, core_floor = _regrown(
                     gr, d1, y, alive, lb1, den1, inc, slack, workers, deadline, run
                 )
@@ -1273,10 +1281,12 @@ def solve_groups(
                           core_floor and core_floor.floor, run.clock() - t0)  # fmt: skip
                 if regrown in ("optimal", "feasible"):
                     status, inc, core_groups = "feasible", inc2, grown_groups
-                if regrown in ("optimal", "infeasible") and _settles(gr, lb1, den1, inc, slack):
-                    settled = "regrown"
+                if regrown == "infeasible" or (
+                    regrown == "optimal" and (not minimises or _settles(gr, lb1, den1, inc, slack))
+                ):
+                    settled = "regrown"  # (the incumbent is the grown core's optimum, within a slack)
             if status in ("optimal", "feasible") and not close_enough(inc) and not _past(deadline, run):
-                # A core's proven optimum (the restricted core's, unimproved) goes to its
+                # A core's proven optimum (the restricted core's, unimproved, or the grown one's) goes to its
                 # refutation first (below) unless far above the bound: such optima were usually the optimum
                 # (measured: background 500 seed 10, 4.6 slacks above, the widened core's box 0.05 lost).
                 least = WIDEN_GAP if status == "optimal" or settled is not None else WIDEN_FROM
