@@ -408,11 +408,11 @@ NO_PRESOLVE_WORK, NO_PRESOLVE_VARS = 0.05, 1000
 RESTRICTED_WORK = 3.0 * CPSAT_WORK_PER_SECOND
 # The grown restricted core (_regrow): REGROW x the restricted core's rank of reduced costs, minimised to its
 # optimum in REGROW_CONFLICTS conflicts (or WIDEN_WORK) where the incumbent is within MINIMISE_GAP slacks of
-# the bound, else stopped at its first placement below the incumbent's: minimised everywhere it changed the
-# next step's _minimised path where that runs (chains-tight 500 seed 2 0.17 -> 0.22-0.30 CPU s), and settled
-# everywhere its refutation was an extra "yes" (seed 1); as it is, pinned 500 seed 8 0.22 -> 0.16 CPU s, the
-# rest within noise (bench/RESULTS.md, placeregrow20).
-REGROW, REGROW_CONFLICTS = 2, 1000
+# the bound, else stopped at its first placement below the incumbent's. Minimised everywhere, it changed the
+# next step's _minimised path where that runs (chains-tight 500 seed 2 0.17 -> 0.22-0.30 CPU s); settled at
+# any gap, its refutation was an extra "yes" (seed 1); 1,000 conflicts: mesh 300 seed 5's box 0.042
+# deterministic seconds, 0.17 -> 0.40 CPU s (bench/RESULTS.md, placeregrow20).
+REGROW, REGROW_CONFLICTS = 2, 300
 # The kept-row DP (rowbound.py): levels of reduced cost, at most KEPT_WORK level x configuration steps, and
 # skipped when fewer than KEPT_MIN_STATES_PER_GROUP levels per group with a choice remain (the rounding down
 # of each group's reduced cost to a level then loses more than the row adds).
