@@ -23,7 +23,7 @@ from emulated_host import naming as nm
 from emulated_host.config import HostConfig
 from host_datapath.of_endpoint import OpenFlowTcpEndpoint
 from host_datapath.oneswitch_client import OneSwitchClient, OneSwitchError
-from host_datapath.sysutil import DatapathError, free_port, kill_and_wait, pid_alive, read_pidfile, wait_for
+from host_datapath.sysutil import DatapathError, free_ports, kill_and_wait, pid_alive, read_pidfile, wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # UNO_ONESWITCH_JAR: run another build of OneSwitch (e.g. one under test elsewhere) than this checkout's.
@@ -247,7 +247,7 @@ class OneSwitch:
         self.rundir.mkdir(parents=True, exist_ok=True)
         self.state_dir.mkdir(exist_ok=True)
         switches = self.endpoints()  # type: ignore[operator]
-        listen, rest = self._previous_ports() or (free_port(), free_port())
+        listen, rest = self._previous_ports() or free_ports(2)
         layouts = self.layouts() if self.layouts else None  # type: ignore[operator]
         host_ports = self.host_ports() if self.host_ports else None  # type: ignore[operator]
         shared = self.shared() if self.shared else set()  # type: ignore[operator]

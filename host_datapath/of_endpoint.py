@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from host_datapath.sysutil import DatapathError, free_port, kill_and_wait, read_pidfile, tcp_open, wait_for
+from host_datapath.sysutil import DatapathError, free_port, kill_and_wait, read_pidfile, wait_for
 
 
 @dataclass
@@ -63,27 +63,42 @@ class OpenFlowTcpEndpoint:
         if self.target():
             return self.target()  # type: ignore[return-value]
         wait_for(self.unix_socket.exists, 10, f"OpenFlow listener {self.unix_socket}")
-        port = free_port()
-        proc = subprocess.Popen(
-            # nodelay: OpenFlow is small request/reply messages; with Nagle a barrier reply waited up to ~40 ms
-            # for a delayed ACK (measured: a 1-rule remap 45 ms -> 3 ms).
-            [
-                "socat",
-                f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,nodelay",
-                f"UNIX-CONNECT:{self.unix_socket}",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # not killed by the terminal's Ctrl-C before our own teardown runs
-        )
-        self._pidfile.write_text(str(proc.pid))
-        self._portfile.write_text(str(port))
-        try:
-            wait_for(lambda: proc.poll() is None and tcp_open(port), 10, f"OpenFlow relay on port {port}")
-        except DatapathError:
+        # The port is free when chosen and bound by socat later: another process may take it in between (socat
+        # then exits, address in use), and a bare connect to it could be answered by that process. So the relay
+        # counts as started only once socat itself listens there; one that exited starts again on a new port.
+        for attempt in range(1, 4):
+            port = free_port()
+            proc = subprocess.Popen(
+                # nodelay: OpenFlow is small request/reply messages; with Nagle a barrier reply waited up to ~40 ms
+                # for a delayed ACK (measured: a 1-rule remap 45 ms -> 3 ms).
+                [
+                    "socat",
+                    f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,nodelay",
+                    f"UNIX-CONNECT:{self.unix_socket}",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # not killed by the terminal's Ctrl-C before our own teardown runs
+            )
+            self._pidfile.write_text(str(proc.pid))
+            self._portfile.write_text(str(port))
+            try:
+                wait_for(
+                    lambda p=proc, n=port: p.poll() is not None or _listens(p.pid, n),
+                    10,
+                    f"OpenFlow relay on port {port}",
+                )
+            except DatapathError:
+                self.stop()
+                raise
+            if proc.poll() is None:
+                break
             self.stop()
-            raise
+            if attempt == 3:
+                raise DatapathError(
+                    f"OpenFlow relay: socat exited at start on 3 ports in turn (the last {port})"
+                )
         return f"tcp:127.0.0.1:{port}"
 
     def stop(self) -> None:
@@ -139,6 +154,12 @@ class ControllerRelay:
     def stop(self) -> None:
         _stop_group(self._pidfile)
         self.unix_socket.unlink(missing_ok=True)
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Whether process `pid` itself listens on TCP `port` (not some other program)."""
+    out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True).stdout
+    return f"pid={pid}," in out
 
 
 def _stop_group(pidfile: Path) -> None:

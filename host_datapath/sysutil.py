@@ -238,6 +238,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int) -> list[int]:
+    """`n` distinct ports as `free_port` gives one: their sockets are held open together, so two of them cannot be
+    the same port (separate `free_port()` calls can be: a port just closed may be handed out again next)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+
+
 def tcp_open(port: int, host: str = "127.0.0.1") -> bool:
     """Something accepts TCP connections on host:port (0.2 s connect timeout)."""
     with socket.socket() as s:

@@ -174,6 +174,35 @@ def test_oneswitch_reaches_an_emulated_bridge_by_its_unix_listener_or_its_relay(
         south_target("udp")
 
 
+def test_the_relay_starts_on_a_port_of_its_own_when_its_first_is_taken(tmp_path, monkeypatch):
+    """The relay's port is chosen free and bound later: taken in between by another listener, the relay (a real
+    socat) starts on a new port, not on the one that other program answers."""
+    import socket
+
+    from host_datapath import of_endpoint
+    from host_datapath.sysutil import free_port
+
+    ep = of_endpoint.OpenFlowTcpEndpoint(tmp_path, "h1-hbr")
+    with socket.socket(socket.AF_UNIX) as switch, socket.socket() as other:
+        switch.bind(str(ep.unix_socket))
+        switch.listen(1)
+        other.bind(("127.0.0.1", 0))
+        other.listen(1)
+        taken = other.getsockname()[1]
+        handed = iter([taken])
+        monkeypatch.setattr(of_endpoint, "free_port", lambda: next(handed, None) or free_port())
+        try:
+            target = ep.start()
+            port = int(target.rsplit(":", 1)[1])
+            assert port != taken and of_endpoint._listens(ep.pid(), port), (target, taken)
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                switch.settimeout(5)
+                switch.accept()[0].close()  # the connection reached the switch's unix listener
+        finally:
+            ep.stop()
+    assert ep.target() is None
+
+
 def test_port_names_are_configurable(tmp_path):
     cfg = parse_config({"vms": 1, "oneswitch": {"port_names": {"wire": "uplink{n}", "vm": "tenant{n}"}}})
     conf = build_config(cfg, {"host": "tcp:127.0.0.1:1", "snic0": "tcp:127.0.0.1:2"}, 1, 2, tmp_path)

@@ -22,7 +22,7 @@ import redis
 from domain.errors import CliError
 from emulated_host.config import parse_config
 from emulated_host.host import EmulatedHost
-from host_datapath.sysutil import free_port, pid_alive
+from host_datapath.sysutil import free_port, free_ports, pid_alive
 from state_tier.access import Credentials, node_client, tier_client
 from state_tier.acl import tenant_password, tenant_user
 from state_tier.topology import split_address
@@ -201,7 +201,7 @@ def _external(tmp_path, nodes, **extra) -> EmulatedHost:
 @pytest.fixture
 def servers(tmp_path):
     """A Redis with a password and its replica (real redis-server processes)."""
-    procs, ports = [], [free_port(), free_port()]
+    procs, ports = [], free_ports(2)
     (tmp_path / "pw").write_text("right-password\n")
     try:
         for i, port in enumerate(ports):
