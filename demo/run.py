@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -149,8 +148,8 @@ class Demo:
         def listening() -> bool:
             if self.controller.poll() is not None:
                 raise CliError(f"controller exited: {(self.tmp / 'controller.log').read_text()[-500:]}")
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", self.port)) == 0
+            # the controller itself, not another program that took the port meanwhile (a bare connect)
+            return sysutil.session_listens(self.controller.pid, self.port)
 
         wait_for(listening, 30, "the os-ken controller to listen")
 

@@ -17,7 +17,14 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from host_datapath.sysutil import DatapathError, free_port, kill_and_wait, read_pidfile, wait_for
+from host_datapath.sysutil import (
+    DatapathError,
+    free_port,
+    kill_and_wait,
+    read_pidfile,
+    session_listens,
+    wait_for,
+)
 
 
 @dataclass
@@ -85,7 +92,7 @@ class OpenFlowTcpEndpoint:
             self._portfile.write_text(str(port))
             try:
                 wait_for(
-                    lambda p=proc, n=port: p.poll() is not None or _listens(p.pid, n),
+                    lambda p=proc, n=port: p.poll() is not None or session_listens(p.pid, n),
                     10,
                     f"OpenFlow relay on port {port}",
                 )
@@ -154,12 +161,6 @@ class ControllerRelay:
     def stop(self) -> None:
         _stop_group(self._pidfile)
         self.unix_socket.unlink(missing_ok=True)
-
-
-def _listens(pid: int, port: int) -> bool:
-    """Whether process `pid` itself listens on TCP `port` (not some other program)."""
-    out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True).stdout
-    return f"pid={pid}," in out
 
 
 def _stop_group(pidfile: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -246,6 +247,17 @@ def free_ports(n: int) -> list[int]:
         for s in socks:
             s.bind(("127.0.0.1", 0))
         return [s.getsockname()[1] for s in socks]
+
+
+def session_listens(session: int, port: int) -> bool:
+    """Whether a process of the session led by pid `session` (a daemon started with start_new_session, or its
+    children) listens on TCP `port`: unlike a bare connect, another program that took the port is not counted."""
+    out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True).stdout
+    for pid in map(int, re.findall(r"pid=(\d+)", out)):
+        with contextlib.suppress(OSError):
+            if os.getsid(pid) == session:
+                return True
+    return False
 
 
 def tcp_open(port: int, host: str = "127.0.0.1") -> bool:

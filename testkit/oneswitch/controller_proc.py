@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from host_datapath.of_endpoint import free_port
-from host_datapath.sysutil import wait_for
+from host_datapath.sysutil import session_listens, wait_for
 
 VENV_BIN = Path(sys.executable).parent  # faucet execs osken-manager: its venv's bin must be on PATH
 
@@ -74,12 +73,7 @@ class ControllerProcess:
 
     def _ours_listening(self) -> bool:
         """Whether a process of its session (not some other program) listens on its OpenFlow port."""
-        out = subprocess.run(["ss", "-Hltnp", f"sport = :{self.port}"], capture_output=True, text=True).stdout
-        for pid in map(int, re.findall(r"pid=(\d+)", out)):
-            with contextlib.suppress(OSError):
-                if os.getsid(pid) == self.proc.pid:
-                    return True
-        return False
+        return session_listens(self.proc.pid, self.port)
 
     def tail(self, n: int = 20) -> str:
         out = []

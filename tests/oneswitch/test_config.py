@@ -180,7 +180,7 @@ def test_the_relay_starts_on_a_port_of_its_own_when_its_first_is_taken(tmp_path,
     import socket
 
     from host_datapath import of_endpoint
-    from host_datapath.sysutil import free_port
+    from host_datapath.sysutil import free_port, session_listens
 
     ep = of_endpoint.OpenFlowTcpEndpoint(tmp_path, "h1-hbr")
     with socket.socket(socket.AF_UNIX) as switch, socket.socket() as other:
@@ -194,7 +194,8 @@ def test_the_relay_starts_on_a_port_of_its_own_when_its_first_is_taken(tmp_path,
         try:
             target = ep.start()
             port = int(target.rsplit(":", 1)[1])
-            assert port != taken and of_endpoint._listens(ep.pid(), port), (target, taken)
+            assert port != taken and session_listens(ep.pid(), port), (target, taken)
+            assert not session_listens(ep.pid(), taken)  # the other program's listener is not the relay's
             with socket.create_connection(("127.0.0.1", port), timeout=5):
                 switch.settimeout(5)
                 switch.accept()[0].close()  # the connection reached the switch's unix listener
