@@ -234,9 +234,7 @@ def wait_for(
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now (the caller binds it later: another process
     may take it meanwhile, which the caller's start-up check must catch)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def free_ports(n: int) -> list[int]:
