@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 from bench.common import final_json, median, print_machine
-from bench.placement.versus import Worker
-from placement.families import FAMILIES, instance
+from bench.placement.versus import Worker, alternate
+from placement.families import FAMILIES
 
 WORKER = """
 import hashlib, json, sys, time
@@ -54,29 +54,20 @@ def main() -> int:
     print_machine()
     trees = {"old": Path(args.old).resolve(), "new": Path(__file__).resolve().parents[2]}
     workers = {v: Worker(t, WORKER) for v, t in trees.items()}
-    try:
-        for w in workers.values():
-            w.ask({"instance": instance("chains", 50, 99), "repeat": 1})
-        figures: dict = {}
-        for fam in args.families.split(","):
-            figures[fam] = {}
-            for n in [int(x) for x in args.sizes.split(",")]:
-                runs: dict[str, list[dict]] = {"old": [], "new": []}
-                for seed in range(args.first_seed, args.first_seed + args.seeds):
-                    obj = instance(fam, n, seed, **({"snics": args.snics} if args.snics else {}))
-                    req = {"instance": obj, "repeat": args.repeat}
-                    for v in ("old", "new") if seed % 2 == 0 else ("new", "old"):
-                        runs[v].append(workers[v].ask(req))
-                    o, w = runs["old"][-1], runs["new"][-1]
-                    print(f"{fam} {n} seed {seed}: old {o['cpu']:.4f}, new {w['cpu']:.4f} CPU s, "
-                          f"{w['configs']} configurations, same {o['digest'] == w['digest']}", flush=True)  # fmt: skip
-                figures[fam][str(n)] = {"instances": args.seeds} | {
-                    v: {"cpu_median_s": round(median([r["cpu"] for r in rs]), 4),
-                        "cpu_max_s": round(max(r["cpu"] for r in rs), 4)} for v, rs in runs.items()
-                } | {"same": all(a["digest"] == b["digest"] for a, b in zip(runs["old"], runs["new"], strict=True))}  # fmt: skip
-    finally:
-        for w in workers.values():
-            w.close()
+
+    def show(fam: str, n: int, seed: int, runs: dict[str, list[dict]]) -> None:
+        o, w = runs["old"][-1], runs["new"][-1]
+        print(f"{fam} {n} seed {seed}: old {o['cpu']:.4f}, new {w['cpu']:.4f} CPU s, "
+              f"{w['configs']} configurations, same {o['digest'] == w['digest']}", flush=True)  # fmt: skip
+
+    def summary(k: int, runs: dict[str, list[dict]]) -> dict:
+        return {"instances": k} | {
+            v: {"cpu_median_s": round(median([r["cpu"] for r in rs]), 4),
+                "cpu_max_s": round(max(r["cpu"] for r in rs), 4)} for v, rs in runs.items()
+        } | {"same": all(a["digest"] == b["digest"] for a, b in zip(runs["old"], runs["new"], strict=True))}  # fmt: skip
+
+    figures = alternate(workers, args, lambda n: args.seeds,
+                        lambda w, obj: w.ask({"instance": obj, "repeat": args.repeat}), show, summary)  # fmt: skip
     final_json(figures)
     return 0
 

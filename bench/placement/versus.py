@@ -73,6 +73,33 @@ class Worker:
         self.proc.wait(timeout=30)
 
 
+def alternate(workers: dict[str, Worker], args, seeds_at, run, show, summary) -> dict:
+    """The side-by-side loop of both versus benches: a warm-up run on each tree, then per family, size and
+    seed (seeds_at(n) of them from args.first_seed), `run(worker, instance)` on the two trees in alternating
+    order, `show(fam, n, seed, runs)` after each seed; the workers are closed at the end, also on an error.
+    Returns {family: {size: summary(n_seeds, runs)}}."""
+    figures: dict = {}
+    try:
+        warm_up = instance("chains", 50, 99)
+        for w in workers.values():
+            run(w, warm_up)
+        for fam in args.families.split(","):
+            figures[fam] = {}
+            for n in [int(x) for x in args.sizes.split(",")]:
+                k = seeds_at(n)
+                runs: dict[str, list[dict]] = {"old": [], "new": []}
+                for seed in range(args.first_seed, args.first_seed + k):
+                    obj = instance(fam, n, seed, **({"snics": args.snics} if args.snics else {}))
+                    for name in ("old", "new") if seed % 2 == 0 else ("new", "old"):
+                        runs[name].append(run(workers[name], obj))
+                    show(fam, n, seed, runs)
+                figures[fam][str(n)] = summary(k, runs)
+    finally:
+        for w in workers.values():
+            w.close()
+    return figures
+
+
 def _line(version: str, run: dict) -> str:
     return f"{version} {run['s']:.3f} s ({run['cpu']:.3f} CPU s, host cost {run['host_cost']})" + (
         "" if run["ok"] else f" (not proven, gap {run['gap']})"
@@ -96,31 +123,22 @@ def main() -> int:
         print(f"--old: {old_tree} has no placement/solver.py", file=sys.stderr)
         return 2
     workers = {"old": Worker(old_tree), "new": Worker(Path(__file__).resolve().parents[2])}
-    try:
-        warm_up = instance("chains", 50, 99)
-        for w in workers.values():
-            w.solve(warm_up, args.time_limit)
-        figures: dict = {}
-        for fam in args.families.split(","):
-            figures[fam] = {}
-            for n in [int(x) for x in args.sizes.split(",")]:
-                k = args.seeds if n < 5000 else args.large_seeds
-                runs: dict[str, list[dict]] = {"old": [], "new": []}
-                for seed in range(args.first_seed, args.first_seed + k):
-                    obj = instance(fam, n, seed, **({"snics": args.snics} if args.snics else {}))
-                    for name in ("old", "new") if seed % 2 == 0 else ("new", "old"):
-                        runs[name].append(workers[name].solve(obj, args.time_limit))
-                    print(f"{fam} {n} seed {seed}: " + ", ".join(_line(v, runs[v][-1]) for v in ("old", "new")),
-                          flush=True)  # fmt: skip
-                figures[fam][str(n)] = {"instances": k} | {
-                    v: {"median_s": round(median([r["s"] for r in rs]), 4),
-                        "max_s": round(max(r["s"] for r in rs), 4), "proven": sum(r["ok"] for r in rs),
-                        "cpu_median_s": round(median([r["cpu"] for r in rs]), 4),
-                        "cpu_max_s": round(max(r["cpu"] for r in rs), 4)}
-                    for v, rs in runs.items()}  # fmt: skip
-    finally:
-        for w in workers.values():
-            w.close()
+
+    def show(fam: str, n: int, seed: int, runs: dict[str, list[dict]]) -> None:
+        print(
+            f"{fam} {n} seed {seed}: " + ", ".join(_line(v, runs[v][-1]) for v in ("old", "new")), flush=True
+        )
+
+    def summary(k: int, runs: dict[str, list[dict]]) -> dict:
+        return {"instances": k} | {
+            v: {"median_s": round(median([r["s"] for r in rs]), 4),
+                "max_s": round(max(r["s"] for r in rs), 4), "proven": sum(r["ok"] for r in rs),
+                "cpu_median_s": round(median([r["cpu"] for r in rs]), 4),
+                "cpu_max_s": round(max(r["cpu"] for r in rs), 4)}
+            for v, rs in runs.items()}  # fmt: skip
+
+    figures = alternate(workers, args, lambda n: args.seeds if n < 5000 else args.large_seeds,
+                        lambda w, obj: w.solve(obj, args.time_limit), show, summary)  # fmt: skip
     final_json(figures)
     return 0
 
