@@ -804,7 +804,8 @@ def _slo_terms(ctx: Ctx, mat: np.ndarray, where_row: np.ndarray, where_col: np.n
 
 def _closing(closing: np.ndarray, rows: np.ndarray, nc: int, grp: np.ndarray):
     """The terms `closing` (indices; `rows` their groups' rows) per partial configuration of groups `grp`:
-    rounds of (has, term), the s-th term of its group in round s (a group may settle several at once)."""
+    rounds of (has, term, the round's terms), the s-th term of its group in round s (a group may settle
+    several at once); `term` is any term where `has` is false."""
     closing = closing[np.argsort(rows[closing], kind="stable")]
     rows_c = rows[closing]
     slot = np.arange(len(closing)) - np.searchsorted(rows_c, rows_c)  # index among its group's terms
@@ -812,13 +813,22 @@ def _closing(closing: np.ndarray, rows: np.ndarray, nc: int, grp: np.ndarray):
         term_of = np.full(nc, -1, dtype=np.int64)
         term_of[rows_c[slot == s]] = closing[slot == s]
         e = term_of[grp]
-        yield e >= 0, np.maximum(e, 0)
+        yield e >= 0, np.maximum(e, 0), closing[slot == s]
 
 
-def _end(digs: np.ndarray, c: np.ndarray, fixed_loc: np.ndarray) -> np.ndarray:
-    """Location of an end of a term per partial configuration (`digs` their members' locations): member
-    c's, or its fixed one where c < 0."""
-    return np.where(c >= 0, digs[np.arange(len(digs)), np.maximum(c, 0)], fixed_loc)
+def _end(
+    digs: np.ndarray, col: np.ndarray, fixed_loc: np.ndarray, e: np.ndarray, terms: np.ndarray
+) -> np.ndarray:
+    """Location of an end of a term per partial configuration (`digs` their members' locations, `e` their
+    terms, of the round's `terms`): member col[e]'s, or its fixed one fixed_loc[e] where col[e] < 0. Only
+    where the partial configuration has a term does it count (the caller masks the rest): when every term
+    of the round has this end at the same member (a chain's previous one), that member's column as is,
+    without a gather per partial configuration."""
+    c = col[terms]
+    if len(c) and c[0] >= 0 and (c == c[0]).all():
+        return digs[:, int(c[0])]
+    c = col[e]
+    return np.where(c >= 0, digs[np.arange(len(digs)), np.maximum(c, 0)], fixed_loc[e])
 
 
 def _configs_by_member(
@@ -913,10 +923,11 @@ def _configs_by_member(
             vec[:, 3 + r] += np.where(loc == k, ctx.coef[r][node], 0)
         if ctx.move_row:
             vec[:, 3 + ctx.n_rows - 1] += moved
-        for has, e in _closing(np.nonzero(close == j)[0], e_row, nc, grp):
-            la, lb = _end(digs, ca[e], fa[e]), _end(digs, cb[e], fb[e])
+        for has, e, terms in _closing(np.nonzero(close == j)[0], e_row, nc, grp):
+            la, lb = _end(digs, ca, fa, e, terms), _end(digs, cb, fb, e, terms)
+            g_e = np.where(has, eg[e], 0)
             for r, (k, d) in enumerate(ctx.pcie_rows):
-                add = np.where(_crosses(la, lb, k, d) & has, eg[e], 0)
+                add = np.where(_crosses(la, lb, k, d), g_e, 0)
                 vec[:, first_pcie + r] += add
                 vec[:, 1] += add  # a "both" row already counts up + down
         use = vec[:, 3:]
@@ -924,8 +935,8 @@ def _configs_by_member(
             lat = np.repeat(lat, reps, axis=0)
             lat += np.where((loc == 0)[:, None], slo.on_host[grp, :, j], slo.on_nic[grp, :, j])
             at = np.arange(len(grp))
-            for has, e in _closing(np.nonzero(p_close == j)[0], slo.row, nc, grp):
-                la, lb = _end(digs, slo.ca[e], slo.fa[e]), _end(digs, slo.cb[e], slo.fb[e])
+            for has, e, terms in _closing(np.nonzero(p_close == j)[0], slo.row, nc, grp):
+                la, lb = _end(digs, slo.ca, slo.fa, e, terms), _end(digs, slo.cb, slo.fb, e, terms)
                 lat[at, slo.slot[e]] += np.where(has & (la != lb), ctx.lat.cross[la] + ctx.lat.cross[lb], 0)
             ok = (lat + slo.rest[grp, :, j] <= slo.budget[grp]).all(1)
             grp, pre, vec, lat, digs = grp[ok], pre[ok], vec[ok], lat[ok], digs[ok]
