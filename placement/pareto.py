@@ -70,13 +70,15 @@ def dominated(
     return out
 
 
-def _sorted_within(cls: np.ndarray, value: np.ndarray) -> np.ndarray:
+def _sorted_within(cls: np.ndarray, value: np.ndarray, n_cls: int | None = None) -> np.ndarray:
     """Indices sorting by (cls, value), ties in any order: one sort of a combined int64 key when it fits
-    (much cheaper than a two-key lexsort), else the lexsort."""
-    c0, v0 = int(cls.min()), int(value.min())
+    (much cheaper than a two-key lexsort), else the lexsort. `n_cls`: when given, cls are 0 .. n_cls - 1
+    (not read again)."""
+    c0, c1 = (0, n_cls - 1) if n_cls is not None else (int(cls.min()), int(cls.max()))
+    v0 = int(value.min())
     span = int(value.max()) - v0 + 1
-    if (int(cls.max()) - c0 + 1) * span < 2**62:
-        return np.argsort((cls - c0) * span + (value - v0))
+    if (c1 - c0 + 1) * span < 2**62:
+        return np.argsort((cls - c0 if c0 else cls) * span + (value - v0))
     return np.lexsort((value, cls))
 
 
@@ -164,7 +166,7 @@ def _dominated_by_bits(pos: np.ndarray, sizes: np.ndarray, u: np.ndarray, words:
     restart = np.take(below, sizes[:-1], axis=0)
     at = np.empty(m, dtype=np.int64)
     for r in range(n_rows):
-        p = _sorted_within(cls, u[:, r])  # class blocks stay where they were (cls is sorted)
+        p = _sorted_within(cls, u[:, r], len(sizes))  # class blocks stay where they were (cls is sorted)
         v = u[p, r]
         ties_end = np.ones(m, dtype=bool)  # the last of a run of equal uses in a class
         ties_end[:-1] = (v[1:] != v[:-1]) | (cls[1:] != cls[:-1])
