@@ -30,3 +30,51 @@ def test_ours_agrees_with_the_mip_on_small_instances():
         checked += 1
         decided += ours["status"] in ("optimal", "infeasible") and mip["status"] in ("optimal", "infeasible")
     assert checked >= 20 and decided >= checked - 2
+
+
+def test_large_instances_are_valid_deterministic_and_draw_every_option():
+    from bench.placement.foreign import large_instance
+
+    seen: set[str] = set()
+    for seed in range(40):
+        ns = 1 + seed % 3
+        obj = large_instance(seed, 300, ns)
+        assert obj == large_instance(seed, 300, ns)  # the same draw per (seed, size, sNICs)
+        assert obj != large_instance(seed + 1, 300, ns)
+        problem = parse_problem(obj)  # raises PlacementInputError naming the field
+        assert len(obj["nodes"]) == 300 and len(obj["snics"]) == ns
+        assert problem is not None
+        nfs = [n for n in obj["nodes"] if n["kind"] == "nf"]
+        snics = obj["snics"]
+        seen |= {k for k in ("pcie_model", "chains") if k in obj}
+        seen |= {k for sn in snics for k in ("background_gbps", "resources", "pcie_latency_us") if k in sn}
+        seen |= {
+            k for n in nfs for k in ("b_host", "b_nic", "instances", "pinned", "needs", "location") if k in n
+        }
+        seen |= {"slo"} if any(c.get("latency_us") for c in obj.get("chains", [])) else set()
+        seen |= (
+            {"interchangeable"}
+            if ns > 1 and all(sn["capacity"] == snics[0]["capacity"] for sn in snics)
+            else set()
+        )
+    assert seen >= {
+        "pcie_model", "chains", "slo", "background_gbps", "resources", "pcie_latency_us", "b_host", "b_nic",
+        "instances", "pinned", "needs", "location", "interchangeable",
+    }  # fmt: skip
+
+
+def test_ours_agrees_with_the_mip_on_large_draws():
+    from bench.placement.foreign import large_instance
+
+    for seed, size, ns in ((0, 120, 1), (1, 120, 1), (2, 90, 2), (3, 120, 1)):
+        obj = large_instance(seed, size, ns)
+        ours = solve(parse_problem(obj), time_limit=20)
+        mip = solve(parse_problem(obj), solver="mip", time_limit=20)
+        assert ours["status"] in ("optimal", "infeasible")
+        assert _agree(ours, mip), (
+            seed,
+            ours["status"],
+            mip["status"],
+            ours.get("host_cost"),
+            mip.get("host_cost"),
+        )
