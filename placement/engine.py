@@ -457,6 +457,7 @@ WIDEN_NARROW_CONFIGS = 4
 # of 20 groups and 4,750 variables was proven in 0.8 s where CP-SAT's question ran out (bench/RESULTS.md
 # place15bb; neutral on chains-tight, mesh, pinned, fanio, background 200 / 500 and long 100-300).
 EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE = 25, 6000, 150_000_000, 70_000_000
+INSIDE_FIRST, INSIDE_SETTLES, INSIDE_WORK = True, True, WIDEN_WORK
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
@@ -1377,6 +1378,7 @@ def solve_groups(
     # of its box (CP-SAT answers from there on).
     known = choicebb.Prices([lam] if lp1 is not None else [])
     exact_out = False
+    inside_asked = False
     while not proven and best is not None:
         # Is there a placement of cost <= p1 - 1? Asked as a pure feasibility question (measured: CP-SAT
         # refutes it in 0.2 s where minimising the cost on the same core did not close a 1-unit gap in
@@ -1429,33 +1431,43 @@ def solve_groups(
                 break
             return Outcome("feasible", best, _gap(gr, p1, lower), _core_size(gr, alive)[0])
         exact = answer is not None and answer.status != "unknown"
-        outside = False
+        outside = inside_settles = False
         if exact:
             status = "feasible" if answer.status == "yes" else "infeasible"
             ch, core_groups = answer.chosen, answer.groups
             if answer.least:
                 status = "least"
         else:
-            core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
-            core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
-            core.add_reduced_cut(d1, den1 * ask - lb1)
-            for lbr, denr, dr in _row_freed_bounds(gr, alive, lam) if freed else []:
-                core.add_reduced_cut(dr, denr * ask - lbr)
-            outside = core_floor is not None and ask < core_floor.floor
-            if outside:
-                core.add_outside(core_floor.keep)
-            # Several sNICs: the incumbent as CP-SAT's hint, its "yes" is usually a few switches away
-            # (measured: two-snics 200 seed 11's midpoint "yes" 2.5 deterministic seconds later without);
-            # with one sNIC the hint slowed long and background 500 (0.61 -> 1.03 CPU s; bench/RESULTS.md).
-            hint_q = None if one_snic else best
-            if one_snic:
-                # The cost as an objective, stopped at the first placement within the ask: the same answer,
-                # found sooner (measured: the questions of long 300 / 500, chains-tight, pinned and mesh 500
-                # seeds 0-11 replayed offline, 0.92 deterministic seconds against 1.48 as a pure
-                # feasibility model, both without cuts).
-                core.m.minimize(core.objective(gr.cost))
-            status, ch, _, _ = core.solve(deadline, hint_q, cuts=not one_snic, first=one_snic)
-            core_groups = len(core.multi)
+            status = None
+            if (
+                core_floor is not None
+                and target >= core_floor.floor
+                and not inside_asked
+                and INSIDE_FIRST
+                and _regrow_minimises(gr, lb1, den1, best, slack)
+            ):
+                # The core's floor does not decide the question: first CP-SAT minimises below the refutation
+                # on that core alone (a few tens of groups), boxed. Its optimum (or, boxed, its best and bound)
+                # raises the core's floor above every later ask, which then asks for a configuration outside it.
+                inside_asked = True
+                in_status, in_ch, in_groups, in_floor = _inside(gr, alive & core_floor.keep, target, d1, lb1, den1,
+                                                                 lam, freed, slack(p1), workers, deadline, run)  # fmt: skip
+                log.debug("inside the core's floor: cost <= p1 - 1 - slack? %s floor=%s core=%d t=%.3f", in_status,
+                          in_floor, in_groups, run.clock() - t0)  # fmt: skip
+                if in_floor is not None and in_floor > core_floor.floor:
+                    core_floor = _CoreFloor(core_floor.keep, in_floor)
+                if in_status in ("optimal", "feasible"):
+                    status, ch, core_groups, ask = "feasible", in_ch, in_groups, target
+                    inside_settles = (
+                        in_status == "optimal" and INSIDE_SETTLES and _settles(gr, lb1, den1, in_ch, slack)
+                    )
+                elif in_status == "infeasible" and INSIDE_SETTLES and _settles(gr, lb1, den1, best, slack):
+                    settled, ask = "inside", target  # (the incumbent is that core's optimum, within a slack)
+            if status is None:
+                outside = core_floor is not None and ask < core_floor.floor
+                status, ch, core_groups = _question(gr, alive, ask, d1, lb1, den1, lam, freed,
+                                                    core_floor.keep if outside else None, best, one_snic, workers,
+                                                    deadline, run)  # fmt: skip
         log.debug("cost <= %s? %s at %.3f of [lo %d, target %d] in slacks %.1f core=%d %s t=%.3f",
                   "p1 - 1 - slack" if ask == target else "midpoint", status, (ask - lo) / max(1, target - lo), lo,
                   target, (target - lo) / max(1, slack(p1)), core_groups,
@@ -1467,7 +1479,8 @@ def solve_groups(
             proven = True
             restricted = restricted if _holds(restricted, alive) else None
         elif status in ("optimal", "feasible", "least"):
-            best, p1, settled = ch, _sum(gr.cost, ch), None
+            best, p1 = ch, _sum(gr.cost, ch)
+            settled = "inside" if inside_settles else None
             alive = _fixed(alive, d1, den1 * p1 - lb1, best)
             restricted = None
             proven = status == "least"  # (no placement costs p1 - 1 - slack or less: within the gap)
@@ -1538,6 +1551,51 @@ def solve_groups(
             break
         core.m.add(core.objective(folded) <= _sum(folded, best) - core.const(folded))
     return Outcome("optimal", best, 0.0, len(core.multi), tb_proven, primary_s)
+
+
+def _inside(gr: Groups, keep: np.ndarray, ask: int, d1: np.ndarray, lb1: int, den1: int, lam: np.ndarray,
+            freed: bool, units: int, workers: int, deadline: float,
+            run: _Run) -> tuple[str, list[int] | None, int, int | None]:  # fmt: skip
+    """CP-SAT minimising the primary over the `keep` configurations below `ask` + 1 (within `units`), boxed in
+    INSIDE_WORK: (status, its placement or None, groups with a choice, a floor: no placement of only `keep`'s
+    configurations costs less, or None)."""
+    core = _Core(gr, keep, workers, FEASIBILITY_LINEARIZATION, run)
+    core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
+    core.add_reduced_cut(d1, den1 * ask - lb1)
+    for lbr, denr, dr in _row_freed_bounds(gr, keep, lam) if freed else []:
+        core.add_reduced_cut(dr, denr * ask - lbr)
+    core.m.minimize(core.objective(gr.cost))
+    status, ch, _, bound = core.solve(deadline, None, float(units), INSIDE_WORK, cuts=False)
+    if status == "infeasible":
+        return status, None, len(core.multi), ask + 1
+    low = _exact_floor(bound) if status in ("optimal", "feasible") else None
+    return status, ch, len(core.multi), None if low is None else low + core.const(gr.cost)
+
+
+def _question(gr: Groups, alive: np.ndarray, ask: int, d1: np.ndarray, lb1: int, den1: int, lam: np.ndarray,
+              freed: bool, outside: np.ndarray | None, best: list[int], one_snic: bool, workers: int,
+              deadline: float, run: _Run) -> tuple[str, list[int] | None, int]:  # fmt: skip
+    """CP-SAT on "is there a placement of the `alive` configurations of primary <= ask?" (with a configuration
+    outside `outside` when given): (status, its placement or None, the core's groups with a choice)."""
+    core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
+    core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
+    core.add_reduced_cut(d1, den1 * ask - lb1)
+    for lbr, denr, dr in _row_freed_bounds(gr, alive, lam) if freed else []:
+        core.add_reduced_cut(dr, denr * ask - lbr)
+    if outside is not None:
+        core.add_outside(outside)
+    # Several sNICs: the incumbent as CP-SAT's hint, its "yes" is usually a few switches away
+    # (measured: two-snics 200 seed 11's midpoint "yes" 2.5 deterministic seconds later without);
+    # with one sNIC the hint slowed long and background 500 (0.61 -> 1.03 CPU s; bench/RESULTS.md).
+    hint_q = None if one_snic else best
+    if one_snic:
+        # The cost as an objective, stopped at the first placement within the ask: the same answer,
+        # found sooner (measured: the questions of long 300 / 500, chains-tight, pinned and mesh 500
+        # seeds 0-11 replayed offline, 0.92 deterministic seconds against 1.48 as a pure
+        # feasibility model, both without cuts).
+        core.m.minimize(core.objective(gr.cost))
+    status, ch, _, _ = core.solve(deadline, hint_q, cuts=not one_snic, first=one_snic)
+    return status, ch, len(core.multi)
 
 
 def _past(deadline: float, run: _Run) -> bool:
