@@ -457,7 +457,7 @@ WIDEN_NARROW_CONFIGS = 4
 # of 20 groups and 4,750 variables was proven in 0.8 s where CP-SAT's question ran out (bench/RESULTS.md
 # place15bb; neutral on chains-tight, mesh, pinned, fanio, background 200 / 500 and long 100-300).
 EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE = 25, 6000, 150_000_000, 70_000_000
-INSIDE_FIRST, INSIDE_SETTLES, INSIDE_WORK = True, True, WIDEN_WORK
+INSIDE_FIRST, INSIDE_WORK = True, WIDEN_WORK
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
@@ -619,6 +619,7 @@ class _CoreFloor:
 
     keep: np.ndarray
     floor: int
+    grown: bool = False  # the grown restricted core's (_regrown), not the widened one's
 
 
 def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack, workers: int,
@@ -729,7 +730,7 @@ def _regrown(gr: Groups, d: np.ndarray, y: np.ndarray, alive: np.ndarray, lb: in
     low = _sum(gr.cost, inc) if status == "infeasible" else _exact_floor(bound)
     if low is not None and status != "infeasible":
         low += core.const(gr.cost)
-    return status, chosen, len(core.multi), None if low is None else _CoreFloor(keep, low)
+    return status, chosen, len(core.multi), None if low is None else _CoreFloor(keep, low, grown=True)
 
 
 def _regrow_minimises(gr: Groups, lb: int, den: int, inc: list[int], slack) -> bool:
@@ -1441,6 +1442,7 @@ def solve_groups(
             status = None
             if (
                 core_floor is not None
+                and core_floor.grown
                 and target >= core_floor.floor
                 and not inside_asked
                 and INSIDE_FIRST
@@ -1451,17 +1453,15 @@ def solve_groups(
                 # raises the core's floor above every later ask, which then asks for a configuration outside it.
                 inside_asked = True
                 in_status, in_ch, in_groups, in_floor = _inside(gr, alive & core_floor.keep, target, d1, lb1, den1,
-                                                                 lam, freed, slack(p1), workers, deadline, run)  # fmt: skip
+                                                                 lam, freed, slack(lb1 // den1), workers, deadline, run)  # fmt: skip
                 log.debug("inside the core's floor: cost <= p1 - 1 - slack? %s floor=%s core=%d t=%.3f", in_status,
                           in_floor, in_groups, run.clock() - t0)  # fmt: skip
                 if in_floor is not None and in_floor > core_floor.floor:
-                    core_floor = _CoreFloor(core_floor.keep, in_floor)
+                    core_floor = _CoreFloor(core_floor.keep, in_floor, grown=True)
                 if in_status in ("optimal", "feasible"):
                     status, ch, core_groups, ask = "feasible", in_ch, in_groups, target
-                    inside_settles = (
-                        in_status == "optimal" and INSIDE_SETTLES and _settles(gr, lb1, den1, in_ch, slack)
-                    )
-                elif in_status == "infeasible" and INSIDE_SETTLES and _settles(gr, lb1, den1, best, slack):
+                    inside_settles = in_status == "optimal" and _settles(gr, lb1, den1, in_ch, slack)
+                elif in_status == "infeasible" and _settles(gr, lb1, den1, best, slack):
                     settled, ask = "inside", target  # (the incumbent is that core's optimum, within a slack)
             if status is None:
                 outside = core_floor is not None and ask < core_floor.floor
