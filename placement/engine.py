@@ -27,7 +27,9 @@ Pipeline (every step exact; the floating-point LP is only a guide):
    on the fixed core by feasibility questions "cost <= x?" (bisecting between the bound and p1 while far apart,
    but asking p1's refutation first, without ``_minimised``, when p1 is a CP-SAT core's proven optimum),
    each with the exact reduced-cost row as a redundant constraint (and, where the kept-row bound rose above
-   the LP's, one per binding row of the prices with that row's freed: ``_row_freed_bounds``); on a small
+   the LP's, one per binding row of the prices with that row's freed: ``_row_freed_bounds``); below a core's
+   floor (``_CoreFloor``) each asks for a configuration outside that core, and where the grown core's floor
+   does not decide the refutation, CP-SAT first minimises inside it (``_inside``) so that it does; on a small
    core each question is first answered exactly without CP-SAT (choicebb.py, boxed; ``_answered``), CP-SAT asked when it runs out.
 4. Tie-breaks (fewer PCIe units, then fewer moves) among placements of cost p1: a second exact bound with
    the row cost == p1 fixes more configurations; then CP-SAT on the core with one folded objective,
@@ -457,6 +459,8 @@ WIDEN_NARROW_CONFIGS = 4
 # of 20 groups and 4,750 variables was proven in 0.8 s where CP-SAT's question ran out (bench/RESULTS.md
 # place15bb; neutral on chains-tight, mesh, pinned, fanio, background 200 / 500 and long 100-300).
 EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE = 25, 6000, 150_000_000, 70_000_000
+# The question inside the grown core's floor (_inside): asked first in the proof's loop, once, boxed in
+# INSIDE_WORK deterministic seconds (measured, bench/RESULTS.md pinned21); INSIDE_FIRST False: not asked (tests).
 INSIDE_FIRST, INSIDE_WORK = True, WIDEN_WORK
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
