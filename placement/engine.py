@@ -27,7 +27,9 @@ Pipeline (every step exact; the floating-point LP is only a guide):
    on the fixed core by feasibility questions "cost <= x?" (bisecting between the bound and p1 while far apart,
    but asking p1's refutation first, without ``_minimised``, when p1 is a CP-SAT core's proven optimum),
    each with the exact reduced-cost row as a redundant constraint (and, where the kept-row bound rose above
-   the LP's, one per binding row of the prices with that row's freed: ``_row_freed_bounds``); on a small
+   the LP's, one per binding row of the prices with that row's freed: ``_row_freed_bounds``); below a core's
+   floor (``_CoreFloor``) each asks for a configuration outside that core, and where the grown core's floor
+   does not decide the refutation, CP-SAT first minimises inside it (``_inside``) so that it does; on a small
    core each question is first answered exactly without CP-SAT (choicebb.py, boxed; ``_answered``), CP-SAT asked when it runs out.
 4. Tie-breaks (fewer PCIe units, then fewer moves) among placements of cost p1: a second exact bound with
    the row cost == p1 fixes more configurations; then CP-SAT on the core with one folded objective,
@@ -457,6 +459,9 @@ WIDEN_NARROW_CONFIGS = 4
 # of 20 groups and 4,750 variables was proven in 0.8 s where CP-SAT's question ran out (bench/RESULTS.md
 # place15bb; neutral on chains-tight, mesh, pinned, fanio, background 200 / 500 and long 100-300).
 EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE = 25, 6000, 150_000_000, 70_000_000
+# The question inside the grown core's floor (_inside): asked first in the proof's loop, once, boxed in
+# INSIDE_WORK deterministic seconds (measured, bench/RESULTS.md pinned21); INSIDE_FIRST False: not asked (tests).
+INSIDE_FIRST, INSIDE_WORK = True, WIDEN_WORK
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
@@ -618,6 +623,7 @@ class _CoreFloor:
 
     keep: np.ndarray
     floor: int
+    grown: bool = False  # the grown restricted core's (_regrown), not the widened one's
 
 
 def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack, workers: int,
@@ -728,7 +734,7 @@ def _regrown(gr: Groups, d: np.ndarray, y: np.ndarray, alive: np.ndarray, lb: in
     low = _sum(gr.cost, inc) if status == "infeasible" else _exact_floor(bound)
     if low is not None and status != "infeasible":
         low += core.const(gr.cost)
-    return status, chosen, len(core.multi), None if low is None else _CoreFloor(keep, low)
+    return status, chosen, len(core.multi), None if low is None else _CoreFloor(keep, low, grown=True)
 
 
 def _regrow_minimises(gr: Groups, lb: int, den: int, inc: list[int], slack) -> bool:
@@ -1377,6 +1383,7 @@ def solve_groups(
     # of its box (CP-SAT answers from there on).
     known = choicebb.Prices([lam] if lp1 is not None else [])
     exact_out = False
+    inside_asked = False
     while not proven and best is not None:
         # Is there a placement of cost <= p1 - 1? Asked as a pure feasibility question (measured: CP-SAT
         # refutes it in 0.2 s where minimising the cost on the same core did not close a 1-unit gap in
@@ -1429,33 +1436,42 @@ def solve_groups(
                 break
             return Outcome("feasible", best, _gap(gr, p1, lower), _core_size(gr, alive)[0])
         exact = answer is not None and answer.status != "unknown"
-        outside = False
+        outside = inside_settles = False
         if exact:
             status = "feasible" if answer.status == "yes" else "infeasible"
             ch, core_groups = answer.chosen, answer.groups
             if answer.least:
                 status = "least"
         else:
-            core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
-            core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
-            core.add_reduced_cut(d1, den1 * ask - lb1)
-            for lbr, denr, dr in _row_freed_bounds(gr, alive, lam) if freed else []:
-                core.add_reduced_cut(dr, denr * ask - lbr)
-            outside = core_floor is not None and ask < core_floor.floor
-            if outside:
-                core.add_outside(core_floor.keep)
-            # Several sNICs: the incumbent as CP-SAT's hint, its "yes" is usually a few switches away
-            # (measured: two-snics 200 seed 11's midpoint "yes" 2.5 deterministic seconds later without);
-            # with one sNIC the hint slowed long and background 500 (0.61 -> 1.03 CPU s; bench/RESULTS.md).
-            hint_q = None if one_snic else best
-            if one_snic:
-                # The cost as an objective, stopped at the first placement within the ask: the same answer,
-                # found sooner (measured: the questions of long 300 / 500, chains-tight, pinned and mesh 500
-                # seeds 0-11 replayed offline, 0.92 deterministic seconds against 1.48 as a pure
-                # feasibility model, both without cuts).
-                core.m.minimize(core.objective(gr.cost))
-            status, ch, _, _ = core.solve(deadline, hint_q, cuts=not one_snic, first=one_snic)
-            core_groups = len(core.multi)
+            status = None
+            if (
+                core_floor is not None
+                and core_floor.grown
+                and target >= core_floor.floor
+                and not inside_asked
+                and INSIDE_FIRST
+                and _regrow_minimises(gr, lb1, den1, best, slack)
+            ):
+                # The core's floor does not decide the question: first CP-SAT minimises below the refutation
+                # on that core alone (a few tens of groups), boxed. Its optimum (or, boxed, its best and bound)
+                # raises the core's floor above every later ask, which then asks for a configuration outside it.
+                inside_asked = True
+                in_status, in_ch, in_groups, in_floor = _inside(gr, alive & core_floor.keep, target, d1, lb1, den1,
+                                                                 lam, freed, slack(lb1 // den1), workers, deadline, run)  # fmt: skip
+                log.debug("inside the core's floor: cost <= p1 - 1 - slack? %s floor=%s core=%d t=%.3f", in_status,
+                          in_floor, in_groups, run.clock() - t0)  # fmt: skip
+                if in_floor is not None and in_floor > core_floor.floor:
+                    core_floor = _CoreFloor(core_floor.keep, in_floor, grown=True)
+                if in_status in ("optimal", "feasible"):
+                    status, ch, core_groups, ask = "feasible", in_ch, in_groups, target
+                    inside_settles = in_status == "optimal" and _settles(gr, lb1, den1, in_ch, slack)
+                elif in_status == "infeasible" and _settles(gr, lb1, den1, best, slack):
+                    settled, ask = "inside", target  # (the incumbent is that core's optimum, within a slack)
+            if status is None:
+                outside = core_floor is not None and ask < core_floor.floor
+                status, ch, core_groups = _question(gr, alive, ask, d1, lb1, den1, lam, freed,
+                                                    core_floor.keep if outside else None, best, one_snic, workers,
+                                                    deadline, run)  # fmt: skip
         log.debug("cost <= %s? %s at %.3f of [lo %d, target %d] in slacks %.1f core=%d %s t=%.3f",
                   "p1 - 1 - slack" if ask == target else "midpoint", status, (ask - lo) / max(1, target - lo), lo,
                   target, (target - lo) / max(1, slack(p1)), core_groups,
@@ -1467,7 +1483,8 @@ def solve_groups(
             proven = True
             restricted = restricted if _holds(restricted, alive) else None
         elif status in ("optimal", "feasible", "least"):
-            best, p1, settled = ch, _sum(gr.cost, ch), None
+            best, p1 = ch, _sum(gr.cost, ch)
+            settled = "inside" if inside_settles else None
             alive = _fixed(alive, d1, den1 * p1 - lb1, best)
             restricted = None
             proven = status == "least"  # (no placement costs p1 - 1 - slack or less: within the gap)
@@ -1538,6 +1555,51 @@ def solve_groups(
             break
         core.m.add(core.objective(folded) <= _sum(folded, best) - core.const(folded))
     return Outcome("optimal", best, 0.0, len(core.multi), tb_proven, primary_s)
+
+
+def _inside(gr: Groups, keep: np.ndarray, ask: int, d1: np.ndarray, lb1: int, den1: int, lam: np.ndarray,
+            freed: bool, units: int, workers: int, deadline: float,
+            run: _Run) -> tuple[str, list[int] | None, int, int | None]:  # fmt: skip
+    """CP-SAT minimising the primary over the `keep` configurations below `ask` + 1 (within `units`), boxed in
+    INSIDE_WORK: (status, its placement or None, groups with a choice, a floor: no placement of only `keep`'s
+    configurations costs less, or None)."""
+    core = _Core(gr, keep, workers, FEASIBILITY_LINEARIZATION, run)
+    core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
+    core.add_reduced_cut(d1, den1 * ask - lb1)
+    for lbr, denr, dr in _row_freed_bounds(gr, keep, lam) if freed else []:
+        core.add_reduced_cut(dr, denr * ask - lbr)
+    core.m.minimize(core.objective(gr.cost))
+    status, ch, _, bound = core.solve(deadline, None, float(units), INSIDE_WORK, cuts=False)
+    if status == "infeasible":
+        return status, None, len(core.multi), ask + 1
+    low = _exact_floor(bound) if status in ("optimal", "feasible") else None
+    return status, ch, len(core.multi), None if low is None else low + core.const(gr.cost)
+
+
+def _question(gr: Groups, alive: np.ndarray, ask: int, d1: np.ndarray, lb1: int, den1: int, lam: np.ndarray,
+              freed: bool, outside: np.ndarray | None, best: list[int], one_snic: bool, workers: int,
+              deadline: float, run: _Run) -> tuple[str, list[int] | None, int]:  # fmt: skip
+    """CP-SAT on "is there a placement of the `alive` configurations of primary <= ask?" (with a configuration
+    outside `outside` when given): (status, its placement or None, the core's groups with a choice)."""
+    core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
+    core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
+    core.add_reduced_cut(d1, den1 * ask - lb1)
+    for lbr, denr, dr in _row_freed_bounds(gr, alive, lam) if freed else []:
+        core.add_reduced_cut(dr, denr * ask - lbr)
+    if outside is not None:
+        core.add_outside(outside)
+    # Several sNICs: the incumbent as CP-SAT's hint, its "yes" is usually a few switches away
+    # (measured: two-snics 200 seed 11's midpoint "yes" 2.5 deterministic seconds later without);
+    # with one sNIC the hint slowed long and background 500 (0.61 -> 1.03 CPU s; bench/RESULTS.md).
+    hint_q = None if one_snic else best
+    if one_snic:
+        # The cost as an objective, stopped at the first placement within the ask: the same answer,
+        # found sooner (measured: the questions of long 300 / 500, chains-tight, pinned and mesh 500
+        # seeds 0-11 replayed offline, 0.92 deterministic seconds against 1.48 as a pure
+        # feasibility model, both without cuts).
+        core.m.minimize(core.objective(gr.cost))
+    status, ch, _, _ = core.solve(deadline, hint_q, cuts=not one_snic, first=one_snic)
+    return status, ch, len(core.multi)
 
 
 def _past(deadline: float, run: _Run) -> bool:
