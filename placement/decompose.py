@@ -192,11 +192,21 @@ def prepare(
     `max_configs` configurations and not built member by member, or past MAX_ROW / MAX_PARTIALS) or a sum
     would not fit in 60 bits. With a `deadline` (on `clock`): PrepareTimeout once it has passed, checked
     between chunks of groups (large groups enumerate thousands of configurations each)."""
+    build = prepare_plan(problem, move_cost, max_moves, max_configs)
+    return None if build is None else build(deadline, clock)
 
-    def check(where: str) -> None:
-        if deadline is not None and clock() > deadline:
-            raise PrepareTimeout(f"time limit hit in prepare ({where})")
 
+def prepare_plan(
+    problem: Problem,
+    move_cost: Fraction = Fraction(0),
+    max_moves: int | None = None,
+    max_configs: int = 4096,
+) -> Callable[[float | None, Callable[[], float]], Groups | None] | None:
+    """prepare() up to its first configuration built: None where prepare gives up before building any
+    group (a sum past 60 bits, fixed vertices missing an SLO, a component past MAX_ROW, a chunk too large,
+    a group keptbound.py shows would keep too many), else `build(deadline, clock)`, the rest of prepare
+    (which may still give up on the way). Cheap next to the build: a caller can ask it before choosing a
+    path (solver.solve: no plain-model box first where the engine would not run)."""
     p = problem
     locs = p.locations
     loc_ix = {loc: k for k, loc in enumerate(locs)}
@@ -362,49 +372,57 @@ def prepare(
               lat=_latencies(p, slo) if slo else None, max_configs=max_configs,
               max_kept=kept_limit(p))  # fmt: skip
     group_nodes: list[np.ndarray] = []
-    blocks: list[Block] = []
     group_of = np.full(n_nodes, -1, dtype=np.int64)
     for m in sorted(by_size):
         mat = np.array(by_size[m], dtype=np.int64)  # (nc, m)
         group_of[mat] = len(group_nodes) + np.arange(len(mat))[:, None]
         group_nodes += list(mat)
     e_grp = np.where(is_mov[src], group_of[src], group_of[dst]) if len(edges) else np.zeros(0, np.int64)
-    # Chunks built member by member wait and are built together, several sizes at once, up to
-    # MERGE_CELLS: the build's fixed cost is per member column, whatever the number of groups.
-    built: list[list[Block] | None] = []  # per chunk, in group order (None: pending)
-    pending: list[tuple[int, np.ndarray, np.ndarray, SloTerms | None]] = []  # (chunk, groups, edges, SLOs)
-    cells = 0
     chunks = _chunks(ctx, by_size, e_grp)
-    if chunks is None or any(_doomed(ctx, mat, plan) for _, mat, _, plan in reversed(chunks)):
+    if chunks is None or any(_doomed(ctx, mat, how) for _, mat, _, how in reversed(chunks)):
         return None  # a group too large, or keeping more than max_kept: the build would give up there
-    for m, mat, esel, plan in chunks:
-        check(f"groups of {m} NFs")
-        if plan[0]:
-            size = L**m * len(mat) * max(1, n_rows)
-            if pending and cells + size > MERGE_CELLS:
-                if not _build_pending(ctx, pending, built, check):
-                    return None
-                pending, cells = [], 0
-            pending.append((len(built), mat, esel, plan[1]))
-            cells += size
-            built.append(None)
-            continue
-        blocks_m = _enumerated(ctx, mat, esel)
-        if blocks_m is None:
-            return None  # no configuration meets an SLO (the plain model says infeasible)
-        built.append(blocks_m)
-    if pending and not _build_pending(ctx, pending, built, check):
-        return None
-    for chunk in built:
-        assert chunk is not None
-        blocks += chunk
-    memo = Memo(ctx=ctx, group_of=group_of, e_grp=e_grp, blocks=blocks, G=G, R=R, Rn=Rn, div=div,
-                cost_shift=cost_shift, pcie_shift=pcie_shift, cap_shifts=cap_shifts, load=load,
-                host_raw=host_raw, host=host, nic=nic, node_rows=[c for _, c in node_rows], g_int=g_int,
-                g_work=g_work, movable=movable, base_budgets=base_budgets, move_cost=move_cost,
-                max_moves=max_moves, edge_pos=edge_pos)  # fmt: skip
-    return assemble(memo, locs, fixed, group_nodes, budgets, row_names, cost_const, cost_unit,
-                    cost_error, rounded_rows, needs_raw)  # fmt: skip
+
+    def build(deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> Groups | None:
+        def check(where: str) -> None:
+            if deadline is not None and clock() > deadline:
+                raise PrepareTimeout(f"time limit hit in prepare ({where})")
+
+        # Chunks built member by member wait and are built together, several sizes at once, up to
+        # MERGE_CELLS: the build's fixed cost is per member column, whatever the number of groups.
+        blocks: list[Block] = []
+        built: list[list[Block] | None] = []  # per chunk, in group order (None: pending)
+        pending: list[tuple[int, np.ndarray, np.ndarray, SloTerms | None]] = []  # (chunk, groups, edges, SLO)
+        cells = 0
+        for m, mat, esel, how in chunks:
+            check(f"groups of {m} NFs")
+            if how[0]:
+                size = L**m * len(mat) * max(1, n_rows)
+                if pending and cells + size > MERGE_CELLS:
+                    if not _build_pending(ctx, pending, built, check):
+                        return None
+                    pending, cells = [], 0
+                pending.append((len(built), mat, esel, how[1]))
+                cells += size
+                built.append(None)
+                continue
+            blocks_m = _enumerated(ctx, mat, esel)
+            if blocks_m is None:
+                return None  # no configuration meets an SLO (the plain model says infeasible)
+            built.append(blocks_m)
+        if pending and not _build_pending(ctx, pending, built, check):
+            return None
+        for chunk in built:
+            assert chunk is not None
+            blocks += chunk
+        memo = Memo(ctx=ctx, group_of=group_of, e_grp=e_grp, blocks=blocks, G=G, R=R, Rn=Rn, div=div,
+                    cost_shift=cost_shift, pcie_shift=pcie_shift, cap_shifts=cap_shifts, load=load,
+                    host_raw=host_raw, host=host, nic=nic, node_rows=[c for _, c in node_rows], g_int=g_int,
+                    g_work=g_work, movable=movable, base_budgets=base_budgets, move_cost=move_cost,
+                    max_moves=max_moves, edge_pos=edge_pos)  # fmt: skip
+        return assemble(memo, locs, fixed, group_nodes, budgets, row_names, cost_const, cost_unit,
+                        cost_error, rounded_rows, needs_raw)  # fmt: skip
+
+    return build
 
 
 def _chunks(ctx: Ctx, by_size: dict[int, list[list[int]]], e_grp: np.ndarray) -> list[tuple] | None:
