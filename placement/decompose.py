@@ -202,11 +202,12 @@ def prepare_plan(
     max_moves: int | None = None,
     max_configs: int = 4096,
 ) -> Callable[[float | None, Callable[[], float]], Groups | None] | None:
-    """prepare() up to its first configuration built: None where prepare gives up before building any
-    group (a sum past 60 bits, fixed vertices missing an SLO, a component past MAX_ROW, a chunk too large,
-    a group keptbound.py shows would keep too many), else `build(deadline, clock)`, the rest of prepare
-    (which may still give up on the way). Cheap next to the build: a caller can ask it before choosing a
-    path (solver.solve: no plain-model box first where the engine would not run)."""
+    """prepare() up to its groups: None where prepare gives up before looking at any group's configurations
+    (a sum past 60 bits, fixed vertices missing an SLO, a component past MAX_ROW, a chunk too large), else
+    `build(deadline, clock)`, the rest of prepare (which may still give up: first where keptbound.py shows a
+    group would keep too many, then on the way). Cheap (foreign draws: ~0.001 s; the kept-count bound,
+    2-15 ms with two sNICs, is the build's): a caller can ask it before choosing a path (solver.solve: no
+    plain-model box first where the engine would not run)."""
     p = problem
     locs = p.locations
     loc_ix = {loc: k for k, loc in enumerate(locs)}
@@ -381,23 +382,24 @@ def prepare_plan(
     chunks = _chunks(ctx, by_size, e_grp)
     if chunks is None:
         return None  # a group too large
-    shares = [0.0] * len(chunks)  # per chunk: its bound's share of the build's limit (_doomed)
-    for ix in reversed(range(len(chunks))):
-        shares[ix] = _doomed(ctx, chunks[ix][1], chunks[ix][3])
-        if shares[ix] > 1:
-            return None  # a group keeping more than max_kept: the build would give up there
-    # The chunk built member by member whose bound came nearest its limit is built first (alone): where a
-    # build gives up it is mostly there (foreign draws, one sNIC: the highest share on all 16 measured),
-    # and the groups built before it were work for nothing (draw 1153: a 16-NF group, 0.04 of 0.07 s).
-    # The same groups either way: each group's configurations are its own, whatever it is built with.
-    early = max((ix for ix, (_, _, _, how) in enumerate(chunks) if how[0] and shares[ix] > 0),
-                key=lambda ix: shares[ix], default=None)  # fmt: skip
 
     def build(deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> Groups | None:
         def check(where: str) -> None:
             if deadline is not None and clock() > deadline:
                 raise PrepareTimeout(f"time limit hit in prepare ({where})")
 
+        shares = [0.0] * len(chunks)  # per chunk: its bound's share of the build's limit (_doomed)
+        for ix in reversed(range(len(chunks))):
+            shares[ix] = _doomed(ctx, chunks[ix][1], chunks[ix][3])
+            if shares[ix] > 1:
+                return None  # a group keeping more than max_kept: the build would give up there
+        # The chunk built member by member whose bound came nearest its limit is built first (alone): where
+        # a build gives up it is mostly there (foreign draws, one sNIC: the highest share on all 16
+        # measured), and the groups built before it were work for nothing (draw 1153: a 16-NF group, 0.04 of
+        # 0.07 s). The same groups either way: each group's configurations are its own, whatever it is
+        # built with.
+        early = max((ix for ix, (_, _, _, how) in enumerate(chunks) if how[0] and shares[ix] > 0),
+                    key=lambda ix: shares[ix], default=None)  # fmt: skip
         # Chunks built member by member wait and are built together, several sizes at once, up to
         # MERGE_CELLS: the build's fixed cost is per member column, whatever the number of groups.
         blocks: list[Block] = []

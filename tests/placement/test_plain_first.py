@@ -109,10 +109,12 @@ def test_a_refused_plain_model_leaves_the_answer_to_the_engine(monkeypatch):
 
 
 def test_no_box_where_prepare_gives_up_before_building(monkeypatch):
-    """Two sNICs, a chain of 30 NFs (3^30 configurations: past MAX_ROW): prepare gives up before building,
-    so the engine would not run and the plain model answers at once, without its box (whose work the full
-    solve after it did again), with the MIP's host cost."""
-    problem = parse_problem(build(Family(shape="long", snics=2, capacity=0.3, pcie=1.3), 30, 2))
+    """Foreign draw 45 (two sNICs, a component of 37 NFs: 3^37 configurations, past MAX_ROW): prepare gives
+    up before looking at any group, so the engine would not run and the plain model answers at once,
+    without its box (whose work the full solve after it did again), with the MIP's host cost."""
+    from bench.placement.foreign import instance
+
+    problem = parse_problem(instance(45))
     assert solver_mod._plain_first(problem)
     assert prepare_plan(problem) is None and prepare(problem) is None
     boxes: list = []
@@ -125,9 +127,11 @@ def test_no_box_where_prepare_gives_up_before_building(monkeypatch):
     assert boxes == [None] and not calls  # one full solve of the plain model, no box, no engine
     mip = solve(problem, solver="mip", time_limit=20)
     assert out["status"] == mip["status"] == "optimal" and _same_cost(out, mip)
-    # Where prepare builds, the box still comes first.
-    boxes.clear()
-    chain = parse_problem(build(Family(shape="chain", snics=2, capacity=0.3, pcie=1.3), 30, 0))
-    assert prepare_plan(chain) is not None
-    solve(chain, time_limit=20)
-    assert boxes[0] == solver_mod.PLAIN_FIRST_WORK
+    # Where prepare gives up only in its build (the kept-count bound: two sNICs, a 30-NF chain), or builds,
+    # the box still comes first.
+    for shape, seed in (("long", 2), ("chain", 0)):
+        boxes.clear()
+        other = parse_problem(build(Family(shape=shape, snics=2, capacity=0.3, pcie=1.3), 30, seed))
+        assert prepare_plan(other) is not None
+        solve(other, time_limit=20)
+        assert boxes[0] == solver_mod.PLAIN_FIRST_WORK
