@@ -92,7 +92,14 @@ def _fronts(host: np.ndarray, cap: np.ndarray):
 def one_snic_exceeds(
     host: np.ndarray, cap: np.ndarray, last: np.ndarray, first: int, partial_limit: int, kept_limit: int
 ) -> bool:
-    """One sNIC: whether building a group member by member (decompose._configs_by_member, members in
+    """one_snic_bound's first answer."""
+    return one_snic_bound(host, cap, last, first, partial_limit, kept_limit)[0]
+
+
+def one_snic_bound(
+    host: np.ndarray, cap: np.ndarray, last: np.ndarray, first: int, partial_limit: int, kept_limit: int
+) -> tuple[bool, float]:
+    """One sNIC: (whether building a group member by member (decompose._configs_by_member, members in
     column order, host costs `host`, capacity coefficients `cap`, `last` per member its latest neighbour
     in the group or -1) surely keeps more than `partial_limit` partial configurations after placing some
     member j, first <= j < m - 1, where it compares them, or more than `kept_limit` configurations in the
@@ -105,28 +112,34 @@ def one_snic_exceeds(
     extends to a subset with the same frontier that weakly dominates it). So the build keeps at least
     2^|F_j| x (R_j's strict front) of them. R_j grows by the members' retire times max(c, last[c]), so
     one pass of the front over the members in that order reads every stage's count, and last the whole
-    group's (kept_exceeds' count with one sNIC)."""
+    group's (kept_exceeds' count with one sNIC)), and the largest share of its limit a stage's bound reached
+    (up to the first stage past it; 0 past FRONT_MAX: no bound)."""
     m = len(host)
     retire = np.maximum(np.arange(m), last)
     order = np.argsort(retire, kind="stable")
+    share = 0.0
     # Per R_j, the count is largest at its last stage, before the next member retires (F_j only grows).
     stage = min(int(retire[order[0]]) - 1, m - 2)  # no member retired yet: each location its own class
-    if stage >= first and 1 << (stage + 1) > partial_limit:
-        return True
+    if stage >= first:
+        if 1 << (stage + 1) > partial_limit:
+            return True, (1 << (stage + 1)) / partial_limit
+        share = (1 << (stage + 1)) / partial_limit
     fronts = _fronts(host[order], cap[order])
     for k in range(m):
         state = next(fronts)
         if state is None:
-            return False  # past FRONT_MAX: no bound
+            return False, 0.0  # past FRONT_MAX: no bound
         strict = int((~state[1]).sum())
         if k + 1 == m:
-            return strict > kept_limit
+            return strict > kept_limit, max(share, strict / kept_limit)
         if int(retire[order[k + 1]]) == int(retire[order[k]]):
             continue  # this stage's R_j is not complete yet
         stage = min(int(retire[order[k + 1]]) - 1, m - 2)
-        if stage >= first and strict << (stage - k) > partial_limit:  # |F| = (stage + 1) - (k + 1)
-            return True
-    return False
+        if stage >= first:  # |F| = (stage + 1) - (k + 1)
+            share = max(share, (strict << (stage - k)) / partial_limit)
+            if strict << (stage - k) > partial_limit:
+                return True, share
+    return False, share
 
 
 def _distinct_uses(on_nic: list[int], n_snics: int, enough: int) -> int:

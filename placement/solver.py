@@ -14,11 +14,12 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from placement import integers
-from placement.decompose import Groups, PrepareTimeout, prepare
+from placement.decompose import Groups, PrepareTimeout, prepare, prepare_plan
 from placement.engine import ModelRefused, Outcome, solve_groups
 from placement.evaluate import Evaluation, evaluate, moves
 from placement.model import HOST, PlacementInputError, Problem
@@ -334,15 +335,23 @@ def solve(
     t0 = time.monotonic() if opts.started is None else opts.started
     deadline = t0 + opts.time_limit
     refused = None
+    build = None  # prepare's build, when its start was asked already (prepare_plan)
     if opts.solver == "cpsat" and engine and prepared is None and _plain_first(problem):
         alone = len(problem.snics) >= PLAIN_ONLY_SNICS
-        box = None if alone else PLAIN_FIRST_WORK
-        out = _solve_model(problem, opts, t0, deadline, _diagnose, first_work=box, refused_none=True)
-        if out is not None:
-            return out
+        if not alone:
+            build = prepare_plan(problem, move_cost=move_cost_of(opts), max_moves=opts.max_moves)
+            # prepare gives up before building anything: the engine would not run, and the box's work would
+            # be done again by the plain model's full solve after it (foreign draw 45: 0.01 of 0.025
+            # deterministic s). The plain model answers below, without the box.
+            engine = build is not None
+        if engine:
+            box = None if alone else PLAIN_FIRST_WORK
+            out = _solve_model(problem, opts, t0, deadline, _diagnose, first_work=box, refused_none=True)
+            if out is not None:
+                return out
     if opts.solver == "cpsat" and engine:
         try:
-            out = _solve_engine(problem, opts, t0, deadline, _diagnose, prepared)
+            out = _solve_engine(problem, opts, t0, deadline, _diagnose, prepared, build)
         except ModelRefused as exc:
             # Our defect, not the instance's: the plain model answers and the output says why.
             log.error("placement engine: %s; the plain model answers", exc)
@@ -372,11 +381,13 @@ def _solve_engine(
     deadline: float,
     _diagnose: bool = True,
     prepared: Groups | None = None,
+    build: Callable[[float | None], Groups | None] | None = None,
 ) -> dict | None:
     """Our engine (decompose.py + engine.py); None when the instance does not decompose into small groups
     or its preparation did not finish within PREPARE_SHARE of the limit (the plain model then takes the
-    rest: it answers with the best placement it finds, `feasible` unless proven)."""
-    gr = prepared or prepare_within(problem, opts, t0)
+    rest: it answers with the best placement it finds, `feasible` unless proven). `build`: prepare's
+    build, from prepare_plan (else prepare runs whole)."""
+    gr = prepared or prepare_within(problem, opts, t0, build)
     if gr is None:
         return None
     t_engine = time.monotonic()
@@ -395,12 +406,17 @@ def _solve_engine(
     return out
 
 
-def prepare_within(problem: Problem, opts: Options, t0: float) -> Groups | None:
+def prepare_within(
+    problem: Problem, opts: Options, t0: float, build: Callable[[float | None], Groups | None] | None = None
+) -> Groups | None:
     """prepare() bounded by PREPARE_SHARE of the limit (clock started at t0); None when it does not
-    decompose or did not finish in time."""
+    decompose or did not finish in time. `build`: the rest of prepare once prepare_plan gave it."""
+    deadline = t0 + PREPARE_SHARE * opts.time_limit
     try:
+        if build is not None:
+            return build(deadline)
         return prepare(problem, move_cost=move_cost_of(opts), max_moves=opts.max_moves,
-                       deadline=t0 + PREPARE_SHARE * opts.time_limit)  # fmt: skip
+                       deadline=deadline)  # fmt: skip
     except PrepareTimeout:
         return None
 

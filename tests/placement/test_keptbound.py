@@ -186,3 +186,40 @@ def test_early_give_up_with_one_snic_changes_no_result(monkeypatch, kind: str, s
         monkeypatch.setattr(decompose, "KEPT_FLOOR", 1024)
     p = parse_problem(obj)
     _same_prepare_without_early_give_up(monkeypatch, p)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_partial_bound_share_agrees_with_its_answer(seed: int) -> None:
+    """one_snic_bound's share of the limit: past 1 exactly when it says the build gives up, and at most
+    the brute-force partial count's share otherwise (it is that count's lower bound)."""
+    rng = random.Random(1000 + seed)
+    m = rng.randint(3, 10)
+    host = [rng.randint(0, 50) for _ in range(m)]
+    cap = [rng.randint(0, 50) for _ in range(m)]
+    edges = [(i, i + 1) for i in range(m - 1)]
+    last = np.array([min(i + 1, m - 1) if i < m - 1 else m - 2 for i in range(m)])
+    most, kept = _most_partials(host, cap, edges, 0), _kept(host, cap, 1)
+    for limit in (most, most - 1, max(1, most // 3)):
+        exceeds, share = keptbound.one_snic_bound(np.array(host), np.array(cap), last, 0, limit, 1 << 20)
+        assert exceeds == (share > 1)
+        assert exceeds == keptbound.one_snic_exceeds(np.array(host), np.array(cap), last, 0, limit, 1 << 20)
+        assert share <= max(most / limit, kept / (1 << 20))
+
+
+def test_the_group_nearest_its_limit_is_built_first(monkeypatch) -> None:
+    """Foreign draw 1153 (one sNIC): of its three groups of 16-18 NFs the build gives up on the one whose
+    bound came nearest its limit; built first, no other group is built before prepare gives up (three
+    builds before), and prepare still answers None as without the early give-up and the order."""
+    from bench.placement.foreign import instance
+
+    p = parse_problem(instance(1153))
+    builds: list = []
+    real = decompose._build_pending
+    monkeypatch.setattr(
+        decompose, "_build_pending", lambda ctx, pending, *a: builds.append(pending) or real(ctx, pending, *a)
+    )
+    assert decompose.prepare(p) is None
+    assert len(builds) == 1 and len(builds[0]) == 1 and builds[0][0][1].shape == (1, 18)
+    builds.clear()
+    monkeypatch.setattr(decompose, "_doomed", lambda *a: 0.0)  # no bound: no early give-up, no order
+    assert decompose.prepare(p) is None and len(builds) == 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import placement.solver as solver_mod
 from placement import parse_problem, solve
+from placement.decompose import prepare, prepare_plan
 from placement.families import Family, build, instance
 
 GAP = 1e-5  # both paths prove the host cost within gap_limit: equal up to it
@@ -70,7 +71,8 @@ def test_infeasible_small_instance_is_refuted_first_with_its_reason():
 
 
 def test_the_engine_answers_when_the_box_runs_out(monkeypatch):
-    problem = parse_problem(build(Family(shape="long", snics=2, capacity=0.3, pcie=1.3), 30, 2))
+    problem = parse_problem(build(Family(shape="chain", snics=2, capacity=0.3, pcie=1.3), 30, 0))
+    assert prepare_plan(problem) is not None  # the engine runs after the box
     box = solver_mod._solve_model(problem, solver_mod.Options(), 0.0, float("inf"), first_work=1e-6)
     assert box is None  # not decided in the box
     calls = _engine_calls(monkeypatch)
@@ -89,7 +91,7 @@ def test_with_three_or_more_snics_the_plain_model_answers_alone(monkeypatch):
         mip = solve(problem, solver="mip", time_limit=20)
         assert not calls and out["status"] == mip["status"] == "optimal" and _same_cost(out, mip)
     # Two sNICs: the box, then the engine.
-    two = parse_problem(build(Family(shape="long", snics=2, capacity=0.3, pcie=1.3), 30, 2))
+    two = parse_problem(build(Family(shape="chain", snics=2, capacity=0.3, pcie=1.3), 30, 0))
     out = solve(two, time_limit=20)
     assert calls and out["status"] == "optimal"
 
@@ -104,3 +106,32 @@ def test_a_refused_plain_model_leaves_the_answer_to_the_engine(monkeypatch):
     assert out is None
     out = solver_mod._solve_model(four, solver_mod.Options(), 0.0, float("inf"))
     assert out["status"] == "unknown" and out["reason"] == "refused for the test"
+
+
+def test_no_box_where_prepare_gives_up_before_building(monkeypatch):
+    """Foreign draw 45 (two sNICs, a component of 37 NFs: 3^37 configurations, past MAX_ROW): prepare gives
+    up before looking at any group, so the engine would not run and the plain model answers at once,
+    without its box (whose work the full solve after it did again), with the MIP's host cost."""
+    from bench.placement.foreign import instance
+
+    problem = parse_problem(instance(45))
+    assert solver_mod._plain_first(problem)
+    assert prepare_plan(problem) is None and prepare(problem) is None
+    boxes: list = []
+    real = solver_mod._solve_model
+    monkeypatch.setattr(
+        solver_mod, "_solve_model", lambda *a, **k: boxes.append(k.get("first_work")) or real(*a, **k)
+    )
+    calls = _engine_calls(monkeypatch)
+    out = solve(problem, time_limit=20)
+    assert boxes == [None] and not calls  # one full solve of the plain model, no box, no engine
+    mip = solve(problem, solver="mip", time_limit=20)
+    assert out["status"] == mip["status"] == "optimal" and _same_cost(out, mip)
+    # Where prepare gives up only in its build (the kept-count bound: two sNICs, a 30-NF chain), or builds,
+    # the box still comes first.
+    for shape, seed in (("long", 2), ("chain", 0)):
+        boxes.clear()
+        other = parse_problem(build(Family(shape=shape, snics=2, capacity=0.3, pcie=1.3), 30, seed))
+        assert prepare_plan(other) is not None
+        solve(other, time_limit=20)
+        assert boxes[0] == solver_mod.PLAIN_FIRST_WORK
