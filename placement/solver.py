@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from placement import integers
+from placement.cpsat import new_solver
 from placement.decompose import Groups, PrepareTimeout, prepare, prepare_plan
 from placement.engine import ModelRefused, Outcome, solve_groups
 from placement.evaluate import Evaluation, evaluate, moves
@@ -233,7 +234,7 @@ class _Model:
         deterministic time box, if any."""
         remaining = max(0.01, deadline - time.monotonic())
         if self.opts.solver == "cpsat":
-            solver = self.cp.CpSolver()
+            solver = new_solver(self.cp)
             solver.parameters.max_time_in_seconds = remaining
             if work is not None:
                 solver.parameters.max_deterministic_time = work

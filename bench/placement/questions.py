@@ -20,6 +20,7 @@ from ortools.sat.python import cp_model
 
 import placement.engine as engine
 from bench.common import final_json, print_machine
+from placement.cpsat import new_solver
 from placement.families import instance
 from placement.model import parse_problem
 from placement.solver import solve
@@ -55,7 +56,7 @@ def replayed(model: cp_model.CpModel, cuts: bool, first: bool) -> tuple[str, flo
     m.clear_hints()
     if not first:
         m.proto.clear_objective()
-    solver = cp_model.CpSolver()
+    solver = new_solver(cp_model)  # the engine's fixed parameters
     solver.parameters.num_workers = 1
     solver.parameters.linearization_level = engine.FEASIBILITY_LINEARIZATION
     solver.parameters.max_time_in_seconds = 30.0
