@@ -108,14 +108,45 @@ def _model_class() -> type:
     add_ / new_ / clear_ method on every instance it makes (dir() and getattr over the whole class, ~1.5 ms a
     model: 5 % of the engine's CPU at 500 vertices, where a solve builds about ten small models; measured,
     bench/RESULTS.md place pin19); the engine calls only the snake_case names, and the model's proto is the
-    same."""
+    same. Its minimize writes CpModel.minimize's objective, faster (tests/placement/test_core_model.py)."""
     from ortools.sat.python import cp_model
+    from ortools.sat.python import cp_model_helper as cmh
 
     class _Model(cp_model.CpModel):
         def _add_pre_pep8_methods(self) -> None:
             return None
 
+        def minimize(self, obj) -> None:
+            """CpModel.minimize for the engine's integer linear expressions (the same proto): the variables'
+            indices extended at once, where CP-SAT appends them one by one (~1 ms a core of 300 variables)."""
+            if not isinstance(obj, cp_model.LinearExpr) or not obj.is_integer():
+                return super().minimize(obj)
+            self.clear_objective()
+            flat = cmh.FlatIntExpr(obj)
+            objective = self.model_proto.objective
+            objective.vars.extend([v.index for v in flat.vars])
+            objective.scaling_factor = 1.0
+            objective.offset = flat.offset
+            objective.coeffs.extend(flat.coeffs)
+            return None
+
     return _Model
+
+
+@functools.cache
+def _bool_domain():
+    from ortools.util.python import sorted_interval_list
+
+    return sorted_interval_list.Domain(0, 1)
+
+
+def _new_bool_vars(m, names: list[str]) -> list:
+    """m.new_bool_var(name) for each name, in order (the same proto), with one 0-1 domain for all: CpModel's
+    builds a Domain object per variable (about a third of a core's build, measured)."""
+    from ortools.sat.python import cp_model_helper as cmh
+
+    proto, domain = m.model_proto, _bool_domain()
+    return [cmh.IntVar(proto).with_name(n).with_domain(domain) for n in names]
 
 
 class _Core:
@@ -142,7 +173,7 @@ class _Core:
                 self.single[g] = -1
         self.multi = multi
         self.var_cfg = np.nonzero(alive & np.repeat(self.single < 0, np.diff(start)))[0]
-        self.vars = [self.m.new_bool_var(f"y{c}") for c in self.var_cfg.tolist()]
+        self.vars = _new_bool_vars(self.m, [f"y{c}" for c in self.var_cfg.tolist()])
         self.var_of = {c: v for c, v in zip(self.var_cfg.tolist(), self.vars, strict=True)}
         grp = np.repeat(np.arange(gr.n_groups), np.diff(start))[self.var_cfg]
         bounds = np.searchsorted(grp, np.arange(gr.n_groups + 1)) if len(grp) else None

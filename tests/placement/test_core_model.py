@@ -44,3 +44,23 @@ def test_core_model_is_cpmodels(monkeypatch, family, size, seed):
         got = ours.solve(time.monotonic() + 30, None, first=True)
         assert got == plain.solve(time.monotonic() + 30, None, first=True)
         assert ask is not None or got[0] == "feasible"
+
+
+def test_bool_vars_and_objective_are_cpmodels():
+    """engine._new_bool_vars (one shared 0-1 domain) and _model_class().minimize (indices extended at once) write
+    what CpModel.new_bool_var and CpModel.minimize write, offset, repeated variables and negative weights too."""
+    names = [f"y{k}" for k in (5, 0, 17, 3)]
+    ours, plain = engine._model_class()(), cp_model.CpModel()
+    xs = engine._new_bool_vars(ours, names)
+    ys = [plain.new_bool_var(n) for n in names]
+    assert str(ours.proto) == str(plain.proto)
+    for objective in (
+        lambda v: cp_model.LinearExpr.weighted_sum(v, [3, -2, 0, 7]),
+        lambda v: 2 * v[0] + v[1] - 5 * v[0] + 11,
+        lambda v: cp_model.LinearExpr.weighted_sum([], []),
+        lambda v: 4,
+    ):
+        ours.minimize(objective(xs))
+        plain.minimize(objective(ys))
+        assert str(ours.proto) == str(plain.proto)
+        assert ours.proto.objective.offset == plain.proto.objective.offset
