@@ -230,11 +230,11 @@ class _Core:
         64 bits. Redundant for the LP, but CP-SAT propagates one combined row far better than the cost row
         and the budget rows apart."""
         single = self.single[self.single >= 0]
-        room -= sum(d[single].tolist())  # Python integers: no int64 overflow
+        coef, least = self._shifted(d[self.var_cfg])  # (each group's least spent whatever it chooses)
+        room -= sum(d[single].tolist()) + least  # Python integers: no int64 overflow
         if room < 0:
             self.m.add_bool_or([])
             return
-        coef = d[self.var_cfg]
         total = sum(coef.tolist())  # CP-SAT refuses a row whose terms could sum past 64 bits
         if room >= total:
             return  # implied: every choice meets it
