@@ -7,6 +7,20 @@ from bench.placement.foreign import _agree, instance
 from placement import parse_problem, solve
 
 
+def _solved_alike(obj: dict, tag) -> tuple[dict, dict]:
+    """Ours and the MIP on `obj`, asserted to agree (status; proven host costs within the gap)."""
+    ours = solve(parse_problem(obj), time_limit=20)
+    mip = solve(parse_problem(obj), solver="mip", time_limit=20)
+    assert _agree(ours, mip), (
+        tag,
+        ours["status"],
+        mip["status"],
+        ours.get("host_cost"),
+        mip.get("host_cost"),
+    )
+    return ours, mip
+
+
 def test_every_instance_parses():
     for seed in range(200):
         parse_problem(instance(seed))  # raises PlacementInputError naming the field
@@ -18,15 +32,7 @@ def test_ours_agrees_with_the_mip_on_small_instances():
         obj = instance(seed)
         if len(obj["nodes"]) > 30:
             continue
-        ours = solve(parse_problem(obj), time_limit=20)
-        mip = solve(parse_problem(obj), solver="mip", time_limit=20)
-        assert _agree(ours, mip), (
-            seed,
-            ours["status"],
-            mip["status"],
-            ours.get("host_cost"),
-            mip.get("host_cost"),
-        )
+        ours, mip = _solved_alike(obj, seed)
         checked += 1
         decided += ours["status"] in ("optimal", "infeasible") and mip["status"] in ("optimal", "infeasible")
     assert checked >= 20 and decided >= checked - 2
@@ -67,14 +73,5 @@ def test_ours_agrees_with_the_mip_on_large_draws():
     from bench.placement.foreign import large_instance
 
     for seed, size, ns in ((0, 120, 1), (1, 120, 1), (2, 90, 2), (3, 120, 1)):
-        obj = large_instance(seed, size, ns)
-        ours = solve(parse_problem(obj), time_limit=20)
-        mip = solve(parse_problem(obj), solver="mip", time_limit=20)
+        ours, _ = _solved_alike(large_instance(seed, size, ns), seed)
         assert ours["status"] in ("optimal", "infeasible")
-        assert _agree(ours, mip), (
-            seed,
-            ours["status"],
-            mip["status"],
-            ours.get("host_cost"),
-            mip.get("host_cost"),
-        )
