@@ -60,6 +60,28 @@ def measured(rng: random.Random, lo: float, hi: float) -> float:
     return math.exp(rng.uniform(math.log(max(lo, 1e-6)), math.log(hi)))
 
 
+def _traffic(rng: random.Random, heavy: bool) -> float:
+    """A flow's Gbit/s: heavy-tailed (Pareto, capped at 50) or measured-looking."""
+    return min(50.0, rng.paretovariate(1.2) * 0.05) if heavy else measured(rng, 0.001, 5.0)
+
+
+def _path_edges(rng: random.Random, path: list[str], g: float) -> list[dict]:
+    """The edges along `path`, each carrying 60-100 % of `g` (what the NFs before it left of the flow)."""
+    return [
+        {"src": x, "dst": y, "gbps": g * rng.uniform(0.6, 1.0)} for x, y in zip(path, path[1:], strict=False)
+    ]
+
+
+def _east_west(rng: random.Random, nfs: list[dict], count: int, heavy: bool) -> list[dict]:
+    """`count` edges between two random NFs (east-west traffic, joining chains)."""
+    ids = [n["id"] for n in nfs]
+    edges = []
+    for _ in range(count):
+        x, y = rng.sample(ids, 2)
+        edges.append({"src": x, "dst": y, "gbps": _traffic(rng, heavy)})
+    return edges
+
+
 def _nf(
     rng: random.Random, i: int, prof: tuple, locs: list[str], res: bool, lat: bool, pins: float = 0.04
 ) -> dict:
@@ -116,10 +138,6 @@ def instance(seed: int) -> dict:
     nfs = [_nf(rng, i, prof[rng.choice(TYPES)], locs, res, lat) for i in range(n_nf)]
     nodes += nfs
     heavy = rng.random() < 0.5
-
-    def gbps() -> float:
-        return min(50.0, rng.paretovariate(1.2) * 0.05) if heavy else measured(rng, 0.001, 5.0)
-
     edges: list[dict] = []
     chains: list[dict] = []
     left = [n["id"] for n in nfs]
@@ -129,17 +147,10 @@ def instance(seed: int) -> dict:
         seg, left = left[:k], left[k:]
         a, b = f"vm{rng.randrange(n_vm)}", f"p{rng.randrange(ns)}"
         path = [a, *seg, b] if rng.random() < 0.5 else [b, *seg, a]
-        g = gbps()
-        edges += [
-            {"src": x, "dst": y, "gbps": g * rng.uniform(0.6, 1.0)}
-            for x, y in zip(path, path[1:], strict=False)
-        ]
+        edges += _path_edges(rng, path, _traffic(rng, heavy))
         if lat and rng.random() < 0.5:
             chains.append({"id": f"c{len(chains)}", "vertices": path})
-    ids = [n["id"] for n in nfs]
-    for _ in range(rng.randint(0, n_nf // 4)):
-        x, y = rng.sample(ids, 2)
-        edges.append({"src": x, "dst": y, "gbps": gbps()})
+    edges += _east_west(rng, nfs, rng.randint(0, n_nf // 4), heavy)
     nic_all = 2 * sum(n["r_nic"] for n in nfs)
     crossing = sum(e["gbps"] for e in edges)
     for sn in snics:
@@ -198,10 +209,6 @@ def large_instance(seed: int, size: int, ns: int) -> dict:
     nodes += nfs
     heavy = rng.random() < 0.5
     lengths = rng.choice([[1, 2, 3, 5, 8, 15], [1, 2, 3], [8, 12, 15], [2, 3, 4, 5]])
-
-    def gbps() -> float:
-        return min(50.0, rng.paretovariate(1.2) * 0.05) if heavy else measured(rng, 0.001, 5.0)
-
     edges: list[dict] = []
     chains: list[dict] = []
     left = [n["id"] for n in nfs]
@@ -213,18 +220,11 @@ def large_instance(seed: int, size: int, ns: int) -> dict:
         s = rng.randrange(ns)
         a, b = f"vm{rng.randrange(n_vm)}", f"p{s}.{rng.randrange(n_port[s])}"
         path = [a, *seg, b] if rng.random() < 0.5 else [b, *seg, a]
-        g = gbps()
-        edges += [
-            {"src": x, "dst": y, "gbps": g * rng.uniform(0.6, 1.0)}
-            for x, y in zip(path, path[1:], strict=False)
-        ]
+        edges += _path_edges(rng, path, _traffic(rng, heavy))
         forced[s] += min(e["gbps"] for e in edges[len(edges) - len(path) + 1 :])  # VM to port: one crossing
         if lat and rng.random() < 0.5:
             chains.append({"id": f"c{len(chains)}", "vertices": path})
-    ids = [n["id"] for n in nfs]
-    for _ in range(rng.randint(0, n_nf // rng.choice([4, 10, 40]))):
-        x, y = rng.sample(ids, 2)
-        edges.append({"src": x, "dst": y, "gbps": gbps()})
+    edges += _east_west(rng, nfs, rng.randint(0, n_nf // rng.choice([4, 10, 40])), heavy)
     cap_lo_hi, pcie_lo_hi = TIGHTNESS[rng.choice(list(TIGHTNESS))]
     cap_lo_hi = TIGHTNESS[rng.choice(list(TIGHTNESS))][0] if rng.random() < 0.3 else cap_lo_hi
     load: dict[str, float] = {}
