@@ -1613,11 +1613,7 @@ def _inside(gr: Groups, keep: np.ndarray, ask: int, d1: np.ndarray, lb1: int, de
     """CP-SAT minimising the primary over the `keep` configurations below `ask` + 1 (within `units`), boxed in
     INSIDE_WORK: (status, its placement or None, groups with a choice, a floor: no placement of only `keep`'s
     configurations costs less, or None)."""
-    core = _Core(gr, keep, workers, FEASIBILITY_LINEARIZATION, run)
-    core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
-    core.add_reduced_cut(d1, den1 * ask - lb1)
-    for lbr, denr, dr in _row_freed_bounds(gr, keep, lam) if freed else []:
-        core.add_reduced_cut(dr, denr * ask - lbr)
+    core = _asking(gr, keep, ask, d1, lb1, den1, lam, freed, workers, run)
     core.m.minimize(core.objective(gr.cost))
     status, ch, _, bound = core.solve(deadline, None, float(units), INSIDE_WORK, cuts=False)
     if status == "infeasible":
@@ -1626,16 +1622,24 @@ def _inside(gr: Groups, keep: np.ndarray, ask: int, d1: np.ndarray, lb1: int, de
     return status, ch, len(core.multi), None if low is None else low + core.const(gr.cost)
 
 
-def _question(gr: Groups, alive: np.ndarray, ask: int, d1: np.ndarray, lb1: int, den1: int, lam: np.ndarray,
-              freed: bool, outside: np.ndarray | None, best: list[int], one_snic: bool, workers: int,
-              deadline: float, run: _Run) -> tuple[str, list[int] | None, int]:  # fmt: skip
-    """CP-SAT on "is there a placement of the `alive` configurations of primary <= ask?" (with a configuration
-    outside `outside` when given): (status, its placement or None, the core's groups with a choice)."""
+def _asking(gr: Groups, alive: np.ndarray, ask: int, d1: np.ndarray, lb1: int, den1: int, lam: np.ndarray,
+            freed: bool, workers: int, run: _Run) -> _Core:  # fmt: skip
+    """The core of `alive` asking for primary <= ask: the cost row and the reduced-cost cuts (of the prices and,
+    `freed`, of each binding row freed) every placement of that cost meets."""
     core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
     core.m.add(core.objective(gr.cost) <= ask - core.const(gr.cost))
     core.add_reduced_cut(d1, den1 * ask - lb1)
     for lbr, denr, dr in _row_freed_bounds(gr, alive, lam) if freed else []:
         core.add_reduced_cut(dr, denr * ask - lbr)
+    return core
+
+
+def _question(gr: Groups, alive: np.ndarray, ask: int, d1: np.ndarray, lb1: int, den1: int, lam: np.ndarray,
+              freed: bool, outside: np.ndarray | None, best: list[int], one_snic: bool, workers: int,
+              deadline: float, run: _Run) -> tuple[str, list[int] | None, int]:  # fmt: skip
+    """CP-SAT on "is there a placement of the `alive` configurations of primary <= ask?" (with a configuration
+    outside `outside` when given): (status, its placement or None, the core's groups with a choice)."""
+    core = _asking(gr, alive, ask, d1, lb1, den1, lam, freed, workers, run)
     if outside is not None:
         core.add_outside(outside)
     # Several sNICs: the incumbent as CP-SAT's hint, its "yes" is usually a few switches away
