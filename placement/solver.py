@@ -94,11 +94,28 @@ class _Model:
         self.x: dict[tuple[int, str], object] = {}
         self.gap_limit = opts.gap_limit  # stage 2 sets 0: the tie-break's own optimum
         self.work_done = 0.0  # CP-SAT's deterministic time of the last solve (the first-try box's unit)
+        # For plainls.py (CP-SAT only): every row as ([(working integer, variable index)], its budget less its
+        # constants), each crossing indicator's lower bounds {index: [(a, b)]} (z >= a - b; a constant as a
+        # 1-tuple), the stage-1 cost of (NF, location) in working integers, the variables by index.
+        self.ls_rows: list | None = [] if opts.solver == "cpsat" else None
+        self.ls_z: dict[int, list[tuple]] = {}
+        self.ls_cost: dict[tuple[int, str], int] = {}
+        self.ls_vars: dict[int, object] = {}
         self.build()
 
     # Variables -------------------------------------------------------------------------------------
     def boolvar(self, name: str):
-        return self.m.NewBoolVar(name) if self.opts.solver == "cpsat" else self.m.BoolVar(name)
+        if self.opts.solver != "cpsat":
+            return self.m.BoolVar(name)
+        v = self.m.NewBoolVar(name)
+        self.ls_vars[v.Index()] = v
+        return v
+
+    def _ls_z(self, z, inside, outside) -> None:
+        """Record z >= inside - outside for plainls.py."""
+        if self.ls_rows is not None:
+            term = lambda t: (t,) if isinstance(t, int) else t.Index()  # noqa: E731
+            self.ls_z.setdefault(z.Index(), []).append((term(inside), term(outside)))
 
     def on(self, i: int, loc: str):
         """1 if vertex i is at loc: a constant int or a variable."""
@@ -139,6 +156,16 @@ class _Model:
         move_terms = [(ints[len(nfs) + k], mv) for k, mv in enumerate(self.moved.values())]
         self.stage1 = [(c, v) for c, v in host_terms + move_terms if c and not isinstance(v, int)]
         self.stage1_const = sum(c * v for c, v in host_terms + move_terms if isinstance(v, int))
+        moved_at = {i: len(nfs) + k for k, i in enumerate(self.moved)}
+        for k, i in enumerate(nfs):
+            if len(p.allowed(p.nodes[i])) > 1:
+                if ints[k]:
+                    self.ls_cost[(i, HOST)] = ints[k]
+                if i in moved_at:
+                    c = ints[moved_at[i]]
+                    for loc in p.allowed(p.nodes[i]):
+                        if loc != p.nodes[i].location:
+                            self.ls_cost[(i, loc)] = self.ls_cost.get((i, loc), 0) + c
         if self.opts.max_moves is not None:
             mv = [v for v in self.moved.values() if not isinstance(v, int)]
             forced = sum(1 for n in p.nodes if n.placed and len(p.allowed(n)) == 1
@@ -172,6 +199,7 @@ class _Model:
                         continue
                     z = self.boolvar(f"z{k}_{s.id}_{d}")
                     self.add(z >= inside - outside)
+                    self._ls_z(z, inside, outside)
                     dirs[d].append((e.gbps, z))
             groups = (
                 [("both", dirs["up"] + dirs["down"])]
@@ -203,6 +231,8 @@ class _Model:
                     z = self.boolvar(f"l{chain.id}_{k}_{s.id}")
                     self.add(z >= oa - ob)
                     self.add(z >= ob - oa)
+                    self._ls_z(z, oa, ob)
+                    self._ls_z(z, ob, oa)
                     terms.append((s.pcie_latency, z))
         return terms
 
@@ -221,6 +251,8 @@ class _Model:
             self.add(sum((c / top) * v for c, v in var_terms) <= (cap - const) / top)
         elif var_terms:
             self.add(sum(c * v for c, v in var_terms) + const <= cap)
+            if self.ls_rows is not None:
+                self.ls_rows.append(([(c, v.Index()) for c, v in var_terms], cap - const))
         elif const > cap:
             self.add(self.boolvar("never") + 1 <= 0)
 
