@@ -24,7 +24,8 @@ class Evaluation:
 
 
 def evaluate(problem: Problem, placement: dict[str, str]) -> Evaluation:
-    hcost, ncost = problem.host_costs(), problem.nic_costs()
+    loads = problem.loads()
+    hcost, ncost = problem.host_costs(loads), problem.nic_costs(loads)
     host_cost = Fraction(0)
     snic_load = {s.id: Fraction(0) for s in problem.snics}
     used = {s.id: {r: Fraction(0) for r in problem.resource_names} for s in problem.snics}

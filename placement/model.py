@@ -20,6 +20,9 @@ PLACED = ("nf", "table")  # the kinds the solver places (a virtual switch table 
 RULES = "rules"  # the sNIC resource that a table's rules use (an sNIC's max_rules; reserved name)
 
 
+LOADS_DEN_MAX = 1 << 256  # Problem.loads sums over one common denominator up to this size
+
+
 class PlacementInputError(ValueError):
     """Invalid placement instance; the message names the offending field."""
 
@@ -131,24 +134,39 @@ class Problem:
 
     def loads(self) -> list[Fraction]:
         """load_i = sum of traffic in and out of vertex i (Gbit/s), plus a table's `through_gbps`."""
-        load = [2 * n.through for n in self.nodes]  # in + out, like an edge through it
+        vals = [n.through for n in self.nodes] + [e.gbps for e in self.edges]
+        den = 1
+        for d in {v.denominator for v in vals}:
+            den = den * d // math.gcd(den, d)
+            if den > LOADS_DEN_MAX:  # many unrelated denominators: exact fractions, one addition at a time
+                load = [2 * n.through for n in self.nodes]  # in + out, like an edge through it
+                for e in self.edges:
+                    load[self.index[e.src]] += e.gbps
+                    load[self.index[e.dst]] += e.gbps
+                return load
+        # The same sums as integers over one common denominator (a Fraction addition per edge end cost most of
+        # the plain model's build at 5,000 vertices); Fraction(n, den) reduces them to the same values.
+        num = [2 * n.through.numerator * (den // n.through.denominator) for n in self.nodes]
         for e in self.edges:
-            load[self.index[e.src]] += e.gbps
-            load[self.index[e.dst]] += e.gbps
-        return load
+            g = e.gbps.numerator * (den // e.gbps.denominator)
+            num[self.index[e.src]] += g
+            num[self.index[e.dst]] += g
+        return [Fraction(x, den) for x in num]
 
-    def host_costs(self) -> list[Fraction]:
-        """Per vertex: host cores it costs on the host (NFs and tables: b_host x instances + r_host x load; else 0)."""
+    def host_costs(self, loads: list[Fraction] | None = None) -> list[Fraction]:
+        """Per vertex: host cores it costs on the host (NFs and tables: b_host x instances + r_host x load; else 0).
+        `loads`: self.loads(), if the caller has it."""
         return [
             n.b_host * n.instances + n.r_host * ld if n.placed else Fraction(0)
-            for n, ld in zip(self.nodes, self.loads(), strict=True)
+            for n, ld in zip(self.nodes, self.loads() if loads is None else loads, strict=True)
         ]
 
-    def nic_costs(self) -> list[Fraction]:
-        """Per vertex: sNIC capacity units it uses on an sNIC (NFs and tables: b_nic x instances + r_nic x load)."""
+    def nic_costs(self, loads: list[Fraction] | None = None) -> list[Fraction]:
+        """Per vertex: sNIC capacity units it uses on an sNIC (NFs and tables: b_nic x instances + r_nic x load).
+        `loads`: self.loads(), if the caller has it."""
         return [
             n.b_nic * n.instances + n.r_nic * ld if n.placed else Fraction(0)
-            for n, ld in zip(self.nodes, self.loads(), strict=True)
+            for n, ld in zip(self.nodes, self.loads() if loads is None else loads, strict=True)
         ]
 
     def location_booleans(self) -> int:

@@ -94,32 +94,16 @@ class _Model:
         self.x: dict[tuple[int, str], object] = {}
         self.gap_limit = opts.gap_limit  # stage 2 sets 0: the tie-break's own optimum
         self.work_done = 0.0  # CP-SAT's deterministic time of the last solve (the first-try box's unit)
-        # For plainls.py (CP-SAT only): every row as ([(working integer, variable index)], its budget less its
-        # constants), each crossing indicator's lower bounds {index: [(a, b)]} (z >= a - b; a constant as a
-        # 1-tuple), the stage-1 cost of (NF, location) in working integers, the variables by index.
-        self.ls_rows: list | None = [] if opts.solver == "cpsat" else None
-        self.ls_z: dict[int, list[tuple]] = {}
-        self.ls_cost: dict[tuple[int, str], int] = {}
-        self.ls_vars: dict[int, object] = {}
+        self.allowed = [problem.allowed(n) for n in problem.nodes]  # once: on() asks per term
         self.build()
 
     # Variables -------------------------------------------------------------------------------------
     def boolvar(self, name: str):
-        if self.opts.solver != "cpsat":
-            return self.m.BoolVar(name)
-        v = self.m.NewBoolVar(name)
-        self.ls_vars[v.Index()] = v
-        return v
-
-    def _ls_z(self, z, inside, outside) -> None:
-        """Record z >= inside - outside for plainls.py."""
-        if self.ls_rows is not None:
-            term = lambda t: (t,) if isinstance(t, int) else t.Index()  # noqa: E731
-            self.ls_z.setdefault(z.Index(), []).append((term(inside), term(outside)))
+        return self.m.new_bool_var(name) if self.opts.solver == "cpsat" else self.m.BoolVar(name)
 
     def on(self, i: int, loc: str):
         """1 if vertex i is at loc: a constant int or a variable."""
-        allowed = self.p.allowed(self.p.nodes[i])
+        allowed = self.allowed[i]
         if loc not in allowed:
             return 0
         if len(allowed) == 1:
@@ -128,15 +112,15 @@ class _Model:
 
     def add(self, expr_le) -> None:
         if self.opts.solver == "cpsat":
-            self.m.Add(expr_le)
+            self.m.add(expr_le)  # the snake_case name: the CamelCase one goes through a deprecation wrapper
         else:
             self.m.Add(expr_le)
 
     def build(self) -> None:
         p = self.p
-        hcost, ncost = p.host_costs(), p.nic_costs()  # affine: base per instance + r x load
-        for i, n in enumerate(p.nodes):
-            allowed = p.allowed(n)
+        loads = p.loads()
+        hcost, ncost = p.host_costs(loads), p.nic_costs(loads)  # affine: base per instance + r x load
+        for i, allowed in enumerate(self.allowed):
             if len(allowed) > 1:
                 for loc in allowed:
                     self.x[(i, loc)] = self.boolvar(f"x{i}_{loc}")
@@ -147,7 +131,7 @@ class _Model:
         self.moved = {}
         for i in nfs:
             n = p.nodes[i]
-            if n.location is not None and len(p.allowed(n)) > 1:
+            if n.location is not None and len(self.allowed[i]) > 1:
                 stay = self.on(i, n.location)
                 self.moved[i] = (1 - stay) if not isinstance(stay, int) else 1 - stay
         coeffs = [hcost[i] for i in nfs] + [move_cost] * len(self.moved)
@@ -156,16 +140,6 @@ class _Model:
         move_terms = [(ints[len(nfs) + k], mv) for k, mv in enumerate(self.moved.values())]
         self.stage1 = [(c, v) for c, v in host_terms + move_terms if c and not isinstance(v, int)]
         self.stage1_const = sum(c * v for c, v in host_terms + move_terms if isinstance(v, int))
-        moved_at = {i: len(nfs) + k for k, i in enumerate(self.moved)}
-        for k, i in enumerate(nfs):
-            if len(p.allowed(p.nodes[i])) > 1:
-                if ints[k]:
-                    self.ls_cost[(i, HOST)] = ints[k]
-                if i in moved_at:
-                    c = ints[moved_at[i]]
-                    for loc in p.allowed(p.nodes[i]):
-                        if loc != p.nodes[i].location:
-                            self.ls_cost[(i, loc)] = self.ls_cost.get((i, loc), 0) + c
         if self.opts.max_moves is not None:
             mv = [v for v in self.moved.values() if not isinstance(v, int)]
             forced = sum(1 for n in p.nodes if n.placed and len(p.allowed(n)) == 1
@@ -199,7 +173,6 @@ class _Model:
                         continue
                     z = self.boolvar(f"z{k}_{s.id}_{d}")
                     self.add(z >= inside - outside)
-                    self._ls_z(z, inside, outside)
                     dirs[d].append((e.gbps, z))
             groups = (
                 [("both", dirs["up"] + dirs["down"])]
@@ -231,8 +204,6 @@ class _Model:
                     z = self.boolvar(f"l{chain.id}_{k}_{s.id}")
                     self.add(z >= oa - ob)
                     self.add(z >= ob - oa)
-                    self._ls_z(z, oa, ob)
-                    self._ls_z(z, ob, oa)
                     terms.append((s.pcie_latency, z))
         return terms
 
@@ -250,16 +221,20 @@ class _Model:
             # the exact re-check in _solve_model catches it (a margin would cut placements at the budget).
             self.add(sum((c / top) * v for c, v in var_terms) <= (cap - const) / top)
         elif var_terms:
-            self.add(sum(c * v for c, v in var_terms) + const <= cap)
-            if self.ls_rows is not None:
-                self.ls_rows.append(([(c, v.Index()) for c, v in var_terms], cap - const))
+            # CP-SAT: one weighted sum (the same row as summing the products, built without a chain of them)
+            self.add(
+                self.cp.LinearExpr.weighted_sum([v for _, v in var_terms], [c for c, _ in var_terms]) + const
+                <= cap
+            )
         elif const > cap:
             self.add(self.boolvar("never") + 1 <= 0)
 
     # Solving -----------------------------------------------------------------------------------------
     def minimize(self, terms: list[tuple[int, object]]) -> None:
-        expr = sum(c * v for c, v in terms) if terms else 0
-        self.m.Minimize(expr)
+        if self.opts.solver == "cpsat":
+            self.m.minimize(self.cp.LinearExpr.weighted_sum([v for _, v in terms], [c for c, _ in terms]))
+        else:
+            self.m.Minimize(sum(c * v for c, v in terms) if terms else 0)
 
     def solve(self, deadline: float, hint: dict | None = None, work: float | None = None):
         """Returns (status in optimal|feasible|infeasible|unknown, objective, bound); `work`: CP-SAT's
@@ -274,9 +249,9 @@ class _Model:
             solver.parameters.linearization_level = self.opts.linearization
             solver.parameters.relative_gap_limit = self.gap_limit
             if hint:
-                self.m.ClearHints()
+                self.m.clear_hints()
                 for var, val in hint.items():
-                    self.m.AddHint(var, val)
+                    self.m.add_hint(var, val)
             st = solver.Solve(self.m)
             self.work_done = solver.deterministic_time
             if st == self.cp.MODEL_INVALID:
