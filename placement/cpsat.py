@@ -1,4 +1,9 @@
-"""CP-SAT solvers as every placement path creates them: one place for the parameters that keep answers exact."""
+"""CP-SAT solvers as every placement path creates them: one place for the parameters that keep answers exact.
+
+`new_solver` is the safe solver: every proof (status optimal or infeasible used as such, an objective bound)
+comes from it. `new_stock_solver` keeps OR-Tools 9.15's stock presolve, which can drop solutions (below):
+only a placement may come from it, after `satisfies` checks it against every row of the model in exact
+integers (placement/engine.py `_Core.solve`'s `stock`; docs/placement.md)."""
 
 from __future__ import annotations
 
