@@ -885,7 +885,7 @@ def _exact_floor(bound: float | None) -> int | None:
 
 def _minimised(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, best: list[int], p1: int,
                slack: int, workers: int, deadline: float, run: _Run,
-               whole: bool = False) -> tuple[str, list[int] | None, int | None]:  # fmt: skip
+               whole: bool = False) -> tuple[str, list[int] | None, int | None, bool]:  # fmt: skip
     """CP-SAT minimising the primary over the `alive` configurations (every placement of primary <= p1 uses
     only those: reduced-cost fixing at p1), from the incumbent `best`, with the exact reduced-cost row as a
     redundant constraint; it stops within `slack` of its own bound or after MINIMISE_WORK deterministic
@@ -893,7 +893,9 @@ def _minimised(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, 
     row (measured on a core of 4,749 variables 1,200 slacks above the bound: proven in 4.0 deterministic
     seconds without it, 10.2 with it). Returns (status, its best placement or None, floor or None): floor
     is an exact lower bound on every placement of primary <= p1 (so on the optimum, p1 being a placement's), None when CP-SAT
-    reported none or the bound is too large to be exact in a double (CP-SAT reports it as one)."""
+    reported none or the bound is too large to be exact in a double (CP-SAT reports it as one); and whether
+    the placement came from a stock-presolve run that called it optimal (no floor then: a hint only). Boxed,
+    CP-SAT's stock presolve is asked first for the placement (after a short safe run, STOCK_LEAD_WORK)."""
     core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
     const = core.const(gr.cost)
     core.m.add(core.objective(gr.cost) <= p1 - const)
@@ -915,7 +917,7 @@ def _minimise_into(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: i
                    lower: Fraction, slack: Callable[[int], int], workers: int, deadline: float, run: _Run,
                    step: str, t0: float) -> tuple[list[int], int, np.ndarray, Fraction, bool, bool]:  # fmt: skip
     """_minimised (`step` "whole" or "boxed") taken in: (incumbent, its primary, the core fixed at it, the
-    floor, whether the incumbent changed)."""
+    floor, whether the incumbent changed, whether a stock-presolve run called it optimal: a hint only)."""
     status, ch, floor_, hinted = _minimised(
         gr, alive, d, lb, den, best, p1, slack(p1), workers, deadline, run, step == "whole"
     )
