@@ -61,7 +61,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from placement import choicebb
-from placement.cpsat import new_solver
+from placement.cpsat import new_solver, new_stock_solver, satisfies
 from placement.decompose import SAFE, Groups
 from placement.dual import prices
 from placement.pack import pack
@@ -100,6 +100,8 @@ class _Run:
     clock: Callable[[], float] = time.monotonic
     cpsat_work: float = 0.0
     exact_work: int = 0  # units of the exact answers (choicebb.py)
+    stock_found: int = 0  # placements from a stock-presolve run (_Core.solve's `stock`), checked exactly
+    stock_refused: int = 0  # such placements that failed the exact check (not used)
 
 
 @functools.cache
@@ -201,6 +203,7 @@ class _Core:
                 self.infeasible_row = gr.row_names[r]
                 self.m.add_bool_or([])  # unsatisfiable
         self.hint = None
+        self.stock_optimal = False  # (see solve)
 
     def _shifted(self, coef: np.ndarray) -> tuple[np.ndarray, int]:
         """Per-variable `coef` less its group's least, and the sum of those leasts (spent by any choice)."""
@@ -254,13 +257,72 @@ class _Core:
         self.m.add_bool_or([self.vars[k] for k in out.tolist()])  # (none: unsatisfiable)
 
     def solve(self, deadline: float, hint: list[int] | None, abs_gap: float = 0.0, work: float | None = None,
-              cuts: bool = True, first: bool = False, conflicts: int | None = None):  # fmt: skip
+              cuts: bool = True, first: bool = False, conflicts: int | None = None,
+              stock: float | None = None, lead: float | None = None):  # fmt: skip
         """CP-SAT until `deadline` (wall clock) and, if given, `work` units of CP-SAT's deterministic time
         (a box that does not shrink when the machine is loaded) or `conflicts` conflicts (also
         deterministic). `cuts=False`: no cutting planes (cut_level 0; where they cost more than they
         prune, see the callers). `first`: stop at the first solution (a question asked with an objective
-        only to guide the search: status "feasible")."""
+        only to guide the search: status "feasible"). `stock`: first a run with CP-SAT's stock presolve
+        (placement/cpsat.py), boxed in `stock` deterministic seconds (within `work`), for a PLACEMENT only:
+        one that meets every row of this model in exact integers (cpsat.satisfies) comes back as
+        "feasible" with no bound, whatever that run called it (`self.stock_optimal`: whether it said
+        "optimal", a hint for the caller's order of questions, never a proof); without one, the run with
+        the safe solver follows in the rest of the box, and its answers (a proof included) are returned.
+        `lead` (with `stock`): before the stock run, one with the safe solver boxed in `lead` deterministic
+        seconds, whose answer is taken if it has one (optimal, infeasible; with `first` a solution)."""
+        self.stock_optimal = False
+        self.m.clear_hints()
+        if hint is not None:
+            for c in hint:
+                v = self.var_of.get(c)
+                if v is not None:
+                    self.m.add_hint(v, 1)
+        if lead is not None and stock is not None and self.vars:
+            solver = new_solver(self.cp)
+            self._set(
+                solver, deadline, abs_gap, lead if work is None else min(lead, work), cuts, first, conflicts
+            )
+            st = self._run_solver(solver)
+            if st in (self.cp.OPTIMAL, self.cp.INFEASIBLE) or (st == self.cp.FEASIBLE and first):
+                return self._answer(solver, st)  # (answered; a solution its box cut short is not)
+            if work is not None:
+                work = max(1e-3, work - solver.deterministic_time)
+        if stock is not None and self.vars:
+            box = stock if work is None else min(stock, work)
+            solver = new_stock_solver(self.cp)
+            if self._set(solver, deadline, abs_gap, box, cuts, first, conflicts):
+                st = self._run_solver(solver)
+                if st in (self.cp.OPTIMAL, self.cp.FEASIBLE):
+                    values = [int(solver.boolean_value(v)) for v in self.vars]
+                    if satisfies(self.m.model_proto, values):
+                        self.stock_optimal = st == self.cp.OPTIMAL
+                        self.run.stock_found += 1
+                        return (
+                            "feasible",
+                            self._chosen(np.array(values, dtype=bool)),
+                            solver.objective_value,
+                            None,
+                        )
+                    self.run.stock_refused += 1
+                if work is not None:
+                    work = max(1e-3, work - solver.deterministic_time)
         solver = new_solver(self.cp)
+        self._set(solver, deadline, abs_gap, work, cuts, first, conflicts)
+        return self._answer(solver, self._run_solver(solver))
+
+    def _answer(self, solver, st) -> tuple:
+        """(status, placement, objective, bound) of a safe solver's run (new_solver)."""
+        status = {self.cp.OPTIMAL: "optimal", self.cp.FEASIBLE: "feasible", self.cp.INFEASIBLE: "infeasible"}
+        status = status.get(st, "unknown")
+        if status not in ("optimal", "feasible"):
+            return status, None, None, None
+        values = np.array([solver.boolean_value(v) for v in self.vars], dtype=bool) if self.vars else None
+        return status, self._chosen(values), solver.objective_value, solver.best_objective_bound
+
+    def _set(self, solver, deadline: float, abs_gap: float, work: float | None, cuts: bool, first: bool,
+             conflicts: int | None) -> bool:  # fmt: skip
+        """The parameters of one solve (see solve); whether CP-SAT's presolve runs."""
         if conflicts is not None:
             solver.parameters.max_number_of_conflicts = conflicts
         if not cuts:
@@ -268,37 +330,34 @@ class _Core:
         solver.parameters.stop_after_first_solution = first
         solver.parameters.absolute_gap_limit = abs_gap
         solver.parameters.max_time_in_seconds = max(0.01, deadline - self.run.clock())
+        presolve = True
         if work is not None:
             solver.parameters.max_deterministic_time = work
             if work < NO_PRESOLVE_WORK and len(self.vars) > NO_PRESOLVE_VARS:
                 # CP-SAT adds presolve's deterministic time only when it ends: a box this small would
                 # be overrun by a whole presolve (measured: mesh 5,000's tie-break 0.073 for 0.0125).
-                solver.parameters.cp_model_presolve = False
+                solver.parameters.cp_model_presolve = presolve = False
         solver.parameters.num_workers = self.workers
         solver.parameters.linearization_level = self.linearization
-        self.m.clear_hints()
-        if hint is not None:
-            for c in hint:
-                v = self.var_of.get(c)
-                if v is not None:
-                    self.m.add_hint(v, 1)
+        return presolve
+
+    def _run_solver(self, solver):
         st = solver.solve(self.m)
         self.run.cpsat_work += solver.deterministic_time
         log.debug("cp-sat wall %.3f deterministic %.3f vars %d", solver.wall_time, solver.deterministic_time,
                   len(self.vars))  # fmt: skip
         if st == self.cp.MODEL_INVALID:
             raise ModelRefused(f"CP-SAT refused the engine's model: {self.m.validate() or 'no reason given'}")
-        status = {self.cp.OPTIMAL: "optimal", self.cp.FEASIBLE: "feasible", self.cp.INFEASIBLE: "infeasible"}
-        status = status.get(st, "unknown")
-        if status not in ("optimal", "feasible"):
-            return status, None, None, None
-        values = np.array([solver.boolean_value(v) for v in self.vars], dtype=bool) if self.vars else None
+        return st
+
+    def _chosen(self, values: np.ndarray | None) -> list[int]:
+        """The configuration of each group: its single one, or the one its variables pick."""
         chosen = self.single.copy()
         if self.vars:
             picked = self.var_cfg[values]
             grp = np.searchsorted(self.gr.start, picked, side="right") - 1
             chosen[grp] = picked
-        return status, chosen.tolist(), solver.objective_value, solver.best_objective_bound
+        return chosen.tolist()
 
 
 def _levels(arrays: list[np.ndarray], start: np.ndarray) -> list[list[tuple[np.ndarray, int]]]:
@@ -483,6 +542,18 @@ NEAR_FREE_SHARE, NEAR_FREE_WORK = 32, 0.2
 # The proof's first step (_minimised): CP-SAT minimising on the fixed core, boxed in this deterministic time
 # (measured: chains-tight 500 seed 2 proven within 0.05; long 500 seeds 4-5 not within 0.1).
 MINIMISE_WORK = 0.06
+
+# CP-SAT's stock presolve (placement/cpsat.py) asked first for a PLACEMENT only, where a caller's answer can be one:
+# a solve's status "optimal" / "infeasible" and its bound always come from the safe solver (`_Core.solve`).
+# Measured (bench/RESULTS.md, presolve22): the boxed minimisations (_minimised, _widened) found the optimum
+# in their box with it where the safe solver ran out (skewed 500 seed 9: 0.42 -> 0.15 deterministic s; long
+# 500 seed 5), and two-snics 200 seed 2's question found its "yes" at 2.7 deterministic s (the safe solver
+# none in 20). Its "no" answers are asked again (the safe solver's proof): the one-sNIC questions (mostly
+# "no" near the optimum) then cost twice (mesh 500 seed 3: 0.31 -> 0.60 CPU s), so they do not take it.
+STOCK_PLACEMENTS = True
+STOCK_LEAD_WORK = 0.02  # a boxed minimisation's safe run first (most prove in this: chains-tight 500 seed 2)
+STOCK_QUESTION_WORK = 4.0  # a question's stock run (several sNICs), after a safe one of STOCK_QUESTION_LEAD
+STOCK_QUESTION_LEAD = 0.25
 # ... run only when the incumbent is more than this many slacks above the bound (else the bisection's
 # questions are few) and the core has at most MINIMISE_MAX_VARS variables.
 MINIMISE_GAP, MINIMISE_MAX_VARS = 32, 1000
@@ -708,7 +779,9 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
     for _ in range(1 if narrow else WIDEN_ROUNDS):  # (narrow: a second round's optimum never paid, below)
         keep = _within(d, gap // WIDEN_SHARE)
         core = _below(gr, keep, inc, workers, run)
-        status, ch, _, bound = core.solve(deadline, inc, float(units), WIDEN_WORK, cuts=False)
+        status, ch, _, bound = core.solve(deadline, inc, float(units), WIDEN_WORK, cuts=False,
+                                          stock=None if narrow or not STOCK_PLACEMENTS else WIDEN_WORK)  # fmt: skip
+        # (narrow: only a proven optimum of its core is taken, with its floor: the safe solver's alone)
         log.debug("widened %s core=%d", status, len(core.multi))
         if status not in ("optimal", "feasible"):
             break
@@ -716,9 +789,9 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
         if low is not None and (floor is None or low + core.const(gr.cost) > floor.floor):
             floor = _CoreFloor(keep, low + core.const(gr.cost))
         found = inc = ch
-        settled = status == "optimal"
+        settled = status == "optimal" or core.stock_optimal  # (a hint for the questions' order, not a proof)
         gap = den * _sum(gr.cost, inc) - lb
-        if status == "optimal" or gap <= den * units * WIDEN_GAP:
+        if settled or gap <= den * units * WIDEN_GAP:
             break  # (the next core is a part of this one)
     if narrow and not settled:
         return None, False, None
@@ -812,7 +885,7 @@ def _exact_floor(bound: float | None) -> int | None:
 
 def _minimised(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, best: list[int], p1: int,
                slack: int, workers: int, deadline: float, run: _Run,
-               whole: bool = False) -> tuple[str, list[int] | None, int | None]:  # fmt: skip
+               whole: bool = False) -> tuple[str, list[int] | None, int | None, bool]:  # fmt: skip
     """CP-SAT minimising the primary over the `alive` configurations (every placement of primary <= p1 uses
     only those: reduced-cost fixing at p1), from the incumbent `best`, with the exact reduced-cost row as a
     redundant constraint; it stops within `slack` of its own bound or after MINIMISE_WORK deterministic
@@ -820,7 +893,9 @@ def _minimised(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, 
     row (measured on a core of 4,749 variables 1,200 slacks above the bound: proven in 4.0 deterministic
     seconds without it, 10.2 with it). Returns (status, its best placement or None, floor or None): floor
     is an exact lower bound on every placement of primary <= p1 (so on the optimum, p1 being a placement's), None when CP-SAT
-    reported none or the bound is too large to be exact in a double (CP-SAT reports it as one)."""
+    reported none or the bound is too large to be exact in a double (CP-SAT reports it as one); and whether
+    the placement came from a stock-presolve run that called it optimal (no floor then: a hint only). Boxed,
+    CP-SAT's stock presolve is asked first for the placement (after a short safe run, STOCK_LEAD_WORK)."""
     core = _Core(gr, alive, workers, FEASIBILITY_LINEARIZATION, run)
     const = core.const(gr.cost)
     core.m.add(core.objective(gr.cost) <= p1 - const)
@@ -830,19 +905,20 @@ def _minimised(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, 
     # A box per question the bisection would otherwise ask (about log2 of the gap in slacks): a gap of
     # hundreds of slacks takes ten questions of 0.05-0.25 deterministic seconds each (measured: long 150).
     questions = max(1.0, math.log2(max(1, den * p1 - lb) / (den * max(1, slack))))
+    box = None if whole else MINIMISE_WORK * questions
     status, ch, _, bound = core.solve(
-        deadline, best, float(slack), None if whole else MINIMISE_WORK * questions
+        deadline, best, float(slack), box, stock=box if STOCK_PLACEMENTS else None, lead=STOCK_LEAD_WORK
     )
     low = _exact_floor(bound)
-    return status, ch, None if low is None else low + const
+    return status, ch, None if low is None else low + const, core.stock_optimal
 
 
 def _minimise_into(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: int, best: list[int], p1: int,
                    lower: Fraction, slack: Callable[[int], int], workers: int, deadline: float, run: _Run,
-                   step: str, t0: float) -> tuple[list[int], int, np.ndarray, Fraction, bool]:  # fmt: skip
+                   step: str, t0: float) -> tuple[list[int], int, np.ndarray, Fraction, bool, bool]:  # fmt: skip
     """_minimised (`step` "whole" or "boxed") taken in: (incumbent, its primary, the core fixed at it, the
-    floor, whether the incumbent changed)."""
-    status, ch, floor_ = _minimised(
+    floor, whether the incumbent changed, whether a stock-presolve run called it optimal: a hint only)."""
+    status, ch, floor_, hinted = _minimised(
         gr, alive, d, lb, den, best, p1, slack(p1), workers, deadline, run, step == "whole"
     )
     log.debug("minimised %s %s vars %d gap %.1f slacks -> %s t=%.3f", step, status, _choice_vars(gr, alive),
@@ -854,7 +930,7 @@ def _minimise_into(gr: Groups, alive: np.ndarray, d: np.ndarray, lb: int, den: i
         alive = _fixed(alive, d, den * p1 - lb, best)
     if floor_ is not None and floor_ > lower:
         lower = Fraction(floor_)
-    return best, p1, alive, lower, better
+    return best, p1, alive, lower, better, hinted
 
 
 def _minimise_step(gr: Groups, alive: np.ndarray, gap: Fraction, slack: int, settled: str | None,
@@ -1421,9 +1497,11 @@ def solve_groups(
         # where the minimisation proved the optimum, bench/RESULTS.md);
         # nor on the widened core's optimum (long 500 seeds 4-6: it was the optimum). A restricted core's
         # optimum is minimised too: on a few groups it was often hundreds of slacks above (long 100-200).
-        best, p1, alive, lower, better = _minimise_into(
+        best, p1, alive, lower, better, hinted = _minimise_into(
             gr, alive, d1, lb1, den1, best, p1, lower, slack, workers, deadline, run, step, t0
         )
+        if hinted:
+            settled = "minimised"  # (the stock presolve's "optimal": its refutation first, a hint only)
         restricted = None if better else restricted
         if lower > p1 - 1 - slack(p1):
             proven = True
@@ -1476,7 +1554,7 @@ def solve_groups(
             # The exact search ran out on a core far above the floor: the whole minimisation, not questions
             # (after the exact search's full box: a third of it lost 230536's proof and still left 646933
             # 3.3 s slower, bench/RESULTS.md).
-            best, p1, alive, lower, better = _minimise_into(
+            best, p1, alive, lower, better, _ = _minimise_into(
                 gr, alive, d1, lb1, den1, best, p1, lower, slack, workers, deadline, run, "whole", t0
             )
             restricted = None if better else restricted
@@ -1652,7 +1730,14 @@ def _question(gr: Groups, alive: np.ndarray, ask: int, d1: np.ndarray, lb1: int,
         # seeds 0-11 replayed offline, 0.92 deterministic seconds against 1.48 as a pure
         # feasibility model, both without cuts).
         core.m.minimize(core.objective(gr.cost))
-    status, ch, _, _ = core.solve(deadline, hint_q, cuts=not one_snic, first=one_snic)
+    status, ch, _, _ = core.solve(
+        deadline,
+        hint_q,
+        cuts=not one_snic,
+        first=one_snic,
+        stock=None if one_snic or not STOCK_PLACEMENTS else STOCK_QUESTION_WORK,
+        lead=STOCK_QUESTION_LEAD,
+    )
     return status, ch, len(core.multi)
 
 

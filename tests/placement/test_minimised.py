@@ -50,20 +50,27 @@ def _assert_fits(t: SimpleNamespace, chosen: list[int]) -> None:
     assert (t.use[ix].sum(0) <= t.budget).all()
 
 
+@pytest.mark.parametrize("stock", [False, True])
 @pytest.mark.parametrize("whole", [False, True])
 @pytest.mark.parametrize("seed", range(40))
-def test_floor_never_above_the_optimum_and_exact_when_proven(seed, whole):
-    """(whole: until the deadline, without the reduced-cost row)"""
+def test_floor_never_above_the_optimum_and_exact_when_proven(seed, whole, stock, monkeypatch):
+    """(whole: until the deadline, without the reduced-cost row; stock: the boxed one's stock-presolve run
+    first, whose placement comes without a floor and never as "optimal")"""
+    monkeypatch.setattr(engine, "STOCK_PLACEMENTS", stock)
     rng = random.Random(seed)
     t = _priced(rng)
     cost, d, lb, den, p1, best = t.cost, t.d, t.lb, t.den, t.p, t.best  # the feasible start is the incumbent
     alive = engine._within(d, den * p1 - lb)
     alive[np.array(t.first)] = True
     slack = rng.choice([0, 0, rng.randint(0, 10**11)])
-    status, ch, floor_ = engine._minimised(
-        t.gr, alive, d, lb, den, t.first, p1, slack, 1, time.monotonic() + 30, engine._Run(), whole
+    run = engine._Run()
+    status, ch, floor_, _ = engine._minimised(
+        t.gr, alive, d, lb, den, t.first, p1, slack, 1, time.monotonic() + 30, run, whole
     )
-    assert floor_ is not None and floor_ <= best  # a valid lower bound on the optimum
+    if run.stock_found:
+        assert floor_ is None and status == "feasible" and ch is not None
+    else:
+        assert floor_ is not None and floor_ <= best  # a valid lower bound on the optimum
     if ch is not None:
         _assert_fits(t, ch)
         assert best <= engine._sum(cost, ch) <= p1
@@ -80,7 +87,7 @@ def test_floor_is_withheld_when_a_double_cannot_hold_it_exactly(monkeypatch):
     alive = np.ones(2, dtype=bool)
     d = np.array([0, 2], dtype=np.int64)
     out = engine._minimised(gr, alive, d, 0, 1, [0], 2**53 + 1, 1, 1, time.monotonic() + 30, engine._Run())
-    assert out == ("feasible", [0], None)
+    assert out == ("feasible", [0], None, False)
 
 
 @pytest.mark.parametrize(
