@@ -40,6 +40,9 @@ PLAIN_FIRST_WORK = 0.01
 # three sNICs side by side at 50 / 70 vertices: proven 9 -> 20 of 36 / 12 -> 11 of 20; two sNICs at 100: the
 # engine proved 7 of 12, the plain model 1, so two sNICs keep the box, then the engine (bench/RESULTS.md).
 PLAIN_ONLY_SNICS = 3
+# The plain model's full solve, when all on the host breaks a row: a placement that meets every row first
+# (no objective, stop at the first), for at most this share of the time left (_solve_model).
+FEASIBLE_SHARE = 0.5
 
 
 @dataclass
@@ -236,17 +239,24 @@ class _Model:
         else:
             self.m.Minimize(sum(c * v for c, v in terms) if terms else 0)
 
-    def solve(self, deadline: float, hint: dict | None = None, work: float | None = None):
+    def solve(
+        self, deadline: float, hint: dict | None = None, work: float | None = None, first: bool = False
+    ):
         """Returns (status in optimal|feasible|infeasible|unknown, objective, bound); `work`: CP-SAT's
-        deterministic time box, if any."""
+        deterministic time box, if any; `first` (CP-SAT): stop at the first solution (a model without an
+        objective then reports it `optimal`: feasible, nothing proven about any cost)."""
         remaining = max(0.01, deadline - time.monotonic())
         if self.opts.solver == "cpsat":
             solver = new_solver(self.cp)
             solver.parameters.max_time_in_seconds = remaining
+            if first:
+                solver.parameters.stop_after_first_solution = True
             if work is not None:
                 solver.parameters.max_deterministic_time = work
             solver.parameters.num_workers = self.opts.workers
-            solver.parameters.linearization_level = self.opts.linearization
+            # (first: no objective, so no LP bound to tighten; measured on foreign large 5,000 seed 3: the
+            # first placement in 0.07 deterministic s at level 0, 0.27 at 1, 0.81 at 2)
+            solver.parameters.linearization_level = 0 if first else self.opts.linearization
             solver.parameters.relative_gap_limit = self.gap_limit
             if hint:
                 self.m.clear_hints()
@@ -400,6 +410,11 @@ def _solve_engine(
         return None
     t_engine = time.monotonic()
     oc = run_engine(gr, opts, deadline)
+    if oc.status == "unknown":
+        # No placement from the engine within the limit: all on the host, if that meets every row.
+        out = _on_host(problem, opts, t0)
+        if out is not None:
+            return out
     if oc.status in ("infeasible", "unknown"):
         return _no_placement(problem, opts, oc.status, t0, _diagnose)
     placement = gr.placement(problem, oc.chosen)
@@ -466,9 +481,28 @@ def _solve_model(
     infeasibility in it (the engine then takes over); None too when CP-SAT refuses the model and
     `refused_none` is set (the engine answers)."""
     model = _Model(problem, opts)
-    model.minimize(model.stage1)
+    hint = _current_hint(model)
+    fallback = None  # a placement meeting every row (checked exactly): the answer if stage 1 finds none
     try:
-        status, obj, bound = model.solve(deadline, hint=_current_hint(model), work=first_work)
+        if opts.solver == "cpsat" and first_work is None:
+            fallback = _fitting(problem, opts, _movable_on_host(problem))
+            if fallback is None:
+                # Every vertex with a choice on the host breaks a row (e.g. a chain's latency SLO): CP-SAT
+                # minimising host cost may find no placement at all within the limit (foreign large 5,000
+                # seed 3: none in 20 s on a loaded machine), where the same rows without the objective give
+                # one in 0.26 deterministic s. That one first (at most half the time left), then stage 1
+                # as before; it is the answer if stage 1 finds none. Not stage 1's hint: from it stage 1
+                # ended at 683.72 (gap 0.0065) where without it 680.20 (gap 0.00096), same draw at 20 s.
+                left = max(0.0, deadline - time.monotonic())
+                # (no hint: the current placement's hint, breaking rows, kept CP-SAT from any placement in
+                # 10 s where without it one came in 1.9 s, same draw)
+                st0, _, _ = model.solve(time.monotonic() + FEASIBLE_SHARE * left, first=True)
+                if st0 == "infeasible":  # the same rows as stage 1's: no placement meets them
+                    return _no_placement(problem, opts, "infeasible", t0, _diagnose)
+                if st0 in ("optimal", "feasible"):
+                    fallback = _fitting(problem, opts, model.placement())
+        model.minimize(model.stage1)
+        status, obj, bound = model.solve(deadline, hint=hint, work=first_work)
     except ModelRefused as exc:
         if refused_none:
             return None  # the engine answers (and says why if the plain model is refused again)
@@ -478,10 +512,8 @@ def _solve_model(
         return out
     if first_work is not None and status not in ("optimal", "infeasible"):
         return None
-    if status == "unknown" and opts.solver == "cpsat":
-        out = _on_host(problem, opts, t0)
-        if out is not None:
-            return out
+    if status == "unknown" and fallback is not None:
+        return _fallback_result(problem, opts, t0, *fallback)
     if status in ("infeasible", "unknown"):
         return _no_placement(problem, opts, status, t0, _diagnose)
     placement = model.placement()
@@ -527,15 +559,27 @@ def _solve_model(
 
 def _on_host(problem: Problem, opts: Options, t0: float) -> dict | None:
     """Every vertex with a choice on the host, as a `feasible` answer (gap 1: the only bound is 0) when it
-    meets every constraint and max_moves; None otherwise. The last resort when CP-SAT found no placement in
-    the limit (3 sNICs at 2,000 vertices: the plain model found none where this one meets every budget).
+    meets every constraint and max_moves; None otherwise. The last resort when a solver found no placement
+    in the limit (3 sNICs at 2,000 vertices: the plain model found none where this one meets every budget).
     When it costs nothing it is optimal (host costs are never negative); its tie-break is then unproven."""
-    placement = _movable_on_host(problem)
+    fit = _fitting(problem, opts, _movable_on_host(problem))
+    return None if fit is None else _fallback_result(problem, opts, t0, *fit)
+
+
+def _fitting(problem: Problem, opts: Options, placement: dict[str, str]) -> tuple[dict, Evaluation] | None:
+    """(placement, its exact evaluation) when it meets every row and max_moves; None otherwise."""
     ev = evaluate(problem, placement)
     if ev.violations or (opts.max_moves is not None and len(moves(problem, placement)) > opts.max_moves):
         return None
+    return placement, ev
+
+
+def _fallback_result(problem: Problem, opts: Options, t0: float, placement: dict, ev: Evaluation) -> dict:
+    """A placement that meets every row (checked, _fitting) without a bound: `feasible` with gap 1 (host
+    costs are never negative, so 0 bounds them), `optimal` when it costs nothing, moves included
+    (tie-break unproven)."""
     seconds = time.monotonic() - t0
-    if ev.host_cost == 0:
+    if ev.host_cost == 0 and not (move_cost_of(opts) and moves(problem, placement)):
         return result(problem, placement, "optimal", seconds, ev=ev, opts=opts, primary_seconds=seconds,
                       tiebreak_proven=False)  # fmt: skip
     return result(problem, placement, "feasible", seconds, 1.0, ev, opts=opts)
@@ -547,13 +591,17 @@ def _movable_on_host(problem: Problem) -> dict[str, str]:
 
 
 def _current_hint(model: _Model) -> dict | None:
+    """The current placement as CP-SAT's hint, only when every vertex with a choice has one: a partial one
+    (foreign large 5,000 seeds 1 and 4: a current location on ~30 % of the NFs) kept stage 1 from any
+    placement in 15 s where without it seed 1 was proven in 2.3 CPU s (bench/RESULTS.md, large22)."""
     if model.opts.solver != "cpsat":
         return None
     hint = {}
     for (i, loc), var in model.x.items():
         cur = model.p.nodes[i].location
-        if cur is not None:
-            hint[var] = int(cur == loc)
+        if cur is None:
+            return None
+        hint[var] = int(cur == loc)
     return hint or None
 
 
