@@ -49,7 +49,12 @@ class Calls:
                       f"box {solver.parameters.max_deterministic_time:.3f}", flush=True)  # fmt: skip
             return st
 
+        self._orig = solve_, run_
         engine._Core.solve, engine._Core._run_solver = solve_w, run_w
+
+    def close(self) -> None:
+        """The engine's own methods back."""
+        engine._Core.solve, engine._Core._run_solver = self._orig
 
     def reset(self) -> None:
         self.det, self.cpu, self.n = 0.0, {}, 0
