@@ -103,11 +103,11 @@ class _Model:
         self.gap_limit = opts.gap_limit  # stage 2 sets 0: the tie-break's own optimum
         self.work_done = 0.0  # CP-SAT's deterministic time of the last solve (the first-try box's unit)
         self.allowed = [problem.allowed(n) for n in problem.nodes]  # once: on() asks per term
-        # CP-SAT: the linear rows as built, kept as they come (the crossing rows (z, inside, outside), the
-        # budget rows (terms, budget)); lp_rows() turns them into covers.Rows only when cuts are asked for
+        # CP-SAT: the linear rows as built, kept as they come and in the model's order (exactly-one: vertex
+        # index; crossing: (z, inside, outside); budget: (terms, budget)); lp_rows() turns them into
+        # covers.Rows only when cuts are asked for (the order matters: GLOP's LP point among ties)
         self.recorded = opts.solver == "cpsat"
-        self.z_rows: list[tuple[object, object, object]] = []
-        self.budget_rows: list[tuple[list[tuple[int, object]], int]] = []
+        self.lin_rows: list[tuple] = []
         self.build()
 
     # Variables -------------------------------------------------------------------------------------
@@ -138,6 +138,8 @@ class _Model:
                 for loc in allowed:
                     self.x[(i, loc)] = self.boolvar(f"x{i}_{loc}")
                 self.add(sum(self.x[(i, loc)] for loc in allowed) == 1)
+                if self.recorded:
+                    self.lin_rows.append((i,))
         # Host cost and move terms (stage 1 objective).
         nfs = [i for i, n in enumerate(p.nodes) if n.placed]
         move_cost = Fraction(str(self.opts.move_cost)) if self.opts.move_cost else Fraction(0)
@@ -188,7 +190,7 @@ class _Model:
                     z = self.boolvar(f"z{k}_{s.id}_{d}")
                     self.add(z >= inside - outside)
                     if self.recorded:
-                        self.z_rows.append((z, inside, outside))
+                        self.lin_rows.append((z, inside, outside))
                     dirs[d].append((e.gbps, z))
             groups = (
                 [("both", dirs["up"] + dirs["down"])]
@@ -221,7 +223,7 @@ class _Model:
                     self.add(z >= oa - ob)
                     self.add(z >= ob - oa)
                     if self.recorded:
-                        self.z_rows += [(z, oa, ob), (z, ob, oa)]
+                        self.lin_rows += [(z, oa, ob), (z, ob, oa)]
                     terms.append((s.pcie_latency, z))
         return terms
 
@@ -230,20 +232,23 @@ class _Model:
         crossing row z - inside + outside >= 0 (constants moved to the bound), the budget rows, and the
         stage-1 objective (a moved term 1 - stay as -c on stay; constants dropped)."""
         rows = Rows(n_vars=len(self.m.proto.variables))
-        for i, allowed in enumerate(self.allowed):
-            if len(allowed) > 1:
-                rows.add([self.x[(i, loc)].index for loc in allowed], [1] * len(allowed), 1, 1)
-        for z, inside, outside in self.z_rows:
-            idx, coeffs, lo = [z.index], [1], 0
-            for v, c in ((inside, -1), (outside, 1)):
-                if isinstance(v, int):
-                    lo -= c * v
-                else:
-                    idx.append(v.index)
-                    coeffs.append(c)
-            rows.add(idx, coeffs, lo, None)
-        for var_terms, cap in self.budget_rows:
-            rows.add([v.index for _, v in var_terms], [c for c, _ in var_terms], None, cap, budget=True)
+        for rec in self.lin_rows:
+            if len(rec) == 1:
+                allowed = self.allowed[rec[0]]
+                rows.add([self.x[(rec[0], loc)].index for loc in allowed], [1] * len(allowed), 1, 1)
+            elif len(rec) == 2:
+                var_terms, cap = rec
+                rows.add([v.index for _, v in var_terms], [c for c, _ in var_terms], None, cap, budget=True)
+            else:
+                z, inside, outside = rec
+                idx, coeffs, lo = [z.index], [1], 0
+                for v, c in ((inside, -1), (outside, 1)):
+                    if isinstance(v, int):
+                        lo -= c * v
+                    else:
+                        idx.append(v.index)
+                        coeffs.append(c)
+                rows.add(idx, coeffs, lo, None)
         host_terms, move_terms = self.lp_objective
         rows.objective = [(c, v.index) for c, v in host_terms if c and not isinstance(v, int)]
         for (c, _), i in zip(move_terms, self.moved, strict=True):
@@ -267,7 +272,7 @@ class _Model:
             self.add(sum((c / top) * v for c, v in var_terms) <= (cap - const) / top)
         elif var_terms:
             # CP-SAT: one weighted sum (the same row as summing the products, built without a chain of them)
-            self.budget_rows.append((var_terms, cap - const))
+            self.lin_rows.append((var_terms, cap - const))
             self.add(
                 self.cp.LinearExpr.weighted_sum([v for _, v in var_terms], [c for c, _ in var_terms]) + const
                 <= cap
