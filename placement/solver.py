@@ -47,7 +47,7 @@ FEASIBLE_SHARE = 0.5
 # The plain model's full solve with at least CUTS_SNICS sNICs: stage 1 in CUTS_BOX deterministic s first,
 # then, if unproven, again with cover cuts of its budget rows (covers.py; bench/RESULTS.md, cuts23).
 CUTS_SNICS = 2
-CUTS_BOX = 0.01
+CUTS_BOX = 0.03  # 0.01: foreign draw 1615 (det 0.022 alone) paid the cuts and became 2x slower than the MIP
 
 
 @dataclass
