@@ -184,7 +184,7 @@ def stage1(problem, mode: str, time_limit: float) -> tuple[str, float, float, fl
         if st in (m.cp.OPTIMAL, m.cp.INFEASIBLE):
             return solver.StatusName(st), solver.ObjectiveValue(), det0, time.process_time() - c0, 0
     if mode in ("own", "ownbox"):  # cuts23: separated from _Model's own rows (placement/covers.py)
-        n = m.add_cover_cuts()
+        n = m.add_cover_cuts(int(os.environ.get("PLAINCUTS_ROUNDS", "5")))
         found = [None] * n
     if mode in ("cuts", "boxed"):
         found = cover_cuts(m.m.proto)
