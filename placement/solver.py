@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from placement import integers
+from placement.covers import Rows, cover_cuts
 from placement.cpsat import new_solver
 from placement.decompose import Groups, PrepareTimeout, prepare, prepare_plan
 from placement.engine import ModelRefused, Outcome, solve_groups
@@ -43,6 +44,10 @@ PLAIN_ONLY_SNICS = 3
 # The plain model's full solve, when all on the host breaks a row: a placement that meets every row first
 # (no objective, stop at the first), for at most this share of the time left (_solve_model).
 FEASIBLE_SHARE = 0.5
+# The plain model's full solve with at least CUTS_SNICS sNICs: stage 1 in CUTS_BOX deterministic s first,
+# then, if unproven, again with cover cuts of its budget rows (covers.py; bench/RESULTS.md, cuts23).
+CUTS_SNICS = 2
+CUTS_BOX = 0.03  # 0.01: foreign draw 1615 (det 0.022 alone) paid the cuts and became 2x slower than the MIP
 
 
 @dataclass
@@ -98,6 +103,11 @@ class _Model:
         self.gap_limit = opts.gap_limit  # stage 2 sets 0: the tie-break's own optimum
         self.work_done = 0.0  # CP-SAT's deterministic time of the last solve (the first-try box's unit)
         self.allowed = [problem.allowed(n) for n in problem.nodes]  # once: on() asks per term
+        # CP-SAT: the linear rows as built, kept as they come and in the model's order (exactly-one: vertex
+        # index; crossing: (z, inside, outside); budget: (terms, budget)); lp_rows() turns them into
+        # covers.Rows only when cuts are asked for (the order matters: GLOP's LP point among ties)
+        self.recorded = opts.solver == "cpsat"
+        self.lin_rows: list[tuple] = []
         self.build()
 
     # Variables -------------------------------------------------------------------------------------
@@ -128,6 +138,8 @@ class _Model:
                 for loc in allowed:
                     self.x[(i, loc)] = self.boolvar(f"x{i}_{loc}")
                 self.add(sum(self.x[(i, loc)] for loc in allowed) == 1)
+                if self.recorded:
+                    self.lin_rows.append((i,))
         # Host cost and move terms (stage 1 objective).
         nfs = [i for i, n in enumerate(p.nodes) if n.placed]
         move_cost = Fraction(str(self.opts.move_cost)) if self.opts.move_cost else Fraction(0)
@@ -143,6 +155,7 @@ class _Model:
         move_terms = [(ints[len(nfs) + k], mv) for k, mv in enumerate(self.moved.values())]
         self.stage1 = [(c, v) for c, v in host_terms + move_terms if c and not isinstance(v, int)]
         self.stage1_const = sum(c * v for c, v in host_terms + move_terms if isinstance(v, int))
+        self.lp_objective = (host_terms, move_terms)
         if self.opts.max_moves is not None:
             mv = [v for v in self.moved.values() if not isinstance(v, int)]
             forced = sum(1 for n in p.nodes if n.placed and len(p.allowed(n)) == 1
@@ -176,6 +189,8 @@ class _Model:
                         continue
                     z = self.boolvar(f"z{k}_{s.id}_{d}")
                     self.add(z >= inside - outside)
+                    if self.recorded:
+                        self.lin_rows.append((z, inside, outside))
                     dirs[d].append((e.gbps, z))
             groups = (
                 [("both", dirs["up"] + dirs["down"])]
@@ -207,8 +222,40 @@ class _Model:
                     z = self.boolvar(f"l{chain.id}_{k}_{s.id}")
                     self.add(z >= oa - ob)
                     self.add(z >= ob - oa)
+                    if self.recorded:
+                        self.lin_rows += [(z, oa, ob), (z, ob, oa)]
                     terms.append((s.pcie_latency, z))
         return terms
+
+    def lp_rows(self) -> Rows:
+        """CP-SAT: the model's linear rows over variable indices (covers.py): the exactly-one rows, each
+        crossing row z - inside + outside >= 0 (constants moved to the bound), the budget rows, and the
+        stage-1 objective (a moved term 1 - stay as -c on stay; constants dropped)."""
+        rows = Rows(n_vars=len(self.m.proto.variables))
+        for rec in self.lin_rows:
+            if len(rec) == 1:
+                allowed = self.allowed[rec[0]]
+                rows.add([self.x[(rec[0], loc)].index for loc in allowed], [1] * len(allowed), 1, 1)
+            elif len(rec) == 2:
+                var_terms, cap = rec
+                rows.add([v.index for _, v in var_terms], [c for c, _ in var_terms], None, cap, budget=True)
+            else:
+                z, inside, outside = rec
+                idx, coeffs, lo = [z.index], [1], 0
+                for v, c in ((inside, -1), (outside, 1)):
+                    if isinstance(v, int):
+                        lo -= c * v
+                    else:
+                        idx.append(v.index)
+                        coeffs.append(c)
+                rows.add(idx, coeffs, lo, None)
+        host_terms, move_terms = self.lp_objective
+        rows.objective = [(c, v.index) for c, v in host_terms if c and not isinstance(v, int)]
+        for (c, _), i in zip(move_terms, self.moved, strict=True):
+            stay = self.on(i, self.p.nodes[i].location)
+            if c and not isinstance(stay, int):
+                rows.objective.append((-c, stay.index))
+        return rows
 
     def add_row(self, terms: list[tuple[Fraction, object]], budget: Fraction) -> None:
         """sum(coefficient x term) <= budget, on the working integers (integers.py)."""
@@ -225,12 +272,23 @@ class _Model:
             self.add(sum((c / top) * v for c, v in var_terms) <= (cap - const) / top)
         elif var_terms:
             # CP-SAT: one weighted sum (the same row as summing the products, built without a chain of them)
+            self.lin_rows.append((var_terms, cap - const))
             self.add(
                 self.cp.LinearExpr.weighted_sum([v for _, v in var_terms], [c for c, _ in var_terms]) + const
                 <= cap
             )
         elif const > cap:
             self.add(self.boolvar("never") + 1 <= 0)
+
+    def add_cover_cuts(self, rounds: int = 5) -> int:
+        """CP-SAT: cover cuts of the budget rows at the root LP (covers.py), added as redundant rows (each
+        implied by one row in integers: no placement is cut); their count."""
+        cuts = cover_cuts(self.lp_rows(), rounds)
+        for lits, rhs in cuts:
+            terms = [self.m.get_bool_var_from_proto_index(v) for v, _ in lits]
+            terms = [t.Not() if neg else t for t, (_, neg) in zip(terms, lits, strict=True)]
+            self.m.add(sum(terms) <= rhs)
+        return len(cuts)
 
     # Solving -----------------------------------------------------------------------------------------
     def minimize(self, terms: list[tuple[int, object]]) -> None:
@@ -502,7 +560,19 @@ def _solve_model(
                 if st0 in ("optimal", "feasible"):
                     fallback = _fitting(problem, opts, model.placement())
         model.minimize(model.stage1)
-        status, obj, bound = model.solve(deadline, hint=hint, work=first_work)
+        if opts.solver == "cpsat" and first_work is None and len(problem.snics) >= CUTS_SNICS:
+            # Several sNICs: the model alone in CUTS_BOX first (most instances are proven there); if not,
+            # cover cuts of its budget rows at the root LP (covers.py: each implied by one row, checked in
+            # integers), then stage 1 again with them (bench/RESULTS.md, cuts23).
+            status, obj, bound = model.solve(deadline, hint=hint, work=CUTS_BOX)
+            if status not in ("optimal", "infeasible") and time.monotonic() < deadline:
+                boxed = (status, obj, bound, model.value if status == "feasible" else None)
+                model.add_cover_cuts()
+                status, obj, bound = model.solve(deadline, hint=hint)
+                if status == "unknown" and boxed[3] is not None:  # none in the rest: the box's placement
+                    status, obj, bound, model.value = boxed
+        else:
+            status, obj, bound = model.solve(deadline, hint=hint, work=first_work)
     except ModelRefused as exc:
         if refused_none:
             return None  # the engine answers (and says why if the plain model is refused again)

@@ -16,6 +16,11 @@ Measured and dropped (bench/RESULTS.md, cuts22): nothing of it is in placement/.
     .venv/bin/python -m bench.placement.plaincuts --draws 1541,1598,1615
     .venv/bin/python -m bench.placement.plaincuts --draws 0-89,1500-1649 --min-snics 2
     .venv/bin/python -m bench.placement.plaincuts --large 1000:3 --draws 0-4 --time-limit 10
+    .venv/bin/python -m bench.placement.plaincuts --draws 0-89,1500-1649 --min-snics 2 --old /tmp/main23
+
+cuts23: variants own (separated from _Model's recorded rows: placement/covers.py, what solve() now runs)
+and ownbox (the model in PLAINCUTS_BOX first, no hint, then own); --old DIR: the whole solve() side by side
+with the tree DIR (one worker per tree, alternating).
 
 Last line JSON: per variant {det_sum, cpu_sum, optimal}.
 """
@@ -155,7 +160,8 @@ def _solver(m, opts, time_limit: float, det: float | None = None):
 
 
 def stage1(problem, mode: str, time_limit: float) -> tuple[str, float, float, float, int]:
-    """mode: shipped | cuts (separate, then solve) | boxed (shipped in BOX_DET; if unproven, cuts and again)."""
+    """mode: shipped | cuts (separate, then solve) | boxed (shipped in BOX_DET; if unproven, cuts and again)
+    | own (cuts23: separated from _Model's recorded rows, placement/covers.py, then solve)."""
     c0 = time.process_time()
     opts = Options()
     m = _Model(problem, opts)
@@ -171,6 +177,15 @@ def stage1(problem, mode: str, time_limit: float) -> tuple[str, float, float, fl
             for k in range(len(m.m.proto.variables)):
                 var = m.m.get_int_var_from_proto_index(k)
                 m.m.add_hint(var, solver.Value(var))
+    if mode == "ownbox":  # cuts23: the shipped model in BOX_DET first (no hint after it); if unproven, own
+        solver = _solver(m, opts, time_limit, BOX_DET)
+        st = solver.Solve(m.m)
+        det0 = solver.deterministic_time
+        if st in (m.cp.OPTIMAL, m.cp.INFEASIBLE):
+            return solver.StatusName(st), solver.ObjectiveValue(), det0, time.process_time() - c0, 0
+    if mode in ("own", "ownbox"):  # cuts23: separated from _Model's own rows (placement/covers.py)
+        n = m.add_cover_cuts(int(os.environ.get("PLAINCUTS_ROUNDS", "5")))
+        found = [None] * n
     if mode in ("cuts", "boxed"):
         found = cover_cuts(m.m.proto)
         for lits, rhs in found:
@@ -194,6 +209,48 @@ def _draws(text: str) -> list[int]:
     return out
 
 
+def whole(args, objs: dict) -> int:
+    """cuts23: the whole solve() side by side, this tree ("new") vs --old DIR, one long-lived worker per tree
+    (bench.placement.versus.Worker), the order alternating per draw; per draw status, host cost, CPU s."""
+    from pathlib import Path
+
+    from bench.placement.versus import Worker
+
+    workers = {"old": Worker(Path(args.old)), "new": Worker(Path("."))}
+    cpu: dict[str, list[float]] = {"old": [], "new": []}
+    proven = {"old": 0, "new": 0}
+    try:
+        warm = instance(0)
+        for w in workers.values():
+            w.solve(warm, args.time_limit)
+        for k, (draw, obj) in enumerate(objs.items()):
+            runs = {}
+            for n in ("old", "new") if k % 2 == 0 else ("new", "old"):
+                runs[n] = workers[n].solve(obj, args.time_limit)
+            for n, r in runs.items():
+                cpu[n].append(r["cpu"])
+                proven[n] += r["ok"]
+            a, b = runs["old"], runs["new"]
+            both = a["status"] == b["status"] == "optimal"
+            same = not both or abs(a["host_cost"] - b["host_cost"]) <= 2 * GAP_LIMIT * max(
+                1.0, abs(a["host_cost"]), abs(b["host_cost"])
+            )
+            print(
+                f"{draw}: old {a['status'][:3]} cpu {a['cpu']:.4f} cost {a['host_cost']} | new {b['status'][:3]} "
+                f"cpu {b['cpu']:.4f} cost {b['host_cost']}{'' if same else '  HOST COSTS DIFFER'}",
+                flush=True,
+            )
+    finally:
+        for w in workers.values():
+            w.close()
+    out = {}
+    for n in cpu:
+        xs = sorted(cpu[n])
+        out[n] = {"cpu_median": round(xs[len(xs) // 2], 4), "cpu_sum": round(sum(xs), 3), "proven": proven[n]}
+    final_json(out)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", default="1500-1649")
@@ -202,6 +259,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--variants", nargs="+", default=["shipped", "cuts", "boxed"])
     ap.add_argument("--time-limit", type=float, default=5.0)
+    ap.add_argument("--old", default=None, help="cuts23: the whole solve() of this tree vs the tree DIR")
     args = ap.parse_args()
     load_backends()
     print_machine()
@@ -211,6 +269,8 @@ def main() -> int:
     else:
         objs = {d: instance(d) for d in _draws(args.draws)}
         objs = {d: o for d, o in objs.items() if len(o["snics"]) >= args.min_snics}
+    if args.old:
+        return whole(args, objs)
     names = {n: n for n in args.variants}
     totals = {n: {"det_sum": 0.0, "cpu_sum": 0.0, "optimal": 0} for n in names}
     for k, (draw, obj) in enumerate(objs.items()):
