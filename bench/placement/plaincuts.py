@@ -34,12 +34,12 @@ import time
 
 from bench.common import final_json, print_machine
 from bench.placement.foreign import instance, large_instance
+from placement import covers
 from placement.cpsat import new_solver
 from placement.model import parse_problem
 from placement.solver import GAP_LIMIT, Options, _Model, load_backends
 
 INF = 2**62
-EPS = 1e-6
 
 
 def knapsacks(proto) -> list[tuple[list[tuple[int, int, bool]], int]]:
@@ -69,29 +69,11 @@ def knapsacks(proto) -> list[tuple[list[tuple[int, int, bool]], int]]:
 
 
 def separate(items, budget, val) -> tuple[list[tuple[int, bool]], int] | None:
-    """A violated extended minimal cover of one knapsack at the LP point `val`: (literals, rhs) or None."""
-    lits = [(a, v, neg, (1 - val[v]) if neg else val[v]) for a, v, neg in items]
-    cand = sorted((t for t in lits if t[3] > EPS), key=lambda t: (1 - t[3]) / t[0])
-    cover, weight = [], 0
-    for t in cand:
-        cover.append(t)
-        weight += t[0]
-        if weight > budget:
-            break
-    if weight <= budget:
-        return None
-    for t in sorted(cover, key=lambda t: t[3]):  # minimal: dropping j raises the violation by 1 - v_j
-        if weight - t[0] > budget:
-            cover.remove(t)
-            weight -= t[0]
-    assert weight > budget  # a cover in integers: its literals cannot all be 1
-    rhs = len(cover) - 1
-    if sum(t[3] for t in cover) <= rhs + 1e-4:
-        return None
-    top = max(t[0] for t in cover)
-    inside = {(t[1], t[2]) for t in cover}
-    ext = [(v, neg) for a, v, neg, _ in lits if (v, neg) not in inside and a >= top]
-    return [(t[1], t[2]) for t in cover] + ext, rhs
+    """A violated extended minimal cover of one knapsack at the LP point `val`: (literals, rhs) or None
+    (covers.separate on the row the complemented items come from)."""
+    idx = [v for _, v, _ in items]
+    coeffs = [-a if neg else a for a, _, neg in items]
+    return covers.separate(idx, coeffs, budget - sum(a for a, _, neg in items if neg), val)
 
 
 def cover_cuts(proto, rounds: int = 5) -> list[tuple[list[tuple[int, bool]], int]]:
