@@ -33,7 +33,8 @@ import sys
 import time
 
 from bench.common import final_json, print_machine
-from bench.placement.foreign import instance, large_instance
+from bench.placement.foreign import instance
+from bench.placement.plainparams import instances
 from placement import covers
 from placement.cpsat import new_solver
 from placement.model import parse_problem
@@ -180,17 +181,6 @@ def stage1(problem, mode: str, time_limit: float) -> tuple[str, float, float, fl
     return solver.StatusName(st), solver.ObjectiveValue(), det0 + solver.deterministic_time, cpu, len(found)
 
 
-def _draws(text: str) -> list[int]:
-    out = []
-    for part in text.split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out += range(int(a), int(b) + 1)
-        else:
-            out.append(int(part))
-    return out
-
-
 def whole(args, objs: dict) -> int:
     """cuts23: the whole solve() side by side, this tree ("new") vs --old DIR, one long-lived worker per tree
     (bench.placement.versus.Worker), the order alternating per draw; per draw status, host cost, CPU s."""
@@ -245,12 +235,7 @@ def main() -> int:
     args = ap.parse_args()
     load_backends()
     print_machine()
-    if args.large:
-        size, snics = (int(x) for x in args.large.split(":"))
-        objs = {d: large_instance(d, size, snics) for d in _draws(args.draws)}
-    else:
-        objs = {d: instance(d) for d in _draws(args.draws)}
-        objs = {d: o for d, o in objs.items() if len(o["snics"]) >= args.min_snics}
+    objs = instances(args)
     if args.old:
         return whole(args, objs)
     names = {n: n for n in args.variants}

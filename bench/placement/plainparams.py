@@ -46,11 +46,26 @@ def _sets(specs: list[str]) -> dict[str, dict]:
     return out
 
 
-def _draws(text: str) -> list[int]:
-    if "-" in text and "," not in text:
-        a, b = text.split("-")
-        return list(range(int(a), int(b) + 1))
-    return [int(x) for x in text.split(",")]
+def draws(text: str) -> list[int]:
+    """Draw numbers from "A-B,C,D-E" (ranges inclusive)."""
+    out = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out += range(int(a), int(b) + 1)
+        else:
+            out.append(int(part))
+    return out
+
+
+def instances(args) -> dict[int, dict]:
+    """The draws `args.draws` as foreign instances: `args.large` SIZE:SNICS -> large_instance, else the small
+    regime's instance() with at least `args.min_snics` sNICs."""
+    if args.large:
+        size, snics = (int(x) for x in args.large.split(":"))
+        return {d: large_instance(d, size, snics) for d in draws(args.draws)}
+    objs = {d: instance(d) for d in draws(args.draws)}
+    return {d: o for d, o in objs.items() if len(o["snics"]) >= args.min_snics}
 
 
 def stage1(problem, params: dict, time_limit: float) -> tuple[str, float, float, float]:
@@ -85,12 +100,7 @@ def main() -> int:
     load_backends()
     print_machine()
     sets = _sets(args.sets)
-    if args.large:
-        size, snics = (int(x) for x in args.large.split(":"))
-        objs = {d: large_instance(d, size, snics) for d in _draws(args.draws)}
-    else:
-        objs = {d: instance(d) for d in _draws(args.draws)}
-        objs = {d: o for d, o in objs.items() if len(o["snics"]) >= args.min_snics}
+    objs = instances(args)
     totals = {name: {"det_sum": 0.0, "cpu_sum": 0.0, "optimal": 0} for name in sets}
     for k, (draw, obj) in enumerate(objs.items()):
         problem = parse_problem(obj)
