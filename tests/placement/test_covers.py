@@ -17,6 +17,7 @@ from placement import parse_problem, solve
 from placement.covers import Rows, cover_cuts, implied, separate
 from placement.evaluate import evaluate
 from placement.solver import Options, _Model
+from tests.placement.test_families import brute_force
 
 
 def _row_points(idx, coeffs, cap):
@@ -89,15 +90,6 @@ def several_snics(draw):
             "pcie_model": draw(st.sampled_from(["duplex", "shared"]))}  # fmt: skip
 
 
-def _brute(problem):
-    best = None
-    for combo in itertools.product(*[problem.allowed(n) for n in problem.nodes]):
-        ev = evaluate(problem, {n.id: loc for n, loc in zip(problem.nodes, combo, strict=True)})
-        if ev.feasible and (best is None or ev.host_cost < best):
-            best = ev.host_cost
-    return best
-
-
 def _force_cuts(monkeypatch) -> list[int]:
     """The plain model's box never proves (the cut path always runs); a list of each call's cut count."""
     counts: list[int] = []
@@ -113,7 +105,7 @@ def _force_cuts(monkeypatch) -> list[int]:
 @given(several_snics())
 def test_cut_path_matches_brute_force(inst):
     problem = parse_problem(inst)
-    best = _brute(problem)
+    best = brute_force(problem)
     with pytest.MonkeyPatch.context() as mp:
         counts = _force_cuts(mp)
         r = solve(problem, time_limit=20, engine=False)  # the plain model's full solve

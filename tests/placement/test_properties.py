@@ -3,13 +3,12 @@ principles, it is no worse than every placement we can enumerate, and CP-SAT and
 
 from __future__ import annotations
 
-import itertools
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placement import parse_problem, solve
 from placement.evaluate import evaluate
+from tests.placement.test_families import brute_force
 
 
 @st.composite
@@ -40,17 +39,6 @@ def instances(draw):
             s["background_gbps"] = bg
     return {"nodes": nodes, "edges": edges, "snics": snics,
             "pcie_model": draw(st.sampled_from(["duplex", "shared"]))}  # fmt: skip
-
-
-def brute_force(problem):
-    best = None
-    choices = [problem.allowed(n) for n in problem.nodes]
-    for combo in itertools.product(*choices):
-        pl = {n.id: loc for n, loc in zip(problem.nodes, combo, strict=True)}
-        ev = evaluate(problem, pl)
-        if ev.feasible and (best is None or ev.host_cost < best):
-            best = ev.host_cost
-    return best
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

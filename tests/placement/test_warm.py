@@ -5,7 +5,6 @@ one, and a change that touches the scale or the structure takes the full path.""
 from __future__ import annotations
 
 import copy
-import itertools
 import random
 from fractions import Fraction
 
@@ -14,11 +13,11 @@ import pytest
 
 from placement import PlacementInputError, parse_problem, solve
 from placement.decompose import Groups, prepare
-from placement.evaluate import evaluate
 from placement.families import instance
 from placement.reparse import Parsed
 from placement.reprepare import update
 from placement.warm import WarmSolver
+from tests.placement.test_families import brute_force
 
 FAMILIES = ["chains", "dag", "mesh", "fanio", "pinned", "background", "latency", "two-snics", "skewed"]
 
@@ -318,15 +317,6 @@ def as_read(obj: dict, problem) -> dict:
     return out
 
 
-def brute(problem):
-    best = None
-    for combo in itertools.product(*[problem.allowed(n) for n in problem.nodes]):
-        ev = evaluate(problem, {n.id: loc for n, loc in zip(problem.nodes, combo, strict=True)})
-        if ev.feasible and (best is None or ev.host_cost < best):
-            best = ev.host_cost
-    return best
-
-
 @pytest.mark.parametrize("seed", range(3))
 def test_measured_floats_warm_equals_brute_force_on_small(seed):
     """One-edge and one-ratio changes by measured-looking factors (and to ratios of small numbers, on
@@ -346,13 +336,13 @@ def test_measured_floats_warm_equals_brute_force_on_small(seed):
             node["r_host"] *= rng.choice([MEASURED, 1 / MEASURED])
         warm = ws.solve(obj)
         onto += ws.last["onto_scale"]
-        best = brute(ws._parsed.problem)
+        best = brute_force(ws._parsed.problem)
         if best is None:
             assert warm["status"] == "infeasible"
             continue
         assert warm["status"] == "optimal"
         assert warm["host_cost"] == pytest.approx(float(best), rel=1e-12)
-        assert warm["host_cost"] == pytest.approx(float(brute(parse_problem(obj))), rel=1e-8)
+        assert warm["host_cost"] == pytest.approx(float(brute_force(parse_problem(obj))), rel=1e-8)
         cold = solve(parse_problem(as_read(obj, ws._parsed.problem)), time_limit=20, gap_limit=0)
         assert cold["host_cost"] == warm["host_cost"]  # a cold solve of the same numbers
         for node in obj["nodes"]:
