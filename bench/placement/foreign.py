@@ -26,12 +26,16 @@ the NFs' needs, SLOs around each chain's all-host latency (x 0.85-1.6), pins on 
 
 (`SIZE` or `SIZE:SNICS`, one sNIC unless said; `--draws` one count or one per size; the seeds are
 --seed.. per size.) Per draw also the issue's targets it misses: over 0.1 s CPU at 500 with one sNIC, 1 s at
-5,000, 10 s or unproven at 1,000 with three sNICs, and slower than the MIP (the rule above).
+5,000, 10 s or unproven at 1,000 with three sNICs, and slower than the MIP (the rule above). The targets
+are checked on the whole solve's CPU (parse, the proof and the tie-breaks), stricter than the issue's "time to
+the proven host-cost optimum"; that one is reported beside it ("to host cost": `host_cost_seconds`, wall from
+the start of the parse to the proven host cost, the placement bench's measure; the time limit when unproven).
 
 Last line JSON: {"draws", "agree", "disagree": [...], "ours_proven", "mip_proven", "cpu_sum_ours",
-"cpu_sum_mip", "median_cpu_ours", "median_cpu_mip", "slower": [...]}; with --sizes also "regimes": per
-"SIZE:SNICS" {draws, agree, proven counts, median / max CPU of both, target, missed: [(seed, misses, CPU
-ours, CPU MIP)]}.
+"cpu_sum_mip", "median_cpu_ours", "median_cpu_mip", "median_host_s_ours", "median_host_s_mip", "slower":
+[...]}; with --sizes also "regimes": per
+"SIZE:SNICS" {draws, agree, proven counts, median / max CPU of both, median / max "to host cost" of both
+(`host_s_*`), target, missed: [(seed, misses, CPU ours, CPU MIP)]}.
 """
 
 from __future__ import annotations
@@ -282,6 +286,14 @@ def _agree(ours: dict, mip: dict) -> bool:
     return True
 
 
+def _to_host_cost(out: dict, time_limit: float) -> float:
+    """Seconds to the proven host cost (the placement bench's measure; an infeasible answer's solve time), or
+    the limit when unproven."""
+    if out["status"] == "optimal" and out.get("host_cost_seconds") is not None:
+        return out["host_cost_seconds"]
+    return out.get("solve_seconds", time_limit) if out["status"] == "infeasible" else time_limit
+
+
 def _cpu(obj: dict, solver: str, time_limit: float) -> tuple[dict, float]:
     cpu = time.process_time()
     out = solve(parse_problem(obj), solver=solver, time_limit=time_limit, started=time.monotonic())
@@ -339,7 +351,8 @@ def main() -> int:
         run = {"seed": seed, "vertices": len(obj["nodes"]), "snics": len(obj["snics"]), "ours": ours["status"],
                "mip": mip["status"], "cpu_ours": round(c_ours, 4), "cpu_mip": round(c_mip, 4),
                "cost_ours": ours.get("host_cost"), "cost_mip": mip.get("host_cost"),
-               "agree": _agree(ours, mip)}  # fmt: skip
+               "host_s_ours": _to_host_cost(ours, args.time_limit),
+               "host_s_mip": _to_host_cost(mip, args.time_limit), "agree": _agree(ours, mip)}  # fmt: skip
         if size is not None:
             run["size"] = size
             target = TARGETS.get((size, ns))
@@ -350,7 +363,8 @@ def main() -> int:
             ) if bad]  # fmt: skip
         runs.append(run)
         print(f"{seed:>5} n={run['vertices']:<4} snics {run['snics']}  ours {ours['status']:<10} {c_ours:7.3f} s"
-              f"  mip {mip['status']:<10} {c_mip:7.3f} s{'' if run['agree'] else '  DISAGREE'}"
+              f"  mip {mip['status']:<10} {c_mip:7.3f} s  to host cost {run['host_s_ours']:.3f} /"
+              f" {run['host_s_mip']:.3f} s{'' if run['agree'] else '  DISAGREE'}"
               f"{'  MISS ' + ', '.join(run['miss']) if run.get('miss') else ''}", flush=True)  # fmt: skip
     slower = [
         r
@@ -367,6 +381,8 @@ def main() -> int:
         "cpu_sum_mip": round(sum(r["cpu_mip"] for r in runs), 3),
         "median_cpu_ours": round(median([r["cpu_ours"] for r in runs]), 4),
         "median_cpu_mip": round(median([r["cpu_mip"] for r in runs]), 4),
+        "median_host_s_ours": round(median([r["host_s_ours"] for r in runs]), 4),
+        "median_host_s_mip": round(median([r["host_s_mip"] for r in runs]), 4),
         "slower": sorted(slower, key=lambda r: r["cpu_mip"] - r["cpu_ours"]),
         "time_limit": args.time_limit,
     }
@@ -383,6 +399,10 @@ def main() -> int:
                 "max_cpu_ours": max(r["cpu_ours"] for r in rs),
                 "median_cpu_mip": round(median([r["cpu_mip"] for r in rs]), 4),
                 "max_cpu_mip": max(r["cpu_mip"] for r in rs),
+                "median_host_s_ours": round(median([r["host_s_ours"] for r in rs]), 4),
+                "max_host_s_ours": max(r["host_s_ours"] for r in rs),
+                "median_host_s_mip": round(median([r["host_s_mip"] for r in rs]), 4),
+                "max_host_s_mip": max(r["host_s_mip"] for r in rs),
                 "target": TARGETS.get((n, ns)),
                 "missed": [(r["seed"], r["miss"], r["cpu_ours"], r["cpu_mip"]) for r in rs if r["miss"]],
             }

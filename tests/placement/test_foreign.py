@@ -3,7 +3,7 @@ all valid, and on the small ones our engine and the MIP agree (status; proven ho
 
 from __future__ import annotations
 
-from bench.placement.foreign import _agree, instance
+from bench.placement.foreign import _agree, _to_host_cost, instance
 from placement import parse_problem, solve
 
 
@@ -19,6 +19,15 @@ def _solved_alike(obj: dict, tag) -> tuple[dict, dict]:
         mip.get("host_cost"),
     )
     return ours, mip
+
+
+def test_to_host_cost_counts_only_a_proof():
+    assert _to_host_cost({"status": "optimal", "host_cost_seconds": 0.25, "solve_seconds": 0.4}, 20) == 0.25
+    assert _to_host_cost({"status": "infeasible", "solve_seconds": 0.03}, 20) == 0.03
+    assert _to_host_cost({"status": "feasible", "solve_seconds": 20.1, "gap": 0.01}, 20) == 20
+    assert _to_host_cost({"status": "unknown", "solve_seconds": 20.0}, 20) == 20
+    solved = solve(parse_problem(instance(1)), time_limit=20)  # a real answer carries the field
+    assert solved["status"] == "optimal" and 0 <= _to_host_cost(solved, 20) <= solved["solve_seconds"] + 1e-3
 
 
 def test_every_instance_parses():
