@@ -749,7 +749,7 @@ class _CoreFloor:
 
 def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack, workers: int,
              deadline: float, run: _Run,
-             least: int = WIDEN_FROM) -> tuple[list[int] | None, bool, _CoreFloor | None]:  # fmt: skip
+             least: int = WIDEN_FROM) -> tuple[list[int] | None, bool, _CoreFloor | None, list[int] | None]:  # fmt: skip
     """A cheaper incumbent than `inc` from CP-SAT minimising the primary on the configurations of reduced
     cost at most 1 / WIDEN_SHARE of `inc`'s gap above the bound lb / den (and `inc`'s), from `inc`, boxed
     in WIDEN_WORK deterministic seconds, again on the narrower core of the gap left when the box ended the
@@ -760,10 +760,13 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
     search's stop in many groups at once, each a configuration of a few to tens of slacks of reduced cost:
     the restricted core (the least reduced costs) does not hold them, the proof's core (everything within
     the incumbent's gap) is too wide to find them in a small box (measured, bench/RESULTS.md). Third: the
-    highest floor a round's core proved (None if none), for the proof's questions below it."""
+    highest floor a round's core proved (None if none), for the proof's questions below it. Fourth: a
+    placement cheaper than `inc` that is not returned as the incumbent (a narrow core's box ended it unproven),
+    or None: a "yes" to every question asking at least its cost (solve_groups' proof answers those without
+    CP-SAT: measured, long 500 seed 2, bench/RESULTS.md)."""
     wide = _wide_gap(gr, d, lb, den, inc, slack, least)
     if wide is None:
-        return None, False, None
+        return None, False, None, None
     gap, units, groups, n_vars = wide
     # Where the proof's core at this incumbent is too wide for its minimisation (_minimised): there the
     # first questions' "yes" answers are the costly ones. On a narrower core the minimisation closes the
@@ -774,7 +777,7 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
     # proof, and a second round settled none of long 200-1,000 seeds 0-11 (0.05 deterministic s lost each).
     narrow = n_vars <= MINIMISE_MAX_VARS
     if narrow and n_vars < WIDEN_NARROW_CONFIGS * groups:
-        return None, False, None
+        return None, False, None, None
     found, settled, floor = None, False, None
     for _ in range(1 if narrow else WIDEN_ROUNDS):  # (narrow: a second round's optimum never paid, below)
         keep = _within(d, gap // WIDEN_SHARE)
@@ -794,8 +797,8 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
         if settled or gap <= den * units * WIDEN_GAP:
             break  # (the next core is a part of this one)
     if narrow and not settled:
-        return None, False, None
-    return found, settled, floor
+        return None, False, None, found
+    return found, settled, floor, None
 
 
 def _regrow(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack) -> bool:
@@ -1304,6 +1307,9 @@ def solve_groups(
     # questions below it need a configuration outside it, which CP-SAT refutes far sooner than the question
     # alone (measured, bench/RESULTS.md).
     core_floor: _CoreFloor | None = None
+    # A placement cheaper than the incumbent that is not the incumbent (_widened's narrow core, unproven):
+    # every question asking at least its cost is a "yes" without CP-SAT (below).
+    spare: list[int] | None = None
     lp1 = _prices(gr, alive, deadline, run.clock) if gr.n_groups and reduce else None
     if lp1 is not None:
         # Incumbent from a small core around the LP optimum, then exact reduced-cost fixing.
@@ -1422,7 +1428,7 @@ def solve_groups(
                 # refutation first (below) unless far above the bound: such optima were usually the optimum
                 # (measured: background 500 seed 10, 4.6 slacks above, the widened core's box 0.05 lost).
                 least = WIDEN_GAP if status == "optimal" or settled is not None else WIDEN_FROM
-                wide, wide_settled, wide_floor = _widened(
+                wide, wide_settled, wide_floor, spare = _widened(
                     gr, d1, lb1, den1, inc, slack, workers, deadline, run, least
                 )
                 if wide_floor is not None and (core_floor is None or wide_floor.floor > core_floor.floor):
@@ -1538,8 +1544,12 @@ def solve_groups(
         exact = not exact_out and _exact_fits(gr, alive)
         bisect = not exact and gap_frac and target - lo > slack(p1) and settled is None
         ask = lo + (target - lo) // 2 if bisect else target
+        # A known placement within the ask answers it (the same "yes" a solve would give, without one).
+        spared = spare is not None and _sum(gr.cost, spare) <= ask
         answer = (
-            _answered(gr, alive, ask, known, lambda c: c - 1 - slack(c), deadline, run) if exact else None
+            _answered(gr, alive, ask, known, lambda c: c - 1 - slack(c), deadline, run)
+            if exact and not spared
+            else None
         )
         if answer is not None and (
             answer.status == "unknown" or (answer.status == "yes" and not answer.least)
@@ -1570,6 +1580,8 @@ def solve_groups(
             ch, core_groups = answer.chosen, answer.groups
             if answer.least:
                 status = "least"
+        elif spared:
+            status, ch, core_groups, spare = "feasible", spare, 0, None
         else:
             status = None
             if (
@@ -1603,7 +1615,8 @@ def solve_groups(
         log.debug("cost <= %s? %s at %.3f of [lo %d, target %d] in slacks %.1f core=%d %s t=%.3f",
                   "p1 - 1 - slack" if ask == target else "midpoint", status, (ask - lo) / max(1, target - lo), lo,
                   target, (target - lo) / max(1, slack(p1)), core_groups,
-                  "exact" if exact else "cp-sat outside" if outside else "cp-sat", run.clock() - t0)  # fmt: skip
+                  "exact" if exact else "spare" if spared else "cp-sat outside" if outside else "cp-sat",
+                  run.clock() - t0)  # fmt: skip
         if status == "infeasible" and ask < target:
             lo = ask + 1
             lower = max(lower, Fraction(lo))

@@ -40,7 +40,7 @@ def test_widened_fits_is_cheaper_and_never_below_the_optimum(seed, monkeypatch):
     cost, use, budget, start, first = t.cost, t.use, t.budget, t.start, t.first
     gr, lb, den, d, p, best = t.gr, t.lb, t.den, t.d, t.p, t.best
     units = rng.choice([1, rng.randint(1, 10**9)])
-    out, settled, floor = engine._widened(
+    out, settled, floor, spare = engine._widened(
         gr, d, lb, den, first, lambda _: units, 1, time.monotonic() + 30, engine._Run()
     )
     if den * p - lb <= den * units * engine.WIDEN_FROM:
@@ -71,12 +71,16 @@ def test_widened_on_a_narrow_core_returns_only_its_proven_optimum(seed, monkeypa
     rng = random.Random(seed)
     t = _priced(rng)
     units = rng.choice([1, rng.randint(1, 10**9)])
-    out, settled, floor = engine._widened(
+    out, settled, floor, spare = engine._widened(
         t.gr, t.d, t.lb, t.den, t.first, lambda _: units, 1, time.monotonic() + 30, engine._Run()
     )
     if out is None:
         assert not settled and floor is None
+        if spare is not None:  # the box ended it unproven: a placement cheaper than the incumbent, not taken
+            _assert_fits(t, spare)
+            assert t.best <= engine._sum(t.cost, spare) < t.p
         return
+    assert spare is None  # (a placement taken is not kept aside)
     assert settled and floor is not None
     _assert_fits(t, out)
     assert t.best <= engine._sum(t.cost, out) <= floor.floor + units
@@ -181,5 +185,23 @@ def test_engine_with_the_widened_core_on_a_narrow_proof_core_keeps_the_exact_opt
     with caplog.at_level(logging.DEBUG, logger="placement.engine"):
         ours = engine.solve_groups(gr, time.monotonic() + 60, gap_limit=1e-5)
     assert any(r.getMessage().startswith("widened") for r in caplog.records)
+    assert exact.status == ours.status == "optimal"
+    _assert_within_gap(gr, ours, exact)
+
+
+@pytest.mark.parametrize(("size", "seed"), [(500, 2), (300, 4), (200, 0), (200, 8)])
+def test_a_question_answered_by_the_narrow_cores_spare_keeps_the_exact_optimum(size, seed, caplog):
+    """long chains where the narrow widened core's box ends with an unproven placement (the spare, not taken as
+    the incumbent) cheaper than a question's ask: that question is answered "yes" by it without CP-SAT (checked
+    in the debug log: 500 seed 2's second midpoint) and the answer stays within the gap limit of the exact
+    optimum (the engine at gap 0, no widened core)."""
+    gr = prepare_within(parse_problem(instance("long", size, seed)), Options(), time.monotonic())
+    exact = engine.solve_groups(gr, time.monotonic() + 120)
+    with caplog.at_level(logging.DEBUG, logger="placement.engine"):
+        ours = engine.solve_groups(gr, time.monotonic() + 60, gap_limit=1e-5)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("widened feasible") for m in messages)
+    if (size, seed) == (500, 2):
+        assert any(m.startswith("cost <=") and " spare t=" in m for m in messages)
     assert exact.status == ours.status == "optimal"
     _assert_within_gap(gr, ours, exact)
