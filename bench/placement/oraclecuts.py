@@ -135,18 +135,19 @@ def main() -> int:
     ap.add_argument("--draws", default="1541,1598")
     ap.add_argument("--scip-python", required=True)
     ap.add_argument("--time-limit", type=float, default=20.0)
+    ap.add_argument("--min-snics", type=int, default=2)
     args = ap.parse_args()
     from bench.common import final_json, print_machine
-    from bench.placement.foreign import instance
-    from bench.placement.plainparams import draws
+    from bench.placement.plainparams import instances
     from placement.model import parse_problem
     from placement.solver import load_backends
 
     load_backends()
     print_machine()
     out = {}
-    for d in draws(args.draws):
-        problem = parse_problem(instance(d))
+    args.large = None
+    for d, obj in instances(args).items():
+        problem = parse_problem(obj)
         sc = scip_cuts(problem, args.scip_python)
         plain = stage1(problem, [], args.time_limit)
         cut = stage1(problem, list(sc["cuts"].values()), args.time_limit)
