@@ -48,9 +48,10 @@ FEASIBLE_SHARE = 0.5
 # then, if unproven, again with cover cuts of its budget rows (covers.py; bench/RESULTS.md, cuts23).
 CUTS_SNICS = 2
 CUTS_BOX = 0.03  # 0.01: foreign draw 1615 (det 0.022 alone) paid the cuts and became 2x slower than the MIP
-# CP-SAT's presolve rounds on the plain model (its default 3): the second round re-runs the whole presolve
-# and finds little (foreign large 500: 0.07 s of stage 2's 0.12 CPU s in presolve, two rounds, nothing
-# new in the second); one round (bench/RESULTS.md, giveup23). None: CP-SAT's default.
+# CP-SAT's presolve rounds on the plain model (its default 3): a second round re-runs the whole presolve and
+# found nothing more (foreign large 500 draw 11's tie-break: search at 0.07 of 0.12 s, after two rounds with
+# the same counts); one round: foreign large 500 x30 CPU median x0.84 (bench/RESULTS.md, giveup23). None:
+# CP-SAT's default.
 PLAIN_PRESOLVE_ITERATIONS: int | None = 1
 
 

@@ -6,6 +6,7 @@ draws where a tree is slower than the MIP by foreign.py's rule (x2 and +0.05 s):
     git archive REV | tar -x -C /tmp/old && ln -s /work/main/.venv /tmp/old/.venv
     .venv/bin/python -m bench.placement.foreign_versus --old /tmp/old --draws 90 [--seed 0] [--reps 1]
     .venv/bin/python -m bench.placement.foreign_versus --old /tmp/old --size 500 --draws 30 --reps 2
+    .venv/bin/python -m bench.placement.foreign_versus --old /tmp/old --seeds 54,1627 --reps 5
 
 (`--size N[:SNICS]`: the large regime, `large_instance(seed, N, SNICS)`.) Last line JSON: {old, new: {cpu_sum,
 cpu_median, proven, slower}, mip: {cpu_sum, cpu_median}, differ: [seeds whose proven host costs differ]}.
@@ -49,6 +50,7 @@ def main() -> int:
     ap.add_argument("--old", required=True, help="tree of the other version (an exported commit)")
     ap.add_argument("--draws", type=int, default=90)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", default=None, help="these seeds (a,b,...) in place of --seed / --draws")
     ap.add_argument("--size", default=None, help="N or N:SNICS: the large regime")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--time-limit", type=float, default=20.0)
@@ -58,7 +60,11 @@ def main() -> int:
     workers = {k: Worker(t, WORKER) for k, t in trees.items()}
     rows = []
     try:
-        for s in range(args.seed, args.seed + args.draws):
+        for w in workers.values():  # the first solve of a process loads the libraries: not a draw's
+            for backend in ("cpsat", "mip"):
+                w.ask({"instance": instance(1), "limit": args.time_limit, "solver": backend})
+        seeds = range(args.seed, args.seed + args.draws)
+        for s in [int(x) for x in args.seeds.split(",")] if args.seeds else seeds:
             if args.size:
                 n, _, k = args.size.partition(":")
                 obj = large_instance(s, int(n), int(k or 1))
