@@ -48,6 +48,11 @@ FEASIBLE_SHARE = 0.5
 # then, if unproven, again with cover cuts of its budget rows (covers.py; bench/RESULTS.md, cuts23).
 CUTS_SNICS = 2
 CUTS_BOX = 0.03  # 0.01: foreign draw 1615 (det 0.022 alone) paid the cuts and became 2x slower than the MIP
+# CP-SAT's presolve rounds on the plain model (its default 3): a second round re-runs the whole presolve and
+# found nothing more (foreign large 500 draw 11's tie-break: search at 0.07 of 0.12 s, after two rounds with
+# the same counts); one round: foreign large 500 x30 CPU median x0.84 (bench/RESULTS.md, giveup23). None:
+# CP-SAT's default.
+PLAIN_PRESOLVE_ITERATIONS: int | None = 1
 
 
 @dataclass
@@ -312,6 +317,8 @@ class _Model:
             if work is not None:
                 solver.parameters.max_deterministic_time = work
             solver.parameters.num_workers = self.opts.workers
+            if PLAIN_PRESOLVE_ITERATIONS is not None:
+                solver.parameters.max_presolve_iterations = PLAIN_PRESOLVE_ITERATIONS
             # (first: no objective, so no LP bound to tighten; measured on foreign large 5,000 seed 3: the
             # first placement in 0.07 deterministic s at level 0, 0.27 at 1, 0.81 at 2)
             solver.parameters.linearization_level = 0 if first else self.opts.linearization
