@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -53,6 +54,12 @@ CUTS_BOX = 0.03  # 0.01: foreign draw 1615 (det 0.022 alone) paid the cuts and b
 # the same counts); one round: foreign large 500 x30 CPU median x0.84 (bench/RESULTS.md, giveup23). None:
 # CP-SAT's default.
 PLAIN_PRESOLVE_ITERATIONS: int | None = 1
+# SCIP (the MIP backend) is asked to stop at its time limit, but its ranged-row propagation can run for
+# minutes inside a sub-SCIP (lpface heuristic -> rapidlearning), deaf to the limit and to an interrupt
+# (foreign draw 3020: 20 s limit, still running after 10 min); with it off SCIP stops at the limit. A
+# watchdog interrupts SCIP MIP_GRACE_S past the limit (1 + 10 % of it) for any other such stall.
+MIP_PARAMS = "constraints/linear/rangedrowpropagation = FALSE"
+MIP_GRACE_S = 1.0
 
 
 @dataclass
@@ -343,10 +350,18 @@ class _Model:
         from ortools.linear_solver import pywraplp
 
         self.m.SetTimeLimit(int(remaining * 1000))
+        if not self.m.SetSolverSpecificParametersAsString(MIP_PARAMS):
+            raise ModelRefused(f"the MIP solver ({self.m.SolverVersion()}) refused {MIP_PARAMS!r}")
         params = pywraplp.MPSolverParameters()
         # pywraplp stops at a 1e-4 relative gap by default; ask for the same gap_limit as our engine.
         params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, self.gap_limit)
-        st = self.m.Solve(params)
+        watchdog = threading.Timer(remaining * 1.1 + MIP_GRACE_S, self.m.InterruptSolve)
+        watchdog.daemon = True
+        watchdog.start()  # (Solve releases the GIL: the timer runs meanwhile)
+        try:
+            st = self.m.Solve(params)
+        finally:
+            watchdog.cancel()
         if st in (pywraplp.Solver.MODEL_INVALID, pywraplp.Solver.ABNORMAL):
             what = "refused the model" if st == pywraplp.Solver.MODEL_INVALID else "stopped abnormally"
             raise ModelRefused(f"the MIP solver ({self.m.SolverVersion()}) {what}")
