@@ -87,27 +87,52 @@ def cg_cut(
     return cx, out_rhs
 
 
-def _solve(a, b):
-    """x with a x = b (dense Gauss-Jordan elimination, partial pivoting, by numpy's element-wise operations:
-    numpy.linalg's multithreaded OpenBLAS took 0.1 s on a 150 x 150 system beside CP-SAT's threads, this
-    takes milliseconds); ValueError when a is singular."""
-    import numpy as np
-
-    n = a.shape[0]
-    m = np.hstack([a.astype(float), b.astype(float)])
-    for k in range(n):
-        p = k + int(np.argmax(np.abs(m[k:, k])))
-        if abs(m[p, k]) < 1e-11:
-            raise ValueError("singular")
-        if p != k:
-            m[[k, p]] = m[[p, k]]
-        m[k] /= m[k, k]
-        col = m[:, k].copy()
-        col[k] = 0.0
-        nz = np.flatnonzero(col)
-        if nz.size:
-            m[nz] -= np.multiply.outer(col[nz], m[k])
-    return m[:, n:]
+def _exact_solve(eqs: list[dict[int, Fraction]], rhs: list[dict[int, Fraction]]):
+    """The square sparse system sum_v eqs[e][v] y_v = rhs[e] (rhs as sparse columns), exactly, by sparse
+    Gauss-Jordan elimination in Fractions (the pivot: the shortest equation, its least shared unknown); per
+    unknown v its solution column {column: value}, or None when singular. Mutates its arguments."""
+    n = len(eqs)
+    occurs: dict[int, set[int]] = {}
+    for e, eq in enumerate(eqs):
+        for v in eq:
+            occurs.setdefault(v, set()).add(e)
+    active = set(range(n))
+    out: dict[int, dict[int, Fraction]] = {}
+    while active:
+        r = min(active, key=lambda e: len(eqs[e]))
+        if not eqs[r]:
+            return None
+        v = min(eqs[r], key=lambda w: len(occurs[w]))
+        p = eqs[r][v]
+        row = {w: c / p for w, c in eqs[r].items()}
+        rr = {t: c / p for t, c in rhs[r].items()}
+        eqs[r], rhs[r] = row, rr
+        for s in list(occurs[v]):
+            if s == r:
+                continue
+            f = eqs[s][v]
+            es = eqs[s]
+            for w, c in row.items():
+                x = es.get(w, 0) - f * c
+                if x:
+                    if w not in es:
+                        occurs[w].add(s)
+                    es[w] = x
+                elif w in es:
+                    del es[w]
+                    occurs[w].discard(s)
+            rs = rhs[s]
+            for t, c in rr.items():
+                x = rs.get(t, 0) - f * c
+                if x:
+                    rs[t] = x
+                else:
+                    rs.pop(t, None)
+        active.discard(r)
+        out[v] = rr
+    if len(out) != n:
+        return None
+    return out
 
 
 def gomory_cuts(rows: Rows, rounds: int = 4) -> list[tuple[list[int], list[int], int]]:
@@ -172,32 +197,35 @@ def gomory_cuts(rows: Rows, rounds: int = 4) -> list[tuple[list[int], list[int],
         rrows = [i for i, s in enumerate(rstat) if s != pywraplp.Solver.BASIC]
         if len(xcols) != len(rrows):  # pragma: no cover - by the count above
             break
-        col = {j: k for k, j in enumerate(xcols)}
-        B = np.zeros((len(rrows), len(xcols)))
-        for r, i in enumerate(rrows):
-            idx, coeffs, _, _ = sys_rows[i]
-            for v, c in zip(idx, coeffs, strict=True):
-                k = col.get(v)
-                if k is not None:
-                    B[r, k] += c / tops[i]
         cand = [(abs(val[j] - round(val[j])), k) for k, j in enumerate(xcols)]
         cand = sorted((t for t in cand if t[0] > EPS), reverse=True)[:PER_ROUND]
         if not cand:
             break
-        try:  # u^T B = e_k for each candidate k: B^T U = E
-            E = np.zeros((len(xcols), len(cand)))
-            for c, (_, k) in enumerate(cand):
-                E[k, c] = 1.0
-            U = _solve(B.T, E)
-        except ValueError:
+        # u^T B = e_k per candidate k, exactly: B^T u = e_k over the rows' integer coefficients (u then
+        # multiplies the unscaled rows; the tableau row is exact, so each cut is the LP vertex's Gomory cut)
+        at = {i: r for r, i in enumerate(rrows)}
+        eqs: list[dict[int, Fraction]] = [{} for _ in xcols]
+        where = {j: k for k, j in enumerate(xcols)}
+        for i in rrows:
+            idx, coeffs, _, _ = sys_rows[i]
+            for v, c in zip(idx, coeffs, strict=True):
+                k = where.get(v)
+                if k is not None and c:
+                    eqs[k][at[i]] = eqs[k].get(at[i], 0) + Fraction(c)
+        rhs_cols = [{} for _ in xcols]
+        for t, (_, k) in enumerate(cand):
+            rhs_cols[k][t] = Fraction(1)
+        sol = _exact_solve(eqs, rhs_cols)
+        if sol is None:
             log.info("gomory: singular basis: no cuts")
             break
         new = 0
-        for col_k in range(len(cand)):
+        for t in range(len(cand)):
             u = [Fraction(0)] * m
-            for r in np.flatnonzero(np.abs(U[:, col_k]) > 1e-12):
-                i = rrows[r]
-                u[i] = Fraction(float(U[r, col_k])).limit_denominator(DENOMINATOR) / tops[i]
+            for r, i in enumerate(rrows):
+                q = sol[r].get(t)
+                if q:
+                    u[i] = q
             cx, rhs = cg_cut(sys_rows[:m], signs, bounds, comp, u)
             if not cx:
                 continue

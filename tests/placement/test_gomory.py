@@ -18,7 +18,7 @@ from bench.placement.foreign import instance as foreign_instance
 from placement import parse_problem, solve
 from placement.covers import Rows
 from placement.evaluate import evaluate
-from placement.gomory import _solve, cg_cut, gomory_cuts
+from placement.gomory import _exact_solve, cg_cut, gomory_cuts
 from placement.solver import Options, _Model
 from tests.placement.test_covers import several_snics
 from tests.placement.test_families import brute_force
@@ -112,15 +112,20 @@ def test_gomory_cut_of_a_tiny_lp():
                 assert sum(c * p[v] for v, c in zip(idx, coeffs, strict=True)) <= rhs
 
 
-def test_solve_matches_a_known_system():
-    import numpy as np
-
-    rng = np.random.default_rng(3)
-    a = rng.normal(size=(30, 30))
-    b = rng.normal(size=(30, 4))
-    assert np.allclose(a @ _solve(a, b), b)
-    with pytest.raises(ValueError):
-        _solve(np.zeros((3, 3)), np.eye(3))
+def test_exact_solve_matches_a_known_system():
+    rng = random.Random(3)
+    n = 12
+    a = [[Fraction(rng.choice([0, 0, 0, 1, -1, 2, 7, 2**40])) for _ in range(n)] for _ in range(n)]
+    for k in range(n):
+        a[k][k] += 2**45  # non-singular (diagonally dominant)
+    y = [Fraction(rng.randint(-5, 5), rng.randint(1, 9)) for _ in range(n)]
+    eqs = [{v: c for v, c in enumerate(row) if c} for row in a]
+    rhs = [{0: sum(c * y[v] for v, c in enumerate(row))} for row in a]
+    out = _exact_solve(eqs, rhs)
+    assert [out[v].get(0, 0) for v in range(n)] == y
+    assert (
+        _exact_solve([{0: Fraction(1), 1: Fraction(2)}, {0: Fraction(2), 1: Fraction(4)}], [{}, {}]) is None
+    )
 
 
 def _force_cuts(monkeypatch) -> list[int]:
