@@ -51,6 +51,9 @@ CUTS_SNICS = 2
 CUTS_BOX = 0.03  # 0.01: foreign draw 1615 (det 0.022 alone) paid the cuts and became 2x slower than the MIP
 # and Chvatal-Gomory cuts of every row (gomory.py; bench/RESULTS.md, gomory23), up to this many LP rounds
 GOMORY_ROUNDS = 4
+# ... on a model of at most this many variables: one round took 0.33-1.27 CPU s at ~10,000 (foreign
+# large_instance(1000, 3)), past the time limit in four rounds; 0.01-0.05 s at <= 700 (the foreign small draws)
+GOMORY_MAX_VARS = 2000
 
 
 @dataclass
@@ -296,7 +299,9 @@ class _Model:
     def add_gomory_cuts(self, rounds: int = GOMORY_ROUNDS) -> int:
         """CP-SAT: Chvatal-Gomory cuts of the rows at the root LP (gomory.py: floored in exact integers from
         multipliers GLOP's basis proposes, valid for every 0/1 point of the rows), added as redundant rows;
-        their count."""
+        their count. None above GOMORY_MAX_VARS variables (the separation's cost)."""
+        if len(self.m.proto.variables) > GOMORY_MAX_VARS:
+            return 0
         cuts = gomory_cuts(self.lp_rows(), rounds)
         for idx, coeffs, rhs in cuts:
             self.m.add(

@@ -184,3 +184,14 @@ def test_cut_path_answers_as_the_mip(monkeypatch, draw):
     assert mip["status"] == "optimal"
     a, b = ours["host_cost"], mip["host_cost"]
     assert abs(a - b) <= 2e-5 * max(1.0, abs(a), abs(b))
+
+
+def test_no_gomory_cuts_above_the_size_gate(monkeypatch):
+    problem = parse_problem(foreign_instance(1541))
+    m = _Model(problem, Options())
+    m.minimize(m.stage1)
+    n_vars = len(m.m.proto.variables)
+    monkeypatch.setattr(solver_mod, "GOMORY_MAX_VARS", n_vars - 1)
+    assert m.add_gomory_cuts() == 0
+    monkeypatch.setattr(solver_mod, "GOMORY_MAX_VARS", n_vars)
+    assert m.add_gomory_cuts() > 0
