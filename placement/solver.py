@@ -25,6 +25,7 @@ from placement.cpsat import new_solver
 from placement.decompose import Groups, PrepareTimeout, prepare, prepare_plan
 from placement.engine import ModelRefused, Outcome, solve_groups
 from placement.evaluate import Evaluation, evaluate, moves
+from placement.gomory import gomory_cuts
 from placement.model import HOST, PlacementInputError, Problem
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,11 @@ FEASIBLE_SHARE = 0.5
 # then, if unproven, again with cover cuts of its budget rows (covers.py; bench/RESULTS.md, cuts23).
 CUTS_SNICS = 2
 CUTS_BOX = 0.03  # 0.01: foreign draw 1615 (det 0.022 alone) paid the cuts and became 2x slower than the MIP
+# and Chvatal-Gomory cuts of every row (gomory.py; bench/RESULTS.md, gomory23), up to this many LP rounds
+GOMORY_ROUNDS = 4
+# ... on a model of at most this many variables: one round took 0.33-1.27 CPU s at ~10,000 (foreign
+# large_instance(1000, 3)), past the time limit in four rounds; 0.01-0.05 s at <= 700 (the foreign small draws)
+GOMORY_MAX_VARS = 2000
 # CP-SAT's presolve rounds on the plain model (its default 3): a second round re-runs the whole presolve and
 # found nothing more (foreign large 500 draw 11's tie-break: search at 0.07 of 0.12 s, after two rounds with
 # the same counts); one round: foreign large 500 x30 CPU median x0.84 (bench/RESULTS.md, giveup23). None:
@@ -300,6 +306,22 @@ class _Model:
             terms = [self.m.get_bool_var_from_proto_index(v) for v, _ in lits]
             terms = [t.Not() if neg else t for t, (_, neg) in zip(terms, lits, strict=True)]
             self.m.add(sum(terms) <= rhs)
+        return len(cuts)
+
+    def add_gomory_cuts(self, rounds: int = GOMORY_ROUNDS) -> int:
+        """CP-SAT: Chvatal-Gomory cuts of the rows at the root LP (gomory.py: floored in exact integers from
+        multipliers GLOP's basis proposes, valid for every 0/1 point of the rows), added as redundant rows;
+        their count. None above GOMORY_MAX_VARS variables (the separation's cost)."""
+        if len(self.m.proto.variables) > GOMORY_MAX_VARS:
+            return 0
+        cuts = gomory_cuts(self.lp_rows(), rounds)
+        for idx, coeffs, rhs in cuts:
+            self.m.add(
+                self.cp.LinearExpr.weighted_sum(
+                    [self.m.get_bool_var_from_proto_index(v) for v in idx], coeffs
+                )
+                <= rhs
+            )
         return len(cuts)
 
     # Solving -----------------------------------------------------------------------------------------
@@ -590,6 +612,7 @@ def _solve_model(
             if status not in ("optimal", "infeasible") and time.monotonic() < deadline:
                 boxed = (status, obj, bound, model.value if status == "feasible" else None)
                 model.add_cover_cuts()
+                model.add_gomory_cuts()
                 status, obj, bound = model.solve(deadline, hint=hint)
                 if status == "unknown" and boxed[3] is not None:  # none in the rest: the box's placement
                     status, obj, bound, model.value = boxed

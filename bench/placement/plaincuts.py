@@ -19,7 +19,9 @@ Measured and dropped (bench/RESULTS.md, cuts22): nothing of it is in placement/.
     .venv/bin/python -m bench.placement.plaincuts --draws 0-89,1500-1649 --min-snics 2 --old /tmp/main23
 
 cuts23: variants own (separated from _Model's recorded rows: placement/covers.py, what solve() now runs)
-and ownbox (the model in PLAINCUTS_BOX first, no hint, then own); --old DIR: the whole solve() side by side
+and ownbox (the model in PLAINCUTS_BOX first, no hint, then own); gomory23: gomory (Chvatal-Gomory cuts,
+placement/gomory.py, then solve), gombox (the box, then gomory), bothbox (the box, then covers and gomory: what
+solve() runs); --old DIR: the whole solve() side by side
 with the tree DIR (one worker per tree, alternating).
 
 Last line JSON: per variant {det_sum, cpu_sum, optimal}.
@@ -160,15 +162,21 @@ def stage1(problem, mode: str, time_limit: float) -> tuple[str, float, float, fl
             for k in range(len(m.m.proto.variables)):
                 var = m.m.get_int_var_from_proto_index(k)
                 m.m.add_hint(var, solver.Value(var))
-    if mode == "ownbox":  # cuts23: the shipped model in BOX_DET first (no hint after it); if unproven, own
+    if mode in (
+        "ownbox",
+        "gombox",
+        "bothbox",
+    ):  # cuts23: the shipped model in BOX_DET first (no hint after it); if unproven, own
         solver = _solver(m, opts, time_limit, BOX_DET)
         st = solver.Solve(m.m)
         det0 = solver.deterministic_time
         if st in (m.cp.OPTIMAL, m.cp.INFEASIBLE):
             return solver.StatusName(st), solver.ObjectiveValue(), det0, time.process_time() - c0, 0
-    if mode in ("own", "ownbox"):  # cuts23: separated from _Model's own rows (placement/covers.py)
+    if mode in ("own", "ownbox", "bothbox"):  # cuts23: separated from _Model's own rows (placement/covers.py)
         n = m.add_cover_cuts(int(os.environ.get("PLAINCUTS_ROUNDS", "5")))
         found = [None] * n
+    if mode in ("gomory", "gombox", "bothbox"):  # gomory23: Chvatal-Gomory cuts (placement/gomory.py)
+        found += [None] * m.add_gomory_cuts()
     if mode in ("cuts", "boxed"):
         found = cover_cuts(m.m.proto)
         for lits, rhs in found:

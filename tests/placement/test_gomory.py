@@ -1,0 +1,197 @@
+"""Chvatal-Gomory cuts of the plain model's rows (placement/gomory.py, solver._Model.add_gomory_cuts): every cut
+holds on every 0/1 point of the rows, for ANY multipliers (brute force on small random row systems: fails if a
+floor, a slack or a complement is wrong), and the plain model's full solve through the cut path (several sNICs,
+the box unproven) answers as brute force and the MIP."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from fractions import Fraction
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import placement.solver as solver_mod
+from bench.placement.foreign import instance as foreign_instance
+from placement import parse_problem, solve
+from placement.covers import Rows
+from placement.evaluate import evaluate
+from placement.gomory import _exact_solve, cg_cut, gomory_cuts
+from placement.solver import Options, _Model
+from tests.placement.test_covers import several_snics
+from tests.placement.test_families import brute_force
+
+
+def _random_rows(rng, n):
+    rows = []
+    for _ in range(rng.randint(1, 4)):
+        k = rng.randint(1, n)
+        idx = rng.sample(range(n), k)
+        coeffs = [rng.choice([-7, -3, -2, -1, 1, 1, 2, 3, 5, 11]) for _ in idx]
+        s = sum(coeffs)
+        kind = rng.choice(["eq", "hi", "lo", "range"])
+        mid = rng.randint(min(0, s) - 1, max(0, s) + 1)
+        lo, hi = {"eq": (mid, mid), "hi": (None, mid), "lo": (mid, None), "range": (mid - 2, mid + 1)}[kind]
+        rows.append((idx, coeffs, lo, hi))
+    return rows
+
+
+def _points(rows, n):
+    for bits in itertools.product((0, 1), repeat=n):
+        ok = True
+        for idx, coeffs, lo, hi in rows:
+            a = sum(c * bits[v] for v, c in zip(idx, coeffs, strict=True))
+            if (lo is not None and a < lo) or (hi is not None and a > hi):
+                ok = False
+                break
+        if ok:
+            yield bits
+
+
+def test_every_cut_holds_on_every_point_for_any_multipliers():
+    rng = random.Random(25)
+    cuts = tight = 0
+    for _ in range(1500):
+        n = rng.randint(2, 7)
+        rows = _random_rows(rng, n)
+        pts = list(_points(rows, n))
+        if not pts:
+            continue
+        signs, bounds = [], []
+        for _, _, lo, hi in rows:
+            if lo is not None and lo == hi:
+                signs.append(0)
+                bounds.append(lo)
+            elif hi is not None and (lo is None or rng.random() < 0.5):
+                signs.append(1)
+                bounds.append(hi)
+            else:
+                signs.append(-1)
+                bounds.append(lo)
+        comp = {v for v in range(n) if rng.random() < 0.4}
+        u = [Fraction(rng.randint(-9, 9), rng.choice([1, 2, 3, 4, 7, 10])) for _ in rows]
+        cx, rhs = cg_cut(rows, signs, bounds, comp, u)
+        if not cx:
+            continue
+        cuts += 1
+        acts = [sum(c * p[v] for v, c in cx.items()) for p in pts]
+        assert max(acts) <= rhs, (rows, signs, comp, u, cx, rhs)
+        tight += max(acts) == rhs
+    assert cuts > 400 and tight > 150, (cuts, tight)  # the cuts are not vacuous
+
+
+def test_gomory_cuts_hold_on_every_point_of_random_lps():
+    rng = random.Random(7)
+    found = 0
+    for _ in range(300):
+        n = rng.randint(3, 9)
+        rows = Rows(n_vars=n, objective=[(rng.randint(-9, 9), v) for v in range(n)])
+        for idx, coeffs, lo, hi in _random_rows(rng, n):
+            rows.add(idx, coeffs, lo, hi)
+        pts = list(_points(rows.rows, n))
+        cuts = gomory_cuts(rows)
+        if not pts:
+            continue
+        for idx, coeffs, rhs in cuts:
+            found += 1
+            assert all(sum(c * p[v] for v, c in zip(idx, coeffs, strict=True)) <= rhs for p in pts)
+    assert found > 20
+
+
+def test_gomory_cut_of_a_tiny_lp():
+    # max x0 + x1 + x2 with 2 x0 + 2 x1 + 2 x2 <= 3: the LP sets 1.5 of them; a CG cut removes that point
+    rows = Rows(n_vars=3, objective=[(-1, 0), (-1, 1), (-1, 2)])
+    rows.add([0, 1, 2], [2, 2, 2], None, 3, budget=True)
+    cuts = gomory_cuts(rows)
+    assert cuts
+    for idx, coeffs, rhs in cuts:
+        for p in itertools.product((0, 1), repeat=3):
+            if 2 * sum(p) <= 3:
+                assert sum(c * p[v] for v, c in zip(idx, coeffs, strict=True)) <= rhs
+
+
+def test_exact_solve_matches_a_known_system():
+    rng = random.Random(3)
+    n = 12
+    a = [[Fraction(rng.choice([0, 0, 0, 1, -1, 2, 7, 2**40])) for _ in range(n)] for _ in range(n)]
+    for k in range(n):
+        a[k][k] += 2**45  # non-singular (diagonally dominant)
+    y = [Fraction(rng.randint(-5, 5), rng.randint(1, 9)) for _ in range(n)]
+    eqs = [{v: c for v, c in enumerate(row) if c} for row in a]
+    rhs = [{0: sum(c * y[v] for v, c in enumerate(row))} for row in a]
+    out = _exact_solve(eqs, rhs)
+    assert [out[v].get(0, 0) for v in range(n)] == y
+    assert (
+        _exact_solve([{0: Fraction(1), 1: Fraction(2)}, {0: Fraction(2), 1: Fraction(4)}], [{}, {}]) is None
+    )
+
+
+def _force_cuts(monkeypatch) -> list[int]:
+    """The plain model's box never proves (the cut path always runs); each call's Gomory cut count."""
+    counts: list[int] = []
+    real = _Model.add_gomory_cuts
+    monkeypatch.setattr(solver_mod, "CUTS_BOX", 1e-9)
+    monkeypatch.setattr(
+        _Model, "add_gomory_cuts", lambda self, *a: counts.append(real(self, *a)) or counts[-1]
+    )
+    return counts
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(several_snics())
+def test_cut_path_matches_brute_force(inst):
+    problem = parse_problem(inst)
+    best = brute_force(problem)
+    with pytest.MonkeyPatch.context() as mp:
+        counts = _force_cuts(mp)
+        r = solve(problem, time_limit=20, engine=False)  # the plain model's full solve
+    if best is None:
+        assert r["status"] == "infeasible"
+        return
+    assert r["status"] == "optimal", r
+    assert counts  # the cut path ran
+    ev = evaluate(problem, r["placement"])
+    assert ev.feasible and ev.host_cost == best
+
+
+def test_cuts_hold_on_the_optimum_of_foreign_draws():
+    """Every cut of a real model holds at the model's proven optimal placement (found without cuts; any
+    placement meeting the rows would do)."""
+    for draw in (1541, 1598):
+        problem = parse_problem(foreign_instance(draw))
+        m = _Model(problem, Options())
+        m.minimize(m.stage1)
+        rows = m.lp_rows()
+        cuts = gomory_cuts(rows)
+        assert cuts
+        status, _, _ = m.solve(time.monotonic() + 60)
+        assert status == "optimal"
+        val = {k: m.value(m.m.get_bool_var_from_proto_index(k)) for k in range(rows.n_vars)}
+        for idx, coeffs, rhs in cuts:
+            assert sum(c * val[v] for v, c in zip(idx, coeffs, strict=True)) <= rhs
+
+
+@pytest.mark.parametrize("draw", [1541, 1598])
+def test_cut_path_answers_as_the_mip(monkeypatch, draw):
+    counts = _force_cuts(monkeypatch)
+    problem = parse_problem(foreign_instance(draw))
+    ours = solve(problem, time_limit=30, engine=False)
+    assert counts and counts[0] > 0  # cuts were added
+    assert ours["status"] == "optimal" and evaluate(problem, ours["placement"]).feasible
+    mip = solve(problem, solver="mip", time_limit=60)
+    assert mip["status"] == "optimal"
+    a, b = ours["host_cost"], mip["host_cost"]
+    assert abs(a - b) <= 2e-5 * max(1.0, abs(a), abs(b))
+
+
+def test_no_gomory_cuts_above_the_size_gate(monkeypatch):
+    problem = parse_problem(foreign_instance(1541))
+    m = _Model(problem, Options())
+    m.minimize(m.stage1)
+    n_vars = len(m.m.proto.variables)
+    monkeypatch.setattr(solver_mod, "GOMORY_MAX_VARS", n_vars - 1)
+    assert m.add_gomory_cuts() == 0
+    monkeypatch.setattr(solver_mod, "GOMORY_MAX_VARS", n_vars)
+    assert m.add_gomory_cuts() > 0
