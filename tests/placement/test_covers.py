@@ -90,14 +90,18 @@ def several_snics(draw):
             "pcie_model": draw(st.sampled_from(["duplex", "shared"]))}  # fmt: skip
 
 
-def _force_cuts(monkeypatch) -> list[int]:
-    """The plain model's box never proves (the cut path always runs); a list of each call's cut count."""
-    counts: list[int] = []
-    real = _Model.add_cover_cuts
+def _force_cuts(monkeypatch) -> dict[str, list[int]]:
+    """The plain model's box never proves (the cut path always runs); each call's cover and Gomory cut
+    counts (the cut path runs both: covers.py, gomory.py)."""
+    counts: dict[str, list[int]] = {"cover": [], "gomory": []}
     monkeypatch.setattr(solver_mod, "CUTS_BOX", 1e-9)
-    monkeypatch.setattr(
-        _Model, "add_cover_cuts", lambda self, *a: counts.append(real(self, *a)) or counts[-1]
-    )
+    for kind, name in (("cover", "add_cover_cuts"), ("gomory", "add_gomory_cuts")):
+        real = getattr(_Model, name)
+        monkeypatch.setattr(
+            _Model,
+            name,
+            lambda self, *a, real=real, kind=kind: counts[kind].append(real(self, *a)) or counts[kind][-1],
+        )
     return counts
 
 
@@ -113,7 +117,7 @@ def test_cut_path_matches_brute_force(inst):
         assert r["status"] == "infeasible"
         return
     assert r["status"] == "optimal", r
-    assert counts  # the cut path ran
+    assert counts["cover"] and counts["gomory"]  # the cut path ran, both separators
     ev = evaluate(problem, r["placement"])
     assert ev.feasible and ev.host_cost == best
 
@@ -137,7 +141,9 @@ def test_cut_path_answers_as_the_mip(monkeypatch, draw):
     counts = _force_cuts(monkeypatch)
     problem = parse_problem(foreign_instance(draw))
     ours = solve(problem, time_limit=30, engine=False)
-    assert counts and counts[0] > 0  # cuts were added
+    assert counts["cover"] and counts["cover"][0] > 0  # cuts were added
+    if draw in (1541, 1598):  # (SCIP proves these two at its root with Gomory cuts: snics23)
+        assert counts["gomory"] and counts["gomory"][0] > 0
     assert ours["status"] == "optimal" and evaluate(problem, ours["placement"]).feasible
     # 1565 (four sNICs): SCIP does not prove it within minutes; its best placement is no better than ours
     mip = solve(problem, solver="mip", time_limit=10 if draw == 1565 else 60)

@@ -1,7 +1,8 @@
 """Chvatal-Gomory cuts of the plain model's rows (placement/gomory.py, solver._Model.add_gomory_cuts): every cut
 holds on every 0/1 point of the rows, for ANY multipliers (brute force on small random row systems: fails if a
-floor, a slack or a complement is wrong), and the plain model's full solve through the cut path (several sNICs,
-the box unproven) answers as brute force and the MIP."""
+floor, a slack or a complement is wrong), the exact solve, the cuts at real models' optima and the size gate.
+The plain model's full solve through the cut path (both separators) against brute force and the MIP:
+tests/placement/test_covers.py."""
 
 from __future__ import annotations
 
@@ -10,18 +11,12 @@ import random
 import time
 from fractions import Fraction
 
-import pytest
-from hypothesis import HealthCheck, given, settings
-
 import placement.solver as solver_mod
 from bench.placement.foreign import instance as foreign_instance
-from placement import parse_problem, solve
+from placement import parse_problem
 from placement.covers import Rows
-from placement.evaluate import evaluate
 from placement.gomory import _exact_solve, cg_cut, gomory_cuts
 from placement.solver import Options, _Model
-from tests.placement.test_covers import several_snics
-from tests.placement.test_families import brute_force
 
 
 def _random_rows(rng, n):
@@ -128,34 +123,6 @@ def test_exact_solve_matches_a_known_system():
     )
 
 
-def _force_cuts(monkeypatch) -> list[int]:
-    """The plain model's box never proves (the cut path always runs); each call's Gomory cut count."""
-    counts: list[int] = []
-    real = _Model.add_gomory_cuts
-    monkeypatch.setattr(solver_mod, "CUTS_BOX", 1e-9)
-    monkeypatch.setattr(
-        _Model, "add_gomory_cuts", lambda self, *a: counts.append(real(self, *a)) or counts[-1]
-    )
-    return counts
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(several_snics())
-def test_cut_path_matches_brute_force(inst):
-    problem = parse_problem(inst)
-    best = brute_force(problem)
-    with pytest.MonkeyPatch.context() as mp:
-        counts = _force_cuts(mp)
-        r = solve(problem, time_limit=20, engine=False)  # the plain model's full solve
-    if best is None:
-        assert r["status"] == "infeasible"
-        return
-    assert r["status"] == "optimal", r
-    assert counts  # the cut path ran
-    ev = evaluate(problem, r["placement"])
-    assert ev.feasible and ev.host_cost == best
-
-
 def test_cuts_hold_on_the_optimum_of_foreign_draws():
     """Every cut of a real model holds at the model's proven optimal placement (found without cuts; any
     placement meeting the rows would do)."""
@@ -171,19 +138,6 @@ def test_cuts_hold_on_the_optimum_of_foreign_draws():
         val = {k: m.value(m.m.get_bool_var_from_proto_index(k)) for k in range(rows.n_vars)}
         for idx, coeffs, rhs in cuts:
             assert sum(c * val[v] for v, c in zip(idx, coeffs, strict=True)) <= rhs
-
-
-@pytest.mark.parametrize("draw", [1541, 1598])
-def test_cut_path_answers_as_the_mip(monkeypatch, draw):
-    counts = _force_cuts(monkeypatch)
-    problem = parse_problem(foreign_instance(draw))
-    ours = solve(problem, time_limit=30, engine=False)
-    assert counts and counts[0] > 0  # cuts were added
-    assert ours["status"] == "optimal" and evaluate(problem, ours["placement"]).feasible
-    mip = solve(problem, solver="mip", time_limit=60)
-    assert mip["status"] == "optimal"
-    a, b = ours["host_cost"], mip["host_cost"]
-    assert abs(a - b) <= 2e-5 * max(1.0, abs(a), abs(b))
 
 
 def test_no_gomory_cuts_above_the_size_gate(monkeypatch):
