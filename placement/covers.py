@@ -95,29 +95,53 @@ def implied(idx, coeffs, cap, lits, rhs) -> bool:
     return rhs + 1 <= len(weights) and sum(weights[: rhs + 1]) > budget
 
 
+class RootLP:
+    """GLOP on the LP relaxation of `rows` (booleans in [0, 1], rows.objective minimised): every row divided
+    by its largest coefficient, the objective by its largest, rows in their recorded order (it picks GLOP's
+    vertex among ties, and so the cuts); a row with neither side bounded is left out. `cons`: the LP row of
+    each kept row, then of each row added by add_row()."""
+
+    def __init__(self, rows: Rows):
+        from ortools.linear_solver import pywraplp
+
+        self.lp = pywraplp.Solver.CreateSolver("GLOP")
+        self.xs = [self.lp.NumVar(0.0, 1.0, "") for _ in range(rows.n_vars)]
+        self.cons: list = []
+        self.kept: list[tuple[list[int], list[int], int | None, int | None]] = []
+        for idx, coeffs, lo, hi in rows.rows:
+            if lo is not None or hi is not None:
+                self.add_row(idx, coeffs, lo, hi)
+        obj = self.lp.Objective()
+        self.scale = float(max((abs(c) for c, _ in rows.objective), default=1))
+        for c, v in rows.objective:
+            obj.SetCoefficient(self.xs[v], c / self.scale)
+        obj.SetMinimization()
+
+    def add_row(self, idx: list[int], coeffs: list[int], lo: int | None, hi: int | None) -> None:
+        inf = self.lp.infinity()
+        top = max((abs(c) for c in coeffs), default=1) or 1
+        row = self.lp.Constraint(-inf if lo is None else lo / top, inf if hi is None else hi / top)
+        for v, c in zip(idx, coeffs, strict=True):
+            row.SetCoefficient(self.xs[v], c / top)
+        self.kept.append((list(idx), list(coeffs), lo, hi))
+        self.cons.append(row)
+
+    def solve(self) -> bool:
+        """Whether GLOP ends optimal."""
+        from ortools.linear_solver import pywraplp
+
+        return self.lp.Solve() == pywraplp.Solver.OPTIMAL
+
+
 def cover_cuts(rows: Rows, rounds: int = 5):
     """Cover cuts (lits, rhs) of the budget rows at GLOP's LP point (rows.objective minimised), up to
     `rounds` rounds; every cut checked in integers against its row."""
-    from ortools.linear_solver import pywraplp
-
-    lp = pywraplp.Solver.CreateSolver("GLOP")
-    xs = [lp.NumVar(0.0, 1.0, "") for _ in range(rows.n_vars)]
-    inf = lp.infinity()
-    for idx, coeffs, lo, hi in rows.rows:
-        top = float(max((abs(c) for c in coeffs), default=1)) or 1.0
-        row = lp.Constraint(-inf if lo is None else lo / top, inf if hi is None else hi / top)
-        for v, c in zip(idx, coeffs, strict=True):
-            row.SetCoefficient(xs[v], c / top)
-    obj = lp.Objective()
-    top = float(max((abs(c) for c, _ in rows.objective), default=1))
-    for c, v in rows.objective:
-        obj.SetCoefficient(xs[v], c / top)
-    obj.SetMinimization()
+    root = RootLP(rows)
     cuts, seen = [], set()
     for _ in range(rounds):
-        if lp.Solve() != pywraplp.Solver.OPTIMAL:
+        if not root.solve():
             break
-        val = [x.solution_value() for x in xs]
+        val = [x.solution_value() for x in root.xs]
         frac = [EPS < v < 1 - EPS for v in val]
         new = 0
         for r in rows.budgets:
@@ -137,9 +161,12 @@ def cover_cuts(rows: Rows, rounds: int = 5):
             seen.add(key)
             cuts.append(cut)
             new += 1
-            row = lp.Constraint(-inf, cut[1] - sum(1 for _, neg in cut[0] if neg))
-            for v, neg in cut[0]:
-                row.SetCoefficient(xs[v], -1.0 if neg else 1.0)
+            root.add_row(  # sum of the literals <= rhs, over the variables
+                [v for v, _ in cut[0]],
+                [-1 if neg else 1 for _, neg in cut[0]],
+                None,
+                cut[1] - sum(1 for _, neg in cut[0] if neg),
+            )
         if not new:
             break
     return cuts

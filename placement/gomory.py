@@ -23,7 +23,7 @@ import logging
 from fractions import Fraction
 from math import lcm
 
-from placement.covers import Rows
+from placement.covers import RootLP, Rows
 
 log = logging.getLogger(__name__)
 
@@ -143,34 +143,11 @@ def gomory_cuts(rows: Rows, rounds: int = 4) -> list[tuple[list[int], list[int],
     (rows.objective minimised), up to `rounds` rounds; each exact by construction (cg_cut)."""
     from ortools.linear_solver import pywraplp
 
-    lp = pywraplp.Solver.CreateSolver("GLOP")
-    xs = [lp.NumVar(0.0, 1.0, "") for _ in range(rows.n_vars)]
-    inf = lp.infinity()
-    sys_rows: list[tuple[list[int], list[int], int | None, int | None]] = []
-    tops: list[int] = []
-    cons = []
-
-    def add(idx, coeffs, lo, hi):
-        top = max((abs(c) for c in coeffs), default=1) or 1
-        row = lp.Constraint(-inf if lo is None else lo / top, inf if hi is None else hi / top)
-        for v, c in zip(idx, coeffs, strict=True):
-            row.SetCoefficient(xs[v], c / top)
-        sys_rows.append((list(idx), list(coeffs), lo, hi))
-        tops.append(top)
-        cons.append(row)
-
-    for idx, coeffs, lo, hi in rows.rows:
-        if lo is None and hi is None:
-            continue
-        add(idx, coeffs, lo, hi)
-    obj = lp.Objective()
-    top = float(max((abs(c) for c, _ in rows.objective), default=1))
-    for c, v in rows.objective:
-        obj.SetCoefficient(xs[v], c / top)
-    obj.SetMinimization()
+    root = RootLP(rows)
+    xs, cons, sys_rows = root.xs, root.cons, root.kept
     cuts, seen = [], set()
     for _ in range(rounds):
-        if lp.Solve() != pywraplp.Solver.OPTIMAL:
+        if not root.solve():
             break
         val = [x.solution_value() for x in xs]
         m = len(sys_rows)
@@ -244,7 +221,7 @@ def gomory_cuts(rows: Rows, rounds: int = 4) -> list[tuple[list[int], list[int],
             idx = sorted(cx)
             coeffs = [cx[v] for v in idx]
             cuts.append((idx, coeffs, rhs))
-            add(idx, coeffs, None, rhs)
+            root.add_row(idx, coeffs, None, rhs)
             new += 1
         if not new:
             break

@@ -33,6 +33,7 @@ import time
 from bench.common import final_json, median, print_machine
 from bench.placement.foreign import large_instance
 from bench.placement.plainparams import draws
+from placement.covers import RootLP
 from placement.cpsat import new_solver
 from placement.model import Problem, parse_problem
 from placement.solver import GAP_LIMIT, Options, _Model, load_backends
@@ -40,26 +41,16 @@ from placement.solver import GAP_LIMIT, Options, _Model, load_backends
 
 def reduced_costs(m: _Model) -> tuple[float, list[float], float]:
     """GLOP on the model's rows: (LP bound, reduced cost per proto variable, both in working integers; CPU s)."""
-    from ortools.linear_solver import pywraplp
-
     t = time.process_time()
-    rows = m.lp_rows()
-    lp = pywraplp.Solver.CreateSolver("GLOP")
-    xs = [lp.NumVar(0.0, 1.0, "") for _ in range(rows.n_vars)]
-    inf = lp.infinity()
-    for idx, coeffs, lo, hi in rows.rows:
-        top = float(max((abs(c) for c in coeffs), default=1)) or 1.0
-        row = lp.Constraint(-inf if lo is None else lo / top, inf if hi is None else hi / top)
-        for v, c in zip(idx, coeffs, strict=True):
-            row.SetCoefficient(xs[v], c / top)
-    obj = lp.Objective()
-    scale = float(max((abs(c) for c, _ in rows.objective), default=1))
-    for c, v in rows.objective:
-        obj.SetCoefficient(xs[v], c / scale)
-    obj.SetMinimization()
-    if lp.Solve() != pywraplp.Solver.OPTIMAL:
+    root = RootLP(m.lp_rows())
+    if not root.solve():
         raise RuntimeError("GLOP: the LP relaxation is not optimal")
-    return obj.Value() * scale, [x.reduced_cost() * scale for x in xs], time.process_time() - t
+    scale = root.scale
+    return (
+        root.lp.Objective().Value() * scale,
+        [x.reduced_cost() * scale for x in root.xs],
+        time.process_time() - t,
+    )
 
 
 def model(p: Problem) -> _Model:
