@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from fractions import Fraction
-from math import lcm
+from math import gcd, lcm
 
 from placement.covers import RootLP, Rows
 
@@ -46,37 +46,52 @@ def cg_cut(
     dens = [q.denominator for q in u if q]
     den = lcm(*dens) if dens else 1
     big = [q.numerator * (den // q.denominator) for q in u]  # u_i * den, integers
+    return _cg_cut_int(_y_rows(rows, bounds, comp), signs, comp, big, den)
+
+
+def _y_rows(rows, bounds: list[int], comp: set[int]) -> list[tuple[list[int], list[int], int]]:
+    """Each row a x (+ slack) = d over y (y = 1 - x on `comp`): (indices, a', d') with a' = -a on comp and
+    d' = d - (a's sum over comp), so a x = a' y + d - d' and the slack is sign (d' - a' y)."""
+    out = []
+    for (idx, coeffs, _, _), d in zip(rows, bounds, strict=True):
+        ys, dy = [], d
+        for v, c in zip(idx, coeffs, strict=True):
+            if v in comp:
+                dy -= c
+                ys.append(-c)
+            else:
+                ys.append(c)
+        out.append((idx, ys, dy))
+    return out
+
+
+def _cg_cut_int(
+    yrows: list[tuple[list[int], list[int], int]], signs: list[int], comp: set[int], big: list[int], den: int
+) -> tuple[dict[int, int], int]:
+    """cg_cut for u = big / den (integers, den > 0) over `_y_rows`' rows (gomfast23: the complements folded
+    into the rows once per basis, not per multiplier; the same integers)."""
     ycoef: dict[int, int] = {}  # den * (u^T A') per column of y
     rhs = 0  # den * u^T d'
-    for (idx, coeffs, _, _), d, ui in zip(rows, bounds, big, strict=True):
+    for (idx, ys, dy), ui in zip(yrows, big, strict=True):
         if not ui:
             continue
-        rhs += ui * d
-        for v, c in zip(idx, coeffs, strict=True):
-            if v in comp:  # a x = a - a y
-                rhs -= ui * c
-                ycoef[v] = ycoef.get(v, 0) - ui * c
-            else:
-                ycoef[v] = ycoef.get(v, 0) + ui * c
+        rhs += ui * dy
+        for v, c in zip(idx, ys, strict=True):
+            ycoef[v] = ycoef.get(v, 0) + ui * c
     # floor(u^T A') y + floor(u_i sign_i) s_i <= floor(u^T d')
     cy = {v: c // den for v, c in ycoef.items()}
     out_rhs = rhs // den
-    for (idx, coeffs, _, _), sign, d, ui in zip(rows, signs, bounds, big, strict=True):
+    for (idx, ys, dy), sign, ui in zip(yrows, signs, big, strict=True):
         if not ui or not sign:
             continue  # an equality row's slack is 0
         fs = (ui * sign) // den
         if not fs:
             continue
-        # fs * s_i with s_i = sign (d - a x): fs * sign * d - fs * sign * a x  (in x, complements later)
+        # fs * s_i with s_i = sign (d' - a' y)
         k = fs * sign
-        out_rhs -= k * d
-        for v, c in zip(idx, coeffs, strict=True):
-            # -k * c * x, in y: x = 1 - y on comp
-            if v in comp:
-                out_rhs += k * c
-                cy[v] = cy.get(v, 0) + k * c
-            else:
-                cy[v] = cy.get(v, 0) - k * c
+        out_rhs -= k * dy
+        for v, c in zip(idx, ys, strict=True):
+            cy[v] = cy.get(v, 0) - k * c
     # back to x: c y with y = 1 - x on comp -> c - c x
     cx: dict[int, int] = {}
     for v, c in cy.items():
@@ -91,32 +106,56 @@ def cg_cut(
 
 
 def _exact_solve(eqs: list[dict[int, Fraction]], rhs: list[dict[int, Fraction]]):
-    """The square sparse system sum_v eqs[e][v] y_v = rhs[e] (rhs as sparse columns), exactly, by sparse
-    Gauss-Jordan elimination in Fractions (the pivot: the shortest equation, its least shared unknown); per
-    unknown v its solution column {column: value}, or None when singular. Mutates its arguments."""
+    """The square sparse system sum_v eqs[e][v] y_v = rhs[e] (rhs as sparse columns, rationals), exactly: each
+    equation scaled to integers, then `_exact_solve_int`; per unknown v its solution column {column: value},
+    or None when singular."""
+    ieqs, irhs = [], []
+    for eq, rs in zip(eqs, rhs, strict=True):
+        den = lcm(*(Fraction(c).denominator for c in (*eq.values(), *rs.values())))
+        ieqs.append({v: int(c * den) for v, c in eq.items()})
+        irhs.append({t: int(c * den) for t, c in rs.items()})
+    out = _exact_solve_int(ieqs, irhs)
+    if out is None:
+        return None
+    return {v: {t: Fraction(c, p) for t, c in col.items()} for v, (p, col) in out.items()}
+
+
+def _exact_solve_int(eqs: list[dict[int, int]], rhs: list[dict[int, int]]):
+    """The square sparse system sum_v eqs[e][v] y_v = rhs[e] (integers; rhs as sparse columns), exactly, by
+    fraction-free sparse Gauss-Jordan elimination (gomfast23; in Fractions before it, the same pivots): a row
+    s is eliminated by the pivot row r as (p / g) s - (f / g) r (p, f: the pivot's coefficients in r and s, g
+    their gcd), then divided by the gcd of its entries, so every row stays an integer multiple of the rational
+    row Gauss-Jordan would hold (the same non-zeros, the same pivot choice: the shortest equation, its least
+    shared unknown). Per unknown v (p, {column: numerator}): y_v = numerator / p in each column; None when
+    singular. Mutates its arguments."""
     n = len(eqs)
     occurs: dict[int, set[int]] = {}
     for e, eq in enumerate(eqs):
         for v in eq:
             occurs.setdefault(v, set()).add(e)
     active = set(range(n))
-    out: dict[int, dict[int, Fraction]] = {}
+    pivot: dict[int, int] = {}  # row -> its pivot unknown
     while active:
         r = min(active, key=lambda e: len(eqs[e]))
         if not eqs[r]:
             return None
         v = min(eqs[r], key=lambda w: len(occurs[w]))
-        p = eqs[r][v]
-        row = {w: c / p for w, c in eqs[r].items()}
-        rr = {t: c / p for t, c in rhs[r].items()}
-        eqs[r], rhs[r] = row, rr
+        row, rr = eqs[r], rhs[r]
+        p = row[v]
         for s in list(occurs[v]):
             if s == r:
                 continue
-            f = eqs[s][v]
-            es = eqs[s]
+            es, rs = eqs[s], rhs[s]
+            f = es[v]
+            g = gcd(p, f)
+            ps, fs = p // g, f // g
+            if ps != 1:
+                for w in es:
+                    es[w] *= ps
+                for t in rs:
+                    rs[t] *= ps
             for w, c in row.items():
-                x = es.get(w, 0) - f * c
+                x = es.get(w, 0) - fs * c
                 if x:
                     if w not in es:
                         occurs[w].add(s)
@@ -124,17 +163,26 @@ def _exact_solve(eqs: list[dict[int, Fraction]], rhs: list[dict[int, Fraction]])
                 elif w in es:
                     del es[w]
                     occurs[w].discard(s)
-            rs = rhs[s]
             for t, c in rr.items():
-                x = rs.get(t, 0) - f * c
+                x = rs.get(t, 0) - fs * c
                 if x:
                     rs[t] = x
                 else:
                     rs.pop(t, None)
+            h = gcd(*es.values(), *rs.values())
+            if h > 1:
+                for w in es:
+                    es[w] //= h
+                for t in rs:
+                    rs[t] //= h
         active.discard(r)
-        out[v] = rr
-    if len(out) != n:
+        pivot[r] = v
+    if len(pivot) != n:
         return None
+    out = {}
+    for r, v in pivot.items():
+        p = eqs[r][v]
+        out[v] = (p, rhs[r]) if p > 0 else (-p, {t: -c for t, c in rhs[r].items()})
     return out
 
 
@@ -183,29 +231,38 @@ def gomory_cuts(rows: Rows, rounds: int = 4) -> list[tuple[list[int], list[int],
         # u^T B = e_k per candidate k, exactly: B^T u = e_k over the rows' integer coefficients (u then
         # multiplies the unscaled rows; the tableau row is exact, so each cut is the LP vertex's Gomory cut)
         at = {i: r for r, i in enumerate(rrows)}
-        eqs: list[dict[int, Fraction]] = [{} for _ in xcols]
+        eqs: list[dict[int, int]] = [{} for _ in xcols]
         where = {j: k for k, j in enumerate(xcols)}
         for i in rrows:
             idx, coeffs, _, _ = sys_rows[i]
             for v, c in zip(idx, coeffs, strict=True):
                 k = where.get(v)
                 if k is not None and c:
-                    eqs[k][at[i]] = eqs[k].get(at[i], 0) + Fraction(c)
-        rhs_cols = [{} for _ in xcols]
+                    eqs[k][at[i]] = eqs[k].get(at[i], 0) + c
+        rhs_cols: list[dict[int, int]] = [{} for _ in xcols]
         for t, (_, k) in enumerate(cand):
-            rhs_cols[k][t] = Fraction(1)
-        sol = _exact_solve(eqs, rhs_cols)
+            rhs_cols[k][t] = 1
+        sol = _exact_solve_int(eqs, rhs_cols)
         if sol is None:
             log.info("gomory: singular basis: no cuts")
             break
+        yrows = _y_rows(sys_rows[:m], bounds, comp)
         new = 0
         for t in range(len(cand)):
-            u = [Fraction(0)] * m
+            # u_i = n / p per row (p > 0), as big / den with den the lcm of the reduced denominators: the
+            # integers cg_cut forms from the same Fractions
+            parts = []
             for r, i in enumerate(rrows):
-                q = sol[r].get(t)
+                p, col = sol[r]
+                q = col.get(t)
                 if q:
-                    u[i] = q
-            cx, rhs = cg_cut(sys_rows[:m], signs, bounds, comp, u)
+                    g = gcd(q, p)
+                    parts.append((i, q // g, p // g))
+            den = lcm(*(d for _, _, d in parts)) if parts else 1
+            big = [0] * m
+            for i, q, d in parts:
+                big[i] = q * (den // d)
+            cx, rhs = _cg_cut_int(yrows, signs, comp, big, den)
             if not cx:
                 continue
             top_c = max(abs(c) for c in cx.values())
