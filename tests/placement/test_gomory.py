@@ -15,7 +15,7 @@ import placement.solver as solver_mod
 from bench.placement.foreign import instance as foreign_instance
 from placement import parse_problem
 from placement.covers import Rows
-from placement.gomory import _exact_solve, cg_cut, gomory_cuts
+from placement.gomory import _exact_solve, _exact_solve_int, cg_cut, gomory_cuts
 from placement.solver import Options, _Model
 
 
@@ -121,6 +121,54 @@ def test_exact_solve_matches_a_known_system():
     assert (
         _exact_solve([{0: Fraction(1), 1: Fraction(2)}, {0: Fraction(2), 1: Fraction(4)}], [{}, {}]) is None
     )
+
+
+def _dense_solve(a: list[list[int]], b: list[list[int]]):
+    """Reference: dense Gauss-Jordan in Fractions with partial pivoting on the first non-zero; None if singular."""
+    n = len(a)
+    m = [[Fraction(c) for c in row] + [Fraction(c) for c in rb] for row, rb in zip(a, b, strict=True)]
+    for col in range(n):
+        piv = next((r for r in range(col, n) if m[r][col]), None)
+        if piv is None:
+            return None
+        m[col], m[piv] = m[piv], m[col]
+        p = m[col][col]
+        m[col] = [c / p for c in m[col]]
+        for r in range(n):
+            if r != col and m[r][col]:
+                f = m[r][col]
+                m[r] = [x - f * y for x, y in zip(m[r], m[col], strict=True)]
+    return [row[n:] for row in m]
+
+
+def test_fraction_free_solve_matches_dense_fractions():
+    """gomfast23: _exact_solve_int (integer rows, gcd-reduced) against dense Gauss-Jordan in Fractions on sparse
+    random integer systems, singular ones included (a pivot scaled wrong or a gcd not dividing the right-hand
+    side gives another solution)."""
+    rng = random.Random(23)
+    solved = singular = 0
+    for _ in range(300):
+        n = rng.randint(1, 14)
+        k = rng.randint(1, 3)
+        a = [[rng.choice([0, 0, 0, 0, 1, -1, 2, -3, 6, 35]) for _ in range(n)] for _ in range(n)]
+        if rng.random() < 0.15 and n > 1:
+            a[-1] = [2 * c for c in a[0]]  # singular
+        b = [[rng.choice([0, 0, 1, -2, 5]) for _ in range(k)] for _ in range(n)]
+        want = _dense_solve(a, b)
+        eqs = [{v: c for v, c in enumerate(row) if c} for row in a]
+        rhs = [{t: c for t, c in enumerate(rb) if c} for rb in b]
+        got = _exact_solve_int(eqs, rhs)
+        if want is None:
+            assert got is None
+            singular += 1
+            continue
+        assert got is not None
+        solved += 1
+        for v in range(n):
+            p, col = got[v]
+            assert p > 0
+            assert [Fraction(col.get(t, 0), p) for t in range(k)] == want[v]
+    assert solved > 100 and singular > 20, (solved, singular)
 
 
 def test_cuts_hold_on_the_optimum_of_foreign_draws():
