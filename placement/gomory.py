@@ -247,17 +247,18 @@ def gomory_cuts(rows: Rows, rounds: int = 4) -> list[tuple[list[int], list[int],
             log.info("gomory: singular basis: no cuts")
             break
         yrows = _y_rows(sys_rows[:m], bounds, comp)
-        new = 0
-        for t in range(len(cand)):
-            # u_i = n / p per row (p > 0), as big / den with den the lcm of the reduced denominators: the
-            # integers cg_cut forms from the same Fractions
-            parts = []
-            for r, i in enumerate(rrows):
-                p, col = sol[r]
-                q = col.get(t)
+        # u_i = n / p per row (p > 0), as big / den with den the lcm of the reduced denominators: the
+        # integers cg_cut forms from the same Fractions; per candidate t its non-zero (row, n, p), reduced
+        per_t: list[list[tuple[int, int, int]]] = [[] for _ in cand]
+        for r, i in enumerate(rrows):
+            p, col = sol[r]
+            for t, q in col.items():
                 if q:
                     g = gcd(q, p)
-                    parts.append((i, q // g, p // g))
+                    per_t[t].append((i, q // g, p // g))
+        new = 0
+        for t in range(len(cand)):
+            parts = per_t[t]
             den = lcm(*(d for _, _, d in parts)) if parts else 1
             big = [0] * m
             for i, q, d in parts:
