@@ -54,6 +54,11 @@ TYPES = ["fw", "nat", "lb", "ips", "ipsec", "l7fw", "mon", "dpi"]
 SLOWER_RATIO, SLOWER_ABS = 2.0, 0.05  # "slower": both over the MIP's CPU seconds
 
 
+def slower_than_mip(cpu: float, cpu_mip: float) -> bool:
+    """The bench's rule: over SLOWER_RATIO times the MIP's CPU seconds and over SLOWER_ABS more."""
+    return cpu > SLOWER_RATIO * cpu_mip and cpu - cpu_mip > SLOWER_ABS
+
+
 def measured(rng: random.Random, lo: float, hi: float) -> float:
     """A float as measurements give them: a ratio of counters, a few decimals, or log-uniform."""
     k = rng.random()
@@ -359,18 +364,14 @@ def main() -> int:
             proven = ours["status"] in ("optimal", "infeasible")
             run["miss"] = [m for m, bad in (
                 (f"> {target} s", target is not None and c_ours > target), ("unproven", not proven),
-                ("slower than the MIP", c_ours > SLOWER_RATIO * c_mip and c_ours - c_mip > SLOWER_ABS),
+                ("slower than the MIP", slower_than_mip(c_ours, c_mip)),
             ) if bad]  # fmt: skip
         runs.append(run)
         print(f"{seed:>5} n={run['vertices']:<4} snics {run['snics']}  ours {ours['status']:<10} {c_ours:7.3f} s"
               f"  mip {mip['status']:<10} {c_mip:7.3f} s  to host cost {run['host_s_ours']:.3f} /"
               f" {run['host_s_mip']:.3f} s{'' if run['agree'] else '  DISAGREE'}"
               f"{'  MISS ' + ', '.join(run['miss']) if run.get('miss') else ''}", flush=True)  # fmt: skip
-    slower = [
-        r
-        for r in runs
-        if r["cpu_ours"] > SLOWER_RATIO * r["cpu_mip"] and r["cpu_ours"] - r["cpu_mip"] > SLOWER_ABS
-    ]
+    slower = [r for r in runs if slower_than_mip(r["cpu_ours"], r["cpu_mip"])]
     figures = {
         "draws": len(runs),
         "agree": sum(r["agree"] for r in runs),

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from bench.common import final_json, median, print_machine
-from bench.placement.foreign import SLOWER_ABS, SLOWER_RATIO, instance, large_instance
+from bench.placement.foreign import instance, large_instance, slower_than_mip
 from bench.placement.versus import Worker
 from placement.solver import GAP_LIMIT
 
@@ -88,17 +88,13 @@ def main() -> int:
         for w in workers.values():
             w.close()
 
-    def slower(r: dict, name: str) -> bool:
-        a, b = r[name]["cpu"], r["mip"]["cpu"]
-        return a > SLOWER_RATIO * b and a > b + SLOWER_ABS
-
     out: dict = {}
     for name in ("old", "new"):
         cpu = [r[name]["cpu"] for r in rows]
         out[name] = {"cpu_sum": round(sum(cpu), 3), "cpu_median": round(median(cpu), 4),
                      "proven": sum(r[name]["status"] == "optimal" for r in rows),
                      "tiebreak_proven": sum(r[name]["tiebreak"] == "proven" for r in rows),
-                     "slower": [r["seed"] for r in rows if slower(r, name)]}  # fmt: skip
+                     "slower": [r["seed"] for r in rows if slower_than_mip(r[name]["cpu"], r["mip"]["cpu"])]}  # fmt: skip
     mcpu = [r["mip"]["cpu"] for r in rows]
     out["mip"] = {"cpu_sum": round(sum(mcpu), 3), "cpu_median": round(median(mcpu), 4)}
     out["differ"] = [r["seed"] for r in rows if not _same(r["old"], r["new"])]
