@@ -105,21 +105,6 @@ def _cg_cut_int(
     return cx, out_rhs
 
 
-def _exact_solve(eqs: list[dict[int, Fraction]], rhs: list[dict[int, Fraction]]):
-    """The square sparse system sum_v eqs[e][v] y_v = rhs[e] (rhs as sparse columns, rationals), exactly: each
-    equation scaled to integers, then `_exact_solve_int`; per unknown v its solution column {column: value},
-    or None when singular."""
-    ieqs, irhs = [], []
-    for eq, rs in zip(eqs, rhs, strict=True):
-        den = lcm(*(Fraction(c).denominator for c in (*eq.values(), *rs.values())))
-        ieqs.append({v: int(c * den) for v, c in eq.items()})
-        irhs.append({t: int(c * den) for t, c in rs.items()})
-    out = _exact_solve_int(ieqs, irhs)
-    if out is None:
-        return None
-    return {v: {t: Fraction(c, p) for t, c in col.items()} for v, (p, col) in out.items()}
-
-
 def _exact_solve_int(eqs: list[dict[int, int]], rhs: list[dict[int, int]]):
     """The square sparse system sum_v eqs[e][v] y_v = rhs[e] (integers; rhs as sparse columns), exactly, by
     fraction-free sparse Gauss-Jordan elimination (gomfast23; in Fractions before it, the same pivots): a row

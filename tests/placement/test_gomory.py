@@ -10,12 +10,13 @@ import itertools
 import random
 import time
 from fractions import Fraction
+from math import lcm
 
 import placement.solver as solver_mod
 from bench.placement.foreign import instance as foreign_instance
 from placement import parse_problem
 from placement.covers import Rows
-from placement.gomory import _exact_solve, _exact_solve_int, cg_cut, gomory_cuts
+from placement.gomory import _exact_solve_int, cg_cut, gomory_cuts
 from placement.solver import Options, _Model
 
 
@@ -105,6 +106,21 @@ def test_gomory_cut_of_a_tiny_lp():
         for p in itertools.product((0, 1), repeat=3):
             if 2 * sum(p) <= 3:
                 assert sum(c * p[v] for v, c in zip(idx, coeffs, strict=True)) <= rhs
+
+
+def _exact_solve(eqs: list[dict[int, Fraction]], rhs: list[dict[int, Fraction]]):
+    """The square sparse system sum_v eqs[e][v] y_v = rhs[e] (rhs as sparse columns, rationals), exactly: each
+    equation scaled to integers, then gomory._exact_solve_int (the separator's own solve); per unknown v its
+    solution column {column: value}, or None when singular."""
+    ieqs, irhs = [], []
+    for eq, rs in zip(eqs, rhs, strict=True):
+        den = lcm(*(Fraction(c).denominator for c in (*eq.values(), *rs.values())))
+        ieqs.append({v: int(c * den) for v, c in eq.items()})
+        irhs.append({t: int(c * den) for t, c in rs.items()})
+    out = _exact_solve_int(ieqs, irhs)
+    if out is None:
+        return None
+    return {v: {t: Fraction(c, p) for t, c in col.items()} for v, (p, col) in out.items()}
 
 
 def test_exact_solve_matches_a_known_system():
