@@ -479,7 +479,9 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
 def _integer_prices(gr: Groups, obj: np.ndarray, lam: np.ndarray, eqs: list[tuple[np.ndarray, int]],
                     mu: np.ndarray) -> tuple[int, list[int]]:  # fmt: skip
     """The integers den and l ~ den * lam (rounded down: l >= 0), u ~ den * mu (rounded) of ``_bound``: den
-    as large as keeps den * obj + l . use of one configuration below 2**60."""
+    as large as keeps den * obj + l . use of one configuration below 2**60. Where even den = 1 does not
+    (huge prices: a folded objective's weight times the budget rows' prices), the multipliers are scaled
+    down instead (den 1, l ~ f * lam with f < 1): ``_bound`` holds for ANY l >= 0 and u, only weaker."""
     cols = [gr.use[:, r] for r in range(len(gr.budget))] + [coef for coef, _ in eqs]
     mult = np.concatenate([lam, mu]) if len(mu) else lam
     maxes = [float(np.abs(c).max()) if len(c) else 0.0 for c in cols]
@@ -489,7 +491,11 @@ def _integer_prices(gr: Groups, obj: np.ndarray, lam: np.ndarray, eqs: list[tupl
         den > 1 and den * max_o + sum(abs(x) * den * mx for x, mx in zip(mult, maxes, strict=True)) >= 2**60
     ):
         den //= 2
-    ell = [int(math.floor(x * den)) if k < len(lam) else int(round(x * den)) for k, x in enumerate(mult)]
+    scale = float(den)
+    spread = sum(abs(x) * mx for x, mx in zip(mult, maxes, strict=True))
+    if max_o + scale * spread >= 2**60:  # den is 1: shrink the multipliers (0 when obj alone is that large)
+        scale = 0.0 if max_o >= 2**59 else 2.0 ** math.floor(math.log2((2**59 - max_o) / spread))
+    ell = [int(math.floor(x * scale)) if k < len(lam) else int(round(x * scale)) for k, x in enumerate(mult)]
     return den, ell
 
 
