@@ -513,6 +513,11 @@ CPSAT_WORK_PER_SECOND = 0.25
 TIEBREAK_WORK_SHARE, TIEBREAK_MIN_WORK = 0.25, 0.05 * CPSAT_WORK_PER_SECOND
 TIES_NEAR = 4  # slacks: a ties incumbent this close to the bound skips the restricted core
 SHAKE_MISSES = 3  # shakes in a row that find no exchange: the local search stops
+# Shakes in a row whose descents find no cheaper placement: the local search stops. The box alone let a
+# 39-vertex instance shake for its whole time limit (third generator draw 1007: an optimal incumbent, a bound
+# 31 % below, thousands of fruitless shakes whose fixed per-call cost the box's units undercount); on the
+# families and 240 foreign draws no shake was ever followed by a gain (bench/RESULTS.md, lead 2026-12-01).
+SHAKE_FRUITLESS = 16
 POOL_MOVES = 4  # per priced row: exchanges of one gathering shake (swaps.shake's pool)
 STARTS_SHARE = 0.6  # of the local search's box: its descents from the starts; the rest shakes (swaps.shake)
 # Priced rows within this relative difference of the largest price are pooled (pack.py), and the pooled fill
@@ -1860,8 +1865,10 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
         if _sum(gr.cost, best) <= target:
             break
     # Then random shakes while time is left, each descended and gathered again.
-    cur, misses = best, 0
-    while cur is not None and _sum(gr.cost, best) > target and not work.over():
+    cur, misses, fruitless = best, 0, 0
+    while (
+        cur is not None and _sum(gr.cost, best) > target and not work.over() and fruitless < SHAKE_FRUITLESS
+    ):
         shaken = shake(gr.cost, gr.use, budget, gr.start, cur, neutral, rng, work)
         if shaken == cur:
             misses += 1  # none fit in the sample drawn, or none at all (e.g. one sNIC)
@@ -1870,8 +1877,9 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
             continue
         misses = 0
         cur = gather(descend(shaken, work, (256,)))  # fewer stages: more shakes in the box
+        fruitless += 1
         if _sum(gr.cost, cur) < _sum(gr.cost, best):
-            best = cur
+            best, fruitless = cur, 0
     if best is not None and t0 is not None:
         log.debug(
             "swaps p=%d lb=%.1f work=%d t=%.3f", _sum(gr.cost, best), lb / den, work.spent, work.clock() - t0
