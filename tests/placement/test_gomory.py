@@ -300,3 +300,22 @@ def test_no_gomory_cuts_above_the_size_gate(monkeypatch):
     assert m.add_gomory_cuts() == 0
     monkeypatch.setattr(solver_mod, "GOMORY_MAX_VARS", n_vars)
     assert m.add_gomory_cuts() > 0
+
+
+def test_skipped_candidates_would_not_give_a_kept_cut(monkeypatch):
+    """gomory.SKIP_AT leaves out candidates whose cut would fail the violation test: the same cuts with the skip
+    off (SKIP_AT past any product), on real models from the covers' LP as _Model.add_root_cuts runs it."""
+    import placement.gomory as gomory_mod
+
+    for draw in (3012, 1598, 34):
+        problem = parse_problem(foreign_instance(draw))
+        m = _Model(problem, Options())
+        m.minimize(m.stage1)
+        rows = m.lp_rows()
+        got = []
+        for at in (gomory_mod.SKIP_AT, 2**4000):
+            monkeypatch.setattr(gomory_mod, "SKIP_AT", at)
+            root = RootLP(rows)
+            cover_cuts(rows, root=root)
+            got.append(gomory_cuts(rows, root=root))
+        assert got[0] and got[0] == got[1], draw
