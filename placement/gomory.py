@@ -15,8 +15,8 @@ few rounds, each round's cuts added to the LP (rows with integer coefficients an
 (Float multipliers, numpy's B^-1 rounded to rationals, were tried first: their error floored near-integer
 basic coefficients down and no cut was violated on foreign draw 11; numpy.linalg beside CP-SAT's threads also
 took 0.1 s per 150 x 150 solve.)
-snics25: the strong CG cut of the same combination (scg_cut, Letchford-Lodi; STRONG) in place of the floor, and
-the LP may come with rows added (the cover cuts: _Model.add_root_cuts), which then enter the system like any
+snics25: the strong CG cut of the same combination (scg_cut, Letchford-Lodi; STRONG, off: measured) in place
+of the floor, and the LP may come with rows added (the cover cuts: _Model.add_root_cuts), which then enter the system like any
 row (integer coefficients and bounds, valid for every placement: the rule's premise stands).
 """
 
@@ -35,7 +35,7 @@ VIOLATION = 1e-4  # relative to the cut's largest coefficient
 COEFF_MAX = 2**50  # CP-SAT's int64 rows: a cut with a larger coefficient or bound is left out
 PER_ROUND = 50  # fractional basic booleans tried per round (the most fractional first)
 SKIP_AT = 2**20  # a candidate with phi * a above it on a slack row is not tried (gomory_cuts)
-STRONG = True  # strong CG cuts (scg_cut, Letchford-Lodi) in place of the plain ones (snics25)
+STRONG = False  # strong CG cuts (scg_cut, Letchford-Lodi) in place of the plain ones: off (snics25, measured)
 
 
 def cg_cut(
