@@ -133,10 +133,13 @@ class RootLP:
         return self.lp.Solve() == pywraplp.Solver.OPTIMAL
 
 
-def cover_cuts(rows: Rows, rounds: int = 5):
+def cover_cuts(rows: Rows, rounds: int = 5, root: RootLP | None = None):
     """Cover cuts (lits, rhs) of the budget rows at GLOP's LP point (rows.objective minimised), up to
-    `rounds` rounds; every cut checked in integers against its row."""
-    root = RootLP(rows)
+    `rounds` rounds; every cut checked in integers against its row. `root`: RootLP(rows) to work on (each
+    cut is added to it as a row over the variables: sum of x minus sum of the negated x <= rhs minus their
+    count; snics25: the Gomory separator then starts from that LP)."""
+    if root is None:
+        root = RootLP(rows)
     cuts, seen = [], set()
     for _ in range(rounds):
         if not root.solve():

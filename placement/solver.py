@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from placement import integers
-from placement.covers import Rows, cover_cuts
+from placement.covers import RootLP, Rows, cover_cuts
 from placement.cpsat import new_solver
 from placement.decompose import Groups, PrepareTimeout, prepare, prepare_plan
 from placement.engine import ModelRefused, Outcome, solve_groups
@@ -55,6 +55,8 @@ GOMORY_ROUNDS = 4
 # ... on a model of at most this many variables: one round took 0.33-1.27 CPU s at ~10,000 (foreign
 # large_instance(1000, 3)), past the time limit in four rounds; 0.01-0.05 s at <= 700 (the foreign small draws)
 GOMORY_MAX_VARS = 2000
+# ... separated from the root LP with the cover cuts in it (one LP, warm; snics25)
+GOMORY_FROM_COVERS = True
 # CP-SAT's presolve rounds on the plain model (its default 3): a second round re-runs the whole presolve and
 # found nothing more (foreign large 500 draw 11's tie-break: search at 0.07 of 0.12 s, after two rounds with
 # the same counts); one round: foreign large 500 x30 CPU median x0.84 (bench/RESULTS.md, giveup23). None:
@@ -298,23 +300,38 @@ class _Model:
         elif const > cap:
             self.add(self.boolvar("never") + 1 <= 0)
 
-    def add_cover_cuts(self, rounds: int = 5) -> int:
+    def add_root_cuts(self) -> tuple[int, int]:
+        """CP-SAT: cover cuts (add_cover_cuts), then Chvatal-Gomory cuts (add_gomory_cuts) of the rows AND
+        the cover cuts, from one LP (the rows built once, GLOP warm from the covers' last basis); their
+        counts. The cover cuts are valid rows with integer coefficients and bounds, so every Gomory cut of
+        the augmented system is still valid for every placement (snics25)."""
+        rows = self.lp_rows()
+        if not GOMORY_FROM_COVERS:
+            return self.add_cover_cuts(rows=rows), self.add_gomory_cuts(rows=rows)
+        root = RootLP(rows)
+        return self.add_cover_cuts(rows=rows, root=root), self.add_gomory_cuts(rows=rows, root=root)
+
+    def add_cover_cuts(self, rounds: int = 5, rows: Rows | None = None, root: RootLP | None = None) -> int:
         """CP-SAT: cover cuts of the budget rows at the root LP (covers.py), added as redundant rows (each
-        implied by one row in integers: no placement is cut); their count."""
-        cuts = cover_cuts(self.lp_rows(), rounds)
+        implied by one row in integers: no placement is cut); their count. `rows`: lp_rows() if built;
+        `root`: the LP to separate on (the cuts are added to it)."""
+        cuts = cover_cuts(self.lp_rows() if rows is None else rows, rounds, root=root)
         for lits, rhs in cuts:
             terms = [self.m.get_bool_var_from_proto_index(v) for v, _ in lits]
             terms = [t.Not() if neg else t for t, (_, neg) in zip(terms, lits, strict=True)]
             self.m.add(sum(terms) <= rhs)
         return len(cuts)
 
-    def add_gomory_cuts(self, rounds: int = GOMORY_ROUNDS) -> int:
+    def add_gomory_cuts(
+        self, rounds: int = GOMORY_ROUNDS, rows: Rows | None = None, root: RootLP | None = None
+    ) -> int:
         """CP-SAT: Chvatal-Gomory cuts of the rows at the root LP (gomory.py: floored in exact integers from
         multipliers GLOP's basis proposes, valid for every 0/1 point of the rows), added as redundant rows;
-        their count. None above GOMORY_MAX_VARS variables (the separation's cost)."""
+        their count. None above GOMORY_MAX_VARS variables (the separation's cost). `rows`, `root`: as
+        add_cover_cuts (root's added rows enter the system)."""
         if len(self.m.proto.variables) > GOMORY_MAX_VARS:
             return 0
-        cuts = gomory_cuts(self.lp_rows(), rounds)
+        cuts = gomory_cuts(self.lp_rows() if rows is None else rows, rounds, root=root)
         for idx, coeffs, rhs in cuts:
             self.m.add(
                 self.cp.LinearExpr.weighted_sum(
@@ -611,8 +628,7 @@ def _solve_model(
             status, obj, bound = model.solve(deadline, hint=hint, work=CUTS_BOX)
             if status not in ("optimal", "infeasible") and time.monotonic() < deadline:
                 boxed = (status, obj, bound, model.value if status == "feasible" else None)
-                model.add_cover_cuts()
-                model.add_gomory_cuts()
+                model.add_root_cuts()
                 status, obj, bound = model.solve(deadline, hint=hint)
                 if status == "unknown" and boxed[3] is not None:  # none in the rest: the box's placement
                     status, obj, bound, model.value = boxed

@@ -100,7 +100,9 @@ def _force_cuts(monkeypatch) -> dict[str, list[int]]:
         monkeypatch.setattr(
             _Model,
             name,
-            lambda self, *a, real=real, kind=kind: counts[kind].append(real(self, *a)) or counts[kind][-1],
+            lambda self, *a, real=real, kind=kind, **kw: (
+                counts[kind].append(real(self, *a, **kw)) or counts[kind][-1]
+            ),
         )
     return counts
 

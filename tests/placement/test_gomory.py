@@ -10,13 +10,15 @@ import itertools
 import random
 import time
 from fractions import Fraction
-from math import lcm
+from math import gcd, lcm
+
+import pytest
 
 import placement.solver as solver_mod
 from bench.placement.foreign import instance as foreign_instance
 from placement import parse_problem
-from placement.covers import Rows
-from placement.gomory import _exact_solve_int, cg_cut, gomory_cuts
+from placement.covers import RootLP, Rows, cover_cuts
+from placement.gomory import _exact_solve_int, cg_cut, gomory_cuts, scg_cut
 from placement.solver import Options, _Model
 
 
@@ -46,7 +48,9 @@ def _points(rows, n):
             yield bits
 
 
-def test_every_cut_holds_on_every_point_for_any_multipliers():
+@pytest.mark.parametrize("cut", [cg_cut, scg_cut])
+def test_every_cut_holds_on_every_point_for_any_multipliers(cut):
+    """cg_cut, and scg_cut (the strong CG cut of the same combination, snics25), on every 0/1 point."""
     rng = random.Random(25)
     cuts = tight = 0
     for _ in range(1500):
@@ -68,7 +72,7 @@ def test_every_cut_holds_on_every_point_for_any_multipliers():
                 bounds.append(lo)
         comp = {v for v in range(n) if rng.random() < 0.4}
         u = [Fraction(rng.randint(-9, 9), rng.choice([1, 2, 3, 4, 7, 10])) for _ in rows]
-        cx, rhs = cg_cut(rows, signs, bounds, comp, u)
+        cx, rhs = cut(rows, signs, bounds, comp, u)
         if not cx:
             continue
         cuts += 1
@@ -78,16 +82,94 @@ def test_every_cut_holds_on_every_point_for_any_multipliers():
     assert cuts > 400 and tight > 150, (cuts, tight)  # the cuts are not vacuous
 
 
-def test_gomory_cuts_hold_on_every_point_of_random_lps():
+def test_strong_cut_is_at_least_the_plain_one():
+    """On equality rows (no slacks) every variable of the combination is a boolean y >= 0, where the strong CG
+    cut (Letchford-Lodi) dominates the plain one of the same multipliers: every 0/1 point (meeting the rows
+    or not) that meets scg_cut meets cg_cut; and it is strictly stronger on some (fails if its coefficients,
+    its k or its rhs are weakened)."""
+    rng = random.Random(11)
+    stronger = 0
+    for _ in range(1500):
+        n = rng.randint(2, 7)
+        rows = [(idx, coeffs, b, b) for idx, coeffs, b, _ in _random_rows(rng, n) if b is not None]
+        if not rows:
+            continue
+        signs, bounds = [0] * len(rows), [b for _, _, b, _ in rows]
+        comp = {v for v in range(n) if rng.random() < 0.4}
+        u = [Fraction(rng.randint(-9, 9), rng.choice([1, 2, 3, 4, 7, 10])) for _ in rows]
+        plain, strong = cg_cut(rows, signs, bounds, comp, u), scg_cut(rows, signs, bounds, comp, u)
+        cut_off = 0
+        for p in itertools.product((0, 1), repeat=n):
+            meets = [sum(c * p[v] for v, c in cx.items()) <= rhs for cx, rhs in (plain, strong)]
+            assert meets[0] or not meets[1], (rows, comp, u, plain, strong, p)
+            cut_off += meets[0] and not meets[1]
+        stronger += cut_off > 0
+    assert stronger > 50, stronger
+
+
+def _textbook_scg(rows, u):
+    """Letchford-Lodi's strong CG cut of sum_i u_i (a_i x = b_i), x >= 0, in Fractions as in the paper; scaled
+    by k + 1 and divided by the gcd of its coefficients (rhs floored) as scg_cut returns it."""
+    a: dict[int, Fraction] = {}
+    for (idx, coeffs, _b, _), ui in zip(rows, u, strict=True):
+        for v, c in zip(idx, coeffs, strict=True):
+            a[v] = a.get(v, Fraction(0)) + ui * c
+    b = sum((ui * r[2] for r, ui in zip(rows, u, strict=True)), Fraction(0))
+    f0 = b - (b.numerator // b.denominator)
+    if not f0:
+        return None
+    k = 1
+    while not (Fraction(1, k + 1) <= f0 < Fraction(1, k)):
+        k += 1
+    coef = {}
+    for v, c in a.items():
+        fl = c.numerator // c.denominator
+        fj, p = c - fl, 0
+        if fj > f0:
+            p = next(q for q in range(1, k + 1) if fj <= f0 + q * (1 - f0) / k)
+        coef[v] = (k + 1) * fl + p
+    rhs = (k + 1) * (b.numerator // b.denominator)
+    coef = {v: c for v, c in coef.items() if c}
+    g = gcd(*coef.values()) if coef else 1
+    return {v: c // g for v, c in coef.items()}, rhs // g
+
+
+def test_strong_cut_is_the_textbook_one():
+    """scg_cut on equality rows (no slacks, no complements) against Letchford-Lodi's formula in Fractions."""
+    rng = random.Random(5)
+    checked = 0
+    for _ in range(1500):
+        n = rng.randint(2, 7)
+        rows = [(idx, coeffs, b, b) for idx, coeffs, b, _ in _random_rows(rng, n) if b is not None]
+        if not rows:
+            continue
+        u = [Fraction(rng.randint(-9, 9), rng.choice([1, 2, 3, 4, 7, 10])) for _ in rows]
+        want = _textbook_scg(rows, u)
+        if want is None:
+            continue
+        assert scg_cut(rows, [0] * len(rows), [r[2] for r in rows], set(), u) == want, (rows, u)
+        checked += 1
+    assert checked > 500, checked
+
+
+@pytest.mark.parametrize("strong", [False, True])
+@pytest.mark.parametrize("covers_first", [False, True])
+def test_gomory_cuts_hold_on_every_point_of_random_lps(strong, covers_first):
+    """Plain and strong CG cuts, from the rows' LP or (covers_first, what _Model.add_root_cuts does) from
+    the LP the cover cuts were added to (their rows then in the system)."""
     rng = random.Random(7)
     found = 0
     for _ in range(300):
         n = rng.randint(3, 9)
         rows = Rows(n_vars=n, objective=[(rng.randint(-9, 9), v) for v in range(n)])
         for idx, coeffs, lo, hi in _random_rows(rng, n):
-            rows.add(idx, coeffs, lo, hi)
+            rows.add(idx, coeffs, lo, hi, budget=lo is None and hi is not None)
         pts = list(_points(rows.rows, n))
-        cuts = gomory_cuts(rows)
+        root = None
+        if covers_first:
+            root = RootLP(rows)
+            cover_cuts(rows, root=root)
+        cuts = gomory_cuts(rows, root=root, strong=strong)
         if not pts:
             continue
         for idx, coeffs, rhs in cuts:
@@ -187,15 +269,20 @@ def test_fraction_free_solve_matches_dense_fractions():
     assert solved > 100 and singular > 20, (solved, singular)
 
 
-def test_cuts_hold_on_the_optimum_of_foreign_draws():
+@pytest.mark.parametrize("strong", [False, True])
+def test_cuts_hold_on_the_optimum_of_foreign_draws(strong):
     """Every cut of a real model holds at the model's proven optimal placement (found without cuts; any
-    placement meeting the rows would do)."""
-    for draw in (1541, 1598):
+    placement meeting the rows would do): from the rows' LP and from the LP with the cover cuts in it."""
+    for draw, covers_first in ((1541, False), (1598, False), (1541, True), (1598, True), (3012, True)):
         problem = parse_problem(foreign_instance(draw))
         m = _Model(problem, Options())
         m.minimize(m.stage1)
         rows = m.lp_rows()
-        cuts = gomory_cuts(rows)
+        root = None
+        if covers_first:
+            root = RootLP(rows)
+            cover_cuts(rows, root=root)
+        cuts = gomory_cuts(rows, root=root, strong=strong)
         assert cuts
         status, _, _ = m.solve(time.monotonic() + 60)
         assert status == "optimal"
@@ -213,3 +300,22 @@ def test_no_gomory_cuts_above_the_size_gate(monkeypatch):
     assert m.add_gomory_cuts() == 0
     monkeypatch.setattr(solver_mod, "GOMORY_MAX_VARS", n_vars)
     assert m.add_gomory_cuts() > 0
+
+
+def test_skipped_candidates_would_not_give_a_kept_cut(monkeypatch):
+    """gomory.SKIP_AT leaves out candidates whose cut would fail the violation test: the same cuts with the skip
+    off (SKIP_AT past any product), on real models from the covers' LP as _Model.add_root_cuts runs it."""
+    import placement.gomory as gomory_mod
+
+    for draw in (3012, 1598, 34):
+        problem = parse_problem(foreign_instance(draw))
+        m = _Model(problem, Options())
+        m.minimize(m.stage1)
+        rows = m.lp_rows()
+        got = []
+        for at in (gomory_mod.SKIP_AT, 2**4000):
+            monkeypatch.setattr(gomory_mod, "SKIP_AT", at)
+            root = RootLP(rows)
+            cover_cuts(rows, root=root)
+            got.append(gomory_cuts(rows, root=root))
+        assert got[0] and got[0] == got[1], draw
