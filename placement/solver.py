@@ -151,6 +151,7 @@ class _Model:
         p = self.p
         loads = p.loads()
         hcost, ncost = p.host_costs(loads), p.nic_costs(loads)  # affine: base per instance + r x load
+        self.costs = (hcost, ncost)  # evaluate()'s, computed once per solve
         for i, allowed in enumerate(self.allowed):
             if len(allowed) > 1:
                 for loc in allowed:
@@ -188,10 +189,17 @@ class _Model:
                  for s in p.snics for r in p.resource_names]  # fmt: skip
         for _s, terms, budget in rows:
             self.add_row(terms, budget)  # an infeasible constant row: pinned NFs alone exceed it
-        # PCIe crossings.
+        # PCIe crossings. CP-SAT: a budget row that every 0/1 point meets (on the working integers it would
+        # get: its constants and every positive coefficient together within its budget) is left out, and so
+        # are the crossing indicators only it uses: stage 1 never needs them, the tie-break makes them
+        # (crossings()); CP-SAT's presolve dropped such rows anyway, after paying for them (bench/RESULTS.md,
+        # plain25).
         self.pcie_terms: list[tuple[Fraction, object]] = []
+        self.pending: list[tuple[int, str, str, object, object, int]] = []  # (edge, sNIC, dir, in, out, slot)
+        self._slots: dict[str, tuple[int, int]] = {}  # sNIC id: (its first pcie_terms entry, its up count)
+        self.left_out: list[str] = []  # the rows left out, as evaluate() names their violations
         for s in p.snics:
-            dirs: dict[str, list[tuple[Fraction, object]]] = {"up": [], "down": []}
+            cands: dict[str, list[tuple[int, Fraction, object, object]]] = {"up": [], "down": []}
             for k, e in enumerate(p.edges):
                 if e.gbps == 0:
                     continue
@@ -199,32 +207,80 @@ class _Model:
                 for d, (inside, outside) in (("down", (b, a)), ("up", (a, b))):
                     if isinstance(inside, int) and isinstance(outside, int):
                         if inside and not outside:
-                            dirs[d].append((e.gbps, 1))
+                            cands[d].append((k, e.gbps, 1, None))
                         continue
                     if isinstance(inside, int) and inside == 0:
                         continue
                     if isinstance(outside, int) and outside == 1:
                         continue
-                    z = self.boolvar(f"z{k}_{s.id}_{d}")
-                    self.add(z >= inside - outside)
-                    if self.recorded:
-                        self.lin_rows.append((z, inside, outside))
-                    dirs[d].append((e.gbps, z))
-            groups = (
-                [("both", dirs["up"] + dirs["down"])]
+                    cands[d].append((k, e.gbps, inside, outside))
+            names = (
+                [("both", ("up", "down"))]
                 if p.pcie_model == "shared"
-                else [("up", dirs["up"]), ("down", dirs["down"])]
+                else [("up", ("up",)), ("down", ("down",))]
             )
-            for direction, g in groups:
-                self.add_row(g, s.pcie_budget(direction))  # the link minus its background
+            deferred = set()
+            for direction, ds in names:
+                spec = [(g, 1 if o is None else None) for d in ds for _, g, _, o in cands[d]]
+                if self.recorded and self._always_met(spec, s.pcie_budget(direction)):
+                    deferred.update(ds)
+                    self.left_out.append(
+                        f"pcie of {s.id}" + ("" if direction == "both" else f" ({direction})")
+                    )
+            dirs: dict[str, list[tuple[Fraction, object]]] = {"up": [], "down": []}
+            # the indicators in the order the edges come (the model as before where nothing is left out)
+            order = sorted(((c[0], 0 if d == "down" else 1, d, c) for d in ("up", "down") for c in cands[d]),
+                           key=lambda t: (t[0], t[1]))  # fmt: skip
+            for k, _, d, (_, gbps, inside, outside) in order:
+                if outside is None:
+                    dirs[d].append((gbps, 1))
+                elif d in deferred:
+                    self.pending.append((k, s.id, d, inside, outside, len(dirs[d])))
+                    dirs[d].append((gbps, None))
+                else:
+                    dirs[d].append((gbps, self._crossing(k, s.id, d, inside, outside)))
+            for direction, ds in names:
+                if not deferred.issuperset(ds):
+                    self.add_row([t for d in ds for t in dirs[d]], s.pcie_budget(direction))
+            self._slots[s.id] = (len(self.pcie_terms), len(dirs["up"]))
             self.pcie_terms += dirs["up"] + dirs["down"]
         for c in p.chains:
             if c.latency_us is not None:
-                self.add_row(self.latency_terms(c), c.latency_us)
+                spec = self.latency_spec(c)
+                if self.recorded and self._always_met([(co, None if isinstance(t, tuple) else t) for co, t in spec],
+                                                      c.latency_us):  # fmt: skip
+                    self.left_out.append(f"latency of chain {c.id}:")
+                    continue  # every 0/1 point meets it: no row, no indicators (nothing else uses them)
+                self.add_row(self._latency_made(c, spec), c.latency_us)
 
-    def latency_terms(self, chain) -> list[tuple[Fraction, object]]:
-        """The chain's latency as (coefficient, 0/1 term): its vertices where they run, and a crossing
-        indicator per consecutive pair and sNIC (at least |on_s(u) - on_s(v)|: minimal where it binds)."""
+    def _crossing(self, k: int, sid: str, d: str, inside, outside):
+        z = self.boolvar(f"z{k}_{sid}_{d}")
+        self.add(z >= inside - outside)
+        if self.recorded:
+            self.lin_rows.append((z, inside, outside))
+        return z
+
+    def crossings(self) -> None:
+        """Make the crossing indicators build() left out (their budget rows always met): the tie-break's
+        objective counts them."""
+        for k, sid, d, inside, outside, slot in self.pending:
+            first, n_up = self._slots[sid]
+            at = first + slot + (n_up if d == "down" else 0)
+            self.pcie_terms[at] = (self.pcie_terms[at][0], self._crossing(k, sid, d, inside, outside))
+        self.pending = []
+
+    @staticmethod
+    def _always_met(spec: list[tuple[Fraction, object]], budget: Fraction) -> bool:
+        """Whether sum(coefficient x term) <= budget holds at every 0/1 point, on the working integers add_row
+        gives it (a term: an int constant, or None / a variable: 0 or 1)."""
+        ints = _scale([c for c, _ in spec] + [budget], row=True)[0]
+        cap = ints[-1]
+        top = sum(c * t if isinstance(t, int) else max(c, 0) for c, (_, t) in zip(ints, spec, strict=False))
+        return top <= cap
+
+    def latency_spec(self, chain) -> list[tuple[Fraction, object]]:
+        """The chain's latency as (coefficient, term): a term is an int, a location variable, or a pair
+        (a, b, k, sNIC id) for the crossing indicator of consecutive vertices (_latency_made makes it)."""
         p = self.p
         terms: list[tuple[Fraction, object]] = []
         idx = [p.index[v] for v in chain.vertices]
@@ -237,13 +293,27 @@ class _Model:
                 if isinstance(oa, int) and isinstance(ob, int):
                     terms.append((s.pcie_latency, int(oa != ob)))
                 elif s.pcie_latency:
-                    z = self.boolvar(f"l{chain.id}_{k}_{s.id}")
-                    self.add(z >= oa - ob)
-                    self.add(z >= ob - oa)
-                    if self.recorded:
-                        self.lin_rows += [(z, oa, ob), (z, ob, oa)]
-                    terms.append((s.pcie_latency, z))
+                    terms.append((s.pcie_latency, (oa, ob, k, s.id)))
         return terms
+
+    def _latency_made(self, chain, spec: list[tuple[Fraction, object]]) -> list[tuple[Fraction, object]]:
+        out = []
+        for c, t in spec:
+            if isinstance(t, tuple):
+                oa, ob, k, sid = t
+                z = self.boolvar(f"l{chain.id}_{k}_{sid}")
+                self.add(z >= oa - ob)
+                self.add(z >= ob - oa)
+                if self.recorded:
+                    self.lin_rows += [(z, oa, ob), (z, ob, oa)]
+                t = z
+            out.append((c, t))
+        return out
+
+    def latency_terms(self, chain) -> list[tuple[Fraction, object]]:
+        """The chain's latency as (coefficient, 0/1 term): its vertices where they run, and a crossing
+        indicator per consecutive pair and sNIC (at least |on_s(u) - on_s(v)|: minimal where it binds)."""
+        return self._latency_made(chain, self.latency_spec(chain))
 
     def lp_rows(self) -> Rows:
         """CP-SAT: the model's linear rows over variable indices (covers.py): the exactly-one rows, each
@@ -360,7 +430,7 @@ class _Model:
             self.work_done = solver.deterministic_time
             if st == self.cp.MODEL_INVALID:
                 raise ModelRefused(f"CP-SAT refused the model: {self.m.Validate() or 'no reason given'}")
-            self.value = lambda v: v if isinstance(v, int) else solver.Value(v)
+            self.value = lambda v: v if isinstance(v, int) else solver.value(v)
             status = {
                 self.cp.OPTIMAL: "optimal",
                 self.cp.FEASIBLE: "feasible",
@@ -399,13 +469,10 @@ class _Model:
         return status, None, None
 
     def placement(self) -> dict[str, str]:
-        out = {}
-        for i, n in enumerate(self.p.nodes):
-            allowed = self.p.allowed(n)
+        out, value, x = {}, self.value, self.x
+        for i, (n, allowed) in enumerate(zip(self.p.nodes, self.allowed, strict=True)):
             out[n.id] = (
-                allowed[0]
-                if len(allowed) == 1
-                else next(loc for loc in allowed if self.value(self.x[(i, loc)]))
+                allowed[0] if len(allowed) == 1 else next(loc for loc in allowed if value(x[(i, loc)]))
             )
         return out
 
@@ -587,7 +654,7 @@ def _solve_model(
     fallback = None  # a placement meeting every row (checked exactly): the answer if stage 1 finds none
     try:
         if opts.solver == "cpsat" and first_work is None:
-            fallback = _fitting(problem, opts, _movable_on_host(problem))
+            fallback = _fitting(problem, opts, _movable_on_host(problem), model.costs)
             if fallback is None:
                 # Every vertex with a choice on the host breaks a row (e.g. a chain's latency SLO): CP-SAT
                 # minimising host cost may find no placement at all within the limit (foreign large 5,000
@@ -602,7 +669,7 @@ def _solve_model(
                 if st0 == "infeasible":  # the same rows as stage 1's: no placement meets them
                     return _no_placement(problem, opts, "infeasible", t0, _diagnose)
                 if st0 in ("optimal", "feasible"):
-                    fallback = _fitting(problem, opts, model.placement())
+                    fallback = _fitting(problem, opts, model.placement(), model.costs)
         model.minimize(model.stage1)
         if opts.solver == "cpsat" and first_work is None and len(problem.snics) >= CUTS_SNICS:
             # Several sNICs: the model alone in CUTS_BOX first (most instances are proven there); if not,
@@ -639,6 +706,7 @@ def _solve_model(
         # Stage 2: among placements of optimal stage-1 cost, fewer PCIe Gbit/s, then fewer moves.
         stage1_value = round(obj)
         model.fix_stage1(stage1_value)
+        model.crossings()
         pc_ints, _ = _scale([c for c, _ in model.pcie_terms] + [Fraction(1)])
         weight = len(model.moved) + 1
         terms = [
@@ -662,7 +730,7 @@ def _solve_model(
         if st2 in ("optimal", "feasible"):
             placement = model.placement()
         tiebreak_proven = st2 == "optimal"
-    ev = evaluate(problem, placement)
+    ev = evaluate(problem, placement, model.costs)
     if ev.violations:  # the MIP's floating point; never hand out a violating placement
         out = _no_placement(problem, opts, "unknown", t0, False)
         out["reason"] = f"the {opts.solver} placement violates the {ev.violations[0]} (numerical tolerance)"
@@ -681,9 +749,12 @@ def _on_host(problem: Problem, opts: Options, t0: float) -> dict | None:
     return None if fit is None else _fallback_result(problem, opts, t0, *fit)
 
 
-def _fitting(problem: Problem, opts: Options, placement: dict[str, str]) -> tuple[dict, Evaluation] | None:
-    """(placement, its exact evaluation) when it meets every row and max_moves; None otherwise."""
-    ev = evaluate(problem, placement)
+def _fitting(
+    problem: Problem, opts: Options, placement: dict[str, str], costs: tuple[list, list] | None = None
+) -> tuple[dict, Evaluation] | None:
+    """(placement, its exact evaluation) when it meets every row and max_moves; None otherwise. `costs`:
+    evaluate()'s, when the caller has them."""
+    ev = evaluate(problem, placement, costs)
     if ev.violations or (opts.max_moves is not None and len(moves(problem, placement)) > opts.max_moves):
         return None
     return placement, ev
