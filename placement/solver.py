@@ -89,9 +89,7 @@ def _scale(values: list[Fraction], row: bool = False) -> tuple[list[int], int]:
     """Integers proportional to `values` and the factor used: exact when they fit in the working width,
     else rounded as integers.py says (row=True: the last value is the budget of a <= row of the others,
     rounded conservatively; else an objective, rounded to nearest)."""
-    den = 1
-    for v in values:
-        den = den * v.denominator // math.gcd(den, v.denominator)
+    den = math.lcm(*{v.denominator for v in values})  # (the denominators repeat: each once)
     ints = [v.numerator * (den // v.denominator) for v in values]
     if row:
         sc = integers.row(ints[:-1], ints[-1])
@@ -109,6 +107,7 @@ class _Model:
 
             self.cp = cp_model
             self.m = cp_model.CpModel()
+            self._var, self._bool = cp_model.IntVar, cp_model.Domain(0, 1)
         elif opts.solver == "mip":
             from ortools.linear_solver import pywraplp
 
@@ -130,7 +129,9 @@ class _Model:
 
     # Variables -------------------------------------------------------------------------------------
     def boolvar(self, name: str):
-        return self.m.new_bool_var(name) if self.opts.solver == "cpsat" else self.m.BoolVar(name)
+        if self.opts.solver == "cpsat":  # CpModel.new_bool_var's variable, one 0-1 Domain for all (engine.py)
+            return self._var(self.m.model_proto).with_name(name).with_domain(self._bool)
+        return self.m.BoolVar(name)
 
     def on(self, i: int, loc: str):
         """1 if vertex i is at loc: a constant int or a variable."""
@@ -219,13 +220,14 @@ class _Model:
                 if p.pcie_model == "shared"
                 else [("up", ("up",)), ("down", ("down",))]
             )
-            deferred = set()
+            deferred, scaled = set(), {}
             for direction, ds in names:
                 spec = [(g, 1 if o is None else None) for d in ds for _, g, _, o in cands[d]]
-                if self.recorded and self._always_met(spec, s.pcie_budget(direction)):
+                scaled[direction] = _scale([g for g, _ in spec] + [s.pcie_budget(direction)], row=True)[0]
+                if self.recorded and self._met(spec, scaled[direction]):
                     deferred.update(ds)
                     self.left_out.append(
-                        f"pcie of {s.id}" + ("" if direction == "both" else f" ({direction})")
+                        f"pcie of {s.id}" + (":" if direction == "both" else f" ({direction}):")
                     )
             dirs: dict[str, list[tuple[Fraction, object]]] = {"up": [], "down": []}
             # the indicators in the order the edges come (the model as before where nothing is left out)
@@ -241,17 +243,21 @@ class _Model:
                     dirs[d].append((gbps, self._crossing(k, s.id, d, inside, outside)))
             for direction, ds in names:
                 if not deferred.issuperset(ds):
-                    self.add_row([t for d in ds for t in dirs[d]], s.pcie_budget(direction))
+                    self.add_row(
+                        [t for d in ds for t in dirs[d]], s.pcie_budget(direction), scaled[direction]
+                    )
             self._slots[s.id] = (len(self.pcie_terms), len(dirs["up"]))
             self.pcie_terms += dirs["up"] + dirs["down"]
         for c in p.chains:
             if c.latency_us is not None:
                 spec = self.latency_spec(c)
-                if self.recorded and self._always_met([(co, None if isinstance(t, tuple) else t) for co, t in spec],
-                                                      c.latency_us):  # fmt: skip
+                ints = _scale([co for co, _ in spec] + [c.latency_us], row=True)[0]
+                if self.recorded and self._met(
+                    [(co, None if isinstance(t, tuple) else t) for co, t in spec], ints
+                ):
                     self.left_out.append(f"latency of chain {c.id}:")
                     continue  # every 0/1 point meets it: no row, no indicators (nothing else uses them)
-                self.add_row(self._latency_made(c, spec), c.latency_us)
+                self.add_row(self._latency_made(c, spec), c.latency_us, ints)
 
     def _crossing(self, k: int, sid: str, d: str, inside, outside):
         z = self.boolvar(f"z{k}_{sid}_{d}")
@@ -273,10 +279,13 @@ class _Model:
     def _always_met(spec: list[tuple[Fraction, object]], budget: Fraction) -> bool:
         """Whether sum(coefficient x term) <= budget holds at every 0/1 point, on the working integers add_row
         gives it (a term: an int constant, or None / a variable: 0 or 1)."""
-        ints = _scale([c for c, _ in spec] + [budget], row=True)[0]
-        cap = ints[-1]
+        return _Model._met(spec, _scale([c for c, _ in spec] + [budget], row=True)[0])
+
+    @staticmethod
+    def _met(spec: list[tuple[Fraction, object]], ints: list[int]) -> bool:
+        """_always_met on the row's working integers `ints` (_scale's, the budget last)."""
         top = sum(c * t if isinstance(t, int) else max(c, 0) for c, (_, t) in zip(ints, spec, strict=False))
-        return top <= cap
+        return top <= ints[-1]
 
     def latency_spec(self, chain) -> list[tuple[Fraction, object]]:
         """The chain's latency as (coefficient, term): a term is an int, a location variable, or a pair
@@ -345,9 +354,13 @@ class _Model:
                 rows.objective.append((-c, stay.index))
         return rows
 
-    def add_row(self, terms: list[tuple[Fraction, object]], budget: Fraction) -> None:
-        """sum(coefficient x term) <= budget, on the working integers (integers.py)."""
-        ints, _ = _scale([c for c, _ in terms] + [budget], row=True)
+    def add_row(
+        self, terms: list[tuple[Fraction, object]], budget: Fraction, ints: list[int] | None = None
+    ) -> None:
+        """sum(coefficient x term) <= budget, on the working integers (integers.py); `ints`: those, if the
+        caller has them (_scale's, the budget last)."""
+        if ints is None:
+            ints, _ = _scale([c for c, _ in terms] + [budget], row=True)
         cap = ints[-1]
         const = sum(c * v for c, (_, v) in zip(ints, terms, strict=False) if isinstance(v, int))
         var_terms = [(c, v) for c, (_, v) in zip(ints, terms, strict=False) if c and not isinstance(v, int)]
@@ -423,9 +436,9 @@ class _Model:
             solver.parameters.linearization_level = 0 if first else self.opts.linearization
             solver.parameters.relative_gap_limit = self.gap_limit
             if hint:
-                self.m.clear_hints()
-                for var, val in hint.items():
-                    self.m.add_hint(var, val)
+                self.m.clear_hints()  # then CpModel.add_hint's entries, in one extend each (every var a positive index)
+                self.m.model_proto.solution_hint.vars.extend([var.index for var in hint])
+                self.m.model_proto.solution_hint.values.extend([int(val) for val in hint.values()])
             st = solver.Solve(self.m)
             self.work_done = solver.deterministic_time
             if st == self.cp.MODEL_INVALID:
