@@ -23,7 +23,7 @@ SMALL = 4096  # placements enumerated per instance
 
 
 def _always_met_off(monkeypatch) -> None:
-    monkeypatch.setattr(solver._Model, "_always_met", staticmethod(lambda spec, budget: False))
+    monkeypatch.setattr(solver._Model, "_met", staticmethod(lambda spec, ints: False))
 
 
 def _loose(p: Problem, factor: int) -> Problem:
