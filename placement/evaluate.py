@@ -23,9 +23,14 @@ class Evaluation:
         return not self.violations
 
 
-def evaluate(problem: Problem, placement: dict[str, str]) -> Evaluation:
-    loads = problem.loads()
-    hcost, ncost = problem.host_costs(loads), problem.nic_costs(loads)
+def evaluate(
+    problem: Problem, placement: dict[str, str], costs: tuple[list[Fraction], list[Fraction]] | None = None
+) -> Evaluation:
+    """`costs`: (problem.host_costs(), problem.nic_costs()) when the caller has them (the same values)."""
+    if costs is None:
+        loads = problem.loads()
+        costs = problem.host_costs(loads), problem.nic_costs(loads)
+    hcost, ncost = costs
     host_cost = Fraction(0)
     snic_load = {s.id: Fraction(0) for s in problem.snics}
     used = {s.id: {r: Fraction(0) for r in problem.resource_names} for s in problem.snics}

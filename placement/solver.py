@@ -91,9 +91,7 @@ def _scale(values: list[Fraction], row: bool = False) -> tuple[list[int], int]:
     """Integers proportional to `values` and the factor used: exact when they fit in the working width,
     else rounded as integers.py says (row=True: the last value is the budget of a <= row of the others,
     rounded conservatively; else an objective, rounded to nearest)."""
-    den = 1
-    for v in values:
-        den = den * v.denominator // math.gcd(den, v.denominator)
+    den = math.lcm(*{v.denominator for v in values})  # (the denominators repeat: each once)
     ints = [v.numerator * (den // v.denominator) for v in values]
     if row:
         sc = integers.row(ints[:-1], ints[-1])
@@ -111,6 +109,7 @@ class _Model:
 
             self.cp = cp_model
             self.m = cp_model.CpModel()
+            self._var, self._bool = cp_model.IntVar, cp_model.Domain(0, 1)
         elif opts.solver == "mip":
             from ortools.linear_solver import pywraplp
 
@@ -132,7 +131,9 @@ class _Model:
 
     # Variables -------------------------------------------------------------------------------------
     def boolvar(self, name: str):
-        return self.m.new_bool_var(name) if self.opts.solver == "cpsat" else self.m.BoolVar(name)
+        if self.opts.solver == "cpsat":  # CpModel.new_bool_var's variable, one 0-1 Domain for all (engine.py)
+            return self._var(self.m.model_proto).with_name(name).with_domain(self._bool)
+        return self.m.BoolVar(name)
 
     def on(self, i: int, loc: str):
         """1 if vertex i is at loc: a constant int or a variable."""
@@ -153,6 +154,7 @@ class _Model:
         p = self.p
         loads = p.loads()
         hcost, ncost = p.host_costs(loads), p.nic_costs(loads)  # affine: base per instance + r x load
+        self.costs = (hcost, ncost)  # evaluate()'s, computed once per solve
         for i, allowed in enumerate(self.allowed):
             if len(allowed) > 1:
                 for loc in allowed:
@@ -190,10 +192,17 @@ class _Model:
                  for s in p.snics for r in p.resource_names]  # fmt: skip
         for _s, terms, budget in rows:
             self.add_row(terms, budget)  # an infeasible constant row: pinned NFs alone exceed it
-        # PCIe crossings.
+        # PCIe crossings. CP-SAT: a budget row that every 0/1 point meets (on the working integers it would
+        # get: its constants and every positive coefficient together within its budget) is left out, and so
+        # are the crossing indicators only it uses: stage 1 never needs them, the tie-break makes them
+        # (crossings()); CP-SAT's presolve dropped such rows anyway, after paying for them (bench/RESULTS.md,
+        # plain25).
         self.pcie_terms: list[tuple[Fraction, object]] = []
+        self.pending: list[tuple[int, str, str, object, object, int]] = []  # (edge, sNIC, dir, in, out, slot)
+        self._slots: dict[str, tuple[int, int]] = {}  # sNIC id: (its first pcie_terms entry, its up count)
+        self.left_out: list[str] = []  # the rows left out, as evaluate() names their violations
         for s in p.snics:
-            dirs: dict[str, list[tuple[Fraction, object]]] = {"up": [], "down": []}
+            cands: dict[str, list[tuple[int, Fraction, object, object]]] = {"up": [], "down": []}
             for k, e in enumerate(p.edges):
                 if e.gbps == 0:
                     continue
@@ -201,32 +210,88 @@ class _Model:
                 for d, (inside, outside) in (("down", (b, a)), ("up", (a, b))):
                     if isinstance(inside, int) and isinstance(outside, int):
                         if inside and not outside:
-                            dirs[d].append((e.gbps, 1))
+                            cands[d].append((k, e.gbps, 1, None))
                         continue
                     if isinstance(inside, int) and inside == 0:
                         continue
                     if isinstance(outside, int) and outside == 1:
                         continue
-                    z = self.boolvar(f"z{k}_{s.id}_{d}")
-                    self.add(z >= inside - outside)
-                    if self.recorded:
-                        self.lin_rows.append((z, inside, outside))
-                    dirs[d].append((e.gbps, z))
-            groups = (
-                [("both", dirs["up"] + dirs["down"])]
+                    cands[d].append((k, e.gbps, inside, outside))
+            names = (
+                [("both", ("up", "down"))]
                 if p.pcie_model == "shared"
-                else [("up", dirs["up"]), ("down", dirs["down"])]
+                else [("up", ("up",)), ("down", ("down",))]
             )
-            for direction, g in groups:
-                self.add_row(g, s.pcie_budget(direction))  # the link minus its background
+            deferred, scaled = set(), {}
+            for direction, ds in names:
+                spec = [(g, 1 if o is None else None) for d in ds for _, g, _, o in cands[d]]
+                scaled[direction] = _scale([g for g, _ in spec] + [s.pcie_budget(direction)], row=True)[0]
+                if self.recorded and self._met(spec, scaled[direction]):
+                    deferred.update(ds)
+                    self.left_out.append(
+                        f"pcie of {s.id}" + (":" if direction == "both" else f" ({direction}):")
+                    )
+            dirs: dict[str, list[tuple[Fraction, object]]] = {"up": [], "down": []}
+            # the indicators in the order the edges come (the model as before where nothing is left out)
+            order = sorted(((c[0], 0 if d == "down" else 1, d, c) for d in ("up", "down") for c in cands[d]),
+                           key=lambda t: (t[0], t[1]))  # fmt: skip
+            for k, _, d, (_, gbps, inside, outside) in order:
+                if outside is None:
+                    dirs[d].append((gbps, 1))
+                elif d in deferred:
+                    self.pending.append((k, s.id, d, inside, outside, len(dirs[d])))
+                    dirs[d].append((gbps, None))
+                else:
+                    dirs[d].append((gbps, self._crossing(k, s.id, d, inside, outside)))
+            for direction, ds in names:
+                if not deferred.issuperset(ds):
+                    self.add_row(
+                        [t for d in ds for t in dirs[d]], s.pcie_budget(direction), scaled[direction]
+                    )
+            self._slots[s.id] = (len(self.pcie_terms), len(dirs["up"]))
             self.pcie_terms += dirs["up"] + dirs["down"]
         for c in p.chains:
             if c.latency_us is not None:
-                self.add_row(self.latency_terms(c), c.latency_us)
+                spec = self.latency_spec(c)
+                ints = _scale([co for co, _ in spec] + [c.latency_us], row=True)[0]
+                if self.recorded and self._met(
+                    [(co, None if isinstance(t, tuple) else t) for co, t in spec], ints
+                ):
+                    self.left_out.append(f"latency of chain {c.id}:")
+                    continue  # every 0/1 point meets it: no row, no indicators (nothing else uses them)
+                self.add_row(self._latency_made(c, spec), c.latency_us, ints)
 
-    def latency_terms(self, chain) -> list[tuple[Fraction, object]]:
-        """The chain's latency as (coefficient, 0/1 term): its vertices where they run, and a crossing
-        indicator per consecutive pair and sNIC (at least |on_s(u) - on_s(v)|: minimal where it binds)."""
+    def _crossing(self, k: int, sid: str, d: str, inside, outside):
+        z = self.boolvar(f"z{k}_{sid}_{d}")
+        self.add(z >= inside - outside)
+        if self.recorded:
+            self.lin_rows.append((z, inside, outside))
+        return z
+
+    def crossings(self) -> None:
+        """Make the crossing indicators build() left out (their budget rows always met): the tie-break's
+        objective counts them."""
+        for k, sid, d, inside, outside, slot in self.pending:
+            first, n_up = self._slots[sid]
+            at = first + slot + (n_up if d == "down" else 0)
+            self.pcie_terms[at] = (self.pcie_terms[at][0], self._crossing(k, sid, d, inside, outside))
+        self.pending = []
+
+    @staticmethod
+    def _always_met(spec: list[tuple[Fraction, object]], budget: Fraction) -> bool:
+        """Whether sum(coefficient x term) <= budget holds at every 0/1 point, on the working integers add_row
+        gives it (a term: an int constant, or None / a variable: 0 or 1)."""
+        return _Model._met(spec, _scale([c for c, _ in spec] + [budget], row=True)[0])
+
+    @staticmethod
+    def _met(spec: list[tuple[Fraction, object]], ints: list[int]) -> bool:
+        """_always_met on the row's working integers `ints` (_scale's, the budget last)."""
+        top = sum(c * t if isinstance(t, int) else max(c, 0) for c, (_, t) in zip(ints, spec, strict=False))
+        return top <= ints[-1]
+
+    def latency_spec(self, chain) -> list[tuple[Fraction, object]]:
+        """The chain's latency as (coefficient, term): a term is an int, a location variable, or a pair
+        (a, b, k, sNIC id) for the crossing indicator of consecutive vertices (_latency_made makes it)."""
         p = self.p
         terms: list[tuple[Fraction, object]] = []
         idx = [p.index[v] for v in chain.vertices]
@@ -239,13 +304,27 @@ class _Model:
                 if isinstance(oa, int) and isinstance(ob, int):
                     terms.append((s.pcie_latency, int(oa != ob)))
                 elif s.pcie_latency:
-                    z = self.boolvar(f"l{chain.id}_{k}_{s.id}")
-                    self.add(z >= oa - ob)
-                    self.add(z >= ob - oa)
-                    if self.recorded:
-                        self.lin_rows += [(z, oa, ob), (z, ob, oa)]
-                    terms.append((s.pcie_latency, z))
+                    terms.append((s.pcie_latency, (oa, ob, k, s.id)))
         return terms
+
+    def _latency_made(self, chain, spec: list[tuple[Fraction, object]]) -> list[tuple[Fraction, object]]:
+        out = []
+        for c, t in spec:
+            if isinstance(t, tuple):
+                oa, ob, k, sid = t
+                z = self.boolvar(f"l{chain.id}_{k}_{sid}")
+                self.add(z >= oa - ob)
+                self.add(z >= ob - oa)
+                if self.recorded:
+                    self.lin_rows += [(z, oa, ob), (z, ob, oa)]
+                t = z
+            out.append((c, t))
+        return out
+
+    def latency_terms(self, chain) -> list[tuple[Fraction, object]]:
+        """The chain's latency as (coefficient, 0/1 term): its vertices where they run, and a crossing
+        indicator per consecutive pair and sNIC (at least |on_s(u) - on_s(v)|: minimal where it binds)."""
+        return self._latency_made(chain, self.latency_spec(chain))
 
     def lp_rows(self) -> Rows:
         """CP-SAT: the model's linear rows over variable indices (covers.py): the exactly-one rows, each
@@ -277,9 +356,13 @@ class _Model:
                 rows.objective.append((-c, stay.index))
         return rows
 
-    def add_row(self, terms: list[tuple[Fraction, object]], budget: Fraction) -> None:
-        """sum(coefficient x term) <= budget, on the working integers (integers.py)."""
-        ints, _ = _scale([c for c, _ in terms] + [budget], row=True)
+    def add_row(
+        self, terms: list[tuple[Fraction, object]], budget: Fraction, ints: list[int] | None = None
+    ) -> None:
+        """sum(coefficient x term) <= budget, on the working integers (integers.py); `ints`: those, if the
+        caller has them (_scale's, the budget last)."""
+        if ints is None:
+            ints, _ = _scale([c for c, _ in terms] + [budget], row=True)
         cap = ints[-1]
         const = sum(c * v for c, (_, v) in zip(ints, terms, strict=False) if isinstance(v, int))
         var_terms = [(c, v) for c, (_, v) in zip(ints, terms, strict=False) if c and not isinstance(v, int)]
@@ -370,14 +453,14 @@ class _Model:
             solver.parameters.linearization_level = 0 if first else self.opts.linearization
             solver.parameters.relative_gap_limit = self.gap_limit
             if hint:
-                self.m.clear_hints()
-                for var, val in hint.items():
-                    self.m.add_hint(var, val)
+                self.m.clear_hints()  # then CpModel.add_hint's entries, in one extend each (every var a positive index)
+                self.m.model_proto.solution_hint.vars.extend([var.index for var in hint])
+                self.m.model_proto.solution_hint.values.extend([int(val) for val in hint.values()])
             st = solver.Solve(self.m)
             self.work_done = solver.deterministic_time
             if st == self.cp.MODEL_INVALID:
                 raise ModelRefused(f"CP-SAT refused the model: {self.m.Validate() or 'no reason given'}")
-            self.value = lambda v: v if isinstance(v, int) else solver.Value(v)
+            self.value = lambda v: v if isinstance(v, int) else solver.value(v)
             status = {
                 self.cp.OPTIMAL: "optimal",
                 self.cp.FEASIBLE: "feasible",
@@ -416,13 +499,10 @@ class _Model:
         return status, None, None
 
     def placement(self) -> dict[str, str]:
-        out = {}
-        for i, n in enumerate(self.p.nodes):
-            allowed = self.p.allowed(n)
+        out, value, x = {}, self.value, self.x
+        for i, (n, allowed) in enumerate(zip(self.p.nodes, self.allowed, strict=True)):
             out[n.id] = (
-                allowed[0]
-                if len(allowed) == 1
-                else next(loc for loc in allowed if self.value(self.x[(i, loc)]))
+                allowed[0] if len(allowed) == 1 else next(loc for loc in allowed if value(x[(i, loc)]))
             )
         return out
 
@@ -604,7 +684,7 @@ def _solve_model(
     fallback = None  # a placement meeting every row (checked exactly): the answer if stage 1 finds none
     try:
         if opts.solver == "cpsat" and first_work is None:
-            fallback = _fitting(problem, opts, _movable_on_host(problem))
+            fallback = _fitting(problem, opts, _movable_on_host(problem), model.costs)
             if fallback is None:
                 # Every vertex with a choice on the host breaks a row (e.g. a chain's latency SLO): CP-SAT
                 # minimising host cost may find no placement at all within the limit (foreign large 5,000
@@ -619,7 +699,7 @@ def _solve_model(
                 if st0 == "infeasible":  # the same rows as stage 1's: no placement meets them
                     return _no_placement(problem, opts, "infeasible", t0, _diagnose)
                 if st0 in ("optimal", "feasible"):
-                    fallback = _fitting(problem, opts, model.placement())
+                    fallback = _fitting(problem, opts, model.placement(), model.costs)
         model.minimize(model.stage1)
         if opts.solver == "cpsat" and first_work is None and len(problem.snics) >= CUTS_SNICS:
             # Several sNICs: the model alone in CUTS_BOX first (most instances are proven there); if not,
@@ -655,6 +735,7 @@ def _solve_model(
         # Stage 2: among placements of optimal stage-1 cost, fewer PCIe Gbit/s, then fewer moves.
         stage1_value = round(obj)
         model.fix_stage1(stage1_value)
+        model.crossings()
         pc_ints, _ = _scale([c for c, _ in model.pcie_terms] + [Fraction(1)])
         weight = len(model.moved) + 1
         terms = [
@@ -678,7 +759,7 @@ def _solve_model(
         if st2 in ("optimal", "feasible"):
             placement = model.placement()
         tiebreak_proven = st2 == "optimal"
-    ev = evaluate(problem, placement)
+    ev = evaluate(problem, placement, model.costs)
     if ev.violations:  # the MIP's floating point; never hand out a violating placement
         out = _no_placement(problem, opts, "unknown", t0, False)
         out["reason"] = f"the {opts.solver} placement violates the {ev.violations[0]} (numerical tolerance)"
@@ -697,9 +778,12 @@ def _on_host(problem: Problem, opts: Options, t0: float) -> dict | None:
     return None if fit is None else _fallback_result(problem, opts, t0, *fit)
 
 
-def _fitting(problem: Problem, opts: Options, placement: dict[str, str]) -> tuple[dict, Evaluation] | None:
-    """(placement, its exact evaluation) when it meets every row and max_moves; None otherwise."""
-    ev = evaluate(problem, placement)
+def _fitting(
+    problem: Problem, opts: Options, placement: dict[str, str], costs: tuple[list, list] | None = None
+) -> tuple[dict, Evaluation] | None:
+    """(placement, its exact evaluation) when it meets every row and max_moves; None otherwise. `costs`:
+    evaluate()'s, when the caller has them."""
+    ev = evaluate(problem, placement, costs)
     if ev.violations or (opts.max_moves is not None and len(moves(problem, placement)) > opts.max_moves):
         return None
     return placement, ev
