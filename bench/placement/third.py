@@ -287,6 +287,7 @@ def _chains(rng: random.Random, b: _Builder, obj: dict, meta: dict) -> None:
     pl = {s["id"]: float(s.get("pcie_latency_us", 0)) for s in obj["snics"]}
     chains = []
     picked = rng.sample(b.paths, min(len(b.paths), rng.randint(1, 12)))
+    impossible = rng.randrange(len(picked)) if rng.random() < 0.2 else -1  # at most one chain per draw
     for i, (path, _g) in enumerate(picked):
         lat_host = sum(float(nodes[v].get("latency_us", {}).get("host", 0)) for v in path)
         # the least latency of the vertices wherever they may run (crossings ignored)
@@ -300,7 +301,7 @@ def _chains(rng: random.Random, b: _Builder, obj: dict, meta: dict) -> None:
             least += h if n.get("pinned") == "host" else (c if n.get("pinned") else min(h, c))
         chain: dict = {"id": f"chain{i}", "vertices": list(path)}
         r = rng.random()
-        if r < 0.03 and least > 0:
+        if i == impossible and least > 0:
             chain["latency_us"] = round(least * rng.uniform(0.3, 0.9), 3)  # impossible on purpose
             meta["impossible_slo"].append(chain["id"])
         elif r < 0.85:
@@ -339,7 +340,8 @@ def draw(seed: int, size: int, snics: int | None = None) -> tuple[dict, dict, di
     if st["locations"]:
         r = rng.random()
         if r < 0.35:
-            opts["max_moves"] = rng.randint(0, 5)
+            located = sum(n.get("location") is not None for n in obj["nodes"])
+            opts["max_moves"] = rng.randint(0, max(5, located // 8))
         elif r < 0.6:
             opts["move_cost"] = round(rng.uniform(0.001, 0.2), 4)
     return obj, opts, meta
@@ -763,7 +765,8 @@ def main() -> int:
         run = {"seed": seed, "size": size, "snics_arg": ns, "vertices": len(obj["nodes"]),
                "snics": len(obj["snics"]), "kind": meta["kind"], "opts": opts, "ours": ours["status"],
                "mip": mip["status"], "cpu_ours": round(c_ours, 4), "cpu_mip": round(c_mip, 4),
-               "cost_ours": ours.get("host_cost"), "cost_mip": mip.get("host_cost")}  # fmt: skip
+               "cost_ours": ours.get("host_cost"), "cost_mip": mip.get("host_cost"),
+               "host_s_ours": ours.get("host_cost_seconds"), "host_s_mip": mip.get("host_cost_seconds")}  # fmt: skip
         notes = []
         for who, out in (("ours", ours), ("mip", mip)):
             if out["status"] == "crash":

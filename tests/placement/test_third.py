@@ -12,8 +12,8 @@ from placement.solver import load_backends
 
 # small draws the brute force covers: operator instances (1-4 sNICs, SLOs, pins, moves) and edge cases
 # (seed, size): one to four sNICs, shared PCIe, SLOs, max_moves / move_cost, numeric strings, huge and tiny numbers
-SEEDS = [(4, 7), (5, 21), (6, 37), (17, 13), (21, 11), (31, 11), (33, 9), (39, 11), (42, 25), (52, 8), (55, 5),
-         (56, 10), (57, 51)]  # fmt: skip
+SEEDS = [(4, 7), (5, 21), (6, 37), (17, 13), (21, 11), (31, 11), (39, 11), (42, 25), (52, 8), (55, 5), (75, 12),
+         (56, 10), (57, 51), (99, 12), (153, 12)]  # fmt: skip
 
 
 @pytest.fixture(scope="module", autouse=True)
