@@ -739,6 +739,10 @@ def _sizes(spec: str, draws: int, rng: random.Random) -> list[tuple[int, int | N
     return out
 
 
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.9g}"
+
+
 def main() -> int:
     from bench.common import final_json, median, print_machine
     from placement.solver import load_backends
@@ -797,6 +801,7 @@ def main() -> int:
             findings.append({"seed": seed, "size": size, "snics": ns, "notes": notes})
         print(f"{seed:>5} n={run['vertices']:<5} snics {run['snics']} {meta['kind']:<12} ours {ours['status']:<10}"
               f" {c_ours:7.3f} s  mip {mip['status']:<10} {c_mip:7.3f} s"
+              f"  host cost {_fmt(ours.get('host_cost'))} / {_fmt(mip.get('host_cost'))}"
               f"{'  brute' if run.get('brute') else ''}"
               f"{'  FINDING ' + ' | '.join(notes) if notes else ''}{'  MISS ' + ', '.join(miss) if miss else ''}",
               flush=True)  # fmt: skip
