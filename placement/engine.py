@@ -479,7 +479,9 @@ def _bound(gr: Groups, alive: np.ndarray, obj: np.ndarray, lam: np.ndarray,
 def _integer_prices(gr: Groups, obj: np.ndarray, lam: np.ndarray, eqs: list[tuple[np.ndarray, int]],
                     mu: np.ndarray) -> tuple[int, list[int]]:  # fmt: skip
     """The integers den and l ~ den * lam (rounded down: l >= 0), u ~ den * mu (rounded) of ``_bound``: den
-    as large as keeps den * obj + l . use of one configuration below 2**60."""
+    as large as keeps den * obj + l . use of one configuration below 2**60. Where even den = 1 does not
+    (huge prices: a folded objective's weight times the budget rows' prices), the multipliers are scaled
+    down instead (den 1, l ~ f * lam with f < 1): ``_bound`` holds for ANY l >= 0 and u, only weaker."""
     cols = [gr.use[:, r] for r in range(len(gr.budget))] + [coef for coef, _ in eqs]
     mult = np.concatenate([lam, mu]) if len(mu) else lam
     maxes = [float(np.abs(c).max()) if len(c) else 0.0 for c in cols]
@@ -489,7 +491,11 @@ def _integer_prices(gr: Groups, obj: np.ndarray, lam: np.ndarray, eqs: list[tupl
         den > 1 and den * max_o + sum(abs(x) * den * mx for x, mx in zip(mult, maxes, strict=True)) >= 2**60
     ):
         den //= 2
-    ell = [int(math.floor(x * den)) if k < len(lam) else int(round(x * den)) for k, x in enumerate(mult)]
+    scale = float(den)
+    spread = sum(abs(x) * mx for x, mx in zip(mult, maxes, strict=True))
+    if max_o + scale * spread >= 2**60:  # den is 1: shrink the multipliers (0 when obj alone is that large)
+        scale = 0.0 if max_o >= 2**59 else 2.0 ** math.floor(math.log2((2**59 - max_o) / spread))
+    ell = [int(math.floor(x * scale)) if k < len(lam) else int(round(x * scale)) for k, x in enumerate(mult)]
     return den, ell
 
 
@@ -507,6 +513,11 @@ CPSAT_WORK_PER_SECOND = 0.25
 TIEBREAK_WORK_SHARE, TIEBREAK_MIN_WORK = 0.25, 0.05 * CPSAT_WORK_PER_SECOND
 TIES_NEAR = 4  # slacks: a ties incumbent this close to the bound skips the restricted core
 SHAKE_MISSES = 3  # shakes in a row that find no exchange: the local search stops
+# Shakes in a row whose descents find no cheaper placement: the local search stops. The box alone let a
+# 39-vertex instance shake for its whole time limit (third generator draw 1007: an optimal incumbent, a bound
+# 31 % below, thousands of fruitless shakes whose fixed per-call cost the box's units undercount); on the
+# families and 240 foreign draws no shake was ever followed by a gain (bench/RESULTS.md, lead 2026-12-01).
+SHAKE_FRUITLESS = 16
 POOL_MOVES = 4  # per priced row: exchanges of one gathering shake (swaps.shake's pool)
 STARTS_SHARE = 0.6  # of the local search's box: its descents from the starts; the rest shakes (swaps.shake)
 # Priced rows within this relative difference of the largest price are pooled (pack.py), and the pooled fill
@@ -1854,8 +1865,10 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
         if _sum(gr.cost, best) <= target:
             break
     # Then random shakes while time is left, each descended and gathered again.
-    cur, misses = best, 0
-    while cur is not None and _sum(gr.cost, best) > target and not work.over():
+    cur, misses, fruitless = best, 0, 0
+    while (
+        cur is not None and _sum(gr.cost, best) > target and not work.over() and fruitless < SHAKE_FRUITLESS
+    ):
         shaken = shake(gr.cost, gr.use, budget, gr.start, cur, neutral, rng, work)
         if shaken == cur:
             misses += 1  # none fit in the sample drawn, or none at all (e.g. one sNIC)
@@ -1864,8 +1877,9 @@ def _improved(gr: Groups, chosen: list[int] | None, lb: int, den: int, d: np.nda
             continue
         misses = 0
         cur = gather(descend(shaken, work, (256,)))  # fewer stages: more shakes in the box
+        fruitless += 1
         if _sum(gr.cost, cur) < _sum(gr.cost, best):
-            best = cur
+            best, fruitless = cur, 0
     if best is not None and t0 is not None:
         log.debug(
             "swaps p=%d lb=%.1f work=%d t=%.3f", _sum(gr.cost, best), lb / den, work.spent, work.clock() - t0

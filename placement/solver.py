@@ -805,8 +805,6 @@ def diagnose(problem: Problem, opts: Options) -> str:
     forced = [n.id for n in problem.nodes if n.id in fixed and n.location not in (None, base[n.id])]
     if opts.max_moves is not None and len(forced) > opts.max_moves:
         return f"pinned NFs must move ({len(forced)}), more than max_moves={opts.max_moves}"
-    if opts.max_moves is not None:
-        return f"no placement within max_moves={opts.max_moves} meets the capacity and PCIe budgets"
     slo = [c for c in problem.chains if c.latency_us is not None]
     for c in slo:
         least = sum((min(problem.nodes[problem.index[v]].latency(loc) for loc in
@@ -818,6 +816,16 @@ def diagnose(problem: Problem, opts: Options) -> str:
 
     def feasible(trial: Problem) -> bool:
         return _placeable(trial, trial_opts)
+
+    if opts.max_moves is not None:
+        # The move budget is named only when it is what binds (feasible without it); else the rest is
+        # diagnosed without it, as an SLO or a budget infeasible on its own is the reason either way.
+        if _placeable(problem, replace(trial_opts, max_moves=None)):
+            within = f"no placement within max_moves={opts.max_moves} meets"
+            if slo and feasible(replace(problem, chains=[])):
+                return f"{within} the chains' latency SLOs: " + ", ".join(c.id for c in slo[:5])
+            return f"{within} the capacity and PCIe budgets"
+        trial_opts = replace(trial_opts, max_moves=None)
 
     if slo and feasible(replace(problem, chains=[])):
         for c in slo[:20]:

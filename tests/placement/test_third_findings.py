@@ -1,0 +1,63 @@
+"""Defects a third, independent instance generator found (bench/placement/third.py), each on its reproducer
+under tests/placement/data/ (see also test_huge_prices.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import placement.engine as engine
+from placement import parse_problem, solve
+
+DATA = Path(__file__).parent / "data"
+
+
+def _load(name: str) -> dict:
+    return json.loads((DATA / name).read_text())
+
+
+@pytest.mark.parametrize("backend", ["cpsat", "mip"])
+def test_an_slo_is_named_not_the_move_budget(backend):
+    """Infeasible by chain0's SLO with or without the move budget: the reason named max_moves and the
+    capacity / PCIe budgets (diagnose answered the move budget before any SLO check)."""
+    out = solve(parse_problem(_load("third-max-moves-slo-reason.json")), solver=backend, max_moves=2)
+    assert out["status"] == "infeasible"
+    assert "chain0" in out["reason"] and "max_moves" not in out["reason"], out["reason"]
+
+
+def test_the_move_budget_is_named_when_it_binds():
+    """Feasible without max_moves (two of five NFs must leave the full sNIC), infeasible within one move."""
+    out = solve(parse_problem(_load("third-max-moves-overflow.json")), max_moves=1)
+    assert out["status"] == "infeasible"
+    assert out["reason"].startswith("no placement within max_moves=1 meets the capacity and PCIe budgets")
+    assert solve(parse_problem(_load("third-max-moves-overflow.json")))["status"] == "optimal"
+
+
+def test_fruitless_shakes_stop(monkeypatch):
+    """The 39-vertex draw's incumbent is optimal at once but its Lagrangian bound 31 % below: the local
+    search shook (cost-neutral exchanges, each descended) for the whole time limit and answered
+    `feasible`. Now at most SHAKE_FRUITLESS changed shakes in a row without a gain per local search."""
+    calls = []
+    real = engine.shake
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "shake", counted)
+    improved = []
+    real_improved = engine._improved
+
+    def counted_improved(*args, **kwargs):
+        improved.append(1)
+        return real_improved(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "_improved", counted_improved)
+    out = solve(parse_problem(_load("third-swaps-box-39.json")), time_limit=10)
+    assert out["status"] == "optimal" and out["tiebreak"] == "proven"
+    mip = solve(parse_problem(_load("third-swaps-box-39.json")), solver="mip", time_limit=10)
+    assert abs(out["host_cost"] - mip["host_cost"]) <= 1e-6 * max(1.0, abs(mip["host_cost"]))
+    per_search = engine.SHAKE_FRUITLESS + engine.SHAKE_MISSES
+    assert len(calls) <= per_search * len(improved), (len(calls), len(improved))
