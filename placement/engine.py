@@ -2,8 +2,10 @@
 
 Pipeline (every step exact; the floating-point LP is only a guide):
 1. ``prepare``: integer data, independent groups, dominated configurations dropped.
-2. Prices of the budget rows maximising the Lagrangian dual of the primary cost (dual.py; equal to the
-   LP relaxation's optimum, GLOP's LP as the fallback); from them an EXACT integer Lagrangian bound and
+2. The budget rows tightened (``_tightened``: configurations no placement can use dropped, uses raised
+   where a group's choice alone covers a row's excess; exact). Prices of the budget rows maximising the
+   Lagrangian dual of the primary cost (dual.py; equal to the LP relaxation's optimum, GLOP's LP as the
+   fallback); from them an EXACT integer Lagrangian bound and
    per configuration reduced costs (``_bound``). The repaired LP rounding (or the current placement),
    made cheaper by an exact local search (swaps.py; where several sNIC rows bind at one price, first the
    pooled fill and split of pack.py), is the incumbent p1 when within the slack of the
