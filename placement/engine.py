@@ -2,8 +2,10 @@
 
 Pipeline (every step exact; the floating-point LP is only a guide):
 1. ``prepare``: integer data, independent groups, dominated configurations dropped.
-2. Prices of the budget rows maximising the Lagrangian dual of the primary cost (dual.py; equal to the
-   LP relaxation's optimum, GLOP's LP as the fallback); from them an EXACT integer Lagrangian bound and
+2. The budget rows tightened (``_tightened``: configurations no placement can use dropped, uses raised
+   where a group's choice alone covers a row's excess; exact). Prices of the budget rows maximising the
+   Lagrangian dual of the primary cost (dual.py; equal to the LP relaxation's optimum, GLOP's LP as the
+   fallback); from them an EXACT integer Lagrangian bound and
    per configuration reduced costs (``_bound``). The repaired LP rounding (or the current placement),
    made cheaper by an exact local search (swaps.py; where several sNIC rows bind at one price, first the
    pooled fill and split of pack.py), is the incumbent p1 when within the slack of the
@@ -49,6 +51,7 @@ fit in 60 bits, the levels are solved in stages (each bounding the previous opti
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -360,6 +363,55 @@ class _Core:
         return chosen.tolist()
 
 
+def _tightened(gr: Groups) -> tuple[Groups, np.ndarray]:
+    """The groups with every budget row's coefficients tightened, and the configurations that can be in a
+    placement meeting every row (exact; the placements meeting every row are the same, only the LP
+    relaxation is tighter: the coefficient tightening of a MIP presolve, measured, bench/RESULTS.md big25).
+
+    1. A configuration k of group g with use_k + sum over the other groups of their least use > budget (in
+       one row) is in no placement meeting that row: not alive (repeated while that raises a least use).
+    2. Per row, with top_g the most a group's alive configuration uses and need = sum_g top_g - budget (what
+       the groups must leave unused together), every use below top_g - need is raised to it. A placement
+       meets the row before iff after: raising only adds; and if one group's use was raised, to
+       top_g - need, the others use at most their tops, so the row's total is at most
+       top_g - need + (budget + need - top_g) = budget. Where need <= 0 (the row cannot bind) every use
+       becomes its group's top: the row holds whatever the choice, and the engine's CP-SAT models leave it
+       out (third draw 3000: 15.0 CPU s with those rows kept, 6.1 without). Without the raise the LP may
+       pay for a fraction of a configuration leaving far more than the need unused (an elephant NF kept
+       off an sNIC whose whole excess it covers alone: one-sNIC draw 3007 of bench/placement/third.py, LP
+       0.9 % below the optimum, 0.013 % after)."""
+    alive = np.ones(len(gr.cost), dtype=bool)
+    if not gr.n_groups or not len(gr.budget) or not len(gr.cost):
+        return gr, alive
+    use = gr.use
+    sizes = np.diff(gr.start)
+    budget = [int(b) for b in gr.budget]
+    least, top = _reduce(use, gr.start, np.minimum), _reduce(use, gr.start, np.maximum)
+    for _ in range(4):
+        room = [b - sum(least[:, r].tolist()) for r, b in enumerate(budget)]
+        if min(room) < 0:
+            return gr, np.ones(len(gr.cost), dtype=bool)  # infeasible as it is: the steps below say so
+        room_a = np.array(room, dtype=np.int64)
+        if not (top - least > room_a).any():
+            break  # (no group's alive configuration is over: the usual case, without a pass over them all)
+        dead = alive & ((use - np.repeat(least, sizes, axis=0)) > room_a).any(axis=1)
+        alive = alive & ~dead  # (each group's least stays: the room is >= 0)
+        least = _reduce(np.where(alive[:, None], use, SAFE), gr.start, np.minimum)
+        top = _reduce(np.where(alive[:, None], use, -SAFE), gr.start, np.maximum)
+    new = None
+    for r, b in enumerate(budget):
+        need = sum(top[:, r].tolist()) - b
+        # (need <= 0: every use its group's top, a constant row CP-SAT's model leaves out; a need past every
+        # top raises nothing, and min() keeps the int64 arithmetic from overflowing)
+        floor_ = top[:, r] - min(max(need, 0), SAFE)
+        if not (floor_ > least[:, r]).any():
+            continue
+        if new is None:
+            new = use.copy()
+        new[:, r] = np.maximum(use[:, r], np.repeat(floor_, sizes))
+    return (gr if new is None else dataclasses.replace(gr, use=new)), alive
+
+
 def _levels(arrays: list[np.ndarray], start: np.ndarray) -> list[list[tuple[np.ndarray, int]]]:
     """Objective stages for lexicographic levels `arrays` (most significant first): each stage a list of
     (per-group rebased values, weight), folded into one objective while the folded values fit."""
@@ -561,6 +613,9 @@ MINIMISE_WORK = 0.06
 # 500 seed 5), and two-snics 200 seed 2's question found its "yes" at 2.7 deterministic s (the safe solver
 # none in 20). Its "no" answers are asked again (the safe solver's proof): the one-sNIC questions (mostly
 # "no" near the optimum) then cost twice (mesh 500 seed 3: 0.31 -> 0.60 CPU s), so they do not take it.
+# The budget rows' coefficient tightening and the configurations no placement meeting the rows can use
+# (_tightened; exact). False: the rows as prepared (comparisons).
+TIGHTEN = True
 STOCK_PLACEMENTS = True
 STOCK_LEAD_WORK = 0.02  # a boxed minimisation's safe run first (most prove in this: chains-tight 500 seed 2)
 STOCK_QUESTION_WORK = 4.0  # a question's stock run (several sNICs), after a safe one of STOCK_QUESTION_LEAD
@@ -1304,6 +1359,8 @@ def solve_groups(
     full = _levels([gr.cost, gr.pcie, gr.moves], gr.start)
     folded0 = _fold(full[0]) if len(full) == 1 else gr.cost
     alive = np.ones(len(gr.cost), dtype=bool)
+    if reduce and TIGHTEN:
+        gr, alive = _tightened(gr)
     best, p1, proven, lower = None, None, False, None
     restricted = None
     # Which CP-SAT core's proven optimum the incumbent is, if any: "restricted" (untouched by the steps

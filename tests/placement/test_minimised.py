@@ -118,7 +118,7 @@ def test_engine_with_the_minimising_step_is_within_the_gap_of_the_exact_optimum(
 @pytest.mark.parametrize(
     ("family", "size", "seed"),
     [("long", 100, 1), ("long", 150, 0), ("long", 150, 1), ("long", 100, 3), ("chains-tight", 150, 3),
-     ("chains-tight", 60, 1), ("mesh", 100, 0), ("mesh", 60, 2), ("pinned", 100, 3), ("background", 60, 3),
+     ("chains-tight", 60, 7), ("mesh", 100, 0), ("mesh", 60, 2), ("pinned", 100, 3), ("background", 60, 3),
      ("chains", 100, 2)],
 )  # fmt: skip
 @pytest.mark.parametrize("after_exact", [False, True])
@@ -128,7 +128,9 @@ def test_engine_through_the_whole_minimisation_is_within_the_gap_of_the_exact_op
     """The minimisation until the deadline (on large cores far above the floor) forced on small ones
     (whole_from (0, 0): any gap, any core): it runs (debug log) and the answer is within the gap limit of
     the exact optimum (the engine at gap 0, where no minimisation runs). Either in place of the exact search
-    (no core fits it) or after the exact search ran out of its box (at once: a box of one unit)."""
+    (no core fits it) or after the exact search ran out of its box (at once: a box of one unit).
+    (chains-tight 60 seed 1 no longer gets there: on the tightened rows, engine._tightened, the two-rows
+    bound proves it; seed 7 does, with and without the tightening.)"""
     monkeypatch.setattr(engine, "WIDEN_NARROW_CONFIGS", 10**9)  # (its proven optimum would skip the step)
     monkeypatch.setattr(engine, "_regrow", lambda *_: False)  # (nor the grown core: the floor may prove it)
     gr = prepare_within(parse_problem(instance(family, size, seed)), Options(), time.monotonic())
