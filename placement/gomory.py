@@ -23,6 +23,7 @@ row (integer coefficients and bounds, valid for every placement: the rule's prem
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from fractions import Fraction
 from math import gcd, lcm
 
@@ -48,10 +49,7 @@ def cg_cut(
     """The Chvatal-Gomory cut of the equality system {a_i x + signs_i s_i = bounds_i} over y (x complemented on
     `comp`) and s, for the multipliers `u` (exact rationals, any value), as (coefficients over x, rhs) meaning
     sum c_j x_j <= rhs; valid for every 0/1 x meeting the rows (a sign 0 row: an equality, no slack)."""
-    dens = [q.denominator for q in u if q]
-    den = lcm(*dens) if dens else 1
-    big = [q.numerator * (den // q.denominator) for q in u]  # u_i * den, integers
-    return _cg_cut_int(_y_rows(rows, bounds, comp), signs, comp, big, den)
+    return _cg_cut_int(_y_rows(rows, bounds, comp), signs, comp, *_integer_multipliers(u))
 
 
 def scg_cut(
@@ -67,60 +65,14 @@ def scg_cut(
     f0 + (p-1)(1-f0)/k < f_j <= f0 + p(1-f0)/k gets floor(a_j) + p/(k+1); sum <= floor(b), times k + 1 in
     integers. Valid for every non-negative integer point of the equality (so for ANY rational u), and at
     least as strong as cg_cut's on them (each coefficient no lower, the rhs the same, scaled); f0 = 0: cg_cut."""
+    return _scg_cut_int(_y_rows(rows, bounds, comp), signs, comp, *_integer_multipliers(u))
+
+
+def _integer_multipliers(u: list[Fraction]) -> tuple[list[int], int]:
+    """u as (big, den): integers u_i * den over their least common denominator."""
     dens = [q.denominator for q in u if q]
     den = lcm(*dens) if dens else 1
-    big = [q.numerator * (den // q.denominator) for q in u]
-    return _scg_cut_int(_y_rows(rows, bounds, comp), signs, comp, big, den)
-
-
-def _scg_cut_int(
-    yrows: list[tuple[list[int], list[int], int]], signs: list[int], comp: set[int], big: list[int], den: int
-) -> tuple[dict[int, int], int]:
-    """scg_cut for u = big / den (integers, den > 0) over `_y_rows`' rows."""
-    ycoef: dict[int, int] = {}  # den * (u^T A') per column of y
-    rhs = 0  # den * u^T d'
-    for (idx, ys, dy), ui in zip(yrows, big, strict=True):
-        if not ui:
-            continue
-        rhs += ui * dy
-        for v, c in zip(idx, ys, strict=True):
-            ycoef[v] = ycoef.get(v, 0) + ui * c
-    r0 = rhs % den  # den * f0
-    if not r0:
-        return _cg_cut_int(yrows, signs, comp, big, den)
-    k = -(-den // r0) - 1  # ceil(1 / f0) - 1: 1/(k+1) <= f0 < 1/k
-    top, span = k + 1, den - r0
-
-    def coef(n: int) -> int:  # (k + 1) times the strong coefficient of n / den
-        q, r = divmod(n, den)
-        return top * q + (0 if r <= r0 else -(-k * (r - r0) // span))
-
-    cy = {v: coef(c) for v, c in ycoef.items()}
-    out_rhs = top * (rhs // den)
-    for (idx, ys, dy), sign, ui in zip(yrows, signs, big, strict=True):
-        if not ui or not sign:
-            continue  # an equality row's slack is 0
-        fs = coef(ui * sign)
-        if not fs:
-            continue
-        kk = fs * sign  # fs * s_i with s_i = sign (d' - a' y)
-        out_rhs -= kk * dy
-        for v, c in zip(idx, ys, strict=True):
-            cy[v] = cy.get(v, 0) - kk * c
-    cx: dict[int, int] = {}
-    for v, c in cy.items():
-        if not c:
-            continue
-        if v in comp:
-            out_rhs -= c
-            cx[v] = -c
-        else:
-            cx[v] = c
-    g = gcd(*cx.values()) if cx else 1
-    if g > 1:  # c x <= rhs over integers x: (c / g) x <= floor(rhs / g)
-        cx = {v: c // g for v, c in cx.items()}
-        out_rhs //= g
-    return cx, out_rhs
+    return [q.numerator * (den // q.denominator) for q in u], den
 
 
 def _y_rows(rows, bounds: list[int], comp: set[int]) -> list[tuple[list[int], list[int], int]]:
@@ -139,30 +91,32 @@ def _y_rows(rows, bounds: list[int], comp: set[int]) -> list[tuple[list[int], li
     return out
 
 
-def _cg_cut_int(
-    yrows: list[tuple[list[int], list[int], int]], signs: list[int], comp: set[int], big: list[int], den: int
-) -> tuple[dict[int, int], int]:
-    """cg_cut for u = big / den (integers, den > 0) over `_y_rows`' rows (gomfast23: the complements folded
-    into the rows once per basis, not per multiplier; the same integers)."""
-    ycoef: dict[int, int] = {}  # den * (u^T A') per column of y
-    rhs = 0  # den * u^T d'
+def _combination(yrows: list[tuple[list[int], list[int], int]], big: list[int]) -> tuple[dict[int, int], int]:
+    """den * (u^T A') per column of y and den * u^T d', for u = big / den over `_y_rows`' rows."""
+    ycoef: dict[int, int] = {}
+    rhs = 0
     for (idx, ys, dy), ui in zip(yrows, big, strict=True):
         if not ui:
             continue
         rhs += ui * dy
         for v, c in zip(idx, ys, strict=True):
             ycoef[v] = ycoef.get(v, 0) + ui * c
-    # floor(u^T A') y + floor(u_i sign_i) s_i <= floor(u^T d')
-    cy = {v: c // den for v, c in ycoef.items()}
-    out_rhs = rhs // den
+    return ycoef, rhs
+
+
+def _rounded_cut(yrows: list[tuple[list[int], list[int], int]], signs: list[int], comp: set[int], big: list[int],
+                 ycoef: dict[int, int], out_rhs: int, coef: Callable[[int], int]) -> tuple[dict[int, int], int]:  # fmt: skip
+    """The cut coef(den u^T A') y + coef(den u_i sign_i) s_i <= out_rhs (a rounding `coef` of the combination
+    `_combination` gave, and its rounded rhs) with the slacks s_i = sign (d' - a' y) substituted and y = 1 - x
+    folded back: (coefficients over x, rhs)."""
+    cy = {v: coef(c) for v, c in ycoef.items()}
     for (idx, ys, dy), sign, ui in zip(yrows, signs, big, strict=True):
         if not ui or not sign:
             continue  # an equality row's slack is 0
-        fs = (ui * sign) // den
+        fs = coef(ui * sign)
         if not fs:
             continue
-        # fs * s_i with s_i = sign (d' - a' y)
-        k = fs * sign
+        k = fs * sign  # fs * s_i with s_i = sign (d' - a' y)
         out_rhs -= k * dy
         for v, c in zip(idx, ys, strict=True):
             cy[v] = cy.get(v, 0) - k * c
@@ -176,6 +130,39 @@ def _cg_cut_int(
             cx[v] = -c
         else:
             cx[v] = c
+    return cx, out_rhs
+
+
+def _cg_cut_int(
+    yrows: list[tuple[list[int], list[int], int]], signs: list[int], comp: set[int], big: list[int], den: int
+) -> tuple[dict[int, int], int]:
+    """cg_cut for u = big / den (integers, den > 0) over `_y_rows`' rows (gomfast23: the complements folded
+    into the rows once per basis, not per multiplier; the same integers):
+    floor(u^T A') y + floor(u_i sign_i) s_i <= floor(u^T d')."""
+    ycoef, rhs = _combination(yrows, big)
+    return _rounded_cut(yrows, signs, comp, big, ycoef, rhs // den, lambda n: n // den)
+
+
+def _scg_cut_int(
+    yrows: list[tuple[list[int], list[int], int]], signs: list[int], comp: set[int], big: list[int], den: int
+) -> tuple[dict[int, int], int]:
+    """scg_cut for u = big / den (integers, den > 0) over `_y_rows`' rows."""
+    ycoef, rhs = _combination(yrows, big)
+    r0 = rhs % den  # den * f0
+    if not r0:  # f0 = 0: the plain cut (as _cg_cut_int, without a second combination)
+        return _rounded_cut(yrows, signs, comp, big, ycoef, rhs // den, lambda n: n // den)
+    k = -(-den // r0) - 1  # ceil(1 / f0) - 1: 1/(k+1) <= f0 < 1/k
+    top, span = k + 1, den - r0
+
+    def coef(n: int) -> int:  # (k + 1) times the strong coefficient of n / den
+        q, r = divmod(n, den)
+        return top * q + (0 if r <= r0 else -(-k * (r - r0) // span))
+
+    cx, out_rhs = _rounded_cut(yrows, signs, comp, big, ycoef, top * (rhs // den), coef)
+    g = gcd(*cx.values()) if cx else 1
+    if g > 1:  # c x <= rhs over integers x: (c / g) x <= floor(rhs / g)
+        cx = {v: c // g for v, c in cx.items()}
+        out_rhs //= g
     return cx, out_rhs
 
 

@@ -36,6 +36,16 @@ def _random_rows(rng, n):
     return rows
 
 
+def _equality_rows(rng, n):
+    """_random_rows with a lower bound, each as an equality at it (no slacks)."""
+    return [(idx, coeffs, b, b) for idx, coeffs, b, _ in _random_rows(rng, n) if b is not None]
+
+
+def _random_u(rng, rows):
+    """Multipliers, one exact rational per row (any sign)."""
+    return [Fraction(rng.randint(-9, 9), rng.choice([1, 2, 3, 4, 7, 10])) for _ in rows]
+
+
 def _points(rows, n):
     for bits in itertools.product((0, 1), repeat=n):
         ok = True
@@ -71,7 +81,7 @@ def test_every_cut_holds_on_every_point_for_any_multipliers(cut):
                 signs.append(-1)
                 bounds.append(lo)
         comp = {v for v in range(n) if rng.random() < 0.4}
-        u = [Fraction(rng.randint(-9, 9), rng.choice([1, 2, 3, 4, 7, 10])) for _ in rows]
+        u = _random_u(rng, rows)
         cx, rhs = cut(rows, signs, bounds, comp, u)
         if not cx:
             continue
@@ -91,12 +101,12 @@ def test_strong_cut_is_at_least_the_plain_one():
     stronger = 0
     for _ in range(1500):
         n = rng.randint(2, 7)
-        rows = [(idx, coeffs, b, b) for idx, coeffs, b, _ in _random_rows(rng, n) if b is not None]
+        rows = _equality_rows(rng, n)
         if not rows:
             continue
         signs, bounds = [0] * len(rows), [b for _, _, b, _ in rows]
         comp = {v for v in range(n) if rng.random() < 0.4}
-        u = [Fraction(rng.randint(-9, 9), rng.choice([1, 2, 3, 4, 7, 10])) for _ in rows]
+        u = _random_u(rng, rows)
         plain, strong = cg_cut(rows, signs, bounds, comp, u), scg_cut(rows, signs, bounds, comp, u)
         cut_off = 0
         for p in itertools.product((0, 1), repeat=n):
@@ -140,10 +150,10 @@ def test_strong_cut_is_the_textbook_one():
     checked = 0
     for _ in range(1500):
         n = rng.randint(2, 7)
-        rows = [(idx, coeffs, b, b) for idx, coeffs, b, _ in _random_rows(rng, n) if b is not None]
+        rows = _equality_rows(rng, n)
         if not rows:
             continue
-        u = [Fraction(rng.randint(-9, 9), rng.choice([1, 2, 3, 4, 7, 10])) for _ in rows]
+        u = _random_u(rng, rows)
         want = _textbook_scg(rows, u)
         if want is None:
             continue

@@ -35,26 +35,25 @@ def test_the_move_budget_is_named_when_it_binds():
     assert solve(parse_problem(_load("third-max-moves-overflow.json")))["status"] == "optimal"
 
 
-def test_fruitless_shakes_stop(monkeypatch):
-    """The 39-vertex draw's incumbent is optimal at once but its Lagrangian bound 31 % below: the local
-    search shook (cost-neutral exchanges, each descended) for the whole time limit and answered
-    `feasible`. Now at most SHAKE_FRUITLESS changed shakes in a row without a gain per local search."""
-    calls = []
-    real = engine.shake
+def _counted(monkeypatch, name: str) -> list[int]:
+    """engine.<name> wrapped to append to the returned list on each call."""
+    calls: list[int] = []
+    real = getattr(engine, name)
 
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "shake", counted)
-    improved = []
-    real_improved = engine._improved
+    monkeypatch.setattr(engine, name, counted)
+    return calls
 
-    def counted_improved(*args, **kwargs):
-        improved.append(1)
-        return real_improved(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "_improved", counted_improved)
+def test_fruitless_shakes_stop(monkeypatch):
+    """The 39-vertex draw's incumbent is optimal at once but its Lagrangian bound 31 % below: the local
+    search shook (cost-neutral exchanges, each descended) for the whole time limit and answered
+    `feasible`. Now at most SHAKE_FRUITLESS changed shakes in a row without a gain per local search."""
+    calls = _counted(monkeypatch, "shake")
+    improved = _counted(monkeypatch, "_improved")
     out = solve(parse_problem(_load("third-swaps-box-39.json")), time_limit=10)
     assert out["status"] == "optimal" and out["tiebreak"] == "proven"
     mip = solve(parse_problem(_load("third-swaps-box-39.json")), solver="mip", time_limit=10)
