@@ -568,7 +568,7 @@ SHAKE_MISSES = 3  # shakes in a row that find no exchange: the local search stop
 # Shakes in a row whose descents find no cheaper placement: the local search stops. The box alone let a
 # 39-vertex instance shake for its whole time limit (third generator draw 1007: an optimal incumbent, a bound
 # 31 % below, thousands of fruitless shakes whose fixed per-call cost the box's units undercount); on the
-# families and 240 foreign draws no shake was ever followed by a gain (bench/RESULTS.md, lead 2026-12-01).
+# families and 390 foreign draws no shake was ever followed by a gain (bench/RESULTS.md, lead 2026-12-01).
 SHAKE_FRUITLESS = 16
 POOL_MOVES = 4  # per priced row: exchanges of one gathering shake (swaps.shake's pool)
 STARTS_SHARE = 0.6  # of the local search's box: its descents from the starts; the rest shakes (swaps.shake)

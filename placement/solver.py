@@ -278,14 +278,9 @@ class _Model:
         self.pending = []
 
     @staticmethod
-    def _always_met(spec: list[tuple[Fraction, object]], budget: Fraction) -> bool:
-        """Whether sum(coefficient x term) <= budget holds at every 0/1 point, on the working integers add_row
-        gives it (a term: an int constant, or None / a variable: 0 or 1)."""
-        return _Model._met(spec, _scale([c for c, _ in spec] + [budget], row=True)[0])
-
-    @staticmethod
     def _met(spec: list[tuple[Fraction, object]], ints: list[int]) -> bool:
-        """_always_met on the row's working integers `ints` (_scale's, the budget last)."""
+        """Whether sum(coefficient x term) <= budget holds at every 0/1 point (a term of `spec`: an int constant,
+        or None / a variable: 0 or 1), on the row's working integers `ints` (_scale's, the budget last)."""
         top = sum(c * t if isinstance(t, int) else max(c, 0) for c, (_, t) in zip(ints, spec, strict=False))
         return top <= ints[-1]
 
@@ -320,11 +315,6 @@ class _Model:
                 t = z
             out.append((c, t))
         return out
-
-    def latency_terms(self, chain) -> list[tuple[Fraction, object]]:
-        """The chain's latency as (coefficient, 0/1 term): its vertices where they run, and a crossing
-        indicator per consecutive pair and sNIC (at least |on_s(u) - on_s(v)|: minimal where it binds)."""
-        return self._latency_made(chain, self.latency_spec(chain))
 
     def lp_rows(self) -> Rows:
         """CP-SAT: the model's linear rows over variable indices (covers.py): the exactly-one rows, each

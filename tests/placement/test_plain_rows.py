@@ -55,8 +55,13 @@ def _small(count: int) -> list[Problem]:
     return out
 
 
+def _always_met(spec: list[tuple[Fraction, object]], budget: Fraction) -> bool:
+    """_Model._met on the working integers add_row gives the row."""
+    return _Model._met(spec, solver._scale([c for c, _ in spec] + [budget], row=True)[0])
+
+
 def test_always_met_is_exact_at_the_budget():
-    met = _Model._always_met
+    met = _always_met
     assert met([(Fraction(1, 3), None), (Fraction(2, 3), None)], Fraction(1))  # both on: exactly the budget
     assert not met([(Fraction(1, 3), None), (Fraction(2, 3), None)], Fraction(999, 1000))
     assert met([(Fraction(5), 1), (Fraction(-2), None), (Fraction(3), None)], Fraction(8))  # constant 5, +3
