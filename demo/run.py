@@ -418,7 +418,7 @@ class Demo:
     def shift(self) -> tuple[dict, float]:
         """iperf3 through the chain until the model sees the sNIC overloaded; run the agent's re-placement
         while the stream goes on. Returns the decision and the stream's received Mbit/s."""
-        seconds = 10
+        seconds = 14
         self.out(f"traffic shift: iperf3 TCP web -> outside through the chain for {seconds} s")
         cli = self.iperf_start(seconds)
 
@@ -432,6 +432,11 @@ class Demo:
 
         view = wait_for(overloaded, 30, "the measured load to overload the sNIC in the agent's model")
         self.out(f"agent's model: {'; '.join(view['predicted']['violations'])}")
+        # The model sees the overload while the stream still ramps up, and the host's and the sNIC's counters
+        # are read a round trip apart: at a rising rate the two disagree. Two samples later they compare at
+        # the stream's steady rate.
+        since = float((view.get("measured") or {}).get("t", 0.0))
+        wait_for(lambda: self._measured_since(since, 1.5), 10, "two more monitoring samples")
         self.show()
         code, d = call(self.url, "POST", "/v1/placement/run", {})
         if code != 200:
@@ -444,6 +449,10 @@ class Demo:
         self.out(f"iperf3 TCP through the chain, across the re-placement: {rate:.0f} Mbit/s received; "
                  f"per second: {' '.join(f'{x:.0f}' for x in per_s)}")  # fmt: skip
         return d, rate
+
+    def _measured_since(self, since: float, seconds: float) -> bool:
+        m = call(self.url, "GET", "/v1/placement")[1].get("measured") or {}
+        return float(m.get("t", 0.0)) >= since + seconds
 
     # -- the whole run -----------------------------------------------------------------------------------
     def run(self, stop_wait: Callable[[float], bool]) -> int:

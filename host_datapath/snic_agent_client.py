@@ -39,6 +39,10 @@ class SnicAgentClient(RestClient):
     def ports(self) -> list[dict]:
         return self._get("/v1/ports")
 
+    def port_counters(self) -> dict:
+        """`{"t", "counters"}`: one dump of its bridge's port counters and when it was read (its own clock)."""
+        return self._get("/v1/port-counters")
+
     def instances(self, health: bool = False, counters: bool = False) -> list[dict]:
         return self._get(f"/v1/instances?health={int(health)}&counters={int(counters)}")
 

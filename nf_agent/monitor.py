@@ -19,8 +19,9 @@ class Sample:
     ports: dict[str, dict[str, dict[str, int]]]  # switch -> port name -> counters (rx_bytes, tx_bytes, ...)
     cpu_seconds: dict[str, float] = field(default_factory=dict)  # location -> CPU s used by its NFs
     nf_stats: dict[str, dict] = field(default_factory=dict)  # nf id -> summed NF counters (rx, tx, ...)
-    # switch -> when its counters were read (same clock; absent: t). An sNIC's come over its agent's API, a
-    # round trip that varies under load: rates over the sample's interval would skew them by the variation.
+    # switch -> when its counters were read, on that switch's own clock (an sNIC's agent reports its read
+    # time; only differences of one switch's times are used; absent: t). An sNIC's come over its agent's API,
+    # a round trip that varies under load: rates over the sample's interval would skew them by the variation.
     port_t: dict[str, float] = field(default_factory=dict)
 
 
@@ -116,9 +117,11 @@ def _ewma(old: dict, new: dict, a: float) -> dict:
 
 
 def _port_dt(prev: Sample, cur: Sample, switch: str, dt: float) -> float:
-    """The interval between two reads of one switch's counters (the sample's when their times are unknown)."""
+    """The interval between two reads of one switch's counters; the sample's when their times are unknown or
+    when the switch's clock stepped (an sNIC rebooted, its agent began or stopped reporting read times): its
+    interval differs from the sample's by the round-trip variation only, never by half of it or more."""
     d = cur.port_t.get(switch, cur.t) - prev.port_t.get(switch, prev.t)
-    return d if d > 0 else dt
+    return d if dt / 2 < d < dt * 2 else dt
 
 
 def rates(prev: Sample, cur: Sample, wiring: Wiring, dt: float) -> Measurement:

@@ -317,8 +317,10 @@ class HostRuntime:
         self, clock: Callable[[], float]
     ) -> tuple[dict[str, dict[str, dict[str, int]]], dict[str, float]]:
         """Per location: port name -> counters (the host's switch read here, each sNIC's from its agent), and
-        the middle of that location's read on `clock`: an sNIC's read is a round trip to its agent whose length
-        varies under load, so each location's rates take their own interval."""
+        when that location's counters were read: the host's on `clock`, an sNIC's on its own clock as its agent
+        reports it (only differences of one location's times are used). The round trip to an sNIC's agent
+        varies under load; timed here, its middle would skew that sNIC's rates by the variation. An agent that
+        does not report it: the middle of the round trip on `clock`."""
         out: dict[str, dict[str, dict[str, int]]] = {}
         at: dict[str, float] = {}
         t0 = clock()
@@ -329,9 +331,9 @@ class HostRuntime:
         t1 = clock()
         at[HOST] = (t0 + t1) / 2
         for sid, r in self.remote.items():
-            out[sid] = r.port_counters()
+            out[sid], read_at = r.port_counters()
             t0, t1 = t1, clock()
-            at[sid] = (t0 + t1) / 2
+            at[sid] = (t0 + t1) / 2 if read_at is None else read_at
         return out, at
 
     def pcie_ports(self) -> dict[str, str]:

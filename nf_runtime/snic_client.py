@@ -218,13 +218,23 @@ class RemoteNfs:
             self._lost(exc)
             raise StateError(f"{inst.id}: PUT config on {self.snic}: {exc}") from None
 
-    def port_counters(self) -> dict[str, dict[str, int]]:
+    def port_counters(self) -> tuple[dict[str, dict[str, int]], float | None]:
+        """Its bridge's port counters by name and when its agent read them, on the sNIC's own clock (None
+        from an agent without `GET /v1/port-counters`: the caller times the round trip instead)."""
         if self.down:
-            return {}
+            return {}, None
         try:
-            return {p["name"]: p["counters"] for p in self.client.ports()}
+            got = self.client.port_counters()
+            return dict(got["counters"]), float(got["t"])
+        except SnicAgentError as exc:
+            if exc.status != 404:
+                return {}, None
+        except (KeyError, TypeError, ValueError):
+            return {}, None
+        try:
+            return {p["name"]: p["counters"] for p in self.client.ports()}, None
         except SnicAgentError:
-            return {}
+            return {}, None
 
     def close(self) -> None:
         self.answers = False  # no longer asked (and whoever waits on it stops)

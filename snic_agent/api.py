@@ -87,6 +87,10 @@ def create_app(agent: SnicAgent, token: str, stop: threading.Event | None = None
     def ports():
         return _json(agent.ports())
 
+    @app.get("/v1/port-counters")
+    def port_counters():
+        return _json(agent.port_counters_at())
+
     @app.get("/v1/heartbeat")
     def heartbeat():
         interval = _interval()

@@ -388,6 +388,15 @@ class SnicAgent:
         except DatapathError as exc:
             raise OSError(f"OVS: {exc}") from None
 
+    def port_counters_at(self) -> dict:
+        """`{"t", "counters"}`: the bridge's port counters by name and when they were read, the middle of the
+        dump on this machine's monotonic clock (seconds). The host rates each sNIC's counters over the
+        interval between two such reads: the round trip to this agent varies under load, the read does not."""
+        t0 = time.monotonic()
+        counters = self.port_counters()
+        t1 = time.monotonic()
+        return {"t": round((t0 + t1) / 2, 6), "counters": counters}
+
     def instances(self, health: bool = False, counters: bool = False) -> list[dict]:
         with self.lock:
             recs = list(self.records.values())

@@ -298,3 +298,21 @@ def test_each_switch_rates_over_its_own_read_interval():
         Sample(2.0, ports(2 * G, 2 * G, 9 * G // 4, 0, 2 * G, 0), port_t={"host": 2.0, "snic0": 1.0}), w
     )
     assert again.edges[("fw", "ips")] == pytest.approx(1.0)
+
+
+def test_an_snic_read_on_its_own_clock_and_a_step_of_that_clock():
+    """An sNIC's agent reports its read times on its own clock (a DPU booted at another moment: 5000 s
+    ahead here): only that switch's differences count. When that clock steps (the DPU rebooted: back near
+    0), the interval falls back to the sample's rather than a negative or an hour-long one."""
+    m, w = Monitor(), wiring()
+    m.update(Sample(10.0, ports(0, 0, 0, 0, 0, 0), port_t={"host": 10.0, "snic0": 5010.0}), w)
+    got = m.update(Sample(11.0, ports(G, G, 9 * G // 10, 0, G, 0), port_t={"host": 11.0, "snic0": 5010.9}), w)
+    assert got.edges[("fw", "ips")] == pytest.approx(1.0)  # 0.9 Gbit in the sNIC's own 0.9 s
+    stepped = m.update(
+        Sample(12.0, ports(2 * G, 2 * G, 2 * G, 0, 2 * G, 0), port_t={"host": 12.0, "snic0": 3.0}), w
+    )
+    assert stepped.edges[("fw", "ips")] == pytest.approx(1.1)  # 1.1 Gbit over the sample's 1 s
+    late = m.update(
+        Sample(13.0, ports(3 * G, 3 * G, 3 * G, 0, 3 * G, 0), port_t={"host": 13.0, "snic0": 3600.0}), w
+    )
+    assert late.edges[("fw", "ips")] == pytest.approx(1.0)  # not 1 Gbit over an hour

@@ -323,6 +323,11 @@ def test_agent_killed_alone_the_nf_keeps_forwarding_and_a_new_agent_adopts_it(be
     one = bed.client().instance("fw-b", counters=True)
     assert listed["counters"]["tx_packets"] >= 50 and one["counters"]["tx_packets"] >= 50, (listed, one)
     assert "counters" not in bed.client().instance("fw-b")  # only when asked (a port-stats dump each)
+    # the bridge's counters in one dump with the time of the read on the sNIC's own clock (the host rates
+    # them over the sNIC's interval, not over a round trip to it)
+    first, second = bed.client().port_counters(), bed.client().port_counters()
+    assert first["counters"][view["port_if"]]["tx_packets"] >= 50 and second["t"] > first["t"] > 0, first
+    assert set(first["counters"]) == {p["name"] for p in bed.client().ports()}
     old_boot = bed.client().health()["boot_id"]
 
     apid = bed.agent_pid()
