@@ -150,7 +150,7 @@ class HugepageReservation:
             self._save(st)
             run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M,mode=0700", "nodev", str(self.mount_dir)])
 
-    def release(self, settle_s: float = 5.0) -> None:
+    def release(self, settle_s: float = 15.0) -> None:
         """Unmount and give back the pages `acquire` added (idempotent; nothing recorded = nothing to do)."""
         st = self.state()
         if st is None:

@@ -43,7 +43,7 @@ from host_datapath.hugepages import (
     shortfall_problem,
 )
 from host_datapath.ovs_instance import OvsInstance
-from host_datapath.sysutil import DatapathError, read_pidfile, run
+from host_datapath.sysutil import DatapathError, pid_alive, read_pidfile, run
 
 DPDK_VSWITCHD = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
 # DPDK loads its drivers as plugins; without these the mbuf pools or the vdevs cannot be made (Debian
@@ -56,6 +56,9 @@ NEEDED_PMDS = {
 }
 PMD_DIRS = "/usr/lib/*/dpdk/pmds-*"
 HUGEPAGE_STATE = "hugepages.json"
+# How long a stopped ovs-vswitchd-dpdk may take to be gone (past its SIGKILL) before its pages are given back:
+# its exit unmaps hundreds of MB of hugepages and closes net_tap's kernel taps, slow on a loaded machine.
+EXIT_WAIT_S = 30.0
 
 
 def check_installed(binary: str = DPDK_VSWITCHD, pmd_dirs: str = PMD_DIRS) -> None:
@@ -168,7 +171,13 @@ class OvsDpdkInstance(OvsInstance):
             self._stop()
 
     def _stop(self) -> None:
+        pid = read_pidfile(self._pidfile("ovs-vswitchd"))
         super().stop()
+        # The pages are given back once the process is gone: lowered while it still exits, they stay surplus
+        # until it is, and the count read next is not the one given back.
+        deadline = time.monotonic() + EXIT_WAIT_S
+        while pid and pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
         self.hugepages.release()
 
     # -- what it costs ------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ def tb():
     with bed:
         yield bed
     assert bed.leftovers() == []
-    wait_for(lambda: hugepages_total() == before, 10, f"nr_hugepages back to {before}", error=AssertionError)
+    wait_for(lambda: hugepages_total() == before, 30, f"nr_hugepages back to {before}", error=AssertionError)
 
 
 def two_ends(tb: SwitchTestbed):
@@ -140,7 +140,7 @@ def test_a_pci_port_dpdk_cannot_probe_fails_naming_the_device():
         assert "Error attaching device" in str(exc.value)
         assert "pf0" not in sw.driver.api.list_ports(sw.bridge).execute(check_error=True)
     assert bed.leftovers() == []
-    wait_for(lambda: hugepages_total() == before, 10, f"nr_hugepages back to {before}", error=AssertionError)
+    wait_for(lambda: hugepages_total() == before, 30, f"nr_hugepages back to {before}", error=AssertionError)
 
 
 def test_vhost_user_port_is_added_and_waits_for_its_vm(tb):
@@ -285,7 +285,7 @@ def test_emulated_host_crash_then_down_gives_everything_back(host_factory):
     host.state_file.unlink()
     host.down()
     assert not mounts_of(mount)
-    wait_for(lambda: hugepages_total() == before, 10, f"nr_hugepages back to {before}", error=AssertionError)
+    wait_for(lambda: hugepages_total() == before, 30, f"nr_hugepages back to {before}", error=AssertionError)
 
 
 def test_emulated_host_plugs_a_vhost_user_vm_and_an_emulated_one(host_factory, tmp_path):
@@ -345,7 +345,7 @@ def test_two_switches_starting_at_once_both_get_their_pages():
         for bed in beds:
             bed.close()
     assert all(bed.leftovers() == [] for bed in beds)
-    wait_for(lambda: hugepages_total() == before, 10, f"nr_hugepages back to {before}", error=AssertionError)
+    wait_for(lambda: hugepages_total() == before, 30, f"nr_hugepages back to {before}", error=AssertionError)
 
 
 def test_tap_port_made_by_a_net_tap_vdev(tb):
