@@ -639,6 +639,12 @@ WHOLE_MINIMISE_GAP = 64
 WIDEN_FROM, WIDEN_GAP, WIDEN_SHARE, WIDEN_WORK, WIDEN_ROUNDS = 4, 16, 3, 0.05, 2
 # ... and on a narrower proof core whose groups have at least this many configurations each on average.
 WIDEN_NARROW_CONFIGS = 4
+# The widened core carries the exact reduced-cost row for "cost <= incumbent - 1" (_Core.add_reduced_cut, as
+# _minimised and the questions do): redundant for its LP, but CP-SAT propagates it far better than the cost and
+# budget rows apart (measured, bench/RESULTS.md long25: long 500 seeds 0-35 CPU sum 24.0 -> 16.2 s, max 3.03 -> 0.98;
+# seeds 29 / 33 / 35 2.0-3.0 -> 0.4-0.8 s, their box now reaching the core's optimum). Not on the grown restricted
+# core (_regrown): chains-tight 500 seeds 0-11 CPU sum 2.61 -> 2.90 s with it.
+WIDEN_REDUCED_CUT = True
 # The exact answer to the proof's questions (choicebb.py): on cores of at most EXACT_MAX_GROUPS groups with a
 # choice and EXACT_MAX_VARS variables, boxed in EXACT_WORK units (EXACT_RATE a second of an idle core,
 # measured 3e7-2e8; the least search of long 200 seed 8 took 1.1e8 units, 1.3 s CPU, where CP-SAT's
@@ -848,6 +854,8 @@ def _widened(gr: Groups, d: np.ndarray, lb: int, den: int, inc: list[int], slack
     for _ in range(1 if narrow else WIDEN_ROUNDS):  # (narrow: a second round's optimum never paid, below)
         keep = _within(d, gap // WIDEN_SHARE)
         core = _below(gr, keep, inc, workers, run)
+        if WIDEN_REDUCED_CUT:  # (every placement below inc's cost meets it: exact)
+            core.add_reduced_cut(d, den * (_sum(gr.cost, inc) - 1) - lb)
         status, ch, _, bound = core.solve(deadline, inc, float(units), WIDEN_WORK, cuts=False,
                                           stock=None if narrow or not STOCK_PLACEMENTS else WIDEN_WORK)  # fmt: skip
         # (narrow: only a proven optimum of its core is taken, with its floor: the safe solver's alone)

@@ -189,19 +189,20 @@ def test_engine_with_the_widened_core_on_a_narrow_proof_core_keeps_the_exact_opt
     _assert_within_gap(gr, ours, exact)
 
 
-@pytest.mark.parametrize(("size", "seed"), [(500, 2), (300, 4), (200, 0), (200, 8)])
+@pytest.mark.parametrize(("size", "seed"), [(500, 7), (300, 10), (200, 0), (200, 8)])
 def test_a_question_answered_by_the_narrow_cores_spare_keeps_the_exact_optimum(size, seed, caplog):
     """long chains where the narrow widened core's box ends with an unproven placement (the spare, not taken as
     the incumbent) cheaper than a question's ask: that question is answered "yes" by it without CP-SAT (checked
-    in the debug log: 500 seed 2's second midpoint) and the answer stays within the gap limit of the exact
-    optimum (the engine at gap 0, no widened core)."""
+    in the debug log: 300 seed 10; 500 seed 2 before the widened core carried the reduced-cost row, which now
+    proves its core's optimum in the box) and the answer stays within the gap limit of the exact optimum (the
+    engine at gap 0, no widened core)."""
     gr = prepare_within(parse_problem(instance("long", size, seed)), Options(), time.monotonic())
     exact = engine.solve_groups(gr, time.monotonic() + 120)
     with caplog.at_level(logging.DEBUG, logger="placement.engine"):
         ours = engine.solve_groups(gr, time.monotonic() + 60, gap_limit=1e-5)
     messages = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("widened feasible") for m in messages)
-    if (size, seed) == (500, 2):
+    if (size, seed) == (300, 10):
         assert any(m.startswith("cost <=") and " spare t=" in m for m in messages)
     assert exact.status == ours.status == "optimal"
     _assert_within_gap(gr, ours, exact)
