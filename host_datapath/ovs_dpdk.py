@@ -23,6 +23,7 @@ traffic or not, for as long as the switch runs.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import time
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ from host_datapath.hugepages import (
     shortfall_problem,
 )
 from host_datapath.ovs_instance import OvsInstance
-from host_datapath.sysutil import DatapathError, pid_alive, read_pidfile, run
+from host_datapath.sysutil import DatapathError, pid_alive, read_pidfile, run, wait_for
 
 DPDK_VSWITCHD = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
 # DPDK loads its drivers as plugins; without these the mbuf pools or the vdevs cannot be made (Debian
@@ -175,9 +176,9 @@ class OvsDpdkInstance(OvsInstance):
         super().stop()
         # The pages are given back once the process is gone: lowered while it still exits, they stay surplus
         # until it is, and the count read next is not the one given back.
-        deadline = time.monotonic() + EXIT_WAIT_S
-        while pid and pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        if pid:
+            with contextlib.suppress(DatapathError):  # still there: given back anyway, freed when it is gone
+                wait_for(lambda: not pid_alive(pid), EXIT_WAIT_S, f"ovs-vswitchd-dpdk (pid {pid}) to be gone")
         self.hugepages.release()
 
     # -- what it costs ------------------------------------------------------------------------------------
