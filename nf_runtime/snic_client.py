@@ -21,6 +21,10 @@ from nf_runtime.nf_shipping import BinaryShipper
 
 log = logging.getLogger("uno.snic_watch")
 
+# An sNIC agent that answered 404 to GET /v1/port-counters is asked again this long after (or at once when
+# the heartbeat shows another agent process): an upgrade in place is noticed without a 404 per sample.
+COUNTERS_RECHECK_S = 300.0
+
 
 class RemoteNfs:
     """The NF instances at one sNIC, through its agent. The sNIC agent picks the OpenFlow port and the names
@@ -38,6 +42,10 @@ class RemoteNfs:
         self.answers = True  # its agent's heartbeat flows (SnicWatch; True when nothing watches it)
         self._cache: tuple[float, dict[str, dict]] = (0.0, {})
         self._lock = threading.Lock()
+        self.agent_boot: str | None = None  # its agent process's boot_id, as the heartbeat last told it
+        # (agent_boot, monotonic time) of its agent's 404 to GET /v1/port-counters: that agent predates the
+        # call, so its port listing is asked at once until the agent changes (or RECHECK_S, unwatched)
+        self._no_counters_call: tuple[str | None, float] | None = None
         self.shipper = BinaryShipper(client)
 
     def locations(self) -> list[str]:
@@ -223,14 +231,18 @@ class RemoteNfs:
         from an agent without `GET /v1/port-counters`: the caller times the round trip instead)."""
         if self.down:
             return {}, None
-        try:
-            got = self.client.port_counters()
-            return dict(got["counters"]), float(got["t"])
-        except SnicAgentError as exc:
-            if exc.status != 404:
+        old = self._no_counters_call
+        if old is None or old[0] != self.agent_boot or time.monotonic() - old[1] > COUNTERS_RECHECK_S:
+            try:
+                got = self.client.port_counters()
+                self._no_counters_call = None
+                return dict(got["counters"]), float(got["t"])
+            except SnicAgentError as exc:
+                if exc.status != 404:
+                    return {}, None
+                self._no_counters_call = (self.agent_boot, time.monotonic())
+            except (KeyError, TypeError, ValueError):
                 return {}, None
-        except (KeyError, TypeError, ValueError):
-            return {}, None
         try:
             return {p["name"]: p["counters"] for p in self.client.ports()}, None
         except SnicAgentError:
@@ -391,6 +403,6 @@ class SnicWatch:
     def _back(self, boot_id: str) -> None:
         was_dead = self.dead
         self.agent_up, self.dead = True, False
-        self.boot_id = boot_id
+        self.boot_id = self.remote.agent_boot = boot_id
         if was_dead:
             self.on_back(self.remote.snic, boot_id)

@@ -60,3 +60,35 @@ def test_a_dead_snic_is_not_asked():
     r = remote(c)
     r.down = True
     assert r.port_counters() == ({}, None) and c.calls == []
+
+
+def test_an_older_agents_404_is_remembered_until_its_agent_changes(monkeypatch):
+    import nf_runtime.snic_client as sc
+
+    now = [100.0]
+    monkeypatch.setattr(sc.time, "monotonic", lambda: now[0])
+    c = Client(SnicAgentError(404, "no such path"))
+    r = remote(c)
+    r.agent_boot = "a1"
+    for _ in range(3):
+        assert r.port_counters()[1] is None
+    assert c.calls == ["port-counters", "ports", "ports", "ports"]  # one 404, not one per sample
+    c.calls.clear()
+    r.agent_boot = "a2"  # the heartbeat shows another agent process (an upgrade): asked again
+    c.timed = {"t": 7.5, "counters": {}}
+    assert r.port_counters() == ({}, 7.5) and c.calls == ["port-counters"]
+
+
+def test_an_unwatched_older_agent_is_asked_again_after_the_recheck_period(monkeypatch):
+    import nf_runtime.snic_client as sc
+
+    now = [100.0]
+    monkeypatch.setattr(sc.time, "monotonic", lambda: now[0])
+    c = Client(SnicAgentError(404, "no such path"))
+    r = remote(c)
+    r.port_counters(), r.port_counters()
+    assert c.calls == ["port-counters", "ports", "ports"]
+    now[0] += sc.COUNTERS_RECHECK_S + 1
+    c.calls.clear()
+    r.port_counters()
+    assert c.calls == ["port-counters", "ports"]
