@@ -6,6 +6,7 @@ Every call raises DatapathError with the failing command and its stderr, never a
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import signal
@@ -19,6 +20,7 @@ from typing import TypeVar
 from host_datapath import netns_ops
 
 T = TypeVar("T")
+log = logging.getLogger("uno.sysutil")
 # Longest unix socket path the kernel takes (sun_path is 108 bytes with its NUL).
 MAX_UNIX_PATH = 107
 
@@ -196,20 +198,23 @@ def process_argv(pid: int) -> list[bytes] | None:
         return None
 
 
-def kill_and_wait(pid: int, timeout: float = 5.0) -> None:
-    """SIGTERM, then SIGKILL after `timeout`; returns when the process is gone."""
+def kill_and_wait(pid: int, timeout: float = 5.0) -> bool:
+    """SIGTERM, then SIGKILL after `timeout`; True once the process is gone, False (logged) when it still runs
+    `timeout` after the SIGKILL (stuck in the kernel: a caller that must outlive it waits on)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
-            return
+            return True
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not pid_alive(pid):
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, os.WNOHANG)
-                return
+                return True
             time.sleep(0.02)
+    log.warning("process %d still runs %.0f s after SIGKILL", pid, timeout)
+    return False
 
 
 def wait_for(
