@@ -30,6 +30,7 @@ WORD_CELLS = 1 << 20  # configurations x words of their class handled at once (8
 # 2,048 and 4,096 rechecked with the ~3-8x cheaper XOR accumulate: no gain)
 BITS_MAX = 1024
 BLOCK = 128  # _by_blocks' block
+ELITE = 64  # _by_blocks first tries each block against this many undominated ones of the smallest rank sums
 CHECK_BLOCKS = 16  # _by_blocks calls the caller's deadline check every this many blocks
 _ONES = np.uint64(2**64 - 1)
 
@@ -201,25 +202,59 @@ def _by_blocks(
     """dominated within one large class (`u` its use ranks in the dominance order): each block of
     configurations against the undominated ones before it and the earlier ones of the block. Enough, as
     whatever dominates k is undominated or dominated by an undominated one before it (no cycles). None
-    once more than `room` are undominated (they stay so: the rest cannot dominate an earlier one)."""
+    once more than `room` are undominated (they stay so: the rest cannot dominate an earlier one).
+
+    Where most of the class so far is dominated (mostly by a few undominated ones of small uses), a block
+    is first compared with the ELITE undominated ones of the smallest rank sums, and only what they leave
+    with all the undominated ones (an elite one dominating k is a dominating one: exact either way); on a
+    class of 49,578 of which 5,986 are kept, 3x less CPU."""
     n, n_rows = u.shape
     cols = np.ascontiguousarray(u.T)  # one row's ranks contiguous
+    total: np.ndarray | None = None  # rank sums, once the elite filter is first used
     out = np.zeros(n, dtype=bool)
     kept = np.zeros(0, dtype=np.int64)  # positions of the undominated ones so far
+    elite: np.ndarray | None = None  # the ELITE of kept of the smallest rank sums (None: not kept up)
+    tri = np.tri(BLOCK, k=-1, dtype=bool)  # within a block: j before k only
     for a in range(0, n, BLOCK):
         b = min(BLOCK, n - a)
-        cand = np.concatenate([kept, np.arange(a, a + b)])
-        le = np.ones((b, len(cand)), dtype=bool)
-        le[:, len(kept) :] = np.tri(b, k=-1, dtype=bool)  # within the block: j before k only
-        tmp = np.empty_like(le)
-        for r in range(n_rows):
-            np.less_equal(cols[r, cand][None, :], cols[r, a : a + b][:, None], out=tmp)
-            le &= tmp
-        d = le.any(1)
-        out[a : a + b] = d
-        kept = np.concatenate([kept, a + np.nonzero(~d)[0]])
+        block = np.arange(a, a + b)
+        if len(kept) > 2 * ELITE and 2 * len(kept) < a:
+            if total is None:
+                total = cols.sum(0, dtype=np.int64)
+            if elite is None:
+                elite = kept[np.argpartition(total[kept], ELITE)[:ELITE]]
+            hit = _le_all(cols, elite, block).any(1)
+            out[block[hit]] = True
+            rest = block[~hit]
+            if len(rest):
+                # the rest against every undominated one and the block's earlier ones (dominated or not)
+                earlier = np.arange(a, rest[-1])
+                le = _le_all(cols, np.concatenate([kept, earlier]), rest)
+                le[:, len(kept) :] &= earlier[None, :] < rest[:, None]
+                out[rest] = le.any(1)
+        else:
+            elite = None
+            le = _le_all(cols, np.concatenate([kept, block]), block)
+            le[:, len(kept) :] &= tri[:b, :b]
+            out[block] = le.any(1)
+        new = block[~out[block]]
+        if len(new):
+            kept = np.concatenate([kept, new])
+            if elite is not None:
+                pool = np.concatenate([elite, new])
+                elite = pool[np.argpartition(total[pool], ELITE)[:ELITE]] if len(pool) > ELITE else pool
         if room is not None and len(kept) > room:
             return None
         if check is not None and (a // BLOCK) % CHECK_BLOCKS == CHECK_BLOCKS - 1:
             check()
     return out
+
+
+def _le_all(cols: np.ndarray, cand: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """(len(at), len(cand)) whether cand's ranks are <= at's in every row."""
+    le = np.ones((len(at), len(cand)), dtype=bool)
+    tmp = np.empty_like(le)
+    for r in range(cols.shape[0]):
+        np.less_equal(cols[r, cand][None, :], cols[r, at][:, None], out=tmp)
+        le &= tmp
+    return le

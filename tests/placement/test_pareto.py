@@ -69,6 +69,36 @@ def test_dominated_matches_every_pair_on_chain_like_classes():
         assert (got == _reference(cls, obj, use, index)).all()
 
 
+@pytest.mark.parametrize("elite,block", [(1, 5), (3, 16), (8, 7)])
+def test_the_elite_filter_of_large_classes_keeps_exactly_the_undominated(monkeypatch, elite, block):
+    # Large classes mostly dominated (the elite filter's case) and some mostly kept (it stays off there),
+    # against every pair; the filter must have run.
+    monkeypatch.setattr(pareto, "BITS_MAX", 8)
+    monkeypatch.setattr(pareto, "BLOCK", block)
+    monkeypatch.setattr(pareto, "ELITE", elite)
+    sizes: list[int] = []
+    le_all = pareto._le_all
+    monkeypatch.setattr(
+        pareto, "_le_all", lambda cols, cand, at: sizes.append(len(cand)) or le_all(cols, cand, at)
+    )
+    rng = np.random.default_rng(elite * 100 + block)
+    for _ in range(40):
+        n, rows = int(rng.integers(50, 700)), int(rng.integers(1, 5))
+        cls = np.sort(rng.integers(0, int(rng.integers(1, 3)), n))
+        cost = rng.permutation(n) * 3
+        if rng.random() < 0.7:  # uses falling with the cost: most dominated by a few cheap, frugal ones
+            use = (cost // 3)[:, None] // int(rng.integers(1, 9)) + rng.integers(
+                0, int(rng.integers(2, 400)), (n, rows)
+            )
+        else:  # independent uses: with several rows most are kept
+            use = rng.integers(0, int(rng.integers(2, 50)), (n, rows))
+        obj = np.column_stack([cost, rng.integers(0, 2, n), np.zeros(n, dtype=np.int64)])
+        index = rng.permutation(n)
+        got = pareto.dominated(cls, obj, use, index)
+        assert (got == _reference(cls, obj, use, index)).all()
+    assert elite in sizes  # the filter ran
+
+
 @pytest.mark.parametrize("bits_max,block", [(100, 7), (20, 3)])
 def test_dominated_gives_up_exactly_when_a_group_keeps_more_than_its_limit(monkeypatch, bits_max, block):
     # The limit's answer is the plain answer's count: None exactly when some group keeps more than its
