@@ -64,6 +64,25 @@ def test_exactly_the_least_within_room(seed):
         assert b == room + 1
 
 
+@pytest.mark.parametrize("seed", range(60))
+def test_groups_of_one_configuration_are_stages_like_the_others(seed):
+    # Mostly groups with one usable configuration (the engine's cores after fixing): they are taken before
+    # the DP's arrays (rowbound: Python integers), with the same answers and room cut.
+    rng = random.Random(1000 + seed)
+    d, use, budget, ell, start, usable = _random(rng)
+    n_single = rng.randint(1, 12)
+    d = np.concatenate([np.array([rng.randint(0, 10**5) for _ in range(n_single)], dtype=np.int64), d])
+    use = np.concatenate([np.array([[rng.randint(0, 10**4), rng.randint(0, 10**4)] for _ in range(n_single)],
+                                   dtype=np.int64).reshape(-1, 2), use])  # fmt: skip
+    start = np.concatenate([np.arange(n_single, dtype=np.int64), start + n_single])
+    usable = np.concatenate([np.ones(n_single, dtype=bool), usable])
+    budget = [b + 10**4 * n_single for b in budget]
+    least = _least(d, use, budget, ell, start, usable)
+    for room in (rng.randint(0, 10**6), int(d[:n_single].sum()) - 1, 10**9):
+        b = two_rows_bound(d, use, budget, ell, start, usable, room, 10**6, 10**8)
+        assert b == (least if least is not None and least <= room else room + 1)
+
+
 def test_gives_up_past_its_states_or_work_and_negative_room():
     rng = random.Random(3)
     start = np.arange(0, 41, 4, dtype=np.int64)  # 10 groups of 4
