@@ -55,6 +55,10 @@ MAX_ROW = 2**40
 # Exact: a partial configuration dominated now has its completions dominated by those of the one that
 # dominates it, in the next member's classes too; the limits below cannot be passed before it.
 FILTER_FROM = 16
+# ... and past it compares on every other member only (the groups completing there are compared whatever):
+# exact for the same reason, and only while no group can pass its limits there (fewer numpy calls: prepare
+# of long 500 / 5,000 ~3-5 % less, measured; 0: every member).
+SKIP_EVERY = 2
 MAX_PARTIALS = 1 << 20
 MAX_KEPT = 16384
 # ... and sooner on a small instance: a group keeping more than KEPT_PER_BOOLEAN configurations per location
@@ -992,6 +996,20 @@ def _configs_by_member(
                 use = vec[:, 3:] if j == m - 1 else np.hstack([vec[:, 3:], lat])
         if j + 1 < int(size.min()) and L ** (j + 1) <= FILTER_FROM and len(grp) * L <= MAX_PARTIALS:
             continue  # few to compare yet, no group complete: the next member's comparison drops them
+        # Every SKIP_EVERY-th member, while so few are alive that no group can pass its limit here, only the
+        # groups completing now are compared: the next member's comparison drops the same ones (see above).
+        now = None
+        if (
+            SKIP_EVERY
+            and j % SKIP_EVERY == SKIP_EVERY - 1
+            and len(grp) <= ctx.max_kept
+            and len(grp) * L <= MAX_PARTIALS
+        ):
+            now = size[grp] == j + 1
+            if not now.any():
+                continue
+        elif mixed:  # groups complete before this member: compared already
+            now = size[grp] > j
         key = np.zeros(len(grp), dtype=np.int64)  # the frontier's locations
         for c in np.nonzero((last[:, : j + 1] > j).any(0))[0].tolist():  # a chain: the member just placed
             key += np.where(last[grp, c] > j, digs[:, c].astype(np.int64) * L**c, 0)
@@ -999,8 +1017,7 @@ def _configs_by_member(
         # classes): the comparison gives up, and so does the build, as soon as one keeps more.
         limit = np.where(size > j + 1, L, 1) * ctx.max_kept
         stop = None if check is None else functools.partial(check, f"groups of {m} NFs, member {j + 1}")
-        if mixed:  # groups complete before this member: compared already
-            now = size[grp] > j
+        if now is not None:
             dom = np.zeros(len(grp), dtype=bool)
             got = pareto.dominated(
                 (grp * L**m + key)[now], vec[now, :3], use[now], pre[now], grp[now], limit, stop

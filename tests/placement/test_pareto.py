@@ -294,3 +294,29 @@ def test_slo_check_on_int64_matches_the_python_integers_one(monkeypatch, seed, s
     if fast is not None:
         for name in ("start", "config", "cost", "pcie", "moves", "use"):
             assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
+
+
+@pytest.mark.parametrize("skip", [2, 3])
+@pytest.mark.parametrize(
+    ("fam", "size", "seed", "how"), [*CASES, ("long", 500, 2, {}), ("latency", 300, 1, {})]
+)
+def test_comparing_only_the_completed_groups_on_some_members_keeps_the_same(
+    monkeypatch, skip, fam, size, seed, how
+):
+    # decompose.SKIP_EVERY: on those members only the groups completing there are compared; the next
+    # member's comparison drops the same partial configurations, so every group keeps exactly the same.
+    obj = instance(fam, size, seed=seed, **({"snics": how["snics"]} if "snics" in how else {}))
+    max_moves = None
+    if how.get("current"):
+        max_moves = size // 10
+        obj = _with_current(obj, seed)
+    if fam == "latency":
+        obj = families.set_slo(obj, 0.4)
+    problem = parse_problem(obj)
+    monkeypatch.setattr(decompose, "SKIP_EVERY", skip)
+    got = prepare(problem, move_cost=Fraction(1, 3), max_moves=max_moves)
+    monkeypatch.setattr(decompose, "SKIP_EVERY", 0)
+    want = prepare(problem, move_cost=Fraction(1, 3), max_moves=max_moves)
+    assert got is not None and want is not None
+    for name in ("start", "config", "cost", "pcie", "moves", "use", "current"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
