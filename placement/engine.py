@@ -658,9 +658,9 @@ INSIDE_FIRST, INSIDE_WORK = True, WIDEN_WORK
 # On a core of at least REFUTE_MIN_GROUPS groups with a choice, the proof's questions ask the incumbent's
 # refutation (p1 - 1 - slack) at once, not the midpoint, once the floor is within REFUTE_GAP slacks of it: there
 # each "no" near the optimum costs ~0.3 CPU s (third draw 3007, 5,000 x 1: a local-search incumbent one slack
-# above the optimum, the kept-row floor 4.7 below; the bisection's three "no" answers and a "yes", 2.07 CPU s
-# for the solve, vs a "yes" and a "no", 1.53; bench/RESULTS.md big25). On every core (REFUTE_MIN_GROUPS 0) it
-# was mixed on the families at 500 (chains-tight CPU median 0.109 -> 0.120, long 0.227 -> 0.223).
+# above the optimum, the kept-row floor 4.7 below; the bisection's three "no" answers and a "yes", CPU median
+# 2.11 s for the solve, vs a "yes" and a "no", 1.59; bench/RESULTS.md big25). On every core (REFUTE_MIN_GROUPS 0)
+# it was mixed on the families at 500 (chains-tight CPU median 0.109 -> 0.120, long 0.227 -> 0.223).
 REFUTE_GAP, REFUTE_MIN_GROUPS = 8, 200
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
