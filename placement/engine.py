@@ -655,6 +655,13 @@ EXACT_MAX_GROUPS, EXACT_MAX_VARS, EXACT_WORK, EXACT_RATE = 25, 6000, 150_000_000
 # The question inside the grown core's floor (_inside): asked first in the proof's loop, once, boxed in
 # INSIDE_WORK deterministic seconds (measured, bench/RESULTS.md pinned21); INSIDE_FIRST False: not asked (tests).
 INSIDE_FIRST, INSIDE_WORK = True, WIDEN_WORK
+# On a core of at least REFUTE_MIN_GROUPS groups with a choice, the proof's questions ask the incumbent's
+# refutation (p1 - 1 - slack) at once, not the midpoint, once the floor is within REFUTE_GAP slacks of it: there
+# each "no" near the optimum costs ~0.3 CPU s (third draw 3007, 5,000 x 1: a local-search incumbent one slack
+# above the optimum, the kept-row floor 4.7 below; the bisection's three "no" answers and a "yes", CPU median
+# 2.11 s for the solve, vs a "yes" and a "no", 1.59; bench/RESULTS.md big25). On every core (REFUTE_MIN_GROUPS 0)
+# it was mixed on the families at 500 (chains-tight CPU median 0.109 -> 0.120, long 0.227 -> 0.223).
+REFUTE_GAP, REFUTE_MIN_GROUPS = 8, 200
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
@@ -1618,7 +1625,13 @@ def solve_groups(
         # On a small core the exact search minimises below the target in one answer (measured: long 200 seed
         # 8, 1.3 s against five exact "no" answers of the bisection, 2.8 s, and a sixth that ran out).
         exact = not exact_out and _exact_fits(gr, alive)
-        bisect = not exact and gap_frac and target - lo > slack(p1) and settled is None
+        bisect = (
+            not exact
+            and gap_frac
+            and target - lo > slack(p1)
+            and settled is None
+            and (target - lo > REFUTE_GAP * slack(p1) or _core_size(gr, alive)[0] < REFUTE_MIN_GROUPS)
+        )
         ask = lo + (target - lo) // 2 if bisect else target
         # A known placement within the ask answers it (the same "yes" a solve would give, without one).
         spared = spare is not None and _sum(gr.cost, spare) <= ask

@@ -60,3 +60,36 @@ def test_fruitless_shakes_stop(monkeypatch):
     assert abs(out["host_cost"] - mip["host_cost"]) <= 1e-6 * max(1.0, abs(mip["host_cost"]))
     per_search = engine.SHAKE_FRUITLESS + engine.SHAKE_MISSES
     assert len(calls) <= per_search * len(improved), (len(calls), len(improved))
+
+
+def _passes(monkeypatch) -> list[int]:
+    """engine.prices wrapped: the evaluations (passes) of each call, in order."""
+    seen: list[int] = []
+    real = engine.prices
+
+    def counted(*args, **kwargs):
+        pr = real(*args, **kwargs)
+        seen.append(-1 if pr is None else pr.passes)
+        return pr
+
+    monkeypatch.setattr(engine, "prices", counted)
+    return seen
+
+
+def test_a_budget_zero_row_needs_few_price_passes(monkeypatch):
+    """Draw 5237 (9 vertices drawn): the sNIC's memory is 0 and every NF needs some, so every configuration
+    placing an NF there is in no placement. Kept alive (the rows as prepared), the budget-0 row was a flat
+    direction of the Lagrangian dual: dual.prices ran all of its 200 passes (0.05 CPU s where the MIP takes
+    0.01). engine._tightened drops those configurations (a use above the row's room): one pass."""
+    seen = _passes(monkeypatch)
+    out = solve(parse_problem(_load("third-dual-passes-9.json")))
+    assert out["status"] == "optimal" and out["tiebreak"] == "proven"
+    assert seen and max(seen) <= 5, seen
+    mip = solve(parse_problem(_load("third-dual-passes-9.json")), solver="mip")
+    assert abs(out["host_cost"] - mip["host_cost"]) <= 1e-6 * max(1.0, abs(mip["host_cost"]))
+    # The same answer with the rows as prepared, but the prices' loop then runs to its cap.
+    seen.clear()
+    monkeypatch.setattr(engine, "TIGHTEN", False)
+    again = solve(parse_problem(_load("third-dual-passes-9.json")))
+    assert again["status"] == "optimal" and again["host_cost"] == out["host_cost"]
+    assert max(seen) > 5, seen
