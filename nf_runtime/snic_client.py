@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 
 from domain.errors import ConfigRejected, RestartNeeded, StartError, StateError
@@ -46,6 +47,7 @@ class RemoteNfs:
         # (agent_boot, monotonic time) of its agent's 404 to GET /v1/port-counters: that agent predates the
         # call, so its port listing is asked at once until the agent changes (or RECHECK_S, unwatched)
         self._no_counters_call: tuple[str | None, float] | None = None
+        self.clock: Callable[[], float] = time.monotonic  # that 404's clock (tests give their own)
         self.shipper = BinaryShipper(client)
 
     def locations(self) -> list[str]:
@@ -232,7 +234,7 @@ class RemoteNfs:
         if self.down:
             return {}, None
         old = self._no_counters_call
-        if old is None or old[0] != self.agent_boot or time.monotonic() - old[1] > COUNTERS_RECHECK_S:
+        if old is None or old[0] != self.agent_boot or self.clock() - old[1] > COUNTERS_RECHECK_S:
             try:
                 got = self.client.port_counters()
                 self._no_counters_call = None
@@ -240,7 +242,7 @@ class RemoteNfs:
             except SnicAgentError as exc:
                 if exc.status != 404:
                     return {}, None
-                self._no_counters_call = (self.agent_boot, time.monotonic())
+                self._no_counters_call = (self.agent_boot, self.clock())
             except (KeyError, TypeError, ValueError):
                 return {}, None
         try:

@@ -208,7 +208,7 @@ def _by_blocks(
     is first compared with the ELITE undominated ones of the smallest rank sums, and only what they leave
     with all the undominated ones (an elite one dominating k is a dominating one: exact either way); on a
     class of 49,578 of which 5,986 are kept, 3x less CPU."""
-    n, n_rows = u.shape
+    n = len(u)
     cols = np.ascontiguousarray(u.T)  # one row's ranks contiguous
     total: np.ndarray | None = None  # rank sums, once the elite filter is first used
     out = np.zeros(n, dtype=bool)

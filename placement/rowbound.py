@@ -150,9 +150,7 @@ def two_rows_bound(d: np.ndarray, use: np.ndarray, budget: list[int], ell: list[
             return None
     states_d = np.full(1, total, dtype=np.int64)
     states_u = np.zeros((1, 2), dtype=np.int64)
-    for i, g in enumerate(order.tolist()):
-        if i < singles:
-            continue
+    for i, g in enumerate(order[singles:].tolist(), start=singles):
         ks = np.arange(first[g], first[g + 1])
         work -= len(states_d) * len(ks)
         if work < 0:

@@ -5,7 +5,7 @@ then times the round trip). The real agent's answer is checked in test_emulated_
 from __future__ import annotations
 
 from host_datapath.snic_agent_client import SnicAgentError
-from nf_runtime.snic_client import RemoteNfs
+from nf_runtime.snic_client import COUNTERS_RECHECK_S, RemoteNfs
 
 PORTS = [{"name": "s0-nf1", "ofport": 3, "kind": "nf", "counters": {"tx_bytes": 10, "rx_bytes": 7}}]
 
@@ -62,13 +62,11 @@ def test_a_dead_snic_is_not_asked():
     assert r.port_counters() == ({}, None) and c.calls == []
 
 
-def test_an_older_agents_404_is_remembered_until_its_agent_changes(monkeypatch):
-    import nf_runtime.snic_client as sc
-
+def test_an_older_agents_404_is_remembered_until_its_agent_changes():
     now = [100.0]
-    monkeypatch.setattr(sc.time, "monotonic", lambda: now[0])
     c = Client(SnicAgentError(404, "no such path"))
     r = remote(c)
+    r.clock = lambda: now[0]
     r.agent_boot = "a1"
     for _ in range(3):
         assert r.port_counters()[1] is None
@@ -79,16 +77,14 @@ def test_an_older_agents_404_is_remembered_until_its_agent_changes(monkeypatch):
     assert r.port_counters() == ({}, 7.5) and c.calls == ["port-counters"]
 
 
-def test_an_unwatched_older_agent_is_asked_again_after_the_recheck_period(monkeypatch):
-    import nf_runtime.snic_client as sc
-
+def test_an_unwatched_older_agent_is_asked_again_after_the_recheck_period():
     now = [100.0]
-    monkeypatch.setattr(sc.time, "monotonic", lambda: now[0])
     c = Client(SnicAgentError(404, "no such path"))
     r = remote(c)
+    r.clock = lambda: now[0]
     r.port_counters(), r.port_counters()
     assert c.calls == ["port-counters", "ports", "ports"]
-    now[0] += sc.COUNTERS_RECHECK_S + 1
+    now[0] += COUNTERS_RECHECK_S + 1
     c.calls.clear()
     r.port_counters()
     assert c.calls == ["port-counters", "ports"]
