@@ -103,6 +103,9 @@ class Groups:
     current: np.ndarray  # per group: configuration index (global) of the current placement, or -1
     exact: dict  # unscaled integer data for `evaluation` (host, nic, needs, edges and their units)
     memo: Memo | None = field(default=None, repr=False, compare=False)  # for reprepare.py
+    # Edges with traffic between two groups (only where no PCIe row can bind, prepare_plan): no group's
+    # `pcie` counts them, so a PCIe tie-break over the groups is not exact.
+    free_edges: int = 0
 
     @property
     def n_groups(self) -> int:
@@ -156,6 +159,13 @@ def _times(v: Fraction, den: int) -> int:
 
 def _lcm_den(values) -> int:
     return math.lcm(*{v.denominator for v in values})
+
+
+def pcie_never_binds(g: np.ndarray, budgets: list[int]) -> bool:
+    """Whether every PCIe row's budget (fixed vertices' crossings taken off) holds `g`, every edge that
+    could cross (working units, rounded up): an edge crosses a link at most once, in one direction."""
+    total = int(g.sum())
+    return all(total <= b for b in budgets)
 
 
 def _components(movable: list[int], a: np.ndarray, b: np.ndarray, is_mov: np.ndarray) -> list[list[int]]:
@@ -353,9 +363,16 @@ def prepare_plan(
         budgets[n_node_rows + r] -= {"up": up, "down": down, "both": up + down}[d]
 
     # Components of the movable NFs.
+    # Where no placement can break a PCIe row (all traffic that could cross fits every link), edges bind
+    # nothing: each NF's cost depends on its own location only, so edges join no group (a component of
+    # thousands of NFs becomes single-NF groups; the PCIe tie-break then cannot see the edges between
+    # groups: Groups.free_edges, the tie-break best-effort).
+    pcie_budgets = budgets[n_node_rows : n_node_rows + len(pcie_rows)]
+    loose = bool(len(edges) and pcie_rows) and pcie_never_binds(g_arr[~both_fixed], pcie_budgets)
     # A chain's movable vertices join one group, so that its latency SLO is a rule of that group alone.
     slo = [c for c in p.chains if c.latency_us is not None]
-    link_a, link_b = [src], [dst]
+    none = np.zeros(0, dtype=np.int64)
+    link_a, link_b = ([none], [none]) if loose else ([src], [dst])
     for c in slo:
         mov = [p.index[v] for v in c.vertices if is_mov[p.index[v]]]
         link_a.append(np.array(mov[:-1], dtype=np.int64))
@@ -384,6 +401,8 @@ def prepare_plan(
         group_of[mat] = len(group_nodes) + np.arange(len(mat))[:, None]
         group_nodes += list(mat)
     e_grp = np.where(is_mov[src], group_of[src], group_of[dst]) if len(edges) else np.zeros(0, np.int64)
+    if loose:  # an edge between two groups belongs to neither (no row it enters can bind)
+        e_grp[is_mov[src] & is_mov[dst] & (group_of[src] != group_of[dst])] = -1
     chunks = _chunks(ctx, by_size, e_grp)
     if chunks is None:
         return None  # a group too large
@@ -442,7 +461,7 @@ def prepare_plan(
                     cost_shift=cost_shift, pcie_shift=pcie_shift, cap_shifts=cap_shifts, load=load,
                     host_raw=host_raw, host=host, nic=nic, node_rows=[c for _, c in node_rows], g_int=g_int,
                     g_work=g_work, movable=movable, base_budgets=base_budgets, move_cost=move_cost,
-                    max_moves=max_moves, edge_pos=edge_pos)  # fmt: skip
+                    max_moves=max_moves, edge_pos=edge_pos, loose=loose)  # fmt: skip
         return assemble(memo, locs, fixed, group_nodes, budgets, row_names, cost_const, cost_unit,
                         cost_error, rounded_rows, needs_raw)  # fmt: skip
 
@@ -626,6 +645,7 @@ class Memo:
     max_moves: int | None
     edge_pos: list[int]  # per input edge: its index among the edges with traffic, or -1
     dens: dict | None = None  # denominators behind G, R, Rn, counted (reprepare.py, on its first update)
+    loose: bool = False  # no PCIe row can bind: edges join no group (prepare_plan)
 
 
 def configs(
@@ -1079,6 +1099,10 @@ def assemble(memo: Memo, locs, fixed, group_nodes, budgets, row_names, cost_cons
         return np.concatenate(xs) if xs else np.zeros(shape, dtype=np.int64)
 
     current = [int(start[g]) + b.current if b.current >= 0 else -1 for g, b in enumerate(blocks)]
+    ctx = memo.ctx
+    free = (
+        int((memo.e_grp < 0).sum() - (~ctx.is_mov[ctx.src] & ~ctx.is_mov[ctx.dst]).sum()) if memo.loose else 0
+    )
     return Groups(
         locations=locs,
         fixed=fixed,
@@ -1108,6 +1132,7 @@ def assemble(memo: Memo, locs, fixed, group_nodes, budgets, row_names, cost_cons
             "G": memo.G,
         },  # fmt: skip
         memo=memo,
+        free_edges=free,
     )
 
 

@@ -63,7 +63,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from placement import choicebb
+from placement import choicebb, knapsack
 from placement.cpsat import new_solver, new_stock_solver, satisfies
 from placement.decompose import SAFE, Groups
 from placement.dual import prices
@@ -665,6 +665,18 @@ REFUTE_GAP, REFUTE_MIN_GROUPS = 8, 200
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
+def _knapsack_bound(gr: Groups, useful: np.ndarray, target: int) -> tuple[int, list[int] | None] | None:
+    """knapsack.bound on the `useful` configurations when they form a binary knapsack: (a lower bound on
+    the primary of every placement among them, capped at target + 1; the cheapest placement met, or
+    None); None when they do not."""
+    its = knapsack.items(gr.cost, gr.use, gr.budget, gr.start, useful)
+    if its is None:
+        return None
+    if isinstance(its, str):  # some group keeps no configuration: nothing costs target or less
+        return target + 1, None
+    return knapsack.bound(its, target)
+
+
 def _dp_span(gr: Groups, alive: np.ndarray, limit: int) -> int:
     """Cost units between the sum of the groups' cheapest alive configurations and `limit`: the DP's
     states (checked first: the surrogate row's weights cost a pass over every configuration)."""
@@ -1102,8 +1114,8 @@ def _greedy(gr: Groups, y: np.ndarray, alive: np.ndarray | None = None, enough=N
         return (np.maximum(gr.use, 0) / np.maximum(budget, 1).astype(float)).sum(1)
 
     found = None
-    for second in (lambda: -y, least_use):
-        chosen = _repair(gr, _first_least(gr.start, ~ok, second(), gr.cost), ok, grp, budget)
+    for second, dense in ((lambda: -y, False), (lambda: -y, True), (least_use, False)):
+        chosen = _repair(gr, _first_least(gr.start, ~ok, second(), gr.cost), ok, grp, budget, dense=dense)
         if chosen is not None and (found is None or _sum(gr.cost, chosen) < _sum(gr.cost, found)):
             found = chosen
             if enough is not None and enough(found):
@@ -1129,10 +1141,13 @@ def _first_least(start: np.ndarray, *keys: np.ndarray) -> np.ndarray:
 
 
 def _repair(gr: Groups, chosen: np.ndarray, ok: np.ndarray, grp: np.ndarray, budget: np.ndarray,
-            steps: int = 200) -> list[int] | None:  # fmt: skip
+            steps: int = 200, dense: bool = False) -> list[int] | None:  # fmt: skip
     """Make `chosen` fit the budgets, then cheaper: while a row is over, switch the one group whose
     switch removes the most excess per unit of added cost; then, while a switch lowers the cost and
-    keeps every row within budget, take the one that lowers it most. None if it cannot fit."""
+    keeps every row within budget, take the one that lowers it most (`dense`: the most per unit of the
+    room it takes, each row's use relative to what is left of it: a knapsack's greedy fill, where the
+    largest savings first spend a tight row on large switches of little saving per unit). None if it
+    cannot fit."""
     chosen = chosen.copy()
     used = gr.use[chosen].sum(0)
     if (used > budget).any() and not _fit(gr, chosen, used, ok, grp, budget, steps):
@@ -1142,9 +1157,14 @@ def _repair(gr: Groups, chosen: np.ndarray, ok: np.ndarray, grp: np.ndarray, bud
         # Per group its cheapest switch that fits alone; taken, largest saving first, while all fit.
         cur = chosen[grp]
         fits = ok.copy()
+        room = np.zeros(len(gr.cost)) if dense else None
         for r, col in enumerate(use_t):
             fits &= used[r] - col[cur] + col <= budget[r]
+            if room is not None:
+                room += np.maximum(col - col[cur], 0) / float(max(budget[r] - used[r], 1))
         saving = np.where(fits, gr.cost[cur] - gr.cost, 0)
+        if room is not None:
+            saving = saving / np.maximum(room, 1e-12)  # per unit of room (ordering only; > 0 where saving is)
         best = _reduce(saving, gr.start, np.maximum)
         gs = np.nonzero(best > 0)[0]
         if not len(gs):
@@ -1386,6 +1406,8 @@ def solve_groups(
     # Whether the kept-row bound rose above the LP's (by a slack at least): the questions then carry the
     # reduced-cost rows of each binding row's freed prices (_row_freed_bounds).
     freed = False
+    # knapsack.py's lower bound on the primary, once asked (where the groups are a binary knapsack)
+    k_low: int | None = None
     # A core whose placements all cost at least its floor (_regrown's or _widened's, the higher): the
     # questions below it need a configuration outside it, which CP-SAT refutes far sooner than the question
     # alone (measured, bench/RESULTS.md).
@@ -1506,7 +1528,27 @@ def solve_groups(
                     regrown == "optimal" and (not minimises or _settles(gr, lb1, den1, inc, slack))
                 ):
                     settled = "regrown"  # (the incumbent is the grown core's optimum, within a slack)
-            if status in ("optimal", "feasible") and not close_enough(inc) and not _past(deadline, run):
+            if status in ("optimal", "feasible") and not close_enough(inc):
+                # A binary knapsack (two configurations a group, one row that can bind, e.g. one sNIC on a
+                # loose PCIe link): branch and bound on its LP closes the gap a few large NFs leave open
+                # (knapsack.py; foreign large 5,000 draw 0: 115 nodes, 7 ms, where the widened core's box
+                # took 0.47 s for nothing and the questions after it 1-2 s each).
+                p_inc = _sum(gr.cost, inc)
+                k_target = p_inc - 1 - slack(p_inc)
+                kb = _knapsack_bound(gr, alive & _within(d1, den1 * k_target - lb1), k_target)
+                if kb is not None:
+                    k_low, k_best = kb
+                    log.debug(
+                        "knapsack bound %d nodes=%d t=%.3f", k_low, knapsack.bound.nodes, run.clock() - t0
+                    )
+                    if k_best is not None and _sum(gr.cost, k_best) < p_inc:
+                        status, inc, settled = "feasible", k_best, None
+            if (
+                status in ("optimal", "feasible")
+                and not close_enough(inc)
+                and not (k_low is not None and k_low > _sum(gr.cost, inc) - 1 - slack(_sum(gr.cost, inc)))
+                and not _past(deadline, run)
+            ):
                 # A core's proven optimum (the restricted core's, unimproved, or the grown one's) goes to its
                 # refutation first (below) unless far above the bound: such optima were usually the optimum
                 # (measured: background 500 seed 10, 4.6 slacks above, the widened core's box 0.05 lost).
@@ -1526,7 +1568,7 @@ def solve_groups(
             # A lexicographic optimum has primary <= p1: configurations forcing more are out.
             alive = _within(d1, den1 * p1 - lb1)
             alive[np.array(inc, dtype=np.int64)] = True
-            proven = lb1 > den1 * (p1 - 1 - slack(p1))
+            proven = lb1 > den1 * (p1 - 1 - slack(p1)) or (k_low is not None and k_low > p1 - 1 - slack(p1))
             log.debug("incumbent %s p1=%d lb=%.1f slack=%d alive=%d core=%d settled=%s t=%.3f", status, p1,
                       lb1 / den1, slack(p1), int(alive.sum()), core_groups, settled is not None, run.clock() - t0)  # fmt: skip
             if not proven and lam.max(initial=0) > 0:
@@ -1559,6 +1601,8 @@ def solve_groups(
                         proven = True
                     elif both is not None and both >= lower + max(1, slack(p1)):
                         lower = both
+                if not proven and k_low is not None and k_low >= lower + max(1, slack(p1)):
+                    lower = k_low  # (knapsack.py's, asked before the widened core)
             if not proven and not nf_asked and not _past(deadline, run):
                 nf = _near_free(gr, d1, lb1, den1, best, slack, workers, deadline, run)
                 log.debug("near-free %s t=%.3f", nf is not None, run.clock() - t0)

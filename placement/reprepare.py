@@ -25,7 +25,17 @@ from fractions import Fraction
 import numpy as np
 
 from placement import integers
-from placement.decompose import SAFE, Block, Ctx, Groups, Memo, assemble, configs, kept_limit
+from placement.decompose import (
+    SAFE,
+    Block,
+    Ctx,
+    Groups,
+    Memo,
+    assemble,
+    configs,
+    kept_limit,
+    pcie_never_binds,
+)
 from placement.model import Problem
 
 
@@ -185,6 +195,10 @@ def update(
         up = int(g[(la == k) & (lb != k)].sum())
         down = int(g[(lb == k) & (la != k)].sum())
         budgets[n_node_rows + r] -= {"up": up, "down": down, "both": up + down}[d]
+    pcie_budgets = budgets[n_node_rows : n_node_rows + len(ctx.pcie_rows)]
+    loose = bool(len(src) and ctx.pcie_rows) and pcie_never_binds(g_arr[~both_fixed], pcie_budgets)
+    if loose != memo.loose:
+        return None  # the groups change: edges join them, or no longer do (decompose.prepare_plan)
     cost_const = Fraction(sum(host_raw[i] for i in fixed_idx[fixed_loc == 0].tolist()), div << shift)
 
     # The groups holding a touched or re-located movable vertex, rebuilt.

@@ -612,7 +612,7 @@ def _solve_engine(
         raise RuntimeError(f"placement engine produced an infeasible placement: {ev.violations}")
     out = result(problem, placement, oc.status, time.monotonic() - t0, oc.gap, ev, opts=opts,
                  primary_seconds=None if oc.primary_seconds is None else t_engine - t0 + oc.primary_seconds,
-                 tiebreak_proven=oc.tiebreak_proven)  # fmt: skip
+                 tiebreak_proven=oc.tiebreak_proven and not gr.free_edges)  # fmt: skip
     if gr.cost_error or gr.rounded_rows:
         out["rounding"] = {"host_cost_within": float(gr.cost_error), "budgets": gr.rounded_rows}
     return out
