@@ -129,11 +129,15 @@ def test_prepare_deadline_is_checked_inside_one_large_group(monkeypatch):
 
 
 def test_small_instances_give_up_sooner_and_the_plain_model_answers():
-    # A 60-NF one-sNIC instance with base costs (the foreign generator's draw 87): one group keeps ~15,000
-    # configurations, over 200 per location boolean; past kept_limit's 32 per boolean: no groups.
+    # A 60-NF one-sNIC instance with base costs (the foreign generator's draw 87, its PCIe link 30 Gbit/s
+    # where 39 could cross: with its own 48.7 no PCIe row can bind and every NF is a group of its own): one
+    # group keeps ~4,400 configurations, over 60 per location boolean; past kept_limit's 32 per boolean: no
+    # groups.
     from bench.placement.foreign import instance
 
-    problem = parse_problem(instance(87))
+    obj = instance(87)
+    obj["snics"][0]["pcie_gbps"] = 30
+    problem = parse_problem(obj)
     limit = decompose.kept_limit(problem)
     assert limit == max(decompose.KEPT_FLOOR, decompose.KEPT_PER_BOOLEAN * problem.location_booleans())
     assert limit < decompose.MAX_KEPT
