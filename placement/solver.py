@@ -496,6 +496,17 @@ class _Model:
             )
         return out
 
+    def stage1_value(self, placement: dict[str, str]) -> int:
+        """The stage-1 objective (working units, its constant left out) of `placement`."""
+        p = self.p
+        nfs = [i for i, n in enumerate(p.nodes) if n.placed]
+        host_terms, move_terms = self.lp_objective
+        value = sum(c for (c, v), i in zip(host_terms, nfs, strict=True)
+                    if not isinstance(v, int) and placement[p.nodes[i].id] == HOST)  # fmt: skip
+        value += sum(c for (c, v), i in zip(move_terms, self.moved, strict=True)
+                     if not isinstance(v, int) and placement[p.nodes[i].id] != p.nodes[i].location)  # fmt: skip
+        return value
+
     def fix_stage1(self, objective: float) -> None:
         expr = sum(c * v for c, v in self.stage1) if self.stage1 else 0
         self.add(expr <= round(objective))
@@ -607,12 +618,25 @@ def _solve_engine(
     if oc.status in ("infeasible", "unknown"):
         return _no_placement(problem, opts, oc.status, t0, _diagnose)
     placement = gr.placement(problem, oc.chosen)
+    primary = None if oc.primary_seconds is None else t_engine - t0 + oc.primary_seconds
+    tiebreak_proven = oc.tiebreak_proven
+    if gr.free_edges and oc.status == "optimal":
+        # The groups' PCIe tie-break did not see the edges between them (decompose.prepare_plan): the plain
+        # model's stage 2 on the whole instance, below the engine's host cost, from its placement.
+        tiebreak_proven = False
+        if time.monotonic() < deadline:
+            try:
+                model = _Model(problem, opts)
+                placement, tiebreak_proven = _tiebreak(
+                    model, placement, model.stage1_value(placement), primary or 0.0, deadline
+                )
+            except ModelRefused as exc:  # the host cost stands proven; only the preference is lost
+                log.error("placement tie-break: %s", exc)
     ev = gr.evaluation(problem, placement)
-    if ev.violations:  # cannot happen unless the engine is wrong: never hand out a violating placement
+    if ev.violations:  # cannot happen unless a solver is wrong: never hand out a violating placement
         raise RuntimeError(f"placement engine produced an infeasible placement: {ev.violations}")
     out = result(problem, placement, oc.status, time.monotonic() - t0, oc.gap, ev, opts=opts,
-                 primary_seconds=None if oc.primary_seconds is None else t_engine - t0 + oc.primary_seconds,
-                 tiebreak_proven=oc.tiebreak_proven and not gr.free_edges)  # fmt: skip
+                 primary_seconds=primary, tiebreak_proven=tiebreak_proven)  # fmt: skip
     if gr.cost_error or gr.rounded_rows:
         out["rounding"] = {"host_cost_within": float(gr.cost_error), "budgets": gr.rounded_rows}
     return out
@@ -722,33 +746,7 @@ def _solve_model(
     tiebreak_proven = True
     stage1_seconds = time.monotonic() - t0
     if status == "optimal" and time.monotonic() < deadline:
-        # Stage 2: among placements of optimal stage-1 cost, fewer PCIe Gbit/s, then fewer moves.
-        stage1_value = round(obj)
-        model.fix_stage1(stage1_value)
-        model.crossings()
-        pc_ints, _ = _scale([c for c, _ in model.pcie_terms] + [Fraction(1)])
-        weight = len(model.moved) + 1
-        terms = [
-            (c * weight, v)
-            for c, (_, v) in zip(pc_ints, model.pcie_terms, strict=False)
-            if not isinstance(v, int)
-        ]
-        terms += [(1, v) for v in model.moved.values() if not isinstance(v, int)]
-        model.minimize(terms)
-        hint = {model.x[k]: int(placement[problem.nodes[k[0]].id] == k[1]) for k in model.x}
-        # The tie-break is a preference: it holds the answer for as long as stage 1 took (at least 0.05 s),
-        # never more than tiebreak_share of the limit (measured: it can take far longer than stage 1).
-        budget = min(opts.tiebreak_share * opts.time_limit, max(0.05, stage1_seconds))
-        stage2_deadline = min(deadline, time.monotonic() + budget)
-        model.gap_limit = 0.0
-        try:
-            st2, _, _ = model.solve(stage2_deadline, hint=hint if opts.solver == "cpsat" else None)
-        except ModelRefused as exc:  # the host cost stands proven; only the preference is lost
-            log.error("placement tie-break: %s", exc)
-            st2 = "refused"
-        if st2 in ("optimal", "feasible"):
-            placement = model.placement()
-        tiebreak_proven = st2 == "optimal"
+        placement, tiebreak_proven = _tiebreak(model, placement, round(obj), stage1_seconds, deadline)
     ev = evaluate(problem, placement, model.costs)
     if ev.violations:  # the MIP's floating point; never hand out a violating placement
         out = _no_placement(problem, opts, "unknown", t0, False)
@@ -757,6 +755,41 @@ def _solve_model(
     return result(problem, placement, status, time.monotonic() - t0, gap, ev, opts=opts,
                   primary_seconds=stage1_seconds if status == "optimal" else None,
                   tiebreak_proven=tiebreak_proven)  # fmt: skip
+
+
+def _tiebreak(
+    model: _Model, placement: dict[str, str], stage1_value: int, stage1_seconds: float, deadline: float
+) -> tuple[dict[str, str], bool]:
+    """Stage 2 on the plain model: among placements of stage-1 cost at most `stage1_value` (its working
+    units), fewer PCIe Gbit/s, then fewer moves; `placement` (of that cost) is the hint and the answer if
+    none better is found. (the placement, whether the tie-break is proven)"""
+    problem, opts = model.p, model.opts
+    model.fix_stage1(stage1_value)
+    model.crossings()
+    pc_ints, _ = _scale([c for c, _ in model.pcie_terms] + [Fraction(1)])
+    weight = len(model.moved) + 1
+    terms = [
+        (c * weight, v)
+        for c, (_, v) in zip(pc_ints, model.pcie_terms, strict=False)
+        if not isinstance(v, int)
+    ]
+    terms += [(1, v) for v in model.moved.values() if not isinstance(v, int)]
+    model.minimize(terms)
+    hint = {model.x[k]: int(placement[problem.nodes[k[0]].id] == k[1]) for k in model.x}
+    # The tie-break is a preference: it holds the answer for as long as stage 1 took (at least 0.05 s),
+    # never more than tiebreak_share of the limit (measured: it can take far longer than stage 1).
+    budget = min(opts.tiebreak_share * opts.time_limit, max(0.05, stage1_seconds))
+    model.gap_limit = 0.0
+    try:
+        st2, _, _ = model.solve(
+            min(deadline, time.monotonic() + budget), hint=hint if opts.solver == "cpsat" else None
+        )
+    except ModelRefused as exc:  # the host cost stands proven; only the preference is lost
+        log.error("placement tie-break: %s", exc)
+        st2 = "refused"
+    if st2 in ("optimal", "feasible"):
+        placement = model.placement()
+    return placement, st2 == "optimal"
 
 
 def _on_host(problem: Problem, opts: Options, t0: float) -> dict | None:
