@@ -88,6 +88,9 @@ class Outcome:
     core_groups: int = 0  # groups that still had a choice in the last CP-SAT model
     tiebreak_proven: bool = False  # PCIe / moves tie-breaks proven minimal too
     primary_seconds: float | None = None  # when the primary cost was proven (seconds from the start)
+    # Groups split at a loose PCIe link (Groups.free_edges): the configurations a placement of primary at
+    # most the answer's may use (the caller's tie-break pins the groups keeping one; solver._tiebreak)
+    alive: np.ndarray | None = None
 
 
 def _reduce(values: np.ndarray, start: np.ndarray, fn) -> np.ndarray:
@@ -1780,6 +1783,10 @@ def solve_groups(
         restricted = None  # the incumbent came from this solve, not from the restricted core
     # Tie-break among placements of primary cost p1 (proven optimal): fewer PCIe units, then moves.
     primary_s = run.clock() - t0
+    if gr.free_edges:
+        # The groups' PCIe units miss the edges between groups: the caller breaks the tie on the whole
+        # instance (solver._tiebreak), pinning what `alive` leaves one way.
+        return Outcome("optimal", best, 0.0, 0, False, primary_s, alive=alive)
     tb_stages = _levels([gr.pcie, gr.moves], gr.start)
     if all(not int(reb.max(initial=0)) for st in tb_stages for reb, _ in st):
         return Outcome("optimal", best, 0.0, 0, tiebreak_proven=True, primary_seconds=primary_s)

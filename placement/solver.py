@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+import numpy as np
+
 from placement import integers
 from placement.covers import RootLP, Rows, cover_cuts
 from placement.cpsat import new_solver
@@ -626,7 +628,7 @@ def _solve_engine(
         tiebreak_proven = False
         if time.monotonic() < deadline:
             try:
-                model = _Model(problem, opts)
+                model = _Model(_narrowed(problem, gr, oc.alive, placement), opts)
                 placement, tiebreak_proven = _tiebreak(
                     model, placement, model.stage1_value(placement), primary or 0.0, deadline
                 )
@@ -640,6 +642,17 @@ def _solve_engine(
     if gr.cost_error or gr.rounded_rows:
         out["rounding"] = {"host_cost_within": float(gr.cost_error), "budgets": gr.rounded_rows}
     return out
+
+
+def _narrowed(problem: Problem, gr: Groups, alive: np.ndarray | None, placement: dict[str, str]) -> Problem:
+    """`problem` with the NFs of every group that keeps one configuration in `alive` pinned where
+    `placement` has them (no placement of primary at most its own moves them: reduced-cost fixing, exact)."""
+    if alive is None:
+        return problem
+    kept = np.add.reduceat(alive.astype(np.int64), gr.start[:-1]) if gr.n_groups else np.zeros(0, np.int64)
+    pin = {int(i) for g in np.nonzero(kept == 1)[0].tolist() for i in gr.group_nodes[g].tolist()}
+    nodes = [replace(n, pinned=placement[n.id]) if i in pin else n for i, n in enumerate(problem.nodes)]
+    return replace(problem, nodes=nodes)
 
 
 def prepare_within(
