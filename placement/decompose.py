@@ -393,7 +393,7 @@ def prepare_plan(
               pcie_rows=pcie_rows, n_rows=n_rows, move_row=move_row, src=src, dst=dst,
               g=np.array(g_work, dtype=np.int64), is_mov=is_mov, floc=floc, slo=slo, fixed=fixed,
               lat=_latencies(p, slo) if slo else None, max_configs=max_configs,
-              max_kept=kept_limit(p))  # fmt: skip
+              max_kept=kept_limit(p), loose=loose)  # fmt: skip
     group_nodes: list[np.ndarray] = []
     group_of = np.full(n_nodes, -1, dtype=np.int64)
     for m in sorted(by_size):
@@ -565,6 +565,9 @@ class Ctx:
     lat: Latencies | None = None  # the latencies as integers (when a chain has an SLO)
     max_configs: int = 4096  # a larger group is built member by member or not at all
     max_kept: int = MAX_KEPT  # a group keeping more: no groups (kept_limit)
+    # No PCIe row can bind (prepare_plan): edges between groups are in no group's pcie, so an enumerated
+    # group's dominance goes by strictly lower cost alone (a tie on cost may differ in PCIe the group cannot see)
+    loose: bool = False
 
 
 @dataclass
@@ -762,9 +765,9 @@ def _enumerated(ctx: Ctx, mat: np.ndarray, esel: np.ndarray) -> list[Block] | No
         use[:, :, ctx.n_rows - 1] = moved
     meets = _meets_slos(p, ctx.lat, ctx.slo, ctx.fixed, mat, table, where_row, where_col, where_m, m)
     if meets is None:
-        keep = _undominated(cost, pcie, moved, use) if K <= 256 else np.ones((nc, K), dtype=bool)
+        keep = _undominated(cost, pcie, moved, use, ctx.loose) if K <= 256 else np.ones((nc, K), dtype=bool)
     else:  # among the configurations meeting the SLOs only
-        keep = meets if K > 256 else _undominated_within(cost, pcie, moved, use, meets)
+        keep = meets if K > 256 else _undominated_within(cost, pcie, moved, use, meets, ctx.loose)
     if not keep.any(1).all():
         return None
     cur_row = _current_rows(cur_m, L)
@@ -1136,22 +1139,24 @@ def assemble(memo: Memo, locs, fixed, group_nodes, budgets, row_names, cost_cons
     )
 
 
-def _undominated(cost, pcie, moves, use) -> np.ndarray:
+def _undominated(cost, pcie, moves, use, strict: bool = False) -> np.ndarray:
     """(nc, K) mask of configurations no other one of the same group dominates (see module doc); in
-    chunks of groups, so that the (groups, K, K, rows) comparison stays small."""
+    chunks of groups, so that the (groups, K, K, rows) comparison stays small. `strict`: only by a
+    strictly lower cost (Ctx.loose)."""
     nc, K = cost.shape
     step = max(1, 2_000_000 // max(1, K * K * max(1, use.shape[-1])))
     if nc <= step:
-        return _undominated_chunk(cost, pcie, moves, use)
+        return _undominated_chunk(cost, pcie, moves, use, strict)
     return np.concatenate([_undominated_chunk(cost[a : a + step], pcie[a : a + step], moves[a : a + step],
-                                              use[a : a + step]) for a in range(0, nc, step)])  # fmt: skip
+                                              use[a : a + step], strict) for a in range(0, nc, step)])  # fmt: skip
 
 
-def _undominated_chunk(cost, pcie, moves, use) -> np.ndarray:
+def _undominated_chunk(cost, pcie, moves, use, strict: bool = False) -> np.ndarray:
     """_undominated of a few groups at once.
 
     j dominates k: objective (cost, pcie, moves) lexicographically <= and every use <=, and strictly
     better somewhere or (all equal and j < k). Such a relation has no cycles, so every group keeps one.
+    `strict`: j dominates k only with a lower cost and every use <=.
     """
     c1, c2 = cost[:, :, None], cost[:, None, :]  # [.., k, j]
     p1, p2 = pcie[:, :, None], pcie[:, None, :]
@@ -1163,6 +1168,8 @@ def _undominated_chunk(cost, pcie, moves, use) -> np.ndarray:
     lt_some = (u2 < u1).any(-1)
     K = cost.shape[1]
     idx_lt = np.arange(K)[None, :] < np.arange(K)[:, None]  # [k, j]: j < k
+    if strict:
+        return ~(le & (c2 < c1)).any(-1)
     dominated = le & (lex_lt | (lex_eq & (lt_some | idx_lt[None])))
     return ~dominated.any(-1)
 
@@ -1232,10 +1239,10 @@ def _meets_slos_int64(lat: Latencies, slo, fixed, nc, table, where_row, where_co
     return ok
 
 
-def _undominated_within(cost, pcie, moves, use, allowed) -> np.ndarray:
+def _undominated_within(cost, pcie, moves, use, allowed, strict: bool = False) -> np.ndarray:
     """_undominated among the `allowed` configurations only (the others neither kept nor dominating)."""
     big = np.iinfo(np.int64).max // 4
     c = np.where(allowed, cost, big)
     keep = _undominated(c, np.where(allowed, pcie, big), np.where(allowed, moves, big),
-                        np.where(allowed[..., None], use, big))  # fmt: skip
+                        np.where(allowed[..., None], use, big), strict)  # fmt: skip
     return keep & allowed

@@ -645,12 +645,16 @@ def _solve_engine(
 
 
 def _narrowed(problem: Problem, gr: Groups, alive: np.ndarray | None, placement: dict[str, str]) -> Problem:
-    """`problem` with the NFs of every group that keeps one configuration in `alive` pinned where
-    `placement` has them (no placement of primary at most its own moves them: reduced-cost fixing, exact)."""
+    """`problem` with the NF of every one-NF group that keeps one configuration in `alive` pinned where
+    `placement` has it (no placement of primary at most its own moves it: reduced-cost fixing; such a group's
+    dominance went by strictly lower cost alone, decompose.Ctx.loose). Larger groups (SLO chains; built
+    member by member past 4,096 configurations, where ties on cost were dropped by PCIe) stay free."""
     if alive is None:
         return problem
     kept = np.add.reduceat(alive.astype(np.int64), gr.start[:-1]) if gr.n_groups else np.zeros(0, np.int64)
-    pin = {int(i) for g in np.nonzero(kept == 1)[0].tolist() for i in gr.group_nodes[g].tolist()}
+    pin = {
+        int(gr.group_nodes[g][0]) for g in np.nonzero(kept == 1)[0].tolist() if len(gr.group_nodes[g]) == 1
+    }
     nodes = [replace(n, pinned=placement[n.id]) if i in pin else n for i, n in enumerate(problem.nodes)]
     return replace(problem, nodes=nodes)
 
