@@ -668,15 +668,14 @@ REFUTE_GAP, REFUTE_MIN_GROUPS = 8, 200
 FEASIBILITY_LINEARIZATION = 1  # measured: 'cost <= p1 - 1?' refuted in 0.18 s vs 1.5 s with 2
 
 
-def _knapsack_bound(gr: Groups, useful: np.ndarray, target: int) -> tuple[int, list[int] | None] | None:
-    """knapsack.bound on the `useful` configurations when they form a binary knapsack: (a lower bound on
-    the primary of every placement among them, capped at target + 1; the cheapest placement met, or
-    None); None when they do not."""
+def _knapsack_bound(gr: Groups, useful: np.ndarray, target: int) -> knapsack.Bound | None:
+    """knapsack.bound on the `useful` configurations when they form a binary knapsack (None when they
+    do not)."""
     its = knapsack.items(gr.cost, gr.use, gr.budget, gr.start, useful)
     if its is None:
         return None
     if isinstance(its, str):  # some group keeps no configuration: nothing costs target or less
-        return target + 1, None
+        return knapsack.Bound(target + 1, None, 0)
     return knapsack.bound(its, target)
 
 
@@ -1540,12 +1539,10 @@ def solve_groups(
                 k_target = p_inc - 1 - slack(p_inc)
                 kb = _knapsack_bound(gr, alive & _within(d1, den1 * k_target - lb1), k_target)
                 if kb is not None:
-                    k_low, k_best = kb
-                    log.debug(
-                        "knapsack bound %d nodes=%d t=%.3f", k_low, knapsack.bound.nodes, run.clock() - t0
-                    )
-                    if k_best is not None and _sum(gr.cost, k_best) < p_inc:
-                        status, inc, settled = "feasible", k_best, None
+                    k_low = kb.lower
+                    log.debug("knapsack bound %d nodes=%d t=%.3f", k_low, kb.nodes, run.clock() - t0)
+                    if kb.placement is not None and _sum(gr.cost, kb.placement) < p_inc:
+                        status, inc, settled = "feasible", kb.placement, None
             if (
                 status in ("optimal", "feasible")
                 and not close_enough(inc)

@@ -5,7 +5,7 @@ That is the shape of one sNIC with a loose PCIe link (prepare_plan then splits t
 each) and only its capacity tight: a 0/1 knapsack of thousands of NFs whose LP bound sits far below the
 optimum when a few NFs use a large share of the sNIC (foreign large 5,000 draw 0: 52 slacks), where
 CP-SAT's "cost <= x?" questions took 1-2 s each. Best-first branch and bound on the LP (Dantzig) bound,
-branching on the break item, closes such a gap in a few nodes (draw 0: 8). On a plateau of equal ratios
+branching on the break item, closes such a gap in a few nodes (draw 0: 115, 7 ms). On a plateau of equal ratios
 (many NFs of one type) the bound stalls; the search then stops and hands back the bound it reached.
 
 Exact: integer profits and weights, the NFs in exact ratio order (a float sort checked pair by pair in
@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import heapq
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -28,8 +29,9 @@ FILL = 64  # free items past the break item tried by each node's greedy completi
 
 @dataclass
 class Items:
-    """The knapsack: item k switches its group from configuration `base[k]` to `take[k]`, saving `p[k]`
-    cost units for `w[k]` of the binding row (both > 0), items in descending exact ratio p / w."""
+    """The knapsack: item k switches group `group[k]` from its configuration in `chosen` to `take[k]`,
+    saving `p[k]` cost units for `w[k]` of the binding row (both > 0), items in descending exact ratio
+    p / w."""
 
     p: np.ndarray
     w: np.ndarray
@@ -94,15 +96,23 @@ def _ratio_order(p: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.array(sorted(range(len(p)), key=functools.cmp_to_key(cmp)), dtype=np.int64)
 
 
-def bound(it: Items, target: int, nodes: int = NODES, stall: int = STALL) -> tuple[int, list[int] | None]:
-    """(a lower bound on the cost of every placement among the items' configurations, capped at target + 1
-    (= none costs target or less), the cheapest placement the search met as one configuration per group,
-    or None if none fits)."""
+class Bound(NamedTuple):
+    lower: (
+        int  # no placement among the items' configurations costs less (capped at target + 1: none <= target)
+    )
+    placement: (
+        list[int] | None
+    )  # the cheapest one the search met, a configuration per group (None: none fits)
+    nodes: int  # branch-and-bound nodes expanded
+
+
+def bound(it: Items, target: int, nodes: int = NODES, stall: int = STALL) -> Bound:
+    """The branch and bound on `it`, asked whether a placement costs `target` or less."""
     n = len(it.p)
     p, w = it.p, it.w
     goal = it.const - target  # a placement of cost <= target saves at least this much
-    if it.cap < 0:  # (cannot happen: the budget row broken whatever is chosen)
-        return target + 1, None
+    if it.cap < 0:  # the budget row broken whatever is chosen
+        return Bound(target + 1, None, 0)
     best_save, best_in = 0, np.zeros(n, dtype=bool)
 
     def relax(free: np.ndarray, inn: np.ndarray, cap: int, saved: int):
@@ -160,8 +170,7 @@ def bound(it: Items, target: int, nodes: int = NODES, stall: int = STALL) -> tup
     # less than the goal (cost above target) or no more than best_save.
     open_ub = max([-h[0] for h in heap], default=-1)
     lower = min(it.const - max(open_ub, best_save), target + 1)
-    bound.nodes = count  # (for the log)
     chosen = it.chosen.copy()
     taken = np.nonzero(best_in)[0]
     chosen[it.group[taken]] = it.take[taken]
-    return lower, chosen.tolist()
+    return Bound(lower, chosen.tolist(), count)
