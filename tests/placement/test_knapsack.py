@@ -154,3 +154,56 @@ def test_engine_on_split_groups_agrees_with_the_mip(pcie):
     assert total(ours) <= total(mip) + 1e-9  # the MIP's tie-break is boxed (best-effort on 1000)
     if mip["tiebreak"] == "proven":
         assert total(ours) == pytest.approx(total(mip), rel=1e-9)
+
+
+def _loose_random(rng: random.Random) -> tuple[dict, dict]:
+    """A small instance on loose PCIe links: 1-2 sNICs, chains (some with a latency SLO), current
+    locations, move costs or a move budget, memory in some."""
+    n_snic = rng.choice([1, 1, 2])
+    locs = ["host"] + [f"s{k}" for k in range(n_snic)]
+    nodes = [{"id": "vm", "kind": "vm"}] + [
+        {"id": f"p{k}", "kind": "port", "pinned": f"s{k}"} for k in range(n_snic)
+    ]
+    mem = rng.random() < 0.3
+    nfs = []
+    for i in range(rng.randint(2, 7)):
+        n = {"id": f"f{i}", "kind": "nf", "r_host": rng.choice([0.5, 1, 1.5, 0.3333]),
+             "r_nic": rng.choice([0.25, 1, 3]), "location": rng.choice([None, *locs]),
+             "latency_us": {"host": rng.choice([1, 5]), "nic": rng.choice([2, 8])}}  # fmt: skip
+        if rng.random() < 0.15:
+            n["pinned"] = rng.choice(locs)
+        if mem:
+            n["needs"] = {"mem": rng.choice([0, 1, 2])}
+        nodes.append(n)
+        nfs.append(n["id"])
+    edges, chains = [], []
+    rng.shuffle(nfs)
+    for c in range(rng.randint(1, 3)):
+        members = nfs[c::3] or nfs[:1]
+        path = [f"p{rng.randrange(n_snic)}", *members, "vm"]
+        g = rng.choice([0.5, 1, 2.5])
+        edges += [{"src": a, "dst": b, "gbps": g} for a, b in zip(path, path[1:], strict=False)]
+        if rng.random() < 0.5:
+            chains.append({"id": f"c{c}", "vertices": path, "latency_us": rng.choice([10, 20, 40])})
+    snics = [{"id": f"s{k}", "capacity": rng.choice([1, 3, 6]), "pcie_gbps": 100,
+              "pcie_latency_us": rng.choice([0, 3])} for k in range(n_snic)]  # fmt: skip
+    if mem:
+        for s in snics:
+            s["resources"] = {"mem": rng.choice([1, 2, 4])}
+    inst = {"nodes": nodes, "edges": edges, "snics": snics, "chains": chains,
+            "pcie_model": rng.choice(["duplex", "shared"])}  # fmt: skip
+    opts = {"max_moves": rng.choice([None, None, 1, 2]), "move_cost": rng.choice([0, 0, 0.5])}
+    return inst, opts
+
+
+@pytest.mark.parametrize("seed", range(80))
+def test_split_groups_are_lexicographically_optimal(seed):
+    # The whole lexicographic objective (host cost + moves' cost, then PCIe, then moves) against brute
+    # force, where the PCIe links are loose (the groups split) and SLO chains, pins and moves apply.
+    from tests.placement.test_engine import brute_force, check
+
+    inst, opts = _loose_random(random.Random(seed))
+    problem = parse_problem(inst)
+    best = brute_force(problem, opts["max_moves"], opts["move_cost"])
+    ours = solve(problem, solver="cpsat", time_limit=20, **opts)
+    check(problem, opts, ours, best)
