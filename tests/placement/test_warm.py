@@ -349,3 +349,27 @@ def test_measured_floats_warm_equals_brute_force_on_small(seed):
             if node["kind"] == "nf":
                 node["location"] = warm["placement"][node["id"]]
     assert onto >= 1  # the path under test was taken
+
+
+def test_a_loose_link_keeps_its_split_groups_or_takes_the_full_path():
+    # Groups split at a loose PCIe link (decompose.pcie_never_binds): a change that keeps the link loose is
+    # rebuilt incrementally, the same as the full prepare; one that lets a PCIe row bind joins the groups
+    # again, which only the full path does.
+    from tests.placement.test_knapsack import _loose_instance
+
+    obj = _loose_instance(60)  # 24 chain NFs, ~40 Gbit/s could cross: loose
+    parsed = Parsed()
+    read = parsed.read(obj)
+    gr = prepare(read.problem)
+    assert gr.memo.loose and gr.n_groups == 24
+    obj["edges"][5]["gbps"] = 1.25  # (on the kept scale: hundredths)
+    read = parsed.read(obj)
+    got = update(gr, read.problem, read.nodes, read.edges)
+    full = prepare(parse_problem(obj))
+    assert got is not None and full.memo.loose
+    assert_same_groups(got, full)
+    obj["edges"][5]["gbps"] = 30  # now more could cross than the link carries
+    read = parsed.read(obj)
+    assert update(got, read.problem, read.nodes, read.edges) is None
+    full = prepare(parse_problem(obj))
+    assert not full.memo.loose and full.n_groups == 6
