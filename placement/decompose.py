@@ -161,11 +161,16 @@ def _lcm_den(values) -> int:
     return math.lcm(*{v.denominator for v in values})
 
 
-def pcie_never_binds(g: np.ndarray, budgets: list[int]) -> bool:
-    """Whether every PCIe row's budget (fixed vertices' crossings taken off) holds `g`, every edge that
-    could cross (working units, rounded up): an edge crosses a link at most once, in one direction."""
-    total = int(g.sum())
-    return all(total <= b for b in budgets)
+def pcie_never_binds(
+    g: np.ndarray, both_fixed: np.ndarray, budgets: list[int], first: int, n_pcie: int
+) -> bool:
+    """Whether no PCIe row can bind: each one's budget (`budgets[first : first + n_pcie]`, fixed vertices'
+    crossings taken off) holds every edge that could cross (`g`, working units rounded up, less the edges
+    `both_fixed`): an edge crosses a link at most once, in one direction. False without edges or PCIe rows."""
+    if not len(g) or not n_pcie:
+        return False
+    total = int(g[~both_fixed].sum())
+    return all(total <= b for b in budgets[first : first + n_pcie])
 
 
 def _components(movable: list[int], a: np.ndarray, b: np.ndarray, is_mov: np.ndarray) -> list[list[int]]:
@@ -367,8 +372,7 @@ def prepare_plan(
     # nothing: each NF's cost depends on its own location only, so edges join no group (a component of
     # thousands of NFs becomes single-NF groups; the PCIe tie-break then cannot see the edges between
     # groups: Groups.free_edges, the tie-break best-effort).
-    pcie_budgets = budgets[n_node_rows : n_node_rows + len(pcie_rows)]
-    loose = bool(len(edges) and pcie_rows) and pcie_never_binds(g_arr[~both_fixed], pcie_budgets)
+    loose = pcie_never_binds(g_arr, both_fixed, budgets, n_node_rows, len(pcie_rows))
     # A chain's movable vertices join one group, so that its latency SLO is a rule of that group alone.
     slo = [c for c in p.chains if c.latency_us is not None]
     none = np.zeros(0, dtype=np.int64)
@@ -461,7 +465,7 @@ def prepare_plan(
                     cost_shift=cost_shift, pcie_shift=pcie_shift, cap_shifts=cap_shifts, load=load,
                     host_raw=host_raw, host=host, nic=nic, node_rows=[c for _, c in node_rows], g_int=g_int,
                     g_work=g_work, movable=movable, base_budgets=base_budgets, move_cost=move_cost,
-                    max_moves=max_moves, edge_pos=edge_pos, loose=loose)  # fmt: skip
+                    max_moves=max_moves, edge_pos=edge_pos)  # fmt: skip
         return assemble(memo, locs, fixed, group_nodes, budgets, row_names, cost_const, cost_unit,
                         cost_error, rounded_rows, needs_raw)  # fmt: skip
 
@@ -648,7 +652,11 @@ class Memo:
     max_moves: int | None
     edge_pos: list[int]  # per input edge: its index among the edges with traffic, or -1
     dens: dict | None = None  # denominators behind G, R, Rn, counted (reprepare.py, on its first update)
-    loose: bool = False  # no PCIe row can bind: edges join no group (prepare_plan)
+
+    @property
+    def loose(self) -> bool:
+        """No PCIe row can bind: edges join no group (prepare_plan)."""
+        return self.ctx.loose
 
 
 def configs(
@@ -1159,17 +1167,17 @@ def _undominated_chunk(cost, pcie, moves, use, strict: bool = False) -> np.ndarr
     `strict`: j dominates k only with a lower cost and every use <=.
     """
     c1, c2 = cost[:, :, None], cost[:, None, :]  # [.., k, j]
+    u1, u2 = use[:, :, None, :], use[:, None, :, :]
+    le = (u2 <= u1).all(-1)
+    if strict:
+        return ~(le & (c2 < c1)).any(-1)
     p1, p2 = pcie[:, :, None], pcie[:, None, :]
     m1, m2 = moves[:, :, None], moves[:, None, :]
     lex_lt = (c2 < c1) | ((c2 == c1) & ((p2 < p1) | ((p2 == p1) & (m2 < m1))))
     lex_eq = (c2 == c1) & (p2 == p1) & (m2 == m1)
-    u1, u2 = use[:, :, None, :], use[:, None, :, :]
-    le = (u2 <= u1).all(-1)
     lt_some = (u2 < u1).any(-1)
     K = cost.shape[1]
     idx_lt = np.arange(K)[None, :] < np.arange(K)[:, None]  # [k, j]: j < k
-    if strict:
-        return ~(le & (c2 < c1)).any(-1)
     dominated = le & (lex_lt | (lex_eq & (lt_some | idx_lt[None])))
     return ~dominated.any(-1)
 

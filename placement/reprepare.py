@@ -195,9 +195,7 @@ def update(
         up = int(g[(la == k) & (lb != k)].sum())
         down = int(g[(lb == k) & (la != k)].sum())
         budgets[n_node_rows + r] -= {"up": up, "down": down, "both": up + down}[d]
-    pcie_budgets = budgets[n_node_rows : n_node_rows + len(ctx.pcie_rows)]
-    loose = bool(len(src) and ctx.pcie_rows) and pcie_never_binds(g_arr[~both_fixed], pcie_budgets)
-    if loose != memo.loose:
+    if pcie_never_binds(g_arr, both_fixed, budgets, n_node_rows, len(ctx.pcie_rows)) != ctx.loose:
         return None  # the groups change: edges join them, or no longer do (decompose.prepare_plan)
     cost_const = Fraction(sum(host_raw[i] for i in fixed_idx[fixed_loc == 0].tolist()), div << shift)
 
