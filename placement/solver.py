@@ -51,6 +51,13 @@ FEASIBLE_SHARE = 0.5
 # The plain model's full solve with at least CUTS_SNICS sNICs: stage 1 in CUTS_BOX deterministic s first,
 # then, if unproven, again with cover cuts of its budget rows (covers.py; bench/RESULTS.md, cuts23).
 CUTS_SNICS = 2
+# ... and with one sNIC where the model keeps a chain's latency row (their LP relaxation is weak: a crossing
+# indicator is 0 at any two equal fractional locations): foreign large 5,000 draw 3 (150 such rows) unproven at
+# 20 s (MIP 10-14 s) -> proven in ~12 s. Not on every one-sNIC model: without SLO rows the cuts cost more
+# than they gave (foreign 5,000 draws 1 / 4 x1.4-1.7, foreign 500 draws 13 / 27; bench/RESULTS.md, slocuts).
+# Its first box is SLO_CUTS_BOX: the foreign draws at 500 with SLO rows need 0.015-0.073 deterministic s
+# alone, and in CUTS_BOX two of them (8, 28) paid the cuts, x1.2-1.4 CPU.
+CUTS_WITH_SLO, SLO_CUTS_BOX = True, 0.25
 CUTS_BOX = 0.03  # 0.01: foreign draw 1615 (det 0.022 alone) paid the cuts and became 2x slower than the MIP
 # and Chvatal-Gomory cuts of every row (gomory.py; bench/RESULTS.md, gomory23), up to this many LP rounds
 GOMORY_ROUNDS = 4
@@ -203,6 +210,7 @@ class _Model:
         self.pending: list[tuple[int, str, str, object, object, int]] = []  # (edge, sNIC, dir, in, out, slot)
         self._slots: dict[str, tuple[int, int]] = {}  # sNIC id: (its first pcie_terms entry, its up count)
         self.left_out: list[str] = []  # the rows left out, as evaluate() names their violations
+        self.latency_rows = 0  # chains' latency rows kept (every 0/1 point meeting one: left out)
         for s in p.snics:
             cands: dict[str, list[tuple[int, Fraction, object, object]]] = {"up": [], "down": []}
             for k, e in enumerate(p.edges):
@@ -262,6 +270,7 @@ class _Model:
                     self.left_out.append(f"latency of chain {c.id}:")
                     continue  # every 0/1 point meets it: no row, no indicators (nothing else uses them)
                 self.add_row(self._latency_made(c, spec), c.latency_us, ints)
+                self.latency_rows += 1
 
     def _crossing(self, k: int, sid: str, d: str, inside, outside):
         z = self.boolvar(f"z{k}_{sid}_{d}")
@@ -732,11 +741,12 @@ def _solve_model(
                 if st0 in ("optimal", "feasible"):
                     fallback = _fitting(problem, opts, model.placement(), model.costs)
         model.minimize(model.stage1)
-        if opts.solver == "cpsat" and first_work is None and len(problem.snics) >= CUTS_SNICS:
-            # Several sNICs: the model alone in CUTS_BOX first (most instances are proven there); if not,
+        if opts.solver == "cpsat" and first_work is None and _cuts_pay(problem, model):
+            # Several sNICs, or latency rows: the model alone in CUTS_BOX first (most instances are proven there); if not,
             # cover cuts of its budget rows at the root LP (covers.py: each implied by one row, checked in
             # integers), then stage 1 again with them (bench/RESULTS.md, cuts23).
-            status, obj, bound = model.solve(deadline, hint=hint, work=CUTS_BOX)
+            box = CUTS_BOX if len(problem.snics) >= CUTS_SNICS else SLO_CUTS_BOX
+            status, obj, bound = model.solve(deadline, hint=hint, work=box)
             if status not in ("optimal", "infeasible") and time.monotonic() < deadline:
                 boxed = (status, obj, bound, model.value if status == "feasible" else None)
                 model.add_root_cuts()
@@ -843,6 +853,12 @@ def _fallback_result(problem: Problem, opts: Options, t0: float, placement: dict
 def _movable_on_host(problem: Problem) -> dict[str, str]:
     """Every vertex with a choice on the host, the others where they must be."""
     return {n.id: a[0] if len(a := problem.allowed(n)) == 1 else HOST for n in problem.nodes}
+
+
+def _cuts_pay(problem: Problem, model: _Model) -> bool:
+    """Whether the plain model's full solve separates root cuts after its first box: several sNICs, or a
+    chain's latency row kept (CUTS_SNICS, CUTS_WITH_SLO)."""
+    return len(problem.snics) >= CUTS_SNICS or (CUTS_WITH_SLO and model.latency_rows > 0)
 
 
 def _current_hint(model: _Model) -> dict | None:

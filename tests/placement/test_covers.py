@@ -124,6 +124,75 @@ def test_cut_path_matches_brute_force(inst):
     assert ev.feasible and ev.host_cost == best
 
 
+@st.composite
+def one_snic_with_slos(draw):
+    """One sNIC, chains from the port through 1-4 NFs to a VM, most with a latency SLO of 1-1.8 x their
+    least latency (all on the host, one crossing: some met by every placement, some by a few), PCIe
+    crossings that cost latency and budget."""
+    n_nf = draw(st.integers(2, 7))
+    nodes = [{"id": "vm0", "kind": "vm"}, {"id": "e0", "kind": "port", "pinned": "snic0"}]
+    lat = {}
+    for i in range(n_nf):
+        lat[f"f{i}"] = host = draw(st.sampled_from([1.2, 4, 9]))
+        nodes.append({"id": f"f{i}", "kind": "nf", "r_host": draw(st.sampled_from([0.5, 1, 2, 3])),
+                      "r_nic": draw(st.sampled_from([0.25, 1, 2])),
+                      "latency_us": {"host": host, "nic": host * draw(st.sampled_from([1.5, 2.2]))}})  # fmt: skip
+    pcie_latency = draw(st.sampled_from([0.5, 3]))
+    edges, chains = [], []
+    order = draw(st.permutations(range(n_nf)))
+    at = 0
+    while at < n_nf:
+        k = draw(st.integers(1, 4))
+        path = ["e0", *(f"f{i}" for i in order[at : at + k]), "vm0"]
+        at += k
+        g = draw(st.sampled_from([0.5, 1, 2.5]))
+        edges += [{"src": a, "dst": b, "gbps": g} for a, b in zip(path, path[1:], strict=False)]
+        chain = {"id": f"c{len(chains)}", "vertices": path}
+        if draw(st.integers(0, 3)):
+            least = sum(lat[v] for v in path[1:-1]) + pcie_latency
+            chain["latency_us"] = least * draw(st.sampled_from([1.0, 1.15, 1.4, 1.8]))
+        chains.append(chain)
+    snic = {"id": "snic0", "capacity": draw(st.sampled_from([1, 2, 4])),
+            "pcie_gbps": draw(st.sampled_from([2, 5, 50])), "pcie_latency_us": pcie_latency}  # fmt: skip
+    return {"nodes": nodes, "edges": edges, "snics": [snic], "chains": chains}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(one_snic_with_slos())
+def test_slo_cut_path_with_one_snic_matches_brute_force(inst):
+    """One sNIC and a kept latency row: the plain model's full solve takes the cut path (covers.py of the
+    latency and budget rows) and still finds the least host cost; without a kept latency row it does not."""
+    problem = parse_problem(inst)
+    best = brute_force(problem)
+    with pytest.MonkeyPatch.context() as mp:
+        counts = _force_cuts(mp)
+        mp.setattr(solver_mod, "SLO_CUTS_BOX", 1e-9)
+        r = solve(problem, time_limit=20, engine=False)
+    rows = _Model(problem, Options()).latency_rows
+    if best is None:
+        assert r["status"] == "infeasible"
+        return
+    assert r["status"] == "optimal", r
+    assert bool(counts["cover"]) == (rows > 0)  # the cut path ran exactly where a latency row is kept
+    ev = evaluate(problem, r["placement"])
+    assert ev.feasible and ev.host_cost == best
+
+
+def test_latency_rows_count_only_the_kept_ones():
+    """A chain whose SLO every placement meets gets no row (left out, not counted); a binding one does."""
+    base = {"nodes": [{"id": "vm0", "kind": "vm"}, {"id": "e0", "kind": "port", "pinned": "snic0"},
+                      {"id": "f0", "kind": "nf", "r_host": 1, "r_nic": 1, "latency_us": {"host": 2, "nic": 5}}],
+            "edges": [{"src": "e0", "dst": "f0", "gbps": 1}, {"src": "f0", "dst": "vm0", "gbps": 1}],
+            "snics": [{"id": "snic0", "capacity": 4, "pcie_gbps": 10, "pcie_latency_us": 1}]}  # fmt: skip
+    loose = base | {"chains": [{"id": "c0", "vertices": ["e0", "f0", "vm0"], "latency_us": 100}]}
+    tight = base | {"chains": [{"id": "c0", "vertices": ["e0", "f0", "vm0"], "latency_us": 4}]}
+    m_loose, m_tight = _Model(parse_problem(loose), Options()), _Model(parse_problem(tight), Options())
+    assert m_loose.latency_rows == 0 and "latency of chain c0:" in m_loose.left_out
+    assert m_tight.latency_rows == 1
+    assert solver_mod._cuts_pay(parse_problem(tight), m_tight)
+    assert not solver_mod._cuts_pay(parse_problem(loose), m_loose)
+
+
 def test_cuts_are_implied_by_the_model_rows_on_foreign_draws():
     """Cuts on the recorded rows of real models (each checked against its own row inside cover_cuts): every
     cut's variables lie in one budget row."""
