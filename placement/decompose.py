@@ -598,8 +598,11 @@ def _latencies(p: Problem, slo: list) -> Latencies:
     dtype = np.int64 if worst < 2**62 else object
     vertices = {c.id: [p.index[v] for v in c.vertices] for c in slo}
     lens = [len(c.vertices) for c in slo]
+    # An SLO at least `worst` is met by every configuration (a chain's latency sums at most 3 x the largest
+    # latency a vertex): such an SLO counts as `worst`, so that it fits the dtype (an SLO of 9.3e18 us beside
+    # latencies of a few us raised OverflowError in the int64 comparison).
     return Latencies(np.array(host, dtype=dtype), np.array(nic, dtype=dtype), np.array(cross, dtype=dtype),
-                     {c.id: _times(c.latency_us, den) for c in slo}, vertices,
+                     {c.id: min(_times(c.latency_us, den), worst) for c in slo}, vertices,
                      np.array([i for c in slo for i in vertices[c.id]], dtype=np.int64),
                      np.cumsum([0] + lens[:-1], dtype=np.int64), {c.id: k for k, c in enumerate(slo)})  # fmt: skip
 

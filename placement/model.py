@@ -424,11 +424,26 @@ def round_onto(value: float, scale: int) -> tuple[Fraction, float] | None:
     return Fraction(k, scale), off / abs(gn * scale)
 
 
+# The largest magnitude a number may have: a double's (JSON numbers are doubles to most peers). Python's json
+# reads an integer of any length: 1e400 written out was accepted, and the solve then raised OverflowError where
+# it reported a figure as a float (a 500 for the agent's REST API).
+_MAX_MAGNITUDE = Fraction(int(np.finfo(np.float64).max))
+
+
+def _too_large(where: str, value: Any) -> PlacementInputError:
+    got = f"an integer of {int(value).bit_length()} bits" if isinstance(value, int) else repr(value)
+    return PlacementInputError(
+        f"{where}: out of range (at most {float(_MAX_MAGNITUDE)!r} in magnitude), got {got}"
+    )
+
+
 def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None = None) -> Fraction:
     kind = type(value)
     if kind is int:  # the common cases first (JSON gives exactly int or float; bool is another type)
         if nonneg and value < 0:
             raise PlacementInputError(f"{where}: must not be negative, got {value}")
+        if abs(value) > _MAX_MAGNITUDE:
+            raise _too_large(where, value)
         return Fraction(value)
     if (kind is float or isinstance(value, float)) and math.isfinite(value):
         frac, _, _, rel = _READINGS.get(value) or _rationalize(value)
@@ -449,6 +464,8 @@ def _exact(where: str, value: Any, *, nonneg: bool = True, inexact: list | None 
         raise PlacementInputError(f"{where}: not a number: {value!r}") from None
     if nonneg and frac.numerator < 0:
         raise PlacementInputError(f"{where}: must not be negative, got {value}")
+    if abs(frac) > _MAX_MAGNITUDE:
+        raise _too_large(where, value)
     return frac
 
 
@@ -645,7 +662,7 @@ def _parse_edges(items: list, known: Set[str], inexact: list, offsets: list[int]
                         inexact.append((f"edges[{i}].gbps", gbps, got[0], got[3]))
                     out.append(Edge(src, dst, got[0]))
                     continue
-                if kind is int and gbps >= 0:
+                if kind is int and 0 <= gbps <= _MAX_MAGNITUDE:
                     out.append(Edge(src, dst, Fraction(gbps)))
                     continue
         out.append(parse_edge(i, e, known, inexact))
@@ -670,6 +687,8 @@ def _count(where: str, value: Any) -> int:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise PlacementInputError(f"{where}: must be a non-negative integer, got {value!r}")
+    if value > _MAX_MAGNITUDE:
+        raise _too_large(where, value)
     return value
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import random
 import struct
 from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
+from pathlib import Path
 
 from placement import model
 from placement.families import FAMILIES, instance
@@ -14,6 +16,7 @@ from placement.model import (
     EXACT_DIGITS,
     SMALL_DEN,
     SMALL_DEN_TOL,
+    PlacementInputError,
     parse_problem,
     rationalize,
     read_floats,
@@ -124,3 +127,43 @@ def test_parse_reads_as_one_float_at_a_time(monkeypatch):
             m.setattr(model, "read_floats", lambda values: None)
             alone = parse_problem(obj)
         assert batch == alone and batch.inexact == alone.inexact, family
+
+
+def _example() -> dict:
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).parents[2] / "placement/examples/switch-tables.json").read_text())
+
+
+def test_numbers_past_a_double_are_refused_with_the_field_named():
+    """JSON carries integers of any length (Python's json reads 10**400 exactly): past a double's range a
+    number is refused at parse, naming the field, never an OverflowError later in the solve."""
+    import pytest
+
+    base = _example()
+    cases = [(("nodes", 1, "r_host"), 10**400), (("nodes", 1, "r_host"), "1e400"),
+             (("snics", 0, "capacity"), -(10**400)), (("edges", 0, "gbps"), 2**1024),
+             (("nodes", 1, "rules"), 10**400), (("snics", 0, "max_rules"), 10**309)]  # fmt: skip
+    for path, value in cases:
+        obj = _example()
+        at = obj
+        for key in path[:-1]:
+            at = at[key]
+        at[path[-1]] = value
+        with pytest.raises(PlacementInputError, match=rf"{path[0]}\[{path[1]}\]\.{path[2]}: "):
+            parse_problem(obj)
+    assert parse_problem(base).nodes  # the example itself parses
+
+
+def test_an_slo_past_int64_beside_small_latencies_is_met_by_every_placement():
+    """A chain's latency_us of 9.3e18 (past int64) with latencies of a few us: the engine's exact SLO check
+    (decompose) raised OverflowError; every placement meets it, so the answer is the one without the SLO."""
+    from placement import solve
+
+    obj = json.loads((Path(__file__).parents[2] / "placement/examples/latency-slo.json").read_text())
+    obj["chains"][0]["latency_us"] = 9.3e18
+    out = solve(parse_problem(obj), time_limit=10)
+    del obj["chains"][0]["latency_us"]
+    assert out["status"] == "optimal"
+    assert out["host_cost"] == solve(parse_problem(obj), time_limit=10)["host_cost"]
