@@ -427,7 +427,7 @@ def round_onto(value: float, scale: int) -> tuple[Fraction, float] | None:
 # The largest magnitude a number may have: a double's (JSON numbers are doubles to most peers). Python's json
 # reads an integer of any length: 1e400 written out was accepted, and the solve then raised OverflowError where
 # it reported a figure as a float (a 500 for the agent's REST API).
-_MAX_MAGNITUDE = Fraction(int(np.finfo(np.float64).max))
+_MAX_MAGNITUDE = int(np.finfo(np.float64).max)  # an int: the edges' fast path compares ints with it
 
 
 def _too_large(where: str, value: Any) -> PlacementInputError:

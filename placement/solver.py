@@ -741,11 +741,11 @@ def _solve_model(
                 if st0 in ("optimal", "feasible"):
                     fallback = _fitting(problem, opts, model.placement(), model.costs)
         model.minimize(model.stage1)
-        if opts.solver == "cpsat" and first_work is None and _cuts_pay(problem, model):
-            # Several sNICs, or latency rows: the model alone in CUTS_BOX first (most instances are proven there); if not,
-            # cover cuts of its budget rows at the root LP (covers.py: each implied by one row, checked in
+        box = _cuts_box(problem, model) if opts.solver == "cpsat" and first_work is None else None
+        if box is not None:
+            # Several sNICs, or latency rows: the model alone in its box first (most instances are proven there);
+            # if not, cover cuts of its budget rows at the root LP (covers.py: each implied by one row, checked in
             # integers), then stage 1 again with them (bench/RESULTS.md, cuts23).
-            box = CUTS_BOX if len(problem.snics) >= CUTS_SNICS else SLO_CUTS_BOX
             status, obj, bound = model.solve(deadline, hint=hint, work=box)
             if status not in ("optimal", "infeasible") and time.monotonic() < deadline:
                 boxed = (status, obj, bound, model.value if status == "feasible" else None)
@@ -855,10 +855,13 @@ def _movable_on_host(problem: Problem) -> dict[str, str]:
     return {n.id: a[0] if len(a := problem.allowed(n)) == 1 else HOST for n in problem.nodes}
 
 
-def _cuts_pay(problem: Problem, model: _Model) -> bool:
-    """Whether the plain model's full solve separates root cuts after its first box: several sNICs, or a
-    chain's latency row kept (CUTS_SNICS, CUTS_WITH_SLO)."""
-    return len(problem.snics) >= CUTS_SNICS or (CUTS_WITH_SLO and model.latency_rows > 0)
+def _cuts_box(problem: Problem, model: _Model) -> float | None:
+    """The first box (deterministic s) after which the plain model's full solve separates root cuts, or None
+    when it separates none: CUTS_BOX with several sNICs, SLO_CUTS_BOX with one where a chain's latency row
+    is kept (CUTS_SNICS, CUTS_WITH_SLO)."""
+    if len(problem.snics) >= CUTS_SNICS:
+        return CUTS_BOX
+    return SLO_CUTS_BOX if CUTS_WITH_SLO and model.latency_rows > 0 else None
 
 
 def _current_hint(model: _Model) -> dict | None:

@@ -189,8 +189,8 @@ def test_latency_rows_count_only_the_kept_ones():
     m_loose, m_tight = _Model(parse_problem(loose), Options()), _Model(parse_problem(tight), Options())
     assert m_loose.latency_rows == 0 and "latency of chain c0:" in m_loose.left_out
     assert m_tight.latency_rows == 1
-    assert solver_mod._cuts_pay(parse_problem(tight), m_tight)
-    assert not solver_mod._cuts_pay(parse_problem(loose), m_loose)
+    assert solver_mod._cuts_box(parse_problem(tight), m_tight) == solver_mod.SLO_CUTS_BOX
+    assert solver_mod._cuts_box(parse_problem(loose), m_loose) is None
 
 
 def test_cuts_are_implied_by_the_model_rows_on_foreign_draws():

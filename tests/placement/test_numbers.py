@@ -9,6 +9,8 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from pathlib import Path
 
+import pytest
+
 from placement import model
 from placement.families import FAMILIES, instance
 from placement.model import (
@@ -129,18 +131,14 @@ def test_parse_reads_as_one_float_at_a_time(monkeypatch):
         assert batch == alone and batch.inexact == alone.inexact, family
 
 
-def _example() -> dict:
-    import json
-    from pathlib import Path
-
-    return json.loads((Path(__file__).parents[2] / "placement/examples/switch-tables.json").read_text())
+def _example(name: str = "switch-tables") -> dict:
+    """A shipped example instance (placement/examples/NAME.json)."""
+    return json.loads((Path(__file__).parents[2] / f"placement/examples/{name}.json").read_text())
 
 
 def test_numbers_past_a_double_are_refused_with_the_field_named():
     """JSON carries integers of any length (Python's json reads 10**400 exactly): past a double's range a
     number is refused at parse, naming the field, never an OverflowError later in the solve."""
-    import pytest
-
     base = _example()
     cases = [(("nodes", 1, "r_host"), 10**400), (("nodes", 1, "r_host"), "1e400"),
              (("snics", 0, "capacity"), -(10**400)), (("edges", 0, "gbps"), 2**1024),
@@ -161,7 +159,7 @@ def test_an_slo_past_int64_beside_small_latencies_is_met_by_every_placement():
     (decompose) raised OverflowError; every placement meets it, so the answer is the one without the SLO."""
     from placement import solve
 
-    obj = json.loads((Path(__file__).parents[2] / "placement/examples/latency-slo.json").read_text())
+    obj = _example("latency-slo")
     obj["chains"][0]["latency_us"] = 9.3e18
     out = solve(parse_problem(obj), time_limit=10)
     del obj["chains"][0]["latency_us"]
